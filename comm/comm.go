@@ -1,0 +1,201 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Comm is a communicator: a fixed group of ranks that take part in
+// collectives together and exchange point-to-point messages. Backends
+// (comm/local, comm/mpi) implement it; users normally call the generic
+// package-level helpers (AllReduce, AllGather, Bcast, ...) which move typed
+// slices as raw memory and arbitrary values through the codec.
+//
+// Buffers are raw bytes with a Datatype describing the elements. A backend
+// never keeps a reference to a caller's buffer after the call returns
+// (non-blocking calls: after the Request completes).
+//
+// Every blocking method takes a context. Cancellation or a deadline returns
+// an error wrapping ctx.Err(); after a collective was abandoned that way the
+// communicator is broken (ErrBroken) because ranks disagree about which
+// collective comes next.
+//
+// Consistency: a collective called with arguments that disagree across ranks
+// (datatype, element count where counts must agree, op, root) or that are
+// invalid on some rank (root out of range, a counts slice of the wrong
+// length) returns an error on every rank, never hangs and never writes past a
+// buffer. Local validation failures are folded into the collective's
+// agreement step rather than returned early, so the other ranks learn of
+// them too. A *MismatchError or *ArgError is returned.
+//
+// Methods of one Comm may be called from several goroutines; collectives on
+// one communicator must be called in the same order on every rank, as in MPI.
+type Comm interface {
+	// Rank is this process's (or in-process rank's) index in [0, Size).
+	Rank() int
+	// Size is the number of ranks in the communicator.
+	Size() int
+
+	// Barrier returns once every rank has entered it.
+	Barrier(ctx context.Context) error
+
+	// Bcast copies root's buf into every other rank's buf. Every rank passes
+	// the same datatype and element count.
+	Bcast(ctx context.Context, buf Buf, root int) error
+
+	// Reduce combines send element-wise across ranks with op into recv on
+	// root. recv is ignored on non-roots (pass a zero Buf). Every rank passes
+	// the same datatype, count and op; recv on root has the same count.
+	Reduce(ctx context.Context, send, recv Buf, op Op, root int) error
+
+	// AllReduce is Reduce with the result in every rank's recv. send and recv
+	// may be the same buffer (in place).
+	AllReduce(ctx context.Context, send, recv Buf, op Op) error
+
+	// Gather collects every rank's send (lengths may differ) on root. On root
+	// it calls alloc once with the total element count, fills the returned
+	// buffer in rank order and returns the per-rank element counts; on other
+	// ranks alloc is not called and counts is nil.
+	Gather(ctx context.Context, send Buf, root int, alloc Alloc) (counts []int, err error)
+
+	// AllGather is Gather with the result on every rank.
+	AllGather(ctx context.Context, send Buf, alloc Alloc) (counts []int, err error)
+
+	// Scatter splits root's send into consecutive parts of counts[i]
+	// elements for rank i (len(counts) == Size, sum == send.Len()). Every rank
+	// calls alloc once with its own count and receives its part there.
+	// send and counts are ignored on non-roots.
+	Scatter(ctx context.Context, send Buf, counts []int, root int, alloc Alloc) error
+
+	// Alltoall sends sendCounts[i] consecutive elements of send to rank i and
+	// receives every rank's part for this rank, in rank order, into the buffer
+	// returned by alloc (called once with the total). It returns how many
+	// elements came from each rank.
+	Alltoall(ctx context.Context, send Buf, sendCounts []int, alloc Alloc) (recvCounts []int, err error)
+
+	// Send sends buf to rank dest with a tag >= 0. It returns when buf may be
+	// reused (it may or may not wait for the matching receive).
+	Send(ctx context.Context, buf Buf, dest, tag int) error
+
+	// Recv receives one message from source (or AnySource) with tag (or
+	// AnyTag). Messages from one source with one tag arrive in the order they
+	// were sent. Once the message's element count n is known Recv calls
+	// into(n) for the destination buffer; if into returns an error the
+	// message is consumed and discarded and that error returned. The
+	// datatype must match the sender's.
+	Recv(ctx context.Context, dt Datatype, source, tag int, into Into) (Status, error)
+
+	// Isend starts a Send and returns at once. buf must not be modified
+	// until the Request completes.
+	Isend(buf Buf, dest, tag int) (Request, error)
+
+	// Irecv starts a receive into buf (which must be large enough: a larger
+	// message completes with ErrTruncated) and returns at once.
+	Irecv(buf Buf, source, tag int) (Request, error)
+
+	// Split partitions the ranks by color into new communicators, ordered
+	// by key then by old rank (MPI_Comm_split). A rank passing Undefined as
+	// color gets a nil Comm and no error.
+	Split(ctx context.Context, color, key int) (Comm, error)
+
+	// Abort tears down every rank of the communicator (and, on MPI, of the
+	// job) as fast as possible with the given exit code. In-process backends
+	// make every blocked or future call fail instead of exiting the process.
+	Abort(code int) error
+
+	// Free releases the communicator. Using it afterwards returns ErrFreed.
+	Free() error
+}
+
+// AnySource and AnyTag are wildcards for Recv and Irecv.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Undefined is the color for Split of a rank that joins no new communicator.
+const Undefined = -32766
+
+// Status describes a received message.
+type Status struct {
+	Source int // the sender's rank
+	Tag    int // the message's tag
+	Count  int // elements received
+}
+
+// Alloc returns a buffer of count elements for a collective's result. It is
+// called at most once per call, on the ranks that receive data.
+type Alloc func(count int) []byte
+
+// Into returns the destination for a received message of count elements, or
+// an error (typically wrapping ErrTruncated) if there is none.
+type Into func(count int) ([]byte, error)
+
+// Request is a pending non-blocking operation.
+type Request interface {
+	// Wait blocks until the operation completes or ctx is done. After a
+	// ctx error the operation may still complete later; Wait may be called
+	// again.
+	Wait(ctx context.Context) (Status, error)
+	// Test reports whether the operation has completed, without blocking.
+	Test() (done bool, st Status, err error)
+}
+
+// Errors returned by every backend. Use errors.Is.
+var (
+	// ErrMismatch: ranks called a collective with disagreeing arguments.
+	ErrMismatch = errors.New("comm: collective arguments differ across ranks")
+	// ErrInvalidArg: an argument is invalid on some rank.
+	ErrInvalidArg = errors.New("comm: invalid argument")
+	// ErrTruncated: a receive buffer is smaller than the message.
+	ErrTruncated = errors.New("comm: message larger than receive buffer")
+	// ErrBroken: the communicator is unusable after an abandoned collective,
+	// a failed rank or Abort.
+	ErrBroken = errors.New("comm: communicator broken")
+	// ErrFreed: the communicator was freed.
+	ErrFreed = errors.New("comm: communicator freed")
+	// ErrAborted: a rank called Abort.
+	ErrAborted = errors.New("comm: aborted")
+)
+
+// MismatchError reports a collective whose arguments differ across ranks.
+// It wraps ErrMismatch.
+type MismatchError struct {
+	Op     string // the collective, e.g. "AllReduce"
+	Detail string // what differs, e.g. "count: rank 0 has 4, rank 2 has 3"
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("comm: %s: arguments differ across ranks: %s", e.Op, e.Detail)
+}
+
+// Unwrap returns ErrMismatch.
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// ArgError reports an invalid argument on some rank (possibly another one).
+// It wraps ErrInvalidArg.
+type ArgError struct {
+	Op     string // the call
+	Rank   int    // the rank whose argument is invalid
+	Detail string // what is wrong and how to fix it
+}
+
+func (e *ArgError) Error() string {
+	return fmt.Sprintf("comm: %s: invalid argument on rank %d: %s", e.Op, e.Rank, e.Detail)
+}
+
+// Unwrap returns ErrInvalidArg.
+func (e *ArgError) Unwrap() error { return ErrInvalidArg }
+
+// RankError is the failure of one rank, as returned by in-process launchers
+// that run several ranks; it wraps the rank's error.
+type RankError struct {
+	Rank int
+	Err  error
+}
+
+func (e *RankError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
+
+// Unwrap returns the rank's error.
+func (e *RankError) Unwrap() error { return e.Err }
