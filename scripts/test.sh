@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs every test of pz: formatting, vet, the embedded backend under the race
+# detector, the MPI backend under mpirun, and the OpenBLAS kernels.
+# Installs OpenMPI and OpenBLAS from Debian's packages when they are missing
+# and the user is root; otherwise it says what to install.
+# Usage: scripts/test.sh            (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n=== %s\n' "$*"; }
+
+need_pkgs=()
+command -v mpirun >/dev/null 2>&1 || need_pkgs+=(openmpi-bin)
+pkg-config --exists ompi 2>/dev/null || need_pkgs+=(libopenmpi-dev pkg-config)
+[ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/x86_64-linux-gnu/openblas-serial/cblas.h ] || need_pkgs+=(libopenblas-dev)
+if ((${#need_pkgs[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" build-essential >/dev/null
+  else
+    echo "missing: ${need_pkgs[*]}; install them (e.g. sudo apt-get install ${need_pkgs[*]}) and rerun" >&2
+    exit 1
+  fi
+fi
+
+MPIRUN=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers often forbid CMA
+
+log "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+
+log "go vet (default, -tags mpi, -tags cblas)"
+go vet ./...
+go vet -tags mpi ./...
+go vet -tags cblas ./...
+
+log "go test -race ./... (embedded backend)"
+go test -race -count=1 -timeout 30m ./...
+
+log "go test -tags mpi (MPI backend; the tests start mpirun themselves)"
+go test -tags mpi -count=1 -timeout 20m ./comm/... ./runtimeview/... ./cmd/...
+
+log "conformance suite under mpirun -n 1, 2, 4"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go test -tags mpi -c -o "$tmp/mpi.test" ./comm/mpi
+for n in 1 2 4; do
+  echo "--- mpirun -n $n"
+  "${MPIRUN[@]}" -n "$n" "$tmp/mpi.test" -test.count=1 -test.run 'Conformance' >"$tmp/out.$n" 2>&1 || { cat "$tmp/out.$n"; echo "FAIL: conformance under mpirun -n $n" >&2; exit 1; }
+  grep -c -- '--- PASS' "$tmp/out.$n" | sed "s/^/passed subtests (all ranks): /"
+done
+
+log "go test -tags cblas (OpenBLAS kernels)"
+go test -tags cblas -count=1 ./internal/linalg/...
+
+log "examples on both backends"
+go build -o "$tmp/" ./examples/...
+for ex in "$tmp"/*; do
+  case "$ex" in *.test|*/out.*) continue ;; esac
+  [ -x "$ex" ] || continue
+  echo "--- $(basename "$ex") embedded, 4 ranks"; PZ_RANKS=4 "$ex" >/dev/null
+done
+go build -tags mpi -o "$tmp/mpi/" ./examples/...
+for ex in "$tmp"/mpi/*; do
+  echo "--- $(basename "$ex") under mpirun -n 2"; "${MPIRUN[@]}" -n 2 "$ex" >/dev/null
+done
+
+echo
+echo "all tests passed"
