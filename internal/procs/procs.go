@@ -1,0 +1,129 @@
+package procs
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+)
+
+// Input is everything Decide looks at. Zero values mean "unknown".
+type Input struct {
+	// UserGOMAXPROCS is the GOMAXPROCS environment variable. When it is set
+	// (non-empty) the user decided and Decide changes nothing.
+	UserGOMAXPROCS string
+	// Current is the current GOMAXPROCS value.
+	Current int
+	// LocalRanks is the number of ranks (processes) on this node, counting
+	// this one. 0 or 1 means this process is alone.
+	LocalRanks int
+	// AllowedCPUs is the number of CPUs in this process's affinity mask.
+	AllowedCPUs int
+	// OnlineCPUs is the number of CPUs online on the node.
+	OnlineCPUs int
+	// Quota is the cgroup CPU limit in cores (e.g. 2.5), 0 when unlimited.
+	// It applies to the whole cgroup, which all local ranks are assumed to
+	// share.
+	Quota float64
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	// Procs is the GOMAXPROCS value to use (>= 1). It equals Input.Current
+	// when Change is false.
+	Procs int
+	// Change reports whether GOMAXPROCS should be set to Procs.
+	Change bool
+	// Reason explains the decision in one line.
+	Reason string
+}
+
+// Decide computes this rank's share of the node. It is a pure function.
+//
+// Let allowed be the CPUs of the affinity mask (or the online CPUs when
+// unknown). The ranks sharing the mask are LocalRanks * allowed / online,
+// rounded and at least 1: all of them when no binding is in effect (allowed
+// == online), one when each rank is bound to its own cores. The share is
+// allowed / sharing, further capped by Quota / LocalRanks (rounded up), and
+// never below 1.
+func Decide(in Input) Decision {
+	if in.UserGOMAXPROCS != "" {
+		return Decision{Procs: in.Current, Reason: fmt.Sprintf("GOMAXPROCS=%s set by the user; left alone", in.UserGOMAXPROCS)}
+	}
+	local := max(in.LocalRanks, 1)
+	online := in.OnlineCPUs
+	allowed := in.AllowedCPUs
+	switch {
+	case allowed <= 0 && online <= 0:
+		return Decision{Procs: in.Current, Reason: "CPU count unknown; left alone"}
+	case allowed <= 0:
+		allowed = online
+	case online < allowed:
+		online = allowed
+	}
+	sharing := max(int(math.Round(float64(local)*float64(allowed)/float64(online))), 1)
+	share := max(allowed/sharing, 1)
+	reason := fmt.Sprintf("%d allowed CPUs shared by %d local ranks", allowed, sharing)
+	if sharing == 1 && local > 1 {
+		reason = fmt.Sprintf("%d CPUs bound to this rank (%d local ranks)", allowed, local)
+	}
+	if in.Quota > 0 {
+		q := max(int(math.Ceil(in.Quota/float64(local)-1e-9)), 1)
+		if q < share {
+			share = q
+			reason = fmt.Sprintf("cgroup quota %.2f CPUs shared by %d local ranks", in.Quota, local)
+		}
+	}
+	return Decision{Procs: share, Change: share != in.Current, Reason: reason}
+}
+
+// Report is what Apply did.
+type Report struct {
+	Input
+	Decision
+	// Before and After are GOMAXPROCS before and after Apply.
+	Before, After int
+}
+
+// String formats r in one line, e.g.
+// "GOMAXPROCS 16 -> 4: 16 allowed CPUs shared by 4 local ranks".
+func (r Report) String() string {
+	return fmt.Sprintf("GOMAXPROCS %d -> %d: %s", r.Before, r.After, r.Reason)
+}
+
+// Gather reads the Input for this process: the GOMAXPROCS environment
+// variable, the current setting, the affinity mask, the online CPUs and the
+// cgroup quota. localRanks is the number of ranks on this node (from the
+// launcher's environment or an MPI shared-memory split). Errors reading the
+// affinity mask or the cgroup leave those fields zero (unknown).
+func Gather(localRanks int) Input {
+	in := Input{
+		UserGOMAXPROCS: os.Getenv("GOMAXPROCS"),
+		Current:        runtime.GOMAXPROCS(0),
+		LocalRanks:     localRanks,
+		OnlineCPUs:     OnlineCPUs(),
+	}
+	if n, err := AllowedCPUs(); err == nil {
+		in.AllowedCPUs = n
+	}
+	if q, ok := CgroupCPUQuota(); ok {
+		in.Quota = q
+	}
+	return in
+}
+
+// Apply sizes GOMAXPROCS to this rank's share of the node (see Decide) and
+// reports what it did. It leaves GOMAXPROCS alone when the user set the
+// GOMAXPROCS environment variable. GOMAXPROCS is process-wide: call Apply
+// from the code that owns the process, once, before starting work. Setting
+// it also stops the Go runtime's own automatic GOMAXPROCS updates.
+func Apply(localRanks int) Report {
+	in := Gather(localRanks)
+	d := Decide(in)
+	r := Report{Input: in, Decision: d, Before: in.Current, After: in.Current}
+	if d.Change {
+		runtime.GOMAXPROCS(d.Procs)
+		r.After = d.Procs
+	}
+	return r
+}
