@@ -1,0 +1,159 @@
+package callbacks
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// Errors returned by a Stack. Use errors.Is.
+var (
+	// ErrClosed is returned by Push once Close has been called: the
+	// callback is not stacked and will never run.
+	ErrClosed = errors.New("callbacks: stack closed")
+	// ErrNilFunc is returned by Push for a nil callback.
+	ErrNilFunc = errors.New("callbacks: nil callback")
+	// ErrGoexit is reported (wrapped, in Close's error) for a callback that
+	// called runtime.Goexit, e.g. through testing.T.FailNow. The callbacks
+	// below it still run, but the goroutine that called Close exits.
+	ErrGoexit = errors.New("callbacks: callback called runtime.Goexit")
+)
+
+// A Stack is a last-in, first-out stack of finalizers. Close runs every
+// pushed callback exactly once, newest first, even when some of them fail or
+// panic, and returns their errors joined.
+//
+// The zero value is an empty, open stack. A Stack must not be copied after
+// first use. All methods are safe for concurrent use.
+type Stack struct {
+	mu      sync.Mutex
+	fns     []func() error
+	closing bool          // Close has been called; Push refuses
+	done    chan struct{} // closed when the first Close has run every callback
+	err     error         // the joined result of the first Close
+}
+
+// New returns an empty, open stack. It is equivalent to new(Stack).
+func New() *Stack { return new(Stack) }
+
+// Push stacks fn so that Close runs it before every callback pushed earlier.
+// It returns ErrNilFunc for a nil fn, and ErrClosed (without stacking fn)
+// once Close has been called, including from a callback that Close is
+// running.
+func (s *Stack) Push(fn func() error) error {
+	if fn == nil {
+		return ErrNilFunc
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrClosed
+	}
+	s.fns = append(s.fns, fn)
+	return nil
+}
+
+// Len returns the number of callbacks waiting to run: zero once Close has
+// been called.
+func (s *Stack) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.fns)
+}
+
+// Closed reports whether Close has been called (it may still be running).
+func (s *Stack) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Close runs every stacked callback once, last pushed first, on the calling
+// goroutine. A callback that returns an error or panics does not stop the
+// others: each error is wrapped with the callback's push index (0 for the
+// first pushed), a panic becomes a *PanicError carrying the value and stack,
+// and all of them are returned joined with errors.Join in the order the
+// callbacks ran. Close returns nil when every callback succeeded.
+//
+// Close is idempotent: later and concurrent calls block until the first
+// call has finished and return the same error. A callback must not call
+// Close on its own stack (it would wait for itself forever); it may call
+// Push, which returns ErrClosed.
+func (s *Stack) Close() (err error) {
+	s.mu.Lock()
+	if s.closing {
+		done := s.done
+		s.mu.Unlock()
+		<-done
+		return s.err
+	}
+	s.closing = true
+	s.done = make(chan struct{})
+	fns := s.fns
+	s.fns = nil
+	s.mu.Unlock()
+
+	var errs []error
+	defer func() {
+		// Deferred so that done is closed even when a callback calls
+		// runtime.Goexit. s.err is written before done is closed and read
+		// only after, so the channel orders the accesses.
+		s.err = errors.Join(errs...)
+		err = s.err
+		close(s.done)
+	}()
+	runDown(fns, &errs)
+	return nil // replaced by the deferred function
+}
+
+// runDown runs fns from last to first, appending their errors to errs. If a
+// callback calls runtime.Goexit, the deferred function records it and runs
+// the remaining callbacks while the goroutine unwinds.
+func runDown(fns []func() error, errs *[]error) {
+	i := len(fns) - 1
+	completed := false
+	defer func() {
+		if !completed {
+			*errs = append(*errs, fmt.Errorf("callbacks: callback %d: %w", i, ErrGoexit))
+			runDown(fns[:i], errs)
+		}
+	}()
+	for ; i >= 0; i-- {
+		if err := run(fns[i]); err != nil {
+			*errs = append(*errs, fmt.Errorf("callbacks: callback %d: %w", i, err))
+		}
+		fns[i] = nil // let the closure be collected
+	}
+	completed = true
+}
+
+// run calls fn and turns a panic into a *PanicError.
+func run(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// PanicError is the error a callback's panic becomes. It unwraps to the
+// panic value when that value is an error.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
+}
+
+// Error describes the panic and includes the stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value if it is an error, else nil.
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}
