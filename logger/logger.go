@@ -1,0 +1,372 @@
+package logger
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ErrConfig is wrapped by the error New returns for an invalid option or
+// environment variable.
+var ErrConfig = errors.New("logger: invalid configuration")
+
+// The environment variables New reads (unless WithEnv says otherwise).
+// Explicit options take precedence over them.
+const (
+	// EnvLevel sets the level: debug, info, warn, error, or off.
+	EnvLevel = "PZ_LOG"
+	// EnvRanks selects the ranks that print: all, root, or a list of ranks
+	// and ranges such as "0,2,4-7".
+	EnvRanks = "PZ_LOG_RANKS"
+	// EnvFormat selects the encoding: console or json.
+	EnvFormat = "PZ_LOG_FORMAT"
+	// EnvFile sends the output to a file instead of standard error. Every
+	// "{rank}" in the value is replaced by the rank, giving one file per
+	// rank; the values "stderr" and "stdout" name those streams.
+	EnvFile = "PZ_LOG_FILE"
+)
+
+// Format is the encoding of log lines.
+type Format int
+
+// The formats.
+const (
+	// Console is zap's human-readable, tab-separated encoding. The rank is
+	// the logger name at the start of each line ("rank 3").
+	Console Format = iota
+	// JSON writes one JSON object per line with a "rank" field.
+	JSON
+)
+
+// String returns "console" or "json".
+func (f Format) String() string {
+	switch f {
+	case Console:
+		return "console"
+	case JSON:
+		return "json"
+	}
+	return "Format(" + strconv.Itoa(int(f)) + ")"
+}
+
+// An Option configures New.
+type Option func(*config)
+
+// config is New's configuration. The set* flags record explicit options so
+// that the environment fills only what the caller left open.
+type config struct {
+	level      zapcore.Level
+	off        bool
+	setLevel   bool
+	ranks      []int // nil: root only; see allRanks
+	allRanks   bool
+	root       int
+	setRanks   bool
+	format     Format
+	setFormat  bool
+	file       string
+	setFile    bool
+	writer     io.Writer
+	core       zapcore.Core
+	noTime     bool
+	lookup     func(string) (string, bool)
+	zapOptions []zap.Option
+}
+
+// WithLevel sets the minimum level that is written (default Info).
+func WithLevel(l zapcore.Level) Option {
+	return func(c *config) { c.level, c.off, c.setLevel = l, false, true }
+}
+
+// WithOff disables all output of both loggers.
+func WithOff() Option {
+	return func(c *config) { c.off, c.setLevel = true, true }
+}
+
+// WithRoot makes rank r the root whose lines the rank-selected logger
+// prints by default (default 0). It does not change an explicit rank
+// selection.
+func WithRoot(r int) Option { return func(c *config) { c.root = r } }
+
+// WithRanks makes exactly the given ranks print on the rank-selected logger.
+func WithRanks(ranks ...int) Option {
+	return func(c *config) {
+		c.ranks, c.allRanks, c.setRanks = slices.Clone(ranks), false, true
+		if c.ranks == nil {
+			c.ranks = []int{}
+		}
+	}
+}
+
+// WithAllRanks makes every rank print on the rank-selected logger.
+func WithAllRanks() Option {
+	return func(c *config) { c.ranks, c.allRanks, c.setRanks = nil, true, true }
+}
+
+// WithRootOnly restores the default: only the root prints.
+func WithRootOnly() Option {
+	return func(c *config) { c.ranks, c.allRanks, c.setRanks = nil, false, true }
+}
+
+// WithFormat selects the encoding (default Console).
+func WithFormat(f Format) Option {
+	return func(c *config) { c.format, c.setFormat = f, true }
+}
+
+// WithFile writes to the file named by pattern, with every "{rank}"
+// replaced by the rank; "stderr" and "stdout" name those streams. The file
+// is created or appended to and closed by Logger.Close. Without "{rank}",
+// all ranks append to one file.
+func WithFile(pattern string) Option {
+	return func(c *config) { c.file, c.setFile, c.writer = pattern, true, nil }
+}
+
+// WithWriter writes to w instead of standard error or a file. When several
+// in-process ranks share w, it must be safe for concurrent use; each line
+// is written with a single Write call.
+func WithWriter(w io.Writer) Option {
+	return func(c *config) { c.writer, c.file, c.setFile = w, "", true }
+}
+
+// WithCore sends entries to core (for example a zaptest/observer core)
+// instead of encoding them; level and format settings are ignored, while
+// rank selection still applies and every entry carries a "rank" field.
+func WithCore(core zapcore.Core) Option { return func(c *config) { c.core = core } }
+
+// WithoutTime omits the timestamp from each line (useful when another layer
+// adds one, and for reproducible output).
+func WithoutTime() Option { return func(c *config) { c.noTime = true } }
+
+// WithEnv reads the environment variables through lookup instead of
+// os.LookupEnv; WithEnv(nil) ignores the environment.
+func WithEnv(lookup func(string) (string, bool)) Option {
+	return func(c *config) {
+		if lookup == nil {
+			lookup = func(string) (string, bool) { return "", false }
+		}
+		c.lookup = lookup
+	}
+}
+
+// WithZapOptions adds zap options (hooks, caller annotation, a clock, ...)
+// to both loggers.
+func WithZapOptions(opts ...zap.Option) Option {
+	return func(c *config) { c.zapOptions = append(c.zapOptions, opts...) }
+}
+
+// Logger holds the two loggers of one rank and the file they write to.
+// Both are safe for concurrent use; Close releases the file.
+type Logger struct {
+	rank   int
+	prints bool
+	ranked *zap.Logger
+	local  *zap.Logger
+	sync   func() error
+	close  func() error
+	once   sync.Once
+	err    error
+}
+
+// New returns the loggers of rank in a group of size ranks. Options are
+// applied in order; the environment variables (EnvLevel, EnvRanks,
+// EnvFormat, EnvFile) then fill in whatever the options did not set. An
+// invalid option or variable returns an error wrapping ErrConfig that names
+// it; a file that cannot be opened returns the open error.
+func New(rank, size int, opts ...Option) (*Logger, error) {
+	if size < 1 || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("%w: rank %d of size %d", ErrConfig, rank, size)
+	}
+	c := config{level: zapcore.InfoLevel, lookup: os.LookupEnv}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.applyEnv(); err != nil {
+		return nil, err
+	}
+	if !c.allRanks && c.ranks == nil && (c.root < 0 || c.root >= size) {
+		return nil, fmt.Errorf("%w: root %d out of range [0, %d)", ErrConfig, c.root, size)
+	}
+	if c.format != Console && c.format != JSON {
+		return nil, fmt.Errorf("%w: unknown format %v", ErrConfig, c.format)
+	}
+
+	l := &Logger{rank: rank, sync: func() error { return nil }, close: func() error { return nil }}
+	switch {
+	case c.allRanks:
+		l.prints = true
+	case c.ranks != nil:
+		l.prints = slices.Contains(c.ranks, rank)
+	default:
+		l.prints = rank == c.root
+	}
+
+	core, err := c.buildCore(l, rank)
+	if err != nil {
+		return nil, err
+	}
+	l.local = zap.New(core, c.zapOptions...)
+	if c.core == nil && c.format == Console {
+		l.local = l.local.Named("rank " + strconv.Itoa(rank))
+	} else {
+		l.local = l.local.With(zap.Int("rank", rank))
+	}
+	if l.prints {
+		l.ranked = l.local
+	} else {
+		l.ranked = zap.NewNop()
+	}
+	return l, nil
+}
+
+// buildCore returns the core both loggers write through and sets l's sync
+// and close functions for the sink it opens.
+func (c *config) buildCore(l *Logger, rank int) (zapcore.Core, error) {
+	if c.off {
+		return zapcore.NewNopCore(), nil
+	}
+	if c.core != nil {
+		return c.core, nil
+	}
+	var ws zapcore.WriteSyncer
+	switch {
+	case c.writer != nil:
+		ws = zapcore.AddSync(c.writer)
+	case c.file == "" || c.file == "stderr":
+		ws = zapcore.Lock(os.Stderr)
+	case c.file == "stdout":
+		ws = zapcore.Lock(os.Stdout)
+	default:
+		name := strings.ReplaceAll(c.file, "{rank}", strconv.Itoa(rank))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("logger: rank %d: %w", rank, err)
+		}
+		ws = zapcore.Lock(f)
+		l.close = f.Close
+	}
+	l.sync = ws.Sync
+
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.CallerKey = zapcore.OmitKey
+	ec.StacktraceKey = zapcore.OmitKey
+	if c.noTime {
+		ec.TimeKey = zapcore.OmitKey
+	}
+	var enc zapcore.Encoder
+	if c.format == JSON {
+		enc = zapcore.NewJSONEncoder(ec)
+	} else {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zapcore.NewCore(enc, ws, c.level), nil
+}
+
+// applyEnv fills the settings that no option set from the environment.
+func (c *config) applyEnv() error {
+	if v, ok := c.lookup(EnvLevel); ok && !c.setLevel && v != "" {
+		if strings.EqualFold(v, "off") || strings.EqualFold(v, "none") {
+			c.off = true
+		} else {
+			lvl, err := zapcore.ParseLevel(strings.ToLower(v))
+			if err != nil {
+				return fmt.Errorf("%w: %s=%q: want debug, info, warn, error or off", ErrConfig, EnvLevel, v)
+			}
+			c.level = lvl
+		}
+	}
+	if v, ok := c.lookup(EnvRanks); ok && !c.setRanks && v != "" {
+		switch strings.ToLower(v) {
+		case "all":
+			c.allRanks = true
+		case "root":
+		default:
+			ranks, err := ParseRanks(v)
+			if err != nil {
+				return fmt.Errorf("%w: %s=%q: want all, root or a list such as 0,2,4-7", ErrConfig, EnvRanks, v)
+			}
+			c.ranks = ranks
+		}
+	}
+	if v, ok := c.lookup(EnvFormat); ok && !c.setFormat && v != "" {
+		switch strings.ToLower(v) {
+		case "json":
+			c.format = JSON
+		case "console", "text":
+			c.format = Console
+		default:
+			return fmt.Errorf("%w: %s=%q: want json or console", ErrConfig, EnvFormat, v)
+		}
+	}
+	if v, ok := c.lookup(EnvFile); ok && !c.setFile && v != "" {
+		c.file = v
+	}
+	return nil
+}
+
+// ParseRanks parses a list of ranks and inclusive ranges such as
+// "0,2,4-7" into sorted, distinct ranks.
+func ParseRanks(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("%w: rank list %q: bad rank %q", ErrConfig, s, part)
+		}
+		b := a
+		if isRange {
+			b, err = strconv.Atoi(strings.TrimSpace(hi))
+			if err != nil || b < a {
+				return nil, fmt.Errorf("%w: rank list %q: bad range %q", ErrConfig, s, part)
+			}
+		}
+		for r := a; r <= b; r++ {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Zap returns the rank-selected logger: it prints only on the selected
+// ranks (by default the root, rank 0) and discards everything elsewhere, so
+// code that runs on every rank can log once. Each line carries the rank.
+func (l *Logger) Zap() *zap.Logger { return l.ranked }
+
+// Local returns the process-local logger: it prints on every rank, each
+// line carrying the rank. It shares Zap's level, format and output.
+func (l *Logger) Local() *zap.Logger { return l.local }
+
+// Prints reports whether this rank's Zap logger prints.
+func (l *Logger) Prints() bool { return l.prints }
+
+// Rank returns the rank the logger was made for.
+func (l *Logger) Rank() int { return l.rank }
+
+// Sync flushes buffered output.
+func (l *Logger) Sync() error { return l.sync() }
+
+// Close flushes and closes the file the logger writes to, if it opened
+// one. It is idempotent. Logging to a closed file fails (zap reports write
+// errors on standard error), so close the logger last.
+func (l *Logger) Close() error {
+	l.once.Do(func() {
+		// Syncing a terminal or pipe fails with EINVAL; that is not an error.
+		_ = l.sync()
+		if err := l.close(); err != nil {
+			l.err = fmt.Errorf("logger: rank %d: close: %w", l.rank, err)
+		}
+	})
+	return l.err
+}
