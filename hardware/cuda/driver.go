@@ -1,0 +1,292 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// DefaultLibrary is the soname of the CUDA driver library Open loads. The
+// NVIDIA driver installs it; the CUDA toolkit is not needed.
+const DefaultLibrary = "libcuda.so.1"
+
+// A DevicePtr is an address in device memory (CUdeviceptr, a 64-bit
+// unsigned integer on 64-bit hosts).
+type DevicePtr uint64
+
+// A Driver is the loaded CUDA driver library. It is immutable after Open
+// and safe for concurrent use. The library stays loaded for the life of
+// the process: libcuda cannot be unloaded safely while any context lives.
+//
+// A nil *Driver stands for "no driver": its DeviceCount is 0, Devices is
+// empty, and calls that need a device return ErrNoDriver.
+type Driver struct {
+	path    string
+	version int
+	api     api
+}
+
+// api holds the driver entry points, bound with purego. The Go signatures
+// follow cuda.h: CUresult is int32; CUdevice is int (int32); CUdeviceptr is
+// unsigned long long (uint64); size_t is uintptr; unsigned int is uint32;
+// handles (CUcontext, CUmodule, CUfunction, CUstream, CUevent) are
+// pointers, carried as uintptr because they point to driver memory that Go
+// never dereferences. Names are the exported symbols, which for several
+// functions are the _v2 variants cuda.h #defines the plain names to.
+type api struct {
+	// CUresult cuInit(unsigned int Flags)
+	init func(flags uint32) Result
+	// CUresult cuDriverGetVersion(int *driverVersion)
+	driverGetVersion func(version *int32) Result
+	// CUresult cuGetErrorName(CUresult error, const char **pStr)
+	getErrorName func(r Result, str **byte) Result
+	// CUresult cuGetErrorString(CUresult error, const char **pStr)
+	getErrorString func(r Result, str **byte) Result
+	// CUresult cuDeviceGetCount(int *count)
+	deviceGetCount func(count *int32) Result
+	// CUresult cuDeviceGet(CUdevice *device, int ordinal)
+	deviceGet func(dev *int32, ordinal int32) Result
+	// CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+	deviceGetName func(name *byte, length int32, dev int32) Result
+	// CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev); CUuuid is
+	// struct { char bytes[16]; }. Falls back to cuDeviceGetUuid.
+	deviceGetUUID func(uuid *[16]byte, dev int32) Result
+	// CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+	deviceTotalMem func(bytes *uintptr, dev int32) Result
+	// CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+	deviceGetAttribute func(value *int32, attr int32, dev int32) Result
+	// CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+	primaryCtxRetain func(ctx *uintptr, dev int32) Result
+	// CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+	primaryCtxRelease func(dev int32) Result
+	// CUresult cuCtxSetCurrent(CUcontext ctx)
+	ctxSetCurrent func(ctx uintptr) Result
+	// CUresult cuCtxSynchronize(void)
+	ctxSynchronize func() Result
+	// CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+	memGetInfo func(free, total *uintptr) Result
+	// CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+	memAlloc func(dptr *DevicePtr, size uintptr) Result
+	// CUresult cuMemFree_v2(CUdeviceptr dptr)
+	memFree func(dptr DevicePtr) Result
+	// CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+	memAllocHost func(pp *unsafe.Pointer, size uintptr) Result
+	// CUresult cuMemFreeHost(void *p)
+	memFreeHost func(p unsafe.Pointer) Result
+	// CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+	memcpyHtoD func(dst DevicePtr, src unsafe.Pointer, n uintptr) Result
+	// CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+	memcpyDtoH func(dst unsafe.Pointer, src DevicePtr, n uintptr) Result
+	// CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+	memcpyDtoD func(dst, src DevicePtr, n uintptr) Result
+	// CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+	memcpyHtoDAsync func(dst DevicePtr, src unsafe.Pointer, n uintptr, stream uintptr) Result
+	// CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+	memcpyDtoHAsync func(dst unsafe.Pointer, src DevicePtr, n uintptr, stream uintptr) Result
+	// CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+	memsetD8 func(dst DevicePtr, value uint8, n uintptr) Result
+	// CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+	streamCreate func(stream *uintptr, flags uint32) Result
+	// CUresult cuStreamSynchronize(CUstream hStream)
+	streamSynchronize func(stream uintptr) Result
+	// CUresult cuStreamQuery(CUstream hStream)
+	streamQuery func(stream uintptr) Result
+	// CUresult cuStreamDestroy_v2(CUstream hStream)
+	streamDestroy func(stream uintptr) Result
+	// CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+	eventCreate func(event *uintptr, flags uint32) Result
+	// CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+	eventRecord func(event, stream uintptr) Result
+	// CUresult cuEventSynchronize(CUevent hEvent)
+	eventSynchronize func(event uintptr) Result
+	// CUresult cuEventQuery(CUevent hEvent)
+	eventQuery func(event uintptr) Result
+	// CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
+	// CUevent hEnd); cuEventElapsedTime_v2 (CUDA 12.8+, same signature)
+	// is preferred when present.
+	eventElapsedTime func(ms *float32, start, end uintptr) Result
+	// CUresult cuEventDestroy_v2(CUevent hEvent)
+	eventDestroy func(event uintptr) Result
+	// CUresult cuModuleLoadData(CUmodule *module, const void *image)
+	moduleLoadData func(module *uintptr, image unsafe.Pointer) Result
+	// CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+	// unsigned int numOptions, CUjit_option *options, void **optionValues);
+	// CUjit_option is an enum (int32). The option values are passed as
+	// uintptr so that the array holds no Go pointers.
+	moduleLoadDataEx func(module *uintptr, image unsafe.Pointer, numOptions uint32, options *int32, values *uintptr) Result
+	// CUresult cuModuleUnload(CUmodule hmod)
+	moduleUnload func(module uintptr) Result
+	// CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+	moduleGetFunction func(fn *uintptr, module uintptr, name *byte) Result
+	// CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+	// unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
+	// unsigned int blockDimY, unsigned int blockDimZ,
+	// unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+	// void **extra)
+	launchKernel func(fn uintptr, gx, gy, gz, bx, by, bz, sharedMem uint32, stream uintptr, params *unsafe.Pointer, extra *unsafe.Pointer) Result
+}
+
+// symbol binds one entry point: names are tried in order, the first found
+// wins; optional ones may be missing.
+type symbol struct {
+	fptr     any
+	names    []string
+	optional bool
+}
+
+func (a *api) symbols() []symbol {
+	return []symbol{
+		{&a.init, []string{"cuInit"}, false},
+		{&a.driverGetVersion, []string{"cuDriverGetVersion"}, false},
+		{&a.getErrorName, []string{"cuGetErrorName"}, false},
+		{&a.getErrorString, []string{"cuGetErrorString"}, false},
+		{&a.deviceGetCount, []string{"cuDeviceGetCount"}, false},
+		{&a.deviceGet, []string{"cuDeviceGet"}, false},
+		{&a.deviceGetName, []string{"cuDeviceGetName"}, false},
+		{&a.deviceGetUUID, []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, true},
+		{&a.deviceTotalMem, []string{"cuDeviceTotalMem_v2"}, false},
+		{&a.deviceGetAttribute, []string{"cuDeviceGetAttribute"}, false},
+		{&a.primaryCtxRetain, []string{"cuDevicePrimaryCtxRetain"}, false},
+		{&a.primaryCtxRelease, []string{"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"}, false},
+		{&a.ctxSetCurrent, []string{"cuCtxSetCurrent"}, false},
+		{&a.ctxSynchronize, []string{"cuCtxSynchronize"}, false},
+		{&a.memGetInfo, []string{"cuMemGetInfo_v2"}, false},
+		{&a.memAlloc, []string{"cuMemAlloc_v2"}, false},
+		{&a.memFree, []string{"cuMemFree_v2"}, false},
+		{&a.memAllocHost, []string{"cuMemAllocHost_v2"}, false},
+		{&a.memFreeHost, []string{"cuMemFreeHost"}, false},
+		{&a.memcpyHtoD, []string{"cuMemcpyHtoD_v2"}, false},
+		{&a.memcpyDtoH, []string{"cuMemcpyDtoH_v2"}, false},
+		{&a.memcpyDtoD, []string{"cuMemcpyDtoD_v2"}, false},
+		{&a.memcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}, false},
+		{&a.memcpyDtoHAsync, []string{"cuMemcpyDtoHAsync_v2"}, false},
+		{&a.memsetD8, []string{"cuMemsetD8_v2"}, false},
+		{&a.streamCreate, []string{"cuStreamCreate"}, false},
+		{&a.streamSynchronize, []string{"cuStreamSynchronize"}, false},
+		{&a.streamQuery, []string{"cuStreamQuery"}, false},
+		{&a.streamDestroy, []string{"cuStreamDestroy_v2"}, false},
+		{&a.eventCreate, []string{"cuEventCreate"}, false},
+		{&a.eventRecord, []string{"cuEventRecord"}, false},
+		{&a.eventSynchronize, []string{"cuEventSynchronize"}, false},
+		{&a.eventQuery, []string{"cuEventQuery"}, false},
+		{&a.eventElapsedTime, []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}, false},
+		{&a.eventDestroy, []string{"cuEventDestroy_v2"}, false},
+		{&a.moduleLoadData, []string{"cuModuleLoadData"}, false},
+		{&a.moduleLoadDataEx, []string{"cuModuleLoadDataEx"}, true},
+		{&a.moduleUnload, []string{"cuModuleUnload"}, false},
+		{&a.moduleGetFunction, []string{"cuModuleGetFunction"}, false},
+		{&a.launchKernel, []string{"cuLaunchKernel"}, false},
+	}
+}
+
+// Open loads the CUDA driver (DefaultLibrary) and initializes it with
+// cuInit. Without a usable driver it returns an error wrapping ErrNoDriver,
+// which callers treat as zero devices. Open is cheap after the first call
+// in a process (the library is already mapped and initialized).
+func Open() (*Driver, error) {
+	return OpenLibrary(DefaultLibrary)
+}
+
+// OpenLibrary is Open for a driver library at another path or soname.
+func OpenLibrary(name string) (*Driver, error) {
+	lib, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
+	}
+	d := &Driver{path: name}
+	for _, s := range d.api.symbols() {
+		var sym uintptr
+		for _, n := range s.names {
+			if sym, err = purego.Dlsym(lib, n); err == nil && sym != 0 {
+				break
+			}
+		}
+		if sym == 0 {
+			if s.optional {
+				continue
+			}
+			_ = purego.Dlclose(lib)
+			return nil, fmt.Errorf("%w: %s lacks %s", ErrNoDriver, name, s.names[0])
+		}
+		purego.RegisterFunc(s.fptr, sym)
+	}
+	if r := d.api.init(0); r != Success {
+		err := d.errorf("cuInit", r)
+		switch r {
+		case ErrNoDevice, ErrStubLibrary:
+			return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
+		}
+		return nil, err
+	}
+	var v int32
+	if r := d.api.driverGetVersion(&v); r != Success {
+		return nil, d.errorf("cuDriverGetVersion", r)
+	}
+	d.version = int(v)
+	return d, nil
+}
+
+// Version returns the CUDA version the driver supports, as cuDriverGetVersion
+// gives it: 1000*major + 10*minor, e.g. 12040 for CUDA 12.4. It is 0 for a
+// nil Driver.
+func (d *Driver) Version() int {
+	if d == nil {
+		return 0
+	}
+	return d.version
+}
+
+// Library returns the name the driver was loaded from.
+func (d *Driver) Library() string {
+	if d == nil {
+		return ""
+	}
+	return d.path
+}
+
+// errorf turns a failed CUresult into an *Error, asking the driver for its
+// name and description.
+func (d *Driver) errorf(call string, r Result) error {
+	if r == Success {
+		return nil
+	}
+	e := &Error{Call: call, Code: r}
+	var p *byte
+	if d.api.getErrorName(r, &p) == Success {
+		e.Name = cString(p)
+	}
+	p = nil
+	if d.api.getErrorString(r, &p) == Success {
+		e.Description = cString(p)
+	}
+	return e
+}
+
+// cString copies a NUL-terminated C string that the driver owns (static
+// storage) into Go memory.
+func cString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
+// check is errorf for the common "if r != Success" pattern.
+func (d *Driver) check(call string, r Result) error {
+	if r == Success {
+		return nil
+	}
+	return d.errorf(call, r)
+}
+
+// IsNoDriver reports whether err means "no usable driver", so that callers
+// can treat it as zero devices.
+func IsNoDriver(err error) bool {
+	return errors.Is(err, ErrNoDriver)
+}
