@@ -1,0 +1,101 @@
+// Package scheduler runs task graphs on every core of a node, in the
+// manner of StarPU: the program registers its data as handles, submits
+// tasks that access handles in declared modes, and the scheduler infers
+// the dependencies from the order of submission and runs each task when
+// its inputs are ready, on the worker a scheduling policy chooses.
+//
+//	s, err := scheduler.New(ctx, scheduler.WithPolicy("dmda")) // or PZ_SCHED=dmda, PZ_NCPU=8
+//	if err != nil { ... }
+//	defer s.Close()
+//	a, err := s.RegisterMatrix(data, n, n)        // also RegisterVector, RegisterValue
+//	tiles, err := a.Partition(scheduler.Blocks(b, b))
+//	gemm := &scheduler.Codelet{Name: "gemm", CPU: gemmCPU, Model: scheduler.HistoryModel("gemm")}
+//	err = s.Submit(ctx, gemm, scheduler.R(tiles[i][k]), scheduler.R(tiles[j][k]), scheduler.RW(tiles[i][j]))
+//	err = s.WaitAll(ctx)
+//
+// # Data handles
+//
+// A Handle is registered data: a slice (RegisterVector), a row-major
+// matrix with a leading dimension (RegisterMatrix, option LD) or any value
+// (RegisterValue). Partition cuts a vector or matrix into tiles, handles
+// on the same memory; Unpartition gathers them back. Unregister waits for
+// the tasks using a handle and returns its data. Registering memory that
+// overlaps a registered handle is an error (ErrOverlap), so one piece of
+// memory is never reachable through two unrelated handles.
+//
+// Each handle keeps the state of its replica on every memory node (MSI:
+// owner, shared, invalid). This version has one memory node, RAM; the
+// state, the per-node buffers and the transfer cost used by dmda are where
+// GPU memories plug in.
+//
+// # Tasks and codelets
+//
+// A Codelet holds a task kind's implementations (CPU, and CUDA reserved
+// for GPU workers), a performance model and a flop count. A task's
+// implementation receives a *Call: its data through VectorOf, MatrixOf and
+// ValueOf (indexed like the task's accesses), its argument, and its rank
+// and team size for parallel tasks. Submit takes accesses and options:
+//
+//	s.Submit(ctx, cl, scheduler.R(x), scheduler.RW(y),
+//		scheduler.WithPriority(1), scheduler.WithTag(7), scheduler.After(t0),
+//		scheduler.WithCallback(fn), scheduler.WithArg(alpha))
+//
+// NewTask and SubmitTask do the same in two steps and keep the *Task for
+// Wait; Synchronous makes Submit wait. WaitAll waits for everything,
+// WaitTag for tagged tasks (possibly not yet submitted).
+//
+// # Access modes and implicit dependencies
+//
+// For each handle, in submission order, accesses form groups of
+// compatible ones: consecutive reads (R), consecutive commuting writes
+// (Commute: run in any order, one at a time) and consecutive reductions
+// (Redux: each worker accumulates into a private copy made by the init
+// codelet of SetReduction; the copies are combined into the handle before
+// the next other access). Each access depends on the group before its
+// own, and any other write (W, RW) forms a group of its own: this gives
+// read-after-write, write-after-read and write-after-write ordering
+// while letting readers run together. Scratch gives a per-worker buffer
+// and no dependency. NoImplicitDeps turns inference off for a handle.
+//
+// # Workers, drivers and policies
+//
+// Workers are goroutines owned by the scheduler, one per core by default
+// (WithWorkers, PZ_NCPU), each running a Driver (Init, RunOnce, Deinit).
+// Idle workers spin briefly and then sleep until a task is pushed for
+// them. A Policy (Push, Pop, AddWorkers, RemoveWorkers) decides where
+// ready tasks go: eager (one FIFO), prio (one priority queue), random,
+// ws (work stealing from the most loaded), lws (local work stealing from
+// neighbours; the default) and dmda (earliest predicted finish time, from
+// HistoryModel measurements per codelet, data footprint and worker kind,
+// plus transfer time; uncalibrated tasks fall back to a shared FIFO).
+// Models are saved at Close under WithPerfModelDir, PZ_PERFMODEL_DIR or
+// os.UserCacheDir()/pz/perfmodels, and loaded by later runs.
+//
+// # Parallel tasks
+//
+// WithTeam(k) runs a task on k workers at once: with Codelet.Parallel
+// SPMD every member calls the implementation with its Rank and Size; with
+// ForkJoin only rank 0 does, the others being reserved for it.
+//
+// # Failures
+//
+// A task whose implementation returns an error or panics fails with a
+// *TaskError (codelet name, stack of a panic). Tasks depending on it are
+// not run and fail with an error wrapping ErrCanceled; other tasks go on.
+// WaitAll returns the failures joined. Invalid submissions (after Close,
+// no implementation for any worker, a handle unregistered or partitioned,
+// an invalid access mode) return an error at once and change nothing.
+//
+// # Traces and statistics
+//
+// WithTrace(file) or PZ_TRACE=file makes Close write a Chrome trace JSON
+// (open it in Perfetto: one track per worker, one slice per task with its
+// dependencies as flows) and a Gantt chart SVG beside it. Stats returns
+// per-worker task counts and busy, idle and overhead times.
+//
+// # Cost
+//
+// Submitting a task with data takes a few hundred nanoseconds: no lock is
+// shared by all workers; a handle's lock is held while its dependencies
+// are computed, and each task has its own lock for its successor list.
+package scheduler

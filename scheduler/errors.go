@@ -1,0 +1,89 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Each is wrapped with details naming the codelet, handle
+// or option involved; test for them with errors.Is.
+var (
+	// ErrClosed is returned by Submit and Register calls made after Close.
+	ErrClosed = errors.New("scheduler: closed")
+	// ErrNoImplementation is returned by Submit when the task's codelet has
+	// no implementation for any worker kind this scheduler has (for example
+	// a codelet with only a CUDA function on a machine without GPUs).
+	ErrNoImplementation = errors.New("scheduler: no implementation for any available worker")
+	// ErrUnregistered is returned when a task accesses a handle that was
+	// unregistered, or a tile of a matrix that was unpartitioned.
+	ErrUnregistered = errors.New("scheduler: handle used after unregister")
+	// ErrPartitioned is returned when a task accesses, or Unregister is
+	// called on, a handle that is currently partitioned into tiles: the
+	// tiles own the data until Unpartition.
+	ErrPartitioned = errors.New("scheduler: handle is partitioned")
+	// ErrInvalidMode is returned by Submit for an access mode that is not
+	// one of R, W, RW, Scratch, Redux, Commute (RW|Commute or W|Commute),
+	// or for incompatible modes on the same handle in one task.
+	ErrInvalidMode = errors.New("scheduler: invalid access mode")
+	// ErrForeignHandle is returned when a task uses a handle registered
+	// with another Scheduler.
+	ErrForeignHandle = errors.New("scheduler: handle belongs to another scheduler")
+	// ErrUnknownPolicy is returned by New for a policy name that is not
+	// registered; the message lists the valid names.
+	ErrUnknownPolicy = errors.New("scheduler: unknown policy")
+	// ErrCanceled is the error of a task that was not run because a task
+	// it depends on (explicitly, through a tag or through data) failed.
+	ErrCanceled = errors.New("scheduler: task canceled")
+	// ErrBadTeam is returned by Submit when a parallel task asks for more
+	// workers than the scheduler has.
+	ErrBadTeam = errors.New("scheduler: invalid team size")
+	// ErrOverlap is returned by Register when the memory overlaps a handle
+	// that is still registered: two handles aliasing memory would let a
+	// writer through one path race with readers through the other.
+	ErrOverlap = errors.New("scheduler: memory already registered")
+	// ErrBadData is returned by Register for data of the wrong shape or
+	// type (not a slice, a slice too short for rows, cols and ld, ...).
+	ErrBadData = errors.New("scheduler: invalid data")
+	// ErrAlreadySubmitted is returned by SubmitTask for a Task value that
+	// was already submitted: a Task runs once.
+	ErrAlreadySubmitted = errors.New("scheduler: task already submitted")
+	// ErrBadOption is returned by New for an invalid option or
+	// environment variable value.
+	ErrBadOption = errors.New("scheduler: invalid option")
+)
+
+// A TaskError is the error of a task whose implementation (or callback)
+// returned an error or panicked. It names the codelet and keeps the stack
+// of a panic.
+type TaskError struct {
+	// Codelet is the codelet's Name.
+	Codelet string
+	// Tag is the task's tag, 0 when it has none.
+	Tag Tag
+	// Err is the error returned, or a description of the panic value.
+	Err error
+	// Panicked reports whether the implementation panicked.
+	Panicked bool
+	// Stack is the goroutine stack at the panic; empty for returned errors.
+	Stack string
+}
+
+// Error implements error.
+func (e *TaskError) Error() string {
+	what := "failed"
+	if e.Panicked {
+		what = "panicked"
+	}
+	tag := ""
+	if e.Tag != 0 {
+		tag = fmt.Sprintf(" (tag %d)", e.Tag)
+	}
+	msg := fmt.Sprintf("scheduler: task %q%s %s: %v", e.Codelet, tag, what, e.Err)
+	if e.Stack != "" {
+		msg += "\n" + e.Stack
+	}
+	return msg
+}
+
+// Unwrap returns the task's own error.
+func (e *TaskError) Unwrap() error { return e.Err }

@@ -1,0 +1,501 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// MemoryNode identifies a memory space holding replicas of handles: RAM
+// is node 0; GPU memories get the following numbers.
+type MemoryNode int
+
+// RAM is the main memory node.
+const RAM MemoryNode = 0
+
+// Replica states of a handle on a memory node, after StarPU's MSI
+// protocol: an owner replica is the only valid one and may be written, a
+// shared replica is one of several valid read-only copies, an invalid
+// replica must be fetched before use.
+const (
+	replicaInvalid uint32 = iota
+	replicaShared
+	replicaOwner
+)
+
+// Handle status.
+const (
+	handleLive uint32 = iota
+	handlePartitioned
+	handleUnregistered
+)
+
+type handleKind uint8
+
+const (
+	kindVector handleKind = iota
+	kindMatrix
+	kindValue
+)
+
+func (k handleKind) String() string {
+	return [...]string{"vector", "matrix", "value"}[k]
+}
+
+// A buffer is a handle's data as seen on one memory node.
+type buffer struct {
+	data     any
+	rows     int
+	cols     int
+	ld       int
+	elemSize uintptr
+	typ      reflect.Type
+}
+
+// newLike allocates a buffer of b's shape (contiguous) with zero values;
+// used for scratch and reduction copies.
+func (b *buffer) newLike(kind handleKind) (*buffer, error) {
+	nb := &buffer{rows: b.rows, cols: b.cols, ld: b.cols, elemSize: b.elemSize, typ: b.typ}
+	switch kind {
+	case kindVector, kindMatrix:
+		nb.data = reflect.MakeSlice(b.typ, b.rows*b.cols, b.rows*b.cols).Interface()
+		if kind == kindVector {
+			nb.ld = 1
+		}
+	case kindValue:
+		if b.typ.Kind() != reflect.Pointer {
+			return nil, fmt.Errorf("%w: value handle holds a %v, not a pointer; register a pointer to use Scratch or Redux", ErrBadData, b.typ)
+		}
+		nb.data = reflect.New(b.typ.Elem()).Interface()
+	}
+	return nb, nil
+}
+
+// Dependency categories of a group of consecutive accesses: accesses of
+// the same category (reads, commuting writes, reductions) do not depend
+// on each other.
+const (
+	catNone uint8 = iota
+	catRead
+	catWrite
+	catCommute
+	catRedux
+	catSync // a partition boundary: everything after depends on it
+)
+
+func category(m Mode) uint8 {
+	switch {
+	case m == ModeR:
+		return catRead
+	case m&ModeCommute != 0:
+		return catCommute
+	case m == ModeRedux:
+		return catRedux
+	}
+	return catWrite
+}
+
+// A Handle is data registered with a Scheduler: a vector (slice), a
+// row-major matrix with a leading dimension, or any value. Tasks access
+// it through R, W, RW, Scratch, Redux or Commute; the scheduler infers
+// dependencies from the order of submission (see the package
+// documentation). Methods are safe for concurrent use.
+type Handle struct {
+	s      *Scheduler
+	name   string
+	kind   handleKind
+	ram    buffer
+	parent *Handle
+	status atomic.Uint32
+
+	implicit bool
+	replicas []atomic.Uint32 // per memory node, replica* state
+
+	mu       sync.Mutex // guards the fields below
+	cur      []*Task    // the last group of accesses
+	prev     []*Task    // the group before it (what cur depends on)
+	curCat   uint8
+	children [][]*Handle
+	rinit    *Codelet
+	rcombine *Codelet
+	rcopies  []*reduxCopy // per worker, nil until used
+
+	cmu    sync.Mutex // commute token
+	cowner *Task
+	cwait  []*Task
+
+	span span
+}
+
+type reduxCopy struct {
+	buf  *buffer
+	live bool
+}
+
+// HandleOption configures a handle at registration.
+type HandleOption func(*handleConfig)
+
+type handleConfig struct {
+	name       string
+	ld         int
+	noImplicit bool
+}
+
+// Named names the handle in errors and traces.
+func Named(name string) HandleOption { return func(c *handleConfig) { c.name = name } }
+
+// LD sets a matrix's leading dimension (the distance in elements between
+// the starts of two consecutive rows; default: the number of columns).
+func LD(ld int) HandleOption { return func(c *handleConfig) { c.ld = ld } }
+
+// NoImplicitDeps turns off dependency inference for the handle: tasks
+// using it are ordered only by explicit dependencies and tags
+// (StarPU's sequential consistency off).
+func NoImplicitDeps() HandleOption { return func(c *handleConfig) { c.noImplicit = true } }
+
+// String returns the handle's name, or its kind and shape.
+func (h *Handle) String() string {
+	if h.name != "" {
+		return fmt.Sprintf("handle %q", h.name)
+	}
+	switch h.kind {
+	case kindMatrix:
+		return fmt.Sprintf("matrix handle %dx%d", h.ram.rows, h.ram.cols)
+	case kindVector:
+		return fmt.Sprintf("vector handle [%d]", h.ram.rows)
+	}
+	return fmt.Sprintf("value handle %v", h.ram.typ)
+}
+
+// RegisterVector registers a slice (any element type) as a vector handle.
+func (s *Scheduler) RegisterVector(data any, opts ...HandleOption) (*Handle, error) {
+	v := reflect.ValueOf(data)
+	if v.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("%w: RegisterVector needs a slice, got %T", ErrBadData, data)
+	}
+	cfg := handleConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := s.newHandle(cfg, kindVector)
+	h.ram = buffer{data: data, rows: v.Len(), cols: 1, ld: 1, elemSize: v.Type().Elem().Size(), typ: v.Type()}
+	return h, s.addSpan(h, v)
+}
+
+// RegisterMatrix registers a row-major matrix of rows x cols elements
+// stored in data (a slice of any element type) with leading dimension
+// ld (option LD, default cols): element (i, j) is data[i*ld+j].
+func (s *Scheduler) RegisterMatrix(data any, rows, cols int, opts ...HandleOption) (*Handle, error) {
+	v := reflect.ValueOf(data)
+	if v.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("%w: RegisterMatrix needs a slice, got %T", ErrBadData, data)
+	}
+	cfg := handleConfig{ld: cols}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if rows < 0 || cols < 0 || cfg.ld < cols || cfg.ld < 1 {
+		return nil, fmt.Errorf("%w: matrix %dx%d with leading dimension %d (need rows, cols >= 0 and ld >= max(cols, 1))", ErrBadData, rows, cols, cfg.ld)
+	}
+	need := 0
+	if rows > 0 && cols > 0 {
+		need = (rows-1)*cfg.ld + cols
+	}
+	if v.Len() < need {
+		return nil, fmt.Errorf("%w: matrix %dx%d with leading dimension %d needs %d elements, slice has %d", ErrBadData, rows, cols, cfg.ld, need, v.Len())
+	}
+	h := s.newHandle(cfg, kindMatrix)
+	h.ram = buffer{data: v.Slice(0, need).Interface(), rows: rows, cols: cols, ld: cfg.ld, elemSize: v.Type().Elem().Size(), typ: v.Type()}
+	return h, s.addSpan(h, v.Slice(0, need))
+}
+
+// RegisterValue registers any value as a handle. Tasks see the value
+// itself (ValueOf); register a pointer (or a map, or a slice) so that
+// writers can modify it in place. Scratch and Redux need a pointer.
+func (s *Scheduler) RegisterValue(v any, opts ...HandleOption) (*Handle, error) {
+	if v == nil {
+		return nil, fmt.Errorf("%w: RegisterValue(nil)", ErrBadData)
+	}
+	cfg := handleConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := s.newHandle(cfg, kindValue)
+	t := reflect.TypeOf(v)
+	h.ram = buffer{data: v, rows: 1, cols: 1, ld: 1, elemSize: t.Size(), typ: t}
+	if t.Kind() == reflect.Pointer {
+		return h, s.addSpan(h, reflect.ValueOf(v))
+	}
+	return h, nil
+}
+
+func (s *Scheduler) newHandle(cfg handleConfig, kind handleKind) *Handle {
+	h := &Handle{s: s, name: cfg.name, kind: kind, implicit: !cfg.noImplicit}
+	h.replicas = make([]atomic.Uint32, s.nnodes)
+	h.replicas[RAM].Store(replicaOwner)
+	return h
+}
+
+// A span is a registered memory range, for overlap detection.
+type span struct {
+	lo, hi uintptr
+	h      *Handle
+}
+
+func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
+	if s.closed.Load() {
+		return fmt.Errorf("registering %v: %w", h, ErrClosed)
+	}
+	var lo, size uintptr
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return nil
+		}
+		lo, size = v.Pointer(), uintptr(v.Len())*v.Type().Elem().Size()
+	case reflect.Pointer:
+		lo, size = v.Pointer(), v.Type().Elem().Size()
+	}
+	if size == 0 {
+		return nil
+	}
+	sp := span{lo: lo, hi: lo + size, h: h}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].lo >= sp.lo })
+	for _, j := range []int{i - 1, i} {
+		if j >= 0 && j < len(s.spans) && s.spans[j].lo < sp.hi && sp.lo < s.spans[j].hi {
+			return fmt.Errorf("%w: %v overlaps %v; unregister it first, or Partition it and use its tiles", ErrOverlap, h, s.spans[j].h)
+		}
+	}
+	s.spans = append(s.spans, span{})
+	copy(s.spans[i+1:], s.spans[i:])
+	s.spans[i] = sp
+	h.span = sp
+	return nil
+}
+
+func (s *Scheduler) removeSpan(h *Handle) {
+	if h.span.h == nil {
+		return
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].lo >= h.span.lo })
+	if i < len(s.spans) && s.spans[i].h == h {
+		s.spans = append(s.spans[:i], s.spans[i+1:]...)
+	}
+}
+
+// Rows returns the number of rows (the length of a vector, 1 for a value).
+func (h *Handle) Rows() int { return h.ram.rows }
+
+// Cols returns the number of columns (1 for vectors and values).
+func (h *Handle) Cols() int { return h.ram.cols }
+
+// LD returns the leading dimension (1 for vectors and values).
+func (h *Handle) LD() int { return h.ram.ld }
+
+// Data returns the handle's data in RAM (the registered slice or value;
+// for a tile, the sub-slice starting at its first element). Reading or
+// writing it while tasks use the handle is a data race: wait for them
+// (WaitAll, Unregister) first.
+func (h *Handle) Data() any { return h.ram.data }
+
+// SetReduction sets the codelets used by Redux accesses: init (one W
+// access) initializes a private copy to the neutral element, combine
+// (RW destination, R source) accumulates one copy into another.
+func (h *Handle) SetReduction(init, combine *Codelet) error {
+	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
+		return fmt.Errorf("%w: SetReduction on %v needs init and combine codelets with CPU implementations", ErrNoImplementation, h)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rinit, h.rcombine = init, combine
+	if h.rcopies == nil {
+		h.rcopies = make([]*reduxCopy, len(h.s.workers))
+	}
+	return nil
+}
+
+// A Blocking says how Partition cuts a matrix: into tiles of Rows x Cols
+// elements (the last row and column of tiles may be smaller).
+type Blocking struct{ Rows, Cols int }
+
+// Blocks returns a Blocking into tiles of rows x cols elements. For a
+// vector use Blocks(n, 1): chunks of n elements.
+func Blocks(rows, cols int) Blocking { return Blocking{rows, cols} }
+
+// Partition cuts a vector or matrix handle into tiles: tiles[i][j] is
+// the tile at tile-row i and tile-column j, a handle on the same memory.
+// Tasks submitted afterwards on a tile depend on the tasks submitted
+// before on h; h itself cannot be accessed until Unpartition. Partition
+// does not block.
+func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
+	if h.kind == kindValue {
+		return nil, fmt.Errorf("%w: cannot Partition %v (only vectors and matrices)", ErrBadData, h)
+	}
+	if b.Rows < 1 || b.Cols < 1 {
+		return nil, fmt.Errorf("%w: Partition of %v into %dx%d tiles (need >= 1x1)", ErrBadData, h, b.Rows, b.Cols)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.usableLocked(); err != nil {
+		return nil, fmt.Errorf("partitioning: %w", err)
+	}
+	h.flushReduxLocked()
+	rv := reflect.ValueOf(h.ram.data)
+	nr := (h.ram.rows + b.Rows - 1) / b.Rows
+	nc := (h.ram.cols + b.Cols - 1) / b.Cols
+	tiles := make([][]*Handle, nr)
+	for i := range tiles {
+		tiles[i] = make([]*Handle, nc)
+		for j := range tiles[i] {
+			r := min(b.Rows, h.ram.rows-i*b.Rows)
+			c := min(b.Cols, h.ram.cols-j*b.Cols)
+			off := i*b.Rows*h.ram.ld + j*b.Cols
+			n := (r-1)*h.ram.ld + c
+			cfg := handleConfig{noImplicit: !h.implicit}
+			if h.name != "" {
+				cfg.name = fmt.Sprintf("%s[%d][%d]", h.name, i, j)
+			}
+			t := h.s.newHandle(cfg, h.kind)
+			t.parent = h
+			t.ram = buffer{data: rv.Slice(off, off+n).Interface(), rows: r, cols: c, ld: h.ram.ld, elemSize: h.ram.elemSize, typ: h.ram.typ}
+			if h.rcombine != nil {
+				t.rinit, t.rcombine = h.rinit, h.rcombine
+				t.rcopies = make([]*reduxCopy, len(h.s.workers))
+			}
+			// Every first access of a tile waits for the last group of
+			// accesses of the whole.
+			t.cur = append([]*Task(nil), h.cur...)
+			t.curCat = catSync
+			tiles[i][j] = t
+		}
+	}
+	h.children = tiles
+	h.status.Store(handlePartitioned)
+	return tiles, nil
+}
+
+// Unpartition gathers h's tiles back: tasks submitted afterwards on h
+// depend on the tasks submitted before on any tile, and the tiles become
+// unusable (ErrUnregistered). Tiles that are themselves partitioned must
+// be unpartitioned first. Unpartition does not block.
+func (h *Handle) Unpartition() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status.Load() != handlePartitioned {
+		return fmt.Errorf("%w: Unpartition of %v, which is not partitioned", ErrBadData, h)
+	}
+	for _, row := range h.children {
+		for _, c := range row {
+			if c.status.Load() == handlePartitioned {
+				return fmt.Errorf("%w: Unpartition of %v: tile %v is partitioned; Unpartition it first", ErrPartitioned, h, c)
+			}
+		}
+	}
+	var all []*Task
+	for _, row := range h.children {
+		for _, c := range row {
+			c.mu.Lock()
+			c.flushReduxLocked()
+			all = append(all, c.cur...)
+			if c.curCat == catRead || c.curCat == catSync {
+				// Readers depend on prev; keep the writer they read
+				// so the gathered handle also orders after it.
+				all = append(all, c.prev...)
+			}
+			c.status.Store(handleUnregistered)
+			c.mu.Unlock()
+		}
+	}
+	h.prev = h.prev[:0]
+	h.cur = all
+	h.curCat = catSync
+	h.children = nil
+	h.status.Store(handleLive)
+	return nil
+}
+
+// Unregister waits until the tasks submitted on h have completed, then
+// unregisters h and returns its data (see Data). Tasks submitted on h
+// afterwards fail with ErrUnregistered. A partitioned handle must be
+// unpartitioned first; tiles are released by unpartitioning their
+// parent. On ctx's end it returns ctx's error and h stays registered.
+func (h *Handle) Unregister(ctx context.Context) (any, error) {
+	if h.parent != nil {
+		return nil, fmt.Errorf("%w: Unregister of tile %v; Unpartition its parent instead", ErrBadData, h)
+	}
+	for {
+		h.mu.Lock()
+		if err := h.usableLocked(); err != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("unregistering: %w", err)
+		}
+		h.flushReduxLocked()
+		tasks := append(append([]*Task(nil), h.cur...), h.prev...)
+		pending := false
+		for _, t := range tasks {
+			if t.state.Load() < stateDone {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			h.status.Store(handleUnregistered)
+			h.cur, h.prev = nil, nil
+			h.mu.Unlock()
+			h.s.removeSpan(h)
+			return h.ram.data, nil
+		}
+		h.mu.Unlock()
+		for _, t := range tasks {
+			if err := t.Wait(ctx); err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("unregistering %v: %w", h, ctx.Err())
+			}
+		}
+	}
+}
+
+// usableLocked reports why h cannot be accessed, or nil.
+func (h *Handle) usableLocked() error {
+	switch h.status.Load() {
+	case handlePartitioned:
+		return fmt.Errorf("%w: %v is partitioned into tiles; access the tiles, or Unpartition it first", ErrPartitioned, h)
+	case handleUnregistered:
+		if h.parent != nil {
+			return fmt.Errorf("%w: %v is a tile of an unpartitioned handle; Partition the parent again", ErrUnregistered, h)
+		}
+		return fmt.Errorf("%w: %v was unregistered; register the data again", ErrUnregistered, h)
+	}
+	return nil
+}
+
+// nodeBuf returns h's buffer on memory node n.
+func (h *Handle) nodeBuf(n MemoryNode) *buffer {
+	// Only RAM exists in this version; GPU nodes will keep their own
+	// buffers here, allocated and filled by fetch.
+	return &h.ram
+}
+
+// acquire makes h valid on node n for mode m (MSI): a reader needs a
+// valid replica, a writer becomes the owner and invalidates the others.
+func (h *Handle) acquire(n MemoryNode, m Mode) *buffer {
+	if m&ModeW != 0 {
+		if h.replicas[n].Load() != replicaOwner {
+			for i := range h.replicas {
+				h.replicas[i].Store(replicaInvalid)
+			}
+			h.replicas[n].Store(replicaOwner)
+		}
+	} else if h.replicas[n].Load() == replicaInvalid {
+		// A transfer from a valid node would go here; with RAM only,
+		// RAM is always valid.
+		h.replicas[n].Store(replicaShared)
+	}
+	return h.nodeBuf(n)
+}

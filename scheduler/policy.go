@@ -1,0 +1,298 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// WorkerKind is the kind of processing unit a worker drives.
+type WorkerKind uint8
+
+const (
+	// CPUWorker runs Codelet.CPU on one core.
+	CPUWorker WorkerKind = iota
+	// CUDAWorker runs Codelet.CUDA on one GPU (reserved).
+	CUDAWorker
+	numKinds
+)
+
+// String returns "cpu" or "cuda".
+func (k WorkerKind) String() string {
+	switch k {
+	case CPUWorker:
+		return "cpu"
+	case CUDAWorker:
+		return "cuda"
+	}
+	return fmt.Sprintf("WorkerKind(%d)", uint8(k))
+}
+
+// WorkerInfo describes a worker to a policy.
+type WorkerInfo struct {
+	// ID is the worker's index in the scheduler, 0 <= ID < Workers().
+	ID int
+	// Kind is what the worker runs.
+	Kind WorkerKind
+	// Node is the memory node the worker computes from.
+	Node MemoryNode
+}
+
+// Wake hints returned by Policy.Push.
+const (
+	// AnyWorker asks the scheduler to wake one sleeping worker, if any.
+	AnyWorker = -1
+	// NoWorker asks the scheduler to wake nobody (the pushing worker
+	// will pop the task itself).
+	NoWorker = -2
+)
+
+// A Policy decides which worker runs each ready task. It is a data
+// structure without goroutines: the scheduler calls Push when a task
+// becomes ready (from the submitting goroutine or from the worker that
+// completed its last predecessor) and Pop from each worker looking for
+// work, concurrently, so every method must be safe for concurrent use.
+//
+// AddWorkers and RemoveWorkers change the set of workers the policy may
+// give tasks to; the scheduler calls them only while the workers
+// concerned are at a safe point (not inside Pop). RemoveWorkers returns
+// the tasks that were queued for the removed workers alone, which the
+// scheduler pushes again; a task must never be lost or returned twice.
+type Policy interface {
+	// Name returns the policy's name.
+	Name() string
+	// AddWorkers lets the workers pop tasks from now on.
+	AddWorkers(ws ...WorkerInfo)
+	// RemoveWorkers stops giving tasks to the workers and returns the
+	// tasks only they could have popped.
+	RemoveWorkers(ids ...int) []*Task
+	// Push queues a ready task. from is the id of the pushing worker,
+	// or -1 for a goroutine outside the scheduler. It returns the id of
+	// a worker to wake, AnyWorker or NoWorker.
+	Push(t *Task, from int) int
+	// Pop returns a task for worker w, or nil if there is none.
+	Pop(w int) *Task
+}
+
+// PolicyConfig is what the scheduler gives a policy's constructor.
+type PolicyConfig struct {
+	// Seed seeds the random choices of the policy (random, ws ties).
+	Seed uint64
+	// Estimate predicts the execution time of t on a worker of kind k in
+	// nanoseconds from the task's codelet's performance model; ok is
+	// false if the model is missing or not calibrated for t's footprint.
+	Estimate func(t *Task, k WorkerKind) (ns float64, ok bool)
+	// Transfer predicts the time in nanoseconds to make t's data valid
+	// on memory node n (0 while there is one memory node).
+	Transfer func(t *Task, n MemoryNode) float64
+	// Now returns the current time in nanoseconds on a monotonic clock.
+	Now func() int64
+}
+
+// policyFactories returns the built-in policies by name. It builds a new
+// map on every call: there is no package-level registry to mutate.
+func policyFactories() map[string]func(PolicyConfig) Policy {
+	return map[string]func(PolicyConfig) Policy{
+		"eager":  func(PolicyConfig) Policy { return newCentral("eager", false) },
+		"prio":   func(PolicyConfig) Policy { return newCentral("prio", true) },
+		"random": func(c PolicyConfig) Policy { return newQueues("random", pushRandom, stealNone, c.Seed) },
+		"ws":     func(c PolicyConfig) Policy { return newQueues("ws", pushLocal, stealLargest, c.Seed) },
+		"lws":    func(c PolicyConfig) Policy { return newQueues("lws", pushLocal, stealNeighbors, c.Seed) },
+		"dmda":   func(c PolicyConfig) Policy { return newDMDA(c) },
+	}
+}
+
+// Policies returns the names of the built-in policies, sorted.
+func Policies() []string {
+	var names []string
+	for n := range policyFactories() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func lookupPolicy(name string) (func(PolicyConfig) Policy, error) {
+	f, ok := policyFactories()[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q: valid policies are %s (option WithPolicy or PZ_SCHED)", ErrUnknownPolicy, name, strings.Join(Policies(), ", "))
+	}
+	return f, nil
+}
+
+// taskQueue is a queue of tasks sorted by decreasing priority, FIFO among
+// equal priorities, guarded by its own mutex. A closed queue refuses
+// pushes (its worker was removed).
+type taskQueue struct {
+	mu     sync.Mutex
+	buf    []*Task
+	head   int
+	closed bool
+	n      atomic.Int32 // len, readable without the lock
+}
+
+// push inserts t in priority order; false if the queue is closed.
+func (q *taskQueue) push(t *Task, prio bool) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	if !prio || q.head == len(q.buf) || q.buf[len(q.buf)-1].Priority >= t.Priority {
+		q.buf = append(q.buf, t)
+	} else {
+		// Insert after the last task of priority >= t's.
+		live := q.buf[q.head:]
+		i := sort.Search(len(live), func(i int) bool { return live[i].Priority < t.Priority })
+		q.buf = append(q.buf, nil)
+		copy(q.buf[q.head+i+1:], q.buf[q.head+i:])
+		q.buf[q.head+i] = t
+	}
+	q.n.Add(1)
+	q.mu.Unlock()
+	return true
+}
+
+// popFront removes the first task that a worker of kind k can run.
+func (q *taskQueue) popFront(k WorkerKind) *Task {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := q.head; i < len(q.buf); i++ {
+		t := q.buf[i]
+		if !t.CanRunOn(k) {
+			continue
+		}
+		if i == q.head {
+			q.buf[i] = nil
+			q.head++
+		} else {
+			copy(q.buf[i:], q.buf[i+1:])
+			q.buf[len(q.buf)-1] = nil
+			q.buf = q.buf[:len(q.buf)-1]
+		}
+		q.compact()
+		q.n.Add(-1)
+		return t
+	}
+	return nil
+}
+
+// popBack removes the last task that a worker of kind k can run (steal).
+func (q *taskQueue) popBack(k WorkerKind) *Task {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := len(q.buf) - 1; i >= q.head; i-- {
+		t := q.buf[i]
+		if !t.CanRunOn(k) {
+			continue
+		}
+		copy(q.buf[i:], q.buf[i+1:])
+		q.buf[len(q.buf)-1] = nil
+		q.buf = q.buf[:len(q.buf)-1]
+		q.compact()
+		q.n.Add(-1)
+		return t
+	}
+	return nil
+}
+
+func (q *taskQueue) compact() {
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	} else if q.head > 1024 && q.head > len(q.buf)/2 {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+}
+
+// close refuses further pushes and returns the queued tasks.
+func (q *taskQueue) close() []*Task {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	out := append([]*Task(nil), q.buf[q.head:]...)
+	q.buf, q.head = nil, 0
+	q.n.Store(0)
+	return out
+}
+
+// central is the eager and prio policies: one queue shared by all
+// workers (FIFO for eager, by priority for prio).
+type central struct {
+	name    string
+	prio    bool
+	q       taskQueue
+	mu      sync.Mutex
+	kinds   atomic.Pointer[[]WorkerKind] // by worker id; numKinds = absent
+	members atomic.Int32
+}
+
+func newCentral(name string, prio bool) *central {
+	c := &central{name: name, prio: prio}
+	c.kinds.Store(&[]WorkerKind{})
+	return c
+}
+
+func (c *central) Name() string { return c.name }
+
+func (c *central) AddWorkers(ws ...WorkerInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := append([]WorkerKind(nil), *c.kinds.Load()...)
+	for _, w := range ws {
+		for len(k) <= w.ID {
+			k = append(k, numKinds)
+		}
+		if k[w.ID] == numKinds {
+			c.members.Add(1)
+		}
+		k[w.ID] = w.Kind
+	}
+	c.kinds.Store(&k)
+}
+
+func (c *central) RemoveWorkers(ids ...int) []*Task {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := append([]WorkerKind(nil), *c.kinds.Load()...)
+	for _, id := range ids {
+		if id < len(k) && k[id] != numKinds {
+			k[id] = numKinds
+			c.members.Add(-1)
+		}
+	}
+	c.kinds.Store(&k)
+	if c.members.Load() == 0 {
+		// Nobody left to pop: hand the queue back.
+		out := c.q.close()
+		c.q.mu.Lock()
+		c.q.closed = false
+		c.q.mu.Unlock()
+		return out
+	}
+	return nil
+}
+
+func (c *central) Push(t *Task, from int) int {
+	c.q.push(t, c.prio)
+	return AnyWorker
+}
+
+func (c *central) Pop(w int) *Task {
+	k := *c.kinds.Load()
+	if w >= len(k) || k[w] == numKinds {
+		return nil
+	}
+	return c.q.popFront(k[w])
+}
+
+var _ Policy = (*central)(nil)

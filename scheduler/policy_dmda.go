@@ -1,0 +1,157 @@
+package scheduler
+
+import (
+	"sync"
+)
+
+// heftCand is one worker's figures for placing a task: when the worker
+// becomes free, the transfer time of the task's data to it, and the
+// predicted execution time, all in nanoseconds.
+type heftCand struct {
+	avail, xfer, exec float64
+}
+
+// earliestFinish is the HEFT placement rule (Topcuoglu, Hariri and Wu,
+// "Performance-effective and low-complexity task scheduling for
+// heterogeneous computing", IEEE TPDS 13(3), 2002), as StarPU's dmda
+// applies it to ready tasks: choose the candidate minimizing
+// avail + xfer + exec. Ties go to the lowest index. It returns -1 for no
+// candidates.
+func earliestFinish(c []heftCand) (best int, finish float64) {
+	best = -1
+	for i, x := range c {
+		f := x.avail + x.xfer + x.exec
+		if best < 0 || f < finish {
+			best, finish = i, f
+		}
+	}
+	return best, finish
+}
+
+// dmdaWorker is dmda's view of one worker's load.
+type dmdaWorker struct {
+	queued float64 // predicted ns of the tasks in its queue
+	runEnd int64   // predicted end of its running task
+}
+
+// dmda is the deque-model data-aware policy: each calibrated task goes to
+// the worker where it is predicted to finish first, counting the work
+// already queued there and the data transfers; tasks of uncalibrated
+// codelets go to a shared FIFO that every worker pops (eager fallback),
+// which also calibrates their models.
+type dmda struct {
+	queueSet
+	cfg      PolicyConfig
+	fallback taskQueue
+	mu       sync.Mutex // guards load
+	load     []dmdaWorker
+}
+
+func newDMDA(cfg PolicyConfig) *dmda {
+	p := &dmda{cfg: cfg}
+	p.init()
+	return p
+}
+
+func (p *dmda) Name() string { return "dmda" }
+
+func (p *dmda) AddWorkers(ws ...WorkerInfo) {
+	orphans := p.add(ws)
+	p.mu.Lock()
+	for len(p.load) < len(p.set.Load().q) {
+		p.load = append(p.load, dmdaWorker{})
+	}
+	p.mu.Unlock()
+	for _, t := range orphans {
+		p.Push(t, -1)
+	}
+}
+
+func (p *dmda) RemoveWorkers(ids ...int) []*Task {
+	out := p.remove(ids)
+	p.mu.Lock()
+	for _, id := range ids {
+		if id < len(p.load) {
+			p.load[id] = dmdaWorker{}
+		}
+	}
+	p.mu.Unlock()
+	if len(p.set.Load().ids) == 0 {
+		out = append(out, p.fallback.close2()...)
+	}
+	return out
+}
+
+func (p *dmda) Push(t *Task, from int) int {
+	for {
+		s := p.set.Load()
+		if len(s.ids) == 0 {
+			p.orphans.push(t, true)
+			return NoWorker
+		}
+		var buf [64]heftCand
+		var who [64]int
+		cands, ids := buf[:0], who[:0]
+		calibrated := true
+		for _, w := range s.ids {
+			k := s.info[w].Kind
+			if !t.CanRunOn(k) {
+				continue
+			}
+			est, ok := p.cfg.Estimate(t, k)
+			if !ok {
+				calibrated = false
+				break
+			}
+			cands = append(cands, heftCand{xfer: p.cfg.Transfer(t, s.info[w].Node), exec: est})
+			ids = append(ids, w)
+		}
+		if !calibrated || len(cands) == 0 {
+			p.fallback.push(t, true)
+			return AnyWorker
+		}
+		p.mu.Lock()
+		now := p.cfg.Now()
+		for i, w := range ids {
+			l := p.load[w]
+			cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
+		}
+		i, _ := earliestFinish(cands)
+		w := ids[i]
+		p.load[w].queued += cands[i].exec
+		t.predicted = cands[i].exec
+		p.mu.Unlock()
+		q := s.q[w]
+		before := q.n.Load()
+		if q.push(t, true) {
+			if w == from && before == 0 {
+				return NoWorker
+			}
+			return w
+		}
+		p.mu.Lock()
+		p.load[w].queued -= cands[i].exec
+		p.mu.Unlock()
+	}
+}
+
+func (p *dmda) Pop(w int) *Task {
+	s := p.set.Load()
+	if !s.has(w) {
+		return nil
+	}
+	if t := s.q[w].popFront(s.info[w].Kind); t != nil {
+		p.mu.Lock()
+		l := &p.load[w]
+		l.queued -= t.predicted
+		if l.queued < 0 {
+			l.queued = 0
+		}
+		l.runEnd = p.cfg.Now() + int64(t.predicted)
+		p.mu.Unlock()
+		return t
+	}
+	return p.fallback.popFront(s.info[w].Kind)
+}
+
+var _ Policy = (*dmda)(nil)

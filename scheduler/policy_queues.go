@@ -1,0 +1,254 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// workerSet is an immutable snapshot of a per-worker-queue policy's
+// workers; AddWorkers and RemoveWorkers publish a new one, so Push and
+// Pop take no policy-wide lock.
+type workerSet struct {
+	q    []*taskQueue // by worker id; nil if the worker is not a member
+	info []WorkerInfo // by worker id
+	ids  []int        // members in id order
+	pos  []int        // by worker id: index in ids
+}
+
+func (s *workerSet) has(id int) bool { return id >= 0 && id < len(s.q) && s.q[id] != nil }
+
+// queueSet is the shared machinery of the per-worker-queue policies:
+// membership, orphan tasks (pushed while no member could run them) and
+// retries when a push hits a queue closed by RemoveWorkers.
+type queueSet struct {
+	mu      sync.Mutex // serializes AddWorkers and RemoveWorkers
+	set     atomic.Pointer[workerSet]
+	orphans taskQueue
+}
+
+func (qs *queueSet) init() { qs.set.Store(&workerSet{}) }
+
+func (qs *queueSet) add(ws []WorkerInfo) []*Task {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	old := qs.set.Load()
+	n := len(old.q)
+	for _, w := range ws {
+		n = max(n, w.ID+1)
+	}
+	s := &workerSet{q: make([]*taskQueue, n), info: make([]WorkerInfo, n), pos: make([]int, n)}
+	copy(s.q, old.q)
+	copy(s.info, old.info)
+	for _, w := range ws {
+		if s.q[w.ID] == nil {
+			s.q[w.ID] = &taskQueue{}
+		}
+		s.info[w.ID] = w
+	}
+	for id, q := range s.q {
+		if q != nil {
+			s.pos[id] = len(s.ids)
+			s.ids = append(s.ids, id)
+		}
+	}
+	qs.set.Store(s)
+	// Tasks that waited for workers go back through Push.
+	return qs.orphans.close2()
+}
+
+func (qs *queueSet) remove(ids []int) []*Task {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	old := qs.set.Load()
+	s := &workerSet{q: append([]*taskQueue(nil), old.q...), info: old.info, pos: make([]int, len(old.q))}
+	var out []*Task
+	for _, id := range ids {
+		if s.has(id) {
+			out = append(out, s.q[id].close()...)
+			s.q[id] = nil
+		}
+	}
+	for id, q := range s.q {
+		if q != nil {
+			s.pos[id] = len(s.ids)
+			s.ids = append(s.ids, id)
+		}
+	}
+	qs.set.Store(s)
+	return out
+}
+
+// close2 returns the orphans and leaves the queue open.
+func (q *taskQueue) close2() []*Task {
+	out := q.close()
+	q.mu.Lock()
+	q.closed = false
+	q.mu.Unlock()
+	return out
+}
+
+// pushChooser picks the worker whose queue gets t, or -1 if no member
+// can run it.
+type pushChooser func(p *queues, s *workerSet, t *Task, from int) int
+
+// stealer finds a task for worker w in the other members' queues.
+type stealer func(p *queues, s *workerSet, w int) *Task
+
+// queues is the random, ws and lws policies: one priority queue per
+// worker, a push rule and a steal rule.
+type queues struct {
+	queueSet
+	name   string
+	choose pushChooser
+	steal  stealer
+	rr     atomic.Uint64
+	rng    atomic.Uint64
+}
+
+func newQueues(name string, choose pushChooser, steal stealer, seed uint64) *queues {
+	p := &queues{name: name, choose: choose, steal: steal}
+	p.init()
+	p.rng.Store(seed | 1)
+	return p
+}
+
+func (p *queues) Name() string { return p.name }
+
+func (p *queues) AddWorkers(ws ...WorkerInfo) {
+	for _, t := range p.add(ws) {
+		p.Push(t, -1)
+	}
+}
+
+func (p *queues) RemoveWorkers(ids ...int) []*Task { return p.remove(ids) }
+
+func (p *queues) Push(t *Task, from int) int {
+	for {
+		s := p.set.Load()
+		w := p.choose(p, s, t, from)
+		if w < 0 {
+			p.orphans.push(t, true)
+			if p.set.Load() != s {
+				// Workers were added meanwhile: retry the orphans.
+				for _, o := range p.orphans.close2() {
+					p.Push(o, -1)
+				}
+			}
+			return NoWorker
+		}
+		q := s.q[w]
+		before := q.n.Load()
+		if q.push(t, true) {
+			if w == from && before == 0 {
+				// The pushing worker pops it next.
+				return NoWorker
+			}
+			if w == from {
+				return AnyWorker
+			}
+			return w
+		}
+	}
+}
+
+func (p *queues) Pop(w int) *Task {
+	s := p.set.Load()
+	if !s.has(w) {
+		return nil
+	}
+	k := s.info[w].Kind
+	if t := s.q[w].popFront(k); t != nil {
+		return t
+	}
+	if t := p.steal(p, s, w); t != nil {
+		return t
+	}
+	return nil
+}
+
+// next returns a pseudo-random number (xorshift64*, lock-free).
+func (p *queues) next() uint64 {
+	for {
+		x := p.rng.Load()
+		y := x
+		y ^= y >> 12
+		y ^= y << 25
+		y ^= y >> 27
+		if p.rng.CompareAndSwap(x, y) {
+			return y * 2685821657736338717
+		}
+	}
+}
+
+// pushLocal queues on the pushing worker (locality: a successor runs
+// where its predecessor's data is hot), else round-robin.
+func pushLocal(p *queues, s *workerSet, t *Task, from int) int {
+	if s.has(from) && t.CanRunOn(s.info[from].Kind) {
+		return from
+	}
+	n := len(s.ids)
+	for i := 0; i < n; i++ {
+		w := s.ids[int(p.rr.Add(1)%uint64(n))]
+		if t.CanRunOn(s.info[w].Kind) {
+			return w
+		}
+	}
+	return -1
+}
+
+// pushRandom queues on a uniformly random member.
+func pushRandom(p *queues, s *workerSet, t *Task, from int) int {
+	n := len(s.ids)
+	if n == 0 {
+		return -1
+	}
+	start := int(p.next() % uint64(n))
+	for i := 0; i < n; i++ {
+		w := s.ids[(start+i)%n]
+		if t.CanRunOn(s.info[w].Kind) {
+			return w
+		}
+	}
+	return -1
+}
+
+func stealNone(*queues, *workerSet, int) *Task { return nil }
+
+// stealNeighbors is lws: try the next workers in id order, so a worker
+// steals from its neighbours first (StarPU's locality work stealing).
+func stealNeighbors(p *queues, s *workerSet, w int) *Task {
+	n := len(s.ids)
+	k := s.info[w].Kind
+	for i := 1; i < n; i++ {
+		v := s.ids[(s.pos[w]+i)%n]
+		if t := s.q[v].popBack(k); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// stealLargest is ws: steal from the member with the most queued tasks.
+func stealLargest(p *queues, s *workerSet, w int) *Task {
+	k := s.info[w].Kind
+	for tries := 0; tries < 2; tries++ {
+		best, bestN := -1, int32(0)
+		for _, v := range s.ids {
+			if v == w {
+				continue
+			}
+			if n := s.q[v].n.Load(); n > bestN {
+				best, bestN = v, n
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		if t := s.q[best].popBack(k); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+var _ Policy = (*queues)(nil)

@@ -1,0 +1,458 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// A CPUFunc is a codelet's implementation for CPU workers. It runs on a
+// worker goroutine with the task's data available through c (see
+// VectorOf, MatrixOf, ValueOf). It must not keep c after returning. A
+// returned error or a panic fails the task.
+type CPUFunc func(c *Call) error
+
+// A CUDAFunc is a codelet's implementation for CUDA workers. It is
+// reserved for GPU workers: a scheduler without GPUs never calls it, and
+// a codelet that has only a CUDA implementation is rejected by Submit
+// with ErrNoImplementation there.
+type CUDAFunc func(c *Call) error
+
+// ParallelKind says how a parallel task (a task with a team of more than
+// one worker, see WithTeam) calls its implementation.
+type ParallelKind uint8
+
+const (
+	// SPMD calls the implementation on every team member at once, each
+	// told its rank and the team size through Call.Rank and Call.Size.
+	SPMD ParallelKind = iota
+	// ForkJoin calls the implementation once, on the team's rank 0, with
+	// Call.Size set; the other members are reserved (idle) meanwhile, so
+	// the implementation may start Size goroutines of its own.
+	ForkJoin
+)
+
+// A Codelet describes a kind of task: its implementations per worker
+// kind, its performance model and its flop count. A Codelet is read-only
+// once used and may be shared by any number of tasks and schedulers.
+type Codelet struct {
+	// Name identifies the codelet in errors, traces and statistics.
+	Name string
+	// CPU is the implementation for CPU workers, or nil.
+	CPU CPUFunc
+	// CUDA is the implementation for CUDA workers, or nil (reserved).
+	CUDA CUDAFunc
+	// Model, when non-nil, is calibrated from every run of the codelet
+	// and used by the dmda policy to predict execution times.
+	Model *PerfModel
+	// Flops, when non-nil, returns the floating-point operations of one
+	// task; it is summed into the per-worker statistics.
+	Flops func(t *Task) float64
+	// Parallel says how a task with a team of several workers calls the
+	// implementation; ignored for sequential tasks.
+	Parallel ParallelKind
+}
+
+func (cl *Codelet) name() string {
+	if cl == nil || cl.Name == "" {
+		return "<unnamed>"
+	}
+	return cl.Name
+}
+
+// Mode is the way a task accesses a data handle.
+type Mode uint8
+
+// Access modes. Combine only as W|Commute or RW|Commute.
+const (
+	// ModeR reads the handle.
+	ModeR Mode = 1 << iota
+	// ModeW writes the handle without reading it.
+	ModeW
+	// ModeScratch gives the task a private, uninitialized buffer of the
+	// handle's shape, reused across tasks on the same worker; it creates
+	// no dependency.
+	ModeScratch
+	// ModeRedux gives the task a private per-worker copy, initialized by
+	// the handle's reduction init codelet, into which it accumulates;
+	// the copies are combined into the handle before the next non-Redux
+	// access (see Handle.SetReduction). Redux tasks run concurrently.
+	ModeRedux
+	// ModeCommute, combined with W or RW, lets the consecutive commuting
+	// writers of a handle run in any order, one at a time.
+	ModeCommute
+	// ModeRW reads and writes the handle.
+	ModeRW = ModeR | ModeW
+)
+
+// String returns the mode's name as used in errors and traces.
+func (m Mode) String() string {
+	switch m {
+	case ModeR:
+		return "R"
+	case ModeW:
+		return "W"
+	case ModeRW:
+		return "RW"
+	case ModeScratch:
+		return "Scratch"
+	case ModeRedux:
+		return "Redux"
+	case ModeW | ModeCommute:
+		return "W|Commute"
+	case ModeRW | ModeCommute:
+		return "RW|Commute"
+	}
+	return fmt.Sprintf("Mode(%#x)", uint8(m))
+}
+
+func (m Mode) valid() bool {
+	switch m {
+	case ModeR, ModeW, ModeRW, ModeScratch, ModeRedux, ModeW | ModeCommute, ModeRW | ModeCommute:
+		return true
+	}
+	return false
+}
+
+// An Access is one data access of a task: a handle and a mode.
+type Access struct {
+	Handle *Handle
+	Mode   Mode
+}
+
+func (Access) isArg() {}
+
+// R returns a read access to h.
+func R(h *Handle) Access { return Access{h, ModeR} }
+
+// W returns a write-only access to h: the task overwrites it entirely.
+func W(h *Handle) Access { return Access{h, ModeW} }
+
+// RW returns a read-write access to h.
+func RW(h *Handle) Access { return Access{h, ModeRW} }
+
+// Scratch returns a scratch access to h (see ModeScratch).
+func Scratch(h *Handle) Access { return Access{h, ModeScratch} }
+
+// Redux returns a reduction access to h (see ModeRedux).
+func Redux(h *Handle) Access { return Access{h, ModeRedux} }
+
+// Commute returns a commuting read-write access to h (see ModeCommute).
+func Commute(h *Handle) Access { return Access{h, ModeRW | ModeCommute} }
+
+// Tag names a task so that other tasks can depend on it, and callers can
+// wait for it, before or after it is submitted. Tag 0 means no tag.
+type Tag uint64
+
+// An Arg is an argument of Submit and NewTask: an Access (R, W, RW,
+// Scratch, Redux, Commute) or a task option (WithPriority, WithTag,
+// After, AfterTags, WithArg, WithCallback, WithTeam, Synchronous).
+type Arg interface{ isArg() }
+
+type priorityArg int
+type tagArg Tag
+type afterArg []*Task
+type afterTagsArg []Tag
+type valueArg struct{ v any }
+type callbackArg func(*Task)
+type teamArg int
+type syncArg struct{}
+
+func (priorityArg) isArg()  {}
+func (tagArg) isArg()       {}
+func (afterArg) isArg()     {}
+func (afterTagsArg) isArg() {}
+func (valueArg) isArg()     {}
+func (callbackArg) isArg()  {}
+func (teamArg) isArg()      {}
+func (syncArg) isArg()      {}
+
+// WithPriority sets the task's priority (higher runs earlier under the
+// prio, ws, lws and dmda policies; default 0).
+func WithPriority(p int) Arg { return priorityArg(p) }
+
+// WithTag sets the task's tag (see Tag).
+func WithTag(t Tag) Arg { return tagArg(t) }
+
+// After makes the task depend on the given tasks (explicit dependencies).
+func After(tasks ...*Task) Arg { return afterArg(tasks) }
+
+// AfterTags makes the task depend on the tasks with the given tags,
+// including tasks submitted later.
+func AfterTags(tags ...Tag) Arg { return afterTagsArg(tags) }
+
+// WithArg sets the task's argument, available to the implementation as
+// Call.Arg (StarPU's cl_arg).
+func WithArg(v any) Arg { return valueArg{v} }
+
+// WithCallback sets a function called on the worker goroutine once the
+// task has completed (successfully or not; see Task.Err), before tasks
+// depending on it are released. It must not block on the scheduler.
+func WithCallback(fn func(*Task)) Arg { return callbackArg(fn) }
+
+// WithTeam makes the task parallel: it runs on a team of k workers at
+// once (see Codelet.Parallel). k must not exceed the number of workers.
+func WithTeam(k int) Arg { return teamArg(k) }
+
+// Synchronous makes Submit wait until the task completes and return its
+// error.
+func Synchronous() Arg { return syncArg{} }
+
+// Task states.
+const (
+	stateNew uint32 = iota
+	stateSubmitted
+	stateDone   // completed successfully
+	stateFailed // completed with an error (failed or canceled)
+)
+
+// A Task is one execution of a codelet on data. Build one with NewTask,
+// or fill the exported fields, and submit it with SubmitTask; or use
+// Submit, which does both. The exported fields must not change after
+// submission. A Task is safe for concurrent use by Wait, Err and Done.
+type Task struct {
+	// Codelet is what the task runs.
+	Codelet *Codelet
+	// Access lists the data the task uses, in the order the
+	// implementation sees them (Call index i is Access[i]).
+	Access []Access
+	// Arg is passed to the implementation as Call.Arg.
+	Arg any
+	// Priority orders ready tasks under priority-aware policies.
+	Priority int
+	// Tag, when non-zero, names the task (see Tag).
+	Tag Tag
+	// After lists explicit predecessors.
+	After []*Task
+	// AfterTags lists predecessors by tag.
+	AfterTags []Tag
+	// Callback runs after completion (see WithCallback).
+	Callback func(*Task)
+	// Team is the number of workers that run the task together; 0 or 1
+	// for a sequential task.
+	Team int
+
+	sync bool
+
+	s       *Scheduler
+	pending atomic.Int32 // predecessors not done, +1 while submitting
+	state   atomic.Uint32
+
+	mu     sync.Mutex // guards succs, err, doneCh, depErr writes
+	succs  []*Task
+	err    error
+	depErr error
+	doneCh chan struct{}
+
+	// internal is non-nil for a reduction task created by the scheduler.
+	reduce *Handle
+
+	id        uint64
+	preds     []uint64 // dependency ids, recorded only when tracing
+	footprint uint64
+	hasFoot   bool
+	predicted float64 // dmda's prediction in ns, 0 if none
+	commute   bool    // some access is ModeCommute
+
+	inlineAcc  [4]Access
+	inlineSucc [2]*Task
+}
+
+// NewTask returns an unsubmitted task of cl with the given accesses and
+// options.
+func NewTask(cl *Codelet, args ...Arg) *Task {
+	t := &Task{Codelet: cl}
+	t.apply(args)
+	return t
+}
+
+func (t *Task) apply(args []Arg) {
+	for _, a := range args {
+		switch a := a.(type) {
+		case Access:
+			if t.Access == nil {
+				t.Access = t.inlineAcc[:0]
+			}
+			t.Access = append(t.Access, a)
+		case priorityArg:
+			t.Priority = int(a)
+		case tagArg:
+			t.Tag = Tag(a)
+		case afterArg:
+			t.After = append(t.After, a...)
+		case afterTagsArg:
+			t.AfterTags = append(t.AfterTags, a...)
+		case valueArg:
+			t.Arg = a.v
+		case callbackArg:
+			t.Callback = a
+		case teamArg:
+			t.Team = int(a)
+		case syncArg:
+			t.sync = true
+		}
+	}
+}
+
+// Err returns the task's error once it is done: nil on success, a
+// *TaskError if it failed, an error wrapping ErrCanceled if a
+// predecessor failed. Before completion it returns nil.
+func (t *Task) Err() error {
+	if t.state.Load() < stateDone {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Done returns a channel closed when the task has completed.
+func (t *Task) Done() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.doneCh == nil {
+		t.doneCh = make(chan struct{})
+		if t.state.Load() >= stateDone {
+			close(t.doneCh)
+		}
+	}
+	return t.doneCh
+}
+
+// Wait blocks until the task completes or ctx is done, and returns the
+// task's error (or ctx's).
+func (t *Task) Wait(ctx context.Context) error {
+	if t.state.Load() >= stateDone {
+		return t.Err()
+	}
+	select {
+	case <-t.Done():
+		return t.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("scheduler: waiting for task %q: %w", t.Codelet.name(), ctx.Err())
+	}
+}
+
+// Name returns the task's codelet name.
+func (t *Task) Name() string { return t.Codelet.name() }
+
+// Footprint returns a hash of the shapes of the task's data, the key of
+// performance models (tasks of one codelet with equal footprints are
+// expected to take the same time).
+func (t *Task) Footprint() uint64 {
+	if t.hasFoot {
+		return t.footprint
+	}
+	return footprint(t.Access)
+}
+
+// CanRunOn reports whether the task's codelet has an implementation for
+// worker kind k.
+func (t *Task) CanRunOn(k WorkerKind) bool {
+	switch k {
+	case CPUWorker:
+		return t.Codelet.CPU != nil
+	case CUDAWorker:
+		return t.Codelet.CUDA != nil
+	}
+	return false
+}
+
+func footprint(acc []Access) uint64 {
+	// FNV-1a over each access's shape, like StarPU's crc32 of the data
+	// interfaces' sizes.
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	for _, a := range acc {
+		b := &a.Handle.ram
+		mix(uint64(b.rows))
+		mix(uint64(b.cols))
+		mix(uint64(b.elemSize))
+	}
+	return h
+}
+
+// A Call is what an implementation receives: the task, the data as seen
+// on the worker's memory node, and the worker's place in the team.
+// It is valid only during the call.
+type Call struct {
+	// Task is the task being run.
+	Task *Task
+	// Worker is the id of the worker running this call.
+	Worker int
+	// Rank is this worker's rank in the team (0 for sequential tasks).
+	Rank int
+	// Size is the team size (1 for sequential tasks).
+	Size int
+	// Arg is the task's argument (Task.Arg).
+	Arg any
+
+	bufs []*buffer
+}
+
+// Len returns the number of data buffers (the task's accesses).
+func (c *Call) Len() int { return len(c.bufs) }
+
+// Data returns buffer i: the slice of a vector or matrix handle (a
+// matrix slice starts at element (0,0) and uses the handle's leading
+// dimension), or the registered value of a value handle.
+func (c *Call) Data(i int) any { return c.bufs[i].data }
+
+// Dims returns the rows, columns and leading dimension of buffer i
+// (a vector of n elements is n x 1 with leading dimension 1).
+func (c *Call) Dims(i int) (rows, cols, ld int) {
+	b := c.bufs[i]
+	return b.rows, b.cols, b.ld
+}
+
+// VectorOf returns buffer i of c as a []T. It panics (failing the task)
+// if the buffer does not hold a []T.
+func VectorOf[T any](c *Call, i int) []T {
+	v, ok := c.bufs[i].data.([]T)
+	if !ok {
+		panic(fmt.Sprintf("scheduler: buffer %d holds %T, not %T", i, c.bufs[i].data, v))
+	}
+	return v
+}
+
+// A Matrix is a row-major view of matrix data: element (i, j) is
+// Data[i*Stride+j].
+type Matrix[T any] struct {
+	Data       []T
+	Rows, Cols int
+	Stride     int
+}
+
+// At returns element (i, j).
+func (m Matrix[T]) At(i, j int) T { return m.Data[i*m.Stride+j] }
+
+// Set sets element (i, j).
+func (m Matrix[T]) Set(i, j int, v T) { m.Data[i*m.Stride+j] = v }
+
+// MatrixOf returns buffer i of c as a Matrix[T]. It panics (failing the
+// task) if the buffer does not hold T elements.
+func MatrixOf[T any](c *Call, i int) Matrix[T] {
+	b := c.bufs[i]
+	v, ok := b.data.([]T)
+	if !ok {
+		panic(fmt.Sprintf("scheduler: buffer %d holds %T, not %T", i, b.data, v))
+	}
+	return Matrix[T]{Data: v, Rows: b.rows, Cols: b.cols, Stride: b.ld}
+}
+
+// ValueOf returns buffer i of c, the value of a value handle, as a T.
+// It panics (failing the task) if the value is not a T.
+func ValueOf[T any](c *Call, i int) T {
+	v, ok := c.bufs[i].data.(T)
+	if !ok {
+		panic(fmt.Sprintf("scheduler: buffer %d holds %T, not %T", i, c.bufs[i].data, v))
+	}
+	return v
+}

@@ -1,0 +1,255 @@
+package scheduler
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// traceEvent is one execution of a task (or one team member's share).
+type traceEvent struct {
+	id         uint64
+	name       string
+	start, end time.Duration // since the scheduler's start
+	deps       []uint64
+	rank, size int
+	worker     int
+}
+
+// WorkerStats are one worker's figures. Busy and Idle are measured only
+// with WithStats or WithTrace (PZ_STATS, PZ_TRACE); otherwise they are 0
+// and Overhead is the worker's whole lifetime.
+type WorkerStats struct {
+	Worker int
+	Kind   WorkerKind
+	// Tasks is the number of tasks the worker completed.
+	Tasks int64
+	// Busy is the time spent in task implementations.
+	Busy time.Duration
+	// Idle is the time spent looking for work and sleeping.
+	Idle time.Duration
+	// Overhead is the rest of the worker's lifetime: scheduling, data
+	// management, dependency release.
+	Overhead time.Duration
+	// Flops is the sum of Codelet.Flops of the completed tasks.
+	Flops float64
+}
+
+// Stats returns each worker's statistics so far (until Close).
+func (s *Scheduler) Stats() []WorkerStats {
+	end := time.Now()
+	if s.closed.Load() && !s.closedAt.IsZero() {
+		end = s.closedAt
+	}
+	life := end.Sub(s.epoch)
+	out := make([]WorkerStats, len(s.workers))
+	for i, w := range s.workers {
+		st := WorkerStats{
+			Worker: w.info.ID, Kind: w.info.Kind, Tasks: w.nTasks.Load(),
+			Busy: time.Duration(w.busyNs.Load()), Idle: time.Duration(w.idleNs.Load()),
+			Flops: f64from(w.flops.Load()),
+		}
+		st.Overhead = max(life-st.Busy-st.Idle, 0)
+		out[i] = st
+	}
+	return out
+}
+
+func (s *Scheduler) traceEvents() []traceEvent {
+	var all []traceEvent
+	for _, w := range s.workers {
+		for _, e := range w.events {
+			e.worker = w.info.ID
+			all = append(all, e)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].start < all[j].start })
+	return all
+}
+
+// WriteTrace writes the Chrome trace JSON of the tasks run so far (with
+// WithStats or WithTrace) to out. Call it after WaitAll or Close.
+func (s *Scheduler) WriteTrace(out io.Writer) error {
+	return writeChromeTrace(out, s.traceEvents(), s.workers)
+}
+
+// WriteGantt writes an SVG Gantt chart (workers x time, colored by
+// codelet) of the tasks run so far. Call it after WaitAll or Close.
+func (s *Scheduler) WriteGantt(out io.Writer) error {
+	return writeGantt(out, s.traceEvents(), len(s.workers))
+}
+
+func (s *Scheduler) writeTraceFiles(path string) error {
+	write := func(p string, fn func(io.Writer) error) error {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("scheduler: writing trace: %w", err)
+		}
+		bw := bufio.NewWriter(f)
+		err = fn(bw)
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("scheduler: writing trace %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := write(path, s.WriteTrace); err != nil {
+		return err
+	}
+	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", s.WriteGantt)
+}
+
+type chromeEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	ID   uint64         `json:"id,omitempty"`
+	Bp   string         `json:"bp,omitempty"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// writeChromeTrace writes the Trace Event Format (the "X" complete
+// events, with flow events "s"/"f" for dependencies), which Perfetto
+// and chrome://tracing open.
+func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker) error {
+	type loc struct {
+		worker int
+		end    time.Duration
+	}
+	byID := make(map[uint64]loc, len(evs))
+	for _, e := range evs {
+		if e.rank == 0 {
+			byID[e.id] = loc{e.worker, e.end}
+		}
+	}
+	if _, err := io.WriteString(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	first := true
+	emit := func(c chromeEvent) error {
+		if !first {
+			if _, err := io.WriteString(out, ","); err != nil {
+				return err
+			}
+		}
+		first = false
+		return enc.Encode(c)
+	}
+	for _, w := range workers {
+		if err := emit(chromeEvent{Name: "thread_name", Ph: "M", Pid: 0, Tid: w.info.ID,
+			Args: map[string]any{"name": fmt.Sprintf("%v%d", w.info.Kind, w.info.ID)}}); err != nil {
+			return err
+		}
+	}
+	flow := uint64(0)
+	for _, e := range evs {
+		args := map[string]any{"task": e.id, "deps": e.deps}
+		if e.size > 1 {
+			args["rank"], args["team"] = e.rank, e.size
+		}
+		if err := emit(chromeEvent{Name: e.name, Cat: "task", Ph: "X", Ts: us(e.start), Dur: us(e.end - e.start),
+			Pid: 0, Tid: e.worker, Args: args}); err != nil {
+			return err
+		}
+		if e.rank != 0 {
+			continue
+		}
+		for _, d := range e.deps {
+			p, ok := byID[d]
+			if !ok {
+				continue
+			}
+			flow++
+			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "s", Ts: us(p.end), Pid: 0, Tid: p.worker, ID: flow}); err != nil {
+				return err
+			}
+			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "f", Bp: "e", Ts: us(e.start), Pid: 0, Tid: e.worker, ID: flow}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := io.WriteString(out, "]}\n")
+	return err
+}
+
+// codeletColor picks a stable color per codelet name.
+func codeletColor(name string) string {
+	palette := []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return palette[h.Sum32()%uint32(len(palette))]
+}
+
+// writeGantt draws one row per worker and one rectangle per task.
+func writeGantt(out io.Writer, evs []traceEvent, nworkers int) error {
+	const width, rowH, left, top = 1200.0, 24.0, 60.0, 20.0
+	var t0, t1 time.Duration
+	for i, e := range evs {
+		if i == 0 || e.start < t0 {
+			t0 = e.start
+		}
+		if e.end > t1 {
+			t1 = e.end
+		}
+	}
+	span := float64(t1 - t0)
+	if span <= 0 {
+		span = 1
+	}
+	names := map[string]bool{}
+	for _, e := range evs {
+		names[e.name] = true
+	}
+	legend := make([]string, 0, len(names))
+	for n := range names {
+		legend = append(legend, n)
+	}
+	sort.Strings(legend)
+	height := top + rowH*float64(nworkers) + 30 + 16*float64(len(legend))
+	bw := bufio.NewWriter(out)
+	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width+left+20, height)
+	fmt.Fprintf(bw, `<text x="%.0f" y="14">%d tasks, %.3f ms</text>`+"\n", left, len(evs), span/1e6)
+	for w := 0; w < nworkers; w++ {
+		y := top + rowH*float64(w)
+		fmt.Fprintf(bw, `<text x="4" y="%.1f">cpu%d</text><rect x="%.0f" y="%.1f" width="%.0f" height="%.0f" fill="#f4f4f4"/>`+"\n", y+rowH*0.65, w, left, y, width, rowH-2)
+	}
+	for _, e := range evs {
+		x := left + width*float64(e.start-t0)/span
+		wd := max(width*float64(e.end-e.start)/span, 0.2)
+		y := top + rowH*float64(e.worker)
+		fmt.Fprintf(bw, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>%s #%d</title></rect>`+"\n",
+			x, y, wd, rowH-2, codeletColor(e.name), escapeXML(e.name), e.id)
+	}
+	y := top + rowH*float64(nworkers) + 20
+	for i, n := range legend {
+		yy := y + 16*float64(i)
+		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
+			left, yy-10, codeletColor(n), left+16, yy, escapeXML(n))
+	}
+	fmt.Fprintln(bw, "</svg>")
+	return bw.Flush()
+}
+
+func escapeXML(s string) string {
+	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+	return r.Replace(s)
+}

@@ -1,0 +1,427 @@
+package scheduler
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Driver runs one worker: the scheduler calls Init once on the worker's
+// own goroutine (a CUDA driver locks the OS thread and makes its context
+// current there), then RunOnce until the scheduler stops, then Deinit.
+// RunOnce does one step of work - typically Pop a task and Execute it -
+// and reports whether it found any; when it did not, the scheduler lets
+// the worker spin a little and then sleep until a task is pushed for it.
+type Driver interface {
+	Init(w *Worker) error
+	RunOnce(w *Worker) bool
+	Deinit(w *Worker) error
+}
+
+// cpuDriver runs codelets' CPU implementations on the worker goroutine.
+type cpuDriver struct{}
+
+func (cpuDriver) Init(*Worker) error   { return nil }
+func (cpuDriver) Deinit(*Worker) error { return nil }
+
+func (cpuDriver) RunOnce(w *Worker) bool {
+	t := w.Pop()
+	if t == nil {
+		return false
+	}
+	w.Execute(t)
+	return true
+}
+
+var _ Driver = cpuDriver{}
+
+// A Worker is one long-lived goroutine of the scheduler running tasks on
+// one processing unit. Drivers use its methods; they are not safe for
+// use from other goroutines.
+type Worker struct {
+	s    *Scheduler
+	info WorkerInfo
+	drv  Driver
+
+	call Call
+	bufs [8]*buffer
+
+	sleeping atomic.Bool
+	wake     chan struct{}
+
+	doneBatch int64
+	scratch   map[*Handle]*buffer
+
+	nTasks atomic.Int64
+	busyNs atomic.Int64
+	idleNs atomic.Int64
+	flops  atomic.Uint64 // float64 bits
+	events []traceEvent
+	deinit error
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() int { return w.info.ID }
+
+// Kind returns the worker's kind.
+func (w *Worker) Kind() WorkerKind { return w.info.Kind }
+
+// Node returns the worker's memory node.
+func (w *Worker) Node() MemoryNode { return w.info.Node }
+
+func (s *Scheduler) runWorker(w *Worker, inits chan<- error) {
+	defer s.wg.Done()
+	if err := w.drv.Init(w); err != nil {
+		inits <- fmt.Errorf("scheduler: initializing worker %d (%v): %w", w.info.ID, w.info.Kind, err)
+		return
+	}
+	inits <- nil
+	for !s.stopping.Load() {
+		if w.drv.RunOnce(w) {
+			continue
+		}
+		w.idle()
+	}
+	w.flushDone()
+	w.deinit = w.drv.Deinit(w)
+}
+
+// flushDone publishes the worker's batched completion count.
+func (w *Worker) flushDone() {
+	if w.doneBatch > 0 {
+		n := w.doneBatch
+		w.doneBatch = 0
+		w.s.doneCount(n)
+	}
+}
+
+// idle is called when the worker found nothing to do: spin briefly, then
+// sleep until woken by a push or by Close.
+func (w *Worker) idle() {
+	w.flushDone()
+	s := w.s
+	var t0 time.Time
+	if s.cfg.stats {
+		t0 = time.Now()
+		defer func() { w.idleNs.Add(int64(time.Since(t0))) }()
+	}
+	for i := 0; i < s.cfg.spin; i++ {
+		runtime.Gosched()
+		if s.stopping.Load() {
+			return
+		}
+		if w.drv.RunOnce(w) {
+			return
+		}
+	}
+	// Announce sleep, then look once more: a pusher either sees the flag
+	// (and wakes us) or pushed before our last look (and we find it).
+	w.sleeping.Store(true)
+	s.nsleep.Add(1)
+	if w.drv.RunOnce(w) {
+		if w.sleeping.CompareAndSwap(true, false) {
+			s.nsleep.Add(-1)
+		}
+		return
+	}
+	select {
+	case <-w.wake:
+	case <-s.stop:
+	}
+	if w.sleeping.CompareAndSwap(true, false) {
+		s.nsleep.Add(-1)
+	}
+}
+
+// wakeHint wakes the worker a policy named, or any sleeping one.
+func (s *Scheduler) wakeHint(hint, from int) {
+	switch {
+	case hint == NoWorker:
+		return
+	case hint >= 0 && hint < len(s.workers):
+		if s.wakeWorker(s.workers[hint]) {
+			return
+		}
+		if hint == from {
+			return
+		}
+	}
+	if s.nsleep.Load() == 0 {
+		return
+	}
+	for _, w := range s.workers {
+		if w.info.ID != from && s.wakeWorker(w) {
+			return
+		}
+	}
+}
+
+func (s *Scheduler) wakeWorker(w *Worker) bool {
+	if !w.sleeping.Load() || !w.sleeping.CompareAndSwap(true, false) {
+		return false
+	}
+	s.nsleep.Add(-1)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (s *Scheduler) wakeAll() {
+	for _, w := range s.workers {
+		s.wakeWorker(w)
+	}
+}
+
+// Pop returns the next task for this worker from the policy, or nil.
+// A worker that finds a parallel task forming joins its team first
+// (running its share before Pop returns).
+func (w *Worker) Pop() *Task {
+	s := w.s
+	for {
+		if tm := s.forming.Load(); tm != nil {
+			w.joinTeam(tm)
+			continue
+		}
+		t := s.policy.Pop(w.info.ID)
+		if t == nil || t.Team <= 1 {
+			return t
+		}
+		s.startTeam(t)
+	}
+}
+
+// Execute runs t on this worker: makes its data valid on the worker's
+// memory node, calls the CPU implementation (recovering a panic) and
+// completes the task, releasing its dependents.
+func (w *Worker) Execute(t *Task) {
+	c := &w.call
+	c.Task, c.Worker, c.Rank, c.Size, c.Arg = t, w.info.ID, 0, 1, t.Arg
+	var err error
+	c.bufs, err = w.prepare(t, c.bufs[:0])
+	if err == nil {
+		err = w.run(t, c)
+	}
+	c.Task, c.Arg = nil, nil
+	w.complete(t, err)
+}
+
+// run calls the implementation, timing it when statistics, traces or a
+// performance model need it.
+func (w *Worker) run(t *Task, c *Call) error {
+	s := w.s
+	cl := t.Codelet
+	if !s.cfg.stats && cl.Model == nil {
+		return callCPU(t, c)
+	}
+	start := time.Now()
+	err := callCPU(t, c)
+	end := time.Now()
+	d := end.Sub(start)
+	if err == nil && cl.Model != nil && c.Rank == 0 {
+		s.models.record(cl.Model, t.footprint, w.info.Kind, float64(d))
+	}
+	if s.cfg.stats {
+		w.busyNs.Add(int64(d))
+		w.events = append(w.events, traceEvent{
+			id: t.id, name: cl.name(), start: start.Sub(s.epoch), end: end.Sub(s.epoch),
+			deps: t.preds, rank: c.Rank, size: c.Size,
+		})
+	}
+	return err
+}
+
+func (w *Worker) complete(t *Task, err error) {
+	w.nTasks.Add(1)
+	if err == nil && t.Codelet.Flops != nil {
+		addFloat(&w.flops, t.Codelet.Flops(t))
+	}
+	var buf [8]*Task
+	q := w.s.finish(t, err, w, buf[:0])
+	for len(q) > 0 {
+		n := q[len(q)-1]
+		q = q[:len(q)-1]
+		w.s.ready(n, w)
+	}
+}
+
+func addFloat(a *atomic.Uint64, v float64) {
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, f64bits(f64from(old)+v)) {
+			return
+		}
+	}
+}
+
+// callCPU calls t's CPU implementation and turns a returned error or a
+// panic into a *TaskError.
+func callCPU(t *Task, c *Call) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(t, r, "")
+		}
+	}()
+	if e := t.Codelet.CPU(c); e != nil {
+		return &TaskError{Codelet: t.Codelet.name(), Tag: t.Tag, Err: e}
+	}
+	return nil
+}
+
+func panicError(t *Task, r any, what string) error {
+	e, ok := r.(error)
+	if !ok {
+		e = fmt.Errorf("%s%v", what, r)
+	} else if what != "" {
+		e = fmt.Errorf("%s%w", what, e)
+	}
+	return &TaskError{Codelet: t.Codelet.name(), Tag: t.Tag, Err: e, Panicked: true, Stack: string(debug.Stack())}
+}
+
+// prepare fills bufs with t's data on this worker's memory node.
+func (w *Worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
+	for _, a := range t.Access {
+		h := a.Handle
+		switch a.Mode {
+		case ModeScratch:
+			b, err := w.scratchBuf(h)
+			if err != nil {
+				return bufs, err
+			}
+			bufs = append(bufs, b)
+		case ModeRedux:
+			b, err := w.reduxBuf(h)
+			if err != nil {
+				return bufs, err
+			}
+			bufs = append(bufs, b)
+		default:
+			bufs = append(bufs, h.acquire(w.info.Node, a.Mode))
+		}
+	}
+	return bufs, nil
+}
+
+func (w *Worker) scratchBuf(h *Handle) (*buffer, error) {
+	if b := w.scratch[h]; b != nil {
+		return b, nil
+	}
+	b, err := h.ram.newLike(h.kind)
+	if err != nil {
+		return nil, err
+	}
+	if w.scratch == nil {
+		w.scratch = make(map[*Handle]*buffer)
+	}
+	w.scratch[h] = b
+	return b, nil
+}
+
+// reduxBuf returns this worker's private copy of h for the current group
+// of Redux accesses, initialized by the init codelet on first use.
+func (w *Worker) reduxBuf(h *Handle) (*buffer, error) {
+	id := w.info.ID
+	rc := h.rcopies[id]
+	if rc == nil {
+		b, err := h.ram.newLike(h.kind)
+		if err != nil {
+			return nil, err
+		}
+		rc = &reduxCopy{buf: b}
+		h.rcopies[id] = rc
+	}
+	if !rc.live {
+		c := Call{Task: w.call.Task, Worker: id, Size: 1, bufs: []*buffer{rc.buf}}
+		if err := callCPU(&Task{Codelet: h.rinit, Tag: w.call.Task.Tag}, &c); err != nil {
+			return nil, fmt.Errorf("initializing a reduction copy of %v: %w", h, err)
+		}
+		rc.live = true
+	}
+	return rc.buf, nil
+}
+
+// team is a parallel task gathering its workers.
+type team struct {
+	t      *Task
+	size   int32
+	joined atomic.Int32
+	left   atomic.Int32
+	start  chan struct{} // closed when all members joined
+	end    chan struct{} // closed when rank 0 finished (fork-join)
+	mu     sync.Mutex
+	err    error
+}
+
+// startTeam queues a parallel task for its team to form. One team forms
+// at a time, so two half-formed teams can never wait on each other.
+func (s *Scheduler) startTeam(t *Task) {
+	s.teamMu.Lock()
+	defer s.teamMu.Unlock()
+	s.teamQueue = append(s.teamQueue, t)
+	if s.forming.Load() == nil {
+		s.promoteTeamLocked()
+	}
+}
+
+func (s *Scheduler) promoteTeamLocked() {
+	if len(s.teamQueue) == 0 {
+		s.forming.Store(nil)
+		return
+	}
+	t := s.teamQueue[0]
+	s.teamQueue = s.teamQueue[1:]
+	s.forming.Store(&team{t: t, size: int32(t.Team), start: make(chan struct{}), end: make(chan struct{})})
+	s.wakeAll()
+}
+
+// joinTeam makes w a member of the forming team (if it is not full),
+// waits for the others and runs its share.
+func (w *Worker) joinTeam(tm *team) {
+	s := w.s
+	rank := tm.joined.Add(1) - 1
+	if rank >= tm.size {
+		return
+	}
+	if rank == tm.size-1 {
+		s.teamMu.Lock()
+		if s.forming.Load() == tm {
+			s.promoteTeamLocked()
+		}
+		s.teamMu.Unlock()
+		close(tm.start)
+	} else {
+		<-tm.start
+	}
+	t := tm.t
+	var c Call
+	c = Call{Task: t, Worker: w.info.ID, Rank: int(rank), Size: int(tm.size), Arg: t.Arg}
+	bufs, err := w.prepare(t, nil)
+	c.bufs = bufs
+	if err == nil && (t.Codelet.Parallel == SPMD || rank == 0) {
+		err = w.run(t, &c)
+	}
+	if t.Codelet.Parallel == ForkJoin {
+		if rank == 0 {
+			close(tm.end)
+		} else {
+			<-tm.end
+		}
+	}
+	if err != nil {
+		tm.mu.Lock()
+		if tm.err == nil {
+			tm.err = err
+		}
+		tm.mu.Unlock()
+	}
+	if tm.left.Add(1) == tm.size {
+		tm.mu.Lock()
+		err := tm.err
+		tm.mu.Unlock()
+		w.complete(t, err)
+	}
+}
