@@ -1,0 +1,49 @@
+// Package resourceset describes what one rank has, RAM, GPUs and CPU
+// cores, and lets any rank address it as the root of a collective.
+//
+// A parallel program has one ResourceSet per rank, and every rank can look
+// at every rank's set: runtimeview builds them from hardware descriptions
+// that each rank discovers once (package hardware) and sends to all the
+// others once (Exchange, one AllGatherValues). After that, asking about
+// another rank's hardware costs no communication:
+//
+//	rs := rt.ResourceSet(2)
+//	fmt.Println(rs.Host().Hostname, rs.RAM().TotalBytes(), len(rs.GPUs()))
+//
+// # What a resource set reports
+//
+//   - RAM: total and available bytes of the rank's host, honouring a
+//     cgroup memory limit (a container's limit, not the host's size); the
+//     raw host and cgroup figures are in RAM.Memory.
+//   - GPUs: each CUDA device the rank's process sees, with name, UUID,
+//     total and free memory, SM count, compute capability and PCI bus id.
+//   - CPU: logical and physical cores, sockets, NUMA nodes, caches, and the
+//     CPUs and cgroup CPU quota the rank's process may use.
+//   - Host: host name, kernel, OS and architecture.
+//
+// The figures are a snapshot taken when the rank's hardware was discovered
+// (at runtimeview.New); free memory changes afterwards.
+//
+// # Roots
+//
+// A rank's RAM (or its ResourceSet) is a Root: the rank that all-to-one and
+// one-to-all collectives gather to, reduce to, broadcast from and scatter
+// from. Every rank of the communicator makes the same call with the same
+// root:
+//
+//	parts, ok, err := resourceset.Gather(ctx, rt.ResourceSet(2).RAM(), mine)
+//	if ok { /* only on rank 2: parts[i] is rank i's mine */ }
+//
+// Calls whose result exists only at the root (Gather, Reduce, GatherValues,
+// ReduceValue) return ok == false and a nil or zero result on every other
+// rank, with a nil error. Numeric slices travel as raw memory (Gather,
+// Reduce, Scatter, and Bcast of a numeric slice); the Values forms and Bcast
+// of other types go through comm's codec. Errors, such as ranks naming
+// different roots, are returned on every rank.
+//
+// # Logging
+//
+// ResourceSet.Logger is the calling process's local logger: unlike
+// RuntimeView.Logger, which prints only on the root, it prints on every
+// rank.
+package resourceset

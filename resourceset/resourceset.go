@@ -1,0 +1,186 @@
+package resourceset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware"
+)
+
+// ErrInvalid is wrapped by the errors New and Exchange return for invalid
+// arguments.
+var ErrInvalid = errors.New("resourceset: invalid argument")
+
+// A Root is a rank of a communicator, the root of the rooted collectives
+// Gather, Reduce, Bcast and Scatter (and their value forms). *ResourceSet
+// and *RAM are Roots.
+type Root interface {
+	// Comm is the communicator the rank belongs to.
+	Comm() comm.Comm
+	// Rank is the root's rank in Comm.
+	Rank() int
+}
+
+var (
+	_ Root = (*ResourceSet)(nil)
+	_ Root = (*RAM)(nil)
+)
+
+// A ResourceSet is what one rank of a communicator has: the RAM, GPUs and
+// CPU cores of its host. It can be asked for from any rank: the hardware
+// description is that of the rank it stands for (exchanged once with
+// Exchange), and its RAM is the root of collectives that gather to, reduce
+// to, broadcast from and scatter from that rank.
+//
+// A ResourceSet is immutable and safe for concurrent use. Its figures are a
+// snapshot taken when the description was discovered; free memory changes
+// afterwards.
+type ResourceSet struct {
+	c    comm.Comm
+	rank int
+	m    *hardware.Machine
+	log  *zap.Logger
+	ram  *RAM
+}
+
+// New returns the resource set of rank on communicator c, described by m
+// (the description of that rank's machine, which New does not copy: do not
+// modify it afterwards). log is the calling process's local logger (it
+// prints on every rank); a nil log discards. It returns an error wrapping
+// ErrInvalid when c or m is nil or rank is out of range.
+func New(c comm.Comm, rank int, m *hardware.Machine, log *zap.Logger) (*ResourceSet, error) {
+	if c == nil || m == nil {
+		return nil, fmt.Errorf("%w: nil communicator or machine", ErrInvalid)
+	}
+	if rank < 0 || rank >= c.Size() {
+		return nil, fmt.Errorf("%w: rank %d out of range [0, %d)", ErrInvalid, rank, c.Size())
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if rank != c.Rank() {
+		log = log.With(zap.Int("resource_set", rank))
+	}
+	rs := &ResourceSet{c: c, rank: rank, m: m, log: log}
+	rs.ram = &RAM{c: c, rank: rank, mem: m.Memory}
+	return rs, nil
+}
+
+// Exchange sends this rank's machine description to every rank of c and
+// returns every rank's description, indexed by rank (this rank's entry is
+// mine itself). It is a collective: every rank of c calls it, in the same
+// order as other collectives on c. Its cost is one AllGatherValues of the
+// encoded descriptions (a few KiB per rank). Build the resource sets from
+// the result with New, when they are first needed.
+func Exchange(ctx context.Context, c comm.Comm, mine *hardware.Machine) ([]*hardware.Machine, error) {
+	if c == nil || mine == nil {
+		return nil, fmt.Errorf("%w: nil communicator or machine", ErrInvalid)
+	}
+	all, err := comm.AllGatherValues(ctx, c, *mine)
+	if err != nil {
+		return nil, fmt.Errorf("resourceset: exchange hardware descriptions: %w", err)
+	}
+	out := make([]*hardware.Machine, len(all))
+	for i := range all {
+		out[i] = &all[i]
+	}
+	out[c.Rank()] = mine
+	return out, nil
+}
+
+// Comm returns the communicator the resource set's rank belongs to.
+func (rs *ResourceSet) Comm() comm.Comm { return rs.c }
+
+// Rank returns the rank the resource set stands for.
+func (rs *ResourceSet) Rank() int { return rs.rank }
+
+// IsMine reports whether the resource set is the calling rank's own.
+func (rs *ResourceSet) IsMine() bool { return rs.rank == rs.c.Rank() }
+
+// Host returns the names of the rank's machine.
+func (rs *ResourceSet) Host() hardware.Host { return rs.m.Host }
+
+// CPU returns the rank's processors: logical and physical cores, sockets,
+// NUMA nodes, caches, and the CPUs and cgroup quota the rank's process may
+// use. The slices are copies.
+func (rs *ResourceSet) CPU() hardware.CPU {
+	c := rs.m.CPU
+	c.NUMANodes = slices.Clone(c.NUMANodes)
+	for i := range c.NUMANodes {
+		c.NUMANodes[i].CPUs = slices.Clone(c.NUMANodes[i].CPUs)
+		c.NUMANodes[i].Distances = slices.Clone(c.NUMANodes[i].Distances)
+	}
+	c.Caches = slices.Clone(c.Caches)
+	for i := range c.Caches {
+		c.Caches[i].Instances = slices.Clone(c.Caches[i].Instances)
+		for j := range c.Caches[i].Instances {
+			c.Caches[i].Instances[j] = slices.Clone(c.Caches[i].Instances[j])
+		}
+	}
+	c.AllowedCPUs = slices.Clone(c.AllowedCPUs)
+	return c
+}
+
+// RAM returns the rank's memory, which is also the root for collectives
+// rooted at the rank.
+func (rs *ResourceSet) RAM() *RAM { return rs.ram }
+
+// GPUs returns the CUDA devices visible to the rank's process, in ordinal
+// order; empty (not nil) when it has none. The slice is a copy.
+func (rs *ResourceSet) GPUs() []hardware.GPU {
+	return append([]hardware.GPU{}, rs.m.GPUs...)
+}
+
+// HasGPUs reports whether the rank's process sees at least one GPU.
+func (rs *ResourceSet) HasGPUs() bool { return len(rs.m.GPUs) > 0 }
+
+// Machine returns the full hardware description of the rank's machine,
+// warnings included. It is shared: treat it as read-only.
+func (rs *ResourceSet) Machine() *hardware.Machine { return rs.m }
+
+// Logger returns the calling process's local logger: it prints on every
+// rank, each line carrying the caller's rank. For another rank's resource
+// set, lines also carry a "resource_set" field with that rank.
+func (rs *ResourceSet) Logger() *zap.Logger { return rs.log }
+
+// String describes the resource set in one line, e.g.
+// "rank 2 on node7: 64 cores, 503.2 GiB RAM (498.1 GiB available), 4 GPUs".
+func (rs *ResourceSet) String() string {
+	return fmt.Sprintf("rank %d on %s: %d cores, %s RAM (%s available), %d GPUs",
+		rs.rank, rs.m.Host.Hostname, rs.m.CPU.LogicalCores,
+		gib(rs.ram.mem.TotalBytes), gib(rs.ram.mem.AvailableBytes), len(rs.m.GPUs))
+}
+
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// RAM is the memory of one rank's host, and the root for collectives rooted
+// at that rank. It is immutable and safe for concurrent use.
+type RAM struct {
+	c    comm.Comm
+	rank int
+	mem  hardware.Memory
+}
+
+// Comm returns the communicator of the RAM's rank.
+func (r *RAM) Comm() comm.Comm { return r.c }
+
+// Rank returns the rank whose RAM this is.
+func (r *RAM) Rank() int { return r.rank }
+
+// TotalBytes is the memory the rank's process can have: the host's
+// MemTotal, lowered to its cgroup memory limit if one is set.
+func (r *RAM) TotalBytes() uint64 { return r.mem.TotalBytes }
+
+// AvailableBytes is the memory available to the rank's process when its
+// hardware was discovered: the host's MemAvailable, lowered to the
+// headroom under its cgroup limit if one is set.
+func (r *RAM) AvailableBytes() uint64 { return r.mem.AvailableBytes }
+
+// Memory returns the detailed figures: host totals and the cgroup limit
+// and usage beside the effective ones.
+func (r *RAM) Memory() hardware.Memory { return r.mem }

@@ -1,0 +1,421 @@
+package resourceset_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/resourceset"
+)
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fakeMachine is a distinct, recognisable description for rank r.
+func fakeMachine(r int) *hardware.Machine {
+	return &hardware.Machine{
+		Host: hardware.Host{Hostname: fmt.Sprintf("node%d", r), OS: "linux", Arch: "amd64"},
+		CPU: hardware.CPU{
+			LogicalCores: 8 * (r + 1), PhysicalCores: 4 * (r + 1), Sockets: 1,
+			AllowedCPUs: []int{r, r + 1},
+			NUMANodes:   []hardware.NUMANode{{ID: 0, CPUs: []int{0, 1}, Distances: []int{10}}},
+			Caches:      []hardware.Cache{{Name: "L2", Level: 2, Type: "unified", SizeBytes: 1 << 20, Instances: [][]int{{0, 1}}}},
+		},
+		Memory: hardware.Memory{TotalBytes: uint64(r+1) << 30, AvailableBytes: uint64(r+1) << 29},
+		GPUs: func() []hardware.GPU {
+			g := make([]hardware.GPU, r)
+			for i := range g {
+				g[i] = hardware.GPU{Index: i, Name: "Fake GPU", UUID: fmt.Sprintf("GPU-%d-%d", r, i),
+					MemoryTotalBytes: 80 << 30, SMs: 132, ComputeCapability: "9.0", PCIBusID: fmt.Sprintf("0000:%02x:00.0", i)}
+			}
+			return g
+		}(),
+	}
+}
+
+// run runs fn on n in-process ranks with their exchanged resource sets.
+func run(t *testing.T, n int, fn func(ctx context.Context, c comm.Comm, sets []*resourceset.ResourceSet) error) {
+	t.Helper()
+	err := local.Run(testCtx(t), n, func(ctx context.Context, c comm.Comm) error {
+		machines, err := resourceset.Exchange(ctx, c, fakeMachine(c.Rank()))
+		if err != nil {
+			return err
+		}
+		sets := make([]*resourceset.ResourceSet, n)
+		for i, m := range machines {
+			if sets[i], err = resourceset.New(c, i, m, nil); err != nil {
+				return err
+			}
+		}
+		return fn(ctx, c, sets)
+	})
+	require.NoError(t, err)
+}
+
+func TestExchangeDescribesEveryRank(t *testing.T) {
+	for n := 1; n <= 4; n++ {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			run(t, n, func(ctx context.Context, c comm.Comm, sets []*resourceset.ResourceSet) error {
+				for i, rs := range sets {
+					want := fakeMachine(i)
+					assert.Equal(t, i, rs.Rank())
+					assert.Equal(t, i == c.Rank(), rs.IsMine())
+					assert.Same(t, c, rs.Comm())
+					assert.Equal(t, want.Host, rs.Host(), "rank %d sees rank %d", c.Rank(), i)
+					assert.Equal(t, want.CPU, rs.CPU())
+					assert.Equal(t, want.Memory.TotalBytes, rs.RAM().TotalBytes())
+					assert.Equal(t, want.Memory.AvailableBytes, rs.RAM().AvailableBytes())
+					assert.Equal(t, want.Memory, rs.RAM().Memory())
+					assert.Equal(t, want.GPUs, rs.GPUs())
+					assert.Equal(t, i > 0, rs.HasGPUs())
+					assert.Equal(t, i, rs.RAM().Rank())
+					assert.Same(t, c, rs.RAM().Comm())
+					assert.Equal(t, fmt.Sprintf("rank %d on node%d: %d cores, %d.0 GiB RAM (%.1f GiB available), %d GPUs",
+						i, i, 8*(i+1), i+1, float64(i+1)/2, i), rs.String())
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestAccessorsReturnCopies(t *testing.T) {
+	m := fakeMachine(2)
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	rs, err := resourceset.New(comms[0], 0, m, nil)
+	require.NoError(t, err)
+	cpu := rs.CPU()
+	cpu.AllowedCPUs[0] = 99
+	cpu.NUMANodes[0].CPUs[0] = 99
+	cpu.Caches[0].Instances[0][0] = 99
+	gpus := rs.GPUs()
+	gpus[0].Name = "changed"
+	assert.Equal(t, fakeMachine(2).CPU, rs.CPU())
+	assert.Equal(t, fakeMachine(2).GPUs, rs.GPUs())
+	assert.Same(t, m, rs.Machine())
+}
+
+func TestNewValidates(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		c    comm.Comm
+		rank int
+		m    *hardware.Machine
+	}{
+		{"nil comm", nil, 0, fakeMachine(0)},
+		{"nil machine", comms[0], 0, nil},
+		{"rank too large", comms[0], 2, fakeMachine(0)},
+		{"negative rank", comms[0], -1, fakeMachine(0)},
+	} {
+		_, err := resourceset.New(tc.c, tc.rank, tc.m, nil)
+		assert.ErrorIs(t, err, resourceset.ErrInvalid, tc.name)
+	}
+	_, err = resourceset.Exchange(context.Background(), comms[0], nil)
+	assert.ErrorIs(t, err, resourceset.ErrInvalid)
+}
+
+func TestRootedCollectives(t *testing.T) {
+	for n := 1; n <= 4; n++ {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			run(t, n, func(ctx context.Context, c comm.Comm, sets []*resourceset.ResourceSet) error {
+				me := c.Rank()
+				for root := range n {
+					var r resourceset.Root = sets[root].RAM()
+					if root%2 == 1 {
+						r = sets[root] // a ResourceSet is a Root too
+					}
+					// Gather: rank k sends k+1 copies of 10*k.
+					parts, ok, err := resourceset.Gather(ctx, r, repeat(int64(10*me), me+1))
+					require.NoError(t, err)
+					require.Equal(t, me == root, ok)
+					if ok {
+						require.Len(t, parts, n)
+						for k := range n {
+							assert.Equal(t, repeat(int64(10*k), k+1), parts[k], "root %d part %d", root, k)
+						}
+					} else {
+						assert.Nil(t, parts, "non-root %d gets nothing", me)
+					}
+
+					// Reduce: sum and min of (k, -k).
+					sum, ok, err := resourceset.Reduce(ctx, r, []int32{int32(me), int32(-me)}, comm.Sum)
+					require.NoError(t, err)
+					require.Equal(t, me == root, ok)
+					if ok {
+						tri := int32(n * (n - 1) / 2)
+						assert.Equal(t, []int32{tri, -tri}, sum)
+					} else {
+						assert.Nil(t, sum)
+					}
+					mn, ok, err := resourceset.Reduce(ctx, r, []float64{float64(me), -float64(me)}, comm.Min)
+					require.NoError(t, err)
+					if ok {
+						assert.Equal(t, []float64{0, -float64(n - 1)}, mn)
+					}
+
+					// Bcast of a numeric slice and of a struct.
+					type cfg struct {
+						Root  int
+						Name  string
+						Steps []int
+					}
+					v, err := resourceset.Bcast(ctx, r, []complex128{complex(float64(me), 1)})
+					require.NoError(t, err)
+					assert.Equal(t, []complex128{complex(float64(root), 1)}, v)
+					s, err := resourceset.Bcast(ctx, r, cfg{me, fmt.Sprintf("from %d", me), []int{me, me}})
+					require.NoError(t, err)
+					assert.Equal(t, cfg{root, fmt.Sprintf("from %d", root), []int{root, root}}, s)
+
+					// Scatter: rank k receives k elements 100*root+k.
+					var send [][]uint8
+					if me == root {
+						for k := range n {
+							send = append(send, repeat(uint8(100*root+k), k))
+						}
+					}
+					part, err := resourceset.Scatter(ctx, r, send)
+					require.NoError(t, err)
+					assert.Len(t, part, me)
+					for _, x := range part {
+						assert.Equal(t, uint8(100*root+me), x)
+					}
+
+					// Value forms.
+					names, ok, err := resourceset.GatherValues(ctx, r, map[string]int{"rank": me})
+					require.NoError(t, err)
+					require.Equal(t, me == root, ok)
+					if ok {
+						for k, m := range names {
+							assert.Equal(t, map[string]int{"rank": k}, m)
+						}
+					} else {
+						assert.Nil(t, names)
+					}
+					word, ok, err := resourceset.ReduceValue(ctx, r, strconv.Itoa(me), func(a, b string) string { return a + b })
+					require.NoError(t, err)
+					require.Equal(t, me == root, ok)
+					want := ""
+					for k := range n {
+						want += strconv.Itoa(k)
+					}
+					if ok {
+						assert.Equal(t, want, word, "folded in rank order")
+					} else {
+						assert.Equal(t, "", word)
+					}
+					var vals []string
+					if me == root {
+						for k := range n {
+							vals = append(vals, fmt.Sprintf("%d->%d", root, k))
+						}
+					}
+					got, err := resourceset.ScatterValues(ctx, r, vals)
+					require.NoError(t, err)
+					assert.Equal(t, fmt.Sprintf("%d->%d", root, me), got)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func repeat[T any](v T, n int) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+func TestRootedMismatchIsAnErrorEverywhere(t *testing.T) {
+	const n = 3
+	var mu sync.Mutex
+	errs := make([]error, n)
+	_ = local.Run(testCtx(t), n, func(ctx context.Context, c comm.Comm) error {
+		machines, err := resourceset.Exchange(ctx, c, fakeMachine(c.Rank()))
+		if err != nil {
+			return err
+		}
+		// Every rank names a different root.
+		rs, err := resourceset.New(c, c.Rank(), machines[c.Rank()], nil)
+		if err != nil {
+			return err
+		}
+		_, _, err = resourceset.Gather(ctx, rs.RAM(), []float64{1})
+		mu.Lock()
+		errs[c.Rank()] = err
+		mu.Unlock()
+		return nil
+	})
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		assert.ErrorIs(t, err, comm.ErrMismatch, "rank %d", r)
+		assert.Contains(t, err.Error(), fmt.Sprintf("resourceset: Gather rooted at rank %d", r))
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	rs, err := resourceset.New(comms[0], 0, fakeMachine(0), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, ok, err := resourceset.Reduce(ctx, rs.RAM(), []int{1}, comm.Sum)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, ok)
+}
+
+func TestLogger(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	log := zap.New(core).With(zap.Int("rank", 1))
+	mine, err := resourceset.New(comms[1], 1, fakeMachine(1), log)
+	require.NoError(t, err)
+	other, err := resourceset.New(comms[1], 0, fakeMachine(0), log)
+	require.NoError(t, err)
+	mine.Logger().Info("mine")
+	other.Logger().Info("other")
+	ents := logs.All()
+	require.Len(t, ents, 2)
+	assert.Equal(t, map[string]any{"rank": int64(1)}, ents[0].ContextMap())
+	assert.Equal(t, map[string]any{"rank": int64(1), "resource_set": int64(0)}, ents[1].ContextMap())
+
+	silent, err := resourceset.New(comms[0], 0, fakeMachine(0), nil)
+	require.NoError(t, err)
+	assert.NotNil(t, silent.Logger())
+	silent.Logger().Info("discarded") // a nil logger discards; must not panic
+}
+
+// meminfo reads /proc/meminfo independently of package hardware (kB -> B).
+func meminfo(t *testing.T) map[string]uint64 {
+	t.Helper()
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Skipf("no /proc/meminfo: %v", err)
+	}
+	defer f.Close()
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		n, err := strconv.ParseUint(fields[0], 10, 64)
+		require.NoError(t, err)
+		if len(fields) > 1 && fields[1] == "kB" {
+			n *= 1024
+		}
+		out[k] = n
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// cgroupLimit reads the memory limit of this process's cgroup and its
+// ancestors (v2 memory.max, v1 memory.limit_in_bytes) independently of
+// package hardware; 0 means no limit found.
+func cgroupLimit(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	var limit uint64
+	consider := func(file string) {
+		v, err := os.ReadFile(file)
+		if err != nil {
+			return
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(v)), 10, 64)
+		// "max" (v2) does not parse; v1 reports no limit as about 2^63.
+		if err == nil && n < 1<<62 && (limit == 0 || n < limit) {
+			limit = n
+		}
+	}
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir, file = "/sys/fs/cgroup", "memory.max"
+		case strings.Contains(","+parts[1]+",", ",memory,"):
+			dir, file = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for p := parts[2]; ; p = p[:strings.LastIndex(p, "/")] {
+			consider(dir + p + "/" + file)
+			if p == "" || p == "/" {
+				consider(dir + "/" + file)
+				break
+			}
+		}
+	}
+	return limit
+}
+
+func TestRAMMatchesProcMeminfo(t *testing.T) {
+	before := meminfo(t)
+	m, err := hardware.Discover(testCtx(t), hardware.WithoutGPUs())
+	require.NoError(t, err)
+	after := meminfo(t)
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	rs, err := resourceset.New(comms[0], 0, m, nil)
+	require.NoError(t, err)
+	ram := rs.RAM()
+
+	total := before["MemTotal"]
+	require.NotZero(t, total)
+	limit := cgroupLimit(t)
+	t.Logf("MemTotal %d, MemAvailable %d..%d, cgroup limit %d; RAM total %d, available %d",
+		total, before["MemAvailable"], after["MemAvailable"], limit, ram.TotalBytes(), ram.AvailableBytes())
+	assert.Equal(t, total, ram.Memory().HostTotalBytes)
+	if limit > 0 && limit < total {
+		assert.Equal(t, limit, ram.TotalBytes(), "the cgroup limit lowers the total")
+	} else {
+		assert.Equal(t, total, ram.TotalBytes(), "no cgroup limit below MemTotal")
+	}
+	// MemAvailable moves while the test runs; allow 64 MiB of drift.
+	const slack = 64 << 20
+	lo := min(before["MemAvailable"], after["MemAvailable"]) - slack
+	hi := max(before["MemAvailable"], after["MemAvailable"]) + slack
+	host := ram.Memory().HostAvailableBytes
+	assert.True(t, host >= lo && host <= hi, "host available %d not in [%d, %d]", host, lo, hi)
+	assert.LessOrEqual(t, ram.AvailableBytes(), ram.TotalBytes())
+	if limit == 0 || limit >= total {
+		assert.True(t, ram.AvailableBytes() >= lo && ram.AvailableBytes() <= hi,
+			"available %d not in [%d, %d]", ram.AvailableBytes(), lo, hi)
+	} else {
+		assert.LessOrEqual(t, ram.AvailableBytes(), limit)
+	}
+}
