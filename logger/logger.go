@@ -148,12 +148,12 @@ func WithoutTime() Option { return func(c *config) { c.noTime = true } }
 // WithEnv reads the environment variables through lookup instead of
 // os.LookupEnv; WithEnv(nil) ignores the environment.
 func WithEnv(lookup func(string) (string, bool)) Option {
-	return func(c *config) {
-		if lookup == nil {
-			lookup = func(string) (string, bool) { return "", false }
-		}
-		c.lookup = lookup
+	// Resolved here, not in the closure: an Option may be applied by several
+	// in-process ranks at once and must not write shared state.
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
 	}
+	return func(c *config) { c.lookup = lookup }
 }
 
 // WithZapOptions adds zap options (hooks, caller annotation, a clock, ...)
