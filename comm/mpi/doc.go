@@ -1,0 +1,78 @@
+// Package mpi is pz's own thin cgo binding to the system MPI (Open MPI,
+// found with pkg-config ompi), implementing comm.Comm. It is compiled only
+// with the build tag mpi; without it the same API exists, Available reports
+// false and Init returns ErrNotBuilt, which says how to rebuild:
+//
+//	go build -tags mpi ./myprog && mpirun -n 4 ./myprog
+//
+// # Starting and stopping
+//
+// Init calls MPI_Init_thread asking for MPI_THREAD_MULTIPLE, or adopts an
+// MPI that the embedding program already initialized (and then Finalize
+// leaves it running). MPI can be initialized once per process: after
+// MPI_Finalize, Init returns ErrFinalized. Init also counts the ranks on this
+// node (World.LocalSize, from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)) and
+// sizes GOMAXPROCS to this rank's share of the node (internal/procs), unless
+// the GOMAXPROCS environment variable is set or WithGOMAXPROCS(false) is
+// given: N ranks on one node must not each spin on every core.
+//
+// # Calls into MPI
+//
+// Every operation crosses into C once, through static wrappers that take the
+// MPI handles Init cached (in Open MPI MPI_COMM_WORLD, MPI_DOUBLE, MPI_SUM
+// are addresses of globals and each use from Go would be a separate cgo
+// call). Buffers are passed with unsafe.SliceData, so empty slices work.
+// Non-blocking operations pin their buffers with runtime.Pinner until MPI
+// completes them. Communicators use MPI_ERRORS_RETURN; an error code becomes
+// an *Error carrying MPI_Error_string. Arguments are validated in Go before
+// MPI sees them.
+//
+// # Threads and latency
+//
+// With MPI_THREAD_MULTIPLE any goroutine may call MPI on whatever OS thread
+// it runs on. Point-to-point calls go straight to MPI; the collectives of one
+// communicator are ordered by a mutex that the calling goroutine holds for
+// the call, so concurrent collectives on one communicator never interleave
+// inside MPI. A dedicated goroutine per communicator would cost two
+// goroutine hand-offs per call, several times MPI's own 8-byte latency. If
+// an adopted MPI provides only MPI_THREAD_SERIALIZED, every call is made
+// under one lock and blocking operations are polled; below that Init fails
+// with ErrThreadLevel.
+//
+// # Context
+//
+// With a ctx whose Done channel is nil (context.Background) operations use
+// the blocking MPI calls. Otherwise they use the non-blocking form and poll
+// MPI_Test with a short backoff until completion or ctx is done. MPI cannot
+// cancel a started collective: on cancellation the collective returns an
+// error wrapping ctx.Err() and comm.ErrBroken, and the communicator stays
+// broken. A rank that never arrives therefore makes the others fail at their
+// deadline; MPI cannot tell which ranks are missing. Abort ends the job.
+//
+// # Consistency check
+//
+// Before each collective the ranks agree on its arguments with one small
+// MPI_Allreduce(MPI_MAX) of {fingerprint, -fingerprint, lowest failing
+// rank}; for AllGather, Gather and Alltoall this rides on the count exchange
+// those need anyway. Disagreeing datatypes, counts, ops or roots, and
+// arguments invalid on any rank, give every rank the same *comm.MismatchError
+// or *comm.ArgError, never a hang or a write past a buffer. Turn it off with
+// WithCheck(false), Comm.SetCheck or PZ_COMM_CHECK=0 to save one small
+// collective per call.
+//
+// # Variable lengths
+//
+// Gather, AllGather, Scatter and Alltoall exchange element counts first and
+// then call the v-variants (MPI_Gatherv, ...); AllGather uses MPI_Allgather
+// when all counts are equal. Recv of a message of unknown length matches it
+// with MPI_Mprobe (MPI_Improbe when polling) and receives it with MPI_Mrecv,
+// which no other thread can steal; a message too large for the buffer is
+// consumed and comm.ErrTruncated returned. Point-to-point messages travel as
+// MPI_BYTE, so the receiver checks the size against its element type.
+//
+// # Testing
+//
+//	go test -tags mpi ./comm/mpi       # 1 rank, then re-runs itself under mpirun -n 2 and -n 4
+//	go test -tags mpi -c -o /tmp/mpi.test ./comm/mpi &&
+//	    mpirun -n 4 --oversubscribe --allow-run-as-root /tmp/mpi.test -test.v
+package mpi

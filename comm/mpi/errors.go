@@ -1,0 +1,46 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Errors of package mpi. Use errors.Is.
+var (
+	// ErrNotBuilt is returned by Init in a binary built without the mpi
+	// build tag.
+	ErrNotBuilt = errors.New("mpi: this binary was built without MPI support; rebuild with `go build -tags mpi` (needs the MPI development files: `pkg-config --cflags ompi` must work, e.g. Debian's libopenmpi-dev)")
+	// ErrFinalized is returned by Init after MPI was finalized: MPI can be
+	// initialized only once per process.
+	ErrFinalized = errors.New("mpi: MPI was finalized; it cannot be initialized again in this process")
+	// ErrThreadLevel is returned by Init when MPI provides less than
+	// MPI_THREAD_SERIALIZED, so Go, which runs goroutines on any OS thread,
+	// cannot call it safely.
+	ErrThreadLevel = errors.New("mpi: the MPI library provides less than MPI_THREAD_SERIALIZED")
+	// ErrMPI is wrapped by every *Error: an MPI call returned an error code.
+	ErrMPI = errors.New("mpi: MPI call failed")
+)
+
+// Error is an MPI error code turned into a Go error. It wraps ErrMPI and,
+// for MPI_ERR_TRUNCATE, comm.ErrTruncated.
+type Error struct {
+	Call      string // the MPI function, e.g. "MPI_Allreduce"
+	Code      int    // the error code it returned
+	Class     int    // MPI_Error_class of Code
+	Msg       string // MPI_Error_string of Code
+	Truncated bool   // Class is MPI_ERR_TRUNCATE
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("mpi: %s: %s (error code %d, class %d)", e.Call, e.Msg, e.Code, e.Class)
+}
+
+// Unwrap returns ErrMPI, and comm.ErrTruncated when the message did not fit.
+func (e *Error) Unwrap() []error {
+	if e.Truncated {
+		return []error{ErrMPI, comm.ErrTruncated}
+	}
+	return []error{ErrMPI}
+}

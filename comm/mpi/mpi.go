@@ -1,0 +1,217 @@
+//go:build mpi
+
+package mpi
+
+/*
+#cgo pkg-config: ompi
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/pzgo/pz/internal/procs"
+)
+
+// initMu serializes Init and Finalize. It is the package's only mutable
+// package-level state, and MPI forces it: MPI_Init_thread and MPI_Finalize
+// act on the whole process and may each be called once per process.
+var initMu sync.Mutex
+
+// Available reports whether this binary was built with MPI support (the mpi
+// build tag). It is true in this build.
+func Available() bool { return true }
+
+// Initialized reports whether MPI is initialized and not yet finalized in
+// this process, by pz or by anyone else.
+func Initialized() bool {
+	var ini, fin C.int
+	C.pz_state(&ini, &fin)
+	return ini != 0 && fin == 0
+}
+
+// state is shared, read-only after Init, by a World and every communicator
+// derived from it.
+type state struct {
+	h         C.pz_handles // cached MPI handles; never written after Init
+	check     bool         // run the agreement step before collectives
+	serialize bool         // MPI gave MPI_THREAD_SERIALIZED: one call at a time
+	mu        sync.Mutex   // held around each MPI call when serialize
+	maxErr    int          // MPI_MAX_ERROR_STRING
+	finalized atomic.Bool  // MPI_Finalize was called through this World
+}
+
+func (s *state) lock() {
+	if s.serialize {
+		s.mu.Lock()
+	}
+}
+
+func (s *state) unlock() {
+	if s.serialize {
+		s.mu.Unlock()
+	}
+}
+
+// World is the MPI_COMM_WORLD communicator returned by Init, with what Init
+// found out about the process. It implements comm.Comm through *Comm.
+type World struct {
+	*Comm
+	started     bool // pz called MPI_Init_thread and will finalize
+	threadLevel int
+	localSize   int
+	procs       procs.Report
+	finalOnce   sync.Once
+	finalErr    error
+}
+
+// Init initializes MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and
+// returns the world communicator. If MPI is already initialized, by this
+// package or by the program embedding Go, Init adopts it and the returned
+// World's Finalize leaves MPI running. MPI can be initialized once per
+// process: after MPI_Finalize, Init returns ErrFinalized.
+//
+// Init also counts the ranks on this node (MPI_Comm_split_type with
+// MPI_COMM_TYPE_SHARED) and, unless WithGOMAXPROCS(false) is given or the
+// GOMAXPROCS environment variable is set, sizes GOMAXPROCS to this rank's
+// share of the node (see internal/procs). Init is collective over
+// MPI_COMM_WORLD. ctx bounds nothing that MPI lets Go interrupt (MPI_Init
+// cannot be canceled); it is checked before starting.
+func Init(ctx context.Context, opts ...Option) (*World, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mpi: Init: %w", err)
+	}
+	cfg := newConfig(opts)
+	initMu.Lock()
+	defer initMu.Unlock()
+
+	st := &state{maxErr: int(C.pz_max_error_string())}
+	C.pz_handles_get(&st.h)
+	w := &World{}
+	var ini, fin C.int
+	C.pz_state(&ini, &fin)
+	if fin != 0 {
+		return nil, ErrFinalized
+	}
+	var provided C.int
+	if ini == 0 {
+		if rc := C.pz_init(st.h.thread_multiple, &provided); rc != 0 {
+			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Init_thread", rc))
+		}
+		w.started = true
+	} else if rc := C.pz_query_thread(&provided); rc != 0 {
+		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Query_thread", rc))
+	}
+	w.threadLevel = int(provided)
+	switch {
+	case provided >= st.h.thread_multiple:
+	case provided >= st.h.thread_serialized:
+		st.serialize = true
+	default:
+		err := fmt.Errorf("%w: it provides level %d; initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let pz do it", ErrThreadLevel, provided)
+		if w.started {
+			C.pz_finalize()
+		}
+		return nil, err
+	}
+	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
+	if err != nil {
+		return nil, fmt.Errorf("mpi: Init: %w", err)
+	}
+	w.Comm = c
+	var local C.int
+	if rc := C.pz_local_size(st.h.world, &local); rc != 0 {
+		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_split_type", rc))
+	}
+	w.localSize = int(local)
+	if cfg.gomaxproc {
+		w.procs = procs.Apply(w.localSize)
+	} else {
+		w.procs = procs.Report{Input: procs.Gather(w.localSize)}
+		w.procs.Before, w.procs.After, w.procs.Procs = w.procs.Current, w.procs.Current, w.procs.Current
+		w.procs.Reason = "not sized (WithGOMAXPROCS(false))"
+	}
+	return w, nil
+}
+
+// Finalize finalizes MPI if this World's Init started it (MPI_Finalize is
+// collective: call it on every rank, after every other MPI call). If MPI was
+// adopted it does nothing. It is idempotent. Afterwards every communicator
+// of this World returns ErrFinalized, and Init cannot be called again.
+func (w *World) Finalize() error {
+	w.finalOnce.Do(func() {
+		if !w.started {
+			return
+		}
+		initMu.Lock()
+		defer initMu.Unlock()
+		w.st.finalized.Store(true)
+		if rc := C.pz_finalize(); rc != 0 {
+			w.finalErr = fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
+		}
+	})
+	return w.finalErr
+}
+
+// Started reports whether this World's Init initialized MPI (and Finalize
+// will finalize it), as opposed to adopting it.
+func (w *World) Started() bool { return w.started }
+
+// ThreadLevel is the thread support MPI provides (MPI_THREAD_MULTIPLE = 3
+// in Open MPI; 2, serialized, makes pz serialize every call).
+func (w *World) ThreadLevel() int { return w.threadLevel }
+
+// LocalSize is the number of ranks on this node: the size of
+// MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED).
+func (w *World) LocalSize() int { return w.localSize }
+
+// Procs reports how Init sized GOMAXPROCS.
+func (w *World) Procs() procs.Report { return w.procs }
+
+// error turns an MPI error code into an *Error.
+func (s *state) error(call string, rc C.int) error {
+	buf := make([]byte, s.maxErr+1)
+	var n, class C.int
+	C.pz_error_string(rc, (*C.char)(unsafe.Pointer(&buf[0])), &n, &class)
+	return &Error{Call: call, Code: int(rc), Class: int(class), Msg: string(buf[:max(int(n), 0)]),
+		Truncated: class == s.h.err_truncate}
+}
+
+// Polling: when ctx can be canceled, pz starts the non-blocking form of an
+// operation and tests it until it completes or ctx is done. MPI makes
+// progress only inside MPI calls (Open MPI's shared-memory transport has no
+// progress thread), so the backoff stays short.
+const (
+	pollSpins    = 256                    // tests with only a Gosched in between
+	pollMinSleep = 2 * time.Microsecond   // first sleep after the spins
+	pollMaxSleep = 200 * time.Microsecond // longest sleep between tests
+)
+
+// poll calls test until it reports done or an error, or ctx is done.
+func poll(ctx context.Context, test func() (bool, error)) error {
+	sleep := pollMinSleep
+	for i := 0; ; i++ {
+		done, err := test()
+		if done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if i < pollSpins {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, pollMaxSleep)
+	}
+}

@@ -1,0 +1,312 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/commtest"
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/internal/launch"
+)
+
+// world is the MPI world of this test process, set up by TestMain: MPI can
+// be initialized once per process, so every test shares it.
+var world *mpi.World
+
+// TestMain initializes MPI (as a singleton when not under mpirun), runs the
+// tests, and makes every rank exit with the same status, so that mpirun
+// fails when any rank failed.
+func TestMain(m *testing.M) {
+	w, err := mpi.Init(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mpi.Init:", err)
+		os.Exit(2)
+	}
+	world = w
+	code := m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	worst, err := comm.AllReduce(ctx, comm.Comm(w), []int32{int32(code)}, comm.Max)
+	cancel()
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "rank %d: agreeing on the exit status: %v\n", w.Rank(), err)
+		code = max(code, 1)
+	case worst[0] != 0 && code == 0:
+		fmt.Fprintf(os.Stderr, "rank %d: another rank failed\n", w.Rank())
+		code = int(worst[0])
+	}
+	if err := w.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// underLauncher reports whether mpirun started this process.
+func underLauncher() bool { return launch.Detect(os.Getenv).Launched() }
+
+// TestSpawn runs this test binary under `mpirun -n 2` and `-n 4` when it was
+// not itself started by mpirun, so that plain `go test -tags mpi
+// ./comm/mpi` covers 1, 2 and 4 ranks.
+func TestSpawn(t *testing.T) {
+	if underLauncher() {
+		t.Skip("already under an MPI launcher")
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: only 1 rank tested; install Open MPI (Debian: openmpi-bin) for 2 and 4")
+	}
+	run := "^Test[^S]" // every test but this one
+	if f := flagValue("test.run"); f != "" && f != "^TestSpawn$" {
+		run = f
+	}
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
+			if os.Geteuid() == 0 {
+				args = append(args, "--allow-run-as-root")
+			}
+			args = append(args, os.Args[0], "-test.run="+run, "-test.count=1")
+			if testing.Verbose() {
+				args = append(args, "-test.v")
+			}
+			cmd := exec.CommandContext(ctx, mpirun, args...)
+			out, err := cmd.CombinedOutput()
+			if err != nil || testing.Verbose() {
+				t.Logf("mpirun %s\n%s", strings.Join(args, " "), out)
+			}
+			require.NoError(t, ctx.Err(), "mpirun -n %d timed out", n)
+			require.NoError(t, err, "mpirun -n %d failed", n)
+		})
+	}
+}
+
+func flagValue(name string) string {
+	for _, a := range os.Args[1:] {
+		if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestConformance runs the shared conformance suite on the world with the
+// agreement step on and deadline contexts (the non-blocking, polled path).
+func TestConformance(t *testing.T) {
+	commtest.RunWorld(t, world)
+}
+
+// runCases runs the non-misuse conformance cases with ctx on every rank and
+// fails every rank if any rank failed.
+func runCases(t *testing.T, c comm.Comm, ctx context.Context) {
+	for _, cs := range commtest.Cases() {
+		if strings.HasPrefix(cs.Name, "Misuse/") {
+			continue // without the check, misuse is only caught locally
+		}
+		t.Run(cs.Name, func(t *testing.T) {
+			err := cs.Run(ctx, c)
+			assert.NoError(t, err, "rank %d", c.Rank())
+		})
+	}
+}
+
+// TestConformanceBlocking runs the suite's cases with context.Background,
+// which takes the blocking MPI calls, with and without the check.
+func TestConformanceBlocking(t *testing.T) {
+	sub := splitAll(t)
+	t.Run("check", func(t *testing.T) { runCases(t, sub, context.Background()) })
+	sub.SetCheck(false)
+	t.Run("nocheck", func(t *testing.T) { runCases(t, sub, context.Background()) })
+}
+
+// splitAll returns a copy of the world communicator for one test.
+func splitAll(t *testing.T) *mpi.Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sub, err := world.Split(ctx, 0, world.Rank())
+	require.NoError(t, err)
+	require.NotNil(t, sub)
+	c := sub.(*mpi.Comm)
+	t.Cleanup(func() {
+		if err := c.Free(); err != nil && !errors.Is(err, comm.ErrFreed) {
+			t.Errorf("Free: %v", err)
+		}
+	})
+	return c
+}
+
+func TestInitAdopts(t *testing.T) {
+	assert.True(t, mpi.Available())
+	assert.True(t, mpi.Initialized())
+	assert.True(t, world.Started())
+	w2, err := mpi.Init(context.Background(), mpi.WithGOMAXPROCS(false), mpi.WithCheck(false))
+	require.NoError(t, err)
+	assert.False(t, w2.Started(), "second Init must adopt")
+	assert.Equal(t, world.Rank(), w2.Rank())
+	assert.Equal(t, world.Size(), w2.Size())
+	assert.False(t, w2.Check())
+	assert.Equal(t, world.LocalSize(), w2.LocalSize())
+	require.NoError(t, w2.Finalize())
+	assert.True(t, mpi.Initialized(), "Finalize of an adopted MPI must not finalize it")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sum, err := comm.AllReduce(ctx, comm.Comm(w2), []int64{1}, comm.Sum)
+	require.NoError(t, err)
+	assert.Equal(t, int64(world.Size()), sum[0])
+}
+
+func TestLocalSizeAndProcs(t *testing.T) {
+	want := world.Size() // every rank of this test runs on one machine
+	assert.Equal(t, want, world.LocalSize())
+	if s := os.Getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); s != "" {
+		assert.Equal(t, s, strconv.Itoa(world.LocalSize()))
+	}
+	rep := world.Procs()
+	assert.Equal(t, want, rep.LocalRanks)
+	assert.GreaterOrEqual(t, rep.After, 1)
+	t.Log(rep)
+}
+
+func TestErrorConversion(t *testing.T) {
+	c := splitAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A 4-element message into a 1-element Irecv: MPI_ERR_TRUNCATE.
+	me := c.Rank()
+	rreq, err := comm.Irecv(c, make([]float64, 1), me, 7)
+	require.NoError(t, err)
+	require.NoError(t, comm.Send(ctx, c, []float64{1, 2, 3, 4}, me, 7))
+	_, err = rreq.Wait(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, comm.ErrTruncated)
+	assert.ErrorIs(t, err, mpi.ErrMPI)
+	var me2 *mpi.Error
+	require.ErrorAs(t, err, &me2)
+	assert.Contains(t, strings.ToLower(me2.Msg), "truncat")
+	assert.NotZero(t, me2.Code)
+
+	// Invalid arguments are caught in Go before MPI.
+	err = c.Send(ctx, comm.BufOf([]int32{1}), c.Size(), 0)
+	assert.ErrorIs(t, err, comm.ErrInvalidArg)
+	_, err = c.Isend(comm.BufOf([]int32{1}), 0, -3)
+	assert.ErrorIs(t, err, comm.ErrInvalidArg)
+}
+
+// TestMismatchEveryRank provokes each kind of disagreement and checks that
+// every rank gets the same error and that the communicator still works.
+func TestMismatchEveryRank(t *testing.T) {
+	c := splitAll(t)
+	n, me := c.Size(), c.Rank()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	healthy := func() {
+		t.Helper()
+		sum, err := comm.AllReduce(ctx, c, []int64{int64(me)}, comm.Sum)
+		require.NoError(t, err)
+		require.Equal(t, int64(n*(n-1)/2), sum[0])
+	}
+	if n > 1 {
+		// Counts differ: rank r passes r+1 elements.
+		_, err := comm.AllReduce(ctx, c, make([]float64, me+1), comm.Sum)
+		var mm *comm.MismatchError
+		require.ErrorAs(t, err, &mm, "rank %d", me)
+		assert.Contains(t, mm.Detail, "count: rank 0 has 1, rank 1 has 2")
+		healthy()
+
+		// Different collectives: rank 0 broadcasts, the others reduce.
+		if me == 0 {
+			err = comm.BcastSlice(ctx, c, []float64{1}, 0)
+		} else {
+			_, err = comm.AllReduce(ctx, c, []float64{1}, comm.Sum)
+		}
+		require.ErrorAs(t, err, &mm, "rank %d", me)
+		assert.Contains(t, mm.Detail, "call: rank 0 has Bcast, rank 1 has AllReduce")
+		healthy()
+
+		// Datatypes differ.
+		if me == n-1 {
+			_, err = comm.AllReduce(ctx, c, []float32{1}, comm.Sum)
+		} else {
+			_, err = comm.AllReduce(ctx, c, []float64{1}, comm.Sum)
+		}
+		require.ErrorIs(t, err, comm.ErrMismatch, "rank %d", me)
+		assert.Contains(t, err.Error(), "datatype")
+		healthy()
+	}
+	// Root out of range on the last rank only: an ArgError naming it.
+	root := 0
+	if me == n-1 {
+		root = n + 5
+	}
+	err := comm.BcastSlice(ctx, c, []int32{1, 2}, root)
+	var ae *comm.ArgError
+	require.ErrorAs(t, err, &ae, "rank %d", me)
+	assert.Equal(t, n-1, ae.Rank)
+	assert.Contains(t, ae.Detail, "root")
+	healthy()
+
+	// Counts that do not add up on root of a Scatter.
+	err = c.Scatter(ctx, comm.BufOf(make([]int32, 3)), make([]int, n), 0, func(k int) []byte { return make([]byte, 4*k) })
+	require.ErrorAs(t, err, &ae, "rank %d", me)
+	assert.Equal(t, 0, ae.Rank)
+	healthy()
+}
+
+// TestCanceledCollective shows what MPI allows for a rank that never
+// arrives: the others wait until their deadline, then get an error wrapping
+// context.DeadlineExceeded and ErrBroken, and the communicator stays broken.
+func TestCanceledCollective(t *testing.T) {
+	if world.Size() < 2 {
+		t.Skip("needs 2 ranks")
+	}
+	c := splitAll(t)
+	if c.Rank() == 0 {
+		return // rank 0 never arrives
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := comm.AllReduce(ctx, c, []float64{1}, comm.Sum)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, comm.ErrBroken)
+	err = c.Barrier(context.Background())
+	require.ErrorIs(t, err, comm.ErrBroken)
+}
+
+func TestSplitUndefinedAndFree(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	color := comm.Undefined
+	if world.Rank()%2 == 0 {
+		color = 0
+	}
+	sub, err := world.Split(ctx, color, -world.Rank())
+	require.NoError(t, err)
+	if color == comm.Undefined {
+		assert.Nil(t, sub)
+		return
+	}
+	require.NotNil(t, sub)
+	// Keys reverse the order.
+	evens := (world.Size() + 1) / 2
+	assert.Equal(t, evens, sub.Size())
+	assert.Equal(t, evens-1-world.Rank()/2, sub.Rank())
+	require.NoError(t, sub.Free())
+	assert.ErrorIs(t, sub.Barrier(ctx), comm.ErrFreed)
+	assert.ErrorIs(t, sub.Free(), comm.ErrFreed)
+}

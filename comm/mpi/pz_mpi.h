@@ -1,0 +1,262 @@
+/*
+ * pz_mpi.h - the C side of pz's cgo binding to MPI (build tag mpi).
+ *
+ * Every Go call crosses into C exactly once: these static wrappers take the
+ * handles Go cached at Init (OpenMPI's MPI_COMM_WORLD, MPI_DOUBLE, MPI_SUM
+ * are addresses of globals and each C.MPI_X use from Go would be a hidden
+ * cgo call) and translate pz's "in place" flag into MPI_IN_PLACE, which Go
+ * must never hold in a pointer variable (it is (void *)1).
+ */
+#ifndef PZ_MPI_H
+#define PZ_MPI_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { PZ_NTYPES = 13, PZ_NOPS = 10 };
+
+typedef struct {
+	MPI_Comm world, null;
+	MPI_Datatype types[PZ_NTYPES]; /* indexed by comm.Datatype */
+	MPI_Op ops[PZ_NOPS];           /* indexed by comm.Op */
+	MPI_Datatype i64, byte;
+	MPI_Op max;
+	MPI_Errhandler errors_return;
+	MPI_Request request_null;
+	MPI_Message message_null;
+	int err_truncate, thread_multiple, thread_serialized, undefined;
+} pz_handles;
+
+static void pz_handles_get(pz_handles *h) {
+	memset(h, 0, sizeof *h);
+	h->world = MPI_COMM_WORLD;
+	h->null = MPI_COMM_NULL;
+	h->types[0] = MPI_DATATYPE_NULL;
+	h->types[1] = MPI_INT8_T;
+	h->types[2] = MPI_INT16_T;
+	h->types[3] = MPI_INT32_T;
+	h->types[4] = MPI_INT64_T;
+	h->types[5] = MPI_UINT8_T;
+	h->types[6] = MPI_UINT16_T;
+	h->types[7] = MPI_UINT32_T;
+	h->types[8] = MPI_UINT64_T;
+	h->types[9] = MPI_FLOAT;
+	h->types[10] = MPI_DOUBLE;
+	h->types[11] = MPI_C_FLOAT_COMPLEX;
+	h->types[12] = MPI_C_DOUBLE_COMPLEX;
+	h->ops[0] = MPI_OP_NULL;
+	h->ops[1] = MPI_SUM;
+	h->ops[2] = MPI_PROD;
+	h->ops[3] = MPI_MIN;
+	h->ops[4] = MPI_MAX;
+	h->ops[5] = MPI_LAND;
+	h->ops[6] = MPI_LOR;
+	h->ops[7] = MPI_BAND;
+	h->ops[8] = MPI_BOR;
+	h->ops[9] = MPI_BXOR;
+	h->i64 = MPI_INT64_T;
+	h->byte = MPI_BYTE;
+	h->max = MPI_MAX;
+	h->errors_return = MPI_ERRORS_RETURN;
+	h->request_null = MPI_REQUEST_NULL;
+	h->message_null = MPI_MESSAGE_NULL;
+	h->err_truncate = MPI_ERR_TRUNCATE;
+	h->thread_multiple = MPI_THREAD_MULTIPLE;
+	h->thread_serialized = MPI_THREAD_SERIALIZED;
+	h->undefined = MPI_UNDEFINED;
+}
+
+/* pz_state reports MPI_Initialized and MPI_Finalized (both callable at any
+ * time, from any thread). */
+static void pz_state(int *initialized, int *finalized) {
+	MPI_Initialized(initialized);
+	MPI_Finalized(finalized);
+}
+
+static int pz_init(int required, int *provided) {
+	return MPI_Init_thread(NULL, NULL, required, provided);
+}
+
+static int pz_query_thread(int *provided) { return MPI_Query_thread(provided); }
+
+static int pz_finalize(void) { return MPI_Finalize(); }
+
+/* pz_error_string writes the message of code into buf (len >= 
+ * MPI_MAX_ERROR_STRING) and returns its error class. */
+static int pz_error_string(int code, char *buf, int *len, int *class) {
+	*len = 0;
+	*class = MPI_ERR_OTHER;
+	MPI_Error_class(code, class);
+	return MPI_Error_string(code, buf, len);
+}
+
+static int pz_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
+
+static int pz_comm_setup(MPI_Comm c, MPI_Errhandler eh, int *rank, int *size) {
+	int e = MPI_Comm_set_errhandler(c, eh);
+	if (e != MPI_SUCCESS) return e;
+	e = MPI_Comm_rank(c, rank);
+	if (e != MPI_SUCCESS) return e;
+	return MPI_Comm_size(c, size);
+}
+
+/* pz_local_size returns the number of ranks of c sharing this node's memory
+ * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). */
+static int pz_local_size(MPI_Comm c, int *size) {
+	MPI_Comm node;
+	int e = MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+	if (e != MPI_SUCCESS) return e;
+	e = MPI_Comm_size(node, size);
+	MPI_Comm_free(&node);
+	return e;
+}
+
+static const void *pz_in(const void *s, int inplace) { return inplace ? MPI_IN_PLACE : s; }
+
+static int pz_barrier(MPI_Comm c) { return MPI_Barrier(c); }
+static int pz_ibarrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); }
+
+static int pz_bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Bcast(b, n, t, root, c);
+}
+static int pz_ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ibcast(b, n, t, root, c, r);
+}
+
+static int pz_allreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace) {
+	return MPI_Allreduce(pz_in(s, inplace), d, n, t, op, c);
+}
+static int pz_iallreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, MPI_Request *r) {
+	return MPI_Iallreduce(pz_in(s, inplace), d, n, t, op, c, r);
+}
+
+static int pz_reduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace) {
+	return MPI_Reduce(pz_in(s, inplace), d, n, t, op, root, c);
+}
+static int pz_ireduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace, MPI_Request *r) {
+	return MPI_Ireduce(pz_in(s, inplace), d, n, t, op, root, c, r);
+}
+
+static int pz_allgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c) {
+	return MPI_Allgather(s, sn, t, d, dn, t, c);
+}
+static int pz_iallgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallgather(s, sn, t, d, dn, t, c, r);
+}
+static int pz_allgatherv(const void *s, int sn, void *d, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c) {
+	return MPI_Allgatherv(s, sn, t, d, counts, displs, t, c);
+}
+static int pz_iallgatherv(const void *s, int sn, void *d, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallgatherv(s, sn, t, d, counts, displs, t, c, r);
+}
+
+static int pz_gather(const void *s, int sn, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Gather(s, sn, t, d, dn, t, root, c);
+}
+static int pz_igather(const void *s, int sn, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Igather(s, sn, t, d, dn, t, root, c, r);
+}
+static int pz_gatherv(const void *s, int sn, void *d, const int *counts, const int *displs, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Gatherv(s, sn, t, d, counts, displs, t, root, c);
+}
+static int pz_igatherv(const void *s, int sn, void *d, const int *counts, const int *displs, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Igatherv(s, sn, t, d, counts, displs, t, root, c, r);
+}
+
+static int pz_scatter(const void *s, int sn, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Scatter(s, sn, t, d, dn, t, root, c);
+}
+static int pz_iscatter(const void *s, int sn, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iscatter(s, sn, t, d, dn, t, root, c, r);
+}
+static int pz_scatterv(const void *s, const int *counts, const int *displs, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Scatterv(s, counts, displs, t, d, dn, t, root, c);
+}
+static int pz_iscatterv(const void *s, const int *counts, const int *displs, void *d, int dn, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iscatterv(s, counts, displs, t, d, dn, t, root, c, r);
+}
+
+static int pz_alltoall(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c) {
+	return MPI_Alltoall(s, sn, t, d, dn, t, c);
+}
+static int pz_ialltoall(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoall(s, sn, t, d, dn, t, c, r);
+}
+static int pz_alltoallv(const void *s, const int *sc, const int *sd, void *d, const int *rc, const int *rd, MPI_Datatype t, MPI_Comm c) {
+	return MPI_Alltoallv(s, sc, sd, t, d, rc, rd, t, c);
+}
+static int pz_ialltoallv(const void *s, const int *sc, const int *sd, void *d, const int *rc, const int *rd, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoallv(s, sc, sd, t, d, rc, rd, t, c, r);
+}
+
+/* Point to point moves bytes (MPI_BYTE): the receiver learns the size in
+ * bytes and checks it against its element size. */
+static int pz_send(const void *b, int n, int dest, int tag, MPI_Comm c) {
+	return MPI_Send(b, n, MPI_BYTE, dest, tag, c);
+}
+static int pz_isend(const void *b, int n, int dest, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Isend(b, n, MPI_BYTE, dest, tag, c, r);
+}
+static int pz_irecv(void *b, int n, int src, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Irecv(b, n, MPI_BYTE, src, tag, c, r);
+}
+
+/* pz_status is what Go needs from an MPI_Status. */
+typedef struct { int source, tag, bytes, error; } pz_status;
+
+static void pz_fill(const MPI_Status *st, pz_status *out) {
+	out->source = st->MPI_SOURCE;
+	out->tag = st->MPI_TAG;
+	out->error = st->MPI_ERROR;
+	out->bytes = 0;
+	MPI_Get_count(st, MPI_BYTE, &out->bytes);
+}
+
+/* pz_mprobe / pz_improbe match a message and report its size in bytes. */
+static int pz_mprobe(int src, int tag, MPI_Comm c, MPI_Message *m, pz_status *out) {
+	MPI_Status st;
+	int e = MPI_Mprobe(src, tag, c, m, &st);
+	if (e == MPI_SUCCESS) pz_fill(&st, out);
+	return e;
+}
+static int pz_improbe(int src, int tag, MPI_Comm c, int *flag, MPI_Message *m, pz_status *out) {
+	MPI_Status st;
+	int e = MPI_Improbe(src, tag, c, flag, m, &st);
+	if (e == MPI_SUCCESS && *flag) pz_fill(&st, out);
+	return e;
+}
+static int pz_mrecv(void *b, int n, MPI_Message *m, pz_status *out) {
+	MPI_Status st;
+	st.MPI_ERROR = MPI_SUCCESS;
+	int e = MPI_Mrecv(b, n, MPI_BYTE, m, &st);
+	pz_fill(&st, out);
+	return e;
+}
+
+static int pz_wait(MPI_Request *r, pz_status *out) {
+	MPI_Status st;
+	st.MPI_ERROR = MPI_SUCCESS;
+	st.MPI_SOURCE = MPI_ANY_SOURCE;
+	st.MPI_TAG = MPI_ANY_TAG;
+	int e = MPI_Wait(r, &st);
+	pz_fill(&st, out);
+	return e;
+}
+static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
+	MPI_Status st;
+	st.MPI_ERROR = MPI_SUCCESS;
+	st.MPI_SOURCE = MPI_ANY_SOURCE;
+	st.MPI_TAG = MPI_ANY_TAG;
+	int e = MPI_Test(r, flag, &st);
+	if (*flag) pz_fill(&st, out);
+	return e;
+}
+
+static int pz_comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
+	return MPI_Comm_split(c, color, key, out);
+}
+static int pz_comm_free(MPI_Comm *c) { return MPI_Comm_free(c); }
+static int pz_abort(MPI_Comm c, int code) { return MPI_Abort(c, code); }
+
+#endif

@@ -1,0 +1,129 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// request is a pending non-blocking MPI operation. While MPI owns its
+// buffers they are pinned (runtime.Pinner) and the request is kept
+// reachable through a cgo.Handle, so that neither a caller dropping it nor
+// an abandoned collective can let the garbage collector free memory MPI will
+// still write; the pins and the handle are released when MPI reports
+// completion. An operation that never completes keeps its memory until the
+// process exits.
+type request struct {
+	c      *Comm
+	call   string
+	req    *C.MPI_Request // its own allocation: cgo checks all of the memory a pointer argument points into
+	pin    runtime.Pinner
+	handle cgo.Handle
+
+	recv bool          // an Irecv: Status.Count is computed from the bytes
+	dt   comm.Datatype // element type of an Irecv
+
+	mu   sync.Mutex // serializes Wait and Test
+	done bool
+	st   comm.Status
+	err  error
+}
+
+var _ comm.Request = (*request)(nil)
+
+func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
+	r := &request{c: c, call: call, req: new(C.MPI_Request)}
+	for _, p := range pins {
+		if p != nil {
+			r.pin.Pin(p)
+		}
+	}
+	r.handle = cgo.NewHandle(r)
+	return r
+}
+
+// release gives up the pins and the handle; MPI no longer owns the memory.
+func (r *request) release() {
+	r.pin.Unpin()
+	r.handle.Delete()
+}
+
+// complete records the outcome of the operation; r.mu is held.
+func (r *request) complete(rc C.int, st *C.pz_status) {
+	r.done = true
+	r.release()
+	r.st = comm.Status{Source: int(st.source), Tag: int(st.tag)}
+	if rc != 0 {
+		r.err = fmt.Errorf("mpi: %s: %w", r.call, r.c.st.error(r.call, rc))
+		return
+	}
+	if r.recv {
+		n := int(st.bytes)
+		if sz := r.dt.Size(); n%sz != 0 {
+			r.err = fmt.Errorf("%w: mpi: %s: received %d bytes, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, r.call, n, r.dt)
+		} else {
+			r.st.Count = n / sz
+		}
+	}
+}
+
+// test tests the operation once; r.mu is held.
+func (r *request) test() (bool, error) {
+	if r.done {
+		return true, nil
+	}
+	var flag C.int
+	var st C.pz_status
+	r.c.st.lock()
+	rc := C.pz_test(r.req, &flag, &st)
+	r.c.st.unlock()
+	if flag == 0 && rc == 0 {
+		return false, nil
+	}
+	r.complete(rc, &st)
+	return true, nil
+}
+
+// Wait blocks until the operation completes or ctx is done. With a ctx that
+// cannot be canceled it calls MPI_Wait; otherwise it polls MPI_Test. After a
+// ctx error the operation is still pending and Wait may be called again.
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done {
+		if ctx.Done() == nil && !r.c.st.serialize {
+			var st C.pz_status
+			rc := C.pz_wait(r.req, &st)
+			r.complete(rc, &st)
+		} else if err := poll(ctx, r.test); err != nil {
+			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.call, err)
+		}
+	}
+	return r.st, r.err
+}
+
+// Test reports whether the operation has completed, without blocking. It
+// reports false while another goroutine is in Wait.
+func (r *request) Test() (bool, comm.Status, error) {
+	if !r.mu.TryLock() {
+		return false, comm.Status{}, nil
+	}
+	defer r.mu.Unlock()
+	done, _ := r.test()
+	if !done {
+		return false, comm.Status{}, nil
+	}
+	return true, r.st, r.err
+}

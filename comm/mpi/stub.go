@@ -1,0 +1,125 @@
+//go:build !mpi
+
+package mpi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/procs"
+)
+
+// This file is the !mpi twin of mpi.go and comm.go: the same API, with Init
+// returning ErrNotBuilt. No value of these types is ever created.
+
+// Available reports whether this binary was built with MPI support (the mpi
+// build tag). It is false in this build.
+func Available() bool { return false }
+
+// Initialized reports whether MPI is initialized; always false without MPI.
+func Initialized() bool { return false }
+
+// Init returns ErrNotBuilt: rebuild with `go build -tags mpi`.
+func Init(ctx context.Context, opts ...Option) (*World, error) {
+	_ = newConfig(opts)
+	return nil, fmt.Errorf("mpi: Init: %w", ErrNotBuilt)
+}
+
+// World is the MPI world communicator; see the mpi build.
+type World struct{ *Comm }
+
+// Finalize does nothing without MPI.
+func (w *World) Finalize() error { return nil }
+
+// Started reports whether Init started MPI; always false without MPI.
+func (w *World) Started() bool { return false }
+
+// ThreadLevel is MPI's thread support; 0 without MPI.
+func (w *World) ThreadLevel() int { return 0 }
+
+// LocalSize is the number of ranks on this node; 0 without MPI.
+func (w *World) LocalSize() int { return 0 }
+
+// Procs reports how Init sized GOMAXPROCS; zero without MPI.
+func (w *World) Procs() procs.Report { return procs.Report{} }
+
+// SetCheck does nothing without MPI.
+func (c *Comm) SetCheck(on bool) {}
+
+// Check reports whether collectives run the agreement step; false without
+// MPI.
+func (c *Comm) Check() bool { return false }
+
+// Comm is an MPI communicator; see the mpi build. Without MPI every method
+// returns ErrNotBuilt.
+type Comm struct{}
+
+var _ comm.Comm = (*Comm)(nil)
+
+// Rank is always 0 without MPI.
+func (c *Comm) Rank() int { return 0 }
+
+// Size is always 0 without MPI.
+func (c *Comm) Size() int { return 0 }
+
+// Barrier returns ErrNotBuilt.
+func (c *Comm) Barrier(ctx context.Context) error { return ErrNotBuilt }
+
+// Bcast returns ErrNotBuilt.
+func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error { return ErrNotBuilt }
+
+// Reduce returns ErrNotBuilt.
+func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root int) error {
+	return ErrNotBuilt
+}
+
+// AllReduce returns ErrNotBuilt.
+func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	return ErrNotBuilt
+}
+
+// Gather returns ErrNotBuilt.
+func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
+	return nil, ErrNotBuilt
+}
+
+// AllGather returns ErrNotBuilt.
+func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
+	return nil, ErrNotBuilt
+}
+
+// Scatter returns ErrNotBuilt.
+func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root int, alloc comm.Alloc) error {
+	return ErrNotBuilt
+}
+
+// Alltoall returns ErrNotBuilt.
+func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, alloc comm.Alloc) ([]int, error) {
+	return nil, ErrNotBuilt
+}
+
+// Send returns ErrNotBuilt.
+func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error { return ErrNotBuilt }
+
+// Recv returns ErrNotBuilt.
+func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
+	return comm.Status{}, ErrNotBuilt
+}
+
+// Isend returns ErrNotBuilt.
+func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) { return nil, ErrNotBuilt }
+
+// Irecv returns ErrNotBuilt.
+func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) { return nil, ErrNotBuilt }
+
+// Split returns ErrNotBuilt.
+func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
+	return nil, ErrNotBuilt
+}
+
+// Abort returns ErrNotBuilt.
+func (c *Comm) Abort(code int) error { return ErrNotBuilt }
+
+// Free returns ErrNotBuilt.
+func (c *Comm) Free() error { return ErrNotBuilt }
