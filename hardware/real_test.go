@@ -136,9 +136,19 @@ func TestRealMachine(t *testing.T) {
 		return
 	}
 	require.NoError(t, err)
-	n, err := d.DeviceCount()
+	devs, err := d.Devices()
 	require.NoError(t, err)
-	assert.Len(t, m.GPUs, n)
+	require.Len(t, m.GPUs, len(devs))
+	for i, g := range m.GPUs {
+		assert.Equal(t, devs[i].Ordinal, g.Index, "gpu %d", i)
+		assert.Equal(t, devs[i].Name, g.Name, "gpu %d", i)
+		assert.Equal(t, devs[i].UUID, g.UUID, "gpu %d", i)
+		assert.Equal(t, devs[i].TotalMemoryBytes, g.MemoryTotalBytes, "gpu %d", i)
+		assert.Equal(t, devs[i].SMCount, g.SMs, "gpu %d", i)
+		assert.Equal(t, devs[i].PCIBusID, g.PCIBusID, "gpu %d", i)
+		assert.Positive(t, g.MemoryFreeBytes, "gpu %d", i)
+		assert.LessOrEqual(t, g.MemoryFreeBytes, g.MemoryTotalBytes, "gpu %d", i)
+	}
 }
 
 func TestWithCUDADriverNil(t *testing.T) {

@@ -1,0 +1,65 @@
+// Package cuda binds the CUDA driver API at run time, without cgo and
+// without the CUDA toolkit: Open loads libcuda.so.1 (installed with the
+// NVIDIA driver) through github.com/ebitengine/purego, so pz builds with
+// CGO_ENABLED=0 and runs anywhere, using GPUs where a driver exists.
+//
+// # No driver, no GPUs
+//
+// On a machine without the driver, Open returns an error wrapping
+// ErrNoDriver, and a nil *Driver answers every query as a machine with
+// zero devices:
+//
+//	d, err := cuda.Open()
+//	if err != nil && !cuda.IsNoDriver(err) {
+//		return err // a driver that is installed but broken
+//	}
+//	devs, err := d.Devices() // empty when d is nil
+//
+// # Contexts and threads
+//
+// The driver keeps the current context per OS thread; Go moves goroutines
+// between threads. Calling the driver from an ordinary goroutine therefore
+// fails at random with CUDA_ERROR_INVALID_CONTEXT (measured on an H100:
+// the first allocation did). A Context solves this once: Driver.NewContext
+// retains the device's primary context on a goroutine locked with
+// runtime.LockOSThread, makes it current there, and every method
+// (Alloc, copies, Launch, ...) and every Do(ctx, func() error) runs on that
+// goroutine. Close releases the primary context and stops the goroutine.
+// Several Contexts may share a device: they share its primary context, so
+// device pointers are valid in all of them.
+//
+//	c, err := d.NewContext(ctx, 0)
+//	defer c.Close()
+//	p, err := c.Alloc(ctx, 1<<20)
+//	err = c.Do(ctx, func() error { return cublasCall() }) // other libraries, same thread
+//
+// # What is bound
+//
+// Devices and attributes (name, UUID, memory, SM count, compute
+// capability, PCI location), primary contexts, memory information, device
+// memory, pinned host memory (AllocHost), synchronous and asynchronous
+// copies, non-blocking streams, events and elapsed time, PTX and cubin
+// modules (LoadPTX, with the JIT error log in the returned *Error), kernel
+// launches, and driver error names and descriptions. Failed calls return
+// an *Error naming the driver function; it unwraps to a Result, so
+// errors.Is(err, cuda.ErrOutOfMemory) works.
+//
+// # Signatures
+//
+// Each entry point is declared in driver.go next to its C prototype from
+// cuda.h, with the C types mapped as follows: CUresult is int32 (Result);
+// CUdevice is int (int32); CUdeviceptr is unsigned long long (DevicePtr,
+// uint64); size_t is uintptr; unsigned int is uint32; the opaque handles
+// (CUcontext, CUmodule, CUfunction, CUstream, CUevent) are uintptr. The
+// symbols are the versioned ones cuda.h maps the plain names to
+// (cuMemAlloc_v2, cuMemcpyHtoDAsync_v2, cuStreamDestroy_v2,
+// cuDevicePrimaryCtxRelease_v2, ...).
+//
+// # Cancellation
+//
+// Every call takes a context.Context. A call that has not started when
+// ctx is done is skipped and returns ctx.Err(); a driver call that has
+// started always completes. Stream.Synchronize and Event.Synchronize poll
+// when ctx can be cancelled, so a wait can be abandoned and does not hold
+// the Context's thread.
+package cuda
