@@ -1,0 +1,279 @@
+package commtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// The misuse cases call collectives wrongly on purpose. Each runs on a
+// duplicate of the communicator (a Split with one color), so that even a
+// backend that gave up on the duplicate would leave the caller's
+// communicator usable, and each checks afterwards that the duplicate still
+// works: a consistent error must not break it.
+
+// misuse runs body on a duplicate of c, then checks the duplicate still
+// computes a correct AllReduce.
+func misuse(ctx context.Context, c comm.Comm, body func(d comm.Comm) error) error {
+	d, err := c.Split(ctx, 0, c.Rank())
+	if err != nil {
+		return fmt.Errorf("duplicating the communicator: %w", err)
+	}
+	defer d.Free()
+	if err := body(d); err != nil {
+		return err
+	}
+	n := d.Size()
+	got, err := comm.AllReduce(ctx, d, []int64{int64(d.Rank())}, comm.Sum)
+	if err != nil {
+		return fmt.Errorf("AllReduce after the misuse: %w", err)
+	}
+	if got[0] != int64(n*(n-1)/2) {
+		return fmt.Errorf("AllReduce after the misuse: got %d, want %d", got[0], n*(n-1)/2)
+	}
+	return nil
+}
+
+// expect checks that err wraps target.
+func expect(what string, err, target error) error {
+	if !errors.Is(err, target) {
+		return fmt.Errorf("%s: got error %v, want one wrapping %q", what, err, target)
+	}
+	return nil
+}
+
+// mismatch runs the calls expecting ErrMismatch on every rank when the
+// communicator has more than one rank, and success on a single rank (where
+// nothing can disagree).
+func mismatch(d comm.Comm, calls map[string]func() error) error {
+	for _, what := range sortedKeys(calls) {
+		err := calls[what]()
+		if d.Size() == 1 {
+			if err != nil {
+				return fmt.Errorf("%s on one rank: %w", what, err)
+			}
+			continue
+		}
+		if err := expect(what, err, comm.ErrMismatch); err != nil {
+			return err
+		}
+		var me *comm.MismatchError
+		if !errors.As(err, &me) || me.Detail == "" {
+			return fmt.Errorf("%s: %v is not a *comm.MismatchError with details", what, err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Insertion sort: tiny maps, and every rank must use the same order.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func misuseCountCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		me := d.Rank()
+		return mismatch(d, map[string]func() error{
+			"AllReduce with lengths rank+1": func() error {
+				_, err := comm.AllReduce(ctx, d, make([]float64, me+1), comm.Sum)
+				return err
+			},
+			"Reduce with lengths rank+1": func() error {
+				_, err := comm.Reduce(ctx, d, make([]int32, me+1), comm.Sum, 0)
+				return err
+			},
+			"BcastSlice with lengths rank+1": func() error {
+				return comm.BcastSlice(ctx, d, make([]uint8, me+1), 0)
+			},
+		})
+	})
+}
+
+func misuseTypeCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		me := d.Rank()
+		return mismatch(d, map[string]func() error{
+			"AllReduce of float64 on rank 0, int64 elsewhere": func() error {
+				if me == 0 {
+					_, err := comm.AllReduce(ctx, d, []float64{1, 2}, comm.Sum)
+					return err
+				}
+				_, err := comm.AllReduce(ctx, d, []int64{1, 2}, comm.Sum)
+				return err
+			},
+			"BcastSlice of int32 on rank 0, float32 elsewhere": func() error {
+				if me == 0 {
+					return comm.BcastSlice(ctx, d, []int32{1, 2, 3}, 0)
+				}
+				return comm.BcastSlice(ctx, d, []float32{1, 2, 3}, 0)
+			},
+		})
+	})
+}
+
+func misuseOpCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		op := comm.Max
+		if d.Rank() == 0 {
+			op = comm.Sum
+		}
+		return mismatch(d, map[string]func() error{
+			"AllReduce with Sum on rank 0, Max elsewhere": func() error {
+				_, err := comm.AllReduce(ctx, d, []int16{1, 2, 3}, op)
+				return err
+			},
+			"Reduce with Sum on rank 0, Max elsewhere": func() error {
+				_, err := comm.Reduce(ctx, d, []float32{1}, op, 0)
+				return err
+			},
+		})
+	})
+}
+
+func misuseRootCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		me := d.Rank()
+		return mismatch(d, map[string]func() error{
+			"BcastSlice with root rank%2": func() error {
+				return comm.BcastSlice(ctx, d, []float64{float64(me)}, me%2)
+			},
+			"Reduce with every rank its own root": func() error {
+				_, err := comm.Reduce(ctx, d, []int64{1}, comm.Sum, me)
+				return err
+			},
+			"Gather with root rank%2": func() error {
+				_, err := comm.Gather(ctx, d, []int8{1}, me%2)
+				return err
+			},
+		})
+	})
+}
+
+// invalid runs each call and expects ErrInvalidArg.
+func invalid(calls map[string]func() error) error {
+	for _, what := range sortedKeys(calls) {
+		err := calls[what]()
+		if err := expect(what, err, comm.ErrInvalidArg); err != nil {
+			return err
+		}
+		var ae *comm.ArgError
+		if !errors.As(err, &ae) {
+			return fmt.Errorf("%s: %v is not a *comm.ArgError", what, err)
+		}
+	}
+	return nil
+}
+
+func misuseRootRangeCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		n := d.Size()
+		return invalid(map[string]func() error{
+			"BcastSlice with root = size": func() error {
+				return comm.BcastSlice(ctx, d, []float64{1}, n)
+			},
+			"Reduce with root -1": func() error {
+				_, err := comm.Reduce(ctx, d, []float64{1}, comm.Sum, -1)
+				return err
+			},
+			"Gather with root = size": func() error {
+				_, err := comm.Gather(ctx, d, []int32{1}, n)
+				return err
+			},
+			"Scatter with root = size+1": func() error {
+				_, err := comm.Scatter[int32](ctx, d, nil, n+1)
+				return err
+			},
+		})
+	})
+}
+
+func misuseUnsupportedCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		return invalid(map[string]func() error{
+			"AllReduce Min of complex128": func() error {
+				_, err := comm.AllReduce(ctx, d, []complex128{1}, comm.Min)
+				return err
+			},
+			"AllReduce BXor of float64": func() error {
+				_, err := comm.AllReduce(ctx, d, []float64{1}, comm.BXor)
+				return err
+			},
+			"AllReduce with NoOp": func() error {
+				_, err := comm.AllReduce(ctx, d, []int32{1}, comm.NoOp)
+				return err
+			},
+			"Reduce LAnd of float32": func() error {
+				_, err := comm.Reduce(ctx, d, []float32{1}, comm.LAnd, 0)
+				return err
+			},
+		})
+	})
+}
+
+func misuseCountsCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		n, me := d.Size(), d.Rank()
+		return invalid(map[string]func() error{
+			"Scatter with size+1 parts on root": func() error {
+				var parts [][]float64
+				if me == 0 {
+					parts = make([][]float64, n+1)
+				}
+				_, err := comm.Scatter(ctx, d, parts, 0)
+				return err
+			},
+			"Alltoall with size+1 parts on the last rank": func() error {
+				parts := make([][]int64, n)
+				if me == n-1 {
+					parts = append(parts, nil)
+				}
+				_, err := comm.Alltoall(ctx, d, parts)
+				return err
+			},
+		})
+	})
+}
+
+func misuseRecvLenCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		return invalid(map[string]func() error{
+			"AllReduceTo with a short dst on rank 0": func() error {
+				dst := make([]float64, 4)
+				if d.Rank() == 0 {
+					dst = dst[:3]
+				}
+				return comm.AllReduceTo(ctx, d, dst, []float64{1, 2, 3, 4}, comm.Sum)
+			},
+		})
+	})
+}
+
+func misuseUnencodableCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		return invalid(map[string]func() error{
+			"Bcast of a channel": func() error {
+				_, err := comm.Bcast(ctx, d, make(chan int), 0)
+				return err
+			},
+			"AllGatherValues with a func on rank 0": func() error {
+				var v any = d.Rank()
+				if d.Rank() == 0 {
+					v = func() {}
+				}
+				_, err := comm.AllGatherValues(ctx, d, v)
+				return err
+			},
+		})
+	})
+}

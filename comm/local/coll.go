@@ -1,0 +1,501 @@
+package local
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Collectives follow one protocol (see doc.go): publish args, arrive,
+// agree, move data, depart. Who waits for whose departure depends on who
+// reads or writes whose memory; the comments of each method say which.
+
+// Barrier implements comm.Comm.
+func (c *rankComm) Barrier(ctx context.Context) error {
+	const call = comm.CallBarrier
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
+	return c.arrive(ctx, call, k)
+}
+
+// Bcast implements comm.Comm. Non-roots copy straight from root's buffer
+// (or, up to eagerMax bytes, from root's eager copy); root waits for them
+// only in the first case.
+func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
+	const call = comm.CallBcast
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: buf.Type, Root: int32(root), Count: int64(buf.Len())}
+	a.argErr = comm.FirstErr(comm.CheckBuf("Bcast", c.rank, buf), comm.CheckRoot("Bcast", c.rank, root, g.size))
+	eager := len(buf.Bytes) <= eagerMax
+	if c.rank == root && a.argErr == nil {
+		if eager {
+			a.src = a.eagerCopy(buf.Bytes)
+		} else {
+			a.src = buf.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return err
+	}
+	if c.rank == root {
+		if !eager {
+			c.waitDepart(k, -1)
+		}
+		return nil
+	}
+	copy(buf.Bytes, g.slots[root].a[k&1].src)
+	c.depart(k)
+	return nil
+}
+
+// Reduce implements comm.Comm. Small buffers: non-roots contribute eager
+// copies and root folds them. Large buffers: every rank folds a disjoint
+// chunk of all send buffers straight into root's recv, so the work is
+// spread over the ranks and no data is copied twice.
+func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root int) error {
+	const call = comm.CallReduce
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: int32(root), Count: int64(send.Len())}
+	a.argErr = comm.FirstErr(
+		comm.CheckBuf("Reduce", c.rank, send),
+		comm.CheckRoot("Reduce", c.rank, root, g.size),
+		comm.CheckOp("Reduce", c.rank, op, send.Type))
+	if a.argErr == nil && c.rank == root {
+		a.argErr = comm.CheckRecv("Reduce", c.rank, send, recv)
+	}
+	small := len(send.Bytes) <= eagerMax
+	if a.argErr == nil {
+		if small && c.rank != root {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+		if c.rank == root {
+			a.dst = recv.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return err
+	}
+	if small {
+		if c.rank == root {
+			c.fold(op, send.Type, k, 0, len(send.Bytes), root)
+		}
+		return nil
+	}
+	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
+	c.fold(op, send.Type, k, lo, hi, root)
+	c.depart(k)
+	c.waitDepart(k, -1)
+	return nil
+}
+
+// AllReduce implements comm.Comm. Up to eagerMax bytes every rank copies
+// its send buffer into its slot and folds all of them itself: one
+// synchronization, no waiting for peers to finish. Above, each rank folds
+// a disjoint chunk of every peer's send buffer (read in place) and writes
+// the result into every peer's recv, block by block while it is in cache:
+// each byte is read once and written once per rank, and the work is split
+// evenly. Every rank's result is bitwise identical: the fold is in rank
+// order, ((s0 op s1) op s2) ..., and each element is computed once.
+func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	const call = comm.CallAllReduce
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: -1, Count: int64(send.Len())}
+	a.argErr = comm.FirstErr(
+		comm.CheckBuf("AllReduce", c.rank, send),
+		comm.CheckOp("AllReduce", c.rank, op, send.Type),
+		comm.CheckRecv("AllReduce", c.rank, send, recv))
+	small := len(send.Bytes) <= eagerMax
+	if a.argErr == nil {
+		if small && g.size > 1 {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+		a.dst = recv.Bytes
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return err
+	}
+	if small {
+		c.fold(op, send.Type, k, 0, len(send.Bytes), toSelf)
+		return nil
+	}
+	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
+	c.fold(op, send.Type, k, lo, hi, toAll)
+	c.depart(k)
+	c.waitDepart(k, -1)
+	return nil
+}
+
+// Destinations of fold besides a root rank.
+const (
+	toAll  = -1 // every rank's dst
+	toSelf = -2 // this rank's dst only
+)
+
+// fold reduces bytes [lo, hi) of every rank's src for collective k, in
+// rank order, and writes the result to the dst of rank `to` (or see toAll,
+// toSelf).
+func (c *rankComm) fold(op comm.Op, dt comm.Datatype, k uint64, lo, hi, to int) {
+	if lo >= hi {
+		return
+	}
+	p := k & 1
+	sl := c.g.slots
+	n := len(sl)
+	var dst0 []byte
+	switch to {
+	case toAll, toSelf:
+		dst0 = sl[c.rank].a[p].dst
+	default:
+		dst0 = sl[to].a[p].dst
+	}
+	// ReduceTo may write into its first or second operand, but folding into
+	// dst0 is wrong when dst0 is also a later operand (in place on rank >=
+	// 2): then fold into scratch and copy.
+	alias := false
+	for j := 2; j < n; j++ {
+		if overlaps(dst0[lo:hi], sl[j].a[p].src[lo:hi]) {
+			alias = true
+			break
+		}
+	}
+	for off := lo; off < hi; off += blockBytes {
+		end := min(off+blockBytes, hi)
+		acc := dst0[off:end]
+		if alias {
+			acc = c.scratchBuf()[:end-off]
+		}
+		if n == 1 {
+			copy(acc, sl[0].a[p].src[off:end])
+		} else {
+			// The arguments were validated in the agreement step.
+			_ = comm.ReduceTo(op, dt, acc, sl[0].a[p].src[off:end], sl[1].a[p].src[off:end])
+			for j := 2; j < n; j++ {
+				_ = comm.ReduceInto(op, dt, acc, sl[j].a[p].src[off:end])
+			}
+		}
+		if alias {
+			copy(dst0[off:end], acc)
+		}
+		if to == toAll {
+			for j := range sl {
+				if j != c.rank {
+					copy(sl[j].a[p].dst[off:end], acc)
+				}
+			}
+		}
+	}
+}
+
+func (c *rankComm) scratchBuf() []byte {
+	if c.scratch == nil {
+		c.scratch = make([]byte, blockBytes)
+	}
+	return c.scratch
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// chunk returns rank r's share [lo, hi) of total bytes split n ways, with
+// boundaries on chunkAlign.
+func chunk(total, n, r int) (lo, hi int) {
+	per := (total + n - 1) / n
+	per = (per + chunkAlign - 1) &^ (chunkAlign - 1)
+	lo = min(r*per, total)
+	return lo, min(lo+per, total)
+}
+
+// allocBuf calls alloc for count elements of dt and checks its size.
+func (c *rankComm) allocBuf(call comm.Call, alloc comm.Alloc, count int, dt comm.Datatype) ([]byte, error) {
+	b := alloc(count)
+	want := count * dt.Size()
+	if len(b) < want {
+		return nil, fmt.Errorf("local: %v on rank %d: %w: Alloc(%d) returned %d bytes, want %d", call, c.rank, comm.ErrInvalidArg, count, len(b), want)
+	}
+	return b[:want], nil
+}
+
+// Gather implements comm.Comm. Root copies every rank's contribution into
+// the buffer from alloc; ranks with more than eagerMax bytes wait until it
+// has.
+func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
+	const call = comm.CallGather
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: int32(root), Count: -1}
+	a.argErr = comm.FirstErr(comm.CheckBuf("Gather", c.rank, send), comm.CheckRoot("Gather", c.rank, root, g.size))
+	eager := len(send.Bytes) <= eagerMax && c.rank != root
+	if a.argErr == nil {
+		if eager {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return nil, err
+	}
+	if c.rank != root {
+		if !eager {
+			c.waitDepart(k, root)
+		}
+		return nil, nil
+	}
+	defer c.depart(k) // also if alloc panics: the others must not hang
+	return c.collect(call, alloc, send.Type, k)
+}
+
+// collect copies every rank's src for collective k, in rank order, into
+// one buffer from alloc and returns the per-rank element counts.
+func (c *rankComm) collect(call comm.Call, alloc comm.Alloc, dt comm.Datatype, k uint64) ([]int, error) {
+	p := k & 1
+	sl := c.g.slots
+	size := dt.Size()
+	counts := make([]int, len(sl))
+	total := 0
+	for j := range sl {
+		counts[j] = len(sl[j].a[p].src) / size
+		total += counts[j]
+	}
+	out, err := c.allocBuf(call, alloc, total, dt)
+	if err != nil {
+		return nil, err
+	}
+	off := 0
+	for j := range sl {
+		off += copy(out[off:], sl[j].a[p].src)
+	}
+	return counts, nil
+}
+
+// AllGather implements comm.Comm. Every rank copies every contribution
+// into its own buffer; a rank whose contribution exceeds eagerMax waits
+// until all have read it.
+func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
+	const call = comm.CallAllGather
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
+	a.argErr = comm.CheckBuf("AllGather", c.rank, send)
+	eager := len(send.Bytes) <= eagerMax && c.g.size > 1
+	if a.argErr == nil {
+		if eager {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return nil, err
+	}
+	defer func() {
+		c.depart(k)
+		if !eager {
+			c.waitDepart(k, -1)
+		}
+	}()
+	return c.collect(call, alloc, send.Type, k)
+}
+
+// prefix fills a.offs with the prefix sums of counts (len(counts)+1
+// entries), reusing its memory.
+func (a *args) prefix(counts []int) {
+	a.offs = a.offs[:0]
+	sum := 0
+	a.offs = append(a.offs, 0)
+	for _, n := range counts {
+		sum += n
+		a.offs = append(a.offs, sum)
+	}
+}
+
+// Scatter implements comm.Comm. Every rank copies its part from root's
+// buffer (or root's eager copy, up to eagerMax bytes); root waits for them
+// in the first case. send.Type must be set on every rank; send.Bytes and
+// counts are read on root only.
+func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, root int, alloc comm.Alloc) error {
+	const call = comm.CallScatter
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: int32(root), Count: -1}
+	isRoot := c.rank == root
+	if isRoot {
+		a.argErr = comm.FirstErr(comm.CheckBuf("Scatter", c.rank, send), comm.CheckRoot("Scatter", c.rank, root, g.size),
+			comm.CheckCounts("Scatter", c.rank, counts, g.size, send.Len()))
+	} else {
+		a.argErr = comm.FirstErr(comm.CheckBuf("Scatter", c.rank, comm.Buf{Type: send.Type}), comm.CheckRoot("Scatter", c.rank, root, g.size))
+	}
+	eager := isRoot && len(send.Bytes) <= eagerMax
+	if isRoot && a.argErr == nil {
+		a.prefix(counts)
+		if eager {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return err
+	}
+	if isRoot {
+		if !eager {
+			defer c.waitDepart(k, -1)
+		}
+	} else {
+		defer c.depart(k)
+	}
+	rs := &g.slots[root].a[k&1]
+	size := send.Type.Size()
+	lo, hi := rs.offs[c.rank], rs.offs[c.rank+1]
+	out, err := c.allocBuf(call, alloc, hi-lo, send.Type)
+	if err != nil {
+		return err
+	}
+	copy(out, rs.src[lo*size:hi*size])
+	return nil
+}
+
+// Alltoall implements comm.Comm. Every rank copies its part of every
+// peer's buffer; ranks contributing more than eagerMax bytes wait until
+// all have.
+func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, alloc comm.Alloc) ([]int, error) {
+	const call = comm.CallAlltoall
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
+	a.argErr = comm.FirstErr(comm.CheckBuf("Alltoall", c.rank, send), comm.CheckCounts("Alltoall", c.rank, sendCounts, g.size, send.Len()))
+	eager := len(send.Bytes) <= eagerMax && g.size > 1
+	if a.argErr == nil {
+		a.prefix(sendCounts)
+		if eager {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src = send.Bytes
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return nil, err
+	}
+	defer func() {
+		c.depart(k)
+		if !eager {
+			c.waitDepart(k, -1)
+		}
+	}()
+	p := k & 1
+	size := send.Type.Size()
+	recvCounts := make([]int, g.size)
+	total := 0
+	for j := range g.slots {
+		o := g.slots[j].a[p].offs
+		recvCounts[j] = o[c.rank+1] - o[c.rank]
+		total += recvCounts[j]
+	}
+	out, err := c.allocBuf(call, alloc, total, send.Type)
+	if err != nil {
+		return nil, err
+	}
+	off := 0
+	for j := range g.slots {
+		aj := &g.slots[j].a[p]
+		off += copy(out[off:], aj.src[aj.offs[c.rank]*size:aj.offs[c.rank+1]*size])
+	}
+	return recvCounts, nil
+}
+
+// splitKey identifies one new communicator of one Split call.
+type splitKey struct {
+	seq   uint64
+	color int
+}
+
+// splitEntry is a new communicator being picked up by its members.
+type splitEntry struct {
+	g      *group
+	joined int
+}
+
+// Split implements comm.Comm. The first member of each color to get there
+// creates the new group; the others find it in the parent's table, and the
+// last one removes the entry.
+func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
+	const call = comm.CallSplit
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	g := c.g
+	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
+	a.argErr = comm.CheckColor("Split", c.rank, color)
+	a.color, a.key = color, key
+	if err := c.arrive(ctx, call, k); err != nil {
+		return nil, err
+	}
+	if color == comm.Undefined {
+		return nil, nil
+	}
+	p := k & 1
+	var members []int
+	for j := range g.slots {
+		if g.slots[j].a[p].color == color {
+			members = append(members, j)
+		}
+	}
+	slices.SortStableFunc(members, func(x, y int) int {
+		return cmp.Compare(g.slots[x].a[p].key, g.slots[y].a[p].key)
+	})
+	newRank := slices.Index(members, c.rank)
+	sk := splitKey{seq: k, color: color}
+	g.splitMu.Lock()
+	e := g.splits[sk]
+	if e == nil {
+		e = &splitEntry{g: newGroup(g.w, len(members))}
+		g.splits[sk] = e
+	}
+	e.joined++
+	if e.joined == len(members) {
+		delete(g.splits, sk)
+	}
+	g.splitMu.Unlock()
+	return &rankComm{g: e.g, rank: newRank}, nil
+}

@@ -1,0 +1,333 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// p2pEager is the largest message (bytes) that Send copies and returns
+// from at once. Larger messages are handed over by reference: the receiver
+// copies straight from the sender's buffer (one copy) and Send waits for it.
+const p2pEager = 64 << 10
+
+// mailbox holds one rank's unmatched incoming messages and unmatched
+// posted receives, each in arrival order; MPI's matching rules follow from
+// scanning them front to back.
+type mailbox struct {
+	mu     sync.Mutex
+	unexp  []*message
+	posted []*recvPost
+}
+
+// message is a send waiting for, or handed to, a receiver.
+type message struct {
+	src, tag int
+	dt       comm.Datatype
+	data     []byte        // a private copy (eager) or the sender's buffer
+	done     chan struct{} // by reference only: closed when the receiver is done with data
+}
+
+// recvPost is a receive waiting for a message.
+type recvPost struct {
+	src, tag int
+	dt       comm.Datatype
+	handoff  chan *message // blocking Recv: the matched message (capacity 1)
+	req      *request      // Irecv: completed by the sender
+	buf      []byte        // Irecv: the destination
+}
+
+func matches(wantSrc, wantTag, src, tag int) bool {
+	return (wantSrc == comm.AnySource || wantSrc == src) && (wantTag == comm.AnyTag || wantTag == tag)
+}
+
+// takePosted removes and returns the oldest posted receive matching a
+// message from src with tag, or nil. b.mu is held.
+func (b *mailbox) takePosted(src, tag int) *recvPost {
+	for i, p := range b.posted {
+		if matches(p.src, p.tag, src, tag) {
+			b.posted = slices.Delete(b.posted, i, i+1)
+			return p
+		}
+	}
+	return nil
+}
+
+// takeUnexp removes and returns the oldest message matching a receive for
+// src and tag, or nil. b.mu is held.
+func (b *mailbox) takeUnexp(src, tag int) *message {
+	for i, m := range b.unexp {
+		if matches(src, tag, m.src, m.tag) {
+			b.unexp = slices.Delete(b.unexp, i, i+1)
+			return m
+		}
+	}
+	return nil
+}
+
+// removeMsg removes m if it is still unmatched. b.mu is held.
+func (b *mailbox) removeMsg(m *message) bool {
+	if i := slices.Index(b.unexp, m); i >= 0 {
+		b.unexp = slices.Delete(b.unexp, i, i+1)
+		return true
+	}
+	return false
+}
+
+// removePost removes p if it is still unmatched. b.mu is held.
+func (b *mailbox) removePost(p *recvPost) bool {
+	if i := slices.Index(b.posted, p); i >= 0 {
+		b.posted = slices.Delete(b.posted, i, i+1)
+		return true
+	}
+	return false
+}
+
+func (c *rankComm) checkSend(call string, buf comm.Buf, dest, tag int) error {
+	if err := c.usable(); err != nil {
+		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
+	}
+	return comm.FirstErr(
+		comm.CheckBuf(call, c.rank, buf),
+		comm.CheckPeer(call, c.rank, dest, c.g.size, false),
+		comm.CheckTag(call, c.rank, tag, false))
+}
+
+func (c *rankComm) checkRecv(call string, dt comm.Datatype, source, tag int) error {
+	if err := c.usable(); err != nil {
+		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
+	}
+	return comm.FirstErr(
+		comm.CheckBuf(call, c.rank, comm.Buf{Type: dt}),
+		comm.CheckPeer(call, c.rank, source, c.g.size, true),
+		comm.CheckTag(call, c.rank, tag, true))
+}
+
+// start delivers or enqueues a message and returns it if the sender must
+// wait for the receiver (by-reference handover), or nil when buf may be
+// reused at once.
+func (c *rankComm) start(buf comm.Buf, dest, tag int) *message {
+	box := &c.g.boxes[dest]
+	box.mu.Lock()
+	if p := box.takePosted(c.rank, tag); p != nil {
+		if p.req != nil {
+			box.mu.Unlock()
+			// A posted Irecv: copy straight into its buffer.
+			st, err := deliver(p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
+			p.req.complete(st, err)
+			return nil
+		}
+		m := c.newMessage(buf, tag)
+		p.handoff <- m // capacity 1 and p was posted once: never blocks
+		box.mu.Unlock()
+		return waitable(m)
+	}
+	m := c.newMessage(buf, tag)
+	box.unexp = append(box.unexp, m)
+	box.mu.Unlock()
+	return waitable(m)
+}
+
+func waitable(m *message) *message {
+	if m.done == nil {
+		return nil
+	}
+	return m
+}
+
+func (c *rankComm) newMessage(buf comm.Buf, tag int) *message {
+	m := &message{src: c.rank, tag: tag, dt: buf.Type}
+	if len(buf.Bytes) <= p2pEager {
+		m.data = slices.Clone(buf.Bytes)
+	} else {
+		m.data = buf.Bytes
+		m.done = make(chan struct{})
+	}
+	return m
+}
+
+// deliver copies a message into dst for a receive expecting dt on rank
+// `to`, and returns its Status.
+func deliver(dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data []byte, to int) (comm.Status, error) {
+	st := comm.Status{Source: src, Tag: tag, Count: len(data) / mdt.Size()}
+	if mdt != dt {
+		return st, &comm.MismatchError{Op: "Recv", Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d receives %v", src, mdt, to, dt)}
+	}
+	if len(data) > len(dst) {
+		return st, fmt.Errorf("local: Recv on rank %d: %w: message from rank %d has %d elements, buffer holds %d",
+			to, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
+	}
+	copy(dst, data)
+	return st, nil
+}
+
+// Send implements comm.Comm. Messages up to 64 KiB are copied and Send
+// returns at once; larger ones wait until the receiver has copied them out
+// of buf. If ctx ends before a receiver took the message, it is withdrawn.
+func (c *rankComm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
+	if err := c.checkSend("Send", buf, dest, tag); err != nil {
+		return err
+	}
+	m := c.start(buf, dest, tag)
+	if m == nil {
+		return nil
+	}
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+	case <-c.g.brk.ch:
+	case <-c.g.w.brk.ch:
+	}
+	box := &c.g.boxes[dest]
+	box.mu.Lock()
+	withdrawn := box.removeMsg(m)
+	box.mu.Unlock()
+	if !withdrawn {
+		// A receiver holds the message and is copying it: that is bounded
+		// work, and returning now would let the caller overwrite buf.
+		<-m.done
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local: Send on rank %d to rank %d: %w", c.rank, dest, context.Cause(ctx))
+	}
+	if err := c.usable(); err != nil {
+		return fmt.Errorf("local: Send on rank %d: %w", c.rank, err)
+	}
+	return nil
+}
+
+// Recv implements comm.Comm.
+func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
+	if err := c.checkRecv("Recv", dt, source, tag); err != nil {
+		return comm.Status{}, err
+	}
+	box := &c.g.boxes[c.rank]
+	box.mu.Lock()
+	if m := box.takeUnexp(source, tag); m != nil {
+		box.mu.Unlock()
+		return c.consume(m, dt, into)
+	}
+	p := &recvPost{src: source, tag: tag, dt: dt, handoff: make(chan *message, 1)}
+	box.posted = append(box.posted, p)
+	box.mu.Unlock()
+	var cause error
+	select {
+	case m := <-p.handoff:
+		return c.consume(m, dt, into)
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-c.g.brk.ch:
+		cause = c.g.brk.broken()
+	case <-c.g.w.brk.ch:
+		cause = c.g.w.brk.broken()
+	}
+	box.mu.Lock()
+	withdrawn := box.removePost(p)
+	box.mu.Unlock()
+	if !withdrawn {
+		// A sender matched us first and put the message in handoff under
+		// the lock: take it rather than lose it.
+		return c.consume(<-p.handoff, dt, into)
+	}
+	return comm.Status{}, fmt.Errorf("local: Recv on rank %d from %d tag %d: %w", c.rank, source, tag, cause)
+}
+
+// consume copies a matched message to the buffer from into and releases
+// its sender.
+func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into) (comm.Status, error) {
+	if m.done != nil {
+		defer close(m.done)
+	}
+	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
+	if m.dt != dt {
+		return st, &comm.MismatchError{Op: "Recv", Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d receives %v", m.src, m.dt, c.rank, dt)}
+	}
+	dst, err := into(st.Count)
+	if err != nil {
+		return st, fmt.Errorf("local: Recv on rank %d from rank %d: %w", c.rank, m.src, err)
+	}
+	return deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
+}
+
+// request is a pending Isend or Irecv.
+type request struct {
+	c    *rankComm
+	done chan struct{} // closed on completion, after st and err are set
+	st   comm.Status
+	err  error
+}
+
+func (r *request) complete(st comm.Status, err error) {
+	r.st, r.err = st, err
+	close(r.done)
+}
+
+// Wait implements comm.Request.
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-r.done:
+		return r.st, r.err
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, context.Cause(ctx))
+	case <-r.c.g.brk.ch:
+		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, r.c.g.brk.broken())
+	case <-r.c.g.w.brk.ch:
+		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, r.c.g.w.brk.broken())
+	}
+}
+
+// Test implements comm.Request.
+func (r *request) Test() (bool, comm.Status, error) {
+	select {
+	case <-r.done:
+		return true, r.st, r.err
+	default:
+		return false, comm.Status{}, nil
+	}
+}
+
+// Isend implements comm.Comm. Up to 64 KiB the message is copied and the
+// request is complete at once; larger messages complete when the receiver
+// has copied them.
+func (c *rankComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
+	if err := c.checkSend("Isend", buf, dest, tag); err != nil {
+		return nil, err
+	}
+	st := comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}
+	m := c.start(buf, dest, tag)
+	if m == nil {
+		return &request{c: c, done: c.g.w.closed, st: st}, nil
+	}
+	return &request{c: c, done: m.done, st: st}, nil
+}
+
+// Irecv implements comm.Comm. A matching sender copies straight into buf.
+func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
+	if err := c.checkRecv("Irecv", buf.Type, source, tag); err != nil {
+		return nil, err
+	}
+	box := &c.g.boxes[c.rank]
+	box.mu.Lock()
+	if m := box.takeUnexp(source, tag); m != nil {
+		box.mu.Unlock()
+		st, err := deliver(buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
+		if m.done != nil {
+			close(m.done)
+		}
+		return &request{c: c, done: c.g.w.closed, st: st, err: err}, nil
+	}
+	r := &request{c: c, done: make(chan struct{})}
+	box.posted = append(box.posted, &recvPost{src: source, tag: tag, dt: buf.Type, req: r, buf: buf.Bytes})
+	box.mu.Unlock()
+	return r, nil
+}

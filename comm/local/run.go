@@ -1,0 +1,90 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Run runs fn on n in-process ranks, each on its own goroutine with its
+// rank's world communicator, and waits for all of them.
+//
+// The first rank to fail (return an error, panic, or exit its goroutine
+// with runtime.Goexit) cancels the context given to the others, with the
+// failure as its cause, and breaks the world: ranks blocked in a
+// collective, a receive or a Wait return an error wrapping comm.ErrBroken
+// that names the failed rank. Run returns errors.Join of one
+// *comm.RankError per failed rank (nil if none); a panic is returned as a
+// *PanicError carrying the stack.
+func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
+	comms, err := New(n)
+	if err != nil {
+		return err
+	}
+	w := comms[0].(*rankComm).g.w
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	errs := make([]error, n)
+	fail := func(r int, err error) {
+		errs[r] = &comm.RankError{Rank: r, Err: err}
+		cause := fmt.Errorf("rank %d failed: %v", r, err)
+		w.brk.breakWith(fmt.Errorf("%w: %w", comm.ErrBroken, cause))
+		cancel(cause)
+	}
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			returned := false
+			defer func() {
+				if !returned {
+					fail(r, errGoexit)
+				}
+			}()
+			err := runRank(ctx, comms[r], fn)
+			returned = true
+			if err != nil {
+				fail(r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// errGoexit is what a rank that left through runtime.Goexit returns.
+var errGoexit = errors.New("local: rank goroutine exited via runtime.Goexit (t.FailNow or log.Fatal in a rank?)")
+
+// runRank calls fn and turns a panic into a *PanicError.
+func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c comm.Comm) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, c)
+}
+
+// PanicError is a panic recovered from a rank run by Run.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the panicking goroutine's stack
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Encode encodes v with pz's codec for arbitrary values, CBOR (RFC 8949)
+// through github.com/fxamacker/cbor/v2. Exported struct fields, strings,
+// maps, slices and pointers round-trip; channels and funcs do not.
+//
+// CBOR was chosen over encoding/gob because a collective ships one value per
+// message: gob resends the type description with every new Encoder, which
+// dominates small messages. BenchmarkCodec in this package measures both.
+func Encode(v any) ([]byte, error) {
+	b, err := cbor.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("comm: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// Decode decodes data produced by Encode into the value v points to.
+func Decode(data []byte, v any) error {
+	if err := cbor.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("comm: decode into %T: %w", v, err)
+	}
+	return nil
+}
+
+// Encoded payloads start with one status byte so that a rank whose value
+// cannot be encoded still takes part in the collective and the others learn
+// why: payloadOK is followed by the CBOR value, payloadFailed by the error
+// text.
+const (
+	payloadOK     byte = 0
+	payloadFailed byte = 1
+)
+
+// encodePayload encodes v behind a status byte. It never fails: an
+// encoding error becomes a payloadFailed message.
+func encodePayload(v any) []byte {
+	b, err := cbor.Marshal(v)
+	if err != nil {
+		msg := fmt.Sprintf("cannot encode %T: %v", v, err)
+		return append([]byte{payloadFailed}, msg...)
+	}
+	out := make([]byte, 1+len(b))
+	out[0] = payloadOK
+	copy(out[1:], b)
+	return out
+}
+
+// decodePayload decodes a payload made by encodePayload on rank from.
+func decodePayload[T any](call string, from int, p []byte) (T, error) {
+	var v T
+	if len(p) == 0 {
+		return v, &ArgError{Op: call, Rank: from, Detail: "empty payload (a numeric call paired with a value call?)"}
+	}
+	if p[0] == payloadFailed {
+		return v, &ArgError{Op: call, Rank: from, Detail: string(p[1:])}
+	}
+	if p[0] != payloadOK {
+		return v, &ArgError{Op: call, Rank: from, Detail: fmt.Sprintf("bad payload status byte %d", p[0])}
+	}
+	if err := cbor.Unmarshal(p[1:], &v); err != nil {
+		return v, fmt.Errorf("comm: %s: decode value from rank %d into %T: %w", call, from, v, err)
+	}
+	return v, nil
+}
+
+// Bcast sends root's v to every rank and returns it (root gets v back).
+// Numeric slices ([]float64, []int32, named element types...) and numeric
+// scalars travel as raw memory, a slice's length first; any other value is
+// encoded with the codec (see Encode). The value of v on non-roots is
+// ignored.
+func Bcast[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() == reflect.Slice {
+		if dt := kindDatatype(rt.Elem().Kind()); dt.Valid() {
+			return bcastRawSlice(ctx, c, v, rt, dt, root)
+		}
+	}
+	if dt := kindDatatype(rt.Kind()); dt.Valid() {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&v)), dt.Size())
+		err := c.Bcast(ctx, Buf{Bytes: b, Type: dt}, root)
+		return v, err
+	}
+	var zero T
+	var payload []byte
+	if c.Rank() == root {
+		payload = encodePayload(v)
+	}
+	payload, err := bcastBytes(ctx, c, payload, root)
+	if err != nil {
+		return zero, err
+	}
+	if c.Rank() == root && len(payload) > 0 && payload[0] == payloadOK {
+		return v, nil // root keeps its own value; no need to decode it
+	}
+	return decodePayload[T]("Bcast", root, payload)
+}
+
+// bcastRawSlice broadcasts a numeric slice: its length, then its memory.
+func bcastRawSlice[T any](ctx context.Context, c Comm, v T, rt reflect.Type, dt Datatype, root int) (T, error) {
+	var zero T
+	rv := reflect.ValueOf(&v).Elem()
+	n := []int64{int64(rv.Len())}
+	if err := c.Bcast(ctx, BufOf(n), root); err != nil {
+		return zero, err
+	}
+	if c.Rank() != root {
+		rv = reflect.MakeSlice(rt, int(n[0]), int(n[0]))
+		v = rv.Interface().(T)
+	}
+	var b []byte
+	if n[0] > 0 {
+		b = unsafe.Slice((*byte)(rv.UnsafePointer()), int(n[0])*dt.Size())
+	}
+	if err := c.Bcast(ctx, Buf{Bytes: b, Type: dt}, root); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// bcastBytes broadcasts root's payload, length first.
+func bcastBytes(ctx context.Context, c Comm, payload []byte, root int) ([]byte, error) {
+	n := []int64{int64(len(payload))}
+	if err := c.Bcast(ctx, BufOf(n), root); err != nil {
+		return nil, err
+	}
+	if c.Rank() != root {
+		payload = make([]byte, n[0])
+	}
+	if err := c.Bcast(ctx, Buf{Bytes: payload, Type: Uint8}, root); err != nil {
+		return nil, err
+	}
+	return payload, nil
+}
+
+// SendValue encodes v and sends it to dest with tag. Pair it with
+// RecvValue.
+func SendValue[T any](ctx context.Context, c Comm, v T, dest, tag int) error {
+	return c.Send(ctx, Buf{Bytes: encodePayload(v), Type: Uint8}, dest, tag)
+}
+
+// RecvValue receives a value sent with SendValue from source (or
+// AnySource) with tag (or AnyTag) and decodes it.
+func RecvValue[T any](ctx context.Context, c Comm, source, tag int) (T, Status, error) {
+	var zero T
+	var p []byte
+	st, err := c.Recv(ctx, Uint8, source, tag, func(n int) ([]byte, error) {
+		p = make([]byte, n)
+		return p, nil
+	})
+	if err != nil {
+		return zero, st, err
+	}
+	v, err := decodePayload[T]("RecvValue", st.Source, p)
+	return v, st, err
+}
+
+// GatherValues collects every rank's v on root, in rank order. Other ranks
+// get nil. A rank whose value cannot be encoded makes root (and itself)
+// return an *ArgError naming it.
+func GatherValues[T any](ctx context.Context, c Comm, v T, root int) ([]T, error) {
+	mine := encodePayload(v)
+	var all []byte
+	counts, err := c.Gather(ctx, Buf{Bytes: mine, Type: Uint8}, root, func(n int) []byte {
+		all = make([]byte, n)
+		return all
+	})
+	if err != nil {
+		return nil, err
+	}
+	if mine[0] != payloadOK {
+		_, err := decodePayload[T]("GatherValues", c.Rank(), mine)
+		return nil, err
+	}
+	if counts == nil {
+		return nil, nil
+	}
+	return decodeAll[T]("GatherValues", all, counts)
+}
+
+// AllGatherValues collects every rank's v on every rank, in rank order.
+func AllGatherValues[T any](ctx context.Context, c Comm, v T) ([]T, error) {
+	var all []byte
+	counts, err := c.AllGather(ctx, Buf{Bytes: encodePayload(v), Type: Uint8}, func(n int) []byte {
+		all = make([]byte, n)
+		return all
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[T]("AllGatherValues", all, counts)
+}
+
+// decodeAll decodes consecutive payloads of counts[i] bytes.
+func decodeAll[T any](call string, all []byte, counts []int) ([]T, error) {
+	out := make([]T, len(counts))
+	off := 0
+	for i, n := range counts {
+		v, err := decodePayload[T](call, i, all[off:off+n])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+		off += n
+	}
+	return out, nil
+}
+
+// ScatterValues sends vals[i] from root to rank i and returns this rank's
+// value. vals is ignored on non-roots; on root it has one entry per rank.
+func ScatterValues[T any](ctx context.Context, c Comm, vals []T, root int) (T, error) {
+	var zero T
+	send := Buf{Type: Uint8}
+	var counts []int
+	if c.Rank() == root {
+		parts := make([][]byte, len(vals))
+		for i, v := range vals {
+			parts[i] = encodePayload(v)
+		}
+		var flat []byte
+		flat, counts = concat(parts)
+		send.Bytes = flat
+	}
+	var mine []byte
+	err := c.Scatter(ctx, send, counts, root, func(n int) []byte {
+		mine = make([]byte, n)
+		return mine
+	})
+	if err != nil {
+		return zero, err
+	}
+	return decodePayload[T]("ScatterValues", root, mine)
+}
+
+// ReduceValue combines every rank's v with f on root and returns the
+// result there; other ranks get the zero T. f is applied in rank order:
+// f(f(f(v0, v1), v2), v3) with vi the value of rank i, so it need not be
+// commutative. The values are gathered to root, so the cost grows with the
+// number of ranks. f must not be nil.
+func ReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T, root int) (T, error) {
+	var zero T
+	if f == nil {
+		panic("comm: ReduceValue with a nil reduction")
+	}
+	vals, err := GatherValues(ctx, c, v, root)
+	if err != nil || vals == nil {
+		return zero, err
+	}
+	return foldValues(vals, f), nil
+}
+
+// AllReduceValue combines every rank's v with f and returns the result on
+// every rank. As for ReduceValue, f is applied in rank order; every rank
+// folds the same values in the same order, so a deterministic f gives the
+// same result everywhere. f must not be nil.
+func AllReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T) (T, error) {
+	var zero T
+	if f == nil {
+		panic("comm: AllReduceValue with a nil reduction")
+	}
+	vals, err := AllGatherValues(ctx, c, v)
+	if err != nil {
+		return zero, err
+	}
+	return foldValues(vals, f), nil
+}
+
+func foldValues[T any](vals []T, f func(a, b T) T) T {
+	acc := vals[0]
+	for _, v := range vals[1:] {
+		acc = f(acc, v)
+	}
+	return acc
+}
