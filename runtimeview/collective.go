@@ -1,0 +1,68 @@
+package runtimeview
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// The all-to-all collectives of a RuntimeView. Every rank calls them in the
+// same order; an argument that differs across ranks (length, type, op)
+// makes every rank return an error (see comm.Comm). For collectives rooted
+// at one rank, see package resourceset with rt.ResourceSet(root).
+
+// AllGather collects every rank's mine (lengths may differ) on every rank:
+// one part per rank, in rank order, as views into one allocation. Numeric
+// data travels as raw memory, without encoding.
+func AllGather[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T) ([][]T, error) {
+	parts, err := comm.AllGather(ctx, rt.c, mine)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: AllGather: %w", err)
+	}
+	return parts, nil
+}
+
+// AllReduce combines every rank's mine element-wise with op and returns the
+// result, a new slice, on every rank. Every rank passes the same length.
+// Floating-point sums are identical on every rank; their rounding depends
+// on the backend's summation order.
+func AllReduce[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T, op comm.Op) ([]T, error) {
+	out, err := comm.AllReduce(ctx, rt.c, mine, op)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: AllReduce: %w", err)
+	}
+	return out, nil
+}
+
+// AllReduceTo is AllReduce writing into dst (len(dst) == len(mine); dst may
+// be mine itself). It allocates nothing.
+func AllReduceTo[T comm.Number](ctx context.Context, rt *RuntimeView, dst, mine []T, op comm.Op) error {
+	if err := comm.AllReduceTo(ctx, rt.c, dst, mine, op); err != nil {
+		return fmt.Errorf("runtimeview: AllReduce: %w", err)
+	}
+	return nil
+}
+
+// AllGatherValue collects every rank's v, of any encodable type (structs,
+// strings, maps), on every rank, in rank order. Values go through comm's
+// codec.
+func AllGatherValue[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, error) {
+	vals, err := comm.AllGatherValues(ctx, rt.c, v)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: AllGatherValue: %w", err)
+	}
+	return vals, nil
+}
+
+// AllReduceValue combines every rank's v with f and returns the result on
+// every rank. f is applied in rank order, f(f(v0, v1), v2)..., on every
+// rank, so it need not be commutative and a deterministic f gives the same
+// result everywhere. f must not be nil.
+func AllReduceValue[T any](ctx context.Context, rt *RuntimeView, v T, f func(a, b T) T) (T, error) {
+	out, err := comm.AllReduceValue(ctx, rt.c, v, f)
+	if err != nil {
+		return out, fmt.Errorf("runtimeview: AllReduceValue: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package runtimeview_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/resourceset"
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// A program's main: the MPI world under mpirun (built with -tags mpi),
+// one rank otherwise. Not run as a test: it would claim the process's MPI.
+func ExampleNew() {
+	ctx := context.Background()
+	rt, err := runtimeview.New(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close()
+
+	sum, err := runtimeview.AllReduce(ctx, rt, []float64{float64(rt.Rank())}, comm.Sum)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rt.Logger().Info(fmt.Sprintf("sum of ranks: %v", sum[0])) // printed by rank 0 only
+}
+
+// AllReduce on four in-process ranks; rank 0 prints the result.
+func ExampleAllReduce() {
+	err := runtimeview.RunLocal(context.Background(), 4, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		mine := []int64{int64(rt.Rank()), 1}
+		sum, err := runtimeview.AllReduce(ctx, rt, mine, comm.Sum)
+		if err != nil {
+			return err
+		}
+		if rt.Rank() == 0 {
+			fmt.Println("sum of ranks:", sum[0], "ranks:", sum[1])
+		}
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: sum of ranks: 6 ranks: 4
+}
+
+// StackCallback ties a library's teardown to the runtime: Close runs the
+// callbacks last pushed first. RunLocal closes each rank's view when its
+// function returns.
+func ExampleRuntimeView_StackCallback() {
+	err := runtimeview.RunLocal(context.Background(), 1, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		fmt.Println("initialize solver, then plotter")
+		if err := rt.StackCallback(func() error { fmt.Println("finalize solver"); return nil }); err != nil {
+			return err
+		}
+		return rt.StackCallback(func() error { fmt.Println("finalize plotter"); return nil })
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// initialize solver, then plotter
+	// finalize plotter
+	// finalize solver
+}
+
+// A rooted gather through rank 2's resource set: only rank 2 gets the
+// result.
+func ExampleRuntimeView_ResourceSet() {
+	err := runtimeview.RunLocal(context.Background(), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		root := rt.ResourceSet(2)
+		parts, ok, err := resourceset.Gather(ctx, root.RAM(), []int32{int32(10 * rt.Rank())})
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Println("rank", rt.Rank(), "gathered", parts)
+		}
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: rank 2 gathered [[0] [10] [20]]
+}

@@ -1,0 +1,84 @@
+package runtimeview
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/internal/launch"
+)
+
+// WithMPIOptions passes options to mpi.Init when New starts or adopts MPI.
+func WithMPIOptions(opts ...mpi.Option) Option {
+	return func(c *config) { c.mpiOpts = append(c.mpiOpts, opts...) }
+}
+
+// New returns this process's RuntimeView. It is collective: every rank
+// calls it.
+//
+// The ranks are, in order of precedence:
+//
+//   - the communicator given with WithComm, adopted as it is;
+//   - the MPI world, when the binary was built with -tags mpi
+//     (mpi.Available): New initializes MPI if nobody has (and Close then
+//     finalizes it, after the callback stack), or adopts an MPI the
+//     embedding program initialized (and leaves it running);
+//   - otherwise one rank on the embedded backend. A binary without MPI
+//     that finds itself launched by mpirun with several ranks returns an
+//     error wrapping launch.ErrNotBuiltWithMPI that says how to rebuild,
+//     rather than running N copies of rank 0.
+//
+// New then describes this rank's machine (hardware.Discover, unless
+// WithMachine) and exchanges the descriptions among the ranks, so that
+// every rank's ResourceSet is available on every rank without further
+// communication. By default SIGINT and SIGTERM run Close and exit (see
+// WithSignals). On error nothing is left initialized that New started.
+func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
+	cfg := newConfig(opts)
+	var (
+		c        comm.Comm
+		backend  Backend
+		teardown func() error
+		world    *mpi.World
+	)
+	signals := true
+	switch {
+	case cfg.comm != nil:
+		c, backend, signals = cfg.comm, Adopted, false
+	case mpi.Available():
+		w, err := mpi.Init(ctx, cfg.mpiOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("runtimeview: %w", err)
+		}
+		c, backend, world, teardown = w, MPI, w, w.Finalize
+	default:
+		if err := launch.Check(cfg.getenv, false); err != nil {
+			return nil, fmt.Errorf("runtimeview: %w", err)
+		}
+		comms, err := local.New(1)
+		if err != nil {
+			return nil, fmt.Errorf("runtimeview: %w", err)
+		}
+		c, backend, teardown = comms[0], Local, comms[0].Free
+	}
+	if cfg.setSignals {
+		signals = cfg.signals
+	}
+	rt, err := build(ctx, c, backend, cfg, cfg.machine, teardown)
+	if err != nil {
+		return nil, err
+	}
+	rt.world = world
+	if signals {
+		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) })
+	}
+	return rt, nil
+}
+
+// MPIWorld returns the MPI world New started or adopted, with what mpi.Init
+// found out (thread level, ranks on this node, GOMAXPROCS sizing); nil on
+// the other backends.
+func (rt *RuntimeView) MPIWorld() *mpi.World { return rt.world }

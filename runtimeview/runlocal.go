@@ -1,0 +1,86 @@
+package runtimeview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/hardware"
+)
+
+// ErrOption is wrapped by the error New or RunLocal returns for an option
+// that does not apply.
+var ErrOption = errors.New("runtimeview: invalid option")
+
+// RunLocal runs fn on n in-process ranks (comm/local, the embedded backend)
+// and waits for all of them. Each rank gets its own RuntimeView, closed
+// when fn returns (its callback stack runs then), and a context that is
+// canceled when another rank fails. The machine is discovered once and
+// shared by the ranks, which all live on it.
+//
+// RunLocal returns nil when every rank's fn and Close succeeded; otherwise
+// the ranks' errors, each a *comm.RankError naming its rank (a panic in fn
+// becomes one too), joined. fn must not keep its RuntimeView after it
+// returns.
+//
+// Signals are not handled unless WithSignals(true) is given: then SIGINT
+// or SIGTERM cancels every rank's context, every rank's Close runs, and
+// RunLocal exits the process with ExitStatus once all ranks have returned.
+// WithComm does not apply.
+func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeView) error, opts ...Option) error {
+	cfg := newConfig(opts)
+	if cfg.comm != nil {
+		return fmt.Errorf("%w: WithComm cannot be used with RunLocal", ErrOption)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: RunLocal with a nil function", ErrOption)
+	}
+	m := cfg.machine
+	if m == nil {
+		var err error
+		if m, err = hardware.Discover(ctx, cfg.hwOpts...); err != nil {
+			return fmt.Errorf("runtimeview: discover hardware: %w", err)
+		}
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		sigMu    sync.Mutex
+		received os.Signal
+	)
+	if cfg.setSignals && cfg.signals {
+		h := startSignals(func(s os.Signal) {
+			sigMu.Lock()
+			received = s
+			sigMu.Unlock()
+			cancel(fmt.Errorf("runtimeview: %v received", s))
+		})
+		defer h.stop()
+	}
+
+	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
+		rt, err := build(ctx, c, Local, cfg, m, nil)
+		if err != nil {
+			return err
+		}
+		// Deferred so that the stack also runs when fn panics.
+		defer func() { err = errors.Join(err, rt.Close()) }()
+		return fn(ctx, rt)
+	})
+
+	sigMu.Lock()
+	s := received
+	sigMu.Unlock()
+	if s != nil {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pz: after %v: %v\n", s, err)
+		}
+		cfg.exit(ExitStatus(s))
+	}
+	return err
+}

@@ -1,0 +1,246 @@
+package runtimeview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/pzgo/pz/callbacks"
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/logger"
+	"github.com/pzgo/pz/resourceset"
+)
+
+// Backend names the communication backend a RuntimeView runs on.
+type Backend string
+
+// The backends.
+const (
+	// Local is comm/local: ranks are goroutine groups of one process.
+	Local Backend = "local"
+	// MPI is comm/mpi: ranks are the processes of an MPI job.
+	MPI Backend = "mpi"
+	// Adopted is a communicator given with WithComm.
+	Adopted Backend = "adopted"
+)
+
+// An Option configures New and RunLocal.
+type Option func(*config)
+
+type config struct {
+	comm       comm.Comm
+	signals    bool
+	setSignals bool
+	logOpts    []logger.Option
+	machine    *hardware.Machine
+	hwOpts     []hardware.Option
+	getenv     func(string) string
+	mpiOpts    []mpi.Option
+	exit       func(code int) // replaced by tests of the signal path
+}
+
+// WithComm makes New adopt c (the world, or a sub-communicator obtained
+// with Split) instead of opening a world: New neither initializes nor
+// finalizes MPI, and Close does not free c. Every rank of c calls New.
+// Signal handling is off unless WithSignals(true) is given.
+func WithComm(c comm.Comm) Option { return func(cf *config) { cf.comm = c } }
+
+// WithSignals turns the handling of SIGINT and SIGTERM on or off. When on,
+// the first such signal runs Close (the callback stack, then the MPI
+// finalization if pz started MPI) and exits the process with status
+// 128+signo (130 for SIGINT, 143 for SIGTERM). New enables it by default
+// for the process world; RunLocal and WithComm leave it off by default.
+// Under RunLocal a signal cancels every rank's context, every rank's Close
+// runs, and RunLocal then exits the process the same way.
+func WithSignals(on bool) Option {
+	return func(c *config) { c.signals, c.setSignals = on, true }
+}
+
+// WithLogOptions configures every rank's logger (see package logger). The
+// PZ_LOG* environment variables apply to what these leave open.
+func WithLogOptions(opts ...logger.Option) Option {
+	return func(c *config) { c.logOpts = append(c.logOpts, opts...) }
+}
+
+// WithMachine uses m as this rank's hardware description instead of
+// calling hardware.Discover (under RunLocal: every in-process rank's). m
+// must not be modified afterwards.
+func WithMachine(m *hardware.Machine) Option { return func(c *config) { c.machine = m } }
+
+// WithHardwareOptions passes options to hardware.Discover, e.g.
+// hardware.WithoutGPUs() for a program that does not use GPUs and should
+// not load the CUDA driver.
+func WithHardwareOptions(opts ...hardware.Option) Option {
+	return func(c *config) { c.hwOpts = append(c.hwOpts, opts...) }
+}
+
+// WithGetenv reads the launcher's environment (see internal/launch) through
+// getenv instead of os.Getenv.
+func WithGetenv(getenv func(string) string) Option {
+	return func(c *config) { c.getenv = getenv }
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{getenv: os.Getenv, exit: os.Exit}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// A RuntimeView is one rank's view of a parallel program: the ranks, their
+// resource sets, the collectives among them, a stack of finalizers and a
+// logger. Make one with New (one per process) or RunLocal (one per
+// in-process rank) and Close it when done.
+//
+// Methods are safe for concurrent use, except that collectives on one
+// RuntimeView must be called in the same order on every rank and, as for
+// comm.Comm, not concurrently with each other.
+type RuntimeView struct {
+	c       comm.Comm
+	backend Backend
+	log     *logger.Logger
+	stack   *callbacks.Stack // user callbacks above pz's own teardown
+
+	machines []*hardware.Machine
+	setsMu   sync.Mutex
+	sets     []*resourceset.ResourceSet // built on first use
+
+	closeOnce sync.Once
+	closeErr  error
+	sig       *signalHandler // nil when signals are off
+	world     *mpi.World     // nil unless the backend is MPI
+}
+
+// build finishes a RuntimeView on communicator c: logger, hardware
+// exchange. teardown is pushed first onto the stack, so that it runs after
+// every user callback. It is collective on c. On error it runs teardown.
+func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *hardware.Machine, teardown func() error) (*RuntimeView, error) {
+	fail := func(err error) (*RuntimeView, error) {
+		if teardown != nil {
+			err = errors.Join(err, teardown())
+		}
+		return nil, err
+	}
+	log, err := logger.New(c.Rank(), c.Size(), cfg.logOpts...)
+	if err != nil {
+		return fail(fmt.Errorf("runtimeview: %w", err))
+	}
+	rt := &RuntimeView{c: c, backend: backend, log: log, stack: callbacks.New()}
+	// The logger closes last: the teardown below it may still log.
+	if err := rt.stack.Push(log.Close); err != nil {
+		return fail(err)
+	}
+	if teardown != nil {
+		if err := rt.stack.Push(teardown); err != nil {
+			return fail(err)
+		}
+	}
+	if m == nil {
+		if m, err = hardware.Discover(ctx, cfg.hwOpts...); err != nil {
+			return nil, errors.Join(fmt.Errorf("runtimeview: discover hardware: %w", err), rt.stack.Close())
+		}
+	}
+	// Every rank describes its machine to every other rank once, here,
+	// where all ranks are known to be present: an exchange on first use
+	// would deadlock a program that looks at other ranks' resource sets on
+	// the root only.
+	machines, err := resourceset.Exchange(ctx, c, m)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("runtimeview: %w", err), rt.stack.Close())
+	}
+	rt.machines = machines
+	rt.sets = make([]*resourceset.ResourceSet, len(machines))
+	return rt, nil
+}
+
+// Size returns the number of ranks.
+func (rt *RuntimeView) Size() int { return rt.c.Size() }
+
+// Rank returns this rank's index in [0, Size).
+func (rt *RuntimeView) Rank() int { return rt.c.Rank() }
+
+// Comm returns the communicator of all ranks, for the collectives of
+// package comm.
+func (rt *RuntimeView) Comm() comm.Comm { return rt.c }
+
+// Backend reports which backend the ranks communicate through.
+func (rt *RuntimeView) Backend() Backend { return rt.backend }
+
+// ResourceSet returns rank i's resource set. It is built on first use from
+// the hardware description exchanged at construction; it needs no
+// communication. It panics if i is not in [0, Size), like a slice index.
+func (rt *RuntimeView) ResourceSet(i int) *resourceset.ResourceSet {
+	if i < 0 || i >= len(rt.sets) {
+		panic(fmt.Sprintf("runtimeview: ResourceSet(%d) out of range [0, %d)", i, len(rt.sets)))
+	}
+	rt.setsMu.Lock()
+	defer rt.setsMu.Unlock()
+	if rt.sets[i] == nil {
+		rs, err := resourceset.New(rt.c, i, rt.machines[i], rt.log.Local())
+		if err != nil {
+			panic(err) // unreachable: the arguments were checked above
+		}
+		rt.sets[i] = rs
+	}
+	return rt.sets[i]
+}
+
+// MyResourceSet returns this rank's resource set.
+func (rt *RuntimeView) MyResourceSet() *resourceset.ResourceSet { return rt.ResourceSet(rt.Rank()) }
+
+// Logger returns the rank-selected logger: by default only rank 0 prints
+// (see package logger and the PZ_LOG* variables); each line carries the
+// rank. For a logger that prints on every rank use
+// MyResourceSet().Logger().
+func (rt *RuntimeView) Logger() *zap.Logger { return rt.log.Zap() }
+
+// StackCallback pushes fn onto the finalizer stack: Close runs the
+// callbacks last pushed first, each exactly once, before pz finalizes MPI
+// (when it started MPI). It returns an error wrapping callbacks.ErrClosed
+// after Close has begun.
+func (rt *RuntimeView) StackCallback(fn func() error) error {
+	if err := rt.stack.Push(fn); err != nil {
+		return fmt.Errorf("runtimeview: rank %d: StackCallback: %w", rt.Rank(), err)
+	}
+	return nil
+}
+
+// Barrier returns once every rank has entered it.
+func (rt *RuntimeView) Barrier(ctx context.Context) error {
+	if err := rt.c.Barrier(ctx); err != nil {
+		return fmt.Errorf("runtimeview: Barrier: %w", err)
+	}
+	return nil
+}
+
+// Close runs the finalizer stack: the callbacks given to StackCallback,
+// last first, then pz's own teardown (finalizing MPI if New initialized it,
+// and closing the logger). Every callback runs exactly once even if others
+// fail or panic; the errors are joined. Close is idempotent: later calls
+// return the first call's result. It stops the signal handler and leaves no
+// goroutine behind.
+func (rt *RuntimeView) Close() error {
+	err := rt.closeStack()
+	if rt.sig != nil {
+		rt.sig.stop()
+	}
+	return err
+}
+
+// closeStack runs the finalizer stack once; the signal handler calls it
+// directly because Close would wait for the handler itself.
+func (rt *RuntimeView) closeStack() error {
+	rt.closeOnce.Do(func() {
+		if err := rt.stack.Close(); err != nil {
+			rt.closeErr = fmt.Errorf("runtimeview: rank %d: Close: %w", rt.Rank(), err)
+		}
+	})
+	return rt.closeErr
+}

@@ -1,0 +1,89 @@
+package runtimeview
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/logger"
+)
+
+// withExit replaces os.Exit on the signal path, so that the handler can be
+// tested in this process.
+func withExit(f func(int)) Option { return func(c *config) { c.exit = f } }
+
+var quiet = WithLogOptions(logger.WithEnv(nil), logger.WithOff())
+
+func syntheticMachine() *hardware.Machine {
+	return &hardware.Machine{
+		Host:   hardware.Host{Hostname: "test"},
+		CPU:    hardware.CPU{LogicalCores: 1},
+		Memory: hardware.Memory{TotalBytes: 1 << 30, AvailableBytes: 1 << 29},
+		GPUs:   []hardware.GPU{},
+	}
+}
+
+func TestSignalInProcess(t *testing.T) {
+	if mpi.Available() {
+		t.Skip("built with -tags mpi: New would initialize MPI; the subprocess test covers signals")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	codes := make(chan int, 1)
+	rt, err := New(ctx, WithMachine(syntheticMachine()), quiet, WithGetenv(func(string) string { return "" }),
+		withExit(func(c int) { codes <- c }))
+	require.NoError(t, err)
+	var ran atomic.Int32
+	require.NoError(t, rt.StackCallback(func() error { ran.Add(1); return nil }))
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case c := <-codes:
+		assert.Equal(t, 143, c)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	assert.Equal(t, int32(1), ran.Load())
+	require.NoError(t, rt.Close(), "Close after the signal path returns its result")
+	assert.Equal(t, int32(1), ran.Load(), "exactly once")
+	select {
+	case <-rt.sig.done:
+	default:
+		t.Fatal("the signal goroutine outlived Close")
+	}
+}
+
+func TestSignalRunLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var code atomic.Int32
+	var closed, waiting atomic.Int32
+	const n = 3
+	err := RunLocal(ctx, n, func(ctx context.Context, rt *RuntimeView) error {
+		if err := rt.StackCallback(func() error { closed.Add(1); return nil }); err != nil {
+			return err
+		}
+		if waiting.Add(1) == n {
+			// The last rank to get here interrupts the process.
+			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, WithMachine(syntheticMachine()), quiet, WithSignals(true), withExit(func(c int) { code.Store(int32(c)) }))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "interrupt received")
+	assert.Equal(t, int32(130), code.Load())
+	assert.Equal(t, int32(n), closed.Load(), "every rank's stack ran")
+	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+}

@@ -1,0 +1,158 @@
+package runtimeview_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/logger"
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// childEnv selects what the test binary does when a test re-executes it
+// as a subprocess (see TestMain); childFile is where the child's callbacks
+// write.
+const (
+	childEnv  = "PZ_RUNTIMEVIEW_TEST_CHILD"
+	childFile = "PZ_RUNTIMEVIEW_TEST_FILE"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child is a tiny program built on runtimeview: it stacks two callbacks
+// that append to a file, says "ready", and then either closes ("close"),
+// or waits to be stopped by a signal ("wait").
+func child(mode string) int {
+	ctx := context.Background()
+	rt, err := runtimeview.New(ctx,
+		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithOff()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	file := os.Getenv(childFile)
+	appendLine := func(s string) func() error {
+		return func() error {
+			f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(f, s)
+			return errors.Join(err, f.Close())
+		}
+	}
+	for _, s := range []string{"library A finalized", "library B finalized"} {
+		if err := rt.StackCallback(appendLine(s)); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 3
+		}
+	}
+	fmt.Println("ready")
+	switch mode {
+	case "close":
+		if err := rt.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 3
+		}
+		return 0
+	case "wait":
+		time.Sleep(time.Minute)
+		fmt.Fprintln(os.Stderr, "child: no signal came")
+		return 4
+	}
+	fmt.Fprintln(os.Stderr, "child: unknown mode", mode)
+	return 5
+}
+
+// runChild starts the test binary as a child in mode, waits for it to say
+// ready, sends sig (if not nil) and returns its exit status and the file its
+// callbacks wrote.
+func runChild(t *testing.T, mode string, sig os.Signal) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	file := filepath.Join(t.TempDir(), "finalized.txt")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, childFile+"="+file)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("child said %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-ready
+		t.Fatalf("child not ready after 30s; stderr: %s", stderr.String())
+	}
+	if sig != nil {
+		require.NoError(t, cmd.Process.Signal(sig))
+	}
+	err = cmd.Wait()
+	status := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		status = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return status, ""
+	}
+	require.NoError(t, err)
+	t.Logf("child %s: status %d, stderr: %s", mode, status, stderr.String())
+	return status, string(b)
+}
+
+func TestSignalRunsStackAndExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	const want = "library B finalized\nlibrary A finalized\n"
+	for _, tc := range []struct {
+		sig    syscall.Signal
+		status int
+	}{{syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			status, file := runChild(t, "wait", tc.sig)
+			assert.Equal(t, tc.status, status)
+			assert.Equal(t, want, file, "the stack ran once, last pushed first")
+			assert.Equal(t, tc.status, runtimeview.ExitStatus(tc.sig))
+		})
+	}
+	t.Run("normal close", func(t *testing.T) {
+		status, file := runChild(t, "close", nil)
+		assert.Equal(t, 0, status)
+		assert.Equal(t, want, file)
+	})
+}
