@@ -1,0 +1,96 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+var clEmpty = &scheduler.Codelet{Name: "empty", CPU: func(*scheduler.Call) error { return nil }}
+
+var clIncr = &scheduler.Codelet{Name: "incr", CPU: func(c *scheduler.Call) error {
+	*scheduler.ValueOf[*uint64](c, 0)++
+	return nil
+}}
+
+var clTouch4 = &scheduler.Codelet{Name: "touch4", CPU: func(c *scheduler.Call) error {
+	for i := 0; i < 4; i++ {
+		scheduler.VectorOf[float64](c, i)[0]++
+	}
+	return nil
+}}
+
+// benchSched reports microseconds per task (submission to completion)
+// as us/task; b.N tasks are split among the submitters.
+func benchSched(b *testing.B, policy string, submitters int, submit func(ctx context.Context, s *scheduler.Scheduler, g, i int) error, setup func(s *scheduler.Scheduler, g int)) {
+	ctx := context.Background()
+	s, err := scheduler.New(ctx, scheduler.WithPolicy(policy), scheduler.WithPerfModelDir(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for g := 0; g < submitters; g++ {
+		setup(s, g)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g := 0; g < submitters; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := g; i < b.N; i += submitters {
+				if err := submit(ctx, s, g, i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if err := s.WaitAll(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "us/task")
+}
+
+// BenchmarkTasks measures per-task overhead, the cases of StarPU's
+// tasks_overhead: independent empty tasks, tasks chained on one RW
+// handle (one chain per submitter), and tasks with 4 handles each (R, R,
+// RW, RW on per-submitter vectors), for every policy and 1 or 2
+// submitting goroutines.
+func BenchmarkTasks(b *testing.B) {
+	for _, p := range scheduler.Policies() {
+		for _, subs := range []int{1, 2} {
+			b.Run(fmt.Sprintf("indep/%s/submitters=%d", p, subs), func(b *testing.B) {
+				benchSched(b, p, subs, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
+					return s.Submit(ctx, clEmpty)
+				}, func(*scheduler.Scheduler, int) {})
+			})
+			b.Run(fmt.Sprintf("chain/%s/submitters=%d", p, subs), func(b *testing.B) {
+				hs := make([]*scheduler.Handle, subs)
+				vals := make([]uint64, subs)
+				benchSched(b, p, subs, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
+					return s.Submit(ctx, clIncr, scheduler.RW(hs[g]))
+				}, func(s *scheduler.Scheduler, g int) {
+					hs[g], _ = s.RegisterValue(&vals[g])
+				})
+			})
+			b.Run(fmt.Sprintf("4handles/%s/submitters=%d", p, subs), func(b *testing.B) {
+				hs := make([][4]*scheduler.Handle, subs)
+				benchSched(b, p, subs, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
+					h := &hs[g]
+					return s.Submit(ctx, clTouch4, scheduler.R(h[0]), scheduler.R(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3]))
+				}, func(s *scheduler.Scheduler, g int) {
+					for k := range hs[g] {
+						hs[g][k], _ = s.RegisterVector(make([]float64, 1))
+					}
+				})
+			})
+		}
+	}
+}

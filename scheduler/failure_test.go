@@ -1,0 +1,207 @@
+package scheduler_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+func TestFailuresCancelDependents(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var x, y, z uint64
+	hx, _ := s.RegisterValue(&x)
+	hy, _ := s.RegisterValue(&y)
+	hz, _ := s.RegisterValue(&z)
+	var ran atomic.Int64
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("bad tile") }}
+	crash := &scheduler.Codelet{Name: "crash", CPU: func(*scheduler.Call) error { panic("index out of range") }}
+	count := &scheduler.Codelet{Name: "count", CPU: func(c *scheduler.Call) error {
+		ran.Add(1)
+		*scheduler.ValueOf[*uint64](c, 0)++
+		return nil
+	}}
+	failed := scheduler.NewTask(boom, scheduler.RW(hx))
+	require.NoError(t, s.SubmitTask(ctx, failed))
+	// Three dependents of x: canceled, transitively.
+	for i := 0; i < 3; i++ {
+		require.NoError(t, s.Submit(ctx, count, scheduler.RW(hx)))
+	}
+	panicked := scheduler.NewTask(crash, scheduler.R(hy))
+	require.NoError(t, s.SubmitTask(ctx, panicked))
+	// Independent work continues. Every dependent of a failed task is
+	// canceled, also through a write-after-read edge (the RW of y).
+	for i := 0; i < 5; i++ {
+		require.NoError(t, s.Submit(ctx, count, scheduler.RW(hz)))
+	}
+	require.NoError(t, s.Submit(ctx, count, scheduler.RW(hy)))
+	after := scheduler.NewTask(count, scheduler.RW(hz), scheduler.After(failed))
+	require.NoError(t, s.SubmitTask(ctx, after))
+
+	err := s.WaitAll(ctx)
+	require.Error(t, err)
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te)
+	assert.Contains(t, err.Error(), `"boom"`)
+	assert.Contains(t, err.Error(), "bad tile")
+	assert.Contains(t, err.Error(), `"crash"`)
+	assert.Contains(t, err.Error(), "index out of range")
+	assert.Contains(t, err.Error(), "goroutine") // the panic's stack
+	assert.ErrorIs(t, err, scheduler.ErrCanceled)
+	assert.Contains(t, err.Error(), "5 tasks not run")
+
+	require.ErrorAs(t, panicked.Err(), &te)
+	assert.True(t, te.Panicked)
+	assert.Equal(t, "crash", te.Codelet)
+	assert.NotEmpty(t, te.Stack)
+	assert.ErrorIs(t, after.Wait(ctx), scheduler.ErrCanceled)
+	var root *scheduler.TaskError
+	require.ErrorAs(t, after.Err(), &root)
+	assert.Equal(t, "boom", root.Codelet)
+
+	assert.Equal(t, int64(5), ran.Load())
+	assert.Equal(t, uint64(0), x)
+	assert.Equal(t, uint64(0), y)
+	assert.Equal(t, uint64(5), z)
+	// Errors are reported once.
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+func TestCallbackAndSync(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var v uint64
+	h, _ := s.RegisterValue(&v)
+	var seen atomic.Uint64
+	cl := &scheduler.Codelet{Name: "set", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0) = c.Arg.(uint64)
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, cl, scheduler.W(h), scheduler.WithArg(uint64(42)),
+		scheduler.WithCallback(func(t *scheduler.Task) { seen.Store(42) }), scheduler.Synchronous()))
+	// Synchronous: done, callback run, value written.
+	assert.Equal(t, uint64(42), seen.Load())
+	assert.Equal(t, uint64(42), v)
+	bad := &scheduler.Codelet{Name: "cbpanic", CPU: func(*scheduler.Call) error { return nil }}
+	err := s.Submit(ctx, bad, scheduler.WithCallback(func(*scheduler.Task) { panic("in callback") }), scheduler.Synchronous())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "callback")
+	require.Error(t, s.WaitAll(ctx))
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var ran atomic.Int64
+	slow := &scheduler.Codelet{Name: "count", CPU: func(c *scheduler.Call) error {
+		ran.Add(1)
+		return nil
+	}}
+	data := make([]float64, 16)
+	m, err := s.RegisterMatrix(data, 4, 4)
+	require.NoError(t, err)
+	// Work submitted before the bad submissions must not be lost.
+	for i := 0; i < 10; i++ {
+		require.NoError(t, s.Submit(ctx, slow, scheduler.RW(m)))
+	}
+
+	t.Run("no implementation", func(t *testing.T) {
+		gpuOnly := &scheduler.Codelet{Name: "gpuonly", CUDA: func(*scheduler.Call) error { return nil }}
+		err := s.Submit(ctx, gpuOnly, scheduler.R(m))
+		require.ErrorIs(t, err, scheduler.ErrNoImplementation)
+		assert.Contains(t, err.Error(), "gpuonly")
+		require.ErrorIs(t, s.Submit(ctx, nil), scheduler.ErrNoImplementation)
+	})
+	t.Run("invalid mode", func(t *testing.T) {
+		err := s.Submit(ctx, slow, scheduler.Access{Handle: m, Mode: scheduler.ModeR | scheduler.ModeRedux})
+		require.ErrorIs(t, err, scheduler.ErrInvalidMode)
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.Access{Handle: m}), scheduler.ErrInvalidMode)
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.Redux(m)), scheduler.ErrInvalidMode) // no SetReduction
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.R(m), scheduler.Scratch(m)), scheduler.ErrInvalidMode)
+	})
+	t.Run("partitioned parent", func(t *testing.T) {
+		tiles, err := m.Partition(scheduler.Blocks(2, 2))
+		require.NoError(t, err)
+		require.Len(t, tiles, 2)
+		// Writing the whole while its tiles are in use is refused.
+		err = s.Submit(ctx, slow, scheduler.W(m))
+		require.ErrorIs(t, err, scheduler.ErrPartitioned)
+		assert.Contains(t, err.Error(), "Unpartition")
+		_, err = m.Unregister(ctx)
+		require.ErrorIs(t, err, scheduler.ErrPartitioned)
+		require.NoError(t, s.Submit(ctx, slow, scheduler.RW(tiles[1][1])))
+		require.NoError(t, m.Unpartition())
+		err = s.Submit(ctx, slow, scheduler.R(tiles[0][0]))
+		require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	})
+	t.Run("overlap", func(t *testing.T) {
+		_, err := s.RegisterVector(data[3:5])
+		require.ErrorIs(t, err, scheduler.ErrOverlap)
+		_, err = s.RegisterMatrix(data, 5, 4)
+		require.ErrorIs(t, err, scheduler.ErrBadData)
+		_, err = s.RegisterVector(42)
+		require.ErrorIs(t, err, scheduler.ErrBadData)
+	})
+	t.Run("team too large", func(t *testing.T) {
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.WithTeam(3)), scheduler.ErrBadTeam)
+	})
+	t.Run("foreign handle", func(t *testing.T) {
+		other := newSched(t, scheduler.WithWorkers(1))
+		var x int
+		h, err := other.RegisterValue(&x)
+		require.NoError(t, err)
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.R(h)), scheduler.ErrForeignHandle)
+	})
+	t.Run("resubmit", func(t *testing.T) {
+		tk := scheduler.NewTask(clEmpty)
+		require.NoError(t, s.SubmitTask(ctx, tk))
+		require.ErrorIs(t, s.SubmitTask(ctx, tk), scheduler.ErrAlreadySubmitted)
+	})
+	t.Run("after unregister", func(t *testing.T) {
+		got, err := m.Unregister(ctx)
+		require.NoError(t, err)
+		require.Equal(t, data, got)
+		// Unregister waited for every task on m.
+		assert.Equal(t, int64(11), ran.Load())
+		err = s.Submit(ctx, slow, scheduler.R(m))
+		require.ErrorIs(t, err, scheduler.ErrUnregistered)
+		// The memory may be registered again.
+		_, err = s.RegisterVector(data)
+		require.NoError(t, err)
+	})
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, int64(11), ran.Load())
+
+	t.Run("after close", func(t *testing.T) {
+		require.NoError(t, s.Close())
+		require.NoError(t, s.Close()) // idempotent
+		require.ErrorIs(t, s.Submit(ctx, slow), scheduler.ErrClosed)
+		_, err := s.RegisterVector(make([]int, 3))
+		require.ErrorIs(t, err, scheduler.ErrClosed)
+	})
+}
+
+func TestBadOptions(t *testing.T) {
+	env := func(k, v string) scheduler.Option {
+		return scheduler.WithGetenv(func(key string) string {
+			if key == k {
+				return v
+			}
+			return ""
+		})
+	}
+	_, err := scheduler.New(testCtx(t), env("PZ_NCPU", "zero"))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	_, err = scheduler.New(testCtx(t), scheduler.WithWorkers(0))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	s, err := scheduler.New(testCtx(t), env("PZ_NCPU", "3"), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	assert.Len(t, s.Workers(), 3)
+	assert.Equal(t, "lws", s.Policy())
+	require.NoError(t, s.Close())
+}
