@@ -1,0 +1,319 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+func TestParallelTeams(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(3))
+	type seen struct {
+		mu      sync.Mutex
+		ranks   map[int]int // rank -> worker
+		sizes   []int
+		workers map[int]bool
+	}
+	var spmdCalls, fjCalls []*seen
+	spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error {
+		r := c.Arg.(*seen)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.ranks[c.Rank] = c.Worker
+		r.sizes = append(r.sizes, c.Size)
+		return nil
+	}}
+	fj := &scheduler.Codelet{Name: "forkjoin", Parallel: scheduler.ForkJoin, CPU: spmd.CPU}
+	var plain atomic.Int64
+	inc := &scheduler.Codelet{Name: "plain", CPU: func(*scheduler.Call) error { plain.Add(1); return nil }}
+	for i := 0; i < 20; i++ {
+		a := &seen{ranks: map[int]int{}}
+		spmdCalls = append(spmdCalls, a)
+		require.NoError(t, s.Submit(ctx, spmd, scheduler.WithTeam(2+i%2), scheduler.WithArg(a)))
+		b := &seen{ranks: map[int]int{}}
+		fjCalls = append(fjCalls, b)
+		require.NoError(t, s.Submit(ctx, fj, scheduler.WithTeam(3), scheduler.WithArg(b)))
+		for j := 0; j < 5; j++ {
+			require.NoError(t, s.Submit(ctx, inc))
+		}
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, int64(100), plain.Load())
+	for i, a := range spmdCalls {
+		k := 2 + i%2
+		require.Len(t, a.ranks, k, "spmd task %d", i)
+		ws := map[int]bool{}
+		for r := 0; r < k; r++ {
+			w, ok := a.ranks[r]
+			require.True(t, ok, "rank %d of task %d", r, i)
+			ws[w] = true
+		}
+		assert.Len(t, ws, k, "distinct workers in task %d", i)
+		for _, sz := range a.sizes {
+			assert.Equal(t, k, sz)
+		}
+	}
+	for i, b := range fjCalls {
+		require.Len(t, b.ranks, 1, "fork-join task %d runs once", i)
+		assert.Contains(t, b.ranks, 0)
+		assert.Equal(t, []int{3}, b.sizes)
+	}
+}
+
+func TestTagsAndWait(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var order []int
+	var mu sync.Mutex
+	rec := &scheduler.Codelet{Name: "rec", CPU: func(c *scheduler.Call) error {
+		mu.Lock()
+		order = append(order, c.Arg.(int))
+		mu.Unlock()
+		return nil
+	}}
+	// Task 2 depends on tag 1, submitted after it.
+	require.NoError(t, s.Submit(ctx, rec, scheduler.WithArg(2), scheduler.WithTag(2), scheduler.AfterTags(1)))
+	time.Sleep(5 * time.Millisecond)
+	mu.Lock()
+	assert.Empty(t, order, "task 2 must wait for tag 1")
+	mu.Unlock()
+	t1 := scheduler.NewTask(rec, scheduler.WithArg(1), scheduler.WithTag(1))
+	require.NoError(t, s.SubmitTask(ctx, t1))
+	require.NoError(t, s.WaitTag(ctx, 2))
+	require.NoError(t, s.Wait(ctx, t1))
+	mu.Lock()
+	assert.Equal(t, []int{1, 2}, order)
+	mu.Unlock()
+	select {
+	case <-t1.Done():
+	case <-ctx.Done():
+		t.Fatal("Done not closed")
+	}
+	// Waiting for a tag nobody submits ends with the context.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.WaitTag(short, 99), context.DeadlineExceeded)
+}
+
+func TestPriorityOrder(t *testing.T) {
+	ctx := testCtx(t)
+	for _, p := range []string{"prio", "lws", "dmda"} {
+		t.Run(p, func(t *testing.T) {
+			s := newSched(t, scheduler.WithPolicy(p), scheduler.WithWorkers(1))
+			gate := make(chan struct{})
+			block := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
+				select {
+				case <-gate:
+				case <-time.After(10 * time.Second):
+				}
+				return nil
+			}}
+			var order []int
+			rec := &scheduler.Codelet{Name: "rec", CPU: func(c *scheduler.Call) error {
+				order = append(order, c.Arg.(int))
+				return nil
+			}}
+			require.NoError(t, s.Submit(ctx, block))
+			time.Sleep(5 * time.Millisecond) // the worker is inside gate
+			prios := []int{1, 5, 3, 5, 0, 9, 2}
+			for _, pr := range prios {
+				require.NoError(t, s.Submit(ctx, rec, scheduler.WithArg(pr), scheduler.WithPriority(pr)))
+			}
+			close(gate)
+			require.NoError(t, s.WaitAll(ctx))
+			assert.Equal(t, []int{9, 5, 5, 3, 2, 1, 0}, order)
+		})
+	}
+}
+
+func TestNoImplicitDeps(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var x int
+	h, err := s.RegisterValue(&x, scheduler.NoImplicitDeps())
+	require.NoError(t, err)
+	// Two writers of h that must run at the same time to finish: they
+	// would deadlock (and time out) if they were serialized.
+	var wg sync.WaitGroup
+	wg.Add(2)
+	both := make(chan struct{})
+	go func() { wg.Wait(); close(both) }()
+	meet := &scheduler.Codelet{Name: "meet", CPU: func(*scheduler.Call) error {
+		wg.Done()
+		select {
+		case <-both:
+			return nil
+		case <-time.After(5 * time.Second):
+			return assert.AnError
+		}
+	}}
+	require.NoError(t, s.Submit(ctx, meet, scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, meet, scheduler.RW(h)))
+	_, err = h.Unregister(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+func TestCommuteExclusive(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(3))
+	var acc int64
+	h, _ := s.RegisterValue(&acc)
+	var inside, maxInside atomic.Int32
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		n := inside.Add(1)
+		for {
+			m := maxInside.Load()
+			if n <= m || maxInside.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		*scheduler.ValueOf[*int64](c, 0) += int64(c.Arg.(int))
+		time.Sleep(50 * time.Microsecond)
+		inside.Add(-1)
+		return nil
+	}}
+	want := int64(0)
+	for i := 1; i <= 200; i++ {
+		want += int64(i)
+		require.NoError(t, s.Submit(ctx, add, scheduler.Commute(h), scheduler.WithArg(i)))
+	}
+	v, err := h.Unregister(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, *v.(*int64))
+	assert.Equal(t, int32(1), maxInside.Load(), "commuting writers never overlap")
+}
+
+func TestTraceAndStats(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "run.json")
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithTrace(file), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	a := spd(64, 7)
+	l := append([]float64(nil), a...)
+	require.NoError(t, cholesky(ctx, s, l, 64, 16))
+	require.NoError(t, s.WaitAll(ctx))
+	require.NoError(t, s.Close())
+	checkCholesky(t, a, l, 64)
+
+	// 4x4 tiles: 4 potrf, 6 trsm, 10 gemm (syrk folded into gemm).
+	st := s.Stats()
+	require.Len(t, st, 2)
+	var tasks int64
+	for _, w := range st {
+		tasks += w.Tasks
+		assert.Greater(t, w.Busy+w.Idle+w.Overhead, time.Duration(0))
+	}
+	assert.Equal(t, int64(20), tasks)
+
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Tid  int            `json:"tid"`
+			Dur  float64        `json:"dur"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &tr))
+	count := map[string]int{}
+	flows := 0
+	withDeps := 0
+	for _, e := range tr.TraceEvents {
+		switch e.Ph {
+		case "X":
+			count[e.Name]++
+			assert.Contains(t, []int{0, 1}, e.Tid)
+			if deps, _ := e.Args["deps"].([]any); len(deps) > 0 {
+				withDeps++
+			}
+		case "s":
+			flows++
+		}
+	}
+	assert.Equal(t, map[string]int{"potrf": 4, "trsm": 6, "gemm": 10}, count)
+	assert.Equal(t, 19, withDeps, "every task but the first potrf has dependencies")
+	assert.Greater(t, flows, 19)
+	svg, err := os.ReadFile(filepath.Join(dir, "run.svg"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(svg), "<svg"))
+	assert.Equal(t, 20+2+3, strings.Count(string(svg), "<rect"), "tasks + worker rows + legend")
+}
+
+// TestModelPersistenceAcrossProcesses calibrates a model in one process
+// and checks that a second process finds it calibrated.
+func TestModelPersistenceAcrossProcesses(t *testing.T) {
+	if os.Getenv("PZ_SCHED_TEST_HELPER") != "" {
+		t.Skip("helper")
+	}
+	dir := t.TempDir()
+	run := func(mode string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestModelHelper$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PZ_SCHED_TEST_HELPER="+mode, "PZ_PERFMODEL_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	run("calibrate")
+	files, err := filepath.Glob(filepath.Join(dir, "test_persist.*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	out := run("check")
+	assert.Contains(t, out, "calibrated")
+}
+
+var clPersist = &scheduler.Codelet{Name: "sleepy", Model: scheduler.HistoryModel("test_persist"), CPU: func(c *scheduler.Call) error {
+	time.Sleep(200 * time.Microsecond)
+	return nil
+}}
+
+func TestModelHelper(t *testing.T) {
+	mode := os.Getenv("PZ_SCHED_TEST_HELPER")
+	if mode == "" {
+		t.Skip("run by TestModelPersistenceAcrossProcesses")
+	}
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPolicy("dmda")) // dir from PZ_PERFMODEL_DIR
+	require.NoError(t, err)
+	defer s.Close()
+	v, _ := s.RegisterVector(make([]float64, 100))
+	switch mode {
+	case "calibrate":
+		_, ok := s.ModelEstimate(clPersist, scheduler.CPUWorker, scheduler.R(v))
+		require.False(t, ok, "fresh directory: not calibrated")
+		for i := 0; i < 20; i++ {
+			require.NoError(t, s.Submit(ctx, clPersist, scheduler.R(v)))
+		}
+		require.NoError(t, s.WaitAll(ctx))
+		ns, ok := s.ModelEstimate(clPersist, scheduler.CPUWorker, scheduler.R(v))
+		require.True(t, ok)
+		require.Greater(t, ns, 150e3)
+	case "check":
+		ns, ok := s.ModelEstimate(clPersist, scheduler.CPUWorker, scheduler.R(v))
+		require.True(t, ok, "model saved by the first process")
+		require.Greater(t, ns, 150e3)
+		require.Less(t, ns, 50e6)
+		// Another shape is a different footprint: not calibrated.
+		w, _ := s.RegisterVector(make([]float64, 7))
+		_, ok = s.ModelEstimate(clPersist, scheduler.CPUWorker, scheduler.R(w))
+		require.False(t, ok)
+		t.Log("calibrated", ns)
+	}
+	require.NoError(t, s.Close())
+}
