@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
@@ -38,7 +39,9 @@ func TestMain(m *testing.M) {
 
 // child is a tiny program built on runtimeview: it stacks two callbacks
 // that append to a file, says "ready", and then either closes ("close"),
-// or waits to be stopped by a signal ("wait").
+// or waits to be stopped by a signal ("wait"). In mode "refuse" it expects
+// New to fail, as under mpirun without MPI support, and exits with status
+// 2.
 func child(mode string) int {
 	ctx := context.Background()
 	rt, err := runtimeview.New(ctx,
@@ -46,7 +49,15 @@ func child(mode string) int {
 		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithOff()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
+		if mode == "refuse" {
+			return 2
+		}
 		return 3
+	}
+	if mode == "refuse" {
+		fmt.Fprintln(os.Stderr, "child: New did not refuse")
+		_ = rt.Close()
+		return 0
 	}
 	file := os.Getenv(childFile)
 	appendLine := func(s string) func() error {
@@ -155,4 +166,36 @@ func TestSignalRunsStackAndExits(t *testing.T) {
 		assert.Equal(t, 0, status)
 		assert.Equal(t, want, file)
 	})
+}
+
+func TestRefusesMultiRankMPILaunchWithoutMPI(t *testing.T) {
+	if mpi.Available() {
+		t.Skip("built with -tags mpi")
+	}
+	if testing.Short() {
+		t.Skip("starts mpirun")
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found; TestNewRefusesMultiRankLaunchWithoutMPI covers the check with a fake environment")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"-n", "2", "--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	args = append(args, os.Args[0], "-test.run=^$")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), childEnv+"=refuse")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "%s", out)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "mpirun must fail: %s", out)
+	assert.NotZero(t, ee.ExitCode())
+	assert.NotContains(t, string(out), "did not refuse")
+	// At least one rank explained itself before mpirun stopped the job.
+	assert.Contains(t, string(out), "built without MPI support")
+	assert.Contains(t, string(out), "go build -tags mpi")
+	t.Logf("mpirun -n 2 of a binary without MPI:\n%s", out)
 }

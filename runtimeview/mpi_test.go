@@ -1,0 +1,152 @@
+//go:build mpi
+
+package runtimeview_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/logger"
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// mpiModeEnv tells a TestMPIWorld process started by mpirun what to check:
+// "start" (New initializes MPI and Close finalizes it) or "adopt" (the
+// program initialized MPI; New adopts the world and then a
+// sub-communicator, and leaves MPI running).
+const mpiModeEnv = "PZ_RUNTIMEVIEW_MPI_MODE"
+
+// TestMPIWorld runs the checks of the local backend (checkView) on the MPI
+// world. Under mpirun it is one rank of the job; otherwise it starts the
+// jobs itself with mpirun for 1 to 4 ranks, and skips if there is no
+// mpirun. MPI can be initialized once per process, hence one job per mode.
+func TestMPIWorld(t *testing.T) {
+	if !launch.Detect(os.Getenv).Launched() {
+		spawnMPI(t)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	switch mode := os.Getenv(mpiModeEnv); mode {
+	case "start":
+		checkMPIStart(t, ctx)
+	case "adopt":
+		checkMPIAdopt(t, ctx)
+	default:
+		t.Skipf("under mpirun without %s", mpiModeEnv)
+	}
+}
+
+func spawnMPI(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
+	}
+	for _, tc := range []struct {
+		mode  string
+		ranks []int
+	}{{"start", []int{1, 2, 3, 4}}, {"adopt", []int{2, 3}}} {
+		for _, n := range tc.ranks {
+			t.Run(fmt.Sprintf("%s/ranks=%d", tc.mode, n), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
+				if os.Geteuid() == 0 {
+					args = append(args, "--allow-run-as-root")
+				}
+				args = append(args, os.Args[0], "-test.run=^TestMPIWorld$", "-test.count=1", "-test.v")
+				cmd := exec.CommandContext(ctx, mpirun, args...)
+				cmd.Env = append(os.Environ(), mpiModeEnv+"="+tc.mode,
+					"OMPI_MCA_btl_vader_single_copy_mechanism=none") // containers often forbid CMA
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, ctx.Err(), "mpirun -n %d timed out:\n%s", n, out)
+				require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+				// Every rank ran the test and passed it.
+				assert.Equal(t, n, strings.Count(string(out), "--- PASS: TestMPIWorld"), "%s", out)
+			})
+		}
+	}
+}
+
+// jobSize is the job's size as the launcher tells it, read independently
+// of MPI.
+func jobSize(t *testing.T) int {
+	t.Helper()
+	info := launch.Detect(os.Getenv)
+	require.Positive(t, info.Size)
+	return info.Size
+}
+
+func checkMPIStart(t *testing.T, ctx context.Context) {
+	require.False(t, mpi.Initialized())
+	buf := &lockedBuffer{}
+	rt, err := runtimeview.New(ctx,
+		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithWriter(buf), logger.WithFormat(logger.JSON)))
+	require.NoError(t, err)
+	assert.Equal(t, runtimeview.MPI, rt.Backend())
+	require.NotNil(t, rt.MPIWorld())
+	assert.True(t, rt.MPIWorld().Started(), "New initialized MPI")
+	assert.Equal(t, jobSize(t), rt.Size())
+	assert.Equal(t, launch.Detect(os.Getenv).Rank, rt.Rank())
+
+	after := checkView(t, ctx, rt)
+
+	// Root-only logging: each process has its own buffer.
+	rt.Logger().Info("only the root prints this")
+	rt.MyResourceSet().Logger().Info("every rank prints this")
+	out := buf.String()
+	assert.Equal(t, rt.Rank() == 0, strings.Contains(out, "only the root prints this"), "rank %d: %q", rt.Rank(), out)
+	assert.Contains(t, out, fmt.Sprintf(`"rank":%d`, rt.Rank()))
+	assert.Contains(t, out, "every rank prints this")
+
+	require.NoError(t, rt.Close())
+	require.NoError(t, rt.Close())
+	after()
+	assert.False(t, mpi.Initialized(), "Close finalized the MPI that New started")
+}
+
+func checkMPIAdopt(t *testing.T, ctx context.Context) {
+	// The embedding program initializes MPI itself.
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	require.True(t, w.Started())
+
+	rt, err := runtimeview.New(ctx, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), quietLogs)
+	require.NoError(t, err)
+	assert.Equal(t, runtimeview.MPI, rt.Backend())
+	assert.False(t, rt.MPIWorld().Started(), "New adopted the initialized MPI")
+	assert.Equal(t, jobSize(t), rt.Size())
+	after := checkView(t, ctx, rt)
+	require.NoError(t, rt.Close())
+	after()
+	assert.True(t, mpi.Initialized(), "Close leaves an adopted MPI running")
+
+	// A sub-communicator: even and odd world ranks.
+	sub, err := w.Split(ctx, w.Rank()%2, w.Rank())
+	require.NoError(t, err)
+	rt2, err := runtimeview.New(ctx, runtimeview.WithComm(sub), runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), quietLogs)
+	require.NoError(t, err)
+	assert.Equal(t, runtimeview.Adopted, rt2.Backend())
+	assert.Equal(t, (w.Size()+1-w.Rank()%2)/2, rt2.Size())
+	assert.Equal(t, w.Rank()/2, rt2.Rank())
+	after2 := checkView(t, ctx, rt2)
+	require.NoError(t, rt2.Close())
+	after2()
+	require.NoError(t, sub.Barrier(ctx), "Close does not free an adopted communicator")
+	require.NoError(t, sub.Free())
+	require.NoError(t, w.Finalize())
+	assert.False(t, mpi.Initialized())
+}
