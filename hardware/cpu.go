@@ -33,7 +33,9 @@ type CPU struct {
 	// Sockets counts the distinct physical packages ("sockets").
 	Sockets int `json:"sockets"`
 	// NUMANodes lists the NUMA nodes ("numa_nodes") from
-	// /sys/devices/system/node; empty when the kernel exposes none.
+	// /sys/devices/system/node; empty when the kernel exposes none. Like
+	// every list in a Machine from Discover it is empty, never nil, so the
+	// JSON holds [] rather than null.
 	NUMANodes []NUMANode `json:"numa_nodes"`
 	// Caches lists the CPU caches ("caches"), one entry per level and type
 	// (L1d, L1i, L2, L3), from /sys/devices/system/cpu/cpu*/cache; empty
@@ -143,7 +145,18 @@ func (r *reader) cpu() CPU {
 	if q, ok := procs.CgroupCPUQuotaFS(r.fsys); ok && !math.IsInf(q, 0) && q > 0 {
 		c.CgroupCPUQuota = q
 	}
+	// Empty rather than nil lists, so that JSON always holds arrays.
+	c.NUMANodes = nonNil(c.NUMANodes)
+	c.Caches = nonNil(c.Caches)
+	c.AllowedCPUs = nonNil(c.AllowedCPUs)
 	return c
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // cpuinfoData is what /proc/cpuinfo adds to sysfs.

@@ -217,7 +217,16 @@ func TestMalformedAndMissingFiles(t *testing.T) {
 			assert.NotEmpty(t, m.Warnings, "missing essentials are reported")
 			b, err := json.Marshal(m)
 			require.NoError(t, err)
-			assert.Contains(t, string(b), `"gpus":[]`)
+			for _, list := range []string{"gpus", "caches", "allowed_cpus"} {
+				assert.Contains(t, string(b), `"`+list+`":[]`)
+			}
+			if name == "empty" {
+				assert.Contains(t, string(b), `"numa_nodes":[]`)
+			} else {
+				// node0 exists with unreadable contents; nodeX is ignored.
+				require.Len(t, m.CPU.NUMANodes, 1)
+				assert.Equal(t, hardware.NUMANode{CPUs: []int{}, Distances: []int{}}, m.CPU.NUMANodes[0])
+			}
 		})
 	}
 }

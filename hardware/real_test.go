@@ -157,3 +157,14 @@ func TestWithCUDADriverNil(t *testing.T) {
 	assert.Empty(t, m.GPUs)
 	assert.NotNil(t, m.GPUs)
 }
+
+// BenchmarkDiscover measures one discovery of this machine without GPUs
+// (GPU discovery cost is dominated by the driver creating contexts).
+func BenchmarkDiscover(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := hardware.Discover(ctx, hardware.WithoutGPUs()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

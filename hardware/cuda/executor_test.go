@@ -210,3 +210,27 @@ func TestExecutorSetupFailure(t *testing.T) {
 }
 
 func runtimeGosched() { time.Sleep(time.Microsecond) }
+
+// BenchmarkExecutorDo measures the cost of funnelling one call to the
+// context's thread (what every Context method pays on top of the driver),
+// and of a nested call that runs inline.
+func BenchmarkExecutorDo(b *testing.B) {
+	e, err := startExecutor(func() error { return nil }, func() error { return nil })
+	require.NoError(b, err)
+	defer e.close()
+	ctx := context.Background()
+	noop := func() error { return nil }
+	b.Run("roundtrip", func(b *testing.B) {
+		for b.Loop() {
+			_ = e.do(ctx, noop)
+		}
+	})
+	b.Run("inline", func(b *testing.B) {
+		_ = e.do(ctx, func() error {
+			for b.Loop() {
+				_ = e.do(ctx, noop)
+			}
+			return nil
+		})
+	})
+}
