@@ -1,0 +1,29 @@
+// Command pzrun launches pz programs and runs its built-in apps.
+//
+//	pzrun [-n N] APP [flags]
+//
+// Under mpirun (a binary built with -tags mpi) it joins the MPI world: every
+// process is one rank. With -n N and no MPI launcher it runs N in-process
+// ranks on the embedded backend. With neither it runs one rank. `pzrun help`
+// lists the apps; `pzrun APP -h` lists an app's flags.
+//
+// Exit status: 0 on success, 1 when the app failed, 2 for a usage error (an
+// unknown app or a bad flag), 128+signo when stopped by SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	if ctx.Err() != nil && code != 0 {
+		code = 128 + int(syscall.SIGINT)
+	}
+	stop()
+	os.Exit(code)
+}

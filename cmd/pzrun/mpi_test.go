@@ -1,0 +1,57 @@
+//go:build mpi
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMpirun runs the MPI build of pzrun under the real mpirun.
+func TestMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not installed")
+	}
+	bin := buildPzrun(t, "mpi")
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("hello-%d", n), func(t *testing.T) {
+			out, err := exec.Command(mpirun, append(mpirunArgs(n), bin, "hello")...).Output()
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			require.Len(t, lines, n, string(out))
+			for i, l := range lines {
+				assert.True(t, strings.HasPrefix(l, fmt.Sprintf("hello from rank %d of %d on ", i, n)), l)
+				assert.True(t, strings.HasSuffix(l, "(mpi backend)"), l)
+			}
+		})
+	}
+	t.Run("info-json", func(t *testing.T) {
+		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "info", "--json")...).Output()
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.Len(t, lines, 2)
+		for i, l := range lines {
+			var rec struct {
+				Rank       int    `json:"rank"`
+				GOMAXPROCS int    `json:"gomaxprocs"`
+				Reason     string `json:"gomaxprocs_reason"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(l), &rec))
+			assert.Equal(t, i, rec.Rank)
+			assert.GreaterOrEqual(t, rec.GOMAXPROCS, 1)
+			assert.NotEmpty(t, rec.Reason)
+		}
+	})
+	t.Run("n-under-mpirun", func(t *testing.T) {
+		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "-n", "2", "hello")...).CombinedOutput()
+		require.Error(t, err)
+		assert.Contains(t, string(out), "let mpirun choose the ranks")
+	})
+}

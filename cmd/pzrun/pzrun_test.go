@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// noEnv is an environment without MPI launcher variables.
+func noEnv(string) string { return "" }
+
+func pzrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(testCtx(t), args, &out, &errb, noEnv)
+	return code, out.String(), errb.String()
+}
+
+func TestHelloEveryRankOneLine(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	for _, n := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			code, out, errs := pzrun(t, "-n", fmt.Sprint(n), "hello")
+			require.Equal(t, 0, code, errs)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			require.Len(t, lines, n)
+			for i, l := range lines {
+				assert.Equal(t, fmt.Sprintf("hello from rank %d of %d on %s (local backend)", i, n, host), l)
+			}
+		})
+	}
+}
+
+func TestHelloJSON(t *testing.T) {
+	code, out, errs := pzrun(t, "-n", "3", "hello", "--json")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3)
+	for i, l := range lines {
+		var h map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &h), l)
+		assert.EqualValues(t, i, h["rank"])
+		assert.EqualValues(t, 3, h["size"])
+		for _, k := range []string{"host", "backend", "gomaxprocs"} {
+			assert.Contains(t, h, k)
+		}
+	}
+}
+
+func TestInfoJSON(t *testing.T) {
+	code, out, errs := pzrun(t, "-n", "2", "info", "--json")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	for i, l := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		assert.EqualValues(t, i, rec["rank"])
+		for _, k := range []string{"host", "cpu_logical_cores", "cpu_physical_cores", "cpu_allowed_cores",
+			"ram_total_bytes", "ram_available_bytes", "gpus", "gomaxprocs", "gomaxprocs_reason"} {
+			assert.Contains(t, rec, k, "line %d", i)
+		}
+		assert.EqualValues(t, runtime.NumCPU(), rec["cpu_logical_cores"])
+		assert.Greater(t, rec["ram_total_bytes"].(float64), float64(0))
+		assert.LessOrEqual(t, rec["ram_available_bytes"].(float64), rec["ram_total_bytes"].(float64))
+		assert.Equal(t, []any{}, rec["gpus"], "no driver here: an empty list, not null")
+	}
+}
+
+func TestInfoTable(t *testing.T) {
+	code, out, errs := pzrun(t, "info")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "RANK")
+	assert.Contains(t, out, "GOMAXPROCS")
+	assert.Equal(t, 2, strings.Count(out, "\n"), out)
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no app", nil, "no app given"},
+		{"unknown app", []string{"frobnicate"}, `unknown app "frobnicate"; the apps are: `},
+		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
+		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
+		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},
+		{"extra args", []string{"hello", "extra"}, "unexpected arguments"},
+		{"bench without name", []string{"bench"}, "bench needs a benchmark name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := pzrun(t, c.args...)
+			assert.Equal(t, 2, code)
+			assert.Contains(t, errs, c.want)
+		})
+	}
+	_, _, errs := pzrun(t, "frobnicate")
+	for _, a := range apps() {
+		assert.Contains(t, errs, a.name, "the error lists every app")
+	}
+}
+
+func TestNUnderLauncherIsUsageError(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "OMPI_COMM_WORLD_SIZE" {
+			return "2"
+		}
+		return ""
+	}
+	code := run(testCtx(t), []string{"-n", "2", "hello"}, &out, &errb, env)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errb.String(), "let mpirun choose the ranks")
+}
+
+func TestHelpListsApps(t *testing.T) {
+	code, out, _ := pzrun(t, "help")
+	require.Equal(t, 0, code)
+	for _, a := range apps() {
+		assert.Contains(t, out, a.name)
+	}
+	code, out, _ = pzrun(t, "help", "info")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "-json")
+}
+
+// buildPzrun builds the real binary (with extra build flags) for tests that
+// need a process: exit statuses, mpirun.
+func buildPzrun(t *testing.T, tags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pzrun")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+func mpirunArgs(n int) []string {
+	args := []string{"--oversubscribe", "-n", fmt.Sprint(n)}
+	if os.Geteuid() == 0 {
+		args = append([]string{"--allow-run-as-root"}, args...)
+	}
+	return args
+}
+
+func TestBinaryExitStatusAndRefusalUnderMpirun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildPzrun(t)
+	cmd := exec.Command(bin, "nosuchapp")
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.ExitCode())
+
+	// Launched as if by mpirun with 4 ranks: it must refuse, not run 4
+	// copies of rank 0.
+	cmd = exec.Command(bin, "hello")
+	cmd.Env = append(os.Environ(), "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "-tags mpi")
+	assert.NotContains(t, string(out), "hello from rank")
+
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Log("mpirun not installed: the real-launcher half is skipped")
+		return
+	}
+	out, err = exec.Command(mpirun, append(mpirunArgs(2), bin, "hello")...).CombinedOutput()
+	require.Error(t, err, "a binary without MPI under mpirun -n 2 must fail:\n%s", out)
+	assert.Contains(t, string(out), "-tags mpi")
+	assert.NotContains(t, string(out), "hello from rank")
+}

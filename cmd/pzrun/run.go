@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// errUsage marks errors that are the caller's fault (exit status 2).
+var errUsage = errors.New("usage")
+
+// env is what an app sees besides its RuntimeView.
+type env struct {
+	stdout io.Writer // written by the root rank only
+	stderr io.Writer // progress and diagnostics
+	getenv func(string) string
+}
+
+// An app is one thing pzrun can run. Its flags are parsed once in the
+// launching process; run is then called on every rank.
+type app struct {
+	name    string
+	summary string
+	// setup defines the app's flags on fs and returns the per-rank body,
+	// which is called after fs is parsed.
+	setup func(fs *flag.FlagSet, e *env) func(ctx context.Context, rt *runtimeview.RuntimeView) error
+	// oneRank is set for apps that run on a single rank's scheduler: with
+	// more ranks they run on the root only and the others wait.
+	oneRank bool
+}
+
+// apps lists the built-in apps. "bench" apps are named "bench NAME".
+func apps() []app {
+	return []app{
+		helloApp(),
+		infoApp(),
+	}
+}
+
+func findApp(name string) (app, bool) {
+	for _, a := range apps() {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return app{}, false
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: pzrun [-n N] APP [flags]")
+	fmt.Fprintln(w, "       mpirun -n N pzrun APP [flags]   (binary built with -tags mpi)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "apps:")
+	list := apps()
+	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	for _, a := range list {
+		fmt.Fprintf(w, "  %-12s %s\n", a.name, a.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "`pzrun APP -h` lists an app's flags.")
+}
+
+func appNames() string {
+	var names []string
+	for _, a := range apps() {
+		names = append(names, a.name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// run is pzrun without the process: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	global := flag.NewFlagSet("pzrun", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "pzrun: %v\n", err)
+		usage(stderr)
+		return exitUsage
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		fmt.Fprintln(stderr, "pzrun: no app given")
+		usage(stderr)
+		return exitUsage
+	}
+	name := rest[0]
+	rest = rest[1:]
+	if name == "help" {
+		if len(rest) > 0 {
+			if a, ok := lookup(rest); ok {
+				fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
+				fs.SetOutput(stdout)
+				a.setup(fs, &env{stdout: io.Discard, stderr: io.Discard, getenv: getenv})
+				fmt.Fprintf(stdout, "pzrun %s: %s\n", a.name, a.summary)
+				fs.PrintDefaults()
+				return exitOK
+			}
+		}
+		usage(stdout)
+		return exitOK
+	}
+	if name == "bench" {
+		if len(rest) == 0 {
+			fmt.Fprintln(stderr, "pzrun: bench needs a benchmark name: comm or tasks")
+			return exitUsage
+		}
+		name, rest = "bench "+rest[0], rest[1:]
+	}
+	a, ok := findApp(name)
+	if !ok {
+		fmt.Fprintf(stderr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)\n", name, appNames())
+		return exitUsage
+	}
+	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	body := a.setup(fs, e)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pzrun %s: unexpected arguments %q\n", a.name, fs.Args())
+		return exitUsage
+	}
+	if err := launchApp(ctx, *n, a, body, getenv); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// lookup finds the app named by words ("hello", or "bench comm").
+func lookup(words []string) (app, bool) {
+	if words[0] == "bench" && len(words) > 1 {
+		return findApp("bench " + words[1])
+	}
+	return findApp(words[0])
+}
+
+// launchApp chooses the ranks: the MPI world under an MPI launcher, n
+// in-process ranks with -n, else one rank.
+func launchApp(ctx context.Context, n int, a app, body func(context.Context, *runtimeview.RuntimeView) error, getenv func(string) string) error {
+	if n < 0 {
+		return fmt.Errorf("%w: -n must be at least 1, got %d", errUsage, n)
+	}
+	info := launch.Detect(getenv)
+	if info.Launched() && n > 0 {
+		return fmt.Errorf("%w: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s", errUsage, n, info.Launcher, n, a.name)
+	}
+	wrapped := body
+	if a.oneRank {
+		wrapped = func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			var err error
+			if rt.Rank() == 0 {
+				err = body(ctx, rt)
+			}
+			// The other ranks wait so that the job ends together; the
+			// root's error is reported by the root.
+			if berr := rt.Barrier(ctx); err == nil && rt.Rank() == 0 {
+				err = berr
+			}
+			return err
+		}
+	}
+	if n > 1 || (n == 1 && !info.Launched()) {
+		return runtimeview.RunLocal(ctx, n, wrapped, runtimeview.WithGetenv(getenv))
+	}
+	rt, err := runtimeview.New(ctx, runtimeview.WithGetenv(getenv))
+	if err != nil {
+		return err
+	}
+	err = wrapped(ctx, rt)
+	return errors.Join(err, rt.Close())
+}
