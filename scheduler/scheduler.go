@@ -396,35 +396,38 @@ func (h *Handle) reduceInto(c *Call) error {
 	return nil
 }
 
-// addDep makes t wait for p.
+// sealed marks a completed task's successor stack.
+var sealed = &edge{}
+
+// addDep makes t wait for p. Lock-free: t's edge is pushed on p's
+// successor stack unless p has sealed it by completing.
 func (s *Scheduler) addDep(p, t *Task) {
 	if p == t {
 		return
 	}
-	switch p.state.Load() {
-	case stateDone:
-		return
-	case stateFailed:
-		t.cancel(p.Err())
-		return
-	}
-	p.mu.Lock()
-	switch p.state.Load() {
-	case stateDone:
-		p.mu.Unlock()
-		return
-	case stateFailed:
-		err := p.err
-		p.mu.Unlock()
-		t.cancel(err)
+	if st := p.state.Load(); st >= stateDone {
+		if st == stateFailed {
+			t.cancel(p.err)
+		}
 		return
 	}
-	if p.succs == nil {
-		p.succs = p.inlineSucc[:0]
-	}
-	p.succs = append(p.succs, t)
+	e := t.newEdge()
 	t.pending.Add(1)
-	p.mu.Unlock()
+	for {
+		head := p.succs.Load()
+		if head == sealed {
+			// p completed meanwhile; its state and err are set.
+			t.pending.Add(-1)
+			if p.state.Load() == stateFailed {
+				t.cancel(p.err)
+			}
+			return
+		}
+		e.next = head
+		if p.succs.CompareAndSwap(head, e) {
+			break
+		}
+	}
 	if s.cfg.stats {
 		t.preds = append(t.preds, p.id)
 	}
@@ -579,26 +582,28 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 			}
 		}
 	}
-	t.mu.Lock()
 	t.err = err
 	if err != nil {
 		t.state.Store(stateFailed)
 	} else {
 		t.state.Store(stateDone)
 	}
-	succs := t.succs
-	t.succs = nil
-	if t.doneCh != nil {
-		close(t.doneCh)
-	}
-	t.mu.Unlock()
-	for _, st := range succs {
+	for e := t.succs.Swap(sealed); e != nil; e = e.next {
+		st := e.t
 		if err != nil {
 			st.cancel(err)
 		}
 		if st.pending.Add(-1) == 0 {
 			q = append(q, st)
 		}
+	}
+	if t.waited.Load() {
+		t.mu.Lock()
+		if t.doneCh != nil && !t.chDone {
+			t.chDone = true
+			close(t.doneCh)
+		}
+		t.mu.Unlock()
 	}
 	if t.Tag != 0 {
 		q = s.tagDone(t, err, q)

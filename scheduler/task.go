@@ -239,11 +239,17 @@ type Task struct {
 	pending atomic.Int32 // predecessors not done, +1 while submitting
 	state   atomic.Uint32
 
-	mu     sync.Mutex // guards succs, err, doneCh, depErr writes
-	succs  []*Task
-	err    error
-	depErr error
+	// succs is a lock-free stack of the edges to the tasks waiting for
+	// this one; finish seals it (sealed) and releases them.
+	succs  atomic.Pointer[edge]
+	err    error // written before state becomes done/failed
+	mu     sync.Mutex
+	depErr error // guarded by mu; read once pending reached zero
 	doneCh chan struct{}
+	chDone bool // doneCh closed; guarded by mu
+	waited atomic.Bool
+	nedge  int
+	edges  [2]edge // this task's first incoming edges
 
 	// internal is non-nil for a reduction task created by the scheduler.
 	reduce *Handle
@@ -255,8 +261,24 @@ type Task struct {
 	predicted float64 // dmda's prediction in ns, 0 if none
 	commute   bool    // some access is ModeCommute
 
-	inlineAcc  [4]Access
-	inlineSucc [2]*Task
+	inlineAcc [4]Access
+}
+
+// An edge links a predecessor to a waiting task.
+type edge struct {
+	next *edge
+	t    *Task
+}
+
+// newEdge returns an edge into t, from t's inline storage while it lasts.
+func (t *Task) newEdge() *edge {
+	if t.nedge < len(t.edges) {
+		e := &t.edges[t.nedge]
+		t.nedge++
+		e.t = t
+		return e
+	}
+	return &edge{t: t}
 }
 
 // NewTask returns an unsubmitted task of cl with the given accesses and
@@ -302,20 +324,22 @@ func (t *Task) Err() error {
 	if t.state.Load() < stateDone {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	return t.err
 }
 
 // Done returns a channel closed when the task has completed.
 func (t *Task) Done() <-chan struct{} {
+	// Announce the waiter before checking the state; finish stores the
+	// state before checking for waiters, so one of us closes the channel.
+	t.waited.Store(true)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.doneCh == nil {
 		t.doneCh = make(chan struct{})
-		if t.state.Load() >= stateDone {
-			close(t.doneCh)
-		}
+	}
+	if !t.chDone && t.state.Load() >= stateDone {
+		t.chDone = true
+		close(t.doneCh)
 	}
 	return t.doneCh
 }
