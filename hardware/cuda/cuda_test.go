@@ -95,3 +95,32 @@ func TestBytesAndSlice(t *testing.T) {
 	raw := cuda.Bytes(words)
 	assert.Panics(t, func() { _ = cuda.Slice[uint32](raw[1:]) }, "misaligned")
 }
+
+// TestArgumentValidation checks the errors returned before any driver
+// call, so it needs no GPU (the zero Context is never reached).
+func TestArgumentValidation(t *testing.T) {
+	ctx := context.Background()
+	c := &cuda.Context{}
+	var s *cuda.Stream
+	checks := map[string]error{
+		"Alloc(0)":          func() error { _, err := c.Alloc(ctx, 0); return err }(),
+		"Alloc(-1)":         func() error { _, err := c.Alloc(ctx, -1); return err }(),
+		"AllocHost(0)":      func() error { _, err := c.AllocHost(ctx, 0); return err }(),
+		"FreeHost(nil)":     c.FreeHost(ctx, nil),
+		"CopyDtoD(-1)":      c.CopyDtoD(ctx, 1, 2, -1),
+		"Memset8(-1)":       c.Memset8(ctx, 1, 0, -1),
+		"LoadModule(empty)": func() error { _, err := c.LoadModule(ctx, nil); return err }(),
+		"Launch(nil)":       c.Launch(ctx, nil, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, nil),
+		"ElapsedTime(nil)":  func() error { _, err := c.ElapsedTime(ctx, nil, nil); return err }(),
+		"nil Synchronize":   s.Synchronize(ctx),
+		"nil Destroy":       s.Destroy(ctx),
+	}
+	for name, err := range checks {
+		assert.ErrorIs(t, err, cuda.ErrBadArgument, name)
+	}
+	// Empty copies are no-ops.
+	assert.NoError(t, c.CopyHtoD(ctx, 1, nil))
+	assert.NoError(t, c.CopyDtoH(ctx, nil, 1))
+	assert.NoError(t, c.CopyHtoDAsync(ctx, 1, nil, nil))
+	assert.NoError(t, c.CopyDtoHAsync(ctx, nil, 1, nil))
+}

@@ -128,6 +128,9 @@ func (d Dim3) norm() Dim3 {
 // values). Plain int is refused because its C size is ambiguous. The
 // values are copied when the kernel is queued.
 func (c *Context) Launch(ctx context.Context, f *Function, grid, block Dim3, sharedMem int, s *Stream, args ...any) error {
+	if f == nil {
+		return fmt.Errorf("%w: Launch of a nil Function", ErrBadArgument)
+	}
 	if sharedMem < 0 || sharedMem > math.MaxUint32 {
 		return fmt.Errorf("%w: shared memory %d bytes", ErrBadArgument, sharedMem)
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -57,6 +58,9 @@ func (c *Context) NewStream(ctx context.Context) (*Stream, error) {
 // be cancelled (context.Background) it calls cuStreamSynchronize, which
 // has the lowest latency but occupies the Context's thread until done.
 func (s *Stream) Synchronize(ctx context.Context) error {
+	if s == nil {
+		return fmt.Errorf("%w: Synchronize of a nil Stream; use Context.Synchronize for the default stream", ErrBadArgument)
+	}
 	if ctx.Done() == nil {
 		return s.c.call(ctx, "cuStreamSynchronize", func() Result { return s.c.d.api.streamSynchronize(s.handle) })
 	}
@@ -66,6 +70,9 @@ func (s *Stream) Synchronize(ctx context.Context) error {
 // Destroy destroys the stream (cuStreamDestroy_v2). Work already queued
 // still completes.
 func (s *Stream) Destroy(ctx context.Context) error {
+	if s == nil {
+		return fmt.Errorf("%w: Destroy of a nil Stream", ErrBadArgument)
+	}
 	return s.c.call(ctx, "cuStreamDestroy_v2", func() Result { return s.c.d.api.streamDestroy(s.handle) })
 }
 
@@ -161,6 +168,9 @@ func (e *Event) Destroy(ctx context.Context) error {
 // were created with timing (cuEventElapsedTime; resolution about 0.5 µs).
 // It returns an error wrapping ErrNotReady if either has not completed.
 func (c *Context) ElapsedTime(ctx context.Context, start, end *Event) (time.Duration, error) {
+	if start == nil || end == nil {
+		return 0, fmt.Errorf("%w: ElapsedTime of a nil Event", ErrBadArgument)
+	}
 	var ms float32
 	err := c.call(ctx, "cuEventElapsedTime", func() Result { return c.d.api.eventElapsedTime(&ms, start.handle, end.handle) })
 	if err != nil {
