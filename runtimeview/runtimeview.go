@@ -204,7 +204,9 @@ func (rt *RuntimeView) Logger() *zap.Logger { return rt.log.Zap() }
 // StackCallback pushes fn onto the finalizer stack: Close runs the
 // callbacks last pushed first, each exactly once, before pz finalizes MPI
 // (when it started MPI). It returns an error wrapping callbacks.ErrClosed
-// after Close has begun.
+// after Close has begun. A callback must not call Close (it would wait for
+// itself); it runs on the goroutine that called Close, or on the signal
+// handler's.
 func (rt *RuntimeView) StackCallback(fn func() error) error {
 	if err := rt.stack.Push(fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: StackCallback: %w", rt.Rank(), err)
