@@ -17,10 +17,6 @@ var ErrNoDriver = errors.New("cuda: no usable CUDA driver")
 // ErrClosed is returned by calls on a Context after Close.
 var ErrClosed = errors.New("cuda: context closed")
 
-// ErrNotSupported is returned when the loaded driver lacks an optional
-// entry point a call needs.
-var ErrNotSupported = errors.New("cuda: not supported by this driver")
-
 // ErrBadArgument is returned for invalid arguments detected before calling
 // the driver (a negative size, an unsupported kernel argument type, a
 // buffer too small for a copy).
