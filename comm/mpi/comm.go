@@ -164,25 +164,6 @@ func (c *Comm) pre(ctx context.Context, d desc, lerr error) error {
 	return c.explain(ctx, d, failRank, lerr)
 }
 
-// verdict interprets an exchange of {fingerprint, failure code, ...} words
-// (stride per rank) that every rank received in full.
-func (c *Comm) verdict(ctx context.Context, d desc, lerr error, words []int64, stride int) error {
-	failRank, same := -1, true
-	for r := range c.size {
-		w := words[r*stride : r*stride+stride]
-		if w[1] != 0 && failRank < 0 {
-			failRank = r
-		}
-		if w[0] != words[0] {
-			same = false
-		}
-	}
-	if failRank < 0 && same {
-		return nil
-	}
-	return c.explain(ctx, d, failRank, lerr)
-}
-
 // explain runs on every rank once the agreement step found a failure or a
 // mismatch, and turns it into the same error everywhere: the failing rank's
 // ArgError (its detail is broadcast), or a MismatchError built from every
@@ -191,7 +172,7 @@ func (c *Comm) explain(ctx context.Context, d desc, failRank int, lerr error) er
 	if failRank >= 0 {
 		const maxDetail = 512 // bytes of the failing rank's message sent to all
 		buf := make([]byte, maxDetail)
-		if c.rank == failRank {
+		if c.rank == failRank && lerr != nil {
 			msg := lerr.Error()
 			if ae := (*comm.ArgError)(nil); errors.As(lerr, &ae) {
 				msg = ae.Detail
@@ -403,30 +384,14 @@ func recvBuf(k call, alloc comm.Alloc, count int, dt comm.Datatype) ([]byte, err
 	return b[:want], nil
 }
 
-// gatherCounts is the count exchange of Gather and AllGather. With the check
-// on it is also the agreement step: every rank sends {fingerprint, failure,
-// count} to every rank.
+// gatherCounts is the count exchange of Gather and AllGather, after the
+// agreement step. Every agreement step is the same MPI_Allreduce of three
+// words, so that ranks that reached different calls (a bug in the program)
+// still meet in matching MPI collectives and learn of it.
 func (c *Comm) gatherCounts(ctx context.Context, d desc, lerr error, n int, all bool, root int) ([]int, error) {
 	counts := make([]int, c.size)
-	if c.check && c.size > 1 {
-		v := agreeVector(d, c.rank, c.size, lerr)
-		in := [3]int64{v[0], v[2], int64(n)}
-		sp, rp := unsafe.Pointer(&in[0]), unsafe.Pointer(&c.i64[0])
-		if err := c.do(ctx, "MPI_Allgather", true,
-			func() C.int { return C.pz_allgather(sp, 3, rp, 3, c.h.i64, c.c) },
-			func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, 3, rp, 3, c.h.i64, c.c, r) }, sp, rp); err != nil {
-			return nil, err
-		}
-		if err := c.verdict(ctx, d, lerr, c.i64, 3); err != nil {
-			return nil, err
-		}
-		for i := range counts {
-			counts[i] = int(c.i64[3*i+2])
-		}
-		return counts, nil
-	}
-	if lerr != nil {
-		return nil, lerr
+	if err := c.pre(ctx, d, lerr); err != nil {
+		return nil, err
 	}
 	if c.size == 1 {
 		counts[0] = n
@@ -454,9 +419,8 @@ func (c *Comm) gatherCounts(ctx context.Context, d desc, lerr error, n int, all 
 }
 
 // AllGather collects every rank's send (lengths may differ) on every rank:
-// a count exchange (MPI_Allgather, which with the check on also carries the
-// agreement), then MPI_Allgather when all counts are equal or
-// MPI_Allgatherv.
+// the agreement step, a count exchange (MPI_Allgather), then MPI_Allgather
+// when all counts are equal or MPI_Allgatherv.
 func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("AllGather"); err != nil {
 		return nil, err
@@ -629,7 +593,7 @@ func (c *Comm) checkCounts(k call, counts []int, total int) error {
 
 // Alltoall sends sendCounts[i] elements of send to rank i and receives every
 // rank's part for this rank (count exchange with MPI_Alltoall, which with
-// the check on also carries the agreement, then MPI_Alltoallv).
+// the agreement step, then MPI_Alltoallv).
 func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("Alltoall"); err != nil {
 		return nil, err
@@ -641,47 +605,27 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAlltoall, send.Type, comm.NoOp, noCount, noRoot}
-	stride := 1
-	if c.check && c.size > 1 {
-		stride = 3
-	} else if lerr != nil {
-		return nil, lerr
+	if err := c.pre(ctx, d, lerr); err != nil {
+		return nil, err
 	}
-	out := make([]int64, stride*c.size)
-	v := agreeVector(d, c.rank, c.size, lerr)
-	for i := range c.size {
-		if lerr == nil {
-			out[stride*i] = int64(sendCounts[i])
-		}
-		if stride == 3 {
-			out[3*i+1], out[3*i+2] = v[0], v[2]
-		}
+	out := make([]int64, c.size)
+	for i, n := range sendCounts {
+		out[i] = int64(n)
 	}
-	recvWords := c.i64[:stride*c.size]
+	recvWords := c.i64[:c.size]
 	if c.size == 1 {
 		copy(recvWords, out)
 	} else {
 		sp, rp := unsafe.Pointer(&out[0]), unsafe.Pointer(&recvWords[0])
-		st := C.int(stride)
 		if err := c.do(ctx, "MPI_Alltoall", true,
-			func() C.int { return C.pz_alltoall(sp, st, rp, st, c.h.i64, c.c) },
-			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, st, rp, st, c.h.i64, c.c, r) }, sp, rp); err != nil {
-			return nil, err
-		}
-	}
-	if stride == 3 {
-		// verdict wants {fingerprint, failure} first in each stride.
-		words := make([]int64, 2*c.size)
-		for i := range c.size {
-			words[2*i], words[2*i+1] = recvWords[3*i+1], recvWords[3*i+2]
-		}
-		if err := c.verdict(ctx, d, lerr, words, 2); err != nil {
+			func() C.int { return C.pz_alltoall(sp, 1, rp, 1, c.h.i64, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, 1, rp, 1, c.h.i64, c.c, r) }, sp, rp); err != nil {
 			return nil, err
 		}
 	}
 	recvCounts := make([]int, c.size)
 	for i := range recvCounts {
-		recvCounts[i] = int(recvWords[stride*i])
+		recvCounts[i] = int(recvWords[i])
 	}
 	total, _, err := c.layout(callAlltoall, recvCounts, c.cnts2, c.displs2)
 	if err != nil {

@@ -53,8 +53,9 @@
 //
 // Before each collective the ranks agree on its arguments with one small
 // MPI_Allreduce(MPI_MAX) of {fingerprint, -fingerprint, lowest failing
-// rank}; for AllGather, Gather and Alltoall this rides on the count exchange
-// those need anyway. Disagreeing datatypes, counts, ops or roots, and
+// rank}. It is the same MPI call before every collective, so that ranks that
+// reached different collectives still meet in matching MPI calls and learn
+// of it. Disagreeing datatypes, counts, ops or roots, and
 // arguments invalid on any rank, give every rank the same *comm.MismatchError
 // or *comm.ArgError, never a hang or a write past a buffer. Turn it off with
 // WithCheck(false), Comm.SetCheck or PZ_COMM_CHECK=0 to save one small

@@ -11,6 +11,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,15 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	var provided C.int
 	if ini == 0 {
+		// Open MPI 4.1's op/avx component saturates 8- and 16-bit integer
+		// sums (255+1 gives 255 for uint8). MPI reads its MCA parameters
+		// from the environment at MPI_Init, so pz excludes that component
+		// unless the user chose the op components.
+		if _, set := os.LookupEnv("OMPI_MCA_op"); !set {
+			if err := os.Setenv("OMPI_MCA_op", "^avx"); err != nil {
+				return nil, fmt.Errorf("mpi: Init: %w", err)
+			}
+		}
 		if rc := C.pz_init(st.h.thread_multiple, &provided); rc != 0 {
 			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Init_thread", rc))
 		}

@@ -187,22 +187,26 @@ func TestErrorConversion(t *testing.T) {
 	c := splitAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// A 4-element message into a 1-element Irecv: MPI_ERR_TRUNCATE.
-	me := c.Rank()
-	rreq, err := comm.Irecv(c, make([]float64, 1), me, 7)
-	require.NoError(t, err)
-	require.NoError(t, comm.Send(ctx, c, []float64{1, 2, 3, 4}, me, 7))
-	_, err = rreq.Wait(ctx)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, comm.ErrTruncated)
-	assert.ErrorIs(t, err, mpi.ErrMPI)
-	var me2 *mpi.Error
-	require.ErrorAs(t, err, &me2)
-	assert.Contains(t, strings.ToLower(me2.Msg), "truncat")
-	assert.NotZero(t, me2.Code)
+	// A 4-element message into a 1-element Irecv: MPI_ERR_TRUNCATE. Open
+	// MPI 4.1 truncates a message to self silently, so it goes around a
+	// ring and needs two ranks.
+	if n := c.Size(); n > 1 {
+		me := c.Rank()
+		rreq, err := comm.Irecv(c, make([]float64, 1), (me+n-1)%n, 7)
+		require.NoError(t, err)
+		require.NoError(t, comm.Send(ctx, c, []float64{1, 2, 3, 4}, (me+1)%n, 7))
+		_, err = rreq.Wait(ctx)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, comm.ErrTruncated)
+		assert.ErrorIs(t, err, mpi.ErrMPI)
+		var me2 *mpi.Error
+		require.ErrorAs(t, err, &me2)
+		assert.Contains(t, strings.ToLower(me2.Msg), "truncat")
+		assert.NotZero(t, me2.Code)
+	}
 
 	// Invalid arguments are caught in Go before MPI.
-	err = c.Send(ctx, comm.BufOf([]int32{1}), c.Size(), 0)
+	err := c.Send(ctx, comm.BufOf([]int32{1}), c.Size(), 0)
 	assert.ErrorIs(t, err, comm.ErrInvalidArg)
 	_, err = c.Isend(comm.BufOf([]int32{1}), 0, -3)
 	assert.ErrorIs(t, err, comm.ErrInvalidArg)

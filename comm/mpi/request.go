@@ -64,6 +64,11 @@ func (r *request) release() {
 func (r *request) complete(rc C.int, st *C.pz_status) {
 	r.done = true
 	r.release()
+	if rc == 0 && st.error != 0 {
+		// Open MPI's MPI_Test may return MPI_SUCCESS and report the
+		// operation's error (e.g. truncation) in the status only.
+		rc = st.error
+	}
 	r.st = comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	if rc != 0 {
 		r.err = fmt.Errorf("mpi: %s: %w", r.call, r.c.st.error(r.call, rc))
