@@ -152,7 +152,7 @@ func TestImplicitDepsMatchSequential(t *testing.T) {
 					}}
 					args := []scheduler.Arg{}
 					for _, o := range tk.ops {
-						args = append(args, scheduler.Access{Handle: hs[o.h], Mode: o.mode})
+						args = append(args, scheduler.Data(hs[o.h], o.mode))
 					}
 					for _, a := range tk.after {
 						args = append(args, scheduler.After(tasks[a]))

@@ -118,9 +118,9 @@ func TestBadInput(t *testing.T) {
 		require.ErrorIs(t, s.Submit(ctx, nil), scheduler.ErrNoImplementation)
 	})
 	t.Run("invalid mode", func(t *testing.T) {
-		err := s.Submit(ctx, slow, scheduler.Access{Handle: m, Mode: scheduler.ModeR | scheduler.ModeRedux})
+		err := s.Submit(ctx, slow, scheduler.Data(m, scheduler.ModeR|scheduler.ModeRedux))
 		require.ErrorIs(t, err, scheduler.ErrInvalidMode)
-		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.Access{Handle: m}), scheduler.ErrInvalidMode)
+		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.Data(m, 0)), scheduler.ErrInvalidMode)
 		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.Redux(m)), scheduler.ErrInvalidMode) // no SetReduction
 		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.R(m), scheduler.Scratch(m)), scheduler.ErrInvalidMode)
 	})

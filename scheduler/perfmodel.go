@@ -119,13 +119,15 @@ func (s *Scheduler) estimate(t *Task, k WorkerKind) (float64, bool) {
 }
 
 // ModelEstimate returns the calibrated mean execution time in ns of
-// codelet cl on data of the shapes in acc on a worker of kind k; ok is
-// false if the codelet has no model or it is not calibrated there.
-func (s *Scheduler) ModelEstimate(cl *Codelet, k WorkerKind, acc ...Access) (ns float64, ok bool) {
+// codelet cl on a worker of kind k for a task with the accesses in args
+// (other arguments are ignored); ok is false if the codelet has no model
+// or it is not calibrated for those data shapes.
+func (s *Scheduler) ModelEstimate(cl *Codelet, k WorkerKind, args ...Arg) (ns float64, ok bool) {
 	if cl == nil || cl.Model == nil {
 		return 0, false
 	}
-	return s.models.lookup(cl.Model, footprint(acc), k)
+	t := NewTask(cl, args...)
+	return s.models.lookup(cl.Model, footprint(t.Access), k)
 }
 
 // modelFile is the on-disk form of one model.

@@ -121,83 +121,92 @@ type Access struct {
 	Mode   Mode
 }
 
-func (Access) isArg() {}
+// An Arg is an argument of Submit and NewTask: a data access (R, W, RW,
+// Scratch, Redux, Commute, Data) or a task option (WithPriority,
+// WithTag, After, AfterTags, WithArg, WithCallback, WithTeam,
+// Synchronous). It is a small value type, so passing accesses costs no
+// allocation.
+type Arg struct {
+	kind  argKind
+	mode  Mode
+	h     *Handle
+	n     int
+	v     any
+	tasks []*Task
+	tags  []Tag
+	fn    func(*Task)
+}
+
+type argKind uint8
+
+const (
+	argNone argKind = iota
+	argAccess
+	argPriority
+	argTag
+	argAfter
+	argAfterTags
+	argValue
+	argCallback
+	argTeam
+	argSync
+)
+
+// Data returns an access to h in mode m.
+func Data(h *Handle, m Mode) Arg { return Arg{kind: argAccess, h: h, mode: m} }
 
 // R returns a read access to h.
-func R(h *Handle) Access { return Access{h, ModeR} }
+func R(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeR} }
 
 // W returns a write-only access to h: the task overwrites it entirely.
-func W(h *Handle) Access { return Access{h, ModeW} }
+func W(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeW} }
 
 // RW returns a read-write access to h.
-func RW(h *Handle) Access { return Access{h, ModeRW} }
+func RW(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeRW} }
 
 // Scratch returns a scratch access to h (see ModeScratch).
-func Scratch(h *Handle) Access { return Access{h, ModeScratch} }
+func Scratch(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeScratch} }
 
 // Redux returns a reduction access to h (see ModeRedux).
-func Redux(h *Handle) Access { return Access{h, ModeRedux} }
+func Redux(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeRedux} }
 
 // Commute returns a commuting read-write access to h (see ModeCommute).
-func Commute(h *Handle) Access { return Access{h, ModeRW | ModeCommute} }
+func Commute(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeRW | ModeCommute} }
 
 // Tag names a task so that other tasks can depend on it, and callers can
 // wait for it, before or after it is submitted. Tag 0 means no tag.
 type Tag uint64
 
-// An Arg is an argument of Submit and NewTask: an Access (R, W, RW,
-// Scratch, Redux, Commute) or a task option (WithPriority, WithTag,
-// After, AfterTags, WithArg, WithCallback, WithTeam, Synchronous).
-type Arg interface{ isArg() }
-
-type priorityArg int
-type tagArg Tag
-type afterArg []*Task
-type afterTagsArg []Tag
-type valueArg struct{ v any }
-type callbackArg func(*Task)
-type teamArg int
-type syncArg struct{}
-
-func (priorityArg) isArg()  {}
-func (tagArg) isArg()       {}
-func (afterArg) isArg()     {}
-func (afterTagsArg) isArg() {}
-func (valueArg) isArg()     {}
-func (callbackArg) isArg()  {}
-func (teamArg) isArg()      {}
-func (syncArg) isArg()      {}
-
 // WithPriority sets the task's priority (higher runs earlier under the
 // prio, ws, lws and dmda policies; default 0).
-func WithPriority(p int) Arg { return priorityArg(p) }
+func WithPriority(p int) Arg { return Arg{kind: argPriority, n: p} }
 
 // WithTag sets the task's tag (see Tag).
-func WithTag(t Tag) Arg { return tagArg(t) }
+func WithTag(t Tag) Arg { return Arg{kind: argTag, n: int(t)} }
 
 // After makes the task depend on the given tasks (explicit dependencies).
-func After(tasks ...*Task) Arg { return afterArg(tasks) }
+func After(tasks ...*Task) Arg { return Arg{kind: argAfter, tasks: tasks} }
 
 // AfterTags makes the task depend on the tasks with the given tags,
 // including tasks submitted later.
-func AfterTags(tags ...Tag) Arg { return afterTagsArg(tags) }
+func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, tags: tags} }
 
 // WithArg sets the task's argument, available to the implementation as
 // Call.Arg (StarPU's cl_arg).
-func WithArg(v any) Arg { return valueArg{v} }
+func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 
 // WithCallback sets a function called on the worker goroutine once the
 // task has completed (successfully or not; see Task.Err), before tasks
 // depending on it are released. It must not block on the scheduler.
-func WithCallback(fn func(*Task)) Arg { return callbackArg(fn) }
+func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, fn: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
 // once (see Codelet.Parallel). k must not exceed the number of workers.
-func WithTeam(k int) Arg { return teamArg(k) }
+func WithTeam(k int) Arg { return Arg{kind: argTeam, n: k} }
 
 // Synchronous makes Submit wait until the task completes and return its
 // error.
-func Synchronous() Arg { return syncArg{} }
+func Synchronous() Arg { return Arg{kind: argSync} }
 
 // Task states.
 const (
@@ -290,28 +299,29 @@ func NewTask(cl *Codelet, args ...Arg) *Task {
 }
 
 func (t *Task) apply(args []Arg) {
-	for _, a := range args {
-		switch a := a.(type) {
-		case Access:
+	for i := range args {
+		a := &args[i]
+		switch a.kind {
+		case argAccess:
 			if t.Access == nil {
 				t.Access = t.inlineAcc[:0]
 			}
-			t.Access = append(t.Access, a)
-		case priorityArg:
-			t.Priority = int(a)
-		case tagArg:
-			t.Tag = Tag(a)
-		case afterArg:
-			t.After = append(t.After, a...)
-		case afterTagsArg:
-			t.AfterTags = append(t.AfterTags, a...)
-		case valueArg:
+			t.Access = append(t.Access, Access{a.h, a.mode})
+		case argPriority:
+			t.Priority = a.n
+		case argTag:
+			t.Tag = Tag(a.n)
+		case argAfter:
+			t.After = append(t.After, a.tasks...)
+		case argAfterTags:
+			t.AfterTags = append(t.AfterTags, a.tags...)
+		case argValue:
 			t.Arg = a.v
-		case callbackArg:
-			t.Callback = a
-		case teamArg:
-			t.Team = int(a)
-		case syncArg:
+		case argCallback:
+			t.Callback = a.fn
+		case argTeam:
+			t.Team = a.n
+		case argSync:
 			t.sync = true
 		}
 	}
