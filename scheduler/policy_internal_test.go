@@ -1,0 +1,99 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEarliestFinish(t *testing.T) {
+	cases := []struct {
+		name  string
+		cands []heftCand
+		best  int
+		fin   float64
+	}{
+		{"none", nil, -1, 0},
+		{"fastest idle worker", []heftCand{{0, 0, 10}, {0, 0, 5}}, 1, 5},
+		{"busy fast worker loses", []heftCand{{0, 0, 10}, {8, 0, 5}}, 0, 10},
+		{"transfer counts", []heftCand{{0, 6, 5}, {0, 0, 10}}, 1, 10},
+		{"ties go to the lowest index", []heftCand{{1, 1, 1}, {0, 0, 3}, {3, 0, 0}}, 0, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, f := earliestFinish(c.cands)
+			assert.Equal(t, c.best, b)
+			assert.Equal(t, c.fin, f)
+		})
+	}
+}
+
+func cpuTask(prio int) *Task {
+	return &Task{Codelet: &Codelet{Name: "x", CPU: func(*Call) error { return nil }}, Priority: prio}
+}
+
+func workers(ids ...int) []WorkerInfo {
+	var ws []WorkerInfo
+	for _, id := range ids {
+		ws = append(ws, WorkerInfo{ID: id, Kind: CPUWorker})
+	}
+	return ws
+}
+
+// Every policy keeps each pushed task exactly once across pops and
+// worker removals, and keeps tasks pushed while it has no workers until
+// workers are added.
+func TestPolicyAddRemoveKeepsTasks(t *testing.T) {
+	cfg := PolicyConfig{
+		Seed:     1,
+		Estimate: func(*Task, WorkerKind) (float64, bool) { return 0, false },
+		Transfer: func(*Task, MemoryNode) float64 { return 0 },
+		Now:      func() int64 { return 0 },
+	}
+	for name, f := range policyFactories() {
+		t.Run(name, func(t *testing.T) {
+			p := f(cfg)
+			seen := map[*Task]int{}
+			var all []*Task
+			push := func(n int) {
+				for i := 0; i < n; i++ {
+					tk := cpuTask(i % 3)
+					all = append(all, tk)
+					p.Push(tk, -1)
+				}
+			}
+			// No workers yet: tasks wait.
+			push(5)
+			p.AddWorkers(workers(0, 1, 2)...)
+			push(30)
+			// Pop a few, then remove worker 1 and re-push what it held.
+			for i := 0; i < 4; i++ {
+				if tk := p.Pop(i % 3); tk != nil {
+					seen[tk]++
+				}
+			}
+			for _, tk := range p.RemoveWorkers(1) {
+				p.Push(tk, -1)
+			}
+			assert.Nil(t, p.Pop(1), "a removed worker gets nothing")
+			push(10)
+			for _, tk := range p.RemoveWorkers(0, 2) {
+				p.Push(tk, -1)
+			}
+			push(3)
+			p.AddWorkers(workers(3)...)
+			for {
+				tk := p.Pop(3)
+				if tk == nil {
+					break
+				}
+				seen[tk]++
+			}
+			require.Len(t, seen, len(all))
+			for _, tk := range all {
+				require.Equal(t, 1, seen[tk])
+			}
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package scheduler_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+var (
+	clZero = &scheduler.Codelet{Name: "zero", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*float64](c, 0) = 0
+		return nil
+	}}
+	clAdd = &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*float64](c, 0) += *scheduler.ValueOf[*float64](c, 1)
+		return nil
+	}}
+	clDot = &scheduler.Codelet{Name: "dot", CPU: func(c *scheduler.Call) error {
+		x := scheduler.VectorOf[float64](c, 0)
+		y := scheduler.VectorOf[float64](c, 1)
+		acc := scheduler.ValueOf[*float64](c, 2)
+		for i := range x {
+			*acc += x[i] * y[i]
+		}
+		return nil
+	}}
+)
+
+// A dot product by tiles accumulating into one Redux handle; the result
+// is read by a later task, and a second round is combined by Close.
+func TestReduxDot(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(3))
+	const n = 1000
+	x, y := make([]float64, n), make([]float64, n)
+	want := 0.0
+	for i := range x {
+		x[i], y[i] = float64(i%7), float64(i%5)
+		want += x[i] * y[i]
+	}
+	hx, _ := s.RegisterVector(x)
+	hy, _ := s.RegisterVector(y)
+	tx, err := hx.Partition(scheduler.Blocks(64, 1))
+	require.NoError(t, err)
+	ty, _ := hy.Partition(scheduler.Blocks(64, 1))
+	require.Len(t, tx, 16)
+	var dot float64 = 1 // the initial value is kept: contributions add to it
+	hd, _ := s.RegisterValue(&dot)
+	require.NoError(t, hd.SetReduction(clZero, clAdd))
+	for i := range tx {
+		require.NoError(t, s.Submit(ctx, clDot, scheduler.R(tx[i][0]), scheduler.R(ty[i][0]), scheduler.Redux(hd)))
+	}
+	var seen float64
+	read := &scheduler.Codelet{Name: "read", CPU: func(c *scheduler.Call) error {
+		seen = *scheduler.ValueOf[*float64](c, 0)
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, read, scheduler.R(hd)))
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, want+1, seen)
+	require.Equal(t, want+1, dot)
+
+	// A second round left pending: Close combines it.
+	for i := range tx {
+		require.NoError(t, s.Submit(ctx, clDot, scheduler.R(tx[i][0]), scheduler.R(ty[i][0]), scheduler.Redux(hd)))
+	}
+	require.NoError(t, s.Close())
+	require.Equal(t, 2*want+1, dot)
+}
