@@ -164,14 +164,13 @@ func lookup(words []string) (app, bool) {
 	return findApp(words[0])
 }
 
-// launchApp chooses the ranks: the MPI world under an MPI launcher, n
-// in-process ranks with -n, else one rank.
+// launchApp runs the app on the job's ranks (runtimeview.Run): the MPI
+// world under an MPI launcher, n in-process ranks with -n, else one rank.
 func launchApp(ctx context.Context, n int, a app, body func(context.Context, *runtimeview.RuntimeView) error, getenv func(string) string) error {
 	if n < 0 {
 		return fmt.Errorf("%w: -n must be at least 1, got %d", errUsage, n)
 	}
-	info := launch.Detect(getenv)
-	if info.Launched() && n > 0 {
+	if info := launch.Detect(getenv); info.Launched() && n > 0 {
 		return fmt.Errorf("%w: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s", errUsage, n, info.Launcher, n, a.name)
 	}
 	wrapped := body
@@ -189,13 +188,11 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 			return err
 		}
 	}
-	if n > 1 || (n == 1 && !info.Launched()) {
-		return runtimeview.RunLocal(ctx, n, wrapped, runtimeview.WithGetenv(getenv))
+	if n == 0 {
+		n = 1 // pzrun ignores PZ_RANKS: -n is its way to ask for ranks
+		if launch.Detect(getenv).Launched() {
+			n = 0
+		}
 	}
-	rt, err := runtimeview.New(ctx, runtimeview.WithGetenv(getenv))
-	if err != nil {
-		return err
-	}
-	err = wrapped(ctx, rt)
-	return errors.Join(err, rt.Close())
+	return runtimeview.Run(ctx, n, wrapped, runtimeview.WithGetenv(getenv))
 }

@@ -1,0 +1,68 @@
+package runtimeview_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/runtimeview"
+)
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestRunChoosesRanks(t *testing.T) {
+	ctx := testCtx(t)
+	cases := []struct {
+		name string
+		n    int
+		env  map[string]string
+		want int
+	}{
+		{"default one rank", 0, nil, 1},
+		{"explicit n", 3, nil, 3},
+		{"PZ_RANKS", 0, map[string]string{"PZ_RANKS": "4"}, 4},
+		{"n beats PZ_RANKS", 2, map[string]string{"PZ_RANKS": "4"}, 2},
+		{"launcher with one rank", 0, map[string]string{"OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "0"}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int32
+			var sizes atomic.Int64
+			err := runtimeview.Run(ctx, c.n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				calls.Add(1)
+				sizes.Store(int64(rt.Size()))
+				return nil
+			}, runtimeview.WithGetenv(envOf(c.env)), withMachine(t))
+			require.NoError(t, err)
+			assert.EqualValues(t, c.want, calls.Load())
+			assert.EqualValues(t, c.want, sizes.Load())
+		})
+	}
+}
+
+func TestRunRejectsBadCounts(t *testing.T) {
+	ctx := testCtx(t)
+	never := func(context.Context, *runtimeview.RuntimeView) error {
+		t.Error("fn must not run")
+		return nil
+	}
+	for name, c := range map[string]struct {
+		n   int
+		env map[string]string
+	}{
+		"negative":         {-1, nil},
+		"PZ_RANKS garbage": {0, map[string]string{"PZ_RANKS": "many"}},
+		"PZ_RANKS zero":    {0, map[string]string{"PZ_RANKS": "0"}},
+		"n under mpirun":   {2, map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := runtimeview.Run(ctx, c.n, never, runtimeview.WithGetenv(envOf(c.env)), withMachine(t))
+			assert.ErrorIs(t, err, runtimeview.ErrLaunch)
+		})
+	}
+}
