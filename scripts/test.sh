@@ -58,15 +58,14 @@ log "go test -tags cblas (OpenBLAS kernels)"
 go test -tags cblas -count=1 ./internal/linalg/...
 
 log "examples on both backends"
-go build -o "$tmp/" ./examples/...
-for ex in "$tmp"/*; do
-  case "$ex" in *.test|*/out.*) continue ;; esac
-  [ -x "$ex" ] || continue
-  echo "--- $(basename "$ex") embedded, 4 ranks"; PZ_RANKS=4 "$ex" >/dev/null
-done
-go build -tags mpi -o "$tmp/mpi/" ./examples/...
-for ex in "$tmp"/mpi/*; do
-  echo "--- $(basename "$ex") under mpirun -n 2"; "${MPIRUN[@]}" -n 2 "$ex" >/dev/null
+go build -o "$tmp/ex-local/" ./examples/...
+go build -tags mpi -o "$tmp/ex-mpi/" ./examples/...
+for ex in "$tmp"/ex-local/*; do
+  name=$(basename "$ex")
+  echo "--- $name: embedded backend, 4 in-process ranks"
+  PZ_RANKS=4 "$ex"
+  echo "--- $name: MPI backend, mpirun -n 2"
+  "${MPIRUN[@]}" -n 2 "$tmp/ex-mpi/$name"
 done
 
 echo
