@@ -23,8 +23,10 @@ var clTouch4 = &scheduler.Codelet{Name: "touch4", CPU: func(c *scheduler.Call) e
 	return nil
 }}
 
-// benchSched reports microseconds per task (submission to completion)
-// as us/task; b.N tasks are split among the submitters.
+// benchSched reports microseconds per task (submission of b.N tasks,
+// split among the submitters, to WaitAll) as us/task, and the process's
+// CPU time per task (all workers and submitters, spinning included) as
+// cpu-us/task.
 func benchSched(b *testing.B, policy string, submitters int, submit func(ctx context.Context, s *scheduler.Scheduler, g, i int) error, setup func(s *scheduler.Scheduler, g int)) {
 	ctx := context.Background()
 	s, err := scheduler.New(ctx, scheduler.WithPolicy(policy), scheduler.WithPerfModelDir(""))
@@ -37,6 +39,7 @@ func benchSched(b *testing.B, policy string, submitters int, submit func(ctx con
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	var wg sync.WaitGroup
 	for g := 0; g < submitters; g++ {
 		wg.Add(1)
@@ -56,6 +59,7 @@ func benchSched(b *testing.B, policy string, submitters int, submit func(ctx con
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "us/task")
+	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-us/task")
 }
 
 // BenchmarkTasks measures per-task overhead, the cases of StarPU's

@@ -317,3 +317,33 @@ func TestModelHelper(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 }
+
+func TestPerfModelDirOption(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	env := scheduler.WithGetenv(func(k string) string {
+		if k == "PZ_PERFMODEL_DIR" {
+			return dir
+		}
+		return ""
+	})
+	for _, tc := range []struct {
+		name  string
+		opts  []scheduler.Option
+		files int
+	}{
+		{"disabled", []scheduler.Option{env, scheduler.WithPerfModelDir("")}, 0},
+		{"from environment", []scheduler.Option{env}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, os.RemoveAll(dir))
+			s, err := scheduler.New(ctx, append(tc.opts, scheduler.WithWorkers(1))...)
+			require.NoError(t, err)
+			cl := &scheduler.Codelet{Name: "m", CPU: func(*scheduler.Call) error { return nil }, Model: scheduler.HistoryModel("opt_model")}
+			require.NoError(t, s.Submit(ctx, cl))
+			require.NoError(t, s.Close())
+			files, _ := filepath.Glob(filepath.Join(dir, "opt_model.*.json"))
+			assert.Len(t, files, tc.files)
+		})
+	}
+}

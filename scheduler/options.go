@@ -18,6 +18,7 @@ type config struct {
 	policyImpl func(PolicyConfig) Policy
 	workers    int
 	modelDir   string
+	modelSet   bool
 	trace      string
 	stats      bool
 	getenv     func(string) string
@@ -41,9 +42,11 @@ func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
 
 // WithPerfModelDir sets the directory where performance models are
 // loaded from and saved to (default: os.UserCacheDir()/pz/perfmodels;
-// models stay in memory if there is none). Environment:
-// PZ_PERFMODEL_DIR.
-func WithPerfModelDir(dir string) Option { return func(c *config) { c.modelDir = dir } }
+// models stay in memory if there is none). An empty dir keeps models in
+// memory only. Environment: PZ_PERFMODEL_DIR.
+func WithPerfModelDir(dir string) Option {
+	return func(c *config) { c.modelDir, c.modelSet = dir, true }
+}
 
 // WithTrace makes Close write a Chrome trace JSON of every task to file
 // (open it in Perfetto or chrome://tracing) and a Gantt chart SVG beside
@@ -96,10 +99,10 @@ func buildConfig(opts []Option) (config, error) {
 	if c.workers < 1 {
 		return c, fmt.Errorf("%w: WithWorkers(%d): need at least one worker", ErrBadOption, c.workers)
 	}
-	if c.modelDir == "" {
+	if !c.modelSet {
 		c.modelDir = env("PZ_PERFMODEL_DIR")
 	}
-	if c.modelDir == "" {
+	if !c.modelSet && c.modelDir == "" {
 		if d, err := os.UserCacheDir(); err == nil {
 			c.modelDir = filepath.Join(d, "pz", "perfmodels")
 		}

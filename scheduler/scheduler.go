@@ -154,8 +154,12 @@ func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error 
 // Task.Err and WaitAll. Submission does not block (unless t is
 // synchronous, see Synchronous) and costs well under a microsecond.
 func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), err)
+	// A non-blocking receive on Done is cheaper than ctx.Err, which
+	// locks a cancelable context's mutex (shared by all submitters).
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctx.Err())
+	default:
 	}
 	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
 		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
