@@ -1,0 +1,173 @@
+package commbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// The collectives Measure knows, by the names the C peer prints.
+const (
+	OpAllReduce = "allreduce"
+	OpAllGather = "allgather"
+	OpBcast     = "bcast"
+)
+
+// Config selects what Measure runs. Zero fields take the defaults.
+type Config struct {
+	// Ops are the collectives (default: allreduce, allgather, bcast).
+	Ops []string
+	// Sizes are the per-rank message sizes in bytes, multiples of 8
+	// (default: 8, 1 KiB, 64 KiB, 1 MiB, 16 MiB).
+	Sizes []int
+	// Scale multiplies the iteration counts (default 1), as collbench's
+	// iter_scale does.
+	Scale float64
+	// Backend names the communicator in the results (e.g. "local", "mpi").
+	Backend string
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Ops) == 0 {
+		c.Ops = []string{OpAllReduce, OpAllGather, OpBcast}
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20}
+	}
+	if c.Scale <= 0 {
+		c.Scale = 1
+	}
+	return c
+}
+
+// Iters is the number of timed iterations for a message of the given size:
+// collbench.c's schedule (2000 up to 1 KiB, 500 up to 64 KiB, 100 up to
+// 1 MiB, 20 above) times scale, at least 5.
+func Iters(bytes int, scale float64) int {
+	it := 20
+	switch {
+	case bytes <= 1<<10:
+		it = 2000
+	case bytes <= 64<<10:
+		it = 500
+	case bytes <= 1<<20:
+		it = 100
+	}
+	return max(int(float64(it)*scale), 5)
+}
+
+// Result is one line of output.
+type Result struct {
+	Op           string  `json:"op"`
+	Bytes        int     `json:"bytes"`
+	Ranks        int     `json:"ranks"`
+	Backend      string  `json:"backend"`
+	MedianUS     float64 `json:"median_us"`
+	PeerMedianUS float64 `json:"peer_median_us,omitempty"`
+	Ratio        float64 `json:"ratio,omitempty"`
+	Note         string  `json:"note,omitempty"`
+}
+
+// Measure runs the benchmark on c. Every rank of c must call it with the
+// same cfg; rank 0 gets the results, the others nil. It fails on the first
+// error of a collective (wrapped with the op and size).
+func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
+	cfg = cfg.withDefaults()
+	for _, op := range cfg.Ops {
+		if op != OpAllReduce && op != OpAllGather && op != OpBcast {
+			return nil, fmt.Errorf("commbench: unknown op %q (want %s, %s or %s)", op, OpAllReduce, OpAllGather, OpBcast)
+		}
+	}
+	maxBytes := slices.Max(cfg.Sizes)
+	n := c.Size()
+	send := make([]float64, maxBytes/8)
+	for i := range send {
+		send[i] = float64(c.Rank() + 1)
+	}
+	recv := make([]float64, max(maxBytes/8*n, 1))
+	var out []Result
+	for _, op := range cfg.Ops {
+		for _, bytes := range cfg.Sizes {
+			if bytes%8 != 0 || bytes <= 0 {
+				return nil, fmt.Errorf("commbench: size %d is not a positive multiple of 8", bytes)
+			}
+			count := bytes / 8
+			run := step(c, op, send[:count], recv[:count*n])
+			iters := Iters(bytes, cfg.Scale)
+			warm := max(iters/10, 3)
+			for range warm {
+				if err := run(ctx); err != nil {
+					return nil, fmt.Errorf("commbench: %s %d B warm-up: %w", op, bytes, err)
+				}
+			}
+			times := make([]float64, iters)
+			for i := range times {
+				if err := c.Barrier(ctx); err != nil {
+					return nil, fmt.Errorf("commbench: barrier: %w", err)
+				}
+				t0 := time.Now()
+				if err := run(ctx); err != nil {
+					return nil, fmt.Errorf("commbench: %s %d B: %w", op, bytes, err)
+				}
+				times[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+			}
+			// The slowest rank finishes the collective.
+			worst, err := comm.Reduce(ctx, c, times, comm.Max, 0)
+			if err != nil {
+				return nil, fmt.Errorf("commbench: collecting times: %w", err)
+			}
+			if c.Rank() == 0 {
+				out = append(out, Result{Op: op, Bytes: bytes, Ranks: n, Backend: cfg.Backend, MedianUS: math.Round(median(worst)*1000) / 1000})
+			}
+		}
+	}
+	return out, nil
+}
+
+// step returns one iteration of op on preallocated buffers.
+func step(c comm.Comm, op string, send, recv []float64) func(context.Context) error {
+	sb, rb := comm.BufOf(send), comm.BufOf(recv)
+	switch op {
+	case OpAllReduce:
+		rb = comm.BufOf(recv[:len(send)])
+		return func(ctx context.Context) error { return c.AllReduce(ctx, sb, rb, comm.Sum) }
+	case OpAllGather:
+		alloc := func(k int) []byte { return rb.Bytes[:8*k] }
+		return func(ctx context.Context) error {
+			_, err := c.AllGather(ctx, sb, alloc)
+			return err
+		}
+	default:
+		return func(ctx context.Context) error { return c.Bcast(ctx, sb, 0) }
+	}
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	k := len(s)
+	if k == 0 {
+		return 0
+	}
+	if k%2 == 1 {
+		return s[k/2]
+	}
+	return (s[k/2-1] + s[k/2]) / 2
+}
+
+// WriteJSON writes one JSON object per result and line.
+func WriteJSON(w io.Writer, rs []Result) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rs {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("commbench: %w", err)
+		}
+	}
+	return nil
+}

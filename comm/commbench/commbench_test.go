@@ -1,0 +1,110 @@
+package commbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+func TestIters(t *testing.T) {
+	assert.Equal(t, 2000, Iters(8, 1))
+	assert.Equal(t, 500, Iters(64<<10, 1))
+	assert.Equal(t, 100, Iters(1<<20, 1))
+	assert.Equal(t, 20, Iters(16<<20, 1))
+	assert.Equal(t, 5, Iters(16<<20, 0.01))
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	assert.Equal(t, 0.0, median(nil))
+}
+
+func TestMeasureLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := Config{Sizes: []int{8, 4096}, Scale: 0.005, Backend: "local"}
+	var got []Result
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		rs, err := Measure(ctx, c, cfg)
+		if c.Rank() == 0 {
+			got = rs
+		} else if rs != nil {
+			t.Errorf("rank %d got results", c.Rank())
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 6)
+	i := 0
+	for _, op := range []string{OpAllReduce, OpAllGather, OpBcast} {
+		for _, b := range cfg.Sizes {
+			assert.Equal(t, op, got[i].Op)
+			assert.Equal(t, b, got[i].Bytes)
+			assert.Equal(t, 3, got[i].Ranks)
+			assert.Greater(t, got[i].MedianUS, 0.0)
+			i++
+		}
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, got[:1]))
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	for _, k := range []string{"op", "bytes", "ranks", "backend", "median_us"} {
+		assert.Contains(t, back, k)
+	}
+
+	err = local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		_, err := Measure(ctx, c, Config{Ops: []string{"scan"}})
+		return err
+	})
+	assert.ErrorContains(t, err, "unknown op")
+}
+
+func TestParsePeerAndAttach(t *testing.T) {
+	out := "# Open MPI v4.1.4, ranks=2\n# collective size ranks median_us algbw_GBps busbw_GBps iters\n" +
+		"allreduce 8 2 0.20 0.040 0.040 2000\nbcast 1024 2 0.50 2.0 2.0 2000\n"
+	peer, err := ParsePeer(out)
+	require.NoError(t, err)
+	assert.Equal(t, map[PeerKey]float64{{"allreduce", 8}: 0.20, {"bcast", 1024}: 0.50}, peer)
+	rs := []Result{{Op: "allreduce", Bytes: 8, MedianUS: 0.25}, {Op: "allgather", Bytes: 8, MedianUS: 1}}
+	Attach(rs, peer)
+	assert.InDelta(t, 1.25, rs[0].Ratio, 1e-9)
+	assert.Equal(t, 0.20, rs[0].PeerMedianUS)
+	assert.Zero(t, rs[1].Ratio)
+	_, err = ParsePeer("# nothing\n")
+	assert.Error(t, err)
+	_, err = ParsePeer("allreduce x 2 0.1\n")
+	assert.Error(t, err)
+}
+
+func TestRunPeer(t *testing.T) {
+	if _, err := exec.LookPath("mpicc"); err != nil {
+		t.Skip("mpicc not installed")
+	}
+	dir := filepath.Join("..", "..", "..", "shared", "peers", "mpi")
+	if _, err := os.Stat(filepath.Join(dir, "collbench.c")); err != nil {
+		t.Skipf("C peer not found at %s", dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	peer, err := RunPeer(ctx, dir, 2, 0.01, "single")
+	require.NoError(t, err)
+	for _, op := range []string{OpAllReduce, OpAllGather, OpBcast} {
+		assert.Greater(t, peer[PeerKey{op, 8}], 0.0, op)
+		assert.Greater(t, peer[PeerKey{op, 16 << 20}], peer[PeerKey{op, 8}], op)
+	}
+	_, err = RunPeer(ctx, t.TempDir(), 2, 0.01, "single")
+	assert.Error(t, err)
+}
