@@ -119,7 +119,7 @@ func (p *dmda) Push(t *Task, from int) int {
 		i, _ := earliestFinish(cands)
 		w := ids[i]
 		p.load[w].queued += cands[i].exec
-		t.predicted = cands[i].exec
+		t.predicted = float32(cands[i].exec)
 		p.mu.Unlock()
 		q := s.q[w]
 		before := q.n.Load()
@@ -143,7 +143,7 @@ func (p *dmda) Pop(w int) *Task {
 	if t := s.q[w].popFront(s.info[w].Kind); t != nil {
 		p.mu.Lock()
 		l := &p.load[w]
-		l.queued -= t.predicted
+		l.queued -= float64(t.predicted)
 		if l.queued < 0 {
 			l.queued = 0
 		}

@@ -356,7 +356,7 @@ func (h *Handle) flushReduxLocked() {
 	}
 	s := h.s
 	combine := h.rcombine
-	r := &Task{Codelet: &Codelet{Name: "redux:" + combine.name(), CPU: h.reduceInto}, reduce: h}
+	r := &Task{Codelet: &Codelet{Name: "redux:" + combine.name(), CPU: h.reduceInto}}
 	r.Access = append(r.inlineAcc[:0], Access{h, ModeRW})
 	r.state.Store(stateSubmitted)
 	r.s = s

@@ -242,11 +242,17 @@ type Task struct {
 	// for a sequential task.
 	Team int
 
-	sync bool
-
 	s       *Scheduler
 	pending atomic.Int32 // predecessors not done, +1 while submitting
 	state   atomic.Uint32
+	nedge   int32
+	// predicted is dmda's prediction in ns, 0 if none.
+	predicted float32
+	waited    atomic.Bool
+	sync      bool
+	hasFoot   bool
+	commute   bool // some access is ModeCommute
+	chDone    bool // doneCh closed; guarded by mu
 
 	// succs is a lock-free stack of the edges to the tasks waiting for
 	// this one; finish seals it (sealed) and releases them.
@@ -255,20 +261,11 @@ type Task struct {
 	mu     sync.Mutex
 	depErr error // guarded by mu; read once pending reached zero
 	doneCh chan struct{}
-	chDone bool // doneCh closed; guarded by mu
-	waited atomic.Bool
-	nedge  int
 	edges  [2]edge // this task's first incoming edges
-
-	// internal is non-nil for a reduction task created by the scheduler.
-	reduce *Handle
 
 	id        uint64
 	preds     []uint64 // dependency ids, recorded only when tracing
 	footprint uint64
-	hasFoot   bool
-	predicted float64 // dmda's prediction in ns, 0 if none
-	commute   bool    // some access is ModeCommute
 
 	inlineAcc [4]Access
 }
@@ -281,7 +278,7 @@ type edge struct {
 
 // newEdge returns an edge into t, from t's inline storage while it lasts.
 func (t *Task) newEdge() *edge {
-	if t.nedge < len(t.edges) {
+	if int(t.nedge) < len(t.edges) {
 		e := &t.edges[t.nedge]
 		t.nedge++
 		e.t = t
