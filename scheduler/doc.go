@@ -95,7 +95,19 @@
 //
 // # Cost
 //
-// Submitting a task with data takes a few hundred nanoseconds: no lock is
-// shared by all workers; a handle's lock is held while its dependencies
-// are computed, and each task has its own lock for its successor list.
+// A task costs one allocation (352 bytes) and, with its data handles and
+// implicit dependencies, a few hundred nanoseconds of CPU from submission
+// to completion (BenchmarkTasks reports us/task and cpu-us/task). No lock
+// is shared by all workers: a handle's lock is held by the submitter while
+// that handle's dependencies are computed, successor lists are lock-free
+// stacks, each worker queue has its own lock, and completions are counted
+// per worker in batches. Busy and idle times are measured only on demand
+// (WithStats), since each clock read costs about 35 ns.
+//
+// # Safe points
+//
+// A worker is at a safe point at the top of its loop, between two
+// RunOnce calls: it holds no task and no lock. Policies receive
+// AddWorkers and RemoveWorkers there, which is what scheduling contexts
+// build on.
 package scheduler
