@@ -107,7 +107,8 @@
 // # Safe points
 //
 // A worker is at a safe point at the top of its loop, between two
-// RunOnce calls: it holds no task and no lock. Policies receive
-// AddWorkers and RemoveWorkers there, which is what scheduling contexts
-// build on.
+// RunOnce calls: it holds no task and no lock. That is where a worker
+// may change hands (Policy.AddWorkers and RemoveWorkers), the basis for
+// scheduling contexts; this version gives all workers to one policy at
+// New.
 package scheduler
