@@ -1,0 +1,146 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// The benchmarks run on every rank of the world. Every rank must run the
+// same number of iterations, so under mpirun they need a fixed
+// -test.benchtime=Nx (mpitest.sh bench passes one): with a time-based
+// benchtime each rank would pick its own b.N and the collectives would not
+// match.
+
+var benchSizes = []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20}
+
+func fixedBenchtime() bool {
+	v := flagValue("test.benchtime")
+	return strings.HasSuffix(v, "x")
+}
+
+// benchColl runs op for every size, with and without the agreement step.
+func benchColl(b *testing.B, setup func(c comm.Comm, bytes int) func(ctx context.Context) error) {
+	if world.Size() > 1 && !fixedBenchtime() {
+		b.Skip("under mpirun pass -test.benchtime=Nx so that every rank runs the same iterations")
+	}
+	for _, check := range []bool{true, false} {
+		for _, bytes := range benchSizes {
+			b.Run(fmt.Sprintf("check=%v/bytes=%d", check, bytes), func(b *testing.B) {
+				ctx := context.Background()
+				world.SetCheck(check)
+				defer world.SetCheck(true)
+				op := setup(world, bytes)
+				b.SetBytes(int64(bytes))
+				b.ResetTimer()
+				for range b.N {
+					if err := op(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func floats(bytes, rank int) []float64 {
+	s := make([]float64, bytes/8)
+	for i := range s {
+		s[i] = float64(rank + i)
+	}
+	return s
+}
+
+func BenchmarkAllReduce(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		send, recv := comm.BufOf(floats(bytes, c.Rank())), comm.BufOf(make([]float64, bytes/8))
+		return func(ctx context.Context) error { return c.AllReduce(ctx, send, recv, comm.Sum) }
+	})
+}
+
+func BenchmarkReduce(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		send, recv := comm.BufOf(floats(bytes, c.Rank())), comm.BufOf(make([]float64, bytes/8))
+		return func(ctx context.Context) error { return c.Reduce(ctx, send, recv, comm.Sum, 0) }
+	})
+}
+
+func BenchmarkBcast(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		buf := comm.BufOf(floats(bytes, c.Rank()))
+		return func(ctx context.Context) error { return c.Bcast(ctx, buf, 0) }
+	})
+}
+
+func BenchmarkAllGather(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		send, recv := comm.BufOf(floats(bytes, c.Rank())), make([]byte, bytes*c.Size())
+		alloc := func(k int) []byte { return recv[:8*k] }
+		return func(ctx context.Context) error {
+			_, err := c.AllGather(ctx, send, alloc)
+			return err
+		}
+	})
+}
+
+func BenchmarkGather(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		send, recv := comm.BufOf(floats(bytes, c.Rank())), make([]byte, bytes*c.Size())
+		alloc := func(k int) []byte { return recv[:8*k] }
+		return func(ctx context.Context) error {
+			_, err := c.Gather(ctx, send, 0, alloc)
+			return err
+		}
+	})
+}
+
+func BenchmarkScatter(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		n := c.Size()
+		send, recv := comm.BufOf(floats(bytes*n, c.Rank())), make([]byte, bytes)
+		counts := make([]int, n)
+		for i := range counts {
+			counts[i] = bytes / 8
+		}
+		alloc := func(k int) []byte { return recv[:8*k] }
+		return func(ctx context.Context) error { return c.Scatter(ctx, send, counts, 0, alloc) }
+	})
+}
+
+func BenchmarkAlltoall(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		n := c.Size()
+		send, recv := comm.BufOf(floats(bytes*n, c.Rank())), make([]byte, bytes*n)
+		counts := make([]int, n)
+		for i := range counts {
+			counts[i] = bytes / 8
+		}
+		alloc := func(k int) []byte { return recv[:8*k] }
+		return func(ctx context.Context) error {
+			_, err := c.Alltoall(ctx, send, counts, alloc)
+			return err
+		}
+	})
+}
+
+func BenchmarkBarrier(b *testing.B) {
+	if world.Size() > 1 && !fixedBenchtime() {
+		b.Skip("under mpirun pass -test.benchtime=Nx")
+	}
+	for _, check := range []bool{true, false} {
+		b.Run(fmt.Sprintf("check=%v", check), func(b *testing.B) {
+			world.SetCheck(check)
+			defer world.SetCheck(true)
+			for range b.N {
+				if err := world.Barrier(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

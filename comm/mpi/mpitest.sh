@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# mpitest.sh - build the comm/mpi test binary with -tags mpi and run it
+# under mpirun for each rank count; exits non-zero if any rank of any run
+# fails (the test binary agrees on its exit status across ranks).
+#
+#   comm/mpi/mpitest.sh                 # tests at 1, 2 and 4 ranks
+#   RANKS="2" comm/mpi/mpitest.sh bench # go test benchmarks, fixed iterations
+#   BENCH=AllReduce BENCHTIME=2000x comm/mpi/mpitest.sh bench
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+mode="${1:-test}"
+RANKS="${RANKS:-1 2 4}"
+bin="$(mktemp -d)/mpi.test"
+go test -tags mpi -c -o "$bin" ./comm/mpi
+flags=(--oversubscribe)
+[ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}" OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
+export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+for n in $RANKS; do
+  echo "# mpirun -n $n $mode" >&2
+  if [ "$mode" = bench ]; then
+    timeout 900 mpirun -n "$n" "${flags[@]}" "$bin" -test.run='^$' \
+      -test.bench="${BENCH:-.}" -test.benchtime="${BENCHTIME:-500x}" -test.benchmem
+  else
+    # TestSpawn is skipped under mpirun; it is what runs mpirun from go test.
+    timeout 900 mpirun -n "$n" "${flags[@]}" "$bin" -test.count=1 ${VERBOSE:+-test.v}
+  fi
+done
