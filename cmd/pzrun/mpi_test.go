@@ -55,3 +55,34 @@ func TestMpirun(t *testing.T) {
 		assert.Contains(t, string(out), "let mpirun choose the ranks")
 	})
 }
+
+// TestBenchCommMPIWithPeer runs `pzrun bench comm -backend mpi`, which
+// starts mpirun itself and runs the C peer in the same invocation.
+func TestBenchCommMPIWithPeer(t *testing.T) {
+	if _, err := exec.LookPath("mpicc"); err != nil {
+		t.Skip("mpicc not installed")
+	}
+	peer := defaultPeerDir()
+	if peer == "" {
+		t.Skip("../shared/peers/mpi not found beside the checkout")
+	}
+	bin := buildPzrun(t, "mpi")
+	out, err := exec.Command(bin, "bench", "comm", "-backend", "mpi", "-ranks", "2", "-sizes", "8,65536", "-scale", "0.02", "-peer", peer).Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 6)
+	for _, l := range lines {
+		var r struct {
+			Backend string  `json:"backend"`
+			Ranks   int     `json:"ranks"`
+			Median  float64 `json:"median_us"`
+			Peer    float64 `json:"peer_median_us"`
+			Ratio   float64 `json:"ratio"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		assert.Equal(t, "mpi", r.Backend)
+		assert.Equal(t, 2, r.Ranks)
+		assert.Greater(t, r.Peer, 0.0, "peer figure present: %s", l)
+		assert.InDelta(t, r.Median/r.Peer, r.Ratio, 0.01*r.Ratio+1e-3)
+	}
+}

@@ -196,3 +196,65 @@ func TestBinaryExitStatusAndRefusalUnderMpirun(t *testing.T) {
 	assert.Contains(t, string(out), "-tags mpi")
 	assert.NotContains(t, string(out), "hello from rank")
 }
+
+func TestTiledApps(t *testing.T) {
+	code, out, errs := pzrun(t, "cholesky", "-n", "256", "-b", "64", "--check", "--json")
+	require.Equal(t, 0, code, errs)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, "cholesky", r["app"])
+	assert.Equal(t, true, r["checked"])
+	assert.Less(t, r["residual"].(float64), 1e-3)
+	assert.Greater(t, r["gflops"].(float64), 0.0)
+
+	code, out, errs = pzrun(t, "-n", "2", "gemm", "-n", "128", "-b", "32", "-precision", "64", "--check", "-policy", "dmda")
+	require.Equal(t, 0, code, errs)
+	assert.Equal(t, 1, strings.Count(out, "\n"), "only the root prints: %s", out)
+	assert.Contains(t, out, "gemm n=128 b=32 fp64")
+
+	code, _, errs = pzrun(t, "cholesky", "-policy", "nosuch")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `unknown policy "nosuch"; valid: dmda, eager, lws, prio, random, ws`)
+
+	code, _, errs = pzrun(t, "cholesky", "-n", "100", "-b", "64")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "multiple")
+}
+
+func TestBenchTasksWithPeerFile(t *testing.T) {
+	peer := filepath.Join(t.TempDir(), "peer.txt")
+	require.NoError(t, os.WriteFile(peer, []byte("# StarPU\nstarpu_c_nodata_eager_total 2.0 us/task\n"), 0o644))
+	code, out, errs := pzrun(t, "bench", "tasks", "-cases", "indep", "-policies", "eager", "-tasks", "2000", "-rounds", "1", "-peer-file", peer)
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, "one line per submitter count (1, 2)")
+	for _, l := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		assert.Equal(t, "starpu_c_nodata_eager_total", r["peer"])
+		assert.InDelta(t, r["value"].(float64)/2.0, r["ratio"].(float64), 1e-9)
+	}
+	code, _, errs = pzrun(t, "bench", "tasks", "-cases", "bogus", "-starpu=false")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "unknown case")
+}
+
+func TestBenchComm(t *testing.T) {
+	code, out, errs := pzrun(t, "-n", "3", "bench", "comm", "-sizes", "8,1024", "-scale", "0.01", "-peer=")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6, "3 collectives x 2 sizes")
+	for _, l := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		assert.EqualValues(t, 3, r["ranks"])
+		assert.Equal(t, "local", r["backend"])
+		assert.Greater(t, r["median_us"].(float64), 0.0)
+	}
+	code, _, errs = pzrun(t, "bench", "comm", "-sizes", "7")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "not a positive multiple of 8")
+	code, _, errs = pzrun(t, "bench", "nothing")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `unknown app "bench nothing"`)
+}

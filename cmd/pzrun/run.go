@@ -48,6 +48,10 @@ func apps() []app {
 	return []app{
 		helloApp(),
 		infoApp(),
+		benchCommApp(),
+		benchTasksApp(),
+		choleskyApp(),
+		gemmApp(),
 	}
 }
 

@@ -11,7 +11,10 @@
 // into a temporary folder and runs it under mpirun with the same rank count;
 // Attach adds its medians and the ratio to pz's results.
 //
-// The command comm/commbench/cmd/commbench (later `pzrun bench comm`) runs
-// both for the embedded backend (comm/local, in-process ranks) or for the
-// MPI backend (it launches itself under mpirun; build it with -tags mpi).
+// `pzrun bench comm` runs both in one invocation, for the embedded backend
+// (`pzrun -n 4 bench comm`: in-process ranks) or for the MPI backend
+// (`pzrun bench comm -backend mpi -ranks 4`: it launches itself under
+// mpirun; build it with -tags mpi). Under mpirun directly
+// (`mpirun -n 4 pzrun bench comm`) it measures without the peer, since an
+// MPI rank cannot start another mpirun.
 package commbench

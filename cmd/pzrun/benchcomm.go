@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/pzgo/pz/comm/commbench"
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/runtimeview"
+)
+
+type benchCommFlags struct {
+	backend, ops, sizes, peer, peerThread string
+	ranks                                 int
+	scale                                 float64
+	check                                 bool
+}
+
+func benchCommApp() app {
+	return app{
+		name:    "bench comm",
+		summary: "AllReduce/AllGather/Bcast latency 8 B..16 MiB vs C MPI in the same invocation; JSON lines",
+		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
+			var f benchCommFlags
+			fs.StringVar(&f.backend, "backend", "local", "local: this job's ranks (pzrun -n N); mpi: start `mpirun -n RANKS` of this binary (built with -tags mpi)")
+			fs.IntVar(&f.ranks, "ranks", 2, "ranks for -backend mpi")
+			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "collectives")
+			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
+			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
+			fs.StringVar(&f.peer, "peer", defaultPeerDir(), "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
+			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
+			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				cfg, err := f.config()
+				if err != nil {
+					return err
+				}
+				underMPI := launch.Detect(e.getenv).Launched()
+				switch {
+				case underMPI:
+					if w := rt.MPIWorld(); w != nil {
+						w.SetCheck(f.check)
+					}
+					cfg.Backend = string(rt.Backend())
+					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					if err != nil || rt.Rank() != 0 {
+						return err
+					}
+					return commbench.WriteJSON(e.stdout, rs)
+				case f.backend == "local":
+					cfg.Backend = "local"
+					// Background inside: the blocking fast path, as a
+					// program without deadlines runs it.
+					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					if err != nil || rt.Rank() != 0 {
+						return err
+					}
+					attachPeer(ctx, e, f, rt.Size(), rs)
+					return commbench.WriteJSON(e.stdout, rs)
+				case f.backend == "mpi":
+					if rt.Size() != 1 {
+						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
+					}
+					rs, err := spawnMPI(ctx, f)
+					if err != nil {
+						return err
+					}
+					attachPeer(ctx, e, f, f.ranks, rs)
+					return commbench.WriteJSON(e.stdout, rs)
+				default:
+					return fmt.Errorf("%w: unknown -backend %q (local or mpi)", errUsage, f.backend)
+				}
+			}
+		},
+	}
+}
+
+func (f *benchCommFlags) config() (commbench.Config, error) {
+	cfg := commbench.Config{Scale: f.scale, Ops: strings.Split(f.ops, ",")}
+	for _, op := range cfg.Ops {
+		switch op {
+		case commbench.OpAllReduce, commbench.OpAllGather, commbench.OpBcast:
+		default:
+			return cfg, fmt.Errorf("%w: unknown collective %q (allreduce, allgather, bcast)", errUsage, op)
+		}
+	}
+	for _, s := range strings.Split(f.sizes, ",") {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 || v%8 != 0 {
+			return cfg, fmt.Errorf("%w: -sizes: %q is not a positive multiple of 8", errUsage, s)
+		}
+		cfg.Sizes = append(cfg.Sizes, v)
+	}
+	if f.ranks < 1 {
+		return cfg, fmt.Errorf("%w: --ranks must be at least 1", errUsage)
+	}
+	return cfg, nil
+}
+
+// attachPeer runs the C peer with the same rank count and adds its medians
+// and the ratios to rs. A peer that cannot run is reported, not fatal.
+func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []commbench.Result) {
+	if f.peer == "" {
+		return
+	}
+	peer, err := commbench.RunPeer(ctx, f.peer, ranks, f.scale, f.peerThread)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "pzrun bench comm: peer skipped: %v\n", err)
+		return
+	}
+	commbench.Attach(rs, peer)
+}
+
+// spawnMPI runs this binary under mpirun and reads rank 0's JSON lines.
+func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error) {
+	if !mpi.Available() {
+		return nil, fmt.Errorf("%w: -backend mpi: %v", errUsage, mpi.ErrNotBuilt)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := append(commbench.MpirunArgs(f.ranks), self, "bench", "comm", "-peer=",
+		"-ops="+f.ops, "-sizes="+f.sizes, "-scale="+strconv.FormatFloat(f.scale, 'g', -1, 64),
+		"-check="+strconv.FormatBool(f.check))
+	cmd := exec.CommandContext(ctx, "mpirun", args...)
+	cmd.Env = append(os.Environ(), commbench.PeerEnv()...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("mpirun %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var rs []commbench.Result
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r commbench.Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("reading rank 0's line %q: %w", sc.Text(), err)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// defaultPeerDir is ../shared/peers/mpi beside the module root found
+// upward from the working directory, or "" outside a checkout.
+func defaultPeerDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "..", "shared", "peers", "mpi")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/pzgo/pz/internal/apps/benchtasks"
+	"github.com/pzgo/pz/internal/apps/cholesky"
+	"github.com/pzgo/pz/internal/apps/gemm"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// tiledFlags are the flags the tiled linear-algebra apps share.
+type tiledFlags struct {
+	n, b, precision, workers, warmup int
+	policy, trace                    string
+	check, json                      bool
+}
+
+func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
+	fs.IntVar(&f.n, "n", defN, "matrix order `N` (a multiple of -b)")
+	fs.IntVar(&f.b, "b", 256, "tile size `B`")
+	fs.IntVar(&f.precision, "precision", 32, "32 (float32) or 64 (float64)")
+	fs.IntVar(&f.workers, "workers", 0, "CPU workers (default: PZ_NCPU, else one per allowed core)")
+	fs.IntVar(&f.warmup, "warmup", 0, "untimed runs first (calibrate dmda's models)")
+	fs.StringVar(&f.policy, "policy", "", "scheduling policy: "+strings.Join(scheduler.Policies(), ", ")+" (default: PZ_SCHED, else lws)")
+	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace JSON to `FILE` and a Gantt SVG beside it")
+	fs.BoolVar(&f.check, "check", false, "check the result")
+	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+}
+
+func (f *tiledFlags) schedulerOptions() []scheduler.Option {
+	if f.trace == "" {
+		return nil
+	}
+	return []scheduler.Option{scheduler.WithTrace(f.trace)}
+}
+
+// validPolicy turns an unknown policy into a usage error before anything runs.
+func validPolicy(name string) error {
+	if name == "" {
+		return nil
+	}
+	for _, p := range scheduler.Policies() {
+		if p == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown policy %q; valid: %s", errUsage, name, strings.Join(scheduler.Policies(), ", "))
+}
+
+func printResult(e *env, asJSON bool, r fmt.Stringer) error {
+	if asJSON {
+		return writeJSON(e.stdout, r)
+	}
+	_, err := fmt.Fprintln(e.stdout, r)
+	return err
+}
+
+func choleskyApp() app {
+	return app{
+		name:    "cholesky",
+		summary: "tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks): GFLOP/s, efficiency, residual with --check",
+		oneRank: true,
+		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
+			var f tiledFlags
+			f.define(fs, 2048)
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				if err := validPolicy(f.policy); err != nil {
+					return err
+				}
+				r, err := cholesky.Run(ctx, cholesky.Options{
+					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
+					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
+				}, e.stderr)
+				if err != nil {
+					return err
+				}
+				if err := printResult(e, f.json, r); err != nil {
+					return err
+				}
+				if f.check && r.Residual > cholesky.Tolerance(f.precision, f.n) {
+					return fmt.Errorf("residual %.3g above the tolerance %.3g", r.Residual, cholesky.Tolerance(f.precision, f.n))
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func gemmApp() app {
+	return app{
+		name:    "gemm",
+		summary: "tiled matrix product C -= A·Bᵀ: GFLOP/s, efficiency, sampled error with --check",
+		oneRank: true,
+		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
+			var f tiledFlags
+			f.define(fs, 2048)
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				if err := validPolicy(f.policy); err != nil {
+					return err
+				}
+				r, err := gemm.Run(ctx, gemm.Options{
+					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
+					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
+				}, e.stderr)
+				if err != nil {
+					return err
+				}
+				if err := printResult(e, f.json, r); err != nil {
+					return err
+				}
+				if f.check && r.MaxRelErr > gemm.Tolerance(f.precision, f.n) {
+					return fmt.Errorf("error %.3g above the tolerance %.3g", r.MaxRelErr, gemm.Tolerance(f.precision, f.n))
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func benchTasksApp() app {
+	return app{
+		name:    "bench tasks",
+		summary: "µs per task (independent, chained, 4 handles) and efficiency by grain, vs StarPU; JSON lines",
+		oneRank: true,
+		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
+			policies := fs.String("policies", strings.Join(scheduler.Policies(), ","), "comma-separated policies")
+			cases := fs.String("cases", "indep,chain,handles4,grain", "comma-separated cases")
+			tasks := fs.Int("tasks", 100000, "tasks per timed round")
+			rounds := fs.Int("rounds", 7, "timed rounds (the median is printed)")
+			peerFile := fs.String("peer-file", "", "StarPU figures as `FILE` of 'name value unit' lines (e.g. ../shared/peers/starpu/results-2core.txt)")
+			runPeer := fs.Bool("starpu", true, "measure StarPU in the same invocation when it is installed and no -peer-file is given")
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds}
+				for _, p := range strings.Split(*policies, ",") {
+					if err := validPolicy(p); err != nil {
+						return err
+					}
+					opts.Policies = append(opts.Policies, p)
+				}
+				for _, c := range strings.Split(*cases, ",") {
+					opts.Cases = append(opts.Cases, benchtasks.Case(c))
+				}
+				switch {
+				case *peerFile != "":
+					fh, err := os.Open(*peerFile)
+					if err != nil {
+						return fmt.Errorf("%w: %v", errUsage, err)
+					}
+					defer fh.Close()
+					if opts.Peer, err = benchtasks.ParsePeer(fh); err != nil {
+						return err
+					}
+				case *runPeer:
+					peer, err := benchtasks.RunStarPU(ctx, benchtasks.StarPUConfig{
+						Policies: opts.Policies, Workers: runtime.GOMAXPROCS(0), Tasks: *tasks, Rounds: *rounds,
+					})
+					if errors.Is(err, benchtasks.ErrNoStarPU) {
+						fmt.Fprintf(e.stderr, "pzrun bench tasks: no peer figures: %v (or pass -peer-file)\n", err)
+					} else if err != nil {
+						return err
+					} else {
+						opts.Peer = peer
+					}
+				}
+				_, err := benchtasks.Run(ctx, opts, e.stdout)
+				if errors.Is(err, benchtasks.ErrBadOptions) {
+					return fmt.Errorf("%w: %v", errUsage, err)
+				}
+				return err
+			}
+		},
+	}
+}
