@@ -99,8 +99,11 @@ func views[T any](all []T, counts []int) [][]T {
 }
 
 // concat returns parts laid out consecutively and the length of each part.
-// When the parts already lie back to back in one array (as the views
-// returned by AllGather do) it returns that memory without copying.
+// When the parts already lie back to back in one array, sliced from it
+// with their capacity reaching to its end (flat[a:b]), it returns that
+// memory without copying. The views AllGather returns have clipped
+// capacities and are copied: proving that two clipped slices share one
+// allocation would take unsafe arithmetic that -race's checkptr rejects.
 func concat[T any](parts [][]T) ([]T, []int) {
 	counts := make([]int, len(parts))
 	total := 0
@@ -206,8 +209,8 @@ func Gather[T Number](ctx context.Context, c Comm, send []T, root int) ([][]T, e
 
 // Scatter sends parts[i] from root to rank i and returns this rank's part
 // (a new slice). parts is ignored on non-roots; on root it has one entry
-// per rank. Parts that already lie back to back in memory are sent without
-// an intermediate copy.
+// per rank. Parts sliced back to back from one array (flat[a:b], keeping
+// the capacity) are sent without an intermediate copy.
 func Scatter[T Number](ctx context.Context, c Comm, parts [][]T, root int) ([]T, error) {
 	send := Buf{Type: DatatypeOf[T]()}
 	var counts []int

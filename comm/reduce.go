@@ -41,6 +41,9 @@ func ReduceTo(op Op, dt Datatype, dst, a, b []byte) error {
 	if len(dst)%dt.Size() != 0 {
 		return fmt.Errorf("%w: reduction %v on %v: %d bytes is not a whole number of elements", ErrInvalidArg, op, dt, len(dst))
 	}
+	if done := reduceVector(op, dt, dst, a, b); done > 0 {
+		dst, a, b = dst[done:], a[done:], b[done:]
+	}
 	switch dt {
 	case Int8:
 		intKernel(op, sliceOf[int8](dst), sliceOf[int8](a), sliceOf[int8](b))
@@ -70,9 +73,11 @@ func ReduceTo(op Op, dt Datatype, dst, a, b []byte) error {
 	return nil
 }
 
-// The kernels below are written 4-way unrolled with the bounds checks
-// hoisted: Go does not unroll or vectorize, and the independent lanes let
-// the CPU overlap loads, which roughly doubles throughput on large buffers.
+// The portable kernels below handle what the vector kernels (AVX2 on
+// amd64, see reduce_amd64.s) do not: other platforms, float Min/Max,
+// logical ops, 64-bit integer Min/Max/Prod, and the tail of every buffer.
+// Sum and Prod are unrolled four ways, which lets the CPU overlap the
+// independent lanes.
 
 func intKernel[T integer](op Op, d, a, b []T) {
 	switch op {

@@ -42,11 +42,16 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		if eager {
 			a.src = a.eagerCopy(buf.Bytes)
 		} else {
-			a.src = buf.Bytes
+			a.src, a.direct = buf.Bytes, true
 		}
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return err
+	}
+	if !eager {
+		if err := c.commit(ctx, call); err != nil {
+			return err
+		}
 	}
 	if c.rank == root {
 		if !eager {
@@ -98,6 +103,9 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 		}
 		return nil
 	}
+	if err := c.commit(ctx, call); err != nil {
+		return err
+	}
 	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
 	c.fold(op, send.Type, k, lo, hi, root)
 	c.depart(k)
@@ -140,6 +148,9 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 	if small {
 		c.fold(op, send.Type, k, 0, len(send.Bytes), toSelf)
 		return nil
+	}
+	if err := c.commit(ctx, call); err != nil {
+		return err
 	}
 	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
 	c.fold(op, send.Type, k, lo, hi, toAll)
@@ -261,11 +272,16 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 		if eager {
 			a.src = a.eagerCopy(send.Bytes)
 		} else {
-			a.src = send.Bytes
+			a.src, a.direct = send.Bytes, c.rank != root
 		}
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
+	}
+	if g.anyDirect(k) {
+		if err := c.commit(ctx, call); err != nil {
+			return nil, err
+		}
 	}
 	if c.rank != root {
 		if !eager {
@@ -316,11 +332,16 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 		if eager {
 			a.src = a.eagerCopy(send.Bytes)
 		} else {
-			a.src = send.Bytes
+			a.src, a.direct = send.Bytes, true
 		}
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
+	}
+	if c.g.anyDirect(k) {
+		if err := c.commit(ctx, call); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		c.depart(k)
@@ -368,11 +389,16 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 		if eager {
 			a.src = a.eagerCopy(send.Bytes)
 		} else {
-			a.src = send.Bytes
+			a.src, a.direct = send.Bytes, true
 		}
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return err
+	}
+	if g.anyDirect(k) {
+		if err := c.commit(ctx, call); err != nil {
+			return err
+		}
 	}
 	if isRoot {
 		if !eager {
@@ -410,11 +436,16 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 		if eager {
 			a.src = a.eagerCopy(send.Bytes)
 		} else {
-			a.src = send.Bytes
+			a.src, a.direct = send.Bytes, true
 		}
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
+	}
+	if c.g.anyDirect(k) {
+		if err := c.commit(ctx, call); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		c.depart(k)

@@ -2,10 +2,12 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -26,17 +28,18 @@ const (
 	// that two ranks never write the same cache line (64 bytes), and every
 	// element (at most 16 bytes) lies in one chunk.
 	chunkAlign = 64
-	// spinLoads and spinYields bound the busy wait before a rank parks:
-	// a short spin catches peers that arrive within about a microsecond,
-	// the yields let other ranks run when there are more ranks than cores,
-	// and parking keeps a waiting rank from burning a core.
-	spinLoads  = 200
-	spinYields = 20
+	// spinLoads and spinYields bound the busy wait before a rank parks.
+	// Yielding (runtime.Gosched) between checks beat pure spinning at
+	// every size on a loaded 2-core machine, with 2 and with 4 ranks: a
+	// spinning rank can hold the core its peer needs. After the yields the
+	// rank parks on a channel, so an idle rank costs no CPU.
+	spinLoads  = 0
+	spinYields = 30
 )
 
-// brokenBit marks a group's arrival counter once a rank abandoned a
+// brokenBit marks a group's commit counter once a rank abandoned a
 // collective. It is set with a compare-and-swap only while the current
-// collective has not yet collected every arrival, so each collective is
+// collective has not yet collected every commit, so each such collective is
 // either committed (all ranks proceed) or broken (all ranks fail).
 const brokenBit = 1 << 63
 
@@ -93,56 +96,84 @@ func (b *breaker) broken() error {
 
 // group is one communicator, shared by its ranks.
 type group struct {
-	w       *world
-	size    int
-	slots   []slot
-	boxes   []mailbox
-	arrived atomic.Uint64 // collective arrivals, plus brokenBit
-	brk     breaker
+	w     *world
+	size  int
+	slots []*slot // allocated one by one so that each starts on a cache line
+	boxes []mailbox
+	brk   breaker
+
+	_         [64]byte      // keep the counter off the read-mostly fields' line
+	committed atomic.Uint64 // commits of two-phase collectives, plus brokenBit
+	_         [56]byte
 
 	splitMu sync.Mutex
 	splits  map[splitKey]*splitEntry
 }
 
 func newGroup(w *world, n int) *group {
-	g := &group{w: w, size: n, slots: make([]slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{}}
+	g := &group{w: w, size: n, slots: make([]*slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{}}
 	g.brk.init()
 	for i := range g.slots {
-		g.slots[i].wake = make(chan struct{}, 1)
+		g.slots[i] = &slot{wake: make(chan struct{}, 1)}
 	}
 	return g
 }
 
 // slot is one rank's area of a group. The owner writes args[k&1] (and its
-// eager buffer) before arriving at collective k; the others read them after
-// the arrival counter commits k. Two copies suffice: a rank can only reach
-// k+2 after every rank arrived at k+1, i.e. finished k.
+// eager copy) and then its seq before arriving at collective k; the others
+// read them after seeing seq >= k. Two copies suffice: a rank can only
+// reach k+2 after every rank arrived at k+1, i.e. finished reading k's.
+//
+// A slot is 704 bytes, a size class of Go's allocator whose objects start
+// on 64-byte boundaries. seq has a cache line of its own, so that peers
+// polling it do not steal the line while its owner fills in the args; the
+// args a peer reads first fill the next line.
 type slot struct {
-	arrive  atomic.Uint64 // last collective this rank arrived at (for diagnostics)
+	a       [2]args
 	depart  atomic.Uint64 // last collective this rank finished moving data for
 	waiting atomic.Uint32 // 1 while the owner is parked
 	wake    chan struct{} // capacity 1; a token means "re-check"
-	a       [2]args
-	_       [64]byte // keep neighbouring slots off each other's cache lines
+	_       [704 - 2*320 - 24]byte
 }
 
 // args is what one rank contributes to one collective.
 type args struct {
+	seq atomic.Uint64 // the collective these args are for
+	_   [56]byte
+
+	// What agreement and the data phase read first.
 	fp     comm.Fingerprint
 	argErr error
-	src    []byte // the rank's contribution: the caller's memory or its eager copy
-	dst    []byte // the rank's receive buffer, written by peers (Reduce, AllReduce)
-	offs   []int  // prefix sums of per-rank counts (Scatter, Alltoall)
-	eager  []byte // owner's eager copy buffer for this parity
+	src    []byte // the contribution: the caller's memory or an eager copy
+	_      [8]byte
+
+	small  [64]byte // eager copies up to 64 bytes
+	dst    []byte   // the receive buffer, written by peers (Reduce, AllReduce)
+	offs   []int    // prefix sums of per-rank counts (Scatter, Alltoall)
 	color  int
 	key    int
+	eager  []byte // eager copies above 64 bytes
+	direct bool   // src is the caller's memory: peers must finish before the owner returns
+	_      [320 - 64 - 64 - 64 - 64 - 25]byte
 }
+
+// The layout above is what the comments promise; these fail to compile if
+// a field change breaks it.
+var (
+	_ [unsafe.Offsetof(args{}.small) - 128]struct{}
+	_ [128 - unsafe.Offsetof(args{}.small)]struct{}
+	_ [unsafe.Sizeof(args{}) - 320]struct{}
+	_ [320 - unsafe.Sizeof(args{})]struct{}
+	_ [unsafe.Sizeof(slot{}) - 704]struct{}
+	_ [704 - unsafe.Sizeof(slot{})]struct{}
+)
 
 // rankComm is one rank's handle on a group; it implements comm.Comm.
 type rankComm struct {
 	g       *group
 	rank    int
 	seq     uint64 // collectives entered on this communicator
+	commits uint64 // two-phase collectives committed on it
 	freed   atomic.Bool
 	scratch []byte // blockBytes of scratch for reductions that alias
 }
@@ -177,16 +208,22 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (uint64, *args, er
 	c.seq++
 	k := c.seq
 	if err := ctx.Err(); err != nil {
-		return 0, nil, c.abandon(call, k, context.Cause(ctx))
+		return 0, nil, c.abandonArrival(call, k, context.Cause(ctx))
 	}
 	a := &c.g.slots[c.rank].a[k&1]
 	a.argErr = nil
 	a.src, a.dst = nil, nil
+	a.direct = false
 	return k, a, nil
 }
 
-// eagerCopy copies b into the slot's eager buffer for collective k.
+// eagerCopy copies b into memory owned by the slot and returns the copy.
 func (a *args) eagerCopy(b []byte) []byte {
+	if len(b) <= len(a.small) {
+		e := a.small[:len(b)]
+		copy(e, b)
+		return e
+	}
 	if cap(a.eager) < len(b) {
 		a.eager = make([]byte, max(len(b), 256))
 	}
@@ -195,38 +232,68 @@ func (a *args) eagerCopy(b []byte) []byte {
 	return e
 }
 
-// arrive publishes this rank's args for collective k and waits until every
-// rank has arrived or the collective is abandoned. Then it checks the
-// ranks' arguments agree. A nil error means the data phase may start.
+// arrive publishes this rank's args for collective k, waits until every
+// rank has published its own, and checks that the ranks' arguments agree.
+// A nil error means the data phase may start. Peers may read the arrived
+// args at once, so only slot-owned memory (eager copies) may be read by
+// peers before commit.
 func (c *rankComm) arrive(ctx context.Context, call comm.Call, k uint64) error {
 	g := c.g
-	g.slots[c.rank].arrive.Store(k)
-	target := k * uint64(g.size)
-	v := g.arrived.Add(1)
-	switch {
-	case v&brokenBit != 0:
-		return c.brokenErr(call)
-	case v == target:
-		// Last to arrive: wake whoever parked.
-		g.wakeAll(c.rank)
-	case v < target:
-		if err := c.waitArrivals(ctx, call, k, target); err != nil {
-			return err
-		}
+	g.slots[c.rank].a[k&1].seq.Store(k)
+	g.wakeAll(c.rank)
+	if err := c.waitArrivals(ctx, call, k); err != nil {
+		return err
 	}
 	return g.agree(k)
 }
 
-// waitArrivals waits until the arrival counter reaches target.
-func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k, target uint64) error {
+// A cond is what spinWait waits for. It is a plain struct, not a closure,
+// so that waiting allocates nothing.
+type cond struct {
+	kind   uint8
+	k      uint64         // condArrivals, condDepart: the collective
+	next   int            // condArrivals: first rank not yet seen
+	s      *slot          // condDepart: whose departure
+	v      *atomic.Uint64 // condCounter: the counter
+	target uint64         // condCounter: the value to reach
+}
+
+const (
+	condArrivals = iota // every rank published args for k (or the group broke)
+	condDepart          // s departed k
+	condCounter         // *v >= target
+)
+
+func (c *rankComm) ready(w *cond) bool {
 	g := c.g
-	me := &g.slots[c.rank]
-	for i := 0; ; i++ {
-		v := g.arrived.Load()
-		if v&brokenBit != 0 {
-			return c.brokenErr(call)
+	switch w.kind {
+	case condArrivals:
+		p := w.k & 1
+		for ; w.next < g.size; w.next++ {
+			if g.slots[w.next].a[p].seq.Load() < w.k {
+				// A peer that abandoned will never arrive.
+				return g.brk.err.Load() != nil
+			}
 		}
-		if v >= target {
+		return true
+	case condDepart:
+		return w.s.depart.Load() >= w.k
+	default:
+		v := w.v.Load()
+		return v&^brokenBit >= w.target || v&brokenBit != 0
+	}
+}
+
+// spinWait waits until w holds: a short spin catches peers that are about
+// to arrive, yields let other ranks run when there are more ranks than
+// cores, and then the rank parks until woken. It returns early with the
+// cause when done closes (errCtx) or the group or world breaks; with a nil
+// done it waits regardless.
+func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
+	g := c.g
+	me := g.slots[c.rank]
+	for i := 0; ; i++ {
+		if c.ready(w) {
 			return nil
 		}
 		if i < spinLoads {
@@ -237,63 +304,135 @@ func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k, target u
 			continue
 		}
 		me.waiting.Store(1)
-		if v := g.arrived.Load(); v >= target || v&brokenBit != 0 {
+		if c.ready(w) {
 			me.waiting.Store(0)
-			continue
+			return nil
 		}
 		var cause error
-		select {
-		case <-me.wake:
-		case <-ctx.Done():
-			cause = context.Cause(ctx)
-		case <-g.brk.ch:
-		case <-g.w.brk.ch:
-			cause = g.w.brk.broken()
+		if done == nil {
+			<-me.wake
+		} else {
+			select {
+			case <-me.wake:
+			case <-done:
+				cause = errCtx
+			case <-g.brk.ch:
+				cause = g.brk.broken()
+			case <-g.w.brk.ch:
+				cause = g.w.brk.broken()
+			}
 		}
 		me.waiting.Store(0)
 		if cause != nil {
-			if err := c.abandon(call, k, cause); err != nil {
-				return err
-			}
-			return nil // committed meanwhile: take part normally
+			return cause
 		}
 	}
 }
 
-// abandon gives up collective k because of cause (a context error or the
-// world breaking). If every rank has already arrived the collective is
-// committed and abandon returns nil: the caller must take part, since
-// peers may already be reading its buffers. Otherwise it breaks the group
-// so that every other rank fails instead of waiting forever, and returns
-// an error naming the ranks that had not arrived.
-func (c *rankComm) abandon(call comm.Call, k uint64, cause error) error {
+// errCtx stands for "the context ended" inside spinWait's callers.
+var errCtx = errors.New("local: context done")
+
+// waitArrivals waits until every rank has published its args for k.
+func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) error {
 	g := c.g
-	target := k * uint64(g.size)
-	for {
-		v := g.arrived.Load()
-		if v&brokenBit != 0 {
-			return fmt.Errorf("%w (while abandoning: %w)", c.brokenErr(call), cause)
-		}
-		if v >= target {
-			return nil
-		}
-		if g.arrived.CompareAndSwap(v, v|brokenBit) {
-			missing := g.missing(k)
-			g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, cause))
-			return fmt.Errorf("local: %v on rank %d: ranks %v had not arrived: %w", call, c.rank, missing, cause)
-		}
+	w := cond{kind: condArrivals, k: k}
+	err := c.spinWait(ctx.Done(), &w)
+	if err == nil && w.next < g.size {
+		err = g.brk.broken()
 	}
+	if err == nil {
+		return nil
+	}
+	if err == errCtx {
+		err = context.Cause(ctx)
+	}
+	return c.abandonArrival(call, k, err)
+}
+
+// abandonArrival gives up collective k before it is committed: it breaks
+// the group, so that peers waiting for this rank fail instead of waiting
+// forever, and returns an error naming the ranks that had not arrived.
+// Peers that already saw every arrival may finish a one-phase collective:
+// they read only slot-owned copies, which stay valid.
+func (c *rankComm) abandonArrival(call comm.Call, k uint64, cause error) error {
+	g := c.g
+	if errors.Is(cause, comm.ErrBroken) {
+		// Someone else broke the group or the world first; report that.
+		return fmt.Errorf("local: %v on rank %d: %w", call, c.rank, cause)
+	}
+	missing := g.missing(k)
+	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, cause))
+	return fmt.Errorf("local: %v on rank %d: ranks %v had not arrived: %w", call, c.rank, missing, cause)
 }
 
 // missing lists the ranks that have not arrived at collective k.
 func (g *group) missing(k uint64) []int {
 	var out []int
-	for j := range g.slots {
-		if g.slots[j].arrive.Load() < k {
+	for j, s := range g.slots {
+		if s.a[k&1].seq.Load() < k {
 			out = append(out, j)
 		}
 	}
 	return out
+}
+
+// commit is the point of no return of a two-phase collective (one where
+// peers read the caller's memory or write its receive buffer): every rank
+// counts itself in, and once all have, a context ending no longer
+// abandons the collective. Before that, a rank may still give up; it then
+// marks the counter broken so that no rank proceeds.
+func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
+	g := c.g
+	c.commits++
+	target := c.commits * uint64(g.size)
+	// Count in with a compare-and-swap, never after the counter is broken:
+	// then a count that reached target means committed, bit or no bit.
+	for {
+		v := g.committed.Load()
+		if v&brokenBit != 0 {
+			return c.brokenErr(call)
+		}
+		if g.committed.CompareAndSwap(v, v+1) {
+			if v+1 == target {
+				g.wakeAll(c.rank)
+				return nil
+			}
+			break
+		}
+	}
+	w := cond{kind: condCounter, v: &g.committed, target: target}
+	cause := c.spinWait(ctx.Done(), &w)
+	if cause == errCtx {
+		cause = context.Cause(ctx)
+	}
+	for {
+		v := g.committed.Load()
+		if v&^brokenBit >= target {
+			return nil // committed (perhaps while the context ended): take part
+		}
+		if v&brokenBit != 0 {
+			return c.brokenErr(call)
+		}
+		if cause == nil {
+			cause = c.usable()
+		}
+		if g.committed.CompareAndSwap(v, v|brokenBit) {
+			g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, cause))
+			g.wakeAll(c.rank)
+			return fmt.Errorf("local: %v on rank %d: gave up before every rank committed: %w", call, c.rank, cause)
+		}
+	}
+}
+
+// anyDirect reports whether some rank's contribution to collective k is
+// its caller's memory rather than an eager copy.
+func (g *group) anyDirect(k uint64) bool {
+	for _, s := range g.slots {
+		if s.a[k&1].direct {
+			return true
+		}
+	}
+	return false
 }
 
 // brokenErr is the error for a call on a broken group or world.
@@ -316,14 +455,14 @@ func (c *rankComm) brokenErr(call comm.Call) error {
 // answer.
 func (g *group) agree(k uint64) error {
 	p := k & 1
-	for j := range g.slots {
-		if err := g.slots[j].a[p].argErr; err != nil {
+	for _, s := range g.slots {
+		if err := s.a[p].argErr; err != nil {
 			return err
 		}
 	}
 	fp0 := g.slots[0].a[p].fp
-	for j := 1; j < g.size; j++ {
-		if g.slots[j].a[p].fp != fp0 {
+	for _, s := range g.slots[1:] {
+		if s.a[p].fp != fp0 {
 			fps := make([]comm.Fingerprint, g.size)
 			for r := range fps {
 				fps[r] = g.slots[r].a[p].fp
@@ -341,12 +480,13 @@ func (c *rankComm) depart(k uint64) {
 	c.g.wakeAll(c.rank)
 }
 
-// wakeAll wakes every parked rank of g other than me.
+// wakeAll wakes every parked rank of g other than me. The waiting flags
+// are written only when a rank parks, so checking them is cheap.
 func (g *group) wakeAll(me int) {
-	for j := range g.slots {
-		if j != me && g.slots[j].waiting.Load() != 0 {
+	for j, s := range g.slots {
+		if j != me && s.waiting.Load() != 0 {
 			select {
-			case g.slots[j].wake <- struct{}{}:
+			case s.wake <- struct{}{}:
 			default:
 			}
 		}
@@ -359,7 +499,6 @@ func (g *group) wakeAll(me int) {
 // returning earlier would let peers touch memory the caller owns again.
 func (c *rankComm) waitDepart(k uint64, j int) {
 	g := c.g
-	me := &g.slots[c.rank]
 	lo, hi := j, j+1
 	if j < 0 {
 		lo, hi = 0, g.size
@@ -368,21 +507,8 @@ func (c *rankComm) waitDepart(k uint64, j int) {
 		if r == c.rank {
 			continue
 		}
-		s := &g.slots[r]
-		for i := 0; s.depart.Load() < k; i++ {
-			if i < spinLoads {
-				continue
-			}
-			if i < spinLoads+spinYields {
-				runtime.Gosched()
-				continue
-			}
-			me.waiting.Store(1)
-			if s.depart.Load() < k {
-				<-me.wake
-			}
-			me.waiting.Store(0)
-		}
+		w := cond{kind: condDepart, k: k, s: g.slots[r]}
+		_ = c.spinWait(nil, &w)
 	}
 }
 

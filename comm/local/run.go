@@ -32,8 +32,11 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 	errs := make([]error, n)
 	fail := func(r int, err error) {
 		errs[r] = &comm.RankError{Rank: r, Err: err}
-		cause := fmt.Errorf("rank %d failed: %v", r, err)
-		w.brk.breakWith(fmt.Errorf("%w: %w", comm.ErrBroken, cause))
+		// The cause wraps ErrBroken, so that a rank that notices the
+		// canceled context first reports the same thing as one that
+		// notices the broken world.
+		cause := fmt.Errorf("%w: rank %d failed: %v", comm.ErrBroken, r, err)
+		w.brk.breakWith(cause)
 		cancel(cause)
 	}
 	var wg sync.WaitGroup

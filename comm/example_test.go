@@ -1,0 +1,81 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+// Four in-process ranks sum a vector, gather slices of different lengths
+// and broadcast a struct.
+func Example() {
+	type config struct {
+		Name  string
+		Steps int
+	}
+	err := local.Run(context.Background(), 4, func(ctx context.Context, c comm.Comm) error {
+		r := c.Rank()
+		sum, err := comm.AllReduce(ctx, c, []float64{float64(r), 1}, comm.Sum)
+		if err != nil {
+			return err
+		}
+		parts, err := comm.AllGather(ctx, c, make([]int32, r)) // rank r sends r elements
+		if err != nil {
+			return err
+		}
+		var cfg config
+		if r == 0 {
+			cfg = config{Name: "demo", Steps: 10}
+		}
+		cfg, err = comm.Bcast(ctx, c, cfg, 0)
+		if err != nil {
+			return err
+		}
+		if r == 3 {
+			fmt.Println("sum:", sum)
+			fmt.Println("gathered lengths:", len(parts[0]), len(parts[1]), len(parts[2]), len(parts[3]))
+			fmt.Printf("config: %+v\n", cfg)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// sum: [6 4]
+	// gathered lengths: 0 1 2 3
+	// config: {Name:demo Steps:10}
+}
+
+// A user-defined reduction on encoded values, applied in rank order.
+func ExampleAllReduceValue() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		path, err := comm.AllReduceValue(ctx, c, fmt.Sprintf("r%d", c.Rank()),
+			func(a, b string) string { return a + "->" + b })
+		if err == nil && c.Rank() == 0 {
+			fmt.Println(path)
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: r0->r1->r2
+}
+
+// Mismatched arguments give an error on every rank instead of a hang.
+func ExampleMismatchError() {
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		_, err := comm.AllReduce(ctx, c, make([]float64, c.Rank()+1), comm.Sum)
+		if c.Rank() == 1 {
+			fmt.Println(err)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: comm: AllReduce: arguments differ across ranks: count: rank 0 has 1, rank 1 has 2
+}

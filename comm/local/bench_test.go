@@ -1,0 +1,206 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+var benchSizes = []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20}
+
+// benchRanks runs op b.N times on each of n ranks; rank 0 runs on the
+// benchmark goroutine. setup builds each rank's buffers outside the timer
+// and returns the operation.
+func benchRanks(b *testing.B, n int, setup func(c comm.Comm) func(ctx context.Context) error) {
+	comms, err := local.New(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ops := make([]func(context.Context) error, n)
+	for r := range n {
+		ops[r] = setup(comms[r])
+	}
+	iters := b.N
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for r := 1; r < n; r++ {
+		wg.Go(func() {
+			for range iters {
+				if err := ops[r](ctx); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
+	}
+	for range iters {
+		if err := ops[0](ctx); err != nil {
+			errs[0] = err
+			break
+		}
+	}
+	wg.Wait()
+	b.StopTimer()
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// forSizes runs body for ranks 2 and 4 and every size in bytes.
+func forSizes(b *testing.B, body func(b *testing.B, n, size int)) {
+	for _, n := range []int{2, 4} {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("ranks=%d/%s", n, sizeName(size)), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				body(b, n, size)
+			})
+		}
+	}
+}
+
+func fixed(size int) func(int) []byte {
+	return func(int) []byte { return make([]byte, size) }
+}
+
+func BenchmarkAllReduce(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			send, recv := make([]float64, size/8), make([]float64, size/8)
+			return func(ctx context.Context) error { return comm.AllReduceTo(ctx, c, recv, send, comm.Sum) }
+		})
+	})
+}
+
+func BenchmarkReduce(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			send, recv := comm.BufOf(make([]float64, size/8)), comm.BufOf(make([]float64, size/8))
+			return func(ctx context.Context) error { return c.Reduce(ctx, send, recv, comm.Sum, 0) }
+		})
+	})
+}
+
+func BenchmarkBcast(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			buf := make([]byte, size)
+			return func(ctx context.Context) error { return comm.BcastSlice(ctx, c, buf, 0) }
+		})
+	})
+}
+
+// size is each rank's contribution.
+func BenchmarkAllGather(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			send := comm.Buf{Bytes: make([]byte, size), Type: comm.Uint8}
+			out := make([]byte, size*n)
+			alloc := func(int) []byte { return out }
+			return func(ctx context.Context) error { _, err := c.AllGather(ctx, send, alloc); return err }
+		})
+	})
+}
+
+// size is each rank's contribution.
+func BenchmarkGather(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			send := comm.Buf{Bytes: make([]byte, size), Type: comm.Uint8}
+			alloc := fixed(0)
+			if c.Rank() == 0 {
+				out := make([]byte, size*n)
+				alloc = func(int) []byte { return out }
+			}
+			return func(ctx context.Context) error { _, err := c.Gather(ctx, send, 0, alloc); return err }
+		})
+	})
+}
+
+// size is each rank's part.
+func BenchmarkScatter(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			send := comm.Buf{Type: comm.Uint8}
+			var counts []int
+			if c.Rank() == 0 {
+				send.Bytes = make([]byte, size*n)
+				for range n {
+					counts = append(counts, size)
+				}
+			}
+			out := make([]byte, size)
+			alloc := func(int) []byte { return out }
+			return func(ctx context.Context) error { return c.Scatter(ctx, send, counts, 0, alloc) }
+		})
+	})
+}
+
+// size is what each rank sends in all (size/n to each peer).
+func BenchmarkAlltoall(b *testing.B) {
+	forSizes(b, func(b *testing.B, n, size int) {
+		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+			per := size / n
+			send := comm.Buf{Bytes: make([]byte, per*n), Type: comm.Uint8}
+			counts := make([]int, n)
+			for i := range counts {
+				counts[i] = per
+			}
+			out := make([]byte, per*n)
+			alloc := func(int) []byte { return out }
+			return func(ctx context.Context) error { _, err := c.Alltoall(ctx, send, counts, alloc); return err }
+		})
+	})
+}
+
+func BenchmarkBarrier(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
+			benchRanks(b, n, func(c comm.Comm) func(context.Context) error { return c.Barrier })
+		})
+	}
+}
+
+// BenchmarkPingPong is one round trip between ranks 0 and 1 (others idle);
+// ns/op is the round trip.
+func BenchmarkPingPong(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			b.SetBytes(int64(2 * size))
+			benchRanks(b, 2, func(c comm.Comm) func(context.Context) error {
+				buf := make([]byte, size)
+				peer := 1 - c.Rank()
+				return func(ctx context.Context) error {
+					if c.Rank() == 0 {
+						if err := comm.Send(ctx, c, buf, peer, 0); err != nil {
+							return err
+						}
+						_, err := comm.Recv(ctx, c, buf, peer, 0)
+						return err
+					}
+					if _, err := comm.Recv(ctx, c, buf, peer, 0); err != nil {
+						return err
+					}
+					return comm.Send(ctx, c, buf, peer, 0)
+				}
+			})
+		})
+	}
+}

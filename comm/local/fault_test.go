@@ -1,0 +1,282 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+// testTimeout bounds every test that could hang if the backend were wrong.
+const testTimeout = 30 * time.Second
+
+func rankErrors(t *testing.T, err error) map[int]error {
+	t.Helper()
+	out := map[int]error{}
+	var joined interface{ Unwrap() []error }
+	require.ErrorAs(t, err, &joined)
+	for _, e := range joined.Unwrap() {
+		var re *comm.RankError
+		require.ErrorAs(t, e, &re)
+		out[re.Rank] = re.Err
+	}
+	return out
+}
+
+// A rank that never arrives: the others' deadline passes and the error
+// names it.
+func TestDeadlineNamesMissingRanks(t *testing.T) {
+	comms, err := local.New(4)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for r := range 3 { // rank 3 never calls AllReduce
+		wg.Go(func() {
+			_, errs[r] = comm.AllReduce(ctx, comms[r], []float64{1}, comm.Sum)
+		})
+	}
+	wg.Wait()
+	for r := range 3 {
+		require.Error(t, errs[r], "rank %d", r)
+	}
+	// The first rank whose deadline fired names rank 3 and wraps the
+	// deadline; the others either do the same or report the broken
+	// communicator, which names the rank that gave up.
+	named := 0
+	for r := range 3 {
+		msg := errs[r].Error()
+		if errors.Is(errs[r], context.DeadlineExceeded) && strings.Contains(msg, "ranks [3] had not arrived") {
+			named++
+		} else {
+			assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+		}
+	}
+	assert.GreaterOrEqual(t, named, 1)
+	// The group is broken for the late rank too.
+	_, err = comm.AllReduce(context.Background(), comms[3], []float64{1}, comm.Sum)
+	assert.ErrorIs(t, err, comm.ErrBroken)
+}
+
+// A rank that panics: every rank returns, and the panic is reported with
+// its stack for that rank.
+func TestPanicBreaksWorld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 1 {
+			panic("boom on rank 1")
+		}
+		// The others block in a collective rank 1 never joins.
+		_, err := comm.AllReduce(ctx, c, []int32{1}, comm.Sum)
+		return err
+	})
+	require.Error(t, err)
+	errs := rankErrors(t, err)
+	var pe *local.PanicError
+	require.ErrorAs(t, errs[1], &pe)
+	assert.Equal(t, "boom on rank 1", pe.Value)
+	assert.Contains(t, string(pe.Stack), "TestPanicBreaksWorld")
+	for _, r := range []int{0, 2} {
+		require.Error(t, errs[r])
+		assert.Contains(t, errs[r].Error(), "rank 1 failed", "rank %d", r)
+	}
+}
+
+// A rank returning an error cancels the others' context and unblocks a
+// receive that would otherwise wait forever.
+func TestErrorCancelsOthers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	boom := errors.New("boom")
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		switch c.Rank() {
+		case 0:
+			return boom
+		case 1:
+			_, _, err := comm.RecvNew[int8](ctx, c, 2, 0) // never sent
+			return err
+		default:
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+	})
+	errs := rankErrors(t, err)
+	assert.ErrorIs(t, errs[0], boom)
+	require.Error(t, errs[1])
+	assert.Contains(t, errs[1].Error(), "rank 0 failed")
+	require.Error(t, errs[2])
+	assert.Contains(t, errs[2].Error(), "rank 0 failed")
+}
+
+// A context canceled while a rank waits in a collective: that rank gets
+// the context's error, the others ErrBroken, nobody hangs.
+func TestCancelMidCollective(t *testing.T) {
+	for _, size := range []int{8, 1 << 20} { // eager and in-place paths
+		comms, err := local.New(3)
+		require.NoError(t, err)
+		ctx0, cancel0 := context.WithCancel(context.Background())
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		wg.Go(func() { _, errs[0] = comm.AllReduce(ctx0, comms[0], make([]float64, size/8), comm.Sum) })
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			_, errs[1] = comm.AllReduce(ctx, comms[1], make([]float64, size/8), comm.Sum)
+		})
+		// Rank 2 is late; rank 0 gives up first.
+		time.Sleep(20 * time.Millisecond)
+		cancel0()
+		wg.Wait()
+		assert.ErrorIs(t, errs[0], context.Canceled, "size %d", size)
+		assert.Contains(t, errs[0].Error(), "ranks [2] had not arrived")
+		assert.ErrorIs(t, errs[1], comm.ErrBroken, "size %d", size)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		_, errs[2] = comm.AllReduce(ctx, comms[2], make([]float64, size/8), comm.Sum)
+		cancel()
+		assert.ErrorIs(t, errs[2], comm.ErrBroken, "size %d", size)
+		// Point-to-point on the broken communicator fails too.
+		assert.ErrorIs(t, comm.Send(context.Background(), comms[1], []int8{1}, 2, 0), comm.ErrBroken)
+	}
+}
+
+// A context that is already done when the collective starts breaks the
+// communicator too: the others could never complete it.
+func TestCanceledBeforeCollective(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = comms[0].Barrier(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel2()
+	assert.ErrorIs(t, comms[1].Barrier(ctx2), comm.ErrBroken)
+}
+
+// Abort breaks every communicator of the world, including blocked
+// receives and sub-communicators.
+func TestAbort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	comms, err := local.New(3)
+	require.NoError(t, err)
+	subs := make([]comm.Comm, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Go(func() { subs[r], _ = comms[r].Split(ctx, 0, r) })
+	}
+	wg.Wait()
+	errs := make([]error, 3)
+	wg.Go(func() { _, _, errs[0] = comm.RecvNew[float32](ctx, comms[0], 1, 0) })
+	wg.Go(func() { errs[1] = subs[1].Barrier(ctx) })
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, comms[2].Abort(3))
+	wg.Wait()
+	for r := range 2 {
+		assert.ErrorIs(t, errs[r], comm.ErrAborted, "rank %d", r)
+		assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+		assert.Contains(t, errs[r].Error(), "rank 2 called Abort(3)")
+	}
+	assert.ErrorIs(t, comms[2].Barrier(ctx), comm.ErrAborted)
+}
+
+// A Send larger than the eager limit withdraws its message when the
+// context ends before anyone receives it; the receiver then sees the next
+// message.
+func TestSendWithdrawnOnCancel(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	big := make([]byte, 1<<20)
+	err = comm.Send(ctx, comms[0], big, 1, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel2()
+	require.NoError(t, comm.Send(ctx2, comms[0], []byte{42}, 1, 0))
+	got, st, err := comm.RecvNew[byte](ctx2, comms[1], 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{42}, got)
+	assert.Equal(t, 1, st.Count)
+}
+
+// Wait on a request honours its context and can be called again.
+func TestWaitContext(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	buf := make([]int64, 2)
+	req, err := comm.Irecv(comms[1], buf, 0, 4)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = req.Wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	done, _, _ := req.Test()
+	assert.False(t, done)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel2()
+	require.NoError(t, comm.Send(ctx2, comms[0], []int64{7, 8}, 1, 4))
+	st, err := req.Wait(ctx2)
+	require.NoError(t, err)
+	assert.Equal(t, comm.Status{Source: 0, Tag: 4, Count: 2}, st)
+	assert.Equal(t, []int64{7, 8}, buf)
+}
+
+func TestFreeAndArgs(t *testing.T) {
+	_, err := local.New(0)
+	assert.ErrorIs(t, err, comm.ErrInvalidArg)
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	c := comms[0]
+	ctx := context.Background()
+	assert.ErrorIs(t, comm.Send(ctx, c, []int8{1}, 1, 0), comm.ErrInvalidArg, "dest out of range")
+	assert.ErrorIs(t, comm.Send(ctx, c, []int8{1}, 0, -3), comm.ErrInvalidArg, "negative tag")
+	_, err = comm.Recv(ctx, c, []int8{1}, 5, 0)
+	assert.ErrorIs(t, err, comm.ErrInvalidArg, "source out of range")
+	_, err = c.Split(ctx, -5, 0)
+	assert.ErrorIs(t, err, comm.ErrInvalidArg, "negative color")
+	require.NoError(t, c.Free())
+	assert.ErrorIs(t, c.Free(), comm.ErrFreed)
+	assert.ErrorIs(t, c.Barrier(ctx), comm.ErrFreed)
+	assert.ErrorIs(t, comm.Send(ctx, c, []int8{1}, 0, 0), comm.ErrFreed)
+}
+
+// A datatype mismatch between sender and receiver is reported to the
+// receiver; the message is consumed.
+func TestRecvDatatypeMismatch(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.NoError(t, comm.Send(ctx, comms[0], []int32{1, 2}, 1, 0))
+	_, err = comm.Recv(ctx, comms[1], make([]float32, 2), 0, 0)
+	assert.ErrorIs(t, err, comm.ErrMismatch)
+	assert.Contains(t, err.Error(), "rank 0 sent int32, rank 1 receives float32")
+}
+
+// A rank that leaves through runtime.Goexit (t.FailNow in a rank) counts as
+// failed instead of leaving the others waiting.
+func TestGoexit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 0 {
+			runtime.Goexit()
+		}
+		return c.Barrier(ctx)
+	})
+	errs := rankErrors(t, err)
+	assert.Contains(t, errs[0].Error(), "Goexit")
+	assert.ErrorIs(t, errs[1], comm.ErrBroken)
+}
