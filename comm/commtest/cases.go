@@ -241,7 +241,7 @@ func waitAll(ctx context.Context, reqs ...comm.Request) error {
 }
 
 // p2pCounts are message lengths (float64s): empty, tiny, and one above
-// 64 KiB, where comm/local hands messages over by reference.
+// 4 KiB, where comm/local hands messages over by reference.
 var p2pCounts = []int{0, 1, 1000, 20000}
 
 func ringCase(ctx context.Context, c comm.Comm) error {

@@ -80,10 +80,29 @@ func fixed(size int) func(int) []byte {
 	return func(int) []byte { return make([]byte, size) }
 }
 
+// buf returns n bytes, written once so that page faults happen before the
+// timer starts.
+func buf(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// floats returns n float64s, written once (see buf).
+func floats(n int) []float64 {
+	f := make([]float64, n)
+	for i := range f {
+		f[i] = float64(i % 7)
+	}
+	return f
+}
+
 func BenchmarkAllReduce(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
-			send, recv := make([]float64, size/8), make([]float64, size/8)
+			send, recv := floats(size/8), floats(size/8)
 			return func(ctx context.Context) error { return comm.AllReduceTo(ctx, c, recv, send, comm.Sum) }
 		})
 	})
@@ -92,7 +111,7 @@ func BenchmarkAllReduce(b *testing.B) {
 func BenchmarkReduce(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
-			send, recv := comm.BufOf(make([]float64, size/8)), comm.BufOf(make([]float64, size/8))
+			send, recv := comm.BufOf(floats(size/8)), comm.BufOf(floats(size/8))
 			return func(ctx context.Context) error { return c.Reduce(ctx, send, recv, comm.Sum, 0) }
 		})
 	})
@@ -101,8 +120,8 @@ func BenchmarkReduce(b *testing.B) {
 func BenchmarkBcast(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
-			buf := make([]byte, size)
-			return func(ctx context.Context) error { return comm.BcastSlice(ctx, c, buf, 0) }
+			data := buf(size)
+			return func(ctx context.Context) error { return comm.BcastSlice(ctx, c, data, 0) }
 		})
 	})
 }
@@ -111,8 +130,8 @@ func BenchmarkBcast(b *testing.B) {
 func BenchmarkAllGather(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
-			send := comm.Buf{Bytes: make([]byte, size), Type: comm.Uint8}
-			out := make([]byte, size*n)
+			send := comm.Buf{Bytes: buf(size), Type: comm.Uint8}
+			out := buf(size*n)
 			alloc := func(int) []byte { return out }
 			return func(ctx context.Context) error { _, err := c.AllGather(ctx, send, alloc); return err }
 		})
@@ -123,10 +142,10 @@ func BenchmarkAllGather(b *testing.B) {
 func BenchmarkGather(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
-			send := comm.Buf{Bytes: make([]byte, size), Type: comm.Uint8}
+			send := comm.Buf{Bytes: buf(size), Type: comm.Uint8}
 			alloc := fixed(0)
 			if c.Rank() == 0 {
-				out := make([]byte, size*n)
+				out := buf(size*n)
 				alloc = func(int) []byte { return out }
 			}
 			return func(ctx context.Context) error { _, err := c.Gather(ctx, send, 0, alloc); return err }
@@ -141,12 +160,12 @@ func BenchmarkScatter(b *testing.B) {
 			send := comm.Buf{Type: comm.Uint8}
 			var counts []int
 			if c.Rank() == 0 {
-				send.Bytes = make([]byte, size*n)
+				send.Bytes = buf(size*n)
 				for range n {
 					counts = append(counts, size)
 				}
 			}
-			out := make([]byte, size)
+			out := buf(size)
 			alloc := func(int) []byte { return out }
 			return func(ctx context.Context) error { return c.Scatter(ctx, send, counts, 0, alloc) }
 		})
@@ -158,12 +177,12 @@ func BenchmarkAlltoall(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
 			per := size / n
-			send := comm.Buf{Bytes: make([]byte, per*n), Type: comm.Uint8}
+			send := comm.Buf{Bytes: buf(per*n), Type: comm.Uint8}
 			counts := make([]int, n)
 			for i := range counts {
 				counts[i] = per
 			}
-			out := make([]byte, per*n)
+			out := buf(per*n)
 			alloc := func(int) []byte { return out }
 			return func(ctx context.Context) error { _, err := c.Alltoall(ctx, send, counts, alloc); return err }
 		})
@@ -185,20 +204,20 @@ func BenchmarkPingPong(b *testing.B) {
 		b.Run(sizeName(size), func(b *testing.B) {
 			b.SetBytes(int64(2 * size))
 			benchRanks(b, 2, func(c comm.Comm) func(context.Context) error {
-				buf := make([]byte, size)
+				data := buf(size)
 				peer := 1 - c.Rank()
 				return func(ctx context.Context) error {
 					if c.Rank() == 0 {
-						if err := comm.Send(ctx, c, buf, peer, 0); err != nil {
+						if err := comm.Send(ctx, c, data, peer, 0); err != nil {
 							return err
 						}
-						_, err := comm.Recv(ctx, c, buf, peer, 0)
+						_, err := comm.Recv(ctx, c, data, peer, 0)
 						return err
 					}
-					if _, err := comm.Recv(ctx, c, buf, peer, 0); err != nil {
+					if _, err := comm.Recv(ctx, c, data, peer, 0); err != nil {
 						return err
 					}
-					return comm.Send(ctx, c, buf, peer, 0)
+					return comm.Send(ctx, c, data, peer, 0)
 				}
 			})
 		})

@@ -40,7 +40,7 @@
 // failing or panicking rank into a *comm.RankError, cancels the others'
 // context and breaks the world. Abort breaks the world with comm.ErrAborted.
 //
-// Point-to-point messages up to 64 KiB are copied and Send returns at once;
+// Point-to-point messages up to 4 KiB are copied and Send returns at once;
 // larger ones are copied once, by the receiver, straight from the sender's
 // buffer.
 package local

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -12,7 +13,10 @@ import (
 // p2pEager is the largest message (bytes) that Send copies and returns
 // from at once. Larger messages are handed over by reference: the receiver
 // copies straight from the sender's buffer (one copy) and Send waits for it.
-const p2pEager = 64 << 10
+// 4 KiB is also Open MPI's shared-memory eager limit, so programs that
+// work on MPI do not depend on more buffering here; above it the extra
+// allocation and copy cost more than the handshake.
+const p2pEager = 4 << 10
 
 // mailbox holds one rank's unmatched incoming messages and unmatched
 // posted receives, each in arrival order; MPI's matching rules follow from
@@ -164,7 +168,7 @@ func deliver(dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data
 	return st, nil
 }
 
-// Send implements comm.Comm. Messages up to 64 KiB are copied and Send
+// Send implements comm.Comm. Messages up to 4 KiB are copied and Send
 // returns at once; larger ones wait until the receiver has copied them out
 // of buf. If ctx ends before a receiver took the message, it is withdrawn.
 func (c *rankComm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
@@ -172,7 +176,7 @@ func (c *rankComm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error 
 		return err
 	}
 	m := c.start(buf, dest, tag)
-	if m == nil {
+	if m == nil || yieldUntil(m.done) {
 		return nil
 	}
 	select {
@@ -215,6 +219,16 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	p := &recvPost{src: source, tag: tag, dt: dt, handoff: make(chan *message, 1)}
 	box.posted = append(box.posted, p)
 	box.mu.Unlock()
+	// Yield a while before parking: a sender on another core usually
+	// comes within microseconds, and waking a parked goroutine costs more.
+	for range spinYields {
+		select {
+		case m := <-p.handoff:
+			return c.consume(m, dt, into)
+		default:
+		}
+		runtime.Gosched()
+	}
 	var cause error
 	select {
 	case m := <-p.handoff:
@@ -254,6 +268,22 @@ func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into) (comm.S
 	return deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
 }
 
+// yieldUntil polls ch, yielding the processor between polls, for a short
+// while before the caller parks on it; it reports whether ch was closed.
+func yieldUntil(ch <-chan struct{}) bool {
+	for i := 0; ; i++ {
+		select {
+		case <-ch:
+			return true
+		default:
+		}
+		if i == spinYields {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+
 // request is a pending Isend or Irecv.
 type request struct {
 	c    *rankComm
@@ -269,10 +299,8 @@ func (r *request) complete(st comm.Status, err error) {
 
 // Wait implements comm.Request.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	select {
-	case <-r.done:
+	if yieldUntil(r.done) {
 		return r.st, r.err
-	default:
 	}
 	select {
 	case <-r.done:
@@ -296,7 +324,7 @@ func (r *request) Test() (bool, comm.Status, error) {
 	}
 }
 
-// Isend implements comm.Comm. Up to 64 KiB the message is copied and the
+// Isend implements comm.Comm. Up to 4 KiB the message is copied and the
 // request is complete at once; larger messages complete when the receiver
 // has copied them.
 func (c *rankComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {

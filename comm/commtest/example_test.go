@@ -1,0 +1,52 @@
+package commtest_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/commtest"
+	"github.com/pzgo/pz/comm/local"
+)
+
+// Outside a test, the cases can be run directly; here on three in-process
+// ranks. In a test, call commtest.RunGroup or commtest.RunWorld instead.
+func Example() {
+	ctx := context.Background()
+	failed := 0
+	for _, cs := range commtest.Cases() {
+		if err := local.Run(ctx, 3, cs.Run); err != nil {
+			fmt.Println(cs.Name, err)
+			failed++
+		}
+	}
+	fmt.Println("failed:", failed)
+	// Output: failed: 0
+}
+
+// Every case returns an error when the backend misbehaves. This one wraps
+// a correct communicator and corrupts what AllReduce returns.
+func ExampleCase() {
+	var ar commtest.Case
+	for _, cs := range commtest.Cases() {
+		if cs.Name == "AllReduce/int32" {
+			ar = cs
+		}
+	}
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		return ar.Run(ctx, offByOne{c})
+	})
+	fmt.Println(err != nil)
+	// Output: true
+}
+
+// offByOne is a broken backend: AllReduce adds 1 to the first byte.
+type offByOne struct{ comm.Comm }
+
+func (o offByOne) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	err := o.Comm.AllReduce(ctx, send, recv, op)
+	if len(recv.Bytes) > 0 {
+		recv.Bytes[0]++
+	}
+	return err
+}

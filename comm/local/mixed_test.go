@@ -1,0 +1,112 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+// TestMixedSequence runs a long seeded random sequence of collectives of
+// every kind, with sizes on both sides of the eager and block limits and
+// in-place and separate buffers, and checks every result against values
+// computed from rank numbers. It exercises the alternation of one-phase
+// and two-phase collectives over the double-buffered slots.
+func TestMixedSequence(t *testing.T) {
+	sizes := []int{0, 1, 7, 8, 9, 511, 512, 513, 1024, 1025, 2047, 3000, 4095}
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+				// Same seed on every rank: the ranks agree on the sequence.
+				rng := rand.New(rand.NewPCG(uint64(n), 99))
+				me := c.Rank()
+				for step := range 300 {
+					count := sizes[rng.IntN(len(sizes))]
+					root := rng.IntN(n)
+					val := func(r, i int) float64 { return float64((r+1)*(i%13) + step) }
+					switch kind := rng.IntN(6); kind {
+					case 0, 1: // AllReduce, in place or not
+						send := make([]float64, count)
+						for i := range send {
+							send[i] = val(me, i)
+						}
+						recv := send
+						if kind == 1 {
+							recv = make([]float64, count)
+						}
+						if err := comm.AllReduceTo(ctx, c, recv, send, comm.Sum); err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+						for i, g := range recv {
+							want := float64(n*(n+1)/2*(i%13) + n*step)
+							if g != want {
+								return fmt.Errorf("step %d AllReduce of %d: element %d is %v, want %v", step, count, i, g, want)
+							}
+						}
+					case 2: // Bcast
+						b := make([]float64, count)
+						if me == root {
+							for i := range b {
+								b[i] = val(root, i)
+							}
+						}
+						if err := comm.BcastSlice(ctx, c, b, root); err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+						for i, g := range b {
+							if g != val(root, i) {
+								return fmt.Errorf("step %d Bcast of %d from %d: element %d is %v", step, count, root, i, g)
+							}
+						}
+					case 3: // Reduce with Max
+						send := make([]float64, count)
+						for i := range send {
+							send[i] = val(me, i)
+						}
+						got, err := comm.Reduce(ctx, c, send, comm.Max, root)
+						if err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+						for i, g := range got {
+							if g != val(n-1, i) {
+								return fmt.Errorf("step %d Reduce of %d to %d: element %d is %v", step, count, root, i, g)
+							}
+						}
+					case 4: // AllGather with lengths depending on rank
+						mine := make([]float64, (count+me)%4096)
+						for i := range mine {
+							mine[i] = val(me, i)
+						}
+						parts, err := comm.AllGather(ctx, c, mine)
+						if err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+						for r, p := range parts {
+							if len(p) != (count+r)%4096 {
+								return fmt.Errorf("step %d AllGather: part %d has %d elements", step, r, len(p))
+							}
+							for i, g := range p {
+								if g != val(r, i) {
+									return fmt.Errorf("step %d AllGather: part %d element %d is %v", step, r, i, g)
+								}
+							}
+						}
+					case 5:
+						if err := c.Barrier(ctx); err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
