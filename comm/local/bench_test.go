@@ -131,7 +131,7 @@ func BenchmarkAllGather(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
 			send := comm.Buf{Bytes: buf(size), Type: comm.Uint8}
-			out := buf(size*n)
+			out := buf(size * n)
 			alloc := func(int) []byte { return out }
 			return func(ctx context.Context) error { _, err := c.AllGather(ctx, send, alloc); return err }
 		})
@@ -145,7 +145,7 @@ func BenchmarkGather(b *testing.B) {
 			send := comm.Buf{Bytes: buf(size), Type: comm.Uint8}
 			alloc := fixed(0)
 			if c.Rank() == 0 {
-				out := buf(size*n)
+				out := buf(size * n)
 				alloc = func(int) []byte { return out }
 			}
 			return func(ctx context.Context) error { _, err := c.Gather(ctx, send, 0, alloc); return err }
@@ -160,7 +160,7 @@ func BenchmarkScatter(b *testing.B) {
 			send := comm.Buf{Type: comm.Uint8}
 			var counts []int
 			if c.Rank() == 0 {
-				send.Bytes = buf(size*n)
+				send.Bytes = buf(size * n)
 				for range n {
 					counts = append(counts, size)
 				}
@@ -177,12 +177,12 @@ func BenchmarkAlltoall(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
 			per := size / n
-			send := comm.Buf{Bytes: buf(per*n), Type: comm.Uint8}
+			send := comm.Buf{Bytes: buf(per * n), Type: comm.Uint8}
 			counts := make([]int, n)
 			for i := range counts {
 				counts[i] = per
 			}
-			out := buf(per*n)
+			out := buf(per * n)
 			alloc := func(int) []byte { return out }
 			return func(ctx context.Context) error { _, err := c.Alltoall(ctx, send, counts, alloc); return err }
 		})
