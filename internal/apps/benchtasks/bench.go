@@ -1,0 +1,390 @@
+package benchtasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// A Case is one kind of task graph.
+type Case string
+
+// The cases, after StarPU's tasks_overhead and tasks_size_overhead.
+const (
+	// CaseIndep is independent empty tasks without data, all submitted,
+	// then waited for: the scheduler's bare per-task cost.
+	CaseIndep Case = "indep"
+	// CaseChain is tasks that each increment one counter through an RW
+	// access to the same handle: implicit dependencies chain them.
+	CaseChain Case = "chain"
+	// CaseHandles4 is tasks that each increment four counters through RW
+	// accesses to the same four handles: a chain with four handles' worth
+	// of dependency bookkeeping per task.
+	CaseHandles4 Case = "handles4"
+	// CaseGrain is independent tasks that each spin for a fixed grain
+	// (µs of calibrated CPU work); the figure is parallel efficiency.
+	CaseGrain Case = "grain"
+)
+
+// Benchmark names of the Record.Bench field.
+const (
+	// BenchOverhead marks µs-per-task figures (indep, chain, handles4).
+	BenchOverhead = "tasks_overhead"
+	// BenchSize marks parallel-efficiency figures by task grain.
+	BenchSize = "tasks_size_overhead"
+)
+
+// A Record is one figure, printed as one JSON object per line. The field
+// names are a stable interface:
+//
+//	bench       "tasks_overhead" (value in us/task) or "tasks_size_overhead" (value: efficiency)
+//	case        "indep", "chain", "handles4" or "grain"
+//	grain_us    task duration of a grain case, in µs (absent otherwise)
+//	policy      scheduling policy
+//	workers     CPU workers of the scheduler
+//	submitters  goroutines submitting the tasks concurrently (1 or 2)
+//	tasks       tasks per timed round
+//	value       our figure: median µs per task over the rounds (submission
+//	            of all tasks to completion of the last, divided by the count),
+//	            or efficiency = sequential time of the same work /
+//	            (workers × wall time)
+//	unit        "us/task" or "ratio"
+//	peer        the peer figure's name (see PeerName), "" when none
+//	peer_value  the peer's figure in the same unit (absent when none)
+//	ratio       value / peer_value (absent when no peer): below 1 is
+//	            better for us/task, above 1 is better for efficiency
+//
+// StarPU submits from one thread; a figure with 2 submitters is compared
+// with the same single-submitter StarPU figure (same task count, same
+// graph).
+type Record struct {
+	Bench      string   `json:"bench"`
+	Case       Case     `json:"case"`
+	GrainUS    int      `json:"grain_us,omitempty"`
+	Policy     string   `json:"policy"`
+	Workers    int      `json:"workers"`
+	Submitters int      `json:"submitters"`
+	Tasks      int      `json:"tasks"`
+	Value      float64  `json:"value"`
+	Unit       string   `json:"unit"`
+	Peer       string   `json:"peer"`
+	PeerValue  *float64 `json:"peer_value,omitempty"`
+	Ratio      *float64 `json:"ratio,omitempty"`
+}
+
+// Options configure Run. The zero value of a field selects its default.
+type Options struct {
+	// Policies to measure; default all of scheduler.Policies().
+	Policies []string
+	// Workers lists the worker counts; default {one per core}. A count
+	// of 1 gives the submitting goroutine a core of its own (StarPU's
+	// ncpu1 figures).
+	Workers []int
+	// Submitters lists the numbers of submitting goroutines; default {1, 2}.
+	Submitters []int
+	// Cases to run; default indep, chain, handles4, grain.
+	Cases []Case
+	// Tasks per timed round of the overhead cases; default 100000 (as the
+	// peer script).
+	Tasks int
+	// Rounds is the number of timed rounds, after one warm-up round of
+	// Tasks/10; the median is reported. Default 7 (as the peer script).
+	Rounds int
+	// Grains are the task durations of the grain case in µs; default
+	// 1, 16, 256 (a geometric series, as StarPU's -t 1 -T 256 -f 16).
+	Grains []int
+	// GrainTasks is the number of grain tasks per worker; default 5000
+	// (StarPU's tasks_size_overhead -i).
+	GrainTasks int
+	// Peer supplies the peer's figures (from ParsePeer or RunStarPU);
+	// nil prints no peer values.
+	Peer Peer
+	// SchedulerOptions are passed to scheduler.New after the policy and
+	// worker options.
+	SchedulerOptions []scheduler.Option
+}
+
+func (o *Options) defaults() {
+	if len(o.Policies) == 0 {
+		o.Policies = scheduler.Policies()
+	}
+	if len(o.Workers) == 0 {
+		o.Workers = []int{min(runtime.NumCPU(), runtime.GOMAXPROCS(0))}
+	}
+	if len(o.Submitters) == 0 {
+		o.Submitters = []int{1, 2}
+	}
+	if len(o.Cases) == 0 {
+		o.Cases = []Case{CaseIndep, CaseChain, CaseHandles4, CaseGrain}
+	}
+	if o.Tasks == 0 {
+		o.Tasks = 100000
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 7
+	}
+	if len(o.Grains) == 0 {
+		o.Grains = []int{1, 16, 256}
+	}
+	if o.GrainTasks == 0 {
+		o.GrainTasks = 5000
+	}
+}
+
+// ErrBadOptions is returned by Run for invalid options.
+var ErrBadOptions = errors.New("benchtasks: invalid options")
+
+func (o *Options) validate() error {
+	for _, w := range o.Workers {
+		if w < 1 {
+			return fmt.Errorf("%w: %d workers", ErrBadOptions, w)
+		}
+	}
+	for _, s := range o.Submitters {
+		if s < 1 {
+			return fmt.Errorf("%w: %d submitters", ErrBadOptions, s)
+		}
+	}
+	for _, g := range o.Grains {
+		if g < 1 {
+			return fmt.Errorf("%w: grain %d µs", ErrBadOptions, g)
+		}
+	}
+	for _, c := range o.Cases {
+		switch c {
+		case CaseIndep, CaseChain, CaseHandles4, CaseGrain:
+		default:
+			return fmt.Errorf("%w: unknown case %q (valid: indep, chain, handles4, grain)", ErrBadOptions, c)
+		}
+	}
+	if o.Tasks < 2 || o.Rounds < 1 || o.GrainTasks < 1 {
+		return fmt.Errorf("%w: tasks %d, rounds %d and grain tasks %d must be positive (tasks ≥ 2)", ErrBadOptions, o.Tasks, o.Rounds, o.GrainTasks)
+	}
+	return nil
+}
+
+// Run measures every case for every policy, worker count and submitter
+// count, and writes one JSON Record per line to out as soon as each is
+// measured. It returns the records too. Each (policy, workers) pair gets
+// its own scheduler, closed before the next.
+func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
+	opts.defaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	enc := json.NewEncoder(out)
+	var recs []Record
+	emit := func(r Record) error {
+		if pv, ok := opts.Peer[r.Peer]; ok && r.Peer != "" && pv.Value != 0 {
+			v, ratio := pv.Value, r.Value/pv.Value
+			r.PeerValue, r.Ratio = &v, &ratio
+		} else {
+			r.Peer = ""
+		}
+		recs = append(recs, r)
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("benchtasks: writing record: %w", err)
+		}
+		return nil
+	}
+
+	var seq map[int]time.Duration // grain → sequential time of one task's spin
+	var iterPerUS float64
+	if slices.Contains(opts.Cases, CaseGrain) {
+		iterPerUS = CalibrateSpin()
+		seq = map[int]time.Duration{}
+	}
+	for _, pol := range opts.Policies {
+		for _, w := range opts.Workers {
+			if err := runOne(ctx, &opts, pol, w, iterPerUS, seq, emit); err != nil {
+				return recs, err
+			}
+		}
+	}
+	return recs, nil
+}
+
+func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPerUS float64, seq map[int]time.Duration, emit func(Record) error) (err error) {
+	sopts := append([]scheduler.Option{scheduler.WithPolicy(pol), scheduler.WithWorkers(workers)}, opts.SchedulerOptions...)
+	s, err := scheduler.New(ctx, sopts...)
+	if err != nil {
+		return fmt.Errorf("benchtasks: policy %s, %d workers: %w", pol, workers, err)
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("benchtasks: closing the scheduler: %w", cerr)
+		}
+	}()
+	for _, c := range opts.Cases {
+		for _, sub := range opts.Submitters {
+			if c == CaseGrain {
+				for _, g := range opts.Grains {
+					iters := max(1, int(float64(g)*iterPerUS))
+					if _, ok := seq[g]; !ok {
+						seq[g] = sequentialSpin(opts.GrainTasks*workers, iters)
+					}
+					eff, err := grain(ctx, s, workers, sub, opts.GrainTasks*workers, iters, seq[g])
+					if err != nil {
+						return fmt.Errorf("benchtasks: grain %d µs, policy %s: %w", g, pol, err)
+					}
+					if err := emit(Record{Bench: BenchSize, Case: c, GrainUS: g, Policy: pol, Workers: workers, Submitters: sub,
+						Tasks: opts.GrainTasks * workers, Value: eff, Unit: "ratio", Peer: PeerName(c, pol, workers, g)}); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			us, err := overhead(ctx, s, c, sub, opts.Tasks, opts.Rounds)
+			if err != nil {
+				return fmt.Errorf("benchtasks: case %s, policy %s, %d submitters: %w", c, pol, sub, err)
+			}
+			if err := emit(Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub,
+				Tasks: opts.Tasks, Value: us, Unit: "us/task", Peer: PeerName(c, pol, workers, 0)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// overhead returns the median µs per task of rounds rounds of n tasks of
+// case c, after a warm-up round of n/10, checking that every task ran
+// exactly once.
+func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n, rounds int) (float64, error) {
+	nh := 0
+	switch c {
+	case CaseChain:
+		nh = 1
+	case CaseHandles4:
+		nh = 4
+	}
+	counters := make([][]uint64, nh)
+	handles := make([]*scheduler.Handle, nh)
+	for i := range counters {
+		counters[i] = make([]uint64, 1)
+		h, err := s.RegisterVector(counters[i], scheduler.Named(fmt.Sprintf("counter%d", i)))
+		if err != nil {
+			return 0, err
+		}
+		handles[i] = h
+	}
+	var ran atomic.Int64
+	cl := &scheduler.Codelet{Name: "empty", CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+	var args []scheduler.Arg
+	if nh > 0 {
+		cl = &scheduler.Codelet{Name: fmt.Sprintf("incr%d", nh), CPU: func(call *scheduler.Call) error {
+			for i := range call.Len() {
+				scheduler.VectorOf[uint64](call, i)[0]++
+			}
+			return nil
+		}}
+		for _, h := range handles {
+			args = append(args, scheduler.RW(h))
+		}
+	}
+	total := 0
+	times := make([]float64, 0, rounds)
+	for r := -1; r < rounds; r++ {
+		m := n
+		if r < 0 {
+			m = max(1, n/10)
+		}
+		d, err := submitAll(ctx, s, cl, args, submitters, m)
+		if err != nil {
+			return 0, err
+		}
+		total += m
+		if r >= 0 {
+			times = append(times, float64(d)/float64(time.Microsecond)/float64(m))
+		}
+	}
+	var errs []error
+	for i, h := range handles {
+		if _, err := h.Unregister(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if counters[i][0] != uint64(total) {
+			errs = append(errs, fmt.Errorf("counter %d is %d after %d tasks: a task was lost or ran twice", i, counters[i][0], total))
+		}
+	}
+	if nh == 0 && ran.Load() != int64(total) {
+		errs = append(errs, fmt.Errorf("%d of %d tasks ran", ran.Load(), total))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
+
+// submitAll submits n tasks of cl from submitters goroutines (splitting n
+// evenly) and waits for all of them; it returns the time from the first
+// submission to the end of WaitAll.
+func submitAll(ctx context.Context, s *scheduler.Scheduler, cl *scheduler.Codelet, args []scheduler.Arg, submitters, n int) (time.Duration, error) {
+	t0 := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for k := range submitters {
+		share := n/submitters + btoi(k < n%submitters)
+		g.Go(func() error {
+			for range share {
+				if err := s.Submit(gctx, cl, args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	if werr := s.WaitAll(ctx); err == nil {
+		err = werr
+	}
+	return time.Since(t0), err
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sequentialSpin returns the time of n spins of iters iterations run
+// one after the other on the calling goroutine: the sequential time of
+// the grain case's work.
+func sequentialSpin(n, iters int) time.Duration {
+	var x uint64 = 1
+	t0 := time.Now()
+	for range n {
+		x = Spin(iters, x)
+	}
+	d := time.Since(t0)
+	if x == 0 { // never (see Spin); keeps the loop live
+		d++
+	}
+	return d
+}
+
+// grain returns the parallel efficiency of n independent spin tasks of
+// iters iterations: seq / (workers × wall).
+func grain(ctx context.Context, s *scheduler.Scheduler, workers, submitters, n, iters int, seq time.Duration) (float64, error) {
+	var sink atomic.Uint64
+	cl := &scheduler.Codelet{Name: "spin", CPU: func(c *scheduler.Call) error {
+		sink.Add(Spin(iters, uint64(c.Worker)+1))
+		return nil
+	}}
+	wall, err := submitAll(ctx, s, cl, nil, submitters, n)
+	if err != nil {
+		return 0, err
+	}
+	return seq.Seconds() / (float64(workers) * wall.Seconds()), nil
+}

@@ -1,0 +1,39 @@
+// Package benchtasks is the logic of `pzrun bench tasks`: the scheduler's
+// cost per task and its parallel efficiency by task grain, next to the
+// same figures of StarPU, the peer (../shared/peers/starpu).
+//
+// # Cases
+//
+// For every policy, worker count and number of submitting goroutines (1
+// and 2: submission must not serialize the workers), Run measures:
+//
+//   - indep: independent empty tasks without data, all submitted then
+//     waited for (µs per task);
+//   - chain: tasks incrementing one counter through RW on one handle, so
+//     implicit dependencies chain them (µs per task);
+//   - handles4: the same with RW on four handles per task (µs per task);
+//   - grain: independent tasks spinning 1, 16 and 256 µs of calibrated
+//     CPU work (Spin, CalibrateSpin; never a sleep), 5000 per worker;
+//     efficiency = the same spins run back to back on one goroutine /
+//     (workers × wall time).
+//
+// These are the cases of StarPU's tasks_overhead and tasks_size_overhead
+// and of the peer script's starpu_overhead.c; PeerName documents the
+// mapping of each case to the peer script's figure names. The counters
+// are checked after each case: a lost or repeated task is an error.
+//
+// # Output
+//
+// One JSON object per line (Record; its field names are a stable
+// interface):
+//
+//	{"bench":"tasks_overhead","case":"chain","policy":"lws","workers":2,"submitters":1,"tasks":100000,
+//	 "value":0.31,"unit":"us/task","peer":"starpu_c_rw1_lws_total","peer_value":2.92,"ratio":0.106}
+//
+// # Peer figures
+//
+// Peer figures come from a results file in the peer script's
+// "name value unit" format (ParsePeer), or are measured in the same
+// invocation by RunStarPU when StarPU 1.3 is installed
+// (apt-get install libstarpu-dev starpu-examples).
+package benchtasks

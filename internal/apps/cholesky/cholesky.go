@@ -1,0 +1,425 @@
+package cholesky
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/internal/progress"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// Options configure one run. The zero value of each optional field
+// selects its default.
+type Options struct {
+	// N is the matrix order; it must be a multiple of Block.
+	N int
+	// Block is the tile size b: the matrix is cut into (N/b)² tiles.
+	Block int
+	// Precision is 32 (float32, the default) or 64 (float64).
+	Precision int
+	// Policy is the scheduling policy's name; "" takes the scheduler's
+	// default (PZ_SCHED, else lws).
+	Policy string
+	// Workers is the number of CPU workers; 0 takes the scheduler's
+	// default (PZ_NCPU, else one per allowed core).
+	Workers int
+	// Check computes the residual ‖A − L·Lᵀ‖_F / ‖A‖_F after the run.
+	Check bool
+	// Seed selects the random SPD matrix (tiled.SPD); 0 means 1.
+	Seed uint64
+	// Warmup is the number of untimed factorizations run first on the
+	// same scheduler (each of a fresh copy of A): they calibrate the
+	// performance models the dmda policy needs.
+	Warmup int
+	// SchedulerOptions are passed to scheduler.New after the policy and
+	// worker options (tracing, model directory, ...).
+	SchedulerOptions []scheduler.Option
+}
+
+// A Result is the outcome of one run. Its JSON form is printed by
+// `pzrun cholesky --json`; field names are a stable interface:
+//
+//	app             "cholesky"
+//	n, block        matrix order and tile size
+//	precision       32 or 64
+//	policy          scheduling policy that ran
+//	workers         CPU workers
+//	backend         tile kernels: "gonum" or "openblas" (linalg.Backend)
+//	tasks           tile tasks submitted (POTRF+TRSM+SYRK+GEMM)
+//	seconds         wall time from the first submission to the end of the last task
+//	gflops          n³/3 / seconds / 10⁹ (StarPU's convention)
+//	seq_gflops      one worker's rate running the same tasks one after the
+//	                other: n³/3 / Σ(task count × median kernel time) / 10⁹,
+//	                kernel times measured on b×b tiles in this run
+//	efficiency      gflops / (workers × seq_gflops)
+//	kernel_gflops   each kernel's sequential GFLOP/s on a b×b tile
+//	checked         whether the residual was computed
+//	residual        ‖A − L·Lᵀ‖_F / ‖A‖_F (0 unless checked)
+type Result struct {
+	App          string             `json:"app"`
+	N            int                `json:"n"`
+	Block        int                `json:"block"`
+	Precision    int                `json:"precision"`
+	Policy       string             `json:"policy"`
+	Workers      int                `json:"workers"`
+	Backend      string             `json:"backend"`
+	Tasks        int                `json:"tasks"`
+	Seconds      float64            `json:"seconds"`
+	GFlops       float64            `json:"gflops"`
+	SeqGFlops    float64            `json:"seq_gflops"`
+	Efficiency   float64            `json:"efficiency"`
+	KernelGFlops map[string]float64 `json:"kernel_gflops"`
+	Checked      bool               `json:"checked"`
+	Residual     float64            `json:"residual"`
+}
+
+// String formats r as one human-readable line.
+func (r *Result) String() string {
+	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
+		r.N, r.Block, r.Precision, r.Backend, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	if r.Checked {
+		s += fmt.Sprintf(", residual %.3g", r.Residual)
+	}
+	return s
+}
+
+// Tolerance returns a bound on the residual of a correct factorization
+// in the given precision: a backward-stable Cholesky has a residual of a
+// modest multiple of the unit roundoff (Higham, Accuracy and Stability of
+// Numerical Algorithms, Thm. 10.3); the bound leaves a factor of 100.
+func Tolerance(precision, n int) float64 {
+	eps := 0x1p-52
+	if precision == 32 {
+		eps = 0x1p-23
+	}
+	return 100 * eps * math.Sqrt(float64(n))
+}
+
+// Run generates the seeded SPD matrix, times each tile kernel on one
+// worker, factors the matrix with tile tasks on a new scheduler, and,
+// with opts.Check, computes the residual. Progress, when non-nil, gets a
+// progress bar if it is a terminal. Run returns an error wrapping
+// tiled.ErrBadOptions for invalid options, the scheduler's error, or
+// linalg.ErrNotPositiveDefinite from a failed POTRF task.
+func Run(ctx context.Context, opts Options, progress io.Writer) (*Result, error) {
+	if opts.Precision == 0 {
+		opts.Precision = 32
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if err := tiled.CheckShape(opts.N, opts.Block, opts.Precision); err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	if opts.Workers < 0 || opts.Warmup < 0 {
+		return nil, fmt.Errorf("cholesky: %w: workers %d and warmup %d must not be negative", tiled.ErrBadOptions, opts.Workers, opts.Warmup)
+	}
+	if opts.Precision == 32 {
+		return run[float32](ctx, opts, progress)
+	}
+	return run[float64](ctx, opts, progress)
+}
+
+func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Result, err error) {
+	n, b := opts.N, opts.Block
+	a0 := tiled.SPD[T](n, opts.Seed)
+	a := make([]T, len(a0))
+
+	sopts := []scheduler.Option{}
+	if opts.Policy != "" {
+		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
+	}
+	if opts.Workers > 0 {
+		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
+	}
+	sopts = append(sopts, opts.SchedulerOptions...)
+	s, err := scheduler.New(ctx, sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cholesky: closing the scheduler: %w", cerr)
+		}
+	}()
+
+	kt := timeKernels[T](b)
+	nt := n / b
+	cnt := taskCounts(nt)
+	seq := float64(cnt.potrf)*kt.potrf.Seconds() + float64(cnt.trsm)*kt.trsm.Seconds() +
+		float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
+
+	cl := newCodelets[T]()
+	var elapsed time.Duration
+	for it := 0; it <= opts.Warmup; it++ {
+		copy(a, a0)
+		elapsed, err = Factor(ctx, s, cl, a, n, b, w)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	flops := linalg.CholeskyFlops(n)
+	res := &Result{
+		App: "cholesky", N: n, Block: b, Precision: opts.Precision,
+		Policy: s.Policy(), Workers: len(s.Workers()), Backend: linalg.Backend,
+		Tasks:   cnt.total(),
+		Seconds: elapsed.Seconds(),
+		GFlops:  tiled.GFlops(flops, elapsed),
+		KernelGFlops: map[string]float64{
+			"potrf": tiled.GFlops(linalg.PotrfFlops(b), kt.potrf),
+			"trsm":  tiled.GFlops(linalg.TrsmFlops(b, b), kt.trsm),
+			"syrk":  tiled.GFlops(linalg.SyrkFlops(b, b), kt.syrk),
+			"gemm":  tiled.GFlops(linalg.GemmFlops(b, b, b), kt.gemm),
+		},
+	}
+	if seq > 0 {
+		res.SeqGFlops = flops / seq / 1e9
+		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())
+	}
+	if opts.Check {
+		r, err := Residual(ctx, a0, a, n, b, res.Workers)
+		if err != nil {
+			return nil, err
+		}
+		res.Checked, res.Residual = true, r
+	}
+	return res, nil
+}
+
+// counts are the tile tasks of each kind in a Cholesky of nt×nt tiles.
+type counts struct{ potrf, trsm, syrk, gemm int }
+
+func taskCounts(nt int) counts {
+	// Step k has one POTRF, nt-k-1 TRSMs and SYRKs, and (nt-k-1)(nt-k-2)/2
+	// GEMMs.
+	var c counts
+	for k := range nt {
+		m := nt - k - 1
+		c.potrf++
+		c.trsm += m
+		c.syrk += m
+		c.gemm += m * (m - 1) / 2
+	}
+	return c
+}
+
+func (c counts) total() int { return c.potrf + c.trsm + c.syrk + c.gemm }
+
+type kernelTimes struct{ potrf, trsm, syrk, gemm time.Duration }
+
+// timeKernels measures each kernel on b×b tiles on the calling goroutine
+// (one core, nothing else of this run executing).
+func timeKernels[T linalg.Float](b int) kernelTimes {
+	const (
+		reps  = 5                     // median of at least 5 calls
+		total = 50 * time.Millisecond // and of at least 50 ms per kernel
+	)
+	spd := tiled.SPD[T](b, 2)
+	l := append([]T(nil), spd...)
+	if err := linalg.Potrf(b, l, b); err != nil {
+		panic(err) // tiled.SPD is SPD by construction
+	}
+	x := tiled.Random[T](b, b, 3)
+	y := tiled.Random[T](b, b, 4)
+	c := tiled.Random[T](b, b, 5)
+	tmp := make([]T, b*b)
+	var kt kernelTimes
+	kt.potrf = tiled.TimeKernel(reps, total, func() { copy(tmp, spd) }, func() { _ = linalg.Potrf(b, tmp, b) })
+	kt.trsm = tiled.TimeKernel(reps, total, func() { copy(tmp, x) }, func() { linalg.Trsm(b, b, l, b, tmp, b) })
+	kt.syrk = tiled.TimeKernel(reps, total, nil, func() { linalg.Syrk(b, b, x, b, c, b) })
+	kt.gemm = tiled.TimeKernel(reps, total, nil, func() { linalg.Gemm(b, b, b, x, b, y, b, c, b) })
+	return kt
+}
+
+// Residual returns ‖A − L·Lᵀ‖_F / ‖A‖_F for the symmetric n×n matrix a0
+// and the factored matrix l (its lower triangle is L), accumulated in
+// float64 with the Gemm kernel, one b×b tile of the lower triangle per
+// goroutine with at most workers at once. Tiles' sums are combined in a
+// fixed order, so the result is deterministic.
+func Residual[T linalg.Float](ctx context.Context, a0, l []T, n, b, workers int) (float64, error) {
+	if err := tiled.CheckShape(n, b, 64); err != nil {
+		return 0, fmt.Errorf("cholesky: residual: %w", err)
+	}
+	// L in float64 with its upper triangle zeroed, so that one Gemm over
+	// the first (j+1)·b columns gives tile (i, j) of L·Lᵀ.
+	l64 := make([]float64, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			l64[i*n+j] = float64(l[i*n+j])
+		}
+	}
+	nt := n / b
+	type sums struct{ r, a float64 }
+	part := make([]sums, nt*nt)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, workers))
+	for i := range nt {
+		for j := 0; j <= i; j++ {
+			g.Go(func() error {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				r := make([]float64, b*b)
+				var sa float64
+				for ii := range b {
+					for jj := range b {
+						v := float64(a0[(i*b+ii)*n+j*b+jj])
+						r[ii*b+jj] = v
+						sa += v * v
+					}
+				}
+				linalg.Gemm(b, b, (j+1)*b, l64[i*b*n:], n, l64[j*b*n:], n, r, b)
+				var sr float64
+				for _, v := range r {
+					sr += v * v
+				}
+				w := 2.0 // an off-diagonal tile stands for its mirror too
+				if i == j {
+					w = 1
+				}
+				part[i*nt+j] = sums{w * sr, w * sa}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return 0, fmt.Errorf("cholesky: residual: %w", err)
+	}
+	var sr, sa float64
+	for _, p := range part {
+		sr += p.r
+		sa += p.a
+	}
+	return math.Sqrt(sr / sa), nil
+}
+
+// Codelets are the four tile tasks of a Cholesky factorization in one
+// precision, each with a history performance model.
+type Codelets struct {
+	Potrf, Trsm, Syrk, Gemm *scheduler.Codelet
+}
+
+func newCodelets[T linalg.Float]() *Codelets {
+	suffix := "f64"
+	var z T
+	if _, ok := any(z).(float32); ok {
+		suffix = "f32"
+	}
+	mk := func(name string, fn scheduler.CPUFunc, flops func(*scheduler.Task) float64) *scheduler.Codelet {
+		full := "cholesky_" + name + "_" + suffix
+		return &scheduler.Codelet{Name: full, CPU: fn, Model: scheduler.HistoryModel(full), Flops: flops}
+	}
+	tileFlops := func(f func(b int) float64) func(*scheduler.Task) float64 {
+		return func(t *scheduler.Task) float64 { return f(t.Access[len(t.Access)-1].Handle.Rows()) }
+	}
+	return &Codelets{
+		Potrf: mk("potrf", func(c *scheduler.Call) error {
+			m := scheduler.MatrixOf[T](c, 0)
+			if err := linalg.Potrf(m.Rows, m.Data, m.Stride); err != nil {
+				return fmt.Errorf("tile %v: %w", c.Arg, err)
+			}
+			return nil
+		}, tileFlops(linalg.PotrfFlops)),
+		Trsm: mk("trsm", func(c *scheduler.Call) error {
+			l, a := scheduler.MatrixOf[T](c, 0), scheduler.MatrixOf[T](c, 1)
+			linalg.Trsm(a.Rows, a.Cols, l.Data, l.Stride, a.Data, a.Stride)
+			return nil
+		}, tileFlops(func(b int) float64 { return linalg.TrsmFlops(b, b) })),
+		Syrk: mk("syrk", func(c *scheduler.Call) error {
+			a, t := scheduler.MatrixOf[T](c, 0), scheduler.MatrixOf[T](c, 1)
+			linalg.Syrk(t.Rows, a.Cols, a.Data, a.Stride, t.Data, t.Stride)
+			return nil
+		}, tileFlops(func(b int) float64 { return linalg.SyrkFlops(b, b) })),
+		Gemm: mk("gemm", func(c *scheduler.Call) error {
+			a, b, t := scheduler.MatrixOf[T](c, 0), scheduler.MatrixOf[T](c, 1), scheduler.MatrixOf[T](c, 2)
+			linalg.Gemm(t.Rows, t.Cols, a.Cols, a.Data, a.Stride, b.Data, b.Stride, t.Data, t.Stride)
+			return nil
+		}, tileFlops(func(b int) float64 { return linalg.GemmFlops(b, b, b) })),
+	}
+}
+
+// Factor overwrites the lower triangle of the n×n row-major matrix a with
+// its Cholesky factor L, as tile tasks on s: it registers a, cuts it into
+// b×b tiles and submits, for each step k, POTRF of tile (k,k), TRSM of the
+// tiles below it, then SYRK and GEMM updates of the trailing matrix — the
+// right-looking order of StarPU's cholesky_implicit, with its priorities
+// (the longest remaining path first) — letting the scheduler infer the
+// dependencies from R and RW accesses. It returns the time from the first
+// submission to the completion of all tasks (StarPU's timing), after
+// unregistering a.
+func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Codelets, a []T, n, b int, w io.Writer) (time.Duration, error) {
+	h, err := s.RegisterMatrix(a, n, n, scheduler.Named("A"))
+	if err != nil {
+		return 0, fmt.Errorf("cholesky: registering A: %w", err)
+	}
+	tiles, err := h.Partition(scheduler.Blocks(b, b))
+	if err != nil {
+		return 0, fmt.Errorf("cholesky: partitioning A: %w", err)
+	}
+	nt := n / b
+	var bar *progress.Bar
+	if w != nil {
+		bar = progress.New(w, "cholesky tasks", taskCounts(nt).total())
+	}
+	done := scheduler.WithCallback(func(*scheduler.Task) {
+		if bar != nil {
+			bar.Add(1)
+		}
+	})
+	type tile struct{ i, j int }
+	t0 := time.Now()
+	submit := func(c *scheduler.Codelet, prio int, at tile, acc ...scheduler.Arg) error {
+		args := append(acc, scheduler.WithPriority(prio), scheduler.WithArg(at), done)
+		if err := s.Submit(ctx, c, args...); err != nil {
+			return fmt.Errorf("cholesky: submitting %s%v: %w", c.Name, at, err)
+		}
+		return nil
+	}
+	err = func() error {
+		for k := range nt {
+			if err := submit(cl.Potrf, 2*nt-2*k, tile{k, k}, scheduler.RW(tiles[k][k])); err != nil {
+				return err
+			}
+			for m := k + 1; m < nt; m++ {
+				if err := submit(cl.Trsm, 2*nt-2*k-m, tile{m, k}, scheduler.R(tiles[k][k]), scheduler.RW(tiles[m][k])); err != nil {
+					return err
+				}
+			}
+			for j := k + 1; j < nt; j++ {
+				if err := submit(cl.Syrk, 2*nt-2*k-2*j, tile{j, j}, scheduler.R(tiles[j][k]), scheduler.RW(tiles[j][j])); err != nil {
+					return err
+				}
+				for i := j + 1; i < nt; i++ {
+					if err := submit(cl.Gemm, 2*nt-2*k-i-j, tile{i, j}, scheduler.R(tiles[i][k]), scheduler.R(tiles[j][k]), scheduler.RW(tiles[i][j])); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}()
+	// Wait even after a submission error: tasks already submitted use a.
+	werr := s.WaitAll(ctx)
+	elapsed := time.Since(t0)
+	if bar != nil {
+		bar.Done()
+	}
+	if err == nil && werr != nil {
+		err = fmt.Errorf("cholesky: %w", werr)
+	}
+	if uerr := h.Unpartition(); uerr != nil && err == nil {
+		err = fmt.Errorf("cholesky: unpartitioning A: %w", uerr)
+	}
+	if _, uerr := h.Unregister(ctx); uerr != nil && err == nil {
+		err = fmt.Errorf("cholesky: unregistering A: %w", uerr)
+	}
+	return elapsed, err
+}

@@ -1,0 +1,133 @@
+package cholesky
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/scheduler"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Every policy factors correctly in both precisions, with 2 and 3
+// workers (3 > cores on the test machine exercises oversubscription).
+func TestRunEveryPolicy(t *testing.T) {
+	for _, pol := range scheduler.Policies() {
+		for _, prec := range []int{32, 64} {
+			t.Run(fmt.Sprintf("%s/fp%d", pol, prec), func(t *testing.T) {
+				opts := Options{N: 192, Block: 32, Precision: prec, Policy: pol, Workers: 2 + prec/64, Check: true, Seed: 7,
+					Warmup: 1, SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}
+				res, err := Run(testCtx(t), opts, nil)
+				require.NoError(t, err)
+				assert.Equal(t, pol, res.Policy)
+				assert.Equal(t, opts.Workers, res.Workers)
+				assert.Equal(t, 6+15+15+20, res.Tasks, "6×6 tiles: 6 POTRF, 15 TRSM, 15 SYRK, 20 GEMM")
+				assert.True(t, res.Checked)
+				assert.Less(t, res.Residual, Tolerance(prec, opts.N))
+				assert.Greater(t, res.GFlops, 0.0)
+				assert.Greater(t, res.SeqGFlops, 0.0)
+				assert.Greater(t, res.Efficiency, 0.0)
+				for _, k := range []string{"potrf", "trsm", "syrk", "gemm"} {
+					assert.Greater(t, res.KernelGFlops[k], 0.0, k)
+				}
+			})
+		}
+	}
+}
+
+// Factor's result equals the unblocked factorization of the whole matrix
+// (same kernels' math, another order of operations).
+func TestFactorMatchesWholeMatrixPotrf(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(t.TempDir()))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, s.Close()) }()
+	const n, b = 160, 32
+	a := tiled.SPD[float64](n, 11)
+	whole := append([]float64(nil), a...)
+	require.NoError(t, linalg.Potrf(n, whole, n))
+	_, err = Factor(ctx, s, newCodelets[float64](), a, n, b, nil)
+	require.NoError(t, err)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			require.InDelta(t, whole[i*n+j], a[i*n+j], 1e-12, "L[%d,%d]", i, j)
+		}
+	}
+}
+
+// A matrix that is not positive definite fails the POTRF task of the
+// tile where it breaks down; the tasks after it are canceled and the
+// error names the kernel's sentinel.
+func TestFactorNotPositiveDefinite(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(t.TempDir()))
+	require.NoError(t, err)
+	defer s.Close()
+	const n, b = 128, 32
+	a := tiled.SPD[float32](n, 3)
+	a[70*n+70] = -1e6 // breaks down in tile (2,2)
+	_, err = Factor(ctx, s, newCodelets[float32](), a, n, b, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, linalg.ErrNotPositiveDefinite), "%v", err)
+	assert.True(t, errors.Is(err, scheduler.ErrCanceled), "the last POTRF depends on the failed one: %v", err)
+	var te *scheduler.TaskError
+	require.True(t, errors.As(err, &te))
+	assert.Equal(t, "cholesky_potrf_f32", te.Codelet)
+}
+
+func TestResidualDetectsWrongFactor(t *testing.T) {
+	ctx := testCtx(t)
+	const n, b = 96, 32
+	a0 := tiled.SPD[float64](n, 5)
+	l := append([]float64(nil), a0...)
+	require.NoError(t, linalg.Potrf(n, l, n))
+	r, err := Residual(ctx, a0, l, n, b, 2)
+	require.NoError(t, err)
+	assert.Less(t, r, 1e-14)
+	l[80*n+3] += 1e-3 // one wrong entry of L, in an off-diagonal tile
+	r, err = Residual(ctx, a0, l, n, b, 2)
+	require.NoError(t, err)
+	assert.Greater(t, r, 1e-7)
+}
+
+func TestRunBadOptions(t *testing.T) {
+	ctx := testCtx(t)
+	for _, o := range []Options{
+		{N: 100, Block: 32}, {N: 0, Block: 1}, {N: 64, Block: 32, Precision: 16}, {N: 64, Block: 32, Workers: -1},
+	} {
+		_, err := Run(ctx, o, nil)
+		assert.True(t, errors.Is(err, tiled.ErrBadOptions), "%+v: %v", o, err)
+	}
+	_, err := Run(ctx, Options{N: 64, Block: 32, Policy: "nope"}, nil)
+	assert.True(t, errors.Is(err, scheduler.ErrUnknownPolicy), "%v", err)
+}
+
+func TestTaskCounts(t *testing.T) {
+	// Against a direct enumeration of the submission loops.
+	for nt := 1; nt <= 7; nt++ {
+		var want counts
+		for k := range nt {
+			want.potrf++
+			for i := k + 1; i < nt; i++ {
+				want.trsm++
+				want.syrk++
+				for j := k + 1; j < i; j++ {
+					want.gemm++
+				}
+			}
+		}
+		assert.Equal(t, want, taskCounts(nt), "nt=%d", nt)
+	}
+}

@@ -1,0 +1,95 @@
+package gemm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/scheduler"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRunEveryPolicy(t *testing.T) {
+	for _, pol := range scheduler.Policies() {
+		for _, prec := range []int{32, 64} {
+			t.Run(fmt.Sprintf("%s/fp%d", pol, prec), func(t *testing.T) {
+				opts := Options{N: 160, Block: 32, Precision: prec, Policy: pol, Workers: 2, Check: true, Seed: 3, Warmup: 1,
+					SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}
+				res, err := Run(testCtx(t), opts, nil)
+				require.NoError(t, err)
+				assert.Equal(t, 25, res.Tasks)
+				assert.True(t, res.Checked)
+				assert.Less(t, res.MaxRelErr, Tolerance(prec, opts.N))
+				assert.Greater(t, res.GFlops, 0.0)
+				assert.Greater(t, res.Efficiency, 0.0)
+			})
+		}
+	}
+}
+
+// Multiply against a float64 triple loop over every entry, with ragged
+// sizes ruled out by the options check but a non-square tile grid.
+func TestMultiplyAllEntries(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(t.TempDir()))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, s.Close()) }()
+	const n, b = 96, 16
+	a, bm, c0 := tiled.Random[float64](n, n, 1), tiled.Random[float64](n, n, 2), tiled.Random[float64](n, n, 3)
+	c := append([]float64(nil), c0...)
+	_, err = Multiply(ctx, s, NewCodelet[float64](), a, bm, c, n, b, nil)
+	require.NoError(t, err)
+	for i := range n {
+		for j := range n {
+			want := c0[i*n+j]
+			for k := range n {
+				want -= a[i*n+k] * bm[j*n+k]
+			}
+			require.InDelta(t, want, c[i*n+j], 1e-12, "C[%d,%d]", i, j)
+		}
+	}
+	// maxRelErr sees a wrong entry.
+	assert.Less(t, maxRelErr(a, bm, c0, c, n, 1), 1e-14)
+	c[5*n+7] += 1
+	assert.Greater(t, maxRelErrAll(a, bm, c0, c, n), 1e-3)
+}
+
+// maxRelErrAll is maxRelErr over every entry (the sampled version may
+// miss one wrong entry by design).
+func maxRelErrAll(a, b, c0, c []float64, n int) float64 {
+	worst := 0.0
+	for i := range n {
+		for j := range n {
+			ref, mag := c0[i*n+j], 0.0
+			for k := range n {
+				ref -= a[i*n+k] * b[j*n+k]
+				mag += abs(a[i*n+k] * b[j*n+k])
+			}
+			worst = max(worst, abs(c[i*n+j]-ref)/(mag+abs(c0[i*n+j])))
+		}
+	}
+	return worst
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestRunBadOptions(t *testing.T) {
+	_, err := Run(testCtx(t), Options{N: 100, Block: 64}, nil)
+	assert.True(t, errors.Is(err, tiled.ErrBadOptions), "%v", err)
+}

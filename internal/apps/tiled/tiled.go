@@ -1,0 +1,93 @@
+package tiled
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/pzgo/pz/internal/linalg"
+)
+
+// ErrBadOptions is returned (wrapped, naming the option and the fix) for
+// invalid app options.
+var ErrBadOptions = errors.New("apps: invalid options")
+
+// CheckShape validates a matrix order n cut into b×b tiles and a
+// precision of 32 or 64 bits.
+func CheckShape(n, b, precision int) error {
+	switch {
+	case n <= 0:
+		return fmt.Errorf("%w: matrix size %d must be positive", ErrBadOptions, n)
+	case b <= 0 || b > n:
+		return fmt.Errorf("%w: block size %d must be in 1..%d", ErrBadOptions, b, n)
+	case n%b != 0:
+		return fmt.Errorf("%w: matrix size %d is not a multiple of block size %d (try -n %d)", ErrBadOptions, n, b, n/b*b+b)
+	case precision != 32 && precision != 64:
+		return fmt.Errorf("%w: precision %d must be 32 or 64", ErrBadOptions, precision)
+	}
+	return nil
+}
+
+// Random returns a rows×cols row-major matrix of entries uniform in
+// [-1, 1) drawn from a PCG generator seeded with seed.
+func Random[T linalg.Float](rows, cols int, seed uint64) []T {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	a := make([]T, rows*cols)
+	for i := range a {
+		a[i] = T(2*rng.Float64() - 1)
+	}
+	return a
+}
+
+// SPD returns an n×n symmetric positive definite row-major matrix: off
+// the diagonal, entries uniform in [-1, 1) drawn from seed (mirrored);
+// on the diagonal, n plus such an entry. It is strictly diagonally
+// dominant with a positive diagonal, hence SPD (Gershgorin), and its
+// condition number is small, so a factorization's residual measures the
+// kernels, not the matrix.
+func SPD[T linalg.Float](n int, seed uint64) []T {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	a := make([]T, n*n)
+	for i := range n {
+		for j := 0; j < i; j++ {
+			v := T(2*rng.Float64() - 1)
+			a[i*n+j], a[j*n+i] = v, v
+		}
+		a[i*n+i] = T(float64(n) + 2*rng.Float64() - 1)
+	}
+	return a
+}
+
+// TimeKernel returns the median duration of run over at least minReps
+// calls and at least minTotal of accumulated run time, calling prep
+// (untimed, may be nil) before each. The median resists the preemptions
+// of a shared machine in both directions.
+func TimeKernel(minReps int, minTotal time.Duration, prep, run func()) time.Duration {
+	var ds []time.Duration
+	var total time.Duration
+	for len(ds) < minReps || total < minTotal {
+		if prep != nil {
+			prep()
+		}
+		t0 := time.Now()
+		run()
+		d := time.Since(t0)
+		ds = append(ds, d)
+		total += d
+		if len(ds) >= 10000 { // a kernel of a few ns: enough samples
+			break
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// GFlops returns flops per second in units of 10⁹.
+func GFlops(flops float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return flops / d.Seconds() / 1e9
+}
