@@ -71,3 +71,27 @@ func TestChecks(t *testing.T) {
 	assert.ErrorIs(t, CheckRecv("AllReduce", 0, BufOf([]float64{1}), BufOf([]int64{1})), ErrInvalidArg)
 	assert.Nil(t, FirstErr(nil, nil))
 }
+
+// BenchmarkCheckFingerprints measures the agreement check on 16 equal
+// fingerprints, the common case every collective pays.
+func BenchmarkCheckFingerprints(b *testing.B) {
+	fps := make([]Fingerprint, 16)
+	for i := range fps {
+		fps[i] = Fingerprint{Call: CallAllReduce, Type: Float64, Op: Sum, Root: -1, Count: 1 << 20}
+	}
+	for b.Loop() {
+		if CheckFingerprints(fps) != nil {
+			b.Fatal("mismatch")
+		}
+	}
+}
+
+func BenchmarkFingerprintPack(b *testing.B) {
+	f := Fingerprint{Call: CallBcast, Type: Int32, Root: 3, Count: 1000}
+	var sink [2]uint64
+	for b.Loop() {
+		sink = f.Pack()
+		f.Count++
+	}
+	_ = UnpackFingerprint(sink)
+}

@@ -32,10 +32,17 @@
 // GatherValues, AllGatherValues, ScatterValues, and the user-defined
 // reductions ReduceValue and AllReduceValue, which apply a func(a, b T) T in
 // rank order. CBOR was measured against encoding/gob in BenchmarkCodec
-// (go test -bench Codec ./comm/): on a small struct with a map and strings,
-// one value per message as a collective sends it, CBOR encodes and decodes
-// several times faster than gob, because gob resends the type description
-// with every new Encoder and a collective cannot keep one Encoder per peer.
+// (go test -run '^$' -bench Codec ./comm/), one value per message encoded
+// and decoded, as a collective sends it (2-core AMD EPYC VM, Go 1.26):
+//
+//	payload                         CBOR            gob
+//	struct (map, slice, pointer)    10 µs, 203 B    94 µs, 243 B
+//	map[string]string, 3 entries    5.5 µs, 35 B    127 µs, 73 B
+//	64-byte string                  0.55 µs, 64 B   7.9 µs, 66 B
+//
+// gob is 9-23x slower here because it sends and parses the type
+// description with every new Encoder, and a collective cannot keep one
+// Encoder per peer; CBOR is self-describing and has no per-stream state.
 //
 // # Errors
 //

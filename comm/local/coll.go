@@ -60,7 +60,9 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		return nil
 	}
 	copy(buf.Bytes, g.slots[root].a[k&1].src)
-	c.depart(k)
+	if !eager {
+		c.depart(k)
+	}
 	return nil
 }
 
@@ -278,7 +280,8 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
 	}
-	if g.anyDirect(k) {
+	direct := g.anyDirect(k)
+	if direct {
 		if err := c.commit(ctx, call); err != nil {
 			return nil, err
 		}
@@ -289,7 +292,9 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 		}
 		return nil, nil
 	}
-	defer c.depart(k) // also if alloc panics: the others must not hang
+	if direct {
+		defer c.depart(k) // also if alloc panics: the others must not hang
+	}
 	return c.collect(call, alloc, send.Type, k)
 }
 
@@ -342,13 +347,14 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 		if err := c.commit(ctx, call); err != nil {
 			return nil, err
 		}
+		// Also if alloc panics: the others must not hang.
+		defer func() {
+			c.depart(k)
+			if !eager {
+				c.waitDepart(k, -1)
+			}
+		}()
 	}
-	defer func() {
-		c.depart(k)
-		if !eager {
-			c.waitDepart(k, -1)
-		}
-	}()
 	return c.collect(call, alloc, send.Type, k)
 }
 
@@ -399,13 +405,11 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 		if err := c.commit(ctx, call); err != nil {
 			return err
 		}
-	}
-	if isRoot {
-		if !eager {
+		if isRoot {
 			defer c.waitDepart(k, -1)
+		} else {
+			defer c.depart(k)
 		}
-	} else {
-		defer c.depart(k)
 	}
 	rs := &g.slots[root].a[k&1]
 	size := send.Type.Size()
@@ -446,13 +450,14 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 		if err := c.commit(ctx, call); err != nil {
 			return nil, err
 		}
+		// Also if alloc panics: the others must not hang.
+		defer func() {
+			c.depart(k)
+			if !eager {
+				c.waitDepart(k, -1)
+			}
+		}()
 	}
-	defer func() {
-		c.depart(k)
-		if !eager {
-			c.waitDepart(k, -1)
-		}
-	}()
 	p := k & 1
 	size := send.Type.Size()
 	recvCounts := make([]int, g.size)

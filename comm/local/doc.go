@@ -43,4 +43,23 @@
 // Point-to-point messages up to 4 KiB are copied and Send returns at once;
 // larger ones are copied once, by the receiver, straight from the sender's
 // buffer.
+//
+// # Performance
+//
+// go test -run '^$' -bench . ./comm/local/ has a benchmark per collective
+// at 8 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB for 2 and 4 ranks. AllReduce of
+// float64 sums, 2 ranks, on a shared 2-core AMD EPYC VM (best of 3 runs of
+// 100 ms), next to Open MPI 4.1's MPI_Allreduce over shared memory
+// (../shared/peers/mpi) measured on the same machine on a quiet moment:
+//
+//	size     local     C MPI
+//	8 B      0.28 µs   0.20 µs
+//	1 KiB    0.37 µs   0.42 µs
+//	64 KiB   3.0 µs    4.4 µs
+//	1 MiB    52-81 µs  76 µs
+//
+// Sums, products, bitwise ops and integer Min/Max use AVX2 kernels (see
+// comm.ReduceInto). With more ranks than cores the yielding wait keeps the
+// local backend usable where MPI's busy polling is not: 4 ranks on 2 cores,
+// 1 MiB AllReduce took 0.12 ms here against Open MPI's 1.4 ms.
 package local

@@ -124,16 +124,19 @@ func newGroup(w *world, n int) *group {
 // read them after seeing seq >= k. Two copies suffice: a rank can only
 // reach k+2 after every rank arrived at k+1, i.e. finished reading k's.
 //
-// A slot is 704 bytes, a size class of Go's allocator whose objects start
+// A slot is 768 bytes, a size class of Go's allocator whose objects start
 // on 64-byte boundaries. seq has a cache line of its own, so that peers
 // polling it do not steal the line while its owner fills in the args; the
 // args a peer reads first fill the next line.
 type slot struct {
-	a       [2]args
-	depart  atomic.Uint64 // last collective this rank finished moving data for
+	a      [2]args
+	depart atomic.Uint64 // last collective this rank finished moving data for
+	_      [56]byte
+	// Read by every rank that publishes anything, written only when the
+	// owner parks: a line of its own keeps those reads cache hits.
 	waiting atomic.Uint32 // 1 while the owner is parked
 	wake    chan struct{} // capacity 1; a token means "re-check"
-	_       [704 - 2*320 - 24]byte
+	_       [48]byte
 }
 
 // args is what one rank contributes to one collective.
@@ -164,8 +167,8 @@ var (
 	_ [128 - unsafe.Offsetof(args{}.small)]struct{}
 	_ [unsafe.Sizeof(args{}) - 320]struct{}
 	_ [320 - unsafe.Sizeof(args{})]struct{}
-	_ [unsafe.Sizeof(slot{}) - 704]struct{}
-	_ [704 - unsafe.Sizeof(slot{})]struct{}
+	_ [unsafe.Sizeof(slot{}) - 768]struct{}
+	_ [768 - unsafe.Sizeof(slot{})]struct{}
 )
 
 // rankComm is one rank's handle on a group; it implements comm.Comm.
