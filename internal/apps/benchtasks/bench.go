@@ -198,11 +198,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
 		return nil
 	}
 
-	var seq map[int]time.Duration // grain → sequential time of one task's spin
+	var seq map[[2]int]time.Duration // (grain, tasks) → sequential time of the tasks' spins
 	var iterPerUS float64
 	if slices.Contains(opts.Cases, CaseGrain) {
 		iterPerUS = CalibrateSpin()
-		seq = map[int]time.Duration{}
+		seq = map[[2]int]time.Duration{}
 	}
 	for _, pol := range opts.Policies {
 		for _, w := range opts.Workers {
@@ -214,7 +214,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
 	return recs, nil
 }
 
-func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPerUS float64, seq map[int]time.Duration, emit func(Record) error) (err error) {
+func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPerUS float64, seq map[[2]int]time.Duration, emit func(Record) error) (err error) {
 	sopts := append([]scheduler.Option{scheduler.WithPolicy(pol), scheduler.WithWorkers(workers)}, opts.SchedulerOptions...)
 	s, err := scheduler.New(ctx, sopts...)
 	if err != nil {
@@ -230,10 +230,12 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPer
 			if c == CaseGrain {
 				for _, g := range opts.Grains {
 					iters := max(1, int(float64(g)*iterPerUS))
-					if _, ok := seq[g]; !ok {
-						seq[g] = sequentialSpin(opts.GrainTasks*workers, iters)
+					n := opts.GrainTasks * workers
+					key := [2]int{g, n}
+					if _, ok := seq[key]; !ok {
+						seq[key] = sequentialSpin(n, iters)
 					}
-					eff, err := grain(ctx, s, workers, sub, opts.GrainTasks*workers, iters, seq[g])
+					eff, err := grain(ctx, s, workers, sub, n, iters, seq[key])
 					if err != nil {
 						return fmt.Errorf("benchtasks: grain %d µs, policy %s: %w", g, pol, err)
 					}

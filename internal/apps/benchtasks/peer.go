@@ -117,7 +117,7 @@ var starpuOverheadC []byte
 // StarPUConfig says what RunStarPU measures.
 type StarPUConfig struct {
 	// Policies are the scheduling policies to run; those StarPU lacks are
-	// skipped.
+	// skipped. Default: eager, ws, lws, dmda.
 	Policies []string
 	// Workers is STARPU_NCPU for the overhead figures (the grain figures
 	// always cover 1 and Workers CPUs).
@@ -160,6 +160,10 @@ func RunStarPU(ctx context.Context, cfg StarPUConfig) (Peer, error) {
 		return nil, err
 	}
 	r := starpuRunner{dir: dir, log: cfg.Log}
+	if len(cfg.Policies) == 0 {
+		cfg.Policies = starPUPolicies
+	}
+	cfg.Workers = max(1, cfg.Workers)
 	p := Peer{}
 	w := strconv.Itoa(cfg.Workers)
 	for _, pol := range cfg.Policies {
