@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/local"
 )
@@ -17,7 +19,11 @@ import (
 // and two-phase collectives over the double-buffered slots.
 func TestMixedSequence(t *testing.T) {
 	sizes := []int{0, 1, 7, 8, 9, 511, 512, 513, 1024, 1025, 2047, 3000, 4095}
-	for _, n := range []int{2, 3, 4} {
+	for _, n := range []int{2, 3, 4, 8} {
+		steps := 300
+		if n > 4 {
+			steps = 100 // more ranks than cores: slower, same coverage
+		}
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
@@ -25,7 +31,7 @@ func TestMixedSequence(t *testing.T) {
 				// Same seed on every rank: the ranks agree on the sequence.
 				rng := rand.New(rand.NewPCG(uint64(n), 99))
 				me := c.Rank()
-				for step := range 300 {
+				for step := range steps {
 					count := sizes[rng.IntN(len(sizes))]
 					root := rng.IntN(n)
 					val := func(r, i int) float64 { return float64((r+1)*(i%13) + step) }
@@ -108,5 +114,62 @@ func TestMixedSequence(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestConcurrentP2PAndCollectives has every rank run collectives on one
+// goroutine while another goroutine of the same rank exchanges messages
+// on the same communicator, as comm.Comm allows.
+func TestConcurrentP2PAndCollectives(t *testing.T) {
+	const n, rounds = 4, 200
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+		me := c.Rank()
+		// Both goroutines honour ctx, so Wait is bounded by the test's
+		// deadline.
+		var g errgroup.Group
+		g.Go(func() error {
+			next, prev := (me+1)%n, (me+n-1)%n
+			buf := make([]int64, 600) // above the 4 KiB eager limit
+			for i := range rounds {
+				msg := make([]int64, 600)
+				for j := range msg {
+					msg[j] = int64(me*100000 + i*600 + j)
+				}
+				req, err := comm.Isend(c, msg, next, 3)
+				if err != nil {
+					return err
+				}
+				if _, err := comm.Recv(ctx, c, buf, prev, 3); err != nil {
+					return err
+				}
+				for j, v := range buf {
+					if v != int64(prev*100000+i*600+j) {
+						return fmt.Errorf("round %d: element %d is %d", i, j, v)
+					}
+				}
+				if _, err := req.Wait(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		g.Go(func() error {
+			for i := range rounds {
+				got, err := comm.AllReduce(ctx, c, []int64{int64(me), int64(i)}, comm.Sum)
+				if err != nil {
+					return err
+				}
+				if got[0] != n*(n-1)/2 || got[1] != int64(n*i) {
+					return fmt.Errorf("round %d: AllReduce gave %v", i, got)
+				}
+			}
+			return nil
+		})
+		return g.Wait()
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
