@@ -31,13 +31,18 @@ func vpmaxsd(dst, a, b *byte, n int)
 func vpmaxub(dst, a, b *byte, n int)
 func vpmaxuw(dst, a, b *byte, n int)
 func vpmaxud(dst, a, b *byte, n int)
+func vmaxpd(dst, a, b *byte, n int)
+func vminpd(dst, a, b *byte, n int)
+func vmaxps(dst, a, b *byte, n int)
+func vminps(dst, a, b *byte, n int)
 
 // hasAVX2 is fixed at start-up from the CPU's feature flags.
 var hasAVX2 = cpu.X86.HasAVX2
 
-// vectorKernel returns the AVX2 kernel for op on dt, or nil. Float Min and
-// Max are left to the Go kernels: VMINPD's NaN and signed-zero rules differ
-// from Go's min. Complex Sum is element-wise float addition.
+// vectorKernel returns the AVX2 kernel for op on dt, or nil. Complex Sum
+// is element-wise float addition; float Min and Max follow Go's min and
+// max (see FMINMAX in reduce_amd64.s); 64-bit integer Min, Max and Prod
+// have no AVX2 instruction and stay in Go.
 func vectorKernel(op Op, dt Datatype) func(dst, a, b *byte, n int) {
 	switch op {
 	case Sum:
@@ -74,6 +79,10 @@ func vectorKernel(op Op, dt Datatype) func(dst, a, b *byte, n int) {
 		return vpxor
 	case Min:
 		switch dt {
+		case Float64:
+			return vminpd
+		case Float32:
+			return vminps
 		case Int8:
 			return vpminsb
 		case Int16:
@@ -89,6 +98,10 @@ func vectorKernel(op Op, dt Datatype) func(dst, a, b *byte, n int) {
 		}
 	case Max:
 		switch dt {
+		case Float64:
+			return vmaxpd
+		case Float32:
+			return vmaxps
 		case Int8:
 			return vpmaxsb
 		case Int16:

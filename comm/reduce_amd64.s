@@ -56,3 +56,36 @@ KERNEL(·vpmaxsd, VPMAXSD)
 KERNEL(·vpmaxub, VPMAXUB)
 KERNEL(·vpmaxuw, VPMAXUW)
 KERNEL(·vpmaxud, VPMAXUD)
+
+// Float Min and Max with Go's semantics, 32 bytes per iteration. VMAXPD
+// alone returns its second operand when either is NaN or both are zero;
+// the blends fix that: equal elements (which covers -0 and +0) take
+// a AND b for Max (+0 unless both are -0) or a OR b for Min (-0 if either
+// is), and a NaN in a wins (a NaN in b already came through).
+#define FMINMAX(NAME, OP, CMP, LOGIC, BLEND) \
+TEXT NAME(SB), NOSPLIT, $0-32; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ a+8(FP), SI; \
+	MOVQ b+16(FP), DX; \
+	MOVQ n+24(FP), CX; \
+	XORQ AX, AX; \
+loop: \
+	VMOVDQU (SI)(AX*1), Y0; \
+	VMOVDQU (DX)(AX*1), Y1; \
+	OP Y1, Y0, Y2; \
+	CMP $0, Y1, Y0, Y3; \
+	LOGIC Y1, Y0, Y4; \
+	BLEND Y3, Y4, Y2, Y2; \
+	CMP $3, Y0, Y0, Y5; \
+	BLEND Y5, Y0, Y2, Y2; \
+	VMOVDQU Y2, (DI)(AX*1); \
+	ADDQ $32, AX; \
+	CMPQ AX, CX; \
+	JLT loop; \
+	VZEROUPPER; \
+	RET
+
+FMINMAX(·vmaxpd, VMAXPD, VCMPPD, VANDPD, VBLENDVPD)
+FMINMAX(·vminpd, VMINPD, VCMPPD, VORPD, VBLENDVPD)
+FMINMAX(·vmaxps, VMAXPS, VCMPPS, VANDPS, VBLENDVPS)
+FMINMAX(·vminps, VMINPS, VCMPPS, VORPS, VBLENDVPS)

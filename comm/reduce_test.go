@@ -152,6 +152,43 @@ func TestReduceNaNAndZero(t *testing.T) {
 	assert.True(t, math.Signbit(dst[2]), "min(-0, +0) is -0")
 }
 
+// TestReduceMinMaxSpecials checks float Min and Max on long buffers (the
+// vector path) full of NaNs, infinities and zeros of both signs, in every
+// pairing, against Go's builtins.
+func TestReduceMinMaxSpecials(t *testing.T) {
+	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1, -1, 2.5, -2.5, math.MaxFloat64, -math.SmallestNonzeroFloat64}
+	var a, b []float64
+	for _, x := range specials {
+		for _, y := range specials {
+			a, b = append(a, x), append(b, y)
+		}
+	}
+	for len(a)%64 != 0 { // whole vector blocks plus no tail confusion
+		a, b = append(a, 1), append(b, 2)
+	}
+	same := func(x, y float64) bool {
+		return (math.IsNaN(x) && math.IsNaN(y)) || (x == y && math.Signbit(x) == math.Signbit(y))
+	}
+	for _, op := range []Op{Min, Max} {
+		dst := make([]float64, len(a))
+		require.NoError(t, ReduceTo(op, Float64, AsBytes(dst), AsBytes(a), AsBytes(b)))
+		a32, b32, dst32 := make([]float32, len(a)), make([]float32, len(a)), make([]float32, len(a))
+		for i := range a {
+			a32[i], b32[i] = float32(a[i]), float32(b[i])
+		}
+		require.NoError(t, ReduceTo(op, Float32, AsBytes(dst32), AsBytes(a32), AsBytes(b32)))
+		for i := range a {
+			want := max(a[i], b[i])
+			want32 := max(a32[i], b32[i])
+			if op == Min {
+				want, want32 = min(a[i], b[i]), min(a32[i], b32[i])
+			}
+			assert.True(t, same(dst[i], want), "%v(%v, %v) = %v, want %v", op, a[i], b[i], dst[i], want)
+			assert.True(t, same(float64(dst32[i]), float64(want32)), "float32 %v(%v, %v) = %v, want %v", op, a32[i], b32[i], dst32[i], want32)
+		}
+	}
+}
+
 func TestReduceErrors(t *testing.T) {
 	b8 := make([]byte, 8)
 	assert.ErrorIs(t, ReduceInto(Min, Complex64, b8, b8), ErrInvalidArg)
