@@ -65,7 +65,9 @@ type Comm interface {
 	// Scatter splits root's send into consecutive parts of counts[i]
 	// elements for rank i (len(counts) == Size, sum == send.Len()). Every rank
 	// calls alloc once with its own count and receives its part there.
-	// send and counts are ignored on non-roots.
+	// send.Bytes and counts are ignored on non-roots, but send.Type must be
+	// set on every rank: it is part of the agreement and gives non-roots the
+	// element size (comm.Scatter passes Buf{Type: DatatypeOf[T]()}).
 	Scatter(ctx context.Context, send Buf, counts []int, root int, alloc Alloc) error
 
 	// Alltoall sends sendCounts[i] consecutive elements of send to rank i and
