@@ -168,6 +168,7 @@ type MismatchError struct {
 	Detail string // what differs, e.g. "count: rank 0 has 4, rank 2 has 3"
 }
 
+// Error describes the collective and the disagreement.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("comm: %s: arguments differ across ranks: %s", e.Op, e.Detail)
 }
@@ -183,6 +184,7 @@ type ArgError struct {
 	Detail string // what is wrong and how to fix it
 }
 
+// Error names the call, the rank and what is wrong.
 func (e *ArgError) Error() string {
 	return fmt.Sprintf("comm: %s: invalid argument on rank %d: %s", e.Op, e.Rank, e.Detail)
 }
@@ -197,6 +199,7 @@ type RankError struct {
 	Err  error
 }
 
+// Error prefixes the rank's error with its rank.
 func (e *RankError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
 
 // Unwrap returns the rank's error.

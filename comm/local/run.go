@@ -80,6 +80,7 @@ type PanicError struct {
 	Stack []byte // the panicking goroutine's stack
 }
 
+// Error gives the panic value and the stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
 }
