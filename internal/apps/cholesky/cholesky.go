@@ -56,7 +56,7 @@ type Options struct {
 //	seconds         wall time from the first submission to the end of the last task
 //	gflops          n³/3 / seconds / 10⁹ (StarPU's convention)
 //	seq_gflops      one worker's rate running the same tasks one after the
-//	                other: n³/3 / Σ(task count × median kernel time) / 10⁹,
+//	                other: n³/3 / Σ(task count × fastest kernel time) / 10⁹,
 //	                kernel times measured on b×b tiles in this run
 //	efficiency      gflops / (workers × seq_gflops)
 //	kernel_gflops   each kernel's sequential GFLOP/s on a b×b tile
@@ -216,10 +216,10 @@ func (c counts) total() int { return c.potrf + c.trsm + c.syrk + c.gemm }
 type kernelTimes struct{ potrf, trsm, syrk, gemm time.Duration }
 
 // timeKernels measures each kernel on b×b tiles on the calling goroutine
-// (one core, nothing else of this run executing).
+// (one core, nothing else of this run executing): the fastest call.
 func timeKernels[T linalg.Float](b int) kernelTimes {
 	const (
-		reps  = 5                     // median of at least 5 calls
+		reps  = 5                     // best of at least 5 calls
 		total = 50 * time.Millisecond // and of at least 50 ms per kernel
 	)
 	spd := tiled.SPD[T](b, 2)

@@ -18,7 +18,7 @@
 // GFLOP/s is N³/3 over the time from the first submission to the last
 // task's end. Parallel efficiency divides it by workers × one worker's
 // sequential rate, which Run measures in the same process: each kernel's
-// median time on a B×B tile, weighted by the number of tasks of each kind.
+// fastest time on a B×B tile, weighted by the number of tasks of each kind.
 // With Check, the residual ‖A − L·Lᵀ‖_F / ‖A‖_F is computed in float64
 // (Residual) and should stay below Tolerance. Result's JSON field names
 // are a stable interface for `pzrun cholesky --json`.

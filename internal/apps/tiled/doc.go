@@ -12,5 +12,5 @@
 // # Timing
 //
 // TimeKernel times one kernel call on the calling goroutine and returns
-// the median of enough repetitions; GFlops converts it to a rate.
+// the fastest of enough repetitions; GFlops converts it to a rate.
 package tiled
