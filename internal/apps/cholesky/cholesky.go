@@ -34,6 +34,12 @@ type Options struct {
 	Check bool
 	// Seed selects the random SPD matrix (tiled.SPD); 0 means 1.
 	Seed uint64
+	// MatrixLayout factors the matrix in place as one row-major N×N
+	// array cut into tiles with leading dimension N (StarPU's
+	// cholesky_implicit layout). By default the matrix is first copied
+	// into tile layout (TileMatrix; the copies are not timed), which
+	// makes the kernels faster on large matrices.
+	MatrixLayout bool
 	// Warmup is the number of untimed factorizations run first on the
 	// same scheduler (each of a fresh copy of A): they calibrate the
 	// performance models the dmda policy needs.
@@ -47,6 +53,7 @@ type Options struct {
 // `pzrun cholesky --json`; field names are a stable interface:
 //
 //	app             "cholesky"
+//	layout          "tile" (tile-major copy, the default) or "matrix" (in place, leading dimension n)
 //	n, block        matrix order and tile size
 //	precision       32 or 64
 //	policy          scheduling policy that ran
@@ -64,6 +71,7 @@ type Options struct {
 //	residual        ‖A − L·Lᵀ‖_F / ‖A‖_F (0 unless checked)
 type Result struct {
 	App          string             `json:"app"`
+	Layout       string             `json:"layout"`
 	N            int                `json:"n"`
 	Block        int                `json:"block"`
 	Precision    int                `json:"precision"`
@@ -82,8 +90,8 @@ type Result struct {
 
 // String formats r as one human-readable line.
 func (r *Result) String() string {
-	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
-		r.N, r.Block, r.Precision, r.Backend, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s layout=%s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
+		r.N, r.Block, r.Precision, r.Backend, r.Layout, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
 	if r.Checked {
 		s += fmt.Sprintf(", residual %.3g", r.Residual)
 	}
@@ -159,8 +167,14 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	cl := newCodelets[T]()
 	var elapsed time.Duration
 	for it := 0; it <= opts.Warmup; it++ {
-		copy(a, a0)
-		elapsed, err = Factor(ctx, s, cl, a, n, b, w)
+		if opts.MatrixLayout {
+			copy(a, a0)
+			elapsed, err = Factor(ctx, s, cl, a, n, b, w)
+		} else {
+			tm := ToTiles(a0, n, b)
+			elapsed, err = FactorTiles(ctx, s, cl, tm, w)
+			tm.CopyTo(a)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +182,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 
 	flops := linalg.CholeskyFlops(n)
 	res := &Result{
-		App: "cholesky", N: n, Block: b, Precision: opts.Precision,
+		App: "cholesky", Layout: layoutName(opts.MatrixLayout), N: n, Block: b, Precision: opts.Precision,
 		Policy: s.Policy(), Workers: len(s.Workers()), Backend: linalg.Backend,
 		Tasks:   cnt.total(),
 		Seconds: elapsed.Seconds(),
@@ -192,6 +206,13 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		res.Checked, res.Residual = true, r
 	}
 	return res, nil
+}
+
+func layoutName(matrix bool) string {
+	if matrix {
+		return "matrix"
+	}
+	return "tile"
 }
 
 // counts are the tile tasks of each kind in a Cholesky of nt×nt tiles.
@@ -355,16 +376,103 @@ func newCodelets[T linalg.Float]() *Codelets {
 // dependencies from R and RW accesses. It returns the time from the first
 // submission to the completion of all tasks (StarPU's timing), after
 // unregistering a.
-func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Codelets, a []T, n, b int, w io.Writer) (time.Duration, error) {
+func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Codelets, a []T, n, b int, w io.Writer) (elapsed time.Duration, err error) {
 	h, err := s.RegisterMatrix(a, n, n, scheduler.Named("A"))
 	if err != nil {
 		return 0, fmt.Errorf("cholesky: registering A: %w", err)
 	}
+	defer func() {
+		if _, uerr := h.Unregister(ctx); uerr != nil && err == nil {
+			err = fmt.Errorf("cholesky: unregistering A: %w", uerr)
+		}
+	}()
 	tiles, err := h.Partition(scheduler.Blocks(b, b))
 	if err != nil {
 		return 0, fmt.Errorf("cholesky: partitioning A: %w", err)
 	}
+	elapsed, err = submitGraph(ctx, s, cl, tiles, w)
+	if uerr := h.Unpartition(); uerr != nil && err == nil {
+		err = fmt.Errorf("cholesky: unpartitioning A: %w", uerr)
+	}
+	return elapsed, err
+}
+
+// A TileMatrix holds the lower triangle of a symmetric matrix in tile
+// layout: Tiles[i][j], j ≤ i, is tile (i, j), B×B elements stored
+// contiguously by rows (leading dimension B). Each tile spans a few
+// pages instead of B rows of a large matrix, which spares the kernels
+// TLB and cache-associativity misses (the layout of PLASMA).
+type TileMatrix[T linalg.Float] struct {
+	NT, B int
+	Tiles [][][]T
+}
+
+// ToTiles copies the lower triangle of the n×n row-major matrix a into
+// tile layout.
+func ToTiles[T linalg.Float](a []T, n, b int) *TileMatrix[T] {
 	nt := n / b
+	m := &TileMatrix[T]{NT: nt, B: b, Tiles: make([][][]T, nt)}
+	for i := range nt {
+		m.Tiles[i] = make([][]T, i+1)
+		for j := 0; j <= i; j++ {
+			t := make([]T, b*b)
+			for r := range b {
+				copy(t[r*b:(r+1)*b], a[(i*b+r)*n+j*b:])
+			}
+			m.Tiles[i][j] = t
+		}
+	}
+	return m
+}
+
+// CopyTo copies the tiles into the lower triangle of the n×n row-major
+// matrix a (n = NT·B); a's strict upper triangle of tiles is untouched.
+func (m *TileMatrix[T]) CopyTo(a []T) {
+	n, b := m.NT*m.B, m.B
+	for i := range m.NT {
+		for j := 0; j <= i; j++ {
+			for r := range b {
+				copy(a[(i*b+r)*n+j*b:(i*b+r)*n+j*b+b], m.Tiles[i][j][r*b:])
+			}
+		}
+	}
+}
+
+// FactorTiles is Factor on a matrix in tile layout: each tile is
+// registered as its own b×b matrix handle, factored in place by the same
+// tasks in the same order, and unregistered.
+func FactorTiles[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Codelets, m *TileMatrix[T], w io.Writer) (elapsed time.Duration, err error) {
+	hs := make([][]*scheduler.Handle, m.NT)
+	defer func() {
+		for _, row := range hs {
+			for _, h := range row {
+				if h == nil {
+					continue
+				}
+				if _, uerr := h.Unregister(ctx); uerr != nil && err == nil {
+					err = fmt.Errorf("cholesky: unregistering %v: %w", h, uerr)
+				}
+			}
+		}
+	}()
+	for i := range m.NT {
+		hs[i] = make([]*scheduler.Handle, i+1)
+		for j := 0; j <= i; j++ {
+			h, err := s.RegisterMatrix(m.Tiles[i][j], m.B, m.B)
+			if err != nil {
+				return 0, fmt.Errorf("cholesky: registering tile (%d,%d): %w", i, j, err)
+			}
+			hs[i][j] = h
+		}
+	}
+	return submitGraph(ctx, s, cl, hs, w)
+}
+
+// submitGraph submits the tile tasks on the lower triangle of a grid of
+// tile handles and waits for them; it returns the time from the first
+// submission to the completion of the last task.
+func submitGraph(ctx context.Context, s *scheduler.Scheduler, cl *Codelets, tiles [][]*scheduler.Handle, w io.Writer) (time.Duration, error) {
+	nt := len(tiles)
 	var bar *progress.Bar
 	if w != nil {
 		bar = progress.New(w, "cholesky tasks", taskCounts(nt).total())
@@ -383,7 +491,7 @@ func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Cod
 		}
 		return nil
 	}
-	err = func() error {
+	err := func() error {
 		for k := range nt {
 			if err := submit(cl.Potrf, 2*nt-2*k, tile{k, k}, scheduler.RW(tiles[k][k])); err != nil {
 				return err
@@ -406,7 +514,7 @@ func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Cod
 		}
 		return nil
 	}()
-	// Wait even after a submission error: tasks already submitted use a.
+	// Wait even after a submission error: tasks already submitted use the data.
 	werr := s.WaitAll(ctx)
 	elapsed := time.Since(t0)
 	if bar != nil {
@@ -414,12 +522,6 @@ func Factor[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *Cod
 	}
 	if err == nil && werr != nil {
 		err = fmt.Errorf("cholesky: %w", werr)
-	}
-	if uerr := h.Unpartition(); uerr != nil && err == nil {
-		err = fmt.Errorf("cholesky: unpartitioning A: %w", uerr)
-	}
-	if _, uerr := h.Unregister(ctx); uerr != nil && err == nil {
-		err = fmt.Errorf("cholesky: unregistering A: %w", uerr)
 	}
 	return elapsed, err
 }

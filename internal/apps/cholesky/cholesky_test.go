@@ -47,6 +47,58 @@ func TestRunEveryPolicy(t *testing.T) {
 	}
 }
 
+// Both layouts give the same factor as the unblocked whole-matrix one.
+func TestRunLayouts(t *testing.T) {
+	for _, matrix := range []bool{false, true} {
+		opts := Options{N: 128, Block: 32, Precision: 64, Workers: 2, Check: true, MatrixLayout: matrix,
+			SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}
+		res, err := Run(testCtx(t), opts, nil)
+		require.NoError(t, err)
+		assert.Equal(t, layoutName(matrix), res.Layout)
+		assert.Less(t, res.Residual, Tolerance(64, opts.N), "matrix layout %v", matrix)
+	}
+}
+
+func TestTileLayoutRoundTrip(t *testing.T) {
+	const n, b = 96, 32
+	a := tiled.Random[float32](n, n, 4)
+	m := ToTiles(a, n, b)
+	require.Equal(t, 3, m.NT)
+	assert.Equal(t, a[(2*b+5)*n+1*b+7], m.Tiles[2][1][5*b+7])
+	out := make([]float32, n*n)
+	m.CopyTo(out)
+	for i := range n {
+		for j := range n {
+			if j/b <= i/b {
+				require.Equal(t, a[i*n+j], out[i*n+j], "(%d,%d)", i, j)
+			} else {
+				require.Zero(t, out[i*n+j], "upper tile (%d,%d) written", i, j)
+			}
+		}
+	}
+}
+
+// FactorTiles on the tile layout matches the whole-matrix factorization.
+func TestFactorTilesMatchesWholeMatrixPotrf(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(t.TempDir()))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, s.Close()) }()
+	const n, b = 160, 32
+	a := tiled.SPD[float64](n, 12)
+	whole := append([]float64(nil), a...)
+	require.NoError(t, linalg.Potrf(n, whole, n))
+	m := ToTiles(a, n, b)
+	_, err = FactorTiles(ctx, s, newCodelets[float64](), m, nil)
+	require.NoError(t, err)
+	m.CopyTo(a)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			require.InDelta(t, whole[i*n+j], a[i*n+j], 1e-12, "L[%d,%d]", i, j)
+		}
+	}
+}
+
 // Factor's result equals the unblocked factorization of the whole matrix
 // (same kernels' math, another order of operations).
 func TestFactorMatchesWholeMatrixPotrf(t *testing.T) {
