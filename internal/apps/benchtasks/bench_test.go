@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,5 +131,29 @@ func TestRunStarPU(t *testing.T) {
 	}
 	for k := range p {
 		assert.NotContains(t, k, "prio", "StarPU has no pz prio policy")
+	}
+}
+
+// BenchmarkTasks is the overhead part of `pzrun bench tasks` as a Go
+// benchmark: µs per task for each case, policy and submitter count
+// (2 workers; one timed round of b.N tasks, the counters checked).
+//
+//	go test -run '^$' -bench Tasks -benchtime 100000x ./internal/apps/benchtasks/
+func BenchmarkTasks(b *testing.B) {
+	for _, c := range []Case{CaseIndep, CaseChain, CaseHandles4} {
+		for _, pol := range scheduler.Policies() {
+			for _, sub := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%s/submitters=%d", c, pol, sub), func(b *testing.B) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					s, err := scheduler.New(ctx, scheduler.WithPolicy(pol), scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
+					require.NoError(b, err)
+					defer s.Close()
+					us, err := overhead(ctx, s, c, sub, max(2, b.N), 1)
+					require.NoError(b, err)
+					b.ReportMetric(us, "us/task")
+				})
+			}
+		}
 	}
 }
