@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"go.uber.org/zap"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +24,7 @@ type config struct {
 	stats      bool
 	getenv     func(string) string
 	spin       int
+	logger     *zap.Logger // context resizes (WithLogger)
 }
 
 // WithPolicy selects a scheduling policy by name: "eager", "prio",

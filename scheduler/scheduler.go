@@ -51,6 +51,8 @@ type Scheduler struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
+	cx contexts // scheduling contexts (context.go)
+
 	closeOnce sync.Once
 	closeErr  error
 	closedAt  time.Time
@@ -175,6 +177,13 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 		s.doneCount(1)
 		t.state.Store(stateNew)
 		return fmt.Errorf("submitting %q: %w", t.Codelet.name(), ErrClosed)
+	}
+	if t.Context != nil || s.cx.n.Load() > 0 {
+		if err := s.enterContext(ctx, t); err != nil {
+			s.doneCount(1)
+			t.state.Store(stateNew)
+			return err
+		}
 	}
 	t.s = s
 	t.pending.Store(1)
@@ -504,6 +513,10 @@ func (t *Task) readErr() error {
 }
 
 func (s *Scheduler) push(t *Task, w *Worker) {
+	if t.Context != nil || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil {
+		s.pushCtx(t, w)
+		return
+	}
 	from := -1
 	if w != nil {
 		from = w.info.ID
@@ -576,11 +589,11 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 		s.releaseCommute(t, len(t.Access))
 	}
 	if err != nil {
-		s.record(err)
+		s.recordTask(t, err)
 	}
 	if t.Callback != nil {
 		if cerr := callSafely(t); cerr != nil {
-			s.record(cerr)
+			s.recordTask(t, cerr)
 			if err == nil {
 				err = cerr
 			}
@@ -611,6 +624,9 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 	}
 	if t.Tag != 0 {
 		q = s.tagDone(t, err, q)
+	}
+	if t.Context != nil {
+		t.Context.taskDone()
 	}
 	if w != nil {
 		w.doneBatch++
@@ -665,6 +681,11 @@ func (s *Scheduler) doneCount(n int64) {
 // tasks that failed since the previous WaitAll, joined, plus one error
 // wrapping ErrCanceled that counts the tasks canceled because of them.
 func (s *Scheduler) WaitAll(ctx context.Context) error {
+	if s.cx.n.Load() > 0 {
+		if c := ContextOf(ctx); c != nil && c.s == s && c.parent != nil {
+			return c.WaitAll(ctx)
+		}
+	}
 	for s.inflight.Load() != 0 {
 		// Announce the waiter before re-checking, so that a completion
 		// that brings the count to zero sees it (see doneCount).
@@ -683,10 +704,10 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 			s.nwaiters.Add(-1)
 		case <-ctx.Done():
 			s.nwaiters.Add(-1)
-			return fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", ctx.Err(), max(s.inflight.Load(), 0))
+			return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", ctx.Err(), max(s.inflight.Load(), 0)))
 		}
 	}
-	return s.takeErrors()
+	return errors.Join(s.takeErrors(), s.takeContextErrors())
 }
 
 func (s *Scheduler) takeErrors() error {
@@ -736,6 +757,7 @@ func (s *Scheduler) Close() error {
 			h.flushReduxLocked()
 			h.mu.Unlock()
 		}
+		s.drainContexts()
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt = time.Now()
 		s.stopWorkers()

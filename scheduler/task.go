@@ -150,6 +150,7 @@ const (
 	argCallback
 	argTeam
 	argSync
+	argContext
 )
 
 // Data returns an access to h in mode m.
@@ -241,6 +242,10 @@ type Task struct {
 	// Team is the number of workers that run the task together; 0 or 1
 	// for a sequential task.
 	Team int
+	// Context is the scheduling context the task is submitted to; nil
+	// means the default of the submitting call's ctx (Within), else the
+	// global context. Submission sets it to the context used.
+	Context *Context
 
 	s       *Scheduler
 	pending atomic.Int32 // predecessors not done, +1 while submitting
@@ -320,6 +325,8 @@ func (t *Task) apply(args []Arg) {
 			t.Team = a.n
 		case argSync:
 			t.sync = true
+		case argContext:
+			t.Context, _ = a.v.(*Context)
 		}
 	}
 }

@@ -61,6 +61,8 @@ type Worker struct {
 	flops  atomic.Uint64 // float64 bits
 	events []traceEvent
 	deinit error
+
+	cx workerCx // scheduling contexts (context.go)
 }
 
 // ID returns the worker's id.
@@ -103,6 +105,10 @@ func (w *Worker) flushDone() {
 func (w *Worker) idle() {
 	w.flushDone()
 	s := w.s
+	mb := s.cx.mon.Load()
+	if mb != nil {
+		w.idleCycle(mb)
+	}
 	var t0 time.Time
 	if s.cfg.stats {
 		t0 = time.Now()
@@ -127,9 +133,16 @@ func (w *Worker) idle() {
 		}
 		return
 	}
-	select {
-	case <-w.wake:
-	case <-s.stop:
+	// A RunOnce that joined a team may have completed its task and still
+	// found nothing else: publish that completion before sleeping.
+	w.flushDone()
+	if mb != nil {
+		w.sleepMonitored(mb)
+	} else {
+		select {
+		case <-w.wake:
+		case <-s.stop:
+		}
 	}
 	if w.sleeping.CompareAndSwap(true, false) {
 		s.nsleep.Add(-1)
@@ -182,12 +195,26 @@ func (s *Scheduler) wakeAll() {
 // (running its share before Pop returns).
 func (w *Worker) Pop() *Task {
 	s := w.s
+	if w.cx.moveReq.Load() {
+		// Safe point: the worker holds no task; apply a context change.
+		w.applyContexts()
+	}
 	for {
-		if tm := s.forming.Load(); tm != nil {
+		if tm := s.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) {
 			w.joinTeam(tm)
 			continue
 		}
-		t := s.policy.Pop(w.info.ID)
+		var t *Task
+		if p := w.cx.chain.Load(); p == nil {
+			t = s.policy.Pop(w.info.ID)
+		} else {
+			t = w.popChain(*p)
+		}
+		if t != nil {
+			if mb := s.cx.mon.Load(); mb != nil {
+				w.popped(mb, t)
+			}
+		}
 		if t == nil || t.Team <= 1 {
 			return t
 		}
@@ -199,6 +226,11 @@ func (w *Worker) Pop() *Task {
 // memory node, calls the CPU implementation (recovering a panic) and
 // completes the task, releasing its dependents.
 func (w *Worker) Execute(t *Task) {
+	mb := w.s.cx.mon.Load()
+	var t0 int64
+	if mb != nil {
+		t0 = w.s.now()
+	}
 	c := &w.call
 	c.Task, c.Worker, c.Rank, c.Size, c.Arg = t, w.info.ID, 0, 1, t.Arg
 	var err error
@@ -208,6 +240,9 @@ func (w *Worker) Execute(t *Task) {
 	}
 	c.Task, c.Arg = nil, nil
 	w.complete(t, err)
+	if mb != nil {
+		mb.m.TaskExecuted(w.s.contextOf(t), t, w.info.ID, time.Duration(w.s.now()-t0))
+	}
 }
 
 // run calls the implementation, timing it when statistics, traces or a

@@ -1,0 +1,123 @@
+package scheduler
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestContextStress keeps thousands of tasks in flight in three contexts
+// (independent tasks and chains on shared handles) while a goroutine
+// moves a random worker between contexts every millisecond. It checks
+// that every task runs exactly once, on a worker that was in the task's
+// context when it took the task (a worker's popping set changes only at
+// its own safe points, so it is stable while the task runs), and that
+// the chains' counters equal the number of increments submitted.
+func TestContextStress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const workers = 6
+	n := 80000
+	if testing.Short() {
+		n = 5000
+	}
+	for _, pol := range []string{"lws", "eager", "dmda", "random"} {
+		t.Run(pol, func(t *testing.T) {
+			s, err := New(ctx, WithWorkers(workers), WithPolicy(pol), WithPerfModelDir(""), WithGetenv(func(string) string { return "" }))
+			require.NoError(t, err)
+			defer s.Close()
+			cs := make([]*Context, 3)
+			for i := range cs {
+				cs[i], err = s.NewContext(string(rune('a'+i)), ContextWorkers(2*i, 2*i+1), ContextPolicy([]string{pol, "ws", "prio"}[i]))
+				require.NoError(t, err)
+			}
+			runs := make([]atomic.Int32, n)
+			var outside atomic.Int64
+			check := func(c *Call) {
+				if !s.workers[c.Worker].popsFrom(c.Task.Context) {
+					outside.Add(1)
+				}
+				runs[c.Arg.(int)].Add(1)
+			}
+			indep := &Codelet{Name: "indep", CPU: func(c *Call) error { check(c); return nil }}
+			incr := &Codelet{Name: "incr", CPU: func(c *Call) error {
+				check(c)
+				*ValueOf[*int](c, 0)++
+				return nil
+			}}
+			counters := make([]int, 8)
+			hs := make([]*Handle, len(counters))
+			for i := range hs {
+				hs[i], err = s.RegisterValue(&counters[i])
+				require.NoError(t, err)
+			}
+			want := make([]int, len(counters))
+
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var moves atomic.Int64
+			wg.Add(1)
+			go func() { // the mover
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(7, 11))
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					w := rng.IntN(workers)
+					from := s.WorkerContext(w)
+					to := cs[rng.IntN(len(cs))]
+					if from == to || from.Parent() == nil {
+						continue
+					}
+					if err := s.MoveWorkers(from, to, w); err != nil {
+						t.Error(err)
+						return
+					}
+					moves.Add(1)
+				}
+			}()
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 0; i < n; i++ {
+				c := cs[rng.IntN(len(cs))]
+				if i%3 == 0 {
+					k := rng.IntN(len(hs))
+					want[k]++
+					require.NoError(t, s.Submit(ctx, incr, RW(hs[k]), InContext(c), WithArg(i)))
+				} else {
+					require.NoError(t, s.Submit(Within(ctx, c), indep, WithArg(i)))
+				}
+				if i%2000 == 1999 {
+					time.Sleep(2 * time.Millisecond) // let moves interleave with execution
+				}
+			}
+			require.NoError(t, s.WaitAll(ctx))
+			close(stop)
+			wg.Wait()
+			for i := range runs {
+				if runs[i].Load() != 1 {
+					t.Fatalf("task %d ran %d times", i, runs[i].Load())
+				}
+			}
+			assert.Zero(t, outside.Load(), "tasks run by a worker outside their context")
+			for i, h := range hs {
+				_, err := h.Unregister(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, want[i], counters[i], "counter %d", i)
+			}
+			assert.Greater(t, moves.Load(), int64(10))
+			assert.NotEmpty(t, s.Resizes())
+			t.Logf("%d tasks, %d moves requested, %d applied", n, moves.Load(), len(s.Resizes()))
+		})
+	}
+}
