@@ -1,12 +1,15 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // A Scheduler runs tasks on a set of workers (one per CPU core by
@@ -260,7 +263,18 @@ func (s *Scheduler) validate(t *Task) error {
 }
 
 // wire adds t's dependencies.
+//
+// A task's accesses to all its handles are wired atomically: the handles'
+// locks are taken together, in address order, and released after. Wiring
+// them one by one would let two goroutines that submit at once order two
+// tasks A before B on one handle and B before A on another, a dependency
+// cycle that never runs (StarPU sorts a task's handles for the same
+// reason). Go's heap objects do not move, so the address order is stable.
 func (s *Scheduler) wire(t *Task) {
+	var (
+		hs    [8]wiring
+		wired = hs[:0]
+	)
 	for i := range t.Access {
 		a := t.Access[i]
 		if a.Mode == ModeScratch {
@@ -282,7 +296,21 @@ func (s *Scheduler) wire(t *Task) {
 				m |= t.Access[j].Mode
 			}
 		}
-		s.wireAccess(t, a.Handle, m)
+		wired = append(wired, wiring{a.Handle, m})
+	}
+	if len(wired) > 1 {
+		slices.SortFunc(wired, func(x, y wiring) int {
+			return cmp.Compare(uintptr(unsafe.Pointer(x.h)), uintptr(unsafe.Pointer(y.h)))
+		})
+	}
+	for _, w := range wired {
+		w.h.mu.Lock()
+	}
+	for _, w := range wired {
+		s.wireAccessLocked(t, w.h, w.m)
+	}
+	for _, w := range wired {
+		w.h.mu.Unlock()
 	}
 	for _, p := range t.After {
 		if p != nil {
@@ -297,13 +325,18 @@ func (s *Scheduler) wire(t *Task) {
 	}
 }
 
-// wireAccess makes t depend on the previous accesses to h, after
+// wiring is one handle of a task to wire and the union of its modes.
+type wiring struct {
+	h *Handle
+	m Mode
+}
+
+// wireAccessLocked makes t depend on the previous accesses to h, after
 // StarPU's sequential consistency: accesses are grouped into runs of
 // compatible ones (reads, commuting writes, reductions); a task depends
 // on the group before its own, and a write starts a new group.
-func (s *Scheduler) wireAccess(t *Task, h *Handle, m Mode) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// h.mu is held.
+func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 	if err := h.usableLocked(); err != nil {
 		t.fail(err)
 		return
