@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/runtimeview"
 )
 
@@ -37,7 +37,7 @@ func benchCommApp() app {
 			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "collectives")
 			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
 			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
-			fs.StringVar(&f.peer, "peer", defaultPeerDir(), "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
+			fs.StringVar(&f.peer, "peer", peerdir.Find("mpi"), "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
@@ -151,27 +151,4 @@ func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error)
 		rs = append(rs, r)
 	}
 	return rs, nil
-}
-
-// defaultPeerDir is ../shared/peers/mpi beside the module root found
-// upward from the working directory, or "" outside a checkout.
-func defaultPeerDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "peers", "mpi")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-			return ""
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pzgo/pz/internal/peerdir"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -62,7 +64,7 @@ func TestBenchCommMPIWithPeer(t *testing.T) {
 	if _, err := exec.LookPath("mpicc"); err != nil {
 		t.Skip("mpicc not installed")
 	}
-	peer := defaultPeerDir()
+	peer := peerdir.Find("mpi")
 	if peer == "" {
 		t.Skip("../shared/peers/mpi not found beside the checkout")
 	}

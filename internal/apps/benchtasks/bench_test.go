@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -73,7 +74,10 @@ func TestRunSmall(t *testing.T) {
 			assert.Equal(t, "ratio", r.Unit)
 			assert.Equal(t, CaseGrain, r.Case)
 			assert.Equal(t, 50*r.Workers, r.Tasks)
-			assert.LessOrEqual(t, r.Value, 1.5, "efficiency well above 1 means the sequential time is wrong: %+v", r)
+			// No upper bound: on a loaded machine the sequential
+			// reference can be slowed more than the parallel run, and
+			// timings belong in benchmarks, not in pass/fail tests.
+			assert.False(t, math.IsInf(r.Value, 0) || math.IsNaN(r.Value), "record %d %+v", i, r)
 		default:
 			t.Errorf("record %d: bench %q", i, r.Bench)
 		}

@@ -3,7 +3,6 @@ package benchtasks
 import (
 	"bufio"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pzgo/pz/internal/peerdir"
 )
 
 // ErrNoStarPU is returned by RunStarPU when StarPU 1.3 is not installed
@@ -111,9 +112,6 @@ func PeerName(c Case, policy string, workers, grainUS int) string {
 	return ""
 }
 
-//go:embed starpu/starpu_overhead.c
-var starpuOverheadC []byte
-
 // StarPUConfig says what RunStarPU measures.
 type StarPUConfig struct {
 	// Policies are the scheduling policies to run; those StarPU lacks are
@@ -130,6 +128,10 @@ type StarPUConfig struct {
 	// geometric series, as 1, 16, 256 does).
 	GrainTasks int
 	Grains     []int
+	// PeerDir is the folder of the StarPU peer (starpu_overhead.c), the
+	// team's ../shared/peers/starpu; "" finds it beside the module root
+	// above the working directory.
+	PeerDir string
 	// Log, when non-nil, receives the raw output of every StarPU run.
 	Log io.Writer
 }
@@ -155,7 +157,11 @@ func RunStarPU(ctx context.Context, cfg StarPUConfig) (Peer, error) {
 		return nil, fmt.Errorf("benchtasks: starpu scratch dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildOverhead(ctx, dir)
+	peerDir := cfg.PeerDir
+	if peerDir == "" {
+		peerDir = peerdir.Find("starpu")
+	}
+	bin, err := buildOverhead(ctx, peerDir, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -218,10 +224,11 @@ func RunStarPU(ctx context.Context, cfg StarPUConfig) (Peer, error) {
 	return p, nil
 }
 
-func buildOverhead(ctx context.Context, dir string) (string, error) {
-	src := filepath.Join(dir, "starpu_overhead.c")
-	if err := os.WriteFile(src, starpuOverheadC, 0o644); err != nil {
-		return "", fmt.Errorf("benchtasks: writing starpu_overhead.c: %w", err)
+// buildOverhead compiles the peer's starpu_overhead.c into dir.
+func buildOverhead(ctx context.Context, peerDir, dir string) (string, error) {
+	src := filepath.Join(peerDir, "starpu_overhead.c")
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("%w: the StarPU peer program: %v (set StarPUConfig.PeerDir to ../shared/peers/starpu)", ErrNoStarPU, err)
 	}
 	flags, err := exec.CommandContext(ctx, "pkg-config", "--cflags", "--libs", "starpu-1.3").Output()
 	if err != nil {
