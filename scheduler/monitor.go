@@ -50,6 +50,8 @@ func (s *Scheduler) SetMonitor(m Monitor, idleTick time.Duration) {
 		idleTick = time.Millisecond
 	}
 	s.cx.mon.Store(&monitorBox{m: m, tick: idleTick})
+	// Sleeping workers go back to sleep with the idle tick.
+	s.wakeAll()
 }
 
 // idleCycle reports an idle cycle of the worker to the monitor.

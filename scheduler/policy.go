@@ -273,11 +273,7 @@ func (c *central) RemoveWorkers(ids ...int) []*Task {
 	c.kinds.Store(&k)
 	if c.members.Load() == 0 {
 		// Nobody left to pop: hand the queue back.
-		out := c.q.close()
-		c.q.mu.Lock()
-		c.q.closed = false
-		c.q.mu.Unlock()
-		return out
+		return c.q.close2()
 	}
 	return nil
 }

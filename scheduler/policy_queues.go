@@ -78,12 +78,15 @@ func (qs *queueSet) remove(ids []int) []*Task {
 	return out
 }
 
-// close2 returns the orphans and leaves the queue open.
+// close2 returns the queued tasks and leaves the queue open. It never
+// closes the queue, not even briefly: a push racing with it must not
+// fail, since Push callers of an open queue drop its result.
 func (q *taskQueue) close2() []*Task {
-	out := q.close()
 	q.mu.Lock()
-	q.closed = false
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	out := append([]*Task(nil), q.buf[q.head:]...)
+	q.buf, q.head = nil, 0
+	q.n.Store(0)
 	return out
 }
 

@@ -136,7 +136,9 @@ func (w *Worker) idle() {
 	// A RunOnce that joined a team may have completed its task and still
 	// found nothing else: publish that completion before sleeping.
 	w.flushDone()
-	if mb != nil {
+	// Load the monitor after announcing sleep: SetMonitor stores it and
+	// then wakes sleepers, so we either see it or are woken.
+	if mb = s.cx.mon.Load(); mb != nil {
 		w.sleepMonitored(mb)
 	} else {
 		select {

@@ -1,0 +1,45 @@
+package hypervisor_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+// The app_driven policy moves a worker from a to b when the task tagged
+// 1 has run.
+func Example() {
+	ctx := context.Background()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(3), scheduler.WithPerfModelDir(""))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	a, _ := s.NewContext("a", scheduler.ContextWorkers(0, 1))
+	b, _ := s.NewContext("b", scheduler.ContextWorkers(2))
+
+	pol := hypervisor.NewAppDriven()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol))
+	if err != nil {
+		panic(err)
+	}
+	defer hv.Close()
+	_ = hv.Register(a, hypervisor.Limits{})
+	_ = hv.Register(b, hypervisor.Limits{})
+	pol.OnTag(1, a, b, 1)
+
+	phase1 := &scheduler.Codelet{Name: "phase1", CPU: func(*scheduler.Call) error { return nil }}
+	_ = s.Submit(ctx, phase1, scheduler.InContext(a), scheduler.WithTag(1))
+	_ = s.WaitAll(ctx)
+	// The resize is decided right after the task completes.
+	for deadline := time.Now().Add(10 * time.Second); len(hv.Resizes()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	r := hv.Resizes()[0]
+	fmt.Printf("%s -> %s by %s: a has %d workers, b has %d\n", r.From, r.To, r.Policy, len(a.Workers()), len(b.Workers()))
+	// Output:
+	// a -> b by app_driven: a has 1 workers, b has 2
+}

@@ -1,0 +1,742 @@
+package hypervisor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// Sentinel errors.
+var (
+	// ErrBadOption is returned by New for an invalid option or
+	// environment variable (policy name, trigger, duration).
+	ErrBadOption = errors.New("hypervisor: invalid option")
+	// ErrBadContext is returned by Register for a context of another
+	// scheduler or a deleted one, or limits that contradict each other.
+	ErrBadContext = errors.New("hypervisor: invalid context")
+)
+
+// Trigger says what makes the hypervisor consider resizing.
+type Trigger uint8
+
+const (
+	// TriggerIdle considers a resize when a worker has been idle for
+	// longer than its threshold (WithMaxIdle, WithWorkerMaxIdle).
+	TriggerIdle Trigger = 1 << iota
+	// TriggerSpeed considers a resize at the end of each sampling window
+	// (WithWindow), from the instant speeds measured over it.
+	TriggerSpeed
+	// TriggerHook is the trigger of a resize a policy's hook asked for
+	// (never configured: hooks always may).
+	TriggerHook
+)
+
+// String returns "idle", "speed", "idle,speed", "hook" or "none".
+func (t Trigger) String() string {
+	var parts []string
+	if t&TriggerIdle != 0 {
+		parts = append(parts, "idle")
+	}
+	if t&TriggerSpeed != 0 {
+		parts = append(parts, "speed")
+	}
+	if t&TriggerHook != 0 {
+		parts = append(parts, "hook")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseTrigger parses "idle", "speed", "idle,speed" (or "both") and
+// "none".
+func ParseTrigger(s string) (Trigger, error) {
+	var t Trigger
+	for _, p := range strings.Split(s, ",") {
+		switch strings.TrimSpace(p) {
+		case "idle":
+			t |= TriggerIdle
+		case "speed":
+			t |= TriggerSpeed
+		case "both":
+			t |= TriggerIdle | TriggerSpeed
+		case "none":
+		default:
+			return 0, fmt.Errorf("%w: trigger %q: want idle, speed, idle,speed or none", ErrBadOption, s)
+		}
+	}
+	return t, nil
+}
+
+// Limits bound the size of a registered context and declare its work.
+type Limits struct {
+	// Min and Max bound the number of workers the hypervisor leaves in
+	// the context (Max 0: no bound). Whatever Min says, a context with
+	// pending tasks keeps at least one worker.
+	Min, Max int
+	// TotalFlops is the context's whole work, for gflops_rate (0:
+	// unknown; the context then keeps its workers under gflops_rate).
+	TotalFlops float64
+}
+
+// A Resize is one worker the hypervisor moved.
+type Resize struct {
+	// At is the time since the hypervisor started.
+	At time.Duration
+	// Worker is the worker's id; From and To the contexts' names.
+	Worker   int
+	From, To string
+	// Policy is the deciding policy's name; Trigger what triggered it.
+	Policy  string
+	Trigger Trigger
+}
+
+// ctxCounters are the hooks' counters of one context.
+type ctxCounters struct {
+	pushed, popped, done atomic.Int64
+	busyNs               atomic.Int64
+	flops                atomicFloat
+}
+
+// workerCounters are the hooks' counters of one worker.
+type workerCounters struct {
+	idleSince atomic.Int64 // ns since the hypervisor's epoch; 0 when busy
+	idleNs    atomic.Int64 // completed idle periods
+	done      atomic.Int64
+	busyNs    atomic.Int64
+	flops     atomicFloat
+}
+
+// atomicFloat is a float64 updated with compare-and-swap.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (a *atomicFloat) add(v float64) {
+	for {
+		old := a.bits.Load()
+		if a.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+func (a *atomicFloat) load() float64 { return math.Float64frombits(a.bits.Load()) }
+
+// sample is the start of the current sampling window of a context or a
+// worker; guarded by Hypervisor.mu.
+type sample struct {
+	at      int64
+	flops   float64
+	workers int
+	speed   float64 // flop/s over the last complete window
+	wspeed  float64 // speed per worker over it
+}
+
+// A Hypervisor watches the contexts and workers of a scheduler through
+// its Monitor hooks and resizes the registered contexts - moves workers
+// between them - as its policy decides, when a trigger fires. Decisions
+// run on the worker goroutine whose hook triggered them, one at a time
+// (a worker that finds a decision under way goes on without waiting);
+// moves are applied by each worker at its next safe point. It owns no
+// goroutine. All methods are safe for concurrent use.
+type Hypervisor struct {
+	s     *scheduler.Scheduler
+	cfg   config
+	pol   Policy
+	hooks Hooks
+	epoch time.Time
+
+	ctrs    atomic.Pointer[[]*ctxCounters] // by context id
+	ctrMu   sync.Mutex                     // serializes growing ctrs
+	workers []workerCounters
+
+	regMu   sync.Mutex
+	reg     map[*scheduler.Context]Limits
+	order   []*scheduler.Context
+	resizes []Resize
+
+	mu         sync.Mutex // one decision at a time (TryLock)
+	ctxSample  map[*scheduler.Context]*sample
+	wSample    []sample
+	lastWindow atomic.Int64
+	lastResize atomic.Int64
+	closed     atomic.Bool
+}
+
+var _ scheduler.Monitor = (*Hypervisor)(nil)
+
+// New attaches a hypervisor to s (replacing any Monitor) with the policy
+// of WithPolicy, WithPolicyName or PZ_HYPERVISOR_POLICY (default idle).
+// Register the contexts it may resize; Close detaches it.
+func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hypervisor{
+		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(),
+		reg:       map[*scheduler.Context]Limits{},
+		ctxSample: map[*scheduler.Context]*sample{},
+	}
+	h.hooks, _ = h.pol.(Hooks)
+	n := len(s.Workers())
+	h.workers = make([]workerCounters, n)
+	h.wSample = make([]sample, n)
+	empty := []*ctxCounters{}
+	h.ctrs.Store(&empty)
+	s.SetMonitor(h, cfg.idleTick)
+	return h, nil
+}
+
+// Policy returns the hypervisor's policy.
+func (h *Hypervisor) Policy() Policy { return h.pol }
+
+// Trigger returns the configured triggers.
+func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
+
+// Close detaches the hypervisor from the scheduler; hooks already
+// running finish, later ones are not called. Idempotent.
+func (h *Hypervisor) Close() error {
+	if h.closed.CompareAndSwap(false, true) {
+		h.s.SetMonitor(nil, 0)
+	}
+	return nil
+}
+
+// Register lets the hypervisor resize c within lim. Registering again
+// updates the limits.
+func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
+	switch {
+	case c == nil || c.Scheduler() != h.s:
+		return fmt.Errorf("%w: %v is not a context of the hypervisor's scheduler", ErrBadContext, c)
+	case lim.Min < 0 || lim.Max < 0 || (lim.Max > 0 && lim.Min > lim.Max) || lim.TotalFlops < 0:
+		return fmt.Errorf("%w: %v: limits min %d, max %d, total flops %g", ErrBadContext, c, lim.Min, lim.Max, lim.TotalFlops)
+	}
+	select {
+	case <-c.Deleted():
+		return fmt.Errorf("%w: %v is deleted", ErrBadContext, c)
+	default:
+	}
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	if _, ok := h.reg[c]; !ok {
+		h.order = append(h.order, c)
+	}
+	h.reg[c] = lim
+	return nil
+}
+
+// Unregister stops resizing c.
+func (h *Hypervisor) Unregister(c *scheduler.Context) {
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	delete(h.reg, c)
+	h.order = slices.DeleteFunc(h.order, func(x *scheduler.Context) bool { return x == c })
+}
+
+// SetTotalFlops declares c's total work (see Limits.TotalFlops).
+func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) {
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	if lim, ok := h.reg[c]; ok {
+		lim.TotalFlops = flops
+		h.reg[c] = lim
+	}
+}
+
+// Resizes returns the moves made so far.
+func (h *Hypervisor) Resizes() []Resize {
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	return slices.Clone(h.resizes)
+}
+
+func (h *Hypervisor) now() int64 { return int64(time.Since(h.epoch)) | 1 }
+
+// counters returns c's counters, creating them on first use.
+func (h *Hypervisor) counters(c *scheduler.Context) *ctxCounters {
+	id := c.ID()
+	if cs := *h.ctrs.Load(); id < len(cs) && cs[id] != nil {
+		return cs[id]
+	}
+	h.ctrMu.Lock()
+	defer h.ctrMu.Unlock()
+	cs := *h.ctrs.Load()
+	if id < len(cs) && cs[id] != nil {
+		return cs[id]
+	}
+	grown := make([]*ctxCounters, max(len(cs), id+1))
+	copy(grown, cs)
+	grown[id] = &ctxCounters{}
+	h.ctrs.Store(&grown)
+	return grown[id]
+}
+
+// ContextCounters are what the hooks counted for one context.
+type ContextCounters struct {
+	// Pushed, Popped and Done count tasks queued, taken by a worker and
+	// completed in the context.
+	Pushed, Popped, Done int64
+	// Flops is the sum of Codelet.Flops of the completed tasks.
+	Flops float64
+	// Busy is the workers' time spent on the context's tasks.
+	Busy time.Duration
+}
+
+// Counters returns c's counters.
+func (h *Hypervisor) Counters(c *scheduler.Context) ContextCounters {
+	k := h.counters(c)
+	return ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
+		Flops: k.flops.load(), Busy: time.Duration(k.busyNs.Load())}
+}
+
+// WorkerCounters are what the hooks counted for one worker.
+type WorkerCounters struct {
+	// Idle is the worker's idle time so far, including the current idle
+	// period; IdleNow is the current idle period alone (0 when busy).
+	Idle, IdleNow time.Duration
+	// Done and Flops count the tasks it completed and their flops.
+	Done  int64
+	Flops float64
+	// Busy is its time spent on tasks.
+	Busy time.Duration
+}
+
+// Worker returns worker id's counters (zero for an unknown id).
+func (h *Hypervisor) Worker(id int) WorkerCounters {
+	if id < 0 || id >= len(h.workers) {
+		return WorkerCounters{}
+	}
+	w := &h.workers[id]
+	var now time.Duration
+	if since := w.idleSince.Load(); since != 0 {
+		now = time.Duration(h.now() - since)
+	}
+	return WorkerCounters{Idle: time.Duration(w.idleNs.Load()) + now, IdleNow: now, Done: w.done.Load(),
+		Flops: w.flops.load(), Busy: time.Duration(w.busyNs.Load())}
+}
+
+// TaskPushed implements scheduler.Monitor.
+func (h *Hypervisor) TaskPushed(c *scheduler.Context, t *scheduler.Task) {
+	if h.closed.Load() {
+		return
+	}
+	h.counters(c).pushed.Add(1)
+	if h.hooks != nil && h.hooks.TaskPushed(c, t) {
+		h.decide(TriggerHook)
+	}
+}
+
+// TaskPopped implements scheduler.Monitor.
+func (h *Hypervisor) TaskPopped(c *scheduler.Context, t *scheduler.Task, worker int) {
+	if h.closed.Load() {
+		return
+	}
+	h.counters(c).popped.Add(1)
+	if h.hooks != nil && h.hooks.TaskPopped(c, t, worker) {
+		h.decide(TriggerHook)
+	}
+}
+
+// IdleCycle implements scheduler.Monitor.
+func (h *Hypervisor) IdleCycle(c *scheduler.Context, worker int, idle time.Duration) {
+	if h.closed.Load() || worker >= len(h.workers) {
+		return
+	}
+	w := &h.workers[worker]
+	if w.idleSince.Load() == 0 {
+		w.idleSince.Store(h.now() - int64(idle))
+	}
+	if h.hooks != nil && h.hooks.IdleCycle(c, worker, idle) {
+		h.decide(TriggerHook)
+		return
+	}
+	if h.cfg.trigger&TriggerIdle != 0 && idle >= h.cfg.maxIdleOf(worker) {
+		h.decide(TriggerIdle)
+	}
+	h.maybeWindow()
+}
+
+// IdleEnd implements scheduler.Monitor.
+func (h *Hypervisor) IdleEnd(c *scheduler.Context, worker int, idle time.Duration) {
+	if h.closed.Load() || worker >= len(h.workers) {
+		return
+	}
+	w := &h.workers[worker]
+	w.idleSince.Store(0)
+	w.idleNs.Add(int64(idle))
+	if h.hooks != nil && h.hooks.IdleEnd(c, worker, idle) {
+		h.decide(TriggerHook)
+	}
+}
+
+// TaskExecuted implements scheduler.Monitor.
+func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) {
+	if h.closed.Load() {
+		return
+	}
+	var f float64
+	if fl := t.Codelet.Flops; fl != nil {
+		f = fl(t)
+	}
+	k := h.counters(c)
+	k.done.Add(1)
+	k.busyNs.Add(int64(elapsed))
+	k.flops.add(f)
+	if worker < len(h.workers) {
+		w := &h.workers[worker]
+		w.done.Add(1)
+		w.busyNs.Add(int64(elapsed))
+		w.flops.add(f)
+	}
+	if h.hooks != nil && h.hooks.TaskExecuted(c, t, worker, elapsed) {
+		h.decide(TriggerHook)
+		return
+	}
+	h.maybeWindow()
+}
+
+// maybeWindow ends the sampling window when it is due and, with the
+// speed trigger, considers a resize.
+func (h *Hypervisor) maybeWindow() {
+	last := h.lastWindow.Load()
+	if h.now()-last < int64(h.cfg.window) {
+		return
+	}
+	if h.cfg.trigger&TriggerSpeed != 0 {
+		h.decide(TriggerSpeed)
+	} else if h.mu.TryLock() {
+		h.view(TriggerSpeed) // refresh the speeds for Counters and views
+		h.mu.Unlock()
+	}
+}
+
+// ResizeNow runs the policy at once (waiting for a decision under way)
+// and applies its moves; it returns the moves made.
+func (h *Hypervisor) ResizeNow() []Resize {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.decideLocked(TriggerHook)
+}
+
+// decide runs the policy unless another decision is under way or the
+// last resize is too recent.
+func (h *Hypervisor) decide(why Trigger) {
+	if why != TriggerHook && h.now()-h.lastResize.Load() < int64(h.cfg.minInterval) {
+		return
+	}
+	if !h.mu.TryLock() {
+		return
+	}
+	defer h.mu.Unlock()
+	h.decideLocked(why)
+}
+
+func (h *Hypervisor) decideLocked(why Trigger) []Resize {
+	v := h.view(why)
+	if len(v.Contexts) == 0 {
+		return nil
+	}
+	moves := h.pol.Resize(v)
+	return h.apply(v, moves)
+}
+
+// view builds the policy's input; h.mu is held. It also rolls the
+// sampling window when it is due.
+func (h *Hypervisor) view(why Trigger) *View {
+	now := h.now()
+	roll := now-h.lastWindow.Load() >= int64(h.cfg.window)
+	if roll {
+		h.lastWindow.Store(now)
+	}
+	h.regMu.Lock()
+	order := slices.Clone(h.order)
+	lims := make([]Limits, len(order))
+	for i, c := range order {
+		lims[i] = h.reg[c]
+	}
+	h.regMu.Unlock()
+	v := &View{Now: time.Duration(now), Trigger: why, Workers: make([]WorkerView, len(h.workers))}
+	for i := range v.Workers {
+		v.Workers[i] = WorkerView{ID: i, Context: -1, MaxIdle: h.cfg.maxIdleOf(i)}
+	}
+	for i, c := range order {
+		select {
+		case <-c.Deleted():
+			continue
+		default:
+		}
+		k := h.counters(c)
+		ws := c.Workers()
+		cv := ContextView{
+			Context: c, Name: c.Name(), Workers: ws, Limits: lims[i],
+			Pending: c.Pending(), Ready: max(k.pushed.Load()-k.popped.Load(), 0),
+			Done: k.done.Load(), FlopsDone: k.flops.load(),
+		}
+		if busy := k.busyNs.Load(); busy > 0 {
+			cv.BusySpeed = cv.FlopsDone / (float64(busy) / 1e9)
+		}
+		smp := h.ctxSample[c]
+		if smp == nil {
+			smp = &sample{at: now, flops: cv.FlopsDone, workers: len(ws)}
+			h.ctxSample[c] = smp
+		} else if roll && now > smp.at {
+			smp.speed = (cv.FlopsDone - smp.flops) / (float64(now-smp.at) / 1e9)
+			smp.wspeed = 0
+			if n := max(smp.workers, len(ws)); n > 0 {
+				smp.wspeed = smp.speed / float64(n)
+			}
+			smp.at, smp.flops, smp.workers = now, cv.FlopsDone, len(ws)
+		}
+		cv.Speed, cv.WorkerSpeed = smp.speed, smp.wspeed
+		idx := len(v.Contexts)
+		v.Contexts = append(v.Contexts, cv)
+		for _, w := range ws {
+			if w < len(v.Workers) {
+				v.Workers[w].Context = idx
+			}
+		}
+	}
+	for i := range v.Workers {
+		wc := &h.workers[i]
+		if since := wc.idleSince.Load(); since != 0 {
+			v.Workers[i].Idle = time.Duration(now - since)
+		}
+		f := wc.flops.load()
+		ws := &h.wSample[i]
+		if roll && now > ws.at {
+			ws.speed = (f - ws.flops) / (float64(now-ws.at) / 1e9)
+			ws.at, ws.flops = now, f
+		}
+		v.Workers[i].Speed = ws.speed
+	}
+	return v
+}
+
+// apply validates the policy's moves against the limits and the current
+// membership and posts them; h.mu is held.
+func (h *Hypervisor) apply(v *View, moves []Move) []Resize {
+	var done []Resize
+	count := make([]int, len(v.Contexts))
+	for i, c := range v.Contexts {
+		count[i] = len(c.Workers)
+	}
+	moved := map[int]bool{}
+	for _, m := range moves {
+		if m.Worker < 0 || m.Worker >= len(v.Workers) || m.To < 0 || m.To >= len(v.Contexts) || moved[m.Worker] {
+			h.cfg.log.Warn("hypervisor: policy proposed an invalid move; ignored", zap.String("policy", h.pol.Name()), zap.Int("worker", m.Worker), zap.Int("to", m.To))
+			continue
+		}
+		from := v.Workers[m.Worker].Context
+		if from < 0 || from == m.To {
+			continue
+		}
+		src, dst := &v.Contexts[from], &v.Contexts[m.To]
+		keep := src.Limits.Min
+		if src.Pending > 0 {
+			keep = max(keep, 1)
+		}
+		if count[from]-1 < keep || (dst.Limits.Max > 0 && count[m.To]+1 > dst.Limits.Max) {
+			continue
+		}
+		if err := h.s.MoveWorkersFor("hypervisor "+h.pol.Name(), src.Context, dst.Context, m.Worker); err != nil {
+			h.cfg.log.Warn("hypervisor: move failed", zap.Error(err))
+			continue
+		}
+		count[from]--
+		count[m.To]++
+		moved[m.Worker] = true
+		r := Resize{At: v.Now, Worker: m.Worker, From: src.Name, To: dst.Name, Policy: h.pol.Name(), Trigger: v.Trigger}
+		done = append(done, r)
+		h.cfg.log.Info("hypervisor resize", zap.String("policy", r.Policy), zap.Stringer("trigger", r.Trigger),
+			zap.Int("worker", r.Worker), zap.String("from", r.From), zap.String("to", r.To), zap.Duration("at", r.At))
+		// A new allocation starts a new sampling window for both.
+		for _, i := range []int{from, m.To} {
+			c := &v.Contexts[i]
+			if smp := h.ctxSample[c.Context]; smp != nil {
+				smp.at, smp.flops, smp.workers = h.now(), c.FlopsDone, count[i]
+			}
+		}
+	}
+	if len(done) > 0 {
+		h.lastResize.Store(h.now())
+		h.regMu.Lock()
+		h.resizes = append(h.resizes, done...)
+		h.regMu.Unlock()
+	}
+	return done
+}
+
+// config is the hypervisor's configuration.
+type config struct {
+	policy      Policy
+	policyName  string
+	trigger     Trigger
+	triggerSet  bool
+	maxIdle     time.Duration
+	workerIdle  map[int]time.Duration
+	window      time.Duration
+	minInterval time.Duration
+	idleTick    time.Duration
+	speedGap    float64
+	log         *zap.Logger
+	getenv      func(string) string
+}
+
+func (c *config) maxIdleOf(w int) time.Duration {
+	if d, ok := c.workerIdle[w]; ok {
+		return d
+	}
+	return c.maxIdle
+}
+
+// An Option configures New. Options take precedence over the
+// environment variables named in their documentation.
+type Option func(*config)
+
+// WithPolicy sets the policy (overrides WithPolicyName).
+func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithPolicyName selects a built-in policy: "app_driven", "idle",
+// "gflops_rate", "ispeed" or "throughput". Environment:
+// PZ_HYPERVISOR_POLICY.
+func WithPolicyName(name string) Option { return func(c *config) { c.policyName = name } }
+
+// WithTrigger sets what triggers resizes (default: the policy's
+// DefaultTrigger). Environment: PZ_HYPERVISOR_TRIGGER (idle, speed,
+// idle,speed, none).
+func WithTrigger(t Trigger) Option { return func(c *config) { c.trigger, c.triggerSet = t, true } }
+
+// WithMaxIdle sets how long a worker may stay idle before the idle
+// trigger fires (default 2 ms). Environment: PZ_HYPERVISOR_MAX_IDLE
+// (a Go duration, "500us").
+func WithMaxIdle(d time.Duration) Option { return func(c *config) { c.maxIdle = d } }
+
+// WithWorkerMaxIdle sets worker id's own idle threshold.
+func WithWorkerMaxIdle(id int, d time.Duration) Option {
+	return func(c *config) {
+		if c.workerIdle == nil {
+			c.workerIdle = map[int]time.Duration{}
+		}
+		c.workerIdle[id] = d
+	}
+}
+
+// WithWindow sets the sampling window (the frame over which instant
+// speeds are measured, and the period of the speed trigger; default
+// 20 ms). Environment: PZ_HYPERVISOR_WINDOW.
+func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
+
+// WithMinInterval sets the least time between two triggered resizes
+// (default: the window).
+func WithMinInterval(d time.Duration) Option { return func(c *config) { c.minInterval = d } }
+
+// WithSpeedGap sets the relative gap between speeds (or predicted end
+// times, for gflops_rate) below which the speed policies do not move
+// workers (default 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
+func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap = g } }
+
+// WithIdleTick sets how often sleeping workers report idle cycles
+// (default: half the max idle time).
+func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick = d } }
+
+// WithLogger logs every resize (Info) and rejected moves (Warn).
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithGetenv replaces os.Getenv for the PZ_HYPERVISOR_* variables.
+func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
+
+func buildConfig(opts []Option) (config, error) {
+	c := config{speedGap: -1}
+	for _, o := range opts {
+		o(&c)
+	}
+	env := c.getenv
+	if env == nil {
+		env = os.Getenv
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	dur := func(name string, dst *time.Duration, def time.Duration) error {
+		if *dst != 0 {
+			if *dst < 0 {
+				return fmt.Errorf("%w: %s %v is negative", ErrBadOption, name, *dst)
+			}
+			return nil
+		}
+		if v := env(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%w: %s=%q is not a positive duration (like 2ms)", ErrBadOption, name, v)
+			}
+			*dst = d
+			return nil
+		}
+		*dst = def
+		return nil
+	}
+	if err := dur("PZ_HYPERVISOR_MAX_IDLE", &c.maxIdle, 2*time.Millisecond); err != nil {
+		return c, err
+	}
+	if err := dur("PZ_HYPERVISOR_WINDOW", &c.window, 20*time.Millisecond); err != nil {
+		return c, err
+	}
+	for w, d := range c.workerIdle {
+		if d <= 0 {
+			return c, fmt.Errorf("%w: worker %d max idle %v must be positive", ErrBadOption, w, d)
+		}
+	}
+	if c.minInterval <= 0 {
+		c.minInterval = c.window
+	}
+	if c.idleTick <= 0 {
+		c.idleTick = max(c.maxIdle/2, 100*time.Microsecond)
+	}
+	if c.speedGap < 0 {
+		c.speedGap = 0.2
+		if v := env("PZ_HYPERVISOR_SPEED_GAP"); v != "" {
+			var g float64
+			if _, err := fmt.Sscan(v, &g); err != nil || g < 0 {
+				return c, fmt.Errorf("%w: PZ_HYPERVISOR_SPEED_GAP=%q is not a non-negative number", ErrBadOption, v)
+			}
+			c.speedGap = g
+		}
+	}
+	if c.policy == nil {
+		name := c.policyName
+		if name == "" {
+			name = env("PZ_HYPERVISOR_POLICY")
+		}
+		if name == "" {
+			name = "idle"
+		}
+		p, err := PolicyByName(name, c.speedGap)
+		if err != nil {
+			return c, err
+		}
+		c.policy = p
+	}
+	if !c.triggerSet {
+		if v := env("PZ_HYPERVISOR_TRIGGER"); v != "" {
+			t, err := ParseTrigger(v)
+			if err != nil {
+				return c, fmt.Errorf("PZ_HYPERVISOR_TRIGGER: %w", err)
+			}
+			c.trigger = t
+		} else {
+			c.trigger = DefaultTrigger(c.policy)
+		}
+	}
+	return c, nil
+}

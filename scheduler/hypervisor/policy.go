@@ -1,0 +1,515 @@
+package hypervisor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// A View is what a policy decides from: the registered contexts and
+// every worker, at one instant. Policies must not keep it.
+type View struct {
+	// Now is the time since the hypervisor started.
+	Now time.Duration
+	// Trigger is what caused this decision.
+	Trigger Trigger
+	// Contexts are the registered, live contexts.
+	Contexts []ContextView
+	// Workers are all the scheduler's workers, by id.
+	Workers []WorkerView
+}
+
+// ContextView is one registered context in a View.
+type ContextView struct {
+	Context *scheduler.Context
+	Name    string
+	// Workers are the context's workers (ids, sorted).
+	Workers []int
+	Limits  Limits
+	// Pending counts the tasks submitted and not completed; Ready those
+	// queued and not yet taken by a worker; Done those completed.
+	Pending, Ready, Done int64
+	// FlopsDone is the sum of the completed tasks' flops.
+	FlopsDone float64
+	// Speed is the instant speed (flop/s) over the last complete
+	// sampling window, WorkerSpeed the same per worker; 0 before the
+	// first window.
+	Speed, WorkerSpeed float64
+	// BusySpeed is the flops done per second of worker time spent on the
+	// context's tasks, since the start: the speed of one busy worker,
+	// whatever the parallelism (0 before the first task with flops).
+	BusySpeed float64
+}
+
+// Remaining returns the declared flops not done yet (0 if none are
+// declared).
+func (c *ContextView) Remaining() float64 { return max(c.Limits.TotalFlops-c.FlopsDone, 0) }
+
+// WorkerView is one worker in a View.
+type WorkerView struct {
+	ID int
+	// Context is the index in View.Contexts of the worker's context, -1
+	// if it is in no registered context.
+	Context int
+	// Idle is how long the worker has been idle (0 when busy); MaxIdle
+	// its threshold.
+	Idle, MaxIdle time.Duration
+	// Speed is its instant speed (flop/s) over the last window.
+	Speed float64
+}
+
+// A Move asks for worker Worker to go to View.Contexts[To].
+type Move struct {
+	Worker int
+	To     int
+}
+
+// A Policy decides how to resize the registered contexts. Resize is
+// called with a fresh View each time a trigger fires, one call at a
+// time, on a worker goroutine; it returns the moves to make (the
+// hypervisor drops those that would break a context's Limits, or leave
+// a context with pending tasks without workers). A policy that also
+// implements Hooks sees every event first.
+type Policy interface {
+	Name() string
+	Resize(v *View) []Move
+}
+
+// Hooks are the events a custom policy may observe: the scheduler's
+// Monitor hooks, after the hypervisor's counters are updated. They run
+// on the scheduler's goroutines (see scheduler.Monitor), concurrently;
+// returning true asks for a resize now (TriggerHook).
+type Hooks interface {
+	TaskPushed(c *scheduler.Context, t *scheduler.Task) bool
+	TaskPopped(c *scheduler.Context, t *scheduler.Task, worker int) bool
+	IdleCycle(c *scheduler.Context, worker int, idle time.Duration) bool
+	IdleEnd(c *scheduler.Context, worker int, idle time.Duration) bool
+	TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) bool
+}
+
+// NopHooks implements Hooks doing nothing; embed it to implement some.
+type NopHooks struct{}
+
+// TaskPushed returns false.
+func (NopHooks) TaskPushed(*scheduler.Context, *scheduler.Task) bool { return false }
+
+// TaskPopped returns false.
+func (NopHooks) TaskPopped(*scheduler.Context, *scheduler.Task, int) bool { return false }
+
+// IdleCycle returns false.
+func (NopHooks) IdleCycle(*scheduler.Context, int, time.Duration) bool { return false }
+
+// IdleEnd returns false.
+func (NopHooks) IdleEnd(*scheduler.Context, int, time.Duration) bool { return false }
+
+// TaskExecuted returns false.
+func (NopHooks) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) bool {
+	return false
+}
+
+var _ Hooks = NopHooks{}
+
+// Policies returns the names of the built-in policies.
+func Policies() []string {
+	return []string{"app_driven", "gflops_rate", "idle", "ispeed", "throughput"}
+}
+
+// PolicyByName returns a new built-in policy; gap is the speed gap of
+// the speed-based ones.
+func PolicyByName(name string, gap float64) (Policy, error) {
+	switch name {
+	case "app_driven":
+		return NewAppDriven(), nil
+	case "idle":
+		return Idle{}, nil
+	case "gflops_rate":
+		return GflopsRate{Gap: gap}, nil
+	case "ispeed":
+		return ISpeed{Gap: gap}, nil
+	case "throughput":
+		return Throughput{Gap: gap}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown policy %q; valid policies are %v (WithPolicyName or PZ_HYPERVISOR_POLICY)", ErrBadOption, name, Policies())
+}
+
+// DefaultTrigger returns the triggers a built-in policy works with:
+// idle for idle, speed for ispeed and throughput, both for gflops_rate
+// (so that a finished context's idle workers move at once), none for
+// app_driven (its hook triggers) and for custom policies.
+func DefaultTrigger(p Policy) Trigger {
+	switch p.(type) {
+	case Idle, *Idle:
+		return TriggerIdle
+	case GflopsRate, *GflopsRate:
+		return TriggerIdle | TriggerSpeed
+	case ISpeed, *ISpeed, Throughput, *Throughput:
+		return TriggerSpeed
+	}
+	return 0
+}
+
+// members returns the worker ids of context i, idle ones first (longest
+// idle first), then by decreasing id: the ones to give away first.
+func members(v *View, i int) []int {
+	ws := slices.Clone(v.Contexts[i].Workers)
+	sort.SliceStable(ws, func(a, b int) bool {
+		ia, ib := v.Workers[ws[a]].Idle, v.Workers[ws[b]].Idle
+		if ia != ib {
+			return ia > ib
+		}
+		return ws[a] > ws[b]
+	})
+	return ws
+}
+
+// keep is the least number of workers context i keeps.
+func keep(c *ContextView) int {
+	if c.Pending > 0 {
+		return max(c.Limits.Min, 1)
+	}
+	return c.Limits.Min
+}
+
+// room reports whether context i may receive one more worker given n.
+func room(c *ContextView, n int) bool { return c.Limits.Max == 0 || n < c.Limits.Max }
+
+// Idle is the idle policy: a worker idle for longer than its threshold
+// moves to the registered context that needs workers most - the one
+// with the most ready tasks per worker - if one has ready tasks.
+type Idle struct{}
+
+// Name returns "idle".
+func (Idle) Name() string { return "idle" }
+
+// Resize implements Policy.
+func (Idle) Resize(v *View) []Move {
+	n := make([]int, len(v.Contexts))
+	for i := range v.Contexts {
+		n[i] = len(v.Contexts[i].Workers)
+	}
+	ready := make([]float64, len(v.Contexts))
+	for i, c := range v.Contexts {
+		ready[i] = float64(c.Ready)
+	}
+	var moves []Move
+	for _, w := range v.Workers {
+		if w.Context < 0 || w.Idle < w.MaxIdle || n[w.Context] <= keep(&v.Contexts[w.Context]) {
+			continue
+		}
+		best, need := -1, 0.0
+		for i := range v.Contexts {
+			if i == w.Context || ready[i] <= 0 || !room(&v.Contexts[i], n[i]) {
+				continue
+			}
+			if x := ready[i] / float64(n[i]+1); x > need {
+				best, need = i, x
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		moves = append(moves, Move{Worker: w.ID, To: best})
+		n[w.Context]--
+		n[best]++
+		ready[best]-- // the newcomer takes one of them
+	}
+	return moves
+}
+
+// GflopsRate is the gflops_rate policy: contexts should finish together.
+// From each context's declared total flops (Limits.TotalFlops), the flops
+// of its completed tasks and its speed per busy worker, it shares
+// the workers in proportion to the remaining work (in worker-seconds),
+// every context with work keeping at least one worker; it moves workers
+// when the predicted end times differ by more than Gap (relative), or a
+// context without remaining work holds workers. Contexts that declared
+// no total keep their workers.
+type GflopsRate struct {
+	// Gap is the relative difference of predicted end times that
+	// justifies a move.
+	Gap float64
+}
+
+// Name returns "gflops_rate".
+func (GflopsRate) Name() string { return "gflops_rate" }
+
+// Resize implements Policy.
+func (p GflopsRate) Resize(v *View) []Move {
+	var managed []int
+	total := 0
+	var known, sum float64
+	for i := range v.Contexts {
+		c := &v.Contexts[i]
+		if c.Limits.TotalFlops <= 0 {
+			continue
+		}
+		managed = append(managed, i)
+		total += len(c.Workers)
+		if c.BusySpeed > 0 {
+			known++
+			sum += c.BusySpeed
+		}
+	}
+	if len(managed) < 2 || total == 0 {
+		return nil
+	}
+	speed := func(c *ContextView) float64 {
+		if c.BusySpeed > 0 {
+			return c.BusySpeed
+		}
+		if known > 0 {
+			return sum / known
+		}
+		return 1 // no measurement yet: equal speeds
+	}
+	need := make([]float64, len(v.Contexts))
+	lo := make([]int, len(v.Contexts))
+	hi := make([]int, len(v.Contexts))
+	idleHolder := false
+	minEnd, maxEnd := math.Inf(1), 0.0
+	for _, i := range managed {
+		c := &v.Contexts[i]
+		active := c.Remaining() > 0 && c.Pending > 0
+		if active {
+			need[i] = c.Remaining() / speed(c)
+			if n := len(c.Workers); n > 0 {
+				end := need[i] / float64(n)
+				minEnd, maxEnd = min(minEnd, end), max(maxEnd, end)
+			} else {
+				maxEnd = math.Inf(1)
+			}
+		} else if len(c.Workers) > keep(c) {
+			idleHolder = true
+		}
+		lo[i] = keep(c)
+		hi[i] = total
+		if c.Limits.Max > 0 {
+			hi[i] = min(c.Limits.Max, total)
+		}
+	}
+	gapOK := maxEnd > 0 && !math.IsInf(minEnd, 1) && (maxEnd-minEnd)/maxEnd > p.Gap
+	if !idleHolder && !gapOK && !math.IsInf(maxEnd, 1) {
+		return nil
+	}
+	target := apportion(total, managed, need, lo, hi)
+	return movesToward(v, managed, target)
+}
+
+// apportion shares total workers among the indices in idx in proportion
+// to weight, each between lo and hi (largest remainder method).
+func apportion(total int, idx []int, weight []float64, lo, hi []int) map[int]int {
+	t := map[int]int{}
+	left := total
+	for _, i := range idx {
+		t[i] = lo[i]
+		left -= lo[i]
+	}
+	for left > 0 {
+		// Give the next worker to the context furthest below its share.
+		var sw float64
+		for _, i := range idx {
+			sw += weight[i]
+		}
+		best, bestDef := -1, math.Inf(-1)
+		for _, i := range idx {
+			if t[i] >= hi[i] {
+				continue
+			}
+			share := 0.0
+			if sw > 0 {
+				share = float64(total) * weight[i] / sw
+			}
+			if d := share - float64(t[i]); d > bestDef {
+				best, bestDef = i, d
+			}
+		}
+		if best < 0 {
+			break
+		}
+		t[best]++
+		left--
+	}
+	return t
+}
+
+// movesToward returns moves from contexts above their target to those
+// below it.
+func movesToward(v *View, idx []int, target map[int]int) []Move {
+	var donors []int // worker ids to give away
+	var recv []int   // context indices, one per worker wanted
+	for _, i := range idx {
+		n := len(v.Contexts[i].Workers)
+		if d := n - target[i]; d > 0 {
+			donors = append(donors, members(v, i)[:d]...)
+		}
+		for k := n; k < target[i]; k++ {
+			recv = append(recv, i)
+		}
+	}
+	var moves []Move
+	for k := 0; k < min(len(donors), len(recv)); k++ {
+		moves = append(moves, Move{Worker: donors[k], To: recv[k]})
+	}
+	return moves
+}
+
+// ISpeed is the ispeed policy: per sampling window (a frame of work),
+// it equalizes the contexts' instant speeds, moving one worker from the
+// fastest context with work to the slowest when their speeds differ by
+// more than Gap (relative to the fastest). A context with pending work
+// and no worker counts as the slowest.
+type ISpeed struct {
+	Gap float64
+}
+
+// Name returns "ispeed".
+func (ISpeed) Name() string { return "ispeed" }
+
+// Resize implements Policy.
+func (p ISpeed) Resize(v *View) []Move {
+	fast, slow := -1, -1
+	for i := range v.Contexts {
+		c := &v.Contexts[i]
+		if c.Pending == 0 {
+			continue
+		}
+		if len(c.Workers) > keep(c) && c.Speed > 0 && (fast < 0 || c.Speed > v.Contexts[fast].Speed) {
+			fast = i
+		}
+		if room(c, len(c.Workers)) && (slow < 0 || c.Speed < v.Contexts[slow].Speed) {
+			slow = i
+		}
+	}
+	if fast < 0 || slow < 0 || fast == slow {
+		return nil
+	}
+	f, s := v.Contexts[fast].Speed, v.Contexts[slow].Speed
+	if (f-s)/f <= p.Gap {
+		return nil
+	}
+	return []Move{{Worker: members(v, fast)[0], To: slow}}
+}
+
+// Throughput is the throughput policy: it maximizes the total instant
+// speed, moving one worker at a time from the context where a worker
+// adds least (the lowest speed per worker, or no pending work) to the
+// one where it adds most (the highest speed per worker among those with
+// more ready tasks waiting than workers), when the latter beats the
+// former by more than Gap.
+type Throughput struct {
+	Gap float64
+}
+
+// Name returns "throughput".
+func (Throughput) Name() string { return "throughput" }
+
+// Resize implements Policy.
+func (p Throughput) Resize(v *View) []Move {
+	donor, recv := -1, -1
+	per := func(c *ContextView) float64 {
+		if c.Pending == 0 || len(c.Workers) == 0 {
+			return 0
+		}
+		return c.Speed / float64(len(c.Workers))
+	}
+	for i := range v.Contexts {
+		c := &v.Contexts[i]
+		if len(c.Workers) > keep(c) && (donor < 0 || per(c) < per(&v.Contexts[donor])) {
+			donor = i
+		}
+		// A receiver has a backlog (more queued tasks than workers), so
+		// that one more worker would find work.
+		if c.Pending > 0 && c.Ready > int64(len(c.Workers)) && room(c, len(c.Workers)) && (recv < 0 || per(c) > per(&v.Contexts[recv])) {
+			recv = i
+		}
+	}
+	if donor < 0 || recv < 0 || donor == recv {
+		return nil
+	}
+	pd, pr := per(&v.Contexts[donor]), per(&v.Contexts[recv])
+	if pr <= pd*(1+p.Gap) {
+		return nil
+	}
+	return []Move{{Worker: members(v, donor)[0], To: recv}}
+}
+
+// AppDriven is the app_driven policy: the application asks for resizes
+// that happen when a task with a given tag completes (StarPU's
+// sc_hypervisor_post_resize_request).
+type AppDriven struct {
+	NopHooks
+	mu    sync.Mutex
+	rules map[scheduler.Tag]tagRule
+	due   []tagRule
+}
+
+type tagRule struct {
+	from, to *scheduler.Context
+	n        int
+}
+
+// NewAppDriven returns an app_driven policy without requests.
+func NewAppDriven() *AppDriven { return &AppDriven{rules: map[scheduler.Tag]tagRule{}} }
+
+// Name returns "app_driven".
+func (*AppDriven) Name() string { return "app_driven" }
+
+// OnTag asks to move n workers from one context to another when the
+// task tagged tag completes (once). Both must be registered.
+func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules[tag] = tagRule{from, to, n}
+}
+
+// TaskExecuted implements Hooks: a tagged task with a request makes it
+// due.
+func (p *AppDriven) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) bool {
+	if t.Tag == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.rules[t.Tag]
+	if !ok {
+		return false
+	}
+	delete(p.rules, t.Tag)
+	p.due = append(p.due, r)
+	return true
+}
+
+// Resize implements Policy: the due requests.
+func (p *AppDriven) Resize(v *View) []Move {
+	p.mu.Lock()
+	due := p.due
+	p.due = nil
+	p.mu.Unlock()
+	var moves []Move
+	for _, r := range due {
+		from := slices.IndexFunc(v.Contexts, func(c ContextView) bool { return c.Context == r.from })
+		to := slices.IndexFunc(v.Contexts, func(c ContextView) bool { return c.Context == r.to })
+		if from < 0 || to < 0 {
+			continue
+		}
+		ws := members(v, from)
+		for k := 0; k < min(r.n, len(ws)); k++ {
+			moves = append(moves, Move{Worker: ws[k], To: to})
+		}
+	}
+	return moves
+}
+
+var (
+	_ Policy = Idle{}
+	_ Policy = GflopsRate{}
+	_ Policy = ISpeed{}
+	_ Policy = Throughput{}
+	_ Policy = (*AppDriven)(nil)
+	_ Hooks  = (*AppDriven)(nil)
+)
