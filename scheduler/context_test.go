@@ -2,8 +2,10 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -575,4 +577,55 @@ func TestContextTeams(t *testing.T) {
 	}
 	require.NoError(t, s.WaitAll(ctx))
 	assert.Equal(t, map[int]bool{1: true, 2: true}, seen, "team members come from the context")
+}
+
+func TestContextResizesInTrace(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
+	a, err := s.NewContext("a", scheduler.ContextWorkers(0, 1))
+	require.NoError(t, err)
+	b, err := s.NewContext("b")
+	require.NoError(t, err)
+	r := newRanOn()
+	for i := 0; i < 20; i++ {
+		require.NoError(t, s.Submit(ctx, r.codelet("work", 100*time.Microsecond), scheduler.InContext(a)))
+	}
+	require.NoError(t, a.WaitAll(ctx))
+	require.NoError(t, s.MoveWorkers(a, b, 1))
+	for i := 0; i < 20; i++ {
+		require.NoError(t, s.Submit(ctx, r.codelet("work", 100*time.Microsecond), scheduler.InContext(b)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	var buf strings.Builder
+	require.NoError(t, s.WriteTrace(&buf))
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Cat  string         `json:"cat"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(buf.String()), &tr))
+	spans := map[int][]string{}
+	resizes := 0
+	for _, e := range tr.TraceEvents {
+		switch e.Cat {
+		case "context":
+			spans[e.Tid] = append(spans[e.Tid], e.Name)
+		case "resize":
+			resizes++
+			assert.Contains(t, []string{"add", "move"}, e.Args["reason"])
+		}
+	}
+	assert.Equal(t, len(s.Resizes()), resizes, "one instant event per resize")
+	assert.Equal(t, []string{"global", "a"}, spans[0])
+	assert.Equal(t, []string{"global", "a", "b"}, spans[1])
+	var svg strings.Builder
+	require.NoError(t, s.WriteGantt(&svg))
+	for _, want := range []string{"context a", "context b", "<title>context b</title>"} {
+		assert.Contains(t, svg.String(), want)
+	}
 }

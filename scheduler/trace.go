@@ -77,13 +77,16 @@ func (s *Scheduler) traceEvents() []traceEvent {
 // WriteTrace writes the Chrome trace JSON of the tasks run so far (with
 // WithStats or WithTrace) to out. Call it after WaitAll or Close.
 func (s *Scheduler) WriteTrace(out io.Writer) error {
-	return writeChromeTrace(out, s.traceEvents(), s.workers)
+	evs := s.traceEvents()
+	extra := contextChromeEvents(s.contextSpans(s.traceEnd(evs)), s.Resizes(), len(s.workers))
+	return writeChromeTrace(out, evs, s.workers, extra)
 }
 
 // WriteGantt writes an SVG Gantt chart (workers x time, colored by
 // codelet) of the tasks run so far. Call it after WaitAll or Close.
 func (s *Scheduler) WriteGantt(out io.Writer) error {
-	return writeGantt(out, s.traceEvents(), len(s.workers))
+	evs := s.traceEvents()
+	return writeGantt(out, evs, len(s.workers), s.contextSpans(s.traceEnd(evs)))
 }
 
 func (s *Scheduler) writeTraceFiles(path string) error {
@@ -129,7 +132,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // writeChromeTrace writes the Trace Event Format (the "X" complete
 // events, with flow events "s"/"f" for dependencies), which Perfetto
 // and chrome://tracing open.
-func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker) error {
+func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker, extra []chromeEvent) error {
 	type loc struct {
 		worker int
 		end    time.Duration
@@ -187,6 +190,11 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker) error 
 			}
 		}
 	}
+	for _, c := range extra { // scheduling contexts (context_trace.go)
+		if err := emit(c); err != nil {
+			return err
+		}
+	}
 	_, err := io.WriteString(out, "]}\n")
 	return err
 }
@@ -200,7 +208,7 @@ func codeletColor(name string) string {
 }
 
 // writeGantt draws one row per worker and one rectangle per task.
-func writeGantt(out io.Writer, evs []traceEvent, nworkers int) error {
+func writeGantt(out io.Writer, evs []traceEvent, nworkers int, spans []ctxSpan) error {
 	const width, rowH, left, top = 1200.0, 24.0, 60.0, 20.0
 	var t0, t1 time.Duration
 	for i, e := range evs {
@@ -224,7 +232,7 @@ func writeGantt(out io.Writer, evs []traceEvent, nworkers int) error {
 		legend = append(legend, n)
 	}
 	sort.Strings(legend)
-	height := top + rowH*float64(nworkers) + 30 + 16*float64(len(legend))
+	height := top + rowH*float64(nworkers) + 30 + 16*float64(max(len(legend), len(contextNames(spans))))
 	bw := bufio.NewWriter(out)
 	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width+left+20, height)
 	fmt.Fprintf(bw, `<text x="%.0f" y="14">%d tasks, %.3f ms</text>`+"\n", left, len(evs), span/1e6)
@@ -245,6 +253,7 @@ func writeGantt(out io.Writer, evs []traceEvent, nworkers int) error {
 		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
 			left, yy-10, codeletColor(n), left+16, yy, escapeXML(n))
 	}
+	drawContexts(bw, spans, t0, span, left, width, top, rowH, y)
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
 }
