@@ -25,9 +25,11 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	return c.arrive(ctx, call, k)
 }
 
-// Bcast implements comm.Comm. Non-roots copy straight from root's buffer
-// (or, up to eagerMax bytes, from root's eager copy); root waits for them
-// only in the first case.
+// Bcast implements comm.Comm. Up to eagerMax bytes root copies its buffer
+// into its slot and returns at once; non-roots copy from there. Above, the
+// ranks share the copying (see share): every rank, root included, copies
+// pieces of root's buffer straight into every non-root's buffer, and all
+// wait until every piece is done.
 func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	const call = comm.CallBcast
 	k, a, err := c.begin(ctx, call)
@@ -45,31 +47,44 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 			a.src, a.direct = buf.Bytes, true
 		}
 	}
+	a.dst = buf.Bytes
 	if err := c.arrive(ctx, call, k); err != nil {
 		return err
 	}
-	if !eager {
-		if err := c.commit(ctx, call); err != nil {
-			return err
-		}
-	}
-	if c.rank == root {
-		if !eager {
-			c.waitDepart(k, -1)
+	if eager {
+		if c.rank != root {
+			copy(buf.Bytes, g.slots[root].a[k&1].src)
 		}
 		return nil
 	}
-	copy(buf.Bytes, g.slots[root].a[k&1].src)
-	if !eager {
-		c.depart(k)
+	if err := c.commit(ctx, call); err != nil {
+		return err
 	}
+	// Rank d's queue is the d-th of g.size equal parts of root's buffer;
+	// a piece is read once and written to every non-root while in L1.
+	p := k & 1
+	src := g.slots[root].a[p].src
+	n := g.size
+	c.share(k, func(d int) int {
+		lo, hi := chunk(len(src), n, d)
+		return chunks(hi-lo, copyShare)
+	}, func(d, i int) {
+		lo, hi := chunk(len(src), n, d)
+		lo += i * copyShare
+		hi = min(lo+copyShare, hi)
+		for j, s := range g.slots {
+			if j != root {
+				copy(s.a[p].dst[lo:hi], src[lo:hi])
+			}
+		}
+	})
 	return nil
 }
 
 // Reduce implements comm.Comm. Small buffers: non-roots contribute eager
 // copies and root folds them. Large buffers: every rank folds a disjoint
-// chunk of all send buffers straight into root's recv, so the work is
-// spread over the ranks and no data is copied twice.
+// chunk of all send buffers straight into root's recv (see shareFold), so
+// the work is spread over the ranks and no data is copied twice.
 func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root int) error {
 	const call = comm.CallReduce
 	k, a, err := c.begin(ctx, call)
@@ -108,10 +123,7 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
-	c.fold(op, send.Type, k, lo, hi, root)
-	c.depart(k)
-	c.waitDepart(k, -1)
+	c.shareFold(op, send.Type, k, len(send.Bytes), root)
 	return nil
 }
 
@@ -121,7 +133,8 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 // a disjoint chunk of every peer's send buffer (read in place) and writes
 // the result into every peer's recv, block by block while it is in cache:
 // each byte is read once and written once per rank, and the work is split
-// evenly. Every rank's result is bitwise identical: the fold is in rank
+// evenly, with ranks that run taking over pieces of those that do not
+// (see share). Every rank's result is bitwise identical: the fold is in rank
 // order, ((s0 op s1) op s2) ..., and each element is computed once.
 func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
 	const call = comm.CallAllReduce
@@ -154,11 +167,24 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	lo, hi := chunk(len(send.Bytes), g.size, c.rank)
-	c.fold(op, send.Type, k, lo, hi, toAll)
-	c.depart(k)
-	c.waitDepart(k, -1)
+	c.shareFold(op, send.Type, k, len(send.Bytes), toAll)
 	return nil
+}
+
+// shareFold folds the total bytes of collective k into the destination of
+// rank `to` (or every rank's, toAll), the work shared among the ranks:
+// rank d's queue is the d-th of g.size equal chunks, cut in pieces of
+// foldShare bytes.
+func (c *rankComm) shareFold(op comm.Op, dt comm.Datatype, k uint64, total, to int) {
+	n := c.g.size
+	c.share(k, func(d int) int {
+		lo, hi := chunk(total, n, d)
+		return chunks(hi-lo, foldShare)
+	}, func(d, i int) {
+		lo, hi := chunk(total, n, d)
+		lo += i * foldShare
+		c.fold(op, dt, k, lo, min(lo+foldShare, hi), to)
+	})
 }
 
 // Destinations of fold besides a root rank.
@@ -257,9 +283,12 @@ func (c *rankComm) allocBuf(call comm.Call, alloc comm.Alloc, count int, dt comm
 	return b[:want], nil
 }
 
-// Gather implements comm.Comm. Root copies every rank's contribution into
-// the buffer from alloc; ranks with more than eagerMax bytes wait until it
-// has.
+// Gather implements comm.Comm. When every non-root's contribution fits in
+// eagerMax bytes, non-roots copy it into their slots and return at once,
+// and root copies the copies. Otherwise root allocates the result before
+// the commit and publishes it, and all ranks share the copying into it
+// (see share): each byte is copied once, straight from its owner's send
+// buffer.
 func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
 	const call = comm.CallGather
 	k, a, err := c.begin(ctx, call)
@@ -280,27 +309,36 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
 	}
-	direct := g.anyDirect(k)
-	if direct {
-		if err := c.commit(ctx, call); err != nil {
+	if !g.anyDirect(k) {
+		if c.rank != root {
+			return nil, nil
+		}
+		counts, total := c.counts(send.Type, k)
+		out, err := c.allocBuf(call, alloc, total, send.Type)
+		if err != nil {
 			return nil, err
 		}
+		c.gatherInto(k, out, 0, len(out))
+		return counts, nil
 	}
-	if c.rank != root {
-		if !eager {
-			c.waitDepart(k, root)
-		}
-		return nil, nil
+	var counts []int
+	var aerr error
+	if c.rank == root {
+		counts, a.dst, aerr = c.allocResult(call, alloc, send.Type, k)
 	}
-	if direct {
-		defer c.depart(k) // also if alloc panics: the others must not hang
+	if err := c.commit(ctx, call); err != nil {
+		return nil, err
 	}
-	return c.collect(call, alloc, send.Type, k)
+	c.shareGather(k, root)
+	if c.rank != root || aerr != nil {
+		return nil, aerr
+	}
+	return counts, nil
 }
 
-// collect copies every rank's src for collective k, in rank order, into
-// one buffer from alloc and returns the per-rank element counts.
-func (c *rankComm) collect(call comm.Call, alloc comm.Alloc, dt comm.Datatype, k uint64) ([]int, error) {
+// counts returns the element count of every rank's src for collective k
+// and their sum.
+func (c *rankComm) counts(dt comm.Datatype, k uint64) ([]int, int) {
 	p := k & 1
 	sl := c.g.slots
 	size := dt.Size()
@@ -310,20 +348,89 @@ func (c *rankComm) collect(call comm.Call, alloc comm.Alloc, dt comm.Datatype, k
 		counts[j] = len(sl[j].a[p].src) / size
 		total += counts[j]
 	}
-	out, err := c.allocBuf(call, alloc, total, dt)
-	if err != nil {
-		return nil, err
-	}
-	off := 0
-	for j := range sl {
-		off += copy(out[off:], sl[j].a[p].src)
-	}
-	return counts, nil
+	return counts, total
 }
 
-// AllGather implements comm.Comm. Every rank copies every contribution
-// into its own buffer; a rank whose contribution exceeds eagerMax waits
-// until all have read it.
+// allocResult returns the counts of collective k and the buffer for the
+// concatenation of every rank's src, from alloc, or a nil buffer and the
+// error if alloc's is too short. It runs between arrival and commit,
+// where the peers wait for this rank's commit: if alloc panics (or calls
+// runtime.Goexit) it breaks the group, so that they fail instead of
+// waiting, and lets the panic go on.
+func (c *rankComm) allocResult(call comm.Call, alloc comm.Alloc, dt comm.Datatype, k uint64) (counts []int, out []byte, err error) {
+	counts, total := c.counts(dt, k)
+	returned := false
+	defer func() {
+		if !returned {
+			c.g.brk.breakWith(fmt.Errorf("%w: rank %d: Alloc of %v did not return", comm.ErrBroken, c.rank, call))
+			c.g.wakeAll(c.rank)
+		}
+	}()
+	out, err = c.allocBuf(call, alloc, total, dt)
+	returned = true
+	return counts, out, err
+}
+
+// gatherInto copies bytes [lo, hi) of the concatenation, in rank order, of
+// every rank's src for collective k into the same bytes of out.
+func (c *rankComm) gatherInto(k uint64, out []byte, lo, hi int) {
+	p := k & 1
+	off := 0
+	for _, s := range c.g.slots {
+		src := s.a[p].src
+		end := off + len(src)
+		if end > lo && off < hi {
+			a, b := max(lo, off), min(hi, end)
+			copy(out[a:b], src[a-off:b-off])
+		}
+		if end >= hi {
+			return
+		}
+		off = end
+	}
+}
+
+// shareGather copies every rank's src for collective k into the dst of
+// rank `to` (or of every rank, toAll), in rank order, sharing the work
+// among the ranks. Rank d's queue is its own src: a piece of it is read
+// once, from this rank's cache when the owner does it, and written to
+// every destination while it is in L1 (pulling every source into one's
+// own result instead reads each byte once per destination). A rank whose
+// dst is nil (its Alloc failed) is skipped.
+func (c *rankComm) shareGather(k uint64, to int) {
+	p := k & 1
+	sl := c.g.slots
+	c.share(k, func(d int) int {
+		return chunks(len(sl[d].a[p].src), copyShare)
+	}, func(d, i int) {
+		off := 0
+		for _, s := range sl[:d] {
+			off += len(s.a[p].src)
+		}
+		src := sl[d].a[p].src
+		lo := i * copyShare
+		piece := src[lo:min(lo+copyShare, len(src))]
+		off += lo
+		if to != toAll {
+			if dst := sl[to].a[p].dst; dst != nil {
+				copy(dst[off:], piece)
+			}
+			return
+		}
+		for _, s := range sl {
+			if dst := s.a[p].dst; dst != nil {
+				copy(dst[off:], piece)
+			}
+		}
+	})
+}
+
+// AllGather implements comm.Comm. When every contribution fits in
+// eagerMax bytes, each rank copies it into its slot, and then every rank
+// copies the copies into its own result: one synchronization. Otherwise
+// every rank allocates its result before the commit and publishes it, and
+// the ranks share the copying (see share): each byte goes once, straight
+// from its owner's send buffer, into each result.
 func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
 	const call = comm.CallAllGather
 	k, a, err := c.begin(ctx, call)
@@ -343,19 +450,25 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
 	}
-	if c.g.anyDirect(k) {
-		if err := c.commit(ctx, call); err != nil {
+	if !c.g.anyDirect(k) {
+		counts, total := c.counts(send.Type, k)
+		out, err := c.allocBuf(call, alloc, total, send.Type)
+		if err != nil {
 			return nil, err
 		}
-		// Also if alloc panics: the others must not hang.
-		defer func() {
-			c.depart(k)
-			if !eager {
-				c.waitDepart(k, -1)
-			}
-		}()
+		c.gatherInto(k, out, 0, len(out))
+		return counts, nil
 	}
-	return c.collect(call, alloc, send.Type, k)
+	counts, out, aerr := c.allocResult(call, alloc, send.Type, k)
+	a.dst = out
+	if err := c.commit(ctx, call); err != nil {
+		return nil, err
+	}
+	c.shareGather(k, toAll)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return counts, nil
 }
 
 // prefix fills a.offs with the prefix sums of counts (len(counts)+1
@@ -418,7 +531,7 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 	if err != nil {
 		return err
 	}
-	copy(out, rs.src[lo*size:hi*size])
+	copyBytes(out, rs.src[lo*size:hi*size])
 	return nil
 }
 
@@ -474,7 +587,7 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 	off := 0
 	for j := range g.slots {
 		aj := &g.slots[j].a[p]
-		off += copy(out[off:], aj.src[aj.offs[c.rank]*size:aj.offs[c.rank+1]*size])
+		off += copyBytes(out[off:], aj.src[aj.offs[c.rank]*size:aj.offs[c.rank+1]*size])
 	}
 	return recvCounts, nil
 }

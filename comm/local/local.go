@@ -124,7 +124,7 @@ func newGroup(w *world, n int) *group {
 // read them after seeing seq >= k. Two copies suffice: a rank can only
 // reach k+2 after every rank arrived at k+1, i.e. finished reading k's.
 //
-// A slot is 768 bytes, a size class of Go's allocator whose objects start
+// A slot is 1024 bytes, a size class of Go's allocator whose objects start
 // on 64-byte boundaries. seq has a cache line of its own, so that peers
 // polling it do not steal the line while its owner fills in the args; the
 // args a peer reads first fill the next line.
@@ -158,6 +158,14 @@ type args struct {
 	eager  []byte // eager copies above 64 bytes
 	direct bool   // src is the caller's memory: peers must finish before the owner returns
 	_      [320 - 64 - 64 - 64 - 64 - 25]byte
+
+	// The work queue of the data phase (see share): every rank claims
+	// chunks with claim, so it gets a line of its own; done is written
+	// once by the owner and polled by the others.
+	claim atomic.Uint64 // next unclaimed chunk of this rank's queue
+	_     [56]byte
+	done  atomic.Uint64 // chunks of any queue this rank has completed
+	_     [56]byte
 }
 
 // The layout above is what the comments promise; these fail to compile if
@@ -165,10 +173,12 @@ type args struct {
 var (
 	_ [unsafe.Offsetof(args{}.small) - 128]struct{}
 	_ [128 - unsafe.Offsetof(args{}.small)]struct{}
-	_ [unsafe.Sizeof(args{}) - 320]struct{}
-	_ [320 - unsafe.Sizeof(args{})]struct{}
-	_ [unsafe.Sizeof(slot{}) - 768]struct{}
-	_ [768 - unsafe.Sizeof(slot{})]struct{}
+	_ [unsafe.Offsetof(args{}.claim) - 320]struct{}
+	_ [320 - unsafe.Offsetof(args{}.claim)]struct{}
+	_ [unsafe.Sizeof(args{}) - 448]struct{}
+	_ [448 - unsafe.Sizeof(args{})]struct{}
+	_ [unsafe.Sizeof(slot{}) - 1024]struct{}
+	_ [1024 - unsafe.Sizeof(slot{})]struct{}
 )
 
 // rankComm is one rank's handle on a group; it implements comm.Comm.
@@ -217,6 +227,10 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (uint64, *args, er
 	a.argErr = nil
 	a.src, a.dst = nil, nil
 	a.direct = false
+	// Peers touch these only after this rank arrives at k, and stopped
+	// touching them (for k-2) before arriving at k-1.
+	a.claim.Store(0)
+	a.done.Store(0)
 	return k, a, nil
 }
 
@@ -258,13 +272,14 @@ type cond struct {
 	next   int            // condArrivals: first rank not yet seen
 	s      *slot          // condDepart: whose departure
 	v      *atomic.Uint64 // condCounter: the counter
-	target uint64         // condCounter: the value to reach
+	target uint64         // condCounter, condDone: the value to reach
 }
 
 const (
 	condArrivals = iota // every rank published args for k (or the group broke)
 	condDepart          // s departed k
 	condCounter         // *v >= target
+	condDone            // the ranks completed target chunks of k's queues
 )
 
 func (c *rankComm) ready(w *cond) bool {
@@ -281,6 +296,13 @@ func (c *rankComm) ready(w *cond) bool {
 		return true
 	case condDepart:
 		return w.s.depart.Load() >= w.k
+	case condDone:
+		p := w.k & 1
+		var sum uint64
+		for _, s := range g.slots {
+			sum += s.a[p].done.Load()
+		}
+		return sum >= w.target
 	default:
 		v := w.v.Load()
 		return v&^brokenBit >= w.target || v&brokenBit != 0

@@ -164,7 +164,7 @@ func deliver(dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data
 		return st, fmt.Errorf("local: Recv on rank %d: %w: message from rank %d has %d elements, buffer holds %d",
 			to, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
 	}
-	copy(dst, data)
+	copyBytes(dst, data)
 	return st, nil
 }
 
