@@ -432,7 +432,7 @@ func (h *Hypervisor) ResizeNow() []Resize {
 // decide runs the policy unless another decision is under way or the
 // last resize is too recent.
 func (h *Hypervisor) decide(why Trigger) {
-	if why != TriggerHook && h.now()-h.lastResize.Load() < int64(h.cfg.minInterval) {
+	if last := h.lastResize.Load(); why != TriggerHook && last != 0 && h.now()-last < int64(h.cfg.minInterval) {
 		return
 	}
 	if !h.mu.TryLock() {

@@ -328,6 +328,11 @@ type Codelets struct {
 	Potrf, Trsm, Syrk, Gemm *scheduler.Codelet
 }
 
+// NewCodelets returns the tile codelets in precision T, for callers that
+// submit factorizations themselves (FactorTiles into a scheduling context,
+// as the contexts demo does).
+func NewCodelets[T linalg.Float]() *Codelets { return newCodelets[T]() }
+
 func newCodelets[T linalg.Float]() *Codelets {
 	suffix := "f64"
 	var z T

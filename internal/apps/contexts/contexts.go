@@ -1,0 +1,396 @@
+package contexts
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pzgo/pz/internal/apps/cholesky"
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+// Options configure Run. The zero value of each field selects its
+// default.
+type Options struct {
+	// Small and Large are the orders of the two matrices (default 1024
+	// and 2048: the large one is 8 times the work). Each must be a
+	// multiple of Block.
+	Small, Large int
+	// Block is the tile size (default 128).
+	Block int
+	// Precision is 32 (default) or 64.
+	Precision int
+	// Workers is the number of CPU workers of each run (default: the
+	// scheduler's, PZ_NCPU or one per allowed core); at least 2.
+	Workers int
+	// Policy is the policy inside each context ("" : the scheduler's
+	// default).
+	Policy string
+	// Hypervisor is the hypervisor policy of the third run (default
+	// gflops_rate; see hypervisor.Policies).
+	Hypervisor string
+	// Check computes each factorization's residual ‖A − L·Lᵀ‖/‖A‖.
+	Check bool
+	// Trace, when set, is where the hypervisor run's Chrome trace JSON
+	// is written, with its Gantt chart SVG beside it (.svg).
+	Trace string
+	// JSON makes Run print JSON lines instead of a table.
+	JSON bool
+	// Seed selects the random SPD matrices (default 1).
+	Seed uint64
+	// Logger receives the hypervisor's resizes (default: none).
+	Logger *zap.Logger
+}
+
+// A ModeResult is one of the three runs. Its JSON form is one line of
+// `pzrun contexts --json`; field names are a stable interface:
+//
+//	app          "contexts"
+//	mode         "global" (one context, all workers), "static" (two
+//	             contexts with half the workers each) or "hypervisor"
+//	             (the same two contexts, resized by the hypervisor)
+//	n_small, n_large, block, precision, workers, policy
+//	hypervisor   the hypervisor policy ("" except in mode hypervisor)
+//	makespan_s   wall time from the first submission of either
+//	             factorization to the end of both
+//	small_s, large_s  each factorization's time from its first
+//	             submission to its last task (in mode global both equal
+//	             the makespan: the global WaitAll waits for every task)
+//	gflops       (n_small³ + n_large³)/3 / makespan_s / 10⁹
+//	resizes      workers moved by the hypervisor
+//	residual_small, residual_large  ‖A − L·Lᵀ‖_F/‖A‖_F (0 unless checked)
+type ModeResult struct {
+	App           string  `json:"app"`
+	Mode          string  `json:"mode"`
+	Small         int     `json:"n_small"`
+	Large         int     `json:"n_large"`
+	Block         int     `json:"block"`
+	Precision     int     `json:"precision"`
+	Workers       int     `json:"workers"`
+	Policy        string  `json:"policy"`
+	Hypervisor    string  `json:"hypervisor"`
+	Makespan      float64 `json:"makespan_s"`
+	SmallSeconds  float64 `json:"small_s"`
+	LargeSeconds  float64 `json:"large_s"`
+	GFlops        float64 `json:"gflops"`
+	Resizes       int     `json:"resizes"`
+	ResidualSmall float64 `json:"residual_small"`
+	ResidualLarge float64 `json:"residual_large"`
+}
+
+// A Result is the three runs and the hypervisor's gain. Its JSON form
+// (mode "summary") adds to the common fields:
+//
+//	global_s, static_s, hypervisor_s   the three makespans
+//	gain_vs_static   static_s / hypervisor_s (above 1: the hypervisor is faster)
+//	gain_vs_global   global_s / hypervisor_s
+type Result struct {
+	Global, Static, Hypervisor ModeResult
+	GainVsStatic, GainVsGlobal float64
+}
+
+type summary struct {
+	App          string  `json:"app"`
+	Mode         string  `json:"mode"`
+	Small        int     `json:"n_small"`
+	Large        int     `json:"n_large"`
+	Block        int     `json:"block"`
+	Precision    int     `json:"precision"`
+	Workers      int     `json:"workers"`
+	Policy       string  `json:"policy"`
+	Hypervisor   string  `json:"hypervisor"`
+	GlobalS      float64 `json:"global_s"`
+	StaticS      float64 `json:"static_s"`
+	HypervisorS  float64 `json:"hypervisor_s"`
+	GainVsStatic float64 `json:"gain_vs_static"`
+	GainVsGlobal float64 `json:"gain_vs_global"`
+}
+
+// Run factors two seeded SPD matrices of unequal sizes concurrently,
+// three times on fresh schedulers of the same workers: in the global
+// context, in two static contexts of half the workers each, and in the
+// same two contexts under the hypervisor. It prints each run and the
+// summary to out (a table, or JSON lines with opts.JSON) and returns
+// them. Errors wrap tiled.ErrBadOptions for invalid options.
+func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
+	if opts.Small == 0 {
+		opts.Small = 1024
+	}
+	if opts.Large == 0 {
+		opts.Large = 2048
+	}
+	if opts.Block == 0 {
+		opts.Block = 128
+	}
+	if opts.Precision == 0 {
+		opts.Precision = 32
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.Hypervisor == "" {
+		opts.Hypervisor = "gflops_rate"
+	}
+	for _, n := range []int{opts.Small, opts.Large} {
+		if err := tiled.CheckShape(n, opts.Block, opts.Precision); err != nil {
+			return nil, fmt.Errorf("contexts: %w", err)
+		}
+	}
+	if opts.Workers < 0 || opts.Workers == 1 {
+		return nil, fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
+	}
+	if _, err := hypervisor.PolicyByName(opts.Hypervisor, 0); err != nil {
+		return nil, fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	var (
+		res *Result
+		err error
+	)
+	if opts.Precision == 32 {
+		res, err = run[float32](ctx, opts)
+	} else {
+		res, err = run[float64](ctx, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
+		if opts.JSON {
+			err = res.WriteJSON(out)
+		} else {
+			err = res.WriteTable(out)
+		}
+	}
+	return res, err
+}
+
+// modes of Run, in order.
+const (
+	modeGlobal     = "global"
+	modeStatic     = "static"
+	modeHypervisor = "hypervisor"
+)
+
+func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
+	a0s := [2][]T{tiled.SPD[T](opts.Small, opts.Seed), tiled.SPD[T](opts.Large, opts.Seed+1)}
+	cl := cholesky.NewCodelets[T]()
+	res := &Result{}
+	for _, mode := range []string{modeGlobal, modeStatic, modeHypervisor} {
+		mr, err := runMode(ctx, opts, mode, cl, a0s)
+		if err != nil {
+			return nil, err
+		}
+		switch mode {
+		case modeGlobal:
+			res.Global = mr
+		case modeStatic:
+			res.Static = mr
+		default:
+			res.Hypervisor = mr
+		}
+	}
+	if h := res.Hypervisor.Makespan; h > 0 {
+		res.GainVsStatic = res.Static.Makespan / h
+		res.GainVsGlobal = res.Global.Makespan / h
+	}
+	return res, nil
+}
+
+// runMode runs both factorizations on a new scheduler in one mode.
+func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl *cholesky.Codelets, a0s [2][]T) (_ ModeResult, err error) {
+	sopts := []scheduler.Option{scheduler.WithLogger(opts.Logger)}
+	if opts.Policy != "" {
+		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
+	}
+	if opts.Workers > 0 {
+		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
+	}
+	trace := mode == modeHypervisor && opts.Trace != ""
+	if trace {
+		sopts = append(sopts, scheduler.WithStats(true))
+	}
+	s, err := scheduler.New(ctx, sopts...)
+	if err != nil {
+		return ModeResult{}, fmt.Errorf("contexts: %w", err)
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("contexts: closing the scheduler: %w", cerr)
+		}
+	}()
+	nw := len(s.Workers())
+	if nw < 2 {
+		return ModeResult{}, fmt.Errorf("contexts: %w: the scheduler has %d worker; two contexts need at least 2 (PZ_NCPU)", tiled.ErrBadOptions, nw)
+	}
+	mr := ModeResult{App: "contexts", Mode: mode, Small: opts.Small, Large: opts.Large, Block: opts.Block,
+		Precision: opts.Precision, Workers: nw, Policy: s.Policy()}
+	ns := [2]int{opts.Small, opts.Large}
+	var cs [2]*scheduler.Context
+	var hv *hypervisor.Hypervisor
+	if mode != modeGlobal {
+		for i, name := range []string{"small", "large"} {
+			co := []scheduler.ContextOption{scheduler.ContextSize(nw / 2)}
+			if i == 1 {
+				co = []scheduler.ContextOption{scheduler.ContextSize(nw - nw/2)}
+			}
+			if opts.Policy != "" {
+				co = append(co, scheduler.ContextPolicy(opts.Policy))
+			}
+			if cs[i], err = s.NewContext(name, co...); err != nil {
+				return mr, fmt.Errorf("contexts: %w", err)
+			}
+		}
+		if mode == modeHypervisor {
+			mr.Hypervisor = opts.Hypervisor
+			hv, err = hypervisor.New(s, hypervisor.WithPolicyName(opts.Hypervisor), hypervisor.WithLogger(opts.Logger))
+			if err != nil {
+				return mr, fmt.Errorf("contexts: %w", err)
+			}
+			defer hv.Close()
+			for i, c := range cs {
+				if err := hv.Register(c, hypervisor.Limits{TotalFlops: choleskyTaskFlops(ns[i], opts.Block)}); err != nil {
+					return mr, fmt.Errorf("contexts: %w", err)
+				}
+			}
+		}
+	}
+	ms := [2]*cholesky.TileMatrix[T]{cholesky.ToTiles(a0s[0], ns[0], opts.Block), cholesky.ToTiles(a0s[1], ns[1], opts.Block)}
+	var took [2]time.Duration
+	t0 := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range ms {
+		g.Go(func() error {
+			c := gctx
+			if cs[i] != nil {
+				// Every task of this factorization goes to its context,
+				// and FactorTiles' WaitAll waits for that context only.
+				c = scheduler.Within(gctx, cs[i])
+			}
+			d, err := cholesky.FactorTiles(c, s, cl, ms[i], nil)
+			took[i] = d
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return mr, fmt.Errorf("contexts: %s run: %w", mode, err)
+	}
+	makespan := time.Since(t0)
+	mr.Makespan = makespan.Seconds()
+	mr.SmallSeconds, mr.LargeSeconds = took[0].Seconds(), took[1].Seconds()
+	mr.GFlops = tiled.GFlops(linalg.CholeskyFlops(ns[0])+linalg.CholeskyFlops(ns[1]), makespan)
+	if hv != nil {
+		mr.Resizes = len(hv.Resizes())
+	}
+	if opts.Check {
+		for i, m := range ms {
+			l := make([]T, ns[i]*ns[i])
+			m.CopyTo(l)
+			r, err := cholesky.Residual(ctx, a0s[i], l, ns[i], opts.Block, nw)
+			if err != nil {
+				return mr, fmt.Errorf("contexts: %w", err)
+			}
+			if i == 0 {
+				mr.ResidualSmall = r
+			} else {
+				mr.ResidualLarge = r
+			}
+		}
+	}
+	if trace {
+		if err := writeTrace(s, opts.Trace); err != nil {
+			return mr, err
+		}
+	}
+	return mr, nil
+}
+
+// choleskyTaskFlops is the sum of the tile tasks' flops (the codelets'
+// Flops) of a Cholesky of order n in b×b tiles: what the hypervisor
+// counts as done.
+func choleskyTaskFlops(n, b int) float64 {
+	nt := n / b
+	var f float64
+	for k := range nt {
+		m := float64(nt - k - 1)
+		f += linalg.PotrfFlops(b) + m*linalg.TrsmFlops(b, b) + m*linalg.SyrkFlops(b, b) + m*(m-1)/2*linalg.GemmFlops(b, b, b)
+	}
+	return f
+}
+
+// writeTrace writes s's Chrome trace to path and its Gantt chart beside
+// it.
+func writeTrace(s *scheduler.Scheduler, path string) error {
+	write := func(p string, fn func(io.Writer) error) error {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("contexts: writing the trace: %w", err)
+		}
+		bw := bufio.NewWriter(f)
+		err = fn(bw)
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("contexts: writing %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := write(path, s.WriteTrace); err != nil {
+		return err
+	}
+	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", s.WriteGantt)
+}
+
+// WriteJSON writes the three runs and the summary as JSON lines.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for _, m := range []ModeResult{r.Global, r.Static, r.Hypervisor} {
+		if err := enc.Encode(m); err != nil {
+			return err
+		}
+	}
+	h := r.Hypervisor
+	return enc.Encode(summary{App: "contexts", Mode: "summary", Small: h.Small, Large: h.Large, Block: h.Block,
+		Precision: h.Precision, Workers: h.Workers, Policy: h.Policy, Hypervisor: h.Hypervisor,
+		GlobalS: r.Global.Makespan, StaticS: r.Static.Makespan, HypervisorS: h.Makespan,
+		GainVsStatic: r.GainVsStatic, GainVsGlobal: r.GainVsGlobal})
+}
+
+// WriteTable writes the runs as a table and the gain as a sentence.
+func (r *Result) WriteTable(w io.Writer) error {
+	h := r.Hypervisor
+	fmt.Fprintf(w, "two Choleskys n=%d and n=%d, tile %d, fp%d, %d workers, policy %s\n", h.Small, h.Large, h.Block, h.Precision, h.Workers, h.Policy)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tmakespan s\tsmall s\tlarge s\tGFLOP/s\tresizes\t")
+	for _, m := range []ModeResult{r.Global, r.Static, r.Hypervisor} {
+		name := m.Mode
+		if m.Hypervisor != "" {
+			name += " (" + m.Hypervisor + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t\n", name, m.Makespan, m.SmallSeconds, m.LargeSeconds, m.GFlops, m.Resizes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "hypervisor gain: %.2fx the static split, %.2fx the global context\n", r.GainVsStatic, r.GainVsGlobal)
+	return err
+}

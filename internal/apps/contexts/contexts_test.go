@@ -1,0 +1,105 @@
+package contexts_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"context"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/internal/apps/cholesky"
+	"github.com/pzgo/pz/internal/apps/contexts"
+	"github.com/pzgo/pz/internal/apps/tiled"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRunThreeModes(t *testing.T) {
+	for _, prec := range []int{32, 64} {
+		t.Run(map[int]string{32: "fp32", 64: "fp64"}[prec], func(t *testing.T) {
+			dir := t.TempDir()
+			trace := filepath.Join(dir, "hv.json")
+			var out strings.Builder
+			res, err := contexts.Run(testCtx(t), contexts.Options{Small: 128, Large: 1024, Block: 64, Precision: prec,
+				Workers: 2, Check: true, JSON: true, Trace: trace}, &out)
+			require.NoError(t, err)
+			tol := cholesky.Tolerance(prec, 1024)
+			for _, m := range []contexts.ModeResult{res.Global, res.Static, res.Hypervisor} {
+				assert.Positive(t, m.Makespan, m.Mode)
+				assert.Less(t, m.ResidualSmall, tol, m.Mode)
+				assert.Less(t, m.ResidualLarge, tol, m.Mode)
+				assert.Positive(t, m.ResidualLarge, m.Mode, "the residual was computed")
+				assert.LessOrEqual(t, m.SmallSeconds, m.Makespan, m.Mode)
+				assert.LessOrEqual(t, m.LargeSeconds, m.Makespan, m.Mode)
+				assert.Equal(t, 2, m.Workers)
+			}
+			assert.Zero(t, res.Static.Resizes)
+			// The small factorization ends long before the large one: its
+			// worker moves to the large context.
+			assert.Positive(t, res.Hypervisor.Resizes)
+			assert.Equal(t, "gflops_rate", res.Hypervisor.Hypervisor)
+			assert.InDelta(t, res.Static.Makespan/res.Hypervisor.Makespan, res.GainVsStatic, 1e-12)
+
+			// JSON lines: three modes and a summary, documented names.
+			var modes []string
+			sc := bufio.NewScanner(strings.NewReader(out.String()))
+			for sc.Scan() {
+				var m map[string]any
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+				modes = append(modes, m["mode"].(string))
+				assert.Equal(t, "contexts", m["app"])
+				if m["mode"] == "summary" {
+					for _, k := range []string{"global_s", "static_s", "hypervisor_s", "gain_vs_static", "gain_vs_global"} {
+						assert.Contains(t, m, k)
+					}
+				} else {
+					for _, k := range []string{"makespan_s", "small_s", "large_s", "gflops", "resizes", "n_small", "n_large"} {
+						assert.Contains(t, m, k)
+					}
+				}
+			}
+			assert.Equal(t, []string{"global", "static", "hypervisor", "summary"}, modes)
+
+			svg, err := os.ReadFile(filepath.Join(dir, "hv.svg"))
+			require.NoError(t, err)
+			assert.Contains(t, string(svg), "context large")
+			js, err := os.ReadFile(trace)
+			require.NoError(t, err)
+			assert.Contains(t, string(js), `"cat":"resize"`)
+		})
+	}
+}
+
+func TestTable(t *testing.T) {
+	var out strings.Builder
+	_, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 256, Block: 32, Workers: 2}, &out)
+	require.NoError(t, err)
+	for _, want := range []string{"makespan s", "global", "static", "hypervisor (gflops_rate)", "hypervisor gain:"} {
+		assert.Contains(t, out.String(), want)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	bad := []contexts.Options{
+		{Small: 100, Block: 32},
+		{Large: -64},
+		{Precision: 16},
+		{Workers: 1},
+		{Hypervisor: "nope"},
+	}
+	for i, o := range bad {
+		_, err := contexts.Run(testCtx(t), o, nil)
+		assert.ErrorIs(t, err, tiled.ErrBadOptions, "case %d", i)
+	}
+}
