@@ -139,7 +139,9 @@ func TestCancelMidCollective(t *testing.T) {
 		cancel0()
 		wg.Wait()
 		assert.ErrorIs(t, errs[0], context.Canceled, "size %d", size)
-		assert.Contains(t, errs[0].Error(), "ranks [2] had not arrived")
+		// Rank 2 is named; on a loaded machine rank 0's goroutine may
+		// itself start only after cancel0, and then names itself too.
+		assert.Regexp(t, `ranks \[(0 )?2\] had not arrived`, errs[0].Error())
 		assert.ErrorIs(t, errs[1], comm.ErrBroken, "size %d", size)
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		_, errs[2] = comm.AllReduce(ctx, comms[2], make([]float64, size/8), comm.Sum)
