@@ -95,7 +95,7 @@
 //
 // # Cost
 //
-// A task costs one allocation (352 bytes) and, with its data handles and
+// A task costs one allocation (384 bytes) and, with its data handles and
 // implicit dependencies, a few hundred nanoseconds of CPU from submission
 // to completion (BenchmarkTasks reports us/task and cpu-us/task). No lock
 // is shared by all workers: a handle's lock is held by the submitter while
@@ -108,7 +108,49 @@
 //
 // A worker is at a safe point at the top of its loop, between two
 // RunOnce calls: it holds no task and no lock. That is where a worker
-// may change hands (Policy.AddWorkers and RemoveWorkers), the basis for
-// scheduling contexts; this version gives all workers to one policy at
-// New.
+// may change hands (Policy.AddWorkers and RemoveWorkers): Pop applies a
+// context change posted for the worker before it looks for a task.
+//
+// # Scheduling contexts
+//
+// A Context (StarPU's sched_ctx) is a set of workers with its own policy
+// to which tasks are submitted; contexts form a tree rooted at the global
+// context (Global), which holds every worker and the tasks submitted to
+// no context. NewContext creates one from workers (ContextWorkers) or a
+// count (ContextSize) free in the parent, with ContextPolicy (any policy,
+// or "none" for a cluster: its tasks run one at a time on its first
+// worker, its other workers being left to the runtime the task starts);
+// Context.NewContext nests. A task goes to a context by Task.Context or
+// InContext, or by the call's ctx (Within, the Go form of
+// starpu_sched_ctx_set_context); WaitAll with such a ctx, or
+// Context.WaitAll, waits for that context's tasks only.
+//
+//	small, _ := s.NewContext("small", scheduler.ContextSize(2))
+//	big, _ := s.NewContext("big", scheduler.ContextSize(6), scheduler.ContextPolicy("dmda"))
+//	err = s.Submit(scheduler.Within(ctx, big), gemm, scheduler.R(a), scheduler.RW(c))
+//	err = s.MoveWorkers(small, big, 1)
+//	err = small.Delete(big) // its tasks finish, then its workers move to big
+//
+// AddWorkers, RemoveWorkers and MoveWorkers post the change to each
+// worker, which applies it at its next safe point: a running task
+// completes first, the tasks queued for a leaving worker alone go to the
+// context's other workers, and a task is never lost, run twice or run by
+// a worker outside its context (TestContextStress checks this under
+// -race while workers move every millisecond). There is no lock per
+// worker and every lock is a leaf (no code holding one takes another),
+// so there is no lock order to invert. An empty context keeps its tasks
+// until workers arrive; StopSubmission, FinishedSubmitting (workers move
+// to the inheritor when the last task ends) and Delete (the same, then
+// the context goes) make Submit fail with ErrContextStopped. When WaitAll's
+// ctx ends while a context holds tasks and no workers, the error wraps
+// ErrNoWorkers and names it; Close lends such a context a worker, so that
+// every task runs. Resizes lists every change, WithLogger logs it, and
+// the trace and Gantt chart show each worker's context over time.
+//
+// # Monitoring
+//
+// SetMonitor installs a Monitor whose hooks see every task pushed, popped
+// and executed and every idle cycle and idle end, with the context
+// concerned: the counters of package hypervisor, which resizes contexts
+// by policy. Without a monitor the hooks cost one atomic load per task.
 package scheduler
