@@ -227,8 +227,10 @@ func (Idle) Resize(v *View) []Move {
 // the workers in proportion to the remaining work (in worker-seconds),
 // every context with work keeping at least one worker; it moves workers
 // when the predicted end times differ by more than Gap (relative), or a
-// context without remaining work holds workers. Contexts that declared
-// no total keep their workers.
+// context without remaining work holds workers. A context is active
+// (keeps at least one worker) until its declared flops are done, even
+// while it has no task pending. Contexts that declared no total keep
+// their workers.
 type GflopsRate struct {
 	// Gap is the relative difference of predicted end times that
 	// justifies a move.
@@ -272,10 +274,16 @@ func (p GflopsRate) Resize(v *View) []Move {
 	hi := make([]int, len(v.Contexts))
 	idleHolder := false
 	minEnd, maxEnd := math.Inf(1), 0.0
+	nactive := 0
 	for _, i := range managed {
 		c := &v.Contexts[i]
-		active := c.Remaining() > 0 && c.Pending > 0
+		// A context is active until its declared work is done, even
+		// between two submissions (floating-point sums of the tasks'
+		// flops may miss the declared total by rounding), unless it
+		// has stopped taking tasks and has none left.
+		active := c.Remaining() > 1e-9*c.Limits.TotalFlops && !(c.Pending == 0 && c.Context.Stopped())
 		if active {
+			nactive++
 			need[i] = c.Remaining() / speed(c)
 			if n := len(c.Workers); n > 0 {
 				end := need[i] / float64(n)
@@ -287,10 +295,16 @@ func (p GflopsRate) Resize(v *View) []Move {
 			idleHolder = true
 		}
 		lo[i] = keep(c)
+		if active {
+			lo[i] = max(lo[i], 1)
+		}
 		hi[i] = total
 		if c.Limits.Max > 0 {
 			hi[i] = min(c.Limits.Max, total)
 		}
+	}
+	if nactive == 0 {
+		return nil
 	}
 	gapOK := maxEnd > 0 && !math.IsInf(minEnd, 1) && (maxEnd-minEnd)/maxEnd > p.Gap
 	if !idleHolder && !gapOK && !math.IsInf(maxEnd, 1) {

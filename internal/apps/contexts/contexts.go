@@ -2,12 +2,14 @@ package contexts
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,11 +46,16 @@ type Options struct {
 	Hypervisor string
 	// Check computes each factorization's residual ‖A − L·Lᵀ‖/‖A‖.
 	Check bool
-	// Trace, when set, is where the hypervisor run's Chrome trace JSON
-	// is written, with its Gantt chart SVG beside it (.svg).
+	// Trace, when set, is where the (last) hypervisor run's Chrome trace
+	// JSON is written, with its Gantt chart SVG beside it (.svg).
 	Trace string
 	// JSON makes Run print JSON lines instead of a table.
 	JSON bool
+	// Repeat runs the three modes this many times, interleaved (global,
+	// static, hypervisor, global, ...), and reports for each mode the run
+	// with the median makespan (default 1): on a shared machine the
+	// median resists other processes' load.
+	Repeat int
 	// Seed selects the random SPD matrices (default 1).
 	Seed uint64
 	// Logger receives the hypervisor's resizes (default: none).
@@ -71,6 +78,8 @@ type Options struct {
 //	             the makespan: the global WaitAll waits for every task)
 //	gflops       (n_small³ + n_large³)/3 / makespan_s / 10⁹
 //	resizes      workers moved by the hypervisor
+//	runs         how many times the mode ran (Options.Repeat); the
+//	             figures are those of the run with the median makespan
 //	residual_small, residual_large  ‖A − L·Lᵀ‖_F/‖A‖_F (0 unless checked)
 type ModeResult struct {
 	App           string  `json:"app"`
@@ -87,6 +96,7 @@ type ModeResult struct {
 	LargeSeconds  float64 `json:"large_s"`
 	GFlops        float64 `json:"gflops"`
 	Resizes       int     `json:"resizes"`
+	Runs          int     `json:"runs"`
 	ResidualSmall float64 `json:"residual_small"`
 	ResidualLarge float64 `json:"residual_large"`
 }
@@ -144,6 +154,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if opts.Hypervisor == "" {
 		opts.Hypervisor = "gflops_rate"
 	}
+	if opts.Repeat == 0 {
+		opts.Repeat = 1
+	}
+	if opts.Repeat < 0 {
+		return nil, fmt.Errorf("contexts: %w: repeat %d is negative", tiled.ErrBadOptions, opts.Repeat)
+	}
 	for _, n := range []int{opts.Small, opts.Large} {
 		if err := tiled.CheckShape(n, opts.Block, opts.Precision); err != nil {
 			return nil, fmt.Errorf("contexts: %w", err)
@@ -191,20 +207,26 @@ func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 	a0s := [2][]T{tiled.SPD[T](opts.Small, opts.Seed), tiled.SPD[T](opts.Large, opts.Seed+1)}
 	cl := cholesky.NewCodelets[T]()
 	res := &Result{}
-	for _, mode := range []string{modeGlobal, modeStatic, modeHypervisor} {
-		mr, err := runMode(ctx, opts, mode, cl, a0s)
-		if err != nil {
-			return nil, err
+	modes := []string{modeGlobal, modeStatic, modeHypervisor}
+	runs := make([][]ModeResult, len(modes))
+	for r := 0; r < opts.Repeat; r++ {
+		o := opts
+		if r < opts.Repeat-1 {
+			o.Trace = "" // the trace is the last hypervisor run's
 		}
-		switch mode {
-		case modeGlobal:
-			res.Global = mr
-		case modeStatic:
-			res.Static = mr
-		default:
-			res.Hypervisor = mr
+		for i, mode := range modes {
+			mr, err := runMode(ctx, o, mode, cl, a0s)
+			if err != nil {
+				return nil, err
+			}
+			mr.Runs = opts.Repeat
+			runs[i] = append(runs[i], mr)
 		}
 	}
+	for i := range runs {
+		slices.SortFunc(runs[i], func(a, b ModeResult) int { return cmp.Compare(a.Makespan, b.Makespan) })
+	}
+	res.Global, res.Static, res.Hypervisor = runs[0][opts.Repeat/2], runs[1][opts.Repeat/2], runs[2][opts.Repeat/2]
 	if h := res.Hypervisor.Makespan; h > 0 {
 		res.GainVsStatic = res.Static.Makespan / h
 		res.GainVsGlobal = res.Global.Makespan / h

@@ -83,8 +83,9 @@ func TestRunThreeModes(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	var out strings.Builder
-	_, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 256, Block: 32, Workers: 2}, &out)
+	res, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 256, Block: 32, Workers: 2, Repeat: 3}, &out)
 	require.NoError(t, err)
+	assert.Equal(t, 3, res.Static.Runs)
 	for _, want := range []string{"makespan s", "global", "static", "hypervisor (gflops_rate)", "hypervisor gain:"} {
 		assert.Contains(t, out.String(), want)
 	}
@@ -97,6 +98,7 @@ func TestBadOptions(t *testing.T) {
 		{Precision: 16},
 		{Workers: 1},
 		{Hypervisor: "nope"},
+		{Repeat: -1},
 	}
 	for i, o := range bad {
 		_, err := contexts.Run(testCtx(t), o, nil)
