@@ -10,21 +10,28 @@
 //
 // # How a collective works
 //
-// Each communicator has one slot per rank and an arrival counter. A rank
-// writes its arguments (a Fingerprint, buffer pointers) into its slot and
-// increments the counter; once the counter shows every rank, all ranks
-// compare the fingerprints (a mismatch or an invalid argument anywhere
+// Each communicator has one slot per rank. A rank writes its arguments (a
+// Fingerprint, buffer pointers) into its slot and then the collective's
+// sequence number; once every slot shows it, all ranks compare the fingerprints (a mismatch or an invalid argument anywhere
 // gives every rank the same *comm.MismatchError or *comm.ArgError) and then
 // move data by reading each other's buffers directly:
 //
 //   - up to 4 KiB a rank copies its contribution into its slot before
 //     arriving (an "eager" copy) and never waits for the others to read it;
 //     one synchronization per call;
-//   - above, peers read the caller's buffers in place, so data is copied
-//     once, and the owner waits until they are done;
-//   - AllReduce and Reduce on large buffers split the work: each rank folds
-//     a disjoint, cache-line-aligned chunk of all send buffers, block by
-//     block, and writes the result to every destination.
+//   - above, the ranks first commit (past that point a context ending no
+//     longer abandons the call), and then share the data phase: the work is
+//     cut into chunks of 16-32 KiB in one queue per rank, and each rank
+//     takes chunks of its own queue first, then whatever is left in the
+//     others'. Peers' buffers are read and written in place, so data is
+//     copied once, and every rank waits until every chunk is done. When a
+//     rank is not running (more ranks than cores, a busy machine), the
+//     ranks that run do its share instead of waiting for it;
+//   - Bcast, Gather and AllGather read each piece of a source once and
+//     write it to every destination while it is in L1 (a rank's queue is
+//     its own contribution, or a part of root's buffer); AllReduce and
+//     Reduce fold a cache-line-aligned chunk of all send buffers block by
+//     block and write the result to every destination.
 //
 // Waiting spins briefly, then yields, then parks on a channel, so ranks
 // neither add wake-up latency to fast collectives nor burn cores when more
