@@ -291,13 +291,22 @@ type ContextCounters struct {
 	Flops float64
 	// Busy is the workers' time spent on the context's tasks.
 	Busy time.Duration
+	// Speed is the instant speed (flop/s) over the last complete
+	// sampling window, if the context is registered.
+	Speed float64
 }
 
 // Counters returns c's counters.
 func (h *Hypervisor) Counters(c *scheduler.Context) ContextCounters {
 	k := h.counters(c)
-	return ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
+	cc := ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
 		Flops: k.flops.load(), Busy: time.Duration(k.busyNs.Load())}
+	h.mu.Lock()
+	if smp := h.ctxSample[c]; smp != nil {
+		cc.Speed = smp.speed
+	}
+	h.mu.Unlock()
+	return cc
 }
 
 // WorkerCounters are what the hooks counted for one worker.
@@ -310,6 +319,9 @@ type WorkerCounters struct {
 	Flops float64
 	// Busy is its time spent on tasks.
 	Busy time.Duration
+	// Speed is its instant speed (flop/s) over the last complete
+	// sampling window.
+	Speed float64
 }
 
 // Worker returns worker id's counters (zero for an unknown id).
@@ -322,8 +334,11 @@ func (h *Hypervisor) Worker(id int) WorkerCounters {
 	if since := w.idleSince.Load(); since != 0 {
 		now = time.Duration(h.now() - since)
 	}
+	h.mu.Lock()
+	speed := h.wSample[id].speed
+	h.mu.Unlock()
 	return WorkerCounters{Idle: time.Duration(w.idleNs.Load()) + now, IdleNow: now, Done: w.done.Load(),
-		Flops: w.flops.load(), Busy: time.Duration(w.busyNs.Load())}
+		Flops: w.flops.load(), Busy: time.Duration(w.busyNs.Load()), Speed: speed}
 }
 
 // TaskPushed implements scheduler.Monitor.

@@ -128,11 +128,22 @@ func TestGflopsRateGivesWorkersToTheLargerContext(t *testing.T) {
 	require.NoError(t, hv.Register(b, hypervisor.Limits{TotalFlops: nb * f}))
 	// a has 10 times b's work: the workers go to a, and b's last one
 	// joins it when b is done, while a still has work.
-	eventually(t, 30*time.Second, func() bool { return len(a.Workers()) == 4 }, "every worker ends in a")
+	var maxSpeed float64
+	eventually(t, 30*time.Second, func() bool {
+		maxSpeed = max(maxSpeed, hv.Counters(a).Speed)
+		return len(a.Workers()) == 4
+	}, "every worker ends in a")
 	assert.Positive(t, a.Pending(), "a got them while it still had work")
 	require.NoError(t, s.WaitAll(testCtx(t)))
 	assert.Equal(t, map[string]int{"b->a": 2}, directions(hv.Resizes()))
 	assert.InDelta(t, na*f, hv.Counters(a).Flops, 1)
+	// Tasks of 1e6 flops taking at least 1 ms: at most 1 Gflop/s per
+	// worker, so at most 4 Gflop/s for any context or worker.
+	assert.Positive(t, maxSpeed, "a's instant speed was measured while it ran")
+	assert.LessOrEqual(t, maxSpeed, 4e9)
+	for id := range s.Workers() {
+		assert.LessOrEqual(t, hv.Worker(id).Speed, 1.01e9, "worker %d", id)
+	}
 	assert.InDelta(t, nb*f, hv.Counters(b).Flops, 1)
 }
 
