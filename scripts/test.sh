@@ -50,8 +50,10 @@ trap 'rm -rf "$tmp"' EXIT
 go test -tags mpi -c -o "$tmp/mpi.test" ./comm/mpi
 for n in 1 2 4; do
   echo "--- mpirun -n $n"
-  "${MPIRUN[@]}" -n "$n" "$tmp/mpi.test" -test.count=1 -test.run 'Conformance' >"$tmp/out.$n" 2>&1 || { cat "$tmp/out.$n"; echo "FAIL: conformance under mpirun -n $n" >&2; exit 1; }
-  grep -c -- '--- PASS' "$tmp/out.$n" | sed "s/^/passed subtests (all ranks): /"
+  "${MPIRUN[@]}" -n "$n" "$tmp/mpi.test" -test.v -test.count=1 -test.run 'Conformance' >"$tmp/out.$n" 2>&1 || { cat "$tmp/out.$n"; echo "FAIL: conformance under mpirun -n $n" >&2; exit 1; }
+  passed=$(grep -c -- '--- PASS' "$tmp/out.$n" || true)
+  if [ "$passed" -eq 0 ] || grep -q -- '--- FAIL' "$tmp/out.$n"; then cat "$tmp/out.$n"; echo "FAIL: conformance under mpirun -n $n" >&2; exit 1; fi
+  echo "$passed subtests passed (summed over ranks)"
 done
 
 log "go test -tags cblas (OpenBLAS kernels)"
