@@ -874,6 +874,11 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 		t.Context = nil
 		return nil
 	}
+	if t.Team > 1 {
+		if n := len(c.Workers()); t.Team > n {
+			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
+		}
+	}
 	for _, x := range c.ancestors {
 		x.pending.add(1)
 	}

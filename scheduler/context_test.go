@@ -577,6 +577,9 @@ func TestContextTeams(t *testing.T) {
 	}
 	require.NoError(t, s.WaitAll(ctx))
 	assert.Equal(t, map[int]bool{1: true, 2: true}, seen, "team members come from the context")
+	err = s.Submit(ctx, spmd, scheduler.WithTeam(3), scheduler.InContext(c))
+	require.ErrorIs(t, err, scheduler.ErrBadTeam, "a team larger than the context")
+	assert.Zero(t, c.Pending())
 }
 
 func TestContextResizesInTrace(t *testing.T) {

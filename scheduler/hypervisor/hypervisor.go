@@ -165,12 +165,13 @@ type Hypervisor struct {
 	order   []*scheduler.Context
 	resizes []Resize
 
-	mu         sync.Mutex // one decision at a time (TryLock)
-	ctxSample  map[*scheduler.Context]*sample
-	wSample    []sample
-	lastWindow atomic.Int64
-	lastResize atomic.Int64
-	closed     atomic.Bool
+	mu           sync.Mutex // one decision at a time (TryLock)
+	ctxSample    map[*scheduler.Context]*sample
+	wSample      []sample
+	lastWindow   atomic.Int64
+	lastResize   atomic.Int64
+	lastDecision atomic.Int64
+	closed       atomic.Bool
 }
 
 var _ scheduler.Monitor = (*Hypervisor)(nil)
@@ -447,13 +448,21 @@ func (h *Hypervisor) ResizeNow() []Resize {
 // decide runs the policy unless another decision is under way or the
 // last resize is too recent.
 func (h *Hypervisor) decide(why Trigger) {
-	if last := h.lastResize.Load(); why != TriggerHook && last != 0 && h.now()-last < int64(h.cfg.minInterval) {
-		return
+	now := h.now()
+	if why != TriggerHook {
+		if last := h.lastResize.Load(); last != 0 && now-last < int64(h.cfg.minInterval) {
+			return
+		}
+		// Idle workers would otherwise ask every idle tick.
+		if now-h.lastDecision.Load() < int64(h.cfg.idleTick) {
+			return
+		}
 	}
 	if !h.mu.TryLock() {
 		return
 	}
 	defer h.mu.Unlock()
+	h.lastDecision.Store(now)
 	h.decideLocked(why)
 }
 
