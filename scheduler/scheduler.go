@@ -713,6 +713,11 @@ func (s *Scheduler) doneCount(n int64) {
 // release) has completed, or ctx ends. It returns the errors of the
 // tasks that failed since the previous WaitAll, joined, plus one error
 // wrapping ErrCanceled that counts the tasks canceled because of them.
+// With a ctx carrying a scheduling context (Within), it waits for that
+// context's tasks only (Context.WaitAll), as StarPU's
+// starpu_task_wait_for_all does within starpu_sched_ctx_set_context.
+// When ctx ends while a context holds tasks and has no workers, the
+// error also wraps ErrNoWorkers and names the context.
 func (s *Scheduler) WaitAll(ctx context.Context) error {
 	if s.cx.n.Load() > 0 {
 		if c := ContextOf(ctx); c != nil && c.s == s && c.parent != nil {
