@@ -28,12 +28,20 @@ const (
 	// that two ranks never write the same cache line (64 bytes), and every
 	// element (at most 16 bytes) lies in one chunk.
 	chunkAlign = 64
-	// spinLoads and spinYields bound the busy wait before a rank parks.
-	// Yielding (runtime.Gosched) between checks beat pure spinning at
-	// every size on a loaded 2-core machine, with 2 and with 4 ranks: a
-	// spinning rank can hold the core its peer needs. After the yields the
-	// rank parks on a channel, so an idle rank costs no CPU.
-	spinLoads  = 0
+	// spinLoads, spinProbe and spinYields shape the wait of spinWait.
+	// Ranks that run on two cores at once see each other's stores in
+	// about 0.1 µs: there, polling a few hundred nanoseconds (spinLoads
+	// checks) halved the latency of small collectives against yielding
+	// after every check. On a loaded machine both ranks usually run on one
+	// P, taking turns through runtime.Gosched (0.2 µs a round trip), and a
+	// rank polling for a peer that cannot run only wastes time (a 2-core
+	// VM: 1 µs a round trip). So a rank polls only while polling has been
+	// paying off: one wait that polling did not end turns it off, and
+	// every spinProbe-th wait tries again. Then it yields up to spinYields
+	// times (which lets ranks share cores) and parks on a channel, so an
+	// idle rank costs no CPU.
+	spinLoads  = 128
+	spinProbe  = 16
 	spinYields = 30
 )
 
@@ -189,6 +197,8 @@ type rankComm struct {
 	commits uint64 // two-phase collectives committed on it
 	freed   atomic.Bool
 	scratch []byte // blockBytes of scratch for reductions that alias
+	spin    int    // polling budget of spinWait: spinLoads or 0
+	waits   uint32 // spinWait calls that had to wait, for probing
 }
 
 var _ comm.Comm = (*rankComm)(nil)
@@ -316,21 +326,32 @@ func (c *rankComm) ready(w *cond) bool {
 }
 
 // spinWait waits until w holds: a short spin catches peers that are about
-// to arrive, yields let other ranks run when there are more ranks than
-// cores, and then the rank parks until woken. It returns early with the
-// cause when done closes (errCtx) or the group or world breaks; with a nil
-// done it waits regardless.
+// to arrive when that has been working (see spinLoads), yields let other
+// ranks run when there are more ranks than cores, and then the rank parks
+// until woken. It returns early with the cause when done closes (errCtx)
+// or the group or world breaks; with a nil done it waits regardless.
 func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
 	g := c.g
 	me := g.slots[c.rank]
+	if c.ready(w) {
+		return nil // says nothing about whether polling pays
+	}
+	budget := c.spin
+	if c.waits++; budget == 0 && c.waits%spinProbe == 0 {
+		budget = spinLoads
+	}
+	for range budget {
+		if c.ready(w) {
+			c.spin = spinLoads
+			return nil
+		}
+	}
+	c.spin = 0
 	for i := 0; ; i++ {
 		if c.ready(w) {
 			return nil
 		}
-		if i < spinLoads {
-			continue
-		}
-		if i < spinLoads+spinYields {
+		if i < spinYields {
 			runtime.Gosched()
 			continue
 		}
