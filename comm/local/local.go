@@ -238,9 +238,9 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (uint64, *args, er
 	a.src, a.dst = nil, nil
 	a.direct = false
 	// Peers touch these only after this rank arrives at k, and stopped
-	// touching them (for k-2) before arriving at k-1.
-	// An atomic store is a locked instruction on amd64; most collectives
-	// never used them.
+	// touching them (for k-2) before arriving at k-1. Store only if set:
+	// an atomic store is a locked instruction on amd64, and most
+	// collectives never use the counters.
 	if a.claim.Load() != 0 {
 		a.claim.Store(0)
 	}
