@@ -54,19 +54,28 @@
 // # Performance
 //
 // go test -run '^$' -bench . ./comm/local/ has a benchmark per collective
-// at 8 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB for 2 and 4 ranks. AllReduce of
-// float64 sums, 2 ranks, on a shared 2-core AMD EPYC VM (best of 3 runs of
-// 100 ms), next to Open MPI 4.1's MPI_Allreduce over shared memory
-// (../shared/peers/mpi) measured on the same machine on a quiet moment:
+// at 8 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB for 2 and 4 ranks, and
+// `pzrun -n N bench comm` compares AllReduce (float64 sums), AllGather and
+// Bcast with Open MPI 4.1 over shared memory (../shared/peers/mpi) in the
+// same invocation. Medians of 4 runs of `pzrun -n 2 bench comm -scale 0.5`
+// on a 2-core AMD EPYC VM shared with other work, in µs, local / C MPI:
 //
-//	size     local     C MPI
-//	8 B      0.28 µs   0.20 µs
-//	1 KiB    0.37 µs   0.42 µs
-//	64 KiB   3.0 µs    4.4 µs
-//	1 MiB    52-81 µs  76 µs
+//	size     AllReduce     AllGather     Bcast
+//	8 B      0.26 / 0.21   0.28 / 0.21   0.24 / 0.29
+//	1 KiB    0.32 / 0.43   0.33 / 0.37   0.25 / 0.32
+//	64 KiB   1.5 / 5.8     2.2 / 3.5     0.95 / 2.1
+//	1 MiB    24 / 92       39 / 70       9.9 / 22
+//	16 MiB   1067 / 3273   2041 / 3044   273 / 612
+//
+// The figures move with the load of the machine: when other processes
+// keep the cores busy, both ranks tend to run on one P and take turns
+// (about 0.4 µs for a small collective), while Open MPI's busy polling
+// slows to about 1.2 µs at 1 KiB. With more ranks than cores the yielding
+// wait and the shared data phase keep the local backend usable where MPI's
+// busy polling is not: 4 ranks on 2 cores, 1 MiB AllGather took 0.20 ms
+// here against Open MPI's 0.82 ms, 1 MiB AllReduce 0.066 ms against
+// 0.55 ms.
 //
 // Sums, products, bitwise ops and integer Min/Max use AVX2 kernels (see
-// comm.ReduceInto). With more ranks than cores the yielding wait keeps the
-// local backend usable where MPI's busy polling is not: 4 ranks on 2 cores,
-// 1 MiB AllReduce took 0.12 ms here against Open MPI's 1.4 ms.
+// comm.ReduceInto).
 package local
