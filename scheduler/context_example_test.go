@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/pzgo/pz/scheduler"
 )
@@ -12,7 +13,8 @@ import (
 // an option or by the submitting call's ctx; deleting a context gives
 // its workers to an inheritor.
 func ExampleContext() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
 	if err != nil {
 		panic(err)
@@ -39,7 +41,11 @@ func ExampleContext() {
 	fmt.Println("worker 0 ran", ranOn[0].Load(), "tasks, worker 1 ran", ranOn[1].Load())
 
 	_ = big.Delete(small) // its tasks finish, then its worker moves
-	<-big.Deleted()
+	select {
+	case <-big.Deleted():
+	case <-time.After(10 * time.Second):
+		panic("big was not deleted")
+	}
 	fmt.Println(small.Name(), "has workers", small.Workers())
 	// Output:
 	// worker 0 ran 10 tasks, worker 1 ran 30

@@ -392,7 +392,7 @@ func TestContextDeleteBadInput(t *testing.T) {
 	gone, err := s.NewContext("gone")
 	require.NoError(t, err)
 	require.NoError(t, gone.Delete(nil))
-	<-gone.Deleted()
+	waitDeleted(t, gone)
 
 	assert.ErrorIs(t, s.Global().Delete(nil), scheduler.ErrBadContext)
 	assert.ErrorIs(t, a.Delete(nil), scheduler.ErrBadContext, "has a sub-context")
@@ -494,12 +494,12 @@ func TestContextNested(t *testing.T) {
 	require.NoError(t, c1.WaitAll(ctx))
 	assert.Equal(t, []int{1}, r3.workers())
 	require.NoError(t, c1.Delete(c2))
-	<-c1.Deleted()
+	waitDeleted(t, c1)
 	require.NoError(t, c2.Delete(nil))
-	<-c2.Deleted()
+	waitDeleted(t, c2)
 	assert.Equal(t, []int{1, 2}, p.Workers(), "sub-contexts' workers go back to p")
 	require.NoError(t, p.Delete(nil))
-	<-p.Deleted()
+	waitDeleted(t, p)
 	assert.Equal(t, []*scheduler.Context{s.Global()}, s.Contexts())
 }
 
@@ -630,5 +630,15 @@ func TestContextResizesInTrace(t *testing.T) {
 	require.NoError(t, s.WriteGantt(&svg))
 	for _, want := range []string{"context a", "context b", "<title>context b</title>"} {
 		assert.Contains(t, svg.String(), want)
+	}
+}
+
+// waitDeleted waits, at most 10 s, for c to be deleted.
+func waitDeleted(t *testing.T, c *scheduler.Context) {
+	t.Helper()
+	select {
+	case <-c.Deleted():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%v was not deleted", c)
 	}
 }

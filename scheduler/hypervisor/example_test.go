@@ -12,7 +12,8 @@ import (
 // The app_driven policy moves a worker from a to b when the task tagged
 // 1 has run.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(3), scheduler.WithPerfModelDir(""))
 	if err != nil {
 		panic(err)
@@ -33,7 +34,9 @@ func Example() {
 
 	phase1 := &scheduler.Codelet{Name: "phase1", CPU: func(*scheduler.Call) error { return nil }}
 	_ = s.Submit(ctx, phase1, scheduler.InContext(a), scheduler.WithTag(1))
-	_ = s.WaitAll(ctx)
+	if err := s.WaitAll(ctx); err != nil {
+		panic(err)
+	}
 	// The resize is decided right after the task completes.
 	for deadline := time.Now().Add(10 * time.Second); len(hv.Resizes()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)

@@ -130,7 +130,7 @@ func PolicyByName(name string, gap float64) (Policy, error) {
 	case "gflops_rate":
 		return GflopsRate{Gap: gap}, nil
 	case "ispeed":
-		return ISpeed{Gap: gap}, nil
+		return &ISpeed{Gap: gap}, nil
 	case "throughput":
 		return Throughput{Gap: gap}, nil
 	}
@@ -147,7 +147,7 @@ func DefaultTrigger(p Policy) Trigger {
 		return TriggerIdle
 	case GflopsRate, *GflopsRate:
 		return TriggerIdle | TriggerSpeed
-	case ISpeed, *ISpeed, Throughput, *Throughput:
+	case *ISpeed, Throughput, *Throughput:
 		return TriggerSpeed
 	}
 	return 0
@@ -375,17 +375,22 @@ func movesToward(v *View, idx []int, target map[int]int) []Move {
 // ISpeed is the ispeed policy: per sampling window (a frame of work),
 // it equalizes the contexts' instant speeds, moving one worker from the
 // fastest context with work to the slowest when their speeds differ by
-// more than Gap (relative to the fastest). A context with pending work
-// and no worker counts as the slowest.
+// more than Gap (relative to the fastest) in two consecutive decisions
+// (one noisy window does not move a worker). A context with pending
+// work and no worker counts as the slowest.
 type ISpeed struct {
 	Gap float64
+
+	// The pair seen at the previous decision (Resize calls are
+	// serialized by the hypervisor).
+	lastFast, lastSlow *scheduler.Context
 }
 
 // Name returns "ispeed".
-func (ISpeed) Name() string { return "ispeed" }
+func (*ISpeed) Name() string { return "ispeed" }
 
 // Resize implements Policy.
-func (p ISpeed) Resize(v *View) []Move {
+func (p *ISpeed) Resize(v *View) []Move {
 	fast, slow := -1, -1
 	for i := range v.Contexts {
 		c := &v.Contexts[i]
@@ -403,9 +408,16 @@ func (p ISpeed) Resize(v *View) []Move {
 		return nil
 	}
 	f, s := v.Contexts[fast].Speed, v.Contexts[slow].Speed
-	if (f-s)/f <= p.Gap {
+	if (f-s)/f <= p.Gap && len(v.Contexts[slow].Workers) > 0 {
+		p.lastFast, p.lastSlow = nil, nil
 		return nil
 	}
+	fc, sc := v.Contexts[fast].Context, v.Contexts[slow].Context
+	if len(v.Contexts[slow].Workers) > 0 && (p.lastFast != fc || p.lastSlow != sc) {
+		p.lastFast, p.lastSlow = fc, sc // confirm at the next decision
+		return nil
+	}
+	p.lastFast, p.lastSlow = nil, nil
 	return []Move{{Worker: members(v, fast)[0], To: slow}}
 }
 
@@ -522,7 +534,7 @@ func (p *AppDriven) Resize(v *View) []Move {
 var (
 	_ Policy = Idle{}
 	_ Policy = GflopsRate{}
-	_ Policy = ISpeed{}
+	_ Policy = (*ISpeed)(nil)
 	_ Policy = Throughput{}
 	_ Policy = (*AppDriven)(nil)
 	_ Hooks  = (*AppDriven)(nil)
