@@ -258,3 +258,32 @@ func TestBenchComm(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, `unknown app "bench nothing"`)
 }
+
+func TestContextsApp(t *testing.T) {
+	code, out, errs := pzrun(t, "contexts", "-small", "256", "-large", "512", "-b", "64", "-workers", "2", "-check", "-json")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, "three modes and the summary:\n%s", out)
+	modes := map[string]bool{}
+	for _, l := range lines[:3] {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		modes[r["mode"].(string)] = true
+		assert.Greater(t, r["makespan_s"].(float64), 0.0)
+		assert.Less(t, r["residual_small"].(float64), 1e-3, l)
+		assert.Less(t, r["residual_large"].(float64), 1e-3, l)
+	}
+	assert.Len(t, modes, 3, "global, static and hypervisor runs")
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[3]), &sum))
+	for _, k := range []string{"global_s", "static_s", "hypervisor_s", "gain_vs_static", "gain_vs_global"} {
+		assert.Contains(t, sum, k)
+	}
+	assert.Contains(t, errs, "context resize", "every resize is logged")
+
+	code, _, errs = pzrun(t, "contexts", "-workers", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "at least 2")
+	code, _, errs = pzrun(t, "contexts", "-hypervisor", "nosuch", "-small", "256", "-large", "512", "-b", "64")
+	assert.Equal(t, 2, code, errs)
+}

@@ -8,8 +8,10 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
 )
 
@@ -26,7 +28,10 @@ var errUsage = errors.New("usage")
 // env is what an app sees besides its RuntimeView.
 type env struct {
 	stdout io.Writer // written by the root rank only
-	stderr io.Writer // progress and diagnostics
+	stderr io.Writer // diagnostics and logs
+	// progress is the raw stderr for progress bars, which draw only when
+	// it is a terminal (an *os.File); nil in help.
+	progress io.Writer
 	getenv func(string) string
 }
 
@@ -52,6 +57,7 @@ func apps() []app {
 		benchTasksApp(),
 		choleskyApp(),
 		gemmApp(),
+		contextsApp(),
 	}
 }
 
@@ -135,7 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)\n", name, appNames())
 		return exitUsage
 	}
-	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	// Ranks, loggers and progress bars may write at once.
+	e := &env{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, progress: stderr, getenv: getenv}
 	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	body := a.setup(fs, e)
@@ -149,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "pzrun %s: unexpected arguments %q\n", a.name, fs.Args())
 		return exitUsage
 	}
-	if err := launchApp(ctx, *n, a, body, getenv); err != nil {
+	if err := launchApp(ctx, *n, a, body, e); err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
 			return exitUsage
@@ -158,6 +165,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitFail
 	}
 	return exitOK
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // lookup finds the app named by words ("hello", or "bench comm").
@@ -170,7 +189,8 @@ func lookup(words []string) (app, bool) {
 
 // launchApp runs the app on the job's ranks (runtimeview.Run): the MPI
 // world under an MPI launcher, n in-process ranks with -n, else one rank.
-func launchApp(ctx context.Context, n int, a app, body func(context.Context, *runtimeview.RuntimeView) error, getenv func(string) string) error {
+func launchApp(ctx context.Context, n int, a app, body func(context.Context, *runtimeview.RuntimeView) error, e *env) error {
+	getenv := e.getenv
 	if n < 0 {
 		return fmt.Errorf("%w: -n must be at least 1, got %d", errUsage, n)
 	}
@@ -198,5 +218,7 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 			n = 0
 		}
 	}
-	return runtimeview.Run(ctx, n, wrapped, runtimeview.WithGetenv(getenv))
+	// Logs go to the app's stderr (the process's, or a test's buffer).
+	return runtimeview.Run(ctx, n, wrapped, runtimeview.WithGetenv(getenv),
+		runtimeview.WithLogOptions(logger.WithWriter(e.stderr)))
 }

@@ -78,7 +78,7 @@ func choleskyApp() app {
 				r, err := cholesky.Run(ctx, cholesky.Options{
 					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-				}, e.stderr)
+				}, e.progress)
 				if err != nil {
 					return err
 				}
@@ -109,7 +109,7 @@ func gemmApp() app {
 				r, err := gemm.Run(ctx, gemm.Options{
 					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-				}, e.stderr)
+				}, e.progress)
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/pzgo/pz/internal/apps/contexts"
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+func contextsApp() app {
+	return app{
+		name:    "contexts",
+		summary: "two concurrent tiled Choleskys of unequal sizes: one global context, two static contexts, two contexts under the hypervisor",
+		oneRank: true,
+		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
+			var o contexts.Options
+			fs.IntVar(&o.Small, "small", 2048, "order of the small matrix")
+			fs.IntVar(&o.Large, "large", 4096, "order of the large matrix")
+			fs.IntVar(&o.Block, "b", 256, "tile size")
+			fs.IntVar(&o.Precision, "precision", 32, "32 or 64")
+			fs.IntVar(&o.Workers, "workers", 0, "CPU workers (at least 2; default: PZ_NCPU, else one per allowed core)")
+			fs.StringVar(&o.Policy, "policy", "", "scheduling policy inside each context")
+			fs.StringVar(&o.Hypervisor, "hypervisor", "gflops_rate", "hypervisor policy: "+strings.Join(hypervisor.Policies(), ", "))
+			fs.IntVar(&o.Repeat, "repeat", 1, "run the three modes this many times, interleaved, and report the median of each")
+			fs.BoolVar(&o.Check, "check", false, "compute each factorization's residual")
+			fs.StringVar(&o.Trace, "trace", "", "write the hypervisor run's Chrome trace to `FILE` and its Gantt SVG beside it")
+			fs.BoolVar(&o.JSON, "json", false, "print JSON lines instead of a table")
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				if err := validPolicy(o.Policy); err != nil {
+					return err
+				}
+				o.Logger = rt.Logger()
+				_, err := contexts.Run(ctx, o, e.stdout)
+				if errors.Is(err, tiled.ErrBadOptions) {
+					return fmt.Errorf("%w: %v", errUsage, err)
+				}
+				return err
+			}
+		},
+	}
+}
