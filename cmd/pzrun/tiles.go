@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -63,10 +64,16 @@ func printResult(e *env, asJSON bool, r fmt.Stringer) error {
 	return err
 }
 
-func choleskyApp() app {
+// tiledRun runs one tiled app and returns its result, the error measure
+// --check computed and the tolerance it must stay under.
+type tiledRun func(ctx context.Context, f *tiledFlags, progress io.Writer) (r fmt.Stringer, errMeasure, tol float64, err error)
+
+// tiledApp is an app of the tiled family: the shared flags, the policy
+// check, the printing and the --check verdict.
+func tiledApp(name, summary, what string, run tiledRun) app {
 	return app{
-		name:    "cholesky",
-		summary: "tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks): GFLOP/s, efficiency, residual with --check",
+		name:    name,
+		summary: summary,
 		oneRank: true,
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var f tiledFlags
@@ -75,18 +82,15 @@ func choleskyApp() app {
 				if err := validPolicy(f.policy); err != nil {
 					return err
 				}
-				r, err := cholesky.Run(ctx, cholesky.Options{
-					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
-					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-				}, e.progress)
+				r, measure, tol, err := run(ctx, &f, e.progress)
 				if err != nil {
 					return err
 				}
 				if err := printResult(e, f.json, r); err != nil {
 					return err
 				}
-				if f.check && r.Residual > cholesky.Tolerance(f.precision, f.n) {
-					return fmt.Errorf("residual %.3g above the tolerance %.3g", r.Residual, cholesky.Tolerance(f.precision, f.n))
+				if f.check && measure > tol {
+					return fmt.Errorf("%s %.3g above the tolerance %.3g", what, measure, tol)
 				}
 				return nil
 			}
@@ -94,35 +98,36 @@ func choleskyApp() app {
 	}
 }
 
-func gemmApp() app {
-	return app{
-		name:    "gemm",
-		summary: "tiled matrix product C -= A·Bᵀ: GFLOP/s, efficiency, sampled error with --check",
-		oneRank: true,
-		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
-			var f tiledFlags
-			f.define(fs, 2048)
-			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-				if err := validPolicy(f.policy); err != nil {
-					return err
-				}
-				r, err := gemm.Run(ctx, gemm.Options{
-					N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
-					Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-				}, e.progress)
-				if err != nil {
-					return err
-				}
-				if err := printResult(e, f.json, r); err != nil {
-					return err
-				}
-				if f.check && r.MaxRelErr > gemm.Tolerance(f.precision, f.n) {
-					return fmt.Errorf("error %.3g above the tolerance %.3g", r.MaxRelErr, gemm.Tolerance(f.precision, f.n))
-				}
-				return nil
+func choleskyApp() app {
+	return tiledApp("cholesky",
+		"tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks): GFLOP/s, efficiency, residual with --check",
+		"residual",
+		func(ctx context.Context, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+			r, err := cholesky.Run(ctx, cholesky.Options{
+				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
+				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
+			}, progress)
+			if err != nil {
+				return nil, 0, 0, err
 			}
-		},
-	}
+			return r, r.Residual, cholesky.Tolerance(f.precision, f.n), nil
+		})
+}
+
+func gemmApp() app {
+	return tiledApp("gemm",
+		"tiled matrix product C -= A·Bᵀ: GFLOP/s, efficiency, sampled error with --check",
+		"error",
+		func(ctx context.Context, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+			r, err := gemm.Run(ctx, gemm.Options{
+				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
+				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
+			}, progress)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			return r, r.MaxRelErr, gemm.Tolerance(f.precision, f.n), nil
+		})
 }
 
 func benchTasksApp() app {
