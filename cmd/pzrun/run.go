@@ -32,7 +32,7 @@ type env struct {
 	// progress is the raw stderr for progress bars, which draw only when
 	// it is a terminal (an *os.File); nil in help.
 	progress io.Writer
-	getenv func(string) string
+	getenv   func(string) string
 }
 
 // An app is one thing pzrun can run. Its flags are parsed once in the
