@@ -16,14 +16,29 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/pzgo/pz/runtimeview"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	got := make(chan os.Signal, 1)
+	go func() {
+		if s, ok := <-sigs; ok {
+			got <- s
+			cancel() // every rank sees its context canceled and returns
+		}
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
-	if ctx.Err() != nil && code != 0 {
-		code = 128 + int(syscall.SIGINT)
+	signal.Stop(sigs)
+	close(sigs)
+	select {
+	case s := <-got:
+		code = runtimeview.ExitStatus(s)
+	default:
 	}
-	stop()
+	cancel()
 	os.Exit(code)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,4 +287,30 @@ func TestContextsApp(t *testing.T) {
 	assert.Contains(t, errs, "at least 2")
 	code, _, errs = pzrun(t, "contexts", "-hypervisor", "nosuch", "-small", "256", "-large", "512", "-b", "64")
 	assert.Equal(t, 2, code, errs)
+}
+
+// TestSignalExitStatus interrupts a long run of the real binary: every rank
+// stops and the exit status is 128+signo.
+func TestSignalExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildPzrun(t)
+	for sig, want := range map[syscall.Signal]int{syscall.SIGTERM: 143, syscall.SIGINT: 130} {
+		cmd := exec.Command(bin, "-n", "2", "bench", "tasks", "-cases", "grain", "-policies", "eager", "-starpu=false")
+		require.NoError(t, cmd.Start())
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(sig))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "%v", sig)
+			assert.Equal(t, want, ee.ExitCode(), "%v", sig)
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("pzrun did not stop on %v", sig)
+		}
+	}
 }
