@@ -88,9 +88,11 @@ type Context struct {
 }
 
 // contexts is the scheduler's context state. Lock discipline: cx.mu,
-// each Context's amu and errMu, the policies' locks and the tasks'
-// locks are all leaves: code holding one of them never takes another,
-// and never blocks. A worker's membership is changed only by the
+// each Context's amu and errMu and the tasks' locks are leaves: code
+// holding one of them never takes another, and never blocks. Inside a
+// policy, the membership lock may be held while a queue's lock is taken
+// (never the reverse), and no policy lock is held while calling out of
+// the policy. A worker's membership is changed only by the
 // worker itself, at a safe point (the start of Pop), on a request that
 // other goroutines post with an atomic flag: no goroutine ever holds a
 // lock of a worker, so there is no lock order to invert.

@@ -137,8 +137,10 @@
 // context's other workers, and a task is never lost, run twice or run by
 // a worker outside its context (TestContextStress checks this under
 // -race while workers move every millisecond). There is no lock per
-// worker and every lock is a leaf (no code holding one takes another),
-// so there is no lock order to invert. An empty context keeps its tasks
+// worker and every lock outside the policies is a leaf (no code holding
+// one takes another; a policy nests its membership lock over its
+// queues' locks, in that order only), so there is no lock order to
+// invert. An empty context keeps its tasks
 // until workers arrive; StopSubmission, FinishedSubmitting (workers move
 // to the inheritor when the last task ends) and Delete (the same, then
 // the context goes) make Submit fail with ErrContextStopped. When WaitAll's

@@ -86,8 +86,10 @@ func (p *dmda) Push(t *Task, from int) int {
 	for {
 		s := p.set.Load()
 		if len(s.ids) == 0 {
-			p.orphans.push(t, true)
-			return NoWorker
+			if p.pushOrphan(t, s) {
+				return NoWorker
+			}
+			continue // workers were added meanwhile
 		}
 		var buf [64]heftCand
 		var who [64]int

@@ -21,9 +21,12 @@ func (s *workerSet) has(id int) bool { return id >= 0 && id < len(s.q) && s.q[id
 // membership, orphan tasks (pushed while no member could run them) and
 // retries when a push hits a queue closed by RemoveWorkers.
 type queueSet struct {
-	mu      sync.Mutex // serializes AddWorkers and RemoveWorkers
+	mu      sync.Mutex // serializes AddWorkers, RemoveWorkers and orphan pushes
 	set     atomic.Pointer[workerSet]
 	orphans taskQueue
+	// orphanHook, when set (tests only), runs when a push found no
+	// member able to run its task, before the task is kept as an orphan.
+	orphanHook func()
 }
 
 func (qs *queueSet) init() { qs.set.Store(&workerSet{}) }
@@ -78,6 +81,29 @@ func (qs *queueSet) remove(ids []int) []*Task {
 	return out
 }
 
+// pushOrphan keeps t until workers able to run it are added, and
+// reports true, if the members are still those of seen, the set in which
+// the caller found none; else the caller must choose again. The check
+// and the push are made under qs.mu, which add holds while it publishes
+// a new set and takes the orphans: an orphan is either taken by the next
+// add or its pusher sees that add's set. (Pushing first and re-pushing
+// every orphan when the set had changed lost the wake hints of the
+// re-pushes: a worker that had just joined could sleep forever beside a
+// task queued for it; dmda kept such an orphan for good.) The lock order
+// qs.mu, then a queue's lock, is the one add and remove follow.
+func (qs *queueSet) pushOrphan(t *Task, seen *workerSet) bool {
+	if qs.orphanHook != nil {
+		qs.orphanHook()
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.set.Load() != seen {
+		return false
+	}
+	qs.orphans.push(t, true)
+	return true
+}
+
 // close2 returns the queued tasks and leaves the queue open. It never
 // closes the queue, not even briefly: a push racing with it must not
 // fail, since Push callers of an open queue drop its result.
@@ -130,14 +156,10 @@ func (p *queues) Push(t *Task, from int) int {
 		s := p.set.Load()
 		w := p.choose(p, s, t, from)
 		if w < 0 {
-			p.orphans.push(t, true)
-			if p.set.Load() != s {
-				// Workers were added meanwhile: retry the orphans.
-				for _, o := range p.orphans.close2() {
-					p.Push(o, -1)
-				}
+			if p.pushOrphan(t, s) {
+				return NoWorker
 			}
-			return NoWorker
+			continue // the members changed: choose again
 		}
 		q := s.q[w]
 		before := q.n.Load()

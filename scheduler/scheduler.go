@@ -451,6 +451,11 @@ func (s *Scheduler) addDep(p, t *Task) {
 	if p == t {
 		return
 	}
+	if s.cfg.stats {
+		// Traced even when p has already completed: the dependency is
+		// part of the graph whatever the timing.
+		t.preds = append(t.preds, p.id)
+	}
 	if st := p.state.Load(); st >= stateDone {
 		if st == stateFailed {
 			t.cancel(p.err)
@@ -473,9 +478,6 @@ func (s *Scheduler) addDep(p, t *Task) {
 		if p.succs.CompareAndSwap(head, e) {
 			break
 		}
-	}
-	if s.cfg.stats {
-		t.preds = append(t.preds, p.id)
 	}
 }
 
