@@ -283,6 +283,13 @@ func (c *central) Push(t *Task, from int) int {
 	return AnyWorker
 }
 
+// inlinable: with the shared queue empty, the task would go to the
+// first worker to pop, and w is looking for work now.
+func (c *central) inlinable(t *Task, w int) bool {
+	k := *c.kinds.Load()
+	return w < len(k) && k[w] != numKinds && t.CanRunOn(k[w]) && c.q.n.Load() == 0
+}
+
 func (c *central) Pop(w int) *Task {
 	k := *c.kinds.Load()
 	if w >= len(k) || k[w] == numKinds {
@@ -291,4 +298,13 @@ func (c *central) Pop(w int) *Task {
 	return c.q.popFront(k[w])
 }
 
-var _ Policy = (*central)(nil)
+var (
+	_ Policy  = (*central)(nil)
+	_ inliner = (*central)(nil)
+	_ inliner = (*queues)(nil)
+)
+
+// cacheLine is the padding that keeps fields written by different
+// goroutines on different cache lines (two 64-byte lines: adjacent-line
+// prefetchers pair them).
+const cacheLine = 128

@@ -130,8 +130,12 @@ type queues struct {
 	name   string
 	choose pushChooser
 	steal  stealer
-	rr     atomic.Uint64
-	rng    atomic.Uint64
+	// rr and rng are written by pushes: keep them off the line of set,
+	// which every Pop reads.
+	_   [cacheLine]byte
+	rr  atomic.Uint64
+	rng atomic.Uint64
+	_   [cacheLine]byte
 }
 
 func newQueues(name string, choose pushChooser, steal stealer, seed uint64) *queues {
@@ -174,6 +178,17 @@ func (p *queues) Push(t *Task, from int) int {
 			return w
 		}
 	}
+}
+
+// inlinable: under the local push rule (ws, lws) a task made ready by
+// worker w goes to w's queue, which w pops first: when that queue is
+// empty, w would pop this task next.
+func (p *queues) inlinable(t *Task, w int) bool {
+	if p.name == "random" { // random places tasks at random: never keep one
+		return false
+	}
+	s := p.set.Load()
+	return s.has(w) && t.CanRunOn(s.info[w].Kind) && s.q[w].n.Load() == 0
 }
 
 func (p *queues) Pop(w int) *Task {

@@ -24,12 +24,20 @@ type Scheduler struct {
 	epoch   time.Time
 	models  *modelStore
 
-	closed   atomic.Bool
-	inflight atomic.Int64 // submitted and not completed (batched per worker)
+	closed atomic.Bool
 
-	waitMu   sync.Mutex
-	waiters  []chan struct{}
+	// inflight is written by every submission and worker batch, and
+	// nsleep by workers going to sleep: each on a cache line of its own,
+	// off the read-mostly fields above that every worker reads.
+	_        [cacheLine]byte
+	inflight atomic.Int64 // submitted and not completed (batched per worker)
 	nwaiters atomic.Int32
+	_        [cacheLine]byte
+	nsleep   atomic.Int32
+	_        [cacheLine]byte
+
+	waitMu  sync.Mutex
+	waiters []chan struct{}
 
 	errMu     sync.Mutex
 	errs      []error
@@ -44,7 +52,6 @@ type Scheduler struct {
 	reduxLive map[*Handle]struct{}
 
 	nextID atomic.Uint64
-	nsleep atomic.Int32
 
 	teamMu    sync.Mutex
 	forming   atomic.Pointer[team]

@@ -42,7 +42,9 @@ type WorkerStats struct {
 	Flops float64
 }
 
-// Stats returns each worker's statistics so far (until Close).
+// Stats returns each worker's statistics so far (until Close). A worker
+// publishes its task count every 64 tasks and when it goes idle, so the
+// counts are exact once WaitAll has returned.
 func (s *Scheduler) Stats() []WorkerStats {
 	end := time.Now()
 	if s.closed.Load() && !s.closedAt.IsZero() {

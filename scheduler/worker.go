@@ -49,10 +49,16 @@ type Worker struct {
 	call Call
 	bufs [8]*buffer
 
+	// sleeping and wake sit on a cache line of their own: pushers read
+	// sleeping on every push, and the worker writes its other fields on
+	// every task.
+	_        [cacheLine]byte
 	sleeping atomic.Bool
 	wake     chan struct{}
+	_        [cacheLine]byte
 
 	doneBatch int64
+	doneTasks int64 // tasks completed by this worker, published to nTasks in batches
 	scratch   map[*Handle]*buffer
 
 	nTasks atomic.Int64
@@ -93,6 +99,9 @@ func (s *Scheduler) runWorker(w *Worker, inits chan<- error) {
 
 // flushDone publishes the worker's batched completion count.
 func (w *Worker) flushDone() {
+	// Published before the completions are counted, so that a Stats
+	// after WaitAll sees every task.
+	w.nTasks.Store(w.doneTasks)
 	if w.doneBatch > 0 {
 		n := w.doneBatch
 		w.doneBatch = 0
@@ -226,8 +235,18 @@ func (w *Worker) Pop() *Task {
 
 // Execute runs t on this worker: makes its data valid on the worker's
 // memory node, calls the CPU implementation (recovering a panic) and
-// completes the task, releasing its dependents.
+// completes the task, releasing its dependents. When a dependent that
+// becomes ready could only have been popped next by this worker anyway
+// (see inliner), Execute runs it at once, as Taskflow does, skipping
+// the push, the pop and the wake-ups.
 func (w *Worker) Execute(t *Task) {
+	for t != nil {
+		t = w.execute1(t)
+	}
+}
+
+// execute1 runs t and returns a dependent to run next, or nil.
+func (w *Worker) execute1(t *Task) *Task {
 	mb := w.s.cx.mon.Load()
 	var t0 int64
 	if mb != nil {
@@ -241,10 +260,12 @@ func (w *Worker) Execute(t *Task) {
 		err = w.run(t, c)
 	}
 	c.Task, c.Arg = nil, nil
-	w.complete(t, err)
 	if mb != nil {
+		w.complete(t, err, false)
 		mb.m.TaskExecuted(w.s.contextOf(t), t, w.info.ID, time.Duration(w.s.now()-t0))
+		return nil
 	}
+	return w.complete(t, err, true)
 }
 
 // run calls the implementation, timing it when statistics, traces or a
@@ -272,18 +293,50 @@ func (w *Worker) run(t *Task, c *Call) error {
 	return err
 }
 
-func (w *Worker) complete(t *Task, err error) {
-	w.nTasks.Add(1)
+// complete completes t and releases its dependents; with inline, it
+// keeps one that it may run next itself (see canInline) and returns it.
+func (w *Worker) complete(t *Task, err error, inline bool) *Task {
+	w.doneTasks++
 	if err == nil && t.Codelet.Flops != nil {
 		addFloat(&w.flops, t.Codelet.Flops(t))
 	}
 	var buf [8]*Task
 	q := w.s.finish(t, err, w, buf[:0])
+	var next *Task
 	for len(q) > 0 {
 		n := q[len(q)-1]
 		q = q[:len(q)-1]
+		if inline && next == nil && w.canInline(n) {
+			next = n
+			continue
+		}
 		w.s.ready(n, w)
 	}
+	return next
+}
+
+// An inliner is a policy that can tell whether a ready task pushed by
+// worker w would be popped next by w itself, so that w may run it
+// without queueing it. It must answer false whenever queueing could
+// order the task differently (a task already queued before it, a
+// placement rule).
+type inliner interface {
+	inlinable(t *Task, w int) bool
+}
+
+// canInline reports whether the worker may run the ready task n at once
+// instead of pushing it: a plain task (no team, no commute, not
+// canceled) outside contexts and monitoring, no context change pending
+// for the worker, and a policy that would have given n to this worker
+// next anyway.
+func (w *Worker) canInline(n *Task) bool {
+	s := w.s
+	if n.Team > 1 || n.commute || n.Context != nil || n.readErr() != nil ||
+		w.cx.moveReq.Load() || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.stopping.Load() {
+		return false
+	}
+	p, ok := s.policy.(inliner)
+	return ok && p.inlinable(n, w.info.ID)
 }
 
 func addFloat(a *atomic.Uint64, v float64) {
@@ -459,6 +512,6 @@ func (w *Worker) joinTeam(tm *team) {
 		tm.mu.Lock()
 		err := tm.err
 		tm.mu.Unlock()
-		w.complete(t, err)
+		w.complete(t, err, false)
 	}
 }
