@@ -1123,6 +1123,8 @@ func (s *Scheduler) drainContexts() {
 // waitZero waits until no task is in flight.
 func (s *Scheduler) waitZero(ctx context.Context) error {
 	for s.inflight.Load() != 0 {
+		// Announce the waiter before re-checking, so that a completion
+		// that brings the count to zero sees it (see doneCount).
 		s.nwaiters.Add(1)
 		s.waitMu.Lock()
 		if s.inflight.Load() == 0 {

@@ -733,26 +733,8 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 			return c.WaitAll(ctx)
 		}
 	}
-	for s.inflight.Load() != 0 {
-		// Announce the waiter before re-checking, so that a completion
-		// that brings the count to zero sees it (see doneCount).
-		s.nwaiters.Add(1)
-		s.waitMu.Lock()
-		if s.inflight.Load() == 0 {
-			s.waitMu.Unlock()
-			s.nwaiters.Add(-1)
-			break
-		}
-		ch := make(chan struct{})
-		s.waiters = append(s.waiters, ch)
-		s.waitMu.Unlock()
-		select {
-		case <-ch:
-			s.nwaiters.Add(-1)
-		case <-ctx.Done():
-			s.nwaiters.Add(-1)
-			return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", ctx.Err(), max(s.inflight.Load(), 0)))
-		}
+	if err := s.waitZero(ctx); err != nil {
+		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.Load(), 0)))
 	}
 	return errors.Join(s.takeErrors(), s.takeContextErrors())
 }
@@ -812,7 +794,7 @@ func (s *Scheduler) Close() error {
 			errs = append(errs, err)
 		}
 		if s.cfg.trace != "" {
-			if err := s.writeTraceFiles(s.cfg.trace); err != nil {
+			if err := s.WriteTraceFiles(s.cfg.trace); err != nil {
 				errs = append(errs, err)
 			}
 		}

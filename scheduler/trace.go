@@ -91,7 +91,10 @@ func (s *Scheduler) WriteGantt(out io.Writer) error {
 	return writeGantt(out, evs, len(s.workers), s.contextSpans(s.traceEnd(evs)))
 }
 
-func (s *Scheduler) writeTraceFiles(path string) error {
+// WriteTraceFiles writes the Chrome trace JSON (WriteTrace) to path and
+// the Gantt chart SVG (WriteGantt) beside it, with the extension replaced
+// by .svg. WithTrace makes Close call it.
+func (s *Scheduler) WriteTraceFiles(path string) error {
 	write := func(p string, fn func(io.Writer) error) error {
 		f, err := os.Create(p)
 		if err != nil {

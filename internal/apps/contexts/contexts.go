@@ -1,16 +1,12 @@
 package contexts
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -335,7 +331,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		}
 	}
 	if trace {
-		if err := writeTrace(s, opts.Trace); err != nil {
+		if err := s.WriteTraceFiles(opts.Trace); err != nil {
 			return mr, err
 		}
 	}
@@ -353,33 +349,6 @@ func choleskyTaskFlops(n, b int) float64 {
 		f += linalg.PotrfFlops(b) + m*linalg.TrsmFlops(b, b) + m*linalg.SyrkFlops(b, b) + m*(m-1)/2*linalg.GemmFlops(b, b, b)
 	}
 	return f
-}
-
-// writeTrace writes s's Chrome trace to path and its Gantt chart beside
-// it.
-func writeTrace(s *scheduler.Scheduler, path string) error {
-	write := func(p string, fn func(io.Writer) error) error {
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("contexts: writing the trace: %w", err)
-		}
-		bw := bufio.NewWriter(f)
-		err = fn(bw)
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("contexts: writing %s: %w", p, err)
-		}
-		return nil
-	}
-	if err := write(path, s.WriteTrace); err != nil {
-		return err
-	}
-	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", s.WriteGantt)
 }
 
 // WriteJSON writes the three runs and the summary as JSON lines.
