@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bufio"
 	"fmt"
 	"slices"
 	"time"
@@ -90,44 +89,4 @@ func contextNames(spans []ctxSpan) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// drawContexts draws, under each worker's row of the Gantt chart, a band
-// colored by the worker's context over time, a tick at each change, and
-// a legend of the contexts at legendY.
-func drawContexts(bw *bufio.Writer, spans []ctxSpan, t0 time.Duration, span, left, width, top, rowH, legendY float64) {
-	for _, c := range spans {
-		x0 := left + width*float64(max(c.start-t0, 0))/span
-		x1 := left + width*float64(max(c.end-t0, 0))/span
-		x0, x1 = min(x0, left+width), min(x1, left+width)
-		if x1 <= x0 {
-			continue
-		}
-		y := top + rowH*float64(c.worker) + rowH - 6
-		fmt.Fprintf(bw, `<rect x="%.2f" y="%.1f" width="%.2f" height="4" fill="%s"><title>context %s</title></rect>`+"\n",
-			x0, y, x1-x0, contextColor(c.name), escapeXML(c.name))
-		if c.start > t0 {
-			fmt.Fprintf(bw, `<line x1="%.2f" x2="%.2f" y1="%.1f" y2="%.1f" stroke="black" stroke-width="1"/>`+"\n",
-				x0, x0, top+rowH*float64(c.worker), top+rowH*float64(c.worker)+rowH-2)
-		}
-	}
-	for i, n := range contextNames(spans) {
-		yy := legendY + 16*float64(i)
-		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="4" fill="%s"/><text x="%.0f" y="%.0f">context %s</text>`+"\n",
-			left+400, yy-6, contextColor(n), left+416, yy, escapeXML(n))
-	}
-}
-
-// contextColor picks a stable color per context name, from a palette
-// distinct from the codelets'.
-func contextColor(name string) string {
-	palette := []string{"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"}
-	if name == GlobalName {
-		return "#999999"
-	}
-	h := uint32(2166136261)
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	return palette[h%uint32(len(palette))]
 }

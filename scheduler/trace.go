@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -202,68 +201,4 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker, extra 
 	}
 	_, err := io.WriteString(out, "]}\n")
 	return err
-}
-
-// codeletColor picks a stable color per codelet name.
-func codeletColor(name string) string {
-	palette := []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return palette[h.Sum32()%uint32(len(palette))]
-}
-
-// writeGantt draws one row per worker and one rectangle per task.
-func writeGantt(out io.Writer, evs []traceEvent, nworkers int, spans []ctxSpan) error {
-	const width, rowH, left, top = 1200.0, 24.0, 60.0, 20.0
-	var t0, t1 time.Duration
-	for i, e := range evs {
-		if i == 0 || e.start < t0 {
-			t0 = e.start
-		}
-		if e.end > t1 {
-			t1 = e.end
-		}
-	}
-	span := float64(t1 - t0)
-	if span <= 0 {
-		span = 1
-	}
-	names := map[string]bool{}
-	for _, e := range evs {
-		names[e.name] = true
-	}
-	legend := make([]string, 0, len(names))
-	for n := range names {
-		legend = append(legend, n)
-	}
-	sort.Strings(legend)
-	height := top + rowH*float64(nworkers) + 30 + 16*float64(max(len(legend), len(contextNames(spans))))
-	bw := bufio.NewWriter(out)
-	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width+left+20, height)
-	fmt.Fprintf(bw, `<text x="%.0f" y="14">%d tasks, %.3f ms</text>`+"\n", left, len(evs), span/1e6)
-	for w := 0; w < nworkers; w++ {
-		y := top + rowH*float64(w)
-		fmt.Fprintf(bw, `<text x="4" y="%.1f">cpu%d</text><rect x="%.0f" y="%.1f" width="%.0f" height="%.0f" fill="#f4f4f4"/>`+"\n", y+rowH*0.65, w, left, y, width, rowH-2)
-	}
-	for _, e := range evs {
-		x := left + width*float64(e.start-t0)/span
-		wd := max(width*float64(e.end-e.start)/span, 0.2)
-		y := top + rowH*float64(e.worker)
-		fmt.Fprintf(bw, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>%s #%d</title></rect>`+"\n",
-			x, y, wd, rowH-2, codeletColor(e.name), escapeXML(e.name), e.id)
-	}
-	y := top + rowH*float64(nworkers) + 20
-	for i, n := range legend {
-		yy := y + 16*float64(i)
-		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
-			left, yy-10, codeletColor(n), left+16, yy, escapeXML(n))
-	}
-	drawContexts(bw, spans, t0, span, left, width, top, rowH, y)
-	fmt.Fprintln(bw, "</svg>")
-	return bw.Flush()
-}
-
-func escapeXML(s string) string {
-	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
-	return r.Replace(s)
 }
