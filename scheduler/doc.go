@@ -80,11 +80,17 @@
 // # Failures
 //
 // A task whose implementation returns an error or panics fails with a
-// *TaskError (codelet name, stack of a panic). Tasks depending on it are
-// not run and fail with an error wrapping ErrCanceled; other tasks go on.
-// WaitAll returns the failures joined. Invalid submissions (after Close,
-// no implementation for any worker, a handle unregistered or partitioned,
-// an invalid access mode) return an error at once and change nothing.
+// *TaskError: its message is one line (task, codelet, worker, cause); a
+// panic's stack stays in TaskError.Stack and in the trace. Tasks that
+// need its result - R, RW, Redux or Commute accesses to a handle it
+// wrote, After, AfterTags - are not run and fail with an error wrapping
+// ErrCanceled that names the failed task; other tasks go on. A task that
+// only writes the handle (W) starts a new version of it and runs: that is
+// how a handle recovers, and the R and RW tasks after that W run
+// normally. WaitAll returns each failure once, joined. Invalid
+// submissions (after Close, no implementation for any worker, a handle
+// unregistered or partitioned, an invalid access mode) return an error at
+// once and change nothing.
 //
 // # Traces and statistics
 //

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Each is wrapped with details naming the codelet, handle
@@ -53,13 +54,19 @@ var (
 )
 
 // A TaskError is the error of a task whose implementation (or callback)
-// returned an error or panicked. It names the codelet and keeps the stack
-// of a panic.
+// returned an error or panicked. Error prints one line naming the task,
+// its codelet, the worker and the cause; a panic's stack stays in Stack
+// (and in the trace's event of the task), out of the message.
 type TaskError struct {
 	// Codelet is the codelet's Name.
 	Codelet string
+	// Task is the task's id in traces (0 when statistics are off).
+	Task uint64
 	// Tag is the task's tag, 0 when it has none.
 	Tag Tag
+	// Worker is the id of the worker that ran the task, -1 when the
+	// error did not come from a worker (a callback run at submission).
+	Worker int
 	// Err is the error returned, or a description of the panic value.
 	Err error
 	// Panicked reports whether the implementation panicked.
@@ -68,21 +75,28 @@ type TaskError struct {
 	Stack string
 }
 
-// Error implements error.
+// Error implements error: one line, "scheduler: task #7 (tag 3) of
+// codelet "potrf" failed on worker 1: not positive definite".
 func (e *TaskError) Error() string {
-	what := "failed"
-	if e.Panicked {
-		what = "panicked"
+	var b strings.Builder
+	b.WriteString("scheduler: task")
+	if e.Task != 0 {
+		fmt.Fprintf(&b, " #%d", e.Task)
 	}
-	tag := ""
 	if e.Tag != 0 {
-		tag = fmt.Sprintf(" (tag %d)", e.Tag)
+		fmt.Fprintf(&b, " (tag %d)", e.Tag)
 	}
-	msg := fmt.Sprintf("scheduler: task %q%s %s: %v", e.Codelet, tag, what, e.Err)
-	if e.Stack != "" {
-		msg += "\n" + e.Stack
+	fmt.Fprintf(&b, " of codelet %q ", e.Codelet)
+	if e.Panicked {
+		b.WriteString("panicked")
+	} else {
+		b.WriteString("failed")
 	}
-	return msg
+	if e.Worker >= 0 {
+		fmt.Fprintf(&b, " on worker %d", e.Worker)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
 }
 
 // Unwrap returns the task's own error.

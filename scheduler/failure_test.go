@@ -1,7 +1,10 @@
 package scheduler_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -51,7 +54,7 @@ func TestFailuresCancelDependents(t *testing.T) {
 	assert.Contains(t, err.Error(), "bad tile")
 	assert.Contains(t, err.Error(), `"crash"`)
 	assert.Contains(t, err.Error(), "index out of range")
-	assert.Contains(t, err.Error(), "goroutine") // the panic's stack
+	assert.NotContains(t, err.Error(), "goroutine") // the panic's stack stays in TaskError.Stack
 	assert.ErrorIs(t, err, scheduler.ErrCanceled)
 	assert.Contains(t, err.Error(), "5 tasks not run")
 
@@ -204,4 +207,114 @@ func TestBadOptions(t *testing.T) {
 	assert.Len(t, s.Workers(), 3)
 	assert.Equal(t, "lws", s.Policy())
 	require.NoError(t, s.Close())
+}
+
+// TestTaskErrorOneLine: WaitAll's error is one line per failed task
+// (task, codelet, worker, cause); a panic's stack stays in the
+// TaskError and in the trace.
+func TestTaskErrorOneLine(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
+	crash := &scheduler.Codelet{Name: "crash", CPU: func(*scheduler.Call) error { panic("index out of range") }}
+	task := scheduler.NewTask(crash, scheduler.WithTag(7))
+	require.NoError(t, s.SubmitTask(ctx, task))
+	err := s.WaitAll(ctx)
+	require.Error(t, err)
+	msg := err.Error()
+	assert.NotContains(t, msg, "\n")
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te)
+	assert.Contains(t, msg, `codelet "crash" panicked on worker `)
+	assert.Contains(t, msg, "(tag 7)")
+	assert.Contains(t, msg, "index out of range")
+	assert.Contains(t, msg, fmt.Sprintf("task #%d", te.Task))
+	assert.GreaterOrEqual(t, te.Worker, 0)
+	assert.Less(t, te.Worker, 2)
+	assert.Contains(t, te.Stack, "goroutine")
+
+	var trace bytes.Buffer
+	require.NoError(t, s.WriteTrace(&trace))
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(trace.Bytes(), &doc))
+	found := false
+	for _, e := range doc.TraceEvents {
+		if e.Name == "crash" {
+			found = true
+			assert.Contains(t, e.Args["error"], "goroutine")
+		}
+	}
+	assert.True(t, found, "the failed task is in the trace")
+}
+
+// TestFailedHandleRecovers: a failed task's error is reported once; an R
+// or RW task after it is canceled with an error naming it; a task that
+// only writes the handle runs and makes it usable again.
+func TestFailedHandleRecovers(t *testing.T) {
+	for _, waitFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("waitFirst=%v", waitFirst), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, scheduler.WithWorkers(2))
+			var x uint64
+			h, err := s.RegisterValue(&x)
+			require.NoError(t, err)
+			boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("bad tile") }}
+			set := &scheduler.Codelet{Name: "set", CPU: func(c *scheduler.Call) error {
+				*scheduler.ValueOf[*uint64](c, 0) = 40
+				return nil
+			}}
+			inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+				*scheduler.ValueOf[*uint64](c, 0)++
+				return nil
+			}}
+			var got uint64
+			read := &scheduler.Codelet{Name: "read", CPU: func(c *scheduler.Call) error {
+				got = *scheduler.ValueOf[*uint64](c, 0)
+				return nil
+			}}
+			require.NoError(t, s.Submit(ctx, boom, scheduler.RW(h)))
+			if waitFirst {
+				err := s.WaitAll(ctx)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "bad tile")
+			}
+			stale := scheduler.NewTask(inc, scheduler.RW(h))
+			require.NoError(t, s.SubmitTask(ctx, stale))
+			staleRead := scheduler.NewTask(read, scheduler.R(h))
+			require.NoError(t, s.SubmitTask(ctx, staleRead))
+			fresh := scheduler.NewTask(set, scheduler.W(h))
+			require.NoError(t, s.SubmitTask(ctx, fresh))
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h)))
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h)))
+			require.NoError(t, s.Submit(ctx, read, scheduler.R(h)))
+
+			err = s.WaitAll(ctx)
+			if waitFirst {
+				// The failure was reported by the first WaitAll; only
+				// the cancellations of the stale tasks remain.
+				assert.NotContains(t, err.Error(), "bad tile\n")
+				var te *scheduler.TaskError
+				assert.False(t, errors.As(err, &te) && te.Codelet == "boom" && !errors.Is(err, scheduler.ErrCanceled))
+			}
+			require.ErrorIs(t, err, scheduler.ErrCanceled)
+			assert.Contains(t, err.Error(), "2 tasks not run")
+			for _, st := range []*scheduler.Task{stale, staleRead} {
+				require.ErrorIs(t, st.Err(), scheduler.ErrCanceled)
+				assert.Contains(t, st.Err().Error(), `codelet "boom"`, "names the failed task")
+			}
+			require.NoError(t, fresh.Err())
+			assert.Equal(t, uint64(42), x)
+			assert.Equal(t, uint64(42), got)
+			require.NoError(t, s.WaitAll(ctx), "every error is reported once")
+
+			// The handle keeps working.
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h)))
+			require.NoError(t, s.WaitAll(ctx))
+			assert.Equal(t, uint64(43), x)
+		})
+	}
 }

@@ -357,14 +357,19 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 	if h.curCat == catRedux && cat != catRedux {
 		h.flushReduxLocked()
 	}
+	// A task that only writes h starts a new version of it: it is
+	// ordered after the earlier accesses but does not need their data, so
+	// their failure does not cancel it (it is how a handle recovers after
+	// a failed task).
+	weak := m == ModeW
 	if cat == h.curCat && cat != catWrite && cat != catSync {
 		for _, p := range h.prev {
-			s.addDep(p, t)
+			s.addDepMode(p, t, weak)
 		}
 		h.cur = appendPruned(h.cur, t)
 	} else {
 		for _, p := range h.cur {
-			s.addDep(p, t)
+			s.addDepMode(p, t, weak)
 		}
 		old := h.prev
 		clear(old)
@@ -452,9 +457,13 @@ func (h *Handle) reduceInto(c *Call) error {
 // sealed marks a completed task's successor stack.
 var sealed = &edge{}
 
-// addDep makes t wait for p. Lock-free: t's edge is pushed on p's
-// successor stack unless p has sealed it by completing.
-func (s *Scheduler) addDep(p, t *Task) {
+// addDep makes t wait for p, and cancels t if p fails.
+func (s *Scheduler) addDep(p, t *Task) { s.addDepMode(p, t, false) }
+
+// addDepMode makes t wait for p; unless weak, p's failure cancels t.
+// Lock-free: t's edge is pushed on p's successor stack unless p has
+// sealed it by completing.
+func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
 	if p == t {
 		return
 	}
@@ -464,19 +473,20 @@ func (s *Scheduler) addDep(p, t *Task) {
 		t.preds = append(t.preds, p.id)
 	}
 	if st := p.state.Load(); st >= stateDone {
-		if st == stateFailed {
+		if st == stateFailed && !weak {
 			t.cancel(p.err)
 		}
 		return
 	}
 	e := t.newEdge()
+	e.weak = weak
 	t.pending.Add(1)
 	for {
 		head := p.succs.Load()
 		if head == sealed {
 			// p completed meanwhile; its state and err are set.
 			t.pending.Add(-1)
-			if p.state.Load() == stateFailed {
+			if p.state.Load() == stateFailed && !weak {
 				t.cancel(p.err)
 			}
 			return
@@ -634,7 +644,11 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 		s.recordTask(t, err)
 	}
 	if t.Callback != nil {
-		if cerr := callSafely(t); cerr != nil {
+		wid := -1
+		if w != nil {
+			wid = w.info.ID
+		}
+		if cerr := callSafely(t, wid); cerr != nil {
 			s.recordTask(t, cerr)
 			if err == nil {
 				err = cerr
@@ -649,7 +663,7 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 	}
 	for e := t.succs.Swap(sealed); e != nil; e = e.next {
 		st := e.t
-		if err != nil {
+		if err != nil && !e.weak {
 			st.cancel(err)
 		}
 		if st.pending.Add(-1) == 0 {
@@ -682,10 +696,10 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 }
 
 // callSafely runs t's callback, turning a panic into an error.
-func callSafely(t *Task) (err error) {
+func callSafely(t *Task, worker int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = panicError(t, r, "callback of ")
+			err = panicError(t, worker, r, "callback: ")
 		}
 	}()
 	t.Callback(t)

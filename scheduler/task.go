@@ -279,6 +279,7 @@ type Task struct {
 type edge struct {
 	next *edge
 	t    *Task
+	weak bool // ordering only: the predecessor's failure does not cancel t
 }
 
 // newEdge returns an edge into t, from t's inline storage while it lasts.

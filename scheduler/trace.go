@@ -20,6 +20,7 @@ type traceEvent struct {
 	deps       []uint64
 	rank, size int
 	worker     int
+	err        string // the task's error, with a panic's stack; "" on success
 }
 
 // WorkerStats are one worker's figures. Busy and Idle are measured only
@@ -172,6 +173,9 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker, extra 
 		args := map[string]any{"task": e.id, "deps": e.deps}
 		if e.size > 1 {
 			args["rank"], args["team"] = e.rank, e.size
+		}
+		if e.err != "" {
+			args["error"] = e.err
 		}
 		if err := emit(chromeEvent{Name: e.name, Cat: "task", Ph: "X", Ts: us(e.start), Dur: us(e.end - e.start),
 			Pid: 0, Tid: e.worker, Args: args}); err != nil {

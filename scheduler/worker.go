@@ -285,10 +285,17 @@ func (w *Worker) run(t *Task, c *Call) error {
 	}
 	if s.cfg.stats {
 		w.busyNs.Add(int64(d))
-		w.events = append(w.events, traceEvent{
+		ev := traceEvent{
 			id: t.id, name: cl.name(), start: start.Sub(s.epoch), end: end.Sub(s.epoch),
 			deps: t.preds, rank: c.Rank, size: c.Size,
-		})
+		}
+		if err != nil {
+			ev.err = err.Error()
+			if te, ok := err.(*TaskError); ok && te.Stack != "" {
+				ev.err += "\n" + te.Stack
+			}
+		}
+		w.events = append(w.events, ev)
 	}
 	return err
 }
@@ -353,23 +360,23 @@ func addFloat(a *atomic.Uint64, v float64) {
 func callCPU(t *Task, c *Call) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = panicError(t, r, "")
+			err = panicError(t, c.Worker, r, "")
 		}
 	}()
 	if e := t.Codelet.CPU(c); e != nil {
-		return &TaskError{Codelet: t.Codelet.name(), Tag: t.Tag, Err: e}
+		return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: e}
 	}
 	return nil
 }
 
-func panicError(t *Task, r any, what string) error {
+func panicError(t *Task, worker int, r any, what string) error {
 	e, ok := r.(error)
 	if !ok {
 		e = fmt.Errorf("%s%v", what, r)
 	} else if what != "" {
 		e = fmt.Errorf("%s%w", what, e)
 	}
-	return &TaskError{Codelet: t.Codelet.name(), Tag: t.Tag, Err: e, Panicked: true, Stack: string(debug.Stack())}
+	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: worker, Err: e, Panicked: true, Stack: string(debug.Stack())}
 }
 
 // prepare fills bufs with t's data on this worker's memory node.
