@@ -57,6 +57,17 @@
 // while letting readers run together. Scratch gives a per-worker buffer
 // and no dependency. NoImplicitDeps turns inference off for a handle.
 //
+// # Access modes on one handle
+//
+// A task may name one handle several times. R, W and RW combine freely
+// (R+RW, RW+RW, R+W): the task depends on the handle as if it had the
+// union of the modes, once, and each Call index sees the same buffer.
+// Scratch, Redux and Commute may only be repeated with the same mode:
+// Scratch, Redux or Commute together with any other mode on the same
+// handle is refused with ErrInvalidMode, since the buffers they give
+// (a worker's scratch or reduction copy, a commute token) cannot also be
+// the handle's data.
+//
 // # Workers, drivers and policies
 //
 // Workers are goroutines owned by the scheduler, one per core by default

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -237,57 +236,6 @@ func (s *Scheduler) newHandle(cfg handleConfig, kind handleKind) *Handle {
 	h.replicas = make([]atomic.Uint32, s.nnodes)
 	h.replicas[RAM].Store(replicaOwner)
 	return h
-}
-
-// A span is a registered memory range, for overlap detection.
-type span struct {
-	lo, hi uintptr
-	h      *Handle
-}
-
-func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
-	if s.closed.Load() {
-		return fmt.Errorf("registering %v: %w", h, ErrClosed)
-	}
-	var lo, size uintptr
-	switch v.Kind() {
-	case reflect.Slice:
-		if v.Len() == 0 {
-			return nil
-		}
-		lo, size = v.Pointer(), uintptr(v.Len())*v.Type().Elem().Size()
-	case reflect.Pointer:
-		lo, size = v.Pointer(), v.Type().Elem().Size()
-	}
-	if size == 0 {
-		return nil
-	}
-	sp := span{lo: lo, hi: lo + size, h: h}
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].lo >= sp.lo })
-	for _, j := range []int{i - 1, i} {
-		if j >= 0 && j < len(s.spans) && s.spans[j].lo < sp.hi && sp.lo < s.spans[j].hi {
-			return fmt.Errorf("%w: %v overlaps %v; unregister it first, or Partition it and use its tiles", ErrOverlap, h, s.spans[j].h)
-		}
-	}
-	s.spans = append(s.spans, span{})
-	copy(s.spans[i+1:], s.spans[i:])
-	s.spans[i] = sp
-	h.span = sp
-	return nil
-}
-
-func (s *Scheduler) removeSpan(h *Handle) {
-	if h.span.h == nil {
-		return
-	}
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].lo >= h.span.lo })
-	if i < len(s.spans) && s.spans[i].h == h {
-		s.spans = append(s.spans[:i], s.spans[i+1:]...)
-	}
 }
 
 // Rows returns the number of rows (the length of a vector, 1 for a value).

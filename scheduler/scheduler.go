@@ -17,6 +17,7 @@ import (
 // concurrent use; several goroutines may submit at once.
 type Scheduler struct {
 	cfg     config
+	id      int // this scheduler's number in the process, for messages
 	policy  Policy
 	workers []*Worker
 	kinds   [numKinds]int
@@ -48,7 +49,6 @@ type Scheduler struct {
 	tags  map[Tag]*tagEntry
 
 	regMu     sync.Mutex
-	spans     []span
 	reduxLive map[*Handle]struct{}
 
 	nextID atomic.Uint64
@@ -85,6 +85,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		cfg:       cfg,
+		id:        registry.newSchedulerID(),
 		nnodes:    1,
 		epoch:     time.Now(),
 		tags:      make(map[Tag]*tagEntry),
@@ -804,6 +805,7 @@ func (s *Scheduler) Close() error {
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt = time.Now()
 		s.stopWorkers()
+		s.releaseSpans()
 		if err := s.models.save(); err != nil {
 			errs = append(errs, err)
 		}
