@@ -85,6 +85,42 @@ type Context struct {
 	errs      []error
 	canceled  int
 	firstCanc error
+
+	teamMu sync.Mutex
+	teams  map[int]int // team size -> tasks of that size not completed
+}
+
+// MinWorkers returns the number of workers c needs to run its pending
+// tasks: the largest team (WithTeam) among its tasks not yet completed,
+// 1 when it has other tasks, 0 when none. A resize that leaves c fewer
+// workers parks such a team until workers come back (WaitAll with a
+// deadline then reports ErrNoWorkers); a hypervisor keeps at least this
+// many.
+func (c *Context) MinWorkers() int {
+	c.teamMu.Lock()
+	n := 0
+	for size, count := range c.teams {
+		if count > 0 {
+			n = max(n, size)
+		}
+	}
+	c.teamMu.Unlock()
+	if n == 0 && c.Pending() > 0 {
+		n = 1
+	}
+	return n
+}
+
+func (c *Context) countTeam(size, d int) {
+	c.teamMu.Lock()
+	if c.teams == nil {
+		c.teams = make(map[int]int)
+	}
+	c.teams[size] += d
+	if c.teams[size] == 0 {
+		delete(c.teams, size)
+	}
+	c.teamMu.Unlock()
 }
 
 // contexts is the scheduler's context state. Lock discipline: cx.mu,
@@ -433,7 +469,15 @@ func (s *Scheduler) wakeMoved(ids []int) {
 	for _, id := range ids {
 		w := s.workers[id]
 		w.cx.moveReq.Store(true)
-		s.wakeWorker(w)
+		if !s.wakeWorker(w) {
+			// Not asleep: it may be waiting for a team to form
+			// (awaitTeam), which a token on wake lets go; a worker
+			// that is busy only finds the token at its next sleep.
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -835,6 +879,9 @@ func (s *Scheduler) stuckError(err error) error {
 	for _, c := range s.stuckContexts() {
 		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; give it workers (AddWorkers, MoveWorkers) or submit elsewhere", ErrNoWorkers, c.name, c.Pending()))
 	}
+	for c, t := range s.parkedTeams() {
+		errs = append(errs, teamNeedError(c, t, s.poppers(c)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -892,6 +939,9 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 		return fmt.Errorf("task %q: %w: %q (stopped, finished or being deleted)", t.Codelet.name(), ErrContextStopped, c.name)
 	}
 	t.Context = c
+	if t.Team > 1 {
+		c.countTeam(t.Team, 1)
+	}
 	return nil
 }
 
@@ -905,8 +955,11 @@ func (c *Context) leaveCount() {
 	}
 }
 
-// taskDone is called once per completed task of c.
-func (c *Context) taskDone() {
+// taskDone is called once per completed task t of c.
+func (c *Context) taskDone(t *Task) {
+	if t.Team > 1 {
+		c.countTeam(t.Team, -1)
+	}
 	if c.cluster {
 		c.policy.(*clusterPolicy).running.Store(false)
 		c.wakeAll()
@@ -991,6 +1044,7 @@ func (c *Context) leave(w *Worker) {
 		c.push(t, nil, false)
 	}
 	c.wakeAll()
+	c.s.teamShrunk(c)
 }
 
 // applyContexts is the safe point where a worker applies the context
@@ -1027,6 +1081,7 @@ func (w *Worker) applyContexts() {
 	} else {
 		w.cx.chain.Store(&next)
 	}
+	s.teamsGrew()
 	r := Resize{At: time.Duration(s.now()), Worker: w.info.ID, From: old[0].name, FromID: old[0].id, To: next[0].name, ToID: next[0].id, Reason: reason}
 	s.cx.mu.Lock()
 	s.cx.resizes = append(s.cx.resizes, r)
@@ -1083,6 +1138,14 @@ func (s *Scheduler) contextOf(t *Task) *Context {
 // "close" resize.
 func (s *Scheduler) lendAtClose() {
 	stuck := s.stuckContexts()
+	need := make(map[*Context]int, len(stuck))
+	for _, c := range stuck {
+		need[c] = 1
+	}
+	for c, t := range s.parkedTeams() {
+		stuck = append(stuck, c)
+		need[c] = max(need[c], t.Team-s.poppers(c))
+	}
 	if len(stuck) == 0 {
 		return
 	}
@@ -1090,12 +1153,15 @@ func (s *Scheduler) lendAtClose() {
 	var moved []int
 	for _, c := range stuck {
 		for id, l := range s.cx.leaf {
+			if need[c] <= 0 {
+				break
+			}
 			if !slices.ContainsFunc(stuck, func(x *Context) bool { return l.isIn(x) }) && !slices.Contains(moved, id) {
 				moved = append(moved, s.retargetLocked([]int{id}, c, "close")...)
+				need[c]--
 				if l := s.cfg.logger; l != nil {
-					l.Warn("context has tasks and no workers at Close: lending it a worker", zap.String("context", c.name), zap.Int("worker", id))
+					l.Warn("context has tasks and too few workers at Close: lending it a worker", zap.String("context", c.name), zap.Int("worker", id))
 				}
-				break
 			}
 		}
 	}

@@ -86,7 +86,15 @@
 //
 // WithTeam(k) runs a task on k workers at once: with Codelet.Parallel
 // SPMD every member calls the implementation with its Rank and Size; with
-// ForkJoin only rank 0 does, the others being reserved for it.
+// ForkJoin only rank 0 does, the others being reserved for it. A team
+// forms from the workers that pop its context's tasks, one team at a time
+// in the scheduler. If the context shrinks below k after the task was
+// submitted, the team waits for workers without holding up the teams of
+// other contexts, and its members waiting for mates are let go: WaitAll
+// with a deadline reports it (ErrNoWorkers, naming the context and the
+// team), adding workers runs it, and Close lends the context the workers
+// it needs. Context.MinWorkers tells a resizer how many workers a
+// context's pending teams need.
 //
 // # Failures
 //

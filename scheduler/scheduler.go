@@ -53,9 +53,7 @@ type Scheduler struct {
 
 	nextID atomic.Uint64
 
-	teamMu    sync.Mutex
-	forming   atomic.Pointer[team]
-	teamQueue []*Task
+	teams teams // parallel tasks gathering their workers (team.go)
 
 	stopping atomic.Bool
 	stop     chan struct{}
@@ -683,7 +681,7 @@ func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
 		q = s.tagDone(t, err, q)
 	}
 	if t.Context != nil {
-		t.Context.taskDone()
+		t.Context.taskDone(t)
 	}
 	if w != nil {
 		w.doneBatch++

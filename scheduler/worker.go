@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -206,12 +205,13 @@ func (s *Scheduler) wakeAll() {
 // (running its share before Pop returns).
 func (w *Worker) Pop() *Task {
 	s := w.s
-	if w.cx.moveReq.Load() {
-		// Safe point: the worker holds no task; apply a context change.
-		w.applyContexts()
-	}
 	for {
-		if tm := s.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) {
+		if w.cx.moveReq.Load() {
+			// Safe point: the worker holds no task; apply a context
+			// change (also after leaving a team that had not formed).
+			w.applyContexts()
+		}
+		if tm := s.teams.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) {
 			w.joinTeam(tm)
 			continue
 		}
@@ -439,86 +439,4 @@ func (w *Worker) reduxBuf(h *Handle) (*buffer, error) {
 		rc.live = true
 	}
 	return rc.buf, nil
-}
-
-// team is a parallel task gathering its workers.
-type team struct {
-	t      *Task
-	size   int32
-	joined atomic.Int32
-	left   atomic.Int32
-	start  chan struct{} // closed when all members joined
-	end    chan struct{} // closed when rank 0 finished (fork-join)
-	mu     sync.Mutex
-	err    error
-}
-
-// startTeam queues a parallel task for its team to form. One team forms
-// at a time, so two half-formed teams can never wait on each other.
-func (s *Scheduler) startTeam(t *Task) {
-	s.teamMu.Lock()
-	defer s.teamMu.Unlock()
-	s.teamQueue = append(s.teamQueue, t)
-	if s.forming.Load() == nil {
-		s.promoteTeamLocked()
-	}
-}
-
-func (s *Scheduler) promoteTeamLocked() {
-	if len(s.teamQueue) == 0 {
-		s.forming.Store(nil)
-		return
-	}
-	t := s.teamQueue[0]
-	s.teamQueue = s.teamQueue[1:]
-	s.forming.Store(&team{t: t, size: int32(t.Team), start: make(chan struct{}), end: make(chan struct{})})
-	s.wakeAll()
-}
-
-// joinTeam makes w a member of the forming team (if it is not full),
-// waits for the others and runs its share.
-func (w *Worker) joinTeam(tm *team) {
-	s := w.s
-	rank := tm.joined.Add(1) - 1
-	if rank >= tm.size {
-		return
-	}
-	if rank == tm.size-1 {
-		s.teamMu.Lock()
-		if s.forming.Load() == tm {
-			s.promoteTeamLocked()
-		}
-		s.teamMu.Unlock()
-		close(tm.start)
-	} else {
-		<-tm.start
-	}
-	t := tm.t
-	var c Call
-	c = Call{Task: t, Worker: w.info.ID, Rank: int(rank), Size: int(tm.size), Arg: t.Arg}
-	bufs, err := w.prepare(t, nil)
-	c.bufs = bufs
-	if err == nil && (t.Codelet.Parallel == SPMD || rank == 0) {
-		err = w.run(t, &c)
-	}
-	if t.Codelet.Parallel == ForkJoin {
-		if rank == 0 {
-			close(tm.end)
-		} else {
-			<-tm.end
-		}
-	}
-	if err != nil {
-		tm.mu.Lock()
-		if tm.err == nil {
-			tm.err = err
-		}
-		tm.mu.Unlock()
-	}
-	if tm.left.Add(1) == tm.size {
-		tm.mu.Lock()
-		err := tm.err
-		tm.mu.Unlock()
-		w.complete(t, err, false)
-	}
 }

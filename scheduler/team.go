@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Parallel tasks (WithTeam) are run by a team of workers that gather
+// first. One team forms at a time in the whole scheduler, so two
+// half-formed teams can never wait on each other for workers; the
+// others wait in teams.queue. A team can only form from the workers that
+// pop its context's tasks: when its context has fewer than the team's
+// size (it shrank after the task was submitted), the team does not hold
+// up the others: the task is parked, its waiting members are let go,
+// and it is queued again when workers join the context. Until then
+// WaitAll with a deadline names it (ErrNoWorkers), and Close lends the
+// context the workers it needs.
+type teams struct {
+	mu      sync.Mutex
+	forming atomic.Pointer[team] // the team gathering now, nil for none
+	queue   []*Task              // waiting to form, in order
+	parked  []*Task              // waiting for their context to grow
+	nparked atomic.Int32
+}
+
+// team is a parallel task gathering its workers.
+type team struct {
+	t    *Task
+	size int
+	// Guarded by teams.mu until start is closed, immutable after.
+	members []*Worker
+	started bool
+	aborted bool
+	start   chan struct{} // closed when every member joined, or aborted
+	end     chan struct{} // closed when rank 0 finished (fork-join)
+	left    atomic.Int32
+	mu      sync.Mutex
+	err     error
+}
+
+// startTeam queues a parallel task for its team to form.
+func (s *Scheduler) startTeam(t *Task) {
+	s.teams.mu.Lock()
+	defer s.teams.mu.Unlock()
+	s.teams.queue = append(s.teams.queue, t)
+	if s.teams.forming.Load() == nil {
+		s.promoteTeamLocked()
+	}
+}
+
+// poppers returns how many workers pop the tasks of c now (nil: the
+// global context).
+func (s *Scheduler) poppers(c *Context) int {
+	if c == nil || c.parent == nil {
+		return len(s.workers)
+	}
+	return len(*c.applied.Load())
+}
+
+// promoteTeamLocked starts forming the next queued team whose context
+// has enough workers, parking those that do not. teams.mu is held.
+func (s *Scheduler) promoteTeamLocked() {
+	for len(s.teams.queue) > 0 {
+		t := s.teams.queue[0]
+		s.teams.queue = s.teams.queue[1:]
+		if s.poppers(t.Context) < t.Team {
+			s.parkTeamLocked(t)
+			continue
+		}
+		s.teams.forming.Store(&team{t: t, size: t.Team, start: make(chan struct{}), end: make(chan struct{})})
+		s.wakeAll()
+		return
+	}
+	s.teams.forming.Store(nil)
+}
+
+func (s *Scheduler) parkTeamLocked(t *Task) {
+	s.teams.parked = append(s.teams.parked, t)
+	s.teams.nparked.Add(1)
+}
+
+// teamShrunk is called when a worker stopped popping from c: if the team
+// forming belongs to c and c no longer has enough workers for it, the
+// team is disbanded (its task parked) and the next one forms.
+func (s *Scheduler) teamShrunk(c *Context) {
+	tm := s.teams.forming.Load()
+	if tm == nil || tm.t.Context != c {
+		return
+	}
+	s.teams.mu.Lock()
+	defer s.teams.mu.Unlock()
+	if s.teams.forming.Load() != tm || tm.started || s.poppers(c) >= tm.size {
+		return
+	}
+	tm.aborted = true
+	close(tm.start)
+	s.parkTeamLocked(tm.t)
+	s.promoteTeamLocked()
+}
+
+// teamsGrew is called when a worker started popping from new contexts:
+// the parked teams that now have enough workers are queued again.
+func (s *Scheduler) teamsGrew() {
+	if s.teams.nparked.Load() == 0 {
+		return
+	}
+	s.teams.mu.Lock()
+	defer s.teams.mu.Unlock()
+	n := 0
+	for _, t := range s.teams.parked {
+		if s.poppers(t.Context) >= t.Team {
+			s.teams.queue = append(s.teams.queue, t)
+			continue
+		}
+		s.teams.parked[n] = t
+		n++
+	}
+	clear(s.teams.parked[n:])
+	s.teams.parked = s.teams.parked[:n]
+	s.teams.nparked.Store(int32(n))
+	if s.teams.forming.Load() == nil {
+		s.promoteTeamLocked()
+	}
+}
+
+// parkedTeams returns, per context, the largest team parked for lack of
+// workers.
+func (s *Scheduler) parkedTeams() map[*Context]*Task {
+	if s.teams.nparked.Load() == 0 {
+		return nil
+	}
+	s.teams.mu.Lock()
+	defer s.teams.mu.Unlock()
+	out := make(map[*Context]*Task)
+	for _, t := range s.teams.parked {
+		if o := out[t.Context]; o == nil || o.Team < t.Team {
+			out[t.Context] = t
+		}
+	}
+	return out
+}
+
+// joinTeam makes w a member of the forming team tm (if it is not full),
+// waits for the others and runs its share. A member waiting for the
+// others stays reachable: a context change posted for it, or the team
+// being disbanded, lets it go before the team starts.
+func (w *Worker) joinTeam(tm *team) {
+	s := w.s
+	s.teams.mu.Lock()
+	if s.teams.forming.Load() != tm || tm.started || tm.aborted || len(tm.members) >= tm.size {
+		s.teams.mu.Unlock()
+		return
+	}
+	tm.members = append(tm.members, w)
+	if len(tm.members) == tm.size {
+		tm.started = true
+		s.promoteTeamLocked()
+		close(tm.start)
+		s.teams.mu.Unlock()
+	} else {
+		s.teams.mu.Unlock()
+		if !w.awaitTeam(tm) {
+			return
+		}
+	}
+	w.runTeam(tm, slices.Index(tm.members, w))
+}
+
+// awaitTeam waits until tm starts (true) or w leaves it (false): because
+// the team was disbanded, or a context change is posted for w (wakeMoved
+// nudges it), or the scheduler stops. The member is not flagged as
+// sleeping: a push must wake a worker that can take the task.
+func (w *Worker) awaitTeam(tm *team) bool {
+	s := w.s
+	for {
+		if !w.cx.moveReq.Load() && !s.stopping.Load() {
+			select {
+			case <-tm.start:
+			case <-w.wake:
+			case <-s.stop:
+			}
+		}
+		s.teams.mu.Lock()
+		switch {
+		case tm.started:
+			s.teams.mu.Unlock()
+			return true
+		case tm.aborted:
+			s.teams.mu.Unlock()
+			return false
+		case w.cx.moveReq.Load() || s.stopping.Load():
+			tm.members = slices.DeleteFunc(tm.members, func(x *Worker) bool { return x == w })
+			s.teams.mu.Unlock()
+			return false
+		}
+		s.teams.mu.Unlock()
+	}
+}
+
+// runTeam runs member rank's share of the team's task; the last member
+// to finish completes the task.
+func (w *Worker) runTeam(tm *team, rank int) {
+	t := tm.t
+	c := Call{Task: t, Worker: w.info.ID, Rank: rank, Size: tm.size, Arg: t.Arg}
+	bufs, err := w.prepare(t, nil)
+	c.bufs = bufs
+	if err == nil && (t.Codelet.Parallel == SPMD || rank == 0) {
+		err = w.run(t, &c)
+	}
+	if t.Codelet.Parallel == ForkJoin {
+		if rank == 0 {
+			close(tm.end)
+		} else {
+			<-tm.end
+		}
+	}
+	if err != nil {
+		tm.mu.Lock()
+		if tm.err == nil {
+			tm.err = err
+		}
+		tm.mu.Unlock()
+	}
+	if tm.left.Add(1) == int32(tm.size) {
+		tm.mu.Lock()
+		err := tm.err
+		tm.mu.Unlock()
+		w.complete(t, err, false)
+	}
+}
+
+// teamNeedError describes a parked team for ErrNoWorkers.
+func teamNeedError(c *Context, t *Task, have int) error {
+	return fmt.Errorf("%w: %q has a team of %d workers waiting to run %q and %d workers; give it workers (AddWorkers, MoveWorkers)", ErrNoWorkers, c.name, t.Team, t.Codelet.name(), have)
+}

@@ -1,0 +1,155 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// poppedMonitor signals when a task of codelet name is popped.
+type poppedMonitor struct {
+	name   string
+	popped chan int
+}
+
+func (m *poppedMonitor) TaskPushed(*scheduler.Context, *scheduler.Task) {}
+func (m *poppedMonitor) TaskPopped(_ *scheduler.Context, t *scheduler.Task, w int) {
+	if t.Name() == m.name {
+		select {
+		case m.popped <- w:
+		default:
+		}
+	}
+}
+func (m *poppedMonitor) IdleCycle(*scheduler.Context, int, time.Duration) {}
+func (m *poppedMonitor) IdleEnd(*scheduler.Context, int, time.Duration)   {}
+func (m *poppedMonitor) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) {
+}
+
+// TestTeamAfterContextShrinks: a blocking task and then a team of 2 in a
+// 2-worker context; one worker (the one running the blocking task, or
+// the one waiting for its team mate) is removed, then the blocking task
+// is released. The team cannot form: WaitAll with a deadline says so
+// (ErrNoWorkers naming the context and the team), teams of other
+// contexts still run, adding a worker back runs it, and Close ends.
+func TestTeamAfterContextShrinks(t *testing.T) {
+	for _, remove := range []string{"runner", "waiter"} {
+		t.Run(remove, func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, scheduler.WithWorkers(4))
+			c1, err := s.NewContext("c1", scheduler.ContextWorkers(0, 1))
+			require.NoError(t, err)
+			c2, err := s.NewContext("c2", scheduler.ContextWorkers(2, 3))
+			require.NoError(t, err)
+			mon := &poppedMonitor{name: "spmd", popped: make(chan int, 1)}
+			s.SetMonitor(mon, 0)
+
+			started, release := make(chan int, 1), make(chan struct{})
+			block := &scheduler.Codelet{Name: "block", CPU: func(c *scheduler.Call) error {
+				started <- c.Worker
+				<-release
+				return nil
+			}}
+			var members atomic.Int32
+			spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error {
+				members.Add(1)
+				return nil
+			}}
+			require.NoError(t, s.Submit(ctx, block, scheduler.InContext(c1)))
+			runner := <-started
+			team := scheduler.NewTask(spmd, scheduler.WithTeam(2), scheduler.InContext(c1))
+			require.NoError(t, s.SubmitTask(ctx, team))
+			assert.Equal(t, 2, c1.MinWorkers(), "the team needs two workers")
+			waiter := <-mon.popped // the other worker took the team task and waits for a mate
+			require.Equal(t, 1-runner, waiter)
+			gone := runner
+			if remove == "waiter" {
+				gone = waiter
+			}
+			require.NoError(t, c1.RemoveWorkers(gone))
+			if remove == "waiter" {
+				// The waiting member leaves at once (the runner only
+				// after its task): wait until it has, or the runner
+				// could complete the team with it first.
+				waitResize(t, s, gone, "remove")
+			}
+			close(release)
+
+			// A team of another context is not held up.
+			other := scheduler.NewTask(spmd, scheduler.WithTeam(2), scheduler.InContext(c2))
+			require.NoError(t, s.SubmitTask(ctx, other))
+			require.NoError(t, other.Wait(ctx))
+
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			err = c1.WaitAll(short)
+			cancel()
+			require.ErrorIs(t, err, scheduler.ErrNoWorkers)
+			assert.Contains(t, err.Error(), `"c1"`)
+			assert.Contains(t, err.Error(), `team of 2`)
+			assert.Contains(t, err.Error(), `"spmd"`)
+
+			// Workers back: the team forms.
+			require.NoError(t, c1.AddWorkers(gone))
+			require.NoError(t, c1.WaitAll(ctx))
+			require.NoError(t, team.Err())
+			assert.Equal(t, 0, c1.MinWorkers())
+			assert.Equal(t, int32(4), members.Load(), "two members for each of the two teams")
+		})
+	}
+}
+
+// TestCloseWithStalledTeam: Close completes a team whose context lost
+// the workers it needs, lending it workers.
+func TestCloseWithStalledTeam(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(3), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	c, err := s.NewContext("c", scheduler.ContextWorkers(0, 1))
+	require.NoError(t, err)
+	var members atomic.Int32
+	spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error {
+		members.Add(1)
+		return nil
+	}}
+	started, release := make(chan struct{}), make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
+		close(started)
+		<-release
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, block, scheduler.InContext(c)))
+	<-started
+	require.NoError(t, s.Submit(ctx, spmd, scheduler.WithTeam(2), scheduler.InContext(c)))
+	require.NoError(t, c.RemoveWorkers(0, 1))
+	close(release)
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("Close hung on a team whose context has no workers")
+	}
+	assert.Equal(t, int32(2), members.Load())
+}
+
+// waitResize waits until worker has applied a context change for reason.
+func waitResize(t *testing.T, s *scheduler.Scheduler, worker int, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range s.Resizes() {
+			if r.Worker == worker && r.Reason == reason {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("worker %d did not apply its %q context change", worker, reason)
+}
