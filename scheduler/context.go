@@ -407,7 +407,6 @@ func (s *Scheduler) policyConfig() PolicyConfig {
 	return PolicyConfig{
 		Seed:     uint64(time.Now().UnixNano()),
 		Estimate: s.estimate,
-		Transfer: func(*Task, MemoryNode) float64 { return 0 },
 		Now:      s.now,
 	}
 }

@@ -21,17 +21,16 @@
 // on the same memory; Unpartition gathers them back. Unregister waits for
 // the tasks using a handle and returns its data. Registering memory that
 // overlaps a registered handle is an error (ErrOverlap), so one piece of
-// memory is never reachable through two unrelated handles.
-//
-// Each handle keeps the state of its replica on every memory node (MSI:
-// owner, shared, invalid). This version has one memory node, RAM; the
-// state, the per-node buffers and the transfer cost used by dmda are where
-// GPU memories plug in.
+// memory is never reachable through two unrelated handles. The check
+// spans every Scheduler of the process: in-process ranks share memory,
+// and the same slice registered with two ranks' schedulers is refused
+// with an error naming both handles. Close releases a scheduler's
+// registrations.
 //
 // # Tasks and codelets
 //
-// A Codelet holds a task kind's implementations (CPU, and CUDA reserved
-// for GPU workers), a performance model and a flop count. A task's
+// A Codelet holds a task kind's implementation (CPU), a performance
+// model and a flop count. A task's
 // implementation receives a *Call: its data through VectorOf, MatrixOf and
 // ValueOf (indexed like the task's accesses), its argument, and its rank
 // and team size for parallel tasks. Submit takes accesses and options:

@@ -12,8 +12,8 @@ var (
 	// ErrClosed is returned by Submit and Register calls made after Close.
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrNoImplementation is returned by Submit when the task's codelet has
-	// no implementation for any worker kind this scheduler has (for example
-	// a codelet with only a CUDA function on a machine without GPUs).
+	// no implementation for any worker kind this scheduler has (a codelet
+	// without a CPU function).
 	ErrNoImplementation = errors.New("scheduler: no implementation for any available worker")
 	// ErrUnregistered is returned when a task accesses a handle that was
 	// unregistered, or a tile of a matrix that was unpartitioned.

@@ -8,22 +8,12 @@ import (
 	"sync/atomic"
 )
 
-// MemoryNode identifies a memory space holding replicas of handles: RAM
-// is node 0; GPU memories get the following numbers.
+// MemoryNode identifies a memory space a worker computes in: RAM is
+// node 0, the only one of CPU workers.
 type MemoryNode int
 
 // RAM is the main memory node.
 const RAM MemoryNode = 0
-
-// Replica states of a handle on a memory node, after StarPU's MSI
-// protocol: an owner replica is the only valid one and may be written, a
-// shared replica is one of several valid read-only copies, an invalid
-// replica must be fetched before use.
-const (
-	replicaInvalid uint32 = iota
-	replicaShared
-	replicaOwner
-)
 
 // Handle status.
 const (
@@ -111,7 +101,6 @@ type Handle struct {
 	status atomic.Uint32
 
 	implicit bool
-	replicas []atomic.Uint32 // per memory node, replica* state
 
 	mu       sync.Mutex // guards the fields below
 	cur      []*Task    // the last group of accesses
@@ -233,8 +222,6 @@ func (s *Scheduler) RegisterValue(v any, opts ...HandleOption) (*Handle, error) 
 
 func (s *Scheduler) newHandle(cfg handleConfig, kind handleKind) *Handle {
 	h := &Handle{s: s, name: cfg.name, kind: kind, implicit: !cfg.noImplicit}
-	h.replicas = make([]atomic.Uint32, s.nnodes)
-	h.replicas[RAM].Store(replicaOwner)
 	return h
 }
 
@@ -423,27 +410,8 @@ func (h *Handle) usableLocked() error {
 	return nil
 }
 
-// nodeBuf returns h's buffer on memory node n.
-func (h *Handle) nodeBuf(n MemoryNode) *buffer {
-	// Only RAM exists in this version; GPU nodes will keep their own
-	// buffers here, allocated and filled by fetch.
-	return &h.ram
-}
-
-// acquire makes h valid on node n for mode m (MSI): a reader needs a
-// valid replica, a writer becomes the owner and invalidates the others.
+// acquire returns h's data for a task's access on memory node n (RAM,
+// the only node of CPU workers: the data is always valid there).
 func (h *Handle) acquire(n MemoryNode, m Mode) *buffer {
-	if m&ModeW != 0 {
-		if h.replicas[n].Load() != replicaOwner {
-			for i := range h.replicas {
-				h.replicas[i].Store(replicaInvalid)
-			}
-			h.replicas[n].Store(replicaOwner)
-		}
-	} else if h.replicas[n].Load() == replicaInvalid {
-		// A transfer from a valid node would go here; with RAM only,
-		// RAM is always valid.
-		h.replicas[n].Store(replicaShared)
-	}
-	return h.nodeBuf(n)
+	return &h.ram
 }

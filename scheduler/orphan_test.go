@@ -17,7 +17,7 @@ import (
 // a worker to wake: the joined worker may already be asleep.
 func TestOrphanPushRacingAddWorkers(t *testing.T) {
 	cfg := PolicyConfig{Seed: 1, Estimate: func(*Task, WorkerKind) (float64, bool) { return 0, false },
-		Transfer: func(*Task, MemoryNode) float64 { return 0 }, Now: func() int64 { return 0 }}
+		Now: func() int64 { return 0 }}
 	for _, name := range []string{"random", "ws", "lws", "dmda"} {
 		t.Run(name, func(t *testing.T) {
 			f, err := lookupPolicy(name)

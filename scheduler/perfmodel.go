@@ -170,9 +170,14 @@ func (ms *modelStore) load(name string, md *modelData) {
 		return
 	}
 	for _, e := range f.Entries {
-		k := CPUWorker
-		if e.Kind == CUDAWorker.String() {
-			k = CUDAWorker
+		k := numKinds
+		for x := range numKinds {
+			if e.Kind == x.String() {
+				k = x
+			}
+		}
+		if k == numKinds {
+			continue // a kind this build does not have
 		}
 		m2 := e.StddevNs * e.StddevNs * float64(e.N)
 		md.entries[modelKey{e.Footprint, k}] = &modelEntry{n: e.N, mean: e.MeanNs, m2: m2}

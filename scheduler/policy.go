@@ -14,18 +14,14 @@ type WorkerKind uint8
 const (
 	// CPUWorker runs Codelet.CPU on one core.
 	CPUWorker WorkerKind = iota
-	// CUDAWorker runs Codelet.CUDA on one GPU (reserved).
-	CUDAWorker
 	numKinds
 )
 
-// String returns "cpu" or "cuda".
+// String returns "cpu".
 func (k WorkerKind) String() string {
 	switch k {
 	case CPUWorker:
 		return "cpu"
-	case CUDAWorker:
-		return "cuda"
 	}
 	return fmt.Sprintf("WorkerKind(%d)", uint8(k))
 }
@@ -84,9 +80,6 @@ type PolicyConfig struct {
 	// nanoseconds from the task's codelet's performance model; ok is
 	// false if the model is missing or not calibrated for t's footprint.
 	Estimate func(t *Task, k WorkerKind) (ns float64, ok bool)
-	// Transfer predicts the time in nanoseconds to make t's data valid
-	// on memory node n (0 while there is one memory node).
-	Transfer func(t *Task, n MemoryNode) float64
 	// Now returns the current time in nanoseconds on a monotonic clock.
 	Now func() int64
 }

@@ -105,7 +105,7 @@ func (p *dmda) Push(t *Task, from int) int {
 				calibrated = false
 				break
 			}
-			cands = append(cands, heftCand{xfer: p.cfg.Transfer(t, s.info[w].Node), exec: est})
+			cands = append(cands, heftCand{exec: est})
 			ids = append(ids, w)
 		}
 		if !calibrated || len(cands) == 0 {

@@ -48,7 +48,6 @@ func TestPolicyAddRemoveKeepsTasks(t *testing.T) {
 	cfg := PolicyConfig{
 		Seed:     1,
 		Estimate: func(*Task, WorkerKind) (float64, bool) { return 0, false },
-		Transfer: func(*Task, MemoryNode) float64 { return 0 },
 		Now:      func() int64 { return 0 },
 	}
 	for name, f := range policyFactories() {

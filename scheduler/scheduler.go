@@ -21,7 +21,6 @@ type Scheduler struct {
 	policy  Policy
 	workers []*Worker
 	kinds   [numKinds]int
-	nnodes  int
 	epoch   time.Time
 	models  *modelStore
 
@@ -84,19 +83,13 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		cfg:       cfg,
 		id:        registry.newSchedulerID(),
-		nnodes:    1,
 		epoch:     time.Now(),
 		tags:      make(map[Tag]*tagEntry),
 		reduxLive: make(map[*Handle]struct{}),
 		stop:      make(chan struct{}),
 	}
 	s.models = newModelStore(cfg.modelDir)
-	s.policy = newPolicy(PolicyConfig{
-		Seed:     uint64(s.epoch.UnixNano()),
-		Estimate: s.estimate,
-		Transfer: func(*Task, MemoryNode) float64 { return 0 },
-		Now:      s.now,
-	})
+	s.policy = newPolicy(s.policyConfig())
 	for i := 0; i < cfg.workers; i++ {
 		w := &Worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
 		w.call.bufs = w.bufs[:0]
@@ -219,8 +212,8 @@ func (s *Scheduler) validate(t *Task) error {
 	if cl == nil {
 		return fmt.Errorf("%w: task without a codelet", ErrNoImplementation)
 	}
-	if !(cl.CPU != nil && s.kinds[CPUWorker] > 0) && !(cl.CUDA != nil && s.kinds[CUDAWorker] > 0) {
-		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu, %d cuda); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker], s.kinds[CUDAWorker])
+	if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
+		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker])
 	}
 	if t.Team < 0 || t.Team > len(s.workers) {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d", ErrBadTeam, cl.name(), t.Team, len(s.workers))

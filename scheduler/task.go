@@ -13,11 +13,6 @@ import (
 // returned error or a panic fails the task.
 type CPUFunc func(c *Call) error
 
-// A CUDAFunc is a codelet's implementation for CUDA workers. It is
-// reserved for GPU workers: a scheduler without GPUs never calls it, and
-// a codelet that has only a CUDA implementation is rejected by Submit
-// with ErrNoImplementation there.
-type CUDAFunc func(c *Call) error
 
 // ParallelKind says how a parallel task (a task with a team of more than
 // one worker, see WithTeam) calls its implementation.
@@ -41,8 +36,6 @@ type Codelet struct {
 	Name string
 	// CPU is the implementation for CPU workers, or nil.
 	CPU CPUFunc
-	// CUDA is the implementation for CUDA workers, or nil (reserved).
-	CUDA CUDAFunc
 	// Model, when non-nil, is calibrated from every run of the codelet
 	// and used by the dmda policy to predict execution times.
 	Model *PerfModel
@@ -392,8 +385,6 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 	switch k {
 	case CPUWorker:
 		return t.Codelet.CPU != nil
-	case CUDAWorker:
-		return t.Codelet.CUDA != nil
 	}
 	return false
 }
