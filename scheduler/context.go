@@ -970,7 +970,7 @@ func (c *Context) taskDone(t *Task) {
 
 // pushCtx hands a ready task to its context's policy (the global context
 // for a task without one) and wakes a worker of that context.
-func (s *Scheduler) pushCtx(t *Task, w *Worker) {
+func (s *Scheduler) pushCtx(t *Task, w *worker) {
 	c := t.Context
 	if c == nil {
 		c = s.cx.global.Load()
@@ -978,7 +978,7 @@ func (s *Scheduler) pushCtx(t *Task, w *Worker) {
 	c.push(t, w, true)
 }
 
-func (c *Context) push(t *Task, w *Worker, notify bool) {
+func (c *Context) push(t *Task, w *worker, notify bool) {
 	from := -1
 	if w != nil {
 		from = w.info.ID
@@ -1022,7 +1022,7 @@ func (c *Context) wakeAll() {
 }
 
 // join makes w pop from c (w is at a safe point).
-func (c *Context) join(w *Worker) {
+func (c *Context) join(w *worker) {
 	c.policy.AddWorkers(w.info)
 	c.amu.Lock()
 	ids := append(slices.Clone(*c.applied.Load()), w.info.ID)
@@ -1034,7 +1034,7 @@ func (c *Context) join(w *Worker) {
 
 // leave stops w popping from c and hands the tasks queued for w alone to
 // c's other workers (w is at a safe point).
-func (c *Context) leave(w *Worker) {
+func (c *Context) leave(w *worker) {
 	c.amu.Lock()
 	ids := slices.DeleteFunc(slices.Clone(*c.applied.Load()), func(x int) bool { return x == w.info.ID })
 	c.applied.Store(&ids)
@@ -1049,7 +1049,7 @@ func (c *Context) leave(w *Worker) {
 // applyContexts is the safe point where a worker applies the context
 // change posted for it: it leaves the contexts it no longer pops from,
 // then joins the new ones, outermost first.
-func (w *Worker) applyContexts() {
+func (w *worker) applyContexts() {
 	s := w.s
 	w.cx.moveReq.Store(false)
 	s.cx.mu.Lock()
@@ -1092,7 +1092,7 @@ func (w *Worker) applyContexts() {
 }
 
 // popChain pops from the worker's contexts, innermost first.
-func (w *Worker) popChain(chain []*Context) *Task {
+func (w *worker) popChain(chain []*Context) *Task {
 	for _, c := range chain {
 		if t := c.policy.Pop(w.info.ID); t != nil {
 			return t
@@ -1102,7 +1102,7 @@ func (w *Worker) popChain(chain []*Context) *Task {
 }
 
 // popsFrom reports whether the worker pops the tasks of c (nil: global).
-func (w *Worker) popsFrom(c *Context) bool {
+func (w *worker) popsFrom(c *Context) bool {
 	p := w.cx.chain.Load()
 	if p == nil {
 		return c == nil || c.parent == nil
@@ -1116,7 +1116,7 @@ func (w *Worker) popsFrom(c *Context) bool {
 }
 
 // leafContext returns the innermost context the worker pops from.
-func (w *Worker) leafContext() *Context {
+func (w *worker) leafContext() *Context {
 	if p := w.cx.chain.Load(); p != nil {
 		return (*p)[0]
 	}

@@ -69,15 +69,20 @@
 //
 // # Workers, drivers and policies
 //
-// Workers are goroutines owned by the scheduler, one per core by default
-// (WithWorkers, PZ_NCPU), each running a Driver (Init, RunOnce, Deinit).
-// Idle workers spin briefly and then sleep until a task is pushed for
-// them. A Policy (Push, Pop, AddWorkers, RemoveWorkers) decides where
+// Workers run tasks, one per core by default (WithWorkers, PZ_NCPU), each
+// behind a driver: initialized once on the goroutine that runs it, then
+// run one cycle at a time (take a task, run it), then deinitialized, as
+// in StarPU. The scheduler starts a goroutine per worker, except for the
+// last n of WithDrivenWorkers: those the program drives itself, from a
+// goroutine locked to an OS thread of its choosing (the main thread, where
+// a graphics or CUDA context lives), with Scheduler.Driver and the
+// Driver's Run, or Init, RunOnce from its own loop, and Deinit. Idle
+// workers spin briefly and then sleep until a task is pushed for them. A Policy (Push, Pop, AddWorkers, RemoveWorkers) decides where
 // ready tasks go: eager (one FIFO), prio (one priority queue), random,
 // ws (work stealing from the most loaded), lws (local work stealing from
 // neighbours; the default) and dmda (earliest predicted finish time, from
-// HistoryModel measurements per codelet, data footprint and worker kind,
-// plus transfer time; uncalibrated tasks fall back to a shared FIFO).
+// HistoryModel measurements per codelet, data footprint and worker kind;
+// uncalibrated tasks fall back to a shared FIFO).
 // Models are saved at Close under WithPerfModelDir, PZ_PERFMODEL_DIR or
 // os.UserCacheDir()/pz/perfmodels, and loaded by later runs.
 //

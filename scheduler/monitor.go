@@ -55,7 +55,7 @@ func (s *Scheduler) SetMonitor(m Monitor, idleTick time.Duration) {
 }
 
 // idleCycle reports an idle cycle of the worker to the monitor.
-func (w *Worker) idleCycle(mb *monitorBox) {
+func (w *worker) idleCycle(mb *monitorBox) {
 	now := w.s.now() | 1
 	if w.cx.idleStart == 0 {
 		w.cx.idleStart = now
@@ -64,7 +64,7 @@ func (w *Worker) idleCycle(mb *monitorBox) {
 }
 
 // popped reports a popped task (and the end of an idle period).
-func (w *Worker) popped(mb *monitorBox, t *Task) {
+func (w *worker) popped(mb *monitorBox, t *Task) {
 	if w.cx.idleStart != 0 {
 		idle := time.Duration(w.s.now() - w.cx.idleStart)
 		w.cx.idleStart = 0
@@ -76,7 +76,7 @@ func (w *Worker) popped(mb *monitorBox, t *Task) {
 // sleepMonitored sleeps until woken, calling the monitor's IdleCycle
 // every tick; it returns early when a context change is posted for the
 // worker.
-func (w *Worker) sleepMonitored(mb *monitorBox) {
+func (w *worker) sleepMonitored(mb *monitorBox) {
 	s := w.s
 	if w.cx.timer == nil {
 		w.cx.timer = time.NewTimer(mb.tick)
@@ -90,12 +90,15 @@ func (w *Worker) sleepMonitored(mb *monitorBox) {
 			return
 		case <-s.stop:
 			return
+		case <-w.quit:
+			return
 		case <-w.cx.timer.C:
 			cur := s.cx.mon.Load()
 			if cur == nil {
 				select {
 				case <-w.wake:
 				case <-s.stop:
+				case <-w.quit:
 				}
 				return
 			}

@@ -24,8 +24,15 @@ type config struct {
 	stats      bool
 	getenv     func(string) string
 	spin       int
+	driven     int         // workers left to the application (WithDrivenWorkers)
 	logger     *zap.Logger // context resizes (WithLogger)
 }
+
+// WithDrivenWorkers leaves the last n workers to the application: the
+// scheduler starts no goroutine for them, and the program drives each
+// one from a goroutine (and OS thread) of its own through
+// Scheduler.Driver. n must not exceed the number of workers.
+func WithDrivenWorkers(n int) Option { return func(c *config) { c.driven = n } }
 
 // WithPolicy selects a scheduling policy by name: "eager", "prio",
 // "random", "ws", "lws" (default) or "dmda". Environment: PZ_SCHED.
@@ -100,6 +107,9 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	if c.workers < 1 {
 		return c, fmt.Errorf("%w: WithWorkers(%d): need at least one worker", ErrBadOption, c.workers)
+	}
+	if c.driven < 0 || c.driven > c.workers {
+		return c, fmt.Errorf("%w: WithDrivenWorkers(%d): the scheduler has %d workers", ErrBadOption, c.driven, c.workers)
 	}
 	if !c.modelSet {
 		c.modelDir = env("PZ_PERFMODEL_DIR")

@@ -19,7 +19,7 @@ type Scheduler struct {
 	cfg     config
 	id      int // this scheduler's number in the process, for messages
 	policy  Policy
-	workers []*Worker
+	workers []*worker
 	kinds   [numKinds]int
 	epoch   time.Time
 	models  *modelStore
@@ -39,10 +39,11 @@ type Scheduler struct {
 	waitMu  sync.Mutex
 	waiters []chan struct{}
 
-	errMu     sync.Mutex
-	errs      []error
-	canceled  int
-	firstCanc error
+	errMu      sync.Mutex
+	deinitErrs []error
+	errs       []error
+	canceled   int
+	firstCanc  error
 
 	tagMu sync.Mutex
 	tags  map[Tag]*tagEntry
@@ -91,18 +92,24 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 	s.models = newModelStore(cfg.modelDir)
 	s.policy = newPolicy(s.policyConfig())
 	for i := 0; i < cfg.workers; i++ {
-		w := &Worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
+		w := &worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1),
+			driven: i >= cfg.workers-cfg.driven}
 		w.call.bufs = w.bufs[:0]
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
 	inits := make(chan error, len(s.workers))
+	launched := 0
 	for _, w := range s.workers {
+		if w.driven {
+			continue
+		}
+		launched++
 		s.wg.Add(1)
 		go s.runWorker(w, inits)
 	}
 	var initErrs []error
-	for range s.workers {
+	for range launched {
 		select {
 		case err := <-inits:
 			if err != nil {
@@ -533,7 +540,7 @@ func (e *canceledError) Unwrap() []error { return []error{ErrCanceled, e.cause} 
 // ready hands a task whose dependencies are satisfied to the policy, or
 // completes it at once if it is canceled. w is the calling worker, nil
 // for other goroutines.
-func (s *Scheduler) ready(t *Task, w *Worker) {
+func (s *Scheduler) ready(t *Task, w *worker) {
 	var buf [8]*Task
 	q := append(buf[:0], t)
 	for len(q) > 0 {
@@ -556,7 +563,7 @@ func (t *Task) readErr() error {
 	return t.depErr
 }
 
-func (s *Scheduler) push(t *Task, w *Worker) {
+func (s *Scheduler) push(t *Task, w *worker) {
 	if t.Context != nil || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil {
 		s.pushCtx(t, w)
 		return
@@ -628,7 +635,7 @@ func (s *Scheduler) releaseCommute(t *Task, n int) {
 // finish completes t with err (nil on success): records the error, runs
 // the callback, wakes waiters and releases successors, appending to q
 // the ones that became ready. w is the calling worker or nil.
-func (s *Scheduler) finish(t *Task, err error, w *Worker, q []*Task) []*Task {
+func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	if t.commute {
 		s.releaseCommute(t, len(t.Access))
 	}
@@ -797,6 +804,9 @@ func (s *Scheduler) Close() error {
 		s.closedAt = time.Now()
 		s.stopWorkers()
 		s.releaseSpans()
+		s.errMu.Lock()
+		errs = append(errs, s.deinitErrs...)
+		s.errMu.Unlock()
 		if err := s.models.save(); err != nil {
 			errs = append(errs, err)
 		}
@@ -808,6 +818,13 @@ func (s *Scheduler) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// recordDeinit keeps a worker's deinit error for Close.
+func (s *Scheduler) recordDeinit(err error) {
+	s.errMu.Lock()
+	s.deinitErrs = append(s.deinitErrs, err)
+	s.errMu.Unlock()
 }
 
 func (s *Scheduler) stopWorkers() {

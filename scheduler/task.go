@@ -13,7 +13,6 @@ import (
 // returned error or a panic fails the task.
 type CPUFunc func(c *Call) error
 
-
 // ParallelKind says how a parallel task (a task with a team of more than
 // one worker, see WithTeam) calls its implementation.
 type ParallelKind uint8

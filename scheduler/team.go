@@ -30,7 +30,7 @@ type team struct {
 	t    *Task
 	size int
 	// Guarded by teams.mu until start is closed, immutable after.
-	members []*Worker
+	members []*worker
 	started bool
 	aborted bool
 	start   chan struct{} // closed when every member joined, or aborted
@@ -146,7 +146,7 @@ func (s *Scheduler) parkedTeams() map[*Context]*Task {
 // waits for the others and runs its share. A member waiting for the
 // others stays reachable: a context change posted for it, or the team
 // being disbanded, lets it go before the team starts.
-func (w *Worker) joinTeam(tm *team) {
+func (w *worker) joinTeam(tm *team) {
 	s := w.s
 	s.teams.mu.Lock()
 	if s.teams.forming.Load() != tm || tm.started || tm.aborted || len(tm.members) >= tm.size {
@@ -172,7 +172,7 @@ func (w *Worker) joinTeam(tm *team) {
 // the team was disbanded, or a context change is posted for w (wakeMoved
 // nudges it), or the scheduler stops. The member is not flagged as
 // sleeping: a push must wake a worker that can take the task.
-func (w *Worker) awaitTeam(tm *team) bool {
+func (w *worker) awaitTeam(tm *team) bool {
 	s := w.s
 	for {
 		if !w.cx.moveReq.Load() && !s.stopping.Load() {
@@ -191,7 +191,7 @@ func (w *Worker) awaitTeam(tm *team) bool {
 			s.teams.mu.Unlock()
 			return false
 		case w.cx.moveReq.Load() || s.stopping.Load():
-			tm.members = slices.DeleteFunc(tm.members, func(x *Worker) bool { return x == w })
+			tm.members = slices.DeleteFunc(tm.members, func(x *worker) bool { return x == w })
 			s.teams.mu.Unlock()
 			return false
 		}
@@ -201,7 +201,7 @@ func (w *Worker) awaitTeam(tm *team) bool {
 
 // runTeam runs member rank's share of the team's task; the last member
 // to finish completes the task.
-func (w *Worker) runTeam(tm *team, rank int) {
+func (w *worker) runTeam(tm *team, rank int) {
 	t := tm.t
 	c := Call{Task: t, Worker: w.info.ID, Rank: rank, Size: tm.size, Arg: t.Arg}
 	bufs, err := w.prepare(t, nil)

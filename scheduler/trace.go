@@ -137,7 +137,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // writeChromeTrace writes the Trace Event Format (the "X" complete
 // events, with flow events "s"/"f" for dependencies), which Perfetto
 // and chrome://tracing open.
-func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*Worker, extra []chromeEvent) error {
+func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*worker, extra []chromeEvent) error {
 	type loc struct {
 		worker int
 		end    time.Duration

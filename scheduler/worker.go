@@ -8,42 +8,19 @@ import (
 	"time"
 )
 
-// A Driver runs one worker: the scheduler calls Init once on the worker's
-// own goroutine (a CUDA driver locks the OS thread and makes its context
-// current there), then RunOnce until the scheduler stops, then Deinit.
-// RunOnce does one step of work - typically Pop a task and Execute it -
-// and reports whether it found any; when it did not, the scheduler lets
-// the worker spin a little and then sleep until a task is pushed for it.
-type Driver interface {
-	Init(w *Worker) error
-	RunOnce(w *Worker) bool
-	Deinit(w *Worker) error
-}
-
-// cpuDriver runs codelets' CPU implementations on the worker goroutine.
-type cpuDriver struct{}
-
-func (cpuDriver) Init(*Worker) error   { return nil }
-func (cpuDriver) Deinit(*Worker) error { return nil }
-
-func (cpuDriver) RunOnce(w *Worker) bool {
-	t := w.Pop()
-	if t == nil {
-		return false
-	}
-	w.Execute(t)
-	return true
-}
-
-var _ Driver = cpuDriver{}
-
-// A Worker is one long-lived goroutine of the scheduler running tasks on
-// one processing unit. Drivers use its methods; they are not safe for
-// use from other goroutines.
-type Worker struct {
+// A worker runs tasks on one processing unit, on the goroutine of its
+// driver: one the scheduler started, or the application's (Driver). Its
+// methods are called from that goroutine only.
+type worker struct {
 	s    *Scheduler
 	info WorkerInfo
-	drv  Driver
+	drv  driver
+	// driven is set for a worker the application drives (Driver): the
+	// scheduler starts no goroutine for it.
+	driven bool
+	taken  atomic.Bool // its Driver was handed out
+	// quit, when not nil, ends the worker's sleep (a Driver.Run's ctx).
+	quit <-chan struct{}
 
 	call Call
 	bufs [8]*buffer
@@ -65,39 +42,12 @@ type Worker struct {
 	idleNs atomic.Int64
 	flops  atomic.Uint64 // float64 bits
 	events []traceEvent
-	deinit error
 
 	cx workerCx // scheduling contexts (context.go)
 }
 
-// ID returns the worker's id.
-func (w *Worker) ID() int { return w.info.ID }
-
-// Kind returns the worker's kind.
-func (w *Worker) Kind() WorkerKind { return w.info.Kind }
-
-// Node returns the worker's memory node.
-func (w *Worker) Node() MemoryNode { return w.info.Node }
-
-func (s *Scheduler) runWorker(w *Worker, inits chan<- error) {
-	defer s.wg.Done()
-	if err := w.drv.Init(w); err != nil {
-		inits <- fmt.Errorf("scheduler: initializing worker %d (%v): %w", w.info.ID, w.info.Kind, err)
-		return
-	}
-	inits <- nil
-	for !s.stopping.Load() {
-		if w.drv.RunOnce(w) {
-			continue
-		}
-		w.idle()
-	}
-	w.flushDone()
-	w.deinit = w.drv.Deinit(w)
-}
-
 // flushDone publishes the worker's batched completion count.
-func (w *Worker) flushDone() {
+func (w *worker) flushDone() {
 	// Published before the completions are counted, so that a Stats
 	// after WaitAll sees every task.
 	w.nTasks.Store(w.doneTasks)
@@ -110,7 +60,7 @@ func (w *Worker) flushDone() {
 
 // idle is called when the worker found nothing to do: spin briefly, then
 // sleep until woken by a push or by Close.
-func (w *Worker) idle() {
+func (w *worker) idle() {
 	w.flushDone()
 	s := w.s
 	mb := s.cx.mon.Load()
@@ -127,7 +77,7 @@ func (w *Worker) idle() {
 		if s.stopping.Load() {
 			return
 		}
-		if w.drv.RunOnce(w) {
+		if w.drv.runOnce(w) {
 			return
 		}
 	}
@@ -135,7 +85,7 @@ func (w *Worker) idle() {
 	// (and wakes us) or pushed before our last look (and we find it).
 	w.sleeping.Store(true)
 	s.nsleep.Add(1)
-	if w.drv.RunOnce(w) {
+	if w.drv.runOnce(w) {
 		if w.sleeping.CompareAndSwap(true, false) {
 			s.nsleep.Add(-1)
 		}
@@ -152,6 +102,7 @@ func (w *Worker) idle() {
 		select {
 		case <-w.wake:
 		case <-s.stop:
+		case <-w.quit:
 		}
 	}
 	if w.sleeping.CompareAndSwap(true, false) {
@@ -182,7 +133,7 @@ func (s *Scheduler) wakeHint(hint, from int) {
 	}
 }
 
-func (s *Scheduler) wakeWorker(w *Worker) bool {
+func (s *Scheduler) wakeWorker(w *worker) bool {
 	if !w.sleeping.Load() || !w.sleeping.CompareAndSwap(true, false) {
 		return false
 	}
@@ -200,10 +151,10 @@ func (s *Scheduler) wakeAll() {
 	}
 }
 
-// Pop returns the next task for this worker from the policy, or nil.
+// pop returns the next task for this worker from the policy, or nil.
 // A worker that finds a parallel task forming joins its team first
-// (running its share before Pop returns).
-func (w *Worker) Pop() *Task {
+// (running its share before pop returns).
+func (w *worker) pop() *Task {
 	s := w.s
 	for {
 		if w.cx.moveReq.Load() {
@@ -233,20 +184,20 @@ func (w *Worker) Pop() *Task {
 	}
 }
 
-// Execute runs t on this worker: makes its data valid on the worker's
+// execute runs t on this worker: makes its data valid on the worker's
 // memory node, calls the CPU implementation (recovering a panic) and
 // completes the task, releasing its dependents. When a dependent that
 // becomes ready could only have been popped next by this worker anyway
-// (see inliner), Execute runs it at once, as Taskflow does, skipping
+// (see inliner), execute runs it at once, as Taskflow does, skipping
 // the push, the pop and the wake-ups.
-func (w *Worker) Execute(t *Task) {
+func (w *worker) execute(t *Task) {
 	for t != nil {
 		t = w.execute1(t)
 	}
 }
 
 // execute1 runs t and returns a dependent to run next, or nil.
-func (w *Worker) execute1(t *Task) *Task {
+func (w *worker) execute1(t *Task) *Task {
 	mb := w.s.cx.mon.Load()
 	var t0 int64
 	if mb != nil {
@@ -270,7 +221,7 @@ func (w *Worker) execute1(t *Task) *Task {
 
 // run calls the implementation, timing it when statistics, traces or a
 // performance model need it.
-func (w *Worker) run(t *Task, c *Call) error {
+func (w *worker) run(t *Task, c *Call) error {
 	s := w.s
 	cl := t.Codelet
 	if !s.cfg.stats && cl.Model == nil {
@@ -302,7 +253,7 @@ func (w *Worker) run(t *Task, c *Call) error {
 
 // complete completes t and releases its dependents; with inline, it
 // keeps one that it may run next itself (see canInline) and returns it.
-func (w *Worker) complete(t *Task, err error, inline bool) *Task {
+func (w *worker) complete(t *Task, err error, inline bool) *Task {
 	w.doneTasks++
 	if err == nil && t.Codelet.Flops != nil {
 		addFloat(&w.flops, t.Codelet.Flops(t))
@@ -336,7 +287,7 @@ type inliner interface {
 // canceled) outside contexts and monitoring, no context change pending
 // for the worker, and a policy that would have given n to this worker
 // next anyway.
-func (w *Worker) canInline(n *Task) bool {
+func (w *worker) canInline(n *Task) bool {
 	s := w.s
 	if n.Team > 1 || n.commute || n.Context != nil || n.readErr() != nil ||
 		w.cx.moveReq.Load() || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.stopping.Load() {
@@ -380,7 +331,7 @@ func panicError(t *Task, worker int, r any, what string) error {
 }
 
 // prepare fills bufs with t's data on this worker's memory node.
-func (w *Worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
+func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 	for _, a := range t.Access {
 		h := a.Handle
 		switch a.Mode {
@@ -403,7 +354,7 @@ func (w *Worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 	return bufs, nil
 }
 
-func (w *Worker) scratchBuf(h *Handle) (*buffer, error) {
+func (w *worker) scratchBuf(h *Handle) (*buffer, error) {
 	if b := w.scratch[h]; b != nil {
 		return b, nil
 	}
@@ -420,7 +371,7 @@ func (w *Worker) scratchBuf(h *Handle) (*buffer, error) {
 
 // reduxBuf returns this worker's private copy of h for the current group
 // of Redux accesses, initialized by the init codelet on first use.
-func (w *Worker) reduxBuf(h *Handle) (*buffer, error) {
+func (w *worker) reduxBuf(h *Handle) (*buffer, error) {
 	id := w.info.ID
 	rc := h.rcopies[id]
 	if rc == nil {
