@@ -18,14 +18,15 @@ import (
 // with depend clauses (see its header comment).
 //
 //go:embed omp/omp_tasks.c
-var ompSource []byte
+var ompSource string
 
 // ErrNoOpenMP is returned (wrapped, with the reason) by RunOpenMP when the
 // peer cannot be built: no C compiler, or one without OpenMP support.
 var ErrNoOpenMP = errors.New("benchtasks: no C compiler with OpenMP (cc -fopenmp); apt-get install gcc libgomp1")
 
-// OpenMPCases are the cases the OpenMP peer measures: the overhead cases.
-var OpenMPCases = []Case{CaseIndep, CaseChain, CaseHandles4}
+// OpenMPCases returns the cases the OpenMP peer measures: the overhead
+// cases, in a new slice.
+func OpenMPCases() []Case { return []Case{CaseIndep, CaseChain, CaseHandles4} }
 
 // OpenMPName returns the name of the OpenMP peer's figure for a case on a
 // team of threads threads (OMP_NUM_THREADS, equal to pz's worker count),
@@ -47,7 +48,7 @@ type OpenMPConfig struct {
 	// worker counts. Default {DefaultWorkers()}.
 	Workers []int
 	// Cases to measure; those the peer lacks (grain) are skipped. Default
-	// OpenMPCases.
+	// OpenMPCases().
 	Cases []Case
 	// Tasks and Rounds are the tasks per timed round and the timed rounds
 	// (the median is reported, after a warm-up round of Tasks/10), as in
@@ -72,7 +73,7 @@ func RunOpenMP(ctx context.Context, cfg OpenMPConfig) (Peer, error) {
 		cfg.Workers = []int{DefaultWorkers()}
 	}
 	if len(cfg.Cases) == 0 {
-		cfg.Cases = OpenMPCases
+		cfg.Cases = OpenMPCases()
 	}
 	cfg.Tasks = max(10, defaultInt(cfg.Tasks, 100000)) // the program's minimum
 	cfg.Rounds = defaultInt(cfg.Rounds, 7)
@@ -131,7 +132,7 @@ func buildOpenMP(ctx context.Context, cc, dir string, log io.Writer) (string, er
 		return "", fmt.Errorf("%w: %v", ErrNoOpenMP, err)
 	}
 	src := filepath.Join(dir, "omp_tasks.c")
-	if err := os.WriteFile(src, ompSource, 0o600); err != nil {
+	if err := os.WriteFile(src, []byte(ompSource), 0o600); err != nil {
 		return "", fmt.Errorf("benchtasks: writing the OpenMP peer source: %w", err)
 	}
 	bin := filepath.Join(dir, "omp_tasks")

@@ -35,7 +35,7 @@ func TestRunOpenMP(t *testing.T) {
 	require.NoError(t, err, log.String())
 	require.Len(t, p, 6, "3 cases x 2 team sizes, no grain: %v", p)
 	for _, w := range []int{2, 1} {
-		for _, c := range OpenMPCases {
+		for _, c := range OpenMPCases() {
 			name := OpenMPName(c, w)
 			v, ok := p[name]
 			require.True(t, ok, "%s missing from %v", name, p)
