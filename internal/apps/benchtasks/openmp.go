@@ -170,6 +170,9 @@ func runOpenMP(ctx context.Context, bin string, c Case, threads, tasks, rounds i
 	if log != nil {
 		fmt.Fprintf(log, "### OMP_NUM_THREADS=%d omp_tasks %s\n%s%s", threads, strings.Join(args, " "), out, stderr.Bytes())
 	}
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("benchtasks: OpenMP peer, case %s, %d threads: %w", c, threads, ctx.Err())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("benchtasks: OpenMP peer, case %s, %d threads: %w: %s", c, threads, err, bytes.TrimSpace(stderr.Bytes()))
 	}

@@ -155,3 +155,15 @@ var errWrite = errors.New("write failed")
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errWrite }
+
+// A canceled context stops the build or the run and is reported as such.
+func TestRunOpenMPCanceled(t *testing.T) {
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := RunOpenMP(ctx, OpenMPConfig{Workers: []int{1}, Tasks: 100, Rounds: 1})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, ErrNoOpenMP)
+}
