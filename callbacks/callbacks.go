@@ -3,8 +3,9 @@ package callbacks
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
+
+	"github.com/sourcegraph/conc/panics"
 )
 
 // Errors returned by a Stack. Use errors.Is.
@@ -129,31 +130,17 @@ func runDown(fns []func() error, errs *[]error) {
 }
 
 // run calls fn and turns a panic into a *PanicError.
-func run(fn func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return fn()
-}
-
-// PanicError is the error a callback's panic becomes. It unwraps to the
-// panic value when that value is an error.
-type PanicError struct {
-	Value any    // the value passed to panic
-	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
-}
-
-// Error describes the panic and includes the stack.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
-}
-
-// Unwrap returns the panic value if it is an error, else nil.
-func (e *PanicError) Unwrap() error {
-	if err, ok := e.Value.(error); ok {
-		return err
+func run(fn func() error) error {
+	var err error
+	if p := panics.Try(func() { err = fn() }); p != nil {
+		return p.AsError()
 	}
-	return nil
+	return err
 }
+
+// PanicError is the error a callback's panic becomes: the value passed to
+// panic (Value), the panicking goroutine's stack (Stack, from
+// runtime/debug.Stack) and its callers (Callers). It is sourcegraph/conc's
+// panics.ErrRecovered, the same type as comm/local's PanicError, and
+// unwraps to the panic value when that value is an error.
+type PanicError = panics.ErrRecovered

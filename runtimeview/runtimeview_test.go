@@ -290,6 +290,13 @@ func TestCloseIsIdempotentAndOrdered(t *testing.T) {
 	// RunLocal's own Close returns the same panic error for each rank.
 	var pe *callbacks.PanicError
 	require.ErrorAs(t, err, &pe)
+	// Both packages carry panics as conc's panics.ErrRecovered: a
+	// callback's panic is also a *local.PanicError, with its stack.
+	var lpe *local.PanicError
+	require.ErrorAs(t, err, &lpe)
+	assert.Equal(t, "callback 2 panics", lpe.Value)
+	assert.Contains(t, string(lpe.Stack), "runtimeview_test.go")
+	assert.NotEmpty(t, lpe.Callers)
 }
 
 func TestNewProcessWorld(t *testing.T) {

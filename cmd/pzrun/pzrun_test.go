@@ -238,6 +238,53 @@ func TestBenchTasksWithPeerFile(t *testing.T) {
 	code, _, errs = pzrun(t, "bench", "tasks", "-cases", "bogus", "-starpu=false")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "unknown case")
+	code, _, errs = pzrun(t, "bench", "tasks", "-format", "yaml", "-starpu=false")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "json or table")
+}
+
+// The OpenMP peer is built with the system compiler and its figure printed
+// beside pz's, in the JSON lines and in the table; without a compiler the
+// run goes on and says why there is no OpenMP figure.
+func TestBenchTasksOpenMP(t *testing.T) {
+	args := []string{"bench", "tasks", "-cases", "indep,chain,handles4", "-policies", "lws", "-tasks", "2000", "-rounds", "1", "-starpu=false"}
+
+	code, out, errs := pzrun(t, append(args, "-cc", "/nonexistent/cc")...)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "no OpenMP figures")
+	assert.Contains(t, errs, "/nonexistent/cc")
+	assert.NotContains(t, out, "openmp")
+	assert.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 6, "3 cases x 2 submitter counts")
+
+	if testing.Short() {
+		t.Skip("compiles and runs the OpenMP peer")
+	}
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	code, out, errs = pzrun(t, args...)
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6)
+	for _, l := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		assert.Equal(t, fmt.Sprintf("omp_%s_%vthreads", r["case"], r["workers"]), r["openmp_peer"], l)
+		assert.Greater(t, r["openmp_value"].(float64), 0.0, l)
+		assert.InDelta(t, r["value"].(float64)/r["openmp_value"].(float64), r["openmp_ratio"].(float64), 1e-9, l)
+	}
+
+	code, out, errs = pzrun(t, append(args, "-format", "table")...)
+	require.Equal(t, 0, code, errs)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 7, "header and 6 rows:\n%s", out)
+	assert.Contains(t, lines[0], "PZ/OPENMP")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		require.Len(t, f, 10, l)
+		assert.NotEqual(t, "-", f[8], "an OpenMP figure: %s", l)
+		assert.Equal(t, "-", f[6], "no StarPU figure with -starpu=false: %s", l)
+	}
 }
 
 func TestBenchComm(t *testing.T) {

@@ -133,7 +133,7 @@ func gemmApp() app {
 func benchTasksApp() app {
 	return app{
 		name:    "bench tasks",
-		summary: "µs per task (independent, chained, 4 handles) and efficiency by grain, vs StarPU; JSON lines",
+		summary: "µs per task (independent, chained, 4 handles) and efficiency by grain, vs StarPU and OpenMP; JSON lines or a table",
 		oneRank: true,
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			policies := fs.String("policies", strings.Join(scheduler.Policies(), ","), "comma-separated policies")
@@ -142,8 +142,14 @@ func benchTasksApp() app {
 			rounds := fs.Int("rounds", 7, "timed rounds (the median is printed)")
 			peerFile := fs.String("peer-file", "", "StarPU figures as `FILE` of 'name value unit' lines (e.g. ../shared/peers/starpu/results-2core.txt)")
 			runPeer := fs.Bool("starpu", true, "measure StarPU in the same invocation when it is installed and no -peer-file is given")
+			runOMP := fs.Bool("openmp", true, "measure the OpenMP peer in the same invocation (built with -cc; skipped with a note when it cannot be)")
+			cc := fs.String("cc", "cc", "C `compiler` for the OpenMP peer (run as CC -O2 -fopenmp)")
+			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds}
+				if *format != "json" && *format != "table" {
+					return fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
+				}
 				for _, p := range strings.Split(*policies, ",") {
 					if err := validPolicy(p); err != nil {
 						return err
@@ -151,6 +157,12 @@ func benchTasksApp() app {
 					opts.Policies = append(opts.Policies, p)
 				}
 				for _, c := range strings.Split(*cases, ",") {
+					switch benchtasks.Case(c) {
+					case benchtasks.CaseIndep, benchtasks.CaseChain, benchtasks.CaseHandles4, benchtasks.CaseGrain:
+					default:
+						// Before the peers run, not after.
+						return fmt.Errorf("%w: unknown case %q (valid: indep, chain, handles4, grain)", errUsage, c)
+					}
 					opts.Cases = append(opts.Cases, benchtasks.Case(c))
 				}
 				switch {
@@ -175,11 +187,36 @@ func benchTasksApp() app {
 						opts.Peer = peer
 					}
 				}
-				_, err := benchtasks.Run(ctx, opts, e.stdout)
+				if *runOMP {
+					omp, err := benchtasks.RunOpenMP(ctx, benchtasks.OpenMPConfig{
+						CC: *cc, Workers: []int{benchtasks.DefaultWorkers()}, Cases: opts.Cases, Tasks: *tasks, Rounds: *rounds,
+					})
+					switch {
+					case errors.Is(err, benchtasks.ErrNoOpenMP):
+						fmt.Fprintf(e.stderr, "pzrun bench tasks: no OpenMP figures: %v\n", err)
+					case errors.Is(err, benchtasks.ErrBadOptions):
+						return fmt.Errorf("%w: %v", errUsage, err)
+					case err != nil:
+						return err
+					default:
+						opts.OpenMP = omp
+					}
+				}
+				out := e.stdout
+				if *format == "table" {
+					out = io.Discard
+				}
+				recs, err := benchtasks.Run(ctx, opts, out)
 				if errors.Is(err, benchtasks.ErrBadOptions) {
 					return fmt.Errorf("%w: %v", errUsage, err)
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				if *format == "table" {
+					return benchtasks.WriteTable(e.stdout, recs)
+				}
+				return nil
 			}
 		},
 	}

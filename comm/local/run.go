@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"sync"
+
+	"github.com/sourcegraph/conc"
+	"github.com/sourcegraph/conc/panics"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -39,11 +40,13 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		w.brk.breakWith(cause)
 		cancel(cause)
 	}
-	var wg sync.WaitGroup
+	// conc's WaitGroup scopes the rank goroutines: Run returns only once
+	// every one of them has. Panics never reach it: runRank turns them into
+	// errors, so that a panicking rank breaks the world at once instead of
+	// when the others are done.
+	var wg conc.WaitGroup
 	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			returned := false
 			defer func() {
 				if !returned {
@@ -55,7 +58,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 			if err != nil {
 				fail(r, err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -65,30 +68,17 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 var errGoexit = errors.New("local: rank goroutine exited via runtime.Goexit (t.FailNow or log.Fatal in a rank?)")
 
 // runRank calls fn and turns a panic into a *PanicError.
-func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c comm.Comm) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
-		}
-	}()
-	return fn(ctx, c)
-}
-
-// PanicError is a panic recovered from a rank run by Run.
-type PanicError struct {
-	Value any    // the value passed to panic
-	Stack []byte // the panicking goroutine's stack
-}
-
-// Error gives the panic value and the stack.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
-}
-
-// Unwrap returns the panic value if it is an error.
-func (e *PanicError) Unwrap() error {
-	if err, ok := e.Value.(error); ok {
-		return err
+func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c comm.Comm) error) error {
+	var err error
+	if p := panics.Try(func() { err = fn(ctx, c) }); p != nil {
+		return p.AsError()
 	}
-	return nil
+	return err
 }
+
+// PanicError is a panic recovered from a rank run by Run: the value passed
+// to panic (Value), the panicking goroutine's stack (Stack) and its callers
+// (Callers). It is sourcegraph/conc's panics.ErrRecovered, the same type as
+// callbacks.PanicError, and unwraps to the panic value when that is an
+// error.
+type PanicError = panics.ErrRecovered

@@ -25,9 +25,12 @@
 // GOMAXPROCS is process-wide state: call Apply once, early, from the code
 // that owns the process (comm/mpi.Init does, unless told not to).
 //
-//	rep, err := procs.Apply(localRanks)
-//	if err != nil { ... }
+//	rep := procs.Apply(localRanks)
 //	fmt.Println(rep) // "GOMAXPROCS 16 -> 4: 16 allowed CPUs shared by 4 local ranks"
+//
+// Apply cannot fail: an input it cannot read (affinity mask, cgroup quota)
+// is left unknown, and Decide falls back on what is known. ExampleApply and
+// ExampleReport_String compile this snippet.
 //
 // The affinity and cgroup readers are exported for package hardware.
 package procs

@@ -4,98 +4,88 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
-// redrawEvery bounds how often the bar is redrawn.
-const redrawEvery = 100 * time.Millisecond
+// RedrawEvery bounds how often a bar from New is redrawn; the last unit of
+// work always draws.
+const RedrawEvery = 100 * time.Millisecond
 
 // width is the number of cells of the bar itself.
 const width = 30
 
-// A Bar shows how much of a known amount of work is done. Its methods are
-// safe for concurrent use.
+// A Bar shows how much of a known amount of work is done, drawn by
+// github.com/schollz/progressbar/v3. Its methods are safe for concurrent
+// use. A disabled bar (see New) does nothing; so does a nil *Bar.
 type Bar struct {
-	w       io.Writer // nil when disabled
-	label   string
-	total   int64
-	done    atomic.Int64
-	start   time.Time
-	mu      sync.Mutex // serializes drawing
-	last    time.Time
-	closed  bool
-	nowFunc func() time.Time
+	bar     *progressbar.ProgressBar // nil when disabled
+	w       io.Writer
+	endLine sync.Once // the newline after the bar, written once
 }
 
 // New returns a bar for total units of work labelled label. The bar draws on
-// w only if w is a terminal (an *os.File for which term.IsTerminal holds);
-// otherwise every method is a cheap no-op.
+// w only if w is a terminal (an *os.File for which term.IsTerminal holds)
+// and total is positive; otherwise every method is a cheap no-op.
 func New(w io.Writer, label string, total int) *Bar {
-	b := &Bar{label: label, total: int64(total), start: time.Now(), nowFunc: time.Now}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		b.w = w
+	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		return &Bar{}
 	}
-	return b
+	return NewForced(w, label, total, RedrawEvery)
 }
 
 // NewForced returns a bar that draws on w whether or not it is a terminal,
-// with the given clock; for tests and for callers that know better.
-func NewForced(w io.Writer, label string, total int, now func() time.Time) *Bar {
-	return &Bar{w: w, label: label, total: int64(total), start: now(), nowFunc: now}
+// redrawn at most every redrawEvery (0: on every Add); for tests and for
+// callers that know better. A total below 1 gives a disabled bar.
+func NewForced(w io.Writer, label string, total int, redrawEvery time.Duration) *Bar {
+	if total < 1 {
+		return &Bar{}
+	}
+	b := &Bar{w: w}
+	b.bar = progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionSetWidth(width),
+		progressbar.OptionSetTheme(progressbar.ThemeASCII),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(redrawEvery),
+		// The library calls this under its lock when the bar completes
+		// and from Exit (Done): the line ends once either way.
+		progressbar.OptionOnCompletion(b.finishLine),
+	)
+	return b
 }
 
 // Enabled reports whether the bar draws anything.
-func (b *Bar) Enabled() bool { return b.w != nil }
+func (b *Bar) Enabled() bool { return b != nil && b.bar != nil }
 
-// Add records n more units done and redraws if enough time has passed.
+// Add records n more units done and redraws if enough time has passed
+// since the last drawing, or if the work is complete. Write errors are
+// ignored: progress is decoration.
 func (b *Bar) Add(n int) {
-	d := b.done.Add(int64(n))
-	if b.w == nil {
+	if !b.Enabled() {
 		return
 	}
-	now := b.nowFunc()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || (now.Sub(b.last) < redrawEvery && d < b.total) {
-		return
-	}
-	b.last = now
-	b.draw(d, now)
+	_ = b.bar.Add(n)
 }
 
-// Done draws the final state and ends the line. Later calls do nothing.
+// Done ends the bar's line, leaving the last state drawn; the bar draws
+// nothing after it. Later calls do nothing.
 func (b *Bar) Done() {
-	if b.w == nil {
+	if !b.Enabled() {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
+	if !b.bar.IsStarted() {
+		b.endLine.Do(func() {}) // nothing drawn: no line to end
 	}
-	b.closed = true
-	b.draw(b.done.Load(), b.nowFunc())
-	fmt.Fprint(b.w, "\n")
+	_ = b.bar.Exit()
 }
 
-func (b *Bar) draw(d int64, now time.Time) {
-	frac := 1.0
-	if b.total > 0 {
-		frac = min(float64(d)/float64(b.total), 1)
-	}
-	cells := int(frac * width)
-	elapsed := now.Sub(b.start).Round(100 * time.Millisecond)
-	eta := ""
-	if frac > 0 && frac < 1 {
-		left := time.Duration(float64(now.Sub(b.start)) * (1 - frac) / frac).Round(time.Second)
-		eta = fmt.Sprintf(" eta %s", left)
-	}
-	fmt.Fprintf(b.w, "\r%s [%s%s] %3.0f%% %d/%d %s%s\x1b[K",
-		b.label, strings.Repeat("=", cells), strings.Repeat(" ", width-cells),
-		frac*100, d, b.total, elapsed, eta)
+func (b *Bar) finishLine() {
+	b.endLine.Do(func() { fmt.Fprint(b.w, "\n") })
 }

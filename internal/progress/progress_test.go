@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,32 +12,97 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type fakeClock struct{ t time.Time }
+// lockedBuffer is a bytes.Buffer safe for the concurrent test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
-func (c *fakeClock) now() time.Time { return c.t }
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
 
-func TestBarDrawsAndThrottles(t *testing.T) {
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestBarDraws(t *testing.T) {
 	var buf bytes.Buffer
-	clk := &fakeClock{t: time.Unix(0, 0)}
-	b := NewForced(&buf, "cholesky", 10, clk.now)
+	b := NewForced(&buf, "cholesky", 10, 0)
 	require.True(t, b.Enabled())
 
-	clk.t = clk.t.Add(time.Second)
+	b.Add(5)
+	assert.Contains(t, buf.String(), "cholesky  50% [==============>...............] (5/10)")
+	b.Add(5)
+	assert.Contains(t, buf.String(), "cholesky 100% [==============================] (10/10)")
+	assert.True(t, strings.HasSuffix(buf.String(), "\n"), "completion ends the line: %q", buf.String())
+
+	// Done after completion does not end the line again, nor draw.
+	n := buf.Len()
+	b.Done()
+	b.Done()
+	b.Add(1)
+	assert.Equal(t, n, buf.Len())
+	assert.Equal(t, 1, strings.Count(buf.String(), "\n"))
+}
+
+// With a redraw interval longer than the test, only the first state and
+// the completed one draw: the throttle does not depend on how fast the
+// test runs.
+func TestBarThrottles(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewForced(&buf, "gemm", 10, time.Hour)
 	b.Add(5)
 	first := buf.String()
-	assert.Contains(t, first, "cholesky [===============               ]  50% 5/10")
-	assert.Contains(t, first, "eta 1s")
-
-	// Within the redraw interval nothing is drawn.
-	clk.t = clk.t.Add(10 * time.Millisecond)
+	assert.Contains(t, first, "(5/10)")
 	b.Add(1)
-	assert.Equal(t, first, buf.String())
-
-	// Completion always draws, and Done ends the line once.
+	assert.Equal(t, first, buf.String(), "within the redraw interval nothing is drawn")
 	b.Add(4)
-	assert.Contains(t, buf.String(), "100% 10/10")
+	assert.Contains(t, buf.String(), "(10/10)", "completion always draws")
+	b.Done()
+	assert.Equal(t, 1, strings.Count(buf.String(), "\n"))
+}
+
+// Done before completion ends the line once, and the bar stays silent.
+func TestBarDoneEarly(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewForced(&buf, "x", 10, 0)
+	b.Add(3)
 	b.Done()
 	b.Done()
+	out := buf.String()
+	assert.Contains(t, out, "(3/10)")
+	assert.True(t, strings.HasSuffix(out, "\n"), "%q", out)
+	b.Add(7)
+	assert.Equal(t, out, buf.String(), "nothing after Done")
+
+	// A bar that never drew leaves no empty line.
+	var quiet bytes.Buffer
+	NewForced(&quiet, "y", 10, 0).Done()
+	assert.Zero(t, quiet.Len())
+}
+
+func TestBarConcurrentAdds(t *testing.T) {
+	var buf lockedBuffer
+	const goroutines, each = 8, 100
+	b := NewForced(&buf, "tasks", goroutines*each, RedrawEvery)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				b.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	b.Done()
+	assert.Contains(t, buf.String(), "(800/800)")
 	assert.Equal(t, 1, strings.Count(buf.String(), "\n"))
 }
 
@@ -55,4 +121,37 @@ func TestBarSilentOnNonTerminal(t *testing.T) {
 	var buf bytes.Buffer
 	New(&buf, "x", 3).Add(1)
 	assert.Zero(t, buf.Len(), "a bar on a non-file writer must print nothing")
+
+	// No work, or a nil bar: disabled, and safe to call.
+	z := NewForced(&buf, "x", 0, 0)
+	assert.False(t, z.Enabled())
+	z.Add(1)
+	z.Done()
+	var nilBar *Bar
+	nilBar.Add(1)
+	nilBar.Done()
+	assert.Zero(t, buf.Len())
 }
+
+// BenchmarkAdd is the cost of Add in a task callback: on a drawing bar
+// (throttled to RedrawEvery) and on a disabled one.
+func BenchmarkAdd(b *testing.B) {
+	b.Run("drawing", func(b *testing.B) {
+		bar := NewForced(discard{}, "bench", b.N+1, RedrawEvery)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				bar.Add(1)
+			}
+		})
+	})
+	b.Run("disabled", func(b *testing.B) {
+		bar := New(discard{}, "bench", b.N+1)
+		for range b.N {
+			bar.Add(1)
+		}
+	})
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -63,23 +63,33 @@ const (
 //	peer_value  the peer's figure in the same unit (absent when none)
 //	ratio       value / peer_value (absent when no peer): below 1 is
 //	            better for us/task, above 1 is better for efficiency
+//	openmp_peer   the OpenMP peer figure's name (see OpenMPName); absent
+//	              when none (grain cases, no compiler, not measured)
+//	openmp_value  the OpenMP peer's µs per task on as many threads as
+//	              workers (absent when none)
+//	openmp_ratio  value / openmp_value (absent when none): below 1 means
+//	              pz is cheaper per task than OpenMP
 //
-// StarPU submits from one thread; a figure with 2 submitters is compared
-// with the same single-submitter StarPU figure (same task count, same
-// graph).
+// The peer and ratio fields are StarPU's; the openmp_ fields were added
+// later, beside them. StarPU and OpenMP submit from one thread; a figure
+// with 2 submitters is compared with the same single-submitter peer
+// figures (same task count, same graph).
 type Record struct {
-	Bench      string   `json:"bench"`
-	Case       Case     `json:"case"`
-	GrainUS    int      `json:"grain_us,omitempty"`
-	Policy     string   `json:"policy"`
-	Workers    int      `json:"workers"`
-	Submitters int      `json:"submitters"`
-	Tasks      int      `json:"tasks"`
-	Value      float64  `json:"value"`
-	Unit       string   `json:"unit"`
-	Peer       string   `json:"peer"`
-	PeerValue  *float64 `json:"peer_value,omitempty"`
-	Ratio      *float64 `json:"ratio,omitempty"`
+	Bench       string   `json:"bench"`
+	Case        Case     `json:"case"`
+	GrainUS     int      `json:"grain_us,omitempty"`
+	Policy      string   `json:"policy"`
+	Workers     int      `json:"workers"`
+	Submitters  int      `json:"submitters"`
+	Tasks       int      `json:"tasks"`
+	Value       float64  `json:"value"`
+	Unit        string   `json:"unit"`
+	Peer        string   `json:"peer"`
+	PeerValue   *float64 `json:"peer_value,omitempty"`
+	Ratio       *float64 `json:"ratio,omitempty"`
+	OpenMP      string   `json:"openmp_peer,omitempty"`
+	OpenMPValue *float64 `json:"openmp_value,omitempty"`
+	OpenMPRatio *float64 `json:"openmp_ratio,omitempty"`
 }
 
 // Options configure Run. The zero value of a field selects its default.
@@ -106,20 +116,25 @@ type Options struct {
 	// GrainTasks is the number of grain tasks per worker; default 5000
 	// (StarPU's tasks_size_overhead -i).
 	GrainTasks int
-	// Peer supplies the peer's figures (from ParsePeer or RunStarPU);
+	// Peer supplies StarPU's figures (from ParsePeer or RunStarPU);
 	// nil prints no peer values.
 	Peer Peer
+	// OpenMP supplies the OpenMP peer's figures, named by OpenMPName
+	// (from RunOpenMP, or ParsePeer of such lines); nil prints none.
+	OpenMP Peer
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options.
 	SchedulerOptions []scheduler.Option
 }
+
+func defaultWorkers() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
 
 func (o *Options) defaults() {
 	if len(o.Policies) == 0 {
 		o.Policies = scheduler.Policies()
 	}
 	if len(o.Workers) == 0 {
-		o.Workers = []int{min(runtime.NumCPU(), runtime.GOMAXPROCS(0))}
+		o.Workers = []int{defaultWorkers()}
 	}
 	if len(o.Submitters) == 0 {
 		o.Submitters = []int{1, 2}
@@ -190,6 +205,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
 			r.PeerValue, r.Ratio = &v, &ratio
 		} else {
 			r.Peer = ""
+		}
+		if name := OpenMPName(r.Case, r.Workers); name != "" && r.Bench == BenchOverhead {
+			if pv, ok := opts.OpenMP[name]; ok && pv.Value != 0 {
+				v, ratio := pv.Value, r.Value/pv.Value
+				r.OpenMP, r.OpenMPValue, r.OpenMPRatio = name, &v, &ratio
+			}
 		}
 		recs = append(recs, r)
 		if err := enc.Encode(r); err != nil {

@@ -1,6 +1,7 @@
 // Package benchtasks is the logic of `pzrun bench tasks`: the scheduler's
 // cost per task and its parallel efficiency by task grain, next to the
-// same figures of StarPU, the peer (../shared/peers/starpu).
+// same figures of StarPU (../shared/peers/starpu) and, for the cost per
+// task, of OpenMP tasks with depend clauses (a program of this package).
 //
 // # Cases
 //
@@ -28,7 +29,10 @@
 // interface):
 //
 //	{"bench":"tasks_overhead","case":"chain","policy":"lws","workers":2,"submitters":1,"tasks":100000,
-//	 "value":0.31,"unit":"us/task","peer":"starpu_c_rw1_lws_total","peer_value":2.92,"ratio":0.106}
+//	 "value":0.31,"unit":"us/task","peer":"starpu_c_rw1_lws_total","peer_value":2.92,"ratio":0.106,
+//	 "openmp_peer":"omp_chain_2threads","openmp_value":0.62,"openmp_ratio":0.5}
+//
+// WriteTable prints the same records as an aligned table.
 //
 // # Peer figures
 //
@@ -36,4 +40,14 @@
 // "name value unit" format (ParsePeer), or are measured in the same
 // invocation by RunStarPU when StarPU 1.3 is installed
 // (apt-get install libstarpu-dev starpu-examples).
+//
+// OpenMP figures come from RunOpenMP: it writes omp/omp_tasks.c (embedded
+// in the package) to a temporary folder, builds it with the system C
+// compiler (cc -O2 -fopenmp) and runs it with OMP_NUM_THREADS equal to
+// pz's worker count on the overhead cases: independent tasks, a chain of
+// depend(inout) on one variable, and depend(inout) on the same four
+// variables per task. One thread of the team creates every task, as one
+// goroutine submits pz's (1 submitter). Without a compiler that can build
+// OpenMP code, RunOpenMP returns ErrNoOpenMP and pzrun prints a note
+// instead of the figures.
 package benchtasks

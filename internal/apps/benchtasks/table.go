@@ -1,0 +1,40 @@
+package benchtasks
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable writes recs as an aligned table, one row per record: pz's
+// figure, StarPU's and the ratio pz/StarPU, the OpenMP peer's and the
+// ratio pz/OpenMP, "-" where a peer has no figure. Overhead rows are in
+// µs per task (lower is better), grain rows in parallel efficiency (higher
+// is better).
+func WriteTable(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tPOLICY\tWORKERS\tSUBMITTERS\tUNIT\tPZ\tSTARPU\tPZ/STARPU\tOPENMP\tPZ/OPENMP")
+	for _, r := range recs {
+		c := string(r.Case)
+		if r.Case == CaseGrain {
+			c = fmt.Sprintf("grain %dus", r.GrainUS)
+		}
+		unit := r.Unit
+		if unit == "ratio" {
+			unit = "efficiency"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.3f\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, r.Submitters, unit, r.Value,
+			optional(r.PeerValue, "%.3f"), optional(r.Ratio, "%.2f"), optional(r.OpenMPValue, "%.3f"), optional(r.OpenMPRatio, "%.2f"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("benchtasks: writing the table: %w", err)
+	}
+	return nil
+}
+
+func optional(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
