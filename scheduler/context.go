@@ -81,10 +81,7 @@ type Context struct {
 	amu     sync.Mutex            // serializes updates of applied
 	applied atomic.Pointer[[]int] // workers that pop from c now, sorted
 
-	errMu     sync.Mutex
-	errs      []error
-	canceled  int
-	firstCanc error
+	errs errorLog // errors of c's own tasks
 
 	teamMu sync.Mutex
 	teams  map[int]int // team size -> tasks of that size not completed
@@ -124,7 +121,7 @@ func (c *Context) countTeam(size, d int) {
 }
 
 // contexts is the scheduler's context state. Lock discipline: cx.mu,
-// each Context's amu and errMu and the tasks' locks are leaves: code
+// each Context's amu and error log and the tasks' locks are leaves: code
 // holding one of them never takes another, and never blocks. Inside a
 // policy, the membership lock may be held while a queue's lock is taken
 // (never the reverse), and no policy lock is held while calling out of
@@ -531,7 +528,7 @@ func (c *Context) workersLocked() []int {
 // sub-contexts that have not completed.
 func (c *Context) Pending() int64 {
 	if c.parent == nil {
-		return c.s.inflight.Load()
+		return c.s.inflight.n.Load()
 	}
 	return max(c.pending.n.Load(), 0)
 }
@@ -804,31 +801,13 @@ func (c *Context) WaitAll(ctx context.Context) error {
 	return c.takeErrors(true)
 }
 
-// record keeps a task error for WaitAll.
-func (c *Context) record(err error) {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	if errors.Is(err, ErrCanceled) {
-		c.canceled++
-		if c.firstCanc == nil {
-			c.firstCanc = err
-		}
-		return
-	}
-	c.errs = append(c.errs, err)
-}
-
 // takeErrors returns and clears the errors of c (and, with sub, of its
 // sub-contexts).
 func (c *Context) takeErrors(sub bool) error {
 	var errs []error
-	c.errMu.Lock()
-	errs = append(errs, c.errs...)
-	if c.canceled > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d tasks of %q not run because a task they depend on failed (first: %v)", ErrCanceled, c.canceled, c.name, c.firstCanc))
+	if err := c.errs.take(fmt.Sprintf(" of %q", c.name)); err != nil {
+		errs = append(errs, err)
 	}
-	c.errs, c.canceled, c.firstCanc = nil, 0, nil
-	c.errMu.Unlock()
 	if sub {
 		for _, ch := range c.Children() {
 			if err := ch.takeErrors(true); err != nil {
@@ -862,10 +841,10 @@ func (s *Scheduler) takeContextErrors() error {
 // recordTask keeps t's error for the WaitAll of its context.
 func (s *Scheduler) recordTask(t *Task, err error) {
 	if c := t.Context; c != nil && c.parent != nil {
-		c.record(err)
+		c.errs.record(err)
 		return
 	}
-	s.record(err)
+	s.errs.record(err)
 }
 
 // stuckError joins to err one ErrNoWorkers error per context that holds
@@ -1174,87 +1153,15 @@ func (s *Scheduler) drainContexts() {
 	if s.cx.n.Load() == 0 {
 		return
 	}
-	for s.inflight.Load() != 0 {
+	for s.inflight.n.Load() != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := s.waitZero(ctx)
+		err := s.inflight.wait(ctx)
 		cancel()
 		if err == nil {
 			return
 		}
 		s.lendAtClose()
 	}
-}
-
-// waitZero waits until no task is in flight.
-func (s *Scheduler) waitZero(ctx context.Context) error {
-	for s.inflight.Load() != 0 {
-		// Announce the waiter before re-checking, so that a completion
-		// that brings the count to zero sees it (see doneCount).
-		s.nwaiters.Add(1)
-		s.waitMu.Lock()
-		if s.inflight.Load() == 0 {
-			s.waitMu.Unlock()
-			s.nwaiters.Add(-1)
-			break
-		}
-		ch := make(chan struct{})
-		s.waiters = append(s.waiters, ch)
-		s.waitMu.Unlock()
-		select {
-		case <-ch:
-			s.nwaiters.Add(-1)
-		case <-ctx.Done():
-			s.nwaiters.Add(-1)
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// zeroWaiter is a counter that goroutines can wait on to reach zero.
-type zeroWaiter struct {
-	n   atomic.Int64
-	nw  atomic.Int32
-	mu  sync.Mutex
-	chs []chan struct{}
-}
-
-func (z *zeroWaiter) add(d int64) int64 {
-	v := z.n.Add(d)
-	if v == 0 && z.nw.Load() > 0 {
-		z.mu.Lock()
-		for _, ch := range z.chs {
-			close(ch)
-		}
-		z.chs = nil
-		z.mu.Unlock()
-	}
-	return v
-}
-
-func (z *zeroWaiter) wait(ctx context.Context) error {
-	for z.n.Load() != 0 {
-		// Announce the waiter before re-checking, so that an add that
-		// brings the count to zero sees it.
-		z.nw.Add(1)
-		z.mu.Lock()
-		if z.n.Load() == 0 {
-			z.mu.Unlock()
-			z.nw.Add(-1)
-			return nil
-		}
-		ch := make(chan struct{})
-		z.chs = append(z.chs, ch)
-		z.mu.Unlock()
-		select {
-		case <-ch:
-			z.nw.Add(-1)
-		case <-ctx.Done():
-			z.nw.Add(-1)
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // clusterPolicy is the policy of a context without one (a cluster): one

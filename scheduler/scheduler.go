@@ -30,20 +30,14 @@ type Scheduler struct {
 	// nsleep by workers going to sleep: each on a cache line of its own,
 	// off the read-mostly fields above that every worker reads.
 	_        [cacheLine]byte
-	inflight atomic.Int64 // submitted and not completed (batched per worker)
-	nwaiters atomic.Int32
+	inflight zeroWaiter // submitted and not completed (batched per worker)
 	_        [cacheLine]byte
 	nsleep   atomic.Int32
 	_        [cacheLine]byte
 
-	waitMu  sync.Mutex
-	waiters []chan struct{}
-
-	errMu      sync.Mutex
+	errs       errorLog // errors of tasks of the global context
+	deinitMu   sync.Mutex
 	deinitErrs []error
-	errs       []error
-	canceled   int
-	firstCanc  error
 
 	tagMu sync.Mutex
 	tags  map[Tag]*tagEntry
@@ -181,15 +175,15 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 	}
 	// Counting the task before checking closed makes Close wait for it
 	// (Close sets closed, then waits for inflight to reach 0).
-	s.inflight.Add(1)
+	s.inflight.add(1)
 	if s.closed.Load() {
-		s.doneCount(1)
+		s.inflight.add(-1)
 		t.state.Store(stateNew)
 		return fmt.Errorf("submitting %q: %w", t.Codelet.name(), ErrClosed)
 	}
 	if t.Context != nil || s.cx.n.Load() > 0 {
 		if err := s.enterContext(ctx, t); err != nil {
-			s.doneCount(1)
+			s.inflight.add(-1)
 			t.state.Store(stateNew)
 			return err
 		}
@@ -417,7 +411,7 @@ func (h *Handle) flushReduxLocked() {
 	if s.cfg.stats {
 		r.id = s.nextID.Add(1)
 	}
-	s.inflight.Add(1)
+	s.inflight.add(1)
 	for _, p := range h.cur {
 		s.addDep(p, r)
 	}
@@ -689,7 +683,7 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 			w.flushDone()
 		}
 	} else {
-		s.doneCount(1)
+		s.inflight.add(-1)
 	}
 	return q
 }
@@ -703,32 +697,6 @@ func callSafely(t *Task, worker int) (err error) {
 	}()
 	t.Callback(t)
 	return nil
-}
-
-func (s *Scheduler) record(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if errors.Is(err, ErrCanceled) {
-		s.canceled++
-		if s.firstCanc == nil {
-			s.firstCanc = err
-		}
-		return
-	}
-	s.errs = append(s.errs, err)
-}
-
-// doneCount marks n tasks completed and wakes WaitAll callers when none
-// is left.
-func (s *Scheduler) doneCount(n int64) {
-	if s.inflight.Add(-n) == 0 && s.nwaiters.Load() > 0 {
-		s.waitMu.Lock()
-		for _, ch := range s.waiters {
-			close(ch)
-		}
-		s.waiters = nil
-		s.waitMu.Unlock()
-	}
 }
 
 // WaitAll blocks until every task submitted so far (and every task they
@@ -746,21 +714,10 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 			return c.WaitAll(ctx)
 		}
 	}
-	if err := s.waitZero(ctx); err != nil {
-		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.Load(), 0)))
+	if err := s.inflight.wait(ctx); err != nil {
+		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.n.Load(), 0)))
 	}
-	return errors.Join(s.takeErrors(), s.takeContextErrors())
-}
-
-func (s *Scheduler) takeErrors() error {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	errs := s.errs
-	if s.canceled > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d tasks not run because a task they depend on failed (first: %v)", ErrCanceled, s.canceled, s.firstCanc))
-	}
-	s.errs, s.canceled, s.firstCanc = nil, 0, nil
-	return errors.Join(errs...)
+	return errors.Join(s.errs.take(""), s.takeContextErrors())
 }
 
 // Wait blocks until the given tasks have completed or ctx ends, and
@@ -804,9 +761,9 @@ func (s *Scheduler) Close() error {
 		s.closedAt = time.Now()
 		s.stopWorkers()
 		s.releaseSpans()
-		s.errMu.Lock()
+		s.deinitMu.Lock()
 		errs = append(errs, s.deinitErrs...)
-		s.errMu.Unlock()
+		s.deinitMu.Unlock()
 		if err := s.models.save(); err != nil {
 			errs = append(errs, err)
 		}
@@ -822,9 +779,9 @@ func (s *Scheduler) Close() error {
 
 // recordDeinit keeps a worker's deinit error for Close.
 func (s *Scheduler) recordDeinit(err error) {
-	s.errMu.Lock()
+	s.deinitMu.Lock()
 	s.deinitErrs = append(s.deinitErrs, err)
-	s.errMu.Unlock()
+	s.deinitMu.Unlock()
 }
 
 func (s *Scheduler) stopWorkers() {

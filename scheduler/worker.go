@@ -54,7 +54,7 @@ func (w *worker) flushDone() {
 	if w.doneBatch > 0 {
 		n := w.doneBatch
 		w.doneBatch = 0
-		w.s.doneCount(n)
+		w.s.inflight.add(-n)
 	}
 }
 

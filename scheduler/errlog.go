@@ -1,0 +1,45 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// errorLog keeps the errors of failed tasks until a WaitAll takes them,
+// counting the canceled ones (their dependents) rather than listing
+// them: one per scope, the scheduler's and each context's.
+type errorLog struct {
+	mu        sync.Mutex
+	errs      []error
+	canceled  int
+	firstCanc error
+}
+
+// record keeps err.
+func (l *errorLog) record(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(err, ErrCanceled) {
+		l.canceled++
+		if l.firstCanc == nil {
+			l.firstCanc = err
+		}
+		return
+	}
+	l.errs = append(l.errs, err)
+}
+
+// take returns the errors kept so far, joined, with one error for the
+// canceled tasks (of is "" or names the scope, ` of "ctx"`), and clears
+// them: each error is reported once.
+func (l *errorLog) take(of string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	errs := l.errs
+	if l.canceled > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed (first: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
+	}
+	l.errs, l.canceled, l.firstCanc = nil, 0, nil
+	return errors.Join(errs...)
+}
