@@ -68,14 +68,9 @@ type Context struct {
 	// Guarded by s.cx.mu.
 	children  []*Context
 	inheritor *Context
-	deleting  bool
-	finished  bool
-	deleted   bool
 
-	stopped atomic.Bool // refuses submissions
-	closing atomic.Bool // deleting or finished: act when pending reaches 0
-	final   atomic.Bool // the closing action ran
-	pending zeroWaiter  // tasks of c and its sub-contexts not completed
+	state   lifecycle  // open, stopped, finishing, ... (context_state.go)
+	pending zeroWaiter // tasks of c and its sub-contexts not completed
 	gone    chan struct{}
 
 	amu     sync.Mutex            // serializes updates of applied
@@ -136,7 +131,7 @@ type contexts struct {
 	global  atomic.Pointer[Context]
 	all     []*Context // live contexts, global first
 	nextID  int
-	leaf    []*Context // by worker id: the worker's context (target)
+	target  []*Context // by worker id: the innermost context it is in or moving to
 	reason  []string   // by worker id: why it was last moved
 	resizes []Resize
 }
@@ -251,9 +246,9 @@ func (s *Scheduler) initCxLocked() {
 	s.cx.global.Store(g)
 	s.cx.all = []*Context{g}
 	s.cx.nextID = 1
-	s.cx.leaf = make([]*Context, n)
-	for i := range s.cx.leaf {
-		s.cx.leaf[i] = g
+	s.cx.target = make([]*Context, n)
+	for i := range s.cx.target {
+		s.cx.target[i] = g
 	}
 	s.cx.reason = make([]string, n)
 }
@@ -284,7 +279,7 @@ func (s *Scheduler) WorkerContext(id int) *Context {
 	if id < 0 || id >= len(s.workers) {
 		return nil
 	}
-	return s.cx.leaf[id]
+	return s.cx.target[id]
 }
 
 // Resizes returns every context change of a worker so far, in the order
@@ -353,7 +348,7 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 
 	s.cx.mu.Lock()
 	s.initCxLocked()
-	if c.s != s || c.deleted || c.deleting {
+	if c.s != s || c.state.load().gone() {
 		s.cx.mu.Unlock()
 		return nil, fmt.Errorf("%w: cannot create %q in deleted context %q", ErrContextDeleted, name, c.name)
 	}
@@ -363,7 +358,7 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 	}
 	ids := cfg.workers
 	if cfg.count > 0 {
-		for id, l := range s.cx.leaf {
+		for id, l := range s.cx.target {
 			if l == c && len(ids) < cfg.count {
 				ids = append(ids, id)
 			}
@@ -418,7 +413,7 @@ func (s *Scheduler) checkFreeLocked(c, p *Context, ids []int) error {
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: worker %d is listed twice", ErrBadWorker, id)
 		}
-		l := s.cx.leaf[id]
+		l := s.cx.target[id]
 		if l == c || l.isIn(c) {
 			continue // already a member: no change
 		}
@@ -448,11 +443,11 @@ func (c *Context) isIn(a *Context) bool {
 func (s *Scheduler) retargetLocked(ids []int, to *Context, reason string) []int {
 	var moved []int
 	for _, id := range ids {
-		l := s.cx.leaf[id]
+		l := s.cx.target[id]
 		if l == to || (reason == "add" && l.isIn(to)) {
 			continue
 		}
-		s.cx.leaf[id] = to
+		s.cx.target[id] = to
 		s.cx.reason[id] = reason
 		moved = append(moved, id)
 	}
@@ -516,7 +511,7 @@ func (c *Context) Workers() []int {
 func (c *Context) workersLocked() []int {
 	c.s.initCxLocked()
 	var ids []int
-	for id, l := range c.s.cx.leaf {
+	for id, l := range c.s.cx.target {
 		if l.isIn(c) {
 			ids = append(ids, id)
 		}
@@ -532,9 +527,6 @@ func (c *Context) Pending() int64 {
 	}
 	return max(c.pending.n.Load(), 0)
 }
-
-// Stopped reports whether c refuses new tasks.
-func (c *Context) Stopped() bool { return c.stopped.Load() }
 
 // Deleted returns a channel closed once c is deleted (see Delete).
 func (c *Context) Deleted() <-chan struct{} { return c.gone }
@@ -625,7 +617,7 @@ func (c *Context) usableLocked() error {
 	if c == nil {
 		return fmt.Errorf("%w: nil context", ErrBadContext)
 	}
-	if c.deleted || c.deleting {
+	if c.state.load().gone() {
 		return fmt.Errorf("%w: %q", ErrContextDeleted, c.name)
 	}
 	return nil
@@ -641,16 +633,12 @@ func (s *Scheduler) checkMembersLocked(c *Context, ids []int) error {
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: worker %d is listed twice", ErrBadWorker, id)
 		}
-		if !s.cx.leaf[id].isIn(c) {
-			return fmt.Errorf("%w: worker %d is in %q, not in %q", ErrBadWorker, id, s.cx.leaf[id].name, c.name)
+		if !s.cx.target[id].isIn(c) {
+			return fmt.Errorf("%w: worker %d is in %q, not in %q", ErrBadWorker, id, s.cx.target[id].name, c.name)
 		}
 	}
 	return nil
 }
-
-// StopSubmission makes c refuse new tasks (ErrContextStopped); the tasks
-// already submitted run as usual.
-func (c *Context) StopSubmission() { c.stopped.Store(true) }
 
 // SetInheritor sets the context that gets c's workers when c is
 // finished (FinishedSubmitting); nil means c's parent.
@@ -672,67 +660,10 @@ func (c *Context) checkInheritorLocked(in *Context) error {
 	switch {
 	case in.s != c.s:
 		return fmt.Errorf("%w: inheritor %q of %q belongs to another scheduler", ErrBadContext, in.name, c.name)
-	case in.deleted || in.deleting:
+	case in.state.load().gone():
 		return fmt.Errorf("%w: inheritor %q of %q is deleted", ErrBadContext, in.name, c.name)
 	case in.isIn(c):
 		return fmt.Errorf("%w: %q cannot inherit from %q: it is the context itself or one of its sub-contexts", ErrBadContext, in.name, c.name)
-	}
-	return nil
-}
-
-// FinishedSubmitting tells the scheduler that no more tasks will be
-// submitted to c (they are refused from now on): as soon as c's last task
-// completes, c's workers move to its inheritor (SetInheritor, default
-// its parent). c remains usable for AddWorkers and MoveWorkers.
-func (c *Context) FinishedSubmitting() {
-	s := c.s
-	c.stopped.Store(true)
-	if c.parent == nil {
-		return
-	}
-	s.cx.mu.Lock()
-	c.finished = true
-	s.cx.mu.Unlock()
-	c.closing.Store(true)
-	if c.pending.n.Load() == 0 {
-		c.finalize()
-	}
-}
-
-// Delete deletes c: it refuses new tasks at once (ErrContextStopped),
-// its queued and running tasks complete, then its workers move to
-// inheritor (nil: c's parent) and c is removed; Deleted is closed then.
-// Delete does not wait: use WaitAll or Deleted for that. It fails,
-// changing nothing, for the global context, a context with sub-contexts
-// (delete them first), a context already deleted, or an inheritor that
-// is c, inside c, deleted or foreign.
-func (c *Context) Delete(inheritor *Context) error {
-	s := c.s
-	s.cx.mu.Lock()
-	var err error
-	switch {
-	case c.parent == nil:
-		err = fmt.Errorf("%w: the global context cannot be deleted", ErrBadContext)
-	case c.deleted || c.deleting:
-		err = fmt.Errorf("%w: %q was already deleted", ErrContextDeleted, c.name)
-	case len(c.children) > 0:
-		err = fmt.Errorf("%w: %q has sub-contexts (%s); delete them first", ErrBadContext, c.name, names(c.children))
-	default:
-		err = c.checkInheritorLocked(inheritor)
-	}
-	if err != nil {
-		s.cx.mu.Unlock()
-		return fmt.Errorf("deleting %q: %w", c.name, err)
-	}
-	c.deleting = true
-	if inheritor != nil {
-		c.inheritor = inheritor
-	}
-	s.cx.mu.Unlock()
-	c.stopped.Store(true)
-	c.closing.Store(true)
-	if c.pending.n.Load() == 0 {
-		c.finalize()
 	}
 	return nil
 }
@@ -746,44 +677,6 @@ func names(cs []*Context) string {
 		b.WriteString(c.name)
 	}
 	return b.String()
-}
-
-// finalize runs once c is closing and has no pending task: its own
-// workers move to the inheritor, and a deleted context goes away.
-func (c *Context) finalize() {
-	if !c.final.CompareAndSwap(false, true) {
-		return
-	}
-	s := c.s
-	s.cx.mu.Lock()
-	in := c.inheritor
-	if in == nil || in.deleted || in.deleting {
-		in = c.parent
-		for in.deleted || in.deleting {
-			in = in.parent
-		}
-	}
-	var own []int
-	for id, l := range s.cx.leaf {
-		if l == c {
-			own = append(own, id)
-		}
-	}
-	reason := "finished"
-	if c.deleting {
-		reason = "delete"
-	}
-	moved := s.retargetLocked(own, in, reason)
-	if c.deleting {
-		c.deleted = true
-		p := c.parent
-		p.children = slices.DeleteFunc(p.children, func(x *Context) bool { return x == c })
-		s.cx.all = slices.DeleteFunc(s.cx.all, func(x *Context) bool { return x == c })
-		s.cx.n.Add(-1)
-		close(c.gone)
-	}
-	s.cx.mu.Unlock()
-	s.wakeMoved(moved)
 }
 
 // WaitAll blocks until every task submitted to c and its sub-contexts
@@ -909,9 +802,9 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 	for _, x := range c.ancestors {
 		x.pending.add(1)
 	}
-	if c.stopped.Load() {
+	if st := c.state.load(); !st.accepting() {
 		c.leaveCount()
-		if c.final.Load() && c.deleting {
+		if st == ctxDeleted {
 			return fmt.Errorf("task %q: %w: %w: %q", t.Codelet.name(), ErrContextStopped, ErrContextDeleted, c.name)
 		}
 		return fmt.Errorf("task %q: %w: %q (stopped, finished or being deleted)", t.Codelet.name(), ErrContextStopped, c.name)
@@ -927,8 +820,8 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 // closing action if it was the last.
 func (c *Context) leaveCount() {
 	for _, x := range c.ancestors {
-		if x.pending.add(-1) == 0 && x.closing.Load() {
-			x.finalize()
+		if x.pending.add(-1) == 0 {
+			x.settle()
 		}
 	}
 }
@@ -1032,7 +925,7 @@ func (w *worker) applyContexts() {
 	s := w.s
 	w.cx.moveReq.Store(false)
 	s.cx.mu.Lock()
-	target := s.cx.leaf[w.info.ID]
+	target := s.cx.target[w.info.ID]
 	reason := s.cx.reason[w.info.ID]
 	g := s.cx.global.Load()
 	s.cx.mu.Unlock()
@@ -1094,8 +987,9 @@ func (w *worker) popsFrom(c *Context) bool {
 	return false
 }
 
-// leafContext returns the innermost context the worker pops from.
-func (w *worker) leafContext() *Context {
+// appliedContext returns the innermost context the worker pops from now
+// (s.cx.target is where it is going).
+func (w *worker) appliedContext() *Context {
 	if p := w.cx.chain.Load(); p != nil {
 		return (*p)[0]
 	}
@@ -1130,7 +1024,7 @@ func (s *Scheduler) lendAtClose() {
 	s.cx.mu.Lock()
 	var moved []int
 	for _, c := range stuck {
-		for id, l := range s.cx.leaf {
+		for id, l := range s.cx.target {
 			if need[c] <= 0 {
 				break
 			}

@@ -60,7 +60,7 @@ func (w *worker) idleCycle(mb *monitorBox) {
 	if w.cx.idleStart == 0 {
 		w.cx.idleStart = now
 	}
-	mb.m.IdleCycle(w.leafContext(), w.info.ID, time.Duration(now-w.cx.idleStart))
+	mb.m.IdleCycle(w.appliedContext(), w.info.ID, time.Duration(now-w.cx.idleStart))
 }
 
 // popped reports a popped task (and the end of an idle period).
@@ -68,7 +68,7 @@ func (w *worker) popped(mb *monitorBox, t *Task) {
 	if w.cx.idleStart != 0 {
 		idle := time.Duration(w.s.now() - w.cx.idleStart)
 		w.cx.idleStart = 0
-		mb.m.IdleEnd(w.leafContext(), w.info.ID, idle)
+		mb.m.IdleEnd(w.appliedContext(), w.info.ID, idle)
 	}
 	mb.m.TaskPopped(w.s.contextOf(t), t, w.info.ID)
 }

@@ -266,7 +266,7 @@ func (c *central) RemoveWorkers(ids ...int) []*Task {
 	c.kinds.Store(&k)
 	if c.members.Load() == 0 {
 		// Nobody left to pop: hand the queue back.
-		return c.q.close2()
+		return c.q.drain()
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func (p *dmda) RemoveWorkers(ids ...int) []*Task {
 	}
 	p.mu.Unlock()
 	if len(p.set.Load().ids) == 0 {
-		out = append(out, p.fallback.close2()...)
+		out = append(out, p.fallback.drain()...)
 	}
 	return out
 }

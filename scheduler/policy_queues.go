@@ -56,7 +56,7 @@ func (qs *queueSet) add(ws []WorkerInfo) []*Task {
 	}
 	qs.set.Store(s)
 	// Tasks that waited for workers go back through Push.
-	return qs.orphans.close2()
+	return qs.orphans.drain()
 }
 
 func (qs *queueSet) remove(ids []int) []*Task {
@@ -104,10 +104,10 @@ func (qs *queueSet) pushOrphan(t *Task, seen *workerSet) bool {
 	return true
 }
 
-// close2 returns the queued tasks and leaves the queue open. It never
+// drain returns the queued tasks and leaves the queue open. It never
 // closes the queue, not even briefly: a push racing with it must not
 // fail, since Push callers of an open queue drop its result.
-func (q *taskQueue) close2() []*Task {
+func (q *taskQueue) drain() []*Task {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := append([]*Task(nil), q.buf[q.head:]...)
