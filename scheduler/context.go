@@ -128,7 +128,7 @@ type contexts struct {
 	n       atomic.Int32 // live contexts other than global: 0 keeps hot paths free
 	mon     atomic.Pointer[monitorBox]
 	mu      sync.Mutex
-	global  atomic.Pointer[Context]
+	global  *Context   // set by New, immutable
 	all     []*Context // live contexts, global first
 	nextID  int
 	target  []*Context // by worker id: the innermost context it is in or moving to
@@ -140,7 +140,7 @@ type contexts struct {
 // and idleStart.
 type workerCx struct {
 	moveReq   atomic.Bool
-	chain     atomic.Pointer[[]*Context] // applied; nil means [global]
+	chain     atomic.Pointer[[]*Context] // the contexts it pops from now, innermost first
 	idleStart int64                      // ns since epoch, 0 when busy (monitored only)
 	timer     *time.Timer
 }
@@ -230,11 +230,9 @@ func ContextPolicyFunc(newPolicy func(PolicyConfig) Policy) ContextOption {
 // when it is finished (see FinishedSubmitting); default its parent.
 func ContextInheritor(c *Context) ContextOption { return func(cc *ctxConfig) { cc.inheritor = c } }
 
-// initCx creates the global context on first use; cx.mu is held.
-func (s *Scheduler) initCxLocked() {
-	if s.cx.global.Load() != nil {
-		return
-	}
+// newGlobalContext creates the global context, of every worker, before
+// the workers start (New).
+func (s *Scheduler) newGlobalContext() {
 	n := len(s.workers)
 	g := &Context{s: s, id: 0, name: GlobalName, policy: s.policy, polName: s.policy.Name(), gone: make(chan struct{})}
 	g.chain = []*Context{g}
@@ -243,7 +241,7 @@ func (s *Scheduler) initCxLocked() {
 		all[i] = i
 	}
 	g.applied.Store(&all)
-	s.cx.global.Store(g)
+	s.cx.global = g
 	s.cx.all = []*Context{g}
 	s.cx.nextID = 1
 	s.cx.target = make([]*Context, n)
@@ -251,22 +249,19 @@ func (s *Scheduler) initCxLocked() {
 		s.cx.target[i] = g
 	}
 	s.cx.reason = make([]string, n)
+	for _, w := range s.workers {
+		w.cx.chain.Store(&g.chain)
+	}
 }
 
 // Global returns the global context: every worker is in it, and tasks
 // submitted to no other context go to it.
-func (s *Scheduler) Global() *Context {
-	s.cx.mu.Lock()
-	defer s.cx.mu.Unlock()
-	s.initCxLocked()
-	return s.cx.global.Load()
-}
+func (s *Scheduler) Global() *Context { return s.cx.global }
 
 // Contexts returns the live contexts, the global one first.
 func (s *Scheduler) Contexts() []*Context {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
-	s.initCxLocked()
 	return slices.Clone(s.cx.all)
 }
 
@@ -275,7 +270,6 @@ func (s *Scheduler) Contexts() []*Context {
 func (s *Scheduler) WorkerContext(id int) *Context {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
-	s.initCxLocked()
 	if id < 0 || id >= len(s.workers) {
 		return nil
 	}
@@ -347,7 +341,6 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 	nc.applied.Store(&empty)
 
 	s.cx.mu.Lock()
-	s.initCxLocked()
 	if c.s != s || c.state.load().gone() {
 		s.cx.mu.Unlock()
 		return nil, fmt.Errorf("%w: cannot create %q in deleted context %q", ErrContextDeleted, name, c.name)
@@ -509,7 +502,6 @@ func (c *Context) Workers() []int {
 }
 
 func (c *Context) workersLocked() []int {
-	c.s.initCxLocked()
 	var ids []int
 	for id, l := range c.s.cx.target {
 		if l.isIn(c) {
@@ -594,7 +586,6 @@ func (s *Scheduler) MoveWorkersFor(reason string, from, to *Context, ids ...int)
 		return fmt.Errorf("%w: MoveWorkers needs two contexts", ErrBadContext)
 	}
 	s.cx.mu.Lock()
-	s.initCxLocked()
 	err := from.usableLocked()
 	if err == nil {
 		err = to.usableLocked()
@@ -625,7 +616,6 @@ func (c *Context) usableLocked() error {
 
 // checkMembersLocked checks that ids are distinct workers of c's subtree.
 func (s *Scheduler) checkMembersLocked(c *Context, ids []int) error {
-	s.initCxLocked()
 	for i, id := range ids {
 		if id < 0 || id >= len(s.workers) {
 			return fmt.Errorf("%w: worker %d does not exist (ids are 0..%d)", ErrBadWorker, id, len(s.workers)-1)
@@ -714,9 +704,6 @@ func (c *Context) takeErrors(sub bool) error {
 // takeContextErrors returns the errors of every context's tasks not yet
 // returned, for Scheduler.WaitAll.
 func (s *Scheduler) takeContextErrors() error {
-	if s.cx.global.Load() == nil {
-		return nil
-	}
 	s.cx.mu.Lock()
 	all := slices.Clone(s.cx.all)
 	s.cx.mu.Unlock()
@@ -840,16 +827,9 @@ func (c *Context) taskDone(t *Task) {
 	}
 }
 
-// pushCtx hands a ready task to its context's policy (the global context
-// for a task without one) and wakes a worker of that context.
-func (s *Scheduler) pushCtx(t *Task, w *worker) {
-	c := t.Context
-	if c == nil {
-		c = s.cx.global.Load()
-	}
-	c.push(t, w, true)
-}
-
+// push hands a ready task to c's policy and wakes a worker of c (the one
+// the policy named, if asleep); notify tells the monitor (not for a task
+// handed back by a leaving worker).
 func (c *Context) push(t *Task, w *worker, notify bool) {
 	from := -1
 	if w != nil {
@@ -927,12 +907,8 @@ func (w *worker) applyContexts() {
 	s.cx.mu.Lock()
 	target := s.cx.target[w.info.ID]
 	reason := s.cx.reason[w.info.ID]
-	g := s.cx.global.Load()
 	s.cx.mu.Unlock()
-	old := []*Context{g}
-	if p := w.cx.chain.Load(); p != nil {
-		old = *p
-	}
+	old := *w.cx.chain.Load()
 	next := target.chain
 	if slices.Equal(old, next) {
 		return
@@ -947,11 +923,7 @@ func (w *worker) applyContexts() {
 			c.join(w)
 		}
 	}
-	if len(next) == 1 && next[0] == g {
-		w.cx.chain.Store(nil)
-	} else {
-		w.cx.chain.Store(&next)
-	}
+	w.cx.chain.Store(&next)
 	s.teamsGrew()
 	r := Resize{At: time.Duration(s.now()), Worker: w.info.ID, From: old[0].name, FromID: old[0].id, To: next[0].name, ToID: next[0].id, Reason: reason}
 	s.cx.mu.Lock()
@@ -975,11 +947,7 @@ func (w *worker) popChain(chain []*Context) *Task {
 
 // popsFrom reports whether the worker pops the tasks of c (nil: global).
 func (w *worker) popsFrom(c *Context) bool {
-	p := w.cx.chain.Load()
-	if p == nil {
-		return c == nil || c.parent == nil
-	}
-	for _, x := range *p {
+	for _, x := range *w.cx.chain.Load() {
 		if x == c || (c == nil && x.parent == nil) {
 			return true
 		}
@@ -989,19 +957,14 @@ func (w *worker) popsFrom(c *Context) bool {
 
 // appliedContext returns the innermost context the worker pops from now
 // (s.cx.target is where it is going).
-func (w *worker) appliedContext() *Context {
-	if p := w.cx.chain.Load(); p != nil {
-		return (*p)[0]
-	}
-	return w.s.cx.global.Load()
-}
+func (w *worker) appliedContext() *Context { return (*w.cx.chain.Load())[0] }
 
 // contextOf returns t's context, the global one for none.
 func (s *Scheduler) contextOf(t *Task) *Context {
 	if t.Context != nil {
 		return t.Context
 	}
-	return s.cx.global.Load()
+	return s.cx.global
 }
 
 // lendAtClose gives each context that still holds tasks and has no

@@ -92,6 +92,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
+	s.newGlobalContext()
 	inits := make(chan error, len(s.workers))
 	launched := 0
 	for _, w := range s.workers {
@@ -557,17 +558,8 @@ func (t *Task) readErr() error {
 	return t.depErr
 }
 
-func (s *Scheduler) push(t *Task, w *worker) {
-	if t.Context != nil || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil {
-		s.pushCtx(t, w)
-		return
-	}
-	from := -1
-	if w != nil {
-		from = w.info.ID
-	}
-	s.wakeHint(s.policy.Push(t, from), from)
-}
+// push hands a ready task to its context (the global one for none).
+func (s *Scheduler) push(t *Task, w *worker) { s.contextOf(t).push(t, w, true) }
 
 // acquireCommute takes the commute tokens of t's commuting handles in a
 // fixed order, or none: if one is held, t waits on that handle and is

@@ -110,29 +110,6 @@ func (w *worker) idle() {
 	}
 }
 
-// wakeHint wakes the worker a policy named, or any sleeping one.
-func (s *Scheduler) wakeHint(hint, from int) {
-	switch {
-	case hint == NoWorker:
-		return
-	case hint >= 0 && hint < len(s.workers):
-		if s.wakeWorker(s.workers[hint]) {
-			return
-		}
-		if hint == from {
-			return
-		}
-	}
-	if s.nsleep.Load() == 0 {
-		return
-	}
-	for _, w := range s.workers {
-		if w.info.ID != from && s.wakeWorker(w) {
-			return
-		}
-	}
-}
-
 func (s *Scheduler) wakeWorker(w *worker) bool {
 	if !w.sleeping.Load() || !w.sleeping.CompareAndSwap(true, false) {
 		return false
@@ -166,12 +143,7 @@ func (w *worker) pop() *Task {
 			w.joinTeam(tm)
 			continue
 		}
-		var t *Task
-		if p := w.cx.chain.Load(); p == nil {
-			t = s.policy.Pop(w.info.ID)
-		} else {
-			t = w.popChain(*p)
-		}
+		t := w.popChain(*w.cx.chain.Load())
 		if t != nil {
 			if mb := s.cx.mon.Load(); mb != nil {
 				w.popped(mb, t)
