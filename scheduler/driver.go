@@ -22,7 +22,8 @@ type driver interface {
 // cpuDriver runs codelets' CPU implementations on the driving goroutine.
 type cpuDriver struct{}
 
-func (cpuDriver) init(*worker) error   { return nil }
+func (cpuDriver) init(*worker) error { return nil }
+
 func (cpuDriver) deinit(*worker) error { return nil }
 
 func (cpuDriver) runOnce(w *worker) bool {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -41,5 +42,39 @@ func (l *errorLog) take(of string) error {
 		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed (first: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
 	}
 	l.errs, l.canceled, l.firstCanc = nil, 0, nil
+	return errors.Join(errs...)
+}
+
+// takeErrors returns and clears the errors of c (and, with sub, of its
+// sub-contexts).
+func (c *Context) takeErrors(sub bool) error {
+	var errs []error
+	if err := c.errs.take(fmt.Sprintf(" of %q", c.name)); err != nil {
+		errs = append(errs, err)
+	}
+	if sub {
+		for _, ch := range c.Children() {
+			if err := ch.takeErrors(true); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// takeContextErrors returns the errors of every context's tasks not yet
+// returned, for Scheduler.WaitAll.
+func (s *Scheduler) takeContextErrors() error {
+	s.cx.mu.Lock()
+	all := slices.Clone(s.cx.all)
+	s.cx.mu.Unlock()
+	var errs []error
+	for _, c := range all {
+		if c.parent != nil {
+			if err := c.takeErrors(false); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }

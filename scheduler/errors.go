@@ -101,3 +101,24 @@ func (e *TaskError) Error() string {
 
 // Unwrap returns the task's own error.
 func (e *TaskError) Unwrap() error { return e.Err }
+
+// canceledError is the error of a canceled task; cause is the error of
+// the task that failed (never another canceledError, so chains of
+// cancellations do not grow messages).
+type canceledError struct {
+	name  string
+	cause error
+}
+
+func (e *canceledError) Error() string {
+	msg := e.cause.Error()
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '\n' {
+			msg = msg[:i]
+			break
+		}
+	}
+	return fmt.Sprintf("scheduler: task %q canceled: a task it depends on failed: %s", e.name, msg)
+}
+
+func (e *canceledError) Unwrap() []error { return []error{ErrCanceled, e.cause} }

@@ -2,11 +2,12 @@ package scheduler
 
 import (
 	"fmt"
-	"go.uber.org/zap"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+
+	"go.uber.org/zap"
 )
 
 // An Option configures New. Explicit options take precedence over the
@@ -137,3 +138,7 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	return c, nil
 }
+
+// WithLogger sets the logger that records every context resize (Info)
+// and workers lent at Close (Warn). Default: none.
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // WorkerKind is the kind of processing unit a worker drives.
@@ -301,3 +302,12 @@ var (
 // goroutines on different cache lines (two 64-byte lines: adjacent-line
 // prefetchers pair them).
 const cacheLine = 128
+
+// policyConfig is what context policies are built with.
+func (s *Scheduler) policyConfig() PolicyConfig {
+	return PolicyConfig{
+		Seed:     uint64(time.Now().UnixNano()),
+		Estimate: s.estimate,
+		Now:      s.now,
+	}
+}

@@ -235,3 +235,15 @@ func (w *worker) runTeam(tm *team, rank int) {
 func teamNeedError(c *Context, t *Task, have int) error {
 	return fmt.Errorf("%w: %q has a team of %d workers waiting to run %q and %d workers; give it workers (AddWorkers, MoveWorkers)", ErrNoWorkers, c.name, t.Team, t.Codelet.name(), have)
 }
+
+func (c *Context) countTeam(size, d int) {
+	c.teamMu.Lock()
+	if c.teams == nil {
+		c.teams = make(map[int]int)
+	}
+	c.teams[size] += d
+	if c.teams[size] == 0 {
+		delete(c.teams, size)
+	}
+	c.teamMu.Unlock()
+}

@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// Stage 4: pop and run. A worker takes the next task from its contexts'
+// policies (or joins a forming team, team.go), makes its data ready on the
+// worker's memory node, runs the implementation, and hands the task to
+// completion (finish.go).
+
 // A worker runs tasks on one processing unit, on the goroutine of its
 // driver: one the scheduler started, or the application's (Driver). Its
 // methods are called from that goroutine only.
@@ -44,18 +49,6 @@ type worker struct {
 	events []traceEvent
 
 	cx workerCx // scheduling contexts (context.go)
-}
-
-// flushDone publishes the worker's batched completion count.
-func (w *worker) flushDone() {
-	// Published before the completions are counted, so that a Stats
-	// after WaitAll sees every task.
-	w.nTasks.Store(w.doneTasks)
-	if w.doneBatch > 0 {
-		n := w.doneBatch
-		w.doneBatch = 0
-		w.s.inflight.add(-n)
-	}
 }
 
 // idle is called when the worker found nothing to do: spin briefly, then
@@ -107,24 +100,6 @@ func (w *worker) idle() {
 	}
 	if w.sleeping.CompareAndSwap(true, false) {
 		s.nsleep.Add(-1)
-	}
-}
-
-func (s *Scheduler) wakeWorker(w *worker) bool {
-	if !w.sleeping.Load() || !w.sleeping.CompareAndSwap(true, false) {
-		return false
-	}
-	s.nsleep.Add(-1)
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (s *Scheduler) wakeAll() {
-	for _, w := range s.workers {
-		s.wakeWorker(w)
 	}
 }
 
@@ -223,61 +198,6 @@ func (w *worker) run(t *Task, c *Call) error {
 	return err
 }
 
-// complete completes t and releases its dependents; with inline, it
-// keeps one that it may run next itself (see canInline) and returns it.
-func (w *worker) complete(t *Task, err error, inline bool) *Task {
-	w.doneTasks++
-	if err == nil && t.Codelet.Flops != nil {
-		addFloat(&w.flops, t.Codelet.Flops(t))
-	}
-	var buf [8]*Task
-	q := w.s.finish(t, err, w, buf[:0])
-	var next *Task
-	for len(q) > 0 {
-		n := q[len(q)-1]
-		q = q[:len(q)-1]
-		if inline && next == nil && w.canInline(n) {
-			next = n
-			continue
-		}
-		w.s.ready(n, w)
-	}
-	return next
-}
-
-// An inliner is a policy that can tell whether a ready task pushed by
-// worker w would be popped next by w itself, so that w may run it
-// without queueing it. It must answer false whenever queueing could
-// order the task differently (a task already queued before it, a
-// placement rule).
-type inliner interface {
-	inlinable(t *Task, w int) bool
-}
-
-// canInline reports whether the worker may run the ready task n at once
-// instead of pushing it: a plain task (no team, no commute, not
-// canceled) outside contexts and monitoring, no context change pending
-// for the worker, and a policy that would have given n to this worker
-// next anyway.
-func (w *worker) canInline(n *Task) bool {
-	s := w.s
-	if n.Team > 1 || n.commute || n.Context != nil || n.readErr() != nil ||
-		w.cx.moveReq.Load() || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.stopping.Load() {
-		return false
-	}
-	p, ok := s.policy.(inliner)
-	return ok && p.inlinable(n, w.info.ID)
-}
-
-func addFloat(a *atomic.Uint64, v float64) {
-	for {
-		old := a.Load()
-		if a.CompareAndSwap(old, f64bits(f64from(old)+v)) {
-			return
-		}
-	}
-}
-
 // callCPU calls t's CPU implementation and turns a returned error or a
 // panic into a *TaskError.
 func callCPU(t *Task, c *Call) (err error) {
@@ -363,3 +283,27 @@ func (w *worker) reduxBuf(h *Handle) (*buffer, error) {
 	}
 	return rc.buf, nil
 }
+
+// popChain pops from the worker's contexts, innermost first.
+func (w *worker) popChain(chain []*Context) *Task {
+	for _, c := range chain {
+		if t := c.policy.Pop(w.info.ID); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// popsFrom reports whether the worker pops the tasks of c (nil: global).
+func (w *worker) popsFrom(c *Context) bool {
+	for _, x := range *w.cx.chain.Load() {
+		if x == c || (c == nil && x.parent == nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// appliedContext returns the innermost context the worker pops from now
+// (s.cx.target is where it is going).
+func (w *worker) appliedContext() *Context { return (*w.cx.chain.Load())[0] }

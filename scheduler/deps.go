@@ -1,0 +1,262 @@
+package scheduler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+)
+
+// Stage 2: dependencies. A submitted task is wired after the earlier
+// accesses to its data (StarPU's sequential consistency), its After tasks
+// and its tags; when its last predecessor completes (finish.go) it goes
+// on to ready.go.
+
+// wire adds t's dependencies.
+//
+// A task's accesses to all its handles are wired atomically: the handles'
+// locks are taken together, in address order, and released after. Wiring
+// them one by one would let two goroutines that submit at once order two
+// tasks A before B on one handle and B before A on another, a dependency
+// cycle that never runs (StarPU sorts a task's handles for the same
+// reason). Go's heap objects do not move, so the address order is stable.
+func (s *Scheduler) wire(t *Task) {
+	var (
+		hs    [8]wiring
+		wired = hs[:0]
+	)
+	for i := range t.Access {
+		a := t.Access[i]
+		if a.Mode == ModeScratch {
+			continue
+		}
+		dup := false
+		for j := 0; j < i; j++ {
+			if t.Access[j].Handle == a.Handle {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		m := a.Mode
+		for j := i + 1; j < len(t.Access); j++ {
+			if t.Access[j].Handle == a.Handle {
+				m |= t.Access[j].Mode
+			}
+		}
+		wired = append(wired, wiring{a.Handle, m})
+	}
+	if len(wired) > 1 {
+		slices.SortFunc(wired, func(x, y wiring) int {
+			return cmp.Compare(uintptr(unsafe.Pointer(x.h)), uintptr(unsafe.Pointer(y.h)))
+		})
+	}
+	for _, w := range wired {
+		w.h.mu.Lock()
+	}
+	for _, w := range wired {
+		s.wireAccessLocked(t, w.h, w.m)
+	}
+	for _, w := range wired {
+		w.h.mu.Unlock()
+	}
+	for _, p := range t.After {
+		if p != nil {
+			s.addDep(p, t)
+		}
+	}
+	for _, g := range t.AfterTags {
+		s.addTagDep(g, t)
+	}
+	if t.Tag != 0 {
+		s.declareTag(t)
+	}
+}
+
+// wiring is one handle of a task to wire and the union of its modes.
+type wiring struct {
+	h *Handle
+	m Mode
+}
+
+// wireAccessLocked makes t depend on the previous accesses to h, after
+// StarPU's sequential consistency: accesses are grouped into runs of
+// compatible ones (reads, commuting writes, reductions); a task depends
+// on the group before its own, and a write starts a new group.
+// h.mu is held.
+func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
+	if err := h.usableLocked(); err != nil {
+		t.fail(err)
+		return
+	}
+	if !h.implicit {
+		// Remember users only, for Unregister.
+		h.cur = appendPruned(h.cur, t)
+		return
+	}
+	cat := category(m)
+	if h.curCat == catRedux && cat != catRedux {
+		h.flushReduxLocked()
+	}
+	// A task that only writes h starts a new version of it: it is
+	// ordered after the earlier accesses but does not need their data, so
+	// their failure does not cancel it (it is how a handle recovers after
+	// a failed task).
+	weak := m == ModeW
+	if cat == h.curCat && cat != catWrite && cat != catSync {
+		for _, p := range h.prev {
+			s.addDepMode(p, t, weak)
+		}
+		h.cur = appendPruned(h.cur, t)
+	} else {
+		for _, p := range h.cur {
+			s.addDepMode(p, t, weak)
+		}
+		old := h.prev
+		clear(old)
+		h.prev = h.cur
+		h.cur = append(old[:0], t)
+		h.curCat = cat
+	}
+	if cat == catRedux {
+		s.regMu.Lock()
+		s.reduxLive[h] = struct{}{}
+		s.regMu.Unlock()
+	}
+}
+
+// appendPruned appends t, first dropping completed tasks when the slice
+// is full, so long runs of readers do not grow without bound.
+func appendPruned(ts []*Task, t *Task) []*Task {
+	if len(ts) == cap(ts) && len(ts) >= 16 {
+		n := 0
+		for _, x := range ts {
+			if x.state.Load() < stateDone {
+				ts[n] = x
+				n++
+			}
+		}
+		clear(ts[n:])
+		ts = ts[:n]
+	}
+	return append(ts, t)
+}
+
+// flushReduxLocked ends a group of Redux accesses to h: it submits the
+// task that combines the per-worker copies into h, which the next
+// accesses depend on. h.mu is held.
+func (h *Handle) flushReduxLocked() {
+	if h.curCat != catRedux {
+		return
+	}
+	s := h.s
+	combine := h.rcombine
+	r := &Task{Codelet: &Codelet{Name: "redux:" + combine.name(), CPU: h.reduceInto}}
+	r.Access = append(r.inlineAcc[:0], Access{h, ModeRW})
+	r.state.Store(stateSubmitted)
+	r.s = s
+	r.pending.Store(1)
+	if s.cfg.stats {
+		r.id = s.nextID.Add(1)
+	}
+	s.inflight.add(1)
+	for _, p := range h.cur {
+		s.addDep(p, r)
+	}
+	old := h.prev
+	clear(old)
+	h.prev = h.cur
+	h.cur = append(old[:0], r)
+	h.curCat = catWrite
+	s.regMu.Lock()
+	delete(s.reduxLive, h)
+	s.regMu.Unlock()
+	if r.pending.Add(-1) == 0 {
+		s.ready(r, nil)
+	}
+}
+
+// reduceInto is the reduction task: combine every live per-worker copy
+// into the handle (buffer 0).
+func (h *Handle) reduceInto(c *Call) error {
+	cc := Call{Task: c.Task, Worker: c.Worker, Size: 1}
+	pair := [2]*buffer{c.bufs[0], nil}
+	for _, rc := range h.rcopies {
+		if rc == nil || !rc.live {
+			continue
+		}
+		rc.live = false
+		pair[1] = rc.buf
+		cc.bufs = pair[:]
+		if err := h.rcombine.CPU(&cc); err != nil {
+			return fmt.Errorf("combining a reduction copy of %v: %w", h, err)
+		}
+	}
+	return nil
+}
+
+// sealed marks a completed task's successor stack.
+var sealed = &edge{}
+
+// addDep makes t wait for p, and cancels t if p fails.
+func (s *Scheduler) addDep(p, t *Task) { s.addDepMode(p, t, false) }
+
+// addDepMode makes t wait for p; unless weak, p's failure cancels t.
+// Lock-free: t's edge is pushed on p's successor stack unless p has
+// sealed it by completing.
+func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
+	if p == t {
+		return
+	}
+	if s.cfg.stats {
+		// Traced even when p has already completed: the dependency is
+		// part of the graph whatever the timing.
+		t.preds = append(t.preds, p.id)
+	}
+	if st := p.state.Load(); st >= stateDone {
+		if st == stateFailed && !weak {
+			t.cancel(p.err)
+		}
+		return
+	}
+	e := t.newEdge()
+	e.weak = weak
+	t.pending.Add(1)
+	for {
+		head := p.succs.Load()
+		if head == sealed {
+			// p completed meanwhile; its state and err are set.
+			t.pending.Add(-1)
+			if p.state.Load() == stateFailed && !weak {
+				t.cancel(p.err)
+			}
+			return
+		}
+		e.next = head
+		if p.succs.CompareAndSwap(head, e) {
+			break
+		}
+	}
+}
+
+// cancel marks t as not to be run because a predecessor failed with err.
+func (t *Task) cancel(err error) {
+	var root error = err
+	var ce *canceledError
+	if errors.As(err, &ce) {
+		root = ce.cause
+	}
+	t.fail(&canceledError{name: t.Codelet.name(), cause: root})
+}
+
+// fail marks t as not to be run, with err as its error.
+func (t *Task) fail(err error) {
+	t.mu.Lock()
+	if t.depErr == nil {
+		t.depErr = err
+	}
+	t.mu.Unlock()
+}

@@ -1,0 +1,163 @@
+package scheduler
+
+// Stage 3: ready. A task whose predecessors are done takes its commute
+// tokens and is pushed to its context's policy, and a worker of that
+// context is woken; workers pop it (worker.go).
+
+// push hands a ready task to c's policy and wakes a worker of c (the one
+// the policy named, if asleep); notify tells the monitor (not for a task
+// handed back by a leaving worker).
+func (c *Context) push(t *Task, w *worker, notify bool) {
+	from := -1
+	if w != nil {
+		from = w.info.ID
+	}
+	hint := c.policy.Push(t, from)
+	if notify {
+		if m := c.s.cx.mon.Load(); m != nil {
+			m.m.TaskPushed(c, t)
+		}
+	}
+	c.wake(hint, from)
+}
+
+// wake wakes the worker the policy named, or a sleeping worker that pops
+// from c.
+func (c *Context) wake(hint, from int) {
+	s := c.s
+	switch {
+	case hint == NoWorker:
+		return
+	case hint >= 0 && hint < len(s.workers):
+		if s.wakeWorker(s.workers[hint]) || hint == from {
+			return
+		}
+	}
+	if s.nsleep.Load() == 0 {
+		return
+	}
+	for _, id := range *c.applied.Load() {
+		if id != from && s.wakeWorker(s.workers[id]) {
+			return
+		}
+	}
+}
+
+// wakeAll wakes every sleeping worker that pops from c.
+func (c *Context) wakeAll() {
+	for _, id := range *c.applied.Load() {
+		c.s.wakeWorker(c.s.workers[id])
+	}
+}
+
+// contextOf returns t's context, the global one for none.
+func (s *Scheduler) contextOf(t *Task) *Context {
+	if t.Context != nil {
+		return t.Context
+	}
+	return s.cx.global
+}
+
+// ready hands a task whose dependencies are satisfied to the policy, or
+// completes it at once if it is canceled. w is the calling worker, nil
+// for other goroutines.
+func (s *Scheduler) ready(t *Task, w *worker) {
+	var buf [8]*Task
+	q := append(buf[:0], t)
+	for len(q) > 0 {
+		t := q[len(q)-1]
+		q = q[:len(q)-1]
+		if err := t.readErr(); err != nil {
+			q = s.finish(t, err, w, q)
+			continue
+		}
+		if t.commute && !s.acquireCommute(t) {
+			continue
+		}
+		s.push(t, w)
+	}
+}
+
+func (t *Task) readErr() error {
+	// depErr is written before the writer's atomic decrement of pending,
+	// and we observed pending reach zero after it: the read is ordered.
+	return t.depErr
+}
+
+// push hands a ready task to its context (the global one for none).
+func (s *Scheduler) push(t *Task, w *worker) { s.contextOf(t).push(t, w, true) }
+
+// acquireCommute takes the commute tokens of t's commuting handles in a
+// fixed order, or none: if one is held, t waits on that handle and is
+// retried when its owner releases it (no hold-and-wait, no deadlock).
+func (s *Scheduler) acquireCommute(t *Task) bool {
+	for i, a := range t.Access {
+		if a.Mode&ModeCommute == 0 || firstIndex(t.Access, a.Handle) != i {
+			continue
+		}
+		h := a.Handle
+		h.cmu.Lock()
+		if h.cowner == nil || h.cowner == t {
+			h.cowner = t
+			h.cmu.Unlock()
+			continue
+		}
+		h.cwait = append(h.cwait, t)
+		h.cmu.Unlock()
+		s.releaseCommute(t, i)
+		return false
+	}
+	return true
+}
+
+func firstIndex(acc []Access, h *Handle) int {
+	for i, a := range acc {
+		if a.Handle == h {
+			return i
+		}
+	}
+	return -1
+}
+
+// releaseCommute releases the tokens t holds among its first n accesses
+// and retries the tasks waiting for them.
+func (s *Scheduler) releaseCommute(t *Task, n int) {
+	for i, a := range t.Access[:n] {
+		if a.Mode&ModeCommute == 0 || firstIndex(t.Access, a.Handle) != i {
+			continue
+		}
+		h := a.Handle
+		h.cmu.Lock()
+		if h.cowner != t {
+			h.cmu.Unlock()
+			continue
+		}
+		h.cowner = nil
+		waiters := h.cwait
+		h.cwait = nil
+		h.cmu.Unlock()
+		for _, wt := range waiters {
+			if s.acquireCommute(wt) {
+				s.push(wt, nil)
+			}
+		}
+	}
+}
+
+func (s *Scheduler) wakeWorker(w *worker) bool {
+	if !w.sleeping.Load() || !w.sleeping.CompareAndSwap(true, false) {
+		return false
+	}
+	s.nsleep.Add(-1)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (s *Scheduler) wakeAll() {
+	for _, w := range s.workers {
+		s.wakeWorker(w)
+	}
+}

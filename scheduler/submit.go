@@ -1,0 +1,169 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// Stage 1 of a task: submission. SubmitTask validates the task, counts
+// it in flight and in its context, and hands it to the dependency stage
+// (deps.go); a task with no pending predecessor goes on to ready.go.
+
+// enterContext resolves t's context (Task.Context, else the default of
+// ctx) and counts t in it; it fails for a context that refuses tasks.
+func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
+	c := t.Context
+	if c == nil {
+		c = ContextOf(ctx)
+		if c == nil {
+			return nil
+		}
+	}
+	if c.s != s {
+		return fmt.Errorf("%w: task %q submitted to %q of another scheduler", ErrBadContext, t.Codelet.name(), c.name)
+	}
+	if c.parent == nil {
+		t.Context = nil
+		return nil
+	}
+	if t.Team > 1 {
+		if n := len(c.Workers()); t.Team > n {
+			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
+		}
+	}
+	for _, x := range c.ancestors {
+		x.pending.add(1)
+	}
+	if st := c.state.load(); !st.accepting() {
+		c.leaveCount()
+		if st == ctxDeleted {
+			return fmt.Errorf("task %q: %w: %w: %q", t.Codelet.name(), ErrContextStopped, ErrContextDeleted, c.name)
+		}
+		return fmt.Errorf("task %q: %w: %q (stopped, finished or being deleted)", t.Codelet.name(), ErrContextStopped, c.name)
+	}
+	t.Context = c
+	if t.Team > 1 {
+		c.countTeam(t.Team, 1)
+	}
+	return nil
+}
+
+// Submit creates a task of cl with the given accesses and options and
+// submits it (see SubmitTask). It does not wait for the task unless
+// Synchronous is among args.
+func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
+	t := &Task{Codelet: cl}
+	t.apply(args)
+	return s.SubmitTask(ctx, t)
+}
+
+// SubmitTask submits t: it becomes ready when its dependencies - implicit
+// ones from the previous accesses to its handles, After tasks, AfterTags
+// - have completed, and then the policy gives it to a worker. It returns
+// an error, and the task is not submitted, for invalid input (see the
+// package's errors); an error of the task itself is reported by Wait,
+// Task.Err and WaitAll. Submission does not block (unless t is
+// synchronous, see Synchronous) and costs well under a microsecond.
+func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
+	// A non-blocking receive on Done is cheaper than ctx.Err, which
+	// locks a cancelable context's mutex (shared by all submitters).
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctx.Err())
+	default:
+	}
+	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
+		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
+	}
+	if err := s.validate(t); err != nil {
+		t.state.Store(stateNew)
+		return err
+	}
+	// Counting the task before checking closed makes Close wait for it
+	// (Close sets closed, then waits for inflight to reach 0).
+	s.inflight.add(1)
+	if s.closed.Load() {
+		s.inflight.add(-1)
+		t.state.Store(stateNew)
+		return fmt.Errorf("submitting %q: %w", t.Codelet.name(), ErrClosed)
+	}
+	if t.Context != nil || s.cx.n.Load() > 0 {
+		if err := s.enterContext(ctx, t); err != nil {
+			s.inflight.add(-1)
+			t.state.Store(stateNew)
+			return err
+		}
+	}
+	t.s = s
+	t.pending.Store(1)
+	if s.cfg.stats {
+		t.id = s.nextID.Add(1)
+	}
+	if t.Codelet.Model != nil {
+		t.footprint = footprint(t.Access)
+		t.hasFoot = true
+	}
+	s.wire(t)
+	if t.pending.Add(-1) == 0 {
+		s.ready(t, nil)
+	}
+	if t.sync {
+		return t.Wait(ctx)
+	}
+	return nil
+}
+
+// validate checks t before anything is changed.
+func (s *Scheduler) validate(t *Task) error {
+	cl := t.Codelet
+	if cl == nil {
+		return fmt.Errorf("%w: task without a codelet", ErrNoImplementation)
+	}
+	if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
+		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker])
+	}
+	if t.Team < 0 || t.Team > len(s.workers) {
+		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d", ErrBadTeam, cl.name(), t.Team, len(s.workers))
+	}
+	for i, a := range t.Access {
+		h := a.Handle
+		if h == nil {
+			return fmt.Errorf("%w: task %q access %d has a nil handle", ErrBadData, cl.name(), i)
+		}
+		if h.s != s {
+			return fmt.Errorf("%w: task %q access %d uses %v", ErrForeignHandle, cl.name(), i, h)
+		}
+		if !a.Mode.valid() {
+			return fmt.Errorf("%w: task %q access %d on %v has mode %v; use R, W, RW, Scratch, Redux or Commute", ErrInvalidMode, cl.name(), i, h, a.Mode)
+		}
+		switch h.status.Load() {
+		case handlePartitioned:
+			return fmt.Errorf("task %q access %d: %w: %v is partitioned into tiles; access the tiles, or Unpartition it first", cl.name(), i, ErrPartitioned, h)
+		case handleUnregistered:
+			return fmt.Errorf("task %q access %d: %w: %v is no longer registered (unregistered, or a tile of an unpartitioned handle)", cl.name(), i, ErrUnregistered, h)
+		}
+		if a.Mode == ModeRedux {
+			h.mu.Lock()
+			ok := h.rcombine != nil
+			h.mu.Unlock()
+			if !ok {
+				return fmt.Errorf("%w: task %q uses Redux on %v, which has no reduction; call SetReduction first", ErrInvalidMode, cl.name(), h)
+			}
+		}
+		if (a.Mode == ModeRedux || a.Mode == ModeScratch) && h.kind == kindValue {
+			if _, err := h.ram.newLike(kindValue); err != nil {
+				return fmt.Errorf("task %q access %d: %w", cl.name(), i, err)
+			}
+		}
+		if a.Mode&ModeCommute != 0 {
+			t.commute = true
+		}
+		for j := 0; j < i; j++ {
+			if b := t.Access[j]; b.Handle == h && b.Mode != a.Mode &&
+				((a.Mode|b.Mode)&(ModeScratch|ModeRedux|ModeCommute) != 0) {
+				return fmt.Errorf("%w: task %q accesses %v as both %v and %v", ErrInvalidMode, cl.name(), h, b.Mode, a.Mode)
+			}
+		}
+	}
+	return nil
+}
