@@ -650,11 +650,11 @@ func logger(v *View) *zap.Logger {
 }
 
 var (
-	_ Policy = Idle{}
-	_ Policy = GflopsRate{}
-	_ Policy = (*ISpeed)(nil)
-	_ Policy = Throughput{}
-	_ Policy = (*AppDriven)(nil)
+	_ Policy   = Idle{}
+	_ Policy   = GflopsRate{}
+	_ Policy   = (*ISpeed)(nil)
+	_ Policy   = Throughput{}
+	_ Policy   = (*AppDriven)(nil)
 	_ Hooks    = (*AppDriven)(nil)
 	_ Feedback = (*AppDriven)(nil)
 )
