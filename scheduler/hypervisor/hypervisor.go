@@ -764,7 +764,7 @@ type Option func(*config)
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithPolicyName selects a built-in policy: "app_driven", "idle",
-// "gflops_rate", "ispeed" or "throughput". Environment:
+// "gflops_rate", "ispeed", "throughput", "feft" or "teft". Environment:
 // PZ_HYPERVISOR_POLICY.
 func WithPolicyName(name string) Option { return func(c *config) { c.policyName = name } }
 
@@ -798,8 +798,9 @@ func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d 
 func WithMinInterval(d time.Duration) Option { return func(c *config) { c.minInterval = d } }
 
 // WithSpeedGap sets the relative gap between speeds (or predicted end
-// times, for gflops_rate) below which the speed policies do not move
-// workers (default 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
+// times, for gflops_rate; measured and planned speeds, for feft and
+// teft) below which the speed policies do not move workers (default
+// 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
 func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap = g } }
 
 // WithIdleTick sets how often sleeping workers report idle cycles

@@ -141,7 +141,7 @@ var _ Hooks = NopHooks{}
 
 // Policies returns the names of the built-in policies.
 func Policies() []string {
-	return []string{"app_driven", "gflops_rate", "idle", "ispeed", "throughput"}
+	return []string{"app_driven", "feft", "gflops_rate", "idle", "ispeed", "teft", "throughput"}
 }
 
 // PolicyByName returns a new built-in policy; gap is the speed gap of
@@ -158,19 +158,24 @@ func PolicyByName(name string, gap float64) (Policy, error) {
 		return &ISpeed{Gap: gap}, nil
 	case "throughput":
 		return Throughput{Gap: gap}, nil
+	case "feft":
+		return FEFT{Gap: gap}, nil
+	case "teft":
+		return TEFT{Gap: gap}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown policy %q; valid policies are %v (WithPolicyName or PZ_HYPERVISOR_POLICY)", ErrBadOption, name, Policies())
 }
 
 // DefaultTrigger returns the triggers a built-in policy works with:
-// idle for idle, speed for ispeed and throughput, both for gflops_rate
-// (so that a finished context's idle workers move at once), none for
-// app_driven (its hook triggers) and for custom policies.
+// idle for idle, speed for ispeed and throughput, both for gflops_rate,
+// feft and teft (so that a finished context's idle workers move at
+// once), none for app_driven (its hook triggers) and for custom
+// policies.
 func DefaultTrigger(p Policy) Trigger {
 	switch p.(type) {
 	case Idle, *Idle:
 		return TriggerIdle
-	case GflopsRate, *GflopsRate:
+	case GflopsRate, *GflopsRate, FEFT, *FEFT, TEFT, *TEFT:
 		return TriggerIdle | TriggerSpeed
 	case *ISpeed, Throughput, *Throughput:
 		return TriggerSpeed
