@@ -200,7 +200,7 @@ func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 		return nil, err
 	}
 	h := &Hypervisor{
-		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(),
+		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(), onBusy: cfg.onBusy,
 		reg:       map[*scheduler.Context]Limits{},
 		ctxSample: map[*scheduler.Context]*sample{},
 	}
@@ -745,6 +745,7 @@ type config struct {
 	idleTick    time.Duration
 	speedGap    float64
 	onResize    func(Resize)
+	onBusy      func(Trigger) // test seam (export_test.go)
 	log         *zap.Logger
 	getenv      func(string) string
 }
