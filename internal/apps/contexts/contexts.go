@@ -62,13 +62,14 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// A ModeResult is one of the three runs. Its JSON form is one line of
+// A ModeResult is one of the runs. Its JSON form is one line of
 // `pzrun contexts --json`; field names are a stable interface:
 //
 //	app          "contexts"
 //	mode         "global" (one context, all workers), "static" (two
 //	             contexts with half the workers each) or "hypervisor"
-//	             (the same two contexts, resized by the hypervisor)
+//	             (the same two contexts, resized by the hypervisor; one
+//	             line per policy)
 //	n_small, n_large, block, precision, workers, policy
 //	hypervisor   the hypervisor policy ("" except in mode hypervisor)
 //	makespan_s   wall time from the first submission of either
