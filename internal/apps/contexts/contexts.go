@@ -126,8 +126,12 @@ type Result struct {
 
 // A Gain compares one hypervisor policy's makespan with the others.
 type Gain struct {
+	// Policy is the hypervisor policy; Makespan its run's makespan (s).
 	Policy   string  `json:"policy"`
 	Makespan float64 `json:"makespan_s"`
+	// VsStatic, VsGlobal and VsIdle are the static split's, the global
+	// context's and idle's makespans over this one's (above 1: this
+	// policy is faster; VsIdle is 0 when idle did not run).
 	VsStatic float64 `json:"gain_vs_static"`
 	VsGlobal float64 `json:"gain_vs_global"`
 	VsIdle   float64 `json:"gain_vs_idle"`
