@@ -16,7 +16,7 @@ import (
 func contextsApp() app {
 	return app{
 		name:    "contexts",
-		summary: "two concurrent tiled Choleskys of unequal sizes: one global context, two static contexts, two contexts under the hypervisor",
+		summary: "two concurrent tiled Choleskys of unequal sizes: one global context, two static contexts, two contexts under each hypervisor policy given",
 		oneRank: true,
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var o contexts.Options
@@ -26,8 +26,8 @@ func contextsApp() app {
 			fs.IntVar(&o.Precision, "precision", 32, "32 or 64")
 			fs.IntVar(&o.Workers, "workers", 0, "CPU workers (at least 2; default: PZ_NCPU, else one per allowed core)")
 			fs.StringVar(&o.Policy, "policy", "", "scheduling policy inside each context")
-			fs.StringVar(&o.Hypervisor, "hypervisor", "gflops_rate", "hypervisor policy: "+strings.Join(hypervisor.Policies(), ", "))
-			fs.IntVar(&o.Repeat, "repeat", 1, "run the three modes this many times, interleaved, and report the median of each")
+			fs.StringVar(&o.Hypervisor, "hypervisor", "gflops_rate", "hypervisor policy, or a comma-separated list run in turn (idle,feft,teft): "+strings.Join(hypervisor.Policies(), ", "))
+			fs.IntVar(&o.Repeat, "repeat", 1, "run the modes this many times, interleaved, and report the median of each")
 			fs.BoolVar(&o.Check, "check", false, "compute each factorization's residual")
 			fs.StringVar(&o.Trace, "trace", "", "write the hypervisor run's Chrome trace to `FILE` and its Gantt SVG beside it")
 			fs.BoolVar(&o.JSON, "json", false, "print JSON lines instead of a table")

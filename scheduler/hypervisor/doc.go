@@ -27,6 +27,29 @@
 //     context with the highest instant speed to the one with the lowest.
 //   - throughput (Throughput): a worker moves from the context where it
 //     adds least speed to the one where it adds most (total speed up).
+//   - feft (FEFT, StarPU's feft_lp): a linear program over the
+//     contexts' remaining flops (Limits.TotalFlops, corrected during the
+//     run with SetTotalFlops or AddTotalFlops) and the measured speed of
+//     each kind of worker on each context predicts the distribution of
+//     the workers with which all the contexts finish first (SolveFlops).
+//   - teft (TEFT, StarPU's teft_lp): the same over every type of task
+//     left (a codelet in a context), their counts and their times per
+//     kind of worker, measured or from the scheduler's calibrated
+//     models (SolveTasks); AnnounceTasks declares types before they are
+//     submitted.
+//
+// feft and teft are solved with gonum's Simplex
+// (gonum.org/v1/gonum/optimize/convex/lp) and rounded to whole workers:
+// each worker is assigned exactly once and every context stays within
+// its Limits. SolveFlops and SolveTasks are plain functions of their
+// input, usable without a hypervisor:
+//
+//	d, err := hypervisor.SolveFlops(hypervisor.FlopsProblem{
+//		Flops:   []float64{2e10, 6e10},                 // per context
+//		Speed:   [][]float64{{1e9, 10e9}, {1e9, 20e9}}, // [context][cpu, gpu]
+//		Workers: []int{8, 1},                           // per kind
+//	})
+//	// d.Workers = [[7 0] [1 1]], d.End = 2.86 s
 //
 // A custom policy implements Policy (Resize, a plain function of a View)
 // and, to observe events, Hooks; a hook returning true asks for a resize
@@ -36,7 +59,12 @@
 //
 // TriggerIdle considers a resize when a worker has been idle longer than
 // WithMaxIdle (per worker: WithWorkerMaxIdle); TriggerSpeed at the end of
-// each sampling window (WithWindow). WithTrigger or PZ_HYPERVISOR_TRIGGER
+// each sampling window (WithWindow). Under the speed trigger, feft and
+// teft compare each context's monitored speed over the window with the
+// speed the linear program plans for it (its remaining flops over the
+// predicted end) and move workers toward the program's distribution
+// when they part by more than WithSpeedGap; under the idle trigger, when
+// a context that must give workers has an idle one. WithTrigger or PZ_HYPERVISOR_TRIGGER
 // (idle, speed, idle,speed, none) choose them; the default depends on the
 // policy (DefaultTrigger). PZ_HYPERVISOR_POLICY, PZ_HYPERVISOR_MAX_IDLE,
 // PZ_HYPERVISOR_WINDOW and PZ_HYPERVISOR_SPEED_GAP set the other
@@ -45,11 +73,18 @@
 // # Resizes
 //
 // Decisions run on the worker whose hook fired, one at a time: a worker
-// that finds a decision under way does not wait (TryLock). Moves are
+// that finds a decision under way does not wait (TryLock) but leaves its
+// trigger pending, and the worker holding the decision runs the pending
+// ones before it lets go, so that no decision asked for is lost. Moves
+// the hypervisor refuses are reported to a policy implementing Feedback;
+// app_driven keeps such requests due and retries them. Moves are
 // posted with scheduler.MoveWorkersFor and applied by each worker at its
 // next safe point, so a resize never interrupts a task. The hypervisor
 // enforces each context's Limits and never empties a context that has
-// pending tasks. Every resize is logged (WithLogger), listed by Resizes,
+// pending tasks. The registered contexts must not share workers: the
+// global context, and a context nested in a registered one, are
+// refused. Every resize is logged (WithLogger), reported to
+// WithOnResize, listed by Resizes,
 // and recorded by the scheduler (Scheduler.Resizes, the trace and the
 // Gantt chart show which context each worker was in, when).
 package hypervisor

@@ -23,7 +23,8 @@ func Example() {
 	b, _ := s.NewContext("b", scheduler.ContextWorkers(2))
 
 	pol := hypervisor.NewAppDriven()
-	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol))
+	resized := make(chan hypervisor.Resize, 1)
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithOnResize(func(r hypervisor.Resize) { resized <- r }))
 	if err != nil {
 		panic(err)
 	}
@@ -37,11 +38,14 @@ func Example() {
 	if err := s.WaitAll(ctx); err != nil {
 		panic(err)
 	}
-	// The resize is decided right after the task completes.
-	for deadline := time.Now().Add(10 * time.Second); len(hv.Resizes()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	// The resize is decided right after the task completes, on the
+	// worker that ran it.
+	var r hypervisor.Resize
+	select {
+	case r = <-resized:
+	case <-ctx.Done():
+		panic("no resize")
 	}
-	r := hv.Resizes()[0]
 	fmt.Printf("%s -> %s by %s: a has %d workers, b has %d\n", r.From, r.To, r.Policy, len(a.Workers()), len(b.Workers()))
 	// Output:
 	// a -> b by app_driven: a has 1 workers, b has 2

@@ -22,7 +22,9 @@ var (
 	// environment variable (policy name, trigger, duration).
 	ErrBadOption = errors.New("hypervisor: invalid option")
 	// ErrBadContext is returned by Register for a context of another
-	// scheduler or a deleted one, or limits that contradict each other.
+	// scheduler or a deleted one, the global context, a context nested
+	// in (or holding) one already registered, or limits that contradict
+	// each other; and by AnnounceTasks for a context not registered.
 	ErrBadContext = errors.New("hypervisor: invalid context")
 )
 
@@ -107,6 +109,10 @@ type ctxCounters struct {
 	pushed, popped, done atomic.Int64
 	busyNs               atomic.Int64
 	flops                atomicFloat
+	// By worker kind: the flops done and the time spent by workers of
+	// that kind (for the speeds per kind of feft).
+	kflops []atomicFloat
+	kbusy  []atomic.Int64
 }
 
 // workerCounters are the hooks' counters of one worker.
@@ -165,7 +171,16 @@ type Hypervisor struct {
 	order   []*scheduler.Context
 	resizes []Resize
 
-	mu           sync.Mutex // one decision at a time (TryLock)
+	mu sync.Mutex // one decision at a time (TryLock)
+	// pending holds the triggers of decisions asked for while another
+	// one held mu; the holder runs them before it lets go (see decide).
+	pending atomic.Uint32
+	// onBusy, when set (tests), is called after a decision was left
+	// pending because another one held mu.
+	onBusy       func(Trigger)
+	kinds        []scheduler.WorkerKind // by worker id
+	nkinds       int
+	types        taskTypes
 	ctxSample    map[*scheduler.Context]*sample
 	wSample      []sample
 	lastWindow   atomic.Int64
@@ -185,12 +200,20 @@ func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 		return nil, err
 	}
 	h := &Hypervisor{
-		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(),
+		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(), onBusy: cfg.onBusy,
 		reg:       map[*scheduler.Context]Limits{},
 		ctxSample: map[*scheduler.Context]*sample{},
 	}
 	h.hooks, _ = h.pol.(Hooks)
-	n := len(s.Workers())
+	_, h.types.on = h.pol.(taskTyped)
+	h.types.m = map[typeKey]*typeCounters{}
+	infos := s.Workers()
+	n := len(infos)
+	h.kinds = make([]scheduler.WorkerKind, n)
+	for i, w := range infos {
+		h.kinds[i] = w.Kind
+		h.nkinds = max(h.nkinds, int(w.Kind)+1)
+	}
 	h.workers = make([]workerCounters, n)
 	h.wSample = make([]sample, n)
 	empty := []*ctxCounters{}
@@ -215,11 +238,17 @@ func (h *Hypervisor) Close() error {
 }
 
 // Register lets the hypervisor resize c within lim. Registering again
-// updates the limits.
+// updates the limits. The registered contexts must be disjoint: a
+// worker is in at most one of them. So the global context (which holds
+// every worker) is refused, and so is a context nested in one already
+// registered or holding one (the error names both); register siblings,
+// or the children alone.
 func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	switch {
 	case c == nil || c.Scheduler() != h.s:
 		return fmt.Errorf("%w: %v is not a context of the hypervisor's scheduler", ErrBadContext, c)
+	case c.Parent() == nil:
+		return fmt.Errorf("%w: %v is the global context, which holds every worker; register the contexts to resize (created with NewContext) instead", ErrBadContext, c)
 	case lim.Min < 0 || lim.Max < 0 || (lim.Max > 0 && lim.Min > lim.Max) || lim.TotalFlops < 0:
 		return fmt.Errorf("%w: %v: limits min %d, max %d, total flops %g", ErrBadContext, c, lim.Min, lim.Max, lim.TotalFlops)
 	}
@@ -231,10 +260,28 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
 	if _, ok := h.reg[c]; !ok {
+		for _, o := range h.order {
+			switch {
+			case isIn(c, o):
+				return fmt.Errorf("%w: %v is nested in %v, which is registered: a worker would be in both; register one of them", ErrBadContext, c, o)
+			case isIn(o, c):
+				return fmt.Errorf("%w: %v holds %v, which is registered: a worker would be in both; register one of them", ErrBadContext, c, o)
+			}
+		}
 		h.order = append(h.order, c)
 	}
 	h.reg[c] = lim
 	return nil
+}
+
+// isIn reports whether c is a or nested in a.
+func isIn(c, a *scheduler.Context) bool {
+	for x := c; x != nil; x = x.Parent() {
+		if x == a {
+			return true
+		}
+	}
+	return false
 }
 
 // Unregister stops resizing c.
@@ -251,6 +298,18 @@ func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) {
 	defer h.regMu.Unlock()
 	if lim, ok := h.reg[c]; ok {
 		lim.TotalFlops = flops
+		h.reg[c] = lim
+	}
+}
+
+// AddTotalFlops corrects c's declared total work by delta flops (more
+// work found, or less, during the run; StarPU's
+// sc_hypervisor_update_diff_total_flops). The total never goes below 0.
+func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) {
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	if lim, ok := h.reg[c]; ok {
+		lim.TotalFlops = max(lim.TotalFlops+delta, 0)
 		h.reg[c] = lim
 	}
 }
@@ -278,7 +337,7 @@ func (h *Hypervisor) counters(c *scheduler.Context) *ctxCounters {
 	}
 	grown := make([]*ctxCounters, max(len(cs), id+1))
 	copy(grown, cs)
-	grown[id] = &ctxCounters{}
+	grown[id] = &ctxCounters{kflops: make([]atomicFloat, h.nkinds), kbusy: make([]atomic.Int64, h.nkinds)}
 	h.ctrs.Store(&grown)
 	return grown[id]
 }
@@ -348,6 +407,9 @@ func (h *Hypervisor) TaskPushed(c *scheduler.Context, t *scheduler.Task) {
 		return
 	}
 	h.counters(c).pushed.Add(1)
+	if h.types.on {
+		h.types.pushed(c, t)
+	}
 	if h.hooks != nil && h.hooks.TaskPushed(c, t) {
 		h.decide(TriggerHook)
 	}
@@ -409,11 +471,17 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 	k.done.Add(1)
 	k.busyNs.Add(int64(elapsed))
 	k.flops.add(f)
-	if worker < len(h.workers) {
+	if worker >= 0 && worker < len(h.workers) {
 		w := &h.workers[worker]
 		w.done.Add(1)
 		w.busyNs.Add(int64(elapsed))
 		w.flops.add(f)
+		kd := h.kinds[worker]
+		k.kflops[kd].add(f)
+		k.kbusy[kd].Add(int64(elapsed))
+		if h.types.on {
+			h.types.executed(c, t, kd, elapsed, f)
+		}
 	}
 	if h.hooks != nil && h.hooks.TaskExecuted(c, t, worker, elapsed) {
 		h.decide(TriggerHook)
@@ -438,15 +506,25 @@ func (h *Hypervisor) maybeWindow() {
 }
 
 // ResizeNow runs the policy at once (waiting for a decision under way)
-// and applies its moves; it returns the moves made.
+// and applies its moves; it returns the moves made. Decisions left
+// pending meanwhile run before it returns.
 func (h *Hypervisor) ResizeNow() []Resize {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.decideLocked(TriggerHook)
+	done := h.decideLocked(TriggerHook)
+	h.mu.Unlock()
+	h.drain() // the decisions asked for while this one ran
+	return done
 }
 
-// decide runs the policy unless another decision is under way or the
-// last resize is too recent.
+// decide runs the policy unless the last resize is too recent (for the
+// idle and speed triggers). A worker that finds a decision under way
+// does not wait: it leaves its trigger in h.pending, which the holder of
+// h.mu runs before it lets go, so that no decision asked for - by a
+// hook above all - is ever dropped.
+//
+// The asker sets the flag before it tries the lock, the holder looks at
+// the flag after it unlocked: either the holder sees the flag, or the
+// asker's TryLock comes after the unlock and succeeds.
 func (h *Hypervisor) decide(why Trigger) {
 	now := h.now()
 	if why != TriggerHook {
@@ -458,21 +536,45 @@ func (h *Hypervisor) decide(why Trigger) {
 			return
 		}
 	}
-	if !h.mu.TryLock() {
-		return
+	h.pending.Or(uint32(why))
+	if !h.drain() && h.onBusy != nil {
+		h.onBusy(why)
 	}
-	defer h.mu.Unlock()
-	h.lastDecision.Store(now)
-	h.decideLocked(why)
 }
 
+// drain runs the pending decisions if no other decision is under way;
+// it reports whether it ran them (false: the holder of h.mu will).
+func (h *Hypervisor) drain() bool {
+	for h.mu.TryLock() {
+		for {
+			p := Trigger(h.pending.Swap(0))
+			if p == 0 {
+				break
+			}
+			h.lastDecision.Store(h.now())
+			h.decideLocked(p)
+		}
+		h.mu.Unlock()
+		if h.pending.Load() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// decideLocked runs the policy once for the triggers in why; h.mu is
+// held.
 func (h *Hypervisor) decideLocked(why Trigger) []Resize {
 	v := h.view(why)
 	if len(v.Contexts) == 0 {
 		return nil
 	}
 	moves := h.pol.Resize(v)
-	return h.apply(v, moves)
+	done, rejected := h.apply(v, moves)
+	if fb, ok := h.pol.(Feedback); ok {
+		fb.Rejected(v, rejected)
+	}
+	return done
 }
 
 // view builds the policy's input; h.mu is held. It also rolls the
@@ -490,9 +592,9 @@ func (h *Hypervisor) view(why Trigger) *View {
 		lims[i] = h.reg[c]
 	}
 	h.regMu.Unlock()
-	v := &View{Now: time.Duration(now), Trigger: why, Workers: make([]WorkerView, len(h.workers))}
+	v := &View{Now: time.Duration(now), Trigger: why, Workers: make([]WorkerView, len(h.workers)), Logger: h.cfg.log}
 	for i := range v.Workers {
-		v.Workers[i] = WorkerView{ID: i, Context: -1, MaxIdle: h.cfg.maxIdleOf(i)}
+		v.Workers[i] = WorkerView{ID: i, Kind: h.kinds[i], Context: -1, MaxIdle: h.cfg.maxIdleOf(i)}
 	}
 	for i, c := range order {
 		select {
@@ -509,6 +611,12 @@ func (h *Hypervisor) view(why Trigger) *View {
 		}
 		if busy := k.busyNs.Load(); busy > 0 {
 			cv.BusySpeed = cv.FlopsDone / (float64(busy) / 1e9)
+		}
+		cv.KindSpeed = make([]float64, h.nkinds)
+		for kd := range cv.KindSpeed {
+			if busy := k.kbusy[kd].Load(); busy > 0 {
+				cv.KindSpeed[kd] = k.kflops[kd].load() / (float64(busy) / 1e9)
+			}
 		}
 		smp := h.ctxSample[c]
 		if smp == nil {
@@ -544,25 +652,37 @@ func (h *Hypervisor) view(why Trigger) *View {
 		}
 		v.Workers[i].Speed = ws.speed
 	}
+	if h.types.on {
+		v.Types = h.types.view(h.s, v.Contexts, h.nkinds)
+	}
 	return v
 }
 
 // apply validates the policy's moves against the limits and the current
-// membership and posts them; h.mu is held.
-func (h *Hypervisor) apply(v *View, moves []Move) []Resize {
-	var done []Resize
+// membership and posts them; h.mu is held. It returns the moves made and
+// the moves it refused (each refusal is logged with its reason).
+func (h *Hypervisor) apply(v *View, moves []Move) (done []Resize, rejected []Move) {
 	count := make([]int, len(v.Contexts))
 	for i, c := range v.Contexts {
 		count[i] = len(c.Workers)
 	}
 	moved := map[int]bool{}
+	reject := func(m Move, why string, fields ...zap.Field) {
+		rejected = append(rejected, m)
+		h.cfg.log.Info("hypervisor: move refused: "+why, append([]zap.Field{zap.String("policy", h.pol.Name()),
+			zap.Int("worker", m.Worker), zap.Int("to", m.To)}, fields...)...)
+	}
 	for _, m := range moves {
 		if m.Worker < 0 || m.Worker >= len(v.Workers) || m.To < 0 || m.To >= len(v.Contexts) || moved[m.Worker] {
-			h.cfg.log.Warn("hypervisor: policy proposed an invalid move; ignored", zap.String("policy", h.pol.Name()), zap.Int("worker", m.Worker), zap.Int("to", m.To))
+			reject(m, "invalid worker or context index, or worker moved twice")
 			continue
 		}
 		from := v.Workers[m.Worker].Context
-		if from < 0 || from == m.To {
+		if from == m.To {
+			continue
+		}
+		if from < 0 {
+			reject(m, "worker in no registered context")
 			continue
 		}
 		src, dst := &v.Contexts[from], &v.Contexts[m.To]
@@ -570,11 +690,17 @@ func (h *Hypervisor) apply(v *View, moves []Move) []Resize {
 		if src.Pending > 0 {
 			keep = max(keep, 1)
 		}
-		if count[from]-1 < keep || (dst.Limits.Max > 0 && count[m.To]+1 > dst.Limits.Max) {
+		if count[from]-1 < keep {
+			reject(m, "the source would go below its minimum (Limits.Min, or one worker while it has pending tasks)",
+				zap.String("from", src.Name), zap.Int("workers", count[from]), zap.Int("keep", keep))
+			continue
+		}
+		if dst.Limits.Max > 0 && count[m.To]+1 > dst.Limits.Max {
+			reject(m, "the destination is at its Limits.Max", zap.String("to_context", dst.Name), zap.Int("max", dst.Limits.Max))
 			continue
 		}
 		if err := h.s.MoveWorkersFor("hypervisor "+h.pol.Name(), src.Context, dst.Context, m.Worker); err != nil {
-			h.cfg.log.Warn("hypervisor: move failed", zap.Error(err))
+			reject(m, "the scheduler refused it", zap.Error(err))
 			continue
 		}
 		count[from]--
@@ -597,8 +723,13 @@ func (h *Hypervisor) apply(v *View, moves []Move) []Resize {
 		h.regMu.Lock()
 		h.resizes = append(h.resizes, done...)
 		h.regMu.Unlock()
+		if h.cfg.onResize != nil {
+			for _, r := range done {
+				h.cfg.onResize(r)
+			}
+		}
 	}
-	return done
+	return done, rejected
 }
 
 // config is the hypervisor's configuration.
@@ -613,6 +744,8 @@ type config struct {
 	minInterval time.Duration
 	idleTick    time.Duration
 	speedGap    float64
+	onResize    func(Resize)
+	onBusy      func(Trigger) // test seam (export_test.go)
 	log         *zap.Logger
 	getenv      func(string) string
 }
@@ -632,7 +765,7 @@ type Option func(*config)
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithPolicyName selects a built-in policy: "app_driven", "idle",
-// "gflops_rate", "ispeed" or "throughput". Environment:
+// "gflops_rate", "ispeed", "throughput", "feft" or "teft". Environment:
 // PZ_HYPERVISOR_POLICY.
 func WithPolicyName(name string) Option { return func(c *config) { c.policyName = name } }
 
@@ -666,15 +799,23 @@ func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d 
 func WithMinInterval(d time.Duration) Option { return func(c *config) { c.minInterval = d } }
 
 // WithSpeedGap sets the relative gap between speeds (or predicted end
-// times, for gflops_rate) below which the speed policies do not move
-// workers (default 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
+// times, for gflops_rate; measured and planned speeds, for feft and
+// teft) below which the speed policies do not move workers (default
+// 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
 func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap = g } }
 
 // WithIdleTick sets how often sleeping workers report idle cycles
 // (default: half the max idle time).
 func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick = d } }
 
-// WithLogger logs every resize (Info) and rejected moves (Warn).
+// WithOnResize calls f for every move the hypervisor makes, after it is
+// posted to the scheduler (the worker applies it at its next safe
+// point), on the goroutine that made the decision, one decision at a
+// time. f must not call the hypervisor's methods that decide
+// (ResizeNow). It lets a program, or a test, wait for resizes as events.
+func WithOnResize(f func(Resize)) Option { return func(c *config) { c.onResize = f } }
+
+// WithLogger logs every resize and refused move (Info).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithGetenv replaces os.Getenv for the PZ_HYPERVISOR_* variables.

@@ -2,6 +2,8 @@ package hypervisor_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pzgo/pz/scheduler"
@@ -59,6 +62,39 @@ func submitN(t *testing.T, s *scheduler.Scheduler, c *scheduler.Context, cl *sch
 	}
 }
 
+// resizeEvents returns an option that reports every resize on the
+// returned channel (buffered generously: a test reads what it expects).
+func resizeEvents() (hypervisor.Option, <-chan hypervisor.Resize) {
+	ch := make(chan hypervisor.Resize, 1024)
+	return hypervisor.WithOnResize(func(r hypervisor.Resize) { ch <- r }), ch
+}
+
+// nextResize waits for the next resize, at most d (a failure guard, not
+// a wait for time to pass).
+func nextResize(t *testing.T, ch <-chan hypervisor.Resize, d time.Duration, msg string) hypervisor.Resize {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("no resize after %v: %s", d, msg)
+		return hypervisor.Resize{}
+	}
+}
+
+// waitFor waits for ch to be closed or to deliver, at most d.
+func waitFor[T any](t *testing.T, ch <-chan T, d time.Duration, msg string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %v: %s", d, msg)
+		var z T
+		return z
+	}
+}
+
 func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -83,15 +119,20 @@ func TestIdleMovesIdleWorkersToLoadedContext(t *testing.T) {
 	s := newSched(t, 3)
 	a, b := newContexts(t, s, []int{0, 1}, []int{2})
 	core, logs := observer.New(zap.InfoLevel)
+	onResize, resized := resizeEvents()
 	hv, err := hypervisor.New(s, hypervisor.WithPolicyName("idle"), hypervisor.WithMaxIdle(2*time.Millisecond),
-		hypervisor.WithGetenv(noEnv), hypervisor.WithLogger(zap.New(core)))
+		hypervisor.WithGetenv(noEnv), hypervisor.WithLogger(zap.New(core)), onResize)
 	require.NoError(t, err)
 	defer hv.Close()
 	assert.Equal(t, hypervisor.TriggerIdle, hv.Trigger())
 	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
 	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
 	submitN(t, s, b, work("b", time.Millisecond, 1e6), 300)
-	eventually(t, 20*time.Second, func() bool { return len(b.Workers()) == 3 }, "a's idle workers move to b")
+	for range 2 {
+		r := nextResize(t, resized, 20*time.Second, "a's idle workers move to b")
+		assert.Equal(t, "a->b", r.From+"->"+r.To)
+	}
+	assert.Len(t, b.Workers(), 3)
 	require.NoError(t, b.WaitAll(testCtx(t)))
 	rs := hv.Resizes()
 	assert.Equal(t, map[string]int{"a->b": 2}, directions(rs))
@@ -195,35 +236,245 @@ func TestThroughputTakesWorkersFromASerialContext(t *testing.T) {
 	assert.Zero(t, d["b->a"], "%v", d)
 }
 
+// executedHooks wraps a policy's hooks to report each task executed
+// (after the wrapped hook returned) on a channel.
+type executedHooks struct {
+	*hypervisor.AppDriven
+	executed chan scheduler.Tag
+}
+
+func (p *executedHooks) TaskExecuted(c *scheduler.Context, t *scheduler.Task, w int, d time.Duration) bool {
+	ask := p.AppDriven.TaskExecuted(c, t, w, d)
+	p.executed <- t.Tag
+	return ask
+}
+
 func TestAppDrivenResizesWhenTheTaggedTaskRuns(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, 3)
 	a, b := newContexts(t, s, []int{0, 1}, []int{2})
-	pol := hypervisor.NewAppDriven()
-	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv))
+	pol := &executedHooks{AppDriven: hypervisor.NewAppDriven(), executed: make(chan scheduler.Tag, 1024)}
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize)
 	require.NoError(t, err)
 	defer hv.Close()
 	assert.Equal(t, hypervisor.Trigger(0), hv.Trigger())
 	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
 	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
 	pol.OnTag(42, a, b, 1)
-	submitN(t, s, a, work("before", 100*time.Microsecond, 1), 50)
-	require.NoError(t, a.WaitAll(ctx))
+	const before = 50
+	submitN(t, s, a, work("before", 100*time.Microsecond, 1), before)
+	for range before {
+		waitFor(t, pol.executed, 10*time.Second, "the untagged tasks' hooks")
+	}
 	assert.Empty(t, hv.Resizes(), "nothing before the tagged task")
 	gate := make(chan struct{})
-	tagged := &scheduler.Codelet{Name: "tagged", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	running := make(chan struct{})
+	tagged := &scheduler.Codelet{Name: "tagged", CPU: func(*scheduler.Call) error { close(running); <-gate; return nil }}
 	require.NoError(t, s.Submit(ctx, tagged, scheduler.InContext(a), scheduler.WithTag(42)))
-	time.Sleep(5 * time.Millisecond)
+	waitFor(t, running, 10*time.Second, "the tagged task starts")
 	assert.Empty(t, hv.Resizes(), "nothing while it runs")
+	assert.Zero(t, pol.Due())
 	close(gate)
-	eventually(t, 10*time.Second, func() bool { return len(hv.Resizes()) == 1 }, "one resize after it")
-	assert.Equal(t, map[string]int{"a->b": 1}, directions(hv.Resizes()))
+	r := nextResize(t, resized, 10*time.Second, "one resize after it")
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
 	assert.Len(t, b.Workers(), 2)
-	// Once only.
+	assert.Equal(t, scheduler.Tag(42), waitFor(t, pol.executed, 10*time.Second, "the tagged task's hook"))
+	// Once only: the second task tagged 42 finds no request (its hook
+	// asks for no decision), and a decision now has nothing to do.
 	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
-	require.NoError(t, s.WaitAll(ctx))
-	time.Sleep(5 * time.Millisecond)
+	assert.Equal(t, scheduler.Tag(42), waitFor(t, pol.executed, 10*time.Second, "the second tagged task's hook"))
+	assert.Empty(t, hv.ResizeNow())
 	assert.Len(t, hv.Resizes(), 1)
+	assert.Zero(t, pol.Due())
+}
+
+// heldAppDriven is app_driven whose first Resize, after taking the due
+// requests (none yet), holds the decision lock until release is closed.
+type heldAppDriven struct {
+	*hypervisor.AppDriven
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (p *heldAppDriven) Resize(v *hypervisor.View) []hypervisor.Move {
+	moves := p.AppDriven.Resize(v)
+	p.once.Do(func() {
+		close(p.entered)
+		<-p.release
+	})
+	return moves
+}
+
+// oneShot is a custom policy whose hook asks, once, for a decision
+// that moves worker 0 to context 1; its first Resize (before the ask)
+// holds the decision lock until release is closed. Nothing else ever
+// asks for a decision.
+type oneShot struct {
+	hypervisor.NopHooks
+	asked            atomic.Bool
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (p *oneShot) Name() string { return "one_shot" }
+
+func (p *oneShot) TaskExecuted(_ *scheduler.Context, t *scheduler.Task, _ int, _ time.Duration) bool {
+	if t.Tag == 7 {
+		p.asked.Store(true)
+		return true
+	}
+	return false
+}
+
+func (p *oneShot) Resize(*hypervisor.View) []hypervisor.Move {
+	if p.asked.CompareAndSwap(true, false) {
+		return []hypervisor.Move{{Worker: 0, To: 1}}
+	}
+	p.once.Do(func() {
+		close(p.entered)
+		<-p.release
+	})
+	return nil
+}
+
+// TestHookDecisionNotLostWhileAnotherHoldsTheLock: a hook asks for a
+// decision while another decision holds the lock. It must run when the
+// holder lets go (it used to be dropped: TryLock failed and nothing
+// asked again).
+func TestHookDecisionNotLostWhileAnotherHoldsTheLock(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	pol := &oneShot{entered: make(chan struct{}), release: make(chan struct{})}
+	busy := make(chan hypervisor.Trigger, 1024)
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
+		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	held := make(chan []hypervisor.Resize)
+	go func() { held <- hv.ResizeNow() }()
+	waitFor(t, pol.entered, 10*time.Second, "the first decision holds the lock")
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(7)))
+	assert.Equal(t, hypervisor.TriggerHook, waitFor(t, busy, 10*time.Second, "the hook's decision finds the lock held"))
+	close(pol.release)
+	r := nextResize(t, resized, 10*time.Second, "the pending decision runs when the holder lets go")
+	assert.Equal(t, 0, r.Worker)
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
+	assert.Empty(t, waitFor(t, held, 10*time.Second, "ResizeNow returns"))
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+// TestAppDrivenRequestNotLostWhileAnotherHoldsTheLock: the tagged task
+// completes while another decision holds the lock; the request is made
+// once the holder lets go.
+func TestAppDrivenRequestNotLostWhileAnotherHoldsTheLock(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	pol := &heldAppDriven{AppDriven: hypervisor.NewAppDriven(), entered: make(chan struct{}), release: make(chan struct{})}
+	busy := make(chan hypervisor.Trigger, 1024)
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
+		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	pol.OnTag(42, a, b, 1)
+
+	held := make(chan []hypervisor.Resize)
+	go func() { held <- hv.ResizeNow() }()
+	waitFor(t, pol.entered, 10*time.Second, "the first decision holds the lock")
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
+	assert.Equal(t, hypervisor.TriggerHook, waitFor(t, busy, 10*time.Second, "the tag's decision finds the lock held"))
+	close(pol.release)
+	r := nextResize(t, resized, 10*time.Second, "the pending decision runs when the holder lets go")
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
+	assert.Equal(t, hypervisor.TriggerHook, r.Trigger)
+	assert.Empty(t, waitFor(t, held, 10*time.Second, "ResizeNow returns"), "the held decision itself had nothing to do")
+	assert.Len(t, hv.Resizes(), 1)
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+// decidedAppDriven is app_driven that reports each Resize that proposed
+// moves.
+type decidedAppDriven struct {
+	*hypervisor.AppDriven
+	decided chan []hypervisor.Move
+}
+
+func (p *decidedAppDriven) Resize(v *hypervisor.View) []hypervisor.Move {
+	moves := p.AppDriven.Resize(v)
+	if len(moves) > 0 {
+		p.decided <- moves
+	}
+	return moves
+}
+
+// TestAppDrivenKeepsARefusedRequestDue: a request whose move Limits
+// refuse stays due and is made once the limits allow it.
+func TestAppDrivenKeepsARefusedRequestDue(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	pol := &decidedAppDriven{AppDriven: hypervisor.NewAppDriven(), decided: make(chan []hypervisor.Move, 1024)}
+	core, logs := observer.New(zap.InfoLevel)
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize, hypervisor.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{Max: 1}))
+	pol.OnTag(42, a, b, 1)
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
+	waitFor(t, pol.decided, 10*time.Second, "the request falls due and its move is proposed")
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Empty(t, hv.Resizes(), "b is at its max")
+	// b's max goes: the next decision makes the move (the hooks' retry or
+	// this one).
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	hv.ResizeNow()
+	r := nextResize(t, resized, 10*time.Second, "the request waited and is made")
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
+	assert.Len(t, b.Workers(), 2)
+	assert.Positive(t, logs.FilterMessageSnippet("the destination is at its Limits.Max").Len(), "the refusal is logged")
+	assert.Positive(t, logs.FilterMessageSnippet("request waits").Len(), "the wait is logged")
+	assert.Empty(t, hv.ResizeNow(), "done once")
+	assert.Zero(t, pol.Due())
+}
+
+// TestAppDrivenDropsARequestForAnUnregisteredContext: a request that can
+// never be made is dropped, and logged.
+func TestAppDrivenDropsARequestForAnUnregisteredContext(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	pol := hypervisor.NewAppDriven()
+	core, logs := observer.New(zap.InfoLevel)
+	dropped := make(chan struct{})
+	var once sync.Once
+	log := zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "request dropped") {
+			once.Do(func() { close(dropped) })
+		}
+		return nil
+	}))
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), hypervisor.WithLogger(log))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	pol.OnTag(42, a, b, 1) // b is not registered
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
+	waitFor(t, dropped, 10*time.Second, "the request is dropped when it falls due")
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, 1, logs.FilterMessageSnippet("request dropped").Len())
+	assert.Empty(t, hv.Resizes())
+	assert.Zero(t, pol.Due())
+	assert.Empty(t, hv.ResizeNow(), "nothing left to do")
 }
 
 func clTag() *scheduler.Codelet {
@@ -236,6 +487,10 @@ type countingPolicy struct {
 	pushed, popped, executed, idleCycles, idleEnds atomic.Int64
 	resizes                                        atomic.Int64
 	a, b                                           *scheduler.Context
+	total                                          int64
+	allExecuted                                    chan struct{} // closed at total
+	idled                                          []chan struct{}
+	idledOnce                                      []sync.Once
 }
 
 func (p *countingPolicy) Name() string { return "counting" }
@@ -250,8 +505,11 @@ func (p *countingPolicy) TaskPopped(*scheduler.Context, *scheduler.Task, int) bo
 	return false
 }
 
-func (p *countingPolicy) IdleCycle(*scheduler.Context, int, time.Duration) bool {
+func (p *countingPolicy) IdleCycle(_ *scheduler.Context, w int, _ time.Duration) bool {
 	p.idleCycles.Add(1)
+	if w < len(p.idled) {
+		p.idledOnce[w].Do(func() { close(p.idled[w]) })
+	}
 	return false
 }
 
@@ -261,7 +519,9 @@ func (p *countingPolicy) IdleEnd(*scheduler.Context, int, time.Duration) bool {
 }
 
 func (p *countingPolicy) TaskExecuted(_ *scheduler.Context, t *scheduler.Task, _ int, _ time.Duration) bool {
-	p.executed.Add(1)
+	if p.executed.Add(1) == p.total {
+		close(p.allExecuted)
+	}
 	return t.Tag == 7
 }
 
@@ -283,29 +543,40 @@ func TestCustomPolicyHooksAndCounters(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, 3)
 	a, b := newContexts(t, s, []int{0, 1}, []int{2})
-	pol := &countingPolicy{a: a, b: b}
-	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv))
+	const n, f = 300, 250.0
+	total := int64(2*n + 2)
+	pol := &countingPolicy{a: a, b: b, total: total, allExecuted: make(chan struct{}),
+		idled: make([]chan struct{}, 3), idledOnce: make([]sync.Once, 3)}
+	for i := range pol.idled {
+		pol.idled[i] = make(chan struct{})
+	}
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize)
 	require.NoError(t, err)
 	defer hv.Close()
 	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
 	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
-	const n, f = 300, 250.0
-	time.Sleep(10 * time.Millisecond) // the workers idle, then find work
+	// Every worker idles before the work comes: b's only worker, which
+	// runs all of b's tasks, ends an idle period.
+	for i := range pol.idled {
+		waitFor(t, pol.idled[i], 10*time.Second, "an idle cycle of every worker")
+	}
 	submitN(t, s, a, work("a", 0, f), n)
 	submitN(t, s, b, work("b", 0, f), n)
 	require.NoError(t, s.Submit(ctx, work("g", 0, f)))
 	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(7)))
 	require.NoError(t, s.WaitAll(ctx))
-	total := int64(2*n + 2)
 	// TaskExecuted runs after the task completes, so WaitAll may return
 	// just before the last hook.
-	eventually(t, 10*time.Second, func() bool { return pol.executed.Load() == total }, "every task executed is seen")
+	waitFor(t, pol.allExecuted, 10*time.Second, "every task executed is seen")
+	r := nextResize(t, resized, 10*time.Second, "the hook's resize")
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
 	assert.Equal(t, total, pol.pushed.Load())
 	assert.Equal(t, total, pol.popped.Load())
 	assert.Positive(t, pol.idleCycles.Load())
 	assert.Positive(t, pol.idleEnds.Load())
 	assert.Equal(t, int64(1), pol.resizes.Load(), "the hook asked for one resize")
-	eventually(t, 10*time.Second, func() bool { return len(b.Workers()) == 2 }, "the move is applied")
+	assert.Len(t, b.Workers(), 2)
 
 	ca, cb, cg := hv.Counters(a), hv.Counters(b), hv.Counters(s.Global())
 	assert.Equal(t, int64(n+1), ca.Done)
@@ -399,6 +670,61 @@ func TestRegisterBadInput(t *testing.T) {
 	assert.ErrorIs(t, hv.Register(c, hypervisor.Limits{Min: -1}), hypervisor.ErrBadContext)
 	require.NoError(t, hv.Register(c, hypervisor.Limits{Max: 1}))
 	assert.Empty(t, hv.ResizeNow(), "nothing to do")
+}
+
+// TestRegisterOverlappingContexts: registered contexts must not share
+// workers: the global context, and a parent with its child (either
+// order, at any depth), are refused with both names.
+func TestRegisterOverlappingContexts(t *testing.T) {
+	s := newSched(t, 4)
+	parent, err := s.NewContext("parent", scheduler.ContextWorkers(0, 1, 2))
+	require.NoError(t, err)
+	child, err := parent.NewContext("child", scheduler.ContextWorkers(1, 2))
+	require.NoError(t, err)
+	grandchild, err := child.NewContext("grandchild", scheduler.ContextWorkers(2))
+	require.NoError(t, err)
+	sibling, err := s.NewContext("sibling", scheduler.ContextWorkers(3))
+	require.NoError(t, err)
+	cases := []struct {
+		name      string
+		first     *scheduler.Context // registered first (nil: none)
+		then      *scheduler.Context
+		wantNames []string
+	}{
+		{"global", nil, s.Global(), []string{`"global"`, "global context"}},
+		{"global after a context", sibling, s.Global(), []string{`"global"`}},
+		{"child after parent", parent, child, []string{`"child"`, `"parent"`}},
+		{"parent after child", child, parent, []string{`"parent"`, `"child"`}},
+		{"grandchild after parent", parent, grandchild, []string{`"grandchild"`, `"parent"`}},
+		{"parent after grandchild", grandchild, parent, []string{`"parent"`, `"grandchild"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+			require.NoError(t, err)
+			defer hv.Close()
+			if tc.first != nil {
+				require.NoError(t, hv.Register(tc.first, hypervisor.Limits{}))
+			}
+			err = hv.Register(tc.then, hypervisor.Limits{})
+			require.ErrorIs(t, err, hypervisor.ErrBadContext)
+			for _, n := range tc.wantNames {
+				assert.Contains(t, err.Error(), n)
+			}
+			if tc.first != nil {
+				require.NoError(t, hv.Register(tc.first, hypervisor.Limits{Min: 1}), "registering the same context again updates its limits")
+			}
+		})
+	}
+	// Disjoint contexts are fine: siblings, or a child beside its
+	// parent's sibling.
+	hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(child, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(sibling, hypervisor.Limits{}))
+	hv.Unregister(child)
+	require.NoError(t, hv.Register(parent, hypervisor.Limits{}), "after Unregister the parent may come in")
 }
 
 func TestLimitsAreEnforced(t *testing.T) {

@@ -6,7 +6,10 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/pzgo/pz/scheduler"
 )
@@ -22,6 +25,13 @@ type View struct {
 	Contexts []ContextView
 	// Workers are all the scheduler's workers, by id.
 	Workers []WorkerView
+	// Types are the types of task of the registered contexts with their
+	// remaining counts and times, for policies that implement
+	// TaskTyped (teft); nil otherwise.
+	Types []TaskTypeView
+	// Logger is the hypervisor's logger (WithLogger), for policies that
+	// explain a decision.
+	Logger *zap.Logger
 }
 
 // ContextView is one registered context in a View.
@@ -44,6 +54,10 @@ type ContextView struct {
 	// context's tasks, since the start: the speed of one busy worker,
 	// whatever the parallelism (0 before the first task with flops).
 	BusySpeed float64
+	// KindSpeed is BusySpeed by kind of worker (indexed by
+	// scheduler.WorkerKind; 0 where no worker of that kind has run a
+	// task of the context yet).
+	KindSpeed []float64
 }
 
 // Remaining returns the declared flops not done yet (0 if none are
@@ -53,6 +67,8 @@ func (c *ContextView) Remaining() float64 { return max(c.Limits.TotalFlops-c.Flo
 // WorkerView is one worker in a View.
 type WorkerView struct {
 	ID int
+	// Kind is what the worker runs (CPU, CUDA).
+	Kind scheduler.WorkerKind
 	// Context is the index in View.Contexts of the worker's context, -1
 	// if it is in no registered context.
 	Context int
@@ -92,6 +108,15 @@ type Hooks interface {
 	TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) bool
 }
 
+// Feedback is implemented by a policy that wants to know which of its
+// moves the hypervisor refused (because of Limits, a context with
+// pending tasks and one worker, or the scheduler). Rejected is called
+// after each Resize, with the same View, one call at a time; rejected
+// is empty when every move was made.
+type Feedback interface {
+	Rejected(v *View, rejected []Move)
+}
+
 // NopHooks implements Hooks doing nothing; embed it to implement some.
 type NopHooks struct{}
 
@@ -116,7 +141,7 @@ var _ Hooks = NopHooks{}
 
 // Policies returns the names of the built-in policies.
 func Policies() []string {
-	return []string{"app_driven", "gflops_rate", "idle", "ispeed", "throughput"}
+	return []string{"app_driven", "feft", "gflops_rate", "idle", "ispeed", "teft", "throughput"}
 }
 
 // PolicyByName returns a new built-in policy; gap is the speed gap of
@@ -133,19 +158,24 @@ func PolicyByName(name string, gap float64) (Policy, error) {
 		return &ISpeed{Gap: gap}, nil
 	case "throughput":
 		return Throughput{Gap: gap}, nil
+	case "feft":
+		return FEFT{Gap: gap}, nil
+	case "teft":
+		return TEFT{Gap: gap}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown policy %q; valid policies are %v (WithPolicyName or PZ_HYPERVISOR_POLICY)", ErrBadOption, name, Policies())
 }
 
 // DefaultTrigger returns the triggers a built-in policy works with:
-// idle for idle, speed for ispeed and throughput, both for gflops_rate
-// (so that a finished context's idle workers move at once), none for
-// app_driven (its hook triggers) and for custom policies.
+// idle for idle, speed for ispeed and throughput, both for gflops_rate,
+// feft and teft (so that a finished context's idle workers move at
+// once), none for app_driven (its hook triggers) and for custom
+// policies.
 func DefaultTrigger(p Policy) Trigger {
 	switch p.(type) {
 	case Idle, *Idle:
 		return TriggerIdle
-	case GflopsRate, *GflopsRate:
+	case GflopsRate, *GflopsRate, FEFT, *FEFT, TEFT, *TEFT:
 		return TriggerIdle | TriggerSpeed
 	case *ISpeed, Throughput, *Throughput:
 		return TriggerSpeed
@@ -466,18 +496,38 @@ func (p Throughput) Resize(v *View) []Move {
 
 // AppDriven is the app_driven policy: the application asks for resizes
 // that happen when a task with a given tag completes (StarPU's
-// sc_hypervisor_post_resize_request).
+// sc_hypervisor_post_resize_request). A request is never dropped while
+// it can still be honoured: moves the hypervisor refuses (a context at
+// its Limits, or with pending tasks and one worker) stay due and are
+// retried at the next events (idle cycles, completed tasks) until they
+// are made; a request whose context is no longer registered is dropped
+// and logged. A request moves at most the workers its source has when
+// it falls due.
 type AppDriven struct {
 	NopHooks
-	mu    sync.Mutex
-	rules map[scheduler.Tag]tagRule
-	due   []tagRule
+	mu       sync.Mutex
+	rules    map[scheduler.Tag]tagRule
+	due      []tagRule
+	inflight []proposal // the last Resize's moves, by request
+	ndue     atomic.Int64
+	lastTry  atomic.Int64 // unix ns of the last retry asked for
 }
 
 type tagRule struct {
+	tag      scheduler.Tag
 	from, to *scheduler.Context
 	n        int
 }
+
+type proposal struct {
+	rule  tagRule
+	moves []Move
+}
+
+// retryEvery is the least time between two retries of a due request
+// asked for by the hooks: often enough to follow the workers' safe
+// points, rarely enough to stay off the path of every task.
+const retryEvery = time.Millisecond
 
 // NewAppDriven returns an app_driven policy without requests.
 func NewAppDriven() *AppDriven { return &AppDriven{rules: map[scheduler.Tag]tagRule{}} }
@@ -490,24 +540,43 @@ func (*AppDriven) Name() string { return "app_driven" }
 func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rules[tag] = tagRule{from, to, n}
+	p.rules[tag] = tagRule{tag, from, to, n}
 }
 
+// Due returns the number of requests that fell due and whose moves are
+// not all made yet.
+func (p *AppDriven) Due() int { return int(p.ndue.Load()) }
+
 // TaskExecuted implements Hooks: a tagged task with a request makes it
-// due.
+// due. While requests wait, it asks for a retry (at most every
+// millisecond).
 func (p *AppDriven) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) bool {
-	if t.Tag == 0 {
+	if t.Tag != 0 {
+		p.mu.Lock()
+		r, ok := p.rules[t.Tag]
+		if ok {
+			delete(p.rules, t.Tag)
+			p.due = append(p.due, r)
+			p.ndue.Store(int64(len(p.due)))
+		}
+		p.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return p.retry()
+}
+
+// IdleCycle implements Hooks: while requests wait, an idle worker asks
+// for a retry (at most every millisecond).
+func (p *AppDriven) IdleCycle(*scheduler.Context, int, time.Duration) bool { return p.retry() }
+
+func (p *AppDriven) retry() bool {
+	if p.ndue.Load() == 0 {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r, ok := p.rules[t.Tag]
-	if !ok {
-		return false
-	}
-	delete(p.rules, t.Tag)
-	p.due = append(p.due, r)
-	return true
+	now, last := time.Now().UnixNano(), p.lastTry.Load()
+	return now-last >= int64(retryEvery) && p.lastTry.CompareAndSwap(last, now)
 }
 
 // Resize implements Policy: the due requests.
@@ -515,27 +584,82 @@ func (p *AppDriven) Resize(v *View) []Move {
 	p.mu.Lock()
 	due := p.due
 	p.due = nil
+	p.ndue.Store(0)
 	p.mu.Unlock()
+	p.inflight = p.inflight[:0]
+	used := map[int]bool{}
 	var moves []Move
 	for _, r := range due {
 		from := slices.IndexFunc(v.Contexts, func(c ContextView) bool { return c.Context == r.from })
 		to := slices.IndexFunc(v.Contexts, func(c ContextView) bool { return c.Context == r.to })
-		if from < 0 || to < 0 {
+		if from < 0 || to < 0 || r.n <= 0 {
+			logger(v).Warn("hypervisor app_driven: request dropped: a context is not registered (or deleted), or it moves no worker",
+				zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("n", r.n))
 			continue
 		}
-		ws := members(v, from)
-		for k := 0; k < min(r.n, len(ws)); k++ {
-			moves = append(moves, Move{Worker: ws[k], To: to})
+		pr := proposal{rule: r}
+		for _, w := range members(v, from) {
+			if len(pr.moves) == r.n {
+				break
+			}
+			if !used[w] {
+				used[w] = true
+				pr.moves = append(pr.moves, Move{Worker: w, To: to})
+			}
 		}
+		if len(pr.moves) < r.n {
+			logger(v).Info("hypervisor app_driven: the source has fewer workers than asked; moving those it has",
+				zap.Uint64("tag", uint64(r.tag)), zap.String("from", v.Contexts[from].Name), zap.Int("asked", r.n), zap.Int("moving", len(pr.moves)))
+		}
+		moves = append(moves, pr.moves...)
+		p.inflight = append(p.inflight, pr)
 	}
 	return moves
 }
 
+// Rejected implements Feedback: the refused moves of a request stay
+// due.
+func (p *AppDriven) Rejected(v *View, rejected []Move) {
+	var again []tagRule
+	for _, pr := range p.inflight {
+		n := 0
+		for _, m := range pr.moves {
+			if slices.Contains(rejected, m) {
+				n++
+			}
+		}
+		if n > 0 {
+			r := pr.rule
+			r.n = n
+			again = append(again, r)
+			logger(v).Info("hypervisor app_driven: request waits: moves refused now, retried at the next events",
+				zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("waiting", n))
+		}
+	}
+	p.inflight = p.inflight[:0]
+	if len(again) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.due = append(again, p.due...)
+	p.ndue.Store(int64(len(p.due)))
+	p.mu.Unlock()
+}
+
+// logger returns v's logger, or a no-op one.
+func logger(v *View) *zap.Logger {
+	if v.Logger == nil {
+		return zap.NewNop()
+	}
+	return v.Logger
+}
+
 var (
-	_ Policy = Idle{}
-	_ Policy = GflopsRate{}
-	_ Policy = (*ISpeed)(nil)
-	_ Policy = Throughput{}
-	_ Policy = (*AppDriven)(nil)
-	_ Hooks  = (*AppDriven)(nil)
+	_ Policy   = Idle{}
+	_ Policy   = GflopsRate{}
+	_ Policy   = (*ISpeed)(nil)
+	_ Policy   = Throughput{}
+	_ Policy   = (*AppDriven)(nil)
+	_ Hooks    = (*AppDriven)(nil)
+	_ Feedback = (*AppDriven)(nil)
 )

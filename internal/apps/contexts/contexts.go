@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -38,7 +39,10 @@ type Options struct {
 	// default).
 	Policy string
 	// Hypervisor is the hypervisor policy of the third run (default
-	// gflops_rate; see hypervisor.Policies).
+	// gflops_rate; see hypervisor.Policies), or a comma-separated list
+	// of policies, each run in turn after the static split
+	// ("idle,feft,teft"). Under teft the app announces each context's
+	// tasks (hypervisor.AnnounceTasks) before submitting them.
 	Hypervisor string
 	// Check computes each factorization's residual ‖A − L·Lᵀ‖/‖A‖.
 	Check bool
@@ -47,7 +51,7 @@ type Options struct {
 	Trace string
 	// JSON makes Run print JSON lines instead of a table.
 	JSON bool
-	// Repeat runs the three modes this many times, interleaved (global,
+	// Repeat runs the modes this many times, interleaved (global,
 	// static, hypervisor, global, ...), and reports for each mode the run
 	// with the median makespan (default 1): on a shared machine the
 	// median resists other processes' load.
@@ -58,13 +62,14 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// A ModeResult is one of the three runs. Its JSON form is one line of
+// A ModeResult is one of the runs. Its JSON form is one line of
 // `pzrun contexts --json`; field names are a stable interface:
 //
 //	app          "contexts"
 //	mode         "global" (one context, all workers), "static" (two
 //	             contexts with half the workers each) or "hypervisor"
-//	             (the same two contexts, resized by the hypervisor)
+//	             (the same two contexts, resized by the hypervisor; one
+//	             line per policy)
 //	n_small, n_large, block, precision, workers, policy
 //	hypervisor   the hypervisor policy ("" except in mode hypervisor)
 //	makespan_s   wall time from the first submission of either
@@ -97,15 +102,39 @@ type ModeResult struct {
 	ResidualLarge float64 `json:"residual_large"`
 }
 
-// A Result is the three runs and the hypervisor's gain. Its JSON form
-// (mode "summary") adds to the common fields:
+// A Result is the runs and the hypervisor's gain. Its JSON form (mode
+// "summary") adds to the common fields:
 //
-//	global_s, static_s, hypervisor_s   the three makespans
+//	global_s, static_s, hypervisor_s   the makespans (hypervisor_s: the
+//	                 first policy's)
 //	gain_vs_static   static_s / hypervisor_s (above 1: the hypervisor is faster)
 //	gain_vs_global   global_s / hypervisor_s
+//	hypervisors      one object per hypervisor policy run: policy,
+//	                 makespan_s, gain_vs_static, gain_vs_global and
+//	                 gain_vs_idle (idle's makespan over this one's; 0
+//	                 when idle was not run)
 type Result struct {
+	// Hypervisor is the first hypervisor policy's run, Hypervisors all
+	// of them in the order of Options.Hypervisor.
 	Global, Static, Hypervisor ModeResult
+	Hypervisors                []ModeResult
+	// GainVsStatic and GainVsGlobal are the first policy's; Gains each
+	// policy's.
 	GainVsStatic, GainVsGlobal float64
+	Gains                      []Gain
+}
+
+// A Gain compares one hypervisor policy's makespan with the others.
+type Gain struct {
+	// Policy is the hypervisor policy; Makespan its run's makespan (s).
+	Policy   string  `json:"policy"`
+	Makespan float64 `json:"makespan_s"`
+	// VsStatic, VsGlobal and VsIdle are the static split's, the global
+	// context's and idle's makespans over this one's (above 1: this
+	// policy is faster; VsIdle is 0 when idle did not run).
+	VsStatic float64 `json:"gain_vs_static"`
+	VsGlobal float64 `json:"gain_vs_global"`
+	VsIdle   float64 `json:"gain_vs_idle"`
 }
 
 type summary struct {
@@ -123,12 +152,13 @@ type summary struct {
 	HypervisorS  float64 `json:"hypervisor_s"`
 	GainVsStatic float64 `json:"gain_vs_static"`
 	GainVsGlobal float64 `json:"gain_vs_global"`
+	Hypervisors  []Gain  `json:"hypervisors"`
 }
 
 // Run factors two seeded SPD matrices of unequal sizes concurrently,
-// three times on fresh schedulers of the same workers: in the global
+// several times on fresh schedulers of the same workers: in the global
 // context, in two static contexts of half the workers each, and in the
-// same two contexts under the hypervisor. It prints each run and the
+// same two contexts under each hypervisor policy of opts.Hypervisor. It prints each run and the
 // summary to out (a table, or JSON lines with opts.JSON) and returns
 // them. Errors wrap tiled.ErrBadOptions for invalid options.
 func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
@@ -164,8 +194,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if opts.Workers < 0 || opts.Workers == 1 {
 		return nil, fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
 	}
-	if _, err := hypervisor.PolicyByName(opts.Hypervisor, 0); err != nil {
-		return nil, fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
+	for _, name := range strings.Split(opts.Hypervisor, ",") {
+		if _, err := hypervisor.PolicyByName(name, 0); err != nil {
+			return nil, fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -203,15 +235,21 @@ func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 	a0s := [2][]T{tiled.SPD[T](opts.Small, opts.Seed), tiled.SPD[T](opts.Large, opts.Seed+1)}
 	cl := cholesky.NewCodelets[T]()
 	res := &Result{}
-	modes := []string{modeGlobal, modeStatic, modeHypervisor}
+	type mode struct{ name, policy string }
+	modes := []mode{{modeGlobal, ""}, {modeStatic, ""}}
+	for _, p := range strings.Split(opts.Hypervisor, ",") {
+		modes = append(modes, mode{modeHypervisor, p})
+	}
+	last := len(modes) - 1
 	runs := make([][]ModeResult, len(modes))
 	for r := 0; r < opts.Repeat; r++ {
-		o := opts
-		if r < opts.Repeat-1 {
-			o.Trace = "" // the trace is the last hypervisor run's
-		}
-		for i, mode := range modes {
-			mr, err := runMode(ctx, o, mode, cl, a0s)
+		for i, m := range modes {
+			o := opts
+			if r < opts.Repeat-1 || i != last {
+				o.Trace = "" // the trace is the last hypervisor run's
+			}
+			o.Hypervisor = m.policy
+			mr, err := runMode(ctx, o, m.name, cl, a0s)
 			if err != nil {
 				return nil, err
 			}
@@ -219,14 +257,28 @@ func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 			runs[i] = append(runs[i], mr)
 		}
 	}
+	med := make([]ModeResult, len(modes))
 	for i := range runs {
 		slices.SortFunc(runs[i], func(a, b ModeResult) int { return cmp.Compare(a.Makespan, b.Makespan) })
+		med[i] = runs[i][opts.Repeat/2]
 	}
-	res.Global, res.Static, res.Hypervisor = runs[0][opts.Repeat/2], runs[1][opts.Repeat/2], runs[2][opts.Repeat/2]
-	if h := res.Hypervisor.Makespan; h > 0 {
-		res.GainVsStatic = res.Static.Makespan / h
-		res.GainVsGlobal = res.Global.Makespan / h
+	res.Global, res.Static = med[0], med[1]
+	res.Hypervisors = med[2:]
+	res.Hypervisor = res.Hypervisors[0]
+	var idle float64
+	for _, h := range res.Hypervisors {
+		if h.Hypervisor == "idle" {
+			idle = h.Makespan
+		}
 	}
+	for _, h := range res.Hypervisors {
+		g := Gain{Policy: h.Hypervisor, Makespan: h.Makespan}
+		if h.Makespan > 0 {
+			g.VsStatic, g.VsGlobal, g.VsIdle = res.Static.Makespan/h.Makespan, res.Global.Makespan/h.Makespan, idle/h.Makespan
+		}
+		res.Gains = append(res.Gains, g)
+	}
+	res.GainVsStatic, res.GainVsGlobal = res.Gains[0].VsStatic, res.Gains[0].VsGlobal
 	return res, nil
 }
 
@@ -284,6 +336,15 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			for i, c := range cs {
 				if err := hv.Register(c, hypervisor.Limits{TotalFlops: choleskyTaskFlops(ns[i], opts.Block)}); err != nil {
 					return mr, fmt.Errorf("contexts: %w", err)
+				}
+				if opts.Hypervisor == "teft" {
+					// teft plans from every type of task left: announce
+					// them all before the first is submitted.
+					for cl, n := range choleskyTaskCounts(cl, ns[i]/opts.Block) {
+						if err := hv.AnnounceTasks(c, cl, n); err != nil {
+							return mr, fmt.Errorf("contexts: %w", err)
+						}
+					}
 				}
 			}
 		}
@@ -351,10 +412,21 @@ func choleskyTaskFlops(n, b int) float64 {
 	return f
 }
 
-// WriteJSON writes the three runs and the summary as JSON lines.
+// choleskyTaskCounts returns the number of tasks of each codelet of a
+// tiled Cholesky of nt×nt tiles (cholesky.FactorTiles' graph).
+func choleskyTaskCounts(cl *cholesky.Codelets, nt int) map[*scheduler.Codelet]int {
+	return map[*scheduler.Codelet]int{
+		cl.Potrf: nt,
+		cl.Trsm:  nt * (nt - 1) / 2,
+		cl.Syrk:  nt * (nt - 1) / 2,
+		cl.Gemm:  nt * (nt - 1) * (nt - 2) / 6,
+	}
+}
+
+// WriteJSON writes the runs and the summary as JSON lines.
 func (r *Result) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
-	for _, m := range []ModeResult{r.Global, r.Static, r.Hypervisor} {
+	for _, m := range append([]ModeResult{r.Global, r.Static}, r.Hypervisors...) {
 		if err := enc.Encode(m); err != nil {
 			return err
 		}
@@ -363,7 +435,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(summary{App: "contexts", Mode: "summary", Small: h.Small, Large: h.Large, Block: h.Block,
 		Precision: h.Precision, Workers: h.Workers, Policy: h.Policy, Hypervisor: h.Hypervisor,
 		GlobalS: r.Global.Makespan, StaticS: r.Static.Makespan, HypervisorS: h.Makespan,
-		GainVsStatic: r.GainVsStatic, GainVsGlobal: r.GainVsGlobal})
+		GainVsStatic: r.GainVsStatic, GainVsGlobal: r.GainVsGlobal, Hypervisors: r.Gains})
 }
 
 // WriteTable writes the runs as a table and the gain as a sentence.
@@ -372,7 +444,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "two Choleskys n=%d and n=%d, tile %d, fp%d, %d workers, policy %s\n", h.Small, h.Large, h.Block, h.Precision, h.Workers, h.Policy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tmakespan s\tsmall s\tlarge s\tGFLOP/s\tresizes\t")
-	for _, m := range []ModeResult{r.Global, r.Static, r.Hypervisor} {
+	for _, m := range append([]ModeResult{r.Global, r.Static}, r.Hypervisors...) {
 		name := m.Mode
 		if m.Hypervisor != "" {
 			name += " (" + m.Hypervisor + ")"
@@ -382,6 +454,14 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "hypervisor gain: %.2fx the static split, %.2fx the global context\n", r.GainVsStatic, r.GainVsGlobal)
-	return err
+	for _, g := range r.Gains {
+		vsIdle := ""
+		if g.VsIdle > 0 && g.Policy != "idle" {
+			vsIdle = fmt.Sprintf(", %.2fx idle", g.VsIdle)
+		}
+		if _, err := fmt.Fprintf(w, "hypervisor gain (%s): %.2fx the static split, %.2fx the global context%s\n", g.Policy, g.VsStatic, g.VsGlobal, vsIdle); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -86,8 +86,49 @@ func TestTable(t *testing.T) {
 	res, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 256, Block: 32, Workers: 2, Repeat: 3}, &out)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Static.Runs)
-	for _, want := range []string{"makespan s", "global", "static", "hypervisor (gflops_rate)", "hypervisor gain:"} {
+	for _, want := range []string{"makespan s", "global", "static", "hypervisor (gflops_rate)", "hypervisor gain (gflops_rate):"} {
 		assert.Contains(t, out.String(), want)
+	}
+}
+
+// TestSeveralPolicies runs idle, feft and teft after the static split:
+// one JSON line each, and a summary comparing each with the static
+// split and with idle.
+func TestSeveralPolicies(t *testing.T) {
+	var out strings.Builder
+	res, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 512, Block: 32, Workers: 2,
+		Hypervisor: "idle,feft,teft", JSON: true, Check: true}, &out)
+	require.NoError(t, err)
+	require.Len(t, res.Hypervisors, 3)
+	require.Len(t, res.Gains, 3)
+	for i, name := range []string{"idle", "feft", "teft"} {
+		h := res.Hypervisors[i]
+		assert.Equal(t, name, h.Hypervisor)
+		assert.Less(t, h.ResidualLarge, 1e-3, name)
+		g := res.Gains[i]
+		assert.Equal(t, name, g.Policy)
+		assert.InDelta(t, res.Static.Makespan/h.Makespan, g.VsStatic, 1e-12, name)
+		assert.InDelta(t, res.Hypervisors[0].Makespan/h.Makespan, g.VsIdle, 1e-12, name)
+	}
+	assert.Equal(t, res.Hypervisors[0], res.Hypervisor, "Hypervisor is the first policy's run")
+	var modes []string
+	var sum map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		modes = append(modes, m["mode"].(string))
+		if m["mode"] == "summary" {
+			sum = m
+		}
+	}
+	assert.Equal(t, []string{"global", "static", "hypervisor", "hypervisor", "hypervisor", "summary"}, modes)
+	require.NotNil(t, sum)
+	hs, ok := sum["hypervisors"].([]any)
+	require.True(t, ok, "%v", sum)
+	require.Len(t, hs, 3)
+	for _, k := range []string{"policy", "makespan_s", "gain_vs_static", "gain_vs_global", "gain_vs_idle"} {
+		assert.Contains(t, hs[2], k)
 	}
 }
 
@@ -98,6 +139,7 @@ func TestBadOptions(t *testing.T) {
 		{Precision: 16},
 		{Workers: 1},
 		{Hypervisor: "nope"},
+		{Hypervisor: "idle,nope"},
 		{Repeat: -1},
 	}
 	for i, o := range bad {

@@ -1,17 +1,20 @@
 // Package contexts is the `pzrun contexts` demo of scheduling contexts
 // and the context hypervisor: two tiled Cholesky factorizations of
-// unequal sizes run concurrently, three ways, each on a fresh scheduler
-// with the same workers:
+// unequal sizes run concurrently, several ways, each on a fresh
+// scheduler with the same workers:
 //
 //   - global: both in the global context, sharing every worker;
 //   - static: each in its own context with half the workers;
 //   - hypervisor: the same two contexts, resized at run time by a
 //     hypervisor policy (gflops_rate by default: workers shared in
 //     proportion to the remaining flops, and those of a finished
-//     context moved to the other).
+//     context moved to the other), once per policy of
+//     Options.Hypervisor ("idle,feft,teft" compares the idle strategy
+//     with the linear programs; under teft each context's Cholesky task
+//     types and counts are announced before submission).
 //
-// Run prints each run's makespan and the hypervisor's gain over the
-// static split and the global context, as a table or as JSON lines
+// Run prints each run's makespan and each hypervisor policy's gain over
+// the static split, the global context and idle, as a table or as JSON lines
 // (field names documented on ModeResult and Result), and can write the
 // hypervisor run's trace and Gantt chart (Options.Trace), which show
 // each worker's context over time.

@@ -1,0 +1,6 @@
+package hypervisor
+
+// WithOnBusy is a test seam: f is called when a decision is left
+// pending because another one holds the decision lock, right after the
+// pending trigger is recorded.
+func WithOnBusy(f func(Trigger)) Option { return func(c *config) { c.onBusy = f } }

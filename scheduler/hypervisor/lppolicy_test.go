@@ -1,0 +1,158 @@
+package hypervisor_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+// lpView builds a View of two contexts a (workers 0, 1) and b (2, 3) of
+// CPU workers running at 1 Gflop/s, with 3e8 flops left in a and 1e8 in
+// b: feft's distribution is 3 workers for a, 1 for b, ending in 0.1 s,
+// a planned at 3 Gflop/s and b at 1.
+func lpView(t *testing.T, why hypervisor.Trigger, speedA, speedB float64) *hypervisor.View {
+	t.Helper()
+	s := newSched(t, 4)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2, 3})
+	v := &hypervisor.View{Trigger: why}
+	for i, c := range []*scheduler.Context{a, b} {
+		v.Contexts = append(v.Contexts, hypervisor.ContextView{
+			Context: c, Name: c.Name(), Workers: []int{2 * i, 2*i + 1}, Pending: 10,
+			Limits:    hypervisor.Limits{TotalFlops: []float64{4e8, 2e8}[i]},
+			FlopsDone: 1e8, Speed: []float64{speedA, speedB}[i], BusySpeed: 1e9, KindSpeed: []float64{1e9},
+		})
+	}
+	for id := range 4 {
+		v.Workers = append(v.Workers, hypervisor.WorkerView{ID: id, Context: id / 2, MaxIdle: 2 * time.Millisecond})
+	}
+	return v
+}
+
+func TestFEFTResize(t *testing.T) {
+	toA := []hypervisor.Move{{Worker: 3, To: 0}} // b's highest id goes first
+	cases := []struct {
+		name           string
+		why            hypervisor.Trigger
+		speedA, speedB float64
+		idle           int // worker idle for its max idle (-1: none)
+		want           []hypervisor.Move
+	}{
+		{"a hook moves at once", hypervisor.TriggerHook, 2e9, 2e9, -1, toA},
+		{"speeds part from the plan", hypervisor.TriggerSpeed, 2e9, 2e9, -1, toA},
+		{"first window: no speed measured yet", hypervisor.TriggerSpeed, 0, 0, -1, toA},
+		{"speeds within the gap of the plan", hypervisor.TriggerSpeed, 2.9e9, 1.1e9, -1, nil},
+		{"idle trigger, nobody idle", hypervisor.TriggerIdle, 2e9, 2e9, -1, nil},
+		{"idle trigger, a donor's worker idle", hypervisor.TriggerIdle, 2e9, 2e9, 2, []hypervisor.Move{{Worker: 2, To: 0}}},
+		{"idle trigger, a receiver's worker idle", hypervisor.TriggerIdle, 2e9, 2e9, 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := lpView(t, tc.why, tc.speedA, tc.speedB)
+			if tc.idle >= 0 {
+				v.Workers[tc.idle].Idle = time.Second
+			}
+			assert.Equal(t, tc.want, hypervisor.FEFT{Gap: 0.2}.Resize(v))
+		})
+	}
+	t.Run("at the target", func(t *testing.T) {
+		v := lpView(t, hypervisor.TriggerHook, 0, 0)
+		v.Contexts[0].Workers, v.Contexts[1].Workers = []int{0, 1, 2}, []int{3}
+		v.Workers[2].Context = 0
+		assert.Empty(t, hypervisor.FEFT{}.Resize(v))
+	})
+	t.Run("a context done gives its workers but keeps its min", func(t *testing.T) {
+		v := lpView(t, hypervisor.TriggerSpeed, 2e9, 0)
+		v.Contexts[1].FlopsDone = 2e8
+		v.Contexts[1].Pending = 0
+		v.Contexts[1].Limits.Min = 1
+		assert.Equal(t, toA, hypervisor.FEFT{Gap: 0.2}.Resize(v))
+	})
+	t.Run("contexts without declared flops keep their workers", func(t *testing.T) {
+		v := lpView(t, hypervisor.TriggerHook, 0, 0)
+		v.Contexts[1].Limits.TotalFlops = 0
+		assert.Empty(t, hypervisor.FEFT{}.Resize(v))
+	})
+}
+
+func TestTEFTResize(t *testing.T) {
+	// a: 30 tasks of 10 ms left; b: 10 tasks of 10 ms and 10 not run yet
+	// (same time assumed): 0.3 against 0.2 worker-seconds on 4 workers:
+	// 2.4 and 1.6 workers, rounded to 2 and 2 - the current split.
+	v := lpView(t, hypervisor.TriggerHook, 0, 0)
+	ms := []time.Duration{10 * time.Millisecond}
+	v.Types = []hypervisor.TaskTypeView{
+		{Context: 0, Name: "x", Remaining: 30, Time: ms, Flops: 1e7},
+		{Context: 1, Name: "y", Remaining: 10, Time: ms, Flops: 1e7},
+		{Context: 1, Name: "z", Remaining: 10, Time: []time.Duration{0}},
+	}
+	assert.Empty(t, hypervisor.TEFT{}.Resize(v))
+	// 60 tasks left in a: 0.6 against 0.2: 3 and 1.
+	v.Types[0].Remaining = 60
+	assert.Equal(t, []hypervisor.Move{{Worker: 3, To: 0}}, hypervisor.TEFT{}.Resize(v))
+	// Under the speed trigger, planned speeds are the flops left over the
+	// predicted end (0.2 s): a 3 Gflop/s, b 0.5 Gflop/s (z's flops are
+	// unknown); measured ones close to them move nothing.
+	v.Trigger = hypervisor.TriggerSpeed
+	v.Contexts[0].Speed, v.Contexts[1].Speed = 3e9, 0.5e9
+	assert.Empty(t, hypervisor.TEFT{Gap: 0.2}.Resize(v))
+	v.Contexts[0].Speed = 2e9
+	assert.Equal(t, []hypervisor.Move{{Worker: 3, To: 0}}, hypervisor.TEFT{Gap: 0.2}.Resize(v))
+	// One context's types only: nothing to share.
+	v.Types = v.Types[:1]
+	assert.Empty(t, hypervisor.TEFT{}.Resize(v))
+}
+
+// TestFEFTAndTEFTMoveWorkersInARun: the policies in a live run, driven
+// by their default triggers: a has ten times b's work, so b's second
+// worker goes to a.
+func TestFEFTAndTEFTMoveWorkersInARun(t *testing.T) {
+	for _, name := range []string{"feft", "teft"} {
+		t.Run(name, func(t *testing.T) {
+			s := newSched(t, 4)
+			a, b := newContexts(t, s, []int{0, 1}, []int{2, 3})
+			onResize, resized := resizeEvents()
+			hv, err := hypervisor.New(s, hypervisor.WithPolicyName(name), hypervisor.WithWindow(10*time.Millisecond),
+				hypervisor.WithGetenv(noEnv), onResize)
+			require.NoError(t, err)
+			defer hv.Close()
+			assert.Equal(t, hypervisor.TriggerIdle|hypervisor.TriggerSpeed, hv.Trigger())
+			const f = 1e6
+			const na, nb = 600, 60
+			cla, clb := work("a", time.Millisecond, f), work("b", time.Millisecond, f)
+			require.NoError(t, hv.Register(a, hypervisor.Limits{TotalFlops: na * f}))
+			require.NoError(t, hv.Register(b, hypervisor.Limits{TotalFlops: nb * f}))
+			require.NoError(t, hv.AnnounceTasks(a, cla, na))
+			require.NoError(t, hv.AnnounceTasks(b, clb, nb))
+			submitN(t, s, a, cla, na)
+			submitN(t, s, b, clb, nb)
+			r := nextResize(t, resized, 30*time.Second, "b gives a a worker")
+			assert.Equal(t, "b->a", r.From+"->"+r.To)
+			assert.Equal(t, name, r.Policy)
+			require.NoError(t, s.WaitAll(testCtx(t)))
+			d := directions(hv.Resizes())
+			assert.Zero(t, d["a->b"], "%v", d)
+		})
+	}
+}
+
+func TestAnnounceTasksBadInput(t *testing.T) {
+	s := newSched(t, 2)
+	a, _ := newContexts(t, s, []int{0}, []int{1})
+	hv, err := hypervisor.New(s, hypervisor.WithPolicyName("teft"), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	cl := work("x", 0, 1)
+	assert.ErrorIs(t, hv.AnnounceTasks(a, cl, 1), hypervisor.ErrBadContext, "not registered")
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	assert.ErrorIs(t, hv.AnnounceTasks(a, nil, 1), hypervisor.ErrBadOption)
+	assert.ErrorIs(t, hv.AnnounceTasks(a, cl, -1), hypervisor.ErrBadOption)
+	require.NoError(t, hv.AnnounceTasks(a, cl, 3))
+	hv.AddTotalFlops(a, 5)
+	hv.AddTotalFlops(a, -10)
+	assert.Empty(t, hv.ResizeNow(), "one context: nothing to share")
+}

@@ -1,0 +1,178 @@
+package hypervisor
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// TaskTyped is implemented by a policy that decides from the types of
+// task of the registered contexts (View.Types), such as TEFT. With such
+// a policy the hypervisor counts the tasks of each type as they are
+// pushed and completed, at the cost of one short lock per event.
+type TaskTyped interface {
+	// WantsTaskTypes is a marker; it is never called.
+	WantsTaskTypes()
+}
+
+// taskTyped is what New checks.
+type taskTyped = TaskTyped
+
+// TaskTypeView is one type of task of a registered context in a View: a
+// codelet submitted to that context. (StarPU keys types by codelet and
+// data footprint; the scheduler does not export a task's footprint, so
+// here all the tasks of a codelet in a context are one type.)
+type TaskTypeView struct {
+	// Context is the index in View.Contexts of the type's context.
+	Context int
+	// Codelet is the tasks' codelet; Name its name.
+	Codelet *scheduler.Codelet
+	Name    string
+	// Remaining counts the tasks of the type not completed: announced
+	// (AnnounceTasks) minus completed, or, for a type never announced,
+	// pushed (ready) minus completed.
+	Remaining int64
+	// Time is, by kind of worker (indexed by scheduler.WorkerKind), the
+	// mean time of one task: measured on the tasks completed so far, or,
+	// before the first, the scheduler's calibrated performance model for
+	// the arguments given to AnnounceTasks; 0 when unknown.
+	Time []time.Duration
+	// Flops is the mean flops of the completed tasks (0 before the
+	// first, or without Codelet.Flops).
+	Flops float64
+}
+
+// typeKey is one type of task: a codelet in a context.
+type typeKey struct {
+	c  *scheduler.Context
+	cl *scheduler.Codelet
+}
+
+// typeCounters are the counts of one type of task; guarded by
+// taskTypes.mu.
+type typeCounters struct {
+	announced, pushed, done int64
+	flops                   float64
+	elapsed                 []time.Duration // by kind: sum
+	runs                    []int64         // by kind
+	args                    []scheduler.Arg // for the performance model
+}
+
+// taskTypes are the counters of every type of task seen or announced.
+type taskTypes struct {
+	on    bool // the policy wants them (set by New)
+	mu    sync.Mutex
+	m     map[typeKey]*typeCounters
+	order []typeKey
+}
+
+func (tt *taskTypes) getLocked(k typeKey, nkinds int) *typeCounters {
+	tc := tt.m[k]
+	if tc == nil {
+		tc = &typeCounters{elapsed: make([]time.Duration, nkinds), runs: make([]int64, nkinds)}
+		tt.m[k] = tc
+		tt.order = append(tt.order, k)
+	}
+	return tc
+}
+
+func (tt *taskTypes) pushed(c *scheduler.Context, t *scheduler.Task) {
+	tt.mu.Lock()
+	tt.getLocked(typeKey{c, t.Codelet}, 0).pushed++
+	tt.mu.Unlock()
+}
+
+func (tt *taskTypes) executed(c *scheduler.Context, t *scheduler.Task, kind scheduler.WorkerKind, elapsed time.Duration, flops float64) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	tc := tt.getLocked(typeKey{c, t.Codelet}, 0)
+	tc.done++
+	tc.flops += flops
+	for int(kind) >= len(tc.runs) {
+		tc.runs = append(tc.runs, 0)
+		tc.elapsed = append(tc.elapsed, 0)
+	}
+	tc.runs[kind]++
+	tc.elapsed[kind] += elapsed
+}
+
+// view returns the types of the contexts of cs; nkinds sizes Time.
+func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) []TaskTypeView {
+	idx := make(map[*scheduler.Context]int, len(cs))
+	for i := range cs {
+		idx[cs[i].Context] = i
+	}
+	type snap struct {
+		k  typeKey
+		tc typeCounters
+	}
+	var snaps []snap
+	tt.mu.Lock()
+	for _, k := range tt.order {
+		if _, ok := idx[k.c]; ok {
+			tc := *tt.m[k]
+			tc.elapsed, tc.runs = append([]time.Duration(nil), tc.elapsed...), append([]int64(nil), tc.runs...)
+			snaps = append(snaps, snap{k, tc})
+		}
+	}
+	tt.mu.Unlock()
+	out := make([]TaskTypeView, 0, len(snaps))
+	for _, sn := range snaps {
+		tc := &sn.tc
+		tv := TaskTypeView{Context: idx[sn.k.c], Codelet: sn.k.cl, Time: make([]time.Duration, nkinds)}
+		if sn.k.cl != nil {
+			tv.Name = sn.k.cl.Name
+		}
+		if tc.announced > 0 {
+			tv.Remaining = max(tc.announced-tc.done, 0)
+		} else {
+			tv.Remaining = max(tc.pushed-tc.done, 0)
+		}
+		if tc.done > 0 {
+			tv.Flops = tc.flops / float64(tc.done)
+		}
+		for kd := range tv.Time {
+			switch {
+			case kd < len(tc.runs) && tc.runs[kd] > 0:
+				tv.Time[kd] = tc.elapsed[kd] / time.Duration(tc.runs[kd])
+			case tc.args != nil:
+				if ns, ok := s.ModelEstimate(sn.k.cl, scheduler.WorkerKind(kd), tc.args...); ok {
+					tv.Time[kd] = time.Duration(ns)
+				}
+			}
+		}
+		out = append(out, tv)
+	}
+	return out
+}
+
+// AnnounceTasks declares that c runs n tasks of codelet cl, in addition
+// to those announced before (StarPU's sc_hypervisor_set_type_of_task):
+// teft counts them as remaining work before they are submitted, so that
+// it plans for types not seen yet. Once a type is announced, its
+// remaining count is the announced count minus the completed tasks, so
+// announce every task of the type, those already submitted included. args, if given, are the arguments of such a
+// task (their data shapes select the scheduler's calibrated performance
+// model of cl, which gives the type's time per kind of worker until its
+// first tasks have run). c must be registered.
+func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, n int, args ...scheduler.Arg) error {
+	if cl == nil || n < 0 {
+		return fmt.Errorf("%w: AnnounceTasks(%v, codelet %v, %d): want a codelet and n >= 0", ErrBadOption, c, cl, n)
+	}
+	h.regMu.Lock()
+	_, ok := h.reg[c]
+	h.regMu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: AnnounceTasks: %v is not registered; Register it first", ErrBadContext, c)
+	}
+	h.types.mu.Lock()
+	defer h.types.mu.Unlock()
+	tc := h.types.getLocked(typeKey{c, cl}, h.nkinds)
+	tc.announced += int64(n)
+	if len(args) > 0 {
+		tc.args = args
+	}
+	return nil
+}
