@@ -1,7 +1,5 @@
 package scheduler
 
-import "sync/atomic"
-
 // Stage 5: completion. A task that ran (or was canceled) is completed:
 // its error recorded, its callback run, its waiters woken and its
 // successors released, back to ready.go.
@@ -129,7 +127,7 @@ func (w *worker) flushDone() {
 func (w *worker) complete(t *Task, err error, inline bool) *Task {
 	w.doneTasks++
 	if err == nil && t.Codelet.Flops != nil {
-		addFloat(&w.flops, t.Codelet.Flops(t))
+		w.flops.Add(t.Codelet.Flops(t))
 	}
 	var buf [8]*Task
 	q := w.s.finish(t, err, w, buf[:0])
@@ -168,13 +166,4 @@ func (w *worker) canInline(n *Task) bool {
 	}
 	p, ok := s.policy.(inliner)
 	return ok && p.inlinable(n, w.info.ID)
-}
-
-func addFloat(a *atomic.Uint64, v float64) {
-	for {
-		old := a.Load()
-		if a.CompareAndSwap(old, f64bits(f64from(old)+v)) {
-			return
-		}
-	}
 }

@@ -56,7 +56,7 @@ func (s *Scheduler) Stats() []WorkerStats {
 		st := WorkerStats{
 			Worker: w.info.ID, Kind: w.info.Kind, Tasks: w.nTasks.Load(),
 			Busy: time.Duration(w.busyNs.Load()), Idle: time.Duration(w.idleNs.Load()),
-			Flops: f64from(w.flops.Load()),
+			Flops: w.flops.Load(),
 		}
 		st.Overhead = max(life-st.Busy-st.Idle, 0)
 		out[i] = st

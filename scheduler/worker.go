@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/pzgo/pz/internal/atomicf"
 )
 
 // Stage 4: pop and run. A worker takes the next task from its contexts'
@@ -45,7 +47,7 @@ type worker struct {
 	nTasks atomic.Int64
 	busyNs atomic.Int64
 	idleNs atomic.Int64
-	flops  atomic.Uint64 // float64 bits
+	flops  atomicf.Float64
 	events []traceEvent
 
 	cx workerCx // scheduling contexts (context.go)

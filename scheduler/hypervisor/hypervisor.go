@@ -3,7 +3,6 @@ package hypervisor
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pzgo/pz/internal/atomicf"
 	"github.com/pzgo/pz/scheduler"
 )
 
@@ -108,10 +108,10 @@ type Resize struct {
 type ctxCounters struct {
 	pushed, popped, done atomic.Int64
 	busyNs               atomic.Int64
-	flops                atomicFloat
+	flops                atomicf.Float64
 	// By worker kind: the flops done and the time spent by workers of
 	// that kind (for the speeds per kind of feft).
-	kflops []atomicFloat
+	kflops []atomicf.Float64
 	kbusy  []atomic.Int64
 }
 
@@ -121,22 +121,8 @@ type workerCounters struct {
 	idleNs    atomic.Int64 // completed idle periods
 	done      atomic.Int64
 	busyNs    atomic.Int64
-	flops     atomicFloat
+	flops     atomicf.Float64
 }
-
-// atomicFloat is a float64 updated with compare-and-swap.
-type atomicFloat struct{ bits atomic.Uint64 }
-
-func (a *atomicFloat) add(v float64) {
-	for {
-		old := a.bits.Load()
-		if a.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
-
-func (a *atomicFloat) load() float64 { return math.Float64frombits(a.bits.Load()) }
 
 // sample is the start of the current sampling window of a context or a
 // worker; guarded by Hypervisor.mu.
@@ -337,7 +323,7 @@ func (h *Hypervisor) counters(c *scheduler.Context) *ctxCounters {
 	}
 	grown := make([]*ctxCounters, max(len(cs), id+1))
 	copy(grown, cs)
-	grown[id] = &ctxCounters{kflops: make([]atomicFloat, h.nkinds), kbusy: make([]atomic.Int64, h.nkinds)}
+	grown[id] = &ctxCounters{kflops: make([]atomicf.Float64, h.nkinds), kbusy: make([]atomic.Int64, h.nkinds)}
 	h.ctrs.Store(&grown)
 	return grown[id]
 }
@@ -360,7 +346,7 @@ type ContextCounters struct {
 func (h *Hypervisor) Counters(c *scheduler.Context) ContextCounters {
 	k := h.counters(c)
 	cc := ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
-		Flops: k.flops.load(), Busy: time.Duration(k.busyNs.Load())}
+		Flops: k.flops.Load(), Busy: time.Duration(k.busyNs.Load())}
 	h.mu.Lock()
 	if smp := h.ctxSample[c]; smp != nil {
 		cc.Speed = smp.speed
@@ -398,7 +384,7 @@ func (h *Hypervisor) Worker(id int) WorkerCounters {
 	speed := h.wSample[id].speed
 	h.mu.Unlock()
 	return WorkerCounters{Idle: time.Duration(w.idleNs.Load()) + now, IdleNow: now, Done: w.done.Load(),
-		Flops: w.flops.load(), Busy: time.Duration(w.busyNs.Load()), Speed: speed}
+		Flops: w.flops.Load(), Busy: time.Duration(w.busyNs.Load()), Speed: speed}
 }
 
 // TaskPushed implements scheduler.Monitor.
@@ -470,14 +456,14 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 	k := h.counters(c)
 	k.done.Add(1)
 	k.busyNs.Add(int64(elapsed))
-	k.flops.add(f)
+	k.flops.Add(f)
 	if worker >= 0 && worker < len(h.workers) {
 		w := &h.workers[worker]
 		w.done.Add(1)
 		w.busyNs.Add(int64(elapsed))
-		w.flops.add(f)
+		w.flops.Add(f)
 		kd := h.kinds[worker]
-		k.kflops[kd].add(f)
+		k.kflops[kd].Add(f)
 		k.kbusy[kd].Add(int64(elapsed))
 		if h.types.on {
 			h.types.executed(c, t, kd, elapsed, f)
@@ -606,8 +592,8 @@ func (h *Hypervisor) view(why Trigger) *View {
 		ws := c.Workers()
 		cv := ContextView{
 			Context: c, Name: c.Name(), Workers: ws, Limits: lims[i],
-			Pending: c.Pending(), Ready: max(k.pushed.Load()-k.popped.Load(), 0),
-			Done: k.done.Load(), FlopsDone: k.flops.load(),
+			Pending: c.Pending(), MinWorkers: c.MinWorkers(), Ready: max(k.pushed.Load()-k.popped.Load(), 0),
+			Done: k.done.Load(), FlopsDone: k.flops.Load(),
 		}
 		if busy := k.busyNs.Load(); busy > 0 {
 			cv.BusySpeed = cv.FlopsDone / (float64(busy) / 1e9)
@@ -615,7 +601,7 @@ func (h *Hypervisor) view(why Trigger) *View {
 		cv.KindSpeed = make([]float64, h.nkinds)
 		for kd := range cv.KindSpeed {
 			if busy := k.kbusy[kd].Load(); busy > 0 {
-				cv.KindSpeed[kd] = k.kflops[kd].load() / (float64(busy) / 1e9)
+				cv.KindSpeed[kd] = k.kflops[kd].Load() / (float64(busy) / 1e9)
 			}
 		}
 		smp := h.ctxSample[c]
@@ -644,7 +630,7 @@ func (h *Hypervisor) view(why Trigger) *View {
 		if since := wc.idleSince.Load(); since != 0 {
 			v.Workers[i].Idle = time.Duration(now - since)
 		}
-		f := wc.flops.load()
+		f := wc.flops.Load()
 		ws := &h.wSample[i]
 		if roll && now > ws.at {
 			ws.speed = (f - ws.flops) / (float64(now-ws.at) / 1e9)
@@ -686,12 +672,9 @@ func (h *Hypervisor) apply(v *View, moves []Move) (done []Resize, rejected []Mov
 			continue
 		}
 		src, dst := &v.Contexts[from], &v.Contexts[m.To]
-		keep := src.Limits.Min
-		if src.Pending > 0 {
-			keep = max(keep, 1)
-		}
+		keep := keep(src)
 		if count[from]-1 < keep {
-			reject(m, "the source would go below its minimum (Limits.Min, or one worker while it has pending tasks)",
+			reject(m, "the source would go below its minimum (Limits.Min, the largest pending team, or one worker while it has pending tasks)",
 				zap.String("from", src.Name), zap.Int("workers", count[from]), zap.Int("keep", keep))
 			continue
 		}

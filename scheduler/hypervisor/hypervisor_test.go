@@ -770,3 +770,35 @@ func waitDeleted(t *testing.T, c *scheduler.Context) {
 		t.Fatalf("%v was not deleted", c)
 	}
 }
+
+// TestLimitsKeepPendingTeams: a context with a pending team of 3 keeps 3
+// workers, whatever its Limits.Min says (a resize below a team's size
+// would park the team until workers come back).
+func TestLimitsKeepPendingTeams(t *testing.T) {
+	ctx := context.Background()
+	s := newSched(t, 4)
+	a, b := newContexts(t, s, []int{0, 1, 2}, []int{3})
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	}}
+	team := &scheduler.Codelet{Name: "team", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, s.Submit(ctx, block, scheduler.InContext(a)))
+	<-started
+	require.NoError(t, s.Submit(ctx, team, scheduler.WithTeam(3), scheduler.InContext(a)))
+	require.Equal(t, 3, a.MinWorkers())
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(greedyPolicy{}), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 1}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	assert.Empty(t, hv.ResizeNow(), "every move would break the team")
+	assert.Equal(t, []int{0, 1, 2}, a.Workers())
+}

@@ -44,6 +44,10 @@ type ContextView struct {
 	// Pending counts the tasks submitted and not completed; Ready those
 	// queued and not yet taken by a worker; Done those completed.
 	Pending, Ready, Done int64
+	// MinWorkers is what the pending tasks need (Context.MinWorkers): the
+	// largest team among them, 1 for plain tasks, 0 for none. The
+	// hypervisor never leaves the context fewer workers.
+	MinWorkers int
 	// FlopsDone is the sum of the completed tasks' flops.
 	FlopsDone float64
 	// Speed is the instant speed (flop/s) over the last complete
@@ -199,10 +203,11 @@ func members(v *View, i int) []int {
 
 // keep is the least number of workers context i keeps.
 func keep(c *ContextView) int {
+	n := max(c.Limits.Min, c.MinWorkers)
 	if c.Pending > 0 {
-		return max(c.Limits.Min, 1)
+		n = max(n, 1)
 	}
-	return c.Limits.Min
+	return n
 }
 
 // room reports whether context i may receive one more worker given n.
