@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 // TestContextStress keeps thousands of tasks in flight in three contexts
 // (independent tasks and chains on shared handles) while a goroutine
-// moves a random worker between contexts every millisecond. It checks
+// moves a random worker between contexts every 50 submissions. It checks
 // that every task runs exactly once, on a worker that was in the task's
 // context when it took the task (a worker's popping set changes only at
 // its own safe points, so it is stable while the task runs), and that
@@ -59,21 +60,20 @@ func TestContextStress(t *testing.T) {
 			}
 			want := make([]int, len(counters))
 
-			stop := make(chan struct{})
+			ticks := make(chan struct{}, 64)
+			tick := func() {
+				select {
+				case ticks <- struct{}{}:
+				default: // the mover has moves to do already
+				}
+			}
 			var wg sync.WaitGroup
 			var moves atomic.Int64
 			wg.Add(1)
-			go func() { // the mover
+			go func() { // the mover, one move asked for per tick
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(7, 11))
-				tick := time.NewTicker(time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-					}
+				for range ticks {
 					w := rng.IntN(workers)
 					from := s.WorkerContext(w)
 					to := cs[rng.IntN(len(cs))]
@@ -97,13 +97,23 @@ func TestContextStress(t *testing.T) {
 				} else {
 					require.NoError(t, s.Submit(Within(ctx, c), indep, WithArg(i)))
 				}
+				if i%50 == 49 {
+					tick()
+				}
 				if i%2000 == 1999 {
-					time.Sleep(2 * time.Millisecond) // let moves interleave with execution
+					// Let moves interleave with execution: wait until
+					// the workers have worked off half of what is queued,
+					// moving workers meanwhile (a context the moves left
+					// without workers gets some back).
+					for s.Global().Pending() > 1000 && ctx.Err() == nil {
+						tick()
+						runtime.Gosched()
+					}
 				}
 			}
-			require.NoError(t, s.WaitAll(ctx))
-			close(stop)
+			close(ticks)
 			wg.Wait()
+			require.NoError(t, s.WaitAll(ctx))
 			for i := range runs {
 				if runs[i].Load() != 1 {
 					t.Fatalf("task %d ran %d times", i, runs[i].Load())

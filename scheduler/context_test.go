@@ -190,7 +190,7 @@ func TestContextEmptyKeepsTasks(t *testing.T) {
 				require.NoError(t, s.Submit(ctx, cl, scheduler.InContext(e)))
 				require.NoError(t, s.Submit(ctx, clIncr, scheduler.RW(h), scheduler.InContext(e)))
 			}
-			time.Sleep(20 * time.Millisecond)
+			everyWorkerLooked(t, s)
 			assert.Zero(t, r.n.Load(), "no worker: nothing runs")
 			assert.Equal(t, int64(40), e.Pending())
 			require.NoError(t, e.AddWorkers(1, 2))
@@ -352,10 +352,11 @@ func TestContextDeleteWithInheritor(t *testing.T) {
 	require.NoError(t, a.Delete(b))
 	require.ErrorIs(t, s.Submit(ctx, cl, scheduler.InContext(a)), scheduler.ErrContextStopped)
 	require.ErrorIs(t, a.Delete(b), scheduler.ErrContextDeleted, "deleting twice")
+	// Its tasks wait at the gate: the deletion cannot have completed.
 	select {
 	case <-a.Deleted():
 		t.Fatal("deleted before its tasks finished")
-	case <-time.After(10 * time.Millisecond):
+	default:
 	}
 	assert.Equal(t, []int{1, 2}, a.Workers(), "workers stay until the tasks finish")
 	close(gate)
@@ -426,7 +427,6 @@ func TestContextFinishedSubmitting(t *testing.T) {
 	}
 	a.FinishedSubmitting()
 	require.ErrorIs(t, s.Submit(ctx, cl, scheduler.InContext(a)), scheduler.ErrContextStopped)
-	time.Sleep(5 * time.Millisecond)
 	assert.Equal(t, []int{0, 1}, a.Workers(), "workers stay while tasks remain")
 	close(gate)
 	require.NoError(t, a.WaitAll(ctx))

@@ -86,7 +86,7 @@ func TestTagsAndWait(t *testing.T) {
 	}}
 	// Task 2 depends on tag 1, submitted after it.
 	require.NoError(t, s.Submit(ctx, rec, scheduler.WithArg(2), scheduler.WithTag(2), scheduler.AfterTags(1)))
-	time.Sleep(5 * time.Millisecond)
+	everyWorkerLooked(t, s)
 	mu.Lock()
 	assert.Empty(t, order, "task 2 must wait for tag 1")
 	mu.Unlock()
@@ -114,7 +114,9 @@ func TestPriorityOrder(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			s := newSched(t, scheduler.WithPolicy(p), scheduler.WithWorkers(1))
 			gate := make(chan struct{})
+			inside := make(chan struct{})
 			block := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
+				close(inside)
 				select {
 				case <-gate:
 				case <-time.After(10 * time.Second):
@@ -127,7 +129,7 @@ func TestPriorityOrder(t *testing.T) {
 				return nil
 			}}
 			require.NoError(t, s.Submit(ctx, block))
-			time.Sleep(5 * time.Millisecond) // the worker is inside gate
+			<-inside // the worker is inside gate
 			prios := []int{1, 5, 3, 5, 0, 9, 2}
 			for _, pr := range prios {
 				require.NoError(t, s.Submit(ctx, rec, scheduler.WithArg(pr), scheduler.WithPriority(pr)))

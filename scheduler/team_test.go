@@ -153,3 +153,40 @@ func waitResize(t *testing.T, s *scheduler.Scheduler, worker int, reason string)
 	}
 	t.Fatalf("worker %d did not apply its %q context change", worker, reason)
 }
+
+// idleMonitor signals each worker's idle cycles.
+type idleMonitor struct{ idle chan int }
+
+func (m *idleMonitor) TaskPushed(*scheduler.Context, *scheduler.Task)      {}
+func (m *idleMonitor) TaskPopped(*scheduler.Context, *scheduler.Task, int) {}
+func (m *idleMonitor) IdleCycle(_ *scheduler.Context, w int, _ time.Duration) {
+	select {
+	case m.idle <- w:
+	default:
+	}
+}
+func (m *idleMonitor) IdleEnd(*scheduler.Context, int, time.Duration) {}
+func (m *idleMonitor) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) {
+}
+
+// everyWorkerLooked waits until every worker has looked for a task (in
+// all the contexts it pops from) and found none: installing a monitor
+// wakes every worker, and each reports an idle cycle when its search
+// comes back empty. A test that checks that something did not run
+// waits for this event instead of for time to pass.
+func everyWorkerLooked(t *testing.T, s *scheduler.Scheduler) {
+	t.Helper()
+	m := &idleMonitor{idle: make(chan int, 64)}
+	s.SetMonitor(m, time.Hour)
+	defer s.SetMonitor(nil, 0)
+	seen := map[int]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(seen) < len(s.Workers()) {
+		select {
+		case w := <-m.idle:
+			seen[w] = true
+		case <-deadline:
+			t.Fatalf("only workers %v went idle", seen)
+		}
+	}
+}
