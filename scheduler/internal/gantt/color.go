@@ -14,11 +14,12 @@ const (
 	hueSlots    = 12   // 30° apart
 	lightLevels = 4    // see level
 	chroma      = 50.0 // CIELAB chroma before gamut clipping
-	// colorSalt seeds the name hash. It was chosen (see TestColorSalt)
-	// so that the codelet names of pz's apps, and the common tile-kernel
-	// names, all fall in different slots; other names may share a slot
-	// (a hash into a finite set collides), which the legend, the bar
-	// labels and the tooltips disambiguate.
+	// colorSalt seeds the name hash. It was chosen (TestFindColorSalt)
+	// so that the codelet names of pz's apps and the usual tile-kernel
+	// names (knownNames in color_test.go) all fall in different slots,
+	// and the kernels of one factorization far apart. Other names may
+	// share a slot, as any hash into a finite set collides; the bar
+	// labels and tooltips tell them apart.
 	colorSalt = 9024797
 )
 
@@ -65,22 +66,23 @@ func hash64(name string, salt uint64) uint64 {
 	return h
 }
 
-// lchHex returns the sRGB colour of CIELCh (l, c, h°), reducing the
-// chroma until the colour is inside the sRGB gamut.
+// lchHex returns the sRGB colour of CIELCh (l, c, h°), with the chroma
+// reduced as little as needed to bring it inside the sRGB gamut.
 func lchHex(l, c, h float64) string {
-	lo, hi := 0.0, c
-	r, g, b, ok := labRGB(l, c*math.Cos(h*math.Pi/180), c*math.Sin(h*math.Pi/180))
-	for i := 0; !ok && i < 30; i++ { // bisection on the chroma
-		mid := (lo + hi) / 2
-		if r, g, b, ok = labRGB(l, mid*math.Cos(h*math.Pi/180), mid*math.Sin(h*math.Pi/180)); ok {
-			lo = mid
-		} else {
-			hi = mid
+	rad := h * math.Pi / 180
+	rgb := func(c float64) (r, g, b float64, ok bool) { return labRGB(l, c*math.Cos(rad), c*math.Sin(rad)) }
+	r, g, b, ok := rgb(c)
+	if !ok {
+		lo, hi := 0.0, c // in gamut at lo (grey), not at hi
+		for hi-lo > 0.01 {
+			mid := (lo + hi) / 2
+			if _, _, _, in := rgb(mid); in {
+				lo = mid
+			} else {
+				hi = mid
+			}
 		}
-		if hi-lo < 0.01 {
-			r, g, b, _ = labRGB(l, lo*math.Cos(h*math.Pi/180), lo*math.Sin(h*math.Pi/180))
-			ok = true
-		}
+		r, g, b, _ = rgb(lo)
 	}
 	return fmt.Sprintf("#%02x%02x%02x", to8(r), to8(g), to8(b))
 }
@@ -117,35 +119,10 @@ func labRGB(l, a, b float64) (r, g, bl float64, ok bool) {
 	return gam(lr), gam(lg), gam(lb), ok
 }
 
-// hexLab converts "#rrggbb" to CIELAB (D65), for distance checks.
-func hexLab(hex string) (l, a, b float64) {
-	var r8, g8, b8 int
-	fmt.Sscanf(hex, "#%02x%02x%02x", &r8, &g8, &b8)
-	lin := func(c int) float64 {
-		v := float64(c) / 255
-		if v <= 0.04045 {
-			return v / 12.92
-		}
-		return math.Pow((v+0.055)/1.055, 2.4)
-	}
-	lr, lg, lb := lin(r8), lin(g8), lin(b8)
-	x := (0.4124564*lr + 0.3575761*lg + 0.1804375*lb) / 0.95047
-	y := 0.2126729*lr + 0.7151522*lg + 0.0721750*lb
-	z := (0.0193339*lr + 0.1191920*lg + 0.9503041*lb) / 1.08883
-	f := func(t float64) float64 {
-		const d = 6.0 / 29
-		if t > d*d*d {
-			return math.Cbrt(t)
-		}
-		return t/(3*d*d) + 4.0/29
-	}
-	fx, fy, fz := f(x), f(y), f(z)
-	return 116*fy - 16, 500 * (fx - fy), 200 * (fy - fz)
-}
-
-// deltaE is the CIE76 distance between two "#rrggbb" colours.
-func deltaE(c1, c2 string) float64 {
-	l1, a1, b1 := hexLab(c1)
-	l2, a2, b2 := hexLab(c2)
-	return math.Sqrt((l1-l2)*(l1-l2) + (a1-a2)*(a1-a2) + (b1-b2)*(b1-b2))
+// lighten mixes the "#rrggbb" colour c with white, f of white.
+func lighten(c string, f float64) string {
+	var r, g, b int
+	fmt.Sscanf(c, "#%02x%02x%02x", &r, &g, &b)
+	mix := func(v int) int { return int(math.Round(float64(v) + f*(255-float64(v)))) }
+	return fmt.Sprintf("#%02x%02x%02x", mix(r), mix(g), mix(b))
 }

@@ -111,6 +111,7 @@ type drawing struct {
 	legendY       float64 // the first legend line's baseline
 	legend        []legendEntry
 	legendCols    int
+	legendLines   int
 	legendColW    float64
 	contexts      []string
 	height, total float64 // of the document
@@ -202,14 +203,15 @@ func newDrawing(c Chart) *drawing {
 		colW = max(colW, swatch+6+textWidth("context "+n)+24)
 	}
 	d.legendColW = colW
+	d.total = max(d.total, 2*margin+colW) // room for one column of the longest name
 	d.legendCols = max(1, int((d.total-2*margin)/colW))
 	d.legendY = d.axisY + 44 + legendLine
 	n := len(d.legend) + 1 + len(d.contexts) // +1: idle
 	if d.Critical {
 		n++
 	}
-	lines := (n + d.legendCols - 1) / d.legendCols
-	d.height = d.legendY + legendLine*float64(lines) + margin
+	d.legendLines = (n + d.legendCols - 1) / d.legendCols
+	d.height = d.legendY + legendLine*float64(d.legendLines) + margin
 
 	if d.Critical {
 		d.path = CriticalPath(d.Bars)
@@ -301,9 +303,11 @@ func (d *drawing) writeRows(w *bufio.Writer) {
 
 // writeBars draws the bars, with their names inside where they fit.
 func (d *drawing) writeBars(w *bufio.Writer) {
-	dim := ""
+	fill := Color
 	if d.Critical {
-		dim = ` fill-opacity="0.4"`
+		// Dimmed by mixing with white, not by opacity, which would let
+		// the idle hatching show through.
+		fill = func(name string) string { return lighten(Color(name), 0.6) }
 	}
 	// Critical bars last, so that their outlines are on top.
 	bars := slices.Clone(d.Bars)
@@ -330,8 +334,8 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 			if wd >= 3 {
 				sep = ` stroke="#ffffff" stroke-width="0.5"`
 			}
-			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s%s><title>%s</title></rect>`,
-				x, y, wd, barH, Color(b.Name), dim, sep, esc(title))
+			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
+				x, y, wd, barH, fill(b.Name), sep, esc(title))
 		}
 		if wd >= textWidth(b.Name)*10/fontSize+6 {
 			fmt.Fprintf(w, `<text x="%.2f" y="%.1f" font-size="10" pointer-events="none">%s</text>`, x+3, y+barH-4, esc(b.Name))
@@ -377,9 +381,9 @@ func (d *drawing) writeCriticalEdges(w *bufio.Writer) {
 
 func (d *drawing) writeLegend(w *bufio.Writer) {
 	i := 0
-	pos := func() (float64, float64) {
-		x := margin + d.legendColW*float64(i%d.legendCols)
-		y := d.legendY + legendLine*float64(i/d.legendCols)
+	pos := func() (float64, float64) { // down the columns, alphabetical order
+		x := margin + d.legendColW*float64(i/d.legendLines)
+		y := d.legendY + legendLine*float64(i%d.legendLines)
 		i++
 		return x, y
 	}

@@ -61,7 +61,7 @@ func TestWrite(t *testing.T) {
 	for _, want := range []string{
 		">cpu0</text>", ">cpu1</text>", // row labels
 		">50.0%</text>", ">60.0%</text>", // utilization: cpu0 busy 5 of 10 ms, cpu1 6 of 10
-		`fill="url(#pz-gantt-idle)"`,     // idle hatching
+		`fill="url(#pz-gantt-idle)"`,                 // idle hatching
 		">0</text>", ">2 ms</text>", ">10 ms</text>", // the axis
 		"a&lt;b&amp;c", // escaped
 		`fill="` + Color("potrf") + `"`, `fill="` + Color("gemm") + `"`,
@@ -122,10 +122,18 @@ func TestLegendFits(t *testing.T) {
 		assert.LessOrEqual(t, swatch+6+textWidth(e.text()), d.legendColW-12, e.name)
 	}
 	assert.LessOrEqual(t, margin+d.legendColW*float64(d.legendCols), d.total, "columns inside the picture")
-	lines := (len(d.legend) + 1 + d.legendCols - 1) / d.legendCols
-	assert.LessOrEqual(t, d.legendY+legendLine*float64(lines-1), d.height-margin, "lines inside the picture")
+	assert.GreaterOrEqual(t, d.legendCols*d.legendLines, len(d.legend)+1, "room for the codelets and idle")
+	assert.LessOrEqual(t, d.legendY+legendLine*float64(d.legendLines-1), d.height-margin, "lines inside the picture")
 	svg := render(t, c)
 	for _, n := range knownNames {
 		assert.Contains(t, svg, fmt.Sprintf(">%s: 1 run, ", n))
 	}
+}
+
+// TestLongName: a name wider than the chart widens the picture.
+func TestLongName(t *testing.T) {
+	long := strings.Repeat("x", 400)
+	d := newDrawing(Chart{Rows: []Row{{Label: "cpu0"}}, Bars: []Bar{{Name: long, End: ms}}})
+	assert.Equal(t, 1, d.legendCols)
+	assert.GreaterOrEqual(t, d.total, margin+swatch+6+textWidth(long+": 1 run, 1.00 ms"))
 }
