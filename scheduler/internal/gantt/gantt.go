@@ -321,9 +321,14 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		}
 		return 1
 	})
+	// Crisp edges: with anti-aliasing, the seams between touching bars
+	// let the hatching through, and a dense row looks striped with idle
+	// time it does not have.
+	fmt.Fprintln(w, `<g shape-rendering="crispEdges">`)
+	defer fmt.Fprintln(w, `</g>`)
 	for _, b := range bars {
 		x := d.x(b.Start)
-		wd := max(d.x(b.End)-x, 0.3) // a visible sliver for very short runs
+		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
 		y := d.rowY(b.Row)
 		title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
 		if d.critical[b.ID] {
@@ -331,7 +336,7 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 				x, y, wd, barH, Color(b.Name), esc(title))
 		} else {
 			sep := "" // a hairline between touching bars of one colour
-			if wd >= 3 {
+			if wd >= 6 {
 				sep = ` stroke="#ffffff" stroke-width="0.5"`
 			}
 			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
