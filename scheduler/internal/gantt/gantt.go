@@ -187,7 +187,7 @@ func newDrawing(c Chart) *drawing {
 	}
 	slices.SortFunc(d.legend, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
 	for _, b := range d.Bands {
-		if !slices.Contains(d.contexts, b.Name) {
+		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
 			d.contexts = append(d.contexts, b.Name)
 		}
 	}

@@ -30,6 +30,7 @@ func chart() Chart {
 		Bands: []Band{
 			{Row: 0, Name: "global", Start: 0, End: 4 * ms, Color: "#999999"},
 			{Row: 0, Name: "small", Start: 4 * ms, End: 10 * ms},
+			{Row: 1, Name: "before", Start: -5 * ms, End: 0},
 			{Row: 1, Name: "global", Start: 0, End: 10 * ms, Color: "#999999"},
 		},
 	}
@@ -74,6 +75,7 @@ func TestWrite(t *testing.T) {
 		assert.Contains(t, svg, ">"+name+": 1 run, ", "legend entry of %s", name)
 	}
 	assert.NotContains(t, svg, "ghost")
+	assert.NotContains(t, svg, "context before", "a band before the first task is not drawn nor in the legend")
 	assert.NotContains(t, svg, `class="critical"`)
 }
 
