@@ -67,8 +67,13 @@ type Bar struct {
 // A Band is a period during which a row was in some state, such as a
 // scheduling context.
 type Band struct {
-	Row        int
-	Name       string
+	// Row is the index in Chart.Rows.
+	Row int
+	// Name is the state's name, e.g. the context's; the legend lists it
+	// as "context Name".
+	Name string
+	// Start and End are the period, on the bars' time origin; the part
+	// outside the bars' time range is not drawn.
 	Start, End time.Duration
 	// Color is the band's colour; empty means BandColor(Name).
 	Color string
