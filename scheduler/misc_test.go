@@ -255,7 +255,7 @@ func TestTraceAndStats(t *testing.T) {
 	svg, err := os.ReadFile(filepath.Join(dir, "run.svg"))
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(svg), "<svg"))
-	assert.Equal(t, 20+2+3, strings.Count(string(svg), "<rect"), "tasks + worker rows + legend")
+	assert.Equal(t, 2+2+20+3+1, strings.Count(string(svg), "<rect"), "background and idle hatching, worker rows, tasks, legend (3 codelets, idle)")
 }
 
 // TestModelPersistenceAcrossProcesses calibrates a model in one process

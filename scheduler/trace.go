@@ -84,13 +84,6 @@ func (s *Scheduler) WriteTrace(out io.Writer) error {
 	return writeChromeTrace(out, evs, s.workers, extra)
 }
 
-// WriteGantt writes an SVG Gantt chart (workers x time, colored by
-// codelet) of the tasks run so far. Call it after WaitAll or Close.
-func (s *Scheduler) WriteGantt(out io.Writer) error {
-	evs := s.traceEvents()
-	return writeGantt(out, evs, len(s.workers), s.contextSpans(s.traceEnd(evs)))
-}
-
 // WriteTraceFiles writes the Chrome trace JSON (WriteTrace) to path and
 // the Gantt chart SVG (WriteGantt) beside it, with the extension replaced
 // by .svg. WithTrace makes Close call it.
@@ -116,7 +109,7 @@ func (s *Scheduler) WriteTraceFiles(path string) error {
 	if err := write(path, s.WriteTrace); err != nil {
 		return err
 	}
-	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", s.WriteGantt)
+	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return s.WriteGantt(w) })
 }
 
 type chromeEvent struct {

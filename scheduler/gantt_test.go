@@ -1,0 +1,77 @@
+package scheduler_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// TestGanttTeamCriticalPath: a team task is one task on the critical path,
+// run by all its members, and every member's bar is outlined.
+func TestGanttTeamCriticalPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithStats(true), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	defer s.Close()
+	nap := &scheduler.Codelet{Name: "nap", CPU: func(*scheduler.Call) error { time.Sleep(2 * time.Millisecond); return nil }}
+	team := &scheduler.Codelet{Name: "team", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error {
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}}
+	var x int
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, nap, scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, team, scheduler.RW(h), scheduler.WithTeam(2)))
+	require.NoError(t, s.Submit(ctx, nap, scheduler.RW(h)))
+	require.NoError(t, s.WaitAll(ctx))
+
+	path := s.CriticalPath()
+	require.Len(t, path, 3)
+	assert.Equal(t, []string{"nap", "team", "nap"}, []string{path[0].Name, path[1].Name, path[2].Name})
+	assert.ElementsMatch(t, []int{0, 1}, path[1].Workers, "the team's members")
+	for i := 1; i < len(path); i++ {
+		assert.LessOrEqual(t, path[i-1].End, path[i].Start, "in order")
+	}
+
+	var svg strings.Builder
+	require.NoError(t, s.WriteGantt(&svg, scheduler.GanttCriticalPath()))
+	assert.Equal(t, 4, strings.Count(svg.String(), `class="critical"`), "nap, both members of team, nap")
+	assert.Contains(t, svg.String(), ">cpu0</text>")
+	assert.Contains(t, svg.String(), ">cpu1</text>")
+}
+
+// TestGanttPlain: without options nothing is outlined; WriteTraceFiles
+// writes the same chart beside the trace.
+func TestGanttPlain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithStats(true), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	cl := &scheduler.Codelet{Name: "gemm", CPU: func(*scheduler.Call) error { return nil }}
+	for range 8 {
+		require.NoError(t, s.Submit(ctx, cl))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	var svg strings.Builder
+	require.NoError(t, s.WriteGantt(&svg))
+	assert.NotContains(t, svg.String(), `class="critical"`)
+	assert.Contains(t, svg.String(), ">gemm: 8 runs, ")
+	assert.Contains(t, svg.String(), "8 tasks on 2 workers")
+	require.NoError(t, s.WriteTraceFiles(filepath.Join(dir, "t.json")))
+	require.NoError(t, s.Close())
+	b, err := os.ReadFile(filepath.Join(dir, "t.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), ">gemm: 8 runs, ")
+	assert.Len(t, s.CriticalPath(), 1, "independent tasks: a path of one")
+}

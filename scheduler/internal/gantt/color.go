@@ -1,0 +1,128 @@
+package gantt
+
+import (
+	"fmt"
+	"math"
+)
+
+// The codelet palette is a grid of hue slots × lightness levels in
+// CIELCh (the polar form of CIELAB, where equal distances look about
+// equally different), so that any two slots are clearly apart. A name
+// picks its slot by hash alone: the same name has the same colour in
+// every chart whatever else is drawn.
+const (
+	hueSlots    = 12   // 30° apart
+	lightLevels = 4    // see level
+	chroma      = 50.0 // CIELAB chroma before gamut clipping
+	// colorSalt seeds the name hash. It was chosen (TestFindColorSalt)
+	// so that the codelet names of pz's apps and the usual tile-kernel
+	// names (knownNames in color_test.go) all fall in different slots,
+	// and the kernels of one factorization far apart. Other names may
+	// share a slot, as any hash into a finite set collides; the bar
+	// labels and tooltips tell them apart.
+	colorSalt = 9024797
+)
+
+// level returns the CIELAB lightness of level i, 12 apart: from dark
+// enough to stand out against the white background to light enough to
+// differ from the darkest.
+func level(i int) float64 { return 48 + 12*float64(i) }
+
+// Slots returns the number of distinct codelet colours.
+func Slots() int { return hueSlots * lightLevels }
+
+// Slot returns the palette slot of name, in [0, Slots()).
+func Slot(name string) int {
+	return int(hash64(name, colorSalt) % uint64(Slots()))
+}
+
+// Color returns the fill colour of the codelet name as "#rrggbb". It
+// depends on name only.
+func Color(name string) string { return SlotColor(Slot(name)) }
+
+// SlotColor returns the colour of palette slot k as "#rrggbb": hue
+// 15° + 30°·(k/4), lightness level k%4. Any two slots are at least 11
+// apart in CIELAB (CIE76 ΔE; TestSlotsApart).
+func SlotColor(k int) string {
+	k = ((k % Slots()) + Slots()) % Slots()
+	hue := 15 + float64(k/lightLevels)*360/hueSlots
+	return lchHex(level(k%lightLevels), chroma, hue)
+}
+
+// hash64 is FNV-1a of name after the salt, with a final avalanche
+// (splitmix64's) so that names differing in one letter spread over all
+// slots.
+func hash64(name string, salt uint64) uint64 {
+	h := uint64(14695981039346656037) ^ salt
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// lchHex returns the sRGB colour of CIELCh (l, c, h°), with the chroma
+// reduced as little as needed to bring it inside the sRGB gamut.
+func lchHex(l, c, h float64) string {
+	rad := h * math.Pi / 180
+	rgb := func(c float64) (r, g, b float64, ok bool) { return labRGB(l, c*math.Cos(rad), c*math.Sin(rad)) }
+	r, g, b, ok := rgb(c)
+	if !ok {
+		lo, hi := 0.0, c // in gamut at lo (grey), not at hi
+		for hi-lo > 0.01 {
+			mid := (lo + hi) / 2
+			if _, _, _, in := rgb(mid); in {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		r, g, b, _ = rgb(lo)
+	}
+	return fmt.Sprintf("#%02x%02x%02x", to8(r), to8(g), to8(b))
+}
+
+func to8(v float64) int { return int(math.Round(min(max(v, 0), 1) * 255)) }
+
+// labRGB converts CIELAB (D65 white) to gamma-encoded sRGB in [0,1] and
+// says whether the colour is inside the gamut. Formulas: CIE 15:2004 and
+// IEC 61966-2-1 (sRGB).
+func labRGB(l, a, b float64) (r, g, bl float64, ok bool) {
+	fy := (l + 16) / 116
+	fx := fy + a/500
+	fz := fy - b/200
+	finv := func(t float64) float64 {
+		const d = 6.0 / 29
+		if t > d {
+			return t * t * t
+		}
+		return 3 * d * d * (t - 4.0/29)
+	}
+	x, y, z := 0.95047*finv(fx), finv(fy), 1.08883*finv(fz)
+	lr := 3.2404542*x - 1.5371385*y - 0.4985314*z
+	lg := -0.9692660*x + 1.8760108*y + 0.0415560*z
+	lb := 0.0556434*x - 0.2040259*y + 1.0572252*z
+	const eps = 1e-9
+	ok = lr >= -eps && lr <= 1+eps && lg >= -eps && lg <= 1+eps && lb >= -eps && lb <= 1+eps
+	gam := func(v float64) float64 {
+		v = min(max(v, 0), 1)
+		if v <= 0.0031308 {
+			return 12.92 * v
+		}
+		return 1.055*math.Pow(v, 1/2.4) - 0.055
+	}
+	return gam(lr), gam(lg), gam(lb), ok
+}
+
+// lighten mixes the "#rrggbb" colour c with white, f of white.
+func lighten(c string, f float64) string {
+	var r, g, b int
+	fmt.Sscanf(c, "#%02x%02x%02x", &r, &g, &b)
+	mix := func(v int) int { return int(math.Round(float64(v) + f*(255-float64(v)))) }
+	return fmt.Sprintf("#%02x%02x%02x", mix(r), mix(g), mix(b))
+}

@@ -1,0 +1,554 @@
+// Package gantt draws Gantt charts of task runs as SVG.
+//
+// A Chart is plain data: rows (one per worker), bars (one per task run on
+// a row, with the task's id, name, start, end and predecessors) and
+// optional bands under the rows (which scheduling context each worker was
+// in). Write draws it: each bar filled with its name's colour (Color),
+// idle time hatched, each row's utilization beside it, a time axis with
+// ticks at round values, a legend of every name, and on demand the
+// critical path (CriticalPath) outlined.
+//
+// The package knows nothing of the scheduler; scheduler/gantt.go converts
+// the scheduler's trace into a Chart.
+package gantt
+
+import (
+	"bufio"
+	"fmt"
+	"html"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Chart is what Write draws. Write does not modify it.
+type Chart struct {
+	// Title is the first line above the chart; empty means a summary
+	// (tasks, workers, span).
+	Title string
+	// Rows are the chart's rows, top to bottom.
+	Rows []Row
+	// Bars are the task runs. A bar whose Row is not an index of Rows is
+	// not drawn. A task run by a team has one bar per member, all with
+	// the task's ID.
+	Bars []Bar
+	// Bands are drawn as thin strips under the rows' bars, with a mark
+	// where a row's band changes; nil draws none.
+	Bands []Band
+	// Critical outlines the bars on the critical path (CriticalPath) and
+	// joins them, dimming the others.
+	Critical bool
+	// Width is the width of the time area in pixels; 0 means 1200.
+	Width float64
+}
+
+// A Row is one row of the chart: a worker.
+type Row struct {
+	// Label is drawn left of the row, e.g. "cpu3".
+	Label string
+}
+
+// A Bar is one run of a task on a row.
+type Bar struct {
+	// Row is the index in Chart.Rows.
+	Row int
+	// ID identifies the task; a team task's bars share it.
+	ID uint64
+	// Name is the task's kind (its codelet's name); it picks the colour.
+	Name string
+	// Start and End are the run's times, from any common origin.
+	Start, End time.Duration
+	// Deps are the IDs of the task's predecessors. IDs with no bar are
+	// ignored.
+	Deps []uint64
+}
+
+// A Band is a period during which a row was in some state, such as a
+// scheduling context.
+type Band struct {
+	// Row is the index in Chart.Rows.
+	Row int
+	// Name is the state's name, e.g. the context's; the legend lists it
+	// as "context Name".
+	Name string
+	// Start and End are the period, on the bars' time origin; the part
+	// outside the bars' time range is not drawn.
+	Start, End time.Duration
+	// Color is the band's colour; empty means BandColor(Name).
+	Color string
+}
+
+// Layout, in pixels. Text widths are estimated at charW per character
+// of an 11 px sans-serif font (DejaVu Sans, the widest common default,
+// averages 0.6 em).
+const (
+	defaultWidth = 1200.0
+	barH         = 16.0 // a bar's height
+	bandH        = 4.0  // a context band's height, under the bar
+	rowGap       = 4.0  // space between rows
+	charW        = 6.6
+	fontSize     = 11
+	swatch       = 12.0 // legend swatch size
+	legendLine   = 18.0 // legend line height
+	margin       = 10.0
+)
+
+// Write draws c as a standalone SVG document to w. Its cost is linear
+// in the number of bars, plus sorting.
+func Write(w io.Writer, c Chart) error {
+	d := newDrawing(c)
+	bw := bufio.NewWriter(w)
+	d.write(bw)
+	return bw.Flush()
+}
+
+// drawing is a Chart laid out: the time range, scales and positions of
+// every part.
+type drawing struct {
+	Chart
+	t0, t1        time.Duration
+	span          float64 // t1-t0 in ns, > 0
+	width         float64 // of the time area
+	left, top     float64 // of the time area
+	rowH          float64
+	axisY         float64 // the time axis's line
+	legendY       float64 // the first legend line's baseline
+	legend        []legendEntry
+	legendCols    int
+	legendLines   int
+	legendColW    float64
+	contexts      []string
+	height, total float64 // of the document
+	critical      map[uint64]bool
+	path          []uint64
+	pathWork      time.Duration // the critical path's summed durations
+}
+
+// legendEntry is one codelet name, its bar count and time.
+type legendEntry struct {
+	name  string
+	count int
+	busy  time.Duration
+}
+
+func (e legendEntry) text() string {
+	plural := "s"
+	if e.count == 1 {
+		plural = ""
+	}
+	return fmt.Sprintf("%s: %d run%s, %s", e.name, e.count, plural, formatDuration(e.busy))
+}
+
+func newDrawing(c Chart) *drawing {
+	d := &drawing{Chart: c, width: c.Width}
+	if d.width <= 0 {
+		d.width = defaultWidth
+	}
+	d.Bars = slices.DeleteFunc(slices.Clone(c.Bars), func(b Bar) bool { return b.Row < 0 || b.Row >= len(c.Rows) })
+	d.Bands = slices.DeleteFunc(slices.Clone(c.Bands), func(b Band) bool { return b.Row < 0 || b.Row >= len(c.Rows) })
+	for i, b := range d.Bars {
+		if i == 0 || b.Start < d.t0 {
+			d.t0 = b.Start
+		}
+		d.t1 = max(d.t1, b.End)
+	}
+	for _, b := range d.Bands {
+		d.t1 = max(d.t1, b.End)
+	}
+	if len(d.Bars) == 0 && len(d.Bands) > 0 {
+		d.t0 = d.Bands[0].Start
+		for _, b := range d.Bands {
+			d.t0 = min(d.t0, b.Start)
+		}
+	}
+	d.span = max(float64(d.t1-d.t0), 1)
+
+	labelW := 0.0
+	for _, r := range d.Rows {
+		labelW = max(labelW, textWidth(r.Label))
+	}
+	d.left = margin + labelW + 8
+	d.top = margin + 2*legendLine + 4
+	d.rowH = barH + rowGap
+	if len(d.Bands) > 0 {
+		d.rowH += bandH + 1
+	}
+	d.axisY = d.top + d.rowH*float64(len(d.Rows)) + 2
+	d.total = d.left + d.width + 8 + textWidth("100.0%") + margin
+
+	byName := map[string]*legendEntry{}
+	for _, b := range d.Bars {
+		e := byName[b.Name]
+		if e == nil {
+			e = &legendEntry{name: b.Name}
+			byName[b.Name] = e
+		}
+		e.count++
+		e.busy += b.End - b.Start
+	}
+	for _, e := range byName {
+		d.legend = append(d.legend, *e)
+	}
+	slices.SortFunc(d.legend, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
+	for _, b := range d.Bands {
+		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
+			d.contexts = append(d.contexts, b.Name)
+		}
+	}
+	slices.Sort(d.contexts)
+
+	// The legend: codelets in columns as wide as the widest entry, then
+	// the idle swatch, the critical path's and the bands'.
+	colW := textWidth("idle") + swatch + 24
+	for _, e := range d.legend {
+		colW = max(colW, swatch+6+textWidth(e.text())+24)
+	}
+	for _, n := range d.contexts {
+		colW = max(colW, swatch+6+textWidth("context "+n)+24)
+	}
+	d.legendColW = colW
+	d.total = max(d.total, 2*margin+colW) // room for one column of the longest name
+	d.legendCols = max(1, int((d.total-2*margin)/colW))
+	d.legendY = d.axisY + 44 + legendLine
+	n := len(d.legend) + 1 + len(d.contexts) // +1: idle
+	if d.Critical {
+		n++
+	}
+	d.legendLines = (n + d.legendCols - 1) / d.legendCols
+	d.height = d.legendY + legendLine*float64(d.legendLines) + margin
+
+	if d.Critical {
+		d.path = CriticalPath(d.Bars)
+		d.critical = make(map[uint64]bool, len(d.path))
+		for _, id := range d.path {
+			d.critical[id] = true
+		}
+		runs := tasks(d.Bars)
+		for _, id := range d.path {
+			t := runs[id]
+			d.pathWork += t.end - t.start
+		}
+	}
+	return d
+}
+
+// x returns the abscissa of time t.
+func (d *drawing) x(t time.Duration) float64 {
+	return d.left + d.width*float64(t-d.t0)/d.span
+}
+
+// rowY returns the top of row r.
+func (d *drawing) rowY(r int) float64 { return d.top + d.rowH*float64(r) }
+
+func (d *drawing) write(w *bufio.Writer) {
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="DejaVu Sans, Verdana, sans-serif" font-size="%d">`+"\n",
+		d.total, d.height, d.total, d.height, fontSize)
+	// Idle time is the hatched row background that the bars leave
+	// uncovered.
+	fmt.Fprint(w, `<defs><pattern id="pz-gantt-idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">`+
+		`<rect width="6" height="6" fill="#ffffff"/><line x1="0" y1="0" x2="0" y2="6" stroke="#bdbdbd" stroke-width="2"/></pattern></defs>`+"\n")
+	fmt.Fprintf(w, `<rect width="%.0f" height="%.0f" fill="#ffffff"/>`+"\n", d.total, d.height)
+	d.writeTitle(w)
+	d.writeAxis(w)
+	d.writeRows(w)
+	d.writeBars(w)
+	d.writeBands(w)
+	if d.Critical {
+		d.writeCriticalEdges(w)
+	}
+	d.writeLegend(w)
+	fmt.Fprintln(w, "</svg>")
+}
+
+func (d *drawing) writeTitle(w *bufio.Writer) {
+	title := d.Title
+	if title == "" {
+		title = fmt.Sprintf("%d tasks on %d workers, %s", len(tasks(d.Bars)), len(d.Rows), formatDuration(d.t1-d.t0))
+	}
+	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", margin, margin+12, esc(title))
+	sub := "hatched: idle; right: busy time / span"
+	if d.Critical {
+		sub = fmt.Sprintf("critical path (outlined): %d tasks, %s of work, %.0f%% of the span; ", len(d.path), formatDuration(d.pathWork), 100*float64(d.pathWork)/d.span) + sub
+	}
+	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="#444444">%s</text>`+"\n", margin, margin+12+legendLine, esc(sub))
+}
+
+// writeAxis draws the time axis under the rows, a light grid line
+// through the rows at each tick.
+func (d *drawing) writeAxis(w *bufio.Writer) {
+	step, unit := Ticks(d.t1-d.t0, int(d.width/100))
+	y := d.axisY
+	fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000000"/>`+"\n", d.left, d.left+d.width, y, y)
+	for t := time.Duration(0); t <= d.t1-d.t0; t += step {
+		x := d.x(d.t0 + t)
+		fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`, x, x, d.top, y)
+		fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000000"/>`, x, x, y, y+5)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y+17, esc(FormatTick(t, step, unit)))
+	}
+	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444444">time since the first task</text>`+"\n", d.left+d.width/2, y+33)
+}
+
+// writeRows draws each row's label, hatched background and utilization.
+func (d *drawing) writeRows(w *bufio.Writer) {
+	busy := make([][]Bar, len(d.Rows))
+	for _, b := range d.Bars {
+		busy[b.Row] = append(busy[b.Row], b)
+	}
+	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#444444">busy</text>`+"\n", d.total-margin, d.top-4)
+	for r, row := range d.Rows {
+		y := d.rowY(r)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`, d.left-6, y+barH-4, esc(row.Label))
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.0f" fill="url(#pz-gantt-idle)" stroke="#cccccc" stroke-width="0.5"/>`,
+			d.left, y, d.width, barH)
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%.1f%%</text>`+"\n",
+			d.total-margin, y+barH-4, 100*Utilization(busy[r], d.t0, d.t1))
+	}
+}
+
+// writeBars draws the bars, with their names inside where they fit.
+func (d *drawing) writeBars(w *bufio.Writer) {
+	fill := Color
+	if d.Critical {
+		// Dimmed by mixing with white, not by opacity, which would let
+		// the idle hatching show through.
+		fill = func(name string) string { return lighten(Color(name), 0.6) }
+	}
+	// Critical bars last, so that their outlines are on top.
+	bars := slices.Clone(d.Bars)
+	slices.SortStableFunc(bars, func(a, b Bar) int {
+		ca, cb := d.critical[a.ID], d.critical[b.ID]
+		switch {
+		case ca == cb:
+			return 0
+		case cb:
+			return -1
+		}
+		return 1
+	})
+	// Crisp edges: with anti-aliasing, the seams between touching bars
+	// let the hatching through, and a dense row looks striped with idle
+	// time it does not have.
+	fmt.Fprintln(w, `<g shape-rendering="crispEdges">`)
+	defer fmt.Fprintln(w, `</g>`)
+	for _, b := range bars {
+		x := d.x(b.Start)
+		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
+		y := d.rowY(b.Row)
+		title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
+		if d.critical[b.ID] {
+			fmt.Fprintf(w, `<rect class="critical" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="#000000" stroke-width="1.5"><title>%s (critical path)</title></rect>`,
+				x, y, wd, barH, Color(b.Name), esc(title))
+		} else {
+			sep := "" // a hairline between touching bars of one colour
+			if wd >= 6 {
+				sep = ` stroke="#ffffff" stroke-width="0.5"`
+			}
+			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
+				x, y, wd, barH, fill(b.Name), sep, esc(title))
+		}
+		if wd >= textWidth(b.Name)*10/fontSize+6 {
+			fmt.Fprintf(w, `<text x="%.2f" y="%.1f" font-size="10" pointer-events="none">%s</text>`, x+3, y+barH-4, esc(b.Name))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeBands draws the bands under the bars and a mark at each change.
+func (d *drawing) writeBands(w *bufio.Writer) {
+	for _, b := range d.Bands {
+		x0 := d.x(max(b.Start, d.t0))
+		x1 := d.x(min(b.End, d.t1))
+		if x1 <= x0 {
+			continue
+		}
+		y := d.rowY(b.Row) + barH + 1
+		fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>context %s</title></rect>`+"\n",
+			x0, y, x1-x0, bandH, bandColor(b), esc(b.Name))
+		if b.Start > d.t0 {
+			fmt.Fprintf(w, `<line x1="%.2f" x2="%.2f" y1="%.1f" y2="%.1f" stroke="#000000" stroke-width="1"/>`+"\n",
+				x0, x0, d.rowY(b.Row), y+bandH)
+		}
+	}
+}
+
+// writeCriticalEdges joins each critical task's end to its successor's
+// start on the path.
+func (d *drawing) writeCriticalEdges(w *bufio.Writer) {
+	first := map[uint64]Bar{} // a task's bar with the lowest row
+	for _, b := range d.Bars {
+		if f, ok := first[b.ID]; d.critical[b.ID] && (!ok || b.Row < f.Row) {
+			first[b.ID] = b
+		}
+	}
+	runs := tasks(d.Bars)
+	for i := 1; i < len(d.path); i++ {
+		p, s := first[d.path[i-1]], first[d.path[i]]
+		fmt.Fprintf(w, `<line class="critical-edge" x1="%.2f" y1="%.1f" x2="%.2f" y2="%.1f" stroke="#000000" stroke-width="1"/>`+"\n",
+			d.x(runs[p.ID].end), d.rowY(p.Row)+barH/2, d.x(runs[s.ID].start), d.rowY(s.Row)+barH/2)
+	}
+}
+
+func (d *drawing) writeLegend(w *bufio.Writer) {
+	i := 0
+	pos := func() (float64, float64) { // down the columns, alphabetical order
+		x := margin + d.legendColW*float64(i/d.legendLines)
+		y := d.legendY + legendLine*float64(i%d.legendLines)
+		i++
+		return x, y
+	}
+	fmt.Fprintf(w, `<text x="%.0f" y="%.1f" fill="#444444">codelet: runs, busy time</text>`+"\n", margin, d.legendY-legendLine)
+	for _, e := range d.legend {
+		x, y := pos()
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
+			x, y-swatch+2, swatch, swatch, Color(e.name), x+swatch+6, y, esc(e.text()))
+	}
+	x, y := pos()
+	fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="url(#pz-gantt-idle)" stroke="#cccccc" stroke-width="0.5"/><text x="%.1f" y="%.1f">idle</text>`+"\n",
+		x, y-swatch+2, swatch, swatch, x+swatch+6, y)
+	if d.Critical {
+		x, y := pos()
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="#ffffff" stroke="#000000" stroke-width="1.5"/><text x="%.1f" y="%.1f">critical path</text>`+"\n",
+			x, y-swatch+2, swatch, swatch, x+swatch+6, y)
+	}
+	for _, n := range d.contexts {
+		x, y := pos()
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">context %s</text>`+"\n",
+			x, y-bandH-2, swatch, bandH, bandColor(Band{Name: n, Color: d.bandColorOf(n)}), x+swatch+6, y, esc(n))
+	}
+}
+
+// bandColorOf returns the colour of the first band named n.
+func (d *drawing) bandColorOf(n string) string {
+	for _, b := range d.Bands {
+		if b.Name == n {
+			return b.Color
+		}
+	}
+	return ""
+}
+
+func bandColor(b Band) string {
+	if b.Color != "" {
+		return b.Color
+	}
+	return BandColor(b.Name)
+}
+
+// BandColor returns the colour of the band name as "#rrggbb": darker and
+// more saturated than the codelets' colours, so that a band stands out
+// under a bar.
+func BandColor(name string) string {
+	return lchHex(40, 60, 15+float64(hash64(name, colorSalt+1)%hueSlots)*360/hueSlots)
+}
+
+// Utilization returns the fraction of [t0, t1] covered by the bars
+// (overlaps counted once), in [0, 1].
+func Utilization(bars []Bar, t0, t1 time.Duration) float64 {
+	if t1 <= t0 {
+		return 0
+	}
+	iv := make([][2]time.Duration, 0, len(bars))
+	for _, b := range bars {
+		s, e := max(b.Start, t0), min(b.End, t1)
+		if e > s {
+			iv = append(iv, [2]time.Duration{s, e})
+		}
+	}
+	slices.SortFunc(iv, func(a, b [2]time.Duration) int { return int(min(max(a[0]-b[0], -1), 1)) })
+	var busy, end time.Duration
+	end = t0
+	for _, v := range iv {
+		if v[1] <= end {
+			continue
+		}
+		busy += v[1] - max(v[0], end)
+		end = v[1]
+	}
+	return float64(busy) / float64(t1-t0)
+}
+
+// Ticks returns the step between ticks for an axis spanning span, the
+// smallest of 1, 2 or 5 × 10^k ns giving at most n intervals (n < 1
+// counts as 1), and the unit to label them in: the largest of ns, µs,
+// ms and s not above span.
+func Ticks(span time.Duration, n int) (step, unit time.Duration) {
+	n = max(n, 1)
+	span = max(span, 1)
+	step = niceStep(span, time.Duration(n))
+	unit = time.Nanosecond
+	for _, u := range []time.Duration{time.Microsecond, time.Millisecond, time.Second} {
+		if span >= u {
+			unit = u
+		}
+	}
+	return step, unit
+}
+
+// niceStep returns the smallest of 1, 2 or 5 × 10^k with span/step <= n.
+func niceStep(span, n time.Duration) time.Duration {
+	for pow := time.Duration(1); ; pow *= 10 {
+		for _, m := range [...]time.Duration{1, 2, 5} {
+			// The pow bound stops the search before it overflows.
+			if s := m * pow; span/s <= n || pow >= 1e17 {
+				return s
+			}
+		}
+	}
+}
+
+// FormatTick formats t, a multiple of step, in unit (from Ticks) with as
+// many decimals as step needs: "0", "0.5 ms", "1 ms", "1.5 ms".
+func FormatTick(t, step, unit time.Duration) string {
+	if t == 0 {
+		return "0"
+	}
+	dec := 0
+	for s := step; s%unit != 0 && s < unit*1e9; s *= 10 {
+		dec++
+	}
+	v := strconvFloat(float64(t)/float64(unit), dec)
+	return v + " " + unitName(unit)
+}
+
+func strconvFloat(v float64, dec int) string {
+	s := fmt.Sprintf("%.*f", dec, v)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+func unitName(u time.Duration) string {
+	switch u {
+	case time.Second:
+		return "s"
+	case time.Millisecond:
+		return "ms"
+	case time.Microsecond:
+		return "µs"
+	}
+	return "ns"
+}
+
+// formatDuration formats d with 3 significant digits in the unit that
+// fits: "812 µs", "1.25 ms", "3.50 s".
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	_, u := Ticks(d, 1)
+	v := float64(d) / float64(u)
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f %s", v, unitName(u))
+	case v >= 10:
+		return fmt.Sprintf("%.1f %s", v, unitName(u))
+	}
+	return fmt.Sprintf("%.2f %s", v, unitName(u))
+}
+
+// textWidth estimates the width of s in pixels at the default font size.
+func textWidth(s string) float64 { return charW * float64(len([]rune(s))) }
+
+func esc(s string) string { return html.EscapeString(s) }

@@ -1,0 +1,141 @@
+package gantt
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const ms = time.Millisecond
+
+// chart is a small chart: 2 workers, 4 tasks of 3 codelets (one
+// odd-named), one dependency chain 1→2→4, two contexts.
+func chart() Chart {
+	return Chart{
+		Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}},
+		Bars: []Bar{
+			{Row: 0, ID: 1, Name: "potrf", Start: 0, End: 2 * ms},
+			{Row: 0, ID: 2, Name: "trsm", Start: 2 * ms, End: 5 * ms, Deps: []uint64{1}},
+			{Row: 1, ID: 3, Name: "a<b&c", Start: 1 * ms, End: 3 * ms},
+			{Row: 1, ID: 4, Name: "gemm", Start: 6 * ms, End: 10 * ms, Deps: []uint64{2}},
+			{Row: 5, ID: 5, Name: "ghost", Start: 0, End: 50 * ms}, // no such row: not drawn
+		},
+		Bands: []Band{
+			{Row: 0, Name: "global", Start: 0, End: 4 * ms, Color: "#999999"},
+			{Row: 0, Name: "small", Start: 4 * ms, End: 10 * ms},
+			{Row: 1, Name: "before", Start: -5 * ms, End: 0},
+			{Row: 1, Name: "global", Start: 0, End: 10 * ms, Color: "#999999"},
+		},
+	}
+}
+
+func render(t *testing.T, c Chart) string {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, Write(&b, c))
+	// Well-formed XML with an svg root.
+	dec := xml.NewDecoder(strings.NewReader(b.String()))
+	root := ""
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, b.String())
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	require.Equal(t, "svg", root)
+	return b.String()
+}
+
+func TestWrite(t *testing.T) {
+	svg := render(t, chart())
+	for _, want := range []string{
+		">cpu0</text>", ">cpu1</text>", // row labels
+		">50.0%</text>", ">60.0%</text>", // utilization: cpu0 busy 5 of 10 ms, cpu1 6 of 10
+		`fill="url(#pz-gantt-idle)"`,                 // idle hatching
+		">0</text>", ">2 ms</text>", ">10 ms</text>", // the axis
+		"a&lt;b&amp;c", // escaped
+		`fill="` + Color("potrf") + `"`, `fill="` + Color("gemm") + `"`,
+		"<title>context small</title>", ">context small</text>", ">context global</text>", `fill="#999999"`,
+		"4 tasks on 2 workers, 10.0 ms",
+	} {
+		assert.Contains(t, svg, want)
+	}
+	for _, name := range []string{"potrf", "trsm", "gemm", "a&lt;b&amp;c"} {
+		assert.Contains(t, svg, ">"+name+": 1 run, ", "legend entry of %s", name)
+	}
+	assert.NotContains(t, svg, "ghost")
+	assert.NotContains(t, svg, "context before", "a band before the first task is not drawn nor in the legend")
+	assert.NotContains(t, svg, `class="critical"`)
+}
+
+func TestWriteCritical(t *testing.T) {
+	c := chart()
+	c.Critical = true
+	svg := render(t, c)
+	assert.Equal(t, 3, strings.Count(svg, `<rect class="critical"`), "tasks 1, 2, 4")
+	assert.Equal(t, 2, strings.Count(svg, `class="critical-edge"`))
+	assert.Contains(t, svg, "critical path (outlined): 3 tasks, 9.00 ms of work, 90% of the span")
+	assert.Contains(t, svg, ">critical path</text>")
+}
+
+func TestWriteTeam(t *testing.T) {
+	c := Chart{
+		Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}},
+		Bars: []Bar{
+			{Row: 0, ID: 1, Name: "spmd", Start: 0, End: ms},
+			{Row: 1, ID: 1, Name: "spmd", Start: 0, End: ms},
+		},
+		Critical: true,
+	}
+	svg := render(t, c)
+	assert.Equal(t, 2, strings.Count(svg, `<rect class="critical"`), "both members")
+	assert.Contains(t, svg, "1 tasks on 2 workers")
+	assert.Contains(t, svg, ">spmd: 2 runs, ")
+}
+
+func TestWriteEmpty(t *testing.T) {
+	svg := render(t, Chart{})
+	assert.Contains(t, svg, "0 tasks on 0 workers")
+	svg = render(t, Chart{Rows: []Row{{Label: "cpu0"}}})
+	assert.Contains(t, svg, ">0.0%</text>")
+}
+
+// TestLegendFits: every codelet has a legend entry, and entries sit in
+// columns wide enough for their text, on lines inside the picture.
+func TestLegendFits(t *testing.T) {
+	c := Chart{Rows: []Row{{Label: "cpu0"}}}
+	for i, n := range knownNames {
+		c.Bars = append(c.Bars, Bar{ID: uint64(i), Name: n, Start: time.Duration(i) * ms, End: time.Duration(i+1) * ms})
+	}
+	d := newDrawing(c)
+	require.Len(t, d.legend, len(knownNames))
+	for _, e := range d.legend {
+		assert.LessOrEqual(t, swatch+6+textWidth(e.text()), d.legendColW-12, e.name)
+	}
+	assert.LessOrEqual(t, margin+d.legendColW*float64(d.legendCols), d.total, "columns inside the picture")
+	assert.GreaterOrEqual(t, d.legendCols*d.legendLines, len(d.legend)+1, "room for the codelets and idle")
+	assert.LessOrEqual(t, d.legendY+legendLine*float64(d.legendLines-1), d.height-margin, "lines inside the picture")
+	svg := render(t, c)
+	for _, n := range knownNames {
+		assert.Contains(t, svg, fmt.Sprintf(">%s: 1 run, ", n))
+	}
+}
+
+// TestLongName: a name wider than the chart widens the picture.
+func TestLongName(t *testing.T) {
+	long := strings.Repeat("x", 400)
+	d := newDrawing(Chart{Rows: []Row{{Label: "cpu0"}}, Bars: []Bar{{Name: long, End: ms}}})
+	assert.Equal(t, 1, d.legendCols)
+	assert.GreaterOrEqual(t, d.total, margin+swatch+6+textWidth(long+": 1 run, 1.00 ms"))
+}
