@@ -102,11 +102,18 @@ func TestContextStress(t *testing.T) {
 				}
 				if i%2000 == 1999 {
 					// Let moves interleave with execution: wait until
-					// the workers have worked off half of what is queued,
-					// moving workers meanwhile (a context the moves left
-					// without workers gets some back).
-					for s.Global().Pending() > 1000 && ctx.Err() == nil {
-						tick()
+					// the workers have worked off half of what is queued.
+					// When nothing completes for a while (the moves left
+					// the contexts holding the rest without workers),
+					// move one more worker.
+					last, still := s.Global().Pending(), 0
+					for p := last; p > 1000 && ctx.Err() == nil; p = s.Global().Pending() {
+						if p != last {
+							last, still = p, 0
+						} else if still++; still == 10000 {
+							tick()
+							still = 0
+						}
 						runtime.Gosched()
 					}
 				}

@@ -92,6 +92,11 @@ func (w *worker) idle() {
 	// Load the monitor after announcing sleep: SetMonitor stores it and
 	// then wakes sleepers, so we either see it or are woken.
 	if mb = s.cx.mon.Load(); mb != nil {
+		if w.cx.idleStart == 0 {
+			// The monitor came after this idle period began: report
+			// its start now, not a tick later.
+			w.idleCycle(mb)
+		}
 		w.sleepMonitored(mb)
 	} else {
 		select {
