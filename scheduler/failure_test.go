@@ -318,3 +318,29 @@ func TestFailedHandleRecovers(t *testing.T) {
 		})
 	}
 }
+
+// TestPooledTasksCanceledAndRun: tasks Submit makes without data are
+// reused once completed; those canceled by a failed predecessor and
+// those that run, over many rounds, each complete once.
+func TestPooledTasksCanceledAndRun(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var ran atomic.Int64
+	count := &scheduler.Codelet{Name: "count", CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("bad") }}
+	for round := 0; round < 50; round++ {
+		failed := scheduler.NewTask(boom)
+		require.NoError(t, s.SubmitTask(ctx, failed))
+		ok := scheduler.NewTask(count)
+		require.NoError(t, s.SubmitTask(ctx, ok))
+		for i := 0; i < 100; i++ {
+			require.NoError(t, s.Submit(ctx, count, scheduler.After(failed)))
+			require.NoError(t, s.Submit(ctx, count, scheduler.After(ok)))
+			require.NoError(t, s.Submit(ctx, count))
+		}
+		err := s.WaitAll(ctx)
+		require.ErrorIs(t, err, scheduler.ErrCanceled)
+		assert.Contains(t, err.Error(), "100 tasks not run")
+	}
+	assert.Equal(t, int64(50*201), ran.Load())
+}

@@ -65,14 +65,18 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	} else {
 		t.state.Store(stateDone)
 	}
-	for e := t.succs.Swap(sealed); e != nil; e = e.next {
-		st := e.t
-		if err != nil && !e.weak {
+	for e := t.succs.Swap(sealed); e != nil; {
+		// An edge lives in its successor, which may run, complete and
+		// be recycled (Submit's pool) as soon as its count reaches zero:
+		// read the edge first.
+		st, next, weak := e.t, e.next, e.weak
+		if err != nil && !weak {
 			st.cancel(err)
 		}
 		if st.pending.Add(-1) == 0 {
 			q = append(q, st)
 		}
+		e = next
 	}
 	if t.waited.Load() {
 		t.mu.Lock()

@@ -14,8 +14,10 @@ import (
 // tasks submitted to none), or for idle events the innermost context of
 // the worker.
 type Monitor interface {
-	// TaskPushed is called when a ready task is queued in its context,
-	// on the goroutine that made it ready (a submitter or a worker).
+	// TaskPushed is called when a ready task is about to be queued in its
+	// context, on the goroutine that made it ready (a submitter or a
+	// worker). Like every hook, it may use t only during the call: a
+	// task made by Submit is reused once it has completed.
 	TaskPushed(c *Context, t *Task)
 	// TaskPopped is called on the worker that took the task.
 	TaskPopped(c *Context, t *Task, worker int)

@@ -12,13 +12,14 @@ func (c *Context) push(t *Task, w *worker, notify bool) {
 	if w != nil {
 		from = w.info.ID
 	}
-	hint := c.policy.Push(t, from)
 	if notify {
+		// Before the push: once queued, t may run and complete (and a
+		// task of Submit's pool be reused) before Push returns.
 		if m := c.s.cx.mon.Load(); m != nil {
 			m.m.TaskPushed(c, t)
 		}
 	}
-	c.wake(hint, from)
+	c.wake(c.policy.Push(t, from), from)
 }
 
 // wake wakes the worker the policy named, or a sleeping worker that pops
@@ -69,6 +70,7 @@ func (s *Scheduler) ready(t *Task, w *worker) {
 		q = q[:len(q)-1]
 		if err := t.readErr(); err != nil {
 			q = s.finish(t, err, w, q)
+			s.release(t)
 			continue
 		}
 		if t.commute && !s.acquireCommute(t) {

@@ -52,9 +52,51 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 // submits it (see SubmitTask). It does not wait for the task unless
 // Synchronous is among args.
 func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
-	t := &Task{Codelet: cl}
+	// The caller never sees this Task. Without data, a callback, a tag, a
+	// synchronous wait or a team, nothing else keeps it either once it
+	// completed (no handle lists it, no tag names it, nobody waits on it,
+	// no worker reads a forming team's task), so it comes from a pool and
+	// goes back once completed: no allocation per task on that path.
+	var t *Task
+	if poolable(args) {
+		t = s.tasks.Get().(*Task)
+		t.pooled = true
+	} else {
+		t = new(Task)
+	}
+	t.Codelet = cl
 	t.apply(args)
-	return s.SubmitTask(ctx, t)
+	err := s.SubmitTask(ctx, t)
+	if err != nil {
+		s.release(t)
+	}
+	return err
+}
+
+// poolable reports whether a task of Submit with these arguments may be
+// reused once completed (see Submit).
+func poolable(args []Arg) bool {
+	for i := range args {
+		switch args[i].kind {
+		case argAccess, argCallback, argTag, argSync:
+			return false
+		case argTeam:
+			if args[i].n > 1 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// release returns a completed task made by Submit to the pool, once
+// nothing refers to it any more (see Submit).
+func (s *Scheduler) release(t *Task) {
+	if !t.pooled {
+		return
+	}
+	*t = Task{}
+	s.tasks.Put(t)
 }
 
 // SubmitTask submits t: it becomes ready when its dependencies - implicit
@@ -103,11 +145,12 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 		t.footprint = footprint(t.Access)
 		t.hasFoot = true
 	}
+	sync := t.sync // t may complete (and a pooled t be reused) once ready
 	s.wire(t)
 	if t.pending.Add(-1) == 0 {
 		s.ready(t, nil)
 	}
-	if t.sync {
+	if sync {
 		return t.Wait(ctx)
 	}
 	return nil

@@ -249,6 +249,7 @@ type Task struct {
 	sync      bool
 	hasFoot   bool
 	commute   bool // some access is ModeCommute
+	pooled    bool // made by Submit, back to the pool once completed
 	chDone    bool // doneCh closed; guarded by mu
 
 	// succs is a lock-free stack of the edges to the tasks waiting for

@@ -228,6 +228,7 @@ func (w *worker) runTeam(tm *team, rank int) {
 		err := tm.err
 		tm.mu.Unlock()
 		w.complete(t, err, false)
+		w.s.release(t)
 	}
 }
 

@@ -56,7 +56,10 @@ type worker struct {
 // idle is called when the worker found nothing to do: spin briefly, then
 // sleep until woken by a push or by Close.
 func (w *worker) idle() {
-	w.flushDone()
+	// Completions are published before sleeping, not here: a worker that
+	// runs dry after every task (a submitter slower than its workers)
+	// would otherwise write the in-flight counter, which every submission
+	// writes too, once per task.
 	s := w.s
 	mb := s.cx.mon.Load()
 	if mb != nil {
@@ -168,9 +171,12 @@ func (w *worker) execute1(t *Task) *Task {
 	if mb != nil {
 		w.complete(t, err, false)
 		mb.m.TaskExecuted(w.s.contextOf(t), t, w.info.ID, time.Duration(w.s.now()-t0))
+		w.s.release(t)
 		return nil
 	}
-	return w.complete(t, err, true)
+	next := w.complete(t, err, true)
+	w.s.release(t)
+	return next
 }
 
 // run calls the implementation, timing it when statistics, traces or a
