@@ -94,7 +94,7 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 	}
 	if !h.implicit {
 		// Remember users only, for Unregister.
-		h.cur = appendPruned(h.cur, t)
+		h.cur = s.appendPruned(h.cur, t)
 		return
 	}
 	cat := category(m)
@@ -110,14 +110,15 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 		for _, p := range h.prev {
 			s.addDepMode(p, t, weak)
 		}
-		h.cur = appendPruned(h.cur, t)
+		h.cur = s.appendPruned(h.cur, t)
 	} else {
 		for _, p := range h.cur {
 			s.addDepMode(p, t, weak)
 		}
 		old := h.prev
-		clear(old)
+		s.dropAll(old)
 		h.prev = h.cur
+		t.hold()
 		h.cur = append(old[:0], t)
 		h.curCat = cat
 	}
@@ -130,19 +131,31 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 
 // appendPruned appends t, first dropping completed tasks when the slice
 // is full, so long runs of readers do not grow without bound.
-func appendPruned(ts []*Task, t *Task) []*Task {
+func (s *Scheduler) appendPruned(ts []*Task, t *Task) []*Task {
 	if len(ts) == cap(ts) && len(ts) >= 16 {
 		n := 0
 		for _, x := range ts {
 			if x.state.Load() < stateDone {
 				ts[n] = x
 				n++
+			} else {
+				s.release(x)
 			}
 		}
 		clear(ts[n:])
 		ts = ts[:n]
 	}
+	t.hold()
 	return append(ts, t)
+}
+
+// dropAll releases the references a handle's access list holds on its
+// tasks and clears it.
+func (s *Scheduler) dropAll(ts []*Task) {
+	for _, x := range ts {
+		s.release(x)
+	}
+	clear(ts)
 }
 
 // flushReduxLocked ends a group of Redux accesses to h: it submits the
@@ -167,7 +180,7 @@ func (h *Handle) flushReduxLocked() {
 		s.addDep(p, r)
 	}
 	old := h.prev
-	clear(old)
+	s.dropAll(old)
 	h.prev = h.cur
 	h.cur = append(old[:0], r)
 	h.curCat = catWrite

@@ -307,6 +307,9 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 			// Every first access of a tile waits for the last group of
 			// accesses of the whole.
 			t.cur = append([]*Task(nil), h.cur...)
+			for _, x := range t.cur {
+				x.hold() // each tile's list holds its own reference
+			}
 			t.curCat = catSync
 			tiles[i][j] = t
 		}
@@ -338,16 +341,22 @@ func (h *Handle) Unpartition() error {
 		for _, c := range row {
 			c.mu.Lock()
 			c.flushReduxLocked()
+			// The tile's references move to h's list, or go.
 			all = append(all, c.cur...)
 			if c.curCat == catRead || c.curCat == catSync {
 				// Readers depend on prev; keep the writer they read
 				// so the gathered handle also orders after it.
 				all = append(all, c.prev...)
+			} else {
+				h.s.dropAll(c.prev)
 			}
+			c.cur, c.prev = nil, nil
 			c.status.Store(handleUnregistered)
 			c.mu.Unlock()
 		}
 	}
+	h.s.dropAll(h.prev)
+	h.s.dropAll(h.cur)
 	h.prev = h.prev[:0]
 	h.cur = all
 	h.curCat = catSync
@@ -382,16 +391,28 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 		}
 		if !pending {
 			h.status.Store(handleUnregistered)
+			h.s.dropAll(h.cur)
+			h.s.dropAll(h.prev)
 			h.cur, h.prev = nil, nil
 			h.mu.Unlock()
 			h.s.removeSpan(h)
 			return h.ram.data, nil
 		}
-		h.mu.Unlock()
 		for _, t := range tasks {
-			if err := t.Wait(ctx); err != nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("unregistering %v: %w", h, ctx.Err())
+			t.hold() // kept while waiting, outside h.mu
+		}
+		h.mu.Unlock()
+		var err error
+		for _, t := range tasks {
+			if err == nil {
+				if werr := t.Wait(ctx); werr != nil && ctx.Err() != nil {
+					err = fmt.Errorf("unregistering %v: %w", h, ctx.Err())
+				}
 			}
+			h.s.release(t)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 }

@@ -52,15 +52,17 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 // submits it (see SubmitTask). It does not wait for the task unless
 // Synchronous is among args.
 func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
-	// The caller never sees this Task. Without data, a callback, a tag, a
-	// synchronous wait or a team, nothing else keeps it either once it
-	// completed (no handle lists it, no tag names it, nobody waits on it,
-	// no worker reads a forming team's task), so it comes from a pool and
-	// goes back once completed: no allocation per task on that path.
+	// The caller never sees this Task. Without a callback, a tag, a
+	// synchronous wait or a team, what keeps it once it completed is
+	// counted (the access lists of its handles, see hold): nobody else
+	// waits on it, no tag names it, no worker reads a forming team's task.
+	// So it comes from a pool and goes back when the last reference goes:
+	// no allocation per task.
 	var t *Task
 	if poolable(args) {
 		t = s.tasks.Get().(*Task)
 		t.pooled = true
+		t.refs.Store(1) // its execution's; handle lists add theirs
 	} else {
 		t = new(Task)
 	}
@@ -78,7 +80,7 @@ func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error 
 func poolable(args []Arg) bool {
 	for i := range args {
 		switch args[i].kind {
-		case argAccess, argCallback, argTag, argSync:
+		case argCallback, argTag, argSync:
 			return false
 		case argTeam:
 			if args[i].n > 1 {
@@ -89,10 +91,18 @@ func poolable(args []Arg) bool {
 	return true
 }
 
-// release returns a completed task made by Submit to the pool, once
-// nothing refers to it any more (see Submit).
+// hold adds a reference to a task of Submit's pool: one per handle
+// access list that holds it, besides the one of its execution.
+func (t *Task) hold() {
+	if t.pooled {
+		t.refs.Add(1)
+	}
+}
+
+// release drops a reference to a task of Submit's pool (see hold); the
+// last one returns it to the pool.
 func (s *Scheduler) release(t *Task) {
-	if !t.pooled {
+	if !t.pooled || t.refs.Add(-1) != 0 {
 		return
 	}
 	*t = Task{}

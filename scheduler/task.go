@@ -248,9 +248,10 @@ type Task struct {
 	waited    atomic.Bool
 	sync      bool
 	hasFoot   bool
-	commute   bool // some access is ModeCommute
-	pooled    bool // made by Submit, back to the pool once completed
-	chDone    bool // doneCh closed; guarded by mu
+	commute   bool         // some access is ModeCommute
+	pooled    bool         // made by Submit, back to its pool when refs reaches 0
+	refs      atomic.Int32 // references to a pooled task (hold, release)
+	chDone    bool         // doneCh closed; guarded by mu
 
 	// succs is a lock-free stack of the edges to the tasks waiting for
 	// this one; finish seals it (sealed) and releases them.
