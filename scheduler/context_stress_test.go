@@ -120,6 +120,15 @@ func TestContextStress(t *testing.T) {
 			}
 			close(ticks)
 			wg.Wait()
+			// The moves may have left a context without workers: give
+			// each its first two back, then wait for everything.
+			for i, c := range cs {
+				for _, id := range []int{2 * i, 2*i + 1} {
+					if from := s.WorkerContext(id); from != c {
+						require.NoError(t, s.MoveWorkers(from, c, id))
+					}
+				}
+			}
 			require.NoError(t, s.WaitAll(ctx))
 			for i := range runs {
 				if runs[i].Load() != 1 {
