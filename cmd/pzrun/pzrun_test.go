@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -344,12 +346,30 @@ func TestSignalExitStatus(t *testing.T) {
 	}
 	bin := buildPzrun(t)
 	for sig, want := range map[syscall.Signal]int{syscall.SIGTERM: 143, syscall.SIGINT: 130} {
-		cmd := exec.Command(bin, "-n", "2", "bench", "tasks", "-cases", "grain", "-policies", "eager", "-starpu=false")
+		cmd := exec.Command(bin, "-n", "2", "bench", "tasks", "-cases", "grain", "-policies", "eager", "-starpu=false", "-openmp=false")
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		time.Sleep(500 * time.Millisecond)
+		// The first result line says the app is running (its signal
+		// handler installed); the remaining grains take seconds more.
+		first, drained := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(drained)
+			sc := bufio.NewScanner(stdout)
+			if sc.Scan() {
+				close(first)
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+		select {
+		case <-first:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("pzrun printed nothing")
+		}
 		require.NoError(t, cmd.Process.Signal(sig))
 		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		go func() { <-drained; done <- cmd.Wait() }() // reads end before Wait
 		select {
 		case err := <-done:
 			var ee *exec.ExitError
