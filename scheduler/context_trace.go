@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -77,16 +76,4 @@ func contextChromeEvents(spans []ctxSpan, rs []Resize, nworkers int) []chromeEve
 			Pid: pid, Tid: r.Worker, Args: map[string]any{"from": r.From, "to": r.To, "reason": r.Reason}})
 	}
 	return evs
-}
-
-// contextNames returns the contexts' names in spans, sorted.
-func contextNames(spans []ctxSpan) []string {
-	var names []string
-	for _, c := range spans {
-		if !slices.Contains(names, c.name) {
-			names = append(names, c.name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }

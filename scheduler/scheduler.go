@@ -66,7 +66,7 @@ type Scheduler struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
-	cx contexts // scheduling contexts (context.go)
+	cx contexts // scheduling contexts (context_members.go)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -12,26 +12,6 @@ import (
 	"github.com/pzgo/pz/scheduler"
 )
 
-// poppedMonitor signals when a task of codelet name is popped.
-type poppedMonitor struct {
-	name   string
-	popped chan int
-}
-
-func (m *poppedMonitor) TaskPushed(*scheduler.Context, *scheduler.Task) {}
-func (m *poppedMonitor) TaskPopped(_ *scheduler.Context, t *scheduler.Task, w int) {
-	if t.Name() == m.name {
-		select {
-		case m.popped <- w:
-		default:
-		}
-	}
-}
-func (m *poppedMonitor) IdleCycle(*scheduler.Context, int, time.Duration) {}
-func (m *poppedMonitor) IdleEnd(*scheduler.Context, int, time.Duration)   {}
-func (m *poppedMonitor) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) {
-}
-
 // TestTeamAfterContextShrinks: a blocking task and then a team of 2 in a
 // 2-worker context; one worker (the one running the blocking task, or
 // the one waiting for its team mate) is removed, then the blocking task
@@ -47,7 +27,7 @@ func TestTeamAfterContextShrinks(t *testing.T) {
 			require.NoError(t, err)
 			c2, err := s.NewContext("c2", scheduler.ContextWorkers(2, 3))
 			require.NoError(t, err)
-			mon := &poppedMonitor{name: "spmd", popped: make(chan int, 1)}
+			mon := &eventMonitor{popName: "spmd", popped: make(chan int, 1)}
 			s.SetMonitor(mon, 0)
 
 			started, release := make(chan int, 1), make(chan struct{})
@@ -137,56 +117,4 @@ func TestCloseWithStalledTeam(t *testing.T) {
 		t.Fatal("Close hung on a team whose context has no workers")
 	}
 	assert.Equal(t, int32(2), members.Load())
-}
-
-// waitResize waits until worker has applied a context change for reason.
-func waitResize(t *testing.T, s *scheduler.Scheduler, worker int, reason string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, r := range s.Resizes() {
-			if r.Worker == worker && r.Reason == reason {
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("worker %d did not apply its %q context change", worker, reason)
-}
-
-// idleMonitor signals each worker's idle cycles.
-type idleMonitor struct{ idle chan int }
-
-func (m *idleMonitor) TaskPushed(*scheduler.Context, *scheduler.Task)      {}
-func (m *idleMonitor) TaskPopped(*scheduler.Context, *scheduler.Task, int) {}
-func (m *idleMonitor) IdleCycle(_ *scheduler.Context, w int, _ time.Duration) {
-	select {
-	case m.idle <- w:
-	default:
-	}
-}
-func (m *idleMonitor) IdleEnd(*scheduler.Context, int, time.Duration) {}
-func (m *idleMonitor) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) {
-}
-
-// everyWorkerLooked waits until every worker has looked for a task (in
-// all the contexts it pops from) and found none: installing a monitor
-// wakes every worker, and each reports an idle cycle when its search
-// comes back empty. A test that checks that something did not run
-// waits for this event instead of for time to pass.
-func everyWorkerLooked(t *testing.T, s *scheduler.Scheduler) {
-	t.Helper()
-	m := &idleMonitor{idle: make(chan int, 64)}
-	s.SetMonitor(m, time.Hour)
-	defer s.SetMonitor(nil, 0)
-	seen := map[int]bool{}
-	deadline := time.After(10 * time.Second)
-	for len(seen) < len(s.Workers()) {
-		select {
-		case w := <-m.idle:
-			seen[w] = true
-		case <-deadline:
-			t.Fatalf("only workers %v went idle", seen)
-		}
-	}
 }

@@ -22,8 +22,9 @@ type taskTyped = TaskTyped
 
 // TaskTypeView is one type of task of a registered context in a View: a
 // codelet submitted to that context. (StarPU keys types by codelet and
-// data footprint; the scheduler does not export a task's footprint, so
-// here all the tasks of a codelet in a context are one type.)
+// data footprint, Task.Footprint here; AnnounceTasks may announce a type
+// without data arguments, whose footprint is then unknown, so all the
+// tasks of a codelet in a context are one type.)
 type TaskTypeView struct {
 	// Context is the index in View.Contexts of the type's context.
 	Context int
