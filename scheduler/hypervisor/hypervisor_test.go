@@ -338,23 +338,33 @@ func (p *oneShot) Resize(*hypervisor.View) []hypervisor.Move {
 	return nil
 }
 
+// watchedHypervisor starts pol's hypervisor over contexts "a" (workers
+// 0, 1) and "b" (worker 2) of a 3-worker scheduler, both registered,
+// with channels of the decisions that found the lock held and of the
+// resizes; Close is left to the test's cleanup.
+func watchedHypervisor(t *testing.T, pol hypervisor.Policy) (s *scheduler.Scheduler, a, b *scheduler.Context, hv *hypervisor.Hypervisor, busy chan hypervisor.Trigger, resized <-chan hypervisor.Resize) {
+	t.Helper()
+	s = newSched(t, 3)
+	a, b = newContexts(t, s, []int{0, 1}, []int{2})
+	busy = make(chan hypervisor.Trigger, 1024)
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
+		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = hv.Close() })
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	return s, a, b, hv, busy, resized
+}
+
 // TestHookDecisionNotLostWhileAnotherHoldsTheLock: a hook asks for a
 // decision while another decision holds the lock. It must run when the
 // holder lets go (it used to be dropped: TryLock failed and nothing
 // asked again).
 func TestHookDecisionNotLostWhileAnotherHoldsTheLock(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, 3)
-	a, b := newContexts(t, s, []int{0, 1}, []int{2})
 	pol := &oneShot{entered: make(chan struct{}), release: make(chan struct{})}
-	busy := make(chan hypervisor.Trigger, 1024)
-	onResize, resized := resizeEvents()
-	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
-		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }))
-	require.NoError(t, err)
-	defer hv.Close()
-	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
-	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	s, a, _, hv, busy, resized := watchedHypervisor(t, pol)
 	held := make(chan []hypervisor.Resize)
 	go func() { held <- hv.ResizeNow() }()
 	waitFor(t, pol.entered, 10*time.Second, "the first decision holds the lock")
@@ -373,17 +383,8 @@ func TestHookDecisionNotLostWhileAnotherHoldsTheLock(t *testing.T) {
 // once the holder lets go.
 func TestAppDrivenRequestNotLostWhileAnotherHoldsTheLock(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, 3)
-	a, b := newContexts(t, s, []int{0, 1}, []int{2})
 	pol := &heldAppDriven{AppDriven: hypervisor.NewAppDriven(), entered: make(chan struct{}), release: make(chan struct{})}
-	busy := make(chan hypervisor.Trigger, 1024)
-	onResize, resized := resizeEvents()
-	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
-		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }))
-	require.NoError(t, err)
-	defer hv.Close()
-	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
-	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	s, a, b, hv, busy, resized := watchedHypervisor(t, pol)
 	pol.OnTag(42, a, b, 1)
 
 	held := make(chan []hypervisor.Resize)
