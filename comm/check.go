@@ -20,10 +20,11 @@ const (
 	CallScatter
 	CallAlltoall
 	CallSplit
+	CallDup
 	numCalls
 )
 
-var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split"}
+var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup"}
 
 // String returns the method name of the call, e.g. "AllReduce".
 func (c Call) String() string {

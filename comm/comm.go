@@ -96,6 +96,60 @@ type Comm interface {
 	// message completes with ErrTruncated) and returns at once.
 	Irecv(buf Buf, source, tag int) (Request, error)
 
+	// Iprobe reports whether a message from source (or AnySource) with tag
+	// (or AnyTag) can be received now, without receiving it. st.Count is in
+	// elements of dt, which must be the sender's datatype. A later Recv
+	// with the same source and tag receives that message unless another
+	// receive, on any goroutine, matches it first: Improbe avoids the race.
+	Iprobe(dt Datatype, source, tag int) (ok bool, st Status, err error)
+
+	// Probe blocks until Iprobe would report a message, or ctx is done.
+	Probe(ctx context.Context, dt Datatype, source, tag int) (Status, error)
+
+	// Improbe is a matched probe (MPI_Improbe): a waiting message from
+	// source with tag is taken out of matching, so that only the returned
+	// Message's Recv receives it, whatever other goroutines receive
+	// meanwhile. It returns a nil Message if none is waiting.
+	Improbe(dt Datatype, source, tag int) (Message, error)
+
+	// Mprobe is Improbe that waits for a message until ctx is done.
+	Mprobe(ctx context.Context, dt Datatype, source, tag int) (Message, error)
+
+	// The non-blocking collectives start the collective of the same name
+	// and return at once; the Request completes when it is done on this
+	// rank (for Ibarrier: once every rank has started it). They are
+	// matched across ranks in the order each rank starts them, like MPI's:
+	// every rank starts the same non-blocking collectives in the same
+	// order. They never match the blocking collectives, so the two kinds
+	// may interleave differently on different ranks. The buffers belong to
+	// the operation until its Request completes; alloc is called from
+	// another goroutine, and counts (Igather on root, Iallgather) and
+	// recvCounts (Ialltoall), when not nil, must have Size elements and are
+	// filled in before the Request completes. Argument checks and the
+	// agreement across ranks are those of the blocking call; their errors
+	// come from the Request.
+	Ibarrier() (Request, error)
+	// Ibcast is the non-blocking Bcast.
+	Ibcast(buf Buf, root int) (Request, error)
+	// Ireduce is the non-blocking Reduce.
+	Ireduce(send, recv Buf, op Op, root int) (Request, error)
+	// Iallreduce is the non-blocking AllReduce.
+	Iallreduce(send, recv Buf, op Op) (Request, error)
+	// Igather is the non-blocking Gather.
+	Igather(send Buf, root int, alloc Alloc, counts []int) (Request, error)
+	// Iallgather is the non-blocking AllGather.
+	Iallgather(send Buf, alloc Alloc, counts []int) (Request, error)
+	// Iscatter is the non-blocking Scatter.
+	Iscatter(send Buf, counts []int, root int, alloc Alloc) (Request, error)
+	// Ialltoall is the non-blocking Alltoall.
+	Ialltoall(send Buf, sendCounts []int, alloc Alloc, recvCounts []int) (Request, error)
+
+	// Dup returns a communicator with the same ranks in the same order
+	// whose messages and collectives never match this one's (MPI_Comm_dup):
+	// a library gives itself one so that its traffic cannot mix with the
+	// application's. It is a collective. Free it when done.
+	Dup(ctx context.Context) (Comm, error)
+
 	// Split partitions the ranks by color into new communicators, ordered
 	// by key then by old rank (MPI_Comm_split). A rank passing Undefined as
 	// color gets a nil Comm and no error.
@@ -133,6 +187,16 @@ type Alloc func(count int) []byte
 // Into returns the destination for a received message of count elements, or
 // an error (typically wrapping ErrTruncated) if there is none.
 type Into func(count int) ([]byte, error)
+
+// Message is a message taken out of matching by a matched probe
+// (Improbe, Mprobe). Receive it exactly once with Recv.
+type Message interface {
+	// Status is the message's source, tag and element count.
+	Status() Status
+	// Recv receives the message: into(count) gives the destination, as
+	// for Comm.Recv. It does not block beyond copying the data.
+	Recv(into Into) (Status, error)
+}
 
 // Request is a pending non-blocking operation.
 type Request interface {

@@ -44,6 +44,7 @@ func Cases() []Case {
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
 	}
+	out = append(out, asyncCases()...)
 	return append(out, typedCases()...)
 }
 

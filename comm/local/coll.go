@@ -608,14 +608,22 @@ type splitEntry struct {
 // creates the new group; the others find it in the parent's table, and the
 // last one removes the entry.
 func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
-	const call = comm.CallSplit
+	return c.split(ctx, comm.CallSplit, color, key)
+}
+
+// Dup implements comm.Comm: a Split in which every rank keeps its place.
+func (c *rankComm) Dup(ctx context.Context) (comm.Comm, error) {
+	return c.split(ctx, comm.CallDup, 0, c.rank)
+}
+
+func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (comm.Comm, error) {
 	k, a, err := c.begin(ctx, call)
 	if err != nil {
 		return nil, err
 	}
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
-	a.argErr = comm.CheckColor("Split", c.rank, color)
+	a.argErr = comm.CheckColor(call.String(), c.rank, color)
 	a.color, a.key = color, key
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err

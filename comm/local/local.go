@@ -116,6 +116,17 @@ type group struct {
 
 	splitMu sync.Mutex
 	splits  map[splitKey]*splitEntry
+
+	nbcOnce sync.Once
+	nbc     *group // the group of the ranks' non-blocking collectives
+}
+
+// nbcGroup returns the group on which the ranks run their non-blocking
+// collectives, made by the first rank to need it: a duplicate that needs no
+// communication, since in-process ranks share the group.
+func (g *group) nbcGroup() *group {
+	g.nbcOnce.Do(func() { g.nbc = newGroup(g.w, g.size) })
+	return g.nbc
 }
 
 func newGroup(w *world, n int) *group {
@@ -199,6 +210,9 @@ type rankComm struct {
 	scratch []byte // blockBytes of scratch for reductions that alias
 	spin    int    // polling budget of spinWait: spinLoads or 0
 	waits   uint32 // spinWait calls that had to wait, for probing
+
+	nbcOnce sync.Once
+	nbc     *comm.NBC // runs the non-blocking collectives; made by the first one
 }
 
 var _ comm.Comm = (*rankComm)(nil)
@@ -577,6 +591,10 @@ func (c *rankComm) Abort(code int) error {
 func (c *rankComm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("local: Free on rank %d: %w", c.rank, comm.ErrFreed)
+	}
+	c.nbcOnce.Do(func() {}) // no engine is made after this
+	if c.nbc != nil {
+		return c.nbc.Close()
 	}
 	return nil
 }

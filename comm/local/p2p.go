@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -25,6 +26,7 @@ type mailbox struct {
 	mu     sync.Mutex
 	unexp  []*message
 	posted []*recvPost
+	probes []chan struct{} // blocked probes: closed when a message is queued in unexp
 }
 
 // message is a send waiting for, or handed to, a receiver.
@@ -131,6 +133,10 @@ func (c *rankComm) start(buf comm.Buf, dest, tag int) *message {
 	}
 	m := c.newMessage(buf, tag)
 	box.unexp = append(box.unexp, m)
+	for _, ch := range box.probes {
+		close(ch)
+	}
+	box.probes = box.probes[:0]
 	box.mu.Unlock()
 	return waitable(m)
 }
@@ -314,6 +320,9 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	}
 }
 
+// Done implements comm.Notifier.
+func (r *request) Done() <-chan struct{} { return r.done }
+
 // Test implements comm.Request.
 func (r *request) Test() (bool, comm.Status, error) {
 	select {
@@ -358,4 +367,140 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	box.posted = append(box.posted, &recvPost{src: source, tag: tag, dt: buf.Type, req: r, buf: buf.Bytes})
 	box.mu.Unlock()
 	return r, nil
+}
+
+// findUnexp returns the oldest unmatched message matching source and tag,
+// or nil. b.mu is held.
+func (b *mailbox) findUnexp(src, tag int) *message {
+	for _, m := range b.unexp {
+		if matches(src, tag, m.src, m.tag) {
+			return m
+		}
+	}
+	return nil
+}
+
+// probeStatus is the Status of m for a receive of dt on rank `to`.
+func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status, error) {
+	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
+	if m.dt != dt {
+		return st, &comm.MismatchError{Op: call, Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d probes for %v", m.src, m.dt, to, dt)}
+	}
+	return st, nil
+}
+
+// probe looks for a message matching source and tag; with take it removes
+// it from matching. If there is none and ctx is not nil it waits for one
+// until ctx is done or the group breaks; otherwise it returns nil.
+func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take bool) (*message, error) {
+	if err := c.checkRecv(call, dt, source, tag); err != nil {
+		return nil, err
+	}
+	box := &c.g.boxes[c.rank]
+	for {
+		box.mu.Lock()
+		m := box.findUnexp(source, tag)
+		if m != nil {
+			if take {
+				box.removeMsg(m)
+			}
+			box.mu.Unlock()
+			return m, nil
+		}
+		if ctx == nil {
+			box.mu.Unlock()
+			return nil, nil
+		}
+		ch := make(chan struct{})
+		box.probes = append(box.probes, ch)
+		box.mu.Unlock()
+		var cause error
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-c.g.brk.ch:
+			cause = c.g.brk.broken()
+		case <-c.g.w.brk.ch:
+			cause = c.g.w.brk.broken()
+		}
+		box.mu.Lock()
+		if i := slices.Index(box.probes, ch); i >= 0 {
+			box.probes = slices.Delete(box.probes, i, i+1)
+		}
+		box.mu.Unlock()
+		return nil, fmt.Errorf("local: %s on rank %d from %d tag %d: %w", call, c.rank, source, tag, cause)
+	}
+}
+
+// Iprobe implements comm.Comm.
+func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
+	m, err := c.probe(nil, "Iprobe", dt, source, tag, false)
+	if m == nil || err != nil {
+		return false, comm.Status{}, err
+	}
+	st, err := probeStatus("Iprobe", m, dt, c.rank)
+	return true, st, err
+}
+
+// Probe implements comm.Comm.
+func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
+	m, err := c.probe(ctx, "Probe", dt, source, tag, false)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return probeStatus("Probe", m, dt, c.rank)
+}
+
+// Improbe implements comm.Comm.
+func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
+	m, err := c.probe(nil, "Improbe", dt, source, tag, true)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return c.matched("Improbe", m, dt)
+}
+
+// Mprobe implements comm.Comm.
+func (c *rankComm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
+	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.matched("Mprobe", m, dt)
+}
+
+// matched wraps a message taken by a matched probe. A datatype mismatch
+// consumes the message (releasing its sender) and is returned.
+func (c *rankComm) matched(call string, m *message, dt comm.Datatype) (comm.Message, error) {
+	st, err := probeStatus(call, m, dt, c.rank)
+	if err != nil {
+		if m.done != nil {
+			close(m.done)
+		}
+		return nil, err
+	}
+	return &matchedMsg{c: c, m: m, dt: dt, st: st}, nil
+}
+
+// matchedMsg implements comm.Message.
+type matchedMsg struct {
+	c        *rankComm
+	m        *message
+	dt       comm.Datatype
+	st       comm.Status
+	received atomic.Bool
+}
+
+// Status implements comm.Message.
+func (mm *matchedMsg) Status() comm.Status { return mm.st }
+
+// Recv implements comm.Message.
+func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
+	if mm.received.Swap(true) {
+		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: %w: the message from rank %d tag %d was already received",
+			mm.c.rank, comm.ErrInvalidArg, mm.st.Source, mm.st.Tag)
+	}
+	return mm.c.consume(mm.m, mm.dt, into)
 }

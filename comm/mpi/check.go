@@ -21,6 +21,7 @@ const (
 	callAlltoall
 	callSplit
 	callFree
+	callDup
 )
 
 func (k call) String() string {
@@ -45,6 +46,8 @@ func (k call) String() string {
 		return "Split"
 	case callFree:
 		return "Free"
+	case callDup:
+		return "Dup"
 	}
 	return fmt.Sprintf("call(%d)", uint8(k))
 }

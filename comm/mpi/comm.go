@@ -60,6 +60,8 @@ type Comm struct {
 
 	broken atomic.Pointer[error]
 	freed  atomic.Bool
+
+	nbc *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -703,52 +705,84 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 	if err := c.checkP2P("Recv", source, tag, true); err != nil {
 		return comm.Status{}, err
 	}
-	var msg C.MPI_Message
-	var st C.pz_status
-	if ctx.Done() == nil && !c.st.serialize {
-		if rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st); rc != 0 {
-			return comm.Status{}, fmt.Errorf("mpi: Recv: %w", c.st.error("MPI_Mprobe", rc))
-		}
-	} else {
-		err := poll(ctx, func() (bool, error) {
-			var flag C.int
-			c.st.lock()
-			rc := C.pz_improbe(C.int(source), C.int(tag), c.c, &flag, &msg, &st)
-			c.st.unlock()
-			if rc != 0 {
-				return false, c.st.error("MPI_Improbe", rc)
-			}
-			return flag != 0, nil
-		})
-		if err != nil {
-			return comm.Status{}, fmt.Errorf("mpi: Recv: %w", err)
-		}
+	msg, st, err := c.mprobe(ctx, "Recv", source, tag, true)
+	if err != nil {
+		return comm.Status{}, err
 	}
+	return c.mrecv("Recv", &msg, st, dt, into)
+}
+
+// mprobe matches a message (MPI_Mprobe, or MPI_Improbe polled when ctx can
+// be canceled). Without wait it tests once and returns a null message if
+// none is there.
+func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bool) (C.MPI_Message, C.pz_status, error) {
+	msg := c.h.message_null
+	var st C.pz_status
+	if wait && ctx.Done() == nil && !c.st.serialize {
+		if rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st); rc != 0 {
+			return msg, st, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mprobe", rc))
+		}
+		return msg, st, nil
+	}
+	test := func() (bool, error) {
+		var flag C.int
+		c.st.lock()
+		rc := C.pz_improbe(C.int(source), C.int(tag), c.c, &flag, &msg, &st)
+		c.st.unlock()
+		if rc != 0 {
+			return false, c.st.error("MPI_Improbe", rc)
+		}
+		return flag != 0, nil
+	}
+	var err error
+	if wait {
+		err = poll(ctx, test)
+	} else {
+		_, err = test()
+	}
+	if err != nil {
+		return msg, st, fmt.Errorf("mpi: %s: %w", call, err)
+	}
+	return msg, st, nil
+}
+
+// probeStatus turns a probed message's status into a comm.Status counting
+// elements of dt.
+func probeStatus(call string, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
 	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	nbytes := int(st.bytes)
-	var err error
-	var buf []byte
 	if nbytes%dt.Size() != 0 {
-		err = fmt.Errorf("%w: mpi: Recv: message of %d bytes from rank %d is not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, nbytes, status.Source, dt)
-	} else {
-		status.Count = nbytes / dt.Size()
+		return status, fmt.Errorf("%w: mpi: %s: message of %d bytes from rank %d is not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, call, nbytes, status.Source, dt)
+	}
+	status.Count = nbytes / dt.Size()
+	return status, nil
+}
+
+// mrecv receives a matched message into the buffer into returns. A message
+// that does not fit, or has the wrong size for dt, is consumed and the
+// error returned.
+func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Datatype, into comm.Into) (comm.Status, error) {
+	nbytes := int(st.bytes)
+	status, err := probeStatus(call, st, dt)
+	var buf []byte
+	if err == nil {
 		buf, err = into(status.Count)
 		if err == nil && len(buf) < nbytes {
-			err = fmt.Errorf("mpi: Recv: message of %d elements from rank %d, buffer holds %d: %w", status.Count, status.Source, len(buf)/dt.Size(), comm.ErrTruncated)
+			err = fmt.Errorf("mpi: %s: message of %d elements from rank %d, buffer holds %d: %w", call, status.Count, status.Source, len(buf)/dt.Size(), comm.ErrTruncated)
 		}
 	}
 	if err != nil {
 		// Consume the message: receiving it into no memory truncates it.
 		c.st.lock()
-		C.pz_mrecv(nil, 0, &msg, &st)
+		C.pz_mrecv(nil, 0, msg, &st)
 		c.st.unlock()
 		return status, err
 	}
 	c.st.lock()
-	rc := C.pz_mrecv(ptr(buf), C.int(nbytes), &msg, &st)
+	rc := C.pz_mrecv(ptr(buf), C.int(nbytes), msg, &st)
 	c.st.unlock()
 	if rc != 0 {
-		return status, fmt.Errorf("mpi: Recv: %w", c.st.error("MPI_Mrecv", rc))
+		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mrecv", rc))
 	}
 	return status, nil
 }
@@ -897,8 +931,12 @@ func (c *Comm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("mpi: Free: %w", comm.ErrFreed)
 	}
+	var nerr error
+	if c.nbc != nil {
+		nerr = c.nbc.Close()
+	}
 	if c.world || c.broken.Load() != nil {
-		return nil
+		return nerr
 	}
 	c.st.lock()
 	rc := C.pz_comm_free(&c.c)

@@ -160,6 +160,13 @@ func (w *World) Finalize() error {
 		if !w.started {
 			return
 		}
+		// The engine of non-blocking collectives stops before MPI does.
+		w.coll.Lock()
+		n := w.nbc
+		w.coll.Unlock()
+		if n != nil {
+			_ = n.Close()
+		}
 		initMu.Lock()
 		defer initMu.Unlock()
 		w.st.finalized.Store(true)

@@ -123,3 +123,62 @@ func (c *Comm) Abort(code int) error { return ErrNotBuilt }
 
 // Free returns ErrNotBuilt.
 func (c *Comm) Free() error { return ErrNotBuilt }
+
+// Iprobe returns ErrNotBuilt.
+func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
+	return false, comm.Status{}, ErrNotBuilt
+}
+
+// Probe returns ErrNotBuilt.
+func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
+	return comm.Status{}, ErrNotBuilt
+}
+
+// Improbe returns ErrNotBuilt.
+func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
+	return nil, ErrNotBuilt
+}
+
+// Mprobe returns ErrNotBuilt.
+func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
+	return nil, ErrNotBuilt
+}
+
+// Ibarrier returns ErrNotBuilt.
+func (c *Comm) Ibarrier() (comm.Request, error) { return nil, ErrNotBuilt }
+
+// Ibcast returns ErrNotBuilt.
+func (c *Comm) Ibcast(buf comm.Buf, root int) (comm.Request, error) { return nil, ErrNotBuilt }
+
+// Ireduce returns ErrNotBuilt.
+func (c *Comm) Ireduce(send, recv comm.Buf, op comm.Op, root int) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Iallreduce returns ErrNotBuilt.
+func (c *Comm) Iallreduce(send, recv comm.Buf, op comm.Op) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Igather returns ErrNotBuilt.
+func (c *Comm) Igather(send comm.Buf, root int, alloc comm.Alloc, counts []int) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Iallgather returns ErrNotBuilt.
+func (c *Comm) Iallgather(send comm.Buf, alloc comm.Alloc, counts []int) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Iscatter returns ErrNotBuilt.
+func (c *Comm) Iscatter(send comm.Buf, counts []int, root int, alloc comm.Alloc) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Ialltoall returns ErrNotBuilt.
+func (c *Comm) Ialltoall(send comm.Buf, sendCounts []int, alloc comm.Alloc, recvCounts []int) (comm.Request, error) {
+	return nil, ErrNotBuilt
+}
+
+// Dup returns ErrNotBuilt.
+func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) { return nil, ErrNotBuilt }

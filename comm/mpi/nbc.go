@@ -1,0 +1,152 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Dup duplicates the communicator (MPI_Comm_dup). Like Split, it runs the
+// agreement step (or a barrier honouring ctx) first.
+func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
+	if err := c.usable("Dup"); err != nil {
+		return nil, err
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.syncBefore(ctx, callDup, nil); err != nil {
+		return nil, err
+	}
+	var nc C.MPI_Comm
+	c.st.lock()
+	rc := C.pz_comm_dup(c.c, &nc)
+	c.st.unlock()
+	if rc != 0 {
+		return nil, fmt.Errorf("mpi: Dup: %w", c.st.error("MPI_Comm_dup", rc))
+	}
+	d, err := newComm(c.st, nc, false, c.check)
+	if err != nil {
+		return nil, fmt.Errorf("mpi: Dup: %w", err)
+	}
+	return d, nil
+}
+
+// engine returns the engine of c's non-blocking collectives, making it on
+// the first call: the engine runs them as blocking collectives on a
+// duplicate of c, which MPI_Comm_idup starts here, in this rank's order of
+// collectives on c (c.coll is held), so that it matches across ranks
+// without blocking.
+func (c *Comm) engine(call string) (*comm.NBC, error) {
+	if err := c.usable(call); err != nil {
+		return nil, err
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if c.freed.Load() {
+		return nil, fmt.Errorf("mpi: %s: %w", call, comm.ErrFreed)
+	}
+	if c.nbc != nil {
+		return c.nbc, nil
+	}
+	out := C.pz_comm_new()
+	r := newRequest(c, "MPI_Comm_idup")
+	c.st.lock()
+	rc := C.pz_comm_idup(c.c, out, r.req)
+	c.st.unlock()
+	if rc != 0 {
+		r.release()
+		C.pz_comm_delete(out)
+		return nil, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Comm_idup", rc))
+	}
+	check := c.check
+	c.nbc = comm.NewNBC(func(ctx context.Context) (comm.Comm, error) {
+		if _, err := r.Wait(ctx); err != nil {
+			// The duplicate may still arrive; out stays allocated for it.
+			return nil, err
+		}
+		nc := *out
+		C.pz_comm_delete(out)
+		return newComm(c.st, nc, false, check)
+	})
+	return c.nbc, nil
+}
+
+// Ibarrier starts a barrier; see comm.Comm.
+func (c *Comm) Ibarrier() (comm.Request, error) {
+	n, err := c.engine("Ibarrier")
+	if err != nil {
+		return nil, err
+	}
+	return n.Ibarrier(c.rank)
+}
+
+// Ibcast starts a Bcast; see comm.Comm.
+func (c *Comm) Ibcast(buf comm.Buf, root int) (comm.Request, error) {
+	n, err := c.engine("Ibcast")
+	if err != nil {
+		return nil, err
+	}
+	return n.Ibcast(c.rank, buf, root)
+}
+
+// Ireduce starts a Reduce; see comm.Comm.
+func (c *Comm) Ireduce(send, recv comm.Buf, op comm.Op, root int) (comm.Request, error) {
+	n, err := c.engine("Ireduce")
+	if err != nil {
+		return nil, err
+	}
+	return n.Ireduce(c.rank, send, recv, op, root)
+}
+
+// Iallreduce starts an AllReduce; see comm.Comm.
+func (c *Comm) Iallreduce(send, recv comm.Buf, op comm.Op) (comm.Request, error) {
+	n, err := c.engine("Iallreduce")
+	if err != nil {
+		return nil, err
+	}
+	return n.Iallreduce(c.rank, send, recv, op)
+}
+
+// Igather starts a Gather; see comm.Comm.
+func (c *Comm) Igather(send comm.Buf, root int, alloc comm.Alloc, counts []int) (comm.Request, error) {
+	n, err := c.engine("Igather")
+	if err != nil {
+		return nil, err
+	}
+	return n.Igather(c.rank, send, root, alloc, counts)
+}
+
+// Iallgather starts an AllGather; see comm.Comm.
+func (c *Comm) Iallgather(send comm.Buf, alloc comm.Alloc, counts []int) (comm.Request, error) {
+	n, err := c.engine("Iallgather")
+	if err != nil {
+		return nil, err
+	}
+	return n.Iallgather(c.rank, send, alloc, counts)
+}
+
+// Iscatter starts a Scatter; see comm.Comm.
+func (c *Comm) Iscatter(send comm.Buf, counts []int, root int, alloc comm.Alloc) (comm.Request, error) {
+	n, err := c.engine("Iscatter")
+	if err != nil {
+		return nil, err
+	}
+	return n.Iscatter(c.rank, send, counts, root, alloc)
+}
+
+// Ialltoall starts an Alltoall; see comm.Comm.
+func (c *Comm) Ialltoall(send comm.Buf, sendCounts []int, alloc comm.Alloc, recvCounts []int) (comm.Request, error) {
+	n, err := c.engine("Ialltoall")
+	if err != nil {
+		return nil, err
+	}
+	return n.Ialltoall(c.rank, send, sendCounts, alloc, recvCounts)
+}

@@ -1,0 +1,136 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/pzgo/pz/comm"
+)
+
+func (c *Comm) checkProbe(call string, dt comm.Datatype, source, tag int) error {
+	if err := c.usable(call); err != nil {
+		return err
+	}
+	if !dt.Valid() {
+		return fmt.Errorf("mpi: %s: invalid datatype %v: %w", call, dt, comm.ErrInvalidArg)
+	}
+	return c.checkP2P(call, source, tag, true)
+}
+
+// Iprobe reports whether a matching message is waiting (MPI_Iprobe).
+func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
+	if err := c.checkProbe("Iprobe", dt, source, tag); err != nil {
+		return false, comm.Status{}, err
+	}
+	var flag C.int
+	var st C.pz_status
+	c.st.lock()
+	rc := C.pz_iprobe(C.int(source), C.int(tag), c.c, &flag, &st)
+	c.st.unlock()
+	if rc != 0 {
+		return false, comm.Status{}, fmt.Errorf("mpi: Iprobe: %w", c.st.error("MPI_Iprobe", rc))
+	}
+	if flag == 0 {
+		return false, comm.Status{}, nil
+	}
+	status, err := probeStatus("Iprobe", st, dt)
+	return true, status, err
+}
+
+// Probe waits for a matching message (MPI_Probe, or MPI_Iprobe polled when
+// ctx can be canceled).
+func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
+	if err := c.checkProbe("Probe", dt, source, tag); err != nil {
+		return comm.Status{}, err
+	}
+	var st C.pz_status
+	if ctx.Done() == nil && !c.st.serialize {
+		if rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st); rc != 0 {
+			return comm.Status{}, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
+		}
+		return probeStatus("Probe", st, dt)
+	}
+	err := poll(ctx, func() (bool, error) {
+		var flag C.int
+		c.st.lock()
+		rc := C.pz_iprobe(C.int(source), C.int(tag), c.c, &flag, &st)
+		c.st.unlock()
+		if rc != 0 {
+			return false, c.st.error("MPI_Iprobe", rc)
+		}
+		return flag != 0, nil
+	})
+	if err != nil {
+		return comm.Status{}, fmt.Errorf("mpi: Probe: %w", err)
+	}
+	return probeStatus("Probe", st, dt)
+}
+
+// Improbe takes a waiting message out of matching (MPI_Improbe).
+func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if err := c.checkProbe("Improbe", dt, source, tag); err != nil {
+		return nil, err
+	}
+	msg, st, err := c.mprobe(context.Background(), "Improbe", source, tag, false)
+	if err != nil || msg == c.h.message_null {
+		return nil, err
+	}
+	return c.matched("Improbe", msg, st, dt)
+}
+
+// Mprobe waits for a matching message and takes it out of matching
+// (MPI_Mprobe, or MPI_Improbe polled when ctx can be canceled).
+func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if err := c.checkProbe("Mprobe", dt, source, tag); err != nil {
+		return nil, err
+	}
+	msg, st, err := c.mprobe(ctx, "Mprobe", source, tag, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.matched("Mprobe", msg, st, dt)
+}
+
+// matched wraps a matched message. One whose size is not a whole number of
+// dt is consumed and the mismatch returned.
+func (c *Comm) matched(call string, msg C.MPI_Message, st C.pz_status, dt comm.Datatype) (comm.Message, error) {
+	status, err := probeStatus(call, st, dt)
+	if err != nil {
+		c.st.lock()
+		C.pz_mrecv(nil, 0, &msg, &st)
+		c.st.unlock()
+		return nil, err
+	}
+	return &message{c: c, msg: msg, st: st, dt: dt, status: status}, nil
+}
+
+// message implements comm.Message for an MPI_Message.
+type message struct {
+	c        *Comm
+	msg      C.MPI_Message
+	st       C.pz_status
+	dt       comm.Datatype
+	status   comm.Status
+	received atomic.Bool
+}
+
+// Status implements comm.Message.
+func (m *message) Status() comm.Status { return m.status }
+
+// Recv receives the message (MPI_Mrecv).
+func (m *message) Recv(into comm.Into) (comm.Status, error) {
+	if m.received.Swap(true) {
+		return comm.Status{}, fmt.Errorf("mpi: Message.Recv: %w: the message from rank %d tag %d was already received",
+			comm.ErrInvalidArg, m.status.Source, m.status.Tag)
+	}
+	msg := m.msg // a local: m holds Go pointers, which cgo must not see
+	return m.c.mrecv("Message.Recv", &msg, m.st, m.dt, into)
+}

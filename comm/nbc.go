@@ -1,0 +1,227 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// NBC runs one rank's non-blocking collectives for a backend. Each is the
+// blocking collective of the same name run on a private duplicate of the
+// communicator, in the order the rank started them, by a goroutine that
+// exists while any is pending. Since every rank starts the same
+// non-blocking collectives in the same order (Comm's contract), the
+// duplicates' collectives match across ranks; since the duplicate is
+// private, they never match the application's blocking collectives, and
+// the work overlaps whatever the caller does meanwhile: no call into the
+// library is needed for them to progress.
+//
+// The zero NBC is not usable; backends make one with NewNBC and call Close
+// when their communicator is freed.
+type NBC struct {
+	open func(ctx context.Context) (Comm, error)
+
+	mu      sync.Mutex
+	dup     Comm // opened by the first operation
+	openErr error
+	queue   []*nbcOp
+	running bool
+	closed  bool
+	idle    *sync.Cond // signaled when running turns false
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelCauseFunc
+}
+
+// NewNBC returns an engine whose private communicator open makes. open runs
+// on the engine's goroutine, before its first operation; it must not
+// communicate on the parent communicator (the parent's collectives run
+// concurrently): a backend that needs a collective to duplicate starts it
+// when the first operation is started (MPI_Comm_idup) and has open wait
+// for it.
+func NewNBC(open func(ctx context.Context) (Comm, error)) *NBC {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	n := &NBC{open: open, ctx: ctx, cancel: cancel}
+	n.idle = sync.NewCond(&n.mu)
+	return n
+}
+
+// nbcOp is one non-blocking collective; it implements Request.
+type nbcOp struct {
+	call string
+	rank int
+	run  func(ctx context.Context, c Comm) error
+	done chan struct{}
+	err  error
+}
+
+// Start queues collective call, which run performs on the private
+// communicator, and returns its Request. rank names this rank in errors.
+func (n *NBC) Start(call string, rank int, run func(ctx context.Context, c Comm) error) (Request, error) {
+	op := &nbcOp{call: call, rank: rank, run: run, done: make(chan struct{})}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, fmt.Errorf("comm: %s on rank %d: %w", call, rank, ErrFreed)
+	}
+	n.queue = append(n.queue, op)
+	if !n.running {
+		n.running = true
+		go n.loop()
+	}
+	return op, nil
+}
+
+// loop runs the queued operations in order and exits when none is left.
+func (n *NBC) loop() {
+	for {
+		n.mu.Lock()
+		if len(n.queue) == 0 {
+			n.running = false
+			n.idle.Broadcast()
+			n.mu.Unlock()
+			return
+		}
+		op := n.queue[0]
+		n.queue[0] = nil
+		n.queue = n.queue[1:]
+		c, err := n.dup, n.openErr
+		n.mu.Unlock()
+		if c == nil && err == nil {
+			c, err = n.open(n.ctx)
+			if err != nil {
+				err = fmt.Errorf("opening the communicator of non-blocking collectives: %w", err)
+			}
+			n.mu.Lock()
+			n.dup, n.openErr = c, err
+			n.mu.Unlock()
+		}
+		if err == nil {
+			err = op.run(n.ctx, c)
+		}
+		if err != nil {
+			op.err = fmt.Errorf("comm: %s on rank %d: %w", op.call, op.rank, err)
+		}
+		close(op.done)
+	}
+}
+
+// Close fails the pending operations (those already running end with an
+// error once their collective gives up), waits for the engine's goroutine
+// to exit and frees the private communicator. Later Starts fail with
+// ErrFreed.
+func (n *NBC) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.cancel(ErrFreed)
+	for n.running {
+		n.idle.Wait()
+	}
+	c := n.dup
+	n.mu.Unlock()
+	if c != nil {
+		if err := c.Free(); err != nil && !errors.Is(err, ErrFreed) {
+			return fmt.Errorf("comm: freeing the communicator of non-blocking collectives: %w", err)
+		}
+	}
+	return nil
+}
+
+// Done returns a channel closed when the operation has completed.
+func (o *nbcOp) Done() <-chan struct{} { return o.done }
+
+// Wait implements Request.
+func (o *nbcOp) Wait(ctx context.Context) (Status, error) {
+	select {
+	case <-o.done:
+		return Status{}, o.err
+	default:
+	}
+	select {
+	case <-o.done:
+		return Status{}, o.err
+	case <-ctx.Done():
+		return Status{}, fmt.Errorf("comm: %s on rank %d: Wait: %w", o.call, o.rank, context.Cause(ctx))
+	}
+}
+
+// Test implements Request.
+func (o *nbcOp) Test() (bool, Status, error) {
+	select {
+	case <-o.done:
+		return true, Status{}, o.err
+	default:
+		return false, Status{}, nil
+	}
+}
+
+// The collectives of Comm in their non-blocking form, for backends: each
+// starts the blocking call on n's communicator.
+
+// Ibarrier starts a Barrier.
+func (n *NBC) Ibarrier(rank int) (Request, error) {
+	return n.Start("Ibarrier", rank, func(ctx context.Context, c Comm) error { return c.Barrier(ctx) })
+}
+
+// Ibcast starts a Bcast.
+func (n *NBC) Ibcast(rank int, buf Buf, root int) (Request, error) {
+	return n.Start("Ibcast", rank, func(ctx context.Context, c Comm) error { return c.Bcast(ctx, buf, root) })
+}
+
+// Ireduce starts a Reduce.
+func (n *NBC) Ireduce(rank int, send, recv Buf, op Op, root int) (Request, error) {
+	return n.Start("Ireduce", rank, func(ctx context.Context, c Comm) error { return c.Reduce(ctx, send, recv, op, root) })
+}
+
+// Iallreduce starts an AllReduce.
+func (n *NBC) Iallreduce(rank int, send, recv Buf, op Op) (Request, error) {
+	return n.Start("Iallreduce", rank, func(ctx context.Context, c Comm) error { return c.AllReduce(ctx, send, recv, op) })
+}
+
+// Igather starts a Gather; counts, if not nil, receives the per-rank counts.
+func (n *NBC) Igather(rank int, send Buf, root int, alloc Alloc, counts []int) (Request, error) {
+	return n.Start("Igather", rank, func(ctx context.Context, c Comm) error {
+		got, err := c.Gather(ctx, send, root, alloc)
+		return fillCounts("Igather", counts, got, err)
+	})
+}
+
+// Iallgather starts an AllGather; counts, if not nil, receives the per-rank
+// counts.
+func (n *NBC) Iallgather(rank int, send Buf, alloc Alloc, counts []int) (Request, error) {
+	return n.Start("Iallgather", rank, func(ctx context.Context, c Comm) error {
+		got, err := c.AllGather(ctx, send, alloc)
+		return fillCounts("Iallgather", counts, got, err)
+	})
+}
+
+// Iscatter starts a Scatter.
+func (n *NBC) Iscatter(rank int, send Buf, counts []int, root int, alloc Alloc) (Request, error) {
+	return n.Start("Iscatter", rank, func(ctx context.Context, c Comm) error { return c.Scatter(ctx, send, counts, root, alloc) })
+}
+
+// Ialltoall starts an Alltoall; recvCounts, if not nil, receives the
+// per-rank counts.
+func (n *NBC) Ialltoall(rank int, send Buf, sendCounts []int, alloc Alloc, recvCounts []int) (Request, error) {
+	return n.Start("Ialltoall", rank, func(ctx context.Context, c Comm) error {
+		got, err := c.Alltoall(ctx, send, sendCounts, alloc)
+		return fillCounts("Ialltoall", recvCounts, got, err)
+	})
+}
+
+// fillCounts copies a collective's result counts into the caller's slice.
+func fillCounts(call string, dst, got []int, err error) error {
+	if err != nil || dst == nil || got == nil {
+		return err
+	}
+	if len(dst) < len(got) {
+		return fmt.Errorf("%w: %s: the counts slice has %d elements, the communicator %d ranks", ErrInvalidArg, call, len(dst), len(got))
+	}
+	copy(dst, got)
+	return nil
+}

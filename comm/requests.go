@@ -1,0 +1,171 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"time"
+)
+
+// Notifier is implemented by requests that announce their completion on a
+// channel. The requests of both backends do (on MPI, one progress engine per
+// process tests every request someone waits for); the request-set functions
+// use it to wait for any of many requests without polling.
+type Notifier interface {
+	// Done returns a channel that is closed when the request has completed.
+	Done() <-chan struct{}
+}
+
+// Completion is one completed request of a request set: its index in the
+// set, its Status and its error.
+type Completion struct {
+	Index  int
+	Status Status
+	Err    error
+}
+
+// The request-set functions take a slice of requests like MPI's arrays of
+// requests: a nil entry is inactive and skipped, and every request they
+// report as completed is set to nil in the slice, so that a loop calling
+// WaitAny or WaitSome until they report nothing handles each request once.
+
+// WaitAll waits for every request in reqs and returns their statuses (by
+// index) and the errors of those that failed, each naming its index. On a
+// ctx error it returns at once; the requests not yet completed stay in reqs.
+func WaitAll(ctx context.Context, reqs []Request) ([]Status, error) {
+	sts := make([]Status, len(reqs))
+	var errs []error
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		st, err := r.Wait(ctx)
+		if err != nil && ctx.Err() != nil {
+			if done, _, _ := r.Test(); !done {
+				return sts, fmt.Errorf("comm: WaitAll: request %d: %w", i, context.Cause(ctx))
+			}
+		}
+		reqs[i] = nil
+		sts[i] = st
+		if err != nil {
+			errs = append(errs, fmt.Errorf("request %d: %w", i, err))
+		}
+	}
+	return sts, errors.Join(errs...)
+}
+
+// TestAny returns the first completed request of reqs (setting its entry to
+// nil); ok is false when none has completed.
+func TestAny(reqs []Request) (c Completion, ok bool) {
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if done, st, err := r.Test(); done {
+			reqs[i] = nil
+			return Completion{Index: i, Status: st, Err: err}, true
+		}
+	}
+	return Completion{Index: -1}, false
+}
+
+// TestSome returns every completed request of reqs, in index order, setting
+// their entries to nil. It does not block.
+func TestSome(reqs []Request) []Completion {
+	var out []Completion
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if done, st, err := r.Test(); done {
+			reqs[i] = nil
+			out = append(out, Completion{Index: i, Status: st, Err: err})
+		}
+	}
+	return out
+}
+
+// WaitAny waits until one request of reqs has completed and returns it,
+// setting its entry to nil. With no active request it returns Index -1 and
+// no error at once. The error is ctx's; the request's own is c.Err.
+func WaitAny(ctx context.Context, reqs []Request) (Completion, error) {
+	if err := waitSet(ctx, "WaitAny", reqs); err != nil {
+		return Completion{Index: -1}, err
+	}
+	c, _ := TestAny(reqs)
+	return c, nil
+}
+
+// WaitSome waits until at least one request of reqs has completed and
+// returns every completed one, in index order, setting their entries to
+// nil. With no active request it returns nothing and no error at once. The
+// error is ctx's; each request's own is in its Completion.
+func WaitSome(ctx context.Context, reqs []Request) ([]Completion, error) {
+	if err := waitSet(ctx, "WaitSome", reqs); err != nil {
+		return nil, err
+	}
+	return TestSome(reqs), nil
+}
+
+// Polling of requests that do not implement Notifier.
+const (
+	setSpins    = 64
+	setMaxSleep = 50 * time.Microsecond
+)
+
+// waitSet returns once some active request of reqs has completed (Test
+// reports it), there is none, or ctx is done.
+func waitSet(ctx context.Context, call string, reqs []Request) error {
+	active := 0
+	notify := true
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		active++
+		if done, _, _ := r.Test(); done {
+			return nil
+		}
+		if _, ok := r.(Notifier); !ok {
+			notify = false
+		}
+	}
+	if active == 0 {
+		return nil
+	}
+	if notify {
+		cases := make([]reflect.SelectCase, 0, active+1)
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		for _, r := range reqs {
+			if r != nil {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.(Notifier).Done())})
+			}
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
+		}
+		return nil
+	}
+	sleep := time.Microsecond
+	for i := 0; ; i++ {
+		for _, r := range reqs {
+			if r == nil {
+				continue
+			}
+			if done, _, _ := r.Test(); done {
+				return nil
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
+		}
+		if i < setSpins {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, setMaxSleep)
+	}
+}
