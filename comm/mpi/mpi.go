@@ -47,6 +47,7 @@ type state struct {
 	mu        sync.Mutex   // held around each MPI call when serialize
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	finalized atomic.Bool  // MPI_Finalize was called through this World
+	progress  progress     // tests the requests waited on through Done
 }
 
 func (s *state) lock() {

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -35,16 +36,18 @@ type request struct {
 	recv bool          // an Irecv: Status.Count is computed from the bytes
 	dt   comm.Datatype // element type of an Irecv
 
-	mu   sync.Mutex // serializes Wait and Test
-	done bool
-	st   comm.Status
-	err  error
+	mu      sync.Mutex // serializes Wait and Test
+	done    bool
+	st      comm.Status
+	err     error
+	doneCh  chan struct{} // closed by complete, after st and err are set
+	watched atomic.Bool   // handed to the progress engine by Done
 }
 
 var _ comm.Request = (*request)(nil)
 
 func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
-	r := &request{c: c, call: call, req: new(C.MPI_Request)}
+	r := &request{c: c, call: call, req: new(C.MPI_Request), doneCh: make(chan struct{})}
 	for _, p := range pins {
 		if p != nil {
 			r.pin.Pin(p)
@@ -63,6 +66,7 @@ func (r *request) release() {
 // complete records the outcome of the operation; r.mu is held.
 func (r *request) complete(rc C.int, st *C.pz_status) {
 	r.done = true
+	defer close(r.doneCh)
 	r.release()
 	if rc == 0 && st.error != 0 {
 		// Open MPI's MPI_Test may return MPI_SUCCESS and report the
@@ -119,9 +123,31 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	return r.st, r.err
 }
 
+// completed reports whether the operation is known to have completed.
+func (r *request) completed() bool {
+	select {
+	case <-r.doneCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done implements comm.Notifier: the first call hands the request to the
+// process's progress engine, which tests it until it completes.
+func (r *request) Done() <-chan struct{} {
+	if !r.completed() && !r.watched.Swap(true) {
+		r.c.st.progress.watch(r)
+	}
+	return r.doneCh
+}
+
 // Test reports whether the operation has completed, without blocking. It
 // reports false while another goroutine is in Wait.
 func (r *request) Test() (bool, comm.Status, error) {
+	if r.completed() {
+		return true, r.st, r.err
+	}
 	if !r.mu.TryLock() {
 		return false, comm.Status{}, nil
 	}
