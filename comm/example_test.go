@@ -79,3 +79,63 @@ func ExampleMismatchError() {
 	}
 	// Output: comm: AllReduce: arguments differ across ranks: count: rank 0 has 1, rank 1 has 2
 }
+
+// A non-blocking AllReduce overlaps a computation: the sum arrives while
+// each rank works on something else, and WaitAny drains messages from every
+// peer in whatever order they arrive.
+func ExampleComm_Iallreduce() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		local, global := []float64{float64(c.Rank() + 1)}, make([]float64, 1)
+		req, err := c.Iallreduce(comm.BufOf(local), comm.BufOf(global), comm.Sum)
+		if err != nil {
+			return err
+		}
+		work := 0 // meanwhile, this rank's own work
+		for i := range 1000 {
+			work += i
+		}
+		if _, err := req.Wait(ctx); err != nil {
+			return err
+		}
+
+		// Every rank sends its rank to every other one.
+		var reqs []comm.Request
+		got := make([][]int64, c.Size())
+		for j := range c.Size() {
+			got[j] = make([]int64, 1)
+			r, err := comm.Irecv(c, got[j], j, 7)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		for j := range c.Size() {
+			if err := comm.Send(ctx, c, []int64{int64(c.Rank())}, j, 7); err != nil {
+				return err
+			}
+		}
+		from := 0
+		for {
+			cp, err := comm.WaitAny(ctx, reqs)
+			if err != nil {
+				return err
+			}
+			if cp.Index < 0 {
+				break // every request handled
+			}
+			if cp.Err != nil {
+				return cp.Err
+			}
+			from += int(got[cp.Index][0])
+		}
+		if c.Rank() == 0 {
+			fmt.Println("sum:", global[0], "work:", work, "sum of senders:", from)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// sum: 6 work: 499500 sum of senders: 3
+}
