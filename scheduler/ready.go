@@ -1,5 +1,7 @@
 package scheduler
 
+import "sync/atomic"
+
 // Stage 3: ready. A task whose predecessors are done takes its commute
 // tokens and is pushed to its context's policy, and a worker of that
 // context is woken; workers pop it (worker.go).
@@ -74,6 +76,10 @@ func (s *Scheduler) ready(t *Task, w *worker) {
 			continue
 		}
 		if t.commute && !s.acquireCommute(t) {
+			continue
+		}
+		if t.Codelet.Detached != nil {
+			s.startDetached(t)
 			continue
 		}
 		s.push(t, w)
@@ -162,4 +168,33 @@ func (s *Scheduler) wakeAll() {
 	for _, w := range s.workers {
 		s.wakeWorker(w)
 	}
+}
+
+// startDetached hands a ready detached task to its codelet's Detached
+// function (see Codelet.Detached); the done function it gets completes the
+// task once. A panic in Detached fails the task.
+func (s *Scheduler) startDetached(t *Task) {
+	var once atomic.Bool
+	done := func(err error) {
+		if once.Swap(true) {
+			return
+		}
+		if err != nil {
+			if _, ok := err.(*TaskError); !ok {
+				err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err}
+			}
+		}
+		var buf [8]*Task
+		q := s.finish(t, err, nil, buf[:0])
+		s.release(t)
+		for _, n := range q {
+			s.ready(n, nil)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			done(panicError(t, -1, r, "detached: "))
+		}
+	}()
+	t.Codelet.Detached(t, done)
 }

@@ -172,7 +172,11 @@ func (s *Scheduler) validate(t *Task) error {
 	if cl == nil {
 		return fmt.Errorf("%w: task without a codelet", ErrNoImplementation)
 	}
-	if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
+	if cl.Detached != nil {
+		if t.Team > 1 {
+			return fmt.Errorf("%w: detached codelet %q cannot run with a team of %d", ErrBadTeam, cl.name(), t.Team)
+		}
+	} else if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
 		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker])
 	}
 	if t.Team < 0 || t.Team > len(s.workers) {

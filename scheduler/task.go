@@ -44,6 +44,17 @@ type Codelet struct {
 	// Parallel says how a task with a team of several workers calls the
 	// implementation; ignored for sequential tasks.
 	Parallel ParallelKind
+	// Detached, when non-nil, makes the codelet's tasks run no code on a
+	// worker: once a task's dependencies are met, Detached is called with
+	// the task and a done function, on whichever goroutine released the
+	// task, and must not block. The task completes - its accesses
+	// released, its successors freed - when done is called, once, from any
+	// goroutine; until then later conflicting accesses to its data wait.
+	// It is how work that happens elsewhere holds data without a worker
+	// waiting for it (StarPU's starpu_data_acquire_cb): scheduler/dist
+	// keeps a handle readable while it is sent, writable while it is
+	// received. A detached task needs no CPU implementation.
+	Detached func(t *Task, done func(err error))
 }
 
 func (cl *Codelet) name() string {

@@ -1,0 +1,91 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+)
+
+// A detached task holds its data until done is called from elsewhere:
+// a writer after it waits, a reader before it runs first, and no worker is
+// busy meanwhile.
+func TestDetachedHoldsDataUntilDone(t *testing.T) {
+	s, err := scheduler.New(context.Background(), scheduler.WithWorkers(2))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	v := []int{0}
+	h, err := s.RegisterVector(v)
+	require.NoError(t, err)
+
+	started := make(chan func(error), 1)
+	hold := &scheduler.Codelet{Name: "hold", Detached: func(t *scheduler.Task, done func(error)) { started <- done }}
+	add := func(k int) *scheduler.Codelet {
+		return &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[int](c, 0)[0] = scheduler.VectorOf[int](c, 0)[0]*10 + k
+			return nil
+		}}
+	}
+	require.NoError(t, s.Submit(ctx, add(1), scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, hold, scheduler.R(h)))
+	after := scheduler.NewTask(add(2), scheduler.RW(h))
+	require.NoError(t, s.SubmitTask(ctx, after))
+
+	done := <-started // add(1) has completed: the detached task reads its result
+	assert.Equal(t, 1, v[0])
+	select {
+	case <-after.Done():
+		t.Fatal("the writer after a detached reader ran before done was called")
+	default:
+	}
+	// Both workers are free meanwhile: an unrelated task runs.
+	other, err := s.RegisterVector([]int{0})
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, add(5), scheduler.RW(other), scheduler.Synchronous()))
+
+	done(nil)
+	require.NoError(t, after.Wait(ctx))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, 12, v[0])
+}
+
+// An error passed to done fails the task like a worker's error; a panic in
+// Detached fails it too; later readers are canceled, a later writer runs.
+func TestDetachedErrors(t *testing.T) {
+	s, err := scheduler.New(context.Background(), scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	h, err := s.RegisterVector([]int{0})
+	require.NoError(t, err)
+	lost := errors.New("link down")
+	fail := &scheduler.Codelet{Name: "recv", Detached: func(t *scheduler.Task, done func(error)) { go done(lost) }}
+	boom := &scheduler.Codelet{Name: "send", Detached: func(t *scheduler.Task, done func(error)) { panic("boom") }}
+	read := &scheduler.Codelet{Name: "read", CPU: func(c *scheduler.Call) error { return nil }}
+
+	t1 := scheduler.NewTask(fail, scheduler.W(h))
+	require.NoError(t, s.SubmitTask(ctx, t1))
+	r1 := scheduler.NewTask(read, scheduler.R(h))
+	require.NoError(t, s.SubmitTask(ctx, r1))
+	require.ErrorIs(t, t1.Wait(ctx), lost)
+	var te *scheduler.TaskError
+	require.ErrorAs(t, t1.Err(), &te)
+	assert.Equal(t, "recv", te.Codelet)
+	assert.Equal(t, -1, te.Worker)
+	require.ErrorIs(t, r1.Wait(ctx), lost, "a reader of data a failed detached task wrote")
+
+	t2 := scheduler.NewTask(boom, scheduler.W(h))
+	require.NoError(t, s.SubmitTask(ctx, t2))
+	require.ErrorAs(t, t2.Wait(ctx), &te)
+	assert.True(t, te.Panicked)
+
+	team := scheduler.NewTask(&scheduler.Codelet{Name: "x", Detached: func(*scheduler.Task, func(error)) {}}, scheduler.WithTeam(2))
+	require.ErrorIs(t, s.SubmitTask(ctx, team), scheduler.ErrBadTeam)
+	err = s.WaitAll(ctx)
+	require.ErrorIs(t, err, lost)
+}
