@@ -89,3 +89,20 @@ func TestDetachedErrors(t *testing.T) {
 	err = s.WaitAll(ctx)
 	require.ErrorIs(t, err, lost)
 }
+
+// A callback sees its task's outcome through Task.Err, as WithCallback's
+// documentation says: the error of a failed task, nil for a successful one.
+func TestCallbackSeesErr(t *testing.T) {
+	s, err := scheduler.New(context.Background(), scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	boom := errors.New("boom")
+	seen := make(chan error, 2)
+	cb := scheduler.WithCallback(func(t *scheduler.Task) { seen <- t.Err() })
+	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "fail", CPU: func(*scheduler.Call) error { return boom }}, cb))
+	require.ErrorIs(t, <-seen, boom)
+	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "ok", CPU: func(*scheduler.Call) error { return nil }}, cb))
+	require.NoError(t, <-seen)
+	require.ErrorIs(t, s.WaitAll(ctx), boom)
+}

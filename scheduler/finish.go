@@ -48,6 +48,9 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 		s.recordTask(t, err)
 	}
 	if t.Callback != nil {
+		// The callback sees the outcome through Task.Err.
+		t.err = err
+		t.inCallback.Store(true)
 		wid := -1
 		if w != nil {
 			wid = w.info.ID

@@ -263,6 +263,9 @@ type Task struct {
 	pooled    bool         // made by Submit, back to its pool when refs reaches 0
 	refs      atomic.Int32 // references to a pooled task (hold, release)
 	chDone    bool         // doneCh closed; guarded by mu
+	// inCallback is set, after err, before the callback runs, so that it
+	// sees the task's outcome through Err.
+	inCallback atomic.Bool
 
 	// succs is a lock-free stack of the edges to the tasks waiting for
 	// this one; finish seals it (sealed) and releases them.
@@ -341,7 +344,7 @@ func (t *Task) apply(args []Arg) {
 // *TaskError if it failed, an error wrapping ErrCanceled if a
 // predecessor failed. Before completion it returns nil.
 func (t *Task) Err() error {
-	if t.state.Load() < stateDone {
+	if t.state.Load() < stateDone && !t.inCallback.Load() {
 		return nil
 	}
 	return t.err

@@ -1,0 +1,272 @@
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// Errors of the distributed layer. Use errors.Is.
+var (
+	// ErrDistribution: a distribution does not fit the ranks.
+	ErrDistribution = errors.New("dist: distribution does not fit the ranks")
+	// ErrBadRank: a rank outside the communicator.
+	ErrBadRank = errors.New("dist: no such rank")
+	// ErrForeignHandle: a handle of another distributed scheduler.
+	ErrForeignHandle = errors.New("dist: handle of another scheduler")
+	// ErrUnsupported: an access mode the distributed layer does not
+	// support across ranks.
+	ErrUnsupported = errors.New("dist: not supported across ranks")
+	// ErrRankFailed: a task failed on some rank, so the distributed graph
+	// could not complete; the error names the rank.
+	ErrRankFailed = errors.New("dist: a rank failed")
+	// ErrClosed: the scheduler was closed.
+	ErrClosed = errors.New("dist: scheduler closed")
+)
+
+// ctrlTag carries control messages (a rank's failure, a rank closing); data
+// transfers of handle id use tag id+1.
+const ctrlTag = 0
+
+// ctrlSize is the size of a control message: a kind byte, then text.
+const ctrlSize = 1024
+
+const (
+	ctrlFailed byte = 1 + iota // a task failed on the sender; text follows
+	ctrlClose                  // self-sent by Close to end the control receive
+)
+
+// Scheduler runs one task graph across the ranks of a communicator,
+// StarPU-MPI style: every rank registers the same data and submits the
+// same sequence of tasks; each task runs on one rank (the owner of the data
+// it writes, or the rank OnRank names), and the data it reads is sent to
+// that rank, non-blocking, as soon as it is produced. Each rank's tasks run
+// on its own node-local scheduler.
+//
+// Methods are safe for concurrent use, but submission order is what every
+// rank must agree on: submit from one goroutine per rank.
+type Scheduler struct {
+	local *scheduler.Scheduler
+	c     comm.Comm // private duplicate: transfers never mix with the application's messages
+	rank  int
+	size  int
+	prog  *progress
+
+	mu      sync.Mutex // guards the submission walk
+	handles []*Handle
+	closed  bool
+
+	sendCl, recvCl *scheduler.Codelet
+
+	failMu sync.Mutex
+	failed error                  // first failure seen here (local task, or a peer's message)
+	recvs  map[uint64]func(error) // dones of pending receives, to fail them; guarded by failMu
+	nrecv  uint64
+
+	bytesSent atomic.Int64
+	msgsSent  atomic.Int64
+	ctrlBuf   []byte
+}
+
+// New returns a distributed scheduler over the ranks of c, running this
+// rank's tasks on local. It duplicates c (a collective: every rank calls
+// New at the same point), so that its transfers never match the
+// application's messages. Close it before local.
+func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler) (*Scheduler, error) {
+	if c == nil || local == nil {
+		return nil, fmt.Errorf("dist: New: %w: a communicator and a local scheduler are required", comm.ErrInvalidArg)
+	}
+	dc, err := c.Dup(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
+	}
+	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
+		recvs: map[uint64]func(error){}}
+	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
+	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
+	if err := d.postCtrl(); err != nil {
+		d.prog.stop()
+		_ = dc.Free()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Rank is this rank's index; Size the number of ranks.
+func (d *Scheduler) Rank() int { return d.rank }
+
+// Size is the number of ranks.
+func (d *Scheduler) Size() int { return d.size }
+
+// Local is the node-local scheduler that runs this rank's tasks.
+func (d *Scheduler) Local() *scheduler.Scheduler { return d.local }
+
+// Stats are a rank's transfer counts.
+type Stats struct {
+	MessagesSent int64 // data messages this rank sent
+	BytesSent    int64 // their payload bytes
+}
+
+// Stats returns this rank's transfer counts so far.
+func (d *Scheduler) Stats() Stats {
+	return Stats{MessagesSent: d.msgsSent.Load(), BytesSent: d.bytesSent.Load()}
+}
+
+// postCtrl posts the receive of the next control message.
+func (d *Scheduler) postCtrl() error {
+	req, err := d.c.Irecv(comm.Buf{Bytes: d.ctrlBuf, Type: comm.Uint8}, comm.AnySource, ctrlTag)
+	if err != nil {
+		return fmt.Errorf("dist: posting the control receive: %w", err)
+	}
+	d.prog.add(req, d.onCtrl)
+	return nil
+}
+
+// onCtrl handles a control message (on the progress goroutine).
+func (d *Scheduler) onCtrl(st comm.Status, err error) {
+	if err != nil {
+		d.fail(fmt.Errorf("dist: rank %d: control messages: %w", d.rank, err), false)
+		return
+	}
+	if st.Count == 0 {
+		return
+	}
+	switch d.ctrlBuf[0] {
+	case ctrlClose:
+		return
+	case ctrlFailed:
+		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), false)
+	}
+	if err := d.postCtrl(); err != nil {
+		d.fail(err, false)
+	}
+}
+
+// fail records the first failure; a local one is announced to every other
+// rank. Either way the pending receives, which may wait for data the
+// failure will never let come, fail with it.
+func (d *Scheduler) fail(err error, local bool) {
+	d.failMu.Lock()
+	if d.failed != nil {
+		d.failMu.Unlock()
+		return
+	}
+	d.failed = err
+	var recvs []func(error)
+	for _, done := range d.recvs {
+		recvs = append(recvs, done)
+	}
+	clear(d.recvs)
+	d.failMu.Unlock()
+	if local {
+		msg := make([]byte, 1, ctrlSize)
+		msg[0] = ctrlFailed
+		text := err.Error()
+		if len(text) > ctrlSize-1 {
+			text = text[:ctrlSize-1]
+		}
+		msg = append(msg, text...)
+		for r := range d.size {
+			if r == d.rank {
+				continue
+			}
+			if req, serr := d.c.Isend(comm.Buf{Bytes: msg, Type: comm.Uint8}, r, ctrlTag); serr == nil {
+				d.prog.add(req, func(comm.Status, error) {})
+			}
+		}
+	}
+	for _, done := range recvs {
+		done(err)
+	}
+}
+
+// failure returns the failure recorded so far, or nil.
+func (d *Scheduler) failure() error {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	return d.failed
+}
+
+// Close ends the scheduler: it stops the progress loop and frees the
+// private communicator. It does not wait for tasks (WaitAll does) nor
+// close the local scheduler. Closing twice is a no-op.
+func (d *Scheduler) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	// End this rank's own control receive with a message to itself.
+	var errs []error
+	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil {
+		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+	}
+	d.prog.stop()
+	if err := d.c.Free(); err != nil && !errors.Is(err, comm.ErrFreed) {
+		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// WaitAll waits until this rank's part of the distributed graph is done,
+// then brings every handle's latest version back to its owner (so that
+// each owner's memory holds the final data) and agrees with the other
+// ranks on the outcome: it returns nil on every rank, or on every rank an
+// error naming each rank where a task failed. Every rank calls it at the
+// same point of its submission sequence.
+func (d *Scheduler) WaitAll(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return fmt.Errorf("dist: WaitAll: %w", ErrClosed)
+	}
+	for _, h := range d.handles {
+		if h.writer != h.owner && !h.holds(h.owner) {
+			d.transferLocked(ctx, h, h.writer, h.owner)
+		}
+	}
+	d.mu.Unlock()
+	lerr := d.local.WaitAll(ctx)
+	if lerr != nil && ctx.Err() != nil {
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, lerr)
+	}
+	if ferr := d.failure(); ferr != nil && lerr == nil {
+		lerr = ferr
+	}
+	msg := ""
+	if lerr != nil {
+		msg = lerr.Error()
+	}
+	all, err := comm.AllGatherValues(ctx, d.c, msg)
+	if err != nil {
+		if lerr != nil {
+			return fmt.Errorf("dist: WaitAll on rank %d: %w (and agreeing on the outcome: %v)", d.rank, lerr, err)
+		}
+		return fmt.Errorf("dist: WaitAll on rank %d: agreeing on the outcome: %w", d.rank, err)
+	}
+	var failed []string
+	for r, m := range all {
+		if m != "" && !strings.Contains(m, ErrRankFailed.Error()) {
+			failed = append(failed, fmt.Sprintf("rank %d: %s", r, m))
+		}
+	}
+	if len(failed) == 0 {
+		for r, m := range all {
+			if m != "" {
+				failed = append(failed, fmt.Sprintf("rank %d: %s", r, m))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: %s", ErrRankFailed, strings.Join(failed, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package dist_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+const testTimeout = 60 * time.Second
+
+// runRanks runs fn on n in-process ranks, each with a distributed scheduler
+// over a 2-worker local one.
+func runRanks(t *testing.T, n int, fn func(ctx context.Context, d *dist.Scheduler) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	return local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(2))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return fn(ctx, d)
+	})
+}
+
+// op is one task of a random graph: target = target*mul + sum(reads) + add
+// element-wise (mul 0: a pure write).
+type op struct {
+	target int
+	mode   scheduler.Mode
+	reads  []int
+	add    int64
+	onRank int // -1: owner computes
+}
+
+const vecLen = 700 // 5.6 KiB: above comm/local's eager limit
+
+func randomGraph(seed uint64, nh, ntasks, ranks int) (owners []int, ops []op) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	owners = make([]int, nh)
+	for i := range owners {
+		owners[i] = rng.IntN(ranks)
+	}
+	for range ntasks {
+		o := op{target: rng.IntN(nh), add: int64(rng.IntN(100)), onRank: -1}
+		switch rng.IntN(3) {
+		case 0:
+			o.mode = scheduler.ModeW
+		default:
+			o.mode = scheduler.ModeRW
+		}
+		for range rng.IntN(3) {
+			if r := rng.IntN(nh); r != o.target && !slices.Contains(o.reads, r) {
+				o.reads = append(o.reads, r)
+			}
+		}
+		if rng.IntN(5) == 0 {
+			o.onRank = rng.IntN(ranks)
+		}
+		ops = append(ops, o)
+	}
+	return owners, ops
+}
+
+func initial(h, i int) int64 { return int64(h*1000 + i) }
+
+func (o op) apply(target []int64, reads [][]int64) {
+	for i := range target {
+		v := o.add
+		if o.mode == scheduler.ModeRW {
+			v += target[i] * 3
+		}
+		for _, r := range reads {
+			v += r[i]
+		}
+		target[i] = v
+	}
+}
+
+func sequential(nh int, ops []op) [][]int64 {
+	data := make([][]int64, nh)
+	for h := range data {
+		data[h] = make([]int64, vecLen)
+		for i := range data[h] {
+			data[h][i] = initial(h, i)
+		}
+	}
+	for _, o := range ops {
+		var reads [][]int64
+		for _, r := range o.reads {
+			reads = append(reads, data[r])
+		}
+		o.apply(data[o.target], reads)
+	}
+	return data
+}
+
+var apply = &scheduler.Codelet{Name: "apply", CPU: func(c *scheduler.Call) error {
+	o := c.Arg.(op)
+	var reads [][]int64
+	for i := 1; i < c.Len(); i++ {
+		reads = append(reads, scheduler.VectorOf[int64](c, i))
+	}
+	o.apply(scheduler.VectorOf[int64](c, 0), reads)
+	return nil
+}}
+
+// Random graphs over 1-4 ranks give, on every owner, exactly what the same
+// submission order computes sequentially.
+func TestRandomGraphsMatchSequential(t *testing.T) {
+	for ranks := 1; ranks <= 4; ranks++ {
+		for seed := range uint64(3) {
+			t.Run(fmt.Sprintf("ranks=%d/seed=%d", ranks, seed), func(t *testing.T) {
+				const nh, ntasks = 12, 150
+				owners, ops := randomGraph(seed, nh, ntasks, ranks)
+				want := sequential(nh, ops)
+				err := runRanks(t, ranks, func(ctx context.Context, d *dist.Scheduler) error {
+					hs := make([]*dist.Handle, nh)
+					for h := range nh {
+						var data []int64
+						if owners[h] == d.Rank() {
+							data = make([]int64, vecLen)
+							for i := range data {
+								data[i] = initial(h, i)
+							}
+						}
+						var err error
+						if hs[h], err = dist.Register(d, owners[h], data, vecLen, 1); err != nil {
+							return err
+						}
+					}
+					for _, o := range ops {
+						args := []dist.Arg{{}}
+						if o.mode == scheduler.ModeW {
+							args[0] = dist.W(hs[o.target])
+						} else {
+							args[0] = dist.RW(hs[o.target])
+						}
+						for _, r := range o.reads {
+							args = append(args, dist.R(hs[r]))
+						}
+						if o.onRank >= 0 {
+							args = append(args, dist.OnRank(o.onRank))
+						}
+						args = append(args, dist.Option(scheduler.WithArg(o)))
+						if err := d.Submit(ctx, apply, args...); err != nil {
+							return err
+						}
+					}
+					if err := d.WaitAll(ctx); err != nil {
+						return err
+					}
+					for h := range nh {
+						if owners[h] != d.Rank() {
+							continue
+						}
+						got := hs[h].Data().([]int64)
+						if !slices.Equal(got, want[h]) {
+							i := 0
+							for got[i] == want[h][i] {
+								i++
+							}
+							return fmt.Errorf("handle %d on its owner %d: element %d is %d, want %d", h, d.Rank(), i, got[i], want[h][i])
+						}
+					}
+					return nil
+				})
+				require.NoError(t, err)
+			})
+		}
+	}
+}
+
+// The bytes sent are what owner-computes needs: a chain of tasks that
+// reads a handle of rank 0 on rank 1 moves it once per version.
+func TestTransfersOncePerVersion(t *testing.T) {
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		var a, b []int64
+		if d.Rank() == 0 {
+			a = make([]int64, 100)
+		} else {
+			b = make([]int64, 100)
+		}
+		ha, err := dist.Register(d, 0, a, 100, 1)
+		if err != nil {
+			return err
+		}
+		hb, err := dist.Register(d, 1, b, 100, 1)
+		if err != nil {
+			return err
+		}
+		inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+			v := scheduler.VectorOf[int64](c, 0)
+			for i := range v {
+				v[i]++
+			}
+			for j := 1; j < c.Len(); j++ {
+				for i, x := range scheduler.VectorOf[int64](c, j) {
+					v[i] += x
+				}
+			}
+			return nil
+		}}
+		// Three reads of a's first version on rank 1: one message.
+		for range 3 {
+			if err := d.Submit(ctx, inc, dist.RW(hb), dist.R(ha)); err != nil {
+				return err
+			}
+		}
+		// A new version of a, read twice more on rank 1: one more.
+		if err := d.Submit(ctx, inc, dist.RW(ha)); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := d.Submit(ctx, inc, dist.RW(hb), dist.R(ha)); err != nil {
+				return err
+			}
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		st := d.Stats()
+		want := dist.Stats{}
+		if d.Rank() == 0 {
+			want = dist.Stats{MessagesSent: 2, BytesSent: 2 * 800}
+		}
+		if st != want {
+			return fmt.Errorf("rank %d sent %+v, want %+v", d.Rank(), st, want)
+		}
+		if d.Rank() == 1 && b[0] != 3*(1+0)+2*(1+1) {
+			return fmt.Errorf("b[0] = %d, want %d", b[0], 3+4)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// A task that fails on one rank: every rank's WaitAll returns an error
+// naming that rank, although the others wait for data it would have sent.
+func TestFailedTaskNamesRankEverywhere(t *testing.T) {
+	boom := errors.New("not positive definite")
+	fail := &scheduler.Codelet{Name: "potrf", CPU: func(c *scheduler.Call) error { return boom }}
+	use := &scheduler.Codelet{Name: "use", CPU: func(c *scheduler.Call) error { return nil }}
+	errs := make([]error, 3)
+	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		hs := make([]*dist.Handle, 3)
+		for r := range 3 {
+			var data []float64
+			if r == d.Rank() {
+				data = make([]float64, 10)
+			}
+			var err error
+			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, fail, dist.RW(hs[1])); err != nil {
+			return err
+		}
+		// Ranks 0 and 2 need rank 1's result.
+		for _, r := range []int{0, 2} {
+			if err := d.Submit(ctx, use, dist.RW(hs[r]), dist.R(hs[1])); err != nil {
+				return err
+			}
+		}
+		errs[d.Rank()] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d", r)
+		assert.Contains(t, e.Error(), "rank 1:", "rank %d", r)
+		assert.Contains(t, e.Error(), "not positive definite", "rank %d", r)
+	}
+}
+
+// Bad input gets errors naming the thing.
+func TestBadInput(t *testing.T) {
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		if _, err := dist.Register[float64](d, 5, nil, 2, 2); !errors.Is(err, dist.ErrBadRank) {
+			return fmt.Errorf("owner 5 of 2: %v", err)
+		}
+		if _, err := dist.RegisterTiles[float64](d, 2, 2, 4, 4, dist.BlockCyclic2D(2, 2), nil); !errors.Is(err, dist.ErrDistribution) || !contains(err, "2 x 2 process grid for 2 ranks") {
+			return fmt.Errorf("a 2x2 grid on 2 ranks: %v", err)
+		}
+		h, err := dist.Register(d, 0, make([]float64, 4), 2, 2)
+		if err != nil {
+			return err
+		}
+		noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+		if err := d.Submit(ctx, noop, dist.RW(h), dist.OnRank(7)); !errors.Is(err, dist.ErrBadRank) || !contains(err, "OnRank(7)") {
+			return fmt.Errorf("OnRank(7): %v", err)
+		}
+		return d.WaitAll(ctx)
+	})
+	require.NoError(t, err)
+}
+
+func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }

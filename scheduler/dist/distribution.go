@@ -1,0 +1,64 @@
+package dist
+
+import "fmt"
+
+// A Distribution maps the tiles of a grid to the ranks that own them.
+type Distribution interface {
+	// Owner is the rank that owns tile (i, j).
+	Owner(i, j int) int
+	// Check reports whether the distribution fits a communicator of size
+	// ranks, naming what does not.
+	Check(size int) error
+}
+
+// BlockCyclic2D is ScaLAPACK's 2D block-cyclic distribution on a P x Q
+// process grid in row-major rank order: tile (i, j) belongs to rank
+// (i mod P)*Q + (j mod Q). P*Q must equal the rank count.
+func BlockCyclic2D(p, q int) Distribution { return blockCyclic{p, q} }
+
+type blockCyclic struct{ p, q int }
+
+func (b blockCyclic) Owner(i, j int) int { return (i%b.p)*b.q + j%b.q }
+
+func (b blockCyclic) Check(size int) error {
+	if b.p < 1 || b.q < 1 || b.p*b.q != size {
+		return fmt.Errorf("%w: a %d x %d process grid for %d ranks; P*Q must equal the rank count (see Grid)", ErrDistribution, b.p, b.q, size)
+	}
+	return nil
+}
+
+// Cyclic1D deals tiles to ranks round robin in row-major tile order over a
+// grid of nt tile columns: tile (i, j) belongs to rank (i*nt + j) mod size.
+func Cyclic1D(nt, size int) Distribution { return cyclic1D{nt, size} }
+
+type cyclic1D struct{ nt, size int }
+
+func (c cyclic1D) Owner(i, j int) int { return (i*c.nt + j) % c.size }
+
+func (c cyclic1D) Check(size int) error {
+	if c.size != size || c.nt < 1 {
+		return fmt.Errorf("%w: a 1D cyclic distribution over %d ranks (%d tile columns) used with %d ranks", ErrDistribution, c.size, c.nt, size)
+	}
+	return nil
+}
+
+// Func is a distribution given by a function; every rank must pass the
+// same one. Owners outside [0, size) are reported by Register.
+func Func(owner func(i, j int) int) Distribution { return funcDist(owner) }
+
+type funcDist func(i, j int) int
+
+func (f funcDist) Owner(i, j int) int { return f(i, j) }
+func (f funcDist) Check(int) error    { return nil }
+
+// Grid returns the most square P x Q process grid with P <= Q for size
+// ranks (P*Q == size), as ScaLAPACK users choose.
+func Grid(size int) (p, q int) {
+	p = 1
+	for d := 1; d*d <= size; d++ {
+		if size%d == 0 {
+			p = d
+		}
+	}
+	return p, size / p
+}

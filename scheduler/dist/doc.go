@@ -1,0 +1,60 @@
+// Package dist runs one task graph across the ranks of a communicator, in
+// the manner of StarPU-MPI: every rank registers the same data and submits
+// the same sequence of tasks; each task runs on one rank, and the data it
+// needs moves between ranks by itself.
+//
+//	ls, _ := scheduler.New(ctx)                    // this rank's workers
+//	d, _ := dist.New(ctx, c, ls)                   // collective: every rank
+//	A, _ := dist.RegisterTiles(d, nt, nt, b, b, dist.BlockCyclic2D(p, q), fill)
+//	for k := range nt {
+//		d.Submit(ctx, potrf, dist.RW(A[k][k]))     // runs on the owner of A[k][k]
+//		for i := k + 1; i < nt; i++ {
+//			d.Submit(ctx, trsm, dist.R(A[k][k]), dist.RW(A[i][k]))
+//		}
+//		...
+//	}
+//	err := d.WaitAll(ctx)                          // every rank; owners then hold the result
+//
+// # Data
+//
+// A Handle (Register, RegisterTiles) is a contiguous vector or row-major
+// matrix of numbers with an owner rank, whose memory holds it, and an
+// identity - its registration index - that is the same on every rank.
+// Distributions place tiles: BlockCyclic2D (ScaLAPACK's, with Grid to
+// choose P x Q), Cyclic1D, or any function (Func).
+//
+// # Where tasks run, and what moves
+//
+// A task runs on the rank OnRank names, else on the owner of the first
+// handle it writes (owner computes), else on the owner of its first
+// handle. Every rank walks the same submission sequence and so knows, for
+// every handle, which rank wrote its latest version and which ranks hold
+// it. When a task reads a version its rank does not hold, the rank that
+// wrote it sends it: a detached task (scheduler.Codelet.Detached) holds the
+// data readable on the sender until the non-blocking send completes, and
+// one holds the copy writable on the receiver until the receive completes,
+// so that no worker waits on the network and dependencies stay those of
+// the node-local scheduler. A version goes to a rank at most once; a
+// cached copy is replaced when a newer version is needed. One progress
+// goroutine per rank drives the requests. Transfers run on a duplicate of
+// the communicator, so they never match the application's messages; on
+// in-process ranks they are memory copies, under MPI messages.
+//
+// WaitAll brings each handle's latest version back to its owner, waits for
+// this rank's tasks and transfers, and agrees with the other ranks on the
+// outcome.
+//
+// # Failures
+//
+// A task that fails on one rank is announced to the others, whose receives
+// of data it would have produced fail at once instead of waiting for ever;
+// WaitAll returns, on every rank, an error naming the rank and the task
+// (ErrRankFailed). A failed distributed scheduler stays failed: later
+// Submit calls return the failure.
+//
+// # Access modes
+//
+// R, W, RW, Commute and Scratch are supported. Commute tasks on different
+// ranks run in submission order. Redux across ranks is not supported yet:
+// use RW on an accumulator (every contribution then runs on its owner).
+package dist

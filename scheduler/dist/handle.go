@@ -1,0 +1,366 @@
+package dist
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// A Handle is distributed data: a contiguous vector or row-major matrix of
+// numbers registered on every rank, with an owner rank whose memory holds
+// it, and an identity (its registration index) that is the same on every
+// rank. Other ranks keep cached copies of versions they read, allocated
+// when first needed.
+type Handle struct {
+	d          *Scheduler
+	id         int
+	owner      int
+	rows, cols int
+	name       string
+	dt         comm.Datatype
+	alloc      func() any         // a zeroed buffer of the handle's shape
+	raw        func(any) comm.Buf // the bytes of a buffer
+	local      *scheduler.Handle  // this rank's copy; nil until needed
+	data       any                // the memory of local
+	opts       []scheduler.HandleOption
+
+	// Coherence, the same on every rank (the submission walk computes it);
+	// guarded by d.mu.
+	writer  int      // the rank that wrote the latest version (at first the owner)
+	holders []uint64 // bit set of the ranks that hold the latest version
+}
+
+// ID is the handle's identity, the same on every rank.
+func (h *Handle) ID() int { return h.id }
+
+// Owner is the rank whose memory holds the handle.
+func (h *Handle) Owner() int { return h.owner }
+
+// Data returns this rank's memory of the handle: on the owner the slice it
+// registered, elsewhere the cached copy (nil if never needed). After
+// WaitAll the owner's holds the latest version.
+func (h *Handle) Data() any { return h.data }
+
+// String names the handle in errors.
+func (h *Handle) String() string {
+	if h.name != "" {
+		return fmt.Sprintf("handle %q (#%d, owner %d)", h.name, h.id, h.owner)
+	}
+	return fmt.Sprintf("handle #%d (owner %d)", h.id, h.owner)
+}
+
+func (h *Handle) holds(r int) bool { return h.holders[r/64]&(1<<(r%64)) != 0 }
+func (h *Handle) hold(r int)       { h.holders[r/64] |= 1 << (r % 64) }
+func (h *Handle) only(r int) {
+	clear(h.holders)
+	h.hold(r)
+}
+
+// localHandle returns this rank's scheduler handle, registering a cached
+// copy on a non-owner the first time. d.mu is held.
+func (h *Handle) localHandle() (*scheduler.Handle, error) {
+	if h.local != nil {
+		return h.local, nil
+	}
+	if h.data == nil {
+		h.data = h.alloc()
+	}
+	lh, err := h.d.local.RegisterMatrix(h.data, h.rows, h.cols, h.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dist: registering the copy of %v on rank %d: %w", h, h.d.rank, err)
+	}
+	h.local = lh
+	return lh, nil
+}
+
+// Register registers a rows x cols row-major matrix (a vector is n x 1)
+// of T owned by rank owner. Every rank calls it, in the same order, with
+// the same shape; data is the owner's memory (len rows*cols) and is ignored
+// elsewhere (pass nil). Options name the handle in errors and traces.
+func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, opts ...scheduler.HandleOption) (*Handle, error) {
+	if owner < 0 || owner >= d.size {
+		return nil, fmt.Errorf("dist: Register: %w: owner %d of %d ranks", ErrBadRank, owner, d.size)
+	}
+	if rows < 1 || cols < 1 {
+		return nil, fmt.Errorf("dist: Register: %w: shape %d x %d", comm.ErrInvalidArg, rows, cols)
+	}
+	if d.rank == owner && len(data) != rows*cols {
+		return nil, fmt.Errorf("dist: Register on owner %d: %w: %d elements for a %d x %d handle", owner, comm.ErrInvalidArg, len(data), rows, cols)
+	}
+	h := &Handle{d: d, owner: owner, rows: rows, cols: cols, dt: comm.DatatypeOf[T](), opts: opts, writer: owner,
+		holders: make([]uint64, (d.size+63)/64),
+		alloc:   func() any { return make([]T, rows*cols) },
+		raw:     func(v any) comm.Buf { return comm.BufOf(v.([]T)) },
+	}
+	h.hold(owner)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("dist: Register: %w", ErrClosed)
+	}
+	h.id = len(d.handles)
+	if h.id+1 > maxTag {
+		return nil, fmt.Errorf("dist: Register: %w: more than %d handles", comm.ErrInvalidArg, maxTag-1)
+	}
+	if d.rank == owner {
+		h.data = data
+		if _, err := h.localHandle(); err != nil {
+			return nil, err
+		}
+	}
+	d.handles = append(d.handles, h)
+	return h, nil
+}
+
+// maxTag bounds the tags of transfers (a handle's id + 1): MPI promises
+// only 32767, but Open MPI accepts 2^31-1 and MPICH 2^29-1 or more.
+const maxTag = 1<<29 - 1
+
+// RegisterTiles registers an mt x nt grid of mb x nb tiles of T, tile
+// (i, j) owned by dist.Owner(i, j). On its owner a tile is allocated and
+// filled by init (if not nil) with its elements in row-major order; other
+// ranks allocate nothing until they need a copy.
+func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T)) ([][]*Handle, error) {
+	if err := dist.Check(d.size); err != nil {
+		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+	}
+	out := make([][]*Handle, mt)
+	for i := range mt {
+		out[i] = make([]*Handle, nt)
+		for j := range nt {
+			owner := dist.Owner(i, j)
+			if owner < 0 || owner >= d.size {
+				return nil, fmt.Errorf("dist: RegisterTiles: %w: the distribution gives tile (%d, %d) to rank %d of %d", ErrBadRank, i, j, owner, d.size)
+			}
+			var tile []T
+			if owner == d.rank {
+				tile = make([]T, mb*nb)
+				if init != nil {
+					init(i, j, tile)
+				}
+			}
+			h, err := Register(d, owner, tile, mb, nb, scheduler.Named(fmt.Sprintf("(%d,%d)", i, j)))
+			if err != nil {
+				return nil, err
+			}
+			h.name = fmt.Sprintf("(%d,%d)", i, j)
+			out[i][j] = h
+		}
+	}
+	return out, nil
+}
+
+// An Arg is an argument of Submit: a data access (R, W, RW, Commute,
+// Scratch), a placement (OnRank) or an option of the local task (Option).
+type Arg struct {
+	h    *Handle
+	mode scheduler.Mode
+	rank int // OnRank + 1; 0 if unset
+	opt  *scheduler.Arg
+}
+
+// R reads h.
+func R(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeR} }
+
+// W writes h without reading it.
+func W(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeW} }
+
+// RW reads and writes h.
+func RW(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRW} }
+
+// Commute reads and writes h; consecutive commuting tasks on one rank may
+// run in any order (scheduler.Commute). Across ranks they run in
+// submission order.
+func Commute(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRW | scheduler.ModeCommute} }
+
+// Scratch gives the task a private buffer of h's shape on the rank that
+// runs it; no data moves.
+func Scratch(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeScratch} }
+
+// OnRank runs the task on rank r instead of the owner of what it writes.
+func OnRank(r int) Arg { return Arg{rank: r + 1} }
+
+// Option passes a task option (scheduler.WithPriority, WithArg, WithTag,
+// ...) to the local task on the rank that runs it.
+func Option(a scheduler.Arg) Arg { return Arg{opt: &a} }
+
+// Submit submits a task of cl with the given accesses on every rank: each
+// rank calls it with the same codelet, handles and modes, in the same
+// order. The task runs on OnRank's rank if given, else on the owner of the
+// first handle it writes, else on the owner of its first handle, else on
+// rank 0. Every access that reads data the running rank does not hold in
+// its latest version makes the rank that wrote that version send it, once
+// it is produced; the other ranks only record where the data now lives.
+func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("dist: submitting %q: %w", cl.Name, ErrClosed)
+	}
+	if err := d.failure(); err != nil {
+		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
+	}
+	run := -1
+	var firstW, first *Handle
+	var local []scheduler.Arg
+	for i, a := range args {
+		switch {
+		case a.rank != 0:
+			run = a.rank - 1
+			if run < 0 || run >= d.size {
+				return fmt.Errorf("dist: submitting %q: %w: OnRank(%d) with %d ranks", cl.Name, ErrBadRank, run, d.size)
+			}
+		case a.opt != nil:
+			local = append(local, *a.opt)
+		case a.h == nil:
+			return fmt.Errorf("dist: submitting %q: %w: argument %d has a nil handle", cl.Name, comm.ErrInvalidArg, i)
+		case a.h.d != d:
+			return fmt.Errorf("dist: submitting %q: %w: argument %d is %v", cl.Name, ErrForeignHandle, i, a.h)
+		default:
+			if first == nil {
+				first = a.h
+			}
+			if firstW == nil && a.mode&scheduler.ModeW != 0 {
+				firstW = a.h
+			}
+		}
+	}
+	switch {
+	case run >= 0:
+	case firstW != nil:
+		run = firstW.owner
+	case first != nil:
+		run = first.owner
+	default:
+		run = 0
+	}
+	// Bring what the task reads to run, then record what it writes.
+	for _, a := range args {
+		if a.h == nil || a.rank != 0 || a.opt != nil {
+			continue
+		}
+		if a.mode&scheduler.ModeR != 0 && !a.h.holds(run) {
+			if err := d.transferLocked(ctx, a.h, a.h.writer, run); err != nil {
+				return err
+			}
+		}
+	}
+	if d.rank == run {
+		for _, a := range args {
+			if a.h == nil || a.rank != 0 || a.opt != nil {
+				continue
+			}
+			lh, err := a.h.localHandle()
+			if err != nil {
+				return err
+			}
+			local = append(local, scheduler.Data(lh, a.mode))
+		}
+		local = append(local, scheduler.WithCallback(d.onTaskDone))
+		if err := d.local.Submit(ctx, cl, local...); err != nil {
+			return fmt.Errorf("dist: rank %d: %w", d.rank, err)
+		}
+	}
+	for _, a := range args {
+		if a.h != nil && a.rank == 0 && a.opt == nil && a.mode&scheduler.ModeW != 0 {
+			a.h.writer = run
+			a.h.only(run)
+		}
+	}
+	return nil
+}
+
+// onTaskDone announces a failed task to the other ranks.
+func (d *Scheduler) onTaskDone(t *scheduler.Task) {
+	if err := t.Err(); err != nil {
+		d.fail(fmt.Errorf("rank %d: %w", d.rank, err), true)
+	}
+}
+
+// transferLocked records that h's latest version goes from rank src to
+// rank dst, and on those two ranks submits the detached tasks that send
+// and receive it. d.mu is held.
+func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int) error {
+	h.hold(dst)
+	if d.rank != src && d.rank != dst {
+		return nil
+	}
+	lh, err := h.localHandle()
+	if err != nil {
+		return err
+	}
+	x := &xfer{h: h, peer: dst}
+	cl, mode := d.sendCl, scheduler.ModeR
+	if d.rank == dst {
+		x.peer = src
+		cl, mode = d.recvCl, scheduler.ModeW
+	}
+	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(d.onTaskDone)); err != nil {
+		return fmt.Errorf("dist: rank %d: transfer of %v: %w", d.rank, h, err)
+	}
+	return nil
+}
+
+// xfer is the argument of a send or receive task.
+type xfer struct {
+	h    *Handle
+	peer int
+}
+
+// startSend sends the handle once the version is produced (Detached of
+// sendCl).
+func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
+	x := t.Arg.(*xfer)
+	buf := x.h.raw(x.h.data)
+	req, err := d.c.Isend(buf, x.peer, x.h.id+1)
+	if err != nil {
+		done(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
+		return
+	}
+	d.msgsSent.Add(1)
+	d.bytesSent.Add(int64(len(buf.Bytes)))
+	d.prog.add(req, func(_ comm.Status, err error) {
+		if err != nil {
+			err = fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err)
+		}
+		done(err)
+	})
+}
+
+// startRecv receives the handle into this rank's copy (Detached of
+// recvCl). A failure anywhere fails it, since its data may never come.
+func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
+	x := t.Arg.(*xfer)
+	d.failMu.Lock()
+	if err := d.failed; err != nil {
+		d.failMu.Unlock()
+		done(err)
+		return
+	}
+	d.nrecv++
+	key := d.nrecv
+	d.recvs[key] = done
+	d.failMu.Unlock()
+	finish := func(err error) {
+		d.failMu.Lock()
+		delete(d.recvs, key)
+		d.failMu.Unlock()
+		done(err)
+	}
+	req, err := d.c.Irecv(x.h.raw(x.h.data), x.peer, x.h.id+1)
+	if err != nil {
+		finish(fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err))
+		return
+	}
+	d.prog.add(req, func(st comm.Status, err error) {
+		if err == nil && st.Count != x.h.rows*x.h.cols {
+			err = fmt.Errorf("%w: %d elements for %v of %d", comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
+		}
+		if err != nil {
+			err = fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err)
+		}
+		finish(err)
+	})
+}
