@@ -130,64 +130,67 @@ func TestRandomGraphsMatchSequential(t *testing.T) {
 	for ranks := 1; ranks <= 4; ranks++ {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("ranks=%d/seed=%d", ranks, seed), func(t *testing.T) {
-				const nh, ntasks = 12, 150
-				owners, ops := randomGraph(seed, nh, ntasks, ranks)
-				want := sequential(nh, ops)
-				err := runRanks(t, ranks, func(ctx context.Context, d *dist.Scheduler) error {
-					hs := make([]*dist.Handle, nh)
-					for h := range nh {
-						var data []int64
-						if owners[h] == d.Rank() {
-							data = make([]int64, vecLen)
-							for i := range data {
-								data[i] = initial(h, i)
-							}
-						}
-						var err error
-						if hs[h], err = dist.Register(d, owners[h], data, vecLen, 1); err != nil {
-							return err
-						}
-					}
-					for _, o := range ops {
-						args := []dist.Arg{{}}
-						if o.mode == scheduler.ModeW {
-							args[0] = dist.W(hs[o.target])
-						} else {
-							args[0] = dist.RW(hs[o.target])
-						}
-						for _, r := range o.reads {
-							args = append(args, dist.R(hs[r]))
-						}
-						if o.onRank >= 0 {
-							args = append(args, dist.OnRank(o.onRank))
-						}
-						args = append(args, dist.Option(scheduler.WithArg(o)))
-						if err := d.Submit(ctx, apply, args...); err != nil {
-							return err
-						}
-					}
-					if err := d.WaitAll(ctx); err != nil {
-						return err
-					}
-					for h := range nh {
-						if owners[h] != d.Rank() {
-							continue
-						}
-						got := hs[h].Data().([]int64)
-						if !slices.Equal(got, want[h]) {
-							i := 0
-							for got[i] == want[h][i] {
-								i++
-							}
-							return fmt.Errorf("handle %d on its owner %d: element %d is %d, want %d", h, d.Rank(), i, got[i], want[h][i])
-						}
-					}
-					return nil
-				})
-				require.NoError(t, err)
+				require.NoError(t, runRanks(t, ranks, func(ctx context.Context, d *dist.Scheduler) error {
+					return checkRandomGraph(ctx, d, seed)
+				}))
 			})
 		}
 	}
+}
+
+// checkRandomGraph runs a seeded random graph on d and checks every handle
+// d's rank owns against the sequential result.
+func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error {
+	const nh, ntasks = 12, 150
+	owners, ops := randomGraph(seed, nh, ntasks, d.Size())
+	want := sequential(nh, ops)
+	hs := make([]*dist.Handle, nh)
+	for h := range nh {
+		var data []int64
+		if owners[h] == d.Rank() {
+			data = make([]int64, vecLen)
+			for i := range data {
+				data[i] = initial(h, i)
+			}
+		}
+		var err error
+		if hs[h], err = dist.Register(d, owners[h], data, vecLen, 1); err != nil {
+			return err
+		}
+	}
+	for _, o := range ops {
+		args := []dist.Arg{dist.RW(hs[o.target])}
+		if o.mode == scheduler.ModeW {
+			args[0] = dist.W(hs[o.target])
+		}
+		for _, r := range o.reads {
+			args = append(args, dist.R(hs[r]))
+		}
+		if o.onRank >= 0 {
+			args = append(args, dist.OnRank(o.onRank))
+		}
+		args = append(args, dist.Option(scheduler.WithArg(o)))
+		if err := d.Submit(ctx, apply, args...); err != nil {
+			return err
+		}
+	}
+	if err := d.WaitAll(ctx); err != nil {
+		return err
+	}
+	for h := range nh {
+		if owners[h] != d.Rank() {
+			continue
+		}
+		got := hs[h].Data().([]int64)
+		if !slices.Equal(got, want[h]) {
+			i := 0
+			for got[i] == want[h][i] {
+				i++
+			}
+			return fmt.Errorf("handle %d on its owner %d: element %d is %d, want %d", h, d.Rank(), i, got[i], want[h][i])
+		}
+	}
+	return nil
 }
 
 // The bytes sent are what owner-computes needs: a chain of tasks that

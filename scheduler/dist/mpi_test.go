@@ -1,0 +1,66 @@
+//go:build mpi
+
+package dist_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// TestMPIRandomGraphs runs the random graphs under real MPI: outside mpirun
+// it starts itself with mpirun on 1 to 4 ranks (and skips without
+// mpirun); under mpirun it is one rank of the job.
+func TestMPIRandomGraphs(t *testing.T) {
+	if !launch.Detect(os.Getenv).Launched() {
+		mpirun, err := exec.LookPath("mpirun")
+		if err != nil {
+			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
+		}
+		for n := 1; n <= 4; n++ {
+			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
+				if os.Geteuid() == 0 {
+					args = append(args, "--allow-run-as-root")
+				}
+				args = append(args, os.Args[0], "-test.run=^TestMPIRandomGraphs$", "-test.count=1", "-test.v")
+				cmd := exec.CommandContext(ctx, mpirun, args...)
+				cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, ctx.Err(), "mpirun -n %d timed out:\n%s", n, out)
+				require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+				assert.Equal(t, n, strings.Count(string(out), "--- PASS: TestMPIRandomGraphs"), "%s", out)
+			})
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Finalize()) }()
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	for seed := range uint64(3) {
+		require.NoError(t, checkRandomGraph(ctx, d, seed), "seed %d", seed)
+	}
+}
