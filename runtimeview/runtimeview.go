@@ -15,6 +15,7 @@ import (
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
+	"github.com/pzgo/pz/scheduler/dist"
 )
 
 // Backend names the communication backend a RuntimeView runs on.
@@ -111,6 +112,9 @@ type RuntimeView struct {
 	machines []*hardware.Machine
 	setsMu   sync.Mutex
 	sets     []*resourceset.ResourceSet // built on first use
+
+	schedMu sync.Mutex
+	sched   *dist.Scheduler // made by the first Scheduler call
 
 	closeOnce sync.Once
 	closeErr  error

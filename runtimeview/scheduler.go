@@ -1,0 +1,62 @@
+package runtimeview
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// Scheduler returns this rank's part of the task-graph scheduler that spans
+// every rank (package scheduler/dist): a node-local scheduler whose CPU
+// workers are this rank's share of its node's cores, joined to the other
+// ranks' through a private duplicate of the communicator. The first call
+// makes it and is collective: every rank calls it at the same point. Later
+// calls return the same scheduler (opts are then ignored). Close closes it
+// (through the finalizer stack), after the callbacks stacked later.
+//
+// Workers: on in-process ranks each gets GOMAXPROCS / Size (at least one),
+// so N ranks on one machine do not oversubscribe it; under MPI each rank
+// gets its GOMAXPROCS, which mpi.Init set to the rank's share of the cores
+// it may use. PZ_NCPU, or scheduler.WithWorkers among opts, overrides it.
+func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) (*dist.Scheduler, error) {
+	rt.schedMu.Lock()
+	defer rt.schedMu.Unlock()
+	if rt.sched != nil {
+		return rt.sched, nil
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if rt.backend == Local {
+		workers = max(1, workers/rt.Size())
+	}
+	all := []scheduler.Option{scheduler.WithLogger(rt.MyResourceSet().Logger())}
+	if os.Getenv("PZ_NCPU") == "" {
+		all = append(all, scheduler.WithWorkers(workers))
+	}
+	all = append(all, opts...)
+	ls, err := scheduler.New(ctx, all...)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
+	}
+	d, err := dist.New(ctx, rt.c, ls)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
+	}
+	if err := rt.StackCallback(func() error {
+		derr := d.Close()
+		lerr := ls.Close()
+		if derr != nil {
+			return derr
+		}
+		return lerr
+	}); err != nil {
+		_ = d.Close()
+		_ = ls.Close()
+		return nil, err
+	}
+	rt.sched = d
+	return d, nil
+}

@@ -1,0 +1,66 @@
+package runtimeview_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// Each in-process rank gets a scheduler with its share of the cores, the
+// same one on every call; a graph spans the ranks; Close closes it.
+func TestSchedulerSpansRanks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 3
+	var closed [n]*dist.Scheduler
+	err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		d, err := rt.Scheduler(ctx)
+		require.NoError(t, err)
+		again, err := rt.Scheduler(ctx)
+		require.NoError(t, err)
+		require.Same(t, d, again)
+		if want := max(1, runtime.GOMAXPROCS(0)/n); len(d.Local().Workers()) != want {
+			t.Errorf("rank %d: %d workers, want %d", rt.Rank(), len(d.Local().Workers()), want)
+		}
+		// Every rank's counter is incremented on rank 0.
+		hs := make([]*dist.Handle, n)
+		for r := range n {
+			var data []int64
+			if r == rt.Rank() {
+				data = []int64{int64(r)}
+			}
+			if hs[r], err = dist.Register(d, r, data, 1, 1); err != nil {
+				return err
+			}
+		}
+		inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[int64](c, 0)[0] += 100
+			return nil
+		}}
+		for r := range n {
+			if err := d.Submit(ctx, inc, dist.RW(hs[r]), dist.OnRank(0)); err != nil {
+				return err
+			}
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		if got := hs[rt.Rank()].Data().([]int64)[0]; got != int64(100+rt.Rank()) {
+			t.Errorf("rank %d: counter %d, want %d", rt.Rank(), got, 100+rt.Rank())
+		}
+		closed[rt.Rank()] = d
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	require.NoError(t, err)
+	for r, d := range closed {
+		require.ErrorIs(t, d.WaitAll(ctx), dist.ErrClosed, "rank %d: the view's Close closes its scheduler", r)
+	}
+}
