@@ -20,8 +20,19 @@ import (
 // tiledFlags are the flags the tiled linear-algebra apps share.
 type tiledFlags struct {
 	n, b, precision, workers, warmup int
-	policy, trace                    string
+	policy, trace, grid              string
 	check, json                      bool
+}
+
+// gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
+func (f *tiledFlags) gridPQ() (p, q int, err error) {
+	if f.grid == "" {
+		return 0, 0, nil
+	}
+	if _, err := fmt.Sscanf(f.grid, "%dx%d", &p, &q); err != nil || p < 1 || q < 1 {
+		return 0, 0, fmt.Errorf("%w: -grid %q: want PxQ with P, Q >= 1, e.g. 2x2", errUsage, f.grid)
+	}
+	return p, q, nil
 }
 
 func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
@@ -32,6 +43,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.IntVar(&f.warmup, "warmup", 0, "untimed runs first (calibrate dmda's models)")
 	fs.StringVar(&f.policy, "policy", "", "scheduling policy: "+strings.Join(scheduler.Policies(), ", ")+" (default: PZ_SCHED, else lws)")
 	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace JSON to `FILE` and a Gantt SVG beside it")
+	fs.StringVar(&f.grid, "grid", "", "process grid `PxQ` of a run over several ranks (P*Q = ranks; default: the most square)")
 	fs.BoolVar(&f.check, "check", false, "check the result")
 	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
 }
@@ -66,15 +78,18 @@ func printResult(e *env, asJSON bool, r fmt.Stringer) error {
 
 // tiledRun runs one tiled app and returns its result, the error measure
 // --check computed and the tolerance it must stay under.
-type tiledRun func(ctx context.Context, f *tiledFlags, progress io.Writer) (r fmt.Stringer, errMeasure, tol float64, err error)
+// It runs on every rank when the app spans ranks (the result and the
+// measure count on rank 0 only), else on rank 0 alone.
+type tiledRun func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (r fmt.Stringer, errMeasure, tol float64, err error)
 
 // tiledApp is an app of the tiled family: the shared flags, the policy
-// check, the printing and the --check verdict.
-func tiledApp(name, summary, what string, run tiledRun) app {
+// check, the printing and the --check verdict. oneRank apps run on one
+// rank's scheduler.
+func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 	return app{
 		name:    name,
 		summary: summary,
-		oneRank: true,
+		oneRank: oneRank,
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var f tiledFlags
 			f.define(fs, 2048)
@@ -82,9 +97,15 @@ func tiledApp(name, summary, what string, run tiledRun) app {
 				if err := validPolicy(f.policy); err != nil {
 					return err
 				}
-				r, measure, tol, err := run(ctx, &f, e.progress)
+				if _, _, err := f.gridPQ(); err != nil {
+					return err
+				}
+				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {
 					return err
+				}
+				if rt.Rank() != 0 {
+					return nil
 				}
 				if err := printResult(e, f.json, r); err != nil {
 					return err
@@ -100,13 +121,21 @@ func tiledApp(name, summary, what string, run tiledRun) app {
 
 func choleskyApp() app {
 	return tiledApp("cholesky",
-		"tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks): GFLOP/s, efficiency, residual with --check",
-		"residual",
-		func(ctx context.Context, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
-			r, err := cholesky.Run(ctx, cholesky.Options{
+		"tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks) over every rank: GFLOP/s, efficiency, tiles sent, residual with --check",
+		"residual", false,
+		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+			p, q, _ := f.gridPQ()
+			opts := cholesky.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
-				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-			}, progress)
+				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
+			}
+			var r *cholesky.Result
+			var err error
+			if rt.Size() == 1 && f.grid == "" {
+				r, err = cholesky.Run(ctx, opts, progress)
+			} else {
+				r, err = cholesky.RunDist(ctx, rt, opts, progress)
+			}
 			if err != nil {
 				return nil, 0, 0, err
 			}
@@ -116,9 +145,9 @@ func choleskyApp() app {
 
 func gemmApp() app {
 	return tiledApp("gemm",
-		"tiled matrix product C -= A·Bᵀ: GFLOP/s, efficiency, sampled error with --check",
-		"error",
-		func(ctx context.Context, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+		"tiled matrix product C -= A·Bᵀ on one rank's scheduler: GFLOP/s, efficiency, sampled error with --check",
+		"error", true,
+		func(ctx context.Context, _ *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
 			r, err := gemm.Run(ctx, gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),

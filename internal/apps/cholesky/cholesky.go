@@ -47,6 +47,9 @@ type Options struct {
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options (tracing, model directory, ...).
 	SchedulerOptions []scheduler.Option
+	// GridP and GridQ are the process grid of RunDist (P*Q ranks); zero
+	// takes the most square grid (dist.Grid).
+	GridP, GridQ int
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -69,6 +72,14 @@ type Options struct {
 //	kernel_gflops   each kernel's sequential GFLOP/s on a b×b tile
 //	checked         whether the residual was computed
 //	residual        ‖A − L·Lᵀ‖_F / ‖A‖_F (0 unless checked)
+//	ranks           ranks that factored the matrix (1: one rank's scheduler)
+//	grid            the P x Q process grid, e.g. "1x2" (ranks > 1 only)
+//	messages        tiles sent between ranks during the factorization
+//	bytes_sent      their bytes (the owner-computes minimum: each tile
+//	                version goes once to each rank that reads it)
+//
+// With several ranks workers is per rank and efficiency is
+// gflops / (ranks × workers × seq_gflops).
 type Result struct {
 	App          string             `json:"app"`
 	Layout       string             `json:"layout"`
@@ -86,12 +97,23 @@ type Result struct {
 	KernelGFlops map[string]float64 `json:"kernel_gflops"`
 	Checked      bool               `json:"checked"`
 	Residual     float64            `json:"residual"`
+	Ranks        int                `json:"ranks"`
+	Grid         string             `json:"grid,omitempty"`
+	Messages     int64              `json:"messages"`
+	BytesSent    int64              `json:"bytes_sent"`
 }
 
 // String formats r as one human-readable line.
 func (r *Result) String() string {
-	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s layout=%s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
-		r.N, r.Block, r.Precision, r.Backend, r.Layout, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	ranks := ""
+	if r.Ranks > 1 {
+		ranks = fmt.Sprintf(" ranks=%d grid=%s", r.Ranks, r.Grid)
+	}
+	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s layout=%s%s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
+		r.N, r.Block, r.Precision, r.Backend, r.Layout, ranks, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	if r.Ranks > 1 {
+		s += fmt.Sprintf(", %d tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
+	}
 	if r.Checked {
 		s += fmt.Sprintf(", residual %.3g", r.Residual)
 	}
@@ -185,6 +207,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		App: "cholesky", Layout: layoutName(opts.MatrixLayout), N: n, Block: b, Precision: opts.Precision,
 		Policy: s.Policy(), Workers: len(s.Workers()), Backend: linalg.Backend,
 		Tasks:   cnt.total(),
+		Ranks:   1,
 		Seconds: elapsed.Seconds(),
 		GFlops:  tiled.GFlops(flops, elapsed),
 		KernelGFlops: map[string]float64{
@@ -487,38 +510,22 @@ func submitGraph(ctx context.Context, s *scheduler.Scheduler, cl *Codelets, tile
 			bar.Add(1)
 		}
 	})
-	type tile struct{ i, j int }
 	t0 := time.Now()
-	submit := func(c *scheduler.Codelet, prio int, at tile, acc ...scheduler.Arg) error {
-		args := append(acc, scheduler.WithPriority(prio), scheduler.WithArg(at), done)
+	err := walkGraph(nt, func(c *scheduler.Codelet, prio int, at tile, acc ...access) error {
+		args := make([]scheduler.Arg, 0, len(acc)+3)
+		for _, a := range acc {
+			if a.write {
+				args = append(args, scheduler.RW(tiles[a.i][a.j]))
+			} else {
+				args = append(args, scheduler.R(tiles[a.i][a.j]))
+			}
+		}
+		args = append(args, scheduler.WithPriority(prio), scheduler.WithArg(at), done)
 		if err := s.Submit(ctx, c, args...); err != nil {
 			return fmt.Errorf("cholesky: submitting %s%v: %w", c.Name, at, err)
 		}
 		return nil
-	}
-	err := func() error {
-		for k := range nt {
-			if err := submit(cl.Potrf, 2*nt-2*k, tile{k, k}, scheduler.RW(tiles[k][k])); err != nil {
-				return err
-			}
-			for m := k + 1; m < nt; m++ {
-				if err := submit(cl.Trsm, 2*nt-2*k-m, tile{m, k}, scheduler.R(tiles[k][k]), scheduler.RW(tiles[m][k])); err != nil {
-					return err
-				}
-			}
-			for j := k + 1; j < nt; j++ {
-				if err := submit(cl.Syrk, 2*nt-2*k-2*j, tile{j, j}, scheduler.R(tiles[j][k]), scheduler.RW(tiles[j][j])); err != nil {
-					return err
-				}
-				for i := j + 1; i < nt; i++ {
-					if err := submit(cl.Gemm, 2*nt-2*k-i-j, tile{i, j}, scheduler.R(tiles[i][k]), scheduler.R(tiles[j][k]), scheduler.RW(tiles[i][j])); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return nil
-	}()
+	}, cl)
 	// Wait even after a submission error: tasks already submitted use the data.
 	werr := s.WaitAll(ctx)
 	elapsed := time.Since(t0)
@@ -529,4 +536,45 @@ func submitGraph(ctx context.Context, s *scheduler.Scheduler, cl *Codelets, tile
 		err = fmt.Errorf("cholesky: %w", werr)
 	}
 	return elapsed, err
+}
+
+// tile names a tile of the matrix: the task argument of every tile task.
+type tile struct{ i, j int }
+
+// access is one tile access of a tile task.
+type access struct {
+	i, j  int
+	write bool
+}
+
+func rd(i, j int) access { return access{i, j, false} }
+func rw(i, j int) access { return access{i, j, true} }
+
+// walkGraph calls submit for every tile task of a Cholesky of nt x nt
+// tiles, in the right-looking order of StarPU's cholesky_implicit, with
+// its priorities (the longest remaining path first): for each step k,
+// POTRF of tile (k,k), TRSM of the tiles below it, then SYRK and GEMM
+// updates of the trailing matrix. The written tile comes last in acc.
+func walkGraph(nt int, submit func(c *scheduler.Codelet, prio int, at tile, acc ...access) error, cl *Codelets) error {
+	for k := range nt {
+		if err := submit(cl.Potrf, 2*nt-2*k, tile{k, k}, rw(k, k)); err != nil {
+			return err
+		}
+		for m := k + 1; m < nt; m++ {
+			if err := submit(cl.Trsm, 2*nt-2*k-m, tile{m, k}, rd(k, k), rw(m, k)); err != nil {
+				return err
+			}
+		}
+		for j := k + 1; j < nt; j++ {
+			if err := submit(cl.Syrk, 2*nt-2*k-2*j, tile{j, j}, rd(j, k), rw(j, j)); err != nil {
+				return err
+			}
+			for i := j + 1; i < nt; i++ {
+				if err := submit(cl.Gemm, 2*nt-2*k-i-j, tile{i, j}, rd(i, k), rd(j, k), rw(i, j)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

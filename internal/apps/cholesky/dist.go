@@ -1,0 +1,245 @@
+package cholesky
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/internal/progress"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// RunDist factors the seeded SPD matrix across every rank of rt: the tiles
+// of its lower triangle are distributed 2D block-cyclically on a P x Q
+// process grid (opts.GridP x opts.GridQ; by default the most square grid),
+// every rank submits the same tile tasks to rt's distributed scheduler, and
+// each task runs on the owner of the tile it writes, receiving the tiles it
+// reads from their writers. With opts.Check the factor is collected on rank
+// 0 and its residual computed there. Every rank must call it; the Result
+// is complete on rank 0 (others get their own counts only).
+func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+	if opts.Precision == 0 {
+		opts.Precision = 32
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if err := tiled.CheckShape(opts.N, opts.Block, opts.Precision); err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	if opts.Workers < 0 || opts.Warmup < 0 {
+		return nil, fmt.Errorf("cholesky: %w: workers %d and warmup %d must not be negative", tiled.ErrBadOptions, opts.Workers, opts.Warmup)
+	}
+	if opts.GridP == 0 && opts.GridQ == 0 {
+		opts.GridP, opts.GridQ = dist.Grid(rt.Size())
+	}
+	if err := dist.BlockCyclic2D(opts.GridP, opts.GridQ).Check(rt.Size()); err != nil {
+		return nil, fmt.Errorf("cholesky: %w: %w", tiled.ErrBadOptions, err)
+	}
+	if opts.Precision == 32 {
+		return runDist[float32](ctx, rt, opts, w)
+	}
+	return runDist[float64](ctx, rt, opts, w)
+}
+
+func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+	n, b := opts.N, opts.Block
+	nt := n / b
+	sopts := []scheduler.Option{}
+	if opts.Policy != "" {
+		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
+	}
+	if opts.Workers > 0 {
+		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
+	}
+	sopts = append(sopts, opts.SchedulerOptions...)
+	d, err := rt.Scheduler(ctx, sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	a0 := tiled.SPD[T](n, opts.Seed) // the same on every rank
+	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)
+	tiles := make([][]*dist.Handle, nt)
+	for i := range nt {
+		tiles[i] = make([]*dist.Handle, i+1)
+		for j := 0; j <= i; j++ {
+			owner := grid.Owner(i, j)
+			var t []T
+			if owner == d.Rank() {
+				t = make([]T, b*b)
+			}
+			h, err := dist.Register(d, owner, t, b, b, scheduler.Named(fmt.Sprintf("A(%d,%d)", i, j)))
+			if err != nil {
+				return nil, fmt.Errorf("cholesky: %w", err)
+			}
+			tiles[i][j] = h
+		}
+	}
+	// Each run starts from A: a fill task on each tile's owner copies it in
+	// (a task, so that the distributed scheduler knows the owner holds the
+	// only valid version).
+	fill := &scheduler.Codelet{Name: "cholesky_fill", CPU: func(c *scheduler.Call) error {
+		at := c.Arg.(tile)
+		m := scheduler.MatrixOf[T](c, 0)
+		for r := range b {
+			copy(m.Data[r*m.Stride:r*m.Stride+b], a0[(at.i*b+r)*n+at.j*b:])
+		}
+		return nil
+	}}
+	cl := newCodelets[T]()
+	var kt kernelTimes
+	if d.Rank() == 0 {
+		kt = timeKernels[T](b)
+	}
+	var elapsed time.Duration
+	var sent dist.Stats
+	for it := 0; it <= opts.Warmup; it++ {
+		for i := range nt {
+			for j := 0; j <= i; j++ {
+				if err := d.Submit(ctx, fill, dist.W(tiles[i][j]), dist.Option(scheduler.WithArg(tile{i, j}))); err != nil {
+					return nil, fmt.Errorf("cholesky: %w", err)
+				}
+			}
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return nil, fmt.Errorf("cholesky: %w", err)
+		}
+		before := d.Stats()
+		if err := rt.Barrier(ctx); err != nil {
+			return nil, fmt.Errorf("cholesky: %w", err)
+		}
+		elapsed, err = factorDist(ctx, d, cl, tiles, w)
+		if err != nil {
+			return nil, err
+		}
+		after := d.Stats()
+		sent = dist.Stats{MessagesSent: after.MessagesSent - before.MessagesSent, BytesSent: after.BytesSent - before.BytesSent}
+	}
+	// The slowest rank's time is the factorization's.
+	secs, err := comm.AllReduce(ctx, rt.Comm(), []float64{elapsed.Seconds()}, comm.Max)
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	elapsed = time.Duration(secs[0] * float64(time.Second))
+	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{sent.MessagesSent, sent.BytesSent}, comm.Sum)
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
+	cnt := taskCounts(nt)
+	flops := linalg.CholeskyFlops(n)
+	res := &Result{
+		App: "cholesky", Layout: "tile", N: n, Block: b, Precision: opts.Precision,
+		Policy: d.Local().Policy(), Workers: len(d.Local().Workers()), Backend: linalg.Backend,
+		Tasks: cnt.total(), Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
+		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ),
+		Messages: totals[0], BytesSent: totals[1],
+	}
+	if d.Rank() == 0 {
+		seq := float64(cnt.potrf)*kt.potrf.Seconds() + float64(cnt.trsm)*kt.trsm.Seconds() +
+			float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
+		res.KernelGFlops = map[string]float64{
+			"potrf": tiled.GFlops(linalg.PotrfFlops(b), kt.potrf),
+			"trsm":  tiled.GFlops(linalg.TrsmFlops(b, b), kt.trsm),
+			"syrk":  tiled.GFlops(linalg.SyrkFlops(b, b), kt.syrk),
+			"gemm":  tiled.GFlops(linalg.GemmFlops(b, b, b), kt.gemm),
+		}
+		if seq > 0 {
+			res.SeqGFlops = flops / seq / 1e9
+			res.Efficiency = seq / (float64(res.Workers*rt.Size()) * elapsed.Seconds())
+		}
+	}
+	if opts.Check {
+		l, err := collect[T](ctx, d, tiles, n, b)
+		if err != nil {
+			return nil, err
+		}
+		if d.Rank() == 0 {
+			r, err := Residual(ctx, a0, l, n, b, res.Workers)
+			if err != nil {
+				return nil, err
+			}
+			res.Checked, res.Residual = true, r
+		}
+	}
+	return res, nil
+}
+
+// factorDist submits the tile tasks to d and waits for them on every rank;
+// it returns the time from the first submission to the end of WaitAll.
+func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]*dist.Handle, w io.Writer) (time.Duration, error) {
+	nt := len(tiles)
+	var bar *progress.Bar
+	if w != nil && d.Rank() == 0 {
+		bar = progress.New(w, "cholesky tasks (rank 0)", taskCounts(nt).total())
+	}
+	done := dist.Option(scheduler.WithCallback(func(*scheduler.Task) {
+		if bar != nil {
+			bar.Add(1)
+		}
+	}))
+	t0 := time.Now()
+	err := walkGraph(nt, func(c *scheduler.Codelet, prio int, at tile, acc ...access) error {
+		args := make([]dist.Arg, 0, len(acc)+3)
+		for _, a := range acc {
+			if a.write {
+				args = append(args, dist.RW(tiles[a.i][a.j]))
+			} else {
+				args = append(args, dist.R(tiles[a.i][a.j]))
+			}
+		}
+		args = append(args, dist.Option(scheduler.WithPriority(prio)), dist.Option(scheduler.WithArg(at)), done)
+		if err := d.Submit(ctx, c, args...); err != nil {
+			return fmt.Errorf("cholesky: submitting %s%v: %w", c.Name, at, err)
+		}
+		return nil
+	}, cl)
+	werr := d.WaitAll(ctx)
+	elapsed := time.Since(t0)
+	if bar != nil {
+		bar.Done()
+	}
+	if err == nil && werr != nil {
+		err = fmt.Errorf("cholesky: %w", werr)
+	}
+	return elapsed, err
+}
+
+// collect gathers the factor's tiles into one row-major n x n matrix on
+// rank 0, with one task there that reads every tile: the distributed
+// scheduler sends it each tile it lacks. Other ranks return nil.
+func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle, n, b int) ([]T, error) {
+	var l []T
+	if d.Rank() == 0 {
+		l = make([]T, n*n)
+	}
+	var pos []tile
+	args := []dist.Arg{dist.OnRank(0)}
+	for i := range tiles {
+		for j := range tiles[i] {
+			args = append(args, dist.R(tiles[i][j]))
+			pos = append(pos, tile{i, j})
+		}
+	}
+	gather := &scheduler.Codelet{Name: "cholesky_collect", CPU: func(c *scheduler.Call) error {
+		for k, at := range pos {
+			m := scheduler.MatrixOf[T](c, k)
+			for r := range b {
+				copy(l[(at.i*b+r)*n+at.j*b:(at.i*b+r)*n+at.j*b+b], m.Data[r*m.Stride:])
+			}
+		}
+		return nil
+	}}
+	if err := d.Submit(ctx, gather, args...); err != nil {
+		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
+	}
+	if err := d.WaitAll(ctx); err != nil {
+		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
+	}
+	return l, nil
+}

@@ -1,0 +1,61 @@
+package cholesky
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// The distributed factorization is correct on 1 to 4 in-process ranks, odd
+// grids included, in both precisions; rank 0's result names the ranks and
+// counts the tiles sent.
+func TestRunDistResidual(t *testing.T) {
+	for _, tc := range []struct{ ranks, p, q, prec int }{
+		{1, 0, 0, 64}, {2, 0, 0, 64}, {3, 0, 0, 32}, {4, 2, 2, 64}, {4, 1, 4, 32},
+	} {
+		t.Run(fmt.Sprintf("ranks=%d/grid=%dx%d/fp%d", tc.ranks, tc.p, tc.q, tc.prec), func(t *testing.T) {
+			opts := Options{N: 192, Block: 32, Precision: tc.prec, Check: true, Seed: 3, GridP: tc.p, GridQ: tc.q,
+				SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}
+			var res *Result
+			err := runtimeview.RunLocal(testCtx(t), tc.ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				r, err := RunDist(ctx, rt, opts, nil)
+				if err == nil && rt.Rank() == 0 {
+					res = r
+				}
+				return err
+			}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+			require.NoError(t, err)
+			require.NotNil(t, res)
+			assert.Equal(t, tc.ranks, res.Ranks)
+			assert.True(t, res.Checked)
+			assert.Less(t, res.Residual, Tolerance(tc.prec, opts.N))
+			assert.Equal(t, 6+15+15+20, res.Tasks)
+			if tc.ranks == 1 {
+				assert.Zero(t, res.Messages)
+			} else {
+				assert.Positive(t, res.Messages)
+				assert.Equal(t, res.Messages*int64(32*32*tc.prec/8), res.BytesSent, "every message is one tile")
+			}
+		})
+	}
+}
+
+// A grid that does not match the rank count is refused on every rank.
+func TestRunDistBadGrid(t *testing.T) {
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		_, err := RunDist(ctx, rt, Options{N: 64, Block: 32, GridP: 2, GridQ: 2}, nil)
+		if err == nil {
+			return fmt.Errorf("a 2x2 grid on 2 ranks was accepted")
+		}
+		assert.Contains(t, err.Error(), "2 x 2 process grid for 2 ranks")
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	require.NoError(t, err)
+}
