@@ -21,7 +21,11 @@ import (
 // Workers: on in-process ranks each gets GOMAXPROCS / Size (at least one),
 // so N ranks on one machine do not oversubscribe it; under MPI each rank
 // gets its GOMAXPROCS, which mpi.Init set to the rank's share of the cores
-// it may use. PZ_NCPU, or scheduler.WithWorkers among opts, overrides it.
+// it may use, and unless GOMAXPROCS is set in the environment the
+// runtime gets one more P for the goroutines that drive MPI's progress
+// (MPI moves data only inside MPI calls; without it a transfer waits for a
+// worker's task to end). PZ_NCPU, or scheduler.WithWorkers among opts,
+// overrides the worker count.
 func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) (*dist.Scheduler, error) {
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
@@ -37,6 +41,12 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		all = append(all, scheduler.WithWorkers(workers))
 	}
 	all = append(all, opts...)
+	if rt.backend != Local && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) <= workers {
+		// MPI progresses only inside MPI calls: the goroutines that make
+		// them (comm/mpi's progress engine, dist's progress loop) need a P
+		// while every worker computes, or transfers wait for a task's end.
+		runtime.GOMAXPROCS(workers + 1)
+	}
 	ls, err := scheduler.New(ctx, all...)
 	if err != nil {
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
