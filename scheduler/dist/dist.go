@@ -65,9 +65,11 @@ type Scheduler struct {
 	sendCl, recvCl *scheduler.Codelet
 
 	failMu sync.Mutex
-	failed error                  // first failure seen here (local task, or a peer's message)
-	recvs  map[uint64]func(error) // dones of pending receives, to fail them; guarded by failMu
-	nrecv  uint64
+	failed error                  // first failure seen here (local task, a peer's message, a graph mismatch)
+	xfers  map[uint64]func(error) // dones of transfers in flight, to end them on a failure; guarded by failMu
+	nxfer  uint64
+
+	check graphCheck // guarded by mu
 
 	bytesSent atomic.Int64
 	msgsSent  atomic.Int64
@@ -87,7 +89,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler) (*Schedul
 		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
 	}
 	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
-		recvs: map[uint64]func(error){}}
+		xfers: map[uint64]func(error){}}
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -149,8 +151,8 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 }
 
 // fail records the first failure; a local one is announced to every other
-// rank. Either way the pending receives, which may wait for data the
-// failure will never let come, fail with it.
+// rank. Either way the transfers in flight, whose peers may never take
+// part, fail with it.
 func (d *Scheduler) fail(err error, local bool) {
 	d.failMu.Lock()
 	if d.failed != nil {
@@ -158,11 +160,11 @@ func (d *Scheduler) fail(err error, local bool) {
 		return
 	}
 	d.failed = err
-	var recvs []func(error)
-	for _, done := range d.recvs {
-		recvs = append(recvs, done)
+	var xfers []func(error)
+	for _, done := range d.xfers {
+		xfers = append(xfers, done)
 	}
-	clear(d.recvs)
+	clear(d.xfers)
 	d.failMu.Unlock()
 	if local {
 		msg := make([]byte, 1, ctrlSize)
@@ -181,7 +183,7 @@ func (d *Scheduler) fail(err error, local bool) {
 			}
 		}
 	}
-	for _, done := range recvs {
+	for _, done := range xfers {
 		done(err)
 	}
 }
@@ -227,6 +229,22 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if d.closed {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll: %w", ErrClosed)
+	}
+	if err := d.failure(); errors.Is(err, ErrGraphMismatch) {
+		d.mu.Unlock()
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+	}
+	// Compare the last submissions before waiting: ranks whose graphs
+	// differ would wait for each other's data for ever.
+	cerr := d.check.flush(ctx, d.c)
+	if cerr == nil {
+		cerr = d.check.settle(ctx, d.c)
+	}
+	if cerr != nil {
+		d.mu.Unlock()
+		d.fail(cerr, false)
+		_ = d.local.WaitAll(ctx)
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
 	}
 	for _, h := range d.handles {
 		if h.writer != h.owner && !h.holds(h.owner) {

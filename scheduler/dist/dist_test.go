@@ -319,3 +319,69 @@ func TestBadInput(t *testing.T) {
 }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// Ranks that submit different graphs are told so, on every rank, within two
+// windows of submissions, naming the first submission that differs; nobody
+// hangs waiting for data the other graph never produces.
+func TestGraphMismatch(t *testing.T) {
+	other := &scheduler.Codelet{Name: "other", CPU: func(*scheduler.Call) error { return nil }}
+	for _, tc := range []struct {
+		name string
+		at   int // the first differing submission
+		diff func(d *dist.Scheduler, i int, hs []*dist.Handle) (cl *scheduler.Codelet, args []dist.Arg, stop bool)
+		want string
+	}{
+		{"codelet", 10, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
+			return other, []dist.Arg{dist.RW(hs[i%4]), dist.R(hs[(i+1)%4])}, false
+		}, `codelet "other"`},
+		{"mode", 70, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
+			return nil, []dist.Arg{dist.RW(hs[i%4]), dist.RW(hs[(i+1)%4])}, false
+		}, "RW(#"},
+		{"shorter", 90, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
+			return nil, nil, true
+		}, "(no submission)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := make([]error, 3)
+			err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+				hs := make([]*dist.Handle, 4)
+				for h := range hs {
+					var data []int64
+					if h%3 == d.Rank() {
+						data = make([]int64, vecLen)
+					}
+					var err error
+					if hs[h], err = dist.Register(d, h%3, data, vecLen, 1); err != nil {
+						return err
+					}
+				}
+				for i := range 100 {
+					cl, args := apply, []dist.Arg{dist.RW(hs[i%4]), dist.R(hs[(i+1)%4])}
+					if d.Rank() == 1 && i >= tc.at {
+						c, a, stop := tc.diff(d, i, hs)
+						if stop {
+							break
+						}
+						if c != nil {
+							cl = c
+						}
+						args = a
+					}
+					args = append(args, dist.Option(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1})))
+					if err := d.Submit(ctx, cl, args...); err != nil {
+						errs[d.Rank()] = err
+						return nil
+					}
+				}
+				errs[d.Rank()] = d.WaitAll(ctx)
+				return nil
+			})
+			require.NoError(t, err)
+			for r, e := range errs {
+				require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
+				assert.Contains(t, e.Error(), fmt.Sprintf("submission #%d", tc.at), "rank %d", r)
+				assert.Contains(t, e.Error(), tc.want, "rank %d", r)
+			}
+		})
+	}
+}

@@ -227,6 +227,16 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			}
 		}
 	}
+	sub := submission{codelet: cl.Name, onRank: run}
+	for _, a := range args {
+		if a.h != nil && a.rank == 0 && a.opt == nil {
+			sub.access = append(sub.access, accessDesc{a.h.id, a.mode})
+		}
+	}
+	if err := d.check.add(ctx, d.c, sub); err != nil {
+		d.fail(err, false)
+		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
+	}
 	switch {
 	case run >= 0:
 	case firstW != nil:
@@ -313,10 +323,14 @@ type xfer struct {
 // sendCl).
 func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
+	finish, ok := d.track(done)
+	if !ok {
+		return
+	}
 	buf := x.h.raw(x.h.data)
 	req, err := d.c.Isend(buf, x.peer, x.h.id+1)
 	if err != nil {
-		done(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
+		finish(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
 		return
 	}
 	d.msgsSent.Add(1)
@@ -325,29 +339,40 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 		if err != nil {
 			err = fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err)
 		}
-		done(err)
+		finish(err)
 	})
 }
 
-// startRecv receives the handle into this rank's copy (Detached of
-// recvCl). A failure anywhere fails it, since its data may never come.
-func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
-	x := t.Arg.(*xfer)
+// track registers the done function of a transfer, so that a failure can
+// end it (its peer may never take part); it returns the function that
+// completes it, or false if the scheduler already failed (done was called
+// with the failure).
+func (d *Scheduler) track(done func(error)) (func(error), bool) {
 	d.failMu.Lock()
 	if err := d.failed; err != nil {
 		d.failMu.Unlock()
 		done(err)
-		return
+		return nil, false
 	}
-	d.nrecv++
-	key := d.nrecv
-	d.recvs[key] = done
+	d.nxfer++
+	key := d.nxfer
+	d.xfers[key] = done
 	d.failMu.Unlock()
-	finish := func(err error) {
+	return func(err error) {
 		d.failMu.Lock()
-		delete(d.recvs, key)
+		delete(d.xfers, key)
 		d.failMu.Unlock()
 		done(err)
+	}, true
+}
+
+// startRecv receives the handle into this rank's copy (Detached of
+// recvCl).
+func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
+	x := t.Arg.(*xfer)
+	finish, ok := d.track(done)
+	if !ok {
+		return
 	}
 	req, err := d.c.Irecv(x.h.raw(x.h.data), x.peer, x.h.id+1)
 	if err != nil {

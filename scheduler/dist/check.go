@@ -1,0 +1,180 @@
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// ErrGraphMismatch: ranks submitted different graphs.
+var ErrGraphMismatch = errors.New("dist: ranks submitted different task graphs")
+
+// checkWindow is the number of submissions whose fingerprints the ranks
+// compare at once: a rank that submits something else than the others is
+// caught within two windows.
+const checkWindow = 64
+
+// submission describes one Submit, as the ranks compare it.
+type submission struct {
+	seq     int
+	codelet string
+	access  []accessDesc
+	onRank  int // -1 if none
+}
+
+type accessDesc struct {
+	id   int
+	mode scheduler.Mode
+}
+
+func (s submission) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "submission #%d: codelet %q", s.seq, s.codelet)
+	for _, a := range s.access {
+		fmt.Fprintf(&b, " %v(#%d)", a.mode, a.id)
+	}
+	if s.onRank >= 0 {
+		fmt.Fprintf(&b, " on rank %d", s.onRank)
+	}
+	return b.String()
+}
+
+// graphCheck compares the ranks' submissions window by window: at the end
+// of a window each rank starts a non-blocking AllReduce of the window's
+// hash (its max and its negated min: equal on every rank only if every
+// hash is); the result is looked at when the next window ends, or at
+// WaitAll, so that submission never waits for it. On a mismatch the ranks
+// exchange the window's submissions and name the first that differs.
+type graphCheck struct {
+	n       int          // submissions so far
+	window  []submission // the current window
+	pending *pendingCheck
+}
+
+type pendingCheck struct {
+	req    comm.Request
+	in     [3]int64 // hash, -hash, count
+	out    [3]int64
+	window []submission
+}
+
+// add records one submission; at a window's end it starts the comparison
+// and returns the previous window's verdict (nil, or an error naming the
+// first differing submission).
+func (g *graphCheck) add(ctx context.Context, c comm.Comm, s submission) error {
+	s.seq = g.n
+	g.n++
+	g.window = append(g.window, s)
+	if len(g.window) < checkWindow {
+		return nil
+	}
+	return g.flush(ctx, c)
+}
+
+// flush ends the current window: it waits for the previous comparison,
+// starts this window's, and returns the previous verdict.
+func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
+	if err := g.settle(ctx, c); err != nil {
+		return err
+	}
+	h := windowHash(g.window)
+	p := &pendingCheck{window: g.window}
+	p.in = [3]int64{int64(h), -int64(h), int64(len(g.window))}
+	g.window = nil
+	req, err := c.Iallreduce(comm.BufOf(p.in[:]), comm.BufOf(p.out[:]), comm.Max)
+	if err != nil {
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
+	}
+	p.req = req
+	g.pending = p
+	return nil
+}
+
+// settle waits for the comparison in flight, if any, and returns its
+// verdict.
+func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
+	p := g.pending
+	if p == nil {
+		return nil
+	}
+	g.pending = nil
+	if _, err := p.req.Wait(ctx); err != nil {
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
+	}
+	// Max of hash and of -hash: all equal iff max == -(-min) == min. The
+	// count's max equals this rank's count on every rank only if all agree,
+	// which the hash covers too (it includes the count).
+	if p.out[0] == -p.out[1] && p.out[2] == p.in[2] {
+		return nil
+	}
+	all, err := comm.AllGatherValues(ctx, c, describe(p.window))
+	if err != nil {
+		return fmt.Errorf("%w (and exchanging the submissions: %v)", ErrGraphMismatch, err)
+	}
+	return firstDifference(all)
+}
+
+// describe lists a window's submissions as strings, for the exchange.
+func describe(w []submission) []string {
+	out := make([]string, len(w))
+	for i, s := range w {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// firstDifference names the first position where some rank's submission
+// differs from rank 0's. The result is the same on every rank.
+func firstDifference(all [][]string) error {
+	longest := 0
+	for _, w := range all {
+		longest = max(longest, len(w))
+	}
+	for i := range longest {
+		ref := "(no submission)"
+		if i < len(all[0]) {
+			ref = all[0][i]
+		}
+		for r := 1; r < len(all); r++ {
+			got := "(no submission)"
+			if i < len(all[r]) {
+				got = all[r][i]
+			}
+			if got != ref {
+				return fmt.Errorf("%w: rank 0 made %s; rank %d made %s", ErrGraphMismatch, ref, r, got)
+			}
+		}
+	}
+	return fmt.Errorf("%w: the windows' hashes differ but their submissions read the same", ErrGraphMismatch)
+}
+
+// windowHash is a deterministic 64-bit FNV-1a hash of a window's
+// submissions, the same on every rank and process.
+func windowHash(w []submission) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for range 8 {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	for _, s := range w {
+		mix(uint64(s.seq))
+		for i := 0; i < len(s.codelet); i++ {
+			h ^= uint64(s.codelet[i])
+			h *= 1099511628211
+		}
+		mix(uint64(len(s.access)))
+		for _, a := range s.access {
+			mix(uint64(a.id))
+			mix(uint64(a.mode))
+		}
+		mix(uint64(int64(s.onRank)))
+	}
+	return h
+}
