@@ -57,8 +57,8 @@ type graphCheck struct {
 
 type pendingCheck struct {
 	req    comm.Request
-	in     [3]int64 // hash, -hash, count
-	out    [3]int64
+	in     []int64 // hash, -hash, count (own allocations: cgo refuses memory next to Go pointers)
+	out    []int64
 	window []submission
 }
 
@@ -82,10 +82,9 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 		return err
 	}
 	h := windowHash(g.window)
-	p := &pendingCheck{window: g.window}
-	p.in = [3]int64{int64(h), -int64(h), int64(len(g.window))}
+	p := &pendingCheck{window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3)}
 	g.window = nil
-	req, err := c.Iallreduce(comm.BufOf(p.in[:]), comm.BufOf(p.out[:]), comm.Max)
+	req, err := c.Iallreduce(comm.BufOf(p.in), comm.BufOf(p.out), comm.Max)
 	if err != nil {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
