@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -122,3 +123,14 @@ func (e *canceledError) Error() string {
 }
 
 func (e *canceledError) Unwrap() []error { return []error{ErrCanceled, e.cause} }
+
+// ctxErr is ctx's error, with its cause when the context was canceled with
+// one (context.WithCancelCause): errors.Is still finds context.Canceled,
+// and the message says why.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}

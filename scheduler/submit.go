@@ -121,7 +121,7 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 	// locks a cancelable context's mutex (shared by all submitters).
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctx.Err())
+		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctxErr(ctx))
 	default:
 	}
 	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {

@@ -377,7 +377,7 @@ func (t *Task) Wait(ctx context.Context) error {
 	case <-t.Done():
 		return t.Err()
 	case <-ctx.Done():
-		return fmt.Errorf("scheduler: waiting for task %q: %w", t.Codelet.name(), ctx.Err())
+		return fmt.Errorf("scheduler: waiting for task %q: %w", t.Codelet.name(), ctxErr(ctx))
 	}
 }
 

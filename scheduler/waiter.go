@@ -49,7 +49,7 @@ func (z *zeroWaiter) wait(ctx context.Context) error {
 			z.nw.Add(-1)
 		case <-ctx.Done():
 			z.nw.Add(-1)
-			return ctx.Err()
+			return ctxErr(ctx)
 		}
 	}
 	return nil

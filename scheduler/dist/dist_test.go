@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -384,4 +386,125 @@ func TestGraphMismatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Canceling the context on every rank returns from WaitAll at once, even
+// while a rank waits for data a running task has not produced; Close then
+// returns and no goroutine is left.
+func TestCancelWaitAll(t *testing.T) {
+	before := runtime.NumGoroutine()
+	release := make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+	use := &scheduler.Codelet{Name: "use", CPU: func(*scheduler.Call) error { return nil }}
+	started := make(chan struct{})
+	var once sync.Once
+	errs := make([]error, 2)
+	err := local.Run(context.Background(), 2, func(_ context.Context, c comm.Comm) error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		hs := make([]*dist.Handle, 2)
+		for r := range 2 {
+			var data []int64
+			if r == c.Rank() {
+				data = make([]int64, 10)
+			}
+			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
+				return err
+			}
+		}
+		marker := dist.Option(scheduler.WithCallback(func(*scheduler.Task) {}))
+		blockStart := &scheduler.Codelet{Name: "block", CPU: func(call *scheduler.Call) error {
+			once.Do(func() { close(started) })
+			return block.CPU(call)
+		}}
+		if err := d.Submit(ctx, blockStart, dist.RW(hs[0]), marker); err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, use, dist.RW(hs[1]), dist.R(hs[0])); err != nil {
+			return err
+		}
+		<-started // rank 0's task runs; rank 1 waits for its result
+		cancel()
+		errs[c.Rank()] = d.WaitAll(ctx)
+		if c.Rank() == 0 {
+			close(release)
+		}
+		if err := d.Close(); err != nil {
+			return err
+		}
+		// The local scheduler reports the transfers the cancellation ended.
+		if err := ls.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, context.Canceled, "rank %d", r)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("goroutines: %d before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// A rank that fails outright (its function returns an error) while others
+// wait for its data: every other rank's error names it, wherever they were.
+func TestRankFailsOutright(t *testing.T) {
+	boom := errors.New("rank gave up")
+	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		hs := make([]*dist.Handle, 3)
+		for r := range 3 {
+			var data []int64
+			if r == d.Rank() {
+				data = make([]int64, 10)
+			}
+			var err error
+			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
+				return err
+			}
+		}
+		if d.Rank() == 2 {
+			return boom // before submitting what the others need
+		}
+		arg := dist.Option(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))
+		for r := range 3 {
+			if err := d.Submit(ctx, apply, dist.RW(hs[r]), arg); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, apply, dist.RW(hs[0]), dist.R(hs[2]), arg); err != nil {
+			return err
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		return errors.New("WaitAll succeeded without rank 2")
+	})
+	var joined interface{ Unwrap() []error }
+	require.ErrorAs(t, err, &joined)
+	seen := map[int]bool{}
+	for _, e := range joined.Unwrap() {
+		var re *comm.RankError
+		require.ErrorAs(t, e, &re)
+		seen[re.Rank] = true
+		if re.Rank == 2 {
+			require.ErrorIs(t, re.Err, boom)
+			continue
+		}
+		assert.Contains(t, re.Err.Error(), "rank 2 failed: rank gave up", "rank %d", re.Rank)
+	}
+	assert.Len(t, seen, 3, "every rank failed")
 }
