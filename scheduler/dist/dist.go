@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -40,6 +43,7 @@ const ctrlSize = 1024
 const (
 	ctrlFailed byte = 1 + iota // a task failed on the sender; text follows
 	ctrlClose                  // self-sent by Close to end the control receive
+	ctrlLeft                   // the sender left WaitAll early (its context ended); text follows
 )
 
 // Scheduler runs one task graph across the ranks of a communicator,
@@ -65,11 +69,18 @@ type Scheduler struct {
 	sendCl, recvCl *scheduler.Codelet
 
 	failMu sync.Mutex
-	failed error                  // first failure seen here (local task, a peer's message, a graph mismatch)
-	xfers  map[uint64]func(error) // dones of transfers in flight, to end them on a failure; guarded by failMu
+	failed error               // first failure seen here (local task, a peer's message, a graph mismatch)
+	xfers  map[uint64]inflight // transfers in flight, to end them on a failure and explain a stall; guarded by failMu
 	nxfer  uint64
 
+	peerLeft    error                   // a rank left WaitAll early: no agreement with it; guarded by failMu
+	cancelAgree context.CancelCauseFunc // ends WaitAll's agreement when a peer leaves; guarded by failMu
+
 	check graphCheck // guarded by mu
+
+	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock
+	stall      time.Duration
+	report     func(string)
 
 	bytesSent atomic.Int64
 	msgsSent  atomic.Int64
@@ -80,7 +91,7 @@ type Scheduler struct {
 // rank's tasks on local. It duplicates c (a collective: every rank calls
 // New at the same point), so that its transfers never match the
 // application's messages. Close it before local.
-func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler) (*Scheduler, error) {
+func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...Option) (*Scheduler, error) {
 	if c == nil || local == nil {
 		return nil, fmt.Errorf("dist: New: %w: a communicator and a local scheduler are required", comm.ErrInvalidArg)
 	}
@@ -89,7 +100,10 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler) (*Schedul
 		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
 	}
 	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
-		xfers: map[uint64]func(error){}}
+		xfers: map[uint64]inflight{}, stall: defaultStall, report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	for _, o := range opts {
+		o(d)
+	}
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -144,6 +158,16 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		return
 	case ctrlFailed:
 		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), false)
+	case ctrlLeft:
+		err := fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count])
+		d.fail(err, false)
+		d.failMu.Lock()
+		d.peerLeft = err
+		cancel := d.cancelAgree
+		d.failMu.Unlock()
+		if cancel != nil {
+			cancel(err)
+		}
 	}
 	if err := d.postCtrl(); err != nil {
 		d.fail(err, false)
@@ -161,30 +185,34 @@ func (d *Scheduler) fail(err error, local bool) {
 	}
 	d.failed = err
 	var xfers []func(error)
-	for _, done := range d.xfers {
-		xfers = append(xfers, done)
+	for _, x := range d.xfers {
+		xfers = append(xfers, x.done)
 	}
 	clear(d.xfers)
 	d.failMu.Unlock()
 	if local {
-		msg := make([]byte, 1, ctrlSize)
-		msg[0] = ctrlFailed
-		text := err.Error()
-		if len(text) > ctrlSize-1 {
-			text = text[:ctrlSize-1]
-		}
-		msg = append(msg, text...)
-		for r := range d.size {
-			if r == d.rank {
-				continue
-			}
-			if req, serr := d.c.Isend(comm.Buf{Bytes: msg, Type: comm.Uint8}, r, ctrlTag); serr == nil {
-				d.prog.add(req, func(comm.Status, error) {})
-			}
-		}
+		d.announce(ctrlFailed, err.Error())
 	}
 	for _, done := range xfers {
 		done(err)
+	}
+}
+
+// announce sends a control message to every other rank.
+func (d *Scheduler) announce(kind byte, text string) {
+	msg := make([]byte, 1, ctrlSize)
+	msg[0] = kind
+	if len(text) > ctrlSize-1 {
+		text = text[:ctrlSize-1]
+	}
+	msg = append(msg, text...)
+	for r := range d.size {
+		if r == d.rank {
+			continue
+		}
+		if req, err := d.c.Isend(comm.Buf{Bytes: msg, Type: comm.Uint8}, r, ctrlTag); err == nil {
+			d.prog.add(req, func(comm.Status, error) {})
+		}
 	}
 }
 
@@ -206,6 +234,9 @@ func (d *Scheduler) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	// Transfers still in flight would never complete once the progress
+	// loop stops: end them, so that the local scheduler can drain.
+	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), false)
 	// End this rank's own control receive with a message to itself.
 	var errs []error
 	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil {
@@ -252,9 +283,14 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
+	stop := d.watch()
 	lerr := d.local.WaitAll(ctx)
+	stop()
 	if lerr != nil && ctx.Err() != nil {
-		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, lerr)
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
+		// The other ranks must not wait for this one in the agreement.
+		d.announce(ctrlLeft, err.Error())
+		return err
 	}
 	if ferr := d.failure(); ferr != nil && lerr == nil {
 		lerr = ferr
@@ -263,8 +299,25 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if lerr != nil {
 		msg = lerr.Error()
 	}
-	all, err := comm.AllGatherValues(ctx, d.c, msg)
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.failMu.Lock()
+	left := d.peerLeft
+	d.cancelAgree = cancel
+	d.failMu.Unlock()
+	defer func() {
+		d.failMu.Lock()
+		d.cancelAgree = nil
+		d.failMu.Unlock()
+	}()
+	if left != nil {
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, left)
+	}
+	all, err := comm.AllGatherValues(actx, d.c, msg)
 	if err != nil {
+		if cause := context.Cause(actx); cause != nil && ctx.Err() == nil {
+			err = cause // a peer left
+		}
 		if lerr != nil {
 			return fmt.Errorf("dist: WaitAll on rank %d: %w (and agreeing on the outcome: %v)", d.rank, lerr, err)
 		}
@@ -287,4 +340,77 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", ErrRankFailed, strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// An Option configures New.
+type Option func(*Scheduler)
+
+// defaultStall is how long WaitAll waits without any task or transfer
+// completing on its rank before it reports what the rank waits for.
+const defaultStall = time.Minute
+
+// WithStallReport sets how long WaitAll may see nothing complete on its rank
+// before it calls report with what the rank waits for (default: a minute,
+// printed on stderr); it reports again after each such period. A zero
+// duration turns the report off.
+func WithStallReport(after time.Duration, report func(explanation string)) Option {
+	return func(d *Scheduler) { d.stall, d.report = after, report }
+}
+
+// inflight is a transfer in flight: how to end it, and what it is.
+type inflight struct {
+	done func(error)
+	what string
+}
+
+// watch reports stalls while WaitAll waits; the returned function stops it.
+func (d *Scheduler) watch() (stop func()) {
+	if d.stall <= 0 || d.report == nil {
+		return func() {}
+	}
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(min(d.stall/4, time.Second))
+		defer tick.Stop()
+		last, since := d.progressed.Load(), time.Now()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				if p := d.progressed.Load(); p != last {
+					last, since = p, now
+				} else if now.Sub(since) >= d.stall {
+					d.report(fmt.Sprintf("dist: rank %d: nothing completed for %v; %s", d.rank, now.Sub(since).Round(time.Second), d.explain()))
+					since = now
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-exited
+	}
+}
+
+// explain says what this rank's transfers in flight wait for.
+func (d *Scheduler) explain() string {
+	d.failMu.Lock()
+	var what []string
+	for _, x := range d.xfers {
+		what = append(what, x.what)
+	}
+	d.failMu.Unlock()
+	if len(what) == 0 {
+		return fmt.Sprintf("rank %d has no transfer in flight (its own tasks are running or waiting for each other)", d.rank)
+	}
+	slices.Sort(what)
+	const most = 8
+	more := ""
+	if len(what) > most {
+		more = fmt.Sprintf(" and %d more", len(what)-most)
+		what = what[:most]
+	}
+	return fmt.Sprintf("rank %d waits for %d transfers: %s%s", d.rank, len(what), strings.Join(what, "; "), more)
 }

@@ -171,7 +171,7 @@ func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error
 		if o.onRank >= 0 {
 			args = append(args, dist.OnRank(o.onRank))
 		}
-		args = append(args, dist.Option(scheduler.WithArg(o)))
+		args = append(args, dist.With(scheduler.WithArg(o)))
 		if err := d.Submit(ctx, apply, args...); err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func TestGraphMismatch(t *testing.T) {
 						}
 						args = a
 					}
-					args = append(args, dist.Option(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1})))
+					args = append(args, dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1})))
 					if err := d.Submit(ctx, cl, args...); err != nil {
 						errs[d.Rank()] = err
 						return nil
@@ -420,7 +420,7 @@ func TestCancelWaitAll(t *testing.T) {
 				return err
 			}
 		}
-		marker := dist.Option(scheduler.WithCallback(func(*scheduler.Task) {}))
+		marker := dist.With(scheduler.WithCallback(func(*scheduler.Task) {}))
 		blockStart := &scheduler.Codelet{Name: "block", CPU: func(call *scheduler.Call) error {
 			once.Do(func() { close(started) })
 			return block.CPU(call)
@@ -479,7 +479,7 @@ func TestRankFailsOutright(t *testing.T) {
 		if d.Rank() == 2 {
 			return boom // before submitting what the others need
 		}
-		arg := dist.Option(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))
+		arg := dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))
 		for r := range 3 {
 			if err := d.Submit(ctx, apply, dist.RW(hs[r]), arg); err != nil {
 				return err
@@ -507,4 +507,67 @@ func TestRankFailsOutright(t *testing.T) {
 		assert.Contains(t, re.Err.Error(), "rank 2 failed: rank gave up", "rank %d", re.Rank)
 	}
 	assert.Len(t, seen, 3, "every rank failed")
+}
+
+// A rank that waits for data that does not come explains itself: the stall
+// report names the transfer, and WaitAll ended by its context returns it.
+func TestStallExplained(t *testing.T) {
+	release := make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+	var report string
+	var waitErr error
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		// Rank 1's WaitAll ends when the stall is reported.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var opts []dist.Option
+		if c.Rank() == 1 {
+			opts = append(opts, dist.WithStallReport(20*time.Millisecond, func(s string) {
+				if report == "" {
+					report = s
+				}
+				cancel()
+			}))
+		}
+		d, err := dist.New(ctx, c, ls, opts...)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		hs := make([]*dist.Handle, 2)
+		for r := range 2 {
+			var data []int64
+			if r == c.Rank() {
+				data = make([]int64, 10)
+			}
+			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, block, dist.RW(hs[0])); err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, apply, dist.RW(hs[1]), dist.R(hs[0]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			waitErr = d.WaitAll(wctx)
+			close(release)
+			return nil
+		}
+		return d.WaitAll(ctx)
+	})
+	// Rank 0 is told that rank 1 left instead of waiting for it.
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rank 0: dist: WaitAll on rank 0:")
+	assert.Contains(t, err.Error(), "rank 1 left WaitAll")
+	assert.Contains(t, report, "nothing completed for")
+	assert.Contains(t, report, "receiving handle #0 (owner 0) from rank 0")
+	require.ErrorIs(t, waitErr, context.Canceled)
+	assert.Contains(t, waitErr.Error(), "receiving handle #0 (owner 0) from rank 0")
 }

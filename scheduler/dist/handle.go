@@ -153,7 +153,7 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 }
 
 // An Arg is an argument of Submit: a data access (R, W, RW, Commute,
-// Scratch), a placement (OnRank) or an option of the local task (Option).
+// Scratch), a placement (OnRank) or an option of the local task (With).
 type Arg struct {
 	h    *Handle
 	mode scheduler.Mode
@@ -182,9 +182,9 @@ func Scratch(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeScratch} }
 // OnRank runs the task on rank r instead of the owner of what it writes.
 func OnRank(r int) Arg { return Arg{rank: r + 1} }
 
-// Option passes a task option (scheduler.WithPriority, WithArg, WithTag,
+// With passes a task option (scheduler.WithPriority, WithArg, WithTag,
 // ...) to the local task on the rank that runs it.
-func Option(a scheduler.Arg) Arg { return Arg{opt: &a} }
+func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 
 // Submit submits a task of cl with the given accesses on every rank: each
 // rank calls it with the same codelet, handles and modes, in the same
@@ -282,8 +282,10 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	return nil
 }
 
-// onTaskDone announces a failed task to the other ranks.
+// onTaskDone counts a completed task and announces a failed one to the
+// other ranks.
 func (d *Scheduler) onTaskDone(t *scheduler.Task) {
+	d.progressed.Add(1)
 	if err := t.Err(); err != nil {
 		d.fail(fmt.Errorf("rank %d: %w", d.rank, err), true)
 	}
@@ -323,7 +325,7 @@ type xfer struct {
 // sendCl).
 func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
-	finish, ok := d.track(done)
+	finish, ok := d.track(done, fmt.Sprintf("sending %v to rank %d", x.h, x.peer))
 	if !ok {
 		return
 	}
@@ -347,7 +349,7 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 // end it (its peer may never take part); it returns the function that
 // completes it, or false if the scheduler already failed (done was called
 // with the failure).
-func (d *Scheduler) track(done func(error)) (func(error), bool) {
+func (d *Scheduler) track(done func(error), what string) (func(error), bool) {
 	d.failMu.Lock()
 	if err := d.failed; err != nil {
 		d.failMu.Unlock()
@@ -356,12 +358,13 @@ func (d *Scheduler) track(done func(error)) (func(error), bool) {
 	}
 	d.nxfer++
 	key := d.nxfer
-	d.xfers[key] = done
+	d.xfers[key] = inflight{done, what}
 	d.failMu.Unlock()
 	return func(err error) {
 		d.failMu.Lock()
 		delete(d.xfers, key)
 		d.failMu.Unlock()
+		d.progressed.Add(1)
 		done(err)
 	}, true
 }
@@ -370,7 +373,7 @@ func (d *Scheduler) track(done func(error)) (func(error), bool) {
 // recvCl).
 func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
-	finish, ok := d.track(done)
+	finish, ok := d.track(done, fmt.Sprintf("receiving %v from rank %d", x.h, x.peer))
 	if !ok {
 		return
 	}

@@ -102,7 +102,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	for it := 0; it <= opts.Warmup; it++ {
 		for i := range nt {
 			for j := 0; j <= i; j++ {
-				if err := d.Submit(ctx, fill, dist.W(tiles[i][j]), dist.Option(scheduler.WithArg(tile{i, j}))); err != nil {
+				if err := d.Submit(ctx, fill, dist.W(tiles[i][j]), dist.With(scheduler.WithArg(tile{i, j}))); err != nil {
 					return nil, fmt.Errorf("cholesky: %w", err)
 				}
 			}
@@ -178,7 +178,7 @@ func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]
 	if w != nil && d.Rank() == 0 {
 		bar = progress.New(w, "cholesky tasks (rank 0)", taskCounts(nt).total())
 	}
-	done := dist.Option(scheduler.WithCallback(func(*scheduler.Task) {
+	done := dist.With(scheduler.WithCallback(func(*scheduler.Task) {
 		if bar != nil {
 			bar.Add(1)
 		}
@@ -193,7 +193,7 @@ func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]
 				args = append(args, dist.R(tiles[a.i][a.j]))
 			}
 		}
-		args = append(args, dist.Option(scheduler.WithPriority(prio)), dist.Option(scheduler.WithArg(at)), done)
+		args = append(args, dist.With(scheduler.WithPriority(prio)), dist.With(scheduler.WithArg(at)), done)
 		if err := d.Submit(ctx, c, args...); err != nil {
 			return fmt.Errorf("cholesky: submitting %s%v: %w", c.Name, at, err)
 		}
