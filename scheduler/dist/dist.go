@@ -277,10 +277,22 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		_ = d.local.WaitAll(ctx)
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
 	}
+	var werr error
 	for _, h := range d.handles {
-		if h.writer != h.owner && !h.holds(h.owner) {
-			d.transferLocked(ctx, h, h.writer, h.owner)
+		if h.phase != nil {
+			werr = errors.Join(werr, d.endReduxLocked(ctx, h))
 		}
+	}
+	for _, h := range d.handles {
+		if h.writer != h.owner && !h.holds(h.owner) && !h.isPartial {
+			werr = errors.Join(werr, d.transferLocked(ctx, h, h.writer, h.owner))
+		}
+	}
+	if werr != nil {
+		d.mu.Unlock()
+		d.fail(werr, true)
+		_ = d.local.WaitAll(ctx)
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
 	}
 	d.mu.Unlock()
 	stop := d.watch()

@@ -64,9 +64,11 @@ func randomGraph(seed uint64, nh, ntasks, ranks int) (owners []int, ops []op) {
 	}
 	for range ntasks {
 		o := op{target: rng.IntN(nh), add: int64(rng.IntN(100)), onRank: -1}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			o.mode = scheduler.ModeW
+		case 1:
+			o.mode = scheduler.ModeRedux
 		default:
 			o.mode = scheduler.ModeRW
 		}
@@ -75,7 +77,7 @@ func randomGraph(seed uint64, nh, ntasks, ranks int) (owners []int, ops []op) {
 				o.reads = append(o.reads, r)
 			}
 		}
-		if rng.IntN(5) == 0 {
+		if rng.IntN(5) == 0 || o.mode == scheduler.ModeRedux && rng.IntN(2) == 0 {
 			o.onRank = rng.IntN(ranks)
 		}
 		ops = append(ops, o)
@@ -94,9 +96,27 @@ func (o op) apply(target []int64, reads [][]int64) {
 		for _, r := range reads {
 			v += r[i]
 		}
+		if o.mode == scheduler.ModeRedux {
+			v += target[i] // a sum: the order of contributions does not matter
+		}
 		target[i] = v
 	}
 }
+
+// zero and add are the reduction of the random graphs' Redux accesses.
+var (
+	zero = &scheduler.Codelet{Name: "zero", CPU: func(c *scheduler.Call) error {
+		clear(scheduler.VectorOf[int64](c, 0))
+		return nil
+	}}
+	add = &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		dst, src := scheduler.VectorOf[int64](c, 0), scheduler.VectorOf[int64](c, 1)
+		for i := range dst {
+			dst[i] += src[i]
+		}
+		return nil
+	}}
+)
 
 func sequential(nh int, ops []op) [][]int64 {
 	data := make([][]int64, nh)
@@ -159,11 +179,17 @@ func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error
 		if hs[h], err = dist.Register(d, owners[h], data, vecLen, 1); err != nil {
 			return err
 		}
+		if err := hs[h].SetReduction(zero, add); err != nil {
+			return err
+		}
 	}
 	for _, o := range ops {
 		args := []dist.Arg{dist.RW(hs[o.target])}
-		if o.mode == scheduler.ModeW {
+		switch o.mode {
+		case scheduler.ModeW:
 			args[0] = dist.W(hs[o.target])
+		case scheduler.ModeRedux:
+			args[0] = dist.Redux(hs[o.target])
 		}
 		for _, r := range o.reads {
 			args = append(args, dist.R(hs[r]))

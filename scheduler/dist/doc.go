@@ -54,7 +54,12 @@
 //
 // # Access modes
 //
-// R, W, RW, Commute and Scratch are supported. Commute tasks on different
-// ranks run in submission order. Redux across ranks is not supported yet:
-// use RW on an accumulator (every contribution then runs on its owner).
+// R, W, RW, Commute, Scratch and Redux are supported. Commute tasks on
+// different ranks run in submission order. Redux (after SetReduction)
+// lets tasks on any ranks accumulate into one handle at once: on the rank
+// holding its latest version they accumulate into it (through the local
+// scheduler's per-worker copies), elsewhere into that rank's partial
+// result, started from the identity; before the handle is next read or
+// written, or at WaitAll, the partial results are sent to that rank and
+// combined there, in rank order.
 package dist

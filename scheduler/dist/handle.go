@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -30,6 +31,13 @@ type Handle struct {
 	// guarded by d.mu.
 	writer  int      // the rank that wrote the latest version (at first the owner)
 	holders []uint64 // bit set of the ranks that hold the latest version
+
+	// Reduction: the codelets, the ranks contributing to the reduction in
+	// progress (nil if none), and each rank's partial result.
+	rinit, rcombine *scheduler.Codelet
+	phase           map[int]bool
+	partials        map[int]*Handle
+	isPartial       bool // h is a rank's partial result: it never goes back to an owner
 }
 
 // ID is the handle's identity, the same on every rank.
@@ -70,6 +78,11 @@ func (h *Handle) localHandle() (*scheduler.Handle, error) {
 	lh, err := h.d.local.RegisterMatrix(h.data, h.rows, h.cols, h.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dist: registering the copy of %v on rank %d: %w", h, h.d.rank, err)
+	}
+	if h.rinit != nil {
+		if err := lh.SetReduction(h.rinit, h.rcombine); err != nil {
+			return nil, fmt.Errorf("dist: %v on rank %d: %w", h, h.d.rank, err)
+		}
 	}
 	h.local = lh
 	return lh, nil
@@ -202,22 +215,46 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	if err := d.failure(); err != nil {
 		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
 	}
-	run := -1
-	var firstW, first *Handle
-	var local []scheduler.Arg
+	onRank := -1
+	sub := submission{codelet: cl.Name}
 	for i, a := range args {
 		switch {
 		case a.rank != 0:
-			run = a.rank - 1
-			if run < 0 || run >= d.size {
-				return fmt.Errorf("dist: submitting %q: %w: OnRank(%d) with %d ranks", cl.Name, ErrBadRank, run, d.size)
+			onRank = a.rank - 1
+			if onRank < 0 || onRank >= d.size {
+				return fmt.Errorf("dist: submitting %q: %w: OnRank(%d) with %d ranks", cl.Name, ErrBadRank, onRank, d.size)
 			}
 		case a.opt != nil:
-			local = append(local, *a.opt)
 		case a.h == nil:
 			return fmt.Errorf("dist: submitting %q: %w: argument %d has a nil handle", cl.Name, comm.ErrInvalidArg, i)
 		case a.h.d != d:
 			return fmt.Errorf("dist: submitting %q: %w: argument %d is %v", cl.Name, ErrForeignHandle, i, a.h)
+		case a.mode == scheduler.ModeRedux && a.h.rinit == nil:
+			return fmt.Errorf("dist: submitting %q: %w: Redux on %v, which has no reduction; call SetReduction first", cl.Name, comm.ErrInvalidArg, a.h)
+		default:
+			sub.access = append(sub.access, accessDesc{a.h.id, a.mode})
+		}
+	}
+	sub.onRank = onRank
+	if err := d.check.add(ctx, d.c, sub); err != nil {
+		d.fail(err, false)
+		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
+	}
+	return d.submitLocked(ctx, cl, args...)
+}
+
+// submitLocked walks one submission (checked by Submit, or made by the
+// layer itself identically on every rank). d.mu is held.
+func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
+	run := -1
+	var firstW, first *Handle
+	var local []scheduler.Arg
+	for _, a := range args {
+		switch {
+		case a.rank != 0:
+			run = a.rank - 1
+		case a.opt != nil:
+			local = append(local, *a.opt)
 		default:
 			if first == nil {
 				first = a.h
@@ -226,16 +263,6 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 				firstW = a.h
 			}
 		}
-	}
-	sub := submission{codelet: cl.Name, onRank: run}
-	for _, a := range args {
-		if a.h != nil && a.rank == 0 && a.opt == nil {
-			sub.access = append(sub.access, accessDesc{a.h.id, a.mode})
-		}
-	}
-	if err := d.check.add(ctx, d.c, sub); err != nil {
-		d.fail(err, false)
-		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
 	}
 	switch {
 	case run >= 0:
@@ -246,9 +273,17 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	default:
 		run = 0
 	}
+	// A reduction ends at the next other access: combine it first.
+	for _, a := range args {
+		if a.h != nil && a.mode != scheduler.ModeRedux && a.h.phase != nil {
+			if err := d.endReduxLocked(ctx, a.h); err != nil {
+				return err
+			}
+		}
+	}
 	// Bring what the task reads to run, then record what it writes.
 	for _, a := range args {
-		if a.h == nil || a.rank != 0 || a.opt != nil {
+		if a.h == nil {
 			continue
 		}
 		if a.mode&scheduler.ModeR != 0 && !a.h.holds(run) {
@@ -257,12 +292,28 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			}
 		}
 	}
+	// A contribution to a reduction goes into the latest version on its
+	// writer, elsewhere into the rank's partial result.
+	target := make([]*Handle, len(args))
+	for i, a := range args {
+		if a.h == nil {
+			continue
+		}
+		target[i] = a.h
+		if a.mode == scheduler.ModeRedux {
+			p, err := d.contributeLocked(ctx, a.h, run)
+			if err != nil {
+				return err
+			}
+			target[i] = p
+		}
+	}
 	if d.rank == run {
-		for _, a := range args {
-			if a.h == nil || a.rank != 0 || a.opt != nil {
+		for i, a := range args {
+			if a.h == nil {
 				continue
 			}
-			lh, err := a.h.localHandle()
+			lh, err := target[i].localHandle()
 			if err != nil {
 				return err
 			}
@@ -274,13 +325,101 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		}
 	}
 	for _, a := range args {
-		if a.h != nil && a.rank == 0 && a.opt == nil && a.mode&scheduler.ModeW != 0 {
+		if a.h != nil && a.mode&scheduler.ModeW != 0 {
 			a.h.writer = run
 			a.h.only(run)
 		}
 	}
 	return nil
 }
+
+// SetReduction gives h the codelets of Redux accesses, as
+// scheduler.Handle.SetReduction: init sets its one buffer to the identity,
+// combine folds its second buffer into its first. Every rank calls it,
+// with codelets of the same names.
+func (h *Handle) SetReduction(init, combine *scheduler.Codelet) error {
+	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
+		return fmt.Errorf("dist: SetReduction on %v: %w: init and combine need CPU implementations", h, comm.ErrInvalidArg)
+	}
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	h.rinit, h.rcombine = init, combine
+	if h.local != nil {
+		return h.local.SetReduction(init, combine)
+	}
+	return nil
+}
+
+// contributeLocked returns the handle a Redux access to h by a task on rank
+// run accumulates into: h itself on h's writer, else run's partial result
+// of h, which joins the reduction (initialized to the identity) the first
+// time. d.mu is held.
+func (d *Scheduler) contributeLocked(ctx context.Context, h *Handle, run int) (*Handle, error) {
+	if h.phase == nil {
+		h.phase = map[int]bool{}
+	}
+	if run == h.writer {
+		h.phase[run] = true
+		return h, nil
+	}
+	p := h.partials[run]
+	if p == nil {
+		p = &Handle{d: d, owner: run, rows: h.rows, cols: h.cols, dt: h.dt, alloc: h.alloc, raw: h.raw,
+			writer: run, holders: make([]uint64, len(h.holders)), name: fmt.Sprintf("partial of %v on rank %d", h, run),
+			rinit: h.rinit, rcombine: h.rcombine, isPartial: true}
+		p.hold(run)
+		p.id = len(d.handles)
+		d.handles = append(d.handles, p)
+		if h.partials == nil {
+			h.partials = map[int]*Handle{}
+		}
+		h.partials[run] = p
+	}
+	if !h.phase[run] {
+		h.phase[run] = true
+		if err := d.submitLocked(ctx, h.rinit, W(p), OnRank(run)); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// endReduxLocked combines the partial results of h's reduction into the
+// latest version, on its writer. d.mu is held.
+func (d *Scheduler) endReduxLocked(ctx context.Context, h *Handle) error {
+	ranks := make([]int, 0, len(h.phase))
+	for r := range h.phase {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks) // the same order on every rank
+	h.phase = nil
+	combined := false
+	for _, r := range ranks {
+		if r == h.writer {
+			continue // its contributions went into h
+		}
+		if err := d.submitLocked(ctx, h.rcombine, RW(h), R(h.partials[r]), OnRank(h.writer)); err != nil {
+			return err
+		}
+		combined = true
+	}
+	if !combined {
+		// Only the writer contributed: an access that folds its local
+		// scheduler's per-worker copies into h.
+		return d.submitLocked(ctx, flush, RW(h), OnRank(h.writer))
+	}
+	return nil
+}
+
+// flush is an access that does nothing but end a local reduction.
+var flush = &scheduler.Codelet{Name: "dist.flush", CPU: func(*scheduler.Call) error { return nil }}
+
+// Redux accumulates into h with its reduction (see SetReduction): tasks on
+// any ranks contribute, each rank into a partial result started from the
+// identity, and the partial results are combined into h on the rank that
+// holds its latest version before h is next read or written, or at
+// WaitAll.
+func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 
 // onTaskDone counts a completed task and announces a failed one to the
 // other ranks.
