@@ -145,13 +145,21 @@ func choleskyApp() app {
 
 func gemmApp() app {
 	return tiledApp("gemm",
-		"tiled matrix product C -= A·Bᵀ on one rank's scheduler: GFLOP/s, efficiency, sampled error with --check",
-		"error", true,
-		func(ctx context.Context, _ *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
-			r, err := gemm.Run(ctx, gemm.Options{
+		"tiled matrix product C -= A·Bᵀ over every rank: GFLOP/s, efficiency, bytes sent, sampled error with --check",
+		"error", false,
+		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+			p, q, _ := f.gridPQ()
+			opts := gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
-				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(),
-			}, progress)
+				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
+			}
+			var r *gemm.Result
+			var err error
+			if rt.Size() == 1 && f.grid == "" {
+				r, err = gemm.Run(ctx, opts, progress)
+			} else {
+				r, err = gemm.RunDist(ctx, rt, opts, progress)
+			}
 			if err != nil {
 				return nil, 0, 0, err
 			}

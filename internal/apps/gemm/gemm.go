@@ -42,6 +42,9 @@ type Options struct {
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options.
 	SchedulerOptions []scheduler.Option
+	// GridP and GridQ are the process grid of RunDist (P*Q ranks); zero
+	// takes the most square grid (dist.Grid).
+	GridP, GridQ int
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -60,6 +63,13 @@ type Options struct {
 //	efficiency   gflops / (workers × seq_gflops)
 //	checked      whether sampled entries were compared
 //	max_rel_err  largest |c − ref| / (Σ_k |a_ik·b_jk| + |c0|) over the samples (0 unless checked)
+//	ranks        ranks that computed the product (1: one rank's scheduler)
+//	grid         the P x Q process grid of C's tiles, e.g. "1x2" (ranks > 1 only)
+//	messages     panels and tiles sent between ranks
+//	bytes_sent   their bytes
+//
+// With several ranks workers is per rank and efficiency divides by
+// ranks × workers.
 type Result struct {
 	App        string  `json:"app"`
 	N          int     `json:"n"`
@@ -75,12 +85,23 @@ type Result struct {
 	Efficiency float64 `json:"efficiency"`
 	Checked    bool    `json:"checked"`
 	MaxRelErr  float64 `json:"max_rel_err"`
+	Ranks      int     `json:"ranks"`
+	Grid       string  `json:"grid,omitempty"`
+	Messages   int64   `json:"messages"`
+	BytesSent  int64   `json:"bytes_sent"`
 }
 
 // String formats r as one human-readable line.
 func (r *Result) String() string {
-	s := fmt.Sprintf("gemm n=%d b=%d fp%d %s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernel %.2f GFLOP/s)",
-		r.N, r.Block, r.Precision, r.Backend, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	ranks := ""
+	if r.Ranks > 1 {
+		ranks = fmt.Sprintf(" ranks=%d grid=%s", r.Ranks, r.Grid)
+	}
+	s := fmt.Sprintf("gemm n=%d b=%d fp%d %s%s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernel %.2f GFLOP/s)",
+		r.N, r.Block, r.Precision, r.Backend, ranks, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
+	if r.Ranks > 1 {
+		s += fmt.Sprintf(", %d panels and tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
+	}
 	if r.Checked {
 		s += fmt.Sprintf(", max relative error %.3g", r.MaxRelErr)
 	}
@@ -170,7 +191,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		App: "gemm", N: n, Block: b, Precision: opts.Precision,
 		Policy: s.Policy(), Workers: len(s.Workers()), Backend: linalg.Backend,
 		Tasks: nt * nt, Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
-		SeqGFlops: tiled.GFlops(linalg.GemmFlops(b, b, n), kt),
+		SeqGFlops: tiled.GFlops(linalg.GemmFlops(b, b, n), kt), Ranks: 1,
 	}
 	if seq > 0 {
 		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())

@@ -1,0 +1,201 @@
+package gemm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/internal/progress"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// RunDist computes C −= A·Bᵀ across every rank of rt: C's b×b tiles are
+// distributed 2D block-cyclically on a P x Q process grid (opts.GridP x
+// opts.GridQ, by default the most square), A's and B's panels of b rows
+// each on one rank of the grid, and the tile task of C_ij runs on C_ij's
+// owner, receiving the panels it reads. With opts.Check, C is collected on
+// rank 0 and sampled there. Every rank must call it; the Result is
+// complete on rank 0.
+func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+	if opts.Precision == 0 {
+		opts.Precision = 32
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if err := tiled.CheckShape(opts.N, opts.Block, opts.Precision); err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	if opts.Workers < 0 || opts.Warmup < 0 {
+		return nil, fmt.Errorf("gemm: %w: workers %d and warmup %d must not be negative", tiled.ErrBadOptions, opts.Workers, opts.Warmup)
+	}
+	if opts.GridP == 0 && opts.GridQ == 0 {
+		opts.GridP, opts.GridQ = dist.Grid(rt.Size())
+	}
+	if err := dist.BlockCyclic2D(opts.GridP, opts.GridQ).Check(rt.Size()); err != nil {
+		return nil, fmt.Errorf("gemm: %w: %w", tiled.ErrBadOptions, err)
+	}
+	if opts.Precision == 32 {
+		return runDist[float32](ctx, rt, opts, w)
+	}
+	return runDist[float64](ctx, rt, opts, w)
+}
+
+func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+	n, b := opts.N, opts.Block
+	nt := n / b
+	sopts := []scheduler.Option{}
+	if opts.Policy != "" {
+		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
+	}
+	if opts.Workers > 0 {
+		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
+	}
+	sopts = append(sopts, opts.SchedulerOptions...)
+	d, err := rt.Scheduler(ctx, sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	// The same matrices on every rank; each owner copies its part in.
+	a := tiled.Random[T](n, n, opts.Seed)
+	bm := tiled.Random[T](n, n, opts.Seed+1)
+	c0 := tiled.Random[T](n, n, opts.Seed+2)
+	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)
+	reg := func(name string, owner, rows, cols int, src []T, r0, c0 int) (*dist.Handle, error) {
+		var data []T
+		if owner == d.Rank() {
+			data = make([]T, rows*cols)
+			for r := range rows {
+				copy(data[r*cols:(r+1)*cols], src[(r0+r)*n+c0:])
+			}
+		}
+		h, err := dist.Register(d, owner, data, rows, cols, scheduler.Named(name))
+		if err != nil {
+			return nil, fmt.Errorf("gemm: %w", err)
+		}
+		return h, nil
+	}
+	ap, bp := make([]*dist.Handle, nt), make([]*dist.Handle, nt)
+	for i := range nt {
+		if ap[i], err = reg(fmt.Sprintf("A%d", i), grid.Owner(i, i), b, n, a, i*b, 0); err != nil {
+			return nil, err
+		}
+		if bp[i], err = reg(fmt.Sprintf("B%d", i), grid.Owner(i, i+1), b, n, bm, i*b, 0); err != nil {
+			return nil, err
+		}
+	}
+	ct := make([][]*dist.Handle, nt)
+	for i := range nt {
+		ct[i] = make([]*dist.Handle, nt)
+		for j := range nt {
+			if ct[i][j], err = reg(fmt.Sprintf("C(%d,%d)", i, j), grid.Owner(i, j), b, b, c0, i*b, j*b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var kt time.Duration
+	if d.Rank() == 0 {
+		tmp := make([]T, b*b)
+		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
+	}
+	cl := NewCodelet[T]()
+	if err := rt.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	before := d.Stats()
+	var bar *progress.Bar
+	if w != nil && d.Rank() == 0 {
+		bar = progress.New(w, "gemm tasks (rank 0)", nt*nt)
+	}
+	t0 := time.Now()
+	for i := range nt {
+		for j := range nt {
+			err = d.Submit(ctx, cl, dist.R(ap[i]), dist.R(bp[j]), dist.RW(ct[i][j]),
+				dist.With(scheduler.WithCallback(func(*scheduler.Task) {
+					if bar != nil {
+						bar.Add(1)
+					}
+				})))
+			if err != nil {
+				return nil, fmt.Errorf("gemm: submitting tile (%d,%d): %w", i, j, err)
+			}
+		}
+	}
+	if err := d.WaitAll(ctx); err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	elapsed := time.Since(t0)
+	if bar != nil {
+		bar.Done()
+	}
+	after := d.Stats()
+	secs, err := comm.AllReduce(ctx, rt.Comm(), []float64{elapsed.Seconds()}, comm.Max)
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	elapsed = time.Duration(secs[0] * float64(time.Second))
+	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{after.MessagesSent - before.MessagesSent, after.BytesSent - before.BytesSent}, comm.Sum)
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	flops := linalg.GemmFlops(n, n, n)
+	res := &Result{
+		App: "gemm", N: n, Block: b, Precision: opts.Precision,
+		Policy: d.Local().Policy(), Workers: len(d.Local().Workers()), Backend: linalg.Backend,
+		Tasks: nt * nt, Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
+		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ), Messages: totals[0], BytesSent: totals[1],
+	}
+	if d.Rank() == 0 && kt > 0 {
+		res.SeqGFlops = tiled.GFlops(linalg.GemmFlops(b, b, n), kt)
+		res.Efficiency = float64(nt*nt) * kt.Seconds() / (float64(res.Workers*rt.Size()) * elapsed.Seconds())
+	}
+	if opts.Check {
+		c, err := collect[T](ctx, d, ct, n, b)
+		if err != nil {
+			return nil, err
+		}
+		if d.Rank() == 0 {
+			res.Checked, res.MaxRelErr = true, maxRelErr(a, bm, c0, c, n, opts.Seed)
+		}
+	}
+	return res, nil
+}
+
+// collect gathers C's tiles into one row-major matrix on rank 0, with one
+// task there that reads them all. Other ranks return nil.
+func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, ct [][]*dist.Handle, n, b int) ([]T, error) {
+	var c []T
+	if d.Rank() == 0 {
+		c = make([]T, n*n)
+	}
+	args := []dist.Arg{dist.OnRank(0)}
+	for i := range ct {
+		for j := range ct[i] {
+			args = append(args, dist.R(ct[i][j]))
+		}
+	}
+	nt := len(ct)
+	gather := &scheduler.Codelet{Name: "gemm_collect", CPU: func(call *scheduler.Call) error {
+		for k := range nt * nt {
+			i, j := k/nt, k%nt
+			m := scheduler.MatrixOf[T](call, k)
+			for r := range b {
+				copy(c[(i*b+r)*n+j*b:(i*b+r)*n+j*b+b], m.Data[r*m.Stride:])
+			}
+		}
+		return nil
+	}}
+	if err := d.Submit(ctx, gather, args...); err != nil {
+		return nil, fmt.Errorf("gemm: collecting C: %w", err)
+	}
+	if err := d.WaitAll(ctx); err != nil {
+		return nil, fmt.Errorf("gemm: collecting C: %w", err)
+	}
+	return c, nil
+}
