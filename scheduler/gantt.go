@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/pzgo/pz/scheduler/internal/gantt"
@@ -42,6 +44,37 @@ type TracedTask struct {
 // Ties go to the lower task numbers. Call it after WaitAll or Close.
 func (s *Scheduler) CriticalPath() []TracedTask {
 	evs := s.traceEvents()
+	byID := tracedByID(evs)
+	var out []TracedTask
+	for _, id := range gantt.CriticalPath(ganttBars(evs)) {
+		out = append(out, *byID[id])
+	}
+	return out
+}
+
+// TracedTasks returns the tasks run so far (with WithStats or WithTrace),
+// by start time, e.g. to merge the traces of several schedulers (package
+// scheduler/dist merges its ranks'). Call it after WaitAll or Close.
+func (s *Scheduler) TracedTasks() []TracedTask {
+	evs := s.traceEvents()
+	byID := tracedByID(evs)
+	out := make([]TracedTask, 0, len(byID))
+	for _, t := range byID {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b TracedTask) int { return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+// Recording reports whether the scheduler records the tasks it runs
+// (WithStats or WithTrace).
+func (s *Scheduler) Recording() bool { return s.cfg.stats }
+
+// Epoch is when the scheduler started: the zero of its traces' times.
+func (s *Scheduler) Epoch() time.Time { return s.epoch }
+
+// tracedByID gathers trace events (one per team member) into tasks.
+func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 	byID := map[uint64]*TracedTask{}
 	for _, e := range evs {
 		t := byID[e.id]
@@ -55,11 +88,7 @@ func (s *Scheduler) CriticalPath() []TracedTask {
 		}
 		t.Workers[e.rank] = e.worker
 	}
-	var out []TracedTask
-	for _, id := range gantt.CriticalPath(ganttBars(evs)) {
-		out = append(out, *byID[id])
-	}
-	return out
+	return byID
 }
 
 // WriteGantt writes an SVG Gantt chart of the tasks run so far (with

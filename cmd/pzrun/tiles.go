@@ -42,7 +42,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.IntVar(&f.workers, "workers", 0, "CPU workers (default: PZ_NCPU, else one per allowed core)")
 	fs.IntVar(&f.warmup, "warmup", 0, "untimed runs first (calibrate dmda's models)")
 	fs.StringVar(&f.policy, "policy", "", "scheduling policy: "+strings.Join(scheduler.Policies(), ", ")+" (default: PZ_SCHED, else lws)")
-	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace JSON to `FILE` and a Gantt SVG beside it")
+	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace JSON to `FILE` and a Gantt SVG beside it (several ranks: merged, on rank 0)")
 	fs.StringVar(&f.grid, "grid", "", "process grid `PxQ` of a run over several ranks (P*Q = ranks; default: the most square)")
 	fs.BoolVar(&f.check, "check", false, "check the result")
 	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
@@ -53,6 +53,19 @@ func (f *tiledFlags) schedulerOptions() []scheduler.Option {
 		return nil
 	}
 	return []scheduler.Option{scheduler.WithTrace(f.trace)}
+}
+
+// writeDistTrace writes the merged trace of every rank's tasks and
+// transfers on rank 0 (with -trace).
+func writeDistTrace(ctx context.Context, rt *runtimeview.RuntimeView, path string) error {
+	if path == "" {
+		return nil
+	}
+	d, err := rt.Scheduler(ctx)
+	if err != nil {
+		return err
+	}
+	return d.WriteTraceFiles(ctx, path, 0)
 }
 
 // validPolicy turns an unknown policy into a usage error before anything runs.
@@ -134,7 +147,10 @@ func choleskyApp() app {
 			if rt.Size() == 1 && f.grid == "" {
 				r, err = cholesky.Run(ctx, opts, progress)
 			} else {
-				r, err = cholesky.RunDist(ctx, rt, opts, progress)
+				opts.SchedulerOptions = []scheduler.Option{scheduler.WithStats(f.trace != "")}
+				if r, err = cholesky.RunDist(ctx, rt, opts, progress); err == nil {
+					err = writeDistTrace(ctx, rt, f.trace)
+				}
 			}
 			if err != nil {
 				return nil, 0, 0, err
@@ -158,7 +174,10 @@ func gemmApp() app {
 			if rt.Size() == 1 && f.grid == "" {
 				r, err = gemm.Run(ctx, opts, progress)
 			} else {
-				r, err = gemm.RunDist(ctx, rt, opts, progress)
+				opts.SchedulerOptions = []scheduler.Option{scheduler.WithStats(f.trace != "")}
+				if r, err = gemm.RunDist(ctx, rt, opts, progress); err == nil {
+					err = writeDistTrace(ctx, rt, f.trace)
+				}
 			}
 			if err != nil {
 				return nil, 0, 0, err

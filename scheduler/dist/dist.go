@@ -76,7 +76,9 @@ type Scheduler struct {
 	peerLeft    error                   // a rank left WaitAll early: no agreement with it; guarded by failMu
 	cancelAgree context.CancelCauseFunc // ends WaitAll's agreement when a peer leaves; guarded by failMu
 
-	check graphCheck // guarded by mu
+	check   graphCheck // guarded by mu
+	xferSeq uint64     // transfers walked so far; guarded by mu
+	trace   traceLog
 
 	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock
 	stall      time.Duration

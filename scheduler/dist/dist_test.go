@@ -2,8 +2,11 @@ package dist_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -596,4 +599,69 @@ func TestStallExplained(t *testing.T) {
 	assert.Contains(t, report, "receiving handle #0 (owner 0) from rank 0")
 	require.ErrorIs(t, waitErr, context.Canceled)
 	assert.Contains(t, waitErr.Error(), "receiving handle #0 (owner 0) from rank 0")
+}
+
+// The merged trace has a process per rank, a thread per worker and one for
+// transfers, and a flow arrow per transfer; the Gantt chart stacks ranks.
+func TestMergedTrace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trace.json")
+	var sent int64
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithStats(true))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := checkRandomGraph(ctx, d, 11); err != nil {
+			return err
+		}
+		n, err := comm.AllReduce(ctx, c, []int64{d.Stats().MessagesSent}, comm.Sum)
+		if err != nil {
+			return err
+		}
+		sent = n[0]
+		return d.WriteTraceFiles(ctx, path, 1)
+	})
+	require.NoError(t, err)
+	require.Positive(t, sent)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &tr))
+	procs, tasks, starts, finishes := map[string]bool{}, 0, 0, 0
+	for _, e := range tr.TraceEvents {
+		switch {
+		case e.Name == "process_name":
+			procs[fmt.Sprint(e.Args["name"])] = true
+		case e.Ph == "X" && e.Name == "apply":
+			tasks++
+		case e.Ph == "s":
+			starts++
+		case e.Ph == "f":
+			finishes++
+		}
+	}
+	assert.Equal(t, map[string]bool{"rank 0": true, "rank 1": true, "rank 2": true}, procs)
+	assert.Equal(t, 150, tasks, "every task of the graph, once, on the rank that ran it")
+	assert.EqualValues(t, sent, starts, "one arrow per message")
+	assert.Equal(t, starts, finishes)
+	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "rank 2 transfers")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -435,6 +436,7 @@ func (d *Scheduler) onTaskDone(t *scheduler.Task) {
 // and receive it. d.mu is held.
 func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int) error {
 	h.hold(dst)
+	d.xferSeq++ // every rank numbers the transfers alike
 	if d.rank != src && d.rank != dst {
 		return nil
 	}
@@ -442,7 +444,7 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 	if err != nil {
 		return err
 	}
-	x := &xfer{h: h, peer: dst}
+	x := &xfer{h: h, peer: dst, id: d.xferSeq}
 	cl, mode := d.sendCl, scheduler.ModeR
 	if d.rank == dst {
 		x.peer = src
@@ -458,6 +460,16 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 type xfer struct {
 	h    *Handle
 	peer int
+	id   uint64 // the transfer's number in the submission walk
+}
+
+// record keeps a finished transfer for the merged trace.
+func (d *Scheduler) record(x *xfer, send bool, start time.Duration) {
+	if !d.local.Recording() {
+		return
+	}
+	d.trace.add(xferRecord{ID: x.id, Handle: x.h.String(), Peer: x.peer, Send: send,
+		Start: int64(start), End: int64(time.Since(d.local.Epoch()))})
 }
 
 // startSend sends the handle once the version is produced (Detached of
@@ -469,6 +481,7 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 		return
 	}
 	buf := x.h.raw(x.h.data)
+	start := time.Since(d.local.Epoch())
 	req, err := d.c.Isend(buf, x.peer, x.h.id+1)
 	if err != nil {
 		finish(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
@@ -480,6 +493,7 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 		if err != nil {
 			err = fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err)
 		}
+		d.record(x, true, start)
 		finish(err)
 	})
 }
@@ -516,6 +530,7 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 	if !ok {
 		return
 	}
+	start := time.Since(d.local.Epoch())
 	req, err := d.c.Irecv(x.h.raw(x.h.data), x.peer, x.h.id+1)
 	if err != nil {
 		finish(fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err))
@@ -528,6 +543,7 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 		if err != nil {
 			err = fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err)
 		}
+		d.record(x, false, start)
 		finish(err)
 	})
 }

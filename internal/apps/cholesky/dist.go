@@ -63,6 +63,13 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
+	var kt kernelTimes
+	if d.Rank() == 0 {
+		kt = timeKernels[T](b) // before anything runs, so nothing else uses the core
+	}
+	if err := rt.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
 	a0 := tiled.SPD[T](n, opts.Seed) // the same on every rank
 	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)
 	tiles := make([][]*dist.Handle, nt)
@@ -93,10 +100,6 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil
 	}}
 	cl := newCodelets[T]()
-	var kt kernelTimes
-	if d.Rank() == 0 {
-		kt = timeKernels[T](b)
-	}
 	var elapsed time.Duration
 	var sent dist.Stats
 	for it := 0; it <= opts.Warmup; it++ {

@@ -1,0 +1,228 @@
+package dist
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/scheduler/internal/gantt"
+)
+
+// xferRecord is one transfer as this rank saw it: its number in the
+// submission walk (the same on both ends), the handle, the peer and the
+// times, in ns since the local scheduler's epoch.
+type xferRecord struct {
+	ID     uint64 `json:"id"`
+	Handle string `json:"handle"`
+	Peer   int    `json:"peer"`
+	Send   bool   `json:"send"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+}
+
+// traceLog keeps a rank's transfer records.
+type traceLog struct {
+	mu    sync.Mutex
+	xfers []xferRecord
+}
+
+func (l *traceLog) add(r xferRecord) {
+	l.mu.Lock()
+	l.xfers = append(l.xfers, r)
+	l.mu.Unlock()
+}
+
+// rankTrace is what a rank contributes to the merged trace.
+type rankTrace struct {
+	Rank    int          `json:"rank"`
+	Epoch   int64        `json:"epoch"` // the local scheduler's start, Unix ns
+	Workers []string     `json:"workers"`
+	Tasks   []taskRecord `json:"tasks"`
+	Xfers   []xferRecord `json:"xfers"`
+}
+
+type taskRecord struct {
+	Name   string `json:"name"`
+	Worker int    `json:"worker"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+}
+
+// WriteTraceFiles writes the trace of every rank's tasks and transfers so
+// far, merged, on rank root: a Chrome trace JSON at path (Perfetto opens
+// it) with one process per rank, one thread per worker and one for the
+// rank's transfers, and a flow arrow from each send to its receive; and a
+// Gantt chart SVG beside it (the extension replaced by .svg) with the
+// ranks' workers stacked. The local schedulers must record tasks
+// (scheduler.WithStats). It is collective: every rank calls it, after
+// WaitAll; times are aligned on the ranks' clocks (one machine, or hosts
+// whose clocks agree).
+func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) error {
+	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().UnixNano()}
+	for _, w := range d.local.Workers() {
+		mine.Workers = append(mine.Workers, fmt.Sprintf("%v%d", w.Kind, w.ID))
+	}
+	for _, t := range d.local.TracedTasks() {
+		if len(t.Workers) == 0 {
+			continue
+		}
+		mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: t.Workers[0], Start: int64(t.Start), End: int64(t.End)})
+	}
+	d.trace.mu.Lock()
+	mine.Xfers = append([]xferRecord(nil), d.trace.xfers...)
+	d.trace.mu.Unlock()
+	all, err := comm.GatherValues(ctx, d.c, mine, root)
+	if err != nil {
+		return fmt.Errorf("dist: gathering the trace: %w", err)
+	}
+	if d.rank != root {
+		return nil
+	}
+	write := func(p string, fn func(io.Writer) error) error {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("dist: writing the trace: %w", err)
+		}
+		bw := bufio.NewWriter(f)
+		err = fn(bw)
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("dist: writing the trace %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := write(path, func(w io.Writer) error { return writeMergedTrace(w, all) }); err != nil {
+		return err
+	}
+	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return writeMergedGantt(w, all) })
+}
+
+// zero returns the earliest epoch of the ranks: the merged trace's zero.
+func zero(all []rankTrace) int64 {
+	z := all[0].Epoch
+	for _, r := range all {
+		z = min(z, r.Epoch)
+	}
+	return z
+}
+
+// netThread is the thread id of a rank's transfers in the merged trace.
+const netThread = 1 << 20
+
+type chromeEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	ID   uint64         `json:"id,omitempty"`
+	Bp   string         `json:"bp,omitempty"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+func writeMergedTrace(out io.Writer, all []rankTrace) error {
+	z := zero(all)
+	at := func(r rankTrace, t int64) float64 { return float64(r.Epoch-z+t) / 1e3 } // µs
+	var evs []chromeEvent
+	type end struct {
+		rank int
+		ts   float64
+	}
+	sends := map[uint64]end{}
+	for _, r := range all {
+		evs = append(evs, chromeEvent{Name: "process_name", Ph: "M", Pid: r.Rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", r.Rank)}})
+		for i, w := range r.Workers {
+			evs = append(evs, chromeEvent{Name: "thread_name", Ph: "M", Pid: r.Rank, Tid: i, Args: map[string]any{"name": w}})
+		}
+		evs = append(evs, chromeEvent{Name: "thread_name", Ph: "M", Pid: r.Rank, Tid: netThread, Args: map[string]any{"name": "transfers"}})
+		for _, t := range r.Tasks {
+			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker})
+		}
+		for _, x := range r.Xfers {
+			name := fmt.Sprintf("recv %s from %d", x.Handle, x.Peer)
+			if x.Send {
+				name = fmt.Sprintf("send %s to %d", x.Handle, x.Peer)
+				sends[x.ID] = end{r.Rank, at(r, x.Start)}
+			}
+			evs = append(evs, chromeEvent{Name: name, Cat: "transfer", Ph: "X", Ts: at(r, x.Start), Dur: float64(x.End-x.Start) / 1e3,
+				Pid: r.Rank, Tid: netThread, Args: map[string]any{"transfer": x.ID}})
+		}
+	}
+	// A flow arrow from each send's start to its receive's end.
+	for _, r := range all {
+		for _, x := range r.Xfers {
+			s, ok := sends[x.ID]
+			if x.Send || !ok {
+				continue
+			}
+			evs = append(evs,
+				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "s", Ts: s.ts, Pid: s.rank, Tid: netThread, ID: x.ID + 1},
+				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, x.End), Pid: r.Rank, Tid: netThread, ID: x.ID + 1})
+		}
+	}
+	if _, err := io.WriteString(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	for i, e := range evs {
+		if i > 0 {
+			if _, err := io.WriteString(out, ","); err != nil {
+				return err
+			}
+		}
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(out, "]}\n")
+	return err
+}
+
+// writeMergedGantt draws every rank's workers, then its transfers, as rows,
+// rank after rank.
+func writeMergedGantt(out io.Writer, all []rankTrace) error {
+	z := zero(all)
+	var c gantt.Chart
+	id := uint64(0)
+	for _, r := range all {
+		base := len(c.Rows)
+		for _, w := range r.Workers {
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d %s", r.Rank, w)})
+		}
+		net := len(c.Rows)
+		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d transfers", r.Rank)})
+		for _, t := range r.Tasks {
+			id++
+			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: id, Name: t.Name,
+				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End)})
+		}
+		for _, x := range r.Xfers {
+			id++
+			name := "recv"
+			if x.Send {
+				name = "send"
+			}
+			c.Bars = append(c.Bars, gantt.Bar{Row: net, ID: id, Name: name,
+				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
+		}
+	}
+	if err := gantt.Write(out, c); err != nil {
+		return fmt.Errorf("dist: writing the Gantt chart: %w", err)
+	}
+	return nil
+}
