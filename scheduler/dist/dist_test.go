@@ -665,3 +665,63 @@ func TestMergedTrace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "rank 2 transfers")
 }
+
+// A matrix scattered from one rank reaches each tile's owner, a task on
+// the owners changes it, and gathering it on another rank gives the result.
+func TestScatterGatherMatrix(t *testing.T) {
+	const n, b = 12, 4
+	err := runRanks(t, 4, func(ctx context.Context, d *dist.Scheduler) error {
+		tiles, err := dist.RegisterTiles[float64](d, n/b, n/b, b, b, dist.BlockCyclic2D(2, 2), nil)
+		if err != nil {
+			return err
+		}
+		var a []float64
+		if d.Rank() == 3 {
+			a = make([]float64, n*n)
+			for i := range a {
+				a[i] = float64(i)
+			}
+		}
+		if err := dist.ScatterMatrix(ctx, d, 3, a, n, tiles); err != nil {
+			return err
+		}
+		// The owners hold their tiles now: check one, then double every tile.
+		if h := tiles[1][2]; h.Owner() == d.Rank() {
+			if got := h.Data().([]float64)[0]; got != float64(1*b*n+2*b) {
+				return fmt.Errorf("tile (1,2) on its owner starts with %v, want %v", got, 1*b*n+2*b)
+			}
+		}
+		double := &scheduler.Codelet{Name: "double", CPU: func(c *scheduler.Call) error {
+			for i, v := range scheduler.VectorOf[float64](c, 0) {
+				scheduler.VectorOf[float64](c, 0)[i] = 2 * v
+			}
+			return nil
+		}}
+		for _, row := range tiles {
+			for _, h := range row {
+				if err := d.Submit(ctx, double, dist.RW(h)); err != nil {
+					return err
+				}
+			}
+		}
+		var out []float64
+		if d.Rank() == 1 {
+			out = make([]float64, n*n)
+		}
+		if err := dist.GatherMatrix(ctx, d, 1, out, n, tiles); err != nil {
+			return err
+		}
+		if d.Rank() == 1 {
+			for i, v := range out {
+				if v != float64(2*i) {
+					return fmt.Errorf("gathered element %d is %v, want %v", i, v, 2*i)
+				}
+			}
+		}
+		if err := d.Gather(ctx, 9, nil, nil); !errors.Is(err, dist.ErrBadRank) {
+			return fmt.Errorf("Gather on root 9 of 4: %v", err)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}

@@ -158,7 +158,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		}
 	}
 	if opts.Check {
-		l, err := collect[T](ctx, d, tiles, n, b)
+		l, err := collect[T](ctx, d, tiles, n)
 		if err != nil {
 			return nil, err
 		}
@@ -214,34 +214,13 @@ func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]
 }
 
 // collect gathers the factor's tiles into one row-major n x n matrix on
-// rank 0, with one task there that reads every tile: the distributed
-// scheduler sends it each tile it lacks. Other ranks return nil.
-func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle, n, b int) ([]T, error) {
+// rank 0 (dist.GatherMatrix); other ranks return nil.
+func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle, n int) ([]T, error) {
 	var l []T
 	if d.Rank() == 0 {
 		l = make([]T, n*n)
 	}
-	var pos []tile
-	args := []dist.Arg{dist.OnRank(0)}
-	for i := range tiles {
-		for j := range tiles[i] {
-			args = append(args, dist.R(tiles[i][j]))
-			pos = append(pos, tile{i, j})
-		}
-	}
-	gather := &scheduler.Codelet{Name: "cholesky_collect", CPU: func(c *scheduler.Call) error {
-		for k, at := range pos {
-			m := scheduler.MatrixOf[T](c, k)
-			for r := range b {
-				copy(l[(at.i*b+r)*n+at.j*b:(at.i*b+r)*n+at.j*b+b], m.Data[r*m.Stride:])
-			}
-		}
-		return nil
-	}}
-	if err := d.Submit(ctx, gather, args...); err != nil {
-		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
-	}
-	if err := d.WaitAll(ctx); err != nil {
+	if err := dist.GatherMatrix(ctx, d, 0, l, n, tiles); err != nil {
 		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
 	}
 	return l, nil

@@ -156,7 +156,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		res.Efficiency = float64(nt*nt) * kt.Seconds() / (float64(res.Workers*rt.Size()) * elapsed.Seconds())
 	}
 	if opts.Check {
-		c, err := collect[T](ctx, d, ct, n, b)
+		c, err := collect[T](ctx, d, ct, n)
 		if err != nil {
 			return nil, err
 		}
@@ -167,34 +167,14 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	return res, nil
 }
 
-// collect gathers C's tiles into one row-major matrix on rank 0, with one
-// task there that reads them all. Other ranks return nil.
-func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, ct [][]*dist.Handle, n, b int) ([]T, error) {
+// collect gathers C's tiles into one row-major matrix on rank 0
+// (dist.GatherMatrix); other ranks return nil.
+func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, ct [][]*dist.Handle, n int) ([]T, error) {
 	var c []T
 	if d.Rank() == 0 {
 		c = make([]T, n*n)
 	}
-	args := []dist.Arg{dist.OnRank(0)}
-	for i := range ct {
-		for j := range ct[i] {
-			args = append(args, dist.R(ct[i][j]))
-		}
-	}
-	nt := len(ct)
-	gather := &scheduler.Codelet{Name: "gemm_collect", CPU: func(call *scheduler.Call) error {
-		for k := range nt * nt {
-			i, j := k/nt, k%nt
-			m := scheduler.MatrixOf[T](call, k)
-			for r := range b {
-				copy(c[(i*b+r)*n+j*b:(i*b+r)*n+j*b+b], m.Data[r*m.Stride:])
-			}
-		}
-		return nil
-	}}
-	if err := d.Submit(ctx, gather, args...); err != nil {
-		return nil, fmt.Errorf("gemm: collecting C: %w", err)
-	}
-	if err := d.WaitAll(ctx); err != nil {
+	if err := dist.GatherMatrix(ctx, d, 0, c, n, ct); err != nil {
 		return nil, fmt.Errorf("gemm: collecting C: %w", err)
 	}
 	return c, nil
