@@ -627,7 +627,9 @@ func TestMergedTrace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		sent = n[0]
+		if c.Rank() == 0 {
+			sent = n[0]
+		}
 		return d.WriteTraceFiles(ctx, path, 1)
 	})
 	require.NoError(t, err)
