@@ -150,3 +150,45 @@ func checkMPIAdopt(t *testing.T, ctx context.Context) {
 	require.NoError(t, w.Finalize())
 	assert.False(t, mpi.Initialized())
 }
+
+// failModeEnv makes TestMPIRankErrorAbortsJob, under mpirun, the job in
+// which rank 2 returns an error while the others wait in a barrier.
+const failModeEnv = "PZ_RUNTIMEVIEW_MPI_FAIL"
+
+// A rank whose function returns an error under MPI ends the whole job
+// within seconds, naming the rank and the error, instead of leaving the
+// others waiting in their next collective for ever.
+func TestMPIRankErrorAbortsJob(t *testing.T) {
+	if launch.Detect(os.Getenv).Launched() {
+		if os.Getenv(failModeEnv) == "" {
+			t.Skipf("under mpirun without %s", failModeEnv)
+		}
+		err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			if rt.Rank() == 2 {
+				return fmt.Errorf("rank two gives up")
+			}
+			return rt.Barrier(ctx) // never completes: rank 2 never arrives
+		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+		t.Fatalf("Run returned (%v) instead of the job ending", err)
+		return
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"-n", "3", "--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	args = append(args, os.Args[0], "-test.run=^TestMPIRankErrorAbortsJob$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), failModeEnv+"=1", "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the job did not end:\n%s", out)
+	require.Error(t, err, "mpirun succeeded:\n%s", out)
+	assert.Contains(t, string(out), "pz: rank 2 of 3 failed: rank two gives up", "%s", out)
+	assert.Less(t, time.Since(start), time.Minute, "%s", out)
+}

@@ -2,6 +2,7 @@ package runtimeview
 
 import (
 	"context"
+	"sync/atomic"
 	"fmt"
 	"os"
 
@@ -43,6 +44,7 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 		backend  Backend
 		teardown func() error
 		world    *mpi.World
+		aborting = new(atomic.Bool)
 	)
 	signals := true
 	switch {
@@ -53,7 +55,13 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 		if err != nil {
 			return nil, fmt.Errorf("runtimeview: %w", err)
 		}
-		c, backend, world, teardown = w, MPI, w, w.Finalize
+		c, backend, world = w, MPI, w
+		teardown = func() error {
+			if aborting.Load() {
+				return nil // the job is being aborted: MPI_Abort, not MPI_Finalize
+			}
+			return w.Finalize()
+		}
 	default:
 		if err := launch.Check(cfg.getenv, false); err != nil {
 			return nil, fmt.Errorf("runtimeview: %w", err)
@@ -71,7 +79,7 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.world = world
+	rt.world, rt.aborting = world, aborting
 	if signals {
 		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) })
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/pzgo/pz/internal/launch"
 )
@@ -32,6 +35,13 @@ var ErrLaunch = errors.New("runtimeview: invalid launch")
 // Each rank's RuntimeView is closed when fn returns. The error joins what
 // fn and Close returned; with in-process ranks each rank's error is a
 // *comm.RankError.
+//
+// Under MPI with several ranks, a rank whose fn returns an error or panics
+// ends the whole job, as a failed in-process rank ends the others: the
+// other ranks may be waiting for it in a collective, and MPI_Finalize
+// would wait for them. It prints "pz: rank R of N failed: ERROR" on
+// stderr, runs its finalizer stack (without MPI_Finalize) for at most 10
+// seconds, and calls MPI_Abort; Run does not return there.
 func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeView) error, opts ...Option) error {
 	cfg := newConfig(opts)
 	info := launch.Detect(cfg.getenv)
@@ -46,7 +56,11 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 		if err != nil {
 			return err
 		}
-		return errors.Join(fn(ctx, rt), rt.Close())
+		ferr := callRank(ctx, rt, fn)
+		if ferr != nil && rt.world != nil && rt.Size() > 1 {
+			rt.abortJob(ferr, cfg.exit)
+		}
+		return errors.Join(ferr, rt.Close())
 	}
 	if n == 0 {
 		n = 1
@@ -59,4 +73,41 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 		}
 	}
 	return RunLocal(ctx, n, fn, opts...)
+}
+
+// callRank runs fn and turns a panic into an error with its stack.
+func callRank(ctx context.Context, rt *RuntimeView, fn func(ctx context.Context, rt *RuntimeView) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(ctx, rt)
+}
+
+// abortGrace bounds the finalizer stack of a rank that aborts the job.
+const abortGrace = 10 * time.Second
+
+// abortJob ends an MPI job whose rank failed: the other ranks may be
+// waiting for this one in a collective, and MPI_Finalize would wait for
+// them in turn. It names the rank and its error on stderr, runs the
+// finalizer stack (without MPI_Finalize) for at most abortGrace, and calls
+// MPI_Abort, which ends every process of the job. exit is called if
+// MPI_Abort returns.
+func (rt *RuntimeView) abortJob(cause error, exit func(int)) {
+	fmt.Fprintf(os.Stderr, "pz: rank %d of %d failed: %v\npz: aborting the job (MPI_Abort)\n", rt.Rank(), rt.Size(), cause)
+	rt.aborting.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- rt.closeStack() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pz: rank %d: finalizers: %v\n", rt.Rank(), err)
+		}
+	case <-time.After(abortGrace):
+		fmt.Fprintf(os.Stderr, "pz: rank %d: the finalizer stack did not finish within %v\n", rt.Rank(), abortGrace)
+	}
+	err := rt.world.Abort(1)
+	fmt.Fprintf(os.Stderr, "pz: rank %d: %v\n", rt.Rank(), err)
+	exit(1)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -120,6 +121,7 @@ type RuntimeView struct {
 	closeErr  error
 	sig       *signalHandler // nil when signals are off
 	world     *mpi.World     // nil unless the backend is MPI
+	aborting  *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
 }
 
 // build finishes a RuntimeView on communicator c: logger, hardware
