@@ -5,10 +5,21 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
+
+// EnvDistTimeout names the environment variable that sets how long a
+// rank's distributed scheduler waits in WaitAll with nothing completing
+// before it gives up (dist.WithStallTimeout): a Go duration, 0 for never.
+const EnvDistTimeout = "PZ_DIST_TIMEOUT"
+
+// DefaultDistTimeout is the stall timeout without PZ_DIST_TIMEOUT: far
+// longer than any tile task, short enough that a job with an unreachable
+// rank ends.
+const DefaultDistTimeout = 10 * time.Minute
 
 // Scheduler returns this rank's part of the task-graph scheduler that spans
 // every rank (package scheduler/dist): a node-local scheduler whose CPU
@@ -25,7 +36,9 @@ import (
 // runtime gets one more P for the goroutines that drive MPI's progress
 // (MPI moves data only inside MPI calls; without it a transfer waits for a
 // worker's task to end). PZ_NCPU, or scheduler.WithWorkers among opts,
-// overrides the worker count.
+// overrides the worker count. A rank that sees nothing complete in WaitAll
+// for a minute logs what it waits for; after PZ_DIST_TIMEOUT (default
+// DefaultDistTimeout) WaitAll gives up with that explanation.
 func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) (*dist.Scheduler, error) {
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
@@ -51,7 +64,16 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	if err != nil {
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
-	d, err := dist.New(ctx, rt.c, ls)
+	timeout := DefaultDistTimeout
+	if v := os.Getenv(EnvDistTimeout); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout < 0 {
+			_ = ls.Close()
+			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: %s=%q: want a duration such as 5m, or 0 for none", rt.Rank(), ErrOption, EnvDistTimeout, v)
+		}
+	}
+	logger := rt.MyResourceSet().Logger()
+	d, err := dist.New(ctx, rt.c, ls, dist.WithStallTimeout(timeout),
+		dist.WithStallReport(time.Minute, func(s string) { logger.Warn(s) }))
 	if err != nil {
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}

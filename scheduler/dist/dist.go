@@ -29,6 +29,9 @@ var (
 	// ErrRankFailed: a task failed on some rank, so the distributed graph
 	// could not complete; the error names the rank.
 	ErrRankFailed = errors.New("dist: a rank failed")
+	// ErrStalled: nothing completed on a rank for the stall timeout
+	// (WithStallTimeout); the error says what the rank waited for.
+	ErrStalled = errors.New("dist: no progress")
 	// ErrClosed: the scheduler was closed.
 	ErrClosed = errors.New("dist: scheduler closed")
 )
@@ -83,6 +86,7 @@ type Scheduler struct {
 	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock
 	stall      time.Duration
 	report     func(string)
+	timeout    time.Duration // WaitAll gives up after this long without progress; 0: never
 
 	bytesSent atomic.Int64
 	msgsSent  atomic.Int64
@@ -297,10 +301,12 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
 	}
 	d.mu.Unlock()
-	stop := d.watch()
-	lerr := d.local.WaitAll(ctx)
+	wctx, wcancel := context.WithCancelCause(ctx)
+	stop := d.watch(wcancel)
+	lerr := d.local.WaitAll(wctx)
 	stop()
-	if lerr != nil && ctx.Err() != nil {
+	wcancel(nil)
+	if lerr != nil && wctx.Err() != nil {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
 		// The other ranks must not wait for this one in the agreement.
 		d.announce(ctrlLeft, err.Error())
@@ -363,6 +369,16 @@ type Option func(*Scheduler)
 // completing on its rank before it reports what the rank waits for.
 const defaultStall = time.Minute
 
+// WithStallTimeout makes WaitAll give up, with an error wrapping
+// ErrStalled that says what the rank waits for, when nothing has completed
+// on its rank for d: a rank that waits for data from a rank that can no
+// longer send (a cut link, a hung process) ends instead of hanging. Zero
+// (the default) waits as long as WaitAll's context allows.
+// runtimeview.Scheduler sets it from PZ_DIST_TIMEOUT.
+func WithStallTimeout(d time.Duration) Option {
+	return func(s *Scheduler) { s.timeout = d }
+}
+
 // WithStallReport sets how long WaitAll may see nothing complete on its rank
 // before it calls report with what the rank waits for (default: a minute,
 // printed on stderr); it reports again after each such period. A zero
@@ -378,26 +394,37 @@ type inflight struct {
 }
 
 // watch reports stalls while WaitAll waits; the returned function stops it.
-func (d *Scheduler) watch() (stop func()) {
-	if d.stall <= 0 || d.report == nil {
+func (d *Scheduler) watch(cancel context.CancelCauseFunc) (stop func()) {
+	report := d.stall > 0 && d.report != nil
+	if !report && d.timeout <= 0 {
 		return func() {}
+	}
+	period := d.timeout
+	if report && (period <= 0 || d.stall < period) {
+		period = d.stall
 	}
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
-		tick := time.NewTicker(min(d.stall/4, time.Second))
+		tick := time.NewTicker(max(min(period/4, time.Second), time.Millisecond))
 		defer tick.Stop()
-		last, since := d.progressed.Load(), time.Now()
+		last, since, reported := d.progressed.Load(), time.Now(), time.Now()
 		for {
 			select {
 			case <-quit:
 				return
 			case now := <-tick.C:
 				if p := d.progressed.Load(); p != last {
-					last, since = p, now
-				} else if now.Sub(since) >= d.stall {
+					last, since, reported = p, now, now
+					continue
+				}
+				if d.timeout > 0 && now.Sub(since) >= d.timeout {
+					cancel(fmt.Errorf("%w: nothing completed on rank %d for %v", ErrStalled, d.rank, now.Sub(since).Round(time.Millisecond)))
+					return
+				}
+				if report && now.Sub(reported) >= d.stall {
 					d.report(fmt.Sprintf("dist: rank %d: nothing completed for %v; %s", d.rank, now.Sub(since).Round(time.Second), d.explain()))
-					since = now
+					reported = now
 				}
 			}
 		}

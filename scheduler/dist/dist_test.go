@@ -727,3 +727,53 @@ func TestScatterGatherMatrix(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// With a stall timeout, a rank waiting for data that does not come gives up
+// on its own, saying what it waited for; the other rank learns it left.
+func TestStallTimeout(t *testing.T) {
+	release := make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+	errs := make([]error, 2)
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		var opts []dist.Option
+		if c.Rank() == 1 {
+			opts = append(opts, dist.WithStallTimeout(30*time.Millisecond))
+		}
+		d, err := dist.New(ctx, c, ls, opts...)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		hs := make([]*dist.Handle, 2)
+		for r := range 2 {
+			var data []int64
+			if r == c.Rank() {
+				data = make([]int64, 10)
+			}
+			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, block, dist.RW(hs[0])); err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, apply, dist.RW(hs[1]), dist.R(hs[0]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+			return err
+		}
+		errs[c.Rank()] = d.WaitAll(ctx)
+		if c.Rank() == 1 {
+			close(release)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[1], dist.ErrStalled)
+	assert.Contains(t, errs[1].Error(), "receiving handle #0 (owner 0) from rank 0")
+	require.ErrorIs(t, errs[0], dist.ErrRankFailed)
+	assert.Contains(t, errs[0].Error(), "rank 1 left WaitAll")
+}
