@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -50,7 +51,8 @@ func (s submission) String() string {
 // WaitAll, so that submission never waits for it. On a mismatch the ranks
 // exchange the window's submissions and name the first that differs.
 type graphCheck struct {
-	n       int          // submissions so far
+	timeout time.Duration // longest wait for a comparison; 0: ctx's
+	n       int           // submissions so far
 	window  []submission // the current window
 	pending *pendingCheck
 }
@@ -101,7 +103,16 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		return nil
 	}
 	g.pending = nil
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, g.timeout,
+			fmt.Errorf("%w: no answer from the other ranks for %v", ErrStalled, g.timeout))
+		defer cancel()
+	}
 	if _, err := p.req.Wait(ctx); err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	// Max of hash and of -hash: all equal iff max == -(-min) == min. The

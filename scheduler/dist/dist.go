@@ -110,6 +110,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	for _, o := range opts {
 		o(d)
 	}
+	d.check.timeout = d.timeout
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -279,6 +280,9 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	if cerr != nil {
 		d.mu.Unlock()
+		if errors.Is(cerr, ErrStalled) {
+			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
+		}
 		d.fail(cerr, false)
 		_ = d.local.WaitAll(ctx)
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
@@ -305,8 +309,9 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	stop := d.watch(wcancel)
 	lerr := d.local.WaitAll(wctx)
 	stop()
+	gaveUp := wctx.Err() != nil // ctx ended, or the stall timeout
 	wcancel(nil)
-	if lerr != nil && wctx.Err() != nil {
+	if lerr != nil && gaveUp {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
 		// The other ranks must not wait for this one in the agreement.
 		d.announce(ctrlLeft, err.Error())

@@ -2,6 +2,7 @@ package dist
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -238,6 +239,9 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	}
 	sub.onRank = onRank
 	if err := d.check.add(ctx, d.c, sub); err != nil {
+		if errors.Is(err, ErrStalled) {
+			err = fmt.Errorf("%w; %s", err, d.explain())
+		}
 		d.fail(err, false)
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
 	}
