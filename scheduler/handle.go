@@ -135,6 +135,16 @@ type handleConfig struct {
 // Named names the handle in errors and traces.
 func Named(name string) HandleOption { return func(c *handleConfig) { c.name = name } }
 
+// NameOf returns the name that opts give a handle ("" if none), for
+// layers that register handles on behalf of others (scheduler/dist).
+func NameOf(opts ...HandleOption) string {
+	var c handleConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.name
+}
+
 // LD sets a matrix's leading dimension (the distance in elements between
 // the starts of two consecutive rows; default: the number of columns).
 func LD(ld int) HandleOption { return func(c *handleConfig) { c.ld = ld } }

@@ -56,6 +56,13 @@ for n in 1 2 4; do
   echo "$passed subtests passed (summed over ranks)"
 done
 
+log "distributed Cholesky across network namespaces over TCP (scripts/netns-cholesky.sh)"
+if [ "$(id -u)" = 0 ] && ip netns list >/dev/null 2>&1; then
+  scripts/netns-cholesky.sh
+else
+  echo "skipped: needs root and network namespaces (run: sudo scripts/netns-cholesky.sh)"
+fi
+
 log "go test -tags cblas (OpenBLAS kernels)"
 go test -tags cblas -count=1 ./internal/linalg/...
 

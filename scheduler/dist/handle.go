@@ -105,6 +105,7 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		return nil, fmt.Errorf("dist: Register on owner %d: %w: %d elements for a %d x %d handle", owner, comm.ErrInvalidArg, len(data), rows, cols)
 	}
 	h := &Handle{d: d, owner: owner, rows: rows, cols: cols, dt: comm.DatatypeOf[T](), opts: opts, writer: owner,
+		name:    scheduler.NameOf(opts...),
 		holders: make([]uint64, (d.size+63)/64),
 		alloc:   func() any { return make([]T, rows*cols) },
 		raw:     func(v any) comm.Buf { return comm.BufOf(v.([]T)) },
