@@ -1,0 +1,152 @@
+package dist_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// int64s reads a task argument given as []int64: as is on the master, as
+// the codec's generic values on a worker rank.
+func int64s(a any) []int64 {
+	switch v := a.(type) {
+	case []int64:
+		return v
+	case []any:
+		out := make([]int64, len(v))
+		for i, x := range v {
+			switch n := x.(type) {
+			case uint64:
+				out[i] = int64(n)
+			case int64:
+				out[i] = n
+			}
+		}
+		return out
+	}
+	panic(fmt.Sprintf("argument %T", a))
+}
+
+// mwApply is apply for master/worker mode: its argument is [mode, add].
+var mwApply = &scheduler.Codelet{Name: "mw.apply", CPU: func(c *scheduler.Call) error {
+	a := int64s(c.Arg)
+	o := op{mode: scheduler.Mode(a[0]), add: a[1]}
+	var reads [][]int64
+	for i := 1; i < c.Len(); i++ {
+		reads = append(reads, scheduler.VectorOf[int64](c, i))
+	}
+	o.apply(scheduler.VectorOf[int64](c, 0), reads)
+	return nil
+}}
+
+// The random graphs, submitted on one rank only, run on the cores of every
+// rank and give what the sequential run gives.
+func TestMasterWorkerRandomGraphs(t *testing.T) {
+	for ranks := 1; ranks <= 4; ranks++ {
+		t.Run(fmt.Sprintf("ranks=%d", ranks), func(t *testing.T) {
+			const nh, ntasks = 10, 120
+			_, ops := randomGraph(uint64(ranks), nh, ntasks, ranks)
+			want := sequential(nh, ops)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			var remoteRuns int
+			err := local.Run(ctx, ranks, func(ctx context.Context, c comm.Comm) error {
+				reg, err := dist.NewRegistry(mwApply, zero, add)
+				if err != nil {
+					return err
+				}
+				return dist.RunMaster(ctx, c, 0, reg, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, m *dist.Master) error {
+					if m.Workers() != ranks {
+						return fmt.Errorf("%d workers, want one per rank (%d)", m.Workers(), ranks)
+					}
+					data := make([][]int64, nh)
+					hs := make([]*scheduler.Handle, nh)
+					for h := range nh {
+						data[h] = make([]int64, vecLen)
+						for i := range data[h] {
+							data[h][i] = initial(h, i)
+						}
+						if hs[h], err = m.Local().RegisterVector(data[h]); err != nil {
+							return err
+						}
+						if err := hs[h].SetReduction(zero, add); err != nil {
+							return err
+						}
+					}
+					for _, o := range ops {
+						args := []scheduler.Arg{scheduler.Data(hs[o.target], o.mode), scheduler.WithArg([]int64{int64(o.mode), o.add})}
+						for _, r := range o.reads {
+							args = append(args, scheduler.R(hs[r]))
+						}
+						if err := m.Submit(ctx, mwApply, args...); err != nil {
+							return err
+						}
+					}
+					if err := m.WaitAll(ctx); err != nil {
+						return err
+					}
+					for h := range nh {
+						if _, err := hs[h].Unregister(ctx); err != nil {
+							return err
+						}
+						if !slices.Equal(data[h], want[h]) {
+							return fmt.Errorf("handle %d differs from the sequential run", h)
+						}
+					}
+					for _, st := range m.Local().Stats()[1:] {
+						remoteRuns += int(st.Tasks)
+					}
+					return nil
+				})
+			})
+			require.NoError(t, err)
+			if ranks > 1 {
+				assert.Positive(t, remoteRuns, "no task ran on another rank")
+			}
+		})
+	}
+}
+
+// A codelet some rank does not know is refused at the master's Submit,
+// naming the rank; nothing crashes on the worker.
+func TestMasterUnknownCodelet(t *testing.T) {
+	extra := &scheduler.Codelet{Name: "extra", CPU: func(*scheduler.Call) error { return nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var submitErr error
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		cls := []*scheduler.Codelet{mwApply}
+		if c.Rank() != 2 {
+			cls = append(cls, extra)
+		}
+		reg, err := dist.NewRegistry(cls...)
+		if err != nil {
+			return err
+		}
+		return dist.RunMaster(ctx, c, 0, reg, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, m *dist.Master) error {
+			h, err := m.Local().RegisterVector(make([]int64, 4))
+			if err != nil {
+				return err
+			}
+			submitErr = m.Submit(ctx, extra, scheduler.RW(h))
+			other := &scheduler.Codelet{Name: "other", CPU: extra.CPU}
+			if err := m.Submit(ctx, other, scheduler.RW(h)); !errors.Is(err, dist.ErrUnknownCodelet) {
+				return fmt.Errorf("a codelet in no registry: %v", err)
+			}
+			return nil
+		})
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, submitErr, dist.ErrUnknownCodelet)
+	assert.Contains(t, submitErr.Error(), "ranks [2]")
+}
