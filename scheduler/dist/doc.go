@@ -44,6 +44,13 @@
 // this rank's tasks and transfers, and agrees with the other ranks on the
 // outcome.
 //
+// # Master/worker mode
+//
+// RunMaster runs a graph submitted on one rank on the cores of every rank:
+// the master's scheduler has a proxy worker per remote core, which sends
+// the task by codelet name (Registry) with its data and gets the written
+// data back.
+//
 // # Failures
 //
 // A task that fails on one rank is announced to the others, whose receives

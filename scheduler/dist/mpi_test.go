@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,4 +64,49 @@ func TestMPIRandomGraphs(t *testing.T) {
 	for seed := range uint64(3) {
 		require.NoError(t, checkRandomGraph(ctx, d, seed), "seed %d", seed)
 	}
+	// Master/worker mode: the same kind of graph submitted on rank 0 only.
+	const nh = 8
+	_, ops := randomGraph(42, nh, 100, w.Size())
+	want := sequential(nh, ops)
+	reg, err := dist.NewRegistry(mwApply, zero, add)
+	require.NoError(t, err)
+	err = dist.RunMaster(ctx, w, 0, reg, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, m *dist.Master) error {
+		data := make([][]int64, nh)
+		hs := make([]*scheduler.Handle, nh)
+		for h := range nh {
+			data[h] = make([]int64, vecLen)
+			for i := range data[h] {
+				data[h][i] = initial(h, i)
+			}
+			var err error
+			if hs[h], err = m.Local().RegisterVector(data[h]); err != nil {
+				return err
+			}
+			if err := hs[h].SetReduction(zero, add); err != nil {
+				return err
+			}
+		}
+		for _, o := range ops {
+			args := []scheduler.Arg{scheduler.Data(hs[o.target], o.mode), scheduler.WithArg([]int64{int64(o.mode), o.add})}
+			for _, r := range o.reads {
+				args = append(args, scheduler.R(hs[r]))
+			}
+			if err := m.Submit(ctx, mwApply, args...); err != nil {
+				return err
+			}
+		}
+		if err := m.WaitAll(ctx); err != nil {
+			return err
+		}
+		for h := range nh {
+			if _, err := hs[h].Unregister(ctx); err != nil {
+				return err
+			}
+			if !slices.Equal(data[h], want[h]) {
+				return fmt.Errorf("master/worker: handle %d differs from the sequential run", h)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
