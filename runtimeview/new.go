@@ -2,9 +2,9 @@ package runtimeview
 
 import (
 	"context"
-	"sync/atomic"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/local"

@@ -53,7 +53,7 @@ func (s submission) String() string {
 type graphCheck struct {
 	timeout time.Duration // longest wait for a comparison; 0: ctx's
 	n       int           // submissions so far
-	window  []submission // the current window
+	window  []submission  // the current window
 	pending *pendingCheck
 }
 
