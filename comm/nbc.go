@@ -20,7 +20,8 @@ import (
 // The zero NBC is not usable; backends make one with NewNBC and call Close
 // when their communicator is freed.
 type NBC struct {
-	open func(ctx context.Context) (Comm, error)
+	open     func(ctx context.Context) (Comm, error)
+	blocking bool // run with a context that cannot be canceled (see NewNBCBlocking)
 
 	mu      sync.Mutex
 	dup     Comm // opened by the first operation
@@ -44,6 +45,19 @@ func NewNBC(open func(ctx context.Context) (Comm, error)) *NBC {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	n := &NBC{open: open, ctx: ctx, cancel: cancel}
 	n.idle = sync.NewCond(&n.mu)
+	return n
+}
+
+// NewNBCBlocking is NewNBC for backends whose collectives should block
+// rather than poll: each runs with a context that cannot be canceled (an MPI
+// backend then calls the blocking MPI function, not its non-blocking form,
+// whose progress engine is not safe to drive from several threads in some
+// MPI libraries). Close does not wait for a collective in progress, which
+// MPI cannot cancel: its goroutine ends when the collective does, if ever,
+// and the private communicator is then left to it.
+func NewNBCBlocking(open func(ctx context.Context) (Comm, error)) *NBC {
+	n := NewNBC(open)
+	n.blocking = true
 	return n
 }
 
@@ -98,7 +112,11 @@ func (n *NBC) loop() {
 			n.mu.Unlock()
 		}
 		if err == nil {
-			err = op.run(n.ctx, c)
+			ctx := n.ctx
+			if n.blocking {
+				ctx = context.Background()
+			}
+			err = op.run(ctx, c)
 		}
 		if err != nil {
 			op.err = fmt.Errorf("comm: %s on rank %d: %w", op.call, op.rank, err)
@@ -119,6 +137,15 @@ func (n *NBC) Close() error {
 	}
 	n.closed = true
 	n.cancel(ErrFreed)
+	for _, op := range n.queue { // not started: they fail now
+		op.err = fmt.Errorf("comm: %s on rank %d: %w", op.call, op.rank, ErrFreed)
+		close(op.done)
+	}
+	n.queue = nil
+	if n.blocking && n.running {
+		n.mu.Unlock()
+		return nil // the collective in progress keeps the communicator
+	}
 	for n.running {
 		n.idle.Wait()
 	}

@@ -61,7 +61,8 @@ type Comm struct {
 	broken atomic.Pointer[error]
 	freed  atomic.Bool
 
-	nbc *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
+	nbc     *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
+	nbcComm *Comm     // their communicator: a duplicate made with this one (nil for that duplicate itself)
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -870,6 +871,9 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 		return nil, nil
 	}
 	sub, err := newComm(c.st, nc, false, c.check)
+	if err == nil {
+		err = sub.withEngine()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Split: %w", err)
 	}
@@ -933,7 +937,9 @@ func (c *Comm) Free() error {
 	}
 	var nerr error
 	if c.nbc != nil {
-		nerr = c.nbc.Close()
+		nerr = c.nbc.Close() // frees nbcComm unless a collective holds it
+	} else if c.nbcComm != nil {
+		nerr = c.nbcComm.Free()
 	}
 	if c.world || c.broken.Load() != nil {
 		return nerr

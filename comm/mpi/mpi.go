@@ -133,6 +133,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return nil, err
 	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
+	if err == nil {
+		err = c.withEngine()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}

@@ -33,6 +33,9 @@ func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 		return nil, fmt.Errorf("mpi: Dup: %w", c.st.error("MPI_Comm_dup", rc))
 	}
 	d, err := newComm(c.st, nc, false, c.check)
+	if err == nil {
+		err = d.withEngine()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Dup: %w", err)
 	}
@@ -40,10 +43,9 @@ func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 }
 
 // engine returns the engine of c's non-blocking collectives, making it on
-// the first call: the engine runs them as blocking collectives on a
-// duplicate of c, which MPI_Comm_idup starts here, in this rank's order of
-// collectives on c (c.coll is held), so that it matches across ranks
-// without blocking.
+// the first call. It runs them as blocking collectives on c's private
+// duplicate, made with c (withEngine), so that starting the first one
+// needs no communication.
 func (c *Comm) engine(call string) (*comm.NBC, error) {
 	if err := c.usable(call); err != nil {
 		return nil, err
@@ -53,30 +55,33 @@ func (c *Comm) engine(call string) (*comm.NBC, error) {
 	if c.freed.Load() {
 		return nil, fmt.Errorf("mpi: %s: %w", call, comm.ErrFreed)
 	}
-	if c.nbc != nil {
-		return c.nbc, nil
+	if c.nbcComm == nil {
+		return nil, fmt.Errorf("mpi: %s: %w: the communicator of non-blocking collectives has none of its own", call, comm.ErrInvalidArg)
 	}
-	out := C.pz_comm_new()
-	r := newRequest(c, "MPI_Comm_idup")
+	if c.nbc == nil {
+		dup := c.nbcComm
+		c.nbc = comm.NewNBCBlocking(func(context.Context) (comm.Comm, error) { return dup, nil })
+	}
+	return c.nbc, nil
+}
+
+// withEngine gives a new communicator its private duplicate for
+// non-blocking collectives (MPI_Comm_dup, collective: every member calls
+// it right after the communicator is made). The duplicate has none.
+func (c *Comm) withEngine() error {
+	var nc C.MPI_Comm
 	c.st.lock()
-	rc := C.pz_comm_idup(c.c, out, r.req)
+	rc := C.pz_comm_dup(c.c, &nc)
 	c.st.unlock()
 	if rc != 0 {
-		r.release()
-		C.pz_comm_delete(out)
-		return nil, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Comm_idup", rc))
+		return c.st.error("MPI_Comm_dup", rc)
 	}
-	check := c.check
-	c.nbc = comm.NewNBC(func(ctx context.Context) (comm.Comm, error) {
-		if _, err := r.Wait(ctx); err != nil {
-			// The duplicate may still arrive; out stays allocated for it.
-			return nil, err
-		}
-		nc := *out
-		C.pz_comm_delete(out)
-		return newComm(c.st, nc, false, check)
-	})
-	return c.nbc, nil
+	d, err := newComm(c.st, nc, false, c.check)
+	if err != nil {
+		return err
+	}
+	c.nbcComm = d
+	return nil
 }
 
 // Ibarrier starts a barrier; see comm.Comm.

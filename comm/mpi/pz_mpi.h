@@ -12,7 +12,6 @@
 
 #include <mpi.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { PZ_NTYPES = 13, PZ_NOPS = 10 };
@@ -260,11 +259,6 @@ static int pz_comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
 static int pz_comm_free(MPI_Comm *c) { return MPI_Comm_free(c); }
 static int pz_comm_dup(MPI_Comm c, MPI_Comm *out) { return MPI_Comm_dup(c, out); }
 
-/* pz_comm_idup starts MPI_Comm_idup into *out, which MPI writes when the
- * request completes: out is C memory (pz_comm_new), never Go's. */
-static int pz_comm_idup(MPI_Comm c, MPI_Comm *out, MPI_Request *r) { return MPI_Comm_idup(c, out, r); }
-static MPI_Comm *pz_comm_new(void) { return (MPI_Comm *)calloc(1, sizeof(MPI_Comm)); }
-static void pz_comm_delete(MPI_Comm *c) { free(c); }
 
 /* pz_iprobe / pz_probe look at a message without receiving it. */
 static int pz_iprobe(int src, int tag, MPI_Comm c, int *flag, pz_status *out) {
