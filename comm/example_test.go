@@ -139,3 +139,45 @@ func ExampleComm_Iallreduce() {
 	// Output:
 	// sum: 6 work: 499500 sum of senders: 3
 }
+
+// A halo exchange on a line of ranks: each sends its last cell right and
+// receives its left neighbour's; the ends talk to ProcNull, so no rank
+// needs a special case. Scan then numbers the cells globally.
+func ExampleSendrecv() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		left, right := c.Rank()-1, c.Rank()+1
+		if left < 0 {
+			left = comm.ProcNull
+		}
+		if right == c.Size() {
+			right = comm.ProcNull
+		}
+		cells := []float64{float64(10 * c.Rank()), float64(10*c.Rank() + 1)}
+		ghost := []float64{-1}
+		if _, err := comm.Sendrecv(ctx, c, cells[len(cells)-1:], right, 0, ghost, left, 0); err != nil {
+			return err
+		}
+		first, err := comm.Exscan(ctx, c, []int64{int64(len(cells))}, comm.Sum)
+		if err != nil {
+			return err
+		}
+		offset := int64(0)
+		if first != nil {
+			offset = first[0]
+		}
+		all, err := comm.GatherValues(ctx, c, fmt.Sprintf("rank %d: ghost %v, first cell #%d", c.Rank(), ghost[0], offset), 0)
+		if err == nil && c.Rank() == 0 {
+			for _, line := range all {
+				fmt.Println(line)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// rank 0: ghost -1, first cell #0
+	// rank 1: ghost 1, first cell #2
+	// rank 2: ghost 11, first cell #4
+}

@@ -255,6 +255,9 @@ func BcastSlice[T Number](ctx context.Context, c Comm, buf []T, root int) error 
 // Send sends buf to rank dest with tag (>= 0). It returns when buf may be
 // reused.
 func Send[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
+	if dest == ProcNull {
+		return nil
+	}
 	return c.Send(ctx, BufOf(buf), dest, tag)
 }
 
@@ -263,6 +266,9 @@ func Send[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
 // message longer than buf is discarded and an error wrapping ErrTruncated
 // returned.
 func Recv[T Number](ctx context.Context, c Comm, buf []T, source, tag int) (Status, error) {
+	if source == ProcNull {
+		return nullStatus, nil
+	}
 	b := AsBytes(buf)
 	dt := DatatypeOf[T]()
 	return c.Recv(ctx, dt, source, tag, func(n int) ([]byte, error) {
@@ -290,6 +296,9 @@ func RecvNew[T Number](ctx context.Context, c Comm, source, tag int) ([]T, Statu
 // Isend starts sending buf to dest with tag and returns at once. buf must
 // not be modified until the Request completes.
 func Isend[T Number](c Comm, buf []T, dest, tag int) (Request, error) {
+	if dest == ProcNull {
+		return doneRequest{}, nil
+	}
 	return c.Isend(BufOf(buf), dest, tag)
 }
 
@@ -298,5 +307,8 @@ func Isend[T Number](c Comm, buf []T, dest, tag int) (Request, error) {
 // Request completes; a message longer than buf completes it with an error
 // wrapping ErrTruncated. The Status gives the received length.
 func Irecv[T Number](c Comm, buf []T, source, tag int) (Request, error) {
+	if source == ProcNull {
+		return doneRequest{nullStatus}, nil
+	}
 	return c.Irecv(BufOf(buf), source, tag)
 }

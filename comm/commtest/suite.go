@@ -45,6 +45,7 @@ func Cases() []Case {
 		{"Misuse/Unencodable", misuseUnencodableCase},
 	}
 	out = append(out, asyncCases()...)
+	out = append(out, prefixCases()...)
 	return append(out, typedCases()...)
 }
 

@@ -1,0 +1,143 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+)
+
+// ProcNull is the null peer (MPI_PROC_NULL) of the typed point-to-point
+// helpers (Send, Recv, Isend, Irecv, Sendrecv, SendrecvReplace): sending to
+// it does nothing, receiving from it completes at once with no data and a
+// Status whose Source is ProcNull. A halo exchange at a domain's edge then
+// needs no special case.
+const ProcNull = -2
+
+// nullStatus is the Status of a receive from ProcNull.
+var nullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
+// doneRequest is a Request that completed at once.
+type doneRequest struct{ st Status }
+
+func (r doneRequest) Wait(context.Context) (Status, error) { return r.st, nil }
+func (r doneRequest) Test() (bool, Status, error)          { return true, r.st, nil }
+
+// Sendrecv sends send to dest with sendTag and receives a message from
+// source with recvTag into recv, at once (MPI_Sendrecv): the usual halo
+// exchange, which cannot deadlock as a Send then a Recv on every rank can.
+// Either peer may be ProcNull.
+func Sendrecv[T Number](ctx context.Context, c Comm, send []T, dest, sendTag int, recv []T, source, recvTag int) (Status, error) {
+	req, err := Isend(c, send, dest, sendTag)
+	if err != nil {
+		return Status{}, err
+	}
+	st, rerr := Recv(ctx, c, recv, source, recvTag)
+	if _, werr := req.Wait(ctx); werr != nil && rerr == nil {
+		rerr = werr
+	}
+	return st, rerr
+}
+
+// SendrecvReplace sends buf to dest and receives a message from source
+// into buf (MPI_Sendrecv_replace); the message received may be at most
+// len(buf) long.
+func SendrecvReplace[T Number](ctx context.Context, c Comm, buf []T, dest, sendTag, source, recvTag int) (Status, error) {
+	out := append([]T(nil), buf...)
+	return Sendrecv(ctx, c, out, dest, sendTag, buf, source, recvTag)
+}
+
+// Scan returns the inclusive prefix reduction (MPI_Scan): on rank r, op
+// applied element-wise to the send slices of ranks 0..r, in rank order.
+// Every rank passes the same length. It gathers every rank's contribution
+// on every rank (one AllGather) and folds locally, so every backend gives
+// the same bits; its cost grows with ranks x length.
+func Scan[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error) {
+	return scan(ctx, c, "Scan", send, op, true)
+}
+
+// Exscan returns the exclusive prefix reduction (MPI_Exscan): on rank r > 0,
+// op over the send slices of ranks 0..r-1; nil on rank 0 (MPI leaves it
+// undefined).
+func Exscan[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error) {
+	return scan(ctx, c, "Exscan", send, op, false)
+}
+
+func scan[T Number](ctx context.Context, c Comm, call string, send []T, op Op, inclusive bool) ([]T, error) {
+	dt := DatatypeOf[T]()
+	if !op.Supports(dt) {
+		// Every rank checks the same op and type: all fail alike.
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("op %v is not defined on %v", op, dt)}
+	}
+	parts, err := AllGather(ctx, c, send)
+	if err != nil {
+		return nil, fmt.Errorf("comm: %s: %w", call, err)
+	}
+	for r, p := range parts {
+		if len(p) != len(send) {
+			return nil, &MismatchError{Op: call, Detail: fmt.Sprintf("count: rank %d has %d, rank %d has %d", c.Rank(), len(send), r, len(p))}
+		}
+	}
+	last := c.Rank()
+	if !inclusive {
+		last--
+	}
+	if last < 0 {
+		return nil, nil
+	}
+	out := append([]T(nil), parts[0]...)
+	for r := 1; r <= last; r++ {
+		if err := ReduceInto(op, dt, AsBytes(out), AsBytes(parts[r])); err != nil {
+			return nil, fmt.Errorf("comm: %s: %w", call, err)
+		}
+	}
+	return out, nil
+}
+
+// ReduceScatterBlock reduces send element-wise across ranks with op and
+// gives rank r block r of the result (MPI_Reduce_scatter_block): send has
+// Size blocks of equal length on every rank.
+func ReduceScatterBlock[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error) {
+	n := c.Size()
+	counts := make([]int, n)
+	for r := range counts {
+		counts[r] = len(send) / n
+	}
+	if len(send)%n != 0 {
+		counts = nil // reported after the reduction, on every rank
+	}
+	return reduceScatter(ctx, c, "ReduceScatterBlock", send, counts, op)
+}
+
+// ReduceScatter reduces send element-wise across ranks with op and gives
+// rank r the counts[r] elements after those of ranks 0..r-1
+// (MPI_Reduce_scatter). Every rank passes the same counts, which sum to
+// len(send).
+func ReduceScatter[T Number](ctx context.Context, c Comm, send []T, counts []int, op Op) ([]T, error) {
+	return reduceScatter(ctx, c, "ReduceScatter", send, counts, op)
+}
+
+func reduceScatter[T Number](ctx context.Context, c Comm, call string, send []T, counts []int, op Op) ([]T, error) {
+	all := make([]T, len(send))
+	if err := AllReduceTo(ctx, c, all, send, op); err != nil {
+		return nil, fmt.Errorf("comm: %s: %w", call, err)
+	}
+	if counts == nil {
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d elements do not split into %d equal blocks", len(send), c.Size())}
+	}
+	if len(counts) != c.Size() {
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d counts for %d ranks", len(counts), c.Size())}
+	}
+	off, total := 0, 0
+	for r, k := range counts {
+		if k < 0 {
+			return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("count %d of rank %d is negative", k, r)}
+		}
+		if r < c.Rank() {
+			off += k
+		}
+		total += k
+	}
+	if total != len(send) {
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("counts sum to %d, send has %d elements", total, len(send))}
+	}
+	return append([]T(nil), all[off:off+counts[c.Rank()]]...), nil
+}
