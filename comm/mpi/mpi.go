@@ -171,6 +171,8 @@ func (w *World) Finalize() error {
 		if n != nil {
 			_ = n.Close()
 		}
+		// So does the progress engine: no MPI call may follow Finalize.
+		w.st.progress.shutdown()
 		initMu.Lock()
 		defer initMu.Unlock()
 		w.st.finalized.Store(true)

@@ -17,7 +17,24 @@ type progress struct {
 	mu      sync.Mutex
 	pending []*request
 	running bool
+	stopped bool          // shutdown: no more MPI calls
+	idle    sync.Cond     // signaled when running turns false
 	kick    chan struct{} // capacity 1: a request was added
+}
+
+// shutdown stops the engine before MPI_Finalize: it waits for the loop
+// to leave its MPI calls and keeps it from starting again. Requests still
+// pending never complete.
+func (p *progress) shutdown() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if p.idle.L == nil {
+		p.idle.L = &p.mu
+	}
+	for p.running {
+		p.idle.Wait()
+	}
 }
 
 // Spinning and backoff of the engine: it yields while requests complete,
@@ -32,6 +49,13 @@ func (p *progress) watch(r *request) {
 	p.mu.Lock()
 	if p.kick == nil {
 		p.kick = make(chan struct{}, 1)
+	}
+	if p.idle.L == nil {
+		p.idle.L = &p.mu
+	}
+	if p.stopped {
+		p.mu.Unlock()
+		return
 	}
 	p.pending = append(p.pending, r)
 	if !p.running {
@@ -61,8 +85,9 @@ func (p *progress) loop() {
 		}
 		clear(p.pending[len(live):])
 		p.pending = live
-		if len(live) == 0 {
+		if len(live) == 0 || p.stopped {
 			p.running = false
+			p.idle.Broadcast()
 			p.mu.Unlock()
 			return
 		}
@@ -70,6 +95,9 @@ func (p *progress) loop() {
 		p.mu.Unlock()
 		progressed := false
 		for _, r := range batch {
+			if p.stopping() {
+				break
+			}
 			if !r.mu.TryLock() { // a Wait or Test is testing it
 				continue
 			}
@@ -95,4 +123,11 @@ func (p *progress) loop() {
 			sleep = min(2*sleep, progressMaxSleep)
 		}
 	}
+}
+
+// stopping reports whether shutdown has begun.
+func (p *progress) stopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
 }
