@@ -50,7 +50,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 	}
 	if info.Launched() {
 		if n > 0 {
-			return fmt.Errorf("%w: %d ranks asked for under an MPI launcher (%s); let the launcher choose them (mpirun -n %d ...)", ErrLaunch, n, info.Launcher, n)
+			return fmt.Errorf("%w: Run was given %d ranks, but the %s launcher already chose them (%d); pass 0 as the rank count when a program may run under mpirun", ErrLaunch, n, info.Launcher, info.Size)
 		}
 		rt, err := New(ctx, opts...)
 		if err != nil {

@@ -63,6 +63,11 @@ func TestRunRejectsBadCounts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			err := runtimeview.Run(ctx, c.n, never, runtimeview.WithGetenv(envOf(c.env)), withMachine(t))
 			assert.ErrorIs(t, err, runtimeview.ErrLaunch)
+			if name == "n under mpirun" {
+				// The user did run mpirun -n 2: the fix is to pass 0.
+				assert.Contains(t, err.Error(), "pass 0 as the rank count")
+				assert.NotContains(t, err.Error(), "mpirun -n")
+			}
 		})
 	}
 }
