@@ -44,7 +44,7 @@ done
 tmp=$(mktemp -d)
 ns() { echo "pzns$1"; }
 cleanup() {
-  [ -n "${job:-}" ] && kill "$job" 2>/dev/null
+  if [ -n "${job:-}" ]; then kill "$job" 2>/dev/null || true; fi
   for n in $(ip netns list | awk '/^pzns[0-9]/ {print $1}'); do
     ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true # daemons and ranks left running
     ip netns del "$n" 2>/dev/null || true
@@ -54,7 +54,7 @@ cleanup() {
   done
   rm -rf "$tmp"
 }
-trap cleanup EXIT
+trap 'status=$?; cleanup; exit $status' EXIT
 cleanup 2>/dev/null || true
 tmp=$(mktemp -d)
 
@@ -90,11 +90,14 @@ done
 
 # The rsh agent: mpirun calls it as AGENT [options] HOST COMMAND...; it runs
 # COMMAND in HOST's namespace.
+# Each host gets a temporary directory of its own: the hosts share one
+# file system and hostname, and Open MPI keys its session files by them.
 cat >"$tmp/agent" <<EOF
 #!/bin/sh
 while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
 host=\$1; shift
-exec ip netns exec "\$(cat "$tmp/hosts/\$host")" /bin/sh -c "\$*"
+mkdir -p "$tmp/tmp-\$host"
+exec ip netns exec "\$(cat "$tmp/hosts/\$host")" env TMPDIR="$tmp/tmp-\$host" /bin/sh -c "\$*"
 EOF
 chmod +x "$tmp/agent"
 
