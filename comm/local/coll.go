@@ -646,7 +646,11 @@ func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (c
 	g.splitMu.Lock()
 	e := g.splits[sk]
 	if e == nil {
-		e = &splitEntry{g: newGroup(g.w, len(members))}
+		wr := make([]int, len(members))
+		for i, m := range members {
+			wr[i] = g.worldRanks[m]
+		}
+		e = &splitEntry{g: newGroup(g.w, wr)}
 		g.splits[sk] = e
 	}
 	e.joined++

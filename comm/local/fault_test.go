@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -281,4 +282,51 @@ func TestGoexit(t *testing.T) {
 	errs := rankErrors(t, err)
 	assert.Contains(t, errs[0].Error(), "Goexit")
 	assert.ErrorIs(t, errs[1], comm.ErrBroken)
+}
+
+// A rank that returns while the others wait for it in a collective: they
+// fail at once, without a deadline, naming it; ranks that do not need it
+// (a communicator without it, point to point among themselves) go on.
+func TestRankReturnsWhileOthersWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 4, func(_ context.Context, c comm.Comm) error {
+		bg := context.Background() // no deadline: only the departure can end the wait
+		color := 0
+		if c.Rank() == 3 {
+			color = comm.Undefined
+		}
+		sub, err := c.Split(bg, color, c.Rank())
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 3 {
+			return nil // leaves at once
+		}
+		// Ranks 0-2 go on among themselves.
+		got, err := comm.AllReduce(bg, sub, []int64{1}, comm.Sum)
+		if err != nil || got[0] != 3 {
+			return fmt.Errorf("AllReduce without rank 3: %v, %v", got, err)
+		}
+		switch c.Rank() {
+		case 2:
+			// Waits in a world collective that rank 3 (and soon rank 1,
+			// which returns below) will never reach.
+			err := c.Barrier(bg)
+			if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "returned from its function; it will never reach this Barrier") {
+				return fmt.Errorf("Barrier with rank 3 gone: %v", err)
+			}
+			// Point to point with a rank still here works.
+			return comm.Send(bg, c, []int64{7}, 0, 1)
+		default:
+			if c.Rank() == 0 {
+				buf := make([]int64, 1)
+				if _, err := comm.Recv(bg, c, buf, 2, 1); err != nil || buf[0] != 7 {
+					return fmt.Errorf("Recv from rank 2: %v, %v", buf, err)
+				}
+			}
+			return nil
+		}
+	})
+	require.NoError(t, err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -63,7 +64,11 @@ func New(n int) ([]comm.Comm, error) {
 	w := &world{closed: make(chan struct{})}
 	close(w.closed)
 	w.brk.init()
-	g := newGroup(w, n)
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	g := newGroup(w, ranks)
 	out := make([]comm.Comm, n)
 	for r := range n {
 		out[r] = &rankComm{g: g, rank: r}
@@ -75,6 +80,9 @@ func New(n int) ([]comm.Comm, error) {
 type world struct {
 	brk    breaker       // broken by Abort or by Run when a rank fails
 	closed chan struct{} // always closed: the done channel of completed requests
+
+	mu     sync.Mutex
+	groups []*group // every communicator of the world, for leave
 }
 
 // breaker records the first reason a world or group became unusable.
@@ -117,6 +125,9 @@ type group struct {
 	splitMu sync.Mutex
 	splits  map[splitKey]*splitEntry
 
+	worldRanks []int                    // the world rank of each rank
+	gone       []atomic.Pointer[string] // why a rank left Run, if it did
+
 	nbcOnce sync.Once
 	nbc     *group // the group of the ranks' non-blocking collectives
 }
@@ -125,17 +136,40 @@ type group struct {
 // collectives, made by the first rank to need it: a duplicate that needs no
 // communication, since in-process ranks share the group.
 func (g *group) nbcGroup() *group {
-	g.nbcOnce.Do(func() { g.nbc = newGroup(g.w, g.size) })
+	g.nbcOnce.Do(func() { g.nbc = newGroup(g.w, g.worldRanks) })
 	return g.nbc
 }
 
-func newGroup(w *world, n int) *group {
-	g := &group{w: w, size: n, slots: make([]*slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{}}
+// newGroup makes a group whose rank i is world rank worldRanks[i], and
+// records it in w, so that a rank leaving Run can find the groups it
+// belonged to.
+func newGroup(w *world, worldRanks []int) *group {
+	n := len(worldRanks)
+	g := &group{w: w, size: n, slots: make([]*slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{},
+		worldRanks: worldRanks, gone: make([]atomic.Pointer[string], n)}
 	g.brk.init()
 	for i := range g.slots {
 		g.slots[i] = &slot{wake: make(chan struct{}, 1)}
 	}
+	w.mu.Lock()
+	w.groups = append(w.groups, g)
+	w.mu.Unlock()
 	return g
+}
+
+// leave records that world rank r's function returned: it will never
+// arrive at another collective. Every rank waiting for it in one, now or
+// later, fails with ErrBroken naming it instead of waiting for ever.
+func (w *world) leave(r int, why string) {
+	w.mu.Lock()
+	groups := slices.Clone(w.groups)
+	w.mu.Unlock()
+	for _, g := range groups {
+		if i := slices.Index(g.worldRanks, r); i >= 0 {
+			g.gone[i].Store(&why)
+			g.wakeAll(i)
+		}
+	}
 }
 
 // slot is one rank's area of a group. The owner writes args[k&1] (and its
@@ -303,6 +337,7 @@ type cond struct {
 	s      *slot          // condDepart: whose departure
 	v      *atomic.Uint64 // condCounter: the counter
 	target uint64         // condCounter, condDone: the value to reach
+	left   int            // condArrivals: 1 + a missing rank that left Run, 0 if none
 }
 
 const (
@@ -319,8 +354,18 @@ func (c *rankComm) ready(w *cond) bool {
 		p := w.k & 1
 		for ; w.next < g.size; w.next++ {
 			if g.slots[w.next].a[p].seq.Load() < w.k {
-				// A peer that abandoned will never arrive.
-				return g.brk.err.Load() != nil
+				// A peer that abandoned will never arrive, nor will one
+				// that left Run (any of those still missing).
+				if g.brk.err.Load() != nil {
+					return true
+				}
+				for j := w.next; j < g.size; j++ {
+					if g.gone[j].Load() != nil && g.slots[j].a[p].seq.Load() < w.k {
+						w.left = j + 1
+						return true
+					}
+				}
+				return false
 			}
 		}
 		return true
@@ -405,6 +450,9 @@ func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) e
 	err := c.spinWait(ctx.Done(), &w)
 	if err == nil && w.next < g.size {
 		err = g.brk.broken()
+		if err == nil && w.left > 0 {
+			err = fmt.Errorf("%w: rank %d %s; it will never reach this %v", comm.ErrBroken, w.left-1, *g.gone[w.left-1].Load(), call)
+		}
 	}
 	if err == nil {
 		return nil

@@ -18,7 +18,10 @@ import (
 // with runtime.Goexit) cancels the context given to the others, with the
 // failure as its cause, and breaks the world: ranks blocked in a
 // collective, a receive or a Wait return an error wrapping comm.ErrBroken
-// that names the failed rank. Run returns errors.Join of one
+// that names the failed rank. A rank that returns nil can no longer take
+// part in a collective: ranks waiting for it in one, on any communicator
+// it belongs to, fail at once with comm.ErrBroken naming it, while ranks
+// that do not need it go on. Run returns errors.Join of one
 // *comm.RankError per failed rank (nil if none); a panic is returned as a
 // *PanicError carrying the stack.
 func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
@@ -57,7 +60,11 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 			returned = true
 			if err != nil {
 				fail(r, err)
+				return
 			}
+			// Ranks still waiting for this one in a collective would wait
+			// for ever: tell them.
+			w.leave(r, "returned from its function")
 		})
 	}
 	wg.Wait()
