@@ -777,3 +777,25 @@ func TestStallTimeout(t *testing.T) {
 	require.ErrorIs(t, errs[0], dist.ErrRankFailed)
 	assert.Contains(t, errs[0].Error(), "rank 1 left WaitAll")
 }
+
+// Grid picks the most square P x Q with P <= Q; the distributions place
+// tiles as documented and refuse grids that do not fit.
+func TestDistributions(t *testing.T) {
+	for n, want := range map[int][2]int{1: {1, 1}, 2: {1, 2}, 3: {1, 3}, 4: {2, 2}, 6: {2, 3}, 12: {3, 4}, 7: {1, 7}} {
+		p, q := dist.Grid(n)
+		assert.Equal(t, want, [2]int{p, q}, "Grid(%d)", n)
+	}
+	bc := dist.BlockCyclic2D(2, 3)
+	assert.Equal(t, 0, bc.Owner(0, 0))
+	assert.Equal(t, 2, bc.Owner(0, 5))
+	assert.Equal(t, 3, bc.Owner(1, 0))
+	assert.Equal(t, 5, bc.Owner(3, 2))
+	require.NoError(t, bc.Check(6))
+	require.ErrorIs(t, bc.Check(4), dist.ErrDistribution)
+	c1 := dist.Cyclic1D(4, 3)
+	assert.Equal(t, 2, c1.Owner(1, 1)) // (1*4+1) mod 3
+	require.ErrorIs(t, c1.Check(2), dist.ErrDistribution)
+	f := dist.Func(func(i, j int) int { return (i + j) % 2 })
+	assert.Equal(t, 1, f.Owner(2, 3))
+	require.NoError(t, f.Check(2))
+}
