@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"unsafe"
 
@@ -24,9 +25,26 @@ func Encode(v any) ([]byte, error) {
 	return b, nil
 }
 
+// decMode decodes values without the codec's default limits on
+// collection sizes (131,072 elements) and nesting (32 levels), which are
+// meant for untrusted input: ranks of one job trust each other, and a
+// value is bounded by memory and the nesting limit of CBOR's decoder
+// (65,535 levels). It is immutable once made.
+var decMode = func() cbor.DecMode {
+	m, err := cbor.DecOptions{
+		MaxNestedLevels:  65535,
+		MaxArrayElements: math.MaxInt32,
+		MaxMapPairs:      math.MaxInt32,
+	}.DecMode()
+	if err != nil {
+		panic(err) // the options are constants within the library's bounds
+	}
+	return m
+}()
+
 // Decode decodes data produced by Encode into the value v points to.
 func Decode(data []byte, v any) error {
-	if err := cbor.Unmarshal(data, v); err != nil {
+	if err := decMode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("comm: decode into %T: %w", v, err)
 	}
 	return nil
@@ -67,7 +85,7 @@ func decodePayload[T any](call string, from int, p []byte) (T, error) {
 	if p[0] != payloadOK {
 		return v, &ArgError{Op: call, Rank: from, Detail: fmt.Sprintf("bad payload status byte %d", p[0])}
 	}
-	if err := cbor.Unmarshal(p[1:], &v); err != nil {
+	if err := decMode.Unmarshal(p[1:], &v); err != nil {
 		return v, fmt.Errorf("comm: %s: decode value from rank %d into %T: %w", call, from, v, err)
 	}
 	return v, nil
@@ -143,9 +161,18 @@ func bcastBytes(ctx context.Context, c Comm, payload []byte, root int) ([]byte, 
 }
 
 // SendValue encodes v and sends it to dest with tag. Pair it with
-// RecvValue.
+// RecvValue. A value that cannot be encoded is an *ArgError for the sender,
+// and the receiver is told too (its RecvValue returns the same error), so
+// that it does not wait for a message that will not come.
 func SendValue[T any](ctx context.Context, c Comm, v T, dest, tag int) error {
-	return c.Send(ctx, Buf{Bytes: encodePayload(v), Type: Uint8}, dest, tag)
+	p := encodePayload(v)
+	if err := c.Send(ctx, Buf{Bytes: p, Type: Uint8}, dest, tag); err != nil {
+		return err
+	}
+	if p[0] == payloadFailed {
+		return &ArgError{Op: "SendValue", Rank: c.Rank(), Detail: string(p[1:])}
+	}
+	return nil
 }
 
 // RecvValue receives a value sent with SendValue from source (or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -152,6 +153,90 @@ func sendrecvCase(ctx context.Context, c comm.Comm) error {
 		if right == comm.ProcNull && buf[0] != mine[0] {
 			return fmt.Errorf("SendrecvReplace from ProcNull changed the buffer")
 		}
+	}
+	return c.Barrier(ctx)
+}
+
+// valueCases are the cases of the codec's limits and of values that cannot
+// be encoded.
+func valueCases() []Case {
+	return []Case{
+		{"Values/Large", largeValuesCase},
+		{"Values/SendUnencodable", sendUnencodableCase},
+	}
+}
+
+// point is an element of the large values.
+type point struct {
+	X, Y int32
+	Tag  string
+}
+
+// largeValuesCase gathers 200,000 structs from every rank and a value
+// nested 200 levels deep: beyond the codec's default limits for untrusted
+// input, within what ranks of one job must exchange.
+func largeValuesCase(ctx context.Context, c comm.Comm) error {
+	me := c.Rank()
+	const n = 200_000
+	pts := make([]point, n)
+	for i := range pts {
+		pts[i] = point{X: int32(i), Y: int32(me), Tag: "p"}
+	}
+	all, err := comm.AllGatherValues(ctx, c, pts)
+	if err != nil {
+		return fmt.Errorf("AllGatherValues of %d structs: %w", n, err)
+	}
+	for r, got := range all {
+		if len(got) != n || got[n-1] != (point{X: n - 1, Y: int32(r), Tag: "p"}) {
+			return fmt.Errorf("rank %d's %d structs: got %d, last %+v", r, n, len(got), got[len(got)-1])
+		}
+	}
+	var deep any = "leaf"
+	for range 200 {
+		deep = []any{deep}
+	}
+	got, err := comm.Bcast(ctx, c, deep, 0)
+	if err != nil {
+		return fmt.Errorf("Bcast of a value nested 200 deep: %w", err)
+	}
+	depth := 0
+	for {
+		s, ok := got.([]any)
+		if !ok {
+			break
+		}
+		depth++
+		got = s[0]
+	}
+	if depth != 200 || got != "leaf" {
+		return fmt.Errorf("value nested 200 deep came back %d deep with %v", depth, got)
+	}
+	m := make(map[int32]int32, n)
+	for i := range int32(n) {
+		m[i] = i * 2
+	}
+	gm, err := comm.Bcast(ctx, c, m, 0)
+	if err != nil || len(gm) != n || gm[n-1] != 2*(n-1) {
+		return fmt.Errorf("Bcast of a map of %d pairs: %d pairs, %v", n, len(gm), err)
+	}
+	return nil
+}
+
+// sendUnencodableCase: the sender of a value that cannot be encoded gets
+// the error, and the receiver is told instead of waiting.
+func sendUnencodableCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := comm.RecvValue[any](ctx, c, prev, 31)
+		done <- err
+	}()
+	if err := comm.SendValue[any](ctx, c, make(chan int), next, 31); !errors.Is(err, comm.ErrInvalidArg) {
+		return fmt.Errorf("SendValue of a channel: %v, want ErrInvalidArg", err)
+	}
+	if err := <-done; !errors.Is(err, comm.ErrInvalidArg) || !strings.Contains(err.Error(), "cannot encode") {
+		return fmt.Errorf("RecvValue of a channel: %v, want ErrInvalidArg saying it cannot be encoded", err)
 	}
 	return c.Barrier(ctx)
 }
