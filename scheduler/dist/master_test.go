@@ -83,12 +83,30 @@ func TestMasterWorkerRandomGraphs(t *testing.T) {
 							return err
 						}
 					}
-					for _, o := range ops {
+					// Every other task goes to a context of the other ranks'
+					// proxies, so that some surely run remotely.
+					remote := ctx
+					if ranks > 1 {
+						ids := make([]int, 0, ranks-1)
+						for w := 1; w < m.Workers(); w++ {
+							ids = append(ids, w)
+						}
+						cx, err := m.Local().NewContext("remote", scheduler.ContextWorkers(ids...))
+						if err != nil {
+							return err
+						}
+						remote = scheduler.Within(ctx, cx)
+					}
+					for i, o := range ops {
 						args := []scheduler.Arg{scheduler.Data(hs[o.target], o.mode), scheduler.WithArg([]int64{int64(o.mode), o.add})}
 						for _, r := range o.reads {
 							args = append(args, scheduler.R(hs[r]))
 						}
-						if err := m.Submit(ctx, mwApply, args...); err != nil {
+						sctx := ctx
+						if i%2 == 1 {
+							sctx = remote
+						}
+						if err := m.Submit(sctx, mwApply, args...); err != nil {
 							return err
 						}
 					}
