@@ -12,13 +12,15 @@ import (
 
 // Encode encodes v with pz's codec for arbitrary values, CBOR (RFC 8949)
 // through github.com/fxamacker/cbor/v2. Exported struct fields, strings,
-// maps, slices and pointers round-trip; channels and funcs do not.
+// numbers (complex ones too, as tagged pairs), maps, slices and pointers
+// round-trip, nested in each other and in interfaces; channels and funcs
+// do not.
 //
 // CBOR was chosen over encoding/gob because a collective ships one value per
 // message: gob resends the type description with every new Encoder, which
 // dominates small messages. BenchmarkCodec in this package measures both.
 func Encode(v any) ([]byte, error) {
-	b, err := cbor.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("comm: encode %T: %w", v, err)
 	}
@@ -44,7 +46,7 @@ var decMode = func() cbor.DecMode {
 
 // Decode decodes data produced by Encode into the value v points to.
 func Decode(data []byte, v any) error {
-	if err := decMode.Unmarshal(data, v); err != nil {
+	if err := unmarshal(data, v); err != nil {
 		return fmt.Errorf("comm: decode into %T: %w", v, err)
 	}
 	return nil
@@ -62,7 +64,7 @@ const (
 // encodePayload encodes v behind a status byte. It never fails: an
 // encoding error becomes a payloadFailed message.
 func encodePayload(v any) []byte {
-	b, err := cbor.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		msg := fmt.Sprintf("cannot encode %T: %v", v, err)
 		return append([]byte{payloadFailed}, msg...)
@@ -85,7 +87,7 @@ func decodePayload[T any](call string, from int, p []byte) (T, error) {
 	if p[0] != payloadOK {
 		return v, &ArgError{Op: call, Rank: from, Detail: fmt.Sprintf("bad payload status byte %d", p[0])}
 	}
-	if err := decMode.Unmarshal(p[1:], &v); err != nil {
+	if err := unmarshal(p[1:], &v); err != nil {
 		return v, fmt.Errorf("comm: %s: decode value from rank %d into %T: %w", call, from, v, err)
 	}
 	return v, nil

@@ -163,6 +163,7 @@ func valueCases() []Case {
 	return []Case{
 		{"Values/Large", largeValuesCase},
 		{"Values/SendUnencodable", sendUnencodableCase},
+		{"Values/Complex", complexValuesCase},
 	}
 }
 
@@ -239,4 +240,37 @@ func sendUnencodableCase(ctx context.Context, c comm.Comm) error {
 		return fmt.Errorf("RecvValue of a channel: %v, want ErrInvalidArg saying it cannot be encoded", err)
 	}
 	return c.Barrier(ctx)
+}
+
+// complexValue is a value helper payload with complex numbers inside.
+type complexValue struct {
+	Z     complex128
+	Zs    []complex64
+	Any   any
+	ByKey map[string]complex128
+}
+
+// complexValuesCase sends complex numbers through the value helpers,
+// nested in a struct, a slice, a map and an interface.
+func complexValuesCase(ctx context.Context, c comm.Comm) error {
+	me := c.Rank()
+	v := complexValue{Z: complex(float64(me), -1), Zs: []complex64{complex64(complex(0, float32(me)))},
+		Any: []any{complex128(complex(1, float64(me)))}, ByKey: map[string]complex128{"r": complex(float64(me), 0)}}
+	all, err := comm.AllGatherValues(ctx, c, v)
+	if err != nil {
+		return fmt.Errorf("AllGatherValues with complex numbers: %w", err)
+	}
+	for r, got := range all {
+		items, ok := got.Any.([]any)
+		if got.Z != complex(float64(r), -1) || len(got.Zs) != 1 || got.Zs[0] != complex64(complex(0, float32(r))) ||
+			!ok || len(items) != 1 || items[0] != complex128(complex(1, float64(r))) || got.ByKey["r"] != complex(float64(r), 0) {
+			return fmt.Errorf("rank %d's value came back as %+v", r, got)
+		}
+	}
+	sum, err := comm.AllReduceValue(ctx, c, v.Z, func(a, b complex128) complex128 { return a + b })
+	n := c.Size()
+	if err != nil || sum != complex(float64(n*(n-1)/2), -float64(n)) {
+		return fmt.Errorf("AllReduceValue of complex128: %v, %v", sum, err)
+	}
+	return nil
 }
