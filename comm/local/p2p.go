@@ -390,9 +390,9 @@ func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status
 }
 
 // probe looks for a message matching source and tag; with take it removes
-// it from matching. If there is none and ctx is not nil it waits for one
-// until ctx is done or the group breaks; otherwise it returns nil.
-func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take bool) (*message, error) {
+// it from matching. If there is none, with wait it waits for one until ctx
+// is done or the group breaks; without it returns nil.
+func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take, wait bool) (*message, error) {
 	if err := c.checkRecv(call, dt, source, tag); err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 			box.mu.Unlock()
 			return m, nil
 		}
-		if ctx == nil {
+		if !wait {
 			box.mu.Unlock()
 			return nil, nil
 		}
@@ -436,7 +436,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 
 // Iprobe implements comm.Comm.
 func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
-	m, err := c.probe(nil, "Iprobe", dt, source, tag, false)
+	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, false)
 	if m == nil || err != nil {
 		return false, comm.Status{}, err
 	}
@@ -446,7 +446,7 @@ func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status,
 
 // Probe implements comm.Comm.
 func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
-	m, err := c.probe(ctx, "Probe", dt, source, tag, false)
+	m, err := c.probe(ctx, "Probe", dt, source, tag, false, true)
 	if err != nil {
 		return comm.Status{}, err
 	}
@@ -455,7 +455,7 @@ func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int)
 
 // Improbe implements comm.Comm.
 func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(nil, "Improbe", dt, source, tag, true)
+	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, true, false)
 	if m == nil || err != nil {
 		return nil, err
 	}
@@ -464,7 +464,7 @@ func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, err
 
 // Mprobe implements comm.Comm.
 func (c *rankComm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true)
+	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, true)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,6 @@ var (
 	ErrBadRank = errors.New("dist: no such rank")
 	// ErrForeignHandle: a handle of another distributed scheduler.
 	ErrForeignHandle = errors.New("dist: handle of another scheduler")
-	// ErrUnsupported: an access mode the distributed layer does not
-	// support across ranks.
-	ErrUnsupported = errors.New("dist: not supported across ranks")
 	// ErrRankFailed: a task failed on some rank, so the distributed graph
 	// could not complete; the error names the rank.
 	ErrRankFailed = errors.New("dist: a rank failed")
