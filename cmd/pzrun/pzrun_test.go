@@ -381,3 +381,16 @@ func TestSignalExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// An app that runs on one rank's scheduler says so when given several
+// ranks, instead of leaving them idle in silence; one that spans the ranks
+// (cholesky) does not.
+func TestOneRankAppSaysSo(t *testing.T) {
+	code, _, errs := pzrun(t, "-n", "3", "contexts", "-small", "256", "-large", "512", "-b", "64", "-workers", "2")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "pzrun contexts: runs on one rank's scheduler: rank 0 runs it, ranks 1-2 wait")
+	code, out, errs := pzrun(t, "-n", "2", "cholesky", "-n", "256", "-b", "64", "-check")
+	require.Equal(t, 0, code, errs)
+	assert.NotContains(t, errs, "runs on one rank's scheduler")
+	assert.Contains(t, out, "ranks=2 grid=1x2")
+}

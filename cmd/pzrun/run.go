@@ -202,6 +202,14 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 		wrapped = func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			var err error
 			if rt.Rank() == 0 {
+				if rt.Size() > 1 {
+					// Say so rather than leave the other ranks idle in silence.
+					others := "rank 1 waits"
+					if rt.Size() > 2 {
+						others = fmt.Sprintf("ranks 1-%d wait", rt.Size()-1)
+					}
+					fmt.Fprintf(e.stderr, "pzrun %s: runs on one rank's scheduler: rank 0 runs it, %s\n", a.name, others)
+				}
 				err = body(ctx, rt)
 			}
 			// The other ranks wait so that the job ends together; the
