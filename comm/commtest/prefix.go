@@ -15,6 +15,7 @@ func prefixCases() []Case {
 	return []Case{
 		{"Scan", scanCase},
 		{"ReduceScatter", reduceScatterCase},
+		{"MinLocMaxLoc", locCase},
 		{"P2P/Sendrecv", sendrecvCase},
 	}
 }
@@ -271,6 +272,45 @@ func complexValuesCase(ctx context.Context, c comm.Comm) error {
 	n := c.Size()
 	if err != nil || sum != complex(float64(n*(n-1)/2), -float64(n)) {
 		return fmt.Errorf("AllReduceValue of complex128: %v, %v", sum, err)
+	}
+	return nil
+}
+
+// locCase finds each position's smallest and largest value over the
+// ranks, and where; ties go to the smallest index.
+func locCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	send := []comm.Loc[float64]{
+		{Value: float64((me * 5) % n), Index: me}, // distinct values
+		{Value: 1, Index: me},                     // a tie everywhere
+		{Value: float64(-me), Index: 10 + me},
+	}
+	lo, err := comm.AllReduceMinLoc(ctx, c, send)
+	if err != nil {
+		return fmt.Errorf("AllReduceMinLoc: %w", err)
+	}
+	hi, err := comm.AllReduceMaxLoc(ctx, c, send)
+	if err != nil {
+		return fmt.Errorf("AllReduceMaxLoc: %w", err)
+	}
+	wantLo, wantHi := send[0], send[0]
+	for r := range n {
+		v := comm.Loc[float64]{Value: float64((r * 5) % n), Index: r}
+		if v.Value < wantLo.Value || (v.Value == wantLo.Value && v.Index < wantLo.Index) {
+			wantLo = v
+		}
+		if v.Value > wantHi.Value || (v.Value == wantHi.Value && v.Index < wantHi.Index) {
+			wantHi = v
+		}
+	}
+	if lo[0] != wantLo || hi[0] != wantHi {
+		return fmt.Errorf("MinLoc/MaxLoc of distinct values: %+v %+v, want %+v %+v", lo[0], hi[0], wantLo, wantHi)
+	}
+	if lo[1] != (comm.Loc[float64]{Value: 1, Index: 0}) || hi[1] != (comm.Loc[float64]{Value: 1, Index: 0}) {
+		return fmt.Errorf("a tie: %+v %+v, want index 0", lo[1], hi[1])
+	}
+	if lo[2] != (comm.Loc[float64]{Value: float64(-(n - 1)), Index: 10 + n - 1}) || hi[2] != (comm.Loc[float64]{Value: 0, Index: 10}) {
+		return fmt.Errorf("MinLoc/MaxLoc of -rank: %+v %+v", lo[2], hi[2])
 	}
 	return nil
 }
