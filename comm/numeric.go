@@ -74,6 +74,43 @@ func BufOf[T Number](s []T) Buf {
 	return Buf{Bytes: AsBytes(s), Type: DatatypeOf[T]()}
 }
 
+// BufOfSlice is BufOf for a slice held in an interface: a raw view of v
+// if it is a slice of a Number type (named element types included), and
+// false otherwise.
+func BufOfSlice(v any) (Buf, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice {
+		return Buf{}, false
+	}
+	dt := kindDatatype(rv.Type().Elem().Kind())
+	if !dt.Valid() {
+		return Buf{}, false
+	}
+	b := Buf{Type: dt}
+	if rv.Len() > 0 {
+		b.Bytes = unsafe.Slice((*byte)(rv.UnsafePointer()), rv.Len()*dt.Size())
+	}
+	return b, true
+}
+
+// datatypeTypes are the element types MakeSlice makes, by Datatype.
+var datatypeTypes = [...]reflect.Type{nil,
+	reflect.TypeFor[int8](), reflect.TypeFor[int16](), reflect.TypeFor[int32](), reflect.TypeFor[int64](),
+	reflect.TypeFor[uint8](), reflect.TypeFor[uint16](), reflect.TypeFor[uint32](), reflect.TypeFor[uint64](),
+	reflect.TypeFor[float32](), reflect.TypeFor[float64](), reflect.TypeFor[complex64](), reflect.TypeFor[complex128]()}
+
+// MakeSlice returns a new slice of n elements of dt's Go type ([]float64
+// for Float64, []int64 for Int64, ...) and its raw view; nil and a zero
+// Buf for an invalid dt.
+func MakeSlice(dt Datatype, n int) (any, Buf) {
+	if !dt.Valid() {
+		return nil, Buf{}
+	}
+	s := reflect.MakeSlice(reflect.SliceOf(datatypeTypes[dt]), n, n).Interface()
+	b, _ := BufOfSlice(s)
+	return s, b
+}
+
 // sliceOf reinterprets b as a []T of len(b)/sizeof(T) elements without
 // copying. b must come from a []T (or be suitably aligned).
 func sliceOf[T Number](b []byte) []T {

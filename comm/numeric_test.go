@@ -2,6 +2,7 @@ package comm
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -67,4 +68,31 @@ func TestConcat(t *testing.T) {
 	parts = views(all, []int{2, 3})
 	_ = append(parts[0], 99)
 	assert.Equal(t, 3, parts[1][0])
+}
+
+// MakeSlice makes each datatype's Go slice; BufOfSlice views any numeric
+// slice held in an interface, and refuses anything else.
+func TestMakeSliceAndBufOfSlice(t *testing.T) {
+	for dt := Int8; dt <= Complex128; dt++ {
+		s, b := MakeSlice(dt, 3)
+		if b.Type != dt || b.Len() != 3 {
+			t.Errorf("MakeSlice(%v, 3): %T, %v elements of %v", dt, s, b.Len(), b.Type)
+		}
+		if v, ok := BufOfSlice(s); !ok || v.Type != dt || len(v.Bytes) != 3*dt.Size() {
+			t.Errorf("BufOfSlice(%T): %v, %v", s, v, ok)
+		}
+	}
+	if s, _ := MakeSlice(Invalid, 3); s != nil {
+		t.Errorf("MakeSlice(Invalid) = %T", s)
+	}
+	x := []float64{1, 2}
+	b, ok := BufOfSlice(x)
+	if !ok || &b.Bytes[0] != (*byte)(unsafe.Pointer(&x[0])) {
+		t.Errorf("BufOfSlice copies or fails: %v", ok)
+	}
+	for _, bad := range []any{"s", []string{"a"}, 3.0, nil} {
+		if _, ok := BufOfSlice(bad); ok {
+			t.Errorf("BufOfSlice(%T) accepted", bad)
+		}
+	}
 }

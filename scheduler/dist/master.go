@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -310,7 +311,7 @@ func serveSlot(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *sc
 		datas := make([]any, len(h.Modes))
 		for i := range h.Modes {
 			sh := h.Shapes[i]
-			datas[i], bufs[i] = makeBuf(comm.Datatype(h.Types[i]), sh[0]*sh[1]) // packed: rows x cols
+			datas[i], bufs[i] = comm.MakeSlice(comm.Datatype(h.Types[i]), sh[0]*sh[1]) // packed: rows x cols
 			if scheduler.Mode(h.Modes[i]) == scheduler.ModeScratch {
 				continue
 			}
@@ -381,86 +382,27 @@ func runTask(ctx context.Context, reg *Registry, ls *scheduler.Scheduler, h task
 
 // packBuf returns a task buffer's elements as one contiguous Buf (a
 // vector, or a rows x cols matrix with leading dimension ld) and the
-// function that copies the Buf back into the buffer after a receive.
+// function that copies the Buf back into the buffer after a receive. The
+// buffer must be a slice of a number type that the worker rank makes as is
+// (comm.MakeSlice): []float64, []int32, ... but not []int or named types.
 func packBuf(v any, rows, cols, ld int) (comm.Buf, func(), error) {
-	switch s := v.(type) {
-	case []float64:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []float32:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []int64:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []int32:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []uint64:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []uint32:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []uint8:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []complex128:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
-	case []complex64:
-		b, u := pack(s, rows, cols, ld)
-		return b, u, nil
+	b, ok := comm.BufOfSlice(v)
+	if proto, _ := comm.MakeSlice(b.Type, 0); !ok || reflect.TypeOf(proto) != reflect.TypeOf(v) {
+		return comm.Buf{}, nil, fmt.Errorf("%w: a %T cannot run on another rank: master/worker tasks take slices of int8-64, uint8-64, float32/64 or complex64/128", comm.ErrInvalidArg, v)
 	}
-	return comm.Buf{}, nil, fmt.Errorf("%w: a %T cannot run on another rank: master/worker tasks take slices of float32/64, int32/64, uint8/32/64, complex64/128", comm.ErrInvalidArg, v)
-}
-
-func pack[T comm.Number](s []T, rows, cols, ld int) (comm.Buf, func()) {
+	size := b.Type.Size()
 	if cols == 1 && ld == 1 || ld == cols {
-		return comm.BufOf(s[:rows*cols]), func() {}
+		b.Bytes = b.Bytes[:rows*cols*size]
+		return b, func() {}, nil
 	}
-	p := make([]T, rows*cols)
+	p := comm.Buf{Bytes: make([]byte, rows*cols*size), Type: b.Type}
+	row := cols * size
 	for r := range rows {
-		copy(p[r*cols:(r+1)*cols], s[r*ld:])
+		copy(p.Bytes[r*row:(r+1)*row], b.Bytes[r*ld*size:])
 	}
-	return comm.BufOf(p), func() {
+	return p, func() {
 		for r := range rows {
-			copy(s[r*ld:r*ld+cols], p[r*cols:])
+			copy(b.Bytes[r*ld*size:r*ld*size+row], p.Bytes[r*row:])
 		}
-	}
-}
-
-// makeBuf allocates n elements of dt and views them as a Buf.
-func makeBuf(dt comm.Datatype, n int) (any, comm.Buf) {
-	switch dt {
-	case comm.Float64:
-		s := make([]float64, n)
-		return s, comm.BufOf(s)
-	case comm.Float32:
-		s := make([]float32, n)
-		return s, comm.BufOf(s)
-	case comm.Int64:
-		s := make([]int64, n)
-		return s, comm.BufOf(s)
-	case comm.Int32:
-		s := make([]int32, n)
-		return s, comm.BufOf(s)
-	case comm.Uint64:
-		s := make([]uint64, n)
-		return s, comm.BufOf(s)
-	case comm.Uint32:
-		s := make([]uint32, n)
-		return s, comm.BufOf(s)
-	case comm.Uint8:
-		s := make([]uint8, n)
-		return s, comm.BufOf(s)
-	case comm.Complex128:
-		s := make([]complex128, n)
-		return s, comm.BufOf(s)
-	case comm.Complex64:
-		s := make([]complex64, n)
-		return s, comm.BufOf(s)
-	}
-	s := make([]uint8, 0)
-	return s, comm.BufOf(s)
+	}, nil
 }

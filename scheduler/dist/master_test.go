@@ -168,3 +168,73 @@ func TestMasterUnknownCodelet(t *testing.T) {
 	require.ErrorIs(t, submitErr, dist.ErrUnknownCodelet)
 	assert.Contains(t, submitErr.Error(), "ranks [2]")
 }
+
+// Tiles of a partitioned matrix (leading dimension wider than the tile)
+// run on other ranks: they travel packed and come back into place, the
+// neighbouring tiles untouched.
+func TestMasterWorkerStridedTiles(t *testing.T) {
+	scale := &scheduler.Codelet{Name: "mw.scale", CPU: func(c *scheduler.Call) error {
+		m := scheduler.MatrixOf[float64](c, 0)
+		for i := range m.Rows {
+			for j := range m.Cols {
+				m.Set(i, j, 10*m.At(i, j))
+			}
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		reg, err := dist.NewRegistry(scale)
+		if err != nil {
+			return err
+		}
+		return dist.RunMaster(ctx, c, 0, reg, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, m *dist.Master) error {
+			const n = 6
+			a := make([]float64, n*n)
+			for i := range a {
+				a[i] = float64(i)
+			}
+			h, err := m.Local().RegisterMatrix(a, n, n)
+			if err != nil {
+				return err
+			}
+			tiles, err := h.Partition(scheduler.Blocks(3, 3))
+			if err != nil {
+				return err
+			}
+			cx, err := m.Local().NewContext("remote", scheduler.ContextWorkers(1))
+			if err != nil {
+				return err
+			}
+			// The top-left and bottom-right tiles, on rank 1.
+			for _, tl := range []*scheduler.Handle{tiles[0][0], tiles[1][1]} {
+				if err := m.Submit(scheduler.Within(ctx, cx), scale, scheduler.RW(tl)); err != nil {
+					return err
+				}
+			}
+			if err := m.WaitAll(ctx); err != nil {
+				return err
+			}
+			if err := h.Unpartition(); err != nil {
+				return err
+			}
+			for i := range n {
+				for j := range n {
+					want := float64(i*n + j)
+					if (i < 3) == (j < 3) {
+						want *= 10
+					}
+					if a[i*n+j] != want {
+						return fmt.Errorf("element (%d,%d) is %v, want %v", i, j, a[i*n+j], want)
+					}
+				}
+			}
+			if m.Local().Stats()[1].Tasks != 2 {
+				return fmt.Errorf("rank 1's proxy ran %d tasks, want 2", m.Local().Stats()[1].Tasks)
+			}
+			return nil
+		})
+	})
+	require.NoError(t, err)
+}
