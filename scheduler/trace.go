@@ -1,15 +1,15 @@
 package scheduler
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pzgo/pz/internal/outfile"
 )
 
 // traceEvent is one execution of a task (or one team member's share).
@@ -88,28 +88,13 @@ func (s *Scheduler) WriteTrace(out io.Writer) error {
 // the Gantt chart SVG (WriteGantt) beside it, with the extension replaced
 // by .svg. WithTrace makes Close call it.
 func (s *Scheduler) WriteTraceFiles(path string) error {
-	write := func(p string, fn func(io.Writer) error) error {
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("scheduler: writing trace: %w", err)
-		}
-		bw := bufio.NewWriter(f)
-		err = fn(bw)
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("scheduler: writing trace %s: %w", p, err)
-		}
-		return nil
+	if err := outfile.Write(path, s.WriteTrace); err != nil {
+		return fmt.Errorf("scheduler: trace: %w", err)
 	}
-	if err := write(path, s.WriteTrace); err != nil {
-		return err
+	if err := outfile.Write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return s.WriteGantt(w) }); err != nil {
+		return fmt.Errorf("scheduler: trace: %w", err)
 	}
-	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return s.WriteGantt(w) })
+	return nil
 }
 
 type chromeEvent struct {

@@ -1,18 +1,17 @@
 package dist
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/outfile"
 	"github.com/pzgo/pz/scheduler/internal/gantt"
 )
 
@@ -86,28 +85,13 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	if d.rank != root {
 		return nil
 	}
-	write := func(p string, fn func(io.Writer) error) error {
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("dist: writing the trace: %w", err)
-		}
-		bw := bufio.NewWriter(f)
-		err = fn(bw)
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("dist: writing the trace %s: %w", p, err)
-		}
-		return nil
+	if err := outfile.Write(path, func(w io.Writer) error { return writeMergedTrace(w, all) }); err != nil {
+		return fmt.Errorf("dist: trace: %w", err)
 	}
-	if err := write(path, func(w io.Writer) error { return writeMergedTrace(w, all) }); err != nil {
-		return err
+	if err := outfile.Write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return writeMergedGantt(w, all) }); err != nil {
+		return fmt.Errorf("dist: trace: %w", err)
 	}
-	return write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return writeMergedGantt(w, all) })
+	return nil
 }
 
 // zero returns the earliest epoch of the ranks: the merged trace's zero.
