@@ -139,17 +139,8 @@ func Tolerance(precision, n int) float64 {
 // tiled.ErrBadOptions for invalid options, the scheduler's error, or
 // linalg.ErrNotPositiveDefinite from a failed POTRF task.
 func Run(ctx context.Context, opts Options, progress io.Writer) (*Result, error) {
-	if opts.Precision == 0 {
-		opts.Precision = 32
-	}
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if err := tiled.CheckShape(opts.N, opts.Block, opts.Precision); err != nil {
+	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
-	}
-	if opts.Workers < 0 || opts.Warmup < 0 {
-		return nil, fmt.Errorf("cholesky: %w: workers %d and warmup %d must not be negative", tiled.ErrBadOptions, opts.Workers, opts.Warmup)
 	}
 	if opts.Precision == 32 {
 		return run[float32](ctx, opts, progress)
@@ -162,14 +153,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	a0 := tiled.SPD[T](n, opts.Seed)
 	a := make([]T, len(a0))
 
-	sopts := []scheduler.Option{}
-	if opts.Policy != "" {
-		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
-	}
-	if opts.Workers > 0 {
-		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
-	}
-	sopts = append(sopts, opts.SchedulerOptions...)
+	sopts := tiled.SchedulerOptions(opts.Policy, opts.Workers, opts.SchedulerOptions)
 	s, err := scheduler.New(ctx, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)

@@ -24,17 +24,8 @@ import (
 // 0 and its residual computed there. Every rank must call it; the Result
 // is complete on rank 0 (others get their own counts only).
 func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
-	if opts.Precision == 0 {
-		opts.Precision = 32
-	}
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if err := tiled.CheckShape(opts.N, opts.Block, opts.Precision); err != nil {
+	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
-	}
-	if opts.Workers < 0 || opts.Warmup < 0 {
-		return nil, fmt.Errorf("cholesky: %w: workers %d and warmup %d must not be negative", tiled.ErrBadOptions, opts.Workers, opts.Warmup)
 	}
 	if opts.GridP == 0 && opts.GridQ == 0 {
 		opts.GridP, opts.GridQ = dist.Grid(rt.Size())
@@ -51,14 +42,7 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
 	n, b := opts.N, opts.Block
 	nt := n / b
-	sopts := []scheduler.Option{}
-	if opts.Policy != "" {
-		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
-	}
-	if opts.Workers > 0 {
-		sopts = append(sopts, scheduler.WithWorkers(opts.Workers))
-	}
-	sopts = append(sopts, opts.SchedulerOptions...)
+	sopts := tiled.SchedulerOptions(opts.Policy, opts.Workers, opts.SchedulerOptions)
 	d, err := rt.Scheduler(ctx, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)

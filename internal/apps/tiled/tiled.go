@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/scheduler"
 )
 
 // ErrBadOptions is returned (wrapped, naming the option and the fix) for
@@ -90,4 +91,35 @@ func GFlops(flops float64, d time.Duration) float64 {
 		return 0
 	}
 	return flops / d.Seconds() / 1e9
+}
+
+// Prepare fills a run's zero precision (32) and seed (1) and checks its
+// shape and counts: what every tiled app's Run does first.
+func Prepare(n, b int, precision *int, seed *uint64, workers, warmup int) error {
+	if *precision == 0 {
+		*precision = 32
+	}
+	if *seed == 0 {
+		*seed = 1
+	}
+	if err := CheckShape(n, b, *precision); err != nil {
+		return err
+	}
+	if workers < 0 || warmup < 0 {
+		return fmt.Errorf("%w: workers %d and warmup %d must not be negative", ErrBadOptions, workers, warmup)
+	}
+	return nil
+}
+
+// SchedulerOptions are the options of a run's scheduler: the policy and
+// the worker count when set, then extra.
+func SchedulerOptions(policy string, workers int, extra []scheduler.Option) []scheduler.Option {
+	var out []scheduler.Option
+	if policy != "" {
+		out = append(out, scheduler.WithPolicy(policy))
+	}
+	if workers > 0 {
+		out = append(out, scheduler.WithWorkers(workers))
+	}
+	return append(out, extra...)
 }
