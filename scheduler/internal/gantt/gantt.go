@@ -41,6 +41,14 @@ type Chart struct {
 	Critical bool
 	// Width is the width of the time area in pixels; 0 means 1200.
 	Width float64
+	// From and To fix the drawn time range when To > From; otherwise it
+	// spans the bars.
+	From, To time.Duration
+	// BandKind is the word before a band's name in the legend and its
+	// tooltip; "" means "context".
+	BandKind string
+	// LegendTitle heads the legend; "" means "codelet: runs, busy time".
+	LegendTitle string
 }
 
 // A Row is one row of the chart: a worker.
@@ -162,6 +170,15 @@ func newDrawing(c Chart) *drawing {
 			d.t0 = min(d.t0, b.Start)
 		}
 	}
+	if c.To > c.From {
+		d.t0, d.t1 = c.From, c.To
+	}
+	if d.BandKind == "" {
+		d.BandKind = "context"
+	}
+	if d.LegendTitle == "" {
+		d.LegendTitle = "codelet: runs, busy time"
+	}
 	d.span = max(float64(d.t1-d.t0), 1)
 
 	labelW := 0.0
@@ -205,7 +222,7 @@ func newDrawing(c Chart) *drawing {
 		colW = max(colW, swatch+6+textWidth(e.text())+24)
 	}
 	for _, n := range d.contexts {
-		colW = max(colW, swatch+6+textWidth("context "+n)+24)
+		colW = max(colW, swatch+6+textWidth(d.BandKind+" "+n)+24)
 	}
 	d.legendColW = colW
 	d.total = max(d.total, 2*margin+colW) // room for one column of the longest name
@@ -363,8 +380,8 @@ func (d *drawing) writeBands(w *bufio.Writer) {
 			continue
 		}
 		y := d.rowY(b.Row) + barH + 1
-		fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>context %s</title></rect>`+"\n",
-			x0, y, x1-x0, bandH, bandColor(b), esc(b.Name))
+		fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>%s %s</title></rect>`+"\n",
+			x0, y, x1-x0, bandH, bandColor(b), esc(d.BandKind), esc(b.Name))
 		if b.Start > d.t0 {
 			fmt.Fprintf(w, `<line x1="%.2f" x2="%.2f" y1="%.1f" y2="%.1f" stroke="#000000" stroke-width="1"/>`+"\n",
 				x0, x0, d.rowY(b.Row), y+bandH)
@@ -397,7 +414,7 @@ func (d *drawing) writeLegend(w *bufio.Writer) {
 		i++
 		return x, y
 	}
-	fmt.Fprintf(w, `<text x="%.0f" y="%.1f" fill="#444444">codelet: runs, busy time</text>`+"\n", margin, d.legendY-legendLine)
+	fmt.Fprintf(w, `<text x="%.0f" y="%.1f" fill="#444444">%s</text>`+"\n", margin, d.legendY-legendLine, esc(d.LegendTitle))
 	for _, e := range d.legend {
 		x, y := pos()
 		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
@@ -413,8 +430,8 @@ func (d *drawing) writeLegend(w *bufio.Writer) {
 	}
 	for _, n := range d.contexts {
 		x, y := pos()
-		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">context %s</text>`+"\n",
-			x, y-bandH-2, swatch, bandH, bandColor(Band{Name: n, Color: d.bandColorOf(n)}), x+swatch+6, y, esc(n))
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">%s %s</text>`+"\n",
+			x, y-bandH-2, swatch, bandH, bandColor(Band{Name: n, Color: d.bandColorOf(n)}), x+swatch+6, y, esc(d.BandKind), esc(n))
 	}
 }
 

@@ -1,0 +1,461 @@
+package static
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A Spec is a schedule as written: what Parse reads from the YAML source
+// and Verify checks. Every element carries the source line it came from,
+// so that errors can name it. The format is documented in
+// docs/static-schedules.md.
+type Spec struct {
+	// File is the source's name in error messages.
+	File string
+	// Hyperepochs partition the resources; each repeats at its period.
+	Hyperepochs []HyperepochSpec
+	// Clients are the processes (or in-process clients) that run the
+	// runnables.
+	Clients []ClientSpec
+	// Runnables are the units of work.
+	Runnables []RunnableSpec
+	// Overrun is the default overrun policy of every runnable.
+	Overrun Policy
+	// Spin is how long before each planned start a resource's thread
+	// stops sleeping and spins; 0 means DefaultSpin.
+	Spin time.Duration
+}
+
+// A HyperepochSpec is a set of resources and the epochs that run on them,
+// one after another, every Period.
+type HyperepochSpec struct {
+	Name      string
+	Period    time.Duration
+	Resources []string
+	Epochs    []EpochSpec
+	Line      int
+}
+
+// An EpochSpec is a part of a hyperepoch's period in which its runnables
+// run Frames times, each frame lasting Period.
+type EpochSpec struct {
+	Name   string
+	Frames int
+	// Period is one frame's length; 0 shares what the hyperepoch's period
+	// leaves among the epochs that give none.
+	Period time.Duration
+	Line   int
+}
+
+// A ClientSpec names one client.
+type ClientSpec struct {
+	Name string
+	Line int
+}
+
+// A RunnableSpec is one unit of work: a function a client registers by
+// Name and runs on Resource at its compiled offset in every frame of its
+// epoch.
+type RunnableSpec struct {
+	Name     string
+	Client   string
+	Resource string
+	// Epoch names the runnable's epoch; empty means the schedule's only
+	// epoch.
+	Epoch string
+	// WCET is the worst-case execution time the compiler reserves.
+	WCET time.Duration
+	// Deps are the runnables that must end (in the same frame) before
+	// this one starts.
+	Deps []string
+	// Submitter is set on a runnable of a GPU stream: the CPU runnable
+	// that enqueues its work.
+	Submitter string
+	// Overrun is the policy when it runs past its WCET or deadline; ""
+	// means the schedule's default.
+	Overrun Policy
+	// Timeout cancels the runnable's context this long after it starts;
+	// 0 means none.
+	Timeout time.Duration
+	Line    int
+}
+
+// A Policy says what happens after a runnable overruns (runs past its
+// WCET or its deadline).
+type Policy string
+
+// The overrun policies.
+const (
+	// FrameSkip skips the next frame of the runnable and of every runnable
+	// that depends on it, so the schedule catches up.
+	FrameSkip Policy = "frameskip"
+	// NoSkip runs every frame, late if need be, until it catches up.
+	NoSkip Policy = "noskip"
+)
+
+// DefaultSpin is how long before a planned start a resource's thread
+// spins instead of sleeping, unless the schedule sets spin.
+const DefaultSpin = 50 * time.Microsecond
+
+// An Error is one problem in a schedule, at a line of its source.
+type Error struct {
+	File string
+	Line int
+	// Msg says what is wrong and how to fix it.
+	Msg string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.File != "" && e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	case e.File != "":
+		return e.File + ": " + e.Msg
+	}
+	return e.Msg
+}
+
+// An ErrorList is every problem found in a schedule, in line order.
+type ErrorList []*Error
+
+func (l ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.As find each *Error.
+func (l ErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
+
+// problems collects errors while reading or checking a schedule.
+type problems struct {
+	file string
+	list ErrorList
+}
+
+func (p *problems) add(line int, format string, args ...any) {
+	p.list = append(p.list, &Error{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns the problems sorted by line (stable), or nil.
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Line < p.list[j].Line })
+	return p.list
+}
+
+// Parse reads a schedule from YAML source. file names it in errors. It
+// reports every problem of form it finds (unknown keys, wrong types, bad
+// durations) as an ErrorList; what the schedule means is checked by Verify.
+func Parse(src []byte, file string) (*Spec, error) {
+	p := &problems{file: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		p.add(yamlErrLine(err), "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, p.err()
+	}
+	s := &Spec{File: file}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.add(1, "the schedule is empty; it needs hyperepochs, clients and runnables (see docs/static-schedules.md)")
+		return nil, p.err()
+	}
+	root := doc.Content[0]
+	if !p.isMap(root, "the schedule") {
+		return nil, p.err()
+	}
+	seen := p.fields(root, "the schedule", []string{"hyperepochs", "clients", "runnables", "overrun", "spin"}, []string{"hyperepochs", "clients", "runnables"})
+	if n := seen["hyperepochs"]; n != nil && p.isSeq(n, "hyperepochs") {
+		for _, h := range n.Content {
+			s.Hyperepochs = append(s.Hyperepochs, p.hyperepoch(h))
+		}
+	}
+	if n := seen["clients"]; n != nil && p.isSeq(n, "clients") {
+		for _, c := range n.Content {
+			if name, ok := p.name(c, "a client"); ok {
+				s.Clients = append(s.Clients, ClientSpec{Name: name, Line: c.Line})
+			}
+		}
+	}
+	if n := seen["runnables"]; n != nil && p.isSeq(n, "runnables") {
+		for _, r := range n.Content {
+			s.Runnables = append(s.Runnables, p.runnable(r))
+		}
+	}
+	if n := seen["overrun"]; n != nil {
+		s.Overrun = p.policy(n)
+	}
+	if n := seen["spin"]; n != nil {
+		s.Spin = p.duration(n, "spin", true)
+	}
+	if s.Overrun == "" {
+		s.Overrun = FrameSkip
+	}
+	return s, p.err()
+}
+
+func (p *problems) hyperepoch(n *yaml.Node) HyperepochSpec {
+	h := HyperepochSpec{Line: n.Line}
+	if !p.isMap(n, "a hyperepoch") {
+		return h
+	}
+	f := p.fields(n, "a hyperepoch", []string{"name", "period", "resources", "epochs"}, []string{"name", "period", "resources", "epochs"})
+	if v := f["name"]; v != nil {
+		h.Name, _ = p.name(v, "a hyperepoch's name")
+	}
+	if v := f["period"]; v != nil {
+		h.Period = p.duration(v, "period", false)
+	}
+	if v := f["resources"]; v != nil && p.isSeq(v, "resources") {
+		for _, r := range v.Content {
+			if name, ok := p.name(r, "a resource"); ok {
+				h.Resources = append(h.Resources, name)
+			}
+		}
+	}
+	if v := f["epochs"]; v != nil && p.isSeq(v, "epochs") {
+		for _, e := range v.Content {
+			h.Epochs = append(h.Epochs, p.epoch(e))
+		}
+	}
+	return h
+}
+
+func (p *problems) epoch(n *yaml.Node) EpochSpec {
+	e := EpochSpec{Line: n.Line, Frames: 1}
+	if !p.isMap(n, "an epoch") {
+		return e
+	}
+	f := p.fields(n, "an epoch", []string{"name", "frames", "period"}, []string{"name"})
+	if v := f["name"]; v != nil {
+		e.Name, _ = p.name(v, "an epoch's name")
+	}
+	if v := f["frames"]; v != nil {
+		k, err := strconv.Atoi(v.Value)
+		if v.Kind != yaml.ScalarNode || err != nil || k < 1 {
+			p.add(v.Line, "frames must be a whole number of at least 1, got %q", v.Value)
+		} else {
+			e.Frames = k
+		}
+	}
+	if v := f["period"]; v != nil {
+		e.Period = p.duration(v, "period", false)
+	}
+	return e
+}
+
+func (p *problems) runnable(n *yaml.Node) RunnableSpec {
+	r := RunnableSpec{Line: n.Line}
+	if !p.isMap(n, "a runnable") {
+		return r
+	}
+	f := p.fields(n, "a runnable", []string{"name", "client", "resource", "epoch", "wcet", "deps", "submitter", "overrun", "timeout"}, []string{"name", "client", "resource", "wcet"})
+	if v := f["name"]; v != nil {
+		r.Name, _ = p.name(v, "a runnable's name")
+	}
+	if v := f["client"]; v != nil {
+		r.Client, _ = p.name(v, "a runnable's client")
+	}
+	if v := f["resource"]; v != nil {
+		r.Resource, _ = p.name(v, "a runnable's resource")
+	}
+	if v := f["epoch"]; v != nil {
+		r.Epoch, _ = p.name(v, "a runnable's epoch")
+	}
+	if v := f["wcet"]; v != nil {
+		r.WCET = p.duration(v, "wcet", false)
+	}
+	if v := f["deps"]; v != nil && p.isSeq(v, "deps") {
+		for _, d := range v.Content {
+			if name, ok := p.name(d, "a dependency"); ok {
+				r.Deps = append(r.Deps, name)
+			}
+		}
+	}
+	if v := f["submitter"]; v != nil {
+		r.Submitter, _ = p.name(v, "a submitter")
+	}
+	if v := f["overrun"]; v != nil {
+		r.Overrun = p.policy(v)
+	}
+	if v := f["timeout"]; v != nil {
+		r.Timeout = p.duration(v, "timeout", true)
+	}
+	return r
+}
+
+func (p *problems) isMap(n *yaml.Node, what string) bool {
+	if n.Kind != yaml.MappingNode {
+		p.add(n.Line, "%s must be a mapping of keys to values, got %s", what, kindName(n))
+		return false
+	}
+	return true
+}
+
+func (p *problems) isSeq(n *yaml.Node, what string) bool {
+	if n.Kind != yaml.SequenceNode {
+		p.add(n.Line, "%s must be a list, such as [a, b], got %s", what, kindName(n))
+		return false
+	}
+	return true
+}
+
+// fields returns a mapping's values by key, reporting unknown keys (with
+// the closest known one), repeated keys and missing required ones.
+func (p *problems) fields(n *yaml.Node, what string, known, required []string) map[string]*yaml.Node {
+	out := make(map[string]*yaml.Node)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case !slices.Contains(known, k.Value):
+			msg := fmt.Sprintf("unknown key %q in %s", k.Value, what)
+			if c := closest(k.Value, known); c != "" {
+				msg += fmt.Sprintf("; did you mean %q?", c)
+			} else {
+				msg += "; the keys are " + strings.Join(known, ", ")
+			}
+			p.add(k.Line, "%s", msg)
+		case out[k.Value] != nil:
+			p.add(k.Line, "key %q given twice in %s (first on line %d); keep one", k.Value, what, out[k.Value].Line)
+		default:
+			out[k.Value] = v
+		}
+	}
+	for _, r := range required {
+		if out[r] == nil {
+			p.add(n.Line, "%s has no %s; add %s: ...", what, r, r)
+		}
+	}
+	return out
+}
+
+// name reads a scalar name: letters, digits and _ . - only.
+func (p *problems) name(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		p.add(n.Line, "%s must be a name, got %s", what, kindName(n))
+		return "", false
+	}
+	if n.Value == "" {
+		p.add(n.Line, "%s is empty; give it a name", what)
+		return "", false
+	}
+	for _, c := range n.Value {
+		if !(c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			p.add(n.Line, "%s %q has the character %q; names use letters, digits, '_', '-' and '.'", what, n.Value, c)
+			return "", false
+		}
+	}
+	return n.Value, true
+}
+
+// duration reads a duration with a unit ("10ms", "100us", "1.5ms").
+func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duration {
+	if n.Kind != yaml.ScalarNode {
+		p.add(n.Line, "%s must be a duration such as 10ms, got %s", what, kindName(n))
+		return 0
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
+			p.add(n.Line, "%s %q has no unit; write it as %sms, %sus or %ss", what, n.Value, n.Value, n.Value, n.Value)
+		} else {
+			p.add(n.Line, "%s %q is not a duration; write it such as 10ms, 250us or 1.5ms", what, n.Value)
+		}
+		return 0
+	}
+	if d < 0 || d == 0 && !zeroOK {
+		p.add(n.Line, "%s must be positive, got %s", what, n.Value)
+		return 0
+	}
+	return d
+}
+
+func (p *problems) policy(n *yaml.Node) Policy {
+	switch Policy(n.Value) {
+	case FrameSkip, NoSkip:
+		return Policy(n.Value)
+	}
+	p.add(n.Line, "unknown overrun policy %q; use %s or %s", n.Value, FrameSkip, NoSkip)
+	return ""
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}
+
+// yamlErrLine finds "line N" in a YAML library error; 0 if none.
+func yamlErrLine(err error) int {
+	s := err.Error()
+	i := strings.Index(s, "line ")
+	if i < 0 {
+		return 0
+	}
+	j := i + len("line ")
+	k := j
+	for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+		k++
+	}
+	n, _ := strconv.Atoi(s[j:k])
+	return n
+}
+
+// closest returns the candidate within edit distance 2 of s, or "".
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
