@@ -81,6 +81,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", a.name, a.summary)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-12s %s\n", "stm", "static periodic schedules: compile, master, client, run, analyze, bench (pzrun stm help)")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "`pzrun APP -h` lists an app's flags.")
 }
 
@@ -128,6 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		usage(stdout)
 		return exitOK
+	}
+	if name == "stm" {
+		return runSTM(ctx, *n, rest, stdout, stderr, getenv)
 	}
 	if name == "bench" {
 		if len(rest) == 0 {

@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler/static"
+)
+
+// stmUsage lists the stm subcommands.
+func stmUsage(w io.Writer) {
+	fmt.Fprintln(w, `usage: pzrun stm COMMAND [flags] ARGS
+
+static periodic schedules (docs/static-schedules.md):
+  compile SCHEDULE.yaml [-o PLAN.stm] [-svg FILE]   verify and compile; print the timeline and slack
+  master PLAN [-frames N] [-o RUN.json]           run the master; clients connect in any order
+  client PLAN NAME [-load F]                      a client whose runnables busy-wait F of their WCET
+  run PLAN [-frames N] [-o RUN.json] [-load F]    every client in this process (with -n N: on N ranks)
+  analyze RUN.json [-svg FILE] [-trace FILE]      start jitter, run time vs WCET, overruns, allocations
+  bench [-frames N] [-json]                       a 1 kHz schedule of 16 runnables over 4 client processes, next to cyclictest
+
+PLAN is a compiled .stm file or a schedule's .yaml (compiled on the fly).
+`+"`pzrun stm COMMAND -h`"+` lists a command's flags.`)
+}
+
+// runSTM runs `pzrun stm ...`; it returns the exit status.
+func runSTM(ctx context.Context, n int, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		w := stdout
+		if len(args) == 0 {
+			w = stderr
+		}
+		stmUsage(w)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, rest := args[0], args[1:]
+	cmds := map[string]func(context.Context, *stmEnv, []string) error{
+		"compile": stmCompile,
+		"master":  stmMaster,
+		"client":  stmClient,
+		"run":     stmRun,
+		"analyze": stmAnalyze,
+		"bench":   stmBench,
+	}
+	f, ok := cmds[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "pzrun stm: unknown command %q\n", cmd)
+		stmUsage(stderr)
+		return exitUsage
+	}
+	if n > 0 && cmd != "run" {
+		fmt.Fprintf(stderr, "pzrun stm %s: -n applies to stm run only (its ranks are the clients)\n", cmd)
+		return exitUsage
+	}
+	e := &stmEnv{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, getenv: getenv, n: n, name: "pzrun stm " + cmd}
+	if err := f(ctx, e, rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "%s: %v\n", e.name, err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", e.name, err)
+		return exitFail
+	}
+	return exitOK
+}
+
+type stmEnv struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	n              int
+	name           string
+}
+
+// parse parses flags and positional arguments in any order, and checks
+// that there are want positional ones (named in usage).
+func (e *stmEnv) parse(fs *flag.FlagSet, args []string, usage string, want int) ([]string, error) {
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: %s %s\n", e.name, usage)
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != want {
+		return nil, fmt.Errorf("%w: want %s, got %d argument(s) %q", errUsage, usage, len(pos), pos)
+	}
+	return pos, nil
+}
+
+// loadPlan reads a compiled plan, or compiles a YAML schedule.
+func loadPlan(path string) (*static.Plan, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimSpace(src); len(t) > 0 && t[0] == '{' {
+		return static.ReadPlan(bytes.NewReader(src))
+	}
+	spec, err := static.Parse(src, path)
+	if err != nil {
+		return nil, err
+	}
+	return static.Compile(spec)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+func stmCompile(_ context.Context, e *stmEnv, args []string) error {
+	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	out := fs.String("o", "", "write the compiled plan to `FILE` (default: SCHEDULE with .stm)")
+	svg := fs.String("svg", "", "draw the planned timeline as SVG to `FILE`")
+	quiet := fs.Bool("q", false, "do not print the timeline")
+	pos, err := e.parse(fs, args, "SCHEDULE.yaml", 1)
+	if err != nil {
+		return err
+	}
+	src, err := os.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	spec, err := static.Parse(src, pos[0])
+	if err == nil {
+		var plan *static.Plan
+		if plan, err = static.Compile(spec); err == nil {
+			if *out == "" {
+				*out = strings.TrimSuffix(pos[0], filepath.Ext(pos[0])) + ".stm"
+			}
+			if err := writeFile(*out, func(w io.Writer) error { return static.WritePlan(w, plan) }); err != nil {
+				return err
+			}
+			if *svg != "" {
+				if err := writeFile(*svg, func(w io.Writer) error { return static.WriteSVG(w, plan) }); err != nil {
+					return err
+				}
+			}
+			if !*quiet {
+				if err := static.WriteTimeline(e.stdout, plan); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(e.stderr, "%s: wrote %s\n", e.name, *out)
+			return nil
+		}
+	}
+	var list static.ErrorList
+	if errors.As(err, &list) {
+		fmt.Fprintln(e.stderr, list.Error())
+		return fmt.Errorf("%d problem(s) in %s", len(list), pos[0])
+	}
+	return err
+}
+
+// runFlags are the flags of the commands that run a plan.
+type runFlags struct {
+	frames   *int64
+	out      *string
+	dir      *string
+	liveness *time.Duration
+	jsonOut  *bool
+}
+
+func addRunFlags(fs *flag.FlagSet) runFlags {
+	return runFlags{
+		frames:   fs.Int64("frames", 0, "stop after `N` periods (0: until SIGINT/SIGTERM)"),
+		out:      fs.String("o", "", "write the run record (every runnable's planned and actual times) to `FILE`"),
+		dir:      fs.String("dir", "", "socket `DIR`ectory (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /tmp/pz-stm-UID)"),
+		liveness: fs.Duration("liveness", time.Second, "abort when a runnable falls this far behind its plan (a dead or stopped client)"),
+		jsonOut:  fs.Bool("json", false, "print the analysis as JSON lines instead of a table"),
+	}
+}
+
+func (f runFlags) options(e *stmEnv) []static.Option {
+	opts := []static.Option{static.WithFrames(*f.frames), static.WithLiveness(*f.liveness),
+		static.WithLog(func(m string) { fmt.Fprintln(e.stderr, m) })}
+	if *f.dir != "" {
+		opts = append(opts, static.WithDir(*f.dir))
+	}
+	return opts
+}
+
+// report writes the run record and prints its analysis.
+func (f runFlags) report(e *stmEnv, run *static.Run) error {
+	if run == nil {
+		return nil
+	}
+	if *f.out != "" {
+		if err := writeFile(*f.out, func(w io.Writer) error { return static.WriteRun(w, run) }); err != nil {
+			return err
+		}
+	}
+	a := static.Analyze(run)
+	if *f.jsonOut {
+		return a.WriteJSON(e.stdout)
+	}
+	return a.WriteText(e.stdout)
+}
+
+func stmMaster(ctx context.Context, e *stmEnv, args []string) error {
+	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	pos, err := e.parse(fs, args, "PLAN", 1)
+	if err != nil {
+		return err
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	m, err := static.NewMaster(plan, rf.options(e)...)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	run, err := m.Run(ctx)
+	if rerr := rf.report(e, run); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// syntheticClient registers, for every runnable of client name, a body
+// that busy-waits load times its WCET (a GPU runnable enqueues that on a
+// host stream).
+func syntheticClient(plan *static.Plan, name string, load float64, opts ...static.ClientOption) (*static.Client, func(), error) {
+	if !contains(plan.Clients, name) {
+		return nil, nil, fmt.Errorf("%w: the plan has no client %q; its clients are %s", errUsage, name, strings.Join(plan.Clients, ", "))
+	}
+	c, err := static.NewClient(name, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	streams := map[string]*static.HostStream{}
+	for _, r := range plan.Runnables() {
+		if r.Client != name {
+			continue
+		}
+		work := time.Duration(load * float64(r.WCET))
+		if r.Submitter != "" {
+			s := streams[r.Resource]
+			if s == nil {
+				s = static.NewHostStream()
+				streams[r.Resource] = s
+				c.Resource(r.Resource, s)
+			}
+			c.Runnable(r.Name, func(context.Context) error {
+				s.Enqueue(func() { busy(work) })
+				return nil
+			})
+			continue
+		}
+		c.Runnable(r.Name, func(context.Context) error { busy(work); return nil })
+	}
+	return c, func() {
+		for _, s := range streams {
+			s.Close()
+		}
+	}, nil
+}
+
+// busy spins for d: synthetic CPU work that does not allocate.
+func busy(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func stmClient(ctx context.Context, e *stmEnv, args []string) error {
+	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
+	dir := fs.String("dir", "", "socket `DIR`ectory (as the master's)")
+	pos, err := e.parse(fs, args, "PLAN NAME", 2)
+	if err != nil {
+		return err
+	}
+	if *load < 0 || *load > 10 {
+		return fmt.Errorf("%w: -load must be between 0 and 10, got %g", errUsage, *load)
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	opts := []static.ClientOption{static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, pos[1]+": "+m) })}
+	if *dir != "" {
+		opts = append(opts, static.WithClientDir(*dir))
+	}
+	c, done, err := syntheticClient(plan, pos[1], *load, opts...)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return c.EnterScheduler(ctx)
+}
+
+func stmRun(ctx context.Context, e *stmEnv, args []string) error {
+	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
+	pos, err := e.parse(fs, args, "PLAN", 1)
+	if err != nil {
+		return err
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	if *load < 0 || *load > 10 {
+		return fmt.Errorf("%w: -load must be between 0 and 10, got %g", errUsage, *load)
+	}
+	if e.n <= 1 {
+		var clients []*static.Client
+		for _, name := range plan.Clients {
+			c, done, err := syntheticClient(plan, name, *load)
+			if err != nil {
+				return err
+			}
+			defer done()
+			clients = append(clients, c)
+		}
+		run, err := static.RunLocal(ctx, plan, clients, rf.options(e)...)
+		if rerr := rf.report(e, run); err == nil {
+			err = rerr
+		}
+		return err
+	}
+	return stmRanks(ctx, e, plan, rf, *load)
+}
+
+// stmRanks runs the plan with pzrun's ranks as clients: rank 0 also runs
+// the master; client i runs on rank i mod N.
+func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, load float64) error {
+	if e.n > len(plan.Clients) {
+		return fmt.Errorf("%w: %d ranks for %d clients: use at most -n %d", errUsage, e.n, len(plan.Clients), len(plan.Clients))
+	}
+	dir := *rf.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "pz-stm-run-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+		*rf.dir = d
+	}
+	var mu sync.Mutex
+	var run *static.Run
+	var merr error
+	body := func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		var wg sync.WaitGroup
+		if rt.Rank() == 0 {
+			m, err := static.NewMaster(plan, rf.options(e)...)
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := m.Run(ctx)
+				mu.Lock()
+				run, merr = r, err
+				mu.Unlock()
+			}()
+		}
+		var names []string
+		for i, name := range plan.Clients {
+			if i%rt.Size() == rt.Rank() {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		errs := make([]error, len(names))
+		for i, name := range names {
+			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir))
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer done()
+				errs[i] = c.EnterScheduler(ctx)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	err := runtimeview.Run(ctx, e.n, body, runtimeview.WithGetenv(e.getenv))
+	if merr != nil {
+		err = merr
+	}
+	if rerr := rf.report(e, run); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func stmAnalyze(_ context.Context, e *stmEnv, args []string) error {
+	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	svg := fs.String("svg", "", "draw the actual timeline under the planned one as SVG to `FILE`")
+	periods := fs.Int("periods", 3, "periods drawn in the SVG")
+	trace := fs.String("trace", "", "write the run in the Trace Event Format (Perfetto) to `FILE`")
+	jsonOut := fs.Bool("json", false, "print JSON lines: one per runnable, then a summary")
+	pos, err := e.parse(fs, args, "RUN.json", 1)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	run, err := static.ReadRun(f)
+	if err != nil {
+		return err
+	}
+	if *svg != "" {
+		if err := writeFile(*svg, func(w io.Writer) error { return static.WriteRunSVG(w, run, *periods) }); err != nil {
+			return err
+		}
+	}
+	if *trace != "" {
+		if err := writeFile(*trace, func(w io.Writer) error { return static.WriteRunTrace(w, run) }); err != nil {
+			return err
+		}
+	}
+	a := static.Analyze(run)
+	if *jsonOut {
+		return a.WriteJSON(e.stdout)
+	}
+	return a.WriteText(e.stdout)
+}

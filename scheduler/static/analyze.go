@@ -1,0 +1,328 @@
+package static
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pzgo/pz/scheduler/internal/gantt"
+)
+
+// An Analysis summarizes a Run: per runnable, how late it started, how
+// long it ran against its WCET, its overruns and skipped frames, and what
+// it allocated inside the loop.
+type Analysis struct {
+	Plan      string `json:"plan"`
+	Source    string `json:"source"`
+	Periods   int    `json:"periods"`
+	Stopped   string `json:"stopped"`
+	Runnables []RunnableStats `json:"runnables"`
+	// GCCycles and GCPauseNs total the clients' collections; GCPeriods
+	// counts the periods with one.
+	GCCycles  int64 `json:"gc_cycles"`
+	GCPauseNs int64 `json:"gc_pause_ns"`
+	GCPeriods int   `json:"gc_periods"`
+	// Jitter is the start jitter over every CPU runnable run.
+	Jitter Quantiles `json:"start_jitter"`
+	// Overruns, Skipped and Allocating total the runnables'.
+	Overruns   int      `json:"overruns"`
+	Skipped    int      `json:"skipped"`
+	Allocating []string `json:"allocating,omitempty"`
+}
+
+// Quantiles of a duration, in ns.
+type Quantiles struct {
+	P50 int64 `json:"p50_ns"`
+	P99 int64 `json:"p99_ns"`
+	Max int64 `json:"max_ns"`
+}
+
+// RunnableStats is one runnable's line of an Analysis.
+type RunnableStats struct {
+	Name     string `json:"name"`
+	Client   string `json:"client"`
+	Resource string `json:"resource"`
+	WCET     int64  `json:"wcet_ns"`
+	// Runs counts the frames it ran; Skipped those it skipped.
+	Runs    int `json:"runs"`
+	Skipped int `json:"skipped"`
+	// Jitter is start minus planned start (CPU runnables; a submittee
+	// starts when enqueued).
+	Jitter Quantiles `json:"start_jitter"`
+	// Time is its run time (end minus start).
+	Time Quantiles `json:"run_time"`
+	// OverrunsWCET, OverrunsDeadline, Timeouts, Errors count frames.
+	OverrunsWCET     int `json:"overruns_wcet"`
+	OverrunsDeadline int `json:"overruns_deadline"`
+	Timeouts         int `json:"timeouts"`
+	Errors           int `json:"errors"`
+	// AllocRuns counts the runs during which its process allocated;
+	// AllocObjects and AllocBytes total what was allocated.
+	AllocRuns    int    `json:"alloc_runs"`
+	AllocObjects uint64 `json:"alloc_objects"`
+	AllocBytes   uint64 `json:"alloc_bytes"`
+}
+
+// Analyze computes the Analysis of a run.
+func Analyze(r *Run) *Analysis {
+	a := &Analysis{Plan: r.Plan, Source: r.Source, Periods: r.Periods, Stopped: r.Stopped}
+	var all []int64
+	for _, rr := range r.Runnables {
+		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET}
+		var jit, dur []int64
+		gpu := strings.HasPrefix(rr.Resource, "gpu")
+		for i := range rr.Seq {
+			f := rr.Flags[i]
+			if f&FlagSkipped != 0 {
+				s.Skipped++
+				continue
+			}
+			s.Runs++
+			if !gpu {
+				jit = append(jit, rr.Start[i]-rr.Planned[i])
+			}
+			dur = append(dur, rr.End[i]-rr.Start[i])
+			if f&FlagOverrunWCET != 0 {
+				s.OverrunsWCET++
+			}
+			if f&FlagOverrunDeadline != 0 {
+				s.OverrunsDeadline++
+			}
+			if f&FlagTimeout != 0 {
+				s.Timeouts++
+			}
+			if f&FlagError != 0 {
+				s.Errors++
+			}
+			if o := rr.AllocObjects[i]; o > 0 {
+				s.AllocRuns++
+				s.AllocObjects += o
+				s.AllocBytes += rr.AllocBytes[i]
+			}
+		}
+		s.Jitter = quantiles(jit)
+		s.Time = quantiles(dur)
+		all = append(all, jit...)
+		a.Skipped += s.Skipped
+		for i := range rr.Seq {
+			if rr.Flags[i]&(FlagOverrunWCET|FlagOverrunDeadline) != 0 {
+				a.Overruns++
+			}
+		}
+		if s.AllocRuns > 0 {
+			a.Allocating = append(a.Allocating, s.Name)
+		}
+		a.Runnables = append(a.Runnables, s)
+	}
+	a.Jitter = quantiles(all)
+	for _, c := range r.Clients {
+		for _, g := range c.GC {
+			a.GCCycles += g.Cycles
+			a.GCPauseNs += g.PauseNs
+			a.GCPeriods++
+		}
+	}
+	return a
+}
+
+// quantiles sorts xs and reads p50, p99 (nearest rank) and the maximum.
+func quantiles(xs []int64) Quantiles {
+	if len(xs) == 0 {
+		return Quantiles{}
+	}
+	slices.Sort(xs)
+	rank := func(p float64) int64 {
+		i := int(p*float64(len(xs))+0.999999) - 1
+		return xs[max(0, min(i, len(xs)-1))]
+	}
+	return Quantiles{P50: rank(0.50), P99: rank(0.99), Max: xs[len(xs)-1]}
+}
+
+// WriteText prints the analysis as a table and a summary.
+func (a *Analysis) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "run of %s (plan %s): %d periods; stopped: %s\n", a.Source, a.Plan, a.Periods, a.Stopped)
+	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
+	for _, s := range a.Runnables {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
+			ns(s.Jitter.P50), ns(s.Jitter.P99), ns(s.Jitter.Max), ns(s.Time.P50), ns(s.Time.P99), ns(s.Time.Max), ns(s.WCET),
+			s.OverrunsWCET+s.OverrunsDeadline, s.AllocRuns)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
+	fmt.Fprintf(w, "overruns: %d; skipped frames: %d\n", a.Overruns, a.Skipped)
+	fmt.Fprintf(w, "garbage collection: %d cycles in %d periods, about %s of pauses\n", a.GCCycles, a.GCPeriods, ns(a.GCPauseNs))
+	if len(a.Allocating) > 0 {
+		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
+		fmt.Fprintln(w, "  (allocations are counted per process: a runnable running beside one that allocates is counted too; see docs/static-schedules.md on writing runnables that do not allocate)")
+	} else {
+		fmt.Fprintln(w, "no runnable allocated inside the loop")
+	}
+	for _, s := range a.Runnables {
+		if s.Errors > 0 {
+			fmt.Fprintf(w, "%s returned an error %d times\n", s.Name, s.Errors)
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the analysis as JSON lines: one object per runnable
+// ("type":"runnable") and a summary ("type":"summary").
+func (a *Analysis) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for _, s := range a.Runnables {
+		if err := enc.Encode(struct {
+			Type string `json:"type"`
+			RunnableStats
+		}{"runnable", s}); err != nil {
+			return err
+		}
+	}
+	sum := *a
+	sum.Runnables = nil
+	return enc.Encode(struct {
+		Type string `json:"type"`
+		*Analysis
+	}{"summary", &sum})
+}
+
+func ns(v int64) string {
+	d := time.Duration(v)
+	switch {
+	case d == 0:
+		return "0"
+	case d < 0:
+		return "-" + ns(-v)
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", v)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// WriteRunSVG draws the first periods of a run, each resource's planned
+// row above its actual row, from the first recorded period to at most
+// periods later.
+func WriteRunSVG(w io.Writer, r *Run, periods int) error {
+	var longest int64
+	for _, h := range r.Hyperepochs {
+		longest = max(longest, h.Period)
+	}
+	var first int64 = -1
+	for _, rr := range r.Runnables {
+		if len(rr.Planned) > 0 && (first < 0 || rr.Planned[0] < first) {
+			first = rr.Planned[0]
+		}
+	}
+	if first < 0 {
+		return fmt.Errorf("static: the run recorded no frames")
+	}
+	from := time.Duration(first / max(longest, 1) * longest)
+	to := from + time.Duration(int64(max(periods, 1))*longest)
+	c := gantt.Chart{From: from, To: to, Critical: false, LegendTitle: "runnable: runs, time (planned rows show the plan)"}
+	var resources []string
+	for _, rr := range r.Runnables {
+		if !slices.Contains(resources, rr.Resource) {
+			resources = append(resources, rr.Resource)
+		}
+	}
+	sort.Strings(resources)
+	row := map[string]int{}
+	for _, res := range resources {
+		row[res] = len(c.Rows)
+		c.Rows = append(c.Rows, gantt.Row{Label: res + " planned"}, gantt.Row{Label: res + " actual"})
+	}
+	id := uint64(0)
+	for _, rr := range r.Runnables {
+		for i := range rr.Seq {
+			if time.Duration(rr.Planned[i]) >= to || time.Duration(rr.End[i]) < from && time.Duration(rr.Planned[i]) < from {
+				continue
+			}
+			id++
+			p := time.Duration(rr.Planned[i])
+			c.Bars = append(c.Bars, gantt.Bar{Row: row[rr.Resource], ID: id, Name: rr.Name, Start: p, End: p + time.Duration(rr.WCET)})
+			if rr.Flags[i]&FlagSkipped != 0 {
+				continue
+			}
+			id++
+			c.Bars = append(c.Bars, gantt.Bar{Row: row[rr.Resource] + 1, ID: id, Name: rr.Name, Start: time.Duration(rr.Start[i]), End: max(time.Duration(rr.End[i]), time.Duration(rr.Start[i])+1)})
+			if rr.Flags[i]&(FlagOverrunWCET|FlagOverrunDeadline) != 0 {
+				c.Bands = append(c.Bands, gantt.Band{Row: row[rr.Resource] + 1, Name: "overran", Start: time.Duration(rr.Start[i]), End: time.Duration(rr.End[i]), Color: "#d32f2f"})
+			}
+		}
+	}
+	c.BandKind = "frame"
+	c.Title = fmt.Sprintf("run of %s (plan %s): periods %d to %d, planned and actual", r.Source, r.Plan, int64(from)/max(longest, 1), int64(to)/max(longest, 1)-1)
+	return gantt.Write(w, c)
+}
+
+// WriteRunTrace writes the run in the Trace Event Format that Perfetto
+// opens: a process per client, a thread per resource, a slice per run.
+func WriteRunTrace(w io.Writer, r *Run) error {
+	type ev struct {
+		Name string         `json:"name"`
+		Cat  string         `json:"cat,omitempty"`
+		Ph   string         `json:"ph"`
+		Ts   float64        `json:"ts"`
+		Dur  float64        `json:"dur,omitempty"`
+		Pid  int            `json:"pid"`
+		Tid  int            `json:"tid"`
+		Args map[string]any `json:"args,omitempty"`
+	}
+	if _, err := io.WriteString(w, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	first := true
+	emit := func(e ev) error {
+		if !first {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return err
+			}
+		}
+		first = false
+		return enc.Encode(e)
+	}
+	pid := map[string]int{}
+	for i, c := range r.Clients {
+		pid[c.Name] = i + 1
+		if err := emit(ev{Name: "process_name", Ph: "M", Pid: i + 1, Args: map[string]any{"name": "client " + c.Name}}); err != nil {
+			return err
+		}
+	}
+	tid := map[string]int{}
+	for _, rr := range r.Runnables {
+		key := rr.Client + "/" + rr.Resource
+		if _, ok := tid[key]; !ok {
+			tid[key] = len(tid) + 1
+			if err := emit(ev{Name: "thread_name", Ph: "M", Pid: pid[rr.Client], Tid: tid[key], Args: map[string]any{"name": rr.Resource}}); err != nil {
+				return err
+			}
+		}
+		for i := range rr.Seq {
+			if rr.Flags[i]&FlagSkipped != 0 {
+				continue
+			}
+			args := map[string]any{"frame": rr.Seq[i], "planned_us": float64(rr.Planned[i]) / 1e3, "late_us": float64(rr.Start[i]-rr.Planned[i]) / 1e3}
+			if f := rr.Flags[i]; f != 0 {
+				args["flags"] = f
+			}
+			if err := emit(ev{Name: rr.Name, Cat: "runnable", Ph: "X", Ts: float64(rr.Start[i]) / 1e3, Dur: float64(rr.End[i]-rr.Start[i]) / 1e3,
+				Pid: pid[rr.Client], Tid: tid[key], Args: args}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := io.WriteString(w, "]}\n")
+	return err
+}

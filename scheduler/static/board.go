@@ -1,0 +1,148 @@
+package static
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A board is the state every client of a run shares: when the run
+// started, when it stops, and each runnable's last finished frame. In
+// one process it is plain memory; across processes it is a file that the
+// master creates in its private directory and every client maps. Each
+// word is read and written atomically; a runnable's word is written only
+// by the client that runs it, so signalling a dependency across
+// processes is one store and one load (no system call).
+type board struct {
+	words    []uint64
+	mem      []byte // the mapping, nil in process
+	doneBase int    // index of runnable 0's done word
+}
+
+// The header's words.
+const (
+	wMagic     = iota // boardMagic
+	wRunnables        // number of runnables
+	wClients          // number of clients
+	wT0               // start of every hyperepoch's first period, CLOCK_MONOTONIC ns
+	wStop             // stop at the first period boundary at or after this time; 0: none
+	wAbort            // nonzero: leave at once (a client failed); the reason is in the master
+	wHeader
+)
+
+const boardMagic = 0x707a73746d310a // "pzstm1\n"
+
+// done words hold (seq+1)<<1 | skipped, seq being the runnable's frame
+// number counted from 0 over the run.
+const skippedBit = 1
+
+func boardWords(runnables, clients int) int { return wHeader + clients + runnables }
+
+func newBoard(runnables, clients int) *board {
+	b := &board{words: make([]uint64, boardWords(runnables, clients))}
+	b.init(runnables, clients)
+	return b
+}
+
+func (b *board) init(runnables, clients int) {
+	b.doneBase = wHeader + clients
+	atomic.StoreUint64(&b.words[wRunnables], uint64(runnables))
+	atomic.StoreUint64(&b.words[wClients], uint64(clients))
+	atomic.StoreUint64(&b.words[wMagic], boardMagic)
+}
+
+// createBoardFile makes the shared board at path (mode 0600) and maps it.
+func createBoardFile(path string, runnables, clients int) (*board, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("static: board: %w", err)
+	}
+	defer f.Close()
+	n := boardWords(runnables, clients) * 8
+	if err := f.Truncate(int64(n)); err != nil {
+		return nil, fmt.Errorf("static: board: %w", err)
+	}
+	b, err := mapBoard(f, n)
+	if err != nil {
+		return nil, err
+	}
+	b.init(runnables, clients)
+	return b, nil
+}
+
+// openBoardFile maps a board the master made and checks its shape.
+func openBoardFile(path string, runnables, clients int) (*board, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("static: board: %w", err)
+	}
+	defer f.Close()
+	n := boardWords(runnables, clients) * 8
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("static: board: %w", err)
+	}
+	if st.Size() != int64(n) {
+		return nil, fmt.Errorf("static: board %s has %d bytes, want %d: the master runs another plan", path, st.Size(), n)
+	}
+	b, err := mapBoard(f, n)
+	if err != nil {
+		return nil, err
+	}
+	if atomic.LoadUint64(&b.words[wMagic]) != boardMagic || b.load(wRunnables) != uint64(runnables) || b.load(wClients) != uint64(clients) {
+		b.close()
+		return nil, fmt.Errorf("static: board %s does not match the plan", path)
+	}
+	return b, nil
+}
+
+func mapBoard(f *os.File, n int) (*board, error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("static: mapping the board: %w", err)
+	}
+	// The mapping is page-aligned, so its words are 8-byte aligned.
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n/8)
+	b := &board{words: words, mem: mem}
+	b.doneBase = wHeader + int(b.load(wClients))
+	return b, nil
+}
+
+func (b *board) close() {
+	if b.mem != nil {
+		unix.Munmap(b.mem)
+		b.mem, b.words = nil, nil
+	}
+}
+
+func (b *board) load(i int) uint64     { return atomic.LoadUint64(&b.words[i]) }
+func (b *board) store(i int, v uint64) { atomic.StoreUint64(&b.words[i], v) }
+
+func (b *board) t0() int64    { return int64(b.load(wT0)) }
+func (b *board) aborted() bool { return b.load(wAbort) != 0 }
+
+// stopTime returns the requested stop time, or 0.
+func (b *board) stopTime() int64 { return int64(b.load(wStop)) }
+
+// requestStop asks every client to stop at the first period boundary at
+// or after t; an earlier request wins.
+func (b *board) requestStop(t int64) {
+	for {
+		cur := b.load(wStop)
+		if cur != 0 && int64(cur) <= t {
+			return
+		}
+		if atomic.CompareAndSwapUint64(&b.words[wStop], cur, uint64(t)) {
+			return
+		}
+	}
+}
+
+func (b *board) abort() { b.store(wAbort, 1) }
+
+func (b *board) heartbeatWord(client int) int { return wHeader + client }
+
+func (b *board) doneWord(runnable int) int { return b.doneBase + runnable }

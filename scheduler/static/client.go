@@ -1,0 +1,308 @@
+package static
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A Client runs the runnables of one client of a plan. Register every
+// runnable the plan gives it (Runnable) and every GPU stream they use
+// (Resource), then call EnterScheduler. A Client is used by one
+// goroutine, except ExitScheduler, which any goroutine (a runnable
+// included) may call.
+type Client struct {
+	name    string
+	dir     string
+	fns     map[string]RunnableFunc
+	streams map[string]Stream
+	log     func(string)
+
+	mu   sync.Mutex
+	exit func(reason string) // set while in the loop
+	// exitEarly is an exit asked for before the loop started.
+	exitEarly string
+}
+
+// A ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithClientDir sets the directory of the master's socket (see WithDir).
+func WithClientDir(dir string) ClientOption { return func(c *Client) { c.dir = dir } }
+
+// WithClientLog receives the client's warnings (an unpinned thread).
+func WithClientLog(f func(msg string)) ClientOption { return func(c *Client) { c.log = f } }
+
+// NewClient makes the client named name (one of the plan's clients).
+func NewClient(name string, opts ...ClientOption) (*Client, error) {
+	if name == "" {
+		return nil, errors.New("static: a client needs a name, one of the plan's clients")
+	}
+	c := &Client{name: name, fns: map[string]RunnableFunc{}, streams: map[string]Stream{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Name returns the client's name.
+func (c *Client) Name() string { return c.name }
+
+// Runnable registers the body of the runnable name. It panics if fn is
+// nil or name is registered twice: both are programming errors.
+func (c *Client) Runnable(name string, fn RunnableFunc) {
+	if fn == nil {
+		panic("static: Runnable " + name + " with a nil function")
+	}
+	if _, dup := c.fns[name]; dup {
+		panic("static: Runnable " + name + " registered twice")
+	}
+	c.fns[name] = fn
+}
+
+// Resource gives the stream of the GPU resource name (gpuN.streamM) that
+// the client's GPU runnables enqueue on.
+func (c *Client) Resource(name string, s Stream) {
+	if s == nil {
+		panic("static: Resource " + name + " with a nil stream")
+	}
+	c.streams[name] = s
+}
+
+// ExitScheduler asks every client to stop at the next period boundary;
+// EnterScheduler then returns nil. Any goroutine may call it, a runnable
+// included.
+func (c *Client) ExitScheduler() {
+	c.mu.Lock()
+	f := c.exit
+	if f == nil && c.exitEarly == "" {
+		c.exitEarly = "ExitScheduler called by client " + c.name
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f("ExitScheduler called by client " + c.name)
+	}
+}
+
+func (c *Client) hello() *message {
+	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid()}
+	for n := range c.fns {
+		m.Runnables = append(m.Runnables, n)
+	}
+	for n := range c.streams {
+		m.Resources = append(m.Resources, n)
+	}
+	sort.Strings(m.Runnables)
+	sort.Strings(m.Resources)
+	return m
+}
+
+// EnterScheduler connects to the master (waiting for it to appear, so
+// clients and master may start in any order), registers, waits for every
+// other client, and runs the client's runnables at their planned times
+// until the frame limit, ExitScheduler or SIGINT/SIGTERM, which all end
+// at a period boundary (nil). It returns ErrRefused when the master
+// refuses the client, ErrAborted when another client failed, and ctx's
+// error when ctx ends before the start; ctx's end after the start is a
+// graceful stop, like a signal.
+func (c *Client) EnterScheduler(ctx context.Context) error {
+	dir := c.dir
+	if dir == "" {
+		dir = DefaultDir(os.Getenv)
+	}
+	conn, err := dialMaster(ctx, dir)
+	if err != nil {
+		return err
+	}
+	return c.session(ctx, newSockLink(conn), true)
+}
+
+// dialMaster connects to the socket in dir, retrying until a master
+// listens there or ctx ends.
+func dialMaster(ctx context.Context, dir string) (net.Conn, error) {
+	sock := filepath.Join(dir, sockName)
+	delay := 5 * time.Millisecond
+	var d net.Dialer
+	for {
+		if st, err := os.Stat(dir); err == nil {
+			if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
+				return nil, fmt.Errorf("static: socket directory %s belongs to user %d, not this client's %d", dir, uid, os.Getuid())
+			}
+		}
+		conn, err := d.DialContext(ctx, "unix", sock)
+		if err == nil {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("static: no master answered on %s: %w", sock, context.Cause(ctx))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// session runs the client over an established link.
+func (c *Client) session(ctx context.Context, l link, signals bool) error {
+	defer l.close()
+	if err := l.send(c.hello()); err != nil {
+		return fmt.Errorf("static: client %s: sending hello: %w", c.name, err)
+	}
+	// Wait for the start without blocking on ctx forever: a reader
+	// goroutine forwards messages.
+	msgs := make(chan *message, 4)
+	rerr := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := l.recv()
+			if err != nil {
+				rerr <- err
+				return
+			}
+			msgs <- m
+		}
+	}()
+	var start *message
+	select {
+	case m, ok := <-msgs:
+		if !ok {
+			return fmt.Errorf("static: client %s: the master closed the connection before the start: %w", c.name, <-rerr)
+		}
+		switch m.Type {
+		case msgRefused:
+			return fmt.Errorf("%w: client %s: %s", ErrRefused, c.name, m.Reason)
+		case msgStart:
+			start = m
+		default:
+			return fmt.Errorf("static: client %s: the master sent %s before start", c.name, m.Type)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("static: client %s: waiting for the start: %w", c.name, context.Cause(ctx))
+	}
+	var b *board
+	if lb, ok := l.(*chanLink); ok && start.Board == localBoard {
+		b = lb.board
+	} else {
+		var err error
+		all := start.Plan.Runnables()
+		if b, err = openBoardFile(start.Board, len(all), len(start.Plan.Clients)); err != nil {
+			return fmt.Errorf("static: client %s: %w", c.name, err)
+		}
+		defer b.close()
+	}
+	clk := newClock()
+	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, c.log)
+
+	runCtx, abort := context.WithCancel(context.Background())
+	defer abort()
+	var abortReason string
+	var amu sync.Mutex
+	stopReq := func(reason string) {
+		b.requestStop(clk.now())
+		l.send(&message{Type: msgStop, Reason: reason})
+	}
+	c.mu.Lock()
+	c.exit = stopReq
+	early := c.exitEarly
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.exit = nil
+		c.mu.Unlock()
+	}()
+	if early != "" {
+		stopReq(early)
+	}
+	// Watch the master, the caller's ctx and the signals while the loop
+	// runs.
+	var sigs chan os.Signal
+	if signals {
+		sigs = make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+	}
+	watchDone := make(chan struct{})
+	bye := make(chan struct{})
+	var resultSent atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctxDone := ctx.Done()
+		for {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					if resultSent.Load() {
+						return // the master ended after taking the result
+					}
+					// The master is gone: leave.
+					amu.Lock()
+					if abortReason == "" {
+						abortReason = "the master closed the connection"
+					}
+					amu.Unlock()
+					b.abort()
+					abort()
+					return
+				}
+				switch m.Type {
+				case msgAbort:
+					amu.Lock()
+					abortReason = m.Reason
+					amu.Unlock()
+					b.abort()
+					abort()
+				case msgBye:
+					close(bye)
+					return
+				}
+			case s := <-sigs:
+				stopReq(fmt.Sprintf("client %s got %v", c.name, s))
+			case <-ctxDone:
+				ctxDone = nil
+				stopReq(fmt.Sprintf("client %s was stopped (%v)", c.name, context.Cause(ctx)))
+			case <-watchDone:
+				return
+			}
+		}
+	}()
+	runs, gc, err := exec.run(runCtx, b, clk)
+	res := &clientResult{Runnables: runs, GC: gc}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if !b.aborted() {
+		resultSent.Store(true)
+		l.send(&message{Type: msgResult, Result: res})
+		// Wait for the master's bye (or its end), so that the result is
+		// not cut off by an exit right after.
+		select {
+		case <-bye:
+		case <-runCtx.Done(): // aborted meanwhile
+		case <-time.After(5 * time.Second):
+		}
+	}
+	close(watchDone)
+	l.close()
+	wg.Wait()
+	amu.Lock()
+	defer amu.Unlock()
+	if abortReason != "" || b.aborted() {
+		if abortReason == "" {
+			abortReason = "aborted by the master"
+		}
+		return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, abortReason)
+	}
+	return nil
+}

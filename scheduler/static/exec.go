@@ -1,0 +1,420 @@
+package static
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A RunnableFunc is a runnable's body. It runs on its resource's thread;
+// a GPU runnable's body enqueues its work on the stream and returns
+// without waiting for it. The context ends when the run is aborted or the
+// runnable's timeout passes.
+type RunnableFunc func(ctx context.Context) error
+
+// executor runs one client's runnables: a locked OS thread per CPU
+// resource (pinned to its core when the process may use it) and a
+// goroutine per GPU stream that waits for the stream's marks.
+type executor struct {
+	plan   *Plan
+	client int
+	b      *board
+	clk    clock
+	frames int64 // periods to run; 0: until stopped
+	spin   time.Duration
+	alloc  *allocMeter
+	warn   func(string)
+
+	runs    []*execRunnable // this client's, by board index
+	threads []*cpuThread
+	streams []*streamThread
+	gc      []GCPeriod
+	gcMeter *gcMeter
+	pid     int
+}
+
+// execRunnable is a runnable of the executing client.
+type execRunnable struct {
+	idx        int // on the board
+	r          PlanRunnable
+	fn         RunnableFunc
+	deps       []int // board indices
+	submittees []*execRunnable
+	stream     *streamThread // for a GPU runnable
+	rec        *recorder
+	skipSeq    atomic.Int64 // frameskip: the frame to skip after an overrun; -1 none
+}
+
+// an item is one run of a runnable in a period: epoch frame f.
+type item struct {
+	r        *execRunnable
+	offset   time.Duration // planned start from the period's start
+	deadline time.Duration // from the period's start
+	seqBase  int64         // frame number within the period
+}
+
+type cpuThread struct {
+	res       PlanResource
+	period    time.Duration
+	frames    int64 // epoch frames per period
+	items     []item
+	gcSampler bool
+	err       error // first error of the thread (pinning); read after it ends
+}
+
+type streamThread struct {
+	res    PlanResource
+	stream Stream
+	ch     chan pending
+}
+
+// pending is a submittee's enqueued work awaiting its mark.
+type pending struct {
+	r        *execRunnable
+	seq      int64
+	ticket   uint64
+	planned  int64
+	deadline int64
+	start    int64
+	skipped  bool
+	err      error
+}
+
+// newExecutor prepares a client's runnables; fns and streams are what
+// the client registered, already checked against the plan.
+func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams map[string]Stream, frames int64, warn func(string)) *executor {
+	e := &executor{plan: plan, client: indexOf(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter()}
+	all := plan.Runnables()
+	byName := map[string]int{}
+	for i, r := range all {
+		byName[r.Name] = i
+	}
+	mine := map[string]*execRunnable{}
+	rows := 1 << 16
+	for i, pr := range all {
+		if pr.Client != client {
+			continue
+		}
+		h := plan.Hyperepochs[pr.Hyperepoch]
+		per := 0
+		for _, ep := range h.Epochs {
+			per += ep.Frames
+		}
+		if frames > 0 {
+			rows = int(min(frames*int64(per), maxRows))
+		}
+		x := &execRunnable{idx: i, r: pr.PlanRunnable, fn: fns[pr.Name], rec: newRecorder(pr.PlanRunnable, rows)}
+		x.skipSeq.Store(-1)
+		for _, d := range pr.Deps {
+			x.deps = append(x.deps, byName[d])
+		}
+		mine[pr.Name] = x
+		e.runs = append(e.runs, x)
+	}
+	for _, x := range e.runs {
+		for _, s := range x.r.Submittees {
+			x.submittees = append(x.submittees, mine[s])
+		}
+	}
+	// One thread per resource this client uses, with its items of one
+	// period in planned order.
+	threads := map[string]*cpuThread{}
+	strs := map[string]*streamThread{}
+	for hi, h := range plan.Hyperepochs {
+		var perPeriod int64
+		for _, ep := range h.Epochs {
+			perPeriod += int64(ep.Frames)
+		}
+		res := map[string]PlanResource{}
+		for _, r := range h.Resources {
+			res[r.Name] = r
+		}
+		var base int64
+		for _, ep := range h.Epochs {
+			for f := 0; f < ep.Frames; f++ {
+				frameOff := ep.Offset + time.Duration(f)*ep.Period
+				for _, r := range ep.Runnables {
+					x := mine[r.Name]
+					if x == nil {
+						continue
+					}
+					if res[r.Resource].Kind == GPU {
+						if strs[r.Resource] == nil {
+							strs[r.Resource] = &streamThread{res: res[r.Resource], stream: streams[r.Resource], ch: make(chan pending, 256)}
+							e.streams = append(e.streams, strs[r.Resource])
+						}
+						x.stream = strs[r.Resource]
+						continue
+					}
+					t := threads[r.Resource]
+					if t == nil {
+						t = &cpuThread{res: res[r.Resource], period: h.Period, frames: perPeriod}
+						threads[r.Resource] = t
+						e.threads = append(e.threads, t)
+					}
+					t.items = append(t.items, item{r: x, offset: frameOff + r.Start, deadline: frameOff + r.Deadline(), seqBase: base + int64(f)})
+				}
+			}
+			base += int64(ep.Frames)
+		}
+		_ = hi
+	}
+	for _, t := range e.threads {
+		sort.SliceStable(t.items, func(i, j int) bool { return t.items[i].offset < t.items[j].offset })
+	}
+	if len(e.threads) > 0 {
+		e.threads[0].gcSampler = true
+		e.gc = make([]GCPeriod, 0, 1024)
+	}
+	return e
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// run runs the client's loop on b from its t0 until the frame limit, a
+// stop request or an abort, and returns the records. ctx ends the
+// runnables' contexts (abort).
+func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []RunnableRun, gc []GCPeriod, err error) {
+	e.b, e.clk = b, clk
+	if len(e.threads) > 0 {
+		e.gcMeter = newGCMeter()
+	}
+	var wg sync.WaitGroup
+	for _, s := range e.streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.streamLoop(ctx, s)
+		}()
+	}
+	var tw sync.WaitGroup
+	for _, t := range e.threads {
+		tw.Add(1)
+		go func() {
+			defer tw.Done()
+			e.cpuLoop(ctx, t)
+		}()
+	}
+	tw.Wait()
+	for _, s := range e.streams {
+		close(s.ch)
+	}
+	wg.Wait()
+	var errs []error
+	for _, t := range e.threads {
+		if t.err != nil {
+			errs = append(errs, t.err)
+		}
+	}
+	for _, x := range e.runs {
+		runs = append(runs, x.rec.result())
+	}
+	return runs, e.gc, errors.Join(errs...)
+}
+
+// cpuLoop is one CPU resource's thread. It stays locked to its OS thread
+// to the end, so that the thread, pinned to a core, exits with it.
+func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
+	runtime.LockOSThread()
+	if err := pinThread(t.res.Index); err != nil && e.warn != nil {
+		e.warn(fmt.Sprintf("%s runs unpinned: %v", t.res.Name, err))
+	}
+	b := e.b
+	t0 := b.t0()
+	period := int64(t.period)
+	for k := int64(0); e.frames == 0 || k < e.frames; k++ {
+		pstart := t0 + k*period
+		if t.gcSampler && k > 0 {
+			if c, p := e.gcMeter.delta(); c > 0 && len(e.gc) < cap(e.gc) {
+				e.gc = append(e.gc, GCPeriod{Period: k - 1, Cycles: c, PauseNs: p})
+			}
+		}
+		for i := range t.items {
+			it := &t.items[i]
+			planned := pstart + int64(it.offset)
+			e.clk.sleepUntil(planned, e.spin)
+			if b.aborted() || ctx.Err() != nil {
+				return
+			}
+			if st := b.stopTime(); st != 0 && pstart >= st {
+				return
+			}
+			b.store(b.heartbeatWord(e.client), uint64(e.clk.now()))
+			seq := k*t.frames + it.seqBase
+			depSkipped, ok := e.waitDeps(ctx, it.r, seq)
+			if !ok {
+				return
+			}
+			e.runCPU(ctx, it, seq, t0, planned, pstart+int64(it.deadline), depSkipped)
+		}
+	}
+}
+
+// waitDeps waits until every dependency finished frame seq; it reports
+// whether one was skipped, and false when the run is aborted.
+func (e *executor) waitDeps(ctx context.Context, x *execRunnable, seq int64) (skipped, ok bool) {
+	b := e.b
+	need := uint64(seq+1) << 1
+	for _, d := range x.deps {
+		w := b.doneWord(d)
+		spins := 0
+		for {
+			v := b.load(w)
+			if v&^skippedBit >= need {
+				skipped = skipped || v&skippedBit != 0
+				break
+			}
+			if b.aborted() || ctx.Err() != nil {
+				return false, false
+			}
+			// Spin first (a dependency in another process ends a few µs
+			// away), then yield the thread in steps.
+			spins++
+			switch {
+			case spins < 4000:
+				yieldThread()
+			default:
+				sleepAbs(e.clk.now() + int64(20*time.Microsecond))
+			}
+		}
+	}
+	return skipped, true
+}
+
+// runCPU runs one frame of a CPU runnable and submits its submittees.
+func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadline int64, depSkipped bool) {
+	x := it.r
+	skip := x.skipSeq.Load() == seq || depSkipped && x.r.Overrun == FrameSkip
+	if skip {
+		now := e.clk.now()
+		x.rec.add(seq, planned-t0, deadline-t0, now-t0, now-t0, FlagSkipped, 0, 0)
+		e.b.store(e.b.doneWord(x.idx), uint64(seq+1)<<1|skippedBit)
+		for _, s := range x.submittees {
+			e.submitSkipped(s, seq, t0, planned, it)
+		}
+		return
+	}
+	o0, b0 := e.alloc.read()
+	start := e.clk.now()
+	err := call(ctx, x)
+	end := e.clk.now()
+	o1, b1 := e.alloc.read()
+	flags := e.overrun(x, seq, start, end, deadline)
+	if err != nil {
+		flags |= FlagError
+		x.rec.addError(err)
+	}
+	x.rec.add(seq, planned-t0, deadline-t0, start-t0, end-t0, flags, o1-o0, b1-b0)
+	// Enqueue the submittees before publishing this runnable's end, so
+	// that a waiter of both sees the work on the stream.
+	for _, s := range x.submittees {
+		if err != nil {
+			e.submitSkipped(s, seq, t0, planned, it)
+			continue
+		}
+		e.submit(ctx, s, seq, t0, planned-int64(it.offset))
+	}
+	e.b.store(e.b.doneWord(x.idx), uint64(seq+1)<<1)
+}
+
+// overrun classifies a run and arms frameskip.
+func (e *executor) overrun(x *execRunnable, seq, start, end, deadline int64) int {
+	flags := 0
+	if end-start > int64(x.r.WCET) {
+		flags |= FlagOverrunWCET
+	}
+	if end > deadline {
+		flags |= FlagOverrunDeadline
+	}
+	if x.r.Timeout > 0 && end-start > int64(x.r.Timeout) {
+		flags |= FlagTimeout
+	}
+	if flags&(FlagOverrunWCET|FlagOverrunDeadline) != 0 && x.r.Overrun == FrameSkip {
+		x.skipSeq.Store(seq + 1)
+	}
+	return flags
+}
+
+// call runs a runnable's body, its panic turned into an error.
+func call(ctx context.Context, x *execRunnable) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("runnable %s panicked: %v\n%s", x.r.Name, p, debug.Stack())
+		}
+	}()
+	if x.r.Timeout > 0 {
+		// WithTimeout allocates: a runnable with a timeout is not
+		// allocation-free.
+		c, cancel := context.WithTimeout(ctx, x.r.Timeout)
+		defer cancel()
+		ctx = c
+	}
+	return x.fn(ctx)
+}
+
+// submit enqueues submittee s of frame seq on its stream and hands the
+// mark to the stream's thread.
+func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameStart int64) {
+	planned := frameStart + int64(s.r.Start)
+	deadline := frameStart + int64(s.r.Deadline())
+	p := pending{r: s, seq: seq, planned: planned - t0, deadline: deadline - t0, start: e.clk.now() - t0}
+	if s.skipSeq.Load() == seq {
+		p.skipped = true
+	} else if err := call(ctx, s); err != nil {
+		p.err = err
+	} else if p.ticket, p.err = s.stream.stream.Mark(ctx); p.err != nil {
+		p.err = fmt.Errorf("marking stream %s: %w", s.stream.res.Name, p.err)
+	}
+	s.stream.ch <- p
+}
+
+func (e *executor) submitSkipped(s *execRunnable, seq, t0, planned int64, it *item) {
+	frameStart := planned - int64(it.offset)
+	now := e.clk.now() - t0
+	s.stream.ch <- pending{r: s, seq: seq, planned: frameStart + int64(s.r.Start) - t0, deadline: frameStart + int64(s.r.Deadline()) - t0, start: now, skipped: true}
+}
+
+// streamLoop waits for each submittee's mark in order and publishes its
+// end.
+func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
+	var prevEnd int64
+	for p := range st.ch {
+		x := p.r
+		if p.skipped {
+			x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
+			e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1|skippedBit)
+			continue
+		}
+		flags := 0
+		if p.err == nil {
+			p.err = st.stream.WaitMark(ctx, p.ticket)
+		}
+		end := e.clk.now() - e.b.t0()
+		// The work starts once enqueued and once the stream's earlier
+		// work has ended.
+		start := max(p.start, prevEnd)
+		prevEnd = end
+		if p.err != nil {
+			flags |= FlagError
+			x.rec.addError(p.err)
+		} else {
+			t0 := e.b.t0()
+			flags |= e.overrun(x, p.seq, start+t0, end+t0, p.deadline+t0)
+		}
+		x.rec.add(p.seq, p.planned, p.deadline, start, end, flags, 0, 0)
+		e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1)
+	}
+}

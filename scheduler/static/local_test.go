@@ -1,0 +1,70 @@
+package static
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func loadPlan(t *testing.T, path string) *Plan {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	s, err := Parse(src, path)
+	require.NoError(t, err)
+	p, err := Compile(s)
+	require.NoError(t, err)
+	return p
+}
+
+func TestRunLocalPipeline(t *testing.T) {
+	plan := loadPlan(t, "testdata/pipeline.yaml")
+	// Run every frame whatever the timing (the race detector slows runs
+	// past their WCETs), so that the counts are exact.
+	for i := range plan.Hyperepochs[0].Epochs[0].Runnables {
+		plan.Hyperepochs[0].Epochs[0].Runnables[i].Overrun = NoSkip
+	}
+	plan.Hash = plan.hash()
+	stream := NewHostStream()
+	defer stream.Close()
+	var grabbed, detected, planned atomic.Int64
+	cam, _ := NewClient("camera")
+	cam.Runnable("grab", func(context.Context) error { grabbed.Add(1); return nil })
+	cam.Runnable("detect_submit", func(context.Context) error { return nil })
+	cam.Runnable("detect", func(context.Context) error {
+		stream.Enqueue(func() { time.Sleep(time.Millisecond); detected.Add(1) })
+		return nil
+	})
+	cam.Resource("gpu0.stream0", stream)
+	pl, _ := NewClient("planner")
+	pl.Runnable("plan", func(context.Context) error {
+		// detect of the same frame has ended on the stream.
+		if detected.Load() != grabbed.Load() {
+			t.Errorf("plan ran before detect ended: %d grabbed, %d detected", grabbed.Load(), detected.Load())
+		}
+		planned.Add(1)
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := RunLocal(ctx, plan, []*Client{cam, pl}, WithFrames(20))
+	require.NoError(t, err)
+	assert.EqualValues(t, 20, planned.Load())
+	assert.Equal(t, 20, run.Periods)
+	require.Len(t, run.Runnables, 4)
+	for _, r := range run.Runnables {
+		assert.Len(t, r.Seq, 20, r.Name)
+		if r.Resource == "gpu0.stream0" {
+			continue // a submittee starts when its submitter enqueues it
+		}
+		for i := range r.Seq {
+			assert.GreaterOrEqual(t, r.Start[i], r.Planned[i], "%s starts before its plan", r.Name)
+		}
+	}
+	t.Logf("stopped: %s", run.Stopped)
+}

@@ -1,0 +1,620 @@
+package static
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors of a run.
+var (
+	// ErrRefused is returned by EnterScheduler when the master refuses
+	// the client (a name the plan lacks, a runnable it misses, a client
+	// already in).
+	ErrRefused = errors.New("static: refused by the master")
+	// ErrAborted is returned when a run ends early because a client died,
+	// stopped answering or broke the protocol.
+	ErrAborted = errors.New("static: run aborted")
+)
+
+// Options of a run (master side, and RunLocal).
+type options struct {
+	frames     int64
+	dir        string
+	liveness   time.Duration
+	startDelay time.Duration
+	log        func(string)
+	signals    bool
+}
+
+// An Option configures a Master or RunLocal.
+type Option func(*options)
+
+// WithFrames stops the run after n periods of every hyperepoch; 0 (the
+// default) runs until a stop (ExitScheduler, SIGINT, SIGTERM).
+func WithFrames(n int64) Option { return func(o *options) { o.frames = n } }
+
+// WithDir sets the directory of the master's socket; by default
+// $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /tmp/pz-stm-UID.
+func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// WithLiveness sets how far behind its plan a runnable may fall before
+// the master declares its client dead and aborts the run; default 1s
+// (and at least two periods).
+func WithLiveness(d time.Duration) Option { return func(o *options) { o.liveness = d } }
+
+// WithStartDelay sets how long after the last client joins the first
+// period starts; default 50ms (and at least one period).
+func WithStartDelay(d time.Duration) Option { return func(o *options) { o.startDelay = d } }
+
+// WithLog receives the master's messages (clients joining, refusals,
+// faults); by default they go nowhere.
+func WithLog(f func(msg string)) Option { return func(o *options) { o.log = f } }
+
+func buildOptions(opts []Option) options {
+	o := options{liveness: time.Second, startDelay: 50 * time.Millisecond, signals: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// DefaultDir returns the socket directory used when none is given.
+func DefaultDir(getenv func(string) string) string {
+	if d := getenv("PZ_STM_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "pz-stm")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("pz-stm-%d", os.Getuid()))
+}
+
+const (
+	sockName  = "master.sock"
+	boardName = "board"
+)
+
+// A Master runs a plan: it waits for every client, starts them on the
+// same period boundary, watches them and gathers their records.
+type Master struct {
+	plan *Plan
+	opts options
+	clk  clock
+
+	mu      sync.Mutex
+	joined  map[string]*member // by client name
+	started bool
+	startCh chan struct{} // closed when every client is in
+	b       *board
+	t0      int64
+	stopped string // why the run ended; first reason wins
+	abortW  string // the abort's reason; "" if none
+	results map[string]*clientResult
+	pids    map[string]int
+	left    chan string // a member that ended (result or gone)
+}
+
+// member is a joined client.
+type member struct {
+	name string
+	pid  int
+	l    link
+	done bool
+}
+
+// NewMaster checks the options and prepares a run of plan.
+func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
+	if plan == nil || len(plan.Clients) == 0 {
+		return nil, fmt.Errorf("static: NewMaster needs a compiled plan with clients")
+	}
+	o := buildOptions(opts)
+	if o.frames < 0 {
+		return nil, fmt.Errorf("static: frames must be 0 (no limit) or more, got %d", o.frames)
+	}
+	var longest time.Duration
+	for _, h := range plan.Hyperepochs {
+		longest = max(longest, h.Period)
+	}
+	o.liveness = max(o.liveness, 2*longest)
+	o.startDelay = max(o.startDelay, longest)
+	return &Master{
+		plan: plan, opts: o, clk: newClock(),
+		joined: map[string]*member{}, startCh: make(chan struct{}),
+		results: map[string]*clientResult{}, pids: map[string]int{}, left: make(chan string, len(plan.Clients)),
+	}, nil
+}
+
+func (m *Master) logf(format string, args ...any) {
+	if m.opts.log != nil {
+		m.opts.log(fmt.Sprintf(format, args...))
+	}
+}
+
+// Run listens on the socket in the run's directory, runs the plan with
+// the clients that connect (in any order), and returns what they
+// recorded. It returns when every client has ended: after the frame
+// limit, a stop request, or ctx's end (a graceful stop at the next period
+// boundary); the error is ErrAborted when a client failed.
+func (m *Master) Run(ctx context.Context) (*Run, error) {
+	dir := m.opts.dir
+	if dir == "" {
+		dir = DefaultDir(os.Getenv)
+	}
+	if err := privateDir(dir); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, sockName)
+	if c, err := net.Dial("unix", sock); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("static: a master already listens on %s; stop it or use another directory", sock)
+	}
+	os.Remove(sock) // a stale socket of a master that died
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("static: listening: %w", err)
+	}
+	defer os.Remove(sock)
+	boardPath := filepath.Join(dir, boardName)
+	m.logf("master: waiting for clients %s on %s", strings.Join(m.plan.Clients, ", "), sock)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			uid, pid, err := peerUID(c)
+			if err != nil || uid != os.Getuid() {
+				m.logf("master: refused a connection from uid %d pid %d: only user %d may join (%v)", uid, pid, os.Getuid(), err)
+				newSockLink(c).send(&message{Type: msgRefused, Reason: fmt.Sprintf("this master runs as user %d; connect as that user", os.Getuid())})
+				c.Close()
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.serve(ctx, newSockLink(c), pid, func() (*board, string, error) {
+					b, err := createBoardFile(boardPath, len(m.plan.Runnables()), len(m.plan.Clients))
+					return b, boardPath, err
+				})
+			}()
+		}
+	}()
+	run, err := m.supervise(ctx)
+	ln.Close()
+	m.closeAll()
+	os.Remove(boardPath)
+	return run, err
+}
+
+// privateDir makes dir (mode 0700) or checks that it is this user's and
+// closed to others.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("static: socket directory: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("static: socket directory: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("static: socket directory %s has mode %v; others may enter it: chmod 700 %s or choose another directory", dir, st.Mode().Perm(), dir)
+	}
+	if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
+		return fmt.Errorf("static: socket directory %s belongs to user %d, not %d; choose another directory", dir, uid, os.Getuid())
+	}
+	return nil
+}
+
+// serve handles one client's link from hello to its end.
+func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*board, string, error)) {
+	defer l.close()
+	hello, err := l.recv()
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			m.logf("master: a client (pid %d) sent a bad first message and was disconnected: %v", pid, err)
+		}
+		return
+	}
+	if hello.Type != msgHello {
+		m.logf("master: a client (pid %d) sent %q before hello and was disconnected", pid, hello.Type)
+		l.send(&message{Type: msgRefused, Reason: fmt.Sprintf("the first message must be hello, not %s", hello.Type)})
+		return
+	}
+	if hello.PID != 0 {
+		pid = hello.PID
+	}
+	name := hello.Client
+	if err := m.join(name, hello, pid, l); err != nil {
+		m.logf("master: refused client %q (pid %d): %v", name, pid, err)
+		l.send(&message{Type: msgRefused, Reason: err.Error()})
+		return
+	}
+	m.logf("master: client %s joined (pid %d)", name, pid)
+	if m.allIn() {
+		m.start(mkBoard)
+	}
+	started := false
+	for {
+		msg, err := l.recv()
+		m.mu.Lock()
+		mem := m.joined[name]
+		running := m.started
+		m.mu.Unlock()
+		if running && !started {
+			started = true
+		}
+		if err != nil {
+			if !running {
+				m.mu.Lock()
+				delete(m.joined, name)
+				m.mu.Unlock()
+				m.logf("master: client %s left before the start; waiting for it again", name)
+				return
+			}
+			if !mem.done {
+				why := "disconnected"
+				if !errors.Is(err, io.EOF) {
+					why = err.Error()
+				}
+				m.fail(fmt.Sprintf("client %s (pid %d) %s mid-run", name, pid, why))
+				m.finish(name, nil)
+			}
+			return
+		}
+		switch msg.Type {
+		case msgStop:
+			if !running {
+				m.fail(fmt.Sprintf("client %s sent stop before the start and was disconnected", name))
+				return
+			}
+			m.requestStop(msg.Reason)
+		case msgResult:
+			if !running {
+				m.logf("master: client %s sent a result before the start and was disconnected", name)
+				m.mu.Lock()
+				delete(m.joined, name)
+				m.mu.Unlock()
+				return
+			}
+			l.send(&message{Type: msgBye})
+			m.finish(name, msg.Result)
+		default:
+			m.fail(fmt.Sprintf("client %s sent an unexpected %s message and was disconnected", name, msg.Type))
+			m.finish(name, nil)
+			return
+		}
+	}
+}
+
+// join registers a client, checking it against the plan.
+func (m *Master) join(name string, h *message, pid int, l link) error {
+	if !slices.Contains(m.plan.Clients, name) {
+		return fmt.Errorf("the plan has no client %q; its clients are %s", name, strings.Join(m.plan.Clients, ", "))
+	}
+	var want []string
+	gpus := map[string]bool{}
+	for _, r := range m.plan.Runnables() {
+		if r.Client != name {
+			continue
+		}
+		want = append(want, r.Name)
+		if r.Submitter != "" {
+			gpus[r.Resource] = true
+		}
+	}
+	var unknown, missing []string
+	for _, r := range h.Runnables {
+		if !slices.Contains(want, r) {
+			unknown = append(unknown, r)
+		}
+	}
+	for _, r := range want {
+		if !slices.Contains(h.Runnables, r) {
+			missing = append(missing, r)
+		}
+	}
+	var problems []string
+	if len(unknown) > 0 {
+		problems = append(problems, fmt.Sprintf("it registered %s, which the plan does not give client %s", strings.Join(unknown, ", "), name))
+	}
+	if len(missing) > 0 {
+		problems = append(problems, fmt.Sprintf("it did not register %s (call Runnable for each)", strings.Join(missing, ", ")))
+	}
+	for _, res := range sortedKeys(gpus) {
+		if !slices.Contains(h.Resources, res) {
+			problems = append(problems, fmt.Sprintf("it did not give the stream %s (call Resource)", res))
+		}
+	}
+	for _, res := range h.Resources {
+		if !gpus[res] {
+			problems = append(problems, fmt.Sprintf("it gave resource %s, which none of its runnables uses", res))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return fmt.Errorf("the run has already started")
+	}
+	if prev := m.joined[name]; prev != nil {
+		return fmt.Errorf("client %s is already in (pid %d)", name, prev.pid)
+	}
+	m.joined[name] = &member{name: name, pid: pid, l: l}
+	m.pids[name] = pid
+	return nil
+}
+
+func (m *Master) allIn() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.joined) == len(m.plan.Clients) && !m.started
+}
+
+// start makes the board and tells every client when the first period
+// starts.
+func (m *Master) start(mkBoard func() (*board, string, error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return
+	}
+	b, path, err := mkBoard()
+	if err != nil {
+		m.stopped = err.Error()
+		m.abortW = err.Error()
+		for _, mem := range m.joined {
+			mem.l.send(&message{Type: msgRefused, Reason: err.Error()})
+		}
+		close(m.startCh)
+		m.started = true
+		return
+	}
+	m.b = b
+	m.t0 = m.clk.now() + int64(m.opts.startDelay)
+	b.store(wT0, uint64(m.t0))
+	m.started = true
+	for _, mem := range m.joined {
+		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames})
+	}
+	m.logf("master: every client is in; the first period starts in %s", m.opts.startDelay)
+	close(m.startCh)
+}
+
+func (m *Master) abortReason() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.abortW
+}
+
+// requestStop asks for a graceful stop at the next period boundary.
+func (m *Master) requestStop(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil {
+		return
+	}
+	if m.stopped == "" {
+		m.stopped = reason
+		m.logf("master: stopping at the next period boundary: %s", reason)
+	}
+	m.b.requestStop(m.clk.now())
+}
+
+// fail aborts the run: every client leaves at once.
+func (m *Master) fail(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.abortW != "" {
+		return
+	}
+	m.abortW = reason
+	if m.stopped == "" {
+		m.stopped = reason
+	}
+	m.logf("master: aborting the run: %s", reason)
+	if m.b != nil {
+		m.b.abort()
+	}
+	for _, mem := range m.joined {
+		if !mem.done {
+			mem.l.send(&message{Type: msgAbort, Reason: reason})
+		}
+	}
+}
+
+func (m *Master) finish(name string, r *clientResult) {
+	m.mu.Lock()
+	mem := m.joined[name]
+	if mem == nil || mem.done {
+		m.mu.Unlock()
+		return
+	}
+	mem.done = true
+	if r != nil {
+		m.results[name] = r
+	}
+	m.mu.Unlock()
+	m.left <- name
+}
+
+func (m *Master) closeAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mem := range m.joined {
+		mem.l.close()
+	}
+	if m.b != nil {
+		m.b.close()
+	}
+}
+
+// supervise waits for the start, watches the run and gathers results.
+func (m *Master) supervise(ctx context.Context) (*Run, error) {
+	waitLog := time.NewTicker(5 * time.Second)
+	defer waitLog.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-m.startCh:
+			waiting = false
+		case <-waitLog.C:
+			m.mu.Lock()
+			var missing []string
+			for _, c := range m.plan.Clients {
+				if m.joined[c] == nil {
+					missing = append(missing, c)
+				}
+			}
+			m.mu.Unlock()
+			m.logf("master: still waiting for clients %s", strings.Join(missing, ", "))
+		case <-ctx.Done():
+			return nil, fmt.Errorf("static: the run did not start: %w", context.Cause(ctx))
+		}
+	}
+	if m.b == nil {
+		return nil, fmt.Errorf("%w: %s", ErrAborted, m.abortW)
+	}
+	all := m.plan.Runnables()
+	tick := time.NewTicker(min(m.opts.liveness/4, 50*time.Millisecond))
+	defer tick.Stop()
+	remaining := len(m.plan.Clients)
+	ctxDone := ctx.Done()
+	for remaining > 0 {
+		select {
+		case <-m.left:
+			remaining--
+		case <-ctxDone:
+			ctxDone = nil
+			m.requestStop("the master was stopped (" + context.Cause(ctx).Error() + ")")
+		case <-tick.C:
+			if why := m.behind(all); why != "" {
+				m.fail(why)
+			}
+			if m.b.stopTime() != 0 {
+				m.requestStop("a client asked to stop")
+			}
+		}
+		if m.abortReason() != "" && remaining > 0 {
+			// Dead clients never report: give the others the bound to
+			// leave, then end.
+			if !m.drain(&remaining) {
+				break
+			}
+		}
+	}
+	return m.collect(all)
+}
+
+// drain waits for the clients after an abort, for at most the liveness
+// bound; false if some never ended.
+func (m *Master) drain(remaining *int) bool {
+	deadline := time.NewTimer(m.opts.liveness)
+	defer deadline.Stop()
+	for *remaining > 0 {
+		select {
+		case <-m.left:
+			*remaining--
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
+
+// behind names a runnable whose frames lag its plan by more than the
+// liveness bound, or returns "".
+func (m *Master) behind(all []PlacedRunnable) string {
+	now := m.clk.now()
+	stop := m.b.stopTime()
+	for i, r := range all {
+		h := m.plan.Hyperepochs[r.Hyperepoch]
+		ep := h.Epochs[r.Epoch]
+		var per, base int64
+		for j, e := range h.Epochs {
+			if j < r.Epoch {
+				base += int64(e.Frames)
+			}
+			per += int64(e.Frames)
+		}
+		done := int64(m.b.load(m.b.doneWord(i))>>1) - 1 // last finished seq
+		next := done + 1
+		k, f := next/per, next%per-base
+		if f < 0 || f >= int64(ep.Frames) {
+			continue // a seq of another epoch: not this runnable's
+		}
+		if m.opts.frames > 0 && k >= m.opts.frames {
+			continue
+		}
+		pstart := m.t0 + k*int64(h.Period)
+		if stop != 0 && pstart >= stop {
+			continue
+		}
+		due := pstart + int64(ep.Offset) + f*int64(ep.Period) + int64(r.Deadline())
+		if late := now - due; late > int64(m.opts.liveness) {
+			return fmt.Sprintf("client %s stopped answering: its runnable %s is %s behind its plan (frame %d)", r.Client, r.Name, time.Duration(late).Round(time.Millisecond), next)
+		}
+	}
+	return ""
+}
+
+// collect merges the clients' records into a Run.
+func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	run := &Run{Format: "pz-stm-run", Version: RunVersion, Plan: m.plan.Hash, Source: m.plan.Source, Stopped: m.stopped}
+	if run.Stopped == "" {
+		run.Stopped = fmt.Sprintf("frame limit (%d periods)", m.opts.frames)
+	}
+	for _, h := range m.plan.Hyperepochs {
+		run.Hyperepochs = append(run.Hyperepochs, RunHyperepoch{Name: h.Name, Period: int64(h.Period)})
+	}
+	var errs []string
+	for _, c := range m.plan.Clients {
+		run.Clients = append(run.Clients, ClientRun{Name: c, PID: m.pids[c]})
+		if r := m.results[c]; r != nil {
+			run.Clients[len(run.Clients)-1].GC = r.GC
+			run.Runnables = append(run.Runnables, r.Runnables...)
+			if r.Error != "" {
+				errs = append(errs, fmt.Sprintf("client %s: %s", c, r.Error))
+			}
+		}
+	}
+	order := map[string]int{}
+	for i, r := range all {
+		order[r.Name] = i
+	}
+	sort.SliceStable(run.Runnables, func(i, j int) bool { return order[run.Runnables[i].Name] < order[run.Runnables[j].Name] })
+	for _, rr := range run.Runnables {
+		if len(rr.Seq) == 0 {
+			continue
+		}
+		r := all[order[rr.Name]]
+		var per int64
+		for _, e := range m.plan.Hyperepochs[r.Hyperepoch].Epochs {
+			per += int64(e.Frames)
+		}
+		run.Periods = max(run.Periods, int(rr.Seq[len(rr.Seq)-1]/per)+1)
+	}
+	if m.abortW != "" {
+		return run, fmt.Errorf("%w: %s", ErrAborted, m.abortW)
+	}
+	if len(errs) > 0 {
+		return run, fmt.Errorf("static: %s", strings.Join(errs, "; "))
+	}
+	return run, nil
+}

@@ -1,0 +1,231 @@
+package static
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"runtime/metrics"
+)
+
+// A Run is what one run of a plan recorded: every runnable's planned and
+// actual start and end in every frame, and the garbage collector's work.
+// It is the run JSON that `pzrun stm analyze` reads (RunVersion; the
+// fields are documented in docs/static-schedules.md and kept stable).
+type Run struct {
+	Format  string `json:"format"` // "pz-stm-run"
+	Version int    `json:"version"`
+	Plan    string `json:"plan"`
+	Source  string `json:"source"`
+	// Periods is how many periods of each hyperepoch were started.
+	Periods int `json:"periods"`
+	// Stopped says why the run ended.
+	Stopped     string          `json:"stopped"`
+	Runnables   []RunnableRun   `json:"runnables"`
+	Clients     []ClientRun     `json:"clients"`
+	Hyperepochs []RunHyperepoch `json:"hyperepochs"`
+}
+
+// RunVersion is the version of the run format this package writes.
+const RunVersion = 1
+
+// A RunHyperepoch gives a hyperepoch's period, to lay out the timeline.
+type RunHyperepoch struct {
+	Name   string `json:"name"`
+	Period int64  `json:"period_ns"`
+}
+
+// Flags of a RunnableRun's frame.
+const (
+	FlagSkipped         = 1 << iota // not run (frameskip)
+	FlagOverrunWCET                 // ran longer than its WCET
+	FlagOverrunDeadline             // ended after its deadline
+	FlagTimeout                     // ran past its timeout
+	FlagError                       // returned an error or panicked
+)
+
+// A RunnableRun is one runnable's record, a column per quantity and a
+// row per frame it reached. Times are ns from the run's start (t0).
+type RunnableRun struct {
+	Name     string `json:"name"`
+	Client   string `json:"client"`
+	Resource string `json:"resource"`
+	WCET     int64  `json:"wcet_ns"`
+	// Seq is the frame number of each row; Planned its planned start.
+	Seq     []int64 `json:"seq"`
+	Planned []int64 `json:"planned_ns"`
+	// Deadline is each row's latest end that delays nothing.
+	Deadline []int64 `json:"deadline_ns"`
+	Start    []int64 `json:"start_ns"`
+	End      []int64 `json:"end_ns"`
+	Flags    []int   `json:"flags"`
+	// AllocObjects and AllocBytes are the heap allocations of the
+	// client's process while it ran (other runnables of the same process
+	// running at the same time are counted too).
+	AllocObjects []uint64 `json:"alloc_objects"`
+	AllocBytes   []uint64 `json:"alloc_bytes"`
+	// Errors holds the first few errors it returned.
+	Errors []string `json:"errors,omitempty"`
+	// Dropped counts rows not kept (the recorder keeps the last ones).
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// A ClientRun is one client's record.
+type ClientRun struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+	// GC lists the periods in which the client's process collected
+	// garbage.
+	GC []GCPeriod `json:"gc,omitempty"`
+}
+
+// A GCPeriod is the garbage collector's work during one period.
+type GCPeriod struct {
+	Period int64 `json:"period"`
+	Cycles int64 `json:"cycles"`
+	// PauseNs estimates the stop-the-world time (from the runtime's
+	// pause histogram, each pause at its bucket's upper bound).
+	PauseNs int64 `json:"pause_ns"`
+}
+
+// WriteRun writes r as JSON.
+func WriteRun(w io.Writer, r *Run) error {
+	return json.NewEncoder(w).Encode(r)
+}
+
+// ReadRun reads a run written by WriteRun.
+func ReadRun(rd io.Reader) (*Run, error) {
+	var r Run
+	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+		return nil, fmt.Errorf("static: reading a run: %w", err)
+	}
+	if r.Format != "pz-stm-run" || r.Version != RunVersion {
+		return nil, fmt.Errorf("static: not a run record (format %q version %d, want pz-stm-run %d)", r.Format, r.Version, RunVersion)
+	}
+	for _, rr := range r.Runnables {
+		n := len(rr.Seq)
+		if len(rr.Planned) != n || len(rr.Start) != n || len(rr.End) != n || len(rr.Flags) != n || len(rr.Deadline) != n {
+			return nil, fmt.Errorf("static: run record of %s has columns of different lengths", rr.Name)
+		}
+	}
+	return &r, nil
+}
+
+// recorder keeps a runnable's rows in preallocated columns: the last
+// len(cols) rows, so that recording never allocates inside the loop.
+type recorder struct {
+	rr   RunnableRun
+	n    int64 // rows written
+	errs int
+}
+
+// maxRows bounds the rows kept per runnable: about two minutes at 1 kHz.
+const maxRows = 1 << 17
+
+func newRecorder(r PlanRunnable, rows int) *recorder {
+	rows = max(1, min(rows, maxRows))
+	return &recorder{rr: RunnableRun{
+		Name: r.Name, Client: r.Client, Resource: r.Resource, WCET: int64(r.WCET),
+		Seq: make([]int64, rows), Planned: make([]int64, rows), Deadline: make([]int64, rows),
+		Start: make([]int64, rows), End: make([]int64, rows), Flags: make([]int, rows),
+		AllocObjects: make([]uint64, rows), AllocBytes: make([]uint64, rows),
+	}}
+}
+
+func (r *recorder) add(seq, planned, deadline, start, end int64, flags int, objs, bytes uint64) {
+	i := r.n % int64(len(r.rr.Seq))
+	r.rr.Seq[i], r.rr.Planned[i], r.rr.Deadline[i], r.rr.Start[i], r.rr.End[i], r.rr.Flags[i] = seq, planned, deadline, start, end, flags
+	r.rr.AllocObjects[i], r.rr.AllocBytes[i] = objs, bytes
+	r.n++
+}
+
+// addError keeps the first few error messages.
+func (r *recorder) addError(err error) {
+	r.errs++
+	if len(r.rr.Errors) < 5 {
+		r.rr.Errors = append(r.rr.Errors, err.Error())
+	}
+}
+
+// result returns the rows in order.
+func (r *recorder) result() RunnableRun {
+	out := r.rr
+	k := int64(len(out.Seq))
+	if r.n <= k {
+		n := int(r.n)
+		out.Seq, out.Planned, out.Deadline, out.Start, out.End, out.Flags = out.Seq[:n], out.Planned[:n], out.Deadline[:n], out.Start[:n], out.End[:n], out.Flags[:n]
+		out.AllocObjects, out.AllocBytes = out.AllocObjects[:n], out.AllocBytes[:n]
+		return out
+	}
+	cut := int(r.n % k)
+	rot := func(s []int64) []int64 { return append(append([]int64{}, s[cut:]...), s[:cut]...) }
+	rotu := func(s []uint64) []uint64 { return append(append([]uint64{}, s[cut:]...), s[:cut]...) }
+	out.Seq, out.Planned, out.Deadline, out.Start, out.End = rot(out.Seq), rot(out.Planned), rot(out.Deadline), rot(out.Start), rot(out.End)
+	out.Flags = append(append([]int{}, out.Flags[cut:]...), out.Flags[:cut]...)
+	out.AllocObjects, out.AllocBytes = rotu(out.AllocObjects), rotu(out.AllocBytes)
+	out.Dropped = r.n - k
+	return out
+}
+
+// allocMeter reads the process's heap allocation counters without
+// stopping the world (runtime/metrics) and without allocating.
+type allocMeter struct {
+	s [2]metrics.Sample
+}
+
+func newAllocMeter() *allocMeter {
+	m := &allocMeter{}
+	m.s[0].Name = "/gc/heap/allocs:objects"
+	m.s[1].Name = "/gc/heap/allocs:bytes"
+	return m
+}
+
+func (m *allocMeter) read() (objs, bytes uint64) {
+	metrics.Read(m.s[:])
+	return m.s[0].Value.Uint64(), m.s[1].Value.Uint64()
+}
+
+// gcMeter reads the collector's cycle count and pause histogram.
+type gcMeter struct {
+	s      [2]metrics.Sample
+	cycles uint64
+	counts []uint64
+}
+
+func newGCMeter() *gcMeter {
+	g := &gcMeter{}
+	g.s[0].Name = "/gc/cycles/total:gc-cycles"
+	g.s[1].Name = "/sched/pauses/total/gc:seconds"
+	g.delta()
+	return g
+}
+
+// delta returns the cycles and the estimated pause time since the last call.
+func (g *gcMeter) delta() (cycles int64, pause int64) {
+	metrics.Read(g.s[:])
+	c := g.s[0].Value.Uint64()
+	cycles = int64(c - g.cycles)
+	g.cycles = c
+	if g.s[1].Value.Kind() != metrics.KindFloat64Histogram {
+		return cycles, 0
+	}
+	h := g.s[1].Value.Float64Histogram()
+	if g.counts == nil {
+		g.counts = make([]uint64, len(h.Counts))
+	}
+	var sec float64
+	for i, n := range h.Counts {
+		if i >= len(g.counts) {
+			break
+		}
+		if d := n - g.counts[i]; d > 0 {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i]
+			}
+			sec += float64(d) * hi
+		}
+		g.counts[i] = n
+	}
+	return cycles, int64(sec * 1e9)
+}

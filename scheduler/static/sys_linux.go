@@ -1,0 +1,82 @@
+package static
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// monoSyscall reads CLOCK_MONOTONIC, which every process of the machine
+// shares.
+func monoSyscall() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("static: clock_gettime(CLOCK_MONOTONIC): %v", err)) // cannot fail on Linux
+	}
+	return ts.Nano()
+}
+
+// sleepAbs sleeps the calling thread until CLOCK_MONOTONIC reaches t (ns),
+// as cyclictest does (clock_nanosleep with TIMER_ABSTIME).
+func sleepAbs(t int64) {
+	ts := unix.NsecToTimespec(t)
+	for {
+		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// pinThread binds the calling OS thread to core; the caller has locked
+// the goroutine to its thread.
+func pinThread(core int) error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return err
+	}
+	if !set.IsSet(core) {
+		return fmt.Errorf("core %d is not among the %d this process may use", core, set.Count())
+	}
+	set.Zero()
+	set.Set(core)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+// peerUID returns the user id of the process at the other end of a Unix
+// socket connection (SO_PEERCRED).
+func peerUID(c *net.UnixConn) (uid, pid int, err error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, 0, err
+	}
+	if cerr != nil {
+		return 0, 0, cerr
+	}
+	return int(cred.Uid), int(cred.Pid), nil
+}
+
+// ownerUID returns the owner of a file.
+func ownerUID(st os.FileInfo) (int, bool) {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(s.Uid), true
+}
+
+// yieldThread gives the core to another thread that wants it, if any
+// (sched_yield): a thread spinning before its planned start must not
+// starve a runnable of another client pinned to the same core.
+func yieldThread() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
