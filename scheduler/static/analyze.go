@@ -17,10 +17,10 @@ import (
 // long it ran against its WCET, its overruns and skipped frames, and what
 // it allocated inside the loop.
 type Analysis struct {
-	Plan      string `json:"plan"`
-	Source    string `json:"source"`
-	Periods   int    `json:"periods"`
-	Stopped   string `json:"stopped"`
+	Plan      string          `json:"plan"`
+	Source    string          `json:"source"`
+	Periods   int             `json:"periods"`
+	Stopped   string          `json:"stopped"`
 	Runnables []RunnableStats `json:"runnables"`
 	// GCCycles and GCPauseNs total the clients' collections; GCPeriods
 	// counts the periods with one.

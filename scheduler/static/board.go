@@ -121,7 +121,7 @@ func (b *board) close() {
 func (b *board) load(i int) uint64     { return atomic.LoadUint64(&b.words[i]) }
 func (b *board) store(i int, v uint64) { atomic.StoreUint64(&b.words[i], v) }
 
-func (b *board) t0() int64    { return int64(b.load(wT0)) }
+func (b *board) t0() int64     { return int64(b.load(wT0)) }
 func (b *board) aborted() bool { return b.load(wAbort) != 0 }
 
 // stopTime returns the requested stop time, or 0.

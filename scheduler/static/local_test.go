@@ -43,11 +43,12 @@ func TestRunLocalPipeline(t *testing.T) {
 	cam.Resource("gpu0.stream0", stream)
 	pl, _ := NewClient("planner")
 	pl.Runnable("plan", func(context.Context) error {
-		// detect of the same frame has ended on the stream.
-		if detected.Load() != grabbed.Load() {
-			t.Errorf("plan ran before detect ended: %d grabbed, %d detected", grabbed.Load(), detected.Load())
+		// detect of the same frame has ended on the stream (grab may run
+		// ahead: it depends on nothing).
+		n := planned.Add(1)
+		if d := detected.Load(); d < n {
+			t.Errorf("plan of frame %d ran before detect of that frame ended (%d detected)", n-1, d)
 		}
-		planned.Add(1)
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
