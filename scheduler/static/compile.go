@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -254,7 +255,9 @@ func (c *compiler) checkStructure() {
 			}
 			c.epochAt[e.Name] = [2]int{hi, ei}
 			if e.Period > 0 {
-				given += time.Duration(e.Frames) * e.Period
+				given = addFrames(given, e.Frames, e.Period)
+			} else if e.Frames > 0 && unset > math.MaxInt-e.Frames {
+				unset = math.MaxInt // saturate: frames can be huge
 			} else {
 				unset += e.Frames
 			}
@@ -294,6 +297,16 @@ func (c *compiler) checkStructure() {
 	if len(s.Runnables) == 0 {
 		p.add(1, "the schedule has no runnables; add some under runnables:")
 	}
+}
+
+// addFrames returns total + frames×period, saturating at the largest
+// Duration instead of wrapping around (frames can be huge).
+func addFrames(total time.Duration, frames int, period time.Duration) time.Duration {
+	const most = time.Duration(math.MaxInt64)
+	if frames > 0 && period > (most-total)/time.Duration(frames) {
+		return most
+	}
+	return total + time.Duration(frames)*period
 }
 
 // parseResource reads cpuN or gpuN.streamM.
@@ -386,7 +399,7 @@ func (c *compiler) checkRunnables() {
 			switch {
 			case !ok:
 				msg := fmt.Sprintf("runnable %q depends on %q, which is not a runnable", r.Name, d)
-				if cl := closest(d, c.names()); cl != "" {
+				if cl := closest(d, c.names()); cl != "" && cl != r.Name {
 					msg += fmt.Sprintf("; did you mean %q?", cl)
 				}
 				p.add(r.Line, "%s", msg)
@@ -536,6 +549,9 @@ func (c *compiler) place() *Plan {
 				}
 			}
 			placed := c.placeEpoch(e, period, members)
+			if placed == nil {
+				continue // placeEpoch reported why; Compile returns those errors
+			}
 			for _, r := range members {
 				pr := placed[r.Name]
 				pr.Submittees = submittees[r.Name]

@@ -374,6 +374,10 @@ func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duratio
 		p.add(n.Line, "%s must be a duration such as 10ms, got %s", what, kindName(n))
 		return 0
 	}
+	if n.Tag == "!!null" {
+		p.add(n.Line, "%s has no value; write it such as 10ms, 250us or 1.5ms", what)
+		return 0
+	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
 		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
@@ -383,7 +387,11 @@ func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duratio
 		}
 		return 0
 	}
-	if d < 0 || d == 0 && !zeroOK {
+	if d < 0 && zeroOK {
+		p.add(n.Line, "%s must not be negative, got %s", what, n.Value)
+		return 0
+	}
+	if d <= 0 && !zeroOK {
 		p.add(n.Line, "%s must be positive, got %s", what, n.Value)
 		return 0
 	}
@@ -406,6 +414,9 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
 		return fmt.Sprintf("%q", n.Value)
 	case yaml.AliasNode:
 		return "an alias"
@@ -429,9 +440,10 @@ func yamlErrLine(err error) int {
 	return n
 }
 
-// closest returns the candidate within edit distance 2 of s, or "".
+// closest returns the candidate nearest to s by edit distance, if it is
+// within 2 edits and those edits change less than half of s; else "".
 func closest(s string, candidates []string) string {
-	best, bestD := "", 3
+	best, bestD := "", min(3, (len(s)+1)/2)
 	for _, c := range candidates {
 		if d := editDistance(s, c); d < bestD {
 			best, bestD = c, d

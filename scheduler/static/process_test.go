@@ -1,0 +1,382 @@
+package static
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The test binary doubles as a client process: with PZ_STM_TEST_CLIENT
+// set it registers that client's runnables of the plan in
+// PZ_STM_TEST_PLAN (busy bodies), prints "frame N" when its first
+// runnable reaches frame N (PZ_STM_TEST_SAY), and enters the scheduler.
+func TestMain(m *testing.M) {
+	if name := os.Getenv("PZ_STM_TEST_CLIENT"); name != "" {
+		os.Exit(clientProcess(name))
+	}
+	os.Exit(m.Run())
+}
+
+func clientProcess(name string) int {
+	f, err := os.Open(os.Getenv("PZ_STM_TEST_PLAN"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	plan, err := ReadPlan(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	var say int64
+	fmt.Sscan(os.Getenv("PZ_STM_TEST_SAY"), &say)
+	c, _ := NewClient(name, WithClientDir(os.Getenv("PZ_STM_DIR")))
+	first := true
+	for _, r := range plan.Runnables() {
+		if r.Client != name {
+			continue
+		}
+		work := r.WCET / 4
+		if first {
+			first = false
+			n := int64(0)
+			c.Runnable(r.Name, func(context.Context) error {
+				n++
+				if n == say {
+					fmt.Println("frame", n)
+				}
+				spin(work)
+				return nil
+			})
+			continue
+		}
+		c.Runnable(r.Name, func(context.Context) error { spin(work); return nil })
+	}
+	if err := c.EnterScheduler(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "client", name+":", err)
+		return 1
+	}
+	return 0
+}
+
+func spin(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+	}
+}
+
+// threeClients is a plan of three clients with dependencies across them
+// at 5 ms.
+const threeClients = `
+hyperepochs:
+  - name: main
+    period: 5ms
+    resources: [cpu0, cpu1]
+    epochs: [{name: frame}]
+clients: [a, b, c]
+runnables:
+  - {name: a1, client: a, resource: cpu0, wcet: 400us}
+  - {name: b1, client: b, resource: cpu1, wcet: 400us, deps: [a1]}
+  - {name: c1, client: c, resource: cpu0, wcet: 400us, deps: [a1]}
+  - {name: a2, client: a, resource: cpu1, wcet: 400us, deps: [b1, c1]}
+`
+
+func compileString(t testing.TB, src string) *Plan {
+	t.Helper()
+	s, err := Parse([]byte(src), "test.yaml")
+	require.NoError(t, err)
+	p, err := Compile(s)
+	require.NoError(t, err)
+	return p
+}
+
+// procClient is a client process started by a test.
+type procClient struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *strings.Builder
+	said   chan struct{} // closed when it printed its frame line
+	done   chan error
+}
+
+func startClient(t *testing.T, dir, planPath, name string, say int64) *procClient {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "PZ_STM_TEST_CLIENT="+name, "PZ_STM_TEST_PLAN="+planPath, "PZ_STM_DIR="+dir, fmt.Sprintf("PZ_STM_TEST_SAY=%d", say))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &procClient{name: name, cmd: cmd, stderr: &strings.Builder{}, said: make(chan struct{}), done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: p.stderr}
+	require.NoError(t, cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(out)
+		once := sync.Once{}
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "frame ") {
+				once.Do(func() { close(p.said) })
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+	})
+	return p
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (p *procClient) String() string {
+	if w, ok := p.cmd.Stderr.(*lockedWriter); ok {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	}
+	return p.stderr.String()
+}
+
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(60 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+// runMaster starts a master in a goroutine; the channel gets its result.
+type masterResult struct {
+	run *Run
+	err error
+}
+
+func startMaster(t *testing.T, plan *Plan, opts ...Option) <-chan masterResult {
+	t.Helper()
+	m, err := NewMaster(plan, append([]Option{WithLog(func(s string) { t.Log(s) })}, opts...)...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := make(chan masterResult, 1)
+	go func() {
+		r, err := m.Run(ctx)
+		ch <- masterResult{r, err}
+	}()
+	return ch
+}
+
+func writePlanFile(t *testing.T, plan *Plan) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plan.stm")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, WritePlan(f, plan))
+	require.NoError(t, f.Close())
+	return path
+}
+
+// privateTestDir returns a socket directory of mode 0700.
+func privateTestDir(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "sock")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	return dir
+}
+
+func TestProcessesAnyOrderFrameLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	names := []string{"a", "b", "c"}
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	// Some clients before the master, some after.
+	split := rng.IntN(4)
+	var clients []*procClient
+	for _, n := range names[:split] {
+		clients = append(clients, startClient(t, dir, planPath, n, 0))
+	}
+	res := startMaster(t, plan, WithDir(dir), WithFrames(40))
+	for _, n := range names[split:] {
+		clients = append(clients, startClient(t, dir, planPath, n, 0))
+	}
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	for _, c := range clients {
+		assert.NoError(t, waitFor(t, c.done, "client "+c.name), "client %s: %s", c.name, c)
+	}
+	require.Len(t, r.run.Runnables, 4)
+	for _, rr := range r.run.Runnables {
+		assert.Len(t, rr.Seq, 40, rr.Name)
+	}
+	assert.Equal(t, 40, r.run.Periods)
+	pids := map[int]bool{}
+	for _, c := range r.run.Clients {
+		pids[c.PID] = true
+	}
+	assert.Len(t, pids, 3, "three processes")
+	// Dependencies across processes held in every frame.
+	end := map[string][]int64{}
+	for _, rr := range r.run.Runnables {
+		end[rr.Name] = rr.End
+	}
+	for _, rr := range r.run.Runnables {
+		for i := range rr.Seq {
+			if rr.Flags[i]&FlagSkipped != 0 {
+				continue
+			}
+			for _, d := range plan.Runnables()[indexOfRunnable(plan, rr.Name)].Deps {
+				assert.LessOrEqual(t, end[d][i], rr.Start[i], "%s frame %d started before %s ended", rr.Name, i, d)
+			}
+		}
+	}
+}
+
+func indexOfRunnable(p *Plan, name string) int {
+	for i, r := range p.Runnables() {
+		if r.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestProcessKilledMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	res := startMaster(t, plan, WithDir(dir), WithLiveness(time.Second))
+	a := startClient(t, dir, planPath, "a", 0)
+	b := startClient(t, dir, planPath, "b", 20)
+	c := startClient(t, dir, planPath, "c", 0)
+	waitFor(t, b.said, "client b's 20th frame")
+	killed := time.Now()
+	require.NoError(t, b.cmd.Process.Kill())
+	r := waitFor(t, res, "the master")
+	require.ErrorIs(t, r.err, ErrAborted)
+	assert.Contains(t, r.err.Error(), "client b (pid")
+	for _, p := range []*procClient{a, c} {
+		err := waitFor(t, p.done, "client "+p.name)
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "client %s must fail", p.name)
+		assert.Contains(t, p.String(), "client b (pid", "client %s names the dead client", p.name)
+	}
+	// Within one period plus the bound (the liveness bound, with room
+	// for a loaded machine).
+	assert.Less(t, time.Since(killed), 5*time.Millisecond+5*time.Second)
+}
+
+func TestProcessSIGINTStopsAtBoundary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	// A generous liveness bound: three race-detector processes on two
+	// cores can be slow to start.
+	res := startMaster(t, plan, WithDir(dir), WithLiveness(10*time.Second))
+	clients := []*procClient{startClient(t, dir, planPath, "a", 0), startClient(t, dir, planPath, "b", 0), startClient(t, dir, planPath, "c", 15)}
+	select {
+	case <-clients[2].said:
+	case <-time.After(20 * time.Second):
+		for _, c := range clients {
+			c.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+		for _, c := range clients {
+			<-c.done
+		}
+		t.Fatalf("client c did not reach frame 15:\na: %s\nb: %s\nc: %s", clients[0], clients[1], clients[2])
+	}
+	require.NoError(t, clients[2].cmd.Process.Signal(syscall.SIGINT))
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err, "a: %s\nb: %s\nc: %s", clients[0], clients[1], clients[2])
+	assert.Contains(t, r.run.Stopped, "client c got interrupt")
+	for _, c := range clients {
+		assert.NoError(t, waitFor(t, c.done, "client "+c.name), "client %s: %s", c.name, c)
+	}
+	// Every runnable ran the same frames: the stop fell on a boundary.
+	n := len(r.run.Runnables[0].Seq)
+	assert.GreaterOrEqual(t, n, 15)
+	for _, rr := range r.run.Runnables {
+		assert.Len(t, rr.Seq, n, "%s ran a different number of frames", rr.Name)
+	}
+}
+
+func TestRefusedRegistrations(t *testing.T) {
+	plan := compileString(t, threeClients)
+	dir := privateTestDir(t)
+	res := startMaster(t, plan, WithDir(dir), WithFrames(5))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noop := func(context.Context) error { return nil }
+	for _, c := range []struct {
+		name string
+		regs []string
+		want string
+	}{
+		{"x", []string{"a1"}, `the plan has no client "x"; its clients are a, b, c`},
+		{"a", []string{"a1"}, "it did not register a2 (call Runnable for each)"},
+		{"a", []string{"a1", "a2", "zz"}, "it registered zz, which the plan does not give client a"},
+	} {
+		cl, err := NewClient(c.name, WithClientDir(dir))
+		require.NoError(t, err)
+		for _, r := range c.regs {
+			cl.Runnable(r, noop)
+		}
+		err = cl.EnterScheduler(ctx)
+		require.ErrorIs(t, err, ErrRefused, c.name)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	// The master goes on: the right clients run.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		cl, _ := NewClient(string(rune('a'+i)), WithClientDir(dir))
+		for _, r := range regs {
+			cl.Runnable(r, noop)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cl.EnterScheduler(ctx)
+		}()
+	}
+	wg.Wait()
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	assert.NoError(t, errors.Join(errs...))
+	assert.Equal(t, 5, r.run.Periods)
+}
