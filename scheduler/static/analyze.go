@@ -161,7 +161,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "garbage collection: %d cycles in %d periods, about %s of pauses\n", a.GCCycles, a.GCPeriods, ns(a.GCPauseNs))
 	if len(a.Allocating) > 0 {
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
-		fmt.Fprintln(w, "  (allocations are counted per process: a runnable running beside one that allocates is counted too; see docs/static-schedules.md on writing runnables that do not allocate)")
+		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")
 	} else {
 		fmt.Fprintln(w, "no runnable allocated inside the loop")
 	}

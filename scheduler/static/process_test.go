@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,9 @@ import (
 func TestMain(m *testing.M) {
 	if name := os.Getenv("PZ_STM_TEST_CLIENT"); name != "" {
 		os.Exit(clientProcess(name))
+	}
+	if dir := os.Getenv("PZ_STM_TEST_DIAL"); dir != "" {
+		os.Exit(dialProcess(dir))
 	}
 	os.Exit(m.Run())
 }
@@ -71,6 +75,24 @@ func clientProcess(name string) int {
 		fmt.Fprintln(os.Stderr, "client", name+":", err)
 		return 1
 	}
+	return 0
+}
+
+// dialProcess says hello to the master in dir and prints its answer.
+func dialProcess(dir string) int {
+	conn, err := net.Dial("unix", filepath.Join(dir, sockName))
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 1
+	}
+	l := newSockLink(conn)
+	l.send(&message{Type: msgHello, Client: "a", Runnables: []string{"a1", "a2"}})
+	m, err := l.recv()
+	if err != nil {
+		fmt.Println("recv:", err)
+		return 1
+	}
+	fmt.Println(m.Type+":", m.Reason)
 	return 0
 }
 
@@ -379,4 +401,58 @@ func TestRefusedRegistrations(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.NoError(t, errors.Join(errs...))
 	assert.Equal(t, 5, r.run.Periods)
+}
+
+// A connection from another user is refused by its peer credentials,
+// even when the directory lets it through.
+func TestOtherUserRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	plan := compileString(t, threeClients)
+	dir := privateTestDir(t)
+	logged := make(chan string, 16)
+	m, err := NewMaster(plan, WithDir(dir), WithLog(func(s string) { logged <- s }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := m.Run(ctx); done <- err }()
+	for s := range logged {
+		if strings.Contains(s, "waiting for clients") {
+			break
+		}
+	}
+	// Open the way for user nobody (65534): the directory, the socket and
+	// a copy of this test binary.
+	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(dir, sockName), 0o777))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "static.test")
+	require.NoError(t, os.Chmod(filepath.Dir(bin), 0o755))
+	b, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+	for d := filepath.Dir(filepath.Dir(bin)); d != "/" && d != "."; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o005 == 0 {
+			os.Chmod(d, st.Mode().Perm()|0o055)
+		}
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	cmd := exec.CommandContext(cctx, bin, "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "PZ_STM_TEST_DIAL="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "refused: this master runs as user 0")
+	for s := range logged {
+		if strings.Contains(s, "refused a connection from uid 65534") {
+			break
+		}
+	}
+	cancel()
+	require.Error(t, <-done) // stopped before the start
 }

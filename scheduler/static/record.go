@@ -59,9 +59,12 @@ type RunnableRun struct {
 	Start    []int64 `json:"start_ns"`
 	End      []int64 `json:"end_ns"`
 	Flags    []int   `json:"flags"`
-	// AllocObjects and AllocBytes are the heap allocations of the
-	// client's process while it ran (other runnables of the same process
-	// running at the same time are counted too).
+	// AllocObjects and AllocBytes are the heap allocations the client's
+	// process published while it ran: other runnables of the process
+	// running at the same time are counted too, and the runtime publishes
+	// small allocations in batches (when a span is refilled, itself during
+	// an allocation), so a run that allocates is seen but its counts are
+	// lower bounds.
 	AllocObjects []uint64 `json:"alloc_objects"`
 	AllocBytes   []uint64 `json:"alloc_bytes"`
 	// Errors holds the first few errors it returned.

@@ -1,0 +1,308 @@
+package static
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// overrunPlan: slow (WCET 1ms) overruns in frame 3; after it, fast.
+func overrunPlan(t *testing.T, policy Policy) *Plan {
+	return compileString(t, fmt.Sprintf(`
+overrun: %s
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0, cpu1], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: slow, client: c, resource: cpu0, wcet: 1ms}
+  - {name: after, client: c, resource: cpu1, wcet: 1ms, deps: [slow]}
+  - {name: free, client: c, resource: cpu1, wcet: 1ms}
+`, policy))
+}
+
+func runOverrun(t *testing.T, policy Policy) *Run {
+	plan := overrunPlan(t, policy)
+	c, _ := NewClient("c")
+	n := 0
+	c.Runnable("slow", func(context.Context) error {
+		n++
+		if n == 4 { // frame 3
+			time.Sleep(3 * time.Millisecond)
+		}
+		return nil
+	})
+	c.Runnable("after", func(context.Context) error { return nil })
+	c.Runnable("free", func(context.Context) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := RunLocal(ctx, plan, []*Client{c}, WithFrames(8))
+	require.NoError(t, err)
+	return run
+}
+
+func byName(r *Run) map[string]RunnableRun {
+	m := map[string]RunnableRun{}
+	for _, rr := range r.Runnables {
+		m[rr.Name] = rr
+	}
+	return m
+}
+
+func TestOverrunFrameSkip(t *testing.T) {
+	r := byName(runOverrun(t, FrameSkip))
+	slow, after, free := r["slow"], r["after"], r["free"]
+	require.Len(t, slow.Seq, 8)
+	assert.NotZero(t, slow.Flags[3]&FlagOverrunWCET, "frame 3 overran its WCET")
+	// The next frame of slow and of what depends on it is skipped; what
+	// does not depend on it runs.
+	assert.Equal(t, FlagSkipped, slow.Flags[4]&FlagSkipped)
+	assert.Equal(t, FlagSkipped, after.Flags[4]&FlagSkipped)
+	assert.Zero(t, free.Flags[4]&FlagSkipped)
+	for _, f := range []int{0, 1, 2, 5, 6, 7} {
+		assert.Zero(t, slow.Flags[f]&FlagSkipped, "frame %d", f)
+		assert.Zero(t, after.Flags[f]&FlagSkipped, "frame %d", f)
+	}
+	a := Analyze(&Run{Runnables: []RunnableRun{slow, after, free}})
+	assert.GreaterOrEqual(t, a.Overruns, 1)
+	assert.Equal(t, 2, a.Skipped)
+}
+
+func TestOverrunNoSkip(t *testing.T) {
+	r := byName(runOverrun(t, NoSkip))
+	slow, after := r["slow"], r["after"]
+	assert.NotZero(t, slow.Flags[3]&FlagOverrunWCET)
+	for f := range 8 {
+		assert.Zero(t, slow.Flags[f]&FlagSkipped, "frame %d", f)
+		assert.Zero(t, after.Flags[f]&FlagSkipped, "frame %d", f)
+	}
+	// after ran late in frame 3, once slow ended.
+	assert.GreaterOrEqual(t, after.Start[3], slow.End[3])
+	assert.Greater(t, after.Start[3]-after.Planned[3], int64(time.Millisecond))
+}
+
+func TestTimeoutCancelsContext(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: wait, client: c, resource: cpu0, wcet: 2ms, timeout: 1ms, overrun: noskip}
+`)
+	c, _ := NewClient("c")
+	var canceled atomic.Int64
+	c.Runnable("wait", func(ctx context.Context) error {
+		<-ctx.Done() // ends only by the timeout
+		canceled.Add(1)
+		return ctx.Err()
+	})
+	run, err := RunLocal(context.Background(), plan, []*Client{c}, WithFrames(3))
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, canceled.Load())
+	a := Analyze(run)
+	require.Len(t, a.Runnables, 1)
+	assert.Equal(t, 3, a.Runnables[0].Timeouts)
+	assert.Equal(t, 3, a.Runnables[0].Errors)
+	assert.Contains(t, run.Runnables[0].Errors[0], "deadline exceeded")
+}
+
+func TestExitSchedulerFromRunnable(t *testing.T) {
+	plan := compileString(t, threeClients)
+	var clients []*Client
+	var ran [4]atomic.Int64
+	for i, name := range []string{"a", "b", "c"} {
+		c, _ := NewClient(name)
+		clients = append(clients, c)
+		_ = i
+	}
+	clients[0].Runnable("a1", func(context.Context) error {
+		if ran[0].Add(1) == 10 {
+			clients[0].ExitScheduler()
+		}
+		return nil
+	})
+	clients[0].Runnable("a2", func(context.Context) error { ran[1].Add(1); return nil })
+	clients[1].Runnable("b1", func(context.Context) error { ran[2].Add(1); return nil })
+	clients[2].Runnable("c1", func(context.Context) error { ran[3].Add(1); return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := RunLocal(ctx, plan, clients)
+	require.NoError(t, err)
+	assert.Contains(t, run.Stopped, "ExitScheduler called by client a")
+	// The period in which it was called ran to its end, on every runnable.
+	n := len(run.Runnables[0].Seq)
+	assert.GreaterOrEqual(t, n, 10)
+	assert.LessOrEqual(t, n, 11)
+	for _, rr := range run.Runnables {
+		assert.Len(t, rr.Seq, n, rr.Name)
+	}
+}
+
+func TestCancelStopsGracefully(t *testing.T) {
+	plan := compileString(t, threeClients)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var clients []*Client
+	for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		c, _ := NewClient(regs[0][:1])
+		for _, r := range regs {
+			n := 0
+			c.Runnable(r, func(context.Context) error {
+				n++
+				if r == "b1" && n == 5 {
+					cancel()
+				}
+				return nil
+			})
+		}
+		clients = append(clients, c)
+	}
+	run, err := RunLocal(ctx, plan, clients)
+	require.NoError(t, err)
+	assert.Contains(t, run.Stopped, "was stopped (context canceled)")
+	n := len(run.Runnables[0].Seq)
+	for _, rr := range run.Runnables {
+		assert.Len(t, rr.Seq, n, rr.Name)
+	}
+}
+
+// The loop allocates nothing of its own: runnables that do not allocate
+// are reported as such.
+func TestLoopDoesNotAllocate(t *testing.T) {
+	plan := compileString(t, threeClients)
+	var clients []*Client
+	for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		c, _ := NewClient(regs[0][:1])
+		for _, r := range regs {
+			c.Runnable(r, func(context.Context) error { return nil })
+		}
+		clients = append(clients, c)
+	}
+	run, err := RunLocal(context.Background(), plan, clients, WithFrames(50))
+	require.NoError(t, err)
+	a := Analyze(run)
+	for _, s := range a.Runnables {
+		// The first frames may meet the runtime's one-time setup.
+		assert.LessOrEqual(t, s.AllocRuns, 2, "%s allocated in %d runs", s.Name, s.AllocRuns)
+	}
+	// A runnable that allocates is named.
+	plan2 := compileString(t, `
+hyperepochs:
+  - {name: main, period: 5ms, resources: [cpu0], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: alloc, client: c, resource: cpu0, wcet: 1ms}
+`)
+	c, _ := NewClient("c")
+	var sink [][]byte
+	c.Runnable("alloc", func(context.Context) error { sink = append(sink, make([]byte, 4096)); return nil })
+	run, err = RunLocal(context.Background(), plan2, []*Client{c}, WithFrames(20))
+	require.NoError(t, err)
+	a = Analyze(run)
+	assert.Equal(t, []string{"alloc"}, a.Allocating)
+	// The runtime publishes small allocations when a span is refilled (an
+	// allocation itself), so counts are lower bounds: 4 KiB objects come
+	// two to a span.
+	assert.GreaterOrEqual(t, a.Runnables[0].AllocRuns, 5)
+	assert.GreaterOrEqual(t, a.Runnables[0].AllocBytes, uint64(5*4096))
+	assert.Len(t, sink, 20)
+}
+
+// A client that sends garbage or messages out of order is disconnected
+// with an error naming it; the run goes on.
+func TestBadClientsDisconnected(t *testing.T) {
+	plan := compileString(t, threeClients)
+	dir := privateTestDir(t)
+	var logs []string
+	logged := make(chan string, 100)
+	m, err := NewMaster(plan, WithDir(dir), WithFrames(5), WithLog(func(s string) { logged <- s }))
+	require.NoError(t, err)
+	res := make(chan masterResult, 1)
+	go func() {
+		r, err := m.Run(context.Background())
+		res <- masterResult{r, err}
+	}()
+	dial := func() net.Conn {
+		conn, err := dialMaster(context.Background(), dir)
+		require.NoError(t, err)
+		return conn
+	}
+	waitLog := func(sub string) {
+		t.Helper()
+		for {
+			select {
+			case s := <-logged:
+				logs = append(logs, s)
+				if strings.Contains(s, sub) {
+					return
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no log line with %q; got %q", sub, logs)
+			}
+		}
+	}
+	// Garbage: a frame of bytes that is not JSON.
+	c1 := dial()
+	c1.Write([]byte{0, 0, 0, 3, 'x', 'y', 'z'})
+	waitLog("sent a bad first message and was disconnected")
+	c1.Close()
+	// A frame announcing 1 GiB.
+	c2 := dial()
+	c2.Write([]byte{0x40, 0, 0, 0})
+	waitLog("message of 1073741824 bytes")
+	c2.Close()
+	// A result before hello.
+	c3 := newSockLink(dial())
+	c3.send(&message{Type: msgResult, Result: &clientResult{}})
+	waitLog(`sent "result" before hello`)
+	c3.close()
+	// The real clients still run.
+	noop := func(context.Context) error { return nil }
+	errs := make(chan error, 3)
+	for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		c, _ := NewClient(regs[0][:1], WithClientDir(dir))
+		for _, r := range regs {
+			c.Runnable(r, noop)
+		}
+		go func() { errs <- c.EnterScheduler(context.Background()) }()
+	}
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	for range 3 {
+		assert.NoError(t, <-errs)
+	}
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	f.Add([]byte(`{"type":"hello","client":"a","runnables":["x"]}`))
+	f.Add([]byte(`{"type":"result","result":{"runnables":[{"name":"x","seq":[1],"planned_ns":[1]}]}}`))
+	f.Add([]byte(`{"type":"start","plan":{"format":"pz-stm"},"board":"/x"}`))
+	f.Add([]byte(`{"type":""}`))
+	f.Add([]byte(`[1,2]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeMessage(b)
+		if err != nil {
+			if !errors.Is(err, errProtocol) {
+				t.Fatalf("error not marked as a protocol error: %v", err)
+			}
+			return
+		}
+		if m.Type == "" {
+			t.Fatal("a message without a type was accepted")
+		}
+		if m.Type == msgResult {
+			for _, r := range m.Result.Runnables {
+				if len(r.Start) != len(r.Seq) {
+					t.Fatal("ragged result accepted")
+				}
+			}
+		}
+	})
+}
