@@ -207,10 +207,11 @@ func addRunFlags(fs *flag.FlagSet) runFlags {
 func (f runFlags) options(e *stmEnv) []static.Option {
 	opts := []static.Option{static.WithFrames(*f.frames), static.WithLiveness(*f.liveness),
 		static.WithLog(func(m string) { fmt.Fprintln(e.stderr, m) })}
-	if *f.dir != "" {
-		opts = append(opts, static.WithDir(*f.dir))
+	dir := *f.dir
+	if dir == "" {
+		dir = static.DefaultDir(e.getenv)
 	}
-	return opts
+	return append(opts, static.WithDir(dir))
 }
 
 // report writes the run record and prints its analysis.
@@ -323,9 +324,10 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 		return err
 	}
 	opts := []static.ClientOption{static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, pos[1]+": "+m) })}
-	if *dir != "" {
-		opts = append(opts, static.WithClientDir(*dir))
+	if *dir == "" {
+		*dir = static.DefaultDir(e.getenv)
 	}
+	opts = append(opts, static.WithClientDir(*dir))
 	c, done, err := syntheticClient(plan, pos[1], *load, opts...)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -202,6 +203,9 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	}
 	clk := newClock()
 	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, c.log)
+	if signals { // a client process of its own (EnterScheduler)
+		defer raiseProcs(len(exec.threads))()
+	}
 
 	runCtx, abort := context.WithCancel(context.Background())
 	defer abort()
@@ -305,4 +309,18 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, abortReason)
 	}
 	return nil
+}
+
+// raiseProcs makes GOMAXPROCS at least threads+2 while a loop runs: each
+// resource's locked thread holds a P while it spins, and the process's
+// other goroutines (the link to the master, the streams' threads, the
+// collector) need Ps of their own, or the runtime preempts a resource's
+// thread to run them. It returns the function that restores the setting.
+func raiseProcs(threads int) func() {
+	prev := runtime.GOMAXPROCS(0)
+	if prev >= threads+2 {
+		return func() {}
+	}
+	runtime.GOMAXPROCS(threads + 2)
+	return func() { runtime.GOMAXPROCS(prev) }
 }

@@ -24,6 +24,11 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		return nil, err
 	}
 	shared := newBoard(len(plan.Runnables()), len(plan.Clients))
+	threads := 0
+	for _, c := range clients {
+		threads += len(newExecutor(plan, c.name, nil, nil, 1, nil).threads)
+	}
+	defer raiseProcs(threads)()
 	mk := func() (*board, string, error) { return shared, localBoard, nil }
 	runCtx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pzgo/pz/scheduler/static"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const pipelineYAML = `hyperepochs:
+  - name: main
+    period: 10ms
+    resources: [cpu0, cpu1, gpu0.stream0]
+    epochs:
+      - name: frame
+clients: [camera, planner]
+runnables:
+  - {name: grab,   client: camera,  resource: cpu0, wcet: 1ms}
+  - {name: detect, client: camera,  resource: gpu0.stream0, wcet: 3ms, submitter: detect_submit}
+  - {name: detect_submit, client: camera, resource: cpu1, wcet: 100us, deps: [grab]}
+  - {name: plan,   client: planner, resource: cpu0, wcet: 2ms, deps: [detect]}
+`
+
+func writeSchedule(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pipeline.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o644))
+	return path
+}
+
+func wellFormedXML(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		require.NoError(t, err, path)
+	}
+}
+
+func TestSTMCompile(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	svg := filepath.Join(t.TempDir(), "plan.svg")
+	// Flags after the schedule, as people type them.
+	code, out, errs := pzrun(t, "stm", "compile", src, "-svg", svg)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "detect (submitted by detect_submit)")
+	assert.Contains(t, out, "hyperepoch main: period 10ms")
+	plan := strings.TrimSuffix(src, ".yaml") + ".stm"
+	assert.Contains(t, errs, "wrote "+plan)
+	f, err := os.Open(plan)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := static.ReadPlan(f)
+	require.NoError(t, err)
+	assert.Len(t, p.Runnables(), 4)
+	wellFormedXML(t, svg)
+}
+
+func TestSTMCompileErrors(t *testing.T) {
+	src := writeSchedule(t, strings.Replace(pipelineYAML, "deps: [detect]", "deps: [detekt]", 1))
+	code, _, errs := pzrun(t, "stm", "compile", src)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, `pipeline.yaml:12: runnable "plan" depends on "detekt", which is not a runnable; did you mean "detect"?`)
+	assert.Contains(t, errs, "1 problem(s)")
+
+	for _, args := range [][]string{
+		{"stm"},
+		{"stm", "nope"},
+		{"stm", "compile"},
+		{"stm", "compile", "a.yaml", "b.yaml"},
+		{"stm", "client", src},
+		{"-n", "2", "stm", "compile", src},
+		{"stm", "bench", "-frames", "0"},
+	} {
+		code, _, errs := pzrun(t, args...)
+		assert.Equal(t, 2, code, "%q: %s", args, errs)
+	}
+}
+
+func TestSTMRunAndAnalyze(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	dir := t.TempDir()
+	runPath := filepath.Join(dir, "run.json")
+	code, out, errs := pzrun(t, "stm", "run", src, "-frames", "20", "-o", runPath, "-load", "0.2")
+	require.Equal(t, 0, code, errs)
+	for _, r := range []string{"grab", "detect_submit", "detect", "plan"} {
+		assert.Contains(t, out, r)
+	}
+	assert.Contains(t, out, "20 periods")
+
+	svg, trace := filepath.Join(dir, "run.svg"), filepath.Join(dir, "run.trace.json")
+	code, out, errs = pzrun(t, "stm", "analyze", runPath, "-json", "-svg", svg, "-trace", trace)
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5)
+	for _, l := range lines[:4] {
+		var s struct {
+			Type    string `json:"type"`
+			Name    string `json:"name"`
+			Runs    int    `json:"runs"`
+			Skipped int    `json:"skipped"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &s))
+		assert.Equal(t, "runnable", s.Type)
+		assert.Equal(t, 20, s.Runs+s.Skipped, s.Name)
+	}
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[4]), &sum))
+	assert.Equal(t, "summary", sum["type"])
+	assert.EqualValues(t, 20, sum["periods"])
+	wellFormedXML(t, svg)
+	var tr struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &tr))
+	assert.NotEmpty(t, tr.TraceEvents)
+}
+
+// pzrun's ranks as clients: two in-process ranks share the two clients.
+func TestSTMRanksAsClients(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	code, out, errs := pzrun(t, "-n", "2", "stm", "run", src, "-frames", "10")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "10 periods")
+	code, _, errs = pzrun(t, "-n", "3", "stm", "run", src, "-frames", "10")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "3 ranks for 2 clients")
+}
+
+// lines collects a process's output.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s + "\n")
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startLogged starts cmd and returns a channel closed when a line of
+// its stderr contains want.
+func startLogged(t *testing.T, cmd *exec.Cmd, want string, errb *lines) <-chan struct{} {
+	t.Helper()
+	pipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	seen := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		closed := false
+		for sc.Scan() {
+			errb.add(sc.Text())
+			if !closed && strings.Contains(sc.Text(), want) {
+				close(seen)
+				closed = true
+			}
+		}
+	}()
+	return seen
+}
+
+// Master and clients as separate processes: the clients start first,
+// the master's SIGINT ends every process at a period boundary.
+func TestSTMProcessesMasterSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pzrun")
+	}
+	bin := buildPzrun(t)
+	src := writeSchedule(t, pipelineYAML)
+	dir := filepath.Join(t.TempDir(), "sock")
+	runPath := filepath.Join(t.TempDir(), "run.json")
+	var clients []*exec.Cmd
+	for _, name := range []string{"planner", "camera"} {
+		c := exec.Command(bin, "stm", "client", src, name, "-dir", dir)
+		c.Stderr = os.Stderr
+		require.NoError(t, c.Start())
+		clients = append(clients, c)
+		t.Cleanup(func() { c.Process.Kill() })
+	}
+	master := exec.Command(bin, "stm", "master", src, "-dir", dir, "-o", runPath)
+	var merr lines
+	started := startLogged(t, master, "every client is in", &merr)
+	t.Cleanup(func() { master.Process.Kill() })
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the master never started the run: %s", merr.String())
+	}
+	require.NoError(t, master.Process.Signal(syscall.SIGINT))
+	// pzrun stopped by a signal exits with 128+signo, after a graceful
+	// stop.
+	var ee *exec.ExitError
+	require.ErrorAs(t, master.Wait(), &ee, merr.String())
+	assert.Equal(t, 128+int(syscall.SIGINT), ee.ExitCode(), merr.String())
+	for _, c := range clients {
+		assert.NoError(t, c.Wait())
+	}
+	f, err := os.Open(runPath)
+	require.NoError(t, err)
+	defer f.Close()
+	run, err := static.ReadRun(f)
+	require.NoError(t, err)
+	assert.Contains(t, run.Stopped, "the master was stopped")
+	n := len(run.Runnables[0].Seq)
+	for _, rr := range run.Runnables {
+		assert.Len(t, rr.Seq, n, rr.Name)
+	}
+}
+
+func TestSTMBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pzrun and starts processes")
+	}
+	bin := buildPzrun(t)
+	out, err := exec.Command(bin, "stm", "bench", "-frames", "300", "-json").Output()
+	require.NoError(t, err)
+	var res benchResult
+	require.NoError(t, json.Unmarshal(out, &res))
+	assert.Equal(t, "stm-bench", res.Type)
+	assert.Equal(t, 300, res.Periods)
+	assert.Equal(t, 16, res.Runnables)
+	assert.Equal(t, 4, res.Clients)
+	assert.Positive(t, res.JitterP99)
+	if _, err := exec.LookPath("cyclictest"); err == nil {
+		assert.Positive(t, res.CyclictestP99)
+	}
+}
+
+func TestParseCyclictest(t *testing.T) {
+	out := "000000 000000\n000010 000090\n000050 000009\n000120 000001\n# Total: 000000100\n# Min Latencies: 00010\n# Max Latencies: 00120\n# Histogram Overflows: 00000\n"
+	p99, mx, err := parseCyclictest([]byte(out))
+	require.NoError(t, err)
+	assert.EqualValues(t, 50_000, p99)
+	assert.EqualValues(t, 120_000, mx)
+	// Overflows beyond the 99th percentile's rank give the maximum.
+	out = "000010 000090\n# Max Latencies: 03000\n# Histogram Overflows: 00010\n"
+	p99, mx, err = parseCyclictest([]byte(out))
+	require.NoError(t, err)
+	assert.EqualValues(t, 3_000_000, p99)
+	assert.EqualValues(t, 3_000_000, mx)
+	_, _, err = parseCyclictest([]byte("nothing"))
+	assert.Error(t, err)
+}
