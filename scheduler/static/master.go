@@ -566,7 +566,11 @@ func (m *Master) behind(all []PlacedRunnable) string {
 		}
 		due := pstart + int64(ep.Offset) + f*int64(ep.Period) + int64(r.Deadline())
 		if late := now - due; late > int64(m.opts.liveness) {
-			return fmt.Sprintf("client %s stopped answering: its runnable %s is %s behind its plan (frame %d)", r.Client, r.Name, time.Duration(late).Round(time.Millisecond), next)
+			life := "it never started a runnable"
+			if hb := int64(m.b.load(m.b.heartbeatWord(slices.Index(m.plan.Clients, r.Client)))); hb != 0 {
+				life = fmt.Sprintf("it last started a runnable %s ago", time.Duration(now-hb).Round(time.Millisecond))
+			}
+			return fmt.Sprintf("client %s stopped answering: its runnable %s is %s behind its plan (frame %d; %s)", r.Client, r.Name, time.Duration(late).Round(time.Millisecond), next, life)
 		}
 	}
 	return ""

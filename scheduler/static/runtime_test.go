@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -305,4 +307,65 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMasterDirChecks(t *testing.T) {
+	plan := compileString(t, threeClients)
+	open := filepath.Join(t.TempDir(), "open")
+	require.NoError(t, os.Mkdir(open, 0o755))
+	m, err := NewMaster(plan, WithDir(open))
+	require.NoError(t, err)
+	_, err = m.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "others may enter it: chmod 700")
+
+	// A second master on a directory in use is refused; the first goes on.
+	dir := privateTestDir(t)
+	logged := make(chan string, 16)
+	m1, err := NewMaster(plan, WithDir(dir), WithLog(func(s string) { logged <- s }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m1.Run(ctx); done <- err }()
+	for s := range logged {
+		if strings.Contains(s, "waiting for clients") {
+			break
+		}
+	}
+	m2, err := NewMaster(plan, WithDir(dir))
+	require.NoError(t, err)
+	_, err = m2.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "a master already listens on")
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+
+	// A socket left by a master that died is replaced.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, sockName), nil, 0o600))
+	m3, err := NewMaster(plan, WithDir(dir), WithFrames(2))
+	require.NoError(t, err)
+	res := make(chan error, 1)
+	go func() { _, err := m3.Run(context.Background()); res <- err }()
+	noop := func(context.Context) error { return nil }
+	errs := make(chan error, 3)
+	for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		c, _ := NewClient(regs[0][:1], WithClientDir(dir))
+		for _, r := range regs {
+			c.Runnable(r, noop)
+		}
+		go func() { errs <- c.EnterScheduler(context.Background()) }()
+	}
+	require.NoError(t, waitFor(t, res, "the master"))
+	for range 3 {
+		assert.NoError(t, <-errs)
+	}
+}
+
+func TestNewMasterBadOptions(t *testing.T) {
+	_, err := NewMaster(nil)
+	assert.Error(t, err)
+	_, err = NewMaster(compileString(t, threeClients), WithFrames(-1))
+	assert.ErrorContains(t, err, "frames must be 0 (no limit) or more, got -1")
+	_, err = NewClient("")
+	assert.Error(t, err)
 }
