@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("PZ_STM_TEST_CLIENT"); name != "" {
 		os.Exit(clientProcess(name))
 	}
+	if path := os.Getenv("PZ_STM_TEST_ECHO"); path != "" {
+		os.Exit(echoProcess(path))
+	}
 	if dir := os.Getenv("PZ_STM_TEST_DIAL"); dir != "" {
 		os.Exit(dialProcess(dir))
 	}
@@ -455,4 +458,36 @@ func TestOtherUserRefused(t *testing.T) {
 	}
 	cancel()
 	require.Error(t, <-done) // stopped before the start
+}
+
+// A client that stops answering (SIGSTOP) is named by the master; the
+// others leave within one period plus the liveness bound.
+func TestProcessStoppedClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	const liveness = 2 * time.Second
+	res := startMaster(t, plan, WithDir(dir), WithLiveness(liveness))
+	a := startClient(t, dir, planPath, "a", 0)
+	b := startClient(t, dir, planPath, "b", 10)
+	c := startClient(t, dir, planPath, "c", 0)
+	waitFor(t, b.said, "client b's 10th frame")
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	r := waitFor(t, res, "the master")
+	require.ErrorIs(t, r.err, ErrAborted)
+	assert.Contains(t, r.err.Error(), "client b stopped answering: its runnable b1 is")
+	for _, p := range []*procClient{a, c} {
+		err := waitFor(t, p.done, "client "+p.name)
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "client %s must fail", p.name)
+		assert.Contains(t, p.String(), "client b stopped answering", "client %s names the stopped client", p.name)
+	}
+	// One period plus the bound, with room for a loaded machine.
+	assert.Less(t, time.Since(stopped), 5*time.Millisecond+liveness+5*time.Second)
+	b.cmd.Process.Signal(syscall.SIGCONT)
+	b.cmd.Process.Kill()
 }
