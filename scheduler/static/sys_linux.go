@@ -80,3 +80,8 @@ func ownerUID(st os.FileInfo) (int, bool) {
 // (sched_yield): a thread spinning before its planned start must not
 // starve a runnable of another client pinned to the same core.
 func yieldThread() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// preciseTimers sets the calling thread's timer slack to 1 ns
+// (PR_SET_TIMERSLACK): a normal thread's sleeps otherwise end up to 50 µs
+// late, so that the kernel can group wake-ups.
+func preciseTimers() error { return unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) }
