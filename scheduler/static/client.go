@@ -205,6 +205,8 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, c.log)
 	if signals { // a client process of its own (EnterScheduler)
 		defer raiseProcs(len(exec.threads))()
+		// Collect the setup's garbage now, not in the loop's first periods.
+		runtime.GC()
 	}
 
 	runCtx, abort := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 )
@@ -29,6 +30,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		threads += len(newExecutor(plan, c.name, nil, nil, 1, nil).threads)
 	}
 	defer raiseProcs(threads)()
+	runtime.GC() // the setup's garbage, before the loop
 	mk := func() (*board, string, error) { return shared, localBoard, nil }
 	runCtx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }
