@@ -57,11 +57,6 @@ type item struct {
 	offset   time.Duration // planned start from the period's start
 	deadline time.Duration // from the period's start
 	seqBase  int64         // frame number within the period
-	// spin is how long before its start the thread spins: the plan's
-	// spin, cut so that it never overlaps the planned run of the runnable
-	// before it on the same core (of any client), whose thread it would
-	// otherwise compete with.
-	spin time.Duration
 }
 
 type cpuThread struct {
@@ -172,11 +167,6 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 	}
 	for _, t := range e.threads {
 		sort.SliceStable(t.items, func(i, j int) bool { return t.items[i].offset < t.items[j].offset })
-		busy := plannedRuns(plan, t.res.Name)
-		for i := range t.items {
-			it := &t.items[i]
-			it.spin = min(plan.Spin, max(0, it.offset-previousEnd(busy, it.offset, t.period)))
-		}
 	}
 	if len(e.threads) > 0 {
 		e.threads[0].gcSampler = true
@@ -192,39 +182,6 @@ func indexOf(list []string, s string) int {
 		}
 	}
 	return -1
-}
-
-// plannedRuns returns every planned run on resource res in one period
-// (all clients, all frames), sorted by start.
-func plannedRuns(plan *Plan, res string) []slot {
-	var out []slot
-	for _, h := range plan.Hyperepochs {
-		for _, ep := range h.Epochs {
-			for f := 0; f < ep.Frames; f++ {
-				base := ep.Offset + time.Duration(f)*ep.Period
-				for _, r := range ep.Runnables {
-					if r.Resource == res {
-						out = append(out, slot{base + r.Start, base + r.End()})
-					}
-				}
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
-	return out
-}
-
-// previousEnd returns the planned end of the run before the one starting
-// at start (the last of the previous period for the first).
-func previousEnd(busy []slot, start, period time.Duration) time.Duration {
-	i := sort.Search(len(busy), func(i int) bool { return busy[i].start >= start })
-	if i > 0 {
-		return busy[i-1].end
-	}
-	if len(busy) > 1 {
-		return busy[len(busy)-1].end - period
-	}
-	return start - period // alone on its core
 }
 
 // run runs the client's loop on b from its t0 until the frame limit, a
@@ -291,7 +248,7 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 		for i := range t.items {
 			it := &t.items[i]
 			planned := pstart + int64(it.offset)
-			e.clk.sleepUntil(planned, it.spin)
+			e.clk.sleepUntil(planned, e.spin)
 			if b.aborted() || ctx.Err() != nil {
 				return
 			}
