@@ -239,6 +239,8 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	}
 	watchDone := make(chan struct{})
 	bye := make(chan struct{})
+	abortMsg := make(chan struct{}) // closed once the master's abort (or its end) is in
+	var abortOnce sync.Once
 	var resultSent atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -260,6 +262,7 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 					amu.Unlock()
 					b.abort()
 					abort()
+					abortOnce.Do(func() { close(abortMsg) })
 					return
 				}
 				switch m.Type {
@@ -269,6 +272,7 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 					amu.Unlock()
 					b.abort()
 					abort()
+					abortOnce.Do(func() { close(abortMsg) })
 				case msgBye:
 					close(bye)
 					return
@@ -288,7 +292,13 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	if err != nil {
 		res.Error = err.Error()
 	}
-	if !b.aborted() {
+	if b.aborted() {
+		// The board says abort; the master's message says why.
+		select {
+		case <-abortMsg:
+		case <-time.After(time.Second):
+		}
+	} else {
 		resultSent.Store(true)
 		l.send(&message{Type: msgResult, Result: res})
 		// Wait for the master's bye (or its end), so that the result is
