@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/internal/outfile"
+	"github.com/pzgo/pz/scheduler/internal/chrometrace"
 )
 
 // traceEvent is one execution of a task (or one team member's share).
@@ -97,18 +97,8 @@ func (s *Scheduler) WriteTraceFiles(path string) error {
 	return nil
 }
 
-type chromeEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	ID   uint64         `json:"id,omitempty"`
-	Bp   string         `json:"bp,omitempty"`
-	Args map[string]any `json:"args,omitempty"`
-}
+// chromeEvent is an event of the trace format.
+type chromeEvent = chrometrace.Event
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
@@ -126,23 +116,10 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*worker, extra 
 			byID[e.id] = loc{e.worker, e.end}
 		}
 	}
-	if _, err := io.WriteString(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
-		return err
-	}
-	enc := json.NewEncoder(out)
-	first := true
-	emit := func(c chromeEvent) error {
-		if !first {
-			if _, err := io.WriteString(out, ","); err != nil {
-				return err
-			}
-		}
-		first = false
-		return enc.Encode(c)
-	}
+	tw := chrometrace.NewWriter(out)
+	emit := tw.Emit
 	for _, w := range workers {
-		if err := emit(chromeEvent{Name: "thread_name", Ph: "M", Pid: 0, Tid: w.info.ID,
-			Args: map[string]any{"name": fmt.Sprintf("%v%d", w.info.Kind, w.info.ID)}}); err != nil {
+		if err := emit(chrometrace.ThreadName(0, w.info.ID, fmt.Sprintf("%v%d", w.info.Kind, w.info.ID))); err != nil {
 			return err
 		}
 	}
@@ -181,6 +158,5 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*worker, extra 
 			return err
 		}
 	}
-	_, err := io.WriteString(out, "]}\n")
-	return err
+	return tw.Close()
 }

@@ -2,7 +2,6 @@ package dist
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/outfile"
+	"github.com/pzgo/pz/scheduler/internal/chrometrace"
 	"github.com/pzgo/pz/scheduler/internal/gantt"
 )
 
@@ -106,18 +106,7 @@ func zero(all []rankTrace) int64 {
 // netThread is the thread id of a rank's transfers in the merged trace.
 const netThread = 1 << 20
 
-type chromeEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	ID   uint64         `json:"id,omitempty"`
-	Bp   string         `json:"bp,omitempty"`
-	Args map[string]any `json:"args,omitempty"`
-}
+type chromeEvent = chrometrace.Event
 
 func writeMergedTrace(out io.Writer, all []rankTrace) error {
 	z := zero(all)
@@ -129,11 +118,11 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 	}
 	sends := map[uint64]end{}
 	for _, r := range all {
-		evs = append(evs, chromeEvent{Name: "process_name", Ph: "M", Pid: r.Rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", r.Rank)}})
+		evs = append(evs, chrometrace.ProcessName(r.Rank, fmt.Sprintf("rank %d", r.Rank)))
 		for i, w := range r.Workers {
-			evs = append(evs, chromeEvent{Name: "thread_name", Ph: "M", Pid: r.Rank, Tid: i, Args: map[string]any{"name": w}})
+			evs = append(evs, chrometrace.ThreadName(r.Rank, i, w))
 		}
-		evs = append(evs, chromeEvent{Name: "thread_name", Ph: "M", Pid: r.Rank, Tid: netThread, Args: map[string]any{"name": "transfers"}})
+		evs = append(evs, chrometrace.ThreadName(r.Rank, netThread, "transfers"))
 		for _, t := range r.Tasks {
 			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker})
 		}
@@ -159,22 +148,13 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, x.End), Pid: r.Rank, Tid: netThread, ID: x.ID + 1})
 		}
 	}
-	if _, err := io.WriteString(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
-		return err
-	}
-	enc := json.NewEncoder(out)
-	for i, e := range evs {
-		if i > 0 {
-			if _, err := io.WriteString(out, ","); err != nil {
-				return err
-			}
-		}
-		if err := enc.Encode(e); err != nil {
+	tw := chrometrace.NewWriter(out)
+	for _, e := range evs {
+		if err := tw.Emit(e); err != nil {
 			return err
 		}
 	}
-	_, err := io.WriteString(out, "]}\n")
-	return err
+	return tw.Close()
 }
 
 // writeMergedGantt draws every rank's workers, then its transfers, as rows,

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pzgo/pz/scheduler/internal/chrometrace"
 	"github.com/pzgo/pz/scheduler/internal/gantt"
 )
 
@@ -269,34 +270,12 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 // WriteRunTrace writes the run in the Trace Event Format that Perfetto
 // opens: a process per client, a thread per resource, a slice per run.
 func WriteRunTrace(w io.Writer, r *Run) error {
-	type ev struct {
-		Name string         `json:"name"`
-		Cat  string         `json:"cat,omitempty"`
-		Ph   string         `json:"ph"`
-		Ts   float64        `json:"ts"`
-		Dur  float64        `json:"dur,omitempty"`
-		Pid  int            `json:"pid"`
-		Tid  int            `json:"tid"`
-		Args map[string]any `json:"args,omitempty"`
-	}
-	if _, err := io.WriteString(w, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
-		return err
-	}
-	enc := json.NewEncoder(w)
-	first := true
-	emit := func(e ev) error {
-		if !first {
-			if _, err := io.WriteString(w, ","); err != nil {
-				return err
-			}
-		}
-		first = false
-		return enc.Encode(e)
-	}
+	tw := chrometrace.NewWriter(w)
+	emit := tw.Emit
 	pid := map[string]int{}
 	for i, c := range r.Clients {
 		pid[c.Name] = i + 1
-		if err := emit(ev{Name: "process_name", Ph: "M", Pid: i + 1, Args: map[string]any{"name": "client " + c.Name}}); err != nil {
+		if err := emit(chrometrace.ProcessName(i+1, "client "+c.Name)); err != nil {
 			return err
 		}
 	}
@@ -305,7 +284,7 @@ func WriteRunTrace(w io.Writer, r *Run) error {
 		key := rr.Client + "/" + rr.Resource
 		if _, ok := tid[key]; !ok {
 			tid[key] = len(tid) + 1
-			if err := emit(ev{Name: "thread_name", Ph: "M", Pid: pid[rr.Client], Tid: tid[key], Args: map[string]any{"name": rr.Resource}}); err != nil {
+			if err := emit(chrometrace.ThreadName(pid[rr.Client], tid[key], rr.Resource)); err != nil {
 				return err
 			}
 		}
@@ -317,12 +296,11 @@ func WriteRunTrace(w io.Writer, r *Run) error {
 			if f := rr.Flags[i]; f != 0 {
 				args["flags"] = f
 			}
-			if err := emit(ev{Name: rr.Name, Cat: "runnable", Ph: "X", Ts: float64(rr.Start[i]) / 1e3, Dur: float64(rr.End[i]-rr.Start[i]) / 1e3,
+			if err := emit(chrometrace.Event{Name: rr.Name, Cat: "runnable", Ph: "X", Ts: float64(rr.Start[i]) / 1e3, Dur: float64(rr.End[i]-rr.Start[i]) / 1e3,
 				Pid: pid[rr.Client], Tid: tid[key], Args: args}); err != nil {
 				return err
 			}
 		}
 	}
-	_, err := io.WriteString(w, "]}\n")
-	return err
+	return tw.Close()
 }
