@@ -192,6 +192,7 @@ type runFlags struct {
 	dir      *string
 	liveness *time.Duration
 	jsonOut  *bool
+	allocs   *bool
 }
 
 func addRunFlags(fs *flag.FlagSet) runFlags {
@@ -201,12 +202,16 @@ func addRunFlags(fs *flag.FlagSet) runFlags {
 		dir:      fs.String("dir", "", "socket `DIR`ectory (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /tmp/pz-stm-UID)"),
 		liveness: fs.Duration("liveness", time.Second, "abort when a runnable falls this far behind its plan (a dead or stopped client)"),
 		jsonOut:  fs.Bool("json", false, "print the analysis as JSON lines instead of a table"),
+		allocs:   fs.Bool("allocs", false, "count allocations around every run, to name the runnables that allocate (a diagnostic mode: it delays starts)"),
 	}
 }
 
 func (f runFlags) options(e *stmEnv) []static.Option {
 	opts := []static.Option{static.WithFrames(*f.frames), static.WithLiveness(*f.liveness),
 		static.WithLog(func(m string) { fmt.Fprintln(e.stderr, m) })}
+	if *f.allocs {
+		opts = append(opts, static.WithAllocationCounts())
+	}
 	dir := *f.dir
 	if dir == "" {
 		dir = static.DefaultDir(e.getenv)

@@ -22,7 +22,7 @@ type Analysis struct {
 	Source    string          `json:"source"`
 	Periods   int             `json:"periods"`
 	Stopped   string          `json:"stopped"`
-	Runnables []RunnableStats `json:"runnables"`
+	Runnables []RunnableStats `json:"runnables,omitempty"`
 	// GCCycles and GCPauseNs total the clients' collections; GCPeriods
 	// counts the periods with one.
 	GCCycles  int64 `json:"gc_cycles"`
@@ -31,10 +31,22 @@ type Analysis struct {
 	// Jitter is the start jitter over every CPU runnable run.
 	Jitter Quantiles `json:"start_jitter"`
 	// Overruns, Skipped and Allocating total the runnables'.
-	Overruns   int      `json:"overruns"`
-	Skipped    int      `json:"skipped"`
+	Overruns int `json:"overruns"`
+	Skipped  int `json:"skipped"`
+	// Allocating names the runnables that allocated inside the loop
+	// (after the warm-up), when allocations were counted per run.
 	Allocating []string `json:"allocating,omitempty"`
+	// AllocatingClients names the clients whose process allocated inside
+	// the loop; AllocPeriods counts those periods over every client.
+	AllocatingClients []string `json:"allocating_clients,omitempty"`
+	AllocPeriods      int      `json:"alloc_periods"`
+	// PerRun says whether allocations were counted per run.
+	PerRun bool `json:"alloc_per_run"`
 }
+
+// WarmupPeriods is how many first periods the analysis leaves out of
+// allocation counts: the runtime makes its threads then.
+const WarmupPeriods = 3
 
 // Quantiles of a duration, in ns.
 type Quantiles struct {
@@ -72,6 +84,11 @@ type RunnableStats struct {
 // Analyze computes the Analysis of a run.
 func Analyze(r *Run) *Analysis {
 	a := &Analysis{Plan: r.Plan, Source: r.Source, Periods: r.Periods, Stopped: r.Stopped}
+	var longest int64
+	for _, h := range r.Hyperepochs {
+		longest = max(longest, h.Period)
+	}
+	warm := WarmupPeriods * longest
 	var all []int64
 	for _, rr := range r.Runnables {
 		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET}
@@ -100,7 +117,7 @@ func Analyze(r *Run) *Analysis {
 			if f&FlagError != 0 {
 				s.Errors++
 			}
-			if o := rr.AllocObjects[i]; o > 0 {
+			if o := rr.AllocObjects[i]; o > 0 && rr.Planned[i] >= warm {
 				s.AllocRuns++
 				s.AllocObjects += o
 				s.AllocBytes += rr.AllocBytes[i]
@@ -126,6 +143,17 @@ func Analyze(r *Run) *Analysis {
 			a.GCCycles += g.Cycles
 			a.GCPauseNs += g.PauseNs
 			a.GCPeriods++
+		}
+		a.PerRun = a.PerRun || c.PerRun
+		n := 0
+		for _, p := range c.Allocs {
+			if p.Period >= WarmupPeriods && !p.RuntimeObjects() {
+				n++
+			}
+		}
+		if n > 0 {
+			a.AllocatingClients = append(a.AllocatingClients, c.Name)
+			a.AllocPeriods += n
 		}
 	}
 	return a
@@ -160,11 +188,16 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
 	fmt.Fprintf(w, "overruns: %d; skipped frames: %d\n", a.Overruns, a.Skipped)
 	fmt.Fprintf(w, "garbage collection: %d cycles in %d periods, about %s of pauses\n", a.GCCycles, a.GCPeriods, ns(a.GCPauseNs))
-	if len(a.Allocating) > 0 {
+	switch {
+	case len(a.Allocating) > 0:
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
 		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")
-	} else {
-		fmt.Fprintln(w, "no runnable allocated inside the loop")
+	case len(a.AllocatingClients) > 0 && !a.PerRun:
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods (the collector will run and pause them); run with allocation counts per run (pzrun stm -allocs, static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
+	case len(a.AllocatingClients) > 0:
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
+	default:
+		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods)\n", WarmupPeriods)
 	}
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {

@@ -202,7 +202,7 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		defer b.close()
 	}
 	clk := newClock()
-	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, c.log)
+	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, start.Allocs, c.log)
 	if signals { // a client process of its own (EnterScheduler)
 		defer raiseProcs(len(exec.threads))()
 		// Collect the setup's garbage now, not in the loop's first periods.
@@ -287,8 +287,8 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 			}
 		}
 	}()
-	runs, gc, err := exec.run(runCtx, b, clk)
-	res := &clientResult{Runnables: runs, GC: gc}
+	runs, err := exec.run(runCtx, b, clk)
+	res := &clientResult{Runnables: runs, GC: exec.gc, Allocs: exec.allocs}
 	if err != nil {
 		res.Error = err.Error()
 	}

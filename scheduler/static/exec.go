@@ -35,7 +35,14 @@ type executor struct {
 	threads []*cpuThread
 	streams []*streamThread
 	gc      []GCPeriod
+	allocs  []AllocPeriod
 	gcMeter *gcMeter
+	// perRun reads the allocation counters around every run (naming the
+	// runnables that allocate); it costs a few hundred ns to tens of µs
+	// per run, so it is a diagnostic mode (WithAllocationCounts).
+	perRun bool
+	// lastObjs and lastBytes are the counters at the last period's end.
+	lastObjs, lastBytes, lastThreads uint64
 	pid     int
 }
 
@@ -88,8 +95,8 @@ type pending struct {
 
 // newExecutor prepares a client's runnables; fns and streams are what
 // the client registered, already checked against the plan.
-func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams map[string]Stream, frames int64, warn func(string)) *executor {
-	e := &executor{plan: plan, client: indexOf(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter()}
+func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams map[string]Stream, frames int64, perRun bool, warn func(string)) *executor {
+	e := &executor{plan: plan, client: indexOf(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter(), perRun: perRun}
 	all := plan.Runnables()
 	byName := map[string]int{}
 	for i, r := range all {
@@ -170,7 +177,8 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 	}
 	if len(e.threads) > 0 {
 		e.threads[0].gcSampler = true
-		e.gc = make([]GCPeriod, 0, 1024)
+		e.gc = make([]GCPeriod, 0, maxPeriodRecords)
+		e.allocs = make([]AllocPeriod, 0, maxPeriodRecords)
 	}
 	return e
 }
@@ -187,10 +195,12 @@ func indexOf(list []string, s string) int {
 // run runs the client's loop on b from its t0 until the frame limit, a
 // stop request or an abort, and returns the records. ctx ends the
 // runnables' contexts (abort).
-func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []RunnableRun, gc []GCPeriod, err error) {
+func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []RunnableRun, err error) {
 	e.b, e.clk = b, clk
 	if len(e.threads) > 0 {
 		e.gcMeter = newGCMeter()
+		e.lastObjs, e.lastBytes = e.alloc.read()
+		e.lastThreads = e.alloc.threads()
 	}
 	var wg sync.WaitGroup
 	for _, s := range e.streams {
@@ -222,7 +232,7 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 	for _, x := range e.runs {
 		runs = append(runs, x.rec.result())
 	}
-	return runs, e.gc, errors.Join(errs...)
+	return runs, errors.Join(errs...)
 }
 
 // cpuLoop is one CPU resource's thread. It stays locked to its OS thread
@@ -240,11 +250,6 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 	period := int64(t.period)
 	for k := int64(0); e.frames == 0 || k < e.frames; k++ {
 		pstart := t0 + k*period
-		if t.gcSampler && k > 0 {
-			if c, p := e.gcMeter.delta(); c > 0 && len(e.gc) < cap(e.gc) {
-				e.gc = append(e.gc, GCPeriod{Period: k - 1, Cycles: c, PauseNs: p})
-			}
-		}
 		for i := range t.items {
 			it := &t.items[i]
 			planned := pstart + int64(it.offset)
@@ -263,7 +268,29 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 			}
 			e.runCPU(ctx, it, seq, t0, planned, pstart+int64(it.deadline), depSkipped)
 		}
+		if t.gcSampler {
+			e.samplePeriod(k)
+		}
 	}
+}
+
+// maxPeriodRecords bounds the periods with a collection, or with
+// allocations, that a client records.
+const maxPeriodRecords = 1 << 14
+
+// samplePeriod records the collections and allocations of period k, read
+// by the first resource thread after its last run of the period, when it
+// has time to spare.
+func (e *executor) samplePeriod(k int64) {
+	if c, p := e.gcMeter.delta(); c > 0 && len(e.gc) < cap(e.gc) {
+		e.gc = append(e.gc, GCPeriod{Period: k, Cycles: c, PauseNs: p})
+	}
+	o, b := e.alloc.read()
+	th := e.alloc.threads()
+	if o != e.lastObjs && len(e.allocs) < cap(e.allocs) {
+		e.allocs = append(e.allocs, AllocPeriod{Period: k, Objects: o - e.lastObjs, Bytes: b - e.lastBytes, NewThreads: th - min(th, e.lastThreads)})
+	}
+	e.lastObjs, e.lastBytes, e.lastThreads = o, b, th
 }
 
 // waitDeps waits until every dependency finished frame seq; it reports
@@ -313,9 +340,14 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadl
 	// The start is stamped first: reading the counters takes a few
 	// hundred ns, which the run time includes rather than the start.
 	start := e.clk.now()
-	o0, b0 := e.alloc.read()
+	var o0, b0, o1, b1 uint64
+	if e.perRun {
+		o0, b0 = e.alloc.read()
+	}
 	err := call(ctx, x)
-	o1, b1 := e.alloc.read()
+	if e.perRun {
+		o1, b1 = e.alloc.read()
+	}
 	end := e.clk.now()
 	flags := e.overrun(x, seq, start, end, deadline)
 	if err != nil {

@@ -27,7 +27,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 	shared := newBoard(len(plan.Runnables()), len(plan.Clients))
 	threads := 0
 	for _, c := range clients {
-		threads += len(newExecutor(plan, c.name, nil, nil, 1, nil).threads)
+		threads += len(newExecutor(plan, c.name, nil, nil, 1, false, nil).threads)
 	}
 	defer raiseProcs(threads)()
 	runtime.GC() // the setup's garbage, before the loop

@@ -28,6 +28,8 @@ type message struct {
 	Plan   *Plan  `json:"plan,omitempty"`
 	Board  string `json:"board,omitempty"`
 	Frames int64  `json:"frames,omitempty"`
+	// Allocs asks for allocation counts around every run.
+	Allocs bool `json:"allocs,omitempty"`
 	// result
 	Result *clientResult `json:"result,omitempty"`
 }
@@ -36,6 +38,7 @@ type message struct {
 type clientResult struct {
 	Runnables []RunnableRun `json:"runnables"`
 	GC        []GCPeriod    `json:"gc,omitempty"`
+	Allocs    []AllocPeriod `json:"allocs,omitempty"`
 	Error     string        `json:"error,omitempty"`
 }
 

@@ -80,7 +80,32 @@ type ClientRun struct {
 	// GC lists the periods in which the client's process collected
 	// garbage.
 	GC []GCPeriod `json:"gc,omitempty"`
+	// Allocs lists the periods in which the client's process allocated
+	// (read once per period, at its first resource's last run).
+	Allocs []AllocPeriod `json:"allocs,omitempty"`
+	// PerRun says whether allocations were also counted around every run
+	// (WithAllocationCounts): then RunnableRun's AllocObjects and
+	// AllocBytes name the runnables; otherwise they are zero.
+	PerRun bool `json:"alloc_per_run,omitempty"`
 }
+
+// An AllocPeriod is what a client's process allocated during one period.
+type AllocPeriod struct {
+	Period  int64  `json:"period"`
+	Objects uint64 `json:"objects"`
+	Bytes   uint64 `json:"bytes"`
+	// NewThreads counts the OS threads the Go runtime started in the
+	// period: each allocates a few objects of the runtime's own.
+	NewThreads uint64 `json:"new_threads,omitempty"`
+}
+
+// RuntimeObjects reports whether a period's allocations can be the
+// runtime's own: no more than threadObjects per new OS thread.
+func (p AllocPeriod) RuntimeObjects() bool { return p.Objects <= threadObjects*p.NewThreads }
+
+// threadObjects bounds the heap objects the runtime allocates to start
+// an OS thread (its m and signal goroutine).
+const threadObjects = 4
 
 // A GCPeriod is the garbage collector's work during one period.
 type GCPeriod struct {
@@ -174,18 +199,29 @@ func (r *recorder) result() RunnableRun {
 // stopping the world (runtime/metrics) and without allocating.
 type allocMeter struct {
 	s [2]metrics.Sample
+	t [1]metrics.Sample
 }
 
 func newAllocMeter() *allocMeter {
 	m := &allocMeter{}
 	m.s[0].Name = "/gc/heap/allocs:objects"
 	m.s[1].Name = "/gc/heap/allocs:bytes"
+	m.t[0].Name = "/sched/threads/total:threads"
 	return m
 }
 
 func (m *allocMeter) read() (objs, bytes uint64) {
 	metrics.Read(m.s[:])
 	return m.s[0].Value.Uint64(), m.s[1].Value.Uint64()
+}
+
+// threads returns the OS threads the runtime has (0 if it does not say).
+func (m *allocMeter) threads() uint64 {
+	metrics.Read(m.t[:])
+	if m.t[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return m.t[0].Value.Uint64()
 }
 
 // gcMeter reads the collector's cycle count and pause histogram.
