@@ -5,11 +5,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pzgo/pz/internal/peerdir"
+	"github.com/pzgo/pz/scheduler/static"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,6 +52,25 @@ func TestMpirun(t *testing.T) {
 			assert.Equal(t, i, rec.Rank)
 			assert.GreaterOrEqual(t, rec.GOMAXPROCS, 1)
 			assert.NotEmpty(t, rec.Reason)
+		}
+	})
+	t.Run("stm-ranks-as-clients", func(t *testing.T) {
+		src := writeSchedule(t, pipelineYAML)
+		runPath := filepath.Join(t.TempDir(), "run.json")
+		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath)...).CombinedOutput()
+		require.NoError(t, err, string(out))
+		f, err := os.Open(runPath)
+		require.NoError(t, err)
+		defer f.Close()
+		run, err := static.ReadRun(f)
+		require.NoError(t, err)
+		pids := map[int]bool{}
+		for _, c := range run.Clients {
+			pids[c.PID] = true
+		}
+		assert.Len(t, pids, 2, "each MPI process runs one client")
+		for _, rr := range run.Runnables {
+			assert.Len(t, rr.Seq, 20, rr.Name)
 		}
 	})
 	t.Run("n-under-mpirun", func(t *testing.T) {

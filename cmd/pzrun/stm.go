@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler/static"
 )
@@ -328,7 +330,7 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := []static.ClientOption{static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, pos[1]+": "+m) })}
+	opts := []static.ClientOption{static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, pos[1]+": "+m) }), static.WithPlan(plan)}
 	if *dir == "" {
 		*dir = static.DefaultDir(e.getenv)
 	}
@@ -356,7 +358,7 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	if *load < 0 || *load > 10 {
 		return fmt.Errorf("%w: -load must be between 0 and 10, got %g", errUsage, *load)
 	}
-	if e.n <= 1 {
+	if e.n <= 1 && !launch.Detect(e.getenv).Launched() {
 		var clients []*static.Client
 		for _, name := range plan.Clients {
 			c, done, err := syntheticClient(plan, name, *load)
@@ -375,29 +377,35 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	return stmRanks(ctx, e, plan, rf, *load)
 }
 
-// stmRanks runs the plan with pzrun's ranks as clients: rank 0 also runs
-// the master; client i runs on rank i mod N.
+// stmRanks runs the plan with pzrun's ranks as clients (in-process ranks
+// with -n, or the MPI world's processes on one machine under mpirun):
+// rank 0 also runs the master; client i runs on rank i mod N. The socket
+// directory is rank 0's, made private unless -dir names one.
 func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, load float64) error {
-	if e.n > len(plan.Clients) {
-		return fmt.Errorf("%w: %d ranks for %d clients: use at most -n %d", errUsage, e.n, len(plan.Clients), len(plan.Clients))
-	}
-	dir := *rf.dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "pz-stm-run-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-		*rf.dir = d
-	}
 	var mu sync.Mutex
 	var run *static.Run
 	var merr error
 	body := func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		if rt.Size() > len(plan.Clients) {
+			return fmt.Errorf("%w: %d ranks for %d clients: use at most %d ranks", errUsage, rt.Size(), len(plan.Clients), len(plan.Clients))
+		}
+		dir := *rf.dir
+		if rt.Rank() == 0 && dir == "" {
+			d, err := os.MkdirTemp("", "pz-stm-run-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(d)
+			dir = d
+		}
+		dir, err := comm.Bcast(ctx, rt.Comm(), dir, 0)
+		if err != nil {
+			return err
+		}
 		var wg sync.WaitGroup
 		if rt.Rank() == 0 {
-			m, err := static.NewMaster(plan, rf.options(e)...)
+			opts := append(rf.options(e), static.WithDir(dir))
+			m, err := static.NewMaster(plan, opts...)
 			if err != nil {
 				return err
 			}
@@ -419,7 +427,7 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 		sort.Strings(names)
 		errs := make([]error, len(names))
 		for i, name := range names {
-			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir))
+			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir), static.WithPlan(plan))
 			if err != nil {
 				return err
 			}
@@ -433,7 +441,11 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 		wg.Wait()
 		return errors.Join(errs...)
 	}
-	err := runtimeview.Run(ctx, e.n, body, runtimeview.WithGetenv(e.getenv))
+	n := e.n
+	if launch.Detect(e.getenv).Launched() {
+		n = 0 // the MPI world
+	}
+	err := runtimeview.Run(ctx, n, body, runtimeview.WithGetenv(e.getenv))
 	if merr != nil {
 		err = merr
 	}

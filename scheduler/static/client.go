@@ -24,6 +24,7 @@ import (
 type Client struct {
 	name    string
 	dir     string
+	plan    string // the plan's hash the client expects; "" any
 	fns     map[string]RunnableFunc
 	streams map[string]Stream
 	log     func(string)
@@ -39,6 +40,11 @@ type ClientOption func(*Client)
 
 // WithClientDir sets the directory of the master's socket (see WithDir).
 func WithClientDir(dir string) ClientOption { return func(c *Client) { c.dir = dir } }
+
+// WithPlan makes the client refuse to run (and the master refuse it)
+// unless the master runs plan: both must be compiled from the same
+// schedule.
+func WithPlan(plan *Plan) ClientOption { return func(c *Client) { c.plan = plan.Hash } }
 
 // WithClientLog receives the client's warnings (an unpinned thread).
 func WithClientLog(f func(msg string)) ClientOption { return func(c *Client) { c.log = f } }
@@ -95,7 +101,7 @@ func (c *Client) ExitScheduler() {
 }
 
 func (c *Client) hello() *message {
-	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid()}
+	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid(), PlanHash: c.plan}
 	for n := range c.fns {
 		m.Runnables = append(m.Runnables, n)
 	}
@@ -292,6 +298,10 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	if err != nil {
 		res.Error = err.Error()
 	}
+	// The record goes to the master even after an abort: it shows what
+	// led up to the fault.
+	resultSent.Store(true)
+	l.send(&message{Type: msgResult, Result: res})
 	if b.aborted() {
 		// The board says abort; the master's message says why.
 		select {
@@ -299,8 +309,6 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		case <-time.After(time.Second):
 		}
 	} else {
-		resultSent.Store(true)
-		l.send(&message{Type: msgResult, Result: res})
 		// Wait for the master's bye (or its end), so that the result is
 		// not cut off by an exit right after.
 		select {

@@ -518,11 +518,7 @@ type slot struct{ start, end time.Duration }
 
 func (c *compiler) place() *Plan {
 	s := c.spec
-	spin := s.Spin
-	if spin == 0 {
-		spin = DefaultSpin
-	}
-	plan := &Plan{Format: "pz-stm", Version: PlanVersion, Source: s.File, Spin: spin}
+	plan := &Plan{Format: "pz-stm", Version: PlanVersion, Source: s.File, Spin: s.Spin}
 	for _, cl := range s.Clients {
 		plan.Clients = append(plan.Clients, cl.Name)
 	}

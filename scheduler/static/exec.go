@@ -91,6 +91,9 @@ type pending struct {
 	start    int64
 	skipped  bool
 	err      error
+	// deferred: the submittee has dependencies of its own, so the stream's
+	// thread waits for them and then enqueues it, not the submitter.
+	deferred bool
 }
 
 // newExecutor prepares a client's runnables; fns and streams are what
@@ -410,6 +413,8 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 	p := pending{r: s, seq: seq, planned: planned - t0, deadline: deadline - t0, start: e.clk.now() - t0}
 	if s.skipSeq.Load() == seq {
 		p.skipped = true
+	} else if len(s.deps) > 0 {
+		p.deferred = true
 	} else if err := call(ctx, s); err != nil {
 		p.err = err
 	} else if p.ticket, p.err = s.stream.stream.Mark(ctx); p.err != nil {
@@ -434,6 +439,23 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 			x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
 			e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1|skippedBit)
 			continue
+		}
+		if p.deferred {
+			skipped, ok := e.waitDeps(ctx, x, p.seq)
+			if !ok {
+				return // aborted
+			}
+			if skipped && x.r.Overrun == FrameSkip {
+				x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
+				e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1|skippedBit)
+				continue
+			}
+			p.start = e.clk.now() - e.b.t0()
+			if err := call(ctx, x); err != nil {
+				p.err = err
+			} else if p.ticket, p.err = st.stream.Mark(ctx); p.err != nil {
+				p.err = fmt.Errorf("marking stream %s: %w", st.res.Name, p.err)
+			}
 		}
 		flags := 0
 		if p.err == nil {

@@ -28,7 +28,8 @@ type Spec struct {
 	// Overrun is the default overrun policy of every runnable.
 	Overrun Policy
 	// Spin is how long before each planned start a resource's thread
-	// stops sleeping and spins; 0 means DefaultSpin.
+	// stops sleeping and spins; 0 never spins. Parse sets DefaultSpin
+	// when the schedule has no spin key.
 	Spin time.Duration
 }
 
@@ -210,6 +211,9 @@ func Parse(src []byte, file string) (*Spec, error) {
 	}
 	if s.Overrun == "" {
 		s.Overrun = FrameSkip
+	}
+	if seen["spin"] == nil {
+		s.Spin = DefaultSpin
 	}
 	return s, p.err()
 }

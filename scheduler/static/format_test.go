@@ -359,6 +359,7 @@ func TestParsePipeline(t *testing.T) {
 			{Name: "plan", Client: "planner", Resource: "cpu0", WCET: 2 * time.Millisecond, Deps: []string{"detect"}, Line: 14},
 		},
 		Overrun: static.FrameSkip,
+		Spin:    static.DefaultSpin,
 	}
 	assert.Equal(t, want, spec)
 }
@@ -389,7 +390,7 @@ spin: 0s
 
 	plan, err := static.Compile(spec)
 	require.NoError(t, err)
-	assert.Equal(t, static.DefaultSpin, plan.Spin, "spin 0 means the default")
+	assert.Zero(t, plan.Spin, "spin: 0s never spins")
 	e := plan.Hyperepochs[0].Epochs
 	assert.Equal(t, 5*time.Millisecond, e[1].Period, "slow gets what fast leaves")
 	assert.Equal(t, 15*time.Millisecond, e[1].Offset)

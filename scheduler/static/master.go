@@ -311,6 +311,9 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 
 // join registers a client, checking it against the plan.
 func (m *Master) join(name string, h *message, pid int, l link) error {
+	if h.PlanHash != "" && h.PlanHash != m.plan.Hash {
+		return fmt.Errorf("the client runs plan %s and the master plan %s (%s): compile one schedule for both", h.PlanHash, m.plan.Hash, m.plan.Source)
+	}
 	if !slices.Contains(m.plan.Clients, name) {
 		return fmt.Errorf("the plan has no client %q; its clients are %s", name, strings.Join(m.plan.Clients, ", "))
 	}

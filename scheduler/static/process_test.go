@@ -312,6 +312,13 @@ func TestProcessKilledMidRun(t *testing.T) {
 	r := waitFor(t, res, "the master")
 	require.ErrorIs(t, r.err, ErrAborted)
 	assert.Contains(t, r.err.Error(), "client b (pid")
+	// The survivors' records came in: they show the run up to the fault.
+	got := map[string]bool{}
+	for _, rr := range r.run.Runnables {
+		got[rr.Client] = true
+		assert.NotEmpty(t, rr.Seq, rr.Name)
+	}
+	assert.True(t, got["a"] && got["c"], "records of a and c: %v", got)
 	for _, p := range []*procClient{a, c} {
 		err := waitFor(t, p.done, "client "+p.name)
 		var ee *exec.ExitError

@@ -22,6 +22,8 @@ type message struct {
 	PID       int      `json:"pid,omitempty"`
 	Runnables []string `json:"runnables,omitempty"`
 	Resources []string `json:"resources,omitempty"`
+	// PlanHash, when the client knows the plan, must be the master's.
+	PlanHash string `json:"plan_hash,omitempty"`
 	// refused, abort, stop
 	Reason string `json:"reason,omitempty"`
 	// start

@@ -386,3 +386,60 @@ func TestNewMasterBadOptions(t *testing.T) {
 	_, err = NewClient("")
 	assert.Error(t, err)
 }
+
+// A GPU runnable with dependencies of its own besides its submitter is
+// enqueued only after they end.
+func TestSubmitteeWaitsForItsDeps(t *testing.T) {
+	plan := compileString(t, `
+overrun: noskip
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0, cpu1, gpu0.stream0], epochs: [{name: frame}]}
+clients: [c, d]
+runnables:
+  - {name: s, client: c, resource: cpu0, wcet: 100us}
+  - {name: a, client: d, resource: cpu1, wcet: 4ms}
+  - {name: k, client: c, resource: gpu0.stream0, wcet: 1ms, submitter: s, deps: [a]}
+  - {name: w, client: d, resource: cpu1, wcet: 1ms, deps: [k]}
+`)
+	stream := NewHostStream()
+	defer stream.Close()
+	c, _ := NewClient("c")
+	var aDone, kEarly atomic.Int64
+	c.Runnable("s", func(context.Context) error { return nil })
+	c.Runnable("k", func(context.Context) error {
+		if aDone.Load() == 0 {
+			kEarly.Add(1)
+		}
+		stream.Enqueue(func() {})
+		return nil
+	})
+	c.Resource("gpu0.stream0", stream)
+	d, _ := NewClient("d")
+	d.Runnable("a", func(context.Context) error {
+		time.Sleep(2 * time.Millisecond)
+		aDone.Add(1)
+		return nil
+	})
+	d.Runnable("w", func(context.Context) error { return nil })
+	run, err := RunLocal(context.Background(), plan, []*Client{c, d}, WithFrames(5))
+	require.NoError(t, err)
+	assert.Zero(t, kEarly.Load(), "k was enqueued before a ended")
+	r := byName(run)
+	for i := range 5 {
+		assert.GreaterOrEqual(t, r["k"].Start[i], r["a"].End[i], "frame %d", i)
+	}
+}
+
+func TestPlanMismatchRefused(t *testing.T) {
+	plan := compileString(t, threeClients)
+	other := compileString(t, strings.Replace(threeClients, "period: 5ms", "period: 6ms", 1))
+	dir := privateTestDir(t)
+	startMaster(t, plan, WithDir(dir), WithFrames(1))
+	c, _ := NewClient("b", WithClientDir(dir), WithPlan(other))
+	c.Runnable("b1", func(context.Context) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.EnterScheduler(ctx)
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Contains(t, err.Error(), "the client runs plan "+other.Hash+" and the master plan "+plan.Hash)
+}
