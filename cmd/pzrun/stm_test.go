@@ -168,24 +168,26 @@ func (l *lines) String() string {
 
 // startLogged starts cmd and returns a channel closed when a line of
 // its stderr contains want.
-func startLogged(t *testing.T, cmd *exec.Cmd, want string, errb *lines) <-chan struct{} {
+func startLogged(t *testing.T, cmd *exec.Cmd, want string, errb *lines) (seen, eof <-chan struct{}) {
 	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	seen := make(chan struct{})
+	seenc, eofc := make(chan struct{}), make(chan struct{})
+	seen, eof = seenc, eofc
 	go func() {
+		defer close(eofc)
 		sc := bufio.NewScanner(pipe)
 		closed := false
 		for sc.Scan() {
 			errb.add(sc.Text())
 			if !closed && strings.Contains(sc.Text(), want) {
-				close(seen)
+				close(seenc)
 				closed = true
 			}
 		}
 	}()
-	return seen
+	return seen, eof
 }
 
 // Master and clients as separate processes: the clients start first,
@@ -208,7 +210,7 @@ func TestSTMProcessesMasterSIGINT(t *testing.T) {
 	}
 	master := exec.Command(bin, "stm", "master", src, "-dir", dir, "-o", runPath)
 	var merr lines
-	started := startLogged(t, master, "every client is in", &merr)
+	started, eof := startLogged(t, master, "every client is in", &merr)
 	t.Cleanup(func() { master.Process.Kill() })
 	select {
 	case <-started:
@@ -218,6 +220,7 @@ func TestSTMProcessesMasterSIGINT(t *testing.T) {
 	require.NoError(t, master.Process.Signal(syscall.SIGINT))
 	// pzrun stopped by a signal exits with 128+signo, after a graceful
 	// stop.
+	<-eof // the whole of its stderr, then its status
 	var ee *exec.ExitError
 	require.ErrorAs(t, master.Wait(), &ee, merr.String())
 	assert.Equal(t, 128+int(syscall.SIGINT), ee.ExitCode(), merr.String())

@@ -111,6 +111,7 @@ type Master struct {
 	results map[string]*clientResult
 	pids    map[string]int
 	left    chan string // a member that ended (result or gone)
+	closed  bool        // the run is over: links and board closed
 }
 
 // member is a joined client.
@@ -418,7 +419,7 @@ func (m *Master) abortReason() string {
 func (m *Master) requestStop(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.b == nil {
+	if m.b == nil || m.closed {
 		return
 	}
 	if m.stopped == "" {
@@ -432,7 +433,7 @@ func (m *Master) requestStop(reason string) {
 func (m *Master) fail(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.abortW != "" {
+	if m.abortW != "" || m.closed {
 		return
 	}
 	m.abortW = reason
@@ -468,6 +469,7 @@ func (m *Master) finish(name string, r *clientResult) {
 func (m *Master) closeAll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closed = true
 	for _, mem := range m.joined {
 		mem.l.close()
 	}
@@ -495,7 +497,14 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			m.mu.Unlock()
 			m.logf("master: still waiting for clients %s", strings.Join(missing, ", "))
 		case <-ctx.Done():
-			return nil, fmt.Errorf("static: the run did not start: %w", context.Cause(ctx))
+			m.mu.Lock()
+			started := m.started
+			m.mu.Unlock()
+			if !started {
+				return nil, fmt.Errorf("static: the run did not start: %w", context.Cause(ctx))
+			}
+			<-m.startCh // being closed by start: go on, and stop at once
+			waiting = false
 		}
 	}
 	if m.b == nil {

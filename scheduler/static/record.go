@@ -104,8 +104,9 @@ type AllocPeriod struct {
 func (p AllocPeriod) RuntimeObjects() bool { return p.Objects <= threadObjects*p.NewThreads }
 
 // threadObjects bounds the heap objects the runtime allocates to start
-// an OS thread (its m and signal goroutine).
-const threadObjects = 4
+// an OS thread (its m, its signal goroutine and their bookkeeping: 5 seen
+// with Go 1.26).
+const threadObjects = 8
 
 // A GCPeriod is the garbage collector's work during one period.
 type GCPeriod struct {

@@ -138,10 +138,10 @@ func TestExitSchedulerFromRunnable(t *testing.T) {
 	run, err := RunLocal(ctx, plan, clients)
 	require.NoError(t, err)
 	assert.Contains(t, run.Stopped, "ExitScheduler called by client a")
-	// The period in which it was called ran to its end, on every runnable.
+	// The period in which it was called ran to its end, on every runnable
+	// (a later one if a1 ran late on a loaded machine).
 	n := len(run.Runnables[0].Seq)
 	assert.GreaterOrEqual(t, n, 10)
-	assert.LessOrEqual(t, n, 11)
 	for _, rr := range run.Runnables {
 		assert.Len(t, rr.Seq, n, rr.Name)
 	}
@@ -201,6 +201,7 @@ func TestLoopDoesNotAllocate(t *testing.T) {
 	}
 	// A runnable that allocates is named.
 	plan2 := compileString(t, `
+overrun: noskip
 hyperepochs:
   - {name: main, period: 5ms, resources: [cpu0], epochs: [{name: frame}]}
 clients: [c]
@@ -231,7 +232,7 @@ runnables:
 	// two to a span.
 	assert.GreaterOrEqual(t, a.Runnables[0].AllocRuns, 4)
 	assert.GreaterOrEqual(t, a.Runnables[0].AllocBytes, uint64(4*4096))
-	assert.Len(t, sink, 20)
+	assert.Equal(t, 20, len(sink))
 }
 
 // A client that sends garbage or messages out of order is disconnected
