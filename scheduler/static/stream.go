@@ -3,6 +3,7 @@ package static
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // A Stream is a queue of device work that runs in order, such as a CUDA
@@ -23,9 +24,12 @@ type Stream interface {
 // in order: the simulated device of tests and of machines without a GPU.
 // Close it when done.
 type HostStream struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
+	// queue holds the work not yet run from head on; its array is reused
+	// once drained, so that a steady stream does not allocate.
 	queue    []func()
+	head     int
 	enqueued uint64
 	finished uint64
 	closed   bool
@@ -56,15 +60,19 @@ func (s *HostStream) loop() {
 	defer close(s.done)
 	s.mu.Lock()
 	for {
-		for len(s.queue) == 0 && !s.closed {
+		for s.head == len(s.queue) && !s.closed {
 			s.cond.Wait()
 		}
-		if len(s.queue) == 0 {
+		if s.head == len(s.queue) {
 			s.mu.Unlock()
 			return
 		}
-		fn := s.queue[0]
-		s.queue = s.queue[1:]
+		fn := s.queue[s.head]
+		s.queue[s.head] = nil
+		s.head++
+		if s.head == len(s.queue) {
+			s.queue, s.head = s.queue[:0], 0
+		}
 		s.mu.Unlock()
 		fn()
 		s.mu.Lock()
@@ -80,23 +88,23 @@ func (s *HostStream) Mark(context.Context) (uint64, error) {
 	return s.enqueued, nil
 }
 
-// WaitMark waits until the work before t has run.
+// WaitMark waits until the work before t has run, or ctx ends. It polls,
+// from 5 µs to 200 µs apart, so that it allocates nothing.
 func (s *HostStream) WaitMark(ctx context.Context, t uint64) error {
-	stop := context.AfterFunc(ctx, func() {
+	wait := 5 * time.Microsecond
+	for {
 		s.mu.Lock()
-		s.cond.Broadcast()
+		done := s.finished >= t
 		s.mu.Unlock()
-	})
-	defer stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.finished < t {
+		if done {
+			return nil
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.cond.Wait()
+		time.Sleep(wait)
+		wait = min(2*wait, 200*time.Microsecond)
 	}
-	return nil
 }
 
 // Close lets the queued work finish and stops the goroutine.
