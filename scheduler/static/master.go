@@ -221,7 +221,7 @@ func privateDir(dir string) error {
 		return fmt.Errorf("static: socket directory: %w", err)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("static: socket directory %s has mode %v; others may enter it: chmod 700 %s or choose another directory", dir, st.Mode().Perm(), dir)
+		return fmt.Errorf("static: socket directory %s has mode %#o; others may enter it: chmod 700 %s or choose another directory", dir, st.Mode().Perm(), dir)
 	}
 	if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
 		return fmt.Errorf("static: socket directory %s belongs to user %d, not %d; choose another directory", dir, uid, os.Getuid())
@@ -253,7 +253,6 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 		l.send(&message{Type: msgRefused, Reason: err.Error()})
 		return
 	}
-	m.logf("master: client %s joined (pid %d)", name, pid)
 	if m.allIn() {
 		m.start(mkBoard)
 	}
@@ -370,6 +369,7 @@ func (m *Master) join(name string, h *message, pid int, l link) error {
 	}
 	m.joined[name] = &member{name: name, pid: pid, l: l}
 	m.pids[name] = pid
+	m.logf("master: client %s joined (pid %d)", name, pid)
 	return nil
 }
 
