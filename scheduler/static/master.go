@@ -515,8 +515,22 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 	defer tick.Stop()
 	remaining := len(m.plan.Clients)
 	ctxDone := ctx.Done()
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
+	var longest int64
+	for _, h := range m.plan.Hyperepochs {
+		longest = max(longest, int64(h.Period))
+	}
 	for remaining > 0 {
 		select {
+		case <-progress.C:
+			if p := (m.clk.now() - m.t0) / longest; p >= 0 {
+				of := ""
+				if m.opts.frames > 0 {
+					of = fmt.Sprintf(" of %d", m.opts.frames)
+				}
+				m.logf("master: period %d%s", p, of)
+			}
 		case <-m.left:
 			remaining--
 		case <-ctxDone:
@@ -540,6 +554,9 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 	}
 	return m.collect(all)
 }
+
+// progressEvery is how often the master logs the period it is at.
+const progressEvery = 5 * time.Second
 
 // drain waits for the clients after an abort, for at most the liveness
 // bound; false if some never ended.
