@@ -43,7 +43,6 @@ type executor struct {
 	perRun bool
 	// lastObjs and lastBytes are the counters at the last period's end.
 	lastObjs, lastBytes, lastThreads uint64
-	pid                              int
 }
 
 // execRunnable is a runnable of the executing client.
