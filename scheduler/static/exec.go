@@ -179,8 +179,18 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 	}
 	if len(e.threads) > 0 {
 		e.threads[0].gcSampler = true
-		e.gc = make([]GCPeriod, 0, maxPeriodRecords)
-		e.allocs = make([]AllocPeriod, 0, maxPeriodRecords)
+		// Written through once, so that appending in the loop never
+		// faults a fresh page in (see prefault).
+		e.gc = make([]GCPeriod, maxPeriodRecords)[:0]
+		e.allocs = make([]AllocPeriod, maxPeriodRecords)
+		for i := range e.allocs {
+			e.allocs[i].Period = -1
+		}
+		e.allocs = e.allocs[:0]
+		gc := e.gc[:maxPeriodRecords]
+		for i := range gc {
+			gc[i].Period = -1
+		}
 	}
 	return e
 }

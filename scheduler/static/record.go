@@ -153,12 +153,31 @@ const maxRows = 1 << 17
 
 func newRecorder(r PlanRunnable, rows int) *recorder {
 	rows = max(1, min(rows, maxRows))
-	return &recorder{rr: RunnableRun{
+	rec := &recorder{rr: RunnableRun{
 		Name: r.Name, Client: r.Client, Resource: r.Resource, WCET: int64(r.WCET),
 		Seq: make([]int64, rows), Planned: make([]int64, rows), Deadline: make([]int64, rows),
 		Start: make([]int64, rows), End: make([]int64, rows), Flags: make([]int, rows),
 		AllocObjects: make([]uint64, rows), AllocBytes: make([]uint64, rows),
 	}}
+	rr := &rec.rr
+	prefault(rr.Seq, rr.Planned, rr.Deadline, rr.Start, rr.End)
+	prefault(rr.Flags)
+	prefault(rr.AllocObjects, rr.AllocBytes)
+	return rec
+}
+
+// prefault writes every page of the columns before the loop. Large
+// allocations come from the OS untouched; the first write to each page
+// then faults, and with a row per frame every column crosses into a new
+// 4 KiB page every 512 frames, all at once: a stall of every runnable in
+// that frame (seen as overruns every 512 ms at 1 kHz).
+func prefault[T int | int64 | uint64](cols ...[]T) {
+	for _, c := range cols {
+		for i := range c {
+			c[i] = 1
+		}
+		clear(c)
+	}
 }
 
 func (r *recorder) add(seq, planned, deadline, start, end int64, flags int, objs, bytes uint64) {
