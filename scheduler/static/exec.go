@@ -55,6 +55,10 @@ type execRunnable struct {
 	stream     *streamThread // for a GPU runnable
 	rec        *recorder
 	skipSeq    atomic.Int64 // frameskip: the frame to skip after an overrun; -1 none
+	// submitted is, for a GPU runnable, the last frame its submitter
+	// handed to the stream: an overrun known only when the work ends
+	// skips the first frame not handed over yet.
+	submitted atomic.Int64
 }
 
 // an item is one run of a runnable in a period: epoch frame f.
@@ -120,6 +124,7 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		}
 		x := &execRunnable{idx: i, r: pr.PlanRunnable, fn: fns[pr.Name], rec: newRecorder(pr.PlanRunnable, rows)}
 		x.skipSeq.Store(-1)
+		x.submitted.Store(-1)
 		for _, d := range pr.Deps {
 			x.deps = append(x.deps, byName[d])
 		}
@@ -392,7 +397,11 @@ func (e *executor) overrun(x *execRunnable, seq, start, end, deadline int64) int
 		flags |= FlagTimeout
 	}
 	if flags&(FlagOverrunWCET|FlagOverrunDeadline) != 0 && x.r.Overrun == FrameSkip {
-		x.skipSeq.Store(seq + 1)
+		next := seq + 1
+		if x.stream != nil {
+			next = max(next, x.submitted.Load()+1)
+		}
+		x.skipSeq.Store(next)
 	}
 	return flags
 }
@@ -420,6 +429,7 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 	planned := frameStart + int64(s.r.Start)
 	deadline := frameStart + int64(s.r.Deadline())
 	p := pending{r: s, seq: seq, planned: planned - t0, deadline: deadline - t0, start: e.clk.now() - t0}
+	s.submitted.Store(seq)
 	if s.skipSeq.Load() == seq {
 		p.skipped = true
 	} else if len(s.deps) > 0 {
@@ -433,6 +443,7 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 }
 
 func (e *executor) submitSkipped(s *execRunnable, seq, t0, planned int64, it *item) {
+	s.submitted.Store(seq)
 	frameStart := planned - int64(it.offset)
 	now := e.clk.now() - t0
 	s.stream.ch <- pending{r: s, seq: seq, planned: frameStart + int64(s.r.Start) - t0, deadline: frameStart + int64(s.r.Deadline()) - t0, start: now, skipped: true}

@@ -444,3 +444,49 @@ func TestPlanMismatchRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Contains(t, err.Error(), "the client runs plan "+other.Hash+" and the master plan "+plan.Hash)
 }
+
+// A GPU runnable whose work overruns is known late, after its submitter
+// has handed over the next frames: frameskip skips the first frame not
+// handed over yet, and its waiter with it.
+func TestGPUFrameSkip(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 5ms, resources: [cpu0, cpu1, gpu0.stream0], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: sub, client: c, resource: cpu0, wcet: 100us}
+  - {name: k,   client: c, resource: gpu0.stream0, wcet: 1ms, submitter: sub}
+  - {name: w,   client: c, resource: cpu1, wcet: 500us, deps: [k], overrun: noskip}
+`)
+	stream := NewHostStream()
+	defer stream.Close()
+	c, _ := NewClient("c")
+	n := 0
+	c.Runnable("sub", func(context.Context) error { return nil })
+	c.Runnable("k", func(context.Context) error {
+		n++
+		slow := n == 3 // frame 2's work takes three periods
+		stream.Enqueue(func() {
+			if slow {
+				time.Sleep(15 * time.Millisecond)
+			}
+		})
+		return nil
+	})
+	c.Runnable("w", func(context.Context) error { return nil })
+	c.Resource("gpu0.stream0", stream)
+	run, err := RunLocal(context.Background(), plan, []*Client{c}, WithFrames(12))
+	require.NoError(t, err)
+	r := byName(run)
+	k := r["k"]
+	require.Len(t, k.Seq, 12)
+	assert.NotZero(t, k.Flags[2]&FlagOverrunWCET, "frame 2 overran")
+	skipped := -1
+	for f := 3; f < 12; f++ {
+		if k.Flags[f]&FlagSkipped != 0 {
+			skipped = f
+			break
+		}
+	}
+	require.Greater(t, skipped, 3, "a frame after the ones already handed over is skipped: %v", k.Flags)
+}
