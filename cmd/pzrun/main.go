@@ -7,6 +7,12 @@
 // ranks on the embedded backend. With neither it runs one rank. `pzrun help`
 // lists the apps; `pzrun APP -h` lists an app's flags.
 //
+// An APP with a '/' is a program of yours (a pz program calling
+// runtimeview.Run): `pzrun -n N ./prog args` runs it with N in-process
+// ranks (PZ_RANKS=N), and `mpirun -n N pzrun ./prog` starts it as each
+// process's rank; pzrun passes SIGINT and SIGTERM on and exits with its
+// status.
+//
 // Exit status: 0 on success, 1 when the app failed, 2 for a usage error (an
 // unknown app or a bad flag), 128+signo when stopped by SIGINT or SIGTERM.
 package main

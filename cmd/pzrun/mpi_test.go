@@ -73,6 +73,14 @@ func TestMpirun(t *testing.T) {
 			assert.Len(t, rr.Seq, 20, rr.Name)
 		}
 	})
+	t.Run("launch-program", func(t *testing.T) {
+		prog := filepath.Join(t.TempDir(), "allreduce")
+		out, err := exec.Command("go", "build", "-tags", "mpi", "-o", prog, "../../examples/allreduce").CombinedOutput()
+		require.NoError(t, err, string(out))
+		out, err = exec.Command(mpirun, append(mpirunArgs(2), bin, prog)...).CombinedOutput()
+		require.NoError(t, err, string(out))
+		assert.Contains(t, string(out), "allreduce over 2 ranks (mpi backend)")
+	})
 	t.Run("n-under-mpirun", func(t *testing.T) {
 		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "-n", "2", "hello")...).CombinedOutput()
 		require.Error(t, err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -393,4 +394,80 @@ func TestOneRankAppSaysSo(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	assert.NotContains(t, errs, "runs on one rank's scheduler")
 	assert.Contains(t, out, "ranks=2 grid=1x2")
+}
+
+// pzrun launches a user's program with its ranks, passing its arguments
+// and exit status through.
+func TestLaunchProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an example")
+	}
+	bin := filepath.Join(t.TempDir(), "allreduce")
+	out, err := exec.Command("go", "build", "-o", bin, "../../examples/allreduce").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, n := range []int{1, 3} {
+		code, stdout, errs := pzrun(t, "-n", fmt.Sprint(n), bin)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, stdout, fmt.Sprintf("allreduce over %d ranks (local backend)", n))
+	}
+	// A failing program's status comes back.
+	fail := filepath.Join(t.TempDir(), "fail.sh")
+	require.NoError(t, os.WriteFile(fail, []byte("#!/bin/sh\necho \"$PZ_RANKS $*\"\nexit 7\n"), 0o755))
+	code, stdout, _ := pzrun(t, "-n", "2", fail, "a", "-b")
+	assert.Equal(t, 7, code)
+	assert.Equal(t, "2 a -b\n", stdout)
+	// Not a program.
+	code, _, errs := pzrun(t, "./no-such-program")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "no such file")
+	code, _, errs = pzrun(t, t.TempDir()+"/")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "is not an executable file")
+}
+
+// readyWriter closes ready when the output first contains "ready".
+type readyWriter struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	ready chan struct{}
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if w.ready != nil && strings.Contains(w.b.String(), "ready") {
+		close(w.ready)
+		w.ready = nil
+	}
+	return len(p), nil
+}
+
+// A stop of pzrun (SIGINT/SIGTERM: its context ends) reaches the program
+// as SIGTERM; the program's status comes back.
+func TestLaunchProgramPassesStop(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "trap.sh")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap 'echo stopped; exit 3' TERM\necho ready\nwhile :; do sleep 0.01; done\n"), 0o755))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	out := &readyWriter{ready: ready}
+	var errb bytes.Buffer
+	codec := make(chan int, 1)
+	go func() { codec <- run(ctx, []string{prog}, out, &errb, noEnv) }()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the program never started")
+	}
+	cancel()
+	select {
+	case code := <-codec:
+		assert.Equal(t, 3, code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("pzrun did not end")
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	assert.Contains(t, out.b.String(), "stopped")
 }

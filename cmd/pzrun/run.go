@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +74,7 @@ func findApp(name string) (app, bool) {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: pzrun [-n N] APP [flags]")
 	fmt.Fprintln(w, "       mpirun -n N pzrun APP [flags]   (binary built with -tags mpi)")
+	fmt.Fprintln(w, "       pzrun [-n N] ./PROGRAM [args]   (your pz program: N in-process ranks; under mpirun, one rank per process)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "apps:")
 	list := apps()
@@ -117,6 +119,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	name := rest[0]
 	rest = rest[1:]
+	if isProgram(name) {
+		return runProgram(ctx, *n, name, rest, os.Stdin, stdout, stderr, getenv)
+	}
 	if name == "help" {
 		if len(rest) > 0 {
 			if a, ok := lookup(rest); ok {

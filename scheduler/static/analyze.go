@@ -45,7 +45,9 @@ type Analysis struct {
 }
 
 // WarmupPeriods is how many first periods the analysis leaves out of
-// allocation counts: the runtime makes its threads then.
+// allocation counts: the runtime makes its threads then. The last period
+// is left out too: clients that have ended send their records then, and
+// clients sharing a process (RunLocal) see that.
 const WarmupPeriods = 3
 
 // Quantiles of a duration, in ns.
@@ -89,6 +91,8 @@ func Analyze(r *Run) *Analysis {
 		longest = max(longest, h.Period)
 	}
 	warm := WarmupPeriods * longest
+	last := int64(max(r.Periods-1, 0))
+	wind := last * longest // the last period's start
 	var all []int64
 	for _, rr := range r.Runnables {
 		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET}
@@ -117,7 +121,7 @@ func Analyze(r *Run) *Analysis {
 			if f&FlagError != 0 {
 				s.Errors++
 			}
-			if o := rr.AllocObjects[i]; o > 0 && rr.Planned[i] >= warm {
+			if o := rr.AllocObjects[i]; o > 0 && rr.Planned[i] >= warm && rr.Planned[i] < wind {
 				s.AllocRuns++
 				s.AllocObjects += o
 				s.AllocBytes += rr.AllocBytes[i]
@@ -147,7 +151,7 @@ func Analyze(r *Run) *Analysis {
 		a.PerRun = a.PerRun || c.PerRun
 		n := 0
 		for _, p := range c.Allocs {
-			if p.Period >= WarmupPeriods && !p.RuntimeObjects() {
+			if p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects() {
 				n++
 			}
 		}
@@ -197,7 +201,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	case len(a.AllocatingClients) > 0:
 		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
 	default:
-		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods)\n", WarmupPeriods)
+		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods, before the last)\n", WarmupPeriods)
 	}
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {
