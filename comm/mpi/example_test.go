@@ -5,22 +5,32 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 )
 
-// Example shows the start of a program that uses MPI when the binary has
-// it. Without -tags mpi, Init says how to rebuild.
+// Example starts MPI when the binary has it (a singleton world outside
+// mpirun) and sums every rank's number; without -tags mpi, Init says how
+// to rebuild. Both builds print true only when that works.
 func Example() {
+	ctx := context.Background()
+	w, err := mpi.Init(ctx)
 	if !mpi.Available() {
-		_, err := mpi.Init(context.Background())
 		fmt.Println(errors.Is(err, mpi.ErrNotBuilt))
 		return
 	}
-	fmt.Println(true) // the same line in both builds, for the Output check
-	// Under mpirun:
-	//   w, err := mpi.Init(ctx)
-	//   defer w.Finalize()
-	//   sum, err := comm.AllReduce(ctx, w, local, comm.Sum)
-
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Finalize()
+	// Rank r contributes r+1: the sum over n ranks is n(n+1)/2.
+	sum, err := comm.AllReduce(ctx, comm.Comm(w), []int64{int64(w.Rank() + 1)}, comm.Sum)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n := int64(w.Size())
+	fmt.Println(sum[0] == n*(n+1)/2)
 	// Output: true
 }
