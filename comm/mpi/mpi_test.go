@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/pzgo/pz/comm/commtest"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/procs"
 )
 
 // world is the MPI world of this test process, set up by TestMain: MPI can
@@ -179,8 +181,15 @@ func TestLocalSizeAndProcs(t *testing.T) {
 	}
 	rep := world.Procs()
 	assert.Equal(t, want, rep.LocalRanks)
-	assert.GreaterOrEqual(t, rep.After, 1)
 	t.Log(rep)
+	// The runtime runs the decision taken from what was read: the rank's
+	// share of the CPUs it may use, unless the user set GOMAXPROCS.
+	assert.Equal(t, runtime.GOMAXPROCS(0), rep.After)
+	assert.Equal(t, procs.Decide(rep.Input).Procs, rep.After)
+	if rep.UserGOMAXPROCS == "" && rep.AllowedCPUs > 0 && rep.Quota == 0 {
+		assert.Equal(t, max(1, rep.AllowedCPUs/max(1, rep.LocalRanks)), rep.After,
+			"%d allowed CPUs shared by %d local ranks", rep.AllowedCPUs, rep.LocalRanks)
+	}
 }
 
 func TestErrorConversion(t *testing.T) {
