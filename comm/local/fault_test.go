@@ -135,8 +135,11 @@ func TestCancelMidCollective(t *testing.T) {
 			defer cancel()
 			_, errs[1] = comm.AllReduce(ctx, comms[1], make([]float64, size/8), comm.Sum)
 		})
-		// Rank 2 is late; rank 0 gives up first.
-		time.Sleep(20 * time.Millisecond)
+		// Rank 2 is late; rank 0 gives up first, once 0 and 1 wait in the
+		// collective.
+		waitUntil(t, "ranks 0 and 1 in AllReduce", func() bool {
+			return local.ArrivedAt(comms[0], 0, 1) && local.ArrivedAt(comms[1], 1, 1)
+		})
 		cancel0()
 		wg.Wait()
 		assert.ErrorIs(t, errs[0], context.Canceled, "size %d", size)
@@ -183,7 +186,9 @@ func TestAbort(t *testing.T) {
 	errs := make([]error, 3)
 	wg.Go(func() { _, _, errs[0] = comm.RecvNew[float32](ctx, comms[0], 1, 0) })
 	wg.Go(func() { errs[1] = subs[1].Barrier(ctx) })
-	time.Sleep(10 * time.Millisecond)
+	waitUntil(t, "rank 0 in Recv and rank 1 in Barrier", func() bool {
+		return local.Posted(comms[0]) == 1 && local.ArrivedAt(subs[1], 1, 1)
+	})
 	require.NoError(t, comms[2].Abort(3))
 	wg.Wait()
 	for r := range 2 {
@@ -329,4 +334,16 @@ func TestRankReturnsWhileOthersWait(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
+}
+
+// waitUntil polls cond until it holds, failing the test after testTimeout.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
 }
