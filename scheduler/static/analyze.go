@@ -150,8 +150,12 @@ func Analyze(r *Run) *Analysis {
 		}
 		a.PerRun = a.PerRun || c.PerRun
 		n := 0
-		for _, p := range c.Allocs {
-			if p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects() {
+		for i, p := range c.Allocs {
+			var next uint64
+			if i+1 < len(c.Allocs) && c.Allocs[i+1].Period == p.Period+1 {
+				next = c.Allocs[i+1].NewThreads
+			}
+			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects(next) {
 				n++
 			}
 		}

@@ -304,7 +304,7 @@ func (e *executor) samplePeriod(k int64) {
 	}
 	o, b := e.alloc.read()
 	th := e.alloc.threads()
-	if o != e.lastObjs && len(e.allocs) < cap(e.allocs) {
+	if (o != e.lastObjs || th != e.lastThreads) && len(e.allocs) < cap(e.allocs) {
 		e.allocs = append(e.allocs, AllocPeriod{Period: k, Objects: o - e.lastObjs, Bytes: b - e.lastBytes, NewThreads: th - min(th, e.lastThreads)})
 	}
 	e.lastObjs, e.lastBytes, e.lastThreads = o, b, th

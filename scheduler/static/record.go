@@ -100,8 +100,12 @@ type AllocPeriod struct {
 }
 
 // RuntimeObjects reports whether a period's allocations can be the
-// runtime's own: no more than threadObjects per new OS thread.
-func (p AllocPeriod) RuntimeObjects() bool { return p.Objects <= threadObjects*p.NewThreads }
+// runtime's own: no more than threadObjects per new OS thread seen in it
+// or in the next one (an OS thread is counted just after its objects are
+// allocated, so the two can fall on either side of a reading).
+func (p AllocPeriod) RuntimeObjects(next uint64) bool {
+	return p.Objects <= threadObjects*(p.NewThreads+next)
+}
 
 // threadObjects bounds the heap objects the runtime allocates to start
 // an OS thread (its m, its signal goroutine and their bookkeeping: 5 seen
