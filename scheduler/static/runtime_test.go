@@ -62,19 +62,37 @@ func TestOverrunFrameSkip(t *testing.T) {
 	r := byName(runOverrun(t, FrameSkip))
 	slow, after, free := r["slow"], r["after"], r["free"]
 	require.Len(t, slow.Seq, 8)
-	assert.NotZero(t, slow.Flags[3]&FlagOverrunWCET, "frame 3 overran its WCET")
+	// The 3 ms run: the fourth slow ran (frame 3, later if a loaded
+	// machine made an earlier frame overrun and skip).
+	long := -1
+	for f := range slow.Seq {
+		if slow.End[f]-slow.Start[f] >= int64(2500*time.Microsecond) {
+			long = f
+			break
+		}
+	}
+	require.GreaterOrEqual(t, long, 3, "%v", slow.Flags)
+	require.Less(t, long, 7)
+	assert.NotZero(t, slow.Flags[long]&FlagOverrunWCET)
 	// The next frame of slow and of what depends on it is skipped; what
 	// does not depend on it runs.
-	assert.Equal(t, FlagSkipped, slow.Flags[4]&FlagSkipped)
-	assert.Equal(t, FlagSkipped, after.Flags[4]&FlagSkipped)
-	assert.Zero(t, free.Flags[4]&FlagSkipped)
-	for _, f := range []int{0, 1, 2, 5, 6, 7} {
-		assert.Zero(t, slow.Flags[f]&FlagSkipped, "frame %d", f)
-		assert.Zero(t, after.Flags[f]&FlagSkipped, "frame %d", f)
+	assert.NotZero(t, slow.Flags[long+1]&FlagSkipped)
+	assert.NotZero(t, after.Flags[long+1]&FlagSkipped)
+	// The policy in every frame: a runnable skips a frame exactly when it
+	// overran in the one before, or one of its dependencies skipped this
+	// one (overruns of a loaded machine included).
+	over := func(rr RunnableRun, f int) bool {
+		return f >= 0 && rr.Flags[f]&(FlagOverrunWCET|FlagOverrunDeadline) != 0
+	}
+	skip := func(rr RunnableRun, f int) bool { return rr.Flags[f]&FlagSkipped != 0 }
+	for f := range 8 {
+		assert.Equal(t, over(slow, f-1), skip(slow, f), "slow, frame %d: %v", f, slow.Flags)
+		assert.Equal(t, over(after, f-1) || skip(slow, f), skip(after, f), "after, frame %d: %v", f, after.Flags)
+		assert.Equal(t, over(free, f-1), skip(free, f), "free, frame %d: %v", f, free.Flags)
 	}
 	a := Analyze(&Run{Runnables: []RunnableRun{slow, after, free}})
 	assert.GreaterOrEqual(t, a.Overruns, 1)
-	assert.Equal(t, 2, a.Skipped)
+	assert.GreaterOrEqual(t, a.Skipped, 2)
 }
 
 func TestOverrunNoSkip(t *testing.T) {
