@@ -150,12 +150,13 @@ func Analyze(r *Run) *Analysis {
 		}
 		a.PerRun = a.PerRun || c.PerRun
 		n := 0
-		for i, p := range c.Allocs {
-			var next uint64
-			if i+1 < len(c.Allocs) && c.Allocs[i+1].Period == p.Period+1 {
-				next = c.Allocs[i+1].NewThreads
-			}
-			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects(next) {
+		threads := map[int64]uint64{}
+		for _, p := range c.Allocs {
+			threads[p.Period] = p.NewThreads
+		}
+		for _, p := range c.Allocs {
+			around := threads[p.Period-1] + threads[p.Period+1]
+			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects(around) {
 				n++
 			}
 		}

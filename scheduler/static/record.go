@@ -101,10 +101,11 @@ type AllocPeriod struct {
 
 // RuntimeObjects reports whether a period's allocations can be the
 // runtime's own: no more than threadObjects per new OS thread seen in it
-// or in the next one (an OS thread is counted just after its objects are
-// allocated, so the two can fall on either side of a reading).
-func (p AllocPeriod) RuntimeObjects(next uint64) bool {
-	return p.Objects <= threadObjects*(p.NewThreads+next)
+// or in the periods around it (the runtime publishes small allocations in
+// batches, so a thread and its objects can fall on either side of a
+// reading); around is the new threads of the periods before and after.
+func (p AllocPeriod) RuntimeObjects(around uint64) bool {
+	return p.Objects <= threadObjects*(p.NewThreads+around)
 }
 
 // threadObjects bounds the heap objects the runtime allocates to start
