@@ -21,10 +21,11 @@ const (
 	CallAlltoall
 	CallSplit
 	CallDup
+	CallFree
 	numCalls
 )
 
-var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup"}
+var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup", "Free"}
 
 // String returns the method name of the call, e.g. "AllReduce".
 func (c Call) String() string {

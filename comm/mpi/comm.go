@@ -196,7 +196,7 @@ func (c *Comm) explain(ctx context.Context, d desc, failRank int, lerr error) er
 		return &comm.ArgError{Op: d.call.String(), Rank: failRank, Detail: string(buf[:n])}
 	}
 	w := d.words()
-	all := make([][descWords]int64, c.size)
+	all := make([][descWords]uint64, c.size)
 	sp, rp := unsafe.Pointer(&w[0]), unsafe.Pointer(&all[0][0])
 	err := c.do(ctx, "MPI_Allgather", true,
 		func() C.int { return C.pz_allgather(sp, descWords, rp, descWords, c.h.i64, c.c) },
@@ -204,7 +204,7 @@ func (c *Comm) explain(ctx context.Context, d desc, failRank int, lerr error) er
 	if err != nil {
 		return fmt.Errorf("%w: mpi: %s: collecting the differing arguments failed: %w", comm.ErrMismatch, d.call, err)
 	}
-	return &comm.MismatchError{Op: d.call.String(), Detail: mismatchDetail(all)}
+	return mismatch(d, all)
 }
 
 func (c *Comm) allreduceMaxI64(ctx context.Context, in, out []int64) error {
