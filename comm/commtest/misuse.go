@@ -277,3 +277,35 @@ func misuseUnencodableCase(ctx context.Context, c comm.Comm) error {
 		})
 	})
 }
+
+// misuseP2PCase: point-to-point calls with a peer outside the
+// communicator, a negative tag or an invalid buffer fail on the calling
+// rank with a *comm.ArgError on every backend, and leave it usable.
+func misuseP2PCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		n := d.Size()
+		return invalid(map[string]func() error{
+			"Send to rank = size": func() error {
+				return comm.Send(ctx, d, []int32{1}, n, 0)
+			},
+			"Send to rank -3": func() error {
+				return comm.Send(ctx, d, []int32{1}, -3, 0)
+			},
+			"Send with tag -1": func() error {
+				return comm.Send(ctx, d, []int32{1}, 0, -1)
+			},
+			"Recv from rank = size": func() error {
+				_, err := d.Recv(ctx, comm.Int32, n, 0, func(int) ([]byte, error) { return make([]byte, 4), nil })
+				return err
+			},
+			"Irecv with tag -5": func() error {
+				_, err := comm.Irecv(d, make([]int32, 1), 0, -5)
+				return err
+			},
+			"Isend of a ragged buffer": func() error {
+				_, err := d.Isend(comm.Buf{Type: comm.Int32, Bytes: make([]byte, 5)}, 0, 0)
+				return err
+			},
+		})
+	})
+}

@@ -43,6 +43,7 @@ func Cases() []Case {
 		{"Misuse/Counts", misuseCountsCase},
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
+		{"Misuse/PointToPoint", misuseP2PCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

@@ -215,13 +215,11 @@ func (c *Comm) allreduceMaxI64(ctx context.Context, in, out []int64) error {
 		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, c.h.i64, c.h.max, c.c, 0, r) }, sp, rp)
 }
 
-// checkBuf validates a buffer's datatype and size.
+// checkBuf validates a buffer (comm.CheckBuf, as on comm/local) and MPI's
+// count limit; what names the buffer in the latter's message.
 func (c *Comm) checkBuf(k call, what string, b comm.Buf) error {
-	if !b.Type.Valid() {
-		return c.argErr(k, "%s has invalid datatype %v", what, b.Type)
-	}
-	if len(b.Bytes)%b.Type.Size() != 0 {
-		return c.argErr(k, "%s has %d bytes, not a whole number of %s", what, len(b.Bytes), b.Type)
+	if err := comm.CheckBuf(k.String(), c.rank, b); err != nil {
+		return err
 	}
 	if b.Len() > math.MaxInt32 {
 		return c.argErr(k, "%s has %d elements; MPI counts are limited to %d", what, b.Len(), math.MaxInt32)
@@ -230,10 +228,7 @@ func (c *Comm) checkBuf(k call, what string, b comm.Buf) error {
 }
 
 func (c *Comm) checkRoot(k call, root int) error {
-	if root < 0 || root >= c.size {
-		return c.argErr(k, "root %d out of range [0, %d)", root, c.size)
-	}
-	return nil
+	return comm.CheckRoot(k.String(), c.rank, root, c.size)
 }
 
 // overlap reports whether a and b share memory, and whether they start at
@@ -578,20 +573,7 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 
 // checkCounts validates a counts slice of length Size adding up to total.
 func (c *Comm) checkCounts(k call, counts []int, total int) error {
-	if len(counts) != c.size {
-		return c.argErr(k, "counts has %d entries, want one per rank (%d)", len(counts), c.size)
-	}
-	sum := 0
-	for i, n := range counts {
-		if n < 0 {
-			return c.argErr(k, "counts[%d] = %d is negative", i, n)
-		}
-		sum += n
-	}
-	if sum != total {
-		return c.argErr(k, "counts add up to %d but the buffer has %d elements", sum, total)
-	}
-	return nil
+	return comm.CheckCounts(k.String(), c.rank, counts, c.size, total)
 }
 
 // Alltoall sends sendCounts[i] elements of send to rank i and receives every
@@ -651,23 +633,26 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	return recvCounts, aerr
 }
 
-// checkP2P validates a peer rank and a tag. any allows the wildcards.
+// checkP2P validates a peer rank and a tag (comm.CheckPeer, comm.CheckTag,
+// as on comm/local) and MPI's tag limit. any allows the wildcards.
 func (c *Comm) checkP2P(what string, peer, tag int, any bool) error {
-	if !(any && peer == comm.AnySource) && (peer < 0 || peer >= c.size) {
-		return fmt.Errorf("mpi: %s: rank %d out of range [0, %d): %w", what, peer, c.size, comm.ErrInvalidArg)
+	if err := comm.FirstErr(comm.CheckPeer(what, c.rank, peer, c.size, any), comm.CheckTag(what, c.rank, tag, any)); err != nil {
+		return err
 	}
-	if !(any && tag == comm.AnyTag) && (tag < 0 || tag > math.MaxInt32) {
-		return fmt.Errorf("mpi: %s: tag %d must be >= 0: %w", what, tag, comm.ErrInvalidArg)
+	if tag > math.MaxInt32 {
+		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("tag %d exceeds MPI's limit %d", tag, math.MaxInt32)}
 	}
 	return nil
 }
 
-func checkP2PBuf(what string, b comm.Buf) error {
-	if !b.Type.Valid() {
-		return fmt.Errorf("mpi: %s: invalid datatype %v: %w", what, b.Type, comm.ErrInvalidArg)
+// checkP2PBuf validates a message buffer (comm.CheckBuf) and MPI's size
+// limit on a message, in bytes.
+func (c *Comm) checkP2PBuf(what string, b comm.Buf) error {
+	if err := comm.CheckBuf(what, c.rank, b); err != nil {
+		return err
 	}
-	if len(b.Bytes)%b.Type.Size() != 0 || len(b.Bytes) > math.MaxInt32 {
-		return fmt.Errorf("mpi: %s: buffer of %d bytes is not a whole number of %s or exceeds %d bytes: %w", what, len(b.Bytes), b.Type, math.MaxInt32, comm.ErrInvalidArg)
+	if len(b.Bytes) > math.MaxInt32 {
+		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("a message of %d bytes exceeds MPI's limit of %d", len(b.Bytes), math.MaxInt32)}
 	}
 	return nil
 }
@@ -680,7 +665,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	if err := c.usable("Send"); err != nil {
 		return err
 	}
-	if err := checkP2PBuf("Send", buf); err != nil {
+	if err := c.checkP2PBuf("Send", buf); err != nil {
 		return err
 	}
 	if err := c.checkP2P("Send", dest, tag, false); err != nil {
@@ -794,7 +779,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	if err := c.usable("Isend"); err != nil {
 		return nil, err
 	}
-	if err := checkP2PBuf("Isend", buf); err != nil {
+	if err := c.checkP2PBuf("Isend", buf); err != nil {
 		return nil, err
 	}
 	if err := c.checkP2P("Isend", dest, tag, false); err != nil {
@@ -818,7 +803,7 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.usable("Irecv"); err != nil {
 		return nil, err
 	}
-	if err := checkP2PBuf("Irecv", buf); err != nil {
+	if err := c.checkP2PBuf("Irecv", buf); err != nil {
 		return nil, err
 	}
 	if err := c.checkP2P("Irecv", source, tag, true); err != nil {
