@@ -73,7 +73,7 @@ func (s *Stack) Closed() bool {
 // Close runs every stacked callback once, last pushed first, on the calling
 // goroutine. A callback that returns an error or panics does not stop the
 // others: each error is wrapped with the callback's push index (0 for the
-// first pushed), a panic becomes a *PanicError carrying the value and stack,
+// first pushed), a panic becomes a *comm.PanicError carrying the value and stack,
 // and all of them are returned joined with errors.Join in the order the
 // callbacks ran. Close returns nil when every callback succeeded.
 //
@@ -129,7 +129,7 @@ func runDown(fns []func() error, errs *[]error) {
 	completed = true
 }
 
-// run calls fn and turns a panic into a *PanicError.
+// run calls fn and turns a panic into a *comm.PanicError.
 func run(fn func() error) error {
 	var err error
 	if p := panics.Try(func() { err = fn() }); p != nil {
@@ -137,10 +137,3 @@ func run(fn func() error) error {
 	}
 	return err
 }
-
-// PanicError is the error a callback's panic becomes: the value passed to
-// panic (Value), the panicking goroutine's stack (Stack, from
-// runtime/debug.Stack) and its callers (Callers). It is sourcegraph/conc's
-// panics.ErrRecovered, the same type as comm/local's PanicError, and
-// unwraps to the panic value when that value is an error.
-type PanicError = panics.ErrRecovered

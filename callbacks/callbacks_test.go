@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/callbacks"
+	"github.com/pzgo/pz/comm"
 )
 
 func TestLIFOOrder(t *testing.T) {
@@ -70,7 +71,7 @@ func TestExactlyOnceUnderErrorsAndPanics(t *testing.T) {
 
 	assert.ErrorIs(t, err, errBoom)
 	assert.ErrorIs(t, err, errPanicValue, "a panic with an error value unwraps to it")
-	var pe *callbacks.PanicError
+	var pe *comm.PanicError
 	require.ErrorAs(t, err, &pe)
 	// The first PanicError in run order is callback 4's.
 	assert.Equal(t, errPanicValue, pe.Value)
@@ -84,7 +85,7 @@ func TestExactlyOnceUnderErrorsAndPanics(t *testing.T) {
 	assert.True(t, strings.HasPrefix(parts[0].Error(), "callbacks: callback 4: panic: panic value"), parts[0].Error())
 	assert.True(t, strings.HasPrefix(parts[1].Error(), "callbacks: callback 2: panic: string panic"), parts[1].Error())
 	assert.Equal(t, "callbacks: callback 1: boom", parts[2].Error())
-	var spe *callbacks.PanicError
+	var spe *comm.PanicError
 	require.ErrorAs(t, parts[1], &spe)
 	assert.Equal(t, "string panic", spe.Value)
 	assert.NoError(t, spe.Unwrap(), "a non-error panic value unwraps to nil")

@@ -14,7 +14,7 @@
 //
 // Each callback runs exactly once. A callback that returns an error or
 // panics does not stop the ones below it: a panic is recovered and becomes
-// a *PanicError with the panicking goroutine's stack, and every error is
+// a *comm.PanicError with the panicking goroutine's stack, and every error is
 // returned from Close joined with errors.Join, each wrapped with the
 // callback's push index. Close is idempotent and safe for concurrent use:
 // every caller gets the first call's result, after all callbacks have run.

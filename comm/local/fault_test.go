@@ -84,7 +84,7 @@ func TestPanicBreaksWorld(t *testing.T) {
 	})
 	require.Error(t, err)
 	errs := rankErrors(t, err)
-	var pe *local.PanicError
+	var pe *comm.PanicError
 	require.ErrorAs(t, errs[1], &pe)
 	assert.Equal(t, "boom on rank 1", pe.Value)
 	assert.Contains(t, string(pe.Stack), "TestPanicBreaksWorld")

@@ -23,7 +23,7 @@ import (
 // it belongs to, fail at once with comm.ErrBroken naming it, while ranks
 // that do not need it go on. Run returns errors.Join of one
 // *comm.RankError per failed rank (nil if none); a panic is returned as a
-// *PanicError carrying the stack.
+// *comm.PanicError carrying the stack.
 func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
 	comms, err := New(n)
 	if err != nil {
@@ -74,7 +74,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 // errGoexit is what a rank that left through runtime.Goexit returns.
 var errGoexit = errors.New("local: rank goroutine exited via runtime.Goexit (t.FailNow or log.Fatal in a rank?)")
 
-// runRank calls fn and turns a panic into a *PanicError.
+// runRank calls fn and turns a panic into a *comm.PanicError.
 func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c comm.Comm) error) error {
 	var err error
 	if p := panics.Try(func() { err = fn(ctx, c) }); p != nil {
@@ -82,10 +82,3 @@ func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c co
 	}
 	return err
 }
-
-// PanicError is a panic recovered from a rank run by Run: the value passed
-// to panic (Value), the panicking goroutine's stack (Stack) and its callers
-// (Callers). It is sourcegraph/conc's panics.ErrRecovered, the same type as
-// callbacks.PanicError, and unwraps to the panic value when that is an
-// error.
-type PanicError = panics.ErrRecovered
