@@ -44,12 +44,12 @@ func TestComplexValues(t *testing.T) {
 			return err
 		}
 		assert.Equal(t, 3+3i, sum)
-		got, err := comm.Bcast(ctx, c, w, 0)
+		got, err := comm.BcastValue(ctx, c, w, 0)
 		if err != nil {
 			return err
 		}
 		assert.Equal(t, w, got)
-		anyv, err := comm.Bcast[any](ctx, c, []any{complex128(5i), map[string]any{"k": complex64(1)}}, 1)
+		anyv, err := comm.BcastValue[any](ctx, c, []any{complex128(5i), map[string]any{"k": complex64(1)}}, 1)
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@
 //	sum, err := comm.AllReduce(ctx, c, []float64{x, y}, comm.Sum)
 //	err = comm.AllReduceTo(ctx, c, buf, buf, comm.Max)   // in place, no allocation
 //	parts, err := comm.AllGather(ctx, c, mine)           // lengths may differ
-//	err = comm.BcastSlice(ctx, c, table, 0)
+//	err = comm.Bcast(ctx, c, table, 0)
 //
 // The predefined reductions are Sum, Prod, Min, Max, LAnd, LOr, BAnd, BOr
 // and BXor; Op.Supports tells which apply to a datatype. ReduceInto is the
@@ -28,7 +28,7 @@
 // # Other values: one codec
 //
 // Structs, strings, maps and anything else go through CBOR (RFC 8949,
-// github.com/fxamacker/cbor/v2): Bcast[T any], SendValue/RecvValue,
+// github.com/fxamacker/cbor/v2): BcastValue, SendValue/RecvValue,
 // GatherValues, AllGatherValues, ScatterValues, and the user-defined
 // reductions ReduceValue and AllReduceValue, which apply a func(a, b T) T in
 // rank order. CBOR was measured against encoding/gob in BenchmarkCodec

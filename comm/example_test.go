@@ -29,7 +29,7 @@ func Example() {
 		if r == 0 {
 			cfg = config{Name: "demo", Steps: 10}
 		}
-		cfg, err = comm.Bcast(ctx, c, cfg, 0)
+		cfg, err = comm.BcastValue(ctx, c, cfg, 0)
 		if err != nil {
 			return err
 		}

@@ -283,9 +283,9 @@ func Alltoall[T Number](ctx context.Context, c Comm, parts [][]T) ([][]T, error)
 	return views(all, recvCounts), nil
 }
 
-// BcastSlice copies root's buf into buf on every other rank, in place.
-// Every rank passes the same length; use Bcast when only root knows it.
-func BcastSlice[T Number](ctx context.Context, c Comm, buf []T, root int) error {
+// Bcast copies root's buf into buf on every other rank, in place. Every
+// rank passes the same length; use BcastValue when only root knows it.
+func Bcast[T Number](ctx context.Context, c Comm, buf []T, root int) error {
 	return c.Bcast(ctx, BufOf(buf), root)
 }
 

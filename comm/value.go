@@ -93,12 +93,12 @@ func decodePayload[T any](call string, from int, p []byte) (T, error) {
 	return v, nil
 }
 
-// Bcast sends root's v to every rank and returns it (root gets v back).
+// BcastValue sends root's v to every rank and returns it (root gets v back).
 // Numeric slices ([]float64, []int32, named element types...) and numeric
 // scalars travel as raw memory, a slice's length first; any other value is
 // encoded with the codec (see Encode). The value of v on non-roots is
 // ignored.
-func Bcast[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
+func BcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
 	rt := reflect.TypeFor[T]()
 	if rt.Kind() == reflect.Slice {
 		if dt := kindDatatype(rt.Elem().Kind()); dt.Valid() {
@@ -122,7 +122,7 @@ func Bcast[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
 	if c.Rank() == root && len(payload) > 0 && payload[0] == payloadOK {
 		return v, nil // root keeps its own value; no need to decode it
 	}
-	return decodePayload[T]("Bcast", root, payload)
+	return decodePayload[T]("BcastValue", root, payload)
 }
 
 // bcastRawSlice broadcasts a numeric slice: its length, then its memory.

@@ -31,13 +31,23 @@ func Reduce[T comm.Number](ctx context.Context, root Root, mine []T, op comm.Op)
 	return rooted(root, "Reduce", result, err)
 }
 
-// Bcast sends the root's v to every rank and returns it there; the value
-// passed on other ranks is ignored. Numeric slices and scalars travel as
-// raw memory, other values through comm's codec.
-func Bcast[T any](ctx context.Context, root Root, v T) (T, error) {
-	out, err := comm.Bcast(ctx, root.Comm(), v, root.Rank())
+// Bcast copies the root's buf into buf on every other rank, in place:
+// every rank passes a buffer of the same length. Use BcastValue when only
+// the root knows the length.
+func Bcast[T comm.Number](ctx context.Context, root Root, buf []T) error {
+	if err := comm.Bcast(ctx, root.Comm(), buf, root.Rank()); err != nil {
+		return wrap(root, "Bcast", err)
+	}
+	return nil
+}
+
+// BcastValue sends the root's v to every rank and returns it there; the
+// value passed on other ranks is ignored. Numeric slices and scalars
+// travel as raw memory, other values through comm's codec.
+func BcastValue[T any](ctx context.Context, root Root, v T) (T, error) {
+	out, err := comm.BcastValue(ctx, root.Comm(), v, root.Rank())
 	if err != nil {
-		return out, wrap(root, "Bcast", err)
+		return out, wrap(root, "BcastValue", err)
 	}
 	return out, nil
 }

@@ -175,16 +175,20 @@ func TestRootedCollectives(t *testing.T) {
 						assert.Equal(t, []float64{0, -float64(n - 1)}, mn)
 					}
 
-					// Bcast of a numeric slice and of a struct.
+					// Bcast in place of a numeric slice; BcastValue of a
+					// slice and of a struct.
+					buf := []int32{int32(me), int32(me * 10)}
+					require.NoError(t, resourceset.Bcast(ctx, r, buf))
+					assert.Equal(t, []int32{int32(root), int32(root * 10)}, buf)
 					type cfg struct {
 						Root  int
 						Name  string
 						Steps []int
 					}
-					v, err := resourceset.Bcast(ctx, r, []complex128{complex(float64(me), 1)})
+					v, err := resourceset.BcastValue(ctx, r, []complex128{complex(float64(me), 1)})
 					require.NoError(t, err)
 					assert.Equal(t, []complex128{complex(float64(root), 1)}, v)
-					s, err := resourceset.Bcast(ctx, r, cfg{me, fmt.Sprintf("from %d", me), []int{me, me}})
+					s, err := resourceset.BcastValue(ctx, r, cfg{me, fmt.Sprintf("from %d", me), []int{me, me}})
 					require.NoError(t, err)
 					assert.Equal(t, cfg{root, fmt.Sprintf("from %d", root), []int{root, root}}, s)
 

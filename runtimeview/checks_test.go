@@ -34,7 +34,7 @@ func checkView(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView) (
 	// rank reads itself and sends through a separate collective.
 	hostname, err := os.Hostname()
 	require.NoError(t, err)
-	hosts, err := runtimeview.AllGatherValue(ctx, rt, hostname)
+	hosts, err := runtimeview.AllGatherValues(ctx, rt, hostname)
 	require.NoError(t, err)
 	for i := range size {
 		rs := rt.ResourceSet(i)
@@ -86,7 +86,7 @@ func checkView(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView) (
 		Rank int
 		Name string
 	}
-	infos, err := runtimeview.AllGatherValue(ctx, rt, info{rank, fmt.Sprintf("r%d", rank)})
+	infos, err := runtimeview.AllGatherValues(ctx, rt, info{rank, fmt.Sprintf("r%d", rank)})
 	require.NoError(t, err)
 	for r, in := range infos {
 		assert.Equal(t, info{r, fmt.Sprintf("r%d", r)}, in)
@@ -121,7 +121,7 @@ func checkView(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView) (
 		} else {
 			assert.Nil(t, red)
 		}
-		b, err := resourceset.Bcast(ctx, ram, []uint16{uint16(rank), 7})
+		b, err := resourceset.BcastValue(ctx, ram, []uint16{uint16(rank), 7})
 		require.NoError(t, err)
 		assert.Equal(t, []uint16{uint16(root), 7}, b)
 		var send [][]float32

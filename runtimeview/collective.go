@@ -44,13 +44,13 @@ func AllReduceTo[T comm.Number](ctx context.Context, rt *RuntimeView, dst, mine 
 	return nil
 }
 
-// AllGatherValue collects every rank's v, of any encodable type (structs,
-// strings, maps), on every rank, in rank order. Values go through comm's
-// codec.
-func AllGatherValue[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, error) {
+// AllGatherValues collects every rank's v, of any encodable type
+// (structs, strings, maps), on every rank, in rank order. Values go
+// through comm's codec.
+func AllGatherValues[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, error) {
 	vals, err := comm.AllGatherValues(ctx, rt.c, v)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: AllGatherValue: %w", err)
+		return nil, fmt.Errorf("runtimeview: AllGatherValues: %w", err)
 	}
 	return vals, nil
 }

@@ -398,7 +398,7 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 			defer os.RemoveAll(d)
 			dir = d
 		}
-		dir, err := comm.Bcast(ctx, rt.Comm(), dir, 0)
+		dir, err := comm.BcastValue(ctx, rt.Comm(), dir, 0)
 		if err != nil {
 			return err
 		}

@@ -28,10 +28,10 @@ func emptyCase(ctx context.Context, c comm.Comm) error {
 	if got, err := comm.Reduce(ctx, c, []int32(nil), comm.Max, n-1); err != nil || len(got) != 0 || (me == n-1) != (got != nil) {
 		return fmt.Errorf("Reduce of nothing: %v, %v", err, got)
 	}
-	if err := comm.BcastSlice(ctx, c, []uint8(nil), 0); err != nil {
+	if err := comm.Bcast(ctx, c, []uint8(nil), 0); err != nil {
 		return fmt.Errorf("BcastSlice of nothing: %w", err)
 	}
-	if got, err := comm.Bcast(ctx, c, []int(nil), 0); err != nil || len(got) != 0 {
+	if got, err := comm.BcastValue(ctx, c, []int(nil), 0); err != nil || len(got) != 0 {
 		return fmt.Errorf("Bcast of an empty slice: %v, %v", err, got)
 	}
 	parts, err := comm.Gather(ctx, c, []complex64{}, 0)
@@ -93,7 +93,7 @@ func largeCase(ctx context.Context, c comm.Comm) error {
 			buf[i] = uint8(i*7 + root)
 		}
 	}
-	if err := comm.BcastSlice(ctx, c, buf, root); err != nil {
+	if err := comm.Bcast(ctx, c, buf, root); err != nil {
 		return fmt.Errorf("Bcast of 16 MiB: %w", err)
 	}
 	for i, b := range buf {
@@ -156,7 +156,7 @@ func splitCase(ctx context.Context, c comm.Comm) error {
 	if sum[0] != wantSum || sum[1] != int64(len(members)) {
 		return fmt.Errorf("AllReduce on a Split communicator: got %v, want [%d %d]", sum, wantSum, len(members))
 	}
-	top, err := comm.Bcast(ctx, sub, int64(me), 0)
+	top, err := comm.BcastValue(ctx, sub, int64(me), 0)
 	if err != nil || top != int64(members[0]) {
 		return fmt.Errorf("Bcast on a Split communicator: %d, %v; want %d", top, err, members[0])
 	}
@@ -522,18 +522,18 @@ func valuesCase(ctx context.Context, c comm.Comm) error {
 		if me == root {
 			v = payloadOf(root)
 		}
-		got, err := comm.Bcast(ctx, c, v, root)
+		got, err := comm.BcastValue(ctx, c, v, root)
 		if err != nil {
 			return fmt.Errorf("Bcast of a struct from %d: %w", root, err)
 		}
 		if !reflect.DeepEqual(got, payloadOf(root)) {
 			return fmt.Errorf("Bcast of a struct from %d: got %+v", root, got)
 		}
-		m, err := comm.Bcast(ctx, c, map[string][]int{"a": {root}, "b": nil}, root)
+		m, err := comm.BcastValue(ctx, c, map[string][]int{"a": {root}, "b": nil}, root)
 		if err != nil || len(m) != 2 || len(m["a"]) != 1 || m["a"][0] != root {
 			return fmt.Errorf("Bcast of a map from %d: %v, %v", root, m, err)
 		}
-		str, err := comm.Bcast(ctx, c, fmt.Sprintf("from %d", me), root)
+		str, err := comm.BcastValue(ctx, c, fmt.Sprintf("from %d", me), root)
 		if err != nil || str != fmt.Sprintf("from %d", root) {
 			return fmt.Errorf("Bcast of a string from %d: %q, %v", root, str, err)
 		}

@@ -94,7 +94,7 @@ func misuseCountCase(ctx context.Context, c comm.Comm) error {
 				return err
 			},
 			"BcastSlice with lengths rank+1": func() error {
-				return comm.BcastSlice(ctx, d, make([]uint8, me+1), 0)
+				return comm.Bcast(ctx, d, make([]uint8, me+1), 0)
 			},
 		})
 	})
@@ -114,9 +114,9 @@ func misuseTypeCase(ctx context.Context, c comm.Comm) error {
 			},
 			"BcastSlice of int32 on rank 0, float32 elsewhere": func() error {
 				if me == 0 {
-					return comm.BcastSlice(ctx, d, []int32{1, 2, 3}, 0)
+					return comm.Bcast(ctx, d, []int32{1, 2, 3}, 0)
 				}
-				return comm.BcastSlice(ctx, d, []float32{1, 2, 3}, 0)
+				return comm.Bcast(ctx, d, []float32{1, 2, 3}, 0)
 			},
 		})
 	})
@@ -146,7 +146,7 @@ func misuseRootCase(ctx context.Context, c comm.Comm) error {
 		me := d.Rank()
 		return mismatch(d, map[string]func() error{
 			"BcastSlice with root rank%2": func() error {
-				return comm.BcastSlice(ctx, d, []float64{float64(me)}, me%2)
+				return comm.Bcast(ctx, d, []float64{float64(me)}, me%2)
 			},
 			"Reduce with every rank its own root": func() error {
 				_, err := comm.Reduce(ctx, d, []int64{1}, comm.Sum, me)
@@ -180,7 +180,7 @@ func misuseRootRangeCase(ctx context.Context, c comm.Comm) error {
 		n := d.Size()
 		return invalid(map[string]func() error{
 			"BcastSlice with root = size": func() error {
-				return comm.BcastSlice(ctx, d, []float64{1}, n)
+				return comm.Bcast(ctx, d, []float64{1}, n)
 			},
 			"Reduce with root -1": func() error {
 				_, err := comm.Reduce(ctx, d, []float64{1}, comm.Sum, -1)
@@ -263,7 +263,7 @@ func misuseUnencodableCase(ctx context.Context, c comm.Comm) error {
 	return misuse(ctx, c, func(d comm.Comm) error {
 		return invalid(map[string]func() error{
 			"Bcast of a channel": func() error {
-				_, err := comm.Bcast(ctx, d, make(chan int), 0)
+				_, err := comm.BcastValue(ctx, d, make(chan int), 0)
 				return err
 			},
 			"AllGatherValues with a func on rank 0": func() error {

@@ -197,7 +197,7 @@ func largeValuesCase(ctx context.Context, c comm.Comm) error {
 	for range 200 {
 		deep = []any{deep}
 	}
-	got, err := comm.Bcast(ctx, c, deep, 0)
+	got, err := comm.BcastValue(ctx, c, deep, 0)
 	if err != nil {
 		return fmt.Errorf("Bcast of a value nested 200 deep: %w", err)
 	}
@@ -217,7 +217,7 @@ func largeValuesCase(ctx context.Context, c comm.Comm) error {
 	for i := range int32(n) {
 		m[i] = i * 2
 	}
-	gm, err := comm.Bcast(ctx, c, m, 0)
+	gm, err := comm.BcastValue(ctx, c, m, 0)
 	if err != nil || len(gm) != n || gm[n-1] != 2*(n-1) {
 		return fmt.Errorf("Bcast of a map of %d pairs: %d pairs, %v", n, len(gm), err)
 	}

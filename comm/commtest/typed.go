@@ -132,7 +132,7 @@ func moveCase[T comm.Number](ctx context.Context, c comm.Comm, s spec[T]) error 
 			if me == root {
 				buf = ids(s, root*1000, count)
 			}
-			if err := comm.BcastSlice(ctx, c, buf, root); err != nil {
+			if err := comm.Bcast(ctx, c, buf, root); err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			if err := sameSlice(what, buf, ids(s, root*1000, count)); err != nil {
@@ -144,7 +144,7 @@ func moveCase[T comm.Number](ctx context.Context, c comm.Comm, s spec[T]) error 
 		if me == root {
 			v = ids(s, 7, 33+root)
 		}
-		got, err := comm.Bcast(ctx, c, v, root)
+		got, err := comm.BcastValue(ctx, c, v, root)
 		if err != nil {
 			return fmt.Errorf("Bcast of []%s from %d: %w", s.name, root, err)
 		}
@@ -152,7 +152,7 @@ func moveCase[T comm.Number](ctx context.Context, c comm.Comm, s spec[T]) error 
 			return err
 		}
 		// Bcast of a scalar.
-		x, err := comm.Bcast(ctx, c, s.id(root+3), root)
+		x, err := comm.BcastValue(ctx, c, s.id(root+3), root)
 		if err != nil {
 			return fmt.Errorf("Bcast of %s from %d: %w", s.name, root, err)
 		}

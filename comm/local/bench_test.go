@@ -121,7 +121,7 @@ func BenchmarkBcast(b *testing.B) {
 	forSizes(b, func(b *testing.B, n, size int) {
 		benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
 			data := buf(size)
-			return func(ctx context.Context) error { return comm.BcastSlice(ctx, c, data, 0) }
+			return func(ctx context.Context) error { return comm.Bcast(ctx, c, data, 0) }
 		})
 	})
 }

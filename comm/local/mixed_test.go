@@ -61,7 +61,7 @@ func TestMixedSequence(t *testing.T) {
 								b[i] = val(root, i)
 							}
 						}
-						if err := comm.BcastSlice(ctx, c, b, root); err != nil {
+						if err := comm.Bcast(ctx, c, b, root); err != nil {
 							return fmt.Errorf("step %d: %w", step, err)
 						}
 						for i, g := range b {

@@ -85,7 +85,7 @@ func TestSharedDataPhase(t *testing.T) {
 					if me == root {
 						copy(b, mine)
 					}
-					if err := comm.BcastSlice(ctx, c, b, root); err != nil {
+					if err := comm.Bcast(ctx, c, b, root); err != nil {
 						return err
 					}
 					for i, g := range b {

@@ -244,7 +244,7 @@ func TestMismatchEveryRank(t *testing.T) {
 
 		// Different collectives: rank 0 broadcasts, the others reduce.
 		if me == 0 {
-			err = comm.BcastSlice(ctx, c, []float64{1}, 0)
+			err = comm.Bcast(ctx, c, []float64{1}, 0)
 		} else {
 			_, err = comm.AllReduce(ctx, c, []float64{1}, comm.Sum)
 		}
@@ -267,7 +267,7 @@ func TestMismatchEveryRank(t *testing.T) {
 	if me == n-1 {
 		root = n + 5
 	}
-	err := comm.BcastSlice(ctx, c, []int32{1, 2}, root)
+	err := comm.Bcast(ctx, c, []int32{1, 2}, root)
 	var ae *comm.ArgError
 	require.ErrorAs(t, err, &ae, "rank %d", me)
 	assert.Equal(t, n-1, ae.Rank)
