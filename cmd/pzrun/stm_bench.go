@@ -100,6 +100,7 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	load := fs.Float64("load", 0.3, "each runnable busy-waits this `fraction` of its WCET")
 	jsonOut := fs.Bool("json", false, "print one JSON line (type stm-bench)")
 	keep := fs.String("o", "", "also write the run record to `FILE`")
+	liveness := fs.Duration("liveness", 10*time.Second, "abort when a runnable falls this far behind its plan (generous: a bench on a busy machine should report lateness, not abort)")
 	if _, err := e.parse(fs, args, "", 0); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 		return err
 	}
 	sock := filepath.Join(dir, "sock")
-	m, err := static.NewMaster(plan, static.WithDir(sock), static.WithFrames(*periods), static.WithLog(func(s string) {
+	m, err := static.NewMaster(plan, static.WithDir(sock), static.WithFrames(*periods), static.WithLiveness(*liveness), static.WithLog(func(s string) {
 		if !*jsonOut {
 			fmt.Fprintln(e.stderr, s)
 		}

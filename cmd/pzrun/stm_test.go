@@ -244,8 +244,11 @@ func TestSTMBench(t *testing.T) {
 		t.Skip("builds pzrun and starts processes")
 	}
 	bin := buildPzrun(t)
-	out, err := exec.Command(bin, "stm", "bench", "-frames", "300", "-json").Output()
-	require.NoError(t, err)
+	cmd := exec.Command(bin, "stm", "bench", "-frames", "300", "-json")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	require.NoError(t, err, errb.String())
 	var res benchResult
 	require.NoError(t, json.Unmarshal(out, &res))
 	assert.Equal(t, "stm-bench", res.Type)
