@@ -57,7 +57,7 @@ func TestMpirun(t *testing.T) {
 	t.Run("stm-ranks-as-clients", func(t *testing.T) {
 		src := writeSchedule(t, pipelineYAML)
 		runPath := filepath.Join(t.TempDir(), "run.json")
-		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath)...).CombinedOutput()
+		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath, "-liveness", "10s")...).CombinedOutput()
 		require.NoError(t, err, string(out))
 		f, err := os.Open(runPath)
 		require.NoError(t, err)

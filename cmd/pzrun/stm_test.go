@@ -100,7 +100,7 @@ func TestSTMRunAndAnalyze(t *testing.T) {
 	src := writeSchedule(t, pipelineYAML)
 	dir := t.TempDir()
 	runPath := filepath.Join(dir, "run.json")
-	code, out, errs := pzrun(t, "stm", "run", src, "-frames", "20", "-o", runPath, "-load", "0.2")
+	code, out, errs := pzrun(t, "stm", "run", src, "-frames", "20", "-o", runPath, "-load", "0.2", "-liveness", "10s")
 	require.Equal(t, 0, code, errs)
 	for _, r := range []string{"grab", "detect_submit", "detect", "plan"} {
 		assert.Contains(t, out, r)
@@ -140,7 +140,7 @@ func TestSTMRunAndAnalyze(t *testing.T) {
 // pzrun's ranks as clients: two in-process ranks share the two clients.
 func TestSTMRanksAsClients(t *testing.T) {
 	src := writeSchedule(t, pipelineYAML)
-	code, out, errs := pzrun(t, "-n", "2", "stm", "run", src, "-frames", "10")
+	code, out, errs := pzrun(t, "-n", "2", "stm", "run", src, "-frames", "10", "-liveness", "10s")
 	require.Equal(t, 0, code, errs)
 	assert.Contains(t, out, "10 periods")
 	code, _, errs = pzrun(t, "-n", "3", "stm", "run", src, "-frames", "10")
@@ -208,7 +208,7 @@ func TestSTMProcessesMasterSIGINT(t *testing.T) {
 		clients = append(clients, c)
 		t.Cleanup(func() { c.Process.Kill() })
 	}
-	master := exec.Command(bin, "stm", "master", src, "-dir", dir, "-o", runPath)
+	master := exec.Command(bin, "stm", "master", src, "-dir", dir, "-o", runPath, "-liveness", "10s")
 	var merr lines
 	started, eof := startLogged(t, master, "every client is in", &merr)
 	t.Cleanup(func() { master.Process.Kill() })
