@@ -79,7 +79,7 @@ func TestCUDAStreamPipeline(t *testing.T) {
 		}
 		return nil
 	})
-	run, err := RunLocal(ctx, plan, []*Client{cam, pl}, WithFrames(50))
+	run, err := runLocal(ctx, plan, []*Client{cam, pl}, WithFrames(50))
 	require.NoError(t, err)
 	assert.Zero(t, bad, "plan saw a frame the GPU had not finished")
 	for _, rr := range run.Runnables {

@@ -53,7 +53,7 @@ func TestRunLocalPipeline(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	run, err := RunLocal(ctx, plan, []*Client{cam, pl}, WithFrames(20))
+	run, err := runLocal(ctx, plan, []*Client{cam, pl}, WithFrames(20))
 	require.NoError(t, err)
 	assert.EqualValues(t, 20, planned.Load())
 	assert.Equal(t, 20, run.Periods)
@@ -68,4 +68,11 @@ func TestRunLocalPipeline(t *testing.T) {
 		}
 	}
 	t.Logf("stopped: %s", run.Stopped)
+}
+
+// runLocal is RunLocal with a liveness bound of 10 s, ahead of the test's
+// options: the tests run beside others under the race detector, where a
+// thread can wait a second for a core.
+func runLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option) (*Run, error) {
+	return RunLocal(ctx, plan, clients, append([]Option{WithLiveness(10 * time.Second)}, opts...)...)
 }

@@ -45,7 +45,7 @@ func runOverrun(t *testing.T, policy Policy) *Run {
 	c.Runnable("free", func(context.Context) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	run, err := RunLocal(ctx, plan, []*Client{c}, WithFrames(8))
+	run, err := runLocal(ctx, plan, []*Client{c}, WithFrames(8))
 	require.NoError(t, err)
 	return run
 }
@@ -123,7 +123,7 @@ runnables:
 		canceled.Add(1)
 		return ctx.Err()
 	})
-	run, err := RunLocal(context.Background(), plan, []*Client{c}, WithFrames(3))
+	run, err := runLocal(context.Background(), plan, []*Client{c}, WithFrames(3))
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, canceled.Load())
 	a := Analyze(run)
@@ -153,7 +153,7 @@ func TestExitSchedulerFromRunnable(t *testing.T) {
 	clients[2].Runnable("c1", func(context.Context) error { ran[3].Add(1); return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	run, err := RunLocal(ctx, plan, clients)
+	run, err := runLocal(ctx, plan, clients)
 	require.NoError(t, err)
 	assert.Contains(t, run.Stopped, "ExitScheduler called by client a")
 	// The period in which it was called ran to its end, on every runnable
@@ -184,7 +184,7 @@ func TestCancelStopsGracefully(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	run, err := RunLocal(ctx, plan, clients)
+	run, err := runLocal(ctx, plan, clients)
 	require.NoError(t, err)
 	assert.Contains(t, run.Stopped, "was stopped (context canceled)")
 	n := len(run.Runnables[0].Seq)
@@ -210,7 +210,7 @@ func TestLoopDoesNotAllocate(t *testing.T) {
 		if perRun {
 			opts = append(opts, WithAllocationCounts())
 		}
-		run, err := RunLocal(context.Background(), plan, clients, opts...)
+		run, err := runLocal(context.Background(), plan, clients, opts...)
 		require.NoError(t, err)
 		a := Analyze(run)
 		assert.Empty(t, a.Allocating, "per run %v", perRun)
@@ -230,7 +230,7 @@ runnables:
 	var sink [][]byte
 	c.Runnable("alloc", func(context.Context) error { sink = append(sink, make([]byte, 4096)); return nil })
 	// Per period only: the client is named.
-	run, err := RunLocal(context.Background(), plan2, []*Client{c}, WithFrames(20))
+	run, err := runLocal(context.Background(), plan2, []*Client{c}, WithFrames(20))
 	require.NoError(t, err)
 	a := Analyze(run)
 	assert.Empty(t, a.Allocating)
@@ -241,7 +241,7 @@ runnables:
 	assert.Contains(t, text.String(), "run with allocation counts per run")
 	// Per run: the runnable is named.
 	sink = sink[:0]
-	run, err = RunLocal(context.Background(), plan2, []*Client{c}, WithFrames(20), WithAllocationCounts())
+	run, err = runLocal(context.Background(), plan2, []*Client{c}, WithFrames(20), WithAllocationCounts())
 	require.NoError(t, err)
 	a = Analyze(run)
 	assert.Equal(t, []string{"alloc"}, a.Allocating)
@@ -440,7 +440,7 @@ runnables:
 		return nil
 	})
 	d.Runnable("w", func(context.Context) error { return nil })
-	run, err := RunLocal(context.Background(), plan, []*Client{c, d}, WithFrames(5))
+	run, err := runLocal(context.Background(), plan, []*Client{c, d}, WithFrames(5))
 	require.NoError(t, err)
 	assert.Zero(t, kEarly.Load(), "k was enqueued before a ended")
 	r := byName(run)
@@ -493,7 +493,7 @@ runnables:
 	})
 	c.Runnable("w", func(context.Context) error { return nil })
 	c.Resource("gpu0.stream0", stream)
-	run, err := RunLocal(context.Background(), plan, []*Client{c}, WithFrames(16))
+	run, err := runLocal(context.Background(), plan, []*Client{c}, WithFrames(16))
 	require.NoError(t, err)
 	r := byName(run)
 	k := r["k"]
