@@ -205,7 +205,9 @@ type masterResult struct {
 
 func startMaster(t *testing.T, plan *Plan, opts ...Option) <-chan masterResult {
 	t.Helper()
-	m, err := NewMaster(plan, append([]Option{WithLog(func(s string) { t.Log(s) })}, opts...)...)
+	// A generous liveness bound unless the test sets one: the tests run
+	// beside others under the race detector.
+	m, err := NewMaster(plan, append([]Option{WithLiveness(10 * time.Second), WithLog(func(s string) { t.Log(s) })}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
