@@ -1,0 +1,383 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Collectives.
+
+// Barrier returns once every rank has entered it. With the check on, the
+// agreement step is itself the barrier (no rank leaves an MPI_Allreduce
+// before all have entered).
+func (c *Comm) Barrier(ctx context.Context) error {
+	if err := c.usable("Barrier"); err != nil {
+		return err
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if c.check && c.size > 1 {
+		return c.pre(ctx, desc{call: callBarrier, count: noCount, root: noRoot}, nil)
+	}
+	return c.do(ctx, "MPI_Barrier", true,
+		func() C.int { return C.pz_barrier(c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) })
+}
+
+// Bcast copies root's buf into every rank's buf (MPI_Bcast).
+func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
+	if err := c.usable("Bcast"); err != nil {
+		return err
+	}
+	lerr := c.checkBuf(callBcast, "buf", buf)
+	if lerr == nil {
+		lerr = c.checkRoot(callBcast, root)
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{callBcast, buf.Type, comm.NoOp, int64(buf.Len()), int64(root)}, lerr); err != nil {
+		return err
+	}
+	if c.size == 1 {
+		return nil
+	}
+	bp, n, dt := ptr(buf.Bytes), C.int(buf.Len()), c.h.types[buf.Type]
+	return c.do(ctx, "MPI_Bcast", true,
+		func() C.int { return C.pz_bcast(bp, n, dt, C.int(root), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_ibcast(bp, n, dt, C.int(root), c.c, r) }, bp)
+}
+
+// Reduce combines send across ranks with op into recv on root (MPI_Reduce).
+// send and recv may be the same buffer on root.
+func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root int) error {
+	if err := c.usable("Reduce"); err != nil {
+		return err
+	}
+	lerr := c.checkRoot(callReduce, root)
+	var inplace C.int
+	if lerr == nil {
+		lerr, inplace = c.checkReduce(callReduce, send, recv, op, c.rank == root)
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}, lerr); err != nil {
+		return err
+	}
+	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(send.Len())
+	if c.rank != root {
+		rp = nil
+	}
+	dt, mop := c.h.types[send.Type], c.h.ops[op]
+	return c.do(ctx, "MPI_Reduce", true,
+		func() C.int { return C.pz_reduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace) },
+		func(r *C.MPI_Request) C.int { return C.pz_ireduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace, r) }, sp, rp)
+}
+
+// AllReduce combines send across ranks with op into every rank's recv
+// (MPI_Allreduce). send and recv may be the same buffer (MPI_IN_PLACE).
+func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	if err := c.usable("AllReduce"); err != nil {
+		return err
+	}
+	lerr, inplace := c.checkReduce(callAllReduce, send, recv, op, true)
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
+		return err
+	}
+	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(send.Len())
+	dt, mop := c.h.types[send.Type], c.h.ops[op]
+	return c.do(ctx, "MPI_Allreduce", true,
+		func() C.int { return C.pz_allreduce(sp, rp, n, dt, mop, c.c, inplace) },
+		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, dt, mop, c.c, inplace, r) }, sp, rp)
+}
+
+// layout fills c.cnts/c.displs from per-rank counts and returns the total
+// and whether all counts are equal. It fails (identically on every rank)
+// when the total exceeds MPI's int range.
+func (c *Comm) layout(k call, counts []int, cnts, displs []C.int) (total int, equal bool, err error) {
+	equal = true
+	for i, n := range counts {
+		if total+n > math.MaxInt32 {
+			return 0, false, &comm.ArgError{Op: k.String(), Rank: i, Detail: fmt.Sprintf("the ranks' elements add up to more than MPI's limit of %d", math.MaxInt32)}
+		}
+		cnts[i], displs[i] = C.int(n), C.int(total)
+		total += n
+		equal = equal && n == counts[0]
+	}
+	return total, equal, nil
+}
+
+// recvBuf calls alloc and checks the result; a short buffer is replaced by
+// scratch memory so that the collective still completes on every rank, and
+// reported as an error on this rank.
+func recvBuf(k call, alloc comm.Alloc, count int, dt comm.Datatype) ([]byte, error) {
+	want := count * dt.Size()
+	b := alloc(count)
+	if len(b) < want {
+		return make([]byte, want), fmt.Errorf("mpi: %s: alloc(%d) returned %d bytes, want %d: %w", k, count, len(b), want, comm.ErrInvalidArg)
+	}
+	return b[:want], nil
+}
+
+// gatherCounts is the count exchange of Gather and AllGather, after the
+// agreement step. Every agreement step is the same MPI_Allreduce of three
+// words, so that ranks that reached different calls (a bug in the program)
+// still meet in matching MPI collectives and learn of it.
+func (c *Comm) gatherCounts(ctx context.Context, d desc, lerr error, n int, all bool, root int) ([]int, error) {
+	counts := make([]int, c.size)
+	if err := c.pre(ctx, d, lerr); err != nil {
+		return nil, err
+	}
+	if c.size == 1 {
+		counts[0] = n
+		return counts, nil
+	}
+	in := int64(n)
+	sp, rp := unsafe.Pointer(&in), unsafe.Pointer(&c.i64[0])
+	var err error
+	if all {
+		err = c.do(ctx, "MPI_Allgather", true,
+			func() C.int { return C.pz_allgather(sp, 1, rp, 1, c.h.i64, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, 1, rp, 1, c.h.i64, c.c, r) }, sp, rp)
+	} else {
+		err = c.do(ctx, "MPI_Gather", true,
+			func() C.int { return C.pz_gather(sp, 1, rp, 1, c.h.i64, C.int(root), c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_igather(sp, 1, rp, 1, c.h.i64, C.int(root), c.c, r) }, sp, rp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range counts {
+		counts[i] = int(c.i64[i])
+	}
+	return counts, nil
+}
+
+// AllGather collects every rank's send (lengths may differ) on every rank:
+// the agreement step, a count exchange (MPI_Allgather), then MPI_Allgather
+// when all counts are equal or MPI_Allgatherv.
+func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
+	if err := c.usable("AllGather"); err != nil {
+		return nil, err
+	}
+	lerr := c.checkBuf(callAllGather, "send", send)
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	d := desc{callAllGather, send.Type, comm.NoOp, noCount, noRoot}
+	counts, err := c.gatherCounts(ctx, d, lerr, send.Len(), true, 0)
+	if err != nil {
+		return nil, err
+	}
+	total, equal, err := c.layout(callAllGather, counts, c.cnts, c.displs)
+	if err != nil {
+		return nil, err
+	}
+	recv, aerr := recvBuf(callAllGather, alloc, total, send.Type)
+	sp, rp, n, dt := ptr(send.Bytes), ptr(recv), C.int(send.Len()), c.h.types[send.Type]
+	if c.size == 1 {
+		copy(recv, send.Bytes)
+		return counts, aerr
+	}
+	cp, dp := cints(c.cnts), cints(c.displs)
+	if equal {
+		err = c.do(ctx, "MPI_Allgather", true,
+			func() C.int { return C.pz_allgather(sp, n, rp, n, dt, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, n, rp, n, dt, c.c, r) }, sp, rp)
+	} else {
+		err = c.do(ctx, "MPI_Allgatherv", true,
+			func() C.int { return C.pz_allgatherv(sp, n, rp, cp, dp, dt, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_iallgatherv(sp, n, rp, cp, dp, dt, c.c, r) },
+			sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return counts, aerr
+}
+
+// Gather collects every rank's send on root (count exchange, then
+// MPI_Gatherv). Non-roots get nil counts.
+func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
+	if err := c.usable("Gather"); err != nil {
+		return nil, err
+	}
+	lerr := c.checkBuf(callGather, "send", send)
+	if lerr == nil {
+		lerr = c.checkRoot(callGather, root)
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	d := desc{callGather, send.Type, comm.NoOp, noCount, int64(root)}
+	counts, err := c.gatherCounts(ctx, d, lerr, send.Len(), false, root)
+	if err != nil {
+		return nil, err
+	}
+	isRoot := c.rank == root
+	var recv []byte
+	var aerr error
+	if isRoot {
+		total, _, err := c.layout(callGather, counts, c.cnts, c.displs)
+		if err != nil {
+			// Only root knows the total without the check; the others
+			// would block in MPI_Gatherv, so send nothing through MPI
+			// and let MPI report the count mismatch to them.
+			return nil, err
+		}
+		recv, aerr = recvBuf(callGather, alloc, total, send.Type)
+	}
+	if c.size == 1 {
+		copy(recv, send.Bytes)
+		return counts, aerr
+	}
+	sp, rp, n, dt := ptr(send.Bytes), ptr(recv), C.int(send.Len()), c.h.types[send.Type]
+	cp, dp := cints(c.cnts), cints(c.displs)
+	err = c.do(ctx, "MPI_Gatherv", true,
+		func() C.int { return C.pz_gatherv(sp, n, rp, cp, dp, dt, C.int(root), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_igatherv(sp, n, rp, cp, dp, dt, C.int(root), c.c, r) },
+		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
+	if err != nil {
+		return nil, err
+	}
+	if !isRoot {
+		return nil, nil
+	}
+	return counts, aerr
+}
+
+// Scatter sends counts[i] consecutive elements of root's send to rank i
+// (the counts are scattered first, then MPI_Scatterv).
+func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root int, alloc comm.Alloc) error {
+	if err := c.usable("Scatter"); err != nil {
+		return err
+	}
+	lerr := c.checkRoot(callScatter, root)
+	if lerr == nil && !send.Type.Valid() {
+		lerr = c.argErr(callScatter, "invalid datatype %v", send.Type)
+	}
+	if lerr == nil && c.rank == root {
+		lerr = c.checkBuf(callScatter, "send", send)
+		if lerr == nil {
+			lerr = c.checkCounts(callScatter, counts, send.Len())
+		}
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{callScatter, send.Type, comm.NoOp, noCount, int64(root)}, lerr); err != nil {
+		return err
+	}
+	isRoot := c.rank == root
+	if isRoot {
+		for i, n := range counts {
+			c.i64[i] = int64(n)
+			c.cnts[i] = C.int(n)
+		}
+		off := 0
+		for i, n := range counts {
+			c.displs[i] = C.int(off)
+			off += n
+		}
+	}
+	var mine int64
+	if c.size == 1 {
+		mine = c.i64[0]
+	} else {
+		sp, rp := unsafe.Pointer(&c.i64[0]), unsafe.Pointer(&mine)
+		if err := c.do(ctx, "MPI_Scatter", true,
+			func() C.int { return C.pz_scatter(sp, 1, rp, 1, c.h.i64, C.int(root), c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_iscatter(sp, 1, rp, 1, c.h.i64, C.int(root), c.c, r) }, sp, rp); err != nil {
+			return err
+		}
+	}
+	recv, aerr := recvBuf(callScatter, alloc, int(mine), send.Type)
+	if c.size == 1 {
+		copy(recv, send.Bytes)
+		return aerr
+	}
+	var sp unsafe.Pointer
+	if isRoot {
+		sp = ptr(send.Bytes)
+	}
+	rp, n, dt := ptr(recv), C.int(mine), c.h.types[send.Type]
+	cp, dp := cints(c.cnts), cints(c.displs)
+	if err := c.do(ctx, "MPI_Scatterv", true,
+		func() C.int { return C.pz_scatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_iscatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c, r) },
+		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp)); err != nil {
+		return err
+	}
+	return aerr
+}
+
+// checkCounts validates a counts slice of length Size adding up to total.
+func (c *Comm) checkCounts(k call, counts []int, total int) error {
+	return comm.CheckCounts(k.String(), c.rank, counts, c.size, total)
+}
+
+// Alltoall sends sendCounts[i] elements of send to rank i and receives every
+// rank's part for this rank (count exchange with MPI_Alltoall, which with
+// the agreement step, then MPI_Alltoallv).
+func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, alloc comm.Alloc) ([]int, error) {
+	if err := c.usable("Alltoall"); err != nil {
+		return nil, err
+	}
+	lerr := c.checkBuf(callAlltoall, "send", send)
+	if lerr == nil {
+		lerr = c.checkCounts(callAlltoall, sendCounts, send.Len())
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	d := desc{callAlltoall, send.Type, comm.NoOp, noCount, noRoot}
+	if err := c.pre(ctx, d, lerr); err != nil {
+		return nil, err
+	}
+	out := make([]int64, c.size)
+	for i, n := range sendCounts {
+		out[i] = int64(n)
+	}
+	recvWords := c.i64[:c.size]
+	if c.size == 1 {
+		copy(recvWords, out)
+	} else {
+		sp, rp := unsafe.Pointer(&out[0]), unsafe.Pointer(&recvWords[0])
+		if err := c.do(ctx, "MPI_Alltoall", true,
+			func() C.int { return C.pz_alltoall(sp, 1, rp, 1, c.h.i64, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, 1, rp, 1, c.h.i64, c.c, r) }, sp, rp); err != nil {
+			return nil, err
+		}
+	}
+	recvCounts := make([]int, c.size)
+	for i := range recvCounts {
+		recvCounts[i] = int(recvWords[i])
+	}
+	total, _, err := c.layout(callAlltoall, recvCounts, c.cnts2, c.displs2)
+	if err != nil {
+		return nil, err
+	}
+	_, _, _ = c.layout(callAlltoall, sendCounts, c.cnts, c.displs) // checked above: fits
+	recv, aerr := recvBuf(callAlltoall, alloc, total, send.Type)
+	if c.size == 1 {
+		copy(recv, send.Bytes)
+		return recvCounts, aerr
+	}
+	sp, rp, dt := ptr(send.Bytes), ptr(recv), c.h.types[send.Type]
+	sc, sd, rc, rd := cints(c.cnts), cints(c.displs), cints(c.cnts2), cints(c.displs2)
+	if err := c.do(ctx, "MPI_Alltoallv", true,
+		func() C.int { return C.pz_alltoallv(sp, sc, sd, rp, rc, rd, dt, c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_ialltoallv(sp, sc, sd, rp, rc, rd, dt, c.c, r) },
+		sp, rp, unsafe.Pointer(sc), unsafe.Pointer(sd), unsafe.Pointer(rc), unsafe.Pointer(rd)); err != nil {
+		return nil, err
+	}
+	return recvCounts, aerr
+}

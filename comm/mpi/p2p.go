@@ -1,0 +1,207 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include "pz_mpi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// Point-to-point.
+
+// checkP2P validates a peer rank and a tag (comm.CheckPeer, comm.CheckTag,
+// as on comm/local) and MPI's tag limit. any allows the wildcards.
+func (c *Comm) checkP2P(what string, peer, tag int, any bool) error {
+	if err := comm.FirstErr(comm.CheckPeer(what, c.rank, peer, c.size, any), comm.CheckTag(what, c.rank, tag, any)); err != nil {
+		return err
+	}
+	if tag > math.MaxInt32 {
+		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("tag %d exceeds MPI's limit %d", tag, math.MaxInt32)}
+	}
+	return nil
+}
+
+// checkP2PBuf validates a message buffer (comm.CheckBuf) and MPI's size
+// limit on a message, in bytes.
+func (c *Comm) checkP2PBuf(what string, b comm.Buf) error {
+	if err := comm.CheckBuf(what, c.rank, b); err != nil {
+		return err
+	}
+	if len(b.Bytes) > math.MaxInt32 {
+		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("a message of %d bytes exceeds MPI's limit of %d", len(b.Bytes), math.MaxInt32)}
+	}
+	return nil
+}
+
+// Send sends buf to dest (MPI_Send, or MPI_Isend tested until done when ctx
+// can be canceled; a canceled Send may still be delivered later).
+// Point-to-point messages travel as bytes: the receiver checks the size
+// against its element type.
+func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
+	if err := c.usable("Send"); err != nil {
+		return err
+	}
+	if err := c.checkP2PBuf("Send", buf); err != nil {
+		return err
+	}
+	if err := c.checkP2P("Send", dest, tag, false); err != nil {
+		return err
+	}
+	bp, n := ptr(buf.Bytes), C.int(len(buf.Bytes))
+	return c.do(ctx, "MPI_Send", false,
+		func() C.int { return C.pz_send(bp, n, C.int(dest), C.int(tag), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, C.int(dest), C.int(tag), c.c, r) }, bp)
+}
+
+// Recv receives one message (MPI_Mprobe, or MPI_Improbe polled when ctx can
+// be canceled, then MPI_Mrecv, so that another thread cannot steal the
+// matched message). A message that does not fit the buffer into returns is
+// consumed and ErrTruncated returned.
+func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
+	if err := c.usable("Recv"); err != nil {
+		return comm.Status{}, err
+	}
+	if !dt.Valid() {
+		return comm.Status{}, fmt.Errorf("mpi: Recv: invalid datatype %v: %w", dt, comm.ErrInvalidArg)
+	}
+	if err := c.checkP2P("Recv", source, tag, true); err != nil {
+		return comm.Status{}, err
+	}
+	msg, st, err := c.mprobe(ctx, "Recv", source, tag, true)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return c.mrecv("Recv", &msg, st, dt, into)
+}
+
+// mprobe matches a message (MPI_Mprobe, or MPI_Improbe polled when ctx can
+// be canceled). Without wait it tests once and returns a null message if
+// none is there.
+func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bool) (C.MPI_Message, C.pz_status, error) {
+	msg := c.h.message_null
+	var st C.pz_status
+	if wait && ctx.Done() == nil && !c.st.serialize {
+		if rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st); rc != 0 {
+			return msg, st, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mprobe", rc))
+		}
+		return msg, st, nil
+	}
+	test := func() (bool, error) {
+		var flag C.int
+		c.st.lock()
+		rc := C.pz_improbe(C.int(source), C.int(tag), c.c, &flag, &msg, &st)
+		c.st.unlock()
+		if rc != 0 {
+			return false, c.st.error("MPI_Improbe", rc)
+		}
+		return flag != 0, nil
+	}
+	var err error
+	if wait {
+		err = poll(ctx, test)
+	} else {
+		_, err = test()
+	}
+	if err != nil {
+		return msg, st, fmt.Errorf("mpi: %s: %w", call, err)
+	}
+	return msg, st, nil
+}
+
+// probeStatus turns a probed message's status into a comm.Status counting
+// elements of dt.
+func probeStatus(call string, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
+	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
+	nbytes := int(st.bytes)
+	if nbytes%dt.Size() != 0 {
+		return status, fmt.Errorf("%w: mpi: %s: message of %d bytes from rank %d is not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, call, nbytes, status.Source, dt)
+	}
+	status.Count = nbytes / dt.Size()
+	return status, nil
+}
+
+// mrecv receives a matched message into the buffer into returns. A message
+// that does not fit, or has the wrong size for dt, is consumed and the
+// error returned.
+func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Datatype, into comm.Into) (comm.Status, error) {
+	nbytes := int(st.bytes)
+	status, err := probeStatus(call, st, dt)
+	var buf []byte
+	if err == nil {
+		buf, err = into(status.Count)
+		if err == nil && len(buf) < nbytes {
+			err = fmt.Errorf("mpi: %s: message of %d elements from rank %d, buffer holds %d: %w", call, status.Count, status.Source, len(buf)/dt.Size(), comm.ErrTruncated)
+		}
+	}
+	if err != nil {
+		// Consume the message: receiving it into no memory truncates it.
+		c.st.lock()
+		C.pz_mrecv(nil, 0, msg, &st)
+		c.st.unlock()
+		return status, err
+	}
+	c.st.lock()
+	rc := C.pz_mrecv(ptr(buf), C.int(nbytes), msg, &st)
+	c.st.unlock()
+	if rc != 0 {
+		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mrecv", rc))
+	}
+	return status, nil
+}
+
+// Isend starts a send (MPI_Isend). buf is pinned until the request
+// completes.
+func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
+	if err := c.usable("Isend"); err != nil {
+		return nil, err
+	}
+	if err := c.checkP2PBuf("Isend", buf); err != nil {
+		return nil, err
+	}
+	if err := c.checkP2P("Isend", dest, tag, false); err != nil {
+		return nil, err
+	}
+	bp := ptr(buf.Bytes)
+	r := newRequest(c, "MPI_Isend", bp)
+	c.st.lock()
+	rc := C.pz_isend(bp, C.int(len(buf.Bytes)), C.int(dest), C.int(tag), c.c, r.req)
+	c.st.unlock()
+	if rc != 0 {
+		r.release()
+		return nil, fmt.Errorf("mpi: Isend: %w", c.st.error("MPI_Isend", rc))
+	}
+	return r, nil
+}
+
+// Irecv starts a receive into buf (MPI_Irecv). A larger message completes
+// with an error wrapping comm.ErrTruncated.
+func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
+	if err := c.usable("Irecv"); err != nil {
+		return nil, err
+	}
+	if err := c.checkP2PBuf("Irecv", buf); err != nil {
+		return nil, err
+	}
+	if err := c.checkP2P("Irecv", source, tag, true); err != nil {
+		return nil, err
+	}
+	bp := ptr(buf.Bytes)
+	r := newRequest(c, "MPI_Irecv", bp)
+	r.recv, r.dt = true, buf.Type
+	c.st.lock()
+	rc := C.pz_irecv(bp, C.int(len(buf.Bytes)), C.int(source), C.int(tag), c.c, r.req)
+	c.st.unlock()
+	if rc != 0 {
+		r.release()
+		return nil, fmt.Errorf("mpi: Irecv: %w", c.st.error("MPI_Irecv", rc))
+	}
+	return r, nil
+}
