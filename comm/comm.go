@@ -29,8 +29,16 @@ import (
 // agreement step rather than returned early, so the other ranks learn of
 // them too. A *MismatchError or *ArgError is returned.
 //
-// Methods of one Comm may be called from several goroutines; collectives on
-// one communicator must be called in the same order on every rank, as in MPI.
+// Concurrency: methods of one Comm may be called from several goroutines
+// at once. Each collective method call runs whole, one after another on
+// that rank (both backends order them with a lock), and collectives on one
+// communicator must be called in the same order on every rank, as in MPI:
+// goroutines that call different collectives at once make that order
+// depend on timing, which ends in a *MismatchError or a hang. Helpers made
+// of several collectives (the Value functions, Scan, ReduceScatter, ...)
+// are not atomic: call them from one goroutine at a time, or give each
+// goroutine its own communicator (Dup). Point-to-point calls and
+// non-blocking collectives may run beside anything.
 type Comm interface {
 	// Rank is this process's (or in-process rank's) index in [0, Size).
 	Rank() int

@@ -44,6 +44,7 @@ func Cases() []Case {
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
 		{"Misuse/PointToPoint", misuseP2PCase},
+		{"Concurrency/Collectives", concurrentCollectivesCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

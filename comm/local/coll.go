@@ -21,6 +21,7 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer c.collMu.Unlock()
 	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
 	return c.arrive(ctx, call, k)
 }
@@ -36,6 +37,7 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	if err != nil {
 		return err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: buf.Type, Root: int32(root), Count: int64(buf.Len())}
 	a.argErr = comm.FirstErr(comm.CheckBuf("Bcast", c.rank, buf), comm.CheckRoot("Bcast", c.rank, root, g.size))
@@ -91,6 +93,7 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 	if err != nil {
 		return err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: int32(root), Count: int64(send.Len())}
 	a.argErr = comm.FirstErr(
@@ -142,6 +145,7 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 	if err != nil {
 		return err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: -1, Count: int64(send.Len())}
 	a.argErr = comm.FirstErr(
@@ -295,6 +299,7 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	if err != nil {
 		return nil, err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: int32(root), Count: -1}
 	a.argErr = comm.FirstErr(comm.CheckBuf("Gather", c.rank, send), comm.CheckRoot("Gather", c.rank, root, g.size))
@@ -437,6 +442,7 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 	if err != nil {
 		return nil, err
 	}
+	defer c.collMu.Unlock()
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
 	a.argErr = comm.CheckBuf("AllGather", c.rank, send)
 	eager := len(send.Bytes) <= eagerMax && c.g.size > 1
@@ -493,6 +499,7 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 	if err != nil {
 		return err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: int32(root), Count: -1}
 	isRoot := c.rank == root
@@ -544,6 +551,7 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 	if err != nil {
 		return nil, err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
 	a.argErr = comm.FirstErr(comm.CheckBuf("Alltoall", c.rank, send), comm.CheckCounts("Alltoall", c.rank, sendCounts, g.size, send.Len()))
@@ -621,6 +629,7 @@ func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (c
 	if err != nil {
 		return nil, err
 	}
+	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
 	a.argErr = comm.CheckColor(call.String(), c.rank, color)

@@ -236,8 +236,12 @@ var (
 
 // rankComm is one rank's handle on a group; it implements comm.Comm.
 type rankComm struct {
-	g       *group
-	rank    int
+	g    *group
+	rank int
+	// collMu orders the collectives called on this rank's communicator
+	// from several goroutines: each runs whole, one after the other (as on
+	// comm/mpi), and seq below counts them.
+	collMu  sync.Mutex
 	seq     uint64 // collectives entered on this communicator
 	commits uint64 // two-phase collectives committed on it
 	freed   atomic.Bool
@@ -272,16 +276,25 @@ func (c *rankComm) usable() error {
 // and returns the collective's sequence number and this rank's args slot.
 // A ctx that is already done abandons the collective: the other ranks
 // cannot complete it without this one, so the group is broken.
-func (c *rankComm) begin(ctx context.Context, call comm.Call) (uint64, *args, error) {
+//
+// It locks collMu; the caller unlocks it when the collective ends, unless
+// begin returns an error.
+func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args, err error) {
+	c.collMu.Lock()
+	defer func() {
+		if err != nil {
+			c.collMu.Unlock()
+		}
+	}()
 	if err := c.usable(); err != nil {
 		return 0, nil, fmt.Errorf("local: %v on rank %d: %w", call, c.rank, err)
 	}
 	c.seq++
-	k := c.seq
+	k = c.seq
 	if err := ctx.Err(); err != nil {
 		return 0, nil, c.abandonArrival(call, k, context.Cause(ctx))
 	}
-	a := &c.g.slots[c.rank].a[k&1]
+	a = &c.g.slots[c.rank].a[k&1]
 	a.argErr = nil
 	a.src, a.dst = nil, nil
 	a.direct = false

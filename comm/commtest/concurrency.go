@@ -1,0 +1,65 @@
+package commtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// concurrentCollectivesCase: the Comm contract lets several goroutines of
+// a rank call its methods at once. Each collective method then runs whole,
+// one after another: two goroutines per rank each call AllReduce many
+// times; every sum is right and nothing races. Which goroutine's call
+// pairs with which across ranks is not fixed, so both make the same call
+// (different calls would be a mismatch: the order of collectives must be
+// the same on every rank). Point-to-point calls run alongside.
+func concurrentCollectivesCase(ctx context.Context, c comm.Comm) error {
+	const rounds = 50
+	n := c.Size()
+	me := c.Rank()
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for g := range 2 {
+		wg.Go(func() {
+			for i := range rounds {
+				sum, err := comm.AllReduce(ctx, c, []int64{1}, comm.Sum)
+				if err != nil {
+					errs[g] = fmt.Errorf("goroutine %d, round %d: %w", g, i, err)
+					return
+				}
+				if sum[0] != int64(n) {
+					errs[g] = fmt.Errorf("goroutine %d, round %d: sum of ones is %d, want %d", g, i, sum[0], n)
+					return
+				}
+			}
+		})
+	}
+	// A ring of messages on a third goroutine, meanwhile.
+	wg.Go(func() {
+		next, prev := (me+1)%n, (me+n-1)%n
+		for i := range rounds {
+			req, err := comm.Irecv(c, make([]int32, 1), prev, 900)
+			if err != nil {
+				errs[2] = err
+				return
+			}
+			if err := comm.Send(ctx, c, []int32{int32(i)}, next, 900); err != nil {
+				errs[2] = err
+				return
+			}
+			if _, err := req.Wait(ctx); err != nil {
+				errs[2] = err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
