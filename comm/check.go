@@ -3,6 +3,7 @@ package comm
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // Call names a collective operation in a Fingerprint.
@@ -157,6 +158,25 @@ func CheckRecv(call string, rank int, send, recv Buf) error {
 	}
 	if len(recv.Bytes) != len(send.Bytes) {
 		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("receive buffer holds %d elements, send buffer %d", recv.Len(), send.Len())}
+	}
+	return nil
+}
+
+// CheckAlias reports send and receive buffers of a reduction that share
+// memory without being the same buffer. The same buffer (same start, same
+// length) is the in-place form, like MPI_IN_PLACE: the result replaces the
+// input. Every backend refuses a partial overlap with this error.
+func CheckAlias(call string, rank int, send, recv Buf) error {
+	a, b := send.Bytes, recv.Bytes
+	if len(a) == 0 || len(b) == 0 {
+		return nil
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if pa == pb && len(a) == len(b) {
+		return nil // in place
+	}
+	if pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a)) {
+		return &ArgError{Op: call, Rank: rank, Detail: "send and receive buffers overlap without being the same buffer (pass the same slice as both for the in-place form)"}
 	}
 	return nil
 }

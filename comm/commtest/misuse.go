@@ -309,3 +309,43 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 		})
 	})
 }
+
+// misuseAliasCase: a reduction whose send and receive buffers are the same
+// slice is in place (the result replaces the input); buffers that overlap
+// otherwise are refused with a *comm.ArgError on every rank, on every
+// backend, small (eager) and large.
+func misuseAliasCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		n, me := d.Size(), d.Rank()
+		for _, size := range []int{4, 3000} {
+			b := make([]float64, size+1)
+			for i := range b {
+				b[i] = float64(me + 1)
+			}
+			in := comm.BufOf(b[:size])
+			if err := d.AllReduce(ctx, in, in, comm.Sum); err != nil {
+				return fmt.Errorf("AllReduce in place (%d): %w", size, err)
+			}
+			if want := float64(n * (n + 1) / 2); b[0] != want || b[size-1] != want {
+				return fmt.Errorf("AllReduce in place (%d): got %v, want %v", size, b[0], want)
+			}
+			if err := d.Reduce(ctx, in, in, comm.Max, 0); err != nil {
+				return fmt.Errorf("Reduce in place (%d): %w", size, err)
+			}
+			last := n - 1 // the rank whose buffers overlap
+			err := invalid(map[string]func() error{
+				fmt.Sprintf("AllReduce with overlapping buffers on rank %d (%d)", last, size): func() error {
+					send, recv := comm.BufOf(b[:size]), comm.BufOf(make([]float64, size))
+					if me == last {
+						recv = comm.BufOf(b[1 : size+1])
+					}
+					return d.AllReduce(ctx, send, recv, comm.Sum)
+				},
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -44,6 +44,7 @@ func Cases() []Case {
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
 		{"Misuse/PointToPoint", misuseP2PCase},
+		{"Misuse/Alias", misuseAliasCase},
 		{"Concurrency/Collectives", concurrentCollectivesCase},
 	}
 	out = append(out, asyncCases()...)

@@ -101,7 +101,7 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 		comm.CheckRoot("Reduce", c.rank, root, g.size),
 		comm.CheckOp("Reduce", c.rank, op, send.Type))
 	if a.argErr == nil && c.rank == root {
-		a.argErr = comm.CheckRecv("Reduce", c.rank, send, recv)
+		a.argErr = comm.FirstErr(comm.CheckRecv("Reduce", c.rank, send, recv), comm.CheckAlias("Reduce", c.rank, send, recv))
 	}
 	small := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
@@ -151,7 +151,8 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 	a.argErr = comm.FirstErr(
 		comm.CheckBuf("AllReduce", c.rank, send),
 		comm.CheckOp("AllReduce", c.rank, op, send.Type),
-		comm.CheckRecv("AllReduce", c.rank, send, recv))
+		comm.CheckRecv("AllReduce", c.rank, send, recv),
+		comm.CheckAlias("AllReduce", c.rank, send, recv))
 	small := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
 		if small && g.size > 1 {

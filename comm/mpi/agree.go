@@ -137,11 +137,11 @@ func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv boo
 	if len(recv.Bytes) != len(send.Bytes) {
 		return c.argErr(k, "recv has %d elements, send %d; they must be equal", recv.Len(), send.Len()), 0
 	}
-	switch any, same := overlap(send.Bytes, recv.Bytes); {
-	case same:
-		return nil, 1
-	case any:
-		return c.argErr(k, "send and recv overlap without being the same buffer"), 0
+	if err := comm.CheckAlias(k.String(), c.rank, send, recv); err != nil {
+		return err, 0
+	}
+	if _, same := overlap(send.Bytes, recv.Bytes); same {
+		return nil, 1 // MPI_IN_PLACE
 	}
 	return nil, 0
 }
