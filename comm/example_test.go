@@ -181,3 +181,25 @@ func ExampleSendrecv() {
 	// rank 1: ghost 1, first cell #2
 	// rank 2: ghost 11, first cell #4
 }
+
+// Each rank sends a greeting to every rank and receives one from each.
+func ExampleAlltoallValues() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		out := make([]string, c.Size())
+		for to := range out {
+			out[to] = fmt.Sprintf("%d->%d", c.Rank(), to)
+		}
+		in, err := comm.AlltoallValues(ctx, c, out)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			fmt.Println(in)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: [0->1 1->1 2->1]
+}

@@ -270,6 +270,35 @@ func ScatterValues[T any](ctx context.Context, c Comm, vals []T, root int) (T, e
 	return decodePayload[T]("ScatterValues", root, mine)
 }
 
+// AlltoallValues sends vals[i] to rank i and returns what every rank sent
+// to this one, in rank order: the personalized all-to-all of any encodable
+// values (mpi4py's alltoall). vals has one entry per rank.
+func AlltoallValues[T any](ctx context.Context, c Comm, vals []T) ([]T, error) {
+	if len(vals) != c.Size() {
+		// Every rank must take part in the exchange, or the others wait:
+		// send nothing, then report.
+		counts := make([]int, c.Size())
+		if _, err := c.Alltoall(ctx, Buf{Type: Uint8}, counts, func(int) []byte { return nil }); err != nil {
+			return nil, err
+		}
+		return nil, &ArgError{Op: "AlltoallValues", Rank: c.Rank(), Detail: fmt.Sprintf("%d values for %d ranks", len(vals), c.Size())}
+	}
+	parts := make([][]byte, len(vals))
+	for i, v := range vals {
+		parts[i] = encodePayload(v)
+	}
+	flat, counts := concat(parts)
+	var all []byte
+	recvCounts, err := c.Alltoall(ctx, Buf{Bytes: flat, Type: Uint8}, counts, func(n int) []byte {
+		all = make([]byte, n)
+		return all
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[T]("AlltoallValues", all, recvCounts)
+}
+
 // ReduceValue combines every rank's v with f on root and returns the
 // result there; other ranks get the zero T. f is applied in rank order:
 // f(f(f(v0, v1), v2), v3) with vi the value of rank i, so it need not be

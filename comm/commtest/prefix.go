@@ -165,7 +165,39 @@ func valueCases() []Case {
 		{"Values/Large", largeValuesCase},
 		{"Values/SendUnencodable", sendUnencodableCase},
 		{"Values/Complex", complexValuesCase},
+		{"Values/Alltoall", alltoallValuesCase},
 	}
+}
+
+// alltoallValuesCase: AlltoallValues delivers vals[i] of every rank to
+// rank i, in rank order, with values of different sizes; a rank passing
+// the wrong number of values makes every rank fail instead of hang.
+func alltoallValuesCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	vals := make([]point, n)
+	for to := range vals {
+		vals[to] = point{X: int32(me), Y: int32(to), Tag: strings.Repeat("x", me*to)}
+	}
+	got, err := comm.AlltoallValues(ctx, c, vals)
+	if err != nil {
+		return err
+	}
+	for from, p := range got {
+		if want := (point{X: int32(from), Y: int32(me), Tag: strings.Repeat("x", from*me)}); p != want {
+			return fmt.Errorf("from rank %d: got %+v, want %+v", from, p, want)
+		}
+	}
+	// The wrong number of values on the last rank.
+	return misuse(ctx, c, func(d comm.Comm) error {
+		vals := make([]point, d.Size())
+		if d.Rank() == d.Size()-1 {
+			vals = append(vals, point{})
+		}
+		if _, err := comm.AlltoallValues(ctx, d, vals); err == nil {
+			return fmt.Errorf("AlltoallValues with %d values on rank %d: no error", d.Size()+1, d.Size()-1)
+		}
+		return nil
+	})
 }
 
 // point is an element of the large values.
