@@ -20,8 +20,8 @@
 //	parts, err := comm.AllGather(ctx, c, mine)           // lengths may differ
 //	err = comm.Bcast(ctx, c, table, 0)
 //
-// The predefined reductions are Sum, Prod, Min, Max, LAnd, LOr, BAnd, BOr
-// and BXor; Op.Supports tells which apply to a datatype. ReduceInto is the
+// The predefined reductions are Sum, Prod, Min, Max, LAnd, LOr, LXor,
+// BAnd, BOr and BXor; Op.Supports tells which apply to a datatype. ReduceInto is the
 // reference element-wise implementation shared by the backends; see it for
 // wrapping, NaN and logical-op semantics.
 //

@@ -128,6 +128,15 @@ func intKernel[T integer](op Op, d, a, b []T) {
 		for i := range d {
 			d[i] = a[i] ^ b[i]
 		}
+	case LXor:
+		a, b = a[:len(d)], b[:len(d)]
+		for i := range d {
+			var r T
+			if (a[i] != 0) != (b[i] != 0) {
+				r = 1
+			}
+			d[i] = r
+		}
 	}
 }
 

@@ -44,12 +44,17 @@ func naiveInt[T integer](op Op, a, b T) T {
 		return a | b
 	case BXor:
 		return a ^ b
+	case LXor:
+		if (a != 0) != (b != 0) {
+			return 1
+		}
+		return 0
 	}
 	panic(op)
 }
 
 func checkIntKernel[T integer](t *testing.T, dt Datatype, rng *rand.Rand) {
-	for _, op := range []Op{Sum, Prod, Min, Max, LAnd, LOr, BAnd, BOr, BXor} {
+	for _, op := range []Op{Sum, Prod, Min, Max, LAnd, LOr, LXor, BAnd, BOr, BXor} {
 		for _, n := range []int{0, 1, 3, 4, 5, 17, 16, 32, 64, 65, 1000} {
 			a, b := make([]T, n), make([]T, n)
 			for i := range a {

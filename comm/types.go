@@ -82,8 +82,8 @@ func (b Buf) Len() int {
 type Op uint8
 
 // The predefined reductions. Min and Max are not defined on complex types;
-// LAnd, LOr, BAnd, BOr and BXor only on integer types. A logical op treats
-// a non-zero element as true and yields 1 or 0.
+// LAnd, LOr, LXor, BAnd, BOr and BXor only on integer types. A logical op
+// treats a non-zero element as true and yields 1 or 0.
 const (
 	NoOp Op = iota
 	Sum
@@ -95,10 +95,11 @@ const (
 	BAnd
 	BOr
 	BXor
+	LXor
 	numOps
 )
 
-var opNames = [...]string{"none", "sum", "prod", "min", "max", "land", "lor", "band", "bor", "bxor"}
+var opNames = [...]string{"none", "sum", "prod", "min", "max", "land", "lor", "band", "bor", "bxor", "lxor"}
 
 // String returns the op's lower-case name.
 func (o Op) String() string {

@@ -42,7 +42,7 @@ type spec[T comm.Number] struct {
 }
 
 var (
-	intOps   = []comm.Op{comm.Sum, comm.Prod, comm.Min, comm.Max, comm.LAnd, comm.LOr, comm.BAnd, comm.BOr, comm.BXor}
+	intOps   = []comm.Op{comm.Sum, comm.Prod, comm.Min, comm.Max, comm.LAnd, comm.LOr, comm.LXor, comm.BAnd, comm.BOr, comm.BXor}
 	floatOps = []comm.Op{comm.Sum, comm.Prod, comm.Min, comm.Max}
 	cplxOps  = []comm.Op{comm.Sum, comm.Prod}
 )
@@ -108,6 +108,11 @@ func refInt[T integer](op comm.Op, a, b T) T {
 		return a | b
 	case comm.BXor:
 		return a ^ b
+	case comm.LXor:
+		if (a != 0) != (b != 0) {
+			return 1
+		}
+		return 0
 	}
 	panic(fmt.Sprintf("commtest: no reference for %v", op))
 }

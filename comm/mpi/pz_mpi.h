@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { PZ_NTYPES = 13, PZ_NOPS = 10 };
+enum { PZ_NTYPES = 13, PZ_NOPS = 11 };
 
 typedef struct {
 	MPI_Comm world, null;
@@ -55,6 +55,7 @@ static void pz_handles_get(pz_handles *h) {
 	h->ops[7] = MPI_BAND;
 	h->ops[8] = MPI_BOR;
 	h->ops[9] = MPI_BXOR;
+	h->ops[10] = MPI_LXOR;
 	h->i64 = MPI_INT64_T;
 	h->byte = MPI_BYTE;
 	h->max = MPI_MAX;
