@@ -63,3 +63,29 @@ func concurrentCollectivesCase(ctx context.Context, c comm.Comm) error {
 	}
 	return nil
 }
+
+// splitSharedCase: SplitShared gives the ranks on this node (all of them:
+// the suite runs on one machine), ordered by key; the result works.
+func splitSharedCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	// Reverse the order with the key.
+	s, err := comm.SplitShared(ctx, c, n-me)
+	if err != nil {
+		return err
+	}
+	defer s.Free()
+	if s.Size() != n {
+		return fmt.Errorf("SplitShared: %d ranks on this node, want %d", s.Size(), n)
+	}
+	if want := n - 1 - me; s.Rank() != want {
+		return fmt.Errorf("SplitShared: rank %d, want %d (ordered by key)", s.Rank(), want)
+	}
+	got, err := comm.AllReduce(ctx, s, []int64{int64(me)}, comm.Sum)
+	if err != nil {
+		return err
+	}
+	if got[0] != int64(n*(n-1)/2) {
+		return fmt.Errorf("AllReduce on the shared communicator: %d", got[0])
+	}
+	return nil
+}

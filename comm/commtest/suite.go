@@ -46,6 +46,7 @@ func Cases() []Case {
 		{"Misuse/PointToPoint", misuseP2PCase},
 		{"Misuse/Alias", misuseAliasCase},
 		{"Concurrency/Collectives", concurrentCollectivesCase},
+		{"SplitShared", splitSharedCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

@@ -184,6 +184,39 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	return sub, nil
 }
 
+// SplitShared returns a communicator of the ranks of c that share this
+// node's memory (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), ordered by
+// key, then by rank in c. Every rank of c must call it.
+func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
+	if err := c.usable("SplitShared"); err != nil {
+		return nil, err
+	}
+	var lerr error
+	if key < math.MinInt32 || key > math.MaxInt32 {
+		lerr = c.argErr(callSplit, "key %d outside MPI's int range", key)
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.syncBefore(ctx, callSplit, lerr); err != nil {
+		return nil, err
+	}
+	var nc C.MPI_Comm
+	c.st.lock()
+	rc := C.pz_comm_split_shared(c.c, C.int(key), &nc)
+	c.st.unlock()
+	if rc != 0 {
+		return nil, fmt.Errorf("mpi: SplitShared: %w", c.st.error("MPI_Comm_split_type", rc))
+	}
+	sub, err := newComm(c.st, nc, false, c.check)
+	if err == nil {
+		err = sub.withEngine()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mpi: SplitShared: %w", err)
+	}
+	return sub, nil
+}
+
 // syncBefore makes every rank arrive before a blocking-only MPI call.
 func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
 	if c.check {

@@ -257,6 +257,11 @@ static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
 static int pz_comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
 	return MPI_Comm_split(c, color, key, out);
 }
+/* pz_comm_split_shared splits c into the ranks that share this node's
+ * memory (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). */
+static int pz_comm_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
+	return MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out);
+}
 static int pz_comm_free(MPI_Comm *c) { return MPI_Comm_free(c); }
 static int pz_comm_dup(MPI_Comm c, MPI_Comm *out) { return MPI_Comm_dup(c, out); }
 
