@@ -89,3 +89,51 @@ func splitSharedCase(ctx context.Context, c comm.Comm) error {
 	}
 	return nil
 }
+
+// compareCase: Compare tells a communicator from its duplicate, a
+// reordered split and a smaller one, as MPI_Comm_compare does.
+func compareCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	dup, err := c.Split(ctx, 0, me)
+	if err != nil {
+		return err
+	}
+	defer dup.Free()
+	rev, err := c.Split(ctx, 0, n-me)
+	if err != nil {
+		return err
+	}
+	defer rev.Free()
+	half, err := c.Split(ctx, me%2, me)
+	if err != nil {
+		return err
+	}
+	defer half.Free()
+	want := []struct {
+		name string
+		b    comm.Comm
+		rel  comm.Relation
+	}{
+		{"itself", c, comm.Ident},
+		{"a duplicate", dup, comm.Congruent},
+		{"a reordered split", rev, comm.Similar},
+		{"a split in two", half, comm.Unequal},
+	}
+	for _, w := range want {
+		rel := w.rel
+		if n == 1 && rel == comm.Similar {
+			rel = comm.Congruent // one rank cannot be reordered
+		}
+		if n == 1 && w.name == "a split in two" {
+			rel = comm.Congruent
+		}
+		got, err := comm.Compare(c, w.b)
+		if err != nil {
+			return fmt.Errorf("Compare with %s: %w", w.name, err)
+		}
+		if got != rel {
+			return fmt.Errorf("Compare with %s: %v, want %v", w.name, got, rel)
+		}
+	}
+	return nil
+}

@@ -47,6 +47,7 @@ func Cases() []Case {
 		{"Misuse/Alias", misuseAliasCase},
 		{"Concurrency/Collectives", concurrentCollectivesCase},
 		{"SplitShared", splitSharedCase},
+		{"Compare", compareCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

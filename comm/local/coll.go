@@ -670,3 +670,24 @@ func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (c
 	g.splitMu.Unlock()
 	return &rankComm{g: e.g, rank: newRank}, nil
 }
+
+// Compare implements comm.Compare: the groups' world ranks decide.
+func (c *rankComm) Compare(other comm.Comm) (comm.Relation, error) {
+	o, ok := other.(*rankComm)
+	if !ok || o.g.w != c.g.w {
+		return comm.Unequal, fmt.Errorf("%w: Compare: %T is not a communicator of this in-process world", comm.ErrInvalidArg, other)
+	}
+	switch {
+	case o.g == c.g:
+		return comm.Ident, nil
+	case slices.Equal(c.g.worldRanks, o.g.worldRanks):
+		return comm.Congruent, nil
+	}
+	a, b := slices.Clone(c.g.worldRanks), slices.Clone(o.g.worldRanks)
+	slices.Sort(a)
+	slices.Sort(b)
+	if slices.Equal(a, b) {
+		return comm.Similar, nil
+	}
+	return comm.Unequal, nil
+}

@@ -184,6 +184,26 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	return sub, nil
 }
 
+// mpiComm returns c (also for a *World, which embeds it).
+func (c *Comm) mpiComm() *Comm { return c }
+
+// Compare implements comm.Compare (MPI_Comm_compare).
+func (c *Comm) Compare(other comm.Comm) (comm.Relation, error) {
+	oc, ok := other.(interface{ mpiComm() *Comm })
+	if !ok {
+		return comm.Unequal, fmt.Errorf("%w: Compare: %T is not an MPI communicator", comm.ErrInvalidArg, other)
+	}
+	o := oc.mpiComm()
+	var rel C.int
+	c.st.lock()
+	rc := C.pz_comm_compare(c.c, o.c, &rel)
+	c.st.unlock()
+	if rc != 0 {
+		return comm.Unequal, fmt.Errorf("mpi: Compare: %w", c.st.error("MPI_Comm_compare", rc))
+	}
+	return comm.Relation(rel), nil
+}
+
 // SplitShared returns a communicator of the ranks of c that share this
 // node's memory (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), ordered by
 // key, then by rank in c. Every rank of c must call it.

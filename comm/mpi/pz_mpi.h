@@ -257,6 +257,16 @@ static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
 static int pz_comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
 	return MPI_Comm_split(c, color, key, out);
 }
+/* pz_comm_compare compares two communicators: 0 ident, 1 congruent,
+ * 2 similar, 3 unequal (comm.Relation's order). */
+static int pz_comm_compare(MPI_Comm a, MPI_Comm b, int *rel) {
+	int r;
+	int e = MPI_Comm_compare(a, b, &r);
+	if (e != MPI_SUCCESS) return e;
+	*rel = r == MPI_IDENT ? 0 : r == MPI_CONGRUENT ? 1 : r == MPI_SIMILAR ? 2 : 3;
+	return MPI_SUCCESS;
+}
+
 /* pz_comm_split_shared splits c into the ranks that share this node's
  * memory (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). */
 static int pz_comm_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
