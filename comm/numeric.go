@@ -298,6 +298,23 @@ func Send[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
 	return c.Send(ctx, BufOf(buf), dest, tag)
 }
 
+// Ssend is the synchronous send (MPI_Ssend): it returns once a receive on
+// dest has taken the message, whatever its size, so that the sender knows
+// the receiver got there. If ctx ends first, the message is withdrawn where
+// the backend can (comm/local) or ErrBroken is returned (MPI).
+func Ssend[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
+	if dest == ProcNull {
+		return nil
+	}
+	s, ok := c.(interface {
+		Ssend(ctx context.Context, buf Buf, dest, tag int) error
+	})
+	if !ok {
+		return fmt.Errorf("%w: Ssend: %T has no synchronous send", ErrInvalidArg, c)
+	}
+	return s.Ssend(ctx, BufOf(buf), dest, tag)
+}
+
 // Recv receives one message from source (or AnySource) with tag (or
 // AnyTag) into buf and returns its Status; buf[:st.Count] holds it. A
 // message longer than buf is discarded and an error wrapping ErrTruncated

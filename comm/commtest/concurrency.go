@@ -137,3 +137,33 @@ func compareCase(ctx context.Context, c comm.Comm) error {
 	}
 	return nil
 }
+
+// ssendCase: Ssend delivers small and large messages around a ring, and
+// to ProcNull it does nothing.
+func ssendCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	for _, size := range []int{1, 100_000} {
+		out := make([]int32, size)
+		for i := range out {
+			out[i] = int32(me*1000 + i%1000)
+		}
+		in := make([]int32, size)
+		req, err := comm.Irecv(c, in, prev, 77)
+		if err != nil {
+			return err
+		}
+		if err := comm.Ssend(ctx, c, out, next, 77); err != nil {
+			return fmt.Errorf("Ssend of %d: %w", size, err)
+		}
+		if _, err := req.Wait(ctx); err != nil {
+			return err
+		}
+		for i, v := range in {
+			if want := int32(prev*1000 + i%1000); v != want {
+				return fmt.Errorf("Ssend of %d: element %d is %d, want %d", size, i, v, want)
+			}
+		}
+	}
+	return comm.Ssend(ctx, c, []int32{1}, comm.ProcNull, 77)
+}

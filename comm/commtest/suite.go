@@ -48,6 +48,7 @@ func Cases() []Case {
 		{"Concurrency/Collectives", concurrentCollectivesCase},
 		{"SplitShared", splitSharedCase},
 		{"Compare", compareCase},
+		{"P2P/Ssend", ssendCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

@@ -347,3 +347,32 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// A small Send returns at once (the message is copied); a small Ssend
+// waits for a receive, and is withdrawn when its context ends first.
+func TestSsendWaitsForTheReceiver(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.NoError(t, comm.Send(ctx, comms[0], []int8{1}, 1, 0), "a small Send is eager")
+	err = comm.Ssend(ctx, comms[0], []int8{2}, 1, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "no receive was posted")
+	// The first message arrives; the withdrawn one does not.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel2()
+	got, _, err := comm.RecvNew[int8](ctx2, comms[1], 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []int8{1}, got)
+	flag, _, err := comms[1].Iprobe(comm.Int8, 0, 0)
+	require.NoError(t, err)
+	assert.False(t, flag, "the withdrawn Ssend's message is gone")
+	// With the receive posted, Ssend completes.
+	done := make(chan []int8, 1)
+	go func() {
+		v, _, _ := comm.RecvNew[int8](ctx2, comms[1], 0, 0)
+		done <- v
+	}()
+	require.NoError(t, comm.Ssend(ctx2, comms[0], []int8{3}, 1, 0))
+	assert.Equal(t, []int8{3}, <-done)
+}

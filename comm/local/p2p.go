@@ -116,6 +116,12 @@ func (c *rankComm) checkRecv(call string, dt comm.Datatype, source, tag int) err
 // wait for the receiver (by-reference handover), or nil when buf may be
 // reused at once.
 func (c *rankComm) start(buf comm.Buf, dest, tag int) *message {
+	return c.startMode(buf, dest, tag, false)
+}
+
+// startMode is start; sync hands every message over by reference, so
+// that the sender waits for a receiver to take it (Ssend).
+func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 	box := &c.g.boxes[dest]
 	box.mu.Lock()
 	if p := box.takePosted(c.rank, tag); p != nil {
@@ -126,12 +132,12 @@ func (c *rankComm) start(buf comm.Buf, dest, tag int) *message {
 			p.req.complete(st, err)
 			return nil
 		}
-		m := c.newMessage(buf, tag)
+		m := c.newMessage(buf, tag, sync)
 		p.handoff <- m // capacity 1 and p was posted once: never blocks
 		box.mu.Unlock()
 		return waitable(m)
 	}
-	m := c.newMessage(buf, tag)
+	m := c.newMessage(buf, tag, sync)
 	box.unexp = append(box.unexp, m)
 	for _, ch := range box.probes {
 		close(ch)
@@ -148,9 +154,9 @@ func waitable(m *message) *message {
 	return m
 }
 
-func (c *rankComm) newMessage(buf comm.Buf, tag int) *message {
+func (c *rankComm) newMessage(buf comm.Buf, tag int, sync bool) *message {
 	m := &message{src: c.rank, tag: tag, dt: buf.Type}
-	if len(buf.Bytes) <= p2pEager {
+	if len(buf.Bytes) <= p2pEager && !sync {
 		m.data = slices.Clone(buf.Bytes)
 	} else {
 		m.data = buf.Bytes
@@ -178,10 +184,21 @@ func deliver(dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data
 // returns at once; larger ones wait until the receiver has copied them out
 // of buf. If ctx ends before a receiver took the message, it is withdrawn.
 func (c *rankComm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
-	if err := c.checkSend("Send", buf, dest, tag); err != nil {
+	return c.send(ctx, "Send", buf, dest, tag, false)
+}
+
+// Ssend is the synchronous send: it returns once a receive has taken the
+// message (MPI_Ssend), whatever its size. If ctx ends before, the message
+// is withdrawn.
+func (c *rankComm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
+	return c.send(ctx, "Ssend", buf, dest, tag, true)
+}
+
+func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, tag int, sync bool) error {
+	if err := c.checkSend(call, buf, dest, tag); err != nil {
 		return err
 	}
-	m := c.start(buf, dest, tag)
+	m := c.startMode(buf, dest, tag, sync)
 	if m == nil || yieldUntil(m.done) {
 		return nil
 	}
@@ -203,10 +220,10 @@ func (c *rankComm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error 
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("local: Send on rank %d to rank %d: %w", c.rank, dest, context.Cause(ctx))
+		return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, c.rank, dest, context.Cause(ctx))
 	}
 	if err := c.usable(); err != nil {
-		return fmt.Errorf("local: Send on rank %d: %w", c.rank, err)
+		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
 	}
 	return nil
 }

@@ -61,6 +61,25 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
 
+// Ssend is the synchronous send (MPI_Ssend, or MPI_Issend tested until
+// done when ctx can be canceled): it returns once a receive has matched
+// the message.
+func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
+	if err := c.usable("Ssend"); err != nil {
+		return err
+	}
+	if err := c.checkP2PBuf("Ssend", buf); err != nil {
+		return err
+	}
+	if err := c.checkP2P("Ssend", dest, tag, false); err != nil {
+		return err
+	}
+	bp, n := ptr(buf.Bytes), C.int(len(buf.Bytes))
+	return c.do(ctx, "MPI_Ssend", false,
+		func() C.int { return C.pz_ssend(bp, n, C.int(dest), C.int(tag), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_issend(bp, n, C.int(dest), C.int(tag), c.c, r) }, bp)
+}
+
 // Recv receives one message (MPI_Mprobe, or MPI_Improbe polled when ctx can
 // be canceled, then MPI_Mrecv, so that another thread cannot steal the
 // matched message). A message that does not fit the buffer into returns is

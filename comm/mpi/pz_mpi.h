@@ -199,6 +199,12 @@ static int pz_send(const void *b, int n, int dest, int tag, MPI_Comm c) {
 static int pz_isend(const void *b, int n, int dest, int tag, MPI_Comm c, MPI_Request *r) {
 	return MPI_Isend(b, n, MPI_BYTE, dest, tag, c, r);
 }
+static int pz_ssend(const void *b, int n, int dest, int tag, MPI_Comm c) {
+	return MPI_Ssend(b, n, MPI_BYTE, dest, tag, c);
+}
+static int pz_issend(const void *b, int n, int dest, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Issend(b, n, MPI_BYTE, dest, tag, c, r);
+}
 static int pz_irecv(void *b, int n, int src, int tag, MPI_Comm c, MPI_Request *r) {
 	return MPI_Irecv(b, n, MPI_BYTE, src, tag, c, r);
 }
