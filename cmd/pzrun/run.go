@@ -82,7 +82,6 @@ func usage(w io.Writer) {
 	for _, a := range list {
 		fmt.Fprintf(w, "  %-12s %s\n", a.name, a.summary)
 	}
-	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-12s %s\n", "stm", "static periodic schedules: compile, master, client, run, analyze, bench (pzrun stm help)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "`pzrun APP -h` lists an app's flags.")
