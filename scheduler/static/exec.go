@@ -55,6 +55,10 @@ type execRunnable struct {
 	stream     *streamThread // for a GPU runnable
 	rec        *recorder
 	skipSeq    atomic.Int64 // frameskip: the frame to skip after an overrun; -1 none
+	// frame is the frame the body is running (Frame reads it), and fctx
+	// the context it receives, made once per run.
+	frame atomic.Int64
+	fctx  *frameCtx
 	// submitted is, for a GPU runnable, the last frame its submitter
 	// handed to the stream: an overrun known only when the work ends
 	// skips the first frame not handed over yet.
@@ -361,7 +365,7 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadl
 	if e.perRun {
 		o0, b0 = e.alloc.read()
 	}
-	err := call(ctx, x)
+	err := call(ctx, x, seq)
 	if e.perRun {
 		o1, b1 = e.alloc.read()
 	}
@@ -407,7 +411,12 @@ func (e *executor) overrun(x *execRunnable, seq, start, end, deadline int64) int
 }
 
 // call runs a runnable's body, its panic turned into an error.
-func call(ctx context.Context, x *execRunnable) (err error) {
+func call(ctx context.Context, x *execRunnable, seq int64) (err error) {
+	x.frame.Store(seq)
+	if x.fctx == nil || x.fctx.Context != ctx {
+		x.fctx = &frameCtx{Context: ctx, x: x} // once per run: ctx is the run's
+	}
+	ctx = x.fctx
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("runnable %s panicked: %v\n%s", x.r.Name, p, debug.Stack())
@@ -434,7 +443,7 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 		p.skipped = true
 	} else if len(s.deps) > 0 {
 		p.deferred = true
-	} else if err := call(ctx, s); err != nil {
+	} else if err := call(ctx, s, seq); err != nil {
 		p.err = err
 	} else if p.ticket, p.err = s.stream.stream.Mark(ctx); p.err != nil {
 		p.err = fmt.Errorf("marking stream %s: %w", s.stream.res.Name, p.err)
@@ -471,7 +480,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 				continue
 			}
 			p.start = e.clk.now() - e.b.t0()
-			if err := call(ctx, x); err != nil {
+			if err := call(ctx, x, p.seq); err != nil {
 				p.err = err
 			} else if p.ticket, p.err = st.stream.Mark(ctx); p.err != nil {
 				p.err = fmt.Errorf("marking stream %s: %w", st.res.Name, p.err)
@@ -496,4 +505,34 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 		x.rec.add(p.seq, p.planned, p.deadline, start, end, flags, 0, 0)
 		e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1)
 	}
+}
+
+// frameCtx is the context a runnable's body receives: the run's, plus the
+// frame it runs (Frame), read without allocating.
+type frameCtx struct {
+	context.Context
+	x *execRunnable
+}
+
+type frameKey struct{}
+
+func (f *frameCtx) Value(key any) any {
+	if key == (frameKey{}) {
+		return f.x
+	}
+	return f.Context.Value(key)
+}
+
+// Frame returns the frame a runnable's body is running, from the context
+// the body received (or one derived from it): frames count from 0 over
+// the run, every epoch frame of every period in turn (the record's seq).
+// It allocates nothing when given the body's own context.
+func Frame(ctx context.Context) (int64, bool) {
+	if f, ok := ctx.(*frameCtx); ok {
+		return f.x.frame.Load(), true
+	}
+	if x, ok := ctx.Value(frameKey{}).(*execRunnable); ok {
+		return x.frame.Load(), true
+	}
+	return 0, false
 }

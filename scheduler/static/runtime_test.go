@@ -523,3 +523,46 @@ runnables:
 	require.Positive(t, next, "the submitter ran on after the overrun")
 	assert.NotZero(t, k.Flags[next]&FlagSkipped, "frame %d (the first not handed over) is skipped: %v", next, k.Flags)
 }
+
+// A body learns its frame from its context, without allocating.
+func TestFrame(t *testing.T) {
+	plan := compileString(t, `
+overrun: noskip
+hyperepochs:
+  - {name: main, period: 4ms, resources: [cpu0], epochs: [{name: a, frames: 2}, {name: b}]}
+clients: [c]
+runnables:
+  - {name: x, client: c, resource: cpu0, epoch: a, wcet: 100us}
+  - {name: y, client: c, resource: cpu0, epoch: b, wcet: 100us, timeout: 1ms}
+`)
+	c, _ := NewClient("c")
+	var xs, ys []int64
+	c.Runnable("x", func(ctx context.Context) error {
+		f, ok := Frame(ctx)
+		if !ok {
+			return errors.New("no frame")
+		}
+		xs = append(xs, f)
+		return nil
+	})
+	c.Runnable("y", func(ctx context.Context) error { // a derived context (timeout)
+		f, ok := Frame(ctx)
+		if !ok {
+			return errors.New("no frame")
+		}
+		ys = append(ys, f)
+		return nil
+	})
+	run, err := runLocal(context.Background(), plan, []*Client{c}, WithFrames(3))
+	require.NoError(t, err)
+	// Three frames a period: x in 0, 1; y in 2.
+	assert.Equal(t, []int64{0, 1, 3, 4, 6, 7}, xs)
+	assert.Equal(t, []int64{2, 5, 8}, ys)
+	for _, rr := range run.Runnables {
+		assert.Empty(t, rr.Errors)
+	}
+	_, ok := Frame(context.Background())
+	assert.False(t, ok)
+	fc := &frameCtx{Context: context.Background(), x: &execRunnable{}}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { Frame(fc) }))
+}
