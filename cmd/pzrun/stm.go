@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -127,6 +128,11 @@ func loadPlan(path string) (*static.Plan, error) {
 	if t := bytes.TrimSpace(src); len(t) > 0 && t[0] == '{' {
 		return static.ReadPlan(bytes.NewReader(src))
 	}
+	return compileSource(src, path)
+}
+
+// compileSource parses and compiles a schedule's YAML.
+func compileSource(src []byte, path string) (*static.Plan, error) {
 	spec, err := static.Parse(src, path)
 	if err != nil {
 		return nil, err
@@ -155,36 +161,32 @@ func stmCompile(_ context.Context, e *stmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	spec, err := static.Parse(src, pos[0])
-	if err == nil {
-		var plan *static.Plan
-		if plan, err = static.Compile(spec); err == nil {
-			if *out == "" {
-				*out = strings.TrimSuffix(pos[0], filepath.Ext(pos[0])) + ".stm"
-			}
-			if err := writeFile(*out, func(w io.Writer) error { return static.WritePlan(w, plan) }); err != nil {
-				return err
-			}
-			if *svg != "" {
-				if err := writeFile(*svg, func(w io.Writer) error { return static.WriteSVG(w, plan) }); err != nil {
-					return err
-				}
-			}
-			if !*quiet {
-				if err := static.WriteTimeline(e.stdout, plan); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(e.stderr, "%s: wrote %s\n", e.name, *out)
-			return nil
-		}
-	}
-	var list static.ErrorList
-	if errors.As(err, &list) {
+	plan, err := compileSource(src, pos[0])
+	if list := (static.ErrorList)(nil); errors.As(err, &list) {
 		fmt.Fprintln(e.stderr, list.Error())
 		return fmt.Errorf("%d problem(s) in %s", len(list), pos[0])
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = strings.TrimSuffix(pos[0], filepath.Ext(pos[0])) + ".stm"
+	}
+	if err := writeFile(*out, func(w io.Writer) error { return static.WritePlan(w, plan) }); err != nil {
+		return err
+	}
+	if *svg != "" {
+		if err := writeFile(*svg, func(w io.Writer) error { return static.WriteSVG(w, plan) }); err != nil {
+			return err
+		}
+	}
+	if !*quiet {
+		if err := static.WriteTimeline(e.stdout, plan); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stderr, "%s: wrote %s\n", e.name, *out)
+	return nil
 }
 
 // runFlags are the flags of the commands that run a plan.
@@ -264,7 +266,7 @@ func stmMaster(ctx context.Context, e *stmEnv, args []string) error {
 // that busy-waits load times its WCET (a GPU runnable enqueues that on a
 // host stream).
 func syntheticClient(plan *static.Plan, name string, load float64, opts ...static.ClientOption) (*static.Client, func(), error) {
-	if !contains(plan.Clients, name) {
+	if !slices.Contains(plan.Clients, name) {
 		return nil, nil, fmt.Errorf("%w: the plan has no client %q; its clients are %s", errUsage, name, strings.Join(plan.Clients, ", "))
 	}
 	c, err := static.NewClient(name, opts...)
@@ -304,15 +306,6 @@ func busy(d time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func stmClient(ctx context.Context, e *stmEnv, args []string) error {
