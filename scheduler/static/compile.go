@@ -142,20 +142,31 @@ func (p *Plan) hash() string {
 func (p *Plan) Runnables() []PlacedRunnable {
 	var out []PlacedRunnable
 	for hi, h := range p.Hyperepochs {
+		var per int64
+		for _, e := range h.Epochs {
+			per += int64(e.Frames)
+		}
+		var base int64
 		for ei, e := range h.Epochs {
 			for _, r := range e.Runnables {
-				out = append(out, PlacedRunnable{PlanRunnable: r, Hyperepoch: hi, Epoch: ei})
+				out = append(out, PlacedRunnable{PlanRunnable: r, Hyperepoch: hi, Epoch: ei, FrameBase: base, PeriodFrames: per})
 			}
+			base += int64(e.Frames)
 		}
 	}
 	return out
 }
 
 // A PlacedRunnable is a runnable with the indices of its hyperepoch and
-// epoch in the plan.
+// epoch in the plan, and where its frames fall in the run's frame
+// numbering: in period k it runs frames k*PeriodFrames + FrameBase + f,
+// for f from 0 to its epoch's Frames-1.
 type PlacedRunnable struct {
 	PlanRunnable
 	Hyperepoch, Epoch int
+	// FrameBase is the number of its epoch's first frame within a period;
+	// PeriodFrames the frames of one period of its hyperepoch.
+	FrameBase, PeriodFrames int64
 }
 
 // Verify checks a schedule: names, kinds, dependencies and whether the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -106,25 +107,22 @@ type pending struct {
 // newExecutor prepares a client's runnables; fns and streams are what
 // the client registered, already checked against the plan.
 func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams map[string]Stream, frames int64, perRun bool, warn func(string)) *executor {
-	e := &executor{plan: plan, client: indexOf(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter(), perRun: perRun}
+	e := &executor{plan: plan, client: slices.Index(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter(), perRun: perRun}
 	all := plan.Runnables()
 	byName := map[string]int{}
 	for i, r := range all {
 		byName[r.Name] = i
 	}
 	mine := map[string]*execRunnable{}
-	rows := 1 << 16
+	threads := map[string]*cpuThread{}
+	strs := map[string]*streamThread{}
 	for i, pr := range all {
 		if pr.Client != client {
 			continue
 		}
-		h := plan.Hyperepochs[pr.Hyperepoch]
-		per := 0
-		for _, ep := range h.Epochs {
-			per += ep.Frames
-		}
+		rows := 1 << 16
 		if frames > 0 {
-			rows = int(min(frames*int64(per), maxRows))
+			rows = int(min(frames*pr.PeriodFrames, maxRows))
 		}
 		x := &execRunnable{idx: i, r: pr.PlanRunnable, fn: fns[pr.Name], rec: newRecorder(pr.PlanRunnable, rows)}
 		x.skipSeq.Store(-1)
@@ -134,83 +132,62 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		}
 		mine[pr.Name] = x
 		e.runs = append(e.runs, x)
+		// A GPU runnable goes to its stream's thread, a CPU one to its
+		// core's: one item per frame of its epoch in a period.
+		h := plan.Hyperepochs[pr.Hyperepoch]
+		res := h.Resources[slices.IndexFunc(h.Resources, func(r PlanResource) bool { return r.Name == pr.Resource })]
+		if res.Kind == GPU {
+			if strs[res.Name] == nil {
+				strs[res.Name] = &streamThread{res: res, stream: streams[res.Name], ch: make(chan pending, 256)}
+				e.streams = append(e.streams, strs[res.Name])
+			}
+			x.stream = strs[res.Name]
+			continue
+		}
+		t := threads[res.Name]
+		if t == nil {
+			t = &cpuThread{res: res, period: h.Period, frames: pr.PeriodFrames}
+			threads[res.Name] = t
+			e.threads = append(e.threads, t)
+		}
+		ep := h.Epochs[pr.Epoch]
+		for f := range ep.Frames {
+			frameOff := ep.Offset + time.Duration(f)*ep.Period
+			t.items = append(t.items, item{r: x, offset: frameOff + pr.Start, deadline: frameOff + pr.Deadline(), seqBase: pr.FrameBase + int64(f)})
+		}
 	}
 	for _, x := range e.runs {
 		for _, s := range x.r.Submittees {
 			x.submittees = append(x.submittees, mine[s])
 		}
 	}
-	// One thread per resource this client uses, with its items of one
-	// period in planned order.
-	threads := map[string]*cpuThread{}
-	strs := map[string]*streamThread{}
-	for hi, h := range plan.Hyperepochs {
-		var perPeriod int64
-		for _, ep := range h.Epochs {
-			perPeriod += int64(ep.Frames)
-		}
-		res := map[string]PlanResource{}
-		for _, r := range h.Resources {
-			res[r.Name] = r
-		}
-		var base int64
-		for _, ep := range h.Epochs {
-			for f := 0; f < ep.Frames; f++ {
-				frameOff := ep.Offset + time.Duration(f)*ep.Period
-				for _, r := range ep.Runnables {
-					x := mine[r.Name]
-					if x == nil {
-						continue
-					}
-					if res[r.Resource].Kind == GPU {
-						if strs[r.Resource] == nil {
-							strs[r.Resource] = &streamThread{res: res[r.Resource], stream: streams[r.Resource], ch: make(chan pending, 256)}
-							e.streams = append(e.streams, strs[r.Resource])
-						}
-						x.stream = strs[r.Resource]
-						continue
-					}
-					t := threads[r.Resource]
-					if t == nil {
-						t = &cpuThread{res: res[r.Resource], period: h.Period, frames: perPeriod}
-						threads[r.Resource] = t
-						e.threads = append(e.threads, t)
-					}
-					t.items = append(t.items, item{r: x, offset: frameOff + r.Start, deadline: frameOff + r.Deadline(), seqBase: base + int64(f)})
-				}
-			}
-			base += int64(ep.Frames)
-		}
-		_ = hi
-	}
 	for _, t := range e.threads {
 		sort.SliceStable(t.items, func(i, j int) bool { return t.items[i].offset < t.items[j].offset })
 	}
 	if len(e.threads) > 0 {
 		e.threads[0].gcSampler = true
-		// Written through once, so that appending in the loop never
-		// faults a fresh page in (see prefault).
-		e.gc = make([]GCPeriod, maxPeriodRecords)[:0]
-		e.allocs = make([]AllocPeriod, maxPeriodRecords)
-		for i := range e.allocs {
-			e.allocs[i].Period = -1
-		}
-		e.allocs = e.allocs[:0]
-		gc := e.gc[:maxPeriodRecords]
-		for i := range gc {
-			gc[i].Period = -1
-		}
+		e.gc = reserve[GCPeriod](maxPeriodRecords)
+		e.allocs = reserve[AllocPeriod](maxPeriodRecords)
 	}
 	return e
 }
 
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
+// cpuThreads counts the resource threads of every client: one per CPU
+// resource a client has runnables on.
+func (p *Plan) cpuThreads() int {
+	kinds := map[string]ResourceKind{}
+	for _, h := range p.Hyperepochs {
+		for _, r := range h.Resources {
+			kinds[r.Name] = r.Kind
 		}
 	}
-	return -1
+	seen := map[[2]string]bool{}
+	for _, r := range p.Runnables() {
+		if kinds[r.Resource] == CPU {
+			seen[[2]string{r.Client, r.Resource}] = true
+		}
+	}
+	return len(seen)
 }
 
 // run runs the client's loop on b from its t0 until the frame limit, a

@@ -25,11 +25,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		return nil, err
 	}
 	shared := newBoard(len(plan.Runnables()), len(plan.Clients))
-	threads := 0
-	for _, c := range clients {
-		threads += len(newExecutor(plan, c.name, nil, nil, 1, false, nil).threads)
-	}
-	defer raiseProcs(threads)()
+	defer raiseProcs(plan.cpuThreads())()
 	runtime.GC() // the setup's garbage, before the loop
 	mk := func() (*board, string, error) { return shared, localBoard, nil }
 	runCtx, cancelCause := context.WithCancelCause(ctx)

@@ -582,16 +582,8 @@ func (m *Master) behind(all []PlacedRunnable) string {
 	for i, r := range all {
 		h := m.plan.Hyperepochs[r.Hyperepoch]
 		ep := h.Epochs[r.Epoch]
-		var per, base int64
-		for j, e := range h.Epochs {
-			if j < r.Epoch {
-				base += int64(e.Frames)
-			}
-			per += int64(e.Frames)
-		}
-		done := int64(m.b.load(m.b.doneWord(i))>>1) - 1 // last finished seq
-		next := done + 1
-		k, f := next/per, next%per-base
+		next := int64(m.b.load(m.b.doneWord(i)) >> 1) // the first frame not finished
+		k, f := next/r.PeriodFrames, next%r.PeriodFrames-r.FrameBase
 		if f < 0 || f >= int64(ep.Frames) {
 			continue // a seq of another epoch: not this runnable's
 		}
@@ -647,11 +639,7 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 			continue
 		}
 		r := all[order[rr.Name]]
-		var per int64
-		for _, e := range m.plan.Hyperepochs[r.Hyperepoch].Epochs {
-			per += int64(e.Frames)
-		}
-		run.Periods = max(run.Periods, int(rr.Seq[len(rr.Seq)-1]/per)+1)
+		run.Periods = max(run.Periods, int(rr.Seq[len(rr.Seq)-1]/r.PeriodFrames)+1)
 	}
 	if m.abortW != "" {
 		return run, fmt.Errorf("%w: %s", ErrAborted, m.abortW)

@@ -85,9 +85,8 @@ func decodeMessage(b []byte) (*message, error) {
 			return nil, fmt.Errorf("%w: result without a record", errProtocol)
 		}
 		for _, r := range m.Result.Runnables {
-			n := len(r.Seq)
-			if len(r.Planned) != n || len(r.Deadline) != n || len(r.Start) != n || len(r.End) != n || len(r.Flags) != n || len(r.AllocObjects) != n || len(r.AllocBytes) != n {
-				return nil, fmt.Errorf("%w: result of %q with columns of different lengths", errProtocol, r.Name)
+			if err := r.checkColumns(); err != nil {
+				return nil, fmt.Errorf("%w: result: %w", errProtocol, err)
 			}
 		}
 	case msgRefused, msgStop, msgAbort, msgBye:

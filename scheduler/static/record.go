@@ -137,12 +137,21 @@ func ReadRun(rd io.Reader) (*Run, error) {
 		return nil, fmt.Errorf("static: not a run record (format %q version %d, want pz-stm-run %d)", r.Format, r.Version, RunVersion)
 	}
 	for _, rr := range r.Runnables {
-		n := len(rr.Seq)
-		if len(rr.Planned) != n || len(rr.Start) != n || len(rr.End) != n || len(rr.Flags) != n || len(rr.Deadline) != n {
-			return nil, fmt.Errorf("static: run record of %s has columns of different lengths", rr.Name)
+		if err := rr.checkColumns(); err != nil {
+			return nil, fmt.Errorf("static: run record: %w", err)
 		}
 	}
 	return &r, nil
+}
+
+// checkColumns reports columns of different lengths.
+func (rr *RunnableRun) checkColumns() error {
+	n := len(rr.Seq)
+	if len(rr.Planned) != n || len(rr.Deadline) != n || len(rr.Start) != n || len(rr.End) != n ||
+		len(rr.Flags) != n || len(rr.AllocObjects) != n || len(rr.AllocBytes) != n {
+		return fmt.Errorf("runnable %q has columns of different lengths", rr.Name)
+	}
+	return nil
 }
 
 // recorder keeps a runnable's rows in preallocated columns: the last
@@ -175,14 +184,19 @@ func newRecorder(r PlanRunnable, rows int) *recorder {
 // allocations come from the OS untouched; the first write to each page
 // then faults, and with a row per frame every column crosses into a new
 // 4 KiB page every 512 frames, all at once: a stall of every runnable in
-// that frame (seen as overruns every 512 ms at 1 kHz).
-func prefault[T int | int64 | uint64](cols ...[]T) {
+// that frame.
+func prefault[T any](cols ...[]T) {
 	for _, c := range cols {
-		for i := range c {
-			c[i] = 1
-		}
-		clear(c)
+		clear(c) // a write: it touches every page
 	}
+}
+
+// reserve returns an empty slice with room for n, its memory written
+// through (prefault), for appending in the loop.
+func reserve[T any](n int) []T {
+	s := make([]T, n)
+	prefault(s)
+	return s[:0]
 }
 
 func (r *recorder) add(seq, planned, deadline, start, end int64, flags int, objs, bytes uint64) {
