@@ -167,18 +167,27 @@ func CheckRecv(call string, rank int, send, recv Buf) error {
 // length) is the in-place form, like MPI_IN_PLACE: the result replaces the
 // input. Every backend refuses a partial overlap with this error.
 func CheckAlias(call string, rank int, send, recv Buf) error {
-	a, b := send.Bytes, recv.Bytes
-	if len(a) == 0 || len(b) == 0 {
-		return nil
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if pa == pb && len(a) == len(b) {
-		return nil // in place
-	}
-	if pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a)) {
+	if Overlaps(send.Bytes, recv.Bytes) && !InPlace(send, recv) {
 		return &ArgError{Op: call, Rank: rank, Detail: "send and receive buffers overlap without being the same buffer (pass the same slice as both for the in-place form)"}
 	}
 	return nil
+}
+
+// Overlaps reports whether a and b share memory (backends use it to
+// detect aliased buffers).
+func Overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// InPlace reports whether send and recv are the same non-empty buffer:
+// the in-place form of a reduction.
+func InPlace(send, recv Buf) bool {
+	return len(send.Bytes) > 0 && len(send.Bytes) == len(recv.Bytes) &&
+		unsafe.SliceData(send.Bytes) == unsafe.SliceData(recv.Bytes)
 }
 
 // CheckCounts reports a per-rank counts slice that does not have size

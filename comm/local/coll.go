@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -220,7 +219,7 @@ func (c *rankComm) fold(op comm.Op, dt comm.Datatype, k uint64, lo, hi, to int) 
 	// 2): then fold into scratch and copy.
 	alias := false
 	for j := 2; j < n; j++ {
-		if overlaps(dst0[lo:hi], sl[j].a[p].src[lo:hi]) {
+		if comm.Overlaps(dst0[lo:hi], sl[j].a[p].src[lo:hi]) {
 			alias = true
 			break
 		}
@@ -258,15 +257,6 @@ func (c *rankComm) scratchBuf() []byte {
 		c.scratch = make([]byte, blockBytes)
 	}
 	return c.scratch
-}
-
-// overlaps reports whether a and b share memory.
-func overlaps(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // chunk returns rank r's share [lo, hi) of total bytes split n ways, with

@@ -108,19 +108,6 @@ func (c *Comm) checkRoot(k call, root int) error {
 	return comm.CheckRoot(k.String(), c.rank, root, c.size)
 }
 
-// overlap reports whether a and b share memory, and whether they start at
-// the same address (MPI's in-place case).
-func overlap(a, b []byte) (any, same bool) {
-	if len(a) == 0 || len(b) == 0 {
-		return false, len(a) == 0 && len(b) == 0
-	}
-	pa, pb := uintptr(ptr(a)), uintptr(ptr(b))
-	if pa == pb {
-		return true, true
-	}
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a)), false
-}
-
 func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv bool) (lerr error, inplace C.int) {
 	if err := c.checkBuf(k, "send", send); err != nil {
 		return err, 0
@@ -140,7 +127,7 @@ func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv boo
 	if err := comm.CheckAlias(k.String(), c.rank, send, recv); err != nil {
 		return err, 0
 	}
-	if _, same := overlap(send.Bytes, recv.Bytes); same {
+	if comm.InPlace(send, recv) {
 		return nil, 1 // MPI_IN_PLACE
 	}
 	return nil, 0
