@@ -27,11 +27,8 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	if opts.GridP == 0 && opts.GridQ == 0 {
-		opts.GridP, opts.GridQ = dist.Grid(rt.Size())
-	}
-	if err := dist.BlockCyclic2D(opts.GridP, opts.GridQ).Check(rt.Size()); err != nil {
-		return nil, fmt.Errorf("cholesky: %w: %w", tiled.ErrBadOptions, err)
+	if err := tiled.PrepareGrid(rt.Size(), &opts.GridP, &opts.GridQ); err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
 	}
 	if opts.Precision == 32 {
 		return runDist[float32](ctx, rt, opts, w)

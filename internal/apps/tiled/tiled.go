@@ -9,6 +9,7 @@ import (
 
 	"github.com/pzgo/pz/internal/linalg"
 	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
 )
 
 // ErrBadOptions is returned (wrapped, naming the option and the fix) for
@@ -107,6 +108,19 @@ func Prepare(n, b int, precision *int, seed *uint64, workers, warmup int) error 
 	}
 	if workers < 0 || warmup < 0 {
 		return fmt.Errorf("%w: workers %d and warmup %d must not be negative", ErrBadOptions, workers, warmup)
+	}
+	return nil
+}
+
+// PrepareGrid fills a distributed run's P x Q process grid over ranks
+// ranks when both are zero (the most square, dist.Grid) and checks it:
+// what every tiled app's RunDist does after Prepare.
+func PrepareGrid(ranks int, p, q *int) error {
+	if *p == 0 && *q == 0 {
+		*p, *q = dist.Grid(ranks)
+	}
+	if err := dist.BlockCyclic2D(*p, *q).Check(ranks); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
 	return nil
 }

@@ -59,3 +59,13 @@ func TestTimeKernel(t *testing.T) {
 	assert.GreaterOrEqual(t, d, time.Millisecond)
 	assert.InDelta(t, 2.0, GFlops(2e9, time.Second), 1e-12)
 }
+
+func TestPrepareGrid(t *testing.T) {
+	p, q := 0, 0
+	require.NoError(t, PrepareGrid(6, &p, &q))
+	assert.Equal(t, 6, p*q)
+	p, q = 2, 2
+	assert.ErrorIs(t, PrepareGrid(3, &p, &q), ErrBadOptions, "a 2x2 grid on 3 ranks")
+	p, q = 1, 3
+	assert.NoError(t, PrepareGrid(3, &p, &q))
+}
