@@ -58,32 +58,27 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 // i*b.. and columns j*b.. of a, b x b; a nil tile is skipped) and sends
 // each to its owner. It is collective.
 func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, n int, tiles [][]*Handle) error {
-	hs, at := flatten(tiles)
-	if d.rank == root && len(a) < n*n {
-		return fmt.Errorf("dist: ScatterMatrix: %w: %d elements for a %d x %d matrix", comm.ErrInvalidArg, len(a), n, n)
-	}
-	return d.Scatter(ctx, root, hs, func(k int, data any) error {
-		t, ok := data.([]T)
-		if !ok {
-			return fmt.Errorf("%w: holds %T, not []%T", comm.ErrInvalidArg, data, *new(T))
-		}
-		h := hs[k]
-		i, j := at[k][0], at[k][1]
-		for r := range h.rows {
-			copy(t[r*h.cols:(r+1)*h.cols], a[(i*h.rows+r)*n+j*h.cols:])
-		}
-		return nil
-	})
+	return moveMatrix(ctx, d, "ScatterMatrix", root, a, n, tiles, true)
 }
 
 // GatherMatrix assembles the tiles into the n x n row-major matrix a on
 // root (a is ignored elsewhere); it is ScatterMatrix reversed.
 func GatherMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, n int, tiles [][]*Handle) error {
+	return moveMatrix(ctx, d, "GatherMatrix", root, a, n, tiles, false)
+}
+
+// moveMatrix is ScatterMatrix (toTiles) and GatherMatrix: the same walk
+// over the tiles, copying rows one way or the other on root.
+func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, root int, a []T, n int, tiles [][]*Handle, toTiles bool) error {
 	hs, at := flatten(tiles)
 	if d.rank == root && len(a) < n*n {
-		return fmt.Errorf("dist: GatherMatrix: %w: %d elements for a %d x %d matrix", comm.ErrInvalidArg, len(a), n, n)
+		return fmt.Errorf("dist: %s: %w: %d elements for a %d x %d matrix", call, comm.ErrInvalidArg, len(a), n, n)
 	}
-	return d.Gather(ctx, root, hs, func(k int, data any) error {
+	move := d.Gather
+	if toTiles {
+		move = d.Scatter
+	}
+	return move(ctx, root, hs, func(k int, data any) error {
 		t, ok := data.([]T)
 		if !ok {
 			return fmt.Errorf("%w: holds %T, not []%T", comm.ErrInvalidArg, data, *new(T))
@@ -91,7 +86,12 @@ func GatherMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a 
 		h := hs[k]
 		i, j := at[k][0], at[k][1]
 		for r := range h.rows {
-			copy(a[(i*h.rows+r)*n+j*h.cols:(i*h.rows+r)*n+(j+1)*h.cols], t[r*h.cols:])
+			row := a[(i*h.rows+r)*n+j*h.cols : (i*h.rows+r)*n+(j+1)*h.cols]
+			if toTiles {
+				copy(t[r*h.cols:(r+1)*h.cols], row)
+			} else {
+				copy(row, t[r*h.cols:])
+			}
 		}
 		return nil
 	})
