@@ -18,6 +18,7 @@ const (
 	Unequal
 )
 
+// String returns the relation's name, e.g. "congruent".
 func (r Relation) String() string {
 	switch r {
 	case Ident:

@@ -112,6 +112,7 @@ type Error struct {
 	Msg string
 }
 
+// Error returns "file:line: message".
 func (e *Error) Error() string {
 	switch {
 	case e.File != "" && e.Line > 0:
@@ -127,6 +128,7 @@ func (e *Error) Error() string {
 // An ErrorList is every problem found in a schedule, in line order.
 type ErrorList []*Error
 
+// Error returns every problem, one per line.
 func (l ErrorList) Error() string {
 	var b strings.Builder
 	for i, e := range l {
