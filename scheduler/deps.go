@@ -192,6 +192,36 @@ func (h *Handle) flushReduxLocked() {
 	}
 }
 
+// gatherLocked inserts, with devices, the task that brings the newest
+// data of h's tiles back into h's RAM (dataLayer.gather) after the
+// tiles' last accesses, and before h's next ones, as flushReduxLocked
+// inserts the reduction. It runs on no worker: its copies run on the
+// copy engines, waited for on a goroutine of its own.
+func (h *Handle) gatherLocked(tiles [][]*Handle) {
+	s := h.s
+	g := &Task{Codelet: &Codelet{Name: "gather", Detached: func(_ *Task, done func(error)) {
+		go func() { done(s.data.gather(h, tiles)) }()
+	}}}
+	g.Access = append(g.inlineAcc[:0], Access{h, ModeRW})
+	g.state.Store(stateSubmitted)
+	g.s = s
+	g.pending.Store(1)
+	if s.cfg.stats {
+		g.id = s.nextID.Add(1)
+	}
+	s.inflight.add(1)
+	for _, p := range h.cur {
+		s.addDep(p, g)
+	}
+	s.dropAll(h.prev)
+	h.prev = h.cur
+	h.cur = []*Task{g}
+	h.curCat = catWrite
+	if g.pending.Add(-1) == 0 {
+		s.ready(g, nil)
+	}
+}
+
 // reduceInto is the reduction task: combine every live per-worker copy
 // into the handle (buffer 0).
 func (h *Handle) reduceInto(c *Call) error {

@@ -109,6 +109,7 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 	for _, w := range s.workers {
 		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("%v%d", w.info.Kind, w.info.ID)})
 	}
+	s.xferGantt(&c)
 	for _, sp := range s.contextSpans(s.traceEnd(evs)) {
 		b := gantt.Band{Row: sp.worker, Name: sp.name, Start: sp.start, End: sp.end}
 		if sp.name == GlobalName {

@@ -116,6 +116,11 @@ type Handle struct {
 	cwait  []*Task
 
 	span span
+
+	// The data layer's state (coherence.go), guarded by dataLayer.mu;
+	// unused without devices.
+	reps []replica // one per memory node, nil until first used
+	dev  bool      // the data can live on a device (deviceData)
 }
 
 type reduxCopy struct {
@@ -180,6 +185,7 @@ func (s *Scheduler) RegisterVector(data any, opts ...HandleOption) (*Handle, err
 	}
 	h := s.newHandle(cfg, kindVector)
 	h.ram = buffer{data: data, rows: v.Len(), cols: 1, ld: 1, elemSize: v.Type().Elem().Size(), typ: v.Type()}
+	h.dev = deviceData(h)
 	return h, s.addSpan(h, v)
 }
 
@@ -207,6 +213,7 @@ func (s *Scheduler) RegisterMatrix(data any, rows, cols int, opts ...HandleOptio
 	}
 	h := s.newHandle(cfg, kindMatrix)
 	h.ram = buffer{data: v.Slice(0, need).Interface(), rows: rows, cols: cols, ld: cfg.ld, elemSize: v.Type().Elem().Size(), typ: v.Type()}
+	h.dev = deviceData(h)
 	return h, s.addSpan(h, v.Slice(0, need))
 }
 
@@ -245,10 +252,32 @@ func (h *Handle) Cols() int { return h.ram.cols }
 func (h *Handle) LD() int { return h.ram.ld }
 
 // Data returns the handle's data in RAM (the registered slice or value;
-// for a tile, the sub-slice starting at its first element). Reading or
-// writing it while tasks use the handle is a data race: wait for them
-// (WaitAll, Unregister) first.
-func (h *Handle) Data() any { return h.ram.data }
+// for a tile, the sub-slice starting at its first element), first
+// copying the newest version back from a device if one holds it.
+// Reading or writing it while tasks use the handle is a data race: wait
+// for them (WaitAll, Unregister) first. Data does not return before the
+// copy, if any, ends; use Fetch to bound the wait.
+func (h *Handle) Data() any {
+	if d := h.s.data; d != nil {
+		// Without a context, a failed copy leaves RAM as it was; Fetch
+		// reports it.
+		_ = d.fetch(context.Background(), h)
+	}
+	return h.ram.data
+}
+
+// Fetch copies the newest version of h's data back to RAM if a device
+// holds it, and returns the data as Data does; the device's copy stays
+// valid. It returns ctx's error if ctx ends first. Like Data, it must not
+// race with tasks that write h.
+func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	if d := h.s.data; d != nil {
+		if err := d.fetch(ctx, h); err != nil {
+			return nil, err
+		}
+	}
+	return h.ram.data, nil
+}
 
 // SetReduction sets the codelets used by Redux accesses: init (one W
 // access) initializes a private copy to the neutral element, combine
@@ -310,6 +339,7 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 			t := h.s.newHandle(cfg, h.kind)
 			t.parent = h
 			t.ram = buffer{data: rv.Slice(off, off+n).Interface(), rows: r, cols: c, ld: h.ram.ld, elemSize: h.ram.elemSize, typ: h.ram.typ}
+			t.dev = h.dev
 			if h.rcombine != nil {
 				t.rinit, t.rcombine = h.rinit, h.rcombine
 				t.rcopies = make([]*reduxCopy, len(h.s.workers))
@@ -370,6 +400,9 @@ func (h *Handle) Unpartition() error {
 	h.prev = h.prev[:0]
 	h.cur = all
 	h.curCat = catSync
+	if h.s.data != nil {
+		h.gatherLocked(h.children)
+	}
 	h.children = nil
 	h.status.Store(handleLive)
 	return nil
@@ -400,6 +433,12 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 			}
 		}
 		if !pending {
+			if d := h.s.data; d != nil {
+				if err := d.unregister(ctx, h); err != nil {
+					h.mu.Unlock()
+					return nil, fmt.Errorf("unregistering: %w", err)
+				}
+			}
 			h.status.Store(handleUnregistered)
 			h.s.dropAll(h.cur)
 			h.s.dropAll(h.prev)
@@ -439,10 +478,4 @@ func (h *Handle) usableLocked() error {
 		return fmt.Errorf("%w: %v was unregistered; register the data again", ErrUnregistered, h)
 	}
 	return nil
-}
-
-// acquire returns h's data for a task's access on memory node n (RAM,
-// the only node of CPU workers: the data is always valid there).
-func (h *Handle) acquire(n MemoryNode, m Mode) *buffer {
-	return &h.ram
 }

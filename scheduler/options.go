@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 )
@@ -27,9 +29,10 @@ type config struct {
 	spin       int
 	driven     int         // workers left to the application (WithDrivenWorkers)
 	logger     *zap.Logger // context resizes (WithLogger)
+	sims       []SimDevice // simulated devices (WithSimDevices)
 }
 
-// WithDrivenWorkers leaves the last n workers to the application: the
+// WithDrivenWorkers leaves the last n CPU workers to the application: the
 // scheduler starts no goroutine for them, and the program drives each
 // one from a goroutine (and OS thread) of its own through
 // Scheduler.Driver. n must not exceed the number of workers.
@@ -95,6 +98,20 @@ func buildConfig(opts []Option) (config, error) {
 	if c.policy == "" {
 		c.policy = "lws"
 	}
+	if len(c.sims) == 0 {
+		if err := simsFromEnv(&c, env); err != nil {
+			return c, err
+		}
+	}
+	for i, d := range c.sims {
+		if d.Memory < 0 {
+			return c, fmt.Errorf("%w: simulated device %d has %d bytes of memory (need > 0, or 0 for the default)", ErrBadOption, i, d.Memory)
+		}
+		if d.Latency < 0 {
+			return c, fmt.Errorf("%w: simulated device %d has latency %v (need >= 0)", ErrBadOption, i, d.Latency)
+		}
+		c.sims[i] = d.withDefaults()
+	}
 	if c.workers < 0 {
 		if v := env("PZ_NCPU"); v != "" {
 			n, err := strconv.Atoi(v)
@@ -103,7 +120,8 @@ func buildConfig(opts []Option) (config, error) {
 			}
 			c.workers = n
 		} else {
-			c.workers = min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
+			// Each device's worker takes a core.
+			c.workers = max(1, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-len(c.sims))
 		}
 	}
 	if c.workers < 1 {
@@ -142,3 +160,52 @@ func buildConfig(opts []Option) (config, error) {
 // WithLogger sets the logger that records every context resize (Info)
 // and workers lent at Close (Warn). Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }
+
+// simsFromEnv reads PZ_NSIM and PZ_SIM_MEMORY.
+func simsFromEnv(c *config, env func(string) string) error {
+	v := env("PZ_NSIM")
+	if v == "" || v == "0" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%w: PZ_NSIM=%q is not a number of devices", ErrBadOption, v)
+	}
+	var d SimDevice
+	if m := env("PZ_SIM_MEMORY"); m != "" {
+		b, err := ParseBytes(m)
+		if err != nil || b <= 0 {
+			return fmt.Errorf("%w: PZ_SIM_MEMORY=%q is not a size (bytes, or 64MiB, 2GiB...)", ErrBadOption, m)
+		}
+		d.Memory = b
+	}
+	for range n {
+		c.sims = append(c.sims, d)
+	}
+	return nil
+}
+
+// ParseBytes parses a size in bytes: a number with an optional suffix
+// k, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024),
+// as in "64MiB" or "1.5G".
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := 1.0
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"B", 1}}
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("scheduler: %q is not a size in bytes", s)
+	}
+	return int64(f * mult), nil
+}

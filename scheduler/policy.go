@@ -15,14 +15,19 @@ type WorkerKind uint8
 const (
 	// CPUWorker runs Codelet.CPU on one core.
 	CPUWorker WorkerKind = iota
+	// SimWorker drives a simulated accelerator (WithSimDevices): it runs
+	// Codelet.CPU on the device's copies of the data.
+	SimWorker
 	numKinds
 )
 
-// String returns "cpu".
+// String returns "cpu" or "sim".
 func (k WorkerKind) String() string {
 	switch k {
 	case CPUWorker:
 		return "cpu"
+	case SimWorker:
+		return "sim"
 	}
 	return fmt.Sprintf("WorkerKind(%d)", uint8(k))
 }
@@ -83,6 +88,15 @@ type PolicyConfig struct {
 	Estimate func(t *Task, k WorkerKind) (ns float64, ok bool)
 	// Now returns the current time in nanoseconds on a monotonic clock.
 	Now func() int64
+	// Transfer predicts the time in nanoseconds to make the data t reads
+	// valid on the memory node of worker w: 0 where the data are there,
+	// and always without devices.
+	Transfer func(t *Task, w int) float64
+	// Prefetch starts moving the data t reads to the memory node of
+	// worker w. A policy that assigns a task to a worker's queue before
+	// the worker pops it calls Prefetch just before queuing it, so that
+	// the copies overlap the tasks ahead of it; it never blocks.
+	Prefetch func(t *Task, w int)
 }
 
 // policyFactories returns the built-in policies by name. It builds a new
@@ -309,5 +323,23 @@ func (s *Scheduler) policyConfig() PolicyConfig {
 		Seed:     uint64(time.Now().UnixNano()),
 		Estimate: s.estimate,
 		Now:      s.now,
+		Transfer: s.transferCost,
+		Prefetch: s.prefetch,
+	}
+}
+
+func (s *Scheduler) transferCost(t *Task, w int) float64 {
+	if s.data == nil || !t.deviceData() {
+		return 0
+	}
+	return s.data.transferCost(t, s.workers[w].info.Node)
+}
+
+func (s *Scheduler) prefetch(t *Task, w int) {
+	if s.data == nil || w < 0 || w >= len(s.workers) || !t.deviceData() {
+		return
+	}
+	if n := s.workers[w].info.Node; n != RAM {
+		s.data.prefetch(t, n)
 	}
 }

@@ -36,7 +36,9 @@ type dmdaWorker struct {
 
 // dmda is the deque-model data-aware policy: each calibrated task goes to
 // the worker where it is predicted to finish first, counting the work
-// already queued there and the data transfers; tasks of uncalibrated
+// already queued there and the data transfers (PolicyConfig.Transfer),
+// and its inputs start moving there at once (PolicyConfig.Prefetch);
+// tasks of uncalibrated
 // codelets go to a shared FIFO that every worker pops (eager fallback),
 // which also calibrates their models.
 type dmda struct {
@@ -105,7 +107,11 @@ func (p *dmda) Push(t *Task, from int) int {
 				calibrated = false
 				break
 			}
-			cands = append(cands, heftCand{exec: est})
+			var xfer float64
+			if p.cfg.Transfer != nil {
+				xfer = p.cfg.Transfer(t, w)
+			}
+			cands = append(cands, heftCand{exec: est, xfer: xfer})
 			ids = append(ids, w)
 		}
 		if !calibrated || len(cands) == 0 {
@@ -125,6 +131,9 @@ func (p *dmda) Push(t *Task, from int) int {
 		p.mu.Unlock()
 		q := s.q[w]
 		before := q.n.Load()
+		if p.cfg.Prefetch != nil {
+			p.cfg.Prefetch(t, w) // before queuing: once queued, t may run and be gone
+		}
 		if q.push(t, true) {
 			if w == from && before == 0 {
 				return NoWorker

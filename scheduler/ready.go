@@ -99,6 +99,7 @@ func (s *Scheduler) push(t *Task, w *worker) { s.contextOf(t).push(t, w, true) }
 // fixed order, or none: if one is held, t waits on that handle and is
 // retried when its owner releases it (no hold-and-wait, no deadlock).
 func (s *Scheduler) acquireCommute(t *Task) bool {
+retry:
 	for i, a := range t.Access {
 		if a.Mode&ModeCommute == 0 || firstIndex(t.Access, a.Handle) != i {
 			continue
@@ -110,9 +111,18 @@ func (s *Scheduler) acquireCommute(t *Task) bool {
 			h.cmu.Unlock()
 			continue
 		}
+		h.cmu.Unlock()
+		// Release the tokens taken so far before waiting: once t is in
+		// h's waiters, its owner's release may run t (and a pooled t
+		// be reused) at any moment, so t must not be touched after.
+		s.releaseCommute(t, i)
+		h.cmu.Lock()
+		if h.cowner == nil {
+			h.cmu.Unlock()
+			goto retry // released meanwhile
+		}
 		h.cwait = append(h.cwait, t)
 		h.cmu.Unlock()
-		s.releaseCommute(t, i)
 		return false
 	}
 	return true

@@ -68,6 +68,8 @@ type Scheduler struct {
 
 	cx contexts // scheduling contexts (context_members.go)
 
+	data *dataLayer // memory nodes and coherence; nil without devices (coherence.go)
+
 	closeOnce sync.Once
 	closeErr  error
 	closedAt  time.Time
@@ -106,6 +108,20 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
+	if len(cfg.sims) > 0 {
+		devs := make([]device, len(cfg.sims))
+		caps := make([]int64, len(cfg.sims))
+		for i, sd := range cfg.sims {
+			devs[i], caps[i] = newSimDevice(i, sd), sd.Memory
+		}
+		s.data = newDataLayer(s, devs, caps)
+		for i := range cfg.sims {
+			w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
+			w.call.bufs = w.bufs[:0]
+			s.workers = append(s.workers, w)
+			s.kinds[SimWorker]++
+		}
+	}
 	s.newGlobalContext()
 	inits := make(chan error, len(s.workers))
 	launched := 0
@@ -133,6 +149,9 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 	}
 	if len(initErrs) > 0 {
 		s.stopWorkers()
+		if s.data != nil {
+			s.data.close()
+		}
 		return nil, errors.Join(initErrs...)
 	}
 	infos := make([]WorkerInfo, len(s.workers))
@@ -166,16 +185,27 @@ func (s *Scheduler) Policy() string { return s.policy.Name() }
 // starpu_task_wait_for_all does within starpu_sched_ctx_set_context.
 // When ctx ends while a context holds tasks and has no workers, the
 // error also wraps ErrNoWorkers and names the context.
+//
+// Pending reductions (Redux accesses) are combined into their handles
+// first, so the registered data hold the reduced values once WaitAll
+// returns. With devices (WithSimDevices), WaitAll then copies every handle whose
+// newest version is on a device back to RAM, so the registered slices
+// hold the results; the devices' copies stay valid for later tasks.
 func (s *Scheduler) WaitAll(ctx context.Context) error {
 	if s.cx.n.Load() > 0 {
 		if c := ContextOf(ctx); c != nil && c.s == s && c.parent != nil {
 			return c.WaitAll(ctx)
 		}
 	}
+	s.flushReductions()
 	if err := s.inflight.wait(ctx); err != nil {
 		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.n.Load(), 0)))
 	}
-	return errors.Join(s.errs.take(""), s.takeContextErrors())
+	var wb error
+	if s.data != nil {
+		wb = s.data.writeBack(ctx)
+	}
+	return errors.Join(s.errs.take(""), s.takeContextErrors(), wb)
 }
 
 // Wait blocks until the given tasks have completed or ctx ends, and
@@ -203,21 +233,14 @@ func (s *Scheduler) Close() error {
 		s.closed.Store(true)
 		var errs []error
 		// Reductions still pending are combined before the workers stop.
-		s.regMu.Lock()
-		var pend []*Handle
-		for h := range s.reduxLive {
-			pend = append(pend, h)
-		}
-		s.regMu.Unlock()
-		for _, h := range pend {
-			h.mu.Lock()
-			h.flushReduxLocked()
-			h.mu.Unlock()
-		}
+		s.flushReductions()
 		s.drainContexts()
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt = time.Now()
 		s.stopWorkers()
+		if s.data != nil {
+			s.data.close()
+		}
 		s.releaseSpans()
 		s.deinitMu.Lock()
 		errs = append(errs, s.deinitErrs...)
@@ -233,6 +256,26 @@ func (s *Scheduler) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// flushReductions submits the combination of every pending reduction
+// (Redux accesses not yet followed by another access).
+func (s *Scheduler) flushReductions() {
+	s.regMu.Lock()
+	if len(s.reduxLive) == 0 {
+		s.regMu.Unlock()
+		return
+	}
+	var pend []*Handle
+	for h := range s.reduxLive {
+		pend = append(pend, h)
+	}
+	s.regMu.Unlock()
+	for _, h := range pend {
+		h.mu.Lock()
+		h.flushReduxLocked()
+		h.mu.Unlock()
+	}
 }
 
 // recordDeinit keeps a worker's deinit error for Close.

@@ -260,6 +260,7 @@ type Task struct {
 	sync      bool
 	hasFoot   bool
 	commute   bool         // some access is ModeCommute
+	cpuOnly   bool         // its data fit no device it was given to (redirectToCPU)
 	pooled    bool         // made by Submit, back to its pool when refs reaches 0
 	refs      atomic.Int32 // references to a pooled task (hold, release)
 	chDone    bool         // doneCh closed; guarded by mu
@@ -400,8 +401,21 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 	switch k {
 	case CPUWorker:
 		return t.Codelet.CPU != nil
+	case SimWorker:
+		return t.Codelet.CPU != nil && t.Team <= 1 && !t.cpuOnly && t.deviceData()
 	}
 	return false
+}
+
+// deviceData reports whether all of t's data can live on a device:
+// vectors and matrices of numbers, accessed otherwise than by Redux.
+func (t *Task) deviceData() bool {
+	for _, a := range t.Access {
+		if !a.Handle.dev || a.Mode == ModeRedux {
+			return false
+		}
+	}
+	return true
 }
 
 func footprint(acc []Access) uint64 {

@@ -206,8 +206,11 @@ func (w *worker) runTeam(tm *team, rank int) {
 	c := Call{Task: t, Worker: w.info.ID, Rank: rank, Size: tm.size, Arg: t.Arg}
 	bufs, err := w.prepare(t, nil)
 	c.bufs = bufs
-	if err == nil && (t.Codelet.Parallel == SPMD || rank == 0) {
-		err = w.run(t, &c)
+	if err == nil {
+		if t.Codelet.Parallel == SPMD || rank == 0 {
+			err = w.run(t, &c)
+		}
+		w.unprepare(t)
 	}
 	if t.Codelet.Parallel == ForkJoin {
 		if rank == 0 {

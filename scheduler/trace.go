@@ -81,6 +81,7 @@ func (s *Scheduler) traceEvents() []traceEvent {
 func (s *Scheduler) WriteTrace(out io.Writer) error {
 	evs := s.traceEvents()
 	extra := contextChromeEvents(s.contextSpans(s.traceEnd(evs)), s.Resizes(), len(s.workers))
+	extra = append(extra, s.xferChromeEvents()...)
 	return writeChromeTrace(out, evs, s.workers, extra)
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -164,8 +165,15 @@ func (w *worker) execute1(t *Task) *Task {
 	c.Task, c.Worker, c.Rank, c.Size, c.Arg = t, w.info.ID, 0, 1, t.Arg
 	var err error
 	c.bufs, err = w.prepare(t, c.bufs[:0])
+	if err != nil && w.info.Node != RAM && errors.Is(err, ErrDeviceMemory) && w.s.redirectToCPU(t) {
+		c.Task, c.Arg = nil, nil
+		return nil
+	}
 	if err == nil {
 		err = w.run(t, c)
+		if d := w.s.data; d != nil {
+			d.releaseTask(t, w.info.Node)
+		}
 	}
 	c.Task, c.Arg = nil, nil
 	if mb != nil {
@@ -177,6 +185,24 @@ func (w *worker) execute1(t *Task) *Task {
 	next := w.complete(t, err, true)
 	w.s.release(t)
 	return next
+}
+
+// redirectToCPU hands back to the policy a task whose data cannot fit in
+// a device's memory, for the CPU workers of its context only; it reports
+// false, leaving the task to fail, when none of them may run it.
+func (s *Scheduler) redirectToCPU(t *Task) bool {
+	if t.Codelet.CPU == nil {
+		return false
+	}
+	c := s.contextOf(t)
+	for _, w := range s.workers {
+		if w.info.Kind == CPUWorker && w.popsFrom(c) {
+			t.cpuOnly = true
+			s.push(t, nil)
+			return true
+		}
+	}
+	return false
 }
 
 // run calls the implementation, timing it when statistics, traces or a
@@ -235,28 +261,53 @@ func panicError(t *Task, worker int, r any, what string) error {
 	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: worker, Err: e, Panicked: true, Stack: string(debug.Stack())}
 }
 
-// prepare fills bufs with t's data on this worker's memory node.
+// prepare fills bufs with t's data on this worker's memory node: in
+// RAM the registered buffers; with devices, the data layer makes them
+// valid on the node and pins them until the task ends (coherence.go).
 func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
-	for _, a := range t.Access {
+	base := len(bufs)
+	if d := w.s.data; d != nil {
+		var err error
+		if bufs, err = d.acquireTask(t, w.info.Node, bufs); err != nil {
+			return bufs, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: w.info.ID, Err: err}
+		}
+	}
+	for i, a := range t.Access {
 		h := a.Handle
+		var b *buffer
 		switch a.Mode {
 		case ModeScratch:
-			b, err := w.scratchBuf(h)
-			if err != nil {
+			var err error
+			if b, err = w.scratchBuf(h); err != nil {
+				w.unprepare(t)
 				return bufs, err
 			}
-			bufs = append(bufs, b)
 		case ModeRedux:
-			b, err := w.reduxBuf(h)
-			if err != nil {
+			var err error
+			if b, err = w.reduxBuf(h); err != nil {
+				w.unprepare(t)
 				return bufs, err
 			}
-			bufs = append(bufs, b)
 		default:
-			bufs = append(bufs, h.acquire(w.info.Node, a.Mode))
+			if w.s.data != nil {
+				continue // acquired above
+			}
+			b = &h.ram
+		}
+		if w.s.data != nil {
+			bufs[base+i] = b
+		} else {
+			bufs = append(bufs, b)
 		}
 	}
 	return bufs, nil
+}
+
+// unprepare releases what prepare acquired when the task does not run.
+func (w *worker) unprepare(t *Task) {
+	if d := w.s.data; d != nil {
+		d.releaseTask(t, w.info.Node)
+	}
 }
 
 func (w *worker) scratchBuf(h *Handle) (*buffer, error) {

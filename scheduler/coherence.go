@@ -1,0 +1,804 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The data layer: memory nodes and MSI coherence (after StarPU's
+// datawizard). RAM is node 0; each accelerator is a node of its own. A
+// handle has a replica per node, each invalid, shared or modified. A
+// task's data are made valid on its worker's node before it runs: a
+// missing replica is allocated (evicting least-recently-used replicas
+// when the node is full, writing back the only valid ones) and filled
+// by a copy from a valid one, staged through RAM; a write leaves the
+// writer's replica modified and every other invalid. Copies are
+// asynchronous on the devices' copy engines; a policy that assigns a
+// task ahead of time starts its inputs moving (prefetch). Data,
+// Unregister, WaitAll and Close bring the newest version back to RAM.
+//
+// A scheduler with no device has no data layer (s.data is nil): its
+// handles live in RAM only and tasks take them without a lock.
+//
+// All coherence state is guarded by dataLayer.mu. Copies run outside it;
+// a replica being filled has a fill channel, closed when the copy ends,
+// that whoever needs the replica waits on. Three rules keep copies and
+// tasks apart: a write waits until no copy of the handle is in flight;
+// a copy only reads a valid replica, which cannot be written meanwhile;
+// eviction takes only replicas no task or copy uses.
+
+type mstate uint8
+
+const (
+	invalid mstate = iota
+	shared
+	modified
+)
+
+func (st mstate) String() string { return [...]string{"I", "S", "M"}[st] }
+
+// A replica is a handle's data on one memory node.
+type replica struct {
+	state mstate
+	mem   any     // the device allocation; nil in RAM or when none
+	buf   *buffer // what tasks see; RAM's is the handle's own buffer
+	tasks int32   // running tasks using it
+	reads int32   // copies reading it
+	fill  chan struct{}
+	err   error  // the error of the last copy into it, for the next acquirer
+	last  uint64 // LRU stamp
+}
+
+// A memNode is a memory node's allocator.
+type memNode struct {
+	id       MemoryNode
+	dev      device // nil for RAM
+	capacity int64
+	used     int64 // allocated bytes, including the cache
+	cache    map[cacheKey][]any
+	cached   int64
+	handles  map[*Handle]struct{} // handles with an allocation here
+	changed  chan struct{}        // closed when a replica here is unpinned or freed
+}
+
+type cacheKey struct {
+	typ reflect.Type
+	n   int
+}
+
+// A xferEvent is one copy, for the trace.
+type xferEvent struct {
+	handle     string
+	from, to   MemoryNode
+	bytes      int64
+	start, end time.Duration
+	prefetch   bool
+}
+
+// TransferStats are the figures of the copies from one memory node to
+// another.
+type TransferStats struct {
+	From, To MemoryNode
+	// Count is the number of copies, Bytes their size.
+	Count, Bytes int64
+	// Prefetches is how many of them prefetch started.
+	Prefetches int64
+	// Evictions counts replicas dropped from To to make room (From is
+	// To for those rows' other figures: 0).
+	Evictions int64
+	// WriteBacks counts copies that saved the only valid replica
+	// before it was evicted.
+	WriteBacks int64
+}
+
+type dataLayer struct {
+	s        *Scheduler
+	mu       sync.Mutex
+	nodes    []*memNode
+	clock    uint64
+	resident map[*Handle]struct{} // handles with replicas off RAM
+	stats    map[[2]MemoryNode]*TransferStats
+	events   []xferEvent
+}
+
+func newDataLayer(s *Scheduler, devs []device, capacities []int64) *dataLayer {
+	d := &dataLayer{s: s, resident: make(map[*Handle]struct{}), stats: make(map[[2]MemoryNode]*TransferStats)}
+	d.nodes = append(d.nodes, &memNode{id: RAM})
+	for i, dev := range devs {
+		d.nodes = append(d.nodes, &memNode{
+			id: MemoryNode(i + 1), dev: dev, capacity: capacities[i],
+			cache: make(map[cacheKey][]any), handles: make(map[*Handle]struct{}), changed: make(chan struct{}),
+		})
+	}
+	return d
+}
+
+// nodeName names a memory node in errors and traces.
+func (d *dataLayer) nodeName(n MemoryNode) string {
+	if n == RAM {
+		return "ram"
+	}
+	return d.nodes[n].dev.name()
+}
+
+// deviceData reports whether h's data can live on an accelerator: a
+// vector or matrix of numbers.
+func deviceData(h *Handle) bool {
+	if h.kind == kindValue {
+		return false
+	}
+	switch h.ram.typ.Elem().Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	}
+	return false
+}
+
+// readyLocked creates h's replicas on first use. A tile's come after
+// its parent's newest data is in RAM and the parent's device replicas
+// are gone, since the tiles write RAM under the parent; the first use of
+// a tile follows every earlier task on the parent.
+func (d *dataLayer) readyLocked(h *Handle) (<-chan struct{}, error) {
+	if h.reps != nil {
+		return nil, nil
+	}
+	if p := h.parent; p != nil {
+		if w, err := d.fetchLocked(p); w != nil || err != nil {
+			return w, err
+		}
+		d.dropDeviceLocked(p)
+		p.reps[RAM].state = modified
+	}
+	h.reps = make([]replica, len(d.nodes))
+	h.reps[RAM] = replica{state: modified, buf: &h.ram}
+	return nil, nil
+}
+
+// gather brings the newest data of tiles back into their parent h's RAM
+// and frees their replicas: the work of the task Unpartition inserts
+// after the tiles' last tasks and before h's next ones.
+func (d *dataLayer) gather(h *Handle, tiles [][]*Handle) error {
+	used := false
+	for _, row := range tiles {
+		for _, c := range row {
+			d.mu.Lock()
+			ok := c.reps != nil
+			d.mu.Unlock()
+			if !ok {
+				continue // never used: nothing to gather
+			}
+			used = true
+			if err := d.unregister(context.Background(), c); err != nil {
+				return err
+			}
+			d.mu.Lock()
+			c.reps = nil
+			d.mu.Unlock()
+		}
+	}
+	if used {
+		// The tiles wrote RAM: h's device replicas, dropped when the
+		// first tile was used, stay gone, and RAM is the newest.
+		d.mu.Lock()
+		if h.reps != nil {
+			d.dropDeviceLocked(h)
+			h.reps[RAM].state = modified
+		}
+		d.mu.Unlock()
+	}
+	return nil
+}
+
+// fetchLocked makes h's RAM replica valid, starting a copy from a valid
+// one if need be; it returns the channel to wait on then.
+func (d *dataLayer) fetchLocked(h *Handle) (<-chan struct{}, error) {
+	if w, err := d.readyLocked(h); w != nil || err != nil {
+		return w, err
+	}
+	return d.fetchRAMLocked(h)
+}
+
+// fetchRAMLocked is fetchLocked for a handle already readied.
+func (d *dataLayer) fetchRAMLocked(h *Handle) (<-chan struct{}, error) {
+	r := &h.reps[RAM]
+	if r.fill != nil {
+		return r.fill, nil
+	}
+	if err := r.err; err != nil {
+		r.err = nil
+		return nil, err
+	}
+	if r.state != invalid {
+		return nil, nil
+	}
+	src := d.validLocked(h)
+	if src < 0 {
+		return nil, fmt.Errorf("scheduler: %v has no valid replica (a copy failed)", h)
+	}
+	return d.copyLocked(h, MemoryNode(src), RAM, false), nil
+}
+
+// validLocked returns a node holding a valid replica of h, RAM first,
+// or -1.
+func (d *dataLayer) validLocked(h *Handle) int {
+	for i := range h.reps {
+		if h.reps[i].state != invalid {
+			return i
+		}
+	}
+	return -1
+}
+
+// copyLocked starts a copy of h from node src to node dst (one of them
+// RAM) and returns the channel closed when it ends.
+func (d *dataLayer) copyLocked(h *Handle, src, dst MemoryNode, prefetch bool) <-chan struct{} {
+	rs, rd := &h.reps[src], &h.reps[dst]
+	if rd.fill != nil || rs.state == invalid {
+		panic(fmt.Sprintf("scheduler: internal error: copy of %v from %s (%v) to %s while another fills it", h, d.nodeName(src), rs.state, d.nodeName(dst)))
+	}
+	rs.reads++
+	ch := make(chan struct{})
+	rd.fill = ch
+	var start time.Time
+	if d.s.cfg.stats {
+		start = time.Now()
+	}
+	st := d.statLocked(src, dst)
+	st.Count++
+	st.Bytes += bufBytes(&h.ram)
+	if prefetch {
+		st.Prefetches++
+	}
+	done := func(err error) {
+		d.mu.Lock()
+		rs, rd := &h.reps[src], &h.reps[dst]
+		rs.reads--
+		rd.fill = nil
+		if err != nil {
+			rd.err = fmt.Errorf("scheduler: copying %v from %s to %s: %w", h, d.nodeName(src), d.nodeName(dst), err)
+		} else {
+			// MSI: a read of a modified replica shares it.
+			rd.state = shared
+			if rs.state == modified {
+				rs.state = shared
+			}
+		}
+		if d.s.cfg.stats {
+			d.events = append(d.events, xferEvent{
+				handle: h.String(), from: src, to: dst, bytes: bufBytes(&h.ram), prefetch: prefetch,
+				start: start.Sub(d.s.epoch), end: time.Since(d.s.epoch),
+			})
+		}
+		for _, n := range [2]MemoryNode{src, dst} {
+			d.nodes[n].signalLocked()
+		}
+		close(ch)
+		d.mu.Unlock()
+	}
+	if dst == RAM {
+		d.nodes[src].dev.copyOut(&h.ram, rs.mem, done)
+	} else {
+		d.nodes[dst].dev.copyIn(rd.mem, &h.ram, done)
+	}
+	return ch
+}
+
+func (d *dataLayer) statLocked(src, dst MemoryNode) *TransferStats {
+	st := d.stats[[2]MemoryNode{src, dst}]
+	if st == nil {
+		st = &TransferStats{From: src, To: dst}
+		d.stats[[2]MemoryNode{src, dst}] = st
+	}
+	return st
+}
+
+// signalLocked wakes whoever waits for room or a replica on the node.
+func (nd *memNode) signalLocked() {
+	if nd.changed == nil {
+		return
+	}
+	close(nd.changed)
+	nd.changed = make(chan struct{})
+}
+
+// acquireLocked takes h on node n for mode m for a task (pin, so that
+// it is neither evicted nor copied over while the task runs) or, with
+// prefetch, only starts its copy. It returns a channel to wait on, and
+// then must be called again; or the buffer; or an error.
+func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool) (<-chan struct{}, *buffer, error) {
+	if w, err := d.readyLocked(h); w != nil || err != nil {
+		return w, nil, err
+	}
+	r := &h.reps[n]
+	if r.fill != nil {
+		return r.fill, nil, nil
+	}
+	if err := r.err; err != nil {
+		r.err = nil
+		return nil, nil, err
+	}
+	reads, writes := m&ModeR != 0, m&ModeW != 0
+	if writes {
+		for i := range h.reps {
+			if h.reps[i].fill != nil {
+				return h.reps[i].fill, nil, nil
+			}
+		}
+	}
+	if n != RAM && r.mem == nil {
+		if w, err := d.allocLocked(h, n, prefetch); w != nil || err != nil {
+			return w, nil, err
+		}
+		if r.mem == nil { // a prefetch that found no room
+			return nil, nil, nil
+		}
+	}
+	if reads && r.state == invalid {
+		src := d.validLocked(h)
+		if src < 0 {
+			return nil, nil, fmt.Errorf("scheduler: %v has no valid replica (a copy failed)", h)
+		}
+		if src != int(RAM) && n != RAM {
+			// Staged through RAM: first the device's newest to RAM,
+			// unless that copy is under way.
+			if f := h.reps[RAM].fill; f != nil {
+				return f, nil, nil
+			}
+			return d.copyLocked(h, MemoryNode(src), RAM, prefetch), nil, nil
+		}
+		return d.copyLocked(h, MemoryNode(src), n, prefetch), nil, nil
+	}
+	d.clock++
+	r.last = d.clock
+	if prefetch {
+		return nil, nil, nil
+	}
+	r.tasks++
+	if writes {
+		for i := range h.reps {
+			if i != int(n) {
+				h.reps[i].state = invalid
+			}
+		}
+		r.state = modified
+	} else if r.state == invalid {
+		r.state = shared
+	}
+	return nil, r.buf, nil
+}
+
+// releaseLocked unpins h on node n after a task.
+func (d *dataLayer) releaseLocked(h *Handle, n MemoryNode) {
+	r := &h.reps[n]
+	r.tasks--
+	if r.tasks == 0 {
+		d.nodes[n].signalLocked()
+	}
+}
+
+// allocLocked gives h a replica allocation on node n, from the node's
+// cache or the device, evicting least-recently-used replicas when the
+// node is full: invalid and shared ones are dropped, the only valid ones
+// written back to RAM first. A prefetch evicts nothing that needs a
+// write-back and gives up quietly.
+func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan struct{}, error) {
+	nd := d.nodes[n]
+	size := bufBytes(&h.ram)
+	if size > nd.capacity {
+		return nil, fmt.Errorf("%w: %v needs %d bytes on %s, which has %d", ErrDeviceMemory, h, size, nd.dev.name(), nd.capacity)
+	}
+	key := cacheKey{h.ram.typ, h.ram.rows * h.ram.cols}
+	mem := nd.takeCached(key, size)
+	for mem == nil && nd.used+size > nd.capacity {
+		if nd.dropCache(size) {
+			continue
+		}
+		v := nd.victim(h)
+		if v == nil {
+			if prefetch {
+				return nil, nil
+			}
+			// Everything here is in use by running tasks or copies:
+			// wait for one to end.
+			return nd.changed, nil
+		}
+		vr := &v.reps[n]
+		if vr.state == modified {
+			if prefetch {
+				return nil, nil
+			}
+			d.statLocked(n, RAM).WriteBacks++
+			return d.copyLocked(v, n, RAM, false), nil
+		}
+		d.freeLocked(v, n)
+		d.statLocked(n, n).Evictions++
+	}
+	if mem == nil {
+		var err error
+		if mem, err = nd.dev.alloc(&h.ram); err != nil {
+			return nil, fmt.Errorf("scheduler: allocating %d bytes for %v on %s: %w", size, h, nd.dev.name(), err)
+		}
+		nd.used += size
+	}
+	h.reps[n].mem = mem
+	h.reps[n].buf = nd.dev.view(mem, &h.ram)
+	nd.handles[h] = struct{}{}
+	d.resident[h] = struct{}{}
+	return nil, nil
+}
+
+// victim returns the least-recently-used replica on nd that nothing
+// uses (other than h's), preferring invalid ones, or nil.
+func (nd *memNode) victim(h *Handle) *Handle {
+	var best *Handle
+	var bestKey [2]uint64
+	for v := range nd.handles {
+		if v == h {
+			continue
+		}
+		r := &v.reps[nd.id]
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil {
+			continue
+		}
+		key := [2]uint64{uint64(r.state), r.last}
+		if best == nil || key[0] < bestKey[0] || key[0] == bestKey[0] && key[1] < bestKey[1] {
+			best, bestKey = v, key
+		}
+	}
+	return best
+}
+
+// xferring reports whether a copy of h is in flight.
+func (h *Handle) xferring() bool {
+	for i := range h.reps {
+		if h.reps[i].fill != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// freeLocked drops h's replica on device node n into the node's cache.
+func (d *dataLayer) freeLocked(h *Handle, n MemoryNode) {
+	nd := d.nodes[n]
+	r := &h.reps[n]
+	if r.mem != nil {
+		key := cacheKey{h.ram.typ, h.ram.rows * h.ram.cols}
+		nd.cache[key] = append(nd.cache[key], r.mem)
+		nd.cached += bufBytes(&h.ram)
+	}
+	*r = replica{}
+	delete(nd.handles, h)
+	d.updateResidentLocked(h)
+	nd.signalLocked()
+}
+
+func (nd *memNode) takeCached(key cacheKey, size int64) any {
+	l := nd.cache[key]
+	if len(l) == 0 {
+		return nil
+	}
+	mem := l[len(l)-1]
+	nd.cache[key] = l[:len(l)-1]
+	nd.cached -= size
+	return mem
+}
+
+// dropCache frees cached allocations until size bytes fit; it reports
+// whether it freed anything.
+func (nd *memNode) dropCache(size int64) bool {
+	freed := false
+	for key, l := range nd.cache {
+		for len(l) > 0 && nd.used+size > nd.capacity {
+			nd.dev.free(l[len(l)-1])
+			l[len(l)-1] = nil
+			l = l[:len(l)-1]
+			b := int64(key.n) * int64(key.typ.Elem().Size())
+			nd.used -= b
+			nd.cached -= b
+			freed = true
+		}
+		nd.cache[key] = l
+		if nd.used+size <= nd.capacity {
+			break
+		}
+	}
+	return freed
+}
+
+// dropDeviceLocked frees h's device replicas (RAM must be valid).
+func (d *dataLayer) dropDeviceLocked(h *Handle) {
+	for n := 1; n < len(h.reps); n++ {
+		if h.reps[n].mem != nil || h.reps[n].state != invalid {
+			d.freeLocked(h, MemoryNode(n))
+		}
+	}
+}
+
+func (d *dataLayer) updateResidentLocked(h *Handle) {
+	for n := 1; n < len(h.reps); n++ {
+		if h.reps[n].mem != nil {
+			return
+		}
+	}
+	delete(d.resident, h)
+}
+
+// ErrDeviceMemory is returned (wrapped, naming the handle and the sizes)
+// when data cannot fit in a device's memory even after eviction.
+var ErrDeviceMemory = errors.New("scheduler: out of device memory")
+
+// acquireTask makes t's data valid on node n and pins it, filling bufs
+// with the buffers the implementation sees. Scratch and Redux accesses
+// are left nil for the worker to fill. It waits for copies, and for room
+// on a full node, outside the lock.
+func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffer, error) {
+	base := len(bufs)
+	for range t.Access {
+		bufs = append(bufs, nil)
+	}
+	nd := d.nodes[n]
+	d.mu.Lock()
+	if n != RAM {
+		if err := d.fitsLocked(t, nd); err != nil {
+			d.mu.Unlock()
+			return bufs[:base], err
+		}
+	}
+	for {
+		var wait <-chan struct{}
+		for i, a := range t.Access {
+			if bufs[base+i] != nil || a.Mode == ModeScratch || a.Mode == ModeRedux {
+				continue
+			}
+			w, b, err := d.acquireLocked(a.Handle, n, a.Mode, false)
+			if err != nil {
+				d.unpinLocked(t, n, bufs[base:])
+				d.mu.Unlock()
+				return bufs[:base], err
+			}
+			if w != nil {
+				if wait == nil {
+					wait = w
+				}
+				continue // start the other copies too
+			}
+			bufs[base+i] = b
+		}
+		if wait == nil {
+			d.mu.Unlock()
+			return bufs, nil
+		}
+		// While it waits, the task holds none of the node's memory: two
+		// tasks each holding part of a full node would wait for each
+		// other forever.
+		room := wait == (<-chan struct{})(nd.changed)
+		d.unpinLocked(t, n, bufs[base:])
+		if room {
+			// Unpinning signaled the node; what frees room is another
+			// task's end, the next signal.
+			wait = nd.changed
+		}
+		d.mu.Unlock()
+		<-wait
+		d.mu.Lock()
+	}
+}
+
+// fitsLocked fails if t's device data (each handle once) cannot fit in
+// the node's memory at all.
+func (d *dataLayer) fitsLocked(t *Task, nd *memNode) error {
+	var total int64
+	var what []string
+	for i, a := range t.Access {
+		if a.Mode == ModeScratch || a.Mode == ModeRedux || firstIndex(t.Access, a.Handle) != i {
+			continue
+		}
+		b := bufBytes(&a.Handle.ram)
+		total += b
+		what = append(what, fmt.Sprintf("%v: %d bytes", a.Handle, b))
+	}
+	if total > nd.capacity {
+		return fmt.Errorf("%w: task %q needs %d bytes of data on %s, which has %d (%s); use smaller tiles or a larger device", ErrDeviceMemory, t.Codelet.name(), total, nd.dev.name(), nd.capacity, strings.Join(what, ", "))
+	}
+	return nil
+}
+
+// unpinLocked releases the accesses of t acquired so far (bufs non-nil)
+// and clears them.
+func (d *dataLayer) unpinLocked(t *Task, n MemoryNode, bufs []*buffer) {
+	for i, a := range t.Access {
+		if bufs[i] != nil && a.Mode != ModeScratch && a.Mode != ModeRedux {
+			d.releaseLocked(a.Handle, n)
+			bufs[i] = nil
+		}
+	}
+}
+
+// releaseTask unpins t's data on node n after it ran.
+func (d *dataLayer) releaseTask(t *Task, n MemoryNode) {
+	d.mu.Lock()
+	for _, a := range t.Access {
+		if a.Mode != ModeScratch && a.Mode != ModeRedux {
+			d.releaseLocked(a.Handle, n)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// prefetch starts copying the data t reads to node n, where a policy
+// has just placed it. It never waits, and gives up on data that would
+// need a write-back to make room.
+func (d *dataLayer) prefetch(t *Task, n MemoryNode) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range t.Access {
+		if a.Mode&ModeR == 0 || a.Mode&ModeCommute != 0 {
+			continue // a commuting writer may be writing it right now
+		}
+		d.acquireLocked(a.Handle, n, ModeR, true)
+	}
+}
+
+// transferCost predicts the time, in ns, to make t's inputs valid on
+// node n.
+func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ns float64
+	for _, a := range t.Access {
+		if a.Mode&ModeR == 0 || a.Mode == ModeRedux {
+			continue
+		}
+		h := a.Handle
+		if h.reps == nil {
+			if n != RAM {
+				ns += d.nodes[n].dev.cost(bufBytes(&h.ram))
+			}
+			continue
+		}
+		if h.reps[n].state != invalid || h.reps[n].fill != nil {
+			continue
+		}
+		src := d.validLocked(h)
+		size := bufBytes(&h.ram)
+		if src > int(RAM) {
+			ns += d.nodes[src].dev.cost(size)
+		}
+		if n != RAM {
+			ns += d.nodes[n].dev.cost(size)
+		}
+	}
+	return ns
+}
+
+// fetch waits until h's newest data is in RAM.
+func (d *dataLayer) fetch(ctx context.Context, h *Handle) error {
+	d.mu.Lock()
+	for {
+		w, err := d.fetchLocked(h)
+		if err != nil || w == nil {
+			d.mu.Unlock()
+			return err
+		}
+		d.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return fmt.Errorf("scheduler: fetching %v to RAM: %w", h, ctx.Err())
+		}
+		d.mu.Lock()
+	}
+}
+
+// unregister brings h back to RAM and frees its device replicas.
+func (d *dataLayer) unregister(ctx context.Context, h *Handle) error {
+	if err := d.fetch(ctx, h); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		// A copy may have started since (a prefetch): let it end.
+		if !h.xferring() {
+			break
+		}
+		var w <-chan struct{}
+		for i := range h.reps {
+			if h.reps[i].fill != nil {
+				w = h.reps[i].fill
+			}
+		}
+		d.mu.Unlock()
+		<-w
+		d.mu.Lock()
+	}
+	if h.reps != nil {
+		d.dropDeviceLocked(h)
+	}
+	delete(d.resident, h)
+	return nil
+}
+
+// writeBack brings every handle's newest data back to RAM, skipping
+// those that tasks are using now (submitted by another goroutine since).
+func (d *dataLayer) writeBack(ctx context.Context) error {
+	d.mu.Lock()
+	var hs []*Handle
+	for h := range d.resident {
+		hs = append(hs, h)
+	}
+	d.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		d.mu.Lock()
+		busy := false
+		for i := range h.reps {
+			busy = busy || h.reps[i].tasks > 0
+		}
+		d.mu.Unlock()
+		if busy {
+			continue
+		}
+		if err := d.fetch(ctx, h); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Transfers returns the figures of the copies between memory nodes so
+// far, one row per pair of nodes (and one per node for evictions),
+// sorted by From then To. It is empty for a scheduler without devices.
+func (s *Scheduler) Transfers() []TransferStats {
+	d := s.data
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []TransferStats
+	for _, st := range d.stats {
+		out = append(out, *st)
+	}
+	sortTransfers(out)
+	return out
+}
+
+func sortTransfers(ts []TransferStats) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && (ts[j].From < ts[j-1].From || ts[j].From == ts[j-1].From && ts[j].To < ts[j-1].To); j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+
+// MemoryNodes returns the names of the memory nodes, indexed by
+// MemoryNode: "ram", then one per device ("sim0", ...).
+func (s *Scheduler) MemoryNodes() []string {
+	if s.data == nil {
+		return []string{"ram"}
+	}
+	out := make([]string, len(s.data.nodes))
+	for i := range out {
+		out[i] = s.data.nodeName(MemoryNode(i))
+	}
+	return out
+}
+
+// close stops the devices' copy engines.
+func (d *dataLayer) close() {
+	for _, nd := range d.nodes[1:] {
+		nd.dev.close()
+	}
+}
