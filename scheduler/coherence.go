@@ -246,17 +246,13 @@ func (d *dataLayer) copyLocked(h *Handle, src, dst MemoryNode, prefetch bool) <-
 	rs.reads++
 	ch := make(chan struct{})
 	rd.fill = ch
-	var start time.Time
-	if d.s.cfg.stats {
-		start = time.Now()
-	}
 	st := d.statLocked(src, dst)
 	st.Count++
 	st.Bytes += bufBytes(&h.ram)
 	if prefetch {
 		st.Prefetches++
 	}
-	done := func(err error) {
+	done := func(start time.Time, err error) {
 		d.mu.Lock()
 		rs, rd := &h.reps[src], &h.reps[dst]
 		rs.reads--

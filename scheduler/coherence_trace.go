@@ -80,6 +80,7 @@ func (s *Scheduler) xferChromeEvents() []chromeEvent {
 // rows are the workers.
 func (s *Scheduler) xferGantt(c *gantt.Chart) {
 	links, evs := s.xferLinks()
+	c.Tracks = len(links)
 	row := map[[2]MemoryNode]int{}
 	for _, l := range links {
 		row[l] = len(c.Rows)

@@ -10,7 +10,8 @@ import (
 // A device is an accelerator behind a memory node: it allocates the
 // node's replicas and moves data between them and RAM on its copy
 // engines. Copies are asynchronous: done is called once, from any
-// goroutine, when the copy has ended. The simulated device is the first
+// goroutine, when the copy has ended, with the time the copy engine
+// started it (copies queue behind each other on an engine). The simulated device is the first
 // implementation; the CUDA one is the second.
 type device interface {
 	// name is how traces and errors call the device ("sim0").
@@ -22,9 +23,9 @@ type device interface {
 	// view returns the buffer tasks on the device see for an allocation.
 	view(mem any, like *buffer) *buffer
 	// copyIn copies a RAM buffer (with its leading dimension) into mem.
-	copyIn(mem any, src *buffer, done func(error))
+	copyIn(mem any, src *buffer, done func(start time.Time, err error))
 	// copyOut copies mem into a RAM buffer.
-	copyOut(dst *buffer, mem any, done func(error))
+	copyOut(dst *buffer, mem any, done func(start time.Time, err error))
 	// cost predicts the time of one copy of n bytes, in nanoseconds.
 	cost(n int64) float64
 	// close stops the copy engines once every copy has ended.
@@ -102,14 +103,14 @@ func (d *simDevice) view(mem any, like *buffer) *buffer {
 	return b
 }
 
-func (d *simDevice) copyIn(mem any, src *buffer, done func(error)) {
+func (d *simDevice) copyIn(mem any, src *buffer, done func(start time.Time, err error)) {
 	d.in.submit(func() {
 		copyStrided(reflect.ValueOf(mem), src.cols, reflect.ValueOf(src.data), src.ld, src.rows, src.cols)
 	},
 		d.cost(bufBytes(src)), done)
 }
 
-func (d *simDevice) copyOut(dst *buffer, mem any, done func(error)) {
+func (d *simDevice) copyOut(dst *buffer, mem any, done func(start time.Time, err error)) {
 	d.out.submit(func() {
 		copyStrided(reflect.ValueOf(dst.data), dst.ld, reflect.ValueOf(mem), dst.cols, dst.rows, dst.cols)
 	},
@@ -158,7 +159,7 @@ type copyEngine struct {
 type copyJob struct {
 	run  func()
 	ns   float64
-	done func(error)
+	done func(start time.Time, err error)
 }
 
 func newCopyEngine() *copyEngine {
@@ -168,11 +169,11 @@ func newCopyEngine() *copyEngine {
 	return e
 }
 
-func (e *copyEngine) submit(run func(), ns float64, done func(error)) {
+func (e *copyEngine) submit(run func(), ns float64, done func(start time.Time, err error)) {
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
-		done(fmt.Errorf("scheduler: copy engine closed"))
+		done(time.Now(), fmt.Errorf("scheduler: copy engine closed"))
 		return
 	}
 	e.queue = append(e.queue, copyJob{run, ns, done})
@@ -201,7 +202,7 @@ func (e *copyEngine) loop() {
 		if rest := time.Duration(j.ns) - time.Since(start); rest > 0 {
 			time.Sleep(rest)
 		}
-		j.done(nil)
+		j.done(start, nil)
 	}
 }
 

@@ -86,6 +86,29 @@
 // Models are saved at Close under WithPerfModelDir, PZ_PERFMODEL_DIR or
 // os.UserCacheDir()/pz/perfmodels, and loaded by later runs.
 //
+// # Memory nodes, coherence and devices
+//
+// RAM is memory node 0; each accelerator is a node of its own with a
+// worker that computes from it. Without devices every handle lives in
+// RAM and the data layer costs nothing. WithSimDevices (PZ_NSIM) adds
+// simulated accelerators - separate allocations, copy engines throttled
+// to a bandwidth and latency, codelets' CPU implementations run on the
+// device's copies - so that everything below runs, and is tested, on a
+// machine without a GPU. Each handle then has a replica per node in MSI
+// state (invalid, shared, modified): a task's data are made valid on
+// its worker's node first, by asynchronous copies staged through RAM; a
+// write invalidates the other replicas; when a device is full, the
+// least-recently-used replicas no task uses are dropped, the only valid
+// ones written back to RAM first (ErrDeviceMemory when a task's data
+// cannot fit at all: the task goes to a CPU worker of its context if one
+// may run it, else fails). dmda adds each worker's transfer time to its
+// predicted finish and starts a placed task's inputs moving at once
+// (PolicyConfig.Transfer, Prefetch). Data, Fetch, Unregister, WaitAll and
+// Close bring the newest version back to RAM. Vectors and matrices of
+// numbers move to devices; value handles and Redux accesses stay on CPU
+// workers. Transfers counts the copies; the trace and the Gantt chart
+// show them on tracks of their own.
+//
 // # Parallel tasks
 //
 // WithTeam(k) runs a task on k workers at once: with Codelet.Parallel

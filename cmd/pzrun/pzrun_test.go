@@ -225,6 +225,30 @@ func TestTiledApps(t *testing.T) {
 	assert.Contains(t, errs, "multiple")
 }
 
+// TestCholeskyOutOfCore factors a 1 MiB matrix with a simulated device
+// of 256 KiB: the device runs tasks, evicts tiles to make room, and the
+// residual is that of a correct factorization.
+func TestCholeskyOutOfCore(t *testing.T) {
+	code, out, errs := pzrun(t, "cholesky", "-n", "512", "-b", "64", "-workers", "1", "-sim", "1", "-sim-mem", "256KiB", "--check", "--json")
+	require.Equal(t, 0, code, errs)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Less(t, r["residual"].(float64), 1e-3)
+	assert.Equal(t, 1.0, r["devices"])
+	assert.Greater(t, r["device_tasks"].(float64), 0.0)
+	assert.Greater(t, r["evictions"].(float64), 0.0)
+	assert.Greater(t, r["device_bytes"].(float64), float64(256<<10), "more than the device holds crossed the link")
+
+	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}} {
+		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)
+		assert.Equal(t, 2, code, "%v: %s", bad, errs)
+		assert.Contains(t, errs, "-sim", bad)
+	}
+	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-sim", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "one-rank runs")
+}
+
 func TestBenchTasksWithPeerFile(t *testing.T) {
 	peer := filepath.Join(t.TempDir(), "peer.txt")
 	require.NoError(t, os.WriteFile(peer, []byte("# StarPU\nstarpu_c_nodata_eager_total 2.0 us/task\n"), 0o644))

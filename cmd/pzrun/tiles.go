@@ -22,6 +22,8 @@ type tiledFlags struct {
 	n, b, precision, workers, warmup int
 	policy, trace, grid              string
 	check, json                      bool
+	sims                             int    // simulated devices
+	simMem, simBW                    string // their memory and bandwidth
 }
 
 // gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
@@ -46,13 +48,53 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.grid, "grid", "", "process grid `PxQ` of a run over several ranks (P*Q = ranks; default: the most square)")
 	fs.BoolVar(&f.check, "check", false, "check the result")
 	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	fs.IntVar(&f.sims, "sim", 0, "simulated accelerators `N` (each a memory node and a worker; one-rank runs; default: PZ_NSIM)")
+	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
+	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
+}
+
+// simDevices checks the -sim flags and returns the devices they ask for.
+func (f *tiledFlags) simDevices() ([]scheduler.SimDevice, error) {
+	if f.sims < 0 {
+		return nil, fmt.Errorf("%w: -sim %d: want a number of devices >= 0", errUsage, f.sims)
+	}
+	if f.sims == 0 {
+		if f.simMem != "" || f.simBW != "" {
+			return nil, fmt.Errorf("%w: -sim-mem and -sim-bw need -sim N", errUsage)
+		}
+		return nil, nil
+	}
+	var d scheduler.SimDevice
+	if f.simMem != "" {
+		m, err := scheduler.ParseBytes(f.simMem)
+		if err != nil || m <= 0 {
+			return nil, fmt.Errorf("%w: -sim-mem %q: want a size such as 64MiB", errUsage, f.simMem)
+		}
+		d.Memory = m
+	}
+	if f.simBW != "" {
+		bw, err := scheduler.ParseBytes(f.simBW)
+		if err != nil || bw <= 0 {
+			return nil, fmt.Errorf("%w: -sim-bw %q: want bytes per second such as 16G", errUsage, f.simBW)
+		}
+		d.Bandwidth = float64(bw)
+	}
+	devs := make([]scheduler.SimDevice, f.sims)
+	for i := range devs {
+		devs[i] = d
+	}
+	return devs, nil
 }
 
 func (f *tiledFlags) schedulerOptions() []scheduler.Option {
-	if f.trace == "" {
-		return nil
+	var opts []scheduler.Option
+	if f.trace != "" {
+		opts = append(opts, scheduler.WithTrace(f.trace))
 	}
-	return []scheduler.Option{scheduler.WithTrace(f.trace)}
+	if devs, _ := f.simDevices(); len(devs) > 0 {
+		opts = append(opts, scheduler.WithSimDevices(devs...))
+	}
+	return opts
 }
 
 // writeDistTrace writes the merged trace of every rank's tasks and
@@ -112,6 +154,11 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				}
 				if _, _, err := f.gridPQ(); err != nil {
 					return err
+				}
+				if devs, err := f.simDevices(); err != nil {
+					return err
+				} else if len(devs) > 0 && (rt.Size() > 1 || f.grid != "") {
+					return fmt.Errorf("%w: -sim: simulated devices serve one-rank runs so far (the distributed scheduler's ranks have CPU workers only)", errUsage)
 				}
 				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {

@@ -77,6 +77,8 @@ type Options struct {
 //	messages        tiles sent between ranks during the factorization
 //	bytes_sent      their bytes (the owner-computes minimum: each tile
 //	                version goes once to each rank that reads it)
+//	devices, device_tasks, device_bytes, evictions, write_backs
+//	                the devices' figures (tiled.Devices; 0 without devices)
 //
 // With several ranks workers is per rank and efficiency is
 // gflops / (ranks × workers × seq_gflops).
@@ -101,6 +103,7 @@ type Result struct {
 	Grid         string             `json:"grid,omitempty"`
 	Messages     int64              `json:"messages"`
 	BytesSent    int64              `json:"bytes_sent"`
+	tiled.Devices
 }
 
 // String formats r as one human-readable line.
@@ -114,6 +117,7 @@ func (r *Result) String() string {
 	if r.Ranks > 1 {
 		s += fmt.Sprintf(", %d tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
 	}
+	s += r.Devices.String()
 	if r.Checked {
 		s += fmt.Sprintf(", residual %.3g", r.Residual)
 	}
@@ -172,7 +176,9 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 
 	cl := newCodelets[T]()
 	var elapsed time.Duration
+	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
+		dev = tiled.DeviceFigures(s)
 		if opts.MatrixLayout {
 			copy(a, a0)
 			elapsed, err = Factor(ctx, s, cl, a, n, b, w)
@@ -200,6 +206,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 			"syrk":  tiled.GFlops(linalg.SyrkFlops(b, b), kt.syrk),
 			"gemm":  tiled.GFlops(linalg.GemmFlops(b, b, b), kt.gemm),
 		},
+		Devices: tiled.DeviceFigures(s).Sub(dev),
 	}
 	if seq > 0 {
 		res.SeqGFlops = flops / seq / 1e9

@@ -67,6 +67,8 @@ type Options struct {
 //	grid         the P x Q process grid of C's tiles, e.g. "1x2" (ranks > 1 only)
 //	messages     panels and tiles sent between ranks
 //	bytes_sent   their bytes
+//	devices, device_tasks, device_bytes, evictions, write_backs
+//	             the devices' figures (tiled.Devices; 0 without devices)
 //
 // With several ranks workers is per rank and efficiency divides by
 // ranks × workers.
@@ -89,6 +91,7 @@ type Result struct {
 	Grid       string  `json:"grid,omitempty"`
 	Messages   int64   `json:"messages"`
 	BytesSent  int64   `json:"bytes_sent"`
+	tiled.Devices
 }
 
 // String formats r as one human-readable line.
@@ -102,6 +105,7 @@ func (r *Result) String() string {
 	if r.Ranks > 1 {
 		s += fmt.Sprintf(", %d panels and tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
 	}
+	s += r.Devices.String()
 	if r.Checked {
 		s += fmt.Sprintf(", max relative error %.3g", r.MaxRelErr)
 	}
@@ -163,7 +167,9 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 
 	cl := NewCodelet[T]()
 	var elapsed time.Duration
+	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
+		dev = tiled.DeviceFigures(s)
 		copy(c, c0)
 		elapsed, err = Multiply(ctx, s, cl, a, bm, c, n, b, w)
 		if err != nil {
@@ -176,6 +182,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		Policy: s.Policy(), Workers: len(s.Workers()), Backend: linalg.Backend,
 		Tasks: nt * nt, Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
 		SeqGFlops: tiled.GFlops(linalg.GemmFlops(b, b, n), kt), Ranks: 1,
+		Devices: tiled.DeviceFigures(s).Sub(dev),
 	}
 	if seq > 0 {
 		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())

@@ -137,3 +137,53 @@ func SchedulerOptions(policy string, workers int, extra []scheduler.Option) []sc
 	}
 	return append(out, extra...)
 }
+
+// Devices are a run's figures on the scheduler's devices (simulated
+// accelerators, WithSimDevices), printed by the apps' JSON as:
+//
+//	devices        device workers (0: CPU workers only)
+//	device_tasks   tile tasks the devices ran
+//	device_bytes   bytes copied between RAM and the devices
+//	evictions      device replicas dropped to make room
+//	write_backs    of those, replicas written back to RAM first (the
+//	               only valid copy): out-of-core traffic
+type Devices struct {
+	Devices     int   `json:"devices"`
+	DeviceTasks int64 `json:"device_tasks"`
+	DeviceBytes int64 `json:"device_bytes"`
+	Evictions   int64 `json:"evictions"`
+	WriteBacks  int64 `json:"write_backs"`
+}
+
+// DeviceFigures returns s's device figures so far; subtract two of them
+// (Sub) for one run's.
+func DeviceFigures(s *scheduler.Scheduler) Devices {
+	var d Devices
+	for _, st := range s.Stats() {
+		if st.Kind != scheduler.CPUWorker {
+			d.Devices++
+			d.DeviceTasks += st.Tasks
+		}
+	}
+	for _, x := range s.Transfers() {
+		d.DeviceBytes += x.Bytes
+		d.Evictions += x.Evictions
+		d.WriteBacks += x.WriteBacks
+	}
+	return d
+}
+
+// Sub returns the figures of what happened between base and d.
+func (d Devices) Sub(base Devices) Devices {
+	return Devices{Devices: d.Devices, DeviceTasks: d.DeviceTasks - base.DeviceTasks, DeviceBytes: d.DeviceBytes - base.DeviceBytes,
+		Evictions: d.Evictions - base.Evictions, WriteBacks: d.WriteBacks - base.WriteBacks}
+}
+
+// String is a short human-readable form; "" without devices.
+func (d Devices) String() string {
+	if d.Devices == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d devices ran %d tasks, %.1f MiB copied, %d evictions (%d written back)",
+		d.Devices, d.DeviceTasks, float64(d.DeviceBytes)/(1<<20), d.Evictions, d.WriteBacks)
+}

@@ -49,6 +49,10 @@ type Chart struct {
 	BandKind string
 	// LegendTitle heads the legend; "" means "codelet: runs, busy time".
 	LegendTitle string
+	// Tracks is how many of the last rows are not workers but transfer
+	// tracks: their bars are copies, counted apart in the summary and
+	// never on the critical path.
+	Tracks int
 }
 
 // A Row is one row of the chart: a worker.
@@ -236,7 +240,7 @@ func newDrawing(c Chart) *drawing {
 	d.height = d.legendY + legendLine*float64(d.legendLines) + margin
 
 	if d.Critical {
-		d.path = CriticalPath(d.Bars)
+		d.path = CriticalPath(d.workBars())
 		d.critical = make(map[uint64]bool, len(d.path))
 		for _, id := range d.path {
 			d.critical[id] = true
@@ -281,7 +285,11 @@ func (d *drawing) write(w *bufio.Writer) {
 func (d *drawing) writeTitle(w *bufio.Writer) {
 	title := d.Title
 	if title == "" {
-		title = fmt.Sprintf("%d tasks on %d workers, %s", len(tasks(d.Bars)), len(d.Rows), formatDuration(d.t1-d.t0))
+		workers := len(d.Rows) - d.Tracks
+		title = fmt.Sprintf("%d tasks on %d workers, %s", len(tasks(d.workBars())), workers, formatDuration(d.t1-d.t0))
+		if n := len(d.Bars) - len(d.workBars()); n > 0 {
+			title += fmt.Sprintf("; %d copies", n)
+		}
 	}
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", margin, margin+12, esc(title))
 	sub := "hatched: idle; right: busy time / span"
@@ -457,6 +465,15 @@ func bandColor(b Band) string {
 // under a bar.
 func BandColor(name string) string {
 	return lchHex(40, 60, 15+float64(hash64(name, colorSalt+1)%hueSlots)*360/hueSlots)
+}
+
+// workBars returns the bars on the workers' rows (not on the tracks).
+func (d *drawing) workBars() []Bar {
+	if d.Tracks <= 0 {
+		return d.Bars
+	}
+	workers := len(d.Rows) - d.Tracks
+	return slices.DeleteFunc(slices.Clone(d.Bars), func(b Bar) bool { return b.Row >= workers })
 }
 
 // Utilization returns the fraction of [t0, t1] covered by the bars

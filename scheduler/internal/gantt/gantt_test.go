@@ -89,6 +89,22 @@ func TestWriteCritical(t *testing.T) {
 	assert.Contains(t, svg, ">critical path</text>")
 }
 
+// TestWriteTracks: a transfer track's bars are copies - counted apart
+// in the title, never on the critical path - even a copy longer than
+// every chain of tasks.
+func TestWriteTracks(t *testing.T) {
+	c := chart()
+	c.Critical = true
+	c.Rows = append(c.Rows, Row{Label: "ram→dev0"})
+	c.Tracks = 1
+	c.Bars = append(c.Bars, Bar{Row: 2, ID: 1 << 63, Name: "copy in", Start: 0, End: 10 * ms})
+	svg := render(t, c)
+	assert.Contains(t, svg, "4 tasks on 2 workers, 10.0 ms; 1 copies")
+	assert.Contains(t, svg, ">ram→dev0</text>")
+	assert.Contains(t, svg, ">100.0%</text>", "the track's utilization")
+	assert.Equal(t, 3, strings.Count(svg, `<rect class="critical"`), "tasks 1, 2, 4, not the copy")
+}
+
 func TestWriteTeam(t *testing.T) {
 	c := Chart{
 		Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}},
