@@ -574,3 +574,63 @@ func TestValueHandlesStayOnCPU(t *testing.T) {
 	require.False(t, tk.CanRunOn(scheduler.SimWorker))
 	require.True(t, tk.CanRunOn(scheduler.CPUWorker))
 }
+
+// TestDevicePartitionContexts splits one device's two workers (two
+// streams of a GPU) between two scheduling contexts: both compute from
+// the same memory node, each runs its context's tasks, and the data they
+// share is copied to the device once.
+func TestDevicePartitionContexts(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(scheduler.SimDevice{Workers: 2, Bandwidth: -1}))
+	ws := s.Workers()
+	require.Len(t, ws, 3)
+	require.Equal(t, ws[1].Node, ws[2].Node, "one memory node for the device's workers")
+	a, err := s.NewContext("a", scheduler.ContextWorkers(1))
+	require.NoError(t, err)
+	b, err := s.NewContext("b", scheduler.ContextWorkers(2))
+	require.NoError(t, err)
+
+	in := make([]float64, 256)
+	for i := range in {
+		in[i] = float64(i)
+	}
+	hin, err := s.RegisterVector(in, scheduler.Named("in"))
+	require.NoError(t, err)
+	outs := [2][]float64{make([]float64, 256), make([]float64, 256)}
+	var ho [2]*scheduler.Handle
+	for k := range ho {
+		ho[k], err = s.RegisterVector(outs[k])
+		require.NoError(t, err)
+	}
+	ran := make(chan int, 64)
+	axpy := &scheduler.Codelet{Name: "axpy", CPU: func(c *scheduler.Call) error {
+		x, y := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+		for i := range y {
+			y[i] += x[i]
+		}
+		ran <- c.Worker
+		return nil
+	}}
+	for range 10 {
+		for k, cx := range []*scheduler.Context{a, b} {
+			require.NoError(t, s.Submit(ctx, axpy, scheduler.R(hin), scheduler.RW(ho[k]), scheduler.InContext(cx)))
+		}
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	close(ran)
+	count := map[int]int{}
+	for w := range ran {
+		count[w]++
+	}
+	require.Equal(t, map[int]int{1: 10, 2: 10}, count)
+	for k := range outs {
+		for i, v := range outs[k] {
+			require.Equal(t, float64(10*i), v)
+		}
+	}
+	for _, x := range s.Transfers() {
+		if x.From == scheduler.RAM && x.To == 1 {
+			require.Equal(t, int64(3), x.Count, "in once, each output once")
+		}
+	}
+}

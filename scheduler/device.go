@@ -46,6 +46,11 @@ type SimDevice struct {
 	Bandwidth float64
 	// Latency is the fixed cost of one copy (default 10µs).
 	Latency time.Duration
+	// Workers is the number of workers computing from the device's
+	// memory (default 1), as a GPU runs tasks on several streams at
+	// once (StarPU's STARPU_NWORKER_PER_CUDA). Each is a worker of its
+	// own, so scheduling contexts can split a device between them.
+	Workers int
 }
 
 func (d SimDevice) withDefaults() SimDevice {
@@ -57,6 +62,9 @@ func (d SimDevice) withDefaults() SimDevice {
 	}
 	if d.Latency == 0 {
 		d.Latency = 10 * time.Microsecond
+	}
+	if d.Workers == 0 {
+		d.Workers = 1
 	}
 	return d
 }

@@ -110,6 +110,9 @@ func buildConfig(opts []Option) (config, error) {
 		if d.Latency < 0 {
 			return c, fmt.Errorf("%w: simulated device %d has latency %v (need >= 0)", ErrBadOption, i, d.Latency)
 		}
+		if d.Workers < 0 {
+			return c, fmt.Errorf("%w: simulated device %d has %d workers (need >= 1, or 0 for the default)", ErrBadOption, i, d.Workers)
+		}
 		c.sims[i] = d.withDefaults()
 	}
 	if c.workers < 0 {

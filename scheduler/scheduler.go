@@ -115,11 +115,13 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 			devs[i], caps[i] = newSimDevice(i, sd), sd.Memory
 		}
 		s.data = newDataLayer(s, devs, caps)
-		for i := range cfg.sims {
-			w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
-			w.call.bufs = w.bufs[:0]
-			s.workers = append(s.workers, w)
-			s.kinds[SimWorker]++
+		for i, sd := range cfg.sims {
+			for range sd.Workers {
+				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
+				w.call.bufs = w.bufs[:0]
+				s.workers = append(s.workers, w)
+				s.kinds[SimWorker]++
+			}
 		}
 	}
 	s.newGlobalContext()
