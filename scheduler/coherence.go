@@ -52,6 +52,9 @@ type replica struct {
 	fill  chan struct{}
 	err   error  // the error of the last copy into it, for the next acquirer
 	last  uint64 // LRU stamp
+	// wanted counts the tasks placed on this node that prefetched it and
+	// have not run yet; kept when the replica is freed.
+	wanted int32
 }
 
 // A memNode is a memory node's allocator.
@@ -396,7 +399,7 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 		if nd.dropCache(size) {
 			continue
 		}
-		v := nd.victim(h)
+		v := nd.victim(h, prefetch)
 		if v == nil {
 			if prefetch {
 				return nil, nil
@@ -432,19 +435,23 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 
 // victim returns the least-recently-used replica on nd that nothing
 // uses (other than h's), preferring invalid ones, or nil.
-func (nd *memNode) victim(h *Handle) *Handle {
+func (nd *memNode) victim(h *Handle, spareWanted bool) *Handle {
 	var best *Handle
-	var bestKey [2]uint64
+	var bestKey [3]uint64
 	for v := range nd.handles {
 		if v == h {
 			continue
 		}
 		r := &v.reps[nd.id]
-		if r.tasks > 0 || r.reads > 0 || r.fill != nil {
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 {
 			continue
 		}
-		key := [2]uint64{uint64(r.state), r.last}
-		if best == nil || key[0] < bestKey[0] || key[0] == bestKey[0] && key[1] < bestKey[1] {
+		// Unwanted before wanted, then invalid before valid, then LRU.
+		key := [3]uint64{0, uint64(r.state), r.last}
+		if r.wanted > 0 {
+			key[0] = 1
+		}
+		if best == nil || key[0] < bestKey[0] || key[0] == bestKey[0] && (key[1] < bestKey[1] || key[1] == bestKey[1] && key[2] < bestKey[2]) {
 			best, bestKey = v, key
 		}
 	}
@@ -470,7 +477,7 @@ func (d *dataLayer) freeLocked(h *Handle, n MemoryNode) {
 		nd.cache[key] = append(nd.cache[key], r.mem)
 		nd.cached += bufBytes(&h.ram)
 	}
-	*r = replica{}
+	*r = replica{wanted: r.wanted}
 	delete(nd.handles, h)
 	d.updateResidentLocked(h)
 	nd.signalLocked()
@@ -542,6 +549,7 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffe
 	}
 	nd := d.nodes[n]
 	d.mu.Lock()
+	d.unwantLocked(t)
 	if n != RAM {
 		if err := d.fitsLocked(t, nd); err != nil {
 			d.mu.Unlock()
@@ -632,14 +640,37 @@ func (d *dataLayer) releaseTask(t *Task, n MemoryNode) {
 // prefetch starts copying the data t reads to node n, where a policy
 // has just placed it. It never waits, and gives up on data that would
 // need a write-back to make room.
+//
+// The replicas it prefetches are wanted by t until t takes its data
+// (acquireTask): eviction spares wanted replicas while it finds others,
+// and a prefetch never evicts one, so the copies for queued tasks do not
+// push out each other's data.
 func (d *dataLayer) prefetch(t *Task, n MemoryNode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, a := range t.Access {
+	d.unwantLocked(t) // placed again (its worker left): the old wish goes
+	for i, a := range t.Access {
 		if a.Mode&ModeR == 0 || a.Mode&ModeCommute != 0 {
 			continue // a commuting writer may be writing it right now
 		}
 		d.acquireLocked(a.Handle, n, ModeR, true)
+		if h := a.Handle; h.reps != nil && i < 64 {
+			h.reps[n].wanted++
+			t.wantMask |= 1 << i
+			t.wantNode = n
+		}
+	}
+}
+
+// unwantLocked drops t's wish for the replicas it prefetched.
+func (d *dataLayer) unwantLocked(t *Task) {
+	for i := 0; t.wantMask != 0 && i < len(t.Access); i++ {
+		if t.wantMask&(1<<i) != 0 {
+			if h := t.Access[i].Handle; h.reps != nil {
+				h.reps[t.wantNode].wanted--
+			}
+			t.wantMask &^= 1 << i
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func TestCoherenceRandomGraphs(t *testing.T) {
 	if testing.Short() {
 		seeds = 4
 	}
-	policies := []string{"random", "eager", "lws", "dmda"}
+	policies := []string{"random", "eager", "lws", "dmda", "prefetching"}
 	for seed := 1; seed <= seeds; seed++ {
 		pol := policies[seed%len(policies)]
 		t.Run(fmt.Sprintf("seed%d-%s", seed, pol), func(t *testing.T) {
@@ -121,7 +122,13 @@ func runCoherence(t *testing.T, seed uint64, policy string) {
 	if seed%2 == 0 {
 		devs = append(devs, scheduler.SimDevice{Memory: 6 * n * 8, Latency: 2 * time.Microsecond, Bandwidth: 1e9})
 	}
-	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithSimDevices(devs...), scheduler.WithPolicy(policy))
+	pol := scheduler.WithPolicy(policy)
+	if policy == "prefetching" {
+		pol = scheduler.WithPolicyFunc(func(cfg scheduler.PolicyConfig) scheduler.Policy {
+			return &prefetching{cfg: cfg, rng: rand.New(rand.NewPCG(seed, 9)), q: map[int][]*scheduler.Task{}}
+		})
+	}
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithSimDevices(devs...), pol)
 
 	// Objects: 0..5 vectors, 6 the reduction vector, 7 the matrix, 8..11
 	// its 2x2 tiles of 4x4 while partitioned.
@@ -267,11 +274,15 @@ func runCoherence(t *testing.T, seed uint64, policy string) {
 		}
 	}
 	require.Positive(t, simTasks, "no task ran on a simulated device")
-	var copies int64
+	var copies, prefetches int64
 	for _, x := range s.Transfers() {
 		copies += x.Count
+		prefetches += x.Prefetches
 	}
 	require.Positive(t, copies, "no copy between memory nodes")
+	if policy == "prefetching" {
+		require.Positive(t, prefetches, "no prefetch")
+	}
 }
 
 func contains(s []int, x int) bool {
@@ -633,4 +644,79 @@ func TestDevicePartitionContexts(t *testing.T) {
 			require.Equal(t, int64(3), x.Count, "in once, each output once")
 		}
 	}
+}
+
+// prefetching places each task on a random worker that may run it and
+// starts its data moving there at once, as dmda does with calibrated
+// models: it drives prefetch, and the eviction that must spare what
+// queued tasks want, through random graphs.
+type prefetching struct {
+	cfg scheduler.PolicyConfig
+	mu  sync.Mutex
+	rng *rand.Rand
+	ws  []scheduler.WorkerInfo
+	q   map[int][]*scheduler.Task
+}
+
+func (p *prefetching) Name() string { return "prefetching" }
+
+func (p *prefetching) AddWorkers(ws ...scheduler.WorkerInfo) {
+	p.mu.Lock()
+	p.ws = append(p.ws, ws...)
+	orphans := p.q[-1]
+	delete(p.q, -1)
+	p.mu.Unlock()
+	for _, t := range orphans { // pushed before any worker could run them
+		p.Push(t, -1)
+	}
+}
+
+func (p *prefetching) RemoveWorkers(ids ...int) []*scheduler.Task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*scheduler.Task
+	for _, id := range ids {
+		out = append(out, p.q[id]...)
+		delete(p.q, id)
+		for i, w := range p.ws {
+			if w.ID == id {
+				p.ws = append(p.ws[:i], p.ws[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (p *prefetching) Push(t *scheduler.Task, _ int) int {
+	p.mu.Lock()
+	var can []int
+	for _, w := range p.ws {
+		if t.CanRunOn(w.Kind) {
+			can = append(can, w.ID)
+		}
+	}
+	if len(can) == 0 {
+		p.q[-1] = append(p.q[-1], t) // until a worker that may run it comes
+		p.mu.Unlock()
+		return scheduler.NoWorker
+	}
+	w := can[p.rng.IntN(len(can))]
+	p.mu.Unlock()
+	p.cfg.Prefetch(t, w) // before queuing: once queued, t may run and be gone
+	p.mu.Lock()
+	p.q[w] = append(p.q[w], t)
+	p.mu.Unlock()
+	return w
+}
+
+func (p *prefetching) Pop(w int) *scheduler.Task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.q[w]; len(q) > 0 {
+		t := q[0]
+		p.q[w] = q[1:]
+		return t
+	}
+	return nil
 }

@@ -259,11 +259,15 @@ type Task struct {
 	waited    atomic.Bool
 	sync      bool
 	hasFoot   bool
-	commute   bool         // some access is ModeCommute
-	cpuOnly   bool         // its data fit no device it was given to (redirectToCPU)
-	pooled    bool         // made by Submit, back to its pool when refs reaches 0
-	refs      atomic.Int32 // references to a pooled task (hold, release)
-	chDone    bool         // doneCh closed; guarded by mu
+	commute   bool // some access is ModeCommute
+	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
+	// wantMask marks the accesses whose replicas on wantNode the task
+	// prefetched and still wants (dataLayer.prefetch).
+	wantMask uint64
+	wantNode MemoryNode
+	pooled   bool         // made by Submit, back to its pool when refs reaches 0
+	refs     atomic.Int32 // references to a pooled task (hold, release)
+	chDone   bool         // doneCh closed; guarded by mu
 	// inCallback is set, after err, before the callback runs, so that it
 	// sees the task's outcome through Err.
 	inCallback atomic.Bool
