@@ -239,6 +239,20 @@ func TestCholeskyOutOfCore(t *testing.T) {
 	assert.Greater(t, r["evictions"].(float64), 0.0)
 	assert.Greater(t, r["device_bytes"].(float64), float64(256<<10), "more than the device holds crossed the link")
 
+	// Every task on the device, whose memory holds a third of what the
+	// factorization touches: evictions write modified tiles back.
+	code, out, errs = pzrun(t, "cholesky", "-n", "512", "-b", "64", "-workers", "1", "-sim", "1", "-sim-mem", "192KiB", "-device-only", "--check", "--json")
+	require.Equal(t, 0, code, errs)
+	r = map[string]any{}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Less(t, r["residual"].(float64), 1e-3)
+	assert.Equal(t, r["tasks"], r["device_tasks"])
+	assert.Greater(t, r["write_backs"].(float64), 0.0)
+
+	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-device-only")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "DeviceOnly needs devices")
+
 	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}} {
 		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)
 		assert.Equal(t, 2, code, "%v: %s", bad, errs)

@@ -24,6 +24,7 @@ type tiledFlags struct {
 	check, json                      bool
 	sims                             int    // simulated devices
 	simMem, simBW                    string // their memory and bandwidth
+	deviceOnly                       bool   // every tile task on the devices
 }
 
 // gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
@@ -51,6 +52,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.IntVar(&f.sims, "sim", 0, "simulated accelerators `N` (each a memory node and a worker; one-rank runs; default: PZ_NSIM)")
 	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
+	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
 }
 
 // simDevices checks the -sim flags and returns the devices they ask for.
@@ -188,6 +190,7 @@ func choleskyApp() app {
 			opts := cholesky.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
+				DeviceOnly: f.deviceOnly,
 			}
 			var r *cholesky.Result
 			var err error

@@ -50,6 +50,10 @@ type Options struct {
 	// GridP and GridQ are the process grid of RunDist (P*Q ranks); zero
 	// takes the most square grid (dist.Grid).
 	GridP, GridQ int
+	// DeviceOnly runs every tile task on the scheduler's devices (a
+	// scheduling context of their workers), as a GPU-only run does: with
+	// a device smaller than the matrix, the factorization is out of core.
+	DeviceOnly bool
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -175,16 +179,33 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
 
 	cl := newCodelets[T]()
+	fctx := ctx
+	if opts.DeviceOnly {
+		var ids []int
+		for _, wi := range s.Workers() {
+			if wi.Kind != scheduler.CPUWorker {
+				ids = append(ids, wi.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("cholesky: %w: DeviceOnly needs devices (pzrun: -sim N)", tiled.ErrBadOptions)
+		}
+		c, err := s.NewContext("devices", scheduler.ContextWorkers(ids...))
+		if err != nil {
+			return nil, fmt.Errorf("cholesky: %w", err)
+		}
+		fctx = scheduler.Within(ctx, c)
+	}
 	var elapsed time.Duration
 	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
 		dev = tiled.DeviceFigures(s)
 		if opts.MatrixLayout {
 			copy(a, a0)
-			elapsed, err = Factor(ctx, s, cl, a, n, b, w)
+			elapsed, err = Factor(fctx, s, cl, a, n, b, w)
 		} else {
 			tm := ToTiles(a0, n, b)
-			elapsed, err = FactorTiles(ctx, s, cl, tm, w)
+			elapsed, err = FactorTiles(fctx, s, cl, tm, w)
 			tm.CopyTo(a)
 		}
 		if err != nil {
