@@ -67,6 +67,7 @@ type memNode struct {
 	cached   int64
 	handles  map[*Handle]struct{} // handles with an allocation here
 	changed  chan struct{}        // closed when a replica here is unpinned or freed
+	in, out  busLink              // the measured link, RAM to here and back (bus.go)
 }
 
 type cacheKey struct {
@@ -687,7 +688,7 @@ func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
 		h := a.Handle
 		if h.reps == nil {
 			if n != RAM {
-				ns += d.nodes[n].dev.cost(bufBytes(&h.ram))
+				ns += d.nodes[n].in.cost(bufBytes(&h.ram))
 			}
 			continue
 		}
@@ -697,10 +698,10 @@ func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
 		src := d.validLocked(h)
 		size := bufBytes(&h.ram)
 		if src > int(RAM) {
-			ns += d.nodes[src].dev.cost(size)
+			ns += d.nodes[src].out.cost(size)
 		}
 		if n != RAM {
-			ns += d.nodes[n].dev.cost(size)
+			ns += d.nodes[n].in.cost(size)
 		}
 	}
 	return ns

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -719,4 +720,36 @@ func (p *prefetching) Pop(w int) *scheduler.Task {
 		return t
 	}
 	return nil
+}
+
+// TestBusCalibration: the link of a device is measured when the
+// scheduler starts - never faster than the simulated link allows - and
+// saved: a second scheduler with the same model directory loads it
+// instead of measuring again.
+func TestBusCalibration(t *testing.T) {
+	dir := t.TempDir()
+	dev := scheduler.SimDevice{Bandwidth: 2e9, Latency: 200 * time.Microsecond}
+	s1 := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(dev), scheduler.WithPerfModelDir(dir))
+	links := s1.Bus()
+	require.Len(t, links, 2)
+	require.Equal(t, scheduler.RAM, links[0].From)
+	require.Equal(t, scheduler.MemoryNode(1), links[0].To)
+	for _, l := range links {
+		require.GreaterOrEqual(t, l.Latency, 200*time.Microsecond, "%+v", l)
+		require.Positive(t, l.Bandwidth)
+		require.LessOrEqual(t, l.Bandwidth, 2.2e9, "%+v: faster than the link", l)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "bus.sim-*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+
+	s2 := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(dev), scheduler.WithPerfModelDir(dir))
+	require.Equal(t, links, s2.Bus(), "loaded, not measured again")
+
+	// Another link is another device: measured anew.
+	other := scheduler.SimDevice{Bandwidth: 1e9, Latency: 200 * time.Microsecond}
+	newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(other), scheduler.WithPerfModelDir(dir))
+	files, err = filepath.Glob(filepath.Join(dir, "bus.sim-*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 2)
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -26,8 +27,9 @@ type device interface {
 	copyIn(mem any, src *buffer, done func(start time.Time, err error))
 	// copyOut copies mem into a RAM buffer.
 	copyOut(dst *buffer, mem any, done func(start time.Time, err error))
-	// cost predicts the time of one copy of n bytes, in nanoseconds.
-	cost(n int64) float64
+	// key identifies the device and its link across runs, for the saved
+	// bus model ("sim-1073741824-16e9-10µs"; a GPU's UUID).
+	key() string
 	// close stops the copy engines once every copy has ended.
 	close()
 }
@@ -125,6 +127,11 @@ func (d *simDevice) copyOut(dst *buffer, mem any, done func(start time.Time, err
 		d.cost(bufBytes(dst)), done)
 }
 
+func (d *simDevice) key() string {
+	return fmt.Sprintf("sim-%d-%g-%v", d.cfg.Memory, d.cfg.Bandwidth, d.cfg.Latency)
+}
+
+// cost is the time the link takes for n bytes, in nanoseconds.
 func (d *simDevice) cost(n int64) float64 {
 	c := float64(d.cfg.Latency)
 	if d.cfg.Bandwidth > 0 {
@@ -207,10 +214,24 @@ func (e *copyEngine) loop() {
 		start := time.Now()
 		j.run()
 		// The link's time: the copy ends when a real one would.
-		if rest := time.Duration(j.ns) - time.Since(start); rest > 0 {
-			time.Sleep(rest)
-		}
+		waitUntil(start.Add(time.Duration(j.ns)))
 		j.done(start, nil)
+	}
+}
+
+// sleepSlack is how late time.Sleep may wake (timer slack and tick
+// granularity reach a millisecond on some virtual machines).
+const sleepSlack = 1500 * time.Microsecond
+
+// waitUntil returns at t: it sleeps while the rest is long, then yields
+// the processor until t, so that short simulated copies take their time
+// and not the timer's.
+func waitUntil(t time.Time) {
+	if rest := time.Until(t); rest > 2*sleepSlack {
+		time.Sleep(rest - sleepSlack)
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
 	}
 }
 

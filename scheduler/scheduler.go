@@ -115,6 +115,10 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 			devs[i], caps[i] = newSimDevice(i, sd), sd.Memory
 		}
 		s.data = newDataLayer(s, devs, caps)
+		if err := s.data.calibrateBus(cfg.modelDir, s.models.host); err != nil {
+			s.data.close()
+			return nil, err
+		}
 		for i, sd := range cfg.sims {
 			for range sd.Workers {
 				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}

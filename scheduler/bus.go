@@ -1,0 +1,154 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// The bus model: each device's copy time in each direction as latency +
+// bytes × time per byte, measured once (a few copies of a small and a
+// large buffer when the scheduler starts) and saved in the performance
+// model directory, as StarPU calibrates its bus. dmda's transfer costs
+// come from it.
+
+// A busLink is one direction of a device's link.
+type busLink struct {
+	LatencyNs float64 `json:"latency_ns"`
+	NsPerByte float64 `json:"ns_per_byte"`
+}
+
+func (l busLink) cost(n int64) float64 { return l.LatencyNs + float64(n)*l.NsPerByte }
+
+// busFile is the saved form of one device's links.
+type busFile struct {
+	Device string  `json:"device"`
+	Host   string  `json:"host"`
+	In     busLink `json:"in"`  // RAM to device
+	Out    busLink `json:"out"` // device to RAM
+}
+
+// BusLink describes the measured link between RAM and a device in one
+// direction.
+type BusLink struct {
+	From, To MemoryNode
+	// Latency is the fixed cost of one copy.
+	Latency time.Duration
+	// Bandwidth is in bytes per second.
+	Bandwidth float64
+}
+
+// Bus returns the measured links between RAM and each device, both
+// directions; empty without devices.
+func (s *Scheduler) Bus() []BusLink {
+	if s.data == nil {
+		return nil
+	}
+	var out []BusLink
+	for _, nd := range s.data.nodes[1:] {
+		for _, l := range []struct {
+			from, to MemoryNode
+			m        busLink
+		}{{RAM, nd.id, nd.in}, {nd.id, RAM, nd.out}} {
+			bw := 0.0
+			if l.m.NsPerByte > 0 {
+				bw = 1e9 / l.m.NsPerByte
+			}
+			out = append(out, BusLink{From: l.from, To: l.to, Latency: time.Duration(l.m.LatencyNs), Bandwidth: bw})
+		}
+	}
+	return out
+}
+
+// calibrateBus loads each device's links from dir, or measures and
+// saves them.
+func (d *dataLayer) calibrateBus(dir, host string) error {
+	for _, nd := range d.nodes[1:] {
+		path := ""
+		if dir != "" {
+			path = filepath.Join(dir, "bus."+fileSafe(nd.dev.key())+"."+host+".json")
+			if b, err := os.ReadFile(path); err == nil {
+				var f busFile
+				if json.Unmarshal(b, &f) == nil && f.Device == nd.dev.key() && f.In.NsPerByte > 0 && f.Out.NsPerByte > 0 {
+					nd.in, nd.out = f.In, f.Out
+					continue
+				}
+			}
+		}
+		in, out, err := measureLink(nd.dev)
+		if err != nil {
+			return fmt.Errorf("scheduler: calibrating the bus of %s: %w", nd.dev.name(), err)
+		}
+		nd.in, nd.out = in, out
+		if path != "" {
+			if err := writeFileAtomic(path, busFile{Device: nd.dev.key(), Host: host, In: in, Out: out}); err != nil {
+				return fmt.Errorf("scheduler: saving the bus model of %s: %w", nd.dev.name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// measureLink times copies of 8 bytes and of 4 MiB each way (the best
+// of three) and fits latency + size / bandwidth.
+func measureLink(dev device) (in, out busLink, err error) {
+	const small, large = 1, 512 << 10 // float64s
+	best := func(n int, toDevice bool) (time.Duration, error) {
+		host := &buffer{data: make([]float64, n), rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
+		mem, err := dev.alloc(host)
+		if err != nil {
+			return 0, err
+		}
+		defer dev.free(mem)
+		var fastest time.Duration
+		for range 3 {
+			done := make(chan error, 1)
+			t0 := time.Now()
+			if toDevice {
+				dev.copyIn(mem, host, func(_ time.Time, err error) { done <- err })
+			} else {
+				dev.copyOut(host, mem, func(_ time.Time, err error) { done <- err })
+			}
+			if err := <-done; err != nil {
+				return 0, err
+			}
+			if d := time.Since(t0); fastest == 0 || d < fastest {
+				fastest = d
+			}
+		}
+		return fastest, nil
+	}
+	fit := func(toDevice bool) (busLink, error) {
+		ts, err := best(small, toDevice)
+		if err != nil {
+			return busLink{}, err
+		}
+		tl, err := best(large, toDevice)
+		if err != nil {
+			return busLink{}, err
+		}
+		per := float64(tl-ts) / float64((large-small)*8)
+		if per <= 0 {
+			per = float64(tl) / float64(large*8)
+		}
+		return busLink{LatencyNs: float64(ts), NsPerByte: per}, nil
+	}
+	if in, err = fit(true); err != nil {
+		return
+	}
+	out, err = fit(false)
+	return
+}
+
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
