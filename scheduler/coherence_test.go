@@ -753,3 +753,42 @@ func TestBusCalibration(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, 2)
 }
+
+// TestDetachedSeesRAM: a detached task (what scheduler/dist sends and
+// receives with) works on the registered memory: it reads the newest
+// version even when a device wrote it, and what it writes reaches the
+// device's next task.
+func TestDetachedSeesRAM(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(scheduler.SimDevice{Bandwidth: -1}))
+	dev := simOnly(t, s)
+	v := make([]float64, 64)
+	h, err := s.RegisterVector(v, scheduler.Named("v"))
+	require.NoError(t, err)
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		for i, x := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i] = x + c.Arg.(float64)
+		}
+		return nil
+	}}
+	seen := make(chan float64, 1)
+	peek := &scheduler.Codelet{Name: "peek", Detached: func(_ *scheduler.Task, done func(error)) {
+		seen <- v[0] // the registered memory, as dist's sends use it
+		done(nil)
+	}}
+	poke := &scheduler.Codelet{Name: "poke", Detached: func(_ *scheduler.Task, done func(error)) {
+		go func() { // as a receive completes, later, elsewhere
+			for i := range v {
+				v[i] = 1000
+			}
+			done(nil)
+		}()
+	}}
+	require.NoError(t, s.Submit(ctx, add, scheduler.RW(h), scheduler.WithArg(5.0), scheduler.InContext(dev)))
+	require.NoError(t, s.Submit(ctx, peek, scheduler.R(h)))
+	require.NoError(t, s.Submit(ctx, poke, scheduler.W(h)))
+	require.NoError(t, s.Submit(ctx, add, scheduler.RW(h), scheduler.WithArg(1.0), scheduler.InContext(dev)))
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, 5.0, <-seen)
+	require.Equal(t, 1001.0, v[63])
+}

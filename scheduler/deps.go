@@ -203,6 +203,7 @@ func (h *Handle) gatherLocked(tiles [][]*Handle) {
 		go func() { done(s.data.gather(h, tiles)) }()
 	}}}
 	g.Access = append(g.inlineAcc[:0], Access{h, ModeRW})
+	g.internal = true
 	g.state.Store(stateSubmitted)
 	g.s = s
 	g.pending.Store(1)

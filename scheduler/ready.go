@@ -182,24 +182,52 @@ func (s *Scheduler) wakeAll() {
 
 // startDetached hands a ready detached task to its codelet's Detached
 // function (see Codelet.Detached); the done function it gets completes the
-// task once. A panic in Detached fails the task.
+// task once. A panic in Detached fails the task. With devices, the task's
+// data are first made valid in RAM (and pinned there until done): what
+// a detached task does elsewhere - scheduler/dist sends and receives
+// them - uses the registered memory. Since that may wait for copies, it
+// happens on a goroutine of its own, which ends when the data are ready.
 func (s *Scheduler) startDetached(t *Task) {
+	if s.data == nil || t.internal || len(t.Access) == 0 {
+		s.runDetached(t, false)
+		return
+	}
+	go func() {
+		if _, err := s.data.acquireTask(t, RAM, nil); err != nil {
+			s.endDetached(t, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err})
+			return
+		}
+		s.runDetached(t, true)
+	}()
+}
+
+// endDetached completes a detached task.
+func (s *Scheduler) endDetached(t *Task, err error) {
+	var buf [8]*Task
+	q := s.finish(t, err, nil, buf[:0])
+	s.release(t)
+	for _, n := range q {
+		s.ready(n, nil)
+	}
+}
+
+// runDetached calls t's Detached function; pinned says its data are
+// pinned in RAM until done.
+func (s *Scheduler) runDetached(t *Task, pinned bool) {
 	var once atomic.Bool
 	done := func(err error) {
 		if once.Swap(true) {
 			return
+		}
+		if pinned {
+			s.data.releaseTask(t, RAM)
 		}
 		if err != nil {
 			if _, ok := err.(*TaskError); !ok {
 				err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err}
 			}
 		}
-		var buf [8]*Task
-		q := s.finish(t, err, nil, buf[:0])
-		s.release(t)
-		for _, n := range q {
-			s.ready(n, nil)
-		}
+		s.endDetached(t, err)
 	}
 	defer func() {
 		if r := recover(); r != nil {

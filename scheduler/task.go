@@ -261,6 +261,7 @@ type Task struct {
 	hasFoot   bool
 	commute   bool // some access is ModeCommute
 	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
+	internal  bool // a task of the data layer's own (gather): takes no data
 	// wantMask marks the accesses whose replicas on wantNode the task
 	// prefetched and still wants (dataLayer.prefetch).
 	wantMask uint64

@@ -258,9 +258,20 @@ func TestCholeskyOutOfCore(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", bad, errs)
 		assert.Contains(t, errs, "-sim", bad)
 	}
-	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-sim", "1")
+	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-sim", "1", "-device-only")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "one-rank runs")
+
+	// Two ranks, each with a device too small for its share: the tiles
+	// sent between ranks leave from, and arrive into, RAM.
+	code, out, errs = pzrun(t, "-n", "2", "cholesky", "-n", "512", "-b", "64", "-workers", "1", "-sim", "1", "-sim-mem", "96KiB", "--check", "--json")
+	require.Equal(t, 0, code, errs)
+	r = map[string]any{}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Less(t, r["residual"].(float64), 1e-3)
+	assert.Equal(t, 2.0, r["ranks"])
+	assert.Greater(t, r["device_tasks"].(float64), 0.0)
+	assert.Greater(t, r["evictions"].(float64), 0.0)
 }
 
 func TestBenchTasksWithPeerFile(t *testing.T) {

@@ -49,10 +49,20 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.grid, "grid", "", "process grid `PxQ` of a run over several ranks (P*Q = ranks; default: the most square)")
 	fs.BoolVar(&f.check, "check", false, "check the result")
 	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
-	fs.IntVar(&f.sims, "sim", 0, "simulated accelerators `N` (each a memory node and a worker; one-rank runs; default: PZ_NSIM)")
+	fs.IntVar(&f.sims, "sim", 0, "simulated accelerators `N` (each a memory node and a worker; on several ranks, N per rank; default: PZ_NSIM)")
 	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
+}
+
+// distSchedulerOptions are each rank's scheduler options in a
+// distributed run: statistics for -trace, each rank its own devices.
+func (f *tiledFlags) distSchedulerOptions() []scheduler.Option {
+	opts := []scheduler.Option{scheduler.WithStats(f.trace != "")}
+	if devs, _ := f.simDevices(); len(devs) > 0 {
+		opts = append(opts, scheduler.WithSimDevices(devs...))
+	}
+	return opts
 }
 
 // simDevices checks the -sim flags and returns the devices they ask for.
@@ -157,10 +167,11 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if _, _, err := f.gridPQ(); err != nil {
 					return err
 				}
-				if devs, err := f.simDevices(); err != nil {
+				if _, err := f.simDevices(); err != nil {
 					return err
-				} else if len(devs) > 0 && (rt.Size() > 1 || f.grid != "") {
-					return fmt.Errorf("%w: -sim: simulated devices serve one-rank runs so far (the distributed scheduler's ranks have CPU workers only)", errUsage)
+				}
+				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
+					return fmt.Errorf("%w: -device-only serves one-rank runs so far", errUsage)
 				}
 				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {
@@ -197,7 +208,7 @@ func choleskyApp() app {
 			if rt.Size() == 1 && f.grid == "" {
 				r, err = cholesky.Run(ctx, opts, progress)
 			} else {
-				opts.SchedulerOptions = []scheduler.Option{scheduler.WithStats(f.trace != "")}
+				opts.SchedulerOptions = f.distSchedulerOptions()
 				if r, err = cholesky.RunDist(ctx, rt, opts, progress); err == nil {
 					err = writeDistTrace(ctx, rt, f.trace)
 				}
@@ -224,7 +235,7 @@ func gemmApp() app {
 			if rt.Size() == 1 && f.grid == "" {
 				r, err = gemm.Run(ctx, opts, progress)
 			} else {
-				opts.SchedulerOptions = []scheduler.Option{scheduler.WithStats(f.trace != "")}
+				opts.SchedulerOptions = f.distSchedulerOptions()
 				if r, err = gemm.RunDist(ctx, rt, opts, progress); err == nil {
 					err = writeDistTrace(ctx, rt, f.trace)
 				}

@@ -83,6 +83,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	cl := newCodelets[T]()
 	var elapsed time.Duration
 	var sent dist.Stats
+	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
 		for i := range nt {
 			for j := 0; j <= i; j++ {
@@ -95,6 +96,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 			return nil, fmt.Errorf("cholesky: %w", err)
 		}
 		before := d.Stats()
+		devBefore := tiled.DeviceFigures(d.Local())
 		if err := rt.Barrier(ctx); err != nil {
 			return nil, fmt.Errorf("cholesky: %w", err)
 		}
@@ -103,6 +105,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 			return nil, err
 		}
 		after := d.Stats()
+		dev = tiled.DeviceFigures(d.Local()).Sub(devBefore)
 		sent = dist.Stats{MessagesSent: after.MessagesSent - before.MessagesSent, BytesSent: after.BytesSent - before.BytesSent}
 	}
 	// The slowest rank's time is the factorization's.
@@ -111,7 +114,8 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
 	elapsed = time.Duration(secs[0] * float64(time.Second))
-	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{sent.MessagesSent, sent.BytesSent}, comm.Sum)
+	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{sent.MessagesSent, sent.BytesSent,
+		int64(dev.Devices), dev.DeviceTasks, dev.DeviceBytes, dev.Evictions, dev.WriteBacks}, comm.Sum)
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
@@ -123,6 +127,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		Tasks: cnt.total(), Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
 		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ),
 		Messages: totals[0], BytesSent: totals[1],
+		Devices: tiled.Devices{Devices: int(totals[2]), DeviceTasks: totals[3], DeviceBytes: totals[4], Evictions: totals[5], WriteBacks: totals[6]},
 	}
 	if d.Rank() == 0 {
 		seq := float64(cnt.potrf)*kt.potrf.Seconds() + float64(cnt.trsm)*kt.trsm.Seconds() +

@@ -147,6 +147,8 @@ func SchedulerOptions(policy string, workers int, extra []scheduler.Option) []sc
 //	evictions      device replicas dropped to make room
 //	write_backs    of those, replicas written back to RAM first (the
 //	               only valid copy): out-of-core traffic
+//
+// On several ranks each figure is the sum over the ranks.
 type Devices struct {
 	Devices     int   `json:"devices"`
 	DeviceTasks int64 `json:"device_tasks"`
