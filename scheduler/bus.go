@@ -93,10 +93,15 @@ func (d *dataLayer) calibrateBus(dir, host string) error {
 	return nil
 }
 
-// measureLink times copies of 8 bytes and of 4 MiB each way (the best
-// of three) and fits latency + size / bandwidth.
-func measureLink(dev device) (in, out busLink, err error) {
-	const small, large = 1, 512 << 10 // float64s
+// measureLink times copies of 8 bytes and of 4 MiB (at most half the
+// device) each way, the best of three, and fits latency + size /
+// bandwidth.
+func measureLink(dev *device) (in, out busLink, err error) {
+	const small = 1 // float64s
+	large := int(min(512<<10, dev.dev.Capacity()/16))
+	if large <= small {
+		large = small + 1
+	}
 	best := func(n int, toDevice bool) (time.Duration, error) {
 		host := &buffer{data: make([]float64, n), rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
 		mem, err := dev.alloc(host)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // The data layer: memory nodes and MSI coherence (after StarPU's
@@ -45,10 +47,10 @@ func (st mstate) String() string { return [...]string{"I", "S", "M"}[st] }
 // A replica is a handle's data on one memory node.
 type replica struct {
 	state mstate
-	mem   any     // the device allocation; nil in RAM or when none
-	buf   *buffer // what tasks see; RAM's is the handle's own buffer
-	tasks int32   // running tasks using it
-	reads int32   // copies reading it
+	mem   accel.Mem // the device allocation; nil in RAM or when none
+	buf   *buffer   // what tasks see; RAM's is the handle's own buffer
+	tasks int32     // running tasks using it
+	reads int32     // copies reading it
 	fill  chan struct{}
 	err   error  // the error of the last copy into it, for the next acquirer
 	last  uint64 // LRU stamp
@@ -60,10 +62,10 @@ type replica struct {
 // A memNode is a memory node's allocator.
 type memNode struct {
 	id       MemoryNode
-	dev      device // nil for RAM
+	dev      *device // nil for RAM
 	capacity int64
 	used     int64 // allocated bytes, including the cache
-	cache    map[cacheKey][]any
+	cache    map[cacheKey][]accel.Mem
 	cached   int64
 	handles  map[*Handle]struct{} // handles with an allocation here
 	changed  chan struct{}        // closed when a replica here is unpinned or freed
@@ -110,13 +112,13 @@ type dataLayer struct {
 	events   []xferEvent
 }
 
-func newDataLayer(s *Scheduler, devs []device, capacities []int64) *dataLayer {
+func newDataLayer(s *Scheduler, devs []*device) *dataLayer {
 	d := &dataLayer{s: s, resident: make(map[*Handle]struct{}), stats: make(map[[2]MemoryNode]*TransferStats)}
 	d.nodes = append(d.nodes, &memNode{id: RAM})
 	for i, dev := range devs {
 		d.nodes = append(d.nodes, &memNode{
-			id: MemoryNode(i + 1), dev: dev, capacity: capacities[i],
-			cache: make(map[cacheKey][]any), handles: make(map[*Handle]struct{}), changed: make(chan struct{}),
+			id: MemoryNode(i + 1), dev: dev, capacity: dev.dev.Capacity(),
+			cache: make(map[cacheKey][]accel.Mem), handles: make(map[*Handle]struct{}), changed: make(chan struct{}),
 		})
 	}
 	return d
@@ -396,42 +398,64 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 	}
 	key := cacheKey{h.ram.typ, h.ram.rows * h.ram.cols}
 	mem := nd.takeCached(key, size)
-	for mem == nil && nd.used+size > nd.capacity {
-		if nd.dropCache(size) {
+	for mem == nil {
+		need := nd.used + size - nd.capacity
+		if need <= 0 {
+			m, err := nd.dev.alloc(&h.ram)
+			if err == nil {
+				mem = m
+				nd.used += size
+				break
+			}
+			if !isOutOfMemory(err) {
+				return nil, fmt.Errorf("scheduler: allocating %d bytes for %v on %s: %w", size, h, nd.dev.name(), err)
+			}
+			// Others allocate on the device too (a resource set's
+			// buffers): make room as if it were full.
+			need = size
+		}
+		if nd.dropCache(need) {
 			continue
 		}
-		v := nd.victim(h, prefetch)
-		if v == nil {
-			if prefetch {
-				return nil, nil
-			}
-			// Everything here is in use by running tasks or copies:
-			// wait for one to end.
-			return nd.changed, nil
+		if w, err, ok := d.evictLocked(h, n, prefetch); !ok {
+			return w, err
 		}
-		vr := &v.reps[n]
-		if vr.state == modified {
-			if prefetch {
-				return nil, nil
-			}
-			d.statLocked(n, RAM).WriteBacks++
-			return d.copyLocked(v, n, RAM, false), nil
-		}
-		d.freeLocked(v, n)
-		d.statLocked(n, n).Evictions++
-	}
-	if mem == nil {
-		var err error
-		if mem, err = nd.dev.alloc(&h.ram); err != nil {
-			return nil, fmt.Errorf("scheduler: allocating %d bytes for %v on %s: %w", size, h, nd.dev.name(), err)
-		}
-		nd.used += size
 	}
 	h.reps[n].mem = mem
 	h.reps[n].buf = nd.dev.view(mem, &h.ram)
 	nd.handles[h] = struct{}{}
 	d.resident[h] = struct{}{}
 	return nil, nil
+}
+
+// evictLocked drops one replica from node n to make room for h: it
+// reports ok when it freed one; otherwise it returns the channel to wait
+// on (a write-back under way, or replicas in use), or nothing for a
+// prefetch, which gives up.
+func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, err error, ok bool) {
+	nd := d.nodes[n]
+	v := nd.victim(h, prefetch)
+	if v == nil {
+		if prefetch {
+			return nil, nil, false
+		}
+		if len(nd.handles) == 0 && nd.used == 0 {
+			return nil, fmt.Errorf("%w: %v needs %d bytes on %s and others hold all of it", ErrDeviceMemory, h, bufBytes(&h.ram), nd.dev.name()), false
+		}
+		// Everything here is in use by running tasks or copies: wait for
+		// one to end.
+		return nd.changed, nil, false
+	}
+	if v.reps[n].state == modified {
+		if prefetch {
+			return nil, nil, false
+		}
+		d.statLocked(n, RAM).WriteBacks++
+		return d.copyLocked(v, n, RAM, false), nil, false
+	}
+	d.freeLocked(v, n)
+	d.statLocked(n, n).Evictions++
+	return nil, nil, true
 }
 
 // victim returns the least-recently-used replica on nd that nothing
@@ -484,7 +508,7 @@ func (d *dataLayer) freeLocked(h *Handle, n MemoryNode) {
 	nd.signalLocked()
 }
 
-func (nd *memNode) takeCached(key cacheKey, size int64) any {
+func (nd *memNode) takeCached(key cacheKey, size int64) accel.Mem {
 	l := nd.cache[key]
 	if len(l) == 0 {
 		return nil
@@ -495,26 +519,26 @@ func (nd *memNode) takeCached(key cacheKey, size int64) any {
 	return mem
 }
 
-// dropCache frees cached allocations until size bytes fit; it reports
-// whether it freed anything.
-func (nd *memNode) dropCache(size int64) bool {
-	freed := false
+// dropCache frees cached allocations, need bytes or all of them; it
+// reports whether it freed anything.
+func (nd *memNode) dropCache(need int64) bool {
+	var freed int64
 	for key, l := range nd.cache {
-		for len(l) > 0 && nd.used+size > nd.capacity {
+		for len(l) > 0 && freed < need {
 			nd.dev.free(l[len(l)-1])
 			l[len(l)-1] = nil
 			l = l[:len(l)-1]
 			b := int64(key.n) * int64(key.typ.Elem().Size())
 			nd.used -= b
 			nd.cached -= b
-			freed = true
+			freed += b
 		}
 		nd.cache[key] = l
-		if nd.used+size <= nd.capacity {
+		if freed >= need {
 			break
 		}
 	}
-	return freed
+	return freed > 0
 }
 
 // dropDeviceLocked frees h's device replicas (RAM must be valid).

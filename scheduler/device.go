@@ -1,45 +1,108 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
-	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
-// A device is an accelerator behind a memory node: it allocates the
-// node's replicas and moves data between them and RAM on its copy
-// engines. Copies are asynchronous: done is called once, from any
-// goroutine, when the copy has ended, with the time the copy engine
-// started it (copies queue behind each other on an engine). The simulated device is the first
-// implementation; the CUDA one is the second.
-type device interface {
-	// name is how traces and errors call the device ("sim0").
-	name() string
-	// alloc allocates a contiguous replica of a RAM buffer's shape.
-	alloc(like *buffer) (any, error)
-	// free releases an allocation.
-	free(mem any)
-	// view returns the buffer tasks on the device see for an allocation.
-	view(mem any, like *buffer) *buffer
-	// copyIn copies a RAM buffer (with its leading dimension) into mem.
-	copyIn(mem any, src *buffer, done func(start time.Time, err error))
-	// copyOut copies mem into a RAM buffer.
-	copyOut(dst *buffer, mem any, done func(start time.Time, err error))
-	// key identifies the device and its link across runs, for the saved
-	// bus model ("sim-1073741824-16e9-10µs"; a GPU's UUID).
-	key() string
-	// close stops the copy engines once every copy has ended.
-	close()
+// A device is an accelerator behind a memory node, as the data layer
+// uses it: typed replicas of handles' buffers over an accel.Device's
+// byte allocations and asynchronous copies. The simulated device
+// (accel.Sim) is the first accel.Device; CUDA GPUs are the second.
+type device struct {
+	dev  accel.Device
+	host accel.HostView // non-nil when the host can address the memory
 }
+
+func newDevice(d accel.Device) *device {
+	hv, _ := d.(accel.HostView)
+	return &device{dev: d, host: hv}
+}
+
+// name is how traces and errors call the device ("sim0").
+func (d *device) name() string { return d.dev.Name() }
+
+// key identifies the device and its link across runs (bus.go).
+func (d *device) key() string { return d.dev.Key() }
+
+// alloc allocates a contiguous replica of a RAM buffer's shape; the
+// error wraps accel.ErrOutOfMemory when the device is full.
+func (d *device) alloc(like *buffer) (accel.Mem, error) {
+	return d.dev.Alloc(like.rows * like.cols * int(like.elemSize))
+}
+
+func (d *device) free(m accel.Mem) { d.dev.Free(m) }
+
+// view returns the buffer tasks on the device see for an allocation:
+// a slice of the handle's element type over the device's memory (the
+// simulated device's kernels run on the host).
+func (d *device) view(m accel.Mem, like *buffer) *buffer {
+	n := like.rows * like.cols
+	b := &buffer{rows: like.rows, cols: like.cols, ld: like.cols, elemSize: like.elemSize, typ: like.typ}
+	if like.cols == 1 && like.ld == 1 {
+		b.ld = 1 // a vector
+	}
+	if d.host != nil {
+		if raw := d.host.Host(m); n > 0 && len(raw) > 0 {
+			b.data = reflect.SliceAt(like.typ.Elem(), unsafe.Pointer(&raw[0]), n).Interface()
+		} else {
+			b.data = reflect.MakeSlice(like.typ, 0, 0).Interface()
+		}
+	} else {
+		b.data = m // device memory the host cannot address
+	}
+	return b
+}
+
+// hostBytes returns the bytes of a RAM buffer, from its first element
+// to the end of its last row.
+func hostBytes(b *buffer) []byte {
+	v := reflect.ValueOf(b.data)
+	if v.Len() == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(v.UnsafePointer()), v.Len()*int(b.elemSize))
+}
+
+// copyIn copies a RAM buffer (with its leading dimension) into m.
+func (d *device) copyIn(m accel.Mem, src *buffer, done accel.Done) {
+	es := int(src.elemSize)
+	if src.rows == 0 || src.cols == 0 {
+		done(time.Now(), nil)
+		return
+	}
+	d.dev.CopyIn(m, 0, hostBytes(src), src.rows, src.cols*es, src.ld*es, done)
+}
+
+// copyOut copies m into a RAM buffer.
+func (d *device) copyOut(dst *buffer, m accel.Mem, done accel.Done) {
+	es := int(dst.elemSize)
+	if dst.rows == 0 || dst.cols == 0 {
+		done(time.Now(), nil)
+		return
+	}
+	d.dev.CopyOut(hostBytes(dst), dst.rows, dst.cols*es, dst.ld*es, m, 0, done)
+}
+
+func (d *device) close() error { return d.dev.Close() }
+
+// bufBytes is the size of a buffer's elements (without the gaps of its
+// leading dimension).
+func bufBytes(b *buffer) int64 { return int64(b.rows) * int64(b.cols) * int64(b.elemSize) }
+
+func isOutOfMemory(err error) bool { return errors.Is(err, accel.ErrOutOfMemory) }
 
 // SimDevice describes a simulated accelerator (WithSimDevices): a memory
 // node of its own, separate from RAM, with a copy engine per direction
-// throttled to Bandwidth and Latency, and one worker that runs codelets'
-// CPU implementations on the device's copies of the data. It exercises
-// everything a GPU does to the data - transfers, coherence, prefetch,
-// eviction, write-back - on a machine without one.
+// throttled to Bandwidth and Latency (accel.Sim), and workers that run
+// codelets' CPU implementations on the device's copies of the data. It
+// exercises everything a GPU does to the data - transfers, coherence,
+// prefetch, eviction, write-back - on a machine without one.
 type SimDevice struct {
 	// Memory is the device's memory in bytes (default 1 GiB).
 	Memory int64
@@ -56,15 +119,8 @@ type SimDevice struct {
 }
 
 func (d SimDevice) withDefaults() SimDevice {
-	if d.Memory == 0 {
-		d.Memory = 1 << 30
-	}
-	if d.Bandwidth == 0 {
-		d.Bandwidth = 16e9
-	}
-	if d.Latency == 0 {
-		d.Latency = 10 * time.Microsecond
-	}
+	c := accel.SimConfig{Memory: d.Memory, Bandwidth: d.Bandwidth, Latency: d.Latency}.WithDefaults()
+	d.Memory, d.Bandwidth, d.Latency = c.Memory, c.Bandwidth, c.Latency
 	if d.Workers == 0 {
 		d.Workers = 1
 	}
@@ -72,174 +128,27 @@ func (d SimDevice) withDefaults() SimDevice {
 }
 
 // WithSimDevices adds a simulated accelerator per argument, each a
-// memory node and a worker of kind SimWorker (see SimDevice). Like a
-// GPU's, each device's worker takes a core: unless WithWorkers or
-// PZ_NCPU sets it, the number of CPU workers is reduced by one per
-// device (keeping at least one). Environment: PZ_NSIM=n adds n devices
-// with the defaults, PZ_SIM_MEMORY their memory (bytes, or with a
-// suffix: 64MiB, 2GiB).
+// memory node with its workers of kind SimWorker (see SimDevice). Like
+// a GPU's, each device takes a core: unless WithWorkers or PZ_NCPU sets
+// it, the number of CPU workers is reduced by one per device (keeping at
+// least one). Environment: PZ_NSIM=n adds n devices with the defaults,
+// PZ_SIM_MEMORY their memory (bytes, or with a suffix: 64MiB, 2GiB).
 func WithSimDevices(devs ...SimDevice) Option {
 	return func(c *config) { c.sims = append(c.sims, devs...) }
 }
 
-// simDevice is the simulated accelerator: allocations are Go slices of
-// the data's element type, copies are memmoves that take the time the
-// configured link would.
-type simDevice struct {
-	id  int
-	cfg SimDevice
-	in  *copyEngine // RAM to device
-	out *copyEngine // device to RAM
-}
-
-func newSimDevice(id int, cfg SimDevice) *simDevice {
-	return &simDevice{id: id, cfg: cfg, in: newCopyEngine(), out: newCopyEngine()}
-}
-
-func (d *simDevice) name() string { return fmt.Sprintf("sim%d", d.id) }
-
-func (d *simDevice) alloc(like *buffer) (any, error) {
-	n := like.rows * like.cols
-	return reflect.MakeSlice(like.typ, n, n).Interface(), nil
-}
-
-func (d *simDevice) free(any) {}
-
-func (d *simDevice) view(mem any, like *buffer) *buffer {
-	b := &buffer{data: mem, rows: like.rows, cols: like.cols, ld: like.cols, elemSize: like.elemSize, typ: like.typ}
-	if like.cols == 1 && like.ld == 1 {
-		b.ld = 1 // a vector
-	}
-	return b
-}
-
-func (d *simDevice) copyIn(mem any, src *buffer, done func(start time.Time, err error)) {
-	d.in.submit(func() {
-		copyStrided(reflect.ValueOf(mem), src.cols, reflect.ValueOf(src.data), src.ld, src.rows, src.cols)
-	},
-		d.cost(bufBytes(src)), done)
-}
-
-func (d *simDevice) copyOut(dst *buffer, mem any, done func(start time.Time, err error)) {
-	d.out.submit(func() {
-		copyStrided(reflect.ValueOf(dst.data), dst.ld, reflect.ValueOf(mem), dst.cols, dst.rows, dst.cols)
-	},
-		d.cost(bufBytes(dst)), done)
-}
-
-func (d *simDevice) key() string {
-	return fmt.Sprintf("sim-%d-%g-%v", d.cfg.Memory, d.cfg.Bandwidth, d.cfg.Latency)
-}
-
-// cost is the time the link takes for n bytes, in nanoseconds.
-func (d *simDevice) cost(n int64) float64 {
-	c := float64(d.cfg.Latency)
-	if d.cfg.Bandwidth > 0 {
-		c += float64(n) / d.cfg.Bandwidth * 1e9
-	}
-	return c
-}
-
-func (d *simDevice) close() {
-	d.in.close()
-	d.out.close()
-}
-
-// copyStrided copies rows x cols elements between two row-major slices
-// with leading dimensions dld and sld.
-func copyStrided(dst reflect.Value, dld int, src reflect.Value, sld, rows, cols int) {
-	if dld == cols && sld == cols {
-		reflect.Copy(dst, src.Slice(0, rows*cols))
-		return
-	}
-	for i := 0; i < rows; i++ {
-		reflect.Copy(dst.Slice(i*dld, i*dld+cols), src.Slice(i*sld, i*sld+cols))
-	}
-}
-
-// bufBytes is the size of a buffer's elements (without the gaps of its
-// leading dimension).
-func bufBytes(b *buffer) int64 { return int64(b.rows) * int64(b.cols) * int64(b.elemSize) }
-
-// A copyEngine runs copies one at a time, in order, each taking at
-// least its predicted time: a DMA engine of a simulated link.
-type copyEngine struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []copyJob
-	closing bool
-	done    chan struct{}
-}
-
-type copyJob struct {
-	run  func()
-	ns   float64
-	done func(start time.Time, err error)
-}
-
-func newCopyEngine() *copyEngine {
-	e := &copyEngine{done: make(chan struct{})}
-	e.cond = sync.NewCond(&e.mu)
-	go e.loop()
-	return e
-}
-
-func (e *copyEngine) submit(run func(), ns float64, done func(start time.Time, err error)) {
-	e.mu.Lock()
-	if e.closing {
-		e.mu.Unlock()
-		done(time.Now(), fmt.Errorf("scheduler: copy engine closed"))
-		return
-	}
-	e.queue = append(e.queue, copyJob{run, ns, done})
-	e.cond.Signal()
-	e.mu.Unlock()
-}
-
-func (e *copyEngine) loop() {
-	defer close(e.done)
-	for {
-		e.mu.Lock()
-		for len(e.queue) == 0 && !e.closing {
-			e.cond.Wait()
+// newSimDevices starts the configured simulated devices.
+func newSimDevices(sims []SimDevice) ([]*device, error) {
+	var out []*device
+	for i, sd := range sims {
+		d, err := accel.NewSim(i, accel.SimConfig{Memory: sd.Memory, Bandwidth: sd.Bandwidth, Latency: sd.Latency})
+		if err != nil {
+			for _, o := range out {
+				o.close()
+			}
+			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		if len(e.queue) == 0 {
-			e.mu.Unlock()
-			return
-		}
-		j := e.queue[0]
-		e.queue[0] = copyJob{}
-		e.queue = e.queue[1:]
-		e.mu.Unlock()
-		start := time.Now()
-		j.run()
-		// The link's time: the copy ends when a real one would.
-		waitUntil(start.Add(time.Duration(j.ns)))
-		j.done(start, nil)
+		out = append(out, newDevice(d))
 	}
-}
-
-// sleepSlack is how late time.Sleep may wake (timer slack and tick
-// granularity reach a millisecond on some virtual machines).
-const sleepSlack = 1500 * time.Microsecond
-
-// waitUntil returns at t: it sleeps while the rest is long, then yields
-// the processor until t, so that short simulated copies take their time
-// and not the timer's.
-func waitUntil(t time.Time) {
-	if rest := time.Until(t); rest > 2*sleepSlack {
-		time.Sleep(rest - sleepSlack)
-	}
-	for time.Now().Before(t) {
-		runtime.Gosched()
-	}
-}
-
-// close lets the queued copies end, then stops the engine.
-func (e *copyEngine) close() {
-	e.mu.Lock()
-	e.closing = true
-	e.cond.Signal()
-	e.mu.Unlock()
-	<-e.done
+	return out, nil
 }

@@ -109,12 +109,11 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		s.kinds[CPUWorker]++
 	}
 	if len(cfg.sims) > 0 {
-		devs := make([]device, len(cfg.sims))
-		caps := make([]int64, len(cfg.sims))
-		for i, sd := range cfg.sims {
-			devs[i], caps[i] = newSimDevice(i, sd), sd.Memory
+		devs, err := newSimDevices(cfg.sims)
+		if err != nil {
+			return nil, err
 		}
-		s.data = newDataLayer(s, devs, caps)
+		s.data = newDataLayer(s, devs)
 		if err := s.data.calibrateBus(cfg.modelDir, s.models.host); err != nil {
 			s.data.close()
 			return nil, err

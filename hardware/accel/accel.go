@@ -1,0 +1,81 @@
+// Package accel is the runtime's view of an accelerator's memory:
+// allocations, and asynchronous copies between them and host memory on
+// the device's copy engines, behind one interface that the simulated
+// device here and the CUDA GPUs (hardware/cuda) implement. The scheduler
+// builds its memory nodes on it, and resource sets their device
+// components.
+//
+// The simulated device (NewSim) has what a GPU has for the data - its
+// own allocations, a memory limit, one copy engine per direction
+// throttled to a bandwidth and a latency - and host-addressable memory
+// (HostView), so that code meant for a GPU runs, and is tested, on a
+// machine without one.
+package accel
+
+import (
+	"errors"
+	"time"
+)
+
+// Mem is an allocation in a device's memory.
+type Mem interface {
+	// Bytes is the allocation's size.
+	Bytes() int
+}
+
+// Done is called once when an asynchronous copy has ended, from any
+// goroutine, with the time its copy engine started it (copies queue
+// behind each other on an engine) and its error.
+type Done func(start time.Time, err error)
+
+// A Device is an accelerator's memory and copy engines. Its methods are
+// safe for concurrent use. Copies are asynchronous and run in the order
+// they were issued on each engine (one per direction); the buffers they
+// read or write must not be touched until done is called.
+type Device interface {
+	// Name is how messages and traces call the device ("sim0").
+	Name() string
+	// Key identifies the device and its link across runs, for saved
+	// calibrations.
+	Key() string
+	// Capacity is the device's memory in bytes.
+	Capacity() int64
+	// Alloc allocates n bytes; an error wrapping ErrOutOfMemory when they
+	// do not fit now.
+	Alloc(n int) (Mem, error)
+	// Free releases an allocation.
+	Free(m Mem)
+	// CopyIn copies rows rows of width bytes from host memory src, the
+	// starts of two rows pitch bytes apart, into dst from offset off,
+	// rows contiguous (a tile of a wider matrix becomes dense).
+	CopyIn(dst Mem, off int, src []byte, rows, width, pitch int, done Done)
+	// CopyOut is the reverse: rows contiguous in src from offset off to
+	// host rows pitch bytes apart.
+	CopyOut(dst []byte, rows, width, pitch int, src Mem, off int, done Done)
+	// CopyWithin copies n bytes between two allocations of the device.
+	CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done)
+	// Close waits for the copies issued and releases the device.
+	Close() error
+}
+
+// A HostView is a device whose memory the host can address (the
+// simulated device): code that runs on the host can compute on its
+// allocations directly.
+type HostView interface {
+	// Host returns the allocation's bytes, 8-byte aligned.
+	Host(m Mem) []byte
+}
+
+// ErrOutOfMemory is wrapped by Alloc when the allocation does not fit.
+var ErrOutOfMemory = errors.New("accel: out of device memory")
+
+// ErrClosed is returned for copies issued after Close.
+var ErrClosed = errors.New("accel: device closed")
+
+// Wait issues a copy through issue and waits for it: a synchronous copy
+// for setup code and tests.
+func Wait(issue func(done Done)) error {
+	ch := make(chan error, 1)
+	issue(func(_ time.Time, err error) { ch <- err })
+	return <-ch
+}

@@ -1,0 +1,247 @@
+package accel
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// SimConfig describes a simulated device.
+type SimConfig struct {
+	// Memory is the device's memory in bytes (default 1 GiB).
+	Memory int64
+	// Bandwidth is each copy engine's rate in bytes per second (default
+	// 16e9, a PCIe 4 x16 link); negative copies at memory speed.
+	Bandwidth float64
+	// Latency is the fixed cost of one copy (default 10µs).
+	Latency time.Duration
+}
+
+// WithDefaults fills the zero fields with the defaults.
+func (c SimConfig) WithDefaults() SimConfig {
+	if c.Memory == 0 {
+		c.Memory = 1 << 30
+	}
+	if c.Bandwidth == 0 {
+		c.Bandwidth = 16e9
+	}
+	if c.Latency == 0 {
+		c.Latency = 10 * time.Microsecond
+	}
+	return c
+}
+
+// Sim is a simulated accelerator: allocations are host memory of its
+// own, copies memmoves that take the time the configured link would.
+type Sim struct {
+	id  int
+	cfg SimConfig
+	in  *engine // host to device, and within the device
+	out *engine // device to host
+
+	mu   sync.Mutex
+	used int64
+}
+
+var (
+	_ Device   = (*Sim)(nil)
+	_ HostView = (*Sim)(nil)
+)
+
+// NewSim starts simulated device number id (named "sim<id>"). Close it
+// to stop its copy engines.
+func NewSim(id int, cfg SimConfig) (*Sim, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Memory < 0 || cfg.Latency < 0 {
+		return nil, fmt.Errorf("accel: simulated device with %d bytes and latency %v (need >= 0)", cfg.Memory, cfg.Latency)
+	}
+	return &Sim{id: id, cfg: cfg, in: newEngine(), out: newEngine()}, nil
+}
+
+type simMem struct {
+	b []byte
+}
+
+func (m *simMem) Bytes() int { return len(m.b) }
+
+// Name returns "sim<id>".
+func (d *Sim) Name() string { return fmt.Sprintf("sim%d", d.id) }
+
+// Key identifies the configuration.
+func (d *Sim) Key() string {
+	return fmt.Sprintf("sim-%d-%g-%v", d.cfg.Memory, d.cfg.Bandwidth, d.cfg.Latency)
+}
+
+// Capacity returns the configured memory.
+func (d *Sim) Capacity() int64 { return d.cfg.Memory }
+
+// Config returns the device's configuration, defaults filled in.
+func (d *Sim) Config() SimConfig { return d.cfg }
+
+// Alloc allocates n bytes, 8-byte aligned.
+func (d *Sim) Alloc(n int) (Mem, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("accel: %s: allocating %d bytes", d.Name(), n)
+	}
+	d.mu.Lock()
+	if d.used+int64(n) > d.cfg.Memory {
+		used := d.used
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s: %d bytes asked, %d of %d in use", ErrOutOfMemory, d.Name(), n, used, d.cfg.Memory)
+	}
+	d.used += int64(n)
+	d.mu.Unlock()
+	words := make([]uint64, (n+7)/8)
+	var b []byte
+	if n > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+	}
+	return &simMem{b: b}, nil
+}
+
+// Free releases m.
+func (d *Sim) Free(m Mem) {
+	d.mu.Lock()
+	d.used -= int64(m.Bytes())
+	d.mu.Unlock()
+}
+
+// InUse returns the bytes allocated now.
+func (d *Sim) InUse() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.used
+}
+
+// Host returns m's bytes.
+func (d *Sim) Host(m Mem) []byte { return m.(*simMem).b }
+
+// cost is the link's time for n bytes.
+func (d *Sim) cost(n int) time.Duration {
+	c := d.cfg.Latency
+	if d.cfg.Bandwidth > 0 {
+		c += time.Duration(float64(n) / d.cfg.Bandwidth * 1e9)
+	}
+	return c
+}
+
+// CopyIn copies host rows into dst.
+func (d *Sim) CopyIn(dst Mem, off int, src []byte, rows, width, pitch int, done Done) {
+	b := dst.(*simMem).b
+	d.in.submit(func() { copy2D(b[off:], width, src, pitch, rows, width) }, d.cost(rows*width), done)
+}
+
+// CopyOut copies rows of src to host memory.
+func (d *Sim) CopyOut(dst []byte, rows, width, pitch int, src Mem, off int, done Done) {
+	b := src.(*simMem).b
+	d.out.submit(func() { copy2D(dst, pitch, b[off:], width, rows, width) }, d.cost(rows*width), done)
+}
+
+// CopyWithin copies n bytes inside the device, at memory speed.
+func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done) {
+	db, sb := dst.(*simMem).b, src.(*simMem).b
+	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, 0, done)
+}
+
+// Close waits for the issued copies and stops the engines.
+func (d *Sim) Close() error {
+	d.in.close()
+	d.out.close()
+	return nil
+}
+
+// copy2D copies rows rows of width bytes between buffers whose rows
+// start dpitch and spitch bytes apart.
+func copy2D(dst []byte, dpitch int, src []byte, spitch, rows, width int) {
+	if dpitch == width && spitch == width {
+		copy(dst[:rows*width], src[:rows*width])
+		return
+	}
+	for i := 0; i < rows; i++ {
+		copy(dst[i*dpitch:i*dpitch+width], src[i*spitch:i*spitch+width])
+	}
+}
+
+// An engine runs copies one at a time, in order, each taking at least
+// its link time: a DMA engine of a simulated link.
+type engine struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []job
+	closing bool
+	done    chan struct{}
+}
+
+type job struct {
+	run  func()
+	d    time.Duration
+	done Done
+}
+
+func newEngine() *engine {
+	e := &engine{done: make(chan struct{})}
+	e.cond = sync.NewCond(&e.mu)
+	go e.loop()
+	return e
+}
+
+func (e *engine) submit(run func(), d time.Duration, done Done) {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		done(time.Now(), ErrClosed)
+		return
+	}
+	e.queue = append(e.queue, job{run, d, done})
+	e.cond.Signal()
+	e.mu.Unlock()
+}
+
+func (e *engine) loop() {
+	defer close(e.done)
+	for {
+		e.mu.Lock()
+		for len(e.queue) == 0 && !e.closing {
+			e.cond.Wait()
+		}
+		if len(e.queue) == 0 {
+			e.mu.Unlock()
+			return
+		}
+		j := e.queue[0]
+		e.queue[0] = job{}
+		e.queue = e.queue[1:]
+		e.mu.Unlock()
+		start := time.Now()
+		j.run()
+		waitUntil(start.Add(j.d))
+		j.done(start, nil)
+	}
+}
+
+// close lets the queued copies end, then stops the engine.
+func (e *engine) close() {
+	e.mu.Lock()
+	e.closing = true
+	e.cond.Signal()
+	e.mu.Unlock()
+	<-e.done
+}
+
+// sleepSlack is how late time.Sleep may wake (timer slack and tick
+// granularity reach a millisecond on some virtual machines).
+const sleepSlack = 1500 * time.Microsecond
+
+// waitUntil returns at t: it sleeps while the rest is long, then yields
+// the processor until t, so that short simulated copies take their time
+// and not the timer's.
+func waitUntil(t time.Time) {
+	if rest := time.Until(t); rest > 2*sleepSlack {
+		time.Sleep(rest - sleepSlack)
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+}
