@@ -31,6 +31,17 @@ type GPU struct {
 	PCIBusID string `json:"pci_bus_id"`
 }
 
+// An Accelerator is a device a rank opened to compute with and keep data
+// on (package hardware/accel).
+type Accelerator struct {
+	// Name is the device's name on its rank, e.g. "sim0" ("name").
+	Name string `json:"name"`
+	// Kind is "sim" for a simulated device ("kind").
+	Kind string `json:"kind"`
+	// MemoryBytes is its memory ("memory_bytes").
+	MemoryBytes int64 `json:"memory_bytes"`
+}
+
 // discoverGPUs lists the CUDA devices. No driver means no GPUs and no
 // error; other failures are returned with what was found so far.
 func discoverGPUs(ctx context.Context, cfg config) ([]GPU, error) {

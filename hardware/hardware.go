@@ -33,6 +33,12 @@ type Machine struct {
 	// order ("gpus"). It is empty, never nil, when there is no driver or no
 	// device, so the JSON always holds a list.
 	GPUs []GPU `json:"gpus"`
+	// Accelerators lists the devices the runtime computes with and keeps
+	// data on besides the CPUs, as a rank opened them - simulated devices
+	// today - in the order of the rank's device components
+	// ("accelerators", omitted when empty). Discover leaves it empty; the
+	// runtime fills it before the ranks exchange their descriptions.
+	Accelerators []Accelerator `json:"accelerators,omitempty"`
 	// Warnings lists parts of the discovery that failed in a way the caller
 	// may want to know about, e.g. an unreadable /proc/meminfo or a CUDA
 	// driver that is installed but does not initialize ("warnings", omitted

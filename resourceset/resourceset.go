@@ -46,6 +46,7 @@ type ResourceSet struct {
 	m    *hardware.Machine
 	log  *zap.Logger
 	ram  *RAM
+	devs []*Device
 }
 
 // New returns the resource set of rank on communicator c, described by m
@@ -68,6 +69,9 @@ func New(c comm.Comm, rank int, m *hardware.Machine, log *zap.Logger) (*Resource
 	}
 	rs := &ResourceSet{c: c, rank: rank, m: m, log: log}
 	rs.ram = &RAM{c: c, rank: rank, mem: m.Memory}
+	for i, a := range m.Accelerators {
+		rs.devs = append(rs.devs, &Device{c: c, rank: rank, idx: i, info: a})
+	}
 	return rs, nil
 }
 

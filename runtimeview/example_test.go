@@ -7,6 +7,7 @@ import (
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -85,4 +86,36 @@ func ExampleRuntimeView_ResourceSet() {
 		fmt.Println(err)
 	}
 	// Output: rank 2 gathered [[0] [10] [20]]
+}
+
+// Every in-process rank gets a simulated device; each puts its rank
+// number on it, and AllReduceDevice sums the device buffers in place.
+func ExampleAllReduceDevice() {
+	err := runtimeview.RunLocal(context.Background(), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		dev := rt.MyResourceSet().Devices()[0]
+		buf, err := resourceset.Alloc[int64](dev, 4)
+		if err != nil {
+			return err
+		}
+		defer buf.Free()
+		r := int64(rt.Rank())
+		if err := buf.CopyFrom(ctx, []int64{r, r, r, 10 * r}); err != nil {
+			return err
+		}
+		if err := runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum); err != nil {
+			return err
+		}
+		out := make([]int64, 4)
+		if err := buf.CopyTo(ctx, out); err != nil {
+			return err
+		}
+		if rt.Rank() == 0 {
+			fmt.Println(dev.Name(), "of", len(rt.ResourceSet(2).Devices()), "on rank 2:", out)
+		}
+		return nil
+	}, runtimeview.WithSimDevices(accel.SimConfig{Memory: 1 << 20}), runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: sim0 of 1 on rank 2: [3 3 3 30]
 }

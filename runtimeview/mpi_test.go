@@ -93,7 +93,7 @@ func checkMPIStart(t *testing.T, ctx context.Context) {
 	require.False(t, mpi.Initialized())
 	buf := &lockedBuffer{}
 	rt, err := runtimeview.New(ctx,
-		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithSimDevices(simDevices...),
 		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithWriter(buf), logger.WithFormat(logger.JSON)))
 	require.NoError(t, err)
 	assert.Equal(t, runtimeview.MPI, rt.Backend())
@@ -103,6 +103,7 @@ func checkMPIStart(t *testing.T, ctx context.Context) {
 	assert.Equal(t, launch.Detect(os.Getenv).Rank, rt.Rank())
 
 	after := checkView(t, ctx, rt)
+	checkDevices(t, ctx, rt)
 
 	// Root-only logging: each process has its own buffer.
 	rt.Logger().Info("only the root prints this")

@@ -14,6 +14,7 @@ import (
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -44,7 +45,9 @@ type config struct {
 	hwOpts     []hardware.Option
 	getenv     func(string) string
 	mpiOpts    []mpi.Option
-	exit       func(code int) // replaced by tests of the signal path
+	exit       func(code int)    // replaced by tests of the signal path
+	sims       []accel.SimConfig // WithSimDevices
+	simsSet    bool
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained
@@ -111,6 +114,7 @@ type RuntimeView struct {
 	stack   *callbacks.Stack // user callbacks above pz's own teardown
 
 	machines []*hardware.Machine
+	devs     []accel.Device // this rank's devices (WithSimDevices)
 	setsMu   sync.Mutex
 	sets     []*resourceset.ResourceSet // built on first use
 
@@ -153,6 +157,17 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 			return nil, errors.Join(fmt.Errorf("runtimeview: discover hardware: %w", err), rt.stack.Close())
 		}
 	}
+	devs, m, err := openDevices(cfg, m)
+	if err != nil {
+		return nil, errors.Join(err, rt.stack.Close())
+	}
+	if len(devs) > 0 {
+		rt.devs = devs
+		// Closed after every user callback and the scheduler's.
+		if err := rt.stack.Push(func() error { return closeDevices(devs) }); err != nil {
+			return nil, errors.Join(err, closeDevices(devs), rt.stack.Close())
+		}
+	}
 	// Every rank describes its machine to every other rank once, here,
 	// where all ranks are known to be present: an exchange on first use
 	// would deadlock a program that looks at other ranks' resource sets on
@@ -192,6 +207,11 @@ func (rt *RuntimeView) ResourceSet(i int) *resourceset.ResourceSet {
 		rs, err := resourceset.New(rt.c, i, rt.machines[i], rt.log.Local())
 		if err != nil {
 			panic(err) // unreachable: the arguments were checked above
+		}
+		if i == rt.Rank() && len(rt.devs) > 0 {
+			if err := rs.AttachDevices(rt.devs); err != nil {
+				panic(err) // unreachable: the description lists these devices
+			}
 		}
 		rt.sets[i] = rs
 	}

@@ -53,6 +53,10 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	if os.Getenv("PZ_NCPU") == "" {
 		all = append(all, scheduler.WithWorkers(workers))
 	}
+	if len(rt.devs) > 0 {
+		// The rank's devices, shared with its resource set.
+		all = append(all, scheduler.WithDevices(rt.devs...))
+	}
 	all = append(all, opts...)
 	if rt.backend != Local && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) <= workers {
 		// MPI progresses only inside MPI calls: the goroutines that make

@@ -15,8 +15,9 @@ import (
 // byte allocations and asynchronous copies. The simulated device
 // (accel.Sim) is the first accel.Device; CUDA GPUs are the second.
 type device struct {
-	dev  accel.Device
-	host accel.HostView // non-nil when the host can address the memory
+	dev      accel.Device
+	host     accel.HostView // non-nil when the host can address the memory
+	borrowed bool           // the caller's (WithDevices): not closed here
 }
 
 func newDevice(d accel.Device) *device {
@@ -89,7 +90,12 @@ func (d *device) copyOut(dst *buffer, m accel.Mem, done accel.Done) {
 	d.dev.CopyOut(hostBytes(dst), dst.rows, dst.cols*es, dst.ld*es, m, 0, done)
 }
 
-func (d *device) close() error { return d.dev.Close() }
+func (d *device) close() error {
+	if d.borrowed {
+		return nil
+	}
+	return d.dev.Close()
+}
 
 // bufBytes is the size of a buffer's elements (without the gaps of its
 // leading dimension).
@@ -135,6 +141,17 @@ func (d SimDevice) withDefaults() SimDevice {
 // PZ_SIM_MEMORY their memory (bytes, or with a suffix: 64MiB, 2GiB).
 func WithSimDevices(devs ...SimDevice) Option {
 	return func(c *config) { c.sims = append(c.sims, devs...) }
+}
+
+// WithDevices makes memory nodes, each with one worker, of devices the
+// caller opened and closes (the RuntimeView's, which its resource set
+// shares): the scheduler allocates on them beside other users, making
+// room by eviction when a device reports it is full. Devices whose
+// memory the host can address (accel.HostView: the simulated device)
+// get SimWorker workers; others need the CUDA worker, which comes with
+// GPU support. It replaces PZ_NSIM.
+func WithDevices(devs ...accel.Device) Option {
+	return func(c *config) { c.devices = append(c.devices, devs...) }
 }
 
 // newSimDevices starts the configured simulated devices.

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // An Option configures New. Explicit options take precedence over the
@@ -27,9 +29,10 @@ type config struct {
 	stats      bool
 	getenv     func(string) string
 	spin       int
-	driven     int         // workers left to the application (WithDrivenWorkers)
-	logger     *zap.Logger // context resizes (WithLogger)
-	sims       []SimDevice // simulated devices (WithSimDevices)
+	driven     int            // workers left to the application (WithDrivenWorkers)
+	logger     *zap.Logger    // context resizes (WithLogger)
+	sims       []SimDevice    // simulated devices (WithSimDevices)
+	devices    []accel.Device // the caller's devices (WithDevices)
 }
 
 // WithDrivenWorkers leaves the last n CPU workers to the application: the
@@ -98,7 +101,7 @@ func buildConfig(opts []Option) (config, error) {
 	if c.policy == "" {
 		c.policy = "lws"
 	}
-	if len(c.sims) == 0 {
+	if len(c.sims) == 0 && len(c.devices) == 0 {
 		if err := simsFromEnv(&c, env); err != nil {
 			return c, err
 		}
@@ -124,7 +127,7 @@ func buildConfig(opts []Option) (config, error) {
 			c.workers = n
 		} else {
 			// Each device's worker takes a core.
-			c.workers = max(1, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-len(c.sims))
+			c.workers = max(1, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-len(c.sims)-len(c.devices))
 		}
 	}
 	if c.workers < 1 {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // The engine, followed from SubmitTask to completion, is a pipeline
@@ -108,18 +110,36 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
-	if len(cfg.sims) > 0 {
+	if len(cfg.sims)+len(cfg.devices) > 0 {
 		devs, err := newSimDevices(cfg.sims)
 		if err != nil {
 			return nil, err
+		}
+		for _, d := range cfg.devices {
+			if _, ok := d.(accel.HostView); !ok {
+				for _, o := range devs {
+					o.close()
+				}
+				return nil, fmt.Errorf("%w: device %s: only devices the host can address (simulated ones) get workers so far", ErrBadOption, d.Name())
+			}
+			dd := newDevice(d)
+			dd.borrowed = true
+			devs = append(devs, dd)
 		}
 		s.data = newDataLayer(s, devs)
 		if err := s.data.calibrateBus(cfg.modelDir, s.models.host); err != nil {
 			s.data.close()
 			return nil, err
 		}
-		for i, sd := range cfg.sims {
-			for range sd.Workers {
+		workers := make([]int, 0, len(devs))
+		for _, sd := range cfg.sims {
+			workers = append(workers, sd.Workers)
+		}
+		for range cfg.devices {
+			workers = append(workers, 1)
+		}
+		for i, nw := range workers {
+			for range nw {
 				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
 				w.call.bufs = w.bufs[:0]
 				s.workers = append(s.workers, w)

@@ -1,0 +1,209 @@
+package resourceset
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
+)
+
+// A Device is one accelerator of a rank as a component of the rank's
+// resource set: on its own rank it owns device buffers (Alloc), and on
+// every rank it is the root of the device forms of the rooted collectives
+// (BcastDevice, GatherDevice, ReduceDevice, ScatterDevice), whose root
+// data live in its memory. Like the RAM, it can be asked for from any
+// rank; only its own rank can reach its memory.
+type Device struct {
+	c    comm.Comm
+	rank int
+	idx  int
+	info hardware.Accelerator
+	dev  accel.Device // nil on other ranks
+}
+
+var _ Root = (*Device)(nil)
+
+// Comm returns the communicator of the device's rank.
+func (d *Device) Comm() comm.Comm { return d.c }
+
+// Rank returns the rank whose device it is.
+func (d *Device) Rank() int { return d.rank }
+
+// Index returns the device's index among its rank's devices.
+func (d *Device) Index() int { return d.idx }
+
+// Name returns the device's name on its rank, e.g. "sim0".
+func (d *Device) Name() string { return d.info.Name }
+
+// Kind returns "sim" for a simulated device.
+func (d *Device) Kind() string { return d.info.Kind }
+
+// MemoryBytes returns the device's memory.
+func (d *Device) MemoryBytes() int64 { return d.info.MemoryBytes }
+
+// IsMine reports whether the device belongs to the calling rank.
+func (d *Device) IsMine() bool { return d.rank == d.c.Rank() }
+
+// Accel returns the device itself on its own rank, nil on others.
+func (d *Device) Accel() accel.Device { return d.dev }
+
+// String names the device and its rank.
+func (d *Device) String() string {
+	return fmt.Sprintf("device %s (%d) of rank %d", d.info.Name, d.idx, d.rank)
+}
+
+// Devices returns the rank's device components, in the order of its
+// hardware description's accelerators; empty when it has none.
+func (rs *ResourceSet) Devices() []*Device { return rs.devs }
+
+// AttachDevices gives the calling rank's resource set the devices its
+// description lists, in the same order, so that they own buffers and
+// move data (the runtime does it for the devices it opens). It fails for
+// another rank's resource set or devices that do not match the
+// description.
+func (rs *ResourceSet) AttachDevices(devs []accel.Device) error {
+	if !rs.IsMine() {
+		return fmt.Errorf("%w: AttachDevices on rank %d's resource set from rank %d", ErrInvalid, rs.rank, rs.c.Rank())
+	}
+	if len(devs) != len(rs.devs) {
+		return fmt.Errorf("%w: %d devices attached to a description of %d", ErrInvalid, len(devs), len(rs.devs))
+	}
+	for i, d := range devs {
+		if d == nil || d.Name() != rs.devs[i].info.Name {
+			return fmt.Errorf("%w: device %d is not %q", ErrInvalid, i, rs.devs[i].info.Name)
+		}
+	}
+	for i, d := range devs {
+		rs.devs[i].dev = d
+	}
+	return nil
+}
+
+// A DeviceSlice is n elements of T in one device's memory, on the
+// device's rank. It is not safe for concurrent use.
+type DeviceSlice[T comm.Number] struct {
+	dev *Device
+	mem accel.Mem
+	n   int
+}
+
+// Alloc allocates n elements of T on d, which must be the calling rank's.
+// The error wraps accel.ErrOutOfMemory when they do not fit.
+func Alloc[T comm.Number](d *Device, n int) (*DeviceSlice[T], error) {
+	if d == nil || d.dev == nil {
+		return nil, fmt.Errorf("%w: Alloc on %v, which is not this rank's (rank %d) or not attached", ErrInvalid, d, d.c.Rank())
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("%w: Alloc of %d elements on %v", ErrInvalid, n, d)
+	}
+	var zero T
+	m, err := d.dev.Alloc(n * int(unsafe.Sizeof(zero)))
+	if err != nil {
+		return nil, fmt.Errorf("resourceset: Alloc on %v: %w", d, err)
+	}
+	return &DeviceSlice[T]{dev: d, mem: m, n: n}, nil
+}
+
+// Len returns the number of elements.
+func (s *DeviceSlice[T]) Len() int { return s.n }
+
+// Device returns the device that holds the slice.
+func (s *DeviceSlice[T]) Device() *Device { return s.dev }
+
+// Free releases the slice's memory; it must not be used afterwards.
+func (s *DeviceSlice[T]) Free() {
+	if s.mem != nil {
+		s.dev.dev.Free(s.mem)
+		s.mem = nil
+	}
+}
+
+// CopyFrom copies src (len(src) == Len()) into the slice. It checks ctx
+// before the copy starts; a started copy runs to its end, since the
+// device reads src until then.
+func (s *DeviceSlice[T]) CopyFrom(ctx context.Context, src []T) error {
+	if err := s.check("CopyFrom", len(src)); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("resourceset: CopyFrom %v: %w", s.dev, err)
+	}
+	if err := s.wait(s.copyIn(0, src)); err != nil {
+		return fmt.Errorf("resourceset: CopyFrom %v: %w", s.dev, err)
+	}
+	return nil
+}
+
+// CopyTo copies the slice into dst (len(dst) == Len()), like CopyFrom.
+func (s *DeviceSlice[T]) CopyTo(ctx context.Context, dst []T) error {
+	if err := s.check("CopyTo", len(dst)); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("resourceset: CopyTo %v: %w", s.dev, err)
+	}
+	if err := s.wait(s.copyOut(0, dst)); err != nil {
+		return fmt.Errorf("resourceset: CopyTo %v: %w", s.dev, err)
+	}
+	return nil
+}
+
+func (s *DeviceSlice[T]) check(call string, n int) error {
+	if s == nil || s.mem == nil {
+		return fmt.Errorf("%w: %s on a nil or freed DeviceSlice", ErrInvalid, call)
+	}
+	if n != s.n {
+		return fmt.Errorf("%w: %s of %d elements on a DeviceSlice of %d on %v", ErrInvalid, call, n, s.n, s.dev)
+	}
+	return nil
+}
+
+// CopyInAsync starts copying host into elements [off, off+len(host)) and
+// returns the channel that receives the copy's error when it ends; host
+// must not change until then.
+func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error { return s.copyIn(off, host) }
+
+// CopyOutAsync starts copying elements [off, off+len(host)) into host,
+// like CopyInAsync.
+func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error { return s.copyOut(off, host) }
+
+func (s *DeviceSlice[T]) copyIn(off int, host []T) <-chan error {
+	ch := make(chan error, 1)
+	b := bytesOf(host)
+	if len(b) == 0 {
+		ch <- nil
+		return ch
+	}
+	s.dev.dev.CopyIn(s.mem, off*elemSize[T](), b, 1, len(b), len(b), func(_ time.Time, err error) { ch <- err })
+	return ch
+}
+
+func (s *DeviceSlice[T]) copyOut(off int, host []T) <-chan error {
+	ch := make(chan error, 1)
+	b := bytesOf(host)
+	if len(b) == 0 {
+		ch <- nil
+		return ch
+	}
+	s.dev.dev.CopyOut(b, 1, len(b), len(b), s.mem, off*elemSize[T](), func(_ time.Time, err error) { ch <- err })
+	return ch
+}
+
+func (s *DeviceSlice[T]) wait(ch <-chan error) error { return <-ch }
+
+func elemSize[T comm.Number]() int {
+	var zero T
+	return int(unsafe.Sizeof(zero))
+}
+
+// bytesOf views a numeric slice as its bytes.
+func bytesOf[T comm.Number](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*elemSize[T]())
+}

@@ -1,0 +1,292 @@
+package resourceset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// The device forms of the rooted collectives move data between device
+// memory on several ranks. Every rank passes a DeviceSlice on one of its
+// own devices; the root's data (the source of BcastDevice and
+// ScatterDevice, the destination of GatherDevice and ReduceDevice) live on
+// the root device. They take the staging path: device memory is copied to
+// host buffers and back around comm's collectives, in chunks of
+// StagingChunk bytes for BcastDevice and ReduceDevice (and AllReduce in
+// runtimeview), so that one chunk's copies overlap the next chunk's
+// transfer. Lengths are agreed first: a rank whose length differs from
+// the others' gets, like every rank, an error wrapping comm.ErrMismatch
+// instead of a hang.
+
+// StagingChunk is the size in bytes of the chunks of the staging path.
+const StagingChunk = 1 << 20
+
+// agree checks collectively that every rank passes n, and that bad is
+// false everywhere; the error is the same on every rank.
+func agree(ctx context.Context, c comm.Comm, call string, n int, bad error) error {
+	flag := int64(0)
+	if bad != nil {
+		flag = 1
+	}
+	r, err := comm.AllReduce(ctx, c, []int64{int64(n), -int64(n), flag}, comm.Max)
+	if err != nil {
+		return err
+	}
+	switch {
+	case bad != nil:
+		return bad
+	case r[2] != 0:
+		return fmt.Errorf("%w: %s: the root's arguments are invalid (see the root's error)", comm.ErrMismatch, call)
+	case r[0] != -r[1]:
+		return fmt.Errorf("%w: %s: lengths differ across ranks (from %d to %d elements; this rank %d)", comm.ErrMismatch, call, -r[1], r[0], n)
+	}
+	return nil
+}
+
+// mineCheck validates a rank's own slice before any communication.
+func mineCheck[T comm.Number](root *Device, call string, s *DeviceSlice[T]) error {
+	if root == nil {
+		return fmt.Errorf("%w: %s with a nil root device", ErrInvalid, call)
+	}
+	if s == nil || s.mem == nil {
+		return fmt.Errorf("%w: %s with a nil or freed DeviceSlice", ErrInvalid, call)
+	}
+	if !s.dev.IsMine() {
+		return fmt.Errorf("%w: %s with a slice on %v, not this rank's", ErrInvalid, call, s.dev)
+	}
+	if root.c.Rank() == root.rank && s.dev.rank == root.rank && s.dev.idx != root.idx {
+		return fmt.Errorf("%w: %s rooted at %v: the root passes a slice on that device, not on %v", ErrInvalid, call, root, s.dev)
+	}
+	return nil
+}
+
+func chunks[T comm.Number](n int) (size, count int) {
+	size = max(1, StagingChunk/elemSize[T]())
+	return size, (n + size - 1) / size
+}
+
+// BcastDevice copies the root device's buf into buf on every other rank:
+// every rank passes a slice of the same length on one of its devices (on
+// the root's rank, the root device).
+func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSlice[T]) error {
+	if err := mineCheck(root, "BcastDevice", buf); err != nil {
+		return err
+	}
+	c := root.c
+	if err := agree(ctx, c, "BcastDevice", buf.n, nil); err != nil {
+		return wrap(root, "BcastDevice", err)
+	}
+	size, count := chunks[T](buf.n)
+	host := [2][]T{make([]T, min(size, buf.n)), make([]T, min(size, buf.n))}
+	pending := [2]<-chan error{}
+	var errs []error
+	wait := func(i int) {
+		if pending[i] != nil {
+			if err := <-pending[i]; err != nil {
+				errs = append(errs, err)
+			}
+			pending[i] = nil
+		}
+	}
+	isRoot := c.Rank() == root.rank
+	span := func(k int) (int, int) { return k * size, min((k+1)*size, buf.n) }
+	if isRoot && count > 0 {
+		lo, hi := span(0)
+		pending[0] = buf.copyOut(lo, host[0][:hi-lo])
+	}
+	for k := 0; k < count; k++ {
+		lo, hi := span(k)
+		h := host[k%2][:hi-lo]
+		if isRoot {
+			wait(k % 2) // chunk k is in host
+			if k+1 < count {
+				lo1, hi1 := span(k + 1)
+				pending[(k+1)%2] = buf.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
+			}
+		} else {
+			wait(k % 2) // the copy-in of chunk k-2 has released the buffer
+		}
+		if err := comm.Bcast(ctx, c, h, root.rank); err != nil {
+			wait(0)
+			wait(1)
+			return wrap(root, "BcastDevice", err)
+		}
+		if !isRoot {
+			pending[k%2] = buf.copyIn(lo, h)
+		}
+	}
+	wait(0)
+	wait(1)
+	if len(errs) > 0 {
+		return wrap(root, "BcastDevice", errors.Join(errs...))
+	}
+	return nil
+}
+
+// ReduceDevice combines every rank's mine element-wise with op into the
+// root device's into; every rank passes slices of the same length (into
+// is ignored, and may be nil, on other ranks). It reports ok on the root.
+func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *DeviceSlice[T], op comm.Op) (ok bool, err error) {
+	if err := mineCheck(root, "ReduceDevice", mine); err != nil {
+		return false, err
+	}
+	c := root.c
+	isRoot := c.Rank() == root.rank
+	var bad error
+	if isRoot {
+		if err := mineCheck(root, "ReduceDevice", into); err != nil {
+			bad = err
+		} else if into.n != mine.n {
+			bad = fmt.Errorf("%w: ReduceDevice: into has %d elements, mine %d", ErrInvalid, into.n, mine.n)
+		}
+	}
+	if err := agree(ctx, c, "ReduceDevice", mine.n, bad); err != nil {
+		return false, wrap(root, "ReduceDevice", err)
+	}
+	size, count := chunks[T](mine.n)
+	host := [2][]T{make([]T, min(size, mine.n)), make([]T, min(size, mine.n))}
+	var outs []<-chan error
+	span := func(k int) (int, int) { return k * size, min((k+1)*size, mine.n) }
+	var next <-chan error
+	if count > 0 {
+		lo, hi := span(0)
+		next = mine.copyOut(lo, host[0][:hi-lo])
+	}
+	var errs []error
+	for k := 0; k < count; k++ {
+		lo, hi := span(k)
+		if err := <-next; err != nil {
+			errs = append(errs, err)
+		}
+		if k+1 < count {
+			lo1, hi1 := span(k + 1)
+			next = mine.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
+		}
+		r, err := comm.Reduce(ctx, c, host[k%2][:hi-lo], op, root.rank)
+		if err != nil {
+			if k+1 < count {
+				<-next
+			}
+			for _, o := range outs {
+				<-o
+			}
+			return false, wrap(root, "ReduceDevice", err)
+		}
+		if isRoot {
+			outs = append(outs, into.copyIn(lo, r)) // r is fresh: no reuse hazard
+		}
+	}
+	for _, o := range outs {
+		if err := <-o; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return false, wrap(root, "ReduceDevice", errors.Join(errs...))
+	}
+	return isRoot, nil
+}
+
+// GatherDevice collects every rank's mine (lengths may differ) into the
+// root device's into, in rank order; into holds the sum of the lengths
+// (ignored, and may be nil, on other ranks). It reports ok on the root.
+func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *DeviceSlice[T]) (ok bool, err error) {
+	if err := mineCheck(root, "GatherDevice", mine); err != nil {
+		return false, err
+	}
+	c := root.c
+	isRoot := c.Rank() == root.rank
+	host := make([]T, mine.n)
+	if err := mine.wait(mine.copyOut(0, host)); err != nil {
+		return false, wrap(root, "GatherDevice", err)
+	}
+	if isRoot {
+		if err := mineCheck(root, "GatherDevice", into); err != nil {
+			// Take part, so that no rank waits for the root, then fail.
+			_, _ = comm.Gather(ctx, c, host, root.rank)
+			return false, err
+		}
+	}
+	parts, err := comm.Gather(ctx, c, host, root.rank)
+	if err != nil {
+		return false, wrap(root, "GatherDevice", err)
+	}
+	if !isRoot {
+		return false, nil
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if total != into.n {
+		return false, wrap(root, "GatherDevice", fmt.Errorf("%w: the ranks sent %d elements, into holds %d", ErrInvalid, total, into.n))
+	}
+	var outs []<-chan error
+	off := 0
+	for _, p := range parts {
+		outs = append(outs, into.copyIn(off, p))
+		off += len(p)
+	}
+	var errs []error
+	for _, o := range outs {
+		if err := <-o; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return false, wrap(root, "GatherDevice", errors.Join(errs...))
+	}
+	return true, nil
+}
+
+// ScatterDevice sends consecutive parts of the root device's from, one
+// of mine.Len() elements per rank in rank order, into every rank's mine;
+// every rank passes the same length, and from holds Size × that on the
+// root (ignored, and may be nil, elsewhere).
+func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine *DeviceSlice[T]) error {
+	if err := mineCheck(root, "ScatterDevice", mine); err != nil {
+		return err
+	}
+	c := root.c
+	isRoot := c.Rank() == root.rank
+	var bad error
+	if isRoot {
+		if err := mineCheck(root, "ScatterDevice", from); err != nil {
+			bad = err
+		} else if from.n != c.Size()*mine.n {
+			bad = fmt.Errorf("%w: ScatterDevice: from has %d elements, want %d ranks × %d", ErrInvalid, from.n, c.Size(), mine.n)
+		}
+	}
+	if err := agree(ctx, c, "ScatterDevice", mine.n, bad); err != nil {
+		return wrap(root, "ScatterDevice", err)
+	}
+	var parts [][]T
+	if isRoot {
+		all := make([]T, from.n)
+		if err := from.wait(from.copyOut(0, all)); err != nil {
+			// The others wait in Scatter: send them zeros, then fail.
+			parts = split(all, c.Size(), mine.n)
+			_, _ = comm.Scatter(ctx, c, parts, root.rank)
+			return wrap(root, "ScatterDevice", err)
+		}
+		parts = split(all, c.Size(), mine.n)
+	}
+	part, err := comm.Scatter(ctx, c, parts, root.rank)
+	if err != nil {
+		return wrap(root, "ScatterDevice", err)
+	}
+	if err := mine.wait(mine.copyIn(0, part)); err != nil {
+		return wrap(root, "ScatterDevice", err)
+	}
+	return nil
+}
+
+func split[T any](all []T, n, each int) [][]T {
+	parts := make([][]T, n)
+	for i := range parts {
+		parts[i] = all[i*each : (i+1)*each]
+	}
+	return parts
+}

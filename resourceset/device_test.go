@@ -1,0 +1,79 @@
+package resourceset_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/resourceset"
+)
+
+// TestDeviceBadInput feeds the device component what it must refuse:
+// foreign or mismatched devices, wrong lengths, freed and nil slices,
+// a root's invalid destination (an error on every rank, not a hang).
+func TestDeviceBadInput(t *testing.T) {
+	ctx := context.Background()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		dev, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
+		require.NoError(t, err)
+		defer dev.Close()
+		desc := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: "sim0", Kind: "sim", MemoryBytes: 1 << 16}}}
+		machines, err := resourceset.Exchange(ctx, c, desc)
+		require.NoError(t, err)
+		other, err := resourceset.New(c, 1-c.Rank(), machines[1-c.Rank()], nil)
+		require.NoError(t, err)
+		require.ErrorIs(t, other.AttachDevices([]accel.Device{dev}), resourceset.ErrInvalid)
+		me, err := resourceset.New(c, c.Rank(), machines[c.Rank()], nil)
+		require.NoError(t, err)
+		require.ErrorIs(t, me.AttachDevices(nil), resourceset.ErrInvalid)
+		wrong, err := accel.NewSim(7, accel.SimConfig{})
+		require.NoError(t, err)
+		defer wrong.Close()
+		require.ErrorIs(t, me.AttachDevices([]accel.Device{wrong}), resourceset.ErrInvalid)
+		// Before AttachDevices nothing can be allocated.
+		_, err = resourceset.Alloc[float64](me.Devices()[0], 2)
+		require.ErrorIs(t, err, resourceset.ErrInvalid)
+		require.NoError(t, me.AttachDevices([]accel.Device{dev}))
+
+		_, err = resourceset.Alloc[float64](me.Devices()[0], -1)
+		require.ErrorIs(t, err, resourceset.ErrInvalid)
+		_, err = resourceset.Alloc[float64](me.Devices()[0], 1<<14)
+		require.ErrorIs(t, err, accel.ErrOutOfMemory)
+		s, err := resourceset.Alloc[float64](me.Devices()[0], 4)
+		require.NoError(t, err)
+		require.ErrorIs(t, s.CopyFrom(ctx, make([]float64, 3)), resourceset.ErrInvalid)
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, s.CopyTo(canceled, make([]float64, 4)), context.Canceled)
+		require.ErrorIs(t, resourceset.BcastDevice(ctx, nil, s), resourceset.ErrInvalid)
+		require.ErrorIs(t, resourceset.BcastDevice[float64](ctx, other.Devices()[0], nil), resourceset.ErrInvalid)
+
+		// The root passes a destination of the wrong length: every rank
+		// gets an error.
+		root := other.Devices()[0]
+		if c.Rank() == 1 {
+			root = me.Devices()[0]
+		}
+		var into *resourceset.DeviceSlice[float64]
+		if c.Rank() == 1 {
+			into, err = resourceset.Alloc[float64](root, 5)
+			require.NoError(t, err)
+		}
+		_, err = resourceset.ReduceDevice(ctx, root, s, into, comm.Sum)
+		require.Error(t, err)
+		if c.Rank() == 0 {
+			require.ErrorIs(t, err, comm.ErrMismatch)
+		} else {
+			require.ErrorIs(t, err, resourceset.ErrInvalid)
+		}
+		s.Free()
+		require.ErrorIs(t, s.CopyFrom(ctx, make([]float64, 4)), resourceset.ErrInvalid)
+		return nil
+	})
+	require.NoError(t, err)
+}

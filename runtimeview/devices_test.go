@@ -1,0 +1,212 @@
+package runtimeview_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/resourceset"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// simDevices are the devices the device checks open on every rank.
+var simDevices = []accel.SimConfig{{Memory: 64 << 20}, {Memory: 32 << 20, Bandwidth: -1}}
+
+// TestDevicesLocal runs the device checks on in-process ranks.
+func TestDevicesLocal(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		err := runtimeview.RunLocal(testCtx(t), n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			checkDevices(t, ctx, rt)
+			return nil
+		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithSimDevices(simDevices...))
+		require.NoError(t, err)
+	}
+}
+
+// checkDevices exercises the device components of every rank's resource
+// set: the descriptions, buffers, every rooted device collective (on a
+// non-zero root, over several staging chunks) and the all-to-all forms,
+// a length mismatch, and the scheduler on the same devices. Every rank
+// calls it.
+func checkDevices(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView) {
+	size, me := rt.Size(), rt.Rank()
+	mine := rt.MyResourceSet().Devices()
+	require.Len(t, mine, 2)
+	assert.Equal(t, "sim0", mine[0].Name())
+	assert.Equal(t, "sim", mine[1].Kind())
+	assert.Equal(t, int64(32<<20), mine[1].MemoryBytes())
+	assert.NotNil(t, mine[0].Accel())
+	for r := range size {
+		ds := rt.ResourceSet(r).Devices()
+		require.Len(t, ds, 2, "rank %d's devices seen from rank %d", r, me)
+		assert.Equal(t, r == me, ds[1].IsMine())
+		if r != me {
+			assert.Nil(t, ds[1].Accel())
+			_, err := resourceset.Alloc[float64](ds[1], 4)
+			assert.ErrorIs(t, err, resourceset.ErrInvalid)
+		}
+	}
+
+	// Over several chunks of the staging path.
+	n := 3*resourceset.StagingChunk/8 + 5
+	root := rt.ResourceSet(size - 1).Devices()[1]
+	onRoot := me == root.Rank()
+	dev := mine[0]
+	if onRoot {
+		dev = mine[1]
+	}
+	buf, err := resourceset.Alloc[float64](dev, n)
+	require.NoError(t, err)
+	defer buf.Free()
+	host := make([]float64, n)
+	for i := range host {
+		host[i] = float64(me*1000000 + i)
+	}
+	require.NoError(t, buf.CopyFrom(ctx, host))
+
+	// Bcast from the last rank's second device.
+	require.NoError(t, resourceset.BcastDevice(ctx, root, buf))
+	got := make([]float64, n)
+	require.NoError(t, buf.CopyTo(ctx, got))
+	for _, i := range []int{0, n / 2, n - 1} {
+		require.Equal(t, float64((size-1)*1000000+i), got[i], "element %d after BcastDevice on rank %d", i, me)
+	}
+
+	// Reduce: every rank adds its own values; the root gets the sums.
+	require.NoError(t, buf.CopyFrom(ctx, host))
+	var into *resourceset.DeviceSlice[float64]
+	if onRoot {
+		into, err = resourceset.Alloc[float64](root, n)
+		require.NoError(t, err)
+		defer into.Free()
+	}
+	ok, err := resourceset.ReduceDevice(ctx, root, buf, into, comm.Sum)
+	require.NoError(t, err)
+	assert.Equal(t, onRoot, ok)
+	if onRoot {
+		require.NoError(t, into.CopyTo(ctx, got))
+		for _, i := range []int{0, n / 3, n - 1} {
+			want := 0.0
+			for r := range size {
+				want += float64(r*1000000 + i)
+			}
+			require.Equal(t, want, got[i], "reduced element %d", i)
+		}
+	}
+
+	// Gather lengths 1..size into rank 0's first device.
+	groot := rt.ResourceSet(0).Devices()[0]
+	part, err := resourceset.Alloc[int32](mine[0], me+1)
+	require.NoError(t, err)
+	defer part.Free()
+	vals := make([]int32, me+1)
+	for i := range vals {
+		vals[i] = int32(me)
+	}
+	require.NoError(t, part.CopyFrom(ctx, vals))
+	total := size * (size + 1) / 2
+	var all *resourceset.DeviceSlice[int32]
+	if me == 0 {
+		all, err = resourceset.Alloc[int32](groot, total)
+		require.NoError(t, err)
+		defer all.Free()
+	}
+	ok, err = resourceset.GatherDevice(ctx, groot, part, all)
+	require.NoError(t, err)
+	assert.Equal(t, me == 0, ok)
+	if me == 0 {
+		g := make([]int32, total)
+		require.NoError(t, all.CopyTo(ctx, g))
+		off := 0
+		for r := range size {
+			for range r + 1 {
+				require.Equal(t, int32(r), g[off])
+				off++
+			}
+		}
+	}
+
+	// Scatter two elements to each rank from rank 0's first device.
+	two, err := resourceset.Alloc[int32](mine[0], 2)
+	require.NoError(t, err)
+	defer two.Free()
+	var from *resourceset.DeviceSlice[int32]
+	if me == 0 {
+		from, err = resourceset.Alloc[int32](groot, 2*size)
+		require.NoError(t, err)
+		defer from.Free()
+		src := make([]int32, 2*size)
+		for i := range src {
+			src[i] = int32(10 * i)
+		}
+		require.NoError(t, from.CopyFrom(ctx, src))
+	}
+	require.NoError(t, resourceset.ScatterDevice(ctx, groot, from, two))
+	pair := make([]int32, 2)
+	require.NoError(t, two.CopyTo(ctx, pair))
+	assert.Equal(t, []int32{int32(20 * me), int32(20*me + 10)}, pair)
+
+	// AllReduce in place, AllGather.
+	require.NoError(t, buf.CopyFrom(ctx, host))
+	require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Max))
+	require.NoError(t, buf.CopyTo(ctx, got))
+	assert.Equal(t, float64((size-1)*1000000+n-1), got[n-1])
+	everyone, err := resourceset.Alloc[int32](mine[1], total)
+	require.NoError(t, err)
+	defer everyone.Free()
+	require.NoError(t, runtimeview.AllGatherDevice(ctx, rt, part, everyone))
+	g := make([]int32, total)
+	require.NoError(t, everyone.CopyTo(ctx, g))
+	assert.Equal(t, int32(size-1), g[total-1])
+
+	// A rank with another length: an error on every rank, not a hang.
+	odd, err := resourceset.Alloc[float64](mine[0], 8+me%2)
+	require.NoError(t, err)
+	defer odd.Free()
+	err = runtimeview.AllReduceDevice(ctx, rt, odd, comm.Sum)
+	err2 := resourceset.BcastDevice(ctx, rt.ResourceSet(0).Devices()[0], odd)
+	if size > 1 {
+		assert.ErrorIs(t, err, comm.ErrMismatch)
+		assert.ErrorIs(t, err2, comm.ErrMismatch)
+	} else {
+		assert.NoError(t, err)
+		assert.NoError(t, err2)
+	}
+
+	// The rank's scheduler computes on the same devices.
+	d, err := rt.Scheduler(ctx)
+	require.NoError(t, err)
+	s := d.Local()
+	assert.Equal(t, []string{"ram", "sim0", "sim1"}, s.MemoryNodes())
+	v := make([]float64, 1024)
+	h, err := s.RegisterVector(v)
+	require.NoError(t, err)
+	var devIDs []int
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.SimWorker {
+			devIDs = append(devIDs, w.ID)
+		}
+	}
+	require.Len(t, devIDs, 2)
+	c, err := s.NewContext("devices", scheduler.ContextWorkers(devIDs...))
+	require.NoError(t, err)
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		x := scheduler.VectorOf[float64](c, 0)
+		for i := range x {
+			x[i]++
+		}
+		return nil
+	}}
+	for range 4 {
+		require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h), scheduler.InContext(c)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, 4.0, v[1023])
+	require.NoError(t, rt.Barrier(ctx))
+}
