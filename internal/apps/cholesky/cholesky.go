@@ -213,6 +213,13 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		}
 	}
 
+	if opts.DeviceOnly {
+		// The workers publish their task counts in batches, and by the
+		// global WaitAll at the latest (a context's waits for its tasks only).
+		if err := s.WaitAll(ctx); err != nil {
+			return nil, fmt.Errorf("cholesky: %w", err)
+		}
+	}
 	flops := linalg.CholeskyFlops(n)
 	res := &Result{
 		App: "cholesky", Layout: layoutName(opts.MatrixLayout), N: n, Block: b, Precision: opts.Precision,
