@@ -145,16 +145,37 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	if err := agree(ctx, c, "ReduceDevice", mine.n, bad); err != nil {
 		return false, wrap(root, "ReduceDevice", err)
 	}
-	size, count := chunks[T](mine.n)
-	host := [2][]T{make([]T, min(size, mine.n)), make([]T, min(size, mine.n))}
-	var outs []<-chan error
-	span := func(k int) (int, int) { return k * size, min((k+1)*size, mine.n) }
+	if !isRoot {
+		into = nil
+	}
+	if err := staged(mine, into, func(chunk []T) ([]T, error) { return comm.Reduce(ctx, c, chunk, op, root.rank) }); err != nil {
+		return false, wrap(root, "ReduceDevice", err)
+	}
+	return isRoot, nil
+}
+
+// staged runs buf through a collective chunk by chunk: each chunk is
+// copied to host memory (the next chunk's copy overlapping the
+// collective), handed to step, and step's result, when into is not nil,
+// copied into the same chunk of into (overlapping the next chunks).
+func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T, error)) error {
+	size, count := chunks[T](buf.n)
+	host := [2][]T{make([]T, min(size, buf.n)), make([]T, min(size, buf.n))}
+	span := func(k int) (int, int) { return k * size, min((k+1)*size, buf.n) }
 	var next <-chan error
 	if count > 0 {
 		lo, hi := span(0)
-		next = mine.copyOut(lo, host[0][:hi-lo])
+		next = buf.copyOut(lo, host[0][:hi-lo])
 	}
+	var outs []<-chan error
 	var errs []error
+	waitOuts := func() {
+		for _, o := range outs {
+			if err := <-o; err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for k := 0; k < count; k++ {
 		lo, hi := span(k)
 		if err := <-next; err != nil {
@@ -162,31 +183,85 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 		}
 		if k+1 < count {
 			lo1, hi1 := span(k + 1)
-			next = mine.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
+			next = buf.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
 		}
-		r, err := comm.Reduce(ctx, c, host[k%2][:hi-lo], op, root.rank)
+		r, err := step(host[k%2][:hi-lo])
 		if err != nil {
 			if k+1 < count {
 				<-next
 			}
-			for _, o := range outs {
-				<-o
-			}
-			return false, wrap(root, "ReduceDevice", err)
+			waitOuts()
+			return err
 		}
-		if isRoot {
-			outs = append(outs, into.copyIn(lo, r)) // r is fresh: no reuse hazard
+		if into != nil {
+			outs = append(outs, into.copyIn(lo, r)) // r is step's own: no reuse hazard
 		}
 	}
+	waitOuts()
+	return errors.Join(errs...)
+}
+
+// AllReduceDevice combines every rank's buf element-wise with op on
+// communicator c, in place: every rank passes a slice of the same length
+// on one of its devices. It takes the staging path in chunks
+// (runtimeview.AllReduceDevice calls it on the RuntimeView's ranks).
+func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *DeviceSlice[T], op comm.Op) error {
+	if buf == nil || buf.mem == nil || !buf.dev.IsMine() {
+		return fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid)
+	}
+	if err := agree(ctx, c, "AllReduceDevice", buf.n, nil); err != nil {
+		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
+	}
+	if err := staged(buf, buf, func(chunk []T) ([]T, error) { return comm.AllReduce(ctx, c, chunk, op) }); err != nil {
+		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
+	}
+	return nil
+}
+
+// AllGatherDevice collects every rank's mine (lengths may differ) into
+// every rank's into on communicator c, in rank order; into holds the sum
+// of the lengths.
+func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into *DeviceSlice[T]) error {
+	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
+		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
+	}
+	host := make([]T, mine.n)
+	if err := mine.wait(mine.copyOut(0, host)); err != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+	}
+	parts, err := comm.AllGather(ctx, c, host)
+	if err != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+	}
+	if err := fillParts(into, parts); err != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+	}
+	return nil
+}
+
+// fillParts copies parts one after the other into into, which holds
+// exactly their total.
+func fillParts[T comm.Number](into *DeviceSlice[T], parts [][]T) error {
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if total != into.n {
+		return fmt.Errorf("%w: the ranks sent %d elements, the destination holds %d", ErrInvalid, total, into.n)
+	}
+	var outs []<-chan error
+	off := 0
+	for _, p := range parts {
+		outs = append(outs, into.copyIn(off, p))
+		off += len(p)
+	}
+	var errs []error
 	for _, o := range outs {
 		if err := <-o; err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return false, wrap(root, "ReduceDevice", errors.Join(errs...))
-	}
-	return isRoot, nil
+	return errors.Join(errs...)
 }
 
 // GatherDevice collects every rank's mine (lengths may differ) into the
@@ -216,27 +291,8 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	if !isRoot {
 		return false, nil
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
-	if total != into.n {
-		return false, wrap(root, "GatherDevice", fmt.Errorf("%w: the ranks sent %d elements, into holds %d", ErrInvalid, total, into.n))
-	}
-	var outs []<-chan error
-	off := 0
-	for _, p := range parts {
-		outs = append(outs, into.copyIn(off, p))
-		off += len(p)
-	}
-	var errs []error
-	for _, o := range outs {
-		if err := <-o; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return false, wrap(root, "GatherDevice", errors.Join(errs...))
+	if err := fillParts(into, parts); err != nil {
+		return false, wrap(root, "GatherDevice", err)
 	}
 	return true, nil
 }

@@ -165,61 +165,60 @@ func (h *Handle) flushReduxLocked() {
 	if h.curCat != catRedux {
 		return
 	}
+	r := h.insertLocked(&Codelet{Name: "redux:" + h.rcombine.name(), CPU: h.reduceInto})
 	s := h.s
-	combine := h.rcombine
-	r := &Task{Codelet: &Codelet{Name: "redux:" + combine.name(), CPU: h.reduceInto}}
-	r.Access = append(r.inlineAcc[:0], Access{h, ModeRW})
-	r.state.Store(stateSubmitted)
-	r.s = s
-	r.pending.Store(1)
-	if s.cfg.stats {
-		r.id = s.nextID.Add(1)
-	}
-	s.inflight.add(1)
-	for _, p := range h.cur {
-		s.addDep(p, r)
-	}
-	old := h.prev
-	s.dropAll(old)
-	h.prev = h.cur
-	h.cur = append(old[:0], r)
-	h.curCat = catWrite
 	s.regMu.Lock()
 	delete(s.reduxLive, h)
 	s.regMu.Unlock()
-	if r.pending.Add(-1) == 0 {
-		s.ready(r, nil)
-	}
+	s.readyInserted(r)
 }
 
 // gatherLocked inserts, with devices, the task that brings the newest
 // data of h's tiles back into h's RAM (dataLayer.gather) after the
-// tiles' last accesses, and before h's next ones, as flushReduxLocked
-// inserts the reduction. It runs on no worker: its copies run on the
-// copy engines, waited for on a goroutine of its own.
+// tiles' last accesses, and before h's next ones. It runs on no worker:
+// its copies run on the copy engines, waited for on a goroutine of its
+// own. h.mu is held.
 func (h *Handle) gatherLocked(tiles [][]*Handle) {
 	s := h.s
-	g := &Task{Codelet: &Codelet{Name: "gather", Detached: func(_ *Task, done func(error)) {
+	g := h.insertLocked(&Codelet{Name: "gather", Detached: func(_ *Task, done func(error)) {
 		go func() { done(s.data.gather(h, tiles)) }()
-	}}}
-	g.Access = append(g.inlineAcc[:0], Access{h, ModeRW})
+	}})
 	g.internal = true
-	g.state.Store(stateSubmitted)
-	g.s = s
-	g.pending.Store(1)
+	s.readyInserted(g)
+}
+
+// insertLocked makes a task of cl that writes h after the accesses
+// submitted so far and before the next ones: how a step of the engine's
+// own (a reduction's combination, a partition's gather) joins the
+// sequential task flow. The caller finishes it and calls readyInserted.
+// h.mu is held.
+func (h *Handle) insertLocked(cl *Codelet) *Task {
+	s := h.s
+	t := &Task{Codelet: cl}
+	t.Access = append(t.inlineAcc[:0], Access{h, ModeRW})
+	t.state.Store(stateSubmitted)
+	t.s = s
+	t.pending.Store(1)
 	if s.cfg.stats {
-		g.id = s.nextID.Add(1)
+		t.id = s.nextID.Add(1)
 	}
 	s.inflight.add(1)
 	for _, p := range h.cur {
-		s.addDep(p, g)
+		s.addDep(p, t)
 	}
-	s.dropAll(h.prev)
+	old := h.prev
+	s.dropAll(old)
 	h.prev = h.cur
-	h.cur = []*Task{g}
+	h.cur = append(old[:0], t)
 	h.curCat = catWrite
-	if g.pending.Add(-1) == 0 {
-		s.ready(g, nil)
+	return t
+}
+
+// readyInserted readies a task of insertLocked once its predecessors,
+// if any, are done.
+func (s *Scheduler) readyInserted(t *Task) {
+	if t.pending.Add(-1) == 0 {
+		s.ready(t, nil)
 	}
 }
 
