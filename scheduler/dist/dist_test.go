@@ -30,10 +30,16 @@ const testTimeout = 60 * time.Second
 // over a 2-worker local one.
 func runRanks(t *testing.T, n int, fn func(ctx context.Context, d *dist.Scheduler) error) error {
 	t.Helper()
+	return runRanksWith(t, n, []scheduler.Option{scheduler.WithWorkers(2)}, fn)
+}
+
+// runRanksWith is runRanks with the local schedulers' options.
+func runRanksWith(t *testing.T, n int, opts []scheduler.Option, fn func(ctx context.Context, d *dist.Scheduler) error) error {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	return local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
-		ls, err := scheduler.New(ctx, scheduler.WithWorkers(2))
+		ls, err := scheduler.New(ctx, opts...)
 		if err != nil {
 			return err
 		}
@@ -163,9 +169,47 @@ func TestRandomGraphsMatchSequential(t *testing.T) {
 	}
 }
 
+// TestRandomGraphsOnDevices runs the random graphs with a simulated
+// device on every rank, too small for the rank's data, and half of the
+// tasks that may run there forced onto it: what a rank sends must be the
+// device's newest version, what it receives must reach the device.
+func TestRandomGraphsOnDevices(t *testing.T) {
+	opts := []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithPerfModelDir(""),
+		scheduler.WithSimDevices(scheduler.SimDevice{Memory: 4 * vecLen * 8, Bandwidth: -1})}
+	for ranks := 2; ranks <= 3; ranks++ {
+		for seed := range uint64(3) {
+			t.Run(fmt.Sprintf("ranks=%d/seed=%d", ranks, seed), func(t *testing.T) {
+				require.NoError(t, runRanksWith(t, ranks, opts, func(ctx context.Context, d *dist.Scheduler) error {
+					s := d.Local()
+					c, err := s.NewContext("device", scheduler.ContextWorkers(len(s.Workers())-1))
+					if err != nil {
+						return err
+					}
+					if err := checkRandomGraphIn(ctx, d, seed, c); err != nil {
+						return err
+					}
+					for _, st := range s.Stats() {
+						if st.Kind == scheduler.SimWorker && st.Tasks == 0 {
+							return fmt.Errorf("rank %d: the device ran no task", d.Rank())
+						}
+					}
+					return nil
+				}))
+			})
+		}
+	}
+}
+
 // checkRandomGraph runs a seeded random graph on d and checks every handle
 // d's rank owns against the sequential result.
 func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error {
+	return checkRandomGraphIn(ctx, d, seed, nil)
+}
+
+// checkRandomGraphIn is checkRandomGraph sending every other task that a
+// device may run (not Redux) to the local scheduling context dev, when
+// not nil.
+func checkRandomGraphIn(ctx context.Context, d *dist.Scheduler, seed uint64, dev *scheduler.Context) error {
 	const nh, ntasks = 12, 150
 	owners, ops := randomGraph(seed, nh, ntasks, d.Size())
 	want := sequential(nh, ops)
@@ -186,6 +230,7 @@ func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error
 			return err
 		}
 	}
+	n := 0
 	for _, o := range ops {
 		args := []dist.Arg{dist.RW(hs[o.target])}
 		switch o.mode {
@@ -201,6 +246,9 @@ func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error
 			args = append(args, dist.OnRank(o.onRank))
 		}
 		args = append(args, dist.With(scheduler.WithArg(o)))
+		if n++; dev != nil && o.mode != scheduler.ModeRedux && n%2 == 0 {
+			args = append(args, dist.With(scheduler.InContext(dev)))
+		}
 		if err := d.Submit(ctx, apply, args...); err != nil {
 			return err
 		}
