@@ -108,6 +108,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
 		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},
+		{"negative comm timeout", []string{"-comm-timeout", "-1s", "hello"}, "-comm-timeout -1s: want a duration >= 0"},
+		{"bad comm timeout", []string{"-comm-timeout", "soon", "hello"}, "invalid value"},
 		{"extra args", []string{"hello", "extra"}, "unexpected arguments"},
 		{"bench without name", []string{"bench"}, "bench needs a benchmark name"},
 	}
@@ -122,6 +124,15 @@ func TestUsageErrors(t *testing.T) {
 	for _, a := range apps() {
 		assert.Contains(t, errs, a.name, "the error lists every app")
 	}
+}
+
+// TestCommTimeoutFlag: -comm-timeout reaches comm/mpi's Init (here and
+// in the programs pzrun starts) as PZ_COMM_TIMEOUT.
+func TestCommTimeoutFlag(t *testing.T) {
+	t.Setenv("PZ_COMM_TIMEOUT", "") // restored after the test
+	code, _, errs := pzrun(t, "-comm-timeout", "7s", "hello")
+	require.Equal(t, 0, code, errs)
+	assert.Equal(t, "7s", os.Getenv("PZ_COMM_TIMEOUT"))
 }
 
 func TestNUnderLauncherIsUsageError(t *testing.T) {

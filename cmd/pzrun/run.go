@@ -72,7 +72,7 @@ func findApp(name string) (app, bool) {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: pzrun [-n N] APP [flags]")
+	fmt.Fprintln(w, "usage: pzrun [-n N] [-comm-timeout D] APP [flags]")
 	fmt.Fprintln(w, "       mpirun -n N pzrun APP [flags]   (binary built with -tags mpi)")
 	fmt.Fprintln(w, "       pzrun [-n N] ./PROGRAM [args]   (your pz program: N in-process ranks; under mpirun, one rank per process)")
 	fmt.Fprintln(w)
@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	global := flag.NewFlagSet("pzrun", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
+	commTimeout := global.Duration("comm-timeout", 0, "under MPI, end the job when one MPI operation waits this long, naming it (PZ_COMM_TIMEOUT)")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
@@ -109,6 +110,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "pzrun: %v\n", err)
 		usage(stderr)
 		return exitUsage
+	}
+	if *commTimeout < 0 {
+		fmt.Fprintf(stderr, "pzrun: -comm-timeout %v: want a duration >= 0 (0 waits forever)\n", *commTimeout)
+		return exitUsage
+	}
+	if *commTimeout > 0 {
+		// Read by comm/mpi's Init, here and in a program pzrun starts.
+		if err := os.Setenv("PZ_COMM_TIMEOUT", commTimeout.String()); err != nil {
+			fmt.Fprintf(stderr, "pzrun: -comm-timeout: %v\n", err)
+			return exitFail
+		}
 	}
 	rest := global.Args()
 	if len(rest) == 0 {

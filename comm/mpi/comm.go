@@ -59,6 +59,7 @@ type Comm struct {
 
 	broken atomic.Pointer[error]
 	freed  atomic.Bool
+	seq    atomic.Uint64 // collectives started, for the watch's reports
 
 	nbc     *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
 	nbcComm *Comm     // their communicator: a duplicate made with this one (nil for that duplicate itself)
@@ -110,6 +111,12 @@ func cints(s []C.int) *C.int { return unsafe.SliceData(s) }
 // otherwise start and poll. pins are the memory MPI uses until completion.
 // A collective abandoned on ctx breaks the communicator.
 func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
+	var seq uint64
+	if coll {
+		seq = c.seq.Add(1)
+	}
+	id := c.st.watch.begin(call, seq, c.size)
+	defer c.st.watch.end(id)
 	if ctx.Done() == nil && !c.st.serialize {
 		if rc := block(); rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))

@@ -21,6 +21,9 @@ var (
 	ErrThreadLevel = errors.New("mpi: the MPI library provides less than MPI_THREAD_SERIALIZED")
 	// ErrMPI is wrapped by every *Error: an MPI call returned an error code.
 	ErrMPI = errors.New("mpi: MPI call failed")
+	// ErrOption is wrapped by Init for an invalid option or environment
+	// variable (PZ_COMM_REPORT, PZ_COMM_TIMEOUT).
+	ErrOption = errors.New("mpi: invalid option")
 )
 
 // Error is an MPI error code turned into a Go error. It wraps ErrMPI and,

@@ -48,6 +48,7 @@ type state struct {
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	finalized atomic.Bool  // MPI_Finalize was called through this World
 	progress  progress     // tests the requests waited on through Done
+	watch     *watch       // reports operations stuck for long (watch.go)
 }
 
 func (s *state) lock() {
@@ -132,9 +133,19 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		return nil, err
 	}
+	report, timeout, err := cfg.watchDurations()
+	if err != nil {
+		if w.started {
+			C.pz_finalize()
+		}
+		return nil, fmt.Errorf("mpi: Init: %w", err)
+	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
 	if err == nil {
 		err = c.withEngine()
+	}
+	if err == nil {
+		st.watch = newWatch(report, timeout, c.rank, c.size)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
@@ -161,6 +172,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 // of this World returns ErrFinalized, and Init cannot be called again.
 func (w *World) Finalize() error {
 	w.finalOnce.Do(func() {
+		w.st.watch.close()
 		if !w.started {
 			return
 		}

@@ -335,3 +335,44 @@ func TestSplitUndefinedAndFree(t *testing.T) {
 	assert.ErrorIs(t, sub.Barrier(ctx), comm.ErrFreed)
 	assert.ErrorIs(t, sub.Free(), comm.ErrFreed)
 }
+
+// stallEnv selects the stalled job of TestStallEndsJob.
+const stallEnv = "PZ_MPI_TEST_STALL"
+
+// TestStallEndsJob: rank 1 never enters a collective that rank 0 waits
+// in, with no deadline. Rank 0 says every second what it waits in, and
+// after PZ_COMM_TIMEOUT it says so and ends; mpirun ends the job.
+func TestStallEndsJob(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(stallEnv) == "" {
+			t.Skip("run by TestStallEndsJob under its own mpirun")
+		}
+		if world.Rank() == 0 {
+			_, err := comm.AllReduce(context.Background(), comm.Comm(world), []float64{1}, comm.Sum)
+			t.Fatalf("the stalled AllReduce returned: %v", err)
+		}
+		select {} // rank 1 is elsewhere: it never takes part
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"-n", "2", "--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), stallEnv+"=1", "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
+	require.Error(t, err, "the stalled job must fail:\n%s", out)
+	s := string(out)
+	require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+	require.Contains(t, s, "llreduce (collective #", s)
+	require.Contains(t, s, "a rank that returned early", s)
+	require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
+	require.NotContains(t, s, "the stalled AllReduce returned")
+}

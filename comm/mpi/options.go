@@ -1,14 +1,19 @@
 package mpi
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"time"
+)
 
 // Option configures Init.
 type Option func(*config)
 
 type config struct {
-	getenv    func(string) string
-	check     *bool
-	gomaxproc bool
+	getenv          func(string) string
+	check           *bool
+	gomaxproc       bool
+	report, timeout *time.Duration
 }
 
 func newConfig(opts []Option) config {
@@ -47,5 +52,41 @@ func WithCheck(on bool) Option { return func(c *config) { c.check = &on } }
 func WithGOMAXPROCS(on bool) Option { return func(c *config) { c.gomaxproc = on } }
 
 // WithGetenv replaces os.Getenv for the variables Init reads
-// (PZ_COMM_CHECK).
+// (PZ_COMM_CHECK, PZ_COMM_REPORT, PZ_COMM_TIMEOUT).
 func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
+
+// WithStallReport sets how often a process says on stderr which MPI
+// operation it has been waiting in, and for how long, while one blocks
+// (default 1m; 0 turns the reports off). Environment: PZ_COMM_REPORT.
+func WithStallReport(every time.Duration) Option { return func(c *config) { c.report = &every } }
+
+// WithTimeout ends the process (status TimeoutExit, which makes mpirun
+// end the job) when one MPI operation has waited for d, after saying on
+// stderr which one (the call, the collective's number on its
+// communicator) - a rank that left early or called another collective
+// would otherwise hang the job forever. 0 (the default) waits forever.
+// Environment: PZ_COMM_TIMEOUT; pzrun's -comm-timeout flag sets it.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = &d } }
+
+// watchDurations resolves the stall report interval and the timeout.
+func (c config) watchDurations() (report, timeout time.Duration, err error) {
+	report = time.Minute
+	if c.report != nil {
+		report = *c.report
+	} else if v := c.getenv("PZ_COMM_REPORT"); v != "" {
+		if report, err = time.ParseDuration(v); err != nil || report < 0 {
+			return 0, 0, fmt.Errorf("%w: PZ_COMM_REPORT=%q: want a duration such as 30s, or 0 for no reports", ErrOption, v)
+		}
+	}
+	if c.timeout != nil {
+		timeout = *c.timeout
+	} else if v := c.getenv("PZ_COMM_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout < 0 {
+			return 0, 0, fmt.Errorf("%w: PZ_COMM_TIMEOUT=%q: want a duration such as 10m, or 0 to wait forever", ErrOption, v)
+		}
+	}
+	if report < 0 || timeout < 0 {
+		return 0, 0, fmt.Errorf("%w: negative stall report interval or timeout", ErrOption)
+	}
+	return report, timeout, nil
+}

@@ -1,0 +1,158 @@
+//go:build mpi
+
+package mpi
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// A watch makes no hang silent. MPI calls block until every rank they
+// involve takes part; a rank that returned early, failed, or entered
+// another collective leaves the others waiting forever. The watch knows
+// which MPI operations this process waits in and since when; every
+// report interval (PZ_COMM_REPORT, default 1m) it says on stderr which
+// ones are stuck - the call, the communicator's size, the collective's
+// sequence number on it - and after the timeout (PZ_COMM_TIMEOUT, off by
+// default) it says so and ends the process, which mpirun turns into the
+// end of the job.
+type watch struct {
+	report, timeout time.Duration
+	rank, size      int
+	out             io.Writer
+	exit            func(code int)
+
+	mu   sync.Mutex
+	ops  []watched // slots; call == "" is free
+	free []int
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type watched struct {
+	call     string
+	seq      uint64 // the collective's number on its communicator; 0 for others
+	commSize int
+	since    time.Time
+	told     time.Duration // how long it had waited at the last report
+}
+
+// TimeoutExit is the exit status of a process the watch ends.
+const TimeoutExit = 124
+
+func newWatch(report, timeout time.Duration, rank, size int) *watch {
+	w := &watch{report: report, timeout: timeout, rank: rank, size: size, out: os.Stderr, exit: os.Exit,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if report <= 0 && timeout <= 0 {
+		close(w.done)
+		return w
+	}
+	go w.loop()
+	return w
+}
+
+// begin records an operation that may block; end removes it.
+func (w *watch) begin(call string, seq uint64, commSize int) int {
+	if w == nil || (w.report <= 0 && w.timeout <= 0) {
+		return -1
+	}
+	w.mu.Lock()
+	var i int
+	if n := len(w.free); n > 0 {
+		i = w.free[n-1]
+		w.free = w.free[:n-1]
+	} else {
+		i = len(w.ops)
+		w.ops = append(w.ops, watched{})
+	}
+	w.ops[i] = watched{call: call, seq: seq, commSize: commSize, since: time.Now()}
+	w.mu.Unlock()
+	return i
+}
+
+func (w *watch) end(i int) {
+	if i < 0 {
+		return
+	}
+	w.mu.Lock()
+	w.ops[i] = watched{}
+	w.free = append(w.free, i)
+	w.mu.Unlock()
+}
+
+func (w *watch) tick() time.Duration {
+	t := time.Second
+	for _, d := range []time.Duration{w.report, w.timeout} {
+		if d > 0 && d/4 < t {
+			t = max(d/4, time.Millisecond)
+		}
+	}
+	return t
+}
+
+func (w *watch) loop() {
+	defer close(w.done)
+	tk := time.NewTicker(w.tick())
+	defer tk.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-tk.C:
+		}
+		w.check(time.Now())
+	}
+}
+
+// check reports the operations stuck at now, and ends the process past
+// the timeout.
+func (w *watch) check(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.ops {
+		op := &w.ops[i]
+		if op.call == "" {
+			continue
+		}
+		waited := now.Sub(op.since)
+		if w.timeout > 0 && waited >= w.timeout {
+			fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; ending the job (PZ_COMM_TIMEOUT=%v)\n", w.rank, w.size, op.describe(waited), w.timeout)
+			w.exit(TimeoutExit)
+			return
+		}
+		if w.report > 0 && waited-op.told >= w.report {
+			op.told = waited
+			hint := "set PZ_COMM_TIMEOUT (or pzrun -comm-timeout) to end the job after a bound"
+			if w.timeout > 0 {
+				hint = fmt.Sprintf("the job ends after %v (PZ_COMM_TIMEOUT)", w.timeout)
+			}
+			fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; a rank that returned early, failed or called another collective leaves the others waiting: see the other ranks' output; %s\n",
+				w.rank, w.size, op.describe(waited), hint)
+		}
+	}
+}
+
+func (op *watched) describe(waited time.Duration) string {
+	what := op.call
+	if op.seq > 0 {
+		what = fmt.Sprintf("%s (collective #%d on a communicator of %d ranks)", op.call, op.seq, op.commSize)
+	}
+	return fmt.Sprintf("waiting %v in %s", waited.Round(time.Millisecond), what)
+}
+
+// close stops the watch.
+func (w *watch) close() {
+	if w == nil {
+		return
+	}
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
