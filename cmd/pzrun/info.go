@@ -32,6 +32,9 @@ type infoRecord struct {
 	RAMTotalBytes     uint64         `json:"ram_total_bytes"`
 	RAMAvailableBytes uint64         `json:"ram_available_bytes"`
 	GPUs              []hardware.GPU `json:"gpus"`
+	// Devices are the rank's device components (simulated devices with
+	// PZ_NSIM), omitted when none.
+	Devices []hardware.Accelerator `json:"devices,omitempty"`
 }
 
 // procsFacts is what only the rank itself knows: how its runtime is sized.
@@ -86,7 +89,7 @@ func newInfoRecord(rt *runtimeview.RuntimeView, rank int, f procsFacts) infoReco
 		AllowedCores: len(cpu.AllowedCPUs), CPUQuota: cpu.CgroupCPUQuota, NUMANodes: len(cpu.NUMANodes),
 		GOMAXPROCS: f.GOMAXPROCS, GOMAXPROCSReason: f.Reason,
 		RAMTotalBytes: rs.RAM().TotalBytes(), RAMAvailableBytes: rs.RAM().AvailableBytes(),
-		GPUs: rs.GPUs(),
+		GPUs: rs.GPUs(), Devices: rs.Machine().Accelerators,
 	}
 }
 
@@ -95,11 +98,14 @@ func infoTable(w io.Writer, recs []infoRecord) error {
 	fmt.Fprintln(tw, "RANK\tHOST\tCORES(log/phys/allowed)\tNUMA\tGOMAXPROCS\tRAM total\tRAM avail\tGPUs")
 	for _, r := range recs {
 		gpus := "-"
-		if len(r.GPUs) > 0 {
-			var parts []string
-			for _, g := range r.GPUs {
-				parts = append(parts, fmt.Sprintf("%s (%s, %d SMs)", g.Name, gib(g.MemoryTotalBytes), g.SMs))
-			}
+		var parts []string
+		for _, g := range r.GPUs {
+			parts = append(parts, fmt.Sprintf("%s (%s, %d SMs)", g.Name, gib(g.MemoryTotalBytes), g.SMs))
+		}
+		for _, d := range r.Devices {
+			parts = append(parts, fmt.Sprintf("%s (%s, %s)", d.Name, d.Kind, gib(uint64(d.MemoryBytes))))
+		}
+		if len(parts) > 0 {
 			gpus = strings.Join(parts, "; ")
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d/%d/%d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.Host,

@@ -126,6 +126,37 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestInfoDevices: the simulated devices PZ_NSIM opens on every rank are
+// listed by pzrun info, as a table and in the JSON.
+func TestInfoDevices(t *testing.T) {
+	env := map[string]string{"PZ_NSIM": "2", "PZ_SIM_MEMORY": "64MiB"}
+	withSims := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(testCtx(t), args, &out, &errb, func(k string) string { return env[k] })
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := withSims("-n", "2", "info", "--json")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	for _, l := range lines {
+		var r struct {
+			Devices []struct {
+				Name        string `json:"name"`
+				Kind        string `json:"kind"`
+				MemoryBytes int64  `json:"memory_bytes"`
+			} `json:"devices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		require.Len(t, r.Devices, 2, l)
+		assert.Equal(t, "sim1", r.Devices[1].Name)
+		assert.Equal(t, int64(64<<20), r.Devices[1].MemoryBytes)
+	}
+	code, out, errs = withSims("info")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "sim0 (sim, 0.1 GiB)")
+}
+
 // TestCommTimeoutFlag: -comm-timeout reaches comm/mpi's Init (here and
 // in the programs pzrun starts) as PZ_COMM_TIMEOUT.
 func TestCommTimeoutFlag(t *testing.T) {
