@@ -497,6 +497,9 @@ func names(cs []*Context) string {
 // has completed, or ctx ends, and returns their errors joined (as
 // Scheduler.WaitAll does). When ctx ends while c or a sub-context has
 // tasks and no workers, the error also wraps ErrNoWorkers and names it.
+// Unlike Scheduler.WaitAll it neither combines pending reductions nor
+// copies device data back to RAM: other contexts may be using them (see
+// Handle.Fetch).
 func (c *Context) WaitAll(ctx context.Context) error {
 	if c.parent == nil {
 		return c.s.WaitAll(context.WithValue(ctx, ctxKey{}, nil))
