@@ -67,7 +67,8 @@ func (s *state) unlock() {
 // found out about the process. It implements comm.Comm through *Comm.
 type World struct {
 	*Comm
-	started     bool // pz called MPI_Init_thread and will finalize
+	started     bool       // pz called MPI_Init_thread and will finalize
+	thread      *mpiThread // where it did, and will (nil when adopted)
 	threadLevel int
 	localSize   int
 	procs       procs.Report
@@ -114,7 +115,11 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 				return nil, fmt.Errorf("mpi: Init: %w", err)
 			}
 		}
-		if rc := C.pz_init(st.h.thread_multiple, &provided); rc != 0 {
+		w.thread = startMPIThread()
+		var rc C.int
+		w.thread.do(func() { rc = C.pz_init(st.h.thread_multiple, &provided) })
+		if rc != 0 {
+			w.thread.stop()
 			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Init_thread", rc))
 		}
 		w.started = true
@@ -129,14 +134,14 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	default:
 		err := fmt.Errorf("%w: it provides level %d; initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let pz do it", ErrThreadLevel, provided)
 		if w.started {
-			C.pz_finalize()
+			w.finalizeOnThread()
 		}
 		return nil, err
 	}
 	report, timeout, err := cfg.watchDurations()
 	if err != nil {
 		if w.started {
-			C.pz_finalize()
+			w.finalizeOnThread()
 		}
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
@@ -188,11 +193,20 @@ func (w *World) Finalize() error {
 		initMu.Lock()
 		defer initMu.Unlock()
 		w.st.finalized.Store(true)
-		if rc := C.pz_finalize(); rc != 0 {
+		if rc := w.finalizeOnThread(); rc != 0 {
 			w.finalErr = fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
 		}
 	})
 	return w.finalErr
+}
+
+// finalizeOnThread calls MPI_Finalize on the thread that initialized MPI
+// and ends that thread.
+func (w *World) finalizeOnThread() C.int {
+	var rc C.int
+	w.thread.do(func() { rc = C.pz_finalize() })
+	w.thread.stop()
+	return rc
 }
 
 // Started reports whether this World's Init initialized MPI (and Finalize

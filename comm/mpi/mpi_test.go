@@ -50,8 +50,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "rank %d: another rank failed\n", w.Rank())
 		code = int(worst[0])
 	}
-	if err := w.Finalize(); err != nil {
+	// Finalize from another goroutine: MPI_Finalize must still run on the
+	// thread that ran MPI_Init_thread.
+	ferr := make(chan error)
+	go func() { ferr <- w.Finalize() }()
+	if err := <-ferr; err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	if ids := mpi.MPIThreadIDs(w); w.Started() && (len(ids) != 2 || ids[0] != ids[1]) {
+		fmt.Fprintf(os.Stderr, "MPI_Init_thread and MPI_Finalize ran on threads %v, not on one\n", ids)
 		code = max(code, 1)
 	}
 	os.Exit(code)

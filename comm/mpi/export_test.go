@@ -1,0 +1,13 @@
+//go:build mpi
+
+package mpi
+
+// MPIThreadIDs returns the OS thread ids on which w's MPI_Init_thread and
+// MPI_Finalize ran (and any other call of its MPI thread), for tests.
+func MPIThreadIDs(w *World) []int {
+	if w.thread == nil {
+		return nil
+	}
+	<-w.thread.done // stop has returned when Finalize did
+	return w.thread.tids
+}
