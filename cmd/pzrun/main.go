@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,9 +33,16 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	got := make(chan os.Signal, 1)
 	go func() {
-		if s, ok := <-sigs; ok {
-			got <- s
-			cancel() // every rank sees its context canceled and returns
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		got <- s
+		cancel() // every rank sees its context canceled and returns
+		// A second signal does not wait for ranks that ignore theirs.
+		if s2, ok := <-sigs; ok {
+			fmt.Fprintf(os.Stderr, "pzrun: %v again: exiting without waiting for the ranks\n", s2)
+			os.Exit(runtimeview.ExitStatus(s2))
 		}
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)

@@ -248,6 +248,10 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 		}
 	}
 	// Logs go to the app's stderr (the process's, or a test's buffer).
+	// Signals are pzrun's alone (main.go): one handler, which cancels ctx,
+	// so that every rank returns from its MPI calls before Close
+	// finalizes MPI - never a Finalize from a handler while a rank is
+	// inside MPI.
 	return runtimeview.Run(ctx, n, wrapped, runtimeview.WithGetenv(getenv),
-		runtimeview.WithLogOptions(logger.WithWriter(e.stderr)))
+		runtimeview.WithLogOptions(logger.WithWriter(e.stderr)), runtimeview.WithSignals(false))
 }
