@@ -37,13 +37,58 @@ func (l *errorLog) record(err error) {
 func (l *errorLog) take(of string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	errs := l.errs
+	errs := collapse(l.errs)
 	if l.canceled > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed (first: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
 	}
 	l.errs, l.canceled, l.firstCanc = nil, 0, nil
 	return errors.Join(errs...)
 }
+
+// collapse lists an error that repeats once, the first of its kind,
+// saying how many times it occurred: a closing scheduler fails every
+// pending transfer the same way, and a hundred identical lines hide the
+// one that matters. Task errors are alike when their codelet and cause
+// are (whatever the task, tag or worker).
+func collapse(errs []error) []error {
+	if len(errs) < 2 {
+		return errs
+	}
+	seen := make(map[string]int, len(errs))
+	var out []error
+	var times []int
+	for _, e := range errs {
+		msg := e.Error()
+		if te, ok := e.(*TaskError); ok && te.Err != nil {
+			msg = fmt.Sprintf("%q %v %v", te.Codelet, te.Panicked, te.Err)
+		}
+		if i, ok := seen[msg]; ok {
+			times[i]++
+			continue
+		}
+		seen[msg] = len(out)
+		out = append(out, e)
+		times = append(times, 1)
+	}
+	for i, n := range times {
+		if n > 1 {
+			out[i] = &repeated{err: out[i], n: n}
+		}
+	}
+	return out
+}
+
+// repeated is an error that occurred n times.
+type repeated struct {
+	err error
+	n   int
+}
+
+func (r *repeated) Error() string {
+	return fmt.Sprintf("%v (and %d more like it)", r.err, r.n-1)
+}
+
+func (r *repeated) Unwrap() error { return r.err }
 
 // takeErrors returns and clears the errors of c (and, with sub, of its
 // sub-contexts).

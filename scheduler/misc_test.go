@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -348,4 +349,28 @@ func TestPerfModelDirOption(t *testing.T) {
 			assert.Len(t, files, tc.files)
 		})
 	}
+}
+
+// TestRepeatedErrorsCollapse: tasks failing with the same message are
+// reported once, with their count; errors.As still reaches each kind.
+func TestRepeatedErrorsCollapse(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	fail := &scheduler.Codelet{Name: "fail", CPU: func(c *scheduler.Call) error {
+		if c.Arg.(int) == 0 {
+			return errors.New("odd one out")
+		}
+		return errors.New("the usual failure")
+	}}
+	for i := range 20 {
+		require.NoError(t, s.Submit(ctx, fail, scheduler.WithArg(i%10)))
+	}
+	err := s.WaitAll(ctx)
+	require.Error(t, err)
+	msg := err.Error()
+	require.Contains(t, msg, "the usual failure (and 17 more like it)")
+	require.Contains(t, msg, "odd one out (and 1 more like it)")
+	require.Equal(t, 2, strings.Count(msg, "\n")+1, msg)
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te)
 }
