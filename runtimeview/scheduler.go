@@ -29,6 +29,10 @@ const DefaultDistTimeout = 10 * time.Minute
 // calls return the same scheduler (opts are then ignored). Close closes it
 // (through the finalizer stack), after the callbacks stacked later.
 //
+// Devices: the rank's devices (WithSimDevices, PZ_NSIM) are memory nodes
+// of its scheduler too, each with a worker, shared with the resource set's
+// device components (scheduler.WithDevices).
+//
 // Workers: on in-process ranks each gets GOMAXPROCS / Size (at least one),
 // so N ranks on one machine do not oversubscribe it; under MPI each rank
 // gets its GOMAXPROCS, which mpi.Init set to the rank's share of the cores
