@@ -792,3 +792,32 @@ func TestDetachedSeesRAM(t *testing.T) {
 	require.Equal(t, 5.0, <-seen)
 	require.Equal(t, 1001.0, v[63])
 }
+
+// TestTeamsStayOnCPUs: a parallel task's team is made of CPU workers
+// only, never a device's (whose memory node differs); a team larger than
+// the CPU workers is refused at Submit.
+func TestTeamsStayOnCPUs(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithSimDevices(scheduler.SimDevice{}))
+	v := make([]float64, 2)
+	h, err := s.RegisterVector(v)
+	require.NoError(t, err)
+	kinds := make(chan scheduler.WorkerKind, 100)
+	spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error {
+		kinds <- s.Workers()[c.Worker].Kind
+		scheduler.VectorOf[float64](c, 0)[c.Rank]++
+		return nil
+	}}
+	for range 20 {
+		require.NoError(t, s.Submit(ctx, spmd, scheduler.RW(h), scheduler.WithTeam(2)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, []float64{20, 20}, v)
+	close(kinds)
+	for k := range kinds {
+		require.Equal(t, scheduler.CPUWorker, k)
+	}
+	err = s.Submit(ctx, spmd, scheduler.RW(h), scheduler.WithTeam(3))
+	require.ErrorIs(t, err, scheduler.ErrBadTeam)
+	require.ErrorContains(t, err, "2 CPU workers")
+}

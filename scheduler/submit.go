@@ -27,8 +27,14 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 		return nil
 	}
 	if t.Team > 1 {
-		if n := len(c.Workers()); t.Team > n {
-			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
+		n := 0
+		for _, id := range c.Workers() {
+			if s.workers[id].info.Kind == CPUWorker {
+				n++
+			}
+		}
+		if t.Team > n {
+			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d CPU workers (teams run on CPU workers)", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
 		}
 	}
 	for _, x := range c.ancestors {
@@ -179,8 +185,8 @@ func (s *Scheduler) validate(t *Task) error {
 	} else if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
 		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker])
 	}
-	if t.Team < 0 || t.Team > len(s.workers) {
-		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d", ErrBadTeam, cl.name(), t.Team, len(s.workers))
+	if t.Team < 0 || t.Team > s.kinds[CPUWorker] {
+		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
 	}
 	for i, a := range t.Access {
 		h := a.Handle

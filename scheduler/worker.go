@@ -125,7 +125,7 @@ func (w *worker) pop() *Task {
 			// change (also after leaving a team that had not formed).
 			w.applyContexts()
 		}
-		if tm := s.teams.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) {
+		if tm := s.teams.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) && tm.t.CanRunOn(w.info.Kind) {
 			w.joinTeam(tm)
 			continue
 		}
