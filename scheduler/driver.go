@@ -99,7 +99,7 @@ const (
 )
 
 // Driver returns the driver of worker id, one of the workers
-// WithDrivenWorkers left to the application (the last ones). It fails
+// WithDrivenWorkers left to the application (the last CPU workers). It fails
 // with ErrDriver for a worker the scheduler runs itself, or one whose
 // Driver was already taken.
 func (s *Scheduler) Driver(id int) (*Driver, error) {
@@ -108,7 +108,7 @@ func (s *Scheduler) Driver(id int) (*Driver, error) {
 	}
 	w := s.workers[id]
 	if !w.driven {
-		return nil, fmt.Errorf("%w: worker %d is run by the scheduler; WithDrivenWorkers(n) leaves the last n workers to the application", ErrDriver, id)
+		return nil, fmt.Errorf("%w: worker %d is run by the scheduler; WithDrivenWorkers(n) leaves the last n CPU workers to the application", ErrDriver, id)
 	}
 	if !w.taken.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("%w: the driver of worker %d was already taken", ErrDriver, id)
