@@ -114,6 +114,10 @@ func (s *DeviceSlice[T]) Len() int { return s.n }
 // Device returns the device that holds the slice.
 func (s *DeviceSlice[T]) Device() *Device { return s.dev }
 
+// Mem returns the slice's allocation, for code that drives the device
+// itself (Device().Accel()'s copies); nil once freed.
+func (s *DeviceSlice[T]) Mem() accel.Mem { return s.mem }
+
 // Free releases the slice's memory; it must not be used afterwards.
 func (s *DeviceSlice[T]) Free() {
 	if s.mem != nil {

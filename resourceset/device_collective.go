@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // The device forms of the rooted collectives move data between device
@@ -77,6 +79,14 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	c := root.c
 	if err := agree(ctx, c, "BcastDevice", buf.n, nil); err != nil {
 		return wrap(root, "BcastDevice", err)
+	}
+	if shared, err := sharedDevice(ctx, c, buf.dev); err != nil {
+		return wrap(root, "BcastDevice", err)
+	} else if shared != nil {
+		if err := bcastWithin(ctx, c, root, shared, buf); err != nil {
+			return wrap(root, "BcastDevice", err)
+		}
+		return nil
 	}
 	size, count := chunks[T](buf.n)
 	host := [2][]T{make([]T, min(size, buf.n)), make([]T, min(size, buf.n))}
@@ -345,4 +355,56 @@ func split[T any](all []T, n, each int) [][]T {
 		parts[i] = all[i*each : (i+1)*each]
 	}
 	return parts
+}
+
+// sharedDevice reports, collectively, whether every rank's slice is on
+// one device object that in-process ranks share (accel.Sharer): then the
+// data move by copies within it. It returns that device, or nil.
+func sharedDevice(ctx context.Context, c comm.Comm, d *Device) (accel.Sharer, error) {
+	sh, _ := d.dev.(accel.Sharer)
+	inst := ""
+	if sh != nil {
+		inst = sh.Instance()
+	}
+	all, err := comm.AllGatherValues(ctx, c, inst)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range all {
+		if x == "" || x != inst {
+			return nil, nil
+		}
+	}
+	return sh, nil
+}
+
+// bcastWithin is BcastDevice's device-to-device path: the root names its
+// buffer, every other rank copies it within the device, and the root's
+// buffer stays until every copy ended.
+func bcastWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, buf *DeviceSlice[T]) error {
+	isRoot := c.Rank() == root.rank
+	var name uint64
+	if isRoot {
+		name = sh.Export(buf.mem)
+		defer sh.Unexport(name)
+	}
+	name, err := comm.BcastValue(ctx, c, name, root.rank)
+	if err != nil {
+		return err
+	}
+	var cerr error
+	if !isRoot {
+		src, ok := sh.Import(name)
+		if !ok {
+			cerr = fmt.Errorf("%w: the root's buffer %d is not exported on %s", ErrInvalid, name, buf.dev.Name())
+		} else {
+			ch := make(chan error, 1)
+			buf.dev.dev.CopyWithin(buf.mem, 0, src, 0, buf.n*elemSize[T](), func(_ time.Time, err error) { ch <- err })
+			cerr = <-ch
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return errors.Join(cerr, err)
+	}
+	return cerr
 }

@@ -22,6 +22,19 @@ func WithSimDevices(cfgs ...accel.SimConfig) Option {
 	return func(c *config) { c.sims, c.simsSet = append(c.sims, cfgs...), true }
 }
 
+// WithSharedSimDevices is WithSimDevices for the in-process ranks of
+// RunLocal (and Run with PZ_RANKS) sharing their devices, as the ranks of
+// one process share a node's GPUs: the devices are opened once, every
+// rank's resource set has them, and the device collectives move data
+// between the ranks' buffers by copies within the device
+// (resourceset.BcastDevice's device-to-device path). Under MPI each
+// process has its own, as with WithSimDevices.
+func WithSharedSimDevices(cfgs ...accel.SimConfig) Option {
+	return func(c *config) {
+		c.sims, c.simsSet, c.shareSims = append(c.sims, cfgs...), true, true
+	}
+}
+
 // simConfigs returns the simulated devices to open: the option's, or the
 // environment's.
 func simConfigs(cfg *config) ([]accel.SimConfig, error) {
@@ -55,22 +68,40 @@ func simConfigs(cfg *config) ([]accel.SimConfig, error) {
 // the machine description that lists them (a copy of m: in-process ranks
 // share m).
 func openDevices(cfg *config, m *hardware.Machine) ([]accel.Device, *hardware.Machine, error) {
-	sims, err := simConfigs(cfg)
-	if err != nil || len(sims) == 0 {
-		return nil, m, err
+	devs := cfg.shared
+	if devs == nil {
+		sims, err := simConfigs(cfg)
+		if err != nil || len(sims) == 0 {
+			return nil, m, err
+		}
+		if devs, err = newSims(sims); err != nil {
+			return nil, nil, err
+		}
 	}
-	mm := *m
-	mm.Accelerators = append([]hardware.Accelerator(nil), m.Accelerators...)
+	return devs, describe(m, devs), nil
+}
+
+// newSims opens simulated devices.
+func newSims(sims []accel.SimConfig) ([]accel.Device, error) {
 	var devs []accel.Device
 	for i, sc := range sims {
-		d, err := accel.NewSim(len(mm.Accelerators), sc)
+		d, err := accel.NewSim(i, sc)
 		if err != nil {
-			return nil, nil, errors.Join(fmt.Errorf("runtimeview: simulated device %d: %w", i, err), closeDevices(devs))
+			return nil, errors.Join(fmt.Errorf("runtimeview: simulated device %d: %w", i, err), closeDevices(devs))
 		}
 		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// describe returns a copy of m listing devs (in-process ranks share m).
+func describe(m *hardware.Machine, devs []accel.Device) *hardware.Machine {
+	mm := *m
+	mm.Accelerators = append([]hardware.Accelerator(nil), m.Accelerators...)
+	for _, d := range devs {
 		mm.Accelerators = append(mm.Accelerators, hardware.Accelerator{Name: d.Name(), Kind: "sim", MemoryBytes: d.Capacity()})
 	}
-	return devs, &mm, nil
+	return &mm
 }
 
 func closeDevices(devs []accel.Device) error {

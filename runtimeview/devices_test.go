@@ -210,3 +210,47 @@ func checkDevices(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView
 	assert.Equal(t, 4.0, v[1023])
 	require.NoError(t, rt.Barrier(ctx))
 }
+
+// TestSharedDevicesBcastWithin: in-process ranks sharing one simulated
+// device (a node's GPU) broadcast between their buffers by copies within
+// the device, none through host memory; with separate devices the same
+// call stages.
+func TestSharedDevicesBcastWithin(t *testing.T) {
+	const n = 100000
+	for _, shared := range []bool{true, false} {
+		opt := runtimeview.WithSimDevices(accel.SimConfig{Memory: 16 << 20})
+		if shared {
+			opt = runtimeview.WithSharedSimDevices(accel.SimConfig{Memory: 16 << 20})
+		}
+		err := runtimeview.RunLocal(testCtx(t), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			dev := rt.MyResourceSet().Devices()[0]
+			sim := dev.Accel().(*accel.Sim)
+			buf, err := resourceset.Alloc[int32](dev, n)
+			require.NoError(t, err)
+			defer buf.Free()
+			host := make([]int32, n)
+			for i := range host {
+				host[i] = int32(rt.Rank()*n + i)
+			}
+			require.NoError(t, buf.CopyFrom(ctx, host))
+			require.NoError(t, rt.Barrier(ctx))
+			in0, out0, within0 := sim.Copies()
+			require.NoError(t, resourceset.BcastDevice(ctx, rt.ResourceSet(1).Devices()[0], buf))
+			require.NoError(t, rt.Barrier(ctx))
+			in1, out1, within1 := sim.Copies()
+			if shared {
+				assert.Equal(t, int64(2), within1-within0, "one copy within the device per receiving rank")
+				assert.Equal(t, in0, in1)
+				assert.Equal(t, out0, out1)
+			} else {
+				assert.Equal(t, within0, within1)
+				assert.Positive(t, in1-in0+out1-out0)
+			}
+			require.NoError(t, rt.Barrier(ctx)) // every rank has read the counts
+			require.NoError(t, buf.CopyTo(ctx, host))
+			assert.Equal(t, int32(n+n-1), host[n-1], "rank %d", rt.Rank())
+			return nil
+		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), opt)
+		require.NoError(t, err, "shared=%v", shared)
+	}
+}

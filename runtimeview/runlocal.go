@@ -63,6 +63,16 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 		defer h.stop()
 	}
 
+	if cfg.shareSims {
+		sims, err := simConfigs(cfg)
+		if err != nil {
+			return err
+		}
+		if cfg.shared, err = newSims(sims); err != nil {
+			return err
+		}
+		defer func() { _ = closeDevices(cfg.shared) }()
+	}
 	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
 		rt, err := build(ctx, c, Local, cfg, m, nil)
 		if err != nil {

@@ -48,6 +48,8 @@ type config struct {
 	exit       func(code int)    // replaced by tests of the signal path
 	sims       []accel.SimConfig // WithSimDevices
 	simsSet    bool
+	shareSims  bool           // WithSharedSimDevices
+	shared     []accel.Device // opened by RunLocal for every rank; closed there
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained
@@ -163,9 +165,12 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 	}
 	if len(devs) > 0 {
 		rt.devs = devs
-		// Closed after every user callback and the scheduler's.
-		if err := rt.stack.Push(func() error { return closeDevices(devs) }); err != nil {
-			return nil, errors.Join(err, closeDevices(devs), rt.stack.Close())
+		// Closed after every user callback and the scheduler's (shared
+		// ones by RunLocal, after every rank).
+		if cfg.shared == nil {
+			if err := rt.stack.Push(func() error { return closeDevices(devs) }); err != nil {
+				return nil, errors.Join(err, closeDevices(devs), rt.stack.Close())
+			}
 		}
 	}
 	// Every rank describes its machine to every other rank once, here,

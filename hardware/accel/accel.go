@@ -66,6 +66,22 @@ type HostView interface {
 	Host(m Mem) []byte
 }
 
+// A Sharer is a device that several in-process ranks use together (a
+// node's GPU seen by every rank of the process): an allocation one rank
+// exports can be imported by another, so data move between the ranks'
+// buffers by device-to-device copies instead of through host memory.
+type Sharer interface {
+	// Instance names the device object; ranks that share it see the
+	// same name.
+	Instance() string
+	// Export names m for other ranks until Unexport.
+	Export(m Mem) uint64
+	// Import returns the allocation exported under name.
+	Import(name uint64) (Mem, bool)
+	// Unexport withdraws a name.
+	Unexport(name uint64)
+}
+
 // ErrOutOfMemory is wrapped by Alloc when the allocation does not fit.
 var ErrOutOfMemory = errors.New("accel: out of device memory")
 

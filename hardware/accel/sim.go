@@ -17,6 +17,9 @@ type SimConfig struct {
 	Bandwidth float64
 	// Latency is the fixed cost of one copy (default 10µs).
 	Latency time.Duration
+	// DeviceBandwidth is the rate of copies within the device in bytes
+	// per second (default 200e9); negative copies at memory speed.
+	DeviceBandwidth float64
 }
 
 // WithDefaults fills the zero fields with the defaults.
@@ -30,6 +33,9 @@ func (c SimConfig) WithDefaults() SimConfig {
 	if c.Latency == 0 {
 		c.Latency = 10 * time.Microsecond
 	}
+	if c.DeviceBandwidth == 0 {
+		c.DeviceBandwidth = 200e9
+	}
 	return c
 }
 
@@ -41,13 +47,31 @@ type Sim struct {
 	in  *engine // host to device, and within the device
 	out *engine // device to host
 
-	mu   sync.Mutex
-	used int64
+	mu       sync.Mutex
+	used     int64
+	exported map[uint64]Mem
+	next     uint64
+	counts   [3]int64 // copies in, out, within
+}
+
+// Copies returns how many copies the device ran into it, out of it and
+// within it.
+func (d *Sim) Copies() (in, out, within int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.counts[0], d.counts[1], d.counts[2]
+}
+
+func (d *Sim) count(i int) {
+	d.mu.Lock()
+	d.counts[i]++
+	d.mu.Unlock()
 }
 
 var (
 	_ Device   = (*Sim)(nil)
 	_ HostView = (*Sim)(nil)
+	_ Sharer   = (*Sim)(nil)
 )
 
 // NewSim starts simulated device number id (named "sim<id>"). Close it
@@ -115,6 +139,36 @@ func (d *Sim) InUse() int64 {
 	return d.used
 }
 
+// Instance names this device object ("sim0@0x...").
+func (d *Sim) Instance() string { return fmt.Sprintf("%s@%p", d.Name(), d) }
+
+// Export names m for other in-process ranks.
+func (d *Sim) Export(m Mem) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.exported == nil {
+		d.exported = make(map[uint64]Mem)
+	}
+	d.next++
+	d.exported[d.next] = m
+	return d.next
+}
+
+// Import returns the allocation exported under name.
+func (d *Sim) Import(name uint64) (Mem, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.exported[name]
+	return m, ok
+}
+
+// Unexport withdraws name.
+func (d *Sim) Unexport(name uint64) {
+	d.mu.Lock()
+	delete(d.exported, name)
+	d.mu.Unlock()
+}
+
 // Host returns m's bytes.
 func (d *Sim) Host(m Mem) []byte { return m.(*simMem).b }
 
@@ -130,19 +184,26 @@ func (d *Sim) cost(n int) time.Duration {
 // CopyIn copies host rows into dst.
 func (d *Sim) CopyIn(dst Mem, off int, src []byte, rows, width, pitch int, done Done) {
 	b := dst.(*simMem).b
+	d.count(0)
 	d.in.submit(func() { copy2D(b[off:], width, src, pitch, rows, width) }, d.cost(rows*width), done)
 }
 
 // CopyOut copies rows of src to host memory.
 func (d *Sim) CopyOut(dst []byte, rows, width, pitch int, src Mem, off int, done Done) {
 	b := src.(*simMem).b
+	d.count(1)
 	d.out.submit(func() { copy2D(dst, pitch, b[off:], width, rows, width) }, d.cost(rows*width), done)
 }
 
-// CopyWithin copies n bytes inside the device, at memory speed.
+// CopyWithin copies n bytes inside the device at DeviceBandwidth.
 func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done) {
 	db, sb := dst.(*simMem).b, src.(*simMem).b
-	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, 0, done)
+	var t time.Duration
+	if d.cfg.DeviceBandwidth > 0 {
+		t = time.Duration(float64(n) / d.cfg.DeviceBandwidth * 1e9)
+	}
+	d.count(2)
+	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, t, done)
 }
 
 // Close waits for the issued copies and stops the engines.
