@@ -14,7 +14,10 @@ import (
 // memory on several ranks. Every rank passes a DeviceSlice on one of its
 // own devices; the root's data (the source of BcastDevice and
 // ScatterDevice, the destination of GatherDevice and ReduceDevice) live on
-// the root device. They take the staging path: device memory is copied to
+// the root device. When every rank's slice is on one device object that
+// in-process ranks share (accel.Sharer), BcastDevice, GatherDevice and
+// ScatterDevice copy between the buffers within the device. Otherwise -
+// and for the reductions always - they take the staging path: device memory is copied to
 // host buffers and back around comm's collectives, in chunks of
 // StagingChunk bytes for BcastDevice and ReduceDevice (and AllReduce in
 // runtimeview), so that one chunk's copies overlap the next chunk's
@@ -283,6 +286,14 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank
+	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+		return false, wrap(root, "GatherDevice", err)
+	} else if shared != nil {
+		if err := gatherWithin(ctx, c, root, shared, mine, into); err != nil {
+			return false, wrap(root, "GatherDevice", err)
+		}
+		return isRoot, nil
+	}
 	host := make([]T, mine.n)
 	if err := mine.wait(mine.copyOut(0, host)); err != nil {
 		return false, wrap(root, "GatherDevice", err)
@@ -327,6 +338,14 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	}
 	if err := agree(ctx, c, "ScatterDevice", mine.n, bad); err != nil {
 		return wrap(root, "ScatterDevice", err)
+	}
+	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+		return wrap(root, "ScatterDevice", err)
+	} else if shared != nil {
+		if err := scatterWithin(ctx, c, root, shared, from, mine); err != nil {
+			return wrap(root, "ScatterDevice", err)
+		}
+		return nil
 	}
 	var parts [][]T
 	if isRoot {
@@ -402,6 +421,81 @@ func bcastWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, 
 			buf.dev.dev.CopyWithin(buf.mem, 0, src, 0, buf.n*elemSize[T](), func(_ time.Time, err error) { ch <- err })
 			cerr = <-ch
 		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return errors.Join(cerr, err)
+	}
+	return cerr
+}
+
+// gatherWithin is GatherDevice's device-to-device path: every rank names
+// its buffer, the root copies each into its place in into within the
+// device, and the buffers stay until the root's copies ended.
+func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, mine, into *DeviceSlice[T]) error {
+	name := sh.Export(mine.mem)
+	defer sh.Unexport(name)
+	all, ok, err := GatherValues(ctx, root, [2]uint64{name, uint64(mine.n)})
+	if err != nil {
+		return err
+	}
+	var cerr error
+	if ok {
+		cerr = mineCheck(root, "GatherDevice", into)
+		total := 0
+		for _, x := range all {
+			total += int(x[1])
+		}
+		if cerr == nil && total != into.n {
+			cerr = fmt.Errorf("%w: the ranks sent %d elements, the destination holds %d", ErrInvalid, total, into.n)
+		}
+		if cerr == nil {
+			es := elemSize[T]()
+			var chans []chan error
+			off := 0
+			for _, x := range all {
+				src, found := sh.Import(x[0])
+				if !found {
+					cerr = fmt.Errorf("%w: a rank's buffer %d is not exported on %s", ErrInvalid, x[0], into.dev.Name())
+					break
+				}
+				ch := make(chan error, 1)
+				chans = append(chans, ch)
+				into.dev.dev.CopyWithin(into.mem, off*es, src, 0, int(x[1])*es, func(_ time.Time, err error) { ch <- err })
+				off += int(x[1])
+			}
+			for _, ch := range chans {
+				cerr = errors.Join(cerr, <-ch)
+			}
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return errors.Join(cerr, err)
+	}
+	return cerr
+}
+
+// scatterWithin is ScatterDevice's device-to-device path: the root names
+// from, every rank copies its part within the device, and from stays
+// until every copy ended. The arguments were agreed on already.
+func scatterWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, from, mine *DeviceSlice[T]) error {
+	isRoot := c.Rank() == root.rank
+	var name uint64
+	if isRoot {
+		name = sh.Export(from.mem)
+		defer sh.Unexport(name)
+	}
+	name, err := comm.BcastValue(ctx, c, name, root.rank)
+	if err != nil {
+		return err
+	}
+	var cerr error
+	if src, ok := sh.Import(name); !ok {
+		cerr = fmt.Errorf("%w: the root's buffer %d is not exported on %s", ErrInvalid, name, mine.dev.Name())
+	} else {
+		es := elemSize[T]()
+		ch := make(chan error, 1)
+		mine.dev.dev.CopyWithin(mine.mem, 0, src, c.Rank()*mine.n*es, mine.n*es, func(_ time.Time, err error) { ch <- err })
+		cerr = <-ch
 	}
 	if err := c.Barrier(ctx); err != nil {
 		return errors.Join(cerr, err)

@@ -249,6 +249,41 @@ func TestSharedDevicesBcastWithin(t *testing.T) {
 			require.NoError(t, rt.Barrier(ctx)) // every rank has read the counts
 			require.NoError(t, buf.CopyTo(ctx, host))
 			assert.Equal(t, int32(n+n-1), host[n-1], "rank %d", rt.Rank())
+
+			// Gather and Scatter on rank 2's device: the same paths.
+			groot := rt.ResourceSet(2).Devices()[0]
+			part, err := resourceset.Alloc[int32](dev, 2)
+			require.NoError(t, err)
+			defer part.Free()
+			require.NoError(t, part.CopyFrom(ctx, []int32{int32(rt.Rank()), int32(10 * rt.Rank())}))
+			var all *resourceset.DeviceSlice[int32]
+			if rt.Rank() == 2 {
+				all, err = resourceset.Alloc[int32](dev, 6)
+				require.NoError(t, err)
+				defer all.Free()
+			}
+			require.NoError(t, rt.Barrier(ctx))
+			_, _, within0 = sim.Copies()
+			ok, err := resourceset.GatherDevice(ctx, groot, part, all)
+			require.NoError(t, err)
+			assert.Equal(t, rt.Rank() == 2, ok)
+			require.NoError(t, rt.Barrier(ctx))
+			_, _, within1 = sim.Copies()
+			require.NoError(t, rt.Barrier(ctx))
+			if shared {
+				assert.Equal(t, int64(3), within1-within0, "the root copies each part within")
+			}
+			if rt.Rank() == 2 {
+				g := make([]int32, 6)
+				require.NoError(t, all.CopyTo(ctx, g))
+				assert.Equal(t, []int32{0, 0, 1, 10, 2, 20}, g)
+				// Scatter it back, reversed.
+				require.NoError(t, all.CopyFrom(ctx, []int32{7, 70, 8, 80, 9, 90}))
+			}
+			require.NoError(t, resourceset.ScatterDevice(ctx, groot, all, part))
+			got := make([]int32, 2)
+			require.NoError(t, part.CopyTo(ctx, got))
+			assert.Equal(t, []int32{int32(7 + rt.Rank()), int32(70 + 10*rt.Rank())}, got)
 			return nil
 		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), opt)
 		require.NoError(t, err, "shared=%v", shared)
