@@ -123,28 +123,40 @@ func BenchmarkStagingBcastDevice(b *testing.B) {
 			return err
 		}
 		defer buf.Free()
-		root := rt.ResourceSet(0).Devices()[0]
-		for i := 0; i < b.N; i++ {
-			if err := rt.Barrier(ctx); err != nil {
-				return err
-			}
-			t := time.Now()
-			if err := resourceset.BcastDevice(ctx, root, buf); err != nil {
-				return err
-			}
-			if err := rt.Barrier(ctx); err != nil {
-				return err
-			}
-			if rt.Rank() == 0 {
-				elapsed += time.Since(t)
-			}
-		}
-		return nil
+		return timeBcasts(ctx, b, rt, buf, &elapsed)
 	}, runtimeview.WithMachine(m), quietLogs, runtimeview.WithSimDevices(dev))
 	if err != nil {
 		b.Fatal(err)
 	}
-	rate := float64(n*8) * float64(b.N) / elapsed.Seconds()
+	reportRate(b, n*8, elapsed, copyRate)
+}
+
+// timeBcasts broadcasts buf from rank 0's first device b.N times, between
+// barriers, adding rank 0's time in BcastDevice to elapsed.
+func timeBcasts(ctx context.Context, b *testing.B, rt *runtimeview.RuntimeView, buf *resourceset.DeviceSlice[float64], elapsed *time.Duration) error {
+	root := rt.ResourceSet(0).Devices()[0]
+	for i := 0; i < b.N; i++ {
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := resourceset.BcastDevice(ctx, root, buf); err != nil {
+			return err
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		if rt.Rank() == 0 {
+			*elapsed += time.Since(t)
+		}
+	}
+	return nil
+}
+
+// reportRate reports b.N broadcasts of bytes in elapsed as GB/s and as a
+// ratio to copyRate (bytes per second).
+func reportRate(b *testing.B, bytes int, elapsed time.Duration, copyRate float64) {
+	rate := float64(bytes) * float64(b.N) / elapsed.Seconds()
 	b.ReportMetric(rate/1e9, "GB/s")
 	b.ReportMetric(rate/copyRate, "vs_copy")
 }
@@ -190,25 +202,10 @@ func BenchmarkSharedBcastDevice(b *testing.B) {
 				return err
 			}
 		}
-		root := rt.ResourceSet(0).Devices()[0]
-		for i := 0; i < b.N; i++ {
-			if err := rt.Barrier(ctx); err != nil {
-				return err
-			}
-			t := time.Now()
-			if err := resourceset.BcastDevice(ctx, root, buf); err != nil {
-				return err
-			}
-			if rt.Rank() == 0 {
-				elapsed += time.Since(t)
-			}
-		}
-		return nil
+		return timeBcasts(ctx, b, rt, buf, &elapsed)
 	}, runtimeview.WithMachine(m), quietLogs, runtimeview.WithSharedSimDevices(dev))
 	if err != nil {
 		b.Fatal(err)
 	}
-	rate := float64(n*8) * float64(b.N) / elapsed.Seconds()
-	b.ReportMetric(rate/1e9, "GB/s")
-	b.ReportMetric(rate/copyRate, "vs_copy")
+	reportRate(b, n*8, elapsed, copyRate)
 }
