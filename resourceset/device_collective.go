@@ -15,8 +15,9 @@ import (
 // own devices; the root's data (the source of BcastDevice and
 // ScatterDevice, the destination of GatherDevice and ReduceDevice) live on
 // the root device. When every rank's slice is on one device object that
-// in-process ranks share (accel.Sharer), BcastDevice, GatherDevice and
-// ScatterDevice copy between the buffers within the device. Otherwise -
+// in-process ranks share (accel.Sharer), BcastDevice, GatherDevice,
+// ScatterDevice and AllGatherDevice copy between the buffers within the
+// device. Otherwise -
 // and for the reductions always - they take the staging path: device memory is copied to
 // host buffers and back around comm's collectives, in chunks of
 // StagingChunk bytes for BcastDevice and ReduceDevice (and AllReduce in
@@ -238,6 +239,14 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
 		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
 	}
+	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+	} else if shared != nil && into.dev.dev == mine.dev.dev {
+		if err := allGatherWithin(ctx, c, shared, mine, into); err != nil {
+			return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+		}
+		return nil
+	}
 	host := make([]T, mine.n)
 	if err := mine.wait(mine.copyOut(0, host)); err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
@@ -440,32 +449,8 @@ func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device,
 	}
 	var cerr error
 	if ok {
-		cerr = mineCheck(root, "GatherDevice", into)
-		total := 0
-		for _, x := range all {
-			total += int(x[1])
-		}
-		if cerr == nil && total != into.n {
-			cerr = fmt.Errorf("%w: the ranks sent %d elements, the destination holds %d", ErrInvalid, total, into.n)
-		}
-		if cerr == nil {
-			es := elemSize[T]()
-			var chans []chan error
-			off := 0
-			for _, x := range all {
-				src, found := sh.Import(x[0])
-				if !found {
-					cerr = fmt.Errorf("%w: a rank's buffer %d is not exported on %s", ErrInvalid, x[0], into.dev.Name())
-					break
-				}
-				ch := make(chan error, 1)
-				chans = append(chans, ch)
-				into.dev.dev.CopyWithin(into.mem, off*es, src, 0, int(x[1])*es, func(_ time.Time, err error) { ch <- err })
-				off += int(x[1])
-			}
-			for _, ch := range chans {
-				cerr = errors.Join(cerr, <-ch)
-			}
+		if cerr = mineCheck(root, "GatherDevice", into); cerr == nil {
+			cerr = copyPartsWithin(sh, all, into)
 		}
 	}
 	if err := c.Barrier(ctx); err != nil {
@@ -497,6 +482,52 @@ func scatterWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device
 		mine.dev.dev.CopyWithin(mine.mem, 0, src, c.Rank()*mine.n*es, mine.n*es, func(_ time.Time, err error) { ch <- err })
 		cerr = <-ch
 	}
+	if err := c.Barrier(ctx); err != nil {
+		return errors.Join(cerr, err)
+	}
+	return cerr
+}
+
+// copyPartsWithin copies the exported buffers parts (name, length) one
+// after the other into into, within the device.
+func copyPartsWithin[T comm.Number](sh accel.Sharer, parts [][2]uint64, into *DeviceSlice[T]) error {
+	total := 0
+	for _, x := range parts {
+		total += int(x[1])
+	}
+	if total != into.n {
+		return fmt.Errorf("%w: the ranks sent %d elements, the destination holds %d", ErrInvalid, total, into.n)
+	}
+	es := elemSize[T]()
+	var chans []chan error
+	var errs []error
+	off := 0
+	for _, x := range parts {
+		src, found := sh.Import(x[0])
+		if !found {
+			errs = append(errs, fmt.Errorf("%w: a rank's buffer %d is not exported on %s", ErrInvalid, x[0], into.dev.Name()))
+			break
+		}
+		ch := make(chan error, 1)
+		chans = append(chans, ch)
+		into.dev.dev.CopyWithin(into.mem, off*es, src, 0, int(x[1])*es, func(_ time.Time, err error) { ch <- err })
+		off += int(x[1])
+	}
+	for _, ch := range chans {
+		errs = append(errs, <-ch)
+	}
+	return errors.Join(errs...)
+}
+
+// allGatherWithin is AllGatherDevice's device-to-device path.
+func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.Sharer, mine, into *DeviceSlice[T]) error {
+	name := sh.Export(mine.mem)
+	defer sh.Unexport(name)
+	all, err := comm.AllGatherValues(ctx, c, [2]uint64{name, uint64(mine.n)})
+	if err != nil {
+		return err
+	}
+	cerr := copyPartsWithin(sh, all, into)
 	if err := c.Barrier(ctx); err != nil {
 		return errors.Join(cerr, err)
 	}

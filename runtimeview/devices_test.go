@@ -284,6 +284,23 @@ func TestSharedDevicesBcastWithin(t *testing.T) {
 			got := make([]int32, 2)
 			require.NoError(t, part.CopyTo(ctx, got))
 			assert.Equal(t, []int32{int32(7 + rt.Rank()), int32(70 + 10*rt.Rank())}, got)
+
+			// AllGather: every rank gets every part.
+			every, err := resourceset.Alloc[int32](dev, 6)
+			require.NoError(t, err)
+			defer every.Free()
+			require.NoError(t, rt.Barrier(ctx))
+			_, _, within0 = sim.Copies()
+			require.NoError(t, runtimeview.AllGatherDevice(ctx, rt, part, every))
+			require.NoError(t, rt.Barrier(ctx))
+			_, _, within1 = sim.Copies()
+			require.NoError(t, rt.Barrier(ctx))
+			if shared {
+				assert.Equal(t, int64(9), within1-within0, "each rank copies each part within")
+			}
+			g := make([]int32, 6)
+			require.NoError(t, every.CopyTo(ctx, g))
+			assert.Equal(t, []int32{7, 70, 8, 80, 9, 90}, g)
 			return nil
 		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), opt)
 		require.NoError(t, err, "shared=%v", shared)
