@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
@@ -41,25 +40,13 @@ func simConfigs(cfg *config) ([]accel.SimConfig, error) {
 	if cfg.simsSet {
 		return cfg.sims, nil
 	}
-	v := cfg.getenv("PZ_NSIM")
-	if v == "" || v == "0" {
-		return nil, nil
+	devs, err := scheduler.SimDevicesFromEnv(cfg.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: %w: %w", ErrOption, err)
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("%w: PZ_NSIM=%q is not a number of devices", ErrOption, v)
-	}
-	var sc accel.SimConfig
-	if m := cfg.getenv("PZ_SIM_MEMORY"); m != "" {
-		b, err := scheduler.ParseBytes(m)
-		if err != nil || b <= 0 {
-			return nil, fmt.Errorf("%w: PZ_SIM_MEMORY=%q is not a size (bytes, or 64MiB, 2GiB...)", ErrOption, m)
-		}
-		sc.Memory = b
-	}
-	out := make([]accel.SimConfig, n)
-	for i := range out {
-		out[i] = sc
+	out := make([]accel.SimConfig, len(devs))
+	for i, d := range devs {
+		out[i] = accel.SimConfig{Memory: d.Memory, Bandwidth: d.Bandwidth, Latency: d.Latency}
 	}
 	return out, nil
 }

@@ -306,3 +306,22 @@ func TestSharedDevicesBcastWithin(t *testing.T) {
 		require.NoError(t, err, "shared=%v", shared)
 	}
 }
+
+// TestSimDevicesFromEnv: PZ_NSIM and PZ_SIM_MEMORY open devices on every
+// rank; bad values are an option error naming the variable.
+func TestSimDevicesFromEnv(t *testing.T) {
+	env := func(m map[string]string) runtimeview.Option {
+		return runtimeview.WithGetenv(func(k string) string { return m[k] })
+	}
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		ds := rt.ResourceSet(1).Devices()
+		require.Len(t, ds, 3)
+		assert.Equal(t, int64(2<<20), ds[2].MemoryBytes())
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), env(map[string]string{"PZ_NSIM": "3", "PZ_SIM_MEMORY": "2MiB"}))
+	require.NoError(t, err)
+	err = runtimeview.RunLocal(testCtx(t), 2, func(context.Context, *runtimeview.RuntimeView) error { return nil },
+		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), env(map[string]string{"PZ_NSIM": "1", "PZ_SIM_MEMORY": "lots"}))
+	require.ErrorIs(t, err, runtimeview.ErrOption)
+	require.ErrorContains(t, err, "PZ_SIM_MEMORY")
+}

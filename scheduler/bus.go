@@ -149,6 +149,8 @@ func measureLink(dev *device) (in, out busLink, err error) {
 	return
 }
 
+// fileSafe replaces what a file name should not hold with '_' (the
+// performance models' and the bus model's file names).
 func fileSafe(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {

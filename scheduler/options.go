@@ -102,9 +102,11 @@ func buildConfig(opts []Option) (config, error) {
 		c.policy = "lws"
 	}
 	if len(c.sims) == 0 && len(c.devices) == 0 {
-		if err := simsFromEnv(&c, env); err != nil {
+		sims, err := SimDevicesFromEnv(env)
+		if err != nil {
 			return c, err
 		}
+		c.sims = sims
 	}
 	for i, d := range c.sims {
 		if d.Memory < 0 {
@@ -167,28 +169,33 @@ func buildConfig(opts []Option) (config, error) {
 // and workers lent at Close (Warn). Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }
 
-// simsFromEnv reads PZ_NSIM and PZ_SIM_MEMORY.
-func simsFromEnv(c *config, env func(string) string) error {
-	v := env("PZ_NSIM")
+// SimDevicesFromEnv returns the simulated devices the environment asks
+// for: PZ_NSIM of them (none when unset or 0), each with PZ_SIM_MEMORY
+// bytes of memory when set (ParseBytes: 64MiB, 2GiB...), other fields at
+// their defaults. The error wraps ErrBadOption and names the variable.
+// The RuntimeView reads the same variables through it.
+func SimDevicesFromEnv(getenv func(string) string) ([]SimDevice, error) {
+	v := getenv("PZ_NSIM")
 	if v == "" || v == "0" {
-		return nil
+		return nil, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return fmt.Errorf("%w: PZ_NSIM=%q is not a number of devices", ErrBadOption, v)
+		return nil, fmt.Errorf("%w: PZ_NSIM=%q is not a number of devices", ErrBadOption, v)
 	}
 	var d SimDevice
-	if m := env("PZ_SIM_MEMORY"); m != "" {
+	if m := getenv("PZ_SIM_MEMORY"); m != "" {
 		b, err := ParseBytes(m)
 		if err != nil || b <= 0 {
-			return fmt.Errorf("%w: PZ_SIM_MEMORY=%q is not a size (bytes, or 64MiB, 2GiB...)", ErrBadOption, m)
+			return nil, fmt.Errorf("%w: PZ_SIM_MEMORY=%q is not a size (bytes, or 64MiB, 2GiB...)", ErrBadOption, m)
 		}
 		d.Memory = b
 	}
-	for range n {
-		c.sims = append(c.sims, d)
+	devs := make([]SimDevice, n)
+	for i := range devs {
+		devs[i] = d
 	}
-	return nil
+	return devs, nil
 }
 
 // ParseBytes parses a size in bytes: a number with an optional suffix

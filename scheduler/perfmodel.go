@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -146,13 +145,7 @@ type modelFileEntry struct {
 }
 
 func (ms *modelStore) path(name string) string {
-	clean := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, name)
-	return filepath.Join(ms.dir, clean+"."+ms.host+".json")
+	return filepath.Join(ms.dir, fileSafe(name)+"."+ms.host+".json")
 }
 
 // load reads a model file if there is one; a missing or unreadable file
