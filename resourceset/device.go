@@ -130,28 +130,24 @@ func (s *DeviceSlice[T]) Free() {
 // before the copy starts; a started copy runs to its end, since the
 // device reads src until then.
 func (s *DeviceSlice[T]) CopyFrom(ctx context.Context, src []T) error {
-	if err := s.check("CopyFrom", len(src)); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("resourceset: CopyFrom %v: %w", s.dev, err)
-	}
-	if err := s.wait(s.copyIn(0, src)); err != nil {
-		return fmt.Errorf("resourceset: CopyFrom %v: %w", s.dev, err)
-	}
-	return nil
+	return s.copySync(ctx, "CopyFrom", len(src), func() <-chan error { return s.CopyInAsync(0, src) })
 }
 
 // CopyTo copies the slice into dst (len(dst) == Len()), like CopyFrom.
 func (s *DeviceSlice[T]) CopyTo(ctx context.Context, dst []T) error {
-	if err := s.check("CopyTo", len(dst)); err != nil {
+	return s.copySync(ctx, "CopyTo", len(dst), func() <-chan error { return s.CopyOutAsync(0, dst) })
+}
+
+// copySync checks a whole-slice copy of n elements, starts it and waits.
+func (s *DeviceSlice[T]) copySync(ctx context.Context, call string, n int, start func() <-chan error) error {
+	if err := s.check(call, n); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("resourceset: CopyTo %v: %w", s.dev, err)
+		return fmt.Errorf("resourceset: %s %v: %w", call, s.dev, err)
 	}
-	if err := s.wait(s.copyOut(0, dst)); err != nil {
-		return fmt.Errorf("resourceset: CopyTo %v: %w", s.dev, err)
+	if err := <-start(); err != nil {
+		return fmt.Errorf("resourceset: %s %v: %w", call, s.dev, err)
 	}
 	return nil
 }
@@ -169,13 +165,7 @@ func (s *DeviceSlice[T]) check(call string, n int) error {
 // CopyInAsync starts copying host into elements [off, off+len(host)) and
 // returns the channel that receives the copy's error when it ends; host
 // must not change until then.
-func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error { return s.copyIn(off, host) }
-
-// CopyOutAsync starts copying elements [off, off+len(host)) into host,
-// like CopyInAsync.
-func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error { return s.copyOut(off, host) }
-
-func (s *DeviceSlice[T]) copyIn(off int, host []T) <-chan error {
+func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error {
 	ch := make(chan error, 1)
 	b := bytesOf(host)
 	if len(b) == 0 {
@@ -186,7 +176,9 @@ func (s *DeviceSlice[T]) copyIn(off int, host []T) <-chan error {
 	return ch
 }
 
-func (s *DeviceSlice[T]) copyOut(off int, host []T) <-chan error {
+// CopyOutAsync starts copying elements [off, off+len(host)) into host,
+// like CopyInAsync.
+func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error {
 	ch := make(chan error, 1)
 	b := bytesOf(host)
 	if len(b) == 0 {
@@ -196,8 +188,6 @@ func (s *DeviceSlice[T]) copyOut(off int, host []T) <-chan error {
 	s.dev.dev.CopyOut(b, 1, len(b), len(b), s.mem, off*elemSize[T](), func(_ time.Time, err error) { ch <- err })
 	return ch
 }
-
-func (s *DeviceSlice[T]) wait(ch <-chan error) error { return <-ch }
 
 func elemSize[T comm.Number]() int {
 	var zero T

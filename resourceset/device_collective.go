@@ -108,7 +108,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	span := func(k int) (int, int) { return k * size, min((k+1)*size, buf.n) }
 	if isRoot && count > 0 {
 		lo, hi := span(0)
-		pending[0] = buf.copyOut(lo, host[0][:hi-lo])
+		pending[0] = buf.CopyOutAsync(lo, host[0][:hi-lo])
 	}
 	for k := 0; k < count; k++ {
 		lo, hi := span(k)
@@ -117,7 +117,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 			wait(k % 2) // chunk k is in host
 			if k+1 < count {
 				lo1, hi1 := span(k + 1)
-				pending[(k+1)%2] = buf.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
+				pending[(k+1)%2] = buf.CopyOutAsync(lo1, host[(k+1)%2][:hi1-lo1])
 			}
 		} else {
 			wait(k % 2) // the copy-in of chunk k-2 has released the buffer
@@ -128,7 +128,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 			return wrap(root, "BcastDevice", err)
 		}
 		if !isRoot {
-			pending[k%2] = buf.copyIn(lo, h)
+			pending[k%2] = buf.CopyInAsync(lo, h)
 		}
 	}
 	wait(0)
@@ -179,7 +179,7 @@ func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T,
 	var next <-chan error
 	if count > 0 {
 		lo, hi := span(0)
-		next = buf.copyOut(lo, host[0][:hi-lo])
+		next = buf.CopyOutAsync(lo, host[0][:hi-lo])
 	}
 	var outs []<-chan error
 	var errs []error
@@ -197,7 +197,7 @@ func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T,
 		}
 		if k+1 < count {
 			lo1, hi1 := span(k + 1)
-			next = buf.copyOut(lo1, host[(k+1)%2][:hi1-lo1])
+			next = buf.CopyOutAsync(lo1, host[(k+1)%2][:hi1-lo1])
 		}
 		r, err := step(host[k%2][:hi-lo])
 		if err != nil {
@@ -208,7 +208,7 @@ func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T,
 			return err
 		}
 		if into != nil {
-			outs = append(outs, into.copyIn(lo, r)) // r is step's own: no reuse hazard
+			outs = append(outs, into.CopyInAsync(lo, r)) // r is step's own: no reuse hazard
 		}
 	}
 	waitOuts()
@@ -248,7 +248,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 		return nil
 	}
 	host := make([]T, mine.n)
-	if err := mine.wait(mine.copyOut(0, host)); err != nil {
+	if err := <-mine.CopyOutAsync(0, host); err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 	}
 	parts, err := comm.AllGather(ctx, c, host)
@@ -274,7 +274,7 @@ func fillParts[T comm.Number](into *DeviceSlice[T], parts [][]T) error {
 	var outs []<-chan error
 	off := 0
 	for _, p := range parts {
-		outs = append(outs, into.copyIn(off, p))
+		outs = append(outs, into.CopyInAsync(off, p))
 		off += len(p)
 	}
 	var errs []error
@@ -304,7 +304,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 		return isRoot, nil
 	}
 	host := make([]T, mine.n)
-	if err := mine.wait(mine.copyOut(0, host)); err != nil {
+	if err := <-mine.CopyOutAsync(0, host); err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
 	if isRoot {
@@ -359,7 +359,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	var parts [][]T
 	if isRoot {
 		all := make([]T, from.n)
-		if err := from.wait(from.copyOut(0, all)); err != nil {
+		if err := <-from.CopyOutAsync(0, all); err != nil {
 			// The others wait in Scatter: send them zeros, then fail.
 			parts = split(all, c.Size(), mine.n)
 			_, _ = comm.Scatter(ctx, c, parts, root.rank)
@@ -371,7 +371,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	if err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
-	if err := mine.wait(mine.copyIn(0, part)); err != nil {
+	if err := <-mine.CopyInAsync(0, part); err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
 	return nil
