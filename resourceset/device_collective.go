@@ -87,7 +87,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	if shared, err := sharedDevice(ctx, c, buf.dev); err != nil {
 		return wrap(root, "BcastDevice", err)
 	} else if shared != nil {
-		if err := bcastWithin(ctx, c, root, shared, buf); err != nil {
+		if err := fromRootWithin(ctx, c, root, shared, buf, buf, true); err != nil {
 			return wrap(root, "BcastDevice", err)
 		}
 		return nil
@@ -351,7 +351,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
 		return wrap(root, "ScatterDevice", err)
 	} else if shared != nil {
-		if err := scatterWithin(ctx, c, root, shared, from, mine); err != nil {
+		if err := fromRootWithin(ctx, c, root, shared, from, mine, false); err != nil {
 			return wrap(root, "ScatterDevice", err)
 		}
 		return nil
@@ -406,37 +406,6 @@ func sharedDevice(ctx context.Context, c comm.Comm, d *Device) (accel.Sharer, er
 	return sh, nil
 }
 
-// bcastWithin is BcastDevice's device-to-device path: the root names its
-// buffer, every other rank copies it within the device, and the root's
-// buffer stays until every copy ended.
-func bcastWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, buf *DeviceSlice[T]) error {
-	isRoot := c.Rank() == root.rank
-	var name uint64
-	if isRoot {
-		name = sh.Export(buf.mem)
-		defer sh.Unexport(name)
-	}
-	name, err := comm.BcastValue(ctx, c, name, root.rank)
-	if err != nil {
-		return err
-	}
-	var cerr error
-	if !isRoot {
-		src, ok := sh.Import(name)
-		if !ok {
-			cerr = fmt.Errorf("%w: the root's buffer %d is not exported on %s", ErrInvalid, name, buf.dev.Name())
-		} else {
-			ch := make(chan error, 1)
-			buf.dev.dev.CopyWithin(buf.mem, 0, src, 0, buf.n*elemSize[T](), func(_ time.Time, err error) { ch <- err })
-			cerr = <-ch
-		}
-	}
-	if err := c.Barrier(ctx); err != nil {
-		return errors.Join(cerr, err)
-	}
-	return cerr
-}
-
 // gatherWithin is GatherDevice's device-to-device path: every rank names
 // its buffer, the root copies each into its place in into within the
 // device, and the buffers stay until the root's copies ended.
@@ -459,14 +428,17 @@ func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device,
 	return cerr
 }
 
-// scatterWithin is ScatterDevice's device-to-device path: the root names
-// from, every rank copies its part within the device, and from stays
-// until every copy ended. The arguments were agreed on already.
-func scatterWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, from, mine *DeviceSlice[T]) error {
+// fromRootWithin is the device-to-device path of BcastDevice
+// (everyOther: the root keeps its buffer, every rank copies all of src)
+// and ScatterDevice (every rank, the root included, copies its part of
+// src, at rank × dst.Len()): the root names src, the ranks copy within
+// the device, and src stays until every copy ended. The arguments were
+// agreed on already.
+func fromRootWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device, sh accel.Sharer, src, dst *DeviceSlice[T], everyOther bool) error {
 	isRoot := c.Rank() == root.rank
 	var name uint64
 	if isRoot {
-		name = sh.Export(from.mem)
+		name = sh.Export(src.mem)
 		defer sh.Unexport(name)
 	}
 	name, err := comm.BcastValue(ctx, c, name, root.rank)
@@ -474,13 +446,19 @@ func scatterWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device
 		return err
 	}
 	var cerr error
-	if src, ok := sh.Import(name); !ok {
-		cerr = fmt.Errorf("%w: the root's buffer %d is not exported on %s", ErrInvalid, name, mine.dev.Name())
-	} else {
+	if !(everyOther && isRoot) {
+		off := 0
+		if !everyOther {
+			off = c.Rank() * dst.n
+		}
 		es := elemSize[T]()
-		ch := make(chan error, 1)
-		mine.dev.dev.CopyWithin(mine.mem, 0, src, c.Rank()*mine.n*es, mine.n*es, func(_ time.Time, err error) { ch <- err })
-		cerr = <-ch
+		if m, ok := sh.Import(name); !ok {
+			cerr = fmt.Errorf("%w: the root's buffer %d is not exported on %s", ErrInvalid, name, dst.dev.Name())
+		} else {
+			ch := make(chan error, 1)
+			dst.dev.dev.CopyWithin(dst.mem, 0, m, off*es, dst.n*es, func(_ time.Time, err error) { ch <- err })
+			cerr = <-ch
+		}
 	}
 	if err := c.Barrier(ctx); err != nil {
 		return errors.Join(cerr, err)
