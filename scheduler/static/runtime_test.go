@@ -58,19 +58,23 @@ func byName(r *Run) map[string]RunnableRun {
 	return m
 }
 
+// firstLong returns the first frame in which rr ran for at least d, or -1.
+func firstLong(rr RunnableRun, d time.Duration) int {
+	for f := range rr.Seq {
+		if rr.End[f]-rr.Start[f] >= int64(d) {
+			return f
+		}
+	}
+	return -1
+}
+
 func TestOverrunFrameSkip(t *testing.T) {
 	r := byName(runOverrun(t, FrameSkip))
 	slow, after, free := r["slow"], r["after"], r["free"]
 	require.Len(t, slow.Seq, 8)
 	// The 3 ms run: the fourth slow ran (frame 3, later if a loaded
 	// machine made an earlier frame overrun and skip).
-	long := -1
-	for f := range slow.Seq {
-		if slow.End[f]-slow.Start[f] >= int64(2500*time.Microsecond) {
-			long = f
-			break
-		}
-	}
+	long := firstLong(slow, 2500*time.Microsecond)
 	require.GreaterOrEqual(t, long, 3, "%v", slow.Flags)
 	require.Less(t, long, 7)
 	assert.NotZero(t, slow.Flags[long]&FlagOverrunWCET)
@@ -500,13 +504,7 @@ runnables:
 	require.Len(t, k.Seq, 16)
 	// The slow one is the third frame k ran (frame 2, later if a loaded
 	// machine made earlier frames overrun and skip).
-	slow := -1
-	for f := range k.Seq {
-		if k.End[f]-k.Start[f] >= int64(10*time.Millisecond) {
-			slow = f
-			break
-		}
-	}
+	slow := firstLong(k, 10*time.Millisecond)
 	require.GreaterOrEqual(t, slow, 2, "the 15 ms run: %v", k.Flags)
 	assert.NotZero(t, k.Flags[slow]&FlagOverrunWCET, "frame %d overran", slow)
 	// The overrun is known when the slow work ends; the first frame the
