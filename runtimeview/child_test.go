@@ -19,6 +19,7 @@ import (
 
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -189,10 +190,7 @@ func TestRefusesMultiRankMPILaunchWithoutMPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"-n", "2", "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
+	args := launch.MpirunArgs(2)
 	args = append(args, os.Args[0], "-test.run=^$")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=refuse")

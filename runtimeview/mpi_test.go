@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +61,7 @@ func spawnMPI(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/ranks=%d", tc.mode, n), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
-				if os.Geteuid() == 0 {
-					args = append(args, "--allow-run-as-root")
-				}
+				args := launch.MpirunArgs(n)
 				args = append(args, os.Args[0], "-test.run=^TestMPIWorld$", "-test.count=1", "-test.v")
 				cmd := exec.CommandContext(ctx, mpirun, args...)
 				cmd.Env = append(os.Environ(), mpiModeEnv+"="+tc.mode,
@@ -179,10 +175,7 @@ func TestMPIRankErrorAbortsJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"-n", "3", "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
+	args := launch.MpirunArgs(3)
 	args = append(args, os.Args[0], "-test.run=^TestMPIRankErrorAbortsJob$", "-test.count=1")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), failModeEnv+"=1", "OMPI_MCA_btl_vader_single_copy_mechanism=none")

@@ -130,7 +130,7 @@ func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error)
 	if err != nil {
 		return nil, err
 	}
-	args := append(commbench.MpirunArgs(f.ranks), self, "bench", "comm", "-peer=",
+	args := append(launch.MpirunArgs(f.ranks), self, "bench", "comm", "-peer=",
 		"-ops="+f.ops, "-sizes="+f.sizes, "-scale="+strconv.FormatFloat(f.scale, 'g', -1, 64),
 		"-check="+strconv.FormatBool(f.check))
 	cmd := exec.CommandContext(ctx, "mpirun", args...)

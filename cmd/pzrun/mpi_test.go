@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/scheduler/static"
 
@@ -27,7 +28,7 @@ func TestMpirun(t *testing.T) {
 	bin := buildPzrun(t, "mpi")
 	for _, n := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("hello-%d", n), func(t *testing.T) {
-			out, err := exec.Command(mpirun, append(mpirunArgs(n), bin, "hello")...).Output()
+			out, err := exec.Command(mpirun, append(launch.MpirunArgs(n), bin, "hello")...).Output()
 			require.NoError(t, err)
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 			require.Len(t, lines, n, string(out))
@@ -38,7 +39,7 @@ func TestMpirun(t *testing.T) {
 		})
 	}
 	t.Run("info-json", func(t *testing.T) {
-		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "info", "--json")...).Output()
+		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "info", "--json")...).Output()
 		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		require.Len(t, lines, 2)
@@ -57,7 +58,7 @@ func TestMpirun(t *testing.T) {
 	t.Run("stm-ranks-as-clients", func(t *testing.T) {
 		src := writeSchedule(t, pipelineYAML)
 		runPath := filepath.Join(t.TempDir(), "run.json")
-		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath, "-liveness", "10s")...).CombinedOutput()
+		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath, "-liveness", "10s")...).CombinedOutput()
 		require.NoError(t, err, string(out))
 		f, err := os.Open(runPath)
 		require.NoError(t, err)
@@ -77,12 +78,12 @@ func TestMpirun(t *testing.T) {
 		prog := filepath.Join(t.TempDir(), "allreduce")
 		out, err := exec.Command("go", "build", "-tags", "mpi", "-o", prog, "../../examples/allreduce").CombinedOutput()
 		require.NoError(t, err, string(out))
-		out, err = exec.Command(mpirun, append(mpirunArgs(2), bin, prog)...).CombinedOutput()
+		out, err = exec.Command(mpirun, append(launch.MpirunArgs(2), bin, prog)...).CombinedOutput()
 		require.NoError(t, err, string(out))
 		assert.Contains(t, string(out), "allreduce over 2 ranks (mpi backend)")
 	})
 	t.Run("n-under-mpirun", func(t *testing.T) {
-		out, err := exec.Command(mpirun, append(mpirunArgs(2), bin, "-n", "2", "hello")...).CombinedOutput()
+		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "-n", "2", "hello")...).CombinedOutput()
 		require.Error(t, err)
 		assert.Contains(t, string(out), "let mpirun choose the ranks")
 	})

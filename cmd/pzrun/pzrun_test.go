@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pzgo/pz/internal/launch"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -204,14 +205,6 @@ func buildPzrun(t *testing.T, tags ...string) string {
 	return bin
 }
 
-func mpirunArgs(n int) []string {
-	args := []string{"--oversubscribe", "-n", fmt.Sprint(n)}
-	if os.Geteuid() == 0 {
-		args = append([]string{"--allow-run-as-root"}, args...)
-	}
-	return args
-}
-
 func TestBinaryExitStatusAndRefusalUnderMpirun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -237,7 +230,7 @@ func TestBinaryExitStatusAndRefusalUnderMpirun(t *testing.T) {
 		t.Log("mpirun not installed: the real-launcher half is skipped")
 		return
 	}
-	out, err = exec.Command(mpirun, append(mpirunArgs(2), bin, "hello")...).CombinedOutput()
+	out, err = exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "hello")...).CombinedOutput()
 	require.Error(t, err, "a binary without MPI under mpirun -n 2 must fail:\n%s", out)
 	assert.Contains(t, string(out), "-tags mpi")
 	assert.NotContains(t, string(out), "hello from rank")

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pzgo/pz/internal/launch"
 )
 
 // ErrNoPeer is returned by RunPeer when mpicc or mpirun is missing.
@@ -43,17 +45,6 @@ func PeerEnv() []string {
 	return env
 }
 
-// MpirunArgs returns the mpirun flags for n ranks on this machine:
-// --oversubscribe always (ranks may exceed cores), --allow-run-as-root as
-// root.
-func MpirunArgs(n int) []string {
-	args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	return args
-}
-
 // RunPeer compiles dir/collbench.c with mpicc into a temporary folder, runs
 // it under mpirun with n ranks and the given iteration scale, and returns
 // its medians in microseconds. thread is collbench's MPI thread level:
@@ -81,7 +72,7 @@ func RunPeer(ctx context.Context, dir string, n int, scale float64, thread strin
 	if thread == "" {
 		thread = "single"
 	}
-	args := append(MpirunArgs(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
+	args := append(launch.MpirunArgs(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), PeerEnv()...)
 	out, err := cmd.Output()

@@ -87,10 +87,7 @@ func TestSpawn(t *testing.T) {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
-			args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
-			if os.Geteuid() == 0 {
-				args = append(args, "--allow-run-as-root")
-			}
+			args := launch.MpirunArgs(n)
 			args = append(args, os.Args[0], "-test.run="+run, "-test.count=1")
 			if testing.Verbose() {
 				args = append(args, "-test.v")
@@ -367,10 +364,7 @@ func TestStallEndsJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"-n", "2", "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
+	args := launch.MpirunArgs(2)
 	args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), stallEnv+"=1", "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")

@@ -122,10 +122,7 @@ func TestSubprocessMpirun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := []string{"-n", "2", "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
+	args := MpirunArgs(2)
 	args = append(args, os.Args[0], "-test.run=^TestHelperProcess$")
 	out, code := helper(ctx, t, mpirun, args)
 	assert.NotEqual(t, 0, code, out)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,10 +34,7 @@ func TestMPIRandomGraphs(t *testing.T) {
 			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
-				if os.Geteuid() == 0 {
-					args = append(args, "--allow-run-as-root")
-				}
+				args := launch.MpirunArgs(n)
 				args = append(args, os.Args[0], "-test.run=^TestMPIRandomGraphs$", "-test.count=1", "-test.v")
 				cmd := exec.CommandContext(ctx, mpirun, args...)
 				cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
