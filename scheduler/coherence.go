@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +68,6 @@ type memNode struct {
 	capacity int64
 	used     int64 // allocated bytes, including the cache
 	cache    map[cacheKey][]accel.Mem
-	cached   int64
 	handles  map[*Handle]struct{} // handles with an allocation here
 	changed  chan struct{}        // closed when a replica here is unpinned or freed
 	in, out  busLink              // the measured link, RAM to here and back (bus.go)
@@ -328,10 +329,8 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 	}
 	reads, writes := m&ModeR != 0, m&ModeW != 0
 	if writes {
-		for i := range h.reps {
-			if h.reps[i].fill != nil {
-				return h.reps[i].fill, nil, nil
-			}
+		if w := h.filling(); w != nil {
+			return w, nil, nil
 		}
 	}
 	if n != RAM && r.mem == nil {
@@ -397,7 +396,7 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 		return nil, fmt.Errorf("%w: %v needs %d bytes on %s, which has %d", ErrDeviceMemory, h, size, nd.dev.name(), nd.capacity)
 	}
 	key := cacheKey{h.ram.typ, h.ram.rows * h.ram.cols}
-	mem := nd.takeCached(key, size)
+	mem := nd.takeCached(key)
 	for mem == nil {
 		need := nd.used + size - nd.capacity
 		if need <= 0 {
@@ -483,14 +482,14 @@ func (nd *memNode) victim(h *Handle, spareWanted bool) *Handle {
 	return best
 }
 
-// xferring reports whether a copy of h is in flight.
-func (h *Handle) xferring() bool {
+// filling returns the channel of a copy of h in flight, or nil.
+func (h *Handle) filling() <-chan struct{} {
 	for i := range h.reps {
 		if h.reps[i].fill != nil {
-			return true
+			return h.reps[i].fill
 		}
 	}
-	return false
+	return nil
 }
 
 // freeLocked drops h's replica on device node n into the node's cache.
@@ -500,7 +499,6 @@ func (d *dataLayer) freeLocked(h *Handle, n MemoryNode) {
 	if r.mem != nil {
 		key := cacheKey{h.ram.typ, h.ram.rows * h.ram.cols}
 		nd.cache[key] = append(nd.cache[key], r.mem)
-		nd.cached += bufBytes(&h.ram)
 	}
 	*r = replica{wanted: r.wanted}
 	delete(nd.handles, h)
@@ -508,14 +506,13 @@ func (d *dataLayer) freeLocked(h *Handle, n MemoryNode) {
 	nd.signalLocked()
 }
 
-func (nd *memNode) takeCached(key cacheKey, size int64) accel.Mem {
+func (nd *memNode) takeCached(key cacheKey) accel.Mem {
 	l := nd.cache[key]
 	if len(l) == 0 {
 		return nil
 	}
 	mem := l[len(l)-1]
 	nd.cache[key] = l[:len(l)-1]
-	nd.cached -= size
 	return mem
 }
 
@@ -530,7 +527,6 @@ func (nd *memNode) dropCache(need int64) bool {
 			l = l[:len(l)-1]
 			b := int64(key.n) * int64(key.typ.Elem().Size())
 			nd.used -= b
-			nd.cached -= b
 			freed += b
 		}
 		nd.cache[key] = l
@@ -757,17 +753,8 @@ func (d *dataLayer) unregister(ctx context.Context, h *Handle) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for {
-		// A copy may have started since (a prefetch): let it end.
-		if !h.xferring() {
-			break
-		}
-		var w <-chan struct{}
-		for i := range h.reps {
-			if h.reps[i].fill != nil {
-				w = h.reps[i].fill
-			}
-		}
+	// A copy may have started since (a prefetch): let it end.
+	for w := h.filling(); w != nil; w = h.filling() {
 		d.mu.Unlock()
 		<-w
 		d.mu.Lock()
@@ -823,16 +810,10 @@ func (s *Scheduler) Transfers() []TransferStats {
 	for _, st := range d.stats {
 		out = append(out, *st)
 	}
-	sortTransfers(out)
+	slices.SortFunc(out, func(a, b TransferStats) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
 	return out
-}
-
-func sortTransfers(ts []TransferStats) {
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && (ts[j].From < ts[j-1].From || ts[j].From == ts[j-1].From && ts[j].To < ts[j-1].To); j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
 }
 
 // MemoryNodes returns the names of the memory nodes, indexed by
