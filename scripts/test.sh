@@ -51,7 +51,11 @@ log "go test -race ./... (embedded backend)"
 go test -race -count=1 -timeout 30m ./...
 
 log "go test -tags mpi (MPI backend; the tests start mpirun themselves)"
-go test -tags mpi -count=1 -timeout 20m ./comm/... ./runtimeview/... ./scheduler/dist/... ./cmd/...
+go test -tags mpi -count=1 -timeout 20m -skip '^TestLargeCounts$' ./comm/... ./runtimeview/... ./scheduler/dist/... ./cmd/...
+
+log "buffers past 2^31-1 elements on both backends (GiBs each; one at a time)"
+go test -count=1 -timeout 20m -run '^TestLargeCounts$' ./comm/local
+go test -tags mpi -count=1 -timeout 20m -run '^(TestLargeCounts|TestSpawn)$' ./comm/mpi
 
 log "conformance suite under mpirun -n 1, 2, 4"
 tmp=$(mktemp -d)

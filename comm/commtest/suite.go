@@ -2,6 +2,7 @@ package commtest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,12 +80,23 @@ func RunGroup(t *testing.T, n int, launch func(ctx context.Context, n int, fn fu
 // failed. If the ranks can no longer communicate RunWorld stops.
 func RunWorld(t *testing.T, c comm.Comm) {
 	t.Helper()
-	for _, cs := range Cases() {
+	runWorld(t, c, Cases(), caseTimeout)
+}
+
+// runWorld runs cases as subtests on c, agreeing on each outcome.
+func runWorld(t *testing.T, c comm.Comm, cases []Case, timeout time.Duration) {
+	t.Helper()
+	for _, cs := range cases {
 		stop := false
 		t.Run(cs.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			err := cs.Run(ctx, c)
+			var skip errSkip
+			if errors.As(err, &skip) {
+				// Every rank skips alike (the decision was shared).
+				t.Skip(skip.why)
+			}
 			if err != nil {
 				t.Errorf("rank %d of %d: %v", c.Rank(), c.Size(), err)
 			}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -28,20 +27,28 @@ func (c *Comm) argErr(call call, format string, args ...any) error {
 // the check on it is the agreement step; with it off, or on one rank, a
 // local validation failure is returned as is.
 func (c *Comm) pre(ctx context.Context, d desc, lerr error) error {
+	_, err := c.preVolume(ctx, d, lerr, 0)
+	return err
+}
+
+// preVolume is pre for a collective whose ranks send different amounts:
+// with the agreement step it also returns the largest volume any rank
+// passed (-1 when there was no agreement step).
+func (c *Comm) preVolume(ctx context.Context, d desc, lerr error, volume int64) (int64, error) {
 	if !c.check || c.size == 1 {
-		return lerr
+		return -1, lerr
 	}
-	v := agreeVector(d, c.rank, c.size, lerr)
+	v := agreeVector(d, c.rank, c.size, lerr, volume)
 	in, out := c.agree[:agreeWords], c.agree[agreeWords:]
 	copy(in, v[:])
 	if err := c.allreduceMaxI64(ctx, in, out); err != nil {
-		return err
+		return -1, err
 	}
 	failRank, same := agreed([agreeWords]int64(out), c.size)
 	if failRank < 0 && same {
-		return nil
+		return out[3], nil
 	}
-	return c.explain(ctx, d, failRank, lerr)
+	return -1, c.explain(ctx, d, failRank, lerr)
 }
 
 // explain runs on every rank once the agreement step found a failure or a
@@ -92,16 +99,10 @@ func (c *Comm) allreduceMaxI64(ctx context.Context, in, out []int64) error {
 		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, c.h.i64, c.h.max, c.c, 0, r) }, sp, rp)
 }
 
-// checkBuf validates a buffer (comm.CheckBuf, as on comm/local) and MPI's
-// count limit; what names the buffer in the latter's message.
+// checkBuf validates a buffer (comm.CheckBuf, as on comm/local); what
+// names it. Counts past MPI's int go too (large.go).
 func (c *Comm) checkBuf(k call, what string, b comm.Buf) error {
-	if err := comm.CheckBuf(k.String(), c.rank, b); err != nil {
-		return err
-	}
-	if b.Len() > math.MaxInt32 {
-		return c.argErr(k, "%s has %d elements; MPI counts are limited to %d", what, b.Len(), math.MaxInt32)
-	}
-	return nil
+	return comm.CheckBuf(k.String(), c.rank, b)
 }
 
 func (c *Comm) checkRoot(k call, root int) error {

@@ -67,18 +67,20 @@ func (d desc) hash() int64 {
 }
 
 // agreement is the vector the agreement step reduces with MPI_MAX:
-// {hash, -hash, failure code}. The failure code of a rank whose arguments
-// are invalid is size-rank (0 otherwise), so the maximum names the lowest
-// failing rank.
-const agreeWords = 3
+// {hash, -hash, failure code, volume}. The failure code of a rank whose
+// arguments are invalid is size-rank (0 otherwise), so the maximum names
+// the lowest failing rank. The volume is what this rank sends (Gather,
+// Alltoall; 0 elsewhere): its maximum tells every rank, at no extra cost,
+// that the counts surely fit MPI's ints (large.go).
+const agreeWords = 4
 
-func agreeVector(d desc, rank, size int, localErr error) [agreeWords]int64 {
+func agreeVector(d desc, rank, size int, localErr error, volume int64) [agreeWords]int64 {
 	fp := d.hash()
 	var fail int64
 	if localErr != nil {
 		fail = int64(size - rank)
 	}
-	return [agreeWords]int64{fp, -fp, fail}
+	return [agreeWords]int64{fp, -fp, fail, volume}
 }
 
 // agreed interprets a reduced agreement vector: the lowest failing rank (or

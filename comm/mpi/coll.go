@@ -10,7 +10,6 @@ import "C"
 import (
 	"context"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -52,10 +51,17 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	if c.size == 1 {
 		return nil
 	}
-	bp, n, dt := ptr(buf.Bytes), C.int(buf.Len()), c.h.types[buf.Type]
-	return c.do(ctx, "MPI_Bcast", true,
-		func() C.int { return C.pz_bcast(bp, n, dt, C.int(root), c.c) },
-		func(r *C.MPI_Request) C.int { return C.pz_ibcast(bp, n, dt, C.int(root), c.c, r) }, bp)
+	// Past MPI's counts, in pieces of 2^30 elements: each piece a
+	// contiguous predefined type, which MPI pipelines (one derived type
+	// for the whole buffer was slower: the 3 GiB case of the large-count
+	// tests took 13.2 s that way, 10.3 s in pieces, on 2 ranks).
+	dt := c.h.types[buf.Type]
+	return pieces(buf.Len(), buf.Type.Size(), func(off int, n C.int) error {
+		bp := ptr(buf.Bytes[off:])
+		return c.doSized(ctx, "MPI_Bcast", true, int(n)*buf.Type.Size(),
+			func() C.int { return C.pz_bcast(bp, n, dt, C.int(root), c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_ibcast(bp, n, dt, C.int(root), c.c, r) }, bp)
+	})
 }
 
 // Reduce combines send across ranks with op into recv on root (MPI_Reduce).
@@ -74,14 +80,16 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	if err := c.pre(ctx, desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}, lerr); err != nil {
 		return err
 	}
-	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(send.Len())
-	if c.rank != root {
-		rp = nil
-	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
-	return c.do(ctx, "MPI_Reduce", true,
-		func() C.int { return C.pz_reduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace) },
-		func(r *C.MPI_Request) C.int { return C.pz_ireduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace, r) }, sp, rp)
+	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+		sp, rp := ptr(send.Bytes[off:]), unsafe.Pointer(nil)
+		if c.rank == root {
+			rp = ptr(recv.Bytes[off:])
+		}
+		return c.doSized(ctx, "MPI_Reduce", true, int(n)*send.Type.Size(),
+			func() C.int { return C.pz_reduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace) },
+			func(r *C.MPI_Request) C.int { return C.pz_ireduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace, r) }, sp, rp)
+	})
 }
 
 // AllReduce combines send across ranks with op into every rank's recv
@@ -96,27 +104,28 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	if err := c.pre(ctx, desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
 		return err
 	}
-	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(send.Len())
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
-	return c.do(ctx, "MPI_Allreduce", true,
-		func() C.int { return C.pz_allreduce(sp, rp, n, dt, mop, c.c, inplace) },
-		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, dt, mop, c.c, inplace, r) }, sp, rp)
+	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
+		return c.doSized(ctx, "MPI_Allreduce", true, int(n)*send.Type.Size(),
+			func() C.int { return C.pz_allreduce(sp, rp, n, dt, mop, c.c, inplace) },
+			func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, dt, mop, c.c, inplace, r) }, sp, rp)
+	})
 }
 
-// layout fills c.cnts/c.displs from per-rank counts and returns the total
-// and whether all counts are equal. It fails (identically on every rank)
-// when the total exceeds MPI's int range.
-func (c *Comm) layout(k call, counts []int, cnts, displs []C.int) (total int, equal bool, err error) {
-	equal = true
+// layout returns the total of per-rank counts, whether they are all equal
+// and whether they fit MPI's int counts and displacements; when they fit it
+// fills cnts and displs (else the collective takes c.alltoallw).
+func layout(counts []int, cnts, displs []C.int) (total int, equal, fit bool) {
+	equal, fit = true, fits(counts)
 	for i, n := range counts {
-		if total+n > math.MaxInt32 {
-			return 0, false, &comm.ArgError{Op: k.String(), Rank: i, Detail: fmt.Sprintf("the ranks' elements add up to more than MPI's limit of %d", math.MaxInt32)}
+		if fit {
+			cnts[i], displs[i] = C.int(n), C.int(total)
 		}
-		cnts[i], displs[i] = C.int(n), C.int(total)
 		total += n
 		equal = equal && n == counts[0]
 	}
-	return total, equal, nil
+	return total, equal, fit
 }
 
 // recvBuf calls alloc and checks the result; a short buffer is replaced by
@@ -135,11 +144,8 @@ func recvBuf(k call, alloc comm.Alloc, count int, dt comm.Datatype) ([]byte, err
 // agreement step. Every agreement step is the same MPI_Allreduce of three
 // words, so that ranks that reached different calls (a bug in the program)
 // still meet in matching MPI collectives and learn of it.
-func (c *Comm) gatherCounts(ctx context.Context, d desc, lerr error, n int, all bool, root int) ([]int, error) {
+func (c *Comm) gatherCounts(ctx context.Context, n int, all bool, root int) ([]int, error) {
 	counts := make([]int, c.size)
-	if err := c.pre(ctx, d, lerr); err != nil {
-		return nil, err
-	}
 	if c.size == 1 {
 		counts[0] = n
 		return counts, nil
@@ -176,27 +182,37 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAllGather, send.Type, comm.NoOp, noCount, noRoot}
-	counts, err := c.gatherCounts(ctx, d, lerr, send.Len(), true, 0)
+	if err := c.pre(ctx, d, lerr); err != nil {
+		return nil, err
+	}
+	counts, err := c.gatherCounts(ctx, send.Len(), true, 0)
 	if err != nil {
 		return nil, err
 	}
-	total, equal, err := c.layout(callAllGather, counts, c.cnts, c.displs)
-	if err != nil {
-		return nil, err
-	}
+	total, equal, fit := layout(counts, c.cnts, c.displs)
 	recv, aerr := recvBuf(callAllGather, alloc, total, send.Type)
-	sp, rp, n, dt := ptr(send.Bytes), ptr(recv), C.int(send.Len()), c.h.types[send.Type]
 	if c.size == 1 {
 		copy(recv, send.Bytes)
 		return counts, aerr
 	}
+	if !fit {
+		mine := make([]int, c.size)
+		for i := range mine {
+			mine[i] = send.Len()
+		}
+		if err := c.alltoallw(ctx, "AllGather", send.Type, send.Bytes, mine, make([]int, c.size), recv, counts, offsets(counts)); err != nil {
+			return nil, err
+		}
+		return counts, aerr
+	}
+	sp, rp, n, dt := ptr(send.Bytes), ptr(recv), C.int(send.Len()), c.h.types[send.Type]
 	cp, dp := cints(c.cnts), cints(c.displs)
 	if equal {
-		err = c.do(ctx, "MPI_Allgather", true,
+		err = c.doSized(ctx, "MPI_Allgather", true, len(recv),
 			func() C.int { return C.pz_allgather(sp, n, rp, n, dt, c.c) },
 			func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, n, rp, n, dt, c.c, r) }, sp, rp)
 	} else {
-		err = c.do(ctx, "MPI_Allgatherv", true,
+		err = c.doSized(ctx, "MPI_Allgatherv", true, len(recv),
 			func() C.int { return C.pz_allgatherv(sp, n, rp, cp, dp, dt, c.c) },
 			func(r *C.MPI_Request) C.int { return C.pz_iallgatherv(sp, n, rp, cp, dp, dt, c.c, r) },
 			sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
@@ -208,7 +224,11 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 }
 
 // Gather collects every rank's send on root (count exchange, then
-// MPI_Gatherv). Non-roots get nil counts.
+// MPI_Gatherv). Non-roots get nil counts. Every rank must know whether
+// the counts fit MPI's ints, to take the same path: the agreement step
+// tells them when they surely do (size times the largest count fits), and
+// the count exchange is MPI_Gather then; otherwise (or with the check off)
+// it is an MPI_Allgather and every rank sees every count.
 func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("Gather"); err != nil {
 		return nil, err
@@ -220,30 +240,46 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callGather, send.Type, comm.NoOp, noCount, int64(root)}
-	counts, err := c.gatherCounts(ctx, d, lerr, send.Len(), false, root)
+	most, err := c.preVolume(ctx, d, lerr, int64(send.Len()))
+	if err != nil {
+		return nil, err
+	}
+	surely := most >= 0 && most <= maxCount/int64(c.size)
+	counts, err := c.gatherCounts(ctx, send.Len(), !surely, root)
 	if err != nil {
 		return nil, err
 	}
 	isRoot := c.rank == root
+	total, _, fit := 0, true, true
+	if isRoot || !surely {
+		total, _, fit = layout(counts, c.cnts, c.displs)
+	}
 	var recv []byte
 	var aerr error
 	if isRoot {
-		total, _, err := c.layout(callGather, counts, c.cnts, c.displs)
-		if err != nil {
-			// Only root knows the total without the check; the others
-			// would block in MPI_Gatherv, so send nothing through MPI
-			// and let MPI report the count mismatch to them.
-			return nil, err
-		}
 		recv, aerr = recvBuf(callGather, alloc, total, send.Type)
 	}
 	if c.size == 1 {
 		copy(recv, send.Bytes)
 		return counts, aerr
 	}
+	if !fit {
+		scnt, rcnt := make([]int, c.size), make([]int, c.size)
+		scnt[root] = send.Len()
+		if isRoot {
+			rcnt = counts
+		}
+		if err := c.alltoallw(ctx, "Gather", send.Type, send.Bytes, scnt, make([]int, c.size), recv, rcnt, offsets(rcnt)); err != nil {
+			return nil, err
+		}
+		if !isRoot {
+			return nil, nil
+		}
+		return counts, aerr
+	}
 	sp, rp, n, dt := ptr(send.Bytes), ptr(recv), C.int(send.Len()), c.h.types[send.Type]
 	cp, dp := cints(c.cnts), cints(c.displs)
-	err = c.do(ctx, "MPI_Gatherv", true,
+	err = c.doSized(ctx, "MPI_Gatherv", true, len(send.Bytes)+len(recv),
 		func() C.int { return C.pz_gatherv(sp, n, rp, cp, dp, dt, C.int(root), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_igatherv(sp, n, rp, cp, dp, dt, C.int(root), c.c, r) },
 		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
@@ -277,41 +313,52 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 	if err := c.pre(ctx, desc{callScatter, send.Type, comm.NoOp, noCount, int64(root)}, lerr); err != nil {
 		return err
 	}
+	// Root sends each rank its count and whether the counts fit MPI's
+	// ints (two words each), so that every rank takes the same path.
 	isRoot := c.rank == root
 	if isRoot {
+		_, _, fit := layout(counts, c.cnts, c.displs)
 		for i, n := range counts {
-			c.i64[i] = int64(n)
-			c.cnts[i] = C.int(n)
-		}
-		off := 0
-		for i, n := range counts {
-			c.displs[i] = C.int(off)
-			off += n
+			c.i64[2*i], c.i64[2*i+1] = int64(n), 0
+			if !fit {
+				c.i64[2*i+1] = 1
+			}
 		}
 	}
-	var mine int64
+	var mine [2]int64
 	if c.size == 1 {
-		mine = c.i64[0]
+		mine = [2]int64{c.i64[0], c.i64[1]}
 	} else {
-		sp, rp := unsafe.Pointer(&c.i64[0]), unsafe.Pointer(&mine)
+		sp, rp := unsafe.Pointer(&c.i64[0]), unsafe.Pointer(&mine[0])
 		if err := c.do(ctx, "MPI_Scatter", true,
-			func() C.int { return C.pz_scatter(sp, 1, rp, 1, c.h.i64, C.int(root), c.c) },
-			func(r *C.MPI_Request) C.int { return C.pz_iscatter(sp, 1, rp, 1, c.h.i64, C.int(root), c.c, r) }, sp, rp); err != nil {
+			func() C.int { return C.pz_scatter(sp, 2, rp, 2, c.h.i64, C.int(root), c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_iscatter(sp, 2, rp, 2, c.h.i64, C.int(root), c.c, r) }, sp, rp); err != nil {
 			return err
 		}
 	}
-	recv, aerr := recvBuf(callScatter, alloc, int(mine), send.Type)
+	recv, aerr := recvBuf(callScatter, alloc, int(mine[0]), send.Type)
 	if c.size == 1 {
 		copy(recv, send.Bytes)
+		return aerr
+	}
+	if mine[1] != 0 {
+		scnt, rcnt := make([]int, c.size), make([]int, c.size)
+		if isRoot {
+			scnt = counts
+		}
+		rcnt[root] = int(mine[0])
+		if err := c.alltoallw(ctx, "Scatter", send.Type, send.Bytes, scnt, offsets(scnt), recv, rcnt, make([]int, c.size)); err != nil {
+			return err
+		}
 		return aerr
 	}
 	var sp unsafe.Pointer
 	if isRoot {
 		sp = ptr(send.Bytes)
 	}
-	rp, n, dt := ptr(recv), C.int(mine), c.h.types[send.Type]
+	rp, n, dt := ptr(recv), C.int(mine[0]), c.h.types[send.Type]
 	cp, dp := cints(c.cnts), cints(c.displs)
-	if err := c.do(ctx, "MPI_Scatterv", true,
+	if err := c.doSized(ctx, "MPI_Scatterv", true, len(send.Bytes)+len(recv),
 		func() C.int { return C.pz_scatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_iscatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c, r) },
 		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp)); err != nil {
@@ -326,8 +373,11 @@ func (c *Comm) checkCounts(k call, counts []int, total int) error {
 }
 
 // Alltoall sends sendCounts[i] elements of send to rank i and receives every
-// rank's part for this rank (count exchange with MPI_Alltoall, which with
-// the agreement step, then MPI_Alltoallv).
+// rank's part for this rank (count exchange with MPI_Alltoall, then
+// MPI_Alltoallv). The count exchange carries each sender's total too:
+// every rank then knows the sum of all totals, and when it fits MPI's
+// ints every count and displacement does; otherwise every rank takes
+// MPI_Alltoallw (large.go).
 func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("Alltoall"); err != nil {
 		return nil, err
@@ -342,38 +392,43 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	if err := c.pre(ctx, d, lerr); err != nil {
 		return nil, err
 	}
-	out := make([]int64, c.size)
+	out := make([]int64, 2*c.size)
 	for i, n := range sendCounts {
-		out[i] = int64(n)
+		out[2*i], out[2*i+1] = int64(n), int64(send.Len())
 	}
-	recvWords := c.i64[:c.size]
+	recvWords := c.i64[:2*c.size]
 	if c.size == 1 {
 		copy(recvWords, out)
 	} else {
 		sp, rp := unsafe.Pointer(&out[0]), unsafe.Pointer(&recvWords[0])
 		if err := c.do(ctx, "MPI_Alltoall", true,
-			func() C.int { return C.pz_alltoall(sp, 1, rp, 1, c.h.i64, c.c) },
-			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, 1, rp, 1, c.h.i64, c.c, r) }, sp, rp); err != nil {
+			func() C.int { return C.pz_alltoall(sp, 2, rp, 2, c.h.i64, c.c) },
+			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, 2, rp, 2, c.h.i64, c.c, r) }, sp, rp); err != nil {
 			return nil, err
 		}
 	}
 	recvCounts := make([]int, c.size)
+	all := 0 // every rank's send total, summed: the same on every rank
 	for i := range recvCounts {
-		recvCounts[i] = int(recvWords[i])
+		recvCounts[i] = int(recvWords[2*i])
+		all += int(recvWords[2*i+1])
 	}
-	total, _, err := c.layout(callAlltoall, recvCounts, c.cnts2, c.displs2)
-	if err != nil {
-		return nil, err
-	}
-	_, _, _ = c.layout(callAlltoall, sendCounts, c.cnts, c.displs) // checked above: fits
+	total, _, _ := layout(recvCounts, c.cnts2, c.displs2)
+	layout(sendCounts, c.cnts, c.displs)
 	recv, aerr := recvBuf(callAlltoall, alloc, total, send.Type)
 	if c.size == 1 {
 		copy(recv, send.Bytes)
 		return recvCounts, aerr
 	}
+	if all > maxCount {
+		if err := c.alltoallw(ctx, "Alltoall", send.Type, send.Bytes, sendCounts, offsets(sendCounts), recv, recvCounts, offsets(recvCounts)); err != nil {
+			return nil, err
+		}
+		return recvCounts, aerr
+	}
 	sp, rp, dt := ptr(send.Bytes), ptr(recv), c.h.types[send.Type]
 	sc, sd, rc, rd := cints(c.cnts), cints(c.displs), cints(c.cnts2), cints(c.displs2)
-	if err := c.do(ctx, "MPI_Alltoallv", true,
+	if err := c.doSized(ctx, "MPI_Alltoallv", true, len(send.Bytes)+len(recv),
 		func() C.int { return C.pz_alltoallv(sp, sc, sd, rp, rc, rd, dt, c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_ialltoallv(sp, sc, sd, rp, rc, rd, dt, c.c, r) },
 		sp, rp, unsafe.Pointer(sc), unsafe.Pointer(sd), unsafe.Pointer(rc), unsafe.Pointer(rd)); err != nil {

@@ -111,6 +111,12 @@ func cints(s []C.int) *C.int { return unsafe.SliceData(s) }
 // otherwise start and poll. pins are the memory MPI uses until completion.
 // A collective abandoned on ctx breaks the communicator.
 func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
+	return c.doSized(ctx, call, coll, 0, block, start, pins...)
+}
+
+// doSized is do for an operation that moves about nbytes through this
+// rank: polling spins while they could still be moving (spinFor).
+func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
 	var seq uint64
 	if coll {
 		seq = c.seq.Add(1)
@@ -139,7 +145,7 @@ func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.in
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := poll(ctx, r.test); err != nil {
+	if err := poll(ctx, spinFor(nbytes), r.test); err != nil {
 		if coll {
 			err = c.breakWith(err)
 		}

@@ -236,16 +236,30 @@ func (s *state) error(call string, rc C.int) error {
 // Polling: when ctx can be canceled, pz starts the non-blocking form of an
 // operation and tests it until it completes or ctx is done. MPI makes
 // progress only inside MPI calls (Open MPI's shared-memory transport has no
-// progress thread), so the backoff stays short.
+// progress thread), so the backoff stays short, and an operation that moves
+// much data is tested without sleeping for as long as its bytes could
+// still be moving at pollRate: a large message arrives in many fragments,
+// each needing a test to move on.
 const (
 	pollSpins    = 256                    // tests with only a Gosched in between
 	pollMinSleep = 2 * time.Microsecond   // first sleep after the spins
 	pollMaxSleep = 200 * time.Microsecond // longest sleep between tests
+	pollRate     = 128 << 20              // bytes per second assumed while spinning
 )
 
-// poll calls test until it reports done or an error, or ctx is done.
-func poll(ctx context.Context, test func() (bool, error)) error {
+// spinFor is how long poll spins for an operation moving nbytes.
+func spinFor(nbytes int) time.Duration {
+	return time.Duration(float64(nbytes) / pollRate * float64(time.Second))
+}
+
+// poll calls test until it reports done or an error, or ctx is done. It
+// tests without sleeping for pollSpins tests and for spin, then backs off.
+func poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
 	sleep := pollMinSleep
+	var until time.Time
+	if spin > 0 {
+		until = time.Now().Add(spin)
+	}
 	for i := 0; ; i++ {
 		done, err := test()
 		if done || err != nil {
@@ -256,7 +270,7 @@ func poll(ctx context.Context, test func() (bool, error)) error {
 			return ctx.Err()
 		default:
 		}
-		if i < pollSpins {
+		if i < pollSpins || (spin > 0 && time.Now().Before(until)) {
 			runtime.Gosched()
 			continue
 		}

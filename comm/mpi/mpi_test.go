@@ -89,6 +89,12 @@ func TestSpawn(t *testing.T) {
 			defer cancel()
 			args := launch.MpirunArgs(n)
 			args = append(args, os.Args[0], "-test.run="+run, "-test.count=1")
+			if testing.Short() {
+				args = append(args, "-test.short")
+			}
+			if skip := flagValue("test.skip"); skip != "" {
+				args = append(args, "-test.skip="+skip)
+			}
 			if testing.Verbose() {
 				args = append(args, "-test.v")
 			}
@@ -116,6 +122,13 @@ func flagValue(name string) string {
 // agreement step on and deadline contexts (the non-blocking, polled path).
 func TestConformance(t *testing.T) {
 	commtest.RunWorld(t, world)
+}
+
+// TestLargeCounts runs the large-count cases (buffers past 2^31-1
+// elements: derived datatypes, reductions in pieces, MPI_Alltoallw) on the
+// world; each is skipped where the machine lacks the memory, all in -short.
+func TestLargeCounts(t *testing.T) {
+	commtest.RunLargeWorld(t, world)
 }
 
 // runCases runs the non-misuse conformance cases with ctx on every rank and

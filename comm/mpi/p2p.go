@@ -29,16 +29,11 @@ func (c *Comm) checkP2P(what string, peer, tag int, any bool) error {
 	return nil
 }
 
-// checkP2PBuf validates a message buffer (comm.CheckBuf) and MPI's size
-// limit on a message, in bytes.
+// checkP2PBuf validates a message buffer (comm.CheckBuf, as on
+// comm/local). Messages of any size go: one past MPI's int count travels
+// as one element of a derived datatype.
 func (c *Comm) checkP2PBuf(what string, b comm.Buf) error {
-	if err := comm.CheckBuf(what, c.rank, b); err != nil {
-		return err
-	}
-	if len(b.Bytes) > math.MaxInt32 {
-		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("a message of %d bytes exceeds MPI's limit of %d", len(b.Bytes), math.MaxInt32)}
-	}
-	return nil
+	return comm.CheckBuf(what, c.rank, b)
 }
 
 // Send sends buf to dest (MPI_Send, or MPI_Isend tested until done when ctx
@@ -55,10 +50,15 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	if err := c.checkP2P("Send", dest, tag, false); err != nil {
 		return err
 	}
-	bp, n := ptr(buf.Bytes), C.int(len(buf.Bytes))
-	return c.do(ctx, "MPI_Send", false,
-		func() C.int { return C.pz_send(bp, n, C.int(dest), C.int(tag), c.c) },
-		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, C.int(dest), C.int(tag), c.c, r) }, bp)
+	n, dt, err := c.span("Send", len(buf.Bytes), c.h.byte)
+	if err != nil {
+		return err
+	}
+	defer c.free(dt)
+	bp := ptr(buf.Bytes)
+	return c.doSized(ctx, "MPI_Send", false, len(buf.Bytes),
+		func() C.int { return C.pz_send(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
 
 // Ssend is the synchronous send (MPI_Ssend, or MPI_Issend tested until
@@ -74,10 +74,15 @@ func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	if err := c.checkP2P("Ssend", dest, tag, false); err != nil {
 		return err
 	}
-	bp, n := ptr(buf.Bytes), C.int(len(buf.Bytes))
-	return c.do(ctx, "MPI_Ssend", false,
-		func() C.int { return C.pz_ssend(bp, n, C.int(dest), C.int(tag), c.c) },
-		func(r *C.MPI_Request) C.int { return C.pz_issend(bp, n, C.int(dest), C.int(tag), c.c, r) }, bp)
+	n, dt, err := c.span("Ssend", len(buf.Bytes), c.h.byte)
+	if err != nil {
+		return err
+	}
+	defer c.free(dt)
+	bp := ptr(buf.Bytes)
+	return c.doSized(ctx, "MPI_Ssend", false, len(buf.Bytes),
+		func() C.int { return C.pz_ssend(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_issend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
 
 // Recv receives one message (MPI_Mprobe, or MPI_Improbe polled when ctx can
@@ -125,7 +130,7 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 	}
 	var err error
 	if wait {
-		err = poll(ctx, test)
+		err = poll(ctx, 0, test)
 	} else {
 		_, err = test()
 	}
@@ -160,15 +165,21 @@ func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Da
 			err = fmt.Errorf("mpi: %s: message of %d elements from rank %d, buffer holds %d: %w", call, status.Count, status.Source, len(buf)/dt.Size(), comm.ErrTruncated)
 		}
 	}
+	var n C.int
+	var mt mpiType
+	if err == nil {
+		n, mt, err = c.span(call, nbytes, c.h.byte)
+	}
 	if err != nil {
 		// Consume the message: receiving it into no memory truncates it.
 		c.st.lock()
-		C.pz_mrecv(nil, 0, msg, &st)
+		C.pz_mrecv(nil, 0, c.h.byte, msg, &st)
 		c.st.unlock()
 		return status, err
 	}
+	defer c.free(mt)
 	c.st.lock()
-	rc := C.pz_mrecv(ptr(buf), C.int(nbytes), msg, &st)
+	rc := C.pz_mrecv(ptr(buf), n, mt.t, msg, &st)
 	c.st.unlock()
 	if rc != 0 {
 		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mrecv", rc))
@@ -188,10 +199,16 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	if err := c.checkP2P("Isend", dest, tag, false); err != nil {
 		return nil, err
 	}
+	n, dt, err := c.span("Isend", len(buf.Bytes), c.h.byte)
+	if err != nil {
+		return nil, err
+	}
+	defer c.free(dt) // MPI keeps it while the send is pending
 	bp := ptr(buf.Bytes)
 	r := newRequest(c, "MPI_Isend", bp)
+	r.bytes = len(buf.Bytes)
 	c.st.lock()
-	rc := C.pz_isend(bp, C.int(len(buf.Bytes)), C.int(dest), C.int(tag), c.c, r.req)
+	rc := C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r.req)
 	c.st.unlock()
 	if rc != 0 {
 		r.release()
@@ -212,11 +229,16 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.checkP2P("Irecv", source, tag, true); err != nil {
 		return nil, err
 	}
+	n, dt, err := c.span("Irecv", len(buf.Bytes), c.h.byte)
+	if err != nil {
+		return nil, err
+	}
+	defer c.free(dt) // MPI keeps it while the receive is pending
 	bp := ptr(buf.Bytes)
 	r := newRequest(c, "MPI_Irecv", bp)
-	r.recv, r.dt = true, buf.Type
+	r.recv, r.dt, r.bytes = true, buf.Type, len(buf.Bytes)
 	c.st.lock()
-	rc := C.pz_irecv(bp, C.int(len(buf.Bytes)), C.int(source), C.int(tag), c.c, r.req)
+	rc := C.pz_irecv(bp, n, dt.t, C.int(source), C.int(tag), c.c, r.req)
 	c.st.unlock()
 	if rc != 0 {
 		r.release()

@@ -58,7 +58,7 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 		}
 		return probeStatus("Probe", st, dt)
 	}
-	err := poll(ctx, func() (bool, error) {
+	err := poll(ctx, 0, func() (bool, error) {
 		var flag C.int
 		c.st.lock()
 		rc := C.pz_iprobe(C.int(source), C.int(tag), c.c, &flag, &st)
@@ -105,7 +105,7 @@ func (c *Comm) matched(call string, msg C.MPI_Message, st C.pz_status, dt comm.D
 	status, err := probeStatus(call, st, dt)
 	if err != nil {
 		c.st.lock()
-		C.pz_mrecv(nil, 0, &msg, &st)
+		C.pz_mrecv(nil, 0, c.h.byte, &msg, &st)
 		c.st.unlock()
 		return nil, err
 	}

@@ -192,32 +192,75 @@ static int pz_ialltoallv(const void *s, const int *sc, const int *sd, void *d, c
 }
 
 /* Point to point moves bytes (MPI_BYTE): the receiver learns the size in
- * bytes and checks it against its element size. */
-static int pz_send(const void *b, int n, int dest, int tag, MPI_Comm c) {
-	return MPI_Send(b, n, MPI_BYTE, dest, tag, c);
+ * bytes and checks it against its element size. A message past INT_MAX
+ * bytes travels as one element of a derived type (pz_type_at). */
+static int pz_send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+	return MPI_Send(b, n, t, dest, tag, c);
 }
-static int pz_isend(const void *b, int n, int dest, int tag, MPI_Comm c, MPI_Request *r) {
-	return MPI_Isend(b, n, MPI_BYTE, dest, tag, c, r);
+static int pz_isend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Isend(b, n, t, dest, tag, c, r);
 }
-static int pz_ssend(const void *b, int n, int dest, int tag, MPI_Comm c) {
-	return MPI_Ssend(b, n, MPI_BYTE, dest, tag, c);
+static int pz_ssend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+	return MPI_Ssend(b, n, t, dest, tag, c);
 }
-static int pz_issend(const void *b, int n, int dest, int tag, MPI_Comm c, MPI_Request *r) {
-	return MPI_Issend(b, n, MPI_BYTE, dest, tag, c, r);
+static int pz_issend(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Issend(b, n, t, dest, tag, c, r);
 }
-static int pz_irecv(void *b, int n, int src, int tag, MPI_Comm c, MPI_Request *r) {
-	return MPI_Irecv(b, n, MPI_BYTE, src, tag, c, r);
+static int pz_irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Irecv(b, n, t, src, tag, c, r);
+}
+
+/* pz_type_at makes a committed datatype for n elements of t that start off
+ * bytes into the buffer, for counts and displacements past INT_MAX (MPI-3
+ * counts are ints): blocks of 2^30 elements and a remainder in one struct
+ * type, used with a count of 1. The caller frees it (MPI_Type_free) once
+ * the operation has started: MPI keeps what a pending operation needs. */
+enum { PZ_BLOCK = 1 << 30 };
+static int pz_type_at(MPI_Aint off, MPI_Count n, MPI_Datatype t, MPI_Datatype *out) {
+	MPI_Aint lb, ext;
+	int e = MPI_Type_get_extent(t, &lb, &ext);
+	if (e != MPI_SUCCESS) return e;
+	MPI_Count q = n / PZ_BLOCK, rem = n % PZ_BLOCK;
+	MPI_Datatype parts[2], block = MPI_DATATYPE_NULL, rest = MPI_DATATYPE_NULL;
+	int lens[2], k = 0;
+	MPI_Aint disp[2];
+	if (q > 0) {
+		if ((e = MPI_Type_contiguous(PZ_BLOCK, t, &block)) != MPI_SUCCESS) return e;
+		parts[k] = block; lens[k] = (int)q; disp[k] = off; k++;
+	}
+	if (rem > 0) {
+		if ((e = MPI_Type_contiguous((int)rem, t, &rest)) != MPI_SUCCESS) goto out;
+		parts[k] = rest; lens[k] = 1; disp[k] = off + (MPI_Aint)(q * PZ_BLOCK) * ext; k++;
+	}
+	if ((e = MPI_Type_create_struct(k, lens, disp, parts, out)) == MPI_SUCCESS) {
+		if ((e = MPI_Type_commit(out)) != MPI_SUCCESS) MPI_Type_free(out);
+	}
+out:
+	if (block != MPI_DATATYPE_NULL) MPI_Type_free(&block);
+	if (rest != MPI_DATATYPE_NULL) MPI_Type_free(&rest);
+	return e;
+}
+static int pz_type_free(MPI_Datatype *t) { return MPI_Type_free(t); }
+
+/* pz_alltoallw is the large-count path of Gather, AllGather, Scatter and
+ * Alltoall: every part is one pz_type_at element (or nothing). */
+static int pz_alltoallw(const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *d, const int *rc, const int *rd, const MPI_Datatype *rt, MPI_Comm c) {
+	return MPI_Alltoallw(s, sc, sd, st, d, rc, rd, rt, c);
+}
+static int pz_ialltoallw(const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *d, const int *rc, const int *rd, const MPI_Datatype *rt, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoallw(s, sc, sd, st, d, rc, rd, rt, c, r);
 }
 
 /* pz_status is what Go needs from an MPI_Status. */
-typedef struct { int source, tag, bytes, error; } pz_status;
+typedef struct { long long bytes; int source, tag, error; } pz_status;
 
 static void pz_fill(const MPI_Status *st, pz_status *out) {
 	out->source = st->MPI_SOURCE;
 	out->tag = st->MPI_TAG;
 	out->error = st->MPI_ERROR;
-	out->bytes = 0;
-	MPI_Get_count(st, MPI_BYTE, &out->bytes);
+	MPI_Count n = 0;
+	MPI_Get_elements_x(st, MPI_BYTE, &n); /* counts past INT_MAX too */
+	out->bytes = n == MPI_UNDEFINED ? -1 : (long long)n;
 }
 
 /* pz_mprobe / pz_improbe match a message and report its size in bytes. */
@@ -233,10 +276,10 @@ static int pz_improbe(int src, int tag, MPI_Comm c, int *flag, MPI_Message *m, p
 	if (e == MPI_SUCCESS && *flag) pz_fill(&st, out);
 	return e;
 }
-static int pz_mrecv(void *b, int n, MPI_Message *m, pz_status *out) {
+static int pz_mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, pz_status *out) {
 	MPI_Status st;
 	st.MPI_ERROR = MPI_SUCCESS;
-	int e = MPI_Mrecv(b, n, MPI_BYTE, m, &st);
+	int e = MPI_Mrecv(b, n, t, m, &st);
 	pz_fill(&st, out);
 	return e;
 }

@@ -33,8 +33,9 @@ type request struct {
 	pin    runtime.Pinner
 	handle cgo.Handle
 
-	recv bool          // an Irecv: Status.Count is computed from the bytes
-	dt   comm.Datatype // element type of an Irecv
+	recv  bool          // an Irecv: Status.Count is computed from the bytes
+	bytes int           // what the operation moves (how long Wait polls without sleeping)
+	dt    comm.Datatype // element type of an Irecv
 
 	mu      sync.Mutex // serializes Wait and Test
 	done    bool
@@ -116,7 +117,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			var st C.pz_status
 			rc := C.pz_wait(r.req, &st)
 			r.complete(rc, &st)
-		} else if err := poll(ctx, r.test); err != nil {
+		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
 			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.call, err)
 		}
 	}
