@@ -17,6 +17,7 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/mpiclib"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -144,6 +145,28 @@ func checkMPIAdopt(t *testing.T, ctx context.Context) {
 	after2()
 	require.NoError(t, sub.Barrier(ctx), "Close does not free an adopted communicator")
 	require.NoError(t, sub.Free())
+
+	// A communicator a C library made (odd and even world ranks, in
+	// reverse order), and pz's communicator handed back to the library.
+	h, crank, csize, err := mpiclib.Split(2)
+	require.NoError(t, err)
+	rt3, err := runtimeview.New(ctx, runtimeview.WithMPIComm(h), runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), quietLogs)
+	require.NoError(t, err)
+	assert.Equal(t, runtimeview.MPI, rt3.Backend())
+	assert.Equal(t, crank, rt3.Rank())
+	assert.Equal(t, csize, rt3.Size())
+	after3 := checkView(t, ctx, rt3)
+	back, err := mpi.HandleOf(rt3.Comm())
+	require.NoError(t, err)
+	n, err := mpiclib.Sum(back, 1)
+	require.NoError(t, err)
+	assert.Equal(t, csize, n)
+	require.NoError(t, rt3.Close())
+	after3()
+	n, err = mpiclib.Sum(h, 1)
+	require.NoError(t, err, "Close leaves the library's communicator")
+	assert.Equal(t, csize, n)
+	require.NoError(t, mpiclib.Free(h))
 	require.NoError(t, w.Finalize())
 	assert.False(t, mpi.Initialized())
 }

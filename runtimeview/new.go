@@ -2,6 +2,7 @@ package runtimeview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -17,12 +18,28 @@ func WithMPIOptions(opts ...mpi.Option) Option {
 	return func(c *config) { c.mpiOpts = append(c.mpiOpts, opts...) }
 }
 
+// WithMPIComm makes New run on a communicator a C or Fortran library (or
+// the C program embedding Go) made, given as its C handle: an MPI_Comm
+// converted to uintptr, `(uintptr_t)comm` in C. New initializes MPI if
+// nobody has, or adopts it, and works on a duplicate of the communicator
+// (mpi.World.Import), which Close frees; the library's communicator is
+// left as it was. Every rank of that communicator calls New. Signal
+// handling is off unless WithSignals(true) is given: the embedding
+// program owns the process. The binary must be built with -tags mpi.
+//
+// The other way, rt.Comm() is an MPI communicator under the MPI backend:
+// mpi.HandleOf and mpi.FortranOf give its handles to a library.
+func WithMPIComm(handle uintptr) Option {
+	return func(c *config) { c.mpiHandle, c.mpiHandleSet = handle, true }
+}
+
 // New returns this process's RuntimeView. It is collective: every rank
 // calls it.
 //
 // The ranks are, in order of precedence:
 //
 //   - the communicator given with WithComm, adopted as it is;
+//   - a duplicate of the MPI communicator given with WithMPIComm;
 //   - the MPI world, when the binary was built with -tags mpi
 //     (mpi.Available): New initializes MPI if nobody has (and Close then
 //     finalizes it, after the callback stack), or adopts an MPI the
@@ -50,6 +67,29 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	switch {
 	case cfg.comm != nil:
 		c, backend, signals = cfg.comm, Adopted, false
+	case cfg.mpiHandleSet:
+		if !mpi.Available() {
+			return nil, fmt.Errorf("runtimeview: WithMPIComm: %w", mpi.ErrNotBuilt)
+		}
+		w, err := mpi.Init(ctx, cfg.mpiOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("runtimeview: %w", err)
+		}
+		imported, err := w.Import(ctx, cfg.mpiHandle)
+		if err != nil {
+			if w.Started() {
+				err = errors.Join(err, w.Finalize())
+			}
+			return nil, fmt.Errorf("runtimeview: WithMPIComm: %w", err)
+		}
+		c, backend, world, signals = imported, MPI, w, false
+		teardown = func() error {
+			err := imported.Free()
+			if aborting.Load() {
+				return err
+			}
+			return errors.Join(err, w.Finalize())
+		}
 	case mpi.Available():
 		w, err := mpi.Init(ctx, cfg.mpiOpts...)
 		if err != nil {

@@ -37,19 +37,21 @@ const (
 type Option func(*config)
 
 type config struct {
-	comm       comm.Comm
-	signals    bool
-	setSignals bool
-	logOpts    []logger.Option
-	machine    *hardware.Machine
-	hwOpts     []hardware.Option
-	getenv     func(string) string
-	mpiOpts    []mpi.Option
-	exit       func(code int)    // replaced by tests of the signal path
-	sims       []accel.SimConfig // WithSimDevices
-	simsSet    bool
-	shareSims  bool           // WithSharedSimDevices
-	shared     []accel.Device // opened by RunLocal for every rank; closed there
+	comm         comm.Comm
+	signals      bool
+	setSignals   bool
+	logOpts      []logger.Option
+	machine      *hardware.Machine
+	hwOpts       []hardware.Option
+	getenv       func(string) string
+	mpiOpts      []mpi.Option
+	mpiHandle    uintptr // WithMPIComm
+	mpiHandleSet bool
+	exit         func(code int)    // replaced by tests of the signal path
+	sims         []accel.SimConfig // WithSimDevices
+	simsSet      bool
+	shareSims    bool           // WithSharedSimDevices
+	shared       []accel.Device // opened by RunLocal for every rank; closed there
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained

@@ -322,6 +322,14 @@ static int pz_comm_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
 	return MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out);
 }
 static int pz_comm_free(MPI_Comm *c) { return MPI_Comm_free(c); }
+
+/* Handles crossing to and from C and Fortran libraries: an MPI_Comm is a
+ * pointer in Open MPI and an int in MPICH; both fit a uintptr_t. */
+static MPI_Comm pz_comm_of(uintptr_t h) { return (MPI_Comm)h; }
+static uintptr_t pz_comm_handle(MPI_Comm c) { return (uintptr_t)c; }
+static MPI_Comm pz_comm_f2c(int64_t f) { return MPI_Comm_f2c((MPI_Fint)f); }
+static int64_t pz_comm_c2f(MPI_Comm c) { return (int64_t)MPI_Comm_c2f(c); }
+static int pz_comm_is_null(MPI_Comm c) { return c == MPI_COMM_NULL; }
 static int pz_comm_dup(MPI_Comm c, MPI_Comm *out) { return MPI_Comm_dup(c, out); }
 
 

@@ -182,3 +182,29 @@ func (c *Comm) Ialltoall(send comm.Buf, sendCounts []int, alloc comm.Alloc, recv
 
 // Dup returns ErrNotBuilt.
 func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) { return nil, ErrNotBuilt }
+
+// Import returns ErrNotBuilt.
+func (w *World) Import(ctx context.Context, handle uintptr) (*Comm, error) {
+	return nil, fmt.Errorf("mpi: Import: %w", ErrNotBuilt)
+}
+
+// ImportFortran returns ErrNotBuilt.
+func (w *World) ImportFortran(ctx context.Context, f int) (*Comm, error) {
+	return nil, fmt.Errorf("mpi: ImportFortran: %w", ErrNotBuilt)
+}
+
+// Handle is 0 without MPI.
+func (c *Comm) Handle() uintptr { return 0 }
+
+// Fortran is 0 without MPI.
+func (c *Comm) Fortran() int { return 0 }
+
+// HandleOf returns ErrNotBuilt.
+func HandleOf(c comm.Comm) (uintptr, error) {
+	return 0, fmt.Errorf("mpi: HandleOf: %w", ErrNotBuilt)
+}
+
+// FortranOf returns ErrNotBuilt.
+func FortranOf(c comm.Comm) (int, error) {
+	return 0, fmt.Errorf("mpi: FortranOf: %w", ErrNotBuilt)
+}
