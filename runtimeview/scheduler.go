@@ -33,8 +33,9 @@ const DefaultDistTimeout = 10 * time.Minute
 // of its scheduler too, each with a worker, shared with the resource set's
 // device components (scheduler.WithDevices).
 //
-// Workers: on in-process ranks each gets GOMAXPROCS / Size (at least one),
-// so N ranks on one machine do not oversubscribe it; under MPI each rank
+// Workers: on in-process ranks each gets its share of GOMAXPROCS (the
+// first GOMAXPROCS mod Size ranks one more, so that every P has a worker;
+// at least one), so N ranks on one machine do not oversubscribe it; under MPI each rank
 // gets its GOMAXPROCS, which mpi.Init set to the rank's share of the cores
 // it may use, and unless GOMAXPROCS is set in the environment the
 // runtime gets one more P for the goroutines that drive MPI's progress
@@ -51,7 +52,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	}
 	workers := runtime.GOMAXPROCS(0)
 	if rt.backend == Local {
-		workers = max(1, workers/rt.Size())
+		workers = localShare(workers, rt.Size(), rt.Rank())
 	}
 	all := []scheduler.Option{scheduler.WithLogger(rt.MyResourceSet().Logger())}
 	if os.Getenv("PZ_NCPU") == "" {
@@ -99,4 +100,14 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	}
 	rt.sched = d
 	return d, nil
+}
+
+// localShare is in-process rank r's share of procs Ps among n ranks: procs/n,
+// and one more for the first procs mod n ranks; at least one.
+func localShare(procs, n, r int) int {
+	share := procs / n
+	if r < procs%n {
+		share++
+	}
+	return max(share, 1)
 }

@@ -156,15 +156,26 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
 	w.Comm = c
+	// The ranks on this node and their affinity masks, so that each rank's
+	// GOMAXPROCS share comes from the real bindings (procs.MaskShare). A
+	// rank that cannot read its mask sends an empty one (every rank must
+	// take part) and falls back to the estimate.
+	mine, merr := procs.AffinityMask()
+	all := make([]procs.CPUMask, c.size)
 	var local C.int
-	if rc := C.pz_local_size(st.h.world, &local); rc != 0 {
+	if rc := C.pz_node_masks(st.h.world, (*C.uint64_t)(unsafe.Pointer(&mine[0])), procs.MaskWords,
+		(*C.uint64_t)(unsafe.Pointer(&all[0][0])), &local); rc != 0 {
 		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_split_type", rc))
 	}
 	w.localSize = int(local)
+	in := procs.Gather(w.localSize)
+	if merr == nil {
+		in.MaskShare = procs.MaskShare(mine, all[:w.localSize])
+	}
 	if cfg.gomaxproc {
-		w.procs = procs.Apply(w.localSize)
+		w.procs = procs.ApplyInput(in)
 	} else {
-		w.procs = procs.Report{Input: procs.Gather(w.localSize)}
+		w.procs = procs.Report{Input: in}
 		w.procs.Before, w.procs.After, w.procs.Procs = w.procs.Current, w.procs.Current, w.procs.Current
 		w.procs.Reason = "not sized (WithGOMAXPROCS(false))"
 	}

@@ -204,9 +204,21 @@ func TestLocalSizeAndProcs(t *testing.T) {
 	// share of the CPUs it may use, unless the user set GOMAXPROCS.
 	assert.Equal(t, runtime.GOMAXPROCS(0), rep.After)
 	assert.Equal(t, procs.Decide(rep.Input).Procs, rep.After)
-	if rep.UserGOMAXPROCS == "" && rep.AllowedCPUs > 0 && rep.Quota == 0 {
-		assert.Equal(t, max(1, rep.AllowedCPUs/max(1, rep.LocalRanks)), rep.After,
-			"%d allowed CPUs shared by %d local ranks", rep.AllowedCPUs, rep.LocalRanks)
+	// The share comes from every local rank's real affinity mask: gather
+	// them here independently (all ranks of this test share one machine).
+	mine, err := procs.AffinityMask()
+	require.NoError(t, err)
+	parts, err := comm.AllGather(context.Background(), comm.Comm(world), mine[:])
+	require.NoError(t, err)
+	all := make([]procs.CPUMask, len(parts))
+	for r, p := range parts {
+		copy(all[r][:], p)
+	}
+	share := procs.MaskShare(mine, all)
+	assert.InDelta(t, share, rep.MaskShare, 1e-9)
+	assert.Contains(t, rep.Reason, "affinity masks")
+	if rep.UserGOMAXPROCS == "" && rep.Quota == 0 {
+		assert.Equal(t, max(1, int(share+1e-9)), rep.After, "share %.2f of %d CPUs", share, mine.Count())
 	}
 }
 

@@ -102,13 +102,17 @@ static int pz_comm_setup(MPI_Comm c, MPI_Errhandler eh, int *rank, int *size) {
 	return MPI_Comm_size(c, size);
 }
 
-/* pz_local_size returns the number of ranks of c sharing this node's memory
- * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). */
-static int pz_local_size(MPI_Comm c, int *size) {
+/* pz_node_masks finds the ranks of c sharing this node's memory
+ * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), returns their number in
+ * size, and gathers their affinity masks (words uint64 each; mine is this
+ * rank's) into all, which holds words per rank of c. */
+static int pz_node_masks(MPI_Comm c, const uint64_t *mine, int words, uint64_t *all, int *size) {
 	MPI_Comm node;
 	int e = MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	if (e != MPI_SUCCESS) return e;
 	e = MPI_Comm_size(node, size);
+	if (e == MPI_SUCCESS)
+		e = MPI_Allgather(mine, words, MPI_UINT64_T, all, words, MPI_UINT64_T, node);
 	MPI_Comm_free(&node);
 	return e;
 }

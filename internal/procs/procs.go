@@ -25,6 +25,10 @@ type Input struct {
 	// It applies to the whole cgroup, which all local ranks are assumed to
 	// share.
 	Quota float64
+	// MaskShare is this rank's share of the node computed from the real
+	// affinity masks of every local rank (see MaskShare), 0 when they are
+	// unknown (Decide then estimates the sharing from the counts).
+	MaskShare float64
 }
 
 // Decision is the outcome of Decide.
@@ -40,12 +44,13 @@ type Decision struct {
 
 // Decide computes this rank's share of the node. It is a pure function.
 //
-// Let allowed be the CPUs of the affinity mask (or the online CPUs when
-// unknown). The ranks sharing the mask are LocalRanks * allowed / online,
-// rounded and at least 1: all of them when no binding is in effect (allowed
-// == online), one when each rank is bound to its own cores. The share is
-// allowed / sharing, further capped by Quota / LocalRanks (rounded up), and
-// never below 1.
+// With the local ranks' affinity masks known (MaskShare > 0) the share is
+// MaskShare rounded down. Otherwise, let allowed be the CPUs of the
+// affinity mask (or the online CPUs when unknown): the ranks sharing the
+// mask are estimated as LocalRanks * allowed / online, rounded and at
+// least 1 (all of them when no binding is in effect, one when each rank is
+// bound to its own cores), and the share is allowed / sharing. Either is
+// further capped by Quota / LocalRanks (rounded up), and never below 1.
 func Decide(in Input) Decision {
 	if in.UserGOMAXPROCS != "" {
 		return Decision{Procs: in.Current, Reason: fmt.Sprintf("GOMAXPROCS=%s set by the user; left alone", in.UserGOMAXPROCS)}
@@ -61,11 +66,18 @@ func Decide(in Input) Decision {
 	case online < allowed:
 		online = allowed
 	}
-	sharing := max(int(math.Round(float64(local)*float64(allowed)/float64(online))), 1)
-	share := max(allowed/sharing, 1)
-	reason := fmt.Sprintf("%d allowed CPUs shared by %d local ranks", allowed, sharing)
-	if sharing == 1 && local > 1 {
-		reason = fmt.Sprintf("%d CPUs bound to this rank (%d local ranks)", allowed, local)
+	var share int
+	var reason string
+	if in.MaskShare > 0 {
+		share = max(int(in.MaskShare+1e-9), 1)
+		reason = fmt.Sprintf("affinity masks of %d local ranks: %.2f of this rank's %d CPUs are its own", local, in.MaskShare, allowed)
+	} else {
+		sharing := max(int(math.Round(float64(local)*float64(allowed)/float64(online))), 1)
+		share = max(allowed/sharing, 1)
+		reason = fmt.Sprintf("%d allowed CPUs shared by %d local ranks (estimated)", allowed, sharing)
+		if sharing == 1 && local > 1 {
+			reason = fmt.Sprintf("%d CPUs bound to this rank (%d local ranks, estimated)", allowed, local)
+		}
 	}
 	if in.Quota > 0 {
 		q := max(int(math.Ceil(in.Quota/float64(local)-1e-9)), 1)
@@ -118,7 +130,12 @@ func Gather(localRanks int) Input {
 // from the code that owns the process, once, before starting work. Setting
 // it also stops the Go runtime's own automatic GOMAXPROCS updates.
 func Apply(localRanks int) Report {
-	in := Gather(localRanks)
+	return ApplyInput(Gather(localRanks))
+}
+
+// ApplyInput is Apply with the Input given (Gather's, completed by the
+// caller, e.g. with MaskShare from the local ranks' masks).
+func ApplyInput(in Input) Report {
 	d := Decide(in)
 	r := Report{Input: in, Decision: d, Before: in.Current, After: in.Current}
 	if d.Change {

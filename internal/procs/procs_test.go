@@ -2,6 +2,7 @@ package procs
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -140,4 +141,58 @@ func TestApply(t *testing.T) {
 		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
 		assert.Equal(t, orig, r.Before)
 	})
+}
+
+func TestMaskShare(t *testing.T) {
+	mask := func(cpus ...int) CPUMask {
+		var m CPUMask
+		for _, c := range cpus {
+			m[c/64] |= 1 << (c % 64)
+		}
+		return m
+	}
+	all16 := mask(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	for _, tc := range []struct {
+		name string
+		mine CPUMask
+		all  []CPUMask
+		want float64
+	}{
+		{"alone", all16, []CPUMask{all16}, 16},
+		{"unbound, 3 ranks", all16, []CPUMask{all16, all16, all16}, 16.0 / 3},
+		{"bound to own cores", mask(2, 3), []CPUMask{mask(0, 1), mask(2, 3)}, 2},
+		{"overlap", mask(0, 1, 2), []CPUMask{mask(0, 1, 2), mask(2, 3)}, 2.5},
+		{"high CPUs", mask(100, 1000), []CPUMask{mask(100, 1000), mask(1000)}, 1.5},
+		{"mine missing from all", mask(5), nil, 1},
+	} {
+		if got := MaskShare(tc.mine, tc.all); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("%s: MaskShare = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if n := mask(0, 63, 64, 1023).Count(); n != 4 {
+		t.Errorf("Count = %d, want 4", n)
+	}
+}
+
+func TestDecideWithMasks(t *testing.T) {
+	// Unbound 3 ranks on 16 CPUs: 5.33 each, rounded down.
+	d := Decide(Input{Current: 16, LocalRanks: 3, AllowedCPUs: 16, OnlineCPUs: 16, MaskShare: 16.0 / 3})
+	if d.Procs != 5 || !strings.Contains(d.Reason, "affinity masks of 3 local ranks") {
+		t.Errorf("unbound: %+v", d)
+	}
+	// The quota still caps it.
+	d = Decide(Input{Current: 16, LocalRanks: 2, AllowedCPUs: 16, OnlineCPUs: 16, MaskShare: 8, Quota: 4})
+	if d.Procs != 2 || !strings.Contains(d.Reason, "quota") {
+		t.Errorf("quota: %+v", d)
+	}
+	// A share below one CPU still gets one P.
+	d = Decide(Input{Current: 4, LocalRanks: 8, AllowedCPUs: 2, OnlineCPUs: 4, MaskShare: 0.25})
+	if d.Procs != 1 {
+		t.Errorf("small share: %+v", d)
+	}
+	// The user's GOMAXPROCS wins.
+	d = Decide(Input{UserGOMAXPROCS: "3", Current: 3, LocalRanks: 2, MaskShare: 8})
+	if d.Change || d.Procs != 3 {
+		t.Errorf("user: %+v", d)
+	}
 }
