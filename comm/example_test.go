@@ -203,3 +203,31 @@ func ExampleAlltoallValues() {
 	}
 	// Output: [0->1 1->1 2->1]
 }
+
+// Three ranks gather parts of different sizes into root's buffer in
+// reverse rank order, leaving a gap before each part (MPI_Gatherv).
+func ExampleGatherv() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		r := c.Rank()
+		mine := make([]int32, r+1) // rank r sends r+1 copies of r+1
+		for i := range mine {
+			mine[i] = int32(r + 1)
+		}
+		var recv []int32
+		counts, displs := []int{1, 2, 3}, []int{8, 5, 1} // gaps at 0, 4 and 7
+		if r == 0 {
+			recv = make([]int32, 9)
+		}
+		if err := comm.Gatherv(ctx, c, mine, recv, counts, displs, 0); err != nil {
+			return err
+		}
+		if r == 0 {
+			fmt.Println(recv)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: [0 3 3 3 0 2 2 0 1]
+}

@@ -50,6 +50,8 @@ func Cases() []Case {
 		{"SplitShared", splitSharedCase},
 		{"Compare", compareCase},
 		{"P2P/Ssend", ssendCase},
+		{"VVariants", vvariantsCase},
+		{"Misuse/VVariants", misuseVvariantsCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

@@ -1,0 +1,264 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// The v-variants (MPI_Gatherv, MPI_Allgatherv, MPI_Scatterv, MPI_Alltoallv):
+// parts of given counts placed at given displacements of a buffer the
+// caller owns, in any order and with gaps, instead of back to back in a
+// buffer the call allocates. They run on the collectives every backend has
+// (Gather, AllGather, Scatter, Alltoall); when the displacements lay the
+// parts back to back from 0 the caller's buffer is used directly, otherwise
+// the parts go through a scratch buffer.
+//
+// Counts must agree: what a rank sends to another is what the other
+// expects (counts[i] on the receiving side). A part of another size is
+// reported, as a *MismatchError naming the sender, on the rank that
+// expected it. A layout that is invalid (wrong length, a negative count or
+// displacement, a part outside the buffer, receive parts that overlap) is
+// an *ArgError on the rank that passed it; that rank still takes part in
+// the collective, sending nothing, so no rank waits for ever and the ranks
+// that expected its data get the MismatchError.
+
+// checkLayout validates the counts and displacements of a v-variant over a
+// buffer of n elements; recv also refuses overlapping non-empty parts (a
+// send layout may overlap, as in MPI).
+func checkLayout(call string, rank, size int, counts, displs []int, n int, recv bool) error {
+	bad := func(format string, args ...any) error {
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf(format, args...)}
+	}
+	if len(counts) != size || len(displs) != size {
+		return bad("%d counts and %d displacements for %d ranks", len(counts), len(displs), size)
+	}
+	for i := range size {
+		switch {
+		case counts[i] < 0:
+			return bad("negative count %d for rank %d", counts[i], i)
+		case displs[i] < 0:
+			return bad("negative displacement %d for rank %d", displs[i], i)
+		case displs[i] > n || counts[i] > n-displs[i]:
+			return bad("rank %d's part [%d, %d) is outside the buffer of %d elements", i, displs[i], displs[i]+counts[i], n)
+		}
+	}
+	if !recv {
+		return nil
+	}
+	order := make([]int, 0, size)
+	for i := range size {
+		if counts[i] > 0 {
+			order = append(order, i)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return displs[order[a]] < displs[order[b]] })
+	for k := 1; k < len(order); k++ {
+		p, q := order[k-1], order[k]
+		if displs[p]+counts[p] > displs[q] {
+			return bad("the parts of ranks %d [%d, %d) and %d [%d, %d) overlap", p, displs[p], displs[p]+counts[p], q, displs[q], displs[q]+counts[q])
+		}
+	}
+	return nil
+}
+
+// packed reports whether displs lay the parts back to back from 0.
+func packed(counts, displs []int) bool {
+	at := 0
+	for i, n := range counts {
+		if displs[i] != at {
+			return false
+		}
+		at += n
+	}
+	return true
+}
+
+func sum(counts []int) int {
+	s := 0
+	for _, n := range counts {
+		s += n
+	}
+	return s
+}
+
+// sameCounts reports the first part whose size differs from the expected.
+func sameCounts(call string, got, want []int, from string) error {
+	for i := range want {
+		if got[i] != want[i] {
+			return &MismatchError{Op: call, Detail: fmt.Sprintf("rank %d sent %d elements %s, %d were expected", i, got[i], from, want[i])}
+		}
+	}
+	return nil
+}
+
+// place copies the parts of flat (back to back, sizes counts) to displs
+// of dst.
+func place[T Number](dst, flat []T, counts, displs []int) {
+	at := 0
+	for i, n := range counts {
+		copy(dst[displs[i]:displs[i]+n], flat[at:at+n])
+		at += n
+	}
+}
+
+// pack copies the parts of src at displs (sizes counts) back to back.
+func pack[T Number](src []T, counts, displs []int) []T {
+	out := make([]T, 0, sum(counts))
+	for i, n := range counts {
+		out = append(out, src[displs[i]:displs[i]+n]...)
+	}
+	return out
+}
+
+// into returns the Alloc of a v-variant's receive: the caller's buffer
+// when the layout is valid and packed and the total is as expected, else
+// scratch. *flat is set to the memory used.
+func into[T Number](flat *[]T, recv []T, direct bool, want int) Alloc {
+	return func(n int) []byte {
+		if direct && n == want {
+			*flat = recv[:n]
+		} else {
+			*flat = make([]T, n)
+		}
+		return AsBytes(*flat)
+	}
+}
+
+// Gatherv gathers every rank's send on root: rank i's part lands at
+// recv[displs[i]:displs[i]+counts[i]] (MPI_Gatherv). recv, counts and
+// displs are used on root only (pass nil elsewhere); elements of recv
+// outside the parts are left as they were.
+func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int, root int) error {
+	me := c.Rank()
+	var lerr error
+	if me == root {
+		lerr = checkLayout("Gatherv", me, c.Size(), counts, displs, len(recv), true)
+	}
+	direct := lerr == nil && me == root && packed(counts, displs)
+	var flat []T
+	want := 0
+	if lerr == nil && me == root {
+		want = sum(counts)
+	}
+	got, err := c.Gather(ctx, BufOf(send), root, into(&flat, recv, direct, want))
+	if err != nil || me != root {
+		return err
+	}
+	if lerr != nil {
+		return lerr
+	}
+	if err := sameCounts("Gatherv", got, counts, "to root"); err != nil {
+		return err
+	}
+	if !direct {
+		place(recv, flat, counts, displs)
+	}
+	return nil
+}
+
+// Allgatherv gathers every rank's send on every rank: rank i's part lands
+// at recv[displs[i]:displs[i]+counts[i]] (MPI_Allgatherv). Every rank
+// passes the layout of its own recv.
+func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int) error {
+	lerr := checkLayout("Allgatherv", c.Rank(), c.Size(), counts, displs, len(recv), true)
+	direct := lerr == nil && packed(counts, displs)
+	want := 0
+	if lerr == nil {
+		want = sum(counts)
+	}
+	var flat []T
+	got, err := c.AllGather(ctx, BufOf(send), into(&flat, recv, direct, want))
+	if err != nil {
+		return err
+	}
+	if lerr != nil {
+		return lerr
+	}
+	if err := sameCounts("Allgatherv", got, counts, "to all"); err != nil {
+		return err
+	}
+	if !direct {
+		place(recv, flat, counts, displs)
+	}
+	return nil
+}
+
+// Scatterv sends send[displs[i]:displs[i]+counts[i]] from root to rank i,
+// which receives it into recv: len(recv) is the count it expects
+// (MPI_Scatterv's recvcount). send, counts and displs are used on root
+// only; the parts may overlap.
+func Scatterv[T Number](ctx context.Context, c Comm, send []T, counts, displs []int, recv []T, root int) error {
+	me, size := c.Rank(), c.Size()
+	var lerr error
+	var flat []T
+	var sc []int
+	if me == root {
+		sc = counts
+		if lerr = checkLayout("Scatterv", me, size, counts, displs, len(send), false); lerr != nil {
+			sc = make([]int, size) // send nothing: the receivers see the mismatch
+		} else if packed(counts, displs) {
+			flat = send[:sum(counts)]
+		} else {
+			flat = pack(send, counts, displs)
+		}
+	}
+	var got []T
+	err := c.Scatter(ctx, BufOf(flat), sc, root, func(n int) []byte {
+		if n == len(recv) {
+			got = recv
+		} else {
+			got = make([]T, n)
+		}
+		return AsBytes(got)
+	})
+	if err != nil {
+		return err
+	}
+	if lerr != nil {
+		return lerr
+	}
+	if len(got) != len(recv) {
+		return &MismatchError{Op: "Scatterv", Detail: fmt.Sprintf("root %d sent %d elements to rank %d, which expected %d (len(recv))", root, len(got), me, len(recv))}
+	}
+	return nil
+}
+
+// Alltoallv sends send[sdispls[i]:sdispls[i]+scounts[i]] to rank i and
+// receives rank i's part into recv[rdispls[i]:rdispls[i]+rcounts[i]]
+// (MPI_Alltoallv). Send parts may overlap; receive parts may not.
+func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	me, size := c.Rank(), c.Size()
+	serr := checkLayout("Alltoallv", me, size, scounts, sdispls, len(send), false)
+	rerr := checkLayout("Alltoallv", me, size, rcounts, rdispls, len(recv), true)
+	var flat []T
+	sc := scounts
+	switch {
+	case serr != nil:
+		sc = make([]int, size) // send nothing: the receivers see the mismatch
+	case packed(scounts, sdispls):
+		flat = send[:sum(scounts)]
+	default:
+		flat = pack(send, scounts, sdispls)
+	}
+	direct := rerr == nil && packed(rcounts, rdispls)
+	want := 0
+	if rerr == nil {
+		want = sum(rcounts)
+	}
+	var got []T
+	recvCounts, err := c.Alltoall(ctx, BufOf(flat), sc, into(&got, recv, direct, want))
+	if err != nil {
+		return err
+	}
+	if err := FirstErr(serr, rerr); err != nil {
+		return err
+	}
+	if err := sameCounts("Alltoallv", recvCounts, rcounts, "to this rank"); err != nil {
+		return err
+	}
+	if !direct {
+		place(recv, got, rcounts, rdispls)
+	}
+	return nil
+}
