@@ -61,6 +61,13 @@ type Comm interface {
 	// may be the same buffer (in place).
 	AllReduce(ctx context.Context, send, recv Buf, op Op) error
 
+	// ReduceUser is Reduce with a user reduction (see UserFunc), combined
+	// where the data is rather than gathered to root.
+	ReduceUser(ctx context.Context, send, recv Buf, op *UserFunc, root int) error
+
+	// AllReduceUser is AllReduce with a user reduction.
+	AllReduceUser(ctx context.Context, send, recv Buf, op *UserFunc) error
+
 	// Gather collects every rank's send (lengths may differ) on root. On root
 	// it calls alloc once with the total element count, fills the returned
 	// buffer in rank order and returns the per-rank element counts; on other

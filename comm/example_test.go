@@ -231,3 +231,32 @@ func ExampleGatherv() {
 	}
 	// Output: [0 3 3 3 0 2 2 0 1]
 }
+
+// A reduction the caller defines: each rank marks the cells it owns and
+// the highest rank that marked a cell wins. The op keeps the right operand
+// unless it is zero: associative, not commutative, so the ranks are
+// combined in order.
+func ExampleUserOp() {
+	lastMark := comm.UserOp("last mark", func(in, inout []int32) {
+		for i, v := range inout {
+			if v == 0 {
+				inout[i] = in[i]
+			}
+		}
+	}, false)
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		cells := make([]int32, 6)
+		for i := c.Rank(); i < 6; i += c.Rank() + 1 { // rank r marks every (r+1)-th cell from r
+			cells[i] = int32(c.Rank() + 1)
+		}
+		owner, err := comm.AllReduceUser(ctx, c, cells, lastMark)
+		if err == nil && c.Rank() == 0 {
+			fmt.Println(owner)
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: [1 2 3 2 1 3]
+}

@@ -106,6 +106,9 @@ func (o Op) String() string {
 	if o < numOps {
 		return opNames[o]
 	}
+	if o == User {
+		return "user"
+	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 

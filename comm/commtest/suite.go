@@ -52,6 +52,8 @@ func Cases() []Case {
 		{"P2P/Ssend", ssendCase},
 		{"VVariants", vvariantsCase},
 		{"Misuse/VVariants", misuseVvariantsCase},
+		{"UserOp", userOpCase},
+		{"Misuse/UserOp", misuseUserOpCase},
 	}
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)

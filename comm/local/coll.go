@@ -87,6 +87,30 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 // chunk of all send buffers straight into root's recv (see shareFold), so
 // the work is spread over the ranks and no data is copied twice.
 func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root int) error {
+	return c.reduce(ctx, "Reduce", send, recv, reduction{op: op}, root)
+}
+
+// ReduceUser implements comm.Comm: Reduce's algorithm with the user's
+// function.
+func (c *rankComm) ReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc, root int) error {
+	return c.reduce(ctx, "ReduceUser", send, recv, reduction{op: comm.User, user: op}, root)
+}
+
+// reduction is a predefined op, or comm.User and the user's function.
+type reduction struct {
+	op   comm.Op
+	user *comm.UserFunc
+}
+
+// check validates the op for send.
+func (r reduction) check(call string, rank int, send comm.Buf) error {
+	if r.op == comm.User {
+		return comm.CheckUser(call, rank, send, r.user)
+	}
+	return comm.FirstErr(comm.CheckBuf(call, rank, send), comm.CheckOp(call, rank, r.op, send.Type))
+}
+
+func (c *rankComm) reduce(ctx context.Context, name string, send, recv comm.Buf, red reduction, root int) error {
 	const call = comm.CallReduce
 	k, a, err := c.begin(ctx, call)
 	if err != nil {
@@ -94,13 +118,12 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 	}
 	defer c.collMu.Unlock()
 	g := c.g
-	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: int32(root), Count: int64(send.Len())}
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: red.op, Root: int32(root), Count: int64(send.Len())}
 	a.argErr = comm.FirstErr(
-		comm.CheckBuf("Reduce", c.rank, send),
-		comm.CheckRoot("Reduce", c.rank, root, g.size),
-		comm.CheckOp("Reduce", c.rank, op, send.Type))
+		red.check(name, c.rank, send),
+		comm.CheckRoot(name, c.rank, root, g.size))
 	if a.argErr == nil && c.rank == root {
-		a.argErr = comm.FirstErr(comm.CheckRecv("Reduce", c.rank, send, recv), comm.CheckAlias("Reduce", c.rank, send, recv))
+		a.argErr = comm.FirstErr(comm.CheckRecv(name, c.rank, send, recv), comm.CheckAlias(name, c.rank, send, recv))
 	}
 	small := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
@@ -118,14 +141,14 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 	}
 	if small {
 		if c.rank == root {
-			c.fold(op, send.Type, k, 0, len(send.Bytes), root)
+			c.fold(red, send.Type, k, 0, len(send.Bytes), root)
 		}
 		return nil
 	}
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	c.shareFold(op, send.Type, k, len(send.Bytes), root)
+	c.shareFold(red, send.Type, k, len(send.Bytes), root)
 	return nil
 }
 
@@ -139,6 +162,16 @@ func (c *rankComm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, 
 // (see share). Every rank's result is bitwise identical: the fold is in rank
 // order, ((s0 op s1) op s2) ..., and each element is computed once.
 func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	return c.allReduce(ctx, "AllReduce", send, recv, reduction{op: op})
+}
+
+// AllReduceUser implements comm.Comm: AllReduce's algorithm with the
+// user's function.
+func (c *rankComm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc) error {
+	return c.allReduce(ctx, "AllReduceUser", send, recv, reduction{op: comm.User, user: op})
+}
+
+func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.Buf, red reduction) error {
 	const call = comm.CallAllReduce
 	k, a, err := c.begin(ctx, call)
 	if err != nil {
@@ -146,12 +179,11 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 	}
 	defer c.collMu.Unlock()
 	g := c.g
-	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: -1, Count: int64(send.Len())}
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: red.op, Root: -1, Count: int64(send.Len())}
 	a.argErr = comm.FirstErr(
-		comm.CheckBuf("AllReduce", c.rank, send),
-		comm.CheckOp("AllReduce", c.rank, op, send.Type),
-		comm.CheckRecv("AllReduce", c.rank, send, recv),
-		comm.CheckAlias("AllReduce", c.rank, send, recv))
+		red.check(name, c.rank, send),
+		comm.CheckRecv(name, c.rank, send, recv),
+		comm.CheckAlias(name, c.rank, send, recv))
 	small := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
 		if small && g.size > 1 {
@@ -165,13 +197,13 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 		return err
 	}
 	if small {
-		c.fold(op, send.Type, k, 0, len(send.Bytes), toSelf)
+		c.fold(red, send.Type, k, 0, len(send.Bytes), toSelf)
 		return nil
 	}
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	c.shareFold(op, send.Type, k, len(send.Bytes), toAll)
+	c.shareFold(red, send.Type, k, len(send.Bytes), toAll)
 	return nil
 }
 
@@ -179,7 +211,7 @@ func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.O
 // rank `to` (or every rank's, toAll), the work shared among the ranks:
 // rank d's queue is the d-th of g.size equal chunks, cut in pieces of
 // foldShare bytes.
-func (c *rankComm) shareFold(op comm.Op, dt comm.Datatype, k uint64, total, to int) {
+func (c *rankComm) shareFold(red reduction, dt comm.Datatype, k uint64, total, to int) {
 	n := c.g.size
 	c.share(k, func(d int) int {
 		lo, hi := chunk(total, n, d)
@@ -187,7 +219,7 @@ func (c *rankComm) shareFold(op comm.Op, dt comm.Datatype, k uint64, total, to i
 	}, func(d, i int) {
 		lo, hi := chunk(total, n, d)
 		lo += i * foldShare
-		c.fold(op, dt, k, lo, min(lo+foldShare, hi), to)
+		c.fold(red, dt, k, lo, min(lo+foldShare, hi), to)
 	})
 }
 
@@ -199,8 +231,11 @@ const (
 
 // fold reduces bytes [lo, hi) of every rank's src for collective k, in
 // rank order, and writes the result to the dst of rank `to` (or see toAll,
-// toSelf).
-func (c *rankComm) fold(op comm.Op, dt comm.Datatype, k uint64, lo, hi, to int) {
+// toSelf). A predefined op folds from the left, ((s0 op s1) op s2) ...; a
+// user op from the right, s0 ⊕ (s1 ⊕ (... ⊕ s(n-1))), since its function
+// combines into its second operand: the same value for an associative op,
+// and no operand is copied.
+func (c *rankComm) fold(red reduction, dt comm.Datatype, k uint64, lo, hi, to int) {
 	if lo >= hi {
 		return
 	}
@@ -217,8 +252,14 @@ func (c *rankComm) fold(op comm.Op, dt comm.Datatype, k uint64, lo, hi, to int) 
 	// ReduceTo may write into its first or second operand, but folding into
 	// dst0 is wrong when dst0 is also a later operand (in place on rank >=
 	// 2): then fold into scratch and copy.
+	// A user op's right fold first copies s(n-1) into dst0: wrong when
+	// dst0 is any earlier operand.
+	first, last := 2, n
+	if red.op == comm.User {
+		first, last = 0, n-1
+	}
 	alias := false
-	for j := 2; j < n; j++ {
+	for j := first; j < last; j++ {
 		if comm.Overlaps(dst0[lo:hi], sl[j].a[p].src[lo:hi]) {
 			alias = true
 			break
@@ -230,13 +271,19 @@ func (c *rankComm) fold(op comm.Op, dt comm.Datatype, k uint64, lo, hi, to int) 
 		if alias {
 			acc = c.scratchBuf()[:end-off]
 		}
-		if n == 1 {
+		switch {
+		case n == 1:
 			copy(acc, sl[0].a[p].src[off:end])
-		} else {
+		case red.op == comm.User:
+			copy(acc, sl[n-1].a[p].src[off:end])
+			for j := n - 2; j >= 0; j-- {
+				red.user.Fn(sl[j].a[p].src[off:end], acc)
+			}
+		default:
 			// The arguments were validated in the agreement step.
-			_ = comm.ReduceTo(op, dt, acc, sl[0].a[p].src[off:end], sl[1].a[p].src[off:end])
+			_ = comm.ReduceTo(red.op, dt, acc, sl[0].a[p].src[off:end], sl[1].a[p].src[off:end])
 			for j := 2; j < n; j++ {
-				_ = comm.ReduceInto(op, dt, acc, sl[j].a[p].src[off:end])
+				_ = comm.ReduceInto(red.op, dt, acc, sl[j].a[p].src[off:end])
 			}
 		}
 		if alias {

@@ -208,3 +208,13 @@ func HandleOf(c comm.Comm) (uintptr, error) {
 func FortranOf(c comm.Comm) (int, error) {
 	return 0, fmt.Errorf("mpi: FortranOf: %w", ErrNotBuilt)
 }
+
+// ReduceUser returns ErrNotBuilt.
+func (c *Comm) ReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc, root int) error {
+	return ErrNotBuilt
+}
+
+// AllReduceUser returns ErrNotBuilt.
+func (c *Comm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc) error {
+	return ErrNotBuilt
+}
