@@ -36,13 +36,18 @@ func dupCase(ctx context.Context, c comm.Comm) error {
 	}
 	next, prev := (me+1)%n, (me+n-1)%n
 	// The same source and tag on both: each receive must get its own
-	// communicator's message, although the parent's was sent first.
-	if err := comm.Send(ctx, c, []int64{int64(100 + me)}, next, 3); err != nil {
-		return fmt.Errorf("Send on the parent: %w", err)
+	// communicator's message, although the parent's was sent first. The
+	// sends are non-blocking: MPI need not buffer a send (MPICH does not
+	// buffer one to itself), so a ring of blocking sends may wait for ever.
+	sendParent, err := comm.Isend(c, []int64{int64(100 + me)}, next, 3)
+	if err != nil {
+		return fmt.Errorf("Isend on the parent: %w", err)
 	}
-	if err := comm.Send(ctx, d, []int64{int64(200 + me)}, next, 3); err != nil {
-		return fmt.Errorf("Send on the duplicate: %w", err)
+	sendDup, err := comm.Isend(d, []int64{int64(200 + me)}, next, 3)
+	if err != nil {
+		return fmt.Errorf("Isend on the duplicate: %w", err)
 	}
+	defer func() { _ = waitAll(ctx, sendParent, sendDup) }()
 	got := make([]int64, 1)
 	if _, err := comm.Recv(ctx, d, got, prev, 3); err != nil {
 		return fmt.Errorf("Recv on the duplicate: %w", err)
@@ -55,6 +60,9 @@ func dupCase(ctx context.Context, c comm.Comm) error {
 	}
 	if got[0] != int64(100+prev) {
 		return fmt.Errorf("Recv on the parent got %d, want %d", got[0], 100+prev)
+	}
+	if err := waitAll(ctx, sendParent, sendDup); err != nil {
+		return fmt.Errorf("the sends: %w", err)
 	}
 	sum, err := comm.AllReduce(ctx, d, []int64{int64(me)}, comm.Sum)
 	if err != nil {

@@ -80,6 +80,9 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	if err := c.pre(ctx, desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}, lerr); err != nil {
 		return err
 	}
+	if f := c.goMinMax(op, send.Type); f != nil {
+		return c.runUser(ctx, callReduce, send, recv, f, root, inplace)
+	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), unsafe.Pointer(nil)
@@ -103,6 +106,9 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
 		return err
+	}
+	if f := c.goMinMax(op, send.Type); f != nil {
+		return c.runUser(ctx, callAllReduce, send, recv, f, noRoot, inplace)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {

@@ -3,7 +3,6 @@
 package mpi
 
 /*
-#cgo pkg-config: ompi
 #include "pz_mpi.h"
 */
 import "C"
@@ -18,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/procs"
 )
 
@@ -49,6 +49,9 @@ type state struct {
 	finalized atomic.Bool  // MPI_Finalize was called through this World
 	progress  progress     // tests the requests waited on through Done
 	watch     *watch       // reports operations stuck for long (watch.go)
+	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
+	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
+	minmaxGo [C.PZ_NTYPES]bool
 }
 
 func (s *state) lock() {
@@ -144,6 +147,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			w.finalizeOnThread()
 		}
 		return nil, fmt.Errorf("mpi: Init: %w", err)
+	}
+	for _, t := range []comm.Datatype{comm.Uint8, comm.Uint16, comm.Uint32, comm.Uint64} {
+		st.minmaxGo[t] = C.pz_minmax_ok(st.h.types[t], C.int(t.Size())) == 0
 	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
 	if err == nil {

@@ -141,6 +141,10 @@ func runCases(t *testing.T, c comm.Comm, ctx context.Context) {
 		t.Run(cs.Name, func(t *testing.T) {
 			err := cs.Run(ctx, c)
 			assert.NoError(t, err, "rank %d", c.Rank())
+			// Every rank finishes a case before any starts the next: a
+			// rank running ahead would send the next case's messages
+			// while another still receives with AnySource and AnyTag.
+			require.NoError(t, c.Barrier(ctx), "rank %d: barrier after the case", c.Rank())
 		})
 	}
 }

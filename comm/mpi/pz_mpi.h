@@ -68,6 +68,26 @@ static void pz_handles_get(pz_handles *h) {
 	h->undefined = MPI_UNDEFINED;
 }
 
+/* pz_minmax_ok reports whether MPI_MIN and MPI_MAX order the unsigned
+ * type t (of size bytes) as unsigned: MPICH 4.0.2 (Debian 12) compares
+ * every unsigned type as signed (the minimum of 0 and 254 is 254). Local:
+ * MPI_Reduce_local runs the library's own op. */
+#define PZ_MINMAX_CASE(ty) { \
+	ty hi = (ty)1 << (8 * sizeof(ty) - 1), b = 0; \
+	if (MPI_Reduce_local(&hi, &b, 1, t, MPI_MIN) != MPI_SUCCESS || b != 0) return 0; \
+	b = 0; \
+	if (MPI_Reduce_local(&hi, &b, 1, t, MPI_MAX) != MPI_SUCCESS || b != hi) return 0; \
+	return 1; }
+static int pz_minmax_ok(MPI_Datatype t, int size) {
+	switch (size) {
+	case 1: PZ_MINMAX_CASE(uint8_t)
+	case 2: PZ_MINMAX_CASE(uint16_t)
+	case 4: PZ_MINMAX_CASE(uint32_t)
+	case 8: PZ_MINMAX_CASE(uint64_t)
+	}
+	return 1;
+}
+
 /* pz_state reports MPI_Initialized and MPI_Finalized (both callable at any
  * time, from any thread). */
 static void pz_state(int *initialized, int *finalized) {
@@ -195,6 +215,12 @@ static int pz_ialltoallv(const void *s, const int *sc, const int *sd, void *d, c
 	return MPI_Ialltoallv(s, sc, sd, t, d, rc, rd, t, c, r);
 }
 
+/* pz's wildcards are -1 (comm.AnySource, comm.AnyTag); MPI's values differ
+ * between libraries (Open MPI's MPI_ANY_SOURCE is -1, MPICH's -2, where -1
+ * is MPI_PROC_NULL), so every source and tag crosses these. */
+static int pz_src(int s) { return s == -1 ? MPI_ANY_SOURCE : s; }
+static int pz_tag(int t) { return t == -1 ? MPI_ANY_TAG : t; }
+
 /* Point to point moves bytes (MPI_BYTE): the receiver learns the size in
  * bytes and checks it against its element size. A message past INT_MAX
  * bytes travels as one element of a derived type (pz_type_at). */
@@ -211,7 +237,7 @@ static int pz_issend(const void *b, int n, MPI_Datatype t, int dest, int tag, MP
 	return MPI_Issend(b, n, t, dest, tag, c, r);
 }
 static int pz_irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
-	return MPI_Irecv(b, n, t, src, tag, c, r);
+	return MPI_Irecv(b, n, t, pz_src(src), pz_tag(tag), c, r);
 }
 
 /* pz_type_at makes a committed datatype for n elements of t that start off
@@ -259,8 +285,8 @@ static int pz_ialltoallw(const void *s, const int *sc, const int *sd, const MPI_
 typedef struct { long long bytes; int source, tag, error; } pz_status;
 
 static void pz_fill(const MPI_Status *st, pz_status *out) {
-	out->source = st->MPI_SOURCE;
-	out->tag = st->MPI_TAG;
+	out->source = st->MPI_SOURCE == MPI_ANY_SOURCE ? -1 : st->MPI_SOURCE;
+	out->tag = st->MPI_TAG == MPI_ANY_TAG ? -1 : st->MPI_TAG;
 	out->error = st->MPI_ERROR;
 	MPI_Count n = 0;
 	MPI_Get_elements_x(st, MPI_BYTE, &n); /* counts past INT_MAX too */
@@ -270,13 +296,13 @@ static void pz_fill(const MPI_Status *st, pz_status *out) {
 /* pz_mprobe / pz_improbe match a message and report its size in bytes. */
 static int pz_mprobe(int src, int tag, MPI_Comm c, MPI_Message *m, pz_status *out) {
 	MPI_Status st;
-	int e = MPI_Mprobe(src, tag, c, m, &st);
+	int e = MPI_Mprobe(pz_src(src), pz_tag(tag), c, m, &st);
 	if (e == MPI_SUCCESS) pz_fill(&st, out);
 	return e;
 }
 static int pz_improbe(int src, int tag, MPI_Comm c, int *flag, MPI_Message *m, pz_status *out) {
 	MPI_Status st;
-	int e = MPI_Improbe(src, tag, c, flag, m, &st);
+	int e = MPI_Improbe(pz_src(src), pz_tag(tag), c, flag, m, &st);
 	if (e == MPI_SUCCESS && *flag) pz_fill(&st, out);
 	return e;
 }
@@ -340,13 +366,13 @@ static int pz_comm_dup(MPI_Comm c, MPI_Comm *out) { return MPI_Comm_dup(c, out);
 /* pz_iprobe / pz_probe look at a message without receiving it. */
 static int pz_iprobe(int src, int tag, MPI_Comm c, int *flag, pz_status *out) {
 	MPI_Status st;
-	int e = MPI_Iprobe(src, tag, c, flag, &st);
+	int e = MPI_Iprobe(pz_src(src), pz_tag(tag), c, flag, &st);
 	if (e == MPI_SUCCESS && *flag) pz_fill(&st, out);
 	return e;
 }
 static int pz_probe(int src, int tag, MPI_Comm c, pz_status *out) {
 	MPI_Status st;
-	int e = MPI_Probe(src, tag, c, &st);
+	int e = MPI_Probe(pz_src(src), pz_tag(tag), c, &st);
 	if (e == MPI_SUCCESS) pz_fill(&st, out);
 	return e;
 }

@@ -4,6 +4,7 @@
  * user data, so the Go function travels as an attribute of the datatype
  * of the call (a duplicate of the element type, made per call). */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 extern void pzUserCombine(uintptr_t call, void *in, void *inout, int len);

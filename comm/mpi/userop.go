@@ -68,6 +68,14 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 	if lerr != nil {
 		return lerr // check off: refuse before MPI sees a nil function
 	}
+	return c.runUser(ctx, k, send, recv, op, root, inplace)
+}
+
+// runUser runs an MPI_Reduce (or MPI_Allreduce, k) with the user op, once
+// the arguments are checked and agreed; c.coll is held.
+func (c *Comm) runUser(ctx context.Context, k call, send, recv comm.Buf, op *comm.UserFunc, root int, inplace C.int) error {
+	name := k.String() + "User"
+	all := k == callAllReduce
 	c.st.lock()
 	rc := C.pz_user_init()
 	c.st.unlock()
@@ -109,4 +117,38 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 		panic(u.panic)
 	}
 	return err
+}
+
+// goMinMax returns the Go form of a predefined Min or Max on an unsigned
+// type that the MPI library orders wrongly (state.minmaxGo), or nil.
+func (c *Comm) goMinMax(op comm.Op, t comm.Datatype) *comm.UserFunc {
+	if (op != comm.Min && op != comm.Max) || !t.Valid() || !c.st.minmaxGo[t] {
+		return nil
+	}
+	switch t {
+	case comm.Uint8:
+		return minMax[uint8](op)
+	case comm.Uint16:
+		return minMax[uint16](op)
+	case comm.Uint32:
+		return minMax[uint32](op)
+	case comm.Uint64:
+		return minMax[uint64](op)
+	}
+	return nil
+}
+
+func minMax[T uint8 | uint16 | uint32 | uint64](op comm.Op) *comm.UserFunc {
+	if op == comm.Min {
+		return comm.UserOp("min", func(in, inout []T) {
+			for i, a := range in {
+				inout[i] = min(a, inout[i])
+			}
+		}, true)
+	}
+	return comm.UserOp("max", func(in, inout []T) {
+		for i, a := range in {
+			inout[i] = max(a, inout[i])
+		}
+	}, true)
 }

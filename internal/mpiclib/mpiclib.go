@@ -3,7 +3,6 @@
 package mpiclib
 
 /*
-#cgo pkg-config: ompi
 #include <mpi.h>
 #include <stdint.h>
 

@@ -1,0 +1,8 @@
+//go:build mpi && !mpich
+
+package mpiclib
+
+// Open MPI (Debian's libopenmpi-dev), the default MPI of the mpi tag.
+
+// #cgo pkg-config: ompi
+import "C"
