@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pzgo/pz/comm"
@@ -17,7 +18,21 @@ const (
 	OpAllReduce = "allreduce"
 	OpAllGather = "allgather"
 	OpBcast     = "bcast"
+	// OpAllReduceUser is AllReduceUser with a sum written in Go (the peer:
+	// MPI_Allreduce with an MPI_Op_create'd sum in C).
+	OpAllReduceUser = "allreduce_user"
+	// OpGatherv is comm.Gatherv to rank 0, the parts in reverse rank order
+	// with a gap of one element before each.
+	OpGatherv = "gatherv"
+	// OpAlltoallv is comm.Alltoallv of size/ranks bytes (whole float64s)
+	// to every rank, parts back to back.
+	OpAlltoallv = "alltoallv"
 )
+
+// knownOps are the ops Measure runs.
+func knownOps() []string {
+	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv}
+}
 
 // Config selects what Measure runs. Zero fields take the defaults.
 type Config struct {
@@ -80,8 +95,8 @@ type Result struct {
 func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 	cfg = cfg.withDefaults()
 	for _, op := range cfg.Ops {
-		if op != OpAllReduce && op != OpAllGather && op != OpBcast {
-			return nil, fmt.Errorf("commbench: unknown op %q (want %s, %s or %s)", op, OpAllReduce, OpAllGather, OpBcast)
+		if !slices.Contains(knownOps(), op) {
+			return nil, fmt.Errorf("commbench: unknown op %q (want one of %s)", op, strings.Join(knownOps(), ", "))
 		}
 	}
 	maxBytes := slices.Max(cfg.Sizes)
@@ -90,7 +105,7 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 	for i := range send {
 		send[i] = float64(c.Rank() + 1)
 	}
-	recv := make([]float64, max(maxBytes/8*n, 1))
+	recv := make([]float64, max((maxBytes/8+1)*n, 1))
 	var out []Result
 	for _, op := range cfg.Ops {
 		for _, bytes := range cfg.Sizes {
@@ -142,6 +157,35 @@ func step(c comm.Comm, op string, send, recv []float64) func(context.Context) er
 		return func(ctx context.Context) error {
 			_, err := c.AllGather(ctx, sb, alloc)
 			return err
+		}
+	case OpAllReduceUser:
+		rb = comm.BufOf(recv[:len(send)])
+		sum := comm.UserOp("sum", func(in, inout []float64) {
+			for i, a := range in {
+				inout[i] += a
+			}
+		}, true)
+		return func(ctx context.Context) error { return c.AllReduceUser(ctx, sb, rb, sum) }
+	case OpGatherv:
+		n, count := c.Size(), len(send)
+		counts, displs := make([]int, n), make([]int, n)
+		at := 0
+		for r := n - 1; r >= 0; r-- {
+			at++
+			counts[r], displs[r] = count, at
+			at += count
+		}
+		into := recv[:at]
+		return func(ctx context.Context) error { return comm.Gatherv(ctx, c, send, into, counts, displs, 0) }
+	case OpAlltoallv:
+		n := c.Size()
+		per := len(send) / n
+		counts, displs := make([]int, n), make([]int, n)
+		for r := range n {
+			counts[r], displs[r] = per, r*per
+		}
+		return func(ctx context.Context) error {
+			return comm.Alltoallv(ctx, c, send, counts, displs, recv, counts, displs)
 		}
 	default:
 		return func(ctx context.Context) error { return c.Bcast(ctx, sb, 0) }

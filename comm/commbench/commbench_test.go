@@ -108,3 +108,26 @@ func TestRunPeer(t *testing.T) {
 	_, err = RunPeer(ctx, t.TempDir(), 2, 0.01, "single")
 	assert.Error(t, err)
 }
+
+// The ops beyond the three of the shared peer run on in-process ranks
+// (the MPI backend runs them in pzrun bench comm -backend mpi).
+func TestMeasureMoreOps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ops := []string{OpAllReduceUser, OpGatherv, OpAlltoallv}
+	cfg := Config{Ops: ops, Sizes: []int{8, 24, 4096}, Scale: 0.005, Backend: "local"}
+	var got []Result
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		rs, err := Measure(ctx, c, cfg)
+		if c.Rank() == 0 {
+			got = rs
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.Len(t, got, len(ops)*len(cfg.Sizes))
+	for i, r := range got {
+		assert.Equal(t, ops[i/len(cfg.Sizes)], r.Op)
+		assert.Greater(t, r.MedianUS, 0.0)
+	}
+}

@@ -3,8 +3,10 @@ package commbench
 import (
 	"bufio"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -45,9 +47,10 @@ func PeerEnv() []string {
 	return env
 }
 
-// RunPeer compiles dir/collbench.c with mpicc into a temporary folder, runs
-// it under mpirun with n ranks and the given iteration scale, and returns
-// its medians in microseconds. thread is collbench's MPI thread level:
+// RunPeer compiles dir/collbench.c and pz's own collbench_more.c (user
+// reduction, Gatherv, Alltoallv) with mpicc into a temporary folder, runs
+// them under mpirun with n ranks and the given iteration scale, and returns
+// their medians in microseconds. thread is collbench's MPI thread level:
 // "single" (its default) or "multiple" (what pz's MPI backend asks for; Open
 // MPI 4.1's small-message latency is higher there).
 func RunPeer(ctx context.Context, dir string, n int, scale float64, thread string) (map[PeerKey]float64, error) {
@@ -65,22 +68,41 @@ func RunPeer(ctx context.Context, dir string, n int, scale float64, thread strin
 		return nil, fmt.Errorf("commbench: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "collbench")
-	if out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("commbench: mpicc %s: %w\n%s", src, err, out)
+	more := filepath.Join(tmp, "collbench_more.c")
+	if err := os.WriteFile(more, collbenchMore, 0o644); err != nil {
+		return nil, fmt.Errorf("commbench: %w", err)
 	}
 	if thread == "" {
 		thread = "single"
 	}
-	args := append(launch.MpirunArgs(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), PeerEnv()...)
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("commbench: mpirun %s: %w", strings.Join(args, " "), err)
+	res := map[PeerKey]float64{}
+	for _, source := range []string{src, more} {
+		bin := strings.TrimSuffix(filepath.Join(tmp, filepath.Base(source)), ".c")
+		if out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", bin, source).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("commbench: mpicc %s: %w\n%s", source, err, out)
+		}
+		args := append(launch.MpirunArgs(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
+		cmd := exec.CommandContext(ctx, mpirun, args...)
+		cmd.Env = append(os.Environ(), PeerEnv()...)
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("commbench: mpirun %s: %w", strings.Join(args, " "), err)
+		}
+		got, err := ParsePeer(string(out))
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(res, got)
 	}
-	return ParsePeer(string(out))
+	return res, nil
 }
+
+// collbenchMore is the peer of the collectives collbench.c does not
+// measure (cpeer/collbench_more.c): a user-defined reduction, Gatherv and
+// Alltoallv. It is part of pz, compiled beside the shared peer.
+//
+//go:embed cpeer/collbench_more.c
+var collbenchMore []byte
 
 // ParsePeer reads collbench's lines "collective size ranks median_us ...",
 // skipping comments.

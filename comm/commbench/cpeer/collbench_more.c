@@ -1,0 +1,118 @@
+/*
+ * collbench_more.c - the C MPI peer of pz's collectives beyond collbench.c
+ * (../shared/peers/mpi): a user-defined reduction, Gatherv and Alltoallv,
+ * timed exactly as collbench.c times its collectives (MPI_Barrier; t0; op;
+ * t1; the maximum over ranks per iteration; the median of those), with the
+ * same iteration schedule and output lines:
+ *
+ *   collective size ranks median_us algbw_GBps busbw_GBps iters
+ *
+ *   allreduce_user  MPI_Allreduce of doubles with an MPI_Op_create'd sum
+ *   gatherv         every rank's size bytes to root 0, the parts in reverse
+ *                   rank order with a gap of one double before each
+ *   alltoallv       size/ranks bytes (whole doubles) to every rank, parts
+ *                   back to back
+ *
+ * Usage: mpirun -n N ./collbench_more [iter_scale [thread_level]]
+ * pz compiles and runs it beside collbench.c (comm/commbench.RunPeer).
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int iters_for(size_t bytes, double scale) {
+    int it;
+    if (bytes <= 1024) it = 2000;
+    else if (bytes <= 65536) it = 500;
+    else if (bytes <= (1u << 20)) it = 100;
+    else it = 20;
+    it = (int)(it * scale);
+    return it < 5 ? 5 : it;
+}
+
+static void sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    double *a = in, *b = inout;
+    (void)dt;
+    for (int i = 0; i < *len; i++) b[i] = a[i] + b[i];
+}
+
+enum { USER, GATHERV, ALLTOALLV, NCOLL };
+static const char *names[NCOLL] = {"allreduce_user", "gatherv", "alltoallv"};
+
+int main(int argc, char **argv) {
+    static const size_t sizes[] = {8, 1024, 65536, 1u << 20, 16u << 20};
+    const int nsizes = 5;
+    double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const char *tl = argc > 2 ? argv[2] : "single";
+    int req = MPI_THREAD_SINGLE, prov = 0, rank, n;
+    if (!strcmp(tl, "funneled")) req = MPI_THREAD_FUNNELED;
+    else if (!strcmp(tl, "serialized")) req = MPI_THREAD_SERIALIZED;
+    else if (!strcmp(tl, "multiple")) req = MPI_THREAD_MULTIPLE;
+    if (req == MPI_THREAD_SINGLE) MPI_Init(&argc, &argv);
+    else MPI_Init_thread(&argc, &argv, req, &prov);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+
+    MPI_Op user;
+    MPI_Op_create(sum_fn, 1, &user);
+    size_t maxb = sizes[nsizes - 1];
+    double *sbuf = malloc(maxb), *rbuf = malloc((maxb + 8) * (size_t)n);
+    int *sc = malloc(sizeof(int) * n), *sd = malloc(sizeof(int) * n);
+    int *rc = malloc(sizeof(int) * n), *rd = malloc(sizeof(int) * n);
+    if (!sbuf || !rbuf || !sc || !sd || !rc || !rd) { fprintf(stderr, "oom\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    for (size_t i = 0; i < maxb / 8; i++) sbuf[i] = rank + 1.0;
+    memset(rbuf, 0, (maxb + 8) * (size_t)n);
+    if (rank == 0) printf("# collective size ranks median_us algbw_GBps busbw_GBps iters\n");
+
+    for (int c = 0; c < NCOLL; c++) {
+        for (int s = 0; s < nsizes; s++) {
+            size_t bytes = sizes[s];
+            int count = (int)(bytes / sizeof(double));
+            if (c == GATHERV) {
+                int at = 0;
+                for (int r = n - 1; r >= 0; r--) { at += 1; rd[r] = at; rc[r] = count; at += count; }
+            } else if (c == ALLTOALLV) {
+                int per = count / n;
+                for (int r = 0; r < n; r++) { sc[r] = rc[r] = per; sd[r] = rd[r] = r * per; }
+            }
+            int iters = iters_for(bytes, scale);
+            int warm = iters / 10 < 3 ? 3 : iters / 10;
+            double *t = malloc(sizeof(double) * iters), *tmax = malloc(sizeof(double) * iters);
+            for (int i = -warm; i < iters; i++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                switch (c) {
+                case USER:
+                    MPI_Allreduce(sbuf, rbuf, count, MPI_DOUBLE, user, MPI_COMM_WORLD);
+                    break;
+                case GATHERV:
+                    MPI_Gatherv(sbuf, count, MPI_DOUBLE, rbuf, rc, rd, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+                    break;
+                case ALLTOALLV:
+                    MPI_Alltoallv(sbuf, sc, sd, MPI_DOUBLE, rbuf, rc, rd, MPI_DOUBLE, MPI_COMM_WORLD);
+                    break;
+                }
+                if (i >= 0) t[i] = MPI_Wtime() - t0;
+            }
+            MPI_Reduce(t, tmax, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            if (rank == 0) {
+                qsort(tmax, iters, sizeof(double), cmp_double);
+                double med = (iters % 2) ? tmax[iters / 2] : 0.5 * (tmax[iters / 2 - 1] + tmax[iters / 2]);
+                double moved = c == GATHERV ? (double)bytes * n : (double)bytes;
+                double alg = moved / med / 1e9;
+                printf("%s %zu %d %.2f %.3f %.3f %d\n", names[c], bytes, n, med * 1e6, alg, alg, iters);
+                fflush(stdout);
+            }
+            free(t); free(tmax);
+        }
+    }
+    MPI_Op_free(&user);
+    MPI_Finalize();
+    return 0;
+}
