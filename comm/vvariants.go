@@ -12,7 +12,9 @@ import (
 // buffer the call allocates. They run on the collectives every backend has
 // (Gather, AllGather, Scatter, Alltoall); when the displacements lay the
 // parts back to back from 0 the caller's buffer is used directly, otherwise
-// the parts go through a scratch buffer.
+// the parts go through a scratch buffer unless they lie in rank order
+// (gaps allowed), which the call receives in the caller's buffer and moves
+// out in place.
 //
 // Counts must agree: what a rank sends to another is what the other
 // expects (counts[i] on the receiving side). A part of another size is
@@ -92,6 +94,78 @@ func sameCounts(call string, got, want []int, from string) error {
 	return nil
 }
 
+// inOrder reports whether the parts lie in rank order (each at or after
+// the end of the one before): then the collective can receive them back to
+// back at the start of the caller's buffer and spread moves them out to
+// their displacements in place, with no scratch buffer.
+func inOrder(counts, displs []int) bool {
+	end := 0
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if displs[i] < end {
+			return false
+		}
+		end = displs[i] + n
+	}
+	return true
+}
+
+// gaps returns the elements of buf below the total of counts that no part
+// covers (parts in rank order): receiving back to back overwrites them,
+// and restore puts them back after spread. It returns ok false when they
+// are more than an eighth of the total, where scratch costs less.
+func gaps[T Number](buf []T, counts, displs []int) (saved []T, ok bool) {
+	total, end := sum(counts), 0
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if lo, hi := end, min(displs[i], total); lo < hi {
+			saved = append(saved, buf[lo:hi]...)
+		}
+		end = displs[i] + n
+	}
+	return saved, len(saved) <= total/8
+}
+
+// restore writes saved (from gaps) back into the gaps below the total.
+func restore[T Number](buf, saved []T, counts, displs []int) {
+	total, end := sum(counts), 0
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if lo, hi := end, min(displs[i], total); lo < hi {
+			saved = saved[copy(buf[lo:hi], saved):]
+		}
+		end = displs[i] + n
+	}
+}
+
+// spread moves parts received back to back at the start of buf out to
+// their displacements, last part first (each moves right, never over a
+// part still to move).
+func spread[T Number](buf []T, counts, displs []int) {
+	off := sum(counts)
+	for i := len(counts) - 1; i >= 0; i-- {
+		off -= counts[i]
+		if counts[i] > 0 && displs[i] != off {
+			copy(buf[displs[i]:displs[i]+counts[i]], buf[off:off+counts[i]])
+		}
+	}
+}
+
+// inPlace reports whether a receive layout can take the in-place path,
+// and the gap elements it must restore.
+func inPlace[T Number](buf []T, counts, displs []int) (saved []T, ok bool) {
+	if !inOrder(counts, displs) {
+		return nil, false
+	}
+	return gaps(buf, counts, displs)
+}
+
 // place copies the parts of flat (back to back, sizes counts) to displs
 // of dst.
 func place[T Number](dst, flat []T, counts, displs []int) {
@@ -112,8 +186,9 @@ func pack[T Number](src []T, counts, displs []int) []T {
 }
 
 // into returns the Alloc of a v-variant's receive: the caller's buffer
-// when the layout is valid and packed and the total is as expected, else
-// scratch. *flat is set to the memory used.
+// when the layout is valid and in rank order (packed, or spread afterwards)
+// and the total is as expected, else scratch. *flat is set to the memory
+// used.
 func into[T Number](flat *[]T, recv []T, direct bool, want int) Alloc {
 	return func(n int) []byte {
 		if direct && n == want {
@@ -135,7 +210,11 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 	if me == root {
 		lerr = checkLayout("Gatherv", me, c.Size(), counts, displs, len(recv), true)
 	}
-	direct := lerr == nil && me == root && packed(counts, displs)
+	var saved []T
+	direct := false
+	if lerr == nil && me == root {
+		saved, direct = inPlace(recv, counts, displs)
+	}
 	var flat []T
 	want := 0
 	if lerr == nil && me == root {
@@ -151,7 +230,10 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 	if err := sameCounts("Gatherv", got, counts, "to root"); err != nil {
 		return err
 	}
-	if !direct {
+	if direct {
+		spread(recv, counts, displs)
+		restore(recv, saved, counts, displs)
+	} else {
 		place(recv, flat, counts, displs)
 	}
 	return nil
@@ -162,7 +244,11 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 // passes the layout of its own recv.
 func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int) error {
 	lerr := checkLayout("Allgatherv", c.Rank(), c.Size(), counts, displs, len(recv), true)
-	direct := lerr == nil && packed(counts, displs)
+	var saved []T
+	direct := false
+	if lerr == nil {
+		saved, direct = inPlace(recv, counts, displs)
+	}
 	want := 0
 	if lerr == nil {
 		want = sum(counts)
@@ -178,7 +264,10 @@ func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, d
 	if err := sameCounts("Allgatherv", got, counts, "to all"); err != nil {
 		return err
 	}
-	if !direct {
+	if direct {
+		spread(recv, counts, displs)
+		restore(recv, saved, counts, displs)
+	} else {
 		place(recv, flat, counts, displs)
 	}
 	return nil
@@ -241,7 +330,11 @@ func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls
 	default:
 		flat = pack(send, scounts, sdispls)
 	}
-	direct := rerr == nil && packed(rcounts, rdispls)
+	var saved []T
+	direct := false
+	if rerr == nil {
+		saved, direct = inPlace(recv, rcounts, rdispls)
+	}
 	want := 0
 	if rerr == nil {
 		want = sum(rcounts)
@@ -257,7 +350,10 @@ func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls
 	if err := sameCounts("Alltoallv", recvCounts, rcounts, "to this rank"); err != nil {
 		return err
 	}
-	if !direct {
+	if direct {
+		spread(recv, rcounts, rdispls)
+		restore(recv, saved, rcounts, rdispls)
+	} else {
 		place(recv, got, rcounts, rdispls)
 	}
 	return nil

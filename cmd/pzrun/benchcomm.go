@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,10 +89,8 @@ func benchCommApp() app {
 func (f *benchCommFlags) config() (commbench.Config, error) {
 	cfg := commbench.Config{Scale: f.scale, Ops: strings.Split(f.ops, ",")}
 	for _, op := range cfg.Ops {
-		switch op {
-		case commbench.OpAllReduce, commbench.OpAllGather, commbench.OpBcast:
-		default:
-			return cfg, fmt.Errorf("%w: unknown collective %q (allreduce, allgather, bcast)", errUsage, op)
+		if !slices.Contains(commbench.Ops(), op) {
+			return cfg, fmt.Errorf("%w: unknown collective %q (%s)", errUsage, op, strings.Join(commbench.Ops(), ", "))
 		}
 	}
 	for _, s := range strings.Split(f.sizes, ",") {

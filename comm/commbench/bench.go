@@ -21,16 +21,16 @@ const (
 	// OpAllReduceUser is AllReduceUser with a sum written in Go (the peer:
 	// MPI_Allreduce with an MPI_Op_create'd sum in C).
 	OpAllReduceUser = "allreduce_user"
-	// OpGatherv is comm.Gatherv to rank 0, the parts in reverse rank order
-	// with a gap of one element before each.
+	// OpGatherv is comm.Gatherv to rank 0, the parts in rank order with a
+	// gap of one element before each (a padded layout).
 	OpGatherv = "gatherv"
 	// OpAlltoallv is comm.Alltoallv of size/ranks bytes (whole float64s)
 	// to every rank, parts back to back.
 	OpAlltoallv = "alltoallv"
 )
 
-// knownOps are the ops Measure runs.
-func knownOps() []string {
+// Ops returns the names of every op Measure runs.
+func Ops() []string {
 	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv}
 }
 
@@ -95,8 +95,8 @@ type Result struct {
 func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 	cfg = cfg.withDefaults()
 	for _, op := range cfg.Ops {
-		if !slices.Contains(knownOps(), op) {
-			return nil, fmt.Errorf("commbench: unknown op %q (want one of %s)", op, strings.Join(knownOps(), ", "))
+		if !slices.Contains(Ops(), op) {
+			return nil, fmt.Errorf("commbench: unknown op %q (want one of %s)", op, strings.Join(Ops(), ", "))
 		}
 	}
 	maxBytes := slices.Max(cfg.Sizes)
@@ -170,7 +170,7 @@ func step(c comm.Comm, op string, send, recv []float64) func(context.Context) er
 		n, count := c.Size(), len(send)
 		counts, displs := make([]int, n), make([]int, n)
 		at := 0
-		for r := n - 1; r >= 0; r-- {
+		for r := range n {
 			at++
 			counts[r], displs[r] = count, at
 			at += count

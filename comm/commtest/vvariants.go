@@ -59,12 +59,23 @@ func expectLaidOut(what string, buf []int32, counts, displs []int, part func(i i
 
 func vvariantsCase(ctx context.Context, c comm.Comm) error {
 	n, me := c.Size(), c.Rank()
-	counts, displs, length := vLayout(n)
 	const filler = -7
-	for _, layout := range []string{"gaps", "packed"} {
-		d, size := displs, length
-		if layout == "packed" {
+	// "gaps": reverse rank order with gaps (through scratch); "packed":
+	// back to back; "ordered": rank order with a one-element gap before
+	// each part (received in place, then spread).
+	for _, layout := range []string{"gaps", "packed", "ordered"} {
+		counts, d, size := vLayout(n)
+		switch layout {
+		case "packed":
 			d, size = packedLayout(counts), sum(counts)
+		case "ordered":
+			size = 0
+			for i := range n {
+				counts[i] = i + 8
+				size++
+				d[i] = size
+				size += counts[i]
+			}
 		}
 		for _, root := range roots(n) {
 			// Gatherv: rank i sends i+1 elements.
@@ -72,11 +83,11 @@ func vvariantsCase(ctx context.Context, c comm.Comm) error {
 			if me == root {
 				recv = slices.Repeat([]int32{filler}, size)
 			}
-			if err := comm.Gatherv(ctx, c, vPart(me, root, me+1), recv, counts, d, root); err != nil {
+			if err := comm.Gatherv(ctx, c, vPart(me, root, counts[me]), recv, counts, d, root); err != nil {
 				return fmt.Errorf("Gatherv (%s, root %d): %w", layout, root, err)
 			}
 			if me == root {
-				if err := expectLaidOut(fmt.Sprintf("Gatherv (%s, root %d)", layout, root), recv, counts, d, func(i int) []int32 { return vPart(i, root, i+1) }, filler); err != nil {
+				if err := expectLaidOut(fmt.Sprintf("Gatherv (%s, root %d)", layout, root), recv, counts, d, func(i int) []int32 { return vPart(i, root, counts[i]) }, filler); err != nil {
 					return err
 				}
 			}
@@ -90,21 +101,21 @@ func vvariantsCase(ctx context.Context, c comm.Comm) error {
 					copy(send[d[i]:], vPart(root, i, counts[i]))
 				}
 			}
-			mine := make([]int32, me+1)
+			mine := make([]int32, counts[me])
 			if err := comm.Scatterv(ctx, c, send, counts, d, mine, root); err != nil {
 				return fmt.Errorf("Scatterv (%s, root %d): %w", layout, root, err)
 			}
-			if want := vPart(root, me, me+1); !slices.Equal(mine, want) {
+			if want := vPart(root, me, counts[me]); !slices.Equal(mine, want) {
 				return fmt.Errorf("Scatterv (%s, root %d): got %v, want %v", layout, root, mine, want)
 			}
 		}
 
 		// Allgatherv.
 		all := slices.Repeat([]int32{filler}, size)
-		if err := comm.Allgatherv(ctx, c, vPart(me, 0, me+1), all, counts, d); err != nil {
+		if err := comm.Allgatherv(ctx, c, vPart(me, 0, counts[me]), all, counts, d); err != nil {
 			return fmt.Errorf("Allgatherv (%s): %w", layout, err)
 		}
-		if err := expectLaidOut("Allgatherv ("+layout+")", all, counts, d, func(i int) []int32 { return vPart(i, 0, i+1) }, filler); err != nil {
+		if err := expectLaidOut("Allgatherv ("+layout+")", all, counts, d, func(i int) []int32 { return vPart(i, 0, counts[i]) }, filler); err != nil {
 			return err
 		}
 
@@ -113,10 +124,26 @@ func vvariantsCase(ctx context.Context, c comm.Comm) error {
 		sc, rc := make([]int, n), make([]int, n)
 		for j := range n {
 			sc[j], rc[j] = me+j+1, j+me+1
+			if layout == "ordered" {
+				sc[j], rc[j] = sc[j]+8, rc[j]+8 // gaps few enough to receive in place
+			}
 		}
 		sd, sLen := packedLayout(sc), sum(sc)
 		rd, rLen := packedLayout(rc), sum(rc)
-		if layout == "gaps" {
+		switch layout {
+		case "ordered":
+			// Rank order, one element before each part.
+			sd, rd = make([]int, n), make([]int, n)
+			sLen, rLen = 0, 0
+			for j := range n {
+				sLen++
+				sd[j] = sLen
+				sLen += sc[j]
+				rLen++
+				rd[j] = rLen
+				rLen += rc[j]
+			}
+		case "gaps":
 			// Reverse order with gaps on both sides.
 			sd, rd = make([]int, n), make([]int, n)
 			sLen, rLen = 0, 0
@@ -137,7 +164,7 @@ func vvariantsCase(ctx context.Context, c comm.Comm) error {
 		if err := comm.Alltoallv(ctx, c, send, sc, sd, recv, rc, rd); err != nil {
 			return fmt.Errorf("Alltoallv (%s): %w", layout, err)
 		}
-		if err := expectLaidOut("Alltoallv ("+layout+")", recv, rc, rd, func(i int) []int32 { return vPart(i, me, i+me+1) }, filler); err != nil {
+		if err := expectLaidOut("Alltoallv ("+layout+")", recv, rc, rd, func(i int) []int32 { return vPart(i, me, rc[i]) }, filler); err != nil {
 			return err
 		}
 	}

@@ -8,8 +8,9 @@
  *   collective size ranks median_us algbw_GBps busbw_GBps iters
  *
  *   allreduce_user  MPI_Allreduce of doubles with an MPI_Op_create'd sum
- *   gatherv         every rank's size bytes to root 0, the parts in reverse
- *                   rank order with a gap of one double before each
+ *   gatherv         every rank's size bytes to root 0, the parts in rank
+ *                   order with a gap of one double before each (a padded
+ *                   layout)
  *   alltoallv       size/ranks bytes (whole doubles) to every rank, parts
  *                   back to back
  *
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
             int count = (int)(bytes / sizeof(double));
             if (c == GATHERV) {
                 int at = 0;
-                for (int r = n - 1; r >= 0; r--) { at += 1; rd[r] = at; rc[r] = count; at += count; }
+                for (int r = 0; r < n; r++) { at += 1; rd[r] = at; rc[r] = count; at += count; }
             } else if (c == ALLTOALLV) {
                 int per = count / n;
                 for (int r = 0; r < n; r++) { sc[r] = rc[r] = per; sd[r] = rd[r] = r * per; }
