@@ -185,19 +185,55 @@ func pack[T Number](src []T, counts, displs []int) []T {
 	return out
 }
 
-// into returns the Alloc of a v-variant's receive: the caller's buffer
-// when the layout is valid and in rank order (packed, or spread afterwards)
-// and the total is as expected, else scratch. *flat is set to the memory
-// used.
-func into[T Number](flat *[]T, recv []T, direct bool, want int) Alloc {
-	return func(n int) []byte {
-		if direct && n == want {
-			*flat = recv[:n]
-		} else {
-			*flat = make([]T, n)
-		}
-		return AsBytes(*flat)
+// receiver is the receive side of a v-variant on one rank: the caller's
+// buffer and layout, and how the parts reach it: received back to back in
+// the buffer and spread in place when they lie in rank order (the gaps
+// they cover saved and restored), through scratch otherwise.
+type receiver[T Number] struct {
+	recv           []T
+	counts, displs []int
+	saved          []T
+	direct         bool
+	want           int // elements expected in all
+	flat           []T // where the collective put them
+}
+
+// newReceiver prepares the receive into recv; use is false when this rank
+// receives nothing or its layout is invalid (then scratch takes whatever
+// arrives).
+func newReceiver[T Number](recv []T, counts, displs []int, use bool) *receiver[T] {
+	r := &receiver[T]{recv: recv, counts: counts, displs: displs}
+	if use {
+		r.saved, r.direct = inPlace(recv, counts, displs)
+		r.want = sum(counts)
 	}
+	return r
+}
+
+// alloc is the collective's Alloc: the caller's buffer when the parts go
+// there directly and the total is as expected, else scratch.
+func (r *receiver[T]) alloc(n int) []byte {
+	if r.direct && n == r.want {
+		r.flat = r.recv[:n]
+	} else {
+		r.flat = make([]T, n)
+	}
+	return AsBytes(r.flat)
+}
+
+// finish checks the part sizes that arrived (got) against the layout and
+// puts the parts at their displacements.
+func (r *receiver[T]) finish(call string, got []int, from string) error {
+	if err := sameCounts(call, got, r.counts, from); err != nil {
+		return err
+	}
+	if r.direct {
+		spread(r.recv, r.counts, r.displs)
+		restore(r.recv, r.saved, r.counts, r.displs)
+	} else {
+		place(r.recv, r.flat, r.counts, r.displs)
+	}
+	return nil
 }
 
 // Gatherv gathers every rank's send on root: rank i's part lands at
@@ -210,33 +246,15 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 	if me == root {
 		lerr = checkLayout("Gatherv", me, c.Size(), counts, displs, len(recv), true)
 	}
-	var saved []T
-	direct := false
-	if lerr == nil && me == root {
-		saved, direct = inPlace(recv, counts, displs)
-	}
-	var flat []T
-	want := 0
-	if lerr == nil && me == root {
-		want = sum(counts)
-	}
-	got, err := c.Gather(ctx, BufOf(send), root, into(&flat, recv, direct, want))
+	r := newReceiver(recv, counts, displs, lerr == nil && me == root)
+	got, err := c.Gather(ctx, BufOf(send), root, r.alloc)
 	if err != nil || me != root {
 		return err
 	}
 	if lerr != nil {
 		return lerr
 	}
-	if err := sameCounts("Gatherv", got, counts, "to root"); err != nil {
-		return err
-	}
-	if direct {
-		spread(recv, counts, displs)
-		restore(recv, saved, counts, displs)
-	} else {
-		place(recv, flat, counts, displs)
-	}
-	return nil
+	return r.finish("Gatherv", got, "to root")
 }
 
 // Allgatherv gathers every rank's send on every rank: rank i's part lands
@@ -244,33 +262,15 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 // passes the layout of its own recv.
 func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int) error {
 	lerr := checkLayout("Allgatherv", c.Rank(), c.Size(), counts, displs, len(recv), true)
-	var saved []T
-	direct := false
-	if lerr == nil {
-		saved, direct = inPlace(recv, counts, displs)
-	}
-	want := 0
-	if lerr == nil {
-		want = sum(counts)
-	}
-	var flat []T
-	got, err := c.AllGather(ctx, BufOf(send), into(&flat, recv, direct, want))
+	r := newReceiver(recv, counts, displs, lerr == nil)
+	got, err := c.AllGather(ctx, BufOf(send), r.alloc)
 	if err != nil {
 		return err
 	}
 	if lerr != nil {
 		return lerr
 	}
-	if err := sameCounts("Allgatherv", got, counts, "to all"); err != nil {
-		return err
-	}
-	if direct {
-		spread(recv, counts, displs)
-		restore(recv, saved, counts, displs)
-	} else {
-		place(recv, flat, counts, displs)
-	}
-	return nil
+	return r.finish("Allgatherv", got, "to all")
 }
 
 // Scatterv sends send[displs[i]:displs[i]+counts[i]] from root to rank i,
@@ -330,31 +330,13 @@ func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls
 	default:
 		flat = pack(send, scounts, sdispls)
 	}
-	var saved []T
-	direct := false
-	if rerr == nil {
-		saved, direct = inPlace(recv, rcounts, rdispls)
-	}
-	want := 0
-	if rerr == nil {
-		want = sum(rcounts)
-	}
-	var got []T
-	recvCounts, err := c.Alltoall(ctx, BufOf(flat), sc, into(&got, recv, direct, want))
+	r := newReceiver(recv, rcounts, rdispls, rerr == nil)
+	recvCounts, err := c.Alltoall(ctx, BufOf(flat), sc, r.alloc)
 	if err != nil {
 		return err
 	}
 	if err := FirstErr(serr, rerr); err != nil {
 		return err
 	}
-	if err := sameCounts("Alltoallv", recvCounts, rcounts, "to this rank"); err != nil {
-		return err
-	}
-	if direct {
-		spread(recv, rcounts, rdispls)
-		restore(recv, saved, rcounts, rdispls)
-	} else {
-		place(recv, got, rcounts, rdispls)
-	}
-	return nil
+	return r.finish("Alltoallv", recvCounts, "to this rank")
 }
