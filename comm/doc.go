@@ -23,7 +23,14 @@
 // The predefined reductions are Sum, Prod, Min, Max, LAnd, LOr, LXor,
 // BAnd, BOr and BXor; Op.Supports tells which apply to a datatype. ReduceInto is the
 // reference element-wise implementation shared by the backends; see it for
-// wrapping, NaN and logical-op semantics.
+// wrapping, NaN and logical-op semantics. A reduction of your own on typed
+// slices is a UserOp, combined where the data is like the predefined ones
+// (ReduceUser, AllReduceUser).
+//
+// The v-variants place parts of given counts at given displacements of a
+// buffer the caller owns (Gatherv, Allgatherv, Scatterv, Alltoallv, like
+// MPI's); Gather, AllGather, Scatter and Alltoall lay them back to back.
+// Buffers of any length go on every backend, past MPI's 2^31-1 counts too.
 //
 // # Other values: one codec
 //

@@ -113,7 +113,7 @@ func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv boo
 	if err := c.checkBuf(k, "send", send); err != nil {
 		return err, 0
 	}
-	if !op.Supports(send.Type) {
+	if op != comm.User && !op.Supports(send.Type) { // a user op: comm.CheckUser
 		return c.argErr(k, "op %v is not defined on %s", op, send.Type), 0
 	}
 	if !wantRecv {

@@ -71,19 +71,6 @@ func (c *Comm) span(call string, n int, t C.MPI_Datatype) (C.int, mpiType, error
 	return 1, dt, err
 }
 
-// fits reports whether counts and their running offsets all fit MPI's int
-// counts and displacements.
-func fits(counts []int) bool {
-	total := 0
-	for _, n := range counts {
-		if n > maxCount || total > maxCount-n {
-			return false
-		}
-		total += n
-	}
-	return true
-}
-
 // offsets returns the element offset of each part laid out back to back.
 func offsets(counts []int) []int {
 	off, total := make([]int, len(counts)), 0

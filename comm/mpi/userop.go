@@ -29,8 +29,7 @@ import (
 type userCall struct {
 	fn    func(in, inout []byte)
 	size  int // element size
-	panic any // the first panic of fn, re-raised once MPI returns
-	done  bool
+	panic any // the first panic of fn (never nil once set), re-raised once MPI returns
 }
 
 // ReduceUser implements comm.Comm with MPI_Reduce and a user op.
@@ -54,11 +53,8 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 		lerr = c.checkRoot(k, root)
 	}
 	var inplace C.int
-	if lerr == nil && (all || c.rank == root) {
-		lerr = comm.FirstErr(comm.CheckRecv(name, c.rank, send, recv), comm.CheckAlias(name, c.rank, send, recv))
-		if lerr == nil && comm.InPlace(send, recv) {
-			inplace = 1
-		}
+	if lerr == nil {
+		lerr, inplace = c.checkReduce(k, send, recv, comm.User, all || c.rank == root)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()

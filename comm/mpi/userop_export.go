@@ -20,13 +20,13 @@ import (
 //export pzUserCombine
 func pzUserCombine(h C.uintptr_t, in, inout unsafe.Pointer, n C.int) {
 	u := cgo.Handle(h).Value().(*userCall)
-	if u.done {
+	if u.panic != nil {
 		return // fn panicked: MPI finishes the collective, the result is void
 	}
 	defer func() {
 		// A panic must not unwind through MPI's C frames.
 		if p := recover(); p != nil {
-			u.panic, u.done = p, true
+			u.panic = p
 		}
 	}()
 	bytes := int(n) * u.size
