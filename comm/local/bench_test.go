@@ -287,3 +287,27 @@ func BenchmarkIallreduceOverlap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRankScaling is an 8-byte AllReduce, Bcast and Barrier over 2 to
+// 1,024 in-process ranks. ns/rank is the time of one collective divided by
+// the rank count: with more ranks than cores it is what each rank costs,
+// and it should stay flat as the rank count grows.
+func BenchmarkRankScaling(b *testing.B) {
+	for _, op := range []string{"allreduce", "bcast", "barrier"} {
+		for _, n := range []int{2, 4, 8, 16, 64, 256, 1024} {
+			b.Run(fmt.Sprintf("%s/ranks=%d", op, n), func(b *testing.B) {
+				benchRanks(b, n, func(c comm.Comm) func(context.Context) error {
+					send, recv := floats(1), floats(1)
+					switch op {
+					case "allreduce":
+						return func(ctx context.Context) error { return comm.AllReduceTo(ctx, c, recv, send, comm.Sum) }
+					case "bcast":
+						return func(ctx context.Context) error { return comm.Bcast(ctx, c, recv, 0) }
+					}
+					return c.Barrier
+				})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/rank")
+			})
+		}
+	}
+}

@@ -197,7 +197,11 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 		return err
 	}
 	if small {
-		c.fold(red, send.Type, k, 0, len(send.Bytes), toSelf)
+		if g.counted && red.op != comm.User && g.size > 1 {
+			copy(recv.Bytes, g.result[k&1])
+		} else {
+			c.fold(red, send.Type, k, 0, len(send.Bytes), toSelf)
+		}
 		return nil
 	}
 	if err := c.commit(ctx, call); err != nil {
@@ -225,9 +229,54 @@ func (c *rankComm) shareFold(red reduction, dt comm.Datatype, k uint64, total, t
 
 // Destinations of fold besides a root rank.
 const (
-	toAll  = -1 // every rank's dst
-	toSelf = -2 // this rank's dst only
+	toAll    = -1 // every rank's dst
+	toSelf   = -2 // this rank's dst only
+	toResult = -3 // the group's result buffer (see makeResult)
 )
+
+// makeResult is the releaser's part of a small AllReduce with a
+// predefined op, or an AllGather of eager copies, in a counted group: it
+// folds or concatenates the ranks' eager copies once into g.result[k&1],
+// which every rank then copies whole, instead of each rank folding or
+// copying all n of them (n² small copies at large n). A user op is folded
+// by each rank, where a panic in the user's function belongs. It runs
+// before the release, so the ranks see the result; the buffer of k is
+// next written at k+2, after every rank arrived at k+1 and so finished
+// copying it.
+func (c *rankComm) makeResult(k uint64) {
+	g := c.g
+	p := k & 1
+	a := &g.slots[0].a[p]
+	if g.size < 2 {
+		return
+	}
+	total := 0
+	switch a.fp.Call {
+	case comm.CallAllReduce:
+		if a.fp.Op == comm.User || len(a.src) > eagerMax {
+			return
+		}
+		total = len(a.src)
+	case comm.CallAllGather:
+		if g.anyDirect(k) {
+			return
+		}
+		for _, s := range g.slots {
+			total += len(s.a[p].src)
+		}
+	default:
+		return
+	}
+	if cap(g.result[p]) < total {
+		g.result[p] = make([]byte, total, max(total, 64))
+	}
+	g.result[p] = g.result[p][:total]
+	if a.fp.Call == comm.CallAllGather {
+		c.gatherInto(k, g.result[p], 0, total)
+		return
+	}
+	c.fold(reduction{op: a.fp.Op}, a.fp.Type, k, 0, total, toResult)
+}
 
 // fold reduces bytes [lo, hi) of every rank's src for collective k, in
 // rank order, and writes the result to the dst of rank `to` (or see toAll,
@@ -244,6 +293,8 @@ func (c *rankComm) fold(red reduction, dt comm.Datatype, k uint64, lo, hi, to in
 	n := len(sl)
 	var dst0 []byte
 	switch to {
+	case toResult:
+		dst0 = c.g.result[p]
 	case toAll, toSelf:
 		dst0 = sl[c.rank].a[p].dst
 	default:
@@ -500,7 +551,11 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 		if err != nil {
 			return nil, err
 		}
-		c.gatherInto(k, out, 0, len(out))
+		if c.g.counted {
+			copy(out, c.g.result[k&1])
+		} else {
+			c.gatherInto(k, out, 0, len(out))
+		}
 		return counts, nil
 	}
 	counts, out, aerr := c.allocResult(call, alloc, send.Type, k)

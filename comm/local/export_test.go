@@ -17,3 +17,6 @@ func Posted(c comm.Comm) int {
 	defer box.mu.Unlock()
 	return len(box.posted)
 }
+
+// Counted reports whether c's group arrives through the counter.
+func Counted(c comm.Comm) bool { return c.(*rankComm).g.counted }

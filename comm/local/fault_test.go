@@ -36,124 +36,132 @@ func rankErrors(t *testing.T, err error) map[int]error {
 // A rank that never arrives: the others' deadline passes and the error
 // names it.
 func TestDeadlineNamesMissingRanks(t *testing.T) {
-	comms, err := local.New(4)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	errs := make([]error, 4)
-	var wg sync.WaitGroup
-	for r := range 3 { // rank 3 never calls AllReduce
-		wg.Go(func() {
-			_, errs[r] = comm.AllReduce(ctx, comms[r], []float64{1}, comm.Sum)
-		})
-	}
-	wg.Wait()
-	for r := range 3 {
-		require.Error(t, errs[r], "rank %d", r)
-	}
-	// The first rank whose deadline fired names rank 3 and wraps the
-	// deadline; the others either do the same or report the broken
-	// communicator, which names the rank that gave up.
-	named := 0
-	for r := range 3 {
-		msg := errs[r].Error()
-		if errors.Is(errs[r], context.DeadlineExceeded) && strings.Contains(msg, "ranks [3] had not arrived") {
-			named++
-		} else {
-			assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+	inModes(t, func(t *testing.T, _ bool) {
+		comms, err := local.New(4)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		errs := make([]error, 4)
+		var wg sync.WaitGroup
+		for r := range 3 { // rank 3 never calls AllReduce
+			wg.Go(func() {
+				_, errs[r] = comm.AllReduce(ctx, comms[r], []float64{1}, comm.Sum)
+			})
 		}
-	}
-	assert.GreaterOrEqual(t, named, 1)
-	// The group is broken for the late rank too.
-	_, err = comm.AllReduce(context.Background(), comms[3], []float64{1}, comm.Sum)
-	assert.ErrorIs(t, err, comm.ErrBroken)
+		wg.Wait()
+		for r := range 3 {
+			require.Error(t, errs[r], "rank %d", r)
+		}
+		// The first rank whose deadline fired names rank 3 and wraps the
+		// deadline; the others either do the same or report the broken
+		// communicator, which names the rank that gave up.
+		named := 0
+		for r := range 3 {
+			msg := errs[r].Error()
+			if errors.Is(errs[r], context.DeadlineExceeded) && strings.Contains(msg, "ranks [3] had not arrived") {
+				named++
+			} else {
+				assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+			}
+		}
+		assert.GreaterOrEqual(t, named, 1)
+		// The group is broken for the late rank too.
+		_, err = comm.AllReduce(context.Background(), comms[3], []float64{1}, comm.Sum)
+		assert.ErrorIs(t, err, comm.ErrBroken)
+	})
 }
 
 // A rank that panics: every rank returns, and the panic is reported with
 // its stack for that rank.
 func TestPanicBreaksWorld(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
-		if c.Rank() == 1 {
-			panic("boom on rank 1")
+	inModes(t, func(t *testing.T, _ bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == 1 {
+				panic("boom on rank 1")
+			}
+			// The others block in a collective rank 1 never joins.
+			_, err := comm.AllReduce(ctx, c, []int32{1}, comm.Sum)
+			return err
+		})
+		require.Error(t, err)
+		errs := rankErrors(t, err)
+		var pe *comm.PanicError
+		require.ErrorAs(t, errs[1], &pe)
+		assert.Equal(t, "boom on rank 1", pe.Value)
+		assert.Contains(t, string(pe.Stack), "TestPanicBreaksWorld")
+		for _, r := range []int{0, 2} {
+			require.Error(t, errs[r])
+			assert.Contains(t, errs[r].Error(), "rank 1 failed", "rank %d", r)
 		}
-		// The others block in a collective rank 1 never joins.
-		_, err := comm.AllReduce(ctx, c, []int32{1}, comm.Sum)
-		return err
 	})
-	require.Error(t, err)
-	errs := rankErrors(t, err)
-	var pe *comm.PanicError
-	require.ErrorAs(t, errs[1], &pe)
-	assert.Equal(t, "boom on rank 1", pe.Value)
-	assert.Contains(t, string(pe.Stack), "TestPanicBreaksWorld")
-	for _, r := range []int{0, 2} {
-		require.Error(t, errs[r])
-		assert.Contains(t, errs[r].Error(), "rank 1 failed", "rank %d", r)
-	}
 }
 
 // A rank returning an error cancels the others' context and unblocks a
 // receive that would otherwise wait forever.
 func TestErrorCancelsOthers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	boom := errors.New("boom")
-	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
-		switch c.Rank() {
-		case 0:
-			return boom
-		case 1:
-			_, _, err := comm.RecvNew[int8](ctx, c, 2, 0) // never sent
-			return err
-		default:
-			<-ctx.Done()
-			return context.Cause(ctx)
-		}
+	inModes(t, func(t *testing.T, _ bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		boom := errors.New("boom")
+		err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+			switch c.Rank() {
+			case 0:
+				return boom
+			case 1:
+				_, _, err := comm.RecvNew[int8](ctx, c, 2, 0) // never sent
+				return err
+			default:
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+		})
+		errs := rankErrors(t, err)
+		assert.ErrorIs(t, errs[0], boom)
+		require.Error(t, errs[1])
+		assert.Contains(t, errs[1].Error(), "rank 0 failed")
+		require.Error(t, errs[2])
+		assert.Contains(t, errs[2].Error(), "rank 0 failed")
 	})
-	errs := rankErrors(t, err)
-	assert.ErrorIs(t, errs[0], boom)
-	require.Error(t, errs[1])
-	assert.Contains(t, errs[1].Error(), "rank 0 failed")
-	require.Error(t, errs[2])
-	assert.Contains(t, errs[2].Error(), "rank 0 failed")
 }
 
 // A context canceled while a rank waits in a collective: that rank gets
 // the context's error, the others ErrBroken, nobody hangs.
 func TestCancelMidCollective(t *testing.T) {
-	for _, size := range []int{8, 1 << 20} { // eager and in-place paths
-		comms, err := local.New(3)
-		require.NoError(t, err)
-		ctx0, cancel0 := context.WithCancel(context.Background())
-		errs := make([]error, 3)
-		var wg sync.WaitGroup
-		wg.Go(func() { _, errs[0] = comm.AllReduce(ctx0, comms[0], make([]float64, size/8), comm.Sum) })
-		wg.Go(func() {
+	inModes(t, func(t *testing.T, _ bool) {
+		for _, size := range []int{8, 1 << 20} { // eager and in-place paths
+			comms, err := local.New(3)
+			require.NoError(t, err)
+			ctx0, cancel0 := context.WithCancel(context.Background())
+			errs := make([]error, 3)
+			var wg sync.WaitGroup
+			wg.Go(func() { _, errs[0] = comm.AllReduce(ctx0, comms[0], make([]float64, size/8), comm.Sum) })
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+				defer cancel()
+				_, errs[1] = comm.AllReduce(ctx, comms[1], make([]float64, size/8), comm.Sum)
+			})
+			// Rank 2 is late; rank 0 gives up first, once 0 and 1 wait in the
+			// collective.
+			waitUntil(t, "ranks 0 and 1 in AllReduce", func() bool {
+				return local.ArrivedAt(comms[0], 0, 1) && local.ArrivedAt(comms[1], 1, 1)
+			})
+			cancel0()
+			wg.Wait()
+			assert.ErrorIs(t, errs[0], context.Canceled, "size %d", size)
+			// Rank 2 is named; on a loaded machine rank 0's goroutine may
+			// itself start only after cancel0, and then names itself too.
+			assert.Regexp(t, `ranks \[(0 )?2\] had not arrived`, errs[0].Error())
+			assert.ErrorIs(t, errs[1], comm.ErrBroken, "size %d", size)
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			defer cancel()
-			_, errs[1] = comm.AllReduce(ctx, comms[1], make([]float64, size/8), comm.Sum)
-		})
-		// Rank 2 is late; rank 0 gives up first, once 0 and 1 wait in the
-		// collective.
-		waitUntil(t, "ranks 0 and 1 in AllReduce", func() bool {
-			return local.ArrivedAt(comms[0], 0, 1) && local.ArrivedAt(comms[1], 1, 1)
-		})
-		cancel0()
-		wg.Wait()
-		assert.ErrorIs(t, errs[0], context.Canceled, "size %d", size)
-		// Rank 2 is named; on a loaded machine rank 0's goroutine may
-		// itself start only after cancel0, and then names itself too.
-		assert.Regexp(t, `ranks \[(0 )?2\] had not arrived`, errs[0].Error())
-		assert.ErrorIs(t, errs[1], comm.ErrBroken, "size %d", size)
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		_, errs[2] = comm.AllReduce(ctx, comms[2], make([]float64, size/8), comm.Sum)
-		cancel()
-		assert.ErrorIs(t, errs[2], comm.ErrBroken, "size %d", size)
-		// Point-to-point on the broken communicator fails too.
-		assert.ErrorIs(t, comm.Send(context.Background(), comms[1], []int8{1}, 2, 0), comm.ErrBroken)
-	}
+			_, errs[2] = comm.AllReduce(ctx, comms[2], make([]float64, size/8), comm.Sum)
+			cancel()
+			assert.ErrorIs(t, errs[2], comm.ErrBroken, "size %d", size)
+			// Point-to-point on the broken communicator fails too.
+			assert.ErrorIs(t, comm.Send(context.Background(), comms[1], []int8{1}, 2, 0), comm.ErrBroken)
+		}
+	})
 }
 
 // A context that is already done when the collective starts breaks the
@@ -173,30 +181,32 @@ func TestCanceledBeforeCollective(t *testing.T) {
 // Abort breaks every communicator of the world, including blocked
 // receives and sub-communicators.
 func TestAbort(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	comms, err := local.New(3)
-	require.NoError(t, err)
-	subs := make([]comm.Comm, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		wg.Go(func() { subs[r], _ = comms[r].Split(ctx, 0, r) })
-	}
-	wg.Wait()
-	errs := make([]error, 3)
-	wg.Go(func() { _, _, errs[0] = comm.RecvNew[float32](ctx, comms[0], 1, 0) })
-	wg.Go(func() { errs[1] = subs[1].Barrier(ctx) })
-	waitUntil(t, "rank 0 in Recv and rank 1 in Barrier", func() bool {
-		return local.Posted(comms[0]) == 1 && local.ArrivedAt(subs[1], 1, 1)
+	inModes(t, func(t *testing.T, _ bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		comms, err := local.New(3)
+		require.NoError(t, err)
+		subs := make([]comm.Comm, 3)
+		var wg sync.WaitGroup
+		for r := range 3 {
+			wg.Go(func() { subs[r], _ = comms[r].Split(ctx, 0, r) })
+		}
+		wg.Wait()
+		errs := make([]error, 3)
+		wg.Go(func() { _, _, errs[0] = comm.RecvNew[float32](ctx, comms[0], 1, 0) })
+		wg.Go(func() { errs[1] = subs[1].Barrier(ctx) })
+		waitUntil(t, "rank 0 in Recv and rank 1 in Barrier", func() bool {
+			return local.Posted(comms[0]) == 1 && local.ArrivedAt(subs[1], 1, 1)
+		})
+		require.NoError(t, comms[2].Abort(3))
+		wg.Wait()
+		for r := range 2 {
+			assert.ErrorIs(t, errs[r], comm.ErrAborted, "rank %d", r)
+			assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+			assert.Contains(t, errs[r].Error(), "rank 2 called Abort(3)")
+		}
+		assert.ErrorIs(t, comms[2].Barrier(ctx), comm.ErrAborted)
 	})
-	require.NoError(t, comms[2].Abort(3))
-	wg.Wait()
-	for r := range 2 {
-		assert.ErrorIs(t, errs[r], comm.ErrAborted, "rank %d", r)
-		assert.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
-		assert.Contains(t, errs[r].Error(), "rank 2 called Abort(3)")
-	}
-	assert.ErrorIs(t, comms[2].Barrier(ctx), comm.ErrAborted)
 }
 
 // A Send larger than the eager limit withdraws its message when the
@@ -293,47 +303,49 @@ func TestGoexit(t *testing.T) {
 // fail at once, without a deadline, naming it; ranks that do not need it
 // (a communicator without it, point to point among themselves) go on.
 func TestRankReturnsWhileOthersWait(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	err := local.Run(ctx, 4, func(_ context.Context, c comm.Comm) error {
-		bg := context.Background() // no deadline: only the departure can end the wait
-		color := 0
-		if c.Rank() == 3 {
-			color = comm.Undefined
-		}
-		sub, err := c.Split(bg, color, c.Rank())
-		if err != nil {
-			return err
-		}
-		if c.Rank() == 3 {
-			return nil // leaves at once
-		}
-		// Ranks 0-2 go on among themselves.
-		got, err := comm.AllReduce(bg, sub, []int64{1}, comm.Sum)
-		if err != nil || got[0] != 3 {
-			return fmt.Errorf("AllReduce without rank 3: %v, %v", got, err)
-		}
-		switch c.Rank() {
-		case 2:
-			// Waits in a world collective that rank 3 (and soon rank 1,
-			// which returns below) will never reach.
-			err := c.Barrier(bg)
-			if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "returned from its function; it will never reach this Barrier") {
-				return fmt.Errorf("Barrier with rank 3 gone: %v", err)
+	inModes(t, func(t *testing.T, _ bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		err := local.Run(ctx, 4, func(_ context.Context, c comm.Comm) error {
+			bg := context.Background() // no deadline: only the departure can end the wait
+			color := 0
+			if c.Rank() == 3 {
+				color = comm.Undefined
 			}
-			// Point to point with a rank still here works.
-			return comm.Send(bg, c, []int64{7}, 0, 1)
-		default:
-			if c.Rank() == 0 {
-				buf := make([]int64, 1)
-				if _, err := comm.Recv(bg, c, buf, 2, 1); err != nil || buf[0] != 7 {
-					return fmt.Errorf("Recv from rank 2: %v, %v", buf, err)
+			sub, err := c.Split(bg, color, c.Rank())
+			if err != nil {
+				return err
+			}
+			if c.Rank() == 3 {
+				return nil // leaves at once
+			}
+			// Ranks 0-2 go on among themselves.
+			got, err := comm.AllReduce(bg, sub, []int64{1}, comm.Sum)
+			if err != nil || got[0] != 3 {
+				return fmt.Errorf("AllReduce without rank 3: %v, %v", got, err)
+			}
+			switch c.Rank() {
+			case 2:
+				// Waits in a world collective that rank 3 (and soon rank 1,
+				// which returns below) will never reach.
+				err := c.Barrier(bg)
+				if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "returned from its function; it will never reach this Barrier") {
+					return fmt.Errorf("Barrier with rank 3 gone: %v", err)
 				}
+				// Point to point with a rank still here works.
+				return comm.Send(bg, c, []int64{7}, 0, 1)
+			default:
+				if c.Rank() == 0 {
+					buf := make([]int64, 1)
+					if _, err := comm.Recv(bg, c, buf, 2, 1); err != nil || buf[0] != 7 {
+						return fmt.Errorf("Recv from rank 2: %v, %v", buf, err)
+					}
+				}
+				return nil
 			}
-			return nil
-		}
+		})
+		require.NoError(t, err)
 	})
-	require.NoError(t, err)
 }
 
 // waitUntil polls cond until it holds, failing the test after testTimeout.

@@ -19,7 +19,7 @@ import (
 // and two-phase collectives over the double-buffered slots.
 func TestMixedSequence(t *testing.T) {
 	sizes := []int{0, 1, 7, 8, 9, 511, 512, 513, 1024, 1025, 2047, 3000, 4095}
-	for _, n := range []int{2, 3, 4, 8} {
+	for _, n := range []int{2, 3, 4, 8, 40} {
 		steps := 300
 		if n > 4 {
 			steps = 100 // more ranks than cores: slower, same coverage
