@@ -96,6 +96,24 @@ func misuseCountCase(ctx context.Context, c comm.Comm) error {
 			"BcastSlice with lengths rank+1": func() error {
 				return comm.Bcast(ctx, d, make([]uint8, me+1), 0)
 			},
+			// Under MPI an AllReduce of at most 64 bytes rides in the
+			// agreement step; larger ones follow it: both sides of that
+			// line must still meet in one agreement.
+			"AllReduce of 8 float64 on rank 0, 1000 elsewhere": func() error {
+				n := 1000
+				if me == 0 {
+					n = 8
+				}
+				_, err := comm.AllReduce(ctx, d, make([]float64, n), comm.Sum)
+				return err
+			},
+			"AllReduce on rank 0, Bcast of as many bytes elsewhere": func() error {
+				if me == 0 {
+					_, err := comm.AllReduce(ctx, d, []float64{1}, comm.Sum)
+					return err
+				}
+				return comm.Bcast(ctx, d, []float64{1}, 0)
+			},
 		})
 	})
 }

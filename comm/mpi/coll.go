@@ -45,7 +45,16 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.pre(ctx, desc{callBcast, buf.Type, comm.NoOp, int64(buf.Len()), int64(root)}, lerr); err != nil {
+	d := desc{callBcast, buf.Type, comm.NoOp, int64(buf.Len()), int64(root)}
+	if c.check && c.size > 1 {
+		var send []byte
+		if c.rank == root {
+			send = buf.Bytes
+		}
+		if done, err := c.fused(ctx, d, lerr, bcastCode(len(buf.Bytes)), send, buf.Bytes); done {
+			return err
+		}
+	} else if err := c.pre(ctx, d, lerr); err != nil {
 		return err
 	}
 	if c.size == 1 {
@@ -77,7 +86,16 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.pre(ctx, desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}, lerr); err != nil {
+	d := desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}
+	if c.check && c.size > 1 {
+		var into []byte // the result is root's alone
+		if c.rank == root {
+			into = recv.Bytes
+		}
+		if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, into); done {
+			return err
+		}
+	} else if err := c.pre(ctx, d, lerr); err != nil {
 		return err
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {
@@ -104,7 +122,12 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	lerr, inplace := c.checkReduce(callAllReduce, send, recv, op, true)
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.pre(ctx, desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
+	d := desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}
+	if c.check && c.size > 1 {
+		if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, recv.Bytes); done {
+			return err
+		}
+	} else if err := c.pre(ctx, d, lerr); err != nil {
 		return err
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {

@@ -4,6 +4,7 @@ package mpi
 
 /*
 #include "pz_mpi.h"
+#include "pz_agree.h"
 */
 import "C"
 
@@ -50,7 +51,7 @@ type Comm struct {
 	coll  sync.Mutex // held for the duration of a collective
 	check bool       // run the agreement step; guarded by coll
 	// Scratch for the agreement step and count exchanges, guarded by coll.
-	agree   []int64 // 2*agreeWords: in, out
+	agree   *[2]C.pz_agree_t // in, out
 	i64     []int64
 	cnts    []C.int
 	displs  []C.int
@@ -74,7 +75,7 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 	}
 	n := int(size)
 	return &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
-		agree: make([]int64, 2*agreeWords), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
+		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
 		cnts2: make([]C.int, n), displs2: make([]C.int, n)}, nil
 }
 

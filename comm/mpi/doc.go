@@ -52,14 +52,24 @@
 // # Consistency check
 //
 // Before each collective the ranks agree on its arguments with one small
-// MPI_Allreduce(MPI_MAX) of {fingerprint, -fingerprint, lowest failing
-// rank}. It is the same MPI call before every collective, so that ranks that
-// reached different collectives still meet in matching MPI calls and learn
-// of it. Disagreeing datatypes, counts, ops or roots, and
-// arguments invalid on any rank, give every rank the same *comm.MismatchError
-// or *comm.ArgError, never a hang or a write past a buffer. Turn it off with
-// WithCheck(false), Comm.SetCheck or PZ_COMM_CHECK=0 to save one small
-// collective per call.
+// MPI_Allreduce of a 112-byte element (pz_agree.h) whose header combines
+// as MPI_MAX would: {fingerprint, -fingerprint, lowest failing rank,
+// largest volume}. It is the same MPI call before every collective, so
+// that ranks that reached different collectives still meet in matching
+// MPI calls and learn of it. Disagreeing datatypes, counts, ops or roots,
+// and arguments invalid on any rank, give every rank the same
+// *comm.MismatchError or *comm.ArgError, never a hang or a write past a
+// buffer.
+//
+// An AllReduce or Reduce of at most 64 bytes (integers and floats, a
+// predefined op) and a Bcast of at most 64 bytes ride in that element's
+// payload: the step's op folds the payloads (in C, with comm.ReduceInto's
+// results: wrapping integers, Go's float Min and Max) or keeps root's
+// bytes, where both operands describe the same call. Small collectives
+// then cost one MPI call with the check on, as with it off (8 bytes on 2
+// ranks: ~0.57 µs against ~0.50 µs off, ~0.95 µs as check-then-operate).
+// Turn the check off with WithCheck(false), Comm.SetCheck or
+// PZ_COMM_CHECK=0 to save one small collective per larger call.
 //
 // # Variable lengths
 //

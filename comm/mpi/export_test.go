@@ -11,3 +11,10 @@ func MPIThreadIDs(w *World) []int {
 	<-w.thread.done // stop has returned when Finalize did
 	return w.thread.tids
 }
+
+// CombinePayload is the agreement step's reduction of an AllReduce
+// payload (combinePayload).
+var CombinePayload = combinePayload
+
+// PayCode is payCode: which AllReduce rides in the agreement step.
+var PayCode = payCode

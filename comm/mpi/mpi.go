@@ -4,6 +4,7 @@ package mpi
 
 /*
 #include "pz_mpi.h"
+#include "pz_agree.h"
 */
 import "C"
 
@@ -52,6 +53,9 @@ type state struct {
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
 	minmaxGo [C.PZ_NTYPES]bool
+	// The element and op of the agreement step (pz_agree.h).
+	agreeType C.MPI_Datatype
+	agreeOp   C.MPI_Op
 }
 
 func (s *state) lock() {
@@ -150,6 +154,12 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	for _, t := range []comm.Datatype{comm.Uint8, comm.Uint16, comm.Uint32, comm.Uint64} {
 		st.minmaxGo[t] = C.pz_minmax_ok(st.h.types[t], C.int(t.Size())) == 0
+	}
+	if rc := C.pz_agree_init(&st.agreeType, &st.agreeOp); rc != 0 {
+		if w.started {
+			w.finalizeOnThread()
+		}
+		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
 	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
 	if err == nil {
