@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -92,6 +93,65 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// agreeGather is the agreement step of a Gather or AllGather on at most
+// agreePayload/8 ranks with every rank's element count, and its data when
+// small enough, riding in the payload: rank r fills slot r (a count word,
+// then up to slot-8 bytes of data) and leaves the rest zero, and the
+// payloads combine with a bitwise or. So the count exchange costs no MPI
+// call of its own, and when every rank's data fit its slot (2 ranks: 24
+// bytes each; 4 ranks: 8 bytes) neither does the data: then inline is
+// true and c.gathered copies it out.
+//
+// tried is false when it does not apply (check off, one rank, more ranks);
+// then the caller runs the agreement and the count exchange as usual.
+// Otherwise counts holds every rank's count on every rank, or err is set.
+func (c *Comm) agreeGather(ctx context.Context, d desc, lerr error, send comm.Buf) (counts []int, inline, tried bool, err error) {
+	if !c.check || c.size < 2 || c.size*8 > agreePayload {
+		return nil, false, false, nil
+	}
+	slot := c.gatherSlot()
+	var mine [agreePayload]byte
+	n := send.Len()
+	binary.LittleEndian.PutUint64(mine[c.rank*slot:], uint64(n))
+	if len(send.Bytes) <= slot-8 {
+		copy(mine[c.rank*slot+8:], send.Bytes)
+	}
+	done, err := c.fused(ctx, d, lerr, payCode(comm.Uint64, comm.BOr, agreePayload), mine[:], nil)
+	if err != nil {
+		return nil, false, true, err
+	}
+	if !done { // agreed, not carried: exchange the counts after all
+		counts, err := c.gatherCounts(ctx, n, true, 0)
+		return counts, false, true, err
+	}
+	all := c.payload()
+	counts = make([]int, c.size)
+	inline = true
+	for r := range counts {
+		counts[r] = int(binary.LittleEndian.Uint64(all[r*slot:]))
+		inline = inline && counts[r]*send.Type.Size() <= slot-8
+	}
+	return counts, inline, true, nil
+}
+
+// gatherSlot is the bytes of each rank's slot in agreeGather's payload.
+func (c *Comm) gatherSlot() int { return agreePayload / c.size &^ 7 }
+
+// payload is the combined payload of the last agreement step; it stays
+// until the next one (c.coll is held).
+func (c *Comm) payload() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&c.agree[1].payload[0])), agreePayload)
+}
+
+// gathered copies every rank's data from the payload of an agreeGather
+// that returned inline into out, in rank order.
+func (c *Comm) gathered(out []byte, counts []int, dt comm.Datatype) {
+	all, slot, off := c.payload(), c.gatherSlot(), 0
+	for r, n := range counts {
+		off += copy(out[off:], all[r*slot+8:r*slot+8+n*dt.Size()])
+	}
 }
 
 // agreePayload is the most bytes an AllReduce carries in its agreement

@@ -200,8 +200,9 @@ func (c *Comm) gatherCounts(ctx context.Context, n int, all bool, root int) ([]i
 }
 
 // AllGather collects every rank's send (lengths may differ) on every rank:
-// the agreement step, a count exchange (MPI_Allgather), then MPI_Allgather
-// when all counts are equal or MPI_Allgatherv.
+// the agreement step, a count exchange (MPI_Allgather; on up to 8 ranks
+// with the check on, the counts ride in the agreement step), then
+// MPI_Allgather when all counts are equal or MPI_Allgatherv.
 func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("AllGather"); err != nil {
 		return nil, err
@@ -210,12 +211,19 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAllGather, send.Type, comm.NoOp, noCount, noRoot}
-	if err := c.pre(ctx, d, lerr); err != nil {
-		return nil, err
+	counts, inline, tried, err := c.agreeGather(ctx, d, lerr, send)
+	if !tried {
+		if err = c.pre(ctx, d, lerr); err == nil {
+			counts, err = c.gatherCounts(ctx, send.Len(), true, 0)
+		}
 	}
-	counts, err := c.gatherCounts(ctx, send.Len(), true, 0)
 	if err != nil {
 		return nil, err
+	}
+	if inline { // the data rode in the agreement step too
+		recv, aerr := recvBuf(callAllGather, alloc, sum(counts), send.Type)
+		c.gathered(recv, counts, send.Type)
+		return counts, aerr
 	}
 	total, equal, fit := layout(counts, c.cnts, c.displs)
 	recv, aerr := recvBuf(callAllGather, alloc, total, send.Type)
@@ -256,7 +264,9 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 // the counts fit MPI's ints, to take the same path: the agreement step
 // tells them when they surely do (size times the largest count fits), and
 // the count exchange is MPI_Gather then; otherwise (or with the check off)
-// it is an MPI_Allgather and every rank sees every count.
+// it is an MPI_Allgather and every rank sees every count. On up to 8 ranks
+// with the check on, the counts ride in the agreement step instead
+// (agreeCounts), and every rank has them all.
 func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("Gather"); err != nil {
 		return nil, err
@@ -268,16 +278,28 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callGather, send.Type, comm.NoOp, noCount, int64(root)}
-	most, err := c.preVolume(ctx, d, lerr, int64(send.Len()))
-	if err != nil {
-		return nil, err
+	// surely: the counts surely fit MPI's ints, and only root needs them.
+	counts, inline, tried, err := c.agreeGather(ctx, d, lerr, send)
+	surely := false // with the counts carried, every rank has them all
+	if !tried {
+		var most int64
+		if most, err = c.preVolume(ctx, d, lerr, int64(send.Len())); err == nil {
+			surely = most >= 0 && most <= maxCount/int64(c.size)
+			counts, err = c.gatherCounts(ctx, send.Len(), !surely, root)
+		}
 	}
-	surely := most >= 0 && most <= maxCount/int64(c.size)
-	counts, err := c.gatherCounts(ctx, send.Len(), !surely, root)
 	if err != nil {
 		return nil, err
 	}
 	isRoot := c.rank == root
+	if inline { // the data rode in the agreement step too
+		if !isRoot {
+			return nil, nil
+		}
+		recv, aerr := recvBuf(callGather, alloc, sum(counts), send.Type)
+		c.gathered(recv, counts, send.Type)
+		return counts, aerr
+	}
 	total, _, fit := 0, true, true
 	if isRoot || !surely {
 		total, _, fit = layout(counts, c.cnts, c.displs)
@@ -463,4 +485,12 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 		return nil, err
 	}
 	return recvCounts, aerr
+}
+
+func sum(counts []int) int {
+	t := 0
+	for _, n := range counts {
+		t += n
+	}
+	return t
 }

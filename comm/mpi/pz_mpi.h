@@ -240,6 +240,16 @@ static int pz_irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c
 	return MPI_Irecv(b, n, t, pz_src(src), pz_tag(tag), c, r);
 }
 
+/* Persistent requests (persistent.go). */
+static int pz_send_init(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Send_init(b, n, t, dest, tag, c, r);
+}
+static int pz_recv_init(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Recv_init(b, n, t, pz_src(src), pz_tag(tag), c, r);
+}
+static int pz_start(MPI_Request *r) { return MPI_Start(r); }
+static int pz_request_free(MPI_Request *r) { return MPI_Request_free(r); }
+
 /* pz_type_at makes a committed datatype for n elements of t that start off
  * bytes into the buffer, for counts and displacements past INT_MAX (MPI-3
  * counts are ints): blocks of 2^30 elements and a remainder in one struct

@@ -33,6 +33,7 @@ type request struct {
 	pin    runtime.Pinner
 	handle cgo.Handle
 
+	round bool          // a round of a persistent request, which owns req, the pins and the handle
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
 	dt    comm.Datatype // element type of an Irecv
@@ -59,7 +60,11 @@ func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
 }
 
 // release gives up the pins and the handle; MPI no longer owns the memory.
+// A persistent request's round leaves them to Free.
 func (r *request) release() {
+	if r.round {
+		return
+	}
 	r.pin.Unpin()
 	r.handle.Delete()
 }

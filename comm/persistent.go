@@ -1,0 +1,233 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Persistent is a point-to-point operation set up once and started many
+// times (MPI's persistent requests): the buffer, peer and tag are checked
+// once, and on the MPI backend MPI_Send_init/MPI_Recv_init match them once,
+// so a loop that exchanges the same halo every iteration pays only Start
+// and Wait. Between Start and the Wait or Test that reports the round
+// complete, the Persistent is an active Request of that round, and can be
+// put in the request sets (WaitAll, WaitAny, ...); its buffer must not be
+// touched then. Wait and Test of an inactive Persistent report completion
+// at once: with the last round's Status and error, or an empty Status
+// before the first Start.
+//
+// Its methods may be called from one goroutine at a time.
+type Persistent interface {
+	Request
+	Notifier
+	// Start begins a round. It fails with an error wrapping ErrInvalidArg
+	// while a round is active (not yet reported complete) or after Free.
+	Start() error
+	// Free releases the operation (MPI_Request_free). An active round
+	// must complete first: Free fails with ErrInvalidArg then.
+	Free() error
+}
+
+// PersistentComm is implemented by backends with native persistent
+// requests (comm/mpi). SendInit and RecvInit use them; on other backends
+// each round is an Isend or an Irecv, which on comm/local cost no setup
+// worth saving.
+type PersistentComm interface {
+	SendInit(buf Buf, dest, tag int) (Persistent, error)
+	RecvInit(buf Buf, source, tag int) (Persistent, error)
+}
+
+// ErrActive is wrapped by the error of Start on an active Persistent and
+// of Free on one: its round has not been reported complete yet.
+var ErrActive = fmt.Errorf("%w: persistent request is active", ErrInvalidArg)
+
+// SendInit sets up a send of buf to dest with tag, to be started many
+// times (MPI_Send_init). dest may be ProcNull: every round then completes
+// at once. buf's contents at each Start are what that round sends.
+func SendInit[T Number](c Comm, buf []T, dest, tag int) (Persistent, error) {
+	b := BufOf(buf)
+	if err := FirstErr(CheckBuf("SendInit", c.Rank(), b), CheckTag("SendInit", c.Rank(), tag, false)); err != nil {
+		return nil, err
+	}
+	if dest == ProcNull {
+		return &restarted{start: func() (Request, error) { return doneRequest{}, nil }}, nil
+	}
+	if err := CheckPeer("SendInit", c.Rank(), dest, c.Size(), false); err != nil {
+		return nil, err
+	}
+	if pc, ok := c.(PersistentComm); ok {
+		return pc.SendInit(b, dest, tag)
+	}
+	return &restarted{start: func() (Request, error) { return c.Isend(b, dest, tag) }}, nil
+}
+
+// RecvInit sets up a receive into buf from source (or AnySource) with tag
+// (or AnyTag), to be started many times (MPI_Recv_init). source may be
+// ProcNull: every round then completes at once with a Status whose Source
+// is ProcNull. A message longer than buf completes its round with an error
+// wrapping ErrTruncated.
+func RecvInit[T Number](c Comm, buf []T, source, tag int) (Persistent, error) {
+	b := BufOf(buf)
+	if err := FirstErr(CheckBuf("RecvInit", c.Rank(), b), CheckTag("RecvInit", c.Rank(), tag, true)); err != nil {
+		return nil, err
+	}
+	if source == ProcNull {
+		return &restarted{start: func() (Request, error) { return doneRequest{nullStatus}, nil }}, nil
+	}
+	if err := CheckPeer("RecvInit", c.Rank(), source, c.Size(), true); err != nil {
+		return nil, err
+	}
+	if pc, ok := c.(PersistentComm); ok {
+		return pc.RecvInit(b, source, tag)
+	}
+	return &restarted{start: func() (Request, error) { return c.Irecv(b, source, tag) }}, nil
+}
+
+// StartAll starts every Persistent of ps (MPI_Startall), nil entries
+// skipped. On an error it returns it, naming the index, and the ones
+// before it stay started.
+func StartAll(ps ...Persistent) error {
+	for i, p := range ps {
+		if p == nil {
+			continue
+		}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("comm: StartAll: request %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// restarted is the Persistent of backends without native persistent
+// requests: each Start calls start (an Isend or Irecv) for a new round.
+type restarted struct {
+	start func() (Request, error)
+
+	mu     sync.Mutex
+	cur    Request // the active round, nil when inactive
+	last   Request // the last round completed
+	freed  bool
+	closed chan struct{} // the Done of an inactive request
+	waiter chan struct{} // Done of a round that is no Notifier
+	waited Request       // that round
+}
+
+var errFreed = errors.New("persistent request freed")
+
+func (p *restarted) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.freed:
+		return fmt.Errorf("%w: Start: %w", ErrInvalidArg, errFreed)
+	case p.cur != nil:
+		return fmt.Errorf("%w: Start", ErrActive)
+	}
+	r, err := p.start()
+	if err != nil {
+		return err
+	}
+	p.cur = r
+	return nil
+}
+
+// finish ends the round of r if it is still the active one.
+func (p *restarted) finish(r Request) {
+	p.mu.Lock()
+	if p.cur == r {
+		p.cur, p.last = nil, r
+	}
+	p.mu.Unlock()
+}
+
+func (p *restarted) active() Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// lastRound returns the last completed round, or nil.
+func (p *restarted) lastRound() Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *restarted) Wait(ctx context.Context) (Status, error) {
+	r := p.active()
+	if r == nil {
+		if l := p.lastRound(); l != nil {
+			_, st, err := l.Test()
+			return st, err
+		}
+		return Status{}, nil
+	}
+	st, err := r.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		if done, _, _ := r.Test(); !done {
+			return st, err // still active: Wait may be called again
+		}
+	}
+	p.finish(r)
+	return st, err
+}
+
+func (p *restarted) Test() (bool, Status, error) {
+	r := p.active()
+	if r == nil {
+		if l := p.lastRound(); l != nil {
+			return l.Test()
+		}
+		return true, Status{}, nil
+	}
+	done, st, err := r.Test()
+	if done {
+		p.finish(r)
+	}
+	return done, st, err
+}
+
+func (p *restarted) Done() <-chan struct{} {
+	if r := p.active(); r != nil {
+		if n, ok := r.(Notifier); ok {
+			return n.Done()
+		}
+		if done, _, _ := r.Test(); !done {
+			// Both of pz's backends give Notifiers; for a backend that
+			// does not, a goroutine waits for the round.
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.waiter == nil || p.waited != r {
+				ch := make(chan struct{})
+				p.waiter, p.waited = ch, r
+				go func() {
+					_, _ = r.Wait(context.Background())
+					close(ch)
+				}()
+			}
+			return p.waiter
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed == nil {
+		p.closed = make(chan struct{})
+		close(p.closed)
+	}
+	return p.closed
+}
+
+func (p *restarted) Free() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.freed:
+		return fmt.Errorf("%w: Free: %w", ErrInvalidArg, errFreed)
+	case p.cur != nil:
+		return fmt.Errorf("%w: Free", ErrActive)
+	}
+	p.freed = true
+	return nil
+}
