@@ -182,6 +182,72 @@ func ExampleSendrecv() {
 	// rank 2: ghost 11, first cell #4
 }
 
+// A 1D heat-diffusion loop whose halo exchange is set up once: each rank
+// owns four cells, and every step sends its edge cells to its neighbours
+// and receives theirs into its ghost cells with persistent requests
+// (started, then waited on, every step). The ends talk to ProcNull and
+// keep ghosts of 0. The result is the sequential computation's over the
+// 12 cells (heat leaks out at the ends: 356.8 of 400 after 20 steps).
+func ExampleSendInit() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		left, right := c.Rank()-1, c.Rank()+1
+		if left < 0 {
+			left = comm.ProcNull
+		}
+		if right == c.Size() {
+			right = comm.ProcNull
+		}
+		// u[0] and u[5] are ghosts; u[1:5] are this rank's cells.
+		u := make([]float64, 6)
+		if c.Rank() == 1 {
+			u[1], u[2], u[3], u[4] = 100, 100, 100, 100
+		}
+		ps := make([]comm.Persistent, 0, 4)
+		for _, op := range []func() (comm.Persistent, error){
+			func() (comm.Persistent, error) { return comm.SendInit(c, u[1:2], left, 0) },
+			func() (comm.Persistent, error) { return comm.SendInit(c, u[4:5], right, 1) },
+			func() (comm.Persistent, error) { return comm.RecvInit(c, u[0:1], left, 1) },
+			func() (comm.Persistent, error) { return comm.RecvInit(c, u[5:6], right, 0) },
+		} {
+			p, err := op()
+			if err != nil {
+				return err
+			}
+			defer p.Free()
+			ps = append(ps, p)
+		}
+		next := make([]float64, 6)
+		for step := range 20 {
+			if err := comm.StartAll(ps...); err != nil {
+				return err
+			}
+			if _, err := comm.WaitAll(ctx, []comm.Request{ps[0], ps[1], ps[2], ps[3]}); err != nil {
+				return err
+			}
+			for i := 1; i <= 4; i++ {
+				next[i] = u[i] + 0.25*(u[i-1]-2*u[i]+u[i+1])
+			}
+			copy(u[1:5], next[1:5])
+			if step == 0 || step == 19 {
+				heat, err := comm.AllReduce(ctx, c, []float64{u[1] + u[2] + u[3] + u[4]}, comm.Sum)
+				if err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					fmt.Printf("step %d: total heat %.1f, rank 0's cells %.1f\n", step+1, heat[0], u[1:5])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// step 1: total heat 400.0, rank 0's cells [0.0 0.0 0.0 25.0]
+	// step 20: total heat 356.8, rank 0's cells [8.7 17.7 26.9 35.7]
+}
+
 // Each rank sends a greeting to every rank and receives one from each.
 func ExampleAlltoallValues() {
 	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {

@@ -35,7 +35,7 @@ func benchCommApp() app {
 			var f benchCommFlags
 			fs.StringVar(&f.backend, "backend", "local", "local: this job's ranks (pzrun -n N); mpi: start `mpirun -n RANKS` of this binary (built with -tags mpi)")
 			fs.IntVar(&f.ranks, "ranks", 2, "ranks for -backend mpi")
-			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "collectives, comma-separated: allreduce, allgather, bcast, allreduce_user, gatherv, alltoallv")
+			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "operations, comma-separated: "+strings.Join(commbench.Ops(), ", "))
 			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
 			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
 			fs.StringVar(&f.peer, "peer", peerdir.Find("mpi"), "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")

@@ -3,6 +3,7 @@ package commbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -27,11 +28,18 @@ const (
 	// OpAlltoallv is comm.Alltoallv of size/ranks bytes (whole float64s)
 	// to every rank, parts back to back.
 	OpAlltoallv = "alltoallv"
+	// OpHalo sends size bytes to the next rank of a ring and receives as
+	// many from the previous one: comm.Irecv, comm.Isend, comm.WaitAll.
+	OpHalo = "halo"
+	// OpHaloPersistent is OpHalo with persistent requests made once per
+	// size (comm.RecvInit, comm.SendInit): each iteration comm.StartAll
+	// and comm.WaitAll.
+	OpHaloPersistent = "halo_persistent"
 )
 
 // Ops returns the names of every op Measure runs.
 func Ops() []string {
-	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv}
+	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent}
 }
 
 // Config selects what Measure runs. Zero fields take the defaults.
@@ -113,7 +121,10 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 				return nil, fmt.Errorf("commbench: size %d is not a positive multiple of 8", bytes)
 			}
 			count := bytes / 8
-			run := step(c, op, send[:count], recv[:count*n])
+			run, done, err := step(c, op, send[:count], recv[:count*n])
+			if err != nil {
+				return nil, fmt.Errorf("commbench: %s %d B: %w", op, bytes, err)
+			}
 			iters := Iters(bytes, cfg.Scale)
 			warm := max(iters/10, 3)
 			for range warm {
@@ -132,6 +143,9 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 				}
 				times[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
 			}
+			if err := done(); err != nil {
+				return nil, fmt.Errorf("commbench: %s %d B: %w", op, bytes, err)
+			}
 			// The slowest rank finishes the collective.
 			worst, err := comm.Reduce(ctx, c, times, comm.Max, 0)
 			if err != nil {
@@ -145,19 +159,26 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// step returns one iteration of op on preallocated buffers.
-func step(c comm.Comm, op string, send, recv []float64) func(context.Context) error {
+// step returns one iteration of op on preallocated buffers, and what to
+// call once the iterations are done (freeing what the op set up).
+func step(c comm.Comm, op string, send, recv []float64) (run func(context.Context) error, done func() error, err error) {
+	done = func() error { return nil }
+	run, err = stepRun(c, op, send, recv, &done)
+	return run, done, err
+}
+
+func stepRun(c comm.Comm, op string, send, recv []float64, done *func() error) (func(context.Context) error, error) {
 	sb, rb := comm.BufOf(send), comm.BufOf(recv)
 	switch op {
 	case OpAllReduce:
 		rb = comm.BufOf(recv[:len(send)])
-		return func(ctx context.Context) error { return c.AllReduce(ctx, sb, rb, comm.Sum) }
+		return func(ctx context.Context) error { return c.AllReduce(ctx, sb, rb, comm.Sum) }, nil
 	case OpAllGather:
 		alloc := func(k int) []byte { return rb.Bytes[:8*k] }
 		return func(ctx context.Context) error {
 			_, err := c.AllGather(ctx, sb, alloc)
 			return err
-		}
+		}, nil
 	case OpAllReduceUser:
 		rb = comm.BufOf(recv[:len(send)])
 		sum := comm.UserOp("sum", func(in, inout []float64) {
@@ -165,7 +186,7 @@ func step(c comm.Comm, op string, send, recv []float64) func(context.Context) er
 				inout[i] += a
 			}
 		}, true)
-		return func(ctx context.Context) error { return c.AllReduceUser(ctx, sb, rb, sum) }
+		return func(ctx context.Context) error { return c.AllReduceUser(ctx, sb, rb, sum) }, nil
 	case OpGatherv:
 		n, count := c.Size(), len(send)
 		counts, displs := make([]int, n), make([]int, n)
@@ -176,7 +197,7 @@ func step(c comm.Comm, op string, send, recv []float64) func(context.Context) er
 			at += count
 		}
 		into := recv[:at]
-		return func(ctx context.Context) error { return comm.Gatherv(ctx, c, send, into, counts, displs, 0) }
+		return func(ctx context.Context) error { return comm.Gatherv(ctx, c, send, into, counts, displs, 0) }, nil
 	case OpAlltoallv:
 		n := c.Size()
 		per := len(send) / n
@@ -186,9 +207,45 @@ func step(c comm.Comm, op string, send, recv []float64) func(context.Context) er
 		}
 		return func(ctx context.Context) error {
 			return comm.Alltoallv(ctx, c, send, counts, displs, recv, counts, displs)
+		}, nil
+	case OpHalo, OpHaloPersistent:
+		n, me := c.Size(), c.Rank()
+		right, left := (me+1)%n, (me+n-1)%n
+		into := recv[:len(send)]
+		if op == OpHalo {
+			return func(ctx context.Context) error {
+				r, err := comm.Irecv(c, into, left, 7)
+				if err != nil {
+					return err
+				}
+				s, err := comm.Isend(c, send, right, 7)
+				if err != nil {
+					return err
+				}
+				_, err = comm.WaitAll(ctx, []comm.Request{r, s})
+				return err
+			}, nil
 		}
+		r, err := comm.RecvInit(c, into, left, 7)
+		if err != nil {
+			return nil, err
+		}
+		s, err := comm.SendInit(c, send, right, 7)
+		if err != nil {
+			return nil, errors.Join(err, r.Free())
+		}
+		*done = func() error { return errors.Join(r.Free(), s.Free()) }
+		reqs := make([]comm.Request, 2)
+		return func(ctx context.Context) error {
+			if err := comm.StartAll(r, s); err != nil {
+				return err
+			}
+			reqs[0], reqs[1] = r, s
+			_, err := comm.WaitAll(ctx, reqs)
+			return err
+		}, nil
 	default:
-		return func(ctx context.Context) error { return c.Bcast(ctx, sb, 0) }
+		return func(ctx context.Context) error { return c.Bcast(ctx, sb, 0) }, nil
 	}
 }
 

@@ -114,7 +114,7 @@ func TestRunPeer(t *testing.T) {
 func TestMeasureMoreOps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ops := []string{OpAllReduceUser, OpGatherv, OpAlltoallv}
+	ops := []string{OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent}
 	cfg := Config{Ops: ops, Sizes: []int{8, 24, 4096}, Scale: 0.005, Backend: "local"}
 	var got []Result
 	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {

@@ -48,7 +48,8 @@ func PeerEnv() []string {
 }
 
 // RunPeer compiles dir/collbench.c and pz's own collbench_more.c (user
-// reduction, Gatherv, Alltoallv) with mpicc into a temporary folder, runs
+// reduction, Gatherv, Alltoallv, the ring halo exchange one-shot and
+// persistent) with mpicc into a temporary folder, runs
 // them under mpirun with n ranks and the given iteration scale, and returns
 // their medians in microseconds. thread is collbench's MPI thread level:
 // "single" (its default) or "multiple" (what pz's MPI backend asks for; Open
@@ -98,8 +99,9 @@ func RunPeer(ctx context.Context, dir string, n int, scale float64, thread strin
 }
 
 // collbenchMore is the peer of the collectives collbench.c does not
-// measure (cpeer/collbench_more.c): a user-defined reduction, Gatherv and
-// Alltoallv. It is part of pz, compiled beside the shared peer.
+// measure (cpeer/collbench_more.c): a user-defined reduction, Gatherv,
+// Alltoallv and a ring halo exchange with one-shot and persistent
+// requests. It is part of pz, compiled beside the shared peer.
 //
 //go:embed cpeer/collbench_more.c
 var collbenchMore []byte

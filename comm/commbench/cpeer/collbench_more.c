@@ -13,6 +13,11 @@
  *                   layout)
  *   alltoallv       size/ranks bytes (whole doubles) to every rank, parts
  *                   back to back
+ *   halo            size bytes to the next rank of a ring and from the
+ *                   previous one: MPI_Irecv, MPI_Isend, MPI_Waitall
+ *   halo_persistent the same with requests made once per size
+ *                   (MPI_Recv_init, MPI_Send_init), each iteration an
+ *                   MPI_Startall and MPI_Waitall
  *
  * Usage: mpirun -n N ./collbench_more [iter_scale [thread_level]]
  * pz compiles and runs it beside collbench.c (comm/commbench.RunPeer).
@@ -43,8 +48,8 @@ static void sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
     for (int i = 0; i < *len; i++) b[i] = a[i] + b[i];
 }
 
-enum { USER, GATHERV, ALLTOALLV, NCOLL };
-static const char *names[NCOLL] = {"allreduce_user", "gatherv", "alltoallv"};
+enum { USER, GATHERV, ALLTOALLV, HALO, HALO_PERSISTENT, NCOLL };
+static const char *names[NCOLL] = {"allreduce_user", "gatherv", "alltoallv", "halo", "halo_persistent"};
 
 int main(int argc, char **argv) {
     static const size_t sizes[] = {8, 1024, 65536, 1u << 20, 16u << 20};
@@ -82,6 +87,12 @@ int main(int argc, char **argv) {
                 int per = count / n;
                 for (int r = 0; r < n; r++) { sc[r] = rc[r] = per; sd[r] = rd[r] = r * per; }
             }
+            int right = (rank + 1) % n, left = (rank + n - 1) % n;
+            MPI_Request reqs[2];
+            if (c == HALO_PERSISTENT) {
+                MPI_Recv_init(rbuf, count, MPI_DOUBLE, left, 7, MPI_COMM_WORLD, &reqs[0]);
+                MPI_Send_init(sbuf, count, MPI_DOUBLE, right, 7, MPI_COMM_WORLD, &reqs[1]);
+            }
             int iters = iters_for(bytes, scale);
             int warm = iters / 10 < 3 ? 3 : iters / 10;
             double *t = malloc(sizeof(double) * iters), *tmax = malloc(sizeof(double) * iters);
@@ -98,6 +109,15 @@ int main(int argc, char **argv) {
                 case ALLTOALLV:
                     MPI_Alltoallv(sbuf, sc, sd, MPI_DOUBLE, rbuf, rc, rd, MPI_DOUBLE, MPI_COMM_WORLD);
                     break;
+                case HALO:
+                    MPI_Irecv(rbuf, count, MPI_DOUBLE, left, 7, MPI_COMM_WORLD, &reqs[0]);
+                    MPI_Isend(sbuf, count, MPI_DOUBLE, right, 7, MPI_COMM_WORLD, &reqs[1]);
+                    MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                    break;
+                case HALO_PERSISTENT:
+                    MPI_Startall(2, reqs);
+                    MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                    break;
                 }
                 if (i >= 0) t[i] = MPI_Wtime() - t0;
             }
@@ -109,6 +129,10 @@ int main(int argc, char **argv) {
                 double alg = moved / med / 1e9;
                 printf("%s %zu %d %.2f %.3f %.3f %d\n", names[c], bytes, n, med * 1e6, alg, alg, iters);
                 fflush(stdout);
+            }
+            if (c == HALO_PERSISTENT) {
+                MPI_Request_free(&reqs[0]);
+                MPI_Request_free(&reqs[1]);
             }
             free(t); free(tmax);
         }
