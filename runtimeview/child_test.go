@@ -184,13 +184,14 @@ func TestRefusesMultiRankMPILaunchWithoutMPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mpirun")
 	}
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(launch.OpenMPI)
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not found; TestNewRefusesMultiRankLaunchWithoutMPI covers the check with a fake environment")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := launch.MpirunArgs(2)
+	args := lau.Args(2)
 	args = append(args, os.Args[0], "-test.run=^$")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=refuse")

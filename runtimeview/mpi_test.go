@@ -50,7 +50,8 @@ func TestMPIWorld(t *testing.T) {
 }
 
 func spawnMPI(t *testing.T) {
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
 	}
@@ -62,7 +63,7 @@ func spawnMPI(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/ranks=%d", tc.mode, n), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				args := launch.MpirunArgs(n)
+				args := lau.Args(n)
 				args = append(args, os.Args[0], "-test.run=^TestMPIWorld$", "-test.count=1", "-test.v")
 				cmd := exec.CommandContext(ctx, mpirun, args...)
 				cmd.Env = append(os.Environ(), mpiModeEnv+"="+tc.mode,
@@ -192,13 +193,14 @@ func TestMPIRankErrorAbortsJob(t *testing.T) {
 		t.Fatalf("Run returned (%v) instead of the job ending", err)
 		return
 	}
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := launch.MpirunArgs(3)
+	args := lau.Args(3)
 	args = append(args, os.Args[0], "-test.run=^TestMPIRankErrorAbortsJob$", "-test.count=1")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), failModeEnv+"=1", "OMPI_MCA_btl_vader_single_copy_mechanism=none")

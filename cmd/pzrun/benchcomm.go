@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +111,7 @@ func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []c
 	if f.peer == "" {
 		return
 	}
-	peer, err := commbench.RunPeer(ctx, f.peer, ranks, f.scale, f.peerThread)
+	peer, err := commbench.RunPeer(ctx, peerLauncher(), f.peer, ranks, f.scale, f.peerThread)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "pzrun bench comm: peer skipped: %v\n", err)
 		return
@@ -120,7 +119,19 @@ func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []c
 	commbench.Attach(rs, peer)
 }
 
-// spawnMPI runs this binary under mpirun and reads rank 0's JSON lines.
+// peerLauncher is the MPI library of the C peer: the one this binary is
+// built against (its MPI backend's), Open MPI in a build without MPI.
+func peerLauncher() launch.Launcher {
+	lib := mpi.Library()
+	if lib == "" {
+		lib = launch.OpenMPI
+	}
+	lau, _ := launch.For(lib) // both names are known
+	return lau
+}
+
+// spawnMPI runs this binary under its MPI library's launcher (mpirun, or
+// mpiexec.mpich for a -tags mpi,mpich build) and reads rank 0's JSON lines.
 func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error) {
 	if !mpi.Available() {
 		return nil, fmt.Errorf("%w: -backend mpi: %v", errUsage, mpi.ErrNotBuilt)
@@ -129,10 +140,13 @@ func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error)
 	if err != nil {
 		return nil, err
 	}
-	args := append(launch.MpirunArgs(f.ranks), self, "bench", "comm", "-peer=",
+	cmd, err := peerLauncher().Command(ctx, f.ranks, self, "bench", "comm", "-peer=",
 		"-ops="+f.ops, "-sizes="+f.sizes, "-scale="+strconv.FormatFloat(f.scale, 'g', -1, 64),
 		"-check="+strconv.FormatBool(f.check))
-	cmd := exec.CommandContext(ctx, "mpirun", args...)
+	if err != nil {
+		return nil, err
+	}
+	args := cmd.Args[1:]
 	cmd.Env = append(os.Environ(), commbench.PeerEnv()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/scheduler/static"
@@ -21,14 +22,15 @@ import (
 
 // TestMpirun runs the MPI build of pzrun under the real mpirun.
 func TestMpirun(t *testing.T) {
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not installed")
 	}
-	bin := buildPzrun(t, "mpi")
+	bin := buildPzrun(t, mpiTags()...)
 	for _, n := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("hello-%d", n), func(t *testing.T) {
-			out, err := exec.Command(mpirun, append(launch.MpirunArgs(n), bin, "hello")...).Output()
+			out, err := exec.Command(mpirun, append(lau.Args(n), bin, "hello")...).Output()
 			require.NoError(t, err)
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 			require.Len(t, lines, n, string(out))
@@ -39,7 +41,7 @@ func TestMpirun(t *testing.T) {
 		})
 	}
 	t.Run("info-json", func(t *testing.T) {
-		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "info", "--json")...).Output()
+		out, err := exec.Command(mpirun, append(lau.Args(2), bin, "info", "--json")...).Output()
 		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		require.Len(t, lines, 2)
@@ -58,7 +60,7 @@ func TestMpirun(t *testing.T) {
 	t.Run("stm-ranks-as-clients", func(t *testing.T) {
 		src := writeSchedule(t, pipelineYAML)
 		runPath := filepath.Join(t.TempDir(), "run.json")
-		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath, "-liveness", "10s")...).CombinedOutput()
+		out, err := exec.Command(mpirun, append(lau.Args(2), bin, "stm", "run", src, "-frames", "20", "-o", runPath, "-liveness", "10s")...).CombinedOutput()
 		require.NoError(t, err, string(out))
 		f, err := os.Open(runPath)
 		require.NoError(t, err)
@@ -78,28 +80,31 @@ func TestMpirun(t *testing.T) {
 		prog := filepath.Join(t.TempDir(), "allreduce")
 		out, err := exec.Command("go", "build", "-tags", "mpi", "-o", prog, "../../examples/allreduce").CombinedOutput()
 		require.NoError(t, err, string(out))
-		out, err = exec.Command(mpirun, append(launch.MpirunArgs(2), bin, prog)...).CombinedOutput()
+		out, err = exec.Command(mpirun, append(lau.Args(2), bin, prog)...).CombinedOutput()
 		require.NoError(t, err, string(out))
 		assert.Contains(t, string(out), "allreduce over 2 ranks (mpi backend)")
 	})
 	t.Run("n-under-mpirun", func(t *testing.T) {
-		out, err := exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "-n", "2", "hello")...).CombinedOutput()
+		out, err := exec.Command(mpirun, append(lau.Args(2), bin, "-n", "2", "hello")...).CombinedOutput()
 		require.Error(t, err)
 		assert.Contains(t, string(out), "let mpirun choose the ranks")
 	})
 }
 
 // TestBenchCommMPIWithPeer runs `pzrun bench comm -backend mpi`, which
-// starts mpirun itself and runs the C peer in the same invocation.
+// starts its MPI library's launcher itself and runs the C peer, on that
+// library, in the same invocation (Open MPI, or MPICH under -tags
+// mpi,mpich).
 func TestBenchCommMPIWithPeer(t *testing.T) {
-	if _, err := exec.LookPath("mpicc"); err != nil {
-		t.Skip("mpicc not installed")
+	lau, _ := launch.For(mpi.Library())
+	if _, err := lau.Cc(); err != nil {
+		t.Skip(err)
 	}
 	peer := peerdir.Find("mpi")
 	if peer == "" {
 		t.Skip("../shared/peers/mpi not found beside the checkout")
 	}
-	bin := buildPzrun(t, "mpi")
+	bin := buildPzrun(t, mpiTags()...)
 	out, err := exec.Command(bin, "bench", "comm", "-backend", "mpi", "-ranks", "2", "-sizes", "8,65536", "-scale", "0.02", "-peer", peer).Output()
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -118,4 +123,14 @@ func TestBenchCommMPIWithPeer(t *testing.T) {
 		assert.Greater(t, r.Peer, 0.0, "peer figure present: %s", l)
 		assert.InDelta(t, r.Median/r.Peer, r.Ratio, 0.01*r.Ratio+1e-3)
 	}
+}
+
+// mpiTags are the build tags of a pzrun against the MPI library this test
+// binary is built against, so that its jobs run under that library's
+// launcher.
+func mpiTags() []string {
+	if mpi.Library() == launch.MPICH {
+		return []string{"mpi", "mpich"}
+	}
+	return []string{"mpi"}
 }

@@ -225,12 +225,13 @@ func TestBinaryExitStatusAndRefusalUnderMpirun(t *testing.T) {
 	assert.Contains(t, string(out), "-tags mpi")
 	assert.NotContains(t, string(out), "hello from rank")
 
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(launch.OpenMPI)
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Log("mpirun not installed: the real-launcher half is skipped")
 		return
 	}
-	out, err = exec.Command(mpirun, append(launch.MpirunArgs(2), bin, "hello")...).CombinedOutput()
+	out, err = exec.Command(mpirun, append(lau.Args(2), bin, "hello")...).CombinedOutput()
 	require.Error(t, err, "a binary without MPI under mpirun -n 2 must fail:\n%s", out)
 	assert.Contains(t, string(out), "-tags mpi")
 	assert.NotContains(t, string(out), "hello from rank")

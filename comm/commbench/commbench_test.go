@@ -15,6 +15,7 @@ import (
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/internal/launch"
 )
 
 func TestIters(t *testing.T) {
@@ -90,8 +91,10 @@ func TestParsePeerAndAttach(t *testing.T) {
 }
 
 func TestRunPeer(t *testing.T) {
-	if _, err := exec.LookPath("mpicc"); err != nil {
-		t.Skip("mpicc not installed")
+	lau, err := launch.For(launch.OpenMPI)
+	require.NoError(t, err)
+	if _, err := lau.Cc(); err != nil {
+		t.Skip(err)
 	}
 	dir := filepath.Join("..", "..", "..", "shared", "peers", "mpi")
 	if _, err := os.Stat(filepath.Join(dir, "collbench.c")); err != nil {
@@ -99,14 +102,20 @@ func TestRunPeer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	peer, err := RunPeer(ctx, dir, 2, 0.01, "single")
+	peer, err := RunPeer(ctx, lau, dir, 2, 0.01, "single")
 	require.NoError(t, err)
 	for _, op := range []string{OpAllReduce, OpAllGather, OpBcast} {
 		assert.Greater(t, peer[PeerKey{op, 8}], 0.0, op)
 		assert.Greater(t, peer[PeerKey{op, 16 << 20}], peer[PeerKey{op, 8}], op)
 	}
-	_, err = RunPeer(ctx, t.TempDir(), 2, 0.01, "single")
+	_, err = RunPeer(ctx, lau, t.TempDir(), 2, 0.01, "single")
 	assert.Error(t, err)
+	// A library whose tools are not installed: ErrNoPeer, naming them.
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		mpich, _ := launch.For(launch.MPICH)
+		_, err = RunPeer(ctx, mpich, dir, 2, 0.01, "single")
+		assert.ErrorIs(t, err, ErrNoPeer)
+	}
 }
 
 // The ops beyond the three of the shared peer run on in-process ranks

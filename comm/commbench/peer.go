@@ -17,8 +17,9 @@ import (
 	"github.com/pzgo/pz/internal/launch"
 )
 
-// ErrNoPeer is returned by RunPeer when mpicc or mpirun is missing.
-var ErrNoPeer = errors.New("commbench: the C MPI peer cannot run: mpicc or mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)")
+// ErrNoPeer is wrapped by RunPeer's error when the library's mpicc or
+// launcher is missing.
+var ErrNoPeer = errors.New("commbench: the C MPI peer cannot run")
 
 // PeerKey identifies one peer measurement.
 type PeerKey struct {
@@ -49,16 +50,20 @@ func PeerEnv() []string {
 
 // RunPeer compiles dir/collbench.c and pz's own collbench_more.c (user
 // reduction, Gatherv, Alltoallv, the ring halo exchange one-shot and
-// persistent) with mpicc into a temporary folder, runs
-// them under mpirun with n ranks and the given iteration scale, and returns
-// their medians in microseconds. thread is collbench's MPI thread level:
-// "single" (its default) or "multiple" (what pz's MPI backend asks for; Open
-// MPI 4.1's small-message latency is higher there).
-func RunPeer(ctx context.Context, dir string, n int, scale float64, thread string) (map[PeerKey]float64, error) {
-	mpicc, err1 := exec.LookPath("mpicc")
-	mpirun, err2 := exec.LookPath("mpirun")
-	if err1 != nil || err2 != nil {
-		return nil, ErrNoPeer
+// persistent) with the library's mpicc into a temporary folder, runs them
+// with its launcher on n ranks and the given iteration scale, and returns
+// their medians in microseconds: the peer of a pz built against MPICH is
+// C on MPICH. thread is collbench's MPI thread level: "single" (its
+// default) or "multiple" (what pz's MPI backend asks for; Open MPI 4.1's
+// small-message latency is higher there).
+func RunPeer(ctx context.Context, lau launch.Launcher, dir string, n int, scale float64, thread string) (map[PeerKey]float64, error) {
+	mpicc, err := lau.Cc()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoPeer, err)
+	}
+	mpirun, err := lau.Run()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoPeer, err)
 	}
 	src := filepath.Join(dir, "collbench.c")
 	if _, err := os.Stat(src); err != nil {
@@ -82,7 +87,7 @@ func RunPeer(ctx context.Context, dir string, n int, scale float64, thread strin
 		if out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", bin, source).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("commbench: mpicc %s: %w\n%s", source, err, out)
 		}
-		args := append(launch.MpirunArgs(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
+		args := append(lau.Args(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
 		cmd := exec.CommandContext(ctx, mpirun, args...)
 		cmd.Env = append(os.Environ(), PeerEnv()...)
 		out, err := cmd.Output()

@@ -6,3 +6,8 @@ package mpi
 
 // #cgo pkg-config: mpich
 import "C"
+
+// Library names the MPI library this binary is built against, as
+// internal/launch names it: "mpich" here. A job of this binary must be
+// started with that library's launcher (mpiexec.mpich).
+func Library() string { return "mpich" }

@@ -75,7 +75,8 @@ func TestSpawn(t *testing.T) {
 	if underLauncher() {
 		t.Skip("already under an MPI launcher")
 	}
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not found: only 1 rank tested; install Open MPI (Debian: openmpi-bin) for 2 and 4")
 	}
@@ -87,7 +88,7 @@ func TestSpawn(t *testing.T) {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
-			args := launch.MpirunArgs(n)
+			args := lau.Args(n)
 			args = append(args, os.Args[0], "-test.run="+run, "-test.count=1")
 			if testing.Short() {
 				args = append(args, "-test.short")
@@ -387,13 +388,14 @@ func TestStallEndsJob(t *testing.T) {
 		}
 		select {} // rank 1 is elsewhere: it never takes part
 	}
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := launch.MpirunArgs(2)
+	args := lau.Args(2)
 	args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), stallEnv+"=1", "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")

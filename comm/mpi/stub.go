@@ -218,3 +218,7 @@ func (c *Comm) ReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.Use
 func (c *Comm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc) error {
 	return ErrNotBuilt
 }
+
+// Library names the MPI library this binary is built against: "" in a
+// build without MPI.
+func Library() string { return "" }

@@ -17,3 +17,16 @@ func ExampleCheck() {
 	// true
 	// 4
 }
+
+// The launcher flags of each library pz builds against: a binary built
+// with -tags mpi,mpich runs under MPICH's mpiexec, which needs no
+// --oversubscribe.
+func ExampleLauncher_Args() {
+	mc, _ := launch.For(launch.MPICH)
+	fmt.Println(mc.Library, mc.Args(4))
+	om, _ := launch.For(launch.OpenMPI)
+	fmt.Println(om.Library, om.Args(4)[:3])
+	// Output:
+	// mpich [-n 4]
+	// openmpi [-n 4 --oversubscribe]
+}

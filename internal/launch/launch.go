@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 )
 
@@ -105,16 +104,4 @@ func Check(env func(string) string, mpiBuilt bool) error {
 		"e.g. Debian's libopenmpi-dev: `pkg-config --cflags ompi` must work), "+
 		"or run without mpirun to use in-process ranks",
 		ErrNotBuiltWithMPI, info.Launcher, size, info.Rank)
-}
-
-// MpirunArgs returns the mpirun flags for n ranks on this machine:
-// --oversubscribe always (ranks may exceed cores), --allow-run-as-root as
-// root. Everything in pz that starts mpirun itself (the comm benchmark's
-// peer, tests that spawn their own jobs) uses it.
-func MpirunArgs(n int) []string {
-	args := []string{"-n", strconv.Itoa(n), "--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	return args
 }

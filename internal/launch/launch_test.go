@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,17 +117,40 @@ func TestSubprocessEnv(t *testing.T) {
 }
 
 func TestSubprocessMpirun(t *testing.T) {
-	mpirun, err := exec.LookPath("mpirun")
+	lau, _ := For(OpenMPI)
+	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not installed; install Open MPI (Debian: openmpi-bin) to run this test")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := MpirunArgs(2)
+	args := lau.Args(2)
 	args = append(args, os.Args[0], "-test.run=^TestHelperProcess$")
 	out, code := helper(ctx, t, mpirun, args)
 	assert.NotEqual(t, 0, code, out)
 	// Both ranks refuse; none runs as rank 0 of 1.
 	assert.Equal(t, 2, strings.Count(out, "go build -tags mpi"), out)
 	assert.NotContains(t, out, "running as rank 0 of 1")
+}
+
+func TestLauncher(t *testing.T) {
+	om, err := For(OpenMPI)
+	require.NoError(t, err)
+	args := om.Args(3)
+	assert.Equal(t, []string{"-n", "3", "--oversubscribe"}, args[:3])
+	assert.Equal(t, os.Geteuid() == 0, slices.Contains(args, "--allow-run-as-root"))
+	mc, err := For(MPICH)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"-n", "3"}, mc.Args(3), "Hydra oversubscribes and runs as root as it is")
+	_, err = For("lam")
+	assert.ErrorContains(t, err, `unknown MPI library "lam"`)
+
+	// A library without its tools in PATH: ErrNoLauncher naming them.
+	t.Setenv("PATH", t.TempDir())
+	_, err = om.Run()
+	assert.ErrorIs(t, err, ErrNoLauncher)
+	assert.ErrorContains(t, err, "mpirun.openmpi")
+	_, err = mc.Command(context.Background(), 2, "true")
+	assert.ErrorIs(t, err, ErrNoLauncher)
+	assert.ErrorContains(t, err, "mpiexec.mpich")
 }

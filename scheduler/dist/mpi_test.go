@@ -26,7 +26,8 @@ import (
 // mpirun); under mpirun it is one rank of the job.
 func TestMPIRandomGraphs(t *testing.T) {
 	if !launch.Detect(os.Getenv).Launched() {
-		mpirun, err := exec.LookPath("mpirun")
+		lau, _ := launch.For(mpi.Library())
+		mpirun, err := lau.Run()
 		if err != nil {
 			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
 		}
@@ -34,7 +35,7 @@ func TestMPIRandomGraphs(t *testing.T) {
 			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				args := launch.MpirunArgs(n)
+				args := lau.Args(n)
 				args = append(args, os.Args[0], "-test.run=^TestMPIRandomGraphs$", "-test.count=1", "-test.v")
 				cmd := exec.CommandContext(ctx, mpirun, args...)
 				cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
