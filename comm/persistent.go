@@ -22,21 +22,32 @@ import (
 type Persistent interface {
 	Request
 	Notifier
-	// Start begins a round. It fails with an error wrapping ErrInvalidArg
-	// while a round is active (not yet reported complete) or after Free.
+	// Start begins a round. It fails with an error wrapping ErrActive
+	// while the last round's operation has not completed, and with
+	// ErrInvalidArg after Free.
 	Start() error
-	// Free releases the operation (MPI_Request_free). An active round
-	// must complete first: Free fails with ErrInvalidArg then.
+	// Free releases the operation (MPI_Request_free). A round in progress
+	// must complete first: Free fails with ErrActive then.
 	Free() error
 }
 
 // PersistentComm is implemented by backends with native persistent
 // requests (comm/mpi). SendInit and RecvInit use them; on other backends
 // each round is an Isend or an Irecv, which on comm/local cost no setup
-// worth saving.
+// worth saving. The arguments are checked, and ProcNull handled, before
+// these are called.
 type PersistentComm interface {
-	SendInit(buf Buf, dest, tag int) (Persistent, error)
-	RecvInit(buf Buf, source, tag int) (Persistent, error)
+	SendInit(buf Buf, dest, tag int) (PersistentOp, error)
+	RecvInit(buf Buf, source, tag int) (PersistentOp, error)
+}
+
+// PersistentOp is a backend's persistent operation, which a Persistent
+// drives: Start begins a round and returns its Request; Free releases the
+// operation. The Persistent calls Start only when no round is active and
+// Free once, never during a round.
+type PersistentOp interface {
+	Start() (Request, error)
+	Free() error
 }
 
 // ErrActive is wrapped by the error of Start on an active Persistent and
@@ -58,7 +69,11 @@ func SendInit[T Number](c Comm, buf []T, dest, tag int) (Persistent, error) {
 		return nil, err
 	}
 	if pc, ok := c.(PersistentComm); ok {
-		return pc.SendInit(b, dest, tag)
+		op, err := pc.SendInit(b, dest, tag)
+		if err != nil {
+			return nil, err
+		}
+		return &restarted{start: op.Start, free: op.Free}, nil
 	}
 	return &restarted{start: func() (Request, error) { return c.Isend(b, dest, tag) }}, nil
 }
@@ -80,7 +95,11 @@ func RecvInit[T Number](c Comm, buf []T, source, tag int) (Persistent, error) {
 		return nil, err
 	}
 	if pc, ok := c.(PersistentComm); ok {
-		return pc.RecvInit(b, source, tag)
+		op, err := pc.RecvInit(b, source, tag)
+		if err != nil {
+			return nil, err
+		}
+		return &restarted{start: op.Start, free: op.Free}, nil
 	}
 	return &restarted{start: func() (Request, error) { return c.Irecv(b, source, tag) }}, nil
 }
@@ -100,10 +119,12 @@ func StartAll(ps ...Persistent) error {
 	return nil
 }
 
-// restarted is the Persistent of backends without native persistent
-// requests: each Start calls start (an Isend or Irecv) for a new round.
+// restarted is every Persistent: each Start calls start for a new round
+// (a backend's PersistentOp, or an Isend or Irecv), and Free calls free
+// (nil: nothing to release).
 type restarted struct {
 	start func() (Request, error)
+	free  func() error
 
 	mu     sync.Mutex
 	cur    Request // the active round, nil when inactive
@@ -123,7 +144,10 @@ func (p *restarted) Start() error {
 	case p.freed:
 		return fmt.Errorf("%w: Start: %w", ErrInvalidArg, errFreed)
 	case p.cur != nil:
-		return fmt.Errorf("%w: Start", ErrActive)
+		if done, _, _ := p.cur.Test(); !done {
+			return fmt.Errorf("%w: Start", ErrActive)
+		}
+		p.cur, p.last = nil, p.cur // completed, though nobody asked
 	}
 	r, err := p.start()
 	if err != nil {
@@ -226,8 +250,14 @@ func (p *restarted) Free() error {
 	case p.freed:
 		return fmt.Errorf("%w: Free: %w", ErrInvalidArg, errFreed)
 	case p.cur != nil:
-		return fmt.Errorf("%w: Free", ErrActive)
+		if done, _, _ := p.cur.Test(); !done {
+			return fmt.Errorf("%w: Free", ErrActive)
+		}
+		p.cur, p.last = nil, p.cur
 	}
 	p.freed = true
+	if p.free != nil {
+		return p.free()
+	}
 	return nil
 }

@@ -8,19 +8,18 @@ package mpi
 import "C"
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
-	"sync"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 )
 
-// persistent is an MPI persistent request (MPI_Send_init, MPI_Recv_init):
-// MPI matches the buffer, peer and tag once, and each round is an
-// MPI_Start. The buffer stays pinned, and the request reachable through a
+// persistent is an MPI persistent request (MPI_Send_init, MPI_Recv_init),
+// the comm.PersistentOp that comm.SendInit and comm.RecvInit drive: MPI
+// matches the buffer, peer and tag once, and each round is an MPI_Start.
+// The buffer stays pinned, and the operation reachable through a
 // cgo.Handle, from Init to Free; each round is a request (request.round)
 // over the same MPI_Request, so that waiting on it, the request sets and
 // the progress engine work as for Isend and Irecv.
@@ -41,29 +40,23 @@ type persistent struct {
 	bp        unsafe.Pointer
 	n         C.int
 	peer, tag C.int
-
-	mu     sync.Mutex
-	cur    *request // the last round started
-	freed  bool
-	closed chan struct{}
 }
 
-var _ comm.Persistent = (*persistent)(nil)
 var _ comm.PersistentComm = (*Comm)(nil)
 
-// SendInit sets up a persistent send (MPI_Send_init); see
-// comm.SendInit, which checks the arguments and handles ProcNull.
-func (c *Comm) SendInit(buf comm.Buf, dest, tag int) (comm.Persistent, error) {
+// SendInit sets up a persistent send (MPI_Send_init); use comm.SendInit,
+// which checks the arguments and handles ProcNull.
+func (c *Comm) SendInit(buf comm.Buf, dest, tag int) (comm.PersistentOp, error) {
 	return c.persistentInit("SendInit", buf, dest, tag, false)
 }
 
-// RecvInit sets up a persistent receive (MPI_Recv_init); see
+// RecvInit sets up a persistent receive (MPI_Recv_init); use
 // comm.RecvInit.
-func (c *Comm) RecvInit(buf comm.Buf, source, tag int) (comm.Persistent, error) {
+func (c *Comm) RecvInit(buf comm.Buf, source, tag int) (comm.PersistentOp, error) {
 	return c.persistentInit("RecvInit", buf, source, tag, true)
 }
 
-func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv bool) (comm.Persistent, error) {
+func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv bool) (*persistent, error) {
 	if err := c.usable(name); err != nil {
 		return nil, err
 	}
@@ -104,32 +97,14 @@ func (p *persistent) init() C.int {
 	return C.pz_send_init(p.bp, p.n, p.dt.t, p.peer, p.tag, p.c.c, p.req)
 }
 
-// active returns the round in progress, or nil.
-func (p *persistent) active() *request {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cur == nil || p.cur.completed() {
-		return nil
-	}
-	return p.cur
-}
-
-// Start begins a round (MPI_Start).
-func (p *persistent) Start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.freed:
-		return fmt.Errorf("%w: mpi: Start: persistent request freed", comm.ErrInvalidArg)
-	case p.cur != nil && !p.cur.completed():
-		return fmt.Errorf("%w: mpi: Start", comm.ErrActive)
-	}
+// Start begins a round (MPI_Start) and returns its request.
+func (p *persistent) Start() (comm.Request, error) {
 	if err := p.c.usable("Start"); err != nil {
-		return err
+		return nil, err
 	}
 	if *p.req == p.c.h.request_null { // MPI freed it after a failed round
 		if rc := p.init(); rc != 0 {
-			return fmt.Errorf("mpi: Start: %w", p.c.st.error(p.call, rc))
+			return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error(p.call, rc))
 		}
 	}
 	r := &request{c: p.c, call: p.call, req: p.req, round: true, recv: p.recv, bytes: p.bytes, dt: p.elem, doneCh: make(chan struct{})}
@@ -137,76 +112,26 @@ func (p *persistent) Start() error {
 	rc := C.pz_start(p.req)
 	p.c.st.unlock()
 	if rc != 0 {
-		return fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
+		return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
 	}
-	p.cur = r
-	return nil
+	return r, nil
 }
 
-// Wait waits for the active round (see comm.Persistent).
-func (p *persistent) Wait(ctx context.Context) (comm.Status, error) {
-	r := p.last()
-	if r == nil {
-		return comm.Status{}, nil
-	}
-	return r.Wait(ctx)
-}
-
-// Test tests the active round (see comm.Persistent).
-func (p *persistent) Test() (bool, comm.Status, error) {
-	r := p.last()
-	if r == nil {
-		return true, comm.Status{}, nil
-	}
-	return r.Test()
-}
-
-// last returns the round that Wait and Test report on: the active one,
-// or the one just completed (so that its Status and error are still
-// read), or nil before the first Start.
-func (p *persistent) last() *request {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cur
-}
-
-// Done implements comm.Notifier for the active round; closed when none is.
-func (p *persistent) Done() <-chan struct{} {
-	if r := p.active(); r != nil {
-		return r.Done()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed == nil {
-		p.closed = make(chan struct{})
-		close(p.closed)
-	}
-	return p.closed
-}
-
-// Free releases the request (MPI_Request_free) once no round is active.
+// Free releases the request (MPI_Request_free), the buffer's pin and the
+// handle.
 func (p *persistent) Free() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.freed:
-		return fmt.Errorf("%w: mpi: Free: persistent request freed", comm.ErrInvalidArg)
-	case p.cur != nil && !p.cur.completed():
-		return fmt.Errorf("%w: mpi: Free", comm.ErrActive)
-	}
-	p.freed = true
+	defer p.handle.Delete()
+	defer p.pin.Unpin()
 	if p.c.st.finalized.Load() {
 		return nil // MPI is gone, and the request with it
 	}
-	var rc C.int
-	if *p.req != p.c.h.request_null {
-		p.c.st.lock()
-		rc = C.pz_request_free(p.req)
-		p.c.st.unlock()
+	defer p.c.free(p.dt)
+	if *p.req == p.c.h.request_null {
+		return nil
 	}
-	p.pin.Unpin()
-	p.handle.Delete()
-	p.c.free(p.dt)
+	p.c.st.lock()
+	rc := C.pz_request_free(p.req)
+	p.c.st.unlock()
 	if rc != 0 {
 		return fmt.Errorf("mpi: Free: %w", p.c.st.error("MPI_Request_free", rc))
 	}
