@@ -24,14 +24,8 @@ func persistentCases() []Case {
 // that round; the ends talk to ProcNull. Odd rounds wait through WaitAny
 // (the Persistent as a Notifier), even ones through WaitAll.
 func persistentCase(ctx context.Context, c comm.Comm) error {
-	n, me := c.Size(), c.Rank()
-	left, right := me-1, me+1
-	if left < 0 {
-		left = comm.ProcNull
-	}
-	if right >= n {
-		right = comm.ProcNull
-	}
+	me := c.Rank()
+	left, right := lineNeighbours(c)
 	for _, count := range []int{3, 1000} {
 		toL, toR := make([]float64, count), make([]float64, count)
 		fromL, fromR := make([]float64, count), make([]float64, count)

@@ -114,17 +114,24 @@ func reduceScatterCase(ctx context.Context, c comm.Comm) error {
 	return nil
 }
 
-// sendrecvCase is a halo exchange on a line of ranks (not a ring): the
-// ends talk to ProcNull.
-func sendrecvCase(ctx context.Context, c comm.Comm) error {
-	n, me := c.Size(), c.Rank()
-	left, right := me-1, me+1
+// lineNeighbours returns this rank's neighbours on a line of ranks (not a
+// ring): ProcNull beyond the ends.
+func lineNeighbours(c comm.Comm) (left, right int) {
+	left, right = c.Rank()-1, c.Rank()+1
 	if left < 0 {
 		left = comm.ProcNull
 	}
-	if right >= n {
+	if right >= c.Size() {
 		right = comm.ProcNull
 	}
+	return left, right
+}
+
+// sendrecvCase is a halo exchange on a line of ranks (not a ring): the
+// ends talk to ProcNull.
+func sendrecvCase(ctx context.Context, c comm.Comm) error {
+	me := c.Rank()
+	left, right := lineNeighbours(c)
 	for _, count := range []int{4, 1000} { // below and above comm/local's eager limit
 		mine := make([]float64, count)
 		for i := range mine {
