@@ -19,6 +19,10 @@ import (
 // allocation and copy cost more than the handshake.
 const p2pEager = 4 << 10
 
+// preMake is the largest message whose struct and eager copy a send makes
+// before taking the receiver's mailbox lock (see startMode).
+const preMake = 256
+
 // mailbox holds one rank's unmatched incoming messages and unmatched
 // posted receives, each in arrival order; MPI's matching rules follow from
 // scanning them front to back.
@@ -122,6 +126,15 @@ func (c *rankComm) start(buf comm.Buf, dest, tag int) *message {
 // startMode is start; sync hands every message over by reference, so
 // that the sender waits for a receiver to take it (Ssend).
 func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
+	// A small message (and its eager copy) is made before taking the
+	// lock, which the receiver and its other senders contend for: the
+	// lock is held shorter, and a posted Irecv that takes the data
+	// straight from buf leaves only a small allocation unused. Larger
+	// ones are made only when no posted receive takes them.
+	var m *message
+	if len(buf.Bytes) <= preMake {
+		m = c.newMessage(buf, tag, sync)
+	}
 	box := &c.g.boxes[dest]
 	box.mu.Lock()
 	if p := box.takePosted(c.rank, tag); p != nil {
@@ -132,12 +145,16 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 			p.req.complete(st, err)
 			return nil
 		}
-		m := c.newMessage(buf, tag, sync)
+		if m == nil {
+			m = c.newMessage(buf, tag, sync)
+		}
 		p.handoff <- m // capacity 1 and p was posted once: never blocks
 		box.mu.Unlock()
 		return waitable(m)
 	}
-	m := c.newMessage(buf, tag, sync)
+	if m == nil {
+		m = c.newMessage(buf, tag, sync)
+	}
 	box.unexp = append(box.unexp, m)
 	for _, ch := range box.probes {
 		close(ch)
@@ -370,6 +387,11 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.checkRecv("Irecv", buf.Type, source, tag); err != nil {
 		return nil, err
 	}
+	// Allocate before taking the lock, which the senders to this rank
+	// contend for: a message already here wastes these, but no sender
+	// waits for an allocation.
+	r := &request{c: c, done: make(chan struct{})}
+	post := &recvPost{src: source, tag: tag, dt: buf.Type, req: r, buf: buf.Bytes}
 	box := &c.g.boxes[c.rank]
 	box.mu.Lock()
 	if m := box.takeUnexp(source, tag); m != nil {
@@ -378,10 +400,11 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 		if m.done != nil {
 			close(m.done)
 		}
-		return &request{c: c, done: c.g.w.closed, st: st, err: err}, nil
+		r.done = c.g.w.closed
+		r.st, r.err = st, err
+		return r, nil
 	}
-	r := &request{c: c, done: make(chan struct{})}
-	box.posted = append(box.posted, &recvPost{src: source, tag: tag, dt: buf.Type, req: r, buf: buf.Bytes})
+	box.posted = append(box.posted, post)
 	box.mu.Unlock()
 	return r, nil
 }
