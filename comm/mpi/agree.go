@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -206,12 +207,17 @@ func combinePayload(dt comm.Datatype, op comm.Op, a, b []byte) ([]byte, bool) {
 }
 
 // agreeStep allreduces c.agree[0] into c.agree[1] with pz_agree_op.
+// The buffers are c's own (c.agree, alive as long as c) and pinned by
+// c.do on the polling path, so they go to C as addresses (pz_allreduce_at).
 func (c *Comm) agreeStep(ctx context.Context) error {
 	sp, rp := unsafe.Pointer(&c.agree[0]), unsafe.Pointer(&c.agree[1])
+	sa, ra := C.uintptr_t(uintptr(sp)), C.uintptr_t(uintptr(rp))
 	dt, op := c.st.agreeType, c.st.agreeOp
-	return c.do(ctx, "MPI_Allreduce", true,
-		func() C.int { return C.pz_allreduce(sp, rp, 1, dt, op, c.c, 0) },
-		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, 1, dt, op, c.c, 0, r) }, sp, rp)
+	err := c.do(ctx, "MPI_Allreduce", true,
+		func() C.int { return C.pz_allreduce_at(sa, ra, 1, dt, op, c.c, 0) },
+		func(r *C.MPI_Request) C.int { return C.pz_iallreduce_at(sa, ra, 1, dt, op, c.c, r) }, sp, rp)
+	runtime.KeepAlive(c.agree)
+	return err
 }
 
 // explain runs on every rank once the agreement step found a failure or a

@@ -10,6 +10,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -134,12 +135,16 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 		return c.runUser(ctx, callAllReduce, send, recv, f, noRoot, inplace)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
-	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+	err := pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
+		sa, ra := C.uintptr_t(uintptr(sp)), C.uintptr_t(uintptr(rp))
 		return c.doSized(ctx, "MPI_Allreduce", true, int(n)*send.Type.Size(),
-			func() C.int { return C.pz_allreduce(sp, rp, n, dt, mop, c.c, inplace) },
+			func() C.int { return C.pz_allreduce_at(sa, ra, n, dt, mop, c.c, inplace) },
 			func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, dt, mop, c.c, inplace, r) }, sp, rp)
 	})
+	runtime.KeepAlive(send.Bytes) // MPI had only their addresses
+	runtime.KeepAlive(recv.Bytes)
+	return err
 }
 
 // layout returns the total of per-rank counts, whether they are all equal

@@ -155,6 +155,17 @@ static int pz_allreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op
 static int pz_iallreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, MPI_Request *r) {
 	return MPI_Iallreduce(pz_in(s, inplace), d, n, t, op, c, r);
 }
+/* Allreduce of memory that Go keeps alive and pinned where MPI keeps it
+ * past the call (a Comm's agree buffers; the caller's buffers, kept alive
+ * until the blocking call returns): addresses as integers, so that cgo does
+ * not check the pointers on every collective (about 40 ns of the ~130 ns a
+ * small call costs pz over MPI's own). */
+static int pz_allreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace) {
+	return MPI_Allreduce(pz_in((const void *)s, inplace), (void *)d, n, t, op, c);
+}
+static int pz_iallreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallreduce((const void *)s, (void *)d, n, t, op, c, r);
+}
 
 static int pz_reduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace) {
 	return MPI_Reduce(pz_in(s, inplace), d, n, t, op, root, c);
