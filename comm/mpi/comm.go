@@ -63,6 +63,7 @@ type Comm struct {
 	seq    atomic.Uint64 // collectives started, for the watch's reports
 
 	nbc     *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
+	wslot   *collSlot // the watch's record of the collective in progress; made by the first, guarded by coll
 	nbcComm *Comm     // their communicator: a duplicate made with this one (nil for that duplicate itself)
 }
 
@@ -122,8 +123,19 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 	if coll {
 		seq = c.seq.Add(1)
 	}
-	id := c.st.watch.begin(call, seq, c.size)
-	defer c.st.watch.end(id)
+	if coll {
+		// Collectives on c run one at a time: c's own slot, no lock.
+		if c.wslot == nil {
+			c.wslot = c.st.watch.collSlot(c.size)
+		}
+		if s := c.wslot; s != nil {
+			s.begin(call, seq)
+			defer s.end()
+		}
+	} else {
+		id := c.st.watch.begin(call, seq, c.size)
+		defer c.st.watch.end(id)
+	}
 	if ctx.Done() == nil && !c.st.serialize {
 		if rc := block(); rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))
@@ -306,6 +318,7 @@ func (c *Comm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("mpi: Free: %w", comm.ErrFreed)
 	}
+	c.st.watch.dropSlot(c.wslot)
 	var nerr error
 	if c.nbc != nil {
 		nerr = c.nbc.Close() // frees nbcComm unless a collective holds it
