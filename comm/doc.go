@@ -32,6 +32,15 @@
 // MPI's); Gather, AllGather, Scatter and Alltoall lay them back to back.
 // Buffers of any length go on every backend, past MPI's 2^31-1 counts too.
 //
+// # Point to point
+//
+// Send, Recv, Ssend, Isend, Irecv and Sendrecv move typed slices between
+// two ranks; ProcNull is a peer that makes a domain's edges no special
+// case. Requests complete through Wait and Test, or in sets (WaitAll,
+// WaitAny, WaitSome, TestAny, TestSome). A message exchanged every
+// iteration is set up once with SendInit or RecvInit and run with Start
+// (or StartAll) and a wait: a Persistent, MPI's persistent request.
+//
 // # Other values: one codec
 //
 // Structs, strings, maps and anything else go through CBOR (RFC 8949,
