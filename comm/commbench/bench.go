@@ -35,11 +35,25 @@ const (
 	// size (comm.RecvInit, comm.SendInit): each iteration comm.StartAll
 	// and comm.WaitAll.
 	OpHaloPersistent = "halo_persistent"
+	// OpScan is comm.Scan of float64s, sum.
+	OpScan = "scan"
+	// OpReduceScatterBlock is comm.ReduceScatterBlock of float64s, sum:
+	// size bytes in (at least one element per rank), size/ranks out.
+	OpReduceScatterBlock = "reduce_scatter_block"
+	// OpAllReduceMaxLoc is comm.AllReduceMaxLoc of size/16 (at least one)
+	// comm.Loc[float64] (the peer: MPI_DOUBLE_INT with MPI_MAXLOC).
+	OpAllReduceMaxLoc = "allreduce_maxloc"
+	// OpSendrecv is comm.Sendrecv of size bytes to the next rank of a ring
+	// and from the previous one.
+	OpSendrecv = "sendrecv"
+	// OpIallreduce is Iallreduce of float64s, sum, then Wait.
+	OpIallreduce = "iallreduce"
 )
 
 // Ops returns the names of every op Measure runs.
 func Ops() []string {
-	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent}
+	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent,
+		OpScan, OpReduceScatterBlock, OpAllReduceMaxLoc, OpSendrecv, OpIallreduce}
 }
 
 // Config selects what Measure runs. Zero fields take the defaults.
@@ -242,6 +256,45 @@ func stepRun(c comm.Comm, op string, send, recv []float64, done *func() error) (
 			}
 			reqs[0], reqs[1] = r, s
 			_, err := comm.WaitAll(ctx, reqs)
+			return err
+		}, nil
+	case OpScan:
+		return func(ctx context.Context) error {
+			_, err := comm.Scan(ctx, c, send, comm.Sum)
+			return err
+		}, nil
+	case OpReduceScatterBlock:
+		n := c.Size()
+		in := make([]float64, max(len(send)/n, 1)*n)
+		copy(in, send)
+		return func(ctx context.Context) error {
+			_, err := comm.ReduceScatterBlock(ctx, c, in, comm.Sum)
+			return err
+		}, nil
+	case OpAllReduceMaxLoc:
+		locs := make([]comm.Loc[float64], max(len(send)/2, 1))
+		for i := range locs {
+			locs[i] = comm.Loc[float64]{Value: float64((c.Rank()*7 + i) % 5), Index: c.Rank()}
+		}
+		return func(ctx context.Context) error {
+			_, err := comm.AllReduceMaxLoc(ctx, c, locs)
+			return err
+		}, nil
+	case OpSendrecv:
+		n, me := c.Size(), c.Rank()
+		into := recv[:len(send)]
+		return func(ctx context.Context) error {
+			_, err := comm.Sendrecv(ctx, c, send, (me+1)%n, 5, into, (me+n-1)%n, 5)
+			return err
+		}, nil
+	case OpIallreduce:
+		rb = comm.BufOf(recv[:len(send)])
+		return func(ctx context.Context) error {
+			r, err := c.Iallreduce(sb, rb, comm.Sum)
+			if err != nil {
+				return err
+			}
+			_, err = r.Wait(ctx)
 			return err
 		}, nil
 	default:

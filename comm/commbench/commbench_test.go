@@ -123,7 +123,8 @@ func TestRunPeer(t *testing.T) {
 func TestMeasureMoreOps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ops := []string{OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent}
+	ops := []string{OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent,
+		OpScan, OpReduceScatterBlock, OpAllReduceMaxLoc, OpSendrecv, OpIallreduce}
 	cfg := Config{Ops: ops, Sizes: []int{8, 24, 4096}, Scale: 0.005, Backend: "local"}
 	var got []Result
 	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {

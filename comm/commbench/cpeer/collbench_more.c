@@ -18,6 +18,15 @@
  *   halo_persistent the same with requests made once per size
  *                   (MPI_Recv_init, MPI_Send_init), each iteration an
  *                   MPI_Startall and MPI_Waitall
+ *   scan            MPI_Scan of doubles, sum
+ *   reduce_scatter_block  MPI_Reduce_scatter_block of doubles, sum: size
+ *                   bytes in (at least one double per rank), size/ranks
+ *                   out
+ *   allreduce_maxloc MPI_Allreduce of (double, int) pairs (MPI_DOUBLE_INT,
+ *                   MPI_MAXLOC), size/16 of them (at least one)
+ *   sendrecv        MPI_Sendrecv of size bytes to the next rank of a ring
+ *                   and from the previous one
+ *   iallreduce      MPI_Iallreduce of doubles, sum, then MPI_Wait
  *
  * Usage: mpirun -n N ./collbench_more [iter_scale [thread_level]]
  * pz compiles and runs it beside collbench.c (comm/commbench.RunPeer).
@@ -48,8 +57,11 @@ static void sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
     for (int i = 0; i < *len; i++) b[i] = a[i] + b[i];
 }
 
-enum { USER, GATHERV, ALLTOALLV, HALO, HALO_PERSISTENT, NCOLL };
-static const char *names[NCOLL] = {"allreduce_user", "gatherv", "alltoallv", "halo", "halo_persistent"};
+enum { USER, GATHERV, ALLTOALLV, HALO, HALO_PERSISTENT, SCAN, RSB, MAXLOC, SENDRECV, IALLREDUCE, NCOLL };
+static const char *names[NCOLL] = {"allreduce_user", "gatherv", "alltoallv", "halo", "halo_persistent",
+                                   "scan", "reduce_scatter_block", "allreduce_maxloc", "sendrecv", "iallreduce"};
+
+typedef struct { double v; int i; } double_int;
 
 int main(int argc, char **argv) {
     static const size_t sizes[] = {8, 1024, 65536, 1u << 20, 16u << 20};
@@ -68,11 +80,13 @@ int main(int argc, char **argv) {
     MPI_Op user;
     MPI_Op_create(sum_fn, 1, &user);
     size_t maxb = sizes[nsizes - 1];
-    double *sbuf = malloc(maxb), *rbuf = malloc((maxb + 8) * (size_t)n);
+    double *sbuf = malloc(maxb + 8 * (size_t)n), *rbuf = malloc((maxb + 8) * (size_t)n);
+    double_int *lin = malloc(sizeof(double_int) * (maxb / 16 + 1)), *lout = malloc(sizeof(double_int) * (maxb / 16 + 1));
     int *sc = malloc(sizeof(int) * n), *sd = malloc(sizeof(int) * n);
     int *rc = malloc(sizeof(int) * n), *rd = malloc(sizeof(int) * n);
-    if (!sbuf || !rbuf || !sc || !sd || !rc || !rd) { fprintf(stderr, "oom\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
-    for (size_t i = 0; i < maxb / 8; i++) sbuf[i] = rank + 1.0;
+    if (!sbuf || !rbuf || !sc || !sd || !rc || !rd || !lin || !lout) { fprintf(stderr, "oom\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    for (size_t i = 0; i < maxb / 8 + (size_t)n; i++) sbuf[i] = rank + 1.0;
+    for (size_t i = 0; i < maxb / 16 + 1; i++) { lin[i].v = (double)((rank * 7 + i) % 5); lin[i].i = rank; }
     memset(rbuf, 0, (maxb + 8) * (size_t)n);
     if (rank == 0) printf("# collective size ranks median_us algbw_GBps busbw_GBps iters\n");
 
@@ -88,6 +102,8 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < n; r++) { sc[r] = rc[r] = per; sd[r] = rd[r] = r * per; }
             }
             int right = (rank + 1) % n, left = (rank + n - 1) % n;
+            int block = count / n < 1 ? 1 : count / n;
+            int pairs = (int)(bytes / 16) < 1 ? 1 : (int)(bytes / 16);
             MPI_Request reqs[2];
             if (c == HALO_PERSISTENT) {
                 MPI_Recv_init(rbuf, count, MPI_DOUBLE, left, 7, MPI_COMM_WORLD, &reqs[0]);
@@ -117,6 +133,22 @@ int main(int argc, char **argv) {
                 case HALO_PERSISTENT:
                     MPI_Startall(2, reqs);
                     MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                    break;
+                case SCAN:
+                    MPI_Scan(sbuf, rbuf, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                    break;
+                case RSB:
+                    MPI_Reduce_scatter_block(sbuf, rbuf, block, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                    break;
+                case MAXLOC:
+                    MPI_Allreduce(lin, lout, pairs, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+                    break;
+                case SENDRECV:
+                    MPI_Sendrecv(sbuf, count, MPI_DOUBLE, right, 5, rbuf, count, MPI_DOUBLE, left, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    break;
+                case IALLREDUCE:
+                    MPI_Iallreduce(sbuf, rbuf, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &reqs[0]);
+                    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
                     break;
                 }
                 if (i >= 0) t[i] = MPI_Wtime() - t0;
