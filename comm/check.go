@@ -23,10 +23,14 @@ const (
 	CallSplit
 	CallDup
 	CallFree
+	CallScan
+	CallExscan
+	CallReduceScatterBlock
 	numCalls
 )
 
-var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup", "Free"}
+var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup", "Free",
+	"Scan", "Exscan", "ReduceScatterBlock"}
 
 // String returns the method name of the call, e.g. "AllReduce".
 func (c Call) String() string {

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -61,8 +62,39 @@ func Exscan[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error)
 	return scan(ctx, c, "Exscan", send, op, false)
 }
 
+// ScanComm is implemented by backends with a native prefix reduction
+// (comm/local, comm/mpi), which Scan and Exscan use: recv receives the
+// inclusive (or, with exclusive, exclusive) prefix of send, folded from
+// the left in rank order ((s0 op s1) op s2 ...), the bits the fallback
+// gives. On rank 0 an exclusive scan leaves recv untouched. send and recv
+// may be the same buffer. A backend that cannot do op on send's type
+// natively returns an error wrapping ErrUnsupported before any
+// communication, on every rank alike, and the fallback runs.
+type ScanComm interface {
+	ScanBuf(ctx context.Context, send, recv Buf, op Op, exclusive bool) error
+}
+
 func scan[T Number](ctx context.Context, c Comm, call string, send []T, op Op, inclusive bool) ([]T, error) {
 	dt := DatatypeOf[T]()
+	if sc, ok := c.(ScanComm); ok {
+		if !inclusive && c.Rank() == 0 {
+			// MPI leaves rank 0's exclusive prefix undefined: nil here,
+			// though it takes part.
+			err := sc.ScanBuf(ctx, BufOf(send), BufOf(make([]T, len(send))), op, true)
+			if !errors.Is(err, errors.ErrUnsupported) {
+				return nil, err
+			}
+		} else {
+			out := make([]T, len(send))
+			err := sc.ScanBuf(ctx, BufOf(send), BufOf(out), op, !inclusive)
+			if !errors.Is(err, errors.ErrUnsupported) {
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			}
+		}
+	}
 	if !op.Supports(dt) {
 		// Every rank checks the same op and type: all fail alike.
 		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("op %v is not defined on %v", op, dt)}
@@ -97,6 +129,16 @@ func scan[T Number](ctx context.Context, c Comm, call string, send []T, op Op, i
 // Size blocks of equal length on every rank.
 func ReduceScatterBlock[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error) {
 	n := c.Size()
+	if rc, ok := c.(ReduceScatterComm); ok {
+		out := make([]T, len(send)/n)
+		err := rc.ReduceScatterBlockBuf(ctx, BufOf(send), BufOf(out), op)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			if err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+	}
 	counts := make([]int, n)
 	for r := range counts {
 		counts[r] = len(send) / n
@@ -105,6 +147,17 @@ func ReduceScatterBlock[T Number](ctx context.Context, c Comm, send []T, op Op) 
 		counts = nil // reported after the reduction, on every rank
 	}
 	return reduceScatter(ctx, c, "ReduceScatterBlock", send, counts, op)
+}
+
+// ReduceScatterComm is implemented by backends with a native
+// reduce-scatter of equal blocks (comm/mpi: MPI_Reduce_scatter_block),
+// which ReduceScatterBlock uses: send holds Size blocks of recv's length,
+// and rank r receives block r of the element-wise reduction. A backend
+// that cannot do the call natively returns an error wrapping
+// ErrUnsupported before any communication, and the fallback (an
+// AllReduce, then this rank's block) runs.
+type ReduceScatterComm interface {
+	ReduceScatterBlockBuf(ctx context.Context, send, recv Buf, op Op) error
 }
 
 // ReduceScatter reduces send element-wise across ranks with op and gives

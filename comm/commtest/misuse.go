@@ -96,6 +96,16 @@ func misuseCountCase(ctx context.Context, c comm.Comm) error {
 			"BcastSlice with lengths rank+1": func() error {
 				return comm.Bcast(ctx, d, make([]uint8, me+1), 0)
 			},
+			// Native on comm/local and (integers) on MPI, a fallback
+			// elsewhere: every rank is told either way.
+			"Scan of int32 with lengths 2+rank%2": func() error {
+				_, err := comm.Scan(ctx, d, make([]int32, 2+me%2), comm.Sum)
+				return err
+			},
+			"Exscan of float64 with lengths rank+1": func() error {
+				_, err := comm.Exscan(ctx, d, make([]float64, me+1), comm.Sum)
+				return err
+			},
 			// Under MPI an AllReduce of at most 64 bytes rides in the
 			// agreement step; larger ones follow it: both sides of that
 			// line must still meet in one agreement.

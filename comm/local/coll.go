@@ -783,3 +783,82 @@ func (c *rankComm) Compare(other comm.Comm) (comm.Relation, error) {
 	}
 	return comm.Unequal, nil
 }
+
+// ScanBuf implements comm.ScanComm. Up to eagerMax bytes every rank copies
+// its send buffer into its slot, and rank r folds the copies of ranks 0..r
+// (0..r-1 when exclusive) into its recv: one synchronization. Above, the
+// ranks read each other's send buffers in place after a commit, and each
+// waits until every rank has finished reading before it returns. The fold
+// is from the left in rank order, as comm.Scan's fallback folds.
+func (c *rankComm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exclusive bool) error {
+	call := comm.CallScan
+	if exclusive {
+		call = comm.CallExscan
+	}
+	k, a, err := c.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	defer c.collMu.Unlock()
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Op: op, Root: -1, Count: int64(send.Len())}
+	a.argErr = comm.FirstErr(
+		comm.CheckBuf(call.String(), c.rank, send),
+		comm.CheckOp(call.String(), c.rank, op, send.Type),
+		comm.CheckRecv(call.String(), c.rank, send, recv),
+		comm.CheckAlias(call.String(), c.rank, send, recv))
+	eager := len(send.Bytes) <= eagerMax
+	if a.argErr == nil {
+		if eager {
+			a.src = a.eagerCopy(send.Bytes)
+		} else {
+			a.src, a.direct = send.Bytes, true
+		}
+	}
+	if err := c.arrive(ctx, call, k); err != nil {
+		return err
+	}
+	last := c.rank
+	if exclusive {
+		last--
+	}
+	if eager {
+		if last >= 0 {
+			c.foldPrefix(op, send.Type, k, last, recv.Bytes[:len(send.Bytes)])
+		}
+		return nil
+	}
+	if err := c.commit(ctx, call); err != nil {
+		return err
+	}
+	// Ranks after this one read its send buffer until they depart: in
+	// place, the prefix waits in scratch until they have.
+	dst := recv.Bytes[:len(send.Bytes)]
+	inPlace := comm.Overlaps(dst, send.Bytes)
+	if inPlace && last >= 0 {
+		dst = make([]byte, len(send.Bytes))
+	}
+	if last >= 0 {
+		c.foldPrefix(op, send.Type, k, last, dst)
+	}
+	c.depart(k)
+	c.waitDepart(k, -1)
+	if inPlace && last >= 0 {
+		copy(recv.Bytes, dst)
+	}
+	return nil
+}
+
+// foldPrefix folds the srcs of ranks 0..last of collective k into dst,
+// from the left: ((s0 op s1) op s2) ... The arguments were validated in
+// the agreement step; dst is none of the srcs.
+func (c *rankComm) foldPrefix(op comm.Op, dt comm.Datatype, k uint64, last int, dst []byte) {
+	sl, p := c.g.slots, k&1
+	if last == 0 {
+		copy(dst, sl[0].a[p].src)
+		return
+	}
+	_ = comm.ReduceTo(op, dt, dst, sl[0].a[p].src, sl[1].a[p].src)
+	for j := 2; j <= last; j++ {
+		_ = comm.ReduceInto(op, dt, dst, sl[j].a[p].src)
+	}
+}

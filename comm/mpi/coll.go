@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -498,4 +499,83 @@ func sum(counts []int) int {
 		t += n
 	}
 	return t
+}
+
+// ScanBuf implements comm.ScanComm with MPI_Scan or MPI_Exscan (MPI_Iscan,
+// MPI_Iexscan when polling), after the agreement step, for integer types:
+// there every op gives the same result in any association, as comm.Scan's
+// left fold. Float sums and products depend on the association, which
+// the library chooses (MPICH's MPI_Scan is not a left fold), and float
+// Min and Max on NaN are the library's: those, and unsigned Min and Max
+// where the library orders them as signed (goMinMax), return
+// ErrUnsupported before any communication, and comm.Scan falls back.
+func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exclusive bool) error {
+	k := comm.CallScan
+	if exclusive {
+		k = comm.CallExscan
+	}
+	if err := c.usable(k.String()); err != nil {
+		return err
+	}
+	if send.Type < comm.Int8 || send.Type > comm.Uint64 || c.goMinMax(op, send.Type) != nil {
+		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
+	}
+	lerr, inplace := c.checkReduce(k, send, recv, op, true)
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
+		return err
+	}
+	if c.size == 1 {
+		if !exclusive { // rank 0's exclusive prefix: recv untouched
+			copy(recv.Bytes, send.Bytes)
+		}
+		return nil
+	}
+	dt, mop := c.h.types[send.Type], c.h.ops[op]
+	ex := C.int(b2i(exclusive))
+	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
+		return c.doSized(ctx, "MPI_"+k.String(), true, int(n)*send.Type.Size(),
+			func() C.int { return C.pz_scan(sp, rp, n, dt, mop, c.c, inplace, ex) },
+			func(r *C.MPI_Request) C.int { return C.pz_iscan(sp, rp, n, dt, mop, c.c, inplace, ex, r) }, sp, rp)
+	})
+}
+
+// ReduceScatterBlockBuf implements comm.ReduceScatterComm with
+// MPI_Reduce_scatter_block after the agreement step: send holds Size
+// blocks of recv's length, and MPI reduces each block onto its rank, so
+// no rank receives the whole reduction.
+func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
+	const k = comm.CallReduceScatterBlock
+	if err := c.usable(k.String()); err != nil {
+		return err
+	}
+	if c.goMinMax(op, send.Type) != nil || send.Len() > maxCount {
+		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
+	}
+	lerr, _ := c.checkReduce(k, send, comm.Buf{}, op, false)
+	if lerr == nil && send.Len()%c.size != 0 {
+		lerr = c.argErr(k, "%d elements do not split into %d equal blocks", send.Len(), c.size)
+	}
+	if lerr == nil && (recv.Type != send.Type || recv.Len() != send.Len()/c.size) {
+		lerr = c.argErr(k, "recv holds %d %v, want %d %v", recv.Len(), recv.Type, send.Len()/c.size, send.Type)
+	}
+	if lerr == nil && comm.Overlaps(send.Bytes, recv.Bytes) {
+		lerr = c.argErr(k, "send and recv overlap")
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
+		return err
+	}
+	if c.size == 1 {
+		copy(recv.Bytes, send.Bytes)
+		return nil
+	}
+	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(recv.Len())
+	dt, mop := c.h.types[send.Type], c.h.ops[op]
+	return c.doSized(ctx, "MPI_Reduce_scatter_block", true, len(send.Bytes),
+		func() C.int { return C.pz_reduce_scatter_block(sp, rp, n, dt, mop, c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_ireduce_scatter_block(sp, rp, n, dt, mop, c.c, r) }, sp, rp)
 }

@@ -155,6 +155,22 @@ static int pz_allreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op
 static int pz_iallreduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, MPI_Request *r) {
 	return MPI_Iallreduce(pz_in(s, inplace), d, n, t, op, c, r);
 }
+/* Prefix reductions and the reduce-scatter (coll.go). */
+static int pz_scan(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, int exclusive) {
+	if (exclusive) return MPI_Exscan(pz_in(s, inplace), d, n, t, op, c);
+	return MPI_Scan(pz_in(s, inplace), d, n, t, op, c);
+}
+static int pz_iscan(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, int exclusive, MPI_Request *r) {
+	if (exclusive) return MPI_Iexscan(pz_in(s, inplace), d, n, t, op, c, r);
+	return MPI_Iscan(pz_in(s, inplace), d, n, t, op, c, r);
+}
+static int pz_reduce_scatter_block(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+	return MPI_Reduce_scatter_block(s, d, n, t, op, c);
+}
+static int pz_ireduce_scatter_block(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ireduce_scatter_block(s, d, n, t, op, c, r);
+}
+
 /* Allreduce of memory that Go keeps alive and pinned where MPI keeps it
  * past the call (a Comm's agree buffers; the caller's buffers, kept alive
  * until the blocking call returns): addresses as integers, so that cgo does
