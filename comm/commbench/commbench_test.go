@@ -67,7 +67,7 @@ func TestMeasureLocal(t *testing.T) {
 	}
 
 	err = local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-		_, err := Measure(ctx, c, Config{Ops: []string{"scan"}})
+		_, err := Measure(ctx, c, Config{Ops: []string{"gossip"}})
 		return err
 	})
 	assert.ErrorContains(t, err, "unknown op")

@@ -108,6 +108,16 @@ func scanFoldCase(ctx context.Context, c comm.Comm) error {
 			if err != nil {
 				return err
 			}
+			buf = vals(me)
+			err = sc.ScanBuf(ctx, comm.BufOf(buf), comm.BufOf(buf), comm.Sum, true)
+			if err == nil && me > 0 {
+				err = sameSlice(fmt.Sprintf("ScanBuf of %d float64, exclusive, in place", count), buf, prefix(me-1))
+			} else if errors.Is(err, errors.ErrUnsupported) {
+				err = nil
+			}
+			if err != nil {
+				return err
+			}
 			ints := make([]int64, count)
 			for i := range ints {
 				ints[i] = int64(i*(me+1) - 7)
