@@ -355,12 +355,22 @@ func TestFailedTaskNamesRankEverywhere(t *testing.T) {
 				return err
 			}
 		}
-		if err := d.Submit(ctx, fail, dist.RW(hs[1])); err != nil {
+		// A rank that learns of rank 1's failure while it still submits
+		// gets the error from Submit instead of WaitAll: either names it.
+		submit := func(cl *scheduler.Codelet, acc ...dist.Arg) (stop bool, err error) {
+			err = d.Submit(ctx, cl, acc...)
+			if errors.Is(err, dist.ErrRankFailed) {
+				errs[d.Rank()] = err
+				return true, nil
+			}
+			return err != nil, err
+		}
+		if stop, err := submit(fail, dist.RW(hs[1])); stop {
 			return err
 		}
 		// Ranks 0 and 2 need rank 1's result.
 		for _, r := range []int{0, 2} {
-			if err := d.Submit(ctx, use, dist.RW(hs[r]), dist.R(hs[1])); err != nil {
+			if stop, err := submit(use, dist.RW(hs[r]), dist.R(hs[1])); stop {
 				return err
 			}
 		}
