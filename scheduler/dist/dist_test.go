@@ -340,10 +340,20 @@ func TestTransfersOncePerVersion(t *testing.T) {
 // naming that rank, although the others wait for data it would have sent.
 func TestFailedTaskNamesRankEverywhere(t *testing.T) {
 	boom := errors.New("not positive definite")
-	fail := &scheduler.Codelet{Name: "potrf", CPU: func(c *scheduler.Call) error { return boom }}
+	// The task fails once every rank has submitted its graph, so that
+	// each learns of the failure in WaitAll (a rank still submitting
+	// when it comes would be told by Submit).
+	var submitted sync.WaitGroup
+	submitted.Add(3)
+	fail := &scheduler.Codelet{Name: "potrf", CPU: func(c *scheduler.Call) error {
+		submitted.Wait()
+		return boom
+	}}
 	use := &scheduler.Codelet{Name: "use", CPU: func(c *scheduler.Call) error { return nil }}
 	errs := make([]error, 3)
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		done := sync.OnceFunc(submitted.Done)
+		defer done() // a rank that fails to submit must not hold the task back
 		hs := make([]*dist.Handle, 3)
 		for r := range 3 {
 			var data []float64
@@ -355,25 +365,16 @@ func TestFailedTaskNamesRankEverywhere(t *testing.T) {
 				return err
 			}
 		}
-		// A rank that learns of rank 1's failure while it still submits
-		// gets the error from Submit instead of WaitAll: either names it.
-		submit := func(cl *scheduler.Codelet, acc ...dist.Arg) (stop bool, err error) {
-			err = d.Submit(ctx, cl, acc...)
-			if errors.Is(err, dist.ErrRankFailed) {
-				errs[d.Rank()] = err
-				return true, nil
-			}
-			return err != nil, err
-		}
-		if stop, err := submit(fail, dist.RW(hs[1])); stop {
+		if err := d.Submit(ctx, fail, dist.RW(hs[1])); err != nil {
 			return err
 		}
 		// Ranks 0 and 2 need rank 1's result.
 		for _, r := range []int{0, 2} {
-			if stop, err := submit(use, dist.RW(hs[r]), dist.R(hs[1])); stop {
+			if err := d.Submit(ctx, use, dist.RW(hs[r]), dist.R(hs[1])); err != nil {
 				return err
 			}
 		}
+		done()
 		errs[d.Rank()] = d.WaitAll(ctx)
 		return nil
 	})
