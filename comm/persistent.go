@@ -58,24 +58,7 @@ var ErrActive = fmt.Errorf("%w: persistent request is active", ErrInvalidArg)
 // times (MPI_Send_init). dest may be ProcNull: every round then completes
 // at once. buf's contents at each Start are what that round sends.
 func SendInit[T Number](c Comm, buf []T, dest, tag int) (Persistent, error) {
-	b := BufOf(buf)
-	if err := FirstErr(CheckBuf("SendInit", c.Rank(), b), CheckTag("SendInit", c.Rank(), tag, false)); err != nil {
-		return nil, err
-	}
-	if dest == ProcNull {
-		return &restarted{start: func() (Request, error) { return doneRequest{}, nil }}, nil
-	}
-	if err := CheckPeer("SendInit", c.Rank(), dest, c.Size(), false); err != nil {
-		return nil, err
-	}
-	if pc, ok := c.(PersistentComm); ok {
-		op, err := pc.SendInit(b, dest, tag)
-		if err != nil {
-			return nil, err
-		}
-		return &restarted{start: op.Start, free: op.Free}, nil
-	}
-	return &restarted{start: func() (Request, error) { return c.Isend(b, dest, tag) }}, nil
+	return persistentInit(c, "SendInit", BufOf(buf), dest, tag, false)
 }
 
 // RecvInit sets up a receive into buf from source (or AnySource) with tag
@@ -84,24 +67,41 @@ func SendInit[T Number](c Comm, buf []T, dest, tag int) (Persistent, error) {
 // is ProcNull. A message longer than buf completes its round with an error
 // wrapping ErrTruncated.
 func RecvInit[T Number](c Comm, buf []T, source, tag int) (Persistent, error) {
-	b := BufOf(buf)
-	if err := FirstErr(CheckBuf("RecvInit", c.Rank(), b), CheckTag("RecvInit", c.Rank(), tag, true)); err != nil {
+	return persistentInit(c, "RecvInit", BufOf(buf), source, tag, true)
+}
+
+// persistentInit checks the arguments once and builds the Persistent:
+// on the backend's PersistentOp where it has one, else an Isend or Irecv
+// per round.
+func persistentInit(c Comm, call string, b Buf, peer, tag int, recv bool) (Persistent, error) {
+	if err := FirstErr(CheckBuf(call, c.Rank(), b), CheckTag(call, c.Rank(), tag, recv)); err != nil {
 		return nil, err
 	}
-	if source == ProcNull {
-		return &restarted{start: func() (Request, error) { return doneRequest{nullStatus}, nil }}, nil
+	if peer == ProcNull {
+		st := Status{}
+		if recv {
+			st = nullStatus
+		}
+		return &restarted{start: func() (Request, error) { return doneRequest{st}, nil }}, nil
 	}
-	if err := CheckPeer("RecvInit", c.Rank(), source, c.Size(), true); err != nil {
+	if err := CheckPeer(call, c.Rank(), peer, c.Size(), recv); err != nil {
 		return nil, err
 	}
 	if pc, ok := c.(PersistentComm); ok {
-		op, err := pc.RecvInit(b, source, tag)
+		init := pc.SendInit
+		if recv {
+			init = pc.RecvInit
+		}
+		op, err := init(b, peer, tag)
 		if err != nil {
 			return nil, err
 		}
 		return &restarted{start: op.Start, free: op.Free}, nil
 	}
-	return &restarted{start: func() (Request, error) { return c.Irecv(b, source, tag) }}, nil
+	if recv {
+		return &restarted{start: func() (Request, error) { return c.Irecv(b, peer, tag) }}, nil
+	}
+	return &restarted{start: func() (Request, error) { return c.Isend(b, peer, tag) }}, nil
 }
 
 // StartAll starts every Persistent of ps (MPI_Startall), nil entries
@@ -121,21 +121,31 @@ func StartAll(ps ...Persistent) error {
 
 // restarted is every Persistent: each Start calls start for a new round
 // (a backend's PersistentOp, or an Isend or Irecv), and Free calls free
-// (nil: nothing to release).
+// (nil: nothing to release). Wait, Test and Done go to the last round
+// started: a completed request reports its Status and error again, so
+// nothing else needs remembering.
 type restarted struct {
 	start func() (Request, error)
 	free  func() error
 
 	mu     sync.Mutex
-	cur    Request // the active round, nil when inactive
-	last   Request // the last round completed
+	round  Request // the last round started, nil before the first
 	freed  bool
-	closed chan struct{} // the Done of an inactive request
+	closed chan struct{} // the Done of a Persistent never started
 	waiter chan struct{} // Done of a round that is no Notifier
 	waited Request       // that round
 }
 
 var errFreed = errors.New("persistent request freed")
+
+// idle reports whether no round is in progress; p.mu is held.
+func (p *restarted) idle() bool {
+	if p.round == nil {
+		return true
+	}
+	done, _, _ := p.round.Test()
+	return done
+}
 
 func (p *restarted) Start() error {
 	p.mu.Lock()
@@ -143,99 +153,56 @@ func (p *restarted) Start() error {
 	switch {
 	case p.freed:
 		return fmt.Errorf("%w: Start: %w", ErrInvalidArg, errFreed)
-	case p.cur != nil:
-		if done, _, _ := p.cur.Test(); !done {
-			return fmt.Errorf("%w: Start", ErrActive)
-		}
-		p.cur, p.last = nil, p.cur // completed, though nobody asked
+	case !p.idle():
+		return fmt.Errorf("%w: Start", ErrActive)
 	}
 	r, err := p.start()
 	if err != nil {
 		return err
 	}
-	p.cur = r
+	p.round = r
 	return nil
 }
 
-// finish ends the round of r if it is still the active one.
-func (p *restarted) finish(r Request) {
-	p.mu.Lock()
-	if p.cur == r {
-		p.cur, p.last = nil, r
-	}
-	p.mu.Unlock()
-}
-
-func (p *restarted) active() Request {
+func (p *restarted) last() Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cur
-}
-
-// lastRound returns the last completed round, or nil.
-func (p *restarted) lastRound() Request {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.last
+	return p.round
 }
 
 func (p *restarted) Wait(ctx context.Context) (Status, error) {
-	r := p.active()
-	if r == nil {
-		if l := p.lastRound(); l != nil {
-			_, st, err := l.Test()
-			return st, err
-		}
-		return Status{}, nil
+	if r := p.last(); r != nil {
+		return r.Wait(ctx)
 	}
-	st, err := r.Wait(ctx)
-	if err != nil && ctx.Err() != nil {
-		if done, _, _ := r.Test(); !done {
-			return st, err // still active: Wait may be called again
-		}
-	}
-	p.finish(r)
-	return st, err
+	return Status{}, nil
 }
 
 func (p *restarted) Test() (bool, Status, error) {
-	r := p.active()
-	if r == nil {
-		if l := p.lastRound(); l != nil {
-			return l.Test()
-		}
-		return true, Status{}, nil
+	if r := p.last(); r != nil {
+		return r.Test()
 	}
-	done, st, err := r.Test()
-	if done {
-		p.finish(r)
-	}
-	return done, st, err
+	return true, Status{}, nil
 }
 
 func (p *restarted) Done() <-chan struct{} {
-	if r := p.active(); r != nil {
-		if n, ok := r.(Notifier); ok {
-			return n.Done()
-		}
-		if done, _, _ := r.Test(); !done {
-			// Both of pz's backends give Notifiers; for a backend that
-			// does not, a goroutine waits for the round.
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if p.waiter == nil || p.waited != r {
-				ch := make(chan struct{})
-				p.waiter, p.waited = ch, r
-				go func() {
-					_, _ = r.Wait(context.Background())
-					close(ch)
-				}()
-			}
-			return p.waiter
-		}
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	switch n, ok := p.round.(Notifier); {
+	case ok:
+		return n.Done()
+	case p.round != nil:
+		// Both of pz's backends give Notifiers; for a backend that does
+		// not, a goroutine waits for the round.
+		if p.waited != p.round {
+			r, ch := p.round, make(chan struct{})
+			p.waiter, p.waited = ch, r
+			go func() {
+				_, _ = r.Wait(context.Background())
+				close(ch)
+			}()
+		}
+		return p.waiter
+	}
 	if p.closed == nil {
 		p.closed = make(chan struct{})
 		close(p.closed)
@@ -249,11 +216,8 @@ func (p *restarted) Free() error {
 	switch {
 	case p.freed:
 		return fmt.Errorf("%w: Free: %w", ErrInvalidArg, errFreed)
-	case p.cur != nil:
-		if done, _, _ := p.cur.Test(); !done {
-			return fmt.Errorf("%w: Free", ErrActive)
-		}
-		p.cur, p.last = nil, p.cur
+	case !p.idle():
+		return fmt.Errorf("%w: Free", ErrActive)
 	}
 	p.freed = true
 	if p.free != nil {
