@@ -42,11 +42,7 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	a.argErr = comm.FirstErr(comm.CheckBuf("Bcast", c.rank, buf), comm.CheckRoot("Bcast", c.rank, root, g.size))
 	eager := len(buf.Bytes) <= eagerMax
 	if c.rank == root && a.argErr == nil {
-		if eager {
-			a.src = a.eagerCopy(buf.Bytes)
-		} else {
-			a.src, a.direct = buf.Bytes, true
-		}
+		a.contribute(buf.Bytes, eager)
 	}
 	a.dst = buf.Bytes
 	if err := c.arrive(ctx, call, k); err != nil {
@@ -197,8 +193,8 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 		return err
 	}
 	if small {
-		if g.counted && red.op != comm.User && g.size > 1 {
-			copy(recv.Bytes, g.result[k&1])
+		if r := g.sharedResult(k); r != nil {
+			copy(recv.Bytes, r)
 		} else {
 			c.fold(red, send.Type, k, 0, len(send.Bytes), toSelf)
 		}
@@ -247,6 +243,7 @@ func (c *rankComm) makeResult(k uint64) {
 	g := c.g
 	p := k & 1
 	a := &g.slots[0].a[p]
+	g.made[p] = false
 	if g.size < 2 {
 		return
 	}
@@ -271,11 +268,23 @@ func (c *rankComm) makeResult(k uint64) {
 		g.result[p] = make([]byte, total, max(total, 64))
 	}
 	g.result[p] = g.result[p][:total]
+	g.made[p] = true
 	if a.fp.Call == comm.CallAllGather {
 		c.gatherInto(k, g.result[p], 0, total)
 		return
 	}
 	c.fold(reduction{op: a.fp.Op}, a.fp.Type, k, 0, total, toResult)
+}
+
+// sharedResult returns the result makeResult made for collective k, or
+// nil when it made none (a watched group, a user op, a large buffer):
+// then each rank computes its own. The releaser wrote it before releasing
+// k, which every rank has seen by now.
+func (g *group) sharedResult(k uint64) []byte {
+	if !g.counted || !g.made[k&1] {
+		return nil
+	}
+	return g.result[k&1]
 }
 
 // fold reduces bytes [lo, hi) of every rank's src for collective k, in
@@ -394,11 +403,8 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	a.argErr = comm.FirstErr(comm.CheckBuf("Gather", c.rank, send), comm.CheckRoot("Gather", c.rank, root, g.size))
 	eager := len(send.Bytes) <= eagerMax && c.rank != root
 	if a.argErr == nil {
-		if eager {
-			a.src = a.eagerCopy(send.Bytes)
-		} else {
-			a.src, a.direct = send.Bytes, c.rank != root
-		}
+		a.contribute(send.Bytes, eager)
+		a.direct = a.direct && c.rank != root // root's part is copied by root itself
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
@@ -536,11 +542,7 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 	a.argErr = comm.CheckBuf("AllGather", c.rank, send)
 	eager := len(send.Bytes) <= eagerMax && c.g.size > 1
 	if a.argErr == nil {
-		if eager {
-			a.src = a.eagerCopy(send.Bytes)
-		} else {
-			a.src, a.direct = send.Bytes, true
-		}
+		a.contribute(send.Bytes, eager)
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
@@ -551,8 +553,8 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 		if err != nil {
 			return nil, err
 		}
-		if c.g.counted {
-			copy(out, c.g.result[k&1])
+		if r := c.g.sharedResult(k); r != nil {
+			copy(out, r)
 		} else {
 			c.gatherInto(k, out, 0, len(out))
 		}
@@ -605,11 +607,7 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 	eager := isRoot && len(send.Bytes) <= eagerMax
 	if isRoot && a.argErr == nil {
 		a.prefix(counts)
-		if eager {
-			a.src = a.eagerCopy(send.Bytes)
-		} else {
-			a.src, a.direct = send.Bytes, true
-		}
+		a.contribute(send.Bytes, eager)
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return err
@@ -651,11 +649,7 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 	eager := len(send.Bytes) <= eagerMax && g.size > 1
 	if a.argErr == nil {
 		a.prefix(sendCounts)
-		if eager {
-			a.src = a.eagerCopy(send.Bytes)
-		} else {
-			a.src, a.direct = send.Bytes, true
-		}
+		a.contribute(send.Bytes, eager)
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err
@@ -808,11 +802,7 @@ func (c *rankComm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op,
 		comm.CheckAlias(call.String(), c.rank, send, recv))
 	eager := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
-		if eager {
-			a.src = a.eagerCopy(send.Bytes)
-		} else {
-			a.src, a.direct = send.Bytes, true
-		}
+		a.contribute(send.Bytes, eager)
 	}
 	if err := c.arrive(ctx, call, k); err != nil {
 		return err

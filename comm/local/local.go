@@ -132,10 +132,11 @@ type group struct {
 	committed atomic.Uint64 // commits of two-phase collectives, plus brokenBit
 	_         [56]byte
 
-	// A counted group (size >= countedMin) arrives through arrivals;
-	// the last rank to arrive at collective k checks the agreement for
-	// everyone, stores its verdict (and the result of a small AllReduce
-	// or AllGather) at k&1, and then sets released to k.
+	// A counted group (more ranks than GOMAXPROCS, or countedMin and
+	// more) arrives through arrivals; the last rank to arrive at
+	// collective k checks the agreement for everyone, stores its verdict
+	// (and the result of a small AllReduce or AllGather) at k&1, and then
+	// sets released to k.
 	counted  bool
 	procs    int           // GOMAXPROCS when the group was made
 	arrivals atomic.Uint64 // arrivals at collectives, summed over all of them
@@ -144,6 +145,7 @@ type group struct {
 	_        [56]byte
 	verdict  [2]error     // the agreement on collective k, at k&1
 	result   [2][]byte    // a small AllReduce's or AllGather's result, made once by the releaser
+	made     [2]bool      // whether result holds collective k's, at k&1
 	nGone    atomic.Int32 // ranks that left Run
 
 	splitMu sync.Mutex
@@ -338,6 +340,17 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args
 	return k, a, nil
 }
 
+// contribute publishes b as this rank's contribution to the collective:
+// an eager copy that peers may read at any time, or b itself, which peers
+// read in place (direct: the owner must not return before they are done).
+func (a *args) contribute(b []byte, eager bool) {
+	if eager {
+		a.src = a.eagerCopy(b)
+	} else {
+		a.src, a.direct = b, true
+	}
+}
+
 // eagerCopy copies b into memory owned by the slot and returns the copy.
 func (a *args) eagerCopy(b []byte) []byte {
 	if len(b) <= len(a.small) {
@@ -529,8 +542,8 @@ func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) e
 // arriveCounted is arrive for a counted group: each rank adds itself to
 // the group's arrivals, and the last to arrive at k (it sees k·size)
 // checks the agreement, makes the result of a small AllReduce or
-// AllGather once for everyone (see makeResult), releases k and wakes the parked ranks. Every other rank
-// waits for the release alone: O(1) work per rank where a watching rank
+// AllGather once for everyone (see makeResult), releases k and wakes the
+// parked ranks. Every other rank waits for the release alone: O(1) work per rank where a watching rank
 // does O(n), and each parked rank is woken once instead of once per
 // arrival. A rank that has more than GOMAXPROCS arrivals still to come
 // parks at once: some of those ranks are not running, and polling or
