@@ -63,8 +63,12 @@ func (c *Comm) preVolume(ctx context.Context, d desc, lerr error, volume int64) 
 // reports that recv holds the result (or err is set); when it is false
 // the caller runs the collective as usual, after an agreement that
 // passed. Every rank sends the same element whatever it passes, so ranks
-// that disagree on the call still make matching MPI calls.
+// that disagree on the call still make matching MPI calls. With the check
+// off, or on one rank, it is pre: done only with this rank's own error.
 func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, recv []byte) (done bool, err error) {
+	if !c.check || c.size == 1 {
+		return lerr != nil, lerr
+	}
 	in, out := &c.agree[0], &c.agree[1]
 	setHeader(in, agreeVector(d, c.rank, c.size, lerr, 0))
 	in.pay, in.root = 0, 0
@@ -119,13 +123,10 @@ func (c *Comm) agreeGather(ctx context.Context, d desc, lerr error, send comm.Bu
 	if len(send.Bytes) <= slot-8 {
 		copy(mine[c.rank*slot+8:], send.Bytes)
 	}
-	done, err := c.fused(ctx, d, lerr, payCode(comm.Uint64, comm.BOr, agreePayload), mine[:], nil)
-	if err != nil {
+	// Every rank passes this same code, so when the ranks agree the
+	// payload is always combined: fused is done.
+	if _, err := c.fused(ctx, d, lerr, payCode(comm.Uint64, comm.BOr, agreePayload), mine[:], nil); err != nil {
 		return nil, false, true, err
-	}
-	if !done { // agreed, not carried: exchange the counts after all
-		counts, err := c.gatherCounts(ctx, n, true, 0)
-		return counts, false, true, err
 	}
 	all := c.payload()
 	counts = make([]int, c.size)

@@ -48,15 +48,11 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callBcast, buf.Type, comm.NoOp, int64(buf.Len()), int64(root)}
-	if c.check && c.size > 1 {
-		var send []byte
-		if c.rank == root {
-			send = buf.Bytes
-		}
-		if done, err := c.fused(ctx, d, lerr, bcastCode(len(buf.Bytes)), send, buf.Bytes); done {
-			return err
-		}
-	} else if err := c.pre(ctx, d, lerr); err != nil {
+	var send []byte
+	if c.rank == root {
+		send = buf.Bytes
+	}
+	if done, err := c.fused(ctx, d, lerr, bcastCode(len(buf.Bytes)), send, buf.Bytes); done {
 		return err
 	}
 	if c.size == 1 {
@@ -89,15 +85,11 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callReduce, send.Type, op, int64(send.Len()), int64(root)}
-	if c.check && c.size > 1 {
-		var into []byte // the result is root's alone
-		if c.rank == root {
-			into = recv.Bytes
-		}
-		if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, into); done {
-			return err
-		}
-	} else if err := c.pre(ctx, d, lerr); err != nil {
+	var into []byte // the result is root's alone
+	if c.rank == root {
+		into = recv.Bytes
+	}
+	if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, into); done {
 		return err
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {
@@ -125,11 +117,7 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}
-	if c.check && c.size > 1 {
-		if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, recv.Bytes); done {
-			return err
-		}
-	} else if err := c.pre(ctx, d, lerr); err != nil {
+	if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, recv.Bytes); done {
 		return err
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {
@@ -272,7 +260,7 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 // the count exchange is MPI_Gather then; otherwise (or with the check off)
 // it is an MPI_Allgather and every rank sees every count. On up to 8 ranks
 // with the check on, the counts ride in the agreement step instead
-// (agreeCounts), and every rank has them all.
+// (agreeGather), and every rank has them all.
 func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.Alloc) ([]int, error) {
 	if err := c.usable("Gather"); err != nil {
 		return nil, err
@@ -284,9 +272,10 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callGather, send.Type, comm.NoOp, noCount, int64(root)}
-	// surely: the counts surely fit MPI's ints, and only root needs them.
 	counts, inline, tried, err := c.agreeGather(ctx, d, lerr, send)
-	surely := false // with the counts carried, every rank has them all
+	// surely: the counts surely fit MPI's ints, and only root needs
+	// them; never when the counts rode along (every rank has them all).
+	surely := false
 	if !tried {
 		var most int64
 		if most, err = c.preVolume(ctx, d, lerr, int64(send.Len())); err == nil {

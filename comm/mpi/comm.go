@@ -119,12 +119,9 @@ func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.in
 // doSized is do for an operation that moves about nbytes through this
 // rank: polling spins while they could still be moving (spinFor).
 func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
-	var seq uint64
-	if coll {
-		seq = c.seq.Add(1)
-	}
 	if coll {
 		// Collectives on c run one at a time: c's own slot, no lock.
+		seq := c.seq.Add(1)
 		if c.wslot == nil {
 			c.wslot = c.st.watch.collSlot(c.size)
 		}
@@ -133,7 +130,7 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 			defer s.end()
 		}
 	} else {
-		id := c.st.watch.begin(call, seq, c.size)
+		id := c.st.watch.begin(call, 0, c.size)
 		defer c.st.watch.end(id)
 	}
 	if ctx.Done() == nil && !c.st.serialize {
