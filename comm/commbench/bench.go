@@ -135,7 +135,7 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 				return nil, fmt.Errorf("commbench: size %d is not a positive multiple of 8", bytes)
 			}
 			count := bytes / 8
-			run, done, err := step(c, op, send[:count], recv[:count*n])
+			run, done, err := Step(c, op, send[:count], recv[:count*n])
 			if err != nil {
 				return nil, fmt.Errorf("commbench: %s %d B: %w", op, bytes, err)
 			}
@@ -173,9 +173,12 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// step returns one iteration of op on preallocated buffers, and what to
-// call once the iterations are done (freeing what the op set up).
-func step(c comm.Comm, op string, send, recv []float64) (run func(context.Context) error, done func() error, err error) {
+// Step returns one iteration of op (one of Ops) on rank c, sending send
+// and receiving into recv (at least Size times send's length), and what
+// to call once the iterations are done (freeing what the op set up, such
+// as persistent requests). Measure times it; Go benchmarks of a backend
+// run it to measure the same operation.
+func Step(c comm.Comm, op string, send, recv []float64) (run func(context.Context) error, done func() error, err error) {
 	done = func() error { return nil }
 	run, err = stepRun(c, op, send, recv, &done)
 	return run, done, err

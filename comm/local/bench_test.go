@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/local"
 )
 
@@ -313,43 +314,26 @@ func BenchmarkRankScaling(b *testing.B) {
 }
 
 // BenchmarkHalo is a ring exchange of 8 bytes each way per iteration on 2
-// ranks: Irecv, Isend and WaitAll, or the same with persistent requests
-// set up once.
+// ranks, as pzrun bench comm's halo and halo_persistent (commbench.Step):
+// Irecv, Isend and WaitAll, or the same with persistent requests set up
+// once.
 func BenchmarkHalo(b *testing.B) {
-	for _, persistent := range []bool{false, true} {
-		b.Run(fmt.Sprintf("persistent=%v", persistent), func(b *testing.B) {
+	for _, op := range []string{commbench.OpHalo, commbench.OpHaloPersistent} {
+		b.Run(op, func(b *testing.B) {
+			dones := make([]func() error, 2)
 			benchRanks(b, 2, func(c comm.Comm) func(context.Context) error {
-				send, recv := floats(1), floats(1)
-				peer := 1 - c.Rank()
-				if !persistent {
-					return func(ctx context.Context) error {
-						r, err := comm.Irecv(c, recv, peer, 0)
-						if err != nil {
-							return err
-						}
-						s, err := comm.Isend(c, send, peer, 0)
-						if err != nil {
-							return err
-						}
-						_, err = comm.WaitAll(ctx, []comm.Request{r, s})
-						return err
-					}
+				run, done, err := commbench.Step(c, op, floats(1), floats(2))
+				if err != nil {
+					b.Fatal(err)
 				}
-				r, err1 := comm.RecvInit(c, recv, peer, 0)
-				s, err2 := comm.SendInit(c, send, peer, 0)
-				if err1 != nil || err2 != nil {
-					b.Fatal(err1, err2)
-				}
-				reqs := make([]comm.Request, 2)
-				return func(ctx context.Context) error {
-					if err := comm.StartAll(r, s); err != nil {
-						return err
-					}
-					reqs[0], reqs[1] = r, s
-					_, err := comm.WaitAll(ctx, reqs)
-					return err
-				}
+				dones[c.Rank()] = done
+				return run
 			})
+			for _, done := range dones {
+				if err := done(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
