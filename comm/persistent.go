@@ -147,6 +147,7 @@ func (p *restarted) idle() bool {
 	return done
 }
 
+// Start implements Persistent.
 func (p *restarted) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -170,6 +171,7 @@ func (p *restarted) last() Request {
 	return p.round
 }
 
+// Wait implements Persistent: the last round, or at once before the first.
 func (p *restarted) Wait(ctx context.Context) (Status, error) {
 	if r := p.last(); r != nil {
 		return r.Wait(ctx)
@@ -177,6 +179,7 @@ func (p *restarted) Wait(ctx context.Context) (Status, error) {
 	return Status{}, nil
 }
 
+// Test implements Persistent, as Wait.
 func (p *restarted) Test() (bool, Status, error) {
 	if r := p.last(); r != nil {
 		return r.Test()
@@ -184,6 +187,7 @@ func (p *restarted) Test() (bool, Status, error) {
 	return true, Status{}, nil
 }
 
+// Done implements Notifier for the last round; closed before the first.
 func (p *restarted) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -210,6 +214,7 @@ func (p *restarted) Done() <-chan struct{} {
 	return p.closed
 }
 
+// Free implements Persistent.
 func (p *restarted) Free() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -497,10 +497,8 @@ func sum(counts []int) int {
 // the library chooses (MPICH's MPI_Scan is not a left fold), and float
 // Min and Max on NaN are the library's: those, and unsigned Min and Max
 // where the library orders them as signed (goMinMax), return
-// ErrUnsupported before any communication, and comm.Scan falls back. (A
-// chain of messages folding from the left, rank to rank, was measured
-// no faster than the fallback here: 3.9-4.7 µs at 1 KiB, 0.4-0.7 ms at
-// 1 MiB on 2 ranks.)
+// ErrUnsupported before any communication, and comm.Scan falls back (a
+// left-folding chain of messages measured no faster: docs/performance.md).
 func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exclusive bool) error {
 	k := comm.CallScan
 	if exclusive {
