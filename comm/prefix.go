@@ -77,22 +77,16 @@ type ScanComm interface {
 func scan[T Number](ctx context.Context, c Comm, call string, send []T, op Op, inclusive bool) ([]T, error) {
 	dt := DatatypeOf[T]()
 	if sc, ok := c.(ScanComm); ok {
-		if !inclusive && c.Rank() == 0 {
-			// MPI leaves rank 0's exclusive prefix undefined: nil here,
-			// though it takes part.
-			err := sc.ScanBuf(ctx, BufOf(send), BufOf(make([]T, len(send))), op, true)
-			if !errors.Is(err, errors.ErrUnsupported) {
-				return nil, err
-			}
-		} else {
-			out := make([]T, len(send))
-			err := sc.ScanBuf(ctx, BufOf(send), BufOf(out), op, !inclusive)
-			if !errors.Is(err, errors.ErrUnsupported) {
-				if err != nil {
-					return nil, err
-				}
-				return out, nil
-			}
+		out := make([]T, len(send))
+		err := sc.ScanBuf(ctx, BufOf(send), BufOf(out), op, !inclusive)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported): // the fallback below
+		case err != nil:
+			return nil, err
+		case !inclusive && c.Rank() == 0:
+			return nil, nil // MPI leaves it undefined; rank 0 took part
+		default:
+			return out, nil
 		}
 	}
 	if !op.Supports(dt) {
