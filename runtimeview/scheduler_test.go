@@ -2,6 +2,7 @@ package runtimeview_test
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -15,19 +16,25 @@ import (
 )
 
 // Each in-process rank gets a scheduler with its share of the cores, the
-// same one on every call; a graph spans the ranks; Close closes it.
+// same one on every call, and the process one P more while they are open;
+// a graph spans the ranks; Close closes it.
 func TestSchedulerSpansRanks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n = 3
 	var closed [n]*dist.Scheduler
+	procs := runtime.GOMAXPROCS(0)
+	spare := os.Getenv("GOMAXPROCS") == ""
 	err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		d, err := rt.Scheduler(ctx)
 		require.NoError(t, err)
 		again, err := rt.Scheduler(ctx)
 		require.NoError(t, err)
 		require.Same(t, d, again)
-		procs := runtime.GOMAXPROCS(0)
+		require.NoError(t, rt.Barrier(ctx))
+		if got := runtime.GOMAXPROCS(0); spare && got != procs+1 {
+			t.Errorf("rank %d: GOMAXPROCS %d with the schedulers open, want %d: one P beyond the workers for the transfers' progress", rt.Rank(), got, procs+1)
+		}
 		want := procs / n
 		if rt.Rank() < procs%n {
 			want++ // the remainder goes to the first ranks
@@ -65,6 +72,7 @@ func TestSchedulerSpansRanks(t *testing.T) {
 		return nil
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
 	require.NoError(t, err)
+	require.Equal(t, procs, runtime.GOMAXPROCS(0), "Close gives the spare P back")
 	for r, d := range closed {
 		require.ErrorIs(t, d.WaitAll(ctx), dist.ErrClosed, "rank %d: the view's Close closes its scheduler", r)
 	}
