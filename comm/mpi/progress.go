@@ -2,10 +2,17 @@
 
 package mpi
 
+/*
+#include <stdlib.h>
+#include "pz_mpi.h"
+*/
+import "C"
+
 import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // progress is the process's one progress engine for requests that someone
@@ -73,6 +80,8 @@ func (p *progress) loop() {
 	idle := 0
 	sleep := time.Microsecond
 	var batch []*request
+	var scratch testScratch
+	defer scratch.free()
 	for {
 		p.mu.Lock()
 		// Drop the requests that completed, through the engine or not, and
@@ -93,19 +102,7 @@ func (p *progress) loop() {
 		}
 		batch = append(batch[:0], live...)
 		p.mu.Unlock()
-		progressed := false
-		for _, r := range batch {
-			if p.stopping() {
-				break
-			}
-			if !r.mu.TryLock() { // a Wait or Test is testing it
-				continue
-			}
-			if done, _ := r.test(); done {
-				progressed = true
-			}
-			r.mu.Unlock()
-		}
+		progressed := !p.stopping() && scratch.testAll(batch)
 		clear(batch)
 		if progressed {
 			idle, sleep = 0, time.Microsecond
@@ -130,4 +127,95 @@ func (p *progress) stopping() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stopped
+}
+
+// testScratch is the C memory of testAll's MPI_Testsome: the handles, the
+// indices and statuses MPI writes, and what pz_testsome reports.
+type testScratch struct {
+	n    int
+	reqs *C.MPI_Request
+	idx  *C.int
+	sts  *C.MPI_Status
+	done *C.int
+	out  *C.pz_status
+}
+
+func (s *testScratch) free() {
+	C.free(unsafe.Pointer(s.reqs))
+	C.free(unsafe.Pointer(s.idx))
+	C.free(unsafe.Pointer(s.sts))
+	C.free(unsafe.Pointer(s.done))
+	C.free(unsafe.Pointer(s.out))
+	*s = testScratch{}
+}
+
+func (s *testScratch) grow(n int) {
+	if n <= s.n {
+		return
+	}
+	s.free()
+	s.n = max(n, 2*s.n, 16)
+	s.reqs = (*C.MPI_Request)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.reqs))))
+	s.idx = (*C.int)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.idx))))
+	s.sts = (*C.MPI_Status)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.sts))))
+	s.done = (*C.int)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.done))))
+	s.out = (*C.pz_status)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.out))))
+}
+
+// testAll tests the requests of batch that no Wait or Test holds, with one
+// MPI_Testsome, and completes those that finished; it reports whether any
+// did. Testing each with MPI_Test would run MPI's progress once per
+// request, which with many receives posted ahead (scheduler/dist) keeps a
+// core busy.
+func (s *testScratch) testAll(batch []*request) bool {
+	locked := batch[:0] // batch is the caller's scratch
+	for _, r := range batch {
+		if !r.mu.TryLock() { // a Wait or Test is testing it
+			continue
+		}
+		if r.done {
+			r.mu.Unlock()
+			continue
+		}
+		locked = append(locked, r)
+	}
+	if len(locked) == 0 {
+		return false
+	}
+	defer func() {
+		for _, r := range locked {
+			r.mu.Unlock()
+		}
+	}()
+	s.grow(len(locked))
+	reqs := unsafe.Slice(s.reqs, len(locked))
+	done := unsafe.Slice(s.done, len(locked))
+	out := unsafe.Slice(s.out, len(locked))
+	for i, r := range locked {
+		reqs[i] = *r.req
+		done[i] = 0
+	}
+	st := locked[0].c.st
+	st.lock()
+	rc := C.pz_testsome(C.int(len(locked)), s.reqs, s.idx, s.sts, s.done, s.out)
+	st.unlock()
+	if rc != 0 {
+		// Nothing is known of the requests: test each on its own.
+		progressed := false
+		for _, r := range locked {
+			if ok, _ := r.test(); ok {
+				progressed = true
+			}
+		}
+		return progressed
+	}
+	progressed := false
+	for i, r := range locked {
+		*r.req = reqs[i]
+		if done[i] != 0 {
+			r.complete(0, &out[i])
+			progressed = true
+		}
+	}
+	return progressed
 }

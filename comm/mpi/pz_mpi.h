@@ -370,6 +370,27 @@ static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
 	return e;
 }
 
+/* pz_testsome tests n requests with one MPI_Testsome (one pass of MPI's
+ * progress instead of n): reqs holds their handles and gets them back
+ * updated; idx and sts are scratch of n entries. For each request that
+ * completed, done[i] is set and out[i] holds its status, whose error is
+ * the operation's own (MPI sets MPI_ERROR only with MPI_ERR_IN_STATUS).
+ * Returns MPI_SUCCESS then (each operation's error is in its status), or
+ * the call's error code, when nothing is known about the requests. */
+static int pz_testsome(int n, MPI_Request *reqs, int *idx, MPI_Status *sts, int *done, pz_status *out) {
+	int cnt = 0;
+	int e = MPI_Testsome(n, reqs, &cnt, idx, sts);
+	if (e != MPI_SUCCESS && e != MPI_ERR_IN_STATUS) return e;
+	if (cnt == MPI_UNDEFINED) cnt = 0;
+	for (int k = 0; k < cnt; k++) {
+		int i = idx[k];
+		if (e == MPI_SUCCESS) sts[k].MPI_ERROR = MPI_SUCCESS;
+		done[i] = 1;
+		pz_fill(&sts[k], &out[i]);
+	}
+	return MPI_SUCCESS;
+}
+
 static int pz_comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
 	return MPI_Comm_split(c, color, key, out);
 }
