@@ -239,6 +239,41 @@ func TestKernels(t *testing.T) {
 	t.Run("float64", testKernels[float64])
 }
 
+// A zero on L's diagonal: the columns of X before it are solved as with a
+// regular L, the column at it is not finite (a division by zero), as
+// forward substitution gives; no kernel panics. The zero sits past the
+// first 32 columns, in a block the OpenBLAS kernel inverts on its own.
+func testTrsmSingular[T Float](t *testing.T) {
+	const m, n, zero = 40, 70, 45
+	rng := rand.New(rand.NewPCG(3, n))
+	lf := refPotrf(n, randSPD[float64](rng, n, n), n)
+	l := make([]T, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			l[i*n+j] = T(lf[i*n+j])
+		}
+	}
+	l[zero*n+zero] = 0
+	a := randMat[T](rng, m, n, n)
+	want := refTrsm(m, n, l, n, a, n)
+	Trsm(m, n, l, n, a, n)
+	gotHead, wantHead := make([]T, m*zero), make([]float64, m*zero)
+	for i := range m {
+		for j := range zero {
+			gotHead[i*zero+j], wantHead[i*zero+j] = a[i*n+j], want[i*n+j]
+		}
+		if v := float64(a[i*n+zero]); !math.IsInf(v, 0) && !math.IsNaN(v) {
+			t.Errorf("X[%d,%d] = %v, want a non-finite value (L[%d,%d] is 0)", i, zero, v, zero, zero)
+		}
+	}
+	closeTo(t, "X before the zero pivot", m, zero, gotHead, zero, wantHead)
+}
+
+func TestTrsmSingular(t *testing.T) {
+	t.Run("float32", testTrsmSingular[float32])
+	t.Run("float64", testTrsmSingular[float64])
+}
+
 func testNotSPD[T Float](t *testing.T) {
 	for _, n := range []int{1, 5, 100, 200} {
 		rng := rand.New(rand.NewPCG(2, uint64(n)))
