@@ -97,6 +97,20 @@ func TestCallbackAndSync(t *testing.T) {
 	require.Error(t, s.WaitAll(ctx))
 }
 
+// Several WithCallback run in the order given, each once, on the task's
+// completion; a nil one is ignored.
+func TestCallbacksChain(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var order []string
+	cb := func(name string) scheduler.Arg {
+		return scheduler.WithCallback(func(*scheduler.Task) { order = append(order, name) })
+	}
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, s.Submit(ctx, noop, cb("first"), scheduler.WithCallback(nil), cb("second"), cb("third"), scheduler.Synchronous()))
+	assert.Equal(t, []string{"first", "second", "third"}, order)
+}
+
 func TestBadInput(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, scheduler.WithWorkers(2))

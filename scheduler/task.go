@@ -201,7 +201,9 @@ func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 
 // WithCallback sets a function called on the worker goroutine once the
 // task has completed (successfully or not; see Task.Err), before tasks
-// depending on it are released. It must not block on the scheduler.
+// depending on it are released. It must not block on the scheduler. A
+// task given several runs them all, in the order given (a layer such as
+// scheduler/dist adds its own to the caller's).
 func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, fn: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
@@ -335,7 +337,14 @@ func (t *Task) apply(args []Arg) {
 		case argValue:
 			t.Arg = a.v
 		case argCallback:
-			t.Callback = a.fn
+			if prev, fn := t.Callback, a.fn; prev != nil && fn != nil {
+				t.Callback = func(t *Task) {
+					prev(t)
+					fn(t)
+				}
+			} else if fn != nil {
+				t.Callback = fn
+			}
 		case argTeam:
 			t.Team = a.n
 		case argSync:

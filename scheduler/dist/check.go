@@ -55,6 +55,24 @@ type graphCheck struct {
 	n       int           // submissions so far
 	window  []submission  // the current window
 	pending *pendingCheck
+
+	// failure reports the failure this rank has seen, if any, and whether
+	// it happened here (a task of this rank) rather than being heard of.
+	failure func() (text string, here bool)
+	// diverged is the verdict of a comparison that found the ranks'
+	// submissions apart: from then on the ranks' collectives on the
+	// communicator no longer pair up, so WaitAll returns it at once.
+	diverged error
+}
+
+// checkExchange is what the ranks exchange when their windows differ:
+// the window's submissions, and the failure the rank has seen. A failure
+// explains a difference: a rank that learns of one stops submitting,
+// and the ranks learn of it at different points.
+type checkExchange struct {
+	Window      []string
+	Failure     string
+	FailureHere bool
 }
 
 type pendingCheck struct {
@@ -121,11 +139,41 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	if p.out[0] == -p.out[1] && p.out[2] == p.in[2] {
 		return nil
 	}
-	all, err := comm.AllGatherValues(ctx, c, describe(p.window))
-	if err != nil {
-		return fmt.Errorf("%w (and exchanging the submissions: %v)", ErrGraphMismatch, err)
+	mine := checkExchange{Window: describe(p.window)}
+	if g.failure != nil {
+		mine.Failure, mine.FailureHere = g.failure()
 	}
-	return firstDifference(all)
+	all, err := comm.AllGatherValues(ctx, c, mine)
+	if err != nil {
+		g.diverged = fmt.Errorf("%w (and exchanging the submissions: %v)", ErrGraphMismatch, err)
+		return g.diverged
+	}
+	windows := make([][]string, len(all))
+	for r, x := range all {
+		windows[r] = x.Window
+	}
+	g.diverged = firstDifference(windows)
+	if f := firstFailure(all); f != "" {
+		g.diverged = fmt.Errorf("%w: %s (the ranks stopped submitting at different points: %v)", ErrRankFailed, f, g.diverged)
+	}
+	return g.diverged
+}
+
+// firstFailure names the failure behind a difference of the ranks'
+// submissions: the first rank where it happened, else the first that
+// heard of one; "" if no rank saw any.
+func firstFailure(all []checkExchange) string {
+	for r, x := range all {
+		if x.Failure != "" && x.FailureHere {
+			return fmt.Sprintf("rank %d: %s", r, x.Failure)
+		}
+	}
+	for _, x := range all {
+		if x.Failure != "" {
+			return x.Failure
+		}
+	}
+	return ""
 }
 
 // describe lists a window's submissions as strings, for the exchange.

@@ -70,6 +70,7 @@ type Scheduler struct {
 
 	failMu sync.Mutex
 	failed error               // first failure seen here (local task, a peer's message, a graph mismatch)
+	origin string              // the failure's own text when a task of this rank failed; guarded by failMu
 	xfers  map[uint64]inflight // transfers in flight, to end them on a failure and explain a stall; guarded by failMu
 	nxfer  uint64
 
@@ -108,6 +109,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 		o(d)
 	}
 	d.check.timeout = d.timeout
+	d.check.failure = d.failureText
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -188,6 +190,10 @@ func (d *Scheduler) fail(err error, local bool) {
 		return
 	}
 	d.failed = err
+	text := d.origin // the other ranks name this rank themselves
+	if text == "" {
+		text = err.Error()
+	}
 	var xfers []func(error)
 	for _, x := range d.xfers {
 		xfers = append(xfers, x.done)
@@ -195,7 +201,7 @@ func (d *Scheduler) fail(err error, local bool) {
 	clear(d.xfers)
 	d.failMu.Unlock()
 	if local {
-		d.announce(ctrlFailed, err.Error())
+		d.announce(ctrlFailed, text)
 	}
 	for _, done := range xfers {
 		done(err)
@@ -218,6 +224,21 @@ func (d *Scheduler) announce(kind byte, text string) {
 			d.prog.add(req, func(comm.Status, error) {})
 		}
 	}
+}
+
+// failureText describes the failure recorded so far ("" for none) for
+// the graph check: what a task of this rank reported (here), or the
+// failure this rank heard of.
+func (d *Scheduler) failureText() (string, bool) {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	switch {
+	case d.origin != "":
+		return d.origin, true
+	case d.failed != nil:
+		return d.failed.Error(), false
+	}
+	return "", false
 }
 
 // failure returns the failure recorded so far, or nil.
@@ -265,7 +286,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll: %w", ErrClosed)
 	}
-	if err := d.failure(); errors.Is(err, ErrGraphMismatch) {
+	if err := d.check.diverged; err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
 	}

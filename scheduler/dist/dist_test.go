@@ -386,6 +386,78 @@ func TestFailedTaskNamesRankEverywhere(t *testing.T) {
 	}
 }
 
+// A task fails while the ranks are still submitting: the failing rank
+// stops submitting at once, the others later, when they hear of it. The
+// ranks' graph comparisons then see different windows, and every rank's
+// error names the failure (ErrRankFailed, rank 1, the task's error), not
+// a difference of graphs the failure caused.
+func TestFailureWhileSubmitting(t *testing.T) {
+	boom := errors.New("not positive definite")
+	// Ranks 0 and 2 submit 100 tasks, past the first comparison window,
+	// before the task on rank 1 may fail; rank 1 submits nothing after it
+	// until it has failed.
+	var ahead sync.WaitGroup
+	ahead.Add(2)
+	failed := make(chan struct{})
+	fail := &scheduler.Codelet{Name: "potrf", CPU: func(c *scheduler.Call) error {
+		ahead.Wait()
+		return boom
+	}}
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(c *scheduler.Call) error { return nil }}
+	const n = 2000
+	submitErrs, waitErrs := make([]error, 3), make([]error, 3)
+	submitted := make([]int, 3)
+	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		hs := make([]*dist.Handle, 3)
+		for r := range 3 {
+			var data []float64
+			if r == d.Rank() {
+				data = make([]float64, 4)
+			}
+			var err error
+			if hs[r], err = dist.Register(d, r, data, 4, 1); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, fail, dist.RW(hs[1]),
+			dist.With(scheduler.WithCallback(func(*scheduler.Task) { close(failed) }))); err != nil {
+			return err
+		}
+		release := func() {}
+		if d.Rank() != 1 {
+			release = sync.OnceFunc(ahead.Done)
+			defer release()
+		} else {
+			<-failed
+		}
+		for i := range n {
+			if i == 100 {
+				release()
+			}
+			if submitErrs[d.Rank()] = d.Submit(ctx, noop, dist.RW(hs[i%3])); submitErrs[d.Rank()] != nil {
+				break
+			}
+			submitted[d.Rank()]++
+		}
+		waitErrs[d.Rank()] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	t.Logf("tasks submitted after the failing one: %v", submitted)
+	require.Less(t, submitted[1], 64, "rank 1 stopped within its first window")
+	require.GreaterOrEqual(t, submitted[0], 100)
+	require.Error(t, submitErrs[1], "rank 1's Submit reports its failure")
+	require.ErrorIs(t, submitErrs[1], dist.ErrRankFailed, "rank 1's Submit")
+	for r, e := range waitErrs {
+		require.Error(t, e, "rank %d", r)
+		require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d", r)
+		assert.NotErrorIs(t, e, dist.ErrGraphMismatch, "rank %d: the failure explains the difference", r)
+		assert.Contains(t, e.Error(), "rank 1: ", "rank %d", r)
+		assert.Contains(t, e.Error(), "not positive definite", "rank %d", r)
+		assert.NotContains(t, e.Error(), "rank 1: rank 1:", "rank %d", r)
+	}
+}
+
 // Bad input gets errors naming the thing.
 func TestBadInput(t *testing.T) {
 	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {

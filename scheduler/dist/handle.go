@@ -325,7 +325,9 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 			}
 			local = append(local, scheduler.Data(lh, a.mode))
 		}
-		local = append(local, scheduler.WithCallback(d.onTaskDone))
+		// Before the caller's callbacks: a failure is recorded by the time
+		// they see the task done.
+		local = slices.Insert(local, 0, scheduler.WithCallback(d.onTaskDone))
 		if err := d.local.Submit(ctx, cl, local...); err != nil {
 			return fmt.Errorf("dist: rank %d: %w", d.rank, err)
 		}
@@ -432,7 +434,12 @@ func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 func (d *Scheduler) onTaskDone(t *scheduler.Task) {
 	d.progressed.Add(1)
 	if err := t.Err(); err != nil {
-		d.fail(fmt.Errorf("rank %d: %w", d.rank, err), true)
+		d.failMu.Lock()
+		if d.failed == nil {
+			d.origin = err.Error()
+		}
+		d.failMu.Unlock()
+		d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), true)
 	}
 }
 
