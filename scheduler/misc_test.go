@@ -23,10 +23,9 @@ func TestParallelTeams(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, scheduler.WithWorkers(3))
 	type seen struct {
-		mu      sync.Mutex
-		ranks   map[int]int // rank -> worker
-		sizes   []int
-		workers map[int]bool
+		mu    sync.Mutex
+		ranks map[int]int // rank -> worker
+		sizes []int
 	}
 	var spmdCalls, fjCalls []*seen
 	spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error {

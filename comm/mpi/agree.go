@@ -271,27 +271,27 @@ func (c *Comm) checkRoot(k call, root int) error {
 	return comm.CheckRoot(k.String(), c.rank, root, c.size)
 }
 
-func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv bool) (lerr error, inplace C.int) {
+func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv bool) (inplace C.int, lerr error) {
 	if err := c.checkBuf(k, "send", send); err != nil {
-		return err, 0
+		return 0, err
 	}
 	if op != comm.User && !op.Supports(send.Type) { // a user op: comm.CheckUser
-		return c.argErr(k, "op %v is not defined on %s", op, send.Type), 0
+		return 0, c.argErr(k, "op %v is not defined on %s", op, send.Type)
 	}
 	if !wantRecv {
-		return nil, 0
+		return 0, nil
 	}
 	if recv.Type != send.Type {
-		return c.argErr(k, "recv datatype %v differs from send datatype %v", recv.Type, send.Type), 0
+		return 0, c.argErr(k, "recv datatype %v differs from send datatype %v", recv.Type, send.Type)
 	}
 	if len(recv.Bytes) != len(send.Bytes) {
-		return c.argErr(k, "recv has %d elements, send %d; they must be equal", recv.Len(), send.Len()), 0
+		return 0, c.argErr(k, "recv has %d elements, send %d; they must be equal", recv.Len(), send.Len())
 	}
 	if err := comm.CheckAlias(k.String(), c.rank, send, recv); err != nil {
-		return err, 0
+		return 0, err
 	}
 	if comm.InPlace(send, recv) {
-		return nil, 1 // MPI_IN_PLACE
+		return 1, nil // MPI_IN_PLACE
 	}
-	return nil, 0
+	return 0, nil
 }

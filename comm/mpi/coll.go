@@ -80,7 +80,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	lerr := c.checkRoot(callReduce, root)
 	var inplace C.int
 	if lerr == nil {
-		lerr, inplace = c.checkReduce(callReduce, send, recv, op, c.rank == root)
+		inplace, lerr = c.checkReduce(callReduce, send, recv, op, c.rank == root)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
@@ -113,7 +113,7 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	if err := c.usable("AllReduce"); err != nil {
 		return err
 	}
-	lerr, inplace := c.checkReduce(callAllReduce, send, recv, op, true)
+	inplace, lerr := c.checkReduce(callAllReduce, send, recv, op, true)
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}
@@ -510,7 +510,7 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 	if send.Type < comm.Int8 || send.Type > comm.Uint64 || c.goMinMax(op, send.Type) != nil {
 		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
 	}
-	lerr, inplace := c.checkReduce(k, send, recv, op, true)
+	inplace, lerr := c.checkReduce(k, send, recv, op, true)
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
@@ -544,7 +544,7 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 	if c.goMinMax(op, send.Type) != nil || send.Len() > maxCount {
 		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
 	}
-	lerr, _ := c.checkReduce(k, send, comm.Buf{}, op, false)
+	_, lerr := c.checkReduce(k, send, comm.Buf{}, op, false)
 	if lerr == nil && send.Len()%c.size != 0 {
 		lerr = c.argErr(k, "%d elements do not split into %d equal blocks", send.Len(), c.size)
 	}

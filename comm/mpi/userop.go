@@ -54,7 +54,7 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 	}
 	var inplace C.int
 	if lerr == nil {
-		lerr, inplace = c.checkReduce(k, send, recv, comm.User, all || c.rank == root)
+		inplace, lerr = c.checkReduce(k, send, recv, comm.User, all || c.rank == root)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
