@@ -9,9 +9,11 @@ import (
 )
 
 // reduceCounts are the lengths the reduction cases use: empty, one element,
-// an odd small length, and one above comm/local's 4 KiB eager limit for
-// every type (its parallel path).
-var reduceCounts = []int{0, 1, 7, 5000}
+// the edges of comm/local's contributions kept beside the arrival (32
+// bytes: 4 int64s, 8 int32s) and of its 64-byte eager copies (8 int64s),
+// an odd small length, and one above its 4 KiB eager limit for every type
+// (its parallel path).
+var reduceCounts = []int{0, 1, 4, 7, 8, 5000}
 
 // roots returns the distinct roots to try: first, last and middle rank.
 func roots(n int) []int {

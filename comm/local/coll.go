@@ -195,6 +195,8 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 	if small {
 		if r := g.sharedResult(k); r != nil {
 			copy(recv.Bytes, r)
+		} else if n := len(send.Bytes); n <= len(a.inline) && red.op != comm.User && g.size > 1 {
+			c.foldInline(red.op, send.Type, k, recv.Bytes[:n])
 		} else {
 			c.fold(red, send.Type, k, 0, len(send.Bytes), toSelf)
 		}
@@ -205,6 +207,18 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 	}
 	c.shareFold(red, send.Type, k, len(send.Bytes), toAll)
 	return nil
+}
+
+// foldInline folds collective k's contributions of len(dst) <= 32 bytes,
+// which every rank copied into its args' inline bytes (eagerCopy), into
+// dst from the left with a predefined op: each peer's contribution is on
+// the line that told this rank it arrived.
+func (c *rankComm) foldInline(op comm.Op, dt comm.Datatype, k uint64, dst []byte) {
+	sl, p, n := c.g.slots, k&1, len(dst)
+	_ = comm.ReduceTo(op, dt, dst, sl[0].a[p].inline[:n], sl[1].a[p].inline[:n])
+	for j := 2; j < len(sl); j++ {
+		_ = comm.ReduceTo(op, dt, dst, dst, sl[j].a[p].inline[:n])
+	}
 }
 
 // shareFold folds the total bytes of collective k into the destination of
@@ -445,7 +459,11 @@ func (c *rankComm) counts(dt comm.Datatype, k uint64) ([]int, int) {
 	counts := make([]int, len(sl))
 	total := 0
 	for j := range sl {
-		counts[j] = len(sl[j].a[p].src) / size
+		if n := sl[j].a[p].inl; n >= 0 {
+			counts[j] = int(n) / size // no need to read src's line
+		} else {
+			counts[j] = len(sl[j].a[p].src) / size
+		}
 		total += counts[j]
 	}
 	return counts, total
@@ -477,7 +495,12 @@ func (c *rankComm) gatherInto(k uint64, out []byte, lo, hi int) {
 	p := k & 1
 	off := 0
 	for _, s := range c.g.slots {
-		src := s.a[p].src
+		var src []byte
+		if n := s.a[p].inl; n >= 0 {
+			src = s.a[p].inline[:n]
+		} else {
+			src = s.a[p].src
+		}
 		end := off + len(src)
 		if end > lo && off < hi {
 			a, b := max(lo, off), min(hi, end)

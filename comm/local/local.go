@@ -223,23 +223,28 @@ type slot struct {
 
 // args is what one rank contributes to one collective.
 type args struct {
-	seq atomic.Uint64 // the collective these args are for
-	_   [56]byte
-
-	// What agreement and the data phase read first.
+	// One line holds what a peer reads first: the collective, the
+	// agreement and a contribution of up to 32 bytes, so that a small
+	// collective costs each peer one cache miss per rank.
+	seq    atomic.Uint64 // the collective these args are for, stored last
 	fp     comm.Fingerprint
+	bad    bool // argErr is set
+	direct bool // src is the caller's memory: peers must finish before the owner returns
+	inl    int8 // src is inline[:inl]; -1 if it is not
+	_      [5]byte
+	inline [32]byte // eager copies up to 32 bytes
+
 	argErr error
 	src    []byte // the contribution: the caller's memory or an eager copy
-	_      [8]byte
+	_      [24]byte
 
-	small  [64]byte // eager copies up to 64 bytes
-	dst    []byte   // the receive buffer, written by peers (Reduce, AllReduce)
-	offs   []int    // prefix sums of per-rank counts (Scatter, Alltoall)
-	color  int
-	key    int
-	eager  []byte // eager copies above 64 bytes
-	direct bool   // src is the caller's memory: peers must finish before the owner returns
-	_      [320 - 64 - 64 - 64 - 64 - 25]byte
+	small [64]byte // eager copies of 33 to 64 bytes
+	dst   []byte   // the receive buffer, written by peers (Reduce, AllReduce)
+	offs  []int    // prefix sums of per-rank counts (Scatter, Alltoall)
+	color int
+	key   int
+	eager []byte // eager copies above 64 bytes
+	_     [320 - 64 - 64 - 64 - 64 - 24]byte
 
 	// The work queue of the data phase (see share): every rank claims
 	// chunks with claim, so it gets a line of its own; done is written
@@ -326,7 +331,9 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args
 	a = &c.g.slots[c.rank].a[k&1]
 	a.argErr = nil
 	a.src, a.dst = nil, nil
-	a.direct = false
+	if a.direct { // peers may be reading the first line: write it only if needed
+		a.direct = false
+	}
 	// Peers touch these only after this rank arrives at k, and stopped
 	// touching them (for k-2) before arriving at k-1. Store only if set:
 	// an atomic store is a locked instruction on amd64, and most
@@ -353,6 +360,11 @@ func (a *args) contribute(b []byte, eager bool) {
 
 // eagerCopy copies b into memory owned by the slot and returns the copy.
 func (a *args) eagerCopy(b []byte) []byte {
+	if len(b) <= len(a.inline) {
+		e := a.inline[:len(b)]
+		copy(e, b)
+		return e
+	}
 	if len(b) <= len(a.small) {
 		e := a.small[:len(b)]
 		copy(e, b)
@@ -373,7 +385,14 @@ func (a *args) eagerCopy(b []byte) []byte {
 // peers before commit.
 func (c *rankComm) arrive(ctx context.Context, call comm.Call, k uint64) error {
 	g := c.g
-	g.slots[c.rank].a[k&1].seq.Store(k)
+	a := &g.slots[c.rank].a[k&1]
+	a.bad = a.argErr != nil
+	inl := int8(-1)
+	if n := len(a.src); n <= len(a.inline) && (n == 0 || &a.src[0] == &a.inline[0]) {
+		inl = int8(n)
+	}
+	a.inl = inl
+	a.seq.Store(k)
 	if g.counted {
 		return c.arriveCounted(ctx, call, k)
 	}
@@ -688,8 +707,8 @@ func (c *rankComm) brokenErr(call comm.Call) error {
 func (g *group) agree(k uint64) error {
 	p := k & 1
 	for _, s := range g.slots {
-		if err := s.a[p].argErr; err != nil {
-			return err
+		if s.a[p].bad {
+			return s.a[p].argErr
 		}
 	}
 	fp0 := g.slots[0].a[p].fp
