@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"unsafe"
 )
 
 // Real is the set of element types with an order: Number without the
@@ -24,45 +25,57 @@ type Loc[T Real] struct {
 // Value over the ranks' send and its Index; among equal values the
 // smallest Index wins, as in MPI. Every rank passes the same length.
 func AllReduceMinLoc[T Real](ctx context.Context, c Comm, send []Loc[T]) ([]Loc[T], error) {
-	return allReduceLoc(ctx, c, "AllReduceMinLoc", send, func(a, b T) bool { return a < b })
+	return allReduceLoc(ctx, c, "AllReduceMinLoc", send, false)
 }
 
 // AllReduceMaxLoc is AllReduceMinLoc with the largest Value.
 func AllReduceMaxLoc[T Real](ctx context.Context, c Comm, send []Loc[T]) ([]Loc[T], error) {
-	return allReduceLoc(ctx, c, "AllReduceMaxLoc", send, func(a, b T) bool { return a > b })
+	return allReduceLoc(ctx, c, "AllReduceMaxLoc", send, true)
 }
 
-// allReduceLoc gathers every rank's pairs (values and indices as two raw
-// slices) and folds them in rank order, so that every rank and backend
-// computes the same result.
-func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T], better func(a, b T) bool) ([]Loc[T], error) {
-	vals := make([]T, len(send))
-	idx := make([]int64, len(send))
+// allReduceLoc reduces the ranks' pairs with one AllReduceUser: each pair
+// travels as two int64 words, the value's bits in the first (every rank
+// has the same T) and the index in the second, and the op keeps, position
+// by position, the better value or, among equal ones, the smaller index.
+// It is not declared commutative, so every backend folds in rank order
+// and computes the same result (which matters only for values that do not
+// compare, NaNs).
+func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T], largest bool) ([]Loc[T], error) {
+	rec := make([]int64, 2*len(send))
 	for i, l := range send {
-		vals[i], idx[i] = l.Value, int64(l.Index)
+		*(*T)(unsafe.Pointer(&rec[2*i])) = l.Value
+		rec[2*i+1] = int64(l.Index)
 	}
-	allVals, err := AllGather(ctx, c, vals)
-	if err != nil {
+	op := &UserFunc{Name: call, Fn: func(in, inout []byte) { foldLoc[T](words(in), words(inout), largest) }}
+	res := make([]int64, len(rec))
+	if err := c.AllReduceUser(ctx, BufOf(rec), BufOf(res), op); err != nil {
 		return nil, fmt.Errorf("comm: %s: %w", call, err)
 	}
-	allIdx, err := AllGather(ctx, c, idx)
-	if err != nil {
-		return nil, fmt.Errorf("comm: %s: %w", call, err)
-	}
-	for r := range allVals {
-		if len(allVals[r]) != len(send) {
-			return nil, &MismatchError{Op: call, Detail: fmt.Sprintf("count: rank %d has %d, rank %d has %d", c.Rank(), len(send), r, len(allVals[r]))}
-		}
-	}
-	out := append([]Loc[T](nil), send...)
+	out := make([]Loc[T], len(send))
 	for i := range out {
-		out[i] = Loc[T]{allVals[0][i], int(allIdx[0][i])}
-		for r := 1; r < len(allVals); r++ {
-			v, k := allVals[r][i], int(allIdx[r][i])
-			if better(v, out[i].Value) || (v == out[i].Value && k < out[i].Index) {
-				out[i] = Loc[T]{v, k}
-			}
-		}
+		out[i] = Loc[T]{Value: *(*T)(unsafe.Pointer(&res[2*i])), Index: int(res[2*i+1])}
 	}
 	return out, nil
+}
+
+// foldLoc sets each pair of hi (higher ranks) to the pair of lo (lower
+// ranks) unless hi's value is better (larger if largest, else smaller), or
+// equal with a smaller index.
+func foldLoc[T Real](lo, hi []int64, largest bool) {
+	lo = lo[:len(hi)]
+	for i := 0; i+1 < len(hi); i += 2 {
+		acc, v := *(*T)(unsafe.Pointer(&lo[i])), *(*T)(unsafe.Pointer(&hi[i]))
+		better := v < acc
+		if largest {
+			better = v > acc
+		}
+		if !better && (v != acc || hi[i+1] >= lo[i+1]) {
+			hi[i], hi[i+1] = lo[i], lo[i+1]
+		}
+	}
+}
+
+// words views b, whole int64s, as []int64.
+func words(b []byte) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
 }

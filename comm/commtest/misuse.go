@@ -102,6 +102,10 @@ func misuseCountCase(ctx context.Context, c comm.Comm) error {
 				_, err := comm.Scan(ctx, d, make([]int32, 2+me%2), comm.Sum)
 				return err
 			},
+			"AllReduceMaxLoc with lengths rank+1": func() error {
+				_, err := comm.AllReduceMaxLoc(ctx, d, make([]comm.Loc[float32], me+1))
+				return err
+			},
 			"Exscan of float64 with lengths rank+1": func() error {
 				_, err := comm.Exscan(ctx, d, make([]float64, me+1), comm.Sum)
 				return err

@@ -424,5 +424,48 @@ func locCase(ctx context.Context, c comm.Comm) error {
 	if lo[2] != (comm.Loc[float64]{Value: float64(-(n - 1)), Index: 10 + n - 1}) || hi[2] != (comm.Loc[float64]{Value: 0, Index: 10}) {
 		return fmt.Errorf("MinLoc/MaxLoc of -rank: %+v %+v", lo[2], hi[2])
 	}
+	if err := locTyped[int32](ctx, c, func(r, i int) int32 { return int32((r*7+i)%5) - 2 }); err != nil {
+		return err
+	}
+	if err := locTyped[uint8](ctx, c, func(r, i int) uint8 { return uint8((r*3 + i*11) % 256) }); err != nil {
+		return err
+	}
+	return locTyped[float32](ctx, c, func(r, i int) float32 { return float32((r+i)%4) * -0.5 })
+}
+
+// locTyped checks MinLoc and MaxLoc over 600 positions (past comm/local's
+// eager limit) of values val(rank, position), indexed by rank*1000 +
+// position, against the rank-order fold.
+func locTyped[T comm.Real](ctx context.Context, c comm.Comm, val func(r, i int) T) error {
+	const m = 600
+	n, me := c.Size(), c.Rank()
+	send := make([]comm.Loc[T], m)
+	for i := range send {
+		send[i] = comm.Loc[T]{Value: val(me, i), Index: me*1000 + i}
+	}
+	lo, err := comm.AllReduceMinLoc(ctx, c, send)
+	if err != nil {
+		return fmt.Errorf("AllReduceMinLoc of %T: %w", *new(T), err)
+	}
+	hi, err := comm.AllReduceMaxLoc(ctx, c, send)
+	if err != nil {
+		return fmt.Errorf("AllReduceMaxLoc of %T: %w", *new(T), err)
+	}
+	for i := range m {
+		wantLo := comm.Loc[T]{Value: val(0, i), Index: i}
+		wantHi := wantLo
+		for r := 1; r < n; r++ {
+			v := comm.Loc[T]{Value: val(r, i), Index: r*1000 + i}
+			if v.Value < wantLo.Value {
+				wantLo = v
+			}
+			if v.Value > wantHi.Value {
+				wantHi = v
+			}
+		}
+		if lo[i] != wantLo || hi[i] != wantHi {
+			return fmt.Errorf("MinLoc/MaxLoc of %T at %d: %+v %+v, want %+v %+v", *new(T), i, lo[i], hi[i], wantLo, wantHi)
+		}
+	}
 	return nil
 }
