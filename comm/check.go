@@ -26,11 +26,12 @@ const (
 	CallScan
 	CallExscan
 	CallReduceScatterBlock
+	CallAllReduceLoc
 	numCalls
 )
 
 var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup", "Free",
-	"Scan", "Exscan", "ReduceScatterBlock"}
+	"Scan", "Exscan", "ReduceScatterBlock", "AllReduceLoc"}
 
 // String returns the method name of the call, e.g. "AllReduce".
 func (c Call) String() string {

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 )
@@ -46,9 +47,16 @@ func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T
 		*(*T)(unsafe.Pointer(&rec[2*i])) = l.Value
 		rec[2*i+1] = int64(l.Index)
 	}
-	op := &UserFunc{Name: call, Fn: func(in, inout []byte) { foldLoc[T](words(in), words(inout), largest) }}
 	res := make([]int64, len(rec))
-	if err := c.AllReduceUser(ctx, BufOf(rec), BufOf(res), op); err != nil {
+	err := errors.ErrUnsupported
+	if lc, ok := c.(LocComm); ok {
+		err = lc.AllReduceLocBuf(ctx, BufOf(rec), BufOf(res), DatatypeOf[T](), largest)
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		op := &UserFunc{Name: call, Fn: func(in, inout []byte) { FoldLoc[T](words(in), words(inout), largest) }}
+		err = c.AllReduceUser(ctx, BufOf(rec), BufOf(res), op)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("comm: %s: %w", call, err)
 	}
 	out := make([]Loc[T], len(send))
@@ -58,10 +66,23 @@ func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T
 	return out, nil
 }
 
-// foldLoc sets each pair of hi (higher ranks) to the pair of lo (lower
-// ranks) unless hi's value is better (larger if largest, else smaller), or
-// equal with a smaller index.
-func foldLoc[T Real](lo, hi []int64, largest bool) {
+// LocComm is implemented by backends with a native MinLoc and MaxLoc
+// (comm/mpi: MPI ops in C on a pair datatype). send and recv hold pairs
+// of two Int64 words each, the value's bits of type dt in the first word
+// and the index in the second; largest selects MaxLoc. The result is
+// FoldLoc's, in rank order. A backend that cannot returns an error
+// wrapping errors.ErrUnsupported before any communication, and
+// AllReduceMinLoc and AllReduceMaxLoc fall back to AllReduceUser with
+// FoldLoc.
+type LocComm interface {
+	AllReduceLocBuf(ctx context.Context, send, recv Buf, dt Datatype, largest bool) error
+}
+
+// FoldLoc is the MinLoc (MaxLoc if largest) combine of LocComm's pairs:
+// each pair of hi (the higher ranks') becomes lo's (the lower ranks')
+// unless hi's value is better (larger if largest, else smaller), or equal
+// with a smaller index.
+func FoldLoc[T Real](lo, hi []int64, largest bool) {
 	lo = lo[:len(hi)]
 	for i := 0; i+1 < len(hi); i += 2 {
 		acc, v := *(*T)(unsafe.Pointer(&lo[i])), *(*T)(unsafe.Pointer(&hi[i]))

@@ -5,6 +5,7 @@ package mpi
 /*
 #include "pz_mpi.h"
 #include "pz_agree.h"
+#include "pz_loc.h"
 */
 import "C"
 
@@ -56,6 +57,8 @@ type state struct {
 	// The element and op of the agreement step (pz_agree.h).
 	agreeType C.MPI_Datatype
 	agreeOp   C.MPI_Op
+	locPair   C.MPI_Datatype               // two int64 words: a comm.LocComm pair
+	locOps    [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
 }
 
 func (s *state) lock() {
@@ -156,6 +159,12 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		st.minmaxGo[t] = C.pz_minmax_ok(st.h.types[t], C.int(t.Size())) == 0
 	}
 	if rc := C.pz_agree_init(&st.agreeType, &st.agreeOp); rc != 0 {
+		if w.started {
+			w.finalizeOnThread()
+		}
+		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
+	}
+	if rc := C.pz_loc_init(&st.locPair, &st.locOps[0]); rc != 0 {
 		if w.started {
 			w.finalizeOnThread()
 		}
