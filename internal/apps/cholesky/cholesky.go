@@ -557,6 +557,11 @@ func submitGraph(ctx context.Context, s *scheduler.Scheduler, cl *Codelets, tile
 	return elapsed, err
 }
 
+// tileTasks is the number of tasks of walkGraph that write a tile of
+// column j: the j updates of steps 0..j-1 (SYRK on the diagonal, GEMM
+// below it), then POTRF or TRSM.
+func tileTasks(j int) int { return j + 1 }
+
 // tile names a tile of the matrix: the task argument of every tile task.
 type tile struct{ i, j int }
 

@@ -183,3 +183,28 @@ func TestTaskCounts(t *testing.T) {
 		assert.Equal(t, want, taskCounts(nt), "nt=%d", nt)
 	}
 }
+
+// tileTasks counts the tasks walkGraph submits that write each tile (what
+// a rank's progress bar counts in a distributed run), and the counts add
+// up to taskCounts.
+func TestTileTasks(t *testing.T) {
+	cl := newCodelets[float64]()
+	for _, nt := range []int{1, 2, 5, 16} {
+		writes := map[tile]int{}
+		err := walkGraph(nt, func(c *scheduler.Codelet, prio int, at tile, acc ...access) error {
+			w := acc[len(acc)-1]
+			require.True(t, w.write, "%s%v: the written tile comes last", c.Name, at)
+			writes[tile{w.i, w.j}]++
+			return nil
+		}, cl)
+		require.NoError(t, err)
+		total := 0
+		for i := range nt {
+			for j := 0; j <= i; j++ {
+				assert.Equal(t, writes[tile{i, j}], tileTasks(j), "nt=%d tile (%d,%d)", nt, i, j)
+				total += tileTasks(j)
+			}
+		}
+		assert.Equal(t, taskCounts(nt).total(), total, "nt=%d", nt)
+	}
+}

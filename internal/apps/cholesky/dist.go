@@ -165,7 +165,17 @@ func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]
 	nt := len(tiles)
 	var bar *progress.Bar
 	if w != nil && d.Rank() == 0 {
-		bar = progress.New(w, "cholesky tasks (rank 0)", taskCounts(nt).total())
+		// A task runs on the owner of the tile it writes: rank 0's bar
+		// counts the tasks of its own tiles, which its callbacks see.
+		mine := 0
+		for i := range nt {
+			for j := 0; j <= i; j++ {
+				if tiles[i][j].Owner() == 0 {
+					mine += tileTasks(j)
+				}
+			}
+		}
+		bar = progress.New(w, "cholesky tasks on rank 0", mine)
 	}
 	done := dist.With(scheduler.WithCallback(func(*scheduler.Task) {
 		if bar != nil {
