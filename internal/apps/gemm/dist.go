@@ -92,7 +92,17 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	before := d.Stats()
 	var bar *progress.Bar
 	if w != nil && d.Rank() == 0 {
-		bar = progress.New(w, "gemm tasks (rank 0)", nt*nt)
+		// Each task runs on the owner of its C tile: rank 0's callbacks
+		// see the tasks of its own tiles only.
+		mine := 0
+		for i := range nt {
+			for j := range nt {
+				if ct[i][j].Owner() == 0 {
+					mine++
+				}
+			}
+		}
+		bar = progress.New(w, "gemm tasks on rank 0", mine)
 	}
 	t0 := time.Now()
 	for i := range nt {
