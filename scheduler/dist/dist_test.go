@@ -53,6 +53,23 @@ func runRanksWith(t *testing.T, n int, opts []scheduler.Option, fn func(ctx cont
 	})
 }
 
+// onePerRank registers, on every rank of d, one n-vector of T owned by
+// each rank, in rank order.
+func onePerRank[T comm.Number](d *dist.Scheduler, n int) ([]*dist.Handle, error) {
+	hs := make([]*dist.Handle, d.Size())
+	for r := range hs {
+		var data []T
+		if r == d.Rank() {
+			data = make([]T, n)
+		}
+		var err error
+		if hs[r], err = dist.Register(d, r, data, n, 1); err != nil {
+			return nil, err
+		}
+	}
+	return hs, nil
+}
+
 // op is one task of a random graph: target = target*mul + sum(reads) + add
 // element-wise (mul 0: a pure write).
 type op struct {
@@ -354,16 +371,9 @@ func TestFailedTaskNamesRankEverywhere(t *testing.T) {
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
 		done := sync.OnceFunc(submitted.Done)
 		defer done() // a rank that fails to submit must not hold the task back
-		hs := make([]*dist.Handle, 3)
-		for r := range 3 {
-			var data []float64
-			if r == d.Rank() {
-				data = make([]float64, 10)
-			}
-			var err error
-			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
-				return err
-			}
+		hs, err := onePerRank[float64](d, 10)
+		if err != nil {
+			return err
 		}
 		if err := d.Submit(ctx, fail, dist.RW(hs[1])); err != nil {
 			return err
@@ -408,16 +418,9 @@ func TestFailureWhileSubmitting(t *testing.T) {
 	submitErrs, waitErrs := make([]error, 3), make([]error, 3)
 	submitted := make([]int, 3)
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
-		hs := make([]*dist.Handle, 3)
-		for r := range 3 {
-			var data []float64
-			if r == d.Rank() {
-				data = make([]float64, 4)
-			}
-			var err error
-			if hs[r], err = dist.Register(d, r, data, 4, 1); err != nil {
-				return err
-			}
+		hs, err := onePerRank[float64](d, 4)
+		if err != nil {
+			return err
 		}
 		if err := d.Submit(ctx, fail, dist.RW(hs[1]),
 			dist.With(scheduler.WithCallback(func(*scheduler.Task) { close(failed) }))); err != nil {
@@ -625,16 +628,9 @@ func TestCancelWaitAll(t *testing.T) {
 func TestRankFailsOutright(t *testing.T) {
 	boom := errors.New("rank gave up")
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
-		hs := make([]*dist.Handle, 3)
-		for r := range 3 {
-			var data []int64
-			if r == d.Rank() {
-				data = make([]int64, 10)
-			}
-			var err error
-			if hs[r], err = dist.Register(d, r, data, 10, 1); err != nil {
-				return err
-			}
+		hs, err := onePerRank[int64](d, 10)
+		if err != nil {
+			return err
 		}
 		if d.Rank() == 2 {
 			return boom // before submitting what the others need
