@@ -70,7 +70,7 @@ type Scheduler struct {
 
 	failMu sync.Mutex
 	failed error               // first failure seen here (local task, a peer's message, a graph mismatch)
-	origin string              // the failure's own text when a task of this rank failed; guarded by failMu
+	origin string              // the failure's own text when it happened on this rank (see fail); guarded by failMu
 	xfers  map[uint64]inflight // transfers in flight, to end them on a failure and explain a stall; guarded by failMu
 	nxfer  uint64
 
@@ -153,7 +153,7 @@ func (d *Scheduler) postCtrl() error {
 // onCtrl handles a control message (on the progress goroutine).
 func (d *Scheduler) onCtrl(st comm.Status, err error) {
 	if err != nil {
-		d.fail(fmt.Errorf("dist: rank %d: control messages: %w", d.rank, err), false)
+		d.fail(fmt.Errorf("dist: rank %d: control messages: %w", d.rank, err), "")
 		return
 	}
 	if st.Count == 0 {
@@ -163,10 +163,10 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 	case ctrlClose:
 		return
 	case ctrlFailed:
-		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), false)
+		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), "")
 	case ctrlLeft:
 		err := fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count])
-		d.fail(err, false)
+		d.fail(err, "")
 		d.failMu.Lock()
 		d.peerLeft = err
 		cancel := d.cancelAgree
@@ -176,32 +176,30 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		}
 	}
 	if err := d.postCtrl(); err != nil {
-		d.fail(err, false)
+		d.fail(err, "")
 	}
 }
 
-// fail records the first failure; a local one is announced to every other
-// rank. Either way the transfers in flight, whose peers may never take
-// part, fail with it.
-func (d *Scheduler) fail(err error, local bool) {
+// fail records the first failure. One that happened on this rank has
+// here, its own text (without the rank, which the others add): it is kept
+// for the graph check (failureText) and announced to every other rank;
+// here is "" for a failure heard of. Either way the transfers in flight,
+// whose peers may never take part, fail with it.
+func (d *Scheduler) fail(err error, here string) {
 	d.failMu.Lock()
 	if d.failed != nil {
 		d.failMu.Unlock()
 		return
 	}
-	d.failed = err
-	text := d.origin // the other ranks name this rank themselves
-	if text == "" {
-		text = err.Error()
-	}
+	d.failed, d.origin = err, here
 	var xfers []func(error)
 	for _, x := range d.xfers {
 		xfers = append(xfers, x.done)
 	}
 	clear(d.xfers)
 	d.failMu.Unlock()
-	if local {
-		d.announce(ctrlFailed, text)
+	if here != "" {
+		d.announce(ctrlFailed, here)
 	}
 	for _, done := range xfers {
 		done(err)
@@ -227,7 +225,7 @@ func (d *Scheduler) announce(kind byte, text string) {
 }
 
 // failureText describes the failure recorded so far ("" for none) for
-// the graph check: what a task of this rank reported (here), or the
+// the graph check: the failure that happened on this rank (here), or the
 // failure this rank heard of.
 func (d *Scheduler) failureText() (string, bool) {
 	d.failMu.Lock()
@@ -261,7 +259,7 @@ func (d *Scheduler) Close() error {
 	d.mu.Unlock()
 	// Transfers still in flight would never complete once the progress
 	// loop stops: end them, so that the local scheduler can drain.
-	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), false)
+	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), "")
 	// End this rank's own control receive with a message to itself.
 	var errs []error
 	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil {
@@ -301,7 +299,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		if errors.Is(cerr, ErrStalled) {
 			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
 		}
-		d.fail(cerr, false)
+		d.fail(cerr, "")
 		_ = d.local.WaitAll(ctx)
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
 	}
@@ -318,7 +316,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	if werr != nil {
 		d.mu.Unlock()
-		d.fail(werr, true)
+		d.fail(werr, werr.Error())
 		_ = d.local.WaitAll(ctx)
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
 	}

@@ -243,7 +243,7 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		if errors.Is(err, ErrStalled) {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}
-		d.fail(err, false)
+		d.fail(err, "")
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
 	}
 	return d.submitLocked(ctx, cl, args...)
@@ -434,12 +434,7 @@ func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 func (d *Scheduler) onTaskDone(t *scheduler.Task) {
 	d.progressed.Add(1)
 	if err := t.Err(); err != nil {
-		d.failMu.Lock()
-		if d.failed == nil {
-			d.origin = err.Error()
-		}
-		d.failMu.Unlock()
-		d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), true)
+		d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
 	}
 }
 
