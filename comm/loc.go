@@ -47,21 +47,20 @@ func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T
 		*(*T)(unsafe.Pointer(&rec[2*i])) = l.Value
 		rec[2*i+1] = int64(l.Index)
 	}
-	res := make([]int64, len(rec))
-	err := errors.ErrUnsupported
+	err := errors.ErrUnsupported // reduced in place
 	if lc, ok := c.(LocComm); ok {
-		err = lc.AllReduceLocBuf(ctx, BufOf(rec), BufOf(res), DatatypeOf[T](), largest)
+		err = lc.AllReduceLocBuf(ctx, BufOf(rec), BufOf(rec), DatatypeOf[T](), largest)
 	}
 	if errors.Is(err, errors.ErrUnsupported) {
 		op := &UserFunc{Name: call, Fn: func(in, inout []byte) { FoldLoc[T](words(in), words(inout), largest) }}
-		err = c.AllReduceUser(ctx, BufOf(rec), BufOf(res), op)
+		err = c.AllReduceUser(ctx, BufOf(rec), BufOf(rec), op)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("comm: %s: %w", call, err)
 	}
 	out := make([]Loc[T], len(send))
 	for i := range out {
-		out[i] = Loc[T]{Value: *(*T)(unsafe.Pointer(&res[2*i])), Index: int(res[2*i+1])}
+		out[i] = Loc[T]{Value: *(*T)(unsafe.Pointer(&rec[2*i])), Index: int(rec[2*i+1])}
 	}
 	return out, nil
 }
@@ -69,8 +68,8 @@ func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T
 // LocComm is implemented by backends with a native MinLoc and MaxLoc
 // (comm/mpi: MPI ops in C on a pair datatype). send and recv hold pairs
 // of two Int64 words each, the value's bits of type dt in the first word
-// and the index in the second; largest selects MaxLoc. The result is
-// FoldLoc's, in rank order. A backend that cannot returns an error
+// and the index in the second; largest selects MaxLoc; recv may be send
+// (in place). The result is FoldLoc's, in rank order. A backend that cannot returns an error
 // wrapping errors.ErrUnsupported before any communication, and
 // AllReduceMinLoc and AllReduceMaxLoc fall back to AllReduceUser with
 // FoldLoc.

@@ -31,18 +31,15 @@ func (c *Comm) AllReduceLocBuf(ctx context.Context, send, recv comm.Buf, dt comm
 	if dt < comm.Int8 || dt > comm.Float64 {
 		return fmt.Errorf("mpi: %v of %v: %w", k, dt, errors.ErrUnsupported)
 	}
-	var lerr error
-	switch {
-	case send.Type != comm.Int64 || send.Len()%2 != 0:
-		lerr = c.argErr(k, "send holds %d %v, want pairs of int64 words", send.Len(), send.Type)
-	case recv.Type != comm.Int64 || recv.Len() != send.Len():
-		lerr = c.argErr(k, "recv holds %d %v, want %d int64 words", recv.Len(), recv.Type, send.Len())
-	case comm.Overlaps(send.Bytes, recv.Bytes):
-		lerr = c.argErr(k, "send and recv overlap")
-	}
 	op := comm.Min
 	if largest {
 		op = comm.Max
+	}
+	// The checks of any reduction (recv like send, in place or apart),
+	// then the pairs'.
+	inplace, lerr := c.checkReduce(k, send, recv, op, true)
+	if lerr == nil && (send.Type != comm.Int64 || send.Len()%2 != 0) {
+		lerr = c.argErr(k, "send holds %d %v, want pairs of int64 words", send.Len(), send.Type)
 	}
 	pairs := send.Len() / 2
 	c.coll.Lock()
@@ -54,7 +51,7 @@ func (c *Comm) AllReduceLocBuf(ctx context.Context, send, recv comm.Buf, dt comm
 		return lerr // check off: nothing reaches MPI
 	}
 	if c.size == 1 {
-		copy(recv.Bytes, send.Bytes)
+		copy(recv.Bytes, send.Bytes) // a no-op in place
 		return nil
 	}
 	mop := c.st.locOps[dt-1][b2i(largest)]
@@ -62,8 +59,8 @@ func (c *Comm) AllReduceLocBuf(ctx context.Context, send, recv comm.Buf, dt comm
 	return pieces(pairs, 16, func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
 		return c.doSized(ctx, "MPI_Allreduce", true, int(n)*16,
-			func() C.int { return C.pz_allreduce(sp, rp, n, pt, mop, c.c, 0) },
-			func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, pt, mop, c.c, 0, r) }, sp, rp)
+			func() C.int { return C.pz_allreduce(sp, rp, n, pt, mop, c.c, inplace) },
+			func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, pt, mop, c.c, inplace, r) }, sp, rp)
 	})
 }
 

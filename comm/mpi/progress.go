@@ -3,7 +3,6 @@
 package mpi
 
 /*
-#include <stdlib.h>
 #include "pz_mpi.h"
 */
 import "C"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // progress is the process's one progress engine for requests that someone
@@ -81,7 +79,6 @@ func (p *progress) loop() {
 	sleep := time.Microsecond
 	var batch []*request
 	var scratch testScratch
-	defer scratch.free()
 	for {
 		p.mu.Lock()
 		// Drop the requests that completed, through the engine or not, and
@@ -129,37 +126,24 @@ func (p *progress) stopping() bool {
 	return p.stopped
 }
 
-// testScratch is the C memory of testAll's MPI_Testsome: the handles, the
-// indices and statuses MPI writes, and what pz_testsome reports.
+// testScratch is the memory of testAll's MPI_Testsome, kept between
+// passes: the handles, the indices and statuses MPI writes, and what
+// pz_testsome reports (Go memory: none of it holds a Go pointer, and MPI
+// keeps none of it past the call).
 type testScratch struct {
-	n    int
-	reqs *C.MPI_Request
-	idx  *C.int
-	sts  *C.MPI_Status
-	done *C.int
-	out  *C.pz_status
-}
-
-func (s *testScratch) free() {
-	C.free(unsafe.Pointer(s.reqs))
-	C.free(unsafe.Pointer(s.idx))
-	C.free(unsafe.Pointer(s.sts))
-	C.free(unsafe.Pointer(s.done))
-	C.free(unsafe.Pointer(s.out))
-	*s = testScratch{}
+	reqs []C.MPI_Request
+	idx  []C.int
+	sts  []C.MPI_Status
+	done []C.int
+	out  []C.pz_status
 }
 
 func (s *testScratch) grow(n int) {
-	if n <= s.n {
+	if n <= len(s.reqs) {
 		return
 	}
-	s.free()
-	s.n = max(n, 2*s.n, 16)
-	s.reqs = (*C.MPI_Request)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.reqs))))
-	s.idx = (*C.int)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.idx))))
-	s.sts = (*C.MPI_Status)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.sts))))
-	s.done = (*C.int)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.done))))
-	s.out = (*C.pz_status)(C.malloc(C.size_t(s.n) * C.size_t(unsafe.Sizeof(*s.out))))
+	n = max(n, 2*len(s.reqs), 16)
+	*s = testScratch{make([]C.MPI_Request, n), make([]C.int, n), make([]C.MPI_Status, n), make([]C.int, n), make([]C.pz_status, n)}
 }
 
 // testAll tests the requests of batch that no Wait or Test holds, with one
@@ -188,16 +172,14 @@ func (s *testScratch) testAll(batch []*request) bool {
 		}
 	}()
 	s.grow(len(locked))
-	reqs := unsafe.Slice(s.reqs, len(locked))
-	done := unsafe.Slice(s.done, len(locked))
-	out := unsafe.Slice(s.out, len(locked))
+	reqs, done, out := s.reqs[:len(locked)], s.done[:len(locked)], s.out[:len(locked)]
 	for i, r := range locked {
 		reqs[i] = *r.req
 		done[i] = 0
 	}
 	st := locked[0].c.st
 	st.lock()
-	rc := C.pz_testsome(C.int(len(locked)), s.reqs, s.idx, s.sts, s.done, s.out)
+	rc := C.pz_testsome(C.int(len(locked)), &reqs[0], &s.idx[0], &s.sts[0], &done[0], &out[0])
 	st.unlock()
 	if rc != 0 {
 		// Nothing is known of the requests: test each on its own.
