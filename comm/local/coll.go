@@ -214,10 +214,10 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 // dst from the left with a predefined op: each peer's contribution is on
 // the line that told this rank it arrived.
 func (c *rankComm) foldInline(op comm.Op, dt comm.Datatype, k uint64, dst []byte) {
-	sl, p, n := c.g.slots, k&1, len(dst)
-	_ = comm.ReduceTo(op, dt, dst, sl[0].a[p].inline[:n], sl[1].a[p].inline[:n])
+	sl, p := c.g.slots, k&1
+	_ = comm.ReduceTo(op, dt, dst, sl[0].a[p].contribution(), sl[1].a[p].contribution())
 	for j := 2; j < len(sl); j++ {
-		_ = comm.ReduceTo(op, dt, dst, dst, sl[j].a[p].inline[:n])
+		_ = comm.ReduceTo(op, dt, dst, dst, sl[j].a[p].contribution())
 	}
 }
 
@@ -459,11 +459,7 @@ func (c *rankComm) counts(dt comm.Datatype, k uint64) ([]int, int) {
 	counts := make([]int, len(sl))
 	total := 0
 	for j := range sl {
-		if n := sl[j].a[p].inl; n >= 0 {
-			counts[j] = int(n) / size // no need to read src's line
-		} else {
-			counts[j] = len(sl[j].a[p].src) / size
-		}
+		counts[j] = len(sl[j].a[p].contribution()) / size
 		total += counts[j]
 	}
 	return counts, total
@@ -495,12 +491,7 @@ func (c *rankComm) gatherInto(k uint64, out []byte, lo, hi int) {
 	p := k & 1
 	off := 0
 	for _, s := range c.g.slots {
-		var src []byte
-		if n := s.a[p].inl; n >= 0 {
-			src = s.a[p].inline[:n]
-		} else {
-			src = s.a[p].src
-		}
+		src := s.a[p].contribution()
 		end := off + len(src)
 		if end > lo && off < hi {
 			a, b := max(lo, off), min(hi, end)

@@ -358,6 +358,15 @@ func (a *args) contribute(b []byte, eager bool) {
 	}
 }
 
+// contribution is a peer's src as published at arrival: from the first
+// line when it is inline (no need to read src's line), else src.
+func (a *args) contribution() []byte {
+	if a.inl >= 0 {
+		return a.inline[:a.inl]
+	}
+	return a.src
+}
+
 // eagerCopy copies b into memory owned by the slot and returns the copy.
 func (a *args) eagerCopy(b []byte) []byte {
 	if len(b) <= len(a.inline) {
