@@ -3,7 +3,9 @@ package local_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pzgo/pz/comm"
@@ -336,4 +338,34 @@ func BenchmarkHalo(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkLineExchange is the floor of any in-process collective on two
+// ranks: two goroutines each publish a sequence number in a cache line of
+// their own and wait until the other's reaches it, nothing else: one line
+// moves each way per round. The small collectives' figures
+// (BenchmarkAllReduce/ranks=2/8B) are measured against it.
+func BenchmarkLineExchange(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("two goroutines that poll each other need two Ps")
+	}
+	type line struct {
+		seq atomic.Uint64
+		_   [56]byte
+	}
+	var l [2]line
+	var wg sync.WaitGroup
+	n := uint64(b.N)
+	b.ResetTimer()
+	for r := range 2 {
+		wg.Go(func() {
+			me, peer := &l[r], &l[1-r]
+			for k := uint64(1); k <= n; k++ {
+				me.seq.Store(k)
+				for peer.seq.Load() < k {
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
