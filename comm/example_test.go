@@ -326,3 +326,26 @@ func ExampleUserOp() {
 	}
 	// Output: [1 2 3 2 1 3]
 }
+
+// Each rank measured a residual on its part of a domain; every rank
+// learns the largest and the smallest, and which rank has each (ranks 1
+// and 3 tie for the smallest: the lower index wins).
+func ExampleAllReduceMaxLoc() {
+	residuals := []float64{0.25, 0.125, 0.5, 0.125}
+	err := local.Run(context.Background(), 4, func(ctx context.Context, c comm.Comm) error {
+		mine := []comm.Loc[float64]{{Value: residuals[c.Rank()], Index: c.Rank()}}
+		worst, err := comm.AllReduceMaxLoc(ctx, c, mine)
+		if err != nil {
+			return err
+		}
+		best, err := comm.AllReduceMinLoc(ctx, c, mine)
+		if err == nil && c.Rank() == 0 {
+			fmt.Printf("largest %v on rank %d, smallest %v on rank %d\n", worst[0].Value, worst[0].Index, best[0].Value, best[0].Index)
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: largest 0.5 on rank 2, smallest 0.125 on rank 1
+}
