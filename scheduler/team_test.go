@@ -118,3 +118,48 @@ func TestCloseWithStalledTeam(t *testing.T) {
 	}
 	assert.Equal(t, int32(2), members.Load())
 }
+
+// TestTeamsAfterWakeups: teams formed again and again while other tasks
+// are pushed. A worker that joined a team from its last look before
+// sleeping, and was woken (for a push) while it waited for its team
+// mate, must not then sleep where no push can wake it: the next team
+// would wait for it forever. Each round's WaitAll has a deadline, so a
+// lost worker fails the test instead of hanging it.
+func TestTeamsAfterWakeups(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	h, err := s.RegisterVector(make([]float64, 2))
+	require.NoError(t, err)
+	var shares, plain atomic.Int64
+	spmd := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[float64](c, 0)[c.Rank]++
+		shares.Add(1)
+		return nil
+	}}
+	small := &scheduler.Codelet{Name: "small", CPU: func(*scheduler.Call) error {
+		plain.Add(1)
+		return nil
+	}}
+	const rounds, teams = 100, 20
+	wantPlain := 0
+	for r := range rounds {
+		for i := range teams {
+			require.NoError(t, s.Submit(ctx, spmd, scheduler.RW(h), scheduler.WithTeam(2)))
+			for range (r + i) % 3 {
+				require.NoError(t, s.Submit(ctx, small, scheduler.R(h)))
+				wantPlain++
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.WaitAll(wctx)
+		cancel()
+		if err != nil {
+			// Close would wait for the stuck team: leave the scheduler.
+			t.Fatalf("round %d: %v", r, err)
+		}
+	}
+	require.NoError(t, s.Close())
+	require.Equal(t, int64(2*rounds*teams), shares.Load())
+	require.Equal(t, int64(wantPlain), plain.Load())
+}

@@ -93,6 +93,13 @@ func (w *worker) idle() {
 	// A RunOnce that joined a team may have completed its task and still
 	// found nothing else: publish that completion before sleeping.
 	w.flushDone()
+	if !w.sleeping.Load() {
+		// Woken during that last look: it joined a team (team.go), and
+		// awaitTeam took the wake-up's token while the worker waited
+		// for its team mates. Sleeping now, unflagged, no push could
+		// wake it, and the next team would wait for it forever.
+		return
+	}
 	// Load the monitor after announcing sleep: SetMonitor stores it and
 	// then wakes sleepers, so we either see it or are woken.
 	if mb = s.cx.mon.Load(); mb != nil {
