@@ -141,7 +141,7 @@ func TestTeamsAfterWakeups(t *testing.T) {
 		plain.Add(1)
 		return nil
 	}}
-	const rounds, teams = 100, 20
+	const rounds, teams = 500, 20
 	wantPlain := 0
 	for r := range rounds {
 		for i := range teams {
