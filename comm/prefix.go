@@ -25,8 +25,16 @@ func (r doneRequest) Test() (bool, Status, error)          { return true, r.st, 
 // Sendrecv sends send to dest with sendTag and receives a message from
 // source with recvTag into recv, at once (MPI_Sendrecv): the usual halo
 // exchange, which cannot deadlock as a Send then a Recv on every rank can.
-// Either peer may be ProcNull.
+// Either peer may be ProcNull. send and recv must not share memory (an
+// ArgError); SendrecvReplace exchanges one buffer.
 func Sendrecv[T Number](ctx context.Context, c Comm, send []T, dest, sendTag int, recv []T, source, recvTag int) (Status, error) {
+	sb, rb := BufOf(send), BufOf(recv)
+	if Overlaps(sb.Bytes, rb.Bytes) {
+		return Status{}, &ArgError{Op: "Sendrecv", Rank: c.Rank(), Detail: "send and receive buffers overlap (SendrecvReplace exchanges one buffer)"}
+	}
+	if sc, ok := c.(SendrecvComm); ok && dest != ProcNull && source != ProcNull {
+		return sc.SendrecvBuf(ctx, sb, dest, sendTag, rb, source, recvTag)
+	}
 	req, err := Isend(c, send, dest, sendTag)
 	if err != nil {
 		return Status{}, err
@@ -36,6 +44,15 @@ func Sendrecv[T Number](ctx context.Context, c Comm, send []T, dest, sendTag int
 		rerr = werr
 	}
 	return st, rerr
+}
+
+// SendrecvComm is implemented by backends with a native combined send
+// and receive (comm/mpi: one MPI_Sendrecv), which Sendrecv uses when
+// neither peer is ProcNull. recv takes a message of at most recv.Len()
+// elements of recv.Type; a longer one is consumed and an error wrapping
+// ErrTruncated returned, as Recv does. send and recv must not overlap.
+type SendrecvComm interface {
+	SendrecvBuf(ctx context.Context, send Buf, dest, sendTag int, recv Buf, source, recvTag int) (Status, error)
 }
 
 // SendrecvReplace sends buf to dest and receives a message from source

@@ -17,6 +17,7 @@ func prefixCases() []Case {
 		{"ReduceScatter", reduceScatterCase},
 		{"MinLocMaxLoc", locCase},
 		{"P2P/Sendrecv", sendrecvCase},
+		{"P2P/SendrecvRing", sendrecvRingCase},
 	}
 }
 
@@ -236,6 +237,64 @@ func sendrecvCase(ctx context.Context, c comm.Comm) error {
 		}
 	}
 	return c.Barrier(ctx)
+}
+
+// sendrecvRingCase exchanges around a ring, every peer a real rank (on one
+// rank, the rank itself), so that a backend's native Sendrecv runs:
+// messages of 0, 4 and 1000 elements into a buffer with room to spare;
+// then a message longer than the receive buffer, which fails with
+// ErrTruncated on every rank and is consumed (the next exchange on the
+// same tag gets the next message); then send and receive buffers that
+// overlap, refused with an ArgError before anything is sent.
+func sendrecvRingCase(ctx context.Context, c comm.Comm) error {
+	// Twice: with ctx, and with a context that cannot be canceled (comm/mpi
+	// blocks in MPI_Sendrecv then; with ctx it polls).
+	for _, cx := range []context.Context{ctx, context.WithoutCancel(ctx)} {
+		if err := sendrecvRing(cx, c); err != nil {
+			return err
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+func sendrecvRing(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	right, left := (me+1)%n, (me+n-1)%n
+	for _, count := range []int{0, 4, 1000} {
+		mine := make([]int64, count)
+		for i := range mine {
+			mine[i] = int64(me*100000 + i)
+		}
+		got := make([]int64, count+3)
+		st, err := comm.Sendrecv(ctx, c, mine, right, 7, got, left, 7)
+		if err != nil {
+			return fmt.Errorf("Sendrecv of %d: %w", count, err)
+		}
+		if st.Source != left || st.Tag != 7 || st.Count != count {
+			return fmt.Errorf("Sendrecv of %d from rank %d: status %+v", count, left, st)
+		}
+		for i := range count {
+			if got[i] != int64(left*100000+i) {
+				return fmt.Errorf("Sendrecv of %d from rank %d: element %d is %d", count, left, i, got[i])
+			}
+		}
+	}
+	_, err := comm.Sendrecv(ctx, c, []int64{1, 2, 3, 4, 5, 6, 7, 8}, right, 8, make([]int64, 4), left, 8)
+	if !errors.Is(err, comm.ErrTruncated) {
+		return fmt.Errorf("Sendrecv of 8 elements into 4: got %v, want ErrTruncated", err)
+	}
+	got := make([]int64, 1)
+	st, err := comm.Sendrecv(ctx, c, []int64{int64(me)}, right, 8, got, left, 8)
+	if err != nil || st.Count != 1 || got[0] != int64(left) {
+		return fmt.Errorf("Sendrecv after a truncated one: status %+v, got %v, err %v (want rank %d's message)", st, got, err, left)
+	}
+	buf := make([]int64, 6)
+	_, err = comm.Sendrecv(ctx, c, buf[:4], right, 9, buf[2:], left, 9)
+	var ae *comm.ArgError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("Sendrecv with overlapping buffers: got %v, want an ArgError", err)
+	}
+	return nil
 }
 
 // valueCases are the cases of the codec's limits and of values that cannot

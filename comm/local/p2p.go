@@ -215,7 +215,13 @@ func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, ta
 	if err := c.checkSend(call, buf, dest, tag); err != nil {
 		return err
 	}
-	m := c.startMode(buf, dest, tag, sync)
+	return c.awaitTaken(ctx, call, c.startMode(buf, dest, tag, sync), dest)
+}
+
+// awaitTaken waits until a receiver has taken m (from startMode; nil for
+// a message that needs no wait), or withdraws it when ctx ends or the
+// group breaks first.
+func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest int) error {
 	if m == nil || yieldUntil(m.done) {
 		return nil
 	}
@@ -250,11 +256,34 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	if err := c.checkRecv("Recv", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
+	return c.recv(ctx, dt, source, tag, into, nil)
+}
+
+// SendrecvBuf implements comm.SendrecvComm: the send starts (a small
+// message is copied), the receive runs, then the send waits for its
+// receiver if it was handed over by reference. It makes no Request.
+func (c *rankComm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+	if err := comm.FirstErr(c.checkSend("Sendrecv", send, dest, sendTag), c.checkRecv("Sendrecv", recv.Type, source, recvTag)); err != nil {
+		return comm.Status{}, err
+	}
+	m := c.start(send, dest, sendTag)
+	st, err := c.recv(ctx, recv.Type, source, recvTag, nil, recv.Bytes)
+	if serr := c.awaitTaken(ctx, "Sendrecv", m, dest); serr != nil && err == nil {
+		err = serr
+	}
+	return st, err
+}
+
+var _ comm.SendrecvComm = (*rankComm)(nil)
+
+// recv receives one message into the buffer into returns or, with a nil
+// into, into dst.
+func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
 	box := &c.g.boxes[c.rank]
 	box.mu.Lock()
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
-		return c.consume(m, dt, into)
+		return c.consume(m, dt, into, dst)
 	}
 	p := &recvPost{src: source, tag: tag, dt: dt, handoff: make(chan *message, 1)}
 	box.posted = append(box.posted, p)
@@ -264,7 +293,7 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	for range spinYields {
 		select {
 		case m := <-p.handoff:
-			return c.consume(m, dt, into)
+			return c.consume(m, dt, into, dst)
 		default:
 		}
 		runtime.Gosched()
@@ -272,7 +301,7 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	var cause error
 	select {
 	case m := <-p.handoff:
-		return c.consume(m, dt, into)
+		return c.consume(m, dt, into, dst)
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-c.g.brk.ch:
@@ -286,14 +315,14 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	if !withdrawn {
 		// A sender matched us first and put the message in handoff under
 		// the lock: take it rather than lose it.
-		return c.consume(<-p.handoff, dt, into)
+		return c.consume(<-p.handoff, dt, into, dst)
 	}
 	return comm.Status{}, fmt.Errorf("local: Recv on rank %d from %d tag %d: %w", c.rank, source, tag, cause)
 }
 
-// consume copies a matched message to the buffer from into and releases
-// its sender.
-func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into) (comm.Status, error) {
+// consume copies a matched message to the buffer from into (or, with a
+// nil into, to dst) and releases its sender.
+func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
 	if m.done != nil {
 		defer close(m.done)
 	}
@@ -301,9 +330,11 @@ func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into) (comm.S
 	if m.dt != dt {
 		return st, &comm.MismatchError{Op: "Recv", Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d receives %v", m.src, m.dt, c.rank, dt)}
 	}
-	dst, err := into(st.Count)
-	if err != nil {
-		return st, fmt.Errorf("local: Recv on rank %d from rank %d: %w", c.rank, m.src, err)
+	if into != nil {
+		var err error
+		if dst, err = into(st.Count); err != nil {
+			return st, fmt.Errorf("local: Recv on rank %d from rank %d: %w", c.rank, m.src, err)
+		}
 	}
 	return deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
 }
@@ -542,5 +573,5 @@ func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
 		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: %w: the message from rank %d tag %d was already received",
 			mm.c.rank, comm.ErrInvalidArg, mm.st.Source, mm.st.Tag)
 	}
-	return mm.c.consume(mm.m, mm.dt, into)
+	return mm.c.consume(mm.m, mm.dt, into, nil)
 }

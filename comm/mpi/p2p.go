@@ -187,6 +187,58 @@ func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Da
 	return status, nil
 }
 
+// SendrecvBuf implements comm.SendrecvComm: one MPI_Sendrecv when ctx
+// cannot be canceled, both messages are within MPI's counts and the
+// message cannot come from this rank itself; otherwise an Isend, a Recv
+// and a Wait. (Open MPI 4.1 truncates a message to a receive posted on
+// the same rank silently, where Recv's matched probe sees its size.) The
+// received message travels as bytes, as Recv's does: its size is checked
+// against recv's element type.
+func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+	if err := c.usable("Sendrecv"); err != nil {
+		return comm.Status{}, err
+	}
+	if err := comm.FirstErr(c.checkP2PBuf("Sendrecv", send), c.checkP2P("Sendrecv", dest, sendTag, false),
+		c.checkP2PBuf("Sendrecv", recv), c.checkP2P("Sendrecv", source, recvTag, true)); err != nil {
+		return comm.Status{}, err
+	}
+	if ctx.Done() != nil || c.st.serialize || len(send.Bytes) > maxCount || len(recv.Bytes) > maxCount ||
+		source == c.rank || source == comm.AnySource {
+		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
+	}
+	id := c.st.watch.begin("MPI_Sendrecv", 0, c.size)
+	var st C.pz_status
+	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
+		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
+	c.st.watch.end(id)
+	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
+	if rc != 0 {
+		return status, fmt.Errorf("mpi: Sendrecv: %w", c.st.error("MPI_Sendrecv", rc))
+	}
+	n, sz := int(st.bytes), recv.Type.Size()
+	if n%sz != 0 {
+		return status, fmt.Errorf("%w: mpi: Sendrecv: received %d bytes from rank %d, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, n, status.Source, recv.Type)
+	}
+	status.Count = n / sz
+	return status, nil
+}
+
+var _ comm.SendrecvComm = (*Comm)(nil)
+
+// sendrecvSplit is SendrecvBuf as an Isend, a Recv (which consumes a
+// message too long for recv and says so) and a Wait.
+func (c *Comm) sendrecvSplit(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+	sr, err := c.Isend(send, dest, sendTag)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	st, rerr := c.Recv(ctx, recv.Type, source, recvTag, func(int) ([]byte, error) { return recv.Bytes, nil })
+	if _, werr := sr.Wait(ctx); werr != nil && rerr == nil {
+		rerr = werr
+	}
+	return st, rerr
+}
+
 // Isend starts a send (MPI_Isend). buf is pinned until the request
 // completes.
 func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {

@@ -351,6 +351,17 @@ static int pz_mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, pz_status *o
 	return e;
 }
 
+/* pz_sendrecv is MPI_Sendrecv with the received message's status. */
+static int pz_sendrecv(const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb, int rn, MPI_Datatype rt, int src, int rtag, MPI_Comm c, pz_status *out) {
+	MPI_Status s;
+	s.MPI_ERROR = MPI_SUCCESS;
+	s.MPI_SOURCE = MPI_ANY_SOURCE;
+	s.MPI_TAG = MPI_ANY_TAG;
+	int e = MPI_Sendrecv(sb, sn, st, dest, stag, rb, rn, rt, pz_src(src), pz_tag(rtag), c, &s);
+	pz_fill(&s, out);
+	return e;
+}
+
 static int pz_wait(MPI_Request *r, pz_status *out) {
 	MPI_Status st;
 	st.MPI_ERROR = MPI_SUCCESS;
