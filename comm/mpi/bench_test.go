@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/commbench"
 )
 
 // The benchmarks run on every rank of the world. Every rank must run the
@@ -142,5 +143,36 @@ func BenchmarkBarrier(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkP2P times the point-to-point steps of pzrun bench comm on a
+// ring of the world's ranks, 8 B and 1 KiB each way: halo (Irecv, Isend,
+// WaitAll), halo_persistent (StartAll, WaitAll) and sendrecv.
+func BenchmarkP2P(b *testing.B) {
+	if world.Size() > 1 && !fixedBenchtime() {
+		b.Skip("under mpirun pass -test.benchtime=Nx")
+	}
+	for _, op := range []string{commbench.OpHalo, commbench.OpHaloPersistent, commbench.OpSendrecv} {
+		for _, bytes := range []int{8, 1 << 10} {
+			b.Run(fmt.Sprintf("%s/bytes=%d", op, bytes), func(b *testing.B) {
+				ctx := context.Background()
+				run, done, err := commbench.Step(world, op, floats(bytes, world.Rank()), make([]float64, bytes/8))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(bytes))
+				b.ResetTimer()
+				for range b.N {
+					if err := run(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				if err := done(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 	}
 }

@@ -50,6 +50,7 @@ type state struct {
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	finalized atomic.Bool  // MPI_Finalize was called through this World
 	progress  progress     // tests the requests waited on through Done
+	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.

@@ -3,6 +3,7 @@
 package mpi
 
 /*
+#include <stdlib.h>
 #include "pz_mpi.h"
 */
 import "C"
@@ -11,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -20,20 +20,19 @@ import (
 )
 
 // request is a pending non-blocking MPI operation. While MPI owns its
-// buffers they are pinned (runtime.Pinner) and the request is kept
-// reachable through a cgo.Handle, so that neither a caller dropping it nor
-// an abandoned collective can let the garbage collector free memory MPI will
-// still write; the pins and the handle are released when MPI reports
-// completion. An operation that never completes keeps its memory until the
-// process exits.
+// buffers they are pinned, by the Pinner of the request's slot; slots are
+// never freed (state.slots keeps every one), so neither a caller dropping
+// the request nor an abandoned collective can let the garbage collector
+// free memory MPI will still write. The pins are released and the slot
+// reused when MPI reports completion. An operation that never completes
+// keeps its memory until the process exits.
 type request struct {
-	c      *Comm
-	call   string
-	req    *C.MPI_Request // its own allocation: cgo checks all of the memory a pointer argument points into
-	pin    runtime.Pinner
-	handle cgo.Handle
+	c    *Comm
+	call string
+	req  *C.MPI_Request // the slot's (C memory), or a persistent request's
+	slot *slot          // nil for a round of a persistent request and once completed
 
-	round bool          // a round of a persistent request, which owns req, the pins and the handle
+	round bool          // a round of a persistent request, which owns req and the pins
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
 	dt    comm.Datatype // element type of an Irecv
@@ -49,24 +48,65 @@ type request struct {
 var _ comm.Request = (*request)(nil)
 
 func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
-	r := &request{c: c, call: call, req: new(C.MPI_Request), doneCh: make(chan struct{})}
+	sl := c.st.slots.get()
 	for _, p := range pins {
 		if p != nil {
-			r.pin.Pin(p)
+			sl.pin.Pin(p)
 		}
 	}
-	r.handle = cgo.NewHandle(r)
-	return r
+	return &request{c: c, call: call, req: sl.req, slot: sl, doneCh: make(chan struct{})}
 }
 
-// release gives up the pins and the handle; MPI no longer owns the memory.
+// release gives up the pins and the slot; MPI no longer owns the memory.
 // A persistent request's round leaves them to Free.
 func (r *request) release() {
-	if r.round {
+	if r.round || r.slot == nil {
 		return
 	}
-	r.pin.Unpin()
-	r.handle.Delete()
+	r.c.st.slots.put(r.slot)
+	r.slot, r.req = nil, nil
+}
+
+// slot is the memory of one pending operation, reused by the next: the
+// MPI_Request that MPI writes (C memory, which cgo does not check when its
+// address is passed) and the Pinner of the operation's buffers.
+type slot struct {
+	req *C.MPI_Request
+	pin runtime.Pinner
+}
+
+// slots holds every slot made, so that a slot in use stays reachable
+// whatever becomes of its request (a Pinner collected with pins reports
+// a leak, and the pinned buffers must outlive the operation); free are
+// the slots of completed operations. A request then costs two short
+// critical sections, where a Pinner, a cgo.Handle and a C.MPI_Request of
+// its own cost a finalizer and three allocations (a third of an 8-byte
+// halo exchange's time).
+type slots struct {
+	mu   sync.Mutex
+	free []*slot
+	all  []*slot
+}
+
+func (s *slots) get() *slot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.free); n > 0 {
+		sl := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		return sl
+	}
+	sl := &slot{req: (*C.MPI_Request)(C.malloc(C.sizeof_MPI_Request))}
+	s.all = append(s.all, sl)
+	return sl
+}
+
+func (s *slots) put(sl *slot) {
+	sl.pin.Unpin()
+	s.mu.Lock()
+	s.free = append(s.free, sl)
+	s.mu.Unlock()
 }
 
 // complete records the outcome of the operation; r.mu is held.
