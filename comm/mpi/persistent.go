@@ -107,7 +107,7 @@ func (p *persistent) Start() (comm.Request, error) {
 			return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error(p.call, rc))
 		}
 	}
-	r := &request{c: p.c, call: p.call, req: p.req, round: true, recv: p.recv, bytes: p.bytes, dt: p.elem, doneCh: make(chan struct{})}
+	r := &request{c: p.c, call: p.call, req: p.req, round: true, recv: p.recv, bytes: p.bytes, dt: p.elem}
 	p.c.st.lock()
 	rc := C.pz_start(p.req)
 	p.c.st.unlock()

@@ -41,8 +41,10 @@ type request struct {
 	done    bool
 	st      comm.Status
 	err     error
-	doneCh  chan struct{} // closed by complete, after st and err are set
-	watched atomic.Bool   // handed to the progress engine by Done
+	fin     atomic.Bool                   // set by complete, after st and err
+	doneCh  atomic.Pointer[chan struct{}] // made by the first Done; closed once fin is set
+	closed  atomic.Bool                   // doneCh was closed
+	watched atomic.Bool                   // handed to the progress engine by Done
 }
 
 var _ comm.Request = (*request)(nil)
@@ -54,7 +56,7 @@ func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
 			sl.pin.Pin(p)
 		}
 	}
-	return &request{c: c, call: call, req: sl.req, slot: sl, doneCh: make(chan struct{})}
+	return &request{c: c, call: call, req: sl.req, slot: sl}
 }
 
 // release gives up the pins and the slot; MPI no longer owns the memory.
@@ -112,7 +114,10 @@ func (s *slots) put(sl *slot) {
 // complete records the outcome of the operation; r.mu is held.
 func (r *request) complete(rc C.int, st *C.pz_status) {
 	r.done = true
-	defer close(r.doneCh)
+	defer func() {
+		r.fin.Store(true)
+		r.closeDone()
+	}()
 	r.release()
 	if rc == 0 && st.error != 0 {
 		// Open MPI's MPI_Test may return MPI_SUCCESS and report the
@@ -170,22 +175,36 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 }
 
 // completed reports whether the operation is known to have completed.
-func (r *request) completed() bool {
-	select {
-	case <-r.doneCh:
-		return true
-	default:
-		return false
+func (r *request) completed() bool { return r.fin.Load() }
+
+// closeDone closes the Done channel, once, if it was made. complete sets
+// fin before calling it and Done makes the channel before loading fin, so
+// one of them sees the other and closes it.
+func (r *request) closeDone() {
+	if ch := r.doneCh.Load(); ch != nil && r.closed.CompareAndSwap(false, true) {
+		close(*ch)
 	}
 }
 
-// Done implements comm.Notifier: the first call hands the request to the
-// process's progress engine, which tests it until it completes.
+// Done implements comm.Notifier: the first call makes the channel (most
+// requests are only waited on, and go without one) and hands the request
+// to the process's progress engine, which tests it until it completes.
 func (r *request) Done() <-chan struct{} {
-	if !r.completed() && !r.watched.Swap(true) {
+	ch := r.doneCh.Load()
+	if ch == nil {
+		c := make(chan struct{})
+		if r.doneCh.CompareAndSwap(nil, &c) {
+			ch = &c
+		} else {
+			ch = r.doneCh.Load()
+		}
+	}
+	if r.completed() {
+		r.closeDone()
+	} else if !r.watched.Swap(true) {
 		r.c.st.progress.watch(r)
 	}
-	return r.doneCh
+	return *ch
 }
 
 // Test reports whether the operation has completed, without blocking. It
