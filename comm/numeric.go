@@ -323,6 +323,9 @@ func Recv[T Number](ctx context.Context, c Comm, buf []T, source, tag int) (Stat
 	if source == ProcNull {
 		return nullStatus, nil
 	}
+	if rc, ok := c.(RecvBufComm); ok {
+		return rc.RecvBuf(ctx, BufOf(buf), source, tag)
+	}
 	b := AsBytes(buf)
 	dt := DatatypeOf[T]()
 	return c.Recv(ctx, dt, source, tag, func(n int) ([]byte, error) {
@@ -331,6 +334,14 @@ func Recv[T Number](ctx context.Context, c Comm, buf []T, source, tag int) (Stat
 		}
 		return b[:n*dt.Size()], nil
 	})
+}
+
+// RecvBufComm is implemented by backends that receive into a buffer known
+// in advance faster than through an Into (comm/mpi: one MPI_Recv instead
+// of a matched probe and a receive), which Recv uses. A message longer
+// than buf is consumed and an error wrapping ErrTruncated returned.
+type RecvBufComm interface {
+	RecvBuf(ctx context.Context, buf Buf, source, tag int) (Status, error)
 }
 
 // RecvNew receives one message from source (or AnySource) with tag (or

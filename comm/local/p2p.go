@@ -259,6 +259,16 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	return c.recv(ctx, dt, source, tag, into, nil)
 }
 
+// RecvBuf implements comm.RecvBufComm: Recv into buf, with no Into.
+func (c *rankComm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm.Status, error) {
+	if err := c.checkRecv("Recv", buf.Type, source, tag); err != nil {
+		return comm.Status{}, err
+	}
+	return c.recv(ctx, buf.Type, source, tag, nil, buf.Bytes)
+}
+
+var _ comm.RecvBufComm = (*rankComm)(nil)
+
 // SendrecvBuf implements comm.SendrecvComm: the send starts (a small
 // message is copied), the receive runs, then the send waits for its
 // receiver if it was handed over by reference. It makes no Request.

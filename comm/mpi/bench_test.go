@@ -148,10 +148,38 @@ func BenchmarkBarrier(b *testing.B) {
 
 // BenchmarkP2P times the point-to-point steps of pzrun bench comm on a
 // ring of the world's ranks, 8 B and 1 KiB each way: halo (Irecv, Isend,
-// WaitAll), halo_persistent (StartAll, WaitAll) and sendrecv.
+// WaitAll), halo_persistent (StartAll, WaitAll) and sendrecv; and a
+// ping-pong (Send, then Recv of the reply) between ranks 2k and 2k+1.
 func BenchmarkP2P(b *testing.B) {
 	if world.Size() > 1 && !fixedBenchtime() {
 		b.Skip("under mpirun pass -test.benchtime=Nx")
+	}
+	for _, bytes := range []int{8, 1 << 10} {
+		b.Run(fmt.Sprintf("pingpong/bytes=%d", bytes), func(b *testing.B) {
+			ctx, me := context.Background(), world.Rank()
+			peer := me ^ 1
+			if peer >= world.Size() {
+				b.Skip("no partner rank")
+			}
+			data := floats(bytes, me)
+			b.SetBytes(int64(2 * bytes))
+			b.ResetTimer()
+			for range b.N {
+				if me%2 == 0 {
+					if err := comm.Send(ctx, world, data, peer, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := comm.Recv(ctx, world, data, peer, 1); err != nil {
+					b.Fatal(err)
+				}
+				if me%2 == 1 {
+					if err := comm.Send(ctx, world, data, peer, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 	for _, op := range []string{commbench.OpHalo, commbench.OpHaloPersistent, commbench.OpSendrecv} {
 		for _, bytes := range []int{8, 1 << 10} {

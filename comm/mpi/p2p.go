@@ -211,17 +211,46 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
 	c.st.watch.end(id)
+	return c.received("Sendrecv", "MPI_Sendrecv", rc, st, recv.Type)
+}
+
+// received turns the outcome of a receive into a fixed buffer of dt
+// elements into its Status: MPI's error, or a size that is not a whole
+// number of dt.
+func (c *Comm) received(call, mpiCall string, rc C.int, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
 	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	if rc != 0 {
-		return status, fmt.Errorf("mpi: Sendrecv: %w", c.st.error("MPI_Sendrecv", rc))
+		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error(mpiCall, rc))
 	}
-	n, sz := int(st.bytes), recv.Type.Size()
+	n, sz := int(st.bytes), dt.Size()
 	if n%sz != 0 {
-		return status, fmt.Errorf("%w: mpi: Sendrecv: received %d bytes from rank %d, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, n, status.Source, recv.Type)
+		return status, fmt.Errorf("%w: mpi: %s: received %d bytes from rank %d, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, call, n, status.Source, dt)
 	}
 	status.Count = n / sz
 	return status, nil
 }
+
+// RecvBuf implements comm.RecvBufComm: one MPI_Recv when ctx cannot be
+// canceled, buf is within MPI's counts and the message cannot come from
+// this rank itself (see SendrecvBuf); otherwise Recv.
+func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm.Status, error) {
+	if ctx.Done() != nil || c.st.serialize || len(buf.Bytes) > maxCount || source == c.rank || source == comm.AnySource {
+		return c.Recv(ctx, buf.Type, source, tag, func(int) ([]byte, error) { return buf.Bytes, nil })
+	}
+	if err := c.usable("Recv"); err != nil {
+		return comm.Status{}, err
+	}
+	if err := comm.FirstErr(c.checkP2PBuf("Recv", buf), c.checkP2P("Recv", source, tag, true)); err != nil {
+		return comm.Status{}, err
+	}
+	id := c.st.watch.begin("MPI_Recv", 0, c.size)
+	var st C.pz_status
+	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
+	c.st.watch.end(id)
+	return c.received("Recv", "MPI_Recv", rc, st, buf.Type)
+}
+
+var _ comm.RecvBufComm = (*Comm)(nil)
 
 var _ comm.SendrecvComm = (*Comm)(nil)
 

@@ -351,6 +351,17 @@ static int pz_mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, pz_status *o
 	return e;
 }
 
+/* pz_recv is MPI_Recv with the message's status. */
+static int pz_recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, pz_status *out) {
+	MPI_Status s;
+	s.MPI_ERROR = MPI_SUCCESS;
+	s.MPI_SOURCE = MPI_ANY_SOURCE;
+	s.MPI_TAG = MPI_ANY_TAG;
+	int e = MPI_Recv(b, n, t, pz_src(src), pz_tag(tag), c, &s);
+	pz_fill(&s, out);
+	return e;
+}
+
 /* pz_sendrecv is MPI_Sendrecv with the received message's status. */
 static int pz_sendrecv(const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb, int rn, MPI_Datatype rt, int src, int rtag, MPI_Comm c, pz_status *out) {
 	MPI_Status s;
