@@ -90,6 +90,8 @@ func New(n int) ([]comm.Comm, error) {
 type world struct {
 	brk    breaker       // broken by Abort or by Run when a rank fails
 	closed chan struct{} // always closed: the done channel of completed requests
+	msgs   sync.Pool     // *message: eager messages, reused once received (p2p.go)
+	posts  sync.Pool     // *recvPost: blocking receives' posts, reused once done
 
 	mu     sync.Mutex
 	groups []*group // every communicator of the world, for leave

@@ -37,8 +37,9 @@ type mailbox struct {
 type message struct {
 	src, tag int
 	dt       comm.Datatype
-	data     []byte        // a private copy (eager) or the sender's buffer
+	data     []byte        // a private copy in own (eager) or the sender's buffer
 	done     chan struct{} // by reference only: closed when the receiver is done with data
+	own      []byte        // an eager message's buffer, kept when the message is reused
 }
 
 // recvPost is a receive waiting for a message.
@@ -129,7 +130,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 	// A small message (and its eager copy) is made before taking the
 	// lock, which the receiver and its other senders contend for: the
 	// lock is held shorter, and a posted Irecv that takes the data
-	// straight from buf leaves only a small allocation unused. Larger
+	// straight from buf leaves it unused (recycled). Larger
 	// ones are made only when no posted receive takes them.
 	var m *message
 	if len(buf.Bytes) <= preMake {
@@ -143,25 +144,31 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 			// A posted Irecv: copy straight into its buffer.
 			st, err := deliver(p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
 			p.req.complete(st, err)
+			c.g.w.recyclePost(p)
+			if m != nil {
+				c.g.w.recycle(m) // made before the lock, not needed
+			}
 			return nil
 		}
 		if m == nil {
 			m = c.newMessage(buf, tag, sync)
 		}
-		p.handoff <- m // capacity 1 and p was posted once: never blocks
+		wm := waitable(m) // once handed off, an eager m is the receiver's
+		p.handoff <- m    // capacity 1 and p was posted once: never blocks
 		box.mu.Unlock()
-		return waitable(m)
+		return wm
 	}
 	if m == nil {
 		m = c.newMessage(buf, tag, sync)
 	}
+	wm := waitable(m) // once queued, an eager m is the receiver's
 	box.unexp = append(box.unexp, m)
 	for _, ch := range box.probes {
 		close(ch)
 	}
 	box.probes = box.probes[:0]
 	box.mu.Unlock()
-	return waitable(m)
+	return wm
 }
 
 func waitable(m *message) *message {
@@ -172,14 +179,45 @@ func waitable(m *message) *message {
 }
 
 func (c *rankComm) newMessage(buf comm.Buf, tag int, sync bool) *message {
-	m := &message{src: c.rank, tag: tag, dt: buf.Type}
 	if len(buf.Bytes) <= p2pEager && !sync {
-		m.data = slices.Clone(buf.Bytes)
-	} else {
-		m.data = buf.Bytes
-		m.done = make(chan struct{})
+		// Eager: a copy in a message received before and recycled.
+		m, _ := c.g.w.msgs.Get().(*message)
+		if m == nil {
+			m = new(message)
+		}
+		m.src, m.tag, m.dt = c.rank, tag, buf.Type
+		m.own = append(m.own[:0], buf.Bytes...)
+		m.data = m.own
+		return m
 	}
-	return m
+	return &message{src: c.rank, tag: tag, dt: buf.Type, data: buf.Bytes, done: make(chan struct{})}
+}
+
+// newPost returns a receive post, recycled when one is free; its handoff
+// channel is empty.
+func (w *world) newPost() *recvPost {
+	if p, _ := w.posts.Get().(*recvPost); p != nil {
+		return p
+	}
+	return &recvPost{handoff: make(chan *message, 1)}
+}
+
+// recyclePost keeps p for a later receive once no one can reach it: its
+// receive completed, or it was never posted, or it was withdrawn.
+func (w *world) recyclePost(p *recvPost) {
+	p.req, p.buf = nil, nil
+	w.posts.Put(p)
+}
+
+// recycle keeps an eager message for a later send once no one can read
+// it: it was received (its data copied out) or never queued. Messages
+// handed over by reference are left to the collector.
+func (w *world) recycle(m *message) {
+	if m.done != nil || m.own == nil {
+		return
+	}
+	m.data = nil
+	w.msgs.Put(m)
 }
 
 // deliver copies a message into dst for a receive expecting dt on rank
@@ -290,12 +328,16 @@ var _ comm.SendrecvComm = (*rankComm)(nil)
 // into, into dst.
 func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
 	box := &c.g.boxes[c.rank]
+	// A post from an earlier receive (its channel empty), made before
+	// taking the lock; left unused when the message is already here.
+	p := c.g.w.newPost()
+	p.src, p.tag, p.dt = source, tag, dt
 	box.mu.Lock()
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
+		c.g.w.recyclePost(p)
 		return c.consume(m, dt, into, dst)
 	}
-	p := &recvPost{src: source, tag: tag, dt: dt, handoff: make(chan *message, 1)}
 	box.posted = append(box.posted, p)
 	box.mu.Unlock()
 	// Yield a while before parking: a sender on another core usually
@@ -303,6 +345,7 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	for range spinYields {
 		select {
 		case m := <-p.handoff:
+			c.g.w.recyclePost(p)
 			return c.consume(m, dt, into, dst)
 		default:
 		}
@@ -311,6 +354,7 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	var cause error
 	select {
 	case m := <-p.handoff:
+		c.g.w.recyclePost(p)
 		return c.consume(m, dt, into, dst)
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
@@ -325,8 +369,11 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	if !withdrawn {
 		// A sender matched us first and put the message in handoff under
 		// the lock: take it rather than lose it.
-		return c.consume(<-p.handoff, dt, into, dst)
+		m := <-p.handoff
+		c.g.w.recyclePost(p)
+		return c.consume(m, dt, into, dst)
 	}
+	c.g.w.recyclePost(p) // no sender saw it
 	return comm.Status{}, fmt.Errorf("local: Recv on rank %d from %d tag %d: %w", c.rank, source, tag, cause)
 }
 
@@ -346,7 +393,9 @@ func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into, dst []b
 			return st, fmt.Errorf("local: Recv on rank %d from rank %d: %w", c.rank, m.src, err)
 		}
 	}
-	return deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
+	st, err := deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
+	c.g.w.recycle(m)
+	return st, err
 }
 
 // yieldUntil polls ch, yielding the processor between polls, for a short
@@ -429,18 +478,22 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	// Allocate before taking the lock, which the senders to this rank
-	// contend for: a message already here wastes these, but no sender
-	// waits for an allocation.
+	// contend for: a message already here wastes the channel, but no
+	// sender waits for an allocation. The post is a recycled one; the
+	// sender that takes it recycles it again.
 	r := &request{c: c, done: make(chan struct{})}
-	post := &recvPost{src: source, tag: tag, dt: buf.Type, req: r, buf: buf.Bytes}
+	post := c.g.w.newPost()
+	post.src, post.tag, post.dt, post.req, post.buf = source, tag, buf.Type, r, buf.Bytes
 	box := &c.g.boxes[c.rank]
 	box.mu.Lock()
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
+		c.g.w.recyclePost(post)
 		st, err := deliver(buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
 		if m.done != nil {
 			close(m.done)
 		}
+		c.g.w.recycle(m)
 		r.done = c.g.w.closed
 		r.st, r.err = st, err
 		return r, nil
@@ -471,7 +524,8 @@ func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status
 }
 
 // probe looks for a message matching source and tag; with take it removes
-// it from matching. If there is none, with wait it waits for one until ctx
+// it from matching (and the caller owns it), without it returns a copy of
+// its header. If there is none, with wait it waits for one until ctx
 // is done or the group breaks; without it returns nil.
 func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take, wait bool) (*message, error) {
 	if err := c.checkRecv(call, dt, source, tag); err != nil {
@@ -484,6 +538,10 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 		if m != nil {
 			if take {
 				box.removeMsg(m)
+			} else {
+				// Once the lock is released a receiver may take m and
+				// recycle it for another send: keep what the Status needs.
+				m = &message{src: m.src, tag: m.tag, dt: m.dt, data: m.data}
 			}
 			box.mu.Unlock()
 			return m, nil
