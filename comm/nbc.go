@@ -27,9 +27,10 @@ type NBC struct {
 	dup     Comm // opened by the first operation
 	openErr error
 	queue   []*nbcOp
-	running bool
+	running bool // a loop goroutine exists
+	busy    bool // an operation is running (on the loop, or inline in a Wait)
 	closed  bool
-	idle    *sync.Cond // signaled when running turns false
+	idle    *sync.Cond // signaled when running or busy turns false
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelCauseFunc
@@ -63,6 +64,7 @@ func NewNBCBlocking(open func(ctx context.Context) (Comm, error)) *NBC {
 
 // nbcOp is one non-blocking collective; it implements Request.
 type nbcOp struct {
+	n    *NBC
 	call string
 	rank int
 	run  func(ctx context.Context, c Comm) error
@@ -73,7 +75,7 @@ type nbcOp struct {
 // Start queues collective call, which run performs on the private
 // communicator, and returns its Request. rank names this rank in errors.
 func (n *NBC) Start(call string, rank int, run func(ctx context.Context, c Comm) error) (Request, error) {
-	op := &nbcOp{call: call, rank: rank, run: run, done: make(chan struct{})}
+	op := &nbcOp{n: n, call: call, rank: rank, run: run, done: make(chan struct{})}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -87,42 +89,87 @@ func (n *NBC) Start(call string, rank int, run func(ctx context.Context, c Comm)
 	return op, nil
 }
 
-// loop runs the queued operations in order and exits when none is left.
+// loop runs the queued operations in order and exits when none is left,
+// or when a Wait is running one inline (which starts a loop again after
+// it, if more are queued).
 func (n *NBC) loop() {
 	for {
 		n.mu.Lock()
-		if len(n.queue) == 0 {
+		if len(n.queue) == 0 || n.busy {
 			n.running = false
 			n.idle.Broadcast()
 			n.mu.Unlock()
 			return
 		}
-		op := n.queue[0]
-		n.queue[0] = nil
-		n.queue = n.queue[1:]
-		c, err := n.dup, n.openErr
+		op := n.popLocked()
 		n.mu.Unlock()
-		if c == nil && err == nil {
-			c, err = n.open(n.ctx)
-			if err != nil {
-				err = fmt.Errorf("opening the communicator of non-blocking collectives: %w", err)
-			}
-			n.mu.Lock()
-			n.dup, n.openErr = c, err
-			n.mu.Unlock()
-		}
-		if err == nil {
-			ctx := n.ctx
-			if n.blocking {
-				ctx = context.Background()
-			}
-			err = op.run(ctx, c)
-		}
-		if err != nil {
-			op.err = fmt.Errorf("comm: %s on rank %d: %w", op.call, op.rank, err)
-		}
-		close(op.done)
+		n.runOp(op)
 	}
+}
+
+// popLocked takes the first queued operation and marks n busy; n.mu is
+// held.
+func (n *NBC) popLocked() *nbcOp {
+	op := n.queue[0]
+	n.queue[0] = nil
+	n.queue = n.queue[1:]
+	n.busy = true
+	return op
+}
+
+// runOp runs op on the private communicator (opening it first, once) and
+// completes it, then clears busy.
+func (n *NBC) runOp(op *nbcOp) {
+	n.mu.Lock()
+	c, err := n.dup, n.openErr
+	n.mu.Unlock()
+	if c == nil && err == nil {
+		c, err = n.open(n.ctx)
+		if err != nil {
+			err = fmt.Errorf("opening the communicator of non-blocking collectives: %w", err)
+		}
+		n.mu.Lock()
+		n.dup, n.openErr = c, err
+		n.mu.Unlock()
+	}
+	if err == nil {
+		ctx := n.ctx
+		if n.blocking {
+			ctx = context.Background()
+		}
+		err = op.run(ctx, c)
+	}
+	if err != nil {
+		op.err = fmt.Errorf("comm: %s on rank %d: %w", op.call, op.rank, err)
+	}
+	close(op.done)
+	n.mu.Lock()
+	n.busy = false
+	n.idle.Broadcast()
+	n.mu.Unlock()
+}
+
+// runInline runs o on the caller's goroutine if it is next and nothing is
+// running: a Wait right after the Start then costs no hand-off to the
+// loop goroutine and back. The loop, finding n busy, exits; runInline
+// starts it again if more operations are queued. It reports whether it
+// ran o.
+func (n *NBC) runInline(o *nbcOp) bool {
+	n.mu.Lock()
+	if n.busy || len(n.queue) == 0 || n.queue[0] != o {
+		n.mu.Unlock()
+		return false
+	}
+	n.popLocked()
+	n.mu.Unlock()
+	n.runOp(o)
+	n.mu.Lock()
+	if len(n.queue) > 0 && !n.running && !n.closed {
+		n.running = true
+		go n.loop()
+	}
+	n.mu.Unlock()
+	return true
 }
 
 // Close fails the pending operations (those already running end with an
@@ -142,11 +189,11 @@ func (n *NBC) Close() error {
 		close(op.done)
 	}
 	n.queue = nil
-	if n.blocking && n.running {
+	if n.blocking && (n.running || n.busy) {
 		n.mu.Unlock()
 		return nil // the collective in progress keeps the communicator
 	}
-	for n.running {
+	for n.running || n.busy {
 		n.idle.Wait()
 	}
 	c := n.dup
@@ -162,12 +209,17 @@ func (n *NBC) Close() error {
 // Done returns a channel closed when the operation has completed.
 func (o *nbcOp) Done() <-chan struct{} { return o.done }
 
-// Wait implements Request.
+// Wait implements Request. With a ctx that cannot be canceled, an
+// operation that has not started yet and is next runs on the caller's
+// goroutine (it could not be abandoned anyway).
 func (o *nbcOp) Wait(ctx context.Context) (Status, error) {
 	select {
 	case <-o.done:
 		return Status{}, o.err
 	default:
+	}
+	if ctx.Done() == nil && o.n.runInline(o) {
+		return Status{}, o.err
 	}
 	select {
 	case <-o.done:

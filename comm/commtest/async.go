@@ -19,6 +19,7 @@ func asyncCases() []Case {
 		{"Nonblocking/Collectives", nbcCase},
 		{"Nonblocking/Interleaved", nbcInterleavedCase},
 		{"Nonblocking/Mismatch", nbcMismatchCase},
+		{"Nonblocking/WaitOrders", nbcWaitOrdersCase},
 		{"RequestSets", requestSetsCase},
 	}
 }
@@ -507,4 +508,80 @@ func asInt32(b []byte) []int32 {
 	out := make([]int32, len(b)/4)
 	copy(comm.BufOf(out).Bytes, b)
 	return out
+}
+
+// nbcWaitOrdersCase starts batches of Iallreduce (each sum told apart by
+// its round) and an Ibarrier, and waits for them with a context that
+// cannot be canceled - where a Wait may run the next operation itself -
+// in start order, in reverse order, and with more started between the
+// waits; every result must be right and every Wait must return.
+func nbcWaitOrdersCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	bg := context.WithoutCancel(ctx)
+	const batch = 6
+	type started struct {
+		req  comm.Request
+		out  []int64
+		want int64
+	}
+	var pending []started
+	startOne := func(round int) error {
+		out := make([]int64, 1)
+		r, err := c.Iallreduce(comm.BufOf([]int64{int64(me + 100*round)}), comm.BufOf(out), comm.Sum)
+		if err != nil {
+			return fmt.Errorf("Iallreduce %d: %w", round, err)
+		}
+		pending = append(pending, started{r, out, int64(n*(n-1)/2 + 100*round*n)})
+		return nil
+	}
+	check := func(order string, s started) error {
+		if _, err := s.req.Wait(bg); err != nil {
+			return fmt.Errorf("%s: Wait: %w", order, err)
+		}
+		if s.out[0] != s.want {
+			return fmt.Errorf("%s: sum %d, want %d", order, s.out[0], s.want)
+		}
+		return nil
+	}
+	for _, order := range []string{"start order", "reverse order", "interleaved"} {
+		pending = pending[:0]
+		for round := range batch {
+			if err := startOne(round); err != nil {
+				return err
+			}
+		}
+		b, err := c.Ibarrier()
+		if err != nil {
+			return fmt.Errorf("Ibarrier: %w", err)
+		}
+		switch order {
+		case "start order":
+			for _, s := range pending {
+				if err := check(order, s); err != nil {
+					return err
+				}
+			}
+		case "reverse order":
+			for i := len(pending) - 1; i >= 0; i-- {
+				if err := check(order, pending[i]); err != nil {
+					return err
+				}
+			}
+		default:
+			for i := 0; i < len(pending); i++ {
+				if err := check(order, pending[i]); err != nil {
+					return err
+				}
+				if len(pending) < 2*batch {
+					if err := startOne(len(pending)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if _, err := b.Wait(bg); err != nil {
+			return fmt.Errorf("%s: Ibarrier: %w", order, err)
+		}
+	}
+	return c.Barrier(ctx)
 }
