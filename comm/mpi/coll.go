@@ -490,15 +490,17 @@ func sum(counts []int) int {
 	return t
 }
 
-// ScanBuf implements comm.ScanComm with MPI_Scan or MPI_Exscan (MPI_Iscan,
-// MPI_Iexscan when polling), after the agreement step, for integer types:
-// there every op gives the same result in any association, as comm.Scan's
-// left fold. Float sums and products depend on the association, which
-// the library chooses (MPICH's MPI_Scan is not a left fold), and float
-// Min and Max on NaN are the library's: those, and unsigned Min and Max
-// where the library orders them as signed (goMinMax), return
-// ErrUnsupported before any communication, and comm.Scan falls back (a
-// left-folding chain of messages measured no faster: docs/performance.md).
+// ScanBuf implements comm.ScanComm after the agreement step. Integer
+// types take MPI_Scan or MPI_Exscan (MPI_Iscan, MPI_Iexscan when polling):
+// every association gives the same integers. Floats take a chain of
+// messages on c's private duplicate, rank r receiving the prefix of ranks
+// 0..r-1 from r-1, folding its own in with comm.ReduceTo and sending the
+// result on, so that the bits are comm.Scan's left fold whatever the
+// library (MPICH's MPI_Scan associates otherwise); its latency grows with
+// the rank count, as Open MPI's own linear scan's does. Unsigned Min and
+// Max where the library orders them as signed (goMinMax) and a
+// communicator without a duplicate return ErrUnsupported before any
+// communication, and comm.Scan falls back.
 func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exclusive bool) error {
 	k := comm.CallScan
 	if exclusive {
@@ -507,7 +509,8 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 	if err := c.usable(k.String()); err != nil {
 		return err
 	}
-	if send.Type < comm.Int8 || send.Type > comm.Uint64 || c.goMinMax(op, send.Type) != nil {
+	integer := send.Type >= comm.Int8 && send.Type <= comm.Uint64
+	if (integer && c.goMinMax(op, send.Type) != nil) || (!integer && c.nbcComm == nil) {
 		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
 	}
 	inplace, lerr := c.checkReduce(k, send, recv, op, true)
@@ -521,6 +524,9 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 			copy(recv.Bytes, send.Bytes)
 		}
 		return nil
+	}
+	if !integer {
+		return c.chainScan(ctx, send, recv.Bytes[:len(send.Bytes)], op, exclusive)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	ex := C.int(b2i(exclusive))
@@ -568,4 +574,51 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 	return c.doSized(ctx, "MPI_Reduce_scatter_block", true, len(send.Bytes),
 		func() C.int { return C.pz_reduce_scatter_block(sp, rp, n, dt, mop, c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_ireduce_scatter_block(sp, rp, n, dt, mop, c.c, r) }, sp, rp)
+}
+
+// chainScan is ScanBuf's left fold for floats: the prefix travels from
+// rank to rank on c's private duplicate, where no user message can match
+// it. Called with c.coll held, after the agreement step.
+func (c *Comm) chainScan(ctx context.Context, send comm.Buf, dst []byte, op comm.Op, exclusive bool) error {
+	d, me := c.nbcComm, c.rank
+	const tag = 0
+	// next is what goes on to rank me+1: the prefix of ranks 0..me.
+	inPlace := comm.Overlaps(dst, send.Bytes)
+	next := dst
+	if exclusive || inPlace {
+		next = make([]byte, len(send.Bytes)) // dst receives the other prefix, or is send itself
+	}
+	if me == 0 {
+		copy(next, send.Bytes)
+	} else {
+		prev := dst // the prefix of ranks 0..me-1: what an exclusive scan returns
+		if !exclusive || inPlace {
+			prev = make([]byte, len(send.Bytes))
+		}
+		if _, err := d.RecvBuf(ctx, comm.Buf{Bytes: prev, Type: send.Type}, me-1, tag); err != nil {
+			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+		}
+		if err := comm.ReduceTo(op, send.Type, next, prev, send.Bytes); err != nil {
+			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+		}
+		if exclusive && inPlace {
+			defer copy(dst, prev) // after next, which needed send, went on
+		}
+	}
+	if me+1 < c.size {
+		if err := d.Send(ctx, comm.Buf{Bytes: next, Type: send.Type}, me+1, tag); err != nil {
+			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+		}
+	}
+	if !exclusive && len(next) > 0 && &next[0] != &dst[0] {
+		copy(dst, next)
+	}
+	return nil
+}
+
+func callName(exclusive bool) string {
+	if exclusive {
+		return "Exscan"
+	}
+	return "Scan"
 }
