@@ -79,8 +79,13 @@
 // when all counts are equal. Recv of a message of unknown length matches it
 // with MPI_Mprobe (MPI_Improbe when polling) and receives it with MPI_Mrecv,
 // which no other thread can steal; a message too large for the buffer is
-// consumed and comm.ErrTruncated returned. Point-to-point messages travel as
-// MPI_BYTE, so the receiver checks the size against its element type.
+// consumed and comm.ErrTruncated returned. comm.Recv into a typed slice is
+// one MPI_Recv, and comm.Sendrecv one MPI_Sendrecv, when the context
+// cannot be canceled and the message cannot come from the rank itself
+// (Open MPI 4.1 truncates a message to a receive posted on the same rank
+// silently); otherwise they take the matched probe too. Point-to-point
+// messages travel as MPI_BYTE, so the receiver checks the size against
+// its element type.
 //
 // # Counts past 2^31-1
 //
