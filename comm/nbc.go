@@ -10,7 +10,8 @@ import (
 // NBC runs one rank's non-blocking collectives for a backend. Each is the
 // blocking collective of the same name run on a private duplicate of the
 // communicator, in the order the rank started them, by a goroutine that
-// exists while any is pending. Since every rank starts the same
+// exists while any is pending (or by a Wait that cannot be canceled, on
+// the operation that is next, when none is running). Since every rank starts the same
 // non-blocking collectives in the same order (Comm's contract), the
 // duplicates' collectives match across ranks; since the duplicate is
 // private, they never match the application's blocking collectives, and
