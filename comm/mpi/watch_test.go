@@ -52,3 +52,33 @@ func TestWatchCollSlot(t *testing.T) {
 	// With reports and the timeout off there is no slot to fill.
 	assert.Nil(t, (&watch{}).collSlot(2))
 }
+
+// Another operation (a point-to-point call) is timed the same way, from
+// the first check that sees it, and a slot freed by end is reused with a
+// clock of its own.
+func TestWatchOps(t *testing.T) {
+	var out bytes.Buffer
+	exited := -1
+	w := &watch{report: time.Second, timeout: 4 * time.Second, rank: 0, size: 3, out: &out, exit: func(code int) { exited = code }}
+	t0 := time.Unix(2000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	id := w.begin("MPI_Recv", 0, 3)
+	w.check(at(10 * time.Second)) // the first check that sees it starts its clock
+	assert.Empty(t, out.String())
+	w.check(at(10*time.Second + 500*time.Millisecond))
+	assert.Empty(t, out.String(), "half a report interval")
+	w.check(at(11*time.Second + 200*time.Millisecond))
+	assert.Contains(t, out.String(), "pz mpi: rank 0 of 3: waiting 1.2s in MPI_Recv;")
+	w.end(id)
+	out.Reset()
+
+	id2 := w.begin("MPI_Send", 0, 3)
+	assert.Equal(t, id, id2, "the freed slot is reused")
+	w.check(at(20 * time.Second))
+	w.check(at(23 * time.Second))
+	assert.Equal(t, -1, exited, "3s of 4")
+	w.check(at(24 * time.Second))
+	assert.Contains(t, out.String(), "waiting 4s in MPI_Send; ending the job (PZ_COMM_TIMEOUT=4s)")
+	assert.Equal(t, TimeoutExit, exited)
+}
