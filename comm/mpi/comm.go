@@ -109,6 +109,13 @@ func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 func cints(s []C.int) *C.int { return unsafe.SliceData(s) }
 
+// blocks reports whether an operation with ctx calls MPI's blocking
+// function: ctx cannot be canceled, and MPI takes calls from several
+// threads at once (not MPI_THREAD_SERIALIZED, where every call holds
+// the lock and a blocking one would keep the others out). Otherwise it
+// starts the non-blocking form and polls.
+func (c *Comm) blocks(ctx context.Context) bool { return ctx.Done() == nil && !c.st.serialize }
+
 // do runs one MPI operation: block with a ctx that cannot be canceled,
 // otherwise start and poll. pins are the memory MPI uses until completion.
 // A collective abandoned on ctx breaks the communicator.
@@ -133,7 +140,7 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 		id := c.st.watch.begin(call, 0, c.size)
 		defer c.st.watch.end(id)
 	}
-	if ctx.Done() == nil && !c.st.serialize {
+	if c.blocks(ctx) {
 		if rc := block(); rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))
 		}

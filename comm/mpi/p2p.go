@@ -50,7 +50,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	if err := c.checkP2P("Send", dest, tag, false); err != nil {
 		return err
 	}
-	if ctx.Done() == nil && !c.st.serialize && len(buf.Bytes) <= maxCount {
+	if c.blocks(ctx) && len(buf.Bytes) <= maxCount {
 		// The common blocking case, without doSized's closures.
 		id := c.st.watch.begin("MPI_Send", 0, c.size)
 		rc := C.pz_send(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(dest), C.int(tag), c.c)
@@ -122,7 +122,7 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bool) (C.MPI_Message, C.pz_status, error) {
 	msg := c.h.message_null
 	var st C.pz_status
-	if wait && ctx.Done() == nil && !c.st.serialize {
+	if wait && c.blocks(ctx) {
 		if rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st); rc != 0 {
 			return msg, st, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mprobe", rc))
 		}
@@ -197,13 +197,11 @@ func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Da
 	return status, nil
 }
 
-// SendrecvBuf implements comm.SendrecvComm: one MPI_Sendrecv when ctx
-// cannot be canceled, both messages are within MPI's counts and the
-// message cannot come from this rank itself; otherwise an Isend, a Recv
-// and a Wait. (Open MPI 4.1 truncates a message to a receive posted on
-// the same rank silently, where Recv's matched probe sees its size.) The
-// received message travels as bytes, as Recv's does: its size is checked
-// against recv's element type.
+// SendrecvBuf implements comm.SendrecvComm: one MPI_Sendrecv where both
+// the send and the receive may block in MPI (blocks, directRecv);
+// otherwise an Isend, a RecvBuf and a Wait. The received message travels
+// as bytes, as Recv's does: its size is checked against recv's element
+// type.
 func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
 	if err := c.usable("Sendrecv"); err != nil {
 		return comm.Status{}, err
@@ -212,8 +210,7 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 		c.checkP2PBuf("Sendrecv", recv), c.checkP2P("Sendrecv", source, recvTag, true)); err != nil {
 		return comm.Status{}, err
 	}
-	if ctx.Done() != nil || c.st.serialize || len(send.Bytes) > maxCount || len(recv.Bytes) > maxCount ||
-		source == c.rank || source == comm.AnySource {
+	if len(send.Bytes) > maxCount || !c.directRecv(ctx, len(recv.Bytes), source) {
 		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
 	}
 	id := c.st.watch.begin("MPI_Sendrecv", 0, c.size)
@@ -240,11 +237,19 @@ func (c *Comm) received(call, mpiCall string, rc C.int, st C.pz_status, dt comm.
 	return status, nil
 }
 
-// RecvBuf implements comm.RecvBufComm: one MPI_Recv when ctx cannot be
-// canceled, buf is within MPI's counts and the message cannot come from
-// this rank itself (see SendrecvBuf); otherwise Recv.
+// directRecv reports whether a receive of n bytes from source may be one
+// blocking MPI call into the caller's buffer: the call blocks (blocks), n
+// is within MPI's counts, and the message cannot come from this rank
+// itself. Open MPI 4.1 truncates a message to a receive posted on the
+// same rank silently, where Recv's matched probe sees its size first.
+func (c *Comm) directRecv(ctx context.Context, n, source int) bool {
+	return c.blocks(ctx) && n <= maxCount && source != c.rank && source != comm.AnySource
+}
+
+// RecvBuf implements comm.RecvBufComm: one MPI_Recv where directRecv
+// allows it, otherwise Recv.
 func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm.Status, error) {
-	if ctx.Done() != nil || c.st.serialize || len(buf.Bytes) > maxCount || source == c.rank || source == comm.AnySource {
+	if !c.directRecv(ctx, len(buf.Bytes), source) {
 		return c.Recv(ctx, buf.Type, source, tag, func(int) ([]byte, error) { return buf.Bytes, nil })
 	}
 	if err := c.usable("Recv"); err != nil {
@@ -264,14 +269,14 @@ var _ comm.RecvBufComm = (*Comm)(nil)
 
 var _ comm.SendrecvComm = (*Comm)(nil)
 
-// sendrecvSplit is SendrecvBuf as an Isend, a Recv (which consumes a
+// sendrecvSplit is SendrecvBuf as an Isend, a RecvBuf (which consumes a
 // message too long for recv and says so) and a Wait.
 func (c *Comm) sendrecvSplit(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
 	sr, err := c.Isend(send, dest, sendTag)
 	if err != nil {
 		return comm.Status{}, err
 	}
-	st, rerr := c.Recv(ctx, recv.Type, source, recvTag, func(int) ([]byte, error) { return recv.Bytes, nil })
+	st, rerr := c.RecvBuf(ctx, recv, source, recvTag)
 	if _, werr := sr.Wait(ctx); werr != nil && rerr == nil {
 		rerr = werr
 	}

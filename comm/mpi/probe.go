@@ -52,7 +52,7 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 		return comm.Status{}, err
 	}
 	var st C.pz_status
-	if ctx.Done() == nil && !c.st.serialize {
+	if c.blocks(ctx) {
 		if rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st); rc != 0 {
 			return comm.Status{}, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
 		}

@@ -157,7 +157,7 @@ func (s *testScratch) testAll(batch []*request) bool {
 		if !r.mu.TryLock() { // a Wait or Test is testing it
 			continue
 		}
-		if r.done {
+		if r.completed() {
 			r.mu.Unlock()
 			continue
 		}

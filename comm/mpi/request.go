@@ -38,10 +38,9 @@ type request struct {
 	dt    comm.Datatype // element type of an Irecv
 
 	mu      sync.Mutex // serializes Wait and Test
-	done    bool
 	st      comm.Status
 	err     error
-	fin     atomic.Bool                   // set by complete, after st and err
+	fin     atomic.Bool                   // the operation completed: set by complete, after st and err
 	doneCh  atomic.Pointer[chan struct{}] // made by the first Done; closed once fin is set
 	closed  atomic.Bool                   // doneCh was closed
 	watched atomic.Bool                   // handed to the progress engine by Done
@@ -113,7 +112,6 @@ func (s *slots) put(sl *slot) {
 
 // complete records the outcome of the operation; r.mu is held.
 func (r *request) complete(rc C.int, st *C.pz_status) {
-	r.done = true
 	defer func() {
 		r.fin.Store(true)
 		r.closeDone()
@@ -141,7 +139,7 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 
 // test tests the operation once; r.mu is held.
 func (r *request) test() (bool, error) {
-	if r.done {
+	if r.completed() {
 		return true, nil
 	}
 	var flag C.int
@@ -162,8 +160,8 @@ func (r *request) test() (bool, error) {
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.done {
-		if ctx.Done() == nil && !r.c.st.serialize {
+	if !r.completed() {
+		if r.c.blocks(ctx) {
 			var st C.pz_status
 			rc := C.pz_wait(r.req, &st)
 			r.complete(rc, &st)
