@@ -69,10 +69,10 @@ func allReduceLoc[T Real](ctx context.Context, c Comm, call string, send []Loc[T
 // (comm/mpi: MPI ops in C on a pair datatype). send and recv hold pairs
 // of two Int64 words each, the value's bits of type dt in the first word
 // and the index in the second; largest selects MaxLoc; recv may be send
-// (in place). The result is FoldLoc's, in rank order. A backend that cannot returns an error
-// wrapping errors.ErrUnsupported before any communication, and
-// AllReduceMinLoc and AllReduceMaxLoc fall back to AllReduceUser with
-// FoldLoc.
+// (in place). The result is FoldLoc's, in rank order. A backend that
+// cannot returns an error wrapping errors.ErrUnsupported before any
+// communication, and AllReduceMinLoc and AllReduceMaxLoc fall back to
+// AllReduceUser with FoldLoc.
 type LocComm interface {
 	AllReduceLocBuf(ctx context.Context, send, recv Buf, dt Datatype, largest bool) error
 }

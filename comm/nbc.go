@@ -11,8 +11,9 @@ import (
 // blocking collective of the same name run on a private duplicate of the
 // communicator, in the order the rank started them, by a goroutine that
 // exists while any is pending (or by a Wait that cannot be canceled, on
-// the operation that is next, when none is running). Since every rank starts the same
-// non-blocking collectives in the same order (Comm's contract), the
+// the operation that is next, when none is running). Since every rank
+// starts the same non-blocking collectives in the same order (Comm's
+// contract), the
 // duplicates' collectives match across ranks; since the duplicate is
 // private, they never match the application's blocking collectives, and
 // the work overlaps whatever the caller does meanwhile: no call into the
@@ -119,7 +120,8 @@ func (n *NBC) popLocked() *nbcOp {
 }
 
 // runOp runs op on the private communicator (opening it first, once) and
-// completes it, then clears busy.
+// completes it, then clears busy and, when op ran inline (no loop is
+// left) and more are queued, starts the loop again.
 func (n *NBC) runOp(op *nbcOp) {
 	n.mu.Lock()
 	c, err := n.dup, n.openErr
@@ -146,15 +148,18 @@ func (n *NBC) runOp(op *nbcOp) {
 	close(op.done)
 	n.mu.Lock()
 	n.busy = false
+	if len(n.queue) > 0 && !n.running && !n.closed {
+		n.running = true
+		go n.loop()
+	}
 	n.idle.Broadcast()
 	n.mu.Unlock()
 }
 
 // runInline runs o on the caller's goroutine if it is next and nothing is
 // running: a Wait right after the Start then costs no hand-off to the
-// loop goroutine and back. The loop, finding n busy, exits; runInline
-// starts it again if more operations are queued. It reports whether it
-// ran o.
+// loop goroutine and back. The loop, finding n busy, exits; runOp starts
+// it again if more operations are queued. It reports whether it ran o.
 func (n *NBC) runInline(o *nbcOp) bool {
 	n.mu.Lock()
 	if n.busy || len(n.queue) == 0 || n.queue[0] != o {
@@ -164,12 +169,6 @@ func (n *NBC) runInline(o *nbcOp) bool {
 	n.popLocked()
 	n.mu.Unlock()
 	n.runOp(o)
-	n.mu.Lock()
-	if len(n.queue) > 0 && !n.running && !n.closed {
-		n.running = true
-		go n.loop()
-	}
-	n.mu.Unlock()
 	return true
 }
 
