@@ -526,7 +526,7 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 		return nil
 	}
 	if !integer {
-		return c.chainScan(ctx, send, recv.Bytes[:len(send.Bytes)], op, exclusive)
+		return c.chainScan(ctx, k, send, recv.Bytes[:len(send.Bytes)], op)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	ex := C.int(b2i(exclusive))
@@ -579,8 +579,9 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 // chainScan is ScanBuf's left fold for floats: the prefix travels from
 // rank to rank on c's private duplicate, where no user message can match
 // it. Called with c.coll held, after the agreement step.
-func (c *Comm) chainScan(ctx context.Context, send comm.Buf, dst []byte, op comm.Op, exclusive bool) error {
+func (c *Comm) chainScan(ctx context.Context, k comm.Call, send comm.Buf, dst []byte, op comm.Op) error {
 	d, me := c.nbcComm, c.rank
+	exclusive := k == comm.CallExscan
 	const tag = 0
 	// next is what goes on to rank me+1: the prefix of ranks 0..me.
 	inPlace := comm.Overlaps(dst, send.Bytes)
@@ -596,10 +597,10 @@ func (c *Comm) chainScan(ctx context.Context, send comm.Buf, dst []byte, op comm
 			prev = make([]byte, len(send.Bytes))
 		}
 		if _, err := d.RecvBuf(ctx, comm.Buf{Bytes: prev, Type: send.Type}, me-1, tag); err != nil {
-			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+			return fmt.Errorf("mpi: %v: %w", k, err)
 		}
 		if err := comm.ReduceTo(op, send.Type, next, prev, send.Bytes); err != nil {
-			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+			return fmt.Errorf("mpi: %v: %w", k, err)
 		}
 		if exclusive && inPlace {
 			defer copy(dst, prev) // after next, which needed send, went on
@@ -607,18 +608,11 @@ func (c *Comm) chainScan(ctx context.Context, send comm.Buf, dst []byte, op comm
 	}
 	if me+1 < c.size {
 		if err := d.Send(ctx, comm.Buf{Bytes: next, Type: send.Type}, me+1, tag); err != nil {
-			return fmt.Errorf("mpi: %s: %w", callName(exclusive), err)
+			return fmt.Errorf("mpi: %v: %w", k, err)
 		}
 	}
 	if !exclusive && len(next) > 0 && &next[0] != &dst[0] {
 		copy(dst, next)
 	}
 	return nil
-}
-
-func callName(exclusive bool) string {
-	if exclusive {
-		return "Exscan"
-	}
-	return "Scan"
 }

@@ -137,7 +137,7 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 			defer s.end()
 		}
 	} else {
-		id := c.st.watch.begin(call, 0, c.size)
+		id := c.st.watch.begin(call, c.size)
 		defer c.st.watch.end(id)
 	}
 	if c.blocks(ctx) {

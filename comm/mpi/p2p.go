@@ -52,7 +52,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	if c.blocks(ctx) && len(buf.Bytes) <= maxCount {
 		// The common blocking case, without doSized's closures.
-		id := c.st.watch.begin("MPI_Send", 0, c.size)
+		id := c.st.watch.begin("MPI_Send", c.size)
 		rc := C.pz_send(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(dest), C.int(tag), c.c)
 		c.st.watch.end(id)
 		if rc != 0 {
@@ -213,7 +213,7 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	if len(send.Bytes) > maxCount || !c.directRecv(ctx, len(recv.Bytes), source) {
 		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
 	}
-	id := c.st.watch.begin("MPI_Sendrecv", 0, c.size)
+	id := c.st.watch.begin("MPI_Sendrecv", c.size)
 	var st C.pz_status
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
@@ -258,7 +258,7 @@ func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm
 	if err := comm.FirstErr(c.checkP2PBuf("Recv", buf), c.checkP2P("Recv", source, tag, true)); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.st.watch.begin("MPI_Recv", 0, c.size)
+	id := c.st.watch.begin("MPI_Recv", c.size)
 	var st C.pz_status
 	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
 	c.st.watch.end(id)

@@ -114,7 +114,7 @@ func newWatch(report, timeout time.Duration, rank, size int) *watch {
 // collective's slot, it reads no clock: the loop times the operation from
 // the first check that sees it (a point-to-point call of 8 bytes takes
 // ~0.3 µs under MPI, and time.Now was a tenth of pz's part of it).
-func (w *watch) begin(call string, seq uint64, commSize int) int {
+func (w *watch) begin(call string, commSize int) int {
 	if w == nil || (w.report <= 0 && w.timeout <= 0) {
 		return -1
 	}
@@ -127,7 +127,7 @@ func (w *watch) begin(call string, seq uint64, commSize int) int {
 		i = len(w.ops)
 		w.ops = append(w.ops, watched{})
 	}
-	w.ops[i] = watched{call: call, seq: seq, commSize: commSize}
+	w.ops[i] = watched{call: call, commSize: commSize}
 	w.mu.Unlock()
 	return i
 }

@@ -63,7 +63,7 @@ func TestWatchOps(t *testing.T) {
 	t0 := time.Unix(2000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 
-	id := w.begin("MPI_Recv", 0, 3)
+	id := w.begin("MPI_Recv", 3)
 	w.check(at(10 * time.Second)) // the first check that sees it starts its clock
 	assert.Empty(t, out.String())
 	w.check(at(10*time.Second + 500*time.Millisecond))
@@ -73,7 +73,7 @@ func TestWatchOps(t *testing.T) {
 	w.end(id)
 	out.Reset()
 
-	id2 := w.begin("MPI_Send", 0, 3)
+	id2 := w.begin("MPI_Send", 3)
 	assert.Equal(t, id, id2, "the freed slot is reused")
 	w.check(at(20 * time.Second))
 	w.check(at(23 * time.Second))
