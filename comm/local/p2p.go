@@ -37,9 +37,8 @@ type mailbox struct {
 type message struct {
 	src, tag int
 	dt       comm.Datatype
-	data     []byte        // a private copy in own (eager) or the sender's buffer
+	data     []byte        // a private copy (eager; its memory is reused with the message) or the sender's buffer
 	done     chan struct{} // by reference only: closed when the receiver is done with data
-	own      []byte        // an eager message's buffer, kept when the message is reused
 }
 
 // recvPost is a receive waiting for a message.
@@ -186,8 +185,7 @@ func (c *rankComm) newMessage(buf comm.Buf, tag int, sync bool) *message {
 			m = new(message)
 		}
 		m.src, m.tag, m.dt = c.rank, tag, buf.Type
-		m.own = append(m.own[:0], buf.Bytes...)
-		m.data = m.own
+		m.data = append(m.data[:0], buf.Bytes...)
 		return m
 	}
 	return &message{src: c.rank, tag: tag, dt: buf.Type, data: buf.Bytes, done: make(chan struct{})}
@@ -213,11 +211,9 @@ func (w *world) recyclePost(p *recvPost) {
 // it: it was received (its data copied out) or never queued. Messages
 // handed over by reference are left to the collector.
 func (w *world) recycle(m *message) {
-	if m.done != nil || m.own == nil {
-		return
+	if m.done == nil {
+		w.msgs.Put(m)
 	}
-	m.data = nil
-	w.msgs.Put(m)
 }
 
 // deliver copies a message into dst for a receive expecting dt on rank
