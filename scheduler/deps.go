@@ -1,10 +1,8 @@
 package scheduler
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"unsafe"
 )
 
@@ -21,6 +19,12 @@ import (
 // tasks A before B on one handle and B before A on another, a dependency
 // cycle that never runs (StarPU sorts a task's handles for the same
 // reason). Go's heap objects do not move, so the address order is stable.
+//
+// Wiring is most of what a submission costs, so it counts its atomic
+// operations: t's references from the access lists it joins are taken
+// at once, a predecessor reached through several handles gets one edge,
+// and the references the lists drop are released together after the
+// locks.
 func (s *Scheduler) wire(t *Task) {
 	var (
 		hs    [8]wiring
@@ -49,20 +53,23 @@ func (s *Scheduler) wire(t *Task) {
 		}
 		wired = append(wired, wiring{a.Handle, m})
 	}
-	if len(wired) > 1 {
-		slices.SortFunc(wired, func(x, y wiring) int {
-			return cmp.Compare(uintptr(unsafe.Pointer(x.h)), uintptr(unsafe.Pointer(y.h)))
-		})
+	sortWirings(wired)
+	if t.pooled && len(wired) > 0 {
+		// One reference per access list t joins (see hold). t is not
+		// reachable from any list yet, so no release can come first.
+		t.refs.Add(int32(len(wired)))
 	}
+	var ws wireState
 	for _, w := range wired {
 		w.h.mu.Lock()
 	}
 	for _, w := range wired {
-		s.wireAccessLocked(t, w.h, w.m)
+		s.wireAccessLocked(t, w.h, w.m, &ws)
 	}
 	for _, w := range wired {
 		w.h.mu.Unlock()
 	}
+	ws.releaseAll(s)
 	for _, p := range t.After {
 		if p != nil {
 			s.addDep(p, t)
@@ -82,14 +89,93 @@ type wiring struct {
 	m Mode
 }
 
+// sortWirings sorts a task's handles by address (see wire): an insertion
+// sort, as a task has a handful.
+func sortWirings(ws []wiring) {
+	for i := 1; i < len(ws); i++ {
+		x := ws[i]
+		j := i
+		for ; j > 0 && uintptr(unsafe.Pointer(ws[j-1].h)) > uintptr(unsafe.Pointer(x.h)); j-- {
+			ws[j] = ws[j-1]
+		}
+		ws[j] = x
+	}
+}
+
+// wireState is what one wire call remembers across a task's handles:
+// the predecessors it has waited for (a task that wrote all of them is
+// one dependency, not one per handle) and the task references the
+// handles' lists dropped, released after the locks.
+type wireState struct {
+	preds [6]predDep
+	np    int
+	drops [6]dropRef
+	nd    int
+}
+
+// predDep is a predecessor wire has made the task wait for.
+type predDep struct {
+	p    *Task
+	weak bool
+}
+
+// dropRef counts the references to one task that wire dropped.
+type dropRef struct {
+	t *Task
+	n int32
+}
+
+// dep makes t wait for p, unless it already does (with an edge at least
+// as strong).
+func (s *Scheduler) dep(ws *wireState, p, t *Task, weak bool) {
+	for i := range ws.np {
+		if d := ws.preds[i]; d.p == p && (!d.weak || weak) {
+			return
+		}
+	}
+	if ws.np < len(ws.preds) {
+		ws.preds[ws.np] = predDep{p, weak}
+		ws.np++
+	}
+	s.addDepMode(p, t, weak)
+}
+
+// drop releases a list's reference to x, later (releaseAll) when there
+// is room to remember it.
+func (s *Scheduler) drop(ws *wireState, x *Task) {
+	if !x.pooled {
+		return
+	}
+	for i := range ws.nd {
+		if ws.drops[i].t == x {
+			ws.drops[i].n++
+			return
+		}
+	}
+	if ws.nd < len(ws.drops) {
+		ws.drops[ws.nd] = dropRef{x, 1}
+		ws.nd++
+		return
+	}
+	s.release(x)
+}
+
+// releaseAll releases the references drop kept.
+func (ws *wireState) releaseAll(s *Scheduler) {
+	for _, d := range ws.drops[:ws.nd] {
+		s.releaseN(d.t, d.n)
+	}
+}
+
 // wireAccessLocked makes t depend on the previous accesses to h, after
 // StarPU's sequential consistency: accesses are grouped into runs of
 // compatible ones (reads, commuting writes, reductions); a task depends
-// on the group before its own, and a write starts a new group.
-// h.mu is held.
-func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
+// on the group before its own, and a write starts a new group. wire has
+// taken t's reference for h's list. h.mu is held.
+func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) {
 	if err := h.usableLocked(); err != nil {
 		t.fail(err)
+		s.drop(ws, t)
 		return
 	}
 	if !h.implicit {
@@ -108,17 +194,25 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 	weak := m == ModeW
 	if cat == h.curCat && cat != catWrite && cat != catSync {
 		for _, p := range h.prev {
-			s.addDepMode(p, t, weak)
+			s.dep(ws, p, t, weak)
 		}
 		h.cur = s.appendPruned(h.cur, t)
 	} else {
 		for _, p := range h.cur {
-			s.addDepMode(p, t, weak)
+			s.dep(ws, p, t, weak)
 		}
 		old := h.prev
-		s.dropAll(old)
+		if len(old) <= 2 {
+			// A task reached through several handles is one of a few
+			// writers; a long list of readers is released at once.
+			for i, x := range old {
+				s.drop(ws, x)
+				old[i] = nil
+			}
+		} else {
+			s.dropAll(old)
+		}
 		h.prev = h.cur
-		t.hold()
 		h.cur = append(old[:0], t)
 		h.curCat = cat
 	}
@@ -129,8 +223,9 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode) {
 	}
 }
 
-// appendPruned appends t, first dropping completed tasks when the slice
-// is full, so long runs of readers do not grow without bound.
+// appendPruned appends t, which holds a reference for the list (see
+// hold), first dropping completed tasks when the slice is full, so long
+// runs of readers do not grow without bound.
 func (s *Scheduler) appendPruned(ts []*Task, t *Task) []*Task {
 	if len(ts) == cap(ts) && len(ts) >= 16 {
 		n := 0
@@ -145,7 +240,6 @@ func (s *Scheduler) appendPruned(ts []*Task, t *Task) []*Task {
 		clear(ts[n:])
 		ts = ts[:n]
 	}
-	t.hold()
 	return append(ts, t)
 }
 

@@ -358,3 +358,65 @@ func TestPooledTasksCanceledAndRun(t *testing.T) {
 	}
 	assert.Equal(t, int64(50*201), ran.Load())
 }
+
+// TestOneEdgePerPredecessor: a task that reaches the same predecessor
+// through several handles waits for it once (wire merges the edges),
+// and the merged dependency is as strong as the strongest access: a
+// task that only writes one handle but reads or updates another one the
+// failed task wrote is canceled, in either order of its accesses, while
+// a task that only writes both runs; tasks reaching one predecessor
+// through several handles, in a long run, each run once.
+func TestOneEdgePerPredecessor(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	nop := &scheduler.Codelet{Name: "nop", CPU: func(*scheduler.Call) error { return nil }}
+	for _, tc := range []struct {
+		name   string
+		access func(a, b *scheduler.Handle) []scheduler.Arg
+		runs   bool
+	}{
+		{"W then RW", func(a, b *scheduler.Handle) []scheduler.Arg { return []scheduler.Arg{scheduler.W(a), scheduler.RW(b)} }, false},
+		{"R then W", func(a, b *scheduler.Handle) []scheduler.Arg { return []scheduler.Arg{scheduler.R(b), scheduler.W(a)} }, false},
+		{"W and W", func(a, b *scheduler.Handle) []scheduler.Arg { return []scheduler.Arg{scheduler.W(a), scheduler.W(b)} }, true},
+	} {
+		var a, b uint64
+		ha, err := s.RegisterValue(&a)
+		require.NoError(t, err)
+		hb, err := s.RegisterValue(&b)
+		require.NoError(t, err)
+		gate := make(chan struct{})
+		boom := &scheduler.Codelet{Name: "boom " + tc.name, CPU: func(*scheduler.Call) error { <-gate; return errors.New("bad pair") }}
+		require.NoError(t, s.Submit(ctx, boom, scheduler.RW(ha), scheduler.RW(hb)))
+		// ha and hb were last written by boom, which has not run yet.
+		task := scheduler.NewTask(nop, tc.access(ha, hb)...)
+		require.NoError(t, s.SubmitTask(ctx, task))
+		close(gate)
+		err = s.WaitAll(ctx)
+		require.Error(t, err, tc.name)
+		assert.Contains(t, err.Error(), "bad pair", tc.name)
+		if tc.runs {
+			require.NoError(t, task.Err(), "%s: a task that only writes both handles starts new versions", tc.name)
+			continue
+		}
+		require.ErrorIs(t, task.Err(), scheduler.ErrCanceled, tc.name)
+		assert.Contains(t, task.Err().Error(), `codelet "boom `+tc.name+`"`, tc.name)
+	}
+
+	var a, b uint64
+	ha, err := s.RegisterValue(&a)
+	require.NoError(t, err)
+	hb, err := s.RegisterValue(&b)
+	require.NoError(t, err)
+	inc2 := &scheduler.Codelet{Name: "inc2", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0)++
+		*scheduler.ValueOf[*uint64](c, 1)++
+		return nil
+	}}
+	const n = 5000
+	for i := 0; i < n; i++ {
+		require.NoError(t, s.Submit(ctx, inc2, scheduler.RW(ha), scheduler.RW(hb)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, uint64(n), a)
+	assert.Equal(t, uint64(n), b)
+}

@@ -107,8 +107,11 @@ func (t *Task) hold() {
 
 // release drops a reference to a task of Submit's pool (see hold); the
 // last one returns it to the pool.
-func (s *Scheduler) release(t *Task) {
-	if !t.pooled || t.refs.Add(-1) != 0 {
+func (s *Scheduler) release(t *Task) { s.releaseN(t, 1) }
+
+// releaseN drops n references to a task of Submit's pool (see release).
+func (s *Scheduler) releaseN(t *Task, n int32) {
+	if !t.pooled || t.refs.Add(-n) != 0 {
 		return
 	}
 	*t = Task{}
