@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -29,19 +30,30 @@ const (
 	// that two ranks never write the same cache line (64 bytes), and every
 	// element (at most 16 bytes) lies in one chunk.
 	chunkAlign = 64
-	// spinLoads, spinProbe and spinYields shape the wait of spinWait.
-	// Ranks that run on two cores at once see each other's stores in
-	// about 0.1 µs: there, polling a few hundred nanoseconds (spinLoads
-	// checks) halved the latency of small collectives against yielding
-	// after every check. On a loaded machine both ranks usually run on one
-	// P, taking turns through runtime.Gosched (0.2 µs a round trip), and a
-	// rank polling for a peer that cannot run only wastes time (a 2-core
-	// VM: 1 µs a round trip). So a rank polls only while polling has been
-	// paying off: one wait that polling did not end turns it off, and
-	// every spinProbe-th wait tries again. Then it yields up to spinYields
-	// times (which lets ranks share cores) and parks on a channel, so an
-	// idle rank costs no CPU.
+	// spinLoads, spinFit, spinProbe and spinYields shape the wait of
+	// spinWait. Ranks that run on two cores at once see each other's
+	// stores in about 0.1 µs: there, polling a few hundred nanoseconds
+	// (spinLoads checks) halved the latency of small collectives against
+	// yielding after every check. But two ranks can also end up on one P,
+	// taking turns through runtime.Gosched (0.2 µs a round trip): a rank
+	// that wakes a parked peer puts it in its own P's next slot, and a
+	// runtime.Gosched queues the yielding rank without waking an idle P,
+	// so they stay together while the other P sleeps (an 8-byte
+	// AllReduce after a Barrier then took 0.4-0.7 µs instead of 0.25:
+	// 19 of the 24 figures of 8 launches of `pzrun -n 2 bench comm` at 8
+	// B).
+	// An idle P steals a peer waiting in the next slot of a running one
+	// only after a few microseconds, so a group that fits on the Ps
+	// (ranks <= GOMAXPROCS) polls up to spinFit instead: long enough for
+	// the runtime to move the peer away (1 slow figure of 24; 4 of 24
+	// with 20 µs). A rank
+	// polling for a peer that cannot run only wastes time, so a rank
+	// polls only while polling has been paying off: one wait that polling
+	// did not end turns it off, and every spinProbe-th wait tries again.
+	// Then it yields up to spinYields times (which lets ranks share cores)
+	// and parks on a channel, so an idle rank costs no CPU.
 	spinLoads  = 128
+	spinFit    = 50 * time.Microsecond
 	spinProbe  = 16
 	spinYields = 30
 	// countedMin is the smallest group that arrives through a counter
@@ -503,10 +515,17 @@ func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
 	if w.park {
 		budget = 0
 	}
-	for range budget {
-		if c.ready(w) {
+	if budget > 0 && g.size <= g.procs {
+		if c.pollFor(w, spinFit) {
 			c.spin = spinLoads
 			return nil
+		}
+	} else {
+		for range budget {
+			if c.ready(w) {
+				c.spin = spinLoads
+				return nil
+			}
 		}
 	}
 	if !w.park {
@@ -542,6 +561,22 @@ func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
 		me.waiting.Store(0)
 		if cause != nil {
 			return cause
+		}
+	}
+}
+
+// pollFor checks w until it holds, for at most d; it reports whether
+// it does.
+func (c *rankComm) pollFor(w *cond, d time.Duration) bool {
+	t0 := time.Now()
+	for {
+		for range 64 {
+			if c.ready(w) {
+				return true
+			}
+		}
+		if time.Since(t0) > d {
+			return false
 		}
 	}
 }
