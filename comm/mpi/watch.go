@@ -89,8 +89,13 @@ func (w *watch) dropSlot(s *collSlot) {
 }
 
 func (s *collSlot) begin(call string, seq uint64) {
-	s.name.Store(unsafe.StringData(call))
-	s.nlen.Store(int64(len(call)))
+	// A communicator runs the same few calls over and over: the name is
+	// stored (two locked instructions) only when it changes. Only this
+	// communicator's collectives store it, so the loads see its value.
+	if p, n := unsafe.StringData(call), int64(len(call)); s.name.Load() != p || s.nlen.Load() != n {
+		s.name.Store(p)
+		s.nlen.Store(n)
+	}
 	s.seq.Store(seq)
 }
 
