@@ -3,6 +3,4 @@ package local
 // pause executes the x86 PAUSE instruction: a polling loop that calls it
 // between checks leaves a hyperthread sibling (or a vCPU the host runs
 // on one) most of the core.
-//
-//go:noescape
 func pause()
