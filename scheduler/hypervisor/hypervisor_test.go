@@ -781,7 +781,10 @@ func TestLimitsKeepPendingTeams(t *testing.T) {
 	a, b := newContexts(t, s, []int{0, 1, 2}, []int{3})
 	release := make(chan struct{})
 	defer close(release)
-	started := make(chan struct{})
+	// Buffered: the block task may start before the test waits for it
+	// (an unbuffered send with a default case was lost then, and the
+	// test waited forever).
+	started := make(chan struct{}, 1)
 	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
 		select {
 		case started <- struct{}{}:
