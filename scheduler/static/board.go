@@ -10,7 +10,8 @@ import (
 )
 
 // A board is the state every client of a run shares: when the run
-// started, when it stops, and each runnable's last finished frame. In
+// started, when it stops, each runnable's last finished frame, and which
+// of its last frames it skipped. In
 // one process it is plain memory; across processes it is a file that the
 // master creates in its private directory and every client maps. Each
 // word is read and written atomically; a runnable's word is written only
@@ -20,6 +21,7 @@ type board struct {
 	words    []uint64
 	mem      []byte // the mapping, nil in process
 	doneBase int    // index of runnable 0's done word
+	skipBase int    // index of runnable 0's skip history word
 }
 
 // The header's words.
@@ -33,13 +35,21 @@ const (
 	wHeader
 )
 
-const boardMagic = 0x707a73746d310a // "pzstm1\n"
+const boardMagic = 0x707a73746d320a // "pzstm2\n"
 
 // done words hold (seq+1)<<1 | skipped, seq being the runnable's frame
-// number counted from 0 over the run.
+// number counted from 0 over the run. A runnable's skip history word has
+// bit seq%64 set when it skipped frame seq: a dependent running late
+// (a period or more behind) asks about a frame older than the done word's,
+// whose skipped bit would be a later frame's.
 const skippedBit = 1
 
-func boardWords(runnables, clients int) int { return wHeader + clients + runnables }
+// skipWindow is how many frames behind its dependency a runnable may be
+// for the skip history to answer for the frame it waits for (the word
+// holds 64; the writer may be one frame past the done word it stored).
+const skipWindow = 62
+
+func boardWords(runnables, clients int) int { return wHeader + clients + 2*runnables }
 
 func newBoard(runnables, clients int) *board {
 	b := &board{words: make([]uint64, boardWords(runnables, clients))}
@@ -49,6 +59,7 @@ func newBoard(runnables, clients int) *board {
 
 func (b *board) init(runnables, clients int) {
 	b.doneBase = wHeader + clients
+	b.skipBase = b.doneBase + runnables
 	atomic.StoreUint64(&b.words[wRunnables], uint64(runnables))
 	atomic.StoreUint64(&b.words[wClients], uint64(clients))
 	atomic.StoreUint64(&b.words[wMagic], boardMagic)
@@ -108,6 +119,7 @@ func mapBoard(f *os.File, n int) (*board, error) {
 	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n/8)
 	b := &board{words: words, mem: mem}
 	b.doneBase = wHeader + int(b.load(wClients))
+	b.skipBase = b.doneBase + int(b.load(wRunnables))
 	return b, nil
 }
 
@@ -146,3 +158,45 @@ func (b *board) abort() { b.store(wAbort, 1) }
 func (b *board) heartbeatWord(client int) int { return wHeader + client }
 
 func (b *board) doneWord(runnable int) int { return b.doneBase + runnable }
+
+// finish publishes that runnable ended frame seq, skipped or not: the
+// skip history first, then the done word, which waiters poll. Only the
+// runnable's resource thread writes either.
+func (b *board) finish(runnable int, seq int64, skipped bool) {
+	h := b.skipBase + runnable
+	m, bit := b.load(h), uint64(1)<<(uint64(seq)%64)
+	v := uint64(seq+1) << 1
+	if skipped {
+		m |= bit
+		v |= skippedBit
+	} else {
+		m &^= bit
+	}
+	b.store(h, m)
+	b.store(b.doneWord(runnable), v)
+}
+
+// frameDone reports whether runnable has ended frame seq and, if so,
+// whether it skipped it: from the done word when that is frame seq's,
+// else from the skip history (or, a dependent more than skipWindow
+// frames behind, the done word's latest frame).
+func (b *board) frameDone(runnable int, seq int64) (done, skipped bool) {
+	w := b.doneWord(runnable)
+	v := b.load(w)
+	last := int64(v>>1) - 1 // the last frame ended, -1 for none
+	if last < seq {
+		return false, false
+	}
+	if last == seq {
+		return true, v&skippedBit != 0
+	}
+	m := b.load(b.skipBase + runnable)
+	// The history holds frame seq's bit unless the writer has reached
+	// seq+64; it writes a frame's bit before its done word, so a done
+	// word still within skipWindow after reading m says m was not
+	// overwritten yet.
+	if last2 := int64(b.load(w)>>1) - 1; last2-seq <= skipWindow {
+		return true, m&(uint64(1)<<(uint64(seq)%64)) != 0
+	}
+	return true, b.load(w)&skippedBit != 0
+}

@@ -295,14 +295,11 @@ func (e *executor) samplePeriod(k int64) {
 // whether one was skipped, and false when the run is aborted.
 func (e *executor) waitDeps(ctx context.Context, x *execRunnable, seq int64) (skipped, ok bool) {
 	b := e.b
-	need := uint64(seq+1) << 1
 	for _, d := range x.deps {
-		w := b.doneWord(d)
 		spins := 0
 		for {
-			v := b.load(w)
-			if v&^skippedBit >= need {
-				skipped = skipped || v&skippedBit != 0
+			if done, skip := b.frameDone(d, seq); done {
+				skipped = skipped || skip
 				break
 			}
 			if b.aborted() || ctx.Err() != nil {
@@ -329,7 +326,7 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadl
 	if skip {
 		now := e.clk.now()
 		x.rec.add(seq, planned-t0, deadline-t0, now-t0, now-t0, FlagSkipped, 0, 0)
-		e.b.store(e.b.doneWord(x.idx), uint64(seq+1)<<1|skippedBit)
+		e.b.finish(x.idx, seq, true)
 		for _, s := range x.submittees {
 			e.submitSkipped(s, seq, t0, planned, it)
 		}
@@ -362,7 +359,7 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadl
 		}
 		e.submit(ctx, s, seq, t0, planned-int64(it.offset))
 	}
-	e.b.store(e.b.doneWord(x.idx), uint64(seq+1)<<1)
+	e.b.finish(x.idx, seq, false)
 }
 
 // overrun classifies a run and arms frameskip.
@@ -443,7 +440,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 		x := p.r
 		if p.skipped {
 			x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
-			e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1|skippedBit)
+			e.b.finish(x.idx, p.seq, true)
 			continue
 		}
 		if p.deferred {
@@ -453,7 +450,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 			}
 			if skipped && x.r.Overrun == FrameSkip {
 				x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
-				e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1|skippedBit)
+				e.b.finish(x.idx, p.seq, true)
 				continue
 			}
 			p.start = e.clk.now() - e.b.t0()
@@ -480,7 +477,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 			flags |= e.overrun(x, p.seq, start+t0, end+t0, p.deadline+t0)
 		}
 		x.rec.add(p.seq, p.planned, p.deadline, start, end, flags, 0, 0)
-		e.b.store(e.b.doneWord(x.idx), uint64(p.seq+1)<<1)
+		e.b.finish(x.idx, p.seq, false)
 	}
 }
 
