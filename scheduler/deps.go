@@ -53,8 +53,27 @@ func (s *Scheduler) wire(t *Task) {
 		}
 		wired = append(wired, wiring{a.Handle, m})
 	}
+	if len(wired) > 0 {
+		s.wireHandles(t, wired)
+	}
+	for _, p := range t.After {
+		if p != nil {
+			s.addDep(p, t)
+		}
+	}
+	for _, g := range t.AfterTags {
+		s.addTagDep(g, t)
+	}
+	if t.Tag != 0 {
+		s.declareTag(t)
+	}
+}
+
+// wireHandles wires t's accesses to its handles, wired (one per handle,
+// at least one) under their locks.
+func (s *Scheduler) wireHandles(t *Task, wired []wiring) {
 	sortWirings(wired)
-	if t.pooled && len(wired) > 0 {
+	if t.pooled {
 		// One reference per access list t joins (see hold). t is not
 		// reachable from any list yet, so no release can come first.
 		t.refs.Add(int32(len(wired)))
@@ -70,17 +89,6 @@ func (s *Scheduler) wire(t *Task) {
 		w.h.mu.Unlock()
 	}
 	ws.releaseAll(s)
-	for _, p := range t.After {
-		if p != nil {
-			s.addDep(p, t)
-		}
-	}
-	for _, g := range t.AfterTags {
-		s.addTagDep(g, t)
-	}
-	if t.Tag != 0 {
-		s.declareTag(t)
-	}
 }
 
 // wiring is one handle of a task to wire and the union of its modes.
