@@ -164,13 +164,13 @@ func (b *board) doneWord(runnable int) int { return b.doneBase + runnable }
 // runnable's resource thread writes either.
 func (b *board) finish(runnable int, seq int64, skipped bool) {
 	h := b.skipBase + runnable
-	m, bit := b.load(h), uint64(1)<<(uint64(seq)%64)
+	m := b.load(h)
 	v := uint64(seq+1) << 1
 	if skipped {
-		m |= bit
+		m |= skipBit(seq)
 		v |= skippedBit
 	} else {
-		m &^= bit
+		m &^= skipBit(seq)
 	}
 	b.store(h, m)
 	b.store(b.doneWord(runnable), v)
@@ -195,8 +195,11 @@ func (b *board) frameDone(runnable int, seq int64) (done, skipped bool) {
 	// seq+64; it writes a frame's bit before its done word, so a done
 	// word still within skipWindow after reading m says m was not
 	// overwritten yet.
-	if last2 := int64(b.load(w)>>1) - 1; last2-seq <= skipWindow {
-		return true, m&(uint64(1)<<(uint64(seq)%64)) != 0
+	if v = b.load(w); int64(v>>1)-1-seq <= skipWindow {
+		return true, m&skipBit(seq) != 0
 	}
-	return true, b.load(w)&skippedBit != 0
+	return true, v&skippedBit != 0
 }
+
+// skipBit is frame seq's bit in a skip history word.
+func skipBit(seq int64) uint64 { return 1 << (uint64(seq) % 64) }
