@@ -13,11 +13,10 @@ import (
 // exists while any is pending (or by a Wait that cannot be canceled, on
 // the operation that is next, when none is running). Since every rank
 // starts the same non-blocking collectives in the same order (Comm's
-// contract), the
-// duplicates' collectives match across ranks; since the duplicate is
-// private, they never match the application's blocking collectives, and
-// the work overlaps whatever the caller does meanwhile: no call into the
-// library is needed for them to progress.
+// contract), the duplicates' collectives match across ranks; since the
+// duplicate is private, they never match the application's blocking
+// collectives, and the work overlaps whatever the caller does meanwhile:
+// no call into the library is needed for them to progress.
 //
 // The zero NBC is not usable; backends make one with NewNBC and call Close
 // when their communicator is freed.

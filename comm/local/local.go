@@ -34,28 +34,27 @@ const (
 	// spinWait. Ranks that run on two cores at once see each other's
 	// stores in about 0.1 µs: there, polling a few hundred nanoseconds
 	// (spinLoads checks) halved the latency of small collectives against
-	// yielding after every check. But two ranks can also end up on one P,
-	// taking turns through runtime.Gosched (0.2 µs a round trip): a rank
-	// that wakes a parked peer puts it in its own P's next slot, and a
-	// runtime.Gosched queues the yielding rank without waking an idle P,
-	// so they stay together while the other P sleeps (an 8-byte
-	// AllReduce after a Barrier then took 0.4-0.7 µs instead of 0.25:
-	// 19 of the 24 figures of 8 launches of `pzrun -n 2 bench comm` at 8
-	// B).
-	// An idle P steals a peer waiting in the next slot of a running one
+	// yielding after every check.
+	//
+	// But two ranks can end up on one P, taking turns through
+	// runtime.Gosched while the other P sleeps: a rank that wakes a
+	// parked peer puts it in its own P's next slot, and Gosched queues the
+	// yielding rank without waking an idle P (an 8-byte AllReduce after a
+	// Barrier took 0.4-0.7 µs instead of 0.25 in 19 of 24 figures of
+	// `pzrun -n 2 bench comm`; BenchmarkAfterBarrier counts the shared
+	// threads). An idle P steals a goroutine from a running P's next slot
 	// only after a few microseconds, so a group that fits on the Ps
-	// (ranks <= GOMAXPROCS) polls up to spinFit instead: long enough for
-	// the runtime to move the peer away (1 slow figure of 24; 4 of 24
-	// with 20 µs), pausing between checks (PAUSE on amd64: 8 B 0.21-0.23
-	// µs, medians of 4-6 launches, against 0.23-0.34 without). The cost:
-	// when the host time-slices the two vCPUs (figures of C double), a
-	// polling rank takes time its peer needs: 1 KiB AllReduce 1.7 µs
-	// against 0.5 yielding at once (C 1.2). A rank polling for a peer
-	// that cannot run only wastes time, so a rank
-	// polls only while polling has been paying off: one wait that polling
-	// did not end turns it off, and every spinProbe-th wait tries again.
-	// Then it yields up to spinYields times (which lets ranks share cores)
-	// and parks on a channel, so an idle rank costs no CPU.
+	// (ranks <= GOMAXPROCS) polls up to spinFit instead, pausing between
+	// checks: long enough for the runtime to move the peer away (8 B
+	// 0.21-0.23 µs). The cost: where the host time-slices the vCPUs, a
+	// polling rank takes time its peer needs (1 KiB AllReduce 1.7 µs
+	// against 0.5 yielding at once; docs/performance.md).
+	//
+	// A rank polling for a peer that cannot run only wastes time, so a
+	// rank polls only while polling has been paying off: one wait that
+	// polling did not end turns it off, and every spinProbe-th wait tries
+	// again. Then it yields up to spinYields times (which lets ranks share
+	// cores) and parks on a channel, so an idle rank costs no CPU.
 	spinLoads  = 128
 	spinFit    = 50 * time.Microsecond
 	spinProbe  = 16

@@ -536,7 +536,8 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 				box.removeMsg(m)
 			} else {
 				// Once the lock is released a receiver may take m and
-				// recycle it for another send: keep what the Status needs.
+				// recycle it for another send: keep what the Status needs
+				// (data for its length only).
 				m = &message{src: m.src, tag: m.tag, dt: m.dt, data: m.data}
 			}
 			box.mu.Unlock()
