@@ -351,26 +351,35 @@ func TestBenchTasksOpenMP(t *testing.T) {
 	if _, err := exec.LookPath("cc"); err != nil {
 		t.Skipf("no C compiler: %v", err)
 	}
-	code, out, errs = pzrun(t, args...)
-	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 6)
-	for _, l := range lines {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-		assert.Equal(t, fmt.Sprintf("omp_%s_%vthreads", r["case"], r["workers"]), r["openmp_peer"], l)
-		assert.Greater(t, r["openmp_value"].(float64), 0.0, l)
-		assert.InDelta(t, r["value"].(float64)/r["openmp_value"].(float64), r["openmp_ratio"].(float64), 1e-9, l)
+	// Round by round (the default), and once per case before pz's rounds.
+	for _, paired := range []bool{true, false} {
+		code, out, errs = pzrun(t, append(args, fmt.Sprintf("-openmp-paired=%t", paired))...)
+		require.Equal(t, 0, code, errs)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 6)
+		for _, l := range lines {
+			var r map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+			assert.Equal(t, fmt.Sprintf("omp_%s_%vthreads", r["case"], r["workers"]), r["openmp_peer"], l)
+			assert.Greater(t, r["openmp_value"].(float64), 0.0, l)
+			assert.InDelta(t, r["value"].(float64)/r["openmp_value"].(float64), r["openmp_ratio"].(float64), 1e-9, l)
+			if paired {
+				assert.Greater(t, r["openmp_paired_ratio"].(float64), 0.0, l)
+			} else {
+				assert.NotContains(t, r, "openmp_paired_ratio", l)
+			}
+		}
 	}
 
 	code, out, errs = pzrun(t, append(args, "-format", "table")...)
 	require.Equal(t, 0, code, errs)
-	lines = strings.Split(strings.TrimSpace(out), "\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 7, "header and 6 rows:\n%s", out)
 	assert.Contains(t, lines[0], "PZ/OPENMP")
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 10, l)
+		require.Len(t, f, 11, l)
+		assert.NotEqual(t, "-", f[10], "a paired ratio: %s", l)
 		assert.NotEqual(t, "-", f[8], "an OpenMP figure: %s", l)
 		assert.Equal(t, "-", f[6], "no StarPU figure with -starpu=false: %s", l)
 	}

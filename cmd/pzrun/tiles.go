@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/pzgo/pz/internal/apps/benchtasks"
@@ -261,6 +262,7 @@ func benchTasksApp() app {
 			runPeer := fs.Bool("starpu", true, "measure StarPU in the same invocation when it is installed and no -peer-file is given")
 			runOMP := fs.Bool("openmp", true, "measure the OpenMP peer in the same invocation (built with -cc; skipped with a note when it cannot be)")
 			cc := fs.String("cc", "cc", "C `compiler` for the OpenMP peer (run as CC -O2 -fopenmp)")
+			paired := fs.Bool("openmp-paired", true, "run the OpenMP peer one round at a time beside each of pz's rounds (openmp_paired_ratio: the median of the pairs' ratios, steady when the machine's speed changes between runs); false: one run per case before pz's")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds}
@@ -304,7 +306,18 @@ func benchTasksApp() app {
 						opts.Peer = peer
 					}
 				}
-				if *runOMP {
+				if *runOMP && *paired && slices.ContainsFunc(opts.Cases, func(c benchtasks.Case) bool { return benchtasks.OpenMPName(c, 1) != "" }) {
+					peer, err := benchtasks.NewOpenMPPeer(ctx, *cc, nil)
+					switch {
+					case errors.Is(err, benchtasks.ErrNoOpenMP):
+						fmt.Fprintf(e.stderr, "pzrun bench tasks: no OpenMP figures: %v\n", err)
+					case err != nil:
+						return err
+					default:
+						defer peer.Close()
+						opts.PairedOpenMP = peer.Paired()
+					}
+				} else if *runOMP {
 					omp, err := benchtasks.RunOpenMP(ctx, benchtasks.OpenMPConfig{
 						CC: *cc, Workers: []int{benchtasks.DefaultWorkers()}, Cases: opts.Cases, Tasks: *tasks, Rounds: *rounds,
 					})

@@ -69,6 +69,13 @@ const (
 //	              workers (absent when none)
 //	openmp_ratio  value / openmp_value (absent when none): below 1 means
 //	              pz is cheaper per task than OpenMP
+//	openmp_paired_ratio  with the peer run round by round between pz's
+//	              rounds (Options.PairedOpenMP; pzrun's default): the
+//	              median over rounds of pz's round / the OpenMP round run
+//	              beside it (absent otherwise). Each pair sees the same
+//	              state of the machine, so on a machine whose speed changes
+//	              between runs this is the figure to compare; openmp_value
+//	              is then the median of the paired OpenMP rounds
 //
 // The peer and ratio fields are StarPU's; the openmp_ fields were added
 // later, beside them. StarPU and OpenMP submit from one thread; a figure
@@ -90,7 +97,14 @@ type Record struct {
 	OpenMP      string   `json:"openmp_peer,omitempty"`
 	OpenMPValue *float64 `json:"openmp_value,omitempty"`
 	OpenMPRatio *float64 `json:"openmp_ratio,omitempty"`
+	// OpenMPPaired is openmp_paired_ratio.
+	OpenMPPaired *float64 `json:"openmp_paired_ratio,omitempty"`
 }
+
+// A PairedPeer runs one timed round of a peer for case c on workers
+// threads with tasks tasks and returns its µs per task (see
+// Options.PairedOpenMP; OpenMPPeer.Paired makes one).
+type PairedPeer func(ctx context.Context, c Case, workers, tasks int) (float64, error)
 
 // Options configure Run. The zero value of a field selects its default.
 type Options struct {
@@ -122,6 +136,11 @@ type Options struct {
 	// OpenMP supplies the OpenMP peer's figures, named by OpenMPName
 	// (from RunOpenMP, or ParsePeer of such lines); nil prints none.
 	OpenMP Peer
+	// PairedOpenMP, when set, runs the OpenMP peer one round at a time
+	// beside each timed round of the overhead cases, first before pz's
+	// round, then after, alternately; its figures replace OpenMP's and
+	// the records get openmp_paired_ratio (see Record).
+	PairedOpenMP PairedPeer
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options.
 	SchedulerOptions []scheduler.Option
@@ -206,7 +225,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
 		} else {
 			r.Peer = ""
 		}
-		if name := OpenMPName(r.Case, r.Workers); name != "" && r.Bench == BenchOverhead {
+		if name := OpenMPName(r.Case, r.Workers); name != "" && r.Bench == BenchOverhead && r.OpenMPPaired == nil {
 			if pv, ok := opts.OpenMP[name]; ok && pv.Value != 0 {
 				v, ratio := pv.Value, r.Value/pv.Value
 				r.OpenMP, r.OpenMPValue, r.OpenMPRatio = name, &v, &ratio
@@ -267,12 +286,21 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPer
 				}
 				continue
 			}
-			us, err := overhead(ctx, s, c, sub, opts.Tasks, opts.Rounds)
+			var pair PairedPeer
+			if OpenMPName(c, workers) != "" {
+				pair = opts.PairedOpenMP
+			}
+			m, err := overhead(ctx, s, c, sub, opts.Tasks, opts.Rounds, pair, workers)
 			if err != nil {
 				return fmt.Errorf("benchtasks: case %s, policy %s, %d submitters: %w", c, pol, sub, err)
 			}
-			if err := emit(Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub,
-				Tasks: opts.Tasks, Value: us, Unit: "us/task", Peer: PeerName(c, pol, workers, 0)}); err != nil {
+			r := Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub,
+				Tasks: opts.Tasks, Value: m.pz, Unit: "us/task", Peer: PeerName(c, pol, workers, 0)}
+			if pair != nil {
+				v, ratio, paired := m.peer, m.pz/m.peer, m.ratio
+				r.OpenMP, r.OpenMPValue, r.OpenMPRatio, r.OpenMPPaired = OpenMPName(c, workers), &v, &ratio, &paired
+			}
+			if err := emit(r); err != nil {
 				return err
 			}
 		}
@@ -280,10 +308,16 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPer
 	return nil
 }
 
+// medians are overhead's figures: pz's median µs per task and, with a
+// paired peer, the peer's median and the median of the rounds' ratios.
+type medians struct{ pz, peer, ratio float64 }
+
 // overhead returns the median µs per task of rounds rounds of n tasks of
 // case c, after a warm-up round of n/10, checking that every task ran
-// exactly once.
-func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n, rounds int) (float64, error) {
+// exactly once. With pair, a round of the peer on workers threads runs
+// beside each timed round: before it in even rounds, after it in odd
+// ones, so that neither side always follows the other.
+func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n, rounds int, pair PairedPeer, workers int) (medians, error) {
 	nh := 0
 	switch c {
 	case CaseChain:
@@ -297,7 +331,7 @@ func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n
 		counters[i] = make([]uint64, 1)
 		h, err := s.RegisterVector(counters[i], scheduler.Named(fmt.Sprintf("counter%d", i)))
 		if err != nil {
-			return 0, err
+			return medians{}, err
 		}
 		handles[i] = h
 	}
@@ -317,18 +351,41 @@ func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n
 	}
 	total := 0
 	times := make([]float64, 0, rounds)
+	var peer, ratios []float64
+	runPeer := func() error {
+		v, err := pair(ctx, c, workers, n)
+		if err != nil {
+			return fmt.Errorf("paired peer round: %w", err)
+		}
+		peer = append(peer, v)
+		return nil
+	}
 	for r := -1; r < rounds; r++ {
 		m := n
 		if r < 0 {
 			m = max(1, n/10)
 		}
+		if pair != nil && r >= 0 && r%2 == 0 {
+			if err := runPeer(); err != nil {
+				return medians{}, err
+			}
+		}
 		d, err := submitAll(ctx, s, cl, args, submitters, m)
 		if err != nil {
-			return 0, err
+			return medians{}, err
 		}
 		total += m
-		if r >= 0 {
-			times = append(times, float64(d)/float64(time.Microsecond)/float64(m))
+		if r < 0 {
+			continue
+		}
+		times = append(times, float64(d)/float64(time.Microsecond)/float64(m))
+		if pair != nil && r%2 == 1 {
+			if err := runPeer(); err != nil {
+				return medians{}, err
+			}
+		}
+		if pair != nil {
+			ratios = append(ratios, times[r]/peer[r])
 		}
 	}
 	var errs []error
@@ -344,10 +401,20 @@ func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n
 		errs = append(errs, fmt.Errorf("%d of %d tasks ran", ran.Load(), total))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, err
+		return medians{}, err
 	}
-	slices.Sort(times)
-	return times[len(times)/2], nil
+	out := medians{pz: median(times)}
+	if pair != nil {
+		out.peer, out.ratio = median(peer), median(ratios)
+	}
+	return out, nil
+}
+
+// median returns the median of xs (the upper one of an even count), which
+// it sorts.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // submitAll submits n tasks of cl from submitters goroutines (splitting n

@@ -153,9 +153,9 @@ func BenchmarkTasks(b *testing.B) {
 					s, err := scheduler.New(ctx, scheduler.WithPolicy(pol), scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
 					require.NoError(b, err)
 					defer s.Close()
-					us, err := overhead(ctx, s, c, sub, max(2, b.N), 1)
+					m, err := overhead(ctx, s, c, sub, max(2, b.N), 1, nil, 2)
 					require.NoError(b, err)
-					b.ReportMetric(us, "us/task")
+					b.ReportMetric(m.pz, "us/task")
 				})
 			}
 		}

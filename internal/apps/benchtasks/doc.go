@@ -30,7 +30,7 @@
 //
 //	{"bench":"tasks_overhead","case":"chain","policy":"lws","workers":2,"submitters":1,"tasks":100000,
 //	 "value":0.31,"unit":"us/task","peer":"starpu_c_rw1_lws_total","peer_value":2.92,"ratio":0.106,
-//	 "openmp_peer":"omp_chain_2threads","openmp_value":0.62,"openmp_ratio":0.5}
+//	 "openmp_peer":"omp_chain_2threads","openmp_value":0.62,"openmp_ratio":0.5,"openmp_paired_ratio":0.48}
 //
 // WriteTable prints the same records as an aligned table.
 //
@@ -49,5 +49,8 @@
 // variables per task. One thread of the team creates every task, as one
 // goroutine submits pz's (1 submitter). Without a compiler that can build
 // OpenMP code, RunOpenMP returns ErrNoOpenMP and pzrun prints a note
-// instead of the figures.
+// instead of the figures. NewOpenMPPeer builds the program once; its
+// Paired method runs one round per call, and Options.PairedOpenMP puts
+// such a round beside each of pz's timed rounds, for the
+// openmp_paired_ratio figure (pzrun's default).
 package benchtasks

@@ -93,18 +93,14 @@ func RunOpenMP(ctx context.Context, cfg OpenMPConfig) (Peer, error) {
 		return p, nil
 	}
 
-	dir, err := os.MkdirTemp("", "pz-openmp-")
-	if err != nil {
-		return nil, fmt.Errorf("benchtasks: OpenMP peer scratch dir: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	bin, err := buildOpenMP(ctx, cfg.CC, dir, cfg.Log)
+	peer, err := NewOpenMPPeer(ctx, cfg.CC, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
+	defer peer.Close()
 	for _, w := range cfg.Workers {
 		for _, c := range cases {
-			v, err := runOpenMP(ctx, bin, c, w, cfg.Tasks, cfg.Rounds, cfg.Log)
+			v, err := peer.Run(ctx, c, w, cfg.Tasks, cfg.Rounds)
 			if err != nil {
 				return nil, err
 			}
@@ -112,6 +108,62 @@ func RunOpenMP(ctx context.Context, cfg OpenMPConfig) (Peer, error) {
 		}
 	}
 	return p, nil
+}
+
+// An OpenMPPeer is the OpenMP peer program, built once, to run as often as
+// needed: RunOpenMP runs it once per case; Options.PairedOpenMP, one
+// round at a time between pz's rounds.
+type OpenMPPeer struct {
+	dir, bin string
+	log      io.Writer
+}
+
+// NewOpenMPPeer builds the OpenMP peer program (embedded in this package)
+// with cc -O2 -fopenmp ("cc" if empty) in a temporary folder, which Close
+// removes. log, when non-nil, receives the compiler's command and the raw
+// output of every run. The error wraps ErrNoOpenMP when the compiler is
+// missing or cannot build OpenMP code.
+func NewOpenMPPeer(ctx context.Context, cc string, log io.Writer) (*OpenMPPeer, error) {
+	if cc == "" {
+		cc = "cc"
+	}
+	dir, err := os.MkdirTemp("", "pz-openmp-")
+	if err != nil {
+		return nil, fmt.Errorf("benchtasks: OpenMP peer scratch dir: %w", err)
+	}
+	bin, err := buildOpenMP(ctx, cc, dir, log)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &OpenMPPeer{dir: dir, bin: bin, log: log}, nil
+}
+
+// Run runs the peer for case c on a team of threads threads: a warm-up
+// round of tasks/10, then rounds timed rounds of tasks tasks. It returns
+// their median µs per task, and an error for a case the peer lacks, a
+// failed run (a lost task included) or a team of another size.
+func (p *OpenMPPeer) Run(ctx context.Context, c Case, threads, tasks, rounds int) (float64, error) {
+	if OpenMPName(c, threads) == "" || threads < 1 || tasks < 10 || rounds < 1 {
+		return 0, fmt.Errorf("%w: OpenMP peer: case %q, %d threads, %d tasks, %d rounds", ErrBadOptions, c, threads, tasks, rounds)
+	}
+	return runOpenMP(ctx, p.bin, c, threads, tasks, rounds, p.log)
+}
+
+// Paired returns a PairedPeer that runs one round of the peer per call
+// (of at least 10 tasks, the program's minimum).
+func (p *OpenMPPeer) Paired() PairedPeer {
+	return func(ctx context.Context, c Case, workers, tasks int) (float64, error) {
+		return p.Run(ctx, c, workers, max(10, tasks), 1)
+	}
+}
+
+// Close removes the built program.
+func (p *OpenMPPeer) Close() error {
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("benchtasks: removing the OpenMP peer: %w", err)
+	}
+	return nil
 }
 
 // DefaultWorkers is the worker count Run uses when Options.Workers is

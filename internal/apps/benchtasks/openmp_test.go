@@ -6,8 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,10 +139,10 @@ func TestRunAttachesOpenMP(t *testing.T) {
 	require.NoError(t, WriteTable(&tab, recs))
 	lines := strings.Split(strings.TrimSpace(tab.String()), "\n")
 	require.Len(t, lines, 1+len(recs))
-	assert.Equal(t, []string{"CASE", "POLICY", "WORKERS", "SUBMITTERS", "UNIT", "PZ", "STARPU", "PZ/STARPU", "OPENMP", "PZ/OPENMP"},
+	assert.Equal(t, []string{"CASE", "POLICY", "WORKERS", "SUBMITTERS", "UNIT", "PZ", "STARPU", "PZ/STARPU", "OPENMP", "PZ/OPENMP", "PAIRED"},
 		strings.Fields(lines[0]))
 	f := strings.Fields(lines[1]) // indep, eager, 2 workers: both peers
-	require.Len(t, f, 10, lines[1])
+	require.Len(t, f, 11, lines[1])
 	assert.Equal(t, []string{"indep", "eager", "2", "1", "us/task"}, f[:5])
 	assert.Equal(t, "2.000", f[6])
 	assert.Equal(t, "0.100", f[8])
@@ -166,4 +170,149 @@ func TestRunOpenMPCanceled(t *testing.T) {
 	_, err := RunOpenMP(ctx, OpenMPConfig{Workers: []int{1}, Tasks: 100, Rounds: 1})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, ErrNoOpenMP)
+}
+
+// fifo is a policy that counts its pushes: a test's paired peer reads the
+// count to see where its rounds fall among pz's.
+type fifo struct {
+	mu     sync.Mutex
+	q      []*scheduler.Task
+	pushed *atomic.Int64
+}
+
+func (f *fifo) Name() string                           { return "fifo" }
+func (f *fifo) AddWorkers(...scheduler.WorkerInfo)     {}
+func (f *fifo) RemoveWorkers(...int) []*scheduler.Task { return nil }
+func (f *fifo) Push(t *scheduler.Task, from int) int {
+	f.mu.Lock()
+	f.q = append(f.q, t)
+	f.mu.Unlock()
+	f.pushed.Add(1)
+	return scheduler.AnyWorker
+}
+
+func (f *fifo) Pop(int) *scheduler.Task {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.q) == 0 {
+		return nil
+	}
+	t := f.q[0]
+	f.q = f.q[1:]
+	return t
+}
+
+// With a paired peer, each timed round of an overhead case has a peer
+// round beside it - before it in even rounds, after it in odd ones -, the
+// OpenMP figures are the medians of the peer's rounds (not Options.OpenMP's)
+// and openmp_paired_ratio is the median of the rounds' ratios; grain cases
+// run no peer round.
+func TestRunPairedOpenMP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var pushed atomic.Int64
+	type call struct {
+		c       Case
+		workers int
+		tasks   int
+		pushed  int64
+	}
+	var calls []call
+	values := []float64{50, 10, 40, 20, 30} // per call within a cell: median 30
+	pair := func(ctx context.Context, c Case, workers, tasks int) (float64, error) {
+		calls = append(calls, call{c, workers, tasks, pushed.Load()})
+		return values[(len(calls)-1)%len(values)], nil
+	}
+	const n, rounds = 300, 5
+	omp := Peer{"omp_indep_2threads": {0.001, "us/task"}}
+	var out bytes.Buffer
+	recs, err := Run(ctx, Options{Policies: []string{"eager"}, Workers: []int{2}, Submitters: []int{1},
+		Cases: []Case{CaseIndep, CaseGrain}, Tasks: n, Rounds: rounds, Grains: []int{1}, GrainTasks: 5,
+		OpenMP: omp, PairedOpenMP: pair, SchedulerOptions: []scheduler.Option{
+			scheduler.WithPerfModelDir(t.TempDir()),
+			scheduler.WithPolicyFunc(func(scheduler.PolicyConfig) scheduler.Policy { return &fifo{pushed: &pushed} }),
+		}}, &out)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+
+	// Warm-up (n/10), then P0 Z0 | Z1 P1 | P2 Z2 | Z3 P3 | P4 Z4.
+	w := int64(n / 10)
+	want := []int64{w, w + 2*n, w + 2*n, w + 4*n, w + 4*n}
+	require.Len(t, calls, rounds, "one peer round per timed round, none for grain")
+	for i, c := range calls {
+		assert.Equal(t, call{CaseIndep, 2, n, want[i]}, c, "peer round %d", i)
+	}
+
+	r := recs[0]
+	require.Equal(t, CaseIndep, r.Case)
+	require.NotNil(t, r.OpenMPValue)
+	require.NotNil(t, r.OpenMPRatio)
+	require.NotNil(t, r.OpenMPPaired)
+	assert.Equal(t, "omp_indep_2threads", r.OpenMP)
+	assert.Equal(t, 30.0, *r.OpenMPValue, "the paired rounds' median, not Options.OpenMP's figure")
+	assert.InDelta(t, r.Value/30, *r.OpenMPRatio, 1e-12)
+	// The rounds' ratios are pz_i/values[i]: their median lies between
+	// the smallest and largest pz figure over the largest and smallest
+	// peer figure, and is not the ratio of the medians but for chance.
+	assert.Greater(t, *r.OpenMPPaired, 0.0)
+	assert.Less(t, *r.OpenMPPaired, 1.0, "pz's µs per task is far below 10")
+
+	g := recs[1]
+	assert.Equal(t, CaseGrain, g.Case)
+	assert.Nil(t, g.OpenMPPaired)
+	assert.Nil(t, g.OpenMPValue)
+
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(bytes.SplitN(out.Bytes(), []byte("\n"), 2)[0], &m))
+	assert.Contains(t, m, "openmp_paired_ratio")
+
+	var tab bytes.Buffer
+	require.NoError(t, WriteTable(&tab, recs))
+	f := strings.Fields(strings.Split(tab.String(), "\n")[1])
+	require.Len(t, f, 11)
+	assert.Equal(t, "30.000", f[8])
+	assert.Equal(t, fmt.Sprintf("%.2f", *r.OpenMPPaired), f[10])
+}
+
+// A failing paired round fails the run, naming the case.
+func TestRunPairedOpenMPError(t *testing.T) {
+	boom := errors.New("peer crashed")
+	_, err := Run(context.Background(), Options{Policies: []string{"eager"}, Workers: []int{1}, Submitters: []int{1},
+		Cases: []Case{CaseChain}, Tasks: 20, Rounds: 2,
+		PairedOpenMP:     func(context.Context, Case, int, int) (float64, error) { return 0, boom },
+		SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}, io.Discard)
+	require.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), "case chain")
+	assert.Contains(t, err.Error(), "paired peer round")
+}
+
+// The real peer, round by round: figures for every overhead case.
+func TestRunPairedOpenMPReal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and runs the OpenMP peer")
+	}
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	peer, err := NewOpenMPPeer(ctx, "", &log)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, peer.Close()) }()
+	recs, err := Run(ctx, Options{Policies: []string{"lws"}, Workers: []int{2}, Submitters: []int{1},
+		Cases: OpenMPCases(), Tasks: 2000, Rounds: 3, PairedOpenMP: peer.Paired(),
+		SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}, io.Discard)
+	require.NoError(t, err, log.String())
+	require.Len(t, recs, 3)
+	for _, r := range recs {
+		require.NotNil(t, r.OpenMPPaired, "%+v", r)
+		assert.Greater(t, *r.OpenMPValue, 0.0)
+		assert.Greater(t, *r.OpenMPPaired, 0.0)
+	}
+	assert.Equal(t, 3*3, strings.Count(log.String(), "OMP_NUM_THREADS=2 omp_tasks -m"), "one run per round:\n%s", log.String())
+	assert.Contains(t, log.String(), "omp_tasks -m handles4 -n 2000 -r 1")
+
+	_, err = peer.Run(ctx, CaseGrain, 2, 100, 1)
+	assert.ErrorIs(t, err, ErrBadOptions, "the peer has no grain case")
 }

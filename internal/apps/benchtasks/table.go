@@ -8,12 +8,14 @@ import (
 
 // WriteTable writes recs as an aligned table, one row per record: pz's
 // figure, StarPU's and the ratio pz/StarPU, the OpenMP peer's and the
-// ratio pz/OpenMP, "-" where a peer has no figure. Overhead rows are in
+// ratio pz/OpenMP and, when the OpenMP peer ran round by round beside
+// pz's rounds, the median of the rounds' ratios (PAIRED, see Record's
+// openmp_paired_ratio); "-" where a peer has no figure. Overhead rows are in
 // µs per task (lower is better), grain rows in parallel efficiency (higher
 // is better).
 func WriteTable(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tPOLICY\tWORKERS\tSUBMITTERS\tUNIT\tPZ\tSTARPU\tPZ/STARPU\tOPENMP\tPZ/OPENMP")
+	fmt.Fprintln(tw, "CASE\tPOLICY\tWORKERS\tSUBMITTERS\tUNIT\tPZ\tSTARPU\tPZ/STARPU\tOPENMP\tPZ/OPENMP\tPAIRED")
 	for _, r := range recs {
 		c := string(r.Case)
 		if r.Case == CaseGrain {
@@ -23,8 +25,8 @@ func WriteTable(w io.Writer, recs []Record) error {
 		if unit == "ratio" {
 			unit = "efficiency"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.3f\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, r.Submitters, unit, r.Value,
-			optional(r.PeerValue, "%.3f"), optional(r.Ratio, "%.2f"), optional(r.OpenMPValue, "%.3f"), optional(r.OpenMPRatio, "%.2f"))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, r.Submitters, unit, r.Value,
+			optional(r.PeerValue, "%.3f"), optional(r.Ratio, "%.2f"), optional(r.OpenMPValue, "%.3f"), optional(r.OpenMPRatio, "%.2f"), optional(r.OpenMPPaired, "%.2f"))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("benchtasks: writing the table: %w", err)
