@@ -25,14 +25,7 @@ import (
 // per task for every case and team size. Without cc the test is skipped
 // (TestRunOpenMPNoCompiler covers that path).
 func TestRunOpenMP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles and runs the OpenMP peer")
-	}
-	if _, err := exec.LookPath("cc"); err != nil {
-		t.Skipf("no C compiler: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
+	ctx := peerContext(t)
 	var log bytes.Buffer
 	p, err := RunOpenMP(ctx, OpenMPConfig{Workers: []int{2, 1}, Cases: []Case{CaseIndep, CaseChain, CaseHandles4, CaseGrain},
 		Tasks: 2000, Rounds: 3, Log: &log})
@@ -52,6 +45,21 @@ func TestRunOpenMP(t *testing.T) {
 	}
 	assert.Contains(t, log.String(), "-fopenmp")
 	assert.Contains(t, log.String(), "OMP_NUM_THREADS=1 omp_tasks -m handles4 -n 2000 -r 3")
+}
+
+// peerContext skips a test that builds and runs the OpenMP peer in -short
+// mode or without a C compiler, and returns a context that bounds it.
+func peerContext(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles and runs the OpenMP peer")
+	}
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // A missing compiler, or one that cannot build OpenMP code, is reported
@@ -288,14 +296,7 @@ func TestRunPairedOpenMPError(t *testing.T) {
 
 // The real peer, round by round: figures for every overhead case.
 func TestRunPairedOpenMPReal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles and runs the OpenMP peer")
-	}
-	if _, err := exec.LookPath("cc"); err != nil {
-		t.Skipf("no C compiler: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
+	ctx := peerContext(t)
 	var log bytes.Buffer
 	peer, err := NewOpenMPPeer(ctx, "", &log)
 	require.NoError(t, err)
