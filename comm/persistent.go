@@ -32,10 +32,11 @@ type Persistent interface {
 }
 
 // PersistentComm is implemented by backends with native persistent
-// requests (comm/mpi). SendInit and RecvInit use them; on other backends
-// each round is an Isend or an Irecv, which on comm/local cost no setup
-// worth saving. The arguments are checked, and ProcNull handled, before
-// these are called.
+// requests: comm/mpi (MPI_Send_init, MPI_Recv_init) and comm/local (one
+// request reused every round: a round allocates nothing). SendInit and
+// RecvInit use them; on other backends each round is an Isend or an
+// Irecv. The arguments are checked, and ProcNull handled, before these
+// are called.
 type PersistentComm interface {
 	SendInit(buf Buf, dest, tag int) (PersistentOp, error)
 	RecvInit(buf Buf, source, tag int) (PersistentOp, error)

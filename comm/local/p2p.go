@@ -410,26 +410,63 @@ func yieldUntil(ch <-chan struct{}) bool {
 	}
 }
 
-// request is a pending Isend or Irecv.
+// request is a pending Isend or Irecv. An Isend's completes when done,
+// its message's channel, closes (set at once; for an eager message, the
+// world's closed channel). An Irecv's is completed by the sender that
+// matches it (complete) or by Irecv itself: fin is set, and the channel
+// ch, made only for a caller that needs one (Done, or a Wait that parks),
+// is closed. A receive that completes while its rank polls thus makes no
+// channel.
 type request struct {
 	c    *rankComm
-	done chan struct{} // closed on completion, after st and err are set
+	done <-chan struct{} // Isend: closed on completion; nil for an Irecv
+	fin  atomic.Bool     // Irecv: completed; st and err are set before
+	mu   sync.Mutex      // Irecv: guards ch against complete
+	ch   chan struct{}   // Irecv: made by Done, closed by complete
 	st   comm.Status
 	err  error
 }
 
+// complete completes an Irecv's request with st and err. The sender that
+// matched it touches r no more once complete has released r.mu (a
+// persistent receive may then reset r for its next round).
 func (r *request) complete(st comm.Status, err error) {
+	r.mu.Lock()
 	r.st, r.err = st, err
-	close(r.done)
+	r.fin.Store(true)
+	ch := r.ch
+	r.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// completed reports whether r has completed.
+func (r *request) completed() bool {
+	if r.done == nil {
+		return r.fin.Load()
+	}
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Wait implements comm.Request.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	if yieldUntil(r.done) {
-		return r.st, r.err
+	for i := 0; ; i++ {
+		if r.completed() {
+			return r.st, r.err
+		}
+		if i == spinYields {
+			break
+		}
+		runtime.Gosched()
 	}
 	select {
-	case <-r.done:
+	case <-r.Done():
 		return r.st, r.err
 	case <-ctx.Done():
 		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, context.Cause(ctx))
@@ -441,16 +478,27 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 }
 
 // Done implements comm.Notifier.
-func (r *request) Done() <-chan struct{} { return r.done }
+func (r *request) Done() <-chan struct{} {
+	if r.done != nil {
+		return r.done
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fin.Load() {
+		return r.c.g.w.closed
+	}
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
 
 // Test implements comm.Request.
 func (r *request) Test() (bool, comm.Status, error) {
-	select {
-	case <-r.done:
+	if r.completed() {
 		return true, r.st, r.err
-	default:
-		return false, comm.Status{}, nil
 	}
+	return false, comm.Status{}, nil
 }
 
 // Isend implements comm.Comm. Up to 4 KiB the message is copied and the
@@ -460,12 +508,19 @@ func (c *rankComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	if err := c.checkSend("Isend", buf, dest, tag); err != nil {
 		return nil, err
 	}
-	st := comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}
-	m := c.start(buf, dest, tag)
-	if m == nil {
-		return &request{c: c, done: c.g.w.closed, st: st}, nil
+	r := new(request)
+	c.isend(r, buf, dest, tag)
+	return r, nil
+}
+
+// isend starts a send into r, a request not in use.
+func (c *rankComm) isend(r *request, buf comm.Buf, dest, tag int) {
+	r.c, r.st = c, comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}
+	if m := c.start(buf, dest, tag); m != nil {
+		r.done = m.done
+	} else {
+		r.done = c.g.w.closed
 	}
-	return &request{c: c, done: m.done, st: st}, nil
 }
 
 // Irecv implements comm.Comm. A matching sender copies straight into buf.
@@ -473,11 +528,18 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.checkRecv("Irecv", buf.Type, source, tag); err != nil {
 		return nil, err
 	}
-	// Allocate before taking the lock, which the senders to this rank
-	// contend for: a message already here wastes the channel, but no
-	// sender waits for an allocation. The post is a recycled one; the
-	// sender that takes it recycles it again.
-	r := &request{c: c, done: make(chan struct{})}
+	r := new(request)
+	c.irecv(r, buf, source, tag)
+	return r, nil
+}
+
+// irecv posts a receive completing r, a new request or a completed one
+// reset (resetRecv).
+func (c *rankComm) irecv(r *request, buf comm.Buf, source, tag int) {
+	// Made before taking the lock, which the senders to this rank
+	// contend for: no sender waits for it. The post is a recycled one;
+	// the sender that takes it recycles it again.
+	r.c = c
 	post := c.g.w.newPost()
 	post.src, post.tag, post.dt, post.req, post.buf = source, tag, buf.Type, r, buf.Bytes
 	box := &c.g.boxes[c.rank]
@@ -490,14 +552,71 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 			close(m.done)
 		}
 		c.g.w.recycle(m)
-		r.done = c.g.w.closed
 		r.st, r.err = st, err
-		return r, nil
+		r.fin.Store(true)
+		return
 	}
 	box.posted = append(box.posted, post)
 	box.mu.Unlock()
-	return r, nil
 }
+
+// resetRecv makes a completed Irecv request r ready for another receive.
+func (r *request) resetRecv() {
+	r.mu.Lock()
+	r.fin.Store(false)
+	r.ch, r.st, r.err = nil, comm.Status{}, nil
+	r.mu.Unlock()
+}
+
+var _ comm.PersistentComm = (*rankComm)(nil)
+
+// SendInit implements comm.PersistentComm: each round is an Isend into
+// one request, reused.
+func (c *rankComm) SendInit(buf comm.Buf, dest, tag int) (comm.PersistentOp, error) {
+	if err := c.checkSend("SendInit", buf, dest, tag); err != nil {
+		return nil, err
+	}
+	return &persistentOp{c: c, buf: buf, peer: dest, tag: tag}, nil
+}
+
+// RecvInit implements comm.PersistentComm: each round is an Irecv into
+// one request, reused.
+func (c *rankComm) RecvInit(buf comm.Buf, source, tag int) (comm.PersistentOp, error) {
+	if err := c.checkRecv("RecvInit", buf.Type, source, tag); err != nil {
+		return nil, err
+	}
+	return &persistentOp{c: c, buf: buf, peer: source, tag: tag, recv: true}, nil
+}
+
+// persistentOp is a persistent send or receive: one request serves every
+// round (comm's Persistent starts a round only once the last one has
+// completed, and exposes the last round's request alone), so a round
+// allocates nothing.
+type persistentOp struct {
+	c    *rankComm
+	buf  comm.Buf
+	peer int
+	tag  int
+	recv bool
+	r    request
+}
+
+// Start implements comm.PersistentOp.
+func (p *persistentOp) Start() (comm.Request, error) {
+	if err := p.c.usable(); err != nil {
+		return nil, fmt.Errorf("local: Start on rank %d: %w", p.c.rank, err)
+	}
+	if p.recv {
+		p.r.resetRecv()
+		p.c.irecv(&p.r, p.buf, p.peer, p.tag)
+	} else {
+		p.c.isend(&p.r, p.buf, p.peer, p.tag)
+	}
+	return &p.r, nil
+}
+
+// Free implements comm.PersistentOp: nothing is held between rounds.
+func (p *persistentOp) Free() error { return nil }
 
 // findUnexp returns the oldest unmatched message matching source and tag,
 // or nil. b.mu is held.

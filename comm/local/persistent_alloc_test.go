@@ -1,0 +1,71 @@
+//go:build !race
+
+package local_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+)
+
+// Not under the race detector: its sync.Pool drops recycled messages
+// and posts at random, so allocation counts mean nothing there (the
+// MPI-tagged run of scripts/test.sh runs this without -race).
+
+// A round of a persistent send and receive reuses one request each and
+// allocates nothing; a one-shot Irecv and Isend allocate their requests
+// only (an Irecv that completes while its rank polls makes no channel).
+// Both run on one rank sending to itself, on the test's goroutine.
+func TestPersistentRoundsAllocateNothing(t *testing.T) {
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	c := comms[0]
+	ctx := context.Background()
+	out, in := []float64{1}, []float64{0}
+	recv, err := comm.RecvInit(c, in, 0, 3)
+	require.NoError(t, err)
+	send, err := comm.SendInit(c, out, 0, 3)
+	require.NoError(t, err)
+	// The rounds record what they saw; the checks, which allocate, come
+	// after.
+	var errs []error
+	var bad int
+	round := func() {
+		out[0]++
+		errs = append(errs[:0], comm.StartAll(recv, send))
+		_, err := send.Wait(ctx)
+		errs = append(errs, err)
+		st, err := recv.Wait(ctx)
+		errs = append(errs, err)
+		if st != (comm.Status{Source: 0, Tag: 3, Count: 1}) || out[0] != in[0] {
+			bad++
+		}
+	}
+	round() // warms the message and post pools
+	errs = make([]error, 0, 4)
+	assert.Zero(t, testing.AllocsPerRun(200, round), "allocations per persistent round")
+	require.NoError(t, errors.Join(errs...))
+	assert.Zero(t, bad, "rounds with a wrong status or value")
+
+	oneShot := func() {
+		r, err := c.Irecv(comm.BufOf(in), 0, 4)
+		errs = append(errs[:0], err)
+		s, err := c.Isend(comm.BufOf(out), 0, 4)
+		errs = append(errs, err)
+		_, err = s.Wait(ctx)
+		errs = append(errs, err)
+		_, err = r.Wait(ctx)
+		errs = append(errs, err)
+	}
+	oneShot()
+	assert.LessOrEqual(t, testing.AllocsPerRun(200, oneShot), 2.0, "allocations per Irecv+Isend: the two requests")
+	require.NoError(t, errors.Join(errs...))
+	require.NoError(t, recv.Free())
+	require.NoError(t, send.Free())
+}
