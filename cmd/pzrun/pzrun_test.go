@@ -566,3 +566,37 @@ func TestLaunchProgramPassesStop(t *testing.T) {
 	defer out.mu.Unlock()
 	assert.Contains(t, out.b.String(), "stopped")
 }
+
+// -cpuprofile writes a CPU profile that go tool pprof reads (a gzipped
+// protocol buffer); under an MPI launcher each rank's process writes
+// FILE.RANK; a file that cannot be made fails the run before the app.
+func TestCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu.prof")
+	code, out, errs := pzrun(t, "-cpuprofile", path, "-n", "2", "cholesky", "-n", "256", "-b", "64")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "cholesky n=256")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzipped profile")
+
+	mpiEnv := func(k string) string {
+		return map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3"}[k]
+	}
+	stop, err := startCPUProfile(path, mpiEnv)
+	require.NoError(t, err)
+	require.NoError(t, stop())
+	assert.FileExists(t, path+".3", "rank 3's profile")
+
+	code, out, errs = pzrun(t, "-cpuprofile", filepath.Join(dir, "missing", "cpu.prof"), "hello")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "-cpuprofile")
+	assert.Empty(t, out, "the app does not run")
+
+	for _, what := range [][]string{{"./prog"}, {"stm", "bench"}} {
+		code, _, errs = pzrun(t, append([]string{"-cpuprofile", path}, what...)...)
+		assert.Equal(t, 2, code, what)
+		assert.Contains(t, errs, "-cpuprofile profiles pzrun's apps", what)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func findApp(name string) (app, bool) {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: pzrun [-n N] [-comm-timeout D] APP [flags]")
+	fmt.Fprintln(w, "usage: pzrun [-n N] [-comm-timeout D] [-cpuprofile FILE] APP [flags]")
 	fmt.Fprintln(w, "       mpirun -n N pzrun APP [flags]   (binary built with -tags mpi)")
 	fmt.Fprintln(w, "       pzrun [-n N] ./PROGRAM [args]   (your pz program: N in-process ranks; under mpirun, one rank per process)")
 	fmt.Fprintln(w)
@@ -102,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	global.SetOutput(io.Discard)
 	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
 	commTimeout := global.Duration("comm-timeout", 0, "under MPI, end the job when one MPI operation waits this long, naming it (PZ_COMM_TIMEOUT)")
+	cpuProfile := global.String("cpuprofile", "", "write a Go CPU profile of the app's run to `FILE` (under an MPI launcher, FILE.RANK from each rank's process); read it with go tool pprof")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
@@ -130,6 +132,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	name := rest[0]
 	rest = rest[1:]
+	if *cpuProfile != "" && (isProgram(name) || name == "stm") {
+		fmt.Fprintf(stderr, "pzrun: -cpuprofile profiles pzrun's apps (pzrun help), not %s: a program of yours profiles itself (runtime/pprof)\n", name)
+		return exitUsage
+	}
 	if isProgram(name) {
 		return runProgram(ctx, *n, name, rest, os.Stdin, stdout, stderr, getenv)
 	}
@@ -177,7 +183,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "pzrun %s: unexpected arguments %q\n", a.name, fs.Args())
 		return exitUsage
 	}
-	if err := launchApp(ctx, *n, a, body, e); err != nil {
+	stopProfile, err := startCPUProfile(*cpuProfile, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "pzrun: -cpuprofile: %v\n", err)
+		return exitFail
+	}
+	err = launchApp(ctx, *n, a, body, e)
+	if perr := stopProfile(); perr != nil {
+		fmt.Fprintf(stderr, "pzrun: -cpuprofile: %v\n", perr)
+		if err == nil {
+			return exitFail
+		}
+	}
+	if err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
 			return exitUsage
@@ -186,6 +204,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitFail
 	}
 	return exitOK
+}
+
+// startCPUProfile starts a CPU profile written to path (path.RANK under
+// an MPI launcher, each rank process writing its own); "" profiles
+// nothing. The returned function stops it and closes the file.
+func startCPUProfile(path string, getenv func(string) string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	if info := launch.Detect(getenv); info.Launched() && info.Rank >= 0 {
+		path = fmt.Sprintf("%s.%d", path, info.Rank)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // syncWriter serializes writes to w.
