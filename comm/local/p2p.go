@@ -639,10 +639,11 @@ func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status
 }
 
 // probe looks for a message matching source and tag; with take it removes
-// it from matching (and the caller owns it), without it returns a copy of
-// its header. If there is none, with wait it waits for one until ctx
-// is done or the group breaks; without it returns nil.
-func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take, wait bool) (*message, error) {
+// it from matching (and the caller owns it), without it copies its header
+// into hdr (the caller's) and returns hdr. If there is none, with wait it
+// waits for one until ctx is done or the group breaks; without it returns
+// nil.
+func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take, wait bool, hdr *message) (*message, error) {
 	if err := c.checkRecv(call, dt, source, tag); err != nil {
 		return nil, err
 	}
@@ -656,8 +657,9 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 			} else {
 				// Once the lock is released a receiver may take m and
 				// recycle it for another send: keep what the Status needs
-				// (data for its length only).
-				m = &message{src: m.src, tag: m.tag, dt: m.dt, data: m.data}
+				// (data for its length only), in the caller's memory.
+				*hdr = message{src: m.src, tag: m.tag, dt: m.dt, data: m.data}
+				m = hdr
 			}
 			box.mu.Unlock()
 			return m, nil
@@ -691,7 +693,8 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 
 // Iprobe implements comm.Comm.
 func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
-	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, false)
+	var hdr message
+	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, false, &hdr)
 	if m == nil || err != nil {
 		return false, comm.Status{}, err
 	}
@@ -701,7 +704,8 @@ func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status,
 
 // Probe implements comm.Comm.
 func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
-	m, err := c.probe(ctx, "Probe", dt, source, tag, false, true)
+	var hdr message
+	m, err := c.probe(ctx, "Probe", dt, source, tag, false, true, &hdr)
 	if err != nil {
 		return comm.Status{}, err
 	}
@@ -710,7 +714,7 @@ func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int)
 
 // Improbe implements comm.Comm.
 func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, true, false)
+	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, true, false, nil)
 	if m == nil || err != nil {
 		return nil, err
 	}
@@ -719,7 +723,7 @@ func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, err
 
 // Mprobe implements comm.Comm.
 func (c *rankComm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, true)
+	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, true, nil)
 	if err != nil {
 		return nil, err
 	}

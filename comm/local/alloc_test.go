@@ -14,6 +14,8 @@ import (
 	"github.com/pzgo/pz/comm/local"
 )
 
+// Allocation counts of comm/local's hot paths.
+//
 // Not under the race detector: its sync.Pool drops recycled messages
 // and posts at random, so allocation counts mean nothing there (the
 // MPI-tagged run of scripts/test.sh runs this without -race).
@@ -68,4 +70,37 @@ func TestPersistentRoundsAllocateNothing(t *testing.T) {
 	require.NoError(t, errors.Join(errs...))
 	require.NoError(t, recv.Free())
 	require.NoError(t, send.Free())
+}
+
+// Probe and Iprobe of a queued message copy its header into the caller's
+// memory: no allocation (the message may be received and recycled as
+// soon as the mailbox lock is released, so the header must be copied).
+func TestProbeAllocatesNothing(t *testing.T) {
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	c := comms[0]
+	ctx := context.Background()
+	s, err := c.Isend(comm.BufOf([]int64{1, 2, 3}), 0, 5)
+	require.NoError(t, err)
+	_, err = s.Wait(ctx)
+	require.NoError(t, err)
+	var ok bool
+	var st comm.Status
+	var errs []error
+	probe := func() {
+		ok, st, err = c.Iprobe(comm.Int64, 0, 5)
+		errs = append(errs[:0], err)
+		st, err = c.Probe(ctx, comm.Int64, comm.AnySource, comm.AnyTag)
+		errs = append(errs, err)
+	}
+	probe()
+	errs = make([]error, 0, 2)
+	assert.Zero(t, testing.AllocsPerRun(200, probe), "allocations per Iprobe and Probe")
+	require.NoError(t, errors.Join(errs...))
+	assert.True(t, ok)
+	assert.Equal(t, comm.Status{Source: 0, Tag: 5, Count: 3}, st)
+	in := make([]int64, 3)
+	_, err = comm.Recv(ctx, c, in, 0, 5)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 2, 3}, in, "the probed message is still there to receive")
 }
