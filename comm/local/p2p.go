@@ -256,7 +256,7 @@ func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, ta
 // a message that needs no wait), or withdraws it when ctx ends or the
 // group breaks first.
 func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest int) error {
-	if m == nil || yieldUntil(m.done) {
+	if m == nil || yieldUntil(func() bool { return isClosed(m.done) }) {
 		return nil
 	}
 	select {
@@ -394,19 +394,27 @@ func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into, dst []b
 	return st, err
 }
 
-// yieldUntil polls ch, yielding the processor between polls, for a short
-// while before the caller parks on it; it reports whether ch was closed.
-func yieldUntil(ch <-chan struct{}) bool {
+// yieldUntil polls done, yielding the processor between polls, for a
+// short while before the caller parks; it reports whether done held.
+func yieldUntil(done func() bool) bool {
 	for i := 0; ; i++ {
-		select {
-		case <-ch:
+		if done() {
 			return true
-		default:
 		}
 		if i == spinYields {
 			return false
 		}
 		runtime.Gosched()
+	}
+}
+
+// isClosed reports whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -446,24 +454,13 @@ func (r *request) completed() bool {
 	if r.done == nil {
 		return r.fin.Load()
 	}
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
+	return isClosed(r.done)
 }
 
 // Wait implements comm.Request.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
-	for i := 0; ; i++ {
-		if r.completed() {
-			return r.st, r.err
-		}
-		if i == spinYields {
-			break
-		}
-		runtime.Gosched()
+	if yieldUntil(r.completed) {
+		return r.st, r.err
 	}
 	select {
 	case <-r.Done():
@@ -638,12 +635,12 @@ func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status
 	return st, nil
 }
 
-// probe looks for a message matching source and tag; with take it removes
-// it from matching (and the caller owns it), without it copies its header
-// into hdr (the caller's) and returns hdr. If there is none, with wait it
-// waits for one until ctx is done or the group breaks; without it returns
-// nil.
-func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, take, wait bool, hdr *message) (*message, error) {
+// probe looks for a message matching source and tag. With hdr nil it
+// removes it from matching (and the caller owns it); otherwise it copies
+// its header into hdr (the caller's) and returns hdr. If there is none,
+// with wait it waits for one until ctx is done or the group breaks;
+// without it returns nil.
+func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, source, tag int, wait bool, hdr *message) (*message, error) {
 	if err := c.checkRecv(call, dt, source, tag); err != nil {
 		return nil, err
 	}
@@ -652,7 +649,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 		box.mu.Lock()
 		m := box.findUnexp(source, tag)
 		if m != nil {
-			if take {
+			if hdr == nil {
 				box.removeMsg(m)
 			} else {
 				// Once the lock is released a receiver may take m and
@@ -694,7 +691,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 // Iprobe implements comm.Comm.
 func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
 	var hdr message
-	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, false, &hdr)
+	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, &hdr)
 	if m == nil || err != nil {
 		return false, comm.Status{}, err
 	}
@@ -705,7 +702,7 @@ func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status,
 // Probe implements comm.Comm.
 func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
 	var hdr message
-	m, err := c.probe(ctx, "Probe", dt, source, tag, false, true, &hdr)
+	m, err := c.probe(ctx, "Probe", dt, source, tag, true, &hdr)
 	if err != nil {
 		return comm.Status{}, err
 	}
@@ -714,7 +711,7 @@ func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int)
 
 // Improbe implements comm.Comm.
 func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, true, false, nil)
+	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, false, nil)
 	if m == nil || err != nil {
 		return nil, err
 	}
@@ -723,7 +720,7 @@ func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, err
 
 // Mprobe implements comm.Comm.
 func (c *rankComm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
-	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, true, nil)
+	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -66,9 +66,6 @@ type OpenMPConfig struct {
 // wrapping ErrNoOpenMP when the compiler is missing or cannot build OpenMP
 // code, and another error when a run fails (a lost task included).
 func RunOpenMP(ctx context.Context, cfg OpenMPConfig) (Peer, error) {
-	if cfg.CC == "" {
-		cfg.CC = "cc"
-	}
 	if len(cfg.Workers) == 0 {
 		cfg.Workers = []int{DefaultWorkers()}
 	}
