@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
-	"github.com/pzgo/pz/comm/local"
 )
 
 // Allocation counts of comm/local's hot paths.
@@ -25,9 +24,7 @@ import (
 // only (an Irecv that completes while its rank polls makes no channel).
 // Both run on one rank sending to itself, on the test's goroutine.
 func TestPersistentRoundsAllocateNothing(t *testing.T) {
-	comms, err := local.New(1)
-	require.NoError(t, err)
-	c := comms[0]
+	c := oneRank(t)
 	ctx := context.Background()
 	out, in := []float64{1}, []float64{0}
 	recv, err := comm.RecvInit(c, in, 0, 3)
@@ -76,9 +73,7 @@ func TestPersistentRoundsAllocateNothing(t *testing.T) {
 // memory: no allocation (the message may be received and recycled as
 // soon as the mailbox lock is released, so the header must be copied).
 func TestProbeAllocatesNothing(t *testing.T) {
-	comms, err := local.New(1)
-	require.NoError(t, err)
-	c := comms[0]
+	c := oneRank(t)
 	ctx := context.Background()
 	s, err := c.Isend(comm.BufOf([]int64{1, 2, 3}), 0, 5)
 	require.NoError(t, err)

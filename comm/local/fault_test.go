@@ -254,9 +254,7 @@ func TestWaitContext(t *testing.T) {
 func TestFreeAndArgs(t *testing.T) {
 	_, err := local.New(0)
 	assert.ErrorIs(t, err, comm.ErrInvalidArg)
-	comms, err := local.New(1)
-	require.NoError(t, err)
-	c := comms[0]
+	c := oneRank(t)
 	ctx := context.Background()
 	assert.ErrorIs(t, comm.Send(ctx, c, []int8{1}, 1, 0), comm.ErrInvalidArg, "dest out of range")
 	assert.ErrorIs(t, comm.Send(ctx, c, []int8{1}, 0, -3), comm.ErrInvalidArg, "negative tag")

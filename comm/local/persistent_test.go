@@ -16,9 +16,7 @@ import (
 // message arrives, then the send, then the next round's Done is open again
 // until its send.
 func TestPersistentDoneEachRound(t *testing.T) {
-	comms, err := local.New(1)
-	require.NoError(t, err)
-	c := comms[0]
+	c := oneRank(t)
 	in, out := []int32{0}, []int32{7}
 	recv, err := comm.RecvInit(c, in, 0, 0)
 	require.NoError(t, err)
@@ -42,4 +40,13 @@ func TestPersistentDoneEachRound(t *testing.T) {
 		_, err = s.Wait(context.Background())
 		require.NoError(t, err)
 	}
+}
+
+// oneRank returns the communicator of a 1-rank group, which the tests
+// that send to themselves on the test's goroutine use.
+func oneRank(t *testing.T) comm.Comm {
+	t.Helper()
+	comms, err := local.New(1)
+	require.NoError(t, err)
+	return comms[0]
 }
