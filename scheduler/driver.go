@@ -90,6 +90,10 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 type Driver struct {
 	w     *worker
 	state atomic.Int32 // driverNew, driverInit, driverDone
+	// limit is the count of tasks in flight above which Submit runs
+	// tasks (SetSubmitLimit); 0 never.
+	limit   int64
+	running bool // Submit runs ready tasks (see full)
 }
 
 const (
@@ -113,7 +117,7 @@ func (s *Scheduler) Driver(id int) (*Driver, error) {
 	if !w.taken.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("%w: the driver of worker %d was already taken", ErrDriver, id)
 	}
-	return &Driver{w: w}, nil
+	return &Driver{w: w, limit: int64(8 * len(s.workers))}, nil
 }
 
 // Worker returns the id of the driven worker.
@@ -179,4 +183,159 @@ func (d *Driver) Run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("scheduler: driving worker %d: %w", d.w.info.ID, ctx.Err()), err)
 	}
 	return err
+}
+
+// Submit submits a task of cl like Scheduler.Submit, and makes the
+// submitting goroutine one of the workers, as an OpenMP thread that
+// creates tasks is one of its team: while more tasks are in flight
+// than the submit limit (SetSubmitLimit; 8 per worker of the scheduler
+// by default), a task that is ready at once runs on the driven worker
+// before Submit returns, instead of being queued (libgomp's rule past
+// 64 queued tasks per thread), and when it is not ready Submit runs the
+// policy's next task for the worker, if any. Under the limit a task is
+// queued as by Scheduler.Submit. A goroutine that submits a large graph
+// thus works on it instead of letting the queues grow, and a program
+// needs no more goroutines than cores. A task with a priority, a team,
+// a Commute access or a detached completion is always queued (the
+// policy orders it), as is every task while the scheduler has
+// scheduling contexts or a monitor. Submit never waits for a task that
+// is not ready.
+//
+// Call it between Init and Deinit, from the goroutine that drives the
+// worker (ErrDriver otherwise), and wait with the Driver's WaitAll,
+// which runs the tasks queued for this worker: Scheduler.WaitAll
+// waits, but runs nothing on the driven worker.
+func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
+	if err := d.submitting("Submit"); err != nil {
+		return err
+	}
+	run := d.full()
+	err := d.w.s.submit(ctx, cl, args, run)
+	d.publish(run)
+	return err
+}
+
+// SubmitTask submits t like Scheduler.SubmitTask, from the driven
+// worker, running it at once when it is ready and more than the submit
+// limit of tasks are in flight (see Submit).
+func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
+	if err := d.submitting("SubmitTask"); err != nil {
+		return err
+	}
+	run := d.full()
+	err := d.w.s.submitTask(ctx, t, run)
+	d.publish(run)
+	return err
+}
+
+// SetSubmitLimit sets the count of tasks in flight (submitted to the
+// scheduler and not completed) above which Submit and SubmitTask run
+// tasks on the driven worker (see Submit); they keep doing so until the
+// count is down to half the limit. n ≤ 0 turns that off: they only
+// queue. The default, 8 per worker of the scheduler, keeps every other
+// worker supplied while the submitter works; a larger limit gives the
+// policy more ready tasks to choose from (priorities, dmda's
+// placement).
+func (d *Driver) SetSubmitLimit(n int) { d.limit = int64(max(n, 0)) }
+
+// submitting checks that the driver may submit now.
+func (d *Driver) submitting(op string) error {
+	if d.state.Load() != driverInit {
+		return fmt.Errorf("%w: %s from worker %d's driver outside Init..Deinit", ErrDriver, op, d.w.info.ID)
+	}
+	return nil
+}
+
+// full returns the driven worker when Submit should run a ready task
+// at once, nil otherwise: from when more tasks than the submit limit are
+// in flight until they are down to half of it. The hysteresis lets the
+// other workers drain the queues without a push contending with them at
+// every task.
+func (d *Driver) full() *worker {
+	if d.limit <= 0 {
+		return nil
+	}
+	n := d.w.s.inflight.n.Load()
+	if d.running {
+		d.running = n > d.limit/2
+	} else {
+		d.running = n > d.limit
+	}
+	if !d.running {
+		return nil
+	}
+	return d.w
+}
+
+// publish publishes the completions of tasks the driver ran (or
+// canceled) while submitting - the program may wait for them with
+// Scheduler.WaitAll, from another goroutine, without driving again -
+// after running one queued task for the worker when too many tasks
+// were in flight (full) and the one submitted did not run at once.
+func (d *Driver) publish(full *worker) {
+	w := d.w
+	if full != nil && w.doneBatch == 0 && !w.s.stopping.Load() {
+		w.drv.runOnce(w)
+	}
+	if w.doneBatch > 0 {
+		w.flushDone()
+	}
+}
+
+// WaitAll waits, like Scheduler.WaitAll, until every task submitted to
+// the scheduler has completed, running on the driven worker the tasks
+// the policy gives it meanwhile (and sleeping, like the scheduler's own
+// workers, while there are none), as an OpenMP thread does at a
+// taskwait. It returns what Scheduler.WaitAll returns: the errors of
+// the tasks that failed since the previous WaitAll. It waits for the
+// whole scheduler's tasks, whatever scheduling context ctx carries.
+func (d *Driver) WaitAll(ctx context.Context) error {
+	if err := d.submitting("WaitAll"); err != nil {
+		return err
+	}
+	w := d.w
+	s := w.s
+	s.flushReductions()
+	for !s.stopping.Load() {
+		w.flushDone()
+		zero := s.inflight.zero()
+		if zero == nil {
+			break
+		}
+		// Sleep until a task comes for this worker, the count reaches
+		// zero or ctx ends: one channel that the worker's sleep watches.
+		quit, stop := make(chan struct{}), make(chan struct{})
+		go func() {
+			select {
+			case <-zero:
+			case <-ctx.Done():
+			case <-stop:
+			}
+			close(quit)
+		}()
+		w.quit = quit
+		for !isClosed(quit) && !s.stopping.Load() {
+			if !w.drv.runOnce(w) {
+				w.idle()
+			}
+		}
+		w.quit = nil
+		close(stop)
+		s.inflight.unwait()
+		w.flushDone()
+		if ctx.Err() != nil {
+			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%d tasks not completed)", w.info.ID, ctxErr(ctx), max(s.inflight.n.Load(), 0)))
+		}
+	}
+	return s.WaitAll(ctx)
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

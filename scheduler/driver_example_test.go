@@ -45,3 +45,44 @@ func ExampleDriver() {
 	fmt.Println("sum:", sum, "tasks on the driven worker:", s.Stats()[0].Tasks)
 	// Output: sum: 55 tasks on the driven worker: 10
 }
+
+// The submitting goroutine as a worker: with the driven worker the only
+// one, Submit runs each task that is ready at once while more than the
+// submit limit (8 per worker) are in flight, and WaitAll runs the ones
+// queued before that.
+func ExampleDriver_Submit() {
+	ctx := context.Background()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1), scheduler.WithPerfModelDir(""))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	d, err := s.Driver(0)
+	if err != nil {
+		panic(err)
+	}
+	if err := d.Init(); err != nil {
+		panic(err)
+	}
+	defer d.Deinit()
+	var sum, ran int // written by tasks that all run on this goroutine
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		sum += c.Arg.(int)
+		ran++
+		return nil
+	}}
+	for i := 1; i <= 1000; i++ {
+		if err := d.Submit(ctx, add, scheduler.WithArg(i)); err != nil {
+			panic(err)
+		}
+	}
+	during := ran
+	fmt.Println("run during Submit:", during)
+	if err := d.WaitAll(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("sum:", sum, "run in WaitAll:", ran-during)
+	// Output:
+	// run during Submit: 991
+	// sum: 500500 run in WaitAll: 9
+}

@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -90,5 +92,145 @@ func TestDriverBadUse(t *testing.T) {
 	require.NoError(t, d.Init())
 	require.ErrorIs(t, d.Init(), scheduler.ErrDriver, "Init twice")
 	require.ErrorIs(t, d.Run(ctx), scheduler.ErrDriver, "Run after Init")
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitRunsAtOnce: past the submit limit, Driver.Submit runs
+// a ready task on the driven worker before it returns; with the limit
+// off it only queues. The launched worker is held by a gate meanwhile,
+// so nothing else could have run the tasks.
+func TestDriverSubmitRunsAtOnce(t *testing.T) {
+	for _, limit := range []int{1, 0} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1), scheduler.WithPolicy("lws"))
+			d, err := s.Driver(1)
+			require.NoError(t, err)
+			require.ErrorIs(t, d.Submit(ctx, &scheduler.Codelet{Name: "x", CPU: func(*scheduler.Call) error { return nil }}), scheduler.ErrDriver, "Submit before Init")
+			require.NoError(t, d.Init())
+			d.SetSubmitLimit(limit)
+			started, release := make(chan struct{}), make(chan struct{})
+			gate := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
+				close(started)
+				<-release
+				return nil
+			}}
+			require.NoError(t, s.Submit(ctx, gate))
+			<-started // on worker 0: the driven worker is not driven yet
+			var onDriver, onLaunched atomic.Int64
+			work := &scheduler.Codelet{Name: "work", CPU: func(c *scheduler.Call) error {
+				if c.Worker == 1 {
+					onDriver.Add(1)
+				} else {
+					onLaunched.Add(1)
+				}
+				return nil
+			}}
+			const n = 20
+			for i := range n {
+				before := onDriver.Load()
+				require.NoError(t, d.Submit(ctx, work))
+				if limit > 0 && i > 0 {
+					// In flight: the gate and the first task at least.
+					assert.Greater(t, onDriver.Load(), before, "task %d did not run at once", i)
+				}
+			}
+			if limit == 0 {
+				assert.Zero(t, onDriver.Load(), "a task ran during Submit with the limit off")
+			}
+			close(release)
+			// Scheduler.WaitAll, not the driver's: the completions of the
+			// tasks run during Submit are published, and the launched
+			// worker steals what was queued on the driven one.
+			require.NoError(t, s.WaitAll(ctx))
+			assert.Equal(t, int64(n), onDriver.Load()+onLaunched.Load())
+			require.NoError(t, d.Deinit())
+			require.ErrorIs(t, d.Submit(ctx, work), scheduler.ErrDriver, "Submit after Deinit")
+		})
+	}
+}
+
+// TestDriverSubmitQueuesPrioritized: a task with a priority is queued
+// even past the limit, so that the policy orders it; what Submit runs
+// then is the policy's next task for the worker.
+func TestDriverSubmitQueuesPrioritized(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1), scheduler.WithPolicy("prio"))
+	d, err := s.Driver(0)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	d.SetSubmitLimit(1)
+	var order []string
+	rec := &scheduler.Codelet{Name: "rec", CPU: func(c *scheduler.Call) error {
+		order = append(order, c.Arg.(string))
+		return nil
+	}}
+	require.NoError(t, d.Submit(ctx, rec, scheduler.WithArg("A"), scheduler.WithPriority(5)))
+	require.NoError(t, d.Submit(ctx, rec, scheduler.WithArg("B"), scheduler.WithPriority(5)))
+	assert.Empty(t, order, "at most the limit in flight: queued")
+	// Past the limit: C is queued behind A and B, and Submit runs the
+	// policy's next task, A.
+	require.NoError(t, d.Submit(ctx, rec, scheduler.WithArg("C"), scheduler.WithPriority(1)))
+	assert.Equal(t, []string{"A"}, order)
+	require.NoError(t, d.WaitAll(ctx))
+	assert.Equal(t, []string{"A", "B", "C"}, order)
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverWaitAllRuns: with the driven worker the only one, the
+// tasks queued on it run inside Driver.WaitAll (a chain through one
+// handle: none is ready at submission), which returns their errors.
+func TestDriverWaitAllRuns(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1))
+	d, err := s.Driver(0)
+	require.NoError(t, err)
+	require.ErrorIs(t, d.WaitAll(ctx), scheduler.ErrDriver, "WaitAll before Init")
+	require.NoError(t, d.Init())
+	count := []int64{0}
+	h, err := s.RegisterVector(count)
+	require.NoError(t, err)
+	incr := &scheduler.Codelet{Name: "incr", CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[int64](c, 0)[0]++
+		return nil
+	}}
+	boom := errors.New("boom")
+	fail := &scheduler.Codelet{Name: "fail", CPU: func(*scheduler.Call) error { return boom }}
+	const n = 100
+	for range n {
+		require.NoError(t, d.Submit(ctx, incr, scheduler.RW(h)))
+	}
+	require.NoError(t, d.Submit(ctx, fail))
+	err = d.WaitAll(ctx)
+	require.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), "fail")
+	assert.Equal(t, int64(n), count[0])
+	assert.Equal(t, int64(n+1), s.Stats()[0].Tasks)
+	require.NoError(t, d.WaitAll(ctx), "the failure is reported once")
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverWaitAllCanceled: Driver.WaitAll returns ctx's error when
+// ctx ends before the tasks complete.
+func TestDriverWaitAllCanceled(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1))
+	d, err := s.Driver(1)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
+		close(started)
+		<-release
+		return nil
+	}}))
+	<-started
+	wctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = d.WaitAll(wctx)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "1 tasks not completed")
+	close(release)
+	require.NoError(t, d.WaitAll(ctx))
 	require.NoError(t, d.Deinit())
 }

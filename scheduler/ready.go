@@ -21,7 +21,15 @@ func (c *Context) push(t *Task, w *worker, notify bool) {
 			m.m.TaskPushed(c, t)
 		}
 	}
-	c.wake(c.policy.Push(t, from), from)
+	hint := c.policy.Push(t, from)
+	if hint == NoWorker && w != nil && w.driven {
+		// "The pusher pops it next" does not hold for a worker the
+		// application drives: it may return to the program's own work
+		// before its next cycle, so another worker must be able to
+		// take the task.
+		hint = AnyWorker
+	}
+	c.wake(hint, from)
 }
 
 // wake wakes the worker the policy named, or a sleeping worker that pops

@@ -58,6 +58,12 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 // submits it (see SubmitTask). It does not wait for the task unless
 // Synchronous is among args.
 func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
+	return s.submit(ctx, cl, args, nil)
+}
+
+// submit is Submit; a task ready at once runs on worker run, when not
+// nil, if it may (see submitTask).
+func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *worker) error {
 	// The caller never sees this Task. Without a callback, a tag, a
 	// synchronous wait or a team, what keeps it once it completed is
 	// counted (the access lists of its handles, see hold): nobody else
@@ -74,7 +80,7 @@ func (s *Scheduler) Submit(ctx context.Context, cl *Codelet, args ...Arg) error 
 	}
 	t.Codelet = cl
 	t.apply(args)
-	err := s.SubmitTask(ctx, t)
+	err := s.submitTask(ctx, t, run)
 	if err != nil {
 		s.release(t)
 	}
@@ -126,6 +132,13 @@ func (s *Scheduler) releaseN(t *Task, n int32) {
 // Task.Err and WaitAll. Submission does not block (unless t is
 // synchronous, see Synchronous) and costs well under a microsecond.
 func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
+	return s.submitTask(ctx, t, nil)
+}
+
+// submitTask is SubmitTask; when run is not nil (a Driver's worker), a
+// task that is ready at once runs on it before submitTask returns, if
+// runsAtSubmit allows, instead of being queued.
+func (s *Scheduler) submitTask(ctx context.Context, t *Task, run *worker) error {
 	// A non-blocking receive on Done is cheaper than ctx.Err, which
 	// locks a cancelable context's mutex (shared by all submitters).
 	select {
@@ -167,7 +180,11 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 	sync := t.sync // t may complete (and a pooled t be reused) once ready
 	s.wire(t)
 	if t.pending.Add(-1) == 0 {
-		s.ready(t, nil)
+		if run != nil && run.runsAtSubmit(t) {
+			run.execute(t)
+		} else {
+			s.ready(t, nil)
+		}
 	}
 	if sync {
 		return t.Wait(ctx)
@@ -232,4 +249,16 @@ func (s *Scheduler) validate(t *Task) error {
 		}
 	}
 	return nil
+}
+
+// runsAtSubmit reports whether worker w, submitting t (ready at once),
+// may run it there and then instead of queueing it: a plain CPU task
+// (no team, commute, detached completion or priority to order it by,
+// not canceled) outside scheduling contexts and monitoring, with no
+// context change pending for w.
+func (w *worker) runsAtSubmit(t *Task) bool {
+	s := w.s
+	return t.Team <= 1 && !t.commute && t.Codelet.Detached == nil && t.Priority == 0 &&
+		t.Context == nil && t.readErr() == nil && t.CanRunOn(w.info.Kind) &&
+		!w.cx.moveReq.Load() && s.cx.n.Load() == 0 && s.cx.mon.Load() == nil && !s.stopping.Load()
 }

@@ -31,26 +31,42 @@ func (z *zeroWaiter) add(d int64) int64 {
 }
 
 func (z *zeroWaiter) wait(ctx context.Context) error {
-	for z.n.Load() != 0 {
-		// Announce the waiter before re-checking, so that an add that
-		// brings the count to zero sees it.
-		z.nw.Add(1)
-		z.mu.Lock()
-		if z.n.Load() == 0 {
-			z.mu.Unlock()
-			z.nw.Add(-1)
+	for {
+		ch := z.zero()
+		if ch == nil {
 			return nil
 		}
-		ch := make(chan struct{})
-		z.chs = append(z.chs, ch)
-		z.mu.Unlock()
 		select {
 		case <-ch:
-			z.nw.Add(-1)
+			z.unwait()
 		case <-ctx.Done():
-			z.nw.Add(-1)
+			z.unwait()
 			return ctxErr(ctx)
 		}
 	}
-	return nil
 }
+
+// zero returns a channel closed when the count reaches zero, or nil when
+// it is zero already. With a channel, the caller is counted as a waiter
+// until it calls unwait.
+func (z *zeroWaiter) zero() <-chan struct{} {
+	if z.n.Load() == 0 {
+		return nil
+	}
+	// Announce the waiter before re-checking, so that an add that
+	// brings the count to zero sees it.
+	z.nw.Add(1)
+	z.mu.Lock()
+	if z.n.Load() == 0 {
+		z.mu.Unlock()
+		z.nw.Add(-1)
+		return nil
+	}
+	ch := make(chan struct{})
+	z.chs = append(z.chs, ch)
+	z.mu.Unlock()
+	return ch
+}
+
+// unwait ends the wait of a caller of zero.
+func (z *zeroWaiter) unwait() { z.nw.Add(-1) }

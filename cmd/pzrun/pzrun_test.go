@@ -385,6 +385,36 @@ func TestBenchTasksOpenMP(t *testing.T) {
 	}
 }
 
+// -submitters-work makes each submitter one of the workers (a scheduler
+// Driver): its records say so, in JSON and in the table; every count of
+// -submitters is measured; bad counts are refused before anything runs.
+func TestBenchTasksSubmittersWork(t *testing.T) {
+	args := []string{"bench", "tasks", "-cases", "indep,chain", "-policies", "lws,dmda", "-submitters", "1", "-tasks", "2000", "-rounds", "1", "-starpu=false", "-openmp=false"}
+	code, out, errs := pzrun(t, append(args, "-submitters-work")...)
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, "2 policies x 2 cases x 1 submitter count:\n%s", out)
+	for _, l := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		assert.Equal(t, true, r["submitters_work"], l)
+		assert.EqualValues(t, 1, r["submitters"], l)
+		assert.Greater(t, r["value"].(float64), 0.0, l)
+	}
+	code, out, errs = pzrun(t, args...)
+	require.Equal(t, 0, code, errs)
+	assert.NotContains(t, out, "submitters_work", "absent without the flag")
+	code, out, errs = pzrun(t, append(args, "-submitters-work", "-format", "table")...)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "1 working")
+
+	for _, bad := range [][]string{{"-submitters", "0"}, {"-submitters", "one"}, {"-submitters", "1,"}, {"-submitters", "99", "-submitters-work"}} {
+		code, _, errs = pzrun(t, append([]string{"bench", "tasks", "-starpu=false", "-openmp=false"}, bad...)...)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, errs, "-submitters", bad)
+	}
+}
+
 func TestBenchComm(t *testing.T) {
 	code, out, errs := pzrun(t, "-n", "3", "bench", "comm", "-sizes", "8,1024", "-scale", "0.01", "-peer=")
 	require.Equal(t, 0, code, errs)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pzgo/pz/internal/apps/benchtasks"
@@ -263,9 +264,11 @@ func benchTasksApp() app {
 			runOMP := fs.Bool("openmp", true, "measure the OpenMP peer in the same invocation (built with -cc; skipped with a note when it cannot be)")
 			cc := fs.String("cc", "cc", "C `compiler` for the OpenMP peer (run as CC -O2 -fopenmp)")
 			paired := fs.Bool("openmp-paired", true, "run the OpenMP peer one round at a time beside each of pz's rounds (openmp_paired_ratio: the median of the pairs' ratios, steady when the machine's speed changes between runs); false: one run per case before pz's")
+			submitters := fs.String("submitters", "1,2", "comma-separated counts of goroutines submitting concurrently")
+			work := fs.Bool("submitters-work", false, "make each submitting goroutine one of the workers (a scheduler Driver: Driver.Submit runs ready tasks at once past 64 in flight per worker, Driver.WaitAll runs tasks), as OpenMP's creating thread is one of its team")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds}
+				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds, SubmittersWork: *work}
 				if *format != "json" && *format != "table" {
 					return fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
 				}
@@ -274,6 +277,16 @@ func benchTasksApp() app {
 						return err
 					}
 					opts.Policies = append(opts.Policies, p)
+				}
+				for _, f := range strings.Split(*submitters, ",") {
+					n, err := strconv.Atoi(strings.TrimSpace(f))
+					if err != nil || n < 1 {
+						return fmt.Errorf("%w: -submitters %q: a comma-separated list of counts ≥ 1", errUsage, *submitters)
+					}
+					if *work && n > benchtasks.DefaultWorkers() {
+						return fmt.Errorf("%w: -submitters %d with -submitters-work: each submitter is one of the %d workers", errUsage, n, benchtasks.DefaultWorkers())
+					}
+					opts.Submitters = append(opts.Submitters, n)
 				}
 				for _, c := range strings.Split(*cases, ",") {
 					switch benchtasks.Case(c) {

@@ -53,6 +53,9 @@ const (
 //	policy      scheduling policy
 //	workers     CPU workers of the scheduler
 //	submitters  goroutines submitting the tasks concurrently (1 or 2)
+//	submitters_work  true when the submitters are among the workers
+//	            (Options.SubmittersWork; absent otherwise): workers counts
+//	            them, as OpenMP's thread count counts the creating thread
 //	tasks       tasks per timed round
 //	value       our figure: median µs per task over the rounds (submission
 //	            of all tasks to completion of the last, divided by the count),
@@ -82,21 +85,23 @@ const (
 // with 2 submitters is compared with the same single-submitter peer
 // figures (same task count, same graph).
 type Record struct {
-	Bench       string   `json:"bench"`
-	Case        Case     `json:"case"`
-	GrainUS     int      `json:"grain_us,omitempty"`
-	Policy      string   `json:"policy"`
-	Workers     int      `json:"workers"`
-	Submitters  int      `json:"submitters"`
-	Tasks       int      `json:"tasks"`
-	Value       float64  `json:"value"`
-	Unit        string   `json:"unit"`
-	Peer        string   `json:"peer"`
-	PeerValue   *float64 `json:"peer_value,omitempty"`
-	Ratio       *float64 `json:"ratio,omitempty"`
-	OpenMP      string   `json:"openmp_peer,omitempty"`
-	OpenMPValue *float64 `json:"openmp_value,omitempty"`
-	OpenMPRatio *float64 `json:"openmp_ratio,omitempty"`
+	Bench      string `json:"bench"`
+	Case       Case   `json:"case"`
+	GrainUS    int    `json:"grain_us,omitempty"`
+	Policy     string `json:"policy"`
+	Workers    int    `json:"workers"`
+	Submitters int    `json:"submitters"`
+	// SubmittersWork is submitters_work.
+	SubmittersWork bool     `json:"submitters_work,omitempty"`
+	Tasks          int      `json:"tasks"`
+	Value          float64  `json:"value"`
+	Unit           string   `json:"unit"`
+	Peer           string   `json:"peer"`
+	PeerValue      *float64 `json:"peer_value,omitempty"`
+	Ratio          *float64 `json:"ratio,omitempty"`
+	OpenMP         string   `json:"openmp_peer,omitempty"`
+	OpenMPValue    *float64 `json:"openmp_value,omitempty"`
+	OpenMPRatio    *float64 `json:"openmp_ratio,omitempty"`
 	// OpenMPPaired is openmp_paired_ratio.
 	OpenMPPaired *float64 `json:"openmp_paired_ratio,omitempty"`
 }
@@ -141,6 +146,14 @@ type Options struct {
 	// round, then after, alternately; its figures replace OpenMP's and
 	// the records get openmp_paired_ratio (see Record).
 	PairedOpenMP PairedPeer
+	// SubmittersWork, when set, makes each submitting goroutine one of
+	// the workers (a scheduler.Driver that submits with Driver.Submit
+	// and waits with Driver.WaitAll, running tasks meanwhile), as an
+	// OpenMP thread that creates tasks is one of its team: the scheduler
+	// starts workers − submitters goroutines of its own, and a case with
+	// more submitters than workers is an error. Each submitter count then
+	// gets a scheduler of its own.
+	SubmittersWork bool
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options.
 	SchedulerOptions []scheduler.Option
@@ -187,6 +200,11 @@ func (o *Options) validate() error {
 	for _, s := range o.Submitters {
 		if s < 1 {
 			return fmt.Errorf("%w: %d submitters", ErrBadOptions, s)
+		}
+		for _, w := range o.Workers {
+			if o.SubmittersWork && s > w {
+				return fmt.Errorf("%w: %d submitters working among %d workers (each submitter is one of the workers)", ErrBadOptions, s, w)
+			}
 		}
 	}
 	for _, g := range o.Grains {
@@ -246,27 +264,41 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Record, error) {
 	}
 	for _, pol := range opts.Policies {
 		for _, w := range opts.Workers {
-			if err := runOne(ctx, &opts, pol, w, iterPerUS, seq, emit); err != nil {
-				return recs, err
+			if !opts.SubmittersWork {
+				if err := runOne(ctx, &opts, pol, w, opts.Submitters, iterPerUS, seq, emit); err != nil {
+					return recs, err
+				}
+				continue
+			}
+			for _, sub := range opts.Submitters {
+				if err := runOne(ctx, &opts, pol, w, []int{sub}, iterPerUS, seq, emit); err != nil {
+					return recs, err
+				}
 			}
 		}
 	}
 	return recs, nil
 }
 
-func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPerUS float64, seq map[[2]int]time.Duration, emit func(Record) error) (err error) {
-	sopts := append([]scheduler.Option{scheduler.WithPolicy(pol), scheduler.WithWorkers(workers)}, opts.SchedulerOptions...)
-	s, err := scheduler.New(ctx, sopts...)
+// runOne measures every case for the given submitter counts on one
+// scheduler of policy pol with workers workers (with SubmittersWork,
+// the submitters are its last workers: one submitter count per call).
+func runOne(ctx context.Context, opts *Options, pol string, workers int, submitters []int, iterPerUS float64, seq map[[2]int]time.Duration, emit func(Record) error) (err error) {
+	works := 0
+	if opts.SubmittersWork {
+		works = submitters[0]
+	}
+	b, err := newBench(ctx, pol, workers, works, opts.SchedulerOptions...)
 	if err != nil {
-		return fmt.Errorf("benchtasks: policy %s, %d workers: %w", pol, workers, err)
+		return err
 	}
 	defer func() {
-		if cerr := s.Close(); cerr != nil && err == nil {
+		if cerr := b.close(); cerr != nil && err == nil {
 			err = fmt.Errorf("benchtasks: closing the scheduler: %w", cerr)
 		}
 	}()
 	for _, c := range opts.Cases {
-		for _, sub := range opts.Submitters {
+		for _, sub := range submitters {
 			if c == CaseGrain {
 				for _, g := range opts.Grains {
 					iters := max(1, int(float64(g)*iterPerUS))
@@ -275,11 +307,11 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPer
 					if _, ok := seq[key]; !ok {
 						seq[key] = sequentialSpin(n, iters)
 					}
-					eff, err := grain(ctx, s, workers, sub, n, iters, seq[key])
+					eff, err := grain(ctx, b, workers, sub, n, iters, seq[key])
 					if err != nil {
 						return fmt.Errorf("benchtasks: grain %d µs, policy %s: %w", g, pol, err)
 					}
-					if err := emit(Record{Bench: BenchSize, Case: c, GrainUS: g, Policy: pol, Workers: workers, Submitters: sub,
+					if err := emit(Record{Bench: BenchSize, Case: c, GrainUS: g, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork,
 						Tasks: opts.GrainTasks * workers, Value: eff, Unit: "ratio", Peer: PeerName(c, pol, workers, g)}); err != nil {
 						return err
 					}
@@ -290,11 +322,11 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, iterPer
 			if OpenMPName(c, workers) != "" {
 				pair = opts.PairedOpenMP
 			}
-			m, err := overhead(ctx, s, c, sub, opts.Tasks, opts.Rounds, pair, workers)
+			m, err := overhead(ctx, b, c, sub, opts.Tasks, opts.Rounds, pair, workers)
 			if err != nil {
 				return fmt.Errorf("benchtasks: case %s, policy %s, %d submitters: %w", c, pol, sub, err)
 			}
-			r := Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub,
+			r := Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork,
 				Tasks: opts.Tasks, Value: m.pz, Unit: "us/task", Peer: PeerName(c, pol, workers, 0)}
 			if pair != nil {
 				v, ratio, paired := m.peer, m.pz/m.peer, m.ratio
@@ -317,7 +349,8 @@ type medians struct{ pz, peer, ratio float64 }
 // exactly once. With pair, a round of the peer on workers threads runs
 // beside each timed round: before it in even rounds, after it in odd
 // ones, so that neither side always follows the other.
-func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n, rounds int, pair PairedPeer, workers int) (medians, error) {
+func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, pair PairedPeer, workers int) (medians, error) {
+	s := b.s
 	nh := 0
 	switch c {
 	case CaseChain:
@@ -370,7 +403,7 @@ func overhead(ctx context.Context, s *scheduler.Scheduler, c Case, submitters, n
 				return medians{}, err
 			}
 		}
-		d, err := submitAll(ctx, s, cl, args, submitters, m)
+		d, err := b.submitAll(ctx, cl, args, submitters, m)
 		if err != nil {
 			return medians{}, err
 		}
@@ -417,21 +450,70 @@ func median(xs []float64) float64 {
 	return xs[len(xs)/2]
 }
 
+// A bench is the scheduler under measurement and, with
+// Options.SubmittersWork, the drivers of the workers its submitters are.
+type bench struct {
+	s       *scheduler.Scheduler
+	drivers []*scheduler.Driver
+}
+
+// newBench makes a scheduler of policy pol with workers workers, the
+// last works of them driven by submitters (Options.SubmittersWork).
+func newBench(ctx context.Context, pol string, workers, works int, extra ...scheduler.Option) (*bench, error) {
+	opts := []scheduler.Option{scheduler.WithPolicy(pol), scheduler.WithWorkers(workers)}
+	if works > 0 {
+		opts = append(opts, scheduler.WithDrivenWorkers(works))
+	}
+	s, err := scheduler.New(ctx, append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("benchtasks: policy %s, %d workers: %w", pol, workers, err)
+	}
+	b := &bench{s: s}
+	for id := workers - works; id < workers; id++ {
+		d, err := s.Driver(id)
+		if err == nil {
+			// The CPU driver binds nothing to the calling goroutine:
+			// each round's submitter goroutines may drive it.
+			err = d.Init()
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("benchtasks: policy %s: %w", pol, err), b.close())
+		}
+		b.drivers = append(b.drivers, d)
+	}
+	return b, nil
+}
+
+// close deinitializes the drivers and closes the scheduler.
+func (b *bench) close() error {
+	var errs []error
+	for _, d := range b.drivers {
+		errs = append(errs, d.Deinit())
+	}
+	return errors.Join(append(errs, b.s.Close())...)
+}
+
 // submitAll submits n tasks of cl from submitters goroutines (splitting n
 // evenly) and waits for all of them; it returns the time from the first
-// submission to the end of WaitAll.
-func submitAll(ctx context.Context, s *scheduler.Scheduler, cl *scheduler.Codelet, args []scheduler.Arg, submitters, n int) (time.Duration, error) {
+// submission to the end of WaitAll. With drivers, submitter k submits
+// and waits through driver k, running tasks as it goes.
+func (b *bench) submitAll(ctx context.Context, cl *scheduler.Codelet, args []scheduler.Arg, submitters, n int) (time.Duration, error) {
+	s := b.s
 	t0 := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for k := range submitters {
 		share := n/submitters + btoi(k < n%submitters)
+		submit, wait := s.Submit, func(context.Context) error { return nil }
+		if b.drivers != nil {
+			submit, wait = b.drivers[k].Submit, b.drivers[k].WaitAll
+		}
 		g.Go(func() error {
 			for range share {
-				if err := s.Submit(gctx, cl, args...); err != nil {
+				if err := submit(gctx, cl, args...); err != nil {
 					return err
 				}
 			}
-			return nil
+			return wait(gctx)
 		})
 	}
 	err := g.Wait()
@@ -466,13 +548,13 @@ func sequentialSpin(n, iters int) time.Duration {
 
 // grain returns the parallel efficiency of n independent spin tasks of
 // iters iterations: seq / (workers × wall).
-func grain(ctx context.Context, s *scheduler.Scheduler, workers, submitters, n, iters int, seq time.Duration) (float64, error) {
+func grain(ctx context.Context, b *bench, workers, submitters, n, iters int, seq time.Duration) (float64, error) {
 	var sink atomic.Uint64
 	cl := &scheduler.Codelet{Name: "spin", CPU: func(c *scheduler.Call) error {
 		sink.Add(Spin(iters, uint64(c.Worker)+1))
 		return nil
 	}}
-	wall, err := submitAll(ctx, s, cl, nil, submitters, n)
+	wall, err := b.submitAll(ctx, cl, nil, submitters, n)
 	if err != nil {
 		return 0, err
 	}

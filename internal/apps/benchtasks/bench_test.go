@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"testing"
 	"time"
@@ -100,12 +101,33 @@ func TestRunBadOptions(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []Options{
 		{Workers: []int{0}}, {Submitters: []int{-1}}, {Grains: []int{0}}, {Cases: []Case{"nope"}}, {Tasks: 1},
+		{Workers: []int{2}, Submitters: []int{3}, SubmittersWork: true},
 	} {
 		_, err := Run(ctx, o, &bytes.Buffer{})
 		assert.True(t, errors.Is(err, ErrBadOptions), "%+v: %v", o, err)
 	}
 	_, err := Run(ctx, Options{Policies: []string{"nope"}, Cases: []Case{CaseIndep}, Tasks: 10, Rounds: 1}, &bytes.Buffer{})
 	assert.True(t, errors.Is(err, scheduler.ErrUnknownPolicy), "%v", err)
+}
+
+// With SubmittersWork, each submitter is one of the workers: every
+// case and policy runs (the task counters inside Run fail it if a task
+// is lost or runs twice) and the records say so. With two submitters
+// and two workers the scheduler launches none: the run ends only
+// because the submitters run every task (Driver.Submit, Driver.WaitAll).
+func TestRunSubmittersWork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := Options{Workers: []int{2}, Submitters: []int{1, 2}, Tasks: 2000, Rounds: 2, Grains: []int{16}, GrainTasks: 50,
+		SubmittersWork: true, SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir("")}}
+	recs, err := Run(ctx, opts, io.Discard)
+	require.NoError(t, err)
+	pols := scheduler.Policies()
+	require.Len(t, recs, len(pols)*(3+1)*2, "per policy: 3 overhead cases and 1 grain, x 2 submitter counts")
+	for _, r := range recs {
+		assert.True(t, r.SubmittersWork, "%+v", r)
+		assert.Greater(t, r.Value, 0.0, "%+v", r)
+	}
 }
 
 // RunStarPU against the real StarPU when it is installed; otherwise
@@ -140,23 +162,26 @@ func TestRunStarPU(t *testing.T) {
 
 // BenchmarkTasks is the overhead part of `pzrun bench tasks` as a Go
 // benchmark: µs per task for each case, policy and submitter count
-// (2 workers; one timed round of b.N tasks, the counters checked).
+// (2 workers; one timed round of b.N tasks, the counters checked), with
+// the submitters apart from the workers or among them (SubmittersWork).
 //
 //	go test -run '^$' -bench Tasks -benchtime 100000x ./internal/apps/benchtasks/
 func BenchmarkTasks(b *testing.B) {
 	for _, c := range []Case{CaseIndep, CaseChain, CaseHandles4} {
 		for _, pol := range scheduler.Policies() {
 			for _, sub := range []int{1, 2} {
-				b.Run(fmt.Sprintf("%s/%s/submitters=%d", c, pol, sub), func(b *testing.B) {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					s, err := scheduler.New(ctx, scheduler.WithPolicy(pol), scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
-					require.NoError(b, err)
-					defer s.Close()
-					m, err := overhead(ctx, s, c, sub, max(2, b.N), 1, nil, 2)
-					require.NoError(b, err)
-					b.ReportMetric(m.pz, "us/task")
-				})
+				for _, works := range []bool{false, true} {
+					b.Run(fmt.Sprintf("%s/%s/submitters=%d/works=%v", c, pol, sub, works), func(b *testing.B) {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+						defer cancel()
+						bn, err := newBench(ctx, pol, 2, sub*btoi(works), scheduler.WithPerfModelDir(""))
+						require.NoError(b, err)
+						defer func() { require.NoError(b, bn.close()) }()
+						m, err := overhead(ctx, bn, c, sub, max(2, b.N), 1, nil, 2)
+						require.NoError(b, err)
+						b.ReportMetric(m.pz, "us/task")
+					})
+				}
 			}
 		}
 	}

@@ -12,7 +12,8 @@ import (
 // pz's rounds, the median of the rounds' ratios (PAIRED, see Record's
 // openmp_paired_ratio); "-" where a peer has no figure. Overhead rows are in
 // µs per task (lower is better), grain rows in parallel efficiency (higher
-// is better).
+// is better). SUBMITTERS reads "1 working" for submitters that are among
+// the workers (Options.SubmittersWork).
 func WriteTable(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tPOLICY\tWORKERS\tSUBMITTERS\tUNIT\tPZ\tSTARPU\tPZ/STARPU\tOPENMP\tPZ/OPENMP\tPAIRED")
@@ -25,7 +26,11 @@ func WriteTable(w io.Writer, recs []Record) error {
 		if unit == "ratio" {
 			unit = "efficiency"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, r.Submitters, unit, r.Value,
+		sub := fmt.Sprint(r.Submitters)
+		if r.SubmittersWork {
+			sub += " working"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, sub, unit, r.Value,
 			optional(r.PeerValue, "%.3f"), optional(r.Ratio, "%.2f"), optional(r.OpenMPValue, "%.3f"), optional(r.OpenMPRatio, "%.2f"), optional(r.OpenMPPaired, "%.2f"))
 	}
 	if err := tw.Flush(); err != nil {

@@ -1,0 +1,68 @@
+package scheduler
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDrivenPushWakes: a task a driven worker releases onto its own
+// queue, when the application does not drive it again, is taken by a
+// sleeping worker: the push wakes one (the scheduler's own workers skip
+// that wake-up, as they pop their queue next). Worker 0 is asleep when
+// the driven worker completes P and releases B and C: it runs one and
+// queues the other; WaitAll returns only if worker 0 was woken for it.
+func TestDrivenPushWakes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := New(ctx, WithWorkers(2), WithDrivenWorkers(1), WithPolicy("lws"), WithPerfModelDir(""), WithGetenv(func(string) string { return "" }))
+	require.NoError(t, err)
+	defer s.Close()
+	d, err := s.Driver(1)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	defer d.Deinit()
+
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(ctx, &Codelet{Name: "gate", CPU: func(*Call) error {
+		close(started)
+		<-release
+		return nil
+	}}))
+	<-started // worker 0 is busy: P waits in a queue for the driven worker
+	x := 0
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	p := &Codelet{Name: "P", CPU: func(c *Call) error {
+		if c.Worker != 1 {
+			t.Errorf("P ran on worker %d, not the driven one", c.Worker)
+			return nil
+		}
+		close(release)
+		for !s.workers[0].sleeping.Load() { // the gate done, worker 0 finds nothing
+			if ctx.Err() != nil {
+				t.Error("worker 0 never slept")
+				return nil
+			}
+			runtime.Gosched()
+		}
+		return nil
+	}}
+	noop := &Codelet{Name: "dep", CPU: func(*Call) error { return nil }}
+	require.NoError(t, s.Submit(ctx, p, W(h)))
+	require.NoError(t, s.Submit(ctx, noop, R(h)))
+	require.NoError(t, s.Submit(ctx, noop, R(h)))
+	for !d.RunOnce() { // takes P from its queue or worker 0's
+		require.NoError(t, ctx.Err(), "the driven worker found no task")
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := s.WaitAll(wctx); err != nil {
+		for d.RunOnce() { // drain, so that Close does not wait forever
+		}
+		t.Fatalf("the dependent queued on the driven worker never ran: %v", err)
+	}
+}
