@@ -141,3 +141,47 @@ func BenchmarkSubmitWire(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkDriverSubmit is the submitter as a worker: independent empty
+// tasks submitted through the Driver of one of 2 workers and waited for
+// with its WaitAll, with the submit limit off (every task queued) and at
+// its default (past it, tasks ready at once run in Submit). ns/op is
+// the time per task.
+//
+//	go test -run '^$' -bench DriverSubmit -benchtime 1000000x ./scheduler/
+func BenchmarkDriverSubmit(b *testing.B) {
+	for _, pol := range []string{"lws", "eager", "dmda"} {
+		for _, limit := range []string{"off", "default"} {
+			b.Run(pol+"/limit="+limit, func(b *testing.B) {
+				ctx := context.Background()
+				s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1),
+					scheduler.WithPolicy(pol), scheduler.WithPerfModelDir(""))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				d, err := s.Driver(1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Init(); err != nil {
+					b.Fatal(err)
+				}
+				defer d.Deinit()
+				if limit == "off" {
+					d.SetSubmitLimit(0)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if err := d.Submit(ctx, clEmpty); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := d.WaitAll(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
