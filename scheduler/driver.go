@@ -82,7 +82,9 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 // WithDrivenWorkers, take each driven worker's Driver, lock the calling
 // goroutine to its thread (runtime.LockOSThread) if the tasks need it,
 // and either call Run, which returns at Close, or call Init, RunOnce as
-// often as the program's own loop allows, and Deinit.
+// often as the program's own loop allows, and Deinit. A goroutine that
+// submits the tasks can be the driver itself: Submit runs tasks on the
+// worker once enough are in flight, and WaitAll runs them while waiting.
 //
 // The policy gives tasks to a driven worker like to any other, so a
 // driven worker must be driven until Close for every task to run. A
@@ -201,6 +203,11 @@ func (d *Driver) Run(ctx context.Context) error {
 // scheduling contexts or a monitor. Submit never waits for a task that
 // is not ready.
 //
+// A task's code may thus run on the submitting goroutine, inside
+// Submit: it must not wait for anything that goroutine holds (a lock
+// taken around the Submit call). A Synchronous task is waited for while
+// the worker runs tasks, as it may be queued for this very worker.
+//
 // Call it between Init and Deinit, from the goroutine that drives the
 // worker (ErrDriver otherwise), and wait with the Driver's WaitAll,
 // which runs the tasks queued for this worker: Scheduler.WaitAll
@@ -208,6 +215,9 @@ func (d *Driver) Run(ctx context.Context) error {
 func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	if err := d.submitting("Submit"); err != nil {
 		return err
+	}
+	if !poolable(args) {
+		return d.SubmitTask(ctx, NewTask(cl, args...))
 	}
 	run := d.full()
 	err := d.w.s.submit(ctx, cl, args, run)
@@ -222,10 +232,52 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	if err := d.submitting("SubmitTask"); err != nil {
 		return err
 	}
+	// A synchronous task is waited for here, driving the worker: it may
+	// be queued for this very worker.
+	sync := t.sync
+	t.sync = false
 	run := d.full()
 	err := d.w.s.submitTask(ctx, t, run)
 	d.publish(run)
-	return err
+	if err != nil || !sync {
+		return err
+	}
+	if err := d.driveUntil(ctx, t.Done()); err != nil {
+		return fmt.Errorf("scheduler: waiting for task %q on worker %d's driver: %w", t.Codelet.name(), d.w.info.ID, err)
+	}
+	return t.Err()
+}
+
+// driveUntil runs the worker's cycles until ch is closed, sleeping like
+// the scheduler's own workers while there is no task for it. It returns
+// ctx's error if ctx ends first, and nil at once when the scheduler is
+// closing.
+func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
+	w := d.w
+	s := w.s
+	// One channel for the worker's sleep to watch: closed by ch or ctx.
+	quit, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-stop:
+		}
+		close(quit)
+	}()
+	w.quit = quit
+	for !isClosed(quit) && !s.stopping.Load() {
+		if !w.drv.runOnce(w) {
+			w.idle()
+		}
+	}
+	w.quit = nil
+	close(stop)
+	w.flushDone()
+	if !isClosed(ch) && ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	return nil
 }
 
 // SetSubmitLimit sets the count of tasks in flight (submitted to the
@@ -302,29 +354,10 @@ func (d *Driver) WaitAll(ctx context.Context) error {
 		if zero == nil {
 			break
 		}
-		// Sleep until a task comes for this worker, the count reaches
-		// zero or ctx ends: one channel that the worker's sleep watches.
-		quit, stop := make(chan struct{}), make(chan struct{})
-		go func() {
-			select {
-			case <-zero:
-			case <-ctx.Done():
-			case <-stop:
-			}
-			close(quit)
-		}()
-		w.quit = quit
-		for !isClosed(quit) && !s.stopping.Load() {
-			if !w.drv.runOnce(w) {
-				w.idle()
-			}
-		}
-		w.quit = nil
-		close(stop)
+		err := d.driveUntil(ctx, zero)
 		s.inflight.unwait()
-		w.flushDone()
-		if ctx.Err() != nil {
-			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%d tasks not completed)", w.info.ID, ctxErr(ctx), max(s.inflight.n.Load(), 0)))
+		if err != nil {
+			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%d tasks not completed)", w.info.ID, err, max(s.inflight.n.Load(), 0)))
 		}
 	}
 	return s.WaitAll(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -232,5 +233,67 @@ func TestDriverWaitAllCanceled(t *testing.T) {
 	assert.Contains(t, err.Error(), "1 tasks not completed")
 	close(release)
 	require.NoError(t, d.WaitAll(ctx))
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitSynchronous: a synchronous task submitted through the
+// driver of the only worker is queued for that worker; Submit runs it
+// while it waits (Scheduler.Submit from this goroutine would wait
+// forever), and returns its error.
+func TestDriverSubmitSynchronous(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1))
+	d, err := s.Driver(0)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	ran := 0
+	cl := &scheduler.Codelet{Name: "once", CPU: func(c *scheduler.Call) error {
+		ran++
+		if c.Arg != nil {
+			return c.Arg.(error)
+		}
+		return nil
+	}}
+	require.NoError(t, d.Submit(ctx, cl, scheduler.Synchronous()))
+	assert.Equal(t, 1, ran, "returned before the task ran")
+	boom := errors.New("boom")
+	err = d.Submit(ctx, cl, scheduler.Synchronous(), scheduler.WithArg(boom))
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, 2, ran)
+
+	require.ErrorIs(t, d.WaitAll(ctx), boom, "WaitAll reports the failure too")
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitSynchronousCanceled: the wait for a synchronous task
+// ends with ctx when the task cannot run (it waits for one the launched
+// worker is stuck in), and the task still runs once that one ends.
+func TestDriverSubmitSynchronousCanceled(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1))
+	d, err := s.Driver(1)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	x := 0
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "stuck", CPU: func(*scheduler.Call) error {
+		close(started)
+		<-release
+		return nil
+	}}, scheduler.W(h)))
+	<-started
+	var ran atomic.Bool
+	after := &scheduler.Codelet{Name: "after", CPU: func(*scheduler.Call) error { ran.Store(true); return nil }}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = d.Submit(wctx, after, scheduler.RW(h), scheduler.Synchronous())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), `"after"`)
+	assert.False(t, ran.Load())
+	close(release)
+	require.NoError(t, d.WaitAll(ctx))
+	assert.True(t, ran.Load(), "submitted, so it runs")
 	require.NoError(t, d.Deinit())
 }
