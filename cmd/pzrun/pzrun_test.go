@@ -57,11 +57,9 @@ func TestHelloEveryRankOneLine(t *testing.T) {
 func TestHelloJSON(t *testing.T) {
 	code, out, errs := pzrun(t, "-n", "3", "hello", "--json")
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 3)
-	for i, l := range lines {
-		var h map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &h), l)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 3)
+	for i, h := range recs {
 		assert.EqualValues(t, i, h["rank"])
 		assert.EqualValues(t, 3, h["size"])
 		for _, k := range []string{"host", "backend", "gomaxprocs"} {
@@ -73,11 +71,9 @@ func TestHelloJSON(t *testing.T) {
 func TestInfoJSON(t *testing.T) {
 	code, out, errs := pzrun(t, "-n", "2", "info", "--json")
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2)
-	for i, l := range lines {
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 2)
+	for i, rec := range recs {
 		assert.EqualValues(t, i, rec["rank"])
 		for _, k := range []string{"host", "cpu_logical_cores", "cpu_physical_cores", "cpu_allowed_cores",
 			"ram_total_bytes", "ram_available_bytes", "gpus", "gomaxprocs", "gomaxprocs_reason"} {
@@ -316,11 +312,9 @@ func TestBenchTasksWithPeerFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(peer, []byte("# StarPU\nstarpu_c_nodata_eager_total 2.0 us/task\n"), 0o644))
 	code, out, errs := pzrun(t, "bench", "tasks", "-cases", "indep", "-policies", "eager", "-tasks", "2000", "-rounds", "1", "-peer-file", peer)
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, "one line per submitter count (1, 2)")
-	for _, l := range lines {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 2, "one line per submitter count (1, 2)")
+	for _, r := range recs {
 		assert.Equal(t, "starpu_c_nodata_eager_total", r["peer"])
 		assert.InDelta(t, r["value"].(float64)/2.0, r["ratio"].(float64), 1e-9)
 	}
@@ -355,18 +349,16 @@ func TestBenchTasksOpenMP(t *testing.T) {
 	for _, paired := range []bool{true, false} {
 		code, out, errs = pzrun(t, append(args, fmt.Sprintf("-openmp-paired=%t", paired))...)
 		require.Equal(t, 0, code, errs)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		require.Len(t, lines, 6)
-		for _, l := range lines {
-			var r map[string]any
-			require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-			assert.Equal(t, fmt.Sprintf("omp_%s_%vthreads", r["case"], r["workers"]), r["openmp_peer"], l)
-			assert.Greater(t, r["openmp_value"].(float64), 0.0, l)
-			assert.InDelta(t, r["value"].(float64)/r["openmp_value"].(float64), r["openmp_ratio"].(float64), 1e-9, l)
+		recs := jsonLines(t, out)
+		require.Len(t, recs, 6)
+		for _, r := range recs {
+			assert.Equal(t, fmt.Sprintf("omp_%s_%vthreads", r["case"], r["workers"]), r["openmp_peer"], r)
+			assert.Greater(t, r["openmp_value"].(float64), 0.0, r)
+			assert.InDelta(t, r["value"].(float64)/r["openmp_value"].(float64), r["openmp_ratio"].(float64), 1e-9, r)
 			if paired {
-				assert.Greater(t, r["openmp_paired_ratio"].(float64), 0.0, l)
+				assert.Greater(t, r["openmp_paired_ratio"].(float64), 0.0, r)
 			} else {
-				assert.NotContains(t, r, "openmp_paired_ratio", l)
+				assert.NotContains(t, r, "openmp_paired_ratio", r)
 			}
 		}
 	}
@@ -392,14 +384,12 @@ func TestBenchTasksSubmittersWork(t *testing.T) {
 	args := []string{"bench", "tasks", "-cases", "indep,chain", "-policies", "lws,dmda", "-submitters", "1", "-tasks", "2000", "-rounds", "1", "-starpu=false", "-openmp=false"}
 	code, out, errs := pzrun(t, append(args, "-submitters-work")...)
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 4, "2 policies x 2 cases x 1 submitter count:\n%s", out)
-	for _, l := range lines {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-		assert.Equal(t, true, r["submitters_work"], l)
-		assert.EqualValues(t, 1, r["submitters"], l)
-		assert.Greater(t, r["value"].(float64), 0.0, l)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 4, "2 policies x 2 cases x 1 submitter count:\n%s", out)
+	for _, r := range recs {
+		assert.Equal(t, true, r["submitters_work"], r)
+		assert.EqualValues(t, 1, r["submitters"], r)
+		assert.Greater(t, r["value"].(float64), 0.0, r)
 	}
 	code, out, errs = pzrun(t, args...)
 	require.Equal(t, 0, code, errs)
@@ -418,11 +408,9 @@ func TestBenchTasksSubmittersWork(t *testing.T) {
 func TestBenchComm(t *testing.T) {
 	code, out, errs := pzrun(t, "-n", "3", "bench", "comm", "-sizes", "8,1024", "-scale", "0.01", "-peer=")
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 6, "3 collectives x 2 sizes")
-	for _, l := range lines {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 6, "3 collectives x 2 sizes")
+	for _, r := range recs {
 		assert.EqualValues(t, 3, r["ranks"])
 		assert.Equal(t, "local", r["backend"])
 		assert.Greater(t, r["median_us"].(float64), 0.0)
@@ -438,20 +426,17 @@ func TestBenchComm(t *testing.T) {
 func TestContextsApp(t *testing.T) {
 	code, out, errs := pzrun(t, "contexts", "-small", "256", "-large", "512", "-b", "64", "-workers", "2", "-check", "-json")
 	require.Equal(t, 0, code, errs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 4, "three modes and the summary:\n%s", out)
+	recs := jsonLines(t, out)
+	require.Len(t, recs, 4, "three modes and the summary:\n%s", out)
 	modes := map[string]bool{}
-	for _, l := range lines[:3] {
-		var r map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+	for _, r := range recs[:3] {
 		modes[r["mode"].(string)] = true
 		assert.Greater(t, r["makespan_s"].(float64), 0.0)
-		assert.Less(t, r["residual_small"].(float64), 1e-3, l)
-		assert.Less(t, r["residual_large"].(float64), 1e-3, l)
+		assert.Less(t, r["residual_small"].(float64), 1e-3, r)
+		assert.Less(t, r["residual_large"].(float64), 1e-3, r)
 	}
 	assert.Len(t, modes, 3, "global, static and hypervisor runs")
-	var sum map[string]any
-	require.NoError(t, json.Unmarshal([]byte(lines[3]), &sum))
+	sum := recs[3]
 	for _, k := range []string{"global_s", "static_s", "hypervisor_s", "gain_vs_static", "gain_vs_global"} {
 		assert.Contains(t, sum, k)
 	}
@@ -629,4 +614,17 @@ func TestCPUProfile(t *testing.T) {
 		assert.Equal(t, 2, code, what)
 		assert.Contains(t, errs, "-cpuprofile profiles pzrun's apps", what)
 	}
+}
+
+// jsonLines parses out, one JSON object per line (pzrun's --json
+// output), failing the test on a line that is not one.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		recs = append(recs, r)
+	}
+	return recs
 }
