@@ -90,10 +90,42 @@ func TestDriverBadUse(t *testing.T) {
 	_, err = s.Driver(1)
 	require.ErrorIs(t, err, scheduler.ErrDriver, "taken twice")
 	require.ErrorIs(t, d.Deinit(), scheduler.ErrDriver, "Deinit before Init")
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	require.ErrorIs(t, d.Submit(ctx, noop), scheduler.ErrDriver, "Submit before Init")
+	require.ErrorIs(t, d.SubmitTask(ctx, scheduler.NewTask(noop)), scheduler.ErrDriver, "SubmitTask before Init")
+	require.ErrorIs(t, d.WaitAll(ctx), scheduler.ErrDriver, "WaitAll before Init")
 	require.NoError(t, d.Init())
 	require.ErrorIs(t, d.Init(), scheduler.ErrDriver, "Init twice")
 	require.ErrorIs(t, d.Run(ctx), scheduler.ErrDriver, "Run after Init")
 	require.NoError(t, d.Deinit())
+	require.ErrorIs(t, d.Submit(ctx, noop), scheduler.ErrDriver, "Submit after Deinit")
+	require.ErrorIs(t, d.WaitAll(ctx), scheduler.ErrDriver, "WaitAll after Deinit")
+}
+
+// drivenSched returns a scheduler of the given number of workers whose
+// last one is left to the application, and that worker's Driver,
+// initialized.
+func drivenSched(t *testing.T, workers int, opts ...scheduler.Option) (*scheduler.Scheduler, *scheduler.Driver) {
+	t.Helper()
+	s := newSched(t, append([]scheduler.Option{scheduler.WithWorkers(workers), scheduler.WithDrivenWorkers(1)}, opts...)...)
+	d, err := s.Driver(workers - 1)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	return s, d
+}
+
+// holdWorker submits a task (with args) that blocks until release is
+// called, and returns once a worker runs it.
+func holdWorker(ctx context.Context, t *testing.T, s *scheduler.Scheduler, args ...scheduler.Arg) (release func()) {
+	t.Helper()
+	started, done := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "hold", CPU: func(*scheduler.Call) error {
+		close(started)
+		<-done
+		return nil
+	}}, args...))
+	<-started
+	return func() { close(done) }
 }
 
 // TestDriverSubmitRunsAtOnce: past the submit limit, Driver.Submit runs
@@ -104,20 +136,9 @@ func TestDriverSubmitRunsAtOnce(t *testing.T) {
 	for _, limit := range []int{1, 0} {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
 			ctx := testCtx(t)
-			s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1), scheduler.WithPolicy("lws"))
-			d, err := s.Driver(1)
-			require.NoError(t, err)
-			require.ErrorIs(t, d.Submit(ctx, &scheduler.Codelet{Name: "x", CPU: func(*scheduler.Call) error { return nil }}), scheduler.ErrDriver, "Submit before Init")
-			require.NoError(t, d.Init())
+			s, d := drivenSched(t, 2, scheduler.WithPolicy("lws"))
 			d.SetSubmitLimit(limit)
-			started, release := make(chan struct{}), make(chan struct{})
-			gate := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
-				close(started)
-				<-release
-				return nil
-			}}
-			require.NoError(t, s.Submit(ctx, gate))
-			<-started // on worker 0: the driven worker is not driven yet
+			release := holdWorker(ctx, t, s) // worker 0: the driven one is not driven yet
 			var onDriver, onLaunched atomic.Int64
 			work := &scheduler.Codelet{Name: "work", CPU: func(c *scheduler.Call) error {
 				if c.Worker == 1 {
@@ -139,7 +160,7 @@ func TestDriverSubmitRunsAtOnce(t *testing.T) {
 			if limit == 0 {
 				assert.Zero(t, onDriver.Load(), "a task ran during Submit with the limit off")
 			}
-			close(release)
+			release()
 			// Scheduler.WaitAll, not the driver's: the completions of the
 			// tasks run during Submit are published, and the launched
 			// worker steals what was queued on the driven one.
@@ -156,10 +177,7 @@ func TestDriverSubmitRunsAtOnce(t *testing.T) {
 // then is the policy's next task for the worker.
 func TestDriverSubmitQueuesPrioritized(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1), scheduler.WithPolicy("prio"))
-	d, err := s.Driver(0)
-	require.NoError(t, err)
-	require.NoError(t, d.Init())
+	_, d := drivenSched(t, 1, scheduler.WithPolicy("prio"))
 	d.SetSubmitLimit(1)
 	var order []string
 	rec := &scheduler.Codelet{Name: "rec", CPU: func(c *scheduler.Call) error {
@@ -183,11 +201,7 @@ func TestDriverSubmitQueuesPrioritized(t *testing.T) {
 // handle: none is ready at submission), which returns their errors.
 func TestDriverWaitAllRuns(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1))
-	d, err := s.Driver(0)
-	require.NoError(t, err)
-	require.ErrorIs(t, d.WaitAll(ctx), scheduler.ErrDriver, "WaitAll before Init")
-	require.NoError(t, d.Init())
+	s, d := drivenSched(t, 1)
 	count := []int64{0}
 	h, err := s.RegisterVector(count)
 	require.NoError(t, err)
@@ -215,23 +229,14 @@ func TestDriverWaitAllRuns(t *testing.T) {
 // ctx ends before the tasks complete.
 func TestDriverWaitAllCanceled(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1))
-	d, err := s.Driver(1)
-	require.NoError(t, err)
-	require.NoError(t, d.Init())
-	started, release := make(chan struct{}), make(chan struct{})
-	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error {
-		close(started)
-		<-release
-		return nil
-	}}))
-	<-started
+	s, d := drivenSched(t, 2)
+	release := holdWorker(ctx, t, s)
 	wctx, cancel := context.WithCancel(ctx)
 	cancel()
-	err = d.WaitAll(wctx)
+	err := d.WaitAll(wctx)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "1 tasks not completed")
-	close(release)
+	release()
 	require.NoError(t, d.WaitAll(ctx))
 	require.NoError(t, d.Deinit())
 }
@@ -242,10 +247,7 @@ func TestDriverWaitAllCanceled(t *testing.T) {
 // forever), and returns its error.
 func TestDriverSubmitSynchronous(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1))
-	d, err := s.Driver(0)
-	require.NoError(t, err)
-	require.NoError(t, d.Init())
+	_, d := drivenSched(t, 1)
 	ran := 0
 	cl := &scheduler.Codelet{Name: "once", CPU: func(c *scheduler.Call) error {
 		ran++
@@ -257,7 +259,7 @@ func TestDriverSubmitSynchronous(t *testing.T) {
 	require.NoError(t, d.Submit(ctx, cl, scheduler.Synchronous()))
 	assert.Equal(t, 1, ran, "returned before the task ran")
 	boom := errors.New("boom")
-	err = d.Submit(ctx, cl, scheduler.Synchronous(), scheduler.WithArg(boom))
+	err := d.Submit(ctx, cl, scheduler.Synchronous(), scheduler.WithArg(boom))
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, 2, ran)
 
@@ -270,20 +272,11 @@ func TestDriverSubmitSynchronous(t *testing.T) {
 // worker is stuck in), and the task still runs once that one ends.
 func TestDriverSubmitSynchronousCanceled(t *testing.T) {
 	ctx := testCtx(t)
-	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1))
-	d, err := s.Driver(1)
-	require.NoError(t, err)
-	require.NoError(t, d.Init())
+	s, d := drivenSched(t, 2)
 	x := 0
 	h, err := s.RegisterValue(&x)
 	require.NoError(t, err)
-	started, release := make(chan struct{}), make(chan struct{})
-	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "stuck", CPU: func(*scheduler.Call) error {
-		close(started)
-		<-release
-		return nil
-	}}, scheduler.W(h)))
-	<-started
+	release := holdWorker(ctx, t, s, scheduler.W(h))
 	var ran atomic.Bool
 	after := &scheduler.Codelet{Name: "after", CPU: func(*scheduler.Call) error { ran.Store(true); return nil }}
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -292,7 +285,7 @@ func TestDriverSubmitSynchronousCanceled(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), `"after"`)
 	assert.False(t, ran.Load())
-	close(release)
+	release()
 	require.NoError(t, d.WaitAll(ctx))
 	assert.True(t, ran.Load(), "submitted, so it runs")
 	require.NoError(t, d.Deinit())
