@@ -96,6 +96,8 @@ type Driver struct {
 	// tasks (SetSubmitLimit); 0 never.
 	limit   int64
 	running bool // Submit runs ready tasks (see full)
+	busy    bool // running tasks' code, whose calls to Submit must not run more here
+	task    Task // the scratch task of direct
 }
 
 const (
@@ -148,7 +150,9 @@ func (d *Driver) RunOnce() bool {
 		w.flushDone()
 		return false
 	}
+	d.busy = true
 	ran := w.drv.runOnce(w)
+	d.busy = false
 	// Publish the completions at once (the scheduler's own workers do it
 	// in batches, and when they go idle): the application may not call
 	// RunOnce again before it waits for them.
@@ -178,7 +182,9 @@ func (d *Driver) Run(ctx context.Context) error {
 		return err
 	}
 	d.w.quit = ctx.Done()
+	d.busy = true
 	d.w.loop()
+	d.busy = false
 	d.w.quit = nil
 	err := d.Deinit()
 	if ctx.Err() != nil && !d.w.s.stopping.Load() {
@@ -203,10 +209,15 @@ func (d *Driver) Run(ctx context.Context) error {
 // scheduling contexts or a monitor. Submit never waits for a task that
 // is not ready.
 //
-// A task's code may thus run on the submitting goroutine, inside
-// Submit: it must not wait for anything that goroutine holds (a lock
-// taken around the Submit call). A Synchronous task is waited for while
-// the worker runs tasks, as it may be queued for this very worker.
+// Such a task with no data, no dependencies and no tag, while nothing
+// records tasks (performance models, statistics, trace, scheduling
+// contexts, a monitor), runs as a plain call (see direct), about 25 ns
+// where a queued task costs hundreds. A task's code may thus run on the
+// submitting goroutine, inside Submit: it must not wait for anything
+// that goroutine holds (a lock taken around the Submit call). It may
+// call Submit itself: the new task is then queued, never run inside the
+// running one. A Synchronous task is waited for while the worker runs
+// tasks, as it may be queued for this very worker.
 //
 // Call it between Init and Deinit, from the goroutine that drives the
 // worker (ErrDriver otherwise), and wait with the Driver's WaitAll,
@@ -219,10 +230,73 @@ func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	if !poolable(args) {
 		return d.SubmitTask(ctx, NewTask(cl, args...))
 	}
+	if d.busy {
+		// From the code of a task this driver runs: queue it, as from
+		// any task's code (running it here would reuse the worker's
+		// call state under the running task).
+		return d.w.s.submit(ctx, cl, args, nil)
+	}
+	d.busy = true
 	run := d.full()
+	if run != nil && d.direct(ctx, cl, args) {
+		d.busy = false
+		return nil
+	}
 	err := d.w.s.submit(ctx, cl, args, run)
 	d.publish(run)
+	d.busy = false
 	return err
+}
+
+// direct runs a task of cl at once on the driven worker, as a plain
+// call, when nothing can tell it from a task queued and run: Submit's
+// task is never seen by the caller, and with no data, no dependencies,
+// no tag and nothing that records it (performance model, statistics,
+// trace, contexts, monitor), it completes before Submit returns with
+// none of the bookkeeping another goroutine could observe - the
+// in-flight count, the task's states and successors, the pool. Like
+// libgomp's task run at creation, it is then a call, with the task a
+// scratch one of the driver. It reports false, having done nothing, for
+// any other task.
+func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
+	w := d.w
+	s := w.s
+	if cl == nil || cl.CPU == nil || cl.Detached != nil || cl.Model != nil || s.cfg.stats ||
+		s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.closed.Load() || s.stopping.Load() || w.cx.moveReq.Load() {
+		return false
+	}
+	var arg any
+	for i := range args {
+		if args[i].kind != argValue {
+			return false
+		}
+		arg = args[i].v
+	}
+	select {
+	case <-ctx.Done():
+		return false // Scheduler.Submit's path reports it
+	default:
+	}
+	t := &d.task
+	t.Codelet, t.Arg, t.s = cl, arg, s
+	t.state.Store(stateSubmitted)
+	c := &w.call
+	c.Task, c.Worker, c.Rank, c.Size, c.Arg, c.bufs = t, w.info.ID, 0, 1, arg, c.bufs[:0]
+	err := callCPU(t, c)
+	c.Task, c.Arg = nil, nil
+	w.doneTasks++
+	w.nTasks.Store(w.doneTasks)
+	if err != nil {
+		t.state.Store(stateFailed)
+		s.recordTask(t, err)
+	} else {
+		t.state.Store(stateDone)
+		if cl.Flops != nil {
+			w.flops.Add(cl.Flops(t))
+		}
+	}
+	t.Codelet, t.Arg = nil, nil
+	return true
 }
 
 // SubmitTask submits t like Scheduler.SubmitTask, from the driven
@@ -232,13 +306,18 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	if err := d.submitting("SubmitTask"); err != nil {
 		return err
 	}
+	if d.busy {
+		return d.w.s.submitTask(ctx, t, nil) // see Submit
+	}
 	// A synchronous task is waited for here, driving the worker: it may
 	// be queued for this very worker.
 	sync := t.sync
 	t.sync = false
+	d.busy = true
 	run := d.full()
 	err := d.w.s.submitTask(ctx, t, run)
 	d.publish(run)
+	d.busy = false
 	if err != nil || !sync {
 		return err
 	}
@@ -266,11 +345,14 @@ func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 		close(quit)
 	}()
 	w.quit = quit
+	busy := d.busy
+	d.busy = true
 	for !isClosed(quit) && !s.stopping.Load() {
 		if !w.drv.runOnce(w) {
 			w.idle()
 		}
 	}
+	d.busy = busy
 	w.quit = nil
 	close(stop)
 	w.flushDone()

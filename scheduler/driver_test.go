@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,5 +289,83 @@ func TestDriverSubmitSynchronousCanceled(t *testing.T) {
 	release()
 	require.NoError(t, d.WaitAll(ctx))
 	assert.True(t, ran.Load(), "submitted, so it runs")
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitCall: what a task run at submission sees and leaves
+// is what a queued one would: its argument, no buffers (even after a
+// task with data ran on the same worker), its error or panic reported
+// by WaitAll, and its count in Stats.
+func TestDriverSubmitCall(t *testing.T) {
+	ctx := testCtx(t)
+	s, d := drivenSched(t, 1)
+	d.SetSubmitLimit(1)
+	x := []float64{0}
+	h, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	write := &scheduler.Codelet{Name: "write", CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[float64](c, 0)[0] = 1
+		return nil
+	}}
+	require.NoError(t, d.Submit(ctx, write, scheduler.W(h)))
+	require.NoError(t, d.WaitAll(ctx)) // runs it on the driven worker
+	var seen []string
+	look := &scheduler.Codelet{Name: "look", CPU: func(c *scheduler.Call) error {
+		seen = append(seen, fmt.Sprintf("%v/%d/%s", c.Arg, c.Len(), c.Task.Name()))
+		switch c.Arg {
+		case "fail":
+			return errors.New("failed on purpose")
+		case "panic":
+			panic("panicked on purpose")
+		}
+		return nil
+	}}
+	for _, a := range []string{"a", "b", "fail", "c", "panic", "d"} {
+		require.NoError(t, d.Submit(ctx, look, scheduler.WithArg(a)))
+	}
+	// The first two are queued (at most the limit in flight), the others
+	// run at once.
+	assert.Equal(t, []string{"fail/0/look", "c/0/look", "panic/0/look", "d/0/look"}, seen)
+	err = d.WaitAll(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "failed on purpose")
+	assert.Contains(t, err.Error(), "panicked on purpose")
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "look", te.Codelet)
+	assert.Equal(t, []string{"fail/0/look", "c/0/look", "panic/0/look", "d/0/look", "a/0/look", "b/0/look"}, seen)
+	assert.Equal(t, int64(7), s.Stats()[0].Tasks)
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitFromTask: a task that the driven worker runs may call
+// the driver's Submit from its code; the new task is queued, not run
+// inside it, and the running task's call is left intact.
+func TestDriverSubmitFromTask(t *testing.T) {
+	ctx := testCtx(t)
+	_, d := drivenSched(t, 1)
+	d.SetSubmitLimit(1)
+	var order []string
+	inner := &scheduler.Codelet{Name: "inner", CPU: func(c *scheduler.Call) error {
+		order = append(order, c.Arg.(string))
+		return nil
+	}}
+	outer := &scheduler.Codelet{Name: "outer", CPU: func(c *scheduler.Call) error {
+		arg := c.Arg.(string)
+		if err := d.Submit(ctx, inner, scheduler.WithArg(arg+".child")); err != nil {
+			return err
+		}
+		if c.Arg != arg || c.Task == nil || c.Task.Name() != "outer" {
+			return fmt.Errorf("the call changed under the task: arg %v, task %v", c.Arg, c.Task)
+		}
+		order = append(order, arg)
+		return nil
+	}}
+	for _, a := range []string{"A", "B", "C"} {
+		require.NoError(t, d.Submit(ctx, outer, scheduler.WithArg(a)))
+	}
+	require.NoError(t, d.WaitAll(ctx))
+	assert.ElementsMatch(t, []string{"A", "B", "C", "A.child", "B.child", "C.child"}, order)
+	assert.Less(t, slices.Index(order, "B"), slices.Index(order, "B.child"), "the child ran inside its parent: %v", order)
 	require.NoError(t, d.Deinit())
 }
