@@ -143,10 +143,10 @@ func (d *Driver) Init() error {
 // the policy gives this worker (or joins a forming team) and runs it,
 // with the dependents it releases when they would come back to it
 // anyway. It reports whether it ran anything; false also once the
-// scheduler is closed.
+// scheduler is closed, and from the code of a task the driver runs.
 func (d *Driver) RunOnce() bool {
 	w := d.w
-	if d.state.Load() != driverInit || w.s.stopping.Load() {
+	if d.state.Load() != driverInit || w.s.stopping.Load() || d.busy {
 		w.flushDone()
 		return false
 	}
@@ -426,6 +426,9 @@ func (d *Driver) publish(full *worker) {
 func (d *Driver) WaitAll(ctx context.Context) error {
 	if err := d.submitting("WaitAll"); err != nil {
 		return err
+	}
+	if d.busy {
+		return fmt.Errorf("%w: WaitAll from the code of a task worker %d runs (it would wait for that task)", ErrDriver, d.w.info.ID)
 	}
 	w := d.w
 	s := w.s

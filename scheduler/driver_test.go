@@ -340,7 +340,8 @@ func TestDriverSubmitCall(t *testing.T) {
 
 // TestDriverSubmitFromTask: a task that the driven worker runs may call
 // the driver's Submit from its code; the new task is queued, not run
-// inside it, and the running task's call is left intact.
+// inside it, and the running task's call is left intact. WaitAll (which
+// would wait for the calling task) and RunOnce refuse there.
 func TestDriverSubmitFromTask(t *testing.T) {
 	ctx := testCtx(t)
 	_, d := drivenSched(t, 1)
@@ -357,6 +358,12 @@ func TestDriverSubmitFromTask(t *testing.T) {
 		}
 		if c.Arg != arg || c.Task == nil || c.Task.Name() != "outer" {
 			return fmt.Errorf("the call changed under the task: arg %v, task %v", c.Arg, c.Task)
+		}
+		if err := d.WaitAll(ctx); !errors.Is(err, scheduler.ErrDriver) {
+			return fmt.Errorf("WaitAll from a task's code: %v, want ErrDriver", err)
+		}
+		if d.RunOnce() {
+			return errors.New("RunOnce ran a task inside a task")
 		}
 		order = append(order, arg)
 		return nil
