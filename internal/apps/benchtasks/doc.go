@@ -18,6 +18,13 @@
 //     efficiency = the same spins run back to back on one goroutine /
 //     (workers × wall time).
 //
+// By default the submitting goroutines are apart from the workers. With
+// Options.SubmittersWork each submitter is one of them instead (a
+// scheduler.Driver: Driver.Submit runs tasks past its limit of tasks in
+// flight, Driver.WaitAll runs tasks while waiting), the layout of an
+// OpenMP team whose creating thread is one of its threads; the records
+// then carry submitters_work.
+//
 // These are the cases of StarPU's tasks_overhead and tasks_size_overhead
 // and of the peer script's starpu_overhead.c; PeerName documents the
 // mapping of each case to the peer script's figure names. The counters
