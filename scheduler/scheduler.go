@@ -39,6 +39,11 @@ type Scheduler struct {
 	models  *modelStore
 
 	closed atomic.Bool
+	// publishIdle asks workers to publish their completions as soon as
+	// they run dry rather than before sleeping: set by a Driver whose
+	// tasks are long enough to share (Driver.sample), so that it sees
+	// at once that a worker wants tasks.
+	publishIdle atomic.Bool
 
 	// inflight is written by every submission and worker batch, and
 	// nsleep by workers going to sleep: each on a cache line of its own,

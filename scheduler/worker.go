@@ -60,8 +60,13 @@ func (w *worker) idle() {
 	// Completions are published before sleeping, not here: a worker that
 	// runs dry after every task (a submitter slower than its workers)
 	// would otherwise write the in-flight counter, which every submission
-	// writes too, once per task.
+	// writes too, once per task. Unless a Driver that runs tasks of its
+	// own asks (publishIdle): it gives this worker tasks only once it sees
+	// the count fall.
 	s := w.s
+	if s.publishIdle.Load() {
+		w.flushDone()
+	}
 	mb := s.cx.mon.Load()
 	if mb != nil {
 		w.idleCycle(mb)

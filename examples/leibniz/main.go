@@ -1,0 +1,94 @@
+// Command leibniz computes π from the Leibniz series with many small
+// tasks, submitted by each rank's main goroutine through a scheduler
+// Driver, so that the goroutine that submits is one of the rank's
+// workers: once enough tasks are in flight, Submit runs them itself
+// instead of queueing them (see docs/scheduler.md, "The submitter as a
+// worker"). Each worker keeps its own partial sum, indexed by the id the
+// task's call gives it; the ranks then add their sums with AllReduce and
+// every rank checks the result.
+//
+//	PZ_RANKS=4 go run ./examples/leibniz
+//	go build -tags mpi -o /tmp/leibniz ./examples/leibniz && mpirun -n 2 /tmp/leibniz
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+)
+
+const (
+	terms = 1 << 26 // of the series, over all ranks
+	chunk = 4096    // terms per task (a few µs)
+	pad   = 8       // float64s between two workers' sums (a cache line)
+)
+
+func main() {
+	if err := runtimeview.Run(context.Background(), 0, run); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
+	ds, err := rt.Scheduler(ctx, scheduler.WithDrivenWorkers(1)) // closed by rt.Close
+	if err != nil {
+		return err
+	}
+	s := ds.Local()
+	workers := len(s.Workers())
+	d, err := s.Driver(workers - 1) // the driven worker: this goroutine
+	if err != nil {
+		return err
+	}
+	if err := d.Init(); err != nil {
+		return err
+	}
+	sums := make([]float64, workers*pad)
+	var bySubmitter int
+	term := &scheduler.Codelet{Name: "terms", CPU: func(c *scheduler.Call) error {
+		first := c.Arg.(int)
+		x := 0.0
+		for i := first; i < first+chunk; i++ {
+			x += (1 - 2*float64(i&1)) / float64(2*i+1)
+		}
+		sums[c.Worker*pad] += x
+		if c.Worker == d.Worker() {
+			bySubmitter++ // only this goroutine runs the driven worker's tasks
+		}
+		return nil
+	}}
+	tasks := 0
+	for first := rt.Rank() * chunk; first < terms; first += rt.Size() * chunk {
+		if err := d.Submit(ctx, term, scheduler.WithArg(first)); err != nil {
+			return err
+		}
+		tasks++
+	}
+	if err := d.WaitAll(ctx); err != nil { // runs this worker's tasks while waiting
+		return err
+	}
+	if err := d.Deinit(); err != nil {
+		return err
+	}
+	mine := 0.0
+	for w := range workers {
+		mine += sums[w*pad]
+	}
+	total, err := runtimeview.AllReduce(ctx, rt, []float64{mine}, comm.Sum)
+	if err != nil {
+		return err
+	}
+	pi := 4 * total[0]
+	// Four times the series' error after n terms is about 1/n.
+	if e := math.Abs(pi - math.Pi); e > 2.0/terms {
+		return fmt.Errorf("rank %d: π ≈ %.12f, off by %.2g", rt.Rank(), pi, e)
+	}
+	rt.Logger().Info(fmt.Sprintf("π ≈ %.10f from %d terms over %d ranks (%s backend)", pi, terms, rt.Size(), rt.Backend()))
+	fmt.Printf("rank %d: %d tasks, %d workers, %d run by the submitting goroutine\n", rt.Rank(), tasks, workers, bySubmitter)
+	return nil
+}
