@@ -247,28 +247,38 @@ func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	}
 	d.busy = true
 	run := d.full()
-	var t0 time.Time
-	timed := run != nil && d.runs%sampleEvery == 0
-	if timed {
-		t0 = time.Now()
-	}
-	if run != nil {
-		d.runs++
-		if d.direct(ctx, cl, args) {
-			if timed {
-				d.sample(time.Since(t0))
-			}
-			d.busy = false
-			return nil
-		}
+	t0 := d.startRun(run)
+	if run != nil && d.direct(ctx, cl, args) {
+		d.endRun(t0)
+		d.busy = false
+		return nil
 	}
 	err := d.w.s.submit(ctx, cl, args, run)
-	if timed {
-		d.sample(time.Since(t0))
-	}
+	d.endRun(t0)
 	d.publish(run)
 	d.busy = false
 	return err
+}
+
+// startRun counts a submission that may run its task at once (run not
+// nil) and returns the time to sample it from, zero when it is not one
+// of the sampled (see sample).
+func (d *Driver) startRun(run *worker) time.Time {
+	if run == nil {
+		return time.Time{}
+	}
+	d.runs++
+	if d.runs%sampleEvery != 1 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// endRun samples the submission started at t0, if it is sampled.
+func (d *Driver) endRun(t0 time.Time) {
+	if !t0.IsZero() {
+		d.sample(time.Since(t0))
+	}
 }
 
 // sampleEvery is how often Submit times a task it runs at once: one in
@@ -365,7 +375,9 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	t.sync = false
 	d.busy = true
 	run := d.full()
+	t0 := d.startRun(run)
 	err := d.w.s.submitTask(ctx, t, run)
+	d.endRun(t0)
 	d.publish(run)
 	d.busy = false
 	if err != nil || !sync {
