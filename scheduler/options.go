@@ -33,6 +33,7 @@ type config struct {
 	logger     *zap.Logger    // context resizes (WithLogger)
 	sims       []SimDevice    // simulated devices (WithSimDevices)
 	devices    []accel.Device // the caller's devices (WithDevices)
+	cuda       cudaConfig     // GPUs the scheduler opens (WithCUDA)
 }
 
 // WithDrivenWorkers leaves the last n CPU workers to the application: the
@@ -120,6 +121,9 @@ func buildConfig(opts []Option) (config, error) {
 		}
 		c.sims[i] = d.withDefaults()
 	}
+	if err := c.cuda.resolve(env); err != nil {
+		return c, err
+	}
 	if c.workers < 0 {
 		if v := env("PZ_NCPU"); v != "" {
 			n, err := strconv.Atoi(v)
@@ -129,7 +133,7 @@ func buildConfig(opts []Option) (config, error) {
 			c.workers = n
 		} else {
 			// Each device's worker takes a core.
-			c.workers = max(1, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-len(c.sims)-len(c.devices))
+			c.workers = max(1, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-len(c.sims)-len(c.devices)-len(c.cuda.ordinals))
 		}
 	}
 	if c.workers < 1 {

@@ -18,16 +18,21 @@ const (
 	// SimWorker drives a simulated accelerator (WithSimDevices): it runs
 	// Codelet.CPU on the device's copies of the data.
 	SimWorker
+	// CUDAWorker drives a CUDA GPU (WithCUDA): it runs Codelet.CUDA on
+	// the GPU's copies of the data.
+	CUDAWorker
 	numKinds
 )
 
-// String returns "cpu" or "sim".
+// String returns "cpu", "sim" or "cuda".
 func (k WorkerKind) String() string {
 	switch k {
 	case CPUWorker:
 		return "cpu"
 	case SimWorker:
 		return "sim"
+	case CUDAWorker:
+		return "cuda"
 	}
 	return fmt.Sprintf("WorkerKind(%d)", uint8(k))
 }

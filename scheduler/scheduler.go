@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
 )
 
 // The engine, followed from SubmitTask to completion, is a pipeline
@@ -115,22 +116,33 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
-	if len(cfg.sims)+len(cfg.devices) > 0 {
+	if len(cfg.sims)+len(cfg.devices)+len(cfg.cuda.ordinals) > 0 {
 		devs, err := newSimDevices(cfg.sims)
 		if err != nil {
 			return nil, err
 		}
+		closeAll := func() {
+			for _, o := range devs {
+				o.close()
+			}
+		}
 		for _, d := range cfg.devices {
-			if _, ok := d.(accel.HostView); !ok {
-				for _, o := range devs {
-					o.close()
-				}
-				return nil, fmt.Errorf("%w: device %s: only devices the host can address (simulated ones) get workers so far", ErrBadOption, d.Name())
+			_, host := d.(accel.HostView)
+			_, gpu := d.(*cuda.Accel)
+			if !host && !gpu {
+				closeAll()
+				return nil, fmt.Errorf("%w: device %s (%T): only simulated devices and CUDA GPUs (*cuda.Accel) get workers", ErrBadOption, d.Name(), d)
 			}
 			dd := newDevice(d)
 			dd.borrowed = true
 			devs = append(devs, dd)
 		}
+		gpus, err := openGPUs(ctx, cfg.cuda)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		devs = append(devs, gpus...)
 		s.data = newDataLayer(s, devs)
 		if err := s.data.calibrateBus(cfg.modelDir, s.models.host); err != nil {
 			s.data.close()
@@ -140,15 +152,19 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		for _, sd := range cfg.sims {
 			workers = append(workers, sd.Workers)
 		}
-		for range cfg.devices {
+		for range len(cfg.devices) + len(gpus) {
 			workers = append(workers, 1)
 		}
 		for i, nw := range workers {
 			for range nw {
 				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
+				if a, ok := devs[i].dev.(*cuda.Accel); ok {
+					w.gpu = &cudaDriver{gpu: a}
+					w.info.Kind, w.drv = CUDAWorker, w.gpu
+				}
 				w.call.bufs = w.bufs[:0]
 				s.workers = append(s.workers, w)
-				s.kinds[SimWorker]++
+				s.kinds[w.info.Kind]++
 			}
 		}
 	}

@@ -202,8 +202,10 @@ func (s *Scheduler) validate(t *Task) error {
 		if t.Team > 1 {
 			return fmt.Errorf("%w: detached codelet %q cannot run with a team of %d", ErrBadTeam, cl.name(), t.Team)
 		}
-	} else if cl.CPU == nil || s.kinds[CPUWorker] == 0 {
-		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker])
+	} else if (cl.CPU == nil || s.kinds[CPUWorker] == 0) && (cl.CUDA == nil || s.kinds[CUDAWorker] == 0) {
+		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu, %d cuda); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker], s.kinds[CUDAWorker])
+	} else if cl.CPU == nil && t.Team > 1 {
+		return fmt.Errorf("%w: codelet %q has only a CUDA implementation and cannot run with a team of %d (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team)
 	}
 	if t.Team < 0 || t.Team > s.kinds[CPUWorker] {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
@@ -247,6 +249,9 @@ func (s *Scheduler) validate(t *Task) error {
 				return fmt.Errorf("%w: task %q accesses %v as both %v and %v", ErrInvalidMode, cl.name(), h, b.Mode, a.Mode)
 			}
 		}
+	}
+	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.gpuData() {
+		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle, Redux or Scratch); give it a CPU function", ErrNoImplementation, cl.name())
 	}
 	return nil
 }

@@ -33,8 +33,14 @@ const (
 type Codelet struct {
 	// Name identifies the codelet in errors, traces and statistics.
 	Name string
-	// CPU is the implementation for CPU workers, or nil.
+	// CPU is the implementation for CPU workers (and simulated devices),
+	// or nil.
 	CPU CPUFunc
+	// CUDA is the implementation for CUDA GPU workers (WithCUDA), or nil:
+	// it queues the task's work on the call's stream and returns (see
+	// CUDAFunc). A codelet with only a CUDA implementation runs on GPUs
+	// only.
+	CUDA CUDAFunc
 	// Model, when non-nil, is calibrated from every run of the codelet
 	// and used by the dmda policy to predict execution times.
 	Model *PerfModel
@@ -417,8 +423,25 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 		return t.Codelet.CPU != nil
 	case SimWorker:
 		return t.Codelet.CPU != nil && t.Team <= 1 && !t.cpuOnly && t.deviceData()
+	case CUDAWorker:
+		return t.Codelet.CUDA != nil && t.Team <= 1 && !t.cpuOnly && t.gpuData()
 	}
 	return false
+}
+
+// gpuData reports whether a GPU may run t: its data can live on a
+// device, and it has no Scratch access (scratch buffers are host
+// memory so far).
+func (t *Task) gpuData() bool {
+	if !t.deviceData() {
+		return false
+	}
+	for _, a := range t.Access {
+		if a.Mode == ModeScratch {
+			return false
+		}
+	}
+	return true
 }
 
 // deviceData reports whether all of t's data can live on a device:

@@ -32,6 +32,7 @@ type worker struct {
 
 	call Call
 	bufs [8]*buffer
+	gpu  *cudaDriver // the driver of a CUDA worker, else nil
 
 	// sleeping and wake sit on a cache line of their own: pushers read
 	// sleeping on every push, and the worker writes its other fields on
@@ -223,10 +224,10 @@ func (w *worker) run(t *Task, c *Call) error {
 	s := w.s
 	cl := t.Codelet
 	if !s.cfg.stats && cl.Model == nil {
-		return callCPU(t, c)
+		return w.call1(t, c)
 	}
 	start := time.Now()
-	err := callCPU(t, c)
+	err := w.call1(t, c)
 	end := time.Now()
 	d := end.Sub(start)
 	if err == nil && cl.Model != nil && c.Rank == 0 {
@@ -247,6 +248,14 @@ func (w *worker) run(t *Task, c *Call) error {
 		w.events = append(w.events, ev)
 	}
 	return err
+}
+
+// call1 calls the implementation of t for w's kind.
+func (w *worker) call1(t *Task, c *Call) error {
+	if w.gpu != nil {
+		return w.gpu.call(t, c)
+	}
+	return callCPU(t, c)
 }
 
 // callCPU calls t's CPU implementation and turns a returned error or a

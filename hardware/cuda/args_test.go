@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -56,4 +58,60 @@ func TestCString(t *testing.T) {
 	b := []byte("CUDA_ERROR_INVALID_VALUE\x00junk")
 	assert.Equal(t, "CUDA_ERROR_INVALID_VALUE", cString(&b[0]))
 	assert.Equal(t, "", cString(nil))
+}
+
+// TestMemcpy2DLayout checks memcpy2D against CUDA_MEMCPY2D's offsets in
+// cuda.h on a 64-bit host: the driver reads the struct by offset.
+func TestMemcpy2DLayout(t *testing.T) {
+	var p memcpy2D
+	offsets := []struct {
+		name string
+		got  uintptr
+		want uintptr
+	}{
+		{"srcMemoryType", unsafe.Offsetof(p.srcMemoryType), 16},
+		{"srcHost", unsafe.Offsetof(p.srcHost), 24},
+		{"srcDevice", unsafe.Offsetof(p.srcDevice), 32},
+		{"srcArray", unsafe.Offsetof(p.srcArray), 40},
+		{"srcPitch", unsafe.Offsetof(p.srcPitch), 48},
+		{"dstXInBytes", unsafe.Offsetof(p.dstXInBytes), 56},
+		{"dstY", unsafe.Offsetof(p.dstY), 64},
+		{"dstMemoryType", unsafe.Offsetof(p.dstMemoryType), 72},
+		{"dstHost", unsafe.Offsetof(p.dstHost), 80},
+		{"dstDevice", unsafe.Offsetof(p.dstDevice), 88},
+		{"dstArray", unsafe.Offsetof(p.dstArray), 96},
+		{"dstPitch", unsafe.Offsetof(p.dstPitch), 104},
+		{"WidthInBytes", unsafe.Offsetof(p.widthInBytes), 112},
+		{"Height", unsafe.Offsetof(p.height), 120},
+	}
+	for _, o := range offsets {
+		if o.got != o.want {
+			t.Errorf("%s at offset %d, cuda.h has it at %d", o.name, o.got, o.want)
+		}
+	}
+	if s := unsafe.Sizeof(p); s != 128 {
+		t.Errorf("memcpy2D is %d bytes, CUDA_MEMCPY2D 128", s)
+	}
+}
+
+// TestCopy2DChecks feeds the 2-D copy shapes the driver would reject or
+// that would read past the host slice.
+func TestCopy2DChecks(t *testing.T) {
+	for _, c := range []struct {
+		cp   Copy2D
+		want string
+	}{
+		{Copy2D{Host: make([]byte, 10), Pitch: 4, Rows: 2, Width: 8}, "pitch 4 (device 0) below the width 8"},
+		{Copy2D{Host: make([]byte, 10), Pitch: 8, Rows: 2, Width: 8}, "need 16 host bytes, have 10"},
+		{Copy2D{Host: make([]byte, 16), Pitch: 8, Rows: -1, Width: 8}, "of -1 rows"},
+		{Copy2D{Host: make([]byte, 16), Pitch: 8, DevicePitch: 4, Rows: 2, Width: 8}, "below the width"},
+	} {
+		err := c.cp.check("copy")
+		if err == nil || !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want ErrBadArgument saying %q", c.cp, err, c.want)
+		}
+	}
+	if err := (&Copy2D{Host: make([]byte, 12), Pitch: 8, Rows: 2, Width: 4}).check("copy"); err != nil {
+		t.Errorf("a tile of 2 rows of 4 bytes, pitch 8, in 12 bytes: %v", err)
+	}
 }

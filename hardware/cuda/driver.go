@@ -87,6 +87,18 @@ type api struct {
 	memcpyDtoHAsync func(dst unsafe.Pointer, src DevicePtr, n uintptr, stream uintptr) Result
 	// CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 	memsetD8 func(dst DevicePtr, value uint8, n uintptr) Result
+	// CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+	memsetD8Async func(dst DevicePtr, value uint8, n uintptr, stream uintptr) Result
+	// CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+	memcpyDtoDAsync func(dst, src DevicePtr, n uintptr, stream uintptr) Result
+	// CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+	memcpy2D func(p *memcpy2D) Result
+	// CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+	memcpy2DAsync func(p *memcpy2D, stream uintptr) Result
+	// CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+	memHostRegister func(p unsafe.Pointer, size uintptr, flags uint32) Result
+	// CUresult cuMemHostUnregister(void *p)
+	memHostUnregister func(p unsafe.Pointer) Result
 	// CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 	streamCreate func(stream *uintptr, flags uint32) Result
 	// CUresult cuStreamSynchronize(CUstream hStream)
@@ -95,6 +107,8 @@ type api struct {
 	streamQuery func(stream uintptr) Result
 	// CUresult cuStreamDestroy_v2(CUstream hStream)
 	streamDestroy func(stream uintptr) Result
+	// CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+	streamWaitEvent func(stream, event uintptr, flags uint32) Result
 	// CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	eventCreate func(event *uintptr, flags uint32) Result
 	// CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -163,10 +177,17 @@ func (a *api) symbols() []symbol {
 		{&a.memcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}, false},
 		{&a.memcpyDtoHAsync, []string{"cuMemcpyDtoHAsync_v2"}, false},
 		{&a.memsetD8, []string{"cuMemsetD8_v2"}, false},
+		{&a.memsetD8Async, []string{"cuMemsetD8Async"}, false},
+		{&a.memcpyDtoDAsync, []string{"cuMemcpyDtoDAsync_v2"}, false},
+		{&a.memcpy2D, []string{"cuMemcpy2D_v2"}, false},
+		{&a.memcpy2DAsync, []string{"cuMemcpy2DAsync_v2"}, false},
+		{&a.memHostRegister, []string{"cuMemHostRegister_v2"}, false},
+		{&a.memHostUnregister, []string{"cuMemHostUnregister"}, false},
 		{&a.streamCreate, []string{"cuStreamCreate"}, false},
 		{&a.streamSynchronize, []string{"cuStreamSynchronize"}, false},
 		{&a.streamQuery, []string{"cuStreamQuery"}, false},
 		{&a.streamDestroy, []string{"cuStreamDestroy_v2"}, false},
+		{&a.streamWaitEvent, []string{"cuStreamWaitEvent"}, false},
 		{&a.eventCreate, []string{"cuEventCreate"}, false},
 		{&a.eventRecord, []string{"cuEventRecord"}, false},
 		{&a.eventSynchronize, []string{"cuEventSynchronize"}, false},

@@ -1,0 +1,115 @@
+package cuda_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
+)
+
+// fakeDriver opens a fresh instance of the stand-in driver
+// (internal/fakecuda) with one GPU of memory bytes.
+func fakeDriver(t *testing.T, memory int64) *cuda.Driver {
+	t.Helper()
+	lib := fakecuda.Instance(t)
+	fakecuda.Setenv(t, 1, memory)
+	d, err := cuda.OpenLibrary(lib)
+	require.NoError(t, err)
+	return d
+}
+
+// TestAccel moves a tile of a wider host matrix to the GPU and back
+// through the copy engines, copies within the GPU, and fills the GPU.
+func TestAccel(t *testing.T) {
+	d := fakeDriver(t, 1<<20)
+	a, err := d.NewAccel(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, "cuda0", a.Name())
+	require.EqualValues(t, 1<<20, a.Capacity())
+	require.NotEmpty(t, a.Key())
+
+	wait := func(issue func(accel.Done)) error { return accel.Wait(issue) }
+	// A 3x4 tile of bytes at (1,2) of a 5x8 matrix.
+	const rows, width, pitch = 3, 4, 8
+	host := make([]byte, 5*pitch)
+	for i := range host {
+		host[i] = byte(i)
+	}
+	tile := host[1*pitch+2:]
+	m, err := a.Alloc(rows * width)
+	require.NoError(t, err)
+	require.NotZero(t, m.(*cuda.Buffer).Ptr())
+	require.NoError(t, wait(func(done accel.Done) { a.CopyIn(m, 0, tile, rows, width, pitch, done) }))
+	m2, err := a.Alloc(rows * width)
+	require.NoError(t, err)
+	require.NoError(t, wait(func(done accel.Done) { a.CopyWithin(m2, 0, m, 0, rows*width, done) }))
+	dense := make([]byte, rows*width)
+	require.NoError(t, wait(func(done accel.Done) { a.CopyOut(dense, 1, rows*width, rows*width, m2, 0, done) }))
+	require.Equal(t, []byte{10, 11, 12, 13, 18, 19, 20, 21, 26, 27, 28, 29}, dense)
+	// Back into the rows of another matrix: the gaps stay as they were.
+	back := make([]byte, 3*pitch)
+	for i := range back {
+		back[i] = 0xff
+	}
+	require.NoError(t, wait(func(done accel.Done) { a.CopyOut(back, rows, width, pitch, m, 0, done) }))
+	for r := range rows {
+		for c := range pitch {
+			want := byte(0xff)
+			if c < width {
+				want = byte((1+r)*pitch + 2 + c)
+			}
+			require.Equal(t, want, back[r*pitch+c], "row %d byte %d", r, c)
+		}
+	}
+	in, out, within := a.Copies()
+	require.Equal(t, [3]int64{1, 2, 1}, [3]int64{in, out, within})
+
+	// Bad ranges are reported through done, not by a panic.
+	err = wait(func(done accel.Done) { a.CopyIn(m, 8, tile, rows, width, pitch, done) })
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+
+	// Full: the error is accel's, so the scheduler evicts and retries.
+	_, err = a.Alloc(2 << 20)
+	require.ErrorIs(t, err, accel.ErrOutOfMemory)
+	require.ErrorIs(t, err, cuda.ErrOutOfMemory)
+
+	a.Free(m)
+	a.Free(m2)
+	empty, err := a.Alloc(0)
+	require.NoError(t, err)
+	a.Free(empty)
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close())
+	err = wait(func(done accel.Done) { a.CopyIn(m, 0, tile, 1, 1, 1, done) })
+	require.ErrorIs(t, err, accel.ErrClosed)
+}
+
+// TestAccelCopiesOverlap checks that the two engines run at once: a copy
+// out finishes while a long queue of copies in is still running.
+func TestAccelCopiesOverlap(t *testing.T) {
+	d := fakeDriver(t, 64<<20)
+	a, err := d.NewAccel(context.Background(), 0)
+	require.NoError(t, err)
+	defer a.Close()
+	src := make([]byte, 1<<20)
+	m, err := a.Alloc(len(src))
+	require.NoError(t, err)
+	const queued = 128
+	ins := make(chan time.Time, queued)
+	for range queued {
+		a.CopyIn(m, 0, src, 1, len(src), len(src), func(time.Time, error) { ins <- time.Now() })
+	}
+	outDone := make(chan time.Time, 1)
+	a.CopyOut(make([]byte, 8), 1, 8, 8, m, 0, func(time.Time, error) { outDone <- time.Now() })
+	out := <-outDone
+	var last time.Time
+	for range queued {
+		last = <-ins
+	}
+	require.True(t, out.Before(last), "the copy out waited for the %d copies in queued before it", queued)
+}

@@ -1,0 +1,1898 @@
+/*
+ * fakecuda.c: a stand-in for the CUDA driver library (libcuda.so.1), for
+ * tests on machines without a GPU. Never use it in production.
+ *
+ * It exports the driver entry points that pz's hardware/cuda binds, with
+ * the C prototypes and CUresult codes of cuda.h, and behaves like the
+ * real driver where Go code can get things wrong:
+ *
+ *   - the current context is per OS thread: a call that needs one fails
+ *     with CUDA_ERROR_INVALID_CONTEXT on a thread that has none;
+ *   - device pointers are host memory XOR'ed with DEV_TAG, a non-canonical
+ *     address, so dereferencing one on the host crashes; every call checks
+ *     that device ranges lie in live allocations of the current device;
+ *   - streams are queues run by a thread of their own, which sleeps
+ *     PZ_FAKECUDA_DELAY_US before each operation, so that a missing
+ *     synchronization gives wrong results;
+ *   - asynchronous copies from or to pageable host memory complete before
+ *     returning; with pinned memory they are queued;
+ *   - "kernels" are host functions named after PTX .entry points (see the
+ *     Modules section); a fault makes the stream's error sticky.
+ *
+ * Configuration, read by the first cuInit: PZ_FAKECUDA_DEVICES (default 1;
+ * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE), PZ_FAKECUDA_MEMORY
+ * (bytes per device, default 256 MiB), PZ_FAKECUDA_DELAY_US (default 20).
+ *
+ * Locking: one global mutex (g_mu) guards every table and every stream
+ * and event field; one condition variable (g_cv) is broadcast whenever a
+ * stream makes progress. Copies, memsets and kernels run without the
+ * mutex, and nobody sleeps while holding it. Entry points never call other
+ * entry points, only static helpers, so that two copies of the library
+ * loaded side by side cannot interpose on each other.
+ *
+ * Build: cc -std=gnu11 -O2 -fPIC -shared -pthread -o libcuda.so.1 fakecuda.c
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+_Static_assert(sizeof(void *) == 8, "the stand-in driver needs a 64-bit host");
+
+/* ---- Types and constants of cuda.h ---- */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct fctx *CUcontext;
+typedef struct fstream *CUstream;
+typedef struct fevent *CUevent;
+typedef struct fmodule *CUmodule;
+typedef struct ffunc *CUfunction;
+typedef struct { char bytes[16]; } CUuuid;
+
+enum {
+	CUDA_SUCCESS = 0,
+	CUDA_ERROR_INVALID_VALUE = 1,
+	CUDA_ERROR_OUT_OF_MEMORY = 2,
+	CUDA_ERROR_NOT_INITIALIZED = 3,
+	CUDA_ERROR_NO_DEVICE = 100,
+	CUDA_ERROR_INVALID_DEVICE = 101,
+	CUDA_ERROR_INVALID_IMAGE = 200,
+	CUDA_ERROR_INVALID_CONTEXT = 201,
+	CUDA_ERROR_INVALID_HANDLE = 400,
+	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_NOT_READY = 600,
+	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+	CUDA_ERROR_MISALIGNED_ADDRESS = 716,
+	CUDA_ERROR_LAUNCH_FAILED = 719,
+	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_UNKNOWN = 999,
+};
+
+enum { CU_STREAM_NON_BLOCKING = 0x1 };
+enum { CU_EVENT_DISABLE_TIMING = 0x2, CU_EVENT_INTERPROCESS = 0x4 };
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
+enum {
+	CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+	CU_JIT_ERROR_LOG_BUFFER = 5,
+	CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+typedef struct {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+
+_Static_assert(sizeof(CUDA_MEMCPY2D) == 128, "CUDA_MEMCPY2D is 128 bytes in cuda.h");
+
+/* ---- Configuration and global state ---- */
+
+#define MAX_DEVICES 64
+#define MAX_ARGS 8
+#define DEV_TAG 0x5a5a000000000000ULL /* device address = host address ^ DEV_TAG */
+#define DEV_TAG_MASK 0xffff000000000000ULL
+#define DEV_ALIGN 256                  /* cuMemAlloc alignment */
+#define HOST_ALIGN 4096                /* cuMemAllocHost alignment */
+#define UNWRITTEN 0xa5                 /* what fresh device memory holds */
+#define DRIVER_VERSION 12040
+
+/* A primary context: one per device, alive while retained. */
+struct fctx {
+	int device;
+	int refs;        /* cuDevicePrimaryCtxRetain count; 0: inactive */
+	int destroying;  /* the last release is tearing it down */
+	size_t used;     /* device bytes allocated */
+	CUresult sticky; /* error of a kernel that failed on the default stream */
+};
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static _Atomic int g_init = -1; /* -1 before cuInit, then its result */
+static int g_ndev;
+static size_t g_memory;
+static unsigned long long g_delay_us;
+static struct fctx g_ctx[MAX_DEVICES];
+static __thread struct fctx *t_current;
+
+static CUresult unlock_with(CUresult r)
+{
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
+static CUresult check_init(void)
+{
+	return atomic_load(&g_init) == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* ---- Statistics (pzfake_stats) ---- */
+
+enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, NSTATS };
+static _Atomic unsigned long long g_stats[NSTATS];
+
+static void stat_add(int i, long long d)
+{
+	atomic_fetch_add(&g_stats[i], (unsigned long long)d);
+}
+
+/*
+ * pzfake_stats copies up to n counters into out, in this order: device
+ * allocations live, device bytes live, host-to-device copies,
+ * device-to-host copies, kernels launched, calls refused for want of a
+ * current context. It returns how many counters there are.
+ */
+EXPORT int pzfake_stats(unsigned long long *out, int n)
+{
+	for (int i = 0; out != NULL && i < n && i < NSTATS; i++)
+		out[i] = atomic_load(&g_stats[i]);
+	return NSTATS;
+}
+
+/* ---- Error names ---- */
+
+static const struct {
+	CUresult code;
+	const char *name, *text;
+} g_errors[] = {
+	{CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+	{CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+	{CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+	{CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+	{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	{CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	{CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	{CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+	{CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	{CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	 "part or all of the requested memory range is already mapped"},
+	{CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+	 "pointer does not correspond to a registered memory region"},
+	{CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
+	{CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(CUresult r)
+{
+	for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++)
+		if (g_errors[i].code == r)
+			return (int)i;
+	return -1;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult r, const char **p)
+{
+	int i = error_index(r);
+	if (p == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*p = i < 0 ? NULL : g_errors[i].name;
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult r, const char **p)
+{
+	int i = error_index(r);
+	if (p == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*p = i < 0 ? NULL : g_errors[i].text;
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* ---- Initialization ---- */
+
+/* env_number reads a decimal environment variable; -1 if malformed. */
+static int env_number(const char *name, unsigned long long def, unsigned long long *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	if (s == NULL || *s == '\0') {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || *s == '-' || !isdigit((unsigned char)*s)) {
+		fprintf(stderr, "fakecuda: %s=%s is not a number\n", name, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* configure reads the environment; the result is cuInit's. */
+static CUresult configure(void)
+{
+	unsigned long long ndev, mem, delay;
+	if (env_number("PZ_FAKECUDA_DEVICES", 1, &ndev) != 0 ||
+	    env_number("PZ_FAKECUDA_MEMORY", 256ULL << 20, &mem) != 0 ||
+	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ndev > MAX_DEVICES || mem == 0 || mem > (1ULL << 46)) {
+		fprintf(stderr, "fakecuda: want 0-%d devices of 1 byte to 64 TiB, have %llu of %llu bytes\n",
+			MAX_DEVICES, ndev, mem);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (ndev == 0)
+		return CUDA_ERROR_NO_DEVICE;
+	g_ndev = (int)ndev;
+	g_memory = (size_t)mem;
+	g_delay_us = delay;
+	for (int i = 0; i < g_ndev; i++)
+		g_ctx[i].device = i;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+	if (flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	if (atomic_load(&g_init) == -1)
+		atomic_store(&g_init, configure());
+	return unlock_with(atomic_load(&g_init));
+}
+
+/* Like the real driver, this one works before cuInit. */
+EXPORT CUresult cuDriverGetVersion(int *version)
+{
+	if (version == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = DRIVER_VERSION;
+	return CUDA_SUCCESS;
+}
+
+/* ---- Devices ---- */
+
+static CUresult check_device(CUdevice dev)
+{
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	return dev >= 0 && dev < g_ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (count == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = g_ndev;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+	CUresult r = check_device(ordinal);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (dev == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*dev = ordinal;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (name == NULL || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(name, (size_t)len, "pz fake GPU %d", dev);
+	return CUDA_SUCCESS;
+}
+
+/* The UUID spells "pzfake", then a version-4 marker, then the ordinal. */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+{
+	static const unsigned char head[10] = {'p', 'z', 'f', 'a', 'k', 'e', 0x40, 0, 0x80, 0};
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (uuid == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(uuid->bytes, head, sizeof head);
+	for (int i = 0; i < 6; i++)
+		uuid->bytes[15 - i] = (char)((unsigned long long)dev >> (8 * i));
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (bytes == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*bytes = g_memory;
+	return CUDA_SUCCESS;
+}
+
+/* attribute gives a plausible value (a small sm_90 part) or 0. */
+static int attribute(int attr, CUdevice dev)
+{
+	switch (attr) {
+	case 1: case 2: case 3: return 1024;    /* max threads per block, block dims x y */
+	case 4: return 64;                      /* block dim z */
+	case 5: return 2147483647;              /* grid dim x */
+	case 6: case 7: return 65535;           /* grid dims y z */
+	case 8: return 49152;                   /* shared memory per block */
+	case 9: return 65536;                   /* constant memory */
+	case 10: return 32;                     /* warp size */
+	case 11: return 2147483647;             /* max pitch */
+	case 12: case 82: return 65536;         /* registers per block, per SM */
+	case 13: return 1755000;                /* clock rate, kHz */
+	case 14: return 512;                    /* texture alignment */
+	case 15: case 19: case 31: case 41: return 1; /* overlap, map host, concurrent kernels, UVA */
+	case 16: return 4;                      /* multiprocessors */
+	case 33: return dev + 1;                /* PCI bus */
+	case 36: return 2619000;                /* memory clock, kHz */
+	case 37: return 5120;                   /* memory bus width */
+	case 38: return 4 << 20;                /* L2 cache */
+	case 39: return 2048;                   /* threads per SM */
+	case 40: return 2;                      /* copy engines */
+	case 75: return 9;                      /* compute capability major */
+	case 81: return 233472;                 /* shared memory per SM */
+	case 83: return 1;                      /* managed memory */
+	case 97: return 232448;                 /* shared memory per block, opt-in */
+	default: return 0;                      /* 76 (minor), PCI domain and device, and the rest */
+	}
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (value == NULL || attr <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*value = attribute(attr, dev);
+	return CUDA_SUCCESS;
+}
+
+/* ---- Contexts: primary ones, current per thread ---- */
+
+/*
+ * lock_ctx locks g_mu and returns the calling thread's current context in
+ * *pc. Without one it counts a refusal, unlocks and fails.
+ */
+static CUresult lock_ctx(struct fctx **pc)
+{
+	CUresult r = check_init();
+	struct fctx *c = t_current;
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&g_mu);
+	if (c == NULL || c->refs == 0 || c->destroying) {
+		stat_add(ST_REFUSED, 1);
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	}
+	*pc = c;
+	return CUDA_SUCCESS;
+}
+
+static void ctx_destroy_locked(struct fctx *c);
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pctx == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	while (g_ctx[dev].destroying)
+		pthread_cond_wait(&g_cv, &g_mu);
+	g_ctx[dev].refs++;
+	*pctx = &g_ctx[dev];
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* The last release destroys the context and everything made in it. */
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	struct fctx *c;
+	if (r != CUDA_SUCCESS)
+		return r;
+	c = &g_ctx[dev];
+	pthread_mutex_lock(&g_mu);
+	while (c->destroying)
+		pthread_cond_wait(&g_cv, &g_mu);
+	if (c->refs == 0)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	if (--c->refs == 0)
+		ctx_destroy_locked(c);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	CUresult r = check_init();
+	uintptr_t p = (uintptr_t)ctx, first = (uintptr_t)&g_ctx[0];
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ctx == NULL) {
+		t_current = NULL;
+		return CUDA_SUCCESS;
+	}
+	if (p < first || p >= first + (uintptr_t)g_ndev * sizeof g_ctx[0] || (p - first) % sizeof g_ctx[0] != 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&g_mu);
+	if (ctx->refs == 0 || ctx->destroying)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	t_current = ctx;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* ---- Device memory: a sorted table of allocations ---- */
+
+struct alloc {
+	uintptr_t base; /* host address */
+	size_t size;
+	int device;
+};
+
+static struct alloc *g_allocs;
+static size_t g_nallocs, g_allocs_cap;
+
+/* alloc_find_locked returns the index of the allocation holding host address a, or -1. */
+static long alloc_find_locked(uintptr_t a)
+{
+	size_t lo = 0, hi = g_nallocs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g_allocs[mid].base <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || a - g_allocs[lo - 1].base >= g_allocs[lo - 1].size)
+		return -1;
+	return (long)(lo - 1);
+}
+
+static int alloc_insert_locked(uintptr_t base, size_t size, int dev)
+{
+	size_t i = 0;
+	if (g_nallocs == g_allocs_cap) {
+		size_t cap = g_allocs_cap ? 2 * g_allocs_cap : 64;
+		struct alloc *t = realloc(g_allocs, cap * sizeof *t);
+		if (t == NULL)
+			return -1;
+		g_allocs = t;
+		g_allocs_cap = cap;
+	}
+	while (i < g_nallocs && g_allocs[i].base < base)
+		i++;
+	memmove(&g_allocs[i + 1], &g_allocs[i], (g_nallocs - i) * sizeof g_allocs[0]);
+	g_allocs[i] = (struct alloc){base, size, dev};
+	g_nallocs++;
+	return 0;
+}
+
+/* alloc_remove_locked frees allocation i and forgets it. */
+static void alloc_remove_locked(size_t i)
+{
+	struct alloc a = g_allocs[i];
+	g_ctx[a.device].used -= a.size;
+	stat_add(ST_ALLOCS, -1);
+	stat_add(ST_BYTES, -(long long)a.size);
+	free((void *)a.base);
+	memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof g_allocs[0]);
+	g_nallocs--;
+}
+
+/*
+ * dev_range_locked returns the host address of device range [d, d+n),
+ * which must lie in one live allocation of device dev, or NULL.
+ */
+static char *dev_range_locked(int dev, CUdeviceptr d, size_t n)
+{
+	uintptr_t a = (uintptr_t)(d ^ DEV_TAG);
+	long i = alloc_find_locked(a);
+	if (i < 0 || g_allocs[i].device != dev || n > g_allocs[i].size - (a - g_allocs[i].base))
+		return NULL;
+	return (char *)a;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	void *p;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (dptr == NULL || n == 0)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if (n > g_memory - c->used)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	p = aligned_alloc(DEV_ALIGN, (n + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN);
+	if (p == NULL || alloc_insert_locked((uintptr_t)p, n, c->device) != 0) {
+		free(p);
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	memset(p, UNWRITTEN, n);
+	c->used += n;
+	stat_add(ST_ALLOCS, 1);
+	stat_add(ST_BYTES, (long long)n);
+	*dptr = (CUdeviceptr)(uintptr_t)p ^ DEV_TAG;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+static void drain_locked(struct fctx *c, int blocking_only);
+
+/* Like cudaFree, cuMemFree waits for the context's streams first. */
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	uintptr_t a = (uintptr_t)(d ^ DEV_TAG);
+	long i;
+	if (r != CUDA_SUCCESS)
+		return r;
+	i = alloc_find_locked(a);
+	if (i < 0 || g_allocs[i].base != a || g_allocs[i].device != c->device)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	drain_locked(c, 0);
+	i = alloc_find_locked(a); /* freed by another thread meanwhile? */
+	if (i < 0 || g_allocs[i].base != a)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	alloc_remove_locked((size_t)i);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (free_bytes == NULL || total == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	*free_bytes = g_memory - c->used;
+	*total = g_memory;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* ---- Pinned host memory: cuMemAllocHost and registered ranges ---- */
+
+enum { PIN_ALLOCATED = 1, PIN_REGISTERED = 2 };
+
+struct pinned {
+	struct pinned *next;
+	uintptr_t base;
+	size_t size;
+	int kind;
+	struct fctx *ctx;
+};
+
+static struct pinned *g_pinned;
+
+/* pinned_holds_locked reports whether [p, p+n) lies in one pinned range. */
+static int pinned_holds_locked(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+	for (struct pinned *x = g_pinned; x != NULL; x = x->next)
+		if (a >= x->base && a - x->base < x->size && n <= x->size - (a - x->base))
+			return 1;
+	return 0;
+}
+
+static int pinned_overlaps_locked(uintptr_t a, size_t n)
+{
+	for (struct pinned *x = g_pinned; x != NULL; x = x->next)
+		if (a < x->base + x->size && x->base < a + n)
+			return 1;
+	return 0;
+}
+
+/* pinned_take_locked unlinks and returns the range starting at base of that kind. */
+static struct pinned *pinned_take_locked(uintptr_t base, int kind)
+{
+	for (struct pinned **pp = &g_pinned; *pp != NULL; pp = &(*pp)->next) {
+		struct pinned *x = *pp;
+		if (x->base == base && x->kind == kind) {
+			*pp = x->next;
+			return x;
+		}
+	}
+	return NULL;
+}
+
+static CUresult pin_locked(struct fctx *c, void *p, size_t n, int kind)
+{
+	struct pinned *x = malloc(sizeof *x);
+	if (x == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*x = (struct pinned){g_pinned, (uintptr_t)p, n, kind, c};
+	g_pinned = x;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	void *p;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pp == NULL || n == 0 || n > SIZE_MAX - HOST_ALIGN)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	p = aligned_alloc(HOST_ALIGN, (n + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN);
+	if (p == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	if ((r = pin_locked(c, p, n, PIN_ALLOCATED)) != CUDA_SUCCESS) {
+		free(p);
+		return unlock_with(r);
+	}
+	*pp = p;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* Freeing pinned memory waits for the streams that may still copy it. */
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	struct pinned *x;
+	if (r != CUDA_SUCCESS)
+		return r;
+	drain_locked(c, 0);
+	if ((x = pinned_take_locked((uintptr_t)p, PIN_ALLOCATED)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	free(p);
+	free(x);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	(void)flags;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == NULL || n == 0 || (uintptr_t)p > UINTPTR_MAX - n)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if (pinned_overlaps_locked((uintptr_t)p, n))
+		return unlock_with(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	return unlock_with(pin_locked(c, p, n, PIN_REGISTERED));
+}
+
+EXPORT CUresult cuMemHostUnregister(void *p)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	struct pinned *x;
+	if (r != CUDA_SUCCESS)
+		return r;
+	drain_locked(c, 0);
+	if ((x = pinned_take_locked((uintptr_t)p, PIN_REGISTERED)) == NULL)
+		return unlock_with(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	free(x);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* ---- Operations: what streams run ---- */
+
+enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT };
+
+struct kexec;
+struct kernel {
+	const char *name;
+	int nargs; /* each passed in an 8-byte slot */
+	CUresult (*run)(const struct kexec *);
+};
+
+/* A copy of height rows of width bytes; a 1D copy has one row. */
+struct copy {
+	char *dst;
+	const char *src;
+	size_t dpitch, spitch, width, height;
+};
+
+struct op {
+	struct op *next;
+	enum op_kind kind;
+	union {
+		struct copy copy;
+		struct { char *dst; size_t n; unsigned char value; } set;
+		struct { const struct kernel *k; int dev; unsigned long long threads, args[MAX_ARGS]; } kern;
+		struct { struct fevent *e; unsigned long long seq; } ev;
+	} u;
+};
+
+/* An event: the latest record, and the latest record that a stream reached. */
+struct fevent {
+	struct fevent *next;
+	struct fctx *ctx;
+	unsigned flags;
+	unsigned long long recorded, completed;
+	struct timespec when; /* when `completed` was reached */
+	CUresult err;         /* the sticky error of the stream that reached it */
+	int refs;             /* the handle and queued operations */
+};
+
+static struct fevent *g_events; /* live handles */
+
+static void event_unref_locked(struct fevent *e)
+{
+	if (--e->refs == 0)
+		free(e);
+}
+
+/* event_complete_locked marks record seq of e reached, with the stream's error. */
+static void event_complete_locked(struct fevent *e, unsigned long long seq, CUresult err)
+{
+	if (seq <= e->completed)
+		return;
+	e->completed = seq;
+	e->err = err;
+	clock_gettime(CLOCK_MONOTONIC, &e->when);
+	pthread_cond_broadcast(&g_cv);
+}
+
+static struct op *op_new(enum op_kind kind)
+{
+	struct op *o = calloc(1, sizeof *o);
+	if (o != NULL)
+		o->kind = kind;
+	return o;
+}
+
+static void op_free_locked(struct op *o)
+{
+	if (o->kind == OP_RECORD || o->kind == OP_WAIT)
+		event_unref_locked(o->u.ev.e);
+	free(o);
+}
+
+static void run_copy(const struct copy *c)
+{
+	for (size_t r = 0; r < c->height; r++)
+		memmove(c->dst + r * c->dpitch, c->src + r * c->spitch, c->width);
+}
+
+static CUresult run_kernel(struct op *o);
+
+/*
+ * run_op runs o without g_mu held. err is the sticky error of the stream
+ * it runs on: after a failure, only event records still complete.
+ */
+static CUresult run_op(struct op *o, CUresult err)
+{
+	if (err != CUDA_SUCCESS && o->kind != OP_RECORD)
+		return CUDA_SUCCESS;
+	switch (o->kind) {
+	case OP_COPY:
+		run_copy(&o->u.copy);
+		break;
+	case OP_MEMSET:
+		memset(o->u.set.dst, o->u.set.value, o->u.set.n);
+		break;
+	case OP_KERNEL:
+		return run_kernel(o);
+	case OP_RECORD:
+		pthread_mutex_lock(&g_mu);
+		event_complete_locked(o->u.ev.e, o->u.ev.seq, err);
+		pthread_mutex_unlock(&g_mu);
+		break;
+	case OP_WAIT:
+		pthread_mutex_lock(&g_mu);
+		while (o->u.ev.e->completed < o->u.ev.seq)
+			pthread_cond_wait(&g_cv, &g_mu);
+		pthread_mutex_unlock(&g_mu);
+		break;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* ---- Streams: a FIFO of operations run by a thread of its own ---- */
+
+struct fstream {
+	struct fstream *next; /* in g_streams until its thread exits */
+	struct fctx *ctx;
+	unsigned flags;
+	struct op *head, *tail;
+	unsigned long pending; /* operations queued or running */
+	CUresult err;          /* sticky error */
+	int refs;              /* the handle, the thread, and waiters */
+	int dead;              /* destroyed: the thread exits once drained */
+};
+
+static struct fstream *g_streams;
+
+static void stream_unref_locked(struct fstream *s)
+{
+	if (--s->refs == 0)
+		free(s);
+}
+
+static void stream_unlink_locked(struct fstream *s)
+{
+	for (struct fstream **pp = &g_streams; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			return;
+		}
+}
+
+/* stream_wait_locked waits until s has run everything queued; returns its sticky error. */
+static CUresult stream_wait_locked(struct fstream *s)
+{
+	CUresult r;
+	s->refs++;
+	while (s->pending > 0)
+		pthread_cond_wait(&g_cv, &g_mu);
+	r = s->err;
+	stream_unref_locked(s);
+	return r;
+}
+
+/*
+ * drain_locked waits until no stream of c (no blocking one, if
+ * blocking_only: what the legacy default stream waits for) has work.
+ */
+static void drain_locked(struct fctx *c, int blocking_only)
+{
+	for (;;) {
+		struct fstream *s = g_streams;
+		while (s != NULL && !(s->ctx == c && s->pending > 0 &&
+				      !(blocking_only && (s->flags & CU_STREAM_NON_BLOCKING))))
+			s = s->next;
+		if (s == NULL)
+			return;
+		stream_wait_locked(s);
+	}
+}
+
+static void pause_before_op(void)
+{
+	struct timespec ts = {(time_t)(g_delay_us / 1000000), (long)(g_delay_us % 1000000) * 1000};
+	while (g_delay_us > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void *stream_main(void *arg)
+{
+	struct fstream *s = arg;
+	pthread_mutex_lock(&g_mu);
+	for (;;) {
+		struct op *o;
+		CUresult err, r;
+		while (s->head == NULL && !s->dead)
+			pthread_cond_wait(&g_cv, &g_mu);
+		if ((o = s->head) == NULL)
+			break;
+		err = s->err;
+		pthread_mutex_unlock(&g_mu);
+		pause_before_op();
+		r = run_op(o, err);
+		pthread_mutex_lock(&g_mu);
+		if ((s->head = o->next) == NULL)
+			s->tail = NULL;
+		s->pending--;
+		if (r != CUDA_SUCCESS && s->err == CUDA_SUCCESS)
+			s->err = r;
+		op_free_locked(o);
+		pthread_cond_broadcast(&g_cv);
+	}
+	stream_unlink_locked(s);
+	stream_unref_locked(s);
+	pthread_cond_broadcast(&g_cv);
+	pthread_mutex_unlock(&g_mu);
+	return NULL;
+}
+
+/*
+ * resolve_stream_locked finds stream handle h of context c: NULL in *ps
+ * for the default stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD).
+ */
+static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream **ps)
+{
+	*ps = NULL;
+	if ((uintptr_t)h <= 2)
+		return CUDA_SUCCESS;
+	for (struct fstream *s = g_streams; s != NULL; s = s->next)
+		if (s == h && !s->dead) {
+			*ps = s;
+			return s->ctx == c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/*
+ * submit_locked queues o on s, or runs it in the caller: on the default
+ * stream (after the blocking streams), or when now is set (after s has
+ * drained: a copy staged through pageable memory). Returns the result
+ * of running it, or the sticky error that prevented it.
+ */
+static CUresult submit_locked(struct fctx *c, struct fstream *s, struct op *o, int now)
+{
+	CUresult sticky, r;
+	int kernel = o->kind == OP_KERNEL;
+	if (s != NULL && !now) {
+		if (s->tail != NULL)
+			s->tail->next = o;
+		else
+			s->head = o;
+		s->tail = o;
+		s->pending++;
+		pthread_cond_broadcast(&g_cv);
+		return CUDA_SUCCESS;
+	}
+	if (s != NULL) {
+		sticky = stream_wait_locked(s);
+	} else {
+		drain_locked(c, 1);
+		sticky = c->sticky;
+	}
+	pthread_mutex_unlock(&g_mu);
+	r = run_op(o, sticky);
+	pthread_mutex_lock(&g_mu);
+	op_free_locked(o);
+	if (sticky != CUDA_SUCCESS)
+		return sticky;
+	if (kernel && r != CUDA_SUCCESS) { /* a kernel's fault is asynchronous */
+		c->sticky = r;
+		return CUDA_SUCCESS;
+	}
+	return r;
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	struct fstream *s;
+	pthread_attr_t attr;
+	pthread_t t;
+	int failed;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ps == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	*s = (struct fstream){.next = g_streams, .ctx = c, .flags = flags, .refs = 2};
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	failed = pthread_create(&t, &attr, stream_main, s);
+	pthread_attr_destroy(&attr);
+	if (failed) {
+		free(s);
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	g_streams = s;
+	*ps = s;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* Queued work still runs; the stream goes away when it is done. */
+EXPORT CUresult cuStreamDestroy_v2(CUstream h)
+{
+	struct fctx *c;
+	struct fstream *s;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (s == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	s->dead = 1;
+	stream_unref_locked(s);
+	pthread_cond_broadcast(&g_cv);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream h)
+{
+	struct fctx *c;
+	struct fstream *s;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (s == NULL) {
+		drain_locked(c, 1);
+		return unlock_with(c->sticky);
+	}
+	return unlock_with(stream_wait_locked(s));
+}
+
+EXPORT CUresult cuStreamQuery(CUstream h)
+{
+	struct fctx *c;
+	struct fstream *s;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (s == NULL)
+		return unlock_with(c->sticky);
+	if (s->err != CUDA_SUCCESS)
+		return unlock_with(s->err);
+	return unlock_with(s->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+}
+
+/* cuCtxSynchronize waits for every stream; any sticky error poisons it. */
+EXPORT CUresult cuCtxSynchronize(void)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	drain_locked(c, 0);
+	r = c->sticky;
+	for (struct fstream *s = g_streams; s != NULL && r == CUDA_SUCCESS; s = s->next)
+		if (s->ctx == c)
+			r = s->err;
+	return unlock_with(r);
+}
+
+/* ---- Copies and memset ---- */
+
+enum side { HOST, DEVICE };
+
+/* translate_locked checks one side of a copy of n bytes and returns its host address. */
+static CUresult translate_locked(struct fctx *c, enum side side, uintptr_t a, size_t n, char **out)
+{
+	*out = side == HOST ? (char *)a : dev_range_locked(c->device, a, n);
+	return *out == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static void count_copy(enum side dst, enum side src)
+{
+	if (src == HOST && dst == DEVICE)
+		stat_add(ST_HTOD, 1);
+	if (src == DEVICE && dst == HOST)
+		stat_add(ST_DTOH, 1);
+}
+
+/*
+ * copy1d implements the 1D copies. Synchronous ones (async false) run on
+ * the default stream; asynchronous ones with a pageable host side are
+ * staged: they wait for the stream and complete before returning.
+ */
+static CUresult copy1d(enum side dk, uintptr_t dst, enum side sk, uintptr_t src, size_t n, CUstream h, int async)
+{
+	struct fctx *c;
+	struct fstream *s = NULL;
+	struct op *o;
+	char *d, *p;
+	int staged;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (async && (r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (n == 0)
+		return unlock_with(CUDA_SUCCESS);
+	if ((r = translate_locked(c, dk, dst, n, &d)) != CUDA_SUCCESS ||
+	    (r = translate_locked(c, sk, src, n, &p)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	staged = (dk == HOST && !pinned_holds_locked(d, n)) || (sk == HOST && !pinned_holds_locked(p, n));
+	if ((o = op_new(OP_COPY)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.copy = (struct copy){d, p, n, n, n, 1};
+	count_copy(dk, sk);
+	return unlock_with(submit_locked(c, s, o, staged));
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+	return copy1d(DEVICE, dst, HOST, (uintptr_t)src, n, NULL, 0);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+	return copy1d(HOST, (uintptr_t)dst, DEVICE, src, n, NULL, 0);
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return copy1d(DEVICE, dst, DEVICE, src, n, NULL, 0);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream h)
+{
+	return copy1d(DEVICE, dst, HOST, (uintptr_t)src, n, h, 1);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream h)
+{
+	return copy1d(HOST, (uintptr_t)dst, DEVICE, src, n, h, 1);
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+	return copy1d(DEVICE, dst, DEVICE, src, n, h, 1);
+}
+
+static CUresult memset_d8(CUdeviceptr dst, unsigned char v, size_t n, CUstream h, int async)
+{
+	struct fctx *c;
+	struct fstream *s = NULL;
+	struct op *o;
+	char *d;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (async && (r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (n == 0)
+		return unlock_with(CUDA_SUCCESS);
+	if ((r = translate_locked(c, DEVICE, dst, n, &d)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if ((o = op_new(OP_MEMSET)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.set.dst = d;
+	o->u.set.n = n;
+	o->u.set.value = v;
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	return memset_d8(dst, v, n, NULL, 0);
+}
+
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream h)
+{
+	return memset_d8(dst, v, n, h, 1);
+}
+
+/* ---- 2D copies (CUDA_MEMCPY2D) ---- */
+
+/*
+ * side2d_locked checks one side of a 2D copy: rows start at base +
+ * (y+r)*pitch + x. It returns the first row's host address and whether
+ * the side is host memory. A unified pointer is device memory when it
+ * carries DEV_TAG, else host memory.
+ */
+static CUresult side2d_locked(struct fctx *c, int type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+			      size_t pitch, const CUDA_MEMCPY2D *p, char **out, enum side *side)
+{
+	size_t off, span;
+	if (pitch < p->WidthInBytes || __builtin_mul_overflow(y, pitch, &off) ||
+	    __builtin_add_overflow(off, x, &off) || __builtin_mul_overflow(p->Height - 1, pitch, &span) ||
+	    __builtin_add_overflow(span, p->WidthInBytes, &span))
+		return CUDA_ERROR_INVALID_VALUE;
+	*side = HOST;
+	switch (type) {
+	case CU_MEMORYTYPE_HOST:
+		*out = host == NULL ? NULL : (char *)host + off;
+		break;
+	case CU_MEMORYTYPE_UNIFIED:
+		if ((dev & DEV_TAG_MASK) == DEV_TAG) { /* a device address, live or not */
+			*out = dev_range_locked(c->device, dev + off, span);
+			*side = DEVICE;
+		} else {
+			*out = dev == 0 ? NULL : (char *)(uintptr_t)dev + off;
+		}
+		break;
+	case CU_MEMORYTYPE_DEVICE:
+		*out = dev_range_locked(c->device, dev + off, span);
+		*side = DEVICE;
+		break;
+	default: /* CU_MEMORYTYPE_ARRAY: CUDA arrays are not supported */
+		*out = NULL;
+	}
+	return *out == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* host_span_pinned reports whether a host side of a 2D copy is pinned. */
+static int host_span_pinned_locked(const char *first, size_t pitch, const CUDA_MEMCPY2D *p)
+{
+	return pinned_holds_locked(first, (p->Height - 1) * pitch + p->WidthInBytes);
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, int async)
+{
+	struct fctx *c;
+	struct fstream *s = NULL;
+	struct op *o;
+	char *d, *src;
+	enum side dk, sk;
+	int staged;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if (async && (r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (p->WidthInBytes == 0 || p->Height == 0)
+		return unlock_with(CUDA_SUCCESS);
+	if ((r = side2d_locked(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
+			       p->dstPitch, p, &d, &dk)) != CUDA_SUCCESS ||
+	    (r = side2d_locked(c, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
+			       p->srcPitch, p, &src, &sk)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	staged = (dk == HOST && !host_span_pinned_locked(d, p->dstPitch, p)) ||
+		 (sk == HOST && !host_span_pinned_locked(src, p->srcPitch, p));
+	if ((o = op_new(OP_COPY)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.copy = (struct copy){d, src, p->dstPitch, p->srcPitch, p->WidthInBytes, p->Height};
+	count_copy(dk, sk);
+	return unlock_with(submit_locked(c, s, o, staged));
+}
+
+EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+{
+	return copy2d(p, NULL, 0);
+}
+
+EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h)
+{
+	return copy2d(p, h, 1);
+}
+
+/* ---- Events ---- */
+
+/* find_event_locked returns live event h, or NULL. */
+static struct fevent *find_event_locked(CUevent h)
+{
+	for (struct fevent *e = g_events; e != NULL; e = e->next)
+		if (e == h)
+			return e;
+	return NULL;
+}
+
+static void event_unlink_locked(struct fevent *e)
+{
+	for (struct fevent **pp = &g_events; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			return;
+		}
+}
+
+/* lock_event is lock_ctx, then the lookup of h. */
+static CUresult lock_event(CUevent h, struct fctx **pc, struct fevent **pe)
+{
+	CUresult r = lock_ctx(pc);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((*pe = find_event_locked(h)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	return CUDA_SUCCESS;
+}
+
+static int event_done_locked(const struct fevent *e)
+{
+	return e->completed >= e->recorded; /* a never-recorded event is complete */
+}
+
+EXPORT CUresult cuEventCreate(CUevent *pe, unsigned int flags)
+{
+	struct fctx *c;
+	struct fevent *e;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pe == NULL || flags > 7 || ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)))
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((e = calloc(1, sizeof *e)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	*e = (struct fevent){.next = g_events, .ctx = c, .flags = flags, .refs = 1};
+	g_events = e;
+	*pe = e;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent h)
+{
+	struct fctx *c;
+	struct fevent *e;
+	CUresult r = lock_event(h, &c, &e);
+	if (r != CUDA_SUCCESS)
+		return r;
+	event_unlink_locked(e);
+	event_unref_locked(e);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* cuEventRecord queues a marker that completes e when the stream reaches it. */
+EXPORT CUresult cuEventRecord(CUevent h, CUstream hs)
+{
+	struct fctx *c;
+	struct fevent *e;
+	struct fstream *s;
+	struct op *o;
+	CUresult r = lock_event(h, &c, &e);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (e->ctx != c)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if ((o = op_new(OP_RECORD)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.ev.e = e;
+	o->u.ev.seq = ++e->recorded;
+	e->refs++;
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+EXPORT CUresult cuEventQuery(CUevent h)
+{
+	struct fctx *c;
+	struct fevent *e;
+	CUresult r = lock_event(h, &c, &e);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return unlock_with(event_done_locked(e) ? e->err : CUDA_ERROR_NOT_READY);
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent h)
+{
+	struct fctx *c;
+	struct fevent *e;
+	CUresult r = lock_event(h, &c, &e);
+	if (r != CUDA_SUCCESS)
+		return r;
+	e->refs++;
+	while (!event_done_locked(e))
+		pthread_cond_wait(&g_cv, &g_mu);
+	r = e->err;
+	event_unref_locked(e);
+	return unlock_with(r);
+}
+
+static CUresult elapsed_time(float *ms, CUevent hstart, CUevent hend)
+{
+	struct fctx *c;
+	struct fevent *a, *b;
+	CUresult r = lock_event(hstart, &c, &a);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ms == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((b = find_event_locked(hend)) == NULL || a->recorded == 0 || b->recorded == 0 ||
+	    ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	if (!event_done_locked(a) || !event_done_locked(b))
+		return unlock_with(CUDA_ERROR_NOT_READY);
+	if (a->err != CUDA_SUCCESS || b->err != CUDA_SUCCESS)
+		return unlock_with(a->err != CUDA_SUCCESS ? a->err : b->err);
+	*ms = (float)((double)(b->when.tv_sec - a->when.tv_sec) * 1e3 +
+		      (double)(b->when.tv_nsec - a->when.tv_nsec) / 1e6);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+	return elapsed_time(ms, start, end);
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
+{
+	return elapsed_time(ms, start, end);
+}
+
+/*
+ * cuStreamWaitEvent makes s wait for e's latest record as of now; the
+ * event may belong to another context. On the default stream the caller
+ * waits.
+ */
+EXPORT CUresult cuStreamWaitEvent(CUstream hs, CUevent h, unsigned int flags)
+{
+	struct fctx *c;
+	struct fevent *e;
+	struct fstream *s;
+	struct op *o;
+	CUresult r = lock_event(h, &c, &e);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags > 1)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (event_done_locked(e))
+		return unlock_with(CUDA_SUCCESS);
+	if ((o = op_new(OP_WAIT)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.ev.e = e;
+	o->u.ev.seq = e->recorded;
+	e->refs++;
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+/* ---- Kernels: host functions, given their arguments' 8-byte slots ---- */
+
+struct kexec {
+	int dev;
+	unsigned long long threads; /* grid size times block size */
+	const unsigned long long *args;
+};
+
+/* kcount is n, limited to one element per thread launched, as in a kernel without a grid-stride loop. */
+static size_t kcount(const struct kexec *x, int i)
+{
+	unsigned long long n = x->args[i];
+	return (size_t)(n < x->threads ? n : x->threads);
+}
+
+static double kf64(const struct kexec *x, int i)
+{
+	double v;
+	memcpy(&v, &x->args[i], sizeof v);
+	return v;
+}
+
+/* kmem translates pointer argument i, which must cover n elements of size sz. */
+static CUresult kmem(const struct kexec *x, int i, size_t n, size_t sz, void **out)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n, sz, &bytes))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	pthread_mutex_lock(&g_mu);
+	*out = dev_range_locked(x->dev, x->args[i], bytes);
+	pthread_mutex_unlock(&g_mu);
+	if (*out == NULL)
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	return (uintptr_t)*out % sz == 0 ? CUDA_SUCCESS : CUDA_ERROR_MISALIGNED_ADDRESS;
+}
+
+/* pz_fill_f64(double *x, double v, unsigned long long n): x[i] = v */
+static CUresult k_fill_f64(const struct kexec *x)
+{
+	size_t n = kcount(x, 2);
+	double v = kf64(x, 1), *p;
+	CUresult r = n == 0 ? CUDA_SUCCESS : kmem(x, 0, n, sizeof *p, (void **)&p);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+		p[i] = v;
+	return r;
+}
+
+/* pz_scale_f64(double *x, double a, unsigned long long n): x[i] *= a */
+static CUresult k_scale_f64(const struct kexec *x)
+{
+	size_t n = kcount(x, 2);
+	double a = kf64(x, 1), *p;
+	CUresult r = n == 0 ? CUDA_SUCCESS : kmem(x, 0, n, sizeof *p, (void **)&p);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+		p[i] *= a;
+	return r;
+}
+
+/* pz_axpy_f64(double *y, double a, const double *x, unsigned long long n): y[i] += a*x[i] */
+static CUresult k_axpy_f64(const struct kexec *x)
+{
+	size_t n = kcount(x, 3);
+	double a = kf64(x, 1), *y, *v;
+	CUresult r = CUDA_SUCCESS;
+	if (n > 0 && (r = kmem(x, 0, n, sizeof *y, (void **)&y)) == CUDA_SUCCESS)
+		r = kmem(x, 2, n, sizeof *v, (void **)&v);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+		y[i] += a * v[i];
+	return r;
+}
+
+/* pz_add_f32(float *y, const float *x, unsigned long long n): y[i] += x[i] */
+static CUresult k_add_f32(const struct kexec *x)
+{
+	size_t n = kcount(x, 2);
+	float *y, *v;
+	CUresult r = CUDA_SUCCESS;
+	if (n > 0 && (r = kmem(x, 0, n, sizeof *y, (void **)&y)) == CUDA_SUCCESS)
+		r = kmem(x, 1, n, sizeof *v, (void **)&v);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+		y[i] += v[i];
+	return r;
+}
+
+/* pz_fail(): fails, making the stream's error sticky */
+static CUresult k_fail(const struct kexec *x)
+{
+	(void)x;
+	return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+static const struct kernel g_kernels[] = {
+	{"pz_fill_f64", 3, k_fill_f64},
+	{"pz_scale_f64", 3, k_scale_f64},
+	{"pz_axpy_f64", 4, k_axpy_f64},
+	{"pz_add_f32", 3, k_add_f32},
+	{"pz_fail", 0, k_fail},
+};
+
+#define NKERNELS (sizeof g_kernels / sizeof g_kernels[0])
+
+static CUresult run_kernel(struct op *o)
+{
+	struct kexec x = {o->u.kern.dev, o->u.kern.threads, o->u.kern.args};
+	return o->u.kern.k->run(&x);
+}
+
+/* ---- Modules: PTX text whose .entry names are built-in kernels ---- */
+
+struct ffunc {
+	struct fmodule *mod;
+	const struct kernel *k;
+};
+
+struct fmodule {
+	struct fmodule *next;
+	struct fctx *ctx;
+	int nfuncs;
+	struct ffunc funcs[NKERNELS];
+};
+
+static struct fmodule *g_modules;
+
+static const struct kernel *kernel_named(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NKERNELS; i++)
+		if (strlen(g_kernels[i].name) == len && memcmp(g_kernels[i].name, name, len) == 0)
+			return &g_kernels[i];
+	return NULL;
+}
+
+static void module_add(struct fmodule *m, const struct kernel *k)
+{
+	for (int i = 0; i < m->nfuncs; i++)
+		if (m->funcs[i].k == k)
+			return;
+	m->funcs[m->nfuncs++] = (struct ffunc){m, k};
+}
+
+/* module_scan adds the built-in kernels named after ".entry" in text. */
+static void module_scan(struct fmodule *m, const char *text)
+{
+	static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$";
+	for (const char *p = strstr(text, ".entry"); p != NULL; p = strstr(p, ".entry")) {
+		size_t n;
+		const struct kernel *k;
+		p += strlen(".entry");
+		if (!isspace((unsigned char)*p))
+			continue;
+		while (isspace((unsigned char)*p))
+			p++;
+		n = strspn(p, ident);
+		if ((k = kernel_named(p, n)) != NULL)
+			module_add(m, k);
+		p += n;
+	}
+}
+
+/* A JIT error log buffer from the options of cuModuleLoadDataEx. */
+struct jitlog {
+	char *buf;
+	size_t size;
+	void **size_slot; /* gets the number of bytes written */
+};
+
+static struct jitlog jit_options(unsigned n, const int *opts, void **vals)
+{
+	struct jitlog log = {NULL, 0, NULL};
+	for (unsigned i = 0; opts != NULL && vals != NULL && i < n; i++) {
+		if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+			log.buf = vals[i];
+		if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+			log.size = (size_t)(uintptr_t)vals[i];
+			log.size_slot = &vals[i];
+		}
+		if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+			vals[i] = NULL; /* no info log */
+	}
+	return log;
+}
+
+/* jit_fail writes msg into the error log, if any, and returns CUDA_ERROR_INVALID_IMAGE. */
+static CUresult jit_fail(struct jitlog *log, const char *msg)
+{
+	size_t n = 0;
+	if (log->buf != NULL && log->size > 0) {
+		snprintf(log->buf, log->size, "%s", msg);
+		n = strlen(log->buf) + 1;
+	}
+	if (log->size_slot != NULL)
+		*log->size_slot = (void *)(uintptr_t)n;
+	return CUDA_ERROR_INVALID_IMAGE;
+}
+
+/* check_image fails like a PTX compiler on an image that has syntax_error in it. */
+static CUresult check_image(const char *text, struct jitlog *log)
+{
+	char msg[256];
+	const char *bad;
+	int line = 1;
+	if (strncmp(text, "\177ELF", 4) == 0)
+		return jit_fail(log, "fakecuda: only PTX text modules are supported, not cubins");
+	if ((bad = strstr(text, "syntax_error")) == NULL) {
+		if (log->size_slot != NULL)
+			*log->size_slot = NULL;
+		return CUDA_SUCCESS;
+	}
+	for (const char *p = text; p < bad; p++)
+		line += *p == '\n';
+	snprintf(msg, sizeof msg, "ptxas application ptx input, line %d; error   : syntax error (fakecuda)", line);
+	return jit_fail(log, msg);
+}
+
+static CUresult module_load(CUmodule *pm, const void *image, struct jitlog *log)
+{
+	struct fctx *c;
+	struct fmodule *m;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pm == NULL || image == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((r = check_image(image, log)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if ((m = calloc(1, sizeof *m)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	m->ctx = c;
+	module_scan(m, image);
+	m->next = g_modules;
+	g_modules = m;
+	*pm = m;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *image)
+{
+	struct jitlog log = {NULL, 0, NULL};
+	return module_load(pm, image, &log);
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *pm, const void *image, unsigned int n, int *opts, void **vals)
+{
+	struct jitlog log;
+	if (n > 0 && (opts == NULL || vals == NULL))
+		return CUDA_ERROR_INVALID_VALUE;
+	log = jit_options(n, opts, vals);
+	return module_load(pm, image, &log);
+}
+
+/* module_take_locked unlinks and returns live module h of c, or NULL. */
+static struct fmodule *module_take_locked(struct fctx *c, CUmodule h)
+{
+	for (struct fmodule **pp = &g_modules; *pp != NULL; pp = &(*pp)->next) {
+		struct fmodule *m = *pp;
+		if (m == h && m->ctx == c) {
+			*pp = m->next;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static struct fmodule *find_module_locked(struct fctx *c, CUmodule h)
+{
+	for (struct fmodule *m = g_modules; m != NULL; m = m->next)
+		if (m == h && m->ctx == c)
+			return m;
+	return NULL;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule h)
+{
+	struct fctx *c;
+	struct fmodule *m;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((m = module_take_locked(c, h)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	free(m); /* queued launches refer to the static kernel table only */
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *pf, CUmodule h, const char *name)
+{
+	struct fctx *c;
+	struct fmodule *m;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pf == NULL || name == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((m = find_module_locked(c, h)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	for (int i = 0; i < m->nfuncs; i++)
+		if (strcmp(m->funcs[i].k->name, name) == 0) {
+			*pf = &m->funcs[i];
+			return unlock_with(CUDA_SUCCESS);
+		}
+	return unlock_with(CUDA_ERROR_NOT_FOUND);
+}
+
+/* find_function_locked returns the kernel of function handle h of c, or NULL. */
+static const struct kernel *find_function_locked(struct fctx *c, CUfunction h)
+{
+	for (struct fmodule *m = g_modules; m != NULL; m = m->next)
+		for (int i = 0; m->ctx == c && i < m->nfuncs; i++)
+			if (&m->funcs[i] == h)
+				return m->funcs[i].k;
+	return NULL;
+}
+
+/* launch_shape checks the launch configuration and returns the thread count (saturated). */
+static CUresult launch_shape(const unsigned dims[6], unsigned shared, unsigned long long *threads)
+{
+	unsigned long long t = 1;
+	for (int i = 0; i < 6; i++)
+		if (dims[i] == 0)
+			return CUDA_ERROR_INVALID_VALUE;
+	if (dims[1] > 65535 || dims[2] > 65535 || dims[3] > 1024 || dims[4] > 1024 || dims[5] > 64 ||
+	    (unsigned long long)dims[3] * dims[4] * dims[5] > 1024 || shared > 49152)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < 6; i++)
+		if (__builtin_mul_overflow(t, dims[i], &t))
+			t = ~0ULL;
+	*threads = t;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * cuLaunchKernel copies the arguments (each params[i] points to an 8-byte
+ * slot) and queues the kernel; extra (packed arguments) is not supported.
+ */
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+			       unsigned bz, unsigned shared, CUstream hs, void **params, void **extra)
+{
+	const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+	struct fctx *c;
+	struct fstream *s;
+	const struct kernel *k;
+	struct op *o;
+	unsigned long long threads;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((k = find_function_locked(c, f)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
+	if ((r = launch_shape(dims, shared, &threads)) != CUDA_SUCCESS ||
+	    (r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (extra != NULL || (k->nargs > 0 && params == NULL))
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	for (int i = 0; i < k->nargs; i++)
+		if (params[i] == NULL)
+			return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((o = op_new(OP_KERNEL)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.kern.k = k;
+	o->u.kern.dev = c->device;
+	o->u.kern.threads = threads;
+	for (int i = 0; i < k->nargs; i++)
+		memcpy(&o->u.kern.args[i], params[i], sizeof o->u.kern.args[i]);
+	stat_add(ST_KERNELS, 1);
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+/* ---- Context teardown ---- */
+
+static int ctx_has_streams_locked(struct fctx *c)
+{
+	for (struct fstream *s = g_streams; s != NULL; s = s->next)
+		if (s->ctx == c)
+			return 1;
+	return 0;
+}
+
+/* ctx_stop_streams_locked destroys c's streams and waits for their threads to exit. */
+static void ctx_stop_streams_locked(struct fctx *c)
+{
+	for (struct fstream *s = g_streams, *next; s != NULL; s = next) {
+		next = s->next; /* the thread's reference keeps s linked */
+		if (s->ctx == c && !s->dead) {
+			s->dead = 1;
+			stream_unref_locked(s);
+		}
+	}
+	pthread_cond_broadcast(&g_cv);
+	while (ctx_has_streams_locked(c))
+		pthread_cond_wait(&g_cv, &g_mu);
+}
+
+static void ctx_free_objects_locked(struct fctx *c)
+{
+	for (struct fevent **pp = &g_events; *pp != NULL;) {
+		struct fevent *e = *pp;
+		if (e->ctx != c) {
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		event_unref_locked(e);
+	}
+	for (struct fmodule **pp = &g_modules; *pp != NULL;) {
+		struct fmodule *m = *pp;
+		if (m->ctx != c) {
+			pp = &m->next;
+			continue;
+		}
+		*pp = m->next;
+		free(m);
+	}
+}
+
+static void ctx_free_memory_locked(struct fctx *c)
+{
+	for (size_t i = g_nallocs; i-- > 0;)
+		if (g_allocs[i].device == c->device)
+			alloc_remove_locked(i);
+	for (struct pinned **pp = &g_pinned; *pp != NULL;) {
+		struct pinned *x = *pp;
+		if (x->ctx != c) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		if (x->kind == PIN_ALLOCATED)
+			free((void *)x->base);
+		free(x);
+	}
+}
+
+/* ctx_destroy_locked tears down a context after its last release, as the driver does. */
+static void ctx_destroy_locked(struct fctx *c)
+{
+	c->destroying = 1;
+	ctx_stop_streams_locked(c);
+	ctx_free_objects_locked(c);
+	ctx_free_memory_locked(c);
+	c->sticky = CUDA_SUCCESS;
+	c->destroying = 0;
+	pthread_cond_broadcast(&g_cv);
+}

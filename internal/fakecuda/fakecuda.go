@@ -1,0 +1,266 @@
+// Package fakecuda is a stand-in CUDA driver for tests: a small C library
+// (csrc/fakecuda.c) that exports the driver entry points hardware/cuda
+// binds, so that the binding, its thread and context handling and the code
+// built on it run for real on machines without a GPU. It is never for
+// production use.
+//
+// Build compiles the library with the system's C compiler (cc, or $CC)
+// and returns its path, for cuda.OpenLibrary. Each load of a library file
+// is one instance of the driver with its own state: Instance gives a test
+// a private copy, whose configuration the environment sets when
+// cuda.OpenLibrary calls cuInit:
+//
+//	fakecuda.Setenv(t, 2, 64<<20) // two devices of 64 MiB
+//	d, err := cuda.OpenLibrary(fakecuda.Instance(t))
+//
+// The stand-in behaves like the real driver where Go code can go wrong:
+//
+//   - The current context is per OS thread. A call that needs one, made
+//     on a thread that has none, fails with CUDA_ERROR_INVALID_CONTEXT
+//     (and is counted: Counters.InvalidContext).
+//   - Device pointers are not host addresses: dereferencing one on the
+//     host crashes, and every call checks that device ranges lie in live
+//     allocations of the current device. Fresh device memory holds the
+//     byte 0xA5. The last release of a primary context frees everything
+//     made in it.
+//   - Streams run their work on threads of their own, after a delay
+//     (EnvDelay) before each operation, so a missing synchronization
+//     shows up as wrong data. Asynchronous copies from or to pageable host
+//     memory complete before they return, as the real driver stages them;
+//     with pinned memory (AllocHost, HostRegister) they are queued. The
+//     default stream runs work at once, in the caller.
+//   - Modules are PTX text; their kernels are the built-in ones below
+//     that the text names after ".entry". Text containing "syntax_error"
+//     fails to load with CUDA_ERROR_INVALID_IMAGE and a JIT error log.
+//
+// The built-in kernels run on the host, each thread of the launch
+// handling one element (there is no grid-stride loop, so a grid too small
+// for n leaves elements undone, as on a GPU). Their parameters:
+//
+//	pz_fill_f64(double *x, double v, unsigned long long n)     x[i] = v
+//	pz_scale_f64(double *x, double a, unsigned long long n)    x[i] *= a
+//	pz_axpy_f64(double *y, double a, const double *x, unsigned long long n)  y[i] += a*x[i]
+//	pz_add_f32(float *y, const float *x, unsigned long long n) y[i] += x[i]
+//	pz_fail()  fails: the stream's later waits return CUDA_ERROR_LAUNCH_FAILED
+//
+// A kernel whose pointer argument is not in a live allocation fails its
+// stream with CUDA_ERROR_ILLEGAL_ADDRESS.
+package fakecuda
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+)
+
+//go:embed csrc/fakecuda.c
+var source []byte
+
+// The environment variables the library reads at cuInit.
+const (
+	// EnvDevices is the number of devices, default 1; 0 makes cuInit
+	// fail with CUDA_ERROR_NO_DEVICE (cuda.ErrNoDriver to OpenLibrary).
+	EnvDevices = "PZ_FAKECUDA_DEVICES"
+	// EnvMemory is the memory of each device in bytes, default 256 MiB.
+	EnvMemory = "PZ_FAKECUDA_MEMORY"
+	// EnvDelay is how long, in microseconds, a stream's thread sleeps
+	// before each operation, default 20.
+	EnvDelay = "PZ_FAKECUDA_DELAY_US"
+)
+
+// LibraryName is the file name Build gives the library.
+const LibraryName = "libcuda.so.1"
+
+// cflags are the compiler flags, after the compiler and before the output.
+var cflags = []string{"-std=gnu11", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"}
+
+// Build compiles the stand-in driver, once per source and compiler for
+// all the test binaries of this user (the library is cached under
+// os.TempDir, written atomically), and returns the library's path. It
+// skips the test when there is no C compiler and fails it when the
+// compilation fails.
+//
+// All loads of this path share one instance of the driver, whose
+// configuration is read by the first cuInit; use Instance for a fresh one.
+func Build(tb testing.TB) string {
+	tb.Helper()
+	cc, err := compiler()
+	if err != nil {
+		tb.Skipf("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC): %v", err)
+	}
+	path, err := build(cc)
+	if err != nil {
+		tb.Fatalf("fakecuda: %v", err)
+	}
+	return path
+}
+
+// Instance returns the path of a private copy of the library in
+// tb.TempDir(). The dynamic loader loads each file once, so the copy is
+// a driver instance of its own: fresh state, counters starting at zero,
+// and a configuration read from the environment by its first cuInit.
+func Instance(tb testing.TB) string {
+	tb.Helper()
+	b, err := os.ReadFile(Build(tb))
+	if err != nil {
+		tb.Fatalf("fakecuda: %v", err)
+	}
+	path := filepath.Join(tb.TempDir(), LibraryName)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		tb.Fatalf("fakecuda: %v", err)
+	}
+	return path
+}
+
+// Setenv configures the instances that the test loads next (their
+// cuInit reads the environment): devices devices of memory bytes each.
+// Like tb.Setenv, it restores the environment when the test ends and
+// cannot be used in parallel tests.
+func Setenv(tb testing.TB, devices int, memory int64) {
+	tb.Helper()
+	tb.Setenv(EnvDevices, strconv.Itoa(devices))
+	tb.Setenv(EnvMemory, strconv.FormatInt(memory, 10))
+}
+
+// SetDelay sets how long the streams of the instances that the test
+// loads next sleep before each operation (EnvDelay), to the microsecond.
+func SetDelay(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	tb.Setenv(EnvDelay, strconv.FormatInt(d.Microseconds(), 10))
+}
+
+// Counters are an instance's statistics, in the order pzfake_stats
+// fills them.
+type Counters struct {
+	// LiveAllocations and LiveBytes are the device allocations not yet
+	// freed, and their size.
+	LiveAllocations uint64
+	LiveBytes       uint64
+	// HtoD and DtoH count the copy calls (synchronous, asynchronous and
+	// 2D) from host to device and from device to host.
+	HtoD uint64
+	DtoH uint64
+	// Kernels counts the kernels launched.
+	Kernels uint64
+	// InvalidContext counts the calls refused with
+	// CUDA_ERROR_INVALID_CONTEXT because the calling thread had no
+	// current context.
+	InvalidContext uint64
+}
+
+// Stats reads the counters of the instance loaded from lib (loading it
+// if nobody has), through the library's extra export
+//
+//	int pzfake_stats(unsigned long long *out, int n)
+//
+// which copies up to n counters into out, in the order of Counters'
+// fields, and returns how many it keeps.
+func Stats(lib string) (Counters, error) {
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return Counters{}, fmt.Errorf("fakecuda: %w", err)
+	}
+	defer func() { _ = purego.Dlclose(h) }()
+	sym, err := purego.Dlsym(h, "pzfake_stats")
+	if err != nil {
+		return Counters{}, fmt.Errorf("fakecuda: %s is not the stand-in driver: %w", lib, err)
+	}
+	var stats func(out *uint64, n int32) int32
+	purego.RegisterFunc(&stats, sym)
+	var c Counters
+	const n = 6
+	var out [n]uint64
+	if got := stats(&out[0], n); got < n {
+		return Counters{}, fmt.Errorf("fakecuda: %s keeps %d counters, want %d", lib, got, n)
+	}
+	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext =
+		out[0], out[1], out[2], out[3], out[4], out[5]
+	return c, nil
+}
+
+// compiler returns the command that runs the C compiler: $CC split on
+// spaces, or cc.
+func compiler() ([]string, error) {
+	cmd := strings.Fields(os.Getenv("CC"))
+	if len(cmd) == 0 {
+		cmd = []string{"cc"}
+	}
+	path, err := exec.LookPath(cmd[0])
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{path}, cmd[1:]...), nil
+}
+
+// build compiles the library into the cache unless it is there already.
+// Concurrent builds, from this process or others, each compile into a
+// temporary file and rename it into place.
+func build(cc []string) (string, error) {
+	h := sha256.New()
+	for _, s := range append(append([]string{runtime.GOOS, runtime.GOARCH}, cc...), cflags...) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write(source)
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	key := hex.EncodeToString(h.Sum(nil)[:12])
+	path := filepath.Join(dir, key, LibraryName)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		return path, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), LibraryName+".tmp*")
+	if err != nil {
+		return "", err
+	}
+	_ = tmp.Close()
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	args := append(append(append([]string{}, cc[1:]...), cflags...), "-o", tmp.Name(), "-x", "c", "-")
+	cmd := exec.Command(cc[0], args...)
+	cmd.Stdin = strings.NewReader(string(source))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("compiling the stand-in CUDA driver: %s %s: %w\n%s", cc[0], strings.Join(args, " "), err, out)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// cacheDir returns this user's cache directory under os.TempDir,
+// creating it. A directory someone else owns or may write to is refused:
+// the library found there is loaded into the test process.
+func cacheDir() (string, error) {
+	dir := filepath.Join(os.TempDir(), "pz-fakecuda-"+strconv.Itoa(os.Getuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("refusing the cache directory %s: not a directory of this user's that only this user can write to", dir)
+	}
+	return dir, nil
+}
