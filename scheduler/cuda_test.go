@@ -180,9 +180,9 @@ func runGPUScenario(t *testing.T, d *cuda.Driver) *scheduler.Scheduler {
 	hy, err := s.RegisterVector(y, scheduler.Named("y"))
 	require.NoError(t, err)
 	scale, axpy, inc := cudaCodelets(gpuKernels(t, d))
-	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(2.0)))  // x = 2i
-	require.NoError(t, s.Submit(ctx, inc, scheduler.RW(hx)))                             // x = 2i+1, on the CPU
-	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(3.0)))  // x = 6i+3
+	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(2.0)))                 // x = 2i
+	require.NoError(t, s.Submit(ctx, inc, scheduler.RW(hx)))                                           // x = 2i+1, on the CPU
+	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(3.0)))                 // x = 6i+3
 	require.NoError(t, s.Submit(ctx, axpy, scheduler.RW(hy), scheduler.WithArg(0.5), scheduler.R(hx))) // y = 3i + 3i+1.5
 	require.NoError(t, s.WaitAll(ctx))
 	for i := range x {
