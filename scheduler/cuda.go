@@ -64,6 +64,15 @@ func WithCUDA(n int) Option {
 	return func(c *config) { c.cuda.n, c.cuda.set = n, true }
 }
 
+// WithCUDAWorkers gives each GPU of WithCUDA k workers (default 1), each
+// with a stream of its own, so that k tasks run on the GPU at once
+// (StarPU's STARPU_NWORKER_PER_CUDA). They share the GPU's memory node,
+// and like a simulated device's workers they can be split between
+// scheduling contexts. Environment: PZ_NWORKER_PER_CUDA.
+func WithCUDAWorkers(k int) Option {
+	return func(c *config) { c.cuda.perGPU = k }
+}
+
 // WithCUDADriver makes WithCUDA use d (another driver library, opened
 // with cuda.OpenLibrary, or one already open) instead of the system's.
 func WithCUDADriver(d *cuda.Driver) Option {
@@ -74,6 +83,7 @@ func WithCUDADriver(d *cuda.Driver) Option {
 type cudaConfig struct {
 	n        int
 	set      bool
+	perGPU   int // workers per GPU; 0: PZ_NWORKER_PER_CUDA, else 1
 	driver   *cuda.Driver
 	ordinals []int // resolved: the GPUs to open
 }
@@ -81,6 +91,19 @@ type cudaConfig struct {
 // resolve reads PZ_NCUDA when WithCUDA was not given, and picks the GPUs
 // from the driver's device count (no context is created).
 func (c *cudaConfig) resolve(env func(string) string) error {
+	if c.perGPU == 0 {
+		c.perGPU = 1
+		if v := env("PZ_NWORKER_PER_CUDA"); v != "" {
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 1 {
+				return fmt.Errorf("%w: PZ_NWORKER_PER_CUDA=%q is not a positive number of workers", ErrBadOption, v)
+			}
+			c.perGPU = k
+		}
+	}
+	if c.perGPU < 1 {
+		return fmt.Errorf("%w: WithCUDAWorkers(%d): need at least one worker per GPU", ErrBadOption, c.perGPU)
+	}
 	if !c.set {
 		v := env("PZ_NCUDA")
 		if v == "" {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -396,4 +398,119 @@ func TestCUDAInputs(t *testing.T) {
 		require.NoError(t, s.Submit(ctx, gpuOnly, scheduler.RW(h)))
 		require.NoError(t, s.WaitAll(ctx))
 	})
+}
+
+// TestCUDAWorkersShareGPU gives one GPU two workers, each in a context
+// of its own: both run tasks, on the one copy of the data the GPU holds.
+func TestCUDAWorkersShareGPU(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDAWorkers(2), scheduler.WithCUDADriver(d))
+	var gpuWorkers []int
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.CUDAWorker {
+			gpuWorkers = append(gpuWorkers, w.ID)
+			require.Equal(t, scheduler.MemoryNode(1), w.Node)
+		}
+	}
+	require.Len(t, gpuWorkers, 2)
+	k := gpuKernels(t, d)
+	ran := make([]int, 2)
+	scale := &scheduler.Codelet{Name: "scale", CUDA: func(c *scheduler.CUDACall) error {
+		ran[c.Arg.(int)] = c.Worker
+		n, _, _ := c.Dims(0)
+		return launch1D(c, k["pz_scale_f64"], n, c.Ptr(0), 2.0, uint64(n))
+	}}
+	x := []float64{1, 2, 3, 4}
+	hx, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	for i, id := range gpuWorkers {
+		cx, err := s.NewContext("gpu"+strconv.Itoa(i), scheduler.ContextWorkers(id))
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(i), scheduler.InContext(cx)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, gpuWorkers, ran, "each task ran on its context's GPU worker")
+	require.Equal(t, []float64{4, 8, 12, 16}, x)
+	for _, tr := range s.Transfers() {
+		if tr.From == scheduler.RAM && tr.To == 1 {
+			require.EqualValues(t, 1, tr.Count, "x went to the GPU once for both workers")
+		}
+	}
+
+	_, err = scheduler.New(ctx, scheduler.WithPerfModelDir(""), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAWorkers(-1))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+}
+
+// TestCUDAHybrid runs codelets with CPU and CUDA implementations on CPU
+// and GPU workers under several policies, on random chains over shared
+// vectors, and compares with the sequential result.
+func TestCUDAHybrid(t *testing.T) {
+	for _, policy := range []string{"lws", "eager", "dmda"} {
+		t.Run(policy, func(t *testing.T) {
+			ctx := testCtx(t)
+			d, lib := fakeGPU(t, 32<<10) // room for 4 of the 8 vectors
+			s := newSched(t, scheduler.WithWorkers(2), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithPolicy(policy))
+			k := gpuKernels(t, d)
+			model := &scheduler.PerfModel{Name: "hybrid-" + policy}
+			gpuScale, gpuAxpy, _ := cudaCodelets(k)
+			var onCPU atomic.Int64
+			scale := &scheduler.Codelet{Name: "scale", Model: model, CUDA: gpuScale.CUDA, CPU: func(c *scheduler.Call) error {
+				onCPU.Add(1)
+				x := scheduler.VectorOf[float64](c, 0)
+				for i := range x {
+					x[i] *= c.Arg.(float64)
+				}
+				return nil
+			}}
+			axpy := &scheduler.Codelet{Name: "axpy", Model: model, CUDA: gpuAxpy.CUDA, CPU: func(c *scheduler.Call) error {
+				onCPU.Add(1)
+				y, x := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+				for i := range y {
+					y[i] += c.Arg.(float64) * x[i]
+				}
+				return nil
+			}}
+			const vecs, n, ops = 8, 512, 200
+			data, want := make([][]float64, vecs), make([][]float64, vecs)
+			hs := make([]*scheduler.Handle, vecs)
+			for v := range data {
+				data[v], want[v] = make([]float64, n), make([]float64, n)
+				for i := range data[v] {
+					data[v][i] = float64((v*n + i) % 7)
+					want[v][i] = data[v][i]
+				}
+				var err error
+				hs[v], err = s.RegisterVector(data[v])
+				require.NoError(t, err)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(policy))))
+			for range ops {
+				y, x := rng.IntN(vecs), rng.IntN(vecs)
+				if rng.IntN(3) == 0 || x == y {
+					// Halving and doubling keep the values small integers or halves: exact.
+					a := []float64{0.5, 2}[rng.IntN(2)]
+					require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hs[y]), scheduler.WithArg(a)))
+					for i := range want[y] {
+						want[y][i] *= a
+					}
+					continue
+				}
+				a := float64(rng.IntN(3) - 1)
+				require.NoError(t, s.Submit(ctx, axpy, scheduler.RW(hs[y]), scheduler.WithArg(a), scheduler.R(hs[x])))
+				for i := range want[y] {
+					want[y][i] += a * want[x][i]
+				}
+			}
+			require.NoError(t, s.WaitAll(ctx))
+			for v := range data {
+				require.Equal(t, want[v], data[v], "vector %d", v)
+			}
+			st, err := fakecuda.Stats(lib)
+			require.NoError(t, err)
+			t.Logf("%s: %d tasks on the GPU, %d on CPUs", policy, st.Kernels, onCPU.Load())
+			require.Positive(t, st.Kernels, "no task ran on the GPU")
+			require.Positive(t, onCPU.Load(), "no task ran on a CPU")
+		})
+	}
 }

@@ -152,8 +152,11 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		for _, sd := range cfg.sims {
 			workers = append(workers, sd.Workers)
 		}
-		for range len(cfg.devices) + len(gpus) {
+		for range cfg.devices {
 			workers = append(workers, 1)
+		}
+		for range gpus {
+			workers = append(workers, cfg.cuda.perGPU)
 		}
 		for i, nw := range workers {
 			for range nw {
