@@ -59,7 +59,8 @@ func (c *CUDACall) Buffer(i int) *cuda.Buffer {
 // CUDAWorker that takes a core from the CPU workers, as a simulated
 // device does. Without a CUDA driver (or with no GPU) the scheduler has
 // no GPU workers, and no error. Environment, when WithCUDA is not given:
-// PZ_NCUDA=n (-1: all).
+// PZ_NCUDA=n (-1: all); PZ_CUDA_LIBRARY names the driver library to load
+// instead of libcuda.so.1.
 func WithCUDA(n int) Option {
 	return func(c *config) { c.cuda.n, c.cuda.set = n, true }
 }
@@ -117,6 +118,13 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	}
 	if c.n == 0 {
 		return nil
+	}
+	if lib := env("PZ_CUDA_LIBRARY"); c.driver == nil && lib != "" {
+		d, err := cuda.OpenLibrary(lib)
+		if err != nil {
+			return fmt.Errorf("scheduler: opening the CUDA driver PZ_CUDA_LIBRARY=%q: %w", lib, err)
+		}
+		c.driver = d
 	}
 	if c.driver == nil {
 		d, err := cuda.Open()

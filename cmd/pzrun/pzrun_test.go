@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -627,4 +628,37 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// TestCholeskyCUDA runs `pzrun cholesky -cuda 1` on the stand-in CUDA
+// driver, cuBLAS and cuSOLVER (internal/fakecuda, named by the
+// PZ_*_LIBRARY variables): hybrid, then on the GPU alone out of core.
+func TestCholeskyCUDA(t *testing.T) {
+	lib := fakecuda.Instance(t)
+	fakecuda.Setenv(t, 1, 160<<10)
+	fakecuda.SetDelay(t, 0)
+	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
+		t.Setenv(v, lib)
+	}
+	t.Setenv("PZ_PERFMODEL_DIR", t.TempDir())
+	for _, extra := range [][]string{nil, {"-device-only"}} {
+		args := append([]string{"cholesky", "-n", "256", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "--check", "--json"}, extra...)
+		code, out, errs := pzrun(t, args...)
+		require.Equal(t, 0, code, "%v: %s", extra, errs)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Less(t, r["residual"].(float64), 1e-12, extra)
+		assert.Equal(t, 1.0, r["devices"], extra)
+		assert.Greater(t, r["device_tasks"].(float64), 0.0, extra)
+		if extra != nil {
+			assert.Equal(t, r["tasks"], r["device_tasks"])
+			assert.Greater(t, r["write_backs"].(float64), 0.0, "512 KiB of tiles on a GPU of 160 KiB")
+		}
+	}
+	code, _, errs := pzrun(t, "gemm", "-n", "128", "-b", "64", "-cuda", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "-cuda serves one-rank cholesky runs")
+	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "-cuda serves one-rank cholesky runs")
 }

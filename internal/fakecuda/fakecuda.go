@@ -45,6 +45,33 @@
 //
 // A kernel whose pointer argument is not in a live allocation fails its
 // stream with CUDA_ERROR_ILLEGAL_ADDRESS.
+//
+// The same library file is also a stand-in cuBLAS and cuSOLVER (dense):
+// point cuda.OpenBLAS and cuda.OpenSolver at the path of the driver
+// instance, so that they share its state. It exports, with the
+// prototypes and status codes of cublas_api.h and cusolverDn.h,
+//
+//	cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, cublasGetStream_v2,
+//	cublas{D,S}gemm_v2, cublas{D,S}syrk_v2, cublas{D,S}trsm_v2,
+//	cusolverDnCreate, cusolverDnDestroy, cusolverDnSetStream, cusolverDnGetStream,
+//	cusolverDn{D,S}potrf_bufferSize, cusolverDn{D,S}potrf
+//
+// A handle belongs to the context current on the thread that created it
+// (without one, creation fails with NOT_INITIALIZED and is counted in
+// Counters.InvalidContext); an operation called on a thread whose current
+// context is not the handle's fails the same way. Operations run on the
+// host, column-major as in BLAS, queued on the handle's stream like
+// kernels (Counters.Library counts them). Scalars are host pointers, read
+// at call time. Bad arguments (negative sizes, a leading dimension below
+// the rows, unknown enums) return INVALID_VALUE and queue nothing; a
+// matrix not inside a live allocation of the handle's device, over the
+// whole extent the operation touches, fails the stream with
+// CUDA_ERROR_ILLEGAL_ADDRESS. syrk writes only the uplo triangle of C,
+// trsm reads only A's uplo triangle (and not its diagonal with
+// CUBLAS_DIAG_UNIT), potrf reads and writes only A's uplo triangle, sets
+// the device int devInfo to 0 or to the order of the first leading minor
+// that is not positive definite, and leaves garbage in its workspace
+// (potrf_bufferSize asks for n elements).
 package fakecuda
 
 import (
@@ -86,7 +113,7 @@ const (
 const LibraryName = "libcuda.so.1"
 
 // cflags are the compiler flags, after the compiler and before the output.
-var cflags = []string{"-std=gnu11", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"}
+var cflags = []string{"-std=gnu11", "-O2", "-fno-math-errno", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"}
 
 // Build compiles the stand-in driver, once per source and compiler for
 // all the test binaries of this user (the library is cached under
@@ -160,6 +187,9 @@ type Counters struct {
 	// CUDA_ERROR_INVALID_CONTEXT because the calling thread had no
 	// current context.
 	InvalidContext uint64
+	// Library counts the cuBLAS and cuSOLVER operations queued (or run,
+	// on the default stream).
+	Library uint64
 }
 
 // Stats reads the counters of the instance loaded from lib (loading it
@@ -182,13 +212,13 @@ func Stats(lib string) (Counters, error) {
 	var stats func(out *uint64, n int32) int32
 	purego.RegisterFunc(&stats, sym)
 	var c Counters
-	const n = 6
+	const n = 7
 	var out [n]uint64
 	if got := stats(&out[0], n); got < n {
 		return Counters{}, fmt.Errorf("fakecuda: %s keeps %d counters, want %d", lib, got, n)
 	}
-	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext =
-		out[0], out[1], out[2], out[3], out[4], out[5]
+	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library =
+		out[0], out[1], out[2], out[3], out[4], out[5], out[6]
 	return c, nil
 }
 

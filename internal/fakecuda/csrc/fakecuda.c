@@ -30,11 +30,13 @@
  * entry points, only static helpers, so that two copies of the library
  * loaded side by side cannot interpose on each other.
  *
- * Build: cc -std=gnu11 -O2 -fPIC -shared -pthread -o libcuda.so.1 fakecuda.c
+ * Build (-fno-math-errno keeps sqrt an instruction, so no libm is needed):
+ *   cc -std=gnu11 -O2 -fno-math-errno -fPIC -shared -pthread -o libcuda.so.1 fakecuda.c
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -125,6 +127,7 @@ struct fctx {
 	int destroying;  /* the last release is tearing it down */
 	size_t used;     /* device bytes allocated */
 	CUresult sticky; /* error of a kernel that failed on the default stream */
+	unsigned gen;    /* teardowns so far: library handles of older ones are stale */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -149,7 +152,7 @@ static CUresult check_init(void)
 
 /* ---- Statistics (pzfake_stats) ---- */
 
-enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, NSTATS };
+enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, NSTATS };
 static _Atomic unsigned long long g_stats[NSTATS];
 
 static void stat_add(int i, long long d)
@@ -161,7 +164,8 @@ static void stat_add(int i, long long d)
  * pzfake_stats copies up to n counters into out, in this order: device
  * allocations live, device bytes live, host-to-device copies,
  * device-to-host copies, kernels launched, calls refused for want of a
- * current context. It returns how many counters there are.
+ * current context, cuBLAS and cuSOLVER operations queued. It returns how
+ * many counters there are.
  */
 EXPORT int pzfake_stats(unsigned long long *out, int n)
 {
@@ -726,7 +730,7 @@ EXPORT CUresult cuMemHostUnregister(void *p)
 
 /* ---- Operations: what streams run ---- */
 
-enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT };
+enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB };
 
 struct kexec;
 struct kernel {
@@ -742,6 +746,27 @@ struct copy {
 	size_t dpitch, spitch, width, height;
 };
 
+/* A device matrix of a library call: rows x cols, column-major, leading dimension ld. */
+struct devmat {
+	CUdeviceptr p;
+	size_t rows, cols, ld;
+};
+
+enum lib_op { LIB_GEMM, LIB_SYRK, LIB_TRSM, LIB_POTRF };
+
+/*
+ * A cuBLAS or cuSOLVER operation, with its scalars read at call time.
+ * Matrices a, b, c are A, B, C; for potrf, A, the workspace and devInfo.
+ */
+struct libjob {
+	enum lib_op op;
+	int f32, dev;
+	int ta, tb, uplo, side, diag; /* transposes as 0/1 */
+	size_t m, n, k;
+	double alpha, beta;
+	struct devmat a, b, c;
+};
+
 struct op {
 	struct op *next;
 	enum op_kind kind;
@@ -750,6 +775,7 @@ struct op {
 		struct { char *dst; size_t n; unsigned char value; } set;
 		struct { const struct kernel *k; int dev; unsigned long long threads, args[MAX_ARGS]; } kern;
 		struct { struct fevent *e; unsigned long long seq; } ev;
+		struct libjob lib;
 	} u;
 };
 
@@ -805,6 +831,7 @@ static void run_copy(const struct copy *c)
 }
 
 static CUresult run_kernel(struct op *o);
+static CUresult run_lib(const struct libjob *j);
 
 /*
  * run_op runs o without g_mu held. err is the sticky error of the stream
@@ -823,6 +850,8 @@ static CUresult run_op(struct op *o, CUresult err)
 		break;
 	case OP_KERNEL:
 		return run_kernel(o);
+	case OP_LIB:
+		return run_lib(&o->u.lib);
 	case OP_RECORD:
 		pthread_mutex_lock(&g_mu);
 		event_complete_locked(o->u.ev.e, o->u.ev.seq, err);
@@ -961,7 +990,7 @@ static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream
 static CUresult submit_locked(struct fctx *c, struct fstream *s, struct op *o, int now)
 {
 	CUresult sticky, r;
-	int kernel = o->kind == OP_KERNEL;
+	int kernel = o->kind == OP_KERNEL || o->kind == OP_LIB;
 	if (s != NULL && !now) {
 		if (s->tail != NULL)
 			s->tail->next = o;
@@ -1893,6 +1922,614 @@ static void ctx_destroy_locked(struct fctx *c)
 	ctx_free_objects_locked(c);
 	ctx_free_memory_locked(c);
 	c->sticky = CUDA_SUCCESS;
+	c->gen++;
 	c->destroying = 0;
 	pthread_cond_broadcast(&g_cv);
+}
+
+/*
+ * ---- cuBLAS and cuSOLVER (dense) stand-ins ----
+ *
+ * The same library file serves as libcublas and libcusolver: handles
+ * belong to the context current when they were made, operations run on
+ * the host, queued on the stream the handle is bound to, over the device
+ * memory they name. Scalars (alpha, beta) are host pointers (pointer mode
+ * host) and are read at call time. Bad arguments return INVALID_VALUE
+ * without queueing; a matrix outside live device memory fails its stream
+ * with CUDA_ERROR_ILLEGAL_ADDRESS, as a faulting kernel does. A call on a
+ * thread whose current context is not the handle's is refused with
+ * NOT_INITIALIZED (and counted as a call without a current context).
+ */
+
+typedef int cublasStatus_t;
+typedef int cusolverStatus_t;
+
+enum {
+	CUBLAS_STATUS_SUCCESS = 0,
+	CUBLAS_STATUS_NOT_INITIALIZED = 1,
+	CUBLAS_STATUS_ALLOC_FAILED = 3,
+	CUBLAS_STATUS_INVALID_VALUE = 7,
+	CUBLAS_STATUS_EXECUTION_FAILED = 13,
+};
+
+enum {
+	CUSOLVER_STATUS_SUCCESS = 0,
+	CUSOLVER_STATUS_NOT_INITIALIZED = 1,
+	CUSOLVER_STATUS_ALLOC_FAILED = 2,
+	CUSOLVER_STATUS_INVALID_VALUE = 3,
+	CUSOLVER_STATUS_EXECUTION_FAILED = 6,
+};
+
+enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 };
+enum { CUBLAS_SIDE_LEFT = 0, CUBLAS_SIDE_RIGHT = 1 };
+enum { CUBLAS_DIAG_NON_UNIT = 0, CUBLAS_DIAG_UNIT = 1 };
+
+/* The statuses of one library. */
+struct libstatus {
+	int not_initialized, alloc_failed, invalid_value, execution_failed;
+};
+
+static const struct libstatus g_blas_status = {CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_ALLOC_FAILED,
+					       CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_EXECUTION_FAILED};
+static const struct libstatus g_solver_status = {CUSOLVER_STATUS_NOT_INITIALIZED, CUSOLVER_STATUS_ALLOC_FAILED,
+						 CUSOLVER_STATUS_INVALID_VALUE, CUSOLVER_STATUS_EXECUTION_FAILED};
+
+enum lib_kind { KIND_BLAS = 1, KIND_SOLVER = 2 };
+
+struct fhandle {
+	struct fhandle *next;
+	enum lib_kind kind;
+	struct fctx *ctx;
+	unsigned gen;    /* ctx->gen at creation */
+	CUstream stream; /* as set; 0 is the default stream */
+};
+
+typedef struct fhandle *cublasHandle_t;
+typedef struct fhandle *cusolverDnHandle_t;
+
+static struct fhandle *g_handles;
+
+static const struct libstatus *lib_status(enum lib_kind kind)
+{
+	return kind == KIND_BLAS ? &g_blas_status : &g_solver_status;
+}
+
+static int unlock_status(int st)
+{
+	pthread_mutex_unlock(&g_mu);
+	return st;
+}
+
+static struct fhandle *find_handle_locked(const struct fhandle *h, enum lib_kind kind)
+{
+	for (struct fhandle *x = g_handles; x != NULL; x = x->next)
+		if (x == h && x->kind == kind)
+			return x;
+	return NULL;
+}
+
+static int handle_create(struct fhandle **ph, enum lib_kind kind)
+{
+	struct fctx *c;
+	struct fhandle *h;
+	if (lock_ctx(&c) != CUDA_SUCCESS) /* counts a missing context */
+		return lib_status(kind)->not_initialized;
+	if (ph == NULL)
+		return unlock_status(lib_status(kind)->invalid_value);
+	if ((h = calloc(1, sizeof *h)) == NULL)
+		return unlock_status(lib_status(kind)->alloc_failed);
+	*h = (struct fhandle){.next = g_handles, .kind = kind, .ctx = c, .gen = c->gen};
+	g_handles = h;
+	*ph = h;
+	return unlock_status(0);
+}
+
+static int handle_destroy(struct fhandle *h, enum lib_kind kind)
+{
+	pthread_mutex_lock(&g_mu);
+	for (struct fhandle **pp = &g_handles; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == h && h->kind == kind) {
+			*pp = h->next;
+			free(h); /* queued operations hold copies of what they need */
+			return unlock_status(0);
+		}
+	return unlock_status(lib_status(kind)->not_initialized);
+}
+
+/* lock_handle locks g_mu and finds live handle h; on failure it unlocks. */
+static int lock_handle(struct fhandle *h, enum lib_kind kind, struct fhandle **out)
+{
+	if (check_init() != CUDA_SUCCESS)
+		return lib_status(kind)->not_initialized;
+	pthread_mutex_lock(&g_mu);
+	if ((*out = find_handle_locked(h, kind)) == NULL || (*out)->gen != (*out)->ctx->gen)
+		return unlock_status(lib_status(kind)->not_initialized);
+	return 0;
+}
+
+static int handle_set_stream(struct fhandle *h, enum lib_kind kind, CUstream hs)
+{
+	struct fhandle *x;
+	struct fstream *s;
+	int st = lock_handle(h, kind, &x);
+	if (st != 0)
+		return st;
+	if (resolve_stream_locked(x->ctx, hs, &s) != CUDA_SUCCESS)
+		return unlock_status(lib_status(kind)->invalid_value);
+	x->stream = hs;
+	return unlock_status(0);
+}
+
+/*
+ * lock_op locks g_mu for an operation of handle h: the handle must be
+ * live, the calling thread's current context the handle's, and its
+ * stream live. On failure it unlocks.
+ */
+static int lock_op(struct fhandle *h, enum lib_kind kind, struct fhandle **out, struct fstream **ps)
+{
+	struct fctx *c = t_current;
+	int st = lock_handle(h, kind, out);
+	if (st != 0)
+		return st;
+	if (c != (*out)->ctx || c->refs == 0 || c->destroying) {
+		stat_add(ST_REFUSED, 1);
+		return unlock_status(lib_status(kind)->not_initialized);
+	}
+	if (resolve_stream_locked(c, (*out)->stream, ps) != CUDA_SUCCESS)
+		return unlock_status(lib_status(kind)->execution_failed); /* destroyed since cublasSetStream */
+	return 0;
+}
+
+/* submit_job queues j on s for handle h, with g_mu held, and unlocks. */
+static int submit_job(struct fhandle *h, struct fstream *s, const struct libjob *j)
+{
+	const struct libstatus *ls = lib_status(h->kind);
+	struct op *o = op_new(OP_LIB);
+	CUresult r;
+	if (o == NULL)
+		return unlock_status(ls->alloc_failed);
+	o->u.lib = *j;
+	o->u.lib.dev = h->ctx->device;
+	stat_add(ST_LIBRARY, 1);
+	r = submit_locked(h->ctx, s, o, 0);
+	return unlock_status(r == CUDA_SUCCESS ? 0 : ls->execution_failed);
+}
+
+/* Argument checks. */
+
+static int bad_trans(int t) { return t != CUBLAS_OP_N && t != CUBLAS_OP_T && t != CUBLAS_OP_C; }
+static int bad_fill(int u) { return u != CUBLAS_FILL_MODE_LOWER && u != CUBLAS_FILL_MODE_UPPER; }
+
+/* bad_ld reports whether ld is below max(1, rows). */
+static int bad_ld(int ld, int rows) { return ld < 1 || ld < rows; }
+
+static struct devmat devmat(const void *p, int rows, int cols, int ld)
+{
+	return (struct devmat){(CUdeviceptr)(uintptr_t)p, (size_t)rows, (size_t)cols, (size_t)ld};
+}
+
+/* ---- Running the operations, without g_mu ---- */
+
+/* A host view of a device matrix. */
+struct hmat {
+	char *p;
+	size_t ld;
+	int f32;
+};
+
+static inline double mget(const struct hmat *x, size_t i, size_t j)
+{
+	size_t k = i + j * x->ld;
+	return x->f32 ? (double)((const float *)(void *)x->p)[k] : ((const double *)(void *)x->p)[k];
+}
+
+static inline void mset(const struct hmat *x, size_t i, size_t j, double v)
+{
+	size_t k = i + j * x->ld;
+	if (x->f32)
+		((float *)(void *)x->p)[k] = (float)v;
+	else
+		((double *)(void *)x->p)[k] = v;
+}
+
+/* op(X)(i, j) */
+static inline double oget(const struct hmat *x, int trans, size_t i, size_t j)
+{
+	return trans ? mget(x, j, i) : mget(x, i, j);
+}
+
+/*
+ * map_mat translates device matrix m (elements of sz bytes) into *out;
+ * an empty matrix is not touched and needs no memory.
+ */
+static CUresult map_mat(int dev, const struct devmat *m, size_t sz, int f32, struct hmat *out)
+{
+	size_t n, bytes;
+	char *p;
+	*out = (struct hmat){NULL, m->ld, f32};
+	if (m->rows == 0 || m->cols == 0)
+		return CUDA_SUCCESS;
+	if (__builtin_mul_overflow(m->ld, m->cols - 1, &n) || __builtin_add_overflow(n, m->rows, &n) ||
+	    __builtin_mul_overflow(n, sz, &bytes))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	pthread_mutex_lock(&g_mu);
+	p = dev_range_locked(dev, m->p, bytes);
+	pthread_mutex_unlock(&g_mu);
+	if (p == NULL)
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	if ((uintptr_t)p % sz != 0)
+		return CUDA_ERROR_MISALIGNED_ADDRESS;
+	out->p = p;
+	return CUDA_SUCCESS;
+}
+
+/* C = alpha op(A) op(B) + beta C; C is m x n, op(A) m x k. */
+static void run_gemm(const struct libjob *j, const struct hmat *a, const struct hmat *b, const struct hmat *c)
+{
+	int product = j->k > 0 && j->alpha != 0;
+	for (size_t col = 0; col < j->n; col++)
+		for (size_t i = 0; i < j->m; i++) {
+			double s = 0, v;
+			for (size_t l = 0; product && l < j->k; l++)
+				s += oget(a, j->ta, i, l) * oget(b, j->tb, l, col);
+			v = j->alpha * s;
+			if (j->beta != 0)
+				v += j->beta * mget(c, i, col);
+			mset(c, i, col, v);
+		}
+}
+
+/* C = alpha op(A) op(A)^T + beta C on the uplo triangle of the n x n C; op(A) is n x k. */
+static void run_syrk(const struct libjob *j, const struct hmat *a, const struct hmat *c)
+{
+	int product = j->k > 0 && j->alpha != 0;
+	for (size_t col = 0; col < j->n; col++) {
+		size_t lo = j->uplo == CUBLAS_FILL_MODE_LOWER ? col : 0;
+		size_t hi = j->uplo == CUBLAS_FILL_MODE_LOWER ? j->n : col + 1;
+		for (size_t i = lo; i < hi; i++) {
+			double s = 0, v;
+			for (size_t l = 0; product && l < j->k; l++)
+				s += oget(a, j->ta, i, l) * oget(a, j->ta, col, l);
+			v = j->alpha * s;
+			if (j->beta != 0)
+				v += j->beta * mget(c, i, col);
+			mset(c, i, col, v);
+		}
+	}
+}
+
+/*
+ * run_trsm solves op(A) X = alpha B (left) or X op(A) = alpha B (right)
+ * in place in the m x n B, reading only A's uplo triangle. x is scratch
+ * of max(m, n) doubles.
+ */
+static void run_trsm(const struct libjob *j, const struct hmat *a, const struct hmat *b, double *x)
+{
+	int lower = (j->uplo == CUBLAS_FILL_MODE_LOWER) != (j->ta != 0); /* op(A) is lower triangular */
+	int unit = j->diag == CUBLAS_DIAG_UNIT;
+	int left = j->side == CUBLAS_SIDE_LEFT;
+	size_t len = left ? j->m : j->n, count = left ? j->n : j->m;
+	for (size_t v = 0; v < count; v++) {
+		for (size_t p = 0; p < len; p++)
+			x[p] = j->alpha == 0 ? 0 : j->alpha * (left ? mget(b, p, v) : mget(b, v, p));
+		if (j->alpha != 0) {
+			/*
+			 * Left: row p of op(A) x = b, lower forward. Right: column p of
+			 * x op(A) = b, i.e. the sum over q of x[q] op(A)(q, p): lower
+			 * backward.
+			 */
+			int forward = left == lower;
+			for (size_t t = 0; t < len; t++) {
+				size_t p = forward ? t : len - 1 - t;
+				double s = x[p];
+				size_t q0 = forward ? 0 : p + 1, q1 = forward ? p : len;
+				for (size_t q = q0; q < q1; q++)
+					s -= x[q] * (left ? oget(a, j->ta, p, q) : oget(a, j->ta, q, p));
+				if (!unit)
+					s /= oget(a, j->ta, p, p);
+				x[p] = s;
+			}
+		}
+		for (size_t p = 0; p < len; p++)
+			if (left)
+				mset(b, p, v, x[p]);
+			else
+				mset(b, v, p, x[p]);
+	}
+}
+
+/* Cholesky factor L (i >= j) of potrf: A's lower triangle, or the transpose of its upper one. */
+static inline double lget(const struct hmat *a, int upper, size_t i, size_t j)
+{
+	return upper ? mget(a, j, i) : mget(a, i, j);
+}
+
+static inline void lset(const struct hmat *a, int upper, size_t i, size_t j, double v)
+{
+	if (upper)
+		mset(a, j, i, v);
+	else
+		mset(a, i, j, v);
+}
+
+/* run_potrf factors A in place (left-looking) and returns devInfo's value. */
+static int run_potrf(const struct libjob *j, const struct hmat *a)
+{
+	int upper = j->uplo == CUBLAS_FILL_MODE_UPPER;
+	for (size_t col = 0; col < j->n; col++) {
+		double d = lget(a, upper, col, col), ljj;
+		for (size_t k = 0; k < col; k++)
+			d -= lget(a, upper, col, k) * lget(a, upper, col, k);
+		if (!(d > 0)) /* not positive, or NaN */
+			return (int)col + 1;
+		ljj = sqrt(d);
+		lset(a, upper, col, col, ljj);
+		for (size_t i = col + 1; i < j->n; i++) {
+			double s = lget(a, upper, i, col);
+			for (size_t k = 0; k < col; k++)
+				s -= lget(a, upper, i, k) * lget(a, upper, col, k);
+			lset(a, upper, i, col, s / ljj);
+		}
+	}
+	return 0;
+}
+
+static CUresult run_lib(const struct libjob *j)
+{
+	size_t esz = j->f32 ? sizeof(float) : sizeof(double);
+	struct hmat a, b, c;
+	CUresult r = map_mat(j->dev, &j->a, esz, j->f32, &a);
+	double *x;
+	int info;
+	if (r != CUDA_SUCCESS)
+		return r;
+	switch (j->op) {
+	case LIB_GEMM:
+		if ((r = map_mat(j->dev, &j->b, esz, j->f32, &b)) != CUDA_SUCCESS ||
+		    (r = map_mat(j->dev, &j->c, esz, j->f32, &c)) != CUDA_SUCCESS)
+			return r;
+		run_gemm(j, &a, &b, &c);
+		return CUDA_SUCCESS;
+	case LIB_SYRK:
+		if ((r = map_mat(j->dev, &j->c, esz, j->f32, &c)) != CUDA_SUCCESS)
+			return r;
+		run_syrk(j, &a, &c);
+		return CUDA_SUCCESS;
+	case LIB_TRSM:
+		if ((r = map_mat(j->dev, &j->b, esz, j->f32, &b)) != CUDA_SUCCESS)
+			return r;
+		if ((x = malloc((j->m > j->n ? j->m : j->n) * sizeof *x + 1)) == NULL)
+			return CUDA_ERROR_LAUNCH_FAILED;
+		run_trsm(j, &a, &b, x);
+		free(x);
+		return CUDA_SUCCESS;
+	case LIB_POTRF:
+		if ((r = map_mat(j->dev, &j->b, esz, j->f32, &b)) != CUDA_SUCCESS ||
+		    (r = map_mat(j->dev, &j->c, sizeof info, 0, &c)) != CUDA_SUCCESS)
+			return r;
+		if (b.p != NULL) /* the workspace holds garbage afterwards */
+			memset(b.p, 0xff, j->b.rows * esz);
+		info = run_potrf(j, &a);
+		memcpy(c.p, &info, sizeof info);
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* ---- cuBLAS entry points ---- */
+
+EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *ph) { return handle_create(ph, KIND_BLAS); }
+EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { return handle_destroy(h, KIND_BLAS); }
+
+EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, CUstream s)
+{
+	return handle_set_stream(h, KIND_BLAS, s);
+}
+
+EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, CUstream *ps)
+{
+	struct fhandle *x;
+	int st = lock_handle(h, KIND_BLAS, &x);
+	if (st != 0)
+		return st;
+	if (ps == NULL)
+		return unlock_status(CUBLAS_STATUS_INVALID_VALUE);
+	*ps = x->stream;
+	return unlock_status(CUBLAS_STATUS_SUCCESS);
+}
+
+static cublasStatus_t gemm(cublasHandle_t h, int f32, int ta, int tb, int m, int n, int k, double alpha,
+			   const void *A, int lda, const void *B, int ldb, double beta, void *C, int ldc)
+{
+	struct fhandle *x;
+	struct fstream *s;
+	struct libjob j = {.op = LIB_GEMM, .f32 = f32, .ta = ta != CUBLAS_OP_N, .tb = tb != CUBLAS_OP_N};
+	int product = k > 0 && alpha != 0, st = lock_op(h, KIND_BLAS, &x, &s);
+	if (st != 0)
+		return st;
+	if (bad_trans(ta) || bad_trans(tb) || m < 0 || n < 0 || k < 0 || bad_ld(lda, j.ta ? k : m) ||
+	    bad_ld(ldb, j.tb ? n : k) || bad_ld(ldc, m))
+		return unlock_status(CUBLAS_STATUS_INVALID_VALUE);
+	if (m == 0 || n == 0)
+		return unlock_status(CUBLAS_STATUS_SUCCESS);
+	j.m = (size_t)m, j.n = (size_t)n, j.k = (size_t)k, j.alpha = alpha, j.beta = beta;
+	if (product) {
+		j.a = j.ta ? devmat(A, k, m, lda) : devmat(A, m, k, lda);
+		j.b = j.tb ? devmat(B, n, k, ldb) : devmat(B, k, n, ldb);
+	}
+	j.c = devmat(C, m, n, ldc);
+	return submit_job(x, s, &j);
+}
+
+EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, int ta, int tb, int m, int n, int k, const double *alpha,
+				     const double *A, int lda, const double *B, int ldb, const double *beta, double *C,
+				     int ldc)
+{
+	if (alpha == NULL || beta == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return gemm(h, 0, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+}
+
+EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,
+				     const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
+				     int ldc)
+{
+	if (alpha == NULL || beta == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return gemm(h, 1, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+}
+
+static cublasStatus_t syrk(cublasHandle_t h, int f32, int uplo, int trans, int n, int k, double alpha,
+			   const void *A, int lda, double beta, void *C, int ldc)
+{
+	struct fhandle *x;
+	struct fstream *s;
+	struct libjob j = {.op = LIB_SYRK, .f32 = f32, .uplo = uplo, .ta = trans != CUBLAS_OP_N};
+	int st = lock_op(h, KIND_BLAS, &x, &s);
+	if (st != 0)
+		return st;
+	if (bad_fill(uplo) || bad_trans(trans) || n < 0 || k < 0 || bad_ld(lda, j.ta ? k : n) || bad_ld(ldc, n))
+		return unlock_status(CUBLAS_STATUS_INVALID_VALUE);
+	if (n == 0)
+		return unlock_status(CUBLAS_STATUS_SUCCESS);
+	j.n = (size_t)n, j.k = (size_t)k, j.alpha = alpha, j.beta = beta;
+	if (k > 0 && alpha != 0)
+		j.a = j.ta ? devmat(A, k, n, lda) : devmat(A, n, k, lda);
+	j.c = devmat(C, n, n, ldc);
+	return submit_job(x, s, &j);
+}
+
+EXPORT cublasStatus_t cublasDsyrk_v2(cublasHandle_t h, int uplo, int trans, int n, int k, const double *alpha,
+				     const double *A, int lda, const double *beta, double *C, int ldc)
+{
+	if (alpha == NULL || beta == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return syrk(h, 0, uplo, trans, n, k, *alpha, A, lda, *beta, C, ldc);
+}
+
+EXPORT cublasStatus_t cublasSsyrk_v2(cublasHandle_t h, int uplo, int trans, int n, int k, const float *alpha,
+				     const float *A, int lda, const float *beta, float *C, int ldc)
+{
+	if (alpha == NULL || beta == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return syrk(h, 1, uplo, trans, n, k, *alpha, A, lda, *beta, C, ldc);
+}
+
+static cublasStatus_t trsm(cublasHandle_t h, int f32, int side, int uplo, int trans, int diag, int m, int n,
+			   double alpha, const void *A, int lda, void *B, int ldb)
+{
+	struct fhandle *x;
+	struct fstream *s;
+	struct libjob j = {.op = LIB_TRSM, .f32 = f32, .side = side, .uplo = uplo, .ta = trans != CUBLAS_OP_N,
+			   .diag = diag};
+	int ka = side == CUBLAS_SIDE_LEFT ? m : n, st = lock_op(h, KIND_BLAS, &x, &s);
+	if (st != 0)
+		return st;
+	if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) || bad_fill(uplo) || bad_trans(trans) ||
+	    (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 || bad_ld(lda, ka) ||
+	    bad_ld(ldb, m))
+		return unlock_status(CUBLAS_STATUS_INVALID_VALUE);
+	if (m == 0 || n == 0)
+		return unlock_status(CUBLAS_STATUS_SUCCESS);
+	j.m = (size_t)m, j.n = (size_t)n, j.alpha = alpha;
+	if (alpha != 0)
+		j.a = devmat(A, ka, ka, lda);
+	j.b = devmat(B, m, n, ldb);
+	return submit_job(x, s, &j);
+}
+
+EXPORT cublasStatus_t cublasDtrsm_v2(cublasHandle_t h, int side, int uplo, int trans, int diag, int m, int n,
+				     const double *alpha, const double *A, int lda, double *B, int ldb)
+{
+	if (alpha == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return trsm(h, 0, side, uplo, trans, diag, m, n, *alpha, A, lda, B, ldb);
+}
+
+EXPORT cublasStatus_t cublasStrsm_v2(cublasHandle_t h, int side, int uplo, int trans, int diag, int m, int n,
+				     const float *alpha, const float *A, int lda, float *B, int ldb)
+{
+	if (alpha == NULL)
+		return h == NULL ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INVALID_VALUE;
+	return trsm(h, 1, side, uplo, trans, diag, m, n, *alpha, A, lda, B, ldb);
+}
+
+/* ---- cuSOLVER entry points ---- */
+
+EXPORT cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *ph) { return handle_create(ph, KIND_SOLVER); }
+EXPORT cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t h) { return handle_destroy(h, KIND_SOLVER); }
+
+EXPORT cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, CUstream s)
+{
+	return handle_set_stream(h, KIND_SOLVER, s);
+}
+
+EXPORT cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t h, CUstream *ps)
+{
+	struct fhandle *x;
+	int st = lock_handle(h, KIND_SOLVER, &x);
+	if (st != 0)
+		return st;
+	if (ps == NULL)
+		return unlock_status(CUSOLVER_STATUS_INVALID_VALUE);
+	*ps = x->stream;
+	return unlock_status(CUSOLVER_STATUS_SUCCESS);
+}
+
+/* The workspace potrf wants, in elements: n (at least 1). A host-side call. */
+static cusolverStatus_t potrf_size(cusolverDnHandle_t h, int uplo, int n, int lda, int *lwork)
+{
+	struct fhandle *x;
+	int st = lock_handle(h, KIND_SOLVER, &x);
+	if (st != 0)
+		return st;
+	if (bad_fill(uplo) || n < 0 || bad_ld(lda, n) || lwork == NULL)
+		return unlock_status(CUSOLVER_STATUS_INVALID_VALUE);
+	*lwork = n > 0 ? n : 1;
+	return unlock_status(CUSOLVER_STATUS_SUCCESS);
+}
+
+EXPORT cusolverStatus_t cusolverDnDpotrf_bufferSize(cusolverDnHandle_t h, int uplo, int n, double *A, int lda,
+						    int *lwork)
+{
+	(void)A;
+	return potrf_size(h, uplo, n, lda, lwork);
+}
+
+EXPORT cusolverStatus_t cusolverDnSpotrf_bufferSize(cusolverDnHandle_t h, int uplo, int n, float *A, int lda,
+						    int *lwork)
+{
+	(void)A;
+	return potrf_size(h, uplo, n, lda, lwork);
+}
+
+static cusolverStatus_t potrf(cusolverDnHandle_t h, int f32, int uplo, int n, void *A, int lda, void *work,
+			      int lwork, int *info)
+{
+	struct fhandle *x;
+	struct fstream *s;
+	struct libjob j = {.op = LIB_POTRF, .f32 = f32, .uplo = uplo};
+	int st = lock_op(h, KIND_SOLVER, &x, &s);
+	if (st != 0)
+		return st;
+	if (bad_fill(uplo) || n < 0 || bad_ld(lda, n) || lwork < 0)
+		return unlock_status(CUSOLVER_STATUS_INVALID_VALUE);
+	j.n = (size_t)n;
+	j.a = devmat(A, n, n, lda);
+	j.b = devmat(work, lwork, 1, lwork > 0 ? lwork : 1);
+	j.c = devmat(info, 1, 1, 1);
+	return submit_job(x, s, &j);
+}
+
+EXPORT cusolverStatus_t cusolverDnDpotrf(cusolverDnHandle_t h, int uplo, int n, double *A, int lda,
+					 double *work, int lwork, int *info)
+{
+	return potrf(h, 0, uplo, n, A, lda, work, lwork, info);
+}
+
+EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t h, int uplo, int n, float *A, int lda, float *work,
+					 int lwork, int *info)
+{
+	return potrf(h, 1, uplo, n, A, lda, work, lwork, info);
 }
