@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/scheduler"
 )
@@ -51,21 +53,88 @@ func simConfigs(cfg *config) ([]accel.SimConfig, error) {
 	return out, nil
 }
 
-// openDevices opens this rank's simulated devices and returns them with
-// the machine description that lists them (a copy of m: in-process ranks
-// share m).
-func openDevices(cfg *config, m *hardware.Machine) ([]accel.Device, *hardware.Machine, error) {
-	devs := cfg.shared
-	if devs == nil {
-		sims, err := simConfigs(cfg)
-		if err != nil || len(sims) == 0 {
-			return nil, m, err
+// WithCUDA gives every rank up to n of its machine's CUDA GPUs (all of
+// them when n < 0; CUDA_VISIBLE_DEVICES decides which a process sees):
+// device components of the rank's resource set (cuda.Accel), whose
+// collectives take the staging path, and GPU workers of the rank's
+// Scheduler. Without a driver a rank has no GPU, and no error.
+// Environment, when the option is not given: PZ_NCUDA=n; PZ_CUDA_LIBRARY
+// names the driver library.
+func WithCUDA(n int) Option {
+	return func(c *config) { c.cudaN, c.cudaSet = n, true }
+}
+
+// WithCUDADriver makes WithCUDA use d instead of the system's driver.
+func WithCUDADriver(d *cuda.Driver) Option {
+	return func(c *config) { c.cudaDriver = d }
+}
+
+// openGPUs opens the GPUs WithCUDA (or PZ_NCUDA) asks for.
+func openGPUs(ctx context.Context, cfg *config) ([]accel.Device, error) {
+	n := cfg.cudaN
+	if !cfg.cudaSet {
+		v := cfg.getenv("PZ_NCUDA")
+		if v == "" {
+			return nil, nil
 		}
-		if devs, err = newSims(sims); err != nil {
-			return nil, nil, err
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			return nil, fmt.Errorf("runtimeview: %w: PZ_NCUDA=%q is not a number of GPUs (-1 for all)", ErrOption, v)
 		}
 	}
-	return devs, describe(m, devs), nil
+	if n == 0 {
+		return nil, nil
+	}
+	d := cfg.cudaDriver
+	if d == nil {
+		var err error
+		if d, err = cuda.OpenEnv(cfg.getenv); err != nil || d == nil {
+			return nil, err
+		}
+	}
+	ords, err := d.Ordinals(n)
+	if err != nil {
+		return nil, fmt.Errorf("runtimeview: counting CUDA GPUs: %w", err)
+	}
+	var devs []accel.Device
+	for _, o := range ords {
+		a, err := d.NewAccel(ctx, o)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("runtimeview: CUDA GPU %d: %w", o, err), closeDevices(devs))
+		}
+		devs = append(devs, a)
+	}
+	return devs, nil
+}
+
+// openDevices opens this rank's simulated devices and GPUs and returns
+// every device of the rank, the ones it owns (to close; not those
+// RunLocal shares), and the machine description that lists them (a copy
+// of m: in-process ranks share m).
+func openDevices(ctx context.Context, cfg *config, m *hardware.Machine) (devs, owned []accel.Device, _ *hardware.Machine, _ error) {
+	devs = cfg.shared
+	if devs == nil {
+		sims, err := simConfigs(cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if len(sims) > 0 {
+			if owned, err = newSims(sims); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		devs = owned
+	}
+	gpus, err := openGPUs(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, errors.Join(err, closeDevices(owned))
+	}
+	devs = append(devs[:len(devs):len(devs)], gpus...)
+	owned = append(owned, gpus...)
+	if len(devs) == 0 {
+		return nil, nil, m, nil
+	}
+	return devs, owned, describe(m, devs), nil
 }
 
 // newSims opens simulated devices.
@@ -86,7 +155,11 @@ func describe(m *hardware.Machine, devs []accel.Device) *hardware.Machine {
 	mm := *m
 	mm.Accelerators = append([]hardware.Accelerator(nil), m.Accelerators...)
 	for _, d := range devs {
-		mm.Accelerators = append(mm.Accelerators, hardware.Accelerator{Name: d.Name(), Kind: "sim", MemoryBytes: d.Capacity()})
+		kind := "sim"
+		if _, ok := d.(*cuda.Accel); ok {
+			kind = "cuda"
+		}
+		mm.Accelerators = append(mm.Accelerators, hardware.Accelerator{Name: d.Name(), Kind: kind, MemoryBytes: d.Capacity()})
 	}
 	return &mm
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -52,6 +53,9 @@ type config struct {
 	simsSet      bool
 	shareSims    bool           // WithSharedSimDevices
 	shared       []accel.Device // opened by RunLocal for every rank; closed there
+	cudaN        int            // WithCUDA
+	cudaSet      bool
+	cudaDriver   *cuda.Driver // WithCUDADriver
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained
@@ -161,18 +165,16 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 			return nil, errors.Join(fmt.Errorf("runtimeview: discover hardware: %w", err), rt.stack.Close())
 		}
 	}
-	devs, m, err := openDevices(cfg, m)
+	devs, owned, m, err := openDevices(ctx, cfg, m)
 	if err != nil {
 		return nil, errors.Join(err, rt.stack.Close())
 	}
-	if len(devs) > 0 {
-		rt.devs = devs
+	rt.devs = devs
+	if len(owned) > 0 {
 		// Closed after every user callback and the scheduler's (shared
 		// ones by RunLocal, after every rank).
-		if cfg.shared == nil {
-			if err := rt.stack.Push(func() error { return closeDevices(devs) }); err != nil {
-				return nil, errors.Join(err, closeDevices(devs), rt.stack.Close())
-			}
+		if err := rt.stack.Push(func() error { return closeDevices(owned) }); err != nil {
+			return nil, errors.Join(err, closeDevices(owned), rt.stack.Close())
 		}
 	}
 	// Every rank describes its machine to every other rank once, here,

@@ -119,34 +119,21 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	if c.n == 0 {
 		return nil
 	}
-	if lib := env("PZ_CUDA_LIBRARY"); c.driver == nil && lib != "" {
-		d, err := cuda.OpenLibrary(lib)
-		if err != nil {
-			return fmt.Errorf("scheduler: opening the CUDA driver PZ_CUDA_LIBRARY=%q: %w", lib, err)
-		}
-		c.driver = d
-	}
 	if c.driver == nil {
-		d, err := cuda.Open()
-		if cuda.IsNoDriver(err) {
-			return nil
-		}
+		d, err := cuda.OpenEnv(env)
 		if err != nil {
 			return fmt.Errorf("scheduler: opening the CUDA driver: %w", err)
 		}
+		if d == nil {
+			return nil // no driver: no GPUs
+		}
 		c.driver = d
 	}
-	count, err := c.driver.DeviceCount()
+	ords, err := c.driver.Ordinals(c.n)
 	if err != nil {
 		return fmt.Errorf("scheduler: counting CUDA GPUs: %w", err)
 	}
-	if c.n > 0 {
-		count = min(count, c.n)
-	}
-	c.ordinals = c.ordinals[:0]
-	for i := range count {
-		c.ordinals = append(c.ordinals, i)
-	}
+	c.ordinals = ords
 	return nil
 }
 

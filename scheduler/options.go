@@ -121,7 +121,18 @@ func buildConfig(opts []Option) (config, error) {
 		}
 		c.sims[i] = d.withDefaults()
 	}
-	if err := c.cuda.resolve(env); err != nil {
+	cudaEnv := env
+	if len(c.devices) > 0 {
+		// The caller's devices (the RuntimeView's, GPUs included) replace
+		// the environment's, as they replace PZ_NSIM.
+		cudaEnv = func(k string) string {
+			if k == "PZ_NCUDA" {
+				return ""
+			}
+			return env(k)
+		}
+	}
+	if err := c.cuda.resolve(cudaEnv); err != nil {
 		return c, err
 	}
 	if c.workers < 0 {

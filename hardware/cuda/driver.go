@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -310,4 +311,44 @@ func (d *Driver) check(call string, r Result) error {
 // can treat it as zero devices.
 func IsNoDriver(err error) bool {
 	return errors.Is(err, ErrNoDriver)
+}
+
+// OpenEnv opens the driver library named by PZ_CUDA_LIBRARY in getenv
+// (os.Getenv when nil), else DefaultLibrary. Without a usable driver it
+// returns nil and no error, the Driver of a machine with no GPU; a
+// library that PZ_CUDA_LIBRARY names and that cannot be loaded is an
+// error.
+func OpenEnv(getenv func(string) string) (*Driver, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if lib := getenv("PZ_CUDA_LIBRARY"); lib != "" {
+		d, err := OpenLibrary(lib)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: PZ_CUDA_LIBRARY=%q: %w", lib, err)
+		}
+		return d, nil
+	}
+	d, err := Open()
+	if IsNoDriver(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// Ordinals returns the ordinals of the first n GPUs of d (all of them
+// when n < 0); none for a nil Driver.
+func (d *Driver) Ordinals(n int) ([]int, error) {
+	count, err := d.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if n >= 0 {
+		count = min(count, n)
+	}
+	out := make([]int, count)
+	for i := range out {
+		out[i] = i
+	}
+	return out, nil
 }

@@ -1,0 +1,99 @@
+package runtimeview_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
+	"github.com/pzgo/pz/resourceset"
+	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// TestCUDADevices gives in-process ranks the GPU of the stand-in driver
+// (internal/fakecuda): each rank's resource set has it as a device
+// component, the device collectives move data through it on the staging
+// path, and the rank's scheduler has a GPU worker on it.
+func TestCUDADevices(t *testing.T) {
+	lib := fakecuda.Instance(t)
+	fakecuda.Setenv(t, 1, 64<<20)
+	fakecuda.SetDelay(t, 0)
+	d, err := cuda.OpenLibrary(lib)
+	require.NoError(t, err)
+	const ranks = 3
+	err = runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		me := rt.Rank()
+		mine := rt.MyResourceSet().Devices()
+		require.Len(t, mine, 1)
+		require.Equal(t, "cuda0", mine[0].Name())
+		require.Equal(t, "cuda", mine[0].Kind())
+		require.EqualValues(t, 64<<20, mine[0].MemoryBytes())
+		require.Equal(t, "cuda", rt.ResourceSet((me+1)%ranks).Devices()[0].Kind(), "another rank's GPU as this rank sees it")
+
+		// Over several staging chunks.
+		n := 2*resourceset.StagingChunk/8 + 3
+		buf, err := resourceset.Alloc[float64](mine[0], n)
+		require.NoError(t, err)
+		defer buf.Free()
+		host := make([]float64, n)
+		for i := range host {
+			host[i] = float64(me*1000 + i%1000)
+		}
+		require.NoError(t, buf.CopyFrom(ctx, host))
+		require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum))
+		got := make([]float64, n)
+		require.NoError(t, buf.CopyTo(ctx, got))
+		for _, i := range []int{0, n / 2, n - 1} {
+			require.Equal(t, float64(3000+3*(i%1000)), got[i], "summed element %d on rank %d", i, me)
+		}
+		root := rt.ResourceSet(ranks - 1).Devices()[0]
+		require.NoError(t, buf.CopyFrom(ctx, host))
+		require.NoError(t, resourceset.BcastDevice(ctx, root, buf))
+		require.NoError(t, buf.CopyTo(ctx, got))
+		require.Equal(t, float64((ranks-1)*1000+7), got[7])
+
+		s, err := rt.Scheduler(ctx)
+		require.NoError(t, err)
+		var kinds []scheduler.WorkerKind
+		for _, w := range s.Local().Workers() {
+			kinds = append(kinds, w.Kind)
+		}
+		require.Contains(t, kinds, scheduler.CUDAWorker)
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(1), runtimeview.WithCUDADriver(d))
+	require.NoError(t, err)
+	st, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.Zero(t, st.LiveAllocations, "every rank's device buffers freed")
+	require.Zero(t, st.InvalidContext)
+}
+
+// TestCUDAWithoutDriver: PZ_NCUDA on a machine without a driver gives
+// ranks no GPU, and no error; a bad PZ_NCUDA is an error.
+func TestCUDAWithoutDriver(t *testing.T) {
+	if _, err := cuda.Open(); !cuda.IsNoDriver(err) {
+		t.Skip("this machine has a CUDA driver")
+	}
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "PZ_NCUDA" {
+				return v
+			}
+			return ""
+		}
+	}
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		require.Empty(t, rt.MyResourceSet().Devices())
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithGetenv(env("-1")))
+	require.NoError(t, err)
+	err = runtimeview.RunLocal(testCtx(t), 1, func(ctx context.Context, rt *runtimeview.RuntimeView) error { return nil },
+		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithGetenv(env("many")))
+	require.ErrorIs(t, err, runtimeview.ErrOption)
+	require.Contains(t, err.Error(), `PZ_NCUDA="many"`)
+}
