@@ -33,7 +33,7 @@ func TestCUDADevices(t *testing.T) {
 		require.Equal(t, "cuda0", mine[0].Name())
 		require.Equal(t, "cuda", mine[0].Kind())
 		require.EqualValues(t, 64<<20, mine[0].MemoryBytes())
-		require.Equal(t, "cuda", rt.ResourceSet((me+1)%ranks).Devices()[0].Kind(), "another rank's GPU as this rank sees it")
+		require.Equal(t, "cuda", rt.ResourceSet((me + 1) % ranks).Devices()[0].Kind(), "another rank's GPU as this rank sees it")
 
 		// Over several staging chunks.
 		n := 2*resourceset.StagingChunk/8 + 3

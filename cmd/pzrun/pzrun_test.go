@@ -654,10 +654,18 @@ func TestCholeskyCUDA(t *testing.T) {
 			assert.Greater(t, r["write_backs"].(float64), 0.0, "512 KiB of tiles on a GPU of 160 KiB")
 		}
 	}
-	code, _, errs := pzrun(t, "gemm", "-n", "128", "-b", "64", "-cuda", "1")
+	// GEMM on the GPU alone (a context of its worker would need
+	// -device-only; with one CPU worker and policy eager, the check is of
+	// the result), and in both precisions.
+	for _, prec := range []string{"32", "64"} {
+		code, out, errs := pzrun(t, "gemm", "-n", "256", "-b", "64", "-precision", prec, "-workers", "1", "-cuda", "1", "--check", "--json")
+		require.Equal(t, 0, code, errs)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Equal(t, 1.0, r["devices"])
+		assert.Equal(t, true, r["checked"])
+	}
+	code, _, errs := pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "-cuda serves one-rank cholesky runs")
-	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1")
-	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "-cuda serves one-rank cholesky runs")
+	assert.Contains(t, errs, "-cuda serves one-rank runs")
 }

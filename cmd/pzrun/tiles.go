@@ -56,7 +56,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
-	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (cholesky, one rank; -1: all; default: PZ_NCUDA; none without a driver)")
+	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (one rank; -1: all; default: PZ_NCUDA; none without a driver)")
 }
 
 // distSchedulerOptions are each rank's scheduler options in a
@@ -180,8 +180,8 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -device-only serves one-rank runs so far", errUsage)
 				}
-				if f.cuda != 0 && (rt.Size() > 1 || f.grid != "" || name != "cholesky") {
-					return fmt.Errorf("%w: -cuda serves one-rank cholesky runs so far", errUsage)
+				if f.cuda != 0 && (rt.Size() > 1 || f.grid != "") {
+					return fmt.Errorf("%w: -cuda serves one-rank runs so far", errUsage)
 				}
 				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {

@@ -179,10 +179,10 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
 
 	cl := newCodelets[T]()
-	if hasGPUs(s) {
-		g, err := OpenGPU()
+	if tiled.HasGPUs(s) {
+		g, err := tiled.OpenGPU()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cholesky: %w", err)
 		}
 		defer func() { // before the scheduler closes: the handles live in its workers' contexts
 			if cerr := g.Close(); cerr != nil && err == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/apps/cholesky"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/linalg"
 	"github.com/pzgo/pz/scheduler"
@@ -75,7 +76,7 @@ func TestGPUNotPositiveDefinite(t *testing.T) {
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithPerfModelDir(""))
 	require.NoError(t, err)
 	defer s.Close()
-	g, err := cholesky.OpenGPU()
+	g, err := tiled.OpenGPU()
 	require.NoError(t, err)
 	cl := cholesky.NewCodelets[float64]()
 	cl.Potrf.CPU = nil // the GPU's POTRF only

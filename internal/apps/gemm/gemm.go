@@ -166,6 +166,18 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	seq := float64(nt*nt) * kt.Seconds()
 
 	cl := NewCodelet[T]()
+	if tiled.HasGPUs(s) {
+		g, err := tiled.OpenGPU()
+		if err != nil {
+			return nil, fmt.Errorf("gemm: %w", err)
+		}
+		defer func() { // before the scheduler closes: the handles live in its workers' contexts
+			if cerr := g.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
+			}
+		}()
+		cl.CUDA = tiled.GemmCUDA[T](g)
+	}
 	var elapsed time.Duration
 	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
