@@ -668,4 +668,26 @@ func TestCholeskyCUDA(t *testing.T) {
 	code, _, errs := pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "-cuda serves one-rank runs")
+
+	// One library call on the whole matrix beside the tiled run, on a
+	// GPU with room for the matrix beside the run's cached tiles.
+	lib = fakecuda.Instance(t)
+	fakecuda.Setenv(t, 1, 16<<20)
+	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
+		t.Setenv(v, lib)
+	}
+	for _, app := range []string{"cholesky", "gemm"} {
+		code, out, errs := pzrun(t, app, "-n", "128", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "-cuda-reference", "--json")
+		require.Equal(t, 0, code, errs)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Greater(t, r["gpu_reference_gflops"].(float64), 0.0, app)
+		assert.InDelta(t, r["gflops"].(float64)/r["gpu_reference_gflops"].(float64), r["gpu_reference_ratio"].(float64), 1e-9, app)
+		code, out, errs = pzrun(t, app, "-n", "128", "-b", "64", "-workers", "1", "-cuda", "1", "-cuda-reference")
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, out, "one library call on the GPU", app)
+	}
+	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-cuda-reference")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "give -cuda N too")
 }

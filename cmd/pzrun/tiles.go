@@ -28,6 +28,7 @@ type tiledFlags struct {
 	simMem, simBW                    string // their memory and bandwidth
 	deviceOnly                       bool   // every tile task on the devices
 	cuda                             int    // CUDA GPUs (-1: all)
+	cudaRef                          bool   // time one library call on the whole matrix too
 }
 
 // gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
@@ -56,6 +57,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
+	fs.BoolVar(&f.cudaRef, "cuda-reference", false, "also time one cuSOLVER/cuBLAS call on the whole matrix on the first GPU (with -cuda): gpu_reference_gflops and gpu_reference_ratio")
 	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (one rank; -1: all; default: PZ_NCUDA; none without a driver)")
 }
 
@@ -180,6 +182,9 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -device-only serves one-rank runs so far", errUsage)
 				}
+				if f.cudaRef && f.cuda == 0 {
+					return fmt.Errorf("%w: -cuda-reference compares with the tiled run on GPUs: give -cuda N too", errUsage)
+				}
 				if f.cuda != 0 && (rt.Size() > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -cuda serves one-rank runs so far", errUsage)
 				}
@@ -211,7 +216,7 @@ func choleskyApp() app {
 			opts := cholesky.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
-				DeviceOnly: f.deviceOnly,
+				DeviceOnly: f.deviceOnly, GPUReference: f.cudaRef,
 			}
 			var r *cholesky.Result
 			var err error
@@ -239,6 +244,7 @@ func gemmApp() app {
 			opts := gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
+				GPUReference: f.cudaRef,
 			}
 			var r *gemm.Result
 			var err error

@@ -54,6 +54,10 @@ type Options struct {
 	// scheduling context of their workers), as a GPU-only run does: with
 	// a device smaller than the matrix, the factorization is out of core.
 	DeviceOnly bool
+	// GPUReference also times one vendor-library call on the whole
+	// matrix on the first GPU (pzrun -cuda-reference; needs a CUDA
+	// driver, cuBLAS and cuSOLVER), reported beside the tiled rate.
+	GPUReference bool
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -108,6 +112,7 @@ type Result struct {
 	Messages     int64              `json:"messages"`
 	BytesSent    int64              `json:"bytes_sent"`
 	tiled.Devices
+	tiled.Reference
 }
 
 // String formats r as one human-readable line.
@@ -121,7 +126,7 @@ func (r *Result) String() string {
 	if r.Ranks > 1 {
 		s += fmt.Sprintf(", %d tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
 	}
-	s += r.Devices.String()
+	s += r.Devices.String() + r.Reference.String()
 	if r.Checked {
 		s += fmt.Sprintf(", residual %.3g", r.Residual)
 	}
@@ -251,6 +256,13 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if seq > 0 {
 		res.SeqGFlops = flops / seq / 1e9
 		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())
+	}
+	if opts.GPUReference {
+		d, err := tiled.ReferenceCholesky[T](ctx, a0, n)
+		if err != nil {
+			return nil, fmt.Errorf("cholesky: GPU reference: %w", err)
+		}
+		res.Reference = tiled.NewReference(flops, d, res.GFlops)
 	}
 	if opts.Check {
 		r, err := Residual(ctx, a0, a, n, b, res.Workers)

@@ -45,6 +45,10 @@ type Options struct {
 	// GridP and GridQ are the process grid of RunDist (P*Q ranks); zero
 	// takes the most square grid (dist.Grid).
 	GridP, GridQ int
+	// GPUReference also times one cuBLAS GEMM of the whole matrices on
+	// the first GPU (pzrun -cuda-reference), reported beside the tiled
+	// rate.
+	GPUReference bool
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -92,6 +96,7 @@ type Result struct {
 	Messages   int64   `json:"messages"`
 	BytesSent  int64   `json:"bytes_sent"`
 	tiled.Devices
+	tiled.Reference
 }
 
 // String formats r as one human-readable line.
@@ -105,7 +110,7 @@ func (r *Result) String() string {
 	if r.Ranks > 1 {
 		s += fmt.Sprintf(", %d panels and tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
 	}
-	s += r.Devices.String()
+	s += r.Devices.String() + r.Reference.String()
 	if r.Checked {
 		s += fmt.Sprintf(", max relative error %.3g", r.MaxRelErr)
 	}
@@ -201,6 +206,13 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	}
 	if opts.Check {
 		res.Checked, res.MaxRelErr = true, maxRelErr(a, bm, c0, c, n, opts.Seed)
+	}
+	if opts.GPUReference {
+		d, err := tiled.ReferenceGemm[T](ctx, a, bm, c0, n)
+		if err != nil {
+			return nil, fmt.Errorf("gemm: GPU reference: %w", err)
+		}
+		res.Reference = tiled.NewReference(flops, d, res.GFlops)
 	}
 	return res, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
+	"unsafe"
 
 	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/linalg"
@@ -146,4 +148,184 @@ func HasGPUs(s *scheduler.Scheduler) bool {
 		}
 	}
 	return false
+}
+
+// Reference is the rate of one vendor-library call on the whole matrix
+// (cuSOLVER's POTRF, cuBLAS's GEMM) on the first GPU, measured in the
+// same run as the tiled factorization, and the tiled run's rate as a
+// fraction of it; the apps' JSON prints it as
+//
+//	gpu_reference_gflops   the one call's GFLOP/s (absent without -cuda-reference)
+//	gpu_reference_ratio    gflops / gpu_reference_gflops
+type Reference struct {
+	GFlops float64 `json:"gpu_reference_gflops,omitempty"`
+	Ratio  float64 `json:"gpu_reference_ratio,omitempty"`
+}
+
+// String is ", one cuSOLVER/cuBLAS call X GFLOP/s (tiled Y×)", or "".
+func (r Reference) String() string {
+	if r.GFlops == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", one library call on the GPU %.2f GFLOP/s (tiled %.2f×)", r.GFlops, r.Ratio)
+}
+
+// NewReference is the Reference of a call that took d for flops, beside a
+// tiled run at gflops.
+func NewReference(flops float64, d time.Duration, gflops float64) Reference {
+	r := Reference{GFlops: GFlops(flops, d)}
+	if r.GFlops > 0 {
+		r.Ratio = gflops / r.GFlops
+	}
+	return r
+}
+
+// onGPU runs fn on GPU 0 of the driver PZ_CUDA_LIBRARY names (else the
+// system's), with a context of its own, a stream and the libraries.
+func onGPU(ctx context.Context, fn func(c *cuda.Context, s *cuda.Stream, g *GPU) error) error {
+	d, err := cuda.OpenEnv(nil)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return fmt.Errorf("%w: a GPU reference needs a CUDA driver", ErrBadOptions)
+	}
+	g, err := OpenGPU()
+	if err != nil {
+		return err
+	}
+	c, err := d.NewContext(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s, err := c.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Destroy(context.Background()) }()
+	return fn(c, s, g)
+}
+
+// toDevice copies x into a new allocation.
+func toDevice[T linalg.Float](ctx context.Context, c *cuda.Context, x []T) (cuda.DevicePtr, error) {
+	p, err := c.Alloc(ctx, len(x)*int(unsafe.Sizeof(x[0])))
+	if err != nil {
+		return 0, err
+	}
+	return p, c.CopyHtoD(ctx, p, floatBytes(x))
+}
+
+func floatBytes[T linalg.Float](x []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(x[0])))
+}
+
+// timeOnStream times queue (one library call) from the host: the stream
+// is idle before, and waited for after.
+func timeOnStream(ctx context.Context, s *cuda.Stream, queue func() error) (time.Duration, error) {
+	if err := s.Synchronize(context.Background()); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := queue(); err != nil {
+		return 0, err
+	}
+	if err := s.Synchronize(context.Background()); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), ctx.Err()
+}
+
+// ReferenceCholesky times one cuSOLVER POTRF of the n×n row-major SPD
+// matrix a (its lower triangle: a column-major upper one) on the first
+// GPU, after one untimed call on the same data.
+func ReferenceCholesky[T linalg.Float](ctx context.Context, a []T, n int) (time.Duration, error) {
+	var timed time.Duration
+	err := onGPU(ctx, func(c *cuda.Context, s *cuda.Stream, g *GPU) error {
+		sh, err := g.solver.NewHandle(ctx, c, s)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sh.Destroy(context.Background()) }()
+		p, err := c.Alloc(ctx, len(a)*int(unsafe.Sizeof(a[0])))
+		if err != nil {
+			return fmt.Errorf("the whole matrix on the GPU: %w", err)
+		}
+		defer func() { _ = c.Free(context.Background(), p) }()
+		lw, err := cuda.PotrfWorkspace[T](sh, true, n, p, n)
+		if err != nil {
+			return err
+		}
+		var z T
+		work, err := c.Alloc(ctx, max(lw, 1)*int(unsafe.Sizeof(z)))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Free(context.Background(), work) }()
+		info, err := c.Alloc(ctx, 4)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Free(context.Background(), info) }()
+		for round := range 2 {
+			if err := c.CopyHtoD(ctx, p, floatBytes(a)); err != nil {
+				return err
+			}
+			d, err := timeOnStream(ctx, s, func() error { return cuda.Potrf[T](sh, true, n, p, n, work, lw, info) })
+			if err != nil {
+				return err
+			}
+			var st [4]byte
+			if err := c.CopyDtoH(ctx, st[:], info); err != nil {
+				return err
+			}
+			if st != [4]byte{} {
+				return fmt.Errorf("cuSOLVER POTRF of the whole matrix: %w", linalg.ErrNotPositiveDefinite)
+			}
+			if round > 0 {
+				timed = d
+			}
+		}
+		return nil
+	})
+	return timed, err
+}
+
+// ReferenceGemm times one cuBLAS GEMM C −= A·Bᵀ of n×n row-major
+// matrices on the first GPU, after one untimed call.
+func ReferenceGemm[T linalg.Float](ctx context.Context, a, b, c0 []T, n int) (time.Duration, error) {
+	var timed time.Duration
+	err := onGPU(ctx, func(c *cuda.Context, s *cuda.Stream, g *GPU) error {
+		bh, err := g.blas.NewHandle(ctx, c, s)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = bh.Destroy(context.Background()) }()
+		var ptrs []cuda.DevicePtr
+		defer func() {
+			for _, p := range ptrs {
+				_ = c.Free(context.Background(), p)
+			}
+		}()
+		for _, x := range [][]T{a, b, c0} {
+			p, err := toDevice(ctx, c, x)
+			if err != nil {
+				return fmt.Errorf("the matrices on the GPU: %w", err)
+			}
+			ptrs = append(ptrs, p)
+		}
+		for round := range 2 {
+			d, err := timeOnStream(ctx, s, func() error {
+				return cuda.Gemm[T](bh, true, false, n, n, n, -1, ptrs[1], n, ptrs[0], n, 1, ptrs[2], n)
+			})
+			if err != nil {
+				return err
+			}
+			if round > 0 {
+				timed = d
+			}
+		}
+		return nil
+	})
+	return timed, err
 }
