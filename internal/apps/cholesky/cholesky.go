@@ -87,6 +87,9 @@ type Options struct {
 //	                version goes once to each rank that reads it)
 //	devices, device_tasks, device_bytes, evictions, write_backs
 //	                the devices' figures (tiled.Devices; 0 without devices)
+//	gpu_reference_gflops, gpu_reference_ratio
+//	                one library call on the whole matrix on a GPU, and
+//	                gflops over it (tiled.Reference; absent unless asked)
 //
 // With several ranks workers is per rank and efficiency is
 // gflops / (ranks × workers × seq_gflops).

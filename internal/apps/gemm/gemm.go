@@ -73,6 +73,9 @@ type Options struct {
 //	bytes_sent   their bytes
 //	devices, device_tasks, device_bytes, evictions, write_backs
 //	             the devices' figures (tiled.Devices; 0 without devices)
+//	gpu_reference_gflops, gpu_reference_ratio
+//	             one library call on the whole matrix on a GPU, and
+//	             gflops over it (tiled.Reference; absent unless asked)
 //
 // With several ranks workers is per rank and efficiency divides by
 // ranks × workers.
