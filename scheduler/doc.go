@@ -109,6 +109,14 @@
 // workers. Transfers counts the copies; the trace and the Gantt chart
 // show them on tracks of their own.
 //
+// WithCUDA (PZ_NCUDA) makes CUDA GPUs memory nodes the same way, each
+// with CUDAWorker workers (WithCUDAWorkers per GPU, each with a stream).
+// A codelet's CUDA implementation (CUDAFunc) gets the task's buffers as
+// device pointers (CUDACall.Ptr) and the worker's stream, queues its work
+// there and returns; the worker waits for the stream. A codelet with only
+// a CUDA implementation runs on GPUs only. Without a driver there are no
+// GPU workers, and no error.
+//
 // # Parallel tasks
 //
 // WithTeam(k) runs a task on k workers at once: with Codelet.Parallel
