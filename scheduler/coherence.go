@@ -577,6 +577,7 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffe
 			return bufs[:base], err
 		}
 	}
+	outside := 0 // waits for memory others hold (see below)
 	for {
 		var wait <-chan struct{}
 		for i, a := range t.Access {
@@ -606,15 +607,50 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffe
 		// other forever.
 		room := wait == (<-chan struct{})(nd.changed)
 		d.unpinLocked(t, n, bufs[base:])
+		var retry <-chan time.Time
 		if room {
 			// Unpinning signaled the node; what frees room is another
 			// task's end, the next signal.
 			wait = nd.changed
+			if !nd.busyLocked() {
+				// Nothing of this scheduler's on the node will end and
+				// signal: the device is full of memory others hold
+				// (another rank's scheduler on a shared GPU, a resource
+				// set's buffers), which may go but sends no signal. Look
+				// again a few times, then give up: the task goes to a CPU
+				// worker if it may, else fails.
+				if outside == outsideWaits {
+					d.mu.Unlock()
+					return bufs[:base], fmt.Errorf("%w: %s is full of memory this scheduler does not hold (another rank or process, or device buffers); task %q's data do not fit beside it",
+						ErrDeviceMemory, nd.dev.name(), t.Codelet.name())
+				}
+				retry = time.After(time.Millisecond << outside)
+				outside++
+			}
 		}
 		d.mu.Unlock()
-		<-wait
+		select {
+		case <-wait:
+		case <-retry:
+		}
 		d.mu.Lock()
 	}
+}
+
+// outsideWaits is how many times a task looks again for room on a device
+// full of others' memory (after 1, 2, 4 ... ms: about a quarter of a
+// second in all) before ErrDeviceMemory.
+const outsideWaits = 8
+
+// busyLocked reports whether a task or a copy of this scheduler uses a
+// replica on the node: its end will signal.
+func (nd *memNode) busyLocked() bool {
+	for h := range nd.handles {
+		if r := &h.reps[nd.id]; r.tasks > 0 || r.reads > 0 || r.fill != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // fitsLocked fails if t's device data (each handle once) cannot fit in

@@ -525,3 +525,60 @@ func TestCUDAHybrid(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDASharedGPUFull: two schedulers share one GPU (as two ranks of
+// a node do); one keeps most of its memory in replicas. A task of the
+// other whose data cannot fit beside them is not left waiting for a
+// signal that never comes: it runs on a CPU if it may, else fails with
+// ErrDeviceMemory.
+func TestCUDASharedGPUFull(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 64<<10)
+	k := gpuKernels(t, d)
+	scale, _, _ := cudaCodelets(k)
+	a := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d))
+	b := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d))
+
+	// a's GPU keeps three vectors of 16 KiB after its tasks.
+	for range 3 {
+		h, err := a.RegisterVector(make([]float64, 2048))
+		require.NoError(t, err)
+		require.NoError(t, a.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(2.0)))
+	}
+	require.NoError(t, a.WaitAll(ctx))
+
+	// b's task needs two vectors of 16 KiB: 32 KiB beside a's 48 KiB on
+	// a 64 KiB GPU.
+	x, y := make([]float64, 2048), make([]float64, 2048)
+	for i := range x {
+		x[i], y[i] = 1, float64(i)
+	}
+	hx, err := b.RegisterVector(x)
+	require.NoError(t, err)
+	hy, err := b.RegisterVector(y)
+	require.NoError(t, err)
+	_, axpy, _ := cudaCodelets(k)
+	require.NoError(t, b.Submit(ctx, axpy, scheduler.RW(hy), scheduler.WithArg(2.0), scheduler.R(hx)))
+	err = b.WaitAll(ctx)
+	require.ErrorIs(t, err, scheduler.ErrDeviceMemory)
+	require.Contains(t, err.Error(), "memory this scheduler does not hold")
+
+	// With a CPU implementation the task runs (on the CPU worker, by the
+	// policy's choice or redirected from the GPU worker). A failed RW
+	// task's dependents are canceled, so it works on new data.
+	hybrid := &scheduler.Codelet{Name: "axpy", CUDA: axpy.CUDA, CPU: func(c *scheduler.Call) error {
+		y, x := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+		for i := range y {
+			y[i] += c.Arg.(float64) * x[i]
+		}
+		return nil
+	}}
+	for round := range 4 {
+		z := make([]float64, 2048)
+		hz, err := b.RegisterVector(z)
+		require.NoError(t, err)
+		require.NoError(t, b.Submit(ctx, hybrid, scheduler.RW(hz), scheduler.WithArg(float64(round)), scheduler.R(hx)))
+		require.NoError(t, b.WaitAll(ctx))
+		require.Equal(t, float64(round), z[7], "round %d", round)
+	}
+}

@@ -665,9 +665,19 @@ func TestCholeskyCUDA(t *testing.T) {
 		assert.Equal(t, 1.0, r["devices"])
 		assert.Equal(t, true, r["checked"])
 	}
-	code, _, errs := pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1")
+	// Over two in-process ranks, each with a GPU worker on the one GPU.
+	for _, app := range []string{"cholesky", "gemm"} {
+		code, out, errs := pzrun(t, "-n", "2", app, "-n", "256", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "--check", "--json")
+		require.Equal(t, 0, code, "%s: %s", app, errs)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Equal(t, 2.0, r["ranks"], app)
+		assert.Equal(t, 2.0, r["devices"], "%s: a GPU worker per rank", app)
+		assert.Equal(t, true, r["checked"], app)
+	}
+	code, _, errs := pzrun(t, "-n", "2", "cholesky", "-n", "128", "-b", "64", "-cuda", "1", "-cuda-reference")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "-cuda serves one-rank runs")
+	assert.Contains(t, errs, "-cuda-reference serves one-rank runs")
 
 	// One library call on the whole matrix beside the tiled run, on a
 	// GPU with room for the matrix beside the run's cached tiles.

@@ -58,7 +58,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
 	fs.BoolVar(&f.cudaRef, "cuda-reference", false, "also time one cuSOLVER/cuBLAS call on the whole matrix on the first GPU (with -cuda): gpu_reference_gflops and gpu_reference_ratio")
-	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (one rank; -1: all; default: PZ_NCUDA; none without a driver)")
+	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (on several ranks, N per rank; -1: all; default: PZ_NCUDA; none without a driver)")
 }
 
 // distSchedulerOptions are each rank's scheduler options in a
@@ -67,6 +67,9 @@ func (f *tiledFlags) distSchedulerOptions() []scheduler.Option {
 	opts := []scheduler.Option{scheduler.WithStats(f.trace != "")}
 	if devs, _ := f.simDevices(); len(devs) > 0 {
 		opts = append(opts, scheduler.WithSimDevices(devs...))
+	}
+	if f.cuda != 0 {
+		opts = append(opts, scheduler.WithCUDA(f.cuda))
 	}
 	return opts
 }
@@ -185,8 +188,8 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if f.cudaRef && f.cuda == 0 {
 					return fmt.Errorf("%w: -cuda-reference compares with the tiled run on GPUs: give -cuda N too", errUsage)
 				}
-				if f.cuda != 0 && (rt.Size() > 1 || f.grid != "") {
-					return fmt.Errorf("%w: -cuda serves one-rank runs so far", errUsage)
+				if f.cudaRef && (rt.Size() > 1 || f.grid != "") {
+					return fmt.Errorf("%w: -cuda-reference serves one-rank runs", errUsage)
 				}
 				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {

@@ -36,7 +36,7 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 	return runDist[float64](ctx, rt, opts, w)
 }
 
-func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (_ *Result, err error) {
 	n, b := opts.N, opts.Block
 	nt := n / b
 	sopts := tiled.SchedulerOptions(opts.Policy, opts.Workers, opts.SchedulerOptions)
@@ -81,6 +81,18 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil
 	}}
 	cl := newCodelets[T]()
+	if tiled.HasGPUs(d.Local()) {
+		g, err := tiled.OpenGPU()
+		if err != nil {
+			return nil, fmt.Errorf("cholesky: rank %d: %w", d.Rank(), err)
+		}
+		defer func() { // before rt.Close closes the scheduler: the handles live in its workers' contexts
+			if cerr := g.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
+			}
+		}()
+		cl = WithGPU[T](cl, g)
+	}
 	var elapsed time.Duration
 	var sent dist.Stats
 	var dev tiled.Devices

@@ -35,7 +35,7 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 	return runDist[float64](ctx, rt, opts, w)
 }
 
-func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
+func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (_ *Result, err error) {
 	n, b := opts.N, opts.Block
 	nt := n / b
 	sopts := tiled.SchedulerOptions(opts.Policy, opts.Workers, opts.SchedulerOptions)
@@ -86,10 +86,23 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
 	}
 	cl := NewCodelet[T]()
+	if tiled.HasGPUs(d.Local()) {
+		g, err := tiled.OpenGPU()
+		if err != nil {
+			return nil, fmt.Errorf("gemm: rank %d: %w", d.Rank(), err)
+		}
+		defer func() { // before rt.Close closes the scheduler: the handles live in its workers' contexts
+			if cerr := g.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
+			}
+		}()
+		cl.CUDA = tiled.GemmCUDA[T](g)
+	}
 	if err := rt.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
 	before := d.Stats()
+	devBefore := tiled.DeviceFigures(d.Local())
 	var bar *progress.Bar
 	if w != nil && d.Rank() == 0 {
 		// Each task runs on the owner of its C tile: rank 0's callbacks
@@ -131,7 +144,9 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
 	elapsed = time.Duration(secs[0] * float64(time.Second))
-	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{after.MessagesSent - before.MessagesSent, after.BytesSent - before.BytesSent}, comm.Sum)
+	dev := tiled.DeviceFigures(d.Local()).Sub(devBefore)
+	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{after.MessagesSent - before.MessagesSent, after.BytesSent - before.BytesSent,
+		int64(dev.Devices), dev.DeviceTasks, dev.DeviceBytes, dev.Evictions, dev.WriteBacks}, comm.Sum)
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
@@ -141,6 +156,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		Policy: d.Local().Policy(), Workers: len(d.Local().Workers()), Backend: linalg.Backend,
 		Tasks: nt * nt, Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
 		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ), Messages: totals[0], BytesSent: totals[1],
+		Devices: tiled.Devices{Devices: int(totals[2]), DeviceTasks: totals[3], DeviceBytes: totals[4], Evictions: totals[5], WriteBacks: totals[6]},
 	}
 	if d.Rank() == 0 && kt > 0 {
 		res.SeqGFlops = tiled.GFlops(linalg.GemmFlops(b, b, n), kt)
