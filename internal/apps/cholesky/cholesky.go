@@ -187,18 +187,16 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
 
 	cl := newCodelets[T]()
-	if tiled.HasGPUs(s) {
-		g, err := tiled.OpenGPU()
-		if err != nil {
-			return nil, fmt.Errorf("cholesky: %w", err)
-		}
-		defer func() { // before the scheduler closes: the handles live in its workers' contexts
-			if cerr := g.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
-			}
-		}()
-		cl = WithGPU[T](cl, g)
+	g, err := tiled.AttachGPU(s) // nil without GPU workers
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
 	}
+	defer func() { // before the scheduler closes: the handles live in its workers' contexts
+		if cerr := g.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
+		}
+	}()
+	cl = WithGPU[T](cl, g)
 	fctx := ctx
 	if opts.DeviceOnly {
 		var ids []int

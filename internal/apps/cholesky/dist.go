@@ -81,18 +81,16 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil
 	}}
 	cl := newCodelets[T]()
-	if tiled.HasGPUs(d.Local()) {
-		g, err := tiled.OpenGPU()
-		if err != nil {
-			return nil, fmt.Errorf("cholesky: rank %d: %w", d.Rank(), err)
-		}
-		defer func() { // before rt.Close closes the scheduler: the handles live in its workers' contexts
-			if cerr := g.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
-			}
-		}()
-		cl = WithGPU[T](cl, g)
+	g, err := tiled.AttachGPU(d.Local()) // nil without GPU workers
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: rank %d: %w", d.Rank(), err)
 	}
+	defer func() { // before the scheduler closes: the handles live in its workers' contexts
+		if cerr := g.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
+		}
+	}()
+	cl = WithGPU[T](cl, g)
 	var elapsed time.Duration
 	var sent dist.Stats
 	var dev tiled.Devices

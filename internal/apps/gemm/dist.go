@@ -86,16 +86,16 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
 	}
 	cl := NewCodelet[T]()
-	if tiled.HasGPUs(d.Local()) {
-		g, err := tiled.OpenGPU()
-		if err != nil {
-			return nil, fmt.Errorf("gemm: rank %d: %w", d.Rank(), err)
+	g, err := tiled.AttachGPU(d.Local()) // nil without GPU workers
+	if err != nil {
+		return nil, fmt.Errorf("gemm: rank %d: %w", d.Rank(), err)
+	}
+	defer func() { // before the scheduler closes: the handles live in its workers' contexts
+		if cerr := g.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
 		}
-		defer func() { // before rt.Close closes the scheduler: the handles live in its workers' contexts
-			if cerr := g.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
-			}
-		}()
+	}()
+	if g != nil {
 		cl.CUDA = tiled.GemmCUDA[T](g)
 	}
 	if err := rt.Barrier(ctx); err != nil {

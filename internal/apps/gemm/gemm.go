@@ -174,16 +174,16 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	seq := float64(nt*nt) * kt.Seconds()
 
 	cl := NewCodelet[T]()
-	if tiled.HasGPUs(s) {
-		g, err := tiled.OpenGPU()
-		if err != nil {
-			return nil, fmt.Errorf("gemm: %w", err)
+	g, err := tiled.AttachGPU(s) // nil without GPU workers
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	defer func() { // before the scheduler closes: the handles live in its workers' contexts
+		if cerr := g.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
 		}
-		defer func() { // before the scheduler closes: the handles live in its workers' contexts
-			if cerr := g.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
-			}
-		}()
+	}()
+	if g != nil {
 		cl.CUDA = tiled.GemmCUDA[T](g)
 	}
 	var elapsed time.Duration

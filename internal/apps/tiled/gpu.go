@@ -55,6 +55,16 @@ func OpenGPU() (*GPU, error) {
 	return &GPU{blas: b, solver: sv, workers: map[int]*GPUWorker{}}, nil
 }
 
+// AttachGPU opens the GPU libraries (OpenGPU) when s has CUDA workers;
+// it returns nil when s has none. Close the GPU after the last task,
+// before s closes: the handles live in its workers' contexts.
+func AttachGPU(s *scheduler.Scheduler) (*GPU, error) {
+	if !HasGPUs(s) {
+		return nil, nil
+	}
+	return OpenGPU()
+}
+
 // Worker returns the handles of the worker running c, making them on its
 // first call.
 func (g *GPU) Worker(c *scheduler.CUDACall) (*GPUWorker, error) {
@@ -106,10 +116,13 @@ func (w *GPUWorker) Workspace(n int) (cuda.DevicePtr, error) {
 // devInfo).
 func (w *GPUWorker) Info() cuda.DevicePtr { return w.info }
 
-// Close releases every worker's handles and buffers. Call it after the
-// last task, before the scheduler closes (the handles live in its
-// workers' contexts).
+// Close releases every worker's handles and buffers (nothing for a nil
+// GPU). Call it after the last task, before the scheduler closes (the
+// handles live in its workers' contexts).
 func (g *GPU) Close() error {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ctx := context.Background()
