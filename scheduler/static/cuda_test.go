@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
 )
 
 // A GPU runnable on a real CUDA stream: the submittee copies a frame to
 // the device and back on the stream; the waiter finds it there. It skips
-// where no GPU is present.
+// where no GPU is present (TestCUDAStreamPipelineStandIn runs it on the
+// stand-in driver).
 func TestCUDAStreamPipeline(t *testing.T) {
 	d, err := cuda.Open()
 	if errors.Is(err, cuda.ErrNoDriver) {
@@ -24,6 +26,26 @@ func TestCUDAStreamPipeline(t *testing.T) {
 	if n, err := d.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no CUDA device, GPU test skipped")
 	}
+	cudaStreamPipeline(t, d)
+}
+
+// TestCUDAStreamPipelineStandIn runs the pipeline on the stand-in driver
+// of internal/fakecuda, whose streams run their work on threads of their
+// own after a delay: a waiter that did not wait for the mark would find
+// the previous frame.
+func TestCUDAStreamPipelineStandIn(t *testing.T) {
+	lib := fakecuda.Instance(t)
+	fakecuda.Setenv(t, 1, 16<<20)
+	d, err := cuda.OpenLibrary(lib)
+	require.NoError(t, err)
+	cudaStreamPipeline(t, d)
+	st, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	assert.Zero(t, st.InvalidContext)
+	assert.Positive(t, st.HtoD)
+}
+
+func cudaStreamPipeline(t *testing.T, d *cuda.Driver) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cc, err := d.NewContext(ctx, 0)
