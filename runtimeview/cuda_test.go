@@ -16,9 +16,10 @@ import (
 )
 
 // TestCUDADevices gives in-process ranks the GPU of the stand-in driver
-// (internal/fakecuda): each rank's resource set has it as a device
-// component, the device collectives move data through it on the staging
-// path, and the rank's scheduler has a GPU worker on it.
+// (internal/fakecuda), shared: each rank's resource set has it as a
+// device component, AllReduceDevice stages through host memory,
+// BcastDevice copies within the GPU, and each rank's scheduler has a GPU
+// worker on it.
 func TestCUDADevices(t *testing.T) {
 	lib := fakecuda.Instance(t)
 	fakecuda.Setenv(t, 1, 64<<20)
@@ -56,6 +57,10 @@ func TestCUDADevices(t *testing.T) {
 		require.NoError(t, resourceset.BcastDevice(ctx, root, buf))
 		require.NoError(t, buf.CopyTo(ctx, got))
 		require.Equal(t, float64((ranks-1)*1000+7), got[7])
+		// The ranks share the GPU object: Bcast copied within the GPU.
+		gpu := mine[0].Accel().(*cuda.Accel)
+		_, _, within := gpu.Copies()
+		require.Positive(t, within, "BcastDevice between ranks sharing the GPU copies within it")
 
 		s, err := rt.Scheduler(ctx)
 		require.NoError(t, err)

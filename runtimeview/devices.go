@@ -55,9 +55,11 @@ func simConfigs(cfg *config) ([]accel.SimConfig, error) {
 
 // WithCUDA gives every rank up to n of its machine's CUDA GPUs (all of
 // them when n < 0; CUDA_VISIBLE_DEVICES decides which a process sees):
-// device components of the rank's resource set (cuda.Accel), whose
-// collectives take the staging path, and GPU workers of the rank's
-// Scheduler. Without a driver a rank has no GPU, and no error.
+// device components of the rank's resource set (cuda.Accel), and GPU
+// workers of the rank's Scheduler. The in-process ranks of RunLocal share
+// each GPU object, so their device collectives copy between their
+// buffers within the GPU where they can; under MPI each process opens
+// its own, and the collectives stage through host memory. Without a driver a rank has no GPU, and no error.
 // Environment, when the option is not given: PZ_NCUDA=n; PZ_CUDA_LIBRARY
 // names the driver library.
 func WithCUDA(n int) Option {
@@ -125,12 +127,15 @@ func openDevices(ctx context.Context, cfg *config, m *hardware.Machine) (devs, o
 		}
 		devs = owned
 	}
-	gpus, err := openGPUs(ctx, cfg)
-	if err != nil {
-		return nil, nil, nil, errors.Join(err, closeDevices(owned))
+	gpus := cfg.sharedGPUs
+	if !cfg.gpusShared {
+		var err error
+		if gpus, err = openGPUs(ctx, cfg); err != nil {
+			return nil, nil, nil, errors.Join(err, closeDevices(owned))
+		}
+		owned = append(owned, gpus...)
 	}
 	devs = append(devs[:len(devs):len(devs)], gpus...)
-	owned = append(owned, gpus...)
 	if len(devs) == 0 {
 		return nil, nil, m, nil
 	}

@@ -73,7 +73,16 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 		}
 		defer func() { _ = closeDevices(cfg.shared) }()
 	}
-	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
+	// In-process ranks share the process's GPUs, as the ranks of a node
+	// share its GPUs: each opened once, so that the device collectives
+	// copy between the ranks' buffers within the GPU.
+	gpus, err := openGPUs(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.sharedGPUs, cfg.gpusShared = gpus, true
+	defer func() { _ = closeDevices(gpus) }()
+	err = local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
 		rt, err := build(ctx, c, Local, cfg, m, nil)
 		if err != nil {
 			return err

@@ -55,7 +55,9 @@ type config struct {
 	shared       []accel.Device // opened by RunLocal for every rank; closed there
 	cudaN        int            // WithCUDA
 	cudaSet      bool
-	cudaDriver   *cuda.Driver // WithCUDADriver
+	cudaDriver   *cuda.Driver   // WithCUDADriver
+	sharedGPUs   []accel.Device // opened by RunLocal for every rank; closed there
+	gpusShared   bool
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained

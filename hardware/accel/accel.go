@@ -14,6 +14,7 @@ package accel
 
 import (
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -80,6 +81,42 @@ type Sharer interface {
 	Import(name uint64) (Mem, bool)
 	// Unexport withdraws a name.
 	Unexport(name uint64)
+}
+
+// Exports is the name table of a Sharer's Export, Import and Unexport,
+// for a device to embed. The zero value is ready; it is safe for
+// concurrent use.
+type Exports struct {
+	mu       sync.Mutex
+	exported map[uint64]Mem
+	next     uint64
+}
+
+// Export names m for other in-process ranks until Unexport.
+func (e *Exports) Export(m Mem) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.exported == nil {
+		e.exported = make(map[uint64]Mem)
+	}
+	e.next++
+	e.exported[e.next] = m
+	return e.next
+}
+
+// Import returns the allocation exported under name.
+func (e *Exports) Import(name uint64) (Mem, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m, ok := e.exported[name]
+	return m, ok
+}
+
+// Unexport withdraws name.
+func (e *Exports) Unexport(name uint64) {
+	e.mu.Lock()
+	delete(e.exported, name)
+	e.mu.Unlock()
 }
 
 // ErrOutOfMemory is wrapped by Alloc when the allocation does not fit.

@@ -47,11 +47,11 @@ type Sim struct {
 	in  *engine // host to device, and within the device
 	out *engine // device to host
 
-	mu       sync.Mutex
-	used     int64
-	exported map[uint64]Mem
-	next     uint64
-	counts   [3]int64 // copies in, out, within
+	Exports // accel.Sharer's names
+
+	mu     sync.Mutex
+	used   int64
+	counts [3]int64 // copies in, out, within
 }
 
 // Copies returns how many copies the device ran into it, out of it and
@@ -141,33 +141,6 @@ func (d *Sim) InUse() int64 {
 
 // Instance names this device object ("sim0@0x...").
 func (d *Sim) Instance() string { return fmt.Sprintf("%s@%p", d.Name(), d) }
-
-// Export names m for other in-process ranks.
-func (d *Sim) Export(m Mem) uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.exported == nil {
-		d.exported = make(map[uint64]Mem)
-	}
-	d.next++
-	d.exported[d.next] = m
-	return d.next
-}
-
-// Import returns the allocation exported under name.
-func (d *Sim) Import(name uint64) (Mem, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m, ok := d.exported[name]
-	return m, ok
-}
-
-// Unexport withdraws name.
-func (d *Sim) Unexport(name uint64) {
-	d.mu.Lock()
-	delete(d.exported, name)
-	d.mu.Unlock()
-}
 
 // Host returns m's bytes.
 func (d *Sim) Host(m Mem) []byte { return m.(*simMem).b }

@@ -27,12 +27,21 @@ type Accel struct {
 	in   *copyEngine
 	out  *copyEngine
 
+	accel.Exports // accel.Sharer's names: in-process ranks sharing the GPU
+
 	mu     sync.Mutex
 	closed bool
 	counts [3]int64 // copies in, out, within
 }
 
-var _ accel.Device = (*Accel)(nil)
+var (
+	_ accel.Device = (*Accel)(nil)
+	_ accel.Sharer = (*Accel)(nil)
+)
+
+// Instance names this Accel object: in-process ranks that share it see
+// the same name, and copy between their buffers within the GPU.
+func (a *Accel) Instance() string { return fmt.Sprintf("%s@%p", a.Name(), a) }
 
 // A Buffer is an allocation of an Accel's memory.
 type Buffer struct {
