@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/stretchr/testify/assert"
@@ -700,4 +701,19 @@ func TestCholeskyCUDA(t *testing.T) {
 	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-cuda-reference")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "give -cuda N too")
+}
+
+// TestCUDAWithoutGPU: -cuda on a machine without a driver runs on the
+// CPUs and says so on stderr.
+func TestCUDAWithoutGPU(t *testing.T) {
+	if _, err := cuda.Open(); !cuda.IsNoDriver(err) {
+		t.Skip("this machine has a CUDA driver")
+	}
+	t.Setenv("PZ_CUDA_LIBRARY", "")
+	code, out, errs := pzrun(t, "cholesky", "-n", "128", "-b", "64", "-workers", "1", "-cuda", "1", "--check", "--json")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "no CUDA GPU here")
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, 0.0, r["devices"])
 }

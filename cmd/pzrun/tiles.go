@@ -198,6 +198,9 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if rt.Rank() != 0 {
 					return nil
 				}
+				if dw, ok := r.(interface{ DeviceWorkers() int }); ok && f.cuda != 0 && dw.DeviceWorkers() == 0 {
+					fmt.Fprintln(e.stderr, "pzrun: -cuda: no CUDA GPU here (no driver, or no device): the tiles ran on the CPUs")
+				}
 				if err := printResult(e, f.json, r); err != nil {
 					return err
 				}

@@ -175,6 +175,10 @@ func DeviceFigures(s *scheduler.Scheduler) Devices {
 	return d
 }
 
+// DeviceWorkers returns the number of device workers (the JSON's
+// devices).
+func (d Devices) DeviceWorkers() int { return d.Devices }
+
 // Sub returns the figures of what happened between base and d.
 func (d Devices) Sub(base Devices) Devices {
 	return Devices{Devices: d.Devices, DeviceTasks: d.DeviceTasks - base.DeviceTasks, DeviceBytes: d.DeviceBytes - base.DeviceBytes,
