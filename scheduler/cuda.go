@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/hardware/cuda"
 )
 
@@ -135,6 +136,24 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	}
 	c.ordinals = ords
 	return nil
+}
+
+// skipGiven drops the GPUs that devices (WithDevices: the RuntimeView's)
+// already holds: one GPU is one memory node.
+func (c *cudaConfig) skipGiven(devices []accel.Device) {
+	kept := c.ordinals[:0]
+	for _, o := range c.ordinals {
+		given := false
+		for _, d := range devices {
+			if a, ok := d.(*cuda.Accel); ok && a.Ordinal() == o && a.Driver().Library() == c.driver.Library() {
+				given = true
+			}
+		}
+		if !given {
+			kept = append(kept, o)
+		}
+	}
+	c.ordinals = kept
 }
 
 // openGPUs opens the configured GPUs as devices the scheduler owns.

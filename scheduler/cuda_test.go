@@ -582,3 +582,16 @@ func TestCUDASharedGPUFull(t *testing.T) {
 		require.Equal(t, float64(round), z[7], "round %d", round)
 	}
 }
+
+// TestCUDAGivenGPUNotOpenedTwice: a GPU given with WithDevices (as the
+// RuntimeView gives its own) is not opened again by WithCUDA: one GPU,
+// one memory node.
+func TestCUDAGivenGPUNotOpenedTwice(t *testing.T) {
+	d, _ := fakeGPU(t, 1<<20)
+	a, err := d.NewAccel(testCtx(t), 0)
+	require.NoError(t, err)
+	defer a.Close()
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(a), scheduler.WithCUDA(-1), scheduler.WithCUDADriver(d))
+	require.Equal(t, "[ram cuda0]", fmt.Sprint(s.MemoryNodes()))
+	require.Len(t, s.Workers(), 2)
+}

@@ -135,6 +135,7 @@ func buildConfig(opts []Option) (config, error) {
 	if err := c.cuda.resolve(cudaEnv); err != nil {
 		return c, err
 	}
+	c.cuda.skipGiven(c.devices)
 	if c.workers < 0 {
 		if v := env("PZ_NCPU"); v != "" {
 			n, err := strconv.Atoi(v)
