@@ -595,3 +595,30 @@ func TestCUDAGivenGPUNotOpenedTwice(t *testing.T) {
 	require.Equal(t, "[ram cuda0]", fmt.Sprint(s.MemoryNodes()))
 	require.Len(t, s.Workers(), 2)
 }
+
+// TestCUDAKernelFault: a kernel that faults on the GPU fails its task
+// with the driver's error and the codelet's name, reported by the stream
+// the worker waits for. (Only on the stand-in driver: on a real GPU a
+// fault spoils the whole context.)
+func TestCUDAKernelFault(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 1<<20)
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer c.Close()
+	m, err := c.LoadPTX(ctx, ".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry pz_fail()\n{\n\ttrap;\n}\n")
+	require.NoError(t, err)
+	fail, err := m.Function(ctx, "pz_fail")
+	require.NoError(t, err)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d))
+	faults := &scheduler.Codelet{Name: "faults", CUDA: func(c *scheduler.CUDACall) error {
+		return c.Context.Launch(context.Background(), fail, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, c.Stream)
+	}}
+	h, err := s.RegisterVector([]float64{1, 2, 3})
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, faults, scheduler.RW(h)))
+	err = s.WaitAll(ctx)
+	require.ErrorIs(t, err, cuda.ErrLaunchFailed)
+	require.Contains(t, err.Error(), `"faults"`)
+	require.Contains(t, err.Error(), "CUDA_ERROR_LAUNCH_FAILED")
+}
