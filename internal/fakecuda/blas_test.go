@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -678,27 +677,9 @@ func TestBLASConcurrent(t *testing.T) {
 	d, lib := open(t, 1, 16<<20)
 	r, b := bindRaw(t, lib), bindBLAS(t, lib)
 	ctx, shared := newContext(t, d, 0)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			c := shared
-			if w%2 == 1 {
-				var err error
-				if c, err = d.NewContext(ctx, 0); err != nil {
-					errs <- err
-					return
-				}
-				defer func() { _ = c.Close() }()
-			}
-			errs <- blasWork(ctx, c, r, b, float64(w+1), n)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	concurrently(t, d, ctx, shared, workers, func(c *cuda.Context, w int) error {
+		return blasWork(ctx, c, r, b, float64(w+1), n)
+	})
 	st := stats(t, lib)
 	require.EqualValues(t, workers*3, st.Library)
 	require.Zero(t, st.InvalidContext)

@@ -627,6 +627,20 @@ func TestConcurrentUse(t *testing.T) {
 	ctx, shared := newContext(t, d, 0)
 	k := kernels(t, ctx, shared)
 
+	concurrently(t, d, ctx, shared, workers, func(c *cuda.Context, w int) error {
+		return work(ctx, c, k, float64(w), n)
+	})
+	st := stats(t, lib)
+	require.Zero(t, st.InvalidContext)
+	require.Zero(t, st.LiveAllocations)
+	require.EqualValues(t, 3*workers*4, st.Kernels)
+}
+
+// concurrently runs fn on workers goroutines at once: the even ones on
+// the shared Context, the odd ones each on a Context of its own on the
+// same device, and requires every one to succeed.
+func concurrently(t *testing.T, d *cuda.Driver, ctx context.Context, shared *cuda.Context, workers int, fn func(c *cuda.Context, w int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -640,7 +654,7 @@ func TestConcurrentUse(t *testing.T) {
 				}
 				defer func() { _ = c.Close() }()
 			}
-			errs <- work(ctx, c, k, float64(w), n)
+			errs <- fn(c, w)
 		})
 	}
 	wg.Wait()
@@ -648,10 +662,6 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	st := stats(t, lib)
-	require.Zero(t, st.InvalidContext)
-	require.Zero(t, st.LiveAllocations)
-	require.EqualValues(t, 3*workers*4, st.Kernels)
 }
 
 // work moves data through the GPU a few times on a stream of its own.

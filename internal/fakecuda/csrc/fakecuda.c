@@ -2061,6 +2061,18 @@ static int handle_set_stream(struct fhandle *h, enum lib_kind kind, CUstream hs)
 	return unlock_status(0);
 }
 
+static int handle_get_stream(struct fhandle *h, enum lib_kind kind, CUstream *ps)
+{
+	struct fhandle *x;
+	int st = lock_handle(h, kind, &x);
+	if (st != 0)
+		return st;
+	if (ps == NULL)
+		return unlock_status(lib_status(kind)->invalid_value);
+	*ps = x->stream;
+	return unlock_status(0);
+}
+
 /*
  * lock_op locks g_mu for an operation of handle h: the handle must be
  * live, the calling thread's current context the handle's, and its
@@ -2329,14 +2341,7 @@ EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, CUstream s)
 
 EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, CUstream *ps)
 {
-	struct fhandle *x;
-	int st = lock_handle(h, KIND_BLAS, &x);
-	if (st != 0)
-		return st;
-	if (ps == NULL)
-		return unlock_status(CUBLAS_STATUS_INVALID_VALUE);
-	*ps = x->stream;
-	return unlock_status(CUBLAS_STATUS_SUCCESS);
+	return handle_get_stream(h, KIND_BLAS, ps);
 }
 
 static cublasStatus_t gemm(cublasHandle_t h, int f32, int ta, int tb, int m, int n, int k, double alpha,
@@ -2467,14 +2472,7 @@ EXPORT cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, CUstream s)
 
 EXPORT cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t h, CUstream *ps)
 {
-	struct fhandle *x;
-	int st = lock_handle(h, KIND_SOLVER, &x);
-	if (st != 0)
-		return st;
-	if (ps == NULL)
-		return unlock_status(CUSOLVER_STATUS_INVALID_VALUE);
-	*ps = x->stream;
-	return unlock_status(CUSOLVER_STATUS_SUCCESS);
+	return handle_get_stream(h, KIND_SOLVER, ps);
 }
 
 /* The workspace potrf wants, in elements: n (at least 1). A host-side call. */
