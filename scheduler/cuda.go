@@ -38,13 +38,7 @@ type CUDACall struct {
 // matrices are dense on the GPU: their leading dimension, Dims, is
 // their number of columns). It panics, failing the task, if buffer i
 // is not in GPU memory (a value handle).
-func (c *CUDACall) Ptr(i int) cuda.DevicePtr {
-	b, ok := c.bufs[i].data.(*cuda.Buffer)
-	if !ok {
-		panic(fmt.Sprintf("scheduler: buffer %d holds %T, not GPU memory", i, c.bufs[i].data))
-	}
-	return b.Ptr()
-}
+func (c *CUDACall) Ptr(i int) cuda.DevicePtr { return c.Buffer(i).Ptr() }
 
 // Buffer returns buffer i as GPU memory (see Ptr).
 func (c *CUDACall) Buffer(i int) *cuda.Buffer {

@@ -430,14 +430,11 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 }
 
 // gpuData reports whether a GPU may run t: its data can live on a
-// device, and it has no Scratch access (scratch buffers are host
-// memory so far).
+// device (deviceData), and it has no Scratch access (scratch buffers are
+// host memory so far).
 func (t *Task) gpuData() bool {
-	if !t.deviceData() {
-		return false
-	}
 	for _, a := range t.Access {
-		if a.Mode == ModeScratch {
+		if !a.Handle.dev || a.Mode == ModeRedux || a.Mode == ModeScratch {
 			return false
 		}
 	}

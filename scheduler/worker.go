@@ -32,7 +32,6 @@ type worker struct {
 
 	call Call
 	bufs [8]*buffer
-	gpu  *cudaDriver // the driver of a CUDA worker, else nil
 
 	// sleeping and wake sit on a cache line of their own: pushers read
 	// sleeping on every push, and the worker writes its other fields on
@@ -250,10 +249,11 @@ func (w *worker) run(t *Task, c *Call) error {
 	return err
 }
 
-// call1 calls the implementation of t for w's kind.
+// call1 calls the implementation of t for w's kind: its CUDA one on a
+// GPU worker's driver, else its CPU one.
 func (w *worker) call1(t *Task, c *Call) error {
-	if w.gpu != nil {
-		return w.gpu.call(t, c)
+	if g, ok := w.drv.(*cudaDriver); ok {
+		return g.call(t, c)
 	}
 	return callCPU(t, c)
 }
