@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
@@ -73,30 +72,12 @@ func WithCUDADriver(d *cuda.Driver) Option {
 
 // openGPUs opens the GPUs WithCUDA (or PZ_NCUDA) asks for.
 func openGPUs(ctx context.Context, cfg *config) ([]accel.Device, error) {
-	n := cfg.cudaN
-	if !cfg.cudaSet {
-		v := cfg.getenv("PZ_NCUDA")
-		if v == "" {
-			return nil, nil
-		}
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			return nil, fmt.Errorf("runtimeview: %w: PZ_NCUDA=%q is not a number of GPUs (-1 for all)", ErrOption, v)
-		}
+	d, ords, err := cuda.Select(cfg.getenv, cfg.cudaN, cfg.cudaSet, cfg.cudaDriver)
+	if errors.Is(err, cuda.ErrBadArgument) {
+		return nil, fmt.Errorf("runtimeview: %w: %w", ErrOption, err)
 	}
-	if n == 0 {
-		return nil, nil
-	}
-	d := cfg.cudaDriver
-	if d == nil {
-		var err error
-		if d, err = cuda.OpenEnv(cfg.getenv); err != nil || d == nil {
-			return nil, err
-		}
-	}
-	ords, err := d.Ordinals(n)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: counting CUDA GPUs: %w", err)
+		return nil, fmt.Errorf("runtimeview: %w", err)
 	}
 	var devs []accel.Device
 	for _, o := range ords {

@@ -84,8 +84,8 @@ type cudaConfig struct {
 	ordinals []int // resolved: the GPUs to open
 }
 
-// resolve reads PZ_NCUDA when WithCUDA was not given, and picks the GPUs
-// from the driver's device count (no context is created).
+// resolve reads PZ_NWORKER_PER_CUDA, and PZ_NCUDA when WithCUDA was not
+// given, and picks the GPUs (cuda.Select: no context is created).
 func (c *cudaConfig) resolve(env func(string) string) error {
 	if c.perGPU == 0 {
 		c.perGPU = 1
@@ -100,34 +100,14 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	if c.perGPU < 1 {
 		return fmt.Errorf("%w: WithCUDAWorkers(%d): need at least one worker per GPU", ErrBadOption, c.perGPU)
 	}
-	if !c.set {
-		v := env("PZ_NCUDA")
-		if v == "" {
-			return nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%w: PZ_NCUDA=%q is not a number of GPUs (-1 for all)", ErrBadOption, v)
-		}
-		c.n = n
+	d, ords, err := cuda.Select(env, c.n, c.set, c.driver)
+	if errors.Is(err, cuda.ErrBadArgument) {
+		return fmt.Errorf("%w: %w", ErrBadOption, err)
 	}
-	if c.n == 0 {
-		return nil
-	}
-	if c.driver == nil {
-		d, err := cuda.OpenEnv(env)
-		if err != nil {
-			return fmt.Errorf("scheduler: opening the CUDA driver: %w", err)
-		}
-		if d == nil {
-			return nil // no driver: no GPUs
-		}
-		c.driver = d
-	}
-	ords, err := c.driver.Ordinals(c.n)
 	if err != nil {
-		return fmt.Errorf("scheduler: counting CUDA GPUs: %w", err)
+		return fmt.Errorf("scheduler: %w", err)
 	}
+	c.driver = d
 	c.ordinals = ords
 	return nil
 }

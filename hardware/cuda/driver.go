@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -334,6 +335,41 @@ func OpenEnv(getenv func(string) string) (*Driver, error) {
 		return nil, nil
 	}
 	return d, err
+}
+
+// Select returns the driver and the ordinals of the GPUs a program asks
+// for: n of them (all when n < 0) when given, else as many as PZ_NCUDA in
+// getenv says (none when it is unset or 0). It opens the driver with
+// OpenEnv when d is nil; without one there are no GPUs, and no error. A
+// PZ_NCUDA that is not a number is an error wrapping ErrBadArgument.
+func Select(getenv func(string) string, n int, given bool, d *Driver) (*Driver, []int, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if !given {
+		v := getenv("PZ_NCUDA")
+		if v == "" {
+			return d, nil, nil
+		}
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			return d, nil, fmt.Errorf("%w: PZ_NCUDA=%q is not a number of GPUs (-1 for all)", ErrBadArgument, v)
+		}
+	}
+	if n == 0 {
+		return d, nil, nil
+	}
+	if d == nil {
+		var err error
+		if d, err = OpenEnv(getenv); err != nil || d == nil {
+			return nil, nil, err
+		}
+	}
+	ords, err := d.Ordinals(n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cuda: counting GPUs: %w", err)
+	}
+	return d, ords, nil
 }
 
 // Ordinals returns the ordinals of the first n GPUs of d (all of them
