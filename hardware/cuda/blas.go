@@ -87,13 +87,8 @@ func openLib(name string, defaults []string, syms []symbol) (string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		for _, s := range syms {
-			sym, err := purego.Dlsym(lib, s.names[0])
-			if err != nil || sym == 0 {
-				_ = purego.Dlclose(lib)
-				return "", fmt.Errorf("%w: %s lacks %s", ErrNoLibrary, n, s.names[0])
-			}
-			purego.RegisterFunc(s.fptr, sym)
+		if err := bind(lib, n, syms); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrNoLibrary, err)
 		}
 		return n, nil
 	}

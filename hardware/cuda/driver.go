@@ -204,6 +204,30 @@ func (a *api) symbols() []symbol {
 	}
 }
 
+// bind registers syms from the loaded library lib (named name): the first
+// name of each found wins; an optional one may be missing. It closes lib
+// when a required one is missing.
+func bind(lib uintptr, name string, syms []symbol) error {
+	for _, s := range syms {
+		var sym uintptr
+		for _, n := range s.names {
+			if p, err := purego.Dlsym(lib, n); err == nil && p != 0 {
+				sym = p
+				break
+			}
+		}
+		if sym == 0 {
+			if s.optional {
+				continue
+			}
+			_ = purego.Dlclose(lib)
+			return fmt.Errorf("%s lacks %s", name, s.names[0])
+		}
+		purego.RegisterFunc(s.fptr, sym)
+	}
+	return nil
+}
+
 // Open loads the CUDA driver (DefaultLibrary) and initializes it with
 // cuInit. Without a usable driver it returns an error wrapping ErrNoDriver,
 // which callers treat as zero devices. Open is cheap after the first call
@@ -219,21 +243,8 @@ func OpenLibrary(name string) (*Driver, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
 	}
 	d := &Driver{path: name}
-	for _, s := range d.api.symbols() {
-		var sym uintptr
-		for _, n := range s.names {
-			if sym, err = purego.Dlsym(lib, n); err == nil && sym != 0 {
-				break
-			}
-		}
-		if sym == 0 {
-			if s.optional {
-				continue
-			}
-			_ = purego.Dlclose(lib)
-			return nil, fmt.Errorf("%w: %s lacks %s", ErrNoDriver, name, s.names[0])
-		}
-		purego.RegisterFunc(s.fptr, sym)
+	if err := bind(lib, name, d.api.symbols()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
 	}
 	if r := d.api.init(0); r != Success {
 		err := d.errorf("cuInit", r)
