@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/apps/tiled"
@@ -30,7 +31,7 @@ func gpuPotrf[T linalg.Float](g *tiled.GPU) scheduler.CUDAFunc {
 			return err
 		}
 		var z T
-		work, err := w.Workspace(max(lw, 1) * sizeOf(z))
+		work, err := w.Workspace(max(lw, 1) * int(unsafe.Sizeof(z)))
 		if err != nil {
 			return err
 		}
@@ -75,14 +76,6 @@ func gpuSyrk[T linalg.Float](g *tiled.GPU) scheduler.CUDAFunc {
 		n, _, ldc := c.Dims(1)
 		return cuda.Syrk[T](w.BLAS, true, true, n, k, -1, c.Ptr(0), lda, 1, c.Ptr(1), ldc)
 	}
-}
-
-func sizeOf[T linalg.Float](T) int {
-	var z T
-	if _, ok := any(z).(float32); ok {
-		return 4
-	}
-	return 8
 }
 
 // WithGPU gives the codelets of cl CUDA implementations that run on g
