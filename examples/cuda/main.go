@@ -78,17 +78,18 @@ func main() {
 	}
 }
 
-// kernels loads the module once per GPU context (the workers of one GPU
-// share its primary context) and returns the kernel.
+// kernels loads the module once per GPU: the workers of one GPU each
+// have a Context of their own, but they share the GPU's primary context,
+// where the module lives.
 type kernels struct {
 	mu sync.Mutex
-	fn map[*cuda.Context]*cuda.Function
+	fn map[int]*cuda.Function // by GPU ordinal
 }
 
 func (k *kernels) scale(ctx context.Context, c *cuda.Context) (*cuda.Function, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if f := k.fn[c]; f != nil {
+	if f := k.fn[c.Ordinal()]; f != nil {
 		return f, nil
 	}
 	m, err := c.LoadPTX(ctx, scalePTX)
@@ -99,7 +100,7 @@ func (k *kernels) scale(ctx context.Context, c *cuda.Context) (*cuda.Function, e
 	if err != nil {
 		return nil, err
 	}
-	k.fn[c] = f
+	k.fn[c.Ordinal()] = f
 	return f, nil
 }
 
@@ -112,7 +113,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	s := d.Local()
 
 	// 1. Tasks with a CPU and a CUDA implementation over chunks of x.
-	k := &kernels{fn: map[*cuda.Context]*cuda.Function{}}
+	k := &kernels{fn: map[int]*cuda.Function{}}
 	var onGPU atomic.Int64
 	scale := &scheduler.Codelet{
 		Name: "scale",

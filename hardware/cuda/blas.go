@@ -36,6 +36,7 @@ type LibraryStatus struct {
 	Code    int32
 }
 
+// Error names the library, the call and the status.
 func (e *LibraryStatus) Error() string {
 	return fmt.Sprintf("%s: %s failed: %s (%d)", e.Library, e.Call, statusName(e.Library, e.Code), e.Code)
 }
