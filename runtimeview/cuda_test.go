@@ -21,13 +21,10 @@ import (
 // BcastDevice copies within the GPU, and each rank's scheduler has a GPU
 // worker on it.
 func TestCUDADevices(t *testing.T) {
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, 64<<20)
 	fakecuda.SetDelay(t, 0)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, lib := fakecuda.Open(t, 1, 64<<20)
 	const ranks = 3
-	err = runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+	err := runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		me := rt.Rank()
 		mine := rt.MyResourceSet().Devices()
 		require.Len(t, mine, 1)

@@ -101,15 +101,9 @@ AXPY_DONE:
 `
 
 // fakeGPU opens a fresh instance of the stand-in driver with one GPU of
-// memory bytes: a copy of the library at a path of its own, so its
-// state (and its configuration, read at cuInit) is this test's alone.
+// memory bytes: its state is this test's alone.
 func fakeGPU(t *testing.T, memory int64) (*cuda.Driver, string) {
-	t.Helper()
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, memory)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
-	return d, lib
+	return fakecuda.Open(t, 1, memory)
 }
 
 // gpuKernels loads kernelsPTX on GPU 0 of d and returns the kernels by

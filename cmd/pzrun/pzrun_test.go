@@ -638,9 +638,7 @@ func TestCholeskyCUDA(t *testing.T) {
 	lib := fakecuda.Instance(t)
 	fakecuda.Setenv(t, 1, 160<<10)
 	fakecuda.SetDelay(t, 0)
-	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
-		t.Setenv(v, lib)
-	}
+	fakecuda.SetLibraries(t, lib)
 	t.Setenv("PZ_PERFMODEL_DIR", t.TempDir())
 	for _, extra := range [][]string{nil, {"-device-only"}} {
 		args := append([]string{"cholesky", "-n", "256", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "--check", "--json"}, extra...)
@@ -684,9 +682,7 @@ func TestCholeskyCUDA(t *testing.T) {
 	// GPU with room for the matrix beside the run's cached tiles.
 	lib = fakecuda.Instance(t)
 	fakecuda.Setenv(t, 1, 16<<20)
-	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
-		t.Setenv(v, lib)
-	}
+	fakecuda.SetLibraries(t, lib)
 	for _, app := range []string{"cholesky", "gemm"} {
 		code, out, errs := pzrun(t, app, "-n", "128", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "-cuda-reference", "--json")
 		require.Equal(t, 0, code, errs)

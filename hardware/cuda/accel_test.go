@@ -15,11 +15,7 @@ import (
 // fakeDriver opens a fresh instance of the stand-in driver
 // (internal/fakecuda) with one GPU of memory bytes.
 func fakeDriver(t *testing.T, memory int64) *cuda.Driver {
-	t.Helper()
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, memory)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, _ := fakecuda.Open(t, 1, memory)
 	return d
 }
 

@@ -26,10 +26,7 @@ func TestOpenLibrariesMissing(t *testing.T) {
 // a reference computed here, column-major as cuBLAS is.
 func TestBLASCalls(t *testing.T) {
 	ctx := context.Background()
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, 16<<20)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, lib := fakecuda.Open(t, 1, 16<<20)
 	c, err := d.NewContext(ctx, 0)
 	require.NoError(t, err)
 	defer c.Close()

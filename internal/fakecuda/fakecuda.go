@@ -92,6 +92,8 @@ import (
 	"time"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/pzgo/pz/hardware/cuda"
 )
 
 //go:embed csrc/fakecuda.c
@@ -151,6 +153,29 @@ func Instance(tb testing.TB) string {
 		tb.Fatalf("fakecuda: %v", err)
 	}
 	return path
+}
+
+// Open loads a fresh instance (Instance) with devices GPUs of memory
+// bytes each (Setenv) and returns its driver and the library's path.
+func Open(tb testing.TB, devices int, memory int64) (*cuda.Driver, string) {
+	tb.Helper()
+	lib := Instance(tb)
+	Setenv(tb, devices, memory)
+	d, err := cuda.OpenLibrary(lib)
+	if err != nil {
+		tb.Fatalf("fakecuda: %v", err)
+	}
+	return d, lib
+}
+
+// SetLibraries points PZ_CUDA_LIBRARY, PZ_CUBLAS_LIBRARY and
+// PZ_CUSOLVER_LIBRARY at lib for the rest of the test, so that code
+// that opens the driver and the libraries itself finds the instance.
+func SetLibraries(tb testing.TB, lib string) {
+	tb.Helper()
+	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
+		tb.Setenv(v, lib)
+	}
 }
 
 // Setenv configures the instances that the test loads next (their

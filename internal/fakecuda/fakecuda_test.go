@@ -38,12 +38,7 @@ const testPTX = `
 
 // open loads a fresh instance with devices devices of memory bytes.
 func open(t *testing.T, devices int, memory int64) (*cuda.Driver, string) {
-	t.Helper()
-	fakecuda.Setenv(t, devices, memory)
-	lib := fakecuda.Instance(t)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
-	return d, lib
+	return fakecuda.Open(t, devices, memory)
 }
 
 // newContext opens a Context on device ordinal, closed at the end of the

@@ -34,10 +34,7 @@ func TestCUDAStreamPipeline(t *testing.T) {
 // own after a delay: a waiter that did not wait for the mark would find
 // the previous frame.
 func TestCUDAStreamPipelineStandIn(t *testing.T) {
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, 16<<20)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, lib := fakecuda.Open(t, 1, 16<<20)
 	cudaStreamPipeline(t, d)
 	st, err := fakecuda.Stats(lib)
 	require.NoError(t, err)

@@ -20,13 +20,9 @@ import (
 // bytes, and points the libraries' variables at it.
 func fakeGPU(t *testing.T, memory int64) *cuda.Driver {
 	t.Helper()
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, memory)
 	fakecuda.SetDelay(t, 0)
-	t.Setenv("PZ_CUBLAS_LIBRARY", lib)
-	t.Setenv("PZ_CUSOLVER_LIBRARY", lib)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, lib := fakecuda.Open(t, 1, memory)
+	fakecuda.SetLibraries(t, lib)
 	return d
 }
 

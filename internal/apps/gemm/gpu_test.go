@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/scheduler"
@@ -16,13 +15,9 @@ import (
 // panels and tiles, and compares every entry with the triple loop.
 func TestMultiplyOnGPU(t *testing.T) {
 	ctx := testCtx(t)
-	lib := fakecuda.Instance(t)
-	fakecuda.Setenv(t, 1, 64<<10)
 	fakecuda.SetDelay(t, 0)
-	t.Setenv("PZ_CUBLAS_LIBRARY", lib)
-	t.Setenv("PZ_CUSOLVER_LIBRARY", lib)
-	d, err := cuda.OpenLibrary(lib)
-	require.NoError(t, err)
+	d, lib := fakecuda.Open(t, 1, 64<<10)
+	fakecuda.SetLibraries(t, lib)
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithPerfModelDir(t.TempDir()))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
