@@ -42,6 +42,8 @@
 //	pz_axpy_f64(double *y, double a, const double *x, unsigned long long n)  y[i] += a*x[i]
 //	pz_add_f32(float *y, const float *x, unsigned long long n) y[i] += x[i]
 //	pz_fail()  fails: the stream's later waits return CUDA_ERROR_LAUNCH_FAILED
+//	pz_wait_u32(const unsigned *flag)  waits until the word at flag, a HOST
+//	           address, is nonzero (CUDA_ERROR_LAUNCH_TIMEOUT after 60 s)
 //
 // A kernel whose pointer argument is not in a live allocation fails its
 // stream with CUDA_ERROR_ILLEGAL_ADDRESS.

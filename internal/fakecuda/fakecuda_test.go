@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -33,6 +34,7 @@ const testPTX = `
 .visible .entry pz_axpy_f64(.param .u64 y, .param .f64 a, .param .u64 x, .param .u64 n) { ret; }
 .visible .entry pz_add_f32(.param .u64 y, .param .u64 x, .param .u64 n) { ret; }
 .visible .entry pz_fail() { trap; }
+.visible .entry pz_wait_u32(.param .u64 flag) { ret; }
 .visible .entry not_built_in() { ret; }
 `
 
@@ -60,7 +62,7 @@ func kernels(t *testing.T, ctx context.Context, c *cuda.Context) map[string]*cud
 	m, err := c.LoadPTX(ctx, testPTX)
 	require.NoError(t, err)
 	out := map[string]*cuda.Function{}
-	for _, name := range []string{"pz_fill_f64", "pz_scale_f64", "pz_axpy_f64", "pz_add_f32", "pz_fail"} {
+	for _, name := range []string{"pz_fill_f64", "pz_scale_f64", "pz_axpy_f64", "pz_add_f32", "pz_fail", "pz_wait_u32"} {
 		out[name], err = m.Function(ctx, name)
 		require.NoError(t, err, name)
 	}
@@ -540,6 +542,34 @@ func TestKernelFaults(t *testing.T) {
 		require.ErrorIs(t, c.Synchronize(ctx), cuda.ErrIllegalAddress)
 		require.ErrorIs(t, c.CopyHtoD(ctx, p, make([]byte, 8)), cuda.ErrIllegalAddress, "sticky")
 	})
+}
+
+// TestWaitKernel holds a stream with pz_wait_u32 until the host sets a
+// word of pinned memory.
+func TestWaitKernel(t *testing.T) {
+	d, _ := open(t, 1, 1<<20)
+	ctx, c := newContext(t, d, 0)
+	k := kernels(t, ctx, c)
+	flag, err := c.AllocHost(ctx, 4)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, c.FreeHost(ctx, flag)) })
+	s, err := c.NewStream(ctx)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, s.Destroy(ctx)) }()
+	addr := uint64(uintptr(unsafe.Pointer(&flag[0])))
+	require.NoError(t, c.Launch(ctx, k["pz_wait_u32"], cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, s, addr))
+	e, err := c.NewEvent(ctx, false)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, e.Destroy(ctx)) }()
+	require.NoError(t, e.Record(ctx, s))
+	done, err := e.Done(ctx)
+	require.NoError(t, err)
+	require.False(t, done, "the stream waits for the flag")
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&flag[0])), 1)
+	require.NoError(t, e.Synchronize(ctx))
+
+	require.NoError(t, c.Launch(ctx, k["pz_wait_u32"], cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, s, uint64(0)))
+	require.ErrorIs(t, s.Synchronize(ctx), cuda.ErrIllegalAddress, "a null flag")
 }
 
 // TestThreadCheck calls the driver from a thread without a current

@@ -74,6 +74,7 @@ enum {
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_NOT_READY = 600,
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+	CUDA_ERROR_LAUNCH_TIMEOUT = 702,
 	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
 	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 	CUDA_ERROR_MISALIGNED_ADDRESS = 716,
@@ -1574,12 +1575,33 @@ static CUresult k_fail(const struct kexec *x)
 	return CUDA_ERROR_LAUNCH_FAILED;
 }
 
+/*
+ * pz_wait_u32(const unsigned *flag): waits until the 32-bit word at flag,
+ * a HOST address (host memory the test owns, such as cuMemAllocHost's),
+ * is nonzero; after 60 s it fails with CUDA_ERROR_LAUNCH_TIMEOUT. Tests
+ * use it to hold a stream until the host has seen something happen.
+ */
+static CUresult k_wait_u32(const struct kexec *x)
+{
+	const unsigned *flag = (const unsigned *)(uintptr_t)x->args[0];
+	struct timespec nap = {0, 50000};
+	if (flag == NULL)
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	for (long i = 0; i < 60L * 20000; i++) {
+		if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0)
+			return CUDA_SUCCESS;
+		nanosleep(&nap, NULL);
+	}
+	return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
 static const struct kernel g_kernels[] = {
 	{"pz_fill_f64", 3, k_fill_f64},
 	{"pz_scale_f64", 3, k_scale_f64},
 	{"pz_axpy_f64", 4, k_axpy_f64},
 	{"pz_add_f32", 3, k_add_f32},
 	{"pz_fail", 0, k_fail},
+	{"pz_wait_u32", 1, k_wait_u32},
 };
 
 #define NKERNELS (sizeof g_kernels / sizeof g_kernels[0])
