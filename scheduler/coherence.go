@@ -562,8 +562,11 @@ var ErrDeviceMemory = errors.New("scheduler: out of device memory")
 // acquireTask makes t's data valid on node n and pins it, filling bufs
 // with the buffers the implementation sees. Scratch and Redux accesses
 // are left nil for the worker to fill. It waits for copies, and for room
-// on a full node, outside the lock.
-func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffer, error) {
+// on a full node, outside the lock; before waiting for room it calls
+// drain, if given, which completes the worker's own tasks in flight
+// (whose data may be what fills the node) and reports whether it had
+// any, and then looks again at once.
+func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain func() bool) ([]*buffer, error) {
 	base := len(bufs)
 	for range t.Access {
 		bufs = append(bufs, nil)
@@ -607,6 +610,14 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer) ([]*buffe
 		// other forever.
 		room := wait == (<-chan struct{})(nd.changed)
 		d.unpinLocked(t, n, bufs[base:])
+		if room && drain != nil {
+			d.mu.Unlock()
+			drained := drain()
+			d.mu.Lock()
+			if drained {
+				continue
+			}
+		}
 		var retry <-chan time.Time
 		if room {
 			// Unpinning signaled the node; what frees room is another

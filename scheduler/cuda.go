@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/hardware/cuda"
@@ -14,12 +16,17 @@ import (
 // on the worker's OS thread with the GPU's context current, so it may
 // call the driver (through c.Context) and libraries bound to the same
 // context directly. It queues the task's work - kernels, copies within
-// the device, library calls - on c.Stream and returns; the worker waits
-// for the stream before the task completes. It must not synchronize the
-// device or the context (cuCtxSynchronize, Context.Synchronize): other
-// workers' copies and kernels run on the same GPU meanwhile. An error
-// returned, or one the stream reports (a kernel that failed), fails the
-// task with the driver's message.
+// the device, library calls - on c.Stream and returns; the task
+// completes once that work has (an event recorded after it), and the
+// worker meanwhile takes its next task (WithCUDAPipeline), whose work
+// goes on another of the worker's streams. State an implementation
+// keeps between tasks - library handles bound to a stream, workspaces -
+// therefore belongs to c.Stream, not to c.Worker: two tasks of one
+// worker may be in flight at once. It must not synchronize the device or
+// the context (cuCtxSynchronize, Context.Synchronize): other tasks'
+// copies and kernels run on the same GPU meanwhile. An error returned,
+// or one the stream reports (a kernel that failed), fails the task with
+// the driver's message.
 type CUDAFunc func(c *CUDACall) error
 
 // A CUDACall is what a CUDA implementation receives: the Call (the
@@ -30,7 +37,8 @@ type CUDACall struct {
 	// Context is the GPU's primary context; its methods run inline on
 	// the calling thread.
 	Context *cuda.Context
-	// Stream is the worker's stream: queue the task's work on it.
+	// Stream is the task's stream, one of the worker's (one per task it
+	// may have in flight): queue the task's work on it.
 	Stream *cuda.Stream
 }
 
@@ -69,6 +77,17 @@ func WithCUDAWorkers(k int) Option {
 	return func(c *config) { c.cuda.perGPU = k }
 }
 
+// WithCUDAPipeline lets each GPU worker have up to k tasks in flight
+// (default 2; StarPU's STARPU_CUDA_PIPELINE), each on a stream of its
+// own: once a task's implementation has queued its work the worker
+// makes the next task's data valid on the GPU and queues its work too,
+// and a task completes when an event recorded after its work has. With
+// k = 1 the worker waits for each task's work before the next task.
+// Environment: PZ_CUDA_PIPELINE.
+func WithCUDAPipeline(k int) Option {
+	return func(c *config) { c.cuda.pipeline, c.cuda.pipelineSet = k, true }
+}
+
 // WithCUDADriver makes WithCUDA use d (another driver library, opened
 // with cuda.OpenLibrary, or one already open) instead of the system's.
 func WithCUDADriver(d *cuda.Driver) Option {
@@ -80,11 +99,15 @@ type cudaConfig struct {
 	n        int
 	set      bool
 	perGPU   int // workers per GPU; 0: PZ_NWORKER_PER_CUDA, else 1
-	driver   *cuda.Driver
-	ordinals []int // resolved: the GPUs to open
+	pipeline int // tasks in flight per worker (WithCUDAPipeline)
+	// pipelineSet: WithCUDAPipeline was given; else PZ_CUDA_PIPELINE,
+	// else 2.
+	pipelineSet bool
+	driver      *cuda.Driver
+	ordinals    []int // resolved: the GPUs to open
 }
 
-// resolve reads PZ_NWORKER_PER_CUDA, and PZ_NCUDA when WithCUDA was not
+// resolve reads PZ_NWORKER_PER_CUDA, PZ_CUDA_PIPELINE, and PZ_NCUDA when WithCUDA was not
 // given, and picks the GPUs (cuda.Select: no context is created).
 func (c *cudaConfig) resolve(env func(string) string) error {
 	if c.perGPU == 0 {
@@ -96,6 +119,19 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 			}
 			c.perGPU = k
 		}
+	}
+	if !c.pipelineSet {
+		c.pipeline = 2
+		if v := env("PZ_CUDA_PIPELINE"); v != "" {
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 1 {
+				return fmt.Errorf("%w: PZ_CUDA_PIPELINE=%q is not a positive number of tasks", ErrBadOption, v)
+			}
+			c.pipeline = k
+		}
+	}
+	if c.pipeline < 1 {
+		return fmt.Errorf("%w: WithCUDAPipeline(%d): need at least one task in flight", ErrBadOption, c.pipeline)
 	}
 	if c.perGPU < 1 {
 		return fmt.Errorf("%w: WithCUDAWorkers(%d): need at least one worker per GPU", ErrBadOption, c.perGPU)
@@ -146,14 +182,42 @@ func openGPUs(ctx context.Context, c cudaConfig) ([]*device, error) {
 	return out, nil
 }
 
-// cudaDriver drives a CUDA worker: its goroutine runs the worker's
-// cycles, and each task's CUDA implementation runs on a Context of the
-// worker's own (an OS thread with the GPU's context current), queueing
-// work on the worker's stream, which the worker then waits for.
+// cudaDriver drives a CUDA worker. Its goroutine runs the worker's
+// cycles; each task's CUDA implementation runs on a Context of the
+// worker's own (an OS thread with the GPU's context current) and queues
+// its work on one of the worker's streams, and the worker goes on to the
+// next task - making its data valid on the GPU while the first runs -
+// until depth tasks are in flight. A task completes when the event
+// recorded after its work has: completion by events, as StarPU's
+// STARPU_CUDA_PIPELINE does.
 type cudaDriver struct {
-	gpu *cuda.Accel
-	c   *cuda.Context
-	s   *cuda.Stream
+	gpu   *cuda.Accel
+	depth int // tasks in flight at most (WithCUDAPipeline)
+	c     *cuda.Context
+
+	slots    []*cudaSlot // every slot
+	free     []*cudaSlot
+	inflight []*cudaSlot // launched, in launch order
+	// idle counts the cycles in a row that launched and completed
+	// nothing: after the scheduler's spin count the worker blocks on
+	// its oldest task's event instead of polling.
+	idle int
+}
+
+// A cudaSlot is one task in flight on a GPU worker: its stream, the
+// events around its work, and the Call its implementation received.
+type cudaSlot struct {
+	s          *cuda.Stream
+	start, end *cuda.Event
+	t          *Task
+	call       Call
+	cc         CUDACall
+	bufs       [8]*buffer
+	launched   time.Time
+	t0         int64 // monitor time at pop
+	err        error // from the launch: the implementation's, a panic
+	done       bool  // the end event completed (set by poll)
+	qerr       error // what the stream reported (set by poll)
 }
 
 func (d *cudaDriver) init(w *worker) error {
@@ -161,46 +225,265 @@ func (d *cudaDriver) init(w *worker) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.NewStream(context.Background())
-	if err != nil {
-		return errors.Join(err, c.Close())
+	d.c = c
+	if d.depth < 1 {
+		d.depth = 1
 	}
-	d.c, d.s = c, s
+	for range d.depth {
+		sl := &cudaSlot{}
+		sl.s, err = c.NewStream(context.Background())
+		if err == nil {
+			sl.start, err = c.NewEvent(context.Background(), true)
+		}
+		if err == nil {
+			sl.end, err = c.NewEvent(context.Background(), true)
+		}
+		d.slots = append(d.slots, sl)
+		if err != nil {
+			return errors.Join(err, d.deinit(w))
+		}
+		d.free = append(d.free, sl)
+	}
+	w.drain = func() bool { return d.drain(w) }
 	return nil
 }
 
-func (d *cudaDriver) runOnce(w *worker) bool { return cpuDriver{}.runOnce(w) }
-
-func (d *cudaDriver) deinit(w *worker) error {
-	return errors.Join(d.s.Destroy(context.Background()), d.c.Close())
+// runOnce completes the tasks whose work has finished, then launches the
+// next task if a slot is free. With tasks in flight and nothing else to
+// do it reports progress, so that the worker never sleeps holding tasks;
+// after a spin it blocks on the oldest task's event.
+func (d *cudaDriver) runOnce(w *worker) bool {
+	did := d.reap(w, false)
+	if len(d.inflight) > 0 && w.cx.moveReq.Load() {
+		// A context change waits for a safe point, a worker holding no
+		// task (pop applies it).
+		d.drain(w)
+		did = true
+	}
+	if len(d.free) > 0 {
+		if t := w.pop(); t != nil {
+			d.launch(w, t)
+			d.idle = 0
+			return true
+		}
+	}
+	if len(d.inflight) == 0 {
+		return did
+	}
+	if did {
+		d.idle = 0
+		return true
+	}
+	if d.idle++; d.idle > w.s.cfg.spin || len(d.free) == 0 {
+		d.idle = 0
+		d.reap(w, true)
+	} else {
+		runtime.Gosched()
+	}
+	return true
 }
 
-// call runs t's CUDA implementation on the worker's thread and waits for
-// its stream; a returned error, a panic or a failure the stream reports
-// becomes a *TaskError.
-func (d *cudaDriver) call(t *Task, c *Call) error {
-	cc := CUDACall{Call: c, Context: d.c, Stream: d.s}
+// launch makes t's data valid on the GPU and runs its implementation,
+// which queues the task's work on a free slot's stream between the
+// slot's two events. A task whose data cannot be made ready completes at
+// once with the error (or goes to a CPU worker).
+func (d *cudaDriver) launch(w *worker, t *Task) {
+	s := w.s
+	sl := d.free[len(d.free)-1]
+	d.free = d.free[:len(d.free)-1]
+	if mb := s.cx.mon.Load(); mb != nil {
+		sl.t0 = s.now()
+	}
+	c := &sl.call
+	*c = Call{Task: t, Worker: w.info.ID, Size: 1, Arg: t.Arg}
 	var err error
+	c.bufs, err = w.prepare(t, sl.bufs[:0])
+	if err != nil {
+		d.free = append(d.free, sl)
+		if errors.Is(err, ErrDeviceMemory) && s.redirectToCPU(t) {
+			*c = Call{}
+			return
+		}
+		*c = Call{}
+		w.complete(t, err, false)
+		if mb := s.cx.mon.Load(); mb != nil {
+			mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, 0)
+		}
+		s.release(t)
+		return
+	}
+	sl.t, sl.err, sl.done, sl.qerr = t, nil, false, nil
+	sl.cc = CUDACall{Call: c, Context: d.c, Stream: sl.s}
+	sl.launched = time.Now()
 	derr := d.c.Do(context.Background(), func() error {
-		defer func() {
-			if r := recover(); r != nil {
-				err = panicError(t, c.Worker, r, "")
+		if err := sl.start.Record(context.Background(), sl.s); err != nil {
+			sl.err = d.taskError(t, c, fmt.Errorf("on the GPU: %w", err))
+			return nil
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					sl.err = panicError(t, c.Worker, r, "")
+				}
+			}()
+			if e := t.Codelet.CUDA(&sl.cc); e != nil {
+				sl.err = d.taskError(t, c, e)
 			}
 		}()
-		if e := t.Codelet.CUDA(&cc); e != nil {
-			err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: e}
-		}
-		// Wait for whatever was queued, also after an error, so that no
-		// work of this task touches its buffers once it has ended.
-		if e := d.s.Synchronize(context.Background()); e != nil && err == nil {
-			err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: fmt.Errorf("on the GPU: %w", e)}
+		// Recorded also after an error: the task ends once whatever it
+		// queued has, so that no work of it touches its buffers later.
+		if err := sl.end.Record(context.Background(), sl.s); err != nil {
+			if sl.err == nil {
+				sl.err = d.taskError(t, c, fmt.Errorf("on the GPU: %w", err))
+			}
+			_ = sl.s.Synchronize(context.Background()) // the stream is failing: its error is the task's already
+			sl.done = true
 		}
 		return nil
 	})
-	if err == nil && derr != nil {
-		err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: derr}
+	if derr != nil {
+		if sl.err == nil {
+			sl.err = d.taskError(t, c, derr)
+		}
+		sl.done = true
 	}
-	return err
+	d.inflight = append(d.inflight, sl)
+}
+
+func (d *cudaDriver) taskError(t *Task, c *Call, err error) error {
+	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: err}
+}
+
+// poll asks each task in flight whether its end event has completed, in
+// one visit to the worker's Context thread; with block it first waits
+// for the oldest one.
+func (d *cudaDriver) poll(block bool) {
+	_ = d.c.Do(context.Background(), func() error {
+		for i, sl := range d.inflight {
+			if sl.done {
+				continue
+			}
+			if i == 0 && block {
+				sl.qerr = sl.end.Synchronize(context.Background())
+				sl.done = true
+				continue
+			}
+			done, err := sl.end.Done(context.Background())
+			sl.done, sl.qerr = done || err != nil, err
+		}
+		return nil
+	})
+}
+
+// reap completes the tasks in flight whose work has finished (with
+// block, waiting for the oldest first) and reports whether it completed
+// any.
+func (d *cudaDriver) reap(w *worker, block bool) bool {
+	if len(d.inflight) == 0 {
+		return false
+	}
+	d.poll(block)
+	kept := d.inflight[:0]
+	var ended []*cudaSlot
+	for _, sl := range d.inflight {
+		if sl.done {
+			ended = append(ended, sl)
+		} else {
+			kept = append(kept, sl)
+		}
+	}
+	if len(ended) == 0 {
+		return false
+	}
+	clear(d.inflight[len(kept):])
+	d.inflight = kept
+	for _, sl := range ended {
+		d.finish(w, sl)
+	}
+	return true
+}
+
+// drain completes every task in flight; it reports whether there were
+// any. A worker drains before it waits for room on its GPU (the room may
+// be its own tasks' data) and before a context change.
+func (d *cudaDriver) drain(w *worker) bool {
+	had := len(d.inflight) > 0
+	for len(d.inflight) > 0 {
+		d.reap(w, true)
+	}
+	return had
+}
+
+// finish completes the task of a slot whose work has ended: its data are
+// released, its time recorded (the device's, between the slot's events),
+// and its dependents released.
+func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
+	s := w.s
+	t, c := sl.t, &sl.call
+	err := sl.err
+	if err == nil && sl.qerr != nil {
+		err = d.taskError(t, c, fmt.Errorf("on the GPU: %w", sl.qerr))
+	}
+	end := time.Now()
+	var dev time.Duration
+	if sl.qerr == nil && (s.cfg.stats || t.Codelet.Model != nil) {
+		var e error
+		if dev, e = d.c.ElapsedTime(context.Background(), sl.start, sl.end); e != nil {
+			dev = end.Sub(sl.launched)
+		}
+	}
+	if err == nil && t.Codelet.Model != nil {
+		s.models.record(t.Codelet.Model, t.footprint, w.info.Kind, float64(dev))
+	}
+	if s.cfg.stats {
+		// The task ran on the GPU for dev, ending when its completion
+		// was seen (or launched, if that is later).
+		start := end.Add(-dev)
+		if start.Before(sl.launched) {
+			start = sl.launched
+		}
+		w.busyNs.Add(int64(dev))
+		ev := traceEvent{
+			id: t.id, name: t.Codelet.name(), start: start.Sub(s.epoch), end: end.Sub(s.epoch),
+			deps: t.preds, rank: 0, size: 1,
+		}
+		if err != nil {
+			ev.err = err.Error()
+			if te, ok := err.(*TaskError); ok && te.Stack != "" {
+				ev.err += "\n" + te.Stack
+			}
+		}
+		w.events = append(w.events, ev)
+	}
+	if dl := s.data; dl != nil {
+		dl.releaseTask(t, w.info.Node)
+	}
+	sl.t, sl.cc, sl.err, sl.qerr = nil, CUDACall{}, nil, nil
+	*c = Call{}
+	clear(sl.bufs[:])
+	d.free = append(d.free, sl)
+	w.complete(t, err, false)
+	if mb := s.cx.mon.Load(); mb != nil {
+		mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, time.Duration(s.now()-sl.t0))
+	}
+	s.release(t)
+}
+
+func (d *cudaDriver) deinit(w *worker) error {
+	d.drain(w)
+	var errs []error
+	for _, sl := range d.slots {
+		for _, e := range []*cuda.Event{sl.start, sl.end} {
+			if e != nil {
+				errs = append(errs, e.Destroy(context.Background()))
+			}
+		}
+		if sl.s != nil {
+			errs = append(errs, sl.s.Destroy(context.Background()))
+		}
+	}
+	d.slots, d.free = nil, nil
+	return errors.Join(append(errs, d.c.Close())...)
 }
 
 var _ driver = (*cudaDriver)(nil)

@@ -201,7 +201,7 @@ func (s *Scheduler) startDetached(t *Task) {
 		return
 	}
 	go func() {
-		if _, err := s.data.acquireTask(t, RAM, nil); err != nil {
+		if _, err := s.data.acquireTask(t, RAM, nil, nil); err != nil {
 			s.endDetached(t, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err})
 			return
 		}

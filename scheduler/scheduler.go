@@ -162,7 +162,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 			for range nw {
 				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
 				if a, ok := devs[i].dev.(*cuda.Accel); ok {
-					w.info.Kind, w.drv = CUDAWorker, &cudaDriver{gpu: a}
+					w.info.Kind, w.drv = CUDAWorker, &cudaDriver{gpu: a, depth: cfg.cuda.pipeline}
 				}
 				w.call.bufs = w.bufs[:0]
 				s.workers = append(s.workers, w)

@@ -44,6 +44,10 @@ type worker struct {
 	doneBatch int64
 	doneTasks int64 // tasks completed by this worker, published to nTasks in batches
 	scratch   map[*Handle]*buffer
+	// drain, when set, completes the tasks the worker has in flight (a
+	// GPU worker's), reporting whether it had any: the data layer calls
+	// it before waiting for room on the worker's node.
+	drain func() bool
 
 	nTasks atomic.Int64
 	busyNs atomic.Int64
@@ -223,10 +227,10 @@ func (w *worker) run(t *Task, c *Call) error {
 	s := w.s
 	cl := t.Codelet
 	if !s.cfg.stats && cl.Model == nil {
-		return w.call1(t, c)
+		return callCPU(t, c)
 	}
 	start := time.Now()
-	err := w.call1(t, c)
+	err := callCPU(t, c)
 	end := time.Now()
 	d := end.Sub(start)
 	if err == nil && cl.Model != nil && c.Rank == 0 {
@@ -247,15 +251,6 @@ func (w *worker) run(t *Task, c *Call) error {
 		w.events = append(w.events, ev)
 	}
 	return err
-}
-
-// call1 calls the implementation of t for w's kind: its CUDA one on a
-// GPU worker's driver, else its CPU one.
-func (w *worker) call1(t *Task, c *Call) error {
-	if g, ok := w.drv.(*cudaDriver); ok {
-		return g.call(t, c)
-	}
-	return callCPU(t, c)
 }
 
 // callCPU calls t's CPU implementation and turns a returned error or a
@@ -289,7 +284,7 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 	base := len(bufs)
 	if d := w.s.data; d != nil {
 		var err error
-		if bufs, err = d.acquireTask(t, w.info.Node, bufs); err != nil {
+		if bufs, err = d.acquireTask(t, w.info.Node, bufs, w.drain); err != nil {
 			return bufs, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: w.info.ID, Err: err}
 		}
 	}

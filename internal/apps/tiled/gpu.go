@@ -24,11 +24,14 @@ type GPU struct {
 	solver *cuda.Solver
 
 	mu      sync.Mutex
-	workers map[int]*GPUWorker // by scheduler worker id
+	workers map[*cuda.Stream]*GPUWorker // by the stream of the task
 }
 
-// A GPUWorker is one CUDA worker's library handles, bound to its stream,
-// and its buffers, made on its first task.
+// A GPUWorker is the library handles bound to one stream of a CUDA
+// worker, and their buffers, made on the stream's first task. A worker
+// has a stream per task it may have in flight
+// (scheduler.WithCUDAPipeline), and tasks in flight at once must not
+// share a workspace.
 type GPUWorker struct {
 	// BLAS and Solver are the worker's cuBLAS and cuSOLVER handles.
 	BLAS   *cuda.BLASHandle
@@ -52,7 +55,7 @@ func OpenGPU() (*GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GPU kernels need cuSOLVER (set PZ_CUSOLVER_LIBRARY to its path): %w", err)
 	}
-	return &GPU{blas: b, solver: sv, workers: map[int]*GPUWorker{}}, nil
+	return &GPU{blas: b, solver: sv, workers: map[*cuda.Stream]*GPUWorker{}}, nil
 }
 
 // AttachGPU opens the GPU libraries (OpenGPU) when s has CUDA workers;
@@ -65,12 +68,12 @@ func AttachGPU(s *scheduler.Scheduler) (*GPU, error) {
 	return OpenGPU()
 }
 
-// Worker returns the handles of the worker running c, making them on its
-// first call.
+// Worker returns the handles for c's stream, making them on its first
+// task.
 func (g *GPU) Worker(c *scheduler.CUDACall) (*GPUWorker, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if w := g.workers[c.Worker]; w != nil {
+	if w := g.workers[c.Stream]; w != nil {
 		return w, nil
 	}
 	ctx := context.Background()
@@ -87,11 +90,11 @@ func (g *GPU) Worker(c *scheduler.CUDACall) (*GPUWorker, error) {
 		return nil, errors.Join(err, bh.Destroy(ctx), sh.Destroy(ctx))
 	}
 	w := &GPUWorker{BLAS: bh, Solver: sh, c: c.Context, info: info}
-	g.workers[c.Worker] = w
+	g.workers[c.Stream] = w
 	return w, nil
 }
 
-// Workspace returns device memory of at least n bytes, the worker's own,
+// Workspace returns device memory of at least n bytes, the stream's own,
 // kept between its tasks.
 func (w *GPUWorker) Workspace(n int) (cuda.DevicePtr, error) {
 	if n <= w.nwork {
@@ -112,7 +115,7 @@ func (w *GPUWorker) Workspace(n int) (cuda.DevicePtr, error) {
 	return p, nil
 }
 
-// Info is an int32 of device memory, the worker's own (cuSOLVER's
+// Info is an int32 of device memory, the stream's own (cuSOLVER's
 // devInfo).
 func (w *GPUWorker) Info() cuda.DevicePtr { return w.info }
 

@@ -1,0 +1,194 @@
+package scheduler_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// waitPTX names the stand-in's pz_wait_u32 kernel (a stream waits until
+// a host word is set); only the stand-in driver runs it.
+const waitPTX = `
+.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry pz_wait_u32(.param .u64 flag) { ret; }
+`
+
+// hostFlag returns a word of page-locked host memory that pz_wait_u32
+// waits on, its address as the kernel's argument, and a function that
+// sets it.
+func hostFlag(t *testing.T, d *cuda.Driver) (addr uint64, set func()) {
+	t.Helper()
+	ctx := testCtx(t)
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := c.AllocHost(ctx, 4)
+	require.NoError(t, err)
+	p := (*uint32)(unsafe.Pointer(&b[0]))
+	t.Cleanup(func() {
+		atomic.StoreUint32(p, 1) // a stream still waiting ends
+		_ = c.FreeHost(ctx, b)
+	})
+	return uint64(uintptr(unsafe.Pointer(p))), func() { atomic.StoreUint32(p, 1) }
+}
+
+// TestCUDAPipeline: a GPU worker with two tasks in flight takes the
+// second task while the first one's work still runs. The first task's
+// kernel waits for a host word that only the second task's
+// implementation sets: a worker that waited for each task's stream
+// before the next would never run the second, and WaitAll would time
+// out.
+func TestCUDAPipeline(t *testing.T) {
+	ctx := testCtx(t)
+	d, lib := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+		scheduler.WithCUDAPipeline(2), scheduler.WithStats(true))
+	k := gpuKernels(t, d)
+	wait := loadWait(t, d)
+	addr, set := hostFlag(t, d)
+
+	launched := make(chan struct{})
+	first := &scheduler.Codelet{Name: "first", CUDA: func(c *scheduler.CUDACall) error {
+		if err := c.Context.Launch(ctx, wait, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, c.Stream, addr); err != nil {
+			return err
+		}
+		close(launched)
+		n, _, _ := c.Dims(0)
+		return launch1D(c, k["pz_scale_f64"], n, c.Ptr(0), 2.0, uint64(n))
+	}}
+	second := &scheduler.Codelet{Name: "second", CUDA: func(c *scheduler.CUDACall) error {
+		set()
+		n, _, _ := c.Dims(0)
+		return launch1D(c, k["pz_scale_f64"], n, c.Ptr(0), 3.0, uint64(n))
+	}}
+	x, y := []float64{1, 2, 3}, []float64{4, 5, 6}
+	hx, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	hy, err := s.RegisterVector(y)
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, first, scheduler.RW(hx)))
+	select {
+	case <-launched:
+	case <-ctx.Done():
+		t.Fatal("the first task never ran")
+	}
+	require.NoError(t, s.Submit(ctx, second, scheduler.RW(hy)))
+	require.NoError(t, s.WaitAll(ctx), "the second task runs while the first waits for it on the GPU")
+	require.Equal(t, []float64{2, 4, 6}, x)
+	require.Equal(t, []float64{12, 15, 18}, y)
+
+	// Both tasks are in the trace, on the GPU worker (worker 1).
+	var names []string
+	for _, tt := range s.TracedTasks() {
+		require.Equal(t, []int{1}, tt.Workers, tt.Name)
+		require.LessOrEqual(t, tt.Start, tt.End, tt.Name)
+		names = append(names, tt.Name)
+	}
+	require.ElementsMatch(t, []string{"first", "second"}, names)
+	require.NoError(t, s.Close())
+	st, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.Zero(t, st.InvalidContext)
+}
+
+// loadWait loads waitPTX on GPU 0 of d.
+func loadWait(t *testing.T, d *cuda.Driver) *cuda.Function {
+	t.Helper()
+	ctx := testCtx(t)
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	m, err := c.LoadPTX(ctx, waitPTX)
+	require.NoError(t, err)
+	f, err := m.Function(ctx, "pz_wait_u32")
+	require.NoError(t, err)
+	return f
+}
+
+// TestCUDAPipelineRoom: with a task in flight whose data fill most of
+// the GPU, the worker's next task needs room that only the first task's
+// end frees. The worker completes its tasks in flight before it waits
+// for room; waiting first, it would wait for itself.
+func TestCUDAPipelineRoom(t *testing.T) {
+	ctx := testCtx(t)
+	fakecuda.SetDelay(t, 5*time.Millisecond) // the first task is still in flight when the next one needs room
+	d, _ := fakeGPU(t, 64<<10)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(3))
+	scale, _, _ := cudaCodelets(gpuKernels(t, d))
+	const vecs, n = 4, 5000 // 40 kB each: one fits on the 64 KiB GPU
+	data := make([][]float64, vecs)
+	for v := range data {
+		data[v] = make([]float64, n)
+		for i := range data[v] {
+			data[v][i] = float64(v*n + i)
+		}
+		h, err := s.RegisterVector(data[v])
+		require.NoError(t, err)
+		for round := range 2 {
+			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(float64(round+2))))
+		}
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	for v := range data {
+		for i, x := range data[v] {
+			require.Equal(t, float64(6*(v*n+i)), x, "vector %d element %d", v, i)
+		}
+	}
+}
+
+// TestCUDAPipelineOptions: the depth comes from WithCUDAPipeline or
+// PZ_CUDA_PIPELINE; bad values are refused; a depth of one runs tasks
+// one after another correctly.
+func TestCUDAPipelineOptions(t *testing.T) {
+	d, _ := fakeGPU(t, 64<<20)
+	for _, bad := range []string{"0", "-1", "two"} {
+		_, err := scheduler.New(testCtx(t), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+			scheduler.WithGetenv(func(k string) string {
+				if k == "PZ_CUDA_PIPELINE" {
+					return bad
+				}
+				return ""
+			}))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, "PZ_CUDA_PIPELINE=%s", bad)
+		require.ErrorContains(t, err, "PZ_CUDA_PIPELINE")
+	}
+	for _, bad := range []int{0, -2} {
+		_, err := scheduler.New(testCtx(t), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(bad))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, "WithCUDAPipeline(%d)", bad)
+	}
+	for _, depth := range []int{1, 4} {
+		ctx := testCtx(t)
+		s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(depth))
+		scale, axpy, inc := cudaCodelets(gpuKernels(t, d))
+		x, y := []float64{1, 2}, []float64{10, 20}
+		hx, err := s.RegisterVector(x)
+		require.NoError(t, err)
+		hy, err := s.RegisterVector(y)
+		require.NoError(t, err)
+		for range 5 {
+			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(2.0)))
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(hx)))
+			require.NoError(t, s.Submit(ctx, axpy, scheduler.RW(hy), scheduler.WithArg(1.0), scheduler.R(hx)))
+		}
+		require.NoError(t, s.WaitAll(ctx))
+		wx, wy := []float64{1, 2}, []float64{10, 20}
+		for range 5 {
+			for i := range wx {
+				wx[i] = 2*wx[i] + 1
+				wy[i] += wx[i]
+			}
+		}
+		require.Equal(t, wx, x, "depth %d", depth)
+		require.Equal(t, wy, y, "depth %d", depth)
+		require.NoError(t, s.Close())
+	}
+}
