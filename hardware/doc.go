@@ -33,6 +33,9 @@
 //   - /proc/meminfo: host memory.
 //   - the CUDA driver, through package [github.com/pzgo/pz/hardware/cuda]:
 //     GPUs. No driver means no GPUs, not an error.
+//   - NVML, through package [github.com/pzgo/pz/hardware/nvml]: each GPU's
+//     free memory, without a CUDA context. Without NVML, or for a device
+//     it does not know, a context on the device answers instead (see GPU).
 //
 // WithRoot points Discover at another directory holding proc/ and sys/, so
 // tests feed it fake trees (testdata/*.txtar: a 2-socket NUMA machine,

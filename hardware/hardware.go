@@ -68,6 +68,11 @@ type config struct {
 	gpus       bool
 	driver     *cuda.Driver
 	haveDriver bool
+	nvmlPath   string // WithNVMLLibrary; "" for PZ_NVML_LIBRARY or the system's
+	noNVML     bool   // WithoutNVML
+	// contextFree reads a device's free memory through a CUDA context
+	// (contextFreeMemory; tests replace it to make it fail).
+	contextFree func(ctx context.Context, d *cuda.Driver, ordinal int) (uint64, error)
 }
 
 // WithRoot makes Discover read proc/ and sys/ under dir instead of the real
@@ -89,6 +94,22 @@ func WithCUDADriver(d *cuda.Driver) Option {
 	return func(c *config) { c.driver, c.haveDriver = d, true }
 }
 
+// WithNVMLLibrary makes Discover read the GPUs' free memory through the
+// NVML library at path instead of the one the environment variable
+// PZ_NVML_LIBRARY names or the system's libnvidia-ml.so.1; tests point it
+// at a stand-in. A library that cannot be used is noted in
+// Machine.Warnings, and free memory is then read through CUDA contexts.
+// An empty path restores the default.
+func WithNVMLLibrary(path string) Option {
+	return func(c *config) { c.nvmlPath, c.noNVML = path, false }
+}
+
+// WithoutNVML makes Discover read the GPUs' free memory through a CUDA
+// context on each device, as it does where NVML is missing.
+func WithoutNVML() Option {
+	return func(c *config) { c.noNVML = true }
+}
+
 // Discover reads what this machine has: host names, CPU topology, NUMA
 // nodes, caches, the CPUs this process may run on and its cgroup CPU quota,
 // memory honouring cgroup limits, and the GPUs the CUDA driver reports.
@@ -99,12 +120,16 @@ func WithCUDADriver(d *cuda.Driver) Option {
 // Discover returns an error only when ctx is done or the root given with
 // WithRoot is unusable.
 //
-// Cost: a few hundred small file reads; with GPUs, loading libcuda.so.1 and
-// retaining each device's primary context once to read its free memory
-// (which creates the context if nobody holds it, typically 0.1-0.5 s per
-// device on first use in a process).
+// Cost: a few hundred small file reads; with GPUs, loading libcuda.so.1
+// and libnvidia-ml.so.1 and one NVML lookup and memory query per device,
+// which creates no CUDA context (see GPU). Only without NVML, or for a
+// device NVML does not know, Discover retains the device's primary
+// context once to read its free memory, which creates the context if
+// nobody holds it (typically 0.1-0.5 s per device on first use in a
+// process) and fails on a GPU in exclusive-process mode that another
+// process holds.
 func Discover(ctx context.Context, opts ...Option) (*Machine, error) {
-	cfg := config{root: "/", gpus: true}
+	cfg := config{root: "/", gpus: true, contextFree: contextFreeMemory}
 	for _, o := range opts {
 		o(&cfg)
 	}
