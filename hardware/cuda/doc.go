@@ -44,6 +44,43 @@
 // an *Error naming the driver function; it unwraps to a Result, so
 // errors.Is(err, cuda.ErrOutOfMemory) works.
 //
+// Beyond these:
+//
+//   - Stream-ordered allocation: AllocAsync and FreeAsync allocate from
+//     and free to the device's default memory pool at a point of a
+//     stream; DefaultMemPool returns the pool (a MemPool), whose release
+//     threshold says how much freed memory it keeps for reuse, and whose
+//     TrimTo gives kept memory back.
+//   - Peers: Driver.CanAccessPeer, Context.EnablePeerAccess (which
+//     reports access already on as ErrPeerAccessAlreadyEnabled) and
+//     DisablePeerAccess, and CopyPeerAsync between two devices' memory,
+//     which works with or without peer access.
+//   - Host functions: LaunchHostFunc queues a Go function on a stream,
+//     run by a driver thread once the work before it is done, before the
+//     work after it starts; its result comes back on a channel. The
+//     function must not call CUDA.
+//   - Pinned memory: AllocHostFlags (portable, mapped, write-combined
+//     pinned memory), IsPinned (whether a []byte lies in page-locked
+//     memory: AllocHost, AllocHostFlags or HostRegister) and
+//     HostDevicePtr (the device address of mapped memory).
+//
+// These entry points are optional: a driver that lacks them (one older
+// than CUDA 11.2 has no memory pools) still opens, and the methods that
+// need them return an error wrapping ErrNotSupported, as they do when the
+// driver reports CUDA_ERROR_NOT_SUPPORTED for the device.
+//
+// # Host functions and Go
+//
+// The driver calls a host function (a CUhostFn) on a thread of its own,
+// which Go did not create. LaunchHostFunc passes the driver one C
+// callback made with purego.NewCallback, which enters Go through the cgo
+// callback path and so works on such threads in CGO_ENABLED=1 builds and
+// in CGO_ENABLED=0 ones (purego's fakecgo); the tests run it both ways
+// against the stand-in driver, which calls it from its stream threads.
+// purego callbacks are never freed and a process may make only about
+// 2000, so the package makes this one, on first use, and the userData
+// the driver passes back selects the Go function from a table.
+//
 // # Signatures
 //
 // Each entry point is declared in driver.go next to its C prototype from

@@ -142,6 +142,46 @@ type api struct {
 	// unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
 	// void **extra)
 	launchKernel func(fn uintptr, gx, gy, gz, bx, by, bz, sharedMem uint32, stream uintptr, params *unsafe.Pointer, extra *unsafe.Pointer) Result
+
+	// The entry points below are optional: a driver that lacks them
+	// still opens, and the methods that need one return an error
+	// wrapping ErrNotSupported (see unsupported).
+
+	// CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream); CUDA 11.2
+	memAllocAsync func(dptr *DevicePtr, size uintptr, stream uintptr) Result
+	// CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream); CUDA 11.2
+	memFreeAsync func(dptr DevicePtr, stream uintptr) Result
+	// CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+	// CUmemoryPool is a handle (uintptr). CUDA 11.2
+	deviceGetDefaultMemPool func(pool *uintptr, dev int32) Result
+	// CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+	// the attribute is an enum (int32), value points to an int or a
+	// cuuint64_t depending on it. CUDA 11.2
+	memPoolSetAttribute func(pool uintptr, attr int32, value unsafe.Pointer) Result
+	// CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value); CUDA 11.2
+	memPoolGetAttribute func(pool uintptr, attr int32, value unsafe.Pointer) Result
+	// CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep); CUDA 11.2
+	memPoolTrimTo func(pool uintptr, keep uintptr) Result
+	// CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+	deviceCanAccessPeer func(can *int32, dev, peer int32) Result
+	// CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+	ctxEnablePeerAccess func(peer uintptr, flags uint32) Result
+	// CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+	ctxDisablePeerAccess func(peer uintptr) Result
+	// CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
+	// CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
+	memcpyPeerAsync func(dst DevicePtr, dstCtx uintptr, src DevicePtr, srcCtx uintptr, n uintptr, stream uintptr) Result
+	// CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
+	// CUhostFn is void (*)(void *userData), a C function pointer (uintptr);
+	// userData is passed as an integer key, never a Go pointer. CUDA 10.0
+	launchHostFunc func(stream uintptr, fn uintptr, userData uintptr) Result
+	// CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+	memHostAlloc func(pp *unsafe.Pointer, size uintptr, flags uint32) Result
+	// CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+	// the attribute is an enum (int32), data points to a value of the
+	// attribute's type; ptr is a CUdeviceptr, which under unified
+	// addressing may hold a host address, hence uintptr.
+	pointerGetAttribute func(data unsafe.Pointer, attr int32, ptr uintptr) Result
 }
 
 // symbol binds one entry point: names are tried in order, the first found
@@ -201,6 +241,19 @@ func (a *api) symbols() []symbol {
 		{&a.moduleUnload, []string{"cuModuleUnload"}, false},
 		{&a.moduleGetFunction, []string{"cuModuleGetFunction"}, false},
 		{&a.launchKernel, []string{"cuLaunchKernel"}, false},
+		{&a.memAllocAsync, []string{"cuMemAllocAsync"}, true},
+		{&a.memFreeAsync, []string{"cuMemFreeAsync"}, true},
+		{&a.deviceGetDefaultMemPool, []string{"cuDeviceGetDefaultMemPool"}, true},
+		{&a.memPoolSetAttribute, []string{"cuMemPoolSetAttribute"}, true},
+		{&a.memPoolGetAttribute, []string{"cuMemPoolGetAttribute"}, true},
+		{&a.memPoolTrimTo, []string{"cuMemPoolTrimTo"}, true},
+		{&a.deviceCanAccessPeer, []string{"cuDeviceCanAccessPeer"}, true},
+		{&a.ctxEnablePeerAccess, []string{"cuCtxEnablePeerAccess"}, true},
+		{&a.ctxDisablePeerAccess, []string{"cuCtxDisablePeerAccess"}, true},
+		{&a.memcpyPeerAsync, []string{"cuMemcpyPeerAsync"}, true},
+		{&a.launchHostFunc, []string{"cuLaunchHostFunc"}, true},
+		{&a.memHostAlloc, []string{"cuMemHostAlloc"}, true},
+		{&a.pointerGetAttribute, []string{"cuPointerGetAttribute"}, true},
 	}
 }
 

@@ -25,37 +25,48 @@ var ErrBadArgument = errors.New("cuda: bad argument")
 // A Result is a CUresult code returned by the CUDA driver. Results other
 // than Success are errors; the constants below name the common ones so
 // that callers can test with errors.Is(err, cuda.ErrOutOfMemory).
+//
+// ErrNotSupported (CUDA_ERROR_NOT_SUPPORTED) is also what the methods
+// that need an entry point the loaded driver lacks (one newer than the
+// driver, such as cuMemAllocAsync before CUDA 11.2) return, wrapped with
+// the name of the missing function: either way the feature cannot be
+// used with this driver and device.
 type Result int32
 
 // CUresult values, from the CUDA driver API's cuda.h.
 const (
-	Success                   Result = 0
-	ErrInvalidValue           Result = 1
-	ErrOutOfMemory            Result = 2
-	ErrNotInitialized         Result = 3
-	ErrDeinitialized          Result = 4
-	ErrStubLibrary            Result = 34
-	ErrInsufficientDriver     Result = 35
-	ErrDeviceUnavailable      Result = 46
-	ErrNoDevice               Result = 100
-	ErrInvalidDevice          Result = 101
-	ErrInvalidImage           Result = 200
-	ErrInvalidContext         Result = 201
-	ErrNoBinaryForGPU         Result = 209
-	ErrInvalidPTX             Result = 218
-	ErrUnsupportedPTXVersion  Result = 222
-	ErrInvalidHandle          Result = 400
-	ErrNotFound               Result = 500
-	ErrNotReady               Result = 600
-	ErrIllegalAddress         Result = 700
-	ErrLaunchOutOfResources   Result = 701
-	ErrLaunchTimeout          Result = 702
-	ErrLaunchFailed           Result = 719
-	ErrSystemDriverMismatch   Result = 803
-	ErrCompatNotSupported     Result = 804
-	ErrUnknown                Result = 999
-	errOperatingSystem        Result = 304
-	errSharedObjectInitFailed Result = 303
+	Success                     Result = 0
+	ErrInvalidValue             Result = 1
+	ErrOutOfMemory              Result = 2
+	ErrNotInitialized           Result = 3
+	ErrDeinitialized            Result = 4
+	ErrStubLibrary              Result = 34
+	ErrInsufficientDriver       Result = 35
+	ErrDeviceUnavailable        Result = 46
+	ErrNoDevice                 Result = 100
+	ErrInvalidDevice            Result = 101
+	ErrInvalidImage             Result = 200
+	ErrInvalidContext           Result = 201
+	ErrNoBinaryForGPU           Result = 209
+	ErrPeerAccessUnsupported    Result = 217
+	ErrInvalidPTX               Result = 218
+	ErrUnsupportedPTXVersion    Result = 222
+	ErrInvalidHandle            Result = 400
+	ErrNotFound                 Result = 500
+	ErrNotReady                 Result = 600
+	ErrIllegalAddress           Result = 700
+	ErrLaunchOutOfResources     Result = 701
+	ErrLaunchTimeout            Result = 702
+	ErrPeerAccessAlreadyEnabled Result = 704
+	ErrPeerAccessNotEnabled     Result = 705
+	ErrLaunchFailed             Result = 719
+	ErrNotPermitted             Result = 800
+	ErrNotSupported             Result = 801
+	ErrSystemDriverMismatch     Result = 803
+	ErrCompatNotSupported       Result = 804
+	ErrUnknown                  Result = 999
+	errOperatingSystem          Result = 304
+	errSharedObjectInitFailed   Result = 303
 )
 
 // resultName returns the name cuda.h gives r, or "".
@@ -87,6 +98,8 @@ func resultName(r Result) string {
 		return "CUDA_ERROR_INVALID_CONTEXT"
 	case ErrNoBinaryForGPU:
 		return "CUDA_ERROR_NO_BINARY_FOR_GPU"
+	case ErrPeerAccessUnsupported:
+		return "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"
 	case ErrInvalidPTX:
 		return "CUDA_ERROR_INVALID_PTX"
 	case ErrUnsupportedPTXVersion:
@@ -107,8 +120,16 @@ func resultName(r Result) string {
 		return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
 	case ErrLaunchTimeout:
 		return "CUDA_ERROR_LAUNCH_TIMEOUT"
+	case ErrPeerAccessAlreadyEnabled:
+		return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
+	case ErrPeerAccessNotEnabled:
+		return "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"
 	case ErrLaunchFailed:
 		return "CUDA_ERROR_LAUNCH_FAILED"
+	case ErrNotPermitted:
+		return "CUDA_ERROR_NOT_PERMITTED"
+	case ErrNotSupported:
+		return "CUDA_ERROR_NOT_SUPPORTED"
 	case ErrSystemDriverMismatch:
 		return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
 	case ErrCompatNotSupported:

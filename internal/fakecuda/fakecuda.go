@@ -32,6 +32,32 @@
 //   - Modules are PTX text; their kernels are the built-in ones below
 //     that the text names after ".entry". Text containing "syntax_error"
 //     fails to load with CUDA_ERROR_INVALID_IMAGE and a JIT error log.
+//   - Stream-ordered allocations (cuMemAllocAsync) come from the
+//     device's default pool (cuDeviceGetDefaultMemPool). The address is
+//     known at once, but kernels find the memory only once the stream
+//     has reached the allocation, and no longer once it has reached its
+//     cuMemFreeAsync, which returns the memory to the pool. The pool keeps
+//     freed memory up to its release threshold
+//     (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 0 by default) and releases the
+//     rest when the free is reached or the threshold lowered (the real
+//     driver does at the next synchronization); cuMemPoolTrimTo releases
+//     kept memory. What the pool holds counts as used in cuMemGetInfo.
+//   - Every two devices may be peers (cuDeviceCanAccessPeer). A kernel
+//     may use another device's memory only while its context has peer
+//     access to that device's (cuCtxEnablePeerAccess, one way, until
+//     cuCtxDisablePeerAccess or either primary context's destruction).
+//     cuMemcpyPeerAsync copies between devices with or without it.
+//   - Host functions (cuLaunchHostFunc) run on the stream's thread, a
+//     pthread, between the work before and after them; on the default
+//     stream, on a thread made for the call, which the caller joins.
+//     Driver calls from a host function fail with
+//     CUDA_ERROR_NOT_PERMITTED.
+//   - cuPointerGetAttribute knows device allocations and pinned host
+//     memory (cuMemAllocHost, cuMemHostAlloc, cuMemHostRegister), at any
+//     address inside; other host memory gives CUDA_ERROR_INVALID_VALUE,
+//     as in the real driver. Of pinned memory, only cuMemHostAlloc's with
+//     CU_MEMHOSTALLOC_DEVICEMAP is mapped: kernels may use it at its
+//     host address, which is its CU_POINTER_ATTRIBUTE_DEVICE_POINTER.
 //
 // The built-in kernels run on the host, each thread of the launch
 // handling one element (there is no grid-stride loop, so a grid too small
@@ -45,8 +71,9 @@
 //	pz_wait_u32(const unsigned *flag)  waits until the word at flag, a HOST
 //	           address, is nonzero (CUDA_ERROR_LAUNCH_TIMEOUT after 60 s)
 //
-// A kernel whose pointer argument is not in a live allocation fails its
-// stream with CUDA_ERROR_ILLEGAL_ADDRESS.
+// A kernel whose pointer argument is not in a live allocation (of its
+// device, of a device its context has peer access to, or mapped host
+// memory) fails its stream with CUDA_ERROR_ILLEGAL_ADDRESS.
 //
 // The same library file is also a stand-in cuBLAS and cuSOLVER (dense):
 // point cuda.OpenBLAS and cuda.OpenSolver at the path of the driver

@@ -17,7 +17,16 @@
  *   - asynchronous copies from or to pageable host memory complete before
  *     returning; with pinned memory they are queued;
  *   - "kernels" are host functions named after PTX .entry points (see the
- *     Modules section); a fault makes the stream's error sticky.
+ *     Modules section); a fault makes the stream's error sticky;
+ *   - stream-ordered allocations exist for kernels between the points of
+ *     the stream where cuMemAllocAsync and cuMemFreeAsync were queued, and
+ *     come from per-device pools that keep freed memory up to a release
+ *     threshold (see the Memory pools section);
+ *   - kernels may use other devices' memory only with peer access
+ *     (cuCtxEnablePeerAccess), and mapped host memory (cuMemHostAlloc with
+ *     CU_MEMHOSTALLOC_DEVICEMAP) at its host address;
+ *   - host functions (cuLaunchHostFunc) run on driver threads, and calls
+ *     into the driver from them fail with CUDA_ERROR_NOT_PERMITTED.
  *
  * Configuration, read by the first cuInit: PZ_FAKECUDA_DEVICES (default 1;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE), PZ_FAKECUDA_MEMORY
@@ -59,6 +68,8 @@ typedef struct fstream *CUstream;
 typedef struct fevent *CUevent;
 typedef struct fmodule *CUmodule;
 typedef struct ffunc *CUfunction;
+typedef struct fpool *CUmemoryPool;
+typedef void (*CUhostFn)(void *userData);
 typedef struct { char bytes[16]; } CUuuid;
 
 enum {
@@ -70,15 +81,19 @@ enum {
 	CUDA_ERROR_INVALID_DEVICE = 101,
 	CUDA_ERROR_INVALID_IMAGE = 200,
 	CUDA_ERROR_INVALID_CONTEXT = 201,
+	CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_NOT_READY = 600,
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
 	CUDA_ERROR_LAUNCH_TIMEOUT = 702,
+	CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+	CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
 	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
 	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 	CUDA_ERROR_MISALIGNED_ADDRESS = 716,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
+	CUDA_ERROR_NOT_PERMITTED = 800,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_UNKNOWN = 999,
 };
@@ -86,6 +101,24 @@ enum {
 enum { CU_STREAM_NON_BLOCKING = 0x1 };
 enum { CU_EVENT_DISABLE_TIMING = 0x2, CU_EVENT_INTERPROCESS = 0x4 };
 enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
+enum { CU_MEMHOSTALLOC_PORTABLE = 0x1, CU_MEMHOSTALLOC_DEVICEMAP = 0x2, CU_MEMHOSTALLOC_WRITECOMBINED = 0x4 };
+enum {
+	CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+	CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+	CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+	CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+};
+enum {
+	CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+	CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+	CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+	CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+	CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+	CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+	CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+	CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
 enum {
 	CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
 	CU_JIT_ERROR_LOG_BUFFER = 5,
@@ -129,6 +162,7 @@ struct fctx {
 	size_t used;     /* device bytes allocated */
 	CUresult sticky; /* error of a kernel that failed on the default stream */
 	unsigned gen;    /* teardowns so far: library handles of older ones are stale */
+	unsigned long long peers; /* bit d: kernels may access device d's memory (cuCtxEnablePeerAccess) */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -139,6 +173,8 @@ static size_t g_memory;
 static unsigned long long g_delay_us;
 static struct fctx g_ctx[MAX_DEVICES];
 static __thread struct fctx *t_current;
+static __thread int t_stream_thread; /* the thread runs a stream (stream_main) */
+static __thread int t_in_host_fn;    /* the thread is running a cuLaunchHostFunc function */
 
 static CUresult unlock_with(CUresult r)
 {
@@ -189,16 +225,22 @@ static const struct {
 	{CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	{CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
 	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+	 "peer access is not supported between these two devices"},
 	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
 	{CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	{CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+	 "peer access is already enabled"},
+	{CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
 	{CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	 "part or all of the requested memory range is already mapped"},
 	{CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
 	 "pointer does not correspond to a registered memory region"},
 	{CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
 	{CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+	{CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
 	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 	{CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -249,6 +291,8 @@ static int env_number(const char *name, unsigned long long def, unsigned long lo
 	return 0;
 }
 
+static void pools_init(void);
+
 /* configure reads the environment; the result is cuInit's. */
 static CUresult configure(void)
 {
@@ -269,6 +313,7 @@ static CUresult configure(void)
 	g_delay_us = delay;
 	for (int i = 0; i < g_ndev; i++)
 		g_ctx[i].device = i;
+	pools_init();
 	return CUDA_SUCCESS;
 }
 
@@ -409,7 +454,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev)
 
 /*
  * lock_ctx locks g_mu and returns the calling thread's current context in
- * *pc. Without one it counts a refusal, unlocks and fails.
+ * *pc. Without one it counts a refusal, unlocks and fails. A host function
+ * (cuLaunchHostFunc) that calls the driver gets CUDA_ERROR_NOT_PERMITTED.
  */
 static CUresult lock_ctx(struct fctx **pc)
 {
@@ -417,6 +463,8 @@ static CUresult lock_ctx(struct fctx **pc)
 	struct fctx *c = t_current;
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (t_in_host_fn) /* the driver's rule for host functions */
+		return CUDA_ERROR_NOT_PERMITTED;
 	pthread_mutex_lock(&g_mu);
 	if (c == NULL || c->refs == 0 || c->destroying) {
 		stat_add(ST_REFUSED, 1);
@@ -482,10 +530,15 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 /* ---- Device memory: a sorted table of allocations ---- */
 
+struct pblock;
+
 struct alloc {
 	uintptr_t base; /* host address */
 	size_t size;
 	int device;
+	struct pblock *blk; /* the pool block behind a cuMemAllocAsync allocation, else NULL */
+	int pending;        /* cuMemAllocAsync: its stream has not reached the allocation yet */
+	int freeing;        /* cuMemFreeAsync queued: a second free is an error */
 };
 
 static struct alloc *g_allocs;
@@ -507,7 +560,7 @@ static long alloc_find_locked(uintptr_t a)
 	return (long)(lo - 1);
 }
 
-static int alloc_insert_locked(uintptr_t base, size_t size, int dev)
+static int alloc_insert_locked(struct alloc a)
 {
 	size_t i = 0;
 	if (g_nallocs == g_allocs_cap) {
@@ -518,24 +571,33 @@ static int alloc_insert_locked(uintptr_t base, size_t size, int dev)
 		g_allocs = t;
 		g_allocs_cap = cap;
 	}
-	while (i < g_nallocs && g_allocs[i].base < base)
+	while (i < g_nallocs && g_allocs[i].base < a.base)
 		i++;
 	memmove(&g_allocs[i + 1], &g_allocs[i], (g_nallocs - i) * sizeof g_allocs[0]);
-	g_allocs[i] = (struct alloc){base, size, dev};
+	g_allocs[i] = a;
 	g_nallocs++;
 	return 0;
 }
 
-/* alloc_remove_locked frees allocation i and forgets it. */
+static void pool_put_locked(struct pblock *b);
+
+/*
+ * alloc_remove_locked frees allocation i and forgets it; the block of a
+ * pool allocation goes back to its pool.
+ */
 static void alloc_remove_locked(size_t i)
 {
 	struct alloc a = g_allocs[i];
-	g_ctx[a.device].used -= a.size;
 	stat_add(ST_ALLOCS, -1);
 	stat_add(ST_BYTES, -(long long)a.size);
-	free((void *)a.base);
 	memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof g_allocs[0]);
 	g_nallocs--;
+	if (a.blk != NULL) {
+		pool_put_locked(a.blk);
+		return;
+	}
+	g_ctx[a.device].used -= a.size;
+	free((void *)a.base);
 }
 
 /*
@@ -563,7 +625,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 	if (n > g_memory - c->used)
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
 	p = aligned_alloc(DEV_ALIGN, (n + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN);
-	if (p == NULL || alloc_insert_locked((uintptr_t)p, n, c->device) != 0) {
+	if (p == NULL || alloc_insert_locked((struct alloc){.base = (uintptr_t)p, .size = n, .device = c->device}) != 0) {
 		free(p);
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
 	}
@@ -610,6 +672,234 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	return unlock_with(CUDA_SUCCESS);
 }
 
+/*
+ * ---- Memory pools: each device's default pool (cuMemAllocAsync) ----
+ *
+ * A pool hands out blocks of device memory and keeps the blocks freed to
+ * it (cached) up to its release threshold. Every block, outstanding or
+ * cached, is reserved: it counts against the device's memory (fctx.used),
+ * so that cuMemGetInfo shows it, until the pool releases it. The real
+ * driver releases memory above the threshold at the next synchronization;
+ * this one does when the free is reached, and when the threshold is set.
+ */
+
+struct pblock {
+	struct pblock *next; /* in the pool's cached list */
+	struct fpool *pool;
+	uintptr_t base;
+	size_t cap;
+};
+
+struct fpool {
+	int device;
+	int reuse[3]; /* CU_MEMPOOL_ATTR_REUSE_*: kept, not acted on */
+	unsigned long long threshold;
+	unsigned long long reserved, reserved_high, used, used_high;
+	struct pblock *cached;
+};
+
+static struct fpool g_pools[MAX_DEVICES];
+
+static void pool_reset_locked(struct fpool *p, int dev)
+{
+	*p = (struct fpool){.device = dev, .reuse = {1, 1, 1}};
+}
+
+static void pools_init(void)
+{
+	for (int i = 0; i < g_ndev; i++)
+		pool_reset_locked(&g_pools[i], i);
+}
+
+/* pool_lookup returns pool handle h, or NULL if it is none. */
+static struct fpool *pool_lookup(CUmemoryPool h)
+{
+	uintptr_t p = (uintptr_t)h, first = (uintptr_t)&g_pools[0];
+	if (p < first || p >= first + (uintptr_t)g_ndev * sizeof g_pools[0] || (p - first) % sizeof g_pools[0] != 0)
+		return NULL;
+	return h;
+}
+
+static void pool_release_block_locked(struct fpool *p, struct pblock **pp)
+{
+	struct pblock *b = *pp;
+	*pp = b->next;
+	p->reserved -= b->cap;
+	g_ctx[p->device].used -= b->cap;
+	free((void *)b->base);
+	free(b);
+}
+
+/* pool_trim_locked releases cached blocks while more than keep bytes stay reserved. */
+static void pool_trim_locked(struct fpool *p, unsigned long long keep)
+{
+	while (p->cached != NULL && p->reserved > keep)
+		pool_release_block_locked(p, &p->cached);
+}
+
+/*
+ * pool_trim_to_locked is cuMemPoolTrimTo: it releases cached blocks as
+ * long as at least keep bytes stay reserved.
+ */
+static void pool_trim_to_locked(struct fpool *p, unsigned long long keep)
+{
+	for (struct pblock **pp = &p->cached; *pp != NULL;) {
+		if (p->reserved - (*pp)->cap >= keep)
+			pool_release_block_locked(p, pp);
+		else
+			pp = &(*pp)->next;
+	}
+}
+
+/* pool_put_locked takes back a block whose allocation was freed. */
+static void pool_put_locked(struct pblock *b)
+{
+	struct fpool *p = b->pool;
+	p->used -= b->cap;
+	b->next = p->cached;
+	p->cached = b;
+	pool_trim_locked(p, p->threshold);
+}
+
+/*
+ * pool_take_locked returns a block of at least n bytes for context c: the
+ * smallest cached one that fits, else a new one (fresh memory holds
+ * UNWRITTEN), releasing the cached blocks first if the device is short of
+ * memory. NULL if the device has no room.
+ */
+static struct pblock *pool_take_locked(struct fpool *p, struct fctx *c, size_t n)
+{
+	struct pblock **best = NULL, *b;
+	size_t cap;
+	if (n > g_memory)
+		return NULL;
+	cap = (n + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN;
+	for (struct pblock **pp = &p->cached; *pp != NULL; pp = &(*pp)->next)
+		if ((*pp)->cap >= n && (best == NULL || (*pp)->cap < (*best)->cap))
+			best = pp;
+	if (best != NULL) {
+		b = *best;
+		*best = b->next;
+	} else {
+		if (cap > g_memory - c->used)
+			pool_trim_locked(p, 0);
+		if (cap > g_memory - c->used || (b = calloc(1, sizeof *b)) == NULL)
+			return NULL;
+		if ((b->base = (uintptr_t)aligned_alloc(DEV_ALIGN, cap)) == 0) {
+			free(b);
+			return NULL;
+		}
+		memset((void *)b->base, UNWRITTEN, cap);
+		b->pool = p;
+		b->cap = cap;
+		c->used += cap;
+		p->reserved += cap;
+		if (p->reserved > p->reserved_high)
+			p->reserved_high = p->reserved;
+	}
+	b->next = NULL;
+	p->used += b->cap;
+	if (p->used > p->used_high)
+		p->used_high = p->used;
+	return b;
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pool == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pool = &g_pools[dev];
+	return CUDA_SUCCESS;
+}
+
+/* lock_pool is check_init and the lookup of h, then g_mu. */
+static CUresult lock_pool(CUmemoryPool h, struct fpool **pp)
+{
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((*pp = pool_lookup(h)) == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * The reuse policies are ints, the rest cuuint64_t. The current amounts
+ * cannot be set; the high watermarks can only be reset, with 0.
+ */
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool h, int attr, void *value)
+{
+	struct fpool *p;
+	unsigned long long v;
+	CUresult r = lock_pool(h, &p);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (value == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	switch (attr) {
+	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+		p->reuse[attr - 1] = *(int *)value != 0;
+		return unlock_with(CUDA_SUCCESS);
+	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+		p->threshold = *(unsigned long long *)value;
+		pool_trim_locked(p, p->threshold);
+		return unlock_with(CUDA_SUCCESS);
+	case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+	case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+		if ((v = *(unsigned long long *)value) != 0)
+			return unlock_with(CUDA_ERROR_INVALID_VALUE);
+		if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+			p->reserved_high = p->reserved;
+		else
+			p->used_high = p->used;
+		return unlock_with(CUDA_SUCCESS);
+	}
+	return unlock_with(CUDA_ERROR_INVALID_VALUE);
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool h, int attr, void *value)
+{
+	struct fpool *p;
+	unsigned long long v;
+	CUresult r = lock_pool(h, &p);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (value == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	switch (attr) {
+	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+		*(int *)value = p->reuse[attr - 1];
+		return unlock_with(CUDA_SUCCESS);
+	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->threshold; break;
+	case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = p->reserved; break;
+	case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = p->reserved_high; break;
+	case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = p->used; break;
+	case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v = p->used_high; break;
+	default: return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	}
+	*(unsigned long long *)value = v;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* Outstanding allocations, and frees not reached yet, keep their blocks. */
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool h, size_t keep)
+{
+	struct fpool *p;
+	CUresult r = lock_pool(h, &p);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pool_trim_to_locked(p, keep);
+	return unlock_with(CUDA_SUCCESS);
+}
+
 /* ---- Pinned host memory: cuMemAllocHost and registered ranges ---- */
 
 enum { PIN_ALLOCATED = 1, PIN_REGISTERED = 2 };
@@ -620,6 +910,7 @@ struct pinned {
 	size_t size;
 	int kind;
 	struct fctx *ctx;
+	unsigned flags; /* cuMemHostAlloc's or cuMemHostRegister's */
 };
 
 static struct pinned *g_pinned;
@@ -632,6 +923,31 @@ static int pinned_holds_locked(const void *p, size_t n)
 		if (a >= x->base && a - x->base < x->size && n <= x->size - (a - x->base))
 			return 1;
 	return 0;
+}
+
+/* pinned_find_locked returns the pinned range holding address a, or NULL. */
+static struct pinned *pinned_find_locked(uintptr_t a)
+{
+	for (struct pinned *x = g_pinned; x != NULL; x = x->next)
+		if (a >= x->base && a - x->base < x->size)
+			return x;
+	return NULL;
+}
+
+/*
+ * mapped_range_locked returns [a, a+n) if it lies in host memory that
+ * cuMemHostAlloc mapped into the devices' address space
+ * (CU_MEMHOSTALLOC_DEVICEMAP), whose device address is its host address
+ * as under unified addressing; else NULL. Memory from cuMemAllocHost or
+ * cuMemHostRegister is not mapped here.
+ */
+static char *mapped_range_locked(uintptr_t a, size_t n)
+{
+	struct pinned *x = pinned_find_locked(a);
+	if (x == NULL || x->kind != PIN_ALLOCATED || !(x->flags & CU_MEMHOSTALLOC_DEVICEMAP) ||
+	    n > x->size - (a - x->base))
+		return NULL;
+	return (char *)a;
 }
 
 static int pinned_overlaps_locked(uintptr_t a, size_t n)
@@ -655,34 +971,52 @@ static struct pinned *pinned_take_locked(uintptr_t base, int kind)
 	return NULL;
 }
 
-static CUresult pin_locked(struct fctx *c, void *p, size_t n, int kind)
+static CUresult pin_locked(struct fctx *c, void *p, size_t n, int kind, unsigned flags)
 {
 	struct pinned *x = malloc(sizeof *x);
 	if (x == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*x = (struct pinned){g_pinned, (uintptr_t)p, n, kind, c};
+	*x = (struct pinned){g_pinned, (uintptr_t)p, n, kind, c, flags};
 	g_pinned = x;
 	return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n)
+static CUresult alloc_host(void **pp, size_t n, unsigned flags)
 {
 	struct fctx *c;
 	CUresult r = lock_ctx(&c);
 	void *p;
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (pp == NULL || n == 0 || n > SIZE_MAX - HOST_ALIGN)
+	if (pp == NULL || n == 0 || n > SIZE_MAX - HOST_ALIGN ||
+	    (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)))
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
 	p = aligned_alloc(HOST_ALIGN, (n + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN);
 	if (p == NULL)
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
-	if ((r = pin_locked(c, p, n, PIN_ALLOCATED)) != CUDA_SUCCESS) {
+	if ((r = pin_locked(c, p, n, PIN_ALLOCATED, flags)) != CUDA_SUCCESS) {
 		free(p);
 		return unlock_with(r);
 	}
 	*pp = p;
 	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n)
+{
+	return alloc_host(pp, n, 0);
+}
+
+/*
+ * cuMemHostAlloc is cuMemAllocHost with flags. Every context here sees
+ * all pinned memory, so CU_MEMHOSTALLOC_PORTABLE changes nothing;
+ * CU_MEMHOSTALLOC_DEVICEMAP lets kernels use the memory at its host
+ * address (mapped_range_locked); CU_MEMHOSTALLOC_WRITECOMBINED is
+ * accepted. Other bits are invalid.
+ */
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags)
+{
+	return alloc_host(pp, n, flags);
 }
 
 /* Freeing pinned memory waits for the streams that may still copy it. */
@@ -705,14 +1039,13 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags)
 {
 	struct fctx *c;
 	CUresult r = lock_ctx(&c);
-	(void)flags;
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (p == NULL || n == 0 || (uintptr_t)p > UINTPTR_MAX - n)
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
 	if (pinned_overlaps_locked((uintptr_t)p, n))
 		return unlock_with(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
-	return unlock_with(pin_locked(c, p, n, PIN_REGISTERED));
+	return unlock_with(pin_locked(c, p, n, PIN_REGISTERED, flags));
 }
 
 EXPORT CUresult cuMemHostUnregister(void *p)
@@ -731,7 +1064,7 @@ EXPORT CUresult cuMemHostUnregister(void *p)
 
 /* ---- Operations: what streams run ---- */
 
-enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB };
+enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB, OP_ALLOC, OP_FREE, OP_HOST_FN };
 
 struct kexec;
 struct kernel {
@@ -777,6 +1110,8 @@ struct op {
 		struct { const struct kernel *k; int dev; unsigned long long threads, args[MAX_ARGS]; } kern;
 		struct { struct fevent *e; unsigned long long seq; } ev;
 		struct libjob lib;
+		uintptr_t base; /* OP_ALLOC, OP_FREE: the allocation's host address */
+		struct { CUhostFn fn; void *data; } host;
 	} u;
 };
 
@@ -834,6 +1169,53 @@ static void run_copy(const struct copy *c)
 static CUresult run_kernel(struct op *o);
 static CUresult run_lib(const struct libjob *j);
 
+/* alloc_reached marks the allocation at base made: its stream has reached cuMemAllocAsync. */
+static void alloc_reached(uintptr_t base)
+{
+	long i;
+	pthread_mutex_lock(&g_mu);
+	if ((i = alloc_find_locked(base)) >= 0 && g_allocs[i].base == base)
+		g_allocs[i].pending = 0;
+	pthread_mutex_unlock(&g_mu);
+}
+
+/* free_reached frees the allocation at base: its stream has reached cuMemFreeAsync. */
+static void free_reached(uintptr_t base)
+{
+	long i;
+	pthread_mutex_lock(&g_mu);
+	if ((i = alloc_find_locked(base)) >= 0 && g_allocs[i].base == base && g_allocs[i].freeing)
+		alloc_remove_locked((size_t)i);
+	pthread_mutex_unlock(&g_mu);
+}
+
+static void *host_fn_main(void *arg)
+{
+	struct op *o = arg;
+	t_in_host_fn = 1;
+	o->u.host.fn(o->u.host.data);
+	t_in_host_fn = 0;
+	return NULL;
+}
+
+/*
+ * run_host_fn calls a cuLaunchHostFunc function as the driver does, on a
+ * thread of the driver's: the stream's own, or for the default stream
+ * (run in the caller) a thread made for the call, which the caller joins.
+ */
+static CUresult run_host_fn(struct op *o)
+{
+	pthread_t t;
+	if (t_stream_thread) {
+		host_fn_main(o);
+		return CUDA_SUCCESS;
+	}
+	if (pthread_create(&t, NULL, host_fn_main, o) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_join(t, NULL);
+	return CUDA_SUCCESS;
+}
+
 /*
  * run_op runs o without g_mu held. err is the sticky error of the stream
  * it runs on: after a failure, only event records still complete.
@@ -864,6 +1246,14 @@ static CUresult run_op(struct op *o, CUresult err)
 			pthread_cond_wait(&g_cv, &g_mu);
 		pthread_mutex_unlock(&g_mu);
 		break;
+	case OP_ALLOC:
+		alloc_reached(o->u.base);
+		break;
+	case OP_FREE:
+		free_reached(o->u.base);
+		break;
+	case OP_HOST_FN:
+		return run_host_fn(o);
 	}
 	return CUDA_SUCCESS;
 }
@@ -937,6 +1327,7 @@ static void pause_before_op(void)
 static void *stream_main(void *arg)
 {
 	struct fstream *s = arg;
+	t_stream_thread = 1;
 	pthread_mutex_lock(&g_mu);
 	for (;;) {
 		struct op *o;
@@ -1484,6 +1875,248 @@ EXPORT CUresult cuStreamWaitEvent(CUstream hs, CUevent h, unsigned int flags)
 	return unlock_with(submit_locked(c, s, o, 0));
 }
 
+/* ---- Stream-ordered allocation: cuMemAllocAsync, cuMemFreeAsync ---- */
+
+/*
+ * cuMemAllocAsync takes a block from the device's default pool at once
+ * (the address is known, and calls may name it), but the allocation
+ * exists for kernels only once its stream reaches it: a kernel that runs
+ * earlier, on another stream, faults with CUDA_ERROR_ILLEGAL_ADDRESS.
+ */
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream hs)
+{
+	struct fctx *c;
+	struct fstream *s;
+	struct pblock *b;
+	struct op *o;
+	long i;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (dptr == NULL || n == 0)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((o = op_new(OP_ALLOC)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	if ((b = pool_take_locked(&g_pools[c->device], c, n)) == NULL) {
+		free(o);
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	if (alloc_insert_locked((struct alloc){.base = b->base, .size = n, .device = c->device, .blk = b,
+					       .pending = 1}) != 0) {
+		pool_put_locked(b);
+		free(o);
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	stat_add(ST_ALLOCS, 1);
+	stat_add(ST_BYTES, (long long)n);
+	o->u.base = b->base;
+	if ((r = submit_locked(c, s, o, 0)) != CUDA_SUCCESS) {
+		/* a sticky error on the default stream: nothing was allocated */
+		if ((i = alloc_find_locked(b->base)) >= 0 && g_allocs[i].base == b->base)
+			alloc_remove_locked((size_t)i);
+		return unlock_with(r);
+	}
+	*dptr = (CUdeviceptr)b->base ^ DEV_TAG;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/*
+ * cuMemFreeAsync frees at the point of the stream where it is queued:
+ * until the stream gets there, the memory stays usable; then a pool
+ * block returns to its pool (and memory from cuMemAlloc to the device).
+ */
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream hs)
+{
+	struct fctx *c;
+	struct fstream *s;
+	struct op *o;
+	uintptr_t a = (uintptr_t)(d ^ DEV_TAG);
+	long i;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	i = alloc_find_locked(a);
+	if (i < 0 || g_allocs[i].base != a || g_allocs[i].device != c->device || g_allocs[i].freeing)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((o = op_new(OP_FREE)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	g_allocs[i].freeing = 1;
+	o->u.base = a;
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+/* ---- Host functions: cuLaunchHostFunc ---- */
+
+/*
+ * cuLaunchHostFunc queues fn(data): the stream's thread calls it once the
+ * work before it is done, and the work after it waits for it to return.
+ * A call into the driver from fn fails with CUDA_ERROR_NOT_PERMITTED.
+ */
+EXPORT CUresult cuLaunchHostFunc(CUstream hs, CUhostFn fn, void *data)
+{
+	struct fctx *c;
+	struct fstream *s;
+	struct op *o;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (fn == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((o = op_new(OP_HOST_FN)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.host.fn = fn;
+	o->u.host.data = data;
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+/* ---- Peers: every pair of devices may access each other's memory ---- */
+
+/* ctx_lookup_locked returns live primary context h, or NULL. */
+static struct fctx *ctx_lookup_locked(CUcontext h)
+{
+	uintptr_t p = (uintptr_t)h, first = (uintptr_t)&g_ctx[0];
+	if (p < first || p >= first + (uintptr_t)g_ndev * sizeof g_ctx[0] || (p - first) % sizeof g_ctx[0] != 0)
+		return NULL;
+	return h->refs == 0 || h->destroying ? NULL : h;
+}
+
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS || (r = check_device(peer)) != CUDA_SUCCESS)
+		return r;
+	if (can == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*can = dev != peer;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * cuCtxEnablePeerAccess lets kernels of the current context use the
+ * memory of peer's device (see kernel_range_locked), until either
+ * context is destroyed or cuCtxDisablePeerAccess.
+ */
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+	struct fctx *c, *p;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((p = ctx_lookup_locked(peer)) == NULL || p == c)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	if (flags != 0)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if (c->peers & (1ULL << p->device))
+		return unlock_with(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	c->peers |= 1ULL << p->device;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peer)
+{
+	struct fctx *c, *p;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((p = ctx_lookup_locked(peer)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	if (!(c->peers & (1ULL << p->device)))
+		return unlock_with(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	c->peers &= ~(1ULL << p->device);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/*
+ * cuMemcpyPeerAsync copies between allocations of two contexts' devices,
+ * queued on a stream of the current context. Like the real driver, it
+ * needs no peer access (the driver then stages the copy).
+ */
+EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext hdst, CUdeviceptr src, CUcontext hsrc, size_t n,
+				  CUstream hs)
+{
+	struct fctx *c, *dc, *sc;
+	struct fstream *s;
+	struct op *o;
+	char *d, *p;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((dc = ctx_lookup_locked(hdst)) == NULL || (sc = ctx_lookup_locked(hsrc)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	if ((r = resolve_stream_locked(c, hs, &s)) != CUDA_SUCCESS)
+		return unlock_with(r);
+	if (n == 0)
+		return unlock_with(CUDA_SUCCESS);
+	if ((d = dev_range_locked(dc->device, dst, n)) == NULL || (p = dev_range_locked(sc->device, src, n)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((o = op_new(OP_COPY)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	o->u.copy = (struct copy){d, p, n, n, n, 1};
+	return unlock_with(submit_locked(c, s, o, 0));
+}
+
+/* ---- Pointer attributes: cuPointerGetAttribute ---- */
+
+/*
+ * cuPointerGetAttribute knows device allocations (cuMemAlloc,
+ * cuMemAllocAsync) and pinned host memory (cuMemAllocHost,
+ * cuMemHostAlloc, cuMemHostRegister), at any address inside them. Other
+ * addresses, such as pageable host memory, give CUDA_ERROR_INVALID_VALUE,
+ * as in the real driver. It answers CONTEXT, MEMORY_TYPE, DEVICE_POINTER
+ * (for host memory only if mapped: mapped_range_locked), HOST_POINTER
+ * (host memory only) and DEVICE_ORDINAL.
+ */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
+{
+	struct fctx *c, *owner;
+	struct pinned *x = NULL;
+	int device;
+	long i = -1;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (data == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((ptr & DEV_TAG_MASK) == DEV_TAG)
+		i = alloc_find_locked((uintptr_t)(ptr ^ DEV_TAG));
+	else
+		x = pinned_find_locked((uintptr_t)ptr);
+	if (i < 0 && x == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	owner = x != NULL ? x->ctx : &g_ctx[g_allocs[i].device];
+	device = owner->device;
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = owner;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned *)data = x != NULL ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		if (x != NULL && mapped_range_locked((uintptr_t)ptr, 1) == NULL)
+			return unlock_with(CUDA_ERROR_INVALID_VALUE);
+		*(CUdeviceptr *)data = ptr;
+		break;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		if (x == NULL)
+			return unlock_with(CUDA_ERROR_INVALID_VALUE);
+		*(void **)data = (void *)(uintptr_t)ptr;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = device;
+		break;
+	default:
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	}
+	return unlock_with(CUDA_SUCCESS);
+}
+
 /* ---- Kernels: host functions, given their arguments' 8-byte slots ---- */
 
 struct kexec {
@@ -1506,6 +2139,26 @@ static double kf64(const struct kexec *x, int i)
 	return v;
 }
 
+/*
+ * kernel_range_locked is dev_range_locked for a kernel of device dev as
+ * it runs: the range may also lie in the memory of a device that dev has
+ * peer access to, or in mapped host memory (mapped_range_locked); an
+ * allocation whose cuMemAllocAsync its stream has not reached is not
+ * there yet.
+ */
+static char *kernel_range_locked(int dev, CUdeviceptr d, size_t n)
+{
+	uintptr_t a = (uintptr_t)(d ^ DEV_TAG);
+	long i;
+	if ((d & DEV_TAG_MASK) != DEV_TAG)
+		return mapped_range_locked((uintptr_t)d, n);
+	if ((i = alloc_find_locked(a)) < 0 || g_allocs[i].pending || n > g_allocs[i].size - (a - g_allocs[i].base))
+		return NULL;
+	if (g_allocs[i].device != dev && !(g_ctx[dev].peers & (1ULL << g_allocs[i].device)))
+		return NULL;
+	return (char *)a;
+}
+
 /* kmem translates pointer argument i, which must cover n elements of size sz. */
 static CUresult kmem(const struct kexec *x, int i, size_t n, size_t sz, void **out)
 {
@@ -1513,7 +2166,7 @@ static CUresult kmem(const struct kexec *x, int i, size_t n, size_t sz, void **o
 	if (__builtin_mul_overflow(n, sz, &bytes))
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
 	pthread_mutex_lock(&g_mu);
-	*out = dev_range_locked(x->dev, x->args[i], bytes);
+	*out = kernel_range_locked(x->dev, x->args[i], bytes);
 	pthread_mutex_unlock(&g_mu);
 	if (*out == NULL)
 		return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -1923,6 +2576,8 @@ static void ctx_free_memory_locked(struct fctx *c)
 	for (size_t i = g_nallocs; i-- > 0;)
 		if (g_allocs[i].device == c->device)
 			alloc_remove_locked(i);
+	pool_trim_locked(&g_pools[c->device], 0); /* every block is cached by now */
+	pool_reset_locked(&g_pools[c->device], c->device);
 	for (struct pinned **pp = &g_pinned; *pp != NULL;) {
 		struct pinned *x = *pp;
 		if (x->ctx != c) {
@@ -1943,6 +2598,9 @@ static void ctx_destroy_locked(struct fctx *c)
 	ctx_stop_streams_locked(c);
 	ctx_free_objects_locked(c);
 	ctx_free_memory_locked(c);
+	c->peers = 0;
+	for (int i = 0; i < g_ndev; i++) /* peer access to c ends with it */
+		g_ctx[i].peers &= ~(1ULL << c->device);
 	c->sticky = CUDA_SUCCESS;
 	c->gen++;
 	c->destroying = 0;
