@@ -192,3 +192,59 @@ func TestCUDAPipelineOptions(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+// TestCUDAPinHost: data registered on memory PinHost page-locked move
+// through the GPU's copy engines asynchronously (the Accel counts them),
+// other data as before; the pins end at UnpinHost or Close.
+func TestCUDAPinHost(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 64<<20)
+	a, err := d.NewAccel(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(a))
+	scale, _, _ := cudaCodelets(gpuKernels(t, d))
+
+	x, y := make([]float64, 1000), make([]float64, 1000)
+	for i := range x {
+		x[i], y[i] = float64(i), float64(2*i)
+	}
+	require.NoError(t, scheduler.PinHost(s, x))
+	require.ErrorIs(t, scheduler.PinHost(s, x), scheduler.ErrBadData, "pinned twice")
+	require.ErrorIs(t, scheduler.PinHost(s, []float64{}), scheduler.ErrBadData)
+	hx, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	hy, err := s.RegisterVector(y)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hx), scheduler.WithArg(3.0)))
+	require.NoError(t, s.WaitAll(ctx))
+	pinned := a.PinnedCopies()
+	require.GreaterOrEqual(t, pinned, int64(2), "x in and back out, asynchronously")
+	require.NoError(t, s.Submit(ctx, scale, scheduler.RW(hy), scheduler.WithArg(3.0)))
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, pinned, a.PinnedCopies(), "y is pageable")
+	for i := range x {
+		require.Equal(t, float64(3*i), x[i])
+		require.Equal(t, float64(6*i), y[i])
+	}
+
+	// UnpinHost, then x is pageable again; y pinned until Close.
+	require.NoError(t, scheduler.UnpinHost(s, x))
+	require.NoError(t, scheduler.UnpinHost(s, x), "not pinned: nothing to do")
+	require.NoError(t, scheduler.PinHost(s, y))
+	require.NoError(t, s.Close())
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	for _, v := range [][]float64{x, y} {
+		b := cuda.Bytes(v)
+		require.NoError(t, c.HostRegister(ctx, b), "the scheduler left it registered")
+		require.NoError(t, c.HostUnregister(ctx, b))
+	}
+
+	// A scheduler without GPUs pins nothing, without an error.
+	cpu := newSched(t, scheduler.WithWorkers(1))
+	require.NoError(t, scheduler.PinHost(cpu, x))
+	require.NoError(t, scheduler.UnpinHost(cpu, x))
+}

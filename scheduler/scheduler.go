@@ -79,8 +79,11 @@ type Scheduler struct {
 	data *dataLayer // memory nodes and coherence; nil without devices (coherence.go)
 
 	closeOnce sync.Once
-	closeErr  error
-	closedAt  time.Time
+
+	pinMu    sync.Mutex
+	pins     map[uintptr]pinned // PinHost's, by address
+	closeErr error
+	closedAt time.Time
 }
 
 // New starts a scheduler: it creates the workers (WithWorkers, PZ_NCPU),
@@ -286,6 +289,7 @@ func (s *Scheduler) Close() error {
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt = time.Now()
 		s.stopWorkers()
+		errs = append(errs, s.unpinAll())
 		if s.data != nil {
 			s.data.close()
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -640,7 +641,7 @@ func TestCholeskyCUDA(t *testing.T) {
 	fakecuda.SetDelay(t, 0)
 	fakecuda.SetLibraries(t, lib)
 	t.Setenv("PZ_PERFMODEL_DIR", t.TempDir())
-	for _, extra := range [][]string{nil, {"-device-only"}} {
+	for _, extra := range [][]string{nil, {"-device-only"}, {"-device-only", "-pageable"}} {
 		args := append([]string{"cholesky", "-n", "256", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "--check", "--json"}, extra...)
 		code, out, errs := pzrun(t, args...)
 		require.Equal(t, 0, code, "%v: %s", extra, errs)
@@ -648,7 +649,12 @@ func TestCholeskyCUDA(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 		assert.Less(t, r["residual"].(float64), 1e-12, extra)
 		assert.Equal(t, 1.0, r["devices"], extra)
-		if extra != nil { // hybrid runs split the tasks as the policy likes
+		if slices.Contains(extra, "-pageable") {
+			assert.NotContains(t, r, "pinned", extra)
+		} else {
+			assert.Equal(t, true, r["pinned"], "%v: the tiles page-locked for the GPU", extra)
+		}
+		if len(extra) > 0 && extra[0] == "-device-only" { // hybrid runs split the tasks as the policy likes
 			assert.Equal(t, r["tasks"], r["device_tasks"])
 			assert.Greater(t, r["write_backs"].(float64), 0.0, "512 KiB of tiles on a GPU of 160 KiB")
 		}
@@ -663,6 +669,7 @@ func TestCholeskyCUDA(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 		assert.Equal(t, 1.0, r["devices"])
 		assert.Equal(t, true, r["checked"])
+		assert.Equal(t, true, r["pinned"])
 	}
 	// Over two in-process ranks, each with a GPU worker on the one GPU.
 	for _, app := range []string{"cholesky", "gemm"} {

@@ -29,6 +29,7 @@ type tiledFlags struct {
 	deviceOnly                       bool   // every tile task on the devices
 	cuda                             int    // CUDA GPUs (-1: all)
 	cudaRef                          bool   // time one library call on the whole matrix too
+	pageable                         bool   // leave the matrices pageable with GPUs
 }
 
 // gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
@@ -58,6 +59,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
 	fs.BoolVar(&f.cudaRef, "cuda-reference", false, "also time one cuSOLVER/cuBLAS call on the whole matrix on the first GPU (with -cuda): gpu_reference_gflops and gpu_reference_ratio")
+	fs.BoolVar(&f.pageable, "pageable", false, "with -cuda, leave the matrices in pageable memory instead of page-locking them for the GPUs (to measure what pinning gives)")
 	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (on several ranks, N per rank; -1: all; default: PZ_NCUDA; none without a driver)")
 }
 
@@ -222,7 +224,7 @@ func choleskyApp() app {
 			opts := cholesky.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
-				DeviceOnly: f.deviceOnly, GPUReference: f.cudaRef,
+				DeviceOnly: f.deviceOnly, GPUReference: f.cudaRef, Pageable: f.pageable,
 			}
 			var r *cholesky.Result
 			var err error
@@ -250,7 +252,7 @@ func gemmApp() app {
 			opts := gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
 				Check: f.check, Warmup: f.warmup, SchedulerOptions: f.schedulerOptions(), GridP: p, GridQ: q,
-				GPUReference: f.cudaRef,
+				GPUReference: f.cudaRef, Pageable: f.pageable,
 			}
 			var r *gemm.Result
 			var err error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pzgo/pz/hardware/accel"
@@ -32,6 +33,7 @@ type Accel struct {
 	mu     sync.Mutex
 	closed bool
 	counts [3]int64 // copies in, out, within
+	pins   map[*pin]struct{}
 }
 
 var (
@@ -155,7 +157,7 @@ func buffer(m accel.Mem, off, n int) (*Buffer, error) {
 // apart, into dst from offset off, rows contiguous.
 func (a *Accel) CopyIn(dst accel.Mem, off int, src []byte, rows, width, pitch int, done accel.Done) {
 	b, err := buffer(dst, off, rows*width)
-	a.submit(a.in, 0, err, done, func(c *Context, s *Stream) error {
+	a.submit(a.in, 0, err, hostSpan(src, rows, width, pitch), done, func(c *Context, s *Stream) error {
 		return c.CopyHtoD2DAsync(context.Background(), Copy2D{Host: src, Pitch: pitch, Device: b.ptr + DevicePtr(off), Rows: rows, Width: width}, s)
 	})
 }
@@ -164,7 +166,7 @@ func (a *Accel) CopyIn(dst accel.Mem, off int, src []byte, rows, width, pitch in
 // pitch bytes apart.
 func (a *Accel) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem, off int, done accel.Done) {
 	b, err := buffer(src, off, rows*width)
-	a.submit(a.out, 1, err, done, func(c *Context, s *Stream) error {
+	a.submit(a.out, 1, err, hostSpan(dst, rows, width, pitch), done, func(c *Context, s *Stream) error {
 		return c.CopyDtoH2DAsync(context.Background(), Copy2D{Host: dst, Pitch: pitch, Device: b.ptr + DevicePtr(off), Rows: rows, Width: width}, s)
 	})
 }
@@ -174,26 +176,98 @@ func (a *Accel) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem, off i
 func (a *Accel) CopyWithin(dst accel.Mem, doff int, src accel.Mem, soff int, n int, done accel.Done) {
 	db, err := buffer(dst, doff, n)
 	sb, err2 := buffer(src, soff, n)
-	a.submit(a.in, 2, errors.Join(err, err2), done, func(c *Context, s *Stream) error {
+	a.submit(a.in, 2, errors.Join(err, err2), nil, done, func(c *Context, s *Stream) error {
 		return c.CopyDtoDAsync(context.Background(), db.ptr+DevicePtr(doff), sb.ptr+DevicePtr(soff), n, s)
 	})
 }
 
+// hostSpan is the host bytes a 2-D copy touches (nil if the shape does
+// not fit in b: the copy itself reports that).
+func hostSpan(b []byte, rows, width, pitch int) []byte {
+	if rows <= 0 || width <= 0 {
+		return nil
+	}
+	n := (rows-1)*pitch + width
+	if pitch < width || n > len(b) {
+		return nil
+	}
+	return b[:n]
+}
+
 // submit queues a copy on engine e, or reports err (a bad argument) or
-// ErrClosed through done at once.
-func (a *Accel) submit(e *copyEngine, kind int, err error, done accel.Done, issue func(*Context, *Stream) error) {
+// ErrClosed through done at once. host is the host memory the copy
+// reads or writes (nil within the GPU).
+func (a *Accel) submit(e *copyEngine, kind int, err error, host []byte, done accel.Done, issue func(*Context, *Stream) error) {
 	a.mu.Lock()
 	if err == nil && a.closed {
 		err = accel.ErrClosed
 	}
 	if err == nil {
 		a.counts[kind]++
-		err = e.push(copyJob{issue: issue, done: done})
+		err = e.push(copyJob{issue: issue, host: host, done: done})
 	}
 	a.mu.Unlock()
 	if err != nil {
 		done(time.Now(), fmt.Errorf("cuda: %s: %w", a.Name(), err))
 	}
+}
+
+// PinnedCopies returns how many copies in and out of the GPU ran
+// asynchronously because their host memory was page-locked (see Pin).
+func (a *Accel) PinnedCopies() int64 {
+	return a.in.pinned.Load() + a.out.pinned.Load()
+}
+
+// Pin page-locks b for every context (cuMemHostRegister with
+// CU_MEMHOSTREGISTER_PORTABLE), so that the copies between b and this or
+// any other GPU run asynchronously at the bus's full speed instead of
+// being staged by the driver through its own pinned buffers. b must not
+// be registered already (an error wrapping
+// ErrHostMemoryAlreadyRegistered). unpin waits for the copies queued so
+// far on both engines, then undoes the registration; Close undoes the
+// registrations still in place. The Go heap does not move objects, so b
+// stays where the driver saw it; the Accel keeps it reachable until
+// unpin.
+func (a *Accel) Pin(b []byte) (unpin func() error, err error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: Pin of an empty slice", ErrBadArgument)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, fmt.Errorf("cuda: %s: %w", a.Name(), accel.ErrClosed)
+	}
+	if err := a.main.HostRegisterFlags(context.Background(), b, HostRegisterPortable); err != nil {
+		return nil, fmt.Errorf("cuda: %s: pinning %d bytes of host memory: %w", a.Name(), len(b), err)
+	}
+	p := &pin{b: b}
+	if a.pins == nil {
+		a.pins = map[*pin]struct{}{}
+	}
+	a.pins[p] = struct{}{}
+	return func() error { return a.unpin(p) }, nil
+}
+
+// A pin is host memory an Accel registered.
+type pin struct{ b []byte }
+
+// unpin waits for the copies queued so far, then unregisters p unless
+// Close already did.
+func (a *Accel) unpin(p *pin) error {
+	a.mu.Lock()
+	if _, ok := a.pins[p]; !ok || a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	delete(a.pins, p)
+	in, out := a.in.flushed(), a.out.flushed()
+	a.mu.Unlock()
+	<-in
+	<-out
+	if err := a.main.HostUnregister(context.Background(), p.b); err != nil {
+		return fmt.Errorf("cuda: %s: unpinning %d bytes of host memory: %w", a.Name(), len(p.b), err)
+	}
+	return nil
 }
 
 // Close waits for the copies issued, stops the engines and releases the
@@ -213,6 +287,12 @@ func (a *Accel) Close() error {
 			errs = append(errs, e.close())
 		}
 	}
+	for p := range a.pins { // the engines are done with them
+		if err := a.main.HostUnregister(context.Background(), p.b); err != nil {
+			errs = append(errs, fmt.Errorf("cuda: %s: unpinning %d bytes of host memory: %w", a.Name(), len(p.b), err))
+		}
+	}
+	a.pins = nil
 	if a.main != nil {
 		errs = append(errs, a.main.Close())
 	}
@@ -222,12 +302,19 @@ func (a *Accel) Close() error {
 // A copyJob is one copy: issue queues it on the engine's stream.
 type copyJob struct {
 	issue func(*Context, *Stream) error
+	host  []byte // the host memory it touches; nil within the GPU
 	done  accel.Done
 }
 
-// A copyEngine runs copies one after another, each issued on its stream
-// and waited for there, on a goroutine of its own: the waits block only
-// the engine's own Context thread.
+// A copyEngine runs copies in order on its stream, from a goroutine of
+// its own with a Context (its own OS thread), so that its waits block no
+// other calls. A copy from or to pageable host memory - an ordinary Go
+// slice, which the driver stages through pinned buffers of its own and
+// completes before the call returns - is waited for at once. A copy from
+// or to page-locked memory (Pin, AllocHost) is truly asynchronous: the
+// engine records an event after it and queues the next copies at once,
+// and a copy is done when its event has completed, so the bus never
+// waits for the host between two copies.
 type copyEngine struct {
 	c *Context
 	s *Stream
@@ -237,6 +324,19 @@ type copyEngine struct {
 	wake    chan struct{}
 	stopped bool
 	exited  chan struct{}
+
+	// Used by the engine's goroutine only.
+	flights []flight // asynchronous copies issued, oldest first
+	events  []*Event // spare events
+	errs    []error  // land's, kept between calls
+	pinned  atomic.Int64
+}
+
+// A flight is an asynchronous copy issued, with the event after it.
+type flight struct {
+	j     copyJob
+	ev    *Event
+	start time.Time
 }
 
 func newCopyEngine(ctx context.Context, d *Driver, ordinal int) (*copyEngine, error) {
@@ -268,7 +368,8 @@ func (e *copyEngine) push(j copyJob) error {
 	return nil
 }
 
-// run takes the queued jobs in order until stopped with nothing queued.
+// run takes the queued jobs in order until stopped with nothing queued
+// or in flight.
 func (e *copyEngine) run() {
 	defer close(e.exited)
 	for {
@@ -278,24 +379,141 @@ func (e *copyEngine) run() {
 		stopped := e.stopped
 		e.mu.Unlock()
 		if len(jobs) == 0 {
-			if stopped {
+			switch {
+			case len(e.flights) > 0:
+				e.land(true) // nothing new to issue: wait for the oldest copy
+			case stopped:
+				e.destroyEvents()
 				return
+			default:
+				<-e.wake
 			}
-			<-e.wake
 			continue
 		}
 		for i, j := range jobs {
-			start := time.Now()
-			err := e.c.Do(context.Background(), func() error {
-				if err := j.issue(e.c, e.s); err != nil {
-					return err
-				}
-				return e.s.Synchronize(context.Background())
-			})
-			j.done(start, err)
+			e.issue(j)
 			jobs[i] = copyJob{}
 		}
+		e.land(false)
 	}
+}
+
+// issue queues one copy: a pageable one is waited for (with the copies
+// in flight before it), a pinned one joins the flights.
+func (e *copyEngine) issue(j copyJob) {
+	start := time.Now()
+	var ev *Event
+	err := e.c.Do(context.Background(), func() error {
+		pinned := false
+		if j.host != nil {
+			// An error (a driver without cuPointerGetAttribute) means
+			// pageable: the copy is still right, only synchronous.
+			pinned, _ = e.c.IsPinned(context.Background(), j.host)
+		}
+		if err := j.issue(e.c, e.s); err != nil {
+			return err
+		}
+		if pinned {
+			var err error
+			if ev, err = e.event(); err == nil {
+				if err = ev.Record(context.Background(), e.s); err == nil {
+					return nil
+				}
+				e.events = append(e.events, ev)
+			}
+			ev = nil // no event: wait for the stream instead
+		}
+		return e.s.Synchronize(context.Background())
+	})
+	if ev != nil && err == nil {
+		e.pinned.Add(1)
+		e.flights = append(e.flights, flight{j: j, ev: ev, start: start})
+		return
+	}
+	// Waited for the stream: the copies in flight before it are done too.
+	e.landAll(err)
+	j.done(start, err)
+}
+
+// event returns a spare event, or a new one (without timing).
+func (e *copyEngine) event() (*Event, error) {
+	if n := len(e.events); n > 0 {
+		ev := e.events[n-1]
+		e.events = e.events[:n-1]
+		return ev, nil
+	}
+	return e.c.NewEvent(context.Background(), false)
+}
+
+// land completes the copies in flight whose events have completed, in
+// order; with block it first waits for the oldest.
+func (e *copyEngine) land(block bool) {
+	errs := e.errs[:0]
+	derr := e.c.Do(context.Background(), func() error {
+		for i, f := range e.flights {
+			var err error
+			if i == 0 && block {
+				err = f.ev.Synchronize(context.Background())
+			} else {
+				done, qerr := f.ev.Done(context.Background())
+				if !done && qerr == nil {
+					break
+				}
+				err = qerr
+			}
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if derr != nil { // the Context is gone: nothing will complete
+		e.landAll(derr)
+		return
+	}
+	n := len(errs)
+	for i, f := range e.flights[:n] {
+		e.events = append(e.events, f.ev)
+		f.j.done(f.start, errs[i])
+	}
+	rest := copy(e.flights, e.flights[n:])
+	clear(e.flights[rest:])
+	e.flights = e.flights[:rest]
+	clear(errs)
+	e.errs = errs[:0]
+}
+
+// landAll completes every copy in flight once the stream has finished
+// (err: what waiting for it reported).
+func (e *copyEngine) landAll(err error) {
+	for _, f := range e.flights {
+		e.events = append(e.events, f.ev)
+		f.j.done(f.start, err)
+	}
+	clear(e.flights)
+	e.flights = e.flights[:0]
+}
+
+// destroyEvents destroys the spare events when the engine stops.
+func (e *copyEngine) destroyEvents() {
+	for _, ev := range e.events {
+		_ = ev.Destroy(context.Background())
+	}
+	e.events = nil
+}
+
+// flushed returns a channel closed once every copy queued before the
+// call has completed: a job that copies nothing, waited for on the
+// stream like a pageable copy, after which the engine lands every copy
+// in flight. The engine must not be stopped.
+func (e *copyEngine) flushed() <-chan struct{} {
+	ch := make(chan struct{})
+	err := e.push(copyJob{
+		issue: func(*Context, *Stream) error { return nil },
+		done:  func(time.Time, error) { close(ch) },
+	})
+	if err != nil {
+		close(ch)
+	}
+	return ch
 }
 
 // close lets the queued copies finish, then destroys the stream and

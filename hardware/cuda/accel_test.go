@@ -1,7 +1,9 @@
 package cuda_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -107,4 +109,93 @@ func TestAccelCopiesOverlap(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the copy out waited for the copy-in engine")
 	}
+}
+
+// TestAccelPinnedCopies: copies from and to memory the Accel pinned run
+// asynchronously, completed by events; each copy's done comes only once
+// its data have landed (the stand-in delays every operation of a
+// stream, so a done called when the copy was merely queued would find
+// the old bytes).
+func TestAccelPinnedCopies(t *testing.T) {
+	fakecuda.SetDelay(t, 2*time.Millisecond)
+	d := fakeDriver(t, 1<<20)
+	a, err := d.NewAccel(context.Background(), 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, a.Close()) }()
+
+	const chunks, size = 8, 4096
+	src := make([]byte, chunks*size)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	unpinSrc, err := a.Pin(src)
+	require.NoError(t, err)
+	_, err = a.Pin(src[size:])
+	require.ErrorIs(t, err, cuda.ErrHostMemoryAlreadyRegistered, "pinned twice")
+	_, err = a.Pin(nil)
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+
+	m, err := a.Alloc(chunks * size)
+	require.NoError(t, err)
+	// All chunks queued at once, each done on its own.
+	errs := make(chan error, chunks)
+	for c := range chunks {
+		a.CopyIn(m, c*size, src[c*size:], 1, size, size, func(_ time.Time, err error) { errs <- err })
+	}
+	for range chunks {
+		require.NoError(t, <-errs)
+	}
+	dst := make([]byte, chunks*size)
+	unpinDst, err := a.Pin(dst)
+	require.NoError(t, err)
+	require.NoError(t, accel.Wait(func(done accel.Done) {
+		a.CopyOut(dst, 1, chunks*size, chunks*size, m, 0, func(start time.Time, err error) {
+			if err == nil && !bytes.Equal(src, dst) {
+				err = errors.New("done before the data landed")
+			}
+			done(start, err)
+		})
+	}))
+	require.EqualValues(t, chunks+1, a.PinnedCopies())
+
+	// Pageable memory: the same result, waited for at once.
+	plain := make([]byte, chunks*size)
+	require.NoError(t, accel.Wait(func(done accel.Done) { a.CopyOut(plain, 1, chunks*size, chunks*size, m, 0, done) }))
+	require.Equal(t, src, plain)
+	require.EqualValues(t, chunks+1, a.PinnedCopies(), "pageable copies are not counted")
+
+	require.NoError(t, unpinSrc())
+	require.NoError(t, unpinSrc(), "unpin twice is one unpin")
+	require.NoError(t, unpinDst())
+	// Unpinned again: the next copies are pageable.
+	require.NoError(t, accel.Wait(func(done accel.Done) { a.CopyIn(m, 0, src, 1, size, size, done) }))
+	require.EqualValues(t, chunks+1, a.PinnedCopies())
+	a.Free(m)
+}
+
+// TestAccelCloseUnpins: Close undoes the pins still in place, after the
+// copies; an unpin after Close does nothing.
+func TestAccelCloseUnpins(t *testing.T) {
+	ctx := context.Background()
+	d := fakeDriver(t, 1<<20)
+	a, err := d.NewAccel(ctx, 0)
+	require.NoError(t, err)
+	b := make([]byte, 1<<16)
+	unpin, err := a.Pin(b)
+	require.NoError(t, err)
+	m, err := a.Alloc(len(b))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	a.CopyIn(m, 0, b, 1, len(b), len(b), func(_ time.Time, err error) { done <- err })
+	require.NoError(t, a.Close())
+	require.NoError(t, <-done, "the copy ended before Close returned")
+	require.NoError(t, unpin())
+	_, err = a.Pin(b)
+	require.ErrorIs(t, err, accel.ErrClosed)
+
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	require.NoError(t, c.HostRegister(ctx, b), "Close left b registered")
+	require.NoError(t, c.HostUnregister(ctx, b))
 }

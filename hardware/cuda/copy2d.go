@@ -171,11 +171,25 @@ func (c *Context) Memset8Async(ctx context.Context, dst DevicePtr, v byte, n int
 // and must not move: pass memory that is not managed by Go's garbage
 // collector, or keep a runtime.Pinner on it until HostUnregister.
 func (c *Context) HostRegister(ctx context.Context, b []byte) error {
+	return c.HostRegisterFlags(ctx, b, 0)
+}
+
+// HostRegisterFlags select how HostRegisterFlags page-locks memory
+// (CU_MEMHOSTREGISTER_*).
+type HostRegisterFlags uint32
+
+// HostRegisterPortable makes the memory pinned for every context, not
+// only the one that registered it (CU_MEMHOSTREGISTER_PORTABLE): what
+// memory that several GPUs copy from and to needs.
+const HostRegisterPortable HostRegisterFlags = 0x1
+
+// HostRegisterFlags is HostRegister with flags.
+func (c *Context) HostRegisterFlags(ctx context.Context, b []byte, flags HostRegisterFlags) error {
 	if len(b) == 0 {
 		return fmt.Errorf("%w: HostRegister of an empty slice", ErrBadArgument)
 	}
 	return c.call(ctx, "cuMemHostRegister_v2", func() Result {
-		return c.d.api.memHostRegister(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)), 0)
+		return c.d.api.memHostRegister(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)), uint32(flags))
 	})
 }
 

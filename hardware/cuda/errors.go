@@ -35,38 +35,40 @@ type Result int32
 
 // CUresult values, from the CUDA driver API's cuda.h.
 const (
-	Success                     Result = 0
-	ErrInvalidValue             Result = 1
-	ErrOutOfMemory              Result = 2
-	ErrNotInitialized           Result = 3
-	ErrDeinitialized            Result = 4
-	ErrStubLibrary              Result = 34
-	ErrInsufficientDriver       Result = 35
-	ErrDeviceUnavailable        Result = 46
-	ErrNoDevice                 Result = 100
-	ErrInvalidDevice            Result = 101
-	ErrInvalidImage             Result = 200
-	ErrInvalidContext           Result = 201
-	ErrNoBinaryForGPU           Result = 209
-	ErrPeerAccessUnsupported    Result = 217
-	ErrInvalidPTX               Result = 218
-	ErrUnsupportedPTXVersion    Result = 222
-	ErrInvalidHandle            Result = 400
-	ErrNotFound                 Result = 500
-	ErrNotReady                 Result = 600
-	ErrIllegalAddress           Result = 700
-	ErrLaunchOutOfResources     Result = 701
-	ErrLaunchTimeout            Result = 702
-	ErrPeerAccessAlreadyEnabled Result = 704
-	ErrPeerAccessNotEnabled     Result = 705
-	ErrLaunchFailed             Result = 719
-	ErrNotPermitted             Result = 800
-	ErrNotSupported             Result = 801
-	ErrSystemDriverMismatch     Result = 803
-	ErrCompatNotSupported       Result = 804
-	ErrUnknown                  Result = 999
-	errOperatingSystem          Result = 304
-	errSharedObjectInitFailed   Result = 303
+	Success                        Result = 0
+	ErrInvalidValue                Result = 1
+	ErrOutOfMemory                 Result = 2
+	ErrNotInitialized              Result = 3
+	ErrDeinitialized               Result = 4
+	ErrStubLibrary                 Result = 34
+	ErrInsufficientDriver          Result = 35
+	ErrDeviceUnavailable           Result = 46
+	ErrNoDevice                    Result = 100
+	ErrInvalidDevice               Result = 101
+	ErrInvalidImage                Result = 200
+	ErrInvalidContext              Result = 201
+	ErrNoBinaryForGPU              Result = 209
+	ErrPeerAccessUnsupported       Result = 217
+	ErrInvalidPTX                  Result = 218
+	ErrUnsupportedPTXVersion       Result = 222
+	ErrInvalidHandle               Result = 400
+	ErrNotFound                    Result = 500
+	ErrNotReady                    Result = 600
+	ErrIllegalAddress              Result = 700
+	ErrLaunchOutOfResources        Result = 701
+	ErrLaunchTimeout               Result = 702
+	ErrPeerAccessAlreadyEnabled    Result = 704
+	ErrPeerAccessNotEnabled        Result = 705
+	ErrHostMemoryAlreadyRegistered Result = 712
+	ErrHostMemoryNotRegistered     Result = 713
+	ErrLaunchFailed                Result = 719
+	ErrNotPermitted                Result = 800
+	ErrNotSupported                Result = 801
+	ErrSystemDriverMismatch        Result = 803
+	ErrCompatNotSupported          Result = 804
+	ErrUnknown                     Result = 999
+	errOperatingSystem             Result = 304
+	errSharedObjectInitFailed      Result = 303
 )
 
 // resultName returns the name cuda.h gives r, or "".
@@ -124,6 +126,10 @@ func resultName(r Result) string {
 		return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
 	case ErrPeerAccessNotEnabled:
 		return "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"
+	case ErrHostMemoryAlreadyRegistered:
+		return "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
+	case ErrHostMemoryNotRegistered:
+		return "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
 	case ErrLaunchFailed:
 		return "CUDA_ERROR_LAUNCH_FAILED"
 	case ErrNotPermitted:

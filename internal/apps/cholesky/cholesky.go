@@ -58,6 +58,11 @@ type Options struct {
 	// matrix on the first GPU (pzrun -cuda-reference; needs a CUDA
 	// driver, cuBLAS and cuSOLVER), reported beside the tiled rate.
 	GPUReference bool
+	// Pageable leaves the matrix in pageable memory. With GPUs the
+	// matrix (or, in tile layout, each tile) is otherwise page-locked
+	// for the factorization (scheduler.PinHost, not timed), so that its
+	// tiles move asynchronously at the bus's full speed.
+	Pageable bool
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -218,13 +223,29 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
 		dev = tiled.DeviceFigures(s)
+		var arrays [][]T
+		var tm *TileMatrix[T]
 		if opts.MatrixLayout {
 			copy(a, a0)
+			arrays = [][]T{a}
+		} else {
+			tm = ToTiles(a0, n, b)
+			for _, row := range tm.Tiles {
+				arrays = append(arrays, row...)
+			}
+		}
+		unpin, err := tiled.Pin(s, opts.Pageable, arrays...)
+		if err != nil {
+			return nil, fmt.Errorf("cholesky: %w", err)
+		}
+		if opts.MatrixLayout {
 			elapsed, err = Factor(fctx, s, cl, a, n, b, w)
 		} else {
-			tm := ToTiles(a0, n, b)
 			elapsed, err = FactorTiles(fctx, s, cl, tm, w)
 			tm.CopyTo(a)
+		}
+		if uerr := unpin(); uerr != nil && err == nil {
+			err = fmt.Errorf("cholesky: %w", uerr)
 		}
 		if err != nil {
 			return nil, err
@@ -254,6 +275,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		},
 		Devices: tiled.DeviceFigures(s).Sub(dev),
 	}
+	res.Pinned = !opts.Pageable && tiled.HasGPUs(s)
 	if seq > 0 {
 		res.SeqGFlops = flops / seq / 1e9
 		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())

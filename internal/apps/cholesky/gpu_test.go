@@ -35,23 +35,26 @@ func TestGPUKernels(t *testing.T) {
 		precision  int
 		memory     int64
 		deviceOnly bool
+		matrix     bool // MatrixLayout: the whole matrix pinned, tiles with a leading dimension
 	}{
-		{"hybrid f64", 64, 64 << 20, false},
-		{"hybrid f32", 32, 64 << 20, false},
-		{"gpu only out of core f64", 64, 160 << 10, true}, // 512 KiB of tiles, 5 of 32 KiB fit
-		{"gpu only f32", 32, 64 << 20, true},
+		{"hybrid f64", 64, 64 << 20, false, false},
+		{"hybrid f32", 32, 64 << 20, false, false},
+		{"gpu only out of core f64", 64, 160 << 10, true, false}, // 512 KiB of tiles, 5 of 32 KiB fit
+		{"gpu only f32", 32, 64 << 20, true, false},
+		{"gpu only matrix layout f64", 64, 160 << 10, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			d := fakeGPU(t, c.memory)
 			r, err := cholesky.Run(ctx, cholesky.Options{
-				N: 256, Block: 64, Precision: c.precision, Workers: 1, Check: true, DeviceOnly: c.deviceOnly,
+				N: 256, Block: 64, Precision: c.precision, Workers: 1, Check: true, DeviceOnly: c.deviceOnly, MatrixLayout: c.matrix,
 				SchedulerOptions: []scheduler.Option{scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithPerfModelDir(t.TempDir())},
 			}, nil)
 			require.NoError(t, err)
 			require.Less(t, r.Residual, cholesky.Tolerance(c.precision, 256))
 			require.Equal(t, 1, r.Devices.Devices)
+			require.True(t, r.Devices.Pinned)
 			// How a hybrid run splits the tasks is the policy's choice;
 			// GPU-only runs every task on the GPU.
 			if c.deviceOnly {

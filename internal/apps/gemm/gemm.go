@@ -49,6 +49,11 @@ type Options struct {
 	// the first GPU (pzrun -cuda-reference), reported beside the tiled
 	// rate.
 	GPUReference bool
+	// Pageable leaves the matrices in pageable memory. With GPUs they
+	// are otherwise page-locked for the run (scheduler.PinHost, not
+	// timed), so that their tiles move asynchronously at the bus's full
+	// speed.
+	Pageable bool
 }
 
 // A Result is the outcome of one run. Its JSON form is printed by
@@ -186,6 +191,15 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if g != nil {
 		cl.CUDA = tiled.GemmCUDA[T](g)
 	}
+	unpin, err := tiled.Pin(s, opts.Pageable, a, bm, c)
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	defer func() { // before the scheduler closes
+		if uerr := unpin(); uerr != nil && err == nil {
+			err = fmt.Errorf("gemm: %w", uerr)
+		}
+	}()
 	var elapsed time.Duration
 	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
@@ -204,6 +218,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		SeqGFlops: tiled.GFlops(linalg.GemmFlops(b, b, n), kt), Ranks: 1,
 		Devices: tiled.DeviceFigures(s).Sub(dev),
 	}
+	res.Pinned = !opts.Pageable && tiled.HasGPUs(s)
 	if seq > 0 {
 		res.Efficiency = seq / (float64(res.Workers) * elapsed.Seconds())
 	}

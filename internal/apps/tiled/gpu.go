@@ -344,3 +344,29 @@ func ReferenceGemm[T linalg.Float](ctx context.Context, a, b, c0 []T, n int) (ti
 	})
 	return timed, err
 }
+
+// Pin page-locks the arrays for s's GPUs (scheduler.PinHost), so that
+// their tiles move to and from the GPUs asynchronously at the bus's full
+// speed; without GPUs, or with pageable set (pzrun -pageable, to measure
+// the difference), it does nothing. unpin undoes it.
+func Pin[T linalg.Float](s *scheduler.Scheduler, pageable bool, xs ...[]T) (unpin func() error, err error) {
+	var done [][]T
+	unpin = func() error {
+		var errs []error
+		for _, x := range done {
+			errs = append(errs, scheduler.UnpinHost(s, x))
+		}
+		done = nil
+		return errors.Join(errs...)
+	}
+	if pageable || !HasGPUs(s) {
+		return unpin, nil
+	}
+	for _, x := range xs {
+		if err := scheduler.PinHost(s, x); err != nil {
+			return nil, errors.Join(err, unpin())
+		}
+		done = append(done, x)
+	}
+	return unpin, nil
+}

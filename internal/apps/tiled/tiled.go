@@ -147,6 +147,8 @@ func SchedulerOptions(policy string, workers int, extra []scheduler.Option) []sc
 //	evictions      device replicas dropped to make room
 //	write_backs    of those, replicas written back to RAM first (the
 //	               only valid copy): out-of-core traffic
+//	pinned         the matrices were page-locked for the GPUs (Pin), so
+//	               their copies ran asynchronously (absent: pageable)
 //
 // On several ranks each figure is the sum over the ranks.
 type Devices struct {
@@ -155,6 +157,7 @@ type Devices struct {
 	DeviceBytes int64 `json:"device_bytes"`
 	Evictions   int64 `json:"evictions"`
 	WriteBacks  int64 `json:"write_backs"`
+	Pinned      bool  `json:"pinned,omitempty"`
 }
 
 // DeviceFigures returns s's device figures so far; subtract two of them
@@ -182,7 +185,7 @@ func (d Devices) DeviceWorkers() int { return d.Devices }
 // Sub returns the figures of what happened between base and d.
 func (d Devices) Sub(base Devices) Devices {
 	return Devices{Devices: d.Devices, DeviceTasks: d.DeviceTasks - base.DeviceTasks, DeviceBytes: d.DeviceBytes - base.DeviceBytes,
-		Evictions: d.Evictions - base.Evictions, WriteBacks: d.WriteBacks - base.WriteBacks}
+		Evictions: d.Evictions - base.Evictions, WriteBacks: d.WriteBacks - base.WriteBacks, Pinned: d.Pinned}
 }
 
 // String is a short human-readable form; "" without devices.
@@ -190,6 +193,10 @@ func (d Devices) String() string {
 	if d.Devices == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", %d devices ran %d tasks, %.1f MiB copied, %d evictions (%d written back)",
-		d.Devices, d.DeviceTasks, float64(d.DeviceBytes)/(1<<20), d.Evictions, d.WriteBacks)
+	pinned := ""
+	if d.Pinned {
+		pinned = " from pinned memory"
+	}
+	return fmt.Sprintf(", %d devices ran %d tasks, %.1f MiB copied%s, %d evictions (%d written back)",
+		d.Devices, d.DeviceTasks, float64(d.DeviceBytes)/(1<<20), pinned, d.Evictions, d.WriteBacks)
 }
