@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/accel"
@@ -22,7 +23,9 @@ import (
 // host buffers and back around comm's collectives, in chunks of
 // StagingChunk bytes for BcastDevice and ReduceDevice (and AllReduce in
 // runtimeview), so that one chunk's copies overlap the next chunk's
-// transfer. Lengths are agreed first: a rank whose length differs from
+// transfer; the two chunk buffers are page-locked ones the device lends
+// when it is an accel.Stager (a CUDA GPU), which makes their copies
+// asynchronous. Lengths are agreed first: a rank whose length differs from
 // the others' gets, like every rank, an error wrapping comm.ErrMismatch
 // instead of a hang.
 
@@ -93,7 +96,8 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		return nil
 	}
 	size, count := chunks[T](buf.n)
-	host := [2][]T{make([]T, min(size, buf.n)), make([]T, min(size, buf.n))}
+	host, release := stagingBuffers[T](buf.dev.dev, min(size, buf.n))
+	defer release() // after the waits below
 	pending := [2]<-chan error{}
 	var errs []error
 	wait := func(i int) {
@@ -168,13 +172,38 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	return isRoot, nil
 }
 
+// stagingBuffers returns two host buffers of n elements for staging d's
+// data: page-locked ones that d lends (accel.Stager: a CUDA GPU), whose
+// copies are asynchronous, else Go memory. release gives them back once
+// no copy uses them.
+func stagingBuffers[T comm.Number](d accel.Device, n int) (host [2][]T, release func()) {
+	if st, ok := d.(accel.Stager); ok && n > 0 {
+		var rel [2]func()
+		for i := range host {
+			b, r, err := st.Staging(n * elemSize[T]())
+			if err != nil {
+				if i == 1 {
+					rel[0]()
+				}
+				break
+			}
+			host[i], rel[i] = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), r
+			if i == 1 {
+				return host, func() { rel[0](); rel[1]() }
+			}
+		}
+	}
+	return [2][]T{make([]T, n), make([]T, n)}, func() {}
+}
+
 // staged runs buf through a collective chunk by chunk: each chunk is
 // copied to host memory (the next chunk's copy overlapping the
 // collective), handed to step, and step's result, when into is not nil,
 // copied into the same chunk of into (overlapping the next chunks).
 func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T, error)) error {
 	size, count := chunks[T](buf.n)
-	host := [2][]T{make([]T, min(size, buf.n)), make([]T, min(size, buf.n))}
+	host, release := stagingBuffers[T](buf.dev.dev, min(size, buf.n))
+	defer release() // every path below waits for its copies first
 	span := func(k int) (int, int) { return k * size, min((k+1)*size, buf.n) }
 	var next <-chan error
 	if count > 0 {

@@ -17,7 +17,8 @@ import (
 
 // TestCUDADevices gives in-process ranks the GPU of the stand-in driver
 // (internal/fakecuda), shared: each rank's resource set has it as a
-// device component, AllReduceDevice stages through host memory,
+// device component, AllReduceDevice stages through the GPU's page-locked
+// host buffers,
 // BcastDevice copies within the GPU, and each rank's scheduler has a GPU
 // worker on it.
 func TestCUDADevices(t *testing.T) {
@@ -43,7 +44,10 @@ func TestCUDADevices(t *testing.T) {
 			host[i] = float64(me*1000 + i%1000)
 		}
 		require.NoError(t, buf.CopyFrom(ctx, host))
+		gpu := mine[0].Accel().(*cuda.Accel)
+		pinned := gpu.PinnedCopies()
 		require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum))
+		require.Greater(t, gpu.PinnedCopies(), pinned, "AllReduceDevice stages through the GPU's page-locked buffers")
 		got := make([]float64, n)
 		require.NoError(t, buf.CopyTo(ctx, got))
 		for _, i := range []int{0, n / 2, n - 1} {
@@ -55,7 +59,6 @@ func TestCUDADevices(t *testing.T) {
 		require.NoError(t, buf.CopyTo(ctx, got))
 		require.Equal(t, float64((ranks-1)*1000+7), got[7])
 		// The ranks share the GPU object: Bcast copied within the GPU.
-		gpu := mine[0].Accel().(*cuda.Accel)
 		_, _, within := gpu.Copies()
 		require.Positive(t, within, "BcastDevice between ranks sharing the GPU copies within it")
 

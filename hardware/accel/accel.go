@@ -67,6 +67,16 @@ type HostView interface {
 	Host(m Mem) []byte
 }
 
+// A Stager is a device that lends page-locked host buffers for staging
+// its data through host memory (a CUDA GPU): copies between it and them
+// are asynchronous and run at the bus's full speed, where copies from
+// ordinary memory are staged by the driver, one at a time.
+type Stager interface {
+	// Staging returns a host buffer of n bytes and the function that
+	// gives it back; the buffer must not be used after that.
+	Staging(n int) (b []byte, release func(), err error)
+}
+
 // A Sharer is a device that several in-process ranks use together (a
 // node's GPU seen by every rank of the process): an allocation one rank
 // exports can be imported by another, so data move between the ranks'

@@ -34,11 +34,63 @@ type Accel struct {
 	closed bool
 	counts [3]int64 // copies in, out, within
 	pins   map[*pin]struct{}
+	spare  [][]byte // staging buffers given back, page-locked (AllocHost)
+}
+
+// spareStaging is how many staging buffers an Accel keeps for reuse;
+// more are freed when given back.
+const spareStaging = 4
+
+// Staging lends a page-locked host buffer of n bytes (accel.Stager):
+// from the Accel's spares when one is large enough, else a new one
+// (cuMemAllocHost). release gives it back; Close frees the spares. Use
+// it for staging through host memory, not to hold data: it is the
+// Accel's memory.
+func (a *Accel) Staging(n int) (b []byte, release func(), err error) {
+	if n <= 0 {
+		return nil, nil, fmt.Errorf("%w: Staging of %d bytes", ErrBadArgument, n)
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil, nil, fmt.Errorf("cuda: %s: %w", a.Name(), accel.ErrClosed)
+	}
+	for i, sp := range a.spare {
+		if len(sp) >= n {
+			a.spare = append(a.spare[:i], a.spare[i+1:]...)
+			b = sp
+			break
+		}
+	}
+	a.mu.Unlock()
+	if b == nil {
+		if b, err = a.main.AllocHost(context.Background(), n); err != nil {
+			return nil, nil, fmt.Errorf("cuda: %s: a staging buffer of %d bytes: %w", a.Name(), n, err)
+		}
+	}
+	var once sync.Once
+	return b[:n], func() { once.Do(func() { a.giveBack(b) }) }, nil
+}
+
+// giveBack keeps a staging buffer for reuse, or frees it.
+func (a *Accel) giveBack(b []byte) {
+	a.mu.Lock()
+	if !a.closed && len(a.spare) < spareStaging {
+		a.spare = append(a.spare, b[:cap(b)])
+		a.mu.Unlock()
+		return
+	}
+	closed := a.closed
+	a.mu.Unlock()
+	if !closed { // after Close the context is gone, and the memory with it
+		_ = a.main.FreeHost(context.Background(), b[:cap(b)])
+	}
 }
 
 var (
 	_ accel.Device = (*Accel)(nil)
 	_ accel.Sharer = (*Accel)(nil)
+	_ accel.Stager = (*Accel)(nil)
 )
 
 // Instance names this Accel object: in-process ranks that share it see
@@ -293,6 +345,10 @@ func (a *Accel) Close() error {
 		}
 	}
 	a.pins = nil
+	for _, b := range a.spare {
+		errs = append(errs, a.main.FreeHost(context.Background(), b))
+	}
+	a.spare = nil
 	if a.main != nil {
 		errs = append(errs, a.main.Close())
 	}

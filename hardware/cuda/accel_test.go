@@ -199,3 +199,44 @@ func TestAccelCloseUnpins(t *testing.T) {
 	require.NoError(t, c.HostRegister(ctx, b), "Close left b registered")
 	require.NoError(t, c.HostUnregister(ctx, b))
 }
+
+// TestAccelStaging: staging buffers are page-locked, reused once given
+// back, and freed at Close.
+func TestAccelStaging(t *testing.T) {
+	ctx := context.Background()
+	d := fakeDriver(t, 1<<20)
+	a, err := d.NewAccel(ctx, 0)
+	require.NoError(t, err)
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+
+	b, release, err := a.Staging(1000)
+	require.NoError(t, err)
+	require.Len(t, b, 1000)
+	pinned, err := c.IsPinned(ctx, b)
+	require.NoError(t, err)
+	require.True(t, pinned)
+	b2, release2, err := a.Staging(1000)
+	require.NoError(t, err)
+	require.NotSame(t, &b[0], &b2[0], "a buffer lent is not lent twice")
+	release()
+	release() // once
+	b3, release3, err := a.Staging(500)
+	require.NoError(t, err)
+	require.Same(t, &b[0], &b3[0], "the buffer given back is reused")
+	require.Len(t, b3, 500)
+	release3()
+	release2()
+	_, _, err = a.Staging(0)
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+
+	require.NoError(t, a.Close())
+	for _, x := range [][]byte{b, b2} {
+		pinned, err := c.IsPinned(ctx, x[:1])
+		require.NoError(t, err)
+		require.False(t, pinned, "Close freed the spare buffers")
+	}
+	_, _, err = a.Staging(8)
+	require.ErrorIs(t, err, accel.ErrClosed)
+}
