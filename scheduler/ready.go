@@ -21,6 +21,11 @@ func (c *Context) push(t *Task, w *worker, notify bool) {
 			m.m.TaskPushed(c, t)
 		}
 	}
+	// Who may run t, read before the push like the monitor's view.
+	kinds := kindsAll
+	if c.s.data != nil {
+		kinds = t.kinds()
+	}
 	hint := c.policy.Push(t, from)
 	if hint == NoWorker && w != nil && w.driven {
 		// "The pusher pops it next" does not hold for a worker the
@@ -29,12 +34,15 @@ func (c *Context) push(t *Task, w *worker, notify bool) {
 		// take the task.
 		hint = AnyWorker
 	}
-	c.wake(hint, from)
+	c.wake(hint, from, kinds)
 }
 
 // wake wakes the worker the policy named, or a sleeping worker that pops
-// from c.
-func (c *Context) wake(hint, from int) {
+// from c and is of one of the kinds that may run the task: with workers
+// of several kinds, a CPU worker woken for a GPU-only task would find
+// nothing it may run and sleep again, leaving the task to a GPU worker
+// that nothing wakes.
+func (c *Context) wake(hint, from int, kinds kindSet) {
 	s := c.s
 	switch {
 	case hint == NoWorker:
@@ -48,7 +56,8 @@ func (c *Context) wake(hint, from int) {
 		return
 	}
 	for _, id := range *c.applied.Load() {
-		if id != from && s.wakeWorker(s.workers[id]) {
+		w := s.workers[id]
+		if id != from && kinds.has(w.info.Kind) && s.wakeWorker(w) {
 			return
 		}
 	}
@@ -59,6 +68,24 @@ func (c *Context) wakeAll() {
 	for _, id := range *c.applied.Load() {
 		c.s.wakeWorker(c.s.workers[id])
 	}
+}
+
+// A kindSet is a set of worker kinds.
+type kindSet uint8
+
+const kindsAll kindSet = 1<<numKinds - 1
+
+func (k kindSet) has(kind WorkerKind) bool { return k&(1<<kind) != 0 }
+
+// kinds returns the worker kinds that may run t.
+func (t *Task) kinds() kindSet {
+	var k kindSet
+	for kind := range numKinds {
+		if t.CanRunOn(kind) {
+			k |= 1 << kind
+		}
+	}
+	return k
 }
 
 // contextOf returns t's context, the global one for none.
