@@ -8,13 +8,18 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // The bus model: each device's copy time in each direction as latency +
 // bytes × time per byte, measured once (a few copies of a small and a
 // large buffer when the scheduler starts) and saved in the performance
 // model directory, as StarPU calibrates its bus. dmda's transfer costs
-// come from it.
+// come from it. A device that lends page-locked host buffers (a CUDA
+// GPU, accel.Stager) is measured from them, as StarPU measures pinned
+// transfers: the data the GPUs use should be pinned (PinHost).
 
 // A busLink is one direction of a device's link.
 type busLink struct {
@@ -30,6 +35,8 @@ type busFile struct {
 	Host   string  `json:"host"`
 	In     busLink `json:"in"`  // RAM to device
 	Out    busLink `json:"out"` // device to RAM
+	// Pinned: measured from page-locked host memory.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // BusLink describes the measured link between RAM and a device in one
@@ -73,7 +80,7 @@ func (d *dataLayer) calibrateBus(dir, host string) error {
 			path = filepath.Join(dir, "bus."+fileSafe(nd.dev.key())+"."+host+".json")
 			if b, err := os.ReadFile(path); err == nil {
 				var f busFile
-				if json.Unmarshal(b, &f) == nil && f.Device == nd.dev.key() && f.In.NsPerByte > 0 && f.Out.NsPerByte > 0 {
+				if json.Unmarshal(b, &f) == nil && f.Device == nd.dev.key() && f.In.NsPerByte > 0 && f.Out.NsPerByte > 0 && f.Pinned == pinnedBus(nd.dev) {
 					nd.in, nd.out = f.In, f.Out
 					continue
 				}
@@ -85,7 +92,7 @@ func (d *dataLayer) calibrateBus(dir, host string) error {
 		}
 		nd.in, nd.out = in, out
 		if path != "" {
-			if err := writeFileAtomic(path, busFile{Device: nd.dev.key(), Host: host, In: in, Out: out}); err != nil {
+			if err := writeFileAtomic(path, busFile{Device: nd.dev.key(), Host: host, In: in, Out: out, Pinned: pinnedBus(nd.dev)}); err != nil {
 				return fmt.Errorf("scheduler: saving the bus model of %s: %w", nd.dev.name(), err)
 			}
 		}
@@ -103,7 +110,16 @@ func measureLink(dev *device) (in, out busLink, err error) {
 		large = small + 1
 	}
 	best := func(n int, toDevice bool) (time.Duration, error) {
-		host := &buffer{data: make([]float64, n), rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
+		data := make([]float64, n)
+		if st, ok := dev.dev.(accel.Stager); ok {
+			b, release, err := st.Staging(8 * n)
+			if err != nil {
+				return 0, err
+			}
+			defer release() // after the copies, waited for below
+			data = unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+		}
+		host := &buffer{data: data, rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
 		mem, err := dev.alloc(host)
 		if err != nil {
 			return 0, err
@@ -147,6 +163,13 @@ func measureLink(dev *device) (in, out busLink, err error) {
 	}
 	out, err = fit(false)
 	return
+}
+
+// pinnedBus reports whether the device's link is measured from
+// page-locked host memory.
+func pinnedBus(dev *device) bool {
+	_, ok := dev.dev.(accel.Stager)
+	return ok
 }
 
 // fileSafe replaces what a file name should not hold with '_' (the
