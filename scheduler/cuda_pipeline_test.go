@@ -1,6 +1,8 @@
 package scheduler_test
 
 import (
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -247,4 +249,24 @@ func TestCUDAPinHost(t *testing.T) {
 	cpu := newSched(t, scheduler.WithWorkers(1))
 	require.NoError(t, scheduler.PinHost(cpu, x))
 	require.NoError(t, scheduler.UnpinHost(cpu, x))
+}
+
+// TestCUDABusPinned: a GPU's link is calibrated from its page-locked
+// staging buffers (the copies count as pinned ones) and saved as such.
+func TestCUDABusPinned(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 64<<20)
+	a, err := d.NewAccel(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	dir := t.TempDir()
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(a), scheduler.WithPerfModelDir(dir))
+	require.Len(t, s.Bus(), 2)
+	require.EqualValues(t, 12, a.PinnedCopies(), "3 copies of 2 sizes each way, from pinned memory")
+	files, err := filepath.Glob(filepath.Join(dir, "bus.cuda-*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"pinned": true`)
 }
