@@ -44,7 +44,8 @@ type CUDACall struct {
 
 // Ptr returns the device address of buffer i (its element (0,0);
 // matrices are dense on the GPU: their leading dimension, Dims, is
-// their number of columns). It panics, failing the task, if buffer i
+// their number of columns); a Scratch access's buffer is GPU memory of
+// the worker's, uninitialized. It panics, failing the task, if buffer i
 // is not in GPU memory (a value handle).
 func (c *CUDACall) Ptr(i int) cuda.DevicePtr { return c.Buffer(i).Ptr() }
 
@@ -198,6 +199,7 @@ type cudaDriver struct {
 	slots    []*cudaSlot // every slot
 	free     []*cudaSlot
 	inflight []*cudaSlot // launched, in launch order
+	cur      *cudaSlot   // the slot being launched (scratch)
 	// idle counts the cycles in a row that launched and completed
 	// nothing: after the scheduler's spin count the worker blocks on
 	// its oldest task's event instead of polling.
@@ -218,6 +220,31 @@ type cudaSlot struct {
 	err        error // from the launch: the implementation's, a panic
 	done       bool  // the end event completed (set by poll)
 	qerr       error // what the stream reported (set by poll)
+	// scratch holds the slot's Scratch buffers in GPU memory, by
+	// handle, kept for its next tasks: two tasks in flight never share
+	// one.
+	scratch map[*Handle]*buffer
+}
+
+// scratch returns the buffer of the slot being launched for a Scratch
+// access of h: GPU memory of h's shape, allocated on first use and kept
+// until the worker ends (like a CPU worker's scratch buffers).
+func (d *cudaDriver) scratch(w *worker, h *Handle) (*buffer, error) {
+	sl := d.cur
+	if b := sl.scratch[h]; b != nil {
+		return b, nil
+	}
+	dev := w.s.data.nodes[w.info.Node].dev
+	m, err := dev.alloc(&h.ram)
+	if err != nil {
+		return nil, fmt.Errorf("a scratch buffer of %v (%d bytes) on %s: %w", h, bufBytes(&h.ram), dev.name(), err)
+	}
+	b := dev.view(m, &h.ram)
+	if sl.scratch == nil {
+		sl.scratch = map[*Handle]*buffer{}
+	}
+	sl.scratch[h] = b
+	return b, nil
 }
 
 func (d *cudaDriver) init(w *worker) error {
@@ -297,7 +324,9 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 	c := &sl.call
 	*c = Call{Task: t, Worker: w.info.ID, Size: 1, Arg: t.Arg}
 	var err error
+	d.cur = sl
 	c.bufs, err = w.prepare(t, sl.bufs[:0])
+	d.cur = nil
 	if err != nil {
 		d.free = append(d.free, sl)
 		if errors.Is(err, ErrDeviceMemory) && s.redirectToCPU(t) {
@@ -473,6 +502,10 @@ func (d *cudaDriver) deinit(w *worker) error {
 	d.drain(w)
 	var errs []error
 	for _, sl := range d.slots {
+		for _, b := range sl.scratch {
+			w.s.data.nodes[w.info.Node].dev.free(b.data.(accel.Mem))
+		}
+		sl.scratch = nil
 		for _, e := range []*cuda.Event{sl.start, sl.end} {
 			if e != nil {
 				errs = append(errs, e.Destroy(context.Background()))

@@ -270,3 +270,61 @@ func TestCUDABusPinned(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"pinned": true`)
 }
+
+// fillPTX names the stand-in's pz_fill_f64 kernel (x[i] = v).
+const fillPTX = `
+.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry pz_fill_f64(.param .u64 x, .param .f64 v, .param .u64 n) { ret; }
+`
+
+// TestCUDAScratch: a GPU task's Scratch buffer is GPU memory of the
+// handle's shape, one per task in flight: tasks that fill it with their
+// own value and add it to their vector, two at a time on one worker
+// (the stand-in delays each operation, so a shared buffer would mix
+// their values), each get theirs.
+func TestCUDAScratch(t *testing.T) {
+	ctx := testCtx(t)
+	fakecuda.SetDelay(t, time.Millisecond)
+	d, lib := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(2))
+	k := gpuKernels(t, d)
+	gc, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gc.Close() })
+	m, err := gc.LoadPTX(ctx, fillPTX)
+	require.NoError(t, err)
+	fill, err := m.Function(ctx, "pz_fill_f64")
+	require.NoError(t, err)
+	addScratch := &scheduler.Codelet{Name: "add-scratch", CUDA: func(c *scheduler.CUDACall) error {
+		n, _, _ := c.Dims(0)
+		if err := launch1D(c, fill, n, c.Ptr(1), c.Arg.(float64), uint64(n)); err != nil {
+			return err
+		}
+		return launch1D(c, k["pz_axpy_f64"], n, c.Ptr(0), 1.0, c.Ptr(1), uint64(n))
+	}}
+	const vecs, n = 6, 100
+	tmp := make([]float64, n) // the scratch handle's shape; its data are never read
+	ht, err := s.RegisterVector(tmp)
+	require.NoError(t, err)
+	data := make([][]float64, vecs)
+	for v := range data {
+		data[v] = make([]float64, n)
+		h, err := s.RegisterVector(data[v])
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(ctx, addScratch, scheduler.RW(h), scheduler.Scratch(ht), scheduler.WithArg(float64(v+1))))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	for v := range data {
+		for i, x := range data[v] {
+			require.Equal(t, float64(v+1), x, "vector %d element %d", v, i)
+		}
+	}
+	before, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	after, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, before.LiveAllocations-after.LiveAllocations, uint64(2), "the worker's two scratch buffers freed at Close")
+}

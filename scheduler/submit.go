@@ -251,7 +251,7 @@ func (s *Scheduler) validate(t *Task) error {
 		}
 	}
 	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.gpuData() {
-		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle, Redux or Scratch); give it a CPU function", ErrNoImplementation, cl.name())
+		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle, or Redux); give it a CPU function", ErrNoImplementation, cl.name())
 	}
 	return nil
 }

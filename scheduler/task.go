@@ -430,11 +430,11 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 }
 
 // gpuData reports whether a GPU may run t: its data can live on a
-// device (deviceData), and it has no Scratch access (scratch buffers are
-// host memory so far).
+// device (vectors and matrices of numbers), accessed otherwise than by
+// Redux (a Scratch buffer is GPU memory of the worker's).
 func (t *Task) gpuData() bool {
 	for _, a := range t.Access {
-		if !a.Handle.dev || a.Mode == ModeRedux || a.Mode == ModeScratch {
+		if !a.Handle.dev || a.Mode == ModeRedux {
 			return false
 		}
 	}

@@ -294,7 +294,12 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 		switch a.Mode {
 		case ModeScratch:
 			var err error
-			if b, err = w.scratchBuf(h); err != nil {
+			if g, ok := w.drv.(*cudaDriver); ok {
+				b, err = g.scratch(w, h)
+			} else {
+				b, err = w.scratchBuf(h)
+			}
+			if err != nil {
 				w.unprepare(t)
 				return bufs, err
 			}
