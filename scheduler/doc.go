@@ -110,12 +110,15 @@
 // show them on tracks of their own.
 //
 // WithCUDA (PZ_NCUDA) makes CUDA GPUs memory nodes the same way, each
-// with CUDAWorker workers (WithCUDAWorkers per GPU, each with a stream).
-// A codelet's CUDA implementation (CUDAFunc) gets the task's buffers as
-// device pointers (CUDACall.Ptr) and the worker's stream, queues its work
-// there and returns; the worker waits for the stream. A codelet with only
-// a CUDA implementation runs on GPUs only. Without a driver there are no
-// GPU workers, and no error.
+// with CUDAWorker workers (WithCUDAWorkers per GPU). A codelet's CUDA
+// implementation (CUDAFunc) gets the task's buffers as device pointers
+// (CUDACall.Ptr) and a stream of the worker's, queues its work there and
+// returns; the task completes when an event after that work has, and
+// meanwhile the worker takes its next tasks, up to WithCUDAPipeline in
+// flight. A codelet with only a CUDA implementation runs on GPUs only.
+// Without a driver there are no GPU workers, and no error. PinHost
+// page-locks host memory so that its copies to and from the GPUs are
+// asynchronous.
 //
 // # Parallel tasks
 //
