@@ -6,7 +6,8 @@ import (
 	"fmt"
 )
 
-// A Context is one device's primary CUDA context, made current on one
+// A Context is one device's primary CUDA context, or a green context on
+// a share of its SMs (Driver.NewGreenContext), made current on one
 // dedicated OS thread that runs every call made through it.
 //
 // CUDA keeps the current context per OS thread, while Go moves goroutines
@@ -28,6 +29,7 @@ type Context struct {
 	ordinal int
 	dev     int32
 	handle  uintptr // the CUcontext
+	green   uintptr // the CUgreenCtx of a green Context, else 0
 	ex      *executor
 }
 
@@ -91,8 +93,9 @@ func (c *Context) Do(ctx context.Context, fn func() error) error {
 // waiting for it to exit. A call already running finishes first; later
 // calls return ErrClosed. When the last holder of a primary context
 // releases it, the driver destroys it with everything allocated in it.
-// Close is idempotent: it returns the release error the first time and nil
-// after. Calling Close from inside Do is an error.
+// Closing a green Context destroys its green context instead (see
+// NewGreenContext). Close is idempotent: it returns the release error the
+// first time and nil after. Calling Close from inside Do is an error.
 func (c *Context) Close() error {
 	return c.ex.close()
 }

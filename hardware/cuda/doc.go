@@ -63,11 +63,45 @@
 //     pinned memory), IsPinned (whether a []byte lies in page-locked
 //     memory: AllocHost, AllocHostFlags or HostRegister) and
 //     HostDevicePtr (the device address of mapped memory).
+//   - Green contexts (CUDA 12.4): Driver.SMs, Driver.SplitSMs and
+//     Driver.NewGreenContext give a Context whose kernels run on a share
+//     of the device's SMs; Context.SMs reads the share back. See below.
 //
 // These entry points are optional: a driver that lacks them (one older
-// than CUDA 11.2 has no memory pools) still opens, and the methods that
-// need them return an error wrapping ErrNotSupported, as they do when the
-// driver reports CUDA_ERROR_NOT_SUPPORTED for the device.
+// than CUDA 11.2 has no memory pools, one older than 12.4 no green
+// contexts) still opens, and the methods that need them return an error
+// wrapping ErrNotSupported, as they do when the driver reports
+// CUDA_ERROR_NOT_SUPPORTED for the device.
+//
+// # Green contexts
+//
+// A green context runs kernels on a partition of a device's SMs, so that
+// one worker's kernels cannot take the SMs another's need. Split the
+// device's SMs (Driver.SMs, then Driver.SplitSMs, which rounds the group
+// size up to the device's granularity: 8 SMs on compute capability 9.0
+// and later) and give a part to NewGreenContext:
+//
+//	all, err := d.SMs(0)                      // every SM of device 0
+//	parts, rest, err := d.SplitSMs(all, 2, 8) // two groups of at least 8 SMs
+//	g, err := d.NewGreenContext(ctx, 0, parts[0])
+//	defer g.Close()                           // destroys the green context
+//	s, err := g.NewStream(ctx)                // a stream of the green context
+//	err = g.Launch(ctx, f, grid, block, 0, s, p, n) // runs on parts[0]'s SMs
+//
+// The green Context is a Context like the others, with its own thread on
+// which the converted green context (cuCtxFromGreenCtx) is current. Its
+// streams belong to the green context because they are created on that
+// thread (cuStreamCreate), so they need no CUDA 12.5 entry point. Memory
+// is the device's: pointers from the device's primary Context work in the
+// green one and the reverse. Modules, streams and events belong to the
+// Context that made them. Close destroys the green context after the
+// Context's thread is done, and releases the primary context it held;
+// destroy its streams first (the driver detaches those left).
+//
+// The entry points are CUDA 12.4's, bound by their names; CUdevResource
+// is passed as the 144 bytes cuda.h has given it since (green.go
+// explains the layout, which 13.0 changed inside without changing its
+// size or the place of the SM count).
 //
 // # Host functions and Go
 //

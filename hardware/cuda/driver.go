@@ -182,6 +182,26 @@ type api struct {
 	// attribute's type; ptr is a CUdeviceptr, which under unified
 	// addressing may hold a host address, hence uintptr.
 	pointerGetAttribute func(data unsafe.Pointer, attr int32, ptr uintptr) Result
+
+	// Green contexts, CUDA 12.4 (see green.go). CUdevResource is
+	// devResource, passed by pointer; CUdevResourceType is an enum
+	// (int32); CUdevResourceDesc and CUgreenCtx are handles (uintptr).
+
+	// CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
+	deviceGetDevResource func(dev int32, res *devResource, typ int32) Result
+	// CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
+	// const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount)
+	devSmResourceSplitByCount func(result *devResource, nbGroups *uint32, input *devResource, remaining *devResource, flags, minCount uint32) Result
+	// CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources)
+	devResourceGenerateDesc func(desc *uintptr, resources *devResource, n uint32) Result
+	// CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+	greenCtxCreate func(green *uintptr, desc uintptr, dev int32, flags uint32) Result
+	// CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+	greenCtxDestroy func(green uintptr) Result
+	// CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+	ctxFromGreenCtx func(ctx *uintptr, green uintptr) Result
+	// CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type)
+	ctxGetDevResource func(ctx uintptr, res *devResource, typ int32) Result
 }
 
 // symbol binds one entry point: names are tried in order, the first found
@@ -254,6 +274,13 @@ func (a *api) symbols() []symbol {
 		{&a.launchHostFunc, []string{"cuLaunchHostFunc"}, true},
 		{&a.memHostAlloc, []string{"cuMemHostAlloc"}, true},
 		{&a.pointerGetAttribute, []string{"cuPointerGetAttribute"}, true},
+		{&a.deviceGetDevResource, []string{"cuDeviceGetDevResource"}, true},
+		{&a.devSmResourceSplitByCount, []string{"cuDevSmResourceSplitByCount"}, true},
+		{&a.devResourceGenerateDesc, []string{"cuDevResourceGenerateDesc"}, true},
+		{&a.greenCtxCreate, []string{"cuGreenCtxCreate"}, true},
+		{&a.greenCtxDestroy, []string{"cuGreenCtxDestroy"}, true},
+		{&a.ctxFromGreenCtx, []string{"cuCtxFromGreenCtx"}, true},
+		{&a.ctxGetDevResource, []string{"cuCtxGetDevResource"}, true},
 	}
 }
 

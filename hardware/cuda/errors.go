@@ -59,6 +59,7 @@ const (
 	ErrLaunchTimeout               Result = 702
 	ErrPeerAccessAlreadyEnabled    Result = 704
 	ErrPeerAccessNotEnabled        Result = 705
+	ErrContextIsDestroyed          Result = 709
 	ErrHostMemoryAlreadyRegistered Result = 712
 	ErrHostMemoryNotRegistered     Result = 713
 	ErrLaunchFailed                Result = 719
@@ -66,6 +67,9 @@ const (
 	ErrNotSupported                Result = 801
 	ErrSystemDriverMismatch        Result = 803
 	ErrCompatNotSupported          Result = 804
+	ErrInvalidResourceType         Result = 914
+	ErrInvalidResourceConfig       Result = 915
+	ErrStreamDetached              Result = 917
 	ErrUnknown                     Result = 999
 	errOperatingSystem             Result = 304
 	errSharedObjectInitFailed      Result = 303
@@ -126,6 +130,8 @@ func resultName(r Result) string {
 		return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
 	case ErrPeerAccessNotEnabled:
 		return "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"
+	case ErrContextIsDestroyed:
+		return "CUDA_ERROR_CONTEXT_IS_DESTROYED"
 	case ErrHostMemoryAlreadyRegistered:
 		return "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
 	case ErrHostMemoryNotRegistered:
@@ -140,6 +146,12 @@ func resultName(r Result) string {
 		return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
 	case ErrCompatNotSupported:
 		return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"
+	case ErrInvalidResourceType:
+		return "CUDA_ERROR_INVALID_RESOURCE_TYPE"
+	case ErrInvalidResourceConfig:
+		return "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION"
+	case ErrStreamDetached:
+		return "CUDA_ERROR_STREAM_DETACHED"
 	case ErrUnknown:
 		return "CUDA_ERROR_UNKNOWN"
 	}

@@ -58,6 +58,29 @@
 //     as in the real driver. Of pinned memory, only cuMemHostAlloc's with
 //     CU_MEMHOSTALLOC_DEVICEMAP is mapped: kernels may use it at its
 //     host address, which is its CU_POINTER_ATTRIBUTE_DEVICE_POINTER.
+//   - Green contexts (CUDA 12.4): each device has EnvSMs SMs, its
+//     multiprocessor count and its SM resource (cuDeviceGetDevResource).
+//     cuDevSmResourceSplitByCount makes up to nbGroups groups of minCount
+//     SMs rounded up as on compute capability 9.0 (at least 8, a multiple
+//     of 8; with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING at least
+//     2, a multiple of 2) and puts the rest in the remainder
+//     (CU_DEV_RESOURCE_TYPE_INVALID when none is left); its outputs cannot
+//     be split again. cuDevResourceGenerateDesc takes resources of one
+//     device from one split (else CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
+//     cuGreenCtxCreate (CU_GREEN_CTX_DEFAULT_STREAM required) retains the
+//     device's primary context until cuGreenCtxDestroy. The CUcontext of
+//     a green context (cuCtxFromGreenCtx) is a context of its own,
+//     current per thread, with its own streams (cuStreamCreate while it
+//     is current, or cuGreenCtxStreamCreate), events and modules, over the
+//     device's memory; cuCtxSynchronize in the primary context waits for
+//     its streams too. Each stream records the SM count of its context,
+//     and the kernels launched in green contexts are counted by it
+//     (Counters.GreenKernels).
+//     cuGreenCtxDestroy waits for the work queued in its streams, then
+//     detaches them: calls on them fail with CUDA_ERROR_STREAM_DETACHED,
+//     but cuStreamDestroy, which needs no current context for them. Green
+//     contexts are never freed, so stale handles fail cleanly
+//     (CUDA_ERROR_CONTEXT_IS_DESTROYED, CUDA_ERROR_INVALID_CONTEXT).
 //
 // The built-in kernels run on the host, each thread of the launch
 // handling one element (there is no grid-stride loop, so a grid too small
@@ -138,6 +161,9 @@ const (
 	// EnvDelay is how long, in microseconds, a stream's thread sleeps
 	// before each operation, default 20.
 	EnvDelay = "PZ_FAKECUDA_DELAY_US"
+	// EnvSMs is the number of SMs of each device, 1 to 1024, default 16:
+	// the multiprocessor count and the SM resource green contexts split.
+	EnvSMs = "PZ_FAKECUDA_SMS"
 )
 
 // LibraryName is the file name Build gives the library.
@@ -224,8 +250,15 @@ func SetDelay(tb testing.TB, d time.Duration) {
 	tb.Setenv(EnvDelay, strconv.FormatInt(d.Microseconds(), 10))
 }
 
+// SetSMs sets the number of SMs of each device of the instances that the
+// test loads next (EnvSMs).
+func SetSMs(tb testing.TB, sms int) {
+	tb.Helper()
+	tb.Setenv(EnvSMs, strconv.Itoa(sms))
+}
+
 // Counters are an instance's statistics, in the order pzfake_stats
-// fills them.
+// fills them, then the kernels of green contexts (pzfake_green_kernels).
 type Counters struct {
 	// LiveAllocations and LiveBytes are the device allocations not yet
 	// freed, and their size.
@@ -244,15 +277,27 @@ type Counters struct {
 	// Library counts the cuBLAS and cuSOLVER operations queued (or run,
 	// on the default stream).
 	Library uint64
+	// GreenContexts counts the green contexts alive (created by
+	// cuGreenCtxCreate and not destroyed).
+	GreenContexts uint64
+	// GreenKernels counts the kernels launched in green contexts (on
+	// their streams or default streams) by the number of SMs they run
+	// on, the green context's, which each stream records when it is
+	// created. Counts of zero are left out, and the map is nil when all
+	// are, so Counters of programs without green contexts compare equal
+	// as before. Kernels counts these too.
+	GreenKernels map[int]uint64
 }
 
 // Stats reads the counters of the instance loaded from lib (loading it
-// if nobody has), through the library's extra export
+// if nobody has), through the library's extra exports
 //
 //	int pzfake_stats(unsigned long long *out, int n)
+//	int pzfake_green_kernels(unsigned long long *out, int n)
 //
-// which copies up to n counters into out, in the order of Counters'
-// fields, and returns how many it keeps.
+// which copy up to n counters into out and return how many they keep:
+// the first in the order of Counters' fields up to GreenContexts, the
+// second the kernels launched in green contexts of k SMs at index k.
 func Stats(lib string) (Counters, error) {
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
@@ -266,13 +311,31 @@ func Stats(lib string) (Counters, error) {
 	var stats func(out *uint64, n int32) int32
 	purego.RegisterFunc(&stats, sym)
 	var c Counters
-	const n = 7
+	const n = 8
 	var out [n]uint64
 	if got := stats(&out[0], n); got < n {
 		return Counters{}, fmt.Errorf("fakecuda: %s keeps %d counters, want %d", lib, got, n)
 	}
-	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library =
-		out[0], out[1], out[2], out[3], out[4], out[5], out[6]
+	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library, c.GreenContexts =
+		out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]
+	sym, err = purego.Dlsym(h, "pzfake_green_kernels")
+	if err != nil {
+		return Counters{}, fmt.Errorf("fakecuda: %s is not the stand-in driver: %w", lib, err)
+	}
+	var green func(out *uint64, n int32) int32
+	purego.RegisterFunc(&green, sym)
+	counts := make([]uint64, green(nil, 0))
+	if len(counts) > 0 {
+		green(&counts[0], int32(len(counts)))
+	}
+	for sms, k := range counts {
+		if k > 0 {
+			if c.GreenKernels == nil {
+				c.GreenKernels = map[int]uint64{}
+			}
+			c.GreenKernels[sms] = k
+		}
+	}
 	return c, nil
 }
 

@@ -129,7 +129,7 @@ func TestDevices(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("pz fake GPU %d", i), dev.Name)
 		require.Equal(t, fmt.Sprintf("GPU-707a6661-6b65-4000-8000-%012x", i), dev.UUID)
 		require.EqualValues(t, 64<<20, dev.TotalMemoryBytes)
-		require.Equal(t, 4, dev.SMCount)
+		require.Equal(t, 16, dev.SMCount, "EnvSMs's default")
 		require.Equal(t, "9.0", dev.ComputeCapability())
 		require.Equal(t, fmt.Sprintf("0000:%02x:00.0", i+1), dev.PCIBusID)
 		require.Equal(t, 32, dev.WarpSize)

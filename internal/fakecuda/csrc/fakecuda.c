@@ -26,11 +26,16 @@
  *     (cuCtxEnablePeerAccess), and mapped host memory (cuMemHostAlloc with
  *     CU_MEMHOSTALLOC_DEVICEMAP) at its host address;
  *   - host functions (cuLaunchHostFunc) run on driver threads, and calls
- *     into the driver from them fail with CUDA_ERROR_NOT_PERMITTED.
+ *     into the driver from them fail with CUDA_ERROR_NOT_PERMITTED;
+ *   - green contexts (CUDA 12.4) partition a device's SMs: each is a
+ *     context of its own, current per thread like a primary one, over the
+ *     device's memory, whose streams and kernels record the SM count they
+ *     run with (see the Green contexts section).
  *
  * Configuration, read by the first cuInit: PZ_FAKECUDA_DEVICES (default 1;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE), PZ_FAKECUDA_MEMORY
- * (bytes per device, default 256 MiB), PZ_FAKECUDA_DELAY_US (default 20).
+ * (bytes per device, default 256 MiB), PZ_FAKECUDA_DELAY_US (default 20),
+ * PZ_FAKECUDA_SMS (SMs per device, default 16, at most MAX_SMS).
  *
  * Locking: one global mutex (g_mu) guards every table and every stream
  * and event field; one condition variable (g_cv) is broadcast whenever a
@@ -69,6 +74,8 @@ typedef struct fevent *CUevent;
 typedef struct fmodule *CUmodule;
 typedef struct ffunc *CUfunction;
 typedef struct fpool *CUmemoryPool;
+typedef struct fgreen *CUgreenCtx;
+typedef struct fdesc *CUdevResourceDesc;
 typedef void (*CUhostFn)(void *userData);
 typedef struct { char bytes[16]; } CUuuid;
 
@@ -89,12 +96,16 @@ enum {
 	CUDA_ERROR_LAUNCH_TIMEOUT = 702,
 	CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
 	CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
+	CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
 	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
 	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 	CUDA_ERROR_MISALIGNED_ADDRESS = 716,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
 	CUDA_ERROR_NOT_PERMITTED = 800,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
+	CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
+	CUDA_ERROR_STREAM_DETACHED = 917,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -143,6 +154,35 @@ typedef struct {
 
 _Static_assert(sizeof(CUDA_MEMCPY2D) == 128, "CUDA_MEMCPY2D is 128 bytes in cuda.h");
 
+/*
+ * CUdevResource (CUDA 12.4+): a tagged union of 144 bytes. In 12.x the
+ * union is CUdevSmResource (smCount only until 12.x) or _oversize[48]; in
+ * 13.x it is _oversize[40] followed by a nextResource pointer, and
+ * CUdevSmResource has gained minSmPartitionSize, smCoscheduledAlignment
+ * and flags after smCount. Either way type is at offset 0 and smCount at
+ * 96. The driver keeps private data in _internal_padding; so does this
+ * one (struct resinfo).
+ */
+enum { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 };
+enum { CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING = 0x1, CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE = 0x2 };
+enum { CU_GREEN_CTX_DEFAULT_STREAM = 0x1 };
+
+typedef struct {
+	unsigned smCount, minSmPartitionSize, smCoscheduledAlignment, flags;
+} CUdevSmResource;
+
+typedef struct {
+	int type;
+	unsigned char _internal_padding[92];
+	union {
+		CUdevSmResource sm;
+		unsigned char _oversize[48];
+	};
+} CUdevResource;
+
+_Static_assert(sizeof(CUdevResource) == 144, "CUdevResource is 144 bytes in cuda.h (12.4 to 13.x)");
+_Static_assert(__builtin_offsetof(CUdevResource, sm) == 96, "CUdevResource.sm is at offset 96 in cuda.h");
+
 /* ---- Configuration and global state ---- */
 
 #define MAX_DEVICES 64
@@ -153,6 +193,7 @@ _Static_assert(sizeof(CUDA_MEMCPY2D) == 128, "CUDA_MEMCPY2D is 128 bytes in cuda
 #define HOST_ALIGN 4096                /* cuMemAllocHost alignment */
 #define UNWRITTEN 0xa5                 /* what fresh device memory holds */
 #define DRIVER_VERSION 12040
+#define MAX_SMS 1024                   /* PZ_FAKECUDA_SMS at most */
 
 /* A primary context: one per device, alive while retained. */
 struct fctx {
@@ -163,7 +204,12 @@ struct fctx {
 	CUresult sticky; /* error of a kernel that failed on the default stream */
 	unsigned gen;    /* teardowns so far: library handles of older ones are stale */
 	unsigned long long peers; /* bit d: kernels may access device d's memory (cuCtxEnablePeerAccess) */
+	unsigned sms;    /* SMs its kernels run on: the device's, or a green context's share */
+	int green;       /* converted from a green context (cuCtxFromGreenCtx) */
 };
+
+/* PRIMARY is the primary context of c's device, which owns the device's memory. */
+#define PRIMARY(c) (&g_ctx[(c)->device])
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -171,6 +217,7 @@ static _Atomic int g_init = -1; /* -1 before cuInit, then its result */
 static int g_ndev;
 static size_t g_memory;
 static unsigned long long g_delay_us;
+static unsigned g_sms;
 static struct fctx g_ctx[MAX_DEVICES];
 static __thread struct fctx *t_current;
 static __thread int t_stream_thread; /* the thread runs a stream (stream_main) */
@@ -189,8 +236,9 @@ static CUresult check_init(void)
 
 /* ---- Statistics (pzfake_stats) ---- */
 
-enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, NSTATS };
+enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, ST_GREEN, NSTATS };
 static _Atomic unsigned long long g_stats[NSTATS];
+static _Atomic unsigned long long g_green_kernels[MAX_SMS + 1]; /* launches in green contexts by SM count */
 
 static void stat_add(int i, long long d)
 {
@@ -201,14 +249,27 @@ static void stat_add(int i, long long d)
  * pzfake_stats copies up to n counters into out, in this order: device
  * allocations live, device bytes live, host-to-device copies,
  * device-to-host copies, kernels launched, calls refused for want of a
- * current context, cuBLAS and cuSOLVER operations queued. It returns how
- * many counters there are.
+ * current context, cuBLAS and cuSOLVER operations queued, green contexts
+ * live. It returns how many counters there are.
  */
 EXPORT int pzfake_stats(unsigned long long *out, int n)
 {
 	for (int i = 0; out != NULL && i < n && i < NSTATS; i++)
 		out[i] = atomic_load(&g_stats[i]);
 	return NSTATS;
+}
+
+/*
+ * pzfake_green_kernels copies up to n counters into out: out[k] is the
+ * number of kernels launched on a stream (or the default stream) of a
+ * green context of k SMs: the SM count the stream recorded from its
+ * context. It returns how many counters there are (MAX_SMS + 1).
+ */
+EXPORT int pzfake_green_kernels(unsigned long long *out, int n)
+{
+	for (int i = 0; out != NULL && i < n && i <= MAX_SMS; i++)
+		out[i] = atomic_load(&g_green_kernels[i]);
+	return MAX_SMS + 1;
 }
 
 /* ---- Error names ---- */
@@ -234,6 +295,7 @@ static const struct {
 	{CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
 	 "peer access is already enabled"},
 	{CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
+	{CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
 	{CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	 "part or all of the requested memory range is already mapped"},
 	{CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
@@ -242,6 +304,11 @@ static const struct {
 	{CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	{CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
 	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{CUDA_ERROR_INVALID_RESOURCE_TYPE, "CUDA_ERROR_INVALID_RESOURCE_TYPE", "invalid resource type"},
+	{CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+	 "invalid resource configuration"},
+	{CUDA_ERROR_STREAM_DETACHED, "CUDA_ERROR_STREAM_DETACHED",
+	 "operation not permitted on a stream detached from its green context"},
 	{CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -296,14 +363,18 @@ static void pools_init(void);
 /* configure reads the environment; the result is cuInit's. */
 static CUresult configure(void)
 {
-	unsigned long long ndev, mem, delay;
+	unsigned long long ndev, mem, delay, sms;
 	if (env_number("PZ_FAKECUDA_DEVICES", 1, &ndev) != 0 ||
 	    env_number("PZ_FAKECUDA_MEMORY", 256ULL << 20, &mem) != 0 ||
-	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0)
+	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0 || env_number("PZ_FAKECUDA_SMS", 16, &sms) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ndev > MAX_DEVICES || mem == 0 || mem > (1ULL << 46)) {
 		fprintf(stderr, "fakecuda: want 0-%d devices of 1 byte to 64 TiB, have %llu of %llu bytes\n",
 			MAX_DEVICES, ndev, mem);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (sms == 0 || sms > MAX_SMS) {
+		fprintf(stderr, "fakecuda: want 1-%d SMs a device, have %llu\n", MAX_SMS, sms);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (ndev == 0)
@@ -311,8 +382,11 @@ static CUresult configure(void)
 	g_ndev = (int)ndev;
 	g_memory = (size_t)mem;
 	g_delay_us = delay;
-	for (int i = 0; i < g_ndev; i++)
+	g_sms = (unsigned)sms;
+	for (int i = 0; i < g_ndev; i++) {
 		g_ctx[i].device = i;
+		g_ctx[i].sms = g_sms;
+	}
 	pools_init();
 	return CUDA_SUCCESS;
 }
@@ -424,7 +498,7 @@ static int attribute(int attr, CUdevice dev)
 	case 13: return 1755000;                /* clock rate, kHz */
 	case 14: return 512;                    /* texture alignment */
 	case 15: case 19: case 31: case 41: return 1; /* overlap, map host, concurrent kernels, UVA */
-	case 16: return 4;                      /* multiprocessors */
+	case 16: return (int)g_sms;             /* multiprocessors (PZ_FAKECUDA_SMS) */
 	case 33: return dev + 1;                /* PCI bus */
 	case 36: return 2619000;                /* memory clock, kHz */
 	case 37: return 5120;                   /* memory bus width */
@@ -450,7 +524,52 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-/* ---- Contexts: primary ones, current per thread ---- */
+/* ---- Contexts: primary ones and green ones, current per thread ---- */
+
+/*
+ * A green context (cuGreenCtxCreate): the CUgreenCtx handle is the
+ * struct, the CUcontext that cuCtxFromGreenCtx converts it to is its ctx.
+ * It holds a reference to its device's primary context while alive
+ * (ctx.refs == 1). Green contexts are never freed, only marked dead
+ * (ctx.refs == 0), so that stale handles, and threads that still have a
+ * destroyed one current, fail cleanly.
+ */
+struct fgreen {
+	struct fgreen *next; /* in g_greens */
+	struct fctx ctx;
+};
+
+static struct fgreen *g_greens;
+
+/* green_find_locked returns green context h, alive or dead, or NULL. */
+static struct fgreen *green_find_locked(CUgreenCtx h)
+{
+	for (struct fgreen *g = g_greens; g != NULL; g = g->next)
+		if (g == h)
+			return g;
+	return NULL;
+}
+
+/* ctx_live returns c unless it is inactive or being torn down. */
+static struct fctx *ctx_live(struct fctx *c)
+{
+	return c == NULL || c->refs == 0 || c->destroying ? NULL : c;
+}
+
+/*
+ * ctx_lookup_locked returns live context h: an active primary context or
+ * the CUcontext of a live green context; else NULL.
+ */
+static struct fctx *ctx_lookup_locked(CUcontext h)
+{
+	uintptr_t p = (uintptr_t)h, first = (uintptr_t)&g_ctx[0];
+	if (p >= first && p < first + (uintptr_t)g_ndev * sizeof g_ctx[0] && (p - first) % sizeof g_ctx[0] == 0)
+		return ctx_live(h);
+	for (struct fgreen *g = g_greens; g != NULL; g = g->next)
+		if (&g->ctx == h)
+			return ctx_live(h);
+	return NULL;
+}
 
 /*
  * lock_ctx locks g_mu and returns the calling thread's current context in
@@ -509,20 +628,18 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 	return unlock_with(CUDA_SUCCESS);
 }
 
+/* ctx may be a primary context or one converted from a green context. */
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
 	CUresult r = check_init();
-	uintptr_t p = (uintptr_t)ctx, first = (uintptr_t)&g_ctx[0];
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (ctx == NULL) {
 		t_current = NULL;
 		return CUDA_SUCCESS;
 	}
-	if (p < first || p >= first + (uintptr_t)g_ndev * sizeof g_ctx[0] || (p - first) % sizeof g_ctx[0] != 0)
-		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&g_mu);
-	if (ctx->refs == 0 || ctx->destroying)
+	if (ctx_lookup_locked(ctx) == NULL)
 		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
 	t_current = ctx;
 	return unlock_with(CUDA_SUCCESS);
@@ -622,6 +739,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 		return r;
 	if (dptr == NULL || n == 0)
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	c = PRIMARY(c); /* memory is the device's, whichever context allocates it */
 	if (n > g_memory - c->used)
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
 	p = aligned_alloc(DEV_ALIGN, (n + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN);
@@ -667,7 +785,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 		return r;
 	if (free_bytes == NULL || total == NULL)
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
-	*free_bytes = g_memory - c->used;
+	*free_bytes = g_memory - PRIMARY(c)->used;
 	*total = g_memory;
 	return unlock_with(CUDA_SUCCESS);
 }
@@ -976,7 +1094,7 @@ static CUresult pin_locked(struct fctx *c, void *p, size_t n, int kind, unsigned
 	struct pinned *x = malloc(sizeof *x);
 	if (x == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*x = (struct pinned){g_pinned, (uintptr_t)p, n, kind, c, flags};
+	*x = (struct pinned){g_pinned, (uintptr_t)p, n, kind, PRIMARY(c), flags};
 	g_pinned = x;
 	return CUDA_SUCCESS;
 }
@@ -1269,6 +1387,8 @@ struct fstream {
 	CUresult err;          /* sticky error */
 	int refs;              /* the handle, the thread, and waiters */
 	int dead;              /* destroyed: the thread exits once drained */
+	int detached;          /* its green context was destroyed: only cuStreamDestroy works */
+	unsigned sms;          /* SMs of its context: what its kernels run on */
 };
 
 static struct fstream *g_streams;
@@ -1301,14 +1421,24 @@ static CUresult stream_wait_locked(struct fstream *s)
 }
 
 /*
- * drain_locked waits until no stream of c (no blocking one, if
+ * ctx_covers reports whether work of c includes stream s: its own
+ * streams and, for a primary context, those of the device's green
+ * contexts (cuCtxSynchronize on a primary context waits for them too).
+ */
+static int ctx_covers(const struct fctx *c, const struct fstream *s)
+{
+	return s->ctx == c || (!c->green && s->ctx->device == c->device);
+}
+
+/*
+ * drain_locked waits until no stream that c covers (no blocking one, if
  * blocking_only: what the legacy default stream waits for) has work.
  */
 static void drain_locked(struct fctx *c, int blocking_only)
 {
 	for (;;) {
 		struct fstream *s = g_streams;
-		while (s != NULL && !(s->ctx == c && s->pending > 0 &&
+		while (s != NULL && !(ctx_covers(c, s) && s->pending > 0 &&
 				      !(blocking_only && (s->flags & CU_STREAM_NON_BLOCKING))))
 			s = s->next;
 		if (s == NULL)
@@ -1359,6 +1489,8 @@ static void *stream_main(void *arg)
 /*
  * resolve_stream_locked finds stream handle h of context c: NULL in *ps
  * for the default stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD).
+ * A stream whose green context was destroyed is refused with
+ * CUDA_ERROR_STREAM_DETACHED, as the driver documents.
  */
 static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream **ps)
 {
@@ -1368,6 +1500,8 @@ static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream
 	for (struct fstream *s = g_streams; s != NULL; s = s->next)
 		if (s == h && !s->dead) {
 			*ps = s;
+			if (s->detached)
+				return CUDA_ERROR_STREAM_DETACHED;
 			return s->ctx == c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 		}
 	return CUDA_ERROR_INVALID_HANDLE;
@@ -1412,21 +1546,20 @@ static CUresult submit_locked(struct fctx *c, struct fstream *s, struct op *o, i
 	return r;
 }
 
-EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
+/*
+ * stream_create_locked makes a stream of c, whose kernels run on c's
+ * SMs (a green context's share when c was converted from one), and
+ * starts its thread.
+ */
+static CUresult stream_create_locked(struct fctx *c, unsigned flags, CUstream *ps)
 {
-	struct fctx *c;
-	CUresult r = lock_ctx(&c);
 	struct fstream *s;
 	pthread_attr_t attr;
 	pthread_t t;
 	int failed;
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (ps == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
-		return unlock_with(CUDA_ERROR_INVALID_VALUE);
 	if ((s = calloc(1, sizeof *s)) == NULL)
-		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
-	*s = (struct fstream){.next = g_streams, .ctx = c, .flags = flags, .refs = 2};
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*s = (struct fstream){.next = g_streams, .ctx = c, .flags = flags, .refs = 2, .sms = c->sms};
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
@@ -1434,28 +1567,64 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 	pthread_attr_destroy(&attr);
 	if (failed) {
 		free(s);
-		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	g_streams = s;
 	*ps = s;
-	return unlock_with(CUDA_SUCCESS);
+	return CUDA_SUCCESS;
 }
 
-/* Queued work still runs; the stream goes away when it is done. */
+/*
+ * A stream created while a context converted from a green context is
+ * current belongs to that green context (cuStreamGetGreenCtx's
+ * documentation): its kernels run on the green context's SMs.
+ */
+EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
+{
+	struct fctx *c;
+	CUresult r = lock_ctx(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ps == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	return unlock_with(stream_create_locked(c, flags, ps));
+}
+
+static void stream_destroy_locked(struct fstream *s)
+{
+	s->dead = 1;
+	stream_unref_locked(s);
+	pthread_cond_broadcast(&g_cv);
+}
+
+/*
+ * Queued work still runs; the stream goes away when it is done. A stream
+ * detached from its destroyed green context can only be destroyed, which
+ * needs no current context (the stream's own is gone).
+ */
 EXPORT CUresult cuStreamDestroy_v2(CUstream h)
 {
 	struct fctx *c;
 	struct fstream *s;
-	CUresult r = lock_ctx(&c);
+	CUresult r = check_init();
 	if (r != CUDA_SUCCESS)
+		return r;
+	if (!t_in_host_fn && (uintptr_t)h > 2) {
+		pthread_mutex_lock(&g_mu);
+		for (s = g_streams; s != NULL; s = s->next)
+			if (s == h && !s->dead && s->detached) {
+				stream_destroy_locked(s);
+				return unlock_with(CUDA_SUCCESS);
+			}
+		pthread_mutex_unlock(&g_mu);
+	}
+	if ((r = lock_ctx(&c)) != CUDA_SUCCESS)
 		return r;
 	if ((r = resolve_stream_locked(c, h, &s)) != CUDA_SUCCESS)
 		return unlock_with(r);
 	if (s == NULL)
 		return unlock_with(CUDA_ERROR_INVALID_HANDLE);
-	s->dead = 1;
-	stream_unref_locked(s);
-	pthread_cond_broadcast(&g_cv);
+	stream_destroy_locked(s);
 	return unlock_with(CUDA_SUCCESS);
 }
 
@@ -1491,7 +1660,11 @@ EXPORT CUresult cuStreamQuery(CUstream h)
 	return unlock_with(s->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
 }
 
-/* cuCtxSynchronize waits for every stream; any sticky error poisons it. */
+/*
+ * cuCtxSynchronize waits for every stream of the context (of a primary
+ * context: also those of the device's green contexts, as documented);
+ * any sticky error poisons it.
+ */
 EXPORT CUresult cuCtxSynchronize(void)
 {
 	struct fctx *c;
@@ -1501,7 +1674,7 @@ EXPORT CUresult cuCtxSynchronize(void)
 	drain_locked(c, 0);
 	r = c->sticky;
 	for (struct fstream *s = g_streams; s != NULL && r == CUDA_SUCCESS; s = s->next)
-		if (s->ctx == c)
+		if (ctx_covers(c, s) && !s->detached)
 			r = s->err;
 	return unlock_with(r);
 }
@@ -1899,7 +2072,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream hs)
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
 	if ((o = op_new(OP_ALLOC)) == NULL)
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
-	if ((b = pool_take_locked(&g_pools[c->device], c, n)) == NULL) {
+	if ((b = pool_take_locked(&g_pools[c->device], PRIMARY(c), n)) == NULL) {
 		free(o);
 		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
 	}
@@ -1977,15 +2150,6 @@ EXPORT CUresult cuLaunchHostFunc(CUstream hs, CUhostFn fn, void *data)
 
 /* ---- Peers: every pair of devices may access each other's memory ---- */
 
-/* ctx_lookup_locked returns live primary context h, or NULL. */
-static struct fctx *ctx_lookup_locked(CUcontext h)
-{
-	uintptr_t p = (uintptr_t)h, first = (uintptr_t)&g_ctx[0];
-	if (p < first || p >= first + (uintptr_t)g_ndev * sizeof g_ctx[0] || (p - first) % sizeof g_ctx[0] != 0)
-		return NULL;
-	return h->refs == 0 || h->destroying ? NULL : h;
-}
-
 EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 {
 	CUresult r = check_device(dev);
@@ -2000,7 +2164,8 @@ EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 /*
  * cuCtxEnablePeerAccess lets kernels of the current context use the
  * memory of peer's device (see kernel_range_locked), until either
- * context is destroyed or cuCtxDisablePeerAccess.
+ * context is destroyed or cuCtxDisablePeerAccess. Access is a property
+ * of the primary contexts: green contexts share their device's.
  */
 EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 {
@@ -2008,10 +2173,11 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 	CUresult r = lock_ctx(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if ((p = ctx_lookup_locked(peer)) == NULL || p == c)
+	if ((p = ctx_lookup_locked(peer)) == NULL || p->device == c->device)
 		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
 	if (flags != 0)
 		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	c = PRIMARY(c);
 	if (c->peers & (1ULL << p->device))
 		return unlock_with(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
 	c->peers |= 1ULL << p->device;
@@ -2026,6 +2192,7 @@ EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peer)
 		return r;
 	if ((p = ctx_lookup_locked(peer)) == NULL)
 		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	c = PRIMARY(c);
 	if (!(c->peers & (1ULL << p->device)))
 		return unlock_with(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 	c->peers &= ~(1ULL << p->device);
@@ -2521,25 +2688,33 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 	for (int i = 0; i < k->nargs; i++)
 		memcpy(&o->u.kern.args[i], params[i], sizeof o->u.kern.args[i]);
 	stat_add(ST_KERNELS, 1);
+	if (c->green)
+		atomic_fetch_add(&g_green_kernels[s != NULL ? s->sms : c->sms], 1);
 	return unlock_with(submit_locked(c, s, o, 0));
 }
 
 /* ---- Context teardown ---- */
 
+/*
+ * ctx_has_streams_locked reports whether a stream of c's device is left:
+ * the primary context's, or one detached from a destroyed green context
+ * (live green contexts hold the primary context, so there are none when
+ * it is torn down).
+ */
 static int ctx_has_streams_locked(struct fctx *c)
 {
 	for (struct fstream *s = g_streams; s != NULL; s = s->next)
-		if (s->ctx == c)
+		if (s->ctx->device == c->device)
 			return 1;
 	return 0;
 }
 
-/* ctx_stop_streams_locked destroys c's streams and waits for their threads to exit. */
+/* ctx_stop_streams_locked destroys the streams of c's device and waits for their threads to exit. */
 static void ctx_stop_streams_locked(struct fctx *c)
 {
 	for (struct fstream *s = g_streams, *next; s != NULL; s = next) {
 		next = s->next; /* the thread's reference keeps s linked */
-		if (s->ctx == c && !s->dead) {
+		if (s->ctx->device == c->device && !s->dead) {
 			s->dead = 1;
 			stream_unref_locked(s);
 		}
@@ -2605,6 +2780,316 @@ static void ctx_destroy_locked(struct fctx *c)
 	c->gen++;
 	c->destroying = 0;
 	pthread_cond_broadcast(&g_cv);
+}
+
+/*
+ * ---- Green contexts (CUDA 12.4): SM resources, descriptors, contexts ----
+ *
+ * A device has g_sms SMs (PZ_FAKECUDA_SMS). cuDeviceGetDevResource gives
+ * them all; cuDevSmResourceSplitByCount cuts groups of minCount SMs off a
+ * resource, rounded up to the granularity of the compute capability 9.0
+ * the stand-in reports (at least 8 SMs, a multiple of 8; with
+ * CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING at least 2, a multiple
+ * of 2), and leaves the rest in the remainder (CU_DEV_RESOURCE_TYPE_INVALID
+ * when nothing is left). cuDevResourceGenerateDesc makes a descriptor of
+ * resources of one device from one split, cuGreenCtxCreate a green
+ * context over it, which retains the device's primary context until
+ * cuGreenCtxDestroy. Its CUcontext (cuCtxFromGreenCtx) is a context of
+ * its own: current per thread, with its own streams, events and modules,
+ * over the device's memory, which belongs to the primary context. Its
+ * streams, and those cuGreenCtxStreamCreate makes for it, remember its SM
+ * count, which each kernel launched on them is counted under
+ * (pzfake_green_kernels). cuGreenCtxDestroy waits for the work queued in
+ * its streams, then detaches them (later calls on them but cuStreamDestroy
+ * fail with CUDA_ERROR_STREAM_DETACHED), frees its events and modules, and
+ * releases the primary context. Descriptors are never freed: the driver
+ * API has no call to free one.
+ */
+
+#define RES_MAGIC 0x707a736dU /* "pzsm": the stand-in made the resource */
+#define SM_GRANULE 8         /* minimum and alignment of a split's groups on compute capability 9.0 */
+#define SM_GRANULE_FINE 2    /* the same with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING */
+
+/* What the stand-in keeps in a CUdevResource's _internal_padding. */
+struct resinfo {
+	unsigned magic;
+	int device;
+	unsigned long long split; /* the split instance that made it, 0 for a device's or context's */
+	unsigned index;           /* its group in the split; the remainder's is the group count */
+};
+
+_Static_assert(sizeof(struct resinfo) <= sizeof(((CUdevResource *)0)->_internal_padding), "resinfo fits");
+
+struct fdesc {
+	struct fdesc *next; /* in g_descs */
+	int device;
+	unsigned sms;
+};
+
+static struct fdesc *g_descs;
+static unsigned long long g_splits; /* split instances so far */
+
+/*
+ * res_fill writes an SM resource of sms SMs of device; with none, the
+ * resource is CU_DEV_RESOURCE_TYPE_INVALID. The 13.x fields after smCount
+ * are filled too (in 12.x they are part of _oversize).
+ */
+static void res_fill(CUdevResource *r, int device, unsigned sms, unsigned long long split, unsigned index,
+		     unsigned granule)
+{
+	struct resinfo info = {RES_MAGIC, device, split, index};
+	memset(r, 0, sizeof *r);
+	if (sms == 0)
+		return;
+	r->type = CU_DEV_RESOURCE_TYPE_SM;
+	memcpy(r->_internal_padding, &info, sizeof info);
+	r->sm.smCount = sms;
+	r->sm.minSmPartitionSize = granule;
+	r->sm.smCoscheduledAlignment = granule;
+}
+
+/* res_read checks that r is an SM resource the stand-in made and returns its private data. */
+static CUresult res_read(const CUdevResource *r, struct resinfo *info)
+{
+	if (r == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (r->type != CU_DEV_RESOURCE_TYPE_SM)
+		return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+	memcpy(info, r->_internal_padding, sizeof *info);
+	if (info->magic != RES_MAGIC || info->device < 0 || info->device >= g_ndev || r->sm.smCount == 0 ||
+	    r->sm.smCount > g_sms)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *resource, int type)
+{
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (resource == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_DEV_RESOURCE_TYPE_SM)
+		return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+	res_fill(resource, dev, g_sms, 0, 0, SM_GRANULE);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * cuDevSmResourceSplitByCount: with result NULL it only says how many
+ * groups there would be; else it makes min(*nbGroups, possible) of them.
+ * The results (and the remainder) of a split cannot be split again, as
+ * documented: only a device's, a context's or a green context's resource.
+ */
+EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input,
+					    CUdevResource *remainder, unsigned flags, unsigned minCount)
+{
+	struct resinfo in;
+	unsigned count, granule, size, possible, n;
+	unsigned long long split;
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (nbGroups == NULL || (flags & ~(unsigned)(CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING |
+						    CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = res_read(input, &in)) != CUDA_SUCCESS)
+		return r;
+	if (in.split != 0)
+		return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+	count = input->sm.smCount; /* read before writing: input may alias an output */
+	if (minCount > count || (result != NULL && *nbGroups == 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	granule = (flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) ? SM_GRANULE_FINE : SM_GRANULE;
+	size = (minCount > granule ? minCount : granule);
+	size = (size + granule - 1) / granule * granule;
+	possible = count / size;
+	if (result == NULL) {
+		*nbGroups = possible;
+		return CUDA_SUCCESS;
+	}
+	n = *nbGroups < possible ? *nbGroups : possible;
+	pthread_mutex_lock(&g_mu);
+	split = ++g_splits;
+	pthread_mutex_unlock(&g_mu);
+	for (unsigned i = 0; i < n; i++)
+		res_fill(&result[i], in.device, size, split, i, granule);
+	if (remainder != NULL)
+		res_fill(remainder, in.device, count - n * size, split, n, granule);
+	*nbGroups = n;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * cuDevResourceGenerateDesc: resources of one device and, when there are
+ * several, distinct ones from one split, as documented (else
+ * CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+ */
+EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned nb)
+{
+	struct resinfo first = {0, 0, 0, 0}, info, other;
+	struct fdesc *d;
+	unsigned long long sms = 0;
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (phDesc == NULL || resources == NULL || nb == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < nb; i++) {
+		if ((r = res_read(&resources[i], &info)) != CUDA_SUCCESS)
+			return r;
+		if (i == 0)
+			first = info;
+		else if (info.device != first.device || info.split == 0 || info.split != first.split)
+			return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+		for (unsigned j = 0; j < i; j++) { /* the same group twice */
+			memcpy(&other, resources[j]._internal_padding, sizeof other);
+			if (other.index == info.index)
+				return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+		}
+		sms += resources[i].sm.smCount;
+	}
+	if ((d = calloc(1, sizeof *d)) == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&g_mu);
+	*d = (struct fdesc){g_descs, first.device, (unsigned)sms};
+	g_descs = d;
+	*phDesc = d;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+static struct fdesc *desc_find_locked(CUdevResourceDesc h)
+{
+	for (struct fdesc *d = g_descs; d != NULL; d = d->next)
+		if (d == h)
+			return d;
+	return NULL;
+}
+
+/* cuGreenCtxCreate retains dev's primary context; CU_GREEN_CTX_DEFAULT_STREAM is required (12.4). */
+EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned flags)
+{
+	struct fdesc *d;
+	struct fgreen *g;
+	CUresult r = check_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (phCtx == NULL || flags != CU_GREEN_CTX_DEFAULT_STREAM)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	if ((d = desc_find_locked(desc)) == NULL || d->device != dev)
+		return unlock_with(CUDA_ERROR_INVALID_VALUE);
+	if ((g = calloc(1, sizeof *g)) == NULL)
+		return unlock_with(CUDA_ERROR_OUT_OF_MEMORY);
+	while (g_ctx[dev].destroying)
+		pthread_cond_wait(&g_cv, &g_mu);
+	g_ctx[dev].refs++;
+	g->ctx = (struct fctx){.device = dev, .refs = 1, .sms = d->sms, .green = 1};
+	g->next = g_greens;
+	g_greens = g;
+	stat_add(ST_GREEN, 1);
+	*phCtx = g;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx h)
+{
+	struct fgreen *g;
+	struct fctx *c, *p;
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&g_mu);
+	if ((g = green_find_locked(h)) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	c = &g->ctx;
+	if (ctx_live(c) == NULL)
+		return unlock_with(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+	c->destroying = 1; /* refuses new work from threads that have it current */
+	drain_locked(c, 0);
+	for (struct fstream *s = g_streams; s != NULL; s = s->next)
+		if (s->ctx == c)
+			s->detached = 1;
+	ctx_free_objects_locked(c);
+	c->sticky = CUDA_SUCCESS;
+	c->gen++; /* library handles made in it are stale */
+	c->refs = 0;
+	c->destroying = 0;
+	stat_add(ST_GREEN, -1);
+	p = PRIMARY(c);
+	if (--p->refs == 0)
+		ctx_destroy_locked(p);
+	pthread_cond_broadcast(&g_cv);
+	return unlock_with(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx h)
+{
+	struct fgreen *g;
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (pContext == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	if ((g = green_find_locked(h)) == NULL || ctx_live(&g->ctx) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	*pContext = &g->ctx;
+	return unlock_with(CUDA_SUCCESS);
+}
+
+/* ctx_resource_locked fills resource with the SMs of live context c, or fails. */
+static CUresult ctx_resource_locked(struct fctx *c, CUdevResource *resource, int type)
+{
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (resource == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_DEV_RESOURCE_TYPE_SM)
+		return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+	res_fill(resource, c->device, c->sms, 0, 0, SM_GRANULE);
+	return CUDA_SUCCESS;
+}
+
+/* cuCtxGetDevResource: a primary context has the device's SMs, a converted green context its own. */
+EXPORT CUresult cuCtxGetDevResource(CUcontext h, CUdevResource *resource, int type)
+{
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&g_mu);
+	return unlock_with(ctx_resource_locked(ctx_lookup_locked(h), resource, type));
+}
+
+EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx h, CUdevResource *resource, int type)
+{
+	struct fgreen *g;
+	CUresult r = check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&g_mu);
+	g = green_find_locked(h);
+	return unlock_with(ctx_resource_locked(g == NULL ? NULL : ctx_live(&g->ctx), resource, type));
+}
+
+/*
+ * cuGreenCtxStreamCreate (CUDA 12.5) makes a stream of green context h
+ * whatever the calling thread's current context; CU_STREAM_NON_BLOCKING
+ * is required. Priorities are accepted and ignored.
+ */
+EXPORT CUresult cuGreenCtxStreamCreate(CUstream *ps, CUgreenCtx h, unsigned flags, int priority)
+{
+	struct fgreen *g;
+	CUresult r = check_init();
+	(void)priority;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ps == NULL || flags != CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	if ((g = green_find_locked(h)) == NULL || ctx_live(&g->ctx) == NULL)
+		return unlock_with(CUDA_ERROR_INVALID_CONTEXT);
+	return unlock_with(stream_create_locked(&g->ctx, flags, ps));
 }
 
 /*
