@@ -89,6 +89,22 @@ func WithCUDAPipeline(k int) Option {
 	return func(c *config) { c.cuda.pipeline, c.cuda.pipelineSet = k, true }
 }
 
+// WithCUDAPartitions gives each of a GPU's WithCUDAWorkers(k) workers
+// its own 1/k of the GPU's streaming multiprocessors, a CUDA green
+// context (driver 12.4 and later), so that a scheduling context holding
+// some of the workers holds that part of the GPU, as StarPU's CUDA
+// sub-contexts do. The driver rounds each part down to its SM
+// granularity (8 SMs on Hopper); WorkerInfo.SMs says what each worker
+// got. With a driver without green contexts the workers share all the
+// SMs, each with its own stream, as without this option, and SMs is 0.
+// Too many workers for the SMs is an error. A green context is a
+// context of its own: load modules (Context.LoadPTX) in the context the
+// implementation gets, CUDACall.Context, once per context, not in the
+// GPU's primary context. Environment: PZ_CUDA_PARTITIONS=1.
+func WithCUDAPartitions() Option {
+	return func(c *config) { c.cuda.partitions, c.cuda.partitionsSet = true, true }
+}
+
 // WithCUDADriver makes WithCUDA use d (another driver library, opened
 // with cuda.OpenLibrary, or one already open) instead of the system's.
 func WithCUDADriver(d *cuda.Driver) Option {
@@ -104,8 +120,10 @@ type cudaConfig struct {
 	// pipelineSet: WithCUDAPipeline was given; else PZ_CUDA_PIPELINE,
 	// else 2.
 	pipelineSet bool
-	driver      *cuda.Driver
-	ordinals    []int // resolved: the GPUs to open
+	// partitions: WithCUDAPartitions or PZ_CUDA_PARTITIONS.
+	partitions, partitionsSet bool
+	driver                    *cuda.Driver
+	ordinals                  []int // resolved: the GPUs to open
 }
 
 // resolve reads PZ_NWORKER_PER_CUDA, PZ_CUDA_PIPELINE, and PZ_NCUDA when WithCUDA was not
@@ -133,6 +151,15 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	}
 	if c.pipeline < 1 {
 		return fmt.Errorf("%w: WithCUDAPipeline(%d): need at least one task in flight", ErrBadOption, c.pipeline)
+	}
+	if !c.partitionsSet {
+		switch v := env("PZ_CUDA_PARTITIONS"); v {
+		case "", "0":
+		case "1":
+			c.partitions = true
+		default:
+			return fmt.Errorf("%w: PZ_CUDA_PARTITIONS=%q: want 1 or 0", ErrBadOption, v)
+		}
 	}
 	if c.perGPU < 1 {
 		return fmt.Errorf("%w: WithCUDAWorkers(%d): need at least one worker per GPU", ErrBadOption, c.perGPU)
@@ -167,6 +194,31 @@ func (c *cudaConfig) skipGiven(devices []accel.Device) {
 	c.ordinals = kept
 }
 
+// partitionSMs splits GPU a's SMs into k equal parts for its workers
+// (WithCUDAPartitions); nil, and no error, when the driver has no green
+// contexts.
+func partitionSMs(a *cuda.Accel, k int) ([]cuda.SMResource, error) {
+	d := a.Driver()
+	all, err := d.SMs(a.Ordinal())
+	if errors.Is(err, cuda.ErrNotSupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	parts, _, err := d.SplitSMs(all, k, max(1, all.Count()/k))
+	if errors.Is(err, cuda.ErrNotSupported) {
+		return nil, nil
+	}
+	if errors.Is(err, cuda.ErrTooFewSMs) {
+		return nil, fmt.Errorf("%w: WithCUDAPartitions: %s has %d SMs, too few for %d partitions: %w", ErrBadOption, a.Name(), all.Count(), k, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: partitioning the SMs of %s: %w", a.Name(), err)
+	}
+	return parts, nil
+}
+
 // openGPUs opens the configured GPUs as devices the scheduler owns.
 func openGPUs(ctx context.Context, c cudaConfig) ([]*device, error) {
 	var out []*device
@@ -193,7 +245,8 @@ func openGPUs(ctx context.Context, c cudaConfig) ([]*device, error) {
 // STARPU_CUDA_PIPELINE does.
 type cudaDriver struct {
 	gpu   *cuda.Accel
-	depth int // tasks in flight at most (WithCUDAPipeline)
+	depth int             // tasks in flight at most (WithCUDAPipeline)
+	sms   cuda.SMResource // the worker's partition (WithCUDAPartitions); none: the whole GPU
 	c     *cuda.Context
 
 	slots    []*cudaSlot // every slot
@@ -248,7 +301,13 @@ func (d *cudaDriver) scratch(w *worker, h *Handle) (*buffer, error) {
 }
 
 func (d *cudaDriver) init(w *worker) error {
-	c, err := d.gpu.Driver().NewContext(context.Background(), d.gpu.Ordinal())
+	var c *cuda.Context
+	var err error
+	if d.sms.Count() > 0 {
+		c, err = d.gpu.Driver().NewGreenContext(context.Background(), d.gpu.Ordinal(), d.sms)
+	} else {
+		c, err = d.gpu.Driver().NewContext(context.Background(), d.gpu.Ordinal())
+	}
 	if err != nil {
 		return err
 	}

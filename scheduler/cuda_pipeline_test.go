@@ -1,8 +1,10 @@
 package scheduler_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,4 +329,86 @@ func TestCUDAScratch(t *testing.T) {
 	after, err := fakecuda.Stats(lib)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, before.LiveAllocations-after.LiveAllocations, uint64(2), "the worker's two scratch buffers freed at Close")
+}
+
+// TestCUDAPartitions: with WithCUDAPartitions each of a GPU's workers
+// runs on its own part of the SMs (a green context), and a scheduling
+// context of one of them runs its kernels on that part; too many workers
+// for the SMs is refused; PZ_CUDA_PARTITIONS turns it on.
+func TestCUDAPartitions(t *testing.T) {
+	ctx := testCtx(t)
+	fakecuda.SetSMs(t, 32)
+	d, lib := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+		scheduler.WithCUDAWorkers(2), scheduler.WithCUDAPartitions())
+	var gpu []int
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.CUDAWorker {
+			require.Equal(t, 16, w.SMs, "half of the 32 SMs")
+			gpu = append(gpu, w.ID)
+		} else {
+			require.Zero(t, w.SMs)
+		}
+	}
+	require.Len(t, gpu, 2)
+	part, err := s.NewContext("half", scheduler.ContextWorkers(gpu[0]))
+	require.NoError(t, err)
+	// A green context is a context of its own: modules are loaded in
+	// the worker's context, once per context.
+	var mu sync.Mutex
+	loaded := map[*cuda.Context]*cuda.Function{}
+	scale := &scheduler.Codelet{Name: "scale", CUDA: func(c *scheduler.CUDACall) error {
+		mu.Lock()
+		f := loaded[c.Context]
+		if f == nil {
+			m, err := c.Context.LoadPTX(context.Background(), kernelsPTX)
+			if err == nil {
+				f, err = m.Function(context.Background(), "pz_scale_f64")
+			}
+			if err != nil {
+				mu.Unlock()
+				return err
+			}
+			loaded[c.Context] = f
+		}
+		mu.Unlock()
+		n, _, _ := c.Dims(0)
+		return launch1D(c, f, n, c.Ptr(0), c.Arg.(float64), uint64(n))
+	}}
+	x := []float64{1, 2, 3}
+	h, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	for range 4 {
+		require.NoError(t, s.Submit(scheduler.Within(ctx, part), scale, scheduler.RW(h), scheduler.WithArg(2.0)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, []float64{16, 32, 48}, x)
+	st, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.Equal(t, map[int]uint64{16: 4}, st.GreenKernels, "the kernels ran on a 16-SM partition")
+	require.EqualValues(t, 2, st.GreenContexts)
+	require.NoError(t, s.Close())
+
+	// Five partitions of 32 SMs at 8 SMs a part cannot be.
+	_, err = scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+		scheduler.WithCUDAWorkers(5), scheduler.WithCUDAPartitions(), scheduler.WithPerfModelDir(""))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	require.ErrorContains(t, err, "too few for 5 partitions")
+
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "PZ_CUDA_PARTITIONS" {
+				return v
+			}
+			return ""
+		}
+	}
+	s2 := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAWorkers(4), scheduler.WithGetenv(env("1")))
+	for _, w := range s2.Workers() {
+		if w.Kind == scheduler.CUDAWorker {
+			require.Equal(t, 8, w.SMs)
+		}
+	}
+	_, err = scheduler.New(ctx, scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithGetenv(env("yes")))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
 }

@@ -45,6 +45,10 @@ type WorkerInfo struct {
 	Kind WorkerKind
 	// Node is the memory node the worker computes from.
 	Node MemoryNode
+	// SMs is the number of a GPU's streaming multiprocessors the worker
+	// runs on (WithCUDAPartitions); 0: all of them, shared with the
+	// GPU's other workers (and for other kinds).
+	SMs int
 }
 
 // Wake hints returned by Policy.Push.

@@ -161,11 +161,24 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		for range gpus {
 			workers = append(workers, cfg.cuda.perGPU)
 		}
+		owned := len(devs) - len(gpus) // devs[owned:] are WithCUDA's GPUs
 		for i, nw := range workers {
-			for range nw {
+			var parts []cuda.SMResource
+			if a, ok := devs[i].dev.(*cuda.Accel); ok && i >= owned && cfg.cuda.partitions {
+				if parts, err = partitionSMs(a, nw); err != nil {
+					s.data.close()
+					return nil, err
+				}
+			}
+			for j := range nw {
 				w := &worker{s: s, info: WorkerInfo{ID: len(s.workers), Kind: SimWorker, Node: MemoryNode(i + 1)}, drv: cpuDriver{}, wake: make(chan struct{}, 1)}
 				if a, ok := devs[i].dev.(*cuda.Accel); ok {
-					w.info.Kind, w.drv = CUDAWorker, &cudaDriver{gpu: a, depth: cfg.cuda.pipeline}
+					g := &cudaDriver{gpu: a, depth: cfg.cuda.pipeline}
+					if parts != nil {
+						g.sms = parts[j]
+						w.info.SMs = parts[j].Count()
+					}
+					w.info.Kind, w.drv = CUDAWorker, g
 				}
 				w.call.bufs = w.bufs[:0]
 				s.workers = append(s.workers, w)
