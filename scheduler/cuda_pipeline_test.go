@@ -57,7 +57,7 @@ func TestCUDAPipeline(t *testing.T) {
 	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
 		scheduler.WithCUDAPipeline(2), scheduler.WithStats(true))
 	k := gpuKernels(t, d)
-	wait := loadWait(t, d)
+	wait := loadKernel(t, d, waitPTX, "pz_wait_u32")
 	addr, set := hostFlag(t, d)
 
 	launched := make(chan struct{})
@@ -104,16 +104,17 @@ func TestCUDAPipeline(t *testing.T) {
 	require.Zero(t, st.InvalidContext)
 }
 
-// loadWait loads waitPTX on GPU 0 of d.
-func loadWait(t *testing.T, d *cuda.Driver) *cuda.Function {
+// loadKernel loads ptx on GPU 0 of d (its primary context) and returns
+// its function name.
+func loadKernel(t *testing.T, d *cuda.Driver, ptx, name string) *cuda.Function {
 	t.Helper()
 	ctx := testCtx(t)
 	c, err := d.NewContext(ctx, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	m, err := c.LoadPTX(ctx, waitPTX)
+	m, err := c.LoadPTX(ctx, ptx)
 	require.NoError(t, err)
-	f, err := m.Function(ctx, "pz_wait_u32")
+	f, err := m.Function(ctx, name)
 	require.NoError(t, err)
 	return f
 }
@@ -292,13 +293,7 @@ func TestCUDAScratch(t *testing.T) {
 	d, lib := fakeGPU(t, 64<<20)
 	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(2))
 	k := gpuKernels(t, d)
-	gc, err := d.NewContext(ctx, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gc.Close() })
-	m, err := gc.LoadPTX(ctx, fillPTX)
-	require.NoError(t, err)
-	fill, err := m.Function(ctx, "pz_fill_f64")
-	require.NoError(t, err)
+	fill := loadKernel(t, d, fillPTX, "pz_fill_f64")
 	addScratch := &scheduler.Codelet{Name: "add-scratch", CUDA: func(c *scheduler.CUDACall) error {
 		n, _, _ := c.Dims(0)
 		if err := launch1D(c, fill, n, c.Ptr(1), c.Arg.(float64), uint64(n)); err != nil {

@@ -127,25 +127,18 @@
 package fakecuda
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ebitengine/purego"
 
 	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/cbuild"
 )
 
 //go:embed csrc/fakecuda.c
@@ -169,8 +162,11 @@ const (
 // LibraryName is the file name Build gives the library.
 const LibraryName = "libcuda.so.1"
 
-// cflags are the compiler flags, after the compiler and before the output.
-var cflags = []string{"-std=gnu11", "-O2", "-fno-math-errno", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"}
+// library is the stand-in as internal/cbuild compiles it.
+var library = cbuild.Library{
+	Name: LibraryName, What: "the stand-in CUDA driver", Cache: "pz-fakecuda", Source: source,
+	Flags: []string{"-std=gnu11", "-O2", "-fno-math-errno", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"},
+}
 
 // Build compiles the stand-in driver, once per source and compiler for
 // all the test binaries of this user (the library is cached under
@@ -182,11 +178,11 @@ var cflags = []string{"-std=gnu11", "-O2", "-fno-math-errno", "-fPIC", "-shared"
 // configuration is read by the first cuInit; use Instance for a fresh one.
 func Build(tb testing.TB) string {
 	tb.Helper()
-	cc, err := compiler()
+	cc, err := cbuild.Compiler()
 	if err != nil {
 		tb.Skipf("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC): %v", err)
 	}
-	path, err := build(cc)
+	path, err := library.Build(cc, nil)
 	if err != nil {
 		tb.Fatalf("fakecuda: %v", err)
 	}
@@ -337,77 +333,4 @@ func Stats(lib string) (Counters, error) {
 		}
 	}
 	return c, nil
-}
-
-// compiler returns the command that runs the C compiler: $CC split on
-// spaces, or cc.
-func compiler() ([]string, error) {
-	cmd := strings.Fields(os.Getenv("CC"))
-	if len(cmd) == 0 {
-		cmd = []string{"cc"}
-	}
-	path, err := exec.LookPath(cmd[0])
-	if err != nil {
-		return nil, err
-	}
-	return append([]string{path}, cmd[1:]...), nil
-}
-
-// build compiles the library into the cache unless it is there already.
-// Concurrent builds, from this process or others, each compile into a
-// temporary file and rename it into place.
-func build(cc []string) (string, error) {
-	h := sha256.New()
-	for _, s := range append(append([]string{runtime.GOOS, runtime.GOARCH}, cc...), cflags...) {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	h.Write(source)
-	dir, err := cacheDir()
-	if err != nil {
-		return "", err
-	}
-	key := hex.EncodeToString(h.Sum(nil)[:12])
-	path := filepath.Join(dir, key, LibraryName)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		return path, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), LibraryName+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	_ = tmp.Close()
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	args := append(append(append([]string{}, cc[1:]...), cflags...), "-o", tmp.Name(), "-x", "c", "-")
-	cmd := exec.Command(cc[0], args...)
-	cmd.Stdin = strings.NewReader(string(source))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("compiling the stand-in CUDA driver: %s %s: %w\n%s", cc[0], strings.Join(args, " "), err, out)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// cacheDir returns this user's cache directory under os.TempDir,
-// creating it. A directory someone else owns or may write to is refused:
-// the library found there is loaded into the test process.
-func cacheDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), "pz-fakecuda-"+strconv.Itoa(os.Getuid()))
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("refusing the cache directory %s: not a directory of this user's that only this user can write to", dir)
-	}
-	return dir, nil
 }

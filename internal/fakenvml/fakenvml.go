@@ -25,23 +25,18 @@
 package fakenvml
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/pzgo/pz/internal/cbuild"
 )
 
 //go:embed csrc/fakenvml.c
@@ -62,8 +57,11 @@ const (
 // LibraryName is the file name Build gives the library.
 const LibraryName = "libnvidia-ml.so.1"
 
-// cflags are the compiler flags, after the compiler and before the output.
-var cflags = []string{"-std=gnu11", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"}
+// library is the stand-in as internal/cbuild compiles it.
+var library = cbuild.Library{
+	Name: LibraryName, What: "the stand-in NVML", Cache: "pz-fakenvml", Source: source,
+	Flags: []string{"-std=gnu11", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra"},
+}
 
 // A Device is one GPU of the stand-in.
 type Device struct {
@@ -128,11 +126,11 @@ var nvmlName = regexp.MustCompile(`^nvml[A-Za-z0-9_]+$`)
 // Compile is Build for code without a testing.TB, such as an Example: it
 // returns an error wrapping ErrNoCompiler where Build would skip.
 func Compile() (string, error) {
-	cc, err := compiler()
+	cc, err := cbuild.Compiler()
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoCompiler, err)
 	}
-	return build(cc, nil)
+	return library.Build(cc, nil)
 }
 
 // ErrNoCompiler is returned by Compile when there is no C compiler.
@@ -140,11 +138,11 @@ var ErrNoCompiler = errors.New("fakenvml: no C compiler to build the stand-in NV
 
 func buildOrSkip(tb testing.TB, defs []string) string {
 	tb.Helper()
-	cc, err := compiler()
+	cc, err := cbuild.Compiler()
 	if err != nil {
 		tb.Skipf("%v: %v", ErrNoCompiler, err)
 	}
-	path, err := build(cc, defs)
+	path, err := library.Build(cc, defs)
 	if err != nil {
 		tb.Fatalf("fakenvml: %v", err)
 	}
@@ -207,79 +205,4 @@ func Stats(lib string) (Counters, error) {
 		return Counters{}, fmt.Errorf("fakenvml: %s keeps %d counters, want %d", lib, got, n)
 	}
 	return Counters{Inits: out[0], Shutdowns: out[1], Lookups: out[2], MemoryInfo: out[3], Refs: out[4]}, nil
-}
-
-// compiler returns the command that runs the C compiler: $CC split on
-// spaces, or cc.
-func compiler() ([]string, error) {
-	cmd := strings.Fields(os.Getenv("CC"))
-	if len(cmd) == 0 {
-		cmd = []string{"cc"}
-	}
-	path, err := exec.LookPath(cmd[0])
-	if err != nil {
-		return nil, err
-	}
-	return append([]string{path}, cmd[1:]...), nil
-}
-
-// build compiles the library, with the extra flags defs, into the cache
-// unless it is there already. Concurrent builds, from this process or
-// others, each compile into a temporary file and rename it into place.
-// (The same scheme as internal/fakecuda's.)
-func build(cc, defs []string) (string, error) {
-	flags := append(append([]string{}, cflags...), defs...)
-	h := sha256.New()
-	for _, s := range append(append([]string{runtime.GOOS, runtime.GOARCH}, cc...), flags...) {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	h.Write(source)
-	dir, err := cacheDir()
-	if err != nil {
-		return "", err
-	}
-	key := hex.EncodeToString(h.Sum(nil)[:12])
-	path := filepath.Join(dir, key, LibraryName)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		return path, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), LibraryName+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	_ = tmp.Close()
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	args := append(append(append([]string{}, cc[1:]...), flags...), "-o", tmp.Name(), "-x", "c", "-")
-	cmd := exec.Command(cc[0], args...)
-	cmd.Stdin = strings.NewReader(string(source))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("compiling the stand-in NVML: %s %s: %w\n%s", cc[0], strings.Join(args, " "), err, out)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// cacheDir returns this user's cache directory under os.TempDir,
-// creating it. A directory someone else owns or may write to is refused:
-// the library found there is loaded into the test process.
-func cacheDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), "pz-fakenvml-"+strconv.Itoa(os.Getuid()))
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("refusing the cache directory %s: not a directory of this user's that only this user can write to", dir)
-	}
-	return dir, nil
 }
