@@ -407,3 +407,48 @@ func TestCUDAPartitions(t *testing.T) {
 	_, err = scheduler.New(ctx, scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithGetenv(env("yes")))
 	require.ErrorIs(t, err, scheduler.ErrBadOption)
 }
+
+// TestCUDAPipelineMoves: GPU workers with tasks in flight move between
+// scheduling contexts (a safe point waits until a worker holds none):
+// every task runs once, on the context's workers of the moment.
+func TestCUDAPipelineMoves(t *testing.T) {
+	ctx := testCtx(t)
+	fakecuda.SetDelay(t, 500*time.Microsecond) // tasks stay in flight a while
+	d, _ := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+		scheduler.WithCUDAWorkers(2), scheduler.WithCUDAPipeline(3))
+	var gpu []int
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.CUDAWorker {
+			gpu = append(gpu, w.ID)
+		}
+	}
+	a, err := s.NewContext("a", scheduler.ContextWorkers(gpu[0]))
+	require.NoError(t, err)
+	b, err := s.NewContext("b", scheduler.ContextWorkers(gpu[1]))
+	require.NoError(t, err)
+	scale, _, _ := cudaCodelets(gpuKernels(t, d))
+	launched := make(chan struct{}, 100)
+	counted := &scheduler.Codelet{Name: "scale", CUDA: func(c *scheduler.CUDACall) error {
+		launched <- struct{}{}
+		return scale.CUDA(c)
+	}}
+	const vecs = 40
+	data := make([][]float64, vecs)
+	for v := range data {
+		data[v] = []float64{float64(v), 1}
+		h, err := s.RegisterVector(data[v])
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(scheduler.Within(ctx, a), counted, scheduler.RW(h), scheduler.WithArg(3.0)))
+	}
+	<-launched
+	require.NoError(t, s.MoveWorkers(b, a, gpu[1])) // a grows while gpu[0] has tasks in flight
+	for range 5 {
+		<-launched
+	}
+	require.NoError(t, s.MoveWorkers(a, b, gpu[0])) // and loses its first worker
+	require.NoError(t, s.WaitAll(ctx))
+	for v := range data {
+		require.Equal(t, []float64{3 * float64(v), 3}, data[v], "vector %d", v)
+	}
+}
