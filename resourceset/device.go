@@ -23,6 +23,8 @@ type Device struct {
 	idx  int
 	info hardware.Accelerator
 	dev  accel.Device // nil on other ranks
+
+	directs directs // communicators of direct collectives (device_nccl.go)
 }
 
 var _ Root = (*Device)(nil)

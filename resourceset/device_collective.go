@@ -255,6 +255,11 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	if err := agree(ctx, c, "AllReduceDevice", buf.n, nil); err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
+	if ok, err := directAllReduce(ctx, c, buf, op); err != nil {
+		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
+	} else if ok {
+		return nil
+	}
 	if err := staged(buf, buf, func(chunk []T) ([]T, error) { return comm.AllReduce(ctx, c, chunk, op) }); err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}

@@ -14,6 +14,7 @@ package accel
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -75,6 +76,42 @@ type Stager interface {
 	// Staging returns a host buffer of n bytes and the function that
 	// gives it back; the buffer must not be used after that.
 	Staging(n int) (b []byte, release func(), err error)
+}
+
+// A ReduceOp is the element-wise combination of a device collective.
+type ReduceOp uint8
+
+// The reductions device collectives run.
+const (
+	OpSum ReduceOp = iota
+	OpProd
+	OpMax
+	OpMin
+)
+
+// A Collectives device runs collectives between ranks directly on its
+// memory (NCCL on CUDA GPUs), each rank with a device of its own: no
+// staging through host memory.
+type Collectives interface {
+	// NewCollectiveID returns the id of a new communicator, made on one
+	// rank and sent to the others over another channel.
+	NewCollectiveID() ([]byte, error)
+	// JoinCollective joins the communicator of id as rank of n. Every
+	// rank calls it at once: it returns when all have joined. The device
+	// leaves the communicators it joined when it closes.
+	JoinCollective(id []byte, n, rank int) (CollectiveComm, error)
+}
+
+// A CollectiveComm is one rank's part of a communicator of Collectives
+// devices. Every rank calls its methods in the same order.
+type CollectiveComm interface {
+	// AllReduce combines count elements of kind (reflect.Float64, ...)
+	// at send+soff bytes of every rank with op into recv+roff of every
+	// rank; send and recv may be the same (in place). It reports false,
+	// and does nothing, for a kind or op the communicator cannot do.
+	AllReduce(send Mem, soff int, recv Mem, roff int, count int, kind reflect.Kind, op ReduceOp) (bool, error)
+	// Close leaves the communicator.
+	Close() error
 }
 
 // A Sharer is a device that several in-process ranks use together (a
