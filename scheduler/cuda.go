@@ -254,9 +254,10 @@ type cudaDriver struct {
 	inflight []*cudaSlot // launched, in launch order
 	cur      *cudaSlot   // the slot being launched (scratch)
 	// idle counts the cycles in a row that launched and completed
-	// nothing: after the scheduler's spin count the worker blocks on
-	// its oldest task's event instead of polling.
-	idle int
+	// nothing: after the scheduler's spin count the worker sleeps until
+	// its oldest task ends or a push wakes it (sleep).
+	idle  int
+	timer *time.Timer // sleep's
 }
 
 // A cudaSlot is one task in flight on a GPU worker: its stream, the
@@ -273,6 +274,9 @@ type cudaSlot struct {
 	err        error // from the launch: the implementation's, a panic
 	done       bool  // the end event completed (set by poll)
 	qerr       error // what the stream reported (set by poll)
+	// ended receives once the stream has passed the end event (a host
+	// function queued after it); nil when the driver cannot say.
+	ended <-chan error
 	// scratch holds the slot's Scratch buffers in GPU memory, by
 	// handle, kept for its next tasks: two tasks in flight never share
 	// one.
@@ -362,12 +366,61 @@ func (d *cudaDriver) runOnce(w *worker) bool {
 	}
 	if d.idle++; d.idle > w.s.cfg.spin || len(d.free) == 0 {
 		d.idle = 0
-		d.reap(w, true)
+		if len(d.free) == 0 || !d.sleep(w) {
+			d.reap(w, true)
+		}
 	} else {
 		runtime.Gosched()
 	}
 	return true
 }
+
+// sleep waits, with a slot free, until the oldest task in flight ends or
+// a push wakes the worker (a task for it: it launches that one first),
+// as a CPU worker sleeps (worker.idle); it reports false when the oldest
+// task cannot say when it ends (no host function: the driver lacks
+// cuLaunchHostFunc), and the worker then blocks on its event instead.
+// The host function does not run after a fault on the stream, so the
+// wait also ends after a while to look at the event.
+func (d *cudaDriver) sleep(w *worker) bool {
+	ended := d.inflight[0].ended
+	if ended == nil {
+		return false
+	}
+	s := w.s
+	w.sleeping.Store(true)
+	s.nsleep.Add(1)
+	// Look once more after announcing sleep: a pusher either sees the
+	// flag (and wakes us) or pushed before this look.
+	if t := w.pop(); t != nil {
+		if w.sleeping.CompareAndSwap(true, false) {
+			s.nsleep.Add(-1)
+		}
+		d.launch(w, t)
+		return true
+	}
+	if d.timer == nil {
+		d.timer = time.NewTimer(faultCheck)
+	} else {
+		d.timer.Reset(faultCheck)
+	}
+	select {
+	case <-ended:
+	case <-w.wake:
+	case <-s.stop:
+	case <-d.timer.C:
+	}
+	d.timer.Stop()
+	if w.sleeping.CompareAndSwap(true, false) {
+		s.nsleep.Add(-1)
+	}
+	return true
+}
+
+// faultCheck is how long a sleeping GPU worker waits for its oldest
+// task's host function before it looks at the task's event (a stream
+// that faulted runs no more host functions).
+const faultCheck = 50 * time.Millisecond
 
 // launch makes t's data valid on the GPU and runs its implementation,
 // which queues the task's work on a free slot's stream between the
@@ -400,7 +453,7 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 		s.release(t)
 		return
 	}
-	sl.t, sl.err, sl.done, sl.qerr = t, nil, false, nil
+	sl.t, sl.err, sl.done, sl.qerr, sl.ended = t, nil, false, nil, nil
 	sl.cc = CUDACall{Call: c, Context: d.c, Stream: sl.s}
 	sl.launched = time.Now()
 	derr := d.c.Do(context.Background(), func() error {
@@ -426,7 +479,11 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 			}
 			_ = sl.s.Synchronize(context.Background()) // the stream is failing: its error is the task's already
 			sl.done = true
+			return nil
 		}
+		// Tells a sleeping worker (sleep) that the task ended; without
+		// cuLaunchHostFunc the worker blocks on the event instead.
+		sl.ended, _ = d.c.LaunchHostFunc(context.Background(), func() error { return nil }, sl.s)
 		return nil
 	})
 	if derr != nil {
@@ -546,7 +603,7 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 	if dl := s.data; dl != nil {
 		dl.releaseTask(t, w.info.Node)
 	}
-	sl.t, sl.cc, sl.err, sl.qerr = nil, CUDACall{}, nil, nil
+	sl.t, sl.cc, sl.err, sl.qerr, sl.ended = nil, CUDACall{}, nil, nil, nil
 	*c = Call{}
 	clear(sl.bufs[:])
 	d.free = append(d.free, sl)

@@ -3,11 +3,14 @@ package scheduler
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/fakecuda"
 )
 
@@ -56,4 +59,59 @@ func TestWakeWorkerThatCanRun(t *testing.T) {
 		t.Fatalf("the GPU worker was never woken for its task: %v", err)
 	}
 	require.Equal(t, 2, <-ran)
+}
+
+// TestCUDAWorkerSleepsWithTaskInFlight: a GPU worker whose task in
+// flight runs long sleeps, as a CPU worker does, and a push wakes it for
+// the next task, which it launches while the first still runs. The first
+// task's kernel waits for a word only the second task sets: a worker
+// that blocked on its oldest task's event would never take the second.
+func TestCUDAWorkerSleepsWithTaskInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d, _ := fakecuda.Open(t, 1, 1<<20)
+	s, err := New(ctx, WithWorkers(1), WithCUDA(1), WithCUDADriver(d), WithCUDAPipeline(2),
+		WithPerfModelDir(""), WithGetenv(func(string) string { return "" }))
+	require.NoError(t, err)
+	defer s.Close()
+	gpu := s.workers[1]
+	require.Equal(t, CUDAWorker, gpu.info.Kind)
+
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer c.Close()
+	m, err := c.LoadPTX(ctx, ".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry pz_wait_u32(.param .u64 flag) { ret; }\n")
+	require.NoError(t, err)
+	wait, err := m.Function(ctx, "pz_wait_u32")
+	require.NoError(t, err)
+	flag, err := c.AllocHost(ctx, 4)
+	require.NoError(t, err)
+	word := (*uint32)(unsafe.Pointer(&flag[0]))
+	defer func() {
+		atomic.StoreUint32(word, 1) // a kernel still waiting ends
+		_ = s.Close()
+		_ = c.FreeHost(ctx, flag)
+	}()
+
+	first := &Codelet{Name: "first", CUDA: func(cc *CUDACall) error {
+		return cc.Context.Launch(ctx, wait, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, cc.Stream, uint64(uintptr(unsafe.Pointer(word))))
+	}}
+	second := &Codelet{Name: "second", CUDA: func(*CUDACall) error {
+		atomic.StoreUint32(word, 1)
+		return nil
+	}}
+	x, y := []float64{1}, []float64{2}
+	hx, err := s.RegisterVector(x)
+	require.NoError(t, err)
+	hy, err := s.RegisterVector(y)
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, first, RW(hx)))
+	for !gpu.sleeping.Load() {
+		if ctx.Err() != nil {
+			t.Fatal("the GPU worker never slept with its task in flight")
+		}
+		runtime.Gosched()
+	}
+	require.NoError(t, s.Submit(ctx, second, RW(hy)))
+	require.NoError(t, s.WaitAll(ctx))
 }
