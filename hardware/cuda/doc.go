@@ -103,6 +103,41 @@
 // explains the layout, which 13.0 changed inside without changing its
 // size or the place of the SM count).
 //
+// # NCCL
+//
+// OpenNCCL loads NCCL (libnccl.so.2, or the library PZ_NCCL_LIBRARY
+// names) at run time, as OpenBLAS loads cuBLAS, for collectives between
+// ranks that each have a GPU of their own. Without it OpenNCCL returns
+// an error wrapping ErrNoNCCL, and callers fall back to staging through
+// host memory. One rank makes the communicator's id and sends it to the
+// others over a transport of its own; then every rank, at the same time,
+// joins with a Context of its device:
+//
+//	n, err := cuda.OpenNCCL("")
+//	id, err := n.UniqueID()                      // on rank 0, then broadcast
+//	comm, err := n.NewComm(ctx, c, nranks, rank, id) // blocks until all have joined
+//	defer comm.Close()
+//	err = comm.AllReduce(ctx, send, recv, count, cuda.NCCLFloat64, cuda.NCCLSum, s)
+//	err = comm.Synchronize(ctx, s) // the stream, or the communicator's error
+//
+// Every call runs on the Context's thread (NCCL needs no current context,
+// but the calls are serialized with the Context's others). Collectives
+// (AllReduce, Broadcast, Reduce, AllGather, ReduceScatter) are queued on
+// a stream of the Context's device and return at once; every rank must
+// queue the same ones in the same order. Arguments NCCL refuses fail
+// the call with an *NCCLError, which unwraps to an NCCLResult
+// (errors.Is(err, cuda.ErrNCCLInvalidArgument)); a collective that fails
+// later (a peer that died, and on the stand-in, ranks that disagree)
+// shows as the communicator's asynchronous error, which Err and
+// Synchronize return: then Abort the communicator. NCCL.Group batches a
+// Context's collectives between ncclGroupStart and ncclGroupEnd.
+//
+// ncclCommInitRank takes its id, a 128-byte struct, by value; purego
+// passes structs by value on amd64, arm64, loong64 and ppc64le, where
+// OpenNCCL works (elsewhere it returns ErrNoNCCL). The stand-in NCCL of
+// internal/fakecuda checks a checksum over the bytes it receives, so the
+// tests would catch an id passed wrong.
+//
 // # Host functions and Go
 //
 // The driver calls a host function (a CUhostFn) on a thread of its own,

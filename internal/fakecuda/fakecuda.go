@@ -124,6 +124,62 @@
 // the device int devInfo to 0 or to the order of the first leading minor
 // that is not positive definite, and leaves garbage in its workspace
 // (potrf_bufferSize asks for n elements).
+//
+// It is also a stand-in NCCL (2.23.4, nccl.h's prototypes and result
+// codes) for ranks that are devices of this process: point
+// cuda.OpenNCCL at the instance's path too (SetLibraries sets
+// PZ_NCCL_LIBRARY). It exports
+//
+//	ncclGetVersion, ncclGetUniqueId, ncclCommInitRank, ncclCommDestroy,
+//	ncclCommAbort, ncclCommCount, ncclCommCuDevice, ncclCommUserRank,
+//	ncclCommGetAsyncError, ncclGetErrorString, ncclGetLastError,
+//	ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather,
+//	ncclReduceScatter, ncclGroupStart, ncclGroupEnd
+//
+// with these semantics:
+//
+//   - ncclGetUniqueId makes a fresh id: a magic string, random-ish bytes
+//     and a checksum. ncclCommInitRank reads the id from its by-value
+//     parameter and refuses one that fails the checksum
+//     (ncclInvalidArgument), so a binding that passes it wrong is caught.
+//   - ncclCommInitRank joins the rank to the clique of its id, on the
+//     device of the context current on the calling thread (none:
+//     ncclUnhandledCudaError, counted in Counters.InvalidContext), and
+//     blocks until all nranks have joined, at most EnvNCCLTimeout (then
+//     ncclSystemError). A rank outside [0, nranks) is ncclInvalidArgument
+//     (as in NCCL); a rank that joined twice, a different nranks for one
+//     id, or two ranks on one device (NCCL's "Duplicate GPU detected")
+//     are ncclInvalidUsage.
+//   - A collective checks its arguments when called (an unknown type or
+//     op, a root out of range, a buffer that is not device memory of the
+//     communicator's device: ncclInvalidArgument, nothing queued) and is
+//     queued on its stream, as a kernel is (Counters.NCCL counts them); on
+//     the default stream it runs in the caller, and inside
+//     ncclGroupStart/ncclGroupEnd at the outermost ncclGroupEnd, each on a
+//     thread of its own. When the stream reaches it, it waits, at most
+//     EnvNCCLTimeout, for the same collective (by sequence number) of
+//     every rank; the last to arrive checks that all passed the same
+//     collective, count, type, op and root, reads every rank's send
+//     buffer, combines them in rank order (so results are deterministic;
+//     16-bit floats in float, rounded at each step; ncclAvg divides the
+//     sum, integers truncating) and writes every rank's receive buffer.
+//     In place (send == recv) works.
+//   - A collective that cannot complete writes nothing and gives every
+//     rank's communicator an asynchronous error (ncclCommGetAsyncError):
+//     ranks that disagree, ncclInvalidUsage for all; a timeout,
+//     ncclSystemError for all; a rank whose stream had failed
+//     (ncclUnhandledCudaError) or whose communicator was destroyed or
+//     aborted before it arrived (ncclInvalidUsage), that cause to it and
+//     ncclRemoteError to the others. The streams go on; a buffer freed
+//     before the collective ran fails its rank's stream with
+//     CUDA_ERROR_ILLEGAL_ADDRESS. A communicator with an error refuses
+//     later collectives with it; ncclGetLastError(comm) returns its
+//     message, or the calling thread's last error.
+//   - ncclCommDestroy waits for the communicator's collectives (inside
+//     a group it is ncclInvalidUsage); ncclCommAbort abandons them (those
+//     in flight end with errors).
+//     Communicators are never freed: stale handles get
+//     ncclInvalidArgument.
 package fakecuda
 
 import (
@@ -157,6 +213,9 @@ const (
 	// EnvSMs is the number of SMs of each device, 1 to 1024, default 16:
 	// the multiprocessor count and the SM resource green contexts split.
 	EnvSMs = "PZ_FAKECUDA_SMS"
+	// EnvNCCLTimeout is how long, in milliseconds, ncclCommInitRank and
+	// collectives wait for the other ranks, default 60000.
+	EnvNCCLTimeout = "PZ_FAKECUDA_NCCL_TIMEOUT_MS"
 )
 
 // LibraryName is the file name Build gives the library.
@@ -219,12 +278,13 @@ func Open(tb testing.TB, devices int, memory int64) (*cuda.Driver, string) {
 	return d, lib
 }
 
-// SetLibraries points PZ_CUDA_LIBRARY, PZ_CUBLAS_LIBRARY and
-// PZ_CUSOLVER_LIBRARY at lib for the rest of the test, so that code
-// that opens the driver and the libraries itself finds the instance.
+// SetLibraries points PZ_CUDA_LIBRARY, PZ_CUBLAS_LIBRARY,
+// PZ_CUSOLVER_LIBRARY and PZ_NCCL_LIBRARY at lib for the rest of the
+// test, so that code that opens the driver and the libraries itself
+// finds the instance.
 func SetLibraries(tb testing.TB, lib string) {
 	tb.Helper()
-	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY"} {
+	for _, v := range []string{"PZ_CUDA_LIBRARY", "PZ_CUBLAS_LIBRARY", "PZ_CUSOLVER_LIBRARY", "PZ_NCCL_LIBRARY"} {
 		tb.Setenv(v, lib)
 	}
 }
@@ -246,6 +306,14 @@ func SetDelay(tb testing.TB, d time.Duration) {
 	tb.Setenv(EnvDelay, strconv.FormatInt(d.Microseconds(), 10))
 }
 
+// SetNCCLTimeout sets how long the NCCL calls of the instances that the
+// test loads next wait for the other ranks (EnvNCCLTimeout), to the
+// millisecond.
+func SetNCCLTimeout(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	tb.Setenv(EnvNCCLTimeout, strconv.FormatInt(d.Milliseconds(), 10))
+}
+
 // SetSMs sets the number of SMs of each device of the instances that the
 // test loads next (EnvSMs).
 func SetSMs(tb testing.TB, sms int) {
@@ -254,7 +322,8 @@ func SetSMs(tb testing.TB, sms int) {
 }
 
 // Counters are an instance's statistics, in the order pzfake_stats
-// fills them, then the kernels of green contexts (pzfake_green_kernels).
+// fills them up to NCCL, then the kernels of green contexts
+// (pzfake_green_kernels).
 type Counters struct {
 	// LiveAllocations and LiveBytes are the device allocations not yet
 	// freed, and their size.
@@ -276,6 +345,9 @@ type Counters struct {
 	// GreenContexts counts the green contexts alive (created by
 	// cuGreenCtxCreate and not destroyed).
 	GreenContexts uint64
+	// NCCL counts the NCCL collectives queued (or run, on the default
+	// stream) by all ranks.
+	NCCL uint64
 	// GreenKernels counts the kernels launched in green contexts (on
 	// their streams or default streams) by the number of SMs they run
 	// on, the green context's, which each stream records when it is
@@ -292,7 +364,7 @@ type Counters struct {
 //	int pzfake_green_kernels(unsigned long long *out, int n)
 //
 // which copy up to n counters into out and return how many they keep:
-// the first in the order of Counters' fields up to GreenContexts, the
+// the first in the order of Counters' fields up to NCCL, the
 // second the kernels launched in green contexts of k SMs at index k.
 func Stats(lib string) (Counters, error) {
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
@@ -307,13 +379,13 @@ func Stats(lib string) (Counters, error) {
 	var stats func(out *uint64, n int32) int32
 	purego.RegisterFunc(&stats, sym)
 	var c Counters
-	const n = 8
+	const n = 9
 	var out [n]uint64
 	if got := stats(&out[0], n); got < n {
 		return Counters{}, fmt.Errorf("fakecuda: %s keeps %d counters, want %d", lib, got, n)
 	}
-	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library, c.GreenContexts =
-		out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]
+	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library, c.GreenContexts, c.NCCL =
+		out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8]
 	sym, err = purego.Dlsym(h, "pzfake_green_kernels")
 	if err != nil {
 		return Counters{}, fmt.Errorf("fakecuda: %s is not the stand-in driver: %w", lib, err)

@@ -30,17 +30,24 @@
  *   - green contexts (CUDA 12.4) partition a device's SMs: each is a
  *     context of its own, current per thread like a primary one, over the
  *     device's memory, whose streams and kernels record the SM count they
- *     run with (see the Green contexts section).
+ *     run with (see the Green contexts section);
+ *   - the same file is a stand-in cuBLAS, cuSOLVER and NCCL: collectives
+ *     between the devices of one process, queued on streams, where each
+ *     rank's stream waits for the others' (see the NCCL section).
  *
  * Configuration, read by the first cuInit: PZ_FAKECUDA_DEVICES (default 1;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE), PZ_FAKECUDA_MEMORY
  * (bytes per device, default 256 MiB), PZ_FAKECUDA_DELAY_US (default 20),
- * PZ_FAKECUDA_SMS (SMs per device, default 16, at most MAX_SMS).
+ * PZ_FAKECUDA_SMS (SMs per device, default 16, at most MAX_SMS),
+ * PZ_FAKECUDA_NCCL_TIMEOUT_MS (how long NCCL waits for other ranks,
+ * default 60000).
  *
  * Locking: one global mutex (g_mu) guards every table and every stream
  * and event field; one condition variable (g_cv) is broadcast whenever a
- * stream makes progress. Copies, memsets and kernels run without the
- * mutex, and nobody sleeps while holding it. Entry points never call other
+ * stream makes progress, another (g_ncv, on CLOCK_MONOTONIC for the
+ * bounded waits) whenever an NCCL clique or collective does. Copies,
+ * memsets, kernels and collectives run without the mutex, and nobody
+ * sleeps while holding it. Entry points never call other
  * entry points, only static helpers, so that two copies of the library
  * loaded side by side cannot interpose on each other.
  *
@@ -52,6 +59,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -218,6 +226,7 @@ static int g_ndev;
 static size_t g_memory;
 static unsigned long long g_delay_us;
 static unsigned g_sms;
+static unsigned long long g_nccl_timeout_ms; /* PZ_FAKECUDA_NCCL_TIMEOUT_MS */
 static struct fctx g_ctx[MAX_DEVICES];
 static __thread struct fctx *t_current;
 static __thread int t_stream_thread; /* the thread runs a stream (stream_main) */
@@ -236,7 +245,7 @@ static CUresult check_init(void)
 
 /* ---- Statistics (pzfake_stats) ---- */
 
-enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, ST_GREEN, NSTATS };
+enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, ST_GREEN, ST_NCCL, NSTATS };
 static _Atomic unsigned long long g_stats[NSTATS];
 static _Atomic unsigned long long g_green_kernels[MAX_SMS + 1]; /* launches in green contexts by SM count */
 
@@ -250,7 +259,7 @@ static void stat_add(int i, long long d)
  * allocations live, device bytes live, host-to-device copies,
  * device-to-host copies, kernels launched, calls refused for want of a
  * current context, cuBLAS and cuSOLVER operations queued, green contexts
- * live. It returns how many counters there are.
+ * live, NCCL collectives queued. It returns how many counters there are.
  */
 EXPORT int pzfake_stats(unsigned long long *out, int n)
 {
@@ -363,10 +372,11 @@ static void pools_init(void);
 /* configure reads the environment; the result is cuInit's. */
 static CUresult configure(void)
 {
-	unsigned long long ndev, mem, delay, sms;
+	unsigned long long ndev, mem, delay, sms, timeout;
 	if (env_number("PZ_FAKECUDA_DEVICES", 1, &ndev) != 0 ||
 	    env_number("PZ_FAKECUDA_MEMORY", 256ULL << 20, &mem) != 0 ||
-	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0 || env_number("PZ_FAKECUDA_SMS", 16, &sms) != 0)
+	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0 || env_number("PZ_FAKECUDA_SMS", 16, &sms) != 0 ||
+	    env_number("PZ_FAKECUDA_NCCL_TIMEOUT_MS", 60000, &timeout) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ndev > MAX_DEVICES || mem == 0 || mem > (1ULL << 46)) {
 		fprintf(stderr, "fakecuda: want 0-%d devices of 1 byte to 64 TiB, have %llu of %llu bytes\n",
@@ -383,6 +393,7 @@ static CUresult configure(void)
 	g_memory = (size_t)mem;
 	g_delay_us = delay;
 	g_sms = (unsigned)sms;
+	g_nccl_timeout_ms = timeout;
 	for (int i = 0; i < g_ndev; i++) {
 		g_ctx[i].device = i;
 		g_ctx[i].sms = g_sms;
@@ -1182,7 +1193,7 @@ EXPORT CUresult cuMemHostUnregister(void *p)
 
 /* ---- Operations: what streams run ---- */
 
-enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB, OP_ALLOC, OP_FREE, OP_HOST_FN };
+enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB, OP_ALLOC, OP_FREE, OP_HOST_FN, OP_NCCL };
 
 struct kexec;
 struct kernel {
@@ -1219,6 +1230,16 @@ struct libjob {
 	struct devmat a, b, c;
 };
 
+struct fcomm;
+
+/* One rank's part of an NCCL collective: what it passed (see the NCCL section). */
+struct collarg {
+	int kind;             /* enum coll_kind */
+	int dtype, redop, root;
+	size_t count;         /* count, sendcount or recvcount, as passed */
+	CUdeviceptr send, recv;
+};
+
 struct op {
 	struct op *next;
 	enum op_kind kind;
@@ -1230,6 +1251,7 @@ struct op {
 		struct libjob lib;
 		uintptr_t base; /* OP_ALLOC, OP_FREE: the allocation's host address */
 		struct { CUhostFn fn; void *data; } host;
+		struct { struct fcomm *comm; unsigned long long seq; struct collarg a; } nccl; /* the comm's seq-th collective */
 	} u;
 };
 
@@ -1286,6 +1308,7 @@ static void run_copy(const struct copy *c)
 
 static CUresult run_kernel(struct op *o);
 static CUresult run_lib(const struct libjob *j);
+static CUresult run_nccl(struct op *o, CUresult err);
 
 /* alloc_reached marks the allocation at base made: its stream has reached cuMemAllocAsync. */
 static void alloc_reached(uintptr_t base)
@@ -1336,11 +1359,12 @@ static CUresult run_host_fn(struct op *o)
 
 /*
  * run_op runs o without g_mu held. err is the sticky error of the stream
- * it runs on: after a failure, only event records still complete.
+ * it runs on: after a failure, only event records still complete, and
+ * NCCL collectives, which only tell their peers that this rank failed.
  */
 static CUresult run_op(struct op *o, CUresult err)
 {
-	if (err != CUDA_SUCCESS && o->kind != OP_RECORD)
+	if (err != CUDA_SUCCESS && o->kind != OP_RECORD && o->kind != OP_NCCL) /* a collective tells its peers */
 		return CUDA_SUCCESS;
 	switch (o->kind) {
 	case OP_COPY:
@@ -1372,6 +1396,8 @@ static CUresult run_op(struct op *o, CUresult err)
 		break;
 	case OP_HOST_FN:
 		return run_host_fn(o);
+	case OP_NCCL:
+		return run_nccl(o, err);
 	}
 	return CUDA_SUCCESS;
 }
@@ -1516,7 +1542,7 @@ static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream
 static CUresult submit_locked(struct fctx *c, struct fstream *s, struct op *o, int now)
 {
 	CUresult sticky, r;
-	int kernel = o->kind == OP_KERNEL || o->kind == OP_LIB;
+	int kernel = o->kind == OP_KERNEL || o->kind == OP_LIB || o->kind == OP_NCCL;
 	if (s != NULL && !now) {
 		if (s->tail != NULL)
 			s->tail->next = o;
@@ -3695,4 +3721,1186 @@ EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t h, int uplo, int n, 
 					 int lwork, int *info)
 {
 	return potrf(h, 1, uplo, n, A, lda, work, lwork, info);
+}
+
+/*
+ * ---- NCCL stand-in ----
+ *
+ * The same library file serves as libnccl.so.2, with the prototypes and
+ * result codes of nccl.h (version 2.23.4), for ranks that are devices of
+ * this process. ncclGetUniqueId makes an id: a magic string, random-ish
+ * bytes and a checksum over them, so that ncclCommInitRank can tell a
+ * damaged id (one passed wrong by value) from a good one. Each
+ * ncclCommInitRank joins the clique of ranks with the same id (a
+ * rendezvous table keyed by all 128 bytes) on the device of the context
+ * current on the calling thread, and waits until all nranks have joined,
+ * at most PZ_FAKECUDA_NCCL_TIMEOUT_MS (then ncclSystemError for every
+ * rank that waited). Two ranks on one device fail with ncclInvalidUsage,
+ * as NCCL's "Duplicate GPU detected" does.
+ *
+ * A collective checks its arguments at the call (bad ones return
+ * ncclInvalidArgument, as NCCL's ArgsCheck does, and queue nothing),
+ * takes the communicator's next sequence number and is queued on its
+ * stream as an operation (on the default stream it runs in the caller,
+ * or at ncclGroupEnd inside a group). When a stream reaches it, the rank
+ * joins the collective of that sequence number of its clique and waits,
+ * at most the timeout, for all ranks to join. The last to arrive checks
+ * that they agree (the collective, count, type, op and root; if not,
+ * every rank's communicator gets ncclInvalidUsage), maps every rank's
+ * buffers, computes the result once (in rank order, so results are
+ * deterministic) into a buffer of its own and writes every rank's
+ * receive buffer, then releases the others. Reading every send buffer
+ * before writing any receive buffer makes in-place calls work. A
+ * collective that cannot complete (a rank timed out, arrived on a failed
+ * stream, or was destroyed or aborted before arriving) writes nothing
+ * and gives every communicator an asynchronous error
+ * (ncclCommGetAsyncError): the cause to the rank at fault, ncclRemoteError
+ * to the others. A communicator with an error refuses further
+ * collectives with it; ncclGetLastError(comm) returns its message (the
+ * calling thread's last error for a comm without one). A buffer that is
+ * no longer live device memory when the collective runs fails that
+ * rank's stream with CUDA_ERROR_ILLEGAL_ADDRESS, as a kernel's would.
+ *
+ * Communicators and cliques are never freed, so stale handles fail
+ * cleanly (ncclInvalidArgument); a collective is freed when all its
+ * ranks have left it.
+ */
+
+typedef int ncclResult_t;
+typedef struct fcomm *ncclComm_t;
+
+enum {
+	ncclSuccess = 0,
+	ncclUnhandledCudaError = 1,
+	ncclSystemError = 2,
+	ncclInternalError = 3,
+	ncclInvalidArgument = 4,
+	ncclInvalidUsage = 5,
+	ncclRemoteError = 6,
+	ncclInProgress = 7,
+	ncclNumResults = 8,
+};
+
+enum {
+	ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
+	ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclNumTypes, /* the fp8 types came in 2.24 */
+};
+
+enum { ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, ncclNumOps };
+
+enum coll_kind { COLL_ALLREDUCE, COLL_BROADCAST, COLL_REDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER };
+
+#define NCCL_UNIQUE_ID_BYTES 128
+#define NCCL_VERSION_CODE 22304 /* 2.23.4: 10000*major + 100*minor + patch */
+#define NCCL_ID_MAGIC "pzfake-nccl-id"
+#define NCCL_ID_SUM 120 /* the checksum's offset in the id */
+#define NCCL_MSG 256
+
+typedef struct {
+	char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+_Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes in nccl.h");
+
+/* A clique: the communicators made with one id. */
+struct fclique {
+	struct fclique *next; /* in g_cliques */
+	ncclUniqueId id;
+	int nranks, joined;
+	enum { Q_JOINING, Q_READY, Q_FAILED } state;
+	ncclResult_t err; /* of Q_FAILED, with msg */
+	char msg[NCCL_MSG];
+	struct fcomm **comms; /* by rank */
+	struct fcoll *colls;  /* collectives some rank has reached */
+};
+
+/* A communicator: one rank of a clique. */
+struct fcomm {
+	struct fcomm *next; /* in g_comms */
+	struct fclique *q;
+	int rank, device;
+	struct fctx *ctx;       /* the primary context of its device */
+	unsigned long long seq; /* collectives enqueued */
+	unsigned long pending;  /* collectives enqueued and not finished */
+	int gone;               /* destroyed or aborted */
+	ncclResult_t async;     /* its first asynchronous error, with msg */
+	char msg[NCCL_MSG];
+};
+
+/* One rank's part of a collective in flight. */
+struct crank {
+	int present;         /* its stream has reached the collective */
+	ncclResult_t broken; /* it arrived unable to take part: why */
+	struct collarg a;
+	ncclResult_t result; /* what its communicator gets */
+	CUresult fault;      /* what its stream gets */
+	char *send, *recv;   /* host addresses of its buffers, mapped by the last to arrive */
+};
+
+/* A collective in flight: the seq-th of its clique. */
+struct fcoll {
+	struct fcoll *next; /* in its clique's colls */
+	unsigned long long seq;
+	int arrived, left;
+	enum { C_GATHERING, C_RUNNING, C_DONE } state;
+	char *tmp;        /* the result, computed once */
+	struct crank r[]; /* by rank */
+};
+
+/* What an ncclGroupStart/ncclGroupEnd pair defers on a thread. */
+struct deferred {
+	struct fcomm *init; /* a communicator that joined: wait for its clique */
+	struct op *op;      /* a collective on the default stream of ctx: run it */
+	struct fctx *ctx;
+	struct fcomm *comm; /* op's */
+	ncclResult_t result;
+};
+
+static struct fclique *g_cliques;
+static struct fcomm *g_comms;
+static pthread_cond_t g_ncv; /* NCCL waits, on CLOCK_MONOTONIC; broadcast when a clique or collective changes */
+static _Atomic unsigned long long g_ids;
+static __thread char t_nccl_error[NCCL_MSG]; /* ncclGetLastError: thread-local, as NCCL's */
+static __thread int t_group_depth;
+static __thread struct deferred *t_deferred;
+static __thread size_t t_ndeferred, t_deferred_cap;
+
+__attribute__((constructor)) static void nccl_cv_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&g_ncv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static const char *const g_coll_names[] = {"ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather",
+					   "ncclReduceScatter"};
+
+__attribute__((format(printf, 2, 3))) static ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(t_nccl_error, sizeof t_nccl_error, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static ncclResult_t unlock_nccl(ncclResult_t r)
+{
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
+static struct timespec deadline_after(unsigned long long ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += (time_t)(ms / 1000);
+	t.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	return t;
+}
+
+static int past(const struct timespec *d)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec > d->tv_sec || (t.tv_sec == d->tv_sec && t.tv_nsec >= d->tv_nsec);
+}
+
+static size_t type_size(int dtype)
+{
+	switch (dtype) {
+	case ncclInt8:
+	case ncclUint8:
+		return 1;
+	case ncclFloat16:
+	case ncclBfloat16:
+		return 2;
+	case ncclInt32:
+	case ncclUint32:
+	case ncclFloat32:
+		return 4;
+	default:
+		return 8;
+	}
+}
+
+static int coll_reduces(int kind) { return kind == COLL_ALLREDUCE || kind == COLL_REDUCE || kind == COLL_REDUCESCATTER; }
+static int coll_rooted(int kind) { return kind == COLL_BROADCAST || kind == COLL_REDUCE; }
+
+/*
+ * coll_elems gives the elements rank reads from its send buffer and
+ * writes to its receive buffer in collective a of nranks; 0 when it does
+ * not use one (Broadcast's send buffer but at the root, Reduce's receive
+ * buffer but at the root). It fails on overflow.
+ */
+static int coll_elems(const struct collarg *a, int nranks, int rank, size_t *sendn, size_t *recvn)
+{
+	size_t all;
+	if (__builtin_mul_overflow(a->count, (size_t)nranks, &all) ||
+	    __builtin_mul_overflow(all, type_size(a->dtype), &all))
+		return -1;
+	*sendn = *recvn = a->count;
+	switch (a->kind) {
+	case COLL_BROADCAST:
+		*sendn = rank == a->root ? a->count : 0;
+		break;
+	case COLL_REDUCE:
+		*recvn = rank == a->root ? a->count : 0;
+		break;
+	case COLL_ALLGATHER:
+		*recvn = a->count * (size_t)nranks;
+		break;
+	case COLL_REDUCESCATTER:
+		*sendn = a->count * (size_t)nranks;
+		break;
+	}
+	return 0;
+}
+
+/* ---- Unique ids ---- */
+
+static unsigned long long splitmix64(unsigned long long *x)
+{
+	unsigned long long z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* id_sum is FNV-1a over the id's bytes before the checksum. */
+static unsigned long long id_sum(const ncclUniqueId *id)
+{
+	unsigned long long h = 0xcbf29ce484222325ULL;
+	for (int i = 0; i < NCCL_ID_SUM; i++)
+		h = (h ^ (unsigned char)id->internal[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static int id_valid(const ncclUniqueId *id)
+{
+	unsigned long long sum;
+	memcpy(&sum, id->internal + NCCL_ID_SUM, sizeof sum);
+	return memcmp(id->internal, NCCL_ID_MAGIC, sizeof NCCL_ID_MAGIC) == 0 && sum == id_sum(id);
+}
+
+/* ---- Cliques and communicators, with g_mu held ---- */
+
+static struct fcomm *comm_find_locked(const struct fcomm *h)
+{
+	for (struct fcomm *m = g_comms; m != NULL; m = m->next)
+		if (m == h)
+			return m;
+	return NULL;
+}
+
+/* comm_fail_locked gives m an asynchronous error, unless it has one. */
+static void comm_fail_locked(struct fcomm *m, ncclResult_t r, const char *msg)
+{
+	if (m == NULL || m->async != ncclSuccess || r == ncclSuccess)
+		return;
+	m->async = r;
+	snprintf(m->msg, sizeof m->msg, "%s", msg);
+}
+
+__attribute__((format(printf, 3, 4))) static void clique_fail_locked(struct fclique *q, ncclResult_t r, const char *fmt,
+								       ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(q->msg, sizeof q->msg, fmt, ap);
+	va_end(ap);
+	q->state = Q_FAILED;
+	q->err = r;
+	pthread_cond_broadcast(&g_ncv);
+}
+
+/* clique_join_locked finds the joining clique of id, or makes one of nranks. */
+static struct fclique *clique_join_locked(const ncclUniqueId *id, int nranks)
+{
+	struct fclique *q;
+	for (q = g_cliques; q != NULL; q = q->next)
+		if (q->state == Q_JOINING && memcmp(&q->id, id, sizeof *id) == 0)
+			return q;
+	if ((q = calloc(1, sizeof *q)) == NULL || (q->comms = calloc((size_t)nranks, sizeof *q->comms)) == NULL) {
+		free(q);
+		return NULL;
+	}
+	q->id = *id;
+	q->nranks = nranks;
+	q->next = g_cliques;
+	g_cliques = q;
+	return q;
+}
+
+/* clique_complete_locked makes a clique whose ranks have all joined ready, unless two share a device. */
+static void clique_complete_locked(struct fclique *q)
+{
+	for (int i = 0; i < q->nranks; i++)
+		for (int j = 0; j < i; j++)
+			if (q->comms[i]->device == q->comms[j]->device) {
+				clique_fail_locked(q, ncclInvalidUsage,
+						   "ncclCommInitRank: duplicate GPU: ranks %d and %d are both on device %d", j, i,
+						   q->comms[i]->device);
+				return;
+			}
+	q->state = Q_READY;
+	pthread_cond_broadcast(&g_ncv);
+}
+
+/* init_wait_locked waits, at most the timeout, until m's clique is complete. */
+static ncclResult_t init_wait_locked(struct fcomm *m)
+{
+	struct fclique *q = m->q;
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	while (q->state == Q_JOINING && !past(&d))
+		pthread_cond_timedwait(&g_ncv, &g_mu, &d);
+	if (q->state == Q_JOINING)
+		clique_fail_locked(q, ncclSystemError, "ncclCommInitRank: timed out after %llu ms with %d of %d ranks joined",
+				   g_nccl_timeout_ms, q->joined, q->nranks);
+	if (q->state == Q_FAILED) {
+		m->gone = 1;
+		snprintf(t_nccl_error, sizeof t_nccl_error, "%s", q->msg);
+		return q->err;
+	}
+	return ncclSuccess;
+}
+
+/*
+ * comm_check_locked finds communicator h for call: live, with a clique
+ * that has not failed (one still joining inside a group is fine), and
+ * no asynchronous error.
+ */
+static ncclResult_t comm_check_locked(const char *call, struct fcomm *h, struct fcomm **out)
+{
+	struct fcomm *m = comm_find_locked(h);
+	if (m == NULL)
+		return nccl_fail(ncclInvalidArgument, "%s: comm is not a communicator", call);
+	if (m->gone)
+		return nccl_fail(ncclInvalidArgument, "%s: the communicator was destroyed", call);
+	if (m->q->state == Q_FAILED)
+		return nccl_fail(m->q->err, "%s: %s", call, m->q->msg);
+	if (m->async != ncclSuccess)
+		return nccl_fail(m->async, "%s: the communicator has failed: %s", call, m->msg);
+	*out = m;
+	return ncclSuccess;
+}
+
+/* defer_add remembers d until the thread's outermost ncclGroupEnd. */
+static int defer_add(struct deferred d)
+{
+	if (t_ndeferred == t_deferred_cap) {
+		size_t cap = t_deferred_cap ? 2 * t_deferred_cap : 8;
+		struct deferred *t = realloc(t_deferred, cap * sizeof *t);
+		if (t == NULL)
+			return -1;
+		t_deferred = t;
+		t_deferred_cap = cap;
+	}
+	t_deferred[t_ndeferred++] = d;
+	return 0;
+}
+
+/* ---- Collectives as their streams reach them ---- */
+
+static struct fcoll *coll_get_locked(struct fclique *q, unsigned long long seq)
+{
+	struct fcoll *x;
+	for (x = q->colls; x != NULL; x = x->next)
+		if (x->seq == seq)
+			return x;
+	if ((x = calloc(1, sizeof *x + (size_t)q->nranks * sizeof x->r[0])) == NULL)
+		return NULL;
+	x->seq = seq;
+	x->next = q->colls;
+	q->colls = x;
+	return x;
+}
+
+static void coll_free_locked(struct fclique *q, struct fcoll *x)
+{
+	for (struct fcoll **pp = &q->colls; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	free(x->tmp);
+	free(x);
+}
+
+/*
+ * coll_end_locked ends x without computing it: rank at fault gets why
+ * (none when at < 0), the others ncclRemoteError, and every communicator
+ * of the clique the message.
+ */
+__attribute__((format(printf, 5, 6))) static void coll_end_locked(struct fclique *q, struct fcoll *x, int at,
+								    ncclResult_t why, const char *fmt, ...)
+{
+	char msg[NCCL_MSG];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < q->nranks; i++) {
+		x->r[i].result = at < 0 || i == at ? why : ncclRemoteError;
+		comm_fail_locked(q->comms[i], x->r[i].result, msg);
+	}
+	x->state = C_DONE;
+	pthread_cond_broadcast(&g_ncv);
+}
+
+/*
+ * coll_failed_locked ends x if it cannot complete: a rank arrived unable
+ * to take part, the clique failed, or a rank's communicator is gone
+ * (destroyed, which waits for its collectives, so it will not arrive; or
+ * aborted, which abandons them).
+ */
+static int coll_failed_locked(struct fclique *q, struct fcoll *x)
+{
+	const char *name = g_coll_names[0];
+	for (int i = 0; i < q->nranks; i++)
+		if (x->r[i].present) {
+			name = g_coll_names[x->r[i].a.kind];
+			break;
+		}
+	if (q->state == Q_FAILED) {
+		coll_end_locked(q, x, -1, q->err, "%s #%llu: %s", name, x->seq, q->msg);
+		return 1;
+	}
+	for (int i = 0; i < q->nranks; i++) {
+		if (x->r[i].present && x->r[i].broken != ncclSuccess) {
+			coll_end_locked(q, x, i, x->r[i].broken, "%s #%llu: rank %d could not take part (%s)", name, x->seq, i,
+					x->r[i].broken == ncclUnhandledCudaError ? "its stream had failed"
+										  : "its communicator had failed");
+			return 1;
+		}
+		if (q->comms[i] != NULL && q->comms[i]->gone) {
+			coll_end_locked(q, x, i, ncclInvalidUsage, "%s #%llu: rank %d's communicator was destroyed or aborted",
+					name, x->seq, i);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* coll_mismatch_locked ends x with ncclInvalidUsage if its ranks disagree. */
+static int coll_mismatch_locked(struct fclique *q, struct fcoll *x)
+{
+	const struct collarg *a0 = &x->r[0].a;
+	for (int i = 1; i < q->nranks; i++) {
+		const struct collarg *a = &x->r[i].a;
+		const char *what = NULL;
+		long long mine = 0, first = 0;
+		if (a->kind != a0->kind) {
+			coll_end_locked(q, x, -1, ncclInvalidUsage, "collective #%llu: rank %d called %s, rank 0 %s", x->seq, i,
+					g_coll_names[a->kind], g_coll_names[a0->kind]);
+			return 1;
+		}
+		if (a->count != a0->count)
+			what = "count", mine = (long long)a->count, first = (long long)a0->count;
+		else if (a->dtype != a0->dtype)
+			what = "datatype", mine = a->dtype, first = a0->dtype;
+		else if (coll_reduces(a->kind) && a->redop != a0->redop)
+			what = "op", mine = a->redop, first = a0->redop;
+		else if (coll_rooted(a->kind) && a->root != a0->root)
+			what = "root", mine = a->root, first = a0->root;
+		if (what != NULL) {
+			coll_end_locked(q, x, -1, ncclInvalidUsage, "%s #%llu: rank %d passed %s %lld, rank 0 %lld",
+					g_coll_names[a->kind], x->seq, i, what, mine, first);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * coll_map_locked maps every rank's buffers to host addresses, as a
+ * kernel of its device sees them, and allocates the result buffer. A
+ * buffer that is no longer there ends x: that rank's stream fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS.
+ */
+static int coll_map_locked(struct fclique *q, struct fcoll *x)
+{
+	const struct collarg *a0 = &x->r[0].a;
+	size_t esz = type_size(a0->dtype), total = a0->count * esz * (size_t)q->nranks;
+	for (int i = 0; i < q->nranks; i++) {
+		struct crank *r = &x->r[i];
+		int dev = q->comms[i]->device;
+		size_t sendn, recvn;
+		coll_elems(&r->a, q->nranks, i, &sendn, &recvn); /* checked when it was called */
+		r->send = sendn == 0 ? NULL : kernel_range_locked(dev, r->a.send, sendn * esz);
+		r->recv = recvn == 0 ? NULL : kernel_range_locked(dev, r->a.recv, recvn * esz);
+		if ((sendn > 0 && r->send == NULL) || (recvn > 0 && r->recv == NULL)) {
+			r->fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			coll_end_locked(q, x, i, ncclUnhandledCudaError,
+					"%s #%llu: rank %d's buffer is no longer device memory of device %d",
+					g_coll_names[a0->kind], x->seq, i, dev);
+			return 1;
+		}
+	}
+	if ((x->tmp = malloc(total > 0 ? total : 1)) == NULL) {
+		coll_end_locked(q, x, -1, ncclSystemError, "%s #%llu: out of host memory", g_coll_names[a0->kind], x->seq);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- Arithmetic: element by element, through memcpy (buffers may be misaligned) ---- */
+
+static float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, f;
+	float out;
+	if (exp == 0 && mant == 0) {
+		f = sign;
+	} else if (exp == 0) { /* subnormal: normalize */
+		exp = 127 - 15 + 1;
+		while (!(mant & 0x400u)) {
+			mant <<= 1;
+			exp--;
+		}
+		f = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+	} else if (exp == 31) {
+		f = sign | 0x7f800000u | (mant << 13);
+	} else {
+		f = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+	}
+	memcpy(&out, &f, sizeof out);
+	return out;
+}
+
+/* float_to_half rounds to nearest, ties to even. */
+static uint16_t float_to_half(float v)
+{
+	uint32_t f, sign, mant, half, rem, shift, mid;
+	int exp;
+	memcpy(&f, &v, sizeof f);
+	sign = (f >> 16) & 0x8000u;
+	mant = f & 0x7fffffu;
+	if (((f >> 23) & 0xff) == 0xff)
+		return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+	exp = (int)((f >> 23) & 0xff) - 127 + 15;
+	if (exp >= 31)
+		return (uint16_t)(sign | 0x7c00u);
+	if (exp <= 0) {
+		if (exp < -10)
+			return (uint16_t)sign;
+		mant |= 0x800000u;
+		shift = (uint32_t)(14 - exp);
+		half = mant >> shift;
+		rem = mant & ((1u << shift) - 1);
+		mid = 1u << (shift - 1);
+		if (rem > mid || (rem == mid && (half & 1)))
+			half++;
+		return (uint16_t)(sign | half);
+	}
+	half = sign | ((uint32_t)exp << 10) | (mant >> 13);
+	rem = mant & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+		half++; /* a carry into the exponent is right, up to infinity */
+	return (uint16_t)half;
+}
+
+static float bf16_to_float(uint16_t h)
+{
+	uint32_t f = (uint32_t)h << 16;
+	float out;
+	memcpy(&out, &f, sizeof out);
+	return out;
+}
+
+static uint16_t float_to_bf16(float v)
+{
+	uint32_t f;
+	memcpy(&f, &v, sizeof f);
+	if ((f & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((f >> 16) | 0x40u); /* quiet NaN */
+	f += 0x7fffu + ((f >> 16) & 1);
+	return (uint16_t)(f >> 16);
+}
+
+/* REDUCE combines n elements of type T at in into acc; sums and products wrap in U (unsigned for integers). */
+#define REDUCE(T, U)                                                                                                   \
+	for (size_t i = 0; i < n; i++) {                                                                               \
+		T u, v, w;                                                                                             \
+		memcpy(&u, acc + i * sizeof(T), sizeof(T));                                                            \
+		memcpy(&v, in + i * sizeof(T), sizeof(T));                                                             \
+		switch (redop) {                                                                                       \
+		case ncclProd: w = (T)((U)u * (U)v); break;                                                            \
+		case ncclMax: w = u > v ? u : v; break;                                                                \
+		case ncclMin: w = u < v ? u : v; break;                                                                \
+		default: w = (T)((U)u + (U)v); break; /* ncclSum, and ncclAvg before its division */                  \
+		}                                                                                                      \
+		memcpy(acc + i * sizeof(T), &w, sizeof(T));                                                            \
+	}
+
+/* REDUCE16 is REDUCE for 16-bit floats, computed in float and rounded at each step. */
+#define REDUCE16(TOF, FROMF)                                                                                           \
+	for (size_t i = 0; i < n; i++) {                                                                               \
+		uint16_t hu, hv;                                                                                       \
+		float u, v, w;                                                                                         \
+		memcpy(&hu, acc + 2 * i, 2);                                                                           \
+		memcpy(&hv, in + 2 * i, 2);                                                                            \
+		u = TOF(hu), v = TOF(hv);                                                                              \
+		switch (redop) {                                                                                       \
+		case ncclProd: w = u * v; break;                                                                       \
+		case ncclMax: w = u > v ? u : v; break;                                                                \
+		case ncclMin: w = u < v ? u : v; break;                                                                \
+		default: w = u + v; break;                                                                             \
+		}                                                                                                      \
+		hu = FROMF(w);                                                                                         \
+		memcpy(acc + 2 * i, &hu, 2);                                                                           \
+	}
+
+static void combine(char *acc, const char *in, size_t n, int dtype, int redop)
+{
+	switch (dtype) {
+	case ncclInt8: REDUCE(int8_t, uint8_t) break;
+	case ncclUint8: REDUCE(uint8_t, uint8_t) break;
+	case ncclInt32: REDUCE(int32_t, uint32_t) break;
+	case ncclUint32: REDUCE(uint32_t, uint32_t) break;
+	case ncclInt64: REDUCE(int64_t, uint64_t) break;
+	case ncclUint64: REDUCE(uint64_t, uint64_t) break;
+	case ncclFloat16: REDUCE16(half_to_float, float_to_half) break;
+	case ncclFloat32: REDUCE(float, float) break;
+	case ncclFloat64: REDUCE(double, double) break;
+	case ncclBfloat16: REDUCE16(bf16_to_float, float_to_bf16) break;
+	}
+}
+
+/* DIVIDE divides n elements of type T at acc by d (ncclAvg). */
+#define DIVIDE(T)                                                                                                      \
+	for (size_t i = 0; i < n; i++) {                                                                               \
+		T u;                                                                                                   \
+		memcpy(&u, acc + i * sizeof(T), sizeof(T));                                                            \
+		u = (T)(u / (T)d);                                                                                     \
+		memcpy(acc + i * sizeof(T), &u, sizeof(T));                                                            \
+	}
+
+#define DIVIDE16(TOF, FROMF)                                                                                           \
+	for (size_t i = 0; i < n; i++) {                                                                               \
+		uint16_t h;                                                                                            \
+		memcpy(&h, acc + 2 * i, 2);                                                                            \
+		h = FROMF(TOF(h) / (float)d);                                                                          \
+		memcpy(acc + 2 * i, &h, 2);                                                                            \
+	}
+
+static void divide(char *acc, size_t n, int dtype, int d)
+{
+	switch (dtype) {
+	case ncclInt8: DIVIDE(int8_t) break;
+	case ncclUint8: DIVIDE(uint8_t) break;
+	case ncclInt32: DIVIDE(int32_t) break;
+	case ncclUint32: DIVIDE(uint32_t) break;
+	case ncclInt64: DIVIDE(int64_t) break;
+	case ncclUint64: DIVIDE(uint64_t) break;
+	case ncclFloat16: DIVIDE16(half_to_float, float_to_half) break;
+	case ncclFloat32: DIVIDE(float) break;
+	case ncclFloat64: DIVIDE(double) break;
+	case ncclBfloat16: DIVIDE16(bf16_to_float, float_to_bf16) break;
+	}
+}
+
+/*
+ * coll_compute runs x without g_mu: every rank's stream is inside it, so
+ * nobody else touches the buffers. It reads all send buffers into tmp
+ * before it writes any receive buffer, so in-place calls work.
+ */
+static void coll_compute(int nranks, struct fcoll *x)
+{
+	const struct collarg *a = &x->r[0].a;
+	size_t esz = type_size(a->dtype), bytes = a->count * esz;
+	size_t total = a->kind == COLL_REDUCESCATTER ? bytes * (size_t)nranks : bytes;
+	if (bytes == 0)
+		return;
+	switch (a->kind) {
+	case COLL_ALLREDUCE:
+	case COLL_REDUCE:
+	case COLL_REDUCESCATTER:
+		memcpy(x->tmp, x->r[0].send, total);
+		for (int i = 1; i < nranks; i++)
+			combine(x->tmp, x->r[i].send, total / esz, a->dtype, a->redop);
+		if (a->redop == ncclAvg)
+			divide(x->tmp, total / esz, a->dtype, nranks);
+		for (int i = 0; i < nranks; i++) {
+			if (a->kind == COLL_ALLREDUCE)
+				memcpy(x->r[i].recv, x->tmp, bytes);
+			else if (a->kind == COLL_REDUCESCATTER)
+				memcpy(x->r[i].recv, x->tmp + (size_t)i * bytes, bytes);
+			else if (i == a->root)
+				memcpy(x->r[i].recv, x->tmp, bytes);
+		}
+		break;
+	case COLL_BROADCAST:
+		memcpy(x->tmp, x->r[a->root].send, bytes);
+		for (int i = 0; i < nranks; i++)
+			memcpy(x->r[i].recv, x->tmp, bytes);
+		break;
+	case COLL_ALLGATHER:
+		for (int i = 0; i < nranks; i++)
+			memcpy(x->tmp + (size_t)i * bytes, x->r[i].send, bytes);
+		for (int i = 0; i < nranks; i++)
+			memcpy(x->r[i].recv, x->tmp, bytes * (size_t)nranks);
+		break;
+	}
+}
+
+/*
+ * run_nccl runs a collective as its stream reaches it (or in the caller,
+ * for the default stream), without g_mu held: it joins the collective of
+ * its sequence number, and the last rank to arrive decides and computes
+ * it. err is the stream's sticky error: the rank then arrives only to
+ * tell the others. It returns the stream's new error, if any.
+ */
+static CUresult run_nccl(struct op *o, CUresult err)
+{
+	struct fcomm *m = o->u.nccl.comm;
+	struct fclique *q = m->q;
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	struct fcoll *x;
+	struct crank *me;
+	CUresult fault;
+	pthread_mutex_lock(&g_mu);
+	if ((x = coll_get_locked(q, o->u.nccl.seq)) == NULL) {
+		comm_fail_locked(m, ncclSystemError, "out of host memory");
+		m->pending--;
+		pthread_cond_broadcast(&g_ncv);
+		pthread_mutex_unlock(&g_mu);
+		return CUDA_SUCCESS;
+	}
+	me = &x->r[m->rank];
+	me->present = 1;
+	me->a = o->u.nccl.a;
+	if (err != CUDA_SUCCESS)
+		me->broken = ncclUnhandledCudaError;
+	else if (m->async != ncclSuccess)
+		me->broken = m->async;
+	x->arrived++;
+	pthread_cond_broadcast(&g_ncv);
+	for (;;) {
+		if (x->state == C_RUNNING) {
+			pthread_cond_wait(&g_ncv, &g_mu);
+			continue;
+		}
+		if (x->state == C_DONE)
+			break;
+		if (coll_failed_locked(q, x))
+			continue;
+		if (x->arrived == q->nranks) {
+			if (coll_mismatch_locked(q, x) || coll_map_locked(q, x))
+				continue;
+			x->state = C_RUNNING;
+			pthread_mutex_unlock(&g_mu);
+			coll_compute(q->nranks, x);
+			pthread_mutex_lock(&g_mu);
+			x->state = C_DONE;
+			pthread_cond_broadcast(&g_ncv);
+			continue;
+		}
+		if (past(&d)) {
+			coll_end_locked(q, x, -1, ncclSystemError, "%s #%llu: timed out after %llu ms with %d of %d ranks there",
+					g_coll_names[me->a.kind], x->seq, g_nccl_timeout_ms, x->arrived, q->nranks);
+			continue;
+		}
+		pthread_cond_timedwait(&g_ncv, &g_mu, &d);
+	}
+	fault = me->fault;
+	if (++x->left == q->nranks)
+		coll_free_locked(q, x);
+	m->pending--;
+	pthread_cond_broadcast(&g_ncv);
+	pthread_mutex_unlock(&g_mu);
+	return fault;
+}
+
+/* ---- NCCL entry points ---- */
+
+EXPORT ncclResult_t ncclGetVersion(int *version)
+{
+	if (version == NULL)
+		return nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+	*version = NCCL_VERSION_CODE;
+	return ncclSuccess;
+}
+
+static const char *const g_nccl_errors[] = {
+	"no error",
+	"unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+	"unhandled system error (run with NCCL_DEBUG=INFO for details)",
+	"internal error - please report this issue to the NCCL developers",
+	"invalid argument (run with NCCL_DEBUG=WARN for details)",
+	"invalid usage (run with NCCL_DEBUG=WARN for details)",
+	"remote process exited or there was a network error",
+	"NCCL operation in progress",
+};
+
+EXPORT const char *ncclGetErrorString(ncclResult_t r)
+{
+	return r >= 0 && r < ncclNumResults ? g_nccl_errors[r] : "unknown result code";
+}
+
+/* comm's own asynchronous error message when it has one, else the thread's last error. */
+EXPORT const char *ncclGetLastError(ncclComm_t comm)
+{
+	const char *s = t_nccl_error;
+	struct fcomm *m;
+	pthread_mutex_lock(&g_mu);
+	if ((m = comm_find_locked(comm)) != NULL && m->async != ncclSuccess)
+		s = m->msg; /* set once, never freed */
+	pthread_mutex_unlock(&g_mu);
+	return s;
+}
+
+EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+	struct timespec ts;
+	unsigned long long state, sum;
+	if (id == NULL)
+		return nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+	clock_gettime(CLOCK_REALTIME, &ts);
+	state = (atomic_fetch_add(&g_ids, 1) + 1) * 0x9e3779b97f4a7c15ULL ^ (unsigned long long)ts.tv_nsec ^
+		((unsigned long long)ts.tv_sec << 32) ^ (unsigned long long)(uintptr_t)&g_ids;
+	memset(id, 0, sizeof *id);
+	memcpy(id->internal, NCCL_ID_MAGIC, sizeof NCCL_ID_MAGIC);
+	for (size_t i = 16; i < NCCL_ID_SUM; i += 8) {
+		unsigned long long r = splitmix64(&state);
+		memcpy(id->internal + i, &r, sizeof r);
+	}
+	sum = id_sum(id);
+	memcpy(id->internal + NCCL_ID_SUM, &sum, sizeof sum);
+	return ncclSuccess;
+}
+
+/*
+ * The id is read from the by-value parameter: a caller that passes it
+ * wrong (a pointer, or shifted) fails the checksum. Inside a group the
+ * rank joins at once and waits at the outermost ncclGroupEnd.
+ */
+EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+	struct fctx *c;
+	struct fclique *q;
+	struct fcomm *m;
+	ncclResult_t r;
+	if (comm == NULL)
+		return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
+	if (nranks < 1 || rank < 0 || rank >= nranks)
+		return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: invalid rank %d of %d ranks", rank, nranks);
+	if (!id_valid(&id))
+		return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: commId is not an id from ncclGetUniqueId");
+	if (lock_ctx(&c) != CUDA_SUCCESS) /* counts a missing context */
+		return nccl_fail(ncclUnhandledCudaError, "ncclCommInitRank: no current CUDA context on the calling thread");
+	if ((q = clique_join_locked(&id, nranks)) == NULL)
+		return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
+	if (q->nranks != nranks)
+		return unlock_nccl(nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d gave %d ranks, the ranks before it %d",
+					     rank, nranks, q->nranks));
+	if (q->comms[rank] != NULL)
+		return unlock_nccl(nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d has joined this id already", rank));
+	if ((m = calloc(1, sizeof *m)) == NULL)
+		return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
+	*m = (struct fcomm){.next = g_comms, .q = q, .rank = rank, .device = c->device, .ctx = PRIMARY(c)};
+	g_comms = m;
+	q->comms[rank] = m;
+	if (++q->joined == q->nranks)
+		clique_complete_locked(q);
+	if (t_group_depth > 0) {
+		if (defer_add((struct deferred){.init = m}) != 0) {
+			m->gone = 1;
+			return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
+		}
+		*comm = m;
+		return unlock_nccl(ncclSuccess);
+	}
+	if ((r = init_wait_locked(m)) == ncclSuccess)
+		*comm = m;
+	return unlock_nccl(r);
+}
+
+/*
+ * ncclCommDestroy waits for the communicator's collectives (each bounded
+ * by the timeout); inside a group, whose collectives wait for its end,
+ * it is refused.
+ */
+EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+	struct fcomm *m;
+	if (comm == NULL)
+		return ncclSuccess;
+	if (t_group_depth > 0)
+		return nccl_fail(ncclInvalidUsage, "ncclCommDestroy: inside a group (ncclGroupStart)");
+	pthread_mutex_lock(&g_mu);
+	if ((m = comm_find_locked(comm)) == NULL || m->gone)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "ncclCommDestroy: comm is not a live communicator"));
+	while (m->pending > 0)
+		pthread_cond_wait(&g_ncv, &g_mu);
+	m->gone = 1;
+	pthread_cond_broadcast(&g_ncv);
+	return unlock_nccl(ncclSuccess);
+}
+
+/* ncclCommAbort abandons the communicator's collectives: those in flight end with errors. */
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+	struct fcomm *m;
+	if (comm == NULL)
+		return ncclSuccess;
+	pthread_mutex_lock(&g_mu);
+	if ((m = comm_find_locked(comm)) == NULL || m->gone)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "ncclCommAbort: comm is not a live communicator"));
+	m->gone = 1;
+	pthread_cond_broadcast(&g_ncv);
+	return unlock_nccl(ncclSuccess);
+}
+
+/* comm_query finds live communicator comm for a query with an out parameter, and returns with g_mu held. */
+static ncclResult_t comm_query(const char *call, ncclComm_t comm, const void *out, struct fcomm **pm)
+{
+	if (out == NULL)
+		return nccl_fail(ncclInvalidArgument, "%s: the result pointer is NULL", call);
+	pthread_mutex_lock(&g_mu);
+	if ((*pm = comm_find_locked(comm)) == NULL || (*pm)->gone)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: comm is not a live communicator", call));
+	return ncclSuccess;
+}
+
+EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+	struct fcomm *m;
+	ncclResult_t r = comm_query("ncclCommCount", comm, count, &m);
+	if (r != ncclSuccess)
+		return r;
+	*count = m->q->nranks;
+	return unlock_nccl(ncclSuccess);
+}
+
+EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+	struct fcomm *m;
+	ncclResult_t r = comm_query("ncclCommCuDevice", comm, device, &m);
+	if (r != ncclSuccess)
+		return r;
+	*device = m->device;
+	return unlock_nccl(ncclSuccess);
+}
+
+EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+	struct fcomm *m;
+	ncclResult_t r = comm_query("ncclCommUserRank", comm, rank, &m);
+	if (r != ncclSuccess)
+		return r;
+	*rank = m->rank;
+	return unlock_nccl(ncclSuccess);
+}
+
+EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+	struct fcomm *m;
+	ncclResult_t r = comm_query("ncclCommGetAsyncError", comm, asyncError, &m);
+	if (r != ncclSuccess)
+		return r;
+	if (m->q->state == Q_FAILED)
+		*asyncError = m->q->err;
+	else if (m->q->state == Q_JOINING)
+		*asyncError = ncclInProgress;
+	else
+		*asyncError = m->async;
+	return unlock_nccl(ncclSuccess);
+}
+
+/*
+ * enqueue checks collective a of communicator h and queues it on stream
+ * hs (0, 1 or 2: the default stream of the communicator's device, run
+ * now, or at ncclGroupEnd inside a group). It needs no current context:
+ * NCCL sets the device itself.
+ */
+static ncclResult_t enqueue(struct fcomm *h, CUstream hs, struct collarg a)
+{
+	const char *call = g_coll_names[a.kind];
+	struct fcomm *m = NULL;
+	struct fstream *s = NULL;
+	struct fctx *c;
+	struct op *o;
+	size_t sendn, recvn, esz;
+	ncclResult_t r;
+	CUresult cr;
+	if (check_init() != CUDA_SUCCESS)
+		return nccl_fail(ncclUnhandledCudaError, "%s: CUDA is not initialized", call);
+	if (t_in_host_fn)
+		return nccl_fail(ncclUnhandledCudaError, "%s: called from a host function", call);
+	pthread_mutex_lock(&g_mu);
+	if ((r = comm_check_locked(call, h, &m)) != ncclSuccess)
+		return unlock_nccl(r);
+	if (a.dtype < 0 || a.dtype >= ncclNumTypes)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: invalid type %d", call, a.dtype));
+	if (coll_reduces(a.kind) && (a.redop < 0 || a.redop >= ncclNumOps))
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: invalid reduction operation %d", call, a.redop));
+	if (coll_rooted(a.kind) && (a.root < 0 || a.root >= m->q->nranks))
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: invalid root %d (root should be in the 0..%d range)",
+					     call, a.root, m->q->nranks - 1));
+	if (coll_elems(&a, m->q->nranks, m->rank, &sendn, &recvn) != 0)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", call, a.count));
+	esz = type_size(a.dtype);
+	if (sendn > 0 && dev_range_locked(m->device, a.send, sendn * esz) == NULL)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: sendbuff is not %zu bytes of device memory of device %d",
+					     call, sendn * esz, m->device));
+	if (recvn > 0 && dev_range_locked(m->device, a.recv, recvn * esz) == NULL)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: recvbuff is not %zu bytes of device memory of device %d",
+					     call, recvn * esz, m->device));
+	if ((uintptr_t)hs <= 2) {
+		if ((c = ctx_live(m->ctx)) == NULL)
+			return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: device %d has no active primary context", call,
+						     m->device));
+	} else {
+		for (s = g_streams; s != NULL && !(s == hs && !s->dead); s = s->next)
+			;
+		if (s == NULL || s->detached || s->ctx->device != m->device)
+			return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: stream is not a live stream of device %d",
+						     call, m->device));
+		c = s->ctx;
+	}
+	if ((o = op_new(OP_NCCL)) == NULL)
+		return unlock_nccl(nccl_fail(ncclSystemError, "%s: out of host memory", call));
+	o->u.nccl.comm = m;
+	o->u.nccl.seq = m->seq++;
+	o->u.nccl.a = a;
+	m->pending++;
+	stat_add(ST_NCCL, 1);
+	if (s == NULL && t_group_depth > 0 && defer_add((struct deferred){.op = o, .ctx = c, .comm = m}) == 0)
+		return unlock_nccl(ncclSuccess);
+	/* a deferral that failed runs now: the sequence number is taken */
+	cr = submit_locked(c, s, o, 0);
+	if (s != NULL)
+		return unlock_nccl(ncclSuccess);
+	if (cr != CUDA_SUCCESS)
+		return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: the default stream of device %d has failed (CUDA error %d)",
+					     call, m->device, cr));
+	if (m->async != ncclSuccess)
+		return unlock_nccl(nccl_fail(m->async, "%s: %s", call, m->msg));
+	return unlock_nccl(ncclSuccess);
+}
+
+EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op,
+				  ncclComm_t comm, CUstream stream)
+{
+	return enqueue(comm, stream,
+		       (struct collarg){COLL_ALLREDUCE, datatype, op, 0, count, (CUdeviceptr)(uintptr_t)sendbuff,
+					(CUdeviceptr)(uintptr_t)recvbuff});
+}
+
+EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, int datatype, int root,
+				  ncclComm_t comm, CUstream stream)
+{
+	return enqueue(comm, stream,
+		       (struct collarg){COLL_BROADCAST, datatype, 0, root, count, (CUdeviceptr)(uintptr_t)sendbuff,
+					(CUdeviceptr)(uintptr_t)recvbuff});
+}
+
+EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op, int root,
+			       ncclComm_t comm, CUstream stream)
+{
+	return enqueue(comm, stream,
+		       (struct collarg){COLL_REDUCE, datatype, op, root, count, (CUdeviceptr)(uintptr_t)sendbuff,
+					(CUdeviceptr)(uintptr_t)recvbuff});
+}
+
+EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, int datatype,
+				  ncclComm_t comm, CUstream stream)
+{
+	return enqueue(comm, stream,
+		       (struct collarg){COLL_ALLGATHER, datatype, 0, 0, sendcount, (CUdeviceptr)(uintptr_t)sendbuff,
+					(CUdeviceptr)(uintptr_t)recvbuff});
+}
+
+EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, int datatype, int op,
+				      ncclComm_t comm, CUstream stream)
+{
+	return enqueue(comm, stream,
+		       (struct collarg){COLL_REDUCESCATTER, datatype, op, 0, recvcount, (CUdeviceptr)(uintptr_t)sendbuff,
+					(CUdeviceptr)(uintptr_t)recvbuff});
+}
+
+EXPORT ncclResult_t ncclGroupStart(void)
+{
+	t_group_depth++;
+	return ncclSuccess;
+}
+
+/* group_op_main runs a deferred default-stream collective on a thread of its own. */
+static void *group_op_main(void *arg)
+{
+	struct deferred *d = arg;
+	struct op *o = d->op;
+	CUresult cr;
+	pthread_mutex_lock(&g_mu);
+	if (ctx_live(d->ctx) == NULL) { /* released since: the rank still tells its peers */
+		pthread_mutex_unlock(&g_mu);
+		run_nccl(o, CUDA_ERROR_INVALID_CONTEXT);
+		pthread_mutex_lock(&g_mu);
+		op_free_locked(o);
+		cr = CUDA_ERROR_INVALID_CONTEXT;
+	} else {
+		cr = submit_locked(d->ctx, NULL, o, 0);
+	}
+	d->result = cr != CUDA_SUCCESS ? ncclUnhandledCudaError : d->comm->async;
+	pthread_mutex_unlock(&g_mu);
+	return NULL;
+}
+
+/*
+ * The outermost ncclGroupEnd starts the group's default-stream
+ * collectives, each on a thread of its own (so that one thread may drive
+ * several ranks), waits for the cliques of the group's ncclCommInitRank
+ * calls, then for those threads; it returns the first error.
+ */
+EXPORT ncclResult_t ncclGroupEnd(void)
+{
+	struct deferred *ds = t_deferred;
+	size_t n = t_ndeferred;
+	pthread_t *threads;
+	char *started;
+	ncclResult_t r = ncclSuccess;
+	if (t_group_depth == 0)
+		return nccl_fail(ncclInvalidUsage, "ncclGroupEnd: not in a group (ncclGroupStart)");
+	if (--t_group_depth > 0)
+		return ncclSuccess;
+	t_deferred = NULL;
+	t_ndeferred = t_deferred_cap = 0;
+	threads = calloc(n + 1, sizeof *threads);
+	started = calloc(n + 1, 1);
+	for (size_t i = 0; i < n; i++)
+		if (ds[i].op != NULL) {
+			if (threads != NULL && started != NULL && pthread_create(&threads[i], NULL, group_op_main, &ds[i]) == 0)
+				started[i] = 1;
+			else
+				group_op_main(&ds[i]); /* no thread: run it here */
+		}
+	pthread_mutex_lock(&g_mu);
+	for (size_t i = 0; i < n; i++)
+		if (ds[i].init != NULL) {
+			ncclResult_t ri = init_wait_locked(ds[i].init);
+			if (r == ncclSuccess)
+				r = ri;
+		}
+	pthread_mutex_unlock(&g_mu);
+	for (size_t i = 0; i < n; i++) {
+		if (started != NULL && started[i])
+			pthread_join(threads[i], NULL);
+		if (ds[i].op != NULL && ds[i].result != ncclSuccess && r == ncclSuccess) {
+			r = ds[i].result;
+			pthread_mutex_lock(&g_mu);
+			snprintf(t_nccl_error, sizeof t_nccl_error, "ncclGroupEnd: %.200s", ds[i].comm->msg);
+			pthread_mutex_unlock(&g_mu);
+		}
+	}
+	free(threads);
+	free(started);
+	free(ds);
+	return r;
 }

@@ -1,0 +1,672 @@
+package cuda_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
+)
+
+// These tests run NCCL's stand-in (internal/fakecuda), one rank per
+// device of the instance, each rank a goroutine with a Context of its
+// own, as ranks of one process use NCCL.
+
+// ncclTestTimeout bounds the stand-in's waits for other ranks, so that a
+// bug fails a test instead of hanging it for NCCL's minute.
+const ncclTestTimeout = 20 * time.Second
+
+// ncclWorld is an instance with one rank per device: a Context, a
+// non-blocking stream and the rank's part of one communicator.
+type ncclWorld struct {
+	ctx   context.Context
+	lib   string
+	d     *cuda.Driver
+	nccl  *cuda.NCCL
+	ranks []*ncclRank
+}
+
+type ncclRank struct {
+	rank int
+	c    *cuda.Context
+	s    *cuda.Stream
+	comm *cuda.NCCLComm
+}
+
+// newNCCLWorld opens an instance of n devices and the Contexts and
+// streams of its ranks, without a communicator.
+func newNCCLWorld(t *testing.T, n int) *ncclWorld {
+	t.Helper()
+	if _, set := os.LookupEnv(fakecuda.EnvNCCLTimeout); !set {
+		fakecuda.SetNCCLTimeout(t, ncclTestTimeout)
+	}
+	d, lib := fakecuda.Open(t, n, 16<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	nc, err := cuda.OpenNCCL(lib)
+	require.NoError(t, err)
+	w := &ncclWorld{ctx: ctx, lib: lib, d: d, nccl: nc}
+	for r := range n {
+		c, err := d.NewContext(ctx, r)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, c.Close()) })
+		s, err := c.NewStream(ctx)
+		require.NoError(t, err)
+		w.ranks = append(w.ranks, &ncclRank{rank: r, c: c, s: s})
+	}
+	return w
+}
+
+// join forms one communicator of all ranks, closed at the end of the test.
+func (w *ncclWorld) join(t *testing.T) {
+	t.Helper()
+	id, err := w.nccl.UniqueID()
+	require.NoError(t, err)
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		var err error
+		rk.comm, err = w.nccl.NewComm(w.ctx, rk.c, len(w.ranks), rk.rank, id)
+		return err
+	}))
+	t.Cleanup(func() {
+		for _, rk := range w.ranks {
+			assert.NoError(t, rk.comm.Close())
+		}
+	})
+	for _, rk := range w.ranks {
+		require.Equal(t, rk.rank, rk.comm.Rank())
+		require.Equal(t, len(w.ranks), rk.comm.Size())
+		require.Same(t, rk.c, rk.comm.Context())
+	}
+}
+
+// newNCCLRanks is an instance of n devices whose ranks form a communicator.
+func newNCCLRanks(t *testing.T, n int) *ncclWorld {
+	t.Helper()
+	w := newNCCLWorld(t, n)
+	w.join(t)
+	return w
+}
+
+// each runs fn for every rank at once, as the ranks' goroutines, and
+// returns their errors by rank.
+func (w *ncclWorld) each(fn func(rk *ncclRank) error) []error {
+	errs := make([]error, len(w.ranks))
+	var wg sync.WaitGroup
+	for i, rk := range w.ranks {
+		wg.Go(func() { errs[i] = fn(rk) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func requireRanks(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+}
+
+// put copies x into a fresh allocation of rk's device.
+func put[T cuda.Number](ctx context.Context, rk *ncclRank, x []T) (cuda.DevicePtr, error) {
+	p, err := rk.c.Alloc(ctx, max(len(x), 1)*int(unsafe.Sizeof(x[0])))
+	if err != nil {
+		return 0, err
+	}
+	return p, rk.c.CopyHtoD(ctx, p, cuda.Bytes(x))
+}
+
+// get copies n elements at p back, once rk's stream is done.
+func get[T cuda.Number](ctx context.Context, rk *ncclRank, p cuda.DevicePtr, n int) ([]T, error) {
+	if err := rk.comm.Synchronize(ctx, rk.s); err != nil {
+		return nil, err
+	}
+	x := make([]T, n)
+	return x, rk.c.CopyDtoH(ctx, cuda.Bytes(x), p)
+}
+
+// same compares got with want element by element.
+func same[T comparable](what string, got, want []T) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("%s: element %d is %v, want %v", what, i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// checkAllReduce runs AllReduce of n elements, rank r's i-th being
+// value(r, i), and checks every rank's result against want of the
+// ranks' values, element by element.
+func checkAllReduce[T cuda.Number](t *testing.T, w *ncclWorld, op cuda.NCCLOp, inPlace bool, value func(r, i int) T, want func(x []T) T) {
+	t.Helper()
+	const n = 1000
+	dt, ok := cuda.NCCLTypeOf[T]()
+	require.True(t, ok)
+	expected := make([]T, n)
+	for i := range expected {
+		x := make([]T, len(w.ranks))
+		for r := range x {
+			x[r] = value(r, i)
+		}
+		expected[i] = want(x)
+	}
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		x := make([]T, n)
+		for i := range x {
+			x[i] = value(rk.rank, i)
+		}
+		send, err := put(w.ctx, rk, x)
+		if err != nil {
+			return err
+		}
+		recv := send
+		if !inPlace {
+			if recv, err = rk.c.Alloc(w.ctx, n*int(unsafe.Sizeof(x[0]))); err != nil {
+				return err
+			}
+		}
+		if err := rk.comm.AllReduce(w.ctx, send, recv, n, dt, op, rk.s); err != nil {
+			return err
+		}
+		got, err := get[T](w.ctx, rk, recv, n)
+		if err != nil {
+			return err
+		}
+		return same("recv", got, expected)
+	}))
+}
+
+func sum[T cuda.Number](x []T) T {
+	var s T
+	for _, v := range x {
+		s += v
+	}
+	return s
+}
+
+func TestNCCLAllReduce(t *testing.T) {
+	w := newNCCLRanks(t, 3)
+	require.Equal(t, 22304, w.nccl.Version(), "the stand-in is NCCL 2.23.4")
+	require.Equal(t, w.lib, w.nccl.Library())
+	t.Run("sum float64", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLSum, false, func(r, i int) float64 { return float64(r*1000+i) * 0.5 }, sum[float64])
+	})
+	t.Run("max int32 in place", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLMax, true, func(r, i int) int32 { return int32((i*7919+r*104729)%2001 - 1000) },
+			func(x []int32) int32 { return max(x[0], x[1], x[2]) })
+	})
+	t.Run("min uint8", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLMin, false, func(r, i int) uint8 { return uint8(i*31 + r*17) },
+			func(x []uint8) uint8 { return min(x[0], x[1], x[2]) })
+	})
+	t.Run("prod int64 in place", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLProd, true, func(r, i int) int64 { return int64((i+r)%7 - 3) },
+			func(x []int64) int64 { return x[0] * x[1] * x[2] })
+	})
+	t.Run("sum uint64 wraps", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLSum, false, func(r, i int) uint64 { return math.MaxUint64 - uint64(i+r) }, sum[uint64])
+	})
+	t.Run("sum float32", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLSum, false, func(r, i int) float32 { return float32(i - r) }, sum[float32])
+	})
+	t.Run("avg float64", func(t *testing.T) {
+		// Multiples of 3 over 3 ranks: the average is exact.
+		checkAllReduce(t, w, cuda.NCCLAvg, false, func(r, i int) float64 { return float64(3 * (r + 1) * i) },
+			func(x []float64) float64 { return sum(x) / 3 })
+	})
+	t.Run("avg int32", func(t *testing.T) {
+		checkAllReduce(t, w, cuda.NCCLAvg, true, func(r, i int) int32 { return int32(i*(r+1) - 500) },
+			func(x []int32) int32 { return sum(x) / 3 }) // truncating, as C's division
+	})
+	st, err := fakecuda.Stats(w.lib)
+	require.NoError(t, err)
+	require.EqualValues(t, 8*3, st.NCCL, "8 collectives of 3 ranks")
+}
+
+func TestNCCLBroadcast(t *testing.T) {
+	w := newNCCLRanks(t, 3)
+	const n, root = 257, 1
+	data := make([]float64, n)
+	for i := range data {
+		data[i] = float64(i) * 1.25
+	}
+	for _, inPlace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in place %v", inPlace), func(t *testing.T) {
+			requireRanks(t, w.each(func(rk *ncclRank) error {
+				x := make([]float64, n)
+				if rk.rank == root {
+					copy(x, data)
+				} else {
+					for i := range x {
+						x[i] = -1 // not read on other ranks
+					}
+				}
+				send, err := put(w.ctx, rk, x)
+				if err != nil {
+					return err
+				}
+				recv := send
+				if !inPlace {
+					if recv, err = rk.c.Alloc(w.ctx, 8*n); err != nil {
+						return err
+					}
+				}
+				if err := rk.comm.Broadcast(w.ctx, send, recv, n, cuda.NCCLFloat64, root, rk.s); err != nil {
+					return err
+				}
+				got, err := get[float64](w.ctx, rk, recv, n)
+				if err != nil {
+					return err
+				}
+				return same("recv", got, data)
+			}))
+		})
+	}
+}
+
+func TestNCCLReduce(t *testing.T) {
+	w := newNCCLRanks(t, 3)
+	const n, root = 100, 2
+	value := func(r, i int) int64 { return int64(i*i - r*1000) }
+	want := make([]int64, n)
+	for i := range want {
+		want[i] = value(0, i) + value(1, i) + value(2, i)
+	}
+	untouched := make([]byte, 8*n)
+	for i := range untouched {
+		untouched[i] = 0xa5 // what the stand-in's fresh memory holds
+	}
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		x := make([]int64, n)
+		for i := range x {
+			x[i] = value(rk.rank, i)
+		}
+		send, err := put(w.ctx, rk, x)
+		if err != nil {
+			return err
+		}
+		recv, err := rk.c.Alloc(w.ctx, 8*n)
+		if err != nil {
+			return err
+		}
+		if err := rk.comm.Reduce(w.ctx, send, recv, n, cuda.NCCLInt64, cuda.NCCLSum, root, rk.s); err != nil {
+			return err
+		}
+		got, err := get[byte](w.ctx, rk, recv, 8*n)
+		if err != nil {
+			return err
+		}
+		if rk.rank != root {
+			return same("recv off the root", got, untouched)
+		}
+		return same("the root's recv", cuda.Slice[int64](got), want)
+	}))
+}
+
+func TestNCCLAllGather(t *testing.T) {
+	w := newNCCLRanks(t, 3)
+	const n = 5
+	value := func(r, i int) int32 { return int32(100*r + i) }
+	want := make([]int32, 3*n)
+	for r := range 3 {
+		for i := range n {
+			want[r*n+i] = value(r, i)
+		}
+	}
+	for _, inPlace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in place %v", inPlace), func(t *testing.T) {
+			requireRanks(t, w.each(func(rk *ncclRank) error {
+				x := make([]int32, n)
+				for i := range x {
+					x[i] = value(rk.rank, i)
+				}
+				var send, recv cuda.DevicePtr
+				var err error
+				if inPlace {
+					// The rank's block of recv is its send buffer.
+					all := make([]int32, 3*n)
+					copy(all[rk.rank*n:], x)
+					if recv, err = put(w.ctx, rk, all); err != nil {
+						return err
+					}
+					send = recv + cuda.DevicePtr(4*n*rk.rank)
+				} else {
+					if send, err = put(w.ctx, rk, x); err != nil {
+						return err
+					}
+					if recv, err = rk.c.Alloc(w.ctx, 4*3*n); err != nil {
+						return err
+					}
+				}
+				if err := rk.comm.AllGather(w.ctx, send, recv, n, cuda.NCCLInt32, rk.s); err != nil {
+					return err
+				}
+				got, err := get[int32](w.ctx, rk, recv, 3*n)
+				if err != nil {
+					return err
+				}
+				return same("recv", got, want)
+			}))
+		})
+	}
+}
+
+func TestNCCLReduceScatter(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	const n = 4 // elements each rank receives
+	value := func(r, i int) float32 { return float32(i) + float32(r)/4 }
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		x := make([]float32, 2*n)
+		for i := range x {
+			x[i] = value(rk.rank, i)
+		}
+		send, err := put(w.ctx, rk, x)
+		if err != nil {
+			return err
+		}
+		recv, err := rk.c.Alloc(w.ctx, 4*n)
+		if err != nil {
+			return err
+		}
+		if err := rk.comm.ReduceScatter(w.ctx, send, recv, n, cuda.NCCLFloat32, cuda.NCCLSum, rk.s); err != nil {
+			return err
+		}
+		got, err := get[float32](w.ctx, rk, recv, n)
+		if err != nil {
+			return err
+		}
+		want := make([]float32, n)
+		for i := range want {
+			j := rk.rank*n + i
+			want[i] = value(0, j) + value(1, j)
+		}
+		return same("recv", got, want)
+	}))
+}
+
+// TestNCCLGroup issues two collectives on the default stream in one
+// group: the stand-in runs them at ncclGroupEnd, each on a thread.
+func TestNCCLGroup(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	const n = 64
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		a := make([]float64, n)
+		b := make([]uint32, n)
+		for i := range a {
+			a[i] = float64(i + rk.rank)
+			b[i] = uint32(i * (rk.rank + 1))
+		}
+		pa, err := put(w.ctx, rk, a)
+		if err != nil {
+			return err
+		}
+		pb, err := put(w.ctx, rk, b)
+		if err != nil {
+			return err
+		}
+		err = w.nccl.Group(w.ctx, rk.c, func() error {
+			return errors.Join(
+				rk.comm.AllReduce(w.ctx, pa, pa, n, cuda.NCCLFloat64, cuda.NCCLSum, nil),
+				rk.comm.AllReduce(w.ctx, pb, pb, n, cuda.NCCLUint32, cuda.NCCLMax, nil))
+		})
+		if err != nil {
+			return err
+		}
+		if err := rk.comm.Synchronize(w.ctx, nil); err != nil {
+			return err
+		}
+		gotA := make([]float64, n)
+		gotB := make([]uint32, n)
+		if err := errors.Join(rk.c.CopyDtoH(w.ctx, cuda.Bytes(gotA), pa), rk.c.CopyDtoH(w.ctx, cuda.Bytes(gotB), pb)); err != nil {
+			return err
+		}
+		wantA := make([]float64, n)
+		wantB := make([]uint32, n)
+		for i := range wantA {
+			wantA[i] = float64(2*i + 1)
+			wantB[i] = uint32(2 * i)
+		}
+		return errors.Join(same("a", gotA, wantA), same("b", gotB, wantB))
+	}))
+}
+
+// TestNCCLMismatchedCounts: ranks that disagree get ncclInvalidUsage,
+// every one of them, from Synchronize, instead of a hang; the
+// communicators then refuse further collectives.
+func TestNCCLMismatchedCounts(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	errs := w.each(func(rk *ncclRank) error {
+		p, err := put(w.ctx, rk, make([]float64, 4))
+		if err != nil {
+			return err
+		}
+		if err := rk.comm.AllReduce(w.ctx, p, p, 4-rk.rank, cuda.NCCLFloat64, cuda.NCCLSum, rk.s); err != nil {
+			return fmt.Errorf("queueing: %w", err)
+		}
+		return rk.comm.Synchronize(w.ctx, rk.s)
+	})
+	for r, err := range errs {
+		require.ErrorIs(t, err, cuda.ErrNCCLInvalidUsage, "rank %d", r)
+		var ne *cuda.NCCLError
+		require.ErrorAs(t, err, &ne)
+		assert.Equal(t, "ncclCommGetAsyncError", ne.Call)
+		assert.Contains(t, ne.Detail, "count")
+		assert.Contains(t, err.Error(), "ncclInvalidUsage (5)")
+	}
+	for _, rk := range w.ranks {
+		require.ErrorIs(t, rk.comm.Err(w.ctx), cuda.ErrNCCLInvalidUsage)
+		p, err := rk.c.Alloc(w.ctx, 8)
+		require.NoError(t, err)
+		err = rk.comm.AllReduce(w.ctx, p, p, 1, cuda.NCCLFloat64, cuda.NCCLSum, rk.s)
+		require.ErrorIs(t, err, cuda.ErrNCCLInvalidUsage, "a failed communicator refuses collectives")
+		var ne *cuda.NCCLError
+		require.ErrorAs(t, err, &ne)
+		require.Equal(t, "ncclAllReduce", ne.Call)
+	}
+}
+
+// TestNCCLBadArguments: arguments NCCL refuses at the call fail there,
+// on the calling rank only, and queue nothing: the communicator goes on.
+func TestNCCLBadArguments(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	r0, r1 := w.ranks[0], w.ranks[1]
+	p0, err := r0.c.Alloc(w.ctx, 64)
+	require.NoError(t, err)
+	p1, err := r1.c.Alloc(w.ctx, 64)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		err  error
+		is   error
+		call string
+	}{
+		{"root out of range", r0.comm.Broadcast(w.ctx, p0, p0, 8, cuda.NCCLFloat64, 2, r0.s), cuda.ErrNCCLInvalidArgument, "ncclBroadcast"},
+		{"negative root", r0.comm.Reduce(w.ctx, p0, p0, 8, cuda.NCCLFloat64, cuda.NCCLSum, -1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclReduce"},
+		{"unknown type", r0.comm.AllReduce(w.ctx, p0, p0, 8, cuda.NCCLType(42), cuda.NCCLSum, r0.s), cuda.ErrNCCLInvalidArgument, "ncclAllReduce"},
+		{"unknown op", r0.comm.AllReduce(w.ctx, p0, p0, 8, cuda.NCCLFloat64, cuda.NCCLOp(9), r0.s), cuda.ErrNCCLInvalidArgument, "ncclAllReduce"},
+		{"another device's memory", r0.comm.AllReduce(w.ctx, p1, p0, 8, cuda.NCCLFloat64, cuda.NCCLSum, r0.s), cuda.ErrNCCLInvalidArgument, "ncclAllReduce"},
+		{"too small a buffer", r0.comm.AllGather(w.ctx, p0, p0, 8, cuda.NCCLFloat64, r0.s), cuda.ErrNCCLInvalidArgument, "ncclAllGather"},
+		{"negative count", r0.comm.AllReduce(w.ctx, p0, p0, -1, cuda.NCCLFloat64, cuda.NCCLSum, r0.s), cuda.ErrBadArgument, ""},
+		{"another device's stream", r0.comm.AllReduce(w.ctx, p0, p0, 8, cuda.NCCLFloat64, cuda.NCCLSum, r1.s), cuda.ErrBadArgument, ""},
+	} {
+		require.ErrorIs(t, c.err, c.is, c.name)
+		if c.call != "" {
+			var ne *cuda.NCCLError
+			require.ErrorAs(t, c.err, &ne, c.name)
+			assert.Equal(t, c.call, ne.Call, c.name)
+			assert.NotEmpty(t, ne.Description, c.name)
+			assert.NotEmpty(t, ne.Detail, c.name)
+		}
+	}
+	require.NoError(t, r0.comm.Err(w.ctx), "the refusals were not asynchronous errors")
+	// Nothing was queued: the ranks' next collective is their first.
+	checkAllReduce(t, w, cuda.NCCLSum, true, func(r, i int) float64 { return float64(r + i) }, sum[float64])
+}
+
+// TestNCCLNewCommErrors: arguments ncclCommInitRank refuses, an id that
+// is not one, and two ranks on one device.
+func TestNCCLNewCommErrors(t *testing.T) {
+	w := newNCCLWorld(t, 2)
+	id, err := w.nccl.UniqueID()
+	require.NoError(t, err)
+	c := w.ranks[0].c
+	for _, bad := range [][2]int{{2, 2}, {2, -1}, {0, 0}} {
+		_, err := w.nccl.NewComm(w.ctx, c, bad[0], bad[1], id)
+		require.ErrorIs(t, err, cuda.ErrNCCLInvalidArgument, "rank %d of %d", bad[1], bad[0])
+		var ne *cuda.NCCLError
+		require.ErrorAs(t, err, &ne)
+		assert.Equal(t, "ncclCommInitRank", ne.Call)
+	}
+	_, err = w.nccl.NewComm(w.ctx, c, 1<<40, 0, id)
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+	_, err = w.nccl.NewComm(w.ctx, nil, 1, 0, id)
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+
+	// An id that ncclGetUniqueId did not make (the stand-in checks a
+	// checksum over the 128 bytes it reads from the by-value argument).
+	damaged := id
+	damaged[100] ^= 1
+	for _, bad := range []cuda.NCCLID{{}, damaged} {
+		_, err = w.nccl.NewComm(w.ctx, c, 1, 0, bad)
+		require.ErrorIs(t, err, cuda.ErrNCCLInvalidArgument)
+	}
+
+	// A communicator of one rank needs nobody else.
+	m, err := w.nccl.NewComm(w.ctx, c, 1, 0, id)
+	require.NoError(t, err)
+	require.Equal(t, 1, m.Size())
+	require.NoError(t, m.Close())
+	require.NoError(t, m.Close(), "Close is idempotent")
+	require.ErrorIs(t, m.Err(w.ctx), cuda.ErrNCCLClosed)
+	require.ErrorIs(t, m.AllReduce(w.ctx, 0, 0, 0, cuda.NCCLFloat64, cuda.NCCLSum, nil), cuda.ErrNCCLClosed)
+
+	// Two ranks on one device: every rank gets ncclInvalidUsage.
+	c2, err := w.d.NewContext(w.ctx, 0)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, c2.Close()) }()
+	id, err = w.nccl.UniqueID()
+	require.NoError(t, err)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, cr := range []*cuda.Context{c, c2} {
+		wg.Go(func() { _, errs[r] = w.nccl.NewComm(w.ctx, cr, 2, r, id) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.ErrorIs(t, err, cuda.ErrNCCLInvalidUsage, "rank %d", r)
+	}
+}
+
+// TestNCCLTimeouts: a rank that never comes makes the others' waits end
+// with ncclSystemError, on the stand-in after EnvNCCLTimeout.
+func TestNCCLTimeouts(t *testing.T) {
+	fakecuda.SetNCCLTimeout(t, time.Second)
+	w := newNCCLWorld(t, 2)
+	id, err := w.nccl.UniqueID()
+	require.NoError(t, err)
+	_, err = w.nccl.NewComm(w.ctx, w.ranks[0].c, 2, 0, id)
+	require.ErrorIs(t, err, cuda.ErrNCCLSystem, "rank 1 never joined")
+
+	w.join(t)
+	rk := w.ranks[0]
+	p, err := rk.c.Alloc(w.ctx, 8)
+	require.NoError(t, err)
+	require.NoError(t, rk.comm.AllReduce(w.ctx, p, p, 1, cuda.NCCLFloat64, cuda.NCCLSum, rk.s))
+	require.ErrorIs(t, rk.comm.Synchronize(w.ctx, rk.s), cuda.ErrNCCLSystem, "rank 1 never called AllReduce")
+	require.ErrorIs(t, w.ranks[1].comm.Err(w.ctx), cuda.ErrNCCLSystem, "the error reaches the rank that did not come")
+}
+
+// TestNCCLAbort: a rank that aborts releases the others' collectives
+// with ncclRemoteError.
+func TestNCCLAbort(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	r0, r1 := w.ranks[0], w.ranks[1]
+	p, err := r0.c.Alloc(w.ctx, 8)
+	require.NoError(t, err)
+	require.NoError(t, r0.comm.AllReduce(w.ctx, p, p, 1, cuda.NCCLFloat64, cuda.NCCLSum, r0.s))
+	require.NoError(t, r1.comm.Abort())
+	require.NoError(t, r1.comm.Abort(), "Abort is idempotent")
+	require.ErrorIs(t, r0.comm.Synchronize(w.ctx, r0.s), cuda.ErrNCCLRemote)
+	require.ErrorIs(t, r1.comm.AllReduce(w.ctx, p, p, 1, cuda.NCCLFloat64, cuda.NCCLSum, nil), cuda.ErrNCCLClosed)
+	require.ErrorIs(t, r1.comm.Synchronize(w.ctx, r1.s), cuda.ErrNCCLClosed)
+}
+
+func TestOpenNCCLMissing(t *testing.T) {
+	_, err := cuda.OpenNCCL("/nonexistent/libnccl.so.2")
+	require.ErrorIs(t, err, cuda.ErrNoNCCL)
+	require.ErrorIs(t, err, cuda.ErrNoLibrary)
+	t.Setenv(cuda.EnvNCCLLibrary, "/nonexistent/from-the-environment.so")
+	_, err = cuda.OpenNCCL("")
+	require.ErrorIs(t, err, cuda.ErrNoNCCL)
+	require.Contains(t, err.Error(), "from-the-environment")
+	// Another library is not NCCL: the missing symbol is named.
+	_, err = cuda.OpenNCCL("libc.so.6")
+	require.ErrorIs(t, err, cuda.ErrNoNCCL)
+	require.Contains(t, err.Error(), "ncclGetVersion")
+}
+
+// TestOpenNCCLFromEnvironment: fakecuda.SetLibraries points
+// PZ_NCCL_LIBRARY at the instance.
+func TestOpenNCCLFromEnvironment(t *testing.T) {
+	_, lib := fakecuda.Open(t, 1, 1<<20)
+	fakecuda.SetLibraries(t, lib)
+	n, err := cuda.OpenNCCL("")
+	require.NoError(t, err)
+	require.Equal(t, lib, n.Library())
+	id, err := n.UniqueID()
+	require.NoError(t, err)
+	id2, err := n.UniqueID()
+	require.NoError(t, err)
+	require.NotEqual(t, id, id2, "fresh ids")
+}
+
+type celsius float64
+
+func TestNCCLTypes(t *testing.T) {
+	for _, c := range []struct {
+		got  func() (cuda.NCCLType, bool)
+		want cuda.NCCLType
+		ok   bool
+	}{
+		{cuda.NCCLTypeOf[int8], cuda.NCCLInt8, true},
+		{cuda.NCCLTypeOf[uint8], cuda.NCCLUint8, true},
+		{cuda.NCCLTypeOf[int16], 0, false},
+		{cuda.NCCLTypeOf[uint16], 0, false},
+		{cuda.NCCLTypeOf[int32], cuda.NCCLInt32, true},
+		{cuda.NCCLTypeOf[uint32], cuda.NCCLUint32, true},
+		{cuda.NCCLTypeOf[int64], cuda.NCCLInt64, true},
+		{cuda.NCCLTypeOf[uint64], cuda.NCCLUint64, true},
+		{cuda.NCCLTypeOf[float32], cuda.NCCLFloat32, true},
+		{cuda.NCCLTypeOf[float64], cuda.NCCLFloat64, true},
+		{cuda.NCCLTypeOf[celsius], cuda.NCCLFloat64, true},
+	} {
+		got, ok := c.got()
+		assert.Equal(t, c.ok, ok, "%v", c.want)
+		assert.Equal(t, c.want, got)
+	}
+	assert.Equal(t, 8, cuda.NCCLFloat64.Size())
+	assert.Equal(t, 2, cuda.NCCLBfloat16.Size())
+	assert.Equal(t, 0, cuda.NCCLType(42).Size())
+	assert.Equal(t, "ncclFloat16", cuda.NCCLFloat16.String())
+	assert.Equal(t, "ncclDataType(42)", cuda.NCCLType(42).String())
+	assert.Equal(t, "ncclAvg", cuda.NCCLAvg.String())
+	assert.Equal(t, "ncclRedOp(9)", cuda.NCCLOp(9).String())
+	assert.Equal(t, "ncclRemoteError", cuda.ErrNCCLRemote.Name())
+	assert.Equal(t, "nccl: ncclInvalidUsage", cuda.ErrNCCLInvalidUsage.Error())
+	e := &cuda.NCCLError{Call: "ncclAllReduce", Code: cuda.ErrNCCLInvalidArgument, Description: "invalid argument", Detail: "invalid root 5"}
+	assert.Equal(t, "nccl: ncclAllReduce: ncclInvalidArgument (4): invalid argument: invalid root 5", e.Error())
+	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", e), cuda.ErrNCCLInvalidArgument)
+}
