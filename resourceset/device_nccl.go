@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/pzgo/pz/comm"
@@ -13,17 +14,20 @@ import (
 // Direct collectives: when every rank's slice is on a device of its own
 // that runs collectives itself (accel.Collectives: NCCL on CUDA GPUs),
 // AllReduceDevice runs there instead of staging through host memory. The
-// ranks form a communicator of their devices the first time a comm.Comm
-// is used with them (an id from rank 0, sent over the comm), and keep it
-// for the comm's later calls; whether they can, and whether forming it
-// worked, is agreed by every rank, so that all take the same path.
+// ranks first exchange their devices' keys (one small collective per
+// call): equal keys or a device without collectives on any rank mean
+// staging. A communicator of those devices is formed the first time a
+// comm.Comm is used with them (an id from rank 0, sent over the comm;
+// every rank agrees that all joined) and kept, under the comm and the
+// keys of all ranks, for later calls: the same on every rank, since every
+// rank sees the same keys.
 
 // directs holds a device's communicators, by the comm.Comm they serve
-// (the map keeps each comm reachable, so a key never names another one);
-// a nil entry means the comm's ranks cannot use the device directly.
+// (the map keeps each comm reachable, so a key never names another one)
+// and the ranks' device keys; a nil entry means they cannot be formed.
 type directs struct {
 	mu    sync.Mutex
-	comms map[comm.Comm]accel.CollectiveComm
+	comms map[comm.Comm]map[string]accel.CollectiveComm
 }
 
 // direct returns the communicator of d's device for c's ranks, forming
@@ -31,20 +35,6 @@ type directs struct {
 // collectives on some rank, two ranks on one device, or a formation that
 // failed somewhere). Every rank of c calls it at the same point.
 func (d *Device) direct(ctx context.Context, c comm.Comm) (accel.CollectiveComm, error) {
-	d.directs.mu.Lock()
-	cc, known := d.directs.comms[c]
-	d.directs.mu.Unlock()
-	if known { // formed (or refused) by every rank together before
-		return cc, nil
-	}
-	remember := func(cc accel.CollectiveComm) {
-		d.directs.mu.Lock()
-		if d.directs.comms == nil {
-			d.directs.comms = map[comm.Comm]accel.CollectiveComm{}
-		}
-		d.directs.comms[c] = cc
-		d.directs.mu.Unlock()
-	}
 	coll, _ := d.dev.(accel.Collectives)
 	key := ""
 	if coll != nil {
@@ -53,6 +43,24 @@ func (d *Device) direct(ctx context.Context, c comm.Comm) (accel.CollectiveComm,
 	keys, err := comm.AllGatherValues(ctx, c, key)
 	if err != nil {
 		return nil, err
+	}
+	group := strings.Join(keys, "\x00")
+	d.directs.mu.Lock()
+	cc, known := d.directs.comms[c][group]
+	d.directs.mu.Unlock()
+	if known { // formed (or refused) by these ranks' devices together before
+		return cc, nil
+	}
+	remember := func(cc accel.CollectiveComm) {
+		d.directs.mu.Lock()
+		if d.directs.comms == nil {
+			d.directs.comms = map[comm.Comm]map[string]accel.CollectiveComm{}
+		}
+		if d.directs.comms[c] == nil {
+			d.directs.comms[c] = map[string]accel.CollectiveComm{}
+		}
+		d.directs.comms[c][group] = cc
+		d.directs.mu.Unlock()
 	}
 	seen := map[string]bool{}
 	for _, k := range keys {

@@ -3,6 +3,7 @@ package runtimeview_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -101,4 +102,53 @@ func TestCUDAWithoutDriver(t *testing.T) {
 		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithGetenv(env("many")))
 	require.ErrorIs(t, err, runtimeview.ErrOption)
 	require.Contains(t, err.Error(), `PZ_NCUDA="many"`)
+}
+
+// TestCUDAAllReduceNCCL: in-process ranks with a GPU each reduce on the
+// GPUs through NCCL (the stand-in library's), not through host memory;
+// the same call on one GPU shared by both ranks stages.
+func TestCUDAAllReduceNCCL(t *testing.T) {
+	fakecuda.SetDelay(t, 0)
+	d, lib := fakecuda.Open(t, 2, 64<<20)
+	fakecuda.SetLibraries(t, lib)
+	fakecuda.SetNCCLTimeout(t, 2*time.Second)
+	const ranks, n = 2, 1000
+	err := runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		me := rt.Rank()
+		gpus := rt.MyResourceSet().Devices()
+		require.Len(t, gpus, 2)
+		host := make([]float64, n)
+		for i := range host {
+			host[i] = float64(me*n + i)
+		}
+		for _, c := range []struct {
+			gpu    int // each rank's GPU
+			direct bool
+		}{{me, true}, {0, false}} {
+			buf, err := resourceset.Alloc[float64](gpus[c.gpu], n)
+			require.NoError(t, err)
+			require.NoError(t, buf.CopyFrom(ctx, host))
+			before, err := fakecuda.Stats(lib)
+			require.NoError(t, err)
+			gpu := gpus[c.gpu].Accel().(*cuda.Accel)
+			pinned := gpu.PinnedCopies()
+			require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum))
+			got := make([]float64, n)
+			require.NoError(t, buf.CopyTo(ctx, got))
+			for i, x := range got {
+				require.Equal(t, float64(2*i+n), x, "element %d on rank %d (GPU %d)", i, me, c.gpu)
+			}
+			after, err := fakecuda.Stats(lib)
+			require.NoError(t, err)
+			if c.direct {
+				require.Greater(t, after.NCCL, before.NCCL, "rank %d reduced through NCCL", me)
+			} else {
+				require.Greater(t, gpu.PinnedCopies(), pinned, "rank %d staged on the shared GPU", me)
+			}
+			buf.Free()
+			require.NoError(t, rt.Barrier(ctx)) // the next case starts on every rank together
+		}
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), runtimeview.WithCUDADriver(d))
+	require.NoError(t, err)
 }

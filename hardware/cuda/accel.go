@@ -34,7 +34,8 @@ type Accel struct {
 	closed bool
 	counts [3]int64 // copies in, out, within
 	pins   map[*pin]struct{}
-	spare  [][]byte // staging buffers given back, page-locked (AllocHost)
+	spare  [][]byte  // staging buffers given back, page-locked (AllocHost)
+	coll   ncclState // accel_nccl.go
 }
 
 // spareStaging is how many staging buffers an Accel keeps for reuse;
@@ -333,7 +334,7 @@ func (a *Accel) Close() error {
 	}
 	a.closed = true
 	a.mu.Unlock()
-	var errs []error
+	errs := []error{a.closeComms()}
 	for _, e := range []*copyEngine{a.in, a.out} {
 		if e != nil {
 			errs = append(errs, e.close())
