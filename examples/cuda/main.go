@@ -78,18 +78,27 @@ func main() {
 	}
 }
 
-// kernels loads the module once per GPU: the workers of one GPU each
-// have a Context of their own, but they share the GPU's primary context,
-// where the module lives.
+// kernels loads the module once per CUDA context: the workers of one
+// GPU each have a Context of their own, but they share the GPU's primary
+// context, where the module lives - unless they run on green contexts
+// (scheduler.WithCUDAPartitions, PZ_CUDA_PARTITIONS=1), each a context
+// with modules of its own.
 type kernels struct {
 	mu sync.Mutex
-	fn map[int]*cuda.Function // by GPU ordinal
+	fn map[moduleKey]*cuda.Function
+}
+
+// moduleKey names a CUDA context: a GPU's primary one, or a green one.
+type moduleKey struct {
+	ordinal int
+	green   uintptr // 0: the primary context
 }
 
 func (k *kernels) scale(ctx context.Context, c *cuda.Context) (*cuda.Function, error) {
+	key := moduleKey{c.Ordinal(), c.GreenHandle()}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if f := k.fn[c.Ordinal()]; f != nil {
+	if f := k.fn[key]; f != nil {
 		return f, nil
 	}
 	m, err := c.LoadPTX(ctx, scalePTX)
@@ -100,7 +109,7 @@ func (k *kernels) scale(ctx context.Context, c *cuda.Context) (*cuda.Function, e
 	if err != nil {
 		return nil, err
 	}
-	k.fn[c.Ordinal()] = f
+	k.fn[key] = f
 	return f, nil
 }
 
@@ -113,7 +122,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	s := d.Local()
 
 	// 1. Tasks with a CPU and a CUDA implementation over chunks of x.
-	k := &kernels{fn: map[int]*cuda.Function{}}
+	k := &kernels{fn: map[moduleKey]*cuda.Function{}}
 	var onGPU atomic.Int64
 	scale := &scheduler.Codelet{
 		Name: "scale",
