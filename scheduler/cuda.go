@@ -446,11 +446,7 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 			return
 		}
 		*c = Call{}
-		w.complete(t, err, false)
-		if mb := s.cx.mon.Load(); mb != nil {
-			mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, 0)
-		}
-		s.release(t)
+		d.end(w, t, err, sl.t0)
 		return
 	}
 	sl.t, sl.err, sl.done, sl.qerr, sl.ended = t, nil, false, nil, nil
@@ -607,9 +603,16 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 	*c = Call{}
 	clear(sl.bufs[:])
 	d.free = append(d.free, sl)
+	d.end(w, t, err, sl.t0)
+}
+
+// end completes t (releasing its dependents), tells the monitor how long
+// it took since t0 (its pop), and recycles it.
+func (d *cudaDriver) end(w *worker, t *Task, err error, t0 int64) {
+	s := w.s
 	w.complete(t, err, false)
 	if mb := s.cx.mon.Load(); mb != nil {
-		mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, time.Duration(s.now()-sl.t0))
+		mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, time.Duration(s.now()-t0))
 	}
 	s.release(t)
 }

@@ -32,33 +32,41 @@ func PinHost[T cuda.Number](s *Scheduler, x []T) error {
 	if len(x) == 0 {
 		return fmt.Errorf("%w: PinHost of an empty slice", ErrBadData)
 	}
+	p := s.pinner()
+	if p == nil {
+		return nil
+	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(x[0])))
+	key := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if _, dup := s.pins[key]; dup {
+		return fmt.Errorf("%w: PinHost: %d bytes at %#x are pinned already", ErrBadData, len(b), key)
+	}
+	unpin, err := p.Pin(b)
+	if err != nil {
+		return fmt.Errorf("scheduler: PinHost: %w", err)
+	}
+	if s.pins == nil {
+		s.pins = map[uintptr]pinned{}
+	}
+	s.pins[key] = pinned{b: b, unpin: unpin}
+	return nil
+}
+
+// pinner returns the first of the scheduler's devices that pins host
+// memory (the registration is portable: one serves every GPU), or nil.
+func (s *Scheduler) pinner() pinner {
 	if s.data == nil {
 		return nil
 	}
 	for _, nd := range s.data.nodes[1:] {
-		p, ok := nd.dev.dev.(pinner)
-		if !ok {
-			continue
+		if p, ok := nd.dev.dev.(pinner); ok {
+			return p
 		}
-		s.pinMu.Lock()
-		defer s.pinMu.Unlock()
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		key := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-		if _, dup := s.pins[key]; dup {
-			return fmt.Errorf("%w: PinHost: %d bytes at %#x are pinned already", ErrBadData, len(b), key)
-		}
-		unpin, err := p.Pin(b)
-		if err != nil {
-			return fmt.Errorf("scheduler: PinHost: %w", err)
-		}
-		if s.pins == nil {
-			s.pins = map[uintptr]pinned{}
-		}
-		s.pins[key] = pinned{b: b, unpin: unpin}
-		return nil
 	}
 	return nil
 }
