@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -15,19 +16,25 @@ import (
 // memory on several ranks. Every rank passes a DeviceSlice on one of its
 // own devices; the root's data (the source of BcastDevice and
 // ScatterDevice, the destination of GatherDevice and ReduceDevice) live on
-// the root device. When every rank's slice is on one device object that
-// in-process ranks share (accel.Sharer), BcastDevice, GatherDevice,
-// ScatterDevice and AllGatherDevice copy between the buffers within the
-// device. Otherwise -
-// and for the reductions always - they take the staging path: device memory is copied to
-// host buffers and back around comm's collectives, in chunks of
-// StagingChunk bytes for BcastDevice and ReduceDevice (and AllReduce in
-// runtimeview), so that one chunk's copies overlap the next chunk's
-// transfer; the two chunk buffers are page-locked ones the device lends
-// when it is an accel.Stager (a CUDA GPU), which makes their copies
-// asynchronous. Lengths are agreed first: a rank whose length differs from
-// the others' gets, like every rank, an error wrapping comm.ErrMismatch
-// instead of a hang.
+// the root device. The ranks agree on a route first (device_nccl.go):
+//
+//   - within one device, when every rank's slice is on one device object
+//     that in-process ranks share (accel.Sharer): BcastDevice,
+//     GatherDevice, ScatterDevice and AllGatherDevice copy between the
+//     buffers within the device (the reductions stage);
+//   - on the devices, when every rank's slice is on a device of its own
+//     that runs collectives itself (accel.Collectives: NCCL on CUDA GPUs):
+//     every collective runs there, device memory to device memory;
+//   - staging otherwise: device memory is copied to host buffers and back
+//     around comm's collectives, in chunks of StagingChunk bytes for
+//     BcastDevice and ReduceDevice (and AllReduce in runtimeview), so that
+//     one chunk's copies overlap the next chunk's transfer; the two chunk
+//     buffers are page-locked ones the device lends when it is an
+//     accel.Stager (a CUDA GPU), which makes their copies asynchronous.
+//
+// Lengths are agreed first: a rank whose length differs from the others'
+// gets, like every rank, an error wrapping comm.ErrMismatch instead of a
+// hang.
 
 // StagingChunk is the size in bytes of the chunks of the staging path.
 const StagingChunk = 1 << 20
@@ -87,10 +94,29 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	if err := agree(ctx, c, "BcastDevice", buf.n, nil); err != nil {
 		return wrap(root, "BcastDevice", err)
 	}
-	if shared, err := sharedDevice(ctx, c, buf.dev); err != nil {
+	rt, err := routeOf(ctx, c, buf.dev, buf.n, 0, true)
+	if err != nil {
 		return wrap(root, "BcastDevice", err)
-	} else if shared != nil {
-		if err := fromRootWithin(ctx, c, root, shared, buf, buf, true); err != nil {
+	}
+	if rt.within != nil {
+		if err := fromRootWithin(ctx, c, root, rt.within, buf, buf, true); err != nil {
+			return wrap(root, "BcastDevice", err)
+		}
+		return nil
+	}
+	if rt.direct != nil {
+		if ok, err := rt.direct.Broadcast(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), root.rank); err != nil {
+			return wrap(root, "BcastDevice", onDevices(err))
+		} else if ok {
+			return nil
+		}
+	}
+	if rt.byAddr != nil {
+		a, err := addr(buf)
+		if err == nil {
+			err = rt.byAddr.BcastAt(ctx, a, buf.n, comm.DatatypeOf[T](), root.rank)
+		}
+		if err != nil {
 			return wrap(root, "BcastDevice", err)
 		}
 		return nil
@@ -165,6 +191,30 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	}
 	if !isRoot {
 		into = nil
+	}
+	rt, err := routeOf(ctx, c, mine.dev, mine.n, 0, true)
+	if err != nil {
+		return false, wrap(root, "ReduceDevice", err)
+	}
+	if rop, known := reduceOps[op]; known && rt.direct != nil {
+		var dst accel.Mem
+		if into != nil {
+			dst = into.mem
+		}
+		if ok, err := rt.direct.Reduce(mine.mem, 0, dst, 0, mine.n, kindOf[T](), rop, root.rank); err != nil {
+			return false, wrap(root, "ReduceDevice", onDevices(err))
+		} else if ok {
+			return isRoot, nil
+		}
+	}
+	if rt.byAddr != nil {
+		err := byAddr2(mine, into, func(s, r uintptr) error {
+			return rt.byAddr.ReduceAt(ctx, s, r, mine.n, comm.DatatypeOf[T](), op, root.rank)
+		})
+		if err != nil {
+			return false, wrap(root, "ReduceDevice", err)
+		}
+		return isRoot, nil
 	}
 	if err := staged(mine, into, func(chunk []T) ([]T, error) { return comm.Reduce(ctx, c, chunk, op, root.rank) }); err != nil {
 		return false, wrap(root, "ReduceDevice", err)
@@ -255,9 +305,24 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	if err := agree(ctx, c, "AllReduceDevice", buf.n, nil); err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
-	if ok, err := directAllReduce(ctx, c, buf, op); err != nil {
+	rt, err := routeOf(ctx, c, buf.dev, buf.n, 0, true)
+	if err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
-	} else if ok {
+	}
+	if rop, known := reduceOps[op]; known && rt.direct != nil {
+		if ok, err := rt.direct.AllReduce(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), rop); err != nil {
+			return fmt.Errorf("resourceset: AllReduceDevice: %w", onDevices(err))
+		} else if ok {
+			return nil
+		}
+	}
+	if rt.byAddr != nil {
+		err := byAddr2(buf, buf, func(s, r uintptr) error {
+			return rt.byAddr.AllReduceAt(ctx, s, r, buf.n, comm.DatatypeOf[T](), op)
+		})
+		if err != nil {
+			return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
+		}
 		return nil
 	}
 	if err := staged(buf, buf, func(chunk []T) ([]T, error) { return comm.AllReduce(ctx, c, chunk, op) }); err != nil {
@@ -273,13 +338,33 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
 		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
 	}
-	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+	rt, err := routeOf(ctx, c, mine.dev, mine.n, into.n, into.dev.dev == mine.dev.dev)
+	if err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
-	} else if shared != nil && into.dev.dev == mine.dev.dev {
-		if err := allGatherWithin(ctx, c, shared, mine, into); err != nil {
+	}
+	if rt.within != nil {
+		if err := allGatherWithin(ctx, c, rt.within, mine, into); err != nil {
 			return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 		}
 		return nil
+	}
+	if total := rt.total(); !slices.ContainsFunc(rt.into, func(n int) bool { return n != total }) {
+		if rt.direct != nil {
+			if ok, err := rt.direct.AllGather(mine.mem, 0, into.mem, 0, rt.counts, kindOf[T]()); err != nil {
+				return fmt.Errorf("resourceset: AllGatherDevice: %w", onDevices(err))
+			} else if ok {
+				return nil
+			}
+		}
+		if rt.byAddr != nil {
+			err := byAddr2(mine, into, func(s, r uintptr) error {
+				return rt.byAddr.AllGatherAt(ctx, s, rt.counts, r, comm.DatatypeOf[T]())
+			})
+			if err != nil {
+				return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+			}
+			return nil
+		}
 	}
 	host := make([]T, mine.n)
 	if err := <-mine.CopyOutAsync(0, host); err != nil {
@@ -329,13 +414,46 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank
-	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+	intoN, usable := 0, true
+	if isRoot {
+		if usable = mineCheck(root, "GatherDevice", into) == nil; usable {
+			intoN = into.n
+		}
+	}
+	rt, err := routeOf(ctx, c, mine.dev, mine.n, intoN, usable)
+	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
-	} else if shared != nil {
-		if err := gatherWithin(ctx, c, root, shared, mine, into); err != nil {
+	}
+	if rt.within != nil {
+		if err := gatherWithin(ctx, c, root, rt.within, mine, into); err != nil {
 			return false, wrap(root, "GatherDevice", err)
 		}
 		return isRoot, nil
+	}
+	if rt.into[root.rank] == rt.total() {
+		if !isRoot {
+			into = nil
+		}
+		if rt.direct != nil {
+			var dst accel.Mem
+			if into != nil {
+				dst = into.mem
+			}
+			if ok, err := rt.direct.Gather(mine.mem, 0, dst, 0, rt.counts, kindOf[T](), root.rank); err != nil {
+				return false, wrap(root, "GatherDevice", onDevices(err))
+			} else if ok {
+				return isRoot, nil
+			}
+		}
+		if rt.byAddr != nil {
+			err := byAddr2(mine, into, func(s, r uintptr) error {
+				return rt.byAddr.GatherAt(ctx, s, rt.counts, r, comm.DatatypeOf[T](), root.rank)
+			})
+			if err != nil {
+				return false, wrap(root, "GatherDevice", err)
+			}
+			return isRoot, nil
+		}
 	}
 	host := make([]T, mine.n)
 	if err := <-mine.CopyOutAsync(0, host); err != nil {
@@ -382,10 +500,35 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	if err := agree(ctx, c, "ScatterDevice", mine.n, bad); err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
-	if shared, err := sharedDevice(ctx, c, mine.dev); err != nil {
+	rt, err := routeOf(ctx, c, mine.dev, mine.n, 0, true)
+	if err != nil {
 		return wrap(root, "ScatterDevice", err)
-	} else if shared != nil {
-		if err := fromRootWithin(ctx, c, root, shared, from, mine, false); err != nil {
+	}
+	if rt.within != nil {
+		if err := fromRootWithin(ctx, c, root, rt.within, from, mine, false); err != nil {
+			return wrap(root, "ScatterDevice", err)
+		}
+		return nil
+	}
+	if rt.direct != nil {
+		var src accel.Mem
+		if isRoot {
+			src = from.mem
+		}
+		if ok, err := rt.direct.Scatter(src, 0, mine.mem, 0, rt.counts, kindOf[T](), root.rank); err != nil {
+			return wrap(root, "ScatterDevice", onDevices(err))
+		} else if ok {
+			return nil
+		}
+	}
+	if rt.byAddr != nil {
+		if !isRoot {
+			from = nil
+		}
+		err := byAddr2(from, mine, func(s, r uintptr) error {
+			return rt.byAddr.ScatterAt(ctx, s, rt.counts, r, comm.DatatypeOf[T](), root.rank)
+		})
+		if err != nil {
 			return wrap(root, "ScatterDevice", err)
 		}
 		return nil
@@ -417,27 +560,6 @@ func split[T any](all []T, n, each int) [][]T {
 		parts[i] = all[i*each : (i+1)*each]
 	}
 	return parts
-}
-
-// sharedDevice reports, collectively, whether every rank's slice is on
-// one device object that in-process ranks share (accel.Sharer): then the
-// data move by copies within it. It returns that device, or nil.
-func sharedDevice(ctx context.Context, c comm.Comm, d *Device) (accel.Sharer, error) {
-	sh, _ := d.dev.(accel.Sharer)
-	inst := ""
-	if sh != nil {
-		inst = sh.Instance()
-	}
-	all, err := comm.AllGatherValues(ctx, c, inst)
-	if err != nil {
-		return nil, err
-	}
-	for _, x := range all {
-		if x == "" || x != inst {
-			return nil, nil
-		}
-	}
-	return sh, nil
 }
 
 // gatherWithin is GatherDevice's device-to-device path: every rank names

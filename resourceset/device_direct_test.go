@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,13 +23,16 @@ import (
 
 // collSim is a simulated device that runs collectives itself, as a CUDA
 // GPU does through NCCL: the ranks' devices meet in a hub by the id rank
-// 0 made, and AllReduce sums their host-addressable memory.
+// 0 made, and each collective runs over their host-addressable memory.
+// Its reductions know float64 sums only.
 type collSim struct {
 	*accel.Sim
 	key     string
 	hub     *hub
-	joinErr error        // what JoinCollective returns, if set
-	reduces atomic.Int64 // AllReduce calls that ran here
+	joinErr error // what JoinCollective returns, if set
+
+	mu    sync.Mutex
+	calls map[string]int // collectives that ran here, by name
 }
 
 func (d *collSim) Key() string { return d.key }
@@ -41,6 +46,23 @@ func (d *collSim) JoinCollective(id []byte, n, rank int) (accel.CollectiveComm, 
 		return nil, d.joinErr
 	}
 	return &collComm{dev: d, group: d.hub.group(string(id), n), rank: rank}, nil
+}
+
+// ran counts a collective that ran on the device.
+func (d *collSim) ran(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.calls == nil {
+		d.calls = map[string]int{}
+	}
+	d.calls[name]++
+}
+
+// ranOnDevice returns the collectives that ran on the device, by name.
+func (d *collSim) ranOnDevice() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.calls)
 }
 
 // A hub holds the groups of the ranks' devices, by id.
@@ -57,23 +79,41 @@ func (h *hub) group(id string, n int) *group {
 	}
 	g := h.groups[id]
 	if g == nil {
-		g = &group{n: n, bufs: make([][]float64, n)}
+		g = &group{n: n, parts: make([]part, n)}
 		g.cond = sync.NewCond(&g.mu)
 		h.groups[id] = g
 	}
 	return g
 }
 
-// A group sums its ranks' float64 buffers: each deposits its buffer and
-// waits until all have, the last one sums, then each takes the sum.
+// A part is one rank's buffers in a collective, as bytes.
+type part struct{ send, recv []byte }
+
+// A group meets its ranks' calls: each deposits its part and waits until
+// all have; the last runs the collective over every part.
 type group struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	n       int
-	bufs    [][]float64
+	parts   []part
 	arrived int
 	round   int
-	sum     []float64
+}
+
+func (g *group) meet(rank int, p part, run func(parts []part)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	round := g.round
+	g.parts[rank] = p
+	if g.arrived++; g.arrived == g.n {
+		run(g.parts)
+		g.arrived = 0
+		g.round++
+		g.cond.Broadcast()
+	}
+	for g.round == round {
+		g.cond.Wait()
+	}
 }
 
 type collComm struct {
@@ -82,35 +122,130 @@ type collComm struct {
 	rank  int
 }
 
+// bytes returns n bytes at off of m; nil for a nil m.
+func (c *collComm) bytes(m accel.Mem, off, n int) []byte {
+	if m == nil {
+		return nil
+	}
+	return c.dev.Host(m)[off : off+n]
+}
+
+// size is the size of an element of kind.
+func size(kind reflect.Kind) int {
+	switch kind {
+	case reflect.Int8, reflect.Uint8:
+		return 1
+	case reflect.Int32, reflect.Uint32, reflect.Float32:
+		return 4
+	}
+	return 8
+}
+
+// sumInto adds the float64s of every part's send into dst.
+func sumInto(dst []byte, parts []part) {
+	sum := make([]float64, len(dst)/8)
+	for _, p := range parts {
+		for i, x := range unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(p.send))), len(sum)) {
+			sum[i] += x
+		}
+	}
+	copy(dst, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(sum))), len(dst)))
+}
+
 func (c *collComm) AllReduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp) (bool, error) {
 	if kind != reflect.Float64 || op != accel.OpSum {
 		return false, nil
 	}
-	c.dev.reduces.Add(1)
-	view := func(m accel.Mem, off int) []float64 {
-		b := c.dev.Host(m)[off:]
-		return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), count)
+	c.dev.ran("AllReduce")
+	c.group.meet(c.rank, part{c.bytes(send, soff, 8*count), c.bytes(recv, roff, 8*count)}, func(parts []part) {
+		sum := make([]byte, 8*count)
+		sumInto(sum, parts)
+		for _, p := range parts {
+			copy(p.recv, sum)
+		}
+	})
+	return true, nil
+}
+
+func (c *collComm) Broadcast(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, root int) (bool, error) {
+	n := count * size(kind)
+	c.dev.ran("Broadcast")
+	var src []byte
+	if c.rank == root {
+		src = c.bytes(send, soff, n)
 	}
-	g := c.group
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	round := g.round
-	g.bufs[c.rank] = view(send, soff)
-	if g.arrived++; g.arrived == g.n {
-		g.sum = make([]float64, count)
-		for _, b := range g.bufs {
-			for i, x := range b {
-				g.sum[i] += x
+	c.group.meet(c.rank, part{src, c.bytes(recv, roff, n)}, func(parts []part) {
+		data := slices.Clone(parts[root].send)
+		for _, p := range parts {
+			copy(p.recv, data)
+		}
+	})
+	return true, nil
+}
+
+func (c *collComm) Reduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp, root int) (bool, error) {
+	if kind != reflect.Float64 || op != accel.OpSum {
+		return false, nil
+	}
+	c.dev.ran("Reduce")
+	var dst []byte
+	if c.rank == root {
+		dst = c.bytes(recv, roff, 8*count)
+	}
+	c.group.meet(c.rank, part{c.bytes(send, soff, 8*count), dst}, func(parts []part) { sumInto(parts[root].recv, parts) })
+	return true, nil
+}
+
+// offsets returns the byte offset of every rank's part and the total.
+func offsets(counts []int, kind reflect.Kind) ([]int, int) {
+	off, total := make([]int, len(counts)), 0
+	for r, n := range counts {
+		off[r] = total
+		total += n * size(kind)
+	}
+	return off, total
+}
+
+func (c *collComm) AllGather(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind) (bool, error) {
+	off, total := offsets(counts, kind)
+	c.dev.ran("AllGather")
+	c.group.meet(c.rank, part{c.bytes(send, soff, counts[c.rank]*size(kind)), c.bytes(recv, roff, total)}, func(parts []part) {
+		for _, dst := range parts {
+			for r, src := range parts {
+				copy(dst.recv[off[r]:], src.send)
 			}
 		}
-		g.arrived = 0
-		g.round++
-		g.cond.Broadcast()
+	})
+	return true, nil
+}
+
+func (c *collComm) Gather(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
+	off, total := offsets(counts, kind)
+	c.dev.ran("Gather")
+	var dst []byte
+	if c.rank == root {
+		dst = c.bytes(recv, roff, total)
 	}
-	for g.round == round {
-		g.cond.Wait()
+	c.group.meet(c.rank, part{c.bytes(send, soff, counts[c.rank]*size(kind)), dst}, func(parts []part) {
+		for r, src := range parts {
+			copy(parts[root].recv[off[r]:], src.send)
+		}
+	})
+	return true, nil
+}
+
+func (c *collComm) Scatter(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
+	off, total := offsets(counts, kind)
+	c.dev.ran("Scatter")
+	var src []byte
+	if c.rank == root {
+		src = c.bytes(send, soff, total)
 	}
-	copy(view(recv, roff), g.sum)
+	c.group.meet(c.rank, part{src, c.bytes(recv, roff, counts[c.rank]*size(kind))}, func(parts []part) {
+		for r, dst := range parts {
+			copy(dst.recv, parts[root].send[off[r]:])
+		}
+	})
 	return true, nil
 }
 
@@ -207,7 +342,7 @@ func TestAllReduceDeviceDirect(t *testing.T) {
 					}
 				}
 				if cs != nil {
-					direct.Add(cs.reduces.Load())
+					direct.Add(int64(cs.ranOnDevice()["AllReduce"]))
 				}
 				return nil
 			})
@@ -219,4 +354,304 @@ func TestAllReduceDeviceDirect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attach gives every rank a resource set with dev as its one device; it
+// returns every rank's device, this rank's attached to dev.
+func attach(ctx context.Context, cm comm.Comm, dev accel.Device) ([]*resourceset.Device, error) {
+	mine := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: dev.Name(), Kind: "sim", MemoryBytes: dev.Capacity()}}}
+	machines, err := resourceset.Exchange(ctx, cm, mine)
+	if err != nil {
+		return nil, err
+	}
+	devs := make([]*resourceset.Device, cm.Size())
+	for r := range devs {
+		rs, err := resourceset.New(cm, r, machines[r], nil)
+		if err != nil {
+			return nil, err
+		}
+		if r == cm.Rank() {
+			if err := rs.AttachDevices([]accel.Device{dev}); err != nil {
+				return nil, err
+			}
+		}
+		devs[r] = rs.Devices()[0]
+	}
+	return devs, nil
+}
+
+// filled returns a device slice holding x.
+func filled[T comm.Number](ctx context.Context, d *resourceset.Device, x []T) (*resourceset.DeviceSlice[T], error) {
+	s, err := resourceset.Alloc[T](d, len(x))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.CopyFrom(ctx, x); err != nil {
+		s.Free()
+		return nil, err
+	}
+	return s, nil
+}
+
+// contents returns what s holds.
+func contents[T comm.Number](ctx context.Context, s *resourceset.DeviceSlice[T]) ([]T, error) {
+	x := make([]T, s.Len())
+	return x, s.CopyTo(ctx, x)
+}
+
+// real is the element types the tests count with.
+type real interface {
+	~int32 | ~int64 | ~float32 | ~float64
+}
+
+// seq returns n values from base on.
+func seq[T real](base, n int) []T {
+	x := make([]T, n)
+	for i := range x {
+		x[i] = T(base + i)
+	}
+	return x
+}
+
+// TestRootedDeviceDirect: ranks whose devices run collectives themselves
+// broadcast, reduce, gather, scatter and all-gather there, from and to
+// every root, with lengths that differ across ranks where the call
+// allows; a reduction of a kind the devices lack stages, and gives the
+// same result.
+func TestRootedDeviceDirect(t *testing.T) {
+	const ranks, m = 3, 5
+	ctx := context.Background()
+	h := &hub{}
+	calls := make([]map[string]int, ranks)
+	err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+		r := cm.Rank()
+		sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		cs := &collSim{Sim: sim, key: fmt.Sprint(r), hub: h}
+		devs, err := attach(ctx, cm, cs)
+		if err != nil {
+			return err
+		}
+		dev := devs[r]
+		check := func(what string, got, want any) error {
+			if !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("rank %d: %s: %v, want %v", r, what, got, want)
+			}
+			return nil
+		}
+		lens := []int{2, 3, 4} // rank r's part of a gather
+		for root := range ranks {
+			rootDev := devs[root]
+			// BcastDevice: the root's values reach every rank.
+			x := make([]float64, m)
+			if r == root {
+				x = seq[float64](100*root, m)
+			}
+			buf, err := filled(ctx, dev, x)
+			if err != nil {
+				return err
+			}
+			if err := resourceset.BcastDevice(ctx, rootDev, buf); err != nil {
+				return err
+			}
+			got, err := contents(ctx, buf)
+			buf.Free()
+			if err != nil {
+				return err
+			}
+			if err := check(fmt.Sprintf("BcastDevice from %d", root), got, seq[float64](100*root, m)); err != nil {
+				return err
+			}
+
+			// ReduceDevice: float64 on the devices, int32 staged.
+			if err := reduceCheck[float64](ctx, dev, rootDev, r, ranks, m, check); err != nil {
+				return err
+			}
+			if err := reduceCheck[int32](ctx, dev, rootDev, r, ranks, m, check); err != nil {
+				return err
+			}
+
+			// GatherDevice: rank k's lens[k] values, in rank order.
+			mine, err := filled(ctx, dev, seq[float64](10*r, lens[r]))
+			if err != nil {
+				return err
+			}
+			var into *resourceset.DeviceSlice[float64]
+			if r == root {
+				if into, err = resourceset.Alloc[float64](dev, 9); err != nil {
+					return err
+				}
+			}
+			ok, err := resourceset.GatherDevice(ctx, rootDev, mine, into)
+			mine.Free()
+			if err != nil {
+				return err
+			}
+			if err := check("GatherDevice ok", ok, r == root); err != nil {
+				return err
+			}
+			if r == root {
+				got, err := contents(ctx, into)
+				into.Free()
+				if err != nil {
+					return err
+				}
+				want := append(append(seq[float64](0, 2), seq[float64](10, 3)...), seq[float64](20, 4)...)
+				if err := check(fmt.Sprintf("GatherDevice to %d", root), got, want); err != nil {
+					return err
+				}
+			}
+
+			// ScatterDevice: rank k gets the root's k-th part of m.
+			var from *resourceset.DeviceSlice[int64]
+			if r == root {
+				if from, err = filled(ctx, dev, seq[int64](1000*root, ranks*m)); err != nil {
+					return err
+				}
+			}
+			part, err := resourceset.Alloc[int64](dev, m)
+			if err != nil {
+				return err
+			}
+			err = resourceset.ScatterDevice(ctx, rootDev, from, part)
+			if from != nil {
+				from.Free()
+			}
+			if err != nil {
+				return err
+			}
+			got64, err := contents(ctx, part)
+			part.Free()
+			if err != nil {
+				return err
+			}
+			if err := check(fmt.Sprintf("ScatterDevice from %d", root), got64, seq[int64](1000*root+r*m, m)); err != nil {
+				return err
+			}
+		}
+
+		// AllGatherDevice, lengths that differ: every rank gets all.
+		mine, err := filled(ctx, dev, seq[float32](10*r, lens[r]))
+		if err != nil {
+			return err
+		}
+		defer mine.Free()
+		all, err := resourceset.Alloc[float32](dev, 9)
+		if err != nil {
+			return err
+		}
+		defer all.Free()
+		if err := resourceset.AllGatherDevice(ctx, cm, mine, all); err != nil {
+			return err
+		}
+		got, err := contents(ctx, all)
+		if err != nil {
+			return err
+		}
+		want := append(append(seq[float32](0, 2), seq[float32](10, 3)...), seq[float32](20, 4)...)
+		if err := check("AllGatherDevice", got, want); err != nil {
+			return err
+		}
+		calls[r] = cs.ranOnDevice()
+		return nil
+	})
+	require.NoError(t, err)
+	for r, c := range calls {
+		require.Equal(t, map[string]int{"Broadcast": ranks, "Reduce": ranks, "Gather": ranks, "Scatter": ranks, "AllGather": 1}, c,
+			"rank %d: every collective ran on the devices but the int32 reductions", r)
+	}
+}
+
+// reduceCheck reduces rank r's values (r, r+1, ...) into the root
+// device and checks the sum there.
+func reduceCheck[T real](ctx context.Context, dev, root *resourceset.Device, r, ranks, m int, check func(string, any, any) error) error {
+	mine, err := filled(ctx, dev, seq[T](r, m))
+	if err != nil {
+		return err
+	}
+	defer mine.Free()
+	isRoot := r == root.Rank()
+	var into *resourceset.DeviceSlice[T]
+	if isRoot {
+		if into, err = resourceset.Alloc[T](dev, m); err != nil {
+			return err
+		}
+		defer into.Free()
+	}
+	ok, err := resourceset.ReduceDevice(ctx, root, mine, into, comm.Sum)
+	if err != nil {
+		return err
+	}
+	if err := check("ReduceDevice ok", ok, isRoot); err != nil {
+		return err
+	}
+	if !isRoot {
+		return nil
+	}
+	got, err := contents(ctx, into)
+	if err != nil {
+		return err
+	}
+	want := make([]T, m)
+	for i := range want {
+		want[i] = T(ranks*i + ranks*(ranks-1)/2)
+	}
+	return check(fmt.Sprintf("ReduceDevice %T to %d", want, root.Rank()), got, want)
+}
+
+// TestDirectBadDestination: a destination whose length is not the
+// ranks' total on one rank makes every rank take the staging path, which
+// reports it on that rank; no rank hangs on the devices.
+func TestDirectBadDestination(t *testing.T) {
+	const ranks = 2
+	ctx := context.Background()
+	h := &hub{}
+	err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+		r := cm.Rank()
+		sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		cs := &collSim{Sim: sim, key: fmt.Sprint(r), hub: h}
+		devs, err := attach(ctx, cm, cs)
+		if err != nil {
+			return err
+		}
+		mine, err := filled(ctx, devs[r], seq[float64](r, 3))
+		if err != nil {
+			return err
+		}
+		defer mine.Free()
+		// Rank 1's destination holds one element too few.
+		all, err := resourceset.Alloc[float64](devs[r], 6-r)
+		if err != nil {
+			return err
+		}
+		defer all.Free()
+		err = resourceset.AllGatherDevice(ctx, cm, mine, all)
+		if (err != nil) != (r == 1) || (err != nil && !errors.Is(err, resourceset.ErrInvalid)) {
+			return fmt.Errorf("rank %d: AllGatherDevice: %v", r, err)
+		}
+		// The root's (rank 0's) gather destination is too small.
+		var into *resourceset.DeviceSlice[float64]
+		if r == 0 {
+			if into, err = resourceset.Alloc[float64](devs[0], 5); err != nil {
+				return err
+			}
+			defer into.Free()
+		}
+		_, err = resourceset.GatherDevice(ctx, devs[0], mine, into)
+		if (err != nil) != (r == 0) || (err != nil && !errors.Is(err, resourceset.ErrInvalid)) {
+			return fmt.Errorf("rank %d: GatherDevice: %v", r, err)
+		}
+		if c := cs.ranOnDevice(); len(c) != 0 {
+			return fmt.Errorf("rank %d ran %v on the devices", r, c)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

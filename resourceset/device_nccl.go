@@ -11,16 +11,28 @@ import (
 	"github.com/pzgo/pz/hardware/accel"
 )
 
-// Direct collectives: when every rank's slice is on a device of its own
-// that runs collectives itself (accel.Collectives: NCCL on CUDA GPUs),
-// AllReduceDevice runs there instead of staging through host memory. The
-// ranks first exchange their devices' keys (one small collective per
-// call): equal keys or a device without collectives on any rank mean
-// staging. A communicator of those devices is formed the first time a
-// comm.Comm is used with them (an id from rank 0, sent over the comm;
-// every rank agrees that all joined) and kept, under the comm and the
-// keys of all ranks, for later calls: the same on every rank, since every
-// rank sees the same keys.
+// Routes. Every device collective first agrees, in one small collective,
+// which way its data take; the choice is the same on every rank, since
+// every rank decides from what all ranks sent. In order of preference:
+//
+//   - within one device: every rank's slice is on one device object that
+//     in-process ranks share (accel.Sharer), so the data move by copies
+//     within it;
+//   - direct: every rank's slice is on a device of its own that runs
+//     collectives itself (accel.Collectives: NCCL on CUDA GPUs), so they
+//     run there, on the devices' memory;
+//   - by address: the comm reaches every rank's device memory itself
+//     (comm.DeviceComm and accel.Addresser: a CUDA-aware MPI and CUDA
+//     GPUs), so its collectives take the devices' addresses;
+//   - staging otherwise: device memory is copied to host buffers and back
+//     around comm's collectives.
+//
+// The devices' communicator is formed the first time a comm.Comm is used
+// with them (an id from rank 0, sent over the comm; every rank agrees
+// that all joined) and kept, under the comm and the keys of all ranks'
+// devices, for later calls: the same on every rank, since every rank sees
+// the same keys. A formation that fails anywhere is remembered too, and
+// those ranks stage.
 
 // directs holds a device's communicators, by the comm.Comm they serve
 // (the map keeps each comm reachable, so a key never names another one)
@@ -30,20 +42,109 @@ type directs struct {
 	comms map[comm.Comm]map[string]accel.CollectiveComm
 }
 
-// direct returns the communicator of d's device for c's ranks, forming
-// it on first use; nil when they cannot use one (a device without
-// collectives on some rank, two ranks on one device, or a formation that
-// failed somewhere). Every rank of c calls it at the same point.
-func (d *Device) direct(ctx context.Context, c comm.Comm) (accel.CollectiveComm, error) {
-	coll, _ := d.dev.(accel.Collectives)
-	key := ""
-	if coll != nil {
-		key = d.dev.Key()
+// A route is the way a collective's data take, agreed by every rank.
+type route struct {
+	within accel.Sharer         // every slice is on this shared device
+	direct accel.CollectiveComm // the ranks' devices' communicator
+	byAddr comm.DeviceComm      // the comm, which reaches every rank's device memory
+	counts []int                // every rank's element count
+	into   []int                // every rank's length of its other slice
+}
+
+// routeOf agrees on the route of a collective on c whose slice on this
+// rank is on d and holds n elements; into is the length of the rank's
+// other slice (the destination of a gather), if any. A rank that passes
+// usable false (its other slice is on another device, or its arguments
+// are invalid in a way the staging path reports) makes every rank stage.
+// Every rank of c calls it at the same point.
+func routeOf(ctx context.Context, c comm.Comm, d *Device, n, into int, usable bool) (route, error) {
+	type part struct {
+		Within, Direct string // the shared device's instance, the device's key
+		ByAddr         bool   // the comm reaches the device's memory
+		N, Into        int
 	}
-	keys, err := comm.AllGatherValues(ctx, c, key)
+	me := part{N: n, Into: into}
+	if usable {
+		if sh, ok := d.dev.(accel.Sharer); ok {
+			me.Within = sh.Instance()
+		}
+		if _, ok := d.dev.(accel.Collectives); ok {
+			me.Direct = d.dev.Key()
+		}
+		me.ByAddr = reaches(c, d.dev)
+	}
+	all, err := comm.AllGatherValues(ctx, c, me)
 	if err != nil {
-		return nil, err
+		return route{}, err
 	}
+	rt := route{counts: make([]int, len(all)), into: make([]int, len(all))}
+	keys := make([]string, len(all))
+	seen := map[string]bool{}
+	within, direct, byAddr := true, true, true
+	for r, p := range all {
+		rt.counts[r], rt.into[r], keys[r] = p.N, p.Into, p.Direct
+		within = within && p.Within != "" && p.Within == me.Within
+		direct = direct && p.Direct != "" && !seen[p.Direct]
+		seen[p.Direct] = true
+		byAddr = byAddr && p.ByAddr
+	}
+	switch {
+	case within:
+		rt.within = d.dev.(accel.Sharer)
+	case direct:
+		if rt.direct, err = d.form(ctx, c, keys); err != nil {
+			return route{}, err
+		}
+	}
+	if rt.within == nil && rt.direct == nil && byAddr {
+		rt.byAddr = c.(comm.DeviceComm)
+	}
+	return rt, nil
+}
+
+// reaches reports whether c runs collectives on dev's memory by address
+// (a CUDA-aware MPI and a CUDA GPU).
+func reaches(c comm.Comm, dev accel.Device) bool {
+	dc, ok := c.(comm.DeviceComm)
+	ad, ok2 := dev.(accel.Addresser)
+	return ok && ok2 && ad.Space() != "" && dc.Reaches(ad.Space())
+}
+
+// byAddr2 runs f with the addresses of send and recv (0 for nil ones).
+func byAddr2[T comm.Number](send, recv *DeviceSlice[T], f func(send, recv uintptr) error) error {
+	s, err := addr(send)
+	if err != nil {
+		return err
+	}
+	r, err := addr(recv)
+	if err != nil {
+		return err
+	}
+	return f(s, r)
+}
+
+// addr returns the address of s's memory for a DeviceComm; 0 for a nil
+// or empty slice.
+func addr[T comm.Number](s *DeviceSlice[T]) (uintptr, error) {
+	if s == nil || s.n == 0 {
+		return 0, nil
+	}
+	return s.dev.dev.(accel.Addresser).Address(s.mem, 0)
+}
+
+// total is the sum of the ranks' counts.
+func (rt route) total() int {
+	t := 0
+	for _, n := range rt.counts {
+		t += n
+	}
+	return t
+}
+
+// form returns the communicator of d's device with the devices of keys
+// (one per rank of c), forming it on first use; nil when it could not be
+// formed on some rank. Every rank of c calls it at the same point.
+func (d *Device) form(ctx context.Context, c comm.Comm, keys []string) (accel.CollectiveComm, error) {
 	group := strings.Join(keys, "\x00")
 	d.directs.mu.Lock()
 	cc, known := d.directs.comms[c][group]
@@ -62,17 +163,11 @@ func (d *Device) direct(ctx context.Context, c comm.Comm) (accel.CollectiveComm,
 		d.directs.comms[c][group] = cc
 		d.directs.mu.Unlock()
 	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if k == "" || seen[k] {
-			remember(nil)
-			return nil, nil
-		}
-		seen[k] = true
-	}
+	coll := d.dev.(accel.Collectives)
 	var id []byte
 	var idErr string
 	if c.Rank() == 0 {
+		var err error
 		if id, err = coll.NewCollectiveID(); err != nil {
 			idErr = err.Error()
 		}
@@ -114,22 +209,13 @@ func (d *Device) direct(ctx context.Context, c comm.Comm) (accel.CollectiveComm,
 // reduceOps maps comm's reductions to the devices'.
 var reduceOps = map[comm.Op]accel.ReduceOp{comm.Sum: accel.OpSum, comm.Prod: accel.OpProd, comm.Max: accel.OpMax, comm.Min: accel.OpMin}
 
-// directAllReduce runs AllReduceDevice on the devices' communicator when
-// there is one; ok reports whether it did. The decision is the same on
-// every rank: the communicator is, and the kind and op are every rank's.
-func directAllReduce[T comm.Number](ctx context.Context, c comm.Comm, buf *DeviceSlice[T], op comm.Op) (ok bool, err error) {
-	rop, known := reduceOps[op]
-	if !known {
-		return false, nil
-	}
-	cc, err := buf.dev.direct(ctx, c)
-	if err != nil || cc == nil {
-		return false, err
-	}
-	kind := reflect.TypeFor[T]().Kind()
-	ok, err = cc.AllReduce(buf.mem, 0, buf.mem, 0, buf.n, kind, rop)
+// kindOf is the element kind of T, as the devices' collectives take it.
+func kindOf[T comm.Number]() reflect.Kind { return reflect.TypeFor[T]().Kind() }
+
+// onDevices wraps the error of a collective that ran on the devices.
+func onDevices(err error) error {
 	if err != nil {
-		return true, fmt.Errorf("on the devices: %w", err)
+		return fmt.Errorf("on the devices: %w", err)
 	}
-	return ok, nil
+	return nil
 }

@@ -152,3 +152,174 @@ func TestCUDAAllReduceNCCL(t *testing.T) {
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), runtimeview.WithCUDADriver(d))
 	require.NoError(t, err)
 }
+
+// TestCUDARootedNCCL: in-process ranks with a GPU each run the rooted
+// device collectives, and AllGatherDevice with equal and with unequal
+// lengths, on the GPUs through NCCL (the stand-in's), from every root:
+// right values, NCCL calls made, and no staging copy through page-locked
+// host memory.
+func TestCUDARootedNCCL(t *testing.T) {
+	fakecuda.SetDelay(t, 0)
+	d, lib := fakecuda.Open(t, 2, 64<<20)
+	fakecuda.SetLibraries(t, lib)
+	fakecuda.SetNCCLTimeout(t, 2*time.Second)
+	const ranks, m = 2, 1000
+	err := runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		me := rt.Rank()
+		dev := rt.MyResourceSet().Devices()[me] // a GPU of its own
+		gpu := dev.Accel().(*cuda.Accel)
+		put := func(x []float64) *resourceset.DeviceSlice[float64] {
+			s, err := resourceset.Alloc[float64](dev, len(x))
+			require.NoError(t, err)
+			require.NoError(t, s.CopyFrom(ctx, x))
+			return s
+		}
+		get := func(s *resourceset.DeviceSlice[float64]) []float64 {
+			x := make([]float64, s.Len())
+			require.NoError(t, s.CopyTo(ctx, x))
+			return x
+		}
+		vals := func(base, n int) []float64 {
+			x := make([]float64, n)
+			for i := range x {
+				x[i] = float64(base + i)
+			}
+			return x
+		}
+		onGPUs := func(what string, f func()) {
+			before, err := fakecuda.Stats(lib)
+			require.NoError(t, err)
+			pinned := gpu.PinnedCopies()
+			f()
+			after, err := fakecuda.Stats(lib)
+			require.NoError(t, err)
+			require.Greater(t, after.NCCL, before.NCCL, "%s on rank %d: through NCCL", what, me)
+			require.Equal(t, pinned, gpu.PinnedCopies(), "%s on rank %d: no staging copies", what, me)
+			require.NoError(t, rt.Barrier(ctx)) // the counters of the next call start after every rank's
+		}
+		for root := range ranks {
+			rootDev := rt.ResourceSet(root).Devices()[root]
+			isRoot := me == root
+
+			buf := put(vals(0, m))
+			if isRoot {
+				require.NoError(t, buf.CopyFrom(ctx, vals(100*root, m)))
+			}
+			onGPUs("BcastDevice", func() { require.NoError(t, resourceset.BcastDevice(ctx, rootDev, buf)) })
+			require.Equal(t, vals(100*root, m), get(buf))
+
+			var into *resourceset.DeviceSlice[float64]
+			if isRoot {
+				into = put(make([]float64, m))
+			}
+			onGPUs("ReduceDevice", func() {
+				ok, err := resourceset.ReduceDevice(ctx, rootDev, buf, into, comm.Sum)
+				require.NoError(t, err)
+				require.Equal(t, isRoot, ok)
+			})
+			if isRoot {
+				sum := vals(100*root, m)
+				for i := range sum {
+					sum[i] *= ranks
+				}
+				require.Equal(t, sum, get(into), "the sum of every rank's broadcast values")
+			}
+			buf.Free()
+			if into != nil {
+				into.Free()
+			}
+
+			// Rank k gathers k+2 values.
+			mine := put(vals(10*me, me+2))
+			into = nil
+			if isRoot {
+				into = put(make([]float64, 5))
+			}
+			onGPUs("GatherDevice", func() {
+				ok, err := resourceset.GatherDevice(ctx, rootDev, mine, into)
+				require.NoError(t, err)
+				require.Equal(t, isRoot, ok)
+			})
+			if isRoot {
+				require.Equal(t, append(vals(0, 2), vals(10, 3)...), get(into))
+				into.Free()
+			}
+			mine.Free()
+
+			var from *resourceset.DeviceSlice[float64]
+			if isRoot {
+				from = put(vals(1000*root, ranks*m))
+			}
+			part := put(make([]float64, m))
+			onGPUs("ScatterDevice", func() { require.NoError(t, resourceset.ScatterDevice(ctx, rootDev, from, part)) })
+			require.Equal(t, vals(1000*root+me*m, m), get(part))
+			part.Free()
+			if from != nil {
+				from.Free()
+			}
+		}
+		for _, lens := range [][]int{{3, 3}, {2, 3}} { // ncclAllGather; a broadcast from each rank
+			mine := put(vals(10*me, lens[me]))
+			all := put(make([]float64, lens[0]+lens[1]))
+			onGPUs("AllGatherDevice", func() { require.NoError(t, runtimeview.AllGatherDevice(ctx, rt, mine, all)) })
+			require.Equal(t, append(vals(0, lens[0]), vals(10, lens[1])...), get(all))
+			mine.Free()
+			all.Free()
+		}
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), runtimeview.WithCUDADriver(d))
+	require.NoError(t, err)
+}
+
+// TestCUDAGatherNCCLWithoutP2P: with a NCCL older than 2.7 (no ncclSend
+// or ncclRecv), GatherDevice and ScatterDevice between ranks with a GPU
+// each stage through host memory, with the same values.
+func TestCUDAGatherNCCLWithoutP2P(t *testing.T) {
+	fakecuda.SetDelay(t, 0)
+	lib := fakecuda.InstanceWithout(t, "ncclSend", "ncclRecv")
+	fakecuda.Setenv(t, 2, 64<<20)
+	d, err := cuda.OpenLibrary(lib)
+	require.NoError(t, err)
+	fakecuda.SetLibraries(t, lib)
+	fakecuda.SetNCCLTimeout(t, 2*time.Second)
+	const ranks, m = 2, 1000
+	err = runtimeview.RunLocal(testCtx(t), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		me := rt.Rank()
+		dev := rt.MyResourceSet().Devices()[me]
+		root := rt.ResourceSet(0).Devices()[0]
+		vals := make([]float64, ranks*m)
+		for i := range vals {
+			vals[i] = float64(i)
+		}
+		mine, err := resourceset.Alloc[float64](dev, m)
+		require.NoError(t, err)
+		defer mine.Free()
+		var all *resourceset.DeviceSlice[float64]
+		if me == 0 {
+			all, err = resourceset.Alloc[float64](dev, ranks*m)
+			require.NoError(t, err)
+			defer all.Free()
+			require.NoError(t, all.CopyFrom(ctx, vals))
+		}
+		require.NoError(t, resourceset.ScatterDevice(ctx, root, all, mine))
+		got := make([]float64, m)
+		require.NoError(t, mine.CopyTo(ctx, got))
+		require.Equal(t, vals[me*m:(me+1)*m], got)
+		if me == 0 {
+			require.NoError(t, all.CopyFrom(ctx, make([]float64, ranks*m)))
+		}
+		ok, err := resourceset.GatherDevice(ctx, root, mine, all)
+		require.NoError(t, err)
+		require.Equal(t, me == 0, ok)
+		if me == 0 {
+			back := make([]float64, ranks*m)
+			require.NoError(t, all.CopyTo(ctx, back))
+			require.Equal(t, vals, back)
+		}
+		stats, err := fakecuda.Stats(lib)
+		require.NoError(t, err)
+		require.Zero(t, stats.NCCL, "nothing ran on NCCL")
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), runtimeview.WithCUDADriver(d))
+	require.NoError(t, err)
+}

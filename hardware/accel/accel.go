@@ -103,15 +103,51 @@ type Collectives interface {
 }
 
 // A CollectiveComm is one rank's part of a communicator of Collectives
-// devices. Every rank calls its methods in the same order.
+// devices. Every rank calls its methods in the same order, with the
+// same counts, kind, op and root. Each method returns when this rank's
+// part is done; it reports false, and does nothing, for a kind or op the
+// communicator cannot do (the same on every rank).
 type CollectiveComm interface {
 	// AllReduce combines count elements of kind (reflect.Float64, ...)
 	// at send+soff bytes of every rank with op into recv+roff of every
 	// rank; send and recv may be the same (in place). It reports false,
 	// and does nothing, for a kind or op the communicator cannot do.
 	AllReduce(send Mem, soff int, recv Mem, roff int, count int, kind reflect.Kind, op ReduceOp) (bool, error)
+	// Broadcast copies count elements of kind at send+soff on rank root
+	// into recv+roff of every rank; send is read on the root only, and
+	// may be recv (in place).
+	Broadcast(send Mem, soff int, recv Mem, roff int, count int, kind reflect.Kind, root int) (bool, error)
+	// Reduce combines count elements of kind at send+soff of every rank
+	// with op into recv+roff of rank root; recv is written on the root
+	// only (nil elsewhere) and may be send there (in place).
+	Reduce(send Mem, soff int, recv Mem, roff int, count int, kind reflect.Kind, op ReduceOp, root int) (bool, error)
+	// AllGather collects counts[r] elements of kind at send+soff of every
+	// rank r into recv+roff of every rank, one after the other in rank
+	// order; every rank passes the same counts.
+	AllGather(send Mem, soff int, recv Mem, roff int, counts []int, kind reflect.Kind) (bool, error)
+	// Gather collects counts[r] elements of kind at send+soff of every
+	// rank r into recv+roff of rank root, one after the other in rank
+	// order; recv is written on the root only (nil elsewhere).
+	Gather(send Mem, soff int, recv Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error)
+	// Scatter sends consecutive parts of send+soff on rank root, counts[r]
+	// elements of kind for rank r in rank order, into recv+roff of every
+	// rank r; send is read on the root only (nil elsewhere).
+	Scatter(send Mem, soff int, recv Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error)
 	// Close leaves the communicator.
 	Close() error
+}
+
+// An Addresser is a device whose allocations have addresses that a
+// communication library reaches itself: a CUDA GPU's under a CUDA-aware
+// MPI (comm.DeviceComm), so collectives run on them without staging
+// through host memory. Go code never reads or writes memory by those
+// addresses.
+type Addresser interface {
+	// Space names the memory the addresses are in: "cuda" for a CUDA
+	// GPU's, "host" for host memory outside Go's heap.
+	Space() string
+	// Address returns the address of byte off of m; off may be m's size.
+	Address(m Mem, off int) (uintptr, error)
 }
 
 // A Sharer is a device that several in-process ranks use together (a

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // SimConfig describes a simulated device.
@@ -20,6 +22,11 @@ type SimConfig struct {
 	// DeviceBandwidth is the rate of copies within the device in bytes
 	// per second (default 200e9); negative copies at memory speed.
 	DeviceBandwidth float64
+	// Addressable makes the device an accel.Addresser of space "host":
+	// its allocations are mapped outside Go's heap and a communication
+	// library reaches them by address (comm.DeviceComm), as a CUDA-aware
+	// MPI reaches a CUDA GPU's memory. It stands in for that route.
+	Addressable bool
 }
 
 // WithDefaults fills the zero fields with the defaults.
@@ -69,9 +76,10 @@ func (d *Sim) count(i int) {
 }
 
 var (
-	_ Device   = (*Sim)(nil)
-	_ HostView = (*Sim)(nil)
-	_ Sharer   = (*Sim)(nil)
+	_ Device    = (*Sim)(nil)
+	_ HostView  = (*Sim)(nil)
+	_ Sharer    = (*Sim)(nil)
+	_ Addresser = (*Sim)(nil)
 )
 
 // NewSim starts simulated device number id (named "sim<id>"). Close it
@@ -85,7 +93,8 @@ func NewSim(id int, cfg SimConfig) (*Sim, error) {
 }
 
 type simMem struct {
-	b []byte
+	b      []byte
+	mapped bool // b is mapped outside Go's heap (SimConfig.Addressable)
 }
 
 func (m *simMem) Bytes() int { return len(m.b) }
@@ -117,6 +126,16 @@ func (d *Sim) Alloc(n int) (Mem, error) {
 	}
 	d.used += int64(n)
 	d.mu.Unlock()
+	if d.cfg.Addressable && n > 0 {
+		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			d.mu.Lock()
+			d.used -= int64(n)
+			d.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: mapping %d bytes: %w", ErrOutOfMemory, d.Name(), n, err)
+		}
+		return &simMem{b: b, mapped: true}, nil
+	}
 	words := make([]uint64, (n+7)/8)
 	var b []byte
 	if n > 0 {
@@ -130,6 +149,31 @@ func (d *Sim) Free(m Mem) {
 	d.mu.Lock()
 	d.used -= int64(m.Bytes())
 	d.mu.Unlock()
+	if sm := m.(*simMem); sm.mapped {
+		_ = unix.Munmap(sm.b)
+		sm.b, sm.mapped = nil, false
+	}
+}
+
+// Space returns "host" for an Addressable device, else "": its memory
+// is reached by address only when it was configured so.
+func (d *Sim) Space() string {
+	if d.cfg.Addressable {
+		return "host"
+	}
+	return ""
+}
+
+// Address returns the address of byte off of m, which is host memory.
+func (d *Sim) Address(m Mem, off int) (uintptr, error) {
+	sm, ok := m.(*simMem)
+	if !ok || off < 0 || off > len(sm.b) {
+		return 0, fmt.Errorf("accel: %s: address of byte %d of %T", d.Name(), off, m)
+	}
+	if len(sm.b) == 0 {
+		return 0, nil
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(sm.b))) + uintptr(off), nil
 }
 
 // InUse returns the bytes allocated now.

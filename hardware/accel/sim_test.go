@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +55,49 @@ func TestSimLinkTime(t *testing.T) {
 	require.NoError(t, d.Close())
 	err = accel.Wait(func(done accel.Done) { d.CopyIn(m, 0, host, 1, 8, 8, done) })
 	require.True(t, errors.Is(err, accel.ErrClosed))
+}
+
+// TestSimAddressable: an Addressable device's allocations are host
+// memory outside Go's heap whose addresses it gives (space "host"); any
+// other device has no space, and a bad offset is an error.
+func TestSimAddressable(t *testing.T) {
+	plain, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
+	require.NoError(t, err)
+	defer plain.Close()
+	require.Empty(t, plain.Space())
+
+	d, err := accel.NewSim(1, accel.SimConfig{Memory: 1 << 16, Addressable: true})
+	require.NoError(t, err)
+	defer d.Close()
+	require.Equal(t, "host", d.Space())
+	m, err := d.Alloc(4096)
+	require.NoError(t, err)
+	host := d.Host(m)
+	require.Len(t, host, 4096)
+	a, err := d.Address(m, 8)
+	require.NoError(t, err)
+	require.Equal(t, uintptr(unsafe.Pointer(&host[8])), a)
+	end, err := d.Address(m, 4096)
+	require.NoError(t, err)
+	require.Equal(t, a+4088, end)
+	_, err = d.Address(m, 4097)
+	require.Error(t, err)
+	_, err = d.Address(m, -1)
+	require.Error(t, err)
+
+	// Copies reach the mapping.
+	src := make([]byte, 4096)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	done := make(chan error, 1)
+	d.CopyIn(m, 0, src, 1, 4096, 4096, func(_ time.Time, err error) { done <- err })
+	require.NoError(t, <-done)
+	require.Equal(t, src, host)
+	require.EqualValues(t, 4096, d.InUse())
+	d.Free(m)
+	require.Zero(t, d.InUse())
+
+	_, err = d.Alloc(1 << 17)
+	require.ErrorIs(t, err, accel.ErrOutOfMemory)
 }

@@ -586,3 +586,19 @@ func (e *copyEngine) close() error {
 	<-e.exited
 	return errors.Join(e.s.Destroy(context.Background()), e.c.Close())
 }
+
+var _ accel.Addresser = (*Accel)(nil)
+
+// Space returns "cuda": the GPU's memory, which a CUDA-aware MPI reaches
+// by address (comm.DeviceComm).
+func (a *Accel) Space() string { return "cuda" }
+
+// Address returns the device address of byte off of m, an allocation
+// of this GPU.
+func (a *Accel) Address(m accel.Mem, off int) (uintptr, error) {
+	b, err := buffer(m, off, 0)
+	if err != nil {
+		return 0, err
+	}
+	return uintptr(b.ptr) + uintptr(off), nil
+}

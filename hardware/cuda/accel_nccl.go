@@ -98,27 +98,208 @@ var ncclKinds = map[reflect.Kind]NCCLType{
 	reflect.Float32: NCCLFloat32, reflect.Float64: NCCLFloat64,
 }
 
-// AllReduce runs ncclAllReduce on the communicator's stream and waits
-// for it; a kind NCCL has no type for reports false.
-func (ac *accelComm) AllReduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp) (bool, error) {
+// ptr returns the device address of n bytes at off of m; 0 for no
+// bytes of a nil m (a non-root rank's buffer of a rooted collective).
+func ptr(m accel.Mem, off, n int) (DevicePtr, error) {
+	if m == nil && n == 0 {
+		return 0, nil
+	}
+	b, err := buffer(m, off, n)
+	if err != nil {
+		return 0, err
+	}
+	return b.ptr + DevicePtr(off), nil
+}
+
+// run issues a collective on the communicator's stream, waits for it
+// and reports ok; a kind NCCL has no type for (or an op it lacks)
+// reports false.
+func (ac *accelComm) run(kind reflect.Kind, op accel.ReduceOp, issue func(ctx context.Context, dt NCCLType) error) (bool, error) {
 	dt, ok := ncclKinds[kind]
-	if !ok || int(op) >= len(ncclOps) {
+	if !ok || op < 0 || int(op) >= len(ncclOps) {
 		return false, nil
 	}
-	n := count * dt.Size()
-	sb, err := buffer(send, soff, n)
-	if err != nil {
-		return true, err
-	}
-	rb, err := buffer(recv, roff, n)
-	if err != nil {
-		return true, err
-	}
 	ctx := context.Background()
-	if err := ac.comm.AllReduce(ctx, sb.ptr+DevicePtr(soff), rb.ptr+DevicePtr(roff), count, dt, ncclOps[op], ac.s); err != nil {
+	if err := issue(ctx, dt); err != nil {
 		return true, err
 	}
 	return true, ac.comm.Synchronize(ctx, ac.s)
+}
+
+// checkCounts checks a counts argument: one per rank, none negative.
+func (ac *accelComm) checkCounts(call string, counts []int) error {
+	if len(counts) != ac.comm.Size() {
+		return fmt.Errorf("%w: %s with %d counts for %d ranks", ErrBadArgument, call, len(counts), ac.comm.Size())
+	}
+	for r, n := range counts {
+		if n < 0 {
+			return fmt.Errorf("%w: %s with count %d for rank %d", ErrBadArgument, call, n, r)
+		}
+	}
+	return nil
+}
+
+// AllReduce runs ncclAllReduce on the communicator's stream and waits
+// for it; a kind NCCL has no type for reports false.
+func (ac *accelComm) AllReduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp) (bool, error) {
+	return ac.run(kind, op, func(ctx context.Context, dt NCCLType) error {
+		n := count * dt.Size()
+		sp, err := ptr(send, soff, n)
+		if err != nil {
+			return err
+		}
+		rp, err := ptr(recv, roff, n)
+		if err != nil {
+			return err
+		}
+		return ac.comm.AllReduce(ctx, sp, rp, count, dt, ncclOps[op], ac.s)
+	})
+}
+
+// Broadcast runs ncclBroadcast and waits for it.
+func (ac *accelComm) Broadcast(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, root int) (bool, error) {
+	return ac.run(kind, accel.OpSum, func(ctx context.Context, dt NCCLType) error {
+		n := count * dt.Size()
+		sp := DevicePtr(0)
+		if ac.comm.Rank() == root {
+			var err error
+			if sp, err = ptr(send, soff, n); err != nil {
+				return err
+			}
+		}
+		rp, err := ptr(recv, roff, n)
+		if err != nil {
+			return err
+		}
+		return ac.comm.Broadcast(ctx, sp, rp, count, dt, root, ac.s)
+	})
+}
+
+// Reduce runs ncclReduce and waits for it.
+func (ac *accelComm) Reduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp, root int) (bool, error) {
+	return ac.run(kind, op, func(ctx context.Context, dt NCCLType) error {
+		n := count * dt.Size()
+		sp, err := ptr(send, soff, n)
+		if err != nil {
+			return err
+		}
+		rp := DevicePtr(0)
+		if ac.comm.Rank() == root {
+			if rp, err = ptr(recv, roff, n); err != nil {
+				return err
+			}
+		}
+		return ac.comm.Reduce(ctx, sp, rp, count, dt, ncclOps[op], root, ac.s)
+	})
+}
+
+// AllGather runs ncclAllGather when every rank sends as many elements,
+// else one ncclBroadcast from each rank into its part, in one group.
+func (ac *accelComm) AllGather(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind) (bool, error) {
+	if err := ac.checkCounts("AllGather", counts); err != nil {
+		return true, err
+	}
+	return ac.run(kind, accel.OpSum, func(ctx context.Context, dt NCCLType) error {
+		esz, me := dt.Size(), ac.comm.Rank()
+		total, equal := 0, true
+		for _, n := range counts {
+			total += n
+			equal = equal && n == counts[0]
+		}
+		sp, err := ptr(send, soff, counts[me]*esz)
+		if err != nil {
+			return err
+		}
+		rp, err := ptr(recv, roff, total*esz)
+		if err != nil {
+			return err
+		}
+		if equal {
+			return ac.comm.AllGather(ctx, sp, rp, counts[0], dt, ac.s)
+		}
+		return ac.a.coll.lib.Group(ctx, ac.c, func() error {
+			off := rp
+			for r, n := range counts {
+				if n > 0 {
+					if err := ac.comm.Broadcast(ctx, sp, off, n, dt, r, ac.s); err != nil {
+						return err
+					}
+				}
+				off += DevicePtr(n * esz)
+			}
+			return nil
+		})
+	})
+}
+
+// Gather runs, in one group, the root's ncclRecv from every rank into
+// its part of recv and every rank's ncclSend to the root. A NCCL without
+// point-to-point calls (before 2.7) reports false.
+func (ac *accelComm) Gather(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
+	return ac.p2p("Gather", send, soff, recv, roff, counts, kind, root, true)
+}
+
+// Scatter runs, in one group, the root's ncclSend of each part of send
+// to its rank and every rank's ncclRecv from the root. A NCCL without
+// point-to-point calls reports false.
+func (ac *accelComm) Scatter(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
+	return ac.p2p("Scatter", send, soff, recv, roff, counts, kind, root, false)
+}
+
+// p2p is Gather (gather true) and Scatter: the root's side moves every
+// rank's part of its buffer, each rank's side its own part.
+func (ac *accelComm) p2p(call string, send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int, gather bool) (bool, error) {
+	if err := ac.checkCounts(call, counts); err != nil {
+		return true, err
+	}
+	if root < 0 || root >= ac.comm.Size() {
+		return true, fmt.Errorf("%w: %s with root %d of %d ranks", ErrBadArgument, call, root, ac.comm.Size())
+	}
+	if api := &ac.a.coll.lib.api; api.send == nil || api.recv == nil {
+		return false, nil // the same on every rank that loaded this NCCL
+	}
+	return ac.run(kind, accel.OpSum, func(ctx context.Context, dt NCCLType) error {
+		esz, me := dt.Size(), ac.comm.Rank()
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		// own is this rank's part; all is the root's whole buffer.
+		own, all, ownOff, allOff := send, recv, soff, roff
+		if !gather {
+			own, all, ownOff, allOff = recv, send, roff, soff
+		}
+		op, ap := ac.comm.Send, ac.comm.Recv
+		if !gather {
+			op, ap = ac.comm.Recv, ac.comm.Send
+		}
+		owp, err := ptr(own, ownOff, counts[me]*esz)
+		if err != nil {
+			return err
+		}
+		alp := DevicePtr(0)
+		if me == root {
+			if alp, err = ptr(all, allOff, total*esz); err != nil {
+				return err
+			}
+		}
+		return ac.a.coll.lib.Group(ctx, ac.c, func() error {
+			if me == root {
+				for r, n := range counts {
+					if n > 0 {
+						if err := ap(ctx, alp, n, dt, r, ac.s); err != nil {
+							return err
+						}
+					}
+					alp += DevicePtr(n * esz)
+				}
+			}
+			if counts[me] > 0 {
+				return op(ctx, owp, counts[me], dt, root, ac.s)
+			}
+			return nil
+		})
+	})
 }
 
 // Close leaves the communicator and releases its stream and context.

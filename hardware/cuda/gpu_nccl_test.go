@@ -12,10 +12,11 @@ import (
 	"github.com/pzgo/pz/hardware/cuda"
 )
 
-// TestNCCLOnGPU runs collectives on the real NCCL, one rank per GPU of
-// the machine (up to 4; a single GPU makes a communicator of one rank,
-// which still checks the binding: the id passed by value, the calls and
-// their arguments). It skips without a GPU or without libnccl.so.2.
+// TestNCCLOnGPU runs collectives and a ring of sends and receives on
+// the real NCCL, one rank per GPU of the machine (up to 4; a single GPU
+// makes a communicator of one rank, which still checks the binding: the
+// id passed by value, the calls and their arguments). It skips without a
+// GPU or without libnccl.so.2.
 func TestNCCLOnGPU(t *testing.T) {
 	d := openDriver(t)
 	n, err := cuda.OpenNCCL("")
@@ -84,6 +85,41 @@ func TestNCCLOnGPU(t *testing.T) {
 					want := float64(nranks*(i%1000) + nranks*(nranks-1)/2)
 					if got[i] != want {
 						t.Errorf("rank %d: element %d is %v, want %v", r, i, got[i], want)
+						break
+					}
+				}
+
+				// A ring of Send and Recv in one group (to itself with one
+				// rank), when the library has them (NCCL 2.7).
+				const ring = 4096
+				next, prev := (r+1)%nranks, (r+nranks-1)%nranks
+				for i := range ring {
+					x[i] = float64(r*ring + i)
+				}
+				if err := c.CopyHtoD(ctx, p, cuda.Bytes(x[:ring])); err != nil {
+					return err
+				}
+				q := p + cuda.DevicePtr(8*ring)
+				err = n.Group(ctx, c, func() error {
+					return errors.Join(comm.Send(ctx, p, ring, cuda.NCCLFloat64, next, s),
+						comm.Recv(ctx, q, ring, cuda.NCCLFloat64, prev, s))
+				})
+				if errors.Is(err, cuda.ErrNotSupported) {
+					t.Logf("rank %d: no ncclSend/ncclRecv: %v", r, err)
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if err := comm.Synchronize(ctx, s); err != nil {
+					return err
+				}
+				if err := c.CopyDtoH(ctx, cuda.Bytes(got[:ring]), q); err != nil {
+					return err
+				}
+				for i := range ring {
+					if want := float64(prev*ring + i); got[i] != want {
+						t.Errorf("rank %d: received element %d is %v, want %v", r, i, got[i], want)
 						break
 					}
 				}

@@ -252,6 +252,12 @@ type ncclAPI struct {
 
 	// const char *ncclGetLastError(ncclComm_t comm); NCCL 2.13
 	getLastError func(comm uintptr) *byte
+	// ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+	// int peer, ncclComm_t comm, cudaStream_t stream); NCCL 2.7
+	send func(send DevicePtr, count uintptr, dt, peer int32, comm, stream uintptr) int32
+	// ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+	// int peer, ncclComm_t comm, cudaStream_t stream); NCCL 2.7
+	recv func(recv DevicePtr, count uintptr, dt, peer int32, comm, stream uintptr) int32
 }
 
 func (a *ncclAPI) symbols() []symbol {
@@ -273,6 +279,8 @@ func (a *ncclAPI) symbols() []symbol {
 		{&a.groupStart, []string{"ncclGroupStart"}, false},
 		{&a.groupEnd, []string{"ncclGroupEnd"}, false},
 		{&a.getLastError, []string{"ncclGetLastError"}, true},
+		{&a.send, []string{"ncclSend"}, true},
+		{&a.recv, []string{"ncclRecv"}, true},
 	}
 }
 
@@ -322,6 +330,13 @@ func (n *NCCL) check(call string, r int32, comm uintptr) error {
 		e.Detail = cString(n.api.getLastError(comm))
 	}
 	return e
+}
+
+// unsupported is the error of a method whose entry point, named call,
+// the loaded NCCL lacks (its api field is nil: openLib skips missing
+// optional symbols). It wraps ErrNotSupported.
+func (n *NCCL) unsupported(call string) error {
+	return fmt.Errorf("%w: %s lacks %s (NCCL version %d)", ErrNotSupported, n.path, call, n.version)
 }
 
 // UniqueID makes the id of a new communicator (ncclGetUniqueId). Call it
@@ -379,10 +394,13 @@ func (n *NCCL) NewComm(ctx context.Context, c *Context, nranks, rank int, id NCC
 }
 
 // Group runs fn between ncclGroupStart and ncclGroupEnd on c's thread,
-// so that the collectives fn issues through communicators of c (whose
-// methods run inline there) are launched together, as one operation,
-// at ncclGroupEnd. fn must not use communicators of other Contexts. Group
-// returns fn's error joined with ncclGroupEnd's.
+// so that the collectives, sends and receives fn issues through
+// communicators of c (whose methods run inline there) are launched
+// together, as one operation, at ncclGroupEnd. Sends and receives that
+// involve several peers, or that a rank both sends and receives, must be
+// issued in one Group: only then do they progress together instead of
+// waiting for each other. fn must not use communicators of other
+// Contexts. Group returns fn's error joined with ncclGroupEnd's.
 func (n *NCCL) Group(ctx context.Context, c *Context, fn func() error) error {
 	return c.Do(ctx, func() (err error) {
 		if err := n.check("ncclGroupStart", n.api.groupStart(), 0); err != nil {
@@ -407,7 +425,8 @@ const (
 // Context it was made in: every call runs on that Context's thread.
 // Collectives are queued on a stream of the Context's device and return
 // before they run; every rank must issue the same collectives, with the
-// same counts, types, ops and roots, in the same order. Its methods are
+// same counts, types, ops and roots, in the same order. Sends and
+// receives (Send, Recv) pair up between two ranks instead. Its methods are
 // safe for concurrent use, but collectives issued concurrently reach
 // NCCL in an order of the executor's choosing.
 type NCCLComm struct {
@@ -512,6 +531,59 @@ func (m *NCCLComm) ReduceScatter(ctx context.Context, send, recv DevicePtr, recv
 	return m.collective(ctx, "ncclReduceScatter", recvcount, 0, s, func(n uintptr, _ int32, h uintptr) int32 {
 		return m.n.api.reduceScatter(send, recv, n, int32(dt), int32(op), m.h, h)
 	})
+}
+
+// p2p checks the count and peer of a send or receive, f (nil when the
+// library lacks it), and issues it on s.
+func (m *NCCLComm) p2p(ctx context.Context, name string, count, peer int, s *Stream, f func(count uintptr, peer int32, stream uintptr) int32) error {
+	if f == nil {
+		return m.n.unsupported(name)
+	}
+	if count < 0 {
+		return fmt.Errorf("%w: %s of %d elements", ErrBadArgument, name, count)
+	}
+	if peer > math.MaxInt32 || peer < math.MinInt32 {
+		return fmt.Errorf("%w: %s with peer %d", ErrBadArgument, name, peer)
+	}
+	h, err := m.stream(s)
+	if err != nil {
+		return err
+	}
+	return m.call(ctx, name, func() int32 { return f(uintptr(count), int32(peer), h) })
+}
+
+// Send queues on s the sending of count elements of type dt at send to
+// rank peer (ncclSend, NCCL 2.7 and later), which must queue the
+// matching Recv from this rank with the same count and type; a peer may
+// be this rank itself. The messages from one rank to another match in
+// the order they were issued: the k-th Send to a peer is the peer's
+// k-th Recv from this rank. A send completes only with its receive, so
+// a rank that sends to and receives from several peers (or gathers,
+// scatters, or sends to itself) must issue them all in one NCCL.Group,
+// which makes them progress together; outside a group they may wait for
+// each other forever. send is read when the stream reaches the send. A
+// NCCL without it (before 2.7) gives an error wrapping ErrNotSupported.
+func (m *NCCLComm) Send(ctx context.Context, send DevicePtr, count int, dt NCCLType, peer int, s *Stream) error {
+	var f func(uintptr, int32, uintptr) int32
+	if m.n.api.send != nil {
+		f = func(n uintptr, peer int32, h uintptr) int32 { return m.n.api.send(send, n, int32(dt), peer, m.h, h) }
+	}
+	return m.p2p(ctx, "ncclSend", count, peer, s, f)
+}
+
+// Recv queues on s the receiving of count elements of type dt from rank
+// peer into recv (ncclRecv, NCCL 2.7 and later): the message of peer's
+// matching Send to this rank, which must have the same count and type
+// (else both ranks' communicators get an asynchronous error). Messages
+// between two ranks match in issue order, and receives from several
+// peers belong in one NCCL.Group with the rank's sends, as Send says. A
+// NCCL without it gives an error wrapping ErrNotSupported.
+func (m *NCCLComm) Recv(ctx context.Context, recv DevicePtr, count int, dt NCCLType, peer int, s *Stream) error {
+	var f func(uintptr, int32, uintptr) int32
+	if m.n.api.recv != nil {
+		f = func(n uintptr, peer int32, h uintptr) int32 { return m.n.api.recv(recv, n, int32(dt), peer, m.h, h) }
+	}
+	return m.p2p(ctx, "ncclRecv", count, peer, s, f)
 }
 
 // asyncErr returns the communicator's asynchronous error; on its thread.

@@ -670,3 +670,392 @@ func TestNCCLTypes(t *testing.T) {
 	assert.Equal(t, "nccl: ncclAllReduce: ncclInvalidArgument (4): invalid argument: invalid root 5", e.Error())
 	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", e), cuda.ErrNCCLInvalidArgument)
 }
+
+// checkGather gathers n elements of every rank, rank r's i-th being
+// value(r, i), into consecutive parts of a buffer of root with Send and
+// Recv in one group per rank (the root also sends to itself), and checks
+// the root's buffer.
+func checkGather[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value func(r, i int) T) {
+	t.Helper()
+	dt, ok := cuda.NCCLTypeOf[T]()
+	require.True(t, ok)
+	nranks := len(w.ranks)
+	want := make([]T, 0, nranks*n)
+	for r := range nranks {
+		for i := range n {
+			want = append(want, value(r, i))
+		}
+	}
+	esz := int(unsafe.Sizeof(want[0]))
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		x := make([]T, n)
+		for i := range x {
+			x[i] = value(rk.rank, i)
+		}
+		send, err := put(w.ctx, rk, x)
+		if err != nil {
+			return err
+		}
+		var recv cuda.DevicePtr
+		if rk.rank == root {
+			if recv, err = rk.c.Alloc(w.ctx, nranks*n*esz); err != nil {
+				return err
+			}
+		}
+		err = w.nccl.Group(w.ctx, rk.c, func() error {
+			if rk.rank == root {
+				// The receives first, its own included: the group makes the
+				// order of issue irrelevant.
+				for r := range nranks {
+					if err := rk.comm.Recv(w.ctx, recv+cuda.DevicePtr(r*n*esz), n, dt, r, rk.s); err != nil {
+						return err
+					}
+				}
+			}
+			return rk.comm.Send(w.ctx, send, n, dt, root, rk.s)
+		})
+		if err != nil {
+			return err
+		}
+		if rk.rank != root {
+			return rk.comm.Synchronize(w.ctx, rk.s)
+		}
+		got, err := get[T](w.ctx, rk, recv, nranks*n)
+		if err != nil {
+			return err
+		}
+		return same("the root's recv", got, want)
+	}))
+}
+
+// checkScatter is checkGather's reverse: root sends part r of its
+// buffer to rank r, itself included, and every rank receives its part.
+func checkScatter[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value func(r, i int) T) {
+	t.Helper()
+	dt, ok := cuda.NCCLTypeOf[T]()
+	require.True(t, ok)
+	nranks := len(w.ranks)
+	all := make([]T, 0, nranks*n)
+	for r := range nranks {
+		for i := range n {
+			all = append(all, value(r, i))
+		}
+	}
+	esz := int(unsafe.Sizeof(all[0]))
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		var send cuda.DevicePtr
+		var err error
+		if rk.rank == root {
+			if send, err = put(w.ctx, rk, all); err != nil {
+				return err
+			}
+		}
+		recv, err := rk.c.Alloc(w.ctx, n*esz)
+		if err != nil {
+			return err
+		}
+		err = w.nccl.Group(w.ctx, rk.c, func() error {
+			// The receive first, on the root too.
+			if err := rk.comm.Recv(w.ctx, recv, n, dt, root, rk.s); err != nil {
+				return err
+			}
+			if rk.rank == root {
+				for r := range nranks {
+					if err := rk.comm.Send(w.ctx, send+cuda.DevicePtr(r*n*esz), n, dt, r, rk.s); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		got, err := get[T](w.ctx, rk, recv, n)
+		if err != nil {
+			return err
+		}
+		return same("recv", got, all[rk.rank*n:(rk.rank+1)*n])
+	}))
+}
+
+// TestNCCLGather gathers to a root with Send and Recv in groups, for
+// several types and numbers of ranks.
+func TestNCCLGather(t *testing.T) {
+	for nranks := 2; nranks <= 4; nranks++ {
+		t.Run(fmt.Sprintf("%d ranks", nranks), func(t *testing.T) {
+			w := newNCCLRanks(t, nranks)
+			root := nranks / 2
+			checkGather(t, w, root, 100, func(r, i int) float64 { return float64(r*1000+i) * 0.25 })
+			checkGather(t, w, 0, 7, func(r, i int) int32 { return int32(-r*100 - i) })
+			checkGather(t, w, nranks-1, 33, func(r, i int) uint8 { return uint8(r*50 + i) })
+			checkGather(t, w, root, 1, func(r, i int) uint64 { return math.MaxUint64 - uint64(r) })
+			st, err := fakecuda.Stats(w.lib)
+			require.NoError(t, err)
+			require.EqualValues(t, 4*2*nranks, st.NCCLP2P, "4 gathers: a send of every rank, a receive of the root's from each")
+			require.Equal(t, st.NCCLP2P, st.NCCL, "no collectives")
+		})
+	}
+}
+
+// TestNCCLScatter scatters from a root with Send and Recv in groups.
+func TestNCCLScatter(t *testing.T) {
+	for nranks := 2; nranks <= 4; nranks++ {
+		t.Run(fmt.Sprintf("%d ranks", nranks), func(t *testing.T) {
+			w := newNCCLRanks(t, nranks)
+			checkScatter(t, w, 0, 64, func(r, i int) float32 { return float32(r) + float32(i)/8 })
+			checkScatter(t, w, nranks-1, 5, func(r, i int) int64 { return int64(r)<<40 | int64(i) })
+			checkScatter(t, w, 1, 3, func(r, i int) int8 { return int8(-r*10 - i) })
+		})
+	}
+}
+
+// TestNCCLSendRecvExchange: every rank sends two messages to and
+// receives two from every other rank, in one group each, the receives
+// issued first; the messages between two ranks match in issue order.
+func TestNCCLSendRecvExchange(t *testing.T) {
+	w := newNCCLRanks(t, 3)
+	const n = 50
+	// value is the i-th element of the k-th message from rank from to rank to.
+	value := func(from, to, k, i int) float64 { return float64(from*10000 + to*1000 + k*100 + i) }
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		me := rk.rank
+		out := make([]float64, 0, 3*2*n)
+		for to := range 3 {
+			for k := range 2 {
+				for i := range n {
+					out = append(out, value(me, to, k, i))
+				}
+			}
+		}
+		send, err := put(w.ctx, rk, out)
+		if err != nil {
+			return err
+		}
+		recv, err := put(w.ctx, rk, make([]float64, 3*2*n))
+		if err != nil {
+			return err
+		}
+		part := func(p cuda.DevicePtr, peer, k int) cuda.DevicePtr { return p + cuda.DevicePtr(8*n*(2*peer+k)) }
+		err = w.nccl.Group(w.ctx, rk.c, func() error {
+			for peer := range 3 {
+				for k := range 2 {
+					if peer != me {
+						if err := rk.comm.Recv(w.ctx, part(recv, peer, k), n, cuda.NCCLFloat64, peer, rk.s); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			for peer := range 3 {
+				for k := range 2 {
+					if peer != me {
+						if err := rk.comm.Send(w.ctx, part(send, peer, k), n, cuda.NCCLFloat64, peer, rk.s); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		got, err := get[float64](w.ctx, rk, recv, 3*2*n)
+		if err != nil {
+			return err
+		}
+		want := make([]float64, 0, 3*2*n)
+		for from := range 3 {
+			for k := range 2 {
+				for i := range n {
+					if from == me {
+						want = append(want, 0) // not received
+					} else {
+						want = append(want, value(from, me, k, i))
+					}
+				}
+			}
+		}
+		return same("recv", got, want)
+	}))
+	require.NoError(t, w.ranks[0].comm.Err(w.ctx))
+}
+
+// TestNCCLSendRecvMismatch: a send and its receive that disagree on the
+// count or the type give both communicators ncclInvalidUsage, and the
+// receive buffer is not written.
+func TestNCCLSendRecvMismatch(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		count  int
+		dt     cuda.NCCLType
+		detail string
+	}{
+		{"count", 3, cuda.NCCLFloat64, "count 4"},
+		{"type", 4, cuda.NCCLInt64, "datatype 4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newNCCLRanks(t, 2)
+			marks := []float64{-1, -2, -3, -4}
+			errs := w.each(func(rk *ncclRank) error {
+				p, err := put(w.ctx, rk, marks)
+				if err != nil {
+					return err
+				}
+				if rk.rank == 0 {
+					err = rk.comm.Send(w.ctx, p, 4, cuda.NCCLFloat64, 1, rk.s)
+				} else {
+					err = rk.comm.Recv(w.ctx, p, c.count, c.dt, 0, rk.s)
+				}
+				if err != nil {
+					return fmt.Errorf("queueing: %w", err)
+				}
+				syncErr := rk.comm.Synchronize(w.ctx, rk.s)
+				// The stream itself goes on; then the buffer can be read.
+				if err := rk.s.Synchronize(w.ctx); err != nil {
+					return err
+				}
+				got := make([]float64, 4)
+				if err := rk.c.CopyDtoH(w.ctx, cuda.Bytes(got), p); err != nil {
+					return err
+				}
+				return errors.Join(syncErr, same("buffer", got, marks))
+			})
+			for r, err := range errs {
+				require.ErrorIs(t, err, cuda.ErrNCCLInvalidUsage, "rank %d", r)
+				var ne *cuda.NCCLError
+				require.ErrorAs(t, err, &ne)
+				assert.Equal(t, "ncclCommGetAsyncError", ne.Call)
+				assert.Contains(t, ne.Detail, c.detail)
+				assert.NotContains(t, err.Error(), "buffer:", "nothing written")
+			}
+			for _, rk := range w.ranks {
+				require.ErrorIs(t, rk.comm.Err(w.ctx), cuda.ErrNCCLInvalidUsage)
+			}
+			p, err := w.ranks[0].c.Alloc(w.ctx, 8)
+			require.NoError(t, err)
+			err = w.ranks[0].comm.Send(w.ctx, p, 1, cuda.NCCLFloat64, 1, w.ranks[0].s)
+			require.ErrorIs(t, err, cuda.ErrNCCLInvalidUsage, "a failed communicator refuses sends")
+		})
+	}
+}
+
+// TestNCCLSendRecvBadArguments: arguments NCCL refuses at the call fail
+// there and queue nothing: the next send and receive are the pair's first.
+func TestNCCLSendRecvBadArguments(t *testing.T) {
+	w := newNCCLRanks(t, 2)
+	r0, r1 := w.ranks[0], w.ranks[1]
+	p0, err := r0.c.Alloc(w.ctx, 64)
+	require.NoError(t, err)
+	p1, err := r1.c.Alloc(w.ctx, 64)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		err  error
+		is   error
+		call string
+	}{
+		{"peer out of range", r0.comm.Send(w.ctx, p0, 8, cuda.NCCLFloat64, 2, r0.s), cuda.ErrNCCLInvalidArgument, "ncclSend"},
+		{"negative peer", r0.comm.Recv(w.ctx, p0, 8, cuda.NCCLFloat64, -1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclRecv"},
+		{"unknown type", r0.comm.Send(w.ctx, p0, 8, cuda.NCCLType(42), 1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclSend"},
+		{"too small a send buffer", r0.comm.Send(w.ctx, p0, 9, cuda.NCCLFloat64, 1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclSend"},
+		{"too small a receive buffer", r0.comm.Recv(w.ctx, p0, 65, cuda.NCCLUint8, 1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclRecv"},
+		{"another device's memory", r0.comm.Recv(w.ctx, p1, 8, cuda.NCCLFloat64, 1, r0.s), cuda.ErrNCCLInvalidArgument, "ncclRecv"},
+		{"negative count", r0.comm.Send(w.ctx, p0, -1, cuda.NCCLFloat64, 1, r0.s), cuda.ErrBadArgument, ""},
+		{"peer beyond int32", r0.comm.Send(w.ctx, p0, 8, cuda.NCCLFloat64, 1<<40, r0.s), cuda.ErrBadArgument, ""},
+		{"another device's stream", r0.comm.Recv(w.ctx, p0, 8, cuda.NCCLFloat64, 1, r1.s), cuda.ErrBadArgument, ""},
+	} {
+		require.ErrorIs(t, c.err, c.is, c.name)
+		if c.call != "" {
+			var ne *cuda.NCCLError
+			require.ErrorAs(t, c.err, &ne, c.name)
+			assert.Equal(t, c.call, ne.Call, c.name)
+			assert.NotEmpty(t, ne.Description, c.name)
+			assert.NotEmpty(t, ne.Detail, c.name)
+		}
+	}
+	require.NoError(t, r0.comm.Err(w.ctx), "the refusals were not asynchronous errors")
+	st, err := fakecuda.Stats(w.lib)
+	require.NoError(t, err)
+	require.Zero(t, st.NCCL, "nothing queued")
+	// Nothing was queued: one message from rank 0 to rank 1 is the pair's first.
+	requireRanks(t, w.each(func(rk *ncclRank) error {
+		if rk.rank == 0 {
+			p, err := put(w.ctx, rk, []int32{7, 8, 9})
+			if err != nil {
+				return err
+			}
+			if err := rk.comm.Send(w.ctx, p, 3, cuda.NCCLInt32, 1, rk.s); err != nil {
+				return err
+			}
+			return rk.comm.Synchronize(w.ctx, rk.s)
+		}
+		p, err := rk.c.Alloc(w.ctx, 12)
+		if err != nil {
+			return err
+		}
+		if err := rk.comm.Recv(w.ctx, p, 3, cuda.NCCLInt32, 0, rk.s); err != nil {
+			return err
+		}
+		got, err := get[int32](w.ctx, rk, p, 3)
+		if err != nil {
+			return err
+		}
+		return same("recv", got, []int32{7, 8, 9})
+	}))
+}
+
+// TestNCCLSendRecvTimeouts: a send whose receive never comes, and a
+// receive whose send never comes, end with ncclSystemError for both
+// ranks after the stand-in's timeout.
+func TestNCCLSendRecvTimeouts(t *testing.T) {
+	fakecuda.SetNCCLTimeout(t, time.Second)
+	for _, recv := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recv %v", recv), func(t *testing.T) {
+			w := newNCCLRanks(t, 2)
+			rk, peer := w.ranks[0], w.ranks[1]
+			p, err := rk.c.Alloc(w.ctx, 8)
+			require.NoError(t, err)
+			if recv {
+				require.NoError(t, rk.comm.Recv(w.ctx, p, 1, cuda.NCCLFloat64, 1, rk.s))
+			} else {
+				require.NoError(t, rk.comm.Send(w.ctx, p, 1, cuda.NCCLFloat64, 1, rk.s))
+			}
+			err = rk.comm.Synchronize(w.ctx, rk.s)
+			require.ErrorIs(t, err, cuda.ErrNCCLSystem, "rank 1 never answered")
+			require.Contains(t, err.Error(), "timed out")
+			require.ErrorIs(t, peer.comm.Err(w.ctx), cuda.ErrNCCLSystem, "the error reaches the peer that did not come")
+		})
+	}
+}
+
+// TestNCCLWithoutSendRecv: a NCCL before 2.7 lacks ncclSend and
+// ncclRecv; Send and Recv say so, and the rest works.
+func TestNCCLWithoutSendRecv(t *testing.T) {
+	lib := fakecuda.InstanceWithout(t, "ncclSend", "ncclRecv")
+	fakecuda.Setenv(t, 1, 1<<20)
+	d, err := cuda.OpenLibrary(lib)
+	require.NoError(t, err)
+	nc, err := cuda.OpenNCCL(lib)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := d.NewContext(ctx, 0)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, c.Close()) }()
+	id, err := nc.UniqueID()
+	require.NoError(t, err)
+	m, err := nc.NewComm(ctx, c, 1, 0, id)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, m.Close()) }()
+	p, err := c.Alloc(ctx, 8)
+	require.NoError(t, err)
+	err = m.Send(ctx, p, 1, cuda.NCCLFloat64, 0, nil)
+	require.ErrorIs(t, err, cuda.ErrNotSupported)
+	require.Contains(t, err.Error(), "ncclSend")
+	err = m.Recv(ctx, p, 1, cuda.NCCLFloat64, 0, nil)
+	require.ErrorIs(t, err, cuda.ErrNotSupported)
+	require.Contains(t, err.Error(), "ncclRecv")
+	require.NoError(t, m.AllReduce(ctx, p, p, 1, cuda.NCCLFloat64, cuda.NCCLSum, nil), "collectives still work")
+}

@@ -134,7 +134,7 @@
 //	ncclCommAbort, ncclCommCount, ncclCommCuDevice, ncclCommUserRank,
 //	ncclCommGetAsyncError, ncclGetErrorString, ncclGetLastError,
 //	ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather,
-//	ncclReduceScatter, ncclGroupStart, ncclGroupEnd
+//	ncclReduceScatter, ncclSend, ncclRecv, ncclGroupStart, ncclGroupEnd
 //
 // with these semantics:
 //
@@ -175,9 +175,29 @@
 //     CUDA_ERROR_ILLEGAL_ADDRESS. A communicator with an error refuses
 //     later collectives with it; ncclGetLastError(comm) returns its
 //     message, or the calling thread's last error.
-//   - ncclCommDestroy waits for the communicator's collectives (inside
-//     a group it is ncclInvalidUsage); ncclCommAbort abandons them (those
-//     in flight end with errors).
+//   - ncclSend and ncclRecv (NCCL 2.7) check their arguments at the call
+//     like collectives (an unknown type, a peer out of range, a buffer
+//     that is not count elements of the device's memory:
+//     ncclInvalidArgument) and are queued the same way (Counters.NCCL
+//     and Counters.NCCLP2P count them). Messages between two ranks match
+//     in issue order: the k-th ncclSend from s to r is the k-th ncclRecv
+//     of r from s, and both must pass the same count and type (else both
+//     communicators get ncclInvalidUsage and nothing is written). A
+//     rank may send to itself. A send completes only with its receive
+//     (a rendezvous), and each side waits for the other at most
+//     EnvNCCLTimeout (then ncclSystemError for both), so outside a group
+//     two ranks that each send and then receive on one stream deadlock
+//     until the timeout, as NCCL may. Inside ncclGroupStart/ncclGroupEnd
+//     a thread's sends and receives on one stream become one operation,
+//     queued at the outermost ncclGroupEnd (the default stream's run
+//     there, on a thread of their own), which joins all its messages
+//     before it waits: exchanges, gathers and scatters work in any issue
+//     order. Failures end messages as they end collectives: a failed
+//     stream or communicator tells the peer (ncclRemoteError), a freed
+//     buffer fails its stream with CUDA_ERROR_ILLEGAL_ADDRESS.
+//   - ncclCommDestroy waits for the communicator's collectives, sends and
+//     receives (inside a group it is ncclInvalidUsage); ncclCommAbort
+//     abandons them (those in flight end with errors).
 //     Communicators are never freed: stale handles get
 //     ncclInvalidArgument.
 package fakecuda
@@ -187,6 +207,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -213,8 +234,9 @@ const (
 	// EnvSMs is the number of SMs of each device, 1 to 1024, default 16:
 	// the multiprocessor count and the SM resource green contexts split.
 	EnvSMs = "PZ_FAKECUDA_SMS"
-	// EnvNCCLTimeout is how long, in milliseconds, ncclCommInitRank and
-	// collectives wait for the other ranks, default 60000.
+	// EnvNCCLTimeout is how long, in milliseconds, ncclCommInitRank,
+	// collectives, sends and receives wait for the other ranks, default
+	// 60000.
 	EnvNCCLTimeout = "PZ_FAKECUDA_NCCL_TIMEOUT_MS"
 )
 
@@ -254,7 +276,40 @@ func Build(tb testing.TB) string {
 // and a configuration read from the environment by its first cuInit.
 func Instance(tb testing.TB) string {
 	tb.Helper()
-	b, err := os.ReadFile(Build(tb))
+	return instance(tb, Build(tb))
+}
+
+// cName is the name of a C function the library may lack.
+var cName = regexp.MustCompile(`^(cu|cublas|cusolver|nccl)[A-Za-z0-9_]+$`)
+
+// InstanceWithout is Instance for a library that lacks the entry points
+// named (each a C function name, e.g. "ncclSend"), as an older library
+// does: the functions are renamed at compile time, so everything else is
+// as in Instance.
+func InstanceWithout(tb testing.TB, symbols ...string) string {
+	tb.Helper()
+	cc, err := cbuild.Compiler()
+	if err != nil {
+		tb.Skipf("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC): %v", err)
+	}
+	var defs []string
+	for _, s := range symbols {
+		if !cName.MatchString(s) {
+			tb.Fatalf("fakecuda: %q is not a CUDA, cuBLAS, cuSOLVER or NCCL function name", s)
+		}
+		defs = append(defs, "-D"+s+"=pzfake_hidden_"+s)
+	}
+	path, err := library.Build(cc, defs)
+	if err != nil {
+		tb.Fatalf("fakecuda: %v", err)
+	}
+	return instance(tb, path)
+}
+
+// instance copies the library at lib into tb.TempDir().
+func instance(tb testing.TB, lib string) string {
+	tb.Helper()
+	b, err := os.ReadFile(lib)
 	if err != nil {
 		tb.Fatalf("fakecuda: %v", err)
 	}
@@ -322,7 +377,7 @@ func SetSMs(tb testing.TB, sms int) {
 }
 
 // Counters are an instance's statistics, in the order pzfake_stats
-// fills them up to NCCL, then the kernels of green contexts
+// fills them up to NCCLP2P, then the kernels of green contexts
 // (pzfake_green_kernels).
 type Counters struct {
 	// LiveAllocations and LiveBytes are the device allocations not yet
@@ -345,9 +400,13 @@ type Counters struct {
 	// GreenContexts counts the green contexts alive (created by
 	// cuGreenCtxCreate and not destroyed).
 	GreenContexts uint64
-	// NCCL counts the NCCL collectives queued (or run, on the default
-	// stream) by all ranks.
+	// NCCL counts the NCCL operations queued (or run, on the default
+	// stream) by all ranks: collectives, and the sends and receives
+	// that NCCLP2P counts too.
 	NCCL uint64
+	// NCCLP2P counts the ncclSend and ncclRecv calls queued (or run, on
+	// the default stream, or deferred to ncclGroupEnd) by all ranks.
+	NCCLP2P uint64
 	// GreenKernels counts the kernels launched in green contexts (on
 	// their streams or default streams) by the number of SMs they run
 	// on, the green context's, which each stream records when it is
@@ -364,7 +423,7 @@ type Counters struct {
 //	int pzfake_green_kernels(unsigned long long *out, int n)
 //
 // which copy up to n counters into out and return how many they keep:
-// the first in the order of Counters' fields up to NCCL, the
+// the first in the order of Counters' fields up to NCCLP2P, the
 // second the kernels launched in green contexts of k SMs at index k.
 func Stats(lib string) (Counters, error) {
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
@@ -379,13 +438,13 @@ func Stats(lib string) (Counters, error) {
 	var stats func(out *uint64, n int32) int32
 	purego.RegisterFunc(&stats, sym)
 	var c Counters
-	const n = 9
+	const n = 10
 	var out [n]uint64
 	if got := stats(&out[0], n); got < n {
 		return Counters{}, fmt.Errorf("fakecuda: %s keeps %d counters, want %d", lib, got, n)
 	}
-	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library, c.GreenContexts, c.NCCL =
-		out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8]
+	c.LiveAllocations, c.LiveBytes, c.HtoD, c.DtoH, c.Kernels, c.InvalidContext, c.Library, c.GreenContexts, c.NCCL,
+		c.NCCLP2P = out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9]
 	sym, err = purego.Dlsym(h, "pzfake_green_kernels")
 	if err != nil {
 		return Counters{}, fmt.Errorf("fakecuda: %s is not the stand-in driver: %w", lib, err)

@@ -49,6 +49,8 @@ type rawNCCL struct {
 	getErrorString         func(r int32) string
 	getLastError           func(comm uintptr) string
 	allReduce              func(send, recv cuda.DevicePtr, count uintptr, dt, op int32, comm, stream uintptr) int32
+	send                   func(send cuda.DevicePtr, count uintptr, dt, peer int32, comm, stream uintptr) int32
+	recv                   func(recv cuda.DevicePtr, count uintptr, dt, peer int32, comm, stream uintptr) int32
 	groupStart, groupEnd   func() int32
 	// Driver calls, to make contexts current on a thread of the test's.
 	primaryCtxRetain  func(ctx *uintptr, dev int32) int32
@@ -76,6 +78,8 @@ func bindNCCL(t *testing.T, lib string) *rawNCCL {
 		&n.getErrorString:    "ncclGetErrorString",
 		&n.getLastError:      "ncclGetLastError",
 		&n.allReduce:         "ncclAllReduce",
+		&n.send:              "ncclSend",
+		&n.recv:              "ncclRecv",
 		&n.groupStart:        "ncclGroupStart",
 		&n.groupEnd:          "ncclGroupEnd",
 		&n.primaryCtxRetain:  "cuDevicePrimaryCtxRetain",
@@ -436,4 +440,159 @@ func TestNCCLBufferFreedBeforeRun(t *testing.T) {
 	require.ErrorIs(t, comms[1].Synchronize(ctx, ss[1]), cuda.ErrNCCLRemote)
 	require.ErrorIs(t, ss[0].Synchronize(ctx), cuda.ErrIllegalAddress)
 	require.ErrorIs(t, comms[0].Err(ctx), cuda.ErrNCCLUnhandledCuda)
+}
+
+// TestNCCLOneThreadP2P drives two devices' ranks from one thread with
+// ncclSend and ncclRecv on the default streams: in one group, each rank
+// receives from the other and from itself before it sends, which only
+// works because ncclGroupEnd runs each device's sends and receives
+// together, on a thread of their own. Bad arguments fail at the call.
+func TestNCCLOneThreadP2P(t *testing.T) {
+	d, lib := open(t, 2, 1<<20)
+	n := bindNCCL(t, lib)
+	ctx, c0 := newContext(t, d, 0)
+	_, c1 := newContext(t, d, 1)
+	const count = 8
+	sends := make([]cuda.DevicePtr, 2)
+	recvs := make([]cuda.DevicePtr, 2) // from rank 0, then from rank 1
+	for r, c := range []*cuda.Context{c0, c1} {
+		x := make([]float64, count)
+		for i := range x {
+			x[i] = float64(100*r + i)
+		}
+		p, err := c.Alloc(ctx, 8*count)
+		require.NoError(t, err)
+		require.NoError(t, c.CopyHtoD(ctx, p, cuda.Bytes(x)))
+		sends[r] = p
+		recvs[r], err = c.Alloc(ctx, 2*8*count)
+		require.NoError(t, err)
+	}
+	var id ncclUniqueID
+	require.EqualValues(t, ncclSuccess, n.getUniqueID(&id))
+
+	done := make(chan error, 1)
+	go func() {
+		// A thread of its own, discarded afterwards (it stays locked).
+		runtime.LockOSThread()
+		done <- func() error {
+			ctxs := make([]uintptr, 2)
+			comms := make([]uintptr, 2)
+			for dev := range ctxs {
+				if r := n.primaryCtxRetain(&ctxs[dev], int32(dev)); r != 0 {
+					return fmt.Errorf("cuDevicePrimaryCtxRetain: %d", r)
+				}
+				defer n.primaryCtxRelease(int32(dev))
+			}
+			defer n.ctxSetCurrent(0)
+			n.groupStart()
+			for dev := range comms {
+				n.ctxSetCurrent(ctxs[dev])
+				if r := n.commInitRank(&comms[dev], 2, id, int32(dev)); r != ncclSuccess {
+					return fmt.Errorf("ncclCommInitRank in a group: %d", r)
+				}
+			}
+			if r := n.groupEnd(); r != ncclSuccess {
+				return fmt.Errorf("ncclGroupEnd after the inits: %d: %s", r, n.getLastError(0))
+			}
+			for _, c := range []struct {
+				call func() int32
+				want string
+			}{
+				{func() int32 { return n.send(sends[0], count, ncclFloat64, 2, comms[0], 0) },
+					"ncclSend: invalid peer 2 (peer should be in the 0..1 range)"},
+				{func() int32 { return n.recv(recvs[0], count, 99, 1, comms[0], 0) }, "ncclRecv: invalid type 99"},
+				{func() int32 { return n.send(sends[0], count+1, ncclFloat64, 1, comms[0], 0) },
+					"ncclSend: sendbuff is not 72 bytes of device memory of device 0"},
+				{func() int32 { return n.recv(sends[1], count, ncclFloat64, 1, comms[0], 0) },
+					"ncclRecv: recvbuff is not 64 bytes of device memory of device 0"},
+			} {
+				if r, msg := c.call(), n.getLastError(0); r != ncclInvalidArgument || msg != c.want {
+					return fmt.Errorf("got %d %q, want ncclInvalidArgument %q", r, msg, c.want)
+				}
+			}
+			if n.groupStart() != ncclSuccess {
+				return errors.New("ncclGroupStart")
+			}
+			for dev, comm := range comms {
+				for peer := range 2 {
+					if r := n.recv(recvs[dev]+cuda.DevicePtr(8*count*peer), count, ncclFloat64, int32(peer), comm, 0); r != ncclSuccess {
+						return fmt.Errorf("ncclRecv: %d: %s", r, n.getLastError(0))
+					}
+				}
+				for peer := range 2 {
+					if r := n.send(sends[dev], count, ncclFloat64, int32(peer), comm, 0); r != ncclSuccess {
+						return fmt.Errorf("ncclSend: %d: %s", r, n.getLastError(0))
+					}
+				}
+			}
+			if r := n.groupEnd(); r != ncclSuccess {
+				return fmt.Errorf("ncclGroupEnd after the sends and receives: %d: %s", r, n.getLastError(0))
+			}
+			for _, comm := range comms {
+				var async int32
+				if r := n.commGetAsyncError(comm, &async); r != ncclSuccess || async != ncclSuccess {
+					return fmt.Errorf("ncclCommGetAsyncError: %d, %d: %s", r, async, n.getLastError(comm))
+				}
+				if r := n.commDestroy(comm); r != ncclSuccess {
+					return fmt.Errorf("ncclCommDestroy: %d", r)
+				}
+			}
+			return nil
+		}()
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("the group never ended")
+	}
+	want := make([]float64, 0, 2*count)
+	for r := range 2 {
+		for i := range count {
+			want = append(want, float64(100*r+i))
+		}
+	}
+	for r, c := range []*cuda.Context{c0, c1} {
+		got := make([]float64, 2*count)
+		require.NoError(t, c.CopyDtoH(ctx, cuda.Bytes(got), recvs[r]))
+		require.Equal(t, want, got, "rank %d", r)
+	}
+	st := stats(t, lib)
+	require.EqualValues(t, 8, st.NCCLP2P, "2 sends and 2 receives of each rank; the refused calls are not counted")
+	require.EqualValues(t, 8, st.NCCL, "NCCL operations, sends and receives included")
+}
+
+// TestNCCLP2PBufferFreedBeforeRun: a send buffer freed before the
+// stream reached the send fails that rank's stream with
+// CUDA_ERROR_ILLEGAL_ADDRESS; the receiver gets ncclRemoteError and its
+// buffer is not written.
+func TestNCCLP2PBufferFreedBeforeRun(t *testing.T) {
+	ctx, cs, ss, comms, _ := ncclRanks(t, 2)
+	c := cs[0]
+	k := kernels(t, ctx, c)
+	flag, err := c.AllocHost(ctx, 4)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, c.FreeHost(ctx, flag)) })
+	side, err := c.NewStream(ctx)
+	require.NoError(t, err)
+	p, err := c.AllocAsync(ctx, 8, side)
+	require.NoError(t, err)
+	require.NoError(t, side.Synchronize(ctx))
+	require.NoError(t, c.Launch(ctx, k["pz_wait_u32"], cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, ss[0], uint64(uintptr(unsafe.Pointer(&flag[0])))))
+	require.NoError(t, comms[0].Send(ctx, p, 1, cuda.NCCLFloat64, 1, ss[0]))
+	require.NoError(t, c.FreeAsync(ctx, p, side))
+	require.NoError(t, side.Synchronize(ctx))
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&flag[0])), 1)
+
+	q, err := cs[1].Alloc(ctx, 8)
+	require.NoError(t, err)
+	require.NoError(t, cs[1].CopyHtoD(ctx, q, cuda.Bytes([]float64{-1})))
+	require.NoError(t, comms[1].Recv(ctx, q, 1, cuda.NCCLFloat64, 0, ss[1]))
+	require.ErrorIs(t, comms[1].Synchronize(ctx, ss[1]), cuda.ErrNCCLRemote)
+	require.ErrorIs(t, ss[0].Synchronize(ctx), cuda.ErrIllegalAddress)
+	require.ErrorIs(t, comms[0].Err(ctx), cuda.ErrNCCLUnhandledCuda)
+	require.NoError(t, ss[1].Synchronize(ctx))
+	got := make([]float64, 1)
+	require.NoError(t, cs[1].CopyDtoH(ctx, cuda.Bytes(got), q))
+	require.Equal(t, []float64{-1}, got, "not written")
 }

@@ -245,7 +245,7 @@ static CUresult check_init(void)
 
 /* ---- Statistics (pzfake_stats) ---- */
 
-enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, ST_GREEN, ST_NCCL, NSTATS };
+enum { ST_ALLOCS, ST_BYTES, ST_HTOD, ST_DTOH, ST_KERNELS, ST_REFUSED, ST_LIBRARY, ST_GREEN, ST_NCCL, ST_NCCL_P2P, NSTATS };
 static _Atomic unsigned long long g_stats[NSTATS];
 static _Atomic unsigned long long g_green_kernels[MAX_SMS + 1]; /* launches in green contexts by SM count */
 
@@ -259,7 +259,8 @@ static void stat_add(int i, long long d)
  * allocations live, device bytes live, host-to-device copies,
  * device-to-host copies, kernels launched, calls refused for want of a
  * current context, cuBLAS and cuSOLVER operations queued, green contexts
- * live, NCCL collectives queued. It returns how many counters there are.
+ * live, NCCL operations queued (collectives, sends and receives), NCCL
+ * sends and receives queued. It returns how many counters there are.
  */
 EXPORT int pzfake_stats(unsigned long long *out, int n)
 {
@@ -1193,7 +1194,7 @@ EXPORT CUresult cuMemHostUnregister(void *p)
 
 /* ---- Operations: what streams run ---- */
 
-enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB, OP_ALLOC, OP_FREE, OP_HOST_FN, OP_NCCL };
+enum op_kind { OP_COPY, OP_MEMSET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_LIB, OP_ALLOC, OP_FREE, OP_HOST_FN, OP_NCCL, OP_P2P };
 
 struct kexec;
 struct kernel {
@@ -1240,6 +1241,16 @@ struct collarg {
 	CUdeviceptr send, recv;
 };
 
+/* One rank's ncclSend or ncclRecv: what it passed (see the NCCL section). */
+struct p2parg {
+	struct fcomm *comm;
+	int recv;             /* 0: ncclSend, 1: ncclRecv */
+	int peer, dtype;
+	size_t count;
+	CUdeviceptr buf;
+	unsigned long long seq; /* of the messages from sender to receiver */
+};
+
 struct op {
 	struct op *next;
 	enum op_kind kind;
@@ -1252,6 +1263,7 @@ struct op {
 		uintptr_t base; /* OP_ALLOC, OP_FREE: the allocation's host address */
 		struct { CUhostFn fn; void *data; } host;
 		struct { struct fcomm *comm; unsigned long long seq; struct collarg a; } nccl; /* the comm's seq-th collective */
+		struct { struct p2parg *v; size_t n, cap; } p2p; /* sends and receives that progress together */
 	} u;
 };
 
@@ -1297,6 +1309,8 @@ static void op_free_locked(struct op *o)
 {
 	if (o->kind == OP_RECORD || o->kind == OP_WAIT)
 		event_unref_locked(o->u.ev.e);
+	if (o->kind == OP_P2P)
+		free(o->u.p2p.v);
 	free(o);
 }
 
@@ -1309,6 +1323,7 @@ static void run_copy(const struct copy *c)
 static CUresult run_kernel(struct op *o);
 static CUresult run_lib(const struct libjob *j);
 static CUresult run_nccl(struct op *o, CUresult err);
+static CUresult run_p2p(struct op *o, CUresult err);
 
 /* alloc_reached marks the allocation at base made: its stream has reached cuMemAllocAsync. */
 static void alloc_reached(uintptr_t base)
@@ -1360,11 +1375,12 @@ static CUresult run_host_fn(struct op *o)
 /*
  * run_op runs o without g_mu held. err is the sticky error of the stream
  * it runs on: after a failure, only event records still complete, and
- * NCCL collectives, which only tell their peers that this rank failed.
+ * NCCL collectives, sends and receives, which only tell their peers that
+ * this rank failed.
  */
 static CUresult run_op(struct op *o, CUresult err)
 {
-	if (err != CUDA_SUCCESS && o->kind != OP_RECORD && o->kind != OP_NCCL) /* a collective tells its peers */
+	if (err != CUDA_SUCCESS && o->kind != OP_RECORD && o->kind != OP_NCCL && o->kind != OP_P2P) /* tell the peers */
 		return CUDA_SUCCESS;
 	switch (o->kind) {
 	case OP_COPY:
@@ -1398,6 +1414,8 @@ static CUresult run_op(struct op *o, CUresult err)
 		return run_host_fn(o);
 	case OP_NCCL:
 		return run_nccl(o, err);
+	case OP_P2P:
+		return run_p2p(o, err);
 	}
 	return CUDA_SUCCESS;
 }
@@ -1542,7 +1560,7 @@ static CUresult resolve_stream_locked(struct fctx *c, CUstream h, struct fstream
 static CUresult submit_locked(struct fctx *c, struct fstream *s, struct op *o, int now)
 {
 	CUresult sticky, r;
-	int kernel = o->kind == OP_KERNEL || o->kind == OP_LIB || o->kind == OP_NCCL;
+	int kernel = o->kind == OP_KERNEL || o->kind == OP_LIB || o->kind == OP_NCCL || o->kind == OP_P2P;
 	if (s != NULL && !now) {
 		if (s->tail != NULL)
 			s->tail->next = o;
@@ -3761,9 +3779,44 @@ EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t h, int uplo, int n, 
  * no longer live device memory when the collective runs fails that
  * rank's stream with CUDA_ERROR_ILLEGAL_ADDRESS, as a kernel's would.
  *
+ * Point-to-point calls (ncclSend, ncclRecv: NCCL 2.7) check their
+ * arguments at the call as collectives do (a type or peer out of range,
+ * a buffer that is not count elements of the device's memory:
+ * ncclInvalidArgument) and are queued the same way. Messages are
+ * matched per ordered pair of ranks in issue order: a communicator
+ * numbers its sends to each peer and its receives from each peer, and
+ * the k-th ncclSend from s to r is the message of the k-th ncclRecv of
+ * r from s. Each message is a rendezvous (struct fmsg) that both sides
+ * join when their streams reach them; once both are there, whichever
+ * side comes second checks that they agree on count and type (if not,
+ * both communicators get ncclInvalidUsage and nothing is written) and
+ * copies the send buffer into the receive buffer, with g_mu held, so
+ * neither buffer can be freed meanwhile. A side waits, at most the
+ * timeout, until its message is delivered: a send without its receive
+ * times out like a receive without its send, ncclSystemError for both
+ * ranks. A side that cannot take part (failed stream or communicator)
+ * or whose peer's communicator is gone ends the message as a rank ends
+ * a collective: the cause to it, ncclRemoteError to the other; a buffer
+ * no longer there fails its rank's stream with
+ * CUDA_ERROR_ILLEGAL_ADDRESS. Sending to oneself works: both sides of
+ * the message are the same rank's.
+ *
+ * Sends do not complete before their receives (as NCCL's do beyond its
+ * small eager threshold), so outside a group p2p deadlocks where NCCL
+ * may (two ranks that each Send, then Recv, on one stream each wait
+ * until the timeout); that catches programs that rely on buffering.
+ * Inside a group, which is how NCCL wants p2p issued, a thread's sends
+ * and receives on one stream are not queued one by one but gathered
+ * into a single operation, queued at the outermost ncclGroupEnd (on the
+ * default stream, run there on a thread of its own as collectives are):
+ * when the stream reaches it, all of them join their messages first and
+ * then wait together, so exchanges, gathers and scatters progress in any
+ * issue order, as one fused NCCL kernel does. Collectives of the group
+ * on that stream were queued at their calls, so they run before it.
+ *
  * Communicators and cliques are never freed, so stale handles fail
  * cleanly (ncclInvalidArgument); a collective is freed when all its
- * ranks have left it.
+ * ranks have left it, a message when both its sides have.
  */
 
 typedef int ncclResult_t;
@@ -3812,6 +3865,7 @@ struct fclique {
 	char msg[NCCL_MSG];
 	struct fcomm **comms; /* by rank */
 	struct fcoll *colls;  /* collectives some rank has reached */
+	struct fmsg *msgs;    /* point-to-point messages some rank has reached */
 };
 
 /* A communicator: one rank of a clique. */
@@ -3821,7 +3875,8 @@ struct fcomm {
 	int rank, device;
 	struct fctx *ctx;       /* the primary context of its device */
 	unsigned long long seq; /* collectives enqueued */
-	unsigned long pending;  /* collectives enqueued and not finished */
+	unsigned long long *sent, *received; /* by peer: ncclSend, ncclRecv calls enqueued */
+	unsigned long pending;  /* collectives, sends and receives enqueued and not finished */
 	int gone;               /* destroyed or aborted */
 	ncclResult_t async;     /* its first asynchronous error, with msg */
 	char msg[NCCL_MSG];
@@ -3847,12 +3902,32 @@ struct fcoll {
 	struct crank r[]; /* by rank */
 };
 
+/* One side of a point-to-point message: its ncclSend (0) or ncclRecv (1). */
+struct mside {
+	int present;         /* its stream has reached it */
+	int left;            /* and has gone on */
+	ncclResult_t broken; /* it arrived unable to take part: why */
+	struct p2parg a;
+	ncclResult_t result; /* what its communicator gets */
+	CUresult fault;      /* what its stream gets */
+};
+
+/* A point-to-point message in flight: the seq-th from rank src to rank dst. */
+struct fmsg {
+	struct fmsg *next; /* in its clique's msgs */
+	int src, dst;
+	unsigned long long seq;
+	int done; /* delivered, or ended with results */
+	struct mside side[2];
+};
+
 /* What an ncclGroupStart/ncclGroupEnd pair defers on a thread. */
 struct deferred {
 	struct fcomm *init; /* a communicator that joined: wait for its clique */
-	struct op *op;      /* a collective on the default stream of ctx: run it */
+	struct op *op;      /* a collective on the default stream of ctx, or the sends and receives for stream s */
 	struct fctx *ctx;
-	struct fcomm *comm; /* op's */
+	struct fstream *s;  /* OP_P2P's stream (referenced), NULL for the default stream */
+	struct fcomm *comm; /* op's (the first item's for OP_P2P) */
 	ncclResult_t result;
 };
 
@@ -3876,6 +3951,7 @@ __attribute__((constructor)) static void nccl_cv_init(void)
 
 static const char *const g_coll_names[] = {"ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather",
 					   "ncclReduceScatter"};
+static const char *const g_p2p_names[] = {"ncclSend", "ncclRecv"};
 
 __attribute__((format(printf, 2, 3))) static ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...)
 {
@@ -4518,6 +4594,180 @@ static CUresult run_nccl(struct op *o, CUresult err)
 	return fault;
 }
 
+/* ---- Point-to-point messages as their streams reach them ---- */
+
+static struct fmsg *msg_get_locked(struct fclique *q, int src, int dst, unsigned long long seq)
+{
+	struct fmsg *x;
+	for (x = q->msgs; x != NULL; x = x->next)
+		if (x->src == src && x->dst == dst && x->seq == seq)
+			return x;
+	if ((x = calloc(1, sizeof *x)) == NULL)
+		return NULL;
+	x->src = src;
+	x->dst = dst;
+	x->seq = seq;
+	x->next = q->msgs;
+	q->msgs = x;
+	return x;
+}
+
+static void msg_free_locked(struct fclique *q, struct fmsg *x)
+{
+	for (struct fmsg **pp = &q->msgs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	free(x);
+}
+
+/*
+ * msg_end_locked ends x without delivering it: side at (0 the sender, 1
+ * the receiver; both when at < 0) gets why, the other ncclRemoteError,
+ * and both ranks' communicators the message, which fmt continues.
+ */
+__attribute__((format(printf, 5, 6))) static void msg_end_locked(struct fclique *q, struct fmsg *x, int at,
+								   ncclResult_t why, const char *fmt, ...)
+{
+	char msg[NCCL_MSG];
+	int n = snprintf(msg, sizeof msg, "message #%llu from rank %d to rank %d: ", x->seq, x->src, x->dst);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < 2; i++)
+		x->side[i].result = at < 0 || i == at ? why : ncclRemoteError;
+	comm_fail_locked(q->comms[x->src], x->side[0].result, msg);
+	comm_fail_locked(q->comms[x->dst], x->side[1].result, msg);
+	x->done = 1;
+	pthread_cond_broadcast(&g_ncv);
+}
+
+/*
+ * msg_progress_locked delivers x once both its sides are there, or ends
+ * it when it cannot be delivered: a side that arrived unable to take
+ * part, a failed clique, a rank's communicator gone, sides that
+ * disagree, a buffer no longer there. It returns whether x is done.
+ */
+static int msg_progress_locked(struct fclique *q, struct fmsg *x)
+{
+	static const char *const who[] = {"the sender", "the receiver"};
+	const int rank[2] = {x->src, x->dst};
+	const struct p2parg *s = &x->side[0].a, *r = &x->side[1].a;
+	char *p[2] = {NULL, NULL};
+	size_t bytes;
+	if (x->done)
+		return 1;
+	if (q->state == Q_FAILED) {
+		msg_end_locked(q, x, -1, q->err, "%s", q->msg);
+		return 1;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (x->side[i].present && x->side[i].broken != ncclSuccess) {
+			msg_end_locked(q, x, i, x->side[i].broken, "%s (rank %d) could not take part (%s)", who[i], rank[i],
+				       x->side[i].broken == ncclUnhandledCudaError ? "its stream had failed"
+										  : "its communicator had failed");
+			return 1;
+		}
+		if (q->comms[rank[i]] != NULL && q->comms[rank[i]]->gone) {
+			msg_end_locked(q, x, i, ncclInvalidUsage, "%s's (rank %d) communicator was destroyed or aborted", who[i],
+				       rank[i]);
+			return 1;
+		}
+	}
+	if (!x->side[0].present || !x->side[1].present)
+		return 0;
+	if (s->count != r->count || s->dtype != r->dtype) {
+		msg_end_locked(q, x, -1, ncclInvalidUsage,
+			       "ncclSend of rank %d passed count %zu, datatype %d; ncclRecv of rank %d count %zu, datatype %d",
+			       x->src, s->count, s->dtype, x->dst, r->count, r->dtype);
+		return 1;
+	}
+	bytes = s->count * type_size(s->dtype); /* checked at the calls */
+	for (int i = 0; i < 2 && bytes > 0; i++) {
+		int dev = q->comms[rank[i]]->device;
+		if ((p[i] = kernel_range_locked(dev, x->side[i].a.buf, bytes)) == NULL) {
+			x->side[i].fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			msg_end_locked(q, x, i, ncclUnhandledCudaError, "%s's (rank %d) buffer is no longer device memory of device %d",
+				       who[i], rank[i], dev);
+			return 1;
+		}
+	}
+	if (bytes > 0)
+		memmove(p[1], p[0], bytes);
+	x->done = 1;
+	pthread_cond_broadcast(&g_ncv);
+	return 1;
+}
+
+/*
+ * run_p2p runs the sends and receives of o as their stream reaches them
+ * (or in the caller, for the default stream), without g_mu held: each
+ * joins its message, all of them before any waits, then it waits, at
+ * most the timeout, until every message is done. err is the stream's
+ * sticky error: the rank then arrives only to tell its peers. It returns
+ * the stream's new error, if any.
+ */
+static CUresult run_p2p(struct op *o, CUresult err)
+{
+	size_t n = o->u.p2p.n;
+	struct p2parg *v = o->u.p2p.v;
+	struct fmsg **xs = calloc(n > 0 ? n : 1, sizeof *xs);
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	CUresult fault = CUDA_SUCCESS;
+	pthread_mutex_lock(&g_mu);
+	for (size_t i = 0; i < n; i++) {
+		struct fcomm *m = v[i].comm;
+		int src = v[i].recv ? v[i].peer : m->rank, dst = v[i].recv ? m->rank : v[i].peer;
+		struct mside *me;
+		if (xs == NULL || (xs[i] = msg_get_locked(m->q, src, dst, v[i].seq)) == NULL) {
+			comm_fail_locked(m, ncclSystemError, "out of host memory");
+			continue;
+		}
+		me = &xs[i]->side[v[i].recv];
+		me->present = 1;
+		me->a = v[i];
+		if (err != CUDA_SUCCESS)
+			me->broken = ncclUnhandledCudaError;
+		else if (m->async != ncclSuccess)
+			me->broken = m->async;
+	}
+	pthread_cond_broadcast(&g_ncv);
+	for (;;) {
+		int waiting = 0;
+		for (size_t i = 0; i < n; i++)
+			if (xs != NULL && xs[i] != NULL && !msg_progress_locked(v[i].comm->q, xs[i]))
+				waiting = 1;
+		if (!waiting)
+			break;
+		if (past(&d)) {
+			for (size_t i = 0; i < n; i++)
+				if (xs != NULL && xs[i] != NULL && !xs[i]->done)
+					msg_end_locked(v[i].comm->q, xs[i], -1, ncclSystemError,
+						       "%s timed out after %llu ms: the matching %s never came", g_p2p_names[v[i].recv],
+						       g_nccl_timeout_ms, g_p2p_names[!v[i].recv]);
+			continue;
+		}
+		pthread_cond_timedwait(&g_ncv, &g_mu, &d);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (xs != NULL && xs[i] != NULL) {
+			struct mside *me = &xs[i]->side[v[i].recv];
+			if (fault == CUDA_SUCCESS)
+				fault = me->fault;
+			me->left = 1;
+			if (xs[i]->side[!v[i].recv].left) /* a message to oneself has both sides here */
+				msg_free_locked(v[i].comm->q, xs[i]);
+		}
+		v[i].comm->pending--;
+	}
+	pthread_cond_broadcast(&g_ncv);
+	pthread_mutex_unlock(&g_mu);
+	free(xs);
+	return fault;
+}
+
 /* ---- NCCL entry points ---- */
 
 EXPORT ncclResult_t ncclGetVersion(int *version)
@@ -4602,9 +4852,15 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
 					     rank, nranks, q->nranks));
 	if (q->comms[rank] != NULL)
 		return unlock_nccl(nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d has joined this id already", rank));
-	if ((m = calloc(1, sizeof *m)) == NULL)
+	if ((m = calloc(1, sizeof *m)) == NULL || (m->sent = calloc((size_t)nranks, sizeof *m->sent)) == NULL ||
+	    (m->received = calloc((size_t)nranks, sizeof *m->received)) == NULL) {
+		if (m != NULL)
+			free(m->sent);
+		free(m);
 		return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
-	*m = (struct fcomm){.next = g_comms, .q = q, .rank = rank, .device = c->device, .ctx = PRIMARY(c)};
+	}
+	*m = (struct fcomm){.next = g_comms, .q = q, .rank = rank, .device = c->device, .ctx = PRIMARY(c),
+			    .sent = m->sent, .received = m->received};
 	g_comms = m;
 	q->comms[rank] = m;
 	if (++q->joined == q->nranks)
@@ -4715,6 +4971,49 @@ EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 }
 
 /*
+ * nccl_stream_locked finds where call queues work of m on stream hs: the
+ * context in *pc, and the stream in *ps (NULL for the default stream of
+ * the communicator's device, hs 0, 1 or 2).
+ */
+static ncclResult_t nccl_stream_locked(const char *call, struct fcomm *m, CUstream hs, struct fctx **pc,
+				       struct fstream **ps)
+{
+	struct fstream *s;
+	*ps = NULL;
+	if ((uintptr_t)hs <= 2) {
+		if ((*pc = ctx_live(m->ctx)) == NULL)
+			return nccl_fail(ncclUnhandledCudaError, "%s: device %d has no active primary context", call, m->device);
+		return ncclSuccess;
+	}
+	for (s = g_streams; s != NULL && !(s == hs && !s->dead); s = s->next)
+		;
+	if (s == NULL || s->detached || s->ctx->device != m->device)
+		return nccl_fail(ncclUnhandledCudaError, "%s: stream is not a live stream of device %d", call, m->device);
+	*pc = s->ctx;
+	*ps = s;
+	return ncclSuccess;
+}
+
+/*
+ * nccl_submit_locked queues o, an NCCL operation of m, on s, or runs it
+ * on the default stream of c, and returns what call returns: on the
+ * default stream, the stream's error or the communicator's.
+ */
+static ncclResult_t nccl_submit_locked(const char *call, struct fcomm *m, struct fctx *c, struct fstream *s,
+				       struct op *o)
+{
+	CUresult cr = submit_locked(c, s, o, 0);
+	if (s != NULL)
+		return ncclSuccess;
+	if (cr != CUDA_SUCCESS)
+		return nccl_fail(ncclUnhandledCudaError, "%s: the default stream of device %d has failed (CUDA error %d)",
+				 call, m->device, cr);
+	if (m->async != ncclSuccess)
+		return nccl_fail(m->async, "%s: %s", call, m->msg);
+	return ncclSuccess;
+}
+
+/*
  * enqueue checks collective a of communicator h and queues it on stream
  * hs (0, 1 or 2: the default stream of the communicator's device, run
  * now, or at ncclGroupEnd inside a group). It needs no current context:
@@ -4729,7 +5028,6 @@ static ncclResult_t enqueue(struct fcomm *h, CUstream hs, struct collarg a)
 	struct op *o;
 	size_t sendn, recvn, esz;
 	ncclResult_t r;
-	CUresult cr;
 	if (check_init() != CUDA_SUCCESS)
 		return nccl_fail(ncclUnhandledCudaError, "%s: CUDA is not initialized", call);
 	if (t_in_host_fn)
@@ -4753,18 +5051,8 @@ static ncclResult_t enqueue(struct fcomm *h, CUstream hs, struct collarg a)
 	if (recvn > 0 && dev_range_locked(m->device, a.recv, recvn * esz) == NULL)
 		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: recvbuff is not %zu bytes of device memory of device %d",
 					     call, recvn * esz, m->device));
-	if ((uintptr_t)hs <= 2) {
-		if ((c = ctx_live(m->ctx)) == NULL)
-			return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: device %d has no active primary context", call,
-						     m->device));
-	} else {
-		for (s = g_streams; s != NULL && !(s == hs && !s->dead); s = s->next)
-			;
-		if (s == NULL || s->detached || s->ctx->device != m->device)
-			return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: stream is not a live stream of device %d",
-						     call, m->device));
-		c = s->ctx;
-	}
+	if ((r = nccl_stream_locked(call, m, hs, &c, &s)) != ncclSuccess)
+		return unlock_nccl(r);
 	if ((o = op_new(OP_NCCL)) == NULL)
 		return unlock_nccl(nccl_fail(ncclSystemError, "%s: out of host memory", call));
 	o->u.nccl.comm = m;
@@ -4775,15 +5063,103 @@ static ncclResult_t enqueue(struct fcomm *h, CUstream hs, struct collarg a)
 	if (s == NULL && t_group_depth > 0 && defer_add((struct deferred){.op = o, .ctx = c, .comm = m}) == 0)
 		return unlock_nccl(ncclSuccess);
 	/* a deferral that failed runs now: the sequence number is taken */
-	cr = submit_locked(c, s, o, 0);
+	return unlock_nccl(nccl_submit_locked(call, m, c, s, o));
+}
+
+/* p2p_add appends a to OP_P2P operation o. */
+static int p2p_add(struct op *o, struct p2parg a)
+{
+	if (o->u.p2p.n == o->u.p2p.cap) {
+		size_t cap = o->u.p2p.cap ? 2 * o->u.p2p.cap : 4;
+		struct p2parg *v = realloc(o->u.p2p.v, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		o->u.p2p.v = v;
+		o->u.p2p.cap = cap;
+	}
+	o->u.p2p.v[o->u.p2p.n++] = a;
+	return 0;
+}
+
+/*
+ * group_p2p_locked returns the operation that gathers the sends and
+ * receives of the thread's group for stream s of c (NULL: the default
+ * stream), making and deferring it for the first; NULL when out of
+ * memory. It holds a reference to s until ncclGroupEnd.
+ */
+static struct op *group_p2p_locked(struct fctx *c, struct fstream *s, struct fcomm *m)
+{
+	struct op *o;
+	for (size_t i = 0; i < t_ndeferred; i++)
+		if (t_deferred[i].op != NULL && t_deferred[i].op->kind == OP_P2P && t_deferred[i].ctx == c &&
+		    t_deferred[i].s == s)
+			return t_deferred[i].op;
+	if ((o = op_new(OP_P2P)) == NULL)
+		return NULL;
+	if (defer_add((struct deferred){.op = o, .ctx = c, .s = s, .comm = m}) != 0) {
+		op_free_locked(o);
+		return NULL;
+	}
 	if (s != NULL)
+		s->refs++;
+	return o;
+}
+
+/*
+ * p2p_enqueue checks ncclSend or ncclRecv a of communicator h and queues
+ * it on stream hs as enqueue does a collective; inside a group, into the
+ * group's one operation for the stream, queued at ncclGroupEnd.
+ */
+static ncclResult_t p2p_enqueue(struct fcomm *h, CUstream hs, struct p2parg a)
+{
+	const char *call = g_p2p_names[a.recv];
+	struct fcomm *m = NULL;
+	struct fstream *s = NULL;
+	struct fctx *c;
+	struct op *o;
+	size_t bytes;
+	unsigned long long *seq;
+	ncclResult_t r;
+	if (check_init() != CUDA_SUCCESS)
+		return nccl_fail(ncclUnhandledCudaError, "%s: CUDA is not initialized", call);
+	if (t_in_host_fn)
+		return nccl_fail(ncclUnhandledCudaError, "%s: called from a host function", call);
+	pthread_mutex_lock(&g_mu);
+	if ((r = comm_check_locked(call, h, &m)) != ncclSuccess)
+		return unlock_nccl(r);
+	if (a.dtype < 0 || a.dtype >= ncclNumTypes)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: invalid type %d", call, a.dtype));
+	if (a.peer < 0 || a.peer >= m->q->nranks)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: invalid peer %d (peer should be in the 0..%d range)",
+					     call, a.peer, m->q->nranks - 1));
+	if (__builtin_mul_overflow(a.count, type_size(a.dtype), &bytes))
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: count %zu overflows", call, a.count));
+	if (bytes > 0 && dev_range_locked(m->device, a.buf, bytes) == NULL)
+		return unlock_nccl(nccl_fail(ncclInvalidArgument, "%s: %s is not %zu bytes of device memory of device %d",
+					     call, a.recv ? "recvbuff" : "sendbuff", bytes, m->device));
+	if ((r = nccl_stream_locked(call, m, hs, &c, &s)) != ncclSuccess)
+		return unlock_nccl(r);
+	seq = a.recv ? &m->received[a.peer] : &m->sent[a.peer];
+	a.comm = m;
+	a.seq = *seq;
+	if (t_group_depth > 0) {
+		if ((o = group_p2p_locked(c, s, m)) == NULL || p2p_add(o, a) != 0)
+			return unlock_nccl(nccl_fail(ncclSystemError, "%s: out of host memory", call));
+		++*seq;
+		m->pending++;
+		stat_add(ST_NCCL, 1);
+		stat_add(ST_NCCL_P2P, 1);
 		return unlock_nccl(ncclSuccess);
-	if (cr != CUDA_SUCCESS)
-		return unlock_nccl(nccl_fail(ncclUnhandledCudaError, "%s: the default stream of device %d has failed (CUDA error %d)",
-					     call, m->device, cr));
-	if (m->async != ncclSuccess)
-		return unlock_nccl(nccl_fail(m->async, "%s: %s", call, m->msg));
-	return unlock_nccl(ncclSuccess);
+	}
+	if ((o = op_new(OP_P2P)) == NULL || p2p_add(o, a) != 0) {
+		free(o);
+		return unlock_nccl(nccl_fail(ncclSystemError, "%s: out of host memory", call));
+	}
+	++*seq;
+	m->pending++;
+	stat_add(ST_NCCL, 1);
+	stat_add(ST_NCCL_P2P, 1);
+	return unlock_nccl(nccl_submit_locked(call, m, c, s, o));
 }
 
 EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op,
@@ -4826,13 +5202,34 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 					(CUdeviceptr)(uintptr_t)recvbuff});
 }
 
+/* ncclSend sends count elements at sendbuff to rank peer, which must ncclRecv them. */
+EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, int datatype, int peer, ncclComm_t comm,
+			     CUstream stream)
+{
+	return p2p_enqueue(comm, stream,
+			   (struct p2parg){.recv = 0, .peer = peer, .dtype = datatype, .count = count,
+					   .buf = (CUdeviceptr)(uintptr_t)sendbuff});
+}
+
+/* ncclRecv receives count elements from rank peer, which must ncclSend them, into recvbuff. */
+EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, int datatype, int peer, ncclComm_t comm, CUstream stream)
+{
+	return p2p_enqueue(comm, stream,
+			   (struct p2parg){.recv = 1, .peer = peer, .dtype = datatype, .count = count,
+					   .buf = (CUdeviceptr)(uintptr_t)recvbuff});
+}
+
 EXPORT ncclResult_t ncclGroupStart(void)
 {
 	t_group_depth++;
 	return ncclSuccess;
 }
 
-/* group_op_main runs a deferred default-stream collective on a thread of its own. */
+/*
+ * group_op_main runs a deferred default-stream collective, or the
+ * group's sends and receives on the default stream, on a thread of its
+ * own.
+ */
 static void *group_op_main(void *arg)
 {
 	struct deferred *d = arg;
@@ -4841,7 +5238,7 @@ static void *group_op_main(void *arg)
 	pthread_mutex_lock(&g_mu);
 	if (ctx_live(d->ctx) == NULL) { /* released since: the rank still tells its peers */
 		pthread_mutex_unlock(&g_mu);
-		run_nccl(o, CUDA_ERROR_INVALID_CONTEXT);
+		run_op(o, CUDA_ERROR_INVALID_CONTEXT);
 		pthread_mutex_lock(&g_mu);
 		op_free_locked(o);
 		cr = CUDA_ERROR_INVALID_CONTEXT;
@@ -4854,10 +5251,32 @@ static void *group_op_main(void *arg)
 }
 
 /*
- * The outermost ncclGroupEnd starts the group's default-stream
- * collectives, each on a thread of its own (so that one thread may drive
- * several ranks), waits for the cliques of the group's ncclCommInitRank
- * calls, then for those threads; it returns the first error.
+ * group_queue_locked queues the group's sends and receives for a stream
+ * (d->s), unless the stream has gone since; then they run here, failed,
+ * to tell their peers.
+ */
+static void group_queue_locked(struct deferred *d)
+{
+	struct fstream *s = d->s;
+	if (!s->dead && !s->detached) {
+		submit_locked(d->ctx, s, d->op, 0);
+	} else {
+		pthread_mutex_unlock(&g_mu);
+		run_op(d->op, CUDA_ERROR_INVALID_HANDLE);
+		pthread_mutex_lock(&g_mu);
+		op_free_locked(d->op);
+		d->result = ncclUnhandledCudaError;
+	}
+	stream_unref_locked(s);
+}
+
+/*
+ * The outermost ncclGroupEnd queues the group's sends and receives on
+ * their streams (an operation for each stream), starts the group's
+ * default-stream collectives and sends and receives, each on a thread
+ * of its own (so that one thread may drive several ranks), waits for the
+ * cliques of the group's ncclCommInitRank calls, then for those threads;
+ * it returns the first error.
  */
 EXPORT ncclResult_t ncclGroupEnd(void)
 {
@@ -4874,8 +5293,13 @@ EXPORT ncclResult_t ncclGroupEnd(void)
 	t_ndeferred = t_deferred_cap = 0;
 	threads = calloc(n + 1, sizeof *threads);
 	started = calloc(n + 1, 1);
+	pthread_mutex_lock(&g_mu);
 	for (size_t i = 0; i < n; i++)
-		if (ds[i].op != NULL) {
+		if (ds[i].op != NULL && ds[i].s != NULL)
+			group_queue_locked(&ds[i]);
+	pthread_mutex_unlock(&g_mu);
+	for (size_t i = 0; i < n; i++)
+		if (ds[i].op != NULL && ds[i].s == NULL) {
 			if (threads != NULL && started != NULL && pthread_create(&threads[i], NULL, group_op_main, &ds[i]) == 0)
 				started[i] = 1;
 			else
