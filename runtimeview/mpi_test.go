@@ -14,18 +14,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/mpiclib"
 	"github.com/pzgo/pz/logger"
+	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
 )
 
 // mpiModeEnv tells a TestMPIWorld process started by mpirun what to check:
 // "start" (New initializes MPI and Close finalizes it) or "adopt" (the
 // program initialized MPI; New adopts the world and then a
-// sub-communicator, and leaves MPI running).
+// sub-communicator, and leaves MPI running) or "addr" (the device
+// collectives on memory MPI reaches by address).
 const mpiModeEnv = "PZ_RUNTIMEVIEW_MPI_MODE"
 
 // TestMPIWorld runs the checks of the local backend (checkView) on the MPI
@@ -44,6 +48,8 @@ func TestMPIWorld(t *testing.T) {
 		checkMPIStart(t, ctx)
 	case "adopt":
 		checkMPIAdopt(t, ctx)
+	case "addr":
+		checkMPIByAddress(t, ctx)
 	default:
 		t.Skipf("under mpirun without %s", mpiModeEnv)
 	}
@@ -58,7 +64,7 @@ func spawnMPI(t *testing.T) {
 	for _, tc := range []struct {
 		mode  string
 		ranks []int
-	}{{"start", []int{1, 2, 3, 4}}, {"adopt", []int{2, 3}}} {
+	}{{"start", []int{1, 2, 3, 4}}, {"adopt", []int{2, 3}}, {"addr", []int{2, 3}}} {
 		for _, n := range tc.ranks {
 			t.Run(fmt.Sprintf("%s/ranks=%d", tc.mode, n), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -210,4 +216,113 @@ func TestMPIRankErrorAbortsJob(t *testing.T) {
 	require.Error(t, err, "mpirun succeeded:\n%s", out)
 	assert.Contains(t, string(out), "pz: rank 2 of 3 failed: rank two gives up", "%s", out)
 	assert.Less(t, time.Since(start), time.Minute, "%s", out)
+}
+
+// checkMPIByAddress gives every rank a device whose memory MPI reaches by
+// address (accel.SimConfig.Addressable, host memory outside Go's heap,
+// standing in for a CUDA GPU under a CUDA-aware MPI): every device
+// collective runs through MPI on the device buffers, with no copy to or
+// from the device, and gives the values of the staging path.
+func checkMPIByAddress(t *testing.T, ctx context.Context) {
+	rt, err := runtimeview.New(ctx, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+		runtimeview.WithSimDevices(accel.SimConfig{Memory: 16 << 20, Addressable: true}), quietLogs)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rt.Close()) }()
+	dc, ok := rt.Comm().(comm.DeviceComm)
+	require.True(t, ok, "the MPI comm runs collectives by address")
+	require.True(t, dc.Reaches("host"))
+	size, me := rt.Size(), rt.Rank()
+	dev := rt.MyResourceSet().Devices()[0]
+	sim := dev.Accel().(*accel.Sim)
+	put := func(x []float64) *resourceset.DeviceSlice[float64] {
+		s, err := resourceset.Alloc[float64](dev, len(x))
+		require.NoError(t, err)
+		require.NoError(t, s.CopyFrom(ctx, x))
+		return s
+	}
+	get := func(s *resourceset.DeviceSlice[float64]) []float64 {
+		x := make([]float64, s.Len())
+		require.NoError(t, s.CopyTo(ctx, x))
+		return x
+	}
+	vals := func(base, n int) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(base + i)
+		}
+		return x
+	}
+	byAddr := func(what string, f func()) {
+		in, out, within := sim.Copies()
+		f()
+		in2, out2, within2 := sim.Copies()
+		require.Equal(t, [3]int64{in, out, within}, [3]int64{in2, out2, within2}, "%s on rank %d: no copy to or from the device", what, me)
+	}
+	const m = 1000
+	root := rt.ResourceSet(size - 1).Devices()[0]
+	isRoot := me == size-1
+
+	buf := put(vals(100*me, m))
+	byAddr("BcastDevice", func() { require.NoError(t, resourceset.BcastDevice(ctx, root, buf)) })
+	require.Equal(t, vals(100*(size-1), m), get(buf))
+
+	require.NoError(t, buf.CopyFrom(ctx, vals(me, m)))
+	var into *resourceset.DeviceSlice[float64]
+	if isRoot {
+		into = put(make([]float64, m))
+	}
+	byAddr("ReduceDevice", func() {
+		ok, err := resourceset.ReduceDevice(ctx, root, buf, into, comm.Sum)
+		require.NoError(t, err)
+		require.Equal(t, isRoot, ok)
+	})
+	sum := make([]float64, m)
+	for i := range sum {
+		sum[i] = float64(size*i + size*(size-1)/2)
+	}
+	if isRoot {
+		require.Equal(t, sum, get(into))
+		into.Free()
+	}
+	byAddr("AllReduceDevice", func() { require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum)) })
+	require.Equal(t, sum, get(buf))
+	buf.Free()
+
+	// Rank r gathers r+1 values; the total is size(size+1)/2.
+	total := size * (size + 1) / 2
+	var want []float64
+	for r := range size {
+		want = append(want, vals(10*r, r+1)...)
+	}
+	mine := put(vals(10*me, me+1))
+	into = nil
+	if isRoot {
+		into = put(make([]float64, total))
+	}
+	byAddr("GatherDevice", func() {
+		ok, err := resourceset.GatherDevice(ctx, root, mine, into)
+		require.NoError(t, err)
+		require.Equal(t, isRoot, ok)
+	})
+	if isRoot {
+		require.Equal(t, want, get(into))
+		into.Free()
+	}
+	all := put(make([]float64, total))
+	byAddr("AllGatherDevice", func() { require.NoError(t, runtimeview.AllGatherDevice(ctx, rt, mine, all)) })
+	require.Equal(t, want, get(all))
+	all.Free()
+	mine.Free()
+
+	var from *resourceset.DeviceSlice[float64]
+	if isRoot {
+		from = put(vals(0, size*m))
+	}
+	part := put(make([]float64, m))
+	byAddr("ScatterDevice", func() { require.NoError(t, resourceset.ScatterDevice(ctx, root, from, part)) })
+	require.Equal(t, vals(me*m, m), get(part))
+	part.Free()
+	if from != nil {
+		from.Free()
+	}
 }

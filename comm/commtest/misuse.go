@@ -343,7 +343,8 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 }
 
 // misuseAliasCase: a reduction whose send and receive buffers are the same
-// slice is in place (the result replaces the input); buffers that overlap
+// slice is in place (the result replaces the input), at the first and the
+// last rank as root; buffers that overlap
 // otherwise are refused with a *comm.ArgError on every rank, on every
 // backend, small (eager) and large.
 func misuseAliasCase(ctx context.Context, c comm.Comm) error {
@@ -363,6 +364,17 @@ func misuseAliasCase(ctx context.Context, c comm.Comm) error {
 			}
 			if err := d.Reduce(ctx, in, in, comm.Max, 0); err != nil {
 				return fmt.Errorf("Reduce in place (%d): %w", size, err)
+			}
+			// At the last rank (MPICH before 4.2 crashed in MPI_Reduce in
+			// place past 2 KiB at a root other than 0).
+			for i := range b {
+				b[i] = float64(me + 1)
+			}
+			if err := d.Reduce(ctx, in, in, comm.Sum, n-1); err != nil {
+				return fmt.Errorf("Reduce in place at rank %d (%d): %w", n-1, size, err)
+			}
+			if want := float64(n * (n + 1) / 2); me == n-1 && (b[0] != want || b[size-1] != want) {
+				return fmt.Errorf("Reduce in place at rank %d (%d): got %v, want %v", n-1, size, b[0], want)
 			}
 			last := n - 1 // the rank whose buffers overlap
 			err := invalid(map[string]func() error{

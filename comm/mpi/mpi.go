@@ -55,6 +55,9 @@ type state struct {
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
 	minmaxGo [C.PZ_NTYPES]bool
+	// cudaAware: the library reaches CUDA device memory (pz_cuda_aware,
+	// asked at Init: comm.DeviceComm's space "cuda").
+	cudaAware bool
 	// The element and op of the agreement step (pz_agree.h).
 	agreeType C.MPI_Datatype
 	agreeOp   C.MPI_Op
@@ -159,6 +162,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	for _, t := range []comm.Datatype{comm.Uint8, comm.Uint16, comm.Uint32, comm.Uint64} {
 		st.minmaxGo[t] = C.pz_minmax_ok(st.h.types[t], C.int(t.Size())) == 0
 	}
+	st.cudaAware = C.pz_cuda_aware() != 0
 	if rc := C.pz_agree_init(&st.agreeType, &st.agreeOp); rc != 0 {
 		if w.started {
 			w.finalizeOnThread()

@@ -409,3 +409,28 @@ func TestStallEndsJob(t *testing.T) {
 	require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
 	require.NotContains(t, s, "the stalled AllReduce returned")
 }
+
+// TestReduceInPlaceAtLastRank reduces 3000 float64 in place at the last
+// rank with the blocking call (context.Background), check on and off:
+// MPICH before 4.2 crashed in MPI_Reduce with MPI_IN_PLACE past 2 KiB at
+// a root other than 0 (pmodels/mpich#6540), so pz takes MPI_Ireduce
+// there.
+func TestReduceInPlaceAtLastRank(t *testing.T) {
+	sub := splitAll(t)
+	ctx := context.Background()
+	n, me := sub.Size(), sub.Rank()
+	for _, check := range []bool{true, false} {
+		sub.SetCheck(check)
+		b := make([]float64, 3000)
+		for i := range b {
+			b[i] = float64(me + i)
+		}
+		in := comm.BufOf(b)
+		require.NoError(t, sub.Reduce(ctx, in, in, comm.Sum, n-1), "check %v", check)
+		if me == n-1 {
+			for _, i := range []int{0, 1500, 2999} {
+				require.Equal(t, float64(n*(n-1)/2+n*i), b[i], "element %d, check %v", i, check)
+			}
+		}
+	}
+}

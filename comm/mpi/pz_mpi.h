@@ -183,7 +183,22 @@ static int pz_iallreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI
 	return MPI_Iallreduce((const void *)s, (void *)d, n, t, op, c, r);
 }
 
+/* MPICH before 4.2 crashes in MPI_Reduce with MPI_IN_PLACE on a root other
+ * than 0 past 2 KiB (pmodels/mpich#6540, fixed by #6543); its MPI_Ireduce
+ * is right. Only root knows it reduces in place, so there every rank takes
+ * MPI_Ireduce and MPI_Wait for a root other than 0, as the polled path
+ * does anyway. */
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+enum { PZ_REDUCE_ROOT_BUG = 1 };
+#else
+enum { PZ_REDUCE_ROOT_BUG = 0 };
+#endif
 static int pz_reduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace) {
+	if (PZ_REDUCE_ROOT_BUG && root != 0) {
+		MPI_Request r;
+		int e = MPI_Ireduce(pz_in(s, inplace), d, n, t, op, root, c, &r);
+		return e != MPI_SUCCESS ? e : MPI_Wait(&r, MPI_STATUS_IGNORE);
+	}
 	return MPI_Reduce(pz_in(s, inplace), d, n, t, op, root, c);
 }
 static int pz_ireduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace, MPI_Request *r) {
@@ -457,5 +472,68 @@ static int pz_probe(int src, int tag, MPI_Comm c, pz_status *out) {
 	return e;
 }
 static int pz_abort(MPI_Comm c, int code) { return MPI_Abort(c, code); }
+
+/* Collectives on memory given by address (device.go): memory outside Go's
+ * heap, a CUDA GPU's where the library is CUDA-aware. The addresses cross
+ * as integers and become pointers only here, so Go never holds one in an
+ * unsafe.Pointer and cgo has nothing to check. */
+static int pz_bcast_at(uintptr_t b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Bcast((void *)b, n, t, root, c);
+}
+static int pz_ibcast_at(uintptr_t b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ibcast((void *)b, n, t, root, c, r);
+}
+static int pz_reduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace) {
+	return pz_reduce((const void *)s, (void *)d, n, t, op, root, c, inplace);
+}
+static int pz_ireduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace, MPI_Request *r) {
+	return MPI_Ireduce(pz_in((const void *)s, inplace), (void *)d, n, t, op, root, c, r);
+}
+/* pz_iallreduce_at_in is pz_iallreduce_at with the in-place flag. */
+static int pz_iallreduce_at_in(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace, MPI_Request *r) {
+	return MPI_Iallreduce(pz_in((const void *)s, inplace), (void *)d, n, t, op, c, r);
+}
+static int pz_gatherv_at(uintptr_t s, int sn, uintptr_t d, const int *counts, const int *displs, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Gatherv((const void *)s, sn, t, (void *)d, counts, displs, t, root, c);
+}
+static int pz_igatherv_at(uintptr_t s, int sn, uintptr_t d, const int *counts, const int *displs, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Igatherv((const void *)s, sn, t, (void *)d, counts, displs, t, root, c, r);
+}
+static int pz_scatterv_at(uintptr_t s, const int *counts, const int *displs, uintptr_t d, int dn, MPI_Datatype t, int root, MPI_Comm c) {
+	return MPI_Scatterv((const void *)s, counts, displs, t, (void *)d, dn, t, root, c);
+}
+static int pz_iscatterv_at(uintptr_t s, const int *counts, const int *displs, uintptr_t d, int dn, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iscatterv((const void *)s, counts, displs, t, (void *)d, dn, t, root, c, r);
+}
+static int pz_allgatherv_at(uintptr_t s, int sn, uintptr_t d, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c) {
+	return MPI_Allgatherv((const void *)s, sn, t, (void *)d, counts, displs, t, c);
+}
+static int pz_iallgatherv_at(uintptr_t s, int sn, uintptr_t d, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallgatherv((const void *)s, sn, t, (void *)d, counts, displs, t, c, r);
+}
+
+/* pz_cuda_aware reports whether the library in this process moves CUDA
+ * device memory itself, asked at run time (the binary may run on another
+ * machine's build of the same library): Open MPI's
+ * MPIX_Query_cuda_support (mpi-ext.h, when its CUDA extension is built;
+ * Debian's header says MPIX_CUDA_AWARE_SUPPORT 0 at compile time, but a
+ * CUDA-aware libmpi.so.40 answers 1), MPICH 4's MPIX_GPU_query_support;
+ * 0 for any other library. Call it after MPI_Init. */
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+static int pz_cuda_aware(void) {
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+	return MPIX_Query_cuda_support() != 0;
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+	int yes = 0;
+	if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) != MPI_SUCCESS) return 0;
+	return yes != 0;
+#else
+	return 0;
+#endif
+}
 
 #endif

@@ -222,3 +222,39 @@ func (c *Comm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.
 // Library names the MPI library this binary is built against: "" in a
 // build without MPI.
 func Library() string { return "" }
+
+var _ comm.DeviceComm = (*Comm)(nil)
+
+// Reaches reports whether the collectives on memory given by address take
+// memory of space; always false without MPI.
+func (c *Comm) Reaches(space string) bool { return false }
+
+// BcastAt returns ErrNotBuilt.
+func (c *Comm) BcastAt(ctx context.Context, addr uintptr, count int, dt comm.Datatype, root int) error {
+	return ErrNotBuilt
+}
+
+// ReduceAt returns ErrNotBuilt.
+func (c *Comm) ReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op, root int) error {
+	return ErrNotBuilt
+}
+
+// AllReduceAt returns ErrNotBuilt.
+func (c *Comm) AllReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op) error {
+	return ErrNotBuilt
+}
+
+// GatherAt returns ErrNotBuilt.
+func (c *Comm) GatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
+	return ErrNotBuilt
+}
+
+// ScatterAt returns ErrNotBuilt.
+func (c *Comm) ScatterAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
+	return ErrNotBuilt
+}
+
+// AllGatherAt returns ErrNotBuilt.
+func (c *Comm) AllGatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype) error {
+	return ErrNotBuilt
+}
