@@ -323,3 +323,26 @@ func TestCUDAGatherNCCLWithoutP2P(t *testing.T) {
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), runtimeview.WithCUDADriver(d))
 	require.NoError(t, err)
 }
+
+// TestCUDASchedulerWorkersPerGPU: the RuntimeView's GPUs, which its
+// scheduler takes with scheduler.WithDevices, get the workers and SM
+// partitions that WithCUDAWorkers and WithCUDAPartitions ask for, as
+// the scheduler's own GPUs do.
+func TestCUDASchedulerWorkersPerGPU(t *testing.T) {
+	fakecuda.SetDelay(t, 0)
+	d, _ := fakecuda.Open(t, 1, 64<<20)
+	err := runtimeview.RunLocal(testCtx(t), 1, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		require.Len(t, rt.MyResourceSet().Devices(), 1)
+		s, err := rt.Scheduler(ctx, scheduler.WithCUDAWorkers(2), scheduler.WithCUDAPartitions())
+		require.NoError(t, err)
+		var sms []int
+		for _, w := range s.Local().Workers() {
+			if w.Kind == scheduler.CUDAWorker {
+				sms = append(sms, w.SMs)
+			}
+		}
+		require.Equal(t, []int{8, 8}, sms, "two workers on the RuntimeView's GPU, each with half of its 16 SMs")
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(1), runtimeview.WithCUDADriver(d))
+	require.NoError(t, err)
+}

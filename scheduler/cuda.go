@@ -69,7 +69,8 @@ func WithCUDA(n int) Option {
 	return func(c *config) { c.cuda.n, c.cuda.set = n, true }
 }
 
-// WithCUDAWorkers gives each GPU of WithCUDA k workers (default 1), each
+// WithCUDAWorkers gives each GPU, WithCUDA's and WithDevices' (the
+// RuntimeView's), k workers (default 1), each
 // with a stream of its own, so that k tasks run on the GPU at once
 // (StarPU's STARPU_NWORKER_PER_CUDA). They share the GPU's memory node,
 // and like a simulated device's workers they can be split between
@@ -90,6 +91,7 @@ func WithCUDAPipeline(k int) Option {
 }
 
 // WithCUDAPartitions gives each of a GPU's WithCUDAWorkers(k) workers
+// (WithCUDA's GPUs and WithDevices')
 // its own 1/k of the GPU's streaming multiprocessors, a CUDA green
 // context (driver 12.4 and later), so that a scheduling context holding
 // some of the workers holds that part of the GPU, as StarPU's CUDA

@@ -143,13 +143,14 @@ func WithSimDevices(devs ...SimDevice) Option {
 	return func(c *config) { c.sims = append(c.sims, devs...) }
 }
 
-// WithDevices makes memory nodes, each with one worker, of devices the
-// caller opened and closes (the RuntimeView's, which its resource set
-// shares): the scheduler allocates on them beside other users, making
-// room by eviction when a device reports it is full. Devices whose
-// memory the host can address (accel.HostView: the simulated device)
-// get SimWorker workers; others need the CUDA worker, which comes with
-// GPU support. It replaces PZ_NSIM.
+// WithDevices makes memory nodes of devices the caller opened and closes
+// (the RuntimeView's, which its resource set shares): the scheduler
+// allocates on them beside other users, making room by eviction when a
+// device reports it is full. Devices whose memory the host can address
+// (accel.HostView: the simulated device) get one SimWorker worker each;
+// CUDA GPUs (cuda.Accel) get CUDAWorker workers as WithCUDA's do
+// (WithCUDAWorkers, WithCUDAPipeline, WithCUDAPartitions and their
+// environment variables apply). It replaces PZ_NSIM.
 func WithDevices(devs ...accel.Device) Option {
 	return func(c *config) { c.devices = append(c.devices, devs...) }
 }

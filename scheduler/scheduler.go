@@ -155,16 +155,19 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		for _, sd := range cfg.sims {
 			workers = append(workers, sd.Workers)
 		}
-		for range cfg.devices {
-			workers = append(workers, 1)
+		for _, d := range cfg.devices {
+			nw := 1
+			if _, ok := d.(*cuda.Accel); ok { // a GPU of the RuntimeView's, as one of WithCUDA's
+				nw = cfg.cuda.perGPU
+			}
+			workers = append(workers, nw)
 		}
 		for range gpus {
 			workers = append(workers, cfg.cuda.perGPU)
 		}
-		owned := len(devs) - len(gpus) // devs[owned:] are WithCUDA's GPUs
 		for i, nw := range workers {
 			var parts []cuda.SMResource
-			if a, ok := devs[i].dev.(*cuda.Accel); ok && i >= owned && cfg.cuda.partitions {
+			if a, ok := devs[i].dev.(*cuda.Accel); ok && cfg.cuda.partitions {
 				if parts, err = partitionSMs(a, nw); err != nil {
 					s.data.close()
 					return nil, err
