@@ -179,11 +179,15 @@ func TestGflopsRateGivesWorkersToTheLargerContext(t *testing.T) {
 	assert.Equal(t, map[string]int{"b->a": 2}, directions(hv.Resizes()))
 	assert.InDelta(t, na*f, hv.Counters(a).Flops, 1)
 	// Tasks of 1e6 flops taking at least 1 ms: at most 1 Gflop/s per
-	// worker, so at most 4 Gflop/s for any context or worker.
+	// worker, and 4 for a context, over a long time. A sampling window
+	// of W >= 10 ms counts the flops of the tasks that end in it, and one
+	// of a worker's may have begun up to 1 ms before the window did: at
+	// most 1 + 1ms/W = 1.1 Gflop/s per worker in a window.
+	const perWorker = 1e9 * (1 + float64(time.Millisecond)/float64(10*time.Millisecond))
 	assert.Positive(t, maxSpeed, "a's instant speed was measured while it ran")
-	assert.LessOrEqual(t, maxSpeed, 4e9)
+	assert.LessOrEqual(t, maxSpeed, 4*perWorker)
 	for id := range s.Workers() {
-		assert.LessOrEqual(t, hv.Worker(id).Speed, 1.01e9, "worker %d", id)
+		assert.LessOrEqual(t, hv.Worker(id).Speed, perWorker, "worker %d", id)
 	}
 	assert.InDelta(t, nb*f, hv.Counters(b).Flops, 1)
 }
