@@ -427,6 +427,77 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 	return nil, nil
 }
 
+// allocPrivate allocates device memory of like's shape on node n for a
+// worker's own buffer (a Redux copy), from the node's cache or the
+// device, counted in the node's use and made room for as a replica is:
+// cached allocations dropped, least-recently-used replicas evicted
+// (written back first when modified). When all else on the node is in
+// use it waits for a change, a few times (after 1, 2, 4 ... ms), then
+// gives up with ErrDeviceMemory (the task then goes to a CPU worker if it
+// may). freePrivate gives the memory back.
+func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string) (accel.Mem, error) {
+	nd := d.nodes[n]
+	size := bufBytes(like)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if size > nd.capacity {
+		return nil, fmt.Errorf("%w: %s needs %d bytes on %s, which has %d", ErrDeviceMemory, what, size, nd.dev.name(), nd.capacity)
+	}
+	if mem := nd.takeCached(cacheKey{like.typ, like.rows * like.cols}); mem != nil {
+		return mem, nil
+	}
+	for waits := 0; ; {
+		need := nd.used + size - nd.capacity
+		if need <= 0 {
+			m, err := nd.dev.alloc(like)
+			if err == nil {
+				nd.used += size
+				return m, nil
+			}
+			if !isOutOfMemory(err) {
+				return nil, fmt.Errorf("scheduler: allocating %d bytes for %s on %s: %w", size, what, nd.dev.name(), err)
+			}
+			need = size // others hold the rest (see allocLocked)
+		}
+		if nd.dropCache(need) {
+			continue
+		}
+		var wait <-chan struct{}
+		switch v := nd.victim(nil, false); {
+		case v == nil:
+			wait = nd.changed // everything is in use: wait for an end
+		case v.reps[n].state == modified:
+			d.statLocked(n, RAM).WriteBacks++
+			wait = d.copyLocked(v, n, RAM, false)
+		default:
+			d.freeLocked(v, n)
+			d.statLocked(n, n).Evictions++
+			continue
+		}
+		if waits == outsideWaits {
+			return nil, fmt.Errorf("%w: no room for %s (%d bytes) on %s: its memory is in use", ErrDeviceMemory, what, size, nd.dev.name())
+		}
+		retry := time.After(time.Millisecond << waits)
+		waits++
+		d.mu.Unlock()
+		select {
+		case <-wait:
+		case <-retry:
+		}
+		d.mu.Lock()
+	}
+}
+
+// freePrivate puts an allocation of allocPrivate into the node's cache.
+func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
+	nd := d.nodes[n]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := cacheKey{like.typ, like.rows * like.cols}
+	nd.cache[key] = append(nd.cache[key], m)
+	nd.signalLocked()
+}
+
 // evictLocked drops one replica from node n to make room for h: it
 // reports ok when it freed one; otherwise it returns the channel to wait
 // on (a write-back under way, or replicas in use), or nothing for a

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,8 +179,13 @@ func runCoherence(t *testing.T, seed uint64, policy string) {
 	}}
 	require.NoError(t, hs[red].SetReduction(zero, add))
 
+	workers := s.Workers()
+	var reduxOnDevices atomic.Int64
 	kernel := &scheduler.Codelet{Name: "op", CPU: func(c *scheduler.Call) error {
 		op := c.Arg.(cohOp)
+		if op.kind == "redux" && workers[c.Worker].Kind == scheduler.SimWorker {
+			reduxOnDevices.Add(1)
+		}
 		var ins []view
 		for i := range op.ins {
 			ins = append(ins, callView(c, 1+i))
@@ -247,7 +253,7 @@ func runCoherence(t *testing.T, seed uint64, policy string) {
 			if op.scratch >= 0 {
 				args = append(args, scheduler.Scratch(hs[op.scratch]))
 			}
-			if op.kind != "redux" && rng.IntN(4) == 0 {
+			if rng.IntN(4) == 0 { // Redux included: private copies on the devices
 				args = append(args, scheduler.InContext(onDevices))
 			}
 			require.NoError(t, s.Submit(ctx, kernel, args...))
@@ -275,6 +281,7 @@ func runCoherence(t *testing.T, seed uint64, policy string) {
 		}
 	}
 	require.Positive(t, simTasks, "no task ran on a simulated device")
+	require.Positive(t, reduxOnDevices.Load(), "no Redux access ran on a simulated device (a private copy there)")
 	var copies, prefetches int64
 	for _, x := range s.Transfers() {
 		copies += x.Count

@@ -427,9 +427,15 @@ const faultCheck = 50 * time.Millisecond
 // launch makes t's data valid on the GPU and runs its implementation,
 // which queues the task's work on a free slot's stream between the
 // slot's two events. A task whose data cannot be made ready completes at
-// once with the error (or goes to a CPU worker).
+// once with the error (or goes to a CPU worker). A task with a Redux
+// access waits for the worker's tasks in flight first.
 func (d *cudaDriver) launch(w *worker, t *Task) {
 	s := w.s
+	if t.redux && len(d.inflight) > 0 {
+		// The worker's private Redux copies are one per worker: tasks in
+		// flight on other streams may be adding to them.
+		d.drain(w)
+	}
 	sl := d.free[len(d.free)-1]
 	d.free = d.free[:len(d.free)-1]
 	if mb := s.cx.mon.Load(); mb != nil {

@@ -618,3 +618,74 @@ func TestCUDAKernelFault(t *testing.T) {
 	require.Contains(t, err.Error(), `"faults"`)
 	require.Contains(t, err.Error(), "CUDA_ERROR_LAUNCH_FAILED")
 }
+
+// TestCUDARedux accumulates x_k for 16 vectors into a Redux vector with
+// a GPU-only axpy, two tasks in flight per GPU worker: the worker's
+// private copy lives on the GPU (initialized on the host, copied up),
+// tasks adding to it one after the other, and the reduction brings it
+// home and adds it to the handle's value; a CPU-only task beside it
+// contributes in RAM. Three rounds: each group gets a fresh copy, from
+// the memory the last one gave back.
+func TestCUDARedux(t *testing.T) {
+	ctx := testCtx(t)
+	d, lib := fakeGPU(t, 64<<20)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(2))
+	_, axpy, _ := cudaCodelets(gpuKernels(t, d))
+	zero := &scheduler.Codelet{Name: "zero", CPU: func(c *scheduler.Call) error {
+		clear(scheduler.VectorOf[float64](c, 0))
+		return nil
+	}}
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		dst, src := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+		for i := range dst {
+			dst[i] += src[i]
+		}
+		return nil
+	}}
+	addCPU := &scheduler.Codelet{Name: "add1", CPU: func(c *scheduler.Call) error {
+		for i, x := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i] = x + 1
+		}
+		return nil
+	}}
+	const n, nx = 1 << 16, 16
+	acc := make([]float64, n)
+	for i := range acc {
+		acc[i] = 1000 // kept: the contributions add to it
+	}
+	ha, err := s.RegisterVector(acc, scheduler.Named("acc"))
+	require.NoError(t, err)
+	require.NoError(t, ha.SetReduction(zero, add))
+	xs := make([]*scheduler.Handle, nx)
+	for k := range xs {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(k*n + i)
+		}
+		if xs[k], err = s.RegisterVector(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var live []uint64 // the GPU's allocations after each round
+	for round := 1; round <= 3; round++ {
+		for k := range xs {
+			require.NoError(t, s.Submit(ctx, axpy, scheduler.Redux(ha), scheduler.WithArg(1.0), scheduler.R(xs[k])))
+		}
+		require.NoError(t, s.Submit(ctx, addCPU, scheduler.Redux(ha)))
+		require.NoError(t, s.WaitAll(ctx))
+		for i, v := range acc {
+			// sum over k of (k*n + i) = n*nx(nx-1)/2 + nx*i, plus 1 from the CPU task
+			want := 1000 + float64(round)*(float64(n*nx*(nx-1)/2+nx*i)+1)
+			require.Equal(t, want, v, "element %d after round %d", i, round)
+		}
+		st, err := fakecuda.Stats(lib)
+		require.NoError(t, err)
+		live = append(live, st.LiveAllocations)
+	}
+	require.Equal(t, live[1], live[2], "a round's private copy is given back for the next")
+	require.NoError(t, s.Close())
+	st, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.EqualValues(t, 3*nx, st.Kernels, "every axpy ran on the GPU")
+	require.Zero(t, st.InvalidContext)
+}

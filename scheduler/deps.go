@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -268,6 +269,7 @@ func (h *Handle) flushReduxLocked() {
 		return
 	}
 	r := h.insertLocked(&Codelet{Name: "redux:" + h.rcombine.name(), CPU: h.reduceInto})
+	r.cpuOnly = true // it reads the copies on devices through RAM
 	s := h.s
 	s.regMu.Lock()
 	delete(s.reduxLive, h)
@@ -325,22 +327,46 @@ func (s *Scheduler) readyInserted(t *Task) {
 }
 
 // reduceInto is the reduction task: combine every live per-worker copy
-// into the handle (buffer 0).
+// into the handle (buffer 0). A copy on a device whose memory the host
+// cannot address (a GPU) is copied to RAM first; copies on devices are
+// freed once combined.
 func (h *Handle) reduceInto(c *Call) error {
 	cc := Call{Task: c.Task, Worker: c.Worker, Size: 1}
 	pair := [2]*buffer{c.bufs[0], nil}
-	for _, rc := range h.rcopies {
+	var staged *buffer // RAM for copies on GPUs, allocated once
+	var errs []error
+	for id, rc := range h.rcopies {
 		if rc == nil || !rc.live {
 			continue
 		}
 		rc.live = false
-		pair[1] = rc.buf
+		src := rc.buf
+		if rc.dev != nil {
+			h.rcopies[id] = nil
+			defer h.s.data.freePrivate(rc.node, rc.mem, &h.ram) // after its bytes are combined
+		}
+		if rc.dev != nil && rc.dev.host == nil {
+			if staged == nil {
+				var err error
+				if staged, err = h.ram.newLike(h.kind); err != nil {
+					return err
+				}
+			}
+			done := make(chan error, 1)
+			rc.dev.copyOut(staged, rc.mem, func(_ time.Time, err error) { done <- err })
+			if err := <-done; err != nil {
+				errs = append(errs, fmt.Errorf("reading a reduction copy of %v on %s: %w", h, rc.dev.name(), err))
+				continue
+			}
+			src = staged
+		}
+		pair[1] = src
 		cc.bufs = pair[:]
 		if err := h.rcombine.CPU(&cc); err != nil {
 			return fmt.Errorf("combining a reduction copy of %v: %w", h, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // sealed marks a completed task's successor stack.

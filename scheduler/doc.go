@@ -105,9 +105,11 @@
 // predicted finish and starts a placed task's inputs moving at once
 // (PolicyConfig.Transfer, Prefetch). Data, Fetch, Unregister, WaitAll and
 // Close bring the newest version back to RAM. Vectors and matrices of
-// numbers move to devices; value handles and Redux accesses stay on CPU
-// workers. Transfers counts the copies; the trace and the Gantt chart
-// show them on tracks of their own.
+// numbers move to devices; value handles stay on CPU workers. A Redux
+// access on a device worker gets a private copy in the device's memory,
+// which the reduction task (on a CPU worker) brings home and combines.
+// Transfers counts the copies; the trace and the Gantt chart show them
+// on tracks of their own.
 //
 // WithCUDA (PZ_NCUDA) makes CUDA GPUs memory nodes the same way, each
 // with CUDAWorker workers (WithCUDAWorkers per GPU). A codelet's CUDA

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+
+	"github.com/pzgo/pz/hardware/accel"
 )
 
 // MemoryNode identifies a memory space a worker computes in: RAM is
@@ -123,9 +125,14 @@ type Handle struct {
 	dev  bool      // the data can live on a device (deviceData)
 }
 
+// A reduxCopy is a worker's private copy of a handle for Redux
+// accesses: in RAM, or on the worker's device (dev, mem).
 type reduxCopy struct {
 	buf  *buffer
 	live bool
+	dev  *device    // the device the copy is on; nil: RAM
+	node MemoryNode // dev's node
+	mem  accel.Mem  // its allocation there (dataLayer.allocPrivate)
 }
 
 // HandleOption configures a handle at registration.
@@ -281,7 +288,10 @@ func (h *Handle) Fetch(ctx context.Context) (any, error) {
 
 // SetReduction sets the codelets used by Redux accesses: init (one W
 // access) initializes a private copy to the neutral element, combine
-// (RW destination, R source) accumulates one copy into another.
+// (RW destination, R source) accumulates one copy into another. Both
+// run their CPU functions: a device worker's copy (in the device's
+// memory) is initialized on the host, and combined in RAM by the
+// reduction task on a CPU worker.
 func (h *Handle) SetReduction(init, combine *Codelet) error {
 	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
 		return fmt.Errorf("%w: SetReduction on %v needs init and combine codelets with CPU implementations", ErrNoImplementation, h)

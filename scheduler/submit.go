@@ -234,6 +234,7 @@ func (s *Scheduler) validate(t *Task) error {
 			if !ok {
 				return fmt.Errorf("%w: task %q uses Redux on %v, which has no reduction; call SetReduction first", ErrInvalidMode, cl.name(), h)
 			}
+			t.redux = true
 		}
 		if (a.Mode == ModeRedux || a.Mode == ModeScratch) && h.kind == kindValue {
 			if _, err := h.ram.newLike(kindValue); err != nil {
@@ -251,7 +252,7 @@ func (s *Scheduler) validate(t *Task) error {
 		}
 	}
 	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.gpuData() {
-		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle, or Redux); give it a CPU function", ErrNoImplementation, cl.name())
+		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle); give it a CPU function", ErrNoImplementation, cl.name())
 	}
 	return nil
 }

@@ -268,6 +268,7 @@ type Task struct {
 	sync      bool
 	hasFoot   bool
 	commute   bool // some access is ModeCommute
+	redux     bool // some access is ModeRedux
 	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
 	internal  bool // a task of the data layer's own (gather): takes no data
 	// wantMask marks the accesses whose replicas on wantNode the task
@@ -430,22 +431,15 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 }
 
 // gpuData reports whether a GPU may run t: its data can live on a
-// device (vectors and matrices of numbers), accessed otherwise than by
-// Redux (a Scratch buffer is GPU memory of the worker's).
-func (t *Task) gpuData() bool {
-	for _, a := range t.Access {
-		if !a.Handle.dev || a.Mode == ModeRedux {
-			return false
-		}
-	}
-	return true
-}
+// device (vectors and matrices of numbers; a Scratch buffer and a Redux
+// copy are GPU memory of the worker's).
+func (t *Task) gpuData() bool { return t.deviceData() }
 
 // deviceData reports whether all of t's data can live on a device:
-// vectors and matrices of numbers, accessed otherwise than by Redux.
+// vectors and matrices of numbers.
 func (t *Task) deviceData() bool {
 	for _, a := range t.Access {
-		if !a.Handle.dev || a.Mode == ModeRedux {
+		if !a.Handle.dev {
 			return false
 		}
 	}

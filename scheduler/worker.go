@@ -305,7 +305,7 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 			}
 		case ModeRedux:
 			var err error
-			if b, err = w.reduxBuf(h); err != nil {
+			if b, err = w.reduxBuf(t, h); err != nil {
 				w.unprepare(t)
 				return bufs, err
 			}
@@ -347,26 +347,68 @@ func (w *worker) scratchBuf(h *Handle) (*buffer, error) {
 }
 
 // reduxBuf returns this worker's private copy of h for the current group
-// of Redux accesses, initialized by the init codelet on first use.
-func (w *worker) reduxBuf(h *Handle) (*buffer, error) {
+// of Redux accesses, initialized by the init codelet on first use: in
+// RAM for a CPU worker, on the device of a device worker (for a GPU the
+// init codelet's CPU function runs on a RAM copy that is then copied
+// up). The reduction task (Handle.reduceInto) combines the copies and
+// frees those on devices.
+func (w *worker) reduxBuf(t *Task, h *Handle) (*buffer, error) {
 	id := w.info.ID
 	rc := h.rcopies[id]
 	if rc == nil {
-		b, err := h.ram.newLike(h.kind)
-		if err != nil {
+		var err error
+		if rc, err = w.newReduxCopy(h); err != nil {
 			return nil, err
 		}
-		rc = &reduxCopy{buf: b}
 		h.rcopies[id] = rc
 	}
 	if !rc.live {
-		c := Call{Task: w.call.Task, Worker: id, Size: 1, bufs: []*buffer{rc.buf}}
-		if err := callCPU(&Task{Codelet: h.rinit, Tag: w.call.Task.Tag}, &c); err != nil {
+		if err := w.initRedux(t, h, rc); err != nil {
 			return nil, fmt.Errorf("initializing a reduction copy of %v: %w", h, err)
 		}
 		rc.live = true
 	}
 	return rc.buf, nil
+}
+
+// newReduxCopy allocates a private copy of h where w computes; a full
+// device is an error wrapping ErrDeviceMemory.
+func (w *worker) newReduxCopy(h *Handle) (*reduxCopy, error) {
+	if w.info.Node == RAM || w.s.data == nil {
+		b, err := h.ram.newLike(h.kind)
+		if err != nil {
+			return nil, err
+		}
+		return &reduxCopy{buf: b}, nil
+	}
+	dev := w.s.data.nodes[w.info.Node].dev
+	m, err := w.s.data.allocPrivate(w.info.Node, &h.ram, fmt.Sprintf("a reduction copy of %v", h))
+	if err != nil {
+		return nil, err
+	}
+	return &reduxCopy{buf: dev.view(m, &h.ram), dev: dev, node: w.info.Node, mem: m}, nil
+}
+
+// initRedux runs h's init codelet on rc for task t: in place where the
+// host can address it, else on a RAM copy then copied to the device.
+func (w *worker) initRedux(t *Task, h *Handle, rc *reduxCopy) error {
+	dst := rc.buf
+	if rc.dev != nil && rc.dev.host == nil {
+		var err error
+		if dst, err = h.ram.newLike(h.kind); err != nil {
+			return err
+		}
+	}
+	c := Call{Task: t, Worker: w.info.ID, Size: 1, bufs: []*buffer{dst}}
+	if err := callCPU(&Task{Codelet: h.rinit, Tag: t.Tag}, &c); err != nil {
+		return err
+	}
+	if dst == rc.buf {
+		return nil
+	}
+	done := make(chan error, 1)
+	rc.dev.copyIn(rc.mem, dst, func(_ time.Time, err error) { done <- err })
+	return <-done
 }
 
 // popChain pops from the worker's contexts, innermost first.
