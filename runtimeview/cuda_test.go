@@ -168,24 +168,9 @@ func TestCUDARootedNCCL(t *testing.T) {
 		me := rt.Rank()
 		dev := rt.MyResourceSet().Devices()[me] // a GPU of its own
 		gpu := dev.Accel().(*cuda.Accel)
-		put := func(x []float64) *resourceset.DeviceSlice[float64] {
-			s, err := resourceset.Alloc[float64](dev, len(x))
-			require.NoError(t, err)
-			require.NoError(t, s.CopyFrom(ctx, x))
-			return s
-		}
-		get := func(s *resourceset.DeviceSlice[float64]) []float64 {
-			x := make([]float64, s.Len())
-			require.NoError(t, s.CopyTo(ctx, x))
-			return x
-		}
-		vals := func(base, n int) []float64 {
-			x := make([]float64, n)
-			for i := range x {
-				x[i] = float64(base + i)
-			}
-			return x
-		}
+		put := func(x []float64) *resourceset.DeviceSlice[float64] { return putDev(t, ctx, dev, x) }
+		get := func(s *resourceset.DeviceSlice[float64]) []float64 { return getDev(t, ctx, s) }
+		vals := seqF64
 		onGPUs := func(what string, f func()) {
 			before, err := fakecuda.Stats(lib)
 			require.NoError(t, err)

@@ -325,3 +325,29 @@ func TestSimDevicesFromEnv(t *testing.T) {
 	require.ErrorIs(t, err, runtimeview.ErrOption)
 	require.ErrorContains(t, err, "PZ_SIM_MEMORY")
 }
+
+// putDev returns a slice on dev holding x.
+func putDev(t *testing.T, ctx context.Context, dev *resourceset.Device, x []float64) *resourceset.DeviceSlice[float64] {
+	t.Helper()
+	s, err := resourceset.Alloc[float64](dev, len(x))
+	require.NoError(t, err)
+	require.NoError(t, s.CopyFrom(ctx, x))
+	return s
+}
+
+// getDev returns what s holds.
+func getDev(t *testing.T, ctx context.Context, s *resourceset.DeviceSlice[float64]) []float64 {
+	t.Helper()
+	x := make([]float64, s.Len())
+	require.NoError(t, s.CopyTo(ctx, x))
+	return x
+}
+
+// seqF64 returns n values from base on.
+func seqF64(base, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = float64(base + i)
+	}
+	return x
+}

@@ -234,24 +234,9 @@ func checkMPIByAddress(t *testing.T, ctx context.Context) {
 	size, me := rt.Size(), rt.Rank()
 	dev := rt.MyResourceSet().Devices()[0]
 	sim := dev.Accel().(*accel.Sim)
-	put := func(x []float64) *resourceset.DeviceSlice[float64] {
-		s, err := resourceset.Alloc[float64](dev, len(x))
-		require.NoError(t, err)
-		require.NoError(t, s.CopyFrom(ctx, x))
-		return s
-	}
-	get := func(s *resourceset.DeviceSlice[float64]) []float64 {
-		x := make([]float64, s.Len())
-		require.NoError(t, s.CopyTo(ctx, x))
-		return x
-	}
-	vals := func(base, n int) []float64 {
-		x := make([]float64, n)
-		for i := range x {
-			x[i] = float64(base + i)
-		}
-		return x
-	}
+	put := func(x []float64) *resourceset.DeviceSlice[float64] { return putDev(t, ctx, dev, x) }
+	get := func(s *resourceset.DeviceSlice[float64]) []float64 { return getDev(t, ctx, s) }
+	vals := seqF64
 	byAddr := func(what string, f func()) {
 		in, out, within := sim.Copies()
 		f()

@@ -168,23 +168,10 @@ func (c *Comm) GatherAt(ctx context.Context, send uintptr, counts []int, recv ui
 		return err
 	}
 	isRoot := c.rank == root
-	lerr := c.checkRoot(k, root)
-	total := 0
-	if lerr == nil {
-		total, lerr = c.checkCountsAt(k, counts, dt)
-	}
-	if lerr == nil {
-		lerr = c.checkAt(k, "send", send, counts[c.rank], dt)
-	}
-	if lerr == nil && isRoot {
-		lerr = c.checkApartAt(k, "recv", recv, total, send, counts[c.rank], dt)
-	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.preCounts(ctx, desc{k, dt, comm.NoOp, int64(total), int64(root)}, lerr, counts); err != nil {
-		return err
-	}
-	if err := c.layoutAt("GatherAt", counts, total); err != nil {
+	total, err := c.rootedAt(ctx, k, "GatherAt", counts, send, "send", recv, "recv", dt, root)
+	if err != nil {
 		return err
 	}
 	s, d, n, t := C.uintptr_t(send), C.uintptr_t(0), C.int(counts[c.rank]), c.h.types[dt]
@@ -200,6 +187,28 @@ func (c *Comm) GatherAt(ctx context.Context, send uintptr, counts []int, recv ui
 		unsafe.Pointer(cp), unsafe.Pointer(dp))
 }
 
+// rootedAt checks the arguments of GatherAt or ScatterAt (own: this
+// rank's part, counts[rank] elements; all: the root's whole buffer, the
+// total, apart from own), runs the agreement step with the counts, and
+// fills c.cnts and c.displs; it returns the total. c.coll is held.
+func (c *Comm) rootedAt(ctx context.Context, k call, name string, counts []int, own uintptr, ownName string, all uintptr, allName string, dt comm.Datatype, root int) (int, error) {
+	lerr := c.checkRoot(k, root)
+	total := 0
+	if lerr == nil {
+		total, lerr = c.checkCountsAt(k, counts, dt)
+	}
+	if lerr == nil {
+		lerr = c.checkAt(k, ownName, own, counts[c.rank], dt)
+	}
+	if lerr == nil && c.rank == root {
+		lerr = c.checkApartAt(k, allName, all, total, own, counts[c.rank], dt)
+	}
+	if err := c.preCounts(ctx, desc{k, dt, comm.NoOp, int64(total), int64(root)}, lerr, counts); err != nil {
+		return 0, err
+	}
+	return total, c.layoutAt(name, counts, total)
+}
+
 // ScatterAt implements comm.DeviceComm with MPI_Scatterv: consecutive
 // parts of counts[r] elements of dt at send on root go to recv on rank r
 // (send is ignored elsewhere). Every rank passes the same counts; with the
@@ -212,23 +221,10 @@ func (c *Comm) ScatterAt(ctx context.Context, send uintptr, counts []int, recv u
 		return err
 	}
 	isRoot := c.rank == root
-	lerr := c.checkRoot(k, root)
-	total := 0
-	if lerr == nil {
-		total, lerr = c.checkCountsAt(k, counts, dt)
-	}
-	if lerr == nil {
-		lerr = c.checkAt(k, "recv", recv, counts[c.rank], dt)
-	}
-	if lerr == nil && isRoot {
-		lerr = c.checkApartAt(k, "send", send, total, recv, counts[c.rank], dt)
-	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.preCounts(ctx, desc{k, dt, comm.NoOp, int64(total), int64(root)}, lerr, counts); err != nil {
-		return err
-	}
-	if err := c.layoutAt("ScatterAt", counts, total); err != nil {
+	total, err := c.rootedAt(ctx, k, "ScatterAt", counts, recv, "recv", send, "send", dt, root)
+	if err != nil {
 		return err
 	}
 	s, d, n, t := C.uintptr_t(0), C.uintptr_t(recv), C.int(counts[c.rank]), c.h.types[dt]
