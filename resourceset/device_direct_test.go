@@ -380,6 +380,23 @@ func attach(ctx context.Context, cm comm.Comm, dev accel.Device) ([]*resourceset
 	return devs, nil
 }
 
+// ownCollSim gives rank cm.Rank() a simulated device of its own that
+// runs collectives (meeting the others' in h), attached to its resource
+// set; it returns the device and every rank's devices. Close the device.
+func ownCollSim(ctx context.Context, cm comm.Comm, h *hub) (*collSim, []*resourceset.Device, error) {
+	sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs := &collSim{Sim: sim, key: fmt.Sprint(cm.Rank()), hub: h}
+	devs, err := attach(ctx, cm, cs)
+	if err != nil {
+		_ = sim.Close()
+		return nil, nil, err
+	}
+	return cs, devs, nil
+}
+
 // filled returns a device slice holding x.
 func filled[T comm.Number](ctx context.Context, d *resourceset.Device, x []T) (*resourceset.DeviceSlice[T], error) {
 	s, err := resourceset.Alloc[T](d, len(x))
@@ -425,16 +442,11 @@ func TestRootedDeviceDirect(t *testing.T) {
 	calls := make([]map[string]int, ranks)
 	err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
 		r := cm.Rank()
-		sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+		cs, devs, err := ownCollSim(ctx, cm, h)
 		if err != nil {
 			return err
 		}
-		defer sim.Close()
-		cs := &collSim{Sim: sim, key: fmt.Sprint(r), hub: h}
-		devs, err := attach(ctx, cm, cs)
-		if err != nil {
-			return err
-		}
+		defer cs.Close()
 		dev := devs[r]
 		check := func(what string, got, want any) error {
 			if !reflect.DeepEqual(got, want) {
@@ -611,16 +623,11 @@ func TestDirectBadDestination(t *testing.T) {
 	h := &hub{}
 	err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
 		r := cm.Rank()
-		sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+		cs, devs, err := ownCollSim(ctx, cm, h)
 		if err != nil {
 			return err
 		}
-		defer sim.Close()
-		cs := &collSim{Sim: sim, key: fmt.Sprint(r), hub: h}
-		devs, err := attach(ctx, cm, cs)
-		if err != nil {
-			return err
-		}
+		defer cs.Close()
 		mine, err := filled(ctx, devs[r], seq[float64](r, 3))
 		if err != nil {
 			return err
