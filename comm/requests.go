@@ -36,6 +36,17 @@ type Completion struct {
 // ctx error it returns at once; the requests not yet completed stay in reqs.
 func WaitAll(ctx context.Context, reqs []Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
+	err := WaitAllInto(ctx, reqs, sts)
+	return sts, err
+}
+
+// WaitAllInto is WaitAll writing the statuses into sts, which holds one
+// per request, or ignoring them when sts is nil (MPI_STATUSES_IGNORE):
+// a loop of persistent requests then waits without allocating.
+func WaitAllInto(ctx context.Context, reqs []Request, sts []Status) error {
+	if sts != nil && len(sts) < len(reqs) {
+		return fmt.Errorf("comm: WaitAllInto: %d statuses for %d requests: %w", len(sts), len(reqs), ErrInvalidArg)
+	}
 	var errs []error
 	for i, r := range reqs {
 		if r == nil {
@@ -44,16 +55,18 @@ func WaitAll(ctx context.Context, reqs []Request) ([]Status, error) {
 		st, err := r.Wait(ctx)
 		if err != nil && ctx.Err() != nil {
 			if done, _, _ := r.Test(); !done {
-				return sts, fmt.Errorf("comm: WaitAll: request %d: %w", i, context.Cause(ctx))
+				return fmt.Errorf("comm: WaitAll: request %d: %w", i, context.Cause(ctx))
 			}
 		}
 		reqs[i] = nil
-		sts[i] = st
+		if sts != nil {
+			sts[i] = st
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("request %d: %w", i, err))
 		}
 	}
-	return sts, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // TestAny returns the first completed request of reqs (setting its entry to

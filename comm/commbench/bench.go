@@ -258,8 +258,7 @@ func stepRun(c comm.Comm, op string, send, recv []float64, done *func() error) (
 				return err
 			}
 			reqs[0], reqs[1] = r, s
-			_, err := comm.WaitAll(ctx, reqs)
-			return err
+			return comm.WaitAllInto(ctx, reqs, nil)
 		}, nil
 	case OpScan:
 		return func(ctx context.Context) error {

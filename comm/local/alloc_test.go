@@ -35,14 +35,13 @@ func TestPersistentRoundsAllocateNothing(t *testing.T) {
 	// after.
 	var errs []error
 	var bad int
+	reqs, sts := make([]comm.Request, 2), make([]comm.Status, 2)
 	round := func() {
 		out[0]++
 		errs = append(errs[:0], comm.StartAll(recv, send))
-		_, err := send.Wait(ctx)
-		errs = append(errs, err)
-		st, err := recv.Wait(ctx)
-		errs = append(errs, err)
-		if st != (comm.Status{Source: 0, Tag: 3, Count: 1}) || out[0] != in[0] {
+		reqs[0], reqs[1] = recv, send
+		errs = append(errs, comm.WaitAllInto(ctx, reqs, sts))
+		if sts[0] != (comm.Status{Source: 0, Tag: 3, Count: 1}) || out[0] != in[0] {
 			bad++
 		}
 	}

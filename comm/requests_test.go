@@ -1,0 +1,46 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// doneReq is a completed request with a status and an error of its own.
+type doneReq struct {
+	st  Status
+	err error
+}
+
+func (r doneReq) Wait(context.Context) (Status, error) { return r.st, r.err }
+func (r doneReq) Test() (bool, Status, error)          { return true, r.st, r.err }
+
+// TestWaitAllInto: statuses land by index in the caller's slice (nil
+// entries skipped, every entry cleared), nil statuses are ignored, a
+// failed request is named by its index, and a slice too short for the
+// requests is refused before any wait.
+func TestWaitAllInto(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	reqs := []Request{doneReq{st: Status{Source: 1, Tag: 2}}, nil, doneReq{st: Status{Source: 3, Tag: 4}, err: boom}}
+	sts := make([]Status, 3)
+	err := WaitAllInto(ctx, reqs, sts)
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "request 2")
+	require.Equal(t, []Status{{Source: 1, Tag: 2}, {}, {Source: 3, Tag: 4}}, sts)
+	require.Equal(t, []Request{nil, nil, nil}, reqs)
+
+	reqs = []Request{doneReq{}, doneReq{}}
+	require.NoError(t, WaitAllInto(ctx, reqs, nil))
+	require.Equal(t, []Request{nil, nil}, reqs)
+
+	reqs = []Request{doneReq{}, doneReq{}}
+	require.ErrorIs(t, WaitAllInto(ctx, reqs, make([]Status, 1)), ErrInvalidArg)
+	require.NotNil(t, reqs[0], "nothing waited for")
+
+	got, err := WaitAll(ctx, []Request{doneReq{st: Status{Count: 5}}})
+	require.NoError(t, err)
+	require.Equal(t, []Status{{Count: 5}}, got)
+}
