@@ -18,6 +18,8 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/mpiclib"
 	"github.com/pzgo/pz/logger"
@@ -50,6 +52,8 @@ func TestMPIWorld(t *testing.T) {
 		checkMPIAdopt(t, ctx)
 	case "addr":
 		checkMPIByAddress(t, ctx)
+	case "nccl":
+		checkMPINCCL(t, ctx)
 	default:
 		t.Skipf("under mpirun without %s", mpiModeEnv)
 	}
@@ -64,9 +68,12 @@ func spawnMPI(t *testing.T) {
 	for _, tc := range []struct {
 		mode  string
 		ranks []int
-	}{{"start", []int{1, 2, 3, 4}}, {"adopt", []int{2, 3}}, {"addr", []int{2, 3}}} {
+	}{{"start", []int{1, 2, 3, 4}}, {"adopt", []int{2, 3}}, {"addr", []int{2, 3}}, {"nccl", []int{2, 3}}} {
 		for _, n := range tc.ranks {
 			t.Run(fmt.Sprintf("%s/ranks=%d", tc.mode, n), func(t *testing.T) {
+				if tc.mode == "nccl" {
+					ncclProcesses(t)
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
 				args := lau.Args(n)
@@ -310,4 +317,111 @@ func checkMPIByAddress(t *testing.T, ctx context.Context) {
 	if from != nil {
 		from.Free()
 	}
+}
+
+// checkMPINCCL: ranks in separate processes, each with a GPU of its own
+// of the stand-in driver (rank r uses GPU r; spawnMPI points every rank
+// at one instance and turns on the stand-in NCCL's cross-process mode),
+// run every device collective on NCCL: right values, NCCL calls made in
+// this process, no staging copy through page-locked host memory.
+func checkMPINCCL(t *testing.T, ctx context.Context) {
+	rt, err := runtimeview.New(ctx, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(-1), quietLogs)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rt.Close()) }()
+	size, me := rt.Size(), rt.Rank()
+	devs := rt.MyResourceSet().Devices()
+	require.GreaterOrEqual(t, len(devs), size, "a stand-in GPU per rank")
+	dev := devs[me]
+	gpu := dev.Accel().(*cuda.Accel)
+	lib := os.Getenv(cuda.EnvNCCLLibrary)
+	const m = 1000
+	onGPUs := func(what string, f func()) {
+		t.Helper()
+		before, err := fakecuda.Stats(lib)
+		require.NoError(t, err)
+		pinned := gpu.PinnedCopies()
+		f()
+		after, err := fakecuda.Stats(lib)
+		require.NoError(t, err)
+		require.Greater(t, after.NCCL, before.NCCL, "%s on rank %d: through NCCL", what, me)
+		require.Equal(t, pinned, gpu.PinnedCopies(), "%s on rank %d: no staging copies", what, me)
+	}
+	buf := putDev(t, ctx, dev, seqF64(me, m))
+	onGPUs("AllReduceDevice", func() { require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum)) })
+	sum := make([]float64, m)
+	for i := range sum {
+		sum[i] = float64(size*i + size*(size-1)/2)
+	}
+	require.Equal(t, sum, getDev(t, ctx, buf))
+
+	root := rt.ResourceSet(size - 1).Devices()[size-1]
+	isRoot := me == size-1
+	require.NoError(t, buf.CopyFrom(ctx, seqF64(100*me, m)))
+	onGPUs("BcastDevice", func() { require.NoError(t, resourceset.BcastDevice(ctx, root, buf)) })
+	require.Equal(t, seqF64(100*(size-1), m), getDev(t, ctx, buf))
+	require.NoError(t, buf.CopyFrom(ctx, seqF64(me, m)))
+	var sumInto *resourceset.DeviceSlice[float64]
+	if isRoot {
+		sumInto = putDev(t, ctx, dev, make([]float64, m))
+	}
+	onGPUs("ReduceDevice", func() {
+		ok, err := resourceset.ReduceDevice(ctx, root, buf, sumInto, comm.Sum)
+		require.NoError(t, err)
+		require.Equal(t, isRoot, ok)
+	})
+	if isRoot {
+		require.Equal(t, sum, getDev(t, ctx, sumInto))
+		sumInto.Free()
+	}
+	buf.Free()
+
+	// Rank r gathers r+1 values, and scatters back.
+	total := size * (size + 1) / 2
+	var want []float64
+	for r := range size {
+		want = append(want, seqF64(10*r, r+1)...)
+	}
+	mine := putDev(t, ctx, dev, seqF64(10*me, me+1))
+	var into *resourceset.DeviceSlice[float64]
+	if isRoot {
+		into = putDev(t, ctx, dev, make([]float64, total))
+	}
+	onGPUs("GatherDevice", func() {
+		ok, err := resourceset.GatherDevice(ctx, root, mine, into)
+		require.NoError(t, err)
+		require.Equal(t, isRoot, ok)
+	})
+	if isRoot {
+		require.Equal(t, want, getDev(t, ctx, into))
+		into.Free()
+	}
+	all := putDev(t, ctx, dev, make([]float64, total))
+	onGPUs("AllGatherDevice", func() { require.NoError(t, runtimeview.AllGatherDevice(ctx, rt, mine, all)) })
+	require.Equal(t, want, getDev(t, ctx, all))
+	all.Free()
+	mine.Free()
+	var from *resourceset.DeviceSlice[float64]
+	if isRoot {
+		from = putDev(t, ctx, dev, seqF64(0, size*m))
+	}
+	part := putDev(t, ctx, dev, make([]float64, m))
+	onGPUs("ScatterDevice", func() { require.NoError(t, resourceset.ScatterDevice(ctx, root, from, part)) })
+	require.Equal(t, seqF64(me*m, m), getDev(t, ctx, part))
+	part.Free()
+	if from != nil {
+		from.Free()
+	}
+}
+
+// ncclProcesses points the ranks mpirun starts at one instance of the
+// stand-in driver and NCCL (internal/fakecuda) with a GPU for each rank
+// and its NCCL's cross-process mode on (the environment is mpirun's, which
+// its ranks inherit).
+func ncclProcesses(t *testing.T) {
+	lib := fakecuda.Instance(t) // skips without a C compiler
+	fakecuda.Setenv(t, 4, 64<<20)
+	fakecuda.SetLibraries(t, lib)
+	fakecuda.SetDelay(t, 0)
+	fakecuda.SetNCCLTimeout(t, 20*time.Second)
+	t.Setenv(fakecuda.EnvNCCLProcesses, "1")
 }

@@ -126,9 +126,10 @@
 // (potrf_bufferSize asks for n elements).
 //
 // It is also a stand-in NCCL (2.23.4, nccl.h's prototypes and result
-// codes) for ranks that are devices of this process: point
-// cuda.OpenNCCL at the instance's path too (SetLibraries sets
-// PZ_NCCL_LIBRARY). It exports
+// codes) for ranks that are devices of this process, or with
+// EnvNCCLProcesses of several processes (below): point cuda.OpenNCCL at
+// the instance's path too (SetLibraries sets PZ_NCCL_LIBRARY). It
+// exports
 //
 //	ncclGetVersion, ncclGetUniqueId, ncclCommInitRank, ncclCommDestroy,
 //	ncclCommAbort, ncclCommCount, ncclCommCuDevice, ncclCommUserRank,
@@ -200,6 +201,46 @@
 //     abandons them (those in flight end with errors).
 //     Communicators are never freed: stale handles get
 //     ncclInvalidArgument.
+//
+// # NCCL across processes
+//
+// With EnvNCCLProcesses=1 in the environment of every rank's process
+// (read at cuInit), a communicator's ranks may be in different
+// processes, as under mpirun: each process loads the library (the same
+// file is fine: every process has its own driver state), makes its
+// context on its own device ordinal, the devices being those of one
+// host (rank r on device r, with EnvDevices at least the number of
+// ranks: two ranks on one ordinal are NCCL's duplicate GPU), and calls
+// ncclCommInitRank with the 128 bytes of an id from ncclGetUniqueId in
+// any process, passed on by the program (over MPI, say). The semantics,
+// argument checks and errors above hold across the processes:
+//
+//   - The ranks meet in a POSIX shared-memory segment,
+//     /dev/shm/pzfake-nccl-<32 hex digits of the id>, which the first
+//     rank to come creates, with a process-shared, robust mutex and
+//     condition variable. ncclCommInitRank waits there, at most
+//     EnvNCCLTimeout, for all ranks (then ncclSystemError for those that
+//     came). Once all have joined, or the join has failed, the name is
+//     unlinked: the segment lives on only in the processes' mappings,
+//     so nothing is left in /dev/shm whatever becomes of the processes.
+//     ncclCommDestroy and ncclCommAbort leave it and unmap it (once the
+//     rank's operations have ended).
+//   - Device memory is each process's own, so the bytes go through the
+//     segment's data area, which grows as operations need it: a rank
+//     reaching a collective or a send copies its send buffer in; the
+//     rank that finds all ranks there checks and combines them in rank
+//     order, as in one process; each rank copies its part of the result
+//     (a receiver its message) into its own buffer. A buffer is checked
+//     when its rank reaches the operation, and a receive buffer again
+//     when the result is copied into it.
+//   - Every rank's asynchronous error lives in the segment, so a
+//     timeout or a disagreement reaches every rank's communicator
+//     (ncclCommGetAsyncError), in every process, as in one process. A
+//     process that dies is only noticed by the timeout.
+//   - Limits: 64 ranks a communicator (ncclInvalidArgument beyond); 64
+//     collectives and 1024 messages in flight in a communicator
+//     (ncclSystemError beyond). A rank's sends and receives on several
+//     communicators in one group wait by polling every millisecond.
 package fakecuda
 
 import (
@@ -238,6 +279,11 @@ const (
 	// collectives, sends and receives wait for the other ranks, default
 	// 60000.
 	EnvNCCLTimeout = "PZ_FAKECUDA_NCCL_TIMEOUT_MS"
+	// EnvNCCLProcesses, set to 1 (default 0), lets the ranks of an NCCL
+	// communicator be in different processes, e.g. under mpirun, which
+	// meet in POSIX shared memory (see "NCCL across processes" in the
+	// package documentation). Every rank's process must set it.
+	EnvNCCLProcesses = "PZ_FAKECUDA_NCCL_PROCESSES"
 )
 
 // LibraryName is the file name Build gives the library.

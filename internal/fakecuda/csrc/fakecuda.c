@@ -33,19 +33,24 @@
  *     run with (see the Green contexts section);
  *   - the same file is a stand-in cuBLAS, cuSOLVER and NCCL: collectives
  *     between the devices of one process, queued on streams, where each
- *     rank's stream waits for the others' (see the NCCL section).
+ *     rank's stream waits for the others' (see the NCCL section); with
+ *     PZ_FAKECUDA_NCCL_PROCESSES=1, between processes, which meet in
+ *     POSIX shared memory (see the NCCL across processes section).
  *
  * Configuration, read by the first cuInit: PZ_FAKECUDA_DEVICES (default 1;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE), PZ_FAKECUDA_MEMORY
  * (bytes per device, default 256 MiB), PZ_FAKECUDA_DELAY_US (default 20),
  * PZ_FAKECUDA_SMS (SMs per device, default 16, at most MAX_SMS),
  * PZ_FAKECUDA_NCCL_TIMEOUT_MS (how long NCCL waits for other ranks,
- * default 60000).
+ * default 60000), PZ_FAKECUDA_NCCL_PROCESSES (1: NCCL communicators may
+ * span processes; default 0).
  *
  * Locking: one global mutex (g_mu) guards every table and every stream
  * and event field; one condition variable (g_cv) is broadcast whenever a
  * stream makes progress, another (g_ncv, on CLOCK_MONOTONIC for the
- * bounded waits) whenever an NCCL clique or collective does. Copies,
+ * bounded waits) whenever an NCCL clique or collective does; NCCL
+ * across processes has a mutex and condition variable in each shared
+ * segment, taken after g_mu, never before. Copies,
  * memsets, kernels and collectives run without the mutex, and nobody
  * sleeps while holding it. Entry points never call other
  * entry points, only static helpers, so that two copies of the library
@@ -57,6 +62,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -65,7 +71,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -227,6 +237,7 @@ static size_t g_memory;
 static unsigned long long g_delay_us;
 static unsigned g_sms;
 static unsigned long long g_nccl_timeout_ms; /* PZ_FAKECUDA_NCCL_TIMEOUT_MS */
+static int g_nccl_procs;                     /* PZ_FAKECUDA_NCCL_PROCESSES: communicators span processes */
 static struct fctx g_ctx[MAX_DEVICES];
 static __thread struct fctx *t_current;
 static __thread int t_stream_thread; /* the thread runs a stream (stream_main) */
@@ -373,12 +384,17 @@ static void pools_init(void);
 /* configure reads the environment; the result is cuInit's. */
 static CUresult configure(void)
 {
-	unsigned long long ndev, mem, delay, sms, timeout;
+	unsigned long long ndev, mem, delay, sms, timeout, procs;
 	if (env_number("PZ_FAKECUDA_DEVICES", 1, &ndev) != 0 ||
 	    env_number("PZ_FAKECUDA_MEMORY", 256ULL << 20, &mem) != 0 ||
 	    env_number("PZ_FAKECUDA_DELAY_US", 20, &delay) != 0 || env_number("PZ_FAKECUDA_SMS", 16, &sms) != 0 ||
-	    env_number("PZ_FAKECUDA_NCCL_TIMEOUT_MS", 60000, &timeout) != 0)
+	    env_number("PZ_FAKECUDA_NCCL_TIMEOUT_MS", 60000, &timeout) != 0 ||
+	    env_number("PZ_FAKECUDA_NCCL_PROCESSES", 0, &procs) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (procs > 1) {
+		fprintf(stderr, "fakecuda: PZ_FAKECUDA_NCCL_PROCESSES=%llu: want 0 or 1\n", procs);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	if (ndev > MAX_DEVICES || mem == 0 || mem > (1ULL << 46)) {
 		fprintf(stderr, "fakecuda: want 0-%d devices of 1 byte to 64 TiB, have %llu of %llu bytes\n",
 			MAX_DEVICES, ndev, mem);
@@ -395,6 +411,7 @@ static CUresult configure(void)
 	g_delay_us = delay;
 	g_sms = (unsigned)sms;
 	g_nccl_timeout_ms = timeout;
+	g_nccl_procs = (int)procs;
 	for (int i = 0; i < g_ndev; i++) {
 		g_ctx[i].device = i;
 		g_ctx[i].sms = g_sms;
@@ -3746,7 +3763,10 @@ EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t h, int uplo, int n, 
  *
  * The same library file serves as libnccl.so.2, with the prototypes and
  * result codes of nccl.h (version 2.23.4), for ranks that are devices of
- * this process. ncclGetUniqueId makes an id: a magic string, random-ish
+ * this process; with PZ_FAKECUDA_NCCL_PROCESSES=1, for ranks in several
+ * processes, with the same semantics (see the NCCL across processes
+ * section: what follows describes the structures of one process, which
+ * that section mirrors in shared memory). ncclGetUniqueId makes an id: a magic string, random-ish
  * bytes and a checksum over them, so that ncclCommInitRank can tell a
  * damaged id (one passed wrong by value) from a good one. Each
  * ncclCommInitRank joins the clique of ranks with the same id (a
@@ -3866,6 +3886,7 @@ struct fclique {
 	struct fcomm **comms; /* by rank */
 	struct fcoll *colls;  /* collectives some rank has reached */
 	struct fmsg *msgs;    /* point-to-point messages some rank has reached */
+	struct fshm *shm;     /* across processes: the shared segment, and nothing above but id, nranks, state */
 };
 
 /* A communicator: one rank of a clique. */
@@ -3930,6 +3951,15 @@ struct deferred {
 	struct fcomm *comm; /* op's (the first item's for OP_P2P) */
 	ncclResult_t result;
 };
+
+/* Across processes (see that section). */
+struct fshm;
+static void comm_sync_locked(struct fcomm *m);
+static void comm_gone_locked(struct fcomm *m);
+static ncclResult_t init_wait_shm_locked(struct fcomm *m, const struct timespec *d);
+static CUresult run_nccl_shm(struct op *o, CUresult err);
+static CUresult run_p2p_shm(struct op *o, CUresult err);
+static ncclResult_t init_rank_shm(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank, struct fctx *c);
 
 static struct fclique *g_cliques;
 static struct fcomm *g_comms;
@@ -4134,6 +4164,8 @@ static ncclResult_t init_wait_locked(struct fcomm *m)
 {
 	struct fclique *q = m->q;
 	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	if (q->shm != NULL)
+		return init_wait_shm_locked(m, &d);
 	while (q->state == Q_JOINING && !past(&d))
 		pthread_cond_timedwait(&g_ncv, &g_mu, &d);
 	if (q->state == Q_JOINING)
@@ -4159,6 +4191,7 @@ static ncclResult_t comm_check_locked(const char *call, struct fcomm *h, struct 
 		return nccl_fail(ncclInvalidArgument, "%s: comm is not a communicator", call);
 	if (m->gone)
 		return nccl_fail(ncclInvalidArgument, "%s: the communicator was destroyed", call);
+	comm_sync_locked(m);
 	if (m->q->state == Q_FAILED)
 		return nccl_fail(m->q->err, "%s: %s", call, m->q->msg);
 	if (m->async != ncclSuccess)
@@ -4541,6 +4574,8 @@ static CUresult run_nccl(struct op *o, CUresult err)
 	struct fcoll *x;
 	struct crank *me;
 	CUresult fault;
+	if (q->shm != NULL)
+		return run_nccl_shm(o, err);
 	pthread_mutex_lock(&g_mu);
 	if ((x = coll_get_locked(q, o->u.nccl.seq)) == NULL) {
 		comm_fail_locked(m, ncclSystemError, "out of host memory");
@@ -4713,9 +4748,12 @@ static CUresult run_p2p(struct op *o, CUresult err)
 {
 	size_t n = o->u.p2p.n;
 	struct p2parg *v = o->u.p2p.v;
-	struct fmsg **xs = calloc(n > 0 ? n : 1, sizeof *xs);
+	struct fmsg **xs;
 	struct timespec d = deadline_after(g_nccl_timeout_ms);
 	CUresult fault = CUDA_SUCCESS;
+	if (n > 0 && v[0].comm->q->shm != NULL) /* all or none: the mode is the process's */
+		return run_p2p_shm(o, err);
+	xs = calloc(n > 0 ? n : 1, sizeof *xs);
 	pthread_mutex_lock(&g_mu);
 	for (size_t i = 0; i < n; i++) {
 		struct fcomm *m = v[i].comm;
@@ -4768,6 +4806,1076 @@ static CUresult run_p2p(struct op *o, CUresult err)
 	return fault;
 }
 
+/*
+ * ---- NCCL across processes (PZ_FAKECUDA_NCCL_PROCESSES=1) ----
+ *
+ * With PZ_FAKECUDA_NCCL_PROCESSES=1 at cuInit, a communicator's ranks
+ * may be in different processes (under mpirun, say: each process loads
+ * its own copy of the library and uses its own device ordinal, rank r
+ * device r, whose memory is its own). The ranks meet in a POSIX
+ * shared-memory segment named after the id's first random bytes,
+ * /pzfake-nccl-<32 hex digits>, that every rank maps; ncclGetUniqueId
+ * needs nothing more, so an id made in any process (with or without the
+ * mode) serves. The segment holds a process-shared, robust mutex and a
+ * condition variable (on CLOCK_MONOTONIC) that every wait of the section
+ * uses, the ranks' table, a table of collectives in flight (SHM_COLLS)
+ * and one of messages in flight (SHM_MSGS), and after them a data area
+ * through which the bytes go, since device memory is the process's own:
+ * a sender or a rank reaching a collective copies its send buffer into a
+ * stretch of it; the rank that sees every rank there checks them as in
+ * one process and combines the stretches in rank order into a result
+ * stretch; each receiver copies its part out into its own buffer. The
+ * data area grows as needed (posix_fallocate, so a full /dev/shm fails
+ * the operation with ncclSystemError instead of a SIGBUS), each process
+ * remapping it when it finds it grown; it never shrinks while the
+ * communicator lives.
+ *
+ * ncclCommInitRank creates the segment (O_EXCL) or opens it, waits, at
+ * most the timeout, for its creator to have initialized it, and joins
+ * the rank to it; as in one process it refuses a rank that joined
+ * already and a different nranks (ncclInvalidUsage), waits at most the
+ * timeout for all ranks (then the segment is failed: ncclSystemError for
+ * every rank), and fails two ranks on one device ordinal (the devices
+ * being those of one host). Once the last rank has joined, or the join
+ * has failed, the name is unlinked: the segment lives on in the
+ * mappings, so that no name is left in /dev/shm whatever becomes of the
+ * processes afterwards, and an id used again makes a new communicator,
+ * as in one process. A process that opens a segment whose name has been
+ * unlinked meanwhile starts over. ncclCommDestroy and ncclCommAbort mark
+ * the rank gone in the segment (so peers waiting for it fail as in one
+ * process) and, once the rank's operations have ended, unmap it; the
+ * last rank to leave unlinks the name if it is still there.
+ *
+ * Collectives, sends and receives keep their semantics, checks and
+ * errors: the asynchronous errors of every rank's communicator live in
+ * the segment, and a process reads its communicator's at each call that
+ * looks at it (ncclCommGetAsyncError, ncclGetLastError, the checks of
+ * collectives), so a rank that never reached a collective that timed out
+ * gets ncclSystemError too. What differs: a buffer is checked when its
+ * rank reaches the operation (a send buffer is read then) and a receive
+ * buffer again when the result is copied into it; a peer that dies is
+ * only noticed by the timeout; a rank's sends and receives on several
+ * communicators in one group poll their segments every millisecond. At
+ * most SHM_RANKS ranks a communicator (ncclInvalidArgument beyond).
+ *
+ * Locking: g_mu may be held while taking a segment's mutex, never the
+ * other way round; no segment mutex is held while taking another. The
+ * data area, and a process's view of it (struct fshm), are only touched
+ * with the segment's mutex held.
+ */
+
+#define SHM_RANKS MAX_DEVICES /* ranks of a communicator across processes */
+#define SHM_COLLS 64          /* collectives in flight */
+#define SHM_MSGS 1024         /* point-to-point messages in flight */
+#define SHM_MAGIC 0x707a66616b65636eULL
+#define SHM_ALIGN ((size_t)64)
+#define SHM_GROW ((size_t)64 << 10) /* the data area's first size */
+
+/* A stretch of the data area. */
+struct shm_ext {
+	int has;
+	size_t off, len;
+};
+
+/* A rank of the segment. */
+struct shm_rank {
+	int joined, device, gone;
+	ncclResult_t async; /* its communicator's first asynchronous error, with msg */
+	char msg[NCCL_MSG];
+};
+
+/* One rank's part of a shared collective. */
+struct shm_crank {
+	int present, left;
+	int nobuf;           /* a buffer was not device memory when it arrived */
+	ncclResult_t broken; /* it arrived unable to take part: why */
+	ncclResult_t result; /* what its communicator gets */
+	CUresult fault;      /* what its stream gets */
+	struct collarg a;    /* its pointers are its process's */
+	struct shm_ext in;   /* its send buffer's bytes */
+};
+
+/* A collective in flight: the seq-th of the communicator. */
+struct shm_coll {
+	int used, done, arrived, left;
+	unsigned long long seq;
+	struct shm_ext out; /* the result, computed once */
+	struct shm_crank r[SHM_RANKS];
+};
+
+/* One side of a shared message: its ncclSend (0) or ncclRecv (1). */
+struct shm_mside {
+	int present, left, nobuf;
+	ncclResult_t broken, result;
+	CUresult fault;
+	int dtype;
+	size_t count;
+};
+
+/* A message in flight: the seq-th from rank src to rank dst. */
+struct shm_msg {
+	int used, done, src, dst;
+	int delivered; /* done, and data holds the bytes for the receiver */
+	unsigned long long seq;
+	struct shm_ext data;
+	struct shm_mside side[2];
+};
+
+/* The segment: this control part, then the data area. */
+struct shm_hdr {
+	unsigned long long magic;
+	_Atomic int ready; /* initialized by its creator */
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* broadcast at every change */
+	int nranks, joined, attached;
+	int state;    /* Q_JOINING, Q_READY, Q_FAILED */
+	int unlinked; /* its name is gone */
+	ncclResult_t err; /* of Q_FAILED, with msg */
+	char msg[NCCL_MSG];
+	size_t data_size;
+	struct shm_rank ranks[SHM_RANKS];
+	struct shm_coll colls[SHM_COLLS];
+	struct shm_msg msgs[SHM_MSGS];
+};
+
+#define SHM_CTRL ((sizeof(struct shm_hdr) + 4095) & ~(size_t)4095)
+
+/* A communicator's view of its segment. */
+struct fshm {
+	struct shm_hdr *h; /* NULL once unmapped */
+	int fd;            /* kept, to grow the data area after the name is gone */
+	char name[64];
+	char *data; /* the data area as mapped here */
+	size_t mapped;
+};
+
+static void shm_lock(struct fshm *s)
+{
+	if (pthread_mutex_lock(&s->h->mu) == EOWNERDEAD) /* a process died holding it */
+		pthread_mutex_consistent(&s->h->mu);
+}
+
+static void shm_unlock(struct fshm *s) { pthread_mutex_unlock(&s->h->mu); }
+
+static void shm_wake(struct fshm *s) { pthread_cond_broadcast(&s->h->cv); }
+
+static void shm_wait(struct fshm *s, const struct timespec *d)
+{
+	if (pthread_cond_timedwait(&s->h->cv, &s->h->mu, d) == EOWNERDEAD)
+		pthread_mutex_consistent(&s->h->mu);
+}
+
+static void shm_unmap(struct fshm *s)
+{
+	if (s->data != NULL)
+		munmap(s->data, s->mapped);
+	if (s->h != NULL)
+		munmap(s->h, SHM_CTRL);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->data = NULL;
+	s->mapped = 0;
+	s->h = NULL;
+	s->fd = -1;
+}
+
+/* shm_unlink_name removes the segment's name, once; with its mutex held. */
+static void shm_unlink_name(struct fshm *s)
+{
+	if (s->h->unlinked)
+		return;
+	s->h->unlinked = 1;
+	shm_unlink(s->name);
+}
+
+/* shm_base maps the data area as it now is and returns it; NULL if it cannot be mapped. */
+static char *shm_base(struct fshm *s)
+{
+	size_t n = s->h->data_size;
+	void *p;
+	if (n == s->mapped)
+		return s->data;
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, (off_t)SHM_CTRL);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (s->data != NULL)
+		munmap(s->data, s->mapped);
+	s->data = p;
+	s->mapped = n;
+	return s->data;
+}
+
+/* shm_overlaps tells whether [off, off+len) meets a stretch in use. */
+static int shm_overlaps(const struct shm_hdr *h, size_t off, size_t len)
+{
+#define MEETS(e) ((e).has && off < (e).off + (e).len && (e).off < off + len)
+	for (int i = 0; i < SHM_COLLS; i++) {
+		const struct shm_coll *x = &h->colls[i];
+		if (!x->used)
+			continue;
+		if (MEETS(x->out))
+			return 1;
+		for (int j = 0; j < h->nranks; j++)
+			if (MEETS(x->r[j].in))
+				return 1;
+	}
+	for (int i = 0; i < SHM_MSGS; i++)
+		if (h->msgs[i].used && MEETS(h->msgs[i].data))
+			return 1;
+	return 0;
+#undef MEETS
+}
+
+/* shm_try places len bytes at off if they fit there: at the lowest such off so far. */
+static void shm_try(const struct shm_hdr *h, size_t off, size_t len, size_t *best)
+{
+	if (off < *best && !shm_overlaps(h, off, len))
+		*best = off;
+}
+
+/*
+ * shm_alloc finds a free stretch of len bytes (first fit: at 0 or just
+ * after a stretch in use), growing the data area if need be, and maps
+ * it; -1 when the system has no room.
+ */
+static int shm_alloc(struct fshm *s, size_t len, struct shm_ext *e)
+{
+	struct shm_hdr *h = s->h;
+	size_t best = SIZE_MAX, end;
+	len = (len + SHM_ALIGN - 1) & ~(SHM_ALIGN - 1);
+	shm_try(h, 0, len, &best);
+	for (int i = 0; i < SHM_COLLS; i++) {
+		const struct shm_coll *x = &h->colls[i];
+		if (!x->used)
+			continue;
+		if (x->out.has)
+			shm_try(h, x->out.off + x->out.len, len, &best);
+		for (int j = 0; j < h->nranks; j++)
+			if (x->r[j].in.has)
+				shm_try(h, x->r[j].in.off + x->r[j].in.len, len, &best);
+	}
+	for (int i = 0; i < SHM_MSGS; i++)
+		if (h->msgs[i].used && h->msgs[i].data.has)
+			shm_try(h, h->msgs[i].data.off + h->msgs[i].data.len, len, &best);
+	end = best + len;
+	if (end > h->data_size) {
+		size_t size = h->data_size * 2;
+		if (size < end)
+			size = end;
+		if (size < SHM_GROW)
+			size = SHM_GROW;
+		if (posix_fallocate(s->fd, (off_t)(SHM_CTRL + h->data_size), (off_t)(size - h->data_size)) != 0)
+			return -1;
+		h->data_size = size;
+	}
+	if (shm_base(s) == NULL)
+		return -1;
+	*e = (struct shm_ext){.has = 1, .off = best, .len = len};
+	return 0;
+}
+
+/* shm_comm_fail gives rank's communicator an asynchronous error, unless it has one. */
+static void shm_comm_fail(struct shm_hdr *h, int rank, ncclResult_t r, const char *msg)
+{
+	struct shm_rank *k = &h->ranks[rank];
+	if (r == ncclSuccess || k->async != ncclSuccess)
+		return;
+	k->async = r;
+	snprintf(k->msg, sizeof k->msg, "%s", msg);
+}
+
+__attribute__((format(printf, 3, 4))) static void shm_clique_fail(struct fshm *s, ncclResult_t r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->h->msg, sizeof s->h->msg, fmt, ap);
+	va_end(ap);
+	s->h->state = Q_FAILED;
+	s->h->err = r;
+	shm_unlink_name(s);
+	shm_wake(s);
+}
+
+/* shm_sync_held copies to m what its segment says: the clique's state, m's error; with g_mu and the mutex held. */
+static void shm_sync_held(struct fcomm *m)
+{
+	struct fclique *q = m->q;
+	struct shm_hdr *h = q->shm->h;
+	if (q->state == Q_JOINING && h->state != Q_JOINING) {
+		q->state = h->state;
+		q->err = h->err;
+		snprintf(q->msg, sizeof q->msg, "%s", h->msg);
+	}
+	comm_fail_locked(m, h->ranks[m->rank].async, h->ranks[m->rank].msg);
+}
+
+/* comm_sync_locked is shm_sync_held for a live communicator across processes; nothing for others. */
+static void comm_sync_locked(struct fcomm *m)
+{
+	struct fshm *s = m->q->shm;
+	if (s == NULL || s->h == NULL || m->gone)
+		return;
+	shm_lock(s);
+	shm_sync_held(m);
+	shm_unlock(s);
+}
+
+/*
+ * comm_gone_locked follows m's destruction or abortion (m->gone) across
+ * processes: it marks the rank gone in the segment, and once m's
+ * operations have ended, leaves it (the last rank to leave unlinks the
+ * name, if still there) and unmaps it.
+ */
+static void comm_gone_locked(struct fcomm *m)
+{
+	struct fshm *s = m->q->shm;
+	if (s == NULL || s->h == NULL || !m->gone)
+		return;
+	shm_lock(s);
+	s->h->ranks[m->rank].gone = 1;
+	if (m->pending == 0 && --s->h->attached == 0)
+		shm_unlink_name(s);
+	shm_wake(s);
+	shm_unlock(s);
+	if (m->pending == 0)
+		shm_unmap(s);
+}
+
+/* shm_name makes the segment's name from the id's first random bytes. */
+static void shm_name(char *out, size_t n, const ncclUniqueId *id)
+{
+	size_t k = (size_t)snprintf(out, n, "/pzfake-nccl-");
+	for (int i = 16; i < 32 && k + 3 <= n; i++)
+		k += (size_t)snprintf(out + k, n - k, "%02x", (unsigned char)id->internal[i]);
+}
+
+static void pause_briefly(void)
+{
+	struct timespec t = {0, 100000}; /* 100 µs */
+	nanosleep(&t, NULL);
+}
+
+/*
+ * shm_create makes the segment at fd, new and empty, and initializes it
+ * for nranks ranks; then it is ready for the others.
+ */
+static ncclResult_t shm_create(struct fshm *s, int fd, int nranks)
+{
+	pthread_mutexattr_t ma;
+	pthread_condattr_t ca;
+	struct shm_hdr *h;
+	int e = posix_fallocate(fd, 0, (off_t)SHM_CTRL);
+	if (e != 0 || (h = mmap(NULL, SHM_CTRL, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		if (e == 0)
+			e = errno;
+		close(fd);
+		shm_unlink(s->name);
+		return nccl_fail(ncclSystemError, "ncclCommInitRank: cannot make shared memory %s: %s", s->name, strerror(e));
+	}
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&h->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h->magic = SHM_MAGIC;
+	h->nranks = nranks;
+	h->state = Q_JOINING;
+	atomic_store_explicit(&h->ready, 1, memory_order_release);
+	s->fd = fd;
+	s->h = h;
+	return ncclSuccess;
+}
+
+/* shm_open_existing maps the segment at fd once its creator has initialized it, waiting until d. */
+static ncclResult_t shm_open_existing(struct fshm *s, int fd, const struct timespec *d)
+{
+	struct stat st;
+	struct shm_hdr *h;
+	for (;;) { /* the creator sizes it first */
+		if (fstat(fd, &st) != 0) {
+			int e = errno;
+			close(fd);
+			return nccl_fail(ncclSystemError, "ncclCommInitRank: shared memory %s: %s", s->name, strerror(e));
+		}
+		if ((size_t)st.st_size >= SHM_CTRL)
+			break;
+		if (past(d))
+			goto stale;
+		pause_briefly();
+	}
+	if ((h = mmap(NULL, SHM_CTRL, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return nccl_fail(ncclSystemError, "ncclCommInitRank: cannot map shared memory %s: %s", s->name, strerror(e));
+	}
+	while (!atomic_load_explicit(&h->ready, memory_order_acquire)) {
+		if (past(d)) {
+			munmap(h, SHM_CTRL);
+			goto stale;
+		}
+		pause_briefly();
+	}
+	if (h->magic != SHM_MAGIC) {
+		munmap(h, SHM_CTRL);
+		close(fd);
+		return nccl_fail(ncclSystemError, "ncclCommInitRank: %s is not the stand-in's shared memory", s->name);
+	}
+	s->fd = fd;
+	s->h = h;
+	return ncclSuccess;
+stale: /* its creator died making it */
+	close(fd);
+	shm_unlink(s->name);
+	return nccl_fail(ncclSystemError, "ncclCommInitRank: timed out after %llu ms waiting for shared memory %s",
+			 g_nccl_timeout_ms, s->name);
+}
+
+/* shm_complete makes a segment whose ranks have all joined ready, unless two share a device. */
+static void shm_complete(struct fshm *s)
+{
+	struct shm_hdr *h = s->h;
+	for (int i = 0; i < h->nranks; i++)
+		for (int j = 0; j < i; j++)
+			if (h->ranks[i].device == h->ranks[j].device) {
+				shm_clique_fail(s, ncclInvalidUsage,
+						"ncclCommInitRank: duplicate GPU: ranks %d and %d are both on device %d", j, i,
+						h->ranks[i].device);
+				return;
+			}
+	h->state = Q_READY;
+	shm_unlink_name(s);
+	shm_wake(s);
+}
+
+/* shm_join maps the segment of id, making it if need be, and joins rank to it, trying until d. */
+static ncclResult_t shm_join(struct fshm *s, const ncclUniqueId *id, int nranks, int rank, int device,
+			     const struct timespec *d)
+{
+	shm_name(s->name, sizeof s->name, id);
+	for (;;) {
+		struct shm_hdr *h;
+		ncclResult_t r;
+		int fd;
+		if (past(d))
+			return nccl_fail(ncclSystemError, "ncclCommInitRank: timed out after %llu ms opening shared memory %s",
+					 g_nccl_timeout_ms, s->name);
+		if ((fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600)) >= 0) {
+			r = shm_create(s, fd, nranks);
+		} else if (errno != EEXIST) {
+			return nccl_fail(ncclSystemError, "ncclCommInitRank: shm_open %s: %s", s->name, strerror(errno));
+		} else if ((fd = shm_open(s->name, O_RDWR, 0)) < 0) {
+			if (errno == ENOENT) /* unlinked meanwhile */
+				continue;
+			return nccl_fail(ncclSystemError, "ncclCommInitRank: shm_open %s: %s", s->name, strerror(errno));
+		} else {
+			r = shm_open_existing(s, fd, d);
+		}
+		if (r != ncclSuccess)
+			return r;
+		h = s->h;
+		shm_lock(s);
+		if (h->unlinked) { /* complete or failed before we came: a new one */
+			shm_unlock(s);
+			shm_unmap(s);
+			continue;
+		}
+		if (h->nranks != nranks)
+			r = nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d gave %d ranks, the ranks before it %d", rank,
+				      nranks, h->nranks);
+		else if (h->ranks[rank].joined)
+			r = nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d has joined this id already", rank);
+		if (r != ncclSuccess) {
+			shm_unlock(s);
+			shm_unmap(s);
+			return r;
+		}
+		h->ranks[rank].joined = 1;
+		h->ranks[rank].device = device;
+		h->attached++;
+		if (++h->joined == h->nranks)
+			shm_complete(s);
+		shm_wake(s);
+		shm_unlock(s);
+		return ncclSuccess;
+	}
+}
+
+/*
+ * init_rank_shm is ncclCommInitRank across processes, called with g_mu
+ * held (lock_ctx), which it releases while it joins the segment.
+ */
+static ncclResult_t init_rank_shm(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank, struct fctx *c)
+{
+	int device = c->device;
+	struct fctx *primary = PRIMARY(c);
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	struct fclique *q;
+	struct fcomm *m;
+	struct fshm *s;
+	unsigned long long *sent, *received;
+	ncclResult_t r;
+	pthread_mutex_unlock(&g_mu);
+	if (nranks > SHM_RANKS)
+		return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: %d ranks across processes (at most %d)", nranks,
+				 SHM_RANKS);
+	q = calloc(1, sizeof *q);
+	m = calloc(1, sizeof *m);
+	s = calloc(1, sizeof *s);
+	sent = calloc((size_t)nranks, sizeof *sent);
+	received = calloc((size_t)nranks, sizeof *received);
+	if (q == NULL || m == NULL || s == NULL || sent == NULL || received == NULL) {
+		r = nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory");
+		goto fail;
+	}
+	s->fd = -1;
+	if ((r = shm_join(s, id, nranks, rank, device, &d)) != ncclSuccess)
+		goto fail;
+	pthread_mutex_lock(&g_mu);
+	q->id = *id;
+	q->nranks = nranks;
+	q->state = Q_JOINING;
+	q->shm = s;
+	*m = (struct fcomm){.next = g_comms, .q = q, .rank = rank, .device = device, .ctx = primary, .sent = sent,
+			    .received = received};
+	g_comms = m;
+	if (t_group_depth > 0) {
+		if (defer_add((struct deferred){.init = m}) != 0) {
+			m->gone = 1;
+			comm_gone_locked(m);
+			return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
+		}
+		*comm = m;
+		return unlock_nccl(ncclSuccess);
+	}
+	if ((r = init_wait_locked(m)) == ncclSuccess)
+		*comm = m;
+	return unlock_nccl(r);
+fail:
+	free(q);
+	free(m);
+	free(s);
+	free(sent);
+	free(received);
+	return r;
+}
+
+/*
+ * init_wait_shm_locked is init_wait_locked across processes: it waits
+ * until d, without g_mu, for the segment's ranks to have joined.
+ */
+static ncclResult_t init_wait_shm_locked(struct fcomm *m, const struct timespec *d)
+{
+	struct fclique *q = m->q;
+	struct fshm *s = q->shm;
+	struct shm_hdr *h = s->h;
+	if (h == NULL) /* aborted inside its group */
+		return nccl_fail(ncclInvalidUsage, "ncclCommInitRank: the communicator was aborted");
+	m->pending++; /* keeps the segment mapped */
+	pthread_mutex_unlock(&g_mu);
+	shm_lock(s);
+	while (h->state == Q_JOINING && !past(d))
+		shm_wait(s, d);
+	if (h->state == Q_JOINING)
+		shm_clique_fail(s, ncclSystemError, "ncclCommInitRank: timed out after %llu ms with %d of %d ranks joined",
+				g_nccl_timeout_ms, h->joined, h->nranks);
+	shm_unlock(s);
+	pthread_mutex_lock(&g_mu);
+	shm_lock(s);
+	shm_sync_held(m);
+	shm_unlock(s);
+	m->pending--;
+	pthread_cond_broadcast(&g_ncv);
+	if (q->state == Q_FAILED) {
+		m->gone = 1;
+		snprintf(t_nccl_error, sizeof t_nccl_error, "%s", q->msg);
+	}
+	comm_gone_locked(m); /* failed, or aborted while it waited */
+	return q->state == Q_FAILED ? q->err : ncclSuccess;
+}
+
+/* ---- Collectives across processes ---- */
+
+static struct shm_coll *shm_coll_get(struct shm_hdr *h, unsigned long long seq)
+{
+	struct shm_coll *unused = NULL;
+	for (int i = 0; i < SHM_COLLS; i++) {
+		if (h->colls[i].used && h->colls[i].seq == seq)
+			return &h->colls[i];
+		if (!h->colls[i].used && unused == NULL)
+			unused = &h->colls[i];
+	}
+	if (unused != NULL) {
+		memset(unused, 0, sizeof *unused);
+		unused->used = 1;
+		unused->seq = seq;
+	}
+	return unused;
+}
+
+/* shm_coll_end is coll_end_locked across processes; it frees the send buffers' copies. */
+__attribute__((format(printf, 5, 6))) static void shm_coll_end(struct fshm *s, struct shm_coll *x, int at,
+								 ncclResult_t why, const char *fmt, ...)
+{
+	struct shm_hdr *h = s->h;
+	char msg[NCCL_MSG];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < h->nranks; i++) {
+		x->r[i].result = at < 0 || i == at ? why : ncclRemoteError;
+		x->r[i].in.has = 0;
+		shm_comm_fail(h, i, x->r[i].result, msg);
+	}
+	x->out.has = 0;
+	x->done = 1;
+	shm_wake(s);
+}
+
+/* shm_coll_failed is coll_failed_locked across processes. */
+static int shm_coll_failed(struct fshm *s, struct shm_coll *x)
+{
+	struct shm_hdr *h = s->h;
+	const char *name = g_coll_names[0];
+	for (int i = 0; i < h->nranks; i++)
+		if (x->r[i].present) {
+			name = g_coll_names[x->r[i].a.kind];
+			break;
+		}
+	if (h->state == Q_FAILED) {
+		shm_coll_end(s, x, -1, h->err, "%s #%llu: %s", name, x->seq, h->msg);
+		return 1;
+	}
+	for (int i = 0; i < h->nranks; i++) {
+		if (x->r[i].present && x->r[i].broken != ncclSuccess) {
+			shm_coll_end(s, x, i, x->r[i].broken, "%s #%llu: rank %d could not take part (%s)", name, x->seq, i,
+				     x->r[i].broken == ncclUnhandledCudaError ? "its stream had failed"
+									      : "its communicator had failed");
+			return 1;
+		}
+		if (h->ranks[i].gone) {
+			shm_coll_end(s, x, i, ncclInvalidUsage, "%s #%llu: rank %d's communicator was destroyed or aborted",
+				     name, x->seq, i);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* shm_coll_mismatch is coll_mismatch_locked across processes. */
+static int shm_coll_mismatch(struct fshm *s, struct shm_coll *x)
+{
+	const struct collarg *a0 = &x->r[0].a;
+	for (int i = 1; i < s->h->nranks; i++) {
+		const struct collarg *a = &x->r[i].a;
+		const char *what = NULL;
+		long long mine = 0, first = 0;
+		if (a->kind != a0->kind) {
+			shm_coll_end(s, x, -1, ncclInvalidUsage, "collective #%llu: rank %d called %s, rank 0 %s", x->seq, i,
+				     g_coll_names[a->kind], g_coll_names[a0->kind]);
+			return 1;
+		}
+		if (a->count != a0->count)
+			what = "count", mine = (long long)a->count, first = (long long)a0->count;
+		else if (a->dtype != a0->dtype)
+			what = "datatype", mine = a->dtype, first = a0->dtype;
+		else if (coll_reduces(a->kind) && a->redop != a0->redop)
+			what = "op", mine = a->redop, first = a0->redop;
+		else if (coll_rooted(a->kind) && a->root != a0->root)
+			what = "root", mine = a->root, first = a0->root;
+		if (what != NULL) {
+			shm_coll_end(s, x, -1, ncclInvalidUsage, "%s #%llu: rank %d passed %s %lld, rank 0 %lld",
+				     g_coll_names[a->kind], x->seq, i, what, mine, first);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * shm_coll_compute checks, once all ranks agree, that every rank had its
+ * buffers and its send bytes copied, and computes the result into a
+ * stretch of its own, in rank order; then x is done.
+ */
+static void shm_coll_compute(struct fshm *s, struct shm_coll *x)
+{
+	struct shm_hdr *h = s->h;
+	const struct collarg *a = &x->r[0].a;
+	int n = h->nranks;
+	size_t esz = type_size(a->dtype), bytes = a->count * esz;
+	size_t total = a->kind == COLL_REDUCESCATTER || a->kind == COLL_ALLGATHER ? bytes * (size_t)n : bytes;
+	char *base, *out;
+	for (int i = 0; i < n; i++) {
+		size_t sendn = 0, recvn = 0;
+		coll_elems(&x->r[i].a, n, i, &sendn, &recvn); /* checked when it was called */
+		if (x->r[i].nobuf) {
+			x->r[i].fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			shm_coll_end(s, x, i, ncclUnhandledCudaError,
+				     "%s #%llu: rank %d's buffer is no longer device memory of device %d", g_coll_names[a->kind],
+				     x->seq, i, h->ranks[i].device);
+			return;
+		}
+		if (sendn > 0 && !x->r[i].in.has) {
+			shm_coll_end(s, x, i, ncclInternalError, "%s #%llu: rank %d's data is missing", g_coll_names[a->kind],
+				     x->seq, i);
+			return;
+		}
+	}
+	if (bytes > 0) {
+		if (shm_alloc(s, total, &x->out) != 0 || (base = shm_base(s)) == NULL) {
+			shm_coll_end(s, x, -1, ncclSystemError, "%s #%llu: out of shared memory", g_coll_names[a->kind], x->seq);
+			return;
+		}
+		out = base + x->out.off;
+#define IN(i) (base + x->r[i].in.off)
+		switch (a->kind) {
+		case COLL_ALLREDUCE:
+		case COLL_REDUCE:
+		case COLL_REDUCESCATTER:
+			memcpy(out, IN(0), total);
+			for (int i = 1; i < n; i++)
+				combine(out, IN(i), total / esz, a->dtype, a->redop);
+			if (a->redop == ncclAvg)
+				divide(out, total / esz, a->dtype, n);
+			break;
+		case COLL_BROADCAST:
+			memcpy(out, IN(a->root), bytes);
+			break;
+		case COLL_ALLGATHER:
+			for (int i = 0; i < n; i++)
+				memcpy(out + (size_t)i * bytes, IN(i), bytes);
+			break;
+		}
+#undef IN
+	}
+	for (int i = 0; i < n; i++)
+		x->r[i].in.has = 0;
+	x->done = 1;
+	shm_wake(s);
+}
+
+/*
+ * run_nccl_shm is run_nccl across processes: the rank copies its send
+ * buffer into the segment, waits there for the others, at most the
+ * timeout (whoever sees all ranks there checks and computes), and
+ * copies its part of the result into its receive buffer.
+ */
+static CUresult run_nccl_shm(struct op *o, CUresult err)
+{
+	struct fcomm *m = o->u.nccl.comm;
+	struct fshm *s = m->q->shm;
+	struct shm_hdr *h = s->h; /* mapped while m has operations pending */
+	const struct collarg *a = &o->u.nccl.a;
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	int n = m->q->nranks, rank = m->rank;
+	size_t esz = type_size(a->dtype), sendn = 0, recvn = 0;
+	struct shm_coll *x;
+	struct shm_crank *me;
+	CUresult fault = CUDA_SUCCESS;
+	char *sp, *rp, *base;
+	coll_elems(a, n, rank, &sendn, &recvn); /* checked when it was called */
+	pthread_mutex_lock(&g_mu);
+	sp = sendn == 0 ? NULL : kernel_range_locked(m->device, a->send, sendn * esz);
+	rp = recvn == 0 ? NULL : kernel_range_locked(m->device, a->recv, recvn * esz);
+	shm_lock(s);
+	shm_sync_held(m);
+	if ((x = shm_coll_get(h, o->u.nccl.seq)) == NULL) {
+		shm_unlock(s);
+		comm_fail_locked(m, ncclSystemError, "too many collectives in flight across processes");
+		goto out;
+	}
+	me = &x->r[rank];
+	me->present = 1;
+	me->a = *a;
+	if (err != CUDA_SUCCESS)
+		me->broken = ncclUnhandledCudaError;
+	else if (m->async != ncclSuccess)
+		me->broken = m->async;
+	else if ((sendn > 0 && sp == NULL) || (recvn > 0 && rp == NULL))
+		me->nobuf = 1;
+	else if (!x->done && sendn > 0) {
+		if (shm_alloc(s, sendn * esz, &me->in) != 0 || (base = shm_base(s)) == NULL)
+			shm_coll_end(s, x, -1, ncclSystemError, "%s #%llu: out of shared memory", g_coll_names[a->kind], x->seq);
+		else
+			memcpy(base + me->in.off, sp, sendn * esz);
+	}
+	x->arrived++;
+	shm_wake(s);
+	pthread_mutex_unlock(&g_mu); /* waits with the segment's mutex only */
+	for (;;) {
+		if (x->done || shm_coll_failed(s, x))
+			break;
+		if (x->arrived == n) {
+			if (!shm_coll_mismatch(s, x))
+				shm_coll_compute(s, x);
+			break;
+		}
+		if (past(&d)) {
+			shm_coll_end(s, x, -1, ncclSystemError, "%s #%llu: timed out after %llu ms with %d of %d ranks there",
+				     g_coll_names[a->kind], x->seq, g_nccl_timeout_ms, x->arrived, n);
+			break;
+		}
+		shm_wait(s, &d);
+	}
+	/* done: copy the result out, with g_mu taken first */
+	shm_unlock(s);
+	pthread_mutex_lock(&g_mu);
+	shm_lock(s);
+	if (me->result == ncclSuccess && recvn > 0 && x->out.has) {
+		size_t off = a->kind == COLL_REDUCESCATTER ? (size_t)rank * recvn * esz : 0;
+		rp = kernel_range_locked(m->device, a->recv, recvn * esz);
+		if (rp == NULL) {
+			me->fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			shm_comm_fail(h, rank, ncclUnhandledCudaError, "the receive buffer is no longer device memory");
+		} else if ((base = shm_base(s)) == NULL) {
+			shm_comm_fail(h, rank, ncclSystemError, "cannot map the shared memory");
+		} else {
+			memcpy(rp, base + x->out.off + off, recvn * esz);
+		}
+	}
+	fault = me->fault;
+	me->left = 1;
+	if (++x->left == n) {
+		x->out.has = 0;
+		x->used = 0;
+	}
+	shm_sync_held(m);
+	shm_wake(s);
+	shm_unlock(s);
+out:
+	m->pending--;
+	comm_gone_locked(m);
+	pthread_cond_broadcast(&g_ncv);
+	pthread_mutex_unlock(&g_mu);
+	return fault;
+}
+
+/* ---- Point-to-point messages across processes ---- */
+
+static struct shm_msg *shm_msg_get(struct shm_hdr *h, int src, int dst, unsigned long long seq)
+{
+	struct shm_msg *unused = NULL;
+	for (int i = 0; i < SHM_MSGS; i++) {
+		struct shm_msg *x = &h->msgs[i];
+		if (x->used && x->src == src && x->dst == dst && x->seq == seq)
+			return x;
+		if (!x->used && unused == NULL)
+			unused = x;
+	}
+	if (unused != NULL) {
+		memset(unused, 0, sizeof *unused);
+		unused->used = 1;
+		unused->src = src;
+		unused->dst = dst;
+		unused->seq = seq;
+	}
+	return unused;
+}
+
+/* shm_msg_end is msg_end_locked across processes. */
+__attribute__((format(printf, 5, 6))) static void shm_msg_end(struct fshm *s, struct shm_msg *x, int at,
+								ncclResult_t why, const char *fmt, ...)
+{
+	char msg[NCCL_MSG];
+	int k = snprintf(msg, sizeof msg, "message #%llu from rank %d to rank %d: ", x->seq, x->src, x->dst);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < 2; i++)
+		x->side[i].result = at < 0 || i == at ? why : ncclRemoteError;
+	shm_comm_fail(s->h, x->src, x->side[0].result, msg);
+	shm_comm_fail(s->h, x->dst, x->side[1].result, msg);
+	x->data.has = 0;
+	x->done = 1;
+	shm_wake(s);
+}
+
+/* shm_msg_progress is msg_progress_locked across processes: the receiver copies the bytes out later. */
+static int shm_msg_progress(struct fshm *s, struct shm_msg *x)
+{
+	static const char *const who[] = {"the sender", "the receiver"};
+	struct shm_hdr *h = s->h;
+	const int rank[2] = {x->src, x->dst};
+	const struct shm_mside *sd = &x->side[0], *rv = &x->side[1];
+	if (x->done)
+		return 1;
+	if (h->state == Q_FAILED) {
+		shm_msg_end(s, x, -1, h->err, "%s", h->msg);
+		return 1;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (x->side[i].present && x->side[i].broken != ncclSuccess) {
+			shm_msg_end(s, x, i, x->side[i].broken, "%s (rank %d) could not take part (%s)", who[i], rank[i],
+				    x->side[i].broken == ncclUnhandledCudaError ? "its stream had failed"
+										: "its communicator had failed");
+			return 1;
+		}
+		if (h->ranks[rank[i]].gone) {
+			shm_msg_end(s, x, i, ncclInvalidUsage, "%s's (rank %d) communicator was destroyed or aborted", who[i],
+				    rank[i]);
+			return 1;
+		}
+	}
+	if (!sd->present || !rv->present)
+		return 0;
+	if (sd->count != rv->count || sd->dtype != rv->dtype) {
+		shm_msg_end(s, x, -1, ncclInvalidUsage,
+			    "ncclSend of rank %d passed count %zu, datatype %d; ncclRecv of rank %d count %zu, datatype %d",
+			    x->src, sd->count, sd->dtype, x->dst, rv->count, rv->dtype);
+		return 1;
+	}
+	for (int i = 0; i < 2; i++)
+		if (x->side[i].nobuf) {
+			x->side[i].fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			shm_msg_end(s, x, i, ncclUnhandledCudaError, "%s's (rank %d) buffer is no longer device memory of device %d",
+				    who[i], rank[i], h->ranks[rank[i]].device);
+			return 1;
+		}
+	x->delivered = x->data.has;
+	x->done = 1;
+	shm_wake(s);
+	return 1;
+}
+
+/* earlier returns the earlier of deadline d and ms milliseconds from now. */
+static struct timespec earlier(const struct timespec *d, unsigned long long ms)
+{
+	struct timespec t = deadline_after(ms);
+	return t.tv_sec < d->tv_sec || (t.tv_sec == d->tv_sec && t.tv_nsec < d->tv_nsec) ? t : *d;
+}
+
+/*
+ * run_p2p_shm is run_p2p across processes: each send and receive joins
+ * its message in its communicator's segment (a send copying its bytes
+ * in), all before any waits; then it waits, at most the timeout, until
+ * every message is done, and each receive copies its bytes out.
+ */
+static CUresult run_p2p_shm(struct op *o, CUresult err)
+{
+	size_t n = o->u.p2p.n;
+	struct p2parg *v = o->u.p2p.v;
+	struct shm_msg **xs = calloc(n > 0 ? n : 1, sizeof *xs);
+	struct timespec d = deadline_after(g_nccl_timeout_ms);
+	CUresult fault = CUDA_SUCCESS;
+	int one = 1; /* all on one segment: wait on its condition variable; else poll */
+	pthread_mutex_lock(&g_mu);
+	for (size_t i = 0; i < n; i++) {
+		struct fcomm *m = v[i].comm;
+		struct fshm *s = m->q->shm;
+		int src = v[i].recv ? v[i].peer : m->rank, dst = v[i].recv ? m->rank : v[i].peer;
+		size_t bytes = v[i].count * type_size(v[i].dtype); /* checked at the call */
+		char *p = bytes == 0 ? NULL : kernel_range_locked(m->device, v[i].buf, bytes), *base;
+		struct shm_msg *x;
+		struct shm_mside *me;
+		one = one && s == v[0].comm->q->shm;
+		if (xs == NULL) {
+			comm_fail_locked(m, ncclSystemError, "out of host memory");
+			continue;
+		}
+		shm_lock(s);
+		shm_sync_held(m);
+		if ((x = xs[i] = shm_msg_get(s->h, src, dst, v[i].seq)) == NULL) {
+			shm_unlock(s);
+			comm_fail_locked(m, ncclSystemError, "too many messages in flight across processes");
+			continue;
+		}
+		me = &x->side[v[i].recv];
+		me->present = 1;
+		me->count = v[i].count;
+		me->dtype = v[i].dtype;
+		if (err != CUDA_SUCCESS)
+			me->broken = ncclUnhandledCudaError;
+		else if (m->async != ncclSuccess)
+			me->broken = m->async;
+		else if (bytes > 0 && p == NULL)
+			me->nobuf = 1;
+		else if (!v[i].recv && bytes > 0 && !x->done) {
+			if (shm_alloc(s, bytes, &x->data) != 0 || (base = shm_base(s)) == NULL)
+				shm_msg_end(s, x, -1, ncclSystemError, "out of shared memory");
+			else
+				memcpy(base + x->data.off, p, bytes);
+		}
+		shm_wake(s);
+		shm_unlock(s);
+	}
+	pthread_mutex_unlock(&g_mu);
+	for (;;) {
+		struct fshm *ws = NULL;
+		int still = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct fshm *s = v[i].comm->q->shm;
+			if (xs == NULL || xs[i] == NULL)
+				continue;
+			shm_lock(s);
+			if (!shm_msg_progress(s, xs[i])) {
+				if (past(&d))
+					shm_msg_end(s, xs[i], -1, ncclSystemError, "%s timed out after %llu ms: the matching %s never came",
+						    g_p2p_names[v[i].recv], g_nccl_timeout_ms, g_p2p_names[!v[i].recv]);
+				else if (ws == NULL)
+					ws = s;
+			}
+			shm_unlock(s);
+		}
+		if (ws == NULL)
+			break;
+		shm_lock(ws); /* sleep on one segment, checking again under its mutex */
+		for (size_t i = 0; i < n; i++)
+			if (xs[i] != NULL && v[i].comm->q->shm == ws && !shm_msg_progress(ws, xs[i]))
+				still = 1;
+		if (still) {
+			struct timespec w = one ? d : earlier(&d, 1);
+			shm_wait(ws, &w);
+		}
+		shm_unlock(ws);
+	}
+	pthread_mutex_lock(&g_mu);
+	for (size_t i = 0; i < n; i++) {
+		struct fcomm *m = v[i].comm;
+		struct fshm *s = m->q->shm;
+		struct shm_msg *x = xs == NULL ? NULL : xs[i];
+		if (x != NULL) {
+			struct shm_mside *me = &x->side[v[i].recv];
+			shm_lock(s);
+			if (v[i].recv && x->delivered && me->result == ncclSuccess) {
+				size_t bytes = me->count * type_size(me->dtype);
+				char *p = kernel_range_locked(m->device, v[i].buf, bytes), *base;
+				if (p == NULL) {
+					me->fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+					shm_comm_fail(s->h, m->rank, ncclUnhandledCudaError,
+						      "the receive buffer is no longer device memory");
+				} else if ((base = shm_base(s)) == NULL) {
+					shm_comm_fail(s->h, m->rank, ncclSystemError, "cannot map the shared memory");
+				} else {
+					memcpy(p, base + x->data.off, bytes);
+				}
+			}
+			if (fault == CUDA_SUCCESS)
+				fault = me->fault;
+			me->left = 1;
+			if (x->side[!v[i].recv].left) { /* a message to oneself has both sides here */
+				x->data.has = 0;
+				x->used = 0;
+			}
+			shm_sync_held(m);
+			shm_wake(s);
+			shm_unlock(s);
+		}
+		m->pending--;
+	}
+	for (size_t i = 0; i < n; i++)
+		comm_gone_locked(v[i].comm);
+	pthread_cond_broadcast(&g_ncv);
+	pthread_mutex_unlock(&g_mu);
+	free(xs);
+	return fault;
+}
+
 /* ---- NCCL entry points ---- */
 
 EXPORT ncclResult_t ncclGetVersion(int *version)
@@ -4800,7 +5908,9 @@ EXPORT const char *ncclGetLastError(ncclComm_t comm)
 	const char *s = t_nccl_error;
 	struct fcomm *m;
 	pthread_mutex_lock(&g_mu);
-	if ((m = comm_find_locked(comm)) != NULL && m->async != ncclSuccess)
+	if ((m = comm_find_locked(comm)) != NULL)
+		comm_sync_locked(m);
+	if (m != NULL && m->async != ncclSuccess)
 		s = m->msg; /* set once, never freed */
 	pthread_mutex_unlock(&g_mu);
 	return s;
@@ -4809,12 +5919,15 @@ EXPORT const char *ncclGetLastError(ncclComm_t comm)
 EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
 	struct timespec ts;
-	unsigned long long state, sum;
+	unsigned long long state, sum, rnd = 0;
 	if (id == NULL)
 		return nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
 	clock_gettime(CLOCK_REALTIME, &ts);
+	/* unique across processes too: the token of the shared segment (NCCL across processes) comes from it */
+	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+		rnd = (unsigned long long)getpid() << 40;
 	state = (atomic_fetch_add(&g_ids, 1) + 1) * 0x9e3779b97f4a7c15ULL ^ (unsigned long long)ts.tv_nsec ^
-		((unsigned long long)ts.tv_sec << 32) ^ (unsigned long long)(uintptr_t)&g_ids;
+		((unsigned long long)ts.tv_sec << 32) ^ (unsigned long long)(uintptr_t)&g_ids ^ rnd;
 	memset(id, 0, sizeof *id);
 	memcpy(id->internal, NCCL_ID_MAGIC, sizeof NCCL_ID_MAGIC);
 	for (size_t i = 16; i < NCCL_ID_SUM; i += 8) {
@@ -4845,6 +5958,8 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
 		return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: commId is not an id from ncclGetUniqueId");
 	if (lock_ctx(&c) != CUDA_SUCCESS) /* counts a missing context */
 		return nccl_fail(ncclUnhandledCudaError, "ncclCommInitRank: no current CUDA context on the calling thread");
+	if (g_nccl_procs)
+		return init_rank_shm(comm, nranks, &id, rank, c);
 	if ((q = clique_join_locked(&id, nranks)) == NULL)
 		return unlock_nccl(nccl_fail(ncclSystemError, "ncclCommInitRank: out of host memory"));
 	if (q->nranks != nranks)
@@ -4896,6 +6011,7 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 	while (m->pending > 0)
 		pthread_cond_wait(&g_ncv, &g_mu);
 	m->gone = 1;
+	comm_gone_locked(m);
 	pthread_cond_broadcast(&g_ncv);
 	return unlock_nccl(ncclSuccess);
 }
@@ -4910,6 +6026,7 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 	if ((m = comm_find_locked(comm)) == NULL || m->gone)
 		return unlock_nccl(nccl_fail(ncclInvalidArgument, "ncclCommAbort: comm is not a live communicator"));
 	m->gone = 1;
+	comm_gone_locked(m);
 	pthread_cond_broadcast(&g_ncv);
 	return unlock_nccl(ncclSuccess);
 }
@@ -4957,10 +6074,11 @@ EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-	struct fcomm *m;
+	struct fcomm *m = NULL;
 	ncclResult_t r = comm_query("ncclCommGetAsyncError", comm, asyncError, &m);
 	if (r != ncclSuccess)
 		return r;
+	comm_sync_locked(m);
 	if (m->q->state == Q_FAILED)
 		*asyncError = m->q->err;
 	else if (m->q->state == Q_JOINING)
