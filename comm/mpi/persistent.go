@@ -20,9 +20,10 @@ import (
 // the comm.PersistentOp that comm.SendInit and comm.RecvInit drive: MPI
 // matches the buffer, peer and tag once, and each round is an MPI_Start.
 // The buffer stays pinned, and the operation reachable through a
-// cgo.Handle, from Init to Free; each round is a request (request.round)
-// over the same MPI_Request, so that waiting on it, the request sets and
-// the progress engine work as for Isend and Irecv.
+// cgo.Handle, from Init to Free; each round is a request (request.round,
+// one object reused by every round) over the same MPI_Request, so that
+// waiting on it, the request sets and the progress engine work as for
+// Isend and Irecv.
 type persistent struct {
 	c      *Comm
 	call   string // "MPI_Send_init" or "MPI_Recv_init"
@@ -40,6 +41,10 @@ type persistent struct {
 	bp        unsafe.Pointer
 	n         C.int
 	peer, tag C.int
+	// r is every round's request, reset by Start once the last round has
+	// completed (comm's Persistent starts no round before), so that a
+	// round allocates nothing.
+	r request
 }
 
 var _ comm.PersistentComm = (*Comm)(nil)
@@ -83,6 +88,10 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 		c.free(dt)
 		return nil, fmt.Errorf("mpi: %s: %w", name, c.st.error(p.call, rc))
 	}
+	// The rounds' request; its fields other than the state Start resets
+	// are set once (the progress engine reads them without its lock).
+	p.r.c, p.r.call, p.r.req = c, p.call, p.req
+	p.r.round, p.r.recv, p.r.bytes, p.r.dt = true, recv, p.bytes, p.elem
 	p.handle = cgo.NewHandle(p)
 	return p, nil
 }
@@ -107,13 +116,24 @@ func (p *persistent) Start() (comm.Request, error) {
 			return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error(p.call, rc))
 		}
 	}
-	r := &request{c: p.c, call: p.call, req: p.req, round: true, recv: p.recv, bytes: p.bytes, dt: p.elem}
+	// The round's request is held while MPI starts it and its state is
+	// reset: the progress engine, which may still list the last round's
+	// (Done), tests only requests it can lock, and would otherwise see an
+	// inactive MPI request as complete.
+	r := &p.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	p.c.st.lock()
 	rc := C.pz_start(p.req)
 	p.c.st.unlock()
-	if rc != 0 {
+	if rc != 0 { // the last round stays as it completed
 		return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
 	}
+	r.st, r.err = comm.Status{}, nil
+	r.doneCh.Store(nil)
+	r.closed.Store(false)
+	r.watched.Store(false)
+	r.fin.Store(false)
 	return r, nil
 }
 

@@ -37,7 +37,9 @@ type request struct {
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
 	dt    comm.Datatype // element type of an Irecv
 
-	mu      sync.Mutex // serializes Wait and Test
+	mu      sync.Mutex  // serializes Wait and Test
+	cst     C.pz_status // what MPI_Test or MPI_Wait reports, under mu (locals would escape to the heap: cgo)
+	cflag   C.int       // MPI_Test's flag, under mu
 	st      comm.Status
 	err     error
 	fin     atomic.Bool                   // the operation completed: set by complete, after st and err
@@ -142,15 +144,14 @@ func (r *request) test() (bool, error) {
 	if r.completed() {
 		return true, nil
 	}
-	var flag C.int
-	var st C.pz_status
+	r.cflag = 0
 	r.c.st.lock()
-	rc := C.pz_test(r.req, &flag, &st)
+	rc := C.pz_test(r.req, &r.cflag, &r.cst)
 	r.c.st.unlock()
-	if flag == 0 && rc == 0 {
+	if r.cflag == 0 && rc == 0 {
 		return false, nil
 	}
-	r.complete(rc, &st)
+	r.complete(rc, &r.cst)
 	return true, nil
 }
 
@@ -162,9 +163,8 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	defer r.mu.Unlock()
 	if !r.completed() {
 		if r.c.blocks(ctx) {
-			var st C.pz_status
-			rc := C.pz_wait(r.req, &st)
-			r.complete(rc, &st)
+			rc := C.pz_wait(r.req, &r.cst)
+			r.complete(rc, &r.cst)
 		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
 			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.call, err)
 		}
