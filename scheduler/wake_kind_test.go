@@ -86,6 +86,7 @@ func TestCUDAWorkerSleepsWithTaskInFlight(t *testing.T) {
 	require.NoError(t, err)
 	flag, err := c.AllocHost(ctx, 4)
 	require.NoError(t, err)
+	clear(flag) // page-locked memory comes as it was left: a freed flag held 1
 	word := (*uint32)(unsafe.Pointer(&flag[0]))
 	defer func() {
 		atomic.StoreUint32(word, 1) // a kernel still waiting ends
