@@ -32,34 +32,12 @@ import (
 //     buffers are page-locked ones the device lends when it is an
 //     accel.Stager (a CUDA GPU), which makes their copies asynchronous.
 //
-// Lengths are agreed first: a rank whose length differs from the others'
-// gets, like every rank, an error wrapping comm.ErrMismatch instead of a
-// hang.
+// Lengths are agreed in the same step (routeOf): a rank whose length
+// differs from the others' gets, like every rank, an error wrapping
+// comm.ErrMismatch instead of a hang.
 
 // StagingChunk is the size in bytes of the chunks of the staging path.
 const StagingChunk = 1 << 20
-
-// agree checks collectively that every rank passes n, and that bad is
-// false everywhere; the error is the same on every rank.
-func agree(ctx context.Context, c comm.Comm, call string, n int, bad error) error {
-	flag := int64(0)
-	if bad != nil {
-		flag = 1
-	}
-	r, err := comm.AllReduce(ctx, c, []int64{int64(n), -int64(n), flag}, comm.Max)
-	if err != nil {
-		return err
-	}
-	switch {
-	case bad != nil:
-		return bad
-	case r[2] != 0:
-		return fmt.Errorf("%w: %s: the root's arguments are invalid (see the root's error)", comm.ErrMismatch, call)
-	case r[0] != -r[1]:
-		return fmt.Errorf("%w: %s: lengths differ across ranks (from %d to %d elements; this rank %d)", comm.ErrMismatch, call, -r[1], r[0], n)
-	}
-	return nil
-}
 
 // mineCheck validates a rank's own slice before any communication.
 func mineCheck[T comm.Number](root *Device, call string, s *DeviceSlice[T]) error {
@@ -91,10 +69,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		return err
 	}
 	c := root.c
-	if err := agree(ctx, c, "BcastDevice", buf.n, nil); err != nil {
-		return wrap(root, "BcastDevice", err)
-	}
-	rt, err := routeOf(ctx, c, buf.dev, buf.n, 0, true)
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", n: buf.n, equal: true, usable: true})
 	if err != nil {
 		return wrap(root, "BcastDevice", err)
 	}
@@ -186,13 +161,10 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 			bad = fmt.Errorf("%w: ReduceDevice: into has %d elements, mine %d", ErrInvalid, into.n, mine.n)
 		}
 	}
-	if err := agree(ctx, c, "ReduceDevice", mine.n, bad); err != nil {
-		return false, wrap(root, "ReduceDevice", err)
-	}
 	if !isRoot {
 		into = nil
 	}
-	rt, err := routeOf(ctx, c, mine.dev, mine.n, 0, true)
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ReduceDevice", n: mine.n, equal: true, usable: true, bad: bad})
 	if err != nil {
 		return false, wrap(root, "ReduceDevice", err)
 	}
@@ -302,10 +274,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	if buf == nil || buf.mem == nil || !buf.dev.IsMine() {
 		return fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid)
 	}
-	if err := agree(ctx, c, "AllReduceDevice", buf.n, nil); err != nil {
-		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
-	}
-	rt, err := routeOf(ctx, c, buf.dev, buf.n, 0, true)
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", n: buf.n, equal: true, usable: true})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
@@ -338,7 +307,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
 		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
 	}
-	rt, err := routeOf(ctx, c, mine.dev, mine.n, into.n, into.dev.dev == mine.dev.dev)
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: into.n, usable: into.dev.dev == mine.dev.dev})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 	}
@@ -420,7 +389,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 			intoN = into.n
 		}
 	}
-	rt, err := routeOf(ctx, c, mine.dev, mine.n, intoN, usable)
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: usable})
 	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
@@ -497,10 +466,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 			bad = fmt.Errorf("%w: ScatterDevice: from has %d elements, want %d ranks × %d", ErrInvalid, from.n, c.Size(), mine.n)
 		}
 	}
-	if err := agree(ctx, c, "ScatterDevice", mine.n, bad); err != nil {
-		return wrap(root, "ScatterDevice", err)
-	}
-	rt, err := routeOf(ctx, c, mine.dev, mine.n, 0, true)
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad})
 	if err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}

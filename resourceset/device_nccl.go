@@ -51,20 +51,35 @@ type route struct {
 	into   []int                // every rank's length of its other slice
 }
 
+// A routePart is what one rank sends in routeOf's collective.
+type routePart struct {
+	Within, Direct string // the shared device's instance, the device's key
+	ByAddr, Bad    bool   // the comm reaches the device's memory; invalid arguments
+	N, Into        int
+}
+
+// A need is what a collective brings to routeOf: this rank's slice
+// length n and the length of its other slice (into: the destination of a
+// gather), whether its slices may take a route other than staging
+// (usable false: the other slice is on another device, or arguments are
+// invalid in a way the staging path reports), and, for the calls whose
+// lengths must be the same on every rank (equal), this rank's invalid
+// arguments (bad: the root's).
+type need struct {
+	call          string
+	n, into       int
+	usable, equal bool
+	bad           error
+}
+
 // routeOf agrees on the route of a collective on c whose slice on this
-// rank is on d and holds n elements; into is the length of the rank's
-// other slice (the destination of a gather), if any. A rank that passes
-// usable false (its other slice is on another device, or its arguments
-// are invalid in a way the staging path reports) makes every rank stage.
-// Every rank of c calls it at the same point.
-func routeOf(ctx context.Context, c comm.Comm, d *Device, n, into int, usable bool) (route, error) {
-	type part struct {
-		Within, Direct string // the shared device's instance, the device's key
-		ByAddr         bool   // the comm reaches the device's memory
-		N, Into        int
-	}
-	me := part{N: n, Into: into}
-	if usable {
+// rank is on d, in one small collective that also checks the lengths
+// (need.equal): a length that differs on some rank, or a rank's invalid
+// arguments, is an error on every rank. A rank that is not usable makes
+// every rank stage. Every rank of c calls it at the same point.
+func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error) {
+	me := routePart{N: nd.n, Into: nd.into, Bad: nd.bad != nil}
+	if nd.usable {
 		if sh, ok := d.dev.(accel.Sharer); ok {
 			me.Within = sh.Instance()
 		}
@@ -76,6 +91,11 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, n, into int, usable bo
 	all, err := comm.AllGatherValues(ctx, c, me)
 	if err != nil {
 		return route{}, err
+	}
+	if nd.equal {
+		if err := agreed(nd, all); err != nil {
+			return route{}, err
+		}
 	}
 	rt := route{counts: make([]int, len(all)), into: make([]int, len(all))}
 	keys := make([]string, len(all))
@@ -100,6 +120,25 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, n, into int, usable bo
 		rt.byAddr = c.(comm.DeviceComm)
 	}
 	return rt, nil
+}
+
+// agreed checks what every rank sent of a collective whose lengths must
+// be the same: the error is this rank's invalid arguments, or the same
+// comm.ErrMismatch on every other rank.
+func agreed(nd need, all []routePart) error {
+	lo, hi, bad := nd.n, nd.n, false
+	for _, p := range all {
+		lo, hi, bad = min(lo, p.N), max(hi, p.N), bad || p.Bad
+	}
+	switch {
+	case nd.bad != nil:
+		return nd.bad
+	case bad:
+		return fmt.Errorf("%w: %s: the root's arguments are invalid (see the root's error)", comm.ErrMismatch, nd.call)
+	case lo != hi:
+		return fmt.Errorf("%w: %s: lengths differ across ranks (from %d to %d elements; this rank %d)", comm.ErrMismatch, nd.call, lo, hi, nd.n)
+	}
+	return nil
 }
 
 // reaches reports whether c runs collectives on dev's memory by address
