@@ -2,6 +2,7 @@ package runtimeview_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,14 +173,7 @@ func TestCUDARootedNCCL(t *testing.T) {
 		get := func(s *resourceset.DeviceSlice[float64]) []float64 { return getDev(t, ctx, s) }
 		vals := seqF64
 		onGPUs := func(what string, f func()) {
-			before, err := fakecuda.Stats(lib)
-			require.NoError(t, err)
-			pinned := gpu.PinnedCopies()
-			f()
-			after, err := fakecuda.Stats(lib)
-			require.NoError(t, err)
-			require.Greater(t, after.NCCL, before.NCCL, "%s on rank %d: through NCCL", what, me)
-			require.Equal(t, pinned, gpu.PinnedCopies(), "%s on rank %d: no staging copies", what, me)
+			throughNCCL(t, lib, gpu, fmt.Sprintf("%s on rank %d", what, me), f)
 			require.NoError(t, rt.Barrier(ctx)) // the counters of the next call start after every rank's
 		}
 		for root := range ranks {
@@ -330,4 +324,19 @@ func TestCUDASchedulerWorkersPerGPU(t *testing.T) {
 		return nil
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithCUDA(1), runtimeview.WithCUDADriver(d))
 	require.NoError(t, err)
+}
+
+// throughNCCL runs f, a device collective named what, and checks that it
+// made NCCL calls (the stand-in library lib counts them) and no staging
+// copy through gpu's page-locked buffers.
+func throughNCCL(t *testing.T, lib string, gpu *cuda.Accel, what string, f func()) {
+	t.Helper()
+	before, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	pinned := gpu.PinnedCopies()
+	f()
+	after, err := fakecuda.Stats(lib)
+	require.NoError(t, err)
+	require.Greater(t, after.NCCL, before.NCCL, "%s: through NCCL", what)
+	require.Equal(t, pinned, gpu.PinnedCopies(), "%s: no staging copies", what)
 }

@@ -337,14 +337,7 @@ func checkMPINCCL(t *testing.T, ctx context.Context) {
 	const m = 1000
 	onGPUs := func(what string, f func()) {
 		t.Helper()
-		before, err := fakecuda.Stats(lib)
-		require.NoError(t, err)
-		pinned := gpu.PinnedCopies()
-		f()
-		after, err := fakecuda.Stats(lib)
-		require.NoError(t, err)
-		require.Greater(t, after.NCCL, before.NCCL, "%s on rank %d: through NCCL", what, me)
-		require.Equal(t, pinned, gpu.PinnedCopies(), "%s on rank %d: no staging copies", what, me)
+		throughNCCL(t, lib, gpu, fmt.Sprintf("%s on rank %d", what, me), f)
 	}
 	buf := putDev(t, ctx, dev, seqF64(me, m))
 	onGPUs("AllReduceDevice", func() { require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Sum)) })

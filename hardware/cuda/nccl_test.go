@@ -680,12 +680,7 @@ func checkGather[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value f
 	dt, ok := cuda.NCCLTypeOf[T]()
 	require.True(t, ok)
 	nranks := len(w.ranks)
-	want := make([]T, 0, nranks*n)
-	for r := range nranks {
-		for i := range n {
-			want = append(want, value(r, i))
-		}
-	}
+	want := rankValues(nranks, n, value)
 	esz := int(unsafe.Sizeof(want[0]))
 	requireRanks(t, w.each(func(rk *ncclRank) error {
 		x := make([]T, n)
@@ -728,6 +723,18 @@ func checkGather[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value f
 	}))
 }
 
+// rankValues is every rank's n values, value(r, i), one rank after the
+// other.
+func rankValues[T any](nranks, n int, value func(r, i int) T) []T {
+	all := make([]T, 0, nranks*n)
+	for r := range nranks {
+		for i := range n {
+			all = append(all, value(r, i))
+		}
+	}
+	return all
+}
+
 // checkScatter is checkGather's reverse: root sends part r of its
 // buffer to rank r, itself included, and every rank receives its part.
 func checkScatter[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value func(r, i int) T) {
@@ -735,12 +742,7 @@ func checkScatter[T cuda.Number](t *testing.T, w *ncclWorld, root, n int, value 
 	dt, ok := cuda.NCCLTypeOf[T]()
 	require.True(t, ok)
 	nranks := len(w.ranks)
-	all := make([]T, 0, nranks*n)
-	for r := range nranks {
-		for i := range n {
-			all = append(all, value(r, i))
-		}
-	}
+	all := rankValues(nranks, n, value)
 	esz := int(unsafe.Sizeof(all[0]))
 	requireRanks(t, w.each(func(rk *ncclRank) error {
 		var send cuda.DevicePtr
