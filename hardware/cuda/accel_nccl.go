@@ -269,9 +269,10 @@ func (ac *accelComm) p2p(call string, send accel.Mem, soff int, recv accel.Mem, 
 		if !gather {
 			own, all, ownOff, allOff = recv, send, roff, soff
 		}
-		op, ap := ac.comm.Send, ac.comm.Recv
+		// ownOp moves this rank's part, allOp each rank's part at the root.
+		ownOp, allOp := ac.comm.Send, ac.comm.Recv
 		if !gather {
-			op, ap = ac.comm.Recv, ac.comm.Send
+			ownOp, allOp = ac.comm.Recv, ac.comm.Send
 		}
 		owp, err := ptr(own, ownOff, counts[me]*esz)
 		if err != nil {
@@ -287,7 +288,7 @@ func (ac *accelComm) p2p(call string, send accel.Mem, soff int, recv accel.Mem, 
 			if me == root {
 				for r, n := range counts {
 					if n > 0 {
-						if err := ap(ctx, alp, n, dt, r, ac.s); err != nil {
+						if err := allOp(ctx, alp, n, dt, r, ac.s); err != nil {
 							return err
 						}
 					}
@@ -295,7 +296,7 @@ func (ac *accelComm) p2p(call string, send accel.Mem, soff int, recv accel.Mem, 
 				}
 			}
 			if counts[me] > 0 {
-				return op(ctx, owp, counts[me], dt, root, ac.s)
+				return ownOp(ctx, owp, counts[me], dt, root, ac.s)
 			}
 			return nil
 		})
