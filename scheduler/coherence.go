@@ -462,17 +462,12 @@ func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string) (accel
 		if nd.dropCache(need) {
 			continue
 		}
-		var wait <-chan struct{}
-		switch v := nd.victim(nil, false); {
-		case v == nil:
-			wait = nd.changed // everything is in use: wait for an end
-		case v.reps[n].state == modified:
-			d.statLocked(n, RAM).WriteBacks++
-			wait = d.copyLocked(v, n, RAM, false)
-		default:
-			d.freeLocked(v, n)
-			d.statLocked(n, n).Evictions++
+		wait, err, ok := d.evictLocked(nil, n, false)
+		if ok {
 			continue
+		}
+		if err != nil {
+			return nil, err
 		}
 		if waits == outsideWaits {
 			return nil, fmt.Errorf("%w: no room for %s (%d bytes) on %s: its memory is in use", ErrDeviceMemory, what, size, nd.dev.name())
@@ -498,8 +493,8 @@ func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
 	nd.signalLocked()
 }
 
-// evictLocked drops one replica from node n to make room for h: it
-// reports ok when it freed one; otherwise it returns the channel to wait
+// evictLocked drops one replica from node n to make room for h (nil: for
+// a private buffer, allocPrivate): it reports ok when it freed one; otherwise it returns the channel to wait
 // on (a write-back under way, or replicas in use), or nothing for a
 // prefetch, which gives up.
 func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, err error, ok bool) {
@@ -510,7 +505,11 @@ func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-
 			return nil, nil, false
 		}
 		if len(nd.handles) == 0 && nd.used == 0 {
-			return nil, fmt.Errorf("%w: %v needs %d bytes on %s and others hold all of it", ErrDeviceMemory, h, bufBytes(&h.ram), nd.dev.name()), false
+			what := "a worker's private buffer needs room" // allocPrivate's
+			if h != nil {
+				what = fmt.Sprintf("%v needs %d bytes", h, bufBytes(&h.ram))
+			}
+			return nil, fmt.Errorf("%w: %s on %s and others hold all of it", ErrDeviceMemory, what, nd.dev.name()), false
 		}
 		// Everything here is in use by running tasks or copies: wait for
 		// one to end.
