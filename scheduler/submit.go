@@ -251,7 +251,7 @@ func (s *Scheduler) validate(t *Task) error {
 			}
 		}
 	}
-	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.gpuData() {
+	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.deviceData() {
 		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle); give it a CPU function", ErrNoImplementation, cl.name())
 	}
 	return nil

@@ -425,18 +425,14 @@ func (t *Task) CanRunOn(k WorkerKind) bool {
 	case SimWorker:
 		return t.Codelet.CPU != nil && t.Team <= 1 && !t.cpuOnly && t.deviceData()
 	case CUDAWorker:
-		return t.Codelet.CUDA != nil && t.Team <= 1 && !t.cpuOnly && t.gpuData()
+		return t.Codelet.CUDA != nil && t.Team <= 1 && !t.cpuOnly && t.deviceData()
 	}
 	return false
 }
 
-// gpuData reports whether a GPU may run t: its data can live on a
-// device (vectors and matrices of numbers; a Scratch buffer and a Redux
-// copy are GPU memory of the worker's).
-func (t *Task) gpuData() bool { return t.deviceData() }
-
-// deviceData reports whether all of t's data can live on a device:
-// vectors and matrices of numbers.
+// deviceData reports whether all of t's data can live on a device (a
+// simulated one or a GPU): vectors and matrices of numbers. A Scratch
+// buffer and a Redux copy are then the device worker's own memory.
 func (t *Task) deviceData() bool {
 	for _, a := range t.Access {
 		if !a.Handle.dev {
