@@ -27,7 +27,7 @@ const preMake = 256
 // posted receives, each in arrival order; MPI's matching rules follow from
 // scanning them front to back.
 type mailbox struct {
-	mu     sync.Mutex
+	mu     spinLock
 	unexp  []*message
 	posted []*recvPost
 	probes []chan struct{} // blocked probes: closed when a message is queued in unexp
