@@ -47,6 +47,7 @@ type Comm struct {
 	c          C.MPI_Comm
 	rank, size int
 	world      bool
+	cu, byteU  C.uintptr_t // c and MPI_BYTE as integers, for the calls that take them so (pz_isend_u)
 
 	coll  sync.Mutex // held for the duration of a collective
 	check bool       // run the agreement step; guarded by coll
@@ -76,6 +77,7 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 	}
 	n := int(size)
 	return &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
+		cu: C.pz_comm_u(c), byteU: C.pz_type_u(st.h.byte),
 		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
 		cnts2: make([]C.int, n), displs2: make([]C.int, n)}, nil
 }

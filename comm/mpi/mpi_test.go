@@ -434,3 +434,64 @@ func TestReduceInPlaceAtLastRank(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallMessagesStaged sends messages around the size below which
+// Isend and Irecv pass data through C memory instead of pinning the
+// caller's buffer (4 KiB), each rank to the next of a ring, into a
+// receive buffer one element longer than the message: every element
+// arrives, the count is the message's, and the element past it keeps
+// its value (a staged receive copies out only what arrived). Receives
+// are posted before, and after, the matching send, and completed by
+// Wait and by Test.
+func TestSmallMessagesStaged(t *testing.T) {
+	sub := splitAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, me := sub.Size(), sub.Rank()
+	right, left := (me+1)%n, (me+n-1)%n
+	for _, bytes := range []int{8, 4088, 4096, 4104, 1 << 16} {
+		for _, recvFirst := range []bool{true, false} {
+			count := bytes / 8
+			send := make([]float64, count)
+			for i := range send {
+				send[i] = float64(1000*me + i)
+			}
+			into := make([]float64, count+1)
+			into[count] = -7
+			var rr, sr comm.Request
+			var err error
+			if recvFirst {
+				rr, err = comm.Irecv(sub, into, left, 3)
+				require.NoError(t, err)
+			}
+			sr, err = comm.Isend(sub, send, right, 3)
+			require.NoError(t, err)
+			if !recvFirst {
+				require.NoError(t, sub.Barrier(ctx)) // the message waits, unexpected, at the receiver
+				rr, err = comm.Irecv(sub, into, left, 3)
+				require.NoError(t, err)
+			}
+			var st comm.Status
+			if recvFirst {
+				st, err = rr.Wait(ctx)
+			} else {
+				for {
+					var done bool
+					done, st, err = rr.Test()
+					if done || ctx.Err() != nil {
+						break
+					}
+					runtime.Gosched()
+				}
+			}
+			require.NoError(t, err, "%d bytes", bytes)
+			_, err = sr.Wait(ctx)
+			require.NoError(t, err)
+			require.Equal(t, count, st.Count, "%d bytes", bytes)
+			for i := range count {
+				require.Equal(t, float64(1000*left+i), into[i], "%d bytes, element %d", bytes, i)
+			}
+			require.Equal(t, float64(-7), into[count], "%d bytes: the element past the message changed", bytes)
+		}
+	}
+}

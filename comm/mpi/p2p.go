@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -300,11 +301,16 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	defer c.free(dt) // MPI keeps it while the send is pending
-	bp := ptr(buf.Bytes)
-	r := newRequest(c, "MPI_Isend", bp)
+	r := newRequest(c, "MPI_Isend")
+	bp := r.sendFrom(buf.Bytes)
 	r.bytes = len(buf.Bytes)
 	c.st.lock()
-	rc := C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r.req)
+	var rc C.int
+	if dt.made {
+		rc = C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r.req)
+	} else { // C memory, or Go memory sendFrom pinned
+		rc = C.pz_isend_u(C.uintptr_t(uintptr(bp)), n, c.byteU, C.int(dest), C.int(tag), c.cu, C.uintptr_t(uintptr(unsafe.Pointer(r.req))))
+	}
 	c.st.unlock()
 	if rc != 0 {
 		r.release()
@@ -330,11 +336,16 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	defer c.free(dt) // MPI keeps it while the receive is pending
-	bp := ptr(buf.Bytes)
-	r := newRequest(c, "MPI_Irecv", bp)
+	r := newRequest(c, "MPI_Irecv")
+	bp := r.recvInto(buf.Bytes)
 	r.recv, r.dt, r.bytes = true, buf.Type, len(buf.Bytes)
 	c.st.lock()
-	rc := C.pz_irecv(bp, n, dt.t, C.int(source), C.int(tag), c.c, r.req)
+	var rc C.int
+	if dt.made {
+		rc = C.pz_irecv(bp, n, dt.t, C.int(source), C.int(tag), c.c, r.req)
+	} else { // C memory, or Go memory recvInto pinned
+		rc = C.pz_irecv_u(C.uintptr_t(uintptr(bp)), n, c.byteU, C.int(source), C.int(tag), c.cu, C.uintptr_t(uintptr(unsafe.Pointer(r.req))))
+	}
 	c.st.unlock()
 	if rc != 0 {
 		r.release()
