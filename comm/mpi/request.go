@@ -92,11 +92,7 @@ const stageBytes = 4096
 // completes.
 func (r *request) sendFrom(b []byte) unsafe.Pointer {
 	if len(b) == 0 || len(b) > stageBytes {
-		p := ptr(b)
-		if p != nil {
-			r.slot.pin.Pin(p)
-		}
-		return p
+		return r.pinned(b)
 	}
 	st := r.slot.staging()
 	copy(unsafe.Slice((*byte)(st), len(b)), b)
@@ -108,14 +104,19 @@ func (r *request) sendFrom(b []byte) unsafe.Pointer {
 // itself, pinned until the receive completes.
 func (r *request) recvInto(b []byte) unsafe.Pointer {
 	if len(b) == 0 || len(b) > stageBytes {
-		p := ptr(b)
-		if p != nil {
-			r.slot.pin.Pin(p)
-		}
-		return p
+		return r.pinned(b)
 	}
 	r.into = b
 	return r.slot.staging()
+}
+
+// pinned pins b's memory until the operation completes and returns it.
+func (r *request) pinned(b []byte) unsafe.Pointer {
+	p := ptr(b)
+	if p != nil {
+		r.slot.pin.Pin(p)
+	}
+	return p
 }
 
 // staging returns the slot's C memory for small messages, made on first
