@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pzgo/pz/internal/spin"
 )
 
 // WorkerKind is the kind of processing unit a worker drives.
@@ -143,7 +145,7 @@ func lookupPolicy(name string) (func(PolicyConfig) Policy, error) {
 // equal priorities, guarded by its own mutex. A closed queue refuses
 // pushes (its worker was removed).
 type taskQueue struct {
-	mu     sync.Mutex
+	mu     spin.Lock
 	buf    []*Task
 	head   int
 	closed bool

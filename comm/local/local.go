@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/spin"
 )
 
 // Tuning constants. They were chosen with the benchmarks in this package on
@@ -577,7 +578,7 @@ func (c *rankComm) pollFor(w *cond, d time.Duration) bool {
 			if c.ready(w) {
 				return true
 			}
-			pause()
+			spin.Pause()
 		}
 		if time.Since(t0) > d {
 			return false

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/spin"
 )
 
 // p2pEager is the largest message (bytes) that Send copies and returns
@@ -27,7 +28,7 @@ const preMake = 256
 // posted receives, each in arrival order; MPI's matching rules follow from
 // scanning them front to back.
 type mailbox struct {
-	mu     spinLock
+	mu     spin.Lock
 	unexp  []*message
 	posted []*recvPost
 	probes []chan struct{} // blocked probes: closed when a message is queued in unexp

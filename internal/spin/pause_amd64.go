@@ -1,6 +1,6 @@
-package local
+package spin
 
-// pause executes the x86 PAUSE instruction: a polling loop that calls it
+// Pause executes the x86 PAUSE instruction: a polling loop that calls it
 // between checks leaves a hyperthread sibling (or a vCPU the host runs
 // on one) most of the core.
-func pause()
+func Pause()
