@@ -16,6 +16,11 @@ var clIncr = &scheduler.Codelet{Name: "incr", CPU: func(c *scheduler.Call) error
 	return nil
 }}
 
+var clTouch1 = &scheduler.Codelet{Name: "touch1", CPU: func(c *scheduler.Call) error {
+	scheduler.VectorOf[float64](c, 0)[0]++
+	return nil
+}}
+
 var clTouch4 = &scheduler.Codelet{Name: "touch4", CPU: func(c *scheduler.Call) error {
 	for i := 0; i < 4; i++ {
 		scheduler.VectorOf[float64](c, i)[0]++
@@ -181,6 +186,51 @@ func BenchmarkDriverSubmit(b *testing.B) {
 				if err := d.WaitAll(ctx); err != nil {
 					b.Fatal(err)
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkBatch is BenchmarkTasks' cases (4handles here: four RW
+// handles, as pzrun bench tasks' handles4) under lws with one submitter,
+// submitted one by one (batch=0) or through a scheduler.Batch flushed
+// every batch tasks. cpu-us/task, the CPU the process spent per task, is
+// steadier than the wall time where the machine's speed changes:
+//
+//	go test -run '^$' -bench Batch -benchtime 1000000x ./scheduler/
+func BenchmarkBatch(b *testing.B) {
+	for _, c := range []string{"indep", "chain", "4handles"} {
+		for _, size := range []int{0, 64, 256, 1024} {
+			b.Run(fmt.Sprintf("%s/batch=%d", c, size), func(b *testing.B) {
+				var (
+					bt   *scheduler.Batch
+					n    int
+					args []scheduler.Arg
+					cl   = clEmpty
+				)
+				benchSched(b, "lws", 1, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
+					if size == 0 {
+						return s.Submit(ctx, cl, args...)
+					}
+					err := bt.Submit(ctx, cl, args...)
+					if n++; n%size == 0 {
+						bt.Flush()
+					}
+					return err
+				}, func(s *scheduler.Scheduler, g int) {
+					bt = s.NewBatch()
+					switch c {
+					case "chain":
+						h, _ := s.RegisterVector(make([]float64, 1))
+						args, cl = []scheduler.Arg{scheduler.RW(h)}, clTouch1
+					case "4handles":
+						for range 4 {
+							h, _ := s.RegisterVector(make([]float64, 1))
+							args = append(args, scheduler.RW(h))
+						}
+						cl = clTouch4
+					}
+				})
 			})
 		}
 	}

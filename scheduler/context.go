@@ -504,6 +504,7 @@ func (c *Context) WaitAll(ctx context.Context) error {
 	if c.parent == nil {
 		return c.s.WaitAll(context.WithValue(ctx, ctxKey{}, nil))
 	}
+	c.s.flushBatches()
 	if err := c.pending.wait(ctx); err != nil {
 		err = fmt.Errorf("scheduler: waiting for %q: %w (%d tasks not completed)", c.name, err, c.Pending())
 		return c.s.stuckError(err)

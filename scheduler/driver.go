@@ -494,6 +494,7 @@ func (d *Driver) WaitAll(ctx context.Context) error {
 	}
 	w := d.w
 	s := w.s
+	s.flushBatches()
 	s.flushReductions()
 	for !s.stopping.Load() {
 		w.flushDone()

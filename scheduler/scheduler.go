@@ -65,6 +65,9 @@ type Scheduler struct {
 	regMu     sync.Mutex
 	reduxLive map[*Handle]struct{}
 
+	batchMu sync.Mutex
+	batches map[*Batch]struct{} // batches holding tasks (batch.go); made by the first
+
 	nextID atomic.Uint64
 
 	teams teams     // parallel tasks gathering their workers (team.go)
@@ -264,6 +267,7 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 			return c.WaitAll(ctx)
 		}
 	}
+	s.flushBatches()
 	s.flushReductions()
 	if err := s.inflight.wait(ctx); err != nil {
 		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.n.Load(), 0)))
@@ -299,7 +303,9 @@ func (s *Scheduler) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		var errs []error
-		// Reductions still pending are combined before the workers stop.
+		// Held tasks start, and reductions still pending are combined,
+		// before the workers stop.
+		s.flushBatches()
 		s.flushReductions()
 		s.drainContexts()
 		errs = append(errs, s.WaitAll(context.Background()))

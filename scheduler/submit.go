@@ -70,6 +70,17 @@ func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *wo
 	// waits on it, no tag names it, no worker reads a forming team's task.
 	// So it comes from a pool and goes back when the last reference goes:
 	// no allocation per task.
+	t := s.newTask(cl, args)
+	err := s.submitTask(ctx, t, run)
+	if err != nil {
+		s.release(t)
+	}
+	return err
+}
+
+// newTask returns a task of cl with args for Submit: from the pool when
+// nothing keeps it once completed (see submit).
+func (s *Scheduler) newTask(cl *Codelet, args []Arg) *Task {
 	var t *Task
 	if poolable(args) {
 		t = s.tasks.Get().(*Task)
@@ -80,11 +91,7 @@ func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *wo
 	}
 	t.Codelet = cl
 	t.apply(args)
-	err := s.submitTask(ctx, t, run)
-	if err != nil {
-		s.release(t)
-	}
-	return err
+	return t
 }
 
 // poolable reports whether a task of Submit with these arguments may be
@@ -139,12 +146,22 @@ func (s *Scheduler) SubmitTask(ctx context.Context, t *Task) error {
 // task that is ready at once runs on it before submitTask returns, if
 // runsAtSubmit allows, instead of being queued.
 func (s *Scheduler) submitTask(ctx context.Context, t *Task, run *worker) error {
+	return s.submitHeld(ctx, t, run, nil)
+}
+
+// submitHeld is submitTask; with a batch b it leaves t held (its
+// submission's own count in pending kept) and adds it to b, which
+// releases it at Flush.
+func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Batch) error {
 	// A non-blocking receive on Done is cheaper than ctx.Err, which
 	// locks a cancelable context's mutex (shared by all submitters).
 	select {
 	case <-ctx.Done():
 		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctxErr(ctx))
 	default:
+	}
+	if b != nil && t.sync {
+		return fmt.Errorf("%w: task %q is synchronous, but a batch holds its tasks until Flush: it would wait for itself", ErrBadOption, t.Codelet.name())
 	}
 	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
 		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
@@ -179,6 +196,12 @@ func (s *Scheduler) submitTask(ctx context.Context, t *Task, run *worker) error 
 	}
 	sync := t.sync // t may complete (and a pooled t be reused) once ready
 	s.wire(t)
+	if b != nil {
+		// Held after wiring: a Flush from another goroutine (WaitAll's)
+		// must not take the submission's count while wiring adds edges.
+		b.hold(t)
+		return nil
+	}
 	if t.pending.Add(-1) == 0 {
 		if run != nil && run.runsAtSubmit(t) {
 			run.execute(t)

@@ -275,9 +275,10 @@ type Task struct {
 	// prefetched and still wants (dataLayer.prefetch).
 	wantMask uint64
 	wantNode MemoryNode
-	pooled   bool         // made by Submit, back to its pool when refs reaches 0
-	refs     atomic.Int32 // references to a pooled task (hold, release)
-	chDone   bool         // doneCh closed; guarded by mu
+	pooled   bool                  // made by Submit, back to its pool when refs reaches 0
+	batch    atomic.Pointer[Batch] // the batch holding t until its Flush (batch.go)
+	refs     atomic.Int32          // references to a pooled task (hold, release)
+	chDone   bool                  // doneCh closed; guarded by mu
 	// inCallback is set, after err, before the callback runs, so that it
 	// sees the task's outcome through Err.
 	inCallback atomic.Bool
@@ -394,6 +395,9 @@ func (t *Task) Done() <-chan struct{} {
 func (t *Task) Wait(ctx context.Context) error {
 	if t.state.Load() >= stateDone {
 		return t.Err()
+	}
+	if b := t.batch.Load(); b != nil {
+		b.Flush() // waiting for a held task starts it
 	}
 	select {
 	case <-t.Done():

@@ -56,6 +56,9 @@ const (
 //	submitters_work  true when the submitters are among the workers
 //	            (Options.SubmittersWork; absent otherwise): workers counts
 //	            them, as OpenMP's thread count counts the creating thread
+//	batch       tasks per scheduler.Batch each submitter fills and
+//	            flushes (Options.Batch; absent when tasks are submitted
+//	            one by one)
 //	tasks       tasks per timed round
 //	value       our figure: median µs per task over the rounds (submission
 //	            of all tasks to completion of the last, divided by the count),
@@ -92,16 +95,18 @@ type Record struct {
 	Workers    int    `json:"workers"`
 	Submitters int    `json:"submitters"`
 	// SubmittersWork is submitters_work.
-	SubmittersWork bool     `json:"submitters_work,omitempty"`
-	Tasks          int      `json:"tasks"`
-	Value          float64  `json:"value"`
-	Unit           string   `json:"unit"`
-	Peer           string   `json:"peer"`
-	PeerValue      *float64 `json:"peer_value,omitempty"`
-	Ratio          *float64 `json:"ratio,omitempty"`
-	OpenMP         string   `json:"openmp_peer,omitempty"`
-	OpenMPValue    *float64 `json:"openmp_value,omitempty"`
-	OpenMPRatio    *float64 `json:"openmp_ratio,omitempty"`
+	SubmittersWork bool `json:"submitters_work,omitempty"`
+	// Batch is batch.
+	Batch       int      `json:"batch,omitempty"`
+	Tasks       int      `json:"tasks"`
+	Value       float64  `json:"value"`
+	Unit        string   `json:"unit"`
+	Peer        string   `json:"peer"`
+	PeerValue   *float64 `json:"peer_value,omitempty"`
+	Ratio       *float64 `json:"ratio,omitempty"`
+	OpenMP      string   `json:"openmp_peer,omitempty"`
+	OpenMPValue *float64 `json:"openmp_value,omitempty"`
+	OpenMPRatio *float64 `json:"openmp_ratio,omitempty"`
 	// OpenMPPaired is openmp_paired_ratio.
 	OpenMPPaired *float64 `json:"openmp_paired_ratio,omitempty"`
 }
@@ -154,6 +159,11 @@ type Options struct {
 	// more submitters than workers is an error. Each submitter count then
 	// gets a scheduler of its own.
 	SubmittersWork bool
+	// Batch, when positive, makes each submitter submit through a
+	// scheduler.Batch that it flushes every Batch tasks (and at the end
+	// of a round) instead of submitting each task on its own. Not with
+	// SubmittersWork.
+	Batch int
 	// SchedulerOptions are passed to scheduler.New after the policy and
 	// worker options.
 	SchedulerOptions []scheduler.Option
@@ -206,6 +216,12 @@ func (o *Options) validate() error {
 				return fmt.Errorf("%w: %d submitters working among %d workers (each submitter is one of the workers)", ErrBadOptions, s, w)
 			}
 		}
+	}
+	if o.Batch < 0 {
+		return fmt.Errorf("%w: batch of %d tasks", ErrBadOptions, o.Batch)
+	}
+	if o.Batch > 0 && o.SubmittersWork {
+		return fmt.Errorf("%w: a batch with working submitters (a Driver submits one task at a time)", ErrBadOptions)
 	}
 	for _, g := range o.Grains {
 		if g < 1 {
@@ -292,6 +308,7 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 	if err != nil {
 		return err
 	}
+	b.batch = opts.Batch
 	defer func() {
 		if cerr := b.close(); cerr != nil && err == nil {
 			err = fmt.Errorf("benchtasks: closing the scheduler: %w", cerr)
@@ -311,7 +328,7 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 					if err != nil {
 						return fmt.Errorf("benchtasks: grain %d µs, policy %s: %w", g, pol, err)
 					}
-					if err := emit(Record{Bench: BenchSize, Case: c, GrainUS: g, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork,
+					if err := emit(Record{Bench: BenchSize, Case: c, GrainUS: g, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork, Batch: opts.Batch,
 						Tasks: opts.GrainTasks * workers, Value: eff, Unit: "ratio", Peer: PeerName(c, pol, workers, g)}); err != nil {
 						return err
 					}
@@ -326,7 +343,7 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 			if err != nil {
 				return fmt.Errorf("benchtasks: case %s, policy %s, %d submitters: %w", c, pol, sub, err)
 			}
-			r := Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork,
+			r := Record{Bench: BenchOverhead, Case: c, Policy: pol, Workers: workers, Submitters: sub, SubmittersWork: opts.SubmittersWork, Batch: opts.Batch,
 				Tasks: opts.Tasks, Value: m.pz, Unit: "us/task", Peer: PeerName(c, pol, workers, 0)}
 			if pair != nil {
 				v, ratio, paired := m.peer, m.pz/m.peer, m.ratio
@@ -455,6 +472,7 @@ func median(xs []float64) float64 {
 type bench struct {
 	s       *scheduler.Scheduler
 	drivers []*scheduler.Driver
+	batch   int // Options.Batch
 }
 
 // newBench makes a scheduler of policy pol with workers workers, the
@@ -508,6 +526,9 @@ func (b *bench) submitAll(ctx context.Context, cl *scheduler.Codelet, args []sch
 			submit, wait = b.drivers[k].Submit, b.drivers[k].WaitAll
 		}
 		g.Go(func() error {
+			if b.batch > 0 {
+				return submitBatched(gctx, s.NewBatch(), b.batch, cl, args, share)
+			}
 			for range share {
 				if err := submit(gctx, cl, args...); err != nil {
 					return err
@@ -521,6 +542,22 @@ func (b *bench) submitAll(ctx context.Context, cl *scheduler.Codelet, args []sch
 		err = werr
 	}
 	return time.Since(t0), err
+}
+
+// submitBatched submits n tasks of cl through bt, flushing it every
+// size tasks and at the end.
+func submitBatched(ctx context.Context, bt *scheduler.Batch, size int, cl *scheduler.Codelet, args []scheduler.Arg, n int) error {
+	for i := range n {
+		if err := bt.Submit(ctx, cl, args...); err != nil {
+			bt.Flush()
+			return err
+		}
+		if (i+1)%size == 0 {
+			bt.Flush()
+		}
+	}
+	bt.Flush()
+	return nil
 }
 
 func btoi(b bool) int {

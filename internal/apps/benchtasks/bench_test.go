@@ -102,6 +102,7 @@ func TestRunBadOptions(t *testing.T) {
 	for _, o := range []Options{
 		{Workers: []int{0}}, {Submitters: []int{-1}}, {Grains: []int{0}}, {Cases: []Case{"nope"}}, {Tasks: 1},
 		{Workers: []int{2}, Submitters: []int{3}, SubmittersWork: true},
+		{Batch: -1}, {Batch: 64, SubmittersWork: true},
 	} {
 		_, err := Run(ctx, o, &bytes.Buffer{})
 		assert.True(t, errors.Is(err, ErrBadOptions), "%+v: %v", o, err)
@@ -128,6 +129,27 @@ func TestRunSubmittersWork(t *testing.T) {
 		assert.True(t, r.SubmittersWork, "%+v", r)
 		assert.Greater(t, r.Value, 0.0, "%+v", r)
 	}
+}
+
+// With Batch, each submitter fills and flushes a scheduler.Batch: every
+// case and policy runs (the task counters inside Run fail it if a task is
+// lost or runs twice; a round whose last batch were not flushed would
+// wait in WaitAll's flush), with a batch size that does not divide the
+// task count, and the records carry the size.
+func TestRunBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := Options{Workers: []int{2}, Submitters: []int{1, 2}, Tasks: 2000, Rounds: 2, Grains: []int{16}, GrainTasks: 50,
+		Batch: 300, SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir("")}}
+	var out bytes.Buffer
+	recs, err := Run(ctx, opts, &out)
+	require.NoError(t, err)
+	require.Len(t, recs, len(scheduler.Policies())*(3+1)*2, "per policy: 3 overhead cases and 1 grain, x 2 submitter counts")
+	for _, r := range recs {
+		assert.Equal(t, 300, r.Batch, "%+v", r)
+		assert.Greater(t, r.Value, 0.0, "%+v", r)
+	}
+	assert.Contains(t, out.String(), `"batch":300`)
 }
 
 // RunStarPU against the real StarPU when it is installed; otherwise

@@ -13,7 +13,8 @@ import (
 // openmp_paired_ratio); "-" where a peer has no figure. Overhead rows are in
 // µs per task (lower is better), grain rows in parallel efficiency (higher
 // is better). SUBMITTERS reads "1 working" for submitters that are among
-// the workers (Options.SubmittersWork).
+// the workers (Options.SubmittersWork), and "1 batch 256" for submitters
+// that flush a batch every 256 tasks (Options.Batch).
 func WriteTable(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tPOLICY\tWORKERS\tSUBMITTERS\tUNIT\tPZ\tSTARPU\tPZ/STARPU\tOPENMP\tPZ/OPENMP\tPAIRED")
@@ -29,6 +30,9 @@ func WriteTable(w io.Writer, recs []Record) error {
 		sub := fmt.Sprint(r.Submitters)
 		if r.SubmittersWork {
 			sub += " working"
+		}
+		if r.Batch > 0 {
+			sub += fmt.Sprintf(" batch %d", r.Batch)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", c, r.Policy, r.Workers, sub, unit, r.Value,
 			optional(r.PeerValue, "%.3f"), optional(r.Ratio, "%.2f"), optional(r.OpenMPValue, "%.3f"), optional(r.OpenMPRatio, "%.2f"), optional(r.OpenMPPaired, "%.2f"))
