@@ -41,7 +41,9 @@
 //
 // NewTask and SubmitTask do the same in two steps and keep the *Task for
 // Wait; Synchronous makes Submit wait. WaitAll waits for everything,
-// WaitTag for tagged tasks (possibly not yet submitted).
+// WaitTag for tagged tasks (possibly not yet submitted). A Batch
+// (NewBatch) submits tasks the same way but holds them until its Flush,
+// so that a fine-grained graph is wired before any of it runs.
 //
 // # Access modes and implicit dependencies
 //
