@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/hardware/cuda"
 )
 
 // The data layer: memory nodes and MSI coherence (after StarPU's
@@ -117,8 +118,12 @@ func newDataLayer(s *Scheduler, devs []*device) *dataLayer {
 	d := &dataLayer{s: s, resident: make(map[*Handle]struct{}), stats: make(map[[2]MemoryNode]*TransferStats)}
 	d.nodes = append(d.nodes, &memNode{id: RAM})
 	for i, dev := range devs {
+		capacity := dev.dev.Capacity()
+		if _, gpu := dev.dev.(*cuda.Accel); gpu && s.cfg.cuda.memLimit > 0 {
+			capacity = min(capacity, s.cfg.cuda.memLimit) // WithCUDAMemoryLimit
+		}
 		d.nodes = append(d.nodes, &memNode{
-			id: MemoryNode(i + 1), dev: dev, capacity: dev.dev.Capacity(),
+			id: MemoryNode(i + 1), dev: dev, capacity: capacity,
 			cache: make(map[cacheKey][]accel.Mem), handles: make(map[*Handle]struct{}), changed: make(chan struct{}),
 		})
 	}

@@ -107,6 +107,17 @@ func WithCUDAPartitions() Option {
 	return func(c *config) { c.cuda.partitions, c.cuda.partitionsSet = true, true }
 }
 
+// WithCUDAMemoryLimit caps the data each GPU's memory node holds, WithCUDA's and
+// WithDevices' (the RuntimeView's), at bytes (StarPU's
+// STARPU_LIMIT_CUDA_MEM): the data layer evicts replicas to stay under
+// it as it does at the GPU's own size, so a matrix larger than the limit
+// runs out of core. It leaves the rest of the GPU's memory to other
+// users and makes out-of-core runs measurable on a GPU of any size.
+// Environment: PZ_LIMIT_CUDA_MEM, a size as ParseBytes reads it (8GiB).
+func WithCUDAMemoryLimit(bytes int64) Option {
+	return func(c *config) { c.cuda.memLimit, c.cuda.memLimitSet = bytes, true }
+}
+
 // WithCUDADriver makes WithCUDA use d (another driver library, opened
 // with cuda.OpenLibrary, or one already open) instead of the system's.
 func WithCUDADriver(d *cuda.Driver) Option {
@@ -124,11 +135,16 @@ type cudaConfig struct {
 	pipelineSet bool
 	// partitions: WithCUDAPartitions or PZ_CUDA_PARTITIONS.
 	partitions, partitionsSet bool
-	driver                    *cuda.Driver
-	ordinals                  []int // resolved: the GPUs to open
+	// memLimit caps each GPU's memory node (WithCUDAMemoryLimit, else
+	// PZ_LIMIT_CUDA_MEM); 0: the GPU's size.
+	memLimit    int64
+	memLimitSet bool
+	driver      *cuda.Driver
+	ordinals    []int // resolved: the GPUs to open
 }
 
-// resolve reads PZ_NWORKER_PER_CUDA, PZ_CUDA_PIPELINE, and PZ_NCUDA when WithCUDA was not
+// resolve reads PZ_NWORKER_PER_CUDA, PZ_CUDA_PIPELINE, PZ_CUDA_PARTITIONS,
+// PZ_LIMIT_CUDA_MEM, and PZ_NCUDA when WithCUDA was not
 // given, and picks the GPUs (cuda.Select: no context is created).
 func (c *cudaConfig) resolve(env func(string) string) error {
 	if c.perGPU == 0 {
@@ -165,6 +181,17 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	}
 	if c.perGPU < 1 {
 		return fmt.Errorf("%w: WithCUDAWorkers(%d): need at least one worker per GPU", ErrBadOption, c.perGPU)
+	}
+	if !c.memLimitSet {
+		if v := env("PZ_LIMIT_CUDA_MEM"); v != "" {
+			m, err := ParseBytes(v)
+			if err != nil || m <= 0 {
+				return fmt.Errorf("%w: PZ_LIMIT_CUDA_MEM=%q is not a size such as 8GiB", ErrBadOption, v)
+			}
+			c.memLimit = m
+		}
+	} else if c.memLimit <= 0 {
+		return fmt.Errorf("%w: WithCUDAMemoryLimit(%d): want a positive number of bytes", ErrBadOption, c.memLimit)
 	}
 	d, ords, err := cuda.Select(env, c.n, c.set, c.driver)
 	if errors.Is(err, cuda.ErrBadArgument) {

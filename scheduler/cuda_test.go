@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/hardware/cuda"
@@ -307,6 +308,63 @@ func TestCUDAOutOfCore(t *testing.T) {
 	}
 	require.Positive(t, evictions, "the GPU holds 8 of the 16 vectors")
 	require.Positive(t, writeBacks)
+}
+
+// TestCUDAMemoryLimit: a GPU with room for all the data runs the same
+// graph in core; capped by WithCUDAMemoryLimit (or PZ_LIMIT_CUDA_MEM)
+// below the data's size, it runs out of core (evictions, write-backs)
+// with the same result. Bad limits are refused.
+func TestCUDAMemoryLimit(t *testing.T) {
+	ctx := testCtx(t)
+	const vecs, n = 16, 1024 // 16 vectors of 8 KiB: 128 KiB
+	d, _ := fakeGPU(t, 4<<20)
+	run := func(t *testing.T, opts ...scheduler.Option) (evictions int64) {
+		s := newSched(t, append([]scheduler.Option{scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d)}, opts...)...)
+		scale, _, _ := cudaCodelets(gpuKernels(t, d))
+		data := make([][]float64, vecs)
+		for v := range data {
+			data[v] = make([]float64, n)
+			for i := range data[v] {
+				data[v][i] = float64(v*n + i)
+			}
+			h, err := s.RegisterVector(data[v])
+			require.NoError(t, err)
+			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(2.0)))
+			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(3.0)))
+		}
+		require.NoError(t, s.WaitAll(ctx))
+		for v := range data {
+			for i, x := range data[v] {
+				require.Equal(t, float64(6*(v*n+i)), x, "vector %d element %d", v, i)
+			}
+		}
+		for _, tr := range s.Transfers() {
+			evictions += tr.Evictions
+		}
+		return evictions
+	}
+	assert.Zero(t, run(t), "4 MiB hold the 128 KiB")
+	assert.Positive(t, run(t, scheduler.WithCUDAMemoryLimit(64<<10)), "a 64 KiB limit holds 8 of the 16 vectors")
+	assert.Positive(t, run(t, scheduler.WithGetenv(func(k string) string {
+		if k == "PZ_LIMIT_CUDA_MEM" {
+			return "64KiB"
+		}
+		return ""
+	})), "PZ_LIMIT_CUDA_MEM=64KiB")
+
+	for _, opts := range [][]scheduler.Option{
+		{scheduler.WithCUDAMemoryLimit(0)},
+		{scheduler.WithCUDAMemoryLimit(-5)},
+		{scheduler.WithGetenv(func(k string) string {
+			if k == "PZ_LIMIT_CUDA_MEM" {
+				return "lots"
+			}
+			return ""
+		})},
+	} {
+		_, err := scheduler.New(ctx, append([]scheduler.Option{scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithPerfModelDir("")}, opts...)...)
+		assert.ErrorIs(t, err, scheduler.ErrBadOption)
+	}
 }
 
 // TestCUDATaskErrors: an error a CUDA implementation returns fails its

@@ -704,6 +704,30 @@ func TestCholeskyCUDA(t *testing.T) {
 	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-cuda-reference")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "give -cuda N too")
+
+	// -cuda-mem: the same GPU (16 MiB, room for the 512 KiB matrix) in
+	// core, then capped below the matrix: out of core, same result.
+	for _, capped := range []bool{false, true} {
+		args := []string{"cholesky", "-n", "256", "-b", "64", "-precision", "64", "-workers", "1", "-cuda", "1", "-device-only", "--check", "--json"}
+		if capped {
+			args = append(args, "-cuda-mem", "160KiB")
+		}
+		code, out, errs := pzrun(t, args...)
+		require.Equal(t, 0, code, errs)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Less(t, r["residual"].(float64), 1e-12)
+		if capped {
+			assert.Greater(t, r["evictions"].(float64), 0.0, "512 KiB of tiles in 160 KiB")
+		} else {
+			assert.Equal(t, 0.0, r["evictions"], "16 MiB hold the tiles")
+		}
+	}
+	for _, bad := range [][]string{{"-cuda-mem", "1GiB"}, {"-cuda", "1", "-cuda-mem", "lots"}, {"-cuda", "1", "-cuda-mem", "0"}} {
+		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, errs, "-cuda-mem", bad)
+	}
 }
 
 // TestCUDAWithoutGPU: -cuda on a machine without a driver runs on the

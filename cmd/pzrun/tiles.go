@@ -30,6 +30,34 @@ type tiledFlags struct {
 	cuda                             int    // CUDA GPUs (-1: all)
 	cudaRef                          bool   // time one library call on the whole matrix too
 	pageable                         bool   // leave the matrices pageable with GPUs
+	cudaMem                          string // cap on each GPU's data (WithCUDAMemoryLimit)
+}
+
+// cudaMemLimit checks -cuda-mem and returns its bytes (0 when not given).
+func (f *tiledFlags) cudaMemLimit() (int64, error) {
+	if f.cudaMem == "" {
+		return 0, nil
+	}
+	if f.cuda == 0 {
+		return 0, fmt.Errorf("%w: -cuda-mem caps the GPUs' memory: give -cuda N too", errUsage)
+	}
+	m, err := scheduler.ParseBytes(f.cudaMem)
+	if err != nil || m <= 0 {
+		return 0, fmt.Errorf("%w: -cuda-mem %q: want a size such as 8GiB", errUsage, f.cudaMem)
+	}
+	return m, nil
+}
+
+// cudaOptions are the scheduler options of -cuda and -cuda-mem.
+func (f *tiledFlags) cudaOptions() []scheduler.Option {
+	if f.cuda == 0 {
+		return nil
+	}
+	opts := []scheduler.Option{scheduler.WithCUDA(f.cuda)}
+	if m, _ := f.cudaMemLimit(); m > 0 {
+		opts = append(opts, scheduler.WithCUDAMemoryLimit(m))
+	}
+	return opts
 }
 
 // gridPQ parses -grid "PxQ"; "" gives 0, 0 (the most square grid).
@@ -60,6 +88,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
 	fs.BoolVar(&f.cudaRef, "cuda-reference", false, "also time one cuSOLVER/cuBLAS call on the whole matrix on the first GPU (with -cuda): gpu_reference_gflops and gpu_reference_ratio")
 	fs.BoolVar(&f.pageable, "pageable", false, "with -cuda, leave the matrices in pageable memory instead of page-locking them for the GPUs (to measure what pinning gives)")
+	fs.StringVar(&f.cudaMem, "cuda-mem", "", "with -cuda, keep at most `SIZE` of data on each GPU, e.g. 8GiB (default: PZ_LIMIT_CUDA_MEM, else the GPU's memory); smaller than the matrix runs out of core")
 	fs.IntVar(&f.cuda, "cuda", 0, "CUDA GPUs `N` to run tile kernels on through cuBLAS/cuSOLVER (on several ranks, N per rank; -1: all; default: PZ_NCUDA; none without a driver)")
 }
 
@@ -70,10 +99,7 @@ func (f *tiledFlags) distSchedulerOptions() []scheduler.Option {
 	if devs, _ := f.simDevices(); len(devs) > 0 {
 		opts = append(opts, scheduler.WithSimDevices(devs...))
 	}
-	if f.cuda != 0 {
-		opts = append(opts, scheduler.WithCUDA(f.cuda))
-	}
-	return opts
+	return append(opts, f.cudaOptions()...)
 }
 
 // simDevices checks the -sim flags and returns the devices they ask for.
@@ -117,10 +143,7 @@ func (f *tiledFlags) schedulerOptions() []scheduler.Option {
 	if devs, _ := f.simDevices(); len(devs) > 0 {
 		opts = append(opts, scheduler.WithSimDevices(devs...))
 	}
-	if f.cuda != 0 {
-		opts = append(opts, scheduler.WithCUDA(f.cuda))
-	}
-	return opts
+	return append(opts, f.cudaOptions()...)
 }
 
 // writeDistTrace writes the merged trace of every rank's tasks and
@@ -182,6 +205,9 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 					return err
 				}
 				if _, err := f.simDevices(); err != nil {
+					return err
+				}
+				if _, err := f.cudaMemLimit(); err != nil {
 					return err
 				}
 				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
