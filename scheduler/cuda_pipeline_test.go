@@ -131,24 +131,9 @@ func TestCUDAPipelineRoom(t *testing.T) {
 	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d), scheduler.WithCUDAPipeline(3))
 	scale, _, _ := cudaCodelets(gpuKernels(t, d))
 	const vecs, n = 4, 5000 // 40 kB each: one fits on the 64 KiB GPU
-	data := make([][]float64, vecs)
-	for v := range data {
-		data[v] = make([]float64, n)
-		for i := range data[v] {
-			data[v][i] = float64(v*n + i)
-		}
-		h, err := s.RegisterVector(data[v])
-		require.NoError(t, err)
-		for round := range 2 {
-			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(float64(round+2))))
-		}
-	}
+	check := scaleEachTwice(ctx, t, s, scale, vecs, n)
 	require.NoError(t, s.WaitAll(ctx))
-	for v := range data {
-		for i, x := range data[v] {
-			require.Equal(t, float64(6*(v*n+i)), x, "vector %d element %d", v, i)
-		}
-	}
+	check()
 }
 
 // TestCUDAPipelineOptions: the depth comes from WithCUDAPipeline or

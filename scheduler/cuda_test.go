@@ -310,6 +310,33 @@ func TestCUDAOutOfCore(t *testing.T) {
 	require.Positive(t, writeBacks)
 }
 
+// scaleEachTwice registers vecs vectors of n elements (element i of
+// vector v holds v*n+i) and submits on each, one vector after another,
+// a scale by 2 and one by 3; the returned check, after WaitAll, finds
+// 6(v*n+i) everywhere.
+func scaleEachTwice(ctx context.Context, t *testing.T, s *scheduler.Scheduler, scale *scheduler.Codelet, vecs, n int) (check func()) {
+	t.Helper()
+	data := make([][]float64, vecs)
+	for v := range data {
+		data[v] = make([]float64, n)
+		for i := range data[v] {
+			data[v][i] = float64(v*n + i)
+		}
+		h, err := s.RegisterVector(data[v])
+		require.NoError(t, err)
+		for _, by := range []float64{2, 3} {
+			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(by)))
+		}
+	}
+	return func() {
+		for v := range data {
+			for i, x := range data[v] {
+				require.Equal(t, float64(6*(v*n+i)), x, "vector %d element %d", v, i)
+			}
+		}
+	}
+}
+
 // TestCUDAMemoryLimit: a GPU with room for all the data runs the same
 // graph in core; capped by WithCUDAMemoryLimit (or PZ_LIMIT_CUDA_MEM)
 // below the data's size, it runs out of core (evictions, write-backs)
@@ -321,23 +348,9 @@ func TestCUDAMemoryLimit(t *testing.T) {
 	run := func(t *testing.T, opts ...scheduler.Option) (evictions int64) {
 		s := newSched(t, append([]scheduler.Option{scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d)}, opts...)...)
 		scale, _, _ := cudaCodelets(gpuKernels(t, d))
-		data := make([][]float64, vecs)
-		for v := range data {
-			data[v] = make([]float64, n)
-			for i := range data[v] {
-				data[v][i] = float64(v*n + i)
-			}
-			h, err := s.RegisterVector(data[v])
-			require.NoError(t, err)
-			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(2.0)))
-			require.NoError(t, s.Submit(ctx, scale, scheduler.RW(h), scheduler.WithArg(3.0)))
-		}
+		check := scaleEachTwice(ctx, t, s, scale, vecs, n)
 		require.NoError(t, s.WaitAll(ctx))
-		for v := range data {
-			for i, x := range data[v] {
-				require.Equal(t, float64(6*(v*n+i)), x, "vector %d element %d", v, i)
-			}
-		}
+		check()
 		for _, tr := range s.Transfers() {
 			evictions += tr.Evictions
 		}
