@@ -111,7 +111,8 @@ func TestBatchOrdersLikeSubmit(t *testing.T) {
 	}
 }
 
-// TestBatchFlushedByWaits: WaitAll, a held task's Wait and Close each
+// TestBatchFlushedByWaits: WaitAll (the scheduler's, a context's, a
+// Driver's), a held task's Wait and Close each
 // start the tasks a batch holds instead of waiting for a Flush that
 // never comes.
 func TestBatchFlushedByWaits(t *testing.T) {
@@ -137,6 +138,33 @@ func TestBatchFlushedByWaits(t *testing.T) {
 		assert.Equal(t, 0, b.Len())
 		require.NoError(t, s.WaitAll(ctx))
 		assert.ElementsMatch(t, []int{1, 2}, rec.ran())
+	})
+	t.Run("ContextWaitAll", func(t *testing.T) {
+		s := newSched(t, scheduler.WithWorkers(2))
+		c, err := s.NewContext("c", scheduler.ContextWorkers(1))
+		require.NoError(t, err)
+		rec := newRecorder()
+		b := s.NewBatch()
+		for i := range 3 {
+			require.NoError(t, b.Submit(scheduler.Within(ctx, c), rec.cl, scheduler.WithArg(i)))
+		}
+		require.NoError(t, c.WaitAll(ctx))
+		assert.ElementsMatch(t, []int{0, 1, 2}, rec.ran())
+	})
+	t.Run("DriverWaitAll", func(t *testing.T) {
+		// The only worker is driven: the tasks run in its WaitAll, once flushed.
+		s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1))
+		d, err := s.Driver(0)
+		require.NoError(t, err)
+		require.NoError(t, d.Init())
+		defer d.Deinit()
+		rec := newRecorder()
+		b := s.NewBatch()
+		for i := range 3 {
+			require.NoError(t, b.Submit(ctx, rec.cl, scheduler.WithArg(i)))
+		}
+		require.NoError(t, d.WaitAll(ctx))
+		assert.Equal(t, []int{0, 1, 2}, rec.ran())
 	})
 	t.Run("Close", func(t *testing.T) {
 		s, err := scheduler.New(ctx, scheduler.WithPerfModelDir(t.TempDir()))
