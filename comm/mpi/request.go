@@ -107,7 +107,11 @@ func (r *request) recvInto(b []byte) unsafe.Pointer {
 		return r.pinned(b)
 	}
 	r.into = b
-	return r.slot.staging()
+	st := r.slot.staging()
+	// What MPI leaves unwritten (past a short message; all of a
+	// truncated one, for some libraries) must come back unchanged.
+	copy(unsafe.Slice((*byte)(st), len(b)), b)
+	return st
 }
 
 // pinned pins b's memory until the operation completes and returns it.
@@ -169,8 +173,9 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		r.closeDone()
 	}()
 	if r.into != nil {
-		// MPI wrote the message (up to the buffer's length, also when
-		// it reports truncation) into the slot's memory.
+		// MPI wrote the message into the slot's memory, which held the
+		// buffer's contents (recvInto): on an error, whatever MPI wrote
+		// or left goes back.
 		n := min(len(r.into), int(st.bytes))
 		if rc != 0 || st.error != 0 {
 			n = len(r.into)
