@@ -440,7 +440,8 @@ func TestReduceInPlaceAtLastRank(t *testing.T) {
 // caller's buffer (4 KiB), each rank to the next of a ring, into a
 // receive buffer one element longer than the message: every element
 // arrives, the count is the message's, and the element past it keeps
-// its value (a staged receive copies out only what arrived). Receives
+// its value (a staged receive's C memory starts as a copy of the
+// buffer). Receives
 // are posted before, and after, the matching send, and completed by
 // Wait and by Test.
 func TestSmallMessagesStaged(t *testing.T) {
@@ -513,13 +514,12 @@ func TestWaitAllBlockingAndPolling(t *testing.T) {
 	defer cancel()
 	type result struct {
 		sts   []comm.Status
-		e     error
-		err   string
+		err   error
 		short []int32
 		long  []float64
 	}
 	run := func(ctx context.Context) result {
-		short := make([]int32, 2)     // the left neighbour sends 6: truncated
+		short := []int32{-1, -1}      // the left neighbour sends 6: truncated
 		long := make([]float64, 3000) // past the 4 KiB staged size
 		ahead := make([]int32, 1)     // completed before WaitAll
 		send6 := []int32{1, 2, 3, 4, 5, int32(me)}
@@ -546,32 +546,26 @@ func TestWaitAllBlockingAndPolling(t *testing.T) {
 		for i, r := range reqs {
 			require.Nil(t, r, "entry %d left in the set", i)
 		}
-		res := result{sts: sts, e: err, short: short, long: long}
-		if err != nil {
-			res.err = err.Error()
-		}
 		require.Equal(t, int32(left), ahead[0])
-		return res
+		return result{sts: sts, err: err, short: short, long: long}
 	}
 	blocking, each := run(background), run(cancelable)
 	if n > 1 { // Open MPI 4.1 truncates a message to its own rank silently
 		for _, r := range []result{blocking, each} {
-			require.Contains(t, r.err, "request 0: ")
-			require.ErrorIs(t, r.e, comm.ErrTruncated)
+			require.ErrorContains(t, r.err, "request 0: ")
+			require.ErrorIs(t, r.err, comm.ErrTruncated)
 		}
 	}
 	assert.Equal(t, each.sts, blocking.sts)
 	assert.Equal(t, each.short, blocking.short)
 	if n > 1 {
-		// MPI leaves the buffer's contents undefined after a truncation:
-		// Open MPI writes the message's start, MPICH zeros here (and in C
-		// leaves the buffer alone). Never another message's bytes.
-		assert.Contains(t, [][]int32{{1, 2}, {-1, -1}, {0, 0}}, blocking.short, "a truncated receive's buffer")
+		// MPI leaves a truncated receive's buffer undefined: Open MPI
+		// writes the message's start, MPICH nothing.
+		assert.Contains(t, [][]int32{{1, 2}, {-1, -1}}, blocking.short, "a truncated receive's buffer")
 	}
 	for _, i := range []int{0, 1500, 2999} {
 		assert.Equal(t, float64(left*10000+i+7), blocking.long[i], "element %d", i)
 	}
 	assert.Equal(t, 3000, blocking.sts[2].Count)
 	assert.Equal(t, left, blocking.sts[2].Source)
-
 }

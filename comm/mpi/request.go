@@ -87,11 +87,15 @@ type slot struct {
 // ~0.35 µs per operation, a copy of up to 4 KiB a tenth of that.
 const stageBytes = 4096
 
+// staged reports whether an Isend or Irecv of b passes it through the
+// slot's C memory.
+func staged(b []byte) bool { return len(b) > 0 && len(b) <= stageBytes }
+
 // sendFrom returns the memory an Isend of b hands MPI: a copy of b in the
 // slot's C memory when b is small, else b itself, pinned until the send
 // completes.
 func (r *request) sendFrom(b []byte) unsafe.Pointer {
-	if len(b) == 0 || len(b) > stageBytes {
+	if !staged(b) {
 		return r.pinned(b)
 	}
 	st := r.slot.staging()
@@ -99,19 +103,16 @@ func (r *request) sendFrom(b []byte) unsafe.Pointer {
 	return st
 }
 
-// recvInto returns the memory an Irecv into b hands MPI: the slot's C
-// memory when b is small (complete copies the message into b), else b
-// itself, pinned until the receive completes.
+// recvInto returns the memory an Irecv into b hands MPI: as sendFrom, a
+// copy of b in the slot's C memory when b is small, which complete copies
+// back whole (so what MPI leaves unwritten - past a short message, or all
+// of a truncated one for some libraries - comes back unchanged), else b
+// itself, pinned.
 func (r *request) recvInto(b []byte) unsafe.Pointer {
-	if len(b) == 0 || len(b) > stageBytes {
-		return r.pinned(b)
+	if staged(b) {
+		r.into = b
 	}
-	r.into = b
-	st := r.slot.staging()
-	// What MPI leaves unwritten (past a short message; all of a
-	// truncated one, for some libraries) must come back unchanged.
-	copy(unsafe.Slice((*byte)(st), len(b)), b)
-	return st
+	return r.sendFrom(b)
 }
 
 // pinned pins b's memory until the operation completes and returns it.
@@ -172,15 +173,8 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		r.fin.Store(true)
 		r.closeDone()
 	}()
-	if r.into != nil {
-		// MPI wrote the message into the slot's memory, which held the
-		// buffer's contents (recvInto): on an error, whatever MPI wrote
-		// or left goes back.
-		n := min(len(r.into), int(st.bytes))
-		if rc != 0 || st.error != 0 {
-			n = len(r.into)
-		}
-		copy(r.into, unsafe.Slice((*byte)(r.slot.stage), n))
+	if r.into != nil { // staged: the slot's memory holds the buffer as MPI left it (recvInto)
+		copy(r.into, unsafe.Slice((*byte)(r.slot.stage), len(r.into)))
 		r.into = nil
 	}
 	r.release()
