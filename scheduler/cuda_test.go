@@ -338,9 +338,9 @@ func scaleEachTwice(ctx context.Context, t *testing.T, s *scheduler.Scheduler, s
 }
 
 // TestCUDAMemoryLimit: a GPU with room for all the data runs the same
-// graph in core; capped by WithCUDAMemoryLimit (or PZ_LIMIT_CUDA_MEM)
-// below the data's size, it runs out of core (evictions, write-backs)
-// with the same result. Bad limits are refused.
+// graph in core (no eviction); capped by WithCUDAMemoryLimit (or
+// PZ_LIMIT_CUDA_MEM) below the data's size, it runs out of core
+// (evictions) with the same result. Bad limits are refused.
 func TestCUDAMemoryLimit(t *testing.T) {
 	ctx := testCtx(t)
 	const vecs, n = 16, 1024 // 16 vectors of 8 KiB: 128 KiB

@@ -133,9 +133,8 @@ func TestRunSubmittersWork(t *testing.T) {
 
 // With Batch, each submitter fills and flushes a scheduler.Batch: every
 // case and policy runs (the task counters inside Run fail it if a task is
-// lost or runs twice; a round whose last batch were not flushed would
-// wait in WaitAll's flush), with a batch size that does not divide the
-// task count, and the records carry the size.
+// lost or runs twice), with a batch size that does not divide the task
+// count, and the records carry the size.
 func TestRunBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
