@@ -24,8 +24,8 @@ import (
 // Nothing waits on a batch forever: Flush starts its tasks; WaitAll,
 // Context.WaitAll, Driver.WaitAll and Close flush every batch holding
 // tasks when they start, and Task.Wait flushes the batch holding its
-// task. A task a batch takes after a WaitAll has started waits for the
-// next Flush. A Synchronous task cannot be held (it would wait for
+// task (a select on Task.Done does not: it waits for the Flush). A task a
+// batch takes after a WaitAll has started waits for the next Flush. A Synchronous task cannot be held (it would wait for
 // itself): Submit refuses it with ErrBadOption.
 //
 // A Batch may be used again after Flush, and from several goroutines
