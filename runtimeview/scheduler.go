@@ -90,6 +90,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	d, err := dist.New(ctx, rt.c, ls, dist.WithStallTimeout(timeout),
 		dist.WithStallReport(time.Minute, func(s string) { logger.Warn(s) }))
 	if err != nil {
+		_ = ls.Close() // its workers' goroutines; the error that matters is New's
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
 	spare := rt.backend == Local && rt.Rank() == 0 && os.Getenv("GOMAXPROCS") == ""

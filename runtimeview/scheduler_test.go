@@ -2,6 +2,7 @@ package runtimeview_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"runtime"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
@@ -76,4 +78,26 @@ func TestSchedulerSpansRanks(t *testing.T) {
 	for r, d := range closed {
 		require.ErrorIs(t, d.WaitAll(ctx), dist.ErrClosed, "rank %d: the view's Close closes its scheduler", r)
 	}
+}
+
+// A rank whose Scheduler fails (here: another rank has already left, so
+// the collective set-up cannot complete) gets the error and keeps no
+// goroutine of the node-local scheduler made before the failure.
+func TestSchedulerFailureLeavesNoGoroutine(t *testing.T) {
+	checkNoLeak(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var schedErr error
+	err := runtimeview.RunLocal(ctx, 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		if rt.Rank() == 1 {
+			return errors.New("rank 1 gives up")
+		}
+		// The barrier fails once rank 1 has returned. RunLocal has
+		// canceled ctx then: a context that is not stops New earlier.
+		require.Error(t, rt.Barrier(ctx))
+		_, schedErr = rt.Scheduler(context.Background())
+		return nil
+	})
+	require.ErrorContains(t, err, "rank 1 gives up")
+	require.ErrorIs(t, schedErr, comm.ErrBroken)
 }
