@@ -30,13 +30,18 @@ type submission struct {
 type accessDesc struct {
 	id   int
 	mode scheduler.Mode
+	name string // the handle's name, if it has one: for the message only
 }
 
 func (s submission) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "submission #%d: codelet %q", s.seq, s.codelet)
 	for _, a := range s.access {
-		fmt.Fprintf(&b, " %v(#%d)", a.mode, a.id)
+		if a.name != "" {
+			fmt.Fprintf(&b, " %v(#%d %q)", a.mode, a.id, a.name)
+		} else {
+			fmt.Fprintf(&b, " %v(#%d)", a.mode, a.id)
+		}
 	}
 	if s.onRank >= 0 {
 		fmt.Fprintf(&b, " on rank %d", s.onRank)

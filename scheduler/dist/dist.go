@@ -77,9 +77,10 @@ type Scheduler struct {
 	peerLeft    error                   // a rank left WaitAll early: no agreement with it; guarded by failMu
 	cancelAgree context.CancelCauseFunc // ends WaitAll's agreement when a peer leaves; guarded by failMu
 
-	check   graphCheck // guarded by mu
-	xferSeq uint64     // transfers walked so far; guarded by mu
-	trace   traceLog
+	check    graphCheck // guarded by mu
+	xferSeq  uint64     // transfers walked so far; guarded by mu
+	unwaited int        // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
+	trace    traceLog
 
 	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock
 	stall      time.Duration
@@ -246,22 +247,41 @@ func (d *Scheduler) failure() error {
 	return d.failed
 }
 
-// Close ends the scheduler: it stops the progress loop and frees the
-// private communicator. It does not wait for tasks (WaitAll does) nor
-// close the local scheduler. Closing twice is a no-op.
+// Close ends the scheduler. Tasks submitted since WaitAll last returned
+// nil are not lost: Close first waits for them as WaitAll does (so it is
+// collective then, as the runtime view's Close is: every rank closes at
+// the same point of its submissions) and returns WaitAll's error. After a
+// failure (a task, a rank that left WaitAll early, a stall) it ends the
+// transfers in flight instead and waits for this rank's tasks to drain;
+// their errors, consequences of the failure that Submit or WaitAll
+// reported, are not reported again. Then it stops the progress loop and
+// frees the private communicator. It does not close the local scheduler.
+// Closing twice is a no-op.
 func (d *Scheduler) Close() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil
 	}
+	pending := d.unwaited > 0
+	d.mu.Unlock()
+	var errs []error
+	if pending && d.failure() == nil {
+		if err := d.WaitAll(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+		}
+	}
+	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
+	failed := d.failure() != nil
 	// Transfers still in flight would never complete once the progress
 	// loop stops: end them, so that the local scheduler can drain.
 	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), "")
+	if failed {
+		_ = d.local.WaitAll(context.Background())
+	}
 	// End this rank's own control receive with a message to itself.
-	var errs []error
 	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil {
 		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
 	}
@@ -299,9 +319,11 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		if errors.Is(cerr, ErrStalled) {
 			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
 		}
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
 		d.fail(cerr, "")
+		d.announce(ctrlLeft, err.Error()) // the others must not wait for this rank in the agreement
 		_ = d.local.WaitAll(ctx)
-		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
+		return err
 	}
 	var werr error
 	for _, h := range d.handles {
@@ -316,9 +338,11 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	if werr != nil {
 		d.mu.Unlock()
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
 		d.fail(werr, werr.Error())
+		d.announce(ctrlLeft, err.Error())
 		_ = d.local.WaitAll(ctx)
-		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
+		return err
 	}
 	d.mu.Unlock()
 	wctx, wcancel := context.WithCancelCause(ctx)
@@ -329,19 +353,42 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	wcancel(nil)
 	if lerr != nil && gaveUp {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
-		// The other ranks must not wait for this one in the agreement.
-		d.announce(ctrlLeft, err.Error())
+		if d.size > 1 {
+			// The other ranks must not wait for this one in the
+			// agreement, and the graph cannot go on without it: it has
+			// failed here too.
+			d.fail(err, "")
+			d.announce(ctrlLeft, err.Error())
+		}
 		return err
 	}
-	if ferr := d.failure(); ferr != nil && lerr == nil {
-		lerr = ferr
-	}
+	// Each rank tells the others the failure that happened on it, in its
+	// own words (they add "rank R: "); a rank that only heard of another
+	// rank's failure says nothing, as its local errors (transfers ended,
+	// tasks canceled) are that failure's consequences, which the failing
+	// rank names.
+	ferr := d.failure()
 	msg := ""
-	if lerr != nil {
+	switch text, here := d.failureText(); {
+	case here:
+		msg = text
+	case ferr != nil:
+	case lerr != nil:
 		msg = lerr.Error()
+	}
+	if lerr == nil {
+		lerr = ferr
 	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if d.timeout > 0 {
+		// A rank that never comes to the agreement (it returned without
+		// WaitAll, or hangs) must not hang this one: the stall timeout
+		// bounds the wait as it bounds the graph's.
+		var stop context.CancelFunc
+		actx, stop = context.WithTimeoutCause(actx, d.timeout, fmt.Errorf("%w: rank %d waited %v for the other ranks to agree on the outcome of WaitAll (a rank returned without WaitAll, or is stuck)", ErrStalled, d.rank, d.timeout))
+		defer stop()
+	}
 	d.failMu.Lock()
 	left := d.peerLeft
 	d.cancelAgree = cancel
@@ -357,8 +404,9 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	all, err := comm.AllGatherValues(actx, d.c, msg)
 	if err != nil {
 		if cause := context.Cause(actx); cause != nil && ctx.Err() == nil {
-			err = cause // a peer left
+			err = cause // a peer left, or the stall timeout
 		}
+		d.fail(err, "")
 		if lerr != nil {
 			return fmt.Errorf("dist: WaitAll on rank %d: %w (and agreeing on the outcome: %v)", d.rank, lerr, err)
 		}
@@ -366,20 +414,21 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	var failed []string
 	for r, m := range all {
-		if m != "" && !strings.Contains(m, ErrRankFailed.Error()) {
+		if m != "" {
 			failed = append(failed, fmt.Sprintf("rank %d: %s", r, m))
-		}
-	}
-	if len(failed) == 0 {
-		for r, m := range all {
-			if m != "" {
-				failed = append(failed, fmt.Sprintf("rank %d: %s", r, m))
-			}
 		}
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%w: %s", ErrRankFailed, strings.Join(failed, "; "))
 	}
+	if ferr != nil {
+		// Heard of a failure whose rank did not name it here (it cannot
+		// happen while the failing rank takes part, but never say nil).
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, ferr)
+	}
+	d.mu.Lock()
+	d.unwaited = 0
+	d.mu.Unlock()
 	return nil
 }
 

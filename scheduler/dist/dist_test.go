@@ -227,6 +227,12 @@ func checkRandomGraph(ctx context.Context, d *dist.Scheduler, seed uint64) error
 // device may run (not Redux) to the local scheduling context dev, when
 // not nil.
 func checkRandomGraphIn(ctx context.Context, d *dist.Scheduler, seed uint64, dev *scheduler.Context) error {
+	return checkRandomGraphEnd(ctx, d, seed, dev, d.WaitAll)
+}
+
+// checkRandomGraphEnd is checkRandomGraphIn ending the graph with end
+// (d.WaitAll, or a Close) before it compares the owners' data.
+func checkRandomGraphEnd(ctx context.Context, d *dist.Scheduler, seed uint64, dev *scheduler.Context, end func(context.Context) error) error {
 	const nh, ntasks = 12, 150
 	owners, ops := randomGraph(seed, nh, ntasks, d.Size())
 	want := sequential(nh, ops)
@@ -270,7 +276,7 @@ func checkRandomGraphIn(ctx context.Context, d *dist.Scheduler, seed uint64, dev
 			return err
 		}
 	}
-	if err := d.WaitAll(ctx); err != nil {
+	if err := end(ctx); err != nil {
 		return err
 	}
 	for h := range nh {
@@ -475,12 +481,162 @@ func TestBadInput(t *testing.T) {
 			return err
 		}
 		noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
-		if err := d.Submit(ctx, noop, dist.RW(h), dist.OnRank(7)); !errors.Is(err, dist.ErrBadRank) || !contains(err, "OnRank(7)") {
-			return fmt.Errorf("OnRank(7): %v", err)
+		for _, r := range []int{7, -1} {
+			if err := d.Submit(ctx, noop, dist.RW(h), dist.OnRank(r)); !errors.Is(err, dist.ErrBadRank) || !contains(err, fmt.Sprintf("OnRank(%d)", r)) {
+				return fmt.Errorf("OnRank(%d): %v", r, err)
+			}
+		}
+		for name, dd := range map[string]dist.Distribution{"nil": nil, "Func(nil)": dist.Func(nil)} {
+			if _, err := dist.RegisterTiles[float64](d, 2, 2, 4, 4, dd, nil); !errors.Is(err, dist.ErrDistribution) {
+				return fmt.Errorf("RegisterTiles with a %s distribution: %v", name, err)
+			}
+		}
+		if _, err := dist.RegisterTiles[float64](d, 0, 2, 4, 4, dist.Cyclic1D(2, 2), nil); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "0 x 2 grid") {
+			return fmt.Errorf("a 0 x 2 grid: %v", err)
+		}
+		// A 3 x 3 grid of 4 x 4 tiles is a 12 x 12 matrix, of float64.
+		tiles, err := dist.RegisterTiles[float64](d, 3, 3, 4, 4, dist.Cyclic1D(3, 2), nil)
+		if err != nil {
+			return err
+		}
+		a := make([]float64, 16*16)
+		for _, tc := range []struct {
+			n    int
+			a    []float64
+			want string
+		}{
+			{10, a, "cover 12 rows, not the 10"},
+			{16, a, "cover 12 rows, not the 16"},
+			{12, a[:12*12-1], "143 elements on root 1"},
+		} {
+			for name, move := range map[string]func(context.Context, *dist.Scheduler, int, []float64, int, [][]*dist.Handle) error{
+				"ScatterMatrix": dist.ScatterMatrix[float64], "GatherMatrix": dist.GatherMatrix[float64],
+			} {
+				in := tc.a
+				if d.Rank() != 1 {
+					in = nil // only root's matters
+				}
+				if err := move(ctx, d, 1, in, tc.n, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, tc.want) {
+					return fmt.Errorf("%s of %d x %d: %v, want %q", name, tc.n, tc.n, err, tc.want)
+				}
+			}
+		}
+		if err := dist.GatherMatrix(ctx, d, 0, make([]int32, 12*12), 12, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "holds float64, the matrix int32") {
+			return fmt.Errorf("GatherMatrix of float64 tiles into int32: %v", err)
+		}
+		// Nothing was submitted: the scheduler goes on.
+		if err := dist.ScatterMatrix(ctx, d, 1, a[:12*12], 12, tiles); err != nil {
+			return err
 		}
 		return d.WaitAll(ctx)
 	})
 	require.NoError(t, err)
+}
+
+// Close with tasks submitted since the last WaitAll waits for them as
+// WaitAll would, on every rank: nothing submitted is lost.
+func TestClosePendingWork(t *testing.T) {
+	for n := 1; n <= 3; n++ {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			err := runRanks(t, n, func(ctx context.Context, d *dist.Scheduler) error {
+				return checkRandomGraphEnd(ctx, d, 7, nil, func(context.Context) error { return d.Close() })
+			})
+			require.NoError(t, err)
+		})
+	}
+}
+
+// One rank leaving WaitAll early (its context ends while a task of its
+// runs) ends the graph on every rank: the others' WaitAll return
+// ErrRankFailed naming it instead of waiting for it, Submit fails
+// afterwards on every rank, the leaving one included, and Close, after
+// the failure WaitAll reported, reports nothing again.
+func TestOneRankLeavesWaitAll(t *testing.T) {
+	const n = 3
+	release, started := make(chan struct{}), make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
+		close(started)
+		<-release
+		return nil
+	}}
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	waitErrs, submitErrs, closeErrs := make([]error, n), make([]error, n), make([]error, n)
+	err := local.Run(context.Background(), n, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		// The last rank's task blocks; the others then read its result.
+		if err := d.Submit(ctx, block, dist.RW(hs[n-1])); err != nil {
+			return err
+		}
+		for r := range n - 1 {
+			if err := d.Submit(ctx, noop, dist.RW(hs[r]), dist.R(hs[n-1])); err != nil {
+				return err
+			}
+		}
+		wctx := ctx
+		if d.Rank() == n-1 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithCancel(ctx)
+			<-started
+			cancel()
+		}
+		waitErrs[d.Rank()] = d.WaitAll(wctx)
+		if d.Rank() == n-1 {
+			close(release)
+		}
+		submitErrs[d.Rank()] = d.Submit(ctx, noop, dist.RW(hs[d.Rank()]))
+		closeErrs[d.Rank()] = d.Close()
+		return ls.Close()
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, waitErrs[n-1], context.Canceled)
+	for r := range n {
+		if r < n-1 {
+			require.ErrorIs(t, waitErrs[r], dist.ErrRankFailed, "rank %d", r)
+			assert.Contains(t, waitErrs[r].Error(), fmt.Sprintf("rank %d left WaitAll", n-1), "rank %d", r)
+		}
+		assert.Error(t, submitErrs[r], "rank %d: Submit after the graph ended", r)
+		assert.NoError(t, closeErrs[r], "rank %d: Close", r)
+	}
+}
+
+// Register with data of the wrong length fails on the owner, the only rank
+// that sees the data, and the graph fails on every rank naming that
+// registration, instead of the handles' numbers parting silently.
+func TestRegisterBadLengthOnOwner(t *testing.T) {
+	errs := make([]error, 2)
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		var data []float64
+		if d.Rank() == 0 {
+			data = make([]float64, 3)
+		}
+		_, err := dist.Register(d, 0, data, 2, 2, scheduler.Named("v"))
+		if d.Rank() == 0 {
+			if !errors.Is(err, comm.ErrInvalidArg) || !contains(err, `Register of handle #0 "v": 3 elements for a 2 x 2 handle`) {
+				return fmt.Errorf("owner's Register: %v", err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("rank 1's Register: %v", err)
+		}
+		errs[d.Rank()] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d", r)
+		assert.Contains(t, e.Error(), `rank 0: Register of handle #0 "v"`, "rank %d", r)
+	}
 }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
@@ -501,7 +657,7 @@ func TestGraphMismatch(t *testing.T) {
 		}, `codelet "other"`},
 		{"mode", 70, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
 			return nil, []dist.Arg{dist.RW(hs[i%4]), dist.RW(hs[(i+1)%4])}, false
-		}, "RW(#"},
+		}, `R(#3 "v3"); rank 1 made submission #70: codelet "apply" RW(#2 "v2") RW(#3 "v3")`},
 		{"shorter", 90, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
 			return nil, nil, true
 		}, "(no submission)"},
@@ -516,7 +672,7 @@ func TestGraphMismatch(t *testing.T) {
 						data = make([]int64, vecLen)
 					}
 					var err error
-					if hs[h], err = dist.Register(d, h%3, data, vecLen, 1); err != nil {
+					if hs[h], err = dist.Register(d, h%3, data, vecLen, 1, scheduler.Named(fmt.Sprintf("v%d", h))); err != nil {
 						return err
 					}
 				}
@@ -603,8 +759,9 @@ func TestCancelWaitAll(t *testing.T) {
 		if err := d.Close(); err != nil {
 			return err
 		}
-		// The local scheduler reports the transfers the cancellation ended.
-		if err := ls.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		// Close drained what the cancellation ended: the errors were
+		// WaitAll's, and the local scheduler does not report them again.
+		if err := ls.Close(); err != nil {
 			return err
 		}
 		return nil
@@ -726,6 +883,38 @@ func TestStallExplained(t *testing.T) {
 	assert.Contains(t, report, "receiving handle #0 (owner 0) from rank 0")
 	require.ErrorIs(t, waitErr, context.Canceled)
 	assert.Contains(t, waitErr.Error(), "receiving handle #0 (owner 0) from rank 0")
+}
+
+// A trace of ranks whose local schedulers record no tasks is refused on
+// every rank, naming them, and nothing is written.
+func TestMergedTraceNeedsStats(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.json")
+	errs := make([]error, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithStats(c.Rank() == 1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := checkRandomGraph(ctx, d, 3); err != nil {
+			return err
+		}
+		errs[c.Rank()] = d.WriteTraceFiles(ctx, path, 1)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, comm.ErrInvalidArg, "rank %d", r)
+		assert.Contains(t, e.Error(), "ranks 0, 2 record no tasks", "rank %d", r)
+	}
+	assert.NoFileExists(t, path)
 }
 
 // The merged trace has a process per rank, a thread per worker and one for

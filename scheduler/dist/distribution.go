@@ -49,7 +49,13 @@ func Func(owner func(i, j int) int) Distribution { return funcDist(owner) }
 type funcDist func(i, j int) int
 
 func (f funcDist) Owner(i, j int) int { return f(i, j) }
-func (f funcDist) Check(int) error    { return nil }
+
+func (f funcDist) Check(int) error {
+	if f == nil {
+		return fmt.Errorf("%w: Func(nil): the distribution needs an owner function", ErrDistribution)
+	}
+	return nil
+}
 
 // Grid returns the most square P x Q process grid with P <= Q for size
 // ranks (P*Q == size), as ScaLAPACK users choose.

@@ -59,6 +59,21 @@
 // (ErrRankFailed). A failed distributed scheduler stays failed: later
 // Submit calls return the failure.
 //
+// With several ranks, a WaitAll that returns early on one rank (its
+// context ends, or WithStallTimeout passes with nothing completing) tells
+// the others, whose WaitAll returns ErrRankFailed naming it at once
+// instead of waiting for it; the graph has then failed on every rank, the
+// leaving one included. (On one rank WaitAll may be called again, as the
+// node-local scheduler's.) The outcome's agreement at the end of WaitAll
+// is bounded by the stall timeout too, so a rank that never comes to it
+// cannot hang the others.
+//
+// Close does not lose work: with tasks submitted since WaitAll last
+// returned nil it first waits for them as WaitAll does (every rank closes
+// at the same point, as the runtime view's Close does); after a failure
+// it ends the transfers in flight, waits for this rank's tasks to drain
+// and does not report their errors again.
+//
 // # Access modes
 //
 // R, W, RW, Commute, Scratch and Redux are supported. Commute tasks on

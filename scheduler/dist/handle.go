@@ -102,7 +102,16 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		return nil, fmt.Errorf("dist: Register: %w: shape %d x %d", comm.ErrInvalidArg, rows, cols)
 	}
 	if d.rank == owner && len(data) != rows*cols {
-		return nil, fmt.Errorf("dist: Register on owner %d: %w: %d elements for a %d x %d handle", owner, comm.ErrInvalidArg, len(data), rows, cols)
+		// Only the owner sees its data: the other ranks registered the
+		// handle, so the graphs part here. The failure is the graph's, on
+		// every rank, naming this registration (not a later mismatch).
+		d.mu.Lock()
+		id := len(d.handles)
+		d.mu.Unlock()
+		what := fmt.Sprintf("Register of handle #%d%s: %d elements for a %d x %d handle", id, nameSuffix(opts), len(data), rows, cols)
+		err := fmt.Errorf("dist: rank %d: %w: %s", d.rank, comm.ErrInvalidArg, what)
+		d.fail(err, what)
+		return nil, err
 	}
 	h := &Handle{d: d, owner: owner, rows: rows, cols: cols, dt: comm.DatatypeOf[T](), opts: opts, writer: owner,
 		name:    scheduler.NameOf(opts...),
@@ -130,6 +139,14 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 	return h, nil
 }
 
+// nameSuffix is ` "name"` for a handle named by opts, else "".
+func nameSuffix(opts []scheduler.HandleOption) string {
+	if n := scheduler.NameOf(opts...); n != "" {
+		return fmt.Sprintf(" %q", n)
+	}
+	return ""
+}
+
 // maxTag bounds the tags of transfers (a handle's id + 1): MPI promises
 // only 32767, but Open MPI accepts 2^31-1 and MPICH 2^29-1 or more.
 const maxTag = 1<<29 - 1
@@ -139,6 +156,12 @@ const maxTag = 1<<29 - 1
 // filled by init (if not nil) with its elements in row-major order; other
 // ranks allocate nothing until they need a copy.
 func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T)) ([][]*Handle, error) {
+	if dist == nil {
+		return nil, fmt.Errorf("dist: RegisterTiles: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", ErrDistribution)
+	}
+	if mt < 1 || nt < 1 || mb < 1 || nb < 1 {
+		return nil, fmt.Errorf("dist: RegisterTiles: %w: a %d x %d grid of %d x %d tiles", comm.ErrInvalidArg, mt, nt, mb, nb)
+	}
 	if err := dist.Check(d.size); err != nil {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
 	}
@@ -171,10 +194,11 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 // An Arg is an argument of Submit: a data access (R, W, RW, Commute,
 // Scratch), a placement (OnRank) or an option of the local task (With).
 type Arg struct {
-	h    *Handle
-	mode scheduler.Mode
-	rank int // OnRank + 1; 0 if unset
-	opt  *scheduler.Arg
+	h      *Handle
+	mode   scheduler.Mode
+	rank   int  // OnRank's rank, when placed
+	placed bool // an OnRank
+	opt    *scheduler.Arg
 }
 
 // R reads h.
@@ -196,7 +220,8 @@ func Commute(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRW | schedule
 func Scratch(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeScratch} }
 
 // OnRank runs the task on rank r instead of the owner of what it writes.
-func OnRank(r int) Arg { return Arg{rank: r + 1} }
+// Submit refuses a rank outside the communicator (ErrBadRank).
+func OnRank(r int) Arg { return Arg{rank: r, placed: true} }
 
 // With passes a task option (scheduler.WithPriority, WithArg, WithTag,
 // ...) to the local task on the rank that runs it.
@@ -222,8 +247,8 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	sub := submission{codelet: cl.Name}
 	for i, a := range args {
 		switch {
-		case a.rank != 0:
-			onRank = a.rank - 1
+		case a.placed:
+			onRank = a.rank
 			if onRank < 0 || onRank >= d.size {
 				return fmt.Errorf("dist: submitting %q: %w: OnRank(%d) with %d ranks", cl.Name, ErrBadRank, onRank, d.size)
 			}
@@ -235,7 +260,7 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		case a.mode == scheduler.ModeRedux && a.h.rinit == nil:
 			return fmt.Errorf("dist: submitting %q: %w: Redux on %v, which has no reduction; call SetReduction first", cl.Name, comm.ErrInvalidArg, a.h)
 		default:
-			sub.access = append(sub.access, accessDesc{a.h.id, a.mode})
+			sub.access = append(sub.access, accessDesc{a.h.id, a.mode, a.h.name})
 		}
 	}
 	sub.onRank = onRank
@@ -246,6 +271,7 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		d.fail(err, "")
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
 	}
+	d.unwaited++
 	return d.submitLocked(ctx, cl, args...)
 }
 
@@ -257,8 +283,8 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 	var local []scheduler.Arg
 	for _, a := range args {
 		switch {
-		case a.rank != 0:
-			run = a.rank - 1
+		case a.placed:
+			run = a.rank
 		case a.opt != nil:
 			local = append(local, *a.opt)
 		default:

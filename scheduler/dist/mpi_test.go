@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/scheduler"
@@ -106,4 +107,70 @@ func TestMPIRandomGraphs(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// TestMPIStalledRankEndsOthers: under MPI, a rank whose WaitAll gives up
+// (its stall timeout, while another rank has not reached WaitAll) tells
+// the others, so a rank that reaches WaitAll later returns
+// ErrRankFailed at once instead of waiting in the outcome's agreement
+// for a rank that has gone on to MPI_Finalize.
+func TestMPIStalledRankEndsOthers(t *testing.T) {
+	if !launch.Detect(os.Getenv).Launched() {
+		lau, _ := launch.For(mpi.Library())
+		mpirun, err := lau.Run()
+		if err != nil {
+			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		args := append(lau.Args(2), os.Args[0], "-test.run=^TestMPIStalledRankEndsOthers$", "-test.count=1", "-test.v")
+		cmd := exec.CommandContext(ctx, mpirun, args...)
+		cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, ctx.Err(), "mpirun timed out:\n%s", out)
+		require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+		assert.Equal(t, 2, strings.Count(string(out), "--- PASS: TestMPIStalledRankEndsOthers"), "%s", out)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Finalize()) }()
+	if w.Size() != 2 {
+		t.Skip("runs on 2 ranks")
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(time.Second))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	hs := make([]*dist.Handle, 2)
+	for r := range hs {
+		var data []int64
+		if r == w.Rank() {
+			data = make([]int64, 4)
+		}
+		hs[r], err = dist.Register(d, r, data, 4, 1)
+		require.NoError(t, err)
+	}
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, d.Submit(ctx, noop, dist.RW(hs[0]), dist.R(hs[1])))
+	gaveUp := []int64{1}
+	if w.Rank() == 0 {
+		// Rank 1 is not in WaitAll: rank 0 gives up after a second.
+		err := d.WaitAll(ctx)
+		require.ErrorIs(t, err, dist.ErrStalled)
+		require.NoError(t, comm.Send(ctx, w, gaveUp, 1, 0))
+		return
+	}
+	_, err = comm.Recv(ctx, w, gaveUp, 0, 0)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	err = d.WaitAll(wctx)
+	require.ErrorIs(t, err, dist.ErrRankFailed)
+	require.Contains(t, err.Error(), "rank 0 left WaitAll")
+	require.NoError(t, wctx.Err(), "WaitAll returned at once, not at its deadline")
 }

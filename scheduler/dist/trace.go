@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,10 +62,27 @@ type taskRecord struct {
 // rank's transfers, and a flow arrow from each send to its receive; and a
 // Gantt chart SVG beside it (the extension replaced by .svg) with the
 // ranks' workers stacked. The local schedulers must record tasks
-// (scheduler.WithStats). It is collective: every rank calls it, after
-// WaitAll; times are aligned on the ranks' clocks (one machine, or hosts
-// whose clocks agree).
+// (scheduler.WithStats): if one does not, every rank returns an error
+// naming the ranks that do not, and nothing is written. It is collective:
+// every rank calls it, after WaitAll; times are aligned on the ranks'
+// clocks (one machine, or hosts whose clocks agree).
 func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) error {
+	if root < 0 || root >= d.size {
+		return fmt.Errorf("dist: WriteTraceFiles: %w: root %d of %d ranks", ErrBadRank, root, d.size)
+	}
+	recording, err := comm.AllGatherValues(ctx, d.c, d.local.Recording())
+	if err != nil {
+		return fmt.Errorf("dist: WriteTraceFiles: %w", err)
+	}
+	var silent []string
+	for r, on := range recording {
+		if !on {
+			silent = append(silent, strconv.Itoa(r))
+		}
+	}
+	if len(silent) > 0 {
+		return fmt.Errorf("dist: WriteTraceFiles: %w: the local schedulers of ranks %s record no tasks; make them with scheduler.WithStats(true) (PZ_STATS=1)", comm.ErrInvalidArg, strings.Join(silent, ", "))
+	}
 	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().UnixNano()}
 	for _, w := range d.local.Workers() {
 		mine.Workers = append(mine.Workers, fmt.Sprintf("%v%d", w.Kind, w.ID))
