@@ -200,6 +200,10 @@ func Compile(s *Spec) (*Plan, error) {
 	if err := c.p.err(); err != nil {
 		return nil, err
 	}
+	c.checkClients()
+	if err := c.p.err(); err != nil {
+		return nil, err
+	}
 	plan.Hash = plan.hash()
 	return plan, nil
 }
@@ -240,7 +244,7 @@ func (c *compiler) checkStructure() {
 		for _, r := range h.Resources {
 			kind, ok := parseResource(r)
 			if !ok {
-				p.add(h.Line, "resource %q is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)", r)
+				p.add(h.Line, "resource %q %s%s", r, notResource, didYouMean(resourceHint(r, nil)))
 				continue
 			}
 			if other, dup := c.resHyper[r]; dup {
@@ -320,6 +324,49 @@ func addFrames(total time.Duration, frames int, period time.Duration) time.Durat
 	return total + time.Duration(frames)*period
 }
 
+// notResource says what a resource name looks like.
+const notResource = "is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)"
+
+// resourceHint suggests a resource name for name, which is none: the
+// resource it spells in another case or with leading zeros (CPU0, cpu01:
+// cpu0, cpu1), a GPU's first stream for a bare GPU (gpu0: gpu0.stream0),
+// else the nearest of listed; "" if none is near.
+func resourceHint(name string, listed []string) string {
+	num := func(s string) (int, bool) {
+		if s == "" || s[0] < '0' || s[0] > '9' {
+			return 0, false
+		}
+		n, err := strconv.Atoi(s)
+		return n, err == nil
+	}
+	low := strings.ToLower(name)
+	if rest, ok := strings.CutPrefix(low, "cpu"); ok {
+		if n, ok := num(rest); ok {
+			return fmt.Sprintf("cpu%d", n)
+		}
+	}
+	if rest, ok := strings.CutPrefix(low, "gpu"); ok {
+		dev, stream, hasStream := strings.Cut(rest, ".stream")
+		d, okDev := num(dev)
+		st, okStream := 0, true
+		if hasStream {
+			st, okStream = num(stream)
+		}
+		if okDev && okStream {
+			return fmt.Sprintf("gpu%d.stream%d", d, st)
+		}
+	}
+	return closest(name, listed)
+}
+
+// didYouMean is "; did you mean "hint"?", or "" without a hint.
+func didYouMean(hint string) string {
+	if hint == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", hint)
+}
+
 // parseResource reads cpuN or gpuN.streamM.
 func parseResource(name string) (PlanResource, bool) {
 	num := func(s string) (int, bool) {
@@ -387,6 +434,12 @@ func (c *compiler) checkRunnables() {
 		kind, known := c.resKind[r.Resource]
 		switch {
 		case !known:
+			// A name that is no resource at all is said first: listing it
+			// would only fail.
+			if _, ok := parseResource(r.Resource); !ok {
+				p.add(r.Line, "runnable %q runs on %q, which %s%s", r.Name, r.Resource, notResource, didYouMean(resourceHint(r.Resource, h.Resources)))
+				continue
+			}
 			p.add(r.Line, "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of %q", r.Name, r.Resource, h.Name)
 			continue
 		case c.resHyper[r.Resource] != at[0]:
@@ -453,6 +506,21 @@ func (c *compiler) checkRunnables() {
 		r := &s.Runnables[i]
 		if r.Submitter != "" && !c.waited[r.Name] {
 			p.add(r.Line, "submittee %q has no waiter: nothing knows when its GPU work ends; add %q to the deps of the runnable that uses its result", r.Name, r.Name)
+		}
+	}
+}
+
+// checkClients reports a client with no runnables: the master waits for
+// every listed client, so one with nothing to run would hold the run
+// back forever.
+func (c *compiler) checkClients() {
+	busy := map[string]bool{}
+	for _, r := range c.spec.Runnables {
+		busy[r.Client] = true
+	}
+	for _, cl := range c.spec.Clients {
+		if !busy[cl.Name] {
+			c.p.add(cl.Line, "client %q has no runnables, and the master would wait for it forever; give it one (client: %s) or remove it from clients", cl.Name, cl.Name)
 		}
 	}
 }

@@ -93,6 +93,61 @@ runnables:
 `,
 			want: `s.yaml:6: runnable "a" is defined twice (first on line 5); rename one`,
 		},
+		{
+			// The trial's bad/dups2.yaml: a runnable defined twice is a
+			// problem of the Runnables stage, reported once the structure
+			// (the client listed twice) is right.
+			name: "client and runnable defined twice",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c, c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:3: client "c" is listed twice (first on line 3); list it once`,
+		},
+		{
+			// The trial's bad/dups3.yaml: with the runnables' other
+			// problems.
+			name: "runnable defined twice and an unknown client",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+  - {name: b, client: d, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:6: runnable "a" is defined twice (first on line 5); rename one
+s.yaml:7: runnable "b" names client "d", which is not in clients (c); add it there or fix the name`,
+		},
+		{
+			// The trial's bad/idleclient.yaml: the master would wait for
+			// ghost forever.
+			name: "client without runnables",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c, ghost]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:3: client "ghost" has no runnables, and the master would wait for it forever; give it one (client: ghost) or remove it from clients`,
+		},
+		{
+			name: "clients without runnables, one per line",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients:
+  - idle
+  - c
+  - spare
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:4: client "idle" has no runnables, and the master would wait for it forever; give it one (client: idle) or remove it from clients
+s.yaml:6: client "spare" has no runnables, and the master would wait for it forever; give it one (client: spare) or remove it from clients`,
+		},
 
 		// Resources.
 		{
@@ -100,21 +155,23 @@ runnables:
 			src: `hyperepochs:
   - name: h
     period: 10ms
-    resources: [cpu, cpu01, cpu-1, core0, gpu0, gpu0.stream, gpu0.stream01, gpu.stream0, gpu0.stream0.x]
+    resources: [cpu, cpu01, cpu-1, core0, gpu0, gpu0.stream, gpu0.stream01, gpu.stream0, gpu0.stream0.x, CPU0, GPU1.Stream2]
     epochs: [{name: f}]
 clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, wcet: 1ms}
 `,
 			want: `s.yaml:2: resource "cpu" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "cpu01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:2: resource "cpu01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu1"?
 s.yaml:2: resource "cpu-1" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
 s.yaml:2: resource "core0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:2: resource "gpu0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream0"?
 s.yaml:2: resource "gpu0.stream" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0.stream01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:2: resource "gpu0.stream01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream1"?
 s.yaml:2: resource "gpu.stream0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0.stream0.x" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)`,
+s.yaml:2: resource "gpu0.stream0.x" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:2: resource "CPU0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu0"?
+s.yaml:2: resource "GPU1.Stream2" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu1.stream2"?`,
 		},
 		{
 			name: "resource listed twice",
@@ -242,6 +299,27 @@ runnables:
 			name: "resource not listed",
 			src:  head + "  - {name: a, client: c, resource: cpu7, wcet: 1ms}\n",
 			want: `s.yaml:5: runnable "a" runs on resource "cpu7", which no hyperepoch lists; add it to the resources of "h"`,
+		},
+		{
+			// The trial's bad/unknownres.yaml: a name that is no resource
+			// at all is said to be none (listing it would only fail), with
+			// the resource it likely means.
+			name: "runnable on a name that is no resource",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: x, client: c, resource: cpu3, wcet: 1ms}
+  - {name: y, client: c, resource: gpu0, wcet: 1ms}
+  - {name: z, client: c, resource: CPU0, wcet: 1ms}
+  - {name: w, client: c, resource: cpu_0, wcet: 1ms}
+  - {name: v, client: c, resource: core0, wcet: 1ms}
+`,
+			want: `s.yaml:5: runnable "x" runs on resource "cpu3", which no hyperepoch lists; add it to the resources of "h"
+s.yaml:6: runnable "y" runs on "gpu0", which is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream0"?
+s.yaml:7: runnable "z" runs on "CPU0", which is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu0"?
+s.yaml:8: runnable "w" runs on "cpu_0", which is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu0"?
+s.yaml:9: runnable "v" runs on "core0", which is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)`,
 		},
 		{
 			name: "resource of another hyperepoch",
@@ -459,6 +537,10 @@ s.yaml:8: the longest dependency chain in epoch "g" takes 5ms, more than its fra
 }
 
 // TestVerifyIsCompile: Verify reports what Compile does.
+// headC is head with client c only: a schedule whose runnables are all
+// c's, which compiles (d would have no runnables).
+var headC = strings.Replace(head, "clients: [c, d]", "clients: [c]", 1)
+
 func TestVerifyIsCompile(t *testing.T) {
 	spec, err := static.Parse([]byte(head+"  - {name: a, client: c, resource: cpu0, wcet: 1ms, deps: [a]}\n"), "s.yaml")
 	require.NoError(t, err)
@@ -467,7 +549,7 @@ func TestVerifyIsCompile(t *testing.T) {
 	require.Error(t, verr)
 	assert.Equal(t, cerr.Error(), verr.Error())
 
-	spec, err = static.Parse([]byte(head+"  - {name: a, client: c, resource: cpu0, wcet: 1ms}\n"), "s.yaml")
+	spec, err = static.Parse([]byte(headC+"  - {name: a, client: c, resource: cpu0, wcet: 1ms}\n"), "s.yaml")
 	require.NoError(t, err)
 	assert.NoError(t, static.Verify(spec))
 }
@@ -524,7 +606,7 @@ func TestCompilePipeline(t *testing.T) {
 // TestCompileUsesGaps: a runnable goes into the earliest gap on its
 // resource that fits it, even before runnables placed earlier.
 func TestCompileUsesGaps(t *testing.T) {
-	spec, err := static.Parse([]byte(head+`  - {name: a, client: c, resource: cpu0, wcet: 2ms}
+	spec, err := static.Parse([]byte(headC+`  - {name: a, client: c, resource: cpu0, wcet: 2ms}
   - {name: b, client: c, resource: cpu1, wcet: 1ms, deps: [a]}
   - {name: late, client: c, resource: cpu0, wcet: 3ms, deps: [b]}
   - {name: filler, client: c, resource: cpu0, wcet: 1ms}
@@ -692,14 +774,6 @@ func genSchedule(rnd *rand.Rand) genSched {
 		fmt.Fprintf(&b, "  - name: h%d\n    period: %s\n    resources: [%s]\n    epochs:\n%s\n",
 			hi, total, strings.Join(append(slices.Clone(h.cpus), h.gpus...), ", "), strings.Join(lines, "\n"))
 	}
-	b.WriteString("clients: [")
-	for c := range nclients {
-		if c > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "c%d", c)
-	}
-	b.WriteString("]\nrunnables:\n")
 	single := len(g.epochs) == 1
 	var out []string
 	for _, h := range hypers {
@@ -798,6 +872,20 @@ func genSchedule(rnd *rand.Rand) genSched {
 	}
 	// Source order is not a topological order.
 	rnd.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	// The clients that got a runnable (one without is refused).
+	used := map[string]bool{}
+	for _, e := range g.epochs {
+		for _, nd := range e.nodes {
+			used[nd.client] = true
+		}
+	}
+	var clients []string
+	for c := range nclients {
+		if name := fmt.Sprintf("c%d", c); used[name] {
+			clients = append(clients, name)
+		}
+	}
+	b.WriteString("clients: [" + strings.Join(clients, ", ") + "]\nrunnables:\n")
 	b.WriteString(strings.Join(out, "\n") + "\n")
 	if rnd.IntN(4) == 0 {
 		b.WriteString("overrun: noskip\n")

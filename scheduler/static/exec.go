@@ -56,6 +56,9 @@ type execRunnable struct {
 	stream     *streamThread // for a GPU runnable
 	rec        *recorder
 	skipSeq    atomic.Int64 // frameskip: the frame to skip after an overrun; -1 none
+	// Where its frames fall in the run's numbering (PlacedRunnable): in
+	// period k, frames k*periodFrames + frameBase + f, f < epochFrames.
+	frameBase, periodFrames, epochFrames int64
 	// frame is the frame the body is running (Frame reads it), and fctx
 	// the context it receives, made once per run.
 	frame atomic.Int64
@@ -124,7 +127,10 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		if frames > 0 {
 			rows = int(min(frames*pr.PeriodFrames, maxRows))
 		}
-		x := &execRunnable{idx: i, r: pr.PlanRunnable, fn: fns[pr.Name], rec: newRecorder(pr.PlanRunnable, rows)}
+		h := plan.Hyperepochs[pr.Hyperepoch]
+		ep := h.Epochs[pr.Epoch]
+		x := &execRunnable{idx: i, r: pr.PlanRunnable, fn: fns[pr.Name], rec: newRecorder(pr.PlanRunnable, rows),
+			frameBase: pr.FrameBase, periodFrames: pr.PeriodFrames, epochFrames: int64(ep.Frames)}
 		x.skipSeq.Store(-1)
 		x.submitted.Store(-1)
 		for _, d := range pr.Deps {
@@ -134,7 +140,6 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		e.runs = append(e.runs, x)
 		// A GPU runnable goes to its stream's thread, a CPU one to its
 		// core's: one item per frame of its epoch in a period.
-		h := plan.Hyperepochs[pr.Hyperepoch]
 		res := h.Resources[slices.IndexFunc(h.Resources, func(r PlanResource) bool { return r.Name == pr.Resource })]
 		if res.Kind == GPU {
 			if strs[res.Name] == nil {
@@ -150,7 +155,6 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 			threads[res.Name] = t
 			e.threads = append(e.threads, t)
 		}
-		ep := h.Epochs[pr.Epoch]
 		for f := range ep.Frames {
 			frameOff := ep.Offset + time.Duration(f)*ep.Period
 			t.items = append(t.items, item{r: x, offset: frameOff + pr.Start, deadline: frameOff + pr.Deadline(), seqBase: pr.FrameBase + int64(f)})
@@ -322,7 +326,7 @@ func (e *executor) waitDeps(ctx context.Context, x *execRunnable, seq int64) (sk
 // runCPU runs one frame of a CPU runnable and submits its submittees.
 func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadline int64, depSkipped bool) {
 	x := it.r
-	skip := x.skipSeq.Load() == seq || depSkipped && x.r.Overrun == FrameSkip
+	skip := x.takeSkip(seq) || depSkipped && x.r.Overrun == FrameSkip
 	if skip {
 		now := e.clk.now()
 		x.rec.add(seq, planned-t0, deadline-t0, now-t0, now-t0, FlagSkipped, 0, 0)
@@ -375,13 +379,39 @@ func (e *executor) overrun(x *execRunnable, seq, start, end, deadline int64) int
 		flags |= FlagTimeout
 	}
 	if flags&(FlagOverrunWCET|FlagOverrunDeadline) != 0 && x.r.Overrun == FrameSkip {
-		next := seq + 1
+		last := seq
 		if x.stream != nil {
-			next = max(next, x.submitted.Load()+1)
+			last = max(last, x.submitted.Load())
 		}
-		x.skipSeq.Store(next)
+		x.skipSeq.Store(x.nextFrame(last))
 	}
 	return flags
+}
+
+// nextFrame returns the runnable's first frame after its frame seq: the
+// next frame of its epoch, or, after the epoch's last frame, the epoch's
+// first frame in the next period. The frames in between belong to the
+// other epochs of its hyperepoch, which it never reaches.
+func (x *execRunnable) nextFrame(seq int64) int64 {
+	if f := (seq - x.frameBase) % x.periodFrames; f+1 < x.epochFrames {
+		return seq + 1
+	}
+	return (seq/x.periodFrames+1)*x.periodFrames + x.frameBase
+}
+
+// takeSkip reports whether frameskip skips frame seq, and if so disarms
+// it. A frame at or past the armed one is skipped: a GPU runnable's
+// overrun is armed by its stream's thread while its submitter may hand
+// over the armed frame at the same time, and the next frame is then the
+// one skipped rather than none. The compare-and-swap keeps a skip armed
+// meanwhile for a later frame.
+func (x *execRunnable) takeSkip(seq int64) bool {
+	at := x.skipSeq.Load()
+	if at < 0 || seq < at {
+		return false
+	}
+	x.skipSeq.CompareAndSwap(at, -1)
+	return true
 }
 
 // call runs a runnable's body, its panic turned into an error.
@@ -413,7 +443,7 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 	deadline := frameStart + int64(s.r.Deadline())
 	p := pending{r: s, seq: seq, planned: planned - t0, deadline: deadline - t0, start: e.clk.now() - t0}
 	s.submitted.Store(seq)
-	if s.skipSeq.Load() == seq {
+	if s.takeSkip(seq) {
 		p.skipped = true
 	} else if len(s.deps) > 0 {
 		p.deferred = true

@@ -93,8 +93,10 @@ type Policy string
 
 // The overrun policies.
 const (
-	// FrameSkip skips the next frame of the runnable and of every runnable
-	// that depends on it, so the schedule catches up.
+	// FrameSkip skips the runnable's next frame (the next in which it
+	// runs: in its epoch, or its epoch's first of the next period) and
+	// that frame of every runnable that depends on it, so the schedule
+	// catches up.
 	FrameSkip Policy = "frameskip"
 	// NoSkip runs every frame, late if need be, until it catches up.
 	NoSkip Policy = "noskip"
@@ -187,7 +189,8 @@ func Parse(src []byte, file string) (*Spec, error) {
 	if !p.isMap(root, "the schedule") {
 		return nil, p.err()
 	}
-	seen := p.fields(root, "the schedule", []string{"hyperepochs", "clients", "runnables", "overrun", "spin"}, []string{"hyperepochs", "clients", "runnables"})
+	seen := p.fields(root, "the schedule", []string{"hyperepochs", "clients", "runnables", "overrun", "spin"})
+	p.require(root, seen, "the schedule", "hyperepochs", "clients", "runnables")
 	if n := seen["hyperepochs"]; n != nil && p.isSeq(n, "hyperepochs") {
 		for _, h := range n.Content {
 			s.Hyperepochs = append(s.Hyperepochs, p.hyperepoch(h))
@@ -225,7 +228,8 @@ func (p *problems) hyperepoch(n *yaml.Node) HyperepochSpec {
 	if !p.isMap(n, "a hyperepoch") {
 		return h
 	}
-	f := p.fields(n, "a hyperepoch", []string{"name", "period", "resources", "epochs"}, []string{"name", "period", "resources", "epochs"})
+	f := p.fields(n, "a hyperepoch", []string{"name", "period", "resources", "epochs"})
+	p.require(n, f, named("hyperepoch", "a hyperepoch", f), "name", "period", "resources", "epochs")
 	if v := f["name"]; v != nil {
 		h.Name, _ = p.name(v, "a hyperepoch's name")
 	}
@@ -252,7 +256,8 @@ func (p *problems) epoch(n *yaml.Node) EpochSpec {
 	if !p.isMap(n, "an epoch") {
 		return e
 	}
-	f := p.fields(n, "an epoch", []string{"name", "frames", "period"}, []string{"name"})
+	f := p.fields(n, "an epoch", []string{"name", "frames", "period"})
+	p.require(n, f, "an epoch", "name")
 	if v := f["name"]; v != nil {
 		e.Name, _ = p.name(v, "an epoch's name")
 	}
@@ -275,18 +280,27 @@ func (p *problems) runnable(n *yaml.Node) RunnableSpec {
 	if !p.isMap(n, "a runnable") {
 		return r
 	}
-	f := p.fields(n, "a runnable", []string{"name", "client", "resource", "epoch", "wcet", "deps", "submitter", "overrun", "timeout"}, []string{"name", "client", "resource", "wcet"})
+	f := p.fields(n, "a runnable", []string{"name", "client", "resource", "epoch", "wcet", "deps", "submitter", "overrun", "timeout"})
+	label := named("runnable", "a runnable", f)
+	p.require(n, f, label, "name", "client", "resource", "wcet")
+	// of names a field of this runnable: "the client of runnable "x"".
+	of := func(field string) string {
+		if label == "a runnable" {
+			return "a runnable's " + field
+		}
+		return "the " + field + " of " + label
+	}
 	if v := f["name"]; v != nil {
 		r.Name, _ = p.name(v, "a runnable's name")
 	}
 	if v := f["client"]; v != nil {
-		r.Client, _ = p.name(v, "a runnable's client")
+		r.Client, _ = p.name(v, of("client"))
 	}
 	if v := f["resource"]; v != nil {
-		r.Resource, _ = p.name(v, "a runnable's resource")
+		r.Resource, _ = p.name(v, of("resource"))
 	}
 	if v := f["epoch"]; v != nil {
-		r.Epoch, _ = p.name(v, "a runnable's epoch")
+		r.Epoch, _ = p.name(v, of("epoch"))
 	}
 	if v := f["wcet"]; v != nil {
 		r.WCET = p.duration(v, "wcet", false)
@@ -327,8 +341,8 @@ func (p *problems) isSeq(n *yaml.Node, what string) bool {
 }
 
 // fields returns a mapping's values by key, reporting unknown keys (with
-// the closest known one), repeated keys and missing required ones.
-func (p *problems) fields(n *yaml.Node, what string, known, required []string) map[string]*yaml.Node {
+// the closest known one) and repeated keys.
+func (p *problems) fields(n *yaml.Node, what string, known []string) map[string]*yaml.Node {
 	out := make(map[string]*yaml.Node)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -347,12 +361,45 @@ func (p *problems) fields(n *yaml.Node, what string, known, required []string) m
 			out[k.Value] = v
 		}
 	}
-	for _, r := range required {
-		if out[r] == nil {
-			p.add(n.Line, "%s has no %s; add %s: ...", what, r, r)
+	return out
+}
+
+// require reports the keys of mapping n missing from f; what names the
+// mapping in the message.
+func (p *problems) require(n *yaml.Node, f map[string]*yaml.Node, what string, keys ...string) {
+	for _, k := range keys {
+		if f[k] == nil {
+			p.add(n.Line, "%s has no %s; add %s: ...", what, k, k)
 		}
 	}
-	return out
+}
+
+// named names a mapping of fields f in messages by its name, such as
+// `runnable "x"`, or as anon when it has no valid name (which is reported
+// by itself).
+func named(kind, anon string, f map[string]*yaml.Node) string {
+	v := f["name"]
+	if v == nil || v.Kind != yaml.ScalarNode || !validName(v.Value) {
+		return anon
+	}
+	return fmt.Sprintf("%s %q", kind, v.Value)
+}
+
+// validName reports whether s is a name: not empty, and only letters,
+// digits, '_', '-' and '.'.
+func validName(s string) bool {
+	return s != "" && badNameChar(s) < 0
+}
+
+// badNameChar returns the first character of s that a name may not have,
+// or -1.
+func badNameChar(s string) rune {
+	for _, c := range s {
+		if !(c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return c
+		}
+	}
+	return -1
 }
 
 // name reads a scalar name: letters, digits and _ . - only.
@@ -365,11 +412,9 @@ func (p *problems) name(n *yaml.Node, what string) (string, bool) {
 		p.add(n.Line, "%s is empty; give it a name", what)
 		return "", false
 	}
-	for _, c := range n.Value {
-		if !(c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			p.add(n.Line, "%s %q has the character %q; names use letters, digits, '_', '-' and '.'", what, n.Value, c)
-			return "", false
-		}
+	if c := badNameChar(n.Value); c >= 0 {
+		p.add(n.Line, "%s %q has the character %q; names use letters, digits, '_', '-' and '.'", what, n.Value, c)
+		return "", false
 	}
 	return n.Value, true
 }

@@ -179,12 +179,40 @@ clients: [c]
 runnables:
   - {name: a, resource: cpu0}
 `,
-			want: `s.yaml:2: a hyperepoch has no period; add period: ...
+			want: `s.yaml:2: hyperepoch "h" has no period; add period: ...
 s.yaml:2: an epoch has no name; add name: ...
 s.yaml:3: a hyperepoch has no name; add name: ...
 s.yaml:3: a hyperepoch has no epochs; add epochs: ...
-s.yaml:6: a runnable has no client; add client: ...
-s.yaml:6: a runnable has no wcet; add wcet: ...`,
+s.yaml:6: runnable "a" has no client; add client: ...
+s.yaml:6: runnable "a" has no wcet; add wcet: ...`,
+		},
+		{
+			// The trial's bad/nores.yaml and bad/noclient.yaml: a missing
+			// key names its runnable; an empty value is not a name.
+			name: "runnable without resource or client",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: x, client: c, wcet: 1ms}
+  - {name: y, client: c, resource: , wcet: 1ms}
+  - {name: z, client: c, resource: "", wcet: 1ms}
+  - {name: a, client: camera, resource: cpu0, wcet: 1ms}
+  - {name: b, resource: cpu0, wcet: 1ms}
+  - {client: c, resource: cpu0, wcet: 1ms}
+  - {name: "é", wcet: 1ms}
+  - {client: "", resource: cpu0, wcet: 1ms, name: ""}
+`,
+			want: `s.yaml:5: runnable "x" has no resource; add resource: ...
+s.yaml:6: the resource of runnable "y" is empty; give it a name
+s.yaml:7: the resource of runnable "z" is empty; give it a name
+s.yaml:9: runnable "b" has no client; add client: ...
+s.yaml:10: a runnable has no name; add name: ...
+s.yaml:11: a runnable has no client; add client: ...
+s.yaml:11: a runnable has no resource; add resource: ...
+s.yaml:11: a runnable's name "é" has the character 'é'; names use letters, digits, '_', '-' and '.'
+s.yaml:12: a runnable's name is empty; give it a name
+s.yaml:12: a runnable's client is empty; give it a name`,
 		},
 		{
 			name: "missing sections",
@@ -293,8 +321,8 @@ s.yaml:2: an epoch's name is empty; give it a name
 s.yaml:3: a client "a/b" has the character '/'; names use letters, digits, '_', '-' and '.'
 s.yaml:3: a client must be a name, got a list
 s.yaml:5: a runnable's name "café" has the character 'é'; names use letters, digits, '_', '-' and '.'
-s.yaml:6: a runnable's client is empty; give it a name
-s.yaml:6: a runnable's epoch must be a name, got a mapping
+s.yaml:6: the client of runnable "b" is empty; give it a name
+s.yaml:6: the epoch of runnable "b" must be a name, got a mapping
 s.yaml:6: a dependency "b c" has the character ' '; names use letters, digits, '_', '-' and '.'
 s.yaml:7: a submitter "x:y" has the character ':'; names use letters, digits, '_', '-' and '.'`,
 		},

@@ -127,6 +127,14 @@ func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
 	if plan == nil || len(plan.Clients) == 0 {
 		return nil, fmt.Errorf("static: NewMaster needs a compiled plan with clients")
 	}
+	// A plan compiled before the compiler refused clients without
+	// runnables may list one; the master would wait for it forever.
+	runs := plan.Runnables()
+	for _, c := range plan.Clients {
+		if !slices.ContainsFunc(runs, func(r PlacedRunnable) bool { return r.Client == c }) {
+			return nil, fmt.Errorf("static: client %q of the plan has no runnables, and the master would wait for it forever; give it one or remove it from clients, and compile the schedule again", c)
+		}
+	}
 	o := buildOptions(opts)
 	if o.frames < 0 {
 		return nil, fmt.Errorf("static: frames must be 0 (no limit) or more, got %d", o.frames)
@@ -639,7 +647,9 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 			continue
 		}
 		r := all[order[rr.Name]]
-		run.Periods = max(run.Periods, int(rr.Seq[len(rr.Seq)-1]/r.PeriodFrames)+1)
+		h := &run.Hyperepochs[r.Hyperepoch]
+		h.Periods = max(h.Periods, int(rr.Seq[len(rr.Seq)-1]/r.PeriodFrames)+1)
+		run.Periods = max(run.Periods, h.Periods)
 	}
 	if m.abortW != "" {
 		return run, fmt.Errorf("%w: %s", ErrAborted, m.abortW)

@@ -17,7 +17,10 @@ type Run struct {
 	Version int    `json:"version"`
 	Plan    string `json:"plan"`
 	Source  string `json:"source"`
-	// Periods is how many periods of each hyperepoch were started.
+	// Periods is how many periods were started: the most of any
+	// hyperepoch. A frame limit runs as many periods of every hyperepoch,
+	// but when a stop ends the run, a hyperepoch of 10 ms has started
+	// about two periods to one of 20 ms; Hyperepochs gives each one's.
 	Periods int `json:"periods"`
 	// Stopped says why the run ended.
 	Stopped     string          `json:"stopped"`
@@ -29,10 +32,15 @@ type Run struct {
 // RunVersion is the version of the run format this package writes.
 const RunVersion = 1
 
-// A RunHyperepoch gives a hyperepoch's period, to lay out the timeline.
+// A RunHyperepoch gives a hyperepoch's period, to lay out the timeline,
+// and how many of its periods were started.
 type RunHyperepoch struct {
 	Name   string `json:"name"`
 	Period int64  `json:"period_ns"`
+	// Periods is how many periods of this hyperepoch were started (a
+	// frame of one of its runnables recorded); 0 in records written
+	// before it was added.
+	Periods int `json:"periods"`
 }
 
 // Flags of a RunnableRun's frame.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -97,6 +98,231 @@ func TestOverrunFrameSkip(t *testing.T) {
 	a := Analyze(&Run{Runnables: []RunnableRun{slow, after, free}})
 	assert.GreaterOrEqual(t, a.Overruns, 1)
 	assert.GreaterOrEqual(t, a.Skipped, 2)
+}
+
+// TestNextFrame: a runnable's next frame is the next of its epoch, or
+// after the epoch's last one its epoch's first in the next period, never
+// a frame of another epoch.
+func TestNextFrame(t *testing.T) {
+	// Three epochs of 2, 1 and 2 frames: five frames a period, A in 0-1,
+	// B in 2, C in 3-4.
+	a := &execRunnable{frameBase: 0, periodFrames: 5, epochFrames: 2}
+	b := &execRunnable{frameBase: 2, periodFrames: 5, epochFrames: 1}
+	c := &execRunnable{frameBase: 3, periodFrames: 5, epochFrames: 2}
+	one := &execRunnable{frameBase: 0, periodFrames: 1, epochFrames: 1}
+	for i, tc := range []struct {
+		x         *execRunnable
+		seq, want int64
+	}{
+		{a, 0, 1}, {a, 1, 5}, {a, 5, 6}, {a, 6, 10},
+		{b, 2, 7}, {b, 7, 12},
+		{c, 3, 4}, {c, 4, 8}, {c, 8, 9}, {c, 9, 13},
+		{one, 0, 1}, {one, 7, 8},
+	} {
+		assert.Equal(t, tc.want, tc.x.nextFrame(tc.seq), "case %d: frame after %d", i, tc.seq)
+	}
+}
+
+// checkFrameSkip checks frameskip row by row: a runnable skips its next
+// frame (its next row) exactly when it overran, or when a dependency
+// skipped that frame. Overruns of a loaded machine obey it too.
+func checkFrameSkip(t *testing.T, rr RunnableRun, deps ...RunnableRun) {
+	t.Helper()
+	skipped := func(r RunnableRun, seq int64) bool {
+		i := slices.Index(r.Seq, seq)
+		return i >= 0 && r.Flags[i]&FlagSkipped != 0
+	}
+	for i := range rr.Seq {
+		over := i > 0 && rr.Flags[i-1]&(FlagOverrunWCET|FlagOverrunDeadline) != 0
+		depSkip := false
+		for _, d := range deps {
+			depSkip = depSkip || skipped(d, rr.Seq[i])
+		}
+		assert.Equal(t, over || depSkip, rr.Flags[i]&FlagSkipped != 0, "%s, frame %d: seq %v, flags %v", rr.Name, rr.Seq[i], rr.Seq, rr.Flags)
+	}
+}
+
+// TestFrameSkipAcrossEpochs: in a hyperepoch of several epochs, an
+// overrun skips the runnable's own next frame: in its epoch, or after the
+// epoch's last frame the first of the next period, the frames between
+// being other epochs'. (frameskip once armed frame seq+1, which there is
+// another epoch's, so nothing was ever skipped.)
+func TestFrameSkipAcrossEpochs(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - name: h
+    period: 20ms
+    resources: [cpu0, cpu1]
+    epochs:
+      - {name: A, frames: 2, period: 4ms}
+      - {name: B, period: 4ms}
+      - {name: C, frames: 2, period: 4ms}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: A, wcet: 500us}
+  - {name: d, client: c, resource: cpu1, epoch: A, wcet: 500us, deps: [a]}
+  - {name: b, client: c, resource: cpu0, epoch: B, wcet: 500us}
+  - {name: x, client: c, resource: cpu0, epoch: C, wcet: 500us}
+`)
+	// Five frames a period: A in 0-1, B in 2, C in 3-4. The overruns: a in
+	// A's last frame (1) and in its first (10), b in the middle epoch (2),
+	// x in the last epoch's last frame (4) and first (13).
+	slow := map[string][]int64{"a": {1, 10}, "b": {2}, "x": {4, 13}}
+	// The frame each overrun skips.
+	want := map[string][]int64{"a": {5, 11}, "b": {7}, "x": {8, 14}}
+	perPeriod := map[string]int{"a": 2, "b": 1, "x": 2}
+	c, _ := NewClient("c")
+	for _, name := range []string{"a", "b", "x"} {
+		c.Runnable(name, func(ctx context.Context) error {
+			f, _ := Frame(ctx)
+			if slices.Contains(slow[name], f) {
+				// Past its WCET of 500us, not into its next frame.
+				time.Sleep(2 * time.Millisecond)
+			}
+			return nil
+		})
+	}
+	c.Runnable("d", func(context.Context) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := runLocal(ctx, plan, []*Client{c}, WithFrames(4))
+	require.NoError(t, err)
+	r := byName(run)
+	for name, seqs := range want {
+		rr := r[name]
+		require.Len(t, rr.Seq, 4*perPeriod[name], name)
+		for k, seq := range seqs {
+			i := slices.Index(rr.Seq, slow[name][k])
+			// The slow frame ran and overran, unless an overrun of a loaded
+			// machine in the frame before skipped it.
+			if rr.Flags[i]&FlagSkipped != 0 {
+				continue
+			}
+			require.NotZero(t, rr.Flags[i]&FlagOverrunWCET, "%s overran in frame %d: %v", name, rr.Seq[i], rr.Flags)
+			j := slices.Index(rr.Seq, seq)
+			require.GreaterOrEqual(t, j, 0, "%s has frame %d: %v", name, seq, rr.Seq)
+			assert.NotZero(t, rr.Flags[j]&FlagSkipped, "%s skips frame %d: seq %v, flags %v", name, seq, rr.Seq, rr.Flags)
+		}
+		checkFrameSkip(t, rr)
+	}
+	checkFrameSkip(t, r["d"], r["a"])
+	a := Analyze(run)
+	assert.GreaterOrEqual(t, a.Skipped, 5)
+}
+
+// TestGPUFrameSkipAcrossEpochs: a GPU runnable whose work overruns in its
+// epoch's last frame skips its epoch's first frame of the next period,
+// the first one its submitter had not handed over yet.
+func TestGPUFrameSkipAcrossEpochs(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - name: h
+    period: 12ms
+    resources: [cpu0, cpu1, gpu0.stream0]
+    epochs:
+      - {name: A, frames: 2, period: 4ms}
+      - {name: B, period: 4ms}
+clients: [c]
+runnables:
+  - {name: sub, client: c, resource: cpu0, epoch: A, wcet: 100us}
+  - {name: k,   client: c, resource: gpu0.stream0, epoch: A, wcet: 1ms, submitter: sub}
+  - {name: w,   client: c, resource: cpu1, epoch: A, wcet: 500us, deps: [k], overrun: noskip}
+  - {name: b,   client: c, resource: cpu0, epoch: B, wcet: 100us}
+`)
+	stream := NewHostStream()
+	defer stream.Close()
+	c, _ := NewClient("c")
+	c.Runnable("sub", func(context.Context) error { return nil })
+	c.Runnable("k", func(ctx context.Context) error {
+		f, _ := Frame(ctx)
+		stream.Enqueue(func() {
+			if f == 1 { // A's last frame of the first period
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+		return nil
+	})
+	c.Runnable("w", func(context.Context) error { return nil })
+	c.Runnable("b", func(context.Context) error { return nil })
+	c.Resource("gpu0.stream0", stream)
+	run, err := runLocal(context.Background(), plan, []*Client{c}, WithFrames(4))
+	require.NoError(t, err)
+	r := byName(run)
+	k, sub := r["k"], r["sub"]
+	require.Len(t, k.Seq, 8)
+	require.Equal(t, k.Seq, sub.Seq)
+	slow := slices.Index(k.Seq, 1)
+	if k.Flags[slow]&FlagSkipped != 0 {
+		t.Skipf("a loaded machine skipped frame 1: %v", k.Flags)
+	}
+	require.NotZero(t, k.Flags[slow]&FlagOverrunWCET, "frame 1 overran: %v", k.Flags)
+	// The first frame the submitter had not started when the slow work
+	// ended is skipped: frame 3 (A's first of the next period) or, were
+	// the work known later, one after it.
+	next := -1
+	for i := slow + 1; i < len(k.Seq); i++ {
+		if sub.Start[i] >= k.End[slow] {
+			next = i
+			break
+		}
+	}
+	require.Positive(t, next, "the submitter ran on after the overrun")
+	assert.NotZero(t, k.Flags[next]&FlagSkipped, "frame %d (the first not handed over) is skipped: seq %v, flags %v", k.Seq[next], k.Seq, k.Flags)
+}
+
+// TestPeriodsPerHyperepoch: the record counts the periods each hyperepoch
+// started; Periods is the most of them. A frame limit runs that many of
+// every hyperepoch; a stop ends each at its own period boundary, so the
+// shorter period has started more.
+func TestPeriodsPerHyperepoch(t *testing.T) {
+	plan := compileString(t, `
+overrun: noskip
+hyperepochs:
+  - {name: fast, period: 2ms, resources: [cpu0], epochs: [{name: f}]}
+  - {name: slow, period: 4ms, resources: [cpu1], epochs: [{name: s, frames: 2}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: f, wcet: 100us}
+  - {name: b, client: c, resource: cpu1, epoch: s, wcet: 100us}
+`)
+	newClient := func(stopAt int64) *Client {
+		c, _ := NewClient("c")
+		c.Runnable("a", func(ctx context.Context) error {
+			if f, _ := Frame(ctx); f == stopAt {
+				c.ExitScheduler()
+			}
+			return nil
+		})
+		c.Runnable("b", func(context.Context) error { return nil })
+		return c
+	}
+	// Each hyperepoch's count agrees with its runnable's last frame.
+	check := func(run *Run) {
+		t.Helper()
+		require.Len(t, run.Hyperepochs, 2)
+		r := byName(run)
+		fast, slow := run.Hyperepochs[0], run.Hyperepochs[1]
+		assert.Equal(t, "fast", fast.Name)
+		assert.EqualValues(t, r["a"].Seq[len(r["a"].Seq)-1]+1, fast.Periods)
+		assert.EqualValues(t, r["b"].Seq[len(r["b"].Seq)-1]/2+1, slow.Periods)
+		assert.Equal(t, max(fast.Periods, slow.Periods), run.Periods)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := runLocal(ctx, plan, []*Client{newClient(-1)}, WithFrames(5))
+	require.NoError(t, err)
+	check(run)
+	assert.Equal(t, 5, run.Hyperepochs[0].Periods)
+	assert.Equal(t, 5, run.Hyperepochs[1].Periods)
+	assert.Equal(t, 5, run.Periods)
+
+	run, err = runLocal(ctx, plan, []*Client{newClient(20)})
+	require.NoError(t, err)
+	check(run)
+	fast, slow := run.Hyperepochs[0].Periods, run.Hyperepochs[1].Periods
+	assert.GreaterOrEqual(t, fast, 21)
+	assert.Greater(t, fast, slow, "the 2 ms hyperepoch started more periods than the 4 ms one")
+	assert.Equal(t, fast, run.Periods)
 }
 
 func TestOverrunNoSkip(t *testing.T) {
@@ -408,6 +634,13 @@ func TestNewMasterBadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "frames must be 0 (no limit) or more, got -1")
 	_, err = NewClient("")
 	assert.Error(t, err)
+	// A plan with a client without runnables (the compiler refuses one;
+	// an older plan file may hold one): the master would wait for it.
+	idle := compileString(t, threeClients)
+	idle.Clients = append(idle.Clients, "ghost")
+	idle.Hash = idle.hash()
+	_, err = NewMaster(idle)
+	assert.ErrorContains(t, err, `client "ghost" of the plan has no runnables`)
 }
 
 // A GPU runnable with dependencies of its own besides its submitter is
