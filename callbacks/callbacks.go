@@ -29,10 +29,28 @@ var (
 // first use. All methods are safe for concurrent use.
 type Stack struct {
 	mu      sync.Mutex
-	fns     []func() error
+	fns     []entry
+	nums    int           // callbacks pushed with Push: the next one's number
 	closing bool          // Close has been called; Push refuses
 	done    chan struct{} // closed when the first Close has run every callback
 	err     error         // the joined result of the first Close
+}
+
+// entry is a stacked callback and how errors name it: its number (its
+// push index among the callbacks pushed with Push) or, from PushNamed,
+// its name.
+type entry struct {
+	fn   func() error
+	num  int
+	name string
+}
+
+// label is how Close's errors name e.
+func (e entry) label() string {
+	if e.name != "" {
+		return e.name
+	}
+	return fmt.Sprintf("callback %d", e.num)
 }
 
 // New returns an empty, open stack. It is equivalent to new(Stack).
@@ -42,7 +60,20 @@ func New() *Stack { return new(Stack) }
 // It returns ErrNilFunc for a nil fn, and ErrClosed (without stacking fn)
 // once Close has been called, including from a callback that Close is
 // running.
-func (s *Stack) Push(fn func() error) error {
+func (s *Stack) Push(fn func() error) error { return s.push(fn, "") }
+
+// PushNamed is Push for a callback that Close's errors call name instead
+// of numbering it: a layer's own teardown, stacked among its users'
+// callbacks, does not shift their numbers (each is its push index among
+// the callbacks pushed with Push).
+func (s *Stack) PushNamed(name string, fn func() error) error {
+	if name == "" {
+		return fmt.Errorf("%w: PushNamed needs a name", ErrNilFunc)
+	}
+	return s.push(fn, name)
+}
+
+func (s *Stack) push(fn func() error, name string) error {
 	if fn == nil {
 		return ErrNilFunc
 	}
@@ -51,7 +82,12 @@ func (s *Stack) Push(fn func() error) error {
 	if s.closing {
 		return ErrClosed
 	}
-	s.fns = append(s.fns, fn)
+	e := entry{fn: fn, name: name}
+	if name == "" {
+		e.num = s.nums
+		s.nums++
+	}
+	s.fns = append(s.fns, e)
 	return nil
 }
 
@@ -72,8 +108,9 @@ func (s *Stack) Closed() bool {
 
 // Close runs every stacked callback once, last pushed first, on the calling
 // goroutine. A callback that returns an error or panics does not stop the
-// others: each error is wrapped with the callback's push index (0 for the
-// first pushed), a panic becomes a *comm.PanicError carrying the value and stack,
+// others: each error is wrapped with the callback's number, its push index
+// among the callbacks pushed with Push (0 for the first), or the name
+// PushNamed gave it, a panic becomes a *comm.PanicError carrying the value and stack,
 // and all of them are returned joined with errors.Join in the order the
 // callbacks ran. Close returns nil when every callback succeeded.
 //
@@ -111,20 +148,20 @@ func (s *Stack) Close() (err error) {
 // runDown runs fns from last to first, appending their errors to errs. If a
 // callback calls runtime.Goexit, the deferred function records it and runs
 // the remaining callbacks while the goroutine unwinds.
-func runDown(fns []func() error, errs *[]error) {
+func runDown(fns []entry, errs *[]error) {
 	i := len(fns) - 1
 	completed := false
 	defer func() {
 		if !completed {
-			*errs = append(*errs, fmt.Errorf("callbacks: callback %d: %w", i, ErrGoexit))
+			*errs = append(*errs, fmt.Errorf("callbacks: %s: %w", fns[i].label(), ErrGoexit))
 			runDown(fns[:i], errs)
 		}
 	}()
 	for ; i >= 0; i-- {
-		if err := run(fns[i]); err != nil {
-			*errs = append(*errs, fmt.Errorf("callbacks: callback %d: %w", i, err))
+		if err := run(fns[i].fn); err != nil {
+			*errs = append(*errs, fmt.Errorf("callbacks: %s: %w", fns[i].label(), err))
 		}
-		fns[i] = nil // let the closure be collected
+		fns[i].fn = nil // let the closure be collected
 	}
 	completed = true
 }

@@ -212,3 +212,18 @@ func TestGoexitInCallback(t *testing.T) {
 	assert.Contains(t, err.Error(), "callback 1")
 	assert.Equal(t, []int{2, 1, 0}, order, "the callback below the Goexit still runs")
 }
+
+// A named callback does not take a number: the others are numbered by
+// their push order among Push's, and errors call the named one by name.
+func TestPushNamed(t *testing.T) {
+	s := callbacks.New()
+	require.NoError(t, s.PushNamed("logger", func() error { return errors.New("sync failed") }))
+	require.NoError(t, s.Push(func() error { return errors.New("io") }))
+	require.NoError(t, s.PushNamed("scheduler", func() error { return nil }))
+	require.NoError(t, s.Push(func() error { return errors.New("solver") }))
+	require.ErrorIs(t, s.PushNamed("", func() error { return nil }), callbacks.ErrNilFunc)
+	require.ErrorIs(t, s.PushNamed("x", nil), callbacks.ErrNilFunc)
+	err := s.Close()
+	require.Error(t, err)
+	assert.Equal(t, "callbacks: callback 1: solver\ncallbacks: callback 0: io\ncallbacks: logger: sync failed", err.Error())
+}

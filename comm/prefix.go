@@ -65,9 +65,11 @@ func SendrecvReplace[T Number](ctx context.Context, c Comm, buf []T, dest, sendT
 
 // Scan returns the inclusive prefix reduction (MPI_Scan): on rank r, op
 // applied element-wise to the send slices of ranks 0..r, in rank order.
-// Every rank passes the same length. It gathers every rank's contribution
-// on every rank (one AllGather) and folds locally, so every backend gives
-// the same bits; its cost grows with ranks x length.
+// Every rank passes the same length. Both of pz's backends compute it
+// natively (ScanComm), folding from the left in rank order; on another
+// Comm it gathers every rank's contribution on every rank (one AllGather)
+// and folds locally, with the same bits, at a cost that grows with
+// ranks x length.
 func Scan[T Number](ctx context.Context, c Comm, send []T, op Op) ([]T, error) {
 	return scan(ctx, c, "Scan", send, op, true)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -240,9 +241,9 @@ func (c *config) buildCore(l *Logger, rank int) (zapcore.Core, error) {
 	case c.writer != nil:
 		ws = zapcore.AddSync(c.writer)
 	case c.file == "" || c.file == "stderr":
-		ws = zapcore.Lock(os.Stderr)
+		ws = zapcore.Lock(stream{os.Stderr})
 	case c.file == "stdout":
-		ws = zapcore.Lock(os.Stdout)
+		ws = zapcore.Lock(stream{os.Stdout})
 	default:
 		name := strings.ReplaceAll(c.file, "{rank}", strconv.Itoa(rank))
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -369,4 +370,19 @@ func (l *Logger) Close() error {
 		}
 	})
 	return l.err
+}
+
+// stream is the process's standard error or output as a log sink. Syncing
+// a pipe or a terminal fails (EINVAL, ENOTSUP, ENOTTY: there is nothing
+// to flush to a disk), which would make the common defer Logger().Sync()
+// report an error whenever stderr is piped; stream reports only real
+// failures.
+type stream struct{ *os.File }
+
+func (s stream) Sync() error {
+	err := s.File.Sync()
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.ENOTTY) {
+		return nil
+	}
+	return err
 }

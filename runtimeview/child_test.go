@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/launch"
@@ -52,6 +55,9 @@ func TestMain(m *testing.M) {
 // New to fail, as under mpirun without MPI support, and exits with status
 // 2.
 func child(mode string) int {
+	if mode == "run" {
+		return childRun()
+	}
 	ctx := context.Background()
 	rt, err := runtimeview.New(ctx,
 		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
@@ -100,6 +106,141 @@ func child(mode string) int {
 	}
 	fmt.Fprintln(os.Stderr, "child: unknown mode", mode)
 	return 5
+}
+
+// childRun is a program whose main is runtimeview.Run (the ranks from
+// PZ_RANKS, or the MPI launcher's): each rank stacks two callbacks that
+// append "rank R: library X finalized" to the file, says "ready R PID",
+// and runs AllReduces until its context ends, which only a signal does.
+func childRun() int {
+	file := os.Getenv(childFile)
+	var mu sync.Mutex
+	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		for _, lib := range []string{"A", "B"} {
+			line := fmt.Sprintf("rank %d: library %s finalized", rt.Rank(), lib)
+			if err := rt.StackCallback(func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(f, line)
+				return errors.Join(err, f.Close())
+			}); err != nil {
+				return err
+			}
+		}
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("ready %d %d\n", rt.Rank(), os.Getpid())
+		for {
+			if _, err := runtimeview.AllReduce(ctx, rt, []int64{1}, comm.Sum); err != nil {
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				return err
+			}
+		}
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithOff()))
+	fmt.Fprintln(os.Stderr, "child: Run returned without a signal's exit:", err)
+	return 6
+}
+
+// startRunChild starts cmd (the test binary in mode "run", or mpirun of
+// it) and returns once ranks ranks have said ready, with their pids by
+// rank, and a function that waits for the command and returns its exit
+// status and stderr.
+func startRunChild(t *testing.T, cmd *exec.Cmd, ranks int) (pids []int, wait func() (int, string)) {
+	t.Helper()
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	pids = make([]int, ranks)
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		seen := 0
+		for seen < ranks && sc.Scan() {
+			var r, pid int
+			if _, err := fmt.Sscanf(sc.Text(), "ready %d %d", &r, &pid); err != nil || r < 0 || r >= ranks {
+				continue // mpirun's own lines
+			}
+			pids[r] = pid
+			seen++
+		}
+		if seen < ranks {
+			ready <- fmt.Errorf("%d of %d ranks said ready", seen, ranks)
+		} else {
+			ready <- nil
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case err := <-ready:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the ranks were not ready after 60s; stderr: %s", stderr.String())
+	}
+	return pids, func() (int, string) {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("the job did not end 90s after the signal; stderr: %s", stderr.String())
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), stderr.String()
+		}
+		require.NoError(t, err)
+		return 0, stderr.String()
+	}
+}
+
+// A program whose main is Run, on in-process ranks, handles SIGINT and
+// SIGTERM by default: every rank's context ends, each returns, its
+// callbacks run once, last pushed first, and the process exits 128+signo.
+func TestRunHandlesSignalsInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	for _, tc := range []struct {
+		sig    syscall.Signal
+		status int
+	}{{syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "finalized.txt")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=run", childFile+"="+file, runtimeview.EnvRanks+"=2")
+			pids, wait := startRunChild(t, cmd, 2)
+			require.NoError(t, syscall.Kill(pids[0], tc.sig))
+			status, stderr := wait()
+			assert.Equal(t, tc.status, status, stderr)
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			assert.ElementsMatch(t, []string{"rank 0: library A finalized", "rank 0: library B finalized", "rank 1: library A finalized", "rank 1: library B finalized"}, lines)
+			for r := range 2 {
+				var order []string
+				for _, l := range lines {
+					if strings.HasPrefix(l, fmt.Sprintf("rank %d:", r)) {
+						order = append(order, l)
+					}
+				}
+				assert.Equal(t, []string{fmt.Sprintf("rank %d: library B finalized", r), fmt.Sprintf("rank %d: library A finalized", r)}, order, "rank %d: last pushed first", r)
+			}
+		})
+	}
 }
 
 // runChild starts the test binary as a child in mode, waits for it to say

@@ -40,7 +40,7 @@
 // resourceset): resourceset.Gather(ctx, rt.ResourceSet(2).RAM(), mine)
 // gathers to rank 2. The all-to-all collectives are the generic functions
 // AllGather and AllReduce (numeric slices, moved as raw memory) and
-// AllGatherValue and AllReduceValue (any value, through comm's codec), plus
+// AllGatherValues and AllReduceValue (any value, through comm's codec), plus
 // Barrier. Comm gives the communicator itself for everything else in
 // package comm.
 //
@@ -49,10 +49,13 @@
 // StackCallback pushes a teardown function; Close runs them last pushed
 // first, each exactly once even when others fail or panic, and then pz's
 // own teardown: MPI_Finalize when New initialized MPI, then the logger.
-// Close is idempotent and leaves no goroutine behind. By default New also
-// handles SIGINT and SIGTERM: the first one runs Close and exits with the
-// conventional status 128+signo (130, 143); a second one kills the process
-// at once (see WithSignals).
+// Close is idempotent and leaves no goroutine behind. By default New and
+// Run also handle SIGINT and SIGTERM: the first one cancels the context
+// of Run's function and waits for it to return, runs Close and exits with
+// the conventional status 128+signo (130, 143); a second one kills the
+// process at once. Under MPI with several ranks the signaled rank runs its
+// callbacks without MPI_Finalize and ends the job with MPI_Abort (see
+// WithSignals).
 //
 // # Logging
 //

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -417,4 +419,40 @@ func ncclProcesses(t *testing.T) {
 	fakecuda.SetDelay(t, 0)
 	fakecuda.SetNCCLTimeout(t, 20*time.Second)
 	t.Setenv(fakecuda.EnvNCCLProcesses, "1")
+}
+
+// Under mpirun, SIGTERM to one rank of a program whose main is Run ends
+// the job: that rank's function returns (its context ended), it says why,
+// runs its callbacks once, last pushed first, without MPI_Finalize, and
+// aborts the job; nothing reports MPI as finalized under a running rank.
+func TestMPISignalEndsJob(t *testing.T) {
+	if launch.Detect(os.Getenv).Launched() {
+		t.Skip("starts mpirun")
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	file := filepath.Join(t.TempDir(), "finalized.txt")
+	args := append(lau.Args(2), os.Args[0], "-test.run=^$")
+	cmd := exec.Command(mpirun, args...)
+	cmd.Env = append(os.Environ(), childEnv+"=run", childFile+"="+file, "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	pids, wait := startRunChild(t, cmd, 2)
+	require.NoError(t, syscall.Kill(pids[1], syscall.SIGTERM))
+	status, stderr := wait()
+	t.Logf("mpirun: status %d, stderr:\n%s", status, stderr)
+	assert.NotEqual(t, 0, status, "mpirun's status after an aborted job")
+	assert.Contains(t, stderr, "pz: rank 1 of 2: terminated received: ending the job")
+	assert.NotContains(t, stderr, "was finalized")
+	assert.NotContains(t, stderr, "did not finish")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var mine []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(l, "rank 1:") {
+			mine = append(mine, l)
+		}
+	}
+	assert.Equal(t, []string{"rank 1: library B finalized", "rank 1: library A finalized"}, mine, "rank 1's callbacks ran once, last pushed first")
 }

@@ -36,6 +36,11 @@ var ErrLaunch = errors.New("runtimeview: invalid launch")
 // fn and Close returned; with in-process ranks each rank's error is a
 // *comm.RankError.
 //
+// SIGINT and SIGTERM (unless WithSignals(false)) cancel fn's context, wait
+// for fn to return, run every rank's Close and exit the process with
+// status 128+signo, on either path (see WithSignals for MPI with several
+// ranks).
+//
 // Under MPI with several ranks, a rank whose fn returns an error or panics
 // ends the whole job, as a failed in-process rank ends the others: the
 // other ranks may be waiting for it in a collective, and MPI_Finalize
@@ -56,7 +61,26 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 		if err != nil {
 			return err
 		}
-		ferr := callRank(ctx, rt, fn)
+		// A signal ends fn's context and waits for fn before the
+		// finalizers run (onSignal): they must not close what fn uses.
+		fctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		fnDone := make(chan struct{})
+		rt.runMu.Lock()
+		rt.runCancel, rt.runDone = cancel, fnDone
+		rt.runMu.Unlock()
+		ferr := callRank(fctx, rt, fn)
+		close(fnDone)
+		if rt.signaled.Load() {
+			// The handler runs the stack and ends the process; what fn
+			// returned is the signal's consequence, not a failure of the
+			// rank. Wait for it (it returns only where exit does not end
+			// the process: tests).
+			if rt.sig != nil {
+				<-rt.sig.done
+			}
+			return errors.Join(ferr, rt.Close())
+		}
 		if ferr != nil && rt.world != nil && rt.Size() > 1 {
 			rt.abortJob(ferr, cfg.exit)
 		}
@@ -72,7 +96,9 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 			n = k
 		}
 	}
-	return RunLocal(ctx, n, fn, opts...)
+	// Run is a program's main: SIGINT and SIGTERM end it gracefully
+	// unless the options say otherwise (RunLocal alone leaves them off).
+	return RunLocal(ctx, n, fn, append([]Option{WithSignals(true)}, opts...)...)
 }
 
 // callRank runs fn and turns a panic into an error with its stack.

@@ -69,10 +69,16 @@ func WithComm(c comm.Comm) Option { return func(cf *config) { cf.comm = c } }
 // WithSignals turns the handling of SIGINT and SIGTERM on or off. When on,
 // the first such signal runs Close (the callback stack, then the MPI
 // finalization if pz started MPI) and exits the process with status
-// 128+signo (130 for SIGINT, 143 for SIGTERM). New enables it by default
-// for the process world; RunLocal and WithComm leave it off by default.
-// Under RunLocal a signal cancels every rank's context, every rank's Close
-// runs, and RunLocal then exits the process the same way.
+// 128+signo (130 for SIGINT, 143 for SIGTERM). New and Run enable it by
+// default (Run for in-process ranks too); RunLocal and WithComm leave it
+// off by default. Under Run and RunLocal a signal first cancels every
+// rank's context and waits for the ranks' functions to return, then
+// every rank's Close runs, and the process exits the same way. Under MPI
+// with several ranks the signaled rank cannot finalize MPI (the other
+// ranks may be waiting for it): it says so on stderr, runs its callbacks
+// without MPI_Finalize and ends the job with MPI_Abort, as a failed rank
+// does (mpirun sends SIGTERM to every rank when it is signaled itself, so
+// each does this).
 func WithSignals(on bool) Option {
 	return func(c *config) { c.signals, c.setSignals = on, true }
 }
@@ -136,6 +142,13 @@ type RuntimeView struct {
 	sig       *signalHandler // nil when signals are off
 	world     *mpi.World     // nil unless the backend is MPI
 	aborting  *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
+
+	// Run's function, while it runs (under a launcher): a signal ends its
+	// context and waits for it before the finalizers run.
+	runMu     sync.Mutex
+	runCancel context.CancelCauseFunc
+	runDone   chan struct{}
+	signaled  atomic.Bool // a signal is being handled: the handler ends the process
 }
 
 // build finishes a RuntimeView on communicator c: logger, hardware
@@ -154,11 +167,11 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 	}
 	rt := &RuntimeView{c: c, backend: backend, log: log, stack: callbacks.New()}
 	// The logger closes last: the teardown below it may still log.
-	if err := rt.stack.Push(log.Close); err != nil {
+	if err := rt.stack.PushNamed("logger", log.Close); err != nil {
 		return fail(err)
 	}
 	if teardown != nil {
-		if err := rt.stack.Push(teardown); err != nil {
+		if err := rt.stack.PushNamed("communicator", teardown); err != nil {
 			return fail(err)
 		}
 	}
@@ -175,7 +188,7 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 	if len(owned) > 0 {
 		// Closed after every user callback and the scheduler's (shared
 		// ones by RunLocal, after every rank).
-		if err := rt.stack.Push(func() error { return closeDevices(owned) }); err != nil {
+		if err := rt.stack.PushNamed("devices", func() error { return closeDevices(owned) }); err != nil {
 			return nil, errors.Join(err, closeDevices(owned), rt.stack.Close())
 		}
 	}
@@ -240,7 +253,9 @@ func (rt *RuntimeView) Logger() *zap.Logger { return rt.log.Zap() }
 
 // StackCallback pushes fn onto the finalizer stack: Close runs the
 // callbacks last pushed first, each exactly once, before pz finalizes MPI
-// (when it started MPI). It returns an error wrapping callbacks.ErrClosed
+// (when it started MPI). Close's errors number the callbacks in the order
+// they were pushed here (callback 0 for the first), on every backend; pz's
+// own (the scheduler, the communicator, the logger) are named instead. It returns an error wrapping callbacks.ErrClosed
 // after Close has begun. A callback must not call Close (it would wait for
 // itself); it runs on the goroutine that called Close, or on the signal
 // handler's.

@@ -281,6 +281,7 @@ func TestCloseIsIdempotentAndOrdered(t *testing.T) {
 		err := rt.Close()
 		var pe *comm.PanicError
 		require.ErrorAs(t, err, &pe)
+		assert.Contains(t, err.Error(), "callbacks: callback 2: panic: callback 2 panics", "numbered in the user's push order, not after pz's own")
 		assert.Equal(t, []int{3, 2, 1, 0}, order, "LIFO; the panic does not stop the rest")
 		assert.Equal(t, err, rt.Close(), "idempotent")
 		assert.Equal(t, int32(1), panicked.Load())

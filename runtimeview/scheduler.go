@@ -102,7 +102,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		// sized its workers from procs.
 		runtime.GOMAXPROCS(procs + 1)
 	}
-	if err := rt.StackCallback(func() error {
+	if err := rt.stack.PushNamed("scheduler", func() error {
 		if spare && runtime.GOMAXPROCS(0) == procs+1 {
 			runtime.GOMAXPROCS(procs)
 		}
@@ -115,7 +115,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	}); err != nil {
 		_ = d.Close()
 		_ = ls.Close()
-		return nil, err
+		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
 	rt.sched = d
 	return d, nil

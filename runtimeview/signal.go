@@ -68,12 +68,32 @@ func (h *signalHandler) stop() {
 	<-h.done
 }
 
-// onSignal is the process world's reaction to SIGINT or SIGTERM: run the
-// finalizer stack (bounded by shutdownGrace), then exit with ExitStatus.
-// Failures are written to standard error, since the stack closes the
-// logger.
+// onSignal is the process world's reaction to SIGINT or SIGTERM: end
+// Run's function (its context canceled) and wait for it, then run the
+// finalizer stack (each bounded by shutdownGrace) and exit with
+// ExitStatus. Under MPI with several ranks the stack runs without
+// MPI_Finalize and MPI_Abort ends the job: the other ranks may be waiting
+// for this one, and MPI_Finalize would wait for them. Failures are
+// written to standard error, since the stack closes the logger.
 func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
-	rt.log.Local().Warn("signal received: running the finalizer stack and exiting", zap.Stringer("signal", s))
+	rt.signaled.Store(true)
+	rt.log.Local().Warn("signal received: ending the rank's work, running the finalizer stack and exiting", zap.Stringer("signal", s))
+	rt.runMu.Lock()
+	cancel, fnDone := rt.runCancel, rt.runDone
+	rt.runMu.Unlock()
+	if cancel != nil {
+		cancel(fmt.Errorf("runtimeview: %v received", s))
+		select {
+		case <-fnDone:
+		case <-time.After(shutdownGrace):
+			fmt.Fprintf(os.Stderr, "pz: rank %d: after %v: the rank's function did not return within %v; finalizing anyway\n", rt.Rank(), s, shutdownGrace)
+		}
+	}
+	abort := rt.world != nil && rt.Size() > 1
+	if abort {
+		fmt.Fprintf(os.Stderr, "pz: rank %d of %d: %v received: ending the job (finalizers, then MPI_Abort)\n", rt.Rank(), rt.Size(), s)
+		rt.aborting.Store(true)
+	}
 	done := make(chan error, 1)
 	go func() { done <- rt.closeStack() }()
 	timer := time.NewTimer(shutdownGrace)
@@ -87,6 +107,11 @@ func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
 		}
 	case <-timer.C:
 		fmt.Fprintf(os.Stderr, "pz: rank %d: after %v: the finalizer stack did not finish within %v; exiting anyway\n", rt.Rank(), s, shutdownGrace)
+	}
+	if abort {
+		if err := rt.world.Abort(ExitStatus(s)); err != nil {
+			fmt.Fprintf(os.Stderr, "pz: rank %d: %v\n", rt.Rank(), err)
+		}
 	}
 	exit(ExitStatus(s))
 	// Only reached when exit returns (tests): wait for the stack so that no

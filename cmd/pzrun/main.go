@@ -45,12 +45,14 @@ func main() {
 			os.Exit(runtimeview.ExitStatus(s2))
 		}
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code, program := runApp(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	signal.Stop(sigs)
 	close(sigs)
 	select {
 	case s := <-got:
-		code = runtimeview.ExitStatus(s)
+		if !program { // a launched program's status is its own (runProgram)
+			code = runtimeview.ExitStatus(s)
+		}
 	default:
 	}
 	cancel()

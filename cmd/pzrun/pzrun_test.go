@@ -496,6 +496,39 @@ func TestSignalExitStatus(t *testing.T) {
 	}
 }
 
+// A signal to the pzrun process that launched a program reaches the
+// program as SIGTERM, and pzrun exits with the program's own status, not
+// 128 plus the signal it received.
+func TestLaunchedProgramStatusOnSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildPzrun(t)
+	prog := filepath.Join(t.TempDir(), "trap.sh")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap 'echo stopped; exit 3' TERM\necho ready\nwhile :; do sleep 0.01; done\n"), 0o755))
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		ready := make(chan struct{})
+		out := &readyWriter{ready: ready}
+		cmd := exec.Command(bin, prog)
+		cmd.Stdout = out
+		require.NoError(t, cmd.Start())
+		select {
+		case <-ready:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("the program never started")
+		}
+		require.NoError(t, cmd.Process.Signal(sig))
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v", sig)
+		assert.Equal(t, 3, ee.ExitCode(), "%v: the program's status", sig)
+		out.mu.Lock()
+		assert.Contains(t, out.b.String(), "stopped", "%v", sig)
+		out.mu.Unlock()
+	}
+}
+
 // An app that runs on one rank's scheduler says so when given several
 // ranks, instead of leaving them idle in silence; one that spans the ranks
 // (cholesky) does not.

@@ -99,6 +99,20 @@ func appNames() string {
 
 // run is pzrun without the process: it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	code, _ := runApp(ctx, args, stdout, stderr, getenv)
+	return code
+}
+
+// runApp is run, also saying whether the status is a launched program's
+// own, which stands whatever pzrun received (a signal passed on to the
+// program ends it with the status it chooses).
+func runApp(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int, program bool) {
+	code = runArgs(ctx, args, stdout, stderr, getenv, &program)
+	return code, program
+}
+
+// runArgs is run; *program is set when APP is a program to launch.
+func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, program *bool) int {
 	global := flag.NewFlagSet("pzrun", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
@@ -137,6 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitUsage
 	}
 	if isProgram(name) {
+		*program = true
 		return runProgram(ctx, *n, name, rest, os.Stdin, stdout, stderr, getenv)
 	}
 	if name == "help" {

@@ -438,7 +438,8 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 	if launch.Detect(e.getenv).Launched() {
 		n = 0 // the MPI world
 	}
-	err := runtimeview.Run(ctx, n, body, runtimeview.WithGetenv(e.getenv))
+	// Signals are pzrun's alone (main.go), as for the other apps.
+	err := runtimeview.Run(ctx, n, body, runtimeview.WithGetenv(e.getenv), runtimeview.WithSignals(false))
 	if merr != nil {
 		err = merr
 	}

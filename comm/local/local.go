@@ -662,16 +662,23 @@ func (c *rankComm) abandonArrival(call comm.Call, k uint64, cause error) error {
 		// Someone else broke the group or the world first; report that.
 		return fmt.Errorf("local: %v on rank %d: %w", call, c.rank, cause)
 	}
-	missing := g.missing(k)
-	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, cause))
-	return fmt.Errorf("local: %v on rank %d: ranks %v had not arrived: %w", call, c.rank, missing, cause)
+	missing := g.missing(k, c.rank)
+	// The peers learn who was missing too: the rank that gave up first is
+	// rarely the one that never came.
+	absent := fmt.Sprintf("ranks %v had not arrived", missing)
+	if len(missing) == 0 {
+		absent = "every other rank had arrived"
+	}
+	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, cause))
+	return fmt.Errorf("local: %v on rank %d: %s: %w", call, c.rank, absent, cause)
 }
 
-// missing lists the ranks that have not arrived at collective k.
-func (g *group) missing(k uint64) []int {
+// missing lists the ranks other than self that have not arrived at
+// collective k.
+func (g *group) missing(k uint64, self int) []int {
 	var out []int
 	for j, s := range g.slots {
-		if s.a[k&1].seq.Load() < k {
+		if j != self && s.a[k&1].seq.Load() < k {
 			out = append(out, j)
 		}
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/panics"
@@ -22,8 +26,11 @@ import (
 // part in a collective: ranks waiting for it in one, on any communicator
 // it belongs to, fail at once with comm.ErrBroken naming it, while ranks
 // that do not need it go on. Run returns errors.Join of one
-// *comm.RankError per failed rank (nil if none); a panic is returned as a
-// *comm.PanicError carrying the stack.
+// *comm.RankError per failed rank (nil if none), the rank that failed
+// first leading (errors.As finds it) and the others, mostly its
+// consequences, after it in rank order; a panic is returned as a
+// *comm.PanicError carrying the stack, in that rank's error only (the
+// others name the failed rank and the first line of its error).
 func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
 	comms, err := New(n)
 	if err != nil {
@@ -34,12 +41,15 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 	defer cancel(nil)
 
 	errs := make([]error, n)
+	var first atomic.Int64 // the rank that failed first, + 1; 0 for none
 	fail := func(r int, err error) {
 		errs[r] = &comm.RankError{Rank: r, Err: err}
+		first.CompareAndSwap(0, int64(r)+1)
 		// The cause wraps ErrBroken, so that a rank that notices the
 		// canceled context first reports the same thing as one that
-		// notices the broken world.
-		cause := fmt.Errorf("%w: rank %d failed: %v", comm.ErrBroken, r, err)
+		// notices the broken world. It carries the error's first line
+		// only: a panic's stack is in the failed rank's own error, once.
+		cause := fmt.Errorf("%w: rank %d failed: %s", comm.ErrBroken, r, firstLine(err))
 		w.brk.breakWith(cause)
 		cancel(cause)
 	}
@@ -68,7 +78,35 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		})
 	}
 	wg.Wait()
+	// The rank that failed first leads: the others' errors are mostly its
+	// consequences, and errors.As finds the first RankError.
+	if f := first.Load(); f > 0 {
+		errs[0], errs[f-1] = errs[f-1], errs[0]
+		if f > 1 {
+			// Keep the others in rank order after it.
+			rest := errs[1:]
+			slices.SortStableFunc(rest, func(a, b error) int { return rankOf(a) - rankOf(b) })
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// rankOf is the rank of a RankError, n (past every rank) for nil.
+func rankOf(err error) int {
+	if re, ok := err.(*comm.RankError); ok {
+		return re.Rank
+	}
+	return math.MaxInt
+}
+
+// firstLine is err's message up to its first newline, with "..." when
+// more follows.
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		return msg[:i] + " ..."
+	}
+	return msg
 }
 
 // errGoexit is what a rank that left through runtime.Goexit returns.
