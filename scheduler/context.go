@@ -168,9 +168,12 @@ func ContextSize(n int) ContextOption { return func(c *ctxConfig) { c.count = n 
 
 // ContextPolicy sets the new context's policy by name (see Policies; ""
 // takes the scheduler's). "none" makes a cluster: a context whose tasks
-// run one at a time on its first worker while its other workers take no
-// tasks at all, left to the runtime the task starts (OpenMP-like pools);
-// the task finds them with Call.Task.Context.Workers().
+// run one at a time on its first worker (the lowest id given to it)
+// while its other workers take no tasks at all, left to the runtime the
+// task starts (OpenMP-like pools); the task finds them with
+// Call.Task.Context.Workers(). That holds from the first task on: a
+// task submitted before the first worker has joined the cluster (at its
+// next safe point) waits for it, whichever workers joined first.
 func ContextPolicy(name string) ContextOption { return func(c *ctxConfig) { c.policy = name } }
 
 // ContextPolicyFunc installs a custom policy in the new context.
@@ -205,7 +208,7 @@ func (s *Scheduler) WorkerContext(id int) *Context {
 }
 
 // Resizes returns every context change of a worker so far, in the order
-// applied.
+// applied: their At times never decrease.
 func (s *Scheduler) Resizes() []Resize {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
@@ -245,7 +248,7 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 	case polName == "none":
 		nc.cluster = true
 		cp := &clusterPolicy{}
-		cp.mid.Store(-1)
+		cp.setMaster(-1, CPUWorker)
 		nc.policy = cp
 	default:
 		if polName == "" {

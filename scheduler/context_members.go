@@ -105,8 +105,9 @@ func (c *Context) isIn(a *Context) bool {
 }
 
 // retargetLocked makes to the context of the workers ids (whose current
-// context is not already to or inside it) and posts the change to them.
-// It returns the workers to wake once cx.mu is released.
+// context is not already to or inside it), posts the change to them and
+// elects the masters of the clusters they leave or join. It returns the
+// workers to wake once cx.mu is released.
 func (s *Scheduler) retargetLocked(ids []int, to *Context, reason string) []int {
 	var moved []int
 	for _, id := range ids {
@@ -117,6 +118,12 @@ func (s *Scheduler) retargetLocked(ids []int, to *Context, reason string) []int 
 		s.cx.target[id] = to
 		s.cx.reason[id] = reason
 		moved = append(moved, id)
+		if l.cluster {
+			s.electLocked(l)
+		}
+	}
+	if to.cluster && len(moved) > 0 {
+		s.electLocked(to)
 	}
 	return moved
 }
@@ -254,8 +261,11 @@ func (w *worker) applyContexts() {
 	}
 	w.cx.chain.Store(&next)
 	s.teamsGrew()
-	r := Resize{At: time.Duration(s.now()), Worker: w.info.ID, From: old[0].name, FromID: old[0].id, To: next[0].name, ToID: next[0].id, Reason: reason}
+	r := Resize{Worker: w.info.ID, From: old[0].name, FromID: old[0].id, To: next[0].name, ToID: next[0].id, Reason: reason}
+	// Timed under the lock that appends it, so that Resizes lists the
+	// changes in the order of their times.
 	s.cx.mu.Lock()
+	r.At = time.Duration(s.now())
 	s.cx.resizes = append(s.cx.resizes, r)
 	s.cx.mu.Unlock()
 	if l := s.cfg.logger; l != nil {

@@ -547,6 +547,136 @@ func TestContextCluster(t *testing.T) {
 	assert.Equal(t, []int{2}, r2.workers())
 }
 
+// TestContextClusterFirstWorkerFromTheStart: a cluster's tasks run on its
+// first worker even when the other workers join it before the first does
+// (they reach their safe points first): the master is the first worker
+// given to the cluster, not the first to join it.
+func TestContextClusterFirstWorkerFromTheStart(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(4), scheduler.WithPolicy("eager"))
+	// Occupy every worker with a task of its own gate.
+	var gates [4]chan struct{}
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	started := make(chan int, 4)
+	hold := &scheduler.Codelet{Name: "hold", CPU: func(c *scheduler.Call) error {
+		started <- c.Worker
+		<-gates[c.Worker]
+		return nil
+	}}
+	for range gates {
+		require.NoError(t, s.Submit(ctx, hold))
+	}
+	for range gates {
+		<-started
+	}
+	cl, err := s.NewContext("cluster", scheduler.ContextWorkers(1, 2, 3), scheduler.ContextPolicy("none"))
+	require.NoError(t, err)
+	// Workers 2 and 3 join the cluster; worker 1 is still busy.
+	close(gates[2])
+	close(gates[3])
+	waitResize(t, s, 2, "add")
+	waitResize(t, s, 3, "add")
+	r := newRanOn()
+	for i := 0; i < 5; i++ {
+		require.NoError(t, s.Submit(ctx, r.codelet("omp", 0), scheduler.InContext(cl)))
+	}
+	close(gates[1])
+	close(gates[0])
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, []int{1}, r.workers(), "the cluster's tasks wait for its first worker")
+
+	// Tasks submitted right after NewContext, before any worker joined.
+	for trial := 0; trial < 10; trial++ {
+		s := newSched(t, scheduler.WithWorkers(4))
+		cl, err := s.NewContext("cluster", scheduler.ContextWorkers(3, 1, 2), scheduler.ContextPolicy("none"))
+		require.NoError(t, err)
+		r := newRanOn()
+		for i := 0; i < 10; i++ {
+			require.NoError(t, s.Submit(ctx, r.codelet("omp", 0), scheduler.InContext(cl)))
+		}
+		require.NoError(t, s.WaitAll(ctx))
+		assert.Equal(t, []int{1}, r.workers(), "trial %d", trial)
+		assert.Equal(t, int64(1), r.max.Load(), "trial %d: one at a time", trial)
+		require.NoError(t, s.Close())
+	}
+}
+
+// TestContextResizesInOrder: Resizes lists the changes in the order
+// applied, and their times agree with that order, also when many
+// workers apply theirs at once.
+func TestContextResizesInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	for trial := 0; trial < 20; trial++ {
+		s := newSched(t, scheduler.WithWorkers(8))
+		a, err := s.NewContext("A", scheduler.ContextSize(4))
+		require.NoError(t, err)
+		b, err := s.NewContext("B", scheduler.ContextSize(4))
+		require.NoError(t, err)
+		require.NoError(t, s.MoveWorkers(a, b, 0, 1))
+		require.NoError(t, s.MoveWorkers(b, a, 4, 5))
+		require.NoError(t, s.Submit(ctx, clEmpty))
+		require.NoError(t, s.WaitAll(ctx))
+		require.NoError(t, s.Close()) // every worker applies its changes
+		rs := s.Resizes()
+		require.NotEmpty(t, rs)
+		for i := 1; i < len(rs); i++ {
+			require.LessOrEqual(t, rs[i-1].At, rs[i].At, "trial %d: %v then %v", trial, rs[i-1], rs[i])
+		}
+	}
+}
+
+// TestTaskContextSetAtSubmission: submission sets Task.Context to the
+// context used, the global one included, with or without other
+// contexts, and the task's code sees it.
+func TestTaskContextSetAtSubmission(t *testing.T) {
+	ctx := testCtx(t)
+	var seen sync.Map
+	show := &scheduler.Codelet{Name: "show", CPU: func(c *scheduler.Call) error {
+		seen.Store(c.Arg, c.Task.Context)
+		return nil
+	}}
+	s := newSched(t, scheduler.WithWorkers(2))
+	g := s.Global()
+	require.NoError(t, s.Submit(ctx, show, scheduler.WithArg("plain, no contexts")))
+	nt := scheduler.NewTask(show, scheduler.WithArg("NewTask, no contexts"))
+	require.NoError(t, s.SubmitTask(ctx, nt))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Same(t, g, nt.Context)
+
+	a, err := s.NewContext("A", scheduler.ContextWorkers(0))
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, show, scheduler.WithArg("plain")))
+	require.NoError(t, s.Submit(ctx, show, scheduler.WithArg("InContext global"), scheduler.InContext(g)))
+	require.NoError(t, s.Submit(ctx, show, scheduler.WithArg("InContext A"), scheduler.InContext(a)))
+	require.NoError(t, s.Submit(scheduler.Within(ctx, a), show, scheduler.WithArg("Within A")))
+	b := s.NewBatch()
+	require.NoError(t, b.Submit(ctx, show, scheduler.WithArg("batch")))
+	b.Flush()
+	ta := scheduler.NewTask(show, scheduler.WithArg("NewTask Within A"))
+	require.NoError(t, s.SubmitTask(scheduler.Within(ctx, a), ta))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Same(t, a, ta.Context)
+
+	want := map[string]*scheduler.Context{
+		"plain, no contexts": g, "NewTask, no contexts": g, "plain": g, "InContext global": g,
+		"InContext A": a, "Within A": a, "batch": g, "NewTask Within A": a,
+	}
+	for arg, c := range want {
+		got, ok := seen.Load(arg)
+		if assert.True(t, ok, "%s ran", arg) {
+			assert.Same(t, c, got, arg)
+		}
+	}
+
+	// A refused submission leaves Task.Context as it was.
+	a.StopSubmission()
+	tr := scheduler.NewTask(show)
+	require.ErrorIs(t, s.SubmitTask(scheduler.Within(ctx, a), tr), scheduler.ErrContextStopped)
+	assert.Nil(t, tr.Context)
+}
+
 func TestContextErrorsReportedPerContext(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, scheduler.WithWorkers(2))
@@ -587,6 +717,19 @@ func TestContextTeams(t *testing.T) {
 	err = s.Submit(ctx, spmd, scheduler.WithTeam(3), scheduler.InContext(c))
 	require.ErrorIs(t, err, scheduler.ErrBadTeam, "a team larger than the context")
 	assert.Zero(t, c.Pending())
+
+	// It is the context's workers that count, those moving there too:
+	// an empty context refuses a team (it keeps its other tasks)...
+	e, err := s.NewContext("e")
+	require.NoError(t, err)
+	err = s.Submit(ctx, spmd, scheduler.WithTeam(2), scheduler.InContext(e))
+	require.ErrorIs(t, err, scheduler.ErrBadTeam, "a team in an empty context")
+	assert.Contains(t, err.Error(), `context "e" has 0 CPU workers`)
+	assert.Zero(t, e.MinWorkers())
+	// ... and accepts it once given workers, before they joined.
+	require.NoError(t, e.AddWorkers(0, 3))
+	require.NoError(t, s.Submit(ctx, spmd, scheduler.WithTeam(2), scheduler.InContext(e)))
+	require.NoError(t, e.WaitAll(ctx))
 }
 
 func TestContextResizesInTrace(t *testing.T) {

@@ -78,7 +78,8 @@
 // last n of WithDrivenWorkers: those the program drives itself, from a
 // goroutine locked to an OS thread of its choosing (the main thread, where
 // a graphics or CUDA context lives), with Scheduler.Driver and the
-// Driver's Run, or Init, RunOnce from its own loop, and Deinit. Idle
+// Driver's Run, or Init, RunOnce (at most one task a call) from its own
+// loop, and Deinit. Idle
 // workers spin briefly and then sleep until a task is pushed for them. A Policy (Push, Pop, AddWorkers, RemoveWorkers) decides where
 // ready tasks go: eager (one FIFO), prio (one priority queue), random,
 // ws (work stealing from the most loaded), lws (local work stealing from

@@ -89,7 +89,8 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 //
 // The policy gives tasks to a driven worker like to any other, so a
 // driven worker must be driven until Close for every task to run. A
-// Driver is used by one goroutine at a time.
+// Driver is used by one goroutine at a time: its methods must not run
+// concurrently (that is not checked; the race detector reports it).
 type Driver struct {
 	w     *worker
 	state atomic.Int32 // driverNew, driverInit, driverDone
@@ -144,11 +145,16 @@ func (d *Driver) Init() error {
 	return nil
 }
 
-// RunOnce does one cycle of the worker without blocking: it takes a task
-// the policy gives this worker (or joins a forming team) and runs it,
-// with the dependents it releases when they would come back to it
-// anyway. It reports whether it ran anything; false also once the
-// scheduler is closed, and from the code of a task the driver runs.
+// RunOnce does one cycle of the worker, as StarPU's run_once: it runs
+// at most one task, the next the policy gives this worker, or this
+// worker's share of one team task (WithTeam) forming in its contexts.
+// The tasks that one releases are queued for the policy, not run here,
+// so a frame loop that calls RunOnce spends at most one task's time in
+// it. RunOnce does not wait for tasks: without one for this worker it
+// returns false at once. It waits only for the other members of a team
+// it joins, as every member does. It reports whether it ran anything;
+// false also before Init, after Deinit, once the scheduler is closed,
+// and from the code of a task the driver runs.
 func (d *Driver) RunOnce() bool {
 	w := d.w
 	if d.state.Load() != driverInit || w.s.stopping.Load() || d.busy {
@@ -156,7 +162,7 @@ func (d *Driver) RunOnce() bool {
 		return false
 	}
 	d.busy = true
-	ran := w.drv.runOnce(w)
+	ran := w.runOne()
 	d.busy = false
 	// Publish the completions at once (the scheduler's own workers do it
 	// in batches, and when they go idle): the application may not call
@@ -228,10 +234,16 @@ func (d *Driver) Run(ctx context.Context) error {
 // running one. A Synchronous task is waited for while the worker runs
 // tasks, as it may be queued for this very worker.
 //
-// Call it between Init and Deinit, from the goroutine that drives the
-// worker (ErrDriver otherwise), and wait with the Driver's WaitAll,
+// Call it between Init and Deinit (ErrDriver otherwise), from the
+// goroutine that drives the worker, and wait with the Driver's WaitAll,
 // which runs the tasks queued for this worker: Scheduler.WaitAll
-// waits, but runs nothing on the driven worker.
+// waits, but runs nothing on the driven worker. Like every method of a
+// Driver, Submit must not run at the same time as another call on the
+// same Driver (RunOnce, Run, WaitAll, Submit) - this is not checked, as
+// no cheap check could tell goroutines apart. Called from another
+// goroutine while the driving one leaves the Driver alone, it works, but
+// the tasks it runs at once then run on the calling goroutine: not on
+// the OS thread the driving goroutine may be locked to.
 func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	if err := d.submitting("Submit"); err != nil {
 		return err
@@ -338,7 +350,7 @@ func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
 	default:
 	}
 	t := &d.task
-	t.Codelet, t.Arg, t.s = cl, arg, s
+	t.Codelet, t.Arg, t.s, t.Context = cl, arg, s, s.cx.global
 	t.state.Store(stateSubmitted)
 	c := &w.call
 	c.Task, c.Worker, c.Rank, c.Size, c.Arg, c.bufs = t, w.info.ID, 0, 1, arg, c.bufs[:0]

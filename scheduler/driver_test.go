@@ -376,3 +376,99 @@ func TestDriverSubmitFromTask(t *testing.T) {
 	assert.Less(t, slices.Index(order, "B"), slices.Index(order, "B.child"), "the child ran inside its parent: %v", order)
 	require.NoError(t, d.Deinit())
 }
+
+// TestDriverRunOnceRunsOneTask: RunOnce runs one task, not the chain of
+// dependents it releases (they are queued for the next calls), and its
+// share of one team task, not a task after it: a frame loop spends at
+// most one task's time in it.
+func TestDriverRunOnceRunsOneTask(t *testing.T) {
+	ctx := testCtx(t)
+	s, d := drivenSched(t, 1) // the driven worker alone: nothing else runs tasks
+	var x int
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	var ran atomic.Int64
+	step := &scheduler.Codelet{Name: "step", CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+	const n = 10
+	for range n {
+		require.NoError(t, s.Submit(ctx, step, scheduler.RW(h))) // a chain
+	}
+	for i := 1; i <= n; i++ {
+		require.True(t, d.RunOnce(), "call %d", i)
+		require.Equal(t, int64(i), ran.Load(), "call %d ran one task", i)
+	}
+	assert.False(t, d.RunOnce(), "nothing left")
+
+	// A team of one: the worker's share, then nothing more in that call.
+	team := &scheduler.Codelet{Name: "team", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+	tt := scheduler.NewTask(team, scheduler.WithTeam(1))
+	require.NoError(t, s.SubmitTask(ctx, tt))
+	require.NoError(t, s.Submit(ctx, step))
+	require.True(t, d.RunOnce())
+	require.Equal(t, int64(n+1), ran.Load())
+	require.True(t, d.RunOnce())
+	require.Equal(t, int64(n+2), ran.Load())
+	require.NoError(t, s.WaitAll(ctx))
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverRunOnceTeamShare: a RunOnce that joins a team runs its share
+// and returns, without taking another task.
+func TestDriverRunOnceTeamShare(t *testing.T) {
+	ctx := testCtx(t)
+	s, d := drivenSched(t, 2, scheduler.WithPolicy("eager"))
+	release := holdWorker(ctx, t, s) // worker 0 busy: the driven worker pops the team
+	m := &eventMonitor{popName: "team", popped: make(chan int, 1)}
+	s.SetMonitor(m, time.Hour)
+	var shares, others atomic.Int64
+	team := &scheduler.Codelet{Name: "team", Parallel: scheduler.SPMD, CPU: func(*scheduler.Call) error { shares.Add(1); return nil }}
+	other := &scheduler.Codelet{Name: "other", CPU: func(c *scheduler.Call) error {
+		if c.Worker == d.Worker() {
+			others.Add(1)
+		}
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, team, scheduler.WithTeam(2)))
+	require.NoError(t, s.Submit(ctx, other))
+	done := make(chan bool)
+	go func() { done <- d.RunOnce() }() // pops the team task, waits for worker 0
+	require.Equal(t, d.Worker(), <-m.popped)
+	release()
+	require.True(t, <-done)
+	assert.Zero(t, others.Load(), "RunOnce ran the team's share only")
+	require.NoError(t, d.WaitAll(ctx))
+	assert.Equal(t, int64(2), shares.Load(), "both members ran their share")
+	s.SetMonitor(nil, 0)
+	require.NoError(t, d.Deinit())
+}
+
+// TestDriverSubmitFromAnotherGoroutine: Submit from a goroutine other
+// than the driving one is accepted when the driving goroutine does not
+// use the Driver meanwhile (a Driver is used by one goroutine at a
+// time); the tasks it runs at once then run on that goroutine.
+func TestDriverSubmitFromAnotherGoroutine(t *testing.T) {
+	ctx := testCtx(t)
+	s, d := drivenSched(t, 2)
+	d.SetSubmitLimit(1)
+	release := holdWorker(ctx, t, s) // in flight: past the limit
+	var onDriver atomic.Int64
+	var seen atomic.Pointer[scheduler.Context]
+	work := &scheduler.Codelet{Name: "work", CPU: func(c *scheduler.Call) error {
+		if c.Worker == d.Worker() {
+			onDriver.Add(1)
+		}
+		seen.Store(c.Task.Context)
+		return nil
+	}}
+	require.NoError(t, d.Submit(ctx, work)) // queued: 2 tasks in flight
+	errc := make(chan error)
+	go func() { errc <- d.Submit(ctx, work) }()
+	require.NoError(t, <-errc)
+	assert.Equal(t, int64(1), onDriver.Load(), "past the limit: run at once, on the submitting goroutine")
+	assert.Same(t, s.Global(), seen.Load(), "a task run as a plain call sees its context too")
+	release()
+	require.NoError(t, d.WaitAll(ctx))
+	require.NoError(t, d.Deinit())
+	go func() { errc <- d.Submit(ctx, work) }()
+	require.ErrorIs(t, <-errc, scheduler.ErrDriver, "outside Init..Deinit")
+}

@@ -37,7 +37,9 @@ var (
 	// it depends on (explicitly, through a tag or through data) failed.
 	ErrCanceled = errors.New("scheduler: task canceled")
 	// ErrBadTeam is returned by Submit when a parallel task asks for more
-	// workers than the scheduler has.
+	// workers than its context has CPU workers at submission (the
+	// scheduler's, for the global context), or for a team it cannot run
+	// (a negative size, a detached or CUDA-only codelet).
 	ErrBadTeam = errors.New("scheduler: invalid team size")
 	// ErrOverlap is returned by Register when the memory overlaps a handle
 	// that is still registered: two handles aliasing memory would let a

@@ -92,8 +92,8 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	if t.Tag != 0 {
 		q = s.tagDone(t, err, q)
 	}
-	if t.Context != nil {
-		t.Context.taskDone(t)
+	if c := t.Context; c.parent != nil {
+		c.taskDone(t)
 	}
 	if w != nil {
 		w.doneBatch++
@@ -167,7 +167,7 @@ type inliner interface {
 // next anyway.
 func (w *worker) canInline(n *Task) bool {
 	s := w.s
-	if n.Team > 1 || n.commute || n.Context != nil || n.readErr() != nil ||
+	if n.Team > 1 || n.commute || n.Context.parent != nil || n.readErr() != nil ||
 		w.cx.moveReq.Load() || s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.stopping.Load() {
 		return false
 	}

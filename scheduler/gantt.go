@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"time"
@@ -97,7 +98,8 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 // has the same colour in every chart), idle time hatched, each worker's
 // utilization (busy time over the chart's span) beside its row, a time
 // axis, a legend of the codelets with their run counts and busy times,
-// and with contexts a band under each row showing the worker's context.
+// and with contexts a band under each row showing the worker's context,
+// each context of the chart in a colour of its own (the global one grey).
 // Options add to it (GanttCriticalPath). Call it after WaitAll or Close.
 func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 	var cfg ganttConfig
@@ -110,17 +112,64 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("%v%d", w.info.Kind, w.info.ID)})
 	}
 	s.xferGantt(&c)
-	for _, sp := range s.contextSpans(s.traceEnd(evs)) {
-		b := gantt.Band{Row: sp.worker, Name: sp.name, Start: sp.start, End: sp.end}
-		if sp.name == GlobalName {
-			b.Color = "#999999" // the global context: neutral
-		}
-		c.Bands = append(c.Bands, b)
+	spans := s.contextSpans(s.traceEnd(evs))
+	var names []string
+	for _, sp := range spans {
+		names = append(names, sp.name)
+	}
+	colors := contextColors(names)
+	for _, sp := range spans {
+		c.Bands = append(c.Bands, gantt.Band{Row: sp.worker, Name: sp.name, Start: sp.start, End: sp.end, Color: colors[sp.name]})
 	}
 	if err := gantt.Write(out, c); err != nil {
 		return fmt.Errorf("scheduler: writing the Gantt chart: %w", err)
 	}
 	return nil
+}
+
+// globalColor is the Gantt band colour of the global context: neutral.
+const globalColor = "#999999"
+
+// contextPalette holds the Gantt band colours of the contexts: D3's
+// category10 without its grey (the global context's), and a dark blue.
+// Any two are at least 27 apart in CIELAB (CIE76 ΔE), and 30 from the
+// global grey (TestContextColorsDistinct), where a hash into hues at one
+// lightness gave two contexts in three of four charts the same or a
+// barely different band.
+var contextPalette = [...]string{
+	"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+	"#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79",
+}
+
+// contextColors returns the band colour of each context name of a
+// chart: grey for the global context, and for the others colours of
+// contextPalette, distinct while there are no more contexts than
+// colours. A name takes the colour its hash picks, the same in every
+// chart, unless a name before it (in sorted order) has it, then the next
+// colour free in the chart; past len(contextPalette) contexts, the
+// colours used least come again.
+func contextColors(names []string) map[string]string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make(map[string]string, len(names))
+	var used [len(contextPalette)]int
+	for _, n := range names {
+		if n == GlobalName {
+			out[n] = globalColor
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(n))
+		k := int(h.Sum64() % uint64(len(contextPalette)))
+		least := slices.Min(used[:])
+		for used[k] > least {
+			k = (k + 1) % len(contextPalette)
+		}
+		used[k]++
+		out[n] = contextPalette[k]
+	}
+	return out
 }
 
 // ganttBars converts trace events to the chart's bars.

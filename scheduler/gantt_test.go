@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +75,35 @@ func TestGanttPlain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), ">gemm: 8 runs, ")
 	assert.Len(t, s.CriticalPath(), 1, "independent tasks: a path of one")
+}
+
+// TestGanttContextBandsDistinct: the bands of two contexts of a chart
+// have different colours (as drawn in the legend), for pairs of names
+// that a hash into hues gave the same or a barely different colour.
+func TestGanttContextBandsDistinct(t *testing.T) {
+	ctx := testCtx(t)
+	re := regexp.MustCompile(`fill="(#[0-9a-f]{6})"/><text[^>]*>context ([^<]+)<`)
+	for _, pair := range [][2]string{{"left", "right"}, {"A", "B"}, {"small", "large"}, {"solver1", "solver2"}} {
+		s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
+		a, err := s.NewContext(pair[0], scheduler.ContextWorkers(0))
+		require.NoError(t, err)
+		b, err := s.NewContext(pair[1], scheduler.ContextWorkers(1))
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(ctx, clEmpty, scheduler.InContext(a)))
+		require.NoError(t, s.Submit(ctx, clEmpty, scheduler.InContext(b)))
+		require.NoError(t, s.WaitAll(ctx))
+		waitResize(t, s, 0, "add")
+		waitResize(t, s, 1, "add")
+		var svg strings.Builder
+		require.NoError(t, s.WriteGantt(&svg))
+		colors := map[string]string{}
+		for _, m := range re.FindAllStringSubmatch(svg.String(), -1) {
+			colors[m[2]] = m[1]
+		}
+		require.Contains(t, colors, pair[0], "%v", pair)
+		require.Contains(t, colors, pair[1], "%v", pair)
+		assert.NotEqual(t, colors[pair[0]], colors[pair[1]], "%v", pair)
+		assert.NotEqual(t, colors[pair[0]], colors[scheduler.GlobalName], "%v", pair)
+		require.NoError(t, s.Close())
+	}
 }

@@ -1,18 +1,17 @@
 package scheduler
 
-import (
-	"slices"
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // clusterPolicy is the policy of a context without one (a cluster): one
-// FIFO of tasks, popped only by the member with the lowest id, one task
-// at a time (taskDone releases the next).
+// FIFO of tasks, popped only by the master, one task at a time (taskDone
+// releases the next). The master is the member with the lowest id among
+// the workers the cluster has been given, whether they have joined yet
+// or not (electLocked): elected from the workers that have joined, the
+// first to reach its safe point after NewContext would take the first
+// tasks, and the cluster would run them on another worker than its
+// first.
 type clusterPolicy struct {
 	q       taskQueue
-	mu      sync.Mutex
-	members []WorkerInfo
 	mkind   atomic.Int32 // master's kind
 	mid     atomic.Int32 // master's id, -1 for none
 	running atomic.Bool  // a task of the cluster is running
@@ -20,36 +19,18 @@ type clusterPolicy struct {
 
 func (p *clusterPolicy) Name() string { return "none" }
 
-func (p *clusterPolicy) AddWorkers(ws ...WorkerInfo) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range ws {
-		if !slices.ContainsFunc(p.members, func(x WorkerInfo) bool { return x.ID == w.ID }) {
-			p.members = append(p.members, w)
-		}
-	}
-	p.elect()
-}
+// AddWorkers does nothing: the master is elected when workers are given
+// to the cluster, not when they join it (electLocked).
+func (p *clusterPolicy) AddWorkers(...WorkerInfo) {}
 
-func (p *clusterPolicy) RemoveWorkers(ids ...int) []*Task {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.members = slices.DeleteFunc(p.members, func(x WorkerInfo) bool { return slices.Contains(ids, x.ID) })
-	p.elect()
-	return nil // the queue is shared: the next master pops it
-}
+// RemoveWorkers hands nothing back: the queue is shared, and the next
+// master pops it.
+func (p *clusterPolicy) RemoveWorkers(...int) []*Task { return nil }
 
-// elect makes the lowest id member the master; p.mu is held.
-func (p *clusterPolicy) elect() {
-	m := int32(-1)
-	var k WorkerKind
-	for _, w := range p.members {
-		if m < 0 || int32(w.ID) < m {
-			m, k = int32(w.ID), w.Kind
-		}
-	}
+// setMaster makes worker id, of kind k, the master (-1: none).
+func (p *clusterPolicy) setMaster(id int, k WorkerKind) {
 	p.mkind.Store(int32(k))
-	p.mid.Store(m)
+	p.mid.Store(int32(id))
 }
 
 func (p *clusterPolicy) Push(t *Task, from int) int {
@@ -60,6 +41,8 @@ func (p *clusterPolicy) Push(t *Task, from int) int {
 	return NoWorker
 }
 
+// Pop gives the next task to the master only. A worker pops from the
+// cluster once it has joined it, so the master pops nothing before then.
 func (p *clusterPolicy) Pop(w int) *Task {
 	if int32(w) != p.mid.Load() || p.q.n.Load() == 0 || !p.running.CompareAndSwap(false, true) {
 		return nil
@@ -69,6 +52,20 @@ func (p *clusterPolicy) Pop(w int) *Task {
 		p.running.Store(false)
 	}
 	return t
+}
+
+// electLocked makes the lowest id worker given to cluster c (joined or
+// moving there) its master; s.cx.mu is held. A cluster has no
+// sub-contexts, so its workers are those whose target is c.
+func (s *Scheduler) electLocked(c *Context) {
+	p := c.policy.(*clusterPolicy)
+	for id, l := range s.cx.target {
+		if l == c {
+			p.setMaster(id, s.workers[id].info.Kind)
+			return
+		}
+	}
+	p.setMaster(-1, CPUWorker)
 }
 
 var _ Policy = (*clusterPolicy)(nil)

@@ -10,12 +10,15 @@ import (
 // (deps.go); a task with no pending predecessor goes on to ready.go.
 
 // enterContext resolves t's context (Task.Context, else the default of
-// ctx) and counts t in it; it fails for a context that refuses tasks.
+// ctx, else the global context), sets Task.Context to it and counts t in
+// it; it fails for a context that refuses tasks, leaving Task.Context
+// unchanged.
 func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 	c := t.Context
 	if c == nil {
 		c = ContextOf(ctx)
 		if c == nil {
+			t.Context = s.cx.global
 			return nil
 		}
 	}
@@ -23,7 +26,7 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 		return fmt.Errorf("%w: task %q submitted to %q of another scheduler", ErrBadContext, t.Codelet.name(), c.name)
 	}
 	if c.parent == nil {
-		t.Context = nil
+		t.Context = c
 		return nil
 	}
 	if t.Team > 1 {
@@ -184,6 +187,8 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 			t.state.Store(stateNew)
 			return err
 		}
+	} else {
+		t.Context = s.cx.global // no context but the global one
 	}
 	t.s = s
 	t.pending.Store(1)
@@ -288,6 +293,6 @@ func (s *Scheduler) validate(t *Task) error {
 func (w *worker) runsAtSubmit(t *Task) bool {
 	s := w.s
 	return t.Team <= 1 && !t.commute && t.Codelet.Detached == nil && t.Priority == 0 &&
-		t.Context == nil && t.readErr() == nil && t.CanRunOn(w.info.Kind) &&
+		t.Context.parent == nil && t.readErr() == nil && t.CanRunOn(w.info.Kind) &&
 		!w.cx.moveReq.Load() && s.cx.n.Load() == 0 && s.cx.mon.Load() == nil && !s.stopping.Load()
 }

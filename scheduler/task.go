@@ -213,7 +213,13 @@ func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, fn: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
-// once (see Codelet.Parallel). k must not exceed the number of workers.
+// once (see Codelet.Parallel). k must not exceed the CPU workers of the
+// task's context when it is submitted (those in it and those moving
+// there; for the global context, the scheduler's): Submit refuses a
+// larger team with ErrBadTeam, also for an empty context, which keeps
+// its other tasks until workers arrive. A context that shrinks below k
+// after the submission parks the team until workers join it (see
+// Context.MinWorkers).
 func WithTeam(k int) Arg { return Arg{kind: argTeam, n: k} }
 
 // Synchronous makes Submit wait until the task completes and return its
@@ -255,7 +261,9 @@ type Task struct {
 	Team int
 	// Context is the scheduling context the task is submitted to; nil
 	// means the default of the submitting call's ctx (Within), else the
-	// global context. Submission sets it to the context used.
+	// global context. Submission sets it to the context used, the global
+	// one included, so that a task's code always finds its context in
+	// Call.Task.Context (a failed submission leaves it as it was).
 	Context *Context
 
 	s       *Scheduler

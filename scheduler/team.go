@@ -143,15 +143,16 @@ func (s *Scheduler) parkedTeams() map[*Context]*Task {
 }
 
 // joinTeam makes w a member of the forming team tm (if it is not full),
-// waits for the others and runs its share. A member waiting for the
-// others stays reachable: a context change posted for it, or the team
-// being disbanded, lets it go before the team starts.
-func (w *worker) joinTeam(tm *team) {
+// waits for the others and runs its share; it reports whether it did. A
+// member waiting for the others stays reachable: a context change posted
+// for it, or the team being disbanded, lets it go before the team
+// starts.
+func (w *worker) joinTeam(tm *team) bool {
 	s := w.s
 	s.teams.mu.Lock()
 	if s.teams.forming.Load() != tm || tm.started || tm.aborted || len(tm.members) >= tm.size {
 		s.teams.mu.Unlock()
-		return
+		return false
 	}
 	tm.members = append(tm.members, w)
 	if len(tm.members) == tm.size {
@@ -162,10 +163,11 @@ func (w *worker) joinTeam(tm *team) {
 	} else {
 		s.teams.mu.Unlock()
 		if !w.awaitTeam(tm) {
-			return
+			return false
 		}
 	}
 	w.runTeam(tm, slices.Index(tm.members, w))
+	return true
 }
 
 // awaitTeam waits until tm starts (true) or w leaves it (false): because

@@ -56,6 +56,11 @@ type worker struct {
 	events []traceEvent
 
 	cx workerCx // scheduling contexts (context.go)
+
+	// once makes pop return after the worker ran its share of a team
+	// task, setting ranShare, instead of looking for another task
+	// (runOne).
+	once, ranShare bool
 }
 
 // idle is called when the worker found nothing to do: spin briefly, then
@@ -142,7 +147,10 @@ func (w *worker) pop() *Task {
 			w.applyContexts()
 		}
 		if tm := s.teams.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) && tm.t.CanRunOn(w.info.Kind) {
-			w.joinTeam(tm)
+			if w.joinTeam(tm) && w.once {
+				w.ranShare = true
+				return nil
+			}
 			continue
 		}
 		t := w.popChain(*w.cx.chain.Load())
@@ -156,6 +164,23 @@ func (w *worker) pop() *Task {
 		}
 		s.startTeam(t)
 	}
+}
+
+// runOne is one bounded cycle of the worker, Driver.RunOnce's: it runs
+// at most one task, or its share of one team task, and queues the
+// dependents that task releases instead of running them (execute may run
+// a whole chain). It reports whether it ran anything.
+func (w *worker) runOne() bool {
+	w.once, w.ranShare = true, false
+	t := w.pop()
+	w.once = false
+	if t == nil {
+		return w.ranShare
+	}
+	if next := w.execute1(t); next != nil {
+		w.s.ready(next, w)
+	}
+	return true
 }
 
 // execute runs t on this worker: makes its data valid on the worker's
@@ -400,7 +425,7 @@ func (w *worker) initRedux(t *Task, h *Handle, rc *reduxCopy) error {
 		}
 	}
 	c := Call{Task: t, Worker: w.info.ID, Size: 1, bufs: []*buffer{dst}}
-	if err := callCPU(&Task{Codelet: h.rinit, Tag: t.Tag}, &c); err != nil {
+	if err := callCPU(&Task{Codelet: h.rinit, Tag: t.Tag, Context: t.Context}, &c); err != nil {
 		return err
 	}
 	if dst == rc.buf {
