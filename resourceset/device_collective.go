@@ -377,21 +377,28 @@ func fillParts[T comm.Number](into *DeviceSlice[T], parts [][]T) error {
 // GatherDevice collects every rank's mine (lengths may differ) into the
 // root device's into, in rank order; into holds the sum of the lengths
 // (ignored, and may be nil, on other ranks). It reports ok on the root.
+// A root's into that is invalid or of another length fails every rank.
 func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *DeviceSlice[T]) (ok bool, err error) {
 	if err := mineCheck(root, "GatherDevice", mine); err != nil {
 		return false, err
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank
-	intoN, usable := 0, true
+	intoN := 0
+	var bad error
 	if isRoot {
-		if usable = mineCheck(root, "GatherDevice", into) == nil; usable {
+		if bad = mineCheck(root, "GatherDevice", into); bad == nil {
 			intoN = into.n
 		}
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: usable})
+	// The root's invalid destination, or one that does not hold what
+	// the ranks send, fails every rank (the others learn it here).
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad})
 	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
+	}
+	if got, want := rt.into[root.rank], rt.total(); got != want {
+		return false, wrap(root, "GatherDevice", fmt.Errorf("%w: the ranks send %d elements, the root's destination holds %d", ErrInvalid, want, got))
 	}
 	if rt.within != nil {
 		if err := gatherWithin(ctx, c, root, rt.within, mine, into); err != nil {
@@ -427,13 +434,6 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	host := make([]T, mine.n)
 	if err := <-mine.CopyOutAsync(0, host); err != nil {
 		return false, wrap(root, "GatherDevice", err)
-	}
-	if isRoot {
-		if err := mineCheck(root, "GatherDevice", into); err != nil {
-			// Take part, so that no rank waits for the root, then fail.
-			_, _ = comm.Gather(ctx, c, host, root.rank)
-			return false, err
-		}
 	}
 	parts, err := comm.Gather(ctx, c, host, root.rank)
 	if err != nil {

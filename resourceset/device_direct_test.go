@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -651,9 +652,15 @@ func TestDirectBadDestination(t *testing.T) {
 			}
 			defer into.Free()
 		}
+		// Every rank learns it (devices.md: "a root's invalid destination
+		// fails every rank, never hangs one"), as it does of a nil one.
 		_, err = resourceset.GatherDevice(ctx, devs[0], mine, into)
-		if (err != nil) != (r == 0) || (err != nil && !errors.Is(err, resourceset.ErrInvalid)) {
-			return fmt.Errorf("rank %d: GatherDevice: %v", r, err)
+		if !errors.Is(err, resourceset.ErrInvalid) || !strings.Contains(err.Error(), "the root's destination holds 5") {
+			return fmt.Errorf("rank %d: GatherDevice into 5 elements: %v", r, err)
+		}
+		_, err = resourceset.GatherDevice(ctx, devs[0], mine, nil)
+		if err == nil || !strings.Contains(err.Error(), "GatherDevice rooted at rank 0") {
+			return fmt.Errorf("rank %d: GatherDevice into nil: %v", r, err)
 		}
 		if c := cs.ranOnDevice(); len(c) != 0 {
 			return fmt.Errorf("rank %d ran %v on the devices", r, c)

@@ -92,10 +92,8 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error
 	if err != nil {
 		return route{}, err
 	}
-	if nd.equal {
-		if err := agreed(nd, all); err != nil {
-			return route{}, err
-		}
+	if err := agreed(nd, all); err != nil {
+		return route{}, err
 	}
 	rt := route{counts: make([]int, len(all)), into: make([]int, len(all))}
 	keys := make([]string, len(all))
@@ -122,9 +120,9 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error
 	return rt, nil
 }
 
-// agreed checks what every rank sent of a collective whose lengths must
-// be the same: the error is this rank's invalid arguments, or the same
-// comm.ErrMismatch on every other rank.
+// agreed checks what every rank sent: a rank's invalid arguments are its
+// error, and the same comm.ErrMismatch on every other rank; so are
+// lengths that differ where they must be the same (need.equal).
 func agreed(nd need, all []routePart) error {
 	lo, hi, bad := nd.n, nd.n, false
 	for _, p := range all {
@@ -135,7 +133,7 @@ func agreed(nd need, all []routePart) error {
 		return nd.bad
 	case bad:
 		return fmt.Errorf("%w: %s: the root's arguments are invalid (see the root's error)", comm.ErrMismatch, nd.call)
-	case lo != hi:
+	case nd.equal && lo != hi:
 		return fmt.Errorf("%w: %s: lengths differ across ranks (from %d to %d elements; this rank %d)", comm.ErrMismatch, nd.call, lo, hi, nd.n)
 	}
 	return nil

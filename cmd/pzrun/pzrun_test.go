@@ -287,8 +287,8 @@ func TestCholeskyOutOfCore(t *testing.T) {
 	assert.Greater(t, r["device_bytes"].(float64), float64(192<<10), "more than the device holds crossed the link")
 
 	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-device-only")
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errs, "DeviceOnly needs devices")
+	assert.Equal(t, 2, code, "a flag combination is a usage error")
+	assert.Contains(t, errs, "DeviceOnly needs devices (pzrun: -sim N, or -cuda N")
 
 	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}} {
 		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)

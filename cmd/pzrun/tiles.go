@@ -15,6 +15,7 @@ import (
 	"github.com/pzgo/pz/internal/apps/benchtasks"
 	"github.com/pzgo/pz/internal/apps/cholesky"
 	"github.com/pzgo/pz/internal/apps/gemm"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 )
@@ -262,6 +263,9 @@ func choleskyApp() app {
 					err = writeDistTrace(ctx, rt, f.trace)
 				}
 			}
+			if errors.Is(err, tiled.ErrBadOptions) {
+				return nil, 0, 0, fmt.Errorf("%w: %v", errUsage, err) // a flag combination: status 2
+			}
 			if err != nil {
 				return nil, 0, 0, err
 			}
@@ -289,6 +293,9 @@ func gemmApp() app {
 				if r, err = gemm.RunDist(ctx, rt, opts, progress); err == nil {
 					err = writeDistTrace(ctx, rt, f.trace)
 				}
+			}
+			if errors.Is(err, tiled.ErrBadOptions) {
+				return nil, 0, 0, fmt.Errorf("%w: %v", errUsage, err)
 			}
 			if err != nil {
 				return nil, 0, 0, err
