@@ -20,7 +20,9 @@ var ErrBadRoot = errors.New("hardware: bad root directory")
 
 // A Machine is what Discover found on this host. It is plain data: safe to
 // copy, to encode as JSON and to send to other ranks. The JSON field names
-// are a stable interface (pzrun info --json prints them).
+// of its encoding (encoding/json) are a stable interface. pzrun info
+// --json prints a per-rank summary of its own instead, with the fields
+// pzrun.md lists.
 type Machine struct {
 	// Host names the machine ("host").
 	Host Host `json:"host"`
