@@ -87,12 +87,25 @@ type RunnableStats struct {
 func Analyze(r *Run) *Analysis {
 	a := &Analysis{Plan: r.Plan, Source: r.Source, Periods: r.Periods, Stopped: r.Stopped}
 	var longest int64
+	lastOf := map[string]int64{} // each hyperepoch's last period, where the record says
+	longestLast := int64(-1)
 	for _, h := range r.Hyperepochs {
-		longest = max(longest, h.Period)
+		if h.Periods > 0 {
+			lastOf[h.Name] = int64(h.Periods - 1)
+		}
+		if h.Period > longest || h.Period == longest && h.Periods > 0 {
+			longest, longestLast = h.Period, int64(h.Periods-1)
+		}
 	}
 	warm := WarmupPeriods * longest
 	last := int64(max(r.Periods-1, 0))
-	wind := last * longest // the last period's start
+	if longestLast < 0 {
+		longestLast = last // a record without per-hyperepoch counts
+	}
+	// The start of the longest hyperepoch's last period: with
+	// hyperepochs of different lengths stopped by a signal, Periods (the
+	// most of any) times the longest period lies past the run's end.
+	wind := longestLast * longest
 	var all []int64
 	for _, rr := range r.Runnables {
 		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET}
@@ -154,9 +167,15 @@ func Analyze(r *Run) *Analysis {
 		for _, p := range c.Allocs {
 			threads[p.Period] = p.NewThreads
 		}
+		// The client's periods are those of the hyperepoch that samples
+		// them; their last one is left out (the run stops in it).
+		cLast := last
+		if l, ok := lastOf[c.PeriodsOf]; ok {
+			cLast = l
+		}
 		for _, p := range c.Allocs {
 			around := threads[p.Period-1] + threads[p.Period+1]
-			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < last && !p.RuntimeObjects(around) {
+			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < cLast && !p.RuntimeObjects(around) {
 				n++
 			}
 		}

@@ -176,6 +176,23 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 	return e
 }
 
+// samplerHyperepoch is the index of the hyperepoch whose periods number
+// a client's GC and allocation records: its first CPU runnable's, in plan
+// order, whose resource thread samples them (newExecutor); -1 for a
+// client without CPU runnables.
+func samplerHyperepoch(plan *Plan, client string) int {
+	for _, pr := range plan.Runnables() {
+		if pr.Client != client {
+			continue
+		}
+		h := plan.Hyperepochs[pr.Hyperepoch]
+		if i := slices.IndexFunc(h.Resources, func(r PlanResource) bool { return r.Name == pr.Resource }); i >= 0 && h.Resources[i].Kind != GPU {
+			return pr.Hyperepoch
+		}
+	}
+	return -1
+}
+
 // cpuThreads counts the resource threads of every client: one per CPU
 // resource a client has runnables on.
 func (p *Plan) cpuThreads() int {

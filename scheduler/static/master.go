@@ -627,7 +627,11 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 	}
 	var errs []string
 	for _, c := range m.plan.Clients {
-		run.Clients = append(run.Clients, ClientRun{Name: c, PID: m.pids[c], PerRun: m.opts.allocs})
+		cr := ClientRun{Name: c, PID: m.pids[c], PerRun: m.opts.allocs}
+		if h := samplerHyperepoch(m.plan, c); h >= 0 {
+			cr.PeriodsOf = m.plan.Hyperepochs[h].Name
+		}
+		run.Clients = append(run.Clients, cr)
 		if r := m.results[c]; r != nil {
 			run.Clients[len(run.Clients)-1].GC = r.GC
 			run.Clients[len(run.Clients)-1].Allocs = r.Allocs

@@ -91,6 +91,10 @@ type ClientRun struct {
 	// Allocs lists the periods in which the client's process allocated
 	// (read once per period, at its first resource's last run).
 	Allocs []AllocPeriod `json:"allocs,omitempty"`
+	// PeriodsOf names the hyperepoch whose periods GC and Allocs count
+	// (its first CPU resource's); empty in records written before it
+	// was added.
+	PeriodsOf string `json:"periods_of,omitempty"`
 	// PerRun says whether allocations were also counted around every run
 	// (WithAllocationCounts): then RunnableRun's AllocObjects and
 	// AllocBytes name the runnables; otherwise they are zero.

@@ -306,6 +306,8 @@ runnables:
 		assert.EqualValues(t, r["a"].Seq[len(r["a"].Seq)-1]+1, fast.Periods)
 		assert.EqualValues(t, r["b"].Seq[len(r["b"].Seq)-1]/2+1, slow.Periods)
 		assert.Equal(t, max(fast.Periods, slow.Periods), run.Periods)
+		require.Len(t, run.Clients, 1)
+		assert.Equal(t, "fast", run.Clients[0].PeriodsOf, "c's first CPU runnable, a, samples in fast's periods")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -796,4 +798,26 @@ runnables:
 	assert.False(t, ok)
 	fc := &frameCtx{Context: context.Background(), x: &execRunnable{}}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { Frame(fc) }))
+}
+
+// Analyze leaves out each client's last period by the hyperepoch that
+// numbers its records, and a runnable's runs in the longest hyperepoch's
+// last period: with a 10 ms and a 20 ms hyperepoch stopped by a signal,
+// Periods (the most of any, 145) times 20 ms lies past the run's end.
+func TestAnalyzeLastPeriodsPerHyperepoch(t *testing.T) {
+	ms := int64(time.Millisecond)
+	run := &Run{
+		Periods:     145,
+		Hyperepochs: []RunHyperepoch{{Name: "fast", Period: 10 * ms, Periods: 145}, {Name: "slow", Period: 20 * ms, Periods: 73}},
+		Clients: []ClientRun{
+			{Name: "a", PeriodsOf: "slow", Allocs: []AllocPeriod{{Period: 72, Objects: 100}}},
+			{Name: "b", PeriodsOf: "fast", Allocs: []AllocPeriod{{Period: 72, Objects: 100}}},
+		},
+		Runnables: []RunnableRun{{Name: "r", Client: "a", Resource: "cpu1",
+			Seq: []int64{71, 72}, Planned: []int64{71 * 20 * ms, 72 * 20 * ms}, Start: []int64{71 * 20 * ms, 72 * 20 * ms},
+			End: []int64{71*20*ms + ms, 72*20*ms + ms}, Flags: []int{0, 0}, AllocObjects: []uint64{0, 50}, AllocBytes: []uint64{0, 800}}},
+	}
+	a := Analyze(run)
+	assert.Equal(t, []string{"b"}, a.AllocatingClients, "a's period 72 is its hyperepoch's last; b's is not")
+	assert.Empty(t, a.Allocating, "r's run in the slow hyperepoch's last period is left out")
 }
