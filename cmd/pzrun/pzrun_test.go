@@ -256,7 +256,7 @@ func TestTiledApps(t *testing.T) {
 	assert.Contains(t, errs, `unknown policy "nosuch"; valid: dmda, eager, lws, prio, random, ws`)
 
 	code, _, errs = pzrun(t, "cholesky", "-n", "100", "-b", "64")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code, "flags that do not fit together are a usage error")
 	assert.Contains(t, errs, "multiple")
 }
 
