@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pzgo/pz/hardware/accel"
-	"github.com/pzgo/pz/hardware/cuda"
 )
 
 // The data layer: memory nodes and MSI coherence (after StarPU's
@@ -119,8 +120,8 @@ func newDataLayer(s *Scheduler, devs []*device) *dataLayer {
 	d.nodes = append(d.nodes, &memNode{id: RAM})
 	for i, dev := range devs {
 		capacity := dev.dev.Capacity()
-		if _, gpu := dev.dev.(*cuda.Accel); gpu && s.cfg.cuda.memLimit > 0 {
-			capacity = min(capacity, s.cfg.cuda.memLimit) // WithCUDAMemoryLimit
+		if s.cfg.cuda.memLimit > 0 {
+			capacity = min(capacity, s.cfg.cuda.memLimit) // WithCUDAMemoryLimit, on every device
 		}
 		d.nodes = append(d.nodes, &memNode{
 			id: MemoryNode(i + 1), dev: dev, capacity: capacity,
@@ -264,8 +265,8 @@ func (d *dataLayer) copyLocked(h *Handle, src, dst MemoryNode, prefetch bool) <-
 	if prefetch {
 		st.Prefetches++
 	}
-	done := func(start time.Time, err error) {
-		d.mu.Lock()
+	// ended records the copy's end under d.mu.
+	ended := func(start time.Time, err error) {
 		rs, rd := &h.reps[src], &h.reps[dst]
 		rs.reads--
 		rd.fill = nil
@@ -288,6 +289,18 @@ func (d *dataLayer) copyLocked(h *Handle, src, dst MemoryNode, prefetch bool) <-
 			d.nodes[n].signalLocked()
 		}
 		close(ch)
+	}
+	// A device may call done before the copy call returns, on this
+	// goroutine (a closed device's ErrClosed, an empty buffer), which
+	// holds d.mu: the copy that ends before its issue does is recorded
+	// by the issuer instead, under the lock it holds.
+	var early syncEnd
+	done := func(start time.Time, err error) {
+		if early.claim(start, err) {
+			return
+		}
+		d.mu.Lock()
+		ended(start, err)
 		d.mu.Unlock()
 	}
 	if dst == RAM {
@@ -295,7 +308,39 @@ func (d *dataLayer) copyLocked(h *Handle, src, dst MemoryNode, prefetch bool) <-
 	} else {
 		d.nodes[dst].dev.copyIn(rd.mem, &h.ram, done)
 	}
+	if start, err, ok := early.issued(); ok {
+		ended(start, err)
+	}
 	return ch
+}
+
+// A syncEnd tells a copy's done callback that runs before the call that
+// issued the copy returns from one that runs after: the first hands its
+// result to the issuer (which may hold the lock done would take), the
+// second handles it itself.
+type syncEnd struct {
+	state atomic.Int32 // 0 issuing, 1 issued, 2 ended while issuing
+	start time.Time
+	err   error
+}
+
+// claim records the end of a copy still being issued and reports true,
+// or reports false once the issue has returned.
+func (e *syncEnd) claim(start time.Time, err error) bool {
+	if e.state.Load() != 0 {
+		return false
+	}
+	e.start, e.err = start, err
+	return e.state.CompareAndSwap(0, 2)
+}
+
+// issued marks the issue as returned; it reports the copy's end when
+// done ran before.
+func (e *syncEnd) issued() (time.Time, error, bool) {
+	if e.state.CompareAndSwap(0, 1) {
+		return time.Time{}, nil, false
+	}
+	return e.start, e.err, true
 }
 
 func (d *dataLayer) statLocked(src, dst MemoryNode) *TransferStats {
@@ -514,7 +559,7 @@ func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-
 			if h != nil {
 				what = fmt.Sprintf("%v needs %d bytes", h, bufBytes(&h.ram))
 			}
-			return nil, fmt.Errorf("%w: %s on %s and others hold all of it", ErrDeviceMemory, what, nd.dev.name()), false
+			return nil, fmt.Errorf("%w: %s on %s, %s; use smaller tiles or a larger device, or free memory there", ErrDeviceMemory, what, nd.dev.name(), nd.othersHold()), false
 		}
 		// Everything here is in use by running tasks or copies: wait for
 		// one to end.
@@ -707,8 +752,8 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 				// worker if it may, else fails.
 				if outside == outsideWaits {
 					d.mu.Unlock()
-					return bufs[:base], fmt.Errorf("%w: %s is full of memory this scheduler does not hold (another rank or process, or device buffers); task %q's data do not fit beside it",
-						ErrDeviceMemory, nd.dev.name(), t.Codelet.name())
+					return bufs[:base], fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %s; use smaller tiles or a larger device, or free memory there",
+						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), nd.othersHold())
 				}
 				retry = time.After(time.Millisecond << outside)
 				outside++
@@ -727,6 +772,19 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 // full of others' memory (after 1, 2, 4 ... ms: about a quarter of a
 // second in all) before ErrDeviceMemory.
 const outsideWaits = 8
+
+// othersHold describes, for an error, the device memory of nd held
+// outside this scheduler: how much, where the device reports its use
+// (accel.Sim's InUse), and by what it may be.
+func (nd *memNode) othersHold() string {
+	total := nd.dev.dev.Capacity()
+	held := "the rest"
+	if u, ok := nd.dev.dev.(interface{ InUse() int64 }); ok {
+		held = fmt.Sprintf("%d bytes", max(u.InUse()-nd.used, 0))
+	}
+	return fmt.Sprintf("which has %d bytes: others (a resource set's device buffers, another rank or process) hold %s, this scheduler %d (limit %d)",
+		total, held, nd.used, nd.capacity)
+}
 
 // busyLocked reports whether a task or a copy of this scheduler uses a
 // replica on the node: its end will signal.
@@ -951,9 +1009,19 @@ func (s *Scheduler) MemoryNodes() []string {
 	return out
 }
 
-// close stops the devices' copy engines.
+// close stops the devices' copy engines, and gives a borrowed device
+// (WithDevices) back the memory this scheduler allocated on it: its
+// owner goes on using it.
 func (d *dataLayer) close() {
 	for _, nd := range d.nodes[1:] {
+		if nd.dev.borrowed {
+			d.mu.Lock()
+			for h := range nd.handles {
+				d.freeLocked(h, nd.id)
+			}
+			nd.dropCache(math.MaxInt64)
+			d.mu.Unlock()
+		}
 		nd.dev.close()
 	}
 }

@@ -78,6 +78,11 @@ type Context struct {
 
 	teamMu sync.Mutex
 	teams  map[int]int // team size -> tasks of that size not completed
+
+	// kinds is the kindSet of the workers in c's subtree (its members
+	// as the API set them, not yet applied perhaps): 0 for none. Written
+	// under s.cx.mu (recountKindsLocked), read by Submit.
+	kinds atomic.Uint32
 }
 
 // MinWorkers returns the number of workers c needs to run its pending

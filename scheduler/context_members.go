@@ -125,7 +125,24 @@ func (s *Scheduler) retargetLocked(ids []int, to *Context, reason string) []int 
 	if to.cluster && len(moved) > 0 {
 		s.electLocked(to)
 	}
+	if len(moved) > 0 {
+		s.recountKindsLocked()
+	}
 	return moved
+}
+
+// recountKindsLocked sets each live context's kinds from its members
+// (after a change of membership).
+func (s *Scheduler) recountKindsLocked() {
+	for _, c := range s.cx.all {
+		var k kindSet
+		for id, l := range s.cx.target {
+			if l.isIn(c) {
+				k |= 1 << s.workers[id].info.Kind
+			}
+		}
+		c.kinds.Store(uint32(k))
+	}
 }
 
 // wakeMoved flags the workers' pending moves and wakes them so that they
@@ -276,9 +293,12 @@ func (w *worker) applyContexts() {
 
 // lendAtClose gives each context that still holds tasks and has no
 // workers one worker, so that Close completes every task: the lowest id
-// worker not in a stuck context. It is logged and recorded as a
-// "close" resize.
-func (s *Scheduler) lendAtClose() {
+// worker not in a stuck context. When no task completed since the last
+// look (stalled), it also lends each context that holds tasks and lacks
+// a kind of worker one worker of each kind it lacks: a task queued there
+// that none of its workers can run then runs. It is logged and recorded
+// as a "close" resize.
+func (s *Scheduler) lendAtClose(stalled bool) {
 	stuck := s.stuckContexts()
 	need := make(map[*Context]int, len(stuck))
 	for _, c := range stuck {
@@ -288,22 +308,41 @@ func (s *Scheduler) lendAtClose() {
 		stuck = append(stuck, c)
 		need[c] = max(need[c], t.Team-s.poppers(c))
 	}
-	if len(stuck) == 0 {
+	var short map[*Context]kindSet
+	if stalled {
+		short = s.shortContexts()
+	}
+	if len(stuck) == 0 && len(short) == 0 {
 		return
 	}
 	s.cx.mu.Lock()
 	var moved []int
+	free := func(id int) bool {
+		l := s.cx.target[id]
+		return !slices.ContainsFunc(stuck, func(x *Context) bool { return l.isIn(x) }) && !slices.Contains(moved, id)
+	}
+	lend := func(c *Context, id int, why string) {
+		moved = append(moved, s.retargetLocked([]int{id}, c, "close")...)
+		if l := s.cfg.logger; l != nil {
+			l.Warn(why, zap.String("context", c.name), zap.Int("worker", id))
+		}
+	}
 	for _, c := range stuck {
-		for id, l := range s.cx.target {
+		for id := range s.cx.target {
 			if need[c] <= 0 {
 				break
 			}
-			if !slices.ContainsFunc(stuck, func(x *Context) bool { return l.isIn(x) }) && !slices.Contains(moved, id) {
-				moved = append(moved, s.retargetLocked([]int{id}, c, "close")...)
+			if free(id) {
+				lend(c, id, "context has tasks and too few workers at Close: lending it a worker")
 				need[c]--
-				if l := s.cfg.logger; l != nil {
-					l.Warn("context has tasks and too few workers at Close: lending it a worker", zap.String("context", c.name), zap.Int("worker", id))
-				}
+			}
+		}
+	}
+	for c, lack := range short {
+		for id := range s.cx.target {
+			if k := s.workers[id].info.Kind; lack.has(k) && free(id) && !s.cx.target[id].isIn(c) {
+				lend(c, id, "context has tasks and no worker of a kind at Close: lending it one")
+				lack &^= 1 << k
 			}
 		}
 	}
@@ -318,12 +357,43 @@ func (s *Scheduler) drainContexts() {
 		return
 	}
 	for s.inflight.n.Load() != 0 {
+		before := s.inflight.n.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		err := s.inflight.wait(ctx)
 		cancel()
 		if err == nil {
 			return
 		}
-		s.lendAtClose()
+		s.lendAtClose(s.inflight.n.Load() == before)
 	}
+}
+
+// shortContexts returns the live contexts with tasks of their own whose
+// workers lack a kind that the scheduler has, with the kinds they lack:
+// a task queued there may be one that none of them can run (its context
+// lost the workers that could after it was queued).
+func (s *Scheduler) shortContexts() map[*Context]kindSet {
+	var all kindSet
+	for k := range numKinds {
+		if s.kinds[k] > 0 {
+			all |= 1 << k
+		}
+	}
+	s.cx.mu.Lock()
+	defer s.cx.mu.Unlock()
+	out := make(map[*Context]kindSet)
+	for _, c := range s.cx.all {
+		if c.parent == nil || c.pending.n.Load() == 0 {
+			continue
+		}
+		busyKids := int64(0)
+		for _, ch := range c.children {
+			busyKids += ch.pending.n.Load()
+		}
+		k := kindSet(c.kinds.Load())
+		if c.pending.n.Load() > busyKids && k != 0 && all&^k != 0 {
+			out[c] = all &^ k
+		}
+	}
+	return out
 }

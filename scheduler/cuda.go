@@ -107,12 +107,15 @@ func WithCUDAPartitions() Option {
 	return func(c *config) { c.cuda.partitions, c.cuda.partitionsSet = true, true }
 }
 
-// WithCUDAMemoryLimit caps the data each GPU's memory node holds, WithCUDA's and
-// WithDevices' (the RuntimeView's), at bytes (StarPU's
-// STARPU_LIMIT_CUDA_MEM): the data layer evicts replicas to stay under
-// it as it does at the GPU's own size, so a matrix larger than the limit
-// runs out of core. It leaves the rest of the GPU's memory to other
-// users and makes out-of-core runs measurable on a GPU of any size.
+// WithCUDAMemoryLimit caps the data each device's memory node holds at
+// bytes (StarPU's STARPU_LIMIT_CUDA_MEM): every device's, WithCUDA's
+// GPUs, WithDevices' devices (the RuntimeView's GPUs or simulated
+// devices) and WithSimDevices' devices alike. The data layer evicts
+// replicas to stay under it as it does at the device's own size, so a
+// matrix larger than the limit runs out of core, and data larger than
+// it fail with ErrDeviceMemory (or go to a CPU worker). It leaves the
+// rest of the device's memory to other users and makes out-of-core runs
+// measurable on a device of any size.
 // Environment: PZ_LIMIT_CUDA_MEM, a size as ParseBytes reads it (8GiB).
 func WithCUDAMemoryLimit(bytes int64) Option {
 	return func(c *config) { c.cuda.memLimit, c.cuda.memLimitSet = bytes, true }
@@ -135,8 +138,8 @@ type cudaConfig struct {
 	pipelineSet bool
 	// partitions: WithCUDAPartitions or PZ_CUDA_PARTITIONS.
 	partitions, partitionsSet bool
-	// memLimit caps each GPU's memory node (WithCUDAMemoryLimit, else
-	// PZ_LIMIT_CUDA_MEM); 0: the GPU's size.
+	// memLimit caps each device's memory node (WithCUDAMemoryLimit, else
+	// PZ_LIMIT_CUDA_MEM); 0: the device's size.
 	memLimit    int64
 	memLimitSet bool
 	driver      *cuda.Driver

@@ -150,9 +150,10 @@
 // only writes the handle (W) starts a new version of it and runs: that is
 // how a handle recovers, and the R and RW tasks after that W run
 // normally. WaitAll returns each failure once, joined. Invalid
-// submissions (after Close, no implementation for any worker, a handle
-// unregistered or partitioned, an invalid access mode) return an error at
-// once and change nothing.
+// submissions (after Close, no implementation for any worker, a task
+// that no worker of its context can run, a handle unregistered or
+// partitioned, an invalid access mode) return an error at once and change
+// nothing.
 //
 // # Traces and statistics
 //

@@ -132,7 +132,11 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 				o.close()
 			}
 		}
-		for _, d := range cfg.devices {
+		for i, d := range cfg.devices {
+			if d == nil {
+				closeAll()
+				return nil, fmt.Errorf("%w: WithDevices: device %d of %d is nil; pass opened devices (accel.NewSim, the RuntimeView's)", ErrBadOption, i, len(cfg.devices))
+			}
 			_, host := d.(accel.HostView)
 			_, gpu := d.(*cuda.Accel)
 			if !host && !gpu {

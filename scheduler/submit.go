@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Stage 1 of a task: submission. SubmitTask validates the task, counts
@@ -40,6 +41,11 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d CPU workers (teams run on CPU workers)", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
 		}
 	}
+	// A task that none of the context's workers can run would wait for
+	// ever (an empty context's tasks wait for workers to arrive).
+	if k := kindSet(c.kinds.Load()); k != 0 && t.Codelet.Detached == nil && t.kinds()&k == 0 {
+		return s.unrunnableError(t, c)
+	}
 	for _, x := range c.ancestors {
 		x.pending.add(1)
 	}
@@ -55,6 +61,67 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 		c.countTeam(t.Team, 1)
 	}
 	return nil
+}
+
+// noImplementationError is the refusal of a codelet that no worker of
+// the scheduler can run: it counts the workers of each kind and gives
+// the fix that applies.
+func (s *Scheduler) noImplementationError(cl *Codelet) error {
+	why := "has no implementation"
+	fix := "give it a CPU function (CPU and sim workers run it)"
+	switch {
+	case cl.CUDA != nil:
+		why = "has only a CUDA implementation and there is no CUDA worker"
+		fix += ", or run it where there is a CUDA GPU (WithCUDA)"
+	case s.kinds[CUDAWorker] > 0:
+		fix += ", or a CUDA function (CUDA workers run it)"
+	}
+	return fmt.Errorf("%w: codelet %q %s here (%d cpu, %d sim, %d cuda workers); %s",
+		ErrNoImplementation, cl.name(), why, s.kinds[CPUWorker], s.kinds[SimWorker], s.kinds[CUDAWorker], fix)
+}
+
+// unrunnableError is the refusal of t, submitted to c, when none of c's
+// workers can run it: it names the task, the context and its workers,
+// what keeps the task off them (the handle whose data stay in RAM, or
+// the implementation missing) and the fix.
+func (s *Scheduler) unrunnableError(t *Task, c *Context) error {
+	cl := t.Codelet
+	var n [numKinds]int
+	for _, id := range c.Workers() {
+		n[s.workers[id].info.Kind]++
+	}
+	var have []string
+	for k := range numKinds {
+		if n[k] > 0 {
+			have = append(have, fmt.Sprintf("%d %v", n[k], k))
+		}
+	}
+	why := fmt.Sprintf("codelet %q has no implementation for them", cl.name())
+	fix := "give it a CPU function (CPU and sim workers run it)"
+	if cl.CPU != nil {
+		fix = "give it a CUDA function (CUDA workers run it)"
+	}
+	if (cl.CPU != nil && (n[SimWorker] > 0 || n[CUDAWorker] > 0 && cl.CUDA != nil)) || (cl.CUDA != nil && n[CUDAWorker] > 0) {
+		// An implementation fits the devices' workers: the data do not.
+		for _, a := range t.Access {
+			if h := a.Handle; !h.dev {
+				why = fmt.Sprintf("%v is a value handle, which stays on CPU workers", h)
+				if h.kind != kindValue {
+					why = fmt.Sprintf("%v holds %v, which stays in RAM (only vectors and matrices of numbers move to devices)", h, h.ram.typ)
+				}
+				break
+			}
+		}
+		fix = "register the data as a vector or matrix of numbers"
+		if t.Team > 1 {
+			why, fix = fmt.Sprintf("it asks for a team of %d (teams run on CPU workers)", t.Team), "drop the team"
+		}
+	}
+	if cl.CPU != nil {
+		fix += fmt.Sprintf(", add a CPU worker to %q (AddWorkers, MoveWorkers), or submit it to a context with one", c.name)
+	}
+	return fmt.Errorf("%w: task %q cannot run in context %q: none of its workers (%s) can run it: %s; %s",
+		ErrNoImplementation, cl.name(), c.name, strings.Join(have, ", "), why, fix)
 }
 
 // Submit creates a task of cl with the given accesses and options and
@@ -231,7 +298,7 @@ func (s *Scheduler) validate(t *Task) error {
 			return fmt.Errorf("%w: detached codelet %q cannot run with a team of %d", ErrBadTeam, cl.name(), t.Team)
 		}
 	} else if (cl.CPU == nil || s.kinds[CPUWorker] == 0) && (cl.CUDA == nil || s.kinds[CUDAWorker] == 0) {
-		return fmt.Errorf("%w: codelet %q has no implementation for the workers here (%d cpu, %d cuda); give it a CPU function", ErrNoImplementation, cl.name(), s.kinds[CPUWorker], s.kinds[CUDAWorker])
+		return s.noImplementationError(cl)
 	} else if cl.CPU == nil && t.Team > 1 {
 		return fmt.Errorf("%w: codelet %q has only a CUDA implementation and cannot run with a team of %d (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team)
 	}
