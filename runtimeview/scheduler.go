@@ -3,6 +3,8 @@ package runtimeview
 import (
 	"context"
 	"fmt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"os"
 	"runtime"
 	"time"
@@ -49,6 +51,10 @@ const DefaultDistTimeout = 10 * time.Minute
 // overrides the worker count. A rank that sees nothing complete in WaitAll
 // for a minute logs what it waits for; after PZ_DIST_TIMEOUT (default
 // DefaultDistTimeout) WaitAll gives up with that explanation.
+//
+// Logging: the local scheduler's Info lines (each context resize) print
+// where Logger's do, on the root rank by default; its warnings print on
+// every rank (MyResourceSet().Logger()).
 func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) (*dist.Scheduler, error) {
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
@@ -60,7 +66,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	if rt.backend == Local {
 		workers = localShare(procs, rt.Size(), rt.Rank())
 	}
-	all := []scheduler.Option{scheduler.WithLogger(rt.MyResourceSet().Logger())}
+	all := []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
 	if os.Getenv("PZ_NCPU") == "" {
 		all = append(all, scheduler.WithWorkers(workers))
 	}
@@ -129,4 +135,17 @@ func localShare(procs, n, r int) int {
 		share++
 	}
 	return max(share, 1)
+}
+
+// schedulerLogger is the logger of the rank's scheduler: its Info lines
+// (every context resize) print where the runtime's own do, on the root
+// rank only by default, so that N ranks do not print N copies of a
+// program's resizes; its warnings and errors (a worker lent at Close, a
+// failure) print on every rank, since they are about that rank.
+func (rt *RuntimeView) schedulerLogger() *zap.Logger {
+	mine := rt.MyResourceSet().Logger()
+	if rt.log.Zap().Core().Enabled(zapcore.InfoLevel) {
+		return mine // a rank whose Info lines print
+	}
+	return mine.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 }
