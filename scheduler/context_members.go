@@ -205,6 +205,19 @@ func (s *Scheduler) stuckError(err error) error {
 	return errors.Join(errs...)
 }
 
+// hasOwnTasks reports whether c, a context other than the global one,
+// has tasks pending beyond its children's. s.cx.mu is held.
+func hasOwnTasks(c *Context) bool {
+	if c.parent == nil {
+		return false
+	}
+	n := c.pending.n.Load()
+	for _, ch := range c.children {
+		n -= ch.pending.n.Load()
+	}
+	return n > 0
+}
+
 // stuckContexts returns the live contexts with tasks of their own and no
 // workers.
 func (s *Scheduler) stuckContexts() []*Context {
@@ -212,14 +225,7 @@ func (s *Scheduler) stuckContexts() []*Context {
 	defer s.cx.mu.Unlock()
 	var out []*Context
 	for _, c := range s.cx.all {
-		if c.parent == nil || c.pending.n.Load() == 0 {
-			continue
-		}
-		busyKids := int64(0)
-		for _, ch := range c.children {
-			busyKids += ch.pending.n.Load()
-		}
-		if c.pending.n.Load() > busyKids && len(c.workersLocked()) == 0 {
+		if hasOwnTasks(c) && len(c.workersLocked()) == 0 {
 			out = append(out, c)
 		}
 	}
@@ -383,15 +389,8 @@ func (s *Scheduler) shortContexts() map[*Context]kindSet {
 	defer s.cx.mu.Unlock()
 	out := make(map[*Context]kindSet)
 	for _, c := range s.cx.all {
-		if c.parent == nil || c.pending.n.Load() == 0 {
-			continue
-		}
-		busyKids := int64(0)
-		for _, ch := range c.children {
-			busyKids += ch.pending.n.Load()
-		}
 		k := kindSet(c.kinds.Load())
-		if c.pending.n.Load() > busyKids && k != 0 && all&^k != 0 {
+		if hasOwnTasks(c) && k != 0 && all&^k != 0 {
 			out[c] = all &^ k
 		}
 	}
