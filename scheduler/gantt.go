@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pzgo/pz/scheduler/internal/gantt"
@@ -176,7 +177,16 @@ func contextColors(names []string) map[string]string {
 func ganttBars(evs []traceEvent) []gantt.Bar {
 	bars := make([]gantt.Bar, len(evs))
 	for i, e := range evs {
-		bars[i] = gantt.Bar{Row: e.worker, ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps}
+		bars[i] = gantt.Bar{Row: e.worker, ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps, Err: firstLine(e.err)}
 	}
 	return bars
+}
+
+// firstLine is s up to its first newline (a panic's error carries its
+// stack after it).
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,6 +54,30 @@ func TestGanttTeamCriticalPath(t *testing.T) {
 
 // TestGanttPlain: without options nothing is outlined; WriteTraceFiles
 // writes the same chart beside the trace.
+// A task that failed or panicked is outlined as failed in the chart, its
+// error's first line (not a panic's stack) in the tooltip.
+func TestGanttFailedTasks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithStats(true), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	defer s.Close()
+	ok := &scheduler.Codelet{Name: "ok", CPU: func(*scheduler.Call) error { return nil }}
+	bad := &scheduler.Codelet{Name: "bad", CPU: func(*scheduler.Call) error { return errors.New("not positive definite") }}
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { panic("boom") }}
+	for _, cl := range []*scheduler.Codelet{ok, bad, ok, boom} {
+		require.NoError(t, s.Submit(ctx, cl))
+	}
+	require.Error(t, s.WaitAll(ctx))
+	var svg strings.Builder
+	require.NoError(t, s.WriteGantt(&svg))
+	out := svg.String()
+	assert.Equal(t, 2, strings.Count(out, `<rect class="failed"`), "bad and boom")
+	assert.Regexp(t, `of codelet &#34;bad&#34; failed on worker \d: not positive definite</title>`, out)
+	assert.Contains(t, out, ">failed task</text>")
+	assert.NotContains(t, out, "goroutine ", "a panic's stack stays out of the chart")
+}
+
 func TestGanttPlain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

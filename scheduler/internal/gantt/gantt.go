@@ -74,7 +74,14 @@ type Bar struct {
 	// Deps are the IDs of the task's predecessors. IDs with no bar are
 	// ignored.
 	Deps []uint64
+	// Err is the first line of the task's error, "" when it succeeded:
+	// a failed task's bar is outlined in red, with the error in its
+	// tooltip.
+	Err string
 }
+
+// failedColor outlines a failed task's bar.
+const failedColor = "#d62728"
 
 // A Band is a period during which a row was in some state, such as a
 // scheduling context.
@@ -130,6 +137,7 @@ type drawing struct {
 	legendCols    int
 	legendLines   int
 	legendColW    float64
+	failed        bool // some bar is a failed task's (the legend says what its outline means)
 	contexts      []string
 	height, total float64 // of the document
 	critical      map[uint64]bool
@@ -235,6 +243,13 @@ func newDrawing(c Chart) *drawing {
 	n := len(d.legend) + 1 + len(d.contexts) // +1: idle
 	if d.Critical {
 		n++
+	}
+	for _, b := range d.Bars {
+		if b.Err != "" {
+			d.failed = true
+			n++
+			break
+		}
 	}
 	d.legendLines = (n + d.legendCols - 1) / d.legendCols
 	d.height = d.legendY + legendLine*float64(d.legendLines) + margin
@@ -361,7 +376,11 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
 		y := d.rowY(b.Row)
 		title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
-		if d.critical[b.ID] {
+		if b.Err != "" {
+			title += ", failed: " + b.Err
+			fmt.Fprintf(w, `<rect class="failed" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="%s" stroke-width="2"><title>%s</title></rect>`,
+				x, y, wd, barH, fill(b.Name), failedColor, esc(title))
+		} else if d.critical[b.ID] {
 			fmt.Fprintf(w, `<rect class="critical" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="#000000" stroke-width="1.5"><title>%s (critical path)</title></rect>`,
 				x, y, wd, barH, Color(b.Name), esc(title))
 		} else {
@@ -435,6 +454,11 @@ func (d *drawing) writeLegend(w *bufio.Writer) {
 		x, y := pos()
 		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="#ffffff" stroke="#000000" stroke-width="1.5"/><text x="%.1f" y="%.1f">critical path</text>`+"\n",
 			x, y-swatch+2, swatch, swatch, x+swatch+6, y)
+	}
+	if d.failed {
+		x, y := pos()
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="#ffffff" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f">failed task</text>`+"\n",
+			x, y-swatch+2, swatch, swatch, failedColor, x+swatch+6, y)
 	}
 	for _, n := range d.contexts {
 		x, y := pos()

@@ -89,6 +89,21 @@ func TestWriteCritical(t *testing.T) {
 	assert.Contains(t, svg, ">critical path</text>")
 }
 
+// A failed task's bar is outlined in red with its error in the tooltip,
+// and the legend says what the outline means; a chart without failures
+// has neither.
+func TestWriteFailed(t *testing.T) {
+	assert.NotContains(t, render(t, chart()), "failed task")
+	c := chart()
+	c.Bars[1].Err = "not positive definite"
+	c.Critical = true // a failed task on the critical path is drawn as failed
+	svg := render(t, c)
+	assert.Equal(t, 1, strings.Count(svg, `<rect class="failed"`))
+	assert.Contains(t, svg, `stroke="`+failedColor+`"`)
+	assert.Contains(t, svg, "trsm #2, 3.00 ms, 2.00 ms–5.00 ms, failed: not positive definite</title>")
+	assert.Contains(t, svg, ">failed task</text>")
+}
+
 // TestWriteTracks: a transfer track's bars are copies - counted apart
 // in the title, never on the critical path - even a copy longer than
 // every chain of tasks.
