@@ -24,6 +24,7 @@ type benchCommFlags struct {
 	ranks                                 int
 	scale                                 float64
 	check                                 bool
+	noPeerDir                             bool // ../shared/peers/mpi was not found: -peer defaults to none
 }
 
 func benchCommApp() app {
@@ -32,12 +33,14 @@ func benchCommApp() app {
 		summary: "AllReduce/AllGather/Bcast latency 8 B..16 MiB vs C MPI in the same invocation; JSON lines",
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var f benchCommFlags
-			fs.StringVar(&f.backend, "backend", "local", "local: this job's ranks (pzrun -n N); mpi: start `mpirun -n RANKS` of this binary (built with -tags mpi)")
+			fs.StringVar(&f.backend, "backend", "local", "`BACKEND`: local, this job's ranks (pzrun -n N); mpi, start mpirun -n RANKS of this binary (built with -tags mpi)")
 			fs.IntVar(&f.ranks, "ranks", 2, "ranks for -backend mpi")
 			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "operations, comma-separated: "+strings.Join(commbench.Ops(), ", "))
 			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
 			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
-			fs.StringVar(&f.peer, "peer", peerdir.Find("mpi"), "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
+			dir := peerdir.Find("mpi")
+			f.noPeerDir = dir == ""
+			fs.StringVar(&f.peer, "peer", dir, "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
@@ -109,6 +112,9 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 // and the ratios to rs. A peer that cannot run is reported, not fatal.
 func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []commbench.Result) {
 	if f.peer == "" {
+		if f.noPeerDir {
+			fmt.Fprintln(e.stderr, "pzrun bench comm: peer skipped: ../shared/peers/mpi (collbench.c) not found from here; pass -peer DIR")
+		}
 		return
 	}
 	peer, err := commbench.RunPeer(ctx, peerLauncher(), f.peer, ranks, f.scale, f.peerThread)

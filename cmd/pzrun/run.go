@@ -93,6 +93,7 @@ func appNames() string {
 	for _, a := range apps() {
 		names = append(names, a.name)
 	}
+	names = append(names, "stm") // its own subcommands (runStm)
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }

@@ -320,7 +320,7 @@ func benchTasksApp() app {
 			cc := fs.String("cc", "cc", "C `compiler` for the OpenMP peer (run as CC -O2 -fopenmp)")
 			paired := fs.Bool("openmp-paired", true, "run the OpenMP peer one round at a time beside each of pz's rounds (openmp_paired_ratio: the median of the pairs' ratios, steady when the machine's speed changes between runs); false: one run per case before pz's")
 			submitters := fs.String("submitters", "1,2", "comma-separated counts of goroutines submitting concurrently")
-			work := fs.Bool("submitters-work", false, "make each submitting goroutine one of the workers (a scheduler Driver: Driver.Submit runs ready tasks at once past 64 in flight per worker, Driver.WaitAll runs tasks), as OpenMP's creating thread is one of its team")
+			work := fs.Bool("submitters-work", false, "make each submitting goroutine one of the workers (a scheduler Driver: Driver.Submit runs ready tasks at once past 8 in flight per worker, Driver.WaitAll runs tasks), as OpenMP's creating thread is one of its team")
 			batch := fs.Int("batch", 0, "submit through a scheduler.Batch flushed every `N` tasks (0: one Submit per task)")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {

@@ -90,3 +90,8 @@ func (c config) watchDurations() (report, timeout time.Duration, err error) {
 	}
 	return report, timeout, nil
 }
+
+// TimeoutExit is the exit status of a process that WithTimeout (or
+// PZ_COMM_TIMEOUT) ends: 124, as timeout(1)'s, so that mpirun ends the
+// job. Defined in every build, as the rest of the API.
+const TimeoutExit = 124
