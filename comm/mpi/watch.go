@@ -101,7 +101,6 @@ func (s *collSlot) begin(call string, seq uint64) {
 
 func (s *collSlot) end() { s.seq.Store(0) }
 
-
 func newWatch(report, timeout time.Duration, rank, size int) *watch {
 	w := &watch{report: report, timeout: timeout, rank: rank, size: size, out: os.Stderr, exit: os.Exit,
 		stop: make(chan struct{}), done: make(chan struct{})}
