@@ -278,6 +278,9 @@ func gemmApp() app {
 		"tiled matrix product C -= A·Bᵀ over every rank: GFLOP/s, efficiency, bytes sent, sampled error with --check",
 		"error", false,
 		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+			if f.deviceOnly {
+				return nil, 0, 0, fmt.Errorf("%w: -device-only is cholesky's: gemm's tiles run wherever the policy puts them", errUsage)
+			}
 			p, q, _ := f.gridPQ()
 			opts := gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
