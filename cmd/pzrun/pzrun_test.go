@@ -286,6 +286,10 @@ func TestCholeskyOutOfCore(t *testing.T) {
 	assert.Greater(t, r["write_backs"].(float64), 0.0)
 	assert.Greater(t, r["device_bytes"].(float64), float64(192<<10), "more than the device holds crossed the link")
 
+	code, out, errs = pzrun(t, "gemm", "-n", "128", "-b", "64", "-sim", "1", "-sim-bw", "mem", "--check", "--json")
+	require.Equal(t, 0, code, "-sim-bw mem: copies at memory speed; %s", errs)
+	assert.Contains(t, out, `"devices":1`)
+
 	code, _, errs = pzrun(t, "gemm", "-n", "128", "-b", "64", "-sim", "1", "-device-only")
 	assert.Equal(t, 2, code, "gemm has no device-only mode")
 	assert.Contains(t, errs, "-device-only is cholesky's")

@@ -85,7 +85,7 @@ func (f *tiledFlags) define(fs *flag.FlagSet, defN int) {
 	fs.BoolVar(&f.json, "json", false, "print the result as one JSON object")
 	fs.IntVar(&f.sims, "sim", 0, "simulated accelerators `N` (each a memory node and a worker; on several ranks, N per rank; default: PZ_NSIM)")
 	fs.StringVar(&f.simMem, "sim-mem", "", "memory of each simulated device, e.g. 64MiB (default: PZ_SIM_MEMORY, else 1GiB); smaller than the matrix runs out of core")
-	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G (default 16G)")
+	fs.StringVar(&f.simBW, "sim-bw", "", "copy bandwidth of each simulated device in bytes/s, e.g. 16G, or mem for copies at memory speed (default 16G)")
 	fs.BoolVar(&f.deviceOnly, "device-only", false, "run every tile task on the devices (cholesky), as a GPU-only run")
 	fs.BoolVar(&f.cudaRef, "cuda-reference", false, "also time one cuSOLVER/cuBLAS call on the whole matrix on the first GPU (with -cuda): gpu_reference_gflops and gpu_reference_ratio")
 	fs.BoolVar(&f.pageable, "pageable", false, "with -cuda, leave the matrices in pageable memory instead of page-locking them for the GPUs (to measure what pinning gives)")
@@ -122,10 +122,14 @@ func (f *tiledFlags) simDevices() ([]scheduler.SimDevice, error) {
 		}
 		d.Memory = m
 	}
-	if f.simBW != "" {
+	switch f.simBW {
+	case "":
+	case "mem":
+		d.Bandwidth = -1 // accel.SimConfig: copies at memory speed
+	default:
 		bw, err := scheduler.ParseBytes(f.simBW)
 		if err != nil || bw <= 0 {
-			return nil, fmt.Errorf("%w: -sim-bw %q: want bytes per second such as 16G", errUsage, f.simBW)
+			return nil, fmt.Errorf("%w: -sim-bw %q: want bytes per second such as 16G, or mem (copies at memory speed)", errUsage, f.simBW)
 		}
 		d.Bandwidth = float64(bw)
 	}
