@@ -3,7 +3,6 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -118,7 +117,7 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 	for _, sp := range spans {
 		names = append(names, sp.name)
 	}
-	colors := contextColors(names)
+	colors := gantt.BandColors(names, GlobalName)
 	for _, sp := range spans {
 		c.Bands = append(c.Bands, gantt.Band{Row: sp.worker, Name: sp.name, Start: sp.start, End: sp.end, Color: colors[sp.name]})
 	}
@@ -126,51 +125,6 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 		return fmt.Errorf("scheduler: writing the Gantt chart: %w", err)
 	}
 	return nil
-}
-
-// globalColor is the Gantt band colour of the global context: neutral.
-const globalColor = "#999999"
-
-// contextPalette holds the Gantt band colours of the contexts: D3's
-// category10 without its grey (the global context's), and a dark blue.
-// Any two are at least 27 apart in CIELAB (CIE76 ΔE), and 30 from the
-// global grey (TestContextColorsDistinct), where a hash into hues at one
-// lightness gave two contexts in three of four charts the same or a
-// barely different band.
-var contextPalette = [...]string{
-	"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-	"#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79",
-}
-
-// contextColors returns the band colour of each context name of a
-// chart: grey for the global context, and for the others colours of
-// contextPalette, distinct while there are no more contexts than
-// colours. A name takes the colour its hash picks, the same in every
-// chart, unless a name before it (in sorted order) has it, then the next
-// colour free in the chart; past len(contextPalette) contexts, the
-// colours used least come again.
-func contextColors(names []string) map[string]string {
-	names = slices.Clone(names)
-	slices.Sort(names)
-	names = slices.Compact(names)
-	out := make(map[string]string, len(names))
-	var used [len(contextPalette)]int
-	for _, n := range names {
-		if n == GlobalName {
-			out[n] = globalColor
-			continue
-		}
-		h := fnv.New64a()
-		h.Write([]byte(n))
-		k := int(h.Sum64() % uint64(len(contextPalette)))
-		least := slices.Min(used[:])
-		for used[k] > least {
-			k = (k + 1) % len(contextPalette)
-		}
-		used[k]++
-		out[n] = contextPalette[k]
-	}
-	return out
 }
 
 // ganttBars converts trace events to the chart's bars.

@@ -3,6 +3,7 @@ package gantt
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The codelet palette is a grid of hue slots × lightness levels in
@@ -125,4 +126,46 @@ func lighten(c string, f float64) string {
 	fmt.Sscanf(c, "#%02x%02x%02x", &r, &g, &b)
 	mix := func(v int) int { return int(math.Round(float64(v) + f*(255-float64(v)))) }
 	return fmt.Sprintf("#%02x%02x%02x", mix(r), mix(g), mix(b))
+}
+
+// NeutralBand is the band colour of the neutral state (the scheduler's
+// global context): grey.
+const NeutralBand = "#999999"
+
+// bandPalette holds the colours of the other bands' states: D3's
+// category10 without its grey (NeutralBand's), and a dark blue. Any two
+// are at least 27 apart in CIELAB (CIE76 ΔE), and 30 from the grey
+// (TestBandColorsDistinct): a hash into hues at one lightness gave two
+// contexts in three of four charts the same or a barely different band.
+var bandPalette = [...]string{
+	"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+	"#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79",
+}
+
+// BandColors returns the colour of each state name of a chart's bands:
+// NeutralBand for neutral, and for the others colours of a palette of
+// ten, distinct while there are no more names than colours. A name takes
+// the colour its hash picks, the same in every chart, unless a name
+// before it (in sorted order) has it, then the next colour free in the
+// chart; past ten names, the colours used least come again.
+func BandColors(names []string, neutral string) map[string]string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make(map[string]string, len(names))
+	var used [len(bandPalette)]int
+	for _, n := range names {
+		if n == neutral {
+			out[n] = NeutralBand
+			continue
+		}
+		k := int(hash64(n, 0) % uint64(len(bandPalette)))
+		least := slices.Min(used[:])
+		for used[k] > least {
+			k = (k + 1) % len(bandPalette)
+		}
+		used[k]++
+		out[n] = bandPalette[k]
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -166,4 +167,56 @@ func deltaE(c1, c2 string) float64 {
 	l1, a1, b1 := hexLab(c1)
 	l2, a2, b2 := hexLab(c2)
 	return math.Sqrt((l1-l2)*(l1-l2) + (a1-a2)*(a1-a2) + (b1-b2)*(b1-b2))
+}
+
+// TestBandColorsDistinct: the states of one chart's bands (the
+// scheduler's contexts) get colours that cannot be confused - distinct,
+// at least 27 apart in CIELAB, and apart from the neutral grey - for the
+// names of a user trial's charts and larger sets; a name keeps its colour
+// from chart to chart unless a name sorted before it took it.
+func TestBandColorsDistinct(t *testing.T) {
+	for i, a := range bandPalette {
+		assert.GreaterOrEqual(t, deltaE(a, NeutralBand), 30.0, "%s vs the neutral grey", a)
+		for _, b := range bandPalette[i+1:] {
+			assert.GreaterOrEqual(t, deltaE(a, b), 27.0, "%s vs %s", a, b)
+		}
+	}
+	const neutral = "global"
+	sets := [][]string{
+		{"left", "right"}, {"A", "B"}, {"small", "large"}, {"solver1", "solver2"},
+		{"A", "B", "C", "D"}, {"c1", "c2", "c3"}, {"B.sub", "B", "E", "F"},
+		{"ctx1", "ctx2", "ctx3", "ctx4", "ctx5", "ctx6", "ctx7", "ctx8", "ctx9", "ctx10"},
+	}
+	for _, set := range sets {
+		names := append([]string{neutral}, set...)
+		cs := BandColors(append(names, set[0]), neutral) // repeated names are one state
+		require.Len(t, cs, len(names), "%v", set)
+		assert.Equal(t, NeutralBand, cs[neutral])
+		for i, a := range set {
+			for _, b := range set[i+1:] {
+				assert.GreaterOrEqual(t, deltaE(cs[a], cs[b]), 27.0, "%v: %s %s and %s %s", set, a, cs[a], b, cs[b])
+			}
+			assert.Contains(t, bandPalette, cs[a])
+		}
+		for _, n := range set {
+			if alone := BandColors([]string{n}, neutral)[n]; cs[n] != alone {
+				// Only when a name sorted before it had taken its colour.
+				taken := slices.ContainsFunc(set, func(m string) bool { return m < n && cs[m] == alone })
+				assert.True(t, taken, "%v: %s changed colour (%s alone, %s here)", set, n, alone, cs[n])
+			}
+		}
+	}
+	// More names than colours: each colour serves at most twice.
+	var many []string
+	for i := range 2 * len(bandPalette) {
+		many = append(many, fmt.Sprintf("ctx%d", i))
+	}
+	uses := map[string]int{}
+	for _, c := range BandColors(many, neutral) {
+		uses[c]++
+	}
+	assert.Len(t, uses, len(bandPalette))
+	for c, n := range uses {
+		assert.Equal(t, 2, n, c)
+	}
 }
