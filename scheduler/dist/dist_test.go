@@ -36,10 +36,16 @@ func runRanks(t *testing.T, n int, fn func(ctx context.Context, d *dist.Schedule
 // runRanksWith is runRanks with the local schedulers' options.
 func runRanksWith(t *testing.T, n int, opts []scheduler.Option, fn func(ctx context.Context, d *dist.Scheduler) error) error {
 	t.Helper()
+	return runRanksEach(t, n, func(int) []scheduler.Option { return opts }, fn)
+}
+
+// runRanksEach is runRanks with each rank's local scheduler options.
+func runRanksEach(t *testing.T, n int, opts func(rank int) []scheduler.Option, fn func(ctx context.Context, d *dist.Scheduler) error) error {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	return local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
-		ls, err := scheduler.New(ctx, opts...)
+		ls, err := scheduler.New(ctx, opts(c.Rank())...)
 		if err != nil {
 			return err
 		}
@@ -561,16 +567,7 @@ func TestOneRankLeavesWaitAll(t *testing.T) {
 	}}
 	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
 	waitErrs, submitErrs, closeErrs := make([]error, n), make([]error, n), make([]error, n)
-	err := local.Run(context.Background(), n, func(ctx context.Context, c comm.Comm) error {
-		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-		if err != nil {
-			return err
-		}
-		defer ls.Close()
-		d, err := dist.New(ctx, c, ls)
-		if err != nil {
-			return err
-		}
+	err := runRanksWith(t, n, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, d *dist.Scheduler) error {
 		hs, err := onePerRank[int64](d, 4)
 		if err != nil {
 			return err
@@ -597,7 +594,7 @@ func TestOneRankLeavesWaitAll(t *testing.T) {
 		}
 		submitErrs[d.Rank()] = d.Submit(ctx, noop, dist.RW(hs[d.Rank()]))
 		closeErrs[d.Rank()] = d.Close()
-		return ls.Close()
+		return d.Local().Close() // it reports nothing again
 	})
 	require.NoError(t, err)
 	require.ErrorIs(t, waitErrs[n-1], context.Canceled)
@@ -890,23 +887,14 @@ func TestStallExplained(t *testing.T) {
 func TestMergedTraceNeedsStats(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.json")
 	errs := make([]error, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
-		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithStats(c.Rank() == 1))
-		if err != nil {
-			return err
-		}
-		defer ls.Close()
-		d, err := dist.New(ctx, c, ls)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
+	onlyRank1 := func(r int) []scheduler.Option {
+		return []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(r == 1)}
+	}
+	err := runRanksEach(t, 3, onlyRank1, func(ctx context.Context, d *dist.Scheduler) error {
 		if err := checkRandomGraph(ctx, d, 3); err != nil {
 			return err
 		}
-		errs[c.Rank()] = d.WriteTraceFiles(ctx, path, 1)
+		errs[d.Rank()] = d.WriteTraceFiles(ctx, path, 1)
 		return nil
 	})
 	require.NoError(t, err)
