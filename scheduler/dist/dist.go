@@ -207,6 +207,16 @@ func (d *Scheduler) fail(err error, here string) {
 	}
 }
 
+// leave ends this rank's WaitAll early with err: the graph fails here
+// with cause (here is its own words, as for fail), and the other ranks,
+// which would wait for this one in the outcome's agreement, are told it
+// left (ctrlLeft). It returns err.
+func (d *Scheduler) leave(err, cause error, here string) error {
+	d.fail(cause, here)
+	d.announce(ctrlLeft, err.Error())
+	return err
+}
+
 // announce sends a control message to every other rank.
 func (d *Scheduler) announce(kind byte, text string) {
 	msg := make([]byte, 1, ctrlSize)
@@ -319,9 +329,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		if errors.Is(cerr, ErrStalled) {
 			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
 		}
-		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr)
-		d.fail(cerr, "")
-		d.announce(ctrlLeft, err.Error()) // the others must not wait for this rank in the agreement
+		err := d.leave(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr), cerr, "")
 		_ = d.local.WaitAll(ctx)
 		return err
 	}
@@ -338,9 +346,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	if werr != nil {
 		d.mu.Unlock()
-		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr)
-		d.fail(werr, werr.Error())
-		d.announce(ctrlLeft, err.Error())
+		err := d.leave(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr), werr, werr.Error())
 		_ = d.local.WaitAll(ctx)
 		return err
 	}
@@ -354,11 +360,9 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if lerr != nil && gaveUp {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
 		if d.size > 1 {
-			// The other ranks must not wait for this one in the
-			// agreement, and the graph cannot go on without it: it has
-			// failed here too.
-			d.fail(err, "")
-			d.announce(ctrlLeft, err.Error())
+			// The graph cannot go on without this rank: it has failed
+			// here too. (On one rank WaitAll may be called again.)
+			d.leave(err, err, "")
 		}
 		return err
 	}
