@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -79,24 +78,13 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 	}
 	wg.Wait()
 	// The rank that failed first leads: the others' errors are mostly its
-	// consequences, and errors.As finds the first RankError.
-	if f := first.Load(); f > 0 {
-		errs[0], errs[f-1] = errs[f-1], errs[0]
-		if f > 1 {
-			// Keep the others in rank order after it.
-			rest := errs[1:]
-			slices.SortStableFunc(rest, func(a, b error) int { return rankOf(a) - rankOf(b) })
-		}
+	// consequences, and errors.As finds the first RankError. The others
+	// follow in rank order.
+	if f := int(first.Load()); f > 0 {
+		lead := errs[f-1]
+		errs = append([]error{lead}, slices.Delete(errs, f-1, f)...)
 	}
 	return errors.Join(errs...)
-}
-
-// rankOf is the rank of a RankError, n (past every rank) for nil.
-func rankOf(err error) int {
-	if re, ok := err.(*comm.RankError); ok {
-		return re.Rank
-	}
-	return math.MaxInt
 }
 
 // firstLine is err's message up to its first newline, with "..." when
