@@ -226,7 +226,10 @@ func TestRunPairedOpenMP(t *testing.T) {
 		pushed  int64
 	}
 	var calls []call
-	values := []float64{50, 10, 40, 20, 30} // per call within a cell: median 30
+	// Per call within a cell: median 30000 µs per task, a figure far
+	// above any pz round's, even under -race on a loaded machine (at 10 µs
+	// per task the test once saw a paired ratio of 1.1).
+	values := []float64{50000, 10000, 40000, 20000, 30000}
 	pair := func(ctx context.Context, c Case, workers, tasks int) (float64, error) {
 		calls = append(calls, call{c, workers, tasks, pushed.Load()})
 		return values[(len(calls)-1)%len(values)], nil
@@ -257,13 +260,13 @@ func TestRunPairedOpenMP(t *testing.T) {
 	require.NotNil(t, r.OpenMPRatio)
 	require.NotNil(t, r.OpenMPPaired)
 	assert.Equal(t, "omp_indep_2threads", r.OpenMP)
-	assert.Equal(t, 30.0, *r.OpenMPValue, "the paired rounds' median, not Options.OpenMP's figure")
-	assert.InDelta(t, r.Value/30, *r.OpenMPRatio, 1e-12)
+	assert.Equal(t, 30000.0, *r.OpenMPValue, "the paired rounds' median, not Options.OpenMP's figure")
+	assert.InDelta(t, r.Value/30000, *r.OpenMPRatio, 1e-12)
 	// The rounds' ratios are pz_i/values[i]: their median lies between
 	// the smallest and largest pz figure over the largest and smallest
 	// peer figure, and is not the ratio of the medians but for chance.
 	assert.Greater(t, *r.OpenMPPaired, 0.0)
-	assert.Less(t, *r.OpenMPPaired, 1.0, "pz's µs per task is far below 10")
+	assert.Less(t, *r.OpenMPPaired, 1.0, "pz's µs per task is far below 10000")
 
 	g := recs[1]
 	assert.Equal(t, CaseGrain, g.Case)
@@ -278,7 +281,7 @@ func TestRunPairedOpenMP(t *testing.T) {
 	require.NoError(t, WriteTable(&tab, recs))
 	f := strings.Fields(strings.Split(tab.String(), "\n")[1])
 	require.Len(t, f, 11)
-	assert.Equal(t, "30.000", f[8])
+	assert.Equal(t, "30000.000", f[8])
 	assert.Equal(t, fmt.Sprintf("%.2f", *r.OpenMPPaired), f[10])
 }
 
