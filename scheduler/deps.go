@@ -207,8 +207,18 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		}
 		h.cur = s.appendPruned(h.cur, t)
 	} else {
+		// After a group of readers, t needs the data they read, not
+		// their success: a reader's failure does not cancel t, the
+		// failure of the data's writers (the group before the readers)
+		// does.
+		readers := h.curCat == catRead
 		for _, p := range h.cur {
-			s.dep(ws, p, t, weak)
+			s.dep(ws, p, t, weak || readers)
+		}
+		if readers && !weak {
+			for _, p := range h.prev {
+				s.dep(ws, p, t, false)
+			}
 		}
 		old := h.prev
 		if len(old) <= 2 {

@@ -37,8 +37,9 @@ func TestFailuresCancelDependents(t *testing.T) {
 	}
 	panicked := scheduler.NewTask(crash, scheduler.R(hy))
 	require.NoError(t, s.SubmitTask(ctx, panicked))
-	// Independent work continues. Every dependent of a failed task is
-	// canceled, also through a write-after-read edge (the RW of y).
+	// Independent work continues, and so does the RW of y after the
+	// failed reader: a reader changes nothing the next writer needs
+	// (TestFailedReaderDoesNotCancelWriter).
 	for i := 0; i < 5; i++ {
 		require.NoError(t, s.Submit(ctx, count, scheduler.RW(hz)))
 	}
@@ -56,7 +57,7 @@ func TestFailuresCancelDependents(t *testing.T) {
 	assert.Contains(t, err.Error(), "index out of range")
 	assert.NotContains(t, err.Error(), "goroutine") // the panic's stack stays in TaskError.Stack
 	assert.ErrorIs(t, err, scheduler.ErrCanceled)
-	assert.Contains(t, err.Error(), "5 tasks not run")
+	assert.Contains(t, err.Error(), "4 tasks not run")
 
 	require.ErrorAs(t, panicked.Err(), &te)
 	assert.True(t, te.Panicked)
@@ -67,9 +68,9 @@ func TestFailuresCancelDependents(t *testing.T) {
 	require.ErrorAs(t, after.Err(), &root)
 	assert.Equal(t, "boom", root.Codelet)
 
-	assert.Equal(t, int64(5), ran.Load())
+	assert.Equal(t, int64(6), ran.Load())
 	assert.Equal(t, uint64(0), x)
-	assert.Equal(t, uint64(0), y)
+	assert.Equal(t, uint64(1), y)
 	assert.Equal(t, uint64(5), z)
 	// Errors are reported once.
 	require.NoError(t, s.WaitAll(ctx))
@@ -419,4 +420,70 @@ func TestOneEdgePerPredecessor(t *testing.T) {
 	require.NoError(t, s.WaitAll(ctx))
 	assert.Equal(t, uint64(n), a)
 	assert.Equal(t, uint64(n), b)
+}
+
+// TestFailedReaderDoesNotCancelWriter: a task that only reads a handle
+// and fails leaves the data as it was, so the tasks after it on that
+// handle run (a write after the read is ordered after it, it does not
+// need its success); a writer's failure still cancels the tasks that
+// read its version, through a group of readers too.
+func TestFailedReaderDoesNotCancelWriter(t *testing.T) {
+	for _, waitFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waitFirst=%v", waitFirst), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, scheduler.WithWorkers(2))
+			var x uint64
+			h, err := s.RegisterValue(&x, scheduler.Named("x"))
+			require.NoError(t, err)
+			badRead := &scheduler.Codelet{Name: "badRead", CPU: func(*scheduler.Call) error { return errors.New("reader failed") }}
+			boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("writer failed") }}
+			okRead := &scheduler.Codelet{Name: "okRead", CPU: func(*scheduler.Call) error { return nil }}
+			inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+				*scheduler.ValueOf[*uint64](c, 0)++
+				return nil
+			}}
+			submit := func(cl *scheduler.Codelet, a scheduler.Arg) *scheduler.Task {
+				task := scheduler.NewTask(cl, a)
+				require.NoError(t, s.SubmitTask(ctx, task))
+				return task
+			}
+			// A failed reader beside a good one; the RW, the R and the
+			// Commute after them run.
+			bad := submit(badRead, scheduler.R(h))
+			peer := submit(okRead, scheduler.R(h))
+			if waitFirst {
+				require.ErrorContains(t, s.WaitAll(ctx), "reader failed")
+			}
+			rw := submit(inc, scheduler.RW(h))
+			after := submit(okRead, scheduler.R(h))
+			com := submit(inc, scheduler.Commute(h))
+			err = s.WaitAll(ctx)
+			if !waitFirst {
+				require.ErrorContains(t, err, "reader failed")
+				require.NotErrorIs(t, err, scheduler.ErrCanceled)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Error(t, bad.Err())
+			for _, task := range []*scheduler.Task{peer, rw, after, com} {
+				require.NoError(t, task.Err(), task.Codelet.Name)
+			}
+			assert.Equal(t, uint64(2), x)
+
+			// A failed writer: the readers of its version are canceled,
+			// and so is the RW after them, although it waits on the
+			// readers and not on the writer.
+			require.NoError(t, s.Submit(ctx, boom, scheduler.RW(h)))
+			r1 := submit(okRead, scheduler.R(h))
+			r2 := submit(okRead, scheduler.R(h))
+			stale := submit(inc, scheduler.RW(h))
+			err = s.WaitAll(ctx)
+			require.ErrorContains(t, err, "writer failed")
+			for _, task := range []*scheduler.Task{r1, r2, stale} {
+				require.ErrorIs(t, task.Err(), scheduler.ErrCanceled)
+				assert.Contains(t, task.Err().Error(), `codelet "boom"`)
+			}
+			assert.Equal(t, uint64(2), x)
+		})
+	}
 }
