@@ -226,7 +226,9 @@ func (s *Scheduler) RegisterMatrix(data any, rows, cols int, opts ...HandleOptio
 
 // RegisterValue registers any value as a handle. Tasks see the value
 // itself (ValueOf); register a pointer (or a map, or a slice) so that
-// writers can modify it in place. Scratch and Redux need a pointer.
+// writers can modify it in place. Scratch and Redux need a pointer. The
+// memory a pointer or a slice reaches, and a map, may be registered once
+// in the process (ErrOverlap), like a vector's.
 func (s *Scheduler) RegisterValue(v any, opts ...HandleOption) (*Handle, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: RegisterValue(nil)", ErrBadData)
@@ -238,7 +240,10 @@ func (s *Scheduler) RegisterValue(v any, opts ...HandleOption) (*Handle, error) 
 	h := s.newHandle(cfg, kindValue)
 	t := reflect.TypeOf(v)
 	h.ram = buffer{data: v, rows: 1, cols: 1, ld: 1, elemSize: t.Size(), typ: t}
-	if t.Kind() == reflect.Pointer {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map:
+		// What a writer can change in place: the memory the pointer or
+		// the slice reaches, the map's contents.
 		return h, s.addSpan(h, reflect.ValueOf(v))
 	}
 	return h, nil

@@ -50,6 +50,9 @@ func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 		lo, size = v.Pointer(), uintptr(v.Len())*v.Type().Elem().Size()
 	case reflect.Pointer:
 		lo, size = v.Pointer(), v.Type().Elem().Size()
+	case reflect.Map:
+		// The map itself: the same map registered twice overlaps.
+		lo, size = v.Pointer(), 1
 	}
 	if size == 0 {
 		return nil

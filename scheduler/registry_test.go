@@ -56,6 +56,43 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestOverlapSliceAndMapValues: a slice or a map registered as a value
+// is memory a writer changes in place, like a pointer's: registering it
+// beside a vector over the same memory, or twice, is refused; after
+// Unregister it can be registered again.
+func TestOverlapSliceAndMapValues(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1))
+	buf := make([]int, 4)
+	_, err := s.RegisterVector(buf, scheduler.Named("vec"))
+	require.NoError(t, err)
+	_, err = s.RegisterValue(buf, scheduler.Named("slice"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap)
+	assert.Contains(t, err.Error(), `"slice"`)
+	assert.Contains(t, err.Error(), `"vec"`)
+	_, err = s.RegisterValue(buf[2:3], scheduler.Named("part"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap)
+
+	other := make([]int, 4)
+	h, err := s.RegisterValue(other, scheduler.Named("other"))
+	require.NoError(t, err)
+	_, err = s.RegisterValue(other, scheduler.Named("other-again"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap)
+	_, err = h.Unregister(ctx)
+	require.NoError(t, err)
+	_, err = s.RegisterValue(other)
+	require.NoError(t, err)
+
+	m := map[string]int{}
+	_, err = s.RegisterValue(m, scheduler.Named("map"))
+	require.NoError(t, err)
+	_, err = s.RegisterValue(m, scheduler.Named("map-again"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap)
+	assert.Contains(t, err.Error(), `"map"`)
+	_, err = s.RegisterValue(map[string]int{}, scheduler.Named("another-map"))
+	require.NoError(t, err)
+}
+
 // TestModeCombinations: which access modes may name one handle twice in
 // one task (see the package doc, "Access modes on one handle").
 func TestModeCombinations(t *testing.T) {
