@@ -192,10 +192,10 @@ func (s *Scheduler) checkMembersLocked(c *Context, ids []int) error {
 // stuckError joins to err one ErrNoWorkers error per context that holds
 // tasks and has no workers.
 func (s *Scheduler) stuckError(err error) error {
+	errs := append([]error{err}, s.stuckWaits()...)
 	if s.cx.n.Load() == 0 {
-		return err
+		return errors.Join(errs...)
 	}
-	errs := []error{err}
 	for _, c := range s.stuckContexts() {
 		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; give it workers (AddWorkers, MoveWorkers) or submit elsewhere", ErrNoWorkers, c.name, c.Pending()))
 	}

@@ -59,6 +59,9 @@ func (s *Scheduler) wire(t *Task) {
 	}
 	for _, p := range t.After {
 		if p != nil {
+			if p.state.Load() == stateNew {
+				s.noteEarly(p)
+			}
 			s.addDep(p, t)
 		}
 	}

@@ -54,6 +54,11 @@ var (
 	// ErrBadOption is returned by New for an invalid option or
 	// environment variable value.
 	ErrBadOption = errors.New("scheduler: invalid option")
+	// ErrNotSubmitted is joined to WaitAll's error when its context ends
+	// while tasks wait for a tag that no submitted task carries, or for
+	// a task named in After that was never submitted: each such wait is
+	// named.
+	ErrNotSubmitted = errors.New("scheduler: waiting for a task never submitted")
 )
 
 // A TaskError is the error of a task whose implementation (or callback)

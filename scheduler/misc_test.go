@@ -373,3 +373,58 @@ func TestRepeatedErrorsCollapse(t *testing.T) {
 	var te *scheduler.TaskError
 	require.ErrorAs(t, err, &te)
 }
+
+// TestTagMisuse: a task waiting for its own tag, a tag a pending task
+// carries and a cycle of tags are refused at Submit; waits that only a
+// later submission can end are named when WaitAll's context ends, and
+// end once that submission comes.
+func TestTagMisuse(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	cl := func(name string) *scheduler.Codelet {
+		return &scheduler.Codelet{Name: name, CPU: func(*scheduler.Call) error { return nil }}
+	}
+
+	err := s.Submit(ctx, cl("self"), scheduler.WithTag(9), scheduler.AfterTags(3, 9))
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "self" with tag 9 waits for tag 9, its own`)
+
+	gate := make(chan struct{})
+	held := &scheduler.Codelet{Name: "held", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	require.NoError(t, s.Submit(ctx, held, scheduler.WithTag(7)))
+	err = s.Submit(ctx, cl("again"), scheduler.WithTag(7))
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `tag 7 of task "again" is already carried by a pending task "held"`)
+
+	// Two and three tasks waiting for each other's tags.
+	require.NoError(t, s.Submit(ctx, cl("a10"), scheduler.WithTag(10), scheduler.AfterTags(11)))
+	err = s.Submit(ctx, cl("b11"), scheduler.WithTag(11), scheduler.AfterTags(10))
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "b11" with tag 11 waits for tag 10, carried by task "a10", which waits for tag 11`)
+	require.NoError(t, s.Submit(ctx, cl("c20"), scheduler.WithTag(20), scheduler.AfterTags(21)))
+	require.NoError(t, s.Submit(ctx, cl("c21"), scheduler.WithTag(21), scheduler.AfterTags(22)))
+	err = s.Submit(ctx, cl("c22"), scheduler.WithTag(22), scheduler.AfterTags(20))
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "c22" with tag 22 waits for tag 20, carried by task "c20", which waits for tag 21, carried by task "c21", which waits for tag 22`)
+
+	// Waits only a later submission can end: named, not hung on.
+	early := scheduler.NewTask(cl("early"))
+	require.NoError(t, s.Submit(ctx, cl("waiter"), scheduler.After(early)))
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	err = s.WaitAll(short)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, scheduler.ErrNotSubmitted)
+	assert.Contains(t, err.Error(), `task "a10" waits for tag 11, which no submitted task carries`)
+	assert.Contains(t, err.Error(), `task "c21" waits for tag 22, which no submitted task carries`)
+	assert.Contains(t, err.Error(), `1 tasks wait (After) for task "early", which was never submitted`)
+
+	close(gate)
+	require.NoError(t, s.Submit(ctx, cl("b11"), scheduler.WithTag(11)))
+	require.NoError(t, s.Submit(ctx, cl("c22"), scheduler.WithTag(22)))
+	require.NoError(t, s.SubmitTask(ctx, early))
+	require.NoError(t, s.WaitAll(ctx))
+	// Tag 7's task completed: the tag may be carried again.
+	require.NoError(t, s.Submit(ctx, cl("again"), scheduler.WithTag(7)))
+	require.NoError(t, s.WaitAll(ctx))
+}

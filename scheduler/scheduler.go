@@ -61,6 +61,9 @@ type Scheduler struct {
 
 	tagMu sync.Mutex
 	tags  map[Tag]*tagEntry
+	// early are the tasks named in After before their own submission,
+	// with how many tasks wait for each (for stuckError); tagMu.
+	early map[*Task]int
 
 	regMu     sync.Mutex
 	reduxLive map[*Handle]struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // tagEntry is the state of one tag: the task carrying it (once
@@ -40,6 +41,83 @@ func (s *Scheduler) declareTag(t *Task) {
 		s.tags[t.Tag] = e
 	}
 	e.task = t
+}
+
+// checkTags refuses, before t is submitted, a tag that a pending task
+// carries and a wait that can never end: t waiting for its own tag, or
+// for a tag whose pending task waits (through tags) for t's.
+func (s *Scheduler) checkTags(t *Task) error {
+	if t.Tag == 0 {
+		return nil
+	}
+	name := t.Codelet.name()
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	if e := s.tags[t.Tag]; e != nil && e.task != nil && !e.done {
+		return fmt.Errorf("%w: tag %d of task %q is already carried by a pending task %q; use distinct tags, or wait for that task first", ErrBadData, t.Tag, name, e.task.Codelet.name())
+	}
+	if len(t.AfterTags) == 0 {
+		return nil
+	}
+	// A walk back through the pending tasks that carry the tags t
+	// waits for, and the tags they wait for: reaching t's own tag is a
+	// cycle. from[g] is the tag whose carrier waits for g.
+	from := map[Tag]Tag{}
+	queue := make([]Tag, 0, len(t.AfterTags))
+	for _, g := range t.AfterTags {
+		if _, ok := from[g]; !ok {
+			from[g] = 0
+			queue = append(queue, g)
+		}
+	}
+	for len(queue) > 0 {
+		g := queue[0]
+		queue = queue[1:]
+		if g == t.Tag {
+			return fmt.Errorf("%w: task %q with tag %d %s: it would wait for itself forever", ErrBadData, name, t.Tag, s.tagPathLocked(t.Tag, from))
+		}
+		e := s.tags[g]
+		if e == nil || e.task == nil || e.done {
+			continue
+		}
+		for _, n := range e.task.AfterTags {
+			if _, ok := from[n]; !ok {
+				from[n] = g
+				queue = append(queue, n)
+			}
+		}
+	}
+	return nil
+}
+
+// tagPathLocked describes the chain of waits checkTags found from the
+// task carrying tag to itself. s.tagMu is held.
+func (s *Scheduler) tagPathLocked(tag Tag, from map[Tag]Tag) string {
+	var chain []Tag // the tags waited for, from the last back to t's
+	for g := tag; ; {
+		prev := from[g]
+		if prev == 0 {
+			break
+		}
+		chain = append(chain, prev)
+		g = prev
+		if len(chain) > len(from) {
+			break
+		}
+	}
+	if len(chain) == 0 {
+		return fmt.Sprintf("waits for tag %d, its own", tag)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "waits for tag %d", chain[len(chain)-1])
+	for i := len(chain) - 1; i >= 0; i-- {
+		next := tag
+		if i > 0 {
+			next = chain[i-1]
+		}
+		fmt.Fprintf(&b, ", carried by task %q, which waits for tag %d", s.tags[chain[i]].task.Codelet.name(), next)
+	}
+	return b.String()
 }
 
 // addTagDep makes t wait for the task with tag g, submitted or not.
@@ -115,4 +193,65 @@ func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// noteEarly remembers that a task waits for p, named in After before p
+// was submitted, so that a wait that never ends names p (stuckError).
+// Entries whose task has been submitted since are dropped as the map
+// grows.
+func (s *Scheduler) noteEarly(p *Task) {
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	if s.early == nil {
+		s.early = map[*Task]int{}
+	}
+	if len(s.early) >= 64 && len(s.early)&(len(s.early)-1) == 0 {
+		for x := range s.early {
+			if x.state.Load() != stateNew {
+				delete(s.early, x)
+			}
+		}
+	}
+	s.early[p]++
+}
+
+// stuckWaits describes the waits that keep tasks from ever running
+// unless something else is submitted: tags that no submitted task
+// carries, and tasks named in After that were never submitted (at most
+// a few of each, then a count).
+func (s *Scheduler) stuckWaits() []error {
+	const most = 4
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	var errs []error
+	more := 0
+	for g, e := range s.tags {
+		if e.task != nil || len(e.succs) == 0 {
+			continue
+		}
+		if len(errs) == most {
+			more++
+			continue
+		}
+		who := fmt.Sprintf("task %q waits", e.succs[0].Codelet.name())
+		if len(e.succs) > 1 {
+			who = fmt.Sprintf("task %q and %d more wait", e.succs[0].Codelet.name(), len(e.succs)-1)
+		}
+		errs = append(errs, fmt.Errorf("%w: %s for tag %d, which no submitted task carries; submit a task WithTag(%d)", ErrNotSubmitted, who, g, g))
+	}
+	n := len(errs)
+	for p, k := range s.early {
+		if p.state.Load() != stateNew {
+			continue
+		}
+		if len(errs)-n == most {
+			more++
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%w: %d tasks wait (After) for task %q, which was never submitted; submit it", ErrNotSubmitted, k, p.Codelet.name()))
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("%w: and %d more waits like these", ErrNotSubmitted, more))
+	}
+	return errs
 }

@@ -184,7 +184,11 @@ func Redux(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeRedux} }
 func Commute(h *Handle) Arg { return Arg{kind: argAccess, h: h, mode: ModeRW | ModeCommute} }
 
 // Tag names a task so that other tasks can depend on it, and callers can
-// wait for it, before or after it is submitted. Tag 0 means no tag.
+// wait for it, before or after it is submitted. Tag 0 means no tag. One
+// pending task at a time carries a tag: once it has completed, another
+// may carry it. Submit refuses (ErrBadData) a tag a pending task
+// carries, a task waiting for its own tag, and a task whose tag the
+// tasks it waits for wait for, through their own tags (a cycle).
 type Tag uint64
 
 // WithPriority sets the task's priority (higher runs earlier under the
