@@ -75,6 +75,10 @@ type TaskError struct {
 	// Worker is the id of the worker that ran the task, -1 when the
 	// error did not come from a worker (a callback run at submission).
 	Worker int
+	// Rank and Size are the failing member's rank in the task's team
+	// and the team's size (Call.Rank, Call.Size); Size is 0 or 1 for a
+	// task that one worker runs.
+	Rank, Size int
 	// Err is the error returned, or a description of the panic value.
 	Err error
 	// Panicked reports whether the implementation panicked.
@@ -102,6 +106,9 @@ func (e *TaskError) Error() string {
 	}
 	if e.Worker >= 0 {
 		fmt.Fprintf(&b, " on worker %d", e.Worker)
+	}
+	if e.Size > 1 {
+		fmt.Fprintf(&b, " (team rank %d of %d)", e.Rank, e.Size)
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -37,7 +38,7 @@ type team struct {
 	end     chan struct{} // closed when rank 0 finished (fork-join)
 	left    atomic.Int32
 	mu      sync.Mutex
-	err     error
+	errs    []error // by rank, made at the first failure
 }
 
 // startTeam queues a parallel task for its team to form.
@@ -223,14 +224,16 @@ func (w *worker) runTeam(tm *team, rank int) {
 	}
 	if err != nil {
 		tm.mu.Lock()
-		if tm.err == nil {
-			tm.err = err
+		if tm.errs == nil {
+			tm.errs = make([]error, tm.size)
 		}
+		tm.errs[rank] = err
 		tm.mu.Unlock()
 	}
 	if tm.left.Add(1) == int32(tm.size) {
+		// Every member's failure, in rank order.
 		tm.mu.Lock()
-		err := tm.err
+		err := errors.Join(tm.errs...)
 		tm.mu.Unlock()
 		w.complete(t, err, false)
 		w.s.release(t)

@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,4 +164,42 @@ func TestTeamsAfterWakeups(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Equal(t, int64(2*rounds*teams), shares.Load())
 	require.Equal(t, int64(wantPlain), plain.Load())
+}
+
+// TestTeamMembersFailures: every failing member of an SPMD team is
+// reported, in rank order, each naming its rank; the task's TaskError is
+// the lowest rank's.
+func TestTeamMembersFailures(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(4))
+	cl := &scheduler.Codelet{Name: "spmd", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error {
+		switch c.Rank {
+		case 1:
+			return errors.New("bad input")
+		case 3:
+			panic("index out of range")
+		}
+		return nil
+	}}
+	task := scheduler.NewTask(cl, scheduler.WithTeam(4))
+	require.NoError(t, s.SubmitTask(ctx, task))
+	err := s.WaitAll(ctx)
+	require.Error(t, err)
+	msg := err.Error()
+	i1 := strings.Index(msg, `codelet "spmd" failed on worker`)
+	i3 := strings.Index(msg, `codelet "spmd" panicked on worker`)
+	require.True(t, i1 >= 0 && i3 > i1, "both members, rank order: %s", msg)
+	assert.Contains(t, msg[i1:], "(team rank 1 of 4): bad input")
+	assert.Contains(t, msg[i3:], "(team rank 3 of 4): index out of range")
+	var te *scheduler.TaskError
+	require.ErrorAs(t, task.Err(), &te)
+	assert.Equal(t, 1, te.Rank)
+	assert.Equal(t, 4, te.Size)
+
+	// A task one worker runs says nothing of teams.
+	one := &scheduler.Codelet{Name: "one", CPU: func(*scheduler.Call) error { return errors.New("alone") }}
+	require.NoError(t, s.Submit(ctx, one))
+	err = s.WaitAll(ctx)
+	require.ErrorContains(t, err, `codelet "one" failed on worker`)
+	assert.NotContains(t, err.Error(), "team rank")
 }

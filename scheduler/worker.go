@@ -284,10 +284,14 @@ func callCPU(t *Task, c *Call) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicError(t, c.Worker, r, "")
+			if c.Size > 1 {
+				te := err.(*TaskError)
+				te.Rank, te.Size = c.Rank, c.Size
+			}
 		}
 	}()
 	if e := t.Codelet.CPU(c); e != nil {
-		return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: e}
+		return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Rank: c.Rank, Size: c.Size, Err: e}
 	}
 	return nil
 }
