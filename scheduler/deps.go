@@ -311,7 +311,7 @@ func (h *Handle) gatherLocked(tiles [][]*Handle) {
 // h.mu is held.
 func (h *Handle) insertLocked(cl *Codelet) *Task {
 	s := h.s
-	t := &Task{Codelet: cl, Context: s.cx.global}
+	t := &Task{Codelet: cl, Context: s.cx.global, engine: true}
 	t.Access = append(t.inlineAcc[:0], Access{h, ModeRW})
 	t.state.Store(stateSubmitted)
 	t.s = s

@@ -1,5 +1,7 @@
 package scheduler
 
+import "errors"
+
 // Stage 5: completion. A task that ran (or was canceled) is completed:
 // its error recorded, its callback run, its waiters woken and its
 // successors released, back to ready.go.
@@ -44,7 +46,10 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	if t.commute {
 		s.releaseCommute(t, len(t.Access))
 	}
-	if err != nil {
+	if err != nil && !(t.engine && errors.Is(err, ErrCanceled)) {
+		// A reduction's combination or a partition's gather canceled
+		// with the user's tasks is not counted among them; its own
+		// failure (a combine function's error) is reported.
 		s.recordTask(t, err)
 	}
 	if t.Callback != nil {

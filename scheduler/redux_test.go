@@ -1,8 +1,10 @@
 package scheduler_test
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/scheduler"
@@ -68,4 +70,30 @@ func TestReduxDot(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 	require.Equal(t, 2*want+1, dot)
+}
+
+// TestReduxCanceledCountsUserTasks: when a failure cancels Redux tasks,
+// the reduction's own combination step, canceled with them, is neither
+// counted nor named among the tasks not run.
+func TestReduxCanceledCountsUserTasks(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var sum float64
+	h, err := s.RegisterValue(&sum)
+	require.NoError(t, err)
+	require.NoError(t, h.SetReduction(clZero, clAdd))
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("bad start") }}
+	add1 := &scheduler.Codelet{Name: "add1", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*float64](c, 0)++
+		return nil
+	}}
+	read := &scheduler.Codelet{Name: "read", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, s.Submit(ctx, boom, scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, add1, scheduler.Redux(h)))
+	require.NoError(t, s.Submit(ctx, add1, scheduler.Redux(h)))
+	require.NoError(t, s.Submit(ctx, read, scheduler.R(h)))
+	err = s.WaitAll(ctx)
+	require.ErrorIs(t, err, scheduler.ErrCanceled)
+	assert.Contains(t, err.Error(), "3 tasks not run")
+	assert.NotContains(t, err.Error(), "redux:")
 }

@@ -283,6 +283,7 @@ type Task struct {
 	redux     bool // some access is ModeRedux
 	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
 	internal  bool // a task of the data layer's own (gather): takes no data
+	engine    bool // inserted by the engine (insertLocked): its cancellation is no user task's
 	// wantMask marks the accesses whose replicas on wantNode the task
 	// prefetched and still wants (dataLayer.prefetch).
 	wantMask uint64
