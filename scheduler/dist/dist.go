@@ -291,12 +291,15 @@ func (d *Scheduler) Close() error {
 	if failed {
 		_ = d.local.WaitAll(context.Background())
 	}
-	// End this rank's own control receive with a message to itself.
-	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil {
+	// End this rank's own control receive with a message to itself. A
+	// communicator broken by the failure already reported (a rank that
+	// returned) has ended it; that is no news.
+	consequence := func(err error) bool { return failed && errors.Is(err, comm.ErrBroken) }
+	if err := comm.Send(context.Background(), d.c, []uint8{ctrlClose}, d.rank, ctrlTag); err != nil && !consequence(err) {
 		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
 	}
 	d.prog.stop()
-	if err := d.c.Free(); err != nil && !errors.Is(err, comm.ErrFreed) {
+	if err := d.c.Free(); err != nil && !errors.Is(err, comm.ErrFreed) && !consequence(err) {
 		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
 	}
 	return errors.Join(errs...)

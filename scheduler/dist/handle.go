@@ -268,11 +268,31 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		if errors.Is(err, ErrStalled) {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}
-		d.fail(err, "")
+		if !d.interrupted(ctx, cl.Name, err) {
+			d.fail(err, "")
+		}
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
 	}
 	d.unwaited++
-	return d.submitLocked(ctx, cl, args...)
+	if err := d.submitLocked(ctx, cl, args...); err != nil {
+		d.interrupted(ctx, cl.Name, err)
+		return err
+	}
+	return nil
+}
+
+// interrupted records, when ctx has ended, that this rank stopped
+// submitting the graph: a failure of this rank, told to the others so
+// that they stop too, and named by the graph check and WaitAll rather
+// than a difference of the graphs. It reports whether it recorded it.
+func (d *Scheduler) interrupted(ctx context.Context, codelet string, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	d.fail(fmt.Errorf("dist: rank %d stopped submitting at %q: %w", d.rank, codelet, err),
+		fmt.Sprintf("stopped submitting at %q: %v", codelet, cause))
+	return true
 }
 
 // submitLocked walks one submission (checked by Submit, or made by the
