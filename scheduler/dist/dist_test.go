@@ -473,42 +473,38 @@ func TestFailureWhileSubmitting(t *testing.T) {
 	}
 }
 
-// TestInterruptedSubmission: a rank whose context ends while it submits
-// (a signal, say) stops the graph: the other ranks' Submit and WaitAll
-// name that rank as stopped, not a difference of the graphs, and Close
-// adds nothing (the broken communicator is that failure's consequence).
+// TestInterruptedSubmission: the ranks' contexts end while they submit
+// (a signal, say), each at a different point of the graph: no rank
+// reports a difference of the graphs (the rank that stopped first is
+// named, or the communicator it broke by leaving), and Close adds
+// nothing (the broken communicator is that failure's consequence).
 func TestInterruptedSubmission(t *testing.T) {
 	noop := &scheduler.Codelet{Name: "noop", CPU: func(c *scheduler.Call) error { return nil }}
 	submitErrs, closeErrs := make([]error, 3), make([]error, 3)
-	var stopped sync.WaitGroup // every rank has stopped submitting
-	stopped.Add(3)
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
 		hs, err := onePerRank[float64](d, 4)
 		if err != nil {
-			return err
+			return err // a rank that stopped first can leave while the others register
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for i := range 2000 {
-			if d.Rank() == 1 && i == 5 {
+			if i == 5+70*d.Rank() {
 				cancel()
 			}
 			if submitErrs[d.Rank()] = d.Submit(ctx, noop, dist.RW(hs[i%3])); submitErrs[d.Rank()] != nil {
 				break
 			}
 		}
-		stopped.Done()
-		stopped.Wait()
 		closeErrs[d.Rank()] = d.Close()
 		return submitErrs[d.Rank()]
 	})
 	require.Error(t, err)
-	require.ErrorIs(t, submitErrs[1], context.Canceled)
-	for _, r := range []int{0, 2} {
-		e := submitErrs[r]
-		require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d", r)
-		assert.NotErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
-		assert.Contains(t, e.Error(), `rank 1: stopped submitting at "noop": context canceled`, "rank %d", r)
+	require.ErrorIs(t, err, context.Canceled, "the first failure is an interruption")
+	for r, e := range submitErrs {
+		// nil where a rank that stopped first left before this one's
+		// dist.New.
+		assert.NotErrorIs(t, e, dist.ErrGraphMismatch, "rank %d: %v", r, e)
 	}
 	for r, e := range closeErrs {
 		assert.NoError(t, e, "rank %d's Close", r)
