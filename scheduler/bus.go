@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,8 +73,11 @@ func (s *Scheduler) Bus() []BusLink {
 }
 
 // calibrateBus loads each device's links from dir, or measures and
-// saves them.
-func (d *dataLayer) calibrateBus(dir, host string) error {
+// saves them. It fails if a measurement fails; an error saving the
+// links, which does not change them, is returned as saveErr for Close
+// to report with the performance models' (modelStore.save).
+func (d *dataLayer) calibrateBus(dir, host string) (saveErr, err error) {
+	var saveErrs []error
 	for _, nd := range d.nodes[1:] {
 		path := ""
 		if dir != "" {
@@ -88,16 +92,16 @@ func (d *dataLayer) calibrateBus(dir, host string) error {
 		}
 		in, out, err := measureLink(nd.dev)
 		if err != nil {
-			return fmt.Errorf("scheduler: calibrating the bus of %s: %w", nd.dev.name(), err)
+			return nil, fmt.Errorf("scheduler: calibrating the bus of %s: %w", nd.dev.name(), err)
 		}
 		nd.in, nd.out = in, out
 		if path != "" {
 			if err := writeFileAtomic(path, busFile{Device: nd.dev.key(), Host: host, In: in, Out: out, Pinned: pinnedBus(nd.dev)}); err != nil {
-				return fmt.Errorf("scheduler: saving the bus model of %s: %w", nd.dev.name(), err)
+				saveErrs = append(saveErrs, fmt.Errorf("scheduler: saving the bus model of %s to %s: %w", nd.dev.name(), path, err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(saveErrs...), nil
 }
 
 // measureLink times copies of 8 bytes and of 4 MiB (at most half the
@@ -172,9 +176,31 @@ func pinnedBus(dev *device) bool {
 	return ok
 }
 
-// fileSafe replaces what a file name should not hold with '_' (the
-// performance models' and the bus model's file names).
+// fileSafe returns s as part of a file name (the performance models'
+// and the bus model's): ASCII letters, digits, '.', '-' and '_' stay,
+// every other byte becomes %XX, its value in hex ('/' is %2F, '%' itself
+// %25). Two strings never give one name, and a name of those characters
+// only is its own file name, as before the escaping.
 func fileSafe(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// legacyFileSafe is the file name an earlier pz gave s, every byte but
+// those fileSafe keeps replaced by '_': several names shared a file.
+// Only load's error message uses it, to recognize such a file.
+func legacyFileSafe(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
 			return r

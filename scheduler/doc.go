@@ -85,9 +85,13 @@
 // ws (work stealing from the most loaded), lws (local work stealing from
 // neighbours; the default) and dmda (earliest predicted finish time, from
 // HistoryModel measurements per codelet, data footprint and worker kind;
-// uncalibrated tasks fall back to a shared FIFO).
+// uncalibrated tasks fall back to a shared FIFO). A model entry is
+// calibrated, and used, once it has 10 measurements.
 // Models are saved at Close under WithPerfModelDir, PZ_PERFMODEL_DIR or
-// os.UserCacheDir()/pz/perfmodels, and loaded by later runs.
+// os.UserCacheDir()/pz/perfmodels, one file per model and host, and
+// loaded by later runs; Close reports the models it could not save and
+// the model files it did not use because they were invalid (kept as
+// they are).
 //
 // # Memory nodes, coherence and devices
 //
@@ -159,8 +163,11 @@
 //
 // WithTrace(file) or PZ_TRACE=file makes Close write a Chrome trace JSON
 // (open it in Perfetto: one track per worker, one slice per task with its
-// dependencies as flows) and a Gantt chart SVG beside it. Stats returns
-// per-worker task counts and busy, idle and overhead times.
+// dependencies as flows) and a Gantt chart SVG beside it (file with the
+// extension .svg, which the trace's own name must not have). Stats
+// returns per-worker task counts and busy, idle and overhead times,
+// which add up to each worker's lifetime. WriteTrace and WriteGantt need
+// WithStats or WithTrace; without, they return ErrNotRecording.
 //
 // # Cost
 //

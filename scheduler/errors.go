@@ -59,6 +59,17 @@ var (
 	// a task named in After that was never submitted: each such wait is
 	// named.
 	ErrNotSubmitted = errors.New("scheduler: waiting for a task never submitted")
+	// ErrBadModel is returned by Submit for a codelet whose performance
+	// model has an empty Name, and wrapped in Close's error for a model
+	// file that cannot be read or parsed or holds invalid values (the
+	// error names the file and the value): such a file is neither used
+	// nor overwritten, and its model starts uncalibrated.
+	ErrBadModel = errors.New("scheduler: invalid performance model")
+	// ErrNotRecording is returned by WriteTrace, WriteGantt and
+	// WriteTraceFiles when the scheduler records no tasks: neither
+	// WithStats nor WithTrace (PZ_STATS, PZ_TRACE) was given, so there
+	// is nothing to draw.
+	ErrNotRecording = errors.New("scheduler: tasks not recorded")
 )
 
 // A TaskError is the error of a task whose implementation (or callback)

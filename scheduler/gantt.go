@@ -19,7 +19,9 @@ type ganttConfig struct {
 }
 
 // GanttCriticalPath makes WriteGantt outline the tasks on the critical
-// path (see CriticalPath), join them with lines and dim the other tasks.
+// path (see CriticalPath) in black, join them with lines and dim the
+// other tasks; a failed task on the path is outlined in black and
+// ringed in red.
 func GanttCriticalPath() GanttOption { return func(c *ganttConfig) { c.critical = true } }
 
 // A TracedTask is a task as the trace recorded it.
@@ -94,14 +96,21 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 
 // WriteGantt writes an SVG Gantt chart of the tasks run so far (with
 // WithStats or WithTrace) to out: one row per worker, labelled with its
-// kind and number, one bar per task run coloured by codelet (a codelet
-// has the same colour in every chart), idle time hatched, each worker's
+// kind and number, one bar per task run coloured by codelet (the first
+// eight codelets in the order of their first submitted task take eight
+// colours far apart, so a program's codelets have the same colours in
+// every run), a failed task ringed in red, idle time hatched, each worker's
 // utilization (busy time over the chart's span) beside its row, a time
 // axis, a legend of the codelets with their run counts and busy times,
 // and with contexts a band under each row showing the worker's context,
 // each context of the chart in a colour of its own (the global one grey).
 // Options add to it (GanttCriticalPath). Call it after WaitAll or Close.
+// Without WithStats or WithTrace it writes nothing and returns an error
+// wrapping ErrNotRecording.
 func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
+	if err := s.recording("WriteGantt"); err != nil {
+		return err
+	}
 	var cfg ganttConfig
 	for _, o := range opts {
 		o(&cfg)

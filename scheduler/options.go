@@ -61,14 +61,24 @@ func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
 // loaded from and saved to (default: os.UserCacheDir()/pz/perfmodels;
 // models stay in memory if there is none). An empty dir keeps models in
 // memory only. Environment: PZ_PERFMODEL_DIR.
+//
+// Close saves the models and reports what it could not save (an
+// unwritable directory), the bus model of the devices included; the
+// tasks' results are unaffected. A model file that cannot be read or
+// parsed, or that holds invalid values (a negative count or time, an
+// unknown worker kind, another model's name), is neither used nor
+// overwritten: its model starts uncalibrated and Close's error, wrapping
+// ErrBadModel, names the file and what is wrong with it.
 func WithPerfModelDir(dir string) Option {
 	return func(c *config) { c.modelDir, c.modelSet = dir, true }
 }
 
 // WithTrace makes Close write a Chrome trace JSON of every task to file
 // (open it in Perfetto or chrome://tracing) and a Gantt chart SVG beside
-// it (file with its extension replaced by .svg). It turns on WithStats.
-// Environment: PZ_TRACE.
+// it (file with its extension replaced by .svg, see WriteTraceFiles). It
+// turns on WithStats. A file ending in .svg is refused (New fails with
+// ErrBadOption): the chart would overwrite the trace. Environment:
+// PZ_TRACE.
 func WithTrace(file string) Option { return func(c *config) { c.trace = file } }
 
 // WithStats turns on per-worker busy and idle time measurement (two
@@ -80,7 +90,10 @@ func WithStats(on bool) Option { return func(c *config) { c.stats = on } }
 func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
 
 // WithSpin sets how many times an idle worker polls for work before it
-// sleeps (default 64); 0 sleeps at once.
+// sleeps (default 64); 0 sleeps at once. A worker publishes the tasks it
+// completed (for WaitAll and Stats) when it sleeps, or after 64 polls
+// when it polls longer, so that WaitAll does not wait for a long spin
+// to end.
 func WithSpin(n int) Option { return func(c *config) { c.spin = n } }
 
 func buildConfig(opts []Option) (config, error) {
@@ -162,8 +175,12 @@ func buildConfig(opts []Option) (config, error) {
 			c.modelDir = filepath.Join(d, "pz", "perfmodels")
 		}
 	}
+	traceOpt := "WithTrace"
 	if c.trace == "" {
-		c.trace = env("PZ_TRACE")
+		c.trace, traceOpt = env("PZ_TRACE"), "PZ_TRACE"
+	}
+	if err := checkTracePath(c.trace); err != nil {
+		return c, fmt.Errorf("%w: %s(%q): %w", ErrBadOption, traceOpt, c.trace, err)
 	}
 	if !stats {
 		switch v := env("PZ_STATS"); v {

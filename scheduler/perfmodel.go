@@ -4,18 +4,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // A PerfModel names a performance model of a codelet. The measurements
 // live in the Scheduler (keyed by the model's name), not in the
 // PerfModel, so one PerfModel value may be shared by schedulers.
 type PerfModel struct {
-	// Name identifies the model, and its file in the model directory.
+	// Name identifies the model, and its file in the model directory:
+	// Name.host.json, with the bytes of Name other than ASCII letters,
+	// digits, '.', '-' and '_' percent-escaped ("a/b" is a%2Fb), so that
+	// two names never share a file. It must not be empty (Submit fails
+	// with ErrBadModel).
 	Name string
 }
 
@@ -26,7 +33,8 @@ type PerfModel struct {
 func HistoryModel(name string) *PerfModel { return &PerfModel{Name: name} }
 
 // minSamples is how many measurements make a history entry calibrated
-// (StarPU's STARPU_CALIBRATE_MINIMUM).
+// (StarPU's STARPU_CALIBRATE_MINIMUM): until then dmda and ModelEstimate
+// do not use it.
 const minSamples = 10
 
 type modelKey struct {
@@ -43,7 +51,17 @@ type modelEntry struct {
 }
 
 func (e *modelEntry) add(x float64) {
-	e.n++
+	if !(x >= 0) || math.IsInf(x, 1) {
+		return // not a duration: it would poison the mean
+	}
+	if e.n < 0 {
+		*e = modelEntry{} // never loaded (see validEntry); start afresh
+	}
+	// n saturates rather than wrapping to a negative or zero divisor:
+	// past 2^63 samples, each weighs 1/2^63.
+	if e.n < math.MaxInt64 {
+		e.n++
+	}
 	d := x - e.mean
 	e.mean += d / float64(e.n)
 	e.m2 += d * (x - e.mean)
@@ -53,6 +71,10 @@ type modelData struct {
 	mu      sync.Mutex
 	entries map[modelKey]*modelEntry
 	dirty   bool
+	// bad is why the model's file was not loaded (it cannot be read or
+	// parsed, or holds invalid values): the model starts uncalibrated,
+	// the file is never overwritten, and Close reports it (save).
+	bad error
 }
 
 // modelStore holds a scheduler's performance models, loaded lazily from
@@ -62,6 +84,9 @@ type modelStore struct {
 	host   string
 	mu     sync.Mutex
 	models map[string]*modelData
+	// busErr is the error of saving the bus model (calibrateBus), for
+	// save to report with the others'.
+	busErr error
 }
 
 func newModelStore(dir string) *modelStore {
@@ -78,7 +103,10 @@ func (ms *modelStore) get(name string) *modelData {
 	md := ms.models[name]
 	if md == nil {
 		md = &modelData{entries: make(map[modelKey]*modelEntry)}
-		ms.load(name, md)
+		if err := ms.load(name, md); err != nil {
+			clear(md.entries)
+			md.bad = err
+		}
 		ms.models[name] = md
 	}
 	return md
@@ -122,7 +150,7 @@ func (s *Scheduler) estimate(t *Task, k WorkerKind) (float64, bool) {
 // (other arguments are ignored); ok is false if the codelet has no model
 // or it is not calibrated for those data shapes.
 func (s *Scheduler) ModelEstimate(cl *Codelet, k WorkerKind, args ...Arg) (ns float64, ok bool) {
-	if cl == nil || cl.Model == nil {
+	if cl == nil || cl.Model == nil || cl.Model.Name == "" {
 		return 0, false
 	}
 	t := NewTask(cl, args...)
@@ -148,45 +176,107 @@ func (ms *modelStore) path(name string) string {
 	return filepath.Join(ms.dir, fileSafe(name)+"."+ms.host+".json")
 }
 
-// load reads a model file if there is one; a missing or unreadable file
-// leaves the model uncalibrated (it is recalibrated and rewritten).
-func (ms *modelStore) load(name string, md *modelData) {
-	if ms.dir == "" {
-		return
-	}
-	b, err := os.ReadFile(ms.path(name))
-	if err != nil {
-		return
-	}
-	var f modelFile
-	if json.Unmarshal(b, &f) != nil || f.Model != name {
-		return
-	}
-	for _, e := range f.Entries {
-		k := numKinds
-		for x := range numKinds {
-			if e.Kind == x.String() {
-				k = x
-			}
-		}
-		if k == numKinds {
-			continue // a kind this build does not have
-		}
-		m2 := e.StddevNs * e.StddevNs * float64(e.N)
-		md.entries[modelKey{e.Footprint, k}] = &modelEntry{n: e.N, mean: e.MeanNs, m2: m2}
-	}
-}
-
-// save writes every model changed since it was loaded, atomically.
-func (ms *modelStore) save() error {
+// load reads a model file if there is one. A missing file leaves the
+// model uncalibrated; one that cannot be read or parsed, or that holds
+// invalid values (validEntry), is an error naming the file and what is
+// wrong, wrapping ErrBadModel.
+func (ms *modelStore) load(name string, md *modelData) error {
 	if ms.dir == "" {
 		return nil
 	}
+	path := ms.path(name)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: model file %s: %s; the file was not used and is kept as it is: fix or remove it (this run's measurements of the model are not saved)",
+			ErrBadModel, name, path, fmt.Sprintf(format, args...))
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil // no file (ENOTDIR: nor a directory to hold it)
+	}
+	if err != nil {
+		return bad("%v", err)
+	}
+	var f modelFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return bad("not a model file: %v", err)
+	}
+	if f.Model != name {
+		if f.Model != "" && legacyFileSafe(f.Model) == fileSafe(name) {
+			// An earlier pz wrote it for a name with other characters
+			// than fileSafe keeps, which now has a file of its own.
+			return bad("it holds model %q, whose file is now %s (an earlier version of pz gave it this one): rename it to keep that calibration", f.Model, filepath.Base(ms.path(f.Model)))
+		}
+		return bad("it holds model %q, not %q", f.Model, name)
+	}
+	for i, e := range f.Entries {
+		k, err := validEntry(e)
+		if err != nil {
+			return bad("entry %d (footprint %#x, kind %q): %v", i, e.Footprint, e.Kind, err)
+		}
+		key := modelKey{e.Footprint, k}
+		if md.entries[key] != nil {
+			return bad("entry %d: footprint %#x, kind %q appears twice", i, e.Footprint, e.Kind)
+		}
+		md.entries[key] = &modelEntry{n: e.N, mean: e.MeanNs, m2: e.StddevNs * e.StddevNs * float64(e.N)}
+	}
+	return nil
+}
+
+// validEntry checks the values of a model file's entry and returns its
+// worker kind: a kind of this build, a count n >= 0, and a finite mean
+// and standard deviation >= 0 (in ns) whose sum of squares fits a
+// float64.
+func validEntry(e modelFileEntry) (WorkerKind, error) {
+	k := numKinds
+	for x := range numKinds {
+		if e.Kind == x.String() {
+			k = x
+		}
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case k == numKinds:
+		var kinds []string
+		for x := range numKinds {
+			kinds = append(kinds, x.String())
+		}
+		return k, fmt.Errorf("unknown worker kind (want one of %s)", strings.Join(kinds, ", "))
+	case e.N < 0:
+		return k, fmt.Errorf("n = %d, want >= 0", e.N)
+	case !finite(e.MeanNs) || e.MeanNs < 0:
+		return k, fmt.Errorf("mean_ns = %g, want a time >= 0", e.MeanNs)
+	case !finite(e.StddevNs) || e.StddevNs < 0:
+		return k, fmt.Errorf("stddev_ns = %g, want a time >= 0", e.StddevNs)
+	case !finite(e.StddevNs * e.StddevNs * float64(e.N)):
+		return k, fmt.Errorf("stddev_ns = %g with n = %d overflows", e.StddevNs, e.N)
+	}
+	return k, nil
+}
+
+// save writes every model changed since it was loaded, atomically,
+// except those whose file was invalid (modelData.bad): it returns their
+// errors with the errors of writing the others and of saving the bus
+// model.
+func (ms *modelStore) save() error {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	var errs []error
-	for name, md := range ms.models {
+	errs := []error{ms.busErr}
+	if ms.dir == "" {
+		return errors.Join(errs...)
+	}
+	names := make([]string, 0, len(ms.models))
+	for name := range ms.models {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		md := ms.models[name]
 		md.mu.Lock()
+		if md.bad != nil {
+			errs = append(errs, md.bad)
+			md.mu.Unlock()
+			continue
+		}
 		if !md.dirty {
 			md.mu.Unlock()
 			continue
@@ -209,7 +299,7 @@ func (ms *modelStore) save() error {
 			return a.Kind < b.Kind
 		})
 		if err := writeFileAtomic(ms.path(name), f); err != nil {
-			errs = append(errs, fmt.Errorf("scheduler: saving performance model %q: %w", name, err))
+			errs = append(errs, fmt.Errorf("scheduler: saving performance model %q to %s: %w", name, ms.path(name), err))
 		}
 	}
 	return errors.Join(errs...)

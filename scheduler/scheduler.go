@@ -89,7 +89,9 @@ type Scheduler struct {
 	pinMu    sync.Mutex
 	pins     map[uintptr]pinned // PinHost's, by address
 	closeErr error
-	closedAt time.Time
+	// closedAt is when Close stopped waiting for tasks, in ns since the
+	// epoch; 0 before. Statistics end there.
+	closedAt atomic.Int64
 }
 
 // New starts a scheduler: it creates the workers (WithWorkers, PZ_NCPU),
@@ -157,10 +159,12 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		}
 		devs = append(devs, gpus...)
 		s.data = newDataLayer(s, devs)
-		if err := s.data.calibrateBus(cfg.modelDir, s.models.host); err != nil {
+		saveErr, err := s.data.calibrateBus(cfg.modelDir, s.models.host)
+		if err != nil {
 			s.data.close()
 			return nil, err
 		}
+		s.models.busErr = saveErr
 		workers := make([]int, 0, len(devs))
 		for _, sd := range cfg.sims {
 			workers = append(workers, sd.Workers)
@@ -304,7 +308,9 @@ func (s *Scheduler) Wait(ctx context.Context, tasks ...*Task) error {
 // Close waits for every submitted task, stops the workers, saves the
 // calibrated performance models and writes the trace if one was asked
 // for. It returns the errors of tasks not yet reported by WaitAll and
-// of those steps. Further submissions fail with ErrClosed. Close is
+// of those steps, among them the performance models and bus model it
+// could not save and the invalid model files it did not use (see
+// WithPerfModelDir). Further submissions fail with ErrClosed. Close is
 // idempotent: later calls return the first call's result.
 func (s *Scheduler) Close() error {
 	s.closeOnce.Do(func() {
@@ -316,7 +322,7 @@ func (s *Scheduler) Close() error {
 		s.flushReductions()
 		s.drainContexts()
 		errs = append(errs, s.WaitAll(context.Background()))
-		s.closedAt = time.Now()
+		s.closedAt.Store(max(s.now(), 1))
 		s.stopWorkers()
 		errs = append(errs, s.unpinAll())
 		if s.data != nil {

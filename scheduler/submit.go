@@ -293,6 +293,9 @@ func (s *Scheduler) validate(t *Task) error {
 	if cl == nil {
 		return fmt.Errorf("%w: task without a codelet", ErrNoImplementation)
 	}
+	if cl.Model != nil && cl.Model.Name == "" {
+		return fmt.Errorf("%w: codelet %q has a performance model with an empty name; name it (HistoryModel(name)): the name keys its measurements and names its file", ErrBadModel, cl.name())
+	}
 	if cl.Detached != nil {
 		if t.Team > 1 {
 			return fmt.Errorf("%w: detached codelet %q cannot run with a team of %d", ErrBadTeam, cl.name(), t.Team)

@@ -25,18 +25,26 @@ type traceEvent struct {
 
 // WorkerStats are one worker's figures. Busy and Idle are measured only
 // with WithStats or WithTrace (PZ_STATS, PZ_TRACE); otherwise they are 0
-// and Overhead is the worker's whole lifetime.
+// and Overhead is the worker's whole lifetime. Busy, Idle and Overhead
+// add up to the worker's lifetime: from New to the call of Stats, or
+// to Close's end of waiting for the tasks.
 type WorkerStats struct {
 	Worker int
 	Kind   WorkerKind
 	// Tasks is the number of tasks the worker completed.
 	Tasks int64
-	// Busy is the time spent in task implementations.
+	// Busy is the time spent in task implementations (for a CUDA
+	// worker, the GPU's time running its tasks), counted when each
+	// task ends.
 	Busy time.Duration
-	// Idle is the time spent looking for work and sleeping.
+	// Idle is the time spent looking for work and sleeping, the
+	// current idle period included; the tasks a worker finds while it
+	// polls for work (WithSpin) are Busy, not Idle.
 	Idle time.Duration
 	// Overhead is the rest of the worker's lifetime: scheduling, data
-	// management, dependency release.
+	// management, dependency release, and a task still running. It is
+	// never negative, except for a CUDA worker whose tasks overlap on
+	// the GPU (WithCUDAPipeline): their GPU times overlap too.
 	Overhead time.Duration
 	// Flops is the sum of Codelet.Flops of the completed tasks.
 	Flops float64
@@ -46,20 +54,31 @@ type WorkerStats struct {
 // publishes its task count every 64 tasks and when it goes idle, so the
 // counts are exact once WaitAll has returned.
 func (s *Scheduler) Stats() []WorkerStats {
-	end := time.Now()
-	if s.closed.Load() && !s.closedAt.IsZero() {
-		end = s.closedAt
-	}
-	life := end.Sub(s.epoch)
 	out := make([]WorkerStats, len(s.workers))
+	idleSince := make([]int64, len(s.workers))
 	for i, w := range s.workers {
-		st := WorkerStats{
+		// The idle time, then the current idle period's start: endIdle
+		// clears the start before it adds the period, so reading them
+		// in this order counts a period once at most.
+		out[i] = WorkerStats{
 			Worker: w.info.ID, Kind: w.info.Kind, Tasks: w.nTasks.Load(),
 			Busy: time.Duration(w.busyNs.Load()), Idle: time.Duration(w.idleNs.Load()),
 			Flops: w.flops.Load(),
 		}
-		st.Overhead = max(life-st.Busy-st.Idle, 0)
-		out[i] = st
+		idleSince[i] = w.idleStart.Load()
+	}
+	// The end, read after the counters, is after every period they
+	// count.
+	end := s.now()
+	if c := s.closedAt.Load(); c != 0 {
+		end = c
+	}
+	for i := range out {
+		st := &out[i]
+		if start := idleSince[i]; start != 0 {
+			st.Idle += time.Duration(max(end-start, 0))
+		}
+		st.Overhead = time.Duration(end) - st.Busy - st.Idle
 	}
 	return out
 }
@@ -78,7 +97,12 @@ func (s *Scheduler) traceEvents() []traceEvent {
 
 // WriteTrace writes the Chrome trace JSON of the tasks run so far (with
 // WithStats or WithTrace) to out. Call it after WaitAll or Close.
+// Without WithStats or WithTrace it writes nothing and returns an error
+// wrapping ErrNotRecording.
 func (s *Scheduler) WriteTrace(out io.Writer) error {
+	if err := s.recording("WriteTrace"); err != nil {
+		return err
+	}
 	evs := s.traceEvents()
 	extra := contextChromeEvents(s.contextSpans(s.traceEnd(evs)), s.Resizes(), len(s.workers))
 	extra = append(extra, s.xferChromeEvents()...)
@@ -87,13 +111,44 @@ func (s *Scheduler) WriteTrace(out io.Writer) error {
 
 // WriteTraceFiles writes the Chrome trace JSON (WriteTrace) to path and
 // the Gantt chart SVG (WriteGantt) beside it, with the extension replaced
-// by .svg. WithTrace makes Close call it.
+// by .svg (path itself when it has none, with .svg added). A path ending
+// in .svg is an error, and nothing is written: the chart would replace
+// the trace. WithTrace makes Close call it.
 func (s *Scheduler) WriteTraceFiles(path string) error {
+	if err := s.recording("WriteTraceFiles"); err != nil {
+		return err
+	}
+	if err := checkTracePath(path); err != nil {
+		return fmt.Errorf("scheduler: trace %s: %w", path, err)
+	}
 	if err := outfile.Write(path, s.WriteTrace); err != nil {
 		return fmt.Errorf("scheduler: trace: %w", err)
 	}
-	if err := outfile.Write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return s.WriteGantt(w) }); err != nil {
+	if err := outfile.Write(ganttPath(path), func(w io.Writer) error { return s.WriteGantt(w) }); err != nil {
 		return fmt.Errorf("scheduler: trace: %w", err)
+	}
+	return nil
+}
+
+// recording returns an error wrapping ErrNotRecording, naming op and the
+// options to enable, when the scheduler records no tasks.
+func (s *Scheduler) recording(op string) error {
+	if s.cfg.stats {
+		return nil
+	}
+	return fmt.Errorf("%w: %s needs the tasks recorded; create the scheduler WithStats(true) or WithTrace(file) (or set PZ_STATS=1 or PZ_TRACE)", ErrNotRecording, op)
+}
+
+// ganttPath is the file of the Gantt chart written beside the trace
+// file path.
+func ganttPath(path string) string { return strings.TrimSuffix(path, filepath.Ext(path)) + ".svg" }
+
+// checkTracePath refuses a trace file whose Gantt chart (ganttPath)
+// would be the trace file itself.
+func checkTracePath(path string) error {
+	if path != "" && strings.EqualFold(filepath.Ext(path), ".svg") {
+		return fmt.Errorf("the trace is JSON and its Gantt chart is written beside it as %s, so the trace file must not end in %s (use %s)",
+			filepath.Base(ganttPath(path)), filepath.Ext(path), filepath.Base(strings.TrimSuffix(path, filepath.Ext(path))+".json"))
 	}
 	return nil
 }

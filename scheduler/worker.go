@@ -52,8 +52,11 @@ type worker struct {
 	nTasks atomic.Int64
 	busyNs atomic.Int64
 	idleNs atomic.Int64
-	flops  atomicf.Float64
-	events []traceEvent
+	// idleStart is when the current idle period began, in ns since the
+	// epoch; 0 outside one (with statistics only).
+	idleStart atomic.Int64
+	flops     atomicf.Float64
+	events    []traceEvent
 
 	cx workerCx // scheduling contexts (context.go)
 
@@ -66,12 +69,14 @@ type worker struct {
 // idle is called when the worker found nothing to do: spin briefly, then
 // sleep until woken by a push or by Close.
 func (w *worker) idle() {
-	// Completions are published before sleeping, not here: a worker that
-	// runs dry after every task (a submitter slower than its workers)
-	// would otherwise write the in-flight counter, which every submission
-	// writes too, once per task. Unless a Driver that runs tasks of its
-	// own asks (publishIdle): it gives this worker tasks only once it sees
-	// the count fall.
+	// Completions are published before sleeping, not at once: a worker
+	// that runs dry after every task (a submitter slower than its
+	// workers) would otherwise write the in-flight counter, which every
+	// submission writes too, once per task. Unless a Driver that runs
+	// tasks of its own asks (publishIdle): it gives this worker tasks
+	// only once it sees the count fall. A long spin (WithSpin) publishes
+	// after spinPublish rounds, so that WaitAll does not wait for the
+	// whole spin.
 	s := w.s
 	if s.publishIdle.Load() {
 		w.flushDone()
@@ -80,17 +85,20 @@ func (w *worker) idle() {
 	if mb != nil {
 		w.idleCycle(mb)
 	}
-	var t0 time.Time
-	if s.cfg.stats {
-		t0 = time.Now()
-		defer func() { w.idleNs.Add(int64(time.Since(t0))) }()
+	stats := s.cfg.stats
+	if stats {
+		w.startIdle(s.now())
 	}
 	for i := 0; i < s.cfg.spin; i++ {
 		runtime.Gosched()
 		if s.stopping.Load() {
+			w.endIdle(s.now())
 			return
 		}
-		if w.drv.runOnce(w) {
+		if i == spinPublish {
+			w.flushDone()
+		}
+		if w.look(stats) {
 			return
 		}
 	}
@@ -98,7 +106,7 @@ func (w *worker) idle() {
 	// (and wakes us) or pushed before our last look (and we find it).
 	w.sleeping.Store(true)
 	s.nsleep.Add(1)
-	if w.drv.runOnce(w) {
+	if w.look(stats) {
 		if w.sleeping.CompareAndSwap(true, false) {
 			s.nsleep.Add(-1)
 		}
@@ -112,6 +120,9 @@ func (w *worker) idle() {
 		// awaitTeam took the wake-up's token while the worker waited
 		// for its team mates. Sleeping now, unflagged, no push could
 		// wake it, and the next team would wait for it forever.
+		if stats {
+			w.endIdle(s.now())
+		}
 		return
 	}
 	// Load the monitor after announcing sleep: SetMonitor stores it and
@@ -130,9 +141,61 @@ func (w *worker) idle() {
 		case <-w.quit:
 		}
 	}
+	if stats {
+		w.endIdle(s.now())
+	}
 	if w.sleeping.CompareAndSwap(true, false) {
 		s.nsleep.Add(-1)
 	}
+}
+
+// spinPublish is the spin round after which an idle worker publishes
+// its completions (see idle): 64 rounds of runtime.Gosched and a look
+// at the queues, tens of µs, past the default spin (64), so that only
+// a longer WithSpin publishes before sleeping.
+const spinPublish = 64
+
+// look runs one cycle of the idle worker and reports whether it ran a
+// task. With statistics, the idle period ends where a look that runs
+// something begins: the tasks it runs are busy time, not idle. A look
+// that ran only a share of a team task (pop joins teams without
+// reporting it) restarts the idle period after it.
+func (w *worker) look(stats bool) bool {
+	if !stats {
+		return w.drv.runOnce(w)
+	}
+	s := w.s
+	t, busy := s.now(), w.busyNs.Load()
+	if w.drv.runOnce(w) {
+		w.endIdle(t)
+		return true
+	}
+	if w.busyNs.Load() != busy {
+		w.endIdle(t)
+		w.startIdle(s.now())
+	}
+	return false
+}
+
+// startIdle starts an idle period at now (ns since the epoch), for the
+// statistics (Stats).
+func (w *worker) startIdle(now int64) { w.idleStart.Store(max(now, 1)) }
+
+// endIdle ends the idle period started by startIdle at end (ns since
+// the epoch; at Close's time at the latest) and adds it to the worker's
+// idle time; it does nothing outside one. The start is cleared before
+// the time is added, so that Stats, reading them the other way round,
+// never counts a period twice.
+func (w *worker) endIdle(end int64) {
+	start := w.idleStart.Load()
+	if start == 0 {
+		return
+	}
+	if c := w.s.closedAt.Load(); c != 0 {
+		end = min(end, c)
+	}
+	w.idleStart.Store(0)
+	w.idleNs.Add(max(end-start, 0))
 }
 
 // pop returns the next task for this worker from the policy, or nil.

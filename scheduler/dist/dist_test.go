@@ -943,6 +943,23 @@ func TestMergedTraceNeedsStats(t *testing.T) {
 	assert.NoFileExists(t, path)
 }
 
+// A trace file ending in .svg, which the merged Gantt chart beside it
+// would overwrite, is refused on every rank, and nothing is written.
+func TestMergedTraceNotSVG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.svg")
+	errs := make([]error, 2)
+	err := runRanksWith(t, 2, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, d *dist.Scheduler) error {
+		errs[d.Rank()] = d.WriteTraceFiles(ctx, path, 0)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, comm.ErrInvalidArg, "rank %d", r)
+		assert.Contains(t, e.Error(), "trace.svg", "rank %d", r)
+	}
+	assert.NoFileExists(t, path)
+}
+
 // The merged trace has a process per rank, a thread per worker and one for
 // transfers, and a flow arrow per transfer; the Gantt chart stacks ranks.
 func TestMergedTrace(t *testing.T) {

@@ -61,7 +61,8 @@ type taskRecord struct {
 // it) with one process per rank, one thread per worker and one for the
 // rank's transfers, and a flow arrow from each send to its receive; and a
 // Gantt chart SVG beside it (the extension replaced by .svg) with the
-// ranks' workers stacked. The local schedulers must record tasks
+// ranks' workers stacked. A path ending in .svg, which the chart would
+// overwrite, is refused on every rank (comm.ErrInvalidArg). The local schedulers must record tasks
 // (scheduler.WithStats): if one does not, every rank returns an error
 // naming the ranks that do not, and nothing is written. It is collective:
 // every rank calls it, after WaitAll; times are aligned on the ranks'
@@ -69,6 +70,9 @@ type taskRecord struct {
 func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) error {
 	if root < 0 || root >= d.size {
 		return fmt.Errorf("dist: WriteTraceFiles: %w: root %d of %d ranks", ErrBadRank, root, d.size)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".svg") {
+		return fmt.Errorf("dist: WriteTraceFiles(%q): %w: the trace is JSON and its Gantt chart is written beside it with the extension .svg, so the trace file must not end in %s", path, comm.ErrInvalidArg, filepath.Ext(path))
 	}
 	recording, err := comm.AllGatherValues(ctx, d.c, d.local.Recording())
 	if err != nil {

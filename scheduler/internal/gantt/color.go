@@ -1,16 +1,20 @@
 package gantt
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"time"
 )
 
-// The codelet palette is a grid of hue slots × lightness levels in
-// CIELCh (the polar form of CIELAB, where equal distances look about
-// equally different), so that any two slots are clearly apart. A name
-// picks its slot by hash alone: the same name has the same colour in
-// every chart whatever else is drawn.
+// A chart's first codelets take the colours of codeletPalette in turn
+// (Colors), far apart by design; past those, a name takes a slot of a
+// grid of hue slots × lightness levels in CIELCh (the polar form of
+// CIELAB, where equal distances look about equally different), so that
+// any two slots are clearly apart. A name picks its slot by hash (Color),
+// then the next one no other name of the chart has.
 const (
 	hueSlots    = 12   // 30° apart
 	lightLevels = 4    // see level
@@ -37,9 +41,72 @@ func Slot(name string) int {
 	return int(hash64(name, colorSalt) % uint64(Slots()))
 }
 
-// Color returns the fill colour of the codelet name as "#rrggbb". It
-// depends on name only.
+// Color returns the colour of the codelet name's slot as "#rrggbb",
+// which depends on name only: the colour a chart gives a name when its
+// palette (Colors) is used up, unless another name of the chart has it.
 func Color(name string) string { return SlotColor(Slot(name)) }
+
+// codeletPalette holds the colours of a chart's first codelets: Tableau
+// 10 (Maureen Stone's 2016 palette, designed to be told apart) without
+// its red, which would hide a failed task's outline, and its grey, close
+// to the idle hatching. Any two are at least 25 apart in CIELAB (CIE76
+// ΔE; TestPaletteApart), and black text is legible on all of them.
+var codeletPalette = [...]string{
+	"#4e79a7", // blue
+	"#f28e2b", // orange
+	"#59a14f", // green
+	"#b07aa1", // purple
+	"#edc948", // yellow
+	"#76b7b2", // teal
+	"#ff9da7", // pink
+	"#9c755f", // brown
+}
+
+// Colors returns the fill colour of each name of bars, as "#rrggbb":
+// the names in the order of their first task (the lowest ID: the first
+// submitted), ties broken by start time then name, take the colours of
+// a palette of eight far apart (Tableau 10 without its red and grey) in
+// turn, so that a program's codelets get the same colours in every run;
+// the ninth and later take the colour of their slot (Color), or of the
+// next slot that no other name of the chart has.
+func Colors(bars []Bar) map[string]string {
+	type first struct {
+		name  string
+		id    uint64
+		start time.Duration
+	}
+	byName := map[string]*first{}
+	var order []*first
+	for _, b := range bars {
+		f := byName[b.Name]
+		if f == nil {
+			f = &first{name: b.Name, id: b.ID, start: b.Start}
+			byName[b.Name] = f
+			order = append(order, f)
+		}
+		if b.ID < f.id || b.ID == f.id && b.Start < f.start {
+			f.id, f.start = b.ID, b.Start
+		}
+	}
+	slices.SortFunc(order, func(a, b *first) int {
+		return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.start, b.start), strings.Compare(a.name, b.name))
+	})
+	out := make(map[string]string, len(order))
+	used := make([]bool, Slots())
+	for i, f := range order {
+		if i < len(codeletPalette) {
+			out[f.name] = codeletPalette[i]
+			continue
+		}
+		k := Slot(f.name)
+		for n := 0; used[k] && n < Slots(); n++ {
+			k = (k + 1) % Slots()
+		}
+		used[k] = true
+		out[f.name] = SlotColor(k)
+	}
+	return out
+}
 
 // SlotColor returns the colour of palette slot k as "#rrggbb": hue
 // 15° + 30°·(k/4), lightness level k%4. Any two slots are at least 11

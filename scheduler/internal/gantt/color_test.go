@@ -3,10 +3,12 @@ package gantt
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,11 +69,136 @@ func TestColorsDistinct(t *testing.T) {
 }
 
 // TestColorsOfOneKernelFamily: the kernels of one factorization appear
-// in one chart, most often side by side; they get colours far apart.
+// in one chart, most often side by side; they get colours far apart,
+// from the palette (Colors), and far apart from their slots' colours
+// too (Color), which a chart with more codelets than the palette gives.
 func TestColorsOfOneKernelFamily(t *testing.T) {
 	for _, family := range kernelFamilies {
+		var bars []Bar
+		for i, n := range family {
+			bars = append(bars, Bar{ID: uint64(i), Name: n})
+		}
+		cs := Colors(bars)
+		assertDistinct(t, func(n string) string { return cs[n] }, family, paletteDeltaE)
 		assertDistinct(t, Color, family, familyDeltaE)
 	}
+}
+
+// paletteDeltaE is the least CIELAB distance between two colours of the
+// codelet palette, and hueApart the least difference of the hues of the
+// first four (the kernels of a Cholesky): the slots' colours of potrf and
+// gemm, 25 apart and 30° apart, both looked pink.
+const (
+	paletteDeltaE = 30
+	hueApart      = 60
+)
+
+// TestPaletteApart: the palette's colours are far apart, far from the
+// failed tasks' red outline, and dark text is legible on each.
+func TestPaletteApart(t *testing.T) {
+	for i, a := range codeletPalette {
+		assert.GreaterOrEqual(t, deltaE(a, failedColor), 40.0, "%s vs the failure red", a)
+		assert.GreaterOrEqual(t, contrastWithBlack(a), 4.5, "%s: black text on it (WCAG AA)", a)
+		for _, b := range codeletPalette[i+1:] {
+			assert.GreaterOrEqual(t, deltaE(a, b), float64(paletteDeltaE), "%s vs %s", a, b)
+		}
+	}
+}
+
+// TestCholeskyColors is the regression test for the Cholesky chart
+// whose potrf and gemm were both pink (#fa8dc9 and #ff909d), although
+// the kernels of one factorization should look clearly different: in a
+// chart of the four kernels, as drawn in the legend, any two colours
+// are far apart and of hues far apart.
+func TestCholeskyColors(t *testing.T) {
+	c := Chart{Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}}}
+	id := uint64(0)
+	for k := range 3 { // a 3x3-tile Cholesky, in submission order
+		add := func(name string) {
+			id++
+			start := time.Duration(id) * ms
+			c.Bars = append(c.Bars, Bar{Row: int(id % 2), ID: id, Name: name, Start: start, End: start + ms})
+		}
+		add("potrf")
+		for range 2 - k {
+			add("trsm")
+		}
+		for range 2 - k {
+			add("syrk")
+			add("gemm")
+		}
+	}
+	svg := render(t, c)
+	re := regexp.MustCompile(`fill="(#[0-9a-f]{6})"/><text[^>]*>(\w+): `)
+	colors := map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(svg, -1) {
+		colors[m[2]] = m[1]
+	}
+	require.Len(t, colors, 4, "%v", colors)
+	names := []string{"potrf", "trsm", "syrk", "gemm"}
+	hue := func(c string) float64 {
+		_, a, b := hexLab(c)
+		return math.Atan2(b, a) * 180 / math.Pi
+	}
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			ca, cb := colors[a], colors[b]
+			assert.GreaterOrEqual(t, deltaE(ca, cb), float64(paletteDeltaE), "%s %s and %s %s", a, ca, b, cb)
+			dh := math.Abs(hue(ca) - hue(cb))
+			dh = min(dh, 360-dh)
+			assert.GreaterOrEqual(t, dh, float64(hueApart), "%s %s and %s %s: hues %.0f° apart", a, ca, b, cb, dh)
+		}
+	}
+}
+
+// TestColorsOrder: a chart's names take the palette's colours in the
+// order of their first task (the lowest ID), whatever the order of the
+// bars, so a program's codelets get the same colours in every run; past
+// the palette, each name gets a slot colour of its own.
+func TestColorsOrder(t *testing.T) {
+	var bars []Bar
+	names := []string{"potrf", "trsm", "syrk", "gemm", "getrf", "laswp", "geqrt", "tsqrt", "ormqr", "tsmqr", "axpy", "dot"}
+	for i, n := range names {
+		for r := range 3 { // three runs each, the first with the lowest ID
+			bars = append(bars, Bar{ID: uint64(i + 100*r), Name: n, Start: time.Duration(len(names)-i) * ms})
+		}
+	}
+	want := Colors(bars)
+	require.Len(t, want, len(names))
+	for i, n := range names[:len(codeletPalette)] {
+		assert.Equal(t, codeletPalette[i], want[n], n)
+	}
+	seen := map[string]string{}
+	for _, n := range names {
+		if prev, ok := seen[want[n]]; ok {
+			t.Errorf("%s and %s share %s", prev, n, want[n])
+		}
+		seen[want[n]] = n
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10 {
+		rng.Shuffle(len(bars), func(i, j int) { bars[i], bars[j] = bars[j], bars[i] })
+		assert.Equal(t, want, Colors(bars))
+	}
+	// Ties of ID (charts drawn from several sources): the earlier start.
+	cs := Colors([]Bar{{ID: 1, Name: "late", Start: 2 * ms}, {ID: 1, Name: "early", Start: ms}})
+	assert.Equal(t, map[string]string{"early": codeletPalette[0], "late": codeletPalette[1]}, cs)
+}
+
+// contrastWithBlack is the WCAG 2 contrast ratio of black text on the
+// "#rrggbb" colour c.
+func contrastWithBlack(c string) float64 {
+	var r8, g8, b8 int
+	fmt.Sscanf(c, "#%02x%02x%02x", &r8, &g8, &b8)
+	lin := func(v int) float64 {
+		x := float64(v) / 255
+		if x <= 0.04045 {
+			return x / 12.92
+		}
+		return math.Pow((x+0.055)/1.055, 2.4)
+	}
+	y := 0.2126*lin(r8) + 0.7152*lin(g8) + 0.0722*lin(b8)
+	return (y + 0.05) / 0.05
 }
 
 // TestFindColorSalt, with PZ_GANTT_FIND_SALT=1, lists the salts under

@@ -3,7 +3,7 @@
 // A Chart is plain data: rows (one per worker), bars (one per task run on
 // a row, with the task's id, name, start, end and predecessors) and
 // optional bands under the rows (which scheduling context each worker was
-// in). Write draws it: each bar filled with its name's colour (Color),
+// in). Write draws it: each bar filled with its name's colour (Colors),
 // idle time hatched, each row's utilization beside it, a time axis with
 // ticks at round values, a legend of every name, and on demand the
 // critical path (CriticalPath) outlined.
@@ -67,7 +67,8 @@ type Bar struct {
 	Row int
 	// ID identifies the task; a team task's bars share it.
 	ID uint64
-	// Name is the task's kind (its codelet's name); it picks the colour.
+	// Name is the task's kind (its codelet's name); it picks the colour
+	// (Colors).
 	Name string
 	// Start and End are the run's times, from any common origin.
 	Start, End time.Duration
@@ -76,7 +77,7 @@ type Bar struct {
 	Deps []uint64
 	// Err is the first line of the task's error, "" when it succeeded:
 	// a failed task's bar is outlined in red, with the error in its
-	// tooltip.
+	// tooltip (on the critical path, around the path's black outline).
 	Err string
 }
 
@@ -142,7 +143,8 @@ type drawing struct {
 	height, total float64 // of the document
 	critical      map[uint64]bool
 	path          []uint64
-	pathWork      time.Duration // the critical path's summed durations
+	pathWork      time.Duration     // the critical path's summed durations
+	colors        map[string]string // each bar name's fill (Colors)
 }
 
 // legendEntry is one codelet name, its bar count and time.
@@ -153,11 +155,7 @@ type legendEntry struct {
 }
 
 func (e legendEntry) text() string {
-	plural := "s"
-	if e.count == 1 {
-		plural = ""
-	}
-	return fmt.Sprintf("%s: %d run%s, %s", e.name, e.count, plural, formatDuration(e.busy))
+	return fmt.Sprintf("%s: %s, %s", e.name, count(e.count, "run"), formatDuration(e.busy))
 }
 
 func newDrawing(c Chart) *drawing {
@@ -219,6 +217,7 @@ func newDrawing(c Chart) *drawing {
 	for _, e := range byName {
 		d.legend = append(d.legend, *e)
 	}
+	d.colors = Colors(d.Bars)
 	slices.SortFunc(d.legend, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
 	for _, b := range d.Bands {
 		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
@@ -301,17 +300,29 @@ func (d *drawing) writeTitle(w *bufio.Writer) {
 	title := d.Title
 	if title == "" {
 		workers := len(d.Rows) - d.Tracks
-		title = fmt.Sprintf("%d tasks on %d workers, %s", len(tasks(d.workBars())), workers, formatDuration(d.t1-d.t0))
+		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), "task"), count(workers, "worker"), formatDuration(d.t1-d.t0))
 		if n := len(d.Bars) - len(d.workBars()); n > 0 {
-			title += fmt.Sprintf("; %d copies", n)
+			title += "; " + count(n, "copy")
 		}
 	}
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", margin, margin+12, esc(title))
 	sub := "hatched: idle; right: busy time / span"
 	if d.Critical {
-		sub = fmt.Sprintf("critical path (outlined): %d tasks, %s of work, %.0f%% of the span; ", len(d.path), formatDuration(d.pathWork), 100*float64(d.pathWork)/d.span) + sub
+		sub = fmt.Sprintf("critical path (outlined): %s, %s of work, %.0f%% of the span; ", count(len(d.path), "task"), formatDuration(d.pathWork), 100*float64(d.pathWork)/d.span) + sub
 	}
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="#444444">%s</text>`+"\n", margin, margin+12+legendLine, esc(sub))
+}
+
+// count returns n and the noun, in the plural unless n is 1: "1 task",
+// "2 tasks", "3 copies".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		noun = strings.TrimSuffix(noun, "y") + "ie"
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // writeAxis draws the time axis under the rows, a light grid line
@@ -348,11 +359,11 @@ func (d *drawing) writeRows(w *bufio.Writer) {
 
 // writeBars draws the bars, with their names inside where they fit.
 func (d *drawing) writeBars(w *bufio.Writer) {
-	fill := Color
+	fill := func(name string) string { return d.colors[name] }
 	if d.Critical {
 		// Dimmed by mixing with white, not by opacity, which would let
 		// the idle hatching show through.
-		fill = func(name string) string { return lighten(Color(name), 0.6) }
+		fill = func(name string) string { return lighten(d.colors[name], 0.6) }
 	}
 	// Critical bars last, so that their outlines are on top.
 	bars := slices.Clone(d.Bars)
@@ -376,14 +387,27 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
 		y := d.rowY(b.Row)
 		title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
+		if d.critical[b.ID] {
+			title += " (critical path)"
+		}
 		if b.Err != "" {
 			title += ", failed: " + b.Err
+		}
+		switch {
+		case d.critical[b.ID]:
+			// Not dimmed, outlined in black; a failed one also ringed
+			// in red just outside, on the background, where it shows
+			// whatever the bar's colour: both marks show.
+			if b.Err != "" {
+				fmt.Fprintf(w, `<rect class="failed" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="none" stroke="%s" stroke-width="2" pointer-events="none"/>`,
+					x-2, y-2, wd+4, barH+4, failedColor)
+			}
+			fmt.Fprintf(w, `<rect class="critical" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="#000000" stroke-width="1.5"><title>%s</title></rect>`,
+				x, y, wd, barH, d.colors[b.Name], esc(title))
+		case b.Err != "":
 			fmt.Fprintf(w, `<rect class="failed" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="%s" stroke-width="2"><title>%s</title></rect>`,
 				x, y, wd, barH, fill(b.Name), failedColor, esc(title))
-		} else if d.critical[b.ID] {
-			fmt.Fprintf(w, `<rect class="critical" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="#000000" stroke-width="1.5"><title>%s (critical path)</title></rect>`,
-				x, y, wd, barH, Color(b.Name), esc(title))
-		} else {
+		default:
 			sep := "" // a hairline between touching bars of one colour
 			if wd >= 6 {
 				sep = ` stroke="#ffffff" stroke-width="0.5"`
@@ -445,7 +469,7 @@ func (d *drawing) writeLegend(w *bufio.Writer) {
 	for _, e := range d.legend {
 		x, y := pos()
 		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
-			x, y-swatch+2, swatch, swatch, Color(e.name), x+swatch+6, y, esc(e.text()))
+			x, y-swatch+2, swatch, swatch, d.colors[e.name], x+swatch+6, y, esc(e.text()))
 	}
 	x, y := pos()
 	fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="url(#pz-gantt-idle)" stroke="#cccccc" stroke-width="0.5"/><text x="%.1f" y="%.1f">idle</text>`+"\n",

@@ -65,7 +65,8 @@ func TestWrite(t *testing.T) {
 		`fill="url(#pz-gantt-idle)"`,                 // idle hatching
 		">0</text>", ">2 ms</text>", ">10 ms</text>", // the axis
 		"a&lt;b&amp;c", // escaped
-		`fill="` + Color("potrf") + `"`, `fill="` + Color("gemm") + `"`,
+		// the palette's colours in the order of the first task of each
+		`fill="` + codeletPalette[0] + `"`, `fill="` + codeletPalette[3] + `"`, // potrf #1, gemm #4
 		"<title>context small</title>", ">context small</text>", ">context global</text>", `fill="#999999"`,
 		"4 tasks on 2 workers, 10.0 ms",
 	} {
@@ -95,12 +96,29 @@ func TestWriteCritical(t *testing.T) {
 func TestWriteFailed(t *testing.T) {
 	assert.NotContains(t, render(t, chart()), "failed task")
 	c := chart()
-	c.Bars[1].Err = "not positive definite"
-	c.Critical = true // a failed task on the critical path is drawn as failed
+	c.Bars[2].Err = "bad input" // a<b&c, not on the critical path
 	svg := render(t, c)
 	assert.Equal(t, 1, strings.Count(svg, `<rect class="failed"`))
 	assert.Contains(t, svg, `stroke="`+failedColor+`"`)
-	assert.Contains(t, svg, "trsm #2, 3.00 ms, 2.00 ms–5.00 ms, failed: not positive definite</title>")
+	assert.Contains(t, svg, "a&lt;b&amp;c #3, 2.00 ms, 1.00 ms–3.00 ms, failed: bad input</title>")
+	assert.Contains(t, svg, ">failed task</text>")
+}
+
+// TestWriteFailedCritical is the regression test for a failed task on
+// the critical path drawn dimmed, with its red outline only, so that
+// nothing showed it on the path: it is drawn as critical (not dimmed,
+// the black outline) and as failed (a red ring around), and its
+// tooltip says both.
+func TestWriteFailedCritical(t *testing.T) {
+	c := chart()
+	c.Bars[1].Err = "not positive definite" // trsm #2, on the path 1→2→4
+	c.Critical = true
+	svg := render(t, c)
+	assert.Equal(t, 3, strings.Count(svg, `<rect class="critical"`), "tasks 1, 2, 4")
+	assert.Equal(t, 1, strings.Count(svg, `<rect class="failed"`))
+	assert.Regexp(t, `<rect class="failed" [^>]*fill="none" stroke="`+failedColor+`"[^>]*/><rect class="critical" [^>]*fill="`+codeletPalette[1]+`" stroke="#000000"[^>]*><title>trsm #2, 3.00 ms, 2.00 ms–5.00 ms \(critical path\), failed: not positive definite</title></rect>`, svg)
+	assert.Contains(t, svg, "critical path (outlined): 3 tasks")
+	assert.Contains(t, svg, ">critical path</text>")
 	assert.Contains(t, svg, ">failed task</text>")
 }
 
@@ -114,7 +132,7 @@ func TestWriteTracks(t *testing.T) {
 	c.Tracks = 1
 	c.Bars = append(c.Bars, Bar{Row: 2, ID: 1 << 63, Name: "copy in", Start: 0, End: 10 * ms})
 	svg := render(t, c)
-	assert.Contains(t, svg, "4 tasks on 2 workers, 10.0 ms; 1 copies")
+	assert.Contains(t, svg, "4 tasks on 2 workers, 10.0 ms; 1 copy")
 	assert.Contains(t, svg, ">ram→dev0</text>")
 	assert.Contains(t, svg, ">100.0%</text>", "the track's utilization")
 	assert.Equal(t, 3, strings.Count(svg, `<rect class="critical"`), "tasks 1, 2, 4, not the copy")
@@ -131,7 +149,8 @@ func TestWriteTeam(t *testing.T) {
 	}
 	svg := render(t, c)
 	assert.Equal(t, 2, strings.Count(svg, `<rect class="critical"`), "both members")
-	assert.Contains(t, svg, "1 tasks on 2 workers")
+	assert.Contains(t, svg, "1 task on 2 workers")
+	assert.Contains(t, svg, "critical path (outlined): 1 task, ")
 	assert.Contains(t, svg, ">spmd: 2 runs, ")
 }
 
@@ -140,6 +159,7 @@ func TestWriteEmpty(t *testing.T) {
 	assert.Contains(t, svg, "0 tasks on 0 workers")
 	svg = render(t, Chart{Rows: []Row{{Label: "cpu0"}}})
 	assert.Contains(t, svg, ">0.0%</text>")
+	assert.Contains(t, svg, "0 tasks on 1 worker,")
 }
 
 // TestLegendFits: every codelet has a legend entry, and entries sit in
@@ -160,6 +180,17 @@ func TestLegendFits(t *testing.T) {
 	svg := render(t, c)
 	for _, n := range knownNames {
 		assert.Contains(t, svg, fmt.Sprintf(">%s: 1 run, ", n))
+	}
+}
+
+// TestCount: the chart's counts agree with their numbers.
+func TestCount(t *testing.T) {
+	for want, got := range map[string]string{
+		"0 tasks": count(0, "task"), "1 task": count(1, "task"), "2 tasks": count(2, "task"),
+		"1 worker": count(1, "worker"), "900 tasks": count(900, "task"),
+		"1 copy": count(1, "copy"), "3 copies": count(3, "copy"), "1 run": count(1, "run"),
+	} {
+		assert.Equal(t, want, got)
 	}
 }
 
