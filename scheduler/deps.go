@@ -213,10 +213,12 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		// After a group of readers, t needs the data they read, not
 		// their success: a reader's failure does not cancel t, the
 		// failure of the data's writers (the group before the readers)
-		// does.
+		// does. A detached reader is the exception: it may fail while
+		// its operation (a transfer) still reads the data, and t must
+		// not write it then.
 		readers := h.curCat == catRead
 		for _, p := range h.cur {
-			s.dep(ws, p, t, weak || readers)
+			s.dep(ws, p, t, (weak || readers) && p.Codelet.Detached == nil)
 		}
 		if readers && !weak {
 			for _, p := range h.prev {

@@ -487,3 +487,31 @@ func TestFailedReaderDoesNotCancelWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedDetachedReaderCancelsWriter: a detached reader (a transfer,
+// say) may fail while its operation still reads the data, so the writer
+// after it is canceled, RW or W, unlike after a plain reader.
+func TestFailedDetachedReaderCancelsWriter(t *testing.T) {
+	for _, mode := range []func(*scheduler.Handle) scheduler.Arg{scheduler.RW, scheduler.W} {
+		ctx := testCtx(t)
+		s := newSched(t, scheduler.WithWorkers(2))
+		var x uint64
+		h, err := s.RegisterValue(&x)
+		require.NoError(t, err)
+		send := &scheduler.Codelet{Name: "send", Detached: func(_ *scheduler.Task, done func(error)) {
+			go done(errors.New("transfer ended"))
+		}}
+		inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+			*scheduler.ValueOf[*uint64](c, 0)++
+			return nil
+		}}
+		require.NoError(t, s.Submit(ctx, send, scheduler.R(h)))
+		w := scheduler.NewTask(inc, mode(h))
+		require.NoError(t, s.SubmitTask(ctx, w))
+		err = s.WaitAll(ctx)
+		require.ErrorContains(t, err, "transfer ended")
+		require.ErrorIs(t, w.Err(), scheduler.ErrCanceled)
+		assert.Contains(t, w.Err().Error(), `codelet "send"`)
+		assert.Equal(t, uint64(0), x)
+	}
+}
