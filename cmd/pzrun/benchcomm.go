@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +28,7 @@ type benchCommFlags struct {
 	scale                                 float64
 	check                                 bool
 	noPeerDir                             bool // ../shared/peers/mpi was not found: -peer defaults to none
+	peerGiven                             bool // -peer was on the command line
 }
 
 func benchCommApp() app {
@@ -38,12 +42,14 @@ func benchCommApp() app {
 			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "operations, comma-separated: "+strings.Join(commbench.Ops(), ", "))
 			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
 			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
-			dir := peerdir.Find("mpi")
+			dir := peerDir("mpi")
 			f.noPeerDir = dir == ""
-			fs.StringVar(&f.peer, "peer", dir, "folder of the C peer collbench.c (../shared/peers/mpi); empty skips the peer")
+			fs.StringVar(&f.peer, "peer", dir, "folder of the C peer collbench.c (default ../shared/peers/mpi beside the checkout); empty skips the peer")
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				f := f // this rank's: the ranks run this body at once
+				fs.Visit(func(fl *flag.Flag) { f.peerGiven = f.peerGiven || fl.Name == "peer" })
 				cfg, err := f.config()
 				if err != nil {
 					return err
@@ -103,7 +109,13 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 		cfg.Sizes = append(cfg.Sizes, v)
 	}
 	if f.ranks < 1 {
-		return cfg, fmt.Errorf("%w: --ranks must be at least 1", errUsage)
+		return cfg, fmt.Errorf("%w: -ranks must be at least 1", errUsage)
+	}
+	if !(f.scale > 0) || math.IsInf(f.scale, 0) {
+		return cfg, fmt.Errorf("%w: -scale %g: want a positive iteration multiplier", errUsage, f.scale)
+	}
+	if f.peerThread != "single" && f.peerThread != "multiple" {
+		return cfg, fmt.Errorf("%w: -peer-thread %q: single or multiple", errUsage, f.peerThread)
 	}
 	return cfg, nil
 }
@@ -112,8 +124,8 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 // and the ratios to rs. A peer that cannot run is reported, not fatal.
 func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []commbench.Result) {
 	if f.peer == "" {
-		if f.noPeerDir {
-			fmt.Fprintln(e.stderr, "pzrun bench comm: peer skipped: ../shared/peers/mpi (collbench.c) not found from here; pass -peer DIR")
+		if f.noPeerDir && !f.peerGiven { // -peer '' skips it without a word
+			fmt.Fprintln(e.stderr, "pzrun bench comm: peer skipped: ../shared/peers/mpi (collbench.c) not found beside the checkout (above the working directory, the pzrun binary or the source it was built from); pass -peer DIR")
 		}
 		return
 	}
@@ -123,6 +135,51 @@ func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []c
 		return
 	}
 	commbench.Attach(rs, peer)
+}
+
+// peerDir finds the team's peer benchmark folder ../shared/peers/name
+// beside the checkout: above the working directory (peerdir.Find), else
+// above pzrun's binary, else above the source it was built from (a binary
+// built without -trimpath knows its source's path), so that a pzrun run
+// from elsewhere finds the peers of the checkout it was built in. It
+// returns "" when none has it.
+func peerDir(name string) string {
+	if d := peerdir.Find(name); d != "" {
+		return d
+	}
+	var starts []string
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		if d := peerFrom(dir, name); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// peerFrom returns ../shared/peers/name beside the nearest folder at or
+// above dir that holds a go.mod, or "" when there is none or it has no
+// such folder.
+func peerFrom(dir, name string) string {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "..", "shared", "peers", name)
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				return p
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // peerLauncher is the MPI library of the C peer: the one this binary is

@@ -35,6 +35,14 @@ func contextsApp() app {
 				if err := validPolicy(o.Policy); err != nil {
 					return err
 				}
+				// The library reads 0 as its own defaults, which are not
+				// these flags'.
+				if o.Small < 1 || o.Large < 1 || o.Block < 1 {
+					return fmt.Errorf("%w: -small %d, -large %d and -b %d must be positive (defaults 2048, 4096, 256)", errUsage, o.Small, o.Large, o.Block)
+				}
+				if o.Repeat < 1 {
+					return fmt.Errorf("%w: -repeat %d: want at least 1", errUsage, o.Repeat)
+				}
 				o.Logger = rt.Logger()
 				_, err := contexts.Run(ctx, o, e.stdout)
 				if errors.Is(err, tiled.ErrBadOptions) {

@@ -10,8 +10,11 @@
 // An APP with a '/' is a program of yours (a pz program calling
 // runtimeview.Run): `pzrun -n N ./prog args` runs it with N in-process
 // ranks (PZ_RANKS=N), and `mpirun -n N pzrun ./prog` starts it as each
-// process's rank; pzrun passes SIGINT and SIGTERM on and exits with its
-// status.
+// process's rank. The program runs in a process group of its own (with
+// the terminal, when pzrun has it); pzrun passes a SIGINT or SIGTERM it
+// receives on to that group, once, kills the group on a second signal or
+// when the program outlives its grace period, and exits with the
+// program's status.
 //
 // Exit status: 0 on success, 1 when the app failed, 2 for a usage error (an
 // unknown app or a bad flag), 128+signo when stopped by SIGINT or SIGTERM.
@@ -19,42 +22,33 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/pzgo/pz/runtimeview"
 )
 
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	got := make(chan os.Signal, 1)
+	again := make(chan os.Signal, 1)
+	relayed := make(chan struct{})
 	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		got <- s
-		cancel() // every rank sees its context canceled and returns
-		// A second signal does not wait for ranks that ignore theirs.
-		if s2, ok := <-sigs; ok {
-			fmt.Fprintf(os.Stderr, "pzrun: %v again: exiting without waiting for the ranks\n", s2)
-			os.Exit(runtimeview.ExitStatus(s2))
-		}
+		defer close(relayed)
+		relaySignals(sigs, cancel, again, time.Now)
 	}()
-	code, program := runApp(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code, program := runApp(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, again)
 	signal.Stop(sigs)
 	close(sigs)
-	select {
-	case s := <-got:
-		if !program { // a launched program's status is its own (runProgram)
-			code = runtimeview.ExitStatus(s)
-		}
-	default:
+	<-relayed
+	// A launched program's status is its own (runProgram): it chose it
+	// after the signal pzrun passed on.
+	if s := signalOf(ctx); s != nil && !program {
+		code = runtimeview.ExitStatus(s)
 	}
-	cancel()
+	cancel(nil)
 	os.Exit(code)
 }

@@ -7,14 +7,24 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/runtimeview"
 )
+
+// programGrace is how long pzrun waits for a launched program to end
+// after passing it a stop signal, before it kills the program's process
+// group: a little more than a pz program's own bound on its stop
+// (runtimeview waits at most 30 s for the ranks' functions to return,
+// then at most 30 s for the finalizers, and exits).
+const programGrace = 65 * time.Second
 
 // isProgram says whether pzrun's APP argument names a program to launch
 // rather than a built-in app: a path (it has a '/'), as a shell runs
@@ -25,15 +35,18 @@ func isProgram(name string) bool { return strings.ContainsRune(name, '/') }
 // in-process ranks (PZ_RANKS=N, which runtimeview.Run reads); under an
 // MPI launcher each pzrun process starts the program as its rank, which
 // joins the MPI world itself. The program's stdin, stdout and stderr are
-// pzrun's; SIGINT or SIGTERM to pzrun (ctx's end) is passed on, and pzrun
-// exits with the program's status.
-func runProgram(ctx context.Context, n int, path string, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	if info := launch.Detect(getenv); info.Launched() && n > 0 {
+// pzrun's (stdin nil: /dev/null). It runs in a process group of its own,
+// in the terminal's foreground when pzrun's group had it: a Ctrl-C there
+// reaches the program alone, once. A SIGINT or SIGTERM to pzrun (ctx's end,
+// its cause a *stopSignal; SIGTERM for any other cause) is passed on to
+// the program's group, and a second one on again kills that group, as
+// does the end of programGrace; pzrun's status is then 128 plus the
+// signal it received. Otherwise it is the program's status, and pzrun says
+// why when it is not 0 or the signal's own.
+func runProgram(ctx context.Context, n int, path string, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal) int {
+	info := launch.Detect(getenv)
+	if info.Launched() && n > 0 {
 		fmt.Fprintf(stderr, "pzrun: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s\n", n, info.Launcher, n, path)
-		return exitUsage
-	}
-	if n < 0 {
-		fmt.Fprintf(stderr, "pzrun: -n must be at least 1, got %d\n", n)
 		return exitUsage
 	}
 	if st, err := os.Stat(path); err != nil {
@@ -44,29 +57,103 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 		return exitUsage
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = os.Environ()
 	if n > 0 {
 		cmd.Env = append(withoutVar(cmd.Env, runtimeview.EnvRanks), runtimeview.EnvRanks+"="+strconv.Itoa(n))
 	}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "pzrun: %v\n", err)
+	name := "pzrun"
+	if info.Launched() && info.Rank >= 0 {
+		name = fmt.Sprintf("pzrun (rank %d)", info.Rank)
+	}
+	p := programRun{name: name, path: path, stderr: stderr, again: again, grace: programGrace}
+	return p.run(ctx, cmd)
+}
+
+// A programRun is one launch of a user's program: what runProgram
+// checked and set up, and how long the program has to stop.
+type programRun struct {
+	name, path string // "pzrun" (with the rank under MPI), the program
+	stderr     io.Writer
+	again      <-chan os.Signal // a second stop signal; nil: none comes
+	grace      time.Duration    // from passing a stop on to killing
+}
+
+// run starts cmd in a process group of its own, passes ctx's end on to
+// it, waits for it and returns pzrun's exit status (see runProgram).
+func (p *programRun) run(ctx context.Context, cmd *exec.Cmd) int {
+	// The program's own group: a signal to pzrun's group (kill -- -PGID,
+	// coreutils timeout) reaches pzrun only, which passes it on once;
+	// with both, the program took two signals, and the second one ends
+	// a pz program at once, without its finalizers.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	tty := foregroundTTY(cmd.Stdin, cmd.Stdout, cmd.Stderr)
+	if tty >= 0 {
+		// The terminal's Ctrl-C goes to the program's group alone, and
+		// the program can read the terminal.
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+	}
+	started, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		// The kernel sends Pdeathsig (the program dies with pzrun, even
+		// by SIGKILL) when the thread that started the child ends: start
+		// and wait on one thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		fmt.Fprintf(p.stderr, "%s: %v\n", p.name, err)
 		return exitFail
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// Pass the stop on and give the program time to end gracefully.
-		cmd.Process.Signal(syscall.SIGTERM)
+	pgid := cmd.Process.Pid
+	jc := startJobControl(pgid, tty)
+	var (
+		err      error
+		received os.Signal // the stop passed on to the program
+		killed   os.Signal // the signal for which pzrun killed it
+		grace    <-chan time.Time
+	)
+	stop, again := ctx.Done(), p.again
+wait:
+	for {
 		select {
 		case err = <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			err = <-done
+			break wait
+		case <-stop:
+			stop = nil
+			if received = signalOf(ctx); received == nil {
+				received = syscall.SIGTERM
+			}
+			signalGroup(pgid, received)
+			t := time.NewTimer(p.grace)
+			defer t.Stop()
+			grace = t.C
+		case s := <-again:
+			again, grace = nil, nil
+			fmt.Fprintf(p.stderr, "%s: %s again: killing %s (process group %d)\n", p.name, signalName(s), p.path, pgid)
+			signalGroup(pgid, syscall.SIGKILL)
+			killed = s
+		case <-grace:
+			grace = nil
+			fmt.Fprintf(p.stderr, "%s: %s still running %v after %s: killing it (process group %d)\n", p.name, p.path, p.grace, signalName(received), pgid)
+			signalGroup(pgid, syscall.SIGKILL)
+			killed = received
+		case s := <-jc.signals:
+			jc.handle(s)
 		}
+	}
+	jc.stop() // the terminal back to pzrun's group before pzrun writes
+	if killed != nil {
+		return runtimeview.ExitStatus(killed)
 	}
 	var ee *exec.ExitError
 	switch {
@@ -74,12 +161,44 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 		return exitOK
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+			s := ws.Signal()
+			// Not for the stop pzrun passed on, a Ctrl-C or a closed pipe,
+			// as a shell does not.
+			if s != received && s != syscall.SIGINT && s != syscall.SIGPIPE {
+				core := ""
+				if ws.CoreDump() {
+					core = ", core dumped"
+				}
+				fmt.Fprintf(p.stderr, "%s: %s was killed by %s (%v%s)\n", p.name, p.path, signalName(s), s, core)
+			}
+			return 128 + int(s)
 		}
-		return ee.ExitCode()
+		code := ee.ExitCode()
+		if code != runtimeview.ExitStatus(syscall.SIGINT) && (received == nil || code != runtimeview.ExitStatus(received)) {
+			fmt.Fprintf(p.stderr, "%s: %s exited with status %d\n", p.name, p.path, code)
+		}
+		return code
 	}
-	fmt.Fprintf(stderr, "pzrun: %s: %v\n", path, err)
+	fmt.Fprintf(p.stderr, "%s: %s: %v\n", p.name, p.path, err)
 	return exitFail
+}
+
+// signalGroup sends sig to process group pgid; a group that is gone has
+// nothing left to signal.
+func signalGroup(pgid int, sig os.Signal) {
+	if s, ok := sig.(syscall.Signal); ok {
+		_ = syscall.Kill(-pgid, s)
+	}
+}
+
+// signalName names sig as a shell does: SIGTERM.
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := unix.SignalName(s); name != "" {
+			return name
+		}
+	}
+	return sig.String()
 }
 
 // withoutVar removes name from an environment list.

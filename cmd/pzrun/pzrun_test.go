@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
@@ -108,6 +110,25 @@ func TestUsageErrors(t *testing.T) {
 		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
 		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},
+		{"zero n", []string{"-n", "0", "hello"}, "-n must be at least 1, got 0"},
+		{"zero n for a program", []string{"-n", "0", "./prog"}, "-n must be at least 1, got 0"},
+		{"comm timeout with in-process ranks", []string{"-n", "2", "-comm-timeout", "5s", "hello"}, "-comm-timeout bounds MPI operations; with -n 2 the ranks run in-process"},
+		{"help for an unknown app", []string{"help", "nosuch"}, `pzrun help: unknown app "nosuch"; the apps are: `},
+		{"help for an unknown benchmark", []string{"help", "bench", "nosuch"}, `unknown app "bench nosuch"`},
+		{"no tasks", []string{"bench", "tasks", "-tasks", "0", "-starpu=false", "-openmp=false"}, "-tasks 0 and -rounds 7: want at least 2 tasks and 1 round"},
+		{"no rounds", []string{"bench", "tasks", "-rounds", "0", "-starpu=false", "-openmp=false"}, "-tasks 100000 and -rounds 0"},
+		{"zero scale", []string{"bench", "comm", "-scale", "0", "-peer="}, "-scale 0: want a positive iteration multiplier"},
+		{"negative scale", []string{"bench", "comm", "-scale", "-1", "-peer="}, "-scale -1"},
+		{"bad peer thread level", []string{"bench", "comm", "-peer-thread", "bogus"}, `-peer-thread "bogus": single or multiple`},
+		{"zero tile for contexts", []string{"contexts", "-b", "0"}, "-b 0 must be positive (defaults 2048, 4096, 256)"},
+		{"zero small matrix", []string{"contexts", "-large", "512", "-small", "0"}, "-small 0, -large 512"},
+		{"small above large", []string{"contexts", "-large", "512", "-small", "1024", "-b", "128"}, "the small matrix's order 1024 is above the large one's 512"},
+		{"zero repeat", []string{"contexts", "-repeat", "0"}, "-repeat 0: want at least 1"},
+		{"sim memory below a tile", []string{"cholesky", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "1KiB"}, "-sim-mem 1KiB cannot hold the data of any tile task (at least 256.0 KiB with -b 256 fp32)"},
+		{"sim memory below a gemm task", []string{"gemm", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "2MiB"}, "-sim-mem 2MiB cannot hold the data of any tile task (at least 2.2 MiB"},
+		{"device-only below the biggest task", []string{"cholesky", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "512KiB", "-device-only"}, "which -device-only must run on the device"},
+		{"cholesky beyond memory", []string{"cholesky", "-n", "10000000", "-b", "1000"}, "cholesky: n=10000000: apps: invalid options: the run needs at least 909.5 TiB of memory"},
+		{"gemm beyond memory", []string{"-n", "2", "gemm", "-n", "10000000", "-b", "1000"}, "gemm: n=10000000: apps: invalid options: the run needs at least "},
 		{"negative comm timeout", []string{"-comm-timeout", "-1s", "hello"}, "-comm-timeout -1s: want a duration >= 0"},
 		{"bad comm timeout", []string{"-comm-timeout", "soon", "hello"}, "invalid value"},
 		{"extra args", []string{"hello", "extra"}, "unexpected arguments"},
@@ -116,8 +137,10 @@ func TestUsageErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, errs := pzrun(t, c.args...)
-			assert.Equal(t, 2, code)
+			assert.Equal(t, 2, code, errs)
 			assert.Contains(t, errs, c.want)
+			assert.NotContains(t, errs, "goroutine ", "no panic")
+			assert.NotContains(t, errs, "usage: usage", "no mark")
 		})
 	}
 	_, _, errs := pzrun(t, "frobnicate")
@@ -164,6 +187,7 @@ func TestCommTimeoutFlag(t *testing.T) {
 	code, _, errs := pzrun(t, "-comm-timeout", "7s", "hello")
 	require.Equal(t, 0, code, errs)
 	assert.Equal(t, "7s", os.Getenv("PZ_COMM_TIMEOUT"))
+	assert.Contains(t, errs, "this run is not under an MPI launcher", "a note: nothing to bound here")
 }
 
 func TestNUnderLauncherIsUsageError(t *testing.T) {
@@ -177,6 +201,80 @@ func TestNUnderLauncherIsUsageError(t *testing.T) {
 	code := run(testCtx(t), []string{"-n", "2", "hello"}, &out, &errb, env)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errb.String(), "let mpirun choose the ranks")
+}
+
+// A usage error every rank finds is printed once, without the ranks;
+// ranks that fail alike are named once with their message.
+func TestUsageErrorOncePerJob(t *testing.T) {
+	code, _, errs := pzrun(t, "-n", "3", "cholesky", "-n", "100", "-b", "7")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "pzrun cholesky: cholesky: apps: invalid options: matrix size 100 is not a multiple of block size 7 (try -n 105)\n", errs)
+	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-policy", "bogus")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+
+	same := errors.New("boom")
+	err := errors.Join(&comm.RankError{Rank: 1, Err: same}, &comm.RankError{Rank: 0, Err: same}, &comm.RankError{Rank: 2, Err: errors.New("other")})
+	assert.Equal(t, "ranks 1, 0: boom\nrank 2: other", describe(err))
+	assert.Equal(t, "rank 0: x", describe(errors.Join(&comm.RankError{Rank: 0, Err: errors.New("x")})))
+	u := fmt.Errorf("%w: bad -x", errUsage)
+	assert.Equal(t, "bad -x", describe(errors.Join(&comm.RankError{Rank: 0, Err: u}, &comm.RankError{Rank: 1, Err: u})))
+	assert.Equal(t, "bad -x", describe(u))
+}
+
+// `pzrun help APP` and `pzrun APP -h` print the same text on stdout with
+// status 0; stm's and bench's help list their commands.
+func TestHelp(t *testing.T) {
+	for _, app := range [][]string{{"hello"}, {"bench", "comm"}, {"cholesky"}} {
+		code, viaHelp, errs := pzrun(t, append([]string{"help"}, app...)...)
+		require.Equal(t, 0, code, errs)
+		assert.Empty(t, errs)
+		code, viaH, errs := pzrun(t, append(app, "-h")...)
+		require.Equal(t, 0, code, errs)
+		assert.Empty(t, errs)
+		assert.Equal(t, viaHelp, viaH, "%v", app)
+		assert.True(t, strings.HasPrefix(viaH, "usage: pzrun [-n N] "+strings.Join(app, " ")+" [flags]\n"), viaH)
+	}
+	code, out, _ := pzrun(t, "help", "stm")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "usage: pzrun stm COMMAND")
+	code, out, _ = pzrun(t, "help", "stm", "run")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "usage: pzrun stm run PLAN")
+	assert.Contains(t, out, "-allocs")
+	for _, args := range [][]string{{"help", "bench"}, {"bench", "-h"}} {
+		code, out, _ = pzrun(t, args...)
+		assert.Equal(t, 0, code)
+		assert.Contains(t, out, "usage: pzrun [-n N] bench NAME", args)
+		assert.Contains(t, out, "  comm ", args)
+		assert.Contains(t, out, "  tasks ", args)
+	}
+	// A bad flag: the error and the usage on stderr, status 2.
+	code, out, errs := pzrun(t, "hello", "-nope")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasPrefix(errs, "pzrun hello: flag provided but not defined: -nope\nusage: pzrun [-n N] hello"), errs)
+}
+
+// The C peer's folder is found beside the checkout from the pzrun source
+// it was built from, when the working directory is elsewhere.
+func TestPeerFrom(t *testing.T) {
+	top := t.TempDir()
+	src := filepath.Join(top, "main", "cmd", "pzrun")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(top, "main", "go.mod"), []byte("module m\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(top, "shared", "peers", "mpi"), 0o755))
+	assert.Equal(t, filepath.Join(top, "main", "..", "shared", "peers", "mpi"), peerFrom(src, "mpi"))
+	assert.Empty(t, peerFrom(src, "starpu"))
+	assert.Empty(t, peerFrom(top, "mpi"), "no go.mod above")
+
+	// From a folder outside any module, the default is the one beside
+	// the checkout of this test's source (none in a checkout without
+	// ../shared).
+	_, file, _, _ := runtime.Caller(0)
+	want := peerFrom(filepath.Dir(file), "mpi")
+	t.Chdir(t.TempDir())
+	assert.Equal(t, want, peerDir("mpi"))
 }
 
 func TestHelpListsApps(t *testing.T) {
@@ -426,6 +524,7 @@ func TestBenchComm(t *testing.T) {
 		assert.Equal(t, "local", r["backend"])
 		assert.Greater(t, r["median_us"].(float64), 0.0)
 	}
+	assert.NotContains(t, errs, "peer skipped", "-peer '' skips the peer without a word")
 	code, _, errs = pzrun(t, "bench", "comm", "-sizes", "7")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "not a positive multiple of 8")
@@ -505,15 +604,15 @@ func TestSignalExitStatus(t *testing.T) {
 }
 
 // A signal to the pzrun process that launched a program reaches the
-// program as SIGTERM, and pzrun exits with the program's own status, not
-// 128 plus the signal it received.
+// program as the same signal, once, and pzrun exits with the program's
+// own status, not 128 plus the signal it received.
 func TestLaunchedProgramStatusOnSignal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildPzrun(t)
 	prog := filepath.Join(t.TempDir(), "trap.sh")
-	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap 'echo stopped; exit 3' TERM\necho ready\nwhile :; do sleep 0.01; done\n"), 0o755))
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap 'echo stopped by INT; exit 3' INT\ntrap 'echo stopped by TERM; exit 3' TERM\necho ready\nwhile :; do sleep 0.01; done\n"), 0o755))
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		ready := make(chan struct{})
 		out := &readyWriter{ready: ready}
@@ -532,7 +631,8 @@ func TestLaunchedProgramStatusOnSignal(t *testing.T) {
 		require.ErrorAs(t, err, &ee, "%v", sig)
 		assert.Equal(t, 3, ee.ExitCode(), "%v: the program's status", sig)
 		out.mu.Lock()
-		assert.Contains(t, out.b.String(), "stopped", "%v", sig)
+		assert.Equal(t, 1, strings.Count(out.b.String(), "stopped by "), "%v: one stop: %s", sig, out.b.String())
+		assert.Contains(t, out.b.String(), "stopped by "+strings.TrimPrefix(signalName(sig), "SIG"), "%v: the same signal", sig)
 		out.mu.Unlock()
 	}
 }

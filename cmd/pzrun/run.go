@@ -9,9 +9,11 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
@@ -85,7 +87,63 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %-12s %s\n", "stm", "static periodic schedules: compile, master, client, run, analyze, bench (pzrun stm help)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "`pzrun APP -h` lists an app's flags.")
+	fmt.Fprintln(w, "`pzrun help APP` or `pzrun APP -h` lists an app's flags; `pzrun help stm` the stm commands.")
+}
+
+// appUsage describes app a and its flags (defined on fs) to w: what
+// `pzrun help APP` and `pzrun APP -h` print on stdout, and a bad flag on
+// stderr.
+func appUsage(w io.Writer, a app, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: pzrun [-n N] %s [flags]\n\n%s\n", a.name, a.summary)
+	if a.oneRank {
+		fmt.Fprintln(w, "It runs on one rank's scheduler: with several ranks, rank 0 runs it and the others wait.")
+	}
+	fmt.Fprintln(w, "\nflags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// benchUsage lists the benchmarks of `pzrun bench NAME`.
+func benchUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: pzrun [-n N] bench NAME [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "benchmarks:")
+	for _, a := range apps() {
+		if name, ok := strings.CutPrefix(a.name, "bench "); ok {
+			fmt.Fprintf(w, "  %-12s %s\n", name, a.summary)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "`pzrun help bench NAME` or `pzrun bench NAME -h` lists a benchmark's flags.")
+}
+
+// help is `pzrun help [APP]`: the usage, an app's flags (stm's commands,
+// bench's benchmarks), or a usage error for an unknown app.
+func help(ctx context.Context, words []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	switch {
+	case len(words) == 0 || words[0] == "-h" || words[0] == "-help" || words[0] == "--help":
+		usage(stdout)
+		return exitOK
+	case words[0] == "stm":
+		if len(words) == 1 {
+			stmUsage(stdout)
+			return exitOK
+		}
+		return runSTM(ctx, 0, []string{words[1], "-h"}, stdout, stderr, getenv)
+	case words[0] == "bench" && len(words) == 1:
+		benchUsage(stdout)
+		return exitOK
+	}
+	a, ok := lookup(words)
+	if !ok || len(words) > len(strings.Fields(a.name)) {
+		fmt.Fprintf(stderr, "pzrun help: unknown app %q; the apps are: %s\n", strings.Join(words, " "), appNames())
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
+	a.setup(fs, &env{stdout: io.Discard, stderr: io.Discard, getenv: getenv})
+	appUsage(stdout, a, fs)
+	return exitOK
 }
 
 func appNames() string {
@@ -98,22 +156,26 @@ func appNames() string {
 	return strings.Join(names, ", ")
 }
 
-// run is pzrun without the process: it returns the exit status.
+// run is pzrun without the process: it returns the exit status. A
+// launched program gets no stdin (/dev/null).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	code, _ := runApp(ctx, args, stdout, stderr, getenv)
+	code, _ := runApp(ctx, args, nil, stdout, stderr, getenv, nil)
 	return code
 }
 
 // runApp is run, also saying whether the status is a launched program's
 // own, which stands whatever pzrun received (a signal passed on to the
-// program ends it with the status it chooses).
-func runApp(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int, program bool) {
-	code = runArgs(ctx, args, stdout, stderr, getenv, &program)
+// program ends it with the status it chooses). stdin is a launched
+// program's. A signal on again (a second stop signal, see relaySignals;
+// nil: none comes) ends what runs at once: an app's ranks by exiting the
+// process, a launched program by killing its process group.
+func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal) (code int, program bool) {
+	code = runArgs(ctx, args, stdin, stdout, stderr, getenv, again, &program)
 	return code, program
 }
 
-// runArgs is run; *program is set when APP is a program to launch.
-func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, program *bool) int {
+// runArgs is runApp; *program is set when APP is a program to launch.
+func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal, program *bool) int {
 	global := flag.NewFlagSet("pzrun", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
@@ -128,8 +190,19 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		usage(stderr)
 		return exitUsage
 	}
+	nSet := false
+	global.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+	if nSet && *n < 1 {
+		fmt.Fprintf(stderr, "pzrun: -n must be at least 1, got %d\n", *n)
+		return exitUsage
+	}
 	if *commTimeout < 0 {
 		fmt.Fprintf(stderr, "pzrun: -comm-timeout %v: want a duration >= 0 (0 waits forever)\n", *commTimeout)
+		return exitUsage
+	}
+	launched := launch.Detect(getenv).Launched()
+	if *commTimeout > 0 && nSet && !launched {
+		fmt.Fprintf(stderr, "pzrun: -comm-timeout bounds MPI operations; with -n %d the ranks run in-process (embedded backend), where it does nothing: run under mpirun (mpirun -n %d pzrun -comm-timeout %v ...)\n", *n, *n, *commTimeout)
 		return exitUsage
 	}
 	if *commTimeout > 0 {
@@ -147,35 +220,33 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	name := rest[0]
 	rest = rest[1:]
+	if *commTimeout > 0 && !launched && name != "help" && name != "bench" {
+		fmt.Fprintf(stderr, "pzrun: note: -comm-timeout bounds MPI operations, and this run is not under an MPI launcher: it has none to bound\n")
+	}
 	if *cpuProfile != "" && (isProgram(name) || name == "stm") {
 		fmt.Fprintf(stderr, "pzrun: -cpuprofile profiles pzrun's apps (pzrun help), not %s: a program of yours profiles itself (runtime/pprof)\n", name)
 		return exitUsage
 	}
 	if isProgram(name) {
 		*program = true
-		return runProgram(ctx, *n, name, rest, os.Stdin, stdout, stderr, getenv)
+		return runProgram(ctx, *n, name, rest, stdin, stdout, stderr, getenv, again)
 	}
 	if name == "help" {
-		if len(rest) > 0 {
-			if a, ok := lookup(rest); ok {
-				fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
-				fs.SetOutput(stdout)
-				a.setup(fs, &env{stdout: io.Discard, stderr: io.Discard, getenv: getenv})
-				fmt.Fprintf(stdout, "pzrun %s: %s\n", a.name, a.summary)
-				fs.PrintDefaults()
-				return exitOK
-			}
-		}
-		usage(stdout)
-		return exitOK
+		return help(ctx, rest, stdout, stderr, getenv)
 	}
+	defer exitOnAgain(again, stderr)()
 	if name == "stm" {
 		return runSTM(ctx, *n, rest, stdout, stderr, getenv)
 	}
 	if name == "bench" {
 		if len(rest) == 0 {
 			fmt.Fprintln(stderr, "pzrun: bench needs a benchmark name: comm or tasks")
+			benchUsage(stderr)
 			return exitUsage
+		}
+		if rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help" {
+			benchUsage(stdout)
+			return exitOK
 		}
 		name, rest = "bench "+rest[0], rest[1:]
 	}
@@ -187,12 +258,15 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	// Ranks, loggers and progress bars may write at once.
 	e := &env{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, progress: stderr, getenv: getenv}
 	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // appUsage prints the flags
 	body := a.setup(fs, e)
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			appUsage(stdout, a, fs)
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
+		appUsage(stderr, a, fs)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
@@ -212,14 +286,56 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 	}
 	if err != nil {
+		fmt.Fprintf(stderr, "pzrun %s: %s\n", a.name, describe(err))
 		if errors.Is(err, errUsage) {
-			fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// describe is err's message as pzrun prints it, without errUsage's
+// "usage: " mark. In-process ranks each return a *comm.RankError, joined:
+// ranks that failed alike are named once with their common message
+// ("ranks 0, 1, 2: ..."), and a usage error they all share is printed
+// without them (each rank checked the same flags).
+func describe(err error) string {
+	usage := errors.Is(err, errUsage)
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return trimUsage(err.Error())
+	}
+	var order []string
+	ranks := map[string][]string{}
+	for _, e := range joined.Unwrap() {
+		var re *comm.RankError
+		if !errors.As(e, &re) || re == nil {
+			return trimUsage(err.Error())
+		}
+		msg := trimUsage(re.Err.Error())
+		if _, seen := ranks[msg]; !seen {
+			order = append(order, msg)
+		}
+		ranks[msg] = append(ranks[msg], strconv.Itoa(re.Rank))
+	}
+	var lines []string
+	for _, msg := range order {
+		switch {
+		case usage && len(order) == 1:
+			lines = append(lines, msg)
+		case len(ranks[msg]) == 1:
+			lines = append(lines, "rank "+ranks[msg][0]+": "+msg)
+		default:
+			lines = append(lines, "ranks "+strings.Join(ranks[msg], ", ")+": "+msg)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// trimUsage drops the mark of errUsage from a message.
+func trimUsage(msg string) string {
+	return strings.TrimPrefix(msg, errUsage.Error()+": ")
 }
 
 // startCPUProfile starts a CPU profile written to path (path.RANK under
@@ -273,9 +389,6 @@ func lookup(words []string) (app, bool) {
 // world under an MPI launcher, n in-process ranks with -n, else one rank.
 func launchApp(ctx context.Context, n int, a app, body func(context.Context, *runtimeview.RuntimeView) error, e *env) error {
 	getenv := e.getenv
-	if n < 0 {
-		return fmt.Errorf("%w: -n must be at least 1, got %d", errUsage, n)
-	}
 	if info := launch.Detect(getenv); info.Launched() && n > 0 {
 		return fmt.Errorf("%w: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s", errUsage, n, info.Launcher, n, a.name)
 	}

@@ -71,18 +71,23 @@ func runSTM(ctx context.Context, n int, args []string, stdout, stderr io.Writer,
 	}
 	e := &stmEnv{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, getenv: getenv, n: n, name: "pzrun stm " + cmd}
 	if err := f(ctx, e, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		}
-		if errors.Is(err, errUsage) {
-			fmt.Fprintf(stderr, "%s: %v\n", e.name, err)
+		case errors.Is(err, errReported):
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", e.name, err)
+		fmt.Fprintf(stderr, "%s: %s\n", e.name, describe(err))
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	return exitOK
 }
+
+// errReported marks a usage error already printed, with the usage.
+var errReported = errors.New("reported")
 
 type stmEnv struct {
 	stdout, stderr io.Writer
@@ -94,18 +99,24 @@ type stmEnv struct {
 // parse parses flags and positional arguments in any order, and checks
 // that there are want positional ones (named in usage).
 func (e *stmEnv) parse(fs *flag.FlagSet, args []string, usage string, want int) ([]string, error) {
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: %s %s\n", e.name, usage)
+	fs.SetOutput(io.Discard)
+	// As pzrun's apps: -h prints on stdout, a bad flag's usage on stderr.
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: %s %s\n\nflags:\n", e.name, usage)
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				printUsage(e.stdout)
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			fmt.Fprintf(e.stderr, "%s: %v\n", e.name, err)
+			printUsage(e.stderr)
+			return nil, fmt.Errorf("%w: %w", errUsage, errReported)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -210,6 +221,17 @@ func addRunFlags(fs *flag.FlagSet) runFlags {
 	}
 }
 
+// check refuses flag values a run cannot use, before it starts.
+func (f runFlags) check() error {
+	if *f.frames < 0 {
+		return fmt.Errorf("%w: -frames %d: want a number of periods >= 0 (0: until SIGINT/SIGTERM)", errUsage, *f.frames)
+	}
+	if *f.liveness < 0 {
+		return fmt.Errorf("%w: -liveness %v: want a duration >= 0 (at least two periods are used)", errUsage, *f.liveness)
+	}
+	return nil
+}
+
 func (f runFlags) options(e *stmEnv) []static.Option {
 	opts := []static.Option{static.WithFrames(*f.frames), static.WithLiveness(*f.liveness),
 		static.WithLog(func(m string) { fmt.Fprintln(e.stderr, m) })}
@@ -245,6 +267,9 @@ func stmMaster(ctx context.Context, e *stmEnv, args []string) error {
 	rf := addRunFlags(fs)
 	pos, err := e.parse(fs, args, "PLAN", 1)
 	if err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
 		return err
 	}
 	plan, err := loadPlan(pos[0])
@@ -342,6 +367,9 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
 	pos, err := e.parse(fs, args, "PLAN", 1)
 	if err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
 		return err
 	}
 	plan, err := loadPlan(pos[0])

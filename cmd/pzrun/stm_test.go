@@ -90,10 +90,21 @@ func TestSTMCompileErrors(t *testing.T) {
 		{"stm", "client", src},
 		{"-n", "2", "stm", "compile", src},
 		{"stm", "bench", "-frames", "0"},
+		{"stm", "run", src, "-frames", "-1"},
+		{"stm", "master", src, "-frames", "-1"},
+		{"stm", "run", src, "-liveness", "-1s"},
+		{"stm", "run", src, "-nope"},
 	} {
 		code, _, errs := pzrun(t, args...)
 		assert.Equal(t, 2, code, "%q: %s", args, errs)
 	}
+	code, _, errs = pzrun(t, "stm", "run", src, "-frames", "-1")
+	assert.Equal(t, "pzrun stm run: -frames -1: want a number of periods >= 0 (0: until SIGINT/SIGTERM)\n", errs)
+	code, out, errs := pzrun(t, "stm", "run", "-nope")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasPrefix(errs, "pzrun stm run: flag provided but not defined: -nope\nusage: pzrun stm run PLAN"), errs)
+	assert.Equal(t, 1, strings.Count(errs, "-nope"), "said once: %s", errs)
 }
 
 func TestSTMRunAndAnalyze(t *testing.T) {
@@ -145,7 +156,7 @@ func TestSTMRanksAsClients(t *testing.T) {
 	assert.Contains(t, out, "10 periods")
 	code, _, errs = pzrun(t, "-n", "3", "stm", "run", src, "-frames", "10")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "3 ranks for 2 clients")
+	assert.Equal(t, "pzrun stm run: 3 ranks for 2 clients: use at most 2 ranks\n", errs, "once, not once per rank")
 }
 
 // lines collects a process's output.

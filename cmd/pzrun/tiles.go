@@ -191,10 +191,36 @@ func printResult(e *env, asJSON bool, r fmt.Stringer) error {
 // measure count on rank 0 only), else on rank 0 alone.
 type tiledRun func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (r fmt.Stringer, errMeasure, tol float64, err error)
 
+// taskData returns the data of an app's tile tasks for flags f (a
+// positive tile size and a valid precision): the least and the most one
+// task touches at once, what a device must hold to run it, in bytes, and
+// which task needs the most.
+type taskData func(f *tiledFlags) (least, most float64, biggest string)
+
+// checkDeviceMemory refuses a device memory of mem bytes (flag given as
+// value) that no tile task fits in, or that the biggest does not fit in
+// under -device-only; otherwise a memory too small for the biggest task
+// is a note on stderr: those tasks run on the CPUs.
+func (f *tiledFlags) checkDeviceMemory(flagName, value string, mem int64, data taskData, stderr io.Writer) error {
+	if f.b <= 0 || (f.precision != 32 && f.precision != 64) {
+		return nil // the app refuses the shape itself
+	}
+	least, most, biggest := data(f)
+	switch {
+	case float64(mem) < least:
+		return fmt.Errorf("%w: %s %s cannot hold the data of any tile task (at least %s with -b %d fp%d): no task would run on the device", errUsage, flagName, value, tiled.FormatBytes(least), f.b, f.precision)
+	case float64(mem) < most && f.deviceOnly:
+		return fmt.Errorf("%w: %s %s cannot hold the data of %s (%s with -b %d fp%d), which -device-only must run on the device", errUsage, flagName, value, biggest, tiled.FormatBytes(most), f.b, f.precision)
+	case float64(mem) < most:
+		fmt.Fprintf(stderr, "pzrun: note: %s %s cannot hold the data of %s (%s with -b %d fp%d): those tasks run on the CPUs\n", flagName, value, biggest, tiled.FormatBytes(most), f.b, f.precision)
+	}
+	return nil
+}
+
 // tiledApp is an app of the tiled family: the shared flags, the policy
 // check, the printing and the --check verdict. oneRank apps run on one
-// rank's scheduler.
-func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
+// rank's scheduler; data sizes their tasks for the devices' memory.
+func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiledRun) app {
 	return app{
 		name:    name,
 		summary: summary,
@@ -209,11 +235,27 @@ func tiledApp(name, summary, what string, oneRank bool, run tiledRun) app {
 				if _, _, err := f.gridPQ(); err != nil {
 					return err
 				}
-				if _, err := f.simDevices(); err != nil {
+				devs, err := f.simDevices()
+				if err != nil {
 					return err
 				}
-				if _, err := f.cudaMemLimit(); err != nil {
+				cudaMem, err := f.cudaMemLimit()
+				if err != nil {
 					return err
+				}
+				notes := e.stderr
+				if rt.Rank() != 0 {
+					notes = io.Discard // every rank checks; the root says it
+				}
+				if len(devs) > 0 && devs[0].Memory > 0 {
+					if err := f.checkDeviceMemory("-sim-mem", f.simMem, devs[0].Memory, data, notes); err != nil {
+						return err
+					}
+				}
+				if cudaMem > 0 {
+					if err := f.checkDeviceMemory("-cuda-mem", f.cudaMem, cudaMem, data, notes); err != nil {
+						return err
+					}
 				}
 				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -device-only serves one-rank runs so far", errUsage)
@@ -250,6 +292,10 @@ func choleskyApp() app {
 	return tiledApp("cholesky",
 		"tiled Cholesky factorization (POTRF, TRSM, SYRK, GEMM tile tasks) over every rank: GFLOP/s, efficiency, tiles sent, residual with --check",
 		"residual", false,
+		func(f *tiledFlags) (float64, float64, string) {
+			tile := tiled.MatrixBytes(f.b, f.precision)
+			return tile, 3 * tile, "a GEMM task (3 tiles)" // POTRF: 1 tile
+		},
 		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
 			p, q, _ := f.gridPQ()
 			opts := cholesky.Options{
@@ -281,6 +327,11 @@ func gemmApp() app {
 	return tiledApp("gemm",
 		"tiled matrix product C -= A·Bᵀ over every rank: GFLOP/s, efficiency, bytes sent, sampled error with --check",
 		"error", false,
+		func(f *tiledFlags) (float64, float64, string) {
+			// Each task: C's tile and the b×n panels of A and B it reads.
+			task := tiled.MatrixBytes(f.b, f.precision) * (1 + 2*float64(f.n)/float64(f.b))
+			return task, task, "a tile task (a tile of C, a panel of A and one of B)"
+		},
 		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
 			if f.deviceOnly {
 				return nil, 0, 0, fmt.Errorf("%w: -device-only is cholesky's: gemm's tiles run wherever the policy puts them", errUsage)
@@ -331,6 +382,13 @@ func benchTasksApp() app {
 			batch := fs.Int("batch", 0, "submit through a scheduler.Batch flushed every `N` tasks (0: one Submit per task)")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				// benchtasks reads 0 as its defaults: refuse it here.
+				if *tasks < 2 || *rounds < 1 {
+					return fmt.Errorf("%w: -tasks %d and -rounds %d: want at least 2 tasks and 1 round", errUsage, *tasks, *rounds)
+				}
+				if *batch < 0 {
+					return fmt.Errorf("%w: -batch %d: want a number of tasks >= 0 (0: one Submit per task)", errUsage, *batch)
+				}
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds, SubmittersWork: *work, Batch: *batch}
 				if *format != "json" && *format != "table" {
 					return fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
@@ -373,6 +431,7 @@ func benchTasksApp() app {
 				case *runPeer:
 					peer, err := benchtasks.RunStarPU(ctx, benchtasks.StarPUConfig{
 						Policies: opts.Policies, Workers: runtime.GOMAXPROCS(0), Tasks: *tasks, Rounds: *rounds,
+						PeerDir: peerDir("starpu"),
 					})
 					if errors.Is(err, benchtasks.ErrNoStarPU) {
 						fmt.Fprintf(e.stderr, "pzrun bench tasks: no peer figures: %v (or pass -peer-file)\n", err)

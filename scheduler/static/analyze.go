@@ -221,7 +221,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
 		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")
 	case len(a.AllocatingClients) > 0 && !a.PerRun:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods (the collector will run and pause them); run with allocation counts per run (pzrun stm -allocs, static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
 	case len(a.AllocatingClients) > 0:
 		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
 	default:

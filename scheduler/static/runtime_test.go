@@ -470,7 +470,7 @@ runnables:
 	assert.GreaterOrEqual(t, a.AllocPeriods, 5)
 	var text strings.Builder
 	require.NoError(t, a.WriteText(&text))
-	assert.Contains(t, text.String(), "run with allocation counts per run")
+	assert.Contains(t, text.String(), "run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs")
 	// Per run: the runnable is named.
 	sink = sink[:0]
 	run, err = runLocal(context.Background(), plan2, []*Client{c}, WithFrames(20), WithAllocationCounts())

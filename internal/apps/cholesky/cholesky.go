@@ -163,10 +163,34 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (*Result, error)
 	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
+	if err := checkMemory(opts, tiled.AvailableMemory(ctx)); err != nil {
+		return nil, err
+	}
 	if opts.Precision == 32 {
 		return run[float32](ctx, opts, progress)
 	}
 	return run[float64](ctx, opts, progress)
+}
+
+// checkMemory refuses a one-rank run whose matrices do not fit in the
+// available memory: the matrix, the factor, the tiles of its lower
+// triangle (tile layout) and, with Check, the factor in float64.
+func checkMemory(opts Options, available uint64) error {
+	n, nt := opts.N, opts.N/opts.Block
+	need := 2 * tiled.MatrixBytes(n, opts.Precision)
+	what := fmt.Sprintf("the %d×%d fp%d matrix and its factor", n, n, opts.Precision)
+	if !opts.MatrixLayout {
+		need += float64(nt) * float64(nt+1) / 2 * tiled.MatrixBytes(opts.Block, opts.Precision)
+		what += ", the tiles of its lower triangle"
+	}
+	if opts.Check {
+		need += tiled.MatrixBytes(n, 64)
+		what += ", the residual's fp64 copy"
+	}
+	if err := tiled.CheckMemory(need, what, available); err != nil {
+		return fmt.Errorf("cholesky: n=%d: %w", n, err)
+	}
+	return nil
 }
 
 func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Result, err error) {

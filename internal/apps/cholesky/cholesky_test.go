@@ -166,6 +166,33 @@ func TestRunBadOptions(t *testing.T) {
 	assert.True(t, errors.Is(err, scheduler.ErrUnknownPolicy), "%v", err)
 }
 
+// A matrix that cannot fit is refused before anything is allocated
+// (it panicked in makeslice), naming the size it needs.
+func TestRunRefusesMatrixBeyondMemory(t *testing.T) {
+	_, err := Run(testCtx(t), Options{N: 10_000_000, Block: 1000}, nil)
+	require.ErrorIs(t, err, tiled.ErrBadOptions)
+	assert.Contains(t, err.Error(), "cholesky: n=10000000: ")
+	assert.Contains(t, err.Error(), "needs at least 909.5 TiB of memory")
+	assert.Contains(t, err.Error(), "available here")
+}
+
+// The memory a run needs, as its checks count it, and the root's share
+// of a distributed run with Check.
+func TestMemoryEstimates(t *testing.T) {
+	const gib = 1 << 30
+	o := Options{N: 16384, Block: 1024, Precision: 64} // 2 GiB a matrix, 16 tiles a side
+	assert.NoError(t, checkMemory(o, 6*gib), "2 matrices + 136/256 of one")
+	assert.ErrorIs(t, checkMemory(o, 5*gib), tiled.ErrBadOptions)
+	o.Check = true
+	assert.ErrorIs(t, checkMemory(o, 6*gib), tiled.ErrBadOptions, "and the residual's fp64 copy")
+	o.Check = false
+	assert.NoError(t, checkDistMemory(o, 4, 4, true, 10*gib), "4 ranks here, each with the matrix and a quarter of the tiles")
+	assert.ErrorIs(t, checkDistMemory(o, 4, 4, true, 9*gib), tiled.ErrBadOptions)
+	o.Check = true
+	assert.ErrorIs(t, checkDistMemory(o, 4, 4, true, 10*gib), tiled.ErrBadOptions, "the root collects the factor")
+	assert.NoError(t, checkDistMemory(o, 4, 4, false, 10*gib), "not on the root's host")
+}
+
 func TestTaskCounts(t *testing.T) {
 	// Against a direct enumeration of the submission loops.
 	for nt := 1; nt <= 7; nt++ {

@@ -30,10 +30,34 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 	if err := tiled.PrepareGrid(rt.Size(), &opts.GridP, &opts.GridQ); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
+	here, root := tiled.RanksHere(rt)
+	if err := checkDistMemory(opts, rt.Size(), here, root, rt.MyResourceSet().RAM().AvailableBytes()); err != nil {
+		return nil, err
+	}
 	if opts.Precision == 32 {
 		return runDist[float32](ctx, rt, opts, w)
 	}
 	return runDist[float64](ctx, rt, opts, w)
+}
+
+// checkDistMemory refuses a run whose matrices do not fit in the memory
+// available on this rank's host, which here ranks of size share: each
+// holds the whole matrix (every rank fills its tiles from it) and its
+// share of the tiles; with Check, the root (root: on this host) also
+// collects the factor and copies it to float64.
+func checkDistMemory(opts Options, size, here int, root bool, available uint64) error {
+	n, nt := opts.N, opts.N/opts.Block
+	tiles := float64(nt) * float64(nt+1) / 2 * tiled.MatrixBytes(opts.Block, opts.Precision)
+	need := float64(here) * (tiled.MatrixBytes(n, opts.Precision) + tiles/float64(size))
+	what := fmt.Sprintf("%d rank(s) here, each with the %d×%d fp%d matrix and its share of the tiles", here, n, n, opts.Precision)
+	if opts.Check && root {
+		need += tiled.MatrixBytes(n, opts.Precision) + tiled.MatrixBytes(n, 64)
+		what += ", the collected factor and its fp64 copy"
+	}
+	if err := tiled.CheckMemory(need, what, available); err != nil {
+		return fmt.Errorf("cholesky: n=%d: %w", n, err)
+	}
+	return nil
 }
 
 func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (_ *Result, err error) {

@@ -26,7 +26,7 @@ import (
 type Options struct {
 	// Small and Large are the orders of the two matrices (default 1024
 	// and 2048: the large one is 8 times the work). Each must be a
-	// multiple of Block.
+	// multiple of Block, and Small at most Large.
 	Small, Large int
 	// Block is the tile size (default 128).
 	Block int
@@ -122,6 +122,9 @@ type Result struct {
 	// policy's.
 	GainVsStatic, GainVsGlobal float64
 	Gains                      []Gain
+	// Checked says the residuals were computed (Options.Check): the
+	// table shows them.
+	Checked bool
 }
 
 // A Gain compares one hypervisor policy's makespan with the others.
@@ -191,6 +194,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("contexts: %w", err)
 		}
 	}
+	if opts.Small > opts.Large {
+		return nil, fmt.Errorf("contexts: %w: the small matrix's order %d is above the large one's %d (swap them)", tiled.ErrBadOptions, opts.Small, opts.Large)
+	}
+	if err := checkMemory(opts, tiled.AvailableMemory(ctx)); err != nil {
+		return nil, err
+	}
 	if opts.Workers < 0 || opts.Workers == 1 {
 		return nil, fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
 	}
@@ -224,6 +233,28 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	return res, err
 }
 
+// checkMemory refuses a run whose matrices do not fit in the available
+// memory: both matrices and their tiles and, with Check, each factor and
+// its fp64 copy.
+func checkMemory(opts Options, available uint64) error {
+	var need float64
+	for _, n := range []int{opts.Small, opts.Large} {
+		nt := n / opts.Block
+		need += tiled.MatrixBytes(n, opts.Precision) + float64(nt)*float64(nt+1)/2*tiled.MatrixBytes(opts.Block, opts.Precision)
+		if opts.Check {
+			need += tiled.MatrixBytes(n, opts.Precision) + tiled.MatrixBytes(n, 64)
+		}
+	}
+	what := fmt.Sprintf("fp%d matrices of orders %d and %d and their tiles", opts.Precision, opts.Small, opts.Large)
+	if opts.Check {
+		what += ", each factor and its fp64 copy"
+	}
+	if err := tiled.CheckMemory(need, what, available); err != nil {
+		return fmt.Errorf("contexts: %w", err)
+	}
+	return nil
+}
+
 // modes of Run, in order.
 const (
 	modeGlobal     = "global"
@@ -234,7 +265,7 @@ const (
 func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 	a0s := [2][]T{tiled.SPD[T](opts.Small, opts.Seed), tiled.SPD[T](opts.Large, opts.Seed+1)}
 	cl := cholesky.NewCodelets[T]()
-	res := &Result{}
+	res := &Result{Checked: opts.Check}
 	type mode struct{ name, policy string }
 	modes := []mode{{modeGlobal, ""}, {modeStatic, ""}}
 	for _, p := range strings.Split(opts.Hypervisor, ",") {
@@ -443,13 +474,19 @@ func (r *Result) WriteTable(w io.Writer) error {
 	h := r.Hypervisor
 	fmt.Fprintf(w, "two Choleskys n=%d and n=%d, tile %d, fp%d, %d workers, policy %s\n", h.Small, h.Large, h.Block, h.Precision, h.Workers, h.Policy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tmakespan s\tsmall s\tlarge s\tGFLOP/s\tresizes\t")
+	residuals := func(m ModeResult) string { return "" }
+	head := "mode\tmakespan s\tsmall s\tlarge s\tGFLOP/s\tresizes\t"
+	if r.Checked {
+		head += "residual small\tresidual large\t"
+		residuals = func(m ModeResult) string { return fmt.Sprintf("%.2e\t%.2e\t", m.ResidualSmall, m.ResidualLarge) }
+	}
+	fmt.Fprintln(tw, head)
 	for _, m := range append([]ModeResult{r.Global, r.Static}, r.Hypervisors...) {
 		name := m.Mode
 		if m.Hypervisor != "" {
 			name += " (" + m.Hypervisor + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t\n", name, m.Makespan, m.SmallSeconds, m.LargeSeconds, m.GFlops, m.Resizes)
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t%s\n", name, m.Makespan, m.SmallSeconds, m.LargeSeconds, m.GFlops, m.Resizes, residuals(m))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -3,6 +3,7 @@ package contexts_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,9 +142,34 @@ func TestBadOptions(t *testing.T) {
 		{Hypervisor: "nope"},
 		{Hypervisor: "idle,nope"},
 		{Repeat: -1},
+		{Small: 1024, Large: 512, Block: 128},         // small above large
+		{Small: 4096, Large: 10_000_000, Block: 1000}, // beyond memory: refused, not a panic
 	}
 	for i, o := range bad {
 		_, err := contexts.Run(testCtx(t), o, nil)
 		assert.ErrorIs(t, err, tiled.ErrBadOptions, "case %d", i)
+	}
+}
+
+// With Check the table shows each mode's residuals (they were only in
+// the JSON); without, it has no such columns.
+func TestTableShowsResiduals(t *testing.T) {
+	for _, check := range []bool{true, false} {
+		var out strings.Builder
+		res, err := contexts.Run(testCtx(t), contexts.Options{Small: 128, Large: 256, Block: 64, Workers: 2, Check: check}, &out)
+		require.NoError(t, err)
+		if !check {
+			assert.NotContains(t, out.String(), "residual", out.String())
+			continue
+		}
+		assert.Contains(t, out.String(), "residual small")
+		assert.Contains(t, out.String(), "residual large")
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "static ") {
+				f := strings.Fields(line)
+				assert.Equal(t, fmt.Sprintf("%.2e", res.Static.ResidualSmall), f[len(f)-2], line)
+				assert.Equal(t, fmt.Sprintf("%.2e", res.Static.ResidualLarge), f[len(f)-1], line)
+			}
+		}
 	}
 }

@@ -29,10 +29,33 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 	if err := tiled.PrepareGrid(rt.Size(), &opts.GridP, &opts.GridQ); err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
+	here, root := tiled.RanksHere(rt)
+	if err := checkDistMemory(opts, rt.Size(), here, root, rt.MyResourceSet().RAM().AvailableBytes()); err != nil {
+		return nil, err
+	}
 	if opts.Precision == 32 {
 		return runDist[float32](ctx, rt, opts, w)
 	}
 	return runDist[float64](ctx, rt, opts, w)
+}
+
+// checkDistMemory refuses a run whose matrices do not fit in the memory
+// available on this rank's host, which here ranks of size share: each
+// holds A, B and C's start whole (the owners copy their parts from them)
+// and its share of the panels and tiles; with Check, the root (root: on
+// this host) also collects C.
+func checkDistMemory(opts Options, size, here int, root bool, available uint64) error {
+	m := tiled.MatrixBytes(opts.N, opts.Precision)
+	need := float64(here) * (3*m + 3*m/float64(size))
+	what := fmt.Sprintf("%d rank(s) here, each with A, B and C's start (%d×%d fp%d) and its share of the panels and tiles", here, opts.N, opts.N, opts.Precision)
+	if opts.Check && root {
+		need += m
+		what += ", the collected C"
+	}
+	if err := tiled.CheckMemory(need, what, available); err != nil {
+		return fmt.Errorf("gemm: n=%d: %w", opts.N, err)
+	}
+	return nil
 }
 
 func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (_ *Result, err error) {

@@ -148,10 +148,24 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (*Result, error)
 	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
+	if err := checkMemory(opts, tiled.AvailableMemory(ctx)); err != nil {
+		return nil, err
+	}
 	if opts.Precision == 32 {
 		return run[float32](ctx, opts, progress)
 	}
 	return run[float64](ctx, opts, progress)
+}
+
+// checkMemory refuses a one-rank run whose matrices (A, B, C and C's
+// starting copy) do not fit in the available memory.
+func checkMemory(opts Options, available uint64) error {
+	need := 4 * tiled.MatrixBytes(opts.N, opts.Precision)
+	what := fmt.Sprintf("4 matrices of %d×%d fp%d values: A, B, C and C's start", opts.N, opts.N, opts.Precision)
+	if err := tiled.CheckMemory(need, what, available); err != nil {
+		return fmt.Errorf("gemm: n=%d: %w", opts.N, err)
+	}
+	return nil
 }
 
 func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Result, err error) {

@@ -93,3 +93,20 @@ func TestRunBadOptions(t *testing.T) {
 	_, err := Run(testCtx(t), Options{N: 100, Block: 64}, nil)
 	assert.True(t, errors.Is(err, tiled.ErrBadOptions), "%v", err)
 }
+
+// A product that cannot fit is refused before anything is allocated (it
+// panicked in makeslice), naming the size it needs; so is a distributed
+// one, counted for the ranks that share the host.
+func TestRunRefusesMatrixBeyondMemory(t *testing.T) {
+	_, err := Run(testCtx(t), Options{N: 10_000_000, Block: 1000}, nil)
+	require.ErrorIs(t, err, tiled.ErrBadOptions)
+	assert.Contains(t, err.Error(), "gemm: n=10000000: ")
+	assert.Contains(t, err.Error(), "needs at least 1.4 PiB of memory (4 matrices of 10000000×10000000 fp32 values")
+	const gib = 1 << 30
+	o := Options{N: 16384, Block: 1024, Precision: 32} // 1 GiB a matrix
+	assert.NoError(t, checkDistMemory(o, 2, 2, true, 9*gib), "2 x (3 + 3/2) matrices")
+	assert.ErrorIs(t, checkDistMemory(o, 2, 2, true, 8*gib), tiled.ErrBadOptions)
+	assert.ErrorIs(t, checkDistMemory(o, 2, 2, false, 8*gib), tiled.ErrBadOptions)
+	o.Check = true
+	assert.ErrorIs(t, checkDistMemory(o, 2, 2, true, 9*gib), tiled.ErrBadOptions, "the root collects C")
+}

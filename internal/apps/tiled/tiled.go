@@ -1,13 +1,16 @@
 package tiled
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -30,6 +33,71 @@ func CheckShape(n, b, precision int) error {
 		return fmt.Errorf("%w: precision %d must be 32 or 64", ErrBadOptions, precision)
 	}
 	return nil
+}
+
+// MatrixBytes returns the size in bytes of an n×n matrix of precision-bit
+// values, in float64: for an absurd n it does not overflow.
+func MatrixBytes(n, precision int) float64 {
+	return float64(n) * float64(n) * float64(precision/8)
+}
+
+// maxAlloc bounds what one Go process can allocate: the heap's addresses
+// span 48 bits on linux/amd64 and arm64.
+const maxAlloc = 1 << 48
+
+// CheckMemory returns an error wrapping ErrBadOptions, naming the size
+// and what it is made of (what, e.g. "3 matrices of 10000×10000 fp32
+// values"), when a run that holds need bytes at once cannot fit in the
+// available bytes of memory, or cannot be allocated at all (available 0:
+// unknown). A run checks it before it allocates, rather than fail in
+// makeslice or be killed by the kernel's OOM killer.
+func CheckMemory(need float64, what string, available uint64) error {
+	switch {
+	case available > 0 && need > float64(available):
+		return fmt.Errorf("%w: the run needs at least %s of memory (%s), more than the %s available here: choose a smaller matrix", ErrBadOptions, FormatBytes(need), what, FormatBytes(float64(available)))
+	case need >= maxAlloc:
+		return fmt.Errorf("%w: the run needs at least %s of memory (%s), more than a process can address", ErrBadOptions, FormatBytes(need), what)
+	}
+	return nil
+}
+
+// AvailableMemory returns the memory available to this process (the
+// host's, lowered to its cgroup's headroom; hardware.Memory), or 0 when it
+// cannot be read. It costs about a millisecond of file reads.
+func AvailableMemory(ctx context.Context) uint64 {
+	m, err := hardware.Discover(ctx, hardware.WithoutGPUs())
+	if err != nil {
+		return 0
+	}
+	return m.Memory.AvailableBytes
+}
+
+// RanksHere returns how many of rt's ranks run on this rank's host,
+// whose memory they share (in-process ranks all do), and whether rank 0
+// is one of them.
+func RanksHere(rt *runtimeview.RuntimeView) (n int, root bool) {
+	host := rt.MyResourceSet().Host().Hostname
+	for r := range rt.Size() {
+		if rt.ResourceSet(r).Host().Hostname == host {
+			n++
+			root = root || r == 0
+		}
+	}
+	return max(n, 1), root || rt.Rank() == 0
+}
+
+// FormatBytes writes a size with a binary unit: 1.5 GiB.
+func FormatBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", b)
+	}
+	return fmt.Sprintf("%.1f %s", b, units[i])
 }
 
 // Random returns a rows×cols row-major matrix of entries uniform in

@@ -1,6 +1,7 @@
 package tiled
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -68,4 +69,28 @@ func TestPrepareGrid(t *testing.T) {
 	assert.ErrorIs(t, PrepareGrid(3, &p, &q), ErrBadOptions, "a 2x2 grid on 3 ranks")
 	p, q = 1, 3
 	assert.NoError(t, PrepareGrid(3, &p, &q))
+}
+
+// CheckMemory refuses, naming both sizes, a run that needs more than is
+// available, and one no process could allocate when the memory is
+// unknown; MatrixBytes does not overflow for an absurd order.
+func TestCheckMemory(t *testing.T) {
+	huge := 3 * MatrixBytes(10_000_000, 32) // 1.2e15 bytes
+	assert.InDelta(t, 1.2e15, huge, 1)
+	err := CheckMemory(huge, "3 matrices", 16<<30)
+	require.ErrorIs(t, err, ErrBadOptions)
+	assert.Contains(t, err.Error(), "needs at least 1.1 PiB of memory (3 matrices), more than the 16.0 GiB available here")
+	err = CheckMemory(huge, "3 matrices", 0)
+	require.ErrorIs(t, err, ErrBadOptions, "unknown memory: still beyond any process")
+	assert.Contains(t, err.Error(), "more than a process can address")
+	assert.NoError(t, CheckMemory(MatrixBytes(1024, 64), "one matrix", 16<<30))
+	assert.NoError(t, CheckMemory(MatrixBytes(1024, 64), "one matrix", 0))
+	assert.Equal(t, "8.0 MiB", FormatBytes(MatrixBytes(1024, 64)))
+	assert.Equal(t, "512 B", FormatBytes(512))
+}
+
+// AvailableMemory reads this machine's memory: some, and no more than
+// it has.
+func TestAvailableMemory(t *testing.T) {
+	assert.Positive(t, AvailableMemory(context.Background()))
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// repeatWindow is how close to the first stop signal a second one must
+// come to count as the same stop delivered twice rather than a demand to
+// stop at once. coreutils timeout signals pzrun and then its whole process
+// group, pzrun included, microseconds apart; a person who signals again
+// does it tenths of a second later at the soonest.
+const repeatWindow = 100 * time.Millisecond
+
+// A stopSignal is the cause of pzrun's context when SIGINT or SIGTERM
+// stopped pzrun: a launched program is passed the same signal.
+type stopSignal struct{ sig os.Signal }
+
+func (s *stopSignal) Error() string { return fmt.Sprintf("pzrun: %v received", s.sig) }
+
+// signalOf returns the signal that ended ctx, or nil when ctx is not done
+// or ended otherwise.
+func signalOf(ctx context.Context) os.Signal {
+	var s *stopSignal
+	if errors.As(context.Cause(ctx), &s) {
+		return s.sig
+	}
+	return nil
+}
+
+// relaySignals reads pzrun's SIGINT and SIGTERM from sigs until it is
+// closed. The first cancels pzrun's context with a *stopSignal cause: the
+// ranks return, or a launched program is passed the signal. A later one
+// that comes repeatWindow or more after the first (now tells the time) is
+// sent on again, once: what pzrun runs must end at once. Those within
+// the window are the first one delivered twice, and dropped.
+func relaySignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, again chan<- os.Signal, now func() time.Time) {
+	var first time.Time
+	sent := false
+	for s := range sigs {
+		switch {
+		case first.IsZero():
+			first = now()
+			cancel(&stopSignal{sig: s})
+		case sent || now().Sub(first) < repeatWindow:
+		default:
+			sent = true
+			again <- s // buffered: the only send
+		}
+	}
+}
+
+// exitOnAgain ends the process when a second stop signal arrives on
+// again (nil: never) while an app's ranks run, without waiting for them:
+// they ignore their canceled context. The returned function stops the
+// watch and waits for its goroutine.
+func exitOnAgain(again <-chan os.Signal, stderr io.Writer) (stop func()) {
+	if again == nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-again:
+			fmt.Fprintf(stderr, "pzrun: %v again: exiting without waiting for the ranks\n", s)
+			os.Exit(runtimeview.ExitStatus(s))
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
