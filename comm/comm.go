@@ -225,8 +225,10 @@ type Request interface {
 
 // Errors returned by every backend. Use errors.Is.
 var (
-	// ErrMismatch: ranks called a collective with disagreeing arguments.
-	ErrMismatch = errors.New("comm: collective arguments differ across ranks")
+	// ErrMismatch: ranks called a collective with disagreeing arguments
+	// (a *MismatchError), or a message was received or probed for as
+	// another datatype than it was sent with (the error names both).
+	ErrMismatch = errors.New("comm: arguments do not match")
 	// ErrInvalidArg: an argument is invalid on some rank.
 	ErrInvalidArg = errors.New("comm: invalid argument")
 	// ErrTruncated: a receive buffer is smaller than the message.

@@ -66,7 +66,22 @@
 // root) returns a *MismatchError wrapping ErrMismatch on every rank; an
 // invalid argument on any rank returns an *ArgError wrapping ErrInvalidArg
 // on every rank. Backends build these from a Fingerprint of each call and
-// the Check functions. A context canceled in the middle of a collective
+// the Check functions.
+//
+// The v-variants (Gatherv, Allgatherv, Scatterv, Alltoallv) are the
+// exception: their counts and displacements describe the caller's own
+// buffer, which no other rank sees, so they are checked where they are
+// used. A bad layout is an *ArgError on the rank that passed it only (on
+// Gatherv and Scatterv, root); that rank still takes part, sending
+// nothing, so that no rank hangs. A part of another size than the
+// receiving rank's counts say (or, for Scatterv, than its len(recv)) is a
+// *MismatchError naming the sender on that rank only. The other ranks
+// return nil.
+//
+// A receive or probe for another datatype than the message was sent with
+// returns an error wrapping ErrMismatch that names both (comm/local; MPI
+// moves bytes and notices only a length that is not a whole number of
+// elements). A context canceled in the middle of a collective
 // returns its error on that rank and breaks the communicator (ErrBroken)
 // for the others.
 package comm

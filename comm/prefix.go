@@ -35,15 +35,40 @@ func Sendrecv[T Number](ctx context.Context, c Comm, send []T, dest, sendTag int
 	if sc, ok := c.(SendrecvComm); ok && dest != ProcNull && source != ProcNull {
 		return sc.SendrecvBuf(ctx, sb, dest, sendTag, rb, source, recvTag)
 	}
+	// An Isend, a Recv and a Wait, with the arguments checked first so
+	// that an invalid one is Sendrecv's, not the Isend's or Recv's.
+	if err := checkSendrecv(c, sb, dest, sendTag, rb, source, recvTag); err != nil {
+		return Status{}, err
+	}
 	req, err := Isend(c, send, dest, sendTag)
 	if err != nil {
-		return Status{}, err
+		return Status{}, fmt.Errorf("comm: Sendrecv: %w", err)
 	}
 	st, rerr := Recv(ctx, c, recv, source, recvTag)
 	if _, werr := req.Wait(ctx); werr != nil && rerr == nil {
 		rerr = werr
 	}
-	return st, rerr
+	if rerr != nil {
+		return st, fmt.Errorf("comm: Sendrecv: %w", rerr)
+	}
+	return st, nil
+}
+
+// checkSendrecv validates Sendrecv's arguments as the backends' own
+// SendrecvBuf does: the buffers, the tags (AnyTag for the receive) and
+// the peers other than ProcNull (AnySource for the receive).
+func checkSendrecv(c Comm, send Buf, dest, sendTag int, recv Buf, source, recvTag int) error {
+	const call = "Sendrecv"
+	me, n := c.Rank(), c.Size()
+	errs := []error{CheckBuf(call, me, send), CheckTag(call, me, sendTag, false),
+		CheckBuf(call, me, recv), CheckTag(call, me, recvTag, true)}
+	if dest != ProcNull {
+		errs = append(errs, CheckPeer(call, me, dest, n, false))
+	}
+	if source != ProcNull {
+		errs = append(errs, CheckPeer(call, me, source, n, true))
+	}
+	return FirstErr(errs...)
 }
 
 // SendrecvComm is implemented by backends with a native combined send

@@ -26,7 +26,10 @@ type UserFunc struct {
 	// elements of the buffer's datatype and have the same length; a
 	// backend may call Fn on any sub-range of the elements, any number of
 	// times, from any goroutine, and never concurrently on overlapping
-	// memory. ⊕ must be associative.
+	// memory. ⊕ must be associative. A panic in Fn is a panic of the rank
+	// whose call ran it; on comm/local the other ranks of a collective
+	// whose combining it stopped (one above 4 KiB, which the ranks share)
+	// return an error wrapping ErrBroken naming that rank and the op.
 	Fn func(in, inout []byte)
 	// Commute says that ⊕ is also commutative, which lets a backend combine
 	// in any order. Otherwise the result is v0 ⊕ v1 ⊕ ... ⊕ v(n-1) in rank

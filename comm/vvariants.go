@@ -240,6 +240,11 @@ func (r *receiver[T]) finish(call string, got []int, from string) error {
 // recv[displs[i]:displs[i]+counts[i]] (MPI_Gatherv). recv, counts and
 // displs are used on root only (pass nil elsewhere); elements of recv
 // outside the parts are left as they were.
+//
+// Errors are root's alone (the layout is root's): a bad layout is an
+// *ArgError, a rank whose len(send) is not its count a *MismatchError
+// naming it; the other ranks return nil, having sent their part. Datatype
+// and root must still agree on every rank (a *MismatchError on all).
 func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int, root int) error {
 	me := c.Rank()
 	var lerr error
@@ -260,6 +265,11 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 // Allgatherv gathers every rank's send on every rank: rank i's part lands
 // at recv[displs[i]:displs[i]+counts[i]] (MPI_Allgatherv). Every rank
 // passes the layout of its own recv.
+//
+// A bad layout is an *ArgError on the rank that passed it only. A rank
+// that receives a part of another size than its counts say gets a
+// *MismatchError naming the sender (when ranks disagree on one rank's
+// count, every rank whose counts differ from that rank's len(send)).
 func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int) error {
 	lerr := checkLayout("Allgatherv", c.Rank(), c.Size(), counts, displs, len(recv), true)
 	r := newReceiver(recv, counts, displs, lerr == nil)
@@ -277,6 +287,11 @@ func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, d
 // which receives it into recv: len(recv) is the count it expects
 // (MPI_Scatterv's recvcount). send, counts and displs are used on root
 // only; the parts may overlap.
+//
+// A bad layout is an *ArgError on root only, which then sends nothing; a
+// rank whose part has another length than len(recv) (so also every rank
+// expecting data from a root whose layout was bad) gets a *MismatchError
+// naming root. The other ranks return nil.
 func Scatterv[T Number](ctx context.Context, c Comm, send []T, counts, displs []int, recv []T, root int) error {
 	me, size := c.Rank(), c.Size()
 	var lerr error
@@ -316,6 +331,12 @@ func Scatterv[T Number](ctx context.Context, c Comm, send []T, counts, displs []
 // Alltoallv sends send[sdispls[i]:sdispls[i]+scounts[i]] to rank i and
 // receives rank i's part into recv[rdispls[i]:rdispls[i]+rcounts[i]]
 // (MPI_Alltoallv). Send parts may overlap; receive parts may not.
+//
+// A bad layout (send or receive) is an *ArgError on the rank that passed
+// it only; with a bad send layout that rank sends nothing. A rank that
+// receives a part of another size than its rcounts say (so also from a
+// rank whose send layout was bad) gets a *MismatchError naming the
+// sender. The other ranks return nil.
 func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
 	me, size := c.Rank(), c.Size()
 	serr := checkLayout("Alltoallv", me, size, scounts, sdispls, len(send), false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -310,13 +311,71 @@ func misuseUnencodableCase(ctx context.Context, c comm.Comm) error {
 	})
 }
 
+// misuseLocCase: ranks that disagree on MinLoc or MaxLoc, on the value
+// type or on the length get the same *comm.MismatchError of AllReduceLoc
+// on every rank, with MPI's agreement's details (the op is min or max,
+// the count counts pairs), small and past comm/local's eager size.
+func misuseLocCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		me := d.Rank()
+		if d.Size() == 1 {
+			return nil
+		}
+		for _, n := range []int{1, 600} {
+			minOrMax := func(send []comm.Loc[float64]) error {
+				var err error
+				if me == 0 {
+					_, err = comm.AllReduceMaxLoc(ctx, d, send)
+				} else {
+					_, err = comm.AllReduceMinLoc(ctx, d, send)
+				}
+				return err
+			}
+			for _, tc := range []struct {
+				what, detail string
+				run          func() error
+			}{
+				{"MaxLoc on rank 0, MinLoc elsewhere", "op: rank 0 has max, rank 1 has min", func() error {
+					return minOrMax(make([]comm.Loc[float64], n))
+				}},
+				{"MaxLoc of float64 on rank 0, int64 elsewhere", "datatype: rank 0 has float64, rank 1 has int64", func() error {
+					var err error
+					if me == 0 {
+						_, err = comm.AllReduceMaxLoc(ctx, d, make([]comm.Loc[float64], n))
+					} else {
+						_, err = comm.AllReduceMaxLoc(ctx, d, make([]comm.Loc[int64], n))
+					}
+					return err
+				}},
+				{"MinLoc of n+rank pairs", fmt.Sprintf("count: rank 0 has %d, rank 1 has %d", n, n+1), func() error {
+					_, err := comm.AllReduceMinLoc(ctx, d, make([]comm.Loc[int32], n+me))
+					return err
+				}},
+			} {
+				err := tc.run()
+				var mm *comm.MismatchError
+				if !errors.As(err, &mm) || mm.Op != "AllReduceLoc" || !strings.HasPrefix(mm.Detail, tc.detail) {
+					return fmt.Errorf("%s (%d pairs): got %v, want a *comm.MismatchError of AllReduceLoc saying %q", tc.what, n, err, tc.detail)
+				}
+			}
+		}
+		// Still usable for a correct one.
+		got, err := comm.AllReduceMaxLoc(ctx, d, []comm.Loc[int64]{{Value: int64(me), Index: me}})
+		if err != nil || got[0] != (comm.Loc[int64]{Value: int64(d.Size() - 1), Index: d.Size() - 1}) {
+			return fmt.Errorf("AllReduceMaxLoc after the mismatches: %v, %v", got, err)
+		}
+		return nil
+	})
+}
+
 // misuseP2PCase: point-to-point calls with a peer outside the
 // communicator, a negative tag or an invalid buffer fail on the calling
-// rank with a *comm.ArgError on every backend, and leave it usable.
+// rank with a *comm.ArgError of that call on every backend, and leave it
+// usable.
 func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 	return misuse(ctx, c, func(d comm.Comm) error {
 		n := d.Size()
-		return invalid(map[string]func() error{
+		if err := invalid(map[string]func() error{
 			"Send to rank = size": func() error {
 				return comm.Send(ctx, d, []int32{1}, n, 0)
 			},
@@ -338,7 +397,19 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 				_, err := d.Isend(comm.Buf{Type: comm.Int32, Bytes: make([]byte, 5)}, 0, 0)
 				return err
 			},
-		})
+		}); err != nil {
+			return err
+		}
+		// Sendrecv names itself, whichever path it takes (the backend's
+		// own, or with a ProcNull peer an Isend and a Recv).
+		for _, p := range []struct{ dest, source int }{{n, 0}, {n, comm.ProcNull}, {comm.ProcNull, -5}} {
+			_, err := comm.Sendrecv(ctx, d, []int32{1}, p.dest, 0, make([]int32, 1), p.source, 0)
+			var ae *comm.ArgError
+			if !errors.As(err, &ae) || ae.Op != "Sendrecv" {
+				return fmt.Errorf("Sendrecv to %d from %d: got %v, want a *comm.ArgError of Sendrecv", p.dest, p.source, err)
+			}
+		}
+		return nil
 	})
 }
 

@@ -45,6 +45,7 @@ func Cases() []Case {
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
 		{"Misuse/PointToPoint", misuseP2PCase},
+		{"Misuse/Loc", misuseLocCase},
 		{"Misuse/Alias", misuseAliasCase},
 		{"Concurrency/Collectives", concurrentCollectivesCase},
 		{"SplitShared", splitSharedCase},

@@ -62,7 +62,7 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	p := k & 1
 	src := g.slots[root].a[p].src
 	n := g.size
-	c.share(k, func(d int) int {
+	err = c.share(k, "Bcast", nil, func(d int) int {
 		lo, hi := chunk(len(src), n, d)
 		return chunks(hi-lo, copyShare)
 	}, func(d, i int) {
@@ -75,7 +75,16 @@ func (c *rankComm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 			}
 		}
 	})
-	return nil
+	return c.failed("Bcast", err)
+}
+
+// failed wraps err, the failure of a shared data phase (see share), as
+// call's on this rank.
+func (c *rankComm) failed(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
 }
 
 // Reduce implements comm.Comm. Small buffers: non-roots contribute eager
@@ -144,8 +153,7 @@ func (c *rankComm) reduce(ctx context.Context, name string, send, recv comm.Buf,
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	c.shareFold(red, send.Type, k, len(send.Bytes), root)
-	return nil
+	return c.failed(name, c.shareFold(name, red, send.Type, k, len(send.Bytes), root))
 }
 
 // AllReduce implements comm.Comm. Up to eagerMax bytes every rank copies
@@ -158,17 +166,23 @@ func (c *rankComm) reduce(ctx context.Context, name string, send, recv comm.Buf,
 // (see share). Every rank's result is bitwise identical: the fold is in rank
 // order, ((s0 op s1) op s2) ..., and each element is computed once.
 func (c *rankComm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) error {
-	return c.allReduce(ctx, "AllReduce", send, recv, reduction{op: op})
+	return c.allReduce(ctx, "AllReduce", send, recv, reduction{op: op}, nil)
 }
 
 // AllReduceUser implements comm.Comm: AllReduce's algorithm with the
 // user's function.
 func (c *rankComm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc) error {
-	return c.allReduce(ctx, "AllReduceUser", send, recv, reduction{op: comm.User, user: op})
+	return c.allReduce(ctx, "AllReduceUser", send, recv, reduction{op: comm.User, user: op}, nil)
 }
 
-func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.Buf, red reduction) error {
-	const call = comm.CallAllReduce
+// allReduce is AllReduce's algorithm (name is the call, for errors), or
+// with loc AllReduceLocBuf's: its fingerprint, and its invalid argument
+// before the reduction's.
+func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.Buf, red reduction, loc *locCall) error {
+	call := comm.CallAllReduce
+	if loc != nil {
+		call = loc.fp.Call
+	}
 	k, a, err := c.begin(ctx, call)
 	if err != nil {
 		return err
@@ -180,6 +194,12 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 		red.check(name, c.rank, send),
 		comm.CheckRecv(name, c.rank, send, recv),
 		comm.CheckAlias(name, c.rank, send, recv))
+	if loc != nil {
+		a.fp = loc.fp
+		if loc.argErr != nil {
+			a.argErr = loc.argErr
+		}
+	}
 	small := len(send.Bytes) <= eagerMax
 	if a.argErr == nil {
 		if small && g.size > 1 {
@@ -205,8 +225,7 @@ func (c *rankComm) allReduce(ctx context.Context, name string, send, recv comm.B
 	if err := c.commit(ctx, call); err != nil {
 		return err
 	}
-	c.shareFold(red, send.Type, k, len(send.Bytes), toAll)
-	return nil
+	return c.failed(name, c.shareFold(name, red, send.Type, k, len(send.Bytes), toAll))
 }
 
 // foldInline folds collective k's contributions of len(dst) <= 32 bytes,
@@ -224,10 +243,10 @@ func (c *rankComm) foldInline(op comm.Op, dt comm.Datatype, k uint64, dst []byte
 // shareFold folds the total bytes of collective k into the destination of
 // rank `to` (or every rank's, toAll), the work shared among the ranks:
 // rank d's queue is the d-th of g.size equal chunks, cut in pieces of
-// foldShare bytes.
-func (c *rankComm) shareFold(red reduction, dt comm.Datatype, k uint64, total, to int) {
+// foldShare bytes. name is the call, for errors.
+func (c *rankComm) shareFold(name string, red reduction, dt comm.Datatype, k uint64, total, to int) error {
 	n := c.g.size
-	c.share(k, func(d int) int {
+	return c.share(k, name, red.user, func(d int) int {
 		lo, hi := chunk(total, n, d)
 		return chunks(hi-lo, foldShare)
 	}, func(d, i int) {
@@ -443,7 +462,9 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	if err := c.commit(ctx, call); err != nil {
 		return nil, err
 	}
-	c.shareGather(k, root)
+	if err := c.shareGather("Gather", k, root); err != nil {
+		return nil, c.failed("Gather", err)
+	}
 	if c.rank != root || aerr != nil {
 		return nil, aerr
 	}
@@ -510,11 +531,11 @@ func (c *rankComm) gatherInto(k uint64, out []byte, lo, hi int) {
 // once, from this rank's cache when the owner does it, and written to
 // every destination while it is in L1 (pulling every source into one's
 // own result instead reads each byte once per destination). A rank whose
-// dst is nil (its Alloc failed) is skipped.
-func (c *rankComm) shareGather(k uint64, to int) {
+// dst is nil (its Alloc failed) is skipped. name is the call, for errors.
+func (c *rankComm) shareGather(name string, k uint64, to int) error {
 	p := k & 1
 	sl := c.g.slots
-	c.share(k, func(d int) int {
+	return c.share(k, name, nil, func(d int) int {
 		return chunks(len(sl[d].a[p].src), copyShare)
 	}, func(d, i int) {
 		off := 0
@@ -579,7 +600,9 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 	if err := c.commit(ctx, call); err != nil {
 		return nil, err
 	}
-	c.shareGather(k, toAll)
+	if err := c.shareGather("AllGather", k, toAll); err != nil {
+		return nil, c.failed("AllGather", err)
+	}
 	if aerr != nil {
 		return nil, aerr
 	}

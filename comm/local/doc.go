@@ -59,6 +59,18 @@
 // failing or panicking rank into a *comm.RankError, cancels the others'
 // context and breaks the world. Abort breaks the world with comm.ErrAborted.
 //
+// A rank whose function returned (under Run) has left: collectives that
+// need it, receives and probes from it that no queued message matches
+// (any-source ones once every other rank has left), and sends that wait
+// for it (a Send above 4 KiB, Ssend) fail at once with comm.ErrBroken
+// naming it; a send of up to 4 KiB to it is buffered and succeeds, as a
+// buffered MPI send would. A user reduction that panics (or calls
+// runtime.Goexit) while the ranks share the data phase of a large
+// collective stops it: that rank closes the work queues, waits until the
+// chunks the others are running are done (they must not write its
+// buffers once it unwinds), breaks the communicator and panics on; the
+// others return comm.ErrBroken naming it and its op.
+//
 // Point-to-point messages up to 4 KiB are copied and Send returns at once;
 // larger ones are copied once, by the receiver, straight from the sender's
 // buffer.

@@ -20,3 +20,36 @@ func Posted(c comm.Comm) int {
 
 // Counted reports whether c's group arrives through the counter.
 func Counted(c comm.Comm) bool { return c.(*rankComm).g.counted }
+
+// Left reports whether rank r of c's group has left Run (its function
+// returned).
+func Left(c comm.Comm, r int) bool {
+	return c.(*rankComm).g.gone[r].Load() != nil
+}
+
+// Probing reports how many blocked probes wait on rank c's mailbox.
+func Probing(c comm.Comm) int {
+	rc := c.(*rankComm)
+	box := &rc.g.boxes[rc.rank]
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	return len(box.probes)
+}
+
+// Waiting reports how many receives and blocked probes wait on rank r's
+// mailbox in c's group.
+func Waiting(c comm.Comm, r int) int {
+	box := &c.(*rankComm).g.boxes[r]
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	return len(box.posted) + len(box.probes)
+}
+
+// Queued reports how many unreceived messages rank r's mailbox in c's
+// group holds.
+func Queued(c comm.Comm, r int) int {
+	box := &c.(*rankComm).g.boxes[r]
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	return len(box.unexp)
+}

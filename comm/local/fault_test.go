@@ -284,9 +284,20 @@ func TestRecvDatatypeMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.NoError(t, comm.Send(ctx, comms[0], []int32{1, 2}, 1, 0))
+	require.NoError(t, comm.Send(ctx, comms[0], []int32{1, 2}, 1, 3))
+	// A point-to-point mismatch is about one message, not a collective's
+	// arguments: the error names the message and both datatypes.
+	_, err = comms[1].Probe(ctx, comm.Float32, 0, 3)
+	assert.ErrorIs(t, err, comm.ErrMismatch)
+	assert.Equal(t, "local: Probe on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements): rank 0 sent int32, rank 1 probes for float32", err.Error())
 	_, err = comm.Recv(ctx, comms[1], make([]float32, 2), 0, 0)
 	assert.ErrorIs(t, err, comm.ErrMismatch)
-	assert.Contains(t, err.Error(), "rank 0 sent int32, rank 1 receives float32")
+	assert.Equal(t, "local: Recv on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 0, 2 elements): rank 0 sent int32, rank 1 receives float32", err.Error())
+	q, err := comm.Irecv(comms[1], make([]float32, 2), 0, 3)
+	require.NoError(t, err)
+	_, err = q.Wait(ctx)
+	assert.ErrorIs(t, err, comm.ErrMismatch)
+	assert.Contains(t, err.Error(), "local: Irecv on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements)")
 }
 
 // A rank that leaves through runtime.Goexit (t.FailNow in a rank) counts as

@@ -108,6 +108,7 @@ type world struct {
 	closed chan struct{} // always closed: the done channel of completed requests
 	msgs   sync.Pool     // *message: eager messages, reused once received (p2p.go)
 	posts  sync.Pool     // *recvPost: blocking receives' posts, reused once done
+	left   message       // its address is the mark leave's sweep hands a blocking receive (p2p.go)
 
 	mu     sync.Mutex
 	groups []*group // every communicator of the world, for leave
@@ -204,8 +205,10 @@ func newGroup(w *world, worldRanks []int) *group {
 }
 
 // leave records that world rank r's function returned: it will never
-// arrive at another collective. Every rank waiting for it in one, now or
-// later, fails with ErrBroken naming it instead of waiting for ever.
+// arrive at another collective, send or receive. Every rank waiting for it
+// in a collective, now or later, fails with ErrBroken naming it instead of
+// waiting for ever, and so does every point-to-point call that only it
+// could complete (see sweep).
 func (w *world) leave(r int, why string) {
 	w.mu.Lock()
 	groups := slices.Clone(w.groups)
@@ -215,7 +218,58 @@ func (w *world) leave(r int, why string) {
 			g.gone[i].Store(&why)
 			g.nGone.Add(1)
 			g.wakeAll(i)
+			g.sweep(i, why)
 		}
+	}
+}
+
+// sweep fails the point-to-point calls of g that rank i's departure (why)
+// leaves unmatched for ever: posted receives from i, and any-source ones
+// whose rank now has no peer left, complete with ErrBroken (a blocking
+// receive is handed w.left, an Irecv's request completed); blocked probes
+// are woken to check again (see group.unreachable); and the messages by
+// reference queued for i (a large Send, an Ssend, whose senders wait) are
+// failed. Each mailbox is swept under its lock after i is marked gone, and
+// receives and sends check the mark under the same lock before they post
+// or queue: each call is either swept here or refused there. Messages
+// queued before i left stay, and are received as usual.
+func (g *group) sweep(i int, why string) {
+	for j := range g.boxes {
+		b := &g.boxes[j]
+		b.mu.Lock()
+		kept := b.posted[:0]
+		for _, p := range b.posted {
+			err := g.unreachable(j, p.src)
+			switch {
+			case err == nil:
+				kept = append(kept, p)
+			case p.req == nil:
+				p.handoff <- &g.w.left // capacity 1 and p was posted once: never blocks
+			default:
+				p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w", j, fromWhom(p.src, p.tag), err))
+				g.w.recyclePost(p)
+			}
+		}
+		clear(b.posted[len(kept):])
+		b.posted = kept
+		for _, ch := range b.probes {
+			close(ch)
+		}
+		b.probes = b.probes[:0]
+		if j == i {
+			unexp := b.unexp[:0]
+			for _, m := range b.unexp {
+				if m.done == nil {
+					unexp = append(unexp, m) // eager: its sender is not waiting
+					continue
+				}
+				m.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, i, why)
+				close(m.done)
+			}
+			clear(b.unexp[len(unexp):])
+			b.unexp = unexp
+		}
+		b.mu.Unlock()
 	}
 }
 
@@ -269,7 +323,7 @@ type args struct {
 	// once by the owner and polled by the others.
 	claim atomic.Uint64 // next unclaimed chunk of this rank's queue
 	_     [56]byte
-	done  atomic.Uint64 // chunks of any queue this rank has completed
+	done  atomic.Uint64 // chunks of any queue this rank has completed (see abandonShare), plus doneFailed
 	_     [56]byte
 }
 
@@ -492,7 +546,7 @@ func (c *rankComm) ready(w *cond) bool {
 		p := w.k & 1
 		var sum uint64
 		for _, s := range g.slots {
-			sum += s.a[p].done.Load()
+			sum += s.a[p].done.Load() &^ doneFailed
 		}
 		return sum >= w.target
 	default:

@@ -31,7 +31,7 @@ type mailbox struct {
 	mu     spin.Lock
 	unexp  []*message
 	posted []*recvPost
-	probes []chan struct{} // blocked probes: closed when a message is queued in unexp
+	probes []chan struct{} // blocked probes: closed when a message is queued in unexp, or a rank leaves
 }
 
 // message is a send waiting for, or handed to, a receiver.
@@ -40,6 +40,7 @@ type message struct {
 	dt       comm.Datatype
 	data     []byte        // a private copy (eager; its memory is reused with the message) or the sender's buffer
 	done     chan struct{} // by reference only: closed when the receiver is done with data
+	err      error         // by reference only: set before done closes if no receiver ever will take it
 }
 
 // recvPost is a receive waiting for a message.
@@ -142,7 +143,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 		if p.req != nil {
 			box.mu.Unlock()
 			// A posted Irecv: copy straight into its buffer.
-			st, err := deliver(p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
+			st, err := deliver("Irecv", p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
 			p.req.complete(st, err)
 			c.g.w.recyclePost(p)
 			if m != nil {
@@ -162,6 +163,18 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 		m = c.newMessage(buf, tag, sync)
 	}
 	wm := waitable(m) // once queued, an eager m is the receiver's
+	if wm != nil {
+		if why := c.g.gone[dest].Load(); why != nil {
+			// No one will take it: fail the send rather than wait for
+			// ever (the check is under the lock that leave's sweep takes,
+			// so a departure is seen here or there). An eager message is
+			// queued all the same, as a buffered MPI send would be.
+			box.mu.Unlock()
+			wm.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, dest, *why)
+			close(wm.done)
+			return wm
+		}
+	}
 	box.unexp = append(box.unexp, m)
 	for _, ch := range box.probes {
 		close(ch)
@@ -217,19 +230,29 @@ func (w *world) recycle(m *message) {
 	}
 }
 
-// deliver copies a message into dst for a receive expecting dt on rank
-// `to`, and returns its Status.
-func deliver(dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data []byte, to int) (comm.Status, error) {
+// deliver copies a message into dst for a receive (call) expecting dt on
+// rank `to`, and returns its Status.
+func deliver(call string, dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data []byte, to int) (comm.Status, error) {
 	st := comm.Status{Source: src, Tag: tag, Count: len(data) / mdt.Size()}
 	if mdt != dt {
-		return st, &comm.MismatchError{Op: "Recv", Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d receives %v", src, mdt, to, dt)}
+		return st, typeMismatch(call, st, mdt, dt, to, "receives")
 	}
 	if len(data) > len(dst) {
-		return st, fmt.Errorf("local: Recv on rank %d: %w: message from rank %d has %d elements, buffer holds %d",
-			to, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
+		return st, fmt.Errorf("local: %s on rank %d: %w: message from rank %d has %d elements, buffer holds %d",
+			call, to, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
 	}
 	copyBytes(dst, data)
 	return st, nil
+}
+
+// typeMismatch is the error of a receive or probe (call; verb says which)
+// on rank `to` expecting dt for the message st of datatype mdt: the
+// sender's datatype and the receiver's, for that message. It wraps
+// comm.ErrMismatch; it is no *comm.MismatchError, which reports a
+// collective.
+func typeMismatch(call string, st comm.Status, mdt, dt comm.Datatype, to int, verb string) error {
+	return fmt.Errorf("local: %s on rank %d: %w: datatype of the message from rank %d (tag %d, %d elements): rank %d sent %v, rank %d %s %v",
+		call, to, comm.ErrMismatch, st.Source, st.Tag, st.Count, st.Source, mdt, to, verb, dt)
 }
 
 // Send implements comm.Comm. Messages up to 4 KiB are copied and Send
@@ -257,12 +280,15 @@ func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, ta
 // a message that needs no wait), or withdraws it when ctx ends or the
 // group breaks first.
 func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest int) error {
-	if m == nil || yieldUntil(func() bool { return isClosed(m.done) }) {
+	if m == nil {
 		return nil
+	}
+	if yieldUntil(func() bool { return isClosed(m.done) }) {
+		return m.failed(call, c.rank, dest)
 	}
 	select {
 	case <-m.done:
-		return nil
+		return m.failed(call, c.rank, dest)
 	case <-ctx.Done():
 	case <-c.g.brk.ch:
 	case <-c.g.w.brk.ch:
@@ -274,8 +300,9 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 	if !withdrawn {
 		// A receiver holds the message and is copying it: that is bounded
 		// work, and returning now would let the caller overwrite buf.
+		// (Or the receiver left and the sweep failed it.)
 		<-m.done
-		return nil
+		return m.failed(call, c.rank, dest)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, c.rank, dest, context.Cause(ctx))
@@ -286,12 +313,21 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 	return nil
 }
 
+// failed is the error of call on rank `rank` sending m to dest, once m's
+// done is closed: nil if a receiver took it.
+func (m *message) failed(call string, rank, dest int) error {
+	if m.err == nil {
+		return nil
+	}
+	return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, rank, dest, m.err)
+}
+
 // Recv implements comm.Comm.
 func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
 	if err := c.checkRecv("Recv", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
-	return c.recv(ctx, dt, source, tag, into, nil)
+	return c.recv(ctx, "Recv", dt, source, tag, into, nil)
 }
 
 // RecvBuf implements comm.RecvBufComm: Recv into buf, with no Into.
@@ -299,7 +335,7 @@ func (c *rankComm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (
 	if err := c.checkRecv("Recv", buf.Type, source, tag); err != nil {
 		return comm.Status{}, err
 	}
-	return c.recv(ctx, buf.Type, source, tag, nil, buf.Bytes)
+	return c.recv(ctx, "Recv", buf.Type, source, tag, nil, buf.Bytes)
 }
 
 var _ comm.RecvBufComm = (*rankComm)(nil)
@@ -312,7 +348,7 @@ func (c *rankComm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag
 		return comm.Status{}, err
 	}
 	m := c.start(send, dest, sendTag)
-	st, err := c.recv(ctx, recv.Type, source, recvTag, nil, recv.Bytes)
+	st, err := c.recv(ctx, "Sendrecv", recv.Type, source, recvTag, nil, recv.Bytes)
 	if serr := c.awaitTaken(ctx, "Sendrecv", m, dest); serr != nil && err == nil {
 		err = serr
 	}
@@ -322,8 +358,8 @@ func (c *rankComm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag
 var _ comm.SendrecvComm = (*rankComm)(nil)
 
 // recv receives one message into the buffer into returns or, with a nil
-// into, into dst.
-func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
+// into, into dst. call names the caller in errors.
+func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
 	box := &c.g.boxes[c.rank]
 	// A post from an earlier receive (its channel empty), made before
 	// taking the lock; left unused when the message is already here.
@@ -333,7 +369,12 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
 		c.g.w.recyclePost(p)
-		return c.consume(m, dt, into, dst)
+		return c.consume(call, m, dt, into, dst)
+	}
+	if err := c.g.unreachable(c.rank, source); err != nil {
+		box.mu.Unlock()
+		c.g.w.recyclePost(p)
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
 	}
 	box.posted = append(box.posted, p)
 	box.mu.Unlock()
@@ -342,8 +383,7 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	for range spinYields {
 		select {
 		case m := <-p.handoff:
-			c.g.w.recyclePost(p)
-			return c.consume(m, dt, into, dst)
+			return c.handedOff(call, p, m, into, dst)
 		default:
 		}
 		runtime.Gosched()
@@ -351,8 +391,7 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	var cause error
 	select {
 	case m := <-p.handoff:
-		c.g.w.recyclePost(p)
-		return c.consume(m, dt, into, dst)
+		return c.handedOff(call, p, m, into, dst)
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-c.g.brk.ch:
@@ -365,32 +404,87 @@ func (c *rankComm) recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	box.mu.Unlock()
 	if !withdrawn {
 		// A sender matched us first and put the message in handoff under
-		// the lock: take it rather than lose it.
-		m := <-p.handoff
-		c.g.w.recyclePost(p)
-		return c.consume(m, dt, into, dst)
+		// the lock (or leave's sweep its mark): take it rather than lose
+		// it.
+		return c.handedOff(call, p, <-p.handoff, into, dst)
 	}
 	c.g.w.recyclePost(p) // no sender saw it
-	return comm.Status{}, fmt.Errorf("local: Recv on rank %d from %d tag %d: %w", c.rank, source, tag, cause)
+	return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), cause)
+}
+
+// handedOff completes the blocking receive posted as p with m, from p's
+// handoff: a message, or the mark of leave's sweep (w.left) when no sender
+// can match p any more.
+func (c *rankComm) handedOff(call string, p *recvPost, m *message, into comm.Into, dst []byte) (comm.Status, error) {
+	source, tag, dt := p.src, p.tag, p.dt
+	c.g.w.recyclePost(p)
+	if m == &c.g.w.left {
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), c.g.unreachable(c.rank, source))
+	}
+	return c.consume(call, m, dt, into, dst)
+}
+
+// fromWhom describes a receive's source and tag in errors.
+func fromWhom(source, tag int) string {
+	from := fmt.Sprintf("from rank %d", source)
+	if source == comm.AnySource {
+		from = "from any rank"
+	}
+	if tag == comm.AnyTag {
+		return from + " with any tag"
+	}
+	return fmt.Sprintf("%s tag %d", from, tag)
+}
+
+// unreachable returns why no message can come any more for a receive on
+// rank me from source: source left Run (or, for AnySource, every rank but
+// me did), so only messages already queued could match, and the caller
+// found none. It returns nil otherwise, at once when no rank left. A
+// rank's messages to itself are never unreachable: another of its
+// goroutines may send them.
+func (g *group) unreachable(me, source int) error {
+	if g.nGone.Load() == 0 || source == me {
+		return nil
+	}
+	if source != comm.AnySource {
+		if why := g.gone[source].Load(); why != nil {
+			return fmt.Errorf("%w: rank %d %s, and no message from it matches", comm.ErrBroken, source, *why)
+		}
+		return nil
+	}
+	if g.size == 1 || !g.othersGone(me) {
+		return nil
+	}
+	return fmt.Errorf("%w: every other rank has left (returned from its function), and no message matches", comm.ErrBroken)
+}
+
+// othersGone reports whether every rank of g but me has left Run.
+func (g *group) othersGone(me int) bool {
+	for j := range g.gone {
+		if j != me && g.gone[j].Load() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // consume copies a matched message to the buffer from into (or, with a
-// nil into, to dst) and releases its sender.
-func (c *rankComm) consume(m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
+// nil into, to dst) and releases its sender. call names the receive.
+func (c *rankComm) consume(call string, m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
 	if m.done != nil {
 		defer close(m.done)
 	}
 	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
 	if m.dt != dt {
-		return st, &comm.MismatchError{Op: "Recv", Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d receives %v", m.src, m.dt, c.rank, dt)}
+		return st, typeMismatch(call, st, m.dt, dt, c.rank, "receives")
 	}
 	if into != nil {
 		var err error
 		if dst, err = into(st.Count); err != nil {
-			return st, fmt.Errorf("local: Recv on rank %d from rank %d: %w", c.rank, m.src, err)
+			return st, fmt.Errorf("local: %s on rank %d from rank %d: %w", call, c.rank, m.src, err)
 		}
 	}
-	st, err := deliver(dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
+	st, err := deliver(call, dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
 	c.g.w.recycle(m)
 	return st, err
 }
@@ -429,6 +523,8 @@ func isClosed(ch <-chan struct{}) bool {
 type request struct {
 	c    *rankComm
 	done <-chan struct{} // Isend: closed on completion; nil for an Irecv
+	m    *message        // Isend by reference: the message, whose err tells if it failed
+	peer int             // Isend: the destination, for errors
 	fin  atomic.Bool     // Irecv: completed; st and err are set before
 	mu   sync.Mutex      // Irecv: guards ch against complete
 	ch   chan struct{}   // Irecv: made by Done, closed by complete
@@ -458,14 +554,23 @@ func (r *request) completed() bool {
 	return isClosed(r.done)
 }
 
+// result is the outcome of r once it completed: an Isend's message may
+// have failed (its receiver left Run).
+func (r *request) result() (comm.Status, error) {
+	if r.m != nil && r.m.err != nil {
+		return comm.Status{}, r.m.failed("Isend", r.c.rank, r.peer)
+	}
+	return r.st, r.err
+}
+
 // Wait implements comm.Request.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if yieldUntil(r.completed) {
-		return r.st, r.err
+		return r.result()
 	}
 	select {
 	case <-r.Done():
-		return r.st, r.err
+		return r.result()
 	case <-ctx.Done():
 		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, context.Cause(ctx))
 	case <-r.c.g.brk.ch:
@@ -494,7 +599,8 @@ func (r *request) Done() <-chan struct{} {
 // Test implements comm.Request.
 func (r *request) Test() (bool, comm.Status, error) {
 	if r.completed() {
-		return true, r.st, r.err
+		st, err := r.result()
+		return true, st, err
 	}
 	return false, comm.Status{}, nil
 }
@@ -513,9 +619,10 @@ func (c *rankComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 
 // isend starts a send into r, a request not in use.
 func (c *rankComm) isend(r *request, buf comm.Buf, dest, tag int) {
-	r.c, r.st = c, comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}
-	if m := c.start(buf, dest, tag); m != nil {
-		r.done = m.done
+	r.c, r.st, r.peer = c, comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}, dest
+	r.m = c.start(buf, dest, tag)
+	if r.m != nil {
+		r.done = r.m.done
 	} else {
 		r.done = c.g.w.closed
 	}
@@ -545,12 +652,19 @@ func (c *rankComm) irecv(r *request, buf comm.Buf, source, tag int) {
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
-		st, err := deliver(buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
+		st, err := deliver("Irecv", buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
 		if m.done != nil {
 			close(m.done)
 		}
 		c.g.w.recycle(m)
 		r.st, r.err = st, err
+		r.fin.Store(true)
+		return
+	}
+	if err := c.g.unreachable(c.rank, source); err != nil {
+		box.mu.Unlock()
+		c.g.w.recyclePost(post)
+		r.err = fmt.Errorf("local: Irecv on rank %d %s: %w", c.rank, fromWhom(source, tag), err)
 		r.fin.Store(true)
 		return
 	}
@@ -631,7 +745,7 @@ func (b *mailbox) findUnexp(src, tag int) *message {
 func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status, error) {
 	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
 	if m.dt != dt {
-		return st, &comm.MismatchError{Op: call, Detail: fmt.Sprintf("datatype: rank %d sent %v, rank %d probes for %v", m.src, m.dt, to, dt)}
+		return st, typeMismatch(call, st, m.dt, dt, to, "probes for")
 	}
 	return st, nil
 }
@@ -666,6 +780,10 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 			box.mu.Unlock()
 			return nil, nil
 		}
+		if err := c.g.unreachable(c.rank, source); err != nil {
+			box.mu.Unlock()
+			return nil, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
+		}
 		ch := make(chan struct{})
 		box.probes = append(box.probes, ch)
 		box.mu.Unlock()
@@ -685,7 +803,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 			box.probes = slices.Delete(box.probes, i, i+1)
 		}
 		box.mu.Unlock()
-		return nil, fmt.Errorf("local: %s on rank %d from %d tag %d: %w", call, c.rank, source, tag, cause)
+		return nil, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), cause)
 	}
 }
 
@@ -759,5 +877,5 @@ func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
 		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: %w: the message from rank %d tag %d was already received",
 			mm.c.rank, comm.ErrInvalidArg, mm.st.Source, mm.st.Tag)
 	}
-	return mm.c.consume(mm.m, mm.dt, into, nil)
+	return mm.c.consume("Message.Recv", mm.m, mm.dt, into, nil)
 }

@@ -22,12 +22,20 @@ import (
 // failure as its cause, and breaks the world: ranks blocked in a
 // collective, a receive or a Wait return an error wrapping comm.ErrBroken
 // that names the failed rank. A rank that returns nil can no longer take
-// part in a collective: ranks waiting for it in one, on any communicator
-// it belongs to, fail at once with comm.ErrBroken naming it, while ranks
-// that do not need it go on. Run returns errors.Join of one
-// *comm.RankError per failed rank (nil if none), the rank that failed
-// first leading (errors.As finds it) and the others, mostly its
-// consequences, after it in rank order; a panic is returned as a
+// part in a collective, send or receive: ranks waiting for it in a
+// collective, a receive or probe that no queued message matches, or a
+// send that waits for its receiver, on any communicator it belongs to,
+// fail at once with comm.ErrBroken naming it, while ranks that do not
+// need it go on (a send of up to 4 KiB to it is buffered and succeeds;
+// see the package doc). Run returns errors.Join of one
+// *comm.RankError per failed rank (nil if none), the cause leading
+// (errors.As finds it) and the others, mostly its consequences, after it
+// in rank order. The cause is the first rank to fail with an error that
+// does not wrap comm.ErrBroken, nor is the context's cancellation by an
+// earlier failure (those are another rank's consequences: a rank whose
+// user reduction panics, say, waits for the
+// others to drop its buffers before its panic reaches Run, so they
+// return first), or the first to fail if all do; a panic is returned as a
 // *comm.PanicError carrying the stack, in that rank's error only (the
 // others name the failed rank and the first line of its error).
 func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
@@ -41,9 +49,17 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 
 	errs := make([]error, n)
 	var first atomic.Int64 // the rank that failed first, + 1; 0 for none
+	var root atomic.Int64  // the first that failed not for ErrBroken, + 1; 0 for none
 	fail := func(r int, err error) {
 		errs[r] = &comm.RankError{Rank: r, Err: err}
 		first.CompareAndSwap(0, int64(r)+1)
+		// ctx.Err() after another rank's failure canceled ctx is a
+		// consequence too.
+		followed := errors.Is(err, comm.ErrBroken) ||
+			errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), comm.ErrBroken)
+		if !followed {
+			root.CompareAndSwap(0, int64(r)+1)
+		}
 		// The cause wraps ErrBroken, so that a rank that notices the
 		// canceled context first reports the same thing as one that
 		// notices the broken world. It carries the error's first line
@@ -77,10 +93,14 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		})
 	}
 	wg.Wait()
-	// The rank that failed first leads: the others' errors are mostly its
-	// consequences, and errors.As finds the first RankError. The others
-	// follow in rank order.
-	if f := int(first.Load()); f > 0 {
+	// The cause leads: the others' errors are mostly its consequences,
+	// and errors.As finds the first RankError. The others follow in rank
+	// order.
+	f := int(root.Load())
+	if f == 0 {
+		f = int(first.Load())
+	}
+	if f > 0 {
 		lead := errs[f-1]
 		errs = append([]error{lead}, slices.Delete(errs, f-1, f)...)
 	}
