@@ -150,57 +150,78 @@ func BenchmarkBarrier(b *testing.B) {
 // ring of the world's ranks, 8 B and 1 KiB each way: halo (Irecv, Isend,
 // WaitAll), halo_persistent (StartAll, WaitAll) and sendrecv; and a
 // ping-pong (Send, then Recv of the reply) between ranks 2k and 2k+1.
+// Each runs with context.Background (the blocking MPI calls) and, as
+// "-polled", with a context that can be canceled, as runtimeview.Run's
+// (the non-blocking calls, tested until done).
 func BenchmarkP2P(b *testing.B) {
 	if world.Size() > 1 && !fixedBenchtime() {
 		b.Skip("under mpirun pass -test.benchtime=Nx")
 	}
+	cancelable, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	for _, bytes := range []int{8, 1 << 10} {
 		b.Run(fmt.Sprintf("pingpong/bytes=%d", bytes), func(b *testing.B) {
-			ctx, me := context.Background(), world.Rank()
-			peer := me ^ 1
-			if peer >= world.Size() {
-				b.Skip("no partner rank")
-			}
-			data := floats(bytes, me)
-			b.SetBytes(int64(2 * bytes))
-			b.ResetTimer()
-			for range b.N {
-				if me%2 == 0 {
-					if err := comm.Send(ctx, world, data, peer, 1); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := comm.Recv(ctx, world, data, peer, 1); err != nil {
-					b.Fatal(err)
-				}
-				if me%2 == 1 {
-					if err := comm.Send(ctx, world, data, peer, 1); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			pingPong(b, context.Background(), bytes)
+		})
+		// runtimeview.Run's context can be canceled: Send and Recv poll.
+		b.Run(fmt.Sprintf("pingpong-polled/bytes=%d", bytes), func(b *testing.B) {
+			pingPong(b, cancelable, bytes)
 		})
 	}
 	for _, op := range []string{commbench.OpHalo, commbench.OpHaloPersistent, commbench.OpSendrecv} {
 		for _, bytes := range []int{8, 1 << 10} {
 			b.Run(fmt.Sprintf("%s/bytes=%d", op, bytes), func(b *testing.B) {
-				ctx := context.Background()
-				run, done, err := commbench.Step(world, op, floats(bytes, world.Rank()), make([]float64, bytes/8))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(bytes))
-				b.ResetTimer()
-				for range b.N {
-					if err := run(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				if err := done(); err != nil {
-					b.Fatal(err)
-				}
+				p2pStep(b, context.Background(), op, bytes)
 			})
+			b.Run(fmt.Sprintf("%s-polled/bytes=%d", op, bytes), func(b *testing.B) {
+				p2pStep(b, cancelable, op, bytes)
+			})
+		}
+	}
+}
+
+// p2pStep times one of pzrun bench comm's point-to-point steps with ctx.
+func p2pStep(b *testing.B, ctx context.Context, op string, bytes int) {
+	run, done, err := commbench.Step(world, op, floats(bytes, world.Rank()), make([]float64, bytes/8))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(bytes))
+	b.ResetTimer()
+	for range b.N {
+		if err := run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := done(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// pingPong times a round trip of bytes between ranks 2k and 2k+1 with ctx.
+func pingPong(b *testing.B, ctx context.Context, bytes int) {
+	me := world.Rank()
+	peer := me ^ 1
+	if peer >= world.Size() {
+		b.Skip("no partner rank")
+	}
+	data := floats(bytes, me)
+	b.SetBytes(int64(2 * bytes))
+	b.ResetTimer()
+	for range b.N {
+		if me%2 == 0 {
+			if err := comm.Send(ctx, world, data, peer, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := comm.Recv(ctx, world, data, peer, 1); err != nil {
+			b.Fatal(err)
+		}
+		if me%2 == 1 {
+			if err := comm.Send(ctx, world, data, peer, 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

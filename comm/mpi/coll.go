@@ -551,10 +551,12 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 		return fmt.Errorf("mpi: %v of %v with %v: %w", k, send.Type, op, errors.ErrUnsupported)
 	}
 	_, lerr := c.checkReduce(k, send, comm.Buf{}, op, false)
-	if lerr == nil && send.Len()%c.size != 0 {
-		lerr = c.argErr(k, "%d elements do not split into %d equal blocks", send.Len(), c.size)
-	}
-	if lerr == nil && (recv.Type != send.Type || recv.Len() != send.Len()/c.size) {
+	// A length that does not split into Size blocks is reported after the
+	// agreement step, as comm/local's ReduceScatterBlock does: lengths
+	// that differ across ranks (6, 7, 8 on 3 ranks) are a
+	// *comm.MismatchError on every rank first.
+	split := send.Len()%c.size == 0
+	if lerr == nil && split && (recv.Type != send.Type || recv.Len() != send.Len()/c.size) {
 		lerr = c.argErr(k, "recv holds %d %v, want %d %v", recv.Len(), recv.Type, send.Len()/c.size, send.Type)
 	}
 	if lerr == nil && comm.Overlaps(send.Bytes, recv.Bytes) {
@@ -564,6 +566,9 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
 		return err
+	}
+	if !split { // every rank has this length (or the check is off)
+		return c.argErr(k, "%d elements do not split into %d equal blocks", send.Len(), c.size)
 	}
 	if c.size == 1 {
 		copy(recv.Bytes, send.Bytes)

@@ -136,18 +136,12 @@ func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.in
 func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
 	if c.blocks(ctx) {
 		var rc C.int
-		if coll {
-			if s := c.collSlot(); s != nil {
-				s.begin(call, c.seq)
-				rc = block()
-				s.end()
-			} else {
-				rc = block()
-			}
-		} else {
-			id := c.st.watch.begin(call, c.size)
+		if s := c.collSlotOf(coll); s != nil {
+			s.begin(call, c.seq)
 			rc = block()
-			c.st.watch.end(id)
+			s.end()
+		} else {
+			rc = block() // a point-to-point call's caller watches it (watch.beginP2P)
 		}
 		if rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))
@@ -157,10 +151,14 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 	return c.startAndPoll(ctx, call, coll, nbytes, start, pins...)
 }
 
-// collSlot counts a collective on c and returns the watch's slot for c
-// (nil when the watch is off). Collectives on c run one at a time (c.coll
-// is held), so the count and the slot need no lock of their own.
-func (c *Comm) collSlot() *collSlot {
+// collSlotOf counts a collective (coll) on c and returns the watch's
+// slot for c (nil when the watch is off, and for a point-to-point call).
+// Collectives on c run one at a time (c.coll is held), so the count and
+// the slot need no lock of their own.
+func (c *Comm) collSlotOf(coll bool) *collSlot {
+	if !coll {
+		return nil
+	}
 	c.seq++
 	if c.wslot == nil {
 		c.wslot = c.st.watch.collSlot(c.size)
@@ -168,16 +166,13 @@ func (c *Comm) collSlot() *collSlot {
 	return c.wslot
 }
 
-// startAndPoll starts an operation and polls it to completion or until ctx ends.
+// startAndPoll starts an operation and polls it to completion or until
+// ctx ends. A collective is watched here, a point-to-point call by its
+// caller.
 func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
-	if coll {
-		if s := c.collSlot(); s != nil {
-			s.begin(call, c.seq)
-			defer s.end()
-		}
-	} else {
-		id := c.st.watch.begin(call, c.size)
-		defer c.st.watch.end(id)
+	if s := c.collSlotOf(coll); s != nil {
+		s.begin(call, c.seq)
+		defer s.end()
 	}
 	if err := ctx.Err(); err != nil {
 		if coll {

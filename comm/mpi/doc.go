@@ -85,7 +85,31 @@
 // (Open MPI 4.1 truncates a message to a receive posted on the same rank
 // silently); otherwise they take the matched probe too. Point-to-point
 // messages travel as MPI_BYTE, so the receiver checks the size against
-// its element type.
+// its element type: a message of another datatype whose size is a whole
+// number of the receiver's elements is taken as it is (comm/local
+// reports every datatype mismatch; see Comm.Recv). Tags go up to the
+// library's MPI_TAG_UB (Comm.TagUB: 2^31-1 under Open MPI, 2^28-1 under
+// MPICH 4); a larger one is a *comm.ArgError.
+//
+// # Stalls
+//
+// Every process watches the MPI operations it waits in - collectives,
+// and the sends, receives, probes and request waits that block or poll
+// - and says on stderr which ones have waited a report interval
+// (WithStallReport, PZ_COMM_REPORT); past WithTimeout (PZ_COMM_TIMEOUT)
+// it ends the job. A collective records itself in its communicator's
+// slot with atomic stores, a point-to-point wait in one of a fixed set
+// of slots claimed with a compare-and-swap: no lock and no clock read.
+//
+// # User reductions
+//
+// ReduceUser and AllReduceUser run the caller's function inside MPI's
+// reduction. If it panics on a rank, MPI still finishes the reduction
+// there without it; the ranks then agree (one more 8-byte MPI_Allreduce
+// per user reduction) on whether it panicked anywhere, so that the
+// panicking rank panics with its value and every other rank returns an
+// error wrapping ErrUserOpPanicked and a *comm.RankError naming it,
+// instead of a wrong result.
 //
 // # Counts past 2^31-1
 //

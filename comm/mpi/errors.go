@@ -24,6 +24,12 @@ var (
 	// ErrOption is wrapped by Init for an invalid option or environment
 	// variable (PZ_COMM_REPORT, PZ_COMM_TIMEOUT).
 	ErrOption = errors.New("mpi: invalid option")
+	// ErrUserOpPanicked is wrapped, with a *comm.RankError naming the
+	// rank, by the error ReduceUser and AllReduceUser return on every
+	// rank but the one whose user op panicked (which panics with the
+	// op's value): MPI finished the reduction without the op's results
+	// from there, so no rank's result is valid.
+	ErrUserOpPanicked = errors.New("mpi: user op panicked")
 )
 
 // Error is an MPI error code turned into a Go error. It wraps ErrMPI and,

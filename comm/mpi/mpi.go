@@ -48,6 +48,7 @@ type state struct {
 	serialize bool         // MPI gave MPI_THREAD_SERIALIZED: one call at a time
 	mu        sync.Mutex   // held around each MPI call when serialize
 	maxErr    int          // MPI_MAX_ERROR_STRING
+	tagUB     int          // MPI_TAG_UB: the largest tag the library takes
 	finalized atomic.Bool  // MPI_Finalize was called through this World
 	progress  progress     // tests the requests waited on through Done
 	slots     slots        // the memory of pending non-blocking operations (request.go)
@@ -159,6 +160,14 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
+	var tagUB C.int
+	if rc := C.pz_tag_ub(st.h.world, &tagUB); rc != 0 {
+		if w.started {
+			w.finalizeOnThread()
+		}
+		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_attr", rc))
+	}
+	st.tagUB = int(tagUB)
 	for _, t := range []comm.Datatype{comm.Uint8, comm.Uint16, comm.Uint32, comm.Uint64} {
 		st.minmaxGo[t] = C.pz_minmax_ok(st.h.types[t], C.int(t.Size())) == 0
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -247,13 +248,103 @@ func TestErrorConversion(t *testing.T) {
 		require.ErrorAs(t, err, &me2)
 		assert.Contains(t, strings.ToLower(me2.Msg), "truncat")
 		assert.NotZero(t, me2.Code)
+		// Both sizes where the library reports the message's (Open MPI;
+		// MPICH's status counts what it wrote), and each call named once.
+		left := (me + n - 1) % n
+		if mpi.Library() == "openmpi" {
+			assert.ErrorContains(t, err, fmt.Sprintf("mpi: Irecv: message from rank %d has 4 elements, buffer holds 1: mpi: MPI_Irecv: ", left))
+		} else {
+			assert.ErrorContains(t, err, fmt.Sprintf("mpi: Irecv: message from rank %d has ", left))
+		}
+		assert.Equal(t, 1, strings.Count(err.Error(), "MPI_Irecv"), err.Error())
+
+		// The same for a persistent receive's round.
+		pr, err := comm.RecvInit(c, make([]float64, 2), left, 8)
+		require.NoError(t, err)
+		require.NoError(t, pr.Start())
+		require.NoError(t, comm.Send(ctx, c, []float64{1, 2, 3}, (me+1)%n, 8))
+		_, err = pr.Wait(ctx)
+		assert.ErrorIs(t, err, comm.ErrTruncated)
+		if mpi.Library() == "openmpi" {
+			assert.ErrorContains(t, err, fmt.Sprintf("mpi: RecvInit: message from rank %d has 3 elements, buffer holds 2: mpi: MPI_Recv_init: ", left))
+		}
+		assert.Equal(t, 1, strings.Count(err.Error(), "MPI_Recv_init"), err.Error())
+		require.NoError(t, pr.Free())
 	}
 
+	// Another datatype than the sender's whose size does not divide the
+	// message's: a *comm.MismatchError naming the call (MPI carries no
+	// type; a size that divides passes: docs/backends.md).
+	sreq, err := comm.Isend(c, []int8{1, 2, 3}, c.Rank(), 9)
+	require.NoError(t, err)
+	_, err = c.Probe(ctx, comm.Int64, c.Rank(), 9)
+	var mm *comm.MismatchError
+	require.ErrorAs(t, err, &mm)
+	assert.Equal(t, "Probe", mm.Op)
+	assert.Contains(t, mm.Detail, fmt.Sprintf("the message from rank %d has 3 bytes, not a whole number of int64", c.Rank()))
+	_, err = comm.Recv(ctx, c, make([]int64, 1), c.Rank(), 9)
+	require.ErrorAs(t, err, &mm)
+	assert.Equal(t, "Recv", mm.Op)
+	_, err = sreq.Wait(ctx)
+	require.NoError(t, err)
+
 	// Invalid arguments are caught in Go before MPI.
-	err := c.Send(ctx, comm.BufOf([]int32{1}), c.Size(), 0)
+	err = c.Send(ctx, comm.BufOf([]int32{1}), c.Size(), 0)
 	assert.ErrorIs(t, err, comm.ErrInvalidArg)
 	_, err = c.Isend(comm.BufOf([]int32{1}), 0, -3)
 	assert.ErrorIs(t, err, comm.ErrInvalidArg)
+}
+
+// TestTagUB: the largest tag the library takes (MPI_TAG_UB, read at
+// Init) goes through; one more is a *comm.ArgError naming the limit from
+// every point-to-point call, before MPI sees it (MPICH's 2^28-1 was
+// checked against 2^31-1, and MPI's own error came back).
+func TestTagUB(t *testing.T) {
+	c := splitAll(t)
+	ub, me := c.TagUB(), c.Rank()
+	assert.GreaterOrEqual(t, ub, 32767, "MPI's promise")
+	assert.LessOrEqual(t, ub, math.MaxInt32)
+	if mpi.Library() == "openmpi" {
+		assert.Equal(t, math.MaxInt32, ub)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sreq, err := comm.Isend(c, []int64{42}, me, ub)
+	require.NoError(t, err)
+	got := make([]int64, 1)
+	st, err := comm.Recv(ctx, c, got, me, ub)
+	require.NoError(t, err)
+	assert.Equal(t, ub, st.Tag)
+	assert.Equal(t, int64(42), got[0])
+	_, err = sreq.Wait(ctx)
+	require.NoError(t, err)
+
+	bad := ub + 1
+	buf := []int64{1}
+	calls := map[string]func() error{
+		"Send":  func() error { return comm.Send(ctx, c, buf, me, bad) },
+		"Ssend": func() error { return comm.Ssend(ctx, c, buf, me, bad) },
+		"Isend": func() error { _, err := comm.Isend(c, buf, me, bad); return err },
+		"Irecv": func() error { _, err := comm.Irecv(c, buf, me, bad); return err },
+		"Recv":  func() error { _, err := comm.Recv(ctx, c, buf, me, bad); return err },
+		"Sendrecv": func() error {
+			_, err := comm.Sendrecv(ctx, c, buf, me, 0, make([]int64, 1), me, bad)
+			return err
+		},
+		"Probe":    func() error { _, err := c.Probe(ctx, comm.Int64, me, bad); return err },
+		"Iprobe":   func() error { _, _, err := c.Iprobe(comm.Int64, me, bad); return err },
+		"Mprobe":   func() error { _, err := c.Mprobe(ctx, comm.Int64, me, bad); return err },
+		"SendInit": func() error { _, err := comm.SendInit(c, buf, me, bad); return err },
+		"RecvInit": func() error { _, err := comm.RecvInit(c, buf, me, bad); return err },
+	}
+	for _, name := range sortedNames(calls) {
+		err := calls[name]()
+		var ae *comm.ArgError
+		if assert.ErrorAs(t, err, &ae, name) {
+			assert.Equal(t, me, ae.Rank, name)
+			assert.Contains(t, ae.Detail, fmt.Sprintf("tag %d exceeds %d, the largest this MPI library takes (MPI_TAG_UB", bad, ub), name)
+		}
+	}
 }
 
 // TestMismatchEveryRank provokes each kind of disagreement and checks that
@@ -295,6 +386,22 @@ func TestMismatchEveryRank(t *testing.T) {
 		}
 		require.ErrorIs(t, err, comm.ErrMismatch, "rank %d", me)
 		assert.Contains(t, err.Error(), "datatype")
+		healthy()
+
+		// ReduceScatterBlock lengths differ (2n, 2n+1, ...: some do not
+		// split into n blocks): a mismatch first, as on comm/local.
+		_, err = comm.ReduceScatterBlock(ctx, c, make([]int64, 2*n+me), comm.Sum)
+		require.ErrorAs(t, err, &mm, "rank %d", me)
+		assert.Contains(t, mm.Detail, fmt.Sprintf("count: rank 0 has %d, rank 1 has %d", 2*n, 2*n+1))
+		healthy()
+	}
+	// A ReduceScatterBlock length every rank passes that does not split
+	// into n blocks: an ArgError on every rank.
+	if n > 1 {
+		_, err := comm.ReduceScatterBlock(ctx, c, make([]int64, n+1), comm.Sum)
+		var ae *comm.ArgError
+		require.ErrorAs(t, err, &ae, "rank %d", me)
+		assert.Contains(t, ae.Detail, fmt.Sprintf("%d elements do not split into %d equal blocks", n+1, n))
 		healthy()
 	}
 	// Root out of range on the last rank only: an ArgError naming it.
@@ -408,6 +515,185 @@ func TestStallEndsJob(t *testing.T) {
 	require.Contains(t, s, "a rank that returned early", s)
 	require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
 	require.NotContains(t, s, "the stalled AllReduce returned")
+}
+
+// stallP2PEnv selects the stalled job of TestStallP2PEndsJob: the wait
+// rank 0 makes.
+const stallP2PEnv = "PZ_MPI_TEST_STALL_P2P"
+
+// stallP2P are the point-to-point waits TestStallP2PEndsJob leaves
+// unanswered, by name: what rank 0 calls (rank 1 never sends), and what
+// the watch's report says. A cancelable context takes the polled path
+// (MPI_Improbe, MPI_Iprobe, MPI_Test), context.Background the blocking
+// MPI call.
+var stallP2P = map[string]struct {
+	wait   func(ctx context.Context, c comm.Comm) error
+	report string
+}{
+	"recv": {func(ctx context.Context, c comm.Comm) error {
+		_, _, err := comm.RecvNew[float64](ctx, c, 1, 3)
+		return err
+	}, "Recv from rank 1, tag 3"},
+	"recvbuf": {func(ctx context.Context, c comm.Comm) error {
+		_, err := comm.Recv(ctx, c, make([]float64, 1), 1, 3)
+		return err
+	}, "Recv from rank 1, tag 3"},
+	"recv-any-blocking": {func(_ context.Context, c comm.Comm) error {
+		_, _, err := comm.RecvNew[float64](context.Background(), c, comm.AnySource, comm.AnyTag)
+		return err
+	}, "Recv from any rank, any tag"},
+	"probe": {func(ctx context.Context, c comm.Comm) error {
+		_, err := c.Probe(ctx, comm.Float64, 1, comm.AnyTag)
+		return err
+	}, "Probe from rank 1, any tag"},
+	"mprobe-blocking": {func(_ context.Context, c comm.Comm) error {
+		_, err := c.Mprobe(context.Background(), comm.Float64, 1, 4)
+		return err
+	}, "Mprobe from rank 1, tag 4"},
+	"waitall": {func(ctx context.Context, c comm.Comm) error {
+		r, err := comm.Irecv(c, make([]float64, 1), 1, 5)
+		if err != nil {
+			return err
+		}
+		_, err = comm.WaitAll(ctx, []comm.Request{r})
+		return err
+	}, "Wait for an Irecv from rank 1, tag 5"},
+	"wait-blocking": {func(_ context.Context, c comm.Comm) error {
+		r, err := comm.Irecv(c, make([]float64, 1), 1, 5)
+		if err != nil {
+			return err
+		}
+		_, err = r.Wait(context.Background())
+		return err
+	}, "Wait for an Irecv from rank 1, tag 5"},
+}
+
+// TestStallP2PEndsJob runs a job for each of stallP2P's waits in which
+// rank 0 waits for a message rank 1 never sends, and checks that the
+// watch reports the wait and ends the job at PZ_COMM_TIMEOUT, on the
+// polled path (a cancelable context, as runtimeview.Run's) as on the
+// blocking one.
+func TestStallP2PEndsJob(t *testing.T) {
+	if underLauncher() {
+		mode := os.Getenv(stallP2PEnv)
+		if mode == "" {
+			t.Skip("run by TestStallP2PEndsJob under its own mpirun")
+		}
+		if world.Rank() == 0 {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			err := stallP2P[mode].wait(ctx, world)
+			t.Fatalf("the stalled %s returned: %v", mode, err)
+		}
+		select {} // rank 1 is elsewhere: it never sends
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	for _, mode := range sortedNames(stallP2P) {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			args := lau.Args(2)
+			args = append(args, os.Args[0], "-test.run=^TestStallP2PEndsJob$", "-test.count=1")
+			cmd := exec.CommandContext(ctx, mpirun, args...)
+			cmd.Env = append(os.Environ(), stallP2PEnv+"="+mode, "PZ_COMM_TIMEOUT=2s", "PZ_COMM_REPORT=500ms")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
+			require.Error(t, err, "the stalled job must fail:\n%s", out)
+			s := string(out)
+			require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+			require.Contains(t, s, " in "+stallP2P[mode].report+"; a peer that returned early", s)
+			require.Contains(t, s, " in "+stallP2P[mode].report+"; ending the job (PZ_COMM_TIMEOUT=2s)", s)
+			require.NotContains(t, s, "the stalled "+mode+" returned")
+		})
+	}
+}
+
+// TestUserOpPanicEveryRank: a user op that panics on one rank panics
+// there after the reduction, and every other rank gets an error naming
+// that rank (mpi.ErrUserOpPanicked, a *comm.RankError) instead of a
+// result MPI computed without the op's work: with the blocking and the
+// polled calls, one element and many (which MPI splits into segments),
+// AllReduceUser and ReduceUser. The op panics on the last rank, where
+// MPI calls it there (at the root of a Reduce always; in an AllReduce
+// as the library's algorithm has it); where it was not called, every
+// rank has the right result. The communicator works afterwards.
+func TestUserOpPanicEveryRank(t *testing.T) {
+	sub := splitAll(t)
+	n, me := sub.Size(), sub.Rank()
+	if n == 1 {
+		t.Skip("on one rank MPI calls no op")
+	}
+	bad := n - 1
+	cancelable, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ctx := range []context.Context{context.Background(), cancelable} {
+		for _, count := range []int{1, 100000} {
+			for _, root := range []int{-1, bad} { // -1: AllReduceUser
+				name := fmt.Sprintf("blocking=%v/count=%d/root=%d", ctx.Done() == nil, count, root)
+				t.Run(name, func(t *testing.T) {
+					op := comm.UserOp("boom", func(in, inout []float64) {
+						if me == bad {
+							panic("user op exploded")
+						}
+						for i := range inout {
+							inout[i] += in[i]
+						}
+					}, true)
+					send := make([]float64, count)
+					for i := range send {
+						send[i] = 1
+					}
+					var got []float64
+					var err error
+					p := func() (p any) {
+						defer func() { p = recover() }()
+						if root < 0 {
+							got, err = comm.AllReduceUser(ctx, sub, send, op)
+						} else {
+							got, err = comm.ReduceUser(ctx, sub, send, op, root)
+						}
+						return nil
+					}()
+					// Every rank learns whether the op panicked on bad;
+					// asserts, not requires, keep the ranks in step.
+					panicked, aerr := comm.AllReduce(ctx, sub, []int32{int32(b2i(p != nil))}, comm.Max)
+					require.NoError(t, aerr, "rank %d: the communicator afterwards", me)
+					switch {
+					case me == bad && p != nil:
+						assert.Equal(t, "user op exploded", p, "rank %d: the op's own panic", me)
+					case p != nil:
+						t.Errorf("rank %d panicked: %v", me, p)
+					case panicked[0] != 0:
+						assert.ErrorIs(t, err, mpi.ErrUserOpPanicked, "rank %d", me)
+						var re *comm.RankError
+						if assert.ErrorAs(t, err, &re, "rank %d", me) {
+							assert.Equal(t, bad, re.Rank, "rank %d", me)
+						}
+						assert.ErrorContains(t, err, `user op "boom" panicked`, "rank %d", me)
+					default: // the library never called the op on bad
+						assert.NoError(t, err, "rank %d", me)
+						if root < 0 || me == root {
+							assert.Equal(t, float64(n), got[count-1], "rank %d", me)
+						}
+					}
+					if root >= 0 {
+						assert.Equal(t, int32(1), panicked[0], "a Reduce's root combines")
+					}
+				})
+			}
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestReduceInPlaceAtLastRank reduces 3000 float64 in place at the last

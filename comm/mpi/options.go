@@ -57,14 +57,20 @@ func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.
 
 // WithStallReport sets how often a process says on stderr which MPI
 // operation it has been waiting in, and for how long, while one blocks
-// (default 1m; 0 turns the reports off). Environment: PZ_COMM_REPORT.
+// (default 1m; 0 turns the reports off): a collective, or a send,
+// receive, probe or request Wait that blocks or polls (not a wait
+// through a request's Done channel, as comm.WaitAny's). Environment:
+// PZ_COMM_REPORT.
 func WithStallReport(every time.Duration) Option { return func(c *config) { c.report = &every } }
 
 // WithTimeout ends the process (status TimeoutExit, which makes mpirun
 // end the job) when one MPI operation has waited for d, after saying on
 // stderr which one (the call, the collective's number on its
-// communicator) - a rank that left early or called another collective
-// would otherwise hang the job forever. 0 (the default) waits forever.
+// communicator; a point-to-point call's peer and tag) - a rank that left
+// early or called another collective would otherwise hang the job
+// forever. The operations are those WithStallReport reports, so d must
+// exceed the longest a rank waits for a message legitimately (a worker
+// waiting for its next task). 0 (the default) waits forever.
 // Environment: PZ_COMM_TIMEOUT; pzrun's -comm-timeout flag sets it.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = &d } }
 

@@ -10,7 +10,6 @@ import "C"
 import (
 	"context"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -19,16 +18,24 @@ import (
 // Point-to-point.
 
 // checkP2P validates a peer rank and a tag (comm.CheckPeer, comm.CheckTag,
-// as on comm/local) and MPI's tag limit. any allows the wildcards.
+// as on comm/local) and the library's tag limit (TagUB). any allows the
+// wildcards.
 func (c *Comm) checkP2P(what string, peer, tag int, any bool) error {
 	if err := comm.FirstErr(comm.CheckPeer(what, c.rank, peer, c.size, any), comm.CheckTag(what, c.rank, tag, any)); err != nil {
 		return err
 	}
-	if tag > math.MaxInt32 {
-		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("tag %d exceeds MPI's limit %d", tag, math.MaxInt32)}
+	if tag > c.st.tagUB {
+		return &comm.ArgError{Op: what, Rank: c.rank, Detail: fmt.Sprintf("tag %d exceeds %d, the largest this MPI library takes (MPI_TAG_UB; mpi.Comm.TagUB)", tag, c.st.tagUB)}
 	}
 	return nil
 }
+
+// TagUB is the largest tag the MPI library takes (its MPI_TAG_UB
+// attribute, read at Init): 2^31-1 under Open MPI, 2^28-1 under MPICH 4;
+// MPI promises only 32767. The point-to-point calls refuse a larger tag
+// with a *comm.ArgError before MPI sees it. comm/local takes any
+// non-negative tag.
+func (c *Comm) TagUB() int { return c.st.tagUB }
 
 // checkP2PBuf validates a message buffer (comm.CheckBuf, as on
 // comm/local). Messages of any size go: one past MPI's int count travels
@@ -53,9 +60,9 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	if c.blocks(ctx) && len(buf.Bytes) <= maxCount {
 		// The common blocking case, without doSized's closures.
-		id := c.st.watch.begin("MPI_Send", c.size)
+		id := c.st.watch.beginP2P(p2p(p2pSend, dest, tag))
 		rc := C.pz_send(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(dest), C.int(tag), c.c)
-		c.st.watch.end(id)
+		c.st.watch.endP2P(id)
 		if rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error("MPI_Send", rc))
 		}
@@ -67,7 +74,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	defer c.free(dt)
 	bp := ptr(buf.Bytes)
-	return c.doSized(ctx, "MPI_Send", false, len(buf.Bytes),
+	return c.p2pSized(ctx, "MPI_Send", p2p(p2pSend, dest, tag), len(buf.Bytes),
 		func() C.int { return C.pz_send(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
@@ -91,15 +98,33 @@ func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	defer c.free(dt)
 	bp := ptr(buf.Bytes)
-	return c.doSized(ctx, "MPI_Ssend", false, len(buf.Bytes),
+	return c.p2pSized(ctx, "MPI_Ssend", p2p(p2pSsend, dest, tag), len(buf.Bytes),
 		func() C.int { return C.pz_ssend(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_issend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
+}
+
+// p2pSized is doSized for a point-to-point call, watched as what.
+func (c *Comm) p2pSized(ctx context.Context, call string, what p2pWhat, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
+	id := c.st.watch.beginP2P(what)
+	err := c.doSized(ctx, call, false, nbytes, block, start, pins...)
+	c.st.watch.endP2P(id)
+	return err
 }
 
 // Recv receives one message (MPI_Mprobe, or MPI_Improbe polled when ctx can
 // be canceled, then MPI_Mrecv, so that another thread cannot steal the
 // matched message). A message that does not fit the buffer into returns is
 // consumed and ErrTruncated returned.
+//
+// Datatypes: messages travel as bytes (MPI_BYTE) without the sender's
+// datatype, and Recv counts them in dt. A message whose size is not a
+// whole number of dt is consumed and a *comm.MismatchError returned; one
+// of another datatype whose size divides is received as it is (3 float64
+// received as Int32 are 6 meaningless int32s, and no error), where
+// comm/local returns a *comm.MismatchError. Use one datatype per tag.
+//
+// The stall watch (WithStallReport, WithTimeout) sees the wait on the
+// blocking and the polled path.
 func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
 	if err := c.usable("Recv"); err != nil {
 		return comm.Status{}, err
@@ -110,11 +135,14 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 	if err := c.checkP2P("Recv", source, tag, true); err != nil {
 		return comm.Status{}, err
 	}
+	id := c.st.watch.beginP2P(p2p(p2pRecv, source, tag))
 	msg, st, err := c.mprobe(ctx, "Recv", source, tag, true)
-	if err != nil {
-		return comm.Status{}, err
+	var status comm.Status
+	if err == nil {
+		status, err = c.mrecv("Recv", &msg, st, dt, into)
 	}
-	return c.mrecv("Recv", &msg, st, dt, into)
+	c.st.watch.endP2P(id)
+	return status, err
 }
 
 // mprobe matches a message (MPI_Mprobe, or MPI_Improbe polled when ctx can
@@ -155,12 +183,21 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 // elements of dt.
 func probeStatus(call string, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
 	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
-	nbytes := int(st.bytes)
+	var err error
+	status.Count, err = countOf(call, int(st.bytes), status.Source, dt)
+	return status, err
+}
+
+// countOf is the element count of a message of nbytes from source
+// received as dt, or a *comm.MismatchError when nbytes is not a whole
+// number of dt. Messages travel as bytes, without their datatype, so
+// this is all the receiver can check: a message of another datatype
+// whose size divides passes (docs/backends.md, Recv).
+func countOf(call string, nbytes, source int, dt comm.Datatype) (int, error) {
 	if nbytes%dt.Size() != 0 {
-		return status, fmt.Errorf("%w: mpi: %s: message of %d bytes from rank %d is not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, call, nbytes, status.Source, dt)
+		return 0, &comm.MismatchError{Op: call, Detail: fmt.Sprintf("datatype: the message from rank %d has %d bytes, not a whole number of %v (the sender used another datatype)", source, nbytes, dt)}
 	}
-	status.Count = nbytes / dt.Size()
-	return status, nil
+	return nbytes / dt.Size(), nil
 }
 
 // mrecv receives a matched message into the buffer into returns. A message
@@ -173,7 +210,7 @@ func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Da
 	if err == nil {
 		buf, err = into(status.Count)
 		if err == nil && len(buf) < nbytes {
-			err = fmt.Errorf("mpi: %s: message of %d elements from rank %d, buffer holds %d: %w", call, status.Count, status.Source, len(buf)/dt.Size(), comm.ErrTruncated)
+			err = fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", call, status.Source, status.Count, len(buf)/dt.Size(), comm.ErrTruncated)
 		}
 	}
 	var n C.int
@@ -214,11 +251,11 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	if len(send.Bytes) > maxCount || !c.directRecv(ctx, len(recv.Bytes), source) {
 		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
 	}
-	id := c.st.watch.begin("MPI_Sendrecv", c.size)
+	id := c.st.watch.beginP2P(p2p(p2pSendrecv, source, recvTag))
 	var st C.pz_status
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
-	c.st.watch.end(id)
+	c.st.watch.endP2P(id)
 	return c.received("Sendrecv", "MPI_Sendrecv", rc, st, recv.Type)
 }
 
@@ -230,12 +267,9 @@ func (c *Comm) received(call, mpiCall string, rc C.int, st C.pz_status, dt comm.
 	if rc != 0 {
 		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error(mpiCall, rc))
 	}
-	n, sz := int(st.bytes), dt.Size()
-	if n%sz != 0 {
-		return status, fmt.Errorf("%w: mpi: %s: received %d bytes from rank %d, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, call, n, status.Source, dt)
-	}
-	status.Count = n / sz
-	return status, nil
+	var err error
+	status.Count, err = countOf(call, int(st.bytes), status.Source, dt)
+	return status, err
 }
 
 // directRecv reports whether a receive of n bytes from source may be one
@@ -259,10 +293,10 @@ func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm
 	if err := comm.FirstErr(c.checkP2PBuf("Recv", buf), c.checkP2P("Recv", source, tag, true)); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.st.watch.begin("MPI_Recv", c.size)
+	id := c.st.watch.beginP2P(p2p(p2pRecv, source, tag))
 	var st C.pz_status
 	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
-	c.st.watch.end(id)
+	c.st.watch.endP2P(id)
 	return c.received("Recv", "MPI_Recv", rc, st, buf.Type)
 }
 
@@ -303,7 +337,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	defer c.free(dt) // MPI keeps it while the send is pending
 	r := newRequest(c, "MPI_Isend")
 	bp := r.sendFrom(buf.Bytes)
-	r.bytes = len(buf.Bytes)
+	r.bytes, r.what = len(buf.Bytes), p2p(p2pWaitIsend, dest, tag)
 	c.st.lock()
 	var rc C.int
 	if dt.made {
@@ -338,7 +372,7 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	defer c.free(dt) // MPI keeps it while the receive is pending
 	r := newRequest(c, "MPI_Irecv")
 	bp := r.recvInto(buf.Bytes)
-	r.recv, r.dt, r.bytes = true, buf.Type, len(buf.Bytes)
+	r.recv, r.dt, r.bytes, r.what = true, buf.Type, len(buf.Bytes), p2p(p2pWaitIrecv, source, tag)
 	c.st.lock()
 	var rc C.int
 	if dt.made {

@@ -92,6 +92,10 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 	// are set once (the progress engine reads them without its lock).
 	p.r.c, p.r.call, p.r.req = c, p.call, p.req
 	p.r.round, p.r.recv, p.r.bytes, p.r.dt = true, recv, p.bytes, p.elem
+	p.r.what = p2p(p2pWaitSendInit, peer, tag)
+	if recv {
+		p.r.what = p2p(p2pWaitRecvInit, peer, tag)
+	}
 	p.handle = cgo.NewHandle(p)
 	return p, nil
 }

@@ -25,7 +25,8 @@ func (c *Comm) checkProbe(call string, dt comm.Datatype, source, tag int) error 
 	return c.checkP2P(call, source, tag, true)
 }
 
-// Iprobe reports whether a matching message is waiting (MPI_Iprobe).
+// Iprobe reports whether a matching message is waiting (MPI_Iprobe),
+// counting its size in dt as Probe does.
 func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
 	if err := c.checkProbe("Iprobe", dt, source, tag); err != nil {
 		return false, comm.Status{}, err
@@ -46,17 +47,32 @@ func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, err
 }
 
 // Probe waits for a matching message (MPI_Probe, or MPI_Iprobe polled when
-// ctx can be canceled).
+// ctx can be canceled). Its Status counts the message's bytes in dt: as
+// Recv says, MPI carries no datatype, so only a size that is not a whole
+// number of dt is a *comm.MismatchError; a message of another datatype
+// whose size divides is counted in dt. The stall watch sees the wait.
 func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
 	if err := c.checkProbe("Probe", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
+	id := c.st.watch.beginP2P(p2p(p2pProbe, source, tag))
+	st, err := c.probe(ctx, source, tag)
+	c.st.watch.endP2P(id)
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return probeStatus("Probe", st, dt)
+}
+
+// probe waits for a matching message (MPI_Probe, or MPI_Iprobe polled when
+// ctx can be canceled) and returns its status.
+func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) {
 	var st C.pz_status
 	if c.blocks(ctx) {
 		if rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st); rc != 0 {
-			return comm.Status{}, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
+			return st, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
 		}
-		return probeStatus("Probe", st, dt)
+		return st, nil
 	}
 	err := poll(ctx, 0, func() (bool, error) {
 		var flag C.int
@@ -69,9 +85,9 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 		return flag != 0, nil
 	})
 	if err != nil {
-		return comm.Status{}, fmt.Errorf("mpi: Probe: %w", err)
+		return st, fmt.Errorf("mpi: Probe: %w", err)
 	}
-	return probeStatus("Probe", st, dt)
+	return st, nil
 }
 
 // Improbe takes a waiting message out of matching (MPI_Improbe).
@@ -87,12 +103,15 @@ func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) 
 }
 
 // Mprobe waits for a matching message and takes it out of matching
-// (MPI_Mprobe, or MPI_Improbe polled when ctx can be canceled).
+// (MPI_Mprobe, or MPI_Improbe polled when ctx can be canceled), counting
+// its size in dt as Probe does. The stall watch sees the wait.
 func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
 	if err := c.checkProbe("Mprobe", dt, source, tag); err != nil {
 		return nil, err
 	}
+	id := c.st.watch.beginP2P(p2p(p2pMprobe, source, tag))
 	msg, st, err := c.mprobe(ctx, "Mprobe", source, tag, true)
+	c.st.watch.endP2P(id)
 	if err != nil {
 		return nil, err
 	}
@@ -132,5 +151,8 @@ func (m *message) Recv(into comm.Into) (comm.Status, error) {
 			comm.ErrInvalidArg, m.status.Source, m.status.Tag)
 	}
 	msg := m.msg // a local: m holds Go pointers, which cgo must not see
-	return m.c.mrecv("Message.Recv", &msg, m.st, m.dt, into)
+	id := m.c.st.watch.beginP2P(p2p(p2pMrecv, m.status.Source, m.status.Tag))
+	st, err := m.c.mrecv("Message.Recv", &msg, m.st, m.dt, into)
+	m.c.st.watch.endP2P(id)
+	return st, err
 }

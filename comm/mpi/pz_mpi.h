@@ -114,6 +114,18 @@ static int pz_error_string(int code, char *buf, int *len, int *class) {
 
 static int pz_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
 
+/* pz_tag_ub reads the largest tag the library takes (the MPI_TAG_UB
+ * attribute of c, MPI_COMM_WORLD): Open MPI 2^31-1, MPICH 4 2^28-1; MPI
+ * promises at least 32767, the value taken if the attribute is missing. */
+static int pz_tag_ub(MPI_Comm c, int *ub) {
+	void *v = NULL;
+	int flag = 0;
+	int e = MPI_Comm_get_attr(c, MPI_TAG_UB, &v, &flag);
+	if (e != MPI_SUCCESS) return e;
+	*ub = flag && v != NULL ? *(int *)v : 32767;
+	return MPI_SUCCESS;
+}
+
 static int pz_comm_setup(MPI_Comm c, MPI_Errhandler eh, int *rank, int *size) {
 	int e = MPI_Comm_set_errhandler(c, eh);
 	if (e != MPI_SUCCESS) return e;
@@ -345,6 +357,17 @@ static int pz_alltoallw(const void *s, const int *sc, const int *sd, const MPI_D
 static int pz_ialltoallw(const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *d, const int *rc, const int *rd, const MPI_Datatype *rt, MPI_Comm c, MPI_Request *r) {
 	return MPI_Ialltoallw(s, sc, sd, st, d, rc, rd, rt, c, r);
 }
+
+/* PZ_TRUNCATED_SIZE: the status of a receive that failed with
+ * MPI_ERR_TRUNCATE counts the whole message (Open MPI's ob1), which pz
+ * reports beside the buffer's size. MPICH 4's counts what it wrote, 0,
+ * or for a small message to the rank itself a size unrelated to the
+ * message (128 or 775 bytes for 24). */
+#ifdef OPEN_MPI
+enum { PZ_TRUNCATED_SIZE = 1 };
+#else
+enum { PZ_TRUNCATED_SIZE = 0 };
+#endif
 
 /* pz_status is what Go needs from an MPI_Status. */
 typedef struct { long long bytes; int source, tag, error; } pz_status;

@@ -32,6 +32,7 @@ type request struct {
 	req  *C.MPI_Request // the slot's (C memory), or a persistent request's
 	slot *slot          // nil for a round of a persistent request and once completed
 
+	what  p2pWhat       // what Wait waits for, in the watch's reports
 	round bool          // a round of a persistent request, which owns req and the pins
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
@@ -185,17 +186,48 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 	}
 	r.st = comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	if rc != 0 {
-		r.err = fmt.Errorf("mpi: %s: %w", r.call, r.c.st.error(r.call, rc))
+		e := r.c.st.error(r.call, rc).(*Error)
+		if r.recv && e.Truncated {
+			r.err = r.truncated(st, e)
+		} else {
+			r.err = fmt.Errorf("mpi: %s: %w", r.name(), e)
+		}
 		return
 	}
 	if r.recv {
-		n := int(st.bytes)
-		if sz := r.dt.Size(); n%sz != 0 {
-			r.err = fmt.Errorf("%w: mpi: %s: received %d bytes, not a whole number of %s (the sender used another datatype)", comm.ErrMismatch, r.call, n, r.dt)
-		} else {
-			r.st.Count = n / sz
-		}
+		r.st.Count, r.err = countOf(r.name(), int(st.bytes), r.st.Source, r.dt)
 	}
+}
+
+// name is the pz call that made the request, for its errors (r.call is
+// the MPI call).
+func (r *request) name() string {
+	switch r.call {
+	case "MPI_Isend":
+		return "Isend"
+	case "MPI_Irecv":
+		return "Irecv"
+	case "MPI_Send_init":
+		return "SendInit"
+	case "MPI_Recv_init":
+		return "RecvInit"
+	}
+	return r.call
+}
+
+// truncated is the error of a receive whose message did not fit its
+// buffer (MPI_ERR_TRUNCATE, e): both sizes, as comm/local and Recv say
+// them, where the library reports the message's (PZ_TRUNCATED_SIZE:
+// Open MPI; MPICH does not).
+func (r *request) truncated(st *C.pz_status, e *Error) error {
+	sz, n, src := r.dt.Size(), int(st.bytes), int(st.source)
+	switch {
+	case C.PZ_TRUNCATED_SIZE == 0 || n <= r.bytes:
+		return fmt.Errorf("mpi: %s: message from rank %d has more elements than the buffer's %d (the MPI library does not say how many): %w", r.name(), src, r.bytes/sz, e)
+	case n%sz == 0:
+		return fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", r.name(), src, n/sz, r.bytes/sz, e)
+	}
+	return fmt.Errorf("mpi: %s: message from rank %d has %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, e)
 }
 
 // test tests the operation once; r.mu is held.
@@ -218,16 +250,20 @@ func (r *request) test() (bool, error) {
 // Wait blocks until the operation completes or ctx is done. With a ctx that
 // cannot be canceled it calls MPI_Wait; otherwise it polls MPI_Test. After a
 // ctx error the operation is still pending and Wait may be called again.
+// The stall watch sees the wait either way.
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.completed() {
+		id := r.c.st.watch.beginP2P(r.what)
 		if r.c.blocks(ctx) {
 			rc := C.pz_wait_u(r.reqU(), C.uintptr_t(uintptr(unsafe.Pointer(&r.cst))))
 			r.complete(rc, &r.cst) // r is alive: C had the address of its field
 		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
-			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.call, err)
+			r.c.st.watch.endP2P(id)
+			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.name(), err)
 		}
+		r.c.st.watch.endP2P(id)
 	}
 	return r.st, r.err
 }

@@ -63,6 +63,9 @@ func (c *Comm) Rank() int { return 0 }
 // Size is always 0 without MPI.
 func (c *Comm) Size() int { return 0 }
 
+// TagUB is the largest tag the MPI library takes; 0 without MPI.
+func (c *Comm) TagUB() int { return 0 }
+
 // Barrier returns ErrNotBuilt.
 func (c *Comm) Barrier(ctx context.Context) error { return ErrNotBuilt }
 

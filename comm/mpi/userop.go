@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/cgo"
 	"unsafe"
@@ -32,12 +33,18 @@ type userCall struct {
 	panic any // the first panic of fn (never nil once set), re-raised once MPI returns
 }
 
-// ReduceUser implements comm.Comm with MPI_Reduce and a user op.
+// ReduceUser implements comm.Comm with MPI_Reduce and a user op. If the
+// op panics on a rank, that rank panics with its value once the ranks
+// have agreed on it (one more 8-byte MPI_Allreduce per call), and every
+// other rank returns an error wrapping ErrUserOpPanicked and a
+// *comm.RankError naming the rank: MPI finished the reduction without the
+// op's work there, so no rank's result is valid.
 func (c *Comm) ReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc, root int) error {
 	return c.reduceUser(ctx, callReduce, send, recv, op, root)
 }
 
-// AllReduceUser implements comm.Comm with MPI_Allreduce and a user op.
+// AllReduceUser implements comm.Comm with MPI_Allreduce and a user op; a
+// panic in the op is handled as ReduceUser says.
 func (c *Comm) AllReduceUser(ctx context.Context, send, recv comm.Buf, op *comm.UserFunc) error {
 	return c.reduceUser(ctx, callAllReduce, send, recv, op, noRoot)
 }
@@ -64,12 +71,25 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 	if lerr != nil {
 		return lerr // check off: refuse before MPI sees a nil function
 	}
-	return c.runUser(ctx, k, send, recv, op, root, inplace)
+	return c.runUserAgreed(ctx, k, send, recv, op, root, inplace, true)
 }
 
-// runUser runs an MPI_Reduce (or MPI_Allreduce, k) with the user op, once
-// the arguments are checked and agreed; c.coll is held.
+// runUser runs an MPI_Reduce (or MPI_Allreduce, k) with one of pz's own
+// ops in Go (goMinMax), once the arguments are checked and agreed; c.coll
+// is held.
 func (c *Comm) runUser(ctx context.Context, k call, send, recv comm.Buf, op *comm.UserFunc, root int, inplace C.int) error {
+	return c.runUserAgreed(ctx, k, send, recv, op, root, inplace, false)
+}
+
+// runUserAgreed runs an MPI_Reduce (or MPI_Allreduce, k) with op, once
+// the arguments are checked and agreed; c.coll is held. With agree (a
+// caller's op, which may panic) the ranks then agree on whether op
+// panicked anywhere (userPanicRank): MPI finishes the reduction on every
+// rank whatever op does, skipping it where it panicked, so without the
+// agreement the other ranks would return a wrong result as a success.
+// The rank whose op panicked panics with its value after the agreement,
+// as the op's own panic; every other rank returns an error naming it.
+func (c *Comm) runUserAgreed(ctx context.Context, k call, send, recv comm.Buf, op *comm.UserFunc, root int, inplace C.int, agree bool) error {
 	name := k.String() + "User"
 	all := k == callAllReduce
 	c.st.lock()
@@ -109,10 +129,44 @@ func (c *Comm) runUser(ctx context.Context, k call, send, recv comm.Buf, op *com
 			func() C.int { return C.pz_reduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace) },
 			func(r *C.MPI_Request) C.int { return C.pz_ireduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace, r) }, sp, rp)
 	})
+	// One rank calls no op; a broken communicator means ctx ended the
+	// reduction, and the others learn that from their own deadline.
+	if agree && c.size > 1 && c.broken.Load() == nil {
+		r, aerr := c.userPanicRank(ctx, u.panic != nil)
+		switch {
+		case u.panic != nil:
+		case aerr != nil:
+			err = errors.Join(err, fmt.Errorf("mpi: %s: learning whether the user op %q panicked on another rank: %w", name, op.Name, aerr))
+		case r >= 0:
+			err = fmt.Errorf("mpi: %s: %w", name, &comm.RankError{Rank: r, Err: fmt.Errorf(
+				"the user op %q panicked there, so the result is void on every rank (rank %d's output has the panic): %w", op.Name, r, ErrUserOpPanicked)})
+		}
+	}
 	if u.panic != nil {
 		panic(u.panic)
 	}
 	return err
+}
+
+// userPanicRank agrees on the lowest rank whose user op panicked (-1 for
+// none) with one MPI_Allreduce (MPI_MIN) of 8 bytes; c.coll is held.
+func (c *Comm) userPanicRank(ctx context.Context, panicked bool) (int, error) {
+	in, out := &c.i64[0], &c.i64[1] // c's scratch, guarded by c.coll
+	*in = int64(c.size)
+	if panicked {
+		*in = int64(c.rank)
+	}
+	sp, rp := unsafe.Pointer(in), unsafe.Pointer(out)
+	dt, mop := c.h.i64, c.h.ops[comm.Min]
+	if err := c.do(ctx, "MPI_Allreduce", true,
+		func() C.int { return C.pz_allreduce(sp, rp, 1, dt, mop, c.c, 0) },
+		func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, 1, dt, mop, c.c, 0, r) }, sp, rp); err != nil {
+		return -1, err
+	}
+	if *out >= int64(c.size) {
+		return -1, nil
+	}
+	return int(*out), nil
 }
 
 // goMinMax returns the Go form of a predefined Min or Max on an unsigned

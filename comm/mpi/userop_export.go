@@ -21,7 +21,7 @@ import (
 func pzUserCombine(h C.uintptr_t, in, inout unsafe.Pointer, n C.int) {
 	u := cgo.Handle(h).Value().(*userCall)
 	if u.panic != nil {
-		return // fn panicked: MPI finishes the collective, the result is void
+		return // fn panicked: MPI finishes the collective, the ranks then agree that the result is void (runUserAgreed)
 	}
 	defer func() {
 		// A panic must not unwind through MPI's C frames.
