@@ -329,6 +329,17 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	if cerr != nil {
 		d.mu.Unlock()
+		if errors.Is(cerr, comm.ErrBroken) {
+			// A rank that left WaitAll early said so before its return
+			// broke the communicator: hear it, and name that instead.
+			d.prog.sync()
+			d.failMu.Lock()
+			left := d.peerLeft
+			d.failMu.Unlock()
+			if left != nil {
+				cerr = left
+			}
+		}
 		if errors.Is(cerr, ErrStalled) {
 			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
 		}

@@ -605,6 +605,8 @@ func TestOneRankLeavesWaitAll(t *testing.T) {
 	}}
 	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
 	waitErrs, submitErrs, closeErrs := make([]error, n), make([]error, n), make([]error, n)
+	var submitted sync.WaitGroup // every rank has submitted the graph
+	submitted.Add(n)
 	err := runRanksWith(t, n, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, d *dist.Scheduler) error {
 		hs, err := onePerRank[int64](d, 4)
 		if err != nil {
@@ -619,11 +621,15 @@ func TestOneRankLeavesWaitAll(t *testing.T) {
 				return err
 			}
 		}
+		submitted.Done()
 		wctx := ctx
 		if d.Rank() == n-1 {
+			// It leaves once the others are done submitting (else their
+			// Submit reports it instead of their WaitAll).
 			var cancel context.CancelFunc
 			wctx, cancel = context.WithCancel(ctx)
 			<-started
+			submitted.Wait()
 			cancel()
 		}
 		waitErrs[d.Rank()] = d.WaitAll(wctx)

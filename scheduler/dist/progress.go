@@ -15,6 +15,7 @@ type progress struct {
 	mu      sync.Mutex
 	pending []pendingReq  // guarded by mu; taken by the loop
 	wake    chan struct{} // capacity 1: pending grew
+	syncs   chan chan struct{}
 	quit    chan struct{}
 	exited  chan struct{}
 }
@@ -25,7 +26,7 @@ type pendingReq struct {
 }
 
 func newProgress() *progress {
-	p := &progress{wake: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{})}
+	p := &progress{wake: make(chan struct{}, 1), syncs: make(chan chan struct{}), quit: make(chan struct{}), exited: make(chan struct{})}
 	go p.loop()
 	return p
 }
@@ -42,6 +43,22 @@ func (p *progress) add(req comm.Request, done func(comm.Status, error)) {
 	}
 }
 
+// sync returns once the loop has run the completions of every request
+// complete when it was called (or the loop has stopped): a caller that
+// sees an error may first hear the control message that explains it.
+func (p *progress) sync() {
+	r := make(chan struct{})
+	select {
+	case p.syncs <- r:
+	case <-p.exited:
+		return
+	}
+	select {
+	case <-r:
+	case <-p.exited:
+	}
+}
+
 // stop ends the loop; requests still pending are dropped.
 func (p *progress) stop() {
 	close(p.quit)
@@ -53,6 +70,7 @@ func (p *progress) loop() {
 	var reqs []comm.Request
 	var dones []func(comm.Status, error)
 	var cases []reflect.SelectCase
+	var synced []chan struct{} // sync calls to answer after the next pass
 	for {
 		p.mu.Lock()
 		for _, pr := range p.pending {
@@ -76,10 +94,15 @@ func (p *progress) loop() {
 		clear(reqs[n:])
 		clear(dones[n:])
 		reqs, dones = reqs[:n], dones[:n]
+		for _, r := range synced {
+			close(r)
+		}
+		synced = synced[:0]
 
 		cases = append(cases[:0],
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.quit)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.wake)})
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.wake)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.syncs)})
 		notify := true
 		for _, r := range reqs {
 			nr, ok := r.(comm.Notifier)
@@ -91,10 +114,13 @@ func (p *progress) loop() {
 		}
 		if !notify {
 			// A backend whose requests cannot announce completion: poll.
-			cases = append(cases[:2], reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(20 * time.Microsecond))})
+			cases = append(cases[:3], reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(20 * time.Microsecond))})
 		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
+		switch i, v, _ := reflect.Select(cases); i {
+		case 0:
 			return
+		case 2:
+			synced = append(synced, v.Interface().(chan struct{}))
 		}
 	}
 }
