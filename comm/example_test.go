@@ -349,3 +349,13 @@ func ExampleAllReduceMaxLoc() {
 	}
 	// Output: largest 0.5 on rank 2, smallest 0.125 on rank 1
 }
+
+// A worker rank's wait for its next task is idle by design: made with
+// comm.Idle, it is neither reported nor timed out by the MPI backend's
+// stall watch, and a context derived from it stays idle.
+func ExampleIdle() {
+	ctx, cancel := context.WithCancel(comm.Idle(context.Background()))
+	defer cancel()
+	fmt.Println(comm.IsIdle(ctx), comm.IsIdle(context.Background()))
+	// Output: true false
+}

@@ -612,6 +612,51 @@ func TestStallP2PEndsJob(t *testing.T) {
 	}
 }
 
+// idleEnv selects the job of TestIdleWaitNotWatched.
+const idleEnv = "PZ_MPI_TEST_IDLE"
+
+// TestIdleWaitNotWatched: a wait made with comm.Idle (a worker waiting
+// for its next task) lasts past the stall report interval and the
+// timeout without a report and without ending the job, on the polled and
+// the blocking path.
+func TestIdleWaitNotWatched(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(idleEnv) == "" {
+			t.Skip("run by TestIdleWaitNotWatched under its own mpirun")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if world.Rank() == 0 {
+			got, _, err := comm.RecvNew[float64](comm.Idle(ctx), world, 1, 3)
+			require.NoError(t, err)
+			require.Equal(t, []float64{1}, got)
+			got, _, err = comm.RecvNew[float64](comm.Idle(context.Background()), world, 1, 4)
+			require.NoError(t, err)
+			require.Equal(t, []float64{2}, got)
+			return
+		}
+		// Past PZ_COMM_TIMEOUT each time: the idle waits must outlast it.
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, comm.Send(ctx, world, []float64{1}, 0, 3))
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, comm.Send(ctx, world, []float64{2}, 0, 4))
+		return
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(lau.Args(2), os.Args[0], "-test.run=^TestIdleWaitNotWatched$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), idleEnv+"=1", "PZ_COMM_TIMEOUT=1s", "PZ_COMM_REPORT=300ms")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.NotContains(t, string(out), "pz mpi: rank 0 of 2: waiting")
+}
+
 // TestUserOpPanicEveryRank: a user op that panics on one rank panics
 // there after the reduction, and every other rank gets an error naming
 // that rank (mpi.ErrUserOpPanicked, a *comm.RankError) instead of a

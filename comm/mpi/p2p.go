@@ -60,7 +60,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	if c.blocks(ctx) && len(buf.Bytes) <= maxCount {
 		// The common blocking case, without doSized's closures.
-		id := c.st.watch.beginP2P(p2p(p2pSend, dest, tag))
+		id := c.beginP2P(ctx, p2p(p2pSend, dest, tag))
 		rc := C.pz_send(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(dest), C.int(tag), c.c)
 		c.st.watch.endP2P(id)
 		if rc != 0 {
@@ -105,7 +105,7 @@ func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
 
 // p2pSized is doSized for a point-to-point call, watched as what.
 func (c *Comm) p2pSized(ctx context.Context, call string, what p2pWhat, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
-	id := c.st.watch.beginP2P(what)
+	id := c.beginP2P(ctx, what)
 	err := c.doSized(ctx, call, false, nbytes, block, start, pins...)
 	c.st.watch.endP2P(id)
 	return err
@@ -135,7 +135,7 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 	if err := c.checkP2P("Recv", source, tag, true); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.st.watch.beginP2P(p2p(p2pRecv, source, tag))
+	id := c.beginP2P(ctx, p2p(p2pRecv, source, tag))
 	msg, st, err := c.mprobe(ctx, "Recv", source, tag, true)
 	var status comm.Status
 	if err == nil {
@@ -251,7 +251,7 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	if len(send.Bytes) > maxCount || !c.directRecv(ctx, len(recv.Bytes), source) {
 		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
 	}
-	id := c.st.watch.beginP2P(p2p(p2pSendrecv, source, recvTag))
+	id := c.beginP2P(ctx, p2p(p2pSendrecv, source, recvTag))
 	var st C.pz_status
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
@@ -293,7 +293,7 @@ func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm
 	if err := comm.FirstErr(c.checkP2PBuf("Recv", buf), c.checkP2P("Recv", source, tag, true)); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.st.watch.beginP2P(p2p(p2pRecv, source, tag))
+	id := c.beginP2P(ctx, p2p(p2pRecv, source, tag))
 	var st C.pz_status
 	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
 	c.st.watch.endP2P(id)

@@ -55,7 +55,7 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 	if err := c.checkProbe("Probe", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.st.watch.beginP2P(p2p(p2pProbe, source, tag))
+	id := c.beginP2P(ctx, p2p(p2pProbe, source, tag))
 	st, err := c.probe(ctx, source, tag)
 	c.st.watch.endP2P(id)
 	if err != nil {
@@ -109,7 +109,7 @@ func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (c
 	if err := c.checkProbe("Mprobe", dt, source, tag); err != nil {
 		return nil, err
 	}
-	id := c.st.watch.beginP2P(p2p(p2pMprobe, source, tag))
+	id := c.beginP2P(ctx, p2p(p2pMprobe, source, tag))
 	msg, st, err := c.mprobe(ctx, "Mprobe", source, tag, true)
 	c.st.watch.endP2P(id)
 	if err != nil {

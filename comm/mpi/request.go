@@ -255,7 +255,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.completed() {
-		id := r.c.st.watch.beginP2P(r.what)
+		id := r.c.beginP2P(ctx, r.what)
 		if r.c.blocks(ctx) {
 			rc := C.pz_wait_u(r.reqU(), C.uintptr_t(uintptr(unsafe.Pointer(&r.cst))))
 			r.complete(rc, &r.cst) // r is alive: C had the address of its field

@@ -3,6 +3,7 @@
 package mpi
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/pzgo/pz/comm"
 )
 
 // A watch makes no hang silent. MPI calls block until every rank they
@@ -406,4 +409,13 @@ func (w *watch) close() {
 		close(w.stop)
 	}
 	<-w.done
+}
+
+// beginP2P records a point-to-point wait made with ctx (see
+// watch.beginP2P), unless ctx is idle by design (comm.Idle).
+func (c *Comm) beginP2P(ctx context.Context, what p2pWhat) int {
+	if !c.st.watch.on() || comm.IsIdle(ctx) {
+		return -1
+	}
+	return c.st.watch.beginP2P(what)
 }

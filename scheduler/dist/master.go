@@ -300,7 +300,9 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 
 func serveSlot(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, tag int) error {
 	for {
-		h, _, err := comm.RecvValue[taskHeader](ctx, c, root, tag)
+		// Waiting for the master's next task is idle by design, however
+		// long the master takes: no stall report, no timeout.
+		h, _, err := comm.RecvValue[taskHeader](comm.Idle(ctx), c, root, tag)
 		if err != nil {
 			return fmt.Errorf("dist: serving the master: %w", err)
 		}
