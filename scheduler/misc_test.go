@@ -428,3 +428,40 @@ func TestTagMisuse(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, cl("again"), scheduler.WithTag(7)))
 	require.NoError(t, s.WaitAll(ctx))
 }
+
+// TestCloseEndsStuckWaits: at Close no submission can come any more, so
+// the tasks waiting for a tag no task carries, or for a task never
+// submitted, are canceled (ErrNotSubmitted) instead of keeping Close
+// waiting forever; the task never submitted fails without running.
+func TestCloseEndsStuckWaits(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	var ran atomic.Int64
+	cl := func(name string) *scheduler.Codelet {
+		return &scheduler.Codelet{Name: name, CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+	}
+	byTag := scheduler.NewTask(cl("byTag"), scheduler.AfterTags(9))
+	require.NoError(t, s.SubmitTask(ctx, byTag))
+	never := scheduler.NewTask(cl("never"))
+	byTask := scheduler.NewTask(cl("byTask"), scheduler.After(never))
+	require.NoError(t, s.SubmitTask(ctx, byTask))
+	require.NoError(t, s.Submit(ctx, cl("fine")))
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err = <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close waits for tasks nothing can start")
+	}
+	require.ErrorIs(t, err, scheduler.ErrCanceled)
+	assert.Contains(t, err.Error(), "2 tasks not run")
+	require.ErrorIs(t, byTag.Err(), scheduler.ErrNotSubmitted)
+	assert.Contains(t, byTag.Err().Error(), "no task carries tag 9")
+	require.ErrorIs(t, byTask.Err(), scheduler.ErrNotSubmitted)
+	assert.Contains(t, byTask.Err().Error(), `task "never" was never submitted`)
+	require.ErrorIs(t, never.Err(), scheduler.ErrNotSubmitted)
+	require.ErrorIs(t, s.SubmitTask(ctx, never), scheduler.ErrAlreadySubmitted)
+	assert.Equal(t, int64(1), ran.Load(), "only the task with nothing to wait for ran")
+}

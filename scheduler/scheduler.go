@@ -305,7 +305,9 @@ func (s *Scheduler) Wait(ctx context.Context, tasks ...*Task) error {
 	return errors.Join(errs...)
 }
 
-// Close waits for every submitted task, stops the workers, saves the
+// Close waits for every submitted task (but for those waiting for a tag
+// no task carries, or for a task never submitted, which it cancels with
+// ErrNotSubmitted: nothing can be submitted any more), stops the workers, saves the
 // calibrated performance models and writes the trace if one was asked
 // for. It returns the errors of tasks not yet reported by WaitAll and
 // of those steps, among them the performance models and bus model it
@@ -321,6 +323,7 @@ func (s *Scheduler) Close() error {
 		s.flushBatches()
 		s.flushReductions()
 		s.drainContexts()
+		s.endStuckWaits()
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt.Store(max(s.now(), 1))
 		s.stopWorkers()

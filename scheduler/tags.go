@@ -255,3 +255,60 @@ func (s *Scheduler) stuckWaits() []error {
 	}
 	return errs
 }
+
+// endStuckWaits cancels, at Close (no submission can come any more), the
+// tasks that wait for a tag no submitted task carries and those that
+// wait for a task never submitted: nothing could end their waits, and
+// Close would wait for them forever. A task never submitted becomes
+// failed with ErrNotSubmitted, without running.
+func (s *Scheduler) endStuckWaits() {
+	var ready []*Task
+	release := func(st *Task, err error) {
+		st.cancel(err)
+		if st.pending.Add(-1) == 0 {
+			ready = append(ready, st)
+		}
+	}
+	s.tagMu.Lock()
+	for g, e := range s.tags {
+		if e.task != nil || len(e.succs) == 0 {
+			continue
+		}
+		err := fmt.Errorf("%w: the scheduler closed, and no task carries tag %d", ErrNotSubmitted, g)
+		for _, st := range e.succs {
+			release(st, err)
+		}
+		e.succs = nil
+		e.done, e.err = true, err
+	}
+	var never []*Task
+	for p := range s.early {
+		never = append(never, p)
+	}
+	clear(s.early)
+	s.tagMu.Unlock()
+	for _, p := range never {
+		if !p.state.CompareAndSwap(stateNew, stateSubmitted) {
+			continue // submitted meanwhile: it runs
+		}
+		err := fmt.Errorf("%w: task %q was never submitted before the scheduler closed", ErrNotSubmitted, p.Codelet.name())
+		p.err = err
+		p.state.Store(stateFailed)
+		if p.waited.Load() {
+			p.mu.Lock()
+			if p.doneCh != nil && !p.chDone {
+				p.chDone = true
+				close(p.doneCh)
+			}
+			p.mu.Unlock()
+		}
+		for e := p.succs.Swap(sealed); e != nil; {
+			st, next := e.t, e.next
+			release(st, err)
+			e = next
+		}
+	}
+	for _, t := range ready {
+		s.ready(t, nil)
+	}
+}
