@@ -339,6 +339,10 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 			if left != nil {
 				cerr = left
 			}
+			if err := ctx.Err(); err != nil {
+				// This rank's own context ended too: that is its answer.
+				cerr = fmt.Errorf("%w (and meanwhile %w)", err, cerr)
+			}
 		}
 		if errors.Is(cerr, ErrStalled) {
 			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
@@ -417,6 +421,10 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		d.failMu.Unlock()
 	}()
 	if left != nil {
+		if err := ctx.Err(); err != nil {
+			// This rank's own context ended too: that is its answer.
+			return fmt.Errorf("dist: WaitAll on rank %d: %w (and meanwhile %w)", d.rank, err, left)
+		}
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, left)
 	}
 	all, err := comm.AllGatherValues(actx, d.c, msg)

@@ -758,6 +758,8 @@ func TestCancelWaitAll(t *testing.T) {
 	use := &scheduler.Codelet{Name: "use", CPU: func(*scheduler.Call) error { return nil }}
 	started := make(chan struct{})
 	var once sync.Once
+	var submitted sync.WaitGroup // both ranks have submitted: neither Submit can see the other leave
+	submitted.Add(2)
 	errs := make([]error, 2)
 	err := local.Run(context.Background(), 2, func(_ context.Context, c comm.Comm) error {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -791,6 +793,8 @@ func TestCancelWaitAll(t *testing.T) {
 		if err := d.Submit(ctx, use, dist.RW(hs[1]), dist.R(hs[0])); err != nil {
 			return err
 		}
+		submitted.Done()
+		submitted.Wait()
 		<-started // rank 0's task runs; rank 1 waits for its result
 		cancel()
 		errs[c.Rank()] = d.WaitAll(ctx)
