@@ -218,7 +218,11 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		// not write it then.
 		readers := h.curCat == catRead
 		for _, p := range h.cur {
-			s.dep(ws, p, t, (weak || readers) && p.Codelet.Detached == nil)
+			w := weak
+			if readers {
+				w = p.Codelet.Detached == nil
+			}
+			s.dep(ws, p, t, w)
 		}
 		if readers && !weak {
 			for _, p := range h.prev {

@@ -515,3 +515,27 @@ func TestFailedDetachedReaderCancelsWriter(t *testing.T) {
 		assert.Equal(t, uint64(0), x)
 	}
 }
+
+// TestWAfterFailedDetachedWriter: a W task after a failed writer starts
+// a new version and runs, whether that writer was detached or not (only
+// a detached reader's failure cancels the writer after it).
+func TestWAfterFailedDetachedWriter(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var x uint64
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	recv := &scheduler.Codelet{Name: "recv", Detached: func(_ *scheduler.Task, done func(error)) {
+		go done(errors.New("recv failed"))
+	}}
+	set := &scheduler.Codelet{Name: "set", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0) = 7
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, recv, scheduler.RW(h)))
+	w := scheduler.NewTask(set, scheduler.W(h))
+	require.NoError(t, s.SubmitTask(ctx, w))
+	require.ErrorContains(t, s.WaitAll(ctx), "recv failed")
+	require.NoError(t, w.Err())
+	assert.Equal(t, uint64(7), x)
+}
