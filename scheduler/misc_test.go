@@ -417,7 +417,7 @@ func TestTagMisuse(t *testing.T) {
 	require.ErrorIs(t, err, scheduler.ErrNotSubmitted)
 	assert.Contains(t, err.Error(), `task "a10" waits for tag 11, which no submitted task carries`)
 	assert.Contains(t, err.Error(), `task "c21" waits for tag 22, which no submitted task carries`)
-	assert.Contains(t, err.Error(), `1 tasks wait (After) for task "early", which was never submitted`)
+	assert.Contains(t, err.Error(), `1 task waits (After) for task "early", which was never submitted`)
 
 	close(gate)
 	require.NoError(t, s.Submit(ctx, cl("b11"), scheduler.WithTag(11)))
@@ -464,4 +464,38 @@ func TestCloseEndsStuckWaits(t *testing.T) {
 	require.ErrorIs(t, never.Err(), scheduler.ErrNotSubmitted)
 	require.ErrorIs(t, s.SubmitTask(ctx, never), scheduler.ErrAlreadySubmitted)
 	assert.Equal(t, int64(1), ran.Load(), "only the task with nothing to wait for ran")
+}
+
+// TestAfterCycles: a task after itself, or after tasks that wait (After)
+// for it, is refused at Submit, naming the tasks on the cycle; it was
+// submitted and waited for forever.
+func TestAfterCycles(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	cl := func(name string) *scheduler.Codelet {
+		return &scheduler.Codelet{Name: name, CPU: func(*scheduler.Call) error { return nil }}
+	}
+	self := scheduler.NewTask(cl("self"))
+	self.After = append(self.After, self)
+	err := s.SubmitTask(ctx, self)
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "self" is in its own After list`)
+
+	a, b, c := scheduler.NewTask(cl("a")), scheduler.NewTask(cl("b")), scheduler.NewTask(cl("c"))
+	a.After = []*scheduler.Task{b}
+	b.After = []*scheduler.Task{c}
+	c.After = []*scheduler.Task{a}
+	require.NoError(t, s.SubmitTask(ctx, a))
+	require.NoError(t, s.SubmitTask(ctx, b))
+	err = s.SubmitTask(ctx, c)
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "c" waits (After) for "a", which waits for "b", which waits for it`)
+
+	// Without the cycle, c runs and releases the others.
+	c.After = nil
+	require.NoError(t, s.SubmitTask(ctx, c))
+	require.NoError(t, s.WaitAll(ctx))
+	for _, x := range []*scheduler.Task{a, b, c} {
+		require.NoError(t, x.Err())
+	}
 }

@@ -354,6 +354,11 @@ func (s *Scheduler) validate(t *Task) error {
 			return err
 		}
 	}
+	if len(t.After) > 0 {
+		if err := s.checkAfter(t); err != nil {
+			return err
+		}
+	}
 	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.deviceData() {
 		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle); give it a CPU function", ErrNoImplementation, cl.name())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -248,7 +249,11 @@ func (s *Scheduler) stuckWaits() []error {
 			more++
 			continue
 		}
-		errs = append(errs, fmt.Errorf("%w: %d tasks wait (After) for task %q, which was never submitted; submit it", ErrNotSubmitted, k, p.Codelet.name()))
+		who := "1 task waits"
+		if k > 1 {
+			who = fmt.Sprintf("%d tasks wait", k)
+		}
+		errs = append(errs, fmt.Errorf("%w: %s (After) for task %q, which was never submitted; submit it", ErrNotSubmitted, who, p.Codelet.name()))
 	}
 	if more > 0 {
 		errs = append(errs, fmt.Errorf("%w: and %d more waits like these", ErrNotSubmitted, more))
@@ -311,4 +316,56 @@ func (s *Scheduler) endStuckWaits() {
 	for _, t := range ready {
 		s.ready(t, nil)
 	}
+}
+
+// checkAfter refuses, before t is submitted, a wait that can never end
+// through After: t after itself, or after a task that waits (through
+// After, transitively) for t. Only a task named in After before its own
+// submission can close such a cycle, so the walk runs for those only.
+// The tasks on it are the caller's (NewTask), never pooled, and their
+// After lists do not change once submitted.
+func (s *Scheduler) checkAfter(t *Task) error {
+	s.tagMu.Lock()
+	_, early := s.early[t]
+	s.tagMu.Unlock()
+	name := t.Codelet.name()
+	for _, p := range t.After {
+		if p == t {
+			return fmt.Errorf("%w: task %q is in its own After list: it would wait for itself forever", ErrBadData, name)
+		}
+	}
+	if !early {
+		return nil
+	}
+	seen := map[*Task]*Task{} // task -> the task that waits for it, on the walk
+	queue := []*Task{}
+	for _, p := range t.After {
+		if p != nil && seen[p] == nil {
+			seen[p] = t
+			queue = append(queue, p)
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if st := p.state.Load(); st == stateNew || st >= stateDone {
+			continue // not waiting yet (its After may change), or done
+		}
+		for _, q := range p.After {
+			if q == t {
+				// t waits for p ... which waits for t.
+				chain := []string{fmt.Sprintf("%q", p.Codelet.name())}
+				for x := seen[p]; x != t; x = seen[x] {
+					chain = append(chain, fmt.Sprintf("%q", x.Codelet.name()))
+				}
+				slices.Reverse(chain)
+				return fmt.Errorf("%w: task %q waits (After) for %s, which waits for it: a cycle that never runs", ErrBadData, name, strings.Join(chain, ", which waits for "))
+			}
+			if q != nil && seen[q] == nil {
+				seen[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return nil
 }
