@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // NBC runs one rank's non-blocking collectives for a backend. Each is the
@@ -169,6 +170,26 @@ func (n *NBC) runInline(o *nbcOp) bool {
 	n.mu.Unlock()
 	n.runOp(o)
 	return true
+}
+
+// WaitIdle returns once no operation runs on n, or with ctx's error. A
+// backend calls it before shutting down (MPI_Finalize) so that no
+// goroutine of n is still inside a collective that Close could not
+// cancel; that collective ends when the other ranks take part in it.
+func (n *NBC) WaitIdle(ctx context.Context) error {
+	for pause := 50 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		n.mu.Lock()
+		busy := n.busy
+		n.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // Close fails the pending operations (those already running end with an

@@ -74,3 +74,31 @@ func TestNBCWaitRunsNextInline(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNBCWaitIdle: on an engine of blocking collectives, whose Close
+// does not wait for the one in progress, WaitIdle returns while it runs
+// only with its context's error, and once it has ended.
+func TestNBCWaitIdle(t *testing.T) {
+	n := NewNBCBlocking(func(context.Context) (Comm, error) { return nil, nil })
+	release, started := make(chan struct{}), make(chan struct{})
+	req, err := n.Start("Blocked", 0, func(context.Context, Comm) error {
+		close(started)
+		<-release
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	_ = n.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := n.WaitIdle(ctx); err != context.Canceled {
+		t.Fatalf("WaitIdle while the operation runs: %v, want context.Canceled", err)
+	}
+	close(release)
+	<-req.(*nbcOp).done
+	if err := n.WaitIdle(context.Background()); err != nil {
+		t.Fatalf("WaitIdle after the operation: %v", err)
+	}
+}

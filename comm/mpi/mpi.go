@@ -53,6 +53,8 @@ type state struct {
 	progress  progress     // tests the requests waited on through Done
 	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
+	nbcMu     sync.Mutex
+	nbcs      []*comm.NBC // every communicator's engine of non-blocking collectives, for Finalize
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
 	minmaxGo [C.PZ_NTYPES]bool
@@ -221,6 +223,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	return w, nil
 }
 
+// finalizeWait bounds how long Finalize waits for collectives still
+// running on the engines of non-blocking collectives.
+const finalizeWait = 10 * time.Second
+
 // Finalize finalizes MPI if this World's Init started it (MPI_Finalize is
 // collective: call it on every rank, after every other MPI call). If MPI was
 // adopted it does nothing. It is idempotent. Afterwards every communicator
@@ -238,6 +244,21 @@ func (w *World) Finalize() error {
 		if n != nil {
 			_ = n.Close()
 		}
+		// No goroutine of an engine may still be inside a collective
+		// when MPI finalizes (Open MPI unloads the code it runs): one
+		// that Close could not cancel ends when the other ranks take
+		// part in it, soon if they are finalizing too. Past a bound, MPI
+		// finalizes anyway.
+		w.st.nbcMu.Lock()
+		engines := w.st.nbcs
+		w.st.nbcMu.Unlock()
+		ictx, cancel := context.WithTimeout(context.Background(), finalizeWait)
+		for _, e := range engines {
+			if e.WaitIdle(ictx) != nil {
+				break
+			}
+		}
+		cancel()
 		// So does the progress engine: no MPI call may follow Finalize.
 		w.st.progress.shutdown()
 		initMu.Lock()

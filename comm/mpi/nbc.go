@@ -61,6 +61,9 @@ func (c *Comm) engine(call string) (*comm.NBC, error) {
 	if c.nbc == nil {
 		dup := c.nbcComm
 		c.nbc = comm.NewNBCBlocking(func(context.Context) (comm.Comm, error) { return dup, nil })
+		c.st.nbcMu.Lock()
+		c.st.nbcs = append(c.st.nbcs, c.nbc)
+		c.st.nbcMu.Unlock()
 	}
 	return c.nbc, nil
 }
