@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +40,7 @@ func benchCommApp() app {
 			fs.StringVar(&f.ops, "ops", "allreduce,allgather,bcast", "operations, comma-separated: "+strings.Join(commbench.Ops(), ", "))
 			fs.StringVar(&f.sizes, "sizes", "8,1024,65536,1048576,16777216", "message sizes in bytes (multiples of 8)")
 			fs.Float64Var(&f.scale, "scale", 1, "iteration count multiplier")
-			dir := peerDir("mpi")
+			dir := peerdir.Find("mpi")
 			f.noPeerDir = dir == ""
 			fs.StringVar(&f.peer, "peer", dir, "folder of the C peer collbench.c (default ../shared/peers/mpi beside the checkout); empty skips the peer")
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
@@ -135,51 +133,6 @@ func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []c
 		return
 	}
 	commbench.Attach(rs, peer)
-}
-
-// peerDir finds the team's peer benchmark folder ../shared/peers/name
-// beside the checkout: above the working directory (peerdir.Find), else
-// above pzrun's binary, else above the source it was built from (a binary
-// built without -trimpath knows its source's path), so that a pzrun run
-// from elsewhere finds the peers of the checkout it was built in. It
-// returns "" when none has it.
-func peerDir(name string) string {
-	if d := peerdir.Find(name); d != "" {
-		return d
-	}
-	var starts []string
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, dir := range starts {
-		if d := peerFrom(dir, name); d != "" {
-			return d
-		}
-	}
-	return ""
-}
-
-// peerFrom returns ../shared/peers/name beside the nearest folder at or
-// above dir that holds a go.mod, or "" when there is none or it has no
-// such folder.
-func peerFrom(dir, name string) string {
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "peers", name)
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				return p
-			}
-			return ""
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }
 
 // peerLauncher is the MPI library of the C peer: the one this binary is

@@ -256,27 +256,6 @@ func TestHelp(t *testing.T) {
 	assert.True(t, strings.HasPrefix(errs, "pzrun hello: flag provided but not defined: -nope\nusage: pzrun [-n N] hello"), errs)
 }
 
-// The C peer's folder is found beside the checkout from the pzrun source
-// it was built from, when the working directory is elsewhere.
-func TestPeerFrom(t *testing.T) {
-	top := t.TempDir()
-	src := filepath.Join(top, "main", "cmd", "pzrun")
-	require.NoError(t, os.MkdirAll(src, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(top, "main", "go.mod"), []byte("module m\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(top, "shared", "peers", "mpi"), 0o755))
-	assert.Equal(t, filepath.Join(top, "main", "..", "shared", "peers", "mpi"), peerFrom(src, "mpi"))
-	assert.Empty(t, peerFrom(src, "starpu"))
-	assert.Empty(t, peerFrom(top, "mpi"), "no go.mod above")
-
-	// From a folder outside any module, the default is the one beside
-	// the checkout of this test's source (none in a checkout without
-	// ../shared).
-	_, file, _, _ := runtime.Caller(0)
-	want := peerFrom(filepath.Dir(file), "mpi")
-	t.Chdir(t.TempDir())
-	assert.Equal(t, want, peerDir("mpi"))
-}
-
 func TestHelpListsApps(t *testing.T) {
 	code, out, _ := pzrun(t, "help")
 	require.Equal(t, 0, code)

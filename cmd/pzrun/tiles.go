@@ -16,6 +16,7 @@ import (
 	"github.com/pzgo/pz/internal/apps/cholesky"
 	"github.com/pzgo/pz/internal/apps/gemm"
 	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 )
@@ -431,7 +432,7 @@ func benchTasksApp() app {
 				case *runPeer:
 					peer, err := benchtasks.RunStarPU(ctx, benchtasks.StarPUConfig{
 						Policies: opts.Policies, Workers: runtime.GOMAXPROCS(0), Tasks: *tasks, Rounds: *rounds,
-						PeerDir: peerDir("starpu"),
+						PeerDir: peerdir.Find("starpu"),
 					})
 					if errors.Is(err, benchtasks.ErrNoStarPU) {
 						fmt.Fprintf(e.stderr, "pzrun bench tasks: no peer figures: %v (or pass -peer-file)\n", err)

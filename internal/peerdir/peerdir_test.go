@@ -3,6 +3,7 @@ package peerdir
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,8 +24,14 @@ func TestFind(t *testing.T) {
 	gotReal, err := filepath.EvalSymlinks(got)
 	require.NoError(t, err)
 	assert.Equal(t, want, gotReal)
-	assert.Empty(t, Find("starpu"), "a peer that is not there")
+	assert.Empty(t, From(filepath.Join(mod, "cmd", "x"), "starpu"), "a peer that is not there")
 
-	t.Chdir(top) // no go.mod above
-	assert.Empty(t, Find("mpi"))
+	assert.Empty(t, From(top, "mpi"), "no go.mod above")
+
+	// From a folder outside any module, Find falls back to the checkout
+	// of this package's source (none in a checkout without ../shared).
+	_, file, _, _ := runtime.Caller(0)
+	fallback := From(filepath.Dir(file), "mpi")
+	t.Chdir(top)
+	assert.Equal(t, fallback, Find("mpi"))
 }
