@@ -17,8 +17,9 @@ import (
 const EnvRanks = "PZ_RANKS"
 
 // ErrLaunch is wrapped by the errors Run returns when the requested ranks
-// cannot be had: a rank count given under an MPI launcher, or an invalid
-// count.
+// cannot be had: a rank count given under an MPI launcher, an invalid
+// count, or more in-process ranks than the machine's memory holds (see
+// RunLocal).
 var ErrLaunch = errors.New("runtimeview: invalid launch")
 
 // Run runs fn once per rank of the job this process belongs to and returns

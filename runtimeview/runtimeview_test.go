@@ -225,6 +225,25 @@ func TestRunLocalErrors(t *testing.T) {
 		require.ErrorIs(t, err, errCB)
 		assert.Equal(t, []int{1}, failedRanks(err, errCB))
 	})
+	t.Run("more ranks than memory allows", func(t *testing.T) {
+		// 100,000 ranks were killed by the kernel's OOM killer, silently:
+		// their tables of resource sets alone need ~300 GiB.
+		m, err := machine()
+		require.NoError(t, err)
+		small := *m
+		small.Memory.AvailableBytes = 1 << 30
+		var ran atomic.Int32
+		fn := func(context.Context, *runtimeview.RuntimeView) error { ran.Add(1); return nil }
+		err = runtimeview.RunLocal(testCtx(t), 100_000, fn, runtimeview.WithMachine(&small), quietLogs)
+		require.ErrorIs(t, err, runtimeview.ErrLaunch)
+		assert.Contains(t, err.Error(), "100000 in-process ranks need about 301.1 GiB")
+		assert.Contains(t, err.Error(), "more than the 1.0 GiB available")
+		assert.Zero(t, ran.Load(), "no rank started")
+		// What fits still runs: 4 ranks need well under a MiB of it.
+		small.Memory.AvailableBytes = 1 << 20
+		require.NoError(t, runtimeview.RunLocal(testCtx(t), 4, fn, runtimeview.WithMachine(&small), quietLogs))
+		assert.Equal(t, int32(4), ran.Load())
+	})
 	t.Run("bad options", func(t *testing.T) {
 		comms, err := local.New(1)
 		require.NoError(t, err)

@@ -287,7 +287,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pzrun %s: %s\n", a.name, describe(err))
-		if errors.Is(err, errUsage) {
+		if errors.Is(err, errUsage) || errors.Is(err, runtimeview.ErrLaunch) {
 			return exitUsage
 		}
 		return exitFail
