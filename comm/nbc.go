@@ -192,6 +192,15 @@ func (n *NBC) WaitIdle(ctx context.Context) error {
 	}
 }
 
+// Finished reports whether n is closed and none of its collectives is
+// still running: nothing of it remains for a Finalize to wait for
+// (WaitIdle), so a backend may forget it.
+func (n *NBC) Finished() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed && !n.running && !n.busy
+}
+
 // Close fails the pending operations (those already running end with an
 // error once their collective gives up), waits for the engine's goroutine
 // to exit and frees the private communicator. Later Starts fail with

@@ -96,9 +96,20 @@ func TestNBCWaitIdle(t *testing.T) {
 	if err := n.WaitIdle(ctx); err != context.Canceled {
 		t.Fatalf("WaitIdle while the operation runs: %v, want context.Canceled", err)
 	}
+	if n.Finished() {
+		t.Fatal("Finished while a collective of the closed engine still runs")
+	}
 	close(release)
 	<-req.(*nbcOp).done
 	if err := n.WaitIdle(context.Background()); err != nil {
 		t.Fatalf("WaitIdle after the operation: %v", err)
+	}
+	// Its loop goroutine exits after completing the operation.
+	for !n.Finished() {
+		n.mu.Lock()
+		for n.running || n.busy {
+			n.idle.Wait()
+		}
+		n.mu.Unlock()
 	}
 }

@@ -18,3 +18,11 @@ var CombinePayload = combinePayload
 
 // PayCode is payCode: which AllReduce rides in the agreement step.
 var PayCode = payCode
+
+// Engines is how many engines of non-blocking collectives Finalize would
+// wait for.
+func Engines(w *World) int {
+	w.st.nbcMu.Lock()
+	defer w.st.nbcMu.Unlock()
+	return len(w.st.nbcs)
+}

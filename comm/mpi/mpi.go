@@ -54,7 +54,7 @@ type state struct {
 	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
 	nbcMu     sync.Mutex
-	nbcs      []*comm.NBC // every communicator's engine of non-blocking collectives, for Finalize
+	nbcs      []*comm.NBC // the engines of non-blocking collectives Finalize waits for (addEngine)
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
 	minmaxGo [C.PZ_NTYPES]bool

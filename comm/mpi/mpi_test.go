@@ -900,3 +900,25 @@ func TestWaitAllBlockingAndPolling(t *testing.T) {
 	assert.Equal(t, 3000, blocking.sts[2].Count)
 	assert.Equal(t, left, blocking.sts[2].Source)
 }
+
+// TestFreedEnginesForgotten: a program that duplicates a communicator,
+// runs a non-blocking collective on it and frees it, in a loop, leaves no
+// engine behind for Finalize (the list of engines grew by one per
+// communicator for the life of the process).
+func TestFreedEnginesForgotten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := mpi.Engines(world)
+	for i := range 50 {
+		d, err := world.Dup(ctx)
+		require.NoError(t, err)
+		out := make([]float64, 1)
+		req, err := d.Iallreduce(comm.BufOf([]float64{float64(i)}), comm.BufOf(out), comm.Sum)
+		require.NoError(t, err)
+		_, err = req.Wait(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, float64(i*d.Size()), out[0])
+		require.NoError(t, d.Free())
+	}
+	assert.LessOrEqual(t, mpi.Engines(world), before+1, "engines kept after 50 communicators were freed")
+}

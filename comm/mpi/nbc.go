@@ -10,6 +10,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -61,9 +62,7 @@ func (c *Comm) engine(call string) (*comm.NBC, error) {
 	if c.nbc == nil {
 		dup := c.nbcComm
 		c.nbc = comm.NewNBCBlocking(func(context.Context) (comm.Comm, error) { return dup, nil })
-		c.st.nbcMu.Lock()
-		c.st.nbcs = append(c.st.nbcs, c.nbc)
-		c.st.nbcMu.Unlock()
+		c.st.addEngine(c.nbc)
 	}
 	return c.nbc, nil
 }
@@ -157,4 +156,14 @@ func (c *Comm) Ialltoall(send comm.Buf, sendCounts []int, alloc comm.Alloc, recv
 		return nil, err
 	}
 	return n.Ialltoall(c.rank, send, sendCounts, alloc, recvCounts)
+}
+
+// addEngine remembers e for Finalize, first forgetting the engines of
+// freed communicators that have nothing left running: a program that
+// makes and frees communicators in a loop keeps only those alive.
+func (s *state) addEngine(e *comm.NBC) {
+	s.nbcMu.Lock()
+	defer s.nbcMu.Unlock()
+	s.nbcs = slices.DeleteFunc(s.nbcs, (*comm.NBC).Finished)
+	s.nbcs = append(s.nbcs, e)
 }
