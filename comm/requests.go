@@ -18,6 +18,16 @@ type Notifier interface {
 	Done() <-chan struct{}
 }
 
+// WaitWatcher is implemented by requests whose backend watches the waits
+// that last (comm/mpi's stall watch reports them and, past its timeout,
+// ends the job). A request's own Wait is watched by the backend; WaitAny
+// and WaitSome, which wait on Done, call WatchWait for each request they
+// are about to block on, with their ctx (a comm.Idle ctx is not watched),
+// and the returned function once they stop waiting.
+type WaitWatcher interface {
+	WatchWait(ctx context.Context) (stop func())
+}
+
 // Completion is one completed request of a request set: its index in the
 // set, its Status and its error.
 type Completion struct {
@@ -147,6 +157,11 @@ func waitSet(ctx context.Context, call string, reqs []Request) error {
 	}
 	if active == 0 {
 		return nil
+	}
+	for _, r := range reqs {
+		if w, ok := r.(WaitWatcher); ok {
+			defer w.WatchWait(ctx)()
+		}
 	}
 	if notify {
 		cases := make([]reflect.SelectCase, 0, active+1)

@@ -94,8 +94,8 @@
 // # Stalls
 //
 // Every process watches the MPI operations it waits in - collectives,
-// and the sends, receives, probes and request waits that block or poll
-// - and says on stderr which ones have waited a report interval
+// and the sends, receives, probes and request waits that block or poll,
+// comm.WaitAny and comm.WaitSome included (comm.WaitWatcher) - and says on stderr which ones have waited a report interval
 // (WithStallReport, PZ_COMM_REPORT); past WithTimeout (PZ_COMM_TIMEOUT)
 // it ends the job. A collective records itself in its communicator's
 // slot with atomic stores, a point-to-point wait in one of a fixed set

@@ -558,6 +558,22 @@ var stallP2P = map[string]struct {
 		_, err = comm.WaitAll(ctx, []comm.Request{r})
 		return err
 	}, "Wait for an Irecv from rank 1, tag 5"},
+	"waitany": {func(ctx context.Context, c comm.Comm) error {
+		r, err := comm.Irecv(c, make([]float64, 1), 1, 6)
+		if err != nil {
+			return err
+		}
+		_, err = comm.WaitAny(ctx, []comm.Request{nil, r})
+		return err
+	}, "Wait for an Irecv from rank 1, tag 6"},
+	"waitsome-blocking": {func(_ context.Context, c comm.Comm) error {
+		r, err := comm.Irecv(c, make([]float64, 1), 1, 7)
+		if err != nil {
+			return err
+		}
+		_, err = comm.WaitSome(context.Background(), []comm.Request{r})
+		return err
+	}, "Wait for an Irecv from rank 1, tag 7"},
 	"wait-blocking": {func(_ context.Context, c comm.Comm) error {
 		r, err := comm.Irecv(c, make([]float64, 1), 1, 5)
 		if err != nil {

@@ -268,6 +268,16 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	return r.st, r.err
 }
 
+// WatchWait implements comm.WaitWatcher: the stall watch sees a wait of
+// WaitAny or WaitSome on r as it sees r's own Wait.
+func (r *request) WatchWait(ctx context.Context) (stop func()) {
+	if r.completed() {
+		return func() {}
+	}
+	id := r.c.beginP2P(ctx, r.what)
+	return func() { r.c.st.watch.endP2P(id) }
+}
+
 // reqU is the address of r's MPI_Request (C memory) as an integer.
 func (r *request) reqU() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(r.req))) }
 
