@@ -2,6 +2,7 @@ package comm
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 )
@@ -226,14 +227,23 @@ func CheckPeer(call string, rank, peer, size int, wildcard bool) error {
 	return nil
 }
 
-// CheckTag reports a negative tag; AnyTag is accepted when wildcard is
-// true (receives).
+// MaxTag is the largest tag any backend takes: MPI's tags are C ints.
+// comm/local takes every tag up to it; an MPI library may take fewer (its
+// MPI_TAG_UB, mpi.Comm.TagUB: 2^31-1 under Open MPI, 2^28-1 under MPICH
+// 4), so a program meant for every MPI keeps its tags below 2^28.
+const MaxTag = math.MaxInt32
+
+// CheckTag reports a negative tag or one above MaxTag; AnyTag is accepted
+// when wildcard is true (receives).
 func CheckTag(call string, rank, tag int, wildcard bool) error {
 	if wildcard && tag == AnyTag {
 		return nil
 	}
 	if tag < 0 {
 		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("tag %d is negative", tag)}
+	}
+	if tag > MaxTag {
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("tag %d exceeds %d (comm.MaxTag), the largest an MPI tag can be", tag, MaxTag)}
 	}
 	return nil
 }

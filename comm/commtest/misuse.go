@@ -369,7 +369,7 @@ func misuseLocCase(ctx context.Context, c comm.Comm) error {
 }
 
 // misuseP2PCase: point-to-point calls with a peer outside the
-// communicator, a negative tag or an invalid buffer fail on the calling
+// communicator, a negative tag or one past comm.MaxTag, or an invalid buffer fail on the calling
 // rank with a *comm.ArgError of that call on every backend, and leave it
 // usable.
 func misuseP2PCase(ctx context.Context, c comm.Comm) error {
@@ -387,6 +387,13 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 			},
 			"Recv from rank = size": func() error {
 				_, err := d.Recv(ctx, comm.Int32, n, 0, func(int) ([]byte, error) { return make([]byte, 4), nil })
+				return err
+			},
+			"Send with a tag past comm.MaxTag": func() error {
+				return comm.Send(ctx, d, []int32{1}, 0, comm.MaxTag+1)
+			},
+			"Irecv with a tag past comm.MaxTag": func() error {
+				_, err := comm.Irecv(d, make([]int32, 1), 0, comm.MaxTag+1)
 				return err
 			},
 			"Irecv with tag -5": func() error {
