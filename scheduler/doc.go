@@ -21,7 +21,9 @@
 // on the same memory; Unpartition gathers them back. Unregister waits for
 // the tasks using a handle and returns its data. Registering memory that
 // overlaps a registered handle is an error (ErrOverlap), so one piece of
-// memory is never reachable through two unrelated handles. The check
+// memory is never reachable through two unrelated handles; a matrix with
+// a leading dimension holds only its rows, so the tiles of one matrix
+// may each be registered in place (RegisterMatrix with LD). The check
 // spans every Scheduler of the process: in-process ranks share memory,
 // and the same slice registered with two ranks' schedulers is refused
 // with an error naming both handles. Close releases a scheduler's

@@ -12,19 +12,78 @@ import (
 // on purpose: in-process ranks share one address space, and the same
 // memory registered with two ranks' schedulers (or twice with one) would
 // let tasks of both write it at once, a data race no single scheduler
-// could see. It holds ranges only, sorted and disjoint, under a mutex.
+// could see. It holds the registered ranges, sorted by their first byte,
+// under a mutex. A matrix with a leading dimension larger than its
+// columns is a strided range: its rows leave gaps that another matrix
+// may fill (the tiles of one big matrix, each registered in place, as
+// StarPU's users register them); those ranges' extents overlap without
+// sharing a byte.
 var registry memRegistry
 
 type memRegistry struct {
-	mu     sync.Mutex
-	spans  []span // sorted by lo, disjoint
-	nextID int    // the last scheduler number given
+	mu      sync.Mutex
+	spans   []span  // sorted by lo; no two share a byte
+	longest uintptr // the largest hi-lo registered so far: how far back a range may reach
+	nextID  int     // the last scheduler number given
 }
 
-// A span is a registered memory range.
+// A span is a registered memory range: the bytes [lo, hi), or with ld
+// set, rows of row bytes every ld bytes from lo up to hi.
 type span struct {
-	lo, hi uintptr
-	h      *Handle
+	lo, hi  uintptr
+	row, ld uintptr
+	h       *Handle
+}
+
+// rows is the number of rows of a strided span (1 when contiguous).
+func (a span) rows() uintptr {
+	if a.ld == 0 {
+		return 1
+	}
+	return (a.hi-a.lo-a.row)/a.ld + 1
+}
+
+// seg returns row k of a as [start, end).
+func (a span) seg(k uintptr) (uintptr, uintptr) {
+	if a.ld == 0 {
+		return a.lo, a.hi
+	}
+	s := a.lo + k*a.ld
+	return s, s + a.row
+}
+
+// hits reports whether a holds a byte of [s, e).
+func (a span) hits(s, e uintptr) bool {
+	if s >= a.hi || a.lo >= e {
+		return false
+	}
+	if a.ld == 0 {
+		return true
+	}
+	// The rows k with lo+k*ld < e and lo+k*ld+row > s.
+	khi := min((e-1-a.lo)/a.ld, a.rows()-1)
+	var klo uintptr
+	if s >= a.lo+a.row {
+		klo = (s-a.lo-a.row)/a.ld + 1
+	}
+	return klo <= khi
+}
+
+// overlaps reports whether a and b share a byte: row by row of the one
+// with fewer rows (a tile has a few hundred).
+func (a span) overlaps(b span) bool {
+	if a.lo >= b.hi || b.lo >= a.hi {
+		return false
+	}
+	if a.rows() > b.rows() {
+		a, b = b, a
+	}
+	for k := range a.rows() {
+		if b.hits(a.seg(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // newSchedulerID numbers schedulers for messages ("scheduler 2").
@@ -36,7 +95,8 @@ func (r *memRegistry) newSchedulerID() int {
 }
 
 // addSpan registers the memory of v (a slice or a pointer) for h, or
-// returns ErrOverlap naming both registrations.
+// returns ErrOverlap naming both registrations. A matrix registered
+// with a leading dimension larger than its columns holds only its rows.
 func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 	if s.closed.Load() {
 		return fmt.Errorf("registering %v: %w", h, ErrClosed)
@@ -58,12 +118,21 @@ func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 		return nil
 	}
 	sp := span{lo: lo, hi: lo + size, h: h}
+	if b := h.ram; h.kind == kindMatrix && b.rows > 1 && b.ld > b.cols {
+		sp.row, sp.ld = uintptr(b.cols)*b.elemSize, uintptr(b.ld)*b.elemSize
+	}
 	r := &registry
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i].lo >= sp.lo })
-	for _, j := range []int{i - 1, i} {
-		if j < 0 || j >= len(r.spans) || r.spans[j].lo >= sp.hi || sp.lo >= r.spans[j].hi {
+	// A registered range that shares a byte with sp starts before sp.hi
+	// and at most longest bytes before sp.lo.
+	from := 0
+	if sp.lo > r.longest {
+		from = sort.Search(len(r.spans), func(i int) bool { return r.spans[i].lo >= sp.lo-r.longest })
+	}
+	for j := from; j < len(r.spans) && r.spans[j].lo < sp.hi; j++ {
+		if !r.spans[j].overlaps(sp) {
 			continue
 		}
 		o := r.spans[j].h
@@ -75,6 +144,7 @@ func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 	r.spans = append(r.spans, span{})
 	copy(r.spans[i+1:], r.spans[i:])
 	r.spans[i] = sp
+	r.longest = max(r.longest, sp.hi-sp.lo)
 	h.span = sp
 	return nil
 }

@@ -93,6 +93,85 @@ func TestOverlapSliceAndMapValues(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestTilesRegisteredInPlace: the b x b tiles of one row-major matrix,
+// each registered in place with the matrix's leading dimension (as
+// StarPU's users register them), share no element and are accepted,
+// with two schedulers too; their tasks run at once, each writing its
+// tile (the race detector sees no race). Memory that does share an
+// element with a tile - a tile shifted by one column, the whole matrix,
+// a value inside a tile's row - is refused; a value in a row's gap is
+// not, being no tile's.
+func TestTilesRegisteredInPlace(t *testing.T) {
+	ctx := testCtx(t)
+	const b, nt = 4, 3
+	const n = b * nt
+	a := newSched(t, scheduler.WithWorkers(2))
+	other := newSched(t, scheduler.WithWorkers(1))
+	m := make([]float64, n*n)
+	tiles := make([][]*scheduler.Handle, nt)
+	for i := range nt {
+		tiles[i] = make([]*scheduler.Handle, nt)
+		for j := range nt {
+			s := a
+			if j == nt-1 {
+				s = other // the last tile column on another "rank"
+			}
+			h, err := s.RegisterMatrix(m[i*b*n+j*b:], b, b, scheduler.LD(n))
+			require.NoError(t, err, "tile (%d,%d)", i, j)
+			tiles[i][j] = h
+		}
+	}
+	_, err := a.RegisterMatrix(m[b*n+1:], b, b, scheduler.LD(n), scheduler.Named("shifted"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap, "a tile shifted by one column")
+	_, err = a.RegisterMatrix(m, n, n, scheduler.Named("whole"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap, "the whole matrix")
+	_, err = a.RegisterMatrix(m[(b-1)*n+b-1:], 2, 2, scheduler.LD(n), scheduler.Named("corner"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap, "a block across four tiles' corners")
+	_, err = other.RegisterValue(&m[2*n+3])
+	require.ErrorIs(t, err, scheduler.ErrOverlap, "an element of tile (0,0)")
+	// A matrix whose rows fall in the gaps of another's: columns 0..1 and
+	// 2..3 of a separate 4 x 4 array, both with ld 4.
+	g := make([]int32, 16)
+	_, err = a.RegisterMatrix(g, 4, 2, scheduler.LD(4), scheduler.Named("left"))
+	require.NoError(t, err)
+	_, err = a.RegisterMatrix(g[2:], 4, 2, scheduler.LD(4), scheduler.Named("right"))
+	require.NoError(t, err)
+	_, err = a.RegisterValue(&g[5])
+	require.ErrorIs(t, err, scheduler.ErrOverlap, "row 1's element 1, of the left half")
+
+	fill := &scheduler.Codelet{Name: "fill", CPU: func(c *scheduler.Call) error {
+		t := scheduler.MatrixOf[float64](c, 0)
+		v := c.Arg.(float64)
+		for r := range t.Rows {
+			for k := range t.Cols {
+				t.Data[r*t.Stride+k] = v
+			}
+		}
+		return nil
+	}}
+	for i := range nt {
+		for j := range nt {
+			s := a
+			if j == nt-1 {
+				s = other
+			}
+			require.NoError(t, s.Submit(ctx, fill, scheduler.W(tiles[i][j]), scheduler.WithArg(float64(i*nt+j+1))))
+		}
+	}
+	require.NoError(t, a.WaitAll(ctx))
+	require.NoError(t, other.WaitAll(ctx))
+	for r := range n {
+		for k := range n {
+			require.Equal(t, float64((r/b)*nt+k/b+1), m[r*n+k], "element (%d,%d)", r, k)
+		}
+	}
+	// Unregistered, a tile's rows may be registered as one matrix again.
+	_, err = tiles[0][0].Unregister(ctx)
+	require.NoError(t, err)
+	_, err = a.RegisterMatrix(m, b, b, scheduler.LD(n), scheduler.Named("again"))
+	require.NoError(t, err)
+}
+
 // TestModeCombinations: which access modes may name one handle twice in
 // one task (see the package doc, "Access modes on one handle").
 func TestModeCombinations(t *testing.T) {
