@@ -240,6 +240,10 @@ var (
 	ErrFreed = errors.New("comm: communicator freed")
 	// ErrAborted: a rank called Abort.
 	ErrAborted = errors.New("comm: aborted")
+	// ErrCanceled: the operation of a request was canceled (Canceler)
+	// before it took effect; Wait and Test of the request report it
+	// (MPI_Test_cancelled).
+	ErrCanceled = errors.New("comm: request canceled")
 )
 
 // MismatchError reports a collective whose arguments differ across ranks.

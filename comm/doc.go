@@ -41,6 +41,21 @@
 // iteration is set up once with SendInit or RecvInit and run with Start
 // (or StartAll) and a wait: a Persistent, MPI's persistent request.
 //
+// A receive no longer wanted is canceled, as with MPI_Cancel: the
+// requests of Irecv and of a Persistent's rounds are Cancelers. The
+// request still completes, reporting ErrCanceled (nothing was received,
+// the buffer is untouched, and the message goes to a later receive) or,
+// when the receive had matched its message already, that message whole:
+//
+//	r, _ := comm.Irecv(c, buf, src, tag)
+//	...
+//	_ = r.(comm.Canceler).Cancel()
+//	if _, err := r.Wait(ctx); errors.Is(err, comm.ErrCanceled) {
+//		// buf was not written; it is the caller's again
+//	}
+//
+// Sends cannot be canceled.
+//
 // # Other values: one codec
 //
 // Structs, strings, maps and anything else go through CBOR (RFC 8949,

@@ -18,10 +18,16 @@ import (
 // at once: with the last round's Status and error, or an empty Status
 // before the first Start.
 //
-// Its methods may be called from one goroutine at a time.
+// Cancel cancels the round in progress, as of an Irecv for a receive
+// (see Canceler); that of an inactive receive does nothing, and that of
+// a send returns an error wrapping ErrInvalidArg.
+//
+// Its methods may be called from one goroutine at a time, but for
+// Cancel, which may come from any goroutine.
 type Persistent interface {
 	Request
 	Notifier
+	Canceler
 	// Start begins a round. It fails with an error wrapping ErrActive
 	// while the last round's operation has not completed, and with
 	// ErrInvalidArg after Free.
@@ -213,6 +219,24 @@ func (p *restarted) Done() <-chan struct{} {
 		close(p.closed)
 	}
 	return p.closed
+}
+
+// Cancel implements Canceler for the last round started: nothing to do
+// before the first.
+func (p *restarted) Cancel() error {
+	r := p.last()
+	if r == nil {
+		return nil
+	}
+	if c, ok := r.(Canceler); ok {
+		return c.Cancel()
+	}
+	// Both of pz's backends' requests are Cancelers; another backend's
+	// round can only be left to complete.
+	if done, _, _ := r.Test(); done {
+		return nil
+	}
+	return fmt.Errorf("%w: Cancel: the backend's requests cannot be canceled", ErrInvalidArg)
 }
 
 // Free implements Persistent.

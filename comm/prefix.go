@@ -22,6 +22,12 @@ type doneRequest struct{ st Status }
 func (r doneRequest) Wait(context.Context) (Status, error) { return r.st, nil }
 func (r doneRequest) Test() (bool, Status, error)          { return true, r.st, nil }
 
+// Cancel implements Canceler: the request has completed, so it does
+// nothing.
+func (r doneRequest) Cancel() error { return nil }
+
+var _ Canceler = doneRequest{}
+
 // Sendrecv sends send to dest with sendTag and receives a message from
 // source with recvTag into recv, at once (MPI_Sendrecv): the usual halo
 // exchange, which cannot deadlock as a Send then a Recv on every rank can.

@@ -28,6 +28,41 @@ type WaitWatcher interface {
 	WatchWait(ctx context.Context) (stop func())
 }
 
+// Canceler is implemented by requests whose operation can be canceled
+// (MPI_Cancel): the point-to-point receives of both backends (Irecv, and
+// a round of a Persistent made by RecvInit). Cancel asks for the
+// receive to end without taking a message, and returns at once; the
+// request still completes through Wait, Test or the request sets, which
+// then report one of two outcomes, as MPI_Test_cancelled tells them
+// apart:
+//
+//   - canceled: an error wrapping ErrCanceled and an empty Status. The
+//     receive took no message and wrote nothing into its buffer; the
+//     message it would have matched goes to a later receive.
+//   - completed: the receive had matched a message before Cancel could
+//     withdraw it; it completes as if Cancel had not been called (the
+//     message whole in the buffer, or the receive's own error).
+//
+// Either way the buffer is the caller's again once the request has
+// completed, and not before: a matched message may still be landing
+// when Cancel returns. A canceled receive completes without the other
+// ranks (on MPI, MPI_Wait of a canceled request is local), so a Wait
+// after Cancel returns promptly, also one already waiting on another
+// goroutine.
+//
+// Cancel of a request that has completed, or was canceled before, does
+// nothing and returns nil. A send cannot be canceled (MPI deprecates
+// canceling sends, and comm/local may have delivered the message
+// already): Cancel of a send's request (Isend, a round of SendInit)
+// returns an error wrapping ErrInvalidArg and leaves the send as it
+// was. The requests of ProcNull (Isend, Irecv, SendInit, RecvInit) have
+// completed at once: their Cancel does nothing. The requests of the
+// non-blocking collectives are no Cancelers (MPI cannot cancel a
+// collective). Cancel may be called from any goroutine.
+type Canceler interface {
+	Cancel() error
+}
+
 // Completion is one completed request of a request set: its index in the
 // set, its Status and its error.
 type Completion struct {

@@ -21,7 +21,7 @@
 // (including int, uint, uintptr and named types), several roots, empty and
 // 16 MiB buffers, variable lengths, Split and collectives on the new
 // communicators, point-to-point ordering with tags and AnySource,
-// non-blocking overlap, truncation, encoded values, and misuse that must give
+// non-blocking overlap, cancellation of receives, truncation, encoded values, and misuse that must give
 // an error on every rank. Expected results are computed in the test from
 // rank numbers, never by calling the backend again.
 package commtest

@@ -59,6 +59,7 @@ func Cases() []Case {
 	out = append(out, asyncCases()...)
 	out = append(out, prefixCases()...)
 	out = append(out, persistentCases()...)
+	out = append(out, cancelCases()...)
 	out = append(out, valueCases()...)
 	return append(out, typedCases()...)
 }

@@ -605,6 +605,42 @@ func (r *request) Test() (bool, comm.Status, error) {
 	return false, comm.Status{}, nil
 }
 
+var _ comm.Canceler = (*request)(nil)
+
+// Cancel implements comm.Canceler. An Irecv still posted is taken out of
+// its rank's mailbox and completes at once with comm.ErrCanceled; one a
+// sender has matched completes as it would have (that sender is copying
+// into its buffer, bounded work). A send cannot be canceled: a message
+// up to 4 KiB is in the receiver's mailbox or buffer already, a larger
+// one may be being copied, and MPI deprecates it.
+func (r *request) Cancel() error {
+	if r.done != nil {
+		return fmt.Errorf("local: Cancel on rank %d: %w: an Isend cannot be canceled (MPI deprecates canceling sends); wait for it", r.c.rank, comm.ErrInvalidArg)
+	}
+	if r.fin.Load() {
+		return nil
+	}
+	box := &r.c.g.boxes[r.c.rank]
+	box.mu.Lock()
+	var p *recvPost
+	for i, q := range box.posted {
+		if q.req == r {
+			p = q
+			box.posted = slices.Delete(box.posted, i, i+1)
+			break
+		}
+	}
+	box.mu.Unlock()
+	if p == nil {
+		// Matched (a sender completes r) or completed already.
+		return nil
+	}
+	err := fmt.Errorf("local: Irecv on rank %d %s: %w", r.c.rank, fromWhom(p.src, p.tag), comm.ErrCanceled)
+	r.c.g.w.recyclePost(p) // taken out under the lock: no sender saw it
+	r.complete(comm.Status{}, err)
+	return nil
+}
+
 // Isend implements comm.Comm. Up to 4 KiB the message is copied and the
 // request is complete at once; larger messages complete when the receiver
 // has copied them.

@@ -134,6 +134,7 @@ func (p *persistent) Start() (comm.Request, error) {
 		return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
 	}
 	r.st, r.err = comm.Status{}, nil
+	r.resetCancel()
 	r.doneCh.Store(nil)
 	r.closed.Store(false)
 	r.watched.Store(false)

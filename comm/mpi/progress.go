@@ -180,6 +180,7 @@ func (s *testScratch) testAll(batch []*request) bool {
 	s.grow(len(locked))
 	reqs, done, out := s.reqs[:len(locked)], s.done[:len(locked)], s.out[:len(locked)]
 	for i, r := range locked {
+		_ = r.cancelIfAsked() // a failure is complete's to report
 		reqs[i] = *r.req
 		done[i] = 0
 	}

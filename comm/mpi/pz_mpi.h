@@ -369,16 +369,37 @@ enum { PZ_TRUNCATED_SIZE = 1 };
 enum { PZ_TRUNCATED_SIZE = 0 };
 #endif
 
-/* pz_status is what Go needs from an MPI_Status. */
-typedef struct { long long bytes; int source, tag, error; } pz_status;
+/* pz_status is what Go needs from an MPI_Status; cancelled is set for a
+ * completed request only (pz_fill_req). */
+typedef struct { long long bytes; int source, tag, error, cancelled; } pz_status;
 
 static void pz_fill(const MPI_Status *st, pz_status *out) {
 	out->source = st->MPI_SOURCE == MPI_ANY_SOURCE ? -1 : st->MPI_SOURCE;
 	out->tag = st->MPI_TAG == MPI_ANY_TAG ? -1 : st->MPI_TAG;
 	out->error = st->MPI_ERROR;
+	out->cancelled = 0;
 	MPI_Count n = 0;
 	MPI_Get_elements_x(st, MPI_BYTE, &n); /* counts past INT_MAX too */
 	out->bytes = n == MPI_UNDEFINED ? -1 : (long long)n;
+}
+
+/* pz_fill_req is pz_fill for the status of a completed request, with
+ * MPI_Test_cancelled: whether a request MPI_Cancel was called on was
+ * canceled or completed its operation. */
+static void pz_fill_req(const MPI_Status *st, pz_status *out) {
+	pz_fill(st, out);
+	int flag = 0;
+	if (MPI_Test_cancelled(st, &flag) == MPI_SUCCESS && flag) out->cancelled = 1;
+}
+
+/* pz_cancel_u marks the request at r for cancellation (MPI_Cancel), unless
+ * it is MPI_REQUEST_NULL: a request that MPI_Wait on another thread has
+ * just completed and freed (MPI_Cancel of the null request is an error
+ * that Open MPI raises on no communicator, where it is fatal). */
+static int pz_cancel_u(uintptr_t r) {
+	MPI_Request *req = (MPI_Request *)r;
+	if (*req == MPI_REQUEST_NULL) return MPI_SUCCESS;
+	return MPI_Cancel(req);
 }
 
 /* pz_mprobe / pz_improbe match a message and report its size in bytes. */
@@ -430,7 +451,7 @@ static int pz_wait(MPI_Request *r, pz_status *out) {
 	st.MPI_SOURCE = MPI_ANY_SOURCE;
 	st.MPI_TAG = MPI_ANY_TAG;
 	int e = MPI_Wait(r, &st);
-	pz_fill(&st, out);
+	pz_fill_req(&st, out);
 	return e;
 }
 static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
@@ -439,7 +460,7 @@ static int pz_test(MPI_Request *r, int *flag, pz_status *out) {
 	st.MPI_SOURCE = MPI_ANY_SOURCE;
 	st.MPI_TAG = MPI_ANY_TAG;
 	int e = MPI_Test(r, flag, &st);
-	if (*flag) pz_fill(&st, out);
+	if (*flag) pz_fill_req(&st, out);
 	return e;
 }
 
@@ -464,7 +485,7 @@ static int pz_testsome(int n, MPI_Request *reqs, int *idx, MPI_Status *sts, int 
 		int i = idx[k];
 		if (e == MPI_SUCCESS) sts[k].MPI_ERROR = MPI_SUCCESS;
 		done[i] = 1;
-		pz_fill(&sts[k], &out[i]);
+		pz_fill_req(&sts[k], &out[i]);
 	}
 	return MPI_SUCCESS;
 }

@@ -48,6 +48,17 @@ type request struct {
 	doneCh  atomic.Pointer[chan struct{}] // made by the first Done; closed once fin is set
 	closed  atomic.Bool                   // doneCh was closed
 	watched atomic.Bool                   // handed to the progress engine by Done
+
+	// Cancellation of a receive (Cancel). MPI_Cancel is called by the
+	// goroutine that holds mu, before it tests the request (cancelIfAsked),
+	// or by Cancel itself while a Wait is blocked in MPI_Wait (blocked):
+	// never while another goroutine may complete the request and give its
+	// slot to another operation.
+	cancelAsked atomic.Bool // Cancel was called
+	blocked     atomic.Bool // a Wait is in MPI_Wait, holding mu (receives only)
+	cancelMu    sync.Mutex  // guards the two below; held across MPI_Cancel
+	canceled    bool        // MPI_Cancel was called (once)
+	cancelErr   error       // its failure, reported by complete
 }
 
 var _ comm.Request = (*request)(nil)
@@ -174,6 +185,25 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		r.fin.Store(true)
 		r.closeDone()
 	}()
+	if st.cancelled != 0 {
+		// Canceled (MPI_Test_cancelled): nothing was received, and a
+		// staged buffer is not copied back.
+		r.into = nil
+		r.release()
+		r.st = comm.Status{}
+		r.err = fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrCanceled)
+		return
+	}
+	if cerr := r.cancelFailure(); cerr != nil {
+		// MPI_Cancel failed (where a test called it for Cancel, which
+		// could not report it): the operation completed, but not as
+		// the caller asked.
+		defer func() {
+			if r.err == nil {
+				r.err = cerr
+			}
+		}()
+	}
 	if r.into != nil { // staged: the slot's memory holds the buffer as MPI left it (recvInto)
 		copy(r.into, unsafe.Slice((*byte)(r.slot.stage), len(r.into)))
 		r.into = nil
@@ -235,6 +265,7 @@ func (r *request) test() (bool, error) {
 	if r.completed() {
 		return true, nil
 	}
+	_ = r.cancelIfAsked() // a failure is complete's to report
 	r.cflag = 0
 	r.c.st.lock()
 	rc := C.pz_test_u(r.reqU(), C.uintptr_t(uintptr(unsafe.Pointer(&r.cflag))), C.uintptr_t(uintptr(unsafe.Pointer(&r.cst))))
@@ -257,7 +288,13 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if !r.completed() {
 		id := r.c.beginP2P(ctx, r.what)
 		if r.c.blocks(ctx) {
+			if r.recv {
+				r.enterWait()
+			}
 			rc := C.pz_wait_u(r.reqU(), C.uintptr_t(uintptr(unsafe.Pointer(&r.cst))))
+			if r.recv {
+				r.leaveWait()
+			}
 			r.complete(rc, &r.cst) // r is alive: C had the address of its field
 		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
 			r.c.st.watch.endP2P(id)
@@ -329,4 +366,116 @@ func (r *request) Test() (bool, comm.Status, error) {
 		return false, comm.Status{}, nil
 	}
 	return true, r.st, r.err
+}
+
+var _ comm.Canceler = (*request)(nil)
+
+// Cancel implements comm.Canceler for a receive (Irecv, a round of
+// RecvInit): MPI_Cancel, then MPI_Test_cancelled, when the request
+// completes, tells a canceled receive (comm.ErrCanceled) from one that
+// had matched its message. MPI_Cancel is called here when no other
+// goroutine holds the request, or when one is blocked in MPI_Wait on it,
+// which MPI_Cancel ends (MPI allows it from another thread under
+// MPI_THREAD_MULTIPLE, the only level at which Wait blocks in MPI);
+// otherwise the goroutine that tests the request (a polling Wait, Test,
+// the progress engine) calls it before its next test. A send cannot be
+// canceled: MPI deprecates it, and Open MPI may never complete a send
+// request it was asked to cancel.
+func (r *request) Cancel() error {
+	if !r.recv {
+		return fmt.Errorf("mpi: Cancel of %s: %w: only a receive can be canceled (MPI deprecates canceling sends); wait for it", r.name(), comm.ErrInvalidArg)
+	}
+	if r.completed() {
+		return nil
+	}
+	r.cancelMu.Lock()
+	r.cancelAsked.Store(true)
+	var err error
+	if r.blocked.Load() {
+		// The Wait holds mu until MPI_Wait returns, which for a receive
+		// no message matches only MPI_Cancel makes it do. The slot stays
+		// the request's until that Wait, out of MPI_Wait, has waited for
+		// cancelMu (leaveWait): r.req holds this request's MPI_Request,
+		// or MPI_REQUEST_NULL once MPI_Wait has completed it.
+		err = r.cancelLocked()
+	}
+	r.cancelMu.Unlock()
+	if err == nil && r.mu.TryLock() {
+		if !r.completed() {
+			err = r.cancelIfAsked()
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// enterWait records that a Wait, holding r.mu, enters MPI_Wait on a
+// receive. If Cancel was called before, it calls MPI_Cancel now: that
+// Cancel may have seen neither blocked nor r.mu free. (blocked and
+// cancelAsked are each stored before the other is loaded, here and in
+// Cancel, so at least one of the two sees the other's.)
+func (r *request) enterWait() {
+	r.blocked.Store(true)
+	if r.cancelAsked.Load() {
+		_ = r.cancelIfAsked() // complete reports a failure
+	}
+}
+
+// leaveWait records that the Wait is out of MPI_Wait. A Cancel that saw
+// it blocked may be in MPI_Cancel still: wait for it before complete
+// gives the slot, and r.req with it, to another operation.
+func (r *request) leaveWait() {
+	r.blocked.Store(false)
+	if r.cancelAsked.Load() {
+		r.cancelMu.Lock()
+		r.cancelMu.Unlock() // empty: it only waits for Cancel to leave MPI_Cancel
+	}
+}
+
+// cancelIfAsked calls MPI_Cancel on a request Cancel was called on, once;
+// r.mu is held and the request has not completed (or a Wait is in
+// MPI_Wait on it). It returns MPI_Cancel's error, which complete reports
+// too.
+func (r *request) cancelIfAsked() error {
+	if !r.cancelAsked.Load() {
+		return nil
+	}
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	return r.cancelLocked()
+}
+
+// cancelLocked calls MPI_Cancel unless it was called; r.cancelMu is held.
+func (r *request) cancelLocked() error {
+	if r.canceled {
+		return r.cancelErr
+	}
+	r.canceled = true
+	r.c.st.lock()
+	rc := C.pz_cancel_u(r.reqU())
+	r.c.st.unlock()
+	if rc != 0 {
+		r.cancelErr = fmt.Errorf("mpi: %s: Cancel: %w", r.name(), r.c.st.error("MPI_Cancel", rc))
+	}
+	return r.cancelErr
+}
+
+// cancelFailure is the error of a failed MPI_Cancel on r, or nil.
+func (r *request) cancelFailure() error {
+	if !r.cancelAsked.Load() {
+		return nil
+	}
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	return r.cancelErr
+}
+
+// resetCancel forgets a past round's cancellation (persistent Start);
+// r.mu is held.
+func (r *request) resetCancel() {
+	r.cancelMu.Lock()
+	r.cancelAsked.Store(false)
+	r.blocked.Store(false)
+	r.canceled, r.cancelErr = false, nil
+	r.cancelMu.Unlock()
 }

@@ -73,6 +73,8 @@ type Scheduler struct {
 	origin string              // the failure's own text when it happened on this rank (see fail); guarded by failMu
 	xfers  map[uint64]inflight // transfers in flight, to end them on a failure and explain a stall; guarded by failMu
 	nxfer  uint64
+	ending int           // receives the failure canceled that have not ended yet; guarded by failMu
+	ended  chan struct{} // made by the failure, closed once the receives it canceled have all ended; guarded by failMu
 
 	peerLeft    error                   // a rank left WaitAll early: no agreement with it; guarded by failMu
 	cancelAgree context.CancelCauseFunc // ends WaitAll's agreement when a peer leaves; guarded by failMu
@@ -186,6 +188,21 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 // for the graph check (failureText) and announced to every other rank;
 // here is "" for a failure heard of. Either way the transfers in flight,
 // whose peers may never take part, fail with it.
+//
+// A receive still posted would write its buffer whenever its message
+// came, after its task, WaitAll and the caller are done with the buffer:
+// it is canceled (comm.Canceler), and its task ends with its request
+// (startRecv), once canceled or, if its message had matched, received
+// whole. Neither waits for the peer to act again (a canceled receive
+// completes locally, on MPI too; a matched one only takes in data
+// already on its way), so waiting for them (awaitCanceled) cannot hang. A send's task ends at once, as before:
+// its request may never complete (the peer canceled its receive, or
+// never posts one), and waiting for it would hang WaitAll; MPI
+// deprecates canceling sends, and comm/local cannot. A send only reads
+// its buffer: the local scheduler cancels the tasks that would write it
+// after a failed detached reader, and what a later write by the caller
+// could spoil is a message of the failed graph, which its receiver
+// either canceled or receives into a buffer its own WaitAll still holds.
 func (d *Scheduler) fail(err error, here string) {
 	d.failMu.Lock()
 	if d.failed != nil {
@@ -193,27 +210,90 @@ func (d *Scheduler) fail(err error, here string) {
 		return
 	}
 	d.failed, d.origin = err, here
-	var xfers []func(error)
-	for _, x := range d.xfers {
-		xfers = append(xfers, x.done)
+	type canceled struct {
+		key uint64
+		req comm.Canceler
 	}
-	clear(d.xfers)
+	var ends []func(error)
+	var cancels []canceled
+	for key, x := range d.xfers {
+		if c, ok := x.req.(comm.Canceler); ok {
+			x.canceled = true
+			d.xfers[key] = x
+			cancels = append(cancels, canceled{key, c})
+			continue
+		}
+		ends = append(ends, x.done)
+		delete(d.xfers, key)
+	}
+	d.ending = len(cancels)
+	d.ended = make(chan struct{})
+	if d.ending == 0 {
+		close(d.ended)
+	}
 	d.failMu.Unlock()
 	if here != "" {
 		d.announce(ctrlFailed, here)
 	}
-	for _, done := range xfers {
+	for _, c := range cancels {
+		if cerr := c.req.Cancel(); cerr != nil {
+			// The backend could not cancel it (MPI_Cancel failed): end
+			// the task now rather than wait for a message that may
+			// never come.
+			d.abandon(c.key, err)
+		}
+	}
+	for _, done := range ends {
 		done(err)
+	}
+}
+
+// abandon ends the task of the canceled receive key with err at once,
+// if its request has not ended it meanwhile.
+func (d *Scheduler) abandon(key uint64, err error) {
+	d.failMu.Lock()
+	x, ok := d.xfers[key]
+	if ok {
+		d.endLocked(key, x)
+	}
+	d.failMu.Unlock()
+	if ok {
+		x.done(err)
+	}
+}
+
+// endLocked forgets the transfer key in flight, counting a canceled
+// receive as ended; d.failMu is held.
+func (d *Scheduler) endLocked(key uint64, x inflight) {
+	delete(d.xfers, key)
+	if x.canceled {
+		if d.ending--; d.ending == 0 {
+			close(d.ended)
+		}
+	}
+}
+
+// awaitCanceled returns once the receives the failure canceled have
+// ended (fail), so that no receive writes a buffer after the call that
+// waits returns: at once if there was no failure or nothing to cancel.
+func (d *Scheduler) awaitCanceled() {
+	d.failMu.Lock()
+	ch := d.ended
+	d.failMu.Unlock()
+	if ch != nil {
+		<-ch
 	}
 }
 
 // leave ends this rank's WaitAll early with err: the graph fails here
 // with cause (here is its own words, as for fail), and the other ranks,
 // which would wait for this one in the outcome's agreement, are told it
-// left (ctrlLeft). It returns err.
+// left (ctrlLeft). It returns err once the receives the failure canceled
+// have ended: no buffer changes after WaitAll returns.
 func (d *Scheduler) leave(err, cause error, here string) error {
 	d.fail(cause, here)
 	d.announce(ctrlLeft, err.Error())
+	d.awaitCanceled()
 	return err
 }
 
@@ -286,8 +366,10 @@ func (d *Scheduler) Close() error {
 	d.mu.Unlock()
 	failed := d.failure() != nil
 	// Transfers still in flight would never complete once the progress
-	// loop stops: end them, so that the local scheduler can drain.
+	// loop stops: end them, so that the local scheduler can drain, and
+	// let the canceled receives end while the loop still runs.
 	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), "")
+	d.awaitCanceled()
 	if failed {
 		_ = d.local.WaitAll(context.Background())
 	}
@@ -485,8 +567,10 @@ func WithStallReport(after time.Duration, report func(explanation string)) Optio
 
 // inflight is a transfer in flight: how to end it, and what it is.
 type inflight struct {
-	done func(error)
-	what string
+	done     func(error)
+	what     string
+	req      comm.Request // a receive's request, which a failure cancels; nil for a send
+	canceled bool         // the failure canceled req; its task ends with it
 }
 
 // watch reports stalls while WaitAll waits; the returned function stops it.

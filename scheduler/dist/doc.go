@@ -59,6 +59,13 @@
 // (ErrRankFailed). A failed distributed scheduler stays failed: later
 // Submit calls return the failure.
 //
+// A failure cancels the receives still posted (comm.Canceler), and each
+// receive's task ends only once its request has (canceled, or filled
+// whole by a message it had matched): a message that comes later is not
+// received, so no buffer, an owner's registered slice included, changes
+// after WaitAll or Close returned. Sends in flight end at once, as their
+// peers may have canceled the receives.
+//
 // With several ranks, a WaitAll that returns early on one rank (its
 // context ends, or WithStallTimeout passes with nothing completing) tells
 // the others, whose WaitAll returns ErrRankFailed naming it at once

@@ -552,7 +552,7 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 	})
 }
 
-// track registers the done function of a transfer, so that a failure can
+// track registers the done function of a send, so that a failure can
 // end it (its peer may never take part); it returns the function that
 // completes it, or false if the scheduler already failed (done was called
 // with the failure).
@@ -563,39 +563,62 @@ func (d *Scheduler) track(done func(error), what string) (func(error), bool) {
 		done(err)
 		return nil, false
 	}
+	finish := d.trackLocked(done, what, nil)
+	d.failMu.Unlock()
+	return finish, true
+}
+
+// trackLocked registers a transfer in flight (req: a receive's request)
+// and returns the function that completes it; d.failMu is held.
+func (d *Scheduler) trackLocked(done func(error), what string, req comm.Request) func(error) {
 	d.nxfer++
 	key := d.nxfer
-	d.xfers[key] = inflight{done, what}
-	d.failMu.Unlock()
+	d.xfers[key] = inflight{done: done, what: what, req: req}
 	return func(err error) {
 		d.failMu.Lock()
-		delete(d.xfers, key)
+		if x, ok := d.xfers[key]; ok {
+			d.endLocked(key, x)
+		}
 		d.failMu.Unlock()
 		d.progressed.Add(1)
 		done(err)
-	}, true
+	}
 }
 
 // startRecv receives the handle into this rank's copy (Detached of
-// recvCl).
+// recvCl). Its task ends when the request does, also after a failure,
+// which cancels the receive (fail): the buffer is the task's until then.
 func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
-	finish, ok := d.track(done, fmt.Sprintf("receiving %v from rank %d", x.h, x.peer))
-	if !ok {
+	what := fmt.Sprintf("receiving %v from rank %d", x.h, x.peer)
+	start := time.Since(d.local.Epoch())
+	// Posted under failMu: a failure comes before (and nothing is
+	// posted) or finds the request to cancel.
+	d.failMu.Lock()
+	if err := d.failed; err != nil {
+		d.failMu.Unlock()
+		done(err)
 		return
 	}
-	start := time.Since(d.local.Epoch())
 	req, err := d.c.Irecv(x.h.raw(x.h.data), x.peer, x.h.id+1)
 	if err != nil {
-		finish(fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err))
+		d.failMu.Unlock()
+		d.progressed.Add(1)
+		done(fmt.Errorf("%s: %w", what, err))
 		return
 	}
+	finish := d.trackLocked(done, what, req)
+	d.failMu.Unlock()
 	d.prog.add(req, func(st comm.Status, err error) {
-		if err == nil && st.Count != x.h.rows*x.h.cols {
-			err = fmt.Errorf("%w: %d elements for %v of %d", comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
-		}
-		if err != nil {
-			err = fmt.Errorf("receiving %v from rank %d: %w", x.h, x.peer, err)
+		switch {
+		case errors.Is(err, comm.ErrCanceled):
+			// Canceled by the failure, which is the task's error:
+			// nothing was received.
+			err = d.failure()
+		case err == nil && st.Count != x.h.rows*x.h.cols:
+			err = fmt.Errorf("%s: %w: %d elements for %v of %d", what, comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
+		case err != nil:
+			err = fmt.Errorf("%s: %w", what, err)
 		}
 		d.record(x, false, start)
 		finish(err)

@@ -174,3 +174,106 @@ func TestMPIStalledRankEndsOthers(t *testing.T) {
 	require.Contains(t, err.Error(), "rank 0 left WaitAll")
 	require.NoError(t, wctx.Err(), "WaitAll returned at once, not at its deadline")
 }
+
+// TestMPINoWriteAfterFailedWaitAll is TestNoWriteAfterFailedWaitAll under
+// MPI, on 2 ranks: rank 0's WaitAll gives up while its receive of the
+// handle it owns is posted (MPI_Irecv into its registered slice); rank
+// 1, not told yet, sends the data afterwards. Rank 0's slice must not
+// change: its receive was canceled (MPI_Cancel) before WaitAll returned.
+// (Before, the receive stayed posted and MPI filled the slice when the
+// message came.) The ranks pace each other with messages on the world
+// communicator.
+func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
+	if !launch.Detect(os.Getenv).Launched() {
+		lau, _ := launch.For(mpi.Library())
+		mpirun, err := lau.Run()
+		if err != nil {
+			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		args := append(lau.Args(2), os.Args[0], "-test.run=^TestMPINoWriteAfterFailedWaitAll$", "-test.count=1", "-test.v")
+		cmd := exec.CommandContext(ctx, mpirun, args...)
+		cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, ctx.Err(), "mpirun timed out:\n%s", out)
+		require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+		assert.Equal(t, 2, strings.Count(string(out), "--- PASS: TestMPINoWriteAfterFailedWaitAll"), "%s", out)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w.Finalize()) }()
+	if w.Size() != 2 {
+		t.Skip("runs on 2 ranks")
+	}
+	// The pacing messages on w: rank 0 lets rank 1 produce (after its
+	// WaitAll returned); rank 1 says its send of the data has completed.
+	const tagProduce, tagSent = 1, 2
+	// 16 float64s (128 B): an eager message, whose send completes
+	// whether a receive takes it or not.
+	const n = 16
+	g := noLateWrite{n: n, produce: &scheduler.Codelet{Name: "produce", CPU: func(c *scheduler.Call) error {
+		if _, err := comm.Recv(ctx, w, []int8{0}, 0, tagProduce); err != nil {
+			return err
+		}
+		v := scheduler.VectorOf[float64](c, 0)
+		for i := range v {
+			v[i] = float64(1000 + i)
+		}
+		return nil
+	}}}
+	recvs, sends := make(chan comm.Request, 1), make(chan comm.Request, 1)
+	gate := make(chan struct{})
+	spy := &spyComm{Comm: w, recvs: recvs}
+	if w.Rank() == 1 {
+		spy = &spyComm{Comm: w, sends: sends, gate: gate}
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, spy, ls)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	_, mine, err := g.register(ctx, d)
+	require.NoError(t, err)
+	if w.Rank() == 1 {
+		told := make(chan error, 1)
+		go func() {
+			// Once the data is sent, tell rank 0, then let this rank
+			// hear of its failure.
+			defer close(gate)
+			select {
+			case s := <-sends:
+				if _, err := s.Wait(ctx); err != nil {
+					told <- err
+					return
+				}
+				told <- comm.Send(ctx, w, []int8{1}, 0, tagSent)
+			case <-ctx.Done():
+				told <- ctx.Err()
+			}
+		}()
+		err := d.WaitAll(ctx)
+		require.NoError(t, <-told, "rank 1's send")
+		require.ErrorIs(t, err, dist.ErrRankFailed)
+		require.Contains(t, err.Error(), "rank 0 left WaitAll")
+		return
+	}
+	recv, err := leaveOnRecv(ctx, d, recvs)
+	require.ErrorIs(t, err, context.Canceled, "rank 0 left WaitAll")
+	require.NotNil(t, recv, "rank 0 posted its receive")
+	before := slices.Clone(mine)
+	require.NoError(t, comm.Send(ctx, w, []int8{1}, 1, tagProduce))
+	_, err = comm.Recv(ctx, w, []int8{0}, 1, tagSent)
+	require.NoError(t, err)
+	// The receive has ended: canceled, or (before the fix) filled by the
+	// message once it came.
+	_, rerr := recv.Wait(ctx)
+	assert.ErrorIs(t, rerr, comm.ErrCanceled, "rank 0's receive was canceled")
+	want := slices.Repeat([]float64{7}, n)
+	assert.Equal(t, want, before, "rank 0's slice when its WaitAll returned")
+	assert.Equal(t, want, mine, "rank 0's slice after rank 1's late send: written after WaitAll returned")
+}

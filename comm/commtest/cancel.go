@@ -1,0 +1,286 @@
+package commtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+)
+
+// cancelCases are the cases of request cancellation (comm.Canceler).
+func cancelCases() []Case {
+	return []Case{
+		{"Cancel/Unmatched", cancelUnmatchedCase},
+		{"Cancel/Matched", cancelMatchedCase},
+		{"Cancel/WhileWaiting", cancelWhileWaitingCase},
+		{"Cancel/Persistent", cancelPersistentCase},
+	}
+}
+
+// cancelCounts are the message lengths (float64s) of the cancel cases:
+// below and above comm/local's eager limit (and MPI's).
+var cancelCounts = []int{3, 20000}
+
+// canceler returns r's Cancel, or an error if r has none.
+func canceler(r comm.Request) (comm.Canceler, error) {
+	c, ok := r.(comm.Canceler)
+	if !ok {
+		return nil, fmt.Errorf("%T is no comm.Canceler", r)
+	}
+	return c, nil
+}
+
+// canceled checks that r (waited for after its Cancel) reports a
+// cancellation: an error wrapping comm.ErrCanceled and an empty Status,
+// from Wait and from Test, and that buf still holds fill everywhere.
+func canceled(ctx context.Context, what string, r comm.Request, buf []float64, fill float64) error {
+	st, err := r.Wait(ctx)
+	if !errors.Is(err, comm.ErrCanceled) || st != (comm.Status{}) {
+		return fmt.Errorf("%s: Wait after Cancel: %+v, %v; want an empty Status and comm.ErrCanceled", what, st, err)
+	}
+	if done, st, err := r.Test(); !done || !errors.Is(err, comm.ErrCanceled) || st != (comm.Status{}) {
+		return fmt.Errorf("%s: Test after Cancel: %v, %+v, %v; want done, comm.ErrCanceled", what, done, st, err)
+	}
+	for i, v := range buf {
+		if v != fill {
+			return fmt.Errorf("%s: the canceled receive wrote element %d: %v, want %v untouched", what, i, v, fill)
+		}
+	}
+	return nil
+}
+
+// cancelUnmatchedCase cancels receives no message matches (from the
+// previous rank of a ring, and from any source with any tag): each
+// reports its cancellation, a second Cancel does nothing, and the
+// message sent afterwards with that tag goes to a new receive, not to
+// the canceled one. A send cannot be canceled.
+func cancelUnmatchedCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag, fill = 31, -1.0
+	for _, count := range cancelCounts {
+		old, anyBuf := make([]float64, count), make([]float64, count)
+		for i := range old {
+			old[i], anyBuf[i] = fill, fill
+		}
+		// Nothing with this tag is sent before the barrier below.
+		r, err := comm.Irecv(c, old, prev, tag)
+		if err != nil {
+			return fmt.Errorf("Irecv: %w", err)
+		}
+		anyReq, err := comm.Irecv(c, anyBuf, comm.AnySource, comm.AnyTag)
+		if err != nil {
+			return fmt.Errorf("Irecv from any source: %w", err)
+		}
+		for _, q := range []comm.Request{r, anyReq} {
+			cr, err := canceler(q)
+			if err != nil {
+				return err
+			}
+			if err := cr.Cancel(); err != nil {
+				return fmt.Errorf("Cancel of an unmatched Irecv of %d: %w", count, err)
+			}
+			if err := cr.Cancel(); err != nil {
+				return fmt.Errorf("second Cancel of an unmatched Irecv of %d: %w", count, err)
+			}
+		}
+		if err := canceled(ctx, fmt.Sprintf("Irecv of %d from rank %d", count, prev), r, old, fill); err != nil {
+			return err
+		}
+		if err := canceled(ctx, fmt.Sprintf("Irecv of %d from any source", count), anyReq, anyBuf, fill); err != nil {
+			return err
+		}
+		// Cancel after the cancellation completed does nothing.
+		if err := r.(comm.Canceler).Cancel(); err != nil {
+			return fmt.Errorf("Cancel after Wait: %w", err)
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		send := ids(floatSpec[float64]("float64"), me*100, count)
+		sr, err := comm.Isend(c, send, next, tag)
+		if err != nil {
+			return fmt.Errorf("Isend: %w", err)
+		}
+		if cs, ok := sr.(comm.Canceler); ok {
+			if err := cs.Cancel(); !errors.Is(err, comm.ErrInvalidArg) {
+				return fmt.Errorf("Cancel of an Isend: %v, want an error wrapping comm.ErrInvalidArg", err)
+			}
+		}
+		got := make([]float64, count)
+		st, err := comm.Recv(ctx, c, got, prev, tag)
+		if err != nil {
+			return fmt.Errorf("Recv after the cancel: %w", err)
+		}
+		if st.Source != prev || st.Tag != tag || st.Count != count {
+			return fmt.Errorf("Recv after the cancel: status %+v", st)
+		}
+		if err := sameSlice(fmt.Sprintf("Recv of %d after the cancel", count), got, ids(floatSpec[float64]("float64"), prev*100, count)); err != nil {
+			return err
+		}
+		if _, err := sr.Wait(ctx); err != nil {
+			return fmt.Errorf("Isend after its Cancel was refused: %w", err)
+		}
+		for i := range old {
+			if old[i] != fill || anyBuf[i] != fill {
+				return fmt.Errorf("a canceled Irecv of %d received the later message (element %d: %v, %v)", count, i, old[i], anyBuf[i])
+			}
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+// cancelMatchedCase cancels receives that have matched their message
+// (its synchronous send has returned on every rank): the cancellation
+// fails, and the request reports the message, whole, without error.
+// Cancel after Wait does nothing, and Wait reports the same again.
+func cancelMatchedCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag = 32
+	s := floatSpec[float64]("float64")
+	for _, count := range cancelCounts {
+		got := make([]float64, count)
+		r, err := comm.Irecv(c, got, prev, tag)
+		if err != nil {
+			return fmt.Errorf("Irecv: %w", err)
+		}
+		// Every receive is posted before any send, and every send has
+		// been matched before any Cancel.
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		if err := comm.Ssend(ctx, c, ids(s, me*100, count), next, tag); err != nil {
+			return fmt.Errorf("Ssend: %w", err)
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		cr, err := canceler(r)
+		if err != nil {
+			return err
+		}
+		if err := cr.Cancel(); err != nil {
+			return fmt.Errorf("Cancel of a matched Irecv of %d: %w", count, err)
+		}
+		st, err := r.Wait(ctx)
+		if err != nil {
+			return fmt.Errorf("Irecv of %d canceled after its match: %w; want the message", count, err)
+		}
+		if st.Source != prev || st.Tag != tag || st.Count != count {
+			return fmt.Errorf("Irecv of %d canceled after its match: status %+v", count, st)
+		}
+		if err := sameSlice(fmt.Sprintf("Irecv of %d canceled after its match", count), got, ids(s, prev*100, count)); err != nil {
+			return err
+		}
+		if err := cr.Cancel(); err != nil {
+			return fmt.Errorf("Cancel after Wait: %w", err)
+		}
+		if again, err := r.Wait(ctx); err != nil || again != st {
+			return fmt.Errorf("Wait after Cancel after Wait: %+v, %v; want %+v", again, err, st)
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+// cancelWhileWaitingCase cancels a receive that another goroutine waits
+// for with a context that cannot end (under MPI, blocked in MPI_Wait):
+// that Wait returns the cancellation.
+func cancelWhileWaitingCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	prev := (me + n - 1) % n
+	const tag, fill = 33, -1.0
+	buf := []float64{fill, fill, fill}
+	r, err := comm.Irecv(c, buf, prev, tag)
+	if err != nil {
+		return fmt.Errorf("Irecv: %w", err)
+	}
+	type result struct {
+		st  comm.Status
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		st, err := r.Wait(context.Background())
+		res <- result{st, err}
+	}()
+	cr, err := canceler(r)
+	if err != nil {
+		return err
+	}
+	if err := cr.Cancel(); err != nil {
+		return fmt.Errorf("Cancel: %w", err)
+	}
+	select {
+	case got := <-res:
+		if !errors.Is(got.err, comm.ErrCanceled) || got.st != (comm.Status{}) {
+			return fmt.Errorf("Wait on another goroutine: %+v, %v; want comm.ErrCanceled", got.st, got.err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("Wait on another goroutine did not return after Cancel: %w", ctx.Err())
+	}
+	if err := canceled(ctx, "Irecv waited for on another goroutine", r, buf, fill); err != nil {
+		return err
+	}
+	return c.Barrier(ctx)
+}
+
+// cancelPersistentCase cancels a round of a persistent receive: the
+// round reports its cancellation, the Persistent is inactive and starts
+// again, and its next round receives the message sent afterwards.
+func cancelPersistentCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag, fill = 34, -1.0
+	s := floatSpec[float64]("float64")
+	for _, count := range cancelCounts {
+		buf := make([]float64, count)
+		for i := range buf {
+			buf[i] = fill
+		}
+		p, err := comm.RecvInit(c, buf, prev, tag)
+		if err != nil {
+			return fmt.Errorf("RecvInit: %w", err)
+		}
+		if err := p.Cancel(); err != nil {
+			return fmt.Errorf("Cancel before the first Start: %w", err)
+		}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("Start: %w", err)
+		}
+		if err := p.Cancel(); err != nil {
+			return fmt.Errorf("Cancel of a round of %d: %w", count, err)
+		}
+		if err := canceled(ctx, fmt.Sprintf("persistent receive of %d", count), p, buf, fill); err != nil {
+			return err
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("Start after a canceled round: %w", err)
+		}
+		sr, err := comm.Isend(c, ids(s, me*100, count), next, tag)
+		if err != nil {
+			return fmt.Errorf("Isend: %w", err)
+		}
+		st, err := p.Wait(ctx)
+		if err != nil || st.Source != prev || st.Count != count {
+			return fmt.Errorf("round after a canceled one: %+v, %v", st, err)
+		}
+		if err := sameSlice(fmt.Sprintf("round of %d after a canceled one", count), buf, ids(s, prev*100, count)); err != nil {
+			return err
+		}
+		if err := p.Cancel(); err != nil {
+			return fmt.Errorf("Cancel of a completed round: %w", err)
+		}
+		if _, err := sr.Wait(ctx); err != nil {
+			return fmt.Errorf("Isend: %w", err)
+		}
+		if err := p.Free(); err != nil {
+			return fmt.Errorf("Free: %w", err)
+		}
+	}
+	return c.Barrier(ctx)
+}

@@ -1,0 +1,241 @@
+package dist_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// spyComm is a communicator for dist.New that hands the tests the data
+// transfers posted on the duplicate dist makes of it, and can hold back
+// the control messages that tell its rank of the others' failures.
+type spyComm struct {
+	comm.Comm
+	recvs chan comm.Request // each data Irecv's request, if there is room
+	sends chan comm.Request // each data Isend's request, if there is room
+	gate  chan struct{}     // not nil: control receives complete once it is closed
+}
+
+// Dup implements comm.Comm: the duplicate is spied on alike.
+func (s *spyComm) Dup(ctx context.Context) (comm.Comm, error) {
+	d, err := s.Comm.Dup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &spyComm{Comm: d, recvs: s.recvs, sends: s.sends, gate: s.gate}, nil
+}
+
+// Irecv implements comm.Comm.
+func (s *spyComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
+	r, err := s.Comm.Irecv(buf, source, tag)
+	switch {
+	case err != nil:
+	case tag == dist.CtrlTag && s.gate != nil:
+		return &gated{Request: r, gate: s.gate}, nil
+	case tag != dist.CtrlTag:
+		offer(s.recvs, r)
+	}
+	return r, err
+}
+
+// Isend implements comm.Comm.
+func (s *spyComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
+	r, err := s.Comm.Isend(buf, dest, tag)
+	if err == nil && tag != dist.CtrlTag {
+		offer(s.sends, r)
+	}
+	return r, err
+}
+
+// offer puts r in ch if ch has room.
+func offer(ch chan comm.Request, r comm.Request) {
+	select {
+	case ch <- r:
+	default:
+	}
+}
+
+// gated is a request whose completion is seen only once gate is closed.
+// Before that its Done is the gate (the progress loop that selects on it
+// tests the request again when it wakes).
+type gated struct {
+	comm.Request
+	gate chan struct{}
+}
+
+func (g *gated) open() bool {
+	select {
+	case <-g.gate:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *gated) Test() (bool, comm.Status, error) {
+	if !g.open() {
+		return false, comm.Status{}, nil
+	}
+	return g.Request.Test()
+}
+
+func (g *gated) Wait(ctx context.Context) (comm.Status, error) {
+	select {
+	case <-g.gate:
+		return g.Request.Wait(ctx)
+	case <-ctx.Done():
+		return comm.Status{}, ctx.Err()
+	}
+}
+
+func (g *gated) Done() <-chan struct{} {
+	if !g.open() {
+		return g.gate
+	}
+	return g.Request.(comm.Notifier).Done()
+}
+
+func (g *gated) Cancel() error { return g.Request.(comm.Canceler).Cancel() }
+
+// noLateWrite is a 2-rank graph that fails while rank 0 waits, in
+// WaitAll, for a handle it owns to come back from rank 1, which wrote
+// it: rank 0's WaitAll gives up (its context ends) once the receive
+// into its registered slice is posted. Rank 1 hears of it only later
+// (its spy holds the control messages back until told), so it still
+// sends the data, after rank 0's WaitAll has returned. n is the
+// handle's length (float64s).
+type noLateWrite struct {
+	n       int
+	produce *scheduler.Codelet // rank 1's write; released by the test
+}
+
+// register registers the handle (owned by rank 0, holding 7s there) and
+// submits the write on rank 1.
+func (g noLateWrite) register(ctx context.Context, d *dist.Scheduler) (*dist.Handle, []float64, error) {
+	var mine []float64
+	if d.Rank() == 0 {
+		mine = make([]float64, g.n)
+		for i := range mine {
+			mine[i] = 7
+		}
+	}
+	h, err := dist.Register(d, 0, mine, g.n, 1, scheduler.Named("tile"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, mine, d.Submit(ctx, g.produce, dist.W(h), dist.OnRank(1))
+}
+
+// leaveOnRecv runs rank 0's WaitAll and ends its context once the
+// receive of the handle is posted; it returns that receive's request
+// and WaitAll's error.
+func leaveOnRecv(ctx context.Context, d *dist.Scheduler, recvs chan comm.Request) (comm.Request, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var recv comm.Request
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case recv = <-recvs:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := d.WaitAll(wctx)
+	cancel()
+	<-watched
+	return recv, err
+}
+
+// TestNoWriteAfterFailedWaitAll: a receive posted when the graph fails
+// is canceled, so a message its peer sends after that never lands in
+// the buffer: rank 0's registered slice is the same right after its
+// WaitAll returned and after rank 1's send of the data has completed.
+// (Before receives were canceled, the failure ended the receive's task
+// and left the receive posted, and the late message overwrote the
+// slice.)
+func TestNoWriteAfterFailedWaitAll(t *testing.T) {
+	// 16 float64s (128 B): comm/local copies the message and completes
+	// the send at once, received or not.
+	const n = 16
+	release := make(chan struct{}) // rank 1 may produce
+	gate := make(chan struct{})    // rank 1 hears of rank 0's failure
+	g := noLateWrite{n: n, produce: &scheduler.Codelet{Name: "produce", CPU: func(c *scheduler.Call) error {
+		<-release
+		v := scheduler.VectorOf[float64](c, 0)
+		for i := range v {
+			v[i] = float64(1000 + i)
+		}
+		return nil
+	}}}
+	recvs, sends := make(chan comm.Request, 1), make(chan comm.Request, 1)
+	var waitErrs, closeErrs [2]error
+	var before, after []float64
+	var recvErr error
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		spy := &spyComm{Comm: c, recvs: recvs}
+		if c.Rank() == 1 {
+			spy = &spyComm{Comm: c, sends: sends, gate: gate}
+		}
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, spy, ls)
+		if err != nil {
+			return err
+		}
+		_, mine, err := g.register(ctx, d)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			waitErrs[1] = d.WaitAll(ctx)
+			closeErrs[1] = d.Close()
+			return nil
+		}
+		recv, werr := leaveOnRecv(ctx, d, recvs)
+		waitErrs[0] = werr
+		before = slices.Clone(mine)
+		close(release)
+		select {
+		case s := <-sends:
+			if _, err := s.Wait(ctx); err != nil {
+				return fmt.Errorf("rank 1's send: %w", err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("rank 1 never sent: %w", ctx.Err())
+		}
+		if recv != nil {
+			_, recvErr = recv.Wait(ctx)
+		}
+		after = slices.Clone(mine)
+		close(gate)
+		closeErrs[0] = d.Close()
+		return nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, waitErrs[0], context.Canceled, "rank 0 left WaitAll")
+	require.ErrorIs(t, waitErrs[1], dist.ErrRankFailed)
+	assert.Contains(t, waitErrs[1].Error(), "rank 0 left WaitAll")
+	assert.ErrorIs(t, recvErr, comm.ErrCanceled, "rank 0's receive was canceled")
+	want := slices.Repeat([]float64{7}, n)
+	assert.Equal(t, want, before, "rank 0's slice when its WaitAll returned")
+	assert.Equal(t, want, after, "rank 0's slice after rank 1's late send: written after WaitAll returned")
+	for r, e := range closeErrs {
+		assert.NoError(t, e, "rank %d: Close", r)
+	}
+}
