@@ -179,18 +179,28 @@ func TestRunRefusesMatrixBeyondMemory(t *testing.T) {
 // The memory a run needs, as its checks count it, and the root's share
 // of a distributed run with Check.
 func TestMemoryEstimates(t *testing.T) {
-	const gib = 1 << 30
+	const gib, mib = 1 << 30, 1 << 20
 	o := Options{N: 16384, Block: 1024, Precision: 64} // 2 GiB a matrix, 16 tiles a side
 	assert.NoError(t, checkMemory(o, 6*gib), "2 matrices + 136/256 of one")
 	assert.ErrorIs(t, checkMemory(o, 5*gib), tiled.ErrBadOptions)
 	o.Check = true
 	assert.ErrorIs(t, checkMemory(o, 6*gib), tiled.ErrBadOptions, "and the residual's fp64 copy")
+	// Distributed, a rank holds its share of the 136 tiles (1.06 GiB in
+	// all) and, on the root with Check, the matrix, the factor and its
+	// fp64 copy.
 	o.Check = false
-	assert.NoError(t, checkDistMemory(o, 4, 4, true, 10*gib), "4 ranks here, each with the matrix and a quarter of the tiles")
-	assert.ErrorIs(t, checkDistMemory(o, 4, 4, true, 9*gib), tiled.ErrBadOptions)
+	assert.NoError(t, checkDistMemory(o, 4, 4, true, 1088*mib), "4 ranks here, each with a quarter of the tiles")
+	assert.ErrorIs(t, checkDistMemory(o, 4, 4, true, 1087*mib), tiled.ErrBadOptions)
+	assert.NoError(t, checkDistMemory(o, 64, 4, true, 68*mib), "4 of 64 ranks here: 4/64 of the tiles")
+	err := checkDistMemory(o, 64, 4, true, 67*mib)
+	require.ErrorIs(t, err, tiled.ErrBadOptions)
+	assert.Contains(t, err.Error(), "needs at least 68.0 MiB of memory (4 rank(s) here, each with its share of the 136 tiles of 1024×1024 fp64)")
 	o.Check = true
-	assert.ErrorIs(t, checkDistMemory(o, 4, 4, true, 10*gib), tiled.ErrBadOptions, "the root collects the factor")
-	assert.NoError(t, checkDistMemory(o, 4, 4, false, 10*gib), "not on the root's host")
+	assert.NoError(t, checkDistMemory(o, 4, 4, true, 7232*mib), "the root also holds 3 matrices")
+	err = checkDistMemory(o, 4, 4, true, 7231*mib)
+	require.ErrorIs(t, err, tiled.ErrBadOptions, "the root generates the matrix and collects the factor")
+	assert.Contains(t, err.Error(), "needs at least 7.1 GiB of memory (4 rank(s) here, each with its share of the 136 tiles of 1024×1024 fp64; on rank 0, the 16384×16384 matrix, the collected factor and its fp64 copy)")
+	assert.NoError(t, checkDistMemory(o, 4, 4, false, 1088*mib), "not on the root's host")
 }
 
 func TestTaskCounts(t *testing.T) {

@@ -18,10 +18,12 @@ import (
 // RunDist factors the seeded SPD matrix across every rank of rt: the tiles
 // of its lower triangle are distributed 2D block-cyclically on a P x Q
 // process grid (opts.GridP x opts.GridQ; by default the most square grid),
+// each tile's owner generates it (tiled.SPDTile: the same matrix as Run's),
 // every rank submits the same tile tasks to rt's distributed scheduler, and
 // each task runs on the owner of the tile it writes, receiving the tiles it
-// reads from their writers. With opts.Check the factor is collected on rank
-// 0 and its residual computed there. Every rank must call it; the Result
+// reads from their writers. No rank holds the whole matrix, except rank 0
+// with opts.Check: it collects the factor, generates the matrix whole and
+// computes the residual. Every rank must call it; the Result
 // is complete on rank 0 (others get their own counts only).
 func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
 	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
@@ -42,17 +44,19 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 
 // checkDistMemory refuses a run whose matrices do not fit in the memory
 // available on this rank's host, which here ranks of size share: each
-// holds the whole matrix (every rank fills its tiles from it) and its
-// share of the tiles; with Check, the root (root: on this host) also
-// collects the factor and copies it to float64.
+// holds its share of the lower triangle's b×b tiles, which it generates;
+// with Check, the root (root: on this host) also collects the factor,
+// generates the matrix whole for the residual and copies the factor to
+// float64. Copies of other ranks' tiles that a rank receives for its
+// tasks are not counted.
 func checkDistMemory(opts Options, size, here int, root bool, available uint64) error {
 	n, nt := opts.N, opts.N/opts.Block
 	tiles := float64(nt) * float64(nt+1) / 2 * tiled.MatrixBytes(opts.Block, opts.Precision)
-	need := float64(here) * (tiled.MatrixBytes(n, opts.Precision) + tiles/float64(size))
-	what := fmt.Sprintf("%d rank(s) here, each with the %d×%d fp%d matrix and its share of the tiles", here, n, n, opts.Precision)
+	need := float64(here) * tiles / float64(size)
+	what := fmt.Sprintf("%d rank(s) here, each with its share of the %d tiles of %d×%d fp%d", here, nt*(nt+1)/2, opts.Block, opts.Block, opts.Precision)
 	if opts.Check && root {
-		need += tiled.MatrixBytes(n, opts.Precision) + tiled.MatrixBytes(n, 64)
-		what += ", the collected factor and its fp64 copy"
+		need += 2*tiled.MatrixBytes(n, opts.Precision) + tiled.MatrixBytes(n, 64)
+		what += fmt.Sprintf("; on rank 0, the %d×%d matrix, the collected factor and its fp64 copy", n, n)
 	}
 	if err := tiled.CheckMemory(need, what, available); err != nil {
 		return fmt.Errorf("cholesky: n=%d: %w", n, err)
@@ -75,7 +79,6 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if err := rt.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	a0 := tiled.SPD[T](n, opts.Seed) // the same on every rank
 	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)
 	tiles := make([][]*dist.Handle, nt)
 	for i := range nt {
@@ -93,15 +96,13 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 			tiles[i][j] = h
 		}
 	}
-	// Each run starts from A: a fill task on each tile's owner copies it in
-	// (a task, so that the distributed scheduler knows the owner holds the
-	// only valid version).
+	// Each run starts from A: a fill task on each tile's owner generates
+	// the tile (a task, so that the distributed scheduler knows the owner
+	// holds the only valid version).
 	fill := &scheduler.Codelet{Name: "cholesky_fill", CPU: func(c *scheduler.Call) error {
 		at := c.Arg.(tile)
 		m := scheduler.MatrixOf[T](c, 0)
-		for r := range b {
-			copy(m.Data[r*m.Stride:r*m.Stride+b], a0[(at.i*b+r)*n+at.j*b:])
-		}
+		tiled.SPDTile(m.Data, m.Stride, n, opts.Seed, at.i*b, at.j*b, b, b)
 		return nil
 	}}
 	cl := newCodelets[T]()
@@ -183,7 +184,8 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 			return nil, err
 		}
 		if d.Rank() == 0 {
-			r, err := Residual(ctx, a0, l, n, b, res.Workers)
+			// The matrix whole, for the residual only.
+			r, err := Residual(ctx, tiled.SPD[T](n, opts.Seed), l, n, b, res.Workers)
 			if err != nil {
 				return nil, err
 			}

@@ -59,3 +59,37 @@ func TestRunDistBadGrid(t *testing.T) {
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
 	require.NoError(t, err)
 }
+
+// Each rank generates only the tiles it owns, yet the distributed run
+// factors the single-rank run's matrix: the same seeds give the same
+// residual, bit for bit (both factor the same tiles with the same
+// kernels in the same order per tile), and another seed a different one.
+func TestRunDistSameMatrixAsRun(t *testing.T) {
+	for _, prec := range []int{32, 64} {
+		t.Run(fmt.Sprintf("fp%d", prec), func(t *testing.T) {
+			// CPU workers only: a GPU's kernels round differently.
+			opts := Options{N: 256, Block: 64, Precision: prec, Check: true, Seed: 7, Workers: 2,
+				SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir()), scheduler.WithCUDA(0)}}
+			one, err := Run(testCtx(t), opts, nil)
+			require.NoError(t, err)
+			dist := func(opts Options) *Result {
+				var res *Result
+				err := runtimeview.RunLocal(testCtx(t), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+					r, err := RunDist(ctx, rt, opts, nil)
+					if err == nil && rt.Rank() == 0 {
+						res = r
+					}
+					return err
+				}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+				require.NoError(t, err)
+				require.NotNil(t, res)
+				return res
+			}
+			got := dist(opts)
+			assert.Less(t, got.Residual, Tolerance(prec, opts.N))
+			assert.Equal(t, one.Residual, got.Residual, "the single-rank run's matrix and factor")
+			opts.Seed++
+			assert.NotEqual(t, one.Residual, dist(opts).Residual, "another seed, another matrix")
+		})
+	}
+}

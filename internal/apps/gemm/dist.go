@@ -19,8 +19,10 @@ import (
 // distributed 2D block-cyclically on a P x Q process grid (opts.GridP x
 // opts.GridQ, by default the most square), A's and B's panels of b rows
 // each on one rank of the grid, and the tile task of C_ij runs on C_ij's
-// owner, receiving the panels it reads. With opts.Check, C is collected on
-// rank 0 and sampled there. Every rank must call it; the Result is
+// owner, receiving the panels it reads. Each panel's and tile's owner
+// generates it (tiled.RandomTile: the same matrices as Run's); no rank
+// holds a whole matrix, except rank 0 with opts.Check: it collects C,
+// generates A, B and C's start whole and samples C there. Every rank must call it; the Result is
 // complete on rank 0.
 func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
 	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
@@ -41,16 +43,17 @@ func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w i
 
 // checkDistMemory refuses a run whose matrices do not fit in the memory
 // available on this rank's host, which here ranks of size share: each
-// holds A, B and C's start whole (the owners copy their parts from them)
-// and its share of the panels and tiles; with Check, the root (root: on
-// this host) also collects C.
+// holds its share of A's and B's panels and C's tiles, which it
+// generates; with Check, the root (root: on this host) also collects C
+// and generates A, B and C's start whole to sample it. Copies of other
+// ranks' panels that a rank receives for its tasks are not counted.
 func checkDistMemory(opts Options, size, here int, root bool, available uint64) error {
 	m := tiled.MatrixBytes(opts.N, opts.Precision)
-	need := float64(here) * (3*m + 3*m/float64(size))
-	what := fmt.Sprintf("%d rank(s) here, each with A, B and C's start (%d×%d fp%d) and its share of the panels and tiles", here, opts.N, opts.N, opts.Precision)
+	need := float64(here) * 3 * m / float64(size)
+	what := fmt.Sprintf("%d rank(s) here, each with its share of A's and B's panels and C's tiles (%d×%d fp%d)", here, opts.N, opts.N, opts.Precision)
 	if opts.Check && root {
-		need += m
-		what += ", the collected C"
+		need += 4 * m
+		what += "; on rank 0, A, B, C's start and the collected C"
 	}
 	if err := tiled.CheckMemory(need, what, available); err != nil {
 		return fmt.Errorf("gemm: n=%d: %w", opts.N, err)
@@ -66,18 +69,26 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	// The same matrices on every rank; each owner copies its part in.
-	a := tiled.Random[T](n, n, opts.Seed)
-	bm := tiled.Random[T](n, n, opts.Seed+1)
-	c0 := tiled.Random[T](n, n, opts.Seed+2)
+	var kt time.Duration
+	if d.Rank() == 0 {
+		// One task's kernel on a b×n panel pair, timed before anything
+		// runs, so that nothing else uses the core.
+		pa, pb, tmp := make([]T, b*n), make([]T, b*n), make([]T, b*b)
+		tiled.RandomTile(pa, n, opts.Seed, 0, 0, b, n)
+		tiled.RandomTile(pb, n, opts.Seed+1, 0, 0, b, n)
+		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, pa, n, pb, n, tmp, b) })
+	}
+	if err := rt.Barrier(ctx); err != nil { // the others generate their parts after the timing
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	// A, B and C's start are Random with seeds Seed, Seed+1 and Seed+2,
+	// as in Run; each owner generates its panels and tiles.
 	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)
-	reg := func(name string, owner, rows, cols int, src []T, r0, c0 int) (*dist.Handle, error) {
+	reg := func(name string, owner, rows, cols int, seed uint64, r0, c0 int) (*dist.Handle, error) {
 		var data []T
 		if owner == d.Rank() {
 			data = make([]T, rows*cols)
-			for r := range rows {
-				copy(data[r*cols:(r+1)*cols], src[(r0+r)*n+c0:])
-			}
+			tiled.RandomTile(data, cols, seed, r0, c0, rows, cols)
 		}
 		h, err := dist.Register(d, owner, data, rows, cols, scheduler.Named(name))
 		if err != nil {
@@ -87,10 +98,10 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	}
 	ap, bp := make([]*dist.Handle, nt), make([]*dist.Handle, nt)
 	for i := range nt {
-		if ap[i], err = reg(fmt.Sprintf("A%d", i), grid.Owner(i, i), b, n, a, i*b, 0); err != nil {
+		if ap[i], err = reg(fmt.Sprintf("A%d", i), grid.Owner(i, i), b, n, opts.Seed, i*b, 0); err != nil {
 			return nil, err
 		}
-		if bp[i], err = reg(fmt.Sprintf("B%d", i), grid.Owner(i, i+1), b, n, bm, i*b, 0); err != nil {
+		if bp[i], err = reg(fmt.Sprintf("B%d", i), grid.Owner(i, i+1), b, n, opts.Seed+1, i*b, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -98,15 +109,10 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	for i := range nt {
 		ct[i] = make([]*dist.Handle, nt)
 		for j := range nt {
-			if ct[i][j], err = reg(fmt.Sprintf("C(%d,%d)", i, j), grid.Owner(i, j), b, b, c0, i*b, j*b); err != nil {
+			if ct[i][j], err = reg(fmt.Sprintf("C(%d,%d)", i, j), grid.Owner(i, j), b, b, opts.Seed+2, i*b, j*b); err != nil {
 				return nil, err
 			}
 		}
-	}
-	var kt time.Duration
-	if d.Rank() == 0 {
-		tmp := make([]T, b*b)
-		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
 	}
 	cl := NewCodelet[T]()
 	g, err := tiled.AttachGPU(d.Local()) // nil without GPU workers
@@ -191,6 +197,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 			return nil, err
 		}
 		if d.Rank() == 0 {
+			a, bm, c0 := tiled.Random[T](n, n, opts.Seed), tiled.Random[T](n, n, opts.Seed+1), tiled.Random[T](n, n, opts.Seed+2)
 			res.Checked, res.MaxRelErr = true, maxRelErr(a, bm, c0, c, n, opts.Seed)
 		}
 	}

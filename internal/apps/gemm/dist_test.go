@@ -11,6 +11,7 @@ import (
 
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
 )
 
 // The distributed product is right on 1 to 4 in-process ranks, odd grids
@@ -40,6 +41,41 @@ func TestRunDist(t *testing.T) {
 			} else {
 				assert.Zero(t, res.Messages)
 			}
+		})
+	}
+}
+
+// Each rank generates only the panels and tiles it owns, yet the
+// distributed product is the single-rank run's: the same seed gives the
+// same sampled error, bit for bit (the same kernel on the same panels),
+// and another seed a different one.
+func TestRunDistSameMatricesAsRun(t *testing.T) {
+	for _, prec := range []int{32, 64} {
+		t.Run(fmt.Sprintf("fp%d", prec), func(t *testing.T) {
+			// CPU workers only: a GPU's kernel rounds differently.
+			opts := Options{N: 240, Block: 48, Precision: prec, Check: true, Seed: 9, Workers: 2,
+				SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir()), scheduler.WithCUDA(0)}}
+			one, err := Run(testCtx(t), opts, nil)
+			require.NoError(t, err)
+			dist := func(opts Options) *Result {
+				var res *Result
+				err := runtimeview.RunLocal(testCtx(t), 4, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+					r, err := RunDist(ctx, rt, opts, nil)
+					if err == nil && rt.Rank() == 0 {
+						res = r
+					}
+					return err
+				}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+				require.NoError(t, err)
+				require.NotNil(t, res)
+				return res
+			}
+			got := dist(opts)
+			assert.Less(t, got.MaxRelErr, Tolerance(prec, opts.N))
+			assert.Equal(t, one.MaxRelErr, got.MaxRelErr, "the single-rank run's matrices and product")
+			assert.Positive(t, got.SeqGFlops, "rank 0 timed the kernel on panels of its own")
+			opts.Seed++
+			assert.NotEqual(t, one.MaxRelErr, dist(opts).MaxRelErr, "another seed, other matrices")
 		})
 	}
 }

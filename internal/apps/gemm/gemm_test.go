@@ -102,11 +102,20 @@ func TestRunRefusesMatrixBeyondMemory(t *testing.T) {
 	require.ErrorIs(t, err, tiled.ErrBadOptions)
 	assert.Contains(t, err.Error(), "gemm: n=10000000: ")
 	assert.Contains(t, err.Error(), "needs at least 1.4 PiB of memory (4 matrices of 10000000×10000000 fp32 values")
-	const gib = 1 << 30
+	// Distributed, a rank holds its share of A's and B's panels and C's
+	// tiles and, on the root with Check, A, B, C's start and C whole.
+	const gib, mib = 1 << 30, 1 << 20
 	o := Options{N: 16384, Block: 1024, Precision: 32} // 1 GiB a matrix
-	assert.NoError(t, checkDistMemory(o, 2, 2, true, 9*gib), "2 x (3 + 3/2) matrices")
-	assert.ErrorIs(t, checkDistMemory(o, 2, 2, true, 8*gib), tiled.ErrBadOptions)
-	assert.ErrorIs(t, checkDistMemory(o, 2, 2, false, 8*gib), tiled.ErrBadOptions)
+	assert.NoError(t, checkDistMemory(o, 2, 2, true, 3*gib), "2 x 3/2 matrices")
+	err = checkDistMemory(o, 2, 2, false, 3071*mib)
+	require.ErrorIs(t, err, tiled.ErrBadOptions)
+	assert.Contains(t, err.Error(), "needs at least 3.0 GiB of memory (2 rank(s) here, each with its share of A's and B's panels and C's tiles (16384×16384 fp32))")
+	assert.NoError(t, checkDistMemory(o, 64, 16, false, 768*mib), "16 of 64 ranks here: a quarter of 3 matrices")
+	assert.ErrorIs(t, checkDistMemory(o, 64, 16, false, 767*mib), tiled.ErrBadOptions)
 	o.Check = true
-	assert.ErrorIs(t, checkDistMemory(o, 2, 2, true, 9*gib), tiled.ErrBadOptions, "the root collects C")
+	assert.NoError(t, checkDistMemory(o, 2, 2, true, 7*gib), "the root also holds 4 matrices")
+	err = checkDistMemory(o, 2, 2, true, 7167*mib)
+	require.ErrorIs(t, err, tiled.ErrBadOptions, "the root generates A, B and C's start and collects C")
+	assert.Contains(t, err.Error(), "; on rank 0, A, B, C's start and the collected C)")
+	assert.NoError(t, checkDistMemory(o, 2, 2, false, 3*gib), "not on the root's host")
 }

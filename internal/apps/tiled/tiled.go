@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/pzgo/pz/hardware"
-	"github.com/pzgo/pz/internal/linalg"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -98,36 +96,6 @@ func FormatBytes(b float64) string {
 		return fmt.Sprintf("%.0f B", b)
 	}
 	return fmt.Sprintf("%.1f %s", b, units[i])
-}
-
-// Random returns a rows×cols row-major matrix of entries uniform in
-// [-1, 1) drawn from a PCG generator seeded with seed.
-func Random[T linalg.Float](rows, cols int, seed uint64) []T {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	a := make([]T, rows*cols)
-	for i := range a {
-		a[i] = T(2*rng.Float64() - 1)
-	}
-	return a
-}
-
-// SPD returns an n×n symmetric positive definite row-major matrix: off
-// the diagonal, entries uniform in [-1, 1) drawn from seed (mirrored);
-// on the diagonal, n plus such an entry. It is strictly diagonally
-// dominant with a positive diagonal, hence SPD (Gershgorin), and its
-// condition number is small, so a factorization's residual measures the
-// kernels, not the matrix.
-func SPD[T linalg.Float](n int, seed uint64) []T {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	a := make([]T, n*n)
-	for i := range n {
-		for j := 0; j < i; j++ {
-			v := T(2*rng.Float64() - 1)
-			a[i*n+j], a[j*n+i] = v, v
-		}
-		a[i*n+i] = T(float64(n) + 2*rng.Float64() - 1)
-	}
-	return a
 }
 
 // TimeKernel returns the shortest duration of run over at least minReps

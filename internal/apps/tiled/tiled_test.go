@@ -3,6 +3,9 @@ package tiled
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,4 +96,131 @@ func TestCheckMemory(t *testing.T) {
 // it has.
 func TestAvailableMemory(t *testing.T) {
 	assert.Positive(t, AvailableMemory(context.Background()))
+}
+
+// A tile is a rows×cols block at (r0, c0).
+type tileAt struct{ r0, c0, rows, cols int }
+
+// refRandom and refSPD are the matrices' entries one at a time, from the
+// definition: what the tile and whole-matrix generators must agree with.
+func refRandom[T linalg.Float](seed uint64, i, j int) T {
+	shift, scale := unit[T]()
+	return T(draw(rowState(seed, randomStream, i), j, shift, scale))
+}
+
+func refSPD[T linalg.Float](n int, seed uint64, i, j int) T {
+	shift, scale := unit[T]()
+	if i < j {
+		i, j = j, i
+	}
+	v := draw(rowState(seed, spdStream, i), j, shift, scale)
+	if i == j {
+		v += float64(n)
+	}
+	return T(v)
+}
+
+// sentinel marks dst's values outside the tile, which a tile generator
+// must leave alone.
+const sentinel = 42
+
+// checkTiles checks that whole (rows×cols, row-major) holds ref's entries
+// and that each tile, generated alone with gen into a buffer whose stride
+// exceeds the tile's width, equals the same part of whole, bit for bit,
+// and writes nothing else.
+func checkTiles[T linalg.Float](t *testing.T, whole []T, rows, cols int, ref func(i, j int) T, tiles []tileAt, gen func(dst []T, stride int, at tileAt)) {
+	t.Helper()
+	require.Len(t, whole, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			require.Equal(t, ref(i, j), whole[i*cols+j], "whole matrix entry (%d, %d)", i, j)
+		}
+	}
+	for k, at := range tiles {
+		stride := at.cols + 3
+		dst := make([]T, at.rows*stride+2)
+		for i := range dst {
+			dst[i] = sentinel
+		}
+		gen(dst, stride, at)
+		for i := range at.rows {
+			for j := range stride {
+				got := dst[i*stride+j]
+				if j >= at.cols {
+					require.Equal(t, T(sentinel), got, "tile %d %+v: padding (%d, %d) written", k, at, i, j)
+					continue
+				}
+				require.Equal(t, whole[(at.r0+i)*cols+at.c0+j], got, "tile %d %+v: entry (%d, %d)", k, at, i, j)
+			}
+		}
+		assert.Equal(t, []T{sentinel, sentinel}, dst[at.rows*stride:], "tile %d %+v: past the end", k, at)
+	}
+}
+
+// Every tile of the SPD and Random matrices generated alone equals the
+// same part of the whole matrix, in both precisions, for tiles below, on,
+// above and across the diagonal, at several orders and seeds.
+func TestTilesEqualWhole(t *testing.T) {
+	t.Run("float32", testTilesEqualWhole[float32])
+	t.Run("float64", testTilesEqualWhole[float64])
+}
+
+func testTilesEqualWhole[T linalg.Float](t *testing.T) {
+	for _, seed := range []uint64{1, 2, 0x9e3779b97f4a7c15} {
+		for _, n := range []int{1, 13, 64} {
+			tiles := []tileAt{{0, 0, n, n}, {n / 2, n / 2, n - n/2, n - n/2}, {0, n - 1, n, 1}, {n - 1, 0, 1, n}, {0, 0, 0, 0}}
+			if n >= 13 {
+				tiles = append(tiles,
+					tileAt{5, 5, 3, 3},   // on the diagonal
+					tileAt{2, 4, 5, 6},   // across it
+					tileAt{9, 1, 4, 3},   // below
+					tileAt{1, 8, 3, 5},   // above
+					tileAt{12, 12, 1, 1}, // one diagonal entry
+					tileAt{3, 0, 0, 5},   // no rows
+				)
+			}
+			t.Run(fmt.Sprintf("SPD/n=%d/seed=%d", n, seed), func(t *testing.T) {
+				checkTiles(t, SPD[T](n, seed), n, n, func(i, j int) T { return refSPD[T](n, seed, i, j) }, tiles,
+					func(dst []T, stride int, at tileAt) { SPDTile(dst, stride, n, seed, at.r0, at.c0, at.rows, at.cols) })
+			})
+			// Random is not square: n rows, n+5 columns.
+			t.Run(fmt.Sprintf("Random/n=%d/seed=%d", n, seed), func(t *testing.T) {
+				rt := slices.Concat(tiles, []tileAt{{0, n, n, 5}, {n - 1, 2, 1, n + 3}})
+				checkTiles(t, Random[T](n, n+5, seed), n, n+5, func(i, j int) T { return refRandom[T](seed, i, j) }, rt,
+					func(dst []T, stride int, at tileAt) { RandomTile(dst, stride, seed, at.r0, at.c0, at.rows, at.cols) })
+			})
+		}
+	}
+}
+
+// A float32 matrix is the float64 one truncated to float32's 24 bits, so
+// the two precisions factor the same matrix up to rounding; entries of
+// both lie in [-1, 1) and look uniform.
+func TestRandomPrecisions(t *testing.T) {
+	const n = 256
+	a64, a32 := Random[float64](n, n, 7), Random[float32](n, n, 7)
+	var sum, sq float64
+	for i, v := range a64 {
+		require.Equal(t, float32(math.Floor(v*0x1p23)*0x1p-23), a32[i], "entry %d", i)
+		require.True(t, v >= -1 && v < 1 && a32[i] >= -1 && a32[i] < 1, "entry %d: %v", i, v)
+		sum += v
+		sq += v * v
+	}
+	// The mean of n² uniforms on [-1, 1) has a standard deviation of
+	// 1/(√3·n) ≈ 0.0023; their variance is 1/3.
+	assert.InDelta(t, 0, sum/(n*n), 0.01, "mean")
+	assert.InDelta(t, 1.0/3, sq/(n*n), 0.01, "variance")
+	assert.NotEqual(t, Random[float64](4, 4, 7), Random[float64](4, 4, 8), "other seed, other matrix")
+	assert.NotEqual(t, Random[float64](4, 4, 7)[4:8], SPD[float64](4, 7)[4:8], "Random and SPD share no entries")
+}
+
+// A tile outside the matrix or its buffer is a programming error: the
+// generators panic, naming it.
+func TestTileMisuse(t *testing.T) {
+	dst := make([]float64, 16)
+	assert.PanicsWithValue(t, "tiled: SPDTile: tile 4×4 at (1, 0) outside the 4×4 matrix", func() { SPDTile(dst, 4, 4, 1, 1, 0, 4, 4) })
+	assert.PanicsWithValue(t, "tiled: RandomTile: 4×5 tile in 16 values with stride 5", func() { RandomTile(dst, 5, 1, 0, 0, 4, 5) })
+	assert.PanicsWithValue(t, "tiled: RandomTile: 2×2 tile in 16 values with stride 1", func() { RandomTile(dst, 1, 1, 0, 0, 2, 2) })
+	assert.PanicsWithValue(t, "tiled: RandomTile: negative tile -1×2 at (0, 0)", func() { RandomTile(dst, 2, 1, 0, 0, -1, 2) })
+	assert.NotPanics(t, func() { RandomTile(dst, 5, 1, 100, 100, 3, 5) }, "3 rows of 5 with stride 5 fit in 16")
 }
