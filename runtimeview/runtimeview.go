@@ -58,6 +58,11 @@ type config struct {
 	cudaDriver   *cuda.Driver   // WithCUDADriver
 	sharedGPUs   []accel.Device // opened by RunLocal for every rank; closed there
 	gpusShared   bool
+	// localMachines is RunLocal's table of the ranks' machine
+	// descriptions, one per rank, shared by the ranks of the process: each
+	// fills its own entry, and after a barrier all read it, so n ranks
+	// hold n descriptions between them instead of n each.
+	localMachines []*hardware.Machine
 }
 
 // WithComm makes New adopt c (the world, or a sub-communicator obtained
@@ -132,7 +137,7 @@ type RuntimeView struct {
 	machines []*hardware.Machine
 	devs     []accel.Device // this rank's devices (WithSimDevices)
 	setsMu   sync.Mutex
-	sets     []*resourceset.ResourceSet // built on first use
+	sets     map[int]*resourceset.ResourceSet // built on first use, by rank
 
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
@@ -195,13 +200,21 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 	// Every rank describes its machine to every other rank once, here,
 	// where all ranks are known to be present: an exchange on first use
 	// would deadlock a program that looks at other ranks' resource sets on
-	// the root only.
-	machines, err := resourceset.Exchange(ctx, c, m)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("runtimeview: %w", err), rt.stack.Close())
+	// the root only. In-process ranks share one table (localMachines).
+	if t := cfg.localMachines; len(t) == c.Size() {
+		t[c.Rank()] = m
+		if err := c.Barrier(ctx); err != nil {
+			return nil, errors.Join(fmt.Errorf("runtimeview: exchange hardware descriptions: %w", err), rt.stack.Close())
+		}
+		rt.machines = t
+	} else {
+		machines, err := resourceset.Exchange(ctx, c, m)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("runtimeview: %w", err), rt.stack.Close())
+		}
+		rt.machines = machines
 	}
-	rt.machines = machines
-	rt.sets = make([]*resourceset.ResourceSet, len(machines))
+	rt.sets = make(map[int]*resourceset.ResourceSet)
 	return rt, nil
 }
 
@@ -222,8 +235,8 @@ func (rt *RuntimeView) Backend() Backend { return rt.backend }
 // the hardware description exchanged at construction; it needs no
 // communication. It panics if i is not in [0, Size), like a slice index.
 func (rt *RuntimeView) ResourceSet(i int) *resourceset.ResourceSet {
-	if i < 0 || i >= len(rt.sets) {
-		panic(fmt.Sprintf("runtimeview: ResourceSet(%d) out of range [0, %d)", i, len(rt.sets)))
+	if i < 0 || i >= len(rt.machines) {
+		panic(fmt.Sprintf("runtimeview: ResourceSet(%d) out of range [0, %d)", i, len(rt.machines)))
 	}
 	rt.setsMu.Lock()
 	defer rt.setsMu.Unlock()

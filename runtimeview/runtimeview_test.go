@@ -226,17 +226,18 @@ func TestRunLocalErrors(t *testing.T) {
 		assert.Equal(t, []int{1}, failedRanks(err, errCB))
 	})
 	t.Run("more ranks than memory allows", func(t *testing.T) {
-		// 100,000 ranks were killed by the kernel's OOM killer, silently:
-		// their tables of resource sets alone need ~300 GiB.
+		// 100,000 ranks were killed by the kernel's OOM killer, silently
+		// (their tables of resource sets needed ~300 GiB then); 10^8 ranks
+		// need 1.5 TiB.
 		m, err := machine()
 		require.NoError(t, err)
 		small := *m
 		small.Memory.AvailableBytes = 1 << 30
 		var ran atomic.Int32
 		fn := func(context.Context, *runtimeview.RuntimeView) error { ran.Add(1); return nil }
-		err = runtimeview.RunLocal(testCtx(t), 100_000, fn, runtimeview.WithMachine(&small), quietLogs)
+		err = runtimeview.RunLocal(testCtx(t), 100_000_000, fn, runtimeview.WithMachine(&small), quietLogs)
 		require.ErrorIs(t, err, runtimeview.ErrLaunch)
-		assert.Contains(t, err.Error(), "100000 in-process ranks need about 301.1 GiB")
+		assert.Contains(t, err.Error(), "100000000 in-process ranks need about 1525.9 GiB")
 		assert.Contains(t, err.Error(), "more than the 1.0 GiB available")
 		assert.Zero(t, ran.Load(), "no rank started")
 		// What fits still runs: 4 ranks need well under a MiB of it.

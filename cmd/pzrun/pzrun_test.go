@@ -111,7 +111,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
 		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},
 		{"zero n", []string{"-n", "0", "hello"}, "-n must be at least 1, got 0"},
-		{"more ranks than memory", []string{"-n", "10000000", "hello"}, "10000000 in-process ranks need about "},
+		{"more ranks than memory", []string{"-n", "1000000000", "hello"}, "1000000000 in-process ranks need about "},
 		{"zero n for a program", []string{"-n", "0", "./prog"}, "-n must be at least 1, got 0"},
 		{"comm timeout with in-process ranks", []string{"-n", "2", "-comm-timeout", "5s", "hello"}, "-comm-timeout bounds MPI operations; with -n 2 the ranks run in-process"},
 		{"help for an unknown app", []string{"help", "nosuch"}, `pzrun help: unknown app "nosuch"; the apps are: `},
