@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/internal/linalg"
+	"github.com/pzgo/pz/logger"
+	"github.com/pzgo/pz/runtimeview"
 )
 
 func TestCheckShape(t *testing.T) {
@@ -223,4 +225,19 @@ func TestTileMisuse(t *testing.T) {
 	assert.PanicsWithValue(t, "tiled: RandomTile: 2×2 tile in 16 values with stride 1", func() { RandomTile(dst, 1, 1, 0, 0, 2, 2) })
 	assert.PanicsWithValue(t, "tiled: RandomTile: negative tile -1×2 at (0, 0)", func() { RandomTile(dst, 2, 1, 0, 0, -1, 2) })
 	assert.NotPanics(t, func() { RandomTile(dst, 5, 1, 100, 100, 3, 5) }, "3 rows of 5 with stride 5 fit in 16")
+}
+
+// TestRanksHereLocal: in-process ranks all share this host, rank 0
+// included, and RanksHere says so without building every rank's
+// resource set on every rank (n² of them: pzrun -n 4096 cholesky was
+// killed by the kernel at 23 GB).
+func TestRanksHereLocal(t *testing.T) {
+	err := runtimeview.RunLocal(context.Background(), 5, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		n, root := RanksHere(rt)
+		if n != 5 || !root {
+			return fmt.Errorf("rank %d: RanksHere = %d, %v; want 5, true", rt.Rank(), n, root)
+		}
+		return nil
+	}, runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithOff()))
+	require.NoError(t, err)
 }
