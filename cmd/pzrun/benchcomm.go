@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/mpi"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/runtimeview"
@@ -53,6 +55,16 @@ func benchCommApp() app {
 					return err
 				}
 				underMPI := launch.Detect(e.getenv).Launched()
+				if underMPI || f.backend == "local" {
+					if err := checkBenchMemory(cfg, rt); err != nil {
+						return err
+					}
+				}
+				// The collectives run with a context that cannot be
+				// canceled (the blocking fast path, as a program without
+				// deadlines runs them); a signal stops the run between
+				// sizes (Config.Stop), and what was measured is printed.
+				cfg.Stop = ctx
 				switch {
 				case underMPI:
 					if w := rt.MPIWorld(); w != nil {
@@ -60,20 +72,20 @@ func benchCommApp() app {
 					}
 					cfg.Backend = string(rt.Backend())
 					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
-					if err != nil || rt.Rank() != 0 {
+					if rt.Rank() != 0 {
 						return err
 					}
-					return commbench.WriteJSON(e.stdout, rs)
+					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				case f.backend == "local":
 					cfg.Backend = "local"
-					// Background inside: the blocking fast path, as a
-					// program without deadlines runs it.
 					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
-					if err != nil || rt.Rank() != 0 {
+					if rt.Rank() != 0 {
 						return err
 					}
-					attachPeer(ctx, e, f, rt.Size(), rs)
-					return commbench.WriteJSON(e.stdout, rs)
+					if err == nil {
+						attachPeer(ctx, e, f, rt.Size(), rs)
+					}
+					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				case f.backend == "mpi":
 					if rt.Size() != 1 {
 						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
@@ -90,6 +102,22 @@ func benchCommApp() app {
 			}
 		},
 	}
+}
+
+// checkBenchMemory refuses sizes whose buffers would not fit in the
+// memory of this rank's host, which the ranks here share: every rank
+// receives the largest size from every rank (an AllGather), n² of them
+// between in-process ranks (pzrun -n 64 bench comm ran out of memory
+// at once with the default 16 MiB).
+func checkBenchMemory(cfg commbench.Config, rt *runtimeview.RuntimeView) error {
+	here, _ := tiled.RanksHere(rt)
+	need := float64(here) * commbench.RankBytes(cfg, rt.Size())
+	avail := float64(rt.MyResourceSet().RAM().AvailableBytes())
+	if avail == 0 || need <= avail {
+		return nil
+	}
+	return fmt.Errorf("%w: -sizes up to %s on %d ranks need about %s of buffers (%d rank(s) here, each receiving every rank's largest message), more than the %s available; use smaller -sizes or fewer ranks",
+		errUsage, tiled.FormatBytes(float64(slices.Max(cfg.Sizes))), rt.Size(), tiled.FormatBytes(need), here, tiled.FormatBytes(avail))
 }
 
 func (f *benchCommFlags) config() (commbench.Config, error) {

@@ -118,6 +118,7 @@ func TestUsageErrors(t *testing.T) {
 		{"help for an unknown benchmark", []string{"help", "bench", "nosuch"}, `unknown app "bench nosuch"`},
 		{"no tasks", []string{"bench", "tasks", "-tasks", "0", "-starpu=false", "-openmp=false"}, "-tasks 0 and -rounds 7: want at least 2 tasks and 1 round"},
 		{"no rounds", []string{"bench", "tasks", "-rounds", "0", "-starpu=false", "-openmp=false"}, "-tasks 100000 and -rounds 0"},
+		{"bench comm buffers beyond memory", []string{"-n", "256", "bench", "comm", "-peer="}, "-sizes up to 16.0 MiB on 256 ranks need about 1.0 TiB of buffers"},
 		{"zero scale", []string{"bench", "comm", "-scale", "0", "-peer="}, "-scale 0: want a positive iteration multiplier"},
 		{"negative scale", []string{"bench", "comm", "-scale", "-1", "-peer="}, "-scale -1"},
 		{"bad peer thread level", []string{"bench", "comm", "-peer-thread", "bogus"}, `-peer-thread "bogus": single or multiple`},
@@ -216,7 +217,7 @@ func TestUsageErrorOncePerJob(t *testing.T) {
 
 	same := errors.New("boom")
 	err := errors.Join(&comm.RankError{Rank: 1, Err: same}, &comm.RankError{Rank: 0, Err: same}, &comm.RankError{Rank: 2, Err: errors.New("other")})
-	assert.Equal(t, "ranks 1, 0: boom\nrank 2: other", describe(err))
+	assert.Equal(t, "ranks 0-1: boom\nrank 2: other", describe(err))
 	assert.Equal(t, "rank 0: x", describe(errors.Join(&comm.RankError{Rank: 0, Err: errors.New("x")})))
 	u := fmt.Errorf("%w: bad -x", errUsage)
 	assert.Equal(t, "bad -x", describe(errors.Join(&comm.RankError{Rank: 0, Err: u}, &comm.RankError{Rank: 1, Err: u})))

@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -307,7 +307,7 @@ func describe(err error) string {
 		return trimUsage(err.Error())
 	}
 	var order []string
-	ranks := map[string][]string{}
+	ranks := map[string][]int{}
 	for _, e := range joined.Unwrap() {
 		var re *comm.RankError
 		if !errors.As(e, &re) || re == nil {
@@ -317,18 +317,17 @@ func describe(err error) string {
 		if _, seen := ranks[msg]; !seen {
 			order = append(order, msg)
 		}
-		ranks[msg] = append(ranks[msg], strconv.Itoa(re.Rank))
+		ranks[msg] = append(ranks[msg], re.Rank)
 	}
 	var lines []string
 	for _, msg := range order {
-		switch {
-		case usage && len(order) == 1:
+		if usage && len(order) == 1 {
 			lines = append(lines, msg)
-		case len(ranks[msg]) == 1:
-			lines = append(lines, "rank "+ranks[msg][0]+": "+msg)
-		default:
-			lines = append(lines, "ranks "+strings.Join(ranks[msg], ", ")+": "+msg)
+			continue
 		}
+		rs := ranks[msg]
+		slices.Sort(rs)
+		lines = append(lines, comm.FormatRanks(rs)+": "+msg)
 	}
 	return strings.Join(lines, "\n")
 }

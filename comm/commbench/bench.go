@@ -68,6 +68,12 @@ type Config struct {
 	Scale float64
 	// Backend names the communicator in the results (e.g. "local", "mpi").
 	Backend string
+	// Stop, when not nil, ends the measurement early once it is done (a
+	// signal): the ranks agree before each operation and size whether
+	// any saw it done, so they all stop at the same point, and Measure
+	// returns the results so far with an error wrapping its cause. The
+	// collectives themselves run with Measure's ctx.
+	Stop context.Context
 }
 
 func (c Config) withDefaults() Config {
@@ -111,6 +117,15 @@ type Result struct {
 	Note         string  `json:"note,omitempty"`
 }
 
+// RankBytes is the memory Measure allocates on each of n ranks for cfg:
+// a send buffer of the largest size and a receive buffer of n of them
+// (an AllGather's result).
+func RankBytes(cfg Config, n int) float64 {
+	cfg = cfg.withDefaults()
+	largest := float64(slices.Max(cfg.Sizes))
+	return largest + (largest+8)*float64(n)
+}
+
 // Measure runs the benchmark on c. Every rank of c must call it with the
 // same cfg; rank 0 gets the results, the others nil. It fails on the first
 // error of a collective (wrapped with the op and size).
@@ -133,6 +148,23 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 		for _, bytes := range cfg.Sizes {
 			if bytes%8 != 0 || bytes <= 0 {
 				return nil, fmt.Errorf("commbench: size %d is not a positive multiple of 8", bytes)
+			}
+			if cfg.Stop != nil {
+				var flag int32
+				if cfg.Stop.Err() != nil {
+					flag = 1
+				}
+				any, err := comm.AllReduce(ctx, c, []int32{flag}, comm.Max)
+				if err != nil {
+					return out, fmt.Errorf("commbench: agreeing to go on: %w", err)
+				}
+				if any[0] != 0 {
+					cause := context.Cause(cfg.Stop)
+					if cause == nil {
+						cause = context.Canceled // another rank saw it first
+					}
+					return out, fmt.Errorf("commbench: stopped before %s %d B: %w", op, bytes, cause)
+				}
 			}
 			count := bytes / 8
 			run, done, err := Step(c, op, send[:count], recv[:count*n])

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,4 +142,56 @@ func TestMeasureMoreOps(t *testing.T) {
 		assert.Equal(t, ops[i/len(cfg.Sizes)], r.Op)
 		assert.Greater(t, r.MedianUS, 0.0)
 	}
+}
+
+// TestMeasureStops: a Stop that one rank sees done (a signal reaching
+// it first) stops every rank at the same point, after the measurements
+// already made, whose results rank 0 still gets; the error names the
+// cause on that rank.
+func TestMeasureStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errStop := errors.New("interrupt received")
+	var got []Result
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		stop, quit := context.WithCancelCause(context.Background())
+		defer quit(nil)
+		cfg := Config{Ops: []string{OpAllReduce, OpBcast}, Sizes: []int{8, 64}, Scale: 0.005, Stop: stop}
+		// The last rank is told after the first operation's sizes: the
+		// step that agrees before the next one sees it there.
+		var rs []Result
+		var err error
+		if c.Rank() == 2 {
+			first := cfg
+			first.Ops = first.Ops[:1]
+			if _, err = Measure(ctx, c, first); err != nil {
+				return err
+			}
+			quit(errStop)
+			rest := cfg
+			rest.Ops = rest.Ops[1:]
+			_, err = Measure(ctx, c, rest)
+			if !errors.Is(err, errStop) {
+				return fmt.Errorf("rank 2: %v, want the stop's cause", err)
+			}
+			return nil
+		}
+		first := cfg
+		first.Ops = first.Ops[:1]
+		if rs, err = Measure(ctx, c, first); err != nil {
+			return err
+		}
+		rest := cfg
+		rest.Ops = rest.Ops[1:]
+		more, err := Measure(ctx, c, rest)
+		if !errors.Is(err, context.Canceled) || len(more) != 0 {
+			return fmt.Errorf("rank %d: %v (%d results), want a stop before any", c.Rank(), err, len(more))
+		}
+		if c.Rank() == 0 {
+			got = rs
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Len(t, got, 2, "the first operation's sizes")
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -720,51 +719,12 @@ func (c *rankComm) abandonArrival(call comm.Call, k uint64, cause error) error {
 	missing := g.missing(k, c.rank)
 	// The peers learn who was missing too: the rank that gave up first is
 	// rarely the one that never came.
-	absent := rankList(missing) + " had not arrived"
+	absent := comm.FormatRanks(missing) + " had not arrived"
 	if len(missing) == 0 {
 		absent = "every other rank had arrived"
 	}
 	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, cause))
 	return fmt.Errorf("local: %v on rank %d: %s: %w", call, c.rank, absent, cause)
-}
-
-// rankList names ranks (ascending) in ranges, "rank 3" or "ranks 0-2, 5,
-// 7-1023 (1022 ranks)", at most eight ranges: an error of a job of 4,096
-// ranks stays one short line (a list of every rank made each rank's error
-// as long as the job, and the job's joined errors quadratic: 4.3 MB of
-// text after Ctrl-C at 1,024 ranks).
-func rankList(rs []int) string {
-	if len(rs) == 1 {
-		return fmt.Sprintf("rank %d", rs[0])
-	}
-	const most = 8
-	var b strings.Builder
-	b.WriteString("ranks ")
-	n := 0
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if n == most {
-			b.WriteString(", ...")
-			break
-		}
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		if j > i {
-			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
-		} else {
-			fmt.Fprintf(&b, "%d", rs[i])
-		}
-		n++
-		i = j + 1
-	}
-	if len(rs) > 2 {
-		fmt.Fprintf(&b, " (%d ranks)", len(rs))
-	}
-	return b.String()
 }
 
 // missing lists the ranks other than self that have not arrived at

@@ -1,13 +1,13 @@
-package local
+package comm
 
 import (
 	"strings"
 	"testing"
 )
 
-// TestRankList: ranks in ranges, at most eight, so that an error naming
+// TestFormatRanks: ranks in ranges, at most eight, so that an error naming
 // the ranks a collective waited for stays short at any rank count.
-func TestRankList(t *testing.T) {
+func TestFormatRanks(t *testing.T) {
 	many := make([]int, 4095)
 	for i := range many {
 		many[i] = i + 1
@@ -27,11 +27,11 @@ func TestRankList(t *testing.T) {
 		{many, "ranks 1-4095 (4095 ranks)"},
 		{gaps, "ranks 0, 2, 4, 6, 8, 10, 12, 14, ... (20 ranks)"},
 	} {
-		if got := rankList(c.in); got != c.want {
-			t.Errorf("rankList(%v) = %q, want %q", c.in, got, c.want)
+		if got := FormatRanks(c.in); got != c.want {
+			t.Errorf("FormatRanks(%v) = %q, want %q", c.in, got, c.want)
 		}
 	}
-	if got := rankList(many); strings.Count(got, ",") > 8 {
+	if got := FormatRanks(many); strings.Count(got, ",") > 8 {
 		t.Errorf("rankList of 4095 ranks is long: %q", got)
 	}
 }
