@@ -31,8 +31,8 @@ type Handle struct {
 
 	// Coherence, the same on every rank (the submission walk computes it);
 	// guarded by d.mu.
-	writer  int      // the rank that wrote the latest version (at first the owner)
-	holders []uint64 // bit set of the ranks that hold the latest version
+	writer  int     // the rank that wrote the latest version (at first the owner)
+	holders rankSet // the ranks that hold the latest version
 
 	// Reduction: the codelets, the ranks contributing to the reduction in
 	// progress (nil if none), and each rank's partial result.
@@ -61,11 +61,58 @@ func (h *Handle) String() string {
 	return fmt.Sprintf("handle #%d (owner %d)", h.id, h.owner)
 }
 
-func (h *Handle) holds(r int) bool { return h.holders[r/64]&(1<<(r%64)) != 0 }
-func (h *Handle) hold(r int)       { h.holders[r/64] |= 1 << (r % 64) }
-func (h *Handle) only(r int) {
-	clear(h.holders)
-	h.hold(r)
+func (h *Handle) holds(r int) bool { return h.holders.has(r) }
+func (h *Handle) hold(r int)       { h.holders.add(r, h.d.size) }
+func (h *Handle) only(r int)       { h.holders.only(r) }
+
+// A rankSet is a set of ranks: a short sorted list while it is small (a
+// handle's latest version is usually held by its writer and a few
+// readers), a bit set of every rank once the list would take more room.
+// Every rank keeps one per handle: a bit set each was handles × n² / 8
+// bytes between in-process ranks (1.5 GB for 256 tiles at 4,096 ranks).
+type rankSet struct {
+	list []int32  // sorted, when bits is nil
+	bits []uint64 // one bit per rank, once the list outgrew size/32
+}
+
+func (s *rankSet) has(r int) bool {
+	if s.bits != nil {
+		return s.bits[r/64]&(1<<(r%64)) != 0
+	}
+	_, ok := slices.BinarySearch(s.list, int32(r))
+	return ok
+}
+
+// add puts r in the set of ranks of a communicator of size ranks.
+func (s *rankSet) add(r, size int) {
+	if s.bits != nil {
+		s.bits[r/64] |= 1 << (r % 64)
+		return
+	}
+	i, ok := slices.BinarySearch(s.list, int32(r))
+	if ok {
+		return
+	}
+	if len(s.list) >= max(size/32, 4) {
+		s.bits = make([]uint64, (size+63)/64)
+		for _, x := range s.list {
+			s.bits[x/64] |= 1 << (x % 64)
+		}
+		s.list = nil
+		s.bits[r/64] |= 1 << (r % 64)
+		return
+	}
+	s.list = slices.Insert(s.list, i, int32(r))
+}
+
+// only makes r the set's one member.
+func (s *rankSet) only(r int) {
+	if s.bits != nil {
+		clear(s.bits)
+		s.bits[r/64] |= 1 << (r % 64)
+		return
+	}
+	s.list = append(s.list[:0], int32(r))
 }
 
 // localHandle returns this rank's scheduler handle, registering a cached
@@ -114,10 +161,9 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		return nil, err
 	}
 	h := &Handle{d: d, owner: owner, rows: rows, cols: cols, dt: comm.DatatypeOf[T](), opts: opts, writer: owner,
-		name:    scheduler.NameOf(opts...),
-		holders: make([]uint64, (d.size+63)/64),
-		alloc:   func() any { return make([]T, rows*cols) },
-		raw:     func(v any) comm.Buf { return comm.BufOf(v.([]T)) },
+		name:  scheduler.NameOf(opts...),
+		alloc: func() any { return make([]T, rows*cols) },
+		raw:   func(v any) comm.Buf { return comm.BufOf(v.([]T)) },
 	}
 	h.hold(owner)
 	d.mu.Lock()
@@ -420,7 +466,7 @@ func (d *Scheduler) contributeLocked(ctx context.Context, h *Handle, run int) (*
 	p := h.partials[run]
 	if p == nil {
 		p = &Handle{d: d, owner: run, rows: h.rows, cols: h.cols, dt: h.dt, alloc: h.alloc, raw: h.raw,
-			writer: run, holders: make([]uint64, len(h.holders)), name: fmt.Sprintf("partial of %v on rank %d", h, run),
+			writer: run, name: fmt.Sprintf("partial of %v on rank %d", h, run),
 			rinit: h.rinit, rcombine: h.rcombine, isPartial: true}
 		p.hold(run)
 		p.id = len(d.handles)
