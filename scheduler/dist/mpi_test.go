@@ -27,24 +27,8 @@ import (
 // mpirun); under mpirun it is one rank of the job.
 func TestMPIRandomGraphs(t *testing.T) {
 	if !launch.Detect(os.Getenv).Launched() {
-		lau, _ := launch.For(mpi.Library())
-		mpirun, err := lau.Run()
-		if err != nil {
-			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
-		}
 		for n := 1; n <= 4; n++ {
-			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
-				args := lau.Args(n)
-				args = append(args, os.Args[0], "-test.run=^TestMPIRandomGraphs$", "-test.count=1", "-test.v")
-				cmd := exec.CommandContext(ctx, mpirun, args...)
-				cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
-				out, err := cmd.CombinedOutput()
-				require.NoError(t, ctx.Err(), "mpirun -n %d timed out:\n%s", n, out)
-				require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
-				assert.Equal(t, n, strings.Count(string(out), "--- PASS: TestMPIRandomGraphs"), "%s", out)
-			})
+			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) { runUnderMPI(t, "TestMPIRandomGraphs", n, 3*time.Minute) })
 		}
 		return
 	}
@@ -116,20 +100,7 @@ func TestMPIRandomGraphs(t *testing.T) {
 // for a rank that has gone on to MPI_Finalize.
 func TestMPIStalledRankEndsOthers(t *testing.T) {
 	if !launch.Detect(os.Getenv).Launched() {
-		lau, _ := launch.For(mpi.Library())
-		mpirun, err := lau.Run()
-		if err != nil {
-			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		args := append(lau.Args(2), os.Args[0], "-test.run=^TestMPIStalledRankEndsOthers$", "-test.count=1", "-test.v")
-		cmd := exec.CommandContext(ctx, mpirun, args...)
-		cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, ctx.Err(), "mpirun timed out:\n%s", out)
-		require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
-		assert.Equal(t, 2, strings.Count(string(out), "--- PASS: TestMPIStalledRankEndsOthers"), "%s", out)
+		runUnderMPI(t, "TestMPIStalledRankEndsOthers", 2, 2*time.Minute)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -185,20 +156,7 @@ func TestMPIStalledRankEndsOthers(t *testing.T) {
 // communicator.
 func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
 	if !launch.Detect(os.Getenv).Launched() {
-		lau, _ := launch.For(mpi.Library())
-		mpirun, err := lau.Run()
-		if err != nil {
-			t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		args := append(lau.Args(2), os.Args[0], "-test.run=^TestMPINoWriteAfterFailedWaitAll$", "-test.count=1", "-test.v")
-		cmd := exec.CommandContext(ctx, mpirun, args...)
-		cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, ctx.Err(), "mpirun timed out:\n%s", out)
-		require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
-		assert.Equal(t, 2, strings.Count(string(out), "--- PASS: TestMPINoWriteAfterFailedWaitAll"), "%s", out)
+		runUnderMPI(t, "TestMPINoWriteAfterFailedWaitAll", 2, 2*time.Minute)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -276,4 +234,24 @@ func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
 	want := slices.Repeat([]float64{7}, n)
 	assert.Equal(t, want, before, "rank 0's slice when its WaitAll returned")
 	assert.Equal(t, want, mine, "rank 0's slice after rank 1's late send: written after WaitAll returned")
+}
+
+// runUnderMPI runs the test named name of this binary under mpirun on n
+// ranks (skipping without mpirun) and checks that every rank passed it.
+func runUnderMPI(t *testing.T, name string, n int, timeout time.Duration) {
+	t.Helper()
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test under MPI")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	args := append(lau.Args(n), os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "mpirun -n %d timed out:\n%s", n, out)
+	require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+	assert.Equal(t, n, strings.Count(string(out), "--- PASS: "+name), "%s", out)
 }
