@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 )
@@ -23,14 +24,9 @@ func TestRunDistResidual(t *testing.T) {
 		t.Run(fmt.Sprintf("ranks=%d/grid=%dx%d/fp%d", tc.ranks, tc.p, tc.q, tc.prec), func(t *testing.T) {
 			opts := Options{N: 192, Block: 32, Precision: tc.prec, Check: true, Seed: 3, GridP: tc.p, GridQ: tc.q,
 				SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}
-			var res *Result
-			err := runtimeview.RunLocal(testCtx(t), tc.ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-				r, err := RunDist(ctx, rt, opts, nil)
-				if err == nil && rt.Rank() == 0 {
-					res = r
-				}
-				return err
-			}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+			res, err := tiled.OnRanks(testCtx(t), tc.ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) (*Result, error) {
+				return RunDist(ctx, rt, opts, nil)
+			})
 			require.NoError(t, err)
 			require.NotNil(t, res)
 			assert.Equal(t, tc.ranks, res.Ranks)
@@ -73,14 +69,9 @@ func TestRunDistSameMatrixAsRun(t *testing.T) {
 			one, err := Run(testCtx(t), opts, nil)
 			require.NoError(t, err)
 			dist := func(opts Options) *Result {
-				var res *Result
-				err := runtimeview.RunLocal(testCtx(t), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-					r, err := RunDist(ctx, rt, opts, nil)
-					if err == nil && rt.Rank() == 0 {
-						res = r
-					}
-					return err
-				}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+				res, err := tiled.OnRanks(testCtx(t), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) (*Result, error) {
+					return RunDist(ctx, rt, opts, nil)
+				})
 				require.NoError(t, err)
 				require.NotNil(t, res)
 				return res

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 )
@@ -22,14 +22,9 @@ func TestRunDist(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			opts := Options{N: 240, Block: 48, Precision: tc.prec, Check: true, Seed: 5, GridP: tc.p, GridQ: tc.q}
-			var res *Result
-			err := runtimeview.RunLocal(ctx, tc.ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-				r, err := RunDist(ctx, rt, opts, nil)
-				if err == nil && rt.Rank() == 0 {
-					res = r
-				}
-				return err
-			}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+			res, err := tiled.OnRanks(ctx, tc.ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) (*Result, error) {
+				return RunDist(ctx, rt, opts, nil)
+			})
 			require.NoError(t, err)
 			require.NotNil(t, res)
 			assert.Equal(t, tc.ranks, res.Ranks)
@@ -58,14 +53,9 @@ func TestRunDistSameMatricesAsRun(t *testing.T) {
 			one, err := Run(testCtx(t), opts, nil)
 			require.NoError(t, err)
 			dist := func(opts Options) *Result {
-				var res *Result
-				err := runtimeview.RunLocal(testCtx(t), 4, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-					r, err := RunDist(ctx, rt, opts, nil)
-					if err == nil && rt.Rank() == 0 {
-						res = r
-					}
-					return err
-				}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+				res, err := tiled.OnRanks(testCtx(t), 4, func(ctx context.Context, rt *runtimeview.RuntimeView) (*Result, error) {
+					return RunDist(ctx, rt, opts, nil)
+				})
 				require.NoError(t, err)
 				require.NotNil(t, res)
 				return res

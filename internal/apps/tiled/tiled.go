@@ -70,6 +70,20 @@ func AvailableMemory(ctx context.Context) uint64 {
 	return m.Memory.AvailableBytes
 }
 
+// OnRanks runs run on n in-process ranks (CPU workers only: no GPU is
+// opened) and returns rank 0's result: how a test runs a distributed app.
+func OnRanks[R any](ctx context.Context, n int, run func(context.Context, *runtimeview.RuntimeView) (*R, error)) (*R, error) {
+	var res *R
+	err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		r, err := run(ctx, rt)
+		if err == nil && rt.Rank() == 0 {
+			res = r
+		}
+		return err
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	return res, err
+}
+
 // RanksHere returns how many of rt's ranks run on this rank's host,
 // whose memory they share (in-process ranks all do), and whether rank 0
 // is one of them.
