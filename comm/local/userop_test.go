@@ -67,27 +67,17 @@ func TestUserOpPanicInSharedPhase(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
 		for _, call := range []string{"AllReduceUser", "ReduceUser"} {
 			t.Run(fmt.Sprintf("%s/ranks=%d", call, n), func(t *testing.T) {
-				comms, err := local.New(n)
-				require.NoError(t, err)
 				called := make(chan struct{})
-				errs := make([]error, n)
-				panics := make([]any, n)
-				var wg sync.WaitGroup
-				for r := range n {
-					wg.Go(func() {
-						defer func() { panics[r] = recover() }()
-						ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-						defer cancel()
-						op := failingOp(t, r, called, func() { panic("boom on rank 0") })
-						send := make([]float64, bigUserCount)
-						if call == "AllReduceUser" {
-							_, errs[r] = comm.AllReduceUser(ctx, comms[r], send, op)
-						} else {
-							_, errs[r] = comm.ReduceUser(ctx, comms[r], send, op, n-1)
-						}
-					})
-				}
-				waitGroup(t, &wg)
+				comms, errs, panics := onRanks(t, n, func(ctx context.Context, c comm.Comm) (err error) {
+					op := failingOp(t, c.Rank(), called, func() { panic("boom on rank 0") })
+					send := make([]float64, bigUserCount)
+					if call == "AllReduceUser" {
+						_, err = comm.AllReduceUser(ctx, c, send, op)
+					} else {
+						_, err = comm.ReduceUser(ctx, c, send, op, n-1)
+					}
+					return err
+				})
 				assert.Equal(t, "boom on rank 0", panics[0], "rank 0 panics on with its value")
 				for r := 1; r < n; r++ {
 					assert.Nil(t, panics[r], "rank %d", r)
@@ -160,21 +150,11 @@ func TestUserOpFailsUnderRun(t *testing.T) {
 // others return ErrBroken; nobody hangs.
 func TestUserOpPanicsEverywhere(t *testing.T) {
 	const n = 4
-	comms, err := local.New(n)
-	require.NoError(t, err)
 	boom := comm.UserOp("boom", func(in, inout []float64) { panic("boom") }, true)
-	errs := make([]error, n)
-	panics := make([]any, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			defer func() { panics[r] = recover() }()
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			defer cancel()
-			_, errs[r] = comm.AllReduceUser(ctx, comms[r], make([]float64, bigUserCount), boom)
-		})
-	}
-	waitGroup(t, &wg)
+	_, errs, panics := onRanks(t, n, func(ctx context.Context, c comm.Comm) error {
+		_, err := comm.AllReduceUser(ctx, c, make([]float64, bigUserCount), boom)
+		return err
+	})
 	panicked := 0
 	for r := range n {
 		if panics[r] != nil {
@@ -186,6 +166,29 @@ func TestUserOpPanicsEverywhere(t *testing.T) {
 		assert.Contains(t, errs[r].Error(), `panicked in user op "boom" of AllReduceUser`, "rank %d", r)
 	}
 	assert.Positive(t, panicked)
+}
+
+// onRanks runs fn on every rank of a new n-rank group, each on a
+// goroutine of its own with a testTimeout context (not under Run: a
+// panic stays the rank's), and returns the communicators, each rank's
+// error and what each panicked with.
+func onRanks(t *testing.T, n int, fn func(ctx context.Context, c comm.Comm) error) ([]comm.Comm, []error, []any) {
+	t.Helper()
+	comms, err := local.New(n)
+	require.NoError(t, err)
+	errs := make([]error, n)
+	panics := make([]any, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			defer func() { panics[r] = recover() }()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			errs[r] = fn(ctx, comms[r])
+		})
+	}
+	waitGroup(t, &wg)
+	return comms, errs, panics
 }
 
 // waitGroup waits for wg, failing the test after testTimeout.
