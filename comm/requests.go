@@ -21,9 +21,10 @@ type Notifier interface {
 // WaitWatcher is implemented by requests whose backend watches the waits
 // that last (comm/mpi's stall watch reports them and, past its timeout,
 // ends the job). A request's own Wait is watched by the backend; WaitAny
-// and WaitSome, which wait on Done, call WatchWait for each request they
-// are about to block on, with their ctx (a comm.Idle ctx is not watched),
-// and the returned function once they stop waiting.
+// and WaitSome, which wait on Done, call WatchWait on the first active
+// request of the set they are about to block on (it stands for the set),
+// with their ctx (a comm.Idle ctx is not watched), and the returned
+// function once they stop waiting.
 type WaitWatcher interface {
 	WatchWait(ctx context.Context) (stop func())
 }
@@ -193,9 +194,12 @@ func waitSet(ctx context.Context, call string, reqs []Request) error {
 	if active == 0 {
 		return nil
 	}
+	// One request of the set stands for it in the watch: a WaitAny loop
+	// over many requests claims one watch slot per call, not one each.
 	for _, r := range reqs {
 		if w, ok := r.(WaitWatcher); ok {
 			defer w.WatchWait(ctx)()
+			break
 		}
 	}
 	if notify {

@@ -154,11 +154,11 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 				if cfg.Stop.Err() != nil {
 					flag = 1
 				}
-				any, err := comm.AllReduce(ctx, c, []int32{flag}, comm.Max)
+				seen, err := comm.AllReduce(ctx, c, []int32{flag}, comm.Max)
 				if err != nil {
 					return out, fmt.Errorf("commbench: agreeing to go on: %w", err)
 				}
-				if any[0] != 0 {
+				if seen[0] != 0 {
 					cause := context.Cause(cfg.Stop)
 					if cause == nil {
 						cause = context.Canceled // another rank saw it first

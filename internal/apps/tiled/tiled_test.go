@@ -228,9 +228,9 @@ func TestTileMisuse(t *testing.T) {
 }
 
 // TestRanksHereLocal: in-process ranks all share this host, rank 0
-// included, and RanksHere says so without building every rank's
-// resource set on every rank (n² of them: pzrun -n 4096 cholesky was
-// killed by the kernel at 23 GB).
+// included. (RanksHere answers that from the backend alone; what it no
+// longer does, building every rank's resource set on every rank, shows
+// in memory only: pzrun -n 4096 cholesky was killed at 23 GB.)
 func TestRanksHereLocal(t *testing.T) {
 	err := runtimeview.RunLocal(context.Background(), 5, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		n, root := RanksHere(rt)
