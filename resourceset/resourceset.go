@@ -87,16 +87,14 @@ func New(c comm.Comm, rank int, m *hardware.Machine, log *zap.Logger) (*Resource
 // order as other collectives on c. Build the resource sets from the result
 // with New, when they are first needed.
 //
-// Ranks that share a machine usually describe it alike (in-process ranks
-// always), so the descriptions travel once per distinct one: the ranks
-// first all-gather a digest of theirs (16 bytes each), then the first
-// rank of each distinct digest sends its encoded description (a few KiB)
-// and every rank decodes each distinct description once (its own, never);
-// ranks with the same description share one *hardware.Machine in the
-// result (mine itself for the ranks described as this one), which callers
-// must not modify. So on n in-process ranks the exchange costs
-// O(n) memory per rank instead of n descriptions each (2.6 GB at 1,000
-// ranks before).
+// Ranks that share a machine often describe it alike, so the
+// descriptions travel once per distinct one: the ranks first all-gather a
+// digest of theirs (16 bytes each), then the first rank of each distinct
+// digest sends its encoded description (a few KiB) and every rank decodes
+// each distinct description once (its own, never); ranks with the same
+// description share one *hardware.Machine in the result (mine itself for
+// the ranks described as this one), which callers must not modify. (A
+// RuntimeView's in-process ranks need no exchange: they share one table.)
 func Exchange(ctx context.Context, c comm.Comm, mine *hardware.Machine) ([]*hardware.Machine, error) {
 	if c == nil || mine == nil {
 		return nil, fmt.Errorf("%w: nil communicator or machine", ErrInvalid)
