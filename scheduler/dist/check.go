@@ -64,6 +64,9 @@ type graphCheck struct {
 	// failure reports the failure this rank has seen, if any, and whether
 	// it happened here (a task of this rank) rather than being heard of.
 	failure func() (text string, here bool)
+	// endOnLeave, if set, derives the context of a comparison: it ends
+	// when a rank leaves WaitAll early, as that rank will not take part.
+	endOnLeave func(context.Context) (context.Context, func())
 	// diverged is the verdict of a comparison that found the ranks'
 	// submissions apart: from then on the ranks' collectives on the
 	// communicator no longer pair up, so WaitAll returns it at once.
@@ -126,6 +129,12 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		return nil
 	}
 	g.pending = nil
+	parent := ctx
+	if g.endOnLeave != nil {
+		var stop func()
+		ctx, stop = g.endOnLeave(ctx)
+		defer stop()
+	}
 	if g.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, g.timeout,
@@ -149,6 +158,14 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		mine.Failure, mine.FailureHere = g.failure()
 	}
 	all, err := comm.AllGatherValues(ctx, c, mine)
+	if err != nil && parent.Err() == nil && context.Cause(ctx) != nil {
+		// A rank left, or the stall timeout: the windows differ because
+		// the ranks stopped, which the cause explains.
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
+	}
 	if err != nil {
 		g.diverged = fmt.Errorf("%w (and exchanging the submissions: %v)", ErrGraphMismatch, err)
 		return g.diverged

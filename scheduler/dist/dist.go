@@ -76,8 +76,8 @@ type Scheduler struct {
 	ending int           // receives the failure canceled that have not ended yet; guarded by failMu
 	ended  chan struct{} // made by the failure, closed once the receives it canceled have all ended; guarded by failMu
 
-	peerLeft    error                   // a rank left WaitAll early: no agreement with it; guarded by failMu
-	cancelAgree context.CancelCauseFunc // ends WaitAll's agreement when a peer leaves; guarded by failMu
+	peerLeft  error                            // a rank left WaitAll early: no agreement with it; guarded by failMu
+	leaveEnds map[*int]context.CancelCauseFunc // waits a peer's leaving ends (endOnLeave); guarded by failMu
 
 	check    graphCheck // guarded by mu
 	xferSeq  uint64     // transfers walked so far; guarded by mu
@@ -113,6 +113,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	}
 	d.check.timeout = d.timeout
 	d.check.failure = d.failureText
+	d.check.endOnLeave = d.endOnLeave
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -172,10 +173,11 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		d.fail(err, "")
 		d.failMu.Lock()
 		d.peerLeft = err
-		cancel := d.cancelAgree
+		ends := d.leaveEnds
+		d.leaveEnds = nil
 		d.failMu.Unlock()
-		if cancel != nil {
-			cancel(err)
+		for _, end := range ends {
+			end(err)
 		}
 	}
 	if err := d.postCtrl(); err != nil {
@@ -295,6 +297,34 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	d.announce(ctrlLeft, err.Error())
 	d.awaitCanceled()
 	return err
+}
+
+// endOnLeave returns a context derived from ctx that ends, with the
+// departure as its cause, when another rank leaves WaitAll early
+// (ctrlLeft), at once if one has: a wait for a collective that rank will
+// never join (the graph check's, WaitAll's agreement) ends then rather
+// than at the stall timeout, or never. stop releases the context.
+func (d *Scheduler) endOnLeave(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	key := new(int)
+	d.failMu.Lock()
+	left := d.peerLeft
+	if left == nil {
+		if d.leaveEnds == nil {
+			d.leaveEnds = map[*int]context.CancelCauseFunc{}
+		}
+		d.leaveEnds[key] = cancel
+	}
+	d.failMu.Unlock()
+	if left != nil {
+		cancel(left)
+	}
+	return ctx, func() {
+		d.failMu.Lock()
+		delete(d.leaveEnds, key)
+		d.failMu.Unlock()
+		cancel(nil)
+	}
 }
 
 // announce sends a control message to every other rank.
@@ -483,8 +513,8 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if lerr == nil {
 		lerr = ferr
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	actx, stopLeave := d.endOnLeave(ctx)
+	defer stopLeave()
 	if d.timeout > 0 {
 		// A rank that never comes to the agreement (it returned without
 		// WaitAll, or hangs) must not hang this one: the stall timeout
@@ -495,13 +525,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	}
 	d.failMu.Lock()
 	left := d.peerLeft
-	d.cancelAgree = cancel
 	d.failMu.Unlock()
-	defer func() {
-		d.failMu.Lock()
-		d.cancelAgree = nil
-		d.failMu.Unlock()
-	}()
 	if left != nil {
 		if err := ctx.Err(); err != nil {
 			// This rank's own context ended too: that is its answer.
