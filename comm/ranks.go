@@ -2,6 +2,8 @@ package comm
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -43,4 +45,123 @@ func FormatRanks(rs []int) string {
 		fmt.Fprintf(&b, " (%d ranks)", len(rs))
 	}
 	return b.String()
+}
+
+// RankErrors is the failure of a run of several ranks in one process
+// (comm/local.Run, runtimeview.RunLocal): one *RankError per failed rank,
+// the cause first and the others, mostly its consequences, after it in
+// rank order. errors.Is and errors.As look into every one (Unwrap), and
+// a loop over the slice gives each rank's error in full.
+//
+// Error groups the ranks that failed alike, so that a thousand ranks
+// broken by one rank's failure read as two lines, not a thousand:
+//
+//	rank 5: boom
+//	ranks R = 0-4, 6-63 (63 ranks): local: Barrier on rank R: comm: communicator broken: rank 5 failed: boom
+//
+// Messages that differ only by the rank's own number ("on rank 7") are
+// alike; R stands for it. At most maxGroups kinds are listed, then how
+// many ranks failed otherwise.
+type RankErrors []*RankError
+
+// maxGroups is how many kinds of failure RankErrors.Error lists.
+const maxGroups = 6
+
+// Error lists the ranks' failures, alike ones once (see RankErrors).
+func (es RankErrors) Error() string {
+	type group struct {
+		msg   string // the message, R for the rank's own number
+		first string // the first rank's message as it is
+		own   bool   // msg has R for the rank's own number
+		ranks []int
+	}
+	var groups []*group
+	byMsg := map[string]*group{}
+	for _, e := range es {
+		if e == nil {
+			continue
+		}
+		msg := "<nil>"
+		if e.Err != nil {
+			msg = e.Err.Error()
+		}
+		generic := ownRankAsR(msg, e.Rank)
+		g := byMsg[generic]
+		if g == nil {
+			g = &group{msg: generic, first: msg, own: generic != msg}
+			byMsg[generic] = g
+			groups = append(groups, g)
+		}
+		g.ranks = append(g.ranks, e.Rank)
+	}
+	var b strings.Builder
+	for i, g := range groups {
+		if i == maxGroups {
+			var rest []int
+			for _, g := range groups[i:] {
+				rest = append(rest, g.ranks...)
+			}
+			slices.Sort(rest)
+			fmt.Fprintf(&b, "\n(and %s, failed in %d other ways)", FormatRanks(rest), len(groups)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		switch {
+		case len(g.ranks) == 1:
+			fmt.Fprintf(&b, "rank %d: %s", g.ranks[0], g.first)
+		case g.own:
+			slices.Sort(g.ranks)
+			fmt.Fprintf(&b, "ranks R = %s: %s", strings.TrimPrefix(FormatRanks(g.ranks), "ranks "), g.msg)
+		default:
+			slices.Sort(g.ranks)
+			fmt.Fprintf(&b, "%s: %s", FormatRanks(g.ranks), g.msg)
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the ranks' errors, for errors.Is and errors.As.
+func (es RankErrors) Unwrap() []error {
+	out := make([]error, 0, len(es))
+	for _, e := range es {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ownRankAsR is msg with "rank N", N being the failed rank's own number,
+// written "rank R", where it stands as a word ("rank 7:" but not "rank
+// 70" or "crank 7").
+func ownRankAsR(msg string, rank int) string {
+	word := "rank " + strconv.Itoa(rank)
+	if !strings.Contains(msg, word) {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, word)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		end := i + len(word)
+		whole := (i == 0 || !isWordByte(msg[i-1])) && (end == len(msg) || !isDigit(msg[end]))
+		b.WriteString(msg[:i])
+		if whole {
+			b.WriteString("rank R")
+		} else {
+			b.WriteString(word)
+		}
+		msg = msg[end:]
+	}
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isWordByte(c byte) bool {
+	return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
 }

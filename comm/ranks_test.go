@@ -1,6 +1,8 @@
 package comm
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -33,5 +35,55 @@ func TestFormatRanks(t *testing.T) {
 	}
 	if got := FormatRanks(many); strings.Count(got, ",") > 8 {
 		t.Errorf("rankList of 4095 ranks is long: %q", got)
+	}
+}
+
+// RankErrors names ranks that failed alike once: the cause, then the
+// consequences that differ only by the rank's own number, as one line; a
+// number that is not the rank's own (rank 70 on rank 7, the failed rank
+// named by the others) stays.
+func TestRankErrorsGroups(t *testing.T) {
+	var es RankErrors
+	es = append(es, &RankError{Rank: 5, Err: errors.New("boom")})
+	for r := range 64 {
+		if r != 5 {
+			es = append(es, &RankError{Rank: r, Err: fmt.Errorf("local: Barrier on rank %d: comm: broken: rank 5 failed: boom", r)})
+		}
+	}
+	es = append(es, &RankError{Rank: 7, Err: errors.New("crank 7 saw rank 70 and rank 7.5")})
+	want := "rank 5: boom\n" +
+		"ranks R = 0-4, 6-63 (63 ranks): local: Barrier on rank R: comm: broken: rank 5 failed: boom\n" +
+		"rank 7: crank 7 saw rank 70 and rank 7.5"
+	if got := es.Error(); got != want {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
+	// A rank alone keeps its own words; ranks alike without their number
+	// are named plainly.
+	two := RankErrors{{Rank: 3, Err: errors.New("on rank 3: x")}, {Rank: 0, Err: errors.New("interrupted")}, {Rank: 1, Err: errors.New("interrupted")}}
+	if got, want := two.Error(), "rank 3: on rank 3: x\nranks 0-1: interrupted"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	// Every rank's error stays reachable.
+	var re *RankError
+	if !errors.As(es, &re) || re.Rank != 5 {
+		t.Errorf("errors.As finds %v, want rank 5's error first", re)
+	}
+	if n := len(es.Unwrap()); n != 65 {
+		t.Errorf("Unwrap gives %d errors, want 65", n)
+	}
+}
+
+// Past maxGroups kinds of failure, RankErrors counts the rest.
+func TestRankErrorsManyKinds(t *testing.T) {
+	var es RankErrors
+	for r := range 1024 {
+		es = append(es, &RankError{Rank: r, Err: fmt.Errorf("failed %d ms in", r*7%100)})
+	}
+	got := es.Error()
+	if lines := strings.Count(got, "\n") + 1; lines != maxGroups+1 {
+		t.Errorf("%d lines, want %d:\n%s", lines, maxGroups+1, got)
+	}
+	if !strings.HasSuffix(got, "failed in 94 other ways)") {
+		t.Errorf("last line does not count the rest:\n%s", got)
 	}
 }

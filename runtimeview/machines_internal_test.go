@@ -2,8 +2,6 @@ package runtimeview
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
@@ -38,26 +36,5 @@ func TestLocalRanksShareMachineTable(t *testing.T) {
 	}
 	if len(tables) != 1 {
 		t.Fatalf("%d ranks hold %d tables of machine descriptions, want 1 shared", n, len(tables))
-	}
-}
-
-// summarize keeps the message of a signal's joined rank errors short: a
-// few ranks' errors and how many it left out.
-func TestSummarize(t *testing.T) {
-	var errs []error
-	for r := range 1024 {
-		errs = append(errs, fmt.Errorf("rank %d: interrupted", r))
-	}
-	got := summarize(errors.Join(errs...), 3)
-	want := "rank 0: interrupted\nrank 1: interrupted\nrank 2: interrupted\n(and 1021 more ranks' errors)"
-	if got != want {
-		t.Fatalf("summarize of 1024 errors:\n%s\nwant\n%s", got, want)
-	}
-	few := errors.Join(errs[:4]...)
-	if got := summarize(few, 3); got != few.Error() {
-		t.Fatalf("summarize of 4 errors: %q, want them all", got)
-	}
-	if got := summarize(errs[5], 3); got != "rank 5: interrupted" {
-		t.Fatalf("summarize of one error: %q", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/pzgo/pz/comm"
@@ -30,8 +29,9 @@ var ErrOption = errors.New("runtimeview: invalid option")
 // table of the machine descriptions.
 //
 // RunLocal returns nil when every rank's fn and Close succeeded; otherwise
-// the ranks' errors, each a *comm.RankError naming its rank (a panic in fn
-// becomes one too), joined. fn must not keep its RuntimeView after it
+// the ranks' errors as a comm.RankErrors, each a *comm.RankError naming
+// its rank (a panic in fn becomes one too); its message names ranks that
+// failed alike once (a signal's cancellation of 1,024 ranks is a line). fn must not keep its RuntimeView after it
 // returns.
 //
 // Signals are not handled unless WithSignals(true) is given: then SIGINT
@@ -110,7 +110,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 	sigMu.Unlock()
 	if s != nil {
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "pz: after %v: %v\n", s, summarize(err, 3))
+			fmt.Fprintf(os.Stderr, "pz: after %v: %v\n", s, err)
 		}
 		cfg.exit(ExitStatus(s))
 	}
@@ -135,21 +135,4 @@ func checkRankMemory(n int, avail uint64) error {
 	}
 	return fmt.Errorf("%w: %d in-process ranks need about %.1f GiB for pz's own state (%d KiB per rank), more than the %.1f GiB available; run fewer ranks, or one process per rank under MPI",
 		ErrLaunch, n, need/(1<<30), rankBytes>>10, float64(avail)/(1<<30))
-}
-
-// summarize is err's message with at most most of the errors it joins
-// (the ranks' errors, after a signal, are one per rank: 1,024 lines at
-// 1,024 ranks), and how many it left out.
-func summarize(err error, most int) string {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok || len(j.Unwrap()) <= most+1 {
-		return err.Error()
-	}
-	errs := j.Unwrap()
-	lines := make([]string, 0, most+1)
-	for _, e := range errs[:most] {
-		lines = append(lines, e.Error())
-	}
-	lines = append(lines, fmt.Sprintf("(and %d more ranks' errors)", len(errs)-most))
-	return strings.Join(lines, "\n")
 }

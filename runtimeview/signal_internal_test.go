@@ -62,12 +62,15 @@ func TestSignalInProcess(t *testing.T) {
 	}
 }
 
+// SIGINT ends every rank of RunLocal, runs each one's stack, exits with
+// 130, and the ranks' alike errors read as one line (what RunLocal prints
+// on stderr), not a line per rank.
 func TestSignalRunLocal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var code atomic.Int32
 	var closed, waiting atomic.Int32
-	const n = 3
+	const n = 64
 	err := RunLocal(ctx, n, func(ctx context.Context, rt *RuntimeView) error {
 		if err := rt.StackCallback(func() error { closed.Add(1); return nil }); err != nil {
 			return err
@@ -83,6 +86,7 @@ func TestSignalRunLocal(t *testing.T) {
 	}, WithMachine(syntheticMachine()), quiet, WithSignals(true), withExit(func(c int) { code.Store(int32(c)) }))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "interrupt received")
+	assert.Equal(t, "ranks 0-63 (64 ranks): runtimeview: interrupt received", err.Error())
 	assert.Equal(t, int32(130), code.Load())
 	assert.Equal(t, int32(n), closed.Load(), "every rank's stack ran")
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))

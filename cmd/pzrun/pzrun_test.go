@@ -216,11 +216,12 @@ func TestUsageErrorOncePerJob(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
 
 	same := errors.New("boom")
-	err := errors.Join(&comm.RankError{Rank: 1, Err: same}, &comm.RankError{Rank: 0, Err: same}, &comm.RankError{Rank: 2, Err: errors.New("other")})
+	err := comm.RankErrors{{Rank: 1, Err: same}, {Rank: 0, Err: same}, {Rank: 2, Err: errors.New("other")}}
 	assert.Equal(t, "ranks 0-1: boom\nrank 2: other", describe(err))
-	assert.Equal(t, "rank 0: x", describe(errors.Join(&comm.RankError{Rank: 0, Err: errors.New("x")})))
+	assert.Equal(t, "rank 0: x", describe(comm.RankErrors{{Rank: 0, Err: errors.New("x")}}))
 	u := fmt.Errorf("%w: bad -x", errUsage)
-	assert.Equal(t, "bad -x", describe(errors.Join(&comm.RankError{Rank: 0, Err: u}, &comm.RankError{Rank: 1, Err: u})))
+	assert.Equal(t, "bad -x", describe(comm.RankErrors{{Rank: 0, Err: u}, {Rank: 1, Err: u}}))
+	assert.Equal(t, "rank 0: bad -x\nrank 1: other", describe(comm.RankErrors{{Rank: 0, Err: u}, {Rank: 1, Err: errors.New("other")}}))
 	assert.Equal(t, "bad -x", describe(u))
 }
 

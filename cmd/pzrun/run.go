@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -296,40 +295,26 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 }
 
 // describe is err's message as pzrun prints it, without errUsage's
-// "usage: " mark. In-process ranks each return a *comm.RankError, joined:
-// ranks that failed alike are named once with their common message
-// ("ranks 0, 1, 2: ..."), and a usage error they all share is printed
-// without them (each rank checked the same flags).
+// "usage: " mark. In-process ranks fail together (comm.RankErrors, whose
+// message names the ranks that failed alike once: "ranks 0-2: ..."); a
+// usage error they all share is printed without them (each rank checked
+// the same flags).
 func describe(err error) string {
-	usage := errors.Is(err, errUsage)
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
+	var res comm.RankErrors
+	if !errors.As(err, &res) || len(res) == 0 {
 		return trimUsage(err.Error())
 	}
-	var order []string
-	ranks := map[string][]int{}
-	for _, e := range joined.Unwrap() {
-		var re *comm.RankError
-		if !errors.As(e, &re) || re == nil {
-			return trimUsage(err.Error())
-		}
+	trimmed := make(comm.RankErrors, len(res))
+	alike := true
+	for i, re := range res {
 		msg := trimUsage(re.Err.Error())
-		if _, seen := ranks[msg]; !seen {
-			order = append(order, msg)
-		}
-		ranks[msg] = append(ranks[msg], re.Rank)
+		trimmed[i] = &comm.RankError{Rank: re.Rank, Err: errors.New(msg)}
+		alike = alike && msg == trimmed[0].Err.Error()
 	}
-	var lines []string
-	for _, msg := range order {
-		if usage && len(order) == 1 {
-			lines = append(lines, msg)
-			continue
-		}
-		rs := ranks[msg]
-		slices.Sort(rs)
-		lines = append(lines, comm.FormatRanks(rs)+": "+msg)
+	if alike && errors.Is(err, errUsage) {
+		return trimmed[0].Err.Error()
 	}
-	return strings.Join(lines, "\n")
+	return trimmed.Error()
 }
 
 // trimUsage drops the mark of errUsage from a message.

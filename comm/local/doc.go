@@ -56,7 +56,8 @@
 // and the communicator is broken, so the others get comm.ErrBroken instead
 // of waiting forever. Once every rank has arrived the collective completes
 // regardless, because peers may be reading the caller's memory. Run turns a
-// failing or panicking rank into a *comm.RankError, cancels the others'
+// failing or panicking rank into a *comm.RankError (returned together as a
+// comm.RankErrors, whose message names alike ranks once), cancels the others'
 // context and breaks the world. Abort breaks the world with comm.ErrAborted.
 //
 // A rank whose function returned (under Run) has left: collectives that

@@ -405,3 +405,31 @@ func TestSsendWaitsForTheReceiver(t *testing.T) {
 	require.NoError(t, comm.Ssend(ctx2, comms[0], []int8{3}, 1, 0))
 	assert.Equal(t, []int8{3}, <-done)
 }
+
+// One rank of 512 failing while the others wait in a collective: Run's
+// error reads as two lines (the cause, then the ranks it broke, named
+// once), so log.Fatal(err) does not print a line per rank; each rank's
+// error stays reachable.
+func TestRunErrorNamesAlikeRanksOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const n = 512
+	boom := errors.New("boom")
+	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 5 {
+			return boom
+		}
+		return c.Barrier(ctx)
+	})
+	require.ErrorIs(t, err, boom)
+	var res comm.RankErrors
+	require.ErrorAs(t, err, &res)
+	require.Len(t, res, n)
+	assert.Equal(t, 5, res[0].Rank, "the cause leads")
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, "%s", err)
+	assert.Equal(t, "rank 5: boom", lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "ranks R = 0-4, 6-511 (511 ranks): "), lines[1])
+	assert.Contains(t, lines[1], "rank 5 failed: boom")
+	assert.Less(t, len(err.Error()), 300)
+}

@@ -27,10 +27,10 @@ import (
 // send that waits for its receiver, on any communicator it belongs to,
 // fail at once with comm.ErrBroken naming it, while ranks that do not
 // need it go on (a send of up to 4 KiB to it is buffered and succeeds;
-// see the package doc). Run returns errors.Join of one
+// see the package doc). Run returns a comm.RankErrors, one
 // *comm.RankError per failed rank (nil if none), the cause leading
 // (errors.As finds it) and the others, mostly its consequences, after it
-// in rank order. The cause is the first rank to fail with an error that
+// in rank order; its message names ranks that failed alike once. The cause is the first rank to fail with an error that
 // does not wrap comm.ErrBroken, nor is the context's cancellation by an
 // earlier failure (those are another rank's consequences: a rank whose
 // user reduction panics, say, waits for the
@@ -47,7 +47,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	errs := make([]error, n)
+	errs := make(comm.RankErrors, n)
 	var first atomic.Int64 // the rank that failed first, + 1; 0 for none
 	var root atomic.Int64  // the first that failed not for ErrBroken, + 1; 0 for none
 	fail := func(r int, err error) {
@@ -102,9 +102,13 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 	}
 	if f > 0 {
 		lead := errs[f-1]
-		errs = append([]error{lead}, slices.Delete(errs, f-1, f)...)
+		errs = append(comm.RankErrors{lead}, slices.Delete(errs, f-1, f)...)
 	}
-	return errors.Join(errs...)
+	errs = slices.DeleteFunc(errs, func(e *comm.RankError) bool { return e == nil })
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
 }
 
 // firstLine is err's message up to its first newline, with "..." when
