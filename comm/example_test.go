@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/pzgo/pz/comm"
@@ -358,4 +359,25 @@ func ExampleIdle() {
 	defer cancel()
 	fmt.Println(comm.IsIdle(ctx), comm.IsIdle(context.Background()))
 	// Output: true false
+}
+
+// One of eight in-process ranks fails while the others wait in a barrier:
+// Run's error names the cause, then the ranks it broke, once; each rank's
+// error is still there in full.
+func ExampleRankErrors() {
+	err := local.Run(context.Background(), 8, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 3 {
+			return errors.New("input file missing")
+		}
+		return c.Barrier(ctx)
+	})
+	fmt.Println(err)
+	var res comm.RankErrors
+	if errors.As(err, &res) {
+		fmt.Println(len(res), "ranks failed; the first:", res[0].Rank)
+	}
+	// Output:
+	// rank 3: input file missing
+	// ranks R = 0-2, 4-7 (7 ranks): local: Barrier on rank R: comm: communicator broken: rank 3 failed: input file missing
+	// 8 ranks failed; the first: 3
 }

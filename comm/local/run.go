@@ -64,9 +64,12 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		// canceled context first reports the same thing as one that
 		// notices the broken world. It carries the error's first line
 		// only: a panic's stack is in the failed rank's own error, once.
-		cause := fmt.Errorf("%w: rank %d failed: %s", comm.ErrBroken, r, firstLine(err))
-		w.brk.breakWith(cause)
-		cancel(cause)
+		// The context's cause is the world's, whichever rank broke it:
+		// a rank that fails as a consequence, between the first failure's
+		// break and its cancel, must not make its own failure the cause
+		// that the ranks still to notice report.
+		w.brk.breakWith(fmt.Errorf("%w: rank %d failed: %s", comm.ErrBroken, r, firstLine(err)))
+		cancel(w.brk.broken())
 	}
 	// conc's WaitGroup scopes the rank goroutines: Run returns only once
 	// every one of them has. Panics never reach it: runRank turns them into
