@@ -29,7 +29,10 @@ type PerfModel struct {
 // HistoryModel returns a history-based performance model: the mean
 // execution time per data footprint (see Task.Footprint) and worker
 // kind, measured in every run and saved across runs (StarPU's
-// STARPU_HISTORY_BASED).
+// STARPU_HISTORY_BASED). A measurement more than 1.5 times slower or
+// faster than the mean so far (a garbage collection's pause, a preempted
+// thread) is left out, unless as many are left out as kept: then the
+// times have changed, and the entry starts again from the latest.
 func HistoryModel(name string) *PerfModel { return &PerfModel{Name: name} }
 
 // minSamples is how many measurements make a history entry calibrated
@@ -43,19 +46,42 @@ type modelKey struct {
 }
 
 // modelEntry accumulates measurements with Welford's running mean and
-// variance (Knuth, TAOCP vol. 2, 4.2.2).
+// variance (Knuth, TAOCP vol. 2, 4.2.2), leaving out outliers (see add).
 type modelEntry struct {
 	n    int64
 	mean float64
 	m2   float64
+	// rejected counts the measurements add left out as outliers since
+	// the entry started (not saved: a loaded entry starts at 0).
+	rejected int64
 }
 
+// outlierFactor bounds the measurements a history entry takes in: one
+// more than this factor slower or faster than the mean is left out
+// (StarPU's STARPU_HISTORY_MAX_ERROR, 50% by default). A Go task's time
+// includes whatever stopped its goroutine meanwhile - a garbage
+// collection's pause, the OS preempting the thread, page faults of a
+// first touch - and one 20 ms pause in the ten measurements that
+// calibrate a 1 ms kernel tripled its mean, which dmda then believed.
+const outlierFactor = 1.5
+
+// add records the measurement x (ns). An outlier (see outlierFactor) is
+// left out; but once as many have been left out as kept, the times have
+// changed for good (another load on the machine, a slower clock, a
+// first measurement that was the outlier), and the entry starts again
+// from x.
 func (e *modelEntry) add(x float64) {
 	if !(x >= 0) || math.IsInf(x, 1) {
 		return // not a duration: it would poison the mean
 	}
 	if e.n < 0 {
 		*e = modelEntry{} // never loaded (see validEntry); start afresh
+	}
+	if e.n > 0 && e.mean > 0 && (x > e.mean*outlierFactor || x*outlierFactor < e.mean) {
+		if e.rejected++; e.rejected < e.n {
+			return
+		}
+		*e = modelEntry{}
 	}
 	// n saturates rather than wrapping to a negative or zero divisor:
 	// past 2^63 samples, each weighs 1/2^63.

@@ -13,7 +13,7 @@ import (
 // durations are ignored, so the mean and variance stay finite.
 func TestModelEntryAddGuards(t *testing.T) {
 	e := modelEntry{n: math.MaxInt64, mean: 100}
-	e.add(200)
+	e.add(140)
 	assert.Equal(t, int64(math.MaxInt64), e.n)
 	assert.InDelta(t, 100, e.mean, 1e-6)
 
@@ -29,6 +29,44 @@ func TestModelEntryAddGuards(t *testing.T) {
 	assert.Equal(t, int64(2), e.n)
 	assert.Equal(t, 8.0, e.mean)
 	assert.Equal(t, 2.0, e.m2)
+}
+
+// TestModelEntryLeavesOutOutliers: a measurement 1.5 times away from
+// the mean, slower (a garbage collection's pause) or faster, is left out
+// of a calibrated entry; once as many are left out as kept, the times
+// have changed and the entry starts again from the latest; a first
+// measurement that was itself the outlier is dropped at the next.
+func TestModelEntryLeavesOutOutliers(t *testing.T) {
+	var e modelEntry
+	for range 10 {
+		e.add(1000)
+	}
+	e.add(20000) // a pause while the task ran
+	e.add(600)   // faster than a third off the mean
+	assert.Equal(t, int64(10), e.n)
+	assert.Equal(t, 1000.0, e.mean)
+	e.add(1400) // within the bound: kept
+	assert.Equal(t, int64(11), e.n)
+
+	// The machine gets three times slower: after as many outliers as
+	// measurements kept (2 so far, 9 more), the entry starts again.
+	for range 8 {
+		e.add(3000)
+	}
+	assert.Equal(t, int64(11), e.n, "still the old times")
+	e.add(3000)
+	assert.Equal(t, modelEntry{n: 1, mean: 3000}, e)
+	for range 9 {
+		e.add(3000)
+	}
+	assert.Equal(t, int64(10), e.n)
+	assert.Equal(t, 3000.0, e.mean)
+
+	// A cold first run, then the usual times.
+	e = modelEntry{}
+	e.add(50000)
+	e.add(1000)
+	assert.Equal(t, modelEntry{n: 1, mean: 1000}, e)
 }
 
 // TestFileSafe: the model file names are one to one with the model
