@@ -82,8 +82,11 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 			}
 			return errors.Join(ferr, rt.Close())
 		}
-		if ferr != nil && rt.world != nil && rt.Size() > 1 {
-			rt.abortJob(ferr, cfg.exit)
+		if ferr != nil {
+			rt.abandonGraph(ferr)
+			if rt.world != nil && rt.Size() > 1 {
+				rt.abortJob(ferr, cfg.exit)
+			}
 		}
 		return errors.Join(ferr, rt.Close())
 	}

@@ -101,8 +101,19 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 			return err
 		}
 		// Deferred so that the stack also runs when fn panics.
-		defer func() { err = errors.Join(err, rt.Close()) }()
-		return fn(ctx, rt)
+		returned := false
+		defer func() {
+			switch {
+			case !returned:
+				rt.abandonGraph(errors.New("its function panicked"))
+			case err != nil:
+				rt.abandonGraph(err)
+			}
+			err = errors.Join(err, rt.Close())
+		}()
+		err = fn(ctx, rt)
+		returned = true
+		return err
 	})
 
 	sigMu.Lock()

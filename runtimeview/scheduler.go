@@ -127,6 +127,21 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	return d, nil
 }
 
+// abandonGraph tells the distributed scheduler, if the rank's function
+// made one, that the rank gives up on its graph (cause: the function's
+// error, or its panic), before Close would otherwise wait for the graph
+// together with the other ranks: they learn at once that this rank
+// failed and why (dist.Scheduler.Abandon), instead of waiting for it or
+// finding that the ranks submitted different graphs.
+func (rt *RuntimeView) abandonGraph(cause error) {
+	rt.schedMu.Lock()
+	d := rt.sched
+	rt.schedMu.Unlock()
+	if d != nil {
+		d.Abandon(cause)
+	}
+}
+
 // localShare is in-process rank r's share of procs Ps among n ranks: procs/n,
 // and one more for the first procs mod n ranks; at least one.
 func localShare(procs, n, r int) int {

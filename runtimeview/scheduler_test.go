@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,75 @@ func TestSchedulerFailureLeavesNoGoroutine(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "rank 1 gives up")
 	require.ErrorIs(t, schedErr, comm.ErrBroken)
+}
+
+// A rank whose function fails (an error, or a panic) in the middle of a
+// graph gives the graph up before its Close: the others' WaitAll return
+// (or their Submit, once they heard) at once dist.ErrRankFailed naming it and its error - also comm.ErrBroken
+// - rather than a difference of the ranks' graphs (its Close used to wait
+// for the graph with the others, one submission short), and RunLocal's
+// error leads with the failed rank's.
+func TestFailedRankGivesUpGraph(t *testing.T) {
+	for _, how := range []string{"error", "panic"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const n = 3
+			noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+			boom := errors.New("input file missing")
+			waitErrs := make([]error, n)
+			err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				// The first of the rank's calls to fail: Scheduler (a
+				// rank slow to start while rank 2 already failed), Submit
+				// (once the rank heard), or WaitAll.
+				err := func() error {
+					d, err := rt.Scheduler(ctx)
+					if err != nil {
+						return err
+					}
+					hs, err := dist.RegisterTiles[float64](d, 1, n, 4, 1, dist.Cyclic1D(n, n), nil)
+					if err != nil {
+						return err
+					}
+					err = d.Submit(ctx, noop, dist.RW(hs[0][n-1]))
+					if rt.Rank() == n-1 {
+						if how == "panic" {
+							panic(boom)
+						}
+						return boom
+					}
+					if err == nil {
+						err = d.Submit(ctx, noop, dist.R(hs[0][n-1]), dist.RW(hs[0][0]))
+					}
+					if err == nil {
+						err = d.WaitAll(ctx)
+					}
+					return err
+				}()
+				waitErrs[rt.Rank()] = err
+				return err
+			})
+			require.Error(t, err)
+			// Heard from rank 2 itself, or from its failure breaking
+			// the communicator (a rank slow to submit).
+			wants := []string{"rank 2 gave up the graph: input file missing", "rank 2 failed: input file missing"}
+			if how == "panic" {
+				wants = []string{"rank 2 gave up the graph: its function panicked", "rank 2 failed: panic: input file missing"}
+			}
+			for r := range n - 1 {
+				// dist.ErrRankFailed, unless the rank's context ended
+				// first: RunLocal cancels it when another rank that
+				// heard returns its error. Either way comm.ErrBroken.
+				require.ErrorIs(t, waitErrs[r], comm.ErrBroken, "rank %d; run: %v", r, err)
+				require.NotErrorIs(t, waitErrs[r], dist.ErrGraphMismatch, "rank %d", r)
+				msg := waitErrs[r].Error()
+				if !strings.Contains(msg, wants[0]) && !strings.Contains(msg, wants[1]) {
+					t.Errorf("rank %d: %q names neither %q nor %q", r, msg, wants[0], wants[1])
+				}
+			}
+			var res comm.RankErrors
+			require.ErrorAs(t, err, &res)
+			require.Equal(t, n-1, res[0].Rank, "the failed rank leads:\n%v", err)
+		})
+	}
 }

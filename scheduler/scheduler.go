@@ -222,7 +222,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 				initErrs = append(initErrs, err)
 			}
 		case <-ctx.Done():
-			initErrs = append(initErrs, fmt.Errorf("scheduler: starting workers: %w", ctx.Err()))
+			initErrs = append(initErrs, fmt.Errorf("scheduler: starting workers: %w", ctxErr(ctx)))
 		}
 		if ctx.Err() != nil {
 			break

@@ -41,9 +41,11 @@ const ctrlTag = 0
 const ctrlSize = 1024
 
 const (
-	ctrlFailed byte = 1 + iota // a task failed on the sender; text follows
-	ctrlClose                  // self-sent by Close to end the control receive
-	ctrlLeft                   // the sender left WaitAll early (its context ended); text follows
+	ctrlFailed     byte = 1 + iota // a task failed on the sender; text follows
+	ctrlClose                      // self-sent by Close to end the control receive
+	ctrlLeft                       // the sender left WaitAll early (its context ended); text follows
+	ctrlGaveUp                     // the sender's program gave up on the graph (Abandon); text follows
+	ctrlLeftBroken                 // ctrlLeft, for a cause that is comm.ErrBroken (a rank gave up); text follows
 )
 
 // Scheduler runs one task graph across the ranks of a communicator,
@@ -168,11 +170,24 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		return
 	case ctrlFailed:
 		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), "")
-	case ctrlLeft:
-		err := fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count])
+	case ctrlLeft, ctrlLeftBroken, ctrlGaveUp:
+		var err error
+		switch text := d.ctrlBuf[1:st.Count]; d.ctrlBuf[0] {
+		case ctrlGaveUp:
+			err = gaveUpError{fmt.Errorf("%w: rank %d gave up the graph: %s", ErrRankFailed, st.Source, text)}
+		case ctrlLeftBroken:
+			err = gaveUpError{fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)}
+		default:
+			err = fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)
+		}
 		d.fail(err, "")
 		d.failMu.Lock()
-		d.peerLeft = err
+		if d.peerLeft == nil {
+			// The first departure heard of: later ones are mostly
+			// its consequences (ranks leaving WaitAll on hearing it).
+			d.peerLeft = err
+		}
+		err = d.peerLeft
 		ends := d.leaveEnds
 		d.leaveEnds = nil
 		d.failMu.Unlock()
@@ -294,9 +309,57 @@ func (d *Scheduler) awaitCanceled() {
 // have ended: no buffer changes after WaitAll returns.
 func (d *Scheduler) leave(err, cause error, here string) error {
 	d.fail(cause, here)
-	d.announce(ctrlLeft, err.Error())
+	kind := ctrlLeft
+	if errors.Is(cause, comm.ErrBroken) {
+		// Left because a rank gave up (or the communicator broke): the
+		// others' failure is that too, whichever message they hear first.
+		kind = ctrlLeftBroken
+	}
+	d.announce(kind, err.Error())
 	d.awaitCanceled()
 	return err
+}
+
+// gaveUpError is the failure of a rank that gave up the graph (Abandon),
+// as the other ranks hear of it, directly or from a rank that left
+// WaitAll on hearing it: it is also comm.ErrBroken, as that rank takes no
+// further part in the communicator's work, so that launchers
+// (comm/local.Run) see the errors it causes as consequences of its own.
+type gaveUpError struct{ error }
+
+// Is reports comm.ErrBroken as well as what the error wraps.
+func (e gaveUpError) Is(target error) bool { return target == comm.ErrBroken }
+
+// Unwrap returns the failure.
+func (e gaveUpError) Unwrap() error { return e.error }
+
+// Abandon ends this rank's part of the graph because its program gives
+// up on it (cause says why: the error its function returns, a panic):
+// the graph fails here, and the other ranks, which would wait for this
+// one in the graph's transfers and collectives, are told, so that their
+// Submit and WaitAll return ErrRankFailed naming this rank and cause at
+// once instead of waiting for it or reporting that the ranks submitted
+// different graphs. A later Close then does not wait for the tasks as
+// WaitAll does. It returns once the receives the failure canceled have
+// ended. runtimeview calls it for a rank whose function fails, before
+// the rank's Close; after the graph failed already, or after Close, it
+// does nothing.
+func (d *Scheduler) Abandon(cause error) {
+	if cause == nil {
+		cause = errors.New("no reason given")
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed || d.failure() != nil {
+		return
+	}
+	// One message (not ctrlFailed, then this): a rank that sees the
+	// communicator break as a consequence hears the cause in the same
+	// pass of its progress loop (WaitAll's sync).
+	d.fail(fmt.Errorf("dist: rank %d gave up the graph: %w", d.rank, cause), "")
+	d.announce(ctrlGaveUp, cause.Error())
+	d.awaitCanceled()
 }
 
 // endOnLeave returns a context derived from ctx that ends, with the
@@ -451,8 +514,10 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 			if left != nil {
 				cerr = left
 			}
-			if err := ctx.Err(); err != nil {
-				// This rank's own context ended too: that is its answer.
+			if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), comm.ErrBroken) {
+				// This rank's own context ended too: that is its answer
+				// (unless a failed in-process rank ended it, the failure
+				// heard of).
 				cerr = fmt.Errorf("%w (and meanwhile %w)", err, cerr)
 			}
 		}
@@ -527,7 +592,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	left := d.peerLeft
 	d.failMu.Unlock()
 	if left != nil {
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), comm.ErrBroken) {
 			// This rank's own context ended too: that is its answer.
 			return fmt.Errorf("dist: WaitAll on rank %d: %w (and meanwhile %w)", d.rank, err, left)
 		}

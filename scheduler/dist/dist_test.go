@@ -1214,3 +1214,51 @@ func TestLeaveEndsGraphCheck(t *testing.T) {
 	assert.Contains(t, waitErrs[0].Error(), "rank 1 left WaitAll")
 	assert.NotErrorIs(t, waitErrs[0], dist.ErrGraphMismatch, "the graphs differ because rank 1 left")
 }
+
+// Abandon tells the other ranks at once that this rank gives up the
+// graph, and why: their WaitAll return ErrRankFailed naming it and the
+// cause (also comm.ErrBroken), not a difference of the ranks' graphs,
+// while the rank that gave up is still alive (its departure does not
+// break the communicator); its Close then does not wait for the graph.
+func TestAbandonTellsTheOthers(t *testing.T) {
+	const n = 3
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	errs := make([]error, n)
+	var closeErr error
+	done := make(chan struct{})
+	var waiting sync.WaitGroup
+	waiting.Add(n - 1)
+	err := runRanks(t, n, func(ctx context.Context, d *dist.Scheduler) error {
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		err = d.Submit(ctx, noop, dist.RW(hs[n-1]))
+		if d.Rank() == n-1 {
+			d.Abandon(errors.New("input file missing"))
+			closeErr = d.Close()
+			waiting.Wait()
+			close(done)
+			return err
+		}
+		// The first call to fail: Submit, once the rank heard, or WaitAll.
+		if err == nil {
+			err = d.Submit(ctx, noop, dist.R(hs[n-1]), dist.RW(hs[d.Rank()]))
+		}
+		if err == nil {
+			err = d.WaitAll(ctx)
+		}
+		errs[d.Rank()] = err
+		waiting.Done()
+		<-done
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, closeErr, "Close after Abandon")
+	for r := range n - 1 {
+		require.ErrorIs(t, errs[r], dist.ErrRankFailed, "rank %d", r)
+		require.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+		require.NotErrorIs(t, errs[r], dist.ErrGraphMismatch, "rank %d", r)
+		require.ErrorContains(t, errs[r], "rank 2 gave up the graph: input file missing", "rank %d", r)
+	}
+}
