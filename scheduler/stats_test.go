@@ -78,6 +78,28 @@ func TestStatsCountCurrentIdlePeriod(t *testing.T) {
 	assert.GreaterOrEqual(t, b.Overhead, time.Duration(0))
 }
 
+// TestStatsUntimed: without WithStats the times are not measured, and
+// Stats says so (Timed false) with Busy, Idle and Overhead 0, rather
+// than a worker's whole lifetime as Overhead (which read as a worker
+// that did nothing but overhead); the task counts are there either way.
+func TestStatsUntimed(t *testing.T) {
+	ctx := testCtx(t)
+	for _, timed := range []bool{false, true} {
+		s := newSched(t, scheduler.WithWorkers(1), scheduler.WithStats(timed))
+		quick := &scheduler.Codelet{Name: "quick", CPU: func(*scheduler.Call) error { return nil }}
+		require.NoError(t, s.Submit(ctx, quick))
+		require.NoError(t, s.WaitAll(ctx))
+		st := s.Stats()[0]
+		assert.Equal(t, timed, st.Timed)
+		assert.Equal(t, int64(1), st.Tasks)
+		if !timed {
+			assert.Zero(t, st.Busy+st.Idle+st.Overhead, "untimed: %+v", st)
+		} else {
+			assert.Positive(t, st.Busy+st.Idle+st.Overhead, "timed: %+v", st)
+		}
+	}
+}
+
 // TestWaitAllWithLongSpin is the regression test for a WithSpin so
 // long that WaitAll waited for the whole spin: a worker published its
 // completions only before sleeping. It publishes them after a bounded

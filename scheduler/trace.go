@@ -23,14 +23,16 @@ type traceEvent struct {
 	err        string // the task's error, with a panic's stack; "" on success
 }
 
-// WorkerStats are one worker's figures. Busy and Idle are measured only
-// with WithStats or WithTrace (PZ_STATS, PZ_TRACE); otherwise they are 0
-// and Overhead is the worker's whole lifetime. Busy, Idle and Overhead
-// add up to the worker's lifetime: from New to the call of Stats, or
-// to Close's end of waiting for the tasks.
+// WorkerStats are one worker's figures. Busy, Idle and Overhead are
+// measured only with WithStats or WithTrace (PZ_STATS, PZ_TRACE: Timed);
+// then they add up to the worker's lifetime, from New to the call of
+// Stats, or to Close's end of waiting for the tasks. Otherwise all three
+// are 0 (not a worker that did nothing but overhead).
 type WorkerStats struct {
 	Worker int
 	Kind   WorkerKind
+	// Timed reports whether Busy, Idle and Overhead were measured.
+	Timed bool
 	// Tasks is the number of tasks the worker completed.
 	Tasks int64
 	// Busy is the time spent in task implementations (for a CUDA
@@ -63,7 +65,7 @@ func (s *Scheduler) Stats() []WorkerStats {
 		out[i] = WorkerStats{
 			Worker: w.info.ID, Kind: w.info.Kind, Tasks: w.nTasks.Load(),
 			Busy: time.Duration(w.busyNs.Load()), Idle: time.Duration(w.idleNs.Load()),
-			Flops: w.flops.Load(),
+			Flops: w.flops.Load(), Timed: s.cfg.stats,
 		}
 		idleSince[i] = w.idleStart.Load()
 	}
@@ -75,6 +77,9 @@ func (s *Scheduler) Stats() []WorkerStats {
 	}
 	for i := range out {
 		st := &out[i]
+		if !st.Timed {
+			continue
+		}
 		if start := idleSince[i]; start != 0 {
 			st.Idle += time.Duration(max(end-start, 0))
 		}
