@@ -530,6 +530,24 @@ func TestPrefetchInTrace(t *testing.T) {
 	require.NoError(t, s.WriteGantt(&svg))
 	require.Contains(t, svg.String(), "ram→sim0")
 	require.Contains(t, svg.String(), "sim0→ram")
+	// The device's worker is named with its device, as the tracks are.
+	dev := len(s.Workers()) - 1
+	require.Equal(t, fmt.Sprintf("sim%d on sim0", dev), s.WorkerName(dev))
+	require.Equal(t, "cpu0", s.WorkerName(0))
+	require.Contains(t, svg.String(), fmt.Sprintf(">sim%d on sim0<", dev))
+	require.Contains(t, tr.String(), fmt.Sprintf(`"sim%d on sim0"`, dev))
+	// TracedCopies lists the copies the chart draws.
+	copies := s.TracedCopies()
+	prefetches := 0
+	for _, c := range copies {
+		require.Contains(t, []string{"ram→sim0", "sim0→ram"}, c.Link)
+		require.LessOrEqual(t, c.Start, c.End)
+		if c.Kind == "prefetch" {
+			prefetches++
+			require.Equal(t, int64(4096*8), c.Bytes)
+		}
+	}
+	require.Equal(t, nv, prefetches)
 }
 
 // TestSimDevicesOptions covers the options' checks and the environment.

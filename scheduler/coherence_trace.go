@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/pzgo/pz/scheduler/internal/chrometrace"
 	"github.com/pzgo/pz/scheduler/internal/gantt"
@@ -56,6 +57,34 @@ func (e xferEvent) copyName() string {
 	return "copy in"
 }
 
+// A TracedCopy is a copy between memory nodes that the data layer ran
+// (recorded with WithStats or WithTrace).
+type TracedCopy struct {
+	// Link names the nodes it went between, "ram→sim0", as the Gantt
+	// chart's track does.
+	Link string
+	// Kind is "copy in", "copy out" or "prefetch".
+	Kind string
+	// Handle names the data, Bytes its size.
+	Handle string
+	Bytes  int64
+	// Start and End are since the scheduler started (Epoch).
+	Start, End time.Duration
+}
+
+// TracedCopies returns the copies between memory nodes run so far (with
+// WithStats or WithTrace), by start time, e.g. to merge the traces of
+// several schedulers (package scheduler/dist merges its ranks'); nil
+// without devices. Call it after WaitAll or Close.
+func (s *Scheduler) TracedCopies() []TracedCopy {
+	_, evs := s.xferLinks()
+	var out []TracedCopy
+	for _, e := range evs {
+		out = append(out, TracedCopy{Link: s.linkName([2]MemoryNode{e.from, e.to}), Kind: e.copyName(), Handle: e.handle, Bytes: e.bytes, Start: e.start, End: e.end})
+	}
+	return out
+}
+
 // xferChromeEvents returns the copies as Chrome trace events.
 func (s *Scheduler) xferChromeEvents() []chromeEvent {
 	links, evs := s.xferLinks()
@@ -80,11 +109,10 @@ func (s *Scheduler) xferChromeEvents() []chromeEvent {
 // rows are the workers.
 func (s *Scheduler) xferGantt(c *gantt.Chart) {
 	links, evs := s.xferLinks()
-	c.Tracks = len(links)
 	row := map[[2]MemoryNode]int{}
 	for _, l := range links {
 		row[l] = len(c.Rows)
-		c.Rows = append(c.Rows, gantt.Row{Label: s.linkName(l)})
+		c.Rows = append(c.Rows, gantt.Row{Label: s.linkName(l), Track: true})
 	}
 	for i, e := range evs {
 		// Copies are not tasks: IDs apart from the tasks', no deps.

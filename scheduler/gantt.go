@@ -69,6 +69,19 @@ func (s *Scheduler) TracedTasks() []TracedTask {
 	return out
 }
 
+// WorkerName names worker id as charts and traces do: its kind and
+// number, and for a device's worker the device, as the copies' tracks
+// name the devices ("cpu0", "sim2 on sim0": worker 2 drives device
+// sim0, whose copies are on the track "ram→sim0"). It panics if id is
+// not a worker's, like a slice index.
+func (s *Scheduler) WorkerName(id int) string {
+	w := s.workers[id].info
+	if w.Node == RAM || s.data == nil {
+		return fmt.Sprintf("%v%d", w.Kind, w.ID)
+	}
+	return fmt.Sprintf("%v%d on %s", w.Kind, w.ID, s.data.nodeName(w.Node))
+}
+
 // Recording reports whether the scheduler records the tasks it runs
 // (WithStats or WithTrace).
 func (s *Scheduler) Recording() bool { return s.cfg.stats }
@@ -95,8 +108,8 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 }
 
 // WriteGantt writes an SVG Gantt chart of the tasks run so far (with
-// WithStats or WithTrace) to out: one row per worker, labelled with its
-// kind and number, one bar per task run coloured by codelet (the first
+// WithStats or WithTrace) to out: one row per worker, labelled as
+// WorkerName names it, one bar per task run coloured by codelet (the first
 // eight codelets in the order of their first submitted task take eight
 // colours far apart, so a program's codelets have the same colours in
 // every run), a failed task ringed in red, idle time hatched, each worker's
@@ -118,7 +131,7 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 	evs := s.traceEvents()
 	c := gantt.Chart{Bars: ganttBars(evs), Critical: cfg.critical}
 	for _, w := range s.workers {
-		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("%v%d", w.info.Kind, w.info.ID)})
+		c.Rows = append(c.Rows, gantt.Row{Label: s.WorkerName(w.info.ID)})
 	}
 	s.xferGantt(&c)
 	spans := s.contextSpans(s.traceEnd(evs))

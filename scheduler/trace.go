@@ -111,7 +111,11 @@ func (s *Scheduler) WriteTrace(out io.Writer) error {
 	evs := s.traceEvents()
 	extra := contextChromeEvents(s.contextSpans(s.traceEnd(evs)), s.Resizes(), len(s.workers))
 	extra = append(extra, s.xferChromeEvents()...)
-	return writeChromeTrace(out, evs, s.workers, extra)
+	names := make([]string, len(s.workers))
+	for i := range names {
+		names[i] = s.WorkerName(i)
+	}
+	return writeChromeTrace(out, evs, names, extra)
 }
 
 // WriteTraceFiles writes the Chrome trace JSON (WriteTrace) to path and
@@ -166,7 +170,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // writeChromeTrace writes the Trace Event Format (the "X" complete
 // events, with flow events "s"/"f" for dependencies), which Perfetto
 // and chrome://tracing open.
-func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*worker, extra []chromeEvent) error {
+func writeChromeTrace(out io.Writer, evs []traceEvent, workers []string, extra []chromeEvent) error {
 	type loc struct {
 		worker int
 		end    time.Duration
@@ -179,8 +183,8 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []*worker, extra 
 	}
 	tw := chrometrace.NewWriter(out)
 	emit := tw.Emit
-	for _, w := range workers {
-		if err := emit(chrometrace.ThreadName(0, w.info.ID, fmt.Sprintf("%v%d", w.info.Kind, w.info.ID))); err != nil {
+	for id, name := range workers {
+		if err := emit(chrometrace.ThreadName(0, id, name)); err != nil {
 			return err
 		}
 	}

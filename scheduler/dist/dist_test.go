@@ -1035,6 +1035,61 @@ func TestMergedTrace(t *testing.T) {
 	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "rank 2 transfers")
+	assert.True(t, strings.Contains(string(svg), " tasks on 3 workers, "), "the transfers' rows are not workers")
+}
+
+// With devices, the merged trace holds each rank's copies between its
+// memory nodes on tracks of their own (as one rank's trace does), and
+// names a device's worker with its device, as the tracks name it.
+func TestMergedTraceCopies(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trace.json")
+	opts := []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithPerfModelDir(""), scheduler.WithStats(true),
+		scheduler.WithSimDevices(scheduler.SimDevice{Memory: 4 * vecLen * 8, Bandwidth: -1})}
+	require.NoError(t, runRanksWith(t, 2, opts, func(ctx context.Context, d *dist.Scheduler) error {
+		s := d.Local()
+		c, err := s.NewContext("device", scheduler.ContextWorkers(len(s.Workers())-1))
+		if err != nil {
+			return err
+		}
+		if err := checkRandomGraphIn(ctx, d, 5, c); err != nil {
+			return err
+		}
+		if len(s.TracedCopies()) == 0 {
+			return fmt.Errorf("rank %d: no copy recorded", d.Rank())
+		}
+		return d.WriteTraceFiles(ctx, path, 0)
+	}))
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &tr))
+	threads, copies := map[string]bool{}, map[int]int{}
+	for _, e := range tr.TraceEvents {
+		switch {
+		case e.Name == "thread_name":
+			threads[fmt.Sprintf("%d %v", e.Pid, e.Args["name"])] = true
+		case e.Ph == "X" && (e.Name == "copy in" || e.Name == "copy out" || e.Name == "prefetch"):
+			copies[e.Pid]++
+		}
+	}
+	for r := range 2 {
+		assert.Positive(t, copies[r], "rank %d's copies", r)
+		assert.True(t, threads[fmt.Sprintf("%d ram→sim0", r)], "rank %d's link track: %v", r, threads)
+		assert.True(t, threads[fmt.Sprintf("%d sim1 on sim0", r)], "rank %d's device worker: %v", r, threads)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
+	require.NoError(t, err)
+	for _, want := range []string{">rank 1 ram→sim0<", ">rank 1 sim1 on sim0<", " tasks on 4 workers, "} {
+		assert.True(t, strings.Contains(string(svg), want), "the chart lacks %q (2 ranks of a CPU and a device worker; tracks are not workers)", want)
+	}
 }
 
 // A matrix scattered from one rank reaches each tile's owner, a task on

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,29 @@ type rankTrace struct {
 	Workers []string     `json:"workers"`
 	Tasks   []taskRecord `json:"tasks"`
 	Xfers   []xferRecord `json:"xfers"`
+	Copies  []copyRecord `json:"copies,omitempty"` // the local scheduler's copies between memory nodes
+}
+
+// copyRecord is a copy between a rank's memory nodes (a device's link).
+type copyRecord struct {
+	Link   string `json:"link"`
+	Kind   string `json:"kind"`
+	Handle string `json:"handle"`
+	Bytes  int64  `json:"bytes"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+}
+
+// links lists the links r's copies went over, sorted.
+func (r rankTrace) links() []string {
+	var out []string
+	for _, c := range r.Copies {
+		if !slices.Contains(out, c.Link) {
+			out = append(out, c.Link)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 type taskRecord struct {
@@ -89,7 +113,10 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	}
 	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().UnixNano()}
 	for _, w := range d.local.Workers() {
-		mine.Workers = append(mine.Workers, fmt.Sprintf("%v%d", w.Kind, w.ID))
+		mine.Workers = append(mine.Workers, d.local.WorkerName(w.ID))
+	}
+	for _, c := range d.local.TracedCopies() {
+		mine.Copies = append(mine.Copies, copyRecord{Link: c.Link, Kind: c.Kind, Handle: c.Handle, Bytes: c.Bytes, Start: int64(c.Start), End: int64(c.End)})
 	}
 	for _, t := range d.local.TracedTasks() {
 		if len(t.Workers) == 0 {
@@ -125,8 +152,12 @@ func zero(all []rankTrace) int64 {
 	return z
 }
 
-// netThread is the thread id of a rank's transfers in the merged trace.
-const netThread = 1 << 20
+// netThread is the thread id of a rank's transfers in the merged trace;
+// copyThread+i that of its devices' link i (links).
+const (
+	netThread  = 1 << 20
+	copyThread = netThread + 1
+)
 
 type chromeEvent = chrometrace.Event
 
@@ -145,6 +176,14 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 			evs = append(evs, chrometrace.ThreadName(r.Rank, i, w))
 		}
 		evs = append(evs, chrometrace.ThreadName(r.Rank, netThread, "transfers"))
+		links := r.links()
+		for i, l := range links {
+			evs = append(evs, chrometrace.ThreadName(r.Rank, copyThread+i, l))
+		}
+		for _, c := range r.Copies {
+			evs = append(evs, chromeEvent{Name: c.Kind, Cat: "copy", Ph: "X", Ts: at(r, c.Start), Dur: float64(c.End-c.Start) / 1e3,
+				Pid: r.Rank, Tid: copyThread + slices.Index(links, c.Link), Args: map[string]any{"handle": c.Handle, "bytes": c.Bytes}})
+		}
 		for _, t := range r.Tasks {
 			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker})
 		}
@@ -191,7 +230,16 @@ func writeMergedGantt(out io.Writer, all []rankTrace) error {
 			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d %s", r.Rank, w)})
 		}
 		net := len(c.Rows)
-		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d transfers", r.Rank)})
+		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d transfers", r.Rank), Track: true})
+		links := r.links()
+		for _, l := range links {
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d %s", r.Rank, l), Track: true})
+		}
+		for _, x := range r.Copies {
+			id++
+			c.Bars = append(c.Bars, gantt.Bar{Row: net + 1 + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
+				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
+		}
 		for _, t := range r.Tasks {
 			id++
 			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: id, Name: t.Name,

@@ -49,16 +49,16 @@ type Chart struct {
 	BandKind string
 	// LegendTitle heads the legend; "" means "codelet: runs, busy time".
 	LegendTitle string
-	// Tracks is how many of the last rows are not workers but transfer
-	// tracks: their bars are copies, counted apart in the summary and
-	// never on the critical path.
-	Tracks int
 }
 
-// A Row is one row of the chart: a worker.
+// A Row is one row of the chart: a worker, or a transfer track.
 type Row struct {
 	// Label is drawn left of the row, e.g. "cpu3".
 	Label string
+	// Track marks a row that is not a worker but a transfer track (copies
+	// between memory nodes, a rank's messages): its bars are copies,
+	// counted apart in the summary and never on the critical path.
+	Track bool
 }
 
 // A Bar is one run of a task on a row.
@@ -299,7 +299,12 @@ func (d *drawing) write(w *bufio.Writer) {
 func (d *drawing) writeTitle(w *bufio.Writer) {
 	title := d.Title
 	if title == "" {
-		workers := len(d.Rows) - d.Tracks
+		workers := 0
+		for _, r := range d.Rows {
+			if !r.Track {
+				workers++
+			}
+		}
 		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), "task"), count(workers, "worker"), formatDuration(d.t1-d.t0))
 		if n := len(d.Bars) - len(d.workBars()); n > 0 {
 			title += "; " + count(n, "copy")
@@ -517,11 +522,10 @@ func BandColor(name string) string {
 
 // workBars returns the bars on the workers' rows (not on the tracks).
 func (d *drawing) workBars() []Bar {
-	if d.Tracks <= 0 {
+	if !slices.ContainsFunc(d.Rows, func(r Row) bool { return r.Track }) {
 		return d.Bars
 	}
-	workers := len(d.Rows) - d.Tracks
-	return slices.DeleteFunc(slices.Clone(d.Bars), func(b Bar) bool { return b.Row >= workers })
+	return slices.DeleteFunc(slices.Clone(d.Bars), func(b Bar) bool { return d.Rows[b.Row].Track })
 }
 
 // Utilization returns the fraction of [t0, t1] covered by the bars

@@ -128,8 +128,7 @@ func TestWriteFailedCritical(t *testing.T) {
 func TestWriteTracks(t *testing.T) {
 	c := chart()
 	c.Critical = true
-	c.Rows = append(c.Rows, Row{Label: "ram→dev0"})
-	c.Tracks = 1
+	c.Rows = append(c.Rows, Row{Label: "ram→dev0", Track: true})
 	c.Bars = append(c.Bars, Bar{Row: 2, ID: 1 << 63, Name: "copy in", Start: 0, End: 10 * ms})
 	svg := render(t, c)
 	assert.Contains(t, svg, "4 tasks on 2 workers, 10.0 ms; 1 copy")
