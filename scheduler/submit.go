@@ -106,6 +106,9 @@ func (s *Scheduler) unrunnableError(t *Task, c *Context) error {
 		for _, a := range t.Access {
 			if h := a.Handle; !h.dev {
 				why = fmt.Sprintf("%v is a value handle, which stays on CPU workers", h)
+				if h.name == "" {
+					why = fmt.Sprintf("%v stays on CPU workers", h) // "value handle *int"
+				}
 				if h.kind != kindValue {
 					why = fmt.Sprintf("%v holds %v, which stays in RAM (only vectors and matrices of numbers move to devices)", h, h.ram.typ)
 				}
