@@ -29,10 +29,11 @@ type PerfModel struct {
 // HistoryModel returns a history-based performance model: the mean
 // execution time per data footprint (see Task.Footprint) and worker
 // kind, measured in every run and saved across runs (StarPU's
-// STARPU_HISTORY_BASED). A measurement more than 1.5 times slower or
-// faster than the mean so far (a garbage collection's pause, a preempted
-// thread) is left out, unless as many are left out as kept: then the
-// times have changed, and the entry starts again from the latest.
+// STARPU_HISTORY_BASED). Once calibrated, an entry leaves out a
+// measurement more than 1.5 times slower or faster than its mean and
+// three standard deviations away (a garbage collection's pause, a
+// preempted thread), unless as many are left out as kept: then the times
+// have changed, and the entry starts again from the latest.
 func HistoryModel(name string) *PerfModel { return &PerfModel{Name: name} }
 
 // minSamples is how many measurements make a history entry calibrated
@@ -56,20 +57,36 @@ type modelEntry struct {
 	rejected int64
 }
 
-// outlierFactor bounds the measurements a history entry takes in: one
-// more than this factor slower or faster than the mean is left out
-// (StarPU's STARPU_HISTORY_MAX_ERROR, 50% by default). A Go task's time
-// includes whatever stopped its goroutine meanwhile - a garbage
-// collection's pause, the OS preempting the thread, page faults of a
-// first touch - and one 20 ms pause in the ten measurements that
-// calibrate a 1 ms kernel tripled its mean, which dmda then believed.
-const outlierFactor = 1.5
+// outlierFactor and outlierSigmas bound the measurements a calibrated
+// history entry takes in: one more than outlierFactor times slower or
+// faster than the mean, and more than outlierSigmas standard deviations
+// away from it, is left out (StarPU's STARPU_HISTORY_MAX_ERROR, 50% by
+// default, with the deviation besides). A Go task's time includes
+// whatever stopped its goroutine meanwhile - a garbage collection's
+// pause, the OS preempting the thread - and one 20 ms pause in the ten
+// measurements that calibrate a 1 ms kernel tripled its mean, which dmda
+// then believed. The deviation keeps tasks whose times scatter widely
+// anyway (a few hundred nanoseconds of work, where the clock and the
+// scheduler's own jitter are of the task's size) calibrating as before.
+const (
+	outlierFactor = 1.5
+	outlierSigmas = 3
+)
 
-// add records the measurement x (ns). An outlier (see outlierFactor) is
-// left out; but once as many have been left out as kept, the times have
-// changed for good (another load on the machine, a slower clock, a
-// first measurement that was the outlier), and the entry starts again
-// from x.
+// outlier reports whether x is an outlier of a calibrated entry (see
+// outlierFactor).
+func (e *modelEntry) outlier(x float64) bool {
+	if e.n < minSamples || !(e.mean > 0) {
+		return false
+	}
+	sd := math.Sqrt(e.m2 / float64(e.n))
+	return (x > e.mean*outlierFactor || x*outlierFactor < e.mean) && math.Abs(x-e.mean) > outlierSigmas*sd
+}
+
+// add records the measurement x (ns). Once the entry is calibrated, an
+// outlier is left out; but once as many have been left out as kept, the
+// times have changed for good (another load on the machine, a slower
+// clock), and the entry starts again from x.
 func (e *modelEntry) add(x float64) {
 	if !(x >= 0) || math.IsInf(x, 1) {
 		return // not a duration: it would poison the mean
@@ -77,7 +94,7 @@ func (e *modelEntry) add(x float64) {
 	if e.n < 0 {
 		*e = modelEntry{} // never loaded (see validEntry); start afresh
 	}
-	if e.n > 0 && e.mean > 0 && (x > e.mean*outlierFactor || x*outlierFactor < e.mean) {
+	if e.outlier(x) {
 		if e.rejected++; e.rejected < e.n {
 			return
 		}
