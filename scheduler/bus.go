@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -16,7 +18,8 @@ import (
 
 // The bus model: each device's copy time in each direction as latency +
 // bytes × time per byte, measured once (a few copies of a small and a
-// large buffer when the scheduler starts) and saved in the performance
+// large buffer when the scheduler starts, within New's context and a
+// bounded time on a slow link) and saved in the performance
 // model directory, as StarPU calibrates its bus. dmda's transfer costs
 // come from it. A device that lends page-locked host buffers (a CUDA
 // GPU, accel.Stager) is measured from them, as StarPU measures pinned
@@ -73,10 +76,11 @@ func (s *Scheduler) Bus() []BusLink {
 }
 
 // calibrateBus loads each device's links from dir, or measures and
-// saves them. It fails if a measurement fails; an error saving the
-// links, which does not change them, is returned as saveErr for Close
-// to report with the performance models' (modelStore.save).
-func (d *dataLayer) calibrateBus(dir, host string) (saveErr, err error) {
+// saves them. It fails if a measurement fails, or ctx ends during one
+// (measureLink); an error saving the links, which does not change them,
+// is returned as saveErr for Close to report with the performance
+// models' (modelStore.save).
+func (d *dataLayer) calibrateBus(ctx context.Context, dir, host string) (saveErr, err error) {
 	var saveErrs []error
 	for _, nd := range d.nodes[1:] {
 		path := ""
@@ -90,9 +94,9 @@ func (d *dataLayer) calibrateBus(dir, host string) (saveErr, err error) {
 				}
 			}
 		}
-		in, out, err := measureLink(nd.dev)
+		in, out, err := measureLink(ctx, nd.dev)
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: calibrating the bus of %s: %w", nd.dev.name(), err)
+			return nil, fmt.Errorf("scheduler: calibrating the bus: measuring the link between RAM and %s: %w", nd.dev.name(), err)
 		}
 		nd.in, nd.out = in, out
 		if path != "" {
@@ -104,59 +108,61 @@ func (d *dataLayer) calibrateBus(dir, host string) (saveErr, err error) {
 	return errors.Join(saveErrs...), nil
 }
 
-// measureLink times copies of 8 bytes and of 4 MiB (at most half the
-// device) each way, the best of three, and fits latency + size /
+// The link measurement's sizes and time budget. A fast link (a GPU's)
+// is measured with linkLarge bytes; a slow one with what a probe of
+// linkProbe bytes says it copies in about linkTarget, and its repeats
+// stop once a direction has taken linkBudget, so that calibrating a
+// slow link costs a fraction of a second, not many seconds (a 4 MiB copy
+// at 1 MB/s takes 4 s). Only the link's latency is not bounded: ctx is.
+const (
+	linkSmall  = 8        // bytes: one float64, the latency
+	linkProbe  = 64 << 10 // bytes
+	linkLarge  = 4 << 20  // bytes, at most
+	linkTarget = 20 * time.Millisecond
+	linkBudget = 100 * time.Millisecond
+	linkRepeat = 3 // copies of each size, the best taken
+)
+
+// measureLink times copies of 8 bytes and of a large buffer (4 MiB on a
+// fast link, less on a slow one, at most half the device) each way, the
+// best of three (fewer on a slow link), and fits latency + size /
 // bandwidth.
-func measureLink(dev *device) (in, out busLink, err error) {
-	const small = 1 // float64s
-	large := int(min(512<<10, dev.dev.Capacity()/16))
-	if large <= small {
-		large = small + 1
-	}
-	best := func(n int, toDevice bool) (time.Duration, error) {
-		data := make([]float64, n)
-		if st, ok := dev.dev.(accel.Stager); ok {
-			b, release, err := st.Staging(8 * n)
-			if err != nil {
-				return 0, err
-			}
-			defer release() // after the copies, waited for below
-			data = unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), n)
-		}
-		host := &buffer{data: data, rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
-		mem, err := dev.alloc(host)
-		if err != nil {
-			return 0, err
-		}
-		defer dev.free(mem)
-		var fastest time.Duration
-		for range 3 {
-			done := make(chan error, 1)
-			t0 := time.Now()
-			if toDevice {
-				dev.copyIn(mem, host, func(_ time.Time, err error) { done <- err })
-			} else {
-				dev.copyOut(host, mem, func(_ time.Time, err error) { done <- err })
-			}
-			if err := <-done; err != nil {
-				return 0, err
-			}
-			if d := time.Since(t0); fastest == 0 || d < fastest {
-				fastest = d
-			}
-		}
-		return fastest, nil
-	}
+//
+// When ctx ends it returns ctx's error at once; the copy then in flight,
+// which no device can cancel, frees its buffers when it ends, and a
+// device that the scheduler closes next ends it then (accel.Sim's Close
+// cuts its simulated time short).
+func measureLink(ctx context.Context, dev *device) (in, out busLink, err error) {
+	maxLarge := int(min(linkLarge/8, dev.dev.Capacity()/16)) // float64s
+	maxLarge = max(maxLarge, linkSmall/8+1)
 	fit := func(toDevice bool) (busLink, error) {
-		ts, err := best(small, toDevice)
+		t0 := time.Now()
+		ts, err := timeCopies(ctx, dev, linkSmall/8, toDevice, t0)
 		if err != nil {
 			return busLink{}, err
 		}
-		tl, err := best(large, toDevice)
+		// The large size: what the link copies in about linkTarget,
+		// from a probe, between the probe's size and maxLarge.
+		large := min(linkProbe/8, maxLarge)
+		tp, err := timeCopy(ctx, dev, large, toDevice)
 		if err != nil {
 			return busLink{}, err
 		}
-		per := float64(tl-ts) / float64((large-small)*8)
+		tl := tp
+		if per := float64(tp-ts) / float64((large-linkSmall/8)*8); per > 0 {
+			if n := int(float64(linkTarget) / per / 8); n > large {
+				large = min(n, maxLarge)
+				if tl, err = timeCopies(ctx, dev, large, toDevice, t0); err != nil {
+					return busLink{}, err
+				}
+			}
+		} else {
+			large = min(linkLarge/8, maxLarge) // faster than the clock sees
+			if tl, err = timeCopies(ctx, dev, large, toDevice, t0); err != nil {
+				return busLink{}, err
+			}
+		}
+		per := float64(tl-ts) / float64((large-linkSmall/8)*8)
 		if per <= 0 {
 			per = float64(tl) / float64(large*8)
 		}
@@ -167,6 +173,99 @@ func measureLink(dev *device) (in, out busLink, err error) {
 	}
 	out, err = fit(false)
 	return
+}
+
+// timeCopies returns the fastest of up to linkRepeat copies of n
+// float64s, fewer once linkBudget has passed since t0.
+func timeCopies(ctx context.Context, dev *device, n int, toDevice bool, t0 time.Time) (time.Duration, error) {
+	var fastest time.Duration
+	for i := 0; i < linkRepeat && (i == 0 || time.Since(t0) < linkBudget); i++ {
+		d, err := timeCopy(ctx, dev, n, toDevice)
+		if err != nil {
+			return 0, err
+		}
+		if fastest == 0 || d < fastest {
+			fastest = d
+		}
+	}
+	return fastest, nil
+}
+
+// timeCopy times one copy of n float64s between host memory (the
+// device's page-locked staging memory if it lends some) and a fresh
+// allocation on the device. If ctx ends first it returns ctx's error at
+// once and leaves the allocation and the staging buffer to the copy's
+// end to give back.
+func timeCopy(ctx context.Context, dev *device, n int, toDevice bool) (time.Duration, error) {
+	dir := "to"
+	if !toDevice {
+		dir = "from"
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("copying %d bytes %s the device: %w", 8*n, dir, err)
+	}
+	data := make([]float64, n)
+	release := func() {}
+	if st, ok := dev.dev.(accel.Stager); ok {
+		b, rel, err := st.Staging(8 * n)
+		if err != nil {
+			return 0, err
+		}
+		release = rel
+		data = unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	}
+	host := &buffer{data: data, rows: n, cols: 1, ld: 1, elemSize: 8, typ: reflect.TypeOf([]float64(nil))}
+	mem, err := dev.alloc(host)
+	if err != nil {
+		release()
+		return 0, err
+	}
+	cleanup := func() {
+		dev.free(mem)
+		release()
+	}
+	// The copy's end hands its result over, or, once the measurement
+	// gave up on it (abandoned), cleans up after it.
+	var (
+		mu        sync.Mutex
+		abandoned bool
+		ended     = make(chan error, 1)
+	)
+	done := func(_ time.Time, err error) {
+		mu.Lock()
+		if abandoned {
+			mu.Unlock()
+			cleanup()
+			return
+		}
+		ended <- err
+		mu.Unlock()
+	}
+	t0 := time.Now()
+	if toDevice {
+		dev.copyIn(mem, host, done)
+	} else {
+		dev.copyOut(host, mem, done)
+	}
+	select {
+	case err := <-ended:
+		d := time.Since(t0)
+		cleanup()
+		if err != nil {
+			return 0, fmt.Errorf("copying %d bytes %s the device: %w", 8*n, dir, err)
+		}
+		return d, nil
+	case <-ctx.Done():
+		mu.Lock()
+		select {
+		case <-ended:
+			cleanup() // it ended meanwhile
+		default:
+			abandoned = true
+		}
+		mu.Unlock()
+		return 0, fmt.Errorf("copying %d bytes %s the device: %w", 8*n, dir, ctx.Err())
+	}
 }
 
 // pinnedBus reports whether the device's link is measured from

@@ -25,8 +25,10 @@ import (
 // by a copy from a valid one, staged through RAM; a write leaves the
 // writer's replica modified and every other invalid. Copies are
 // asynchronous on the devices' copy engines; a policy that assigns a
-// task ahead of time starts its inputs moving (prefetch). Data,
-// Unregister, WaitAll and Close bring the newest version back to RAM.
+// task ahead of time starts its inputs moving (prefetch). Fetch,
+// Unregister, WaitAll and Close bring the newest version back to RAM;
+// Data does too and then invalidates the devices' replicas, as the host
+// may write what it returns (a host read-write access).
 //
 // A scheduler with no device has no data layer (s.data is nil): its
 // handles live in RAM only and tasks take them without a lock.
@@ -907,7 +909,11 @@ func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
 	return ns
 }
 
-// fetch waits until h's newest data is in RAM.
+// fetch waits until h's newest data is in RAM. When ctx ends first it
+// still waits for the copy in flight, which writes the registered memory
+// (RAM's replica, or the parent's that a tile's first use fetches): the
+// caller may use that memory once fetch returns. A copy is bounded local
+// work - one handle over the link - and the devices cannot cancel one.
 func (d *dataLayer) fetch(ctx context.Context, h *Handle) error {
 	d.mu.Lock()
 	for {
@@ -920,10 +926,43 @@ func (d *dataLayer) fetch(ctx context.Context, h *Handle) error {
 		select {
 		case <-w:
 		case <-ctx.Done():
+			<-w
 			return fmt.Errorf("scheduler: fetching %v to RAM: %w", h, ctx.Err())
 		}
 		d.mu.Lock()
 	}
+}
+
+// own makes RAM hold h's only valid copy, for the host to read and write
+// it (Handle.Data): the newest version is fetched, then the devices'
+// replicas are invalidated (their allocations stay, for the next task
+// there to copy the data in again).
+func (d *dataLayer) own(ctx context.Context, h *Handle) error {
+	for {
+		if err := d.fetch(ctx, h); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		// A copy started since (a prefetch, for a task submitted
+		// meanwhile) would make its replica valid when it ends: let it.
+		for w := h.filling(); w != nil; w = h.filling() {
+			d.mu.Unlock()
+			<-w
+			d.mu.Lock()
+		}
+		if h.reps == nil || h.reps[RAM].state != invalid {
+			break
+		}
+		d.mu.Unlock() // written on a device meanwhile: fetch again
+	}
+	defer d.mu.Unlock()
+	if h.reps != nil {
+		for n := range h.reps {
+			h.reps[n].state = invalid
+		}
+		h.reps[RAM].state = modified
+	}
+	return nil
 }
 
 // unregister brings h back to RAM and frees its device replicas.

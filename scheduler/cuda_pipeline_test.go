@@ -251,7 +251,12 @@ func TestCUDABusPinned(t *testing.T) {
 	dir := t.TempDir()
 	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(a), scheduler.WithPerfModelDir(dir))
 	require.Len(t, s.Bus(), 2)
-	require.EqualValues(t, 12, a.PinnedCopies(), "3 copies of 2 sizes each way, from pinned memory")
+	// Each way: up to 3 copies of 8 bytes, a probe, up to 3 of the large
+	// size (fewer once the measurement's time budget has passed).
+	in, out, _ := a.Copies()
+	require.GreaterOrEqual(t, in, int64(3))
+	require.GreaterOrEqual(t, out, int64(3))
+	require.Equal(t, in+out, a.PinnedCopies(), "every copy from pinned memory")
 	files, err := filepath.Glob(filepath.Join(dir, "bus.cuda-*.json"))
 	require.NoError(t, err)
 	require.Len(t, files, 1)

@@ -113,7 +113,10 @@
 // may run it, else fails). dmda adds each worker's transfer time to its
 // predicted finish and starts a placed task's inputs moving at once
 // (PolicyConfig.Transfer, Prefetch). Data, Fetch, Unregister, WaitAll and
-// Close bring the newest version back to RAM. Vectors and matrices of
+// Close bring the newest version back to RAM; the devices' copies stay
+// valid but after Data, the host's read-write access (Fetch is its read
+// access): call Data before writing a handle's memory on the host, or a
+// task on a device computes from its older copy. Vectors and matrices of
 // numbers move to devices; value handles stay on CPU workers. A Redux
 // access on a device worker gets a private copy in the device's memory,
 // which the reduction task (on a CPU worker) brings home and combines.

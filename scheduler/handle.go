@@ -264,24 +264,48 @@ func (h *Handle) Cols() int { return h.ram.cols }
 func (h *Handle) LD() int { return h.ram.ld }
 
 // Data returns the handle's data in RAM (the registered slice or value;
-// for a tile, the sub-slice starting at its first element), first
-// copying the newest version back from a device if one holds it.
-// Reading or writing it while tasks use the handle is a data race: wait
-// for them (WaitAll, Unregister) first. Data does not return before the
-// copy, if any, ends; use Fetch to bound the wait.
+// for a tile, the sub-slice starting at its first element) for the host
+// to read and write: it is the host's read-write access, as StarPU's
+// starpu_data_acquire in STARPU_RW mode. It first copies the newest
+// version back from a device if one holds it, then invalidates the
+// devices' copies, so that RAM holds the only valid one: what the
+// program writes into the data (through what Data returns or the
+// registered slice itself) until it submits the next task on h is what
+// that task sees, on any worker; a task on a device copies the data in
+// again. To only read the data, use Fetch, which leaves the devices'
+// copies valid.
+//
+// Call Data before writing the registered memory on the host, also
+// after WaitAll: WaitAll brings the results back to RAM but leaves the
+// devices' copies valid, and a later task on a device would compute
+// from its copy, not from a write made without Data. (Or write in a
+// task, which the scheduler orders and tracks.)
+//
+// Reading or writing the data while tasks use the handle is a data
+// race: wait for them (WaitAll, Unregister) first, and submit the next
+// ones after. Data does not return before the copy, if any, ends; use
+// Fetch to bound the wait. Without devices, Data only returns the data.
 func (h *Handle) Data() any {
 	if d := h.s.data; d != nil {
-		// Without a context, a failed copy leaves RAM as it was; Fetch
-		// reports it.
-		_ = d.fetch(context.Background(), h)
+		// Without a context, a failed copy leaves RAM as it was (and the
+		// devices' copies valid); Fetch reports it.
+		_ = d.own(context.Background(), h)
 	}
 	return h.ram.data
 }
 
 // Fetch copies the newest version of h's data back to RAM if a device
-// holds it, and returns the data as Data does; the device's copy stays
-// valid. It returns ctx's error if ctx ends first. Like Data, it must not
-// race with tasks that write h.
+// holds it, and returns the data as Data does. It is the host's read
+// access (StarPU's starpu_data_acquire in STARPU_R mode): the devices'
+// copies stay valid, and tasks on a device go on computing from them, so
+// writes into what Fetch returns are not seen by the tasks that run on a
+// device: call Data to write. Like Data, it must not race with tasks
+// that write h.
+//
+// It returns ctx's error if ctx ends first; a copy to RAM already under
+// way is let end before it returns, since it writes the registered
+// memory: nothing writes it after Fetch returns, and its cost is one
+// copy of h over the device's link.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
 	if d := h.s.data; d != nil {
 		if err := d.fetch(ctx, h); err != nil {
@@ -427,7 +451,9 @@ func (h *Handle) Unpartition() error {
 // unregisters h and returns its data (see Data). Tasks submitted on h
 // afterwards fail with ErrUnregistered. A partitioned handle must be
 // unpartitioned first; tiles are released by unpartitioning their
-// parent. On ctx's end it returns ctx's error and h stays registered.
+// parent. On ctx's end it returns ctx's error and h stays registered;
+// a copy back to RAM that it started is let end first (see Fetch), so
+// that nothing it started writes the data after it returns.
 func (h *Handle) Unregister(ctx context.Context) (any, error) {
 	if h.parent != nil {
 		return nil, fmt.Errorf("%w: Unregister of tile %v; Unpartition its parent instead", ErrBadData, h)

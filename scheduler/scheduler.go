@@ -97,7 +97,9 @@ type Scheduler struct {
 // New starts a scheduler: it creates the workers (WithWorkers, PZ_NCPU),
 // initializes their drivers on their own goroutines, and installs the
 // policy (WithPolicy, PZ_SCHED; default lws). ctx bounds the start-up
-// only. Close the scheduler to stop the workers.
+// only, the measurement of the devices' links included (a device's bus
+// model not saved yet; see Bus): when it ends, New returns its error,
+// naming what it was doing. Close the scheduler to stop the workers.
 func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
@@ -159,7 +161,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		}
 		devs = append(devs, gpus...)
 		s.data = newDataLayer(s, devs)
-		saveErr, err := s.data.calibrateBus(cfg.modelDir, s.models.host)
+		saveErr, err := s.data.calibrateBus(ctx, cfg.modelDir, s.models.host)
 		if err != nil {
 			s.data.close()
 			return nil, err
@@ -271,7 +273,12 @@ func (s *Scheduler) Policy() string { return s.policy.Name() }
 // first, so the registered data hold the reduced values once WaitAll
 // returns. With devices (WithSimDevices), WaitAll then copies every handle whose
 // newest version is on a device back to RAM, so the registered slices
-// hold the results; the devices' copies stay valid for later tasks.
+// hold the results; the devices' copies stay valid for later tasks. To
+// write a handle's data on the host before later tasks, call its Data
+// first (which invalidates those copies), or write it in a task: a task
+// on a device does not see what the host wrote into the registered
+// memory otherwise. When ctx ends during those copies, WaitAll returns
+// once the copy in flight has ended (see Handle.Fetch).
 func (s *Scheduler) WaitAll(ctx context.Context) error {
 	if s.cx.n.Load() > 0 {
 		if c := ContextOf(ctx); c != nil && c.s == s && c.parent != nil {

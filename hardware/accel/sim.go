@@ -223,7 +223,11 @@ func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done)
 	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, t, done)
 }
 
-// Close waits for the issued copies and stops the engines.
+// Close waits for the issued copies and stops the engines. The copies
+// still queued or running end at once, without the rest of their
+// simulated link time: their data move as always, and whoever waits for
+// them (a scheduler that gave up measuring a slow link) is not kept
+// waiting for a link that no longer exists.
 func (d *Sim) Close() error {
 	d.in.close()
 	d.out.close()
@@ -249,6 +253,7 @@ type engine struct {
 	cond    *sync.Cond
 	queue   []job
 	closing bool
+	quit    chan struct{} // closed by close: the link times end
 	done    chan struct{}
 }
 
@@ -259,7 +264,7 @@ type job struct {
 }
 
 func newEngine() *engine {
-	e := &engine{done: make(chan struct{})}
+	e := &engine{quit: make(chan struct{}), done: make(chan struct{})}
 	e.cond = sync.NewCond(&e.mu)
 	go e.loop()
 	return e
@@ -294,15 +299,19 @@ func (e *engine) loop() {
 		e.mu.Unlock()
 		start := time.Now()
 		j.run()
-		waitUntil(start.Add(j.d))
+		waitUntil(start.Add(j.d), e.quit)
 		j.done(start, nil)
 	}
 }
 
-// close lets the queued copies end, then stops the engine.
+// close lets the queued copies end, without the rest of their link
+// time, then stops the engine.
 func (e *engine) close() {
 	e.mu.Lock()
-	e.closing = true
+	if !e.closing {
+		e.closing = true
+		close(e.quit)
+	}
 	e.cond.Signal()
 	e.mu.Unlock()
 	<-e.done
@@ -312,14 +321,25 @@ func (e *engine) close() {
 // granularity reach a millisecond on some virtual machines).
 const sleepSlack = 1500 * time.Microsecond
 
-// waitUntil returns at t: it sleeps while the rest is long, then yields
-// the processor until t, so that short simulated copies take their time
-// and not the timer's.
-func waitUntil(t time.Time) {
+// waitUntil returns at t, or once quit is closed: it sleeps while the
+// rest is long, then yields the processor until t, so that short
+// simulated copies take their time and not the timer's.
+func waitUntil(t time.Time, quit <-chan struct{}) {
 	if rest := time.Until(t); rest > 2*sleepSlack {
-		time.Sleep(rest - sleepSlack)
+		timer := time.NewTimer(rest - sleepSlack)
+		select {
+		case <-timer.C:
+		case <-quit:
+			timer.Stop()
+			return
+		}
 	}
 	for time.Now().Before(t) {
+		select {
+		case <-quit:
+			return
+		default:
+		}
 		runtime.Gosched()
 	}
 }

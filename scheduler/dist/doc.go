@@ -44,6 +44,13 @@
 // this rank's tasks and transfers, and agrees with the other ranks on the
 // outcome.
 //
+// The ranks that read a version keep cached copies of it, and only the
+// submission walk tells them of a newer one: a host write through
+// Handle.Data after WaitAll reaches this rank's later tasks only. To
+// change data between graphs, write it in a task, or call Update (on
+// every rank at the same point, like Submit), which runs a function of
+// the data on its owner as such a task.
+//
 // # Master/worker mode
 //
 // RunMaster runs a graph submitted on one rank on the cores of every rank:

@@ -50,8 +50,95 @@ func (h *Handle) Owner() int { return h.owner }
 
 // Data returns this rank's memory of the handle: on the owner the slice it
 // registered, elsewhere the cached copy (nil if never needed). After
-// WaitAll the owner's holds the latest version.
-func (h *Handle) Data() any { return h.data }
+// WaitAll the owner's holds the latest version, also when a device of the
+// owner's local scheduler computed it (its WaitAll brings it back).
+//
+// Data is this rank's host read-write access, as scheduler.Handle.Data:
+// with devices in the local scheduler it also invalidates their copies,
+// so that what the program writes into the memory - through what Data
+// returns or the registered slice - before its next submission is what
+// this rank's later tasks compute from. Use it between WaitAll and the
+// next submission that uses h: tasks and transfers use the memory until
+// then. To only read, use Fetch, which keeps the devices' copies.
+//
+// A write through Data changes this rank's memory only: the graph does
+// not learn of it. The other ranks that hold the version (those that read
+// it) keep their cached copies and compute from them, and a non-owner's
+// write never leaves its rank. To change a handle's data between graphs,
+// write it in a task (Submit: every rank sees the write in the submission
+// walk, and the next readers elsewhere receive the new version), or with
+// Update, which does that for a function of the data.
+func (h *Handle) Data() any {
+	lh, data := h.localData()
+	if lh == nil {
+		return data
+	}
+	return lh.Data()
+}
+
+// Fetch returns this rank's memory of the handle as Data does, for reading
+// it: the newest version this rank holds is copied back from a device of
+// the local scheduler if one computed it, and the devices' copies stay
+// valid, so writes into the memory are not seen by this rank's tasks on
+// devices (call Data to write). It returns ctx's error if ctx ends first
+// (scheduler.Handle.Fetch).
+func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	lh, data := h.localData()
+	if lh == nil {
+		return data, nil
+	}
+	return lh.Fetch(ctx)
+}
+
+// localData returns this rank's scheduler handle (nil if none yet) and
+// memory of h.
+func (h *Handle) localData() (*scheduler.Handle, any) {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	return h.local, h.data
+}
+
+// Update changes h's data between (or within) graphs: fn runs on h's
+// owner with its latest version - a []T of rows x cols elements, row
+// after row - as a task writing h submitted at this point would: after
+// the tasks submitted before on h, before those submitted after. The
+// other ranks then hold a stale version, and the next task that reads h
+// on any of them receives the new one. Every rank calls Update at the
+// same point of its submissions, like Submit (the graph check sees a task
+// "dist.update" that reads and writes h, on its owner); fn is called on
+// the owner only, on a worker of its local scheduler (a simulated
+// device's, then on that device's copy), and other ranks may pass nil.
+// Update does not wait for fn: WaitAll does, and returns fn's error as a
+// task's. T must be the handle's element type (an error on every rank
+// otherwise). It is how to apply a host write that would otherwise go
+// through Data, which the other ranks cannot see.
+func Update[T comm.Number](ctx context.Context, d *Scheduler, h *Handle, fn func(data []T) error) error {
+	switch {
+	case h == nil:
+		return fmt.Errorf("dist: Update: %w: nil handle", comm.ErrInvalidArg)
+	case h.d != d:
+		return fmt.Errorf("dist: Update: %w: %v", ErrForeignHandle, h)
+	}
+	if dt := comm.DatatypeOf[T](); dt != h.dt {
+		return fmt.Errorf("dist: Update of %v: %w: a function of []%v for a handle of %v", h, comm.ErrInvalidArg, dt, h.dt)
+	}
+	apply := func(data any) error {
+		if fn == nil {
+			return fmt.Errorf("dist: Update of %v: nil function on its owner, rank %d", h, h.owner)
+		}
+		x, ok := data.([]T)
+		if !ok { // int and int64 have one Datatype
+			return fmt.Errorf("dist: Update of %v: a function of %T for data of %T", h, x, data)
+		}
+		return fn(x)
+	}
+	return d.Submit(ctx, updateCl, RW(h), OnRank(h.owner), With(scheduler.WithArg(apply)))
+}
+
+// updateCl runs an Update's function on the owner's data.
+var updateCl = &scheduler.Codelet{Name: "dist.update", CPU: func(c *scheduler.Call) error {
+	return c.Arg.(func(any) error)(c.Data(0))
+}}
 
 // String names the handle in errors.
 func (h *Handle) String() string {
