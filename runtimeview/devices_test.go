@@ -351,3 +351,48 @@ func seqF64(base, n int) []float64 {
 	}
 	return x
 }
+
+// TestSchedulerGivesDeviceMemoryBack: the rank's scheduler and its
+// resource set share a device; a resource-set buffer that does not fit
+// beside what the scheduler keeps there (clean replicas, and after
+// Unregister its cached allocations) gets that memory back.
+func TestSchedulerGivesDeviceMemoryBack(t *testing.T) {
+	const tile = 4096 // float64: 32 KiB
+	err := runtimeview.RunLocal(testCtx(t), 1, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		dev := rt.MyResourceSet().Devices()[0]
+		d, err := rt.Scheduler(ctx)
+		require.NoError(t, err)
+		s := d.Local()
+		var dw []int
+		for _, w := range s.Workers() {
+			if w.Kind == scheduler.SimWorker {
+				dw = append(dw, w.ID)
+			}
+		}
+		dc, err := s.NewContext("dev", scheduler.ContextWorkers(dw...))
+		require.NoError(t, err)
+		h, err := s.RegisterVector(make([]float64, 8*tile))
+		require.NoError(t, err)
+		tiles, err := h.Partition(scheduler.Blocks(tile, 1))
+		require.NoError(t, err)
+		inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[float64](c, 0)[0]++
+			return nil
+		}}
+		for _, tl := range tiles {
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(tl[0]), scheduler.InContext(dc)))
+		}
+		require.NoError(t, s.WaitAll(ctx))
+		buf, err := resourceset.Alloc[float64](dev, 3*tile)
+		require.NoError(t, err, "beside the scheduler's clean replicas")
+		buf.Free()
+		require.NoError(t, h.Unpartition())
+		_, err = h.Unregister(ctx)
+		require.NoError(t, err)
+		buf, err = resourceset.Alloc[float64](dev, 8*tile)
+		require.NoError(t, err, "the whole device after Unregister")
+		buf.Free()
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithSimDevices(accel.SimConfig{Memory: 8 * tile * 8}))
+	require.NoError(t, err)
+}

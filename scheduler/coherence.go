@@ -28,7 +28,12 @@ import (
 // task ahead of time starts its inputs moving (prefetch). Fetch,
 // Unregister, WaitAll and Close bring the newest version back to RAM;
 // Data does too and then invalidates the devices' replicas, as the host
-// may write what it returns (a host read-write access).
+// may write what it returns (a host read-write access). Freed
+// allocations go to a per-size cache for reuse; the scheduler gives the
+// cache, and clean replicas nothing uses, back to another user of the
+// device that runs short (reclaim). A full node admits one task waiting
+// for room at a time (acquireTask), so that tasks waiting for room do
+// not evict each other's inputs.
 //
 // A scheduler with no device has no data layer (s.data is nil): its
 // handles live in RAM only and tasks take them without a lock.
@@ -75,6 +80,12 @@ type memNode struct {
 	handles  map[*Handle]struct{} // handles with an allocation here
 	changed  chan struct{}        // closed when a replica here is unpinned or freed
 	in, out  busLink              // the measured link, RAM to here and back (bus.go)
+	// admitting is the task that waits for room here keeping the data
+	// it has pinned, nil when none (acquireTask); admitted is closed
+	// when it is done waiting.
+	admitting *Task
+	admitted  chan struct{}
+	unhold    func() // withdraws the scheduler as a holder of the device's memory (nodeHolder)
 }
 
 type cacheKey struct {
@@ -125,12 +136,98 @@ func newDataLayer(s *Scheduler, devs []*device) *dataLayer {
 		if s.cfg.cuda.memLimit > 0 {
 			capacity = min(capacity, s.cfg.cuda.memLimit) // WithCUDAMemoryLimit, on every device
 		}
-		d.nodes = append(d.nodes, &memNode{
+		nd := &memNode{
 			id: MemoryNode(i + 1), dev: dev, capacity: capacity,
 			cache: make(map[cacheKey][]accel.Mem), handles: make(map[*Handle]struct{}), changed: make(chan struct{}),
-		})
+		}
+		d.nodes = append(d.nodes, nd)
+		if r, ok := dev.dev.(accel.Reclaimer); ok {
+			dev.own, nd.unhold = r.Hold(nodeHolder{d, nd.id})
+		}
 	}
 	return d
+}
+
+// A nodeHolder is the scheduler as a holder of a device's memory
+// (accel.Holder): a device that runs short for another user (a resource
+// set's Alloc) asks it for what it keeps there but does not need.
+type nodeHolder struct {
+	d *dataLayer
+	n MemoryNode
+}
+
+// Reclaim gives back what the scheduler keeps on the device but does not
+// need (dataLayer.reclaim).
+func (h nodeHolder) Reclaim(need int64, wait bool) (int64, string) {
+	return h.d.reclaim(h.n, need, wait)
+}
+
+// reclaim frees up to about need bytes of node n for another user of
+// its device: cached allocations first, then replicas nothing uses
+// whose data RAM or another node also holds (invalid and shared ones),
+// least recently used first, those a queued task prefetched last. It
+// writes back nothing and waits for nothing: modified replicas, and
+// those tasks or copies use, stay. It reports the bytes freed and what
+// the scheduler still holds there. wait false (another holder of the
+// device allocating, which may hold its own data layer's lock) gives
+// up at once when the lock is taken, rather than wait for it.
+func (d *dataLayer) reclaim(n MemoryNode, need int64, wait bool) (int64, string) {
+	if wait {
+		d.mu.Lock()
+	} else if !d.mu.TryLock() {
+		return 0, ""
+	}
+	defer d.mu.Unlock()
+	nd := d.nodes[n]
+	before := nd.used
+	for {
+		nd.dropCache(need - (before - nd.used))
+		if before-nd.used >= need {
+			break
+		}
+		v := nd.victim(nil, false, true)
+		if v == nil {
+			break
+		}
+		d.freeLocked(v, n) // into the cache, dropped above next
+		d.statLocked(n, n).Evictions++
+	}
+	return before - nd.used, nd.holdsLocked()
+}
+
+// holdsLocked describes, for a device's out-of-memory error, the memory
+// the scheduler holds on node nd and what frees it.
+func (nd *memNode) holdsLocked() string {
+	if nd.used == 0 {
+		return ""
+	}
+	var busy, dirty, clean, cached int64
+	for h := range nd.handles {
+		r := &h.reps[nd.id]
+		b := bufBytes(&h.ram)
+		switch {
+		case r.tasks > 0 || r.reads > 0 || r.fill != nil:
+			busy += b
+		case r.state == modified:
+			dirty += b
+		default:
+			clean += b
+		}
+	}
+	for key, l := range nd.cache {
+		cached += int64(len(l)) * int64(key.n) * int64(key.typ.Elem().Size())
+	}
+	parts := []string{fmt.Sprintf("the scheduler holds %d bytes of %s", nd.used, nd.dev.name())}
+	add := func(b int64, what string) {
+		if b > 0 {
+			parts = append(parts, fmt.Sprintf("%d in %s", b, what))
+		}
+	}
+	add(busy, "data that running tasks or copies use (it frees them when they end)")
+	add(dirty, "modified data, their only valid copy (WaitAll, Handle.Fetch or Unregister copies them to RAM; then they can be given back)")
+	add(clean+cached, "data and allocations it gives back when asked")
+	add(nd.used-busy-dirty-clean-cached, "workers' private buffers (reduction copies, freed by the reduction)")
+	return strings.Join(parts, ": ")
 }
 
 // nodeName names a memory node in errors and traces.
@@ -551,7 +648,7 @@ func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
 // prefetch, which gives up.
 func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, err error, ok bool) {
 	nd := d.nodes[n]
-	v := nd.victim(h, prefetch)
+	v := nd.victim(h, prefetch, false)
 	if v == nil {
 		if prefetch {
 			return nil, nil, false
@@ -580,8 +677,10 @@ func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-
 }
 
 // victim returns the least-recently-used replica on nd that nothing
-// uses (other than h's), preferring invalid ones, or nil.
-func (nd *memNode) victim(h *Handle, spareWanted bool) *Handle {
+// uses (other than h's), preferring invalid ones, or nil. spareWanted
+// leaves out those a queued task prefetched; clean leaves out modified
+// ones (whose data no other node holds).
+func (nd *memNode) victim(h *Handle, spareWanted, clean bool) *Handle {
 	var best *Handle
 	var bestKey [3]uint64
 	for v := range nd.handles {
@@ -589,7 +688,7 @@ func (nd *memNode) victim(h *Handle, spareWanted bool) *Handle {
 			continue
 		}
 		r := &v.reps[nd.id]
-		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 {
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 || clean && r.state == modified {
 			continue
 		}
 		// Unwanted before wanted, then invalid before valid, then LRU.
@@ -688,6 +787,19 @@ var ErrDeviceMemory = errors.New("scheduler: out of device memory")
 // drain, if given, which completes the worker's own tasks in flight
 // (whose data may be what fills the node) and reports whether it had
 // any, and then looks again at once.
+//
+// A full node admits one waiting task at a time. The first task that
+// finds no room is admitted (memNode.admitting): it keeps the data it
+// has pinned while it waits, and the node's other tasks wait for it to
+// be done before they take any of the node's memory. Without it, tasks
+// waiting for room would each unpin what they had copied in so that
+// another could evict it, and start again, for ever on a node that fits
+// only a few tasks' data (several workers on one device). It cannot
+// deadlock: the admitted task is the only one holding data while it
+// waits, so what it waits for is the end of a task that already has all
+// its data, or of a copy; if nothing of the scheduler's is running or
+// copying, the rest of the node is others' memory, and it looks again a
+// few times and gives up (see below).
 func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain func() bool) ([]*buffer, error) {
 	base := len(bufs)
 	for range t.Access {
@@ -702,36 +814,64 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 			return bufs[:base], err
 		}
 	}
+	// fail gives up on t's data: it unpins them and ends t's admission.
+	fail := func(err error) ([]*buffer, error) {
+		d.unpinLocked(t, n, bufs[base:])
+		nd.admitDoneLocked(t)
+		d.mu.Unlock()
+		return bufs[:base], err
+	}
 	outside := 0 // waits for memory others hold (see below)
 	for {
+		if a := nd.admitting; a != nil && a != t {
+			// Another task waits for room here: this one holds and takes
+			// none until it is done. The worker's own tasks in flight
+			// may be what it waits for.
+			d.unpinLocked(t, n, bufs[base:])
+			admitted := nd.admitted
+			d.mu.Unlock()
+			if drain == nil || !drain() {
+				<-admitted
+			}
+			d.mu.Lock()
+			continue
+		}
 		var wait <-chan struct{}
+		room := false // some access waits for room, not for a copy
 		for i, a := range t.Access {
 			if bufs[base+i] != nil || a.Mode == ModeScratch || a.Mode == ModeRedux {
 				continue
 			}
 			w, b, err := d.acquireLocked(a.Handle, n, a.Mode, false)
 			if err != nil {
-				d.unpinLocked(t, n, bufs[base:])
-				d.mu.Unlock()
-				return bufs[:base], err
+				return fail(err)
 			}
 			if w != nil {
 				if wait == nil {
 					wait = w
 				}
+				// Room: the node's signal, or the write-back of a
+				// replica evicted to make it (no allocation yet).
+				r := a.Handle.reps
+				room = room || w == (<-chan struct{})(nd.changed) || n != RAM && r != nil && r[n].mem == nil
 				continue // start the other copies too
 			}
 			bufs[base+i] = b
 		}
 		if wait == nil {
+			nd.admitDoneLocked(t)
 			d.mu.Unlock()
 			return bufs, nil
 		}
-		// While it waits, the task holds none of the node's memory: two
-		// tasks each holding part of a full node would wait for each
-		// other forever.
-		room := wait == (<-chan struct{})(nd.changed)
-		d.unpinLocked(t, n, bufs[base:])
+		if room && nd.admitting == nil {
+			nd.admitting, nd.admitted = t, make(chan struct{})
+		}
+		if nd.admitting != t {
+			// While it waits, a task not admitted holds none of the
+			// node's memory: two tasks each holding part of a full node
+			// would wait for each other forever.
+			d.unpinLocked(t, n, bufs[base:])
+		}
 		if room && drain != nil {
 			d.mu.Unlock()
 			drained := drain()
@@ -742,10 +882,10 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 		}
 		var retry <-chan time.Time
 		if room {
-			// Unpinning signaled the node; what frees room is another
-			// task's end, the next signal.
+			// What frees room is another task's end, or a copy's: the
+			// next signal.
 			wait = nd.changed
-			if !nd.busyLocked() {
+			if !nd.busyLocked(t, bufs[base:]) {
 				// Nothing of this scheduler's on the node will end and
 				// signal: the device is full of memory others hold
 				// (another rank's scheduler on a shared GPU, a resource
@@ -753,9 +893,8 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 				// again a few times, then give up: the task goes to a CPU
 				// worker if it may, else fails.
 				if outside == outsideWaits {
-					d.mu.Unlock()
-					return bufs[:base], fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %s; use smaller tiles or a larger device, or free memory there",
-						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), nd.othersHold())
+					return fail(fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %s; use smaller tiles or a larger device, or free memory there",
+						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), nd.othersHold()))
 				}
 				retry = time.After(time.Millisecond << outside)
 				outside++
@@ -767,6 +906,16 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 		case <-retry:
 		}
 		d.mu.Lock()
+	}
+}
+
+// admitDoneLocked ends t's admission to nd, if it is the admitted task:
+// the tasks waiting for it go on.
+func (nd *memNode) admitDoneLocked(t *Task) {
+	if nd.admitting == t && t != nil {
+		nd.admitting = nil
+		close(nd.admitted)
+		nd.admitted = nil
 	}
 }
 
@@ -789,10 +938,24 @@ func (nd *memNode) othersHold() string {
 }
 
 // busyLocked reports whether a task or a copy of this scheduler uses a
-// replica on the node: its end will signal.
-func (nd *memNode) busyLocked() bool {
+// replica on the node, other than task t's own pins (bufs, its buffers
+// acquired so far): its end will signal.
+func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
 	for h := range nd.handles {
-		if r := &h.reps[nd.id]; r.tasks > 0 || r.reads > 0 || r.fill != nil {
+		r := &h.reps[nd.id]
+		if r.reads > 0 || r.fill != nil {
+			return true
+		}
+		if r.tasks == 0 {
+			continue
+		}
+		own := int32(0)
+		for i, a := range t.Access {
+			if a.Handle == h && bufs[i] != nil && a.Mode != ModeScratch && a.Mode != ModeRedux {
+				own++
+			}
+		}
+		if r.tasks > own {
 			return true
 		}
 	}
@@ -852,6 +1015,9 @@ func (d *dataLayer) prefetch(t *Task, n MemoryNode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.unwantLocked(t) // placed again (its worker left): the old wish goes
+	if d.nodes[n].admitting != nil {
+		return // a task waits for room there, which the copies would take
+	}
 	for i, a := range t.Access {
 		if a.Mode&ModeR == 0 || a.Mode&ModeCommute != 0 {
 			continue // a commuting writer may be writing it right now
@@ -1053,6 +1219,9 @@ func (s *Scheduler) MemoryNodes() []string {
 // owner goes on using it.
 func (d *dataLayer) close() {
 	for _, nd := range d.nodes[1:] {
+		if nd.unhold != nil {
+			nd.unhold()
+		}
 		if nd.dev.borrowed {
 			d.mu.Lock()
 			for h := range nd.handles {

@@ -18,6 +18,10 @@ type device struct {
 	dev      accel.Device
 	host     accel.HostView // non-nil when the host can address the memory
 	borrowed bool           // the caller's (WithDevices): not closed here
+	// own allocates for the scheduler when the device is an
+	// accel.Reclaimer it holds memory of (dataLayer.hold): it asks the
+	// device's other holders, never the scheduler itself, for room.
+	own func(n int) (accel.Mem, error)
 }
 
 func newDevice(d accel.Device) *device {
@@ -34,7 +38,11 @@ func (d *device) key() string { return d.dev.Key() }
 // alloc allocates a contiguous replica of a RAM buffer's shape; the
 // error wraps accel.ErrOutOfMemory when the device is full.
 func (d *device) alloc(like *buffer) (accel.Mem, error) {
-	return d.dev.Alloc(like.rows * like.cols * int(like.elemSize))
+	n := like.rows * like.cols * int(like.elemSize)
+	if d.own != nil {
+		return d.own(n)
+	}
+	return d.dev.Alloc(n)
 }
 
 func (d *device) free(m accel.Mem) { d.dev.Free(m) }
@@ -146,7 +154,9 @@ func WithSimDevices(devs ...SimDevice) Option {
 // WithDevices makes memory nodes of devices the caller opened and closes
 // (the RuntimeView's, which its resource set shares): the scheduler
 // allocates on them beside other users, making room by eviction when a
-// device reports it is full. Devices whose memory the host can address
+// device reports it is full; on a device that is an accel.Reclaimer it
+// registers as a holder, and gives its cached allocations and clean
+// replicas back to another user that runs short. Devices whose memory the host can address
 // (accel.HostView: the simulated device) get one SimWorker worker each;
 // CUDA GPUs (cuda.Accel) get CUDAWorker workers as WithCUDA's do
 // (WithCUDAWorkers, WithCUDAPipeline, WithCUDAPartitions and their

@@ -3,7 +3,9 @@
 // the device's copy engines, behind one interface that the simulated
 // device here and the CUDA GPUs (hardware/cuda) implement. The scheduler
 // builds its memory nodes on it, and resource sets their device
-// components.
+// components. A device that both share is a Reclaimer: the scheduler
+// registers as a Holder of its memory, and an allocation that does not
+// fit first asks it for what it keeps without needing it.
 //
 // The simulated device (NewSim) has what a GPU has for the data - its
 // own allocations, a memory limit, one copy engine per direction

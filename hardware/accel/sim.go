@@ -56,6 +56,8 @@ type Sim struct {
 
 	Exports // accel.Sharer's names
 
+	holders Holders // accel.Reclaimer's
+
 	mu     sync.Mutex
 	used   int64
 	counts [3]int64 // copies in, out, within
@@ -80,6 +82,7 @@ var (
 	_ HostView  = (*Sim)(nil)
 	_ Sharer    = (*Sim)(nil)
 	_ Addresser = (*Sim)(nil)
+	_ Reclaimer = (*Sim)(nil)
 )
 
 // NewSim starts simulated device number id (named "sim<id>"). Close it
@@ -89,7 +92,9 @@ func NewSim(id int, cfg SimConfig) (*Sim, error) {
 	if cfg.Memory < 0 || cfg.Latency < 0 {
 		return nil, fmt.Errorf("accel: simulated device with %d bytes and latency %v (need >= 0)", cfg.Memory, cfg.Latency)
 	}
-	return &Sim{id: id, cfg: cfg, in: newEngine(), out: newEngine()}, nil
+	d := &Sim{id: id, cfg: cfg, in: newEngine(), out: newEngine()}
+	d.holders.Short = func(n int) int64 { return d.InUse() + int64(n) - d.cfg.Memory }
+	return d, nil
 }
 
 type simMem struct {
@@ -113,8 +118,18 @@ func (d *Sim) Capacity() int64 { return d.cfg.Memory }
 // Config returns the device's configuration, defaults filled in.
 func (d *Sim) Config() SimConfig { return d.cfg }
 
-// Alloc allocates n bytes, 8-byte aligned.
-func (d *Sim) Alloc(n int) (Mem, error) {
+// Alloc allocates n bytes, 8-byte aligned. When they do not fit, it
+// first asks the holders of the device's memory (Hold) to give back
+// what they keep but do not need.
+func (d *Sim) Alloc(n int) (Mem, error) { return d.holders.Alloc(n, d.alloc) }
+
+// Hold registers a holder of the device's memory (accel.Reclaimer).
+func (d *Sim) Hold(h Holder) (alloc func(n int) (Mem, error), drop func()) {
+	return d.holders.Hold(h, d.alloc)
+}
+
+// alloc allocates n bytes without asking the holders.
+func (d *Sim) alloc(n int) (Mem, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("accel: %s: allocating %d bytes", d.Name(), n)
 	}

@@ -30,6 +30,8 @@ type Accel struct {
 
 	accel.Exports // accel.Sharer's names: in-process ranks sharing the GPU
 
+	holders accel.Holders // accel.Reclaimer's: a scheduler's cache and clean replicas
+
 	mu     sync.Mutex
 	closed bool
 	counts [3]int64 // copies in, out, within
@@ -89,9 +91,10 @@ func (a *Accel) giveBack(b []byte) {
 }
 
 var (
-	_ accel.Device = (*Accel)(nil)
-	_ accel.Sharer = (*Accel)(nil)
-	_ accel.Stager = (*Accel)(nil)
+	_ accel.Device    = (*Accel)(nil)
+	_ accel.Sharer    = (*Accel)(nil)
+	_ accel.Stager    = (*Accel)(nil)
+	_ accel.Reclaimer = (*Accel)(nil)
 )
 
 // Instance names this Accel object: in-process ranks that share it see
@@ -163,9 +166,19 @@ func (a *Accel) Copies() (in, out, within int64) {
 	return a.counts[0], a.counts[1], a.counts[2]
 }
 
-// Alloc allocates n bytes of device memory; when the GPU is full the
-// error wraps both accel.ErrOutOfMemory and ErrOutOfMemory.
-func (a *Accel) Alloc(n int) (accel.Mem, error) {
+// Alloc allocates n bytes of device memory; when the GPU is full it
+// first asks the holders of its memory (Hold: a scheduler's cached
+// allocations and clean replicas) to give back what they do not need,
+// and then the error wraps both accel.ErrOutOfMemory and ErrOutOfMemory.
+func (a *Accel) Alloc(n int) (accel.Mem, error) { return a.holders.Alloc(n, a.alloc) }
+
+// Hold registers a holder of the GPU's memory (accel.Reclaimer).
+func (a *Accel) Hold(h accel.Holder) (alloc func(n int) (accel.Mem, error), drop func()) {
+	return a.holders.Hold(h, a.alloc)
+}
+
+// alloc allocates n bytes without asking the holders.
+func (a *Accel) alloc(n int) (accel.Mem, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("cuda: %s: allocating %d bytes", a.Name(), n)
 	}
