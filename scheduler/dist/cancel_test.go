@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -238,4 +239,94 @@ func TestNoWriteAfterFailedWaitAll(t *testing.T) {
 	for r, e := range closeErrs {
 		assert.NoError(t, e, "rank %d: Close", r)
 	}
+}
+
+// matchedRecvs is a communicator whose receives, once posted, act as if
+// their message had begun to arrive: Cancel cannot stop them, and they end
+// only if the rest comes - never, over a link cut mid-message.
+type matchedRecvs struct{ comm.Comm }
+
+func (c matchedRecvs) Dup(ctx context.Context) (comm.Comm, error) {
+	d, err := c.Comm.Dup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return matchedRecvs{d}, nil
+}
+
+func (c matchedRecvs) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
+	r, err := c.Comm.Irecv(buf, source, tag)
+	if err != nil || tag == 0 { // tag 0: dist's control messages
+		return r, err
+	}
+	return matchedReq{r}, nil
+}
+
+type matchedReq struct{ comm.Request }
+
+func (matchedReq) Cancel() error { return nil } // too late: it matched
+
+func (r matchedReq) Done() <-chan struct{} { return r.Request.(comm.Notifier).Done() }
+
+// A rank whose WaitAll gives up (the stall timeout) while a receive it
+// canceled cannot end - its message had begun to arrive when the link was
+// cut - returns after the stall timeout with an error that says so,
+// instead of waiting for that receive for ever (a job whose network failed
+// hung in WaitAll, found by scripts/netns-cholesky.sh); Close does not
+// wait for it either.
+func TestCanceledReceiveThatCannotEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	release := make(chan struct{})
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+	read := &scheduler.Codelet{Name: "read", CPU: func(*scheduler.Call) error { return nil }}
+	var waitErr, closeErr error
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+			ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+			if err != nil {
+				return err
+			}
+			defer ls.Close()
+			d, err := dist.New(ctx, matchedRecvs{c}, ls, dist.WithStallTimeout(200*time.Millisecond))
+			if err != nil {
+				return err
+			}
+			hs, err := onePerRank[int64](d, 4)
+			if err != nil {
+				return err
+			}
+			// Rank 1 needs rank 0's vector, which a task of rank 0's
+			// holds until rank 1 has given up.
+			if err := d.Submit(ctx, block, dist.RW(hs[0])); err != nil {
+				return err
+			}
+			if err := d.Submit(ctx, read, dist.R(hs[0]), dist.RW(hs[1])); err != nil {
+				return err
+			}
+			if d.Rank() == 1 {
+				waitErr = d.WaitAll(ctx)
+				close(release)
+				closeErr = d.Close()
+				return nil
+			}
+			_ = d.WaitAll(ctx)
+			_ = d.Close()
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("WaitAll waited for a canceled receive that cannot end")
+	}
+	require.ErrorIs(t, waitErr, dist.ErrStalled)
+	require.ErrorContains(t, waitErr, "canceled receives had begun to arrive and did not end within 200ms")
+	require.ErrorContains(t, waitErr, `receiving handle #0`)
+	_ = closeErr // the receive ended (abandoned) before Close: nothing left to report
 }

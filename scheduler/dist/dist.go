@@ -293,13 +293,50 @@ func (d *Scheduler) endLocked(key uint64, x inflight) {
 // awaitCanceled returns once the receives the failure canceled have
 // ended (fail), so that no receive writes a buffer after the call that
 // waits returns: at once if there was no failure or nothing to cancel.
-func (d *Scheduler) awaitCanceled() {
+//
+// A canceled receive whose message had started to arrive ends when the
+// rest has; if the link to its sender is cut, it never does (a rank of
+// a job whose network failed waited here for ever). So it waits at most
+// the stall timeout (or defaultStall without one); then it ends the
+// tasks of the receives left, and returns an error that says their
+// buffers may still be written, should their data ever arrive.
+func (d *Scheduler) awaitCanceled() error {
 	d.failMu.Lock()
 	ch := d.ended
 	d.failMu.Unlock()
-	if ch != nil {
-		<-ch
+	if ch == nil {
+		return nil
 	}
+	bound := d.timeout
+	if bound <= 0 {
+		bound = defaultStall
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+	}
+	d.failMu.Lock()
+	var left []uint64
+	var what []string
+	for key, x := range d.xfers {
+		if x.canceled {
+			left = append(left, key)
+			what = append(what, x.what)
+		}
+	}
+	d.failMu.Unlock()
+	if len(left) == 0 {
+		return nil // they ended meanwhile
+	}
+	err := fmt.Errorf("dist: rank %d: %d canceled receives had begun to arrive and did not end within %v (a link cut mid-message?): %s; their buffers may still be written if their data arrive",
+		d.rank, len(left), bound, strings.Join(what, "; "))
+	for _, key := range left {
+		d.abandon(key, err)
+	}
+	return err
 }
 
 // leave ends this rank's WaitAll early with err: the graph fails here
@@ -316,7 +353,9 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 		kind = ctrlLeftBroken
 	}
 	d.announce(kind, err.Error())
-	d.awaitCanceled()
+	if aerr := d.awaitCanceled(); aerr != nil {
+		return fmt.Errorf("%w (and %v)", err, aerr)
+	}
 	return err
 }
 
@@ -359,7 +398,7 @@ func (d *Scheduler) Abandon(cause error) {
 	// pass of its progress loop (WaitAll's sync).
 	d.fail(fmt.Errorf("dist: rank %d gave up the graph: %w", d.rank, cause), "")
 	d.announce(ctrlGaveUp, cause.Error())
-	d.awaitCanceled()
+	_ = d.awaitCanceled() // the program's failure is what it reports
 }
 
 // endOnLeave returns a context derived from ctx that ends, with the
@@ -462,7 +501,9 @@ func (d *Scheduler) Close() error {
 	// loop stops: end them, so that the local scheduler can drain, and
 	// let the canceled receives end while the loop still runs.
 	d.fail(fmt.Errorf("dist: rank %d: %w", d.rank, ErrClosed), "")
-	d.awaitCanceled()
+	if err := d.awaitCanceled(); err != nil {
+		errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+	}
 	if failed {
 		_ = d.local.WaitAll(context.Background())
 	}
@@ -557,7 +598,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		if d.size > 1 {
 			// The graph cannot go on without this rank: it has failed
 			// here too. (On one rank WaitAll may be called again.)
-			d.leave(err, err, "")
+			err = d.leave(err, err, "")
 		}
 		return err
 	}
