@@ -326,6 +326,12 @@ func syntheticClient(plan *static.Plan, name string, load float64, opts ...stati
 	}, nil
 }
 
+// clientLog prints client name's warnings (an unpinned thread) on
+// stderr, after its name.
+func clientLog(e *stmEnv, name string) static.ClientOption {
+	return static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, name+": "+m) })
+}
+
 // busy spins for d: synthetic CPU work that does not allocate.
 func busy(d time.Duration) {
 	end := time.Now().Add(d)
@@ -348,7 +354,7 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := []static.ClientOption{static.WithClientLog(func(m string) { fmt.Fprintln(e.stderr, pos[1]+": "+m) }), static.WithPlan(plan)}
+	opts := []static.ClientOption{clientLog(e, pos[1]), static.WithPlan(plan)}
 	if *dir == "" {
 		*dir = static.DefaultDir(e.getenv)
 	}
@@ -382,14 +388,17 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	if e.n <= 1 && !launch.Detect(e.getenv).Launched() {
 		var clients []*static.Client
 		for _, name := range plan.Clients {
-			c, done, err := syntheticClient(plan, name, *load)
+			c, done, err := syntheticClient(plan, name, *load, clientLog(e, name))
 			if err != nil {
 				return err
 			}
 			defer done()
 			clients = append(clients, c)
 		}
-		run, err := static.RunLocal(ctx, plan, clients, rf.options(e)...)
+		// Signals are pzrun's alone (main.go): its context's end stops the
+		// run, and the record names the signal as stm master's does.
+		opts := append(rf.options(e), static.WithSignals(false))
+		run, err := static.RunLocal(ctx, plan, clients, opts...)
 		if rerr := rf.report(e, run); err == nil {
 			err = rerr
 		}
@@ -448,7 +457,7 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 		sort.Strings(names)
 		errs := make([]error, len(names))
 		for i, name := range names {
-			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir), static.WithPlan(plan))
+			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir), static.WithPlan(plan), clientLog(e, name))
 			if err != nil {
 				return err
 			}
@@ -486,6 +495,9 @@ func stmAnalyze(_ context.Context, e *stmEnv, args []string) error {
 	pos, err := e.parse(fs, args, "RUN.json", 1)
 	if err != nil {
 		return err
+	}
+	if *periods < 1 {
+		return fmt.Errorf("%w: -periods %d: want at least 1 period to draw", errUsage, *periods)
 	}
 	f, err := os.Open(pos[0])
 	if err != nil {

@@ -287,3 +287,72 @@ func TestParseCyclictest(t *testing.T) {
 	_, _, err = parseCyclictest([]byte("nothing"))
 	assert.Error(t, err)
 }
+
+// stm run shows the clients' warnings, as stm client does: here the
+// thread of a core this machine lacks runs unpinned.
+func TestSTMRunShowsClientWarnings(t *testing.T) {
+	src := writeSchedule(t, `hyperepochs:
+  - {name: h, period: 5ms, resources: [cpu0, cpu4095], epochs: [{name: f}]}
+clients: [a, b]
+runnables:
+  - {name: x, client: a, resource: cpu4095, wcet: 500us}
+  - {name: y, client: b, resource: cpu0, wcet: 500us}
+`)
+	for _, args := range [][]string{{"stm", "run"}, {"-n", "2", "stm", "run"}} {
+		code, _, errs := pzrun(t, append(args, src, "-frames", "2", "-load", "0.1", "-liveness", "10s")...)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, errs, "a: cpu4095 runs unpinned: ", "%v", args)
+	}
+}
+
+// A SIGINT to pzrun stm run stops the run at a period boundary; pzrun
+// exits 130 and the record names pzrun's signal, as for stm master
+// (RunLocal's own handler raced pzrun's for the reason before).
+func TestSTMRunSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pzrun")
+	}
+	bin := buildPzrun(t)
+	src := writeSchedule(t, pipelineYAML)
+	runPath := filepath.Join(t.TempDir(), "run.json")
+	for i := range 3 { // the reason raced: look more than once
+		cmd := exec.Command(bin, "stm", "run", src, "-o", runPath, "-liveness", "10s")
+		var errb lines
+		started, eof := startLogged(t, cmd, "every client is in", &errb)
+		t.Cleanup(func() { cmd.Process.Kill() })
+		select {
+		case <-started:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the run never started: %s", errb.String())
+		}
+		time.Sleep(100 * time.Millisecond) // into the loop
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		<-eof
+		var ee *exec.ExitError
+		require.ErrorAs(t, cmd.Wait(), &ee, errb.String())
+		assert.Equal(t, 128+int(syscall.SIGINT), ee.ExitCode(), errb.String())
+		f, err := os.Open(runPath)
+		require.NoError(t, err)
+		run, err := static.ReadRun(f)
+		f.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "the master was stopped (pzrun: interrupt received)", run.Stopped, "try %d", i)
+	}
+}
+
+// stm analyze: -periods below 1 is a usage error; a plan given for a run
+// record is named as a plan.
+func TestSTMAnalyzeBadInput(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	plan := filepath.Join(t.TempDir(), "p.stm")
+	code, _, errs := pzrun(t, "stm", "compile", src, "-o", plan, "-q")
+	require.Equal(t, 0, code, errs)
+	for _, p := range []string{"0", "-3"} {
+		code, _, errs := pzrun(t, "stm", "analyze", plan, "-periods", p)
+		assert.Equal(t, 2, code, errs)
+		assert.Contains(t, errs, "-periods "+p+": want at least 1 period to draw")
+	}
+	code, _, errs = pzrun(t, "stm", "analyze", plan)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "this is a compiled plan (format pz-stm), not a run record")
+}

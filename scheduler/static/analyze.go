@@ -203,7 +203,7 @@ func quantiles(xs []int64) Quantiles {
 // WriteText prints the analysis as a table and a summary.
 func (a *Analysis) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run of %s (plan %s): %d periods; stopped: %s\n", a.Source, a.Plan, a.Periods, a.Stopped)
+	fmt.Fprintf(tw, "run of %s (plan %s): %s; stopped: %s\n", a.Source, a.Plan, plural(a.Periods, "period"), a.Stopped)
 	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
 	for _, s := range a.Runnables {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
@@ -215,21 +215,21 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
 	fmt.Fprintf(w, "overruns: %d; skipped frames: %d\n", a.Overruns, a.Skipped)
-	fmt.Fprintf(w, "garbage collection: %d cycles in %d periods, about %s of pauses\n", a.GCCycles, a.GCPeriods, ns(a.GCPauseNs))
+	fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
 	switch {
 	case len(a.Allocating) > 0:
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
 		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")
 	case len(a.AllocatingClients) > 0 && !a.PerRun:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), plural(a.AllocPeriods, "period"))
 	case len(a.AllocatingClients) > 0:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %d periods, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), a.AllocPeriods)
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %s, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), plural(a.AllocPeriods, "period"))
 	default:
 		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods, before the last)\n", WarmupPeriods)
 	}
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {
-			fmt.Fprintf(w, "%s returned an error %d times\n", s.Name, s.Errors)
+			fmt.Fprintf(w, "%s returned an error %s\n", s.Name, plural(s.Errors, "time"))
 		}
 	}
 	return nil
@@ -253,6 +253,15 @@ func (a *Analysis) WriteJSON(w io.Writer) error {
 		Type string `json:"type"`
 		*Analysis
 	}{"summary", &sum})
+}
+
+// plural is "1 period", "2 periods": n and the word, with an s unless n
+// is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func ns(v int64) string {
@@ -291,7 +300,7 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	}
 	from := time.Duration(first / max(longest, 1) * longest)
 	to := from + time.Duration(int64(max(periods, 1))*longest)
-	c := gantt.Chart{From: from, To: to, Critical: false, LegendTitle: "runnable: runs, time (planned rows show the plan)"}
+	c := gantt.Chart{From: from, To: to, Critical: false, LegendTitle: "runnable: bars in the chart, planned and actual rows together, and their time"}
 	var resources []string
 	for _, rr := range r.Runnables {
 		if !slices.Contains(resources, rr.Resource) {

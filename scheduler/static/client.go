@@ -28,6 +28,8 @@ type Client struct {
 	fns     map[string]RunnableFunc
 	streams map[string]Stream
 	log     func(string)
+	// planSource and planBody describe that plan (Plan.Source, bodyHash).
+	planSource, planBody string
 
 	mu   sync.Mutex
 	exit func(reason string) // set while in the loop
@@ -44,7 +46,9 @@ func WithClientDir(dir string) ClientOption { return func(c *Client) { c.dir = d
 // WithPlan makes the client refuse to run (and the master refuse it)
 // unless the master runs plan: both must be compiled from the same
 // schedule.
-func WithPlan(plan *Plan) ClientOption { return func(c *Client) { c.plan = plan.Hash } }
+func WithPlan(plan *Plan) ClientOption {
+	return func(c *Client) { c.plan, c.planSource, c.planBody = plan.Hash, plan.Source, plan.bodyHash() }
+}
 
 // WithClientLog receives the client's warnings (an unpinned thread).
 func WithClientLog(f func(msg string)) ClientOption { return func(c *Client) { c.log = f } }
@@ -101,7 +105,7 @@ func (c *Client) ExitScheduler() {
 }
 
 func (c *Client) hello() *message {
-	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid(), PlanHash: c.plan}
+	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid(), PlanHash: c.plan, PlanSource: c.planSource, PlanBody: c.planBody}
 	for n := range c.fns {
 		m.Runnables = append(m.Runnables, n)
 	}

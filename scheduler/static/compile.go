@@ -137,6 +137,14 @@ func (p *Plan) hash() string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// bodyHash is the plan's hash without its source path: two plans with
+// the same bodyHash are one schedule, compiled from paths spelled apart.
+func (p *Plan) bodyHash() string {
+	c := *p
+	c.Source = ""
+	return c.hash()
+}
+
 // Runnables returns every runnable of the plan with its epoch and
 // hyperepoch, in plan order.
 func (p *Plan) Runnables() []PlacedRunnable {
@@ -169,8 +177,9 @@ type PlacedRunnable struct {
 	FrameBase, PeriodFrames int64
 }
 
-// Verify checks a schedule: names, kinds, dependencies and whether the
-// WCETs fit the periods. It is Compile without the plan.
+// Verify checks a schedule: its form (as Parse does, for a Spec built in
+// Go), names, kinds, dependencies and whether the WCETs fit the periods.
+// It is Compile without the plan.
 func Verify(s *Spec) error {
 	_, err := Compile(s)
 	return err
@@ -182,8 +191,17 @@ func Verify(s *Spec) error {
 // earliest gap on its resource after its dependencies end. The result is
 // deterministic. Every problem is reported as an ErrorList naming the
 // source line and the fix.
+//
+// A Spec built in Go is checked for what Parse checks too: names, positive
+// periods and WCETs, timeouts and spin not negative, known overrun
+// policies. An epoch's Frames of 0 means 1, as a schedule without frames;
+// an empty Overrun means FrameSkip. s is not modified.
 func Compile(s *Spec) (*Plan, error) {
-	c := &compiler{spec: s, p: &problems{file: s.File}}
+	c := &compiler{spec: normalized(s), p: &problems{file: s.File}}
+	c.checkForm()
+	if err := c.p.err(); err != nil {
+		return nil, err
+	}
 	c.checkStructure()
 	if err := c.p.err(); err != nil {
 		return nil, err
@@ -225,6 +243,80 @@ type compiler struct {
 	waited   map[string]bool // GPU runnables some runnable depends on
 }
 
+// normalized returns a copy of s with each epoch's Frames of 0 read as
+// 1 (the default of a schedule that gives none).
+func normalized(s *Spec) *Spec {
+	out := *s
+	out.Hyperepochs = slices.Clone(s.Hyperepochs)
+	for i := range out.Hyperepochs {
+		h := &out.Hyperepochs[i]
+		h.Epochs = slices.Clone(h.Epochs)
+		for j := range h.Epochs {
+			if h.Epochs[j].Frames == 0 {
+				h.Epochs[j].Frames = 1
+			}
+		}
+	}
+	return &out
+}
+
+// checkForm checks what Parse checks of each value, with the same
+// messages, for a Spec built in Go: Parse has reported these already.
+func (c *compiler) checkForm() {
+	s, p := c.spec, c.p
+	name := func(line int, what, v string) {
+		if msg := nameProblem(what, v); msg != "" {
+			p.add(line, "%s", msg)
+		}
+	}
+	dur := func(line int, what string, d time.Duration, zeroOK bool) {
+		if msg := durationProblem(what, d, d.String(), zeroOK); msg != "" {
+			p.add(line, "%s", msg)
+		}
+	}
+	if msg := policyProblem(s.Overrun, true); msg != "" {
+		p.add(1, "%s", msg)
+	}
+	dur(1, "spin", s.Spin, true)
+	for _, h := range s.Hyperepochs {
+		name(h.Line, "a hyperepoch's name", h.Name)
+		dur(h.Line, "the period of hyperepoch "+strconv.Quote(h.Name), h.Period, false)
+		for _, r := range h.Resources {
+			name(h.Line, "a resource", r)
+		}
+		for _, e := range h.Epochs {
+			name(e.Line, "an epoch's name", e.Name)
+			if e.Frames < 1 {
+				p.add(e.Line, "%s, got %d", framesMust, e.Frames)
+			}
+			dur(e.Line, "the period of epoch "+strconv.Quote(e.Name), e.Period, true)
+		}
+	}
+	for _, cl := range s.Clients {
+		name(cl.Line, "a client", cl.Name)
+	}
+	for _, r := range s.Runnables {
+		name(r.Line, "a runnable's name", r.Name)
+		of := func(field string) string { return fmt.Sprintf("the %s of runnable %q", field, r.Name) }
+		name(r.Line, of("client"), r.Client)
+		name(r.Line, of("resource"), r.Resource)
+		if r.Epoch != "" {
+			name(r.Line, of("epoch"), r.Epoch)
+		}
+		for _, d := range r.Deps {
+			name(r.Line, "a dependency", d)
+		}
+		if r.Submitter != "" {
+			name(r.Line, "a submitter", r.Submitter)
+		}
+		dur(r.Line, of("wcet"), r.WCET, false)
+		dur(r.Line, of("timeout"), r.Timeout, true)
+		if msg := policyProblem(r.Overrun, true); msg != "" {
+			p.add(r.Line, "%s", msg)
+		}
+	}
+}
+
 func (c *compiler) checkStructure() {
 	s, p := c.spec, c.p
 	c.resHyper = map[string]int{}
@@ -244,14 +336,14 @@ func (c *compiler) checkStructure() {
 		for _, r := range h.Resources {
 			kind, ok := parseResource(r)
 			if !ok {
-				p.add(h.Line, "resource %q %s%s", r, notResource, didYouMean(resourceHint(r, nil)))
+				p.add(h.resLine(), "resource %q %s%s", r, notResource, didYouMean(resourceHint(r, nil)))
 				continue
 			}
 			if other, dup := c.resHyper[r]; dup {
 				if other == hi {
-					p.add(h.Line, "resource %q is listed twice in hyperepoch %q; list it once", r, h.Name)
+					p.add(h.resLine(), "resource %q is listed twice in hyperepoch %q; list it once", r, h.Name)
 				} else {
-					p.add(h.Line, "resource %q is in hyperepochs %q and %q; a resource belongs to one hyperepoch: give each its own resources", r, s.Hyperepochs[other].Name, h.Name)
+					p.add(h.resLine(), "resource %q is in hyperepochs %q and %q; a resource belongs to one hyperepoch: give each its own resources", r, s.Hyperepochs[other].Name, h.Name)
 				}
 				continue
 			}
@@ -290,9 +382,17 @@ func (c *compiler) checkStructure() {
 				if unset == 0 {
 					continue
 				}
-				d = (h.Period - given) / time.Duration(unset)
-				if d <= 0 {
+				left := h.Period - given
+				d = left / time.Duration(unset)
+				switch {
+				case left <= 0:
 					p.add(e.Line, "epoch %q gets no time: the other epochs of %q take all of its period %s; give it a period", e.Name, h.Name, h.Period)
+				case d <= 0:
+					frames := strconv.Itoa(unset)
+					if unset == math.MaxInt { // saturated
+						frames = "more than " + strconv.Itoa(math.MaxInt-1)
+					}
+					p.add(e.Line, "epoch %q gets frames of 0ns: the %s left of the period of %q, shared among %s frames, is less than 1ns a frame; give fewer frames or a longer period", e.Name, left, h.Name, frames)
 				}
 			}
 			c.epochPeriod[e.Name] = d
@@ -414,7 +514,7 @@ func (c *compiler) checkRunnables() {
 		}
 		c.run[r.Name] = r
 		if !c.clients[r.Client] {
-			p.add(r.Line, "runnable %q names client %q, which is not in clients (%s); add it there or fix the name", r.Name, r.Client, listNames(s.Clients))
+			p.add(r.at(r.keys.client), "runnable %q names client %q, which is not in clients (%s); add it there or fix the name", r.Name, r.Client, listNames(s.Clients))
 		}
 		ep := r.Epoch
 		if ep == "" {
@@ -426,7 +526,7 @@ func (c *compiler) checkRunnables() {
 		}
 		at, ok := c.epochAt[ep]
 		if !ok {
-			p.add(r.Line, "runnable %q names epoch %q, which no hyperepoch has; the epochs are %s", r.Name, ep, strings.Join(epochs, ", "))
+			p.add(r.at(r.keys.epoch), "runnable %q names epoch %q, which no hyperepoch has; the epochs are %s", r.Name, ep, strings.Join(epochs, ", "))
 			continue
 		}
 		c.runEpoch[r.Name] = ep
@@ -437,24 +537,24 @@ func (c *compiler) checkRunnables() {
 			// A name that is no resource at all is said first: listing it
 			// would only fail.
 			if _, ok := parseResource(r.Resource); !ok {
-				p.add(r.Line, "runnable %q runs on %q, which %s%s", r.Name, r.Resource, notResource, didYouMean(resourceHint(r.Resource, h.Resources)))
+				p.add(r.at(r.keys.resource), "runnable %q runs on %q, which %s%s", r.Name, r.Resource, notResource, didYouMean(resourceHint(r.Resource, h.Resources)))
 				continue
 			}
-			p.add(r.Line, "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of %q", r.Name, r.Resource, h.Name)
+			p.add(r.at(r.keys.resource), "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of %q", r.Name, r.Resource, h.Name)
 			continue
 		case c.resHyper[r.Resource] != at[0]:
-			p.add(r.Line, "runnable %q of epoch %q runs on %q, a resource of hyperepoch %q; use one of %s", r.Name, ep, r.Resource, s.Hyperepochs[c.resHyper[r.Resource]].Name, strings.Join(h.Resources, ", "))
+			p.add(r.at(r.keys.resource), "runnable %q of epoch %q runs on %q, a resource of hyperepoch %q; use one of %s", r.Name, ep, r.Resource, s.Hyperepochs[c.resHyper[r.Resource]].Name, strings.Join(h.Resources, ", "))
 		}
 		if kind.Kind == GPU && r.Submitter == "" {
 			p.add(r.Line, "runnable %q runs on the GPU stream %q but has no submitter; add submitter: the CPU runnable of client %q that enqueues its work", r.Name, r.Resource, r.Client)
 		}
 		if kind.Kind == CPU && r.Submitter != "" {
-			p.add(r.Line, "runnable %q has a submitter but runs on the CPU core %q; only a GPU stream runnable (gpuN.streamM) has a submitter: move it to a stream or drop submitter", r.Name, r.Resource)
+			p.add(r.at(r.keys.submitter), "runnable %q has a submitter but runs on the CPU core %q; only a GPU stream runnable (gpuN.streamM) has a submitter: move it to a stream or drop submitter", r.Name, r.Resource)
 		}
 	}
-	if err := p.err(); err != nil {
-		return
-	}
+	// The dependencies are checked whatever the problems above, so that
+	// the stage reports all of them at once; what needs a runnable's
+	// epoch or resource is left out where those were wrong.
 	for i := range s.Runnables {
 		r := &s.Runnables[i]
 		seen := map[string]bool{}
@@ -466,17 +566,19 @@ func (c *compiler) checkRunnables() {
 				if cl := closest(d, c.names()); cl != "" && cl != r.Name {
 					msg += fmt.Sprintf("; did you mean %q?", cl)
 				}
-				p.add(r.Line, "%s", msg)
+				p.add(r.at(r.keys.deps), "%s", msg)
 			case d == r.Name:
-				p.add(r.Line, "runnable %q depends on itself; remove it from its deps", r.Name)
+				p.add(r.at(r.keys.deps), "runnable %q depends on itself; remove it from its deps", r.Name)
 			case seen[d]:
-				p.add(r.Line, "runnable %q lists %q twice in deps; list it once", r.Name, d)
+				p.add(r.at(r.keys.deps), "runnable %q lists %q twice in deps; list it once", r.Name, d)
+			case !placedIn(c.runEpoch, d, r.Name):
+				// An epoch already reported as unknown: nothing to compare.
 			case c.runEpoch[d] != c.runEpoch[r.Name]:
-				p.add(r.Line, "runnable %q (epoch %q) depends on %q of epoch %q; dependencies stay inside an epoch: move one of them", r.Name, c.runEpoch[r.Name], d, c.runEpoch[d])
+				p.add(r.at(r.keys.deps), "runnable %q (epoch %q) depends on %q of epoch %q; dependencies stay inside an epoch: move one of them", r.Name, c.runEpoch[r.Name], d, c.runEpoch[d])
 			case d == r.Submitter:
-				p.add(r.Line, "runnable %q lists its submitter %q in deps; a submittee always follows its submitter: drop it from deps", r.Name, d)
+				p.add(r.at(r.keys.deps), "runnable %q lists its submitter %q in deps; a submittee always follows its submitter: drop it from deps", r.Name, d)
 			case dep.Submitter == r.Name:
-				p.add(r.Line, "runnable %q waits for %q, which it submits itself; only another runnable may wait for a submittee", r.Name, d)
+				p.add(r.at(r.keys.deps), "runnable %q waits for %q, which it submits itself; only another runnable may wait for a submittee", r.Name, d)
 			default:
 				if c.resKind[dep.Resource].Kind == GPU {
 					c.waited[d] = true
@@ -488,15 +590,17 @@ func (c *compiler) checkRunnables() {
 			continue
 		}
 		sub, ok := c.run[r.Submitter]
+		_, subKnown := c.resKind[sub.resourceOrEmpty()]
+		at := r.at(r.keys.submitter)
 		switch {
 		case !ok:
-			p.add(r.Line, "runnable %q names submitter %q, which is not a runnable", r.Name, r.Submitter)
-		case c.resKind[sub.Resource].Kind != CPU:
-			p.add(r.Line, "runnable %q names submitter %q, which runs on %q; a submitter runs on a CPU core", r.Name, r.Submitter, sub.Resource)
+			p.add(at, "runnable %q names submitter %q, which is not a runnable", r.Name, r.Submitter)
+		case subKnown && c.resKind[sub.Resource].Kind != CPU:
+			p.add(at, "runnable %q names submitter %q, which runs on %q; a submitter runs on a CPU core", r.Name, r.Submitter, sub.Resource)
 		case sub.Client != r.Client:
-			p.add(r.Line, "runnable %q of client %q names submitter %q of client %q; a client submits only to its own streams", r.Name, r.Client, r.Submitter, sub.Client)
-		case c.runEpoch[r.Submitter] != c.runEpoch[r.Name]:
-			p.add(r.Line, "runnable %q names submitter %q of another epoch; put them in the same epoch", r.Name, r.Submitter)
+			p.add(at, "runnable %q of client %q names submitter %q of client %q; a client submits only to its own streams", r.Name, r.Client, r.Submitter, sub.Client)
+		case placedIn(c.runEpoch, r.Submitter, r.Name) && c.runEpoch[r.Submitter] != c.runEpoch[r.Name]:
+			p.add(at, "runnable %q names submitter %q of another epoch; put them in the same epoch", r.Name, r.Submitter)
 		}
 	}
 	if err := p.err(); err != nil {
@@ -508,6 +612,29 @@ func (c *compiler) checkRunnables() {
 			p.add(r.Line, "submittee %q has no waiter: nothing knows when its GPU work ends; add %q to the deps of the runnable that uses its result", r.Name, r.Name)
 		}
 	}
+}
+
+// placedIn reports whether runnables a and b both have a known epoch.
+func placedIn(runEpoch map[string]string, a, b string) bool {
+	_, okA := runEpoch[a]
+	_, okB := runEpoch[b]
+	return okA && okB
+}
+
+// resourceOrEmpty is r's resource, or "" for a nil r.
+func (r *RunnableSpec) resourceOrEmpty() string {
+	if r == nil {
+		return ""
+	}
+	return r.Resource
+}
+
+// resLine is the line of the hyperepoch's resources.
+func (h *HyperepochSpec) resLine() int {
+	if h.resourcesLine > 0 {
+		return h.resourcesLine
+	}
+	return h.Line
 }
 
 // checkClients reports a client with no runnables: the master waits for
@@ -659,7 +786,7 @@ func (c *compiler) placeEpoch(e EpochSpec, period time.Duration, members []*Runn
 	// Lower bounds first, for messages that name the cause.
 	load := map[string]time.Duration{}
 	for _, r := range members {
-		load[r.Resource] += r.WCET
+		load[r.Resource] = addSat(load[r.Resource], r.WCET)
 	}
 	fits := true
 	for _, res := range sortedKeys(load) {
@@ -670,7 +797,7 @@ func (c *compiler) placeEpoch(e EpochSpec, period time.Duration, members []*Runn
 					names = append(names, fmt.Sprintf("%s %s", r.Name, r.WCET))
 				}
 			}
-			p.add(e.Line, "the WCETs on %s in epoch %q add up to %s, more than its frame of %s (%s); lower them, move runnables to other resources or lengthen the period", res, e.Name, load[res], period, strings.Join(names, ", "))
+			p.add(e.Line, "the WCETs on %s in epoch %q add up to %s, more than its frame of %s (%s); lower them, move runnables to other resources or lengthen the period", res, e.Name, fmtSum(load[res]), period, strings.Join(names, ", "))
 			fits = false
 		}
 	}
@@ -694,7 +821,7 @@ func (c *compiler) placeEpoch(e EpochSpec, period time.Duration, members []*Runn
 				best, next[n] = v, s
 			}
 		}
-		bl[n] = best + c.run[n].WCET
+		bl[n] = addSat(best, c.run[n].WCET)
 		return bl[n]
 	}
 	var cp time.Duration
@@ -709,7 +836,7 @@ func (c *compiler) placeEpoch(e EpochSpec, period time.Duration, members []*Runn
 		for n := head; n != ""; n = next[n] {
 			path = append(path, fmt.Sprintf("%s %s", n, c.run[n].WCET))
 		}
-		p.add(e.Line, "the longest dependency chain in epoch %q takes %s, more than its frame of %s (%s); lower these WCETs, break the chain or lengthen the period", e.Name, cp, period, strings.Join(path, " -> "))
+		p.add(e.Line, "the longest dependency chain in epoch %q takes %s, more than its frame of %s (%s); lower these WCETs, break the chain or lengthen the period", e.Name, fmtSum(cp), period, strings.Join(path, " -> "))
 		fits = false
 	}
 	if !fits {
@@ -790,6 +917,24 @@ func (c *compiler) placeEpoch(e EpochSpec, period time.Duration, members []*Runn
 		r.Slack = lf - r.End()
 	}
 	return placed
+}
+
+// addSat returns a+b for durations that are not negative, saturating at
+// maxDuration instead of wrapping around to a negative sum.
+func addSat(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
+}
+
+// fmtSum prints a sum made by addSat: one that saturated is "more than"
+// the longest duration.
+func fmtSum(d time.Duration) string {
+	if d == maxDuration {
+		return "more than " + d.String() + " (the longest duration)"
+	}
+	return d.String()
 }
 
 // earliestGap returns the earliest start ≥ from at which a run of d fits

@@ -161,17 +161,17 @@ clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, wcet: 1ms}
 `,
-			want: `s.yaml:2: resource "cpu" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "cpu01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu1"?
-s.yaml:2: resource "cpu-1" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "core0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream0"?
-s.yaml:2: resource "gpu0.stream" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0.stream01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream1"?
-s.yaml:2: resource "gpu.stream0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "gpu0.stream0.x" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
-s.yaml:2: resource "CPU0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu0"?
-s.yaml:2: resource "GPU1.Stream2" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu1.stream2"?`,
+			want: `s.yaml:4: resource "cpu" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "cpu01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu1"?
+s.yaml:4: resource "cpu-1" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "core0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "gpu0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream0"?
+s.yaml:4: resource "gpu0.stream" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "gpu0.stream01" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu0.stream1"?
+s.yaml:4: resource "gpu.stream0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "gpu0.stream0.x" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)
+s.yaml:4: resource "CPU0" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "cpu0"?
+s.yaml:4: resource "GPU1.Stream2" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0); did you mean "gpu1.stream2"?`,
 		},
 		{
 			name: "resource listed twice",
@@ -268,9 +268,9 @@ clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, epoch: f, wcet: 1ns}
 `,
-			want: `s.yaml:6: epoch "f" gets no time: the other epochs of "h" take all of its period 10ms; give it a period
-s.yaml:7: epoch "g" gets no time: the other epochs of "h" take all of its period 10ms; give it a period
-s.yaml:8: epoch "e" gets no time: the other epochs of "h" take all of its period 10ms; give it a period`,
+			want: `s.yaml:6: epoch "f" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period
+s.yaml:7: epoch "g" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period
+s.yaml:8: epoch "e" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period`,
 		},
 
 		// Runnables' names and places.
@@ -532,6 +532,111 @@ runnables:
 `,
 			want: `s.yaml:6: the WCETs on cpu0 in epoch "f" add up to 5ms, more than its frame of 4ms (a 3ms, b 2ms); lower them, move runnables to other resources or lengthen the period
 s.yaml:8: the longest dependency chain in epoch "g" takes 5ms, more than its frame of 4ms (x 3ms -> y 2ms); lower these WCETs, break the chain or lengthen the period`,
+		},
+		// Regressions of the stm trial.
+		{
+			// Two WCETs whose sum passes the longest duration wrapped to a
+			// negative load, and the plan compiled with negative ends.
+			name: "WCET sum past the longest duration",
+			src: `hyperepochs:
+  - {name: h, period: 2562047h, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 2000000h}
+  - {name: b, client: c, resource: cpu0, wcet: 2000000h}
+`,
+			want: `s.yaml:2: the WCETs on cpu0 in epoch "f" add up to more than 2562047h47m16.854775807s (the longest duration), more than its frame of 2562047h0m0s (a 2000000h0m0s, b 2000000h0m0s); lower them, move runnables to other resources or lengthen the period`,
+		},
+		{
+			name: "dependency chain past the longest duration",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0, cpu1], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 2562047h}
+  - {name: b, client: c, resource: cpu1, wcet: 2562047h, deps: [a]}
+`,
+			want: `s.yaml:2: the WCETs on cpu0 in epoch "f" add up to 2562047h0m0s, more than its frame of 10ms (a 2562047h0m0s); lower them, move runnables to other resources or lengthen the period
+s.yaml:2: the WCETs on cpu1 in epoch "f" add up to 2562047h0m0s, more than its frame of 10ms (b 2562047h0m0s); lower them, move runnables to other resources or lengthen the period
+s.yaml:2: the longest dependency chain in epoch "f" takes more than 2562047h47m16.854775807s (the longest duration), more than its frame of 10ms (a 2562047h0m0s -> b 2562047h0m0s); lower these WCETs, break the chain or lengthen the period`,
+		},
+		{
+			// It said the other epochs took the whole period.
+			name: "frames shorter than 1ns",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f, frames: 100000000}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ns}
+`,
+			want: `s.yaml:2: epoch "f" gets frames of 0ns: the 10ms left of the period of "h", shared among 100000000 frames, is less than 1ns a frame; give fewer frames or a longer period`,
+		},
+		{
+			// The dependencies were checked only once the clients and
+			// resources were right.
+			name: "deps checked beside client and resource problems",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: x, resource: cpu0, wcet: 1ms}
+  - {name: b, client: c, resource: cpu9, wcet: 1ms, deps: [a, a, z]}
+  - {name: d, client: c, resource: cpu0, epoch: nope, wcet: 1ms, deps: [b]}
+`,
+			want: `s.yaml:5: runnable "a" names client "x", which is not in clients (c); add it there or fix the name
+s.yaml:6: runnable "b" runs on resource "cpu9", which no hyperepoch lists; add it to the resources of "h"
+s.yaml:6: runnable "b" lists "a" twice in deps; list it once
+s.yaml:6: runnable "b" depends on "z", which is not a runnable
+s.yaml:7: runnable "d" names epoch "nope", which no hyperepoch has; the epochs are f`,
+		},
+		{
+			// Each problem of one key is on the key's line, not the
+			// runnable's (block style).
+			name: "block style names the key's line",
+			src: `hyperepochs:
+  - name: h
+    period: 10ms
+    resources:
+      - cpu0
+      - cpu1
+    epochs: [{name: f}]
+clients: [c]
+runnables:
+  - name: a
+    client: x
+    resource: cpu0
+    wcet: 1ms
+  - name: b
+    client: c
+    resource: cpu7
+    wcet: 1ms
+    deps: [a, zz]
+  - name: k
+    client: c
+    resource: cpu0
+    wcet: 1ms
+    submitter: nobody
+`,
+			want: `s.yaml:11: runnable "a" names client "x", which is not in clients (c); add it there or fix the name
+s.yaml:16: runnable "b" runs on resource "cpu7", which no hyperepoch lists; add it to the resources of "h"
+s.yaml:18: runnable "b" depends on "zz", which is not a runnable
+s.yaml:23: runnable "k" has a submitter but runs on the CPU core "cpu0"; only a GPU stream runnable (gpuN.streamM) has a submitter: move it to a stream or drop submitter
+s.yaml:23: runnable "k" names submitter "nobody", which is not a runnable`,
+		},
+		{
+			name: "block style names the resources' line",
+			src: `hyperepochs:
+  - name: h
+    period: 10ms
+    resources:
+      - cpu0
+      - cpux
+    epochs: [{name: f}]
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:4: resource "cpux" is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)`,
 		},
 	})
 }
@@ -1088,7 +1193,8 @@ func checkPlan(t *testing.T, g genSched, plan *static.Plan) {
 
 // TestWriteSVG: the chart is well-formed XML with one bar per run of a
 // runnable: each runnable once per frame of its epoch, on its resource's
-// row.
+// row, in every period of its hyperepoch over the chart (the longest
+// period: side's 5 ms period four times in 20 ms).
 func TestWriteSVG(t *testing.T) {
 	spec, err := static.Parse([]byte(`hyperepochs:
   - name: main
@@ -1110,7 +1216,7 @@ runnables:
 	require.NoError(t, err)
 	plan, err := static.Compile(spec)
 	require.NoError(t, err)
-	want := map[string]int{"grab": 3, "sub": 3, "detect": 3, "use": 3, "log": 1, "tick": 2}
+	want := map[string]int{"grab": 3, "sub": 3, "detect": 3, "use": 3, "log": 1, "tick": 2 * 4}
 
 	var buf bytes.Buffer
 	require.NoError(t, static.WriteSVG(&buf, plan))
@@ -1172,5 +1278,62 @@ runnables:
 	for _, res := range []string{"cpu0", "cpu1", "gpu0.stream0", "cpu2"} {
 		assert.Contains(t, rows, res, "a row per resource")
 	}
-	assert.Contains(t, rows, "svg.yaml: planned period of 20ms (plan "+plan.Hash+")")
+	assert.Contains(t, rows, "svg.yaml: planned longest period of 20ms (plan "+plan.Hash+")")
+	assert.Contains(t, rows, "tick: 8 runs, 8.00 ms", "the legend counts the repeated runs")
+	assert.Contains(t, rows, "40.0%", "cpu2's load: tick's two 1 ms runs in every 5 ms period")
+}
+
+// TestCompileChecksGoSpec: a Spec built in Go gets the checks of form
+// that Parse makes of a file (they were skipped: a bogus policy and a
+// name with a space compiled), and an epoch's Frames of 0 reads as 1.
+func TestCompileChecksGoSpec(t *testing.T) {
+	mk := func() *static.Spec {
+		return &static.Spec{File: "go",
+			Hyperepochs: []static.HyperepochSpec{{Name: "h", Period: time.Millisecond, Resources: []string{"cpu0"}, Epochs: []static.EpochSpec{{Name: "f"}}, Line: 1}},
+			Clients:     []static.ClientSpec{{Name: "c", Line: 2}},
+			Runnables:   []static.RunnableSpec{{Name: "r", Client: "c", Resource: "cpu0", WCET: 100 * time.Microsecond, Line: 3}},
+		}
+	}
+	s := mk()
+	plan, err := static.Compile(s)
+	require.NoError(t, err)
+	assert.Equal(t, 1, plan.Hyperepochs[0].Epochs[0].Frames, "Frames 0 is 1")
+	assert.Equal(t, time.Millisecond, plan.Hyperepochs[0].Epochs[0].Period)
+	assert.Equal(t, static.FrameSkip, plan.Hyperepochs[0].Epochs[0].Runnables[0].Overrun)
+	assert.Zero(t, s.Hyperepochs[0].Epochs[0].Frames, "Compile leaves the Spec as it was")
+
+	for _, tc := range []struct {
+		edit func(*static.Spec)
+		want string
+	}{
+		{func(s *static.Spec) { s.Runnables[0].Overrun = "bogus" }, `go:3: unknown overrun policy "bogus"; use frameskip or noskip`},
+		{func(s *static.Spec) { s.Overrun = "later" }, `go:1: unknown overrun policy "later"; use frameskip or noskip`},
+		{func(s *static.Spec) { s.Runnables[0].Name = "bad name" }, `go:3: a runnable's name "bad name" has the character ' '; names use ASCII letters and digits, '_', '-' and '.'`},
+		{func(s *static.Spec) { s.Clients[0].Name = "" }, `go:2: a client is empty; give it a name`},
+		{func(s *static.Spec) { s.Runnables[0].Deps = []string{"x/y"} }, `go:3: a dependency "x/y" has the character '/'`},
+		{func(s *static.Spec) { s.Hyperepochs[0].Epochs[0].Frames = -2 }, `go:0: frames must be a whole number of at least 1, got -2`},
+		{func(s *static.Spec) { s.Runnables[0].WCET = 0 }, `go:3: the wcet of runnable "r" must be positive, got 0s`},
+		{func(s *static.Spec) { s.Runnables[0].Timeout = -time.Second }, `go:3: the timeout of runnable "r" must not be negative, got -1s`},
+		{func(s *static.Spec) { s.Hyperepochs[0].Period = 0 }, `go:1: the period of hyperepoch "h" must be positive, got 0s`},
+		{func(s *static.Spec) { s.Spin = -time.Microsecond }, `go:1: spin must not be negative, got -1µs`},
+	} {
+		s := mk()
+		tc.edit(s)
+		_, err := static.Compile(s)
+		require.Error(t, err, tc.want)
+		assert.Contains(t, err.Error(), strings.TrimPrefix(tc.want, "go:0: "), tc.want)
+		assert.ErrorContains(t, static.Verify(s), strings.TrimPrefix(tc.want, "go:0: "), "Verify is Compile")
+	}
+}
+
+// TestTimelineNoTrailingSpaces: the text timeline's rows end at their
+// last character (the table's last column was padded).
+func TestTimelineNoTrailingSpaces(t *testing.T) {
+	plan := pipelinePlan(t)
+	var b strings.Builder
+	require.NoError(t, static.WriteTimeline(&b, plan))
+	for i, l := range strings.Split(b.String(), "\n") {
+		assert.Equal(t, strings.TrimRight(l, " "), l, "line %d", i+1)
+	}
+	assert.Contains(t, b.String(), "detect (submitted by detect_submit)\n")
 }

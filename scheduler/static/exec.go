@@ -72,6 +72,7 @@ type execRunnable struct {
 // an item is one run of a runnable in a period: epoch frame f.
 type item struct {
 	r        *execRunnable
+	frame    time.Duration // the frame's start from the period's start
 	offset   time.Duration // planned start from the period's start
 	deadline time.Duration // from the period's start
 	seqBase  int64         // frame number within the period
@@ -157,7 +158,7 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		}
 		for f := range ep.Frames {
 			frameOff := ep.Offset + time.Duration(f)*ep.Period
-			t.items = append(t.items, item{r: x, offset: frameOff + pr.Start, deadline: frameOff + pr.Deadline(), seqBase: pr.FrameBase + int64(f)})
+			t.items = append(t.items, item{r: x, frame: frameOff, offset: frameOff + pr.Start, deadline: frameOff + pr.Deadline(), seqBase: pr.FrameBase + int64(f)})
 		}
 	}
 	for _, x := range e.runs {
@@ -285,7 +286,7 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 			if !ok {
 				return
 			}
-			e.runCPU(ctx, it, seq, t0, planned, pstart+int64(it.deadline), depSkipped)
+			e.runCPU(ctx, it, seq, t0, pstart, planned, pstart+int64(it.deadline), depSkipped)
 		}
 		if t.gcSampler {
 			e.samplePeriod(k)
@@ -341,15 +342,19 @@ func (e *executor) waitDeps(ctx context.Context, x *execRunnable, seq int64) (sk
 }
 
 // runCPU runs one frame of a CPU runnable and submits its submittees.
-func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadline int64, depSkipped bool) {
+// pstart is the period's start; the submittees' planned starts and
+// deadlines count from the start of the item's frame, which is not the
+// period's for a frame after an epoch's first or an epoch after the first.
+func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planned, deadline int64, depSkipped bool) {
 	x := it.r
+	frameStart := pstart + int64(it.frame)
 	skip := x.takeSkip(seq) || depSkipped && x.r.Overrun == FrameSkip
 	if skip {
 		now := e.clk.now()
 		x.rec.add(seq, planned-t0, deadline-t0, now-t0, now-t0, FlagSkipped, 0, 0)
 		e.b.finish(x.idx, seq, true)
 		for _, s := range x.submittees {
-			e.submitSkipped(s, seq, t0, planned, it)
+			e.submitSkipped(s, seq, t0, frameStart)
 		}
 		return
 	}
@@ -375,10 +380,10 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, planned, deadl
 	// that a waiter of both sees the work on the stream.
 	for _, s := range x.submittees {
 		if err != nil {
-			e.submitSkipped(s, seq, t0, planned, it)
+			e.submitSkipped(s, seq, t0, frameStart)
 			continue
 		}
-		e.submit(ctx, s, seq, t0, planned-int64(it.offset))
+		e.submit(ctx, s, seq, t0, frameStart)
 	}
 	e.b.finish(x.idx, seq, false)
 }
@@ -472,9 +477,10 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 	s.stream.ch <- p
 }
 
-func (e *executor) submitSkipped(s *execRunnable, seq, t0, planned int64, it *item) {
+// submitSkipped hands the stream's thread a skipped frame of submittee s;
+// frameStart is the start of the submitter's frame.
+func (e *executor) submitSkipped(s *execRunnable, seq, t0, frameStart int64) {
 	s.submitted.Store(seq)
-	frameStart := planned - int64(it.offset)
 	now := e.clk.now() - t0
 	s.stream.ch <- pending{r: s, seq: seq, planned: frameStart + int64(s.r.Start) - t0, deadline: frameStart + int64(s.r.Deadline()) - t0, start: now, skipped: true}
 }

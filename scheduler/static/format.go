@@ -1,7 +1,11 @@
 package static
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,6 +45,9 @@ type HyperepochSpec struct {
 	Resources []string
 	Epochs    []EpochSpec
 	Line      int
+	// resourcesLine is the line of its resources key when Parse read it
+	// on a line of its own; 0: Line.
+	resourcesLine int
 }
 
 // An EpochSpec is a part of a hyperepoch's period in which its runnables
@@ -85,6 +92,21 @@ type RunnableSpec struct {
 	// 0 means none.
 	Timeout time.Duration
 	Line    int
+	// keys are the lines of some of its keys, for the problems of one
+	// key; Parse sets those that differ from Line (block style).
+	keys keyLines
+}
+
+// keyLines are the source lines of a runnable's keys; 0 is the line of
+// the runnable itself.
+type keyLines struct{ client, resource, epoch, deps, submitter int }
+
+// at returns line, or the runnable's own line when line is 0.
+func (r *RunnableSpec) at(line int) int {
+	if line > 0 {
+		return line
+	}
+	return r.Line
 }
 
 // A Policy says what happens after a runnable overruns (runs past its
@@ -176,8 +198,19 @@ func (p *problems) err() error {
 func Parse(src []byte, file string) (*Spec, error) {
 	p := &problems{file: file}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		p.add(yamlErrLine(err), "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, p.err()
+	}
+	// A second document ("---" and more) would be ignored silently.
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := next.Line
+		if err != nil {
+			line = yamlErrLine(err)
+		}
+		p.add(line, "a second YAML document starts here (after ---); a schedule is one document: remove it or put it in a file of its own")
 		return nil, p.err()
 	}
 	s := &Spec{File: file}
@@ -237,6 +270,7 @@ func (p *problems) hyperepoch(n *yaml.Node) HyperepochSpec {
 		h.Period = p.duration(v, "period", false)
 	}
 	if v := f["resources"]; v != nil && p.isSeq(v, "resources") {
+		h.resourcesLine = keyLine(n, v)
 		for _, r := range v.Content {
 			if name, ok := p.name(r, "a resource"); ok {
 				h.Resources = append(h.Resources, name)
@@ -264,7 +298,7 @@ func (p *problems) epoch(n *yaml.Node) EpochSpec {
 	if v := f["frames"]; v != nil {
 		k, err := strconv.Atoi(v.Value)
 		if v.Kind != yaml.ScalarNode || err != nil || k < 1 {
-			p.add(v.Line, "frames must be a whole number of at least 1, got %q", v.Value)
+			p.add(v.Line, "%s, got %q", framesMust, v.Value)
 		} else {
 			e.Frames = k
 		}
@@ -295,17 +329,21 @@ func (p *problems) runnable(n *yaml.Node) RunnableSpec {
 	}
 	if v := f["client"]; v != nil {
 		r.Client, _ = p.name(v, of("client"))
+		r.keys.client = keyLine(n, v)
 	}
 	if v := f["resource"]; v != nil {
 		r.Resource, _ = p.name(v, of("resource"))
+		r.keys.resource = keyLine(n, v)
 	}
 	if v := f["epoch"]; v != nil {
 		r.Epoch, _ = p.name(v, of("epoch"))
+		r.keys.epoch = keyLine(n, v)
 	}
 	if v := f["wcet"]; v != nil {
 		r.WCET = p.duration(v, "wcet", false)
 	}
 	if v := f["deps"]; v != nil && p.isSeq(v, "deps") {
+		r.keys.deps = keyLine(n, v)
 		for _, d := range v.Content {
 			if name, ok := p.name(d, "a dependency"); ok {
 				r.Deps = append(r.Deps, name)
@@ -314,6 +352,7 @@ func (p *problems) runnable(n *yaml.Node) RunnableSpec {
 	}
 	if v := f["submitter"]; v != nil {
 		r.Submitter, _ = p.name(v, "a submitter")
+		r.keys.submitter = keyLine(n, v)
 	}
 	if v := f["overrun"]; v != nil {
 		r.Overrun = p.policy(v)
@@ -322,6 +361,17 @@ func (p *problems) runnable(n *yaml.Node) RunnableSpec {
 		r.Timeout = p.duration(v, "timeout", true)
 	}
 	return r
+}
+
+// keyLine returns the line of value v's key in mapping m when it is not
+// m's line (block style), else 0.
+func keyLine(m, v *yaml.Node) int {
+	for i := 1; i < len(m.Content); i += 2 {
+		if m.Content[i] == v && m.Content[i-1].Line != m.Line {
+			return m.Content[i-1].Line
+		}
+	}
+	return 0
 }
 
 func (p *problems) isMap(n *yaml.Node, what string) bool {
@@ -408,15 +458,85 @@ func (p *problems) name(n *yaml.Node, what string) (string, bool) {
 		p.add(n.Line, "%s must be a name, got %s", what, kindName(n))
 		return "", false
 	}
-	if n.Value == "" {
-		p.add(n.Line, "%s is empty; give it a name", what)
-		return "", false
-	}
-	if c := badNameChar(n.Value); c >= 0 {
-		p.add(n.Line, "%s %q has the character %q; names use letters, digits, '_', '-' and '.'", what, n.Value, c)
+	if msg := nameProblem(what, n.Value); msg != "" {
+		p.add(n.Line, "%s", msg)
 		return "", false
 	}
 	return n.Value, true
+}
+
+// nameProblem says what is wrong with name s, or returns "": Parse and
+// Compile (for a Spec built in Go) share it.
+func nameProblem(what, s string) string {
+	if s == "" {
+		return what + " is empty; give it a name"
+	}
+	if c := badNameChar(s); c >= 0 {
+		return fmt.Sprintf("%s %q has the character %q; names use ASCII letters and digits, '_', '-' and '.'", what, s, c)
+	}
+	return ""
+}
+
+// framesMust says what frames may be.
+const framesMust = "frames must be a whole number of at least 1"
+
+// durationProblem says what is wrong with duration d of field what, or
+// returns "": it must be positive, or not negative when zeroOK. text is
+// how d was written.
+func durationProblem(what string, d time.Duration, text string, zeroOK bool) string {
+	switch {
+	case d < 0 && zeroOK:
+		return fmt.Sprintf("%s must not be negative, got %s", what, text)
+	case d <= 0 && !zeroOK:
+		return fmt.Sprintf("%s must be positive, got %s", what, text)
+	}
+	return ""
+}
+
+// policyProblem says what is wrong with overrun policy pol, or returns
+// "" for FrameSkip and NoSkip (and "" when emptyOK: the default).
+func policyProblem(pol Policy, emptyOK bool) string {
+	switch {
+	case pol == FrameSkip, pol == NoSkip, pol == "" && emptyOK:
+		return ""
+	}
+	return fmt.Sprintf("unknown overrun policy %q; use %s or %s", pol, FrameSkip, NoSkip)
+}
+
+// maxDuration is the longest time.Duration, about 2562047h.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// tooLong reports whether s is written as a duration (numbers with
+// units, as time.ParseDuration reads them) but is longer than
+// maxDuration, which ParseDuration refuses as if it were no duration.
+func tooLong(s string) bool {
+	units := map[string]float64{"ns": 1, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}
+	s = strings.TrimLeft(s, "+-")
+	if s == "" {
+		return false
+	}
+	var total float64
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		num, err := strconv.ParseFloat(s[:i], 64)
+		if i == 0 || err != nil {
+			return false
+		}
+		j := i
+		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		u, ok := units[s[i:j]]
+		if !ok {
+			return false
+		}
+		total += num * u
+		s = s[j:]
+	}
+	return total > float64(maxDuration)
 }
 
 // duration reads a duration with a unit ("10ms", "100us", "1.5ms").
@@ -431,31 +551,28 @@ func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duratio
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
+		if tooLong(n.Value) {
+			p.add(n.Line, "%s %q is too long; the longest duration is %s", what, n.Value, maxDuration)
+		} else if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
 			p.add(n.Line, "%s %q has no unit; write it as %sms, %sus or %ss", what, n.Value, n.Value, n.Value, n.Value)
 		} else {
 			p.add(n.Line, "%s %q is not a duration; write it such as 10ms, 250us or 1.5ms", what, n.Value)
 		}
 		return 0
 	}
-	if d < 0 && zeroOK {
-		p.add(n.Line, "%s must not be negative, got %s", what, n.Value)
-		return 0
-	}
-	if d <= 0 && !zeroOK {
-		p.add(n.Line, "%s must be positive, got %s", what, n.Value)
+	if msg := durationProblem(what, d, n.Value, zeroOK); msg != "" {
+		p.add(n.Line, "%s", msg)
 		return 0
 	}
 	return d
 }
 
 func (p *problems) policy(n *yaml.Node) Policy {
-	switch Policy(n.Value) {
-	case FrameSkip, NoSkip:
-		return Policy(n.Value)
+	if msg := policyProblem(Policy(n.Value), false); msg != "" {
+		p.add(n.Line, "%s", msg)
+		return ""
 	}
-	p.add(n.Line, "unknown overrun policy %q; use %s or %s", n.Value, FrameSkip, NoSkip)
-	return ""
+	return Policy(n.Value)
 }
 
 func kindName(n *yaml.Node) string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -18,10 +19,17 @@ const localBoard = "(in process)"
 // mode. Each client must be registered (Runnable, Resource) as for
 // EnterScheduler; the master checks them the same way. It returns when
 // the run ends (frame limit, ExitScheduler, SIGINT/SIGTERM or ctx's end,
-// all at a period boundary) with what every client recorded.
+// all at a period boundary) with what every client recorded. clients
+// must hold one Client for each of the plan's clients: one missing, given
+// twice or nil is refused at once (ErrRefused), since nothing else could
+// join. A SIGINT or SIGTERM (or ctx's end) before the run starts makes
+// RunLocal return without running it.
 func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option) (*Run, error) {
 	m, err := NewMaster(plan, opts...)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLocalClients(plan, clients); err != nil {
 		return nil, err
 	}
 	shared := newBoard(len(plan.Runnables()), len(plan.Clients))
@@ -38,11 +46,16 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		go func() {
 			select {
 			case s := <-sigs:
-				m.requestStop(fmt.Sprintf("got %v", s))
+				m.stopOnSignal(s, cancelCause)
 			case <-runCtx.Done():
 			}
 		}()
 	}
+	// The clients do not watch ctx: its end is the master's to handle
+	// (a stop that names the master, not whichever client saw it first),
+	// and before the start the master's return closes their links.
+	clientCtx, cancelClients := context.WithCancel(context.WithoutCancel(runCtx))
+	defer cancelClients()
 	var wg sync.WaitGroup
 	errs := make([]error, len(clients))
 	for i, c := range clients {
@@ -55,7 +68,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		}()
 		go func() {
 			defer wg.Done()
-			errs[i] = c.session(runCtx, cl, false)
+			errs[i] = c.session(clientCtx, cl, false)
 			if errors.Is(errs[i], ErrRefused) {
 				cancelCause(errs[i]) // the run cannot start without it
 			}
@@ -63,6 +76,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 	}
 	run, err := m.supervise(runCtx)
 	cancel()
+	cancelClients()
 	m.closeAll()
 	wg.Wait()
 	var refused []error
@@ -82,4 +96,45 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		}
 	}
 	return run, err
+}
+
+// checkLocalClients checks that clients hold each of the plan's clients
+// once: RunLocal's master would wait forever for a missing one.
+func checkLocalClients(plan *Plan, clients []*Client) error {
+	var problems []string
+	seen := map[string]bool{}
+	for i, c := range clients {
+		switch {
+		case c == nil:
+			problems = append(problems, fmt.Sprintf("clients[%d] is nil", i))
+		case seen[c.name]:
+			problems = append(problems, fmt.Sprintf("client %s is given twice", c.name))
+		}
+		if c != nil {
+			seen[c.name] = true
+		}
+	}
+	var missing []string
+	for _, name := range plan.Clients {
+		if !seen[name] {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		problems = append(problems, fmt.Sprintf("no Client for %s of the plan (its clients are %s): make each with NewClient and register its runnables", strings.Join(missing, ", "), strings.Join(plan.Clients, ", ")))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: RunLocal: %s", ErrRefused, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// stopOnSignal is RunLocal's answer to SIGINT or SIGTERM: a graceful stop
+// once the run has started; before, cancel ends the wait for the start,
+// which requestStop would leave waiting.
+func (m *Master) stopOnSignal(s os.Signal, cancel context.CancelCauseFunc) {
+	reason := fmt.Sprintf("the process running RunLocal got %v", s)
+	if !m.requestStop(reason) {
+		cancel(errors.New(reason))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +76,62 @@ func TestRunLocalPipeline(t *testing.T) {
 // thread can wait a second for a core.
 func runLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option) (*Run, error) {
 	return RunLocal(ctx, plan, clients, append([]Option{WithLiveness(10 * time.Second)}, opts...)...)
+}
+
+// RunLocal has every client in hand: one missing (or given twice, or nil)
+// is refused at once, naming it, rather than waited for forever.
+func TestRunLocalRefusesMissingClients(t *testing.T) {
+	plan := compileString(t, threeClients)
+	mk := func(name string, runs ...string) *Client {
+		c, _ := NewClient(name)
+		for _, r := range runs {
+			c.Runnable(r, func(context.Context) error { return nil })
+		}
+		return c
+	}
+	a, b := mk("a", "a1", "a2"), mk("b", "b1")
+	for i, tc := range []struct {
+		clients []*Client
+		want    []string
+	}{
+		{[]*Client{a}, []string{"no Client for b, c of the plan"}},
+		{[]*Client{a, b, nil}, []string{"clients[2] is nil", "no Client for c"}},
+		{[]*Client{a, b, a}, []string{"client a is given twice", "no Client for c"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t0 := time.Now()
+		run, err := runLocal(ctx, plan, tc.clients, WithFrames(1))
+		cancel()
+		assert.Nil(t, run, "case %d", i)
+		require.ErrorIs(t, err, ErrRefused, "case %d", i)
+		for _, w := range tc.want {
+			assert.ErrorContains(t, err, w, "case %d", i)
+		}
+		assert.Less(t, time.Since(t0), time.Second, "case %d: refused at once", i)
+	}
+}
+
+// A SIGINT or SIGTERM to RunLocal before the start ends the wait for it
+// (requestStop alone has no board to stop yet, and the signal was lost);
+// after the start, it stops the run at a period boundary, naming the
+// signal in the record.
+func TestRunLocalSignalBeforeStart(t *testing.T) {
+	plan := compileString(t, threeClients)
+	m, err := NewMaster(plan)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.supervise(ctx) // no client joins: it waits for them
+		done <- err
+	}()
+	m.stopOnSignal(syscall.SIGTERM, cancel)
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "the run did not start: the process running RunLocal got terminated")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the master still waits for its clients after SIGTERM")
+	}
 }

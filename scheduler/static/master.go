@@ -65,6 +65,12 @@ func WithStartDelay(d time.Duration) Option { return func(o *options) { o.startD
 // period only.
 func WithAllocationCounts() Option { return func(o *options) { o.allocs = true } }
 
+// WithSignals(false) leaves SIGINT and SIGTERM to the caller, who stops
+// the run through the context instead. By default RunLocal stops the run
+// at a period boundary on either (a Master's Run catches no signals: its
+// caller ends ctx).
+func WithSignals(on bool) Option { return func(o *options) { o.signals = on } }
+
 // WithLog receives the master's messages (clients joining, refusals,
 // faults); by default they go nowhere.
 func WithLog(f func(msg string)) Option { return func(o *options) { o.log = f } }
@@ -320,7 +326,15 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 // join registers a client, checking it against the plan.
 func (m *Master) join(name string, h *message, pid int, l link) error {
 	if h.PlanHash != "" && h.PlanHash != m.plan.Hash {
-		return fmt.Errorf("the client runs plan %s and the master plan %s (%s): compile one schedule for both", h.PlanHash, m.plan.Hash, m.plan.Source)
+		if h.PlanBody != "" && h.PlanBody == m.plan.bodyHash() {
+			// The source's path is part of the hash.
+			return fmt.Errorf("the client runs plan %s and the master plan %s, which differ only in their source's path: the client's %s, the master's %s; it is one schedule: give both the same .stm file, or the same path", h.PlanHash, m.plan.Hash, h.PlanSource, m.plan.Source)
+		}
+		from := ""
+		if h.PlanSource != "" {
+			from = " (" + h.PlanSource + ")"
+		}
+		return fmt.Errorf("the client runs plan %s%s and the master plan %s (%s): compile one schedule for both", h.PlanHash, from, m.plan.Hash, m.plan.Source)
 	}
 	if !slices.Contains(m.plan.Clients, name) {
 		return fmt.Errorf("the plan has no client %q; its clients are %s", name, strings.Join(m.plan.Clients, ", "))
@@ -423,18 +437,24 @@ func (m *Master) abortReason() string {
 	return m.abortW
 }
 
-// requestStop asks for a graceful stop at the next period boundary.
-func (m *Master) requestStop(reason string) {
+// requestStop asks for a graceful stop at the next period boundary. It
+// returns false, doing nothing, before the start (or when the start
+// failed): there is no board to stop yet.
+func (m *Master) requestStop(reason string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.b == nil || m.closed {
-		return
+	if m.b == nil {
+		return false
+	}
+	if m.closed {
+		return true
 	}
 	if m.stopped == "" {
 		m.stopped = reason
 		m.logf("master: stopping at the next period boundary: %s", reason)
 	}
 	m.b.requestStop(m.clk.now())
+	return true
 }
 
 // fail aborts the run: every client leaves at once.
@@ -620,7 +640,7 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 	defer m.mu.Unlock()
 	run := &Run{Format: "pz-stm-run", Version: RunVersion, Plan: m.plan.Hash, Source: m.plan.Source, Stopped: m.stopped}
 	if run.Stopped == "" {
-		run.Stopped = fmt.Sprintf("frame limit (%d periods)", m.opts.frames)
+		run.Stopped = fmt.Sprintf("frame limit (%s)", plural(int(m.opts.frames), "period"))
 	}
 	for _, h := range m.plan.Hyperepochs {
 		run.Hyperepochs = append(run.Hyperepochs, RunHyperepoch{Name: h.Name, Period: int64(h.Period)})

@@ -24,6 +24,11 @@ type message struct {
 	Resources []string `json:"resources,omitempty"`
 	// PlanHash, when the client knows the plan, must be the master's.
 	PlanHash string `json:"plan_hash,omitempty"`
+	// PlanSource and PlanBody are the client's plan's source and its
+	// hash without the source, to tell a refused client whether the plans
+	// differ only in how their source's path was spelled.
+	PlanSource string `json:"plan_source,omitempty"`
+	PlanBody   string `json:"plan_body,omitempty"`
 	// refused, abort, stop
 	Reason string `json:"reason,omitempty"`
 	// start

@@ -141,8 +141,19 @@ func WriteRun(w io.Writer, r *Run) error {
 
 // ReadRun reads a run written by WriteRun.
 func ReadRun(rd io.Reader) (*Run, error) {
+	src, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, fmt.Errorf("static: reading a run: %w", err)
+	}
+	// The format first: a plan, say, fails the run's fields otherwise.
+	var head struct {
+		Format string `json:"format"`
+	}
+	if json.Unmarshal(src, &head) == nil && head.Format == "pz-stm" {
+		return nil, fmt.Errorf("static: this is a compiled plan (format pz-stm), not a run record: analyze what -o of pzrun stm run or stm master writes (static.WriteRun)")
+	}
 	var r Run
-	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+	if err := json.Unmarshal(src, &r); err != nil {
 		return nil, fmt.Errorf("static: reading a run: %w", err)
 	}
 	if r.Format != "pz-stm-run" || r.Version != RunVersion {

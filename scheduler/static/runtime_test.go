@@ -699,7 +699,31 @@ func TestPlanMismatchRefused(t *testing.T) {
 	defer cancel()
 	err := c.EnterScheduler(ctx)
 	require.ErrorIs(t, err, ErrRefused)
-	assert.Contains(t, err.Error(), "the client runs plan "+other.Hash+" and the master plan "+plan.Hash)
+	assert.Contains(t, err.Error(), "the client runs plan "+other.Hash+" (test.yaml) and the master plan "+plan.Hash+" (test.yaml): compile one schedule for both")
+}
+
+// One schedule compiled from paths spelled apart (pipe.yaml and
+// ./pipe.yaml) has two hashes: the refusal says so and names both paths,
+// rather than asking for one schedule.
+func TestPlanPathMismatchRefused(t *testing.T) {
+	s, err := Parse([]byte(threeClients), "pipe.yaml")
+	require.NoError(t, err)
+	plan, err := Compile(s)
+	require.NoError(t, err)
+	s.File = "./pipe.yaml"
+	other, err := Compile(s)
+	require.NoError(t, err)
+	require.NotEqual(t, plan.Hash, other.Hash)
+	dir := privateTestDir(t)
+	startMaster(t, plan, WithDir(dir), WithFrames(1))
+	c, _ := NewClient("b", WithClientDir(dir), WithPlan(other))
+	c.Runnable("b1", func(context.Context) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.EnterScheduler(ctx)
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Contains(t, err.Error(), "the client runs plan "+other.Hash+" and the master plan "+plan.Hash+", which differ only in their source's path: the client's ./pipe.yaml, the master's pipe.yaml")
+	assert.NotContains(t, err.Error(), "compile one schedule")
 }
 
 // A GPU runnable whose work overruns is known late, after its submitter
@@ -820,4 +844,116 @@ func TestAnalyzeLastPeriodsPerHyperepoch(t *testing.T) {
 	a := Analyze(run)
 	assert.Equal(t, []string{"b"}, a.AllocatingClients, "a's period 72 is its hyperepoch's last; b's is not")
 	assert.Empty(t, a.Allocating, "r's run in the slow hyperepoch's last period is left out")
+}
+
+// TestPlannedStartsEveryFrame: every run's planned start and deadline in
+// the record is its own frame's, for GPU runnables too, in every frame of
+// an epoch and in every epoch of a period: the submittee's count from its
+// submitter's frame, not from the period's start. A submittee whose
+// submitter failed is recorded skipped at its frame's planned start too.
+func TestPlannedStartsEveryFrame(t *testing.T) {
+	plan := compileString(t, `
+overrun: noskip
+hyperepochs:
+  - name: h
+    period: 24ms
+    resources: [cpu0, cpu1, gpu0.stream0]
+    epochs:
+      - {name: A, period: 4ms}
+      - {name: B, frames: 3, period: 6ms}
+      - {name: C, frames: 2, period: 1ms}
+clients: [c]
+runnables:
+  - {name: a,   client: c, resource: cpu0, epoch: A, wcet: 200us}
+  - {name: sub, client: c, resource: cpu0, epoch: B, wcet: 200us}
+  - {name: k,   client: c, resource: gpu0.stream0, epoch: B, wcet: 1ms, submitter: sub}
+  - {name: w,   client: c, resource: cpu1, epoch: B, wcet: 200us, deps: [k]}
+  - {name: s2,  client: c, resource: cpu1, epoch: C, wcet: 100us}
+  - {name: g,   client: c, resource: gpu0.stream0, epoch: C, wcet: 300us, submitter: s2}
+  - {name: u,   client: c, resource: cpu0, epoch: C, wcet: 100us, deps: [g]}
+`)
+	stream := NewHostStream()
+	defer stream.Close()
+	c, _ := NewClient("c")
+	for _, name := range []string{"a", "w", "u"} {
+		c.Runnable(name, func(context.Context) error { return nil })
+	}
+	// sub fails in frame 8 (B's second of period 1; a period has six
+	// frames, A's 0, B's 1-3, C's 4-5): k's frame 8 is skipped.
+	c.Runnable("sub", func(ctx context.Context) error {
+		if f, _ := Frame(ctx); f == 8 {
+			return errors.New("no input")
+		}
+		return nil
+	})
+	c.Runnable("s2", func(context.Context) error { return nil })
+	for _, name := range []string{"k", "g"} {
+		c.Runnable(name, func(context.Context) error {
+			stream.Enqueue(func() {})
+			return nil
+		})
+	}
+	c.Resource("gpu0.stream0", stream)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const periods = 3
+	run, err := runLocal(ctx, plan, []*Client{c}, WithFrames(periods))
+	require.NoError(t, err)
+	r := byName(run)
+	h := plan.Hyperepochs[0]
+	for _, pr := range plan.Runnables() {
+		rr := r[pr.Name]
+		ep := h.Epochs[pr.Epoch]
+		require.Len(t, rr.Seq, periods*ep.Frames, pr.Name)
+		for i, seq := range rr.Seq {
+			k, f := seq/pr.PeriodFrames, seq%pr.PeriodFrames-pr.FrameBase
+			require.True(t, f >= 0 && f < int64(ep.Frames), "%s frame %d lies in its epoch", pr.Name, seq)
+			frame := k*int64(h.Period) + int64(ep.Offset) + f*int64(ep.Period)
+			assert.Equal(t, frame+int64(pr.Start), rr.Planned[i], "%s frame %d: planned start", pr.Name, seq)
+			assert.Equal(t, frame+int64(pr.Deadline()), rr.Deadline[i], "%s frame %d: deadline", pr.Name, seq)
+		}
+	}
+	k := r["k"]
+	i := slices.Index(k.Seq, 8)
+	require.GreaterOrEqual(t, i, 0)
+	assert.NotZero(t, k.Flags[i]&FlagSkipped, "k skips the frame its submitter failed: %v", k.Flags)
+	// (Whether a run overran its deadline is not checked: a loaded machine
+	// may make it so. Before the fix, B's later frames were held to its
+	// first frame's deadline, already past: the deadlines checked above.)
+}
+
+// The analysis says "1 period" and "1 time", not "1 periods".
+func TestAnalyzeTextSingular(t *testing.T) {
+	a := &Analysis{Source: "s.yaml", Plan: "p", Periods: 1, Stopped: "frame limit (1 period)", GCCycles: 1, GCPeriods: 1,
+		Runnables: []RunnableStats{{Name: "x", Errors: 1}, {Name: "y", Errors: 2}}}
+	var b strings.Builder
+	require.NoError(t, a.WriteText(&b))
+	out := b.String()
+	assert.Contains(t, out, "run of s.yaml (plan p): 1 period; stopped:")
+	assert.Contains(t, out, "garbage collection: 1 cycle in 1 period,")
+	assert.Contains(t, out, "x returned an error 1 time\n")
+	assert.Contains(t, out, "y returned an error 2 times\n")
+
+	// The record's reason too.
+	c, _ := NewClient("c")
+	c.Runnable("r", func(context.Context) error { return nil })
+	run, err := runLocal(context.Background(), compileString(t, `
+hyperepochs:
+  - {name: h, period: 2ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: r, client: c, resource: cpu0, wcet: 100us}
+`), []*Client{c}, WithFrames(1))
+	require.NoError(t, err)
+	assert.Equal(t, "frame limit (1 period)", run.Stopped)
+}
+
+// ReadRun given a plan says it is a plan, not just a wrong format.
+func TestReadRunOfAPlan(t *testing.T) {
+	plan := compileString(t, threeClients)
+	var b strings.Builder
+	require.NoError(t, WritePlan(&b, plan))
+	_, err := ReadRun(strings.NewReader(b.String()))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "this is a compiled plan (format pz-stm), not a run record")
 }
