@@ -65,7 +65,7 @@ type graphCheck struct {
 	// it happened here (a task of this rank) rather than being heard of.
 	failure func() (text string, here bool)
 	// endOnLeave, if set, derives the context of a comparison: it ends
-	// when a rank leaves WaitAll early, as that rank will not take part.
+	// when a rank gives the graph up, as that rank will not take part.
 	endOnLeave func(context.Context) (context.Context, func())
 	// diverged is the verdict of a comparison that found the ranks'
 	// submissions apart: from then on the ranks' collectives on the

@@ -78,8 +78,9 @@ type Scheduler struct {
 	ending int           // receives the failure canceled that have not ended yet; guarded by failMu
 	ended  chan struct{} // made by the failure, closed once the receives it canceled have all ended; guarded by failMu
 
-	peerLeft  error                            // a rank left WaitAll early: no agreement with it; guarded by failMu
-	leaveEnds map[*int]context.CancelCauseFunc // waits a peer's leaving ends (endOnLeave); guarded by failMu
+	peerLeft   error                // a rank left WaitAll early: no agreement with it; guarded by failMu
+	peerGaveUp error                // a rank gave up the graph (Abandon): no collective of it with it; guarded by failMu
+	leaveEnds  map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
 
 	check    graphCheck // guarded by mu
 	xferSeq  uint64     // transfers walked so far; guarded by mu
@@ -115,7 +116,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	}
 	d.check.timeout = d.timeout
 	d.check.failure = d.failureText
-	d.check.endOnLeave = d.endOnLeave
+	d.check.endOnLeave = func(ctx context.Context) (context.Context, func()) { return d.endOnLeave(ctx, false) }
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -187,9 +188,18 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 			// its consequences (ranks leaving WaitAll on hearing it).
 			d.peerLeft = err
 		}
+		gaveUp := d.ctrlBuf[0] == ctrlGaveUp
+		if gaveUp && d.peerGaveUp == nil {
+			d.peerGaveUp = err
+		}
+		var ends []context.CancelCauseFunc
+		for key, w := range d.leaveEnds {
+			if w.anyDeparture || gaveUp {
+				ends = append(ends, w.cancel)
+				delete(d.leaveEnds, key)
+			}
+		}
 		err = d.peerLeft
-		ends := d.leaveEnds
-		d.leaveEnds = nil
 		d.failMu.Unlock()
 		for _, end := range ends {
 			end(err)
@@ -401,21 +411,34 @@ func (d *Scheduler) Abandon(cause error) {
 	_ = d.awaitCanceled() // the program's failure is what it reports
 }
 
+// A leaveWaiter is a wait that a peer's departure ends (endOnLeave).
+type leaveWaiter struct {
+	cancel       context.CancelCauseFunc
+	anyDeparture bool // any rank leaving WaitAll, not only one giving up the graph
+}
+
 // endOnLeave returns a context derived from ctx that ends, with the
-// departure as its cause, when another rank leaves WaitAll early
-// (ctrlLeft), at once if one has: a wait for a collective that rank will
-// never join (the graph check's, WaitAll's agreement) ends then rather
-// than at the stall timeout, or never. stop releases the context.
-func (d *Scheduler) endOnLeave(ctx context.Context) (_ context.Context, stop func()) {
+// departure as its cause, when another rank departs - at once if one
+// has - rather than at the stall timeout, or never: for anyDeparture,
+// any rank leaving WaitAll early (WaitAll's agreement, which a rank that
+// left never joins), else only a rank that gave the graph up (Abandon:
+// the graph check's comparisons, which a rank that left WaitAll may
+// have joined already - then they complete, and ending the wait would
+// leave its collective unmatched, for MPI_Finalize to wait for). stop
+// releases the context.
+func (d *Scheduler) endOnLeave(ctx context.Context, anyDeparture bool) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	key := new(int)
 	d.failMu.Lock()
-	left := d.peerLeft
+	left := d.peerGaveUp
+	if anyDeparture {
+		left = d.peerLeft
+	}
 	if left == nil {
 		if d.leaveEnds == nil {
-			d.leaveEnds = map[*int]context.CancelCauseFunc{}
+			d.leaveEnds = map[*int]leaveWaiter{}
 		}
-		d.leaveEnds[key] = cancel
+		d.leaveEnds[key] = leaveWaiter{cancel, anyDeparture}
 	}
 	d.failMu.Unlock()
 	if left != nil {
@@ -619,7 +642,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if lerr == nil {
 		lerr = ferr
 	}
-	actx, stopLeave := d.endOnLeave(ctx)
+	actx, stopLeave := d.endOnLeave(ctx, true)
 	defer stopLeave()
 	if d.timeout > 0 {
 		// A rank that never comes to the agreement (it returned without

@@ -1224,52 +1224,6 @@ func TestDistributions(t *testing.T) {
 	require.NoError(t, f.Check(2))
 }
 
-// A rank that leaves WaitAll early while the others still compare the
-// ranks' graphs (the collective of the graph check, which the leaving rank
-// joined but whose exchange of submissions it never reaches) ends the
-// others' WaitAll with ErrRankFailed naming it, at once: no stall timeout
-// is set, and before, the others waited for as long as the leaving rank
-// lived.
-func TestLeaveEndsGraphCheck(t *testing.T) {
-	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
-	submitted, left, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	waitErrs := make([]error, 2)
-	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
-		hs, err := onePerRank[int64](d, 4)
-		if err != nil {
-			return err
-		}
-		if d.Rank() == 1 {
-			// It leaves with nothing submitted, its comparison posted
-			// but not answered: rank 0 has not reached WaitAll.
-			<-submitted
-			cctx, cancel := context.WithCancel(ctx)
-			cancel()
-			waitErrs[1] = d.WaitAll(cctx)
-			close(left)
-			<-done // it lives on: its departure does not break the communicator
-			return nil
-		}
-		if err := d.Submit(ctx, noop, dist.RW(hs[0])); err != nil {
-			return err
-		}
-		close(submitted)
-		<-left
-		// Its comparison meets rank 1's; the windows differ, and the
-		// exchange that would name the difference never gets rank 1.
-		wctx, cancel := context.WithTimeout(ctx, testTimeout/2)
-		defer cancel()
-		waitErrs[0] = d.WaitAll(wctx)
-		close(done)
-		return nil
-	})
-	require.NoError(t, err)
-	require.ErrorIs(t, waitErrs[1], context.Canceled)
-	require.ErrorIs(t, waitErrs[0], dist.ErrRankFailed)
-	assert.Contains(t, waitErrs[0].Error(), "rank 1 left WaitAll")
-	assert.NotErrorIs(t, waitErrs[0], dist.ErrGraphMismatch, "the graphs differ because rank 1 left")
-}
-
 // Abandon tells the other ranks at once that this rank gives up the
 // graph, and why: their WaitAll return ErrRankFailed naming it and the
 // cause (also comm.ErrBroken), not a difference of the ranks' graphs,
