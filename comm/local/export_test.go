@@ -53,3 +53,8 @@ func Queued(c comm.Comm, r int) int {
 	defer box.mu.Unlock()
 	return len(box.unexp)
 }
+
+// Awaited reports whether c's group counts a receive or probe from rank
+// r as possibly posted (see group.await): once none is, the counts must
+// balance, or every departure of r would sweep every mailbox.
+func Awaited(c comm.Comm, r int) bool { return c.(*rankComm).g.awaited(r) }

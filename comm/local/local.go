@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +69,15 @@ const (
 	// ranks than cores, or many ranks, it dominates (an 8-byte AllReduce
 	// over 1,024 ranks took 13 ms watched, 0.25 ms counted).
 	countedMin = 32
+	// sweepAllBelow is the group size below which a departure sweeps
+	// every mailbox, as the original design did, instead of only those
+	// that may hold a call it strands: at most 31 mailboxes, and
+	// receives in small groups need not count themselves for it (see
+	// group.await), so the point-to-point path of 2-16 ranks pays
+	// nothing for departures. Counting costs two uncontended atomic
+	// adds per posted receive, which made Halo and PingPong on 2 ranks
+	// about 4% slower on a loaded 2-core machine.
+	sweepAllBelow = 32
 )
 
 // brokenBit marks a group's commit counter once a rank abandoned a
@@ -87,7 +95,7 @@ func New(n int) ([]comm.Comm, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("local: world of %d ranks: %w", n, comm.ErrInvalidArg)
 	}
-	w := &world{closed: make(chan struct{})}
+	w := &world{closed: make(chan struct{}), ranks: make([]worldRank, n)}
 	close(w.closed)
 	w.brk.init()
 	ranks := make([]int, n)
@@ -110,8 +118,22 @@ type world struct {
 	posts  sync.Pool     // *recvPost: blocking receives' posts, reused once done
 	left   message       // its address is the mark leave's sweep hands a blocking receive (p2p.go)
 
-	mu     sync.Mutex
-	groups []*group // every communicator of the world, for leave
+	mu    sync.Mutex
+	ranks []worldRank // by world rank: what leave needs to know
+}
+
+// worldRank is what the world knows of one of its ranks for leave: the
+// groups it belongs to (so that a departure costs the number of its
+// groups, not of the world's) and whether it left.
+type worldRank struct {
+	in   []membership // the groups the rank belongs to, oldest first
+	left *string      // why the rank left Run, once it did
+}
+
+// membership is one rank's place in a group: rank i of g.
+type membership struct {
+	g *group
+	i int
 }
 
 // breaker records the first reason a world or group became unusable.
@@ -141,15 +163,21 @@ func (b *breaker) broken() error {
 
 // group is one communicator, shared by its ranks.
 type group struct {
-	w     *world
-	size  int
-	slots []*slot // allocated one by one so that each starts on a cache line
-	boxes []mailbox
-	brk   breaker
+	w      *world
+	size   int
+	slots  []*slot // allocated one by one so that each starts on a cache line
+	boxes  []mailbox
+	awaits []awaitCount // by source rank, sweepAllBelow ranks and more: see group.await
+	brk    breaker
 
 	_         [64]byte      // keep the counter off the read-mostly fields' line
 	committed atomic.Uint64 // commits of two-phase collectives, plus brokenBit
 	_         [56]byte
+	// directAt[k&1] is k once some rank's contribution to collective k is
+	// its caller's memory (see anyDirect); written by such ranks only, so
+	// small collectives find it in their cache.
+	directAt [2]atomic.Uint64
+	_        [48]byte
 
 	// A counted group (more ranks than GOMAXPROCS, or countedMin and
 	// more) arrives through arrivals; the last rank to arrive at
@@ -165,7 +193,7 @@ type group struct {
 	verdict  [2]error     // the agreement on collective k, at k&1
 	result   [2][]byte    // a small AllReduce's or AllGather's result, made once by the releaser
 	made     [2]bool      // whether result holds collective k's, at k&1
-	nGone    atomic.Int32 // ranks that left Run
+	nGone    atomic.Int32 // ranks that left Run; stored after their gone marks
 
 	splitMu sync.Mutex
 	splits  map[splitKey]*splitEntry
@@ -186,20 +214,32 @@ func (g *group) nbcGroup() *group {
 }
 
 // newGroup makes a group whose rank i is world rank worldRanks[i], and
-// records it in w, so that a rank leaving Run can find the groups it
-// belonged to.
+// records it with each of its ranks in w, so that a rank leaving Run can
+// find the groups it belongs to. Ranks that left already are marked gone
+// in it (a group of non-blocking collectives is made when a rank first
+// needs it, perhaps after others left).
 func newGroup(w *world, worldRanks []int) *group {
 	n := len(worldRanks)
 	g := &group{w: w, size: n, slots: make([]*slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{},
 		worldRanks: worldRanks, gone: make([]atomic.Pointer[string], n),
 		procs: runtime.GOMAXPROCS(0)}
+	if n >= sweepAllBelow {
+		g.awaits = make([]awaitCount, n)
+	}
 	g.counted = n > g.procs || n >= countedMin
 	g.brk.init()
 	for i := range g.slots {
 		g.slots[i] = &slot{wake: make(chan struct{}, 1)}
 	}
 	w.mu.Lock()
-	w.groups = append(w.groups, g)
+	for i, r := range worldRanks {
+		wr := &w.ranks[r]
+		wr.in = append(wr.in, membership{g: g, i: i})
+		if wr.left != nil {
+			g.gone[i].Store(wr.left)
+			g.nGone.Add(1)
+		}
+	}
 	w.mu.Unlock()
 	return g
 }
@@ -208,19 +248,53 @@ func newGroup(w *world, worldRanks []int) *group {
 // arrive at another collective, send or receive. Every rank waiting for it
 // in a collective, now or later, fails with ErrBroken naming it instead of
 // waiting for ever, and so does every point-to-point call that only it
-// could complete (see sweep).
+// could complete (see sweep). It costs O(1) per group of r, amortized:
+// O(size) only for a departure that fails waiting calls, and for the last
+// two of a group (see sweep).
 func (w *world) leave(r int, why string) {
 	w.mu.Lock()
-	groups := slices.Clone(w.groups)
+	w.ranks[r].left = &why
+	in := w.ranks[r].in // appended to under mu only: the first len stay as they are
 	w.mu.Unlock()
-	for _, g := range groups {
-		if i := slices.Index(g.worldRanks, r); i >= 0 {
-			g.gone[i].Store(&why)
-			g.nGone.Add(1)
-			g.wakeAll(i)
-			g.sweep(i, why)
-		}
+	for _, m := range in {
+		m.g.leave(m.i, &why)
 	}
+}
+
+// leave records in g that its rank i left Run (why), wakes the ranks whose
+// collective can no longer complete, and fails the point-to-point calls
+// that only i could complete.
+func (g *group) leave(i int, why *string) {
+	g.gone[i].Store(why)
+	nGone := int(g.nGone.Add(1))
+	g.wakeForLeft(i)
+	// Each load below comes after the mark and the count (Go's atomics are
+	// sequentially consistent), as a receive or probe counts itself
+	// before it checks them (see group.await): either the count shows it
+	// here, or it sees the mark there.
+	full := g.size < sweepAllBelow || // receives do not count themselves
+		nGone >= g.size-1 || // any-source receives and probes may be unreachable now
+		g.awaited(i) // a receive or probe names i
+	g.sweep(i, *why, full)
+}
+
+// wakeForLeft wakes the parked ranks of g that rank i's departure may let
+// go: a departure ends only a wait for arrivals (a watched collective's,
+// a counted collective's release), never one for commits, departures or
+// chunks, which every rank that arrived reaches. A watched group is
+// small (fewer than countedMin ranks): its parked ranks are all woken. In
+// a counted group, a rank waits for a release only while its collective
+// has arrivals and is not released; when i leaves, i's mark is stored
+// before arrivals is read here, and a rank that arrives adds itself to
+// arrivals before it checks the marks (condReleased): either that rank is
+// counted here and woken, or it sees i gone and does not park. When
+// every arrival counted is released (as at the end of most programs),
+// nobody waits for a release, and no slot is scanned.
+func (g *group) wakeForLeft(i int) {
+	if g.counted && g.arrivals.Load() <= g.released.Load()*uint64(g.size) {
+		return
+	}
+	g.wakeAll(i)
 }
 
 // sweep fails the point-to-point calls of g that rank i's departure (why)
@@ -229,48 +303,78 @@ func (w *world) leave(r int, why string) {
 // receive is handed w.left, an Irecv's request completed); blocked probes
 // are woken to check again (see group.unreachable); and the messages by
 // reference queued for i (a large Send, an Ssend, whose senders wait) are
-// failed. Each mailbox is swept under its lock after i is marked gone, and
-// receives and sends check the mark under the same lock before they post
-// or queue: each call is either swept here or refused there. Messages
-// queued before i left stay, and are received as usual.
-func (g *group) sweep(i int, why string) {
-	for j := range g.boxes {
-		b := &g.boxes[j]
-		b.mu.Lock()
-		kept := b.posted[:0]
-		for _, p := range b.posted {
-			err := g.unreachable(j, p.src)
-			switch {
-			case err == nil:
-				kept = append(kept, p)
-			case p.req == nil:
-				p.handoff <- &g.w.left // capacity 1 and p was posted once: never blocks
-			default:
-				p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w", j, fromWhom(p.src, p.tag), err))
-				g.w.recyclePost(p)
-			}
-		}
-		clear(b.posted[len(kept):])
-		b.posted = kept
-		for _, ch := range b.probes {
-			close(ch)
-		}
-		b.probes = b.probes[:0]
-		if j == i {
-			unexp := b.unexp[:0]
-			for _, m := range b.unexp {
-				if m.done == nil {
-					unexp = append(unexp, m) // eager: its sender is not waiting
-					continue
-				}
-				m.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, i, why)
-				close(m.done)
-			}
-			clear(b.unexp[len(unexp):])
-			b.unexp = unexp
-		}
-		b.mu.Unlock()
+// failed. Each mailbox swept is swept under its lock after i is marked
+// gone, and receives and sends check the mark under the same lock before
+// they post or queue: each call is either swept here or refused there.
+// Messages queued before i left stay, and are received as usual.
+//
+// Only i's own mailbox is swept unless full (in a group of sweepAllBelow
+// ranks or more): a receive or probe from i
+// counts itself (group.await) before it checks the mark, so with none
+// counted none is posted that i's departure strands (see group.leave),
+// and any-source ones can be stranded only once every rank but one has
+// left.
+func (g *group) sweep(i int, why string, full bool) {
+	if !full {
+		g.sweepBox(i, i, why)
+		return
 	}
+	for j := range g.boxes {
+		g.sweepBox(j, i, why)
+	}
+}
+
+// sweepBox is sweep's work on rank j's mailbox.
+func (g *group) sweepBox(j, i int, why string) {
+	b := &g.boxes[j]
+	b.mu.Lock()
+	kept := b.posted[:0]
+	for _, p := range b.posted {
+		err := g.unreachable(j, p.src)
+		switch {
+		case err == nil:
+			kept = append(kept, p)
+		case p.req == nil:
+			if p.counted {
+				g.matched(p.src)
+			}
+			p.handoff <- &g.w.left // capacity 1 and p was posted once: never blocks
+		default:
+			if p.counted {
+				g.matched(p.src)
+			}
+			p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w", j, fromWhom(p.src, p.tag), err))
+			g.w.recyclePost(p)
+		}
+	}
+	clear(b.posted[len(kept):])
+	b.posted = kept
+	for _, ch := range b.probes {
+		close(ch)
+	}
+	b.probes = b.probes[:0]
+	if j == i {
+		unexp := b.unexp[:0]
+		for _, m := range b.unexp {
+			if m.done == nil {
+				unexp = append(unexp, m) // eager: its sender is not waiting
+				continue
+			}
+			m.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, i, why)
+			close(m.done)
+		}
+		clear(b.unexp[len(unexp):])
+		b.unexp = unexp
+	}
+	b.mu.Unlock()
+}
+
+// awaitCount counts the receives and probes from one rank (see
+// group.await) on a line of its own, written by the ranks that receive
+// from it.
+type awaitCount struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 // slot is one rank's area of a group. The owner writes args[k&1] (and its
@@ -285,7 +389,11 @@ func (g *group) sweep(i int, why string) {
 type slot struct {
 	a      [2]args
 	depart atomic.Uint64 // last collective this rank finished moving data for
-	_      [56]byte
+	// matched counts the receives from this rank that its sends matched
+	// (or a sweep failed): see group.await. Written by this rank's sends,
+	// read by its departure.
+	matched atomic.Int64
+	_       [48]byte
 	// Read by every rank that publishes anything, written only when the
 	// owner parks: a line of its own keeps those reads cache hits.
 	waiting atomic.Uint32 // 1 while the owner is parked
@@ -473,6 +581,9 @@ func (c *rankComm) arrive(ctx context.Context, call comm.Call, k uint64) error {
 		inl = int8(n)
 	}
 	a.inl = inl
+	if a.direct {
+		g.directAt[k&1].Store(k) // before seq: whoever sees every arrival sees it
+	}
 	a.seq.Store(k)
 	if g.counted {
 		return c.arriveCounted(ctx, call, k)
@@ -788,14 +899,13 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 }
 
 // anyDirect reports whether some rank's contribution to collective k is
-// its caller's memory rather than an eager copy.
+// its caller's memory rather than an eager copy. It is called once every
+// rank arrived at k (each stored directAt before arriving) and before
+// this rank arrives at k+1; directAt[k&1] is next written at k+2, once
+// every rank arrived at k+1. One load, where reading every slot's flag
+// cost O(size) per rank and collective.
 func (g *group) anyDirect(k uint64) bool {
-	for _, s := range g.slots {
-		if s.a[k&1].direct {
-			return true
-		}
-	}
-	return false
+	return g.directAt[k&1].Load() == k
 }
 
 // brokenErr is the error for a call on a broken group or world.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pzgo/pz/comm"
@@ -172,4 +173,83 @@ func TestConcurrentP2PAndCollectives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDirectFromOneRank has one rank at a time contribute its caller's
+// memory (above the eager limit) while the others' contributions are
+// eager copies, alternating with collectives where every contribution is
+// eager: whether any rank's is direct must be seen by every rank, for
+// each collective of the double-buffered slots.
+func TestDirectFromOneRank(t *testing.T) {
+	const big = 1024 // float64s: 8 KiB, above eagerMax
+	inModes(t, func(t *testing.T, _ bool) {
+		for _, n := range []int{3, 40} {
+			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+				defer cancel()
+				err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+					me := c.Rank()
+					for step := range 4 * n {
+						large := step%2 == 0 // every other collective has one direct contribution
+						who := step / 2 % n  // the rank that contributes it
+						length := func(r int) int {
+							if large && r == who {
+								return big
+							}
+							return 1 + r%3
+						}
+						val := func(r, i int) float64 { return float64(r*1000 + i + step) }
+						mine := make([]float64, length(me))
+						for i := range mine {
+							mine[i] = val(me, i)
+						}
+						check := func(call string, parts [][]float64) error {
+							for r, p := range parts {
+								if len(p) != length(r) {
+									return fmt.Errorf("step %d %s: part %d has %d elements, want %d", step, call, r, len(p), length(r))
+								}
+								for i, g := range p {
+									if g != val(r, i) {
+										return fmt.Errorf("step %d %s: part %d element %d is %v", step, call, r, i, g)
+									}
+								}
+							}
+							return nil
+						}
+						err := func() error {
+							switch step / 2 % 2 {
+							case 0:
+								parts, err := comm.AllGather(ctx, c, mine)
+								if err != nil {
+									return fmt.Errorf("step %d: %w", step, err)
+								}
+								return check("AllGather", parts)
+							default:
+								root := (who + 1) % n // the direct contribution is not root's
+								parts, err := comm.Gather(ctx, c, mine, root)
+								if err != nil {
+									return fmt.Errorf("step %d: %w", step, err)
+								}
+								if me != root {
+									if parts != nil {
+										return fmt.Errorf("step %d Gather: rank %d got a result", step, me)
+									}
+									return nil
+								}
+								return check("Gather", parts)
+							}
+						}()
+						// The caller owns mine again once the call returned: a
+						// peer still reading it would see this (and -race tell).
+						clear(mine)
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				require.NoError(t, err)
+			})
+		}
+	})
 }

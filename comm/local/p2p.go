@@ -50,6 +50,7 @@ type recvPost struct {
 	handoff  chan *message // blocking Recv: the matched message (capacity 1)
 	req      *request      // Irecv: completed by the sender
 	buf      []byte        // Irecv: the destination
+	counted  bool          // counted by group.await; read and written under the mailbox lock
 }
 
 func matches(wantSrc, wantTag, src, tag int) bool {
@@ -140,6 +141,9 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 	box := &c.g.boxes[dest]
 	box.mu.Lock()
 	if p := box.takePosted(c.rank, tag); p != nil {
+		if p.counted {
+			c.g.matched(p.src)
+		}
 		if p.req != nil {
 			box.mu.Unlock()
 			// A posted Irecv: copy straight into its buffer.
@@ -217,7 +221,7 @@ func (w *world) newPost() *recvPost {
 // recyclePost keeps p for a later receive once no one can reach it: its
 // receive completed, or it was never posted, or it was withdrawn.
 func (w *world) recyclePost(p *recvPost) {
-	p.req, p.buf = nil, nil
+	p.req, p.buf, p.counted = nil, nil, false
 	w.posts.Put(p)
 }
 
@@ -371,7 +375,11 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 		c.g.w.recyclePost(p)
 		return c.consume(call, m, dt, into, dst)
 	}
+	p.counted = c.g.await(c.rank, source)
 	if err := c.g.unreachable(c.rank, source); err != nil {
+		if p.counted {
+			c.g.unawait(source)
+		}
 		box.mu.Unlock()
 		c.g.w.recyclePost(p)
 		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
@@ -402,7 +410,11 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 	box.mu.Lock()
 	withdrawn := box.removePost(p)
 	box.mu.Unlock()
-	if !withdrawn {
+	if withdrawn {
+		if p.counted {
+			c.g.unawait(source)
+		}
+	} else {
 		// A sender matched us first and put the message in handoff under
 		// the lock (or leave's sweep its mark): take it rather than lose
 		// it.
@@ -436,6 +448,52 @@ func fromWhom(source, tag int) string {
 	return fmt.Sprintf("%s tag %d", from, tag)
 }
 
+// await counts a receive or probe of rank me from source that is posted
+// or about to be, so that a departing source can tell whether it strands
+// any (group.awaited), and reports whether it did. A receive calls it
+// under its mailbox lock and then checks unreachable: a departing source
+// either finds it counted or is seen gone (see group.leave). Receives
+// from any rank or from oneself are not counted: a departure strands
+// those only once every rank but one has left, when leave sweeps every
+// mailbox; nor are any in a group of fewer than sweepAllBelow ranks,
+// where every departure sweeps every mailbox.
+//
+// A post leaves the count in one of two ways, each once it is out of the
+// mailbox: the receiver that withdraws it (or a probe once woken) calls
+// unawait; a sender that matches it, or a sweep that fails it, calls
+// matched. The two counts live on different lines (one the receivers
+// of source write, one of source's slot, which source's sends write),
+// so that a receive and the send that matches it each write a line
+// that is already theirs.
+func (g *group) await(me, source int) bool {
+	if g.size < sweepAllBelow || source == comm.AnySource || source == me {
+		return false
+	}
+	g.awaits[source].n.Add(1)
+	return true
+}
+
+// unawait uncounts a receive or probe from source that await counted, by
+// its receiver, once it is no longer posted.
+func (g *group) unawait(source int) { g.awaits[source].n.Add(-1) }
+
+// matched uncounts a receive from source that await counted, once a
+// sender or a sweep took it out of its mailbox.
+func (g *group) matched(source int) { g.slots[source].matched.Add(1) }
+
+// awaited reports whether some receive or probe from rank i may be
+// posted (or about to be). matched only grows and is read first; each
+// post is counted before it is posted and uncounted after it is taken
+// out: so the difference is at least the number counted and not taken
+// out.
+func (g *group) awaited(i int) bool {
+	if g.awaits == nil {
+		return false // never counted: every departure sweeps every mailbox
+	}
+	m := g.slots[i].matched.Load()
+	return g.awaits[i].n.Load() > m
+}
+
 // unreachable returns why no message can come any more for a receive on
 // rank me from source: source left Run (or, for AnySource, every rank but
 // me did), so only messages already queued could match, and the caller
@@ -458,8 +516,21 @@ func (g *group) unreachable(me, source int) error {
 	return fmt.Errorf("%w: every other rank has left (returned from its function), and no message matches", comm.ErrBroken)
 }
 
-// othersGone reports whether every rank of g but me has left Run.
+// othersGone reports whether every rank of g but me has left Run, from
+// nGone in O(1). nGone is added to after the mark, so it may lag the
+// marks while departures are under way; but the departure that brings it
+// to size-1 sweeps every mailbox after (see group.leave), and finds a
+// receive that was posted meanwhile.
 func (g *group) othersGone(me int) bool {
+	switch n := int(g.nGone.Load()); {
+	case n == g.size:
+		return true
+	case n < g.size-1:
+		return false
+	case g.gone[me].Load() == nil:
+		return true // me's mark precedes its count: the size-1 counted are the others
+	}
+	// me left too, and a goroutine it left behind receives: read the marks.
 	for j := range g.gone {
 		if j != me && g.gone[j].Load() == nil {
 			return false
@@ -635,6 +706,9 @@ func (r *request) Cancel() error {
 		// Matched (a sender completes r) or completed already.
 		return nil
 	}
+	if p.counted {
+		r.c.g.unawait(p.src)
+	}
 	err := fmt.Errorf("local: Irecv on rank %d %s: %w", r.c.rank, fromWhom(p.src, p.tag), comm.ErrCanceled)
 	r.c.g.w.recyclePost(p) // taken out under the lock: no sender saw it
 	r.complete(comm.Status{}, err)
@@ -697,7 +771,11 @@ func (c *rankComm) irecv(r *request, buf comm.Buf, source, tag int) {
 		r.fin.Store(true)
 		return
 	}
+	post.counted = c.g.await(c.rank, source)
 	if err := c.g.unreachable(c.rank, source); err != nil {
+		if post.counted {
+			c.g.unawait(source)
+		}
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
 		r.err = fmt.Errorf("local: Irecv on rank %d %s: %w", c.rank, fromWhom(source, tag), err)
@@ -816,7 +894,11 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 			box.mu.Unlock()
 			return nil, nil
 		}
+		counted := c.g.await(c.rank, source)
 		if err := c.g.unreachable(c.rank, source); err != nil {
+			if counted {
+				c.g.unawait(source)
+			}
 			box.mu.Unlock()
 			return nil, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
 		}
@@ -826,13 +908,21 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 		var cause error
 		select {
 		case <-ch:
-			continue
 		case <-ctx.Done():
 			cause = context.Cause(ctx)
 		case <-c.g.brk.ch:
 			cause = c.g.brk.broken()
 		case <-c.g.w.brk.ch:
 			cause = c.g.w.brk.broken()
+		}
+		// Counted while ch was in probes: a departure of source meanwhile
+		// swept this mailbox and closed ch; a later one is seen by the
+		// next check, counted anew.
+		if counted {
+			c.g.unawait(source)
+		}
+		if cause == nil {
+			continue
 		}
 		box.mu.Lock()
 		if i := slices.Index(box.probes, ch); i >= 0 {
