@@ -175,9 +175,9 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		var err error
 		switch text := d.ctrlBuf[1:st.Count]; d.ctrlBuf[0] {
 		case ctrlGaveUp:
-			err = gaveUpError{fmt.Errorf("%w: rank %d gave up the graph: %s", ErrRankFailed, st.Source, text)}
+			err = brokenFailure{fmt.Errorf("%w: rank %d gave up the graph: %s", ErrRankFailed, st.Source, text)}
 		case ctrlLeftBroken:
-			err = gaveUpError{fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)}
+			err = brokenFailure{fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)}
 		default:
 			err = fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)
 		}
@@ -369,18 +369,18 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	return err
 }
 
-// gaveUpError is the failure of a rank that gave up the graph (Abandon),
-// as the other ranks hear of it, directly or from a rank that left
-// WaitAll on hearing it: it is also comm.ErrBroken, as that rank takes no
+// brokenFailure is the failure of a rank that gave up the graph (Abandon),
+// as the other ranks hear of it, directly (ctrlGaveUp) or from a rank that
+// left WaitAll on hearing it (ctrlLeftBroken): it is also comm.ErrBroken, as that rank takes no
 // further part in the communicator's work, so that launchers
 // (comm/local.Run) see the errors it causes as consequences of its own.
-type gaveUpError struct{ error }
+type brokenFailure struct{ error }
 
 // Is reports comm.ErrBroken as well as what the error wraps.
-func (e gaveUpError) Is(target error) bool { return target == comm.ErrBroken }
+func (e brokenFailure) Is(target error) bool { return target == comm.ErrBroken }
 
 // Unwrap returns the failure.
-func (e gaveUpError) Unwrap() error { return e.error }
+func (e brokenFailure) Unwrap() error { return e.error }
 
 // Abandon ends this rank's part of the graph because its program gives
 // up on it (cause says why: the error its function returns, a panic):

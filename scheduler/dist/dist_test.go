@@ -1003,20 +1003,8 @@ func TestMergedTrace(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Positive(t, sent)
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var tr struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Pid  int            `json:"pid"`
-			Tid  int            `json:"tid"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &tr))
 	procs, tasks, starts, finishes := map[string]bool{}, 0, 0, 0
-	for _, e := range tr.TraceEvents {
+	for _, e := range readTrace(t, path) {
 		switch {
 		case e.Name == "process_name":
 			procs[fmt.Sprint(e.Args["name"])] = true
@@ -1036,6 +1024,27 @@ func TestMergedTrace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "rank 2 transfers")
 	assert.True(t, strings.Contains(string(svg), " tasks on 3 workers, "), "the transfers' rows are not workers")
+}
+
+// traceEvent is an event of a Chrome trace file, as the tests read it.
+type traceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args"`
+}
+
+// readTrace reads the events of the Chrome trace file at path.
+func readTrace(t *testing.T, path string) []traceEvent {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var tr struct {
+		TraceEvents []traceEvent `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &tr))
+	return tr.TraceEvents
 }
 
 // With devices, the merged trace holds each rank's copies between its
@@ -1060,19 +1069,8 @@ func TestMergedTraceCopies(t *testing.T) {
 		}
 		return d.WriteTraceFiles(ctx, path, 0)
 	}))
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var tr struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Pid  int            `json:"pid"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &tr))
 	threads, copies := map[string]bool{}, map[int]int{}
-	for _, e := range tr.TraceEvents {
+	for _, e := range readTrace(t, path) {
 		switch {
 		case e.Name == "thread_name":
 			threads[fmt.Sprintf("%d %v", e.Pid, e.Args["name"])] = true

@@ -75,3 +75,68 @@ func Example() {
 	// Output:
 	// sums on ranks 0, 1, 2: [60 60 60] messages from rank 0: 2
 }
+
+// Between two graphs, rank 0 changes the vector it owns with Update,
+// which every rank calls: rank 1, which read and cached the vector in the
+// first graph, receives the new version for its next read instead of
+// computing from its stale copy.
+func ExampleUpdate() {
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		var mine []float64
+		if d.Rank() == 0 {
+			mine = []float64{1, 2}
+		}
+		v, err := dist.Register(d, 0, mine, 2, 1)
+		if err != nil {
+			return err
+		}
+		var seen []float64 // what rank 1's task read, each graph
+		read := &scheduler.Codelet{Name: "read", CPU: func(c *scheduler.Call) error {
+			seen = append(seen, scheduler.VectorOf[float64](c, 0)...)
+			return nil
+		}}
+		for range 2 {
+			if err := d.Submit(ctx, read, dist.R(v), dist.OnRank(1)); err != nil {
+				return err
+			}
+			if err := d.WaitAll(ctx); err != nil {
+				return err
+			}
+			err := dist.Update(ctx, d, v, func(x []float64) error {
+				for i := range x {
+					x[i] *= 10
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		if d.Rank() == 1 {
+			fmt.Println("rank 1 read", seen)
+		}
+		if d.Rank() == 0 {
+			fmt.Println("rank 0 holds", v.Data())
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Unordered output:
+	// rank 1 read [1 2 10 20]
+	// rank 0 holds [100 200]
+}

@@ -99,17 +99,9 @@ func TestMPIRandomGraphs(t *testing.T) {
 // ErrRankFailed at once instead of waiting in the outcome's agreement
 // for a rank that has gone on to MPI_Finalize.
 func TestMPIStalledRankEndsOthers(t *testing.T) {
-	if !launch.Detect(os.Getenv).Launched() {
-		runUnderMPI(t, "TestMPIStalledRankEndsOthers", 2, 2*time.Minute)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Finalize()) }()
-	if w.Size() != 2 {
-		t.Skip("runs on 2 ranks")
+	ctx, w := onTwoMPIRanks(t, "TestMPIStalledRankEndsOthers")
+	if w == nil {
+		return // run under mpirun, as a child
 	}
 	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
 	require.NoError(t, err)
@@ -155,17 +147,9 @@ func TestMPIStalledRankEndsOthers(t *testing.T) {
 // message came.) The ranks pace each other with messages on the world
 // communicator.
 func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
-	if !launch.Detect(os.Getenv).Launched() {
-		runUnderMPI(t, "TestMPINoWriteAfterFailedWaitAll", 2, 2*time.Minute)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Finalize()) }()
-	if w.Size() != 2 {
-		t.Skip("runs on 2 ranks")
+	ctx, w := onTwoMPIRanks(t, "TestMPINoWriteAfterFailedWaitAll")
+	if w == nil {
+		return // run under mpirun, as a child
 	}
 	// The pacing messages on w: rank 0 lets rank 1 produce (after its
 	// WaitAll returned); rank 1 says its send of the data has completed.
@@ -234,6 +218,27 @@ func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
 	want := slices.Repeat([]float64{7}, n)
 	assert.Equal(t, want, before, "rank 0's slice when its WaitAll returned")
 	assert.Equal(t, want, mine, "rank 0's slice after rank 1's late send: written after WaitAll returned")
+}
+
+// onTwoMPIRanks runs the test named name on 2 ranks under MPI: started
+// by go test, it runs the test under mpirun (runUnderMPI) and returns a
+// nil World; under mpirun it initializes MPI (finalized at the test's
+// end) and returns a minute's context and the World.
+func onTwoMPIRanks(t *testing.T, name string) (context.Context, *mpi.World) {
+	t.Helper()
+	if !launch.Detect(os.Getenv).Launched() {
+		runUnderMPI(t, name, 2, 2*time.Minute)
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, w.Finalize()) })
+	if w.Size() != 2 {
+		t.Skip("runs on 2 ranks")
+	}
+	return ctx, w
 }
 
 // runUnderMPI runs the test named name of this binary under mpirun on n
