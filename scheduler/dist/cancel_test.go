@@ -24,6 +24,9 @@ type spyComm struct {
 	recvs chan comm.Request // each data Irecv's request, if there is room
 	sends chan comm.Request // each data Isend's request, if there is room
 	gate  chan struct{}     // not nil: control receives complete once it is closed
+	// started, if set, is called after each Iallreduce that starts (the
+	// graph check's comparisons), on the goroutine that started it.
+	started func()
 }
 
 // Dup implements comm.Comm: the duplicate is spied on alike.
@@ -32,7 +35,16 @@ func (s *spyComm) Dup(ctx context.Context) (comm.Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &spyComm{Comm: d, recvs: s.recvs, sends: s.sends, gate: s.gate}, nil
+	return &spyComm{Comm: d, recvs: s.recvs, sends: s.sends, gate: s.gate, started: s.started}, nil
+}
+
+// Iallreduce implements comm.Comm.
+func (s *spyComm) Iallreduce(send, recv comm.Buf, op comm.Op) (comm.Request, error) {
+	r, err := s.Comm.Iallreduce(send, recv, op)
+	if err == nil && s.started != nil {
+		s.started()
+	}
+	return r, err
 }
 
 // Irecv implements comm.Comm.

@@ -55,22 +55,43 @@ func (s submission) String() string {
 // hash is); the result is looked at when the next window ends, or at
 // WaitAll, so that submission never waits for it. On a mismatch the ranks
 // exchange the window's submissions and name the first that differs.
+//
+// Its collectives are numbered alike on every rank, as steps:
+// comparison k (of the window flushed k-th, from 0, at a window's end or
+// by WaitAll) is step 2k, the exchange of its submissions step 2k+1. A
+// rank that leaves WaitAll tells the others how far it got (reached): it
+// takes part in no step from there on, so the others do not start those
+// or stop waiting in them at once, rather than at the stall timeout,
+// while the steps it started complete.
 type graphCheck struct {
-	timeout time.Duration // longest wait for a comparison; 0: ctx's
-	n       int           // submissions so far
-	window  []submission  // the current window
-	pending *pendingCheck
+	timeout  time.Duration // longest wait for a comparison; 0: ctx's
+	n        int           // submissions so far
+	window   []submission  // the current window
+	pending  *pendingCheck
+	compared int // comparisons started (windows flushed)
+	reached  int // steps started: one past the last this rank started
 
 	// failure reports the failure this rank has seen, if any, and whether
 	// it happened here (a task of this rank) rather than being heard of.
 	failure func() (text string, here bool)
-	// endOnLeave, if set, derives the context of a comparison: it ends
-	// when a rank gives the graph up, as that rank will not take part.
-	endOnLeave func(context.Context) (context.Context, func())
+	// endOnLeave, if set, derives the context of a wait for step: it
+	// ends when a rank that never starts step is known to have left (it
+	// left WaitAll before reaching step, or gave the graph up), as that
+	// rank will not take part.
+	endOnLeave func(ctx context.Context, step int) (context.Context, func())
+	// departed, if set, returns the departure that rules step out (as
+	// for endOnLeave), or nil: a step ruled out is not started, as its
+	// collective would stay unmatched (under MPI, for MPI_Finalize to
+	// wait for).
+	departed func(step int) error
 	// diverged is the verdict of a comparison that found the ranks'
 	// submissions apart: from then on the ranks' collectives on the
 	// communicator no longer pair up, so WaitAll returns it at once.
 	diverged error
+	// left is set when this rank left WaitAll and told the others how
+	// far it got (leave): it starts no step afterwards, as they wait for
+	// none from there on.
+	left error
 }
 
 // checkExchange is what the ranks exchange when their windows differ:
@@ -84,6 +105,7 @@ type checkExchange struct {
 }
 
 type pendingCheck struct {
+	step   int // the comparison's step; its exchange is step+1
 	req    comm.Request
 	in     []int64 // hash, -hash, count (own allocations: cgo refuses memory next to Go pointers)
 	out    []int64
@@ -106,19 +128,54 @@ func (g *graphCheck) add(ctx context.Context, c comm.Comm, s submission) error {
 // flush ends the current window: it waits for the previous comparison,
 // starts this window's, and returns the previous verdict.
 func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
+	if g.left != nil {
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", g.left)
+	}
 	if err := g.settle(ctx, c); err != nil {
 		return err
 	}
+	step := 2 * g.compared
+	if err := g.ruledOut(step); err != nil {
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
+	}
 	h := windowHash(g.window)
-	p := &pendingCheck{window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3)}
+	p := &pendingCheck{step: step, window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3)}
 	g.window = nil
 	req, err := c.Iallreduce(comm.BufOf(p.in), comm.BufOf(p.out), comm.Max)
 	if err != nil {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
+	g.compared++
+	g.reached = step + 1
 	p.req = req
 	g.pending = p
 	return nil
+}
+
+// leave records that this rank left WaitAll, which failed the graph
+// with err, and returns the steps it started (reached), which it tells
+// the other ranks: it starts none afterwards. A comparison it started
+// and has not settled stays in flight, for the others to complete.
+func (g *graphCheck) leave(err error) (reached int) {
+	g.left = err
+	return g.reached
+}
+
+// ruledOut returns the departure that rules step out (departed), or nil.
+func (g *graphCheck) ruledOut(step int) error {
+	if g.departed == nil {
+		return nil
+	}
+	return g.departed(step)
+}
+
+// untilLeft returns ctx, ending as well once step is ruled out
+// (endOnLeave), and the function that releases it.
+func (g *graphCheck) untilLeft(ctx context.Context, step int) (context.Context, func()) {
+	if g.endOnLeave == nil {
+		return ctx, func() {}
+	}
+	return g.endOnLeave(ctx, step)
 }
 
 // settle waits for the comparison in flight, if any, and returns its
@@ -130,19 +187,18 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	}
 	g.pending = nil
 	parent := ctx
-	if g.endOnLeave != nil {
-		var stop func()
-		ctx, stop = g.endOnLeave(ctx)
-		defer stop()
-	}
 	if g.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, g.timeout,
 			fmt.Errorf("%w: no answer from the other ranks for %v", ErrStalled, g.timeout))
 		defer cancel()
 	}
-	if _, err := p.req.Wait(ctx); err != nil {
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+	wctx, stop := g.untilLeft(ctx, p.step)
+	_, err := p.req.Wait(wctx)
+	cause := context.Cause(wctx) // before stop, which ends wctx
+	stop()
+	if err != nil {
+		if cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
@@ -153,15 +209,23 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	if p.out[0] == -p.out[1] && p.out[2] == p.in[2] {
 		return nil
 	}
+	// A rank that left before the exchange never joins it: the windows
+	// differ because the ranks stopped, which its departure explains.
+	if err := g.ruledOut(p.step + 1); err != nil {
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
+	}
 	mine := checkExchange{Window: describe(p.window)}
 	if g.failure != nil {
 		mine.Failure, mine.FailureHere = g.failure()
 	}
-	all, err := comm.AllGatherValues(ctx, c, mine)
-	if err != nil && parent.Err() == nil && context.Cause(ctx) != nil {
+	g.reached = p.step + 2
+	xctx, stop := g.untilLeft(ctx, p.step+1)
+	defer stop()
+	all, err := comm.AllGatherValues(xctx, c, mine)
+	if err != nil && parent.Err() == nil && context.Cause(xctx) != nil {
 		// A rank left, or the stall timeout: the windows differ because
 		// the ranks stopped, which the cause explains.
-		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+		if cause := context.Cause(xctx); !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)

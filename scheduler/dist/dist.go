@@ -2,8 +2,10 @@ package dist
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -37,16 +39,36 @@ var (
 // transfers of handle id use tag id+1.
 const ctrlTag = 0
 
-// ctrlSize is the size of a control message: a kind byte, then text.
+// ctrlSize is the size of a control message: a kind byte, then (for
+// ctrlLeft and ctrlLeftBroken) the sender's steps (ctrlLeftHead), then
+// text.
 const ctrlSize = 1024
 
 const (
-	ctrlFailed     byte = 1 + iota // a task failed on the sender; text follows
-	ctrlClose                      // self-sent by Close to end the control receive
-	ctrlLeft                       // the sender left WaitAll early (its context ended); text follows
-	ctrlGaveUp                     // the sender's program gave up on the graph (Abandon); text follows
-	ctrlLeftBroken                 // ctrlLeft, for a cause that is comm.ErrBroken (a rank gave up); text follows
+	ctrlFailed byte = 1 + iota // a task failed on the sender; text follows
+	ctrlClose                  // self-sent by Close to end the control receive
+	// ctrlLeft: the sender left WaitAll early (its context ended, or the
+	// stall timeout); the steps of the graph check it started (its
+	// graphCheck.reached, 8 bytes little-endian), then text, follow. The
+	// receivers' waits for later steps end; those it started complete.
+	ctrlLeft
+	// ctrlGaveUp: the sender's program gave up on the graph (Abandon); text
+	// follows. It takes part in no further collective: every wait of the
+	// graph check ends (under MPI, MPI_Abort follows).
+	ctrlGaveUp
+	// ctrlLeftBroken: ctrlLeft, for a cause that is comm.ErrBroken (a rank
+	// gave up); steps and text follow, as for ctrlLeft.
+	ctrlLeftBroken
 )
+
+// ctrlLeftHead is the length of the head of a ctrlLeft or ctrlLeftBroken
+// message: the kind, then the sender's steps.
+const ctrlLeftHead = 1 + 8
+
+// agreementStep is the step of WaitAll's agreement on the outcome for
+// endOnLeave: after every step of the graph check, so that any departure
+// ends its wait (a rank that left WaitAll never joins it).
+const agreementStep = math.MaxInt
 
 // Scheduler runs one task graph across the ranks of a communicator,
 // StarPU-MPI style: every rank registers the same data and submits the
@@ -78,9 +100,9 @@ type Scheduler struct {
 	ending int           // receives the failure canceled that have not ended yet; guarded by failMu
 	ended  chan struct{} // made by the failure, closed once the receives it canceled have all ended; guarded by failMu
 
-	peerLeft   error                // a rank left WaitAll early: no agreement with it; guarded by failMu
-	peerGaveUp error                // a rank gave up the graph (Abandon): no collective of it with it; guarded by failMu
-	leaveEnds  map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
+	peerLeft  error                // the first departure heard of (a rank left WaitAll early, or gave the graph up): no agreement with it; guarded by failMu
+	leftAt    int                  // with peerLeft: the fewest steps of the graph check that a departed rank started (0 for one that gave up); guarded by failMu
+	leaveEnds map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
 
 	check    graphCheck // guarded by mu
 	xferSeq  uint64     // transfers walked so far; guarded by mu
@@ -116,7 +138,8 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	}
 	d.check.timeout = d.timeout
 	d.check.failure = d.failureText
-	d.check.endOnLeave = func(ctx context.Context) (context.Context, func()) { return d.endOnLeave(ctx, false) }
+	d.check.endOnLeave = d.endOnLeave
+	d.check.departed = d.departed
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -173,12 +196,16 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		d.fail(fmt.Errorf("%w: rank %d: %s", ErrRankFailed, st.Source, d.ctrlBuf[1:st.Count]), "")
 	case ctrlLeft, ctrlLeftBroken, ctrlGaveUp:
 		var err error
-		switch text := d.ctrlBuf[1:st.Count]; d.ctrlBuf[0] {
+		// A rank that gave up takes part in no step of the graph check.
+		reached, text := 0, d.ctrlBuf[1:st.Count]
+		switch d.ctrlBuf[0] {
 		case ctrlGaveUp:
 			err = brokenFailure{fmt.Errorf("%w: rank %d gave up the graph: %s", ErrRankFailed, st.Source, text)}
 		case ctrlLeftBroken:
+			reached, text = leftMessage(d.ctrlBuf[:st.Count])
 			err = brokenFailure{fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)}
 		default:
+			reached, text = leftMessage(d.ctrlBuf[:st.Count])
 			err = fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)
 		}
 		d.fail(err, "")
@@ -186,15 +213,16 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		if d.peerLeft == nil {
 			// The first departure heard of: later ones are mostly
 			// its consequences (ranks leaving WaitAll on hearing it).
-			d.peerLeft = err
+			d.peerLeft, d.leftAt = err, reached
 		}
-		gaveUp := d.ctrlBuf[0] == ctrlGaveUp
-		if gaveUp && d.peerGaveUp == nil {
-			d.peerGaveUp = err
-		}
+		d.leftAt = min(d.leftAt, reached)
+		// The waits for the steps the sender never started end; those
+		// for steps it started go on: they complete, and ending them
+		// would leave its collective unmatched (under MPI, for its
+		// MPI_Finalize to wait for).
 		var ends []context.CancelCauseFunc
 		for key, w := range d.leaveEnds {
-			if w.anyDeparture || gaveUp {
+			if w.step >= reached {
 				ends = append(ends, w.cancel)
 				delete(d.leaveEnds, key)
 			}
@@ -260,7 +288,7 @@ func (d *Scheduler) fail(err error, here string) {
 	}
 	d.failMu.Unlock()
 	if here != "" {
-		d.announce(ctrlFailed, here)
+		d.announce([]byte{ctrlFailed}, here)
 	}
 	for _, c := range cancels {
 		if cerr := c.req.Cancel(); cerr != nil {
@@ -351,9 +379,13 @@ func (d *Scheduler) awaitCanceled() error {
 
 // leave ends this rank's WaitAll early with err: the graph fails here
 // with cause (here is its own words, as for fail), and the other ranks,
-// which would wait for this one in the outcome's agreement, are told it
-// left (ctrlLeft). It returns err once the receives the failure canceled
-// have ended: no buffer changes after WaitAll returns.
+// which would wait for this one in the outcome's agreement and in the
+// graph check, are told it left (ctrlLeft) and how many steps of the
+// graph check it started: it starts none afterwards, so that their
+// waits for later steps end at once, while those it started complete.
+// (A later WaitAll on this rank returns the failure without comparing.)
+// It returns err once the receives the failure canceled have ended: no
+// buffer changes after WaitAll returns.
 func (d *Scheduler) leave(err, cause error, here string) error {
 	d.fail(cause, here)
 	kind := ctrlLeft
@@ -362,7 +394,14 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 		// others' failure is that too, whichever message they hear first.
 		kind = ctrlLeftBroken
 	}
-	d.announce(kind, err.Error())
+	if d.size > 1 {
+		// (On one rank WaitAll may be called again.)
+		d.mu.Lock()
+		reached := d.check.leave(fmt.Errorf("the graph failed when rank %d left WaitAll: %w", d.rank, cause))
+		d.mu.Unlock()
+		head := binary.LittleEndian.AppendUint64([]byte{kind}, uint64(reached))
+		d.announce(head, err.Error())
+	}
 	if aerr := d.awaitCanceled(); aerr != nil {
 		return fmt.Errorf("%w (and %v)", err, aerr)
 	}
@@ -407,38 +446,39 @@ func (d *Scheduler) Abandon(cause error) {
 	// communicator break as a consequence hears the cause in the same
 	// pass of its progress loop (WaitAll's sync).
 	d.fail(fmt.Errorf("dist: rank %d gave up the graph: %w", d.rank, cause), "")
-	d.announce(ctrlGaveUp, cause.Error())
+	d.announce([]byte{ctrlGaveUp}, cause.Error())
 	_ = d.awaitCanceled() // the program's failure is what it reports
 }
 
 // A leaveWaiter is a wait that a peer's departure ends (endOnLeave).
 type leaveWaiter struct {
-	cancel       context.CancelCauseFunc
-	anyDeparture bool // any rank leaving WaitAll, not only one giving up the graph
+	cancel context.CancelCauseFunc
+	// step is the step of the graph check waited for (graphCheck), or
+	// agreementStep: a departure ends the wait if the rank that departed
+	// had not started step.
+	step int
 }
 
 // endOnLeave returns a context derived from ctx that ends, with the
-// departure as its cause, when another rank departs - at once if one
-// has - rather than at the stall timeout, or never: for anyDeparture,
-// any rank leaving WaitAll early (WaitAll's agreement, which a rank that
-// left never joins), else only a rank that gave the graph up (Abandon:
-// the graph check's comparisons, which a rank that left WaitAll may
-// have joined already - then they complete, and ending the wait would
-// leave its collective unmatched, for MPI_Finalize to wait for). stop
-// releases the context.
-func (d *Scheduler) endOnLeave(ctx context.Context, anyDeparture bool) (_ context.Context, stop func()) {
+// departure as its cause (the first departure heard of, peerLeft), once
+// a rank that never starts step is known to have departed - at once if
+// one has - rather than at the stall timeout, or never. A rank that left
+// WaitAll early told how many steps of the graph check it started
+// (ctrlLeft): the waits for those go on, as they complete, and ending
+// one would leave that rank's collective unmatched (for MPI_Finalize to
+// wait for); the waits for later steps end, and so does WaitAll's
+// agreement (agreementStep), which it never joins. A rank that gave the
+// graph up (Abandon) ends every wait. stop releases the context.
+func (d *Scheduler) endOnLeave(ctx context.Context, step int) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	key := new(int)
 	d.failMu.Lock()
-	left := d.peerGaveUp
-	if anyDeparture {
-		left = d.peerLeft
-	}
+	left := d.departedLocked(step)
 	if left == nil {
 		if d.leaveEnds == nil {
 			d.leaveEnds = map[*int]leaveWaiter{}
 		}
-		d.leaveEnds[key] = leaveWaiter{cancel, anyDeparture}
+		d.leaveEnds[key] = leaveWaiter{cancel, step}
 	}
 	d.failMu.Unlock()
 	if left != nil {
@@ -452,12 +492,41 @@ func (d *Scheduler) endOnLeave(ctx context.Context, anyDeparture bool) (_ contex
 	}
 }
 
-// announce sends a control message to every other rank.
-func (d *Scheduler) announce(kind byte, text string) {
-	msg := make([]byte, 1, ctrlSize)
-	msg[0] = kind
-	if len(text) > ctrlSize-1 {
-		text = text[:ctrlSize-1]
+// departed returns the departure that rules out step of the graph check
+// (a rank that never starts it departed, as for endOnLeave), or nil.
+func (d *Scheduler) departed(step int) error {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	return d.departedLocked(step)
+}
+
+// departedLocked is departed with d.failMu held.
+func (d *Scheduler) departedLocked(step int) error {
+	if d.peerLeft != nil && step >= d.leftAt {
+		return d.peerLeft
+	}
+	return nil
+}
+
+// leftMessage decodes a ctrlLeft or ctrlLeftBroken message: the steps
+// of the graph check its sender started, and its text. A message too
+// short for the steps (never sent) counts as one whose sender started
+// every step: no wait of the graph check ends for it.
+func leftMessage(msg []byte) (reached int, text []byte) {
+	if len(msg) < ctrlLeftHead {
+		return math.MaxInt, msg[1:]
+	}
+	return int(min(binary.LittleEndian.Uint64(msg[1:ctrlLeftHead]), math.MaxInt)), msg[ctrlLeftHead:]
+}
+
+// announce sends a control message to every other rank: head (the
+// kind, and what follows it before the text), then text, cut so that
+// the message fits ctrlSize.
+func (d *Scheduler) announce(head []byte, text string) {
+	msg := make([]byte, len(head), ctrlSize)
+	copy(msg, head)
+	if len(text) > ctrlSize-len(head) {
+		text = text[:ctrlSize-len(head)]
 	}
 	msg = append(msg, text...)
 	for r := range d.size {
@@ -551,12 +620,23 @@ func (d *Scheduler) Close() error {
 // error naming each rank where a task failed. Every rank calls it at the
 // same point of its submission sequence.
 func (d *Scheduler) WaitAll(ctx context.Context) error {
+	if d.size > 1 {
+		// Hear of the departures already delivered first: a comparison
+		// that a rank which left never joins is then not started (its
+		// collective would stay unmatched: under MPI, for
+		// MPI_Finalize to wait for).
+		d.prog.sync()
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll: %w", ErrClosed)
 	}
 	if err := d.check.diverged; err != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+	}
+	if err := d.check.left; err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
 	}
@@ -642,7 +722,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if lerr == nil {
 		lerr = ferr
 	}
-	actx, stopLeave := d.endOnLeave(ctx, true)
+	actx, stopLeave := d.endOnLeave(ctx, agreementStep)
 	defer stopLeave()
 	if d.timeout > 0 {
 		// A rank that never comes to the agreement (it returned without

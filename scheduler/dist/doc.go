@@ -77,10 +77,17 @@
 // context ends, or WithStallTimeout passes with nothing completing) tells
 // the others, whose WaitAll returns ErrRankFailed naming it at once
 // instead of waiting for it; the graph has then failed on every rank, the
-// leaving one included. (On one rank WaitAll may be called again, as the
-// node-local scheduler's.) The outcome's agreement at the end of WaitAll
-// is bounded by the stall timeout too, so a rank that never comes to it
-// cannot hang the others.
+// leaving one included, and a later WaitAll there returns the failure.
+// (On one rank WaitAll may be called again, as the node-local
+// scheduler's.) The leaving rank also tells how far it got in the
+// comparison of the ranks' graphs: a comparison it never started (nor
+// the exchange of submissions that follows one that found the graphs
+// apart) ends at once on the others, or is not started there, also while
+// the leaving rank lives on without closing; one it started completes, as
+// ending the others' wait would leave its collective unmatched (under
+// MPI, for MPI_Finalize to wait for). The outcome's agreement at the end
+// of WaitAll is bounded by the stall timeout too, so a rank that never
+// comes to it cannot hang the others.
 //
 // Close does not lose work: with tasks submitted since WaitAll last
 // returned nil it first waits for them as WaitAll does (every rank closes

@@ -220,6 +220,57 @@ func TestMPINoWriteAfterFailedWaitAll(t *testing.T) {
 	assert.Equal(t, want, mine, "rank 0's slice after rank 1's late send: written after WaitAll returned")
 }
 
+// TestMPILeaverMissesComparison is TestLeaverMissesComparison under MPI,
+// on 2 ranks: rank 1 leaves WaitAll ahead of rank 0 (leaveAhead) and
+// lingers until rank 0's WaitAll has returned; rank 0, whose control
+// messages are held back until its submissions are done, must return
+// ErrRankFailed naming rank 1 at once, and must not start the
+// comparison rank 1 never joins: its collective would be left unmatched
+// for MPI_Finalize to wait for (then finalize with a thread inside
+// MPI_Allreduce). Rank 1's comparison is matched by rank 0's first.
+// The ranks pace each other with messages on the world communicator.
+func TestMPILeaverMissesComparison(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPILeaverMissesComparison")
+	if w == nil {
+		return // run under mpirun, as a child
+	}
+	// The pacing messages on w: rank 1 has left WaitAll; rank 0's
+	// WaitAll has returned.
+	const tagLeft, tagDone = 1, 2
+	gate := make(chan struct{})
+	started := 0 // rank 0's comparisons
+	spy := &spyComm{Comm: w}
+	if w.Rank() == 0 {
+		spy = &spyComm{Comm: w, gate: gate, started: func() { started++ }}
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, spy, ls, dist.WithStallTimeout(longStall))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	hs, err := onePerRank[int64](d, 4)
+	require.NoError(t, err)
+	if w.Rank() == 1 {
+		err := leaveAhead(ctx, d, hs[0])
+		require.ErrorIs(t, err, context.Canceled, "rank 1 left WaitAll")
+		require.NoError(t, comm.Send(ctx, w, []int8{1}, 0, tagLeft))
+		_, err = comm.Recv(ctx, w, []int8{0}, 0, tagDone)
+		require.NoError(t, err)
+		return
+	}
+	_, err = comm.Recv(ctx, w, []int8{0}, 1, tagLeft)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, comm.Send(ctx, w, []int8{1}, 1, tagDone)) }()
+	require.NoError(t, submitWindow(ctx, d, hs[0]))
+	close(gate)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	err = d.WaitAll(wctx)
+	checkLeftBehind(t, err, wctx.Err())
+	assert.Equal(t, 1, started, "rank 0 started no comparison that rank 1 never joins")
+}
+
 // onTwoMPIRanks runs the test named name on 2 ranks under MPI: started
 // by go test, it runs the test under mpirun (runUnderMPI) and returns a
 // nil World; under mpirun it initializes MPI (finalized at the test's
