@@ -96,8 +96,12 @@ type DeviceSlice[T comm.Number] struct {
 // Alloc allocates n elements of T on d, which must be the calling rank's.
 // When they do not fit, the device first asks the holders of its memory
 // (the rank's scheduler: accel.Reclaimer) to give back what they keep
-// there without needing it; the error then wraps accel.ErrOutOfMemory
-// and names what they still hold and what frees it.
+// there without needing it - cached allocations, and the replicas of
+// data that no task or copy uses, least recently used first, a modified
+// one after the scheduler has written it back to RAM (Alloc waits for
+// those copies) - and retries; the error then wraps accel.ErrOutOfMemory
+// and names what they still hold (data that running tasks use) and what
+// frees it.
 func Alloc[T comm.Number](d *Device, n int) (*DeviceSlice[T], error) {
 	if d == nil || d.dev == nil {
 		return nil, fmt.Errorf("%w: Alloc on %v, which is not this rank's (rank %d) or not attached", ErrInvalid, d, d.c.Rank())

@@ -30,8 +30,9 @@ import (
 // Data does too and then invalidates the devices' replicas, as the host
 // may write what it returns (a host read-write access). Freed
 // allocations go to a per-size cache for reuse; the scheduler gives the
-// cache, and clean replicas nothing uses, back to another user of the
-// device that runs short (reclaim). A full node admits one task waiting
+// cache, and replicas nothing uses (clean ones, and modified ones after
+// a write-back when the one asking may wait), back to another user of
+// the device that runs short (reclaim). A full node admits one task waiting
 // for room at a time (acquireTask), so that tasks waiting for room do
 // not evict each other's inputs.
 //
@@ -85,7 +86,10 @@ type memNode struct {
 	// when it is done waiting.
 	admitting *Task
 	admitted  chan struct{}
-	unhold    func() // withdraws the scheduler as a holder of the device's memory (nodeHolder)
+	// scratch counts the Scratch buffers here that running tasks hold
+	// (allocScratch): they go back to the cache when the tasks end.
+	scratch int
+	unhold  func() // withdraws the scheduler as a holder of the device's memory (nodeHolder)
 }
 
 type cacheKey struct {
@@ -163,14 +167,23 @@ func (h nodeHolder) Reclaim(need int64, wait bool) (int64, string) {
 }
 
 // reclaim frees up to about need bytes of node n for another user of
-// its device: cached allocations first, then replicas nothing uses
-// whose data RAM or another node also holds (invalid and shared ones),
-// least recently used first, those a queued task prefetched last. It
-// writes back nothing and waits for nothing: modified replicas, and
-// those tasks or copies use, stay. It reports the bytes freed and what
-// the scheduler still holds there. wait false (another holder of the
-// device allocating, which may hold its own data layer's lock) gives
-// up at once when the lock is taken, rather than wait for it.
+// its device: cached allocations first, then replicas that no task or
+// copy uses, least recently used first and those a queued task
+// prefetched last - invalid and shared ones (RAM or another node holds
+// their data) at once and, with wait, modified ones after a write-back
+// to RAM, as eviction does (evictLocked): the copy reads the replica,
+// so that a task submitted meanwhile that writes the handle waits for
+// it (acquireLocked) and one that reads it pins it, and the replica is
+// freed only if still unused and clean once the copy has ended. Each
+// replica is written back at most once per call, so a task that writes
+// it again meanwhile, or a copy that fails, ends the attempt on it. It
+// reports the bytes freed and what the scheduler still holds there.
+//
+// wait false (another holder of the device allocating, which may hold
+// its own data layer's lock) writes back nothing and gives up at once
+// when the lock is taken, rather than wait for it. wait true (an
+// allocation by a caller that holds no scheduler lock: a resource set's
+// Alloc) waits for the lock and for the write-backs.
 func (d *dataLayer) reclaim(n MemoryNode, need int64, wait bool) (int64, string) {
 	if wait {
 		d.mu.Lock()
@@ -179,24 +192,42 @@ func (d *dataLayer) reclaim(n MemoryNode, need int64, wait bool) (int64, string)
 	}
 	defer d.mu.Unlock()
 	nd := d.nodes[n]
-	before := nd.used
-	for {
-		nd.dropCache(need - (before - nd.used))
-		if before-nd.used >= need {
+	var freed int64
+	var written map[*Handle]bool // written back by this call
+	for freed < need {
+		before := nd.used
+		nd.dropCache(need - freed)
+		freed += before - nd.used
+		if freed >= need {
 			break
 		}
-		v := nd.victim(nil, false, true)
+		v := nd.victim(nil, written, false, !wait)
 		if v == nil {
 			break
+		}
+		if v.reps[n].state == modified {
+			// The only valid copy: write it back first, then look again
+			// (it is the least recently used clean one now, unless a task
+			// took it meanwhile).
+			if written == nil {
+				written = make(map[*Handle]bool)
+			}
+			written[v] = true
+			d.statLocked(n, RAM).WriteBacks++
+			w := d.copyLocked(v, n, RAM, false)
+			d.mu.Unlock()
+			<-w
+			d.mu.Lock()
+			continue
 		}
 		d.freeLocked(v, n) // into the cache, dropped above next
 		d.statLocked(n, n).Evictions++
 	}
-	return before - nd.used, nd.holdsLocked()
+	return freed, nd.holdsLocked()
 }
 
 // holdsLocked describes, for a device's out-of-memory error, the memory
-// the scheduler holds on node nd and what frees it.
+// the scheduler still holds on node nd after reclaim and what frees it.
 func (nd *memNode) holdsLocked() string {
 	if nd.used == 0 {
 		return ""
@@ -224,9 +255,9 @@ func (nd *memNode) holdsLocked() string {
 		}
 	}
 	add(busy, "data that running tasks or copies use (it frees them when they end)")
-	add(dirty, "modified data, their only valid copy (WaitAll, Handle.Fetch or Unregister copies them to RAM; then they can be given back)")
+	add(dirty, "modified data, their only valid copy (an allocation that may wait, such as resourceset.Alloc, gets them after a write-back to RAM; one that may not, another holder's, after WaitAll, Handle.Fetch or Unregister copies them to RAM)")
 	add(clean+cached, "data and allocations it gives back when asked")
-	add(nd.used-busy-dirty-clean-cached, "workers' private buffers (reduction copies, freed by the reduction)")
+	add(nd.used-busy-dirty-clean-cached, "workers' private buffers (running tasks' Scratch buffers, given back when they end; reduction copies, freed by the reduction)")
 	return strings.Join(parts, ": ")
 }
 
@@ -565,8 +596,8 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 		if nd.dropCache(need) {
 			continue
 		}
-		if w, err, ok := d.evictLocked(h, n, prefetch); !ok {
-			return w, err
+		if w, ok := d.evictLocked(h, n, prefetch); !ok {
+			return w, nil
 		}
 	}
 	h.reps[n].mem = mem
@@ -577,18 +608,43 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 }
 
 // allocPrivate allocates device memory of like's shape on node n for a
-// worker's own buffer (a Redux copy), from the node's cache or the
-// device, counted in the node's use and made room for as a replica is:
-// cached allocations dropped, least-recently-used replicas evicted
-// (written back first when modified). When all else on the node is in
-// use it waits for a change, a few times (after 1, 2, 4 ... ms), then
-// gives up with ErrDeviceMemory (the task then goes to a CPU worker if it
-// may). freePrivate gives the memory back.
-func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string) (accel.Mem, error) {
-	nd := d.nodes[n]
-	size := bufBytes(like)
+// worker's own buffer (a Scratch buffer, a Redux copy), from the node's
+// cache or the device, counted in the node's use and made room for as a
+// replica is: cached allocations dropped, least-recently-used replicas
+// evicted (written back first when modified). When all else on the
+// node is in use it first calls drain, if given (the worker's own tasks
+// in flight, whose data may be what fills the node, complete), then
+// waits for a change there (a task's or a copy's end) and tries again;
+// after outsideWaits waits that no change ended (after 1, 2, 4 ... ms:
+// the rest is memory that others hold, or that tasks waiting like this
+// one keep) it gives up with ErrDeviceMemory, naming the sizes and who
+// holds the device (the task then goes to a CPU worker if it may).
+// freePrivate gives the memory back.
+func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string, drain func() bool) (accel.Mem, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.allocPrivateLocked(n, like, what, drain)
+}
+
+// allocScratch is allocPrivate for a task's Scratch buffer, which goes
+// back to the node's cache when the task ends (freeScratch); until then
+// it counts as memory a running task uses, which a task waiting for room
+// waits for (busyLocked).
+func (d *dataLayer) allocScratch(n MemoryNode, like *buffer, what string, drain func() bool) (accel.Mem, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, err := d.allocPrivateLocked(n, like, what, drain)
+	if err == nil {
+		d.nodes[n].scratch++
+	}
+	return m, err
+}
+
+// allocPrivateLocked is allocPrivate with d.mu held (it unlocks it while
+// it waits).
+func (d *dataLayer) allocPrivateLocked(n MemoryNode, like *buffer, what string, drain func() bool) (accel.Mem, error) {
+	nd := d.nodes[n]
+	size := bufBytes(like)
 	if size > nd.capacity {
 		return nil, fmt.Errorf("%w: %s needs %d bytes on %s, which has %d", ErrDeviceMemory, what, size, nd.dev.name(), nd.capacity)
 	}
@@ -611,76 +667,95 @@ func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string) (accel
 		if nd.dropCache(need) {
 			continue
 		}
-		wait, err, ok := d.evictLocked(nil, n, false)
+		wait, ok := d.evictLocked(nil, n, false)
 		if ok {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		if drain != nil {
+			d.mu.Unlock()
+			drained := drain()
+			d.mu.Lock()
+			if drained {
+				continue
+			}
 		}
 		if waits == outsideWaits {
-			return nil, fmt.Errorf("%w: no room for %s (%d bytes) on %s: its memory is in use", ErrDeviceMemory, what, size, nd.dev.name())
+			return nil, fmt.Errorf("%w: no room for %s (%d bytes) on %s, %s; use smaller tiles or a larger device, or free memory there",
+				ErrDeviceMemory, what, size, nd.dev.name(), nd.othersHold())
 		}
-		retry := time.After(time.Millisecond << waits)
-		waits++
+		retry := time.NewTimer(time.Millisecond << waits)
 		d.mu.Unlock()
 		select {
 		case <-wait:
-		case <-retry:
+			retry.Stop() // a task or a copy ended: look again, without counting
+		case <-retry.C:
+			waits++
 		}
 		d.mu.Lock()
 	}
 }
 
-// freePrivate puts an allocation of allocPrivate into the node's cache.
+// freePrivate puts an allocation of allocPrivate into the node's cache,
+// for the next private buffer or replica of its size.
 func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
-	nd := d.nodes[n]
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.nodes[n].cacheLocked(m, like)
+}
+
+// freeScratch puts a Scratch buffer of allocScratch into the node's
+// cache when its task has ended.
+func (d *dataLayer) freeScratch(n MemoryNode, m accel.Mem, like *buffer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nd := d.nodes[n]
+	nd.scratch--
+	nd.cacheLocked(m, like)
+}
+
+// cacheLocked puts an allocation of like's shape into the node's cache
+// and signals the room it makes.
+func (nd *memNode) cacheLocked(m accel.Mem, like *buffer) {
 	key := cacheKey{like.typ, like.rows * like.cols}
 	nd.cache[key] = append(nd.cache[key], m)
 	nd.signalLocked()
 }
 
 // evictLocked drops one replica from node n to make room for h (nil: for
-// a private buffer, allocPrivate): it reports ok when it freed one; otherwise it returns the channel to wait
-// on (a write-back under way, or replicas in use), or nothing for a
-// prefetch, which gives up.
-func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, err error, ok bool) {
+// a private buffer, allocPrivate): it reports ok when it freed one;
+// otherwise it returns the channel to wait on - a write-back under way,
+// or the node's signal when no replica of this scheduler there can go
+// now (those running tasks and copies use end and signal; if there is
+// none, the rest of the device is others' memory, and the caller looks
+// again a few times before it gives up: acquireTask, allocPrivate) - or
+// nothing for a prefetch, which gives up.
+func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, ok bool) {
 	nd := d.nodes[n]
-	v := nd.victim(h, prefetch, false)
+	v := nd.victim(h, nil, prefetch, false)
 	if v == nil {
 		if prefetch {
-			return nil, nil, false
+			return nil, false
 		}
-		if len(nd.handles) == 0 && nd.used == 0 {
-			what := "a worker's private buffer needs room" // allocPrivate's
-			if h != nil {
-				what = fmt.Sprintf("%v needs %d bytes", h, bufBytes(&h.ram))
-			}
-			return nil, fmt.Errorf("%w: %s on %s, %s; use smaller tiles or a larger device, or free memory there", ErrDeviceMemory, what, nd.dev.name(), nd.othersHold()), false
-		}
-		// Everything here is in use by running tasks or copies: wait for
-		// one to end.
-		return nd.changed, nil, false
+		return nd.changed, false
 	}
 	if v.reps[n].state == modified {
 		if prefetch {
-			return nil, nil, false
+			return nil, false
 		}
 		d.statLocked(n, RAM).WriteBacks++
-		return d.copyLocked(v, n, RAM, false), nil, false
+		return d.copyLocked(v, n, RAM, false), false
 	}
 	d.freeLocked(v, n)
 	d.statLocked(n, n).Evictions++
-	return nil, nil, true
+	return nil, true
 }
 
 // victim returns the least-recently-used replica on nd that nothing
 // uses (other than h's), preferring invalid ones, or nil. spareWanted
 // leaves out those a queued task prefetched; clean leaves out modified
-// ones (whose data no other node holds).
-func (nd *memNode) victim(h *Handle, spareWanted, clean bool) *Handle {
+// ones (whose data no other node holds), and written the modified ones
+// of its handles (written back once already, by reclaim).
+func (nd *memNode) victim(h *Handle, written map[*Handle]bool, spareWanted, clean bool) *Handle {
 	var best *Handle
 	var bestKey [3]uint64
 	for v := range nd.handles {
@@ -688,7 +763,7 @@ func (nd *memNode) victim(h *Handle, spareWanted, clean bool) *Handle {
 			continue
 		}
 		r := &v.reps[nd.id]
-		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 || clean && r.state == modified {
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 || r.state == modified && (clean || written[v]) {
 			continue
 		}
 		// Unwanted before wanted, then invalid before valid, then LRU.
@@ -776,8 +851,13 @@ func (d *dataLayer) updateResidentLocked(h *Handle) {
 	delete(d.resident, h)
 }
 
-// ErrDeviceMemory is returned (wrapped, naming the handle and the sizes)
-// when data cannot fit in a device's memory even after eviction.
+// ErrDeviceMemory is returned (wrapped, naming the handles, the sizes
+// and who holds the device's memory) when a task's data, Scratch buffers
+// and Redux copies cannot fit in a device's memory at all, or not beside
+// memory others hold that stays there while the task looks again (about
+// a quarter of a second) and nothing of the scheduler's on the device is
+// running or copying. A task that fails so on a device worker runs on a
+// CPU worker of its context instead when one may run it.
 var ErrDeviceMemory = errors.New("scheduler: out of device memory")
 
 // acquireTask makes t's data valid on node n and pins it, filling bufs
@@ -797,9 +877,11 @@ var ErrDeviceMemory = errors.New("scheduler: out of device memory")
 // only a few tasks' data (several workers on one device). It cannot
 // deadlock: the admitted task is the only one holding data while it
 // waits, so what it waits for is the end of a task that already has all
-// its data, or of a copy; if nothing of the scheduler's is running or
-// copying, the rest of the node is others' memory, and it looks again a
-// few times and gives up (see below).
+// its data (one that waits for room for its Scratch buffer or Redux copy
+// gives up after a bounded wait: allocPrivate), or of a copy; if nothing
+// of the scheduler's is running or copying (or it holds nothing on the
+// node), the rest of the node is others' memory, and it looks again a
+// few times and gives up (see below), naming the sizes.
 func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain func() bool) ([]*buffer, error) {
 	base := len(bufs)
 	for range t.Access {
@@ -837,7 +919,8 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 			continue
 		}
 		var wait <-chan struct{}
-		room := false // some access waits for room, not for a copy
+		room := false     // some access waits for room, not for a copy
+		var short *Handle // the first that does
 		for i, a := range t.Access {
 			if bufs[base+i] != nil || a.Mode == ModeScratch || a.Mode == ModeRedux {
 				continue
@@ -853,7 +936,12 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 				// Room: the node's signal, or the write-back of a
 				// replica evicted to make it (no allocation yet).
 				r := a.Handle.reps
-				room = room || w == (<-chan struct{})(nd.changed) || n != RAM && r != nil && r[n].mem == nil
+				if w == (<-chan struct{})(nd.changed) || n != RAM && r != nil && r[n].mem == nil {
+					room = true
+					if short == nil {
+						short = a.Handle
+					}
+				}
 				continue // start the other copies too
 			}
 			bufs[base+i] = b
@@ -889,12 +977,14 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 				// Nothing of this scheduler's on the node will end and
 				// signal: the device is full of memory others hold
 				// (another rank's scheduler on a shared GPU, a resource
-				// set's buffers), which may go but sends no signal. Look
-				// again a few times, then give up: the task goes to a CPU
-				// worker if it may, else fails.
+				// set's buffers), which may go but sends no signal. This
+				// holds also when the scheduler has nothing at all on
+				// the node. Look again a few times, then give up: the
+				// task goes to a CPU worker if it may, else fails.
 				if outside == outsideWaits {
-					return fail(fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %s; use smaller tiles or a larger device, or free memory there",
-						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), nd.othersHold()))
+					total, what := taskBytes(t)
+					return fail(fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %v needs %d bytes on %s (the task %d in all: %s), %s; looked again for %v; use smaller tiles or a larger device, or free memory there",
+						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), short, bufBytes(&short.ram), nd.dev.name(), total, what, nd.othersHold(), outsideWait))
 				}
 				retry = time.After(time.Millisecond << outside)
 				outside++
@@ -924,6 +1014,9 @@ func (nd *memNode) admitDoneLocked(t *Task) {
 // second in all) before ErrDeviceMemory.
 const outsideWaits = 8
 
+// outsideWait is how long those waits last in all.
+const outsideWait = (1<<outsideWaits - 1) * time.Millisecond
+
 // othersHold describes, for an error, the device memory of nd held
 // outside this scheduler: how much, where the device reports its use
 // (accel.Sim's InUse), and by what it may be.
@@ -939,8 +1032,12 @@ func (nd *memNode) othersHold() string {
 
 // busyLocked reports whether a task or a copy of this scheduler uses a
 // replica on the node, other than task t's own pins (bufs, its buffers
-// acquired so far): its end will signal.
+// acquired so far), or a running task holds a Scratch buffer there: its
+// end will signal.
 func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
+	if nd.scratch > 0 {
+		return true // t takes its own after its data (worker.prepare)
+	}
 	for h := range nd.handles {
 		r := &h.reps[nd.id]
 		if r.reads > 0 || r.fill != nil {
@@ -962,23 +1059,39 @@ func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
 	return false
 }
 
-// fitsLocked fails if t's device data (each handle once) cannot fit in
-// the node's memory at all.
+// fitsLocked fails if t's device data (each handle once, with the
+// worker's Scratch buffers and Redux copies of the shape of theirs)
+// cannot fit in the node's memory at all.
 func (d *dataLayer) fitsLocked(t *Task, nd *memNode) error {
-	var total int64
-	var what []string
+	total, what := taskBytes(t)
+	if total > nd.capacity {
+		return fmt.Errorf("%w: task %q needs %d bytes of data on %s, which has %d (%s); use smaller tiles or a larger device", ErrDeviceMemory, t.Codelet.name(), total, nd.dev.name(), nd.capacity, what)
+	}
+	return nil
+}
+
+// taskBytes is the device memory t needs on a device worker's node, each
+// handle once: its data's replicas, and the private buffers of its
+// Scratch and Redux accesses (allocPrivate); what lists them for an
+// error.
+func taskBytes(t *Task) (total int64, what string) {
+	var parts []string
 	for i, a := range t.Access {
-		if a.Mode == ModeScratch || a.Mode == ModeRedux || firstIndex(t.Access, a.Handle) != i {
+		if firstIndex(t.Access, a.Handle) != i {
 			continue
 		}
 		b := bufBytes(&a.Handle.ram)
 		total += b
-		what = append(what, fmt.Sprintf("%v: %d bytes", a.Handle, b))
+		switch a.Mode {
+		case ModeScratch:
+			parts = append(parts, fmt.Sprintf("a scratch buffer of %v: %d bytes", a.Handle, b))
+		case ModeRedux:
+			parts = append(parts, fmt.Sprintf("a reduction copy of %v: %d bytes", a.Handle, b))
+		default:
+			parts = append(parts, fmt.Sprintf("%v: %d bytes", a.Handle, b))
+		}
 	}
-	if total > nd.capacity {
-		return fmt.Errorf("%w: task %q needs %d bytes of data on %s, which has %d (%s); use smaller tiles or a larger device", ErrDeviceMemory, t.Codelet.name(), total, nd.dev.name(), nd.capacity, strings.Join(what, ", "))
-	}
-	return nil
+	return total, strings.Join(parts, ", ")
 }
 
 // unpinLocked releases the accesses of t acquired so far (bufs non-nil)
@@ -1216,20 +1329,22 @@ func (s *Scheduler) MemoryNodes() []string {
 
 // close stops the devices' copy engines, and gives a borrowed device
 // (WithDevices) back the memory this scheduler allocated on it: its
-// owner goes on using it.
+// owner goes on using it. The cached allocations (among them the
+// workers' Scratch buffers) go back to every device, whose memory
+// others may hold beside the scheduler (a GPU's primary context).
 func (d *dataLayer) close() {
 	for _, nd := range d.nodes[1:] {
 		if nd.unhold != nil {
 			nd.unhold()
 		}
+		d.mu.Lock()
 		if nd.dev.borrowed {
-			d.mu.Lock()
 			for h := range nd.handles {
 				d.freeLocked(h, nd.id)
 			}
-			nd.dropCache(math.MaxInt64)
-			d.mu.Unlock()
 		}
+		nd.dropCache(math.MaxInt64)
+		d.mu.Unlock()
 		nd.dev.close()
 	}
 }

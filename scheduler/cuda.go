@@ -309,31 +309,12 @@ type cudaSlot struct {
 	// ended receives once the stream has passed the end event (a host
 	// function queued after it); nil when the driver cannot say.
 	ended <-chan error
-	// scratch holds the slot's Scratch buffers in GPU memory, by
-	// handle, kept for its next tasks: two tasks in flight never share
-	// one.
-	scratch map[*Handle]*buffer
-}
-
-// scratch returns the buffer of the slot being launched for a Scratch
-// access of h: GPU memory of h's shape, allocated on first use and kept
-// until the worker ends (like a CPU worker's scratch buffers).
-func (d *cudaDriver) scratch(w *worker, h *Handle) (*buffer, error) {
-	sl := d.cur
-	if b := sl.scratch[h]; b != nil {
-		return b, nil
-	}
-	dev := w.s.data.nodes[w.info.Node].dev
-	m, err := dev.alloc(&h.ram)
-	if err != nil {
-		return nil, fmt.Errorf("a scratch buffer of %v (%d bytes) on %s: %w", h, bufBytes(&h.ram), dev.name(), err)
-	}
-	b := dev.view(m, &h.ram)
-	if sl.scratch == nil {
-		sl.scratch = map[*Handle]*buffer{}
-	}
-	sl.scratch[h] = b
-	return b, nil
+	// scratch holds the Scratch buffers in GPU memory of the slot's
+	// task, by handle: two tasks in flight never share one. They are
+	// allocated, counted in the node's use and given back to the node's
+	// cache when the task ends as a simulated device worker's are
+	// (worker.scratchBuf).
+	scratch scratchSet
 }
 
 func (d *cudaDriver) init(w *worker) error {
@@ -637,6 +618,7 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 	if dl := s.data; dl != nil {
 		dl.releaseTask(t, w.info.Node)
 	}
+	w.releaseScratch(&sl.scratch) // the stream is past the task's work
 	sl.t, sl.cc, sl.err, sl.qerr, sl.ended = nil, CUDACall{}, nil, nil, nil
 	*c = Call{}
 	clear(sl.bufs[:])
@@ -659,10 +641,6 @@ func (d *cudaDriver) deinit(w *worker) error {
 	d.drain(w)
 	var errs []error
 	for _, sl := range d.slots {
-		for _, b := range sl.scratch {
-			w.s.data.nodes[w.info.Node].dev.free(b.data.(accel.Mem))
-		}
-		sl.scratch = nil
 		for _, e := range []*cuda.Event{sl.start, sl.end} {
 			if e != nil {
 				errs = append(errs, e.Destroy(context.Background()))

@@ -19,7 +19,7 @@ type device struct {
 	host     accel.HostView // non-nil when the host can address the memory
 	borrowed bool           // the caller's (WithDevices): not closed here
 	// own allocates for the scheduler when the device is an
-	// accel.Reclaimer it holds memory of (dataLayer.hold): it asks the
+	// accel.Reclaimer it holds memory of (newDataLayer): it asks the
 	// device's other holders, never the scheduler itself, for room.
 	own func(n int) (accel.Mem, error)
 }
@@ -155,8 +155,11 @@ func WithSimDevices(devs ...SimDevice) Option {
 // (the RuntimeView's, which its resource set shares): the scheduler
 // allocates on them beside other users, making room by eviction when a
 // device reports it is full; on a device that is an accel.Reclaimer it
-// registers as a holder, and gives its cached allocations and clean
-// replicas back to another user that runs short. Devices whose memory the host can address
+// registers as a holder, and gives its cached allocations and the
+// replicas no task uses back to another user that runs short: clean ones
+// at once, modified ones after a write-back to RAM when that user may
+// wait for it (the device's Alloc, as resourceset.Alloc calls it; not
+// another holder's allocation). Devices whose memory the host can address
 // (accel.HostView: the simulated device) get one SimWorker worker each;
 // CUDA GPUs (cuda.Accel) get CUDAWorker workers as WithCUDA's do
 // (WithCUDAWorkers, WithCUDAPipeline, WithCUDAPartitions and their

@@ -81,7 +81,10 @@ const (
 	ModeW
 	// ModeScratch gives the task a private, uninitialized buffer of the
 	// handle's shape, reused across tasks on the same worker; it creates
-	// no dependency.
+	// no dependency. On a device's worker (a simulated device or a GPU)
+	// it is device memory, counted in the memory node's use like the
+	// task's data, that goes back to the node's cache for reuse when the
+	// task ends.
 	ModeScratch
 	// ModeRedux gives the task a private per-worker copy, initialized by
 	// the handle's reduction init codelet, into which it accumulates;

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/internal/atomicf"
 )
 
@@ -42,8 +43,8 @@ type worker struct {
 	_        [cacheLine]byte
 
 	doneBatch int64
-	doneTasks int64 // tasks completed by this worker, published to nTasks in batches
-	scratch   map[*Handle]*buffer
+	doneTasks int64      // tasks completed by this worker, published to nTasks in batches
+	scratch   scratchSet // its Scratch buffers (a GPU worker's are its slots')
 	// drain, when set, completes the tasks the worker has in flight (a
 	// GPU worker's), reporting whether it had any: the data layer calls
 	// it before waiting for room on the worker's node.
@@ -277,6 +278,7 @@ func (w *worker) execute1(t *Task) *Task {
 		err = w.run(t, c)
 		if d := w.s.data; d != nil {
 			d.releaseTask(t, w.info.Node)
+			w.releaseScratch(&w.scratch)
 		}
 	}
 	c.Task, c.Arg = nil, nil
@@ -386,12 +388,7 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 		switch a.Mode {
 		case ModeScratch:
 			var err error
-			if g, ok := w.drv.(*cudaDriver); ok {
-				b, err = g.scratch(w, h)
-			} else {
-				b, err = w.scratchBuf(h)
-			}
-			if err != nil {
+			if b, err = w.scratchBuf(w.scratchSet(), h); err != nil {
 				w.unprepare(t)
 				return bufs, err
 			}
@@ -421,21 +418,76 @@ func (w *worker) unprepare(t *Task) {
 	if d := w.s.data; d != nil {
 		d.releaseTask(t, w.info.Node)
 	}
+	w.releaseScratch(w.scratchSet())
 }
 
-func (w *worker) scratchBuf(h *Handle) (*buffer, error) {
-	if b := w.scratch[h]; b != nil {
-		return b, nil
+// scratchSet is where the task being prepared keeps its Scratch
+// buffers: the worker's, or a GPU worker's slot's (one per task in
+// flight).
+func (w *worker) scratchSet() *scratchSet {
+	if g, ok := w.drv.(*cudaDriver); ok && g.cur != nil {
+		return &g.cur.scratch
 	}
-	b, err := h.ram.newLike(h.kind)
-	if err != nil {
-		return nil, err
+	return &w.scratch
+}
+
+// A scratchSet is a worker's Scratch buffers by handle: a CPU worker's,
+// kept for its next tasks; a simulated device worker's, or one task
+// slot's of a GPU worker (two tasks in flight never share one), for the
+// task that runs there.
+type scratchSet map[*Handle]scratchBuf
+
+// A scratchBuf is one Scratch buffer: in RAM (mem nil), or device memory
+// of the worker's node (allocScratch).
+type scratchBuf struct {
+	buf *buffer
+	mem accel.Mem
+}
+
+// scratchBuf returns the buffer of set for a Scratch access of h,
+// allocating it on first use where the worker computes. On a device - a
+// simulated one or a GPU alike - that is device memory of h's shape that
+// the data layer counts in the node's use and makes room for as it does
+// for a replica (allocScratch); it goes back to the node's cache, for
+// reuse, when the task ends (releaseScratch).
+func (w *worker) scratchBuf(set *scratchSet, h *Handle) (*buffer, error) {
+	if sb, ok := (*set)[h]; ok {
+		return sb.buf, nil
 	}
-	if w.scratch == nil {
-		w.scratch = make(map[*Handle]*buffer)
+	var sb scratchBuf
+	if d := w.s.data; d != nil && w.info.Node != RAM && h.dev {
+		m, err := d.allocScratch(w.info.Node, &h.ram, fmt.Sprintf("a scratch buffer of %v", h), w.drain)
+		if err != nil {
+			return nil, err
+		}
+		sb = scratchBuf{buf: d.nodes[w.info.Node].dev.view(m, &h.ram), mem: m}
+	} else {
+		b, err := h.ram.newLike(h.kind)
+		if err != nil {
+			return nil, err
+		}
+		sb.buf = b
 	}
-	w.scratch[h] = b
-	return b, nil
+	if *set == nil {
+		*set = make(scratchSet)
+	}
+	(*set)[h] = sb
+	return sb.buf, nil
+}
+
+// releaseScratch gives set's buffers in device memory back to the
+// node's cache, once the task that used them has ended (or will not
+// run); those in RAM stay for the worker's next tasks.
+func (w *worker) releaseScratch(set *scratchSet) {
+	if w.info.Node == RAM || len(*set) == 0 {
+		return
+	}
+	for h, sb := range *set {
+		if sb.mem != nil {
+			w.s.data.freeScratch(w.info.Node, sb.mem, &h.ram)
+			delete(*set, h)
+		}
+	}
 }
 
 // reduxBuf returns this worker's private copy of h for the current group
@@ -474,7 +526,7 @@ func (w *worker) newReduxCopy(h *Handle) (*reduxCopy, error) {
 		return &reduxCopy{buf: b}, nil
 	}
 	dev := w.s.data.nodes[w.info.Node].dev
-	m, err := w.s.data.allocPrivate(w.info.Node, &h.ram, fmt.Sprintf("a reduction copy of %v", h))
+	m, err := w.s.data.allocPrivate(w.info.Node, &h.ram, fmt.Sprintf("a reduction copy of %v", h), w.drain)
 	if err != nil {
 		return nil, err
 	}

@@ -9,15 +9,20 @@ import (
 
 // A Holder is a user of a device's memory that keeps allocations it
 // could give back when another user runs short: a scheduler keeps freed
-// allocations for reuse and clean copies of data that RAM also holds.
+// allocations for reuse, copies of data that host memory also holds,
+// and modified data it can write back to host memory first.
 type Holder interface {
 	// Reclaim frees, with the device's Free, up to about need bytes of
 	// what the holder keeps but does not need, and reports how many
 	// bytes it freed and, for an out-of-memory error, what it still
 	// holds on the device and what would free that ("" for nothing).
-	// With wait false it must not block: the one asking is another
-	// holder allocating, which may hold locks of its own; it gives back
-	// only what it can at once (and may report nothing).
+	// With wait true the one asking holds none of the holder's locks
+	// (Alloc's caller), and Reclaim may block: take the holder's locks,
+	// and wait for copies that save data before their memory is freed
+	// (a scheduler writes modified data back to host memory). With wait
+	// false it must not block: the one asking is another holder
+	// allocating, which may hold locks of its own; it gives back only
+	// what it can at once, without copying (and may report nothing).
 	Reclaim(need int64, wait bool) (freed int64, holds string)
 }
 
@@ -26,7 +31,8 @@ type Holder interface {
 // do not need. accel.Sim and cuda.Accel are Reclaimers.
 type Reclaimer interface {
 	// Hold registers h. From then on Alloc, when n bytes do not fit,
-	// asks the registered holders to Reclaim, waiting for each, retries
+	// asks the registered holders to Reclaim, waiting for each (which
+	// may write data back to host memory first), retries
 	// after each that freed some, and names what they still hold in its
 	// error. Hold returns the allocation function for h's own
 	// allocations, which asks every other holder without waiting and

@@ -120,7 +120,8 @@ func (d *Sim) Config() SimConfig { return d.cfg }
 
 // Alloc allocates n bytes, 8-byte aligned. When they do not fit, it
 // first asks the holders of the device's memory (Hold) to give back
-// what they keep but do not need.
+// what they keep but do not need, waiting for them (a scheduler writes
+// modified data back to host memory first), and retries.
 func (d *Sim) Alloc(n int) (Mem, error) { return d.holders.Alloc(n, d.alloc) }
 
 // Hold registers a holder of the device's memory (accel.Reclaimer).

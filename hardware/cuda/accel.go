@@ -30,7 +30,7 @@ type Accel struct {
 
 	accel.Exports // accel.Sharer's names: in-process ranks sharing the GPU
 
-	holders accel.Holders // accel.Reclaimer's: a scheduler's cache and clean replicas
+	holders accel.Holders // accel.Reclaimer's: a scheduler's cache and replicas
 
 	mu     sync.Mutex
 	closed bool
@@ -168,8 +168,10 @@ func (a *Accel) Copies() (in, out, within int64) {
 
 // Alloc allocates n bytes of device memory; when the GPU is full it
 // first asks the holders of its memory (Hold: a scheduler's cached
-// allocations and clean replicas) to give back what they do not need,
-// and then the error wraps both accel.ErrOutOfMemory and ErrOutOfMemory.
+// allocations and replicas no task uses, the modified ones written back
+// to host memory first) to give back what they do not need, waiting for
+// them, and then the error wraps both accel.ErrOutOfMemory and
+// ErrOutOfMemory.
 func (a *Accel) Alloc(n int) (accel.Mem, error) { return a.holders.Alloc(n, a.alloc) }
 
 // Hold registers a holder of the GPU's memory (accel.Reclaimer).
