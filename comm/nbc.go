@@ -29,10 +29,11 @@ type NBC struct {
 	dup     Comm // opened by the first operation
 	openErr error
 	queue   []*nbcOp
-	running bool // a loop goroutine exists
-	busy    bool // an operation is running (on the loop, or inline in a Wait)
+	started int    // operations started so far: the sequence number of the last
+	running bool   // a loop goroutine exists
+	cur     *nbcOp // the operation running (on the loop, or inline in a Wait); nil when none
 	closed  bool
-	idle    *sync.Cond // signaled when running or busy turns false
+	idle    *sync.Cond // signaled when running turns false or cur nil
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelCauseFunc
@@ -68,6 +69,7 @@ func NewNBCBlocking(open func(ctx context.Context) (Comm, error)) *NBC {
 type nbcOp struct {
 	n    *NBC
 	call string
+	seq  int // its place among n's operations, from 1
 	rank int
 	run  func(ctx context.Context, c Comm) error
 	done chan struct{}
@@ -83,6 +85,8 @@ func (n *NBC) Start(call string, rank int, run func(ctx context.Context, c Comm)
 	if n.closed {
 		return nil, fmt.Errorf("comm: %s on rank %d: %w", call, rank, ErrFreed)
 	}
+	n.started++
+	op.seq = n.started
 	n.queue = append(n.queue, op)
 	if !n.running {
 		n.running = true
@@ -97,7 +101,7 @@ func (n *NBC) Start(call string, rank int, run func(ctx context.Context, c Comm)
 func (n *NBC) loop() {
 	for {
 		n.mu.Lock()
-		if len(n.queue) == 0 || n.busy {
+		if len(n.queue) == 0 || n.cur != nil {
 			n.running = false
 			n.idle.Broadcast()
 			n.mu.Unlock()
@@ -109,18 +113,18 @@ func (n *NBC) loop() {
 	}
 }
 
-// popLocked takes the first queued operation and marks n busy; n.mu is
-// held.
+// popLocked takes the first queued operation and makes it n's current
+// one; n.mu is held.
 func (n *NBC) popLocked() *nbcOp {
 	op := n.queue[0]
 	n.queue[0] = nil
 	n.queue = n.queue[1:]
-	n.busy = true
+	n.cur = op
 	return op
 }
 
 // runOp runs op on the private communicator (opening it first, once) and
-// completes it, then clears busy and, when op ran inline (no loop is
+// completes it, then clears n's current operation and, when op ran inline (no loop is
 // left) and more are queued, starts the loop again.
 func (n *NBC) runOp(op *nbcOp) {
 	n.mu.Lock()
@@ -147,7 +151,7 @@ func (n *NBC) runOp(op *nbcOp) {
 	}
 	close(op.done)
 	n.mu.Lock()
-	n.busy = false
+	n.cur = nil
 	if len(n.queue) > 0 && !n.running && !n.closed {
 		n.running = true
 		go n.loop()
@@ -158,11 +162,11 @@ func (n *NBC) runOp(op *nbcOp) {
 
 // runInline runs o on the caller's goroutine if it is next and nothing is
 // running: a Wait right after the Start then costs no hand-off to the
-// loop goroutine and back. The loop, finding n busy, exits; runOp starts
+// loop goroutine and back. The loop, finding an operation running, exits; runOp starts
 // it again if more operations are queued. It reports whether it ran o.
 func (n *NBC) runInline(o *nbcOp) bool {
 	n.mu.Lock()
-	if n.busy || len(n.queue) == 0 || n.queue[0] != o {
+	if n.cur != nil || len(n.queue) == 0 || n.queue[0] != o {
 		n.mu.Unlock()
 		return false
 	}
@@ -172,24 +176,37 @@ func (n *NBC) runInline(o *nbcOp) bool {
 	return true
 }
 
-// WaitIdle returns once no operation runs on n, or with ctx's error. A
+// WaitIdle returns once no operation runs on n, or, when ctx ends first,
+// an error that names the operation still running (its call and its
+// place among n's operations, as Running says) and wraps ctx's cause. A
 // backend calls it before shutting down (MPI_Finalize) so that no
 // goroutine of n is still inside a collective that Close could not
 // cancel; that collective ends when the other ranks take part in it.
 func (n *NBC) WaitIdle(ctx context.Context) error {
 	for pause := 50 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		n.mu.Lock()
-		busy := n.busy
-		n.mu.Unlock()
-		if !busy {
+		running := n.Running()
+		if running == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("comm: %s is still running: %w", running, context.Cause(ctx))
 		case <-time.After(pause):
 		}
 	}
+}
+
+// Running describes the operation running on n, on its loop goroutine or
+// inline in a Wait: "Ibarrier #3 on rank 0", the call, its place among the
+// operations started on n (from 1) and the rank. It returns "" when none
+// runs.
+func (n *NBC) Running() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cur == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s #%d on rank %d", n.cur.call, n.cur.seq, n.cur.rank)
 }
 
 // Finished reports whether n is closed and none of its collectives is
@@ -198,7 +215,7 @@ func (n *NBC) WaitIdle(ctx context.Context) error {
 func (n *NBC) Finished() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.closed && !n.running && !n.busy
+	return n.closed && !n.running && n.cur == nil
 }
 
 // Close fails the pending operations (those already running end with an
@@ -218,11 +235,11 @@ func (n *NBC) Close() error {
 		close(op.done)
 	}
 	n.queue = nil
-	if n.blocking && (n.running || n.busy) {
+	if n.blocking && (n.running || n.cur != nil) {
 		n.mu.Unlock()
 		return nil // the collective in progress keeps the communicator
 	}
-	for n.running || n.busy {
+	for n.running || n.cur != nil {
 		n.idle.Wait()
 	}
 	c := n.dup

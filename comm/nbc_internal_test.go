@@ -2,6 +2,8 @@ package comm
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,8 +95,11 @@ func TestNBCWaitIdle(t *testing.T) {
 	_ = n.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := n.WaitIdle(ctx); err != context.Canceled {
-		t.Fatalf("WaitIdle while the operation runs: %v, want context.Canceled", err)
+	if got, want := n.Running(), "Blocked #1 on rank 0"; got != want {
+		t.Fatalf("Running while the operation runs: %q, want %q", got, want)
+	}
+	if err := n.WaitIdle(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "Blocked #1 on rank 0 is still running") {
+		t.Fatalf("WaitIdle while the operation runs: %v, want context.Canceled naming the operation", err)
 	}
 	if n.Finished() {
 		t.Fatal("Finished while a collective of the closed engine still runs")
@@ -107,7 +112,7 @@ func TestNBCWaitIdle(t *testing.T) {
 	// Its loop goroutine exits after completing the operation.
 	for !n.Finished() {
 		n.mu.Lock()
-		for n.running || n.busy {
+		for n.running || n.cur != nil {
 			n.idle.Wait()
 		}
 		n.mu.Unlock()

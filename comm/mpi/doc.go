@@ -16,6 +16,16 @@
 // the GOMAXPROCS environment variable is set or WithGOMAXPROCS(false) is
 // given: N ranks on one node must not each spin on every core.
 //
+// World.Finalize first stops the engines of non-blocking collectives and
+// waits, up to 10 seconds, for a collective that one of them is running:
+// MPI cannot cancel it, and it ends when the other ranks take part. If one
+// is still inside MPI then (another rank never started it), Finalize
+// leaves MPI initialized and returns an error wrapping ErrUnfinalized that
+// names it ("Ibarrier #1 on rank 0"): finalizing MPI while a thread is
+// inside it is undefined, and Open MPI then crashes or hangs in
+// MPI_Finalize. The rank can still exit; mpirun reports that it exited
+// without calling MPI_Finalize and ends the job.
+//
 // # Calls into MPI
 //
 // Every operation crosses into C once, through static wrappers that take the

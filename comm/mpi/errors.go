@@ -15,6 +15,13 @@ var (
 	// ErrFinalized is returned by Init after MPI was finalized: MPI can be
 	// initialized only once per process.
 	ErrFinalized = errors.New("mpi: MPI was finalized; it cannot be initialized again in this process")
+	// ErrUnfinalized is wrapped by the error World.Finalize returns when a
+	// non-blocking collective is still inside MPI after Finalize waited
+	// for it (another rank never took part in it): MPI then stays
+	// initialized, since finalizing it while a thread is inside it is
+	// undefined (Open MPI may crash or hang). The process can still exit;
+	// mpirun reports that the rank exited without calling MPI_Finalize.
+	ErrUnfinalized = errors.New("mpi: MPI left unfinalized")
 	// ErrThreadLevel is returned by Init when MPI provides less than
 	// MPI_THREAD_SERIALIZED, so Go, which runs goroutines on any OS thread,
 	// cannot call it safely.

@@ -2,6 +2,8 @@
 
 package mpi
 
+import "time"
+
 // MPIThreadIDs returns the OS thread ids on which w's MPI_Init_thread and
 // MPI_Finalize ran (and any other call of its MPI thread), for tests.
 func MPIThreadIDs(w *World) []int {
@@ -25,4 +27,23 @@ func Engines(w *World) int {
 	w.st.nbcMu.Lock()
 	defer w.st.nbcMu.Unlock()
 	return len(w.st.nbcs)
+}
+
+// SetFinalizeWait sets how long w's Finalize waits for the collectives
+// still running on the engines of non-blocking collectives (10 s).
+func SetFinalizeWait(w *World, d time.Duration) { w.finalizeWait = d }
+
+// EnginesRunning describes the collective each of w's engines of
+// non-blocking collectives is running (comm.NBC.Running), for the engines
+// that run one.
+func EnginesRunning(w *World) []string {
+	w.st.nbcMu.Lock()
+	defer w.st.nbcMu.Unlock()
+	var running []string
+	for _, e := range w.st.nbcs {
+		if r := e.Running(); r != "" {
+			running = append(running, r)
+		}
+	}
+	return running
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,7 @@ type state struct {
 	mu        sync.Mutex   // held around each MPI call when serialize
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	tagUB     int          // MPI_TAG_UB: the largest tag the library takes
-	finalized atomic.Bool  // MPI_Finalize was called through this World
+	finalized atomic.Bool  // Finalize ran: no MPI call may follow (MPI finalized, or left so: ErrUnfinalized)
 	progress  progress     // tests the requests waited on through Done
 	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
@@ -91,6 +92,10 @@ type World struct {
 	procs       procs.Report
 	finalOnce   sync.Once
 	finalErr    error
+	// finalizeWait bounds Finalize's wait for the collectives still
+	// running on the engines of non-blocking collectives (the constant
+	// finalizeWait; tests shorten it).
+	finalizeWait time.Duration
 }
 
 // Init initializes MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and
@@ -115,7 +120,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 
 	st := &state{maxErr: int(C.pz_max_error_string())}
 	C.pz_handles_get(&st.h)
-	w := &World{}
+	w := &World{finalizeWait: finalizeWait}
 	var ini, fin C.int
 	C.pz_state(&ini, &fin)
 	if fin != 0 {
@@ -224,52 +229,110 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 }
 
 // finalizeWait bounds how long Finalize waits for collectives still
-// running on the engines of non-blocking collectives.
+// running on the engines of non-blocking collectives: long enough for the
+// other ranks to reach theirs when they are finalizing too, short enough
+// that a program whose rank never will ends with a clear error.
 const finalizeWait = 10 * time.Second
 
 // Finalize finalizes MPI if this World's Init started it (MPI_Finalize is
 // collective: call it on every rank, after every other MPI call). If MPI was
-// adopted it does nothing. It is idempotent. Afterwards every communicator
-// of this World returns ErrFinalized, and Init cannot be called again.
+// adopted it does nothing. It is idempotent: later calls return the first
+// call's error. Afterwards every communicator of this World returns
+// ErrFinalized, and Init cannot be called again.
+//
+// Finalize first stops the engines of non-blocking collectives (see
+// comm.NBC). One whose collective is running, which MPI cannot cancel,
+// is waited for up to 10 seconds: it ends when the other ranks take part
+// in it, soon if they are finalizing too. If one is still inside MPI
+// then (another rank never started that collective), Finalize does not
+// call MPI_Finalize, which would be undefined with a thread inside MPI
+// (Open MPI can unload the code that thread runs: a crash, or
+// MPI_Finalize hangs). It returns an error wrapping ErrUnfinalized that
+// names each collective still running (its call, its place among its
+// communicator's non-blocking collectives and the rank). The rest of
+// the shutdown happens as usual - no MPI call of pz follows, the thread
+// that initialized MPI ends - and MPI stays initialized (a later Init
+// adopts it): the process can exit, and mpirun then reports that this
+// rank exited without calling MPI_Finalize and ends the job, which is
+// how the error reaches the other ranks.
 func (w *World) Finalize() error {
-	w.finalOnce.Do(func() {
-		w.st.watch.close()
-		if !w.started {
-			return
-		}
-		// The engine of non-blocking collectives stops before MPI does.
-		w.coll.Lock()
-		n := w.nbc
-		w.coll.Unlock()
-		if n != nil {
-			_ = n.Close()
-		}
-		// No goroutine of an engine may still be inside a collective
-		// when MPI finalizes (Open MPI unloads the code it runs): one
-		// that Close could not cancel ends when the other ranks take
-		// part in it, soon if they are finalizing too. Past a bound, MPI
-		// finalizes anyway.
-		w.st.nbcMu.Lock()
-		engines := w.st.nbcs
-		w.st.nbcMu.Unlock()
-		ictx, cancel := context.WithTimeout(context.Background(), finalizeWait)
-		for _, e := range engines {
-			if e.WaitIdle(ictx) != nil {
-				break
-			}
-		}
-		cancel()
-		// So does the progress engine: no MPI call may follow Finalize.
-		w.st.progress.shutdown()
-		initMu.Lock()
-		defer initMu.Unlock()
-		w.st.finalized.Store(true)
-		if rc := w.finalizeOnThread(); rc != 0 {
-			w.finalErr = fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
-		}
-	})
+	w.finalOnce.Do(func() { w.finalErr = w.finalize() })
 	return w.finalErr
 }
+
+// finalize is Finalize's single run.
+func (w *World) finalize() error {
+	w.st.watch.close()
+	if !w.started {
+		return nil
+	}
+	// The engine of non-blocking collectives stops before MPI does.
+	w.coll.Lock()
+	n := w.nbc
+	w.coll.Unlock()
+	if n != nil {
+		_ = n.Close()
+	}
+	running := w.waitEngines()
+	// So does the progress engine: no MPI call may follow Finalize.
+	w.st.progress.shutdown()
+	initMu.Lock()
+	defer initMu.Unlock()
+	w.st.finalized.Store(true)
+	if running != nil {
+		// The goroutines inside MPI stay there until the other ranks
+		// take part (if ever); the thread that initialized MPI has
+		// nothing left to do.
+		w.thread.stop()
+		return fmt.Errorf("%w: Finalize found non-blocking collectives still inside MPI: %w; "+
+			"finalizing MPI while a thread is inside it is undefined (Open MPI may crash or hang), "+
+			"so MPI stays initialized: this process may exit, and mpirun then reports that it exited "+
+			"without calling MPI_Finalize", ErrUnfinalized, running)
+	}
+	if rc := w.finalizeOnThread(); rc != 0 {
+		return fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
+	}
+	return nil
+}
+
+// waitEngines waits, up to w.finalizeWait in all, until no goroutine of an
+// engine of non-blocking collectives is inside a collective (comm.NBC's
+// WaitIdle). It returns nil then, or the errors of the engines still
+// running one, each naming its collective.
+func (w *World) waitEngines() error {
+	w.st.nbcMu.Lock()
+	engines := w.st.nbcs
+	w.st.nbcMu.Unlock()
+	ctx, cancel := context.WithTimeoutCause(context.Background(), w.finalizeWait,
+		fmt.Errorf("another rank has not taken part in it within %v", w.finalizeWait))
+	defer cancel()
+	var running stillRunning
+	for _, e := range engines {
+		// Past the bound, WaitIdle returns at once: each engine still
+		// running is named, none is waited for again.
+		if err := e.WaitIdle(ctx); err != nil {
+			running = append(running, err)
+		}
+	}
+	if running == nil {
+		return nil
+	}
+	return running
+}
+
+// stillRunning lists the engines' errors for the collectives that
+// Finalize found inside MPI, on one line.
+type stillRunning []error
+
+func (r stillRunning) Error() string {
+	msgs := make([]string, len(r))
+	for i, err := range r {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (r stillRunning) Unwrap() []error { return r }
 
 // finalizeOnThread calls MPI_Finalize on the thread that initialized MPI
 // and ends that thread.

@@ -58,8 +58,7 @@ func TestMain(m *testing.M) {
 	if err := <-ferr; err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = max(code, 1)
-	}
-	if ids := mpi.MPIThreadIDs(w); w.Started() && (len(ids) != 2 || ids[0] != ids[1]) {
+	} else if ids := mpi.MPIThreadIDs(w); w.Started() && (len(ids) != 2 || ids[0] != ids[1]) {
 		fmt.Fprintf(os.Stderr, "MPI_Init_thread and MPI_Finalize ran on threads %v, not on one\n", ids)
 		code = max(code, 1)
 	}
