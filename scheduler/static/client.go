@@ -121,7 +121,8 @@ func (c *Client) hello() *message {
 // clients and master may start in any order), registers, waits for every
 // other client, and runs the client's runnables at their planned times
 // until the frame limit, ExitScheduler or SIGINT/SIGTERM, which all end
-// at a period boundary (nil). It returns ErrRefused when the master
+// at a period boundary (nil); during the start delay, before the first
+// period, they end the wait for it at once. It returns ErrRefused when the master
 // refuses the client, ErrAborted when another client failed, and ctx's
 // error when ctx ends before the start; ctx's end after the start is a
 // graceful stop, like a signal.

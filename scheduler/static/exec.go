@@ -273,11 +273,7 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 		for i := range t.items {
 			it := &t.items[i]
 			planned := pstart + int64(it.offset)
-			e.clk.sleepUntil(planned, e.spin)
-			if b.aborted() || ctx.Err() != nil {
-				return
-			}
-			if st := b.stopTime(); st != 0 && pstart >= st {
+			if !e.waitUntil(ctx, planned, pstart) {
 				return
 			}
 			b.store(b.heartbeatWord(e.client), uint64(e.clk.now()))
@@ -292,6 +288,45 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 			e.samplePeriod(k)
 		}
 	}
+}
+
+// stopPoll bounds how long a resource thread sleeps without looking at
+// the board: a stop or an abort that comes while it waits for a run far
+// ahead - the first period, which starts the master's start delay after
+// the last client joined (WithStartDelay: minutes, if the user says so),
+// or a run late in a long period - ends the wait within it. The last
+// stretch before the run is one sleep to its planned time, as before.
+const stopPoll = 10 * time.Millisecond
+
+// waitUntil waits until planned, the planned start of a run in the
+// period that starts at pstart, and reports whether to make the run:
+// false once the run is aborted or asked to stop at a boundary at or
+// before pstart, which it notices within stopPoll while it waits (a stop
+// during the start delay ends the client's loop at once, with no
+// frames, as one in the loop does at the next period boundary).
+func (e *executor) waitUntil(ctx context.Context, planned, pstart int64) bool {
+	for {
+		if e.ended(ctx, pstart) {
+			return false
+		}
+		now := e.clk.now()
+		if planned-now <= int64(stopPoll+e.spin) {
+			break
+		}
+		sleepAbs(now + int64(stopPoll))
+	}
+	e.clk.sleepUntil(planned, e.spin)
+	return !e.ended(ctx, pstart) // a stop may have come meanwhile
+}
+
+// ended reports whether the run is aborted, or stops at a boundary at or
+// before pstart: the period starting there is not run.
+func (e *executor) ended(ctx context.Context, pstart int64) bool {
+	if e.b.aborted() || ctx.Err() != nil {
+		return true
+	}
+	st := e.b.stopTime()
+	return st != 0 && pstart >= st
 }
 
 // maxPeriodRecords bounds the periods with a collection, or with

@@ -3,6 +3,8 @@ package static
 import (
 	"context"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -133,5 +135,106 @@ func TestRunLocalSignalBeforeStart(t *testing.T) {
 		assert.ErrorContains(t, err, "the run did not start: the process running RunLocal got terminated")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the master still waits for its clients after SIGTERM")
+	}
+}
+
+// TestStopDuringStartDelay: a stop that comes while the clients wait for
+// the first period (an hour after the last one joined) ends the run at
+// once, as a stop in the loop does at the next period boundary: nil
+// errors, the stop's reason in the record, and no frames. The master's
+// stop (its context) and a client's (ExitScheduler), in one process
+// (RunLocal) and over the socket and the board file (Run and
+// EnterScheduler). (Before, the clients' threads slept until the first
+// period and only then saw the stop: the run lasted the whole delay.)
+func TestStopDuringStartDelay(t *testing.T) {
+	plan := compileString(t, threeClients)
+	for _, tc := range []struct {
+		name   string
+		socket bool // Master.Run and EnterScheduler; else RunLocal
+		// stop stops the run: cancel ends the master's context.
+		stop   func(cancel context.CancelFunc, clients []*Client)
+		reason string
+	}{
+		{"RunLocal/context", false, func(cancel context.CancelFunc, _ []*Client) { cancel() }, "the master was stopped (context canceled)"},
+		{"RunLocal/ExitScheduler", false, func(_ context.CancelFunc, cs []*Client) { cs[1].ExitScheduler() }, "ExitScheduler called by client b"},
+		{"Run/context", true, func(cancel context.CancelFunc, _ []*Client) { cancel() }, "the master was stopped (context canceled)"},
+		{"EnterScheduler/ExitScheduler", true, func(_ context.CancelFunc, cs []*Client) { cs[1].ExitScheduler() }, "ExitScheduler called by client b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A few seconds, where the delay is an hour: the run must
+			// end well before it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			dir := privateTestDir(t)
+			var ran atomic.Int64
+			var clients []*Client
+			for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+				c, err := NewClient(regs[0][:1], WithClientDir(dir))
+				require.NoError(t, err)
+				for _, r := range regs {
+					c.Runnable(r, func(context.Context) error { ran.Add(1); return nil })
+				}
+				clients = append(clients, c)
+			}
+			started := make(chan struct{})
+			var once sync.Once
+			opts := []Option{WithStartDelay(time.Hour), WithLiveness(10 * time.Second), WithSignals(false), WithDir(dir),
+				WithLog(func(msg string) {
+					t.Log(msg)
+					if strings.Contains(msg, "every client is in") {
+						once.Do(func() { close(started) })
+					}
+				})}
+			mctx, mcancel := context.WithCancel(ctx)
+			defer mcancel()
+			res := make(chan masterResult, 1)
+			entered := make(chan error, len(clients))
+			if tc.socket {
+				m, err := NewMaster(plan, opts...)
+				require.NoError(t, err)
+				go func() {
+					r, err := m.Run(mctx)
+					res <- masterResult{r, err}
+				}()
+				for _, c := range clients {
+					go func() { entered <- c.EnterScheduler(ctx) }()
+				}
+			} else {
+				go func() {
+					r, err := RunLocal(mctx, plan, clients, opts...)
+					res <- masterResult{r, err}
+				}()
+			}
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("the run did not start")
+			}
+			tc.stop(mcancel, clients)
+			var r masterResult
+			select {
+			case r = <-res:
+			case <-ctx.Done():
+				t.Fatal("the run still waits for its first period, an hour away, after the stop")
+			}
+			require.NoError(t, r.err)
+			assert.Contains(t, r.run.Stopped, tc.reason)
+			assert.Zero(t, r.run.Periods, "periods run")
+			require.Len(t, r.run.Runnables, 4)
+			for _, rr := range r.run.Runnables {
+				assert.Empty(t, rr.Seq, "%s ran frames", rr.Name)
+			}
+			assert.Zero(t, ran.Load(), "runnables ran")
+			if tc.socket {
+				for range clients {
+					select {
+					case err := <-entered:
+						assert.NoError(t, err, "EnterScheduler")
+					case <-ctx.Done():
+						t.Fatal("a client's EnterScheduler did not return")
+					}
+				}
+			}
+		})
 	}
 }

@@ -54,7 +54,9 @@ func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 func WithLiveness(d time.Duration) Option { return func(o *options) { o.liveness = d } }
 
 // WithStartDelay sets how long after the last client joins the first
-// period starts; default 50ms (and at least one period).
+// period starts; default 50ms (and at least one period). A stop during
+// the delay (ExitScheduler, a signal, a context's end) ends the run at
+// once, with no frames run.
 func WithStartDelay(d time.Duration) Option { return func(o *options) { o.startDelay = d } }
 
 // WithAllocationCounts reads the heap's allocation counters around every
@@ -437,8 +439,9 @@ func (m *Master) abortReason() string {
 	return m.abortW
 }
 
-// requestStop asks for a graceful stop at the next period boundary. It
-// returns false, doing nothing, before the start (or when the start
+// requestStop asks for a graceful stop at the next period boundary (or,
+// during the start delay, before the first period, at once). It returns
+// false, doing nothing, before the start (or when the start
 // failed): there is no board to stop yet.
 func (m *Master) requestStop(reason string) bool {
 	m.mu.Lock()
@@ -449,11 +452,17 @@ func (m *Master) requestStop(reason string) bool {
 	if m.closed {
 		return true
 	}
+	now := m.clk.now()
 	if m.stopped == "" {
 		m.stopped = reason
-		m.logf("master: stopping at the next period boundary: %s", reason)
+		// During the start delay the clients leave at once (executor.waitUntil).
+		when := "at the next period boundary"
+		if now < m.t0 {
+			when = "before the first period"
+		}
+		m.logf("master: stopping %s: %s", when, reason)
 	}
-	m.b.requestStop(m.clk.now())
+	m.b.requestStop(now)
 	return true
 }
 
