@@ -360,10 +360,16 @@ func (c *Context) Workers() []int {
 }
 
 // Pending returns the number of tasks submitted to c and its
-// sub-contexts that have not completed.
+// sub-contexts that have not completed. For the global context it is
+// the scheduler's count of tasks in flight, to which a busy worker
+// reports its completions in batches (of 64: counting each at once
+// would make every completion contend with every submission for one
+// counter): until the workers run out of tasks, it may include up to 63
+// tasks per busy worker that have completed. It is exact once they are
+// idle, and WaitAll waits for the exact count.
 func (c *Context) Pending() int64 {
 	if c.parent == nil {
-		return c.s.inflight.n.Load()
+		return max(c.s.inflight.n.Load(), 0)
 	}
 	return max(c.pending.n.Load(), 0)
 }
@@ -514,7 +520,7 @@ func (c *Context) WaitAll(ctx context.Context) error {
 	}
 	c.s.flushBatches()
 	if err := c.pending.wait(ctx); err != nil {
-		err = fmt.Errorf("scheduler: waiting for %q: %w (%d tasks not completed)", c.name, err, c.Pending())
+		err = fmt.Errorf("scheduler: waiting for %q: %w (%s pending)", c.name, err, tasks(c.Pending()))
 		return c.s.stuckError(err)
 	}
 	return c.takeErrors(true)

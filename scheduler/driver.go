@@ -517,7 +517,7 @@ func (d *Driver) WaitAll(ctx context.Context) error {
 		err := d.driveUntil(ctx, zero)
 		s.inflight.unwait()
 		if err != nil {
-			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%d tasks not completed)", w.info.ID, err, max(s.inflight.n.Load(), 0)))
+			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%s pending)", w.info.ID, err, tasks(s.Global().Pending())))
 		}
 	}
 	return s.WaitAll(ctx)

@@ -288,7 +288,7 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 	s.flushBatches()
 	s.flushReductions()
 	if err := s.inflight.wait(ctx); err != nil {
-		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%d tasks not completed)", err, max(s.inflight.n.Load(), 0)))
+		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%s pending)", err, tasks(s.Global().Pending())))
 	}
 	var wb error
 	if s.data != nil {

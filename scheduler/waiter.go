@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -70,3 +71,11 @@ func (z *zeroWaiter) zero() <-chan struct{} {
 
 // unwait ends the wait of a caller of zero.
 func (z *zeroWaiter) unwait() { z.nw.Add(-1) }
+
+// tasks is "1 task" or "N tasks", for messages.
+func tasks(n int64) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
+}
