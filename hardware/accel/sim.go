@@ -61,6 +61,7 @@ type Sim struct {
 	mu     sync.Mutex
 	used   int64
 	counts [3]int64 // copies in, out, within
+	bytes  [3]int64 // their bytes
 }
 
 // Copies returns how many copies the device ran into it, out of it and
@@ -71,9 +72,20 @@ func (d *Sim) Copies() (in, out, within int64) {
 	return d.counts[0], d.counts[1], d.counts[2]
 }
 
-func (d *Sim) count(i int) {
+// Moved returns how many bytes the device's copies moved into it, out of
+// it and within it: the traffic its link would carry.
+func (d *Sim) Moved() (in, out, within int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bytes[0], d.bytes[1], d.bytes[2]
+}
+
+// count counts a copy of n bytes: into the device (i 0), out of it (1)
+// or within it (2).
+func (d *Sim) count(i, n int) {
 	d.mu.Lock()
 	d.counts[i]++
+	d.bytes[i] += int64(n)
 	d.mu.Unlock()
 }
 
@@ -217,14 +229,14 @@ func (d *Sim) cost(n int) time.Duration {
 // CopyIn copies host rows into dst.
 func (d *Sim) CopyIn(dst Mem, off int, src []byte, rows, width, pitch int, done Done) {
 	b := dst.(*simMem).b
-	d.count(0)
+	d.count(0, rows*width)
 	d.in.submit(func() { copy2D(b[off:], width, src, pitch, rows, width) }, d.cost(rows*width), done)
 }
 
 // CopyOut copies rows of src to host memory.
 func (d *Sim) CopyOut(dst []byte, rows, width, pitch int, src Mem, off int, done Done) {
 	b := src.(*simMem).b
-	d.count(1)
+	d.count(1, rows*width)
 	d.out.submit(func() { copy2D(dst, pitch, b[off:], width, rows, width) }, d.cost(rows*width), done)
 }
 
@@ -235,7 +247,7 @@ func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done)
 	if d.cfg.DeviceBandwidth > 0 {
 		t = time.Duration(float64(n) / d.cfg.DeviceBandwidth * 1e9)
 	}
-	d.count(2)
+	d.count(2, n)
 	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, t, done)
 }
 
