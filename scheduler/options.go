@@ -90,10 +90,7 @@ func WithStats(on bool) Option { return func(c *config) { c.stats = on } }
 func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
 
 // WithSpin sets how many times an idle worker polls for work before it
-// sleeps (default 64); 0 sleeps at once. It polls only while the workers
-// awake, itself among them, leave one of the Go runtime's Ps
-// (GOMAXPROCS) free: else its polls would take the core of a goroutine
-// that submits or of another worker, and it sleeps at once. A worker publishes the tasks it
+// sleeps (default 64); 0 sleeps at once. A worker publishes the tasks it
 // completed (for WaitAll and Stats) when it sleeps, or after 64 polls
 // when it polls longer, so that WaitAll does not wait for a long spin
 // to end.

@@ -297,15 +297,6 @@ func (c *central) RemoveWorkers(ids ...int) []*Task {
 	return nil
 }
 
-// A backlogger is a policy that says whether, after worker w popped a
-// task, tasks are queued that other workers could pop: a worker that
-// found its task while spinning wakes a sleeping one only then
-// (foundSpinning). A policy that is not one gets that wake-up whenever
-// a worker sleeps.
-type backlogger interface{ backlog(w int) bool }
-
-func (c *central) backlog(int) bool { return c.q.n.Load() > 0 }
-
 func (c *central) Push(t *Task, from int) int {
 	c.q.push(t, c.prio)
 	return AnyWorker

@@ -84,10 +84,6 @@ func (p *dmda) RemoveWorkers(ids ...int) []*Task {
 	return out
 }
 
-// backlog: the others pop only the shared queue of tasks without a
-// calibrated model; the tasks placed on w's queue are w's.
-func (p *dmda) backlog(int) bool { return p.fallback.n.Load() > 0 }
-
 func (p *dmda) Push(t *Task, from int) int {
 	for {
 		s := p.set.Load()

@@ -191,16 +191,6 @@ func (p *queues) inlinable(t *Task, w int) bool {
 	return s.has(w) && t.CanRunOn(s.info[w].Kind) && s.q[w].n.Load() == 0
 }
 
-// backlog: under ws and lws the others steal what is left in w's
-// queue; random places tasks for good.
-func (p *queues) backlog(w int) bool {
-	if p.name == "random" {
-		return false
-	}
-	s := p.set.Load()
-	return s.has(w) && s.q[w].n.Load() > 0
-}
-
 func (p *queues) Pop(w int) *Task {
 	s := p.set.Load()
 	if !s.has(w) {

@@ -41,35 +41,21 @@ func (c *Context) push(t *Task, w *worker, notify bool) {
 // from c and is of one of the kinds that may run the task: with workers
 // of several kinds, a CPU worker woken for a GPU-only task would find
 // nothing it may run and sleep again, leaving the task to a GPU worker
-// that nothing wakes. It wakes nobody when a worker that will pop the
-// task is spinning (worker.idle): the one named, or for AnyWorker one
-// of c's of those kinds (the policies' AnyWorker tasks are in a queue
-// they all pop or steal from). A spinning worker either pops it, or
-// pops another task and then wakes a sleeper for what is left
-// (foundSpinning), or stops spinning and looks once more before it
-// sleeps.
+// that nothing wakes.
 func (c *Context) wake(hint, from int, kinds kindSet) {
 	s := c.s
 	switch {
 	case hint == NoWorker:
 		return
 	case hint >= 0 && hint < len(s.workers):
-		if w := s.workers[hint]; s.wakeWorker(w) || hint == from || s.spinWake && w.spinning.Load() {
+		if s.wakeWorker(s.workers[hint]) || hint == from {
 			return
 		}
 	}
 	if s.nsleep.Load() == 0 {
 		return
 	}
-	applied := *c.applied.Load()
-	if hint == AnyWorker && s.spinWake {
-		for _, id := range applied {
-			if w := s.workers[id]; id != from && w.spinning.Load() && kinds.has(w.info.Kind) {
-				return
-			}
-		}
-	}
-	for _, id := range applied {
+	for _, id := range *c.applied.Load() {
 		w := s.workers[id]
 		if id != from && kinds.has(w.info.Kind) && s.wakeWorker(w) {
 			return
@@ -216,13 +202,6 @@ func (s *Scheduler) wakeWorker(w *worker) bool {
 		return false
 	}
 	s.nsleep.Add(-1)
-	// Woken, it counts as spinning until it pops a task: the pushes
-	// meanwhile leave the others asleep, and it wakes one for what is
-	// left when it pops (foundSpinning), as the Go runtime's woken M
-	// does.
-	if s.spinWake {
-		w.spinning.Store(true)
-	}
 	select {
 	case w.wake <- struct{}{}:
 	default:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,16 +36,8 @@ type Scheduler struct {
 	policy  Policy
 	workers []*worker
 	kinds   [numKinds]int
-	// procs is GOMAXPROCS at New: an idle worker spins only while the
-	// workers awake leave a P free (worker.idle).
-	procs int
-	// spinWake: the workers are the scheduler's own CPU workers only,
-	// all idling alike (worker.idle), so that a push leaves the others
-	// asleep while one spins (Context.wake): each can run any task its
-	// contexts give it.
-	spinWake bool
-	epoch    time.Time
-	models   *modelStore
+	epoch   time.Time
+	models  *modelStore
 
 	closed atomic.Bool
 	// publishIdle asks workers to publish their completions as soon as
@@ -127,7 +118,6 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		tags:      make(map[Tag]*tagEntry),
 		reduxLive: make(map[*Handle]struct{}),
 		stop:      make(chan struct{}),
-		procs:     runtime.GOMAXPROCS(0),
 	}
 	s.tasks.New = func() any { return new(Task) }
 	s.models = newModelStore(cfg.modelDir)
@@ -215,7 +205,6 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 			}
 		}
 	}
-	s.spinWake = s.kinds[CPUWorker] == len(s.workers) && cfg.driven == 0
 	s.newGlobalContext()
 	inits := make(chan error, len(s.workers))
 	launched := 0

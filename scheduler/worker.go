@@ -39,9 +39,6 @@ type worker struct {
 	// every task.
 	_        [cacheLine]byte
 	sleeping atomic.Bool
-	// spinning is set while the worker, idle, polls for work (idle):
-	// a push it will pop itself wakes nobody (Context.wake).
-	spinning atomic.Bool
 	wake     chan struct{}
 	_        [cacheLine]byte
 
@@ -93,28 +90,18 @@ func (w *worker) idle() {
 	if stats {
 		w.startIdle(s.now())
 	}
-	if s.cfg.spin == 0 || s.crowded() {
-		w.stopSpinning() // woken, it found nothing
-	} else {
-		if s.spinWake {
-			w.spinning.Store(true)
+	for i := 0; i < s.cfg.spin; i++ {
+		runtime.Gosched()
+		if s.stopping.Load() {
+			w.endIdle(s.now())
+			return
 		}
-		for i := 0; i < s.cfg.spin && !s.crowded(); i++ {
-			runtime.Gosched()
-			if s.stopping.Load() {
-				w.stopSpinning()
-				w.endIdle(s.now())
-				return
-			}
-			if i == spinPublish {
-				w.flushDone()
-			}
-			if w.look(stats) {
-				w.stopSpinning()
-				return
-			}
+		if i == spinPublish {
+			w.flushDone()
 		}
-		w.stopSpinning()
+		if w.look(stats) {
+			return
+		}
 	}
 	// Announce sleep, then look once more: a pusher either sees the flag
 	// (and wakes us) or pushed before our last look (and we find it).
@@ -161,45 +148,6 @@ func (w *worker) idle() {
 	if w.sleeping.CompareAndSwap(true, false) {
 		s.nsleep.Add(-1)
 	}
-}
-
-// stopSpinning clears spinning where pop has not (a worker that spins
-// stops when it pops a task: foundSpinning).
-func (w *worker) stopSpinning() {
-	if w.spinning.Load() {
-		w.spinning.Store(false)
-	}
-}
-
-// foundSpinning is called when the worker, spinning (or woken and not
-// yet busy), popped a task from one of the contexts of chain: it no
-// longer polls, so that the pushes that counted on it to pop their task
-// (Context.wake) now need a sleeping worker woken for each context that
-// has tasks left that one could pop - as the Go runtime's spinning M
-// that finds work wakes another P. The one woken does the same when it
-// pops, so that as many wake as there are tasks.
-func (w *worker) foundSpinning(chain []*Context) {
-	w.spinning.Store(false)
-	s := w.s
-	for _, c := range chain {
-		if s.nsleep.Load() == 0 {
-			return
-		}
-		if b, ok := c.policy.(backlogger); ok && !b.backlog(w.info.ID) {
-			continue
-		}
-		c.wake(AnyWorker, w.info.ID, kindsAll)
-	}
-}
-
-// crowded reports whether the workers awake (this one among them) take
-// every P the Go runtime has: an idle worker that spins then keeps a
-// goroutine that submits, or another worker, from running - on two
-// cores with two workers and a submitting goroutine the spin of a
-// worker that has run dry costs the others more than the sleep and
-// wake-up it saves. It spins while a P is left over.
-func (s *Scheduler) crowded() bool {
-	return len(s.workers)-int(s.nsleep.Load()) >= s.procs
 }
 
 // spinPublish is the spin round after which an idle worker publishes
@@ -263,19 +211,14 @@ func (w *worker) pop() *Task {
 			w.applyContexts()
 		}
 		if tm := s.teams.forming.Load(); tm != nil && w.popsFrom(tm.t.Context) && tm.t.CanRunOn(w.info.Kind) {
-			w.stopSpinning() // busy with the team until it ends
 			if w.joinTeam(tm) && w.once {
 				w.ranShare = true
 				return nil
 			}
 			continue
 		}
-		chain := *w.cx.chain.Load()
-		t := w.popChain(chain)
+		t := w.popChain(*w.cx.chain.Load())
 		if t != nil {
-			if w.spinning.Load() {
-				w.foundSpinning(chain)
-			}
 			if mb := s.cx.mon.Load(); mb != nil {
 				w.popped(mb, t)
 			}
