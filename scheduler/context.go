@@ -24,10 +24,16 @@ var (
 	// ErrBadContext is returned for a context that belongs to another
 	// scheduler, an inheritor that cannot inherit (the context itself,
 	// one of its sub-contexts, a deleted one), deleting the global context
-	// or a context that still has sub-contexts, and similar misuse.
+	// or a context that still has sub-contexts, a new context's name that
+	// is empty, GlobalName or in use, MoveWorkers from a context to
+	// itself, and similar misuse.
 	ErrBadContext = errors.New("scheduler: invalid context")
-	// ErrContextDeleted is returned when a deleted context (or one being
-	// deleted) is used or deleted again.
+	// ErrContextDeleted is returned when a deleted context is used, or
+	// deleted again, and when a context being deleted is deleted again,
+	// has workers removed or moved out of it, or gets a sub-context (the
+	// message says "being deleted"). A context being deleted still
+	// accepts workers (AddWorkers, MoveWorkers into it) to complete its
+	// tasks.
 	ErrContextDeleted = errors.New("scheduler: context deleted")
 	// ErrContextStopped is returned by Submit for a context that refuses
 	// tasks: after StopSubmission, FinishedSubmitting or Delete.
@@ -229,13 +235,23 @@ func (s *Scheduler) NewContext(name string, opts ...ContextOption) (*Context, er
 // NewContext creates a sub-context of c named name, with the workers of
 // ContextWorkers or ContextSize taken from c's free workers (none by
 // default: an empty context keeps its tasks until workers are added) and
-// the policy of ContextPolicy. A cluster cannot have sub-contexts.
+// the policy of ContextPolicy. A cluster cannot have sub-contexts. The
+// name must be non-empty, other than GlobalName and unlike the name of
+// every context of the scheduler not yet deleted (those being deleted
+// included: errors, Resizes and traces name contexts by it); NewContext
+// fails with ErrBadContext otherwise, and with ErrClosed after Close.
 func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, error) {
 	var cfg ctxConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	s := c.s
+	switch name {
+	case "":
+		return nil, fmt.Errorf("%w: a new context in %q needs a name (it names the context in errors, Resizes and traces)", ErrBadContext, c.name)
+	case GlobalName:
+		return nil, fmt.Errorf("%w: context name %q is reserved for the global context; choose another", ErrBadContext, name)
+	}
 	if cfg.count < 0 {
 		return nil, fmt.Errorf("%w: context %q: ContextSize(%d) is negative", ErrBadContext, name, cfg.count)
 	}
@@ -277,9 +293,17 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 	nc.applied.Store(&empty)
 
 	s.cx.mu.Lock()
-	if c.s != s || c.state.load().gone() {
+	if err := s.checkContextLocked(c, false); err != nil {
 		s.cx.mu.Unlock()
-		return nil, fmt.Errorf("%w: cannot create %q in deleted context %q", ErrContextDeleted, name, c.name)
+		return nil, fmt.Errorf("creating context %q: %w", name, err)
+	}
+	if i := slices.IndexFunc(s.cx.all, func(x *Context) bool { return x.name == name }); i >= 0 {
+		s.cx.mu.Unlock()
+		how := ""
+		if s.cx.all[i].state.load().gone() {
+			how = " (being deleted: wait for its Deleted channel)"
+		}
+		return nil, fmt.Errorf("%w: context name %q is in use by a live context%s; choose another", ErrBadContext, name, how)
 	}
 	if c.cluster {
 		s.cx.mu.Unlock()
@@ -303,9 +327,6 @@ func (c *Context) NewContext(name string, opts ...ContextOption) (*Context, erro
 	}
 	nc.id = s.cx.nextID
 	s.cx.nextID++
-	if nc.name == "" {
-		nc.name = fmt.Sprintf("ctx%d", nc.id)
-	}
 	if nc.cluster {
 		nc.chain = []*Context{nc}
 	} else {
@@ -380,13 +401,16 @@ func (c *Context) Deleted() <-chan struct{} { return c.gone }
 // AddWorkers adds workers to c; each must be free in c's parent (see
 // ContextWorkers). They join at their next safe point; tasks already
 // queued in c (an empty context keeps them) start running then. Nothing
-// changes if any id is invalid.
+// changes if any id is invalid. A context being deleted accepts workers
+// too: they run its remaining tasks, then move to its inheritor. It
+// fails with ErrContextDeleted for a deleted context and with ErrClosed
+// after Close.
 func (c *Context) AddWorkers(ids ...int) error {
 	s := c.s
 	s.cx.mu.Lock()
-	if err := c.usableLocked(); err != nil {
+	if err := s.checkContextLocked(c, true); err != nil {
 		s.cx.mu.Unlock()
-		return err
+		return fmt.Errorf("adding workers to %q: %w", c.name, err)
 	}
 	if c.parent == nil {
 		s.cx.mu.Unlock()
@@ -406,11 +430,13 @@ func (c *Context) AddWorkers(ids ...int) error {
 // parent. Each leaves at its next safe point: a task it is running
 // completes first, and the tasks queued for it alone are handed to c's
 // other workers (or kept, if none is left). The global context keeps
-// every worker.
+// every worker. It fails with ErrContextDeleted for a context deleted or
+// being deleted (its workers stay until its last task completes) and
+// with ErrClosed after Close.
 func (c *Context) RemoveWorkers(ids ...int) error {
 	s := c.s
 	s.cx.mu.Lock()
-	err := c.usableLocked()
+	err := s.checkContextLocked(c, false)
 	if err == nil && c.parent == nil {
 		err = fmt.Errorf("%w: the global context keeps every worker; move workers between other contexts", ErrBadContext)
 	}
@@ -428,7 +454,11 @@ func (c *Context) RemoveWorkers(ids ...int) error {
 }
 
 // MoveWorkers moves workers of from (or of its sub-contexts) to to, each
-// at its next safe point (see RemoveWorkers).
+// at its next safe point (see RemoveWorkers). Both contexts must be s's,
+// and different (ErrBadContext otherwise). from must not be deleted or
+// being deleted (ErrContextDeleted); to may be being deleted: the
+// workers run its remaining tasks, then move to its inheritor (see
+// Delete). It fails with ErrClosed after Close.
 func (s *Scheduler) MoveWorkers(from, to *Context, ids ...int) error {
 	return s.MoveWorkersFor("move", from, to, ids...)
 }
@@ -440,9 +470,12 @@ func (s *Scheduler) MoveWorkersFor(reason string, from, to *Context, ids ...int)
 		return fmt.Errorf("%w: MoveWorkers needs two contexts", ErrBadContext)
 	}
 	s.cx.mu.Lock()
-	err := from.usableLocked()
+	err := s.checkContextLocked(from, false)
 	if err == nil {
-		err = to.usableLocked()
+		err = s.checkContextLocked(to, true)
+	}
+	if err == nil && from == to {
+		err = fmt.Errorf("%w: the source and destination are the same context; to give workers of its sub-contexts back to it, use RemoveWorkers on the sub-context", ErrBadContext)
 	}
 	if err == nil {
 		err = s.checkMembersLocked(from, ids)
@@ -457,23 +490,41 @@ func (s *Scheduler) MoveWorkersFor(reason string, from, to *Context, ids ...int)
 	return nil
 }
 
-// usableLocked checks that c belongs to this scheduler and is live.
-func (c *Context) usableLocked() error {
-	if c == nil {
+// checkContextLocked checks that the scheduler is not closed and that c
+// is one of its contexts, not deleted; a context being deleted passes
+// only when joining (it is the destination of the workers: they run its
+// remaining tasks, then move on to its inheritor).
+func (s *Scheduler) checkContextLocked(c *Context, joining bool) error {
+	switch {
+	case c == nil:
 		return fmt.Errorf("%w: nil context", ErrBadContext)
+	case c.s != s:
+		return fmt.Errorf("%w: %q belongs to another scheduler", ErrBadContext, c.name)
+	case s.closed.Load():
+		return fmt.Errorf("%q: %w", c.name, ErrClosed)
 	}
-	if c.state.load().gone() {
-		return fmt.Errorf("%w: %q", ErrContextDeleted, c.name)
+	switch c.state.load() {
+	case ctxDeleted:
+		return fmt.Errorf("%w: %q was deleted", ErrContextDeleted, c.name)
+	case ctxDeleting:
+		if !joining {
+			return fmt.Errorf("%w: %q is being deleted: its workers stay until its last task completes, then move to its inheritor", ErrContextDeleted, c.name)
+		}
 	}
 	return nil
 }
 
 // SetInheritor sets the context that gets c's workers when c is
-// finished (FinishedSubmitting); nil means c's parent.
+// finished (FinishedSubmitting) or deleted; nil means c's parent. It
+// fails with ErrContextDeleted for a deleted context, and with
+// ErrBadContext for an inheritor that cannot inherit (see Delete).
 func (c *Context) SetInheritor(in *Context) error {
 	s := c.s
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
+	if c.state.load() == ctxDeleted {
+		return fmt.Errorf("setting the inheritor of %q: %w: %q was deleted", c.name, ErrContextDeleted, c.name)
+	}
 	if err := c.checkInheritorLocked(in); err != nil {
 		return err
 	}

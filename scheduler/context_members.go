@@ -197,13 +197,21 @@ func (s *Scheduler) stuckError(err error) error {
 		return errors.Join(errs...)
 	}
 	for _, c := range s.stuckContexts() {
-		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; give it workers (AddWorkers, MoveWorkers) or submit elsewhere", ErrNoWorkers, c.name, c.Pending()))
+		advice := "give it workers (AddWorkers, MoveWorkers) or submit elsewhere"
+		if c.state.load() == ctxDeleting {
+			advice = giveWhileDeleting
+		}
+		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; %s", ErrNoWorkers, c.name, c.Pending(), advice))
 	}
 	for c, t := range s.parkedTeams() {
 		errs = append(errs, teamNeedError(c, t, s.poppers(c)))
 	}
 	return errors.Join(errs...)
 }
+
+// giveWhileDeleting is the advice of ErrNoWorkers for a context being
+// deleted: it takes no more tasks, but still takes workers.
+const giveWhileDeleting = "it is being deleted: give it workers (AddWorkers, MoveWorkers into it), which run its tasks and then move to its inheritor"
 
 // hasOwnTasks reports whether c, a context other than the global one,
 // has tasks pending beyond its children's. s.cx.mu is held.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+
+	"go.uber.org/zap"
 )
 
 // A context's lifecycle is one state and named transitions:
@@ -85,10 +87,24 @@ func (c *Context) FinishedSubmitting() {
 // Delete deletes c: it refuses new tasks at once (ErrContextStopped),
 // its queued and running tasks complete, then its workers move to
 // inheritor (nil: c's parent) and c is removed; Deleted is closed then.
-// Delete does not wait: use WaitAll or Deleted for that. It fails,
-// changing nothing, for the global context, a context with sub-contexts
-// (delete them first), a context already deleted, or an inheritor that
-// is c, inside c, deleted or foreign.
+// Delete does not wait: use WaitAll or Deleted for that.
+//
+// A context being deleted needs workers to complete its tasks. When c
+// has fewer than its pending tasks need (MinWorkers: none while it has
+// tasks, or fewer CPU workers than a team waiting to run), Delete lends
+// it the workers it lacks, free ones (in no sub-context) of the
+// inheritor first, then of c's parent, the lowest ids first; they are
+// recorded as "delete" resizes, and move to the inheritor with c's own
+// workers when c's last task completes. When there are not enough,
+// c's tasks wait, and WaitAll with a deadline says so (ErrNoWorkers):
+// until c's last task completes, AddWorkers and MoveWorkers still give
+// it workers, while removing workers from it, moving them out of it and
+// deleting it again fail with ErrContextDeleted ("being deleted").
+//
+// Delete fails, changing nothing, for the global context, a context with
+// sub-contexts (delete them first), a context deleted or being deleted,
+// an inheritor that is c, inside c, deleted or foreign (ErrBadContext),
+// and after Close (ErrClosed).
 func (c *Context) Delete(inheritor *Context) error {
 	s := c.s
 	s.cx.mu.Lock()
@@ -96,6 +112,10 @@ func (c *Context) Delete(inheritor *Context) error {
 	switch {
 	case c.parent == nil:
 		err = fmt.Errorf("%w: the global context cannot be deleted", ErrBadContext)
+	case s.closed.Load():
+		err = ErrClosed
+	case c.state.load() == ctxDeleting:
+		err = fmt.Errorf("%w: %q is already being deleted", ErrContextDeleted, c.name)
 	case c.state.load().gone():
 		err = fmt.Errorf("%w: %q was already deleted", ErrContextDeleted, c.name)
 	case len(c.children) > 0:
@@ -113,7 +133,62 @@ func (c *Context) Delete(inheritor *Context) error {
 	}
 	s.cx.mu.Unlock()
 	c.settle()
+	c.lendForDelete()
 	return nil
+}
+
+// heirLocked returns the context that gets c's workers when c is
+// finished or deleted: its inheritor, or its parent if it has none (or
+// the nearest ancestor not deleted, if it is gone). s.cx.mu is held.
+func (c *Context) heirLocked() *Context {
+	in := c.inheritor
+	if in == nil || in.state.load().gone() {
+		in = c.parent
+		for in.state.load().gone() {
+			in = in.parent
+		}
+	}
+	return in
+}
+
+// lendForDelete gives c, being deleted, the workers its pending tasks
+// need and it lacks (see Delete): free workers of its heir, then of its
+// parent. Without them, a context deleted while it had tasks and no
+// workers (or too few for a team) would never be deleted before Close.
+func (c *Context) lendForDelete() {
+	need := c.MinWorkers() // takes teamMu: before cx.mu, a leaf lock
+	if need == 0 {
+		return
+	}
+	s := c.s
+	s.cx.mu.Lock()
+	if c.state.load() != ctxDeleting {
+		s.cx.mu.Unlock()
+		return // its last task completed meanwhile
+	}
+	// A team runs on CPU workers only; a task of one worker on any.
+	fits := func(id int) bool { return need == 1 || s.workers[id].info.Kind == CPUWorker }
+	have := 0
+	for id, l := range s.cx.target {
+		if l.isIn(c) && fits(id) {
+			have++
+		}
+	}
+	var lend []int
+	for _, from := range []*Context{c.heirLocked(), c.parent} {
+		for id, l := range s.cx.target {
+			if have+len(lend) < need && l == from && fits(id) && !slices.Contains(lend, id) {
+				lend = append(lend, id)
+			}
+		}
+	}
+	moved := s.retargetLocked(lend, c, "delete")
+	s.cx.mu.Unlock()
+	if l := s.cfg.logger; l != nil && len(moved) > 0 {
+		l.Info("context deleted with tasks and too few workers: lending it workers until they complete",
+			zap.String("context", c.name), zap.Ints("workers", moved), zap.Int("needs", need))
+	}
+	s.wakeMoved(moved)
 }
 
 // settle ends a closing context once its last task is done: finishing
@@ -132,13 +207,7 @@ func (c *Context) settle() {
 		s.cx.mu.Unlock()
 		return
 	}
-	in := c.inheritor
-	if in == nil || in.state.load().gone() {
-		in = c.parent
-		for in.state.load().gone() {
-			in = in.parent
-		}
-	}
+	in := c.heirLocked()
 	var own []int
 	for id, l := range s.cx.target {
 		if l == c {

@@ -227,7 +227,8 @@
 // invert. An empty context keeps its tasks
 // until workers arrive; StopSubmission, FinishedSubmitting (workers move
 // to the inheritor when the last task ends) and Delete (the same, then
-// the context goes) make Submit fail with ErrContextStopped. When WaitAll's
+// the context goes; a context deleted without the workers its tasks need
+// is lent them) make Submit fail with ErrContextStopped. When WaitAll's
 // ctx ends while a context holds tasks and no workers, the error wraps
 // ErrNoWorkers and names it; Close lends such a context a worker, so that
 // every task runs. Resizes lists every change, WithLogger logs it, and

@@ -378,6 +378,9 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	if err := d.submitting("SubmitTask"); err != nil {
 		return err
 	}
+	if t == nil {
+		return errNilTask
+	}
 	if d.busy {
 		return d.w.s.submitTask(ctx, t, nil) // see Submit
 	}

@@ -10,11 +10,13 @@ import (
 // Sentinel errors. Each is wrapped with details naming the codelet, handle
 // or option involved; test for them with errors.Is.
 var (
-	// ErrClosed is returned by Submit and Register calls made after Close.
+	// ErrClosed is returned by Submit, Register, NewContext, AddWorkers,
+	// RemoveWorkers, MoveWorkers and Delete calls made after Close (from
+	// the moment Close is called).
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrNoImplementation is returned by Submit when the task's codelet has
 	// no implementation for any worker kind this scheduler has (a codelet
-	// without a CPU function).
+	// without a CPU function), and for a nil codelet or a nil Task.
 	ErrNoImplementation = errors.New("scheduler: no implementation for any available worker")
 	// ErrUnregistered is returned when a task accesses a handle that was
 	// unregistered, or a tile of a matrix that was unpartitioned.

@@ -226,6 +226,9 @@ func (s *Scheduler) submitTask(ctx context.Context, t *Task, run *worker) error 
 // submission's own count in pending kept) and adds it to b, which
 // releases it at Flush.
 func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Batch) error {
+	if t == nil {
+		return errNilTask
+	}
 	// A non-blocking receive on Done is cheaper than ctx.Err, which
 	// locks a cancelable context's mutex (shared by all submitters).
 	select {
@@ -289,6 +292,10 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	}
 	return nil
 }
+
+// errNilTask is the refusal of a nil *Task, like Submit's of a nil
+// codelet.
+var errNilTask = fmt.Errorf("%w: a nil task (create it with NewTask(codelet, args...))", ErrNoImplementation)
 
 // validate checks t before anything is changed.
 func (s *Scheduler) validate(t *Task) error {

@@ -242,7 +242,11 @@ func (w *worker) runTeam(tm *team, rank int) {
 
 // teamNeedError describes a parked team for ErrNoWorkers.
 func teamNeedError(c *Context, t *Task, have int) error {
-	return fmt.Errorf("%w: %q has a team of %d workers waiting to run %q and %d workers; give it workers (AddWorkers, MoveWorkers)", ErrNoWorkers, c.name, t.Team, t.Codelet.name(), have)
+	advice := "give it workers (AddWorkers, MoveWorkers)"
+	if c.state.load() == ctxDeleting {
+		advice = giveWhileDeleting
+	}
+	return fmt.Errorf("%w: %q has a team of %d workers waiting to run %q and %d workers; %s", ErrNoWorkers, c.name, t.Team, t.Codelet.name(), have, advice)
 }
 
 func (c *Context) countTeam(size, d int) {
