@@ -56,6 +56,22 @@ func (s *Scheduler) SetMonitor(m Monitor, idleTick time.Duration) {
 	s.wakeAll()
 }
 
+// RemoveMonitor removes m if it is the installed monitor, and reports
+// whether it did; a monitor installed since (by SetMonitor) is left in
+// place. It lets an observer detach itself without switching off the
+// one that replaced it. m must be of a comparable type (a pointer).
+func (s *Scheduler) RemoveMonitor(m Monitor) bool {
+	for {
+		mb := s.cx.mon.Load()
+		if mb == nil || mb.m != m {
+			return false
+		}
+		if s.cx.mon.CompareAndSwap(mb, nil) {
+			return true
+		}
+	}
+}
+
 // idleCycle reports an idle cycle of the worker to the monitor.
 func (w *worker) idleCycle(mb *monitorBox) {
 	now := w.s.now() | 1

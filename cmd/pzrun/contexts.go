@@ -31,6 +31,7 @@ func contextsApp() app {
 			fs.BoolVar(&o.Check, "check", false, "compute each factorization's residual")
 			fs.StringVar(&o.Trace, "trace", "", "write the hypervisor run's Chrome trace to `FILE` and its Gantt SVG beside it")
 			fs.BoolVar(&o.JSON, "json", false, "print JSON lines instead of a table")
+			fs.BoolVar(&o.LogResizes, "v", false, "log every hypervisor resize and refused move (stderr); without it only the counts are reported")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				if err := validPolicy(o.Policy); err != nil {
 					return err

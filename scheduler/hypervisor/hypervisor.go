@@ -3,6 +3,7 @@ package hypervisor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -18,13 +19,18 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrBadOption is returned by New for an invalid option or
-	// environment variable (policy name, trigger, duration).
+	// ErrBadOption is returned by New for a nil scheduler or an invalid
+	// option or environment variable (policy name, trigger, duration,
+	// speed gap, worker id); the message names the option or variable
+	// and its value.
 	ErrBadOption = errors.New("hypervisor: invalid option")
 	// ErrBadContext is returned by Register for a context of another
 	// scheduler or a deleted one, the global context, a context nested
 	// in (or holding) one already registered, or limits that contradict
-	// each other; and by AnnounceTasks for a context not registered.
+	// each other or the scheduler (a Min above its workers, TotalFlops
+	// negative, NaN or +Inf); by SetTotalFlops and AddTotalFlops for
+	// such flops or a context not registered; and by AnnounceTasks for a
+	// context not registered.
 	ErrBadContext = errors.New("hypervisor: invalid context")
 )
 
@@ -89,6 +95,7 @@ type Limits struct {
 	Min, Max int
 	// TotalFlops is the context's whole work, for gflops_rate (0:
 	// unknown; the context then keeps its workers under gflops_rate).
+	// It must be finite and at least 0.
 	TotalFlops float64
 }
 
@@ -132,6 +139,8 @@ type sample struct {
 	workers int
 	speed   float64 // flop/s over the last complete window
 	wspeed  float64 // speed per worker over it
+	done    int64   // tasks completed at the window's start
+	tspeed  float64 // tasks/s over the last complete window
 }
 
 // A Hypervisor watches the contexts and workers of a scheduler through
@@ -179,9 +188,13 @@ var _ scheduler.Monitor = (*Hypervisor)(nil)
 
 // New attaches a hypervisor to s (replacing any Monitor) with the policy
 // of WithPolicy, WithPolicyName or PZ_HYPERVISOR_POLICY (default idle).
-// Register the contexts it may resize; Close detaches it.
+// Register the contexts it may resize; Close detaches it. s must not be
+// nil (ErrBadOption).
 func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
-	cfg, err := buildConfig(opts)
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil scheduler", ErrBadOption)
+	}
+	cfg, err := buildConfig(opts, len(s.Workers()))
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +228,12 @@ func (h *Hypervisor) Policy() Policy { return h.pol }
 func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 
 // Close detaches the hypervisor from the scheduler; hooks already
-// running finish, later ones are not called. Idempotent.
+// running finish, later ones are not called. It removes the scheduler's
+// monitor only while that is still this hypervisor: closing one that a
+// later New replaced leaves the new one working. Idempotent.
 func (h *Hypervisor) Close() error {
 	if h.closed.CompareAndSwap(false, true) {
-		h.s.SetMonitor(nil, 0)
+		h.s.RemoveMonitor(h)
 	}
 	return nil
 }
@@ -235,8 +250,13 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 		return fmt.Errorf("%w: %v is not a context of the hypervisor's scheduler", ErrBadContext, c)
 	case c.Parent() == nil:
 		return fmt.Errorf("%w: %v is the global context, which holds every worker; register the contexts to resize (created with NewContext) instead", ErrBadContext, c)
-	case lim.Min < 0 || lim.Max < 0 || (lim.Max > 0 && lim.Min > lim.Max) || lim.TotalFlops < 0:
-		return fmt.Errorf("%w: %v: limits min %d, max %d, total flops %g", ErrBadContext, c, lim.Min, lim.Max, lim.TotalFlops)
+	case lim.Min < 0 || lim.Max < 0 || (lim.Max > 0 && lim.Min > lim.Max):
+		return fmt.Errorf("%w: %v: limits min %d, max %d", ErrBadContext, c, lim.Min, lim.Max)
+	case lim.Min > len(h.workers):
+		return fmt.Errorf("%w: %v: Limits.Min %d is above the scheduler's %d workers", ErrBadContext, c, lim.Min, len(h.workers))
+	}
+	if err := checkFlops(lim.TotalFlops); err != nil {
+		return fmt.Errorf("%w: %v: Limits.TotalFlops %g %s", ErrBadContext, c, lim.TotalFlops, err)
 	}
 	select {
 	case <-c.Deleted():
@@ -278,26 +298,54 @@ func (h *Hypervisor) Unregister(c *scheduler.Context) {
 	h.order = slices.DeleteFunc(h.order, func(x *scheduler.Context) bool { return x == c })
 }
 
-// SetTotalFlops declares c's total work (see Limits.TotalFlops).
-func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) {
+// checkFlops returns an error (a phrase) for flops that are not a
+// finite amount of work at least 0.
+func checkFlops(f float64) error {
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return errors.New("is not a finite number of flops at least 0")
+	}
+	return nil
+}
+
+// SetTotalFlops declares c's total work (see Limits.TotalFlops). It
+// returns ErrBadContext for flops negative, NaN or infinite, or a
+// context not registered, and then changes nothing.
+func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) error {
+	if err := checkFlops(flops); err != nil {
+		return fmt.Errorf("%w: SetTotalFlops(%v, %g): %g %s", ErrBadContext, c, flops, flops, err)
+	}
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	if lim, ok := h.reg[c]; ok {
-		lim.TotalFlops = flops
-		h.reg[c] = lim
+	lim, ok := h.reg[c]
+	if !ok {
+		return fmt.Errorf("%w: SetTotalFlops: %v is not registered", ErrBadContext, c)
 	}
+	lim.TotalFlops = flops
+	h.reg[c] = lim
+	return nil
 }
 
 // AddTotalFlops corrects c's declared total work by delta flops (more
 // work found, or less, during the run; StarPU's
 // sc_hypervisor_update_diff_total_flops). The total never goes below 0.
-func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) {
+// It returns ErrBadContext for a NaN or infinite delta, or a context
+// not registered, and then changes nothing.
+func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) error {
+	if math.IsNaN(delta) || math.IsInf(delta, 0) {
+		return fmt.Errorf("%w: AddTotalFlops(%v, %g): not a finite number of flops", ErrBadContext, c, delta)
+	}
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	if lim, ok := h.reg[c]; ok {
-		lim.TotalFlops = max(lim.TotalFlops+delta, 0)
-		h.reg[c] = lim
+	lim, ok := h.reg[c]
+	if !ok {
+		return fmt.Errorf("%w: AddTotalFlops: %v is not registered", ErrBadContext, c)
 	}
+	lim.TotalFlops = max(lim.TotalFlops+delta, 0)
+	if math.IsInf(lim.TotalFlops, 1) {
+		return fmt.Errorf("%w: AddTotalFlops(%v, %g): the total overflows", ErrBadContext, c, delta)
+	}
+	h.reg[c] = lim
+	return nil
 }
 
 // Resizes returns the moves made so far.
@@ -606,17 +654,18 @@ func (h *Hypervisor) view(why Trigger) *View {
 		}
 		smp := h.ctxSample[c]
 		if smp == nil {
-			smp = &sample{at: now, flops: cv.FlopsDone, workers: len(ws)}
+			smp = &sample{at: now, flops: cv.FlopsDone, workers: len(ws), done: cv.Done}
 			h.ctxSample[c] = smp
 		} else if roll && now > smp.at {
 			smp.speed = (cv.FlopsDone - smp.flops) / (float64(now-smp.at) / 1e9)
+			smp.tspeed = float64(cv.Done-smp.done) / (float64(now-smp.at) / 1e9)
 			smp.wspeed = 0
 			if n := max(smp.workers, len(ws)); n > 0 {
 				smp.wspeed = smp.speed / float64(n)
 			}
-			smp.at, smp.flops, smp.workers = now, cv.FlopsDone, len(ws)
+			smp.at, smp.flops, smp.workers, smp.done = now, cv.FlopsDone, len(ws), cv.Done
 		}
-		cv.Speed, cv.WorkerSpeed = smp.speed, smp.wspeed
+		cv.Speed, cv.WorkerSpeed, cv.TaskSpeed = smp.speed, smp.wspeed, smp.tspeed
 		idx := len(v.Contexts)
 		v.Contexts = append(v.Contexts, cv)
 		for _, w := range ws {
@@ -697,7 +746,7 @@ func (h *Hypervisor) apply(v *View, moves []Move) (done []Resize, rejected []Mov
 		for _, i := range []int{from, m.To} {
 			c := &v.Contexts[i]
 			if smp := h.ctxSample[c.Context]; smp != nil {
-				smp.at, smp.flops, smp.workers = h.now(), c.FlopsDone, count[i]
+				smp.at, smp.flops, smp.workers, smp.done = h.now(), c.FlopsDone, count[i], c.Done
 			}
 		}
 	}
@@ -727,6 +776,7 @@ type config struct {
 	minInterval time.Duration
 	idleTick    time.Duration
 	speedGap    float64
+	speedGapSet bool
 	onResize    func(Resize)
 	onBusy      func(Trigger) // test seam (export_test.go)
 	log         *zap.Logger
@@ -758,11 +808,12 @@ func WithPolicyName(name string) Option { return func(c *config) { c.policyName 
 func WithTrigger(t Trigger) Option { return func(c *config) { c.trigger, c.triggerSet = t, true } }
 
 // WithMaxIdle sets how long a worker may stay idle before the idle
-// trigger fires (default 2 ms). Environment: PZ_HYPERVISOR_MAX_IDLE
-// (a Go duration, "500us").
+// trigger fires (default 2 ms; negative: refused). Environment:
+// PZ_HYPERVISOR_MAX_IDLE (a Go duration, "500us").
 func WithMaxIdle(d time.Duration) Option { return func(c *config) { c.maxIdle = d } }
 
-// WithWorkerMaxIdle sets worker id's own idle threshold.
+// WithWorkerMaxIdle sets worker id's own idle threshold; New refuses an
+// id that is not one of the scheduler's workers, and a d not positive.
 func WithWorkerMaxIdle(id int, d time.Duration) Option {
 	return func(c *config) {
 		if c.workerIdle == nil {
@@ -774,21 +825,24 @@ func WithWorkerMaxIdle(id int, d time.Duration) Option {
 
 // WithWindow sets the sampling window (the frame over which instant
 // speeds are measured, and the period of the speed trigger; default
-// 20 ms). Environment: PZ_HYPERVISOR_WINDOW.
+// 20 ms; negative: refused). Environment: PZ_HYPERVISOR_WINDOW.
 func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
 
 // WithMinInterval sets the least time between two triggered resizes
-// (default: the window).
+// (0: the window, the default; negative: refused).
 func WithMinInterval(d time.Duration) Option { return func(c *config) { c.minInterval = d } }
 
 // WithSpeedGap sets the relative gap between speeds (or predicted end
 // times, for gflops_rate; measured and planned speeds, for feft and
 // teft) below which the speed policies do not move workers (default
 // 0.2). Environment: PZ_HYPERVISOR_SPEED_GAP.
-func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap = g } }
+//
+// g must be at least 0 (not NaN).
+func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap, c.speedGapSet = g, true } }
 
 // WithIdleTick sets how often sleeping workers report idle cycles
-// (default: half the max idle time).
+// (0: half the max idle time, at least 100µs, the default; negative:
+// refused).
 func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick = d } }
 
 // WithOnResize calls f for every move the hypervisor makes, after it is
@@ -804,8 +858,8 @@ func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 // WithGetenv replaces os.Getenv for the PZ_HYPERVISOR_* variables.
 func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
 
-func buildConfig(opts []Option) (config, error) {
-	c := config{speedGap: -1}
+func buildConfig(opts []Option, nworkers int) (config, error) {
+	var c config
 	for _, o := range opts {
 		o(&c)
 	}
@@ -816,10 +870,10 @@ func buildConfig(opts []Option) (config, error) {
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
-	dur := func(name string, dst *time.Duration, def time.Duration) error {
+	dur := func(option, name string, dst *time.Duration, def time.Duration) error {
 		if *dst != 0 {
 			if *dst < 0 {
-				return fmt.Errorf("%w: %s %v is negative", ErrBadOption, name, *dst)
+				return fmt.Errorf("%w: %s(%v): negative", ErrBadOption, option, *dst)
 			}
 			return nil
 		}
@@ -834,28 +888,39 @@ func buildConfig(opts []Option) (config, error) {
 		*dst = def
 		return nil
 	}
-	if err := dur("PZ_HYPERVISOR_MAX_IDLE", &c.maxIdle, 2*time.Millisecond); err != nil {
+	if err := dur("WithMaxIdle", "PZ_HYPERVISOR_MAX_IDLE", &c.maxIdle, 2*time.Millisecond); err != nil {
 		return c, err
 	}
-	if err := dur("PZ_HYPERVISOR_WINDOW", &c.window, 20*time.Millisecond); err != nil {
+	if err := dur("WithWindow", "PZ_HYPERVISOR_WINDOW", &c.window, 20*time.Millisecond); err != nil {
 		return c, err
 	}
 	for w, d := range c.workerIdle {
+		if w < 0 || w >= nworkers {
+			return c, fmt.Errorf("%w: WithWorkerMaxIdle(%d, %v): no worker %d (the scheduler has %d)", ErrBadOption, w, d, w, nworkers)
+		}
 		if d <= 0 {
-			return c, fmt.Errorf("%w: worker %d max idle %v must be positive", ErrBadOption, w, d)
+			return c, fmt.Errorf("%w: WithWorkerMaxIdle(%d, %v): the idle time must be positive", ErrBadOption, w, d)
 		}
 	}
-	if c.minInterval <= 0 {
+	switch {
+	case c.minInterval < 0:
+		return c, fmt.Errorf("%w: WithMinInterval(%v): negative", ErrBadOption, c.minInterval)
+	case c.idleTick < 0:
+		return c, fmt.Errorf("%w: WithIdleTick(%v): negative", ErrBadOption, c.idleTick)
+	case c.speedGapSet && !(c.speedGap >= 0):
+		return c, fmt.Errorf("%w: WithSpeedGap(%g): want a number at least 0", ErrBadOption, c.speedGap)
+	}
+	if c.minInterval == 0 {
 		c.minInterval = c.window
 	}
-	if c.idleTick <= 0 {
+	if c.idleTick == 0 {
 		c.idleTick = max(c.maxIdle/2, 100*time.Microsecond)
 	}
-	if c.speedGap < 0 {
+	if !c.speedGapSet {
 		c.speedGap = 0.2
 		if v := env("PZ_HYPERVISOR_SPEED_GAP"); v != "" {
 			var g float64
-			if _, err := fmt.Sscan(v, &g); err != nil || g < 0 {
+			if _, err := fmt.Sscan(v, &g); err != nil || !(g >= 0) {
 				return c, fmt.Errorf("%w: PZ_HYPERVISOR_SPEED_GAP=%q is not a non-negative number", ErrBadOption, v)
 			}
 			c.speedGap = g

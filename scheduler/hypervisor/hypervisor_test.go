@@ -2,6 +2,7 @@ package hypervisor_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -809,4 +810,106 @@ func TestLimitsKeepPendingTeams(t *testing.T) {
 	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
 	assert.Empty(t, hv.ResizeNow(), "every move would break the team")
 	assert.Equal(t, []int{0, 1, 2}, a.Workers())
+}
+
+// TestCloseOfAReplacedHypervisorKeepsTheNewOne: New replaces the
+// scheduler's monitor; closing the replaced hypervisor must not detach
+// the one that replaced it.
+func TestCloseOfAReplacedHypervisorKeepsTheNewOne(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	hv1, err := hypervisor.New(s, hypervisor.WithPolicyName("idle"), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	pol := hypervisor.NewAppDriven()
+	onResize, resized := resizeEvents()
+	hv2, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize)
+	require.NoError(t, err)
+	defer hv2.Close()
+	require.NoError(t, hv2.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv2.Register(b, hypervisor.Limits{}))
+	require.NoError(t, hv1.Close())
+	pol.OnTag(42, a, b, 1)
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
+	r := nextResize(t, resized, 10*time.Second, "hv2 resizes after hv1.Close")
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+func TestNewNilScheduler(t *testing.T) {
+	_, err := hypervisor.New(nil)
+	assert.ErrorIs(t, err, hypervisor.ErrBadOption)
+}
+
+// TestAppDrivenDueCountsARequestInFlight: between the Resize that
+// proposes a request's moves and the Rejected that refuses them, the
+// request is still due (the trial read Due() == 0 there).
+func TestAppDrivenDueCountsARequestInFlight(t *testing.T) {
+	v := lpView(t, hypervisor.TriggerHook, 0, 0)
+	a, b := v.Contexts[0].Context, v.Contexts[1].Context
+	pol := hypervisor.NewAppDriven()
+	pol.OnTag(42, a, b, 1)
+	task := scheduler.NewTask(clTag())
+	task.Tag = 42
+	assert.True(t, pol.TaskExecuted(a, task, 0, 0), "the tagged task asks for a decision")
+	assert.Equal(t, 1, pol.Due())
+	moves := pol.Resize(v)
+	require.Len(t, moves, 1)
+	assert.Equal(t, 1, pol.Due(), "proposed, not yet made")
+	pol.Rejected(v, moves)
+	assert.Equal(t, 1, pol.Due(), "refused: waits")
+	moves = pol.Resize(v)
+	require.Len(t, moves, 1)
+	assert.Equal(t, 1, pol.Due())
+	pol.Rejected(v, nil)
+	assert.Zero(t, pol.Due(), "made")
+}
+
+// TestBadOptionsAndLimitsNamed: invalid options and limits are refused
+// with an error that names the option (not an environment variable)
+// and the value.
+func TestBadOptionsAndLimitsNamed(t *testing.T) {
+	s := newSched(t, 4)
+	for _, tc := range []struct {
+		opt  hypervisor.Option
+		want string
+	}{
+		{hypervisor.WithMinInterval(-time.Millisecond), "WithMinInterval(-1ms)"},
+		{hypervisor.WithIdleTick(-time.Millisecond), "WithIdleTick(-1ms)"},
+		{hypervisor.WithSpeedGap(-1), "WithSpeedGap(-1)"},
+		{hypervisor.WithSpeedGap(math.NaN()), "WithSpeedGap(NaN)"},
+		{hypervisor.WithWorkerMaxIdle(99, time.Millisecond), "WithWorkerMaxIdle(99, 1ms)"},
+		{hypervisor.WithWindow(-time.Millisecond), "WithWindow(-1ms)"},
+		{hypervisor.WithMaxIdle(-time.Millisecond), "WithMaxIdle(-1ms)"},
+	} {
+		_, err := hypervisor.New(s, tc.opt, hypervisor.WithGetenv(noEnv))
+		if assert.ErrorIs(t, err, hypervisor.ErrBadOption, tc.want) {
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "PZ_HYPERVISOR", tc.want)
+		}
+	}
+	_, err := hypervisor.New(s, hypervisor.WithGetenv(func(k string) string {
+		return map[string]string{"PZ_HYPERVISOR_SPEED_GAP": "NaN"}[k]
+	}))
+	assert.ErrorIs(t, err, hypervisor.ErrBadOption, "PZ_HYPERVISOR_SPEED_GAP=NaN")
+
+	a, err := s.NewContext("a", scheduler.ContextWorkers(0, 1))
+	require.NoError(t, err)
+	hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	for _, lim := range []hypervisor.Limits{{TotalFlops: math.NaN()}, {TotalFlops: math.Inf(1)}, {TotalFlops: -1}, {Min: 10}} {
+		err := hv.Register(a, lim)
+		if assert.ErrorIs(t, err, hypervisor.ErrBadContext, "%+v", lim) {
+			assert.Contains(t, err.Error(), "Limits.", "%+v", lim)
+		}
+	}
+	require.NoError(t, hv.Register(a, hypervisor.Limits{TotalFlops: 1}))
+	err = hv.SetTotalFlops(a, -5)
+	if assert.ErrorIs(t, err, hypervisor.ErrBadContext) {
+		assert.Contains(t, err.Error(), "-5")
+	}
+	assert.ErrorIs(t, hv.SetTotalFlops(a, math.Inf(1)), hypervisor.ErrBadContext)
+	assert.ErrorIs(t, hv.AddTotalFlops(a, math.NaN()), hypervisor.ErrBadContext)
+	require.NoError(t, hv.SetTotalFlops(a, 5))
 }

@@ -20,13 +20,18 @@ var (
 	// zero speed on every kind), or limits that leave a context with
 	// work no worker.
 	ErrInfeasible = errors.New("hypervisor: no distribution of the workers fits")
+	// ErrBadProblem is returned for a malformed problem: a negative
+	// number of contexts, or work that is not a finite number (NaN or
+	// +Inf flops or task count); the message names the context.
+	ErrBadProblem = errors.New("hypervisor: invalid problem")
 )
 
 // A FlopsProblem is the input of feft: how much work each context has
 // left and how fast each kind of worker does it.
 type FlopsProblem struct {
-	// Flops is each context's remaining work (0: none; the context then
-	// gets its Min).
+	// Flops is each context's remaining work (0 or less: none; the
+	// context then gets its Min). NaN and +Inf are refused
+	// (ErrBadProblem).
 	Flops []float64
 	// Speed[i][k] is the speed (flop/s) of one worker of kind k on
 	// context i's tasks; 0 (or less) when that kind cannot run them.
@@ -42,7 +47,8 @@ type FlopsProblem struct {
 type TaskType struct {
 	// Context is the index of the context that runs the tasks.
 	Context int
-	// Count is the number of tasks left.
+	// Count is the number of tasks left (0 or less: none; NaN and +Inf
+	// are refused, ErrBadProblem).
 	Count float64
 	// Time[k] is the time (seconds) of one task on a worker of kind k;
 	// 0 (or less, or NaN, or +Inf) when that kind cannot run it, or its
@@ -53,7 +59,7 @@ type TaskType struct {
 // A TaskProblem is the input of teft: every type of task left, its
 // count and its time per kind of worker.
 type TaskProblem struct {
-	// Contexts is the number of contexts.
+	// Contexts is the number of contexts (at least 0).
 	Contexts int
 	// Types are the types of task left.
 	Types []TaskType
@@ -70,11 +76,24 @@ type Distribution struct {
 	Share [][]float64
 	// Workers[i][k] is Share rounded to integers: each kind's workers
 	// are all assigned, once, and every context's total is within its
-	// Min and Max.
+	// Min and Max. A context with work gets at least one worker whenever
+	// the workers and the limits allow it (as many workers as contexts
+	// with work, Min and Max permitting): the program then bounds its
+	// share below by one. Unserved lists the others.
 	Workers [][]int
 	// End is the predicted time (seconds) until all the work is done
-	// with the fractional distribution: the linear program's optimum.
+	// with the fractional distribution Share: the linear program's
+	// optimum, a lower bound of RoundedEnd.
 	End float64
+	// RoundedEnd is the predicted time (seconds) until all the work is
+	// done with the distribution returned, Workers (each context's work
+	// shared at best among its whole workers); +Inf when a context with
+	// work has no worker that can run it (see Unserved).
+	RoundedEnd float64
+	// Unserved lists the contexts with work that Workers leaves without
+	// a worker, which happens only with fewer workers than contexts with
+	// work (or Min and Max that leave too few); nil otherwise.
+	Unserved []int
 }
 
 // SolveFlops returns the distribution of the workers among the contexts
@@ -95,6 +114,9 @@ func SolveFlops(p FlopsProblem) (Distribution, error) {
 	}
 	tp := TaskProblem{Contexts: len(p.Flops), Workers: p.Workers, Min: p.Min, Max: p.Max}
 	for i, f := range p.Flops {
+		if math.IsNaN(f) || math.IsInf(f, 1) {
+			return Distribution{}, fmt.Errorf("%w: context %d: flops %g is not a finite amount of work", ErrBadProblem, i, f)
+		}
 		if f <= 0 {
 			continue
 		}
@@ -128,9 +150,13 @@ func SolveFlops(p FlopsProblem) (Distribution, error) {
 //	Min[i] ≤ Σ_k n[i][k] ≤ Max[i]              for every context i
 //
 // solved by gonum's Simplex, then rounded to integers (see
-// Distribution.Workers).
+// Distribution.Workers). A second program, with the workers fixed to
+// the rounded ones, gives RoundedEnd.
 func SolveTasks(p TaskProblem) (Distribution, error) {
 	ns, nk := p.Contexts, len(p.Workers)
+	if ns < 0 {
+		return Distribution{}, fmt.Errorf("%w: %d contexts", ErrBadProblem, ns)
+	}
 	lo, hi, total, err := bounds(ns, p.Workers, p.Min, p.Max)
 	if err != nil {
 		return Distribution{}, err
@@ -155,7 +181,10 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 		if t.Context < 0 || t.Context >= ns {
 			return Distribution{}, fmt.Errorf("%w: type %d: context %d out of 0..%d", ErrInfeasible, j, t.Context, ns-1)
 		}
-		if !(t.Count > 0) || math.IsInf(t.Count, 1) {
+		if math.IsNaN(t.Count) || math.IsInf(t.Count, 1) {
+			return Distribution{}, fmt.Errorf("%w: context %d: type %d: task count %g is not a finite amount of work", ErrBadProblem, t.Context, j, t.Count)
+		}
+		if !(t.Count > 0) {
 			continue
 		}
 		tt := typ{ctx: t.Context, count: t.Count, time: map[int]float64{}}
@@ -177,6 +206,20 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 	}
 	if total == 0 {
 		return Distribution{}, fmt.Errorf("%w: no workers for the work left", ErrInfeasible)
+	}
+	// A context with work gets at least one worker when the workers and
+	// the limits allow it: raise its lower bound to 1 if the bounds still
+	// add up to at most the workers.
+	served := slices0(lo)
+	sumLo := 0
+	for i := range served {
+		if hasWork[i] {
+			served[i] = max(served[i], min(1, hi[i]))
+		}
+		sumLo += served[i]
+	}
+	if sumLo > total {
+		served = lo
 	}
 
 	// Columns: n[i][k] for the kinds present, b[j][k] for the kinds that
@@ -209,79 +252,95 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 		b     float64
 		slack float64 // +1 for ≤, -1 for ≥, 0 for =
 	}
-	var rows []row
-	// Scale times and counts to about 1 so that the Simplex's tolerances
-	// fit (flops ~1e12 against times ~1e-9 s per flop otherwise); y is
-	// then y·maxTime·maxCount.
-	for i := 0; i < ns; i++ {
-		if !hasWork[i] {
-			continue
-		}
-		for _, k := range kinds {
-			r := row{a: map[int]float64{nCol[i][k]: -1}, slack: 1}
-			for j, t := range types {
-				if c, ok := bCol[j][k]; ok && t.ctx == i {
-					r.a[c] = t.time[k] / maxTime
+	// solve builds and solves the program; with fixed, the workers are
+	// fixed to it instead of free within the kinds' totals and limits.
+	solve := func(fixed [][]int) ([]float64, error) {
+		var rows []row
+		// Scale times and counts to about 1 so that the Simplex's tolerances
+		// fit (flops ~1e12 against times ~1e-9 s per flop otherwise); y is
+		// then y·maxTime·maxCount.
+		for i := 0; i < ns; i++ {
+			if !hasWork[i] {
+				continue
+			}
+			for _, k := range kinds {
+				r := row{a: map[int]float64{nCol[i][k]: -1}, slack: 1}
+				for j, t := range types {
+					if c, ok := bCol[j][k]; ok && t.ctx == i {
+						r.a[c] = t.time[k] / maxTime
+					}
+				}
+				if len(r.a) > 1 {
+					rows = append(rows, r)
 				}
 			}
-			if len(r.a) > 1 {
+		}
+		for j, t := range types {
+			r := row{a: map[int]float64{yCol: -t.count / maxCount}}
+			for _, c := range bCol[j] {
+				r.a[c] = 1
+			}
+			rows = append(rows, r)
+		}
+		if fixed != nil {
+			for i := 0; i < ns; i++ {
+				for _, k := range kinds {
+					rows = append(rows, row{a: map[int]float64{nCol[i][k]: 1}, b: float64(fixed[i][k])})
+				}
+			}
+		}
+		for _, k := range kinds {
+			if fixed != nil {
+				break
+			}
+			r := row{a: map[int]float64{}, b: float64(p.Workers[k])}
+			for i := 0; i < ns; i++ {
+				r.a[nCol[i][k]] = 1
+			}
+			rows = append(rows, r)
+		}
+		for i := 0; i < ns && fixed == nil; i++ {
+			if lo[i] > 0 {
+				r := row{a: map[int]float64{}, b: float64(lo[i]), slack: -1}
+				for _, k := range kinds {
+					r.a[nCol[i][k]] = 1
+				}
+				rows = append(rows, r)
+			}
+			if hi[i] < total {
+				r := row{a: map[int]float64{}, b: float64(hi[i]), slack: 1}
+				for _, k := range kinds {
+					r.a[nCol[i][k]] = 1
+				}
 				rows = append(rows, r)
 			}
 		}
-	}
-	for j, t := range types {
-		r := row{a: map[int]float64{yCol: -t.count / maxCount}}
-		for _, c := range bCol[j] {
-			r.a[c] = 1
-		}
-		rows = append(rows, r)
-	}
-	for _, k := range kinds {
-		r := row{a: map[int]float64{}, b: float64(p.Workers[k])}
-		for i := 0; i < ns; i++ {
-			r.a[nCol[i][k]] = 1
-		}
-		rows = append(rows, r)
-	}
-	for i := 0; i < ns; i++ {
-		if lo[i] > 0 {
-			r := row{a: map[int]float64{}, b: float64(lo[i]), slack: -1}
-			for _, k := range kinds {
-				r.a[nCol[i][k]] = 1
+		nslack := 0
+		for _, r := range rows {
+			if r.slack != 0 {
+				nslack++
 			}
-			rows = append(rows, r)
 		}
-		if hi[i] < total {
-			r := row{a: map[int]float64{}, b: float64(hi[i]), slack: 1}
-			for _, k := range kinds {
-				r.a[nCol[i][k]] = 1
+		ncols := col + nslack
+		A := mat.NewDense(len(rows), ncols, nil)
+		b := make([]float64, len(rows))
+		sc := col
+		for ri, r := range rows {
+			for c, v := range r.a {
+				A.Set(ri, c, v)
 			}
-			rows = append(rows, r)
+			if r.slack != 0 {
+				A.Set(ri, sc, r.slack)
+				sc++
+			}
+			b[ri] = r.b
 		}
+		c := make([]float64, ncols)
+		c[yCol] = -1
+		_, x, err := lp.Simplex(c, A, b, 0, nil)
+		return x, err
 	}
-	nslack := 0
-	for _, r := range rows {
-		if r.slack != 0 {
-			nslack++
-		}
-	}
-	ncols := col + nslack
-	A := mat.NewDense(len(rows), ncols, nil)
-	b := make([]float64, len(rows))
-	sc := col
-	for ri, r := range rows {
-		for c, v := range r.a {
-			A.Set(ri, c, v)
-		}
-		if r.slack != 0 {
-			A.Set(ri, sc, r.slack)
-			sc++
-		}
-		b[ri] = r.b
-	}
-	c := make([]float64, ncols)
-	c[yCol] = -1
-	_, x, err := lp.Simplex(c, A, b, 0, nil)
+	x, err := solve(nil)
 	if err != nil {
 		return Distribution{}, fmt.Errorf("%w: linear program of %d contexts, %d types, %d kinds: %w", ErrInfeasible, ns, len(types), len(kinds), err)
 	}
@@ -296,8 +355,24 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 			d.Share[i][k] = max(x[nCol[i][k]], 0)
 		}
 	}
-	d.Workers, err = roundShares(d.Share, p.Workers, lo, hi)
-	return d, err
+	d.Workers, err = roundShares(d.Share, p.Workers, served, hi)
+	if err != nil {
+		return d, err
+	}
+	for i := range d.Workers {
+		n := 0
+		for _, w := range d.Workers[i] {
+			n += w
+		}
+		if hasWork[i] && n == 0 {
+			d.Unserved = append(d.Unserved, i)
+		}
+	}
+	d.RoundedEnd = math.Inf(1)
+	if x, err := solve(d.Workers); err == nil && x[yCol] > 1e-12 {
+		d.RoundedEnd = maxTime * maxCount / x[yCol]
+	}
+	return d, nil
 }
 
 // bounds checks the limits and returns each context's least and most

@@ -2,6 +2,7 @@ package hypervisor_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -219,5 +220,64 @@ func TestSolveRoundingInvariants(t *testing.T) {
 				checkDistribution(t, d, p.Workers, p.Min, p.Max)
 			}
 		}
+	}
+}
+
+// TestSolveServesEveryContextWithWork: without Min, rounding gives each
+// context with work a worker when there are enough, RoundedEnd is the
+// end of the rounded plan, and Unserved names the contexts left out
+// when there are fewer workers than contexts with work.
+func TestSolveServesEveryContextWithWork(t *testing.T) {
+	// The trial's case: 95 flops at 2 flop/s, 63 at 5: the program gives
+	// context 1 0.4 workers, which rounded to 0 left it none.
+	d, err := hypervisor.SolveFlops(hypervisor.FlopsProblem{Flops: []float64{95, 63}, Speed: [][]float64{{2}, {5}}, Workers: []int{2}})
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{1}, {1}}, d.Workers)
+	assert.InDelta(t, 47.5, d.RoundedEnd, 1e-6, "95 flops on one worker at 2 flop/s")
+	assert.LessOrEqual(t, d.End, d.RoundedEnd)
+	assert.Empty(t, d.Unserved)
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 300 {
+		ns := 1 + rng.IntN(4)
+		p := hypervisor.FlopsProblem{Workers: []int{ns + rng.IntN(4)}}
+		for range ns {
+			p.Flops = append(p.Flops, float64(1+rng.IntN(100)))
+			p.Speed = append(p.Speed, []float64{float64(1 + rng.IntN(10))})
+		}
+		d, err := hypervisor.SolveFlops(p)
+		require.NoError(t, err, "problem %d: %+v", n, p)
+		for i := range d.Workers {
+			assert.Positive(t, d.Workers[i][0], "problem %d: %+v: context %d", n, p, i)
+		}
+		// The rounded plan's end, directly: each context's flops over its
+		// workers' speed.
+		end := 0.0
+		for i := range d.Workers {
+			end = max(end, p.Flops[i]/(p.Speed[i][0]*float64(d.Workers[i][0])))
+		}
+		assert.InDelta(t, end, d.RoundedEnd, 1e-6*end, "problem %d", n)
+		assert.LessOrEqual(t, d.End, d.RoundedEnd*(1+1e-9), "problem %d", n)
+	}
+
+	d, err = hypervisor.SolveFlops(hypervisor.FlopsProblem{Flops: []float64{1, 1, 1}, Speed: [][]float64{{1}, {1}, {1}}, Workers: []int{2}})
+	require.NoError(t, err)
+	assert.Len(t, d.Unserved, 1, "two workers for three contexts with work")
+	assert.True(t, math.IsInf(d.RoundedEnd, 1))
+}
+
+// TestSolveRefusesBadProblems: a negative number of contexts, and NaN or
+// +Inf work, are errors naming the context.
+func TestSolveRefusesBadProblems(t *testing.T) {
+	_, err := hypervisor.SolveTasks(hypervisor.TaskProblem{Contexts: -1, Workers: []int{1}})
+	assert.ErrorIs(t, err, hypervisor.ErrBadProblem)
+	for _, f := range []float64{math.NaN(), math.Inf(1)} {
+		_, err := hypervisor.SolveFlops(hypervisor.FlopsProblem{Flops: []float64{1, f}, Speed: [][]float64{{1}, {1}}, Workers: []int{2}})
+		require.ErrorIs(t, err, hypervisor.ErrBadProblem, "%g", f)
+		assert.Contains(t, err.Error(), "context 1")
+		_, err = hypervisor.SolveTasks(hypervisor.TaskProblem{Contexts: 2, Workers: []int{2},
+			Types: []hypervisor.TaskType{{Context: 0, Count: 1, Time: []float64{1}}, {Context: 1, Count: f, Time: []float64{1}}}})
+		require.ErrorIs(t, err, hypervisor.ErrBadProblem, "%g", f)
+		assert.Contains(t, err.Error(), "context 1")
 	}
 }

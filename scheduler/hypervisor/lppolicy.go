@@ -58,7 +58,7 @@ func (p FEFT) Resize(v *View) []Move {
 		prob.Flops = append(prob.Flops, remaining[m])
 		prob.Speed = append(prob.Speed, kindSpeeds(v, managed, i, nk))
 	}
-	return lpResize(v, managed, active, remaining, p.Gap, func(minw, maxw []int) (Distribution, error) {
+	return lpResize(v, managed, active, remaining, nil, p.Gap, func(minw, maxw []int) (Distribution, error) {
 		prob.Min, prob.Max = minw, maxw
 		return SolveFlops(prob)
 	}, &prob.Workers)
@@ -75,9 +75,13 @@ func (p FEFT) Resize(v *View) []Move {
 // whose time is unknown on every kind is given the mean time of its
 // context's other types (or of all types; it is left out if none is
 // known). Contexts without any type seen or announced keep their
-// workers. Resizes happen as for FEFT; a context's planned speed is its
-// remaining flops (each type's count times its mean flops) over the
-// predicted end.
+// workers. Resizes happen as for FEFT; under the speed trigger a
+// context's planned speed is its remaining flops (each type's count
+// times its mean flops) over the predicted end, compared with its
+// measured ContextView.Speed; when its codelets declare no Flops (no
+// flops left to plan), it is its remaining tasks over the predicted end,
+// compared with its measured ContextView.TaskSpeed. Flops are not
+// needed.
 type TEFT struct {
 	// Gap is as in FEFT.
 	Gap float64
@@ -105,6 +109,7 @@ func (p TEFT) Resize(v *View) []Move {
 	nk := numKinds(v)
 	prob := TaskProblem{Contexts: len(managed), Workers: make([]int, nk)}
 	remaining := make([]float64, len(managed))
+	tasks := make([]float64, len(managed)) // tasks left, for contexts without flops
 	active := make([]bool, len(managed))
 	// Mean known time per kind, by context and overall, for the types
 	// not measured yet.
@@ -153,9 +158,17 @@ func (p TEFT) Resize(v *View) []Move {
 		c := &v.Contexts[t.Context]
 		active[m] = active[m] || !(c.Pending == 0 && c.Context.Stopped())
 		remaining[m] += float64(t.Remaining) * t.Flops
+		tasks[m] += float64(t.Remaining)
 		prob.Types = append(prob.Types, tt)
 	}
-	return lpResize(v, managed, active, remaining, p.Gap, func(minw, maxw []int) (Distribution, error) {
+	// Without flops, plan and measure the speed in tasks.
+	inTasks := make([]bool, len(managed))
+	for m := range managed {
+		if !(remaining[m] > 0) && tasks[m] > 0 {
+			inTasks[m], remaining[m] = true, tasks[m]
+		}
+	}
+	return lpResize(v, managed, active, remaining, inTasks, p.Gap, func(minw, maxw []int) (Distribution, error) {
 		prob.Min, prob.Max = minw, maxw
 		return SolveTasks(prob)
 	}, &prob.Workers)
@@ -213,8 +226,9 @@ func kindSpeeds(v *View, managed []int, i, nk int) []float64 {
 // within the limits (each context with work keeping one worker, unless
 // there are fewer workers than such contexts), and move workers toward
 // the solution when the trigger says so. managed are context indices in
-// v; active, remaining (flops) are by position in managed.
-func lpResize(v *View, managed []int, active []bool, remaining []float64, gap float64,
+// v; active, remaining (flops, or tasks where inTasks, which may be
+// nil) are by position in managed.
+func lpResize(v *View, managed []int, active []bool, remaining []float64, inTasks []bool, gap float64,
 	solve func(minw, maxw []int) (Distribution, error), workers *[]int) []Move {
 	nk := len(*workers)
 	cur := make([][]int, len(managed))
@@ -258,7 +272,7 @@ func lpResize(v *View, managed []int, active []bool, remaining []float64, gap fl
 	if same {
 		return nil
 	}
-	if !lpShouldMove(v, managed, active, remaining, cur, d, gap) {
+	if !lpShouldMove(v, managed, active, remaining, inTasks, cur, d, gap) {
 		return nil
 	}
 	// Per kind, the workers above the target (idle first) go to the
@@ -292,7 +306,7 @@ func lpResize(v *View, managed []int, active []bool, remaining []float64, gap fl
 
 // lpShouldMove says whether the trigger of v justifies moving from cur
 // to the distribution d.
-func lpShouldMove(v *View, managed []int, active []bool, remaining []float64, cur [][]int, d Distribution, gap float64) bool {
+func lpShouldMove(v *View, managed []int, active []bool, remaining []float64, inTasks []bool, cur [][]int, d Distribution, gap float64) bool {
 	if v.Trigger&TriggerHook != 0 {
 		return true
 	}
@@ -312,8 +326,11 @@ func lpShouldMove(v *View, managed []int, active []bool, remaining []float64, cu
 			if remaining[m] <= 0 || d.End <= 0 || math.IsInf(d.End, 1) {
 				continue // no flops to compare with
 			}
-			planned := remaining[m] / d.End
-			if math.Abs(c.Speed-planned)/planned > gap {
+			planned, speed := remaining[m]/d.End, c.Speed
+			if inTasks != nil && inTasks[m] {
+				speed = c.TaskSpeed
+			}
+			if math.Abs(speed-planned)/planned > gap {
 				return true
 			}
 		}

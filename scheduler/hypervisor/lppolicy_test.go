@@ -152,7 +152,56 @@ func TestAnnounceTasksBadInput(t *testing.T) {
 	assert.ErrorIs(t, hv.AnnounceTasks(a, nil, 1), hypervisor.ErrBadOption)
 	assert.ErrorIs(t, hv.AnnounceTasks(a, cl, -1), hypervisor.ErrBadOption)
 	require.NoError(t, hv.AnnounceTasks(a, cl, 3))
-	hv.AddTotalFlops(a, 5)
-	hv.AddTotalFlops(a, -10)
+	require.NoError(t, hv.AddTotalFlops(a, 5))
+	require.NoError(t, hv.AddTotalFlops(a, -10))
 	assert.Empty(t, hv.ResizeNow(), "one context: nothing to share")
+}
+
+// TestTEFTSpeedTriggerWithoutFlops: with codelets that declare no Flops,
+// teft plans and measures speeds in tasks per second, so the speed
+// trigger still moves workers.
+func TestTEFTSpeedTriggerWithoutFlops(t *testing.T) {
+	// a: 60 tasks of 10 ms left, b: 20: 0.6 against 0.2 worker-seconds on
+	// 4 workers: 3 and 1, ending in 0.2 s; a planned at 300 tasks/s, b at
+	// 100.
+	v := lpView(t, hypervisor.TriggerSpeed, 0, 0)
+	ms := []time.Duration{10 * time.Millisecond}
+	v.Types = []hypervisor.TaskTypeView{
+		{Context: 0, Name: "x", Remaining: 60, Time: ms},
+		{Context: 1, Name: "y", Remaining: 20, Time: ms},
+	}
+	v.Contexts[0].TaskSpeed, v.Contexts[1].TaskSpeed = 300, 100
+	assert.Empty(t, hypervisor.TEFT{Gap: 0.2}.Resize(v), "on plan")
+	v.Contexts[0].TaskSpeed = 200
+	assert.Equal(t, []hypervisor.Move{{Worker: 3, To: 0}}, hypervisor.TEFT{Gap: 0.2}.Resize(v), "a off its plan")
+}
+
+// TestTEFTMovesWithoutFlopsInARun: the trial's run - S with 100 tasks,
+// L with 1000, announced, codelets without Flops, 2+2 workers - moves a
+// worker to L on the speed trigger before S is done.
+func TestTEFTMovesWithoutFlopsInARun(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 4)
+	small, large := newContexts(t, s, []int{0, 1}, []int{2, 3})
+	// The small context's pending tasks at each resize.
+	pending := make(chan int64, 1024)
+	resized := make(chan hypervisor.Resize, 1024)
+	onResize := hypervisor.WithOnResize(func(r hypervisor.Resize) { pending <- small.Pending(); resized <- r })
+	hv, err := hypervisor.New(s, hypervisor.WithPolicyName("teft"), hypervisor.WithTrigger(hypervisor.TriggerSpeed),
+		hypervisor.WithGetenv(noEnv), onResize)
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(small, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(large, hypervisor.Limits{}))
+	cs, cl := work("s", time.Millisecond, 0), work("l", time.Millisecond, 0)
+	cs.Flops, cl.Flops = nil, nil
+	require.NoError(t, hv.AnnounceTasks(small, cs, 100))
+	require.NoError(t, hv.AnnounceTasks(large, cl, 1000))
+	submitN(t, s, small, cs, 100)
+	submitN(t, s, large, cl, 1000)
+	r := nextResize(t, resized, 30*time.Second, "teft moves on the speed trigger")
+	assert.Equal(t, hypervisor.TriggerSpeed, r.Trigger)
+	assert.Equal(t, "a->b", r.From+"->"+r.To)
+	assert.Positive(t, <-pending, "the move came while the small context still had work")
+	require.NoError(t, s.WaitAll(ctx))
 }

@@ -54,6 +54,10 @@ type ContextView struct {
 	// sampling window, WorkerSpeed the same per worker; 0 before the
 	// first window.
 	Speed, WorkerSpeed float64
+	// TaskSpeed is the tasks completed per second over the last complete
+	// sampling window (0 before the first): the speed of a context whose
+	// codelets declare no Flops.
+	TaskSpeed float64
 	// BusySpeed is the flops done per second of worker time spent on the
 	// context's tasks, since the start: the speed of one busy worker,
 	// whatever the parallelism (0 before the first task with flops).
@@ -514,8 +518,12 @@ type AppDriven struct {
 	rules    map[scheduler.Tag]tagRule
 	due      []tagRule
 	inflight []proposal // the last Resize's moves, by request
-	ndue     atomic.Int64
-	lastTry  atomic.Int64 // unix ns of the last retry asked for
+	nflight  int        // len(inflight), guarded by mu
+	// ndue is len(due)+nflight, stored under mu whenever either changes,
+	// so that a request is counted from the moment it falls due until
+	// Rejected settles it, never 0 in between.
+	ndue    atomic.Int64
+	lastTry atomic.Int64 // unix ns of the last retry asked for
 }
 
 type tagRule struct {
@@ -549,7 +557,10 @@ func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int)
 }
 
 // Due returns the number of requests that fell due and whose moves are
-// not all made yet.
+// not all made yet: those waiting, and those a Resize proposed until
+// Rejected reports on them (the hypervisor calls it right after the
+// moves are applied). A request waiting for its moves is counted all
+// along, never 0 in between.
 func (p *AppDriven) Due() int { return int(p.ndue.Load()) }
 
 // TaskExecuted implements Hooks: a tagged task with a request makes it
@@ -562,7 +573,7 @@ func (p *AppDriven) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker
 		if ok {
 			delete(p.rules, t.Tag)
 			p.due = append(p.due, r)
-			p.ndue.Store(int64(len(p.due)))
+			p.ndue.Store(int64(len(p.due) + p.nflight))
 		}
 		p.mu.Unlock()
 		if ok {
@@ -589,9 +600,17 @@ func (p *AppDriven) Resize(v *View) []Move {
 	p.mu.Lock()
 	due := p.due
 	p.due = nil
-	p.ndue.Store(0)
+	// The requests taken stay counted (as in flight) until Rejected;
+	// those of a Resize that Rejected never settled are forgotten.
+	p.nflight += len(due) - len(p.inflight)
 	p.mu.Unlock()
 	p.inflight = p.inflight[:0]
+	defer func() {
+		p.mu.Lock()
+		p.nflight -= len(due) - len(p.inflight) // the dropped ones
+		p.ndue.Store(int64(len(p.due) + p.nflight))
+		p.mu.Unlock()
+	}()
 	used := map[int]bool{}
 	var moves []Move
 	for _, r := range due {
@@ -641,13 +660,11 @@ func (p *AppDriven) Rejected(v *View, rejected []Move) {
 				zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("waiting", n))
 		}
 	}
-	p.inflight = p.inflight[:0]
-	if len(again) == 0 {
-		return
-	}
 	p.mu.Lock()
+	p.nflight -= len(p.inflight)
+	p.inflight = p.inflight[:0]
 	p.due = append(again, p.due...)
-	p.ndue.Store(int64(len(p.due)))
+	p.ndue.Store(int64(len(p.due) + p.nflight))
 	p.mu.Unlock()
 }
 

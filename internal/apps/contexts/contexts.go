@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pzgo/pz/internal/apps/cholesky"
@@ -42,7 +43,10 @@ type Options struct {
 	// gflops_rate; see hypervisor.Policies), or a comma-separated list
 	// of policies, each run in turn after the static split
 	// ("idle,feft,teft"). Under teft the app announces each context's
-	// tasks (hypervisor.AnnounceTasks) before submitting them.
+	// tasks (hypervisor.AnnounceTasks) before submitting them. Under
+	// app_driven it asks (AppDriven.OnTag) to move all the small
+	// context's workers to the large one when the small factorization
+	// ends, marked by a tagged no-op task in the small context.
 	Hypervisor string
 	// Check computes each factorization's residual ‖A − L·Lᵀ‖/‖A‖.
 	Check bool
@@ -58,9 +62,19 @@ type Options struct {
 	Repeat int
 	// Seed selects the random SPD matrices (default 1).
 	Seed uint64
-	// Logger receives the hypervisor's resizes (default: none).
+	// Logger receives the scheduler's and the hypervisor's logs
+	// (default: none); the hypervisor's resizes and refused moves (Info)
+	// only with LogResizes, its warnings always. Either way each mode's
+	// resizes are counted in its result (Resizes).
 	Logger *zap.Logger
+	// LogResizes logs every resize (pzrun contexts -v).
+	LogResizes bool
 }
+
+// doneTag tags the no-op task that marks the end of the small
+// factorization under app_driven (any tag the factorization does not
+// use: it tags none).
+const doneTag scheduler.Tag = 1 << 62
 
 // A ModeResult is one of the runs. Its JSON form is one line of
 // `pzrun contexts --json`; field names are a stable interface:
@@ -189,9 +203,17 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if opts.Repeat < 0 {
 		return nil, fmt.Errorf("contexts: %w: repeat %d is negative", tiled.ErrBadOptions, opts.Repeat)
 	}
-	for _, n := range []int{opts.Small, opts.Large} {
-		if err := tiled.CheckShape(n, opts.Block, opts.Precision); err != nil {
-			return nil, fmt.Errorf("contexts: %w", err)
+	for _, sz := range []struct {
+		name string
+		n    int
+	}{{"small", opts.Small}, {"large", opts.Large}} {
+		// CheckShape suggests pzrun's -n, which is not this app's flag.
+		if opts.Block > 0 && sz.n > 0 && sz.n%opts.Block != 0 {
+			return nil, fmt.Errorf("contexts: %w: the %s matrix's order %d (-%s) is not a multiple of the block size %d (-b); try -%s %d",
+				tiled.ErrBadOptions, sz.name, sz.n, sz.name, opts.Block, sz.name, sz.n/opts.Block*opts.Block+opts.Block)
+		}
+		if err := tiled.CheckShape(sz.n, opts.Block, opts.Precision); err != nil {
+			return nil, fmt.Errorf("contexts: %s matrix (-%s): %w", sz.name, sz.name, err)
 		}
 	}
 	if opts.Small > opts.Large {
@@ -359,11 +381,24 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		}
 		if mode == modeHypervisor {
 			mr.Hypervisor = opts.Hypervisor
-			hv, err = hypervisor.New(s, hypervisor.WithPolicyName(opts.Hypervisor), hypervisor.WithLogger(opts.Logger))
+			hvLog := opts.Logger
+			if !opts.LogResizes {
+				hvLog = hvLog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+			}
+			hvOpts := []hypervisor.Option{hypervisor.WithPolicyName(opts.Hypervisor), hypervisor.WithLogger(hvLog)}
+			var driven *hypervisor.AppDriven
+			if opts.Hypervisor == "app_driven" {
+				driven = hypervisor.NewAppDriven()
+				hvOpts = append(hvOpts, hypervisor.WithPolicy(driven))
+			}
+			hv, err = hypervisor.New(s, hvOpts...)
 			if err != nil {
 				return mr, fmt.Errorf("contexts: %w", err)
 			}
 			defer hv.Close()
+			if driven != nil {
+				driven.OnTag(doneTag, cs[0], cs[1], len(cs[0].Workers()))
+			}
 			for i, c := range cs {
 				if err := hv.Register(c, hypervisor.Limits{TotalFlops: choleskyTaskFlops(ns[i], opts.Block)}); err != nil {
 					return mr, fmt.Errorf("contexts: %w", err)
@@ -394,6 +429,11 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			}
 			d, err := cholesky.FactorTiles(c, s, cl, ms[i], nil)
 			took[i] = d
+			if err == nil && i == 0 && mode == modeHypervisor && opts.Hypervisor == "app_driven" {
+				// The small factorization is done: its workers may go.
+				err = s.Submit(c, &scheduler.Codelet{Name: "small_done", CPU: func(*scheduler.Call) error { return nil }},
+					scheduler.WithTag(doneTag))
+			}
 			return err
 		})
 	}

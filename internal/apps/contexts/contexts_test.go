@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pzgo/pz/internal/apps/cholesky"
 	"github.com/pzgo/pz/internal/apps/contexts"
@@ -170,6 +172,37 @@ func TestTableShowsResiduals(t *testing.T) {
 				assert.Equal(t, fmt.Sprintf("%.2e", res.Static.ResidualSmall), f[len(f)-2], line)
 				assert.Equal(t, fmt.Sprintf("%.2e", res.Static.ResidualLarge), f[len(f)-1], line)
 			}
+		}
+	}
+}
+
+// TestBadSizeNamesTheFlag: a size that is not a multiple of the block
+// names the app's flag (-small, -large), not pzrun's -n.
+func TestBadSizeNamesTheFlag(t *testing.T) {
+	_, err := contexts.Run(testCtx(t), contexts.Options{Small: 100, Large: 130, Block: 32, Workers: 2}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-small 128")
+	assert.NotContains(t, err.Error(), "-n ")
+	_, err = contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 130, Block: 32, Workers: 2}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-large 160")
+}
+
+// TestAppDrivenResizes: under app_driven the small context's workers go
+// to the large one when the small factorization ends; the resizes are
+// counted, and logged only with LogResizes.
+func TestAppDrivenResizes(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		core, logs := observer.New(zap.DebugLevel)
+		res, err := contexts.Run(testCtx(t), contexts.Options{Small: 64, Large: 512, Block: 32, Workers: 2,
+			Hypervisor: "app_driven", Logger: zap.New(core), LogResizes: verbose}, nil)
+		require.NoError(t, err)
+		assert.Positive(t, res.Hypervisor.Resizes, "verbose %v", verbose)
+		n := logs.FilterMessage("hypervisor resize").Len()
+		if verbose {
+			assert.Equal(t, res.Hypervisor.Resizes, n)
+		} else {
+			assert.Zero(t, n, "resizes are not logged without LogResizes")
 		}
 	}
 }
