@@ -209,7 +209,10 @@ func After(tasks ...*Task) Arg { return Arg{kind: argAfter, tasks: tasks} }
 func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, tags: tags} }
 
 // WithArg sets the task's argument, available to the implementation as
-// Call.Arg (StarPU's cl_arg).
+// Call.Arg (StarPU's cl_arg). In master/worker mode (dist.RunMaster) the
+// argument of a task run on another rank crosses through the codec and
+// arrives as its generic values (an int as int64 or uint64, a struct as a
+// map): read it with a type switch, not c.Arg.(int).
 func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 
 // WithCallback sets a function called on the worker goroutine once the

@@ -30,7 +30,10 @@ type submission struct {
 type accessDesc struct {
 	id   int
 	mode scheduler.Mode
-	name string // the handle's name, if it has one: for the message only
+	// owner is the handle's owner on this rank: a distribution that
+	// differs between ranks differs here.
+	owner int
+	name  string // the handle's name, if it has one: for the message only
 }
 
 func (s submission) String() string {
@@ -38,9 +41,9 @@ func (s submission) String() string {
 	fmt.Fprintf(&b, "submission #%d: codelet %q", s.seq, s.codelet)
 	for _, a := range s.access {
 		if a.name != "" {
-			fmt.Fprintf(&b, " %v(#%d %q)", a.mode, a.id, a.name)
+			fmt.Fprintf(&b, " %v(#%d %q owner %d)", a.mode, a.id, a.name, a.owner)
 		} else {
-			fmt.Fprintf(&b, " %v(#%d)", a.mode, a.id)
+			fmt.Fprintf(&b, " %v(#%d owner %d)", a.mode, a.id, a.owner)
 		}
 	}
 	if s.onRank >= 0 {
@@ -317,6 +320,7 @@ func windowHash(w []submission) uint64 {
 		for _, a := range s.access {
 			mix(uint64(a.id))
 			mix(uint64(a.mode))
+			mix(uint64(a.owner))
 		}
 		mix(uint64(int64(s.onRank)))
 	}

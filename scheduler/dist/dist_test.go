@@ -698,7 +698,7 @@ func TestGraphMismatch(t *testing.T) {
 		}, `codelet "other"`},
 		{"mode", 70, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
 			return nil, []dist.Arg{dist.RW(hs[i%4]), dist.RW(hs[(i+1)%4])}, false
-		}, `R(#3 "v3"); rank 1 made submission #70: codelet "apply" RW(#2 "v2") RW(#3 "v3")`},
+		}, `R(#3 "v3" owner 0); rank 1 made submission #70: codelet "apply" RW(#2 "v2" owner 2) RW(#3 "v3" owner 0)`},
 		{"shorter", 90, func(d *dist.Scheduler, i int, hs []*dist.Handle) (*scheduler.Codelet, []dist.Arg, bool) {
 			return nil, nil, true
 		}, "(no submission)"},
@@ -745,6 +745,48 @@ func TestGraphMismatch(t *testing.T) {
 				assert.Contains(t, e.Error(), tc.want, "rank %d", r)
 			}
 		})
+	}
+}
+
+// A distribution that differs between ranks (rank 1 swaps the owners of
+// two tiles) is a difference of the graphs, caught within two windows on
+// every rank and naming the handle and both owners, not a stall until
+// PZ_DIST_TIMEOUT.
+func TestGraphMismatchDistribution(t *testing.T) {
+	const nt, b = 3, 2
+	errs := make([]error, 3)
+	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		// Far below PZ_DIST_TIMEOUT: a stall fails the test.
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		me := d.Rank()
+		tiles, err := dist.RegisterTiles[int64](d, nt, nt, b, b, dist.Func(func(i, j int) int {
+			if me == 1 && i == 0 && j <= 1 {
+				return (1 - j) % 3 // (0,0) and (0,1) swapped
+			}
+			return (i + j) % 3
+		}), nil)
+		if err != nil {
+			return err
+		}
+		for i := range nt {
+			for j := range nt {
+				args := []dist.Arg{dist.RW(tiles[i][j]), dist.R(tiles[i][(j+1)%nt])}
+				args = append(args, dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1})))
+				if err := d.Submit(ctx, apply, args...); err != nil {
+					errs[me] = err
+					return nil
+				}
+			}
+		}
+		errs[me] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
+		assert.Contains(t, e.Error(), "RW(#0 \"(0,0)\" owner 0)", "rank %d", r)
+		assert.Contains(t, e.Error(), "RW(#0 \"(0,0)\" owner 1)", "rank %d", r)
 	}
 }
 

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -58,6 +61,9 @@ func (r *Registry) names() []string {
 // as a worker of this one scheduler. Register data with Local() and submit
 // with Submit.
 type Master struct {
+	// ctx is RunMaster's: once it ends, tasks that have not started do
+	// not start, and remote tasks stop waiting for their results.
+	ctx     context.Context
 	local   *scheduler.Scheduler
 	c       comm.Comm
 	reg     *Registry
@@ -72,6 +78,9 @@ type proxy struct {
 	rank int
 	tag  int // the slot's tag: its task and result messages
 	mu   sync.Mutex
+	// broken is why the slot's messages are out of step (a task whose
+	// result the master stopped waiting for): it takes no more tasks.
+	broken error
 }
 
 // taskHeader describes a task sent to a worker rank, or, with Stop, ends
@@ -82,7 +91,11 @@ type taskHeader struct {
 	Modes   []uint8
 	Types   []uint8 // comm.Datatype of each buffer
 	Shapes  [][3]int
-	Arg     any
+	// Same is, for each buffer, the index of the task's first buffer of
+	// the same handle (its own index for the first): a handle named
+	// twice travels once and is one handle on the worker rank too.
+	Same []int
+	Arg  any
 }
 
 // resultHeader is a worker rank's answer.
@@ -90,16 +103,47 @@ type resultHeader struct {
 	Err string
 }
 
-const slotTagBase = 1 << 20 // slot tags; below are free
+const (
+	slotTagBase = 1 << 20         // slot tags; below are free
+	stopTag     = slotTagBase - 1 // the master's stop, one message per worker rank
+	// stopTimeout bounds the sending of the stop messages, which must
+	// be sent also when the master's context has ended.
+	stopTimeout = 30 * time.Second
+)
+
+// errStopped is the cause of a worker rank's serving context once the
+// master has stopped it.
+var errStopped = errors.New("dist: the master stopped its workers")
 
 // RunMaster runs fn on rank root with a Master whose workers are the cores
 // of every rank of c; the other ranks serve the master's tasks until fn
 // returns. It is collective: every rank calls it with its own registry
 // (the codelets known by name on that rank) and local scheduler options
 // (scheduler.WithWorkers sets how many cores a rank offers). A task whose
-// codelet some rank lacks is refused at Submit, naming the ranks. Task
-// arguments (scheduler.WithArg) travel through the codec and arrive as
-// its generic values: use numbers, strings, slices and maps of them.
+// codelet some rank lacks is refused at Submit, naming the ranks. Every
+// rank must pass the same root: ranks that do not all return an error
+// wrapping comm.ErrInvalidArg naming the ranks and their roots.
+//
+// Task arguments (scheduler.WithArg) travel through the codec and arrive
+// on a worker rank as its generic values, not as the Go type given to
+// WithArg: an int arrives as int64 or uint64, a float32 as float64, a
+// struct as a map. A codelet that asserts c.Arg.(int) works on the
+// master's own cores and panics on the others; convert with a type
+// switch over the codec's types (see docs/distributed.md).
+//
+// When ctx ends, the master's tasks that have not started are not run
+// (they fail with ctx's error), the master stops waiting for the results
+// of the tasks running on other ranks (those results are dropped), and
+// RunMaster returns ctx's error once the tasks running on the master's
+// own cores return. The worker ranks are stopped on every path, also
+// when fn panics (RunMaster then returns the panic as an error with its
+// stack).
+//
+// On a worker rank RunMaster returns nil when the master stopped it: the
+// failure of a task it ran for the master is the master's (that task's
+// error, naming the rank), not the worker rank's. It returns an error for
+// the worker rank's own failures: its scheduler, the communicator, or
+// its ctx ending before the master stopped it.
 func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts []scheduler.Option, fn func(ctx context.Context, m *Master) error) (err error) {
 	if root < 0 || root >= c.Size() {
 		return fmt.Errorf("dist: RunMaster: %w: root %d of %d ranks", ErrBadRank, root, c.Size())
@@ -121,10 +165,14 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	cores := len(ls.Workers())
-	offers, err := comm.AllGatherValues(ctx, dc, offer{cores, reg.names()})
+	offers, err := comm.AllGatherValues(ctx, dc, offer{cores, reg.names(), root})
 	if err != nil {
 		_ = ls.Close()
-		return fmt.Errorf("dist: RunMaster: %w", err)
+		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
+	}
+	if err := sameRoot(offers); err != nil {
+		_ = ls.Close()
+		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	if c.Rank() != root {
 		serr := serve(ctx, dc, root, reg, ls, offers[c.Rank()].Cores, slotBase(offers, root, c.Rank()))
@@ -134,7 +182,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	if err := ls.Close(); err != nil {
 		return fmt.Errorf("dist: RunMaster: %w", err)
 	}
-	m := &Master{c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}}
+	m := &Master{ctx: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}}
 	for r, o := range offers {
 		if r == root {
 			continue
@@ -158,20 +206,52 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	for name, cl := range reg.byName {
 		m.wrapped[name] = m.wrap(cl)
 	}
-	ferr := fn(ctx, m)
+	ferr := callMaster(ctx, m, fn)
 	werr := m.local.WaitAll(ctx)
 	cerr := m.local.Close()
 	m.stop(ctx)
-	if ferr != nil {
+	switch {
+	case ferr != nil:
 		return ferr
+	case (werr != nil || cerr != nil) && ctx.Err() != nil:
+		// The tasks' errors are those of tasks not started or dropped
+		// because ctx ended: that is the error.
+		return fmt.Errorf("dist: RunMaster: master rank %d: %w", root, context.Cause(ctx))
 	}
 	return errors.Join(werr, cerr)
+}
+
+// callMaster calls fn, returning a panic as an error with its stack, so
+// that RunMaster closes the master's scheduler and stops the worker
+// ranks on every path.
+func callMaster(ctx context.Context, m *Master, fn func(ctx context.Context, m *Master) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("dist: RunMaster: master rank %d: fn panicked: %v\n%s", m.c.Rank(), r, debug.Stack())
+		}
+	}()
+	return fn(ctx, m)
+}
+
+// sameRoot checks that every rank passed the same root to RunMaster.
+func sameRoot(offers []offer) error {
+	for r, o := range offers {
+		if o.Root != offers[0].Root {
+			roots := make([]string, len(offers))
+			for i, o := range offers {
+				roots[i] = fmt.Sprintf("rank %d: root %d", i, o.Root)
+			}
+			return fmt.Errorf("%w: the ranks pass different roots (rank 0 root %d, rank %d root %d; %s)", comm.ErrInvalidArg, offers[0].Root, r, o.Root, strings.Join(roots, ", "))
+		}
+	}
+	return nil
 }
 
 // offer is what a rank brings to master/worker mode.
 type offer struct {
 	Cores int      // its workers
 	Names []string // its codelets, sorted
+	Root  int      // the root it passed
 }
 
 // slotBase numbers rank r's slots after those of the ranks before it.
@@ -215,6 +295,9 @@ func (m *Master) WaitAll(ctx context.Context) error { return m.local.WaitAll(ctx
 func (m *Master) wrap(cl *scheduler.Codelet) *scheduler.Codelet {
 	w := *cl
 	w.CPU = func(c *scheduler.Call) error {
+		if err := m.ctx.Err(); err != nil {
+			return fmt.Errorf("not started: RunMaster's context ended: %w", context.Cause(m.ctx))
+		}
 		if c.Worker < m.nlocal {
 			return cl.CPU(c)
 		}
@@ -228,57 +311,111 @@ func (m *Master) remote(c *scheduler.Call, name string) error {
 	p := &m.proxies[c.Worker-m.nlocal]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ctx := context.Background() // the slot's peer answers or the communicator breaks
-	h := taskHeader{Codelet: name, Arg: c.Arg}
+	if p.broken != nil {
+		return fmt.Errorf("rank %d's slot %d takes no more tasks: %w", p.rank, p.tag-slotTagBase, p.broken)
+	}
+	// Sending a task is not interrupted (the slot would take the next
+	// message for the rest of it): the slot's peer takes it or the
+	// communicator breaks. Waiting for the result ends with m.ctx.
+	sctx := context.WithoutCancel(m.ctx)
+	h := taskHeader{Codelet: name, Arg: c.Arg, Same: sameHandles(c.Task.Access)}
 	bufs := make([]comm.Buf, c.Len())
 	unpacks := make([]func(), c.Len())
 	for i := range c.Len() {
-		mode := c.Task.Access[i].Mode
+		h.Modes = append(h.Modes, uint8(c.Task.Access[i].Mode))
 		rows, cols, ld := c.Dims(i)
+		if f := h.Same[i]; f != i {
+			h.Types = append(h.Types, h.Types[f])
+			h.Shapes = append(h.Shapes, h.Shapes[f])
+			continue
+		}
 		b, unpack, err := packBuf(c.Data(i), rows, cols, ld)
 		if err != nil {
 			return fmt.Errorf("sending the task to rank %d: buffer %d: %w", p.rank, i, err)
 		}
 		bufs[i], unpacks[i] = b, unpack
-		h.Modes = append(h.Modes, uint8(mode))
 		h.Types = append(h.Types, uint8(b.Type))
 		h.Shapes = append(h.Shapes, [3]int{rows, cols, ld})
 	}
-	if err := comm.SendValue(ctx, m.c, h, p.rank, p.tag); err != nil {
+	modes := groupModes(h)
+	if err := comm.SendValue(sctx, m.c, h, p.rank, p.tag); err != nil {
 		return fmt.Errorf("sending the task to rank %d: %w", p.rank, err)
 	}
 	for i, b := range bufs {
-		if scheduler.Mode(h.Modes[i]) == scheduler.ModeScratch {
+		if h.Same[i] != i || modes[i] == scheduler.ModeScratch {
 			continue
 		}
-		if err := m.c.Send(ctx, b, p.rank, p.tag); err != nil {
+		if err := m.c.Send(sctx, b, p.rank, p.tag); err != nil {
 			return fmt.Errorf("sending buffer %d to rank %d: %w", i, p.rank, err)
 		}
 	}
-	res, _, err := comm.RecvValue[resultHeader](ctx, m.c, p.rank, p.tag)
+	res, _, err := comm.RecvValue[resultHeader](m.ctx, m.c, p.rank, p.tag)
 	if err != nil {
-		return fmt.Errorf("the result from rank %d: %w", p.rank, err)
+		return p.fail(m.ctx, fmt.Errorf("the result from rank %d: %w", p.rank, err))
 	}
 	if res.Err != "" {
 		return fmt.Errorf("on rank %d: %s", p.rank, res.Err)
 	}
 	for i, b := range bufs {
-		if !writes(scheduler.Mode(h.Modes[i])) {
+		if h.Same[i] != i || !writes(modes[i]) {
 			continue
 		}
-		if _, err := m.c.Recv(ctx, b.Type, p.rank, p.tag, func(n int) ([]byte, error) { return b.Bytes, nil }); err != nil {
-			return fmt.Errorf("buffer %d from rank %d: %w", i, p.rank, err)
+		if _, err := m.c.Recv(m.ctx, b.Type, p.rank, p.tag, func(n int) ([]byte, error) { return b.Bytes, nil }); err != nil {
+			return p.fail(m.ctx, fmt.Errorf("buffer %d from rank %d: %w", i, p.rank, err))
 		}
 		unpacks[i]()
 	}
 	return nil
 }
 
-// stop ends every slot of the worker ranks.
+// fail returns err, marking the slot broken if the master stopped
+// waiting for its messages because ctx ended.
+func (p *proxy) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		p.broken = err
+	}
+	return err
+}
+
+// sameHandles returns, for each access, the index of the first access of
+// the same handle (Scratch accesses, private buffers, stand alone).
+func sameHandles(acc []scheduler.Access) []int {
+	same := make([]int, len(acc))
+	for i, a := range acc {
+		same[i] = i
+		if a.Mode == scheduler.ModeScratch {
+			continue
+		}
+		for j := range i {
+			if acc[j].Handle == a.Handle && acc[j].Mode != scheduler.ModeScratch {
+				same[i] = j
+				break
+			}
+		}
+	}
+	return same
+}
+
+// groupModes returns, at each first access of a handle, the union of the
+// modes of the task's accesses of that handle.
+func groupModes(h taskHeader) []scheduler.Mode {
+	modes := make([]scheduler.Mode, len(h.Modes))
+	for i, md := range h.Modes {
+		modes[h.Same[i]] |= scheduler.Mode(md)
+	}
+	return modes
+}
+
+// stop ends every worker rank's slots. It sends with a bounded context of
+// its own: the master's may have ended, and the worker ranks wait for the
+// stop however long it takes.
 func (m *Master) stop(ctx context.Context) {
-	for i := range m.proxies {
-		p := &m.proxies[i]
-		_ = comm.SendValue(ctx, m.c, taskHeader{Stop: true}, p.rank, p.tag)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	for r := range m.c.Size() {
+		if r != m.c.Rank() {
+			_ = comm.SendValue(sctx, m.c, taskHeader{Stop: true}, r, stopTag)
+		}
 	}
 }
 
@@ -287,71 +424,175 @@ func writes(m scheduler.Mode) bool {
 	return m&(scheduler.ModeW|scheduler.ModeRedux) != 0
 }
 
-// serve runs the master's tasks on this rank's slots until it stops them.
+// serve runs the master's tasks on this rank's slots until it stops them
+// (a message on stopTag). Stopped, it returns nil: a task that failed here
+// is the master's failure, reported to it.
 func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, slots, base int) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var wg sync.WaitGroup
+	var stopErr error
+	wg.Go(func() {
+		// Waiting for the stop is idle by design, however long the
+		// master takes: no stall report, no timeout.
+		_, _, err := comm.RecvValue[taskHeader](comm.Idle(sctx), c, root, stopTag)
+		if err == nil {
+			cancel(errStopped)
+			return
+		}
+		if sctx.Err() == nil || !errors.Is(context.Cause(sctx), errSlotsEnded) {
+			stopErr = fmt.Errorf("dist: serving the master: rank %d: waiting for its stop: %w", c.Rank(), err)
+			cancel(stopErr)
+		}
+	})
 	errs := make([]error, slots)
+	var sg sync.WaitGroup
 	for s := range slots {
-		wg.Go(func() { errs[s] = serveSlot(ctx, c, root, reg, ls, slotTagBase+base+s) })
+		sg.Go(func() { errs[s] = serveSlot(ctx, sctx, c, root, reg, ls, slotTagBase+base+s) })
+	}
+	sg.Wait()
+	// Slots that failed on their own end the wait for the stop. A broken
+	// communicator ends it by itself, after the stop if the master sent
+	// it before returning (in-process, its queued message still matches).
+	if !allBroken(errs) {
+		cancel(errSlotsEnded) // a no-op once stopped
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if errors.Is(context.Cause(sctx), errStopped) {
+		return nil
+	}
+	return errors.Join(append(errs, stopErr)...)
 }
 
-func serveSlot(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, tag int) error {
+// allBroken reports whether every error of errs that is not nil is the
+// communicator's breaking.
+func allBroken(errs []error) bool {
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, comm.ErrBroken) {
+			return false
+		}
+	}
+	return true
+}
+
+// errSlotsEnded ends the wait for the master's stop when the slots ended
+// first (on a failure).
+var errSlotsEnded = errors.New("dist: the slots ended")
+
+// serveSlot serves one slot: it receives and answers under sctx, which
+// the master's stop cancels, and runs tasks under ctx, so that a running
+// task completes (its result is then dropped).
+func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, tag int) error {
+	run := newSlotRunner(reg)
+	fail := func(err error) error {
+		if errors.Is(context.Cause(sctx), errStopped) {
+			return nil
+		}
+		return fmt.Errorf("dist: serving the master: rank %d: %w", c.Rank(), err)
+	}
 	for {
 		// Waiting for the master's next task is idle by design, however
 		// long the master takes: no stall report, no timeout.
-		h, _, err := comm.RecvValue[taskHeader](comm.Idle(ctx), c, root, tag)
+		h, _, err := comm.RecvValue[taskHeader](comm.Idle(sctx), c, root, tag)
 		if err != nil {
-			return fmt.Errorf("dist: serving the master: %w", err)
+			return fail(err)
 		}
 		if h.Stop {
 			return nil
 		}
+		if len(h.Same) != len(h.Modes) || len(h.Types) != len(h.Modes) || len(h.Shapes) != len(h.Modes) {
+			return fail(fmt.Errorf("%w: a task header of %d modes, %d types, %d shapes, %d aliases", comm.ErrInvalidArg, len(h.Modes), len(h.Types), len(h.Shapes), len(h.Same)))
+		}
+		modes := groupModes(h)
 		bufs := make([]comm.Buf, len(h.Modes))
 		datas := make([]any, len(h.Modes))
 		for i := range h.Modes {
+			if h.Same[i] != i {
+				continue // the first buffer of its handle
+			}
 			sh := h.Shapes[i]
 			datas[i], bufs[i] = comm.MakeSlice(comm.Datatype(h.Types[i]), sh[0]*sh[1]) // packed: rows x cols
-			if scheduler.Mode(h.Modes[i]) == scheduler.ModeScratch {
+			if modes[i] == scheduler.ModeScratch {
 				continue
 			}
-			if _, err := c.Recv(ctx, bufs[i].Type, root, tag, func(int) ([]byte, error) { return bufs[i].Bytes, nil }); err != nil {
-				return fmt.Errorf("dist: serving the master: %w", err)
+			if _, err := c.Recv(sctx, bufs[i].Type, root, tag, func(int) ([]byte, error) { return bufs[i].Bytes, nil }); err != nil {
+				return fail(err)
 			}
 		}
-		terr := runTask(ctx, reg, ls, h, datas)
+		terr := run.task(ctx, ls, h, datas)
 		res := resultHeader{}
 		if terr != nil {
 			res.Err = terr.Error()
 		}
-		if err := comm.SendValue(ctx, c, res, root, tag); err != nil {
-			return fmt.Errorf("dist: serving the master: %w", err)
+		if err := comm.SendValue(sctx, c, res, root, tag); err != nil {
+			return fail(err)
 		}
 		if terr != nil {
 			continue
 		}
 		for i, b := range bufs {
-			if writes(scheduler.Mode(h.Modes[i])) {
-				if err := c.Send(ctx, b, root, tag); err != nil {
-					return fmt.Errorf("dist: serving the master: %w", err)
+			if h.Same[i] == i && writes(modes[i]) {
+				if err := c.Send(sctx, b, root, tag); err != nil {
+					return fail(err)
 				}
 			}
 		}
 	}
 }
 
-// runTask runs one received task on this rank's scheduler.
-func runTask(ctx context.Context, reg *Registry, ls *scheduler.Scheduler, h taskHeader, datas []any) error {
-	cl := reg.byName[h.Codelet]
+// slotRunner runs a slot's tasks, one at a time, on the rank's scheduler.
+// It runs each codelet through a wrapper that keeps the task's failure
+// for the master instead of the rank's scheduler: a failure the worker
+// rank only executed is not the rank's own (the scheduler's WaitAll and
+// Close would return it).
+type slotRunner struct {
+	reg     *Registry
+	wrapped map[string]*scheduler.Codelet
+	err     error // the running task's failure
+}
+
+func newSlotRunner(reg *Registry) *slotRunner {
+	return &slotRunner{reg: reg, wrapped: map[string]*scheduler.Codelet{}}
+}
+
+// codelet returns the wrapper of the registered codelet named name.
+func (r *slotRunner) codelet(name string) *scheduler.Codelet {
+	if w := r.wrapped[name]; w != nil {
+		return w
+	}
+	cl := r.reg.byName[name]
+	if cl == nil {
+		return nil
+	}
+	w := *cl
+	w.CPU = func(c *scheduler.Call) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("task %q panicked on worker %d: %v\n%s", name, c.Worker, p, debug.Stack())
+			}
+		}()
+		if err := cl.CPU(c); err != nil {
+			r.err = fmt.Errorf("task %q failed on worker %d: %w", name, c.Worker, err)
+		}
+		return nil
+	}
+	r.wrapped[name] = &w
+	return &w
+}
+
+// task runs one received task on this rank's scheduler and returns its
+// failure.
+func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) error {
+	cl := r.codelet(h.Codelet)
 	if cl == nil { // the master checks this at Submit
 		return fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
 	}
-	var hs []*scheduler.Handle
+	hs := make([]*scheduler.Handle, len(datas))
 	defer func() {
-		for _, x := range hs {
-			_, _ = x.Unregister(ctx)
+		for i, x := range hs {
+			if x != nil && h.Same[i] == i {
+				_, _ = x.Unregister(ctx)
+			}
 		}
 	}()
 	args := []scheduler.Arg{scheduler.Synchronous()}
@@ -359,27 +600,33 @@ func runTask(ctx context.Context, reg *Registry, ls *scheduler.Scheduler, h task
 		args = append(args, scheduler.WithArg(h.Arg))
 	}
 	for i, d := range datas {
-		sh := h.Shapes[i]
-		var x *scheduler.Handle
-		var err error
-		if sh[1] == 1 && sh[2] == 1 {
-			x, err = ls.RegisterVector(d)
+		if f := h.Same[i]; f != i {
+			hs[i] = hs[f] // one handle named twice: one buffer here too
 		} else {
-			x, err = ls.RegisterMatrix(d, sh[0], sh[1])
+			sh := h.Shapes[i]
+			var err error
+			if sh[1] == 1 && sh[2] == 1 {
+				hs[i], err = ls.RegisterVector(d)
+			} else {
+				hs[i], err = ls.RegisterMatrix(d, sh[0], sh[1])
+			}
+			if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		hs = append(hs, x)
 		mode := scheduler.Mode(h.Modes[i])
 		switch mode {
 		case scheduler.ModeR, scheduler.ModeScratch:
 		default:
 			mode = scheduler.ModeRW // W, Commute, Redux (the master's private copy): data in, data out
 		}
-		args = append(args, scheduler.Data(x, mode))
+		args = append(args, scheduler.Data(hs[i], mode))
 	}
-	return ls.Submit(ctx, cl, args...)
+	r.err = nil
+	if err := ls.Submit(ctx, cl, args...); err != nil {
+		return err
+	}
+	return r.err
 }
 
 // packBuf returns a task buffer's elements as one contiguous Buf (a

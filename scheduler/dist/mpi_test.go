@@ -311,3 +311,25 @@ func runUnderMPI(t *testing.T, name string, n int, timeout time.Duration) {
 	require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
 	assert.Equal(t, n, strings.Count(string(out), "--- PASS: "+name), "%s", out)
 }
+
+// TestMPIMasterContextEnded: a master whose context has ended when its
+// function returns still stops the worker rank, which returns nil (it
+// waits for the stop with comm.Idle: no timeout would end it).
+func TestMPIMasterContextEnded(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIMasterContextEnded")
+	if w == nil {
+		return
+	}
+	reg, err := dist.NewRegistry(mwInc0)
+	require.NoError(t, err)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	err = dist.RunMaster(rctx, w, 0, reg, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, m *dist.Master) error {
+		rcancel()
+		return nil // the master swallows its context's end
+	})
+	if w.Rank() != 0 {
+		require.NoError(t, err, "rank %d", w.Rank())
+	}
+	require.NoError(t, ctx.Err(), "rank %d waited until the test's deadline", w.Rank())
+}
