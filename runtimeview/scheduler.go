@@ -164,3 +164,28 @@ func (rt *RuntimeView) schedulerLogger() *zap.Logger {
 	}
 	return mine.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 }
+
+// RunMaster runs a master/worker task graph (dist.RunMaster): fn runs on
+// rank root, which submits every task; the other ranks' workers serve as
+// its workers until fn returns. Every rank calls it at the same point,
+// with the same root and a registry of the same codelets. Each rank
+// offers its share of the cores as Scheduler's workers are (on
+// in-process ranks a share of GOMAXPROCS, under MPI the rank's
+// GOMAXPROCS; PZ_NCPU, or scheduler.WithWorkers among opts, overrides
+// it), so that a program offers the same workers on both backends. Its
+// scheduler's logger is Scheduler's. The rank's devices are not offered:
+// tasks sent to other ranks run their CPU implementations.
+func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Registry, fn func(ctx context.Context, m *dist.Master) error, opts ...scheduler.Option) error {
+	all := []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
+	if os.Getenv("PZ_NCPU") == "" {
+		workers := runtime.GOMAXPROCS(0)
+		if rt.backend == Local {
+			workers = localShare(workers, rt.Size(), rt.Rank())
+		}
+		all = append(all, scheduler.WithWorkers(workers))
+	}
+	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
+		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
+	}
+	return nil
+}

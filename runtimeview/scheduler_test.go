@@ -173,3 +173,66 @@ func TestFailedRankGivesUpGraph(t *testing.T) {
 		})
 	}
 }
+
+// RunMaster on in-process ranks offers each rank's share of GOMAXPROCS,
+// as Scheduler's workers are (dist.RunMaster's own default, every core
+// per rank, gave 8 workers on 4 ranks of 2 cores), and the master's
+// tasks run on the other ranks' workers with their results back.
+func TestRunMasterOffersShares(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if os.Getenv("PZ_NCPU") != "" {
+		t.Skip("PZ_NCPU sets the worker count")
+	}
+	const n = 4
+	procs := runtime.GOMAXPROCS(0)
+	want := 0
+	for r := range n {
+		want += max(procs/n+btoi(r < procs%n), 1)
+	}
+	double := &scheduler.Codelet{Name: "double", CPU: func(c *scheduler.Call) error {
+		for i, x := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i] = 2 * x
+		}
+		return nil
+	}}
+	err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		reg, err := dist.NewRegistry(double)
+		if err != nil {
+			return err
+		}
+		return rt.RunMaster(ctx, 0, reg, func(ctx context.Context, m *dist.Master) error {
+			if m.Workers() != want {
+				t.Errorf("the master has %d workers, want %d (each rank's share of %d Ps)", m.Workers(), want, procs)
+			}
+			vs := make([][]float64, 16)
+			for i := range vs {
+				vs[i] = []float64{float64(i)}
+				h, err := m.Local().RegisterVector(vs[i])
+				if err != nil {
+					return err
+				}
+				if err := m.Submit(ctx, double, scheduler.RW(h)); err != nil {
+					return err
+				}
+			}
+			if err := m.WaitAll(ctx); err != nil {
+				return err
+			}
+			for i, v := range vs {
+				if v[0] != 2*float64(i) {
+					t.Errorf("vector %d is %v after double, want %v", i, v[0], 2*float64(i))
+				}
+			}
+			return nil
+		})
+	})
+	require.NoError(t, err)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
