@@ -1144,6 +1144,14 @@ func (d *dataLayer) prefetch(t *Task, n MemoryNode) {
 	}
 }
 
+// unwant drops t's wish for the replicas it prefetched: t will not
+// take its data (it was canceled in its queue).
+func (d *dataLayer) unwant(t *Task) {
+	d.mu.Lock()
+	d.unwantLocked(t)
+	d.mu.Unlock()
+}
+
 // unwantLocked drops t's wish for the replicas it prefetched.
 func (d *dataLayer) unwantLocked(t *Task) {
 	for i := 0; t.wantMask != 0 && i < len(t.Access); i++ {

@@ -432,14 +432,16 @@ func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
 	}
 }
 
-// cancel marks t as not to be run because a predecessor failed with err.
+// cancel marks t as not to be run because a predecessor failed with err
+// (or was canceled with it).
 func (t *Task) cancel(err error) {
 	var root error = err
 	var ce *canceledError
+	unstarted := false
 	if errors.As(err, &ce) {
-		root = ce.cause
+		root, unstarted = ce.cause, ce.unstarted
 	}
-	t.fail(&canceledError{name: t.Codelet.name(), cause: root})
+	t.fail(&canceledError{name: t.Codelet.name(), cause: root, unstarted: unstarted})
 }
 
 // fail marks t as not to be run, with err as its error.

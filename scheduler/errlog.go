@@ -39,7 +39,7 @@ func (l *errorLog) take(of string) error {
 	defer l.mu.Unlock()
 	errs := collapse(l.errs)
 	if l.canceled > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed (the first canceled, in completion order: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
+		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed or their CancelOn context ended (the first canceled, in completion order: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
 	}
 	l.errs, l.canceled, l.firstCanc = nil, 0, nil
 	return errors.Join(errs...)

@@ -36,7 +36,8 @@ var (
 	// registered; the message lists the valid names.
 	ErrUnknownPolicy = errors.New("scheduler: unknown policy")
 	// ErrCanceled is the error of a task that was not run because a task
-	// it depends on (explicitly, through a tag or through data) failed.
+	// it depends on (explicitly, through a tag or through data) failed,
+	// or because its CancelOn context ended before it started.
 	ErrCanceled = errors.New("scheduler: task canceled")
 	// ErrBadTeam is returned by Submit when a parallel task asks for more
 	// workers than its context has CPU workers at submission (the
@@ -136,6 +137,9 @@ func (e *TaskError) Unwrap() error { return e.Err }
 type canceledError struct {
 	name  string
 	cause error
+	// unstarted: canceled because its CancelOn context ended (cause is
+	// that context's cause), not because a predecessor failed.
+	unstarted bool
 }
 
 func (e *canceledError) Error() string {
@@ -145,6 +149,9 @@ func (e *canceledError) Error() string {
 			msg = msg[:i]
 			break
 		}
+	}
+	if e.unstarted {
+		return fmt.Sprintf("scheduler: task %q canceled before it started: %s", e.name, msg)
 	}
 	return fmt.Sprintf("scheduler: task %q canceled: a task it depends on failed: %s", e.name, msg)
 }

@@ -1,6 +1,9 @@
 package scheduler
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Stage 3: ready. A task whose predecessors are done takes its commute
 // tokens and is pushed to its context's policy, and a worker of that
@@ -121,10 +124,30 @@ func (s *Scheduler) ready(t *Task, w *worker) {
 	}
 }
 
+// readErr returns the error that keeps t, whose dependencies are met,
+// from starting: a predecessor's failure, or its CancelOn context's end;
+// nil if it may start.
 func (t *Task) readErr() error {
 	// depErr is written before the writer's atomic decrement of pending,
 	// and we observed pending reach zero after it: the read is ordered.
-	return t.depErr
+	if t.depErr != nil {
+		return t.depErr
+	}
+	return t.stopErr()
+}
+
+// stopErr returns the error of a task whose CancelOn context has ended
+// (see CancelOn), or nil.
+func (t *Task) stopErr() error {
+	if t.stop == nil {
+		return nil
+	}
+	select {
+	case <-t.stop.Done():
+		return &canceledError{name: t.Codelet.name(), cause: context.Cause(t.stop), unstarted: true}
+	default:
+		return nil
+	}
 }
 
 // push hands a ready task to its context (the global one for none).

@@ -136,8 +136,8 @@ type Access struct {
 // An Arg is an argument of Submit and NewTask: a data access (R, W, RW,
 // Scratch, Redux, Commute, Data) or a task option (WithPriority,
 // WithTag, After, AfterTags, WithArg, WithCallback, WithTeam,
-// Synchronous). It is a small value type, so passing accesses costs no
-// allocation.
+// Synchronous, CancelOn). It is a small value type, so passing accesses
+// costs no allocation.
 type Arg struct {
 	kind  argKind
 	mode  Mode
@@ -163,6 +163,7 @@ const (
 	argTeam
 	argSync
 	argContext
+	argCancel
 )
 
 // Data returns an access to h in mode m.
@@ -236,6 +237,24 @@ func WithTeam(k int) Arg { return Arg{kind: argTeam, n: k} }
 // error.
 func Synchronous() Arg { return Arg{kind: argSync} }
 
+// CancelOn makes the task cancelable by ctx: once ctx has ended, the task
+// does not start. If it has not started by then, it completes without
+// running, with an error wrapping ErrCanceled and context.Cause(ctx), and
+// the tasks that need its result are canceled as after a failure; a task
+// already running (or a detached task already handed to its Detached
+// function) is not affected and completes as usual. Only the tasks
+// submitted with ctx are canceled, whatever else the scheduler runs.
+//
+// The cancellation is seen when the task would start: when its
+// dependencies are met, or when a worker takes it from its context's
+// queue; ending ctx costs nothing more and wakes no worker. So WaitAll
+// returns once the tasks running when ctx ended, and the canceled tasks'
+// completions (immediate, on the next free worker), are done; a task
+// queued in a context without workers is canceled when a worker comes.
+// The check costs one channel poll per start of such a task. Given
+// several times, the last one counts.
+func CancelOn(ctx context.Context) Arg { return Arg{kind: argCancel, v: ctx} }
+
 // Task states.
 const (
 	stateNew uint32 = iota
@@ -290,6 +309,9 @@ type Task struct {
 	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
 	internal  bool // a task of the data layer's own (gather): takes no data
 	engine    bool // inserted by the engine (insertLocked): its cancellation is no user task's
+	// stop is the context of CancelOn, or nil: once it has ended, the
+	// task does not start (stopErr).
+	stop context.Context
 	// wantMask marks the accesses whose replicas on wantNode the task
 	// prefetched and still wants (dataLayer.prefetch).
 	wantMask uint64
@@ -378,13 +400,16 @@ func (t *Task) apply(args []Arg) {
 			t.sync = true
 		case argContext:
 			t.Context, _ = a.v.(*Context)
+		case argCancel:
+			t.stop, _ = a.v.(context.Context)
 		}
 	}
 }
 
 // Err returns the task's error once it is done: nil on success, a
 // *TaskError if it failed, an error wrapping ErrCanceled if a
-// predecessor failed. Before completion it returns nil.
+// predecessor failed or its CancelOn context ended before it started.
+// Before completion it returns nil.
 func (t *Task) Err() error {
 	if t.state.Load() < stateDone && !t.inCallback.Load() {
 		return nil

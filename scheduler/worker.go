@@ -218,15 +218,43 @@ func (w *worker) pop() *Task {
 			continue
 		}
 		t := w.popChain(*w.cx.chain.Load())
-		if t != nil {
-			if mb := s.cx.mon.Load(); mb != nil {
-				w.popped(mb, t)
-			}
+		if t == nil {
+			return nil
 		}
-		if t == nil || t.Team <= 1 {
+		mb := s.cx.mon.Load()
+		if mb != nil {
+			w.popped(mb, t)
+		}
+		if err := t.stopErr(); err != nil {
+			// Its CancelOn context ended while it was queued.
+			w.cancelPopped(t, err, mb)
+			continue
+		}
+		if t.Team <= 1 {
 			return t
 		}
 		s.startTeam(t)
+	}
+}
+
+// cancelPopped completes t, just popped, with err without running it
+// (see CancelOn), as ready completes a task canceled before it is
+// queued, and releases its dependents. The monitor (mb, nil for none),
+// which saw t pushed and popped, sees it executed in no time.
+func (w *worker) cancelPopped(t *Task, err error, mb *monitorBox) {
+	s := w.s
+	if s.data != nil {
+		s.data.unwant(t) // the replicas prefetched for it are not wanted any more
+	}
+	c := s.contextOf(t)
+	var buf [8]*Task
+	q := s.finish(t, err, w, buf[:0])
+	if mb != nil {
+		mb.m.TaskExecuted(c, t, w.info.ID, 0)
+	}
+	s.release(t)
+	for _, n := range q {
+		s.ready(n, w)
 	}
 }
 

@@ -92,6 +92,12 @@ type Scheduler struct {
 
 	sendCl, recvCl *scheduler.Codelet
 
+	// graph is given to every task of the graph on the local scheduler
+	// (scheduler.CancelOn); fail ends it with the failure, so that the
+	// local tasks that have not started never do.
+	graph     context.Context
+	stopGraph context.CancelCauseFunc
+
 	failMu sync.Mutex
 	failed error               // first failure seen here (local task, a peer's message, a graph mismatch)
 	origin string              // the failure's own text when it happened on this rank (see fail); guarded by failMu
@@ -133,6 +139,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	}
 	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
 		xfers: map[uint64]inflight{}, stall: defaultStall, report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	d.graph, d.stopGraph = context.WithCancelCause(context.Background())
 	for _, o := range opts {
 		o(d)
 	}
@@ -143,6 +150,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
+		d.stopGraph(err)
 		d.prog.stop()
 		_ = dc.Free()
 		return nil, err
@@ -242,7 +250,13 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 // here, its own text (without the rank, which the others add): it is kept
 // for the graph check (failureText) and announced to every other rank;
 // here is "" for a failure heard of. Either way the transfers in flight,
-// whose peers may never take part, fail with it.
+// whose peers may never take part, fail with it, and the graph's tasks
+// on the local scheduler that have not started (computations and
+// transfers alike) never do: ending d.graph cancels them
+// (scheduler.CancelOn), so that WaitAll returns once the tasks running
+// now have, rather than after running the rest of a graph that has
+// failed. Only the graph's tasks are canceled, not other work of the
+// local scheduler.
 //
 // A receive still posted would write its buffer whenever its message
 // came, after its task, WaitAll and the caller are done with the buffer:
@@ -287,6 +301,7 @@ func (d *Scheduler) fail(err error, here string) {
 		close(d.ended)
 	}
 	d.failMu.Unlock()
+	d.stopGraph(err)
 	if here != "" {
 		d.announce([]byte{ctrlFailed}, here)
 	}
@@ -619,6 +634,14 @@ func (d *Scheduler) Close() error {
 // ranks on the outcome: it returns nil on every rank, or on every rank an
 // error naming each rank where a task failed. Every rank calls it at the
 // same point of its submission sequence.
+//
+// Once this rank knows that the graph failed (a task failed here or on
+// another rank, a rank left WaitAll or gave the graph up), the graph's
+// tasks on its local scheduler that have not started are canceled
+// (scheduler.CancelOn: they complete with scheduler.ErrCanceled and the
+// failure, without running); those running finish, and WaitAll returns
+// the failure as soon as they have. Other work on the local scheduler is
+// not affected.
 func (d *Scheduler) WaitAll(ctx context.Context) error {
 	if d.size > 1 {
 		// Hear of the departures already delivered first: a comparison

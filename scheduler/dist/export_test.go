@@ -6,3 +6,7 @@ const CtrlTag = ctrlTag
 
 // CheckWindow is the number of submissions the ranks compare at once.
 const CheckWindow = checkWindow
+
+// GraphFailed returns a channel closed once d knows that its graph
+// failed (a failure here, or heard of), for tests that wait for it.
+func GraphFailed(d *Scheduler) <-chan struct{} { return d.graph.Done() }

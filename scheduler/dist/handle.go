@@ -358,7 +358,9 @@ func Scratch(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeScratch} }
 func OnRank(r int) Arg { return Arg{rank: r, placed: true} }
 
 // With passes a task option (scheduler.WithPriority, WithArg, WithTag,
-// ...) to the local task on the rank that runs it.
+// ...) to the local task on the rank that runs it. The local task is
+// always canceled by the graph's failure if it has not started (see
+// Scheduler.WaitAll): a scheduler.CancelOn given here is ignored.
 func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 
 // Submit submits a task of cl with the given accesses on every rank: each
@@ -508,6 +510,9 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 		// Before the caller's callbacks: a failure is recorded by the time
 		// they see the task done.
 		local = slices.Insert(local, 0, scheduler.WithCallback(d.onTaskDone))
+		// Last: the graph's failure cancels the task (With's CancelOn
+		// does not replace it).
+		local = append(local, scheduler.CancelOn(d.graph))
 		if err := d.local.Submit(ctx, cl, local...); err != nil {
 			return fmt.Errorf("dist: rank %d: %w", d.rank, err)
 		}
@@ -637,7 +642,7 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 		x.peer = src
 		cl, mode = d.recvCl, scheduler.ModeW
 	}
-	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(d.onTaskDone)); err != nil {
+	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(d.onTaskDone), scheduler.CancelOn(d.graph)); err != nil {
 		return fmt.Errorf("dist: rank %d: transfer of %v: %w", d.rank, h, err)
 	}
 	return nil
