@@ -91,6 +91,12 @@ type graphCheck struct {
 	// submissions apart: from then on the ranks' collectives on the
 	// communicator no longer pair up, so WaitAll returns it at once.
 	diverged error
+	// pos, if set, mirrors n and reached, for the ranks that ask how far
+	// this one got (ctrlAsk), which are answered without d.mu.
+	pos *position
+	// ask, if set, asks the other ranks how far they got when a wait for
+	// step stalled, and says which have not started it (askPeers).
+	ask func(step int) string
 	// left is set when this rank left WaitAll and told the others how
 	// far it got (leave): it starts no step afterwards, as they wait for
 	// none from there on.
@@ -121,6 +127,9 @@ type pendingCheck struct {
 func (g *graphCheck) add(ctx context.Context, c comm.Comm, s submission) error {
 	s.seq = g.n
 	g.n++
+	if g.pos != nil {
+		g.pos.submitted.Store(int64(g.n))
+	}
 	g.window = append(g.window, s)
 	if len(g.window) < checkWindow {
 		return nil
@@ -149,7 +158,7 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	g.compared++
-	g.reached = step + 1
+	g.reach(step + 1)
 	p.req = req
 	g.pending = p
 	return nil
@@ -162,6 +171,23 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 func (g *graphCheck) leave(err error) (reached int) {
 	g.left = err
 	return g.reached
+}
+
+// reach records that this rank started the steps before reached.
+func (g *graphCheck) reach(reached int) {
+	g.reached = reached
+	if g.pos != nil {
+		g.pos.reached.Store(int64(reached))
+	}
+}
+
+// stalled adds to err, the error of a wait for step that stalled, the
+// ranks waited for (ask).
+func (g *graphCheck) stalled(err error, step int) error {
+	if g.ask == nil {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, g.ask(step))
 }
 
 // ruledOut returns the departure that rules step out (departed), or nil.
@@ -204,6 +230,9 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		if cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
+		if errors.Is(cause, ErrStalled) && parent.Err() == nil {
+			err = g.stalled(err, p.step)
+		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	// Max of hash and of -hash: all equal iff max == -(-min) == min. The
@@ -221,15 +250,19 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	if g.failure != nil {
 		mine.Failure, mine.FailureHere = g.failure()
 	}
-	g.reached = p.step + 2
+	g.reach(p.step + 2)
 	xctx, stop := g.untilLeft(ctx, p.step+1)
 	defer stop()
 	all, err := comm.AllGatherValues(xctx, c, mine)
 	if err != nil && parent.Err() == nil && context.Cause(xctx) != nil {
 		// A rank left, or the stall timeout: the windows differ because
 		// the ranks stopped, which the cause explains.
-		if cause := context.Cause(xctx); !errors.Is(err, cause) {
+		cause := context.Cause(xctx)
+		if !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		if errors.Is(cause, ErrStalled) {
+			err = g.stalled(err, p.step+1)
 		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -59,7 +60,20 @@ const (
 	// ctrlLeftBroken: ctrlLeft, for a cause that is comm.ErrBroken (a rank
 	// gave up); steps and text follow, as for ctrlLeft.
 	ctrlLeftBroken
+	// ctrlAsk: the sender stalled in a collective and asks how far the
+	// receiver got; the question's number (8 bytes little-endian)
+	// follows. The receiver answers at once, from its progress goroutine
+	// (ctrlTell), whatever its program and workers are doing.
+	ctrlAsk
+	// ctrlTell answers ctrlAsk: the question's number, the steps of the
+	// graph check the sender started, the agreements on WaitAll's
+	// outcome it started (8 bytes little-endian each), then text saying
+	// what it is doing.
+	ctrlTell
 )
+
+// ctrlTellHead is the length of the head of a ctrlTell message.
+const ctrlTellHead = 1 + 3*8
 
 // ctrlLeftHead is the length of the head of a ctrlLeft or ctrlLeftBroken
 // message: the kind, then the sender's steps.
@@ -123,6 +137,38 @@ type Scheduler struct {
 	bytesSent atomic.Int64
 	msgsSent  atomic.Int64
 	ctrlBuf   []byte
+
+	// pos is how far this rank got, as it tells a rank that asks
+	// (ctrlAsk) from the progress goroutine, without d.mu.
+	pos position
+	// asked is the number of the last question this rank asked
+	// (askPeers) and answers its answers, by rank; guarded by failMu.
+	asked   uint64
+	answers map[int]peerState
+	answer  chan struct{} // capacity 1: an answer came; guarded by failMu
+}
+
+// position is how far a rank got, for the ranks that ask (ctrlAsk).
+type position struct {
+	reached    atomic.Int64 // steps of the graph check started (graphCheck.reached)
+	submitted  atomic.Int64 // submissions so far
+	agreements atomic.Int64 // agreements on WaitAll's outcome started
+	open       atomic.Int64 // tasks of the graph submitted here and not done
+	phase      atomic.Int32 // where the program is: a phase* constant
+}
+
+// Where a rank's program is, as it answers ctrlAsk.
+const (
+	phaseOutside   int32 = iota // not in WaitAll: submitting, or elsewhere
+	phaseComparing              // in WaitAll, comparing the ranks' graphs
+	phaseTasks                  // in WaitAll, waiting for its tasks
+	phaseAgreeing               // in WaitAll, agreeing on the outcome
+)
+
+// peerState is a rank's answer to ctrlAsk.
+type peerState struct {
+	reached, agreements int
+	text                string
 }
 
 // New returns a distributed scheduler over the ranks of c, running this
@@ -147,6 +193,8 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	d.check.failure = d.failureText
 	d.check.endOnLeave = d.endOnLeave
 	d.check.departed = d.departed
+	d.check.pos = &d.pos
+	d.check.ask = d.askPeers
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -239,6 +287,14 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 		d.failMu.Unlock()
 		for _, end := range ends {
 			end(err)
+		}
+	case ctrlAsk:
+		if st.Count >= 1+8 {
+			d.tell(st.Source, d.ctrlBuf[1:1+8])
+		}
+	case ctrlTell:
+		if st.Count >= ctrlTellHead {
+			d.heard(st.Source, d.ctrlBuf[:st.Count])
 		}
 	}
 	if err := d.postCtrl(); err != nil {
@@ -655,6 +711,8 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll: %w", ErrClosed)
 	}
+	d.pos.phase.Store(phaseComparing)
+	defer d.pos.phase.Store(phaseOutside)
 	if err := d.check.diverged; err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
@@ -688,9 +746,8 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 				cerr = fmt.Errorf("%w (and meanwhile %w)", err, cerr)
 			}
 		}
-		if errors.Is(cerr, ErrStalled) {
-			cerr = fmt.Errorf("%w; %s", cerr, d.explain())
-		}
+		// A stalled comparison names the ranks it waited for
+		// (askPeers): this rank's transfers do not explain it.
 		err := d.leave(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, cerr), cerr, "")
 		_ = d.local.WaitAll(ctx)
 		return err
@@ -713,6 +770,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		return err
 	}
 	d.mu.Unlock()
+	d.pos.phase.Store(phaseTasks)
 	wctx, wcancel := context.WithCancelCause(ctx)
 	stop := d.watch(wcancel)
 	lerr := d.local.WaitAll(wctx)
@@ -765,10 +823,15 @@ func (d *Scheduler) WaitAll(ctx context.Context) error {
 		}
 		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, left)
 	}
+	d.pos.phase.Store(phaseAgreeing)
+	d.pos.agreements.Add(1)
 	all, err := comm.AllGatherValues(actx, d.c, msg)
 	if err != nil {
 		if cause := context.Cause(actx); cause != nil && ctx.Err() == nil {
 			err = cause // a peer left, or the stall timeout
+			if errors.Is(err, ErrStalled) {
+				err = fmt.Errorf("%w; %s", err, d.askPeers(agreementStep))
+			}
 		}
 		d.fail(err, "")
 		if lerr != nil {
@@ -826,6 +889,7 @@ type inflight struct {
 	done     func(error)
 	what     string
 	req      comm.Request // a receive's request, which a failure cancels; nil for a send
+	from     int          // a receive's source rank; -1 for a send
 	canceled bool         // the failure canceled req; its task ends with it
 }
 
@@ -871,11 +935,19 @@ func (d *Scheduler) watch(cancel context.CancelCauseFunc) (stop func()) {
 	}
 }
 
-// explain says what this rank's transfers in flight wait for.
+// explain says what this rank's transfers in flight wait for: a
+// receive waits for its source rank to send, named first.
 func (d *Scheduler) explain() string {
 	d.failMu.Lock()
 	var what []string
+	from := map[int]bool{}
 	for _, x := range d.xfers {
+		if x.from >= 0 {
+			from[x.from] = true
+			// what is "receiving H from rank R"; say what is waited for.
+			what = append(what, fmt.Sprintf("waits for rank %d to send %s", x.from, strings.TrimSuffix(strings.TrimPrefix(x.what, "receiving "), fmt.Sprintf(" from rank %d", x.from))))
+			continue
+		}
 		what = append(what, x.what)
 	}
 	d.failMu.Unlock()
@@ -883,11 +955,21 @@ func (d *Scheduler) explain() string {
 		return fmt.Sprintf("rank %d has no transfer in flight (its own tasks are running or waiting for each other)", d.rank)
 	}
 	slices.Sort(what)
+	n := len(what)
 	const most = 8
 	more := ""
 	if len(what) > most {
 		more = fmt.Sprintf(" and %d more", len(what)-most)
 		what = what[:most]
 	}
-	return fmt.Sprintf("rank %d waits for %d transfers: %s%s", d.rank, len(what), strings.Join(what, "; "), more)
+	peers := ""
+	if len(from) > 0 {
+		ranks := slices.Sorted(maps.Keys(from))
+		names := make([]string, len(ranks))
+		for i, r := range ranks {
+			names[i] = fmt.Sprint(r)
+		}
+		peers = fmt.Sprintf(" (receives from rank %s)", strings.Join(names, ", "))
+	}
+	return fmt.Sprintf("rank %d waits for %d transfers%s: %s%s", d.rank, n, peers, strings.Join(what, "; "), more)
 }

@@ -967,9 +967,9 @@ func TestStallExplained(t *testing.T) {
 	assert.Contains(t, err.Error(), "rank 0: dist: WaitAll on rank 0:")
 	assert.Contains(t, err.Error(), "rank 1 left WaitAll")
 	assert.Contains(t, report, "nothing completed for")
-	assert.Contains(t, report, "receiving handle #0 (owner 0) from rank 0")
+	assert.Contains(t, report, "waits for rank 0 to send handle #0 (owner 0)")
 	require.ErrorIs(t, waitErr, context.Canceled)
-	assert.Contains(t, waitErr.Error(), "receiving handle #0 (owner 0) from rank 0")
+	assert.Contains(t, waitErr.Error(), "waits for rank 0 to send handle #0 (owner 0)")
 }
 
 // A trace of ranks whose local schedulers record no tasks is refused on
@@ -1237,9 +1237,77 @@ func TestStallTimeout(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.ErrorIs(t, errs[1], dist.ErrStalled)
-	assert.Contains(t, errs[1].Error(), "receiving handle #0 (owner 0) from rank 0")
+	assert.Contains(t, errs[1].Error(), "waits for rank 0 to send handle #0 (owner 0)")
 	require.ErrorIs(t, errs[0], dist.ErrRankFailed)
 	assert.Contains(t, errs[0].Error(), "rank 1 left WaitAll")
+}
+
+// A rank that is only slow (its program has not come to WaitAll) is the
+// one the others' stall timeout names: they ask the ranks how far they
+// got before giving up on the graph comparison, rather than explaining
+// their own transfers.
+func TestStallNamesSlowRank(t *testing.T) {
+	const n = 3
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	release := make(chan struct{}) // closed once ranks 0 and 1 returned from WaitAll
+	returned := make(chan struct{}, n)
+	errs := make([]error, n)
+	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		// Short, so that the test is quick: the stall timeout is what is
+		// under test.
+		d, err := dist.New(ctx, c, ls, dist.WithStallTimeout(300*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, apply, dist.RW(hs[c.Rank()]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+			return err
+		}
+		if c.Rank() == n-1 {
+			// Slow: it comes to WaitAll only once the others gave up.
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		errs[c.Rank()] = d.WaitAll(ctx)
+		if c.Rank() < n-1 {
+			returned <- struct{}{}
+			if c.Rank() == 0 {
+				for range n - 1 {
+					select {
+					case <-returned:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				close(release)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for r := range n - 1 {
+		t.Logf("rank %d: %v", r, errs[r])
+		require.ErrorIs(t, errs[r], dist.ErrStalled, "rank %d", r)
+		msg := errs[r].Error()
+		assert.Contains(t, msg, "rank 2 has not reached this comparison", "rank %d", r)
+		assert.Contains(t, msg, "at submission 1", "rank %d", r)
+		assert.NotContains(t, msg, "rank 1 has not reached", "rank %d", r)
+		assert.NotContains(t, msg, "no transfer in flight", "rank %d", r)
+	}
+	require.ErrorIs(t, errs[n-1], dist.ErrRankFailed)
 }
 
 // Grid picks the most square P x Q with P <= Q; the distributions place

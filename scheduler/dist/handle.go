@@ -513,7 +513,9 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 		// Last: the graph's failure cancels the task (With's CancelOn
 		// does not replace it).
 		local = append(local, scheduler.CancelOn(d.graph))
+		d.pos.open.Add(1) // onTaskDone counts it done
 		if err := d.local.Submit(ctx, cl, local...); err != nil {
+			d.pos.open.Add(-1)
 			return fmt.Errorf("dist: rank %d: %w", d.rank, err)
 		}
 	}
@@ -618,6 +620,9 @@ func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 // other ranks.
 func (d *Scheduler) onTaskDone(t *scheduler.Task) {
 	d.progressed.Add(1)
+	if _, isXfer := t.Arg.(*xfer); !isXfer {
+		d.pos.open.Add(-1)
+	}
 	if err := t.Err(); err != nil {
 		d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
 	}
@@ -701,17 +706,18 @@ func (d *Scheduler) track(done func(error), what string) (func(error), bool) {
 		done(err)
 		return nil, false
 	}
-	finish := d.trackLocked(done, what, nil)
+	finish := d.trackLocked(done, what, nil, -1)
 	d.failMu.Unlock()
 	return finish, true
 }
 
-// trackLocked registers a transfer in flight (req: a receive's request)
-// and returns the function that completes it; d.failMu is held.
-func (d *Scheduler) trackLocked(done func(error), what string, req comm.Request) func(error) {
+// trackLocked registers a transfer in flight (req and from: a receive's
+// request and source rank, from -1 for a send) and returns the function
+// that completes it; d.failMu is held.
+func (d *Scheduler) trackLocked(done func(error), what string, req comm.Request, from int) func(error) {
 	d.nxfer++
 	key := d.nxfer
-	d.xfers[key] = inflight{done: done, what: what, req: req}
+	d.xfers[key] = inflight{done: done, what: what, req: req, from: from}
 	return func(err error) {
 		d.failMu.Lock()
 		if x, ok := d.xfers[key]; ok {
@@ -745,7 +751,7 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 		done(fmt.Errorf("%s: %w", what, err))
 		return
 	}
-	finish := d.trackLocked(done, what, req)
+	finish := d.trackLocked(done, what, req, x.peer)
 	d.failMu.Unlock()
 	d.prog.add(req, func(st comm.Status, err error) {
 		switch {
