@@ -479,6 +479,29 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	return err
 }
 
+// rankFailed makes an error that is comm.ErrBroken - the communicator
+// broke because a rank failed or returned: under comm/local, a
+// consequence the launcher cancels the other ranks with, which a rank
+// may meet in a transfer or a wait before it hears the failure's own
+// message - also ErrRankFailed, so that errors.Is(err, ErrRankFailed)
+// holds whichever way a rank learns of another's failure.
+func rankFailed(err error) error {
+	if err == nil || !errors.Is(err, comm.ErrBroken) || errors.Is(err, ErrRankFailed) {
+		return err
+	}
+	return brokenRank{err}
+}
+
+// brokenRank is an error that is comm.ErrBroken, reported as
+// ErrRankFailed too (rankFailed). Its text is the error's.
+type brokenRank struct{ error }
+
+// Is reports ErrRankFailed as well as what the error wraps.
+func (e brokenRank) Is(target error) bool { return target == ErrRankFailed }
+
+// Unwrap returns the error.
+func (e brokenRank) Unwrap() error { return e.error }
+
 // brokenFailure is the failure of a rank that gave up the graph (Abandon),
 // as the other ranks hear of it, directly (ctrlGaveUp) or from a rank that
 // left WaitAll on hearing it (ctrlLeftBroken): it is also comm.ErrBroken, as that rank takes no
@@ -698,7 +721,8 @@ func (d *Scheduler) Close() error {
 // failure, without running); those running finish, and WaitAll returns
 // the failure as soon as they have. Other work on the local scheduler is
 // not affected.
-func (d *Scheduler) WaitAll(ctx context.Context) error {
+func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
+	defer func() { err = rankFailed(err) }()
 	if d.size > 1 {
 		// Hear of the departures already delivered first: a comparison
 		// that a rank which left never joins is then not started (its

@@ -1379,3 +1379,37 @@ func TestAbandonTellsTheOthers(t *testing.T) {
 		require.ErrorContains(t, errs[r], "rank 2 gave up the graph: input file missing", "rank %d", r)
 	}
 }
+
+// TestBrokenCommIsRankFailed: a rank that returns without a word (no
+// Abandon: local.Run alone) breaks the communicator, and the others meet
+// comm.ErrBroken in their transfers and comparisons before any message of
+// the failure's: their errors are ErrRankFailed too, as when they hear
+// the failure, so that errors.Is(err, dist.ErrRankFailed) does not depend
+// on which comes first.
+func TestBrokenCommIsRankFailed(t *testing.T) {
+	stop := errors.New("rank 1 stops")
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		x, y := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+		for i := range x {
+			x[i] += y[i]
+		}
+		return nil
+	}}
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		hs, err := onePerRank[float64](d, 4)
+		if err != nil {
+			return err
+		}
+		if d.Rank() == 1 {
+			return stop
+		}
+		err = d.Submit(ctx, add, dist.RW(hs[0]), dist.R(hs[1]))
+		if err == nil {
+			err = d.WaitAll(ctx)
+		}
+		assert.ErrorIs(t, err, comm.ErrBroken)
+		assert.ErrorIs(t, err, dist.ErrRankFailed)
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+}

@@ -370,7 +370,8 @@ func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 // rank 0. Every access that reads data the running rank does not hold in
 // its latest version makes the rank that wrote that version send it, once
 // it is produced; the other ranks only record where the data now lives.
-func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
+func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) (err error) {
+	defer func() { err = rankFailed(err) }()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
