@@ -242,3 +242,36 @@ func TestBatchConcurrent(t *testing.T) {
 		seen[v] = true
 	}
 }
+
+// A task that waits, through its data, for a task a batch holds must not
+// wait forever: Task.Wait, a Synchronous Submit and Unregister flush the
+// batches, as WaitAll does.
+func TestBatchWaitFlushesPredecessors(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	add1 := &scheduler.Codelet{Name: "add1", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*int](c, 0)++
+		return nil
+	}}
+	var x int
+	h, err := s.RegisterValue(&x, scheduler.Named("x"))
+	require.NoError(t, err)
+
+	b := s.NewBatch()
+	require.NoError(t, b.Submit(ctx, add1, scheduler.RW(h)))
+	tk := scheduler.NewTask(add1, scheduler.RW(h))
+	require.NoError(t, s.SubmitTask(ctx, tk))
+	require.NoError(t, tk.Wait(ctx), "Wait for a task after a held one")
+	assert.Equal(t, 2, x)
+
+	require.NoError(t, b.Submit(ctx, add1, scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, add1, scheduler.RW(h), scheduler.Synchronous()), "Synchronous Submit after a held task")
+	assert.Equal(t, 4, x)
+
+	require.NoError(t, b.Submit(ctx, add1, scheduler.RW(h)))
+	require.NoError(t, s.Submit(ctx, add1, scheduler.RW(h)))
+	_, err = h.Unregister(ctx)
+	require.NoError(t, err, "Unregister after a held task")
+	assert.Equal(t, 6, x)
+	assert.Zero(t, b.Len())
+}

@@ -412,6 +412,9 @@ func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
 		}
 		return
 	}
+	if p.batch.Load() != nil || p.heldDep.Load() {
+		t.heldDep.Store(true) // t's Wait must flush the batches (Task.Wait)
+	}
 	e := t.newEdge()
 	e.weak = weak
 	t.pending.Add(1)

@@ -137,6 +137,10 @@ func (d *Driver) Worker() int { return d.w.info.ID }
 // before RunOnce, on the goroutine that will drive the worker.
 func (d *Driver) Init() error {
 	if !d.state.CompareAndSwap(driverNew, driverInit) {
+		if d.state.Load() == driverDone {
+			// Run deinitializes at its end too: a second Run lands here.
+			return fmt.Errorf("%w: Init of worker %d after its Deinit (or the end of Run): a driver runs once", ErrDriver, d.w.info.ID)
+		}
 		return fmt.Errorf("%w: Init of worker %d called twice", ErrDriver, d.w.info.ID)
 	}
 	if err := d.w.drv.init(d.w); err != nil {

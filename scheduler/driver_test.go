@@ -472,3 +472,21 @@ func TestDriverSubmitFromAnotherGoroutine(t *testing.T) {
 	go func() { errc <- d.Submit(ctx, work) }()
 	require.ErrorIs(t, <-errc, scheduler.ErrDriver, "outside Init..Deinit")
 }
+
+// A second Run (or Init after Deinit) is refused with an error that says
+// the driver already ran, not that Init was called twice.
+func TestDriverRunTwice(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	d, err := s.Driver(1)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, d.Run(runCtx), context.Canceled)
+	err = d.Run(ctx)
+	require.ErrorIs(t, err, scheduler.ErrDriver)
+	assert.ErrorContains(t, err, "after its Deinit")
+	assert.NotContains(t, err.Error(), "twice")
+	require.NoError(t, s.Close())
+}

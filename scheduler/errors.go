@@ -21,9 +21,9 @@ var (
 	// ErrUnregistered is returned when a task accesses a handle that was
 	// unregistered, or a tile of a matrix that was unpartitioned.
 	ErrUnregistered = errors.New("scheduler: handle used after unregister")
-	// ErrPartitioned is returned when a task accesses, or Unregister is
-	// called on, a handle that is currently partitioned into tiles: the
-	// tiles own the data until Unpartition.
+	// ErrPartitioned is returned when a task accesses, or Unregister or
+	// SetReduction is called on, a handle that is currently partitioned
+	// into tiles: the tiles own the data until Unpartition.
 	ErrPartitioned = errors.New("scheduler: handle is partitioned")
 	// ErrInvalidMode is returned by Submit for an access mode that is not
 	// one of R, W, RW, Scratch, Redux, Commute (RW|Commute or W|Commute),

@@ -320,13 +320,20 @@ func (h *Handle) Fetch(ctx context.Context) (any, error) {
 // (RW destination, R source) accumulates one copy into another. Both
 // run their CPU functions: a device worker's copy (in the device's
 // memory) is initialized on the host, and combined in RAM by the
-// reduction task on a CPU worker.
+// reduction task on a CPU worker. Tiles take their parent's reduction
+// when Partition makes them, so SetReduction on a partitioned handle
+// fails with ErrPartitioned.
 func (h *Handle) SetReduction(init, combine *Codelet) error {
 	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
 		return fmt.Errorf("%w: SetReduction on %v needs init and combine codelets with CPU implementations", ErrNoImplementation, h)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.status.Load() == handlePartitioned {
+		// The tiles took h's reduction, if any, when they were made:
+		// accepting it now would leave them without it.
+		return fmt.Errorf("%w: SetReduction on %v, which is partitioned into tiles; call it before Partition, or on the tiles", ErrPartitioned, h)
+	}
 	h.rinit, h.rcombine = init, combine
 	if h.rcopies == nil {
 		h.rcopies = make([]*reduxCopy, len(h.s.workers))

@@ -97,3 +97,49 @@ func TestReduxCanceledCountsUserTasks(t *testing.T) {
 	assert.Contains(t, err.Error(), "3 tasks not run")
 	assert.NotContains(t, err.Error(), "redux:")
 }
+
+// Tiles take their parent's reduction when Partition makes them: a
+// reduction set on the parent afterwards would not reach them, so it is
+// refused, while one set before reaches every tile.
+func TestReduxSetOnPartitioned(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	zero := &scheduler.Codelet{Name: "vzero", CPU: func(c *scheduler.Call) error {
+		clear(scheduler.VectorOf[float64](c, 0))
+		return nil
+	}}
+	add := &scheduler.Codelet{Name: "vadd", CPU: func(c *scheduler.Call) error {
+		x, y := scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1)
+		for i := range x {
+			x[i] += y[i]
+		}
+		return nil
+	}}
+	inc := &scheduler.Codelet{Name: "vinc", CPU: func(c *scheduler.Call) error {
+		for i, x := 0, scheduler.VectorOf[float64](c, 0); i < len(x); i++ {
+			x[i]++
+		}
+		return nil
+	}}
+	v := make([]float64, 8)
+	h, err := s.RegisterVector(v, scheduler.Named("v"))
+	require.NoError(t, err)
+	tiles, err := h.Partition(scheduler.Blocks(4, 1))
+	require.NoError(t, err)
+	err = h.SetReduction(zero, add)
+	require.ErrorIs(t, err, scheduler.ErrPartitioned)
+	assert.ErrorContains(t, err, `"v"`)
+	require.NoError(t, h.Unpartition())
+
+	require.NoError(t, h.SetReduction(zero, add))
+	tiles, err = h.Partition(scheduler.Blocks(4, 1))
+	require.NoError(t, err)
+	for range 3 {
+		for _, r := range tiles {
+			require.NoError(t, s.Submit(ctx, inc, scheduler.Redux(r[0])))
+		}
+	}
+	require.NoError(t, h.Unpartition())
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, []float64{3, 3, 3, 3, 3, 3, 3, 3}, v)
+}

@@ -302,13 +302,16 @@ type Task struct {
 	// predicted is dmda's prediction in ns, 0 if none.
 	predicted float32
 	waited    atomic.Bool
-	sync      bool
-	hasFoot   bool
-	commute   bool // some access is ModeCommute
-	redux     bool // some access is ModeRedux
-	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
-	internal  bool // a task of the data layer's own (gather): takes no data
-	engine    bool // inserted by the engine (insertLocked): its cancellation is no user task's
+	// heldDep is set when t was wired after a task a Batch held (or
+	// after one that was): Wait flushes the batches then (batch.go).
+	heldDep  atomic.Bool
+	sync     bool
+	hasFoot  bool
+	commute  bool // some access is ModeCommute
+	redux    bool // some access is ModeRedux
+	cpuOnly  bool // its data fit no device it was given to (redirectToCPU)
+	internal bool // a task of the data layer's own (gather): takes no data
+	engine   bool // inserted by the engine (insertLocked): its cancellation is no user task's
 	// stop is the context of CancelOn, or nil: once it has ended, the
 	// task does not start (stopErr).
 	stop context.Context
@@ -435,13 +438,22 @@ func (t *Task) Done() <-chan struct{} {
 }
 
 // Wait blocks until the task completes or ctx is done, and returns the
-// task's error (or ctx's).
+// task's error (or ctx's). A task held by a Batch, or wired after one
+// that is (or was), first flushes every Batch holding tasks, so that
+// Wait does not wait for a Flush.
 func (t *Task) Wait(ctx context.Context) error {
 	if t.state.Load() >= stateDone {
 		return t.Err()
 	}
 	if b := t.batch.Load(); b != nil {
 		b.Flush() // waiting for a held task starts it
+	}
+	if t.heldDep.Load() { // set by wiring, after t.s
+		// t waits, through its data, After or tags, for tasks that a
+		// batch holds (or held): waiting starts them, or a Synchronous
+		// Submit or an Unregister after an unflushed batch on the same
+		// handle would wait forever.
+		t.s.flushBatches()
 	}
 	select {
 	case <-t.Done():
