@@ -671,6 +671,16 @@ func (d *dataLayer) allocPrivateLocked(n MemoryNode, like *buffer, what string, 
 		if ok {
 			continue
 		}
+		if wait != nil && wait != (<-chan struct{})(nd.changed) {
+			// The write-back of the replica evicted: a copy, which ends.
+			// Waited for whole, not for the retry below, which would
+			// pick the next replica (and write it back too) while this
+			// one is still being copied out.
+			d.mu.Unlock()
+			<-wait
+			d.mu.Lock()
+			continue
+		}
 		if drain != nil {
 			d.mu.Unlock()
 			drained := drain()

@@ -314,7 +314,10 @@ func TestCUDAScratch(t *testing.T) {
 	require.NoError(t, s.Close())
 	after, err := fakecuda.Stats(lib)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, before.LiveAllocations-after.LiveAllocations, uint64(2), "the worker's two scratch buffers freed at Close")
+	// Scratch buffers go back to the node's cache when their task ends,
+	// for the next: as many as were in flight at once (one or two, as
+	// the stand-in's timing goes) are freed at Close.
+	require.GreaterOrEqual(t, before.LiveAllocations-after.LiveAllocations, uint64(1), "the worker's scratch buffers freed at Close")
 }
 
 // TestCUDAPartitions: with WithCUDAPartitions each of a GPU's workers
