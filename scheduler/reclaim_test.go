@@ -400,3 +400,43 @@ func TestCUDAScratchCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestScratchWaitsForWriteBack: a Scratch buffer that must evict a
+// modified replica waits for that replica's write-back to end, on a link
+// slow enough that the copy takes far longer than the looks again of a
+// device full of others' memory (1, 2, 4 ... ms): it writes back one
+// replica, not a second one while the first is still being copied out.
+func TestScratchWaitsForWriteBack(t *testing.T) {
+	const n = 1024 // elements: 8 KiB of float64
+	const vecBytes = n * 8
+	ctx := testCtx(t)
+	// 8 KiB take 40 ms on the link.
+	dev, err := accel.NewSim(0, accel.SimConfig{Memory: 4 * vecBytes, Bandwidth: vecBytes / 0.04})
+	require.NoError(t, err)
+	defer dev.Close()
+	s := newSchedBounded(t, scheduler.WithWorkers(1), scheduler.WithDevices(dev))
+	dc := devOnly(t, s)
+	hs := make([]*scheduler.Handle, 4)
+	for i := range hs {
+		hs[i], err = s.RegisterVector(make([]float64, n), scheduler.Named(fmt.Sprintf("v%d", i)))
+		require.NoError(t, err)
+	}
+	scratch, err := s.RegisterVector(make([]float64, n), scheduler.Named("tmp"))
+	require.NoError(t, err)
+	for _, h := range hs { // the four vectors fill the device, modified there
+		require.NoError(t, s.Submit(ctx, incAll, scheduler.RW(h), scheduler.InContext(dc)))
+		require.NoError(t, dc.WaitAll(ctx))
+	}
+	require.Zero(t, writeBacks(s))
+	useScratch := &scheduler.Codelet{Name: "use-scratch", CPU: func(c *scheduler.Call) error {
+		tmp, x := scheduler.VectorOf[float64](c, 1), scheduler.VectorOf[float64](c, 0)
+		for i := range x {
+			tmp[i] = 1
+			x[i] += tmp[i]
+		}
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, useScratch, scheduler.RW(hs[3]), scheduler.Scratch(scratch), scheduler.InContext(dc)))
+	require.NoError(t, dc.WaitAll(ctx))
+	require.Equal(t, int64(1), writeBacks(s), "replicas written back to make room for one scratch buffer")
+}
