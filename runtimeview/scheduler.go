@@ -62,14 +62,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		return rt.sched, nil
 	}
 	procs := runtime.GOMAXPROCS(0) // read by every in-process rank before dist.New returns on any
-	workers := procs
-	if rt.backend == Local {
-		workers = localShare(procs, rt.Size(), rt.Rank())
-	}
-	all := []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
-	if os.Getenv("PZ_NCPU") == "" {
-		all = append(all, scheduler.WithWorkers(workers))
-	}
+	workers, all := rt.workerOptions(procs)
 	if len(rt.devs) > 0 {
 		// The rank's devices, shared with its resource set.
 		all = append(all, scheduler.WithDevices(rt.devs...))
@@ -142,6 +135,21 @@ func (rt *RuntimeView) abandonGraph(cause error) {
 	}
 }
 
+// workerOptions returns the options that give this rank's scheduler its
+// logger and its share of procs Ps as workers (unless PZ_NCPU sets the
+// count), as Scheduler and RunMaster size them, and that share.
+func (rt *RuntimeView) workerOptions(procs int) (workers int, opts []scheduler.Option) {
+	workers = procs
+	if rt.backend == Local {
+		workers = localShare(procs, rt.Size(), rt.Rank())
+	}
+	opts = []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
+	if os.Getenv("PZ_NCPU") == "" {
+		opts = append(opts, scheduler.WithWorkers(workers))
+	}
+	return workers, opts
+}
+
 // localShare is in-process rank r's share of procs Ps among n ranks: procs/n,
 // and one more for the first procs mod n ranks; at least one.
 func localShare(procs, n, r int) int {
@@ -176,14 +184,7 @@ func (rt *RuntimeView) schedulerLogger() *zap.Logger {
 // scheduler's logger is Scheduler's. The rank's devices are not offered:
 // tasks sent to other ranks run their CPU implementations.
 func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Registry, fn func(ctx context.Context, m *dist.Master) error, opts ...scheduler.Option) error {
-	all := []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
-	if os.Getenv("PZ_NCPU") == "" {
-		workers := runtime.GOMAXPROCS(0)
-		if rt.backend == Local {
-			workers = localShare(workers, rt.Size(), rt.Rank())
-		}
-		all = append(all, scheduler.WithWorkers(workers))
-	}
+	_, all := rt.workerOptions(runtime.GOMAXPROCS(0))
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
 	}

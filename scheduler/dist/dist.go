@@ -489,28 +489,25 @@ func rankFailed(err error) error {
 	if err == nil || !errors.Is(err, comm.ErrBroken) || errors.Is(err, ErrRankFailed) {
 		return err
 	}
-	return brokenRank{err}
+	return brokenFailure{err}
 }
 
-// brokenRank is an error that is comm.ErrBroken, reported as
-// ErrRankFailed too (rankFailed). Its text is the error's.
-type brokenRank struct{ error }
-
-// Is reports ErrRankFailed as well as what the error wraps.
-func (e brokenRank) Is(target error) bool { return target == ErrRankFailed }
-
-// Unwrap returns the error.
-func (e brokenRank) Unwrap() error { return e.error }
-
-// brokenFailure is the failure of a rank that gave up the graph (Abandon),
-// as the other ranks hear of it, directly (ctrlGaveUp) or from a rank that
-// left WaitAll on hearing it (ctrlLeftBroken): it is also comm.ErrBroken, as that rank takes no
-// further part in the communicator's work, so that launchers
-// (comm/local.Run) see the errors it causes as consequences of its own.
+// brokenFailure is an error that is both ErrRankFailed and
+// comm.ErrBroken, whichever of the two it wraps. It is the failure of a
+// rank that gave up the graph (Abandon), as the other ranks hear of it,
+// directly (ctrlGaveUp) or from a rank that left WaitAll on hearing it
+// (ctrlLeftBroken): that rank takes no further part in the
+// communicator's work, so that launchers (comm/local.Run) see the errors
+// it causes as consequences of its own. It is also a broken
+// communicator met before any such message (rankFailed). Its text is
+// the error's.
 type brokenFailure struct{ error }
 
-// Is reports comm.ErrBroken as well as what the error wraps.
-func (e brokenFailure) Is(target error) bool { return target == comm.ErrBroken }
+// Is reports ErrRankFailed and comm.ErrBroken as well as what the error
+// wraps.
+func (e brokenFailure) Is(target error) bool {
+	return target == ErrRankFailed || target == comm.ErrBroken
+}
 
 // Unwrap returns the failure.
 func (e brokenFailure) Unwrap() error { return e.error }
