@@ -499,3 +499,44 @@ func TestAfterCycles(t *testing.T) {
 		require.NoError(t, x.Err())
 	}
 }
+
+// TestAfterAcrossSchedulers: a task that waits (After) for a task of
+// another scheduler, submitted there before or after, is refused at
+// Submit; it was accepted, never ran, and Close hung forever.
+func TestAfterAcrossSchedulers(t *testing.T) {
+	ctx := testCtx(t)
+	a := newSched(t, scheduler.WithWorkers(1))
+	b := newSched(t, scheduler.WithWorkers(1))
+	cl := func(name string) *scheduler.Codelet {
+		return &scheduler.Codelet{Name: name, CPU: func(*scheduler.Call) error { return nil }}
+	}
+
+	// Submitted to b first, then named by a task of a.
+	inB := scheduler.NewTask(cl("inB"))
+	require.NoError(t, b.SubmitTask(ctx, inB))
+	waiter := scheduler.NewTask(cl("waiter"), scheduler.After(inB))
+	err := a.SubmitTask(ctx, waiter)
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "waiter" waits (After) for task "inB", which belongs to another scheduler`)
+
+	// Named by a task of a first, then submitted to b.
+	later := scheduler.NewTask(cl("later"))
+	early := scheduler.NewTask(cl("early"), scheduler.After(later))
+	require.NoError(t, a.SubmitTask(ctx, early))
+	err = b.SubmitTask(ctx, later)
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), `task "later" belongs to another scheduler`)
+
+	// Submitted to its own scheduler, it runs and releases early; nil
+	// entries in After add no dependency.
+	require.NoError(t, a.SubmitTask(ctx, later))
+	alone := scheduler.NewTask(cl("alone"), scheduler.After(nil))
+	require.NoError(t, a.SubmitTask(ctx, alone))
+	require.NoError(t, a.WaitAll(ctx))
+	require.NoError(t, b.WaitAll(ctx))
+	for _, x := range []*scheduler.Task{inB, later, early, alone} {
+		require.NoError(t, x.Err())
+	}
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+}

@@ -239,6 +239,9 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	if b != nil && t.sync {
 		return fmt.Errorf("%w: task %q is synchronous, but a batch holds its tasks until Flush: it would wait for itself", ErrBadOption, t.Codelet.name())
 	}
+	if !t.pooled && !s.claim(t) {
+		return fmt.Errorf("%w: task %q belongs to another scheduler (submitted there, or named in After by one of its tasks)", ErrBadData, t.Codelet.name())
+	}
 	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
 		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
 	}
@@ -291,6 +294,20 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 		return t.Wait(ctx)
 	}
 	return nil
+}
+
+// claim makes s the owner of t (a task of NewTask: Submit's own are
+// made by s) unless another scheduler is; it reports whether s is. A
+// task's dependencies (After) and its completion's releases stay inside
+// one scheduler: a task of A that waited for one run by B would never be
+// counted by A's WaitAll and Close, or would release a task that B does
+// not count.
+func (s *Scheduler) claim(t *Task) bool {
+	o := t.owner.Load()
+	if o == nil && t.owner.CompareAndSwap(nil, s) {
+		return true
+	}
+	return t.owner.Load() == s
 }
 
 // errNilTask is the refusal of a nil *Task, like Submit's of a nil

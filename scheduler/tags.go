@@ -333,6 +333,9 @@ func (s *Scheduler) checkAfter(t *Task) error {
 		if p == t {
 			return fmt.Errorf("%w: task %q is in its own After list: it would wait for itself forever", ErrBadData, name)
 		}
+		if p != nil && !p.pooled && !s.claim(p) {
+			return fmt.Errorf("%w: task %q waits (After) for task %q, which belongs to another scheduler: a task waits only for tasks of its own scheduler", ErrBadData, name, p.Codelet.name())
+		}
 	}
 	if !early {
 		return nil

@@ -203,6 +203,11 @@ func WithPriority(p int) Arg { return Arg{kind: argPriority, n: p} }
 func WithTag(t Tag) Arg { return Arg{kind: argTag, n: int(t)} }
 
 // After makes the task depend on the given tasks (explicit dependencies).
+// Nil entries are ignored, so that After(prev) with no previous task
+// adds no dependency. The tasks must be, or be submitted later to, the
+// same scheduler: naming a task of another scheduler is refused at
+// Submit (ErrBadData), and so is submitting elsewhere a task that a
+// submitted task waits for.
 func After(tasks ...*Task) Arg { return Arg{kind: argAfter, tasks: tasks} }
 
 // AfterTags makes the task depend on the tasks with the given tags,
@@ -295,7 +300,11 @@ type Task struct {
 	// Call.Task.Context (a failed submission leaves it as it was).
 	Context *Context
 
-	s       *Scheduler
+	s *Scheduler
+	// owner is the scheduler a task of NewTask belongs to from its first
+	// SubmitTask, or from the first submission that names it in After,
+	// whichever comes first: another scheduler refuses it (claim).
+	owner   atomic.Pointer[Scheduler]
 	pending atomic.Int32 // predecessors not done, +1 while submitting
 	state   atomic.Uint32
 	nedge   int32
