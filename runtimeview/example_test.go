@@ -10,6 +10,8 @@ import (
 	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
 )
 
 // A program's main: the MPI world under mpirun (built with -tags mpi),
@@ -118,4 +120,51 @@ func ExampleAllReduceDevice() {
 		fmt.Println(err)
 	}
 	// Output: sim0 of 1 on rank 2: [3 3 3 30]
+}
+
+// Master/worker: rank 0 submits every task; rank 1's worker runs its
+// share of them. Each rank offers one worker here (the default is its
+// share of the cores).
+func ExampleRuntimeView_RunMaster() {
+	square := &scheduler.Codelet{Name: "square", CPU: func(c *scheduler.Call) error {
+		x := scheduler.VectorOf[float64](c, 0)
+		for i := range x {
+			x[i] *= x[i]
+		}
+		return nil
+	}}
+	err := runtimeview.RunLocal(context.Background(), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		reg, err := dist.NewRegistry(square) // the same codelets on every rank
+		if err != nil {
+			return err
+		}
+		return rt.RunMaster(ctx, 0, reg, func(ctx context.Context, m *dist.Master) error {
+			data := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
+			var hs []*scheduler.Handle
+			for _, v := range data {
+				h, err := m.Local().RegisterVector(v)
+				if err != nil {
+					return err
+				}
+				if err := m.Submit(ctx, square, scheduler.RW(h)); err != nil {
+					return err
+				}
+				hs = append(hs, h)
+			}
+			if err := m.WaitAll(ctx); err != nil {
+				return err
+			}
+			for _, h := range hs {
+				if _, err := h.Unregister(ctx); err != nil {
+					return err
+				}
+			}
+			fmt.Println("workers:", m.Workers(), "squares:", data)
+			return nil
+		}, scheduler.WithWorkers(1))
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: workers: 2 squares: [[1 4] [9 16] [25 36] [49 64]]
 }
