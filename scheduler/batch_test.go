@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -273,5 +274,30 @@ func TestBatchWaitFlushesPredecessors(t *testing.T) {
 	_, err = h.Unregister(ctx)
 	require.NoError(t, err, "Unregister after a held task")
 	assert.Equal(t, 6, x)
+	assert.Zero(t, b.Len())
+}
+
+// TestBatchWaitFlushesTagged: a task that waits through a tag (AfterTags)
+// for a task a Batch holds, and WaitTag of that tag, flush the batches
+// instead of waiting for a Flush that nobody calls.
+func TestBatchWaitFlushesTagged(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var ran atomic.Int64
+	cl := &scheduler.Codelet{Name: "step", CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+
+	b := s.NewBatch()
+	require.NoError(t, b.SubmitTask(ctx, scheduler.NewTask(cl, scheduler.WithTag(1))))
+	after := scheduler.NewTask(cl, scheduler.AfterTags(1))
+	require.NoError(t, s.SubmitTask(ctx, after))
+	// And a task after that one, through its data-free After.
+	next := scheduler.NewTask(cl, scheduler.After(after))
+	require.NoError(t, s.SubmitTask(ctx, next))
+	require.NoError(t, next.Wait(ctx), "Wait for a task after one that waits for a held tag")
+	require.NoError(t, after.Err())
+
+	require.NoError(t, b.SubmitTask(ctx, scheduler.NewTask(cl, scheduler.WithTag(2))))
+	require.NoError(t, s.WaitTag(ctx, 2), "WaitTag of a held task's tag")
+	assert.Equal(t, int64(4), ran.Load())
 	assert.Zero(t, b.Len())
 }

@@ -134,6 +134,10 @@ func (s *Scheduler) addTagDep(g Tag, t *Task) {
 	}
 	e.succs = append(e.succs, t)
 	t.pending.Add(1)
+	// The tag's task may be held by a Batch, now or when it is
+	// submitted: t's Wait flushes the batches (Task.Wait), and so does
+	// the Wait of a task wired after t (addDepMode).
+	t.heldDep.Store(true)
 }
 
 // tagDone completes t's tag and appends the released tasks to q.
@@ -182,6 +186,9 @@ func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 		}
 		ch := e.ch
 		s.tagMu.Unlock()
+		// The tag's task, or one it waits for, may be held by a Batch:
+		// waiting starts it (as Task.Wait does).
+		s.flushBatches()
 		select {
 		case <-ch:
 			s.tagMu.Lock()
