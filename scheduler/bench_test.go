@@ -104,46 +104,57 @@ func BenchmarkTasks(b *testing.B) {
 	}
 }
 
-// BenchmarkSubmitWire measures the submitting goroutine alone: the tasks
-// of BenchmarkTasks/4handles (R, R, RW, RW) are submitted in batches of
-// 256 behind a task that holds the four handles until the timer stops,
-// so the workers stay asleep and each Submit is validation and
-// dependency wiring only, on one core. Wiring is most of a submission's
-// cost, and this figure is steadier on a loaded machine than
-// BenchmarkTasks'.
+// BenchmarkSubmitWire measures the submitting goroutine alone: tasks of
+// four handles (R, R, RW, RW as BenchmarkTasks/4handles, or RW on all
+// four as pzrun bench tasks' handles4) are submitted in batches of 256
+// behind a task that holds the four handles until the timer stops, so
+// the workers stay asleep and each Submit is validation and dependency
+// wiring only, on one core. Wiring is most of a submission's cost, and
+// this figure is steadier on a loaded machine than BenchmarkTasks'.
 func BenchmarkSubmitWire(b *testing.B) {
-	ctx := context.Background()
-	s, err := scheduler.New(ctx, scheduler.WithPolicy("lws"), scheduler.WithPerfModelDir(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	var h [4]*scheduler.Handle
-	for k := range h {
-		h[k], _ = s.RegisterVector(make([]float64, 1))
-	}
-	const batch = 256
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += batch {
-		b.StopTimer()
-		gate := make(chan struct{})
-		block := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error { <-gate; return nil }}
-		if err := s.Submit(ctx, block, scheduler.RW(h[0]), scheduler.RW(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3])); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		for range min(batch, b.N-i) {
-			if err := s.Submit(ctx, clTouch4, scheduler.R(h[0]), scheduler.R(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3])); err != nil {
+	for _, c := range []struct {
+		name  string
+		modes [4]scheduler.Mode
+	}{
+		{"R,R,RW,RW", [4]scheduler.Mode{scheduler.ModeR, scheduler.ModeR, scheduler.ModeRW, scheduler.ModeRW}},
+		{"RWx4", [4]scheduler.Mode{scheduler.ModeRW, scheduler.ModeRW, scheduler.ModeRW, scheduler.ModeRW}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := scheduler.New(ctx, scheduler.WithPolicy("lws"), scheduler.WithPerfModelDir(""))
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		b.StopTimer()
-		close(gate)
-		if err := s.WaitAll(ctx); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+			defer s.Close()
+			var h [4]*scheduler.Handle
+			for k := range h {
+				h[k], _ = s.RegisterVector(make([]float64, 1))
+			}
+			const batch = 256
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				b.StopTimer()
+				gate := make(chan struct{})
+				block := &scheduler.Codelet{Name: "gate", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+				if err := s.Submit(ctx, block, scheduler.RW(h[0]), scheduler.RW(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3])); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for range min(batch, b.N-i) {
+					if err := s.Submit(ctx, clTouch4, scheduler.Data(h[0], c.modes[0]), scheduler.Data(h[1], c.modes[1]),
+						scheduler.Data(h[2], c.modes[2]), scheduler.Data(h[3], c.modes[3])); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				close(gate)
+				if err := s.WaitAll(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
 	}
 }
 

@@ -36,6 +36,10 @@ func (s *Scheduler) wire(t *Task) {
 		if a.Mode == ModeScratch {
 			continue
 		}
+		if !t.dupAccess {
+			wired = append(wired, wiring{a.Handle, a.Mode})
+			continue
+		}
 		dup := false
 		for j := 0; j < i; j++ {
 			if t.Access[j].Handle == a.Handle {
@@ -82,11 +86,12 @@ func (s *Scheduler) wireHandles(t *Task, wired []wiring) {
 		// reachable from any list yet, so no release can come first.
 		t.refs.Add(int32(len(wired)))
 	}
+	// Each handle is wired as soon as its lock is taken, and every lock
+	// is kept until all are wired (two-phase locking in address order):
+	// no other task's wiring can come between t's on two handles.
 	var ws wireState
 	for _, w := range wired {
 		w.h.mu.Lock()
-	}
-	for _, w := range wired {
 		s.wireAccessLocked(t, w.h, w.m, &ws)
 	}
 	for _, w := range wired {

@@ -173,3 +173,34 @@ func TestImplicitDepsMatchSequential(t *testing.T) {
 		}
 	}
 }
+
+// TestSameHandleTwice: a task that names one handle twice (R and RW, or
+// R and R) is wired once for it, with the union of its modes: the tasks
+// on the handle run in submission order and none deadlocks on its own
+// handle.
+func TestSameHandleTwice(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	x := []int64{0}
+	h, err := s.RegisterVector(x, scheduler.Named("x"))
+	require.NoError(t, err)
+	var order []int64
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		in, out := scheduler.VectorOf[int64](c, 0), scheduler.VectorOf[int64](c, 1)
+		out[0] = in[0] + 1
+		return nil
+	}}
+	look := &scheduler.Codelet{Name: "look", CPU: func(c *scheduler.Call) error {
+		order = append(order, scheduler.VectorOf[int64](c, 0)[0]+scheduler.VectorOf[int64](c, 1)[0])
+		return nil
+	}}
+	for i := range 50 {
+		require.NoError(t, s.Submit(ctx, inc, scheduler.R(h), scheduler.RW(h)))
+		if i%10 == 9 {
+			require.NoError(t, s.Submit(ctx, look, scheduler.R(h), scheduler.R(h)))
+		}
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, int64(50), x[0])
+	require.Equal(t, []int64{20, 40, 60, 80, 100}, order, "each look ran after the incs before it and before those after")
+}

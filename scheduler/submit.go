@@ -370,9 +370,11 @@ func (s *Scheduler) validate(t *Task) error {
 			t.commute = true
 		}
 		for j := 0; j < i; j++ {
-			if b := t.Access[j]; b.Handle == h && b.Mode != a.Mode &&
-				((a.Mode|b.Mode)&(ModeScratch|ModeRedux|ModeCommute) != 0) {
-				return fmt.Errorf("%w: task %q accesses %v as both %v and %v", ErrInvalidMode, cl.name(), h, b.Mode, a.Mode)
+			if b := t.Access[j]; b.Handle == h {
+				if b.Mode != a.Mode && ((a.Mode|b.Mode)&(ModeScratch|ModeRedux|ModeCommute) != 0) {
+					return fmt.Errorf("%w: task %q accesses %v as both %v and %v", ErrInvalidMode, cl.name(), h, b.Mode, a.Mode)
+				}
+				t.dupAccess = true
 			}
 		}
 	}

@@ -143,10 +143,8 @@ type Arg struct {
 	mode  Mode
 	h     *Handle
 	n     int
-	v     any
+	v     any // WithArg's value, AfterTags' []Tag, WithCallback's func, ...
 	tasks []*Task
-	tags  []Tag
-	fn    func(*Task)
 }
 
 type argKind uint8
@@ -212,7 +210,7 @@ func After(tasks ...*Task) Arg { return Arg{kind: argAfter, tasks: tasks} }
 
 // AfterTags makes the task depend on the tasks with the given tags,
 // including tasks submitted later.
-func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, tags: tags} }
+func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, v: tags} }
 
 // WithArg sets the task's argument, available to the implementation as
 // Call.Arg (StarPU's cl_arg). In master/worker mode (dist.RunMaster) the
@@ -226,7 +224,7 @@ func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 // depending on it are released. It must not block on the scheduler. A
 // task given several runs them all, in the order given (a layer such as
 // scheduler/dist adds its own to the caller's).
-func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, fn: fn} }
+func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, v: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
 // once (see Codelet.Parallel). k must not exceed the CPU workers of the
@@ -313,14 +311,17 @@ type Task struct {
 	waited    atomic.Bool
 	// heldDep is set when t was wired after a task a Batch held (or
 	// after one that was): Wait flushes the batches then (batch.go).
-	heldDep  atomic.Bool
-	sync     bool
-	hasFoot  bool
-	commute  bool // some access is ModeCommute
-	redux    bool // some access is ModeRedux
-	cpuOnly  bool // its data fit no device it was given to (redirectToCPU)
-	internal bool // a task of the data layer's own (gather): takes no data
-	engine   bool // inserted by the engine (insertLocked): its cancellation is no user task's
+	heldDep atomic.Bool
+	sync    bool
+	// dupAccess is set by validate when t names a handle twice: wire
+	// then merges the accesses per handle.
+	dupAccess bool
+	hasFoot   bool
+	commute   bool // some access is ModeCommute
+	redux     bool // some access is ModeRedux
+	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
+	internal  bool // a task of the data layer's own (gather): takes no data
+	engine    bool // inserted by the engine (insertLocked): its cancellation is no user task's
 	// stop is the context of CancelOn, or nil: once it has ended, the
 	// task does not start (stopErr).
 	stop context.Context
@@ -394,11 +395,13 @@ func (t *Task) apply(args []Arg) {
 		case argAfter:
 			t.After = append(t.After, a.tasks...)
 		case argAfterTags:
-			t.AfterTags = append(t.AfterTags, a.tags...)
+			tags, _ := a.v.([]Tag)
+			t.AfterTags = append(t.AfterTags, tags...)
 		case argValue:
 			t.Arg = a.v
 		case argCallback:
-			if prev, fn := t.Callback, a.fn; prev != nil && fn != nil {
+			fn, _ := a.v.(func(*Task))
+			if prev := t.Callback; prev != nil && fn != nil {
 				t.Callback = func(t *Task) {
 					prev(t)
 					fn(t)
