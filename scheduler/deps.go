@@ -12,7 +12,9 @@ import (
 // and its tags; when its last predecessor completes (finish.go) it goes
 // on to ready.go.
 
-// wire adds t's dependencies.
+// wire adds t's dependencies and returns how many edges it pushed on
+// predecessors' successor stacks, which the caller adds to t.pending at
+// once (see pushEdge).
 //
 // A task's accesses to all its handles are wired atomically: the handles'
 // locks are taken together, in address order, and released after. Wiring
@@ -26,10 +28,11 @@ import (
 // at once, a predecessor reached through several handles gets one edge,
 // and the references the lists drop are released together after the
 // locks.
-func (s *Scheduler) wire(t *Task) {
+func (s *Scheduler) wire(t *Task) int32 {
 	var (
 		hs    [8]wiring
 		wired = hs[:0]
+		ws    wireState
 	)
 	for i := range t.Access {
 		a := t.Access[i]
@@ -59,27 +62,32 @@ func (s *Scheduler) wire(t *Task) {
 		wired = append(wired, wiring{a.Handle, m})
 	}
 	if len(wired) > 0 {
-		s.wireHandles(t, wired)
+		s.wireHandles(t, wired, &ws)
 	}
 	for _, p := range t.After {
 		if p != nil {
 			if p.state.Load() == stateNew {
 				s.noteEarly(p)
 			}
-			s.addDep(p, t)
+			if s.pushEdge(p, t, false, false) {
+				ws.edges++
+			}
 		}
 	}
 	for _, g := range t.AfterTags {
-		s.addTagDep(g, t)
+		if s.addTagDep(g, t) {
+			ws.edges++
+		}
 	}
 	if t.Tag != 0 {
 		s.declareTag(t)
 	}
+	return ws.edges
 }
 
 // wireHandles wires t's accesses to its handles, wired (one per handle,
 // at least one) under their locks.
-func (s *Scheduler) wireHandles(t *Task, wired []wiring) {
+func (s *Scheduler) wireHandles(t *Task, wired []wiring, ws *wireState) {
 	sortWirings(wired)
 	if t.pooled {
 		// One reference per access list t joins (see hold). t is not
@@ -89,10 +97,9 @@ func (s *Scheduler) wireHandles(t *Task, wired []wiring) {
 	// Each handle is wired as soon as its lock is taken, and every lock
 	// is kept until all are wired (two-phase locking in address order):
 	// no other task's wiring can come between t's on two handles.
-	var ws wireState
 	for _, w := range wired {
 		w.h.mu.Lock()
-		s.wireAccessLocked(t, w.h, w.m, &ws)
+		s.wireAccessLocked(t, w.h, w.m, ws)
 	}
 	for _, w := range wired {
 		w.h.mu.Unlock()
@@ -128,6 +135,7 @@ type wireState struct {
 	np    int
 	drops [6]dropRef
 	nd    int
+	edges int32 // edges pushed, not yet in t.pending
 }
 
 // predDep is a predecessor wire has made the task wait for.
@@ -154,7 +162,9 @@ func (s *Scheduler) dep(ws *wireState, p, t *Task, weak bool) {
 		ws.preds[ws.np] = predDep{p, weak}
 		ws.np++
 	}
-	s.addDepMode(p, t, weak)
+	if s.pushEdge(p, t, weak, false) {
+		ws.edges++
+	}
 }
 
 // drop releases a list's reference to x, later (releaseAll) when there
@@ -396,15 +406,25 @@ func (h *Handle) reduceInto(c *Call) error {
 // sealed marks a completed task's successor stack.
 var sealed = &edge{}
 
-// addDep makes t wait for p, and cancels t if p fails.
-func (s *Scheduler) addDep(p, t *Task) { s.addDepMode(p, t, false) }
+// addDep makes t, a task whose own count holds it in t.pending, wait for
+// p, and cancels t if p fails.
+func (s *Scheduler) addDep(p, t *Task) { s.pushEdge(p, t, false, true) }
 
-// addDepMode makes t wait for p; unless weak, p's failure cancels t.
+// pushEdge makes t wait for p; unless weak, p's failure cancels t.
 // Lock-free: t's edge is pushed on p's successor stack unless p has
-// sealed it by completing.
-func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
+// sealed it by completing; it reports whether it was.
+//
+// p's completion takes one from t.pending per edge. With live, the edge
+// is counted in t.pending before it is pushed, as t may already be
+// counted down by others (an engine task's hold, insertLocked). Without,
+// the caller counts the edges it pushed, all at once when t is wired
+// (submitHeld): until then nothing but these edges' completions touches
+// t.pending, which they take below zero, so it reaches zero only after
+// that one add, once, for whichever takes the last count. One atomic add
+// per task instead of one per edge and two for the submission's hold.
+func (s *Scheduler) pushEdge(p, t *Task, weak, live bool) bool {
 	if p == t {
-		return
+		return false
 	}
 	if s.cfg.stats {
 		// Traced even when p has already completed: the dependency is
@@ -415,27 +435,31 @@ func (s *Scheduler) addDepMode(p, t *Task, weak bool) {
 		if st == stateFailed && !weak {
 			t.cancel(p.err)
 		}
-		return
+		return false
 	}
 	if p.batch.Load() != nil || p.heldDep.Load() {
 		t.heldDep.Store(true) // t's Wait must flush the batches (Task.Wait)
 	}
 	e := t.newEdge()
 	e.weak = weak
-	t.pending.Add(1)
+	if live {
+		t.pending.Add(1)
+	}
 	for {
 		head := p.succs.Load()
 		if head == sealed {
 			// p completed meanwhile; its state and err are set.
-			t.pending.Add(-1)
+			if live {
+				t.pending.Add(-1)
+			}
 			if p.state.Load() == stateFailed && !weak {
 				t.cancel(p.err)
 			}
-			return
+			return false
 		}
 		e.next = head
 		if p.succs.CompareAndSwap(head, e) {
-			break
+			return true
 		}
 	}
 }

@@ -267,7 +267,6 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 		t.Context = s.cx.global // no context but the global one
 	}
 	t.s = s
-	t.pending.Store(1)
 	if s.cfg.stats {
 		t.id = s.nextID.Add(1)
 	}
@@ -276,14 +275,19 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 		t.hasFoot = true
 	}
 	sync := t.sync // t may complete (and a pooled t be reused) once ready
-	s.wire(t)
+	// t.pending is 0 here (a new or pooled task; a failed submission
+	// does not touch it), and only the edges wire pushes count it down,
+	// below zero until their count is added (pushEdge).
+	edges := s.wire(t)
 	if b != nil {
-		// Held after wiring: a Flush from another goroutine (WaitAll's)
-		// must not take the submission's count while wiring adds edges.
+		// Held after wiring, with the submission's own count that Flush
+		// takes: a Flush from another goroutine (WaitAll's) must not take
+		// it while wiring pushes edges.
+		t.pending.Add(edges + 1)
 		b.hold(t)
 		return nil
 	}
-	if t.pending.Add(-1) == 0 {
+	if edges == 0 || t.pending.Add(edges) == 0 {
 		if run != nil && run.runsAtSubmit(t) {
 			run.execute(t)
 		} else {

@@ -121,8 +121,10 @@ func (s *Scheduler) tagPathLocked(tag Tag, from map[Tag]Tag) string {
 	return b.String()
 }
 
-// addTagDep makes t wait for the task with tag g, submitted or not.
-func (s *Scheduler) addTagDep(g Tag, t *Task) {
+// addTagDep makes t, being wired, wait for the task with tag g,
+// submitted or not; it reports whether t waits, an edge the caller counts
+// in t.pending (see pushEdge).
+func (s *Scheduler) addTagDep(g Tag, t *Task) bool {
 	s.tagMu.Lock()
 	defer s.tagMu.Unlock()
 	e := s.tagLocked(g)
@@ -130,14 +132,14 @@ func (s *Scheduler) addTagDep(g Tag, t *Task) {
 		if e.err != nil {
 			t.cancel(e.err)
 		}
-		return
+		return false
 	}
 	e.succs = append(e.succs, t)
-	t.pending.Add(1)
 	// The tag's task may be held by a Batch, now or when it is
 	// submitted: t's Wait flushes the batches (Task.Wait), and so does
-	// the Wait of a task wired after t (addDepMode).
+	// the Wait of a task wired after t (pushEdge).
 	t.heldDep.Store(true)
+	return true
 }
 
 // tagDone completes t's tag and appends the released tasks to q.
