@@ -48,7 +48,7 @@ func (b *Batch) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	t := b.s.newTask(cl, args)
 	err := b.s.submitHeld(ctx, t, nil, b)
 	if err != nil {
-		b.s.release(t)
+		b.s.discard(t)
 	}
 	return err
 }

@@ -61,6 +61,11 @@ func (s *Scheduler) wire(t *Task) int32 {
 		}
 		wired = append(wired, wiring{a.Handle, m})
 	}
+	if t.pooled {
+		// Its execution's reference and one per access list it joins
+		// (see hold), at once: nothing refers to t yet.
+		t.refs.Store(int32(1 + len(wired)))
+	}
 	if len(wired) > 0 {
 		s.wireHandles(t, wired, &ws)
 	}
@@ -89,11 +94,6 @@ func (s *Scheduler) wire(t *Task) int32 {
 // at least one) under their locks.
 func (s *Scheduler) wireHandles(t *Task, wired []wiring, ws *wireState) {
 	sortWirings(wired)
-	if t.pooled {
-		// One reference per access list t joins (see hold). t is not
-		// reachable from any list yet, so no release can come first.
-		t.refs.Add(int32(len(wired)))
-	}
 	// Each handle is wired as soon as its lock is taken, and every lock
 	// is kept until all are wired (two-phase locking in address order):
 	// no other task's wiring can come between t's on two handles.

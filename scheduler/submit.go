@@ -146,9 +146,18 @@ func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *wo
 	t := s.newTask(cl, args)
 	err := s.submitTask(ctx, t, run)
 	if err != nil {
-		s.release(t)
+		s.discard(t)
 	}
 	return err
+}
+
+// discard returns to the pool a task of newTask whose submission failed:
+// it was never wired, so nothing else refers to it.
+func (s *Scheduler) discard(t *Task) {
+	if t.pooled {
+		*t = Task{}
+		s.tasks.Put(t)
+	}
 }
 
 // newTask returns a task of cl with args for Submit: from the pool when
@@ -157,8 +166,7 @@ func (s *Scheduler) newTask(cl *Codelet, args []Arg) *Task {
 	var t *Task
 	if poolable(args) {
 		t = s.tasks.Get().(*Task)
-		t.pooled = true
-		t.refs.Store(1) // its execution's; handle lists add theirs
+		t.pooled = true // wire counts its references (refs)
 	} else {
 		t = new(Task)
 	}
