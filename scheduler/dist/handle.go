@@ -130,7 +130,10 @@ func Update[T comm.Number](ctx context.Context, d *Scheduler, h *Handle, fn func
 		if !ok { // int and int64 have one Datatype
 			return fmt.Errorf("dist: Update of %v: a function of %T for data of %T", h, x, data)
 		}
-		return fn(x)
+		if err := fn(x); err != nil {
+			return fmt.Errorf("dist: Update of %v: %w", h, err)
+		}
+		return nil
 	}
 	return d.Submit(ctx, updateCl, RW(h), OnRank(h.owner), With(scheduler.WithArg(apply)))
 }

@@ -2,6 +2,7 @@ package dist_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -150,6 +151,14 @@ func TestUpdateReachesCachedCopies(t *testing.T) {
 		err = dist.Update(ctx, d, h, func([]int32) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "a function of []int32 for a handle of float64") {
 			return fmt.Errorf("Update with []int32 of a float64 handle: %v", err)
+		}
+		// fn's error fails the graph on every rank, naming the handle.
+		if err := dist.Update(ctx, d, h, func([]float64) error { return errors.New("sensor offline") }); err != nil {
+			return err
+		}
+		err = d.WaitAll(ctx)
+		if !errors.Is(err, dist.ErrRankFailed) || !strings.Contains(err.Error(), `Update of handle "x" (#0, owner 0): sensor offline`) {
+			return fmt.Errorf("WaitAll after a failed Update on rank %d: %v", d.Rank(), err)
 		}
 		return nil
 	}))
