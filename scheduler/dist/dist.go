@@ -760,6 +760,12 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 			if left != nil {
 				cerr = left
 			}
+			if ferr := d.failure(); ferr != nil && left == nil {
+				// The graph had failed already (a task here, or a failure
+				// heard of), and a rank returned for it without saying
+				// it left WaitAll: the failure is the answer.
+				cerr = fmt.Errorf("%w (then comparing the graphs: %w)", ferr, cerr)
+			}
 			if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), comm.ErrBroken) {
 				// This rank's own context ended too: that is its answer
 				// (unless a failed in-process rank ended it, the failure
