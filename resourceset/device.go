@@ -171,11 +171,29 @@ func (s *DeviceSlice[T]) check(call string, n int) error {
 	return nil
 }
 
+// checkRange checks a copy of n elements at off: inside the slice, on a
+// slice not freed.
+func (s *DeviceSlice[T]) checkRange(call string, off, n int) error {
+	if s == nil || s.mem == nil {
+		return fmt.Errorf("%w: %s on a nil or freed DeviceSlice", ErrInvalid, call)
+	}
+	if off < 0 || off > s.n || n > s.n-off {
+		return fmt.Errorf("%w: %s of %d elements at offset %d on a DeviceSlice of %d on %v: past its end (want 0 <= offset, offset + elements <= %d)", ErrInvalid, call, n, off, s.n, s.dev, s.n)
+	}
+	return nil
+}
+
 // CopyInAsync starts copying host into elements [off, off+len(host)) and
 // returns the channel that receives the copy's error when it ends; host
-// must not change until then.
+// must not change until then. A range outside the slice, or a freed
+// slice, is an error wrapping ErrInvalid on the channel, and nothing is
+// copied.
 func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error {
 	ch := make(chan error, 1)
+	if err := s.checkRange("CopyInAsync", off, len(host)); err != nil {
+		ch <- err
+		return ch
+	}
 	b := bytesOf(host)
 	if len(b) == 0 {
 		ch <- nil
@@ -189,6 +207,10 @@ func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error {
 // like CopyInAsync.
 func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error {
 	ch := make(chan error, 1)
+	if err := s.checkRange("CopyOutAsync", off, len(host)); err != nil {
+		ch <- err
+		return ch
+	}
 	b := bytesOf(host)
 	if len(b) == 0 {
 		ch <- nil

@@ -77,3 +77,50 @@ func TestDeviceBadInput(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestDeviceAsyncCopyRange: an asynchronous copy outside the slice, at a
+// negative offset or on a freed slice is an error on its channel; it
+// crashed the process on the copy engine's goroutine (a slice bounds
+// panic no caller could recover), and on a GPU it would have written
+// outside the allocation.
+func TestDeviceAsyncCopyRange(t *testing.T) {
+	ctx := context.Background()
+	err := local.Run(ctx, 1, func(ctx context.Context, c comm.Comm) error {
+		dev, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
+		require.NoError(t, err)
+		defer dev.Close()
+		desc := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: "sim0", Kind: "sim", MemoryBytes: 1 << 16}}}
+		machines, err := resourceset.Exchange(ctx, c, desc)
+		require.NoError(t, err)
+		me, err := resourceset.New(c, 0, machines[0], nil)
+		require.NoError(t, err)
+		require.NoError(t, me.AttachDevices([]accel.Device{dev}))
+		s, err := resourceset.Alloc[float64](me.Devices()[0], 10)
+		require.NoError(t, err)
+		for _, tc := range []struct {
+			name    string
+			off, n  int
+			wantErr string
+		}{
+			{"past the end", 8, 5, "CopyInAsync of 5 elements at offset 8 on a DeviceSlice of 10"},
+			{"negative offset", -1, 5, "at offset -1"},
+			{"offset past the end", 11, 0, "at offset 11"},
+		} {
+			err := <-s.CopyInAsync(tc.off, make([]float64, tc.n))
+			require.ErrorIs(t, err, resourceset.ErrInvalid, tc.name)
+			require.ErrorContains(t, err, tc.wantErr, tc.name)
+			err = <-s.CopyOutAsync(tc.off, make([]float64, tc.n))
+			require.ErrorIs(t, err, resourceset.ErrInvalid, tc.name)
+		}
+		// The last elements, exactly: fine.
+		require.NoError(t, <-s.CopyInAsync(7, []float64{1, 2, 3}))
+		got := make([]float64, 3)
+		require.NoError(t, <-s.CopyOutAsync(7, got))
+		require.Equal(t, []float64{1, 2, 3}, got)
+		s.Free()
+		require.ErrorIs(t, <-s.CopyOutAsync(0, make([]float64, 5)), resourceset.ErrInvalid, "freed")
+		require.ErrorIs(t, <-s.CopyInAsync(0, make([]float64, 5)), resourceset.ErrInvalid, "freed")
+		return nil
+	})
+	require.NoError(t, err)
+}

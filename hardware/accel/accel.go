@@ -16,6 +16,7 @@ package accel
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -209,6 +210,31 @@ var ErrOutOfMemory = errors.New("accel: out of device memory")
 
 // ErrClosed is returned for copies issued after Close.
 var ErrClosed = errors.New("accel: device closed")
+
+// ErrBadCopy is given to a copy's Done, and nothing is copied, when its
+// range does not fit its buffers or its allocation is not one of the
+// device's (nil, or freed).
+var ErrBadCopy = errors.New("accel: copy outside its buffers")
+
+// CheckCopy checks a copy of rows rows of width bytes between host
+// memory of hostLen bytes, rows pitch bytes apart, and an allocation of
+// memLen bytes from offset off, rows contiguous: the checks a Device
+// makes before issuing one.
+func CheckCopy(memLen, off, hostLen, rows, width, pitch int) error {
+	switch {
+	case rows < 0 || width < 0 || off < 0:
+		return fmt.Errorf("%w: %d rows of %d bytes at offset %d", ErrBadCopy, rows, width, off)
+	case rows == 0 || width == 0:
+		return nil
+	case pitch < width:
+		return fmt.Errorf("%w: host rows %d bytes apart, narrower than a row's %d bytes", ErrBadCopy, pitch, width)
+	case off > memLen || rows*width > memLen-off:
+		return fmt.Errorf("%w: %d bytes at offset %d of an allocation of %d bytes", ErrBadCopy, rows*width, off, memLen)
+	case (rows-1)*pitch+width > hostLen:
+		return fmt.Errorf("%w: %d rows of %d bytes, %d apart, from host memory of %d bytes", ErrBadCopy, rows, width, pitch, hostLen)
+	}
+	return nil
+}
 
 // Wait issues a copy through issue and waits for it: a synchronous copy
 // for setup code and tests.

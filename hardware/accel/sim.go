@@ -226,23 +226,64 @@ func (d *Sim) cost(n int) time.Duration {
 	return c
 }
 
+// simBytes returns m's bytes, or nil and false for a Mem that is not a
+// live allocation of a Sim.
+func simBytes(m Mem) ([]byte, bool) {
+	sm, ok := m.(*simMem)
+	if !ok || sm == nil || sm.b == nil {
+		return nil, false
+	}
+	return sm.b, true
+}
+
+// refuse ends a copy that cannot be made (ErrBadCopy), on a goroutine of
+// its own as copies end.
+func refuse(done Done, err error) {
+	go done(time.Now(), err)
+}
+
 // CopyIn copies host rows into dst.
 func (d *Sim) CopyIn(dst Mem, off int, src []byte, rows, width, pitch int, done Done) {
-	b := dst.(*simMem).b
+	b, ok := simBytes(dst)
+	if !ok {
+		refuse(done, fmt.Errorf("%w: copy into %T, not a live allocation of %s", ErrBadCopy, dst, d.Name()))
+		return
+	}
+	if err := CheckCopy(len(b), off, len(src), rows, width, pitch); err != nil {
+		refuse(done, fmt.Errorf("%s: copy in: %w", d.Name(), err))
+		return
+	}
 	d.count(0, rows*width)
 	d.in.submit(func() { copy2D(b[off:], width, src, pitch, rows, width) }, d.cost(rows*width), done)
 }
 
 // CopyOut copies rows of src to host memory.
 func (d *Sim) CopyOut(dst []byte, rows, width, pitch int, src Mem, off int, done Done) {
-	b := src.(*simMem).b
+	b, ok := simBytes(src)
+	if !ok {
+		refuse(done, fmt.Errorf("%w: copy from %T, not a live allocation of %s", ErrBadCopy, src, d.Name()))
+		return
+	}
+	if err := CheckCopy(len(b), off, len(dst), rows, width, pitch); err != nil {
+		refuse(done, fmt.Errorf("%s: copy out: %w", d.Name(), err))
+		return
+	}
 	d.count(1, rows*width)
 	d.out.submit(func() { copy2D(dst, pitch, b[off:], width, rows, width) }, d.cost(rows*width), done)
 }
 
 // CopyWithin copies n bytes inside the device at DeviceBandwidth.
 func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done) {
-	db, sb := dst.(*simMem).b, src.(*simMem).b
+	db, dok := simBytes(dst)
+	sb, sok := simBytes(src)
+	switch {
+	case !dok || !sok:
+		refuse(done, fmt.Errorf("%w: copy within %s between %T and %T, not both live allocations", ErrBadCopy, d.Name(), dst, src))
+		return
+	case n < 0 || doff < 0 || soff < 0 || doff > len(db) || n > len(db)-doff || soff > len(sb) || n > len(sb)-soff:
+		refuse(done, fmt.Errorf("%w: %s: %d bytes from offset %d of %d to offset %d of %d", ErrBadCopy, d.Name(), n, soff, len(sb), doff, len(db)))
+		return
+	}
 	var t time.Duration
 	if d.cfg.DeviceBandwidth > 0 {
 		t = time.Duration(float64(n) / d.cfg.DeviceBandwidth * 1e9)
