@@ -52,8 +52,10 @@
 // Close is idempotent and leaves no goroutine behind. By default New and
 // Run also handle SIGINT and SIGTERM: the first one cancels the context
 // of Run's function and waits for it to return, runs Close and exits with
-// the conventional status 128+signo (130, 143); a second one kills the
-// process at once. Under MPI with several ranks the signaled rank runs its
+// the conventional status 128+signo (130, 143); a second one, 0.1 s or
+// more after the first (sooner, it is the same interrupt sent to the
+// process group and relayed by a launcher), ends the process at once with
+// its status. Under MPI with several ranks the signaled rank runs its
 // callbacks without MPI_Finalize and ends the job with MPI_Abort (see
 // WithSignals).
 //

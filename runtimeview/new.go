@@ -121,7 +121,7 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	}
 	rt.world, rt.aborting = world, aborting
 	if signals {
-		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) })
+		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) }, cfg.exit)
 	}
 	return rt, nil
 }

@@ -72,7 +72,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 			received = s
 			sigMu.Unlock()
 			cancel(fmt.Errorf("runtimeview: %v received", s))
-		})
+		}, cfg.exit)
 		defer h.stop()
 	}
 

@@ -14,9 +14,15 @@ import (
 // shutdownGrace bounds how long the signal path waits for the finalizer
 // stack before exiting anyway: a callback or MPI_Finalize that hangs (for
 // instance because a peer was killed) must not keep an interrupted job
-// alive. A second signal during that time kills the process at once, as
-// the handler is uninstalled when the first arrives.
+// alive. A second signal during that time ends the process at once (see
+// signalHandler).
 const shutdownGrace = 30 * time.Second
+
+// repeatWindow is how soon after the first a signal counts as the same
+// one: a terminal's ^C reaches the whole process group, and a launcher
+// (pzrun) relays it too, microseconds apart. A person who means it
+// signals again later.
+const repeatWindow = 100 * time.Millisecond
 
 // ExitStatus returns the conventional exit status of a process stopped by
 // sig: 128 plus the signal number (130 for SIGINT, 143 for SIGTERM), or 1
@@ -29,43 +35,67 @@ func ExitStatus(sig os.Signal) int {
 }
 
 // A signalHandler waits for SIGINT or SIGTERM on one goroutine and calls
-// onSignal once if one arrives before stop.
+// onSignal once if one arrives before stop. A second one, while onSignal
+// or the shutdown after it runs, ends the process at once with its
+// ExitStatus (a shutdown that hangs must not need kill -9). The handler
+// stays installed for that: restoring the signal's disposition would not
+// do, since a process that started with SIGINT ignored (a shell's
+// background job) would get SIG_IGN back, and the second signal would do
+// nothing.
 type signalHandler struct {
 	ch       chan os.Signal
 	quit     chan struct{}
 	done     chan struct{}
+	again    chan struct{} // closed when the second-signal watch has ended
 	stopOnce sync.Once
 }
 
-func startSignals(onSignal func(os.Signal)) *signalHandler {
+func startSignals(onSignal func(os.Signal), exit func(int)) *signalHandler {
 	h := &signalHandler{
-		ch:   make(chan os.Signal, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		ch:    make(chan os.Signal, 1),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+		again: make(chan struct{}),
 	}
 	signal.Notify(h.ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		defer close(h.done)
 		select {
 		case s := <-h.ch:
-			// Restore the default action first, so that a second signal
-			// ends a shutdown that hangs.
-			signal.Stop(h.ch)
+			first := time.Now()
+			go func() {
+				defer close(h.again)
+				for {
+					select {
+					case s2 := <-h.ch:
+						if time.Since(first) < repeatWindow {
+							continue // the same interrupt, sent to the group and relayed
+						}
+						fmt.Fprintf(os.Stderr, "pz: %v again during the shutdown after %v: exiting at once\n", s2, s)
+						exit(ExitStatus(s2))
+						return
+					case <-h.quit:
+						return
+					}
+				}
+			}()
 			onSignal(s)
 		case <-h.quit:
+			close(h.again)
 		}
 	}()
 	return h
 }
 
-// stop uninstalls the handler and waits for its goroutine. It must not be
-// called from onSignal.
+// stop uninstalls the handler and waits for its goroutines. It must not
+// be called from onSignal.
 func (h *signalHandler) stop() {
 	h.stopOnce.Do(func() {
 		signal.Stop(h.ch)
 		close(h.quit)
 	})
 	<-h.done
+	<-h.again
 }
 
 // onSignal is the process world's reaction to SIGINT or SIGTERM: end

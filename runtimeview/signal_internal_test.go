@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/signal"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -90,4 +91,46 @@ func TestSignalRunLocal(t *testing.T) {
 	assert.Equal(t, int32(130), code.Load())
 	assert.Equal(t, int32(n), closed.Load(), "every rank's stack ran")
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+}
+
+// TestSecondSignalWhenIgnoredAtStart: a process started with SIGINT
+// ignored (a shell's background job) is ended by a second SIGINT during
+// a shutdown that hangs; the handler used to restore the disposition it
+// started with, SIG_IGN, and the second SIGINT did nothing.
+func TestSecondSignalWhenIgnoredAtStart(t *testing.T) {
+	signal.Ignore(syscall.SIGINT)
+	defer signal.Reset(syscall.SIGINT)
+	codes := make(chan int, 2)
+	first := make(chan os.Signal, 1)
+	hang := make(chan struct{})
+	h := startSignals(func(s os.Signal) {
+		first <- s
+		<-hang // a shutdown that does not end
+	}, func(c int) { codes <- c })
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case s := <-first:
+		assert.Equal(t, syscall.SIGINT, s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first SIGINT was not delivered")
+	}
+	// A repeat at once is the same interrupt (a group's and a
+	// launcher's): the shutdown goes on.
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	time.Sleep(20 * time.Millisecond) // inside the repeat window on purpose
+	select {
+	case c := <-codes:
+		t.Fatalf("a repeat within the window ended the process (%d)", c)
+	default:
+	}
+	time.Sleep(repeatWindow)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case c := <-codes:
+		assert.Equal(t, 130, c)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second SIGINT did not end the process")
+	}
+	close(hang)
+	h.stop()
 }
