@@ -27,7 +27,7 @@
 // open, so a user can turn on debugging without recompiling:
 //
 //	PZ_LOG=debug|info|warn|error|off     level (default info)
-//	PZ_LOG_RANKS=all|root|0,2,4-7        ranks that print on Zap (default root)
+//	PZ_LOG_RANKS=all|root|0,2,4-7        ranks that print on Zap (default root; a list naming no rank of the job is an error)
 //	PZ_LOG_FORMAT=console|json           encoding (default console)
 //	PZ_LOG_FILE=out/pz-{rank}.log        one file per rank ({rank} is replaced)
 //

@@ -71,6 +71,7 @@ type config struct {
 	allRanks   bool
 	root       int
 	setRanks   bool
+	ranksEnv   string // EnvRanks' value when it chose the ranks
 	format     Format
 	setFormat  bool
 	file       string
@@ -192,6 +193,11 @@ func New(rank, size int, opts ...Option) (*Logger, error) {
 	if err := c.applyEnv(); err != nil {
 		return nil, err
 	}
+	if c.ranksEnv != "" && !slices.ContainsFunc(c.ranks, func(r int) bool { return r < size }) {
+		// A list that fits another job size is fine; one that leaves
+		// every rank silent is a mistake.
+		return nil, fmt.Errorf("%w: %s=%q names no rank of this job of %d (ranks 0-%d): nothing would print; name one of them, root or all", ErrConfig, EnvRanks, c.ranksEnv, size, size-1)
+	}
 	if !c.allRanks && c.ranks == nil && (c.root < 0 || c.root >= size) {
 		return nil, fmt.Errorf("%w: root %d out of range [0, %d)", ErrConfig, c.root, size)
 	}
@@ -295,7 +301,7 @@ func (c *config) applyEnv() error {
 			if err != nil {
 				return fmt.Errorf("%w: %s=%q: want all, root or a list such as 0,2,4-7", ErrConfig, EnvRanks, v)
 			}
-			c.ranks = ranks
+			c.ranks, c.ranksEnv = ranks, v
 		}
 	}
 	if v, ok := c.lookup(EnvFormat); ok && !c.setFormat && v != "" {

@@ -136,6 +136,7 @@ func TestRankSelection(t *testing.T) {
 		{"env all", []logger.Option{env(map[string]string{logger.EnvRanks: "all"})}, []int{0, 1, 2, 3}},
 		{"env root", []logger.Option{env(map[string]string{logger.EnvRanks: "root"})}, []int{0}},
 		{"env list", []logger.Option{env(map[string]string{logger.EnvRanks: "1-2, 0"})}, []int{0, 1, 2}},
+		{"env list beyond the job", []logger.Option{env(map[string]string{logger.EnvRanks: "3,9"})}, []int{3}},
 		{"option beats env", []logger.Option{env(map[string]string{logger.EnvRanks: "all"}), logger.WithRootOnly()}, []int{0}},
 	}
 	for _, tc := range tests {
@@ -279,6 +280,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad level", 0, 1, []logger.Option{env(map[string]string{logger.EnvLevel: "loud"})}, "PZ_LOG=\"loud\""},
 		{"bad ranks", 0, 1, []logger.Option{env(map[string]string{logger.EnvRanks: "3-1"})}, "PZ_LOG_RANKS"},
 		{"bad format", 0, 1, []logger.Option{env(map[string]string{logger.EnvFormat: "xml"})}, "PZ_LOG_FORMAT"},
+		{"ranks none of which exists", 0, 2, []logger.Option{env(map[string]string{logger.EnvRanks: "5,7-9"})}, `PZ_LOG_RANKS="5,7-9" names no rank of this job of 2 (ranks 0-1)`},
 		{"bad format option", 0, 1, []logger.Option{noEnv, logger.WithFormat(logger.Format(9))}, "Format(9)"},
 	}
 	for _, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
@@ -43,7 +44,10 @@ func simConfigs(cfg *config) ([]accel.SimConfig, error) {
 	}
 	devs, err := scheduler.SimDevicesFromEnv(cfg.getenv)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: %w: %w", ErrOption, err)
+		// The variable is the runtime view's to read: say so once, not
+		// "runtimeview: runtimeview: invalid option: scheduler: ...".
+		detail := strings.TrimPrefix(err.Error(), scheduler.ErrBadOption.Error()+": ")
+		return nil, &optionError{msg: ErrOption.Error() + ": " + detail, err: err}
 	}
 	out := make([]accel.SimConfig, len(devs))
 	for i, d := range devs {
@@ -179,3 +183,14 @@ func AllGatherDevice[T comm.Number](ctx context.Context, rt *RuntimeView, mine, 
 	}
 	return nil
 }
+
+// optionError is an error of an option or variable the runtime view reads
+// through another package: its own words, wrapping ErrOption and that
+// package's error.
+type optionError struct {
+	msg string
+	err error
+}
+
+func (e *optionError) Error() string   { return e.msg }
+func (e *optionError) Unwrap() []error { return []error{ErrOption, e.err} }

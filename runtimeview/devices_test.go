@@ -323,7 +323,8 @@ func TestSimDevicesFromEnv(t *testing.T) {
 	err = runtimeview.RunLocal(testCtx(t), 2, func(context.Context, *runtimeview.RuntimeView) error { return nil },
 		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), env(map[string]string{"PZ_NSIM": "1", "PZ_SIM_MEMORY": "lots"}))
 	require.ErrorIs(t, err, runtimeview.ErrOption)
-	require.ErrorContains(t, err, "PZ_SIM_MEMORY")
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	require.EqualError(t, err, `ranks 0-1: runtimeview: invalid option: PZ_SIM_MEMORY="lots" is not a size (bytes, or 64MiB, 2GiB...)`)
 }
 
 // putDev returns a slice on dev holding x.

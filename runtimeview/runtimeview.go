@@ -83,7 +83,9 @@ func WithComm(c comm.Comm) Option { return func(cf *config) { cf.comm = c } }
 // ranks may be waiting for it): it says so on stderr, runs its callbacks
 // without MPI_Finalize and ends the job with MPI_Abort, as a failed rank
 // does (mpirun sends SIGTERM to every rank when it is signaled itself, so
-// each does this).
+// each does this, if its function returns before Open MPI follows up
+// with SIGKILL: a moment later, so a computation that does not watch its
+// context loses its finalizers there).
 func WithSignals(on bool) Option {
 	return func(c *config) { c.signals, c.setSignals = on, true }
 }

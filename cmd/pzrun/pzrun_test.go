@@ -107,6 +107,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no app", nil, "no app given"},
 		{"unknown app", []string{"frobnicate"}, `unknown app "frobnicate"; the apps are: `},
+		{"a program named without ./", []string{"run.go"}, `(see pzrun help); to run the program run.go here, write ./run.go`},
 		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
 		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},

@@ -251,7 +251,13 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	a, ok := findApp(name)
 	if !ok {
-		fmt.Fprintf(stderr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)\n", name, appNames())
+		hint := ""
+		if st, err := os.Stat(name); err == nil && !st.IsDir() {
+			// A program of the user's is named by a path with a slash,
+			// as a shell runs it.
+			hint = fmt.Sprintf("; to run the program %s here, write ./%s", name, name)
+		}
+		fmt.Fprintf(stderr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)%s\n", name, appNames(), hint)
 		return exitUsage
 	}
 	// Ranks, loggers and progress bars may write at once.
