@@ -340,8 +340,8 @@ func TestSTMRunSIGINT(t *testing.T) {
 	}
 }
 
-// stm analyze: -periods below 1 is a usage error; a plan given for a run
-// record is named as a plan.
+// stm analyze: -periods below 1 is a usage error; a plan or a schedule
+// given for a run record is named as such.
 func TestSTMAnalyzeBadInput(t *testing.T) {
 	src := writeSchedule(t, pipelineYAML)
 	plan := filepath.Join(t.TempDir(), "p.stm")
@@ -355,4 +355,10 @@ func TestSTMAnalyzeBadInput(t *testing.T) {
 	code, _, errs = pzrun(t, "stm", "analyze", plan)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "this is a compiled plan (format pz-stm), not a run record")
+	// A schedule: it said "invalid character '#' looking for beginning
+	// of value".
+	code, _, errs = pzrun(t, "stm", "analyze", src)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "this is a schedule (YAML), not a run record: run it first (pzrun stm run SCHEDULE.yaml -o RUN.json")
+	assert.NotContains(t, errs, "invalid character")
 }

@@ -33,6 +33,11 @@ type Analysis struct {
 	// Overruns, Skipped and Allocating total the runnables'.
 	Overruns int `json:"overruns"`
 	Skipped  int `json:"skipped"`
+	// Timeouts totals the runs that went past their timeout.
+	Timeouts int `json:"timeouts"`
+	// LostClients names the clients whose records were lost (their
+	// runnables are Lost).
+	LostClients []string `json:"lost_clients,omitempty"`
 	// Allocating names the runnables that allocated inside the loop
 	// (after the warm-up), when allocations were counted per run.
 	Allocating []string `json:"allocating,omitempty"`
@@ -81,6 +86,8 @@ type RunnableStats struct {
 	AllocRuns    int    `json:"alloc_runs"`
 	AllocObjects uint64 `json:"alloc_objects"`
 	AllocBytes   uint64 `json:"alloc_bytes"`
+	// Lost says that its client's records were lost: it has no figures.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Analyze computes the Analysis of a run.
@@ -108,7 +115,10 @@ func Analyze(r *Run) *Analysis {
 	wind := longestLast * longest
 	var all []int64
 	for _, rr := range r.Runnables {
-		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET}
+		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET, Lost: rr.Lost}
+		if rr.Lost && !slices.Contains(a.LostClients, rr.Client) {
+			a.LostClients = append(a.LostClients, rr.Client)
+		}
 		var jit, dur []int64
 		gpu := strings.HasPrefix(rr.Resource, "gpu")
 		for i := range rr.Seq {
@@ -144,6 +154,7 @@ func Analyze(r *Run) *Analysis {
 		s.Time = quantiles(dur)
 		all = append(all, jit...)
 		a.Skipped += s.Skipped
+		a.Timeouts += s.Timeouts
 		for i := range rr.Seq {
 			if rr.Flags[i]&(FlagOverrunWCET|FlagOverrunDeadline) != 0 {
 				a.Overruns++
@@ -206,6 +217,10 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "run of %s (plan %s): %s; stopped: %s\n", a.Source, a.Plan, plural(a.Periods, "period"), a.Stopped)
 	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
 	for _, s := range a.Runnables {
+		if s.Lost {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tlost\t-\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t\n", s.Name, s.Client, s.Resource, ns(s.WCET))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
 			ns(s.Jitter.P50), ns(s.Jitter.P99), ns(s.Jitter.Max), ns(s.Time.P50), ns(s.Time.P99), ns(s.Time.Max), ns(s.WCET),
 			s.OverrunsWCET+s.OverrunsDeadline, s.AllocRuns)
@@ -214,7 +229,16 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
-	fmt.Fprintf(w, "overruns: %d; skipped frames: %d\n", a.Overruns, a.Skipped)
+	fmt.Fprintf(w, "overruns: %d; skipped frames: %d; timeouts: %d\n", a.Overruns, a.Skipped, a.Timeouts)
+	for _, c := range a.LostClients {
+		var names []string
+		for _, s := range a.Runnables {
+			if s.Lost && s.Client == c {
+				names = append(names, s.Name)
+			}
+		}
+		fmt.Fprintf(w, "the records of client %s were lost (its process died or stopped answering before it sent them): %s show no figures, and the figures above leave them out\n", c, strings.Join(names, ", "))
+	}
 	fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
 	switch {
 	case len(a.Allocating) > 0:
@@ -230,6 +254,9 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {
 			fmt.Fprintf(w, "%s returned an error %s\n", s.Name, plural(s.Errors, "time"))
+		}
+		if s.Timeouts > 0 {
+			fmt.Fprintf(w, "%s ran past its timeout %s (its context was canceled)\n", s.Name, plural(s.Timeouts, "time"))
 		}
 	}
 	return nil

@@ -278,9 +278,15 @@ func (c *compiler) checkForm() {
 		p.add(1, "%s", msg)
 	}
 	dur(1, "spin", s.Spin, true)
+	if s.Spin > MaxPeriod {
+		p.add(1, "spin %s is longer than the longest period, %s; spin for a few µs (the default is %s)", s.Spin, fmtMaxPeriod, DefaultSpin)
+	}
 	for _, h := range s.Hyperepochs {
 		name(h.Line, "a hyperepoch's name", h.Name)
 		dur(h.Line, "the period of hyperepoch "+strconv.Quote(h.Name), h.Period, false)
+		if h.Period > MaxPeriod {
+			p.add(h.Line, "the period of hyperepoch %q is %s, longer than the longest a run can keep time over, %s; shorten it (a static schedule repeats every few ms or s)", h.Name, h.Period, fmtMaxPeriod)
+		}
 		for _, r := range h.Resources {
 			name(h.Line, "a resource", r)
 		}
@@ -354,7 +360,7 @@ func (c *compiler) checkStructure() {
 			p.add(h.Line, "hyperepoch %q has no epochs; add one, e.g. epochs: [{name: frame}]", h.Name)
 		}
 		var given time.Duration
-		unset := 0
+		unset, saturated := 0, false
 		for ei, e := range h.Epochs {
 			if at, dup := c.epochAt[e.Name]; dup && e.Name != "" {
 				p.add(e.Line, "epoch %q is defined twice (first in hyperepoch %q); epoch names are unique in a schedule", e.Name, s.Hyperepochs[at[0]].Name)
@@ -364,7 +370,7 @@ func (c *compiler) checkStructure() {
 			if e.Period > 0 {
 				given = addFrames(given, e.Frames, e.Period)
 			} else if e.Frames > 0 && unset > math.MaxInt-e.Frames {
-				unset = math.MaxInt // saturate: frames can be huge
+				unset, saturated = math.MaxInt, true // saturate: frames can be huge
 			} else {
 				unset += e.Frames
 			}
@@ -373,7 +379,11 @@ func (c *compiler) checkStructure() {
 			continue
 		}
 		if given > h.Period {
-			p.add(h.Line, "the epochs of hyperepoch %q take %s (frames × period), more than its period %s; shorten them or lengthen the period", h.Name, given, h.Period)
+			if given == maxDuration { // saturated
+				p.add(h.Line, "the epochs of hyperepoch %q (frames × period) take %s, more than its period %s; shorten them or lengthen the period", h.Name, fmtSum(given), h.Period)
+			} else {
+				p.add(h.Line, "the epochs of hyperepoch %q take %s (frames × period), more than its period %s; shorten them or lengthen the period", h.Name, given, h.Period)
+			}
 			continue
 		}
 		for _, e := range h.Epochs {
@@ -389,8 +399,8 @@ func (c *compiler) checkStructure() {
 					p.add(e.Line, "epoch %q gets no time: the other epochs of %q take all of its period %s; give it a period", e.Name, h.Name, h.Period)
 				case d <= 0:
 					frames := strconv.Itoa(unset)
-					if unset == math.MaxInt { // saturated
-						frames = "more than " + strconv.Itoa(math.MaxInt-1)
+					if saturated { // their sum is past the largest int
+						frames = "more than " + strconv.Itoa(math.MaxInt)
 					}
 					p.add(e.Line, "epoch %q gets frames of 0ns: the %s left of the period of %q, shared among %s frames, is less than 1ns a frame; give fewer frames or a longer period", e.Name, left, h.Name, frames)
 				}
@@ -413,6 +423,22 @@ func (c *compiler) checkStructure() {
 		p.add(1, "the schedule has no runnables; add some under runnables:")
 	}
 }
+
+// MaxPeriod is the longest period a hyperepoch may have. A run computes
+// its times in int64 nanoseconds of CLOCK_MONOTONIC: the start, one
+// period after the last client joined; each period's start, t0 + k ×
+// period; a deadline, that plus the epoch's offset, the frame and the
+// runnable's deadline (each within the period, as the verifier checks);
+// the liveness bound, two periods. With periods of at most a day these
+// stay below the int64 limit (about 292 years) for any run shorter than
+// about 290 years, and a day is far beyond what a static schedule
+// repeats at (milliseconds to seconds); the master still waits one
+// period before the first, so a longer one would not start in practice
+// either.
+const MaxPeriod = 24 * time.Hour
+
+// fmtMaxPeriod is MaxPeriod as the messages print it.
+const fmtMaxPeriod = "24h"
 
 // addFrames returns total + frames×period, saturating at the largest
 // Duration instead of wrapping around (frames can be huge).
@@ -524,26 +550,35 @@ func (c *compiler) checkRunnables() {
 			}
 			ep = epochs[0]
 		}
-		at, ok := c.epochAt[ep]
-		if !ok {
+		// An unknown epoch leaves out only what needs it (the resource's
+		// hyperepoch); the resource is checked all the same.
+		at, epochKnown := c.epochAt[ep]
+		if !epochKnown {
 			p.add(r.at(r.keys.epoch), "runnable %q names epoch %q, which no hyperepoch has; the epochs are %s", r.Name, ep, strings.Join(epochs, ", "))
-			continue
+		} else {
+			c.runEpoch[r.Name] = ep
 		}
-		c.runEpoch[r.Name] = ep
-		h := s.Hyperepochs[at[0]]
+		var listed []string // the resources of its hyperepoch, if known
+		if epochKnown {
+			listed = s.Hyperepochs[at[0]].Resources
+		}
 		kind, known := c.resKind[r.Resource]
 		switch {
 		case !known:
 			// A name that is no resource at all is said first: listing it
 			// would only fail.
 			if _, ok := parseResource(r.Resource); !ok {
-				p.add(r.at(r.keys.resource), "runnable %q runs on %q, which %s%s", r.Name, r.Resource, notResource, didYouMean(resourceHint(r.Resource, h.Resources)))
+				p.add(r.at(r.keys.resource), "runnable %q runs on %q, which %s%s", r.Name, r.Resource, notResource, didYouMean(resourceHint(r.Resource, listed)))
 				continue
 			}
-			p.add(r.at(r.keys.resource), "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of %q", r.Name, r.Resource, h.Name)
+			if epochKnown {
+				p.add(r.at(r.keys.resource), "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of %q", r.Name, r.Resource, s.Hyperepochs[at[0]].Name)
+			} else {
+				p.add(r.at(r.keys.resource), "runnable %q runs on resource %q, which no hyperepoch lists; add it to the resources of its epoch's hyperepoch", r.Name, r.Resource)
+			}
 			continue
-		case c.resHyper[r.Resource] != at[0]:
-			p.add(r.at(r.keys.resource), "runnable %q of epoch %q runs on %q, a resource of hyperepoch %q; use one of %s", r.Name, ep, r.Resource, s.Hyperepochs[c.resHyper[r.Resource]].Name, strings.Join(h.Resources, ", "))
+		case epochKnown && c.resHyper[r.Resource] != at[0]:
+			p.add(r.at(r.keys.resource), "runnable %q of epoch %q runs on %q, a resource of hyperepoch %q; use one of %s", r.Name, ep, r.Resource, s.Hyperepochs[c.resHyper[r.Resource]].Name, strings.Join(listed, ", "))
 		}
 		if kind.Kind == GPU && r.Submitter == "" {
 			p.add(r.Line, "runnable %q runs on the GPU stream %q but has no submitter; add submitter: the CPU runnable of client %q that enqueues its work", r.Name, r.Resource, r.Client)

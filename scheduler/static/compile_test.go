@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -250,7 +251,7 @@ clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, wcet: 1ns}
 `,
-			want: `s.yaml:2: the epochs of hyperepoch "h" take 2562047h47m16.854775807s (frames × period), more than its period 10ms; shorten them or lengthen the period`,
+			want: `s.yaml:2: the epochs of hyperepoch "h" (frames × period) take more than 2562047h47m16.854775807s (the longest duration), more than its period 10ms; shorten them or lengthen the period`,
 		},
 		{
 			// The frames of the epochs that share the period added up to
@@ -268,9 +269,52 @@ clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, epoch: f, wcet: 1ns}
 `,
-			want: `s.yaml:6: epoch "f" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period
-s.yaml:7: epoch "g" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period
-s.yaml:8: epoch "e" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775806 frames, is less than 1ns a frame; give fewer frames or a longer period`,
+			want: `s.yaml:6: epoch "f" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775807 frames, is less than 1ns a frame; give fewer frames or a longer period
+s.yaml:7: epoch "g" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775807 frames, is less than 1ns a frame; give fewer frames or a longer period
+s.yaml:8: epoch "e" gets frames of 0ns: the 10ms left of the period of "h", shared among more than 9223372036854775807 frames, is less than 1ns a frame; give fewer frames or a longer period`,
+		},
+
+		{
+			// The frames were MaxInt exactly, and it said "more than
+			// 9223372036854775806".
+			name: "frames of the largest int",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f, frames: 9223372036854775807}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ns}
+`,
+			want: `s.yaml:2: epoch "f" gets frames of 0ns: the 10ms left of the period of "h", shared among 9223372036854775807 frames, is less than 1ns a frame; give fewer frames or a longer period`,
+		},
+		{
+			// The saturated sum was printed as if it were the sum.
+			name: "epochs past the longest duration",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f, frames: 4611686018427387904, period: 2ns}, {name: g, period: 1ms}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: f, wcet: 1ns}
+`,
+			want: `s.yaml:2: the epochs of hyperepoch "h" (frames × period) take more than 2562047h47m16.854775807s (the longest duration), more than its period 10ms; shorten them or lengthen the period`,
+		},
+		{
+			// It compiled, and the master's times wrapped around.
+			name: "period longer than MaxPeriod",
+			src: `hyperepochs:
+  - {name: h, period: 2562047h, resources: [cpu0], epochs: [{name: f}]}
+  - {name: k, period: 24h0m0.000000001s, resources: [cpu1], epochs: [{name: g}]}
+  - {name: e, period: 24h, resources: [cpu2], epochs: [{name: d}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: f, wcet: 1ms}
+`,
+			want: `s.yaml:2: the period of hyperepoch "h" is 2562047h0m0s, longer than the longest a run can keep time over, 24h; shorten it (a static schedule repeats every few ms or s)
+s.yaml:3: the period of hyperepoch "k" is 24h0m0.000000001s, longer than the longest a run can keep time over, 24h; shorten it (a static schedule repeats every few ms or s)`,
+		},
+		{
+			name: "spin longer than MaxPeriod",
+			src:  head + "  - {name: a, client: c, resource: cpu0, wcet: 1ms}\nspin: 25h\n",
+			want: `s.yaml:1: spin 25h0m0s is longer than the longest period, 24h; spin for a few µs (the default is 50µs)`,
 		},
 
 		// Runnables' names and places.
@@ -294,6 +338,17 @@ runnables:
 			name: "unknown epoch",
 			src:  head + "  - {name: a, client: c, resource: cpu0, epoch: frame, wcet: 1ms}\n",
 			want: `s.yaml:5: runnable "a" names epoch "frame", which no hyperepoch has; the epochs are f`,
+		},
+		{
+			// The unknown epoch hid the unknown resource.
+			name: "unknown epoch and resource",
+			src:  head + "  - {name: a, client: c, resource: cpu7, epoch: frame, wcet: 1ms}\n  - {name: b, client: c, resource: cpu1, epoch: nope, wcet: 1ms, submitter: a}\n  - {name: k, client: c, resource: core1, epoch: nope, wcet: 1ms}\n",
+			want: `s.yaml:5: runnable "a" names epoch "frame", which no hyperepoch has; the epochs are f
+s.yaml:5: runnable "a" runs on resource "cpu7", which no hyperepoch lists; add it to the resources of its epoch's hyperepoch
+s.yaml:6: runnable "b" names epoch "nope", which no hyperepoch has; the epochs are f
+s.yaml:6: runnable "b" has a submitter but runs on the CPU core "cpu1"; only a GPU stream runnable (gpuN.streamM) has a submitter: move it to a stream or drop submitter
+s.yaml:7: runnable "k" names epoch "nope", which no hyperepoch has; the epochs are f
+s.yaml:7: runnable "k" runs on "core1", which is neither a CPU core (cpuN, e.g. cpu0) nor a GPU stream (gpuN.streamM, e.g. gpu0.stream0)`,
 		},
 		{
 			name: "resource not listed",
@@ -539,13 +594,14 @@ s.yaml:8: the longest dependency chain in epoch "g" takes 5ms, more than its fra
 			// negative load, and the plan compiled with negative ends.
 			name: "WCET sum past the longest duration",
 			src: `hyperepochs:
-  - {name: h, period: 2562047h, resources: [cpu0], epochs: [{name: f}]}
+  - {name: h, period: 24h, resources: [cpu0], epochs: [{name: f}]}
 clients: [c]
 runnables:
   - {name: a, client: c, resource: cpu0, wcet: 2000000h}
   - {name: b, client: c, resource: cpu0, wcet: 2000000h}
 `,
-			want: `s.yaml:2: the WCETs on cpu0 in epoch "f" add up to more than 2562047h47m16.854775807s (the longest duration), more than its frame of 2562047h0m0s (a 2000000h0m0s, b 2000000h0m0s); lower them, move runnables to other resources or lengthen the period`,
+			want: `s.yaml:2: the WCETs on cpu0 in epoch "f" add up to more than 2562047h47m16.854775807s (the longest duration), more than its frame of 24h0m0s (a 2000000h0m0s, b 2000000h0m0s); lower them, move runnables to other resources or lengthen the period
+s.yaml:2: the longest dependency chain in epoch "f" takes 2000000h0m0s, more than its frame of 24h0m0s (a 2000000h0m0s); lower these WCETs, break the chain or lengthen the period`,
 		},
 		{
 			name: "dependency chain past the longest duration",
@@ -1336,4 +1392,108 @@ func TestTimelineNoTrailingSpaces(t *testing.T) {
 		assert.Equal(t, strings.TrimRight(l, " "), l, "line %d", i+1)
 	}
 	assert.Contains(t, b.String(), "detect (submitted by detect_submit)\n")
+}
+
+// TestWriteSVGCutsAtChartEnd: where a shorter period does not divide the
+// longest (20 ms in 50 ms), the chart draws nothing past its end: a run
+// that would start after it is left out, one that would end after it is
+// cut there; the legend counts the runs drawn with their time inside the
+// chart, and the busy column agrees with the text timeline's load over
+// the chart (the third 20 ms period was drawn whole, past the axis, and
+// counted in the legend and the busy column).
+func TestWriteSVGCutsAtChartEnd(t *testing.T) {
+	const pipe = `hyperepochs:
+  - name: control
+    period: 20ms
+    resources: [cpu0, gpu0.stream0]
+    epochs:
+      - {name: sense, frames: 3, period: 5ms}
+      - {name: act}
+  - {name: hk, period: 50ms, resources: [cpu1], epochs: [{name: slow}]}
+clients: [a, b]
+runnables:
+  - {name: sub, client: a, resource: cpu0, epoch: sense, wcet: 1ms}
+  - {name: gpu, client: a, resource: gpu0.stream0, epoch: sense, wcet: 2ms, submitter: sub}
+  - {name: use, client: a, resource: cpu0, epoch: sense, wcet: 1ms, deps: [gpu]}
+  - {name: plan, client: a, resource: cpu0, epoch: act, wcet: 2ms}
+  - {name: log, client: b, resource: cpu1, epoch: slow, wcet: 1ms}
+`
+	for _, tc := range []struct {
+		name, src string
+		legend    []string // legend entries
+		busy      []string // the busy column, row by row
+		timeline  []string // lines of the timeline's load over the chart
+	}{
+		{
+			name: "runs past the end left out",
+			src:  pipe,
+			// sense: frames at 0, 5, 10, 20, 25, 30, 40, 45 (50 is out);
+			// act: at 15 and 35 (55 is out).
+			legend:   []string{"gpu: 8 runs, 16.0 ms", "sub: 8 runs, 8.00 ms", "use: 8 runs, 8.00 ms", "plan: 2 runs, 4.00 ms", "log: 1 run, 1.00 ms"},
+			busy:     []string{"40.0%", "32.0%", "2.0%"},
+			timeline: []string{"cpu0  20ms  40.0%", "gpu0.stream0  16ms  32.0%"},
+		},
+		{
+			name: "a run across the end cut",
+			src: `hyperepochs:
+  - {name: h, period: 20ms, resources: [cpu0], epochs: [{name: f}]}
+  - {name: k, period: 50ms, resources: [cpu1], epochs: [{name: g}]}
+clients: [a]
+runnables:
+  - {name: long, client: a, resource: cpu0, epoch: f, wcet: 15ms}
+  - {name: x, client: a, resource: cpu1, epoch: g, wcet: 1ms}
+`,
+			// 0-15, 20-35 and 40-55 cut to 40-50.
+			legend:   []string{"long: 3 runs, 40.0 ms", "x: 1 run, 1.00 ms"},
+			busy:     []string{"80.0%", "2.0%"},
+			timeline: []string{"cpu0  40ms  80.0%"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := static.Parse([]byte(tc.src), "s.yaml")
+			require.NoError(t, err)
+			plan, err := static.Compile(spec)
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			require.NoError(t, static.WriteSVG(&buf, plan))
+			svg := buf.String()
+
+			axis := regexp.MustCompile(`<line x1="([0-9.]+)" x2="([0-9.]+)" y1="[0-9.]+" y2="[0-9.]+" stroke="#000000"/>`).FindStringSubmatch(svg)
+			require.NotNil(t, axis, "the time axis")
+			end, err := strconv.ParseFloat(axis[2], 64)
+			require.NoError(t, err)
+			bars := strings.SplitN(strings.SplitN(svg, `<g shape-rendering="crispEdges">`, 2)[1], "</g>", 2)[0]
+			rect := regexp.MustCompile(`<rect[^>]* x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"`)
+			n := 0
+			for _, m := range rect.FindAllStringSubmatch(bars, -1) {
+				x, _ := strconv.ParseFloat(m[1], 64)
+				w, _ := strconv.ParseFloat(m[2], 64)
+				assert.LessOrEqual(t, x+w, end+0.01, "a bar ends past the axis: %s", m[0])
+				n++
+			}
+			assert.Positive(t, n)
+
+			texts := map[string]bool{}
+			var pct []string
+			for _, m := range regexp.MustCompile(`>([^<>]+)</text>`).FindAllStringSubmatch(svg, -1) {
+				texts[m[1]] = true
+				if strings.HasSuffix(m[1], "%") {
+					pct = append(pct, m[1])
+				}
+			}
+			for _, l := range tc.legend {
+				assert.True(t, texts[l], "legend %q in %v", l, texts)
+			}
+			assert.Equal(t, tc.busy, pct, "the busy column")
+			assert.True(t, texts["runnable: runs drawn in the chart (one cut at its end counts), planned time inside the chart"], "the legend says what it counts")
+
+			var tl strings.Builder
+			require.NoError(t, static.WriteTimeline(&tl, plan))
+			text := regexp.MustCompile(` +`).ReplaceAllString(tl.String(), " ")
+			assert.Contains(t, text, "load over the 50ms of the -svg chart (2.5 periods, the last one cut at its end), as its busy column shows it:")
+			for _, l := range tc.timeline {
+				assert.Contains(t, text, strings.ReplaceAll(l, "  ", " "))
+			}
+		})
+	}
 }

@@ -200,7 +200,8 @@ func Parse(src []byte, file string) (*Spec, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		p.add(yamlErrLine(err), "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		line, msg := yamlSyntax(src, err)
+		p.add(line, "%s", msg)
 		return nil, p.err()
 	}
 	// A second document ("---" and more) would be ignored silently.
@@ -456,6 +457,10 @@ func badNameChar(s string) rune {
 func (p *problems) name(n *yaml.Node, what string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
 		p.add(n.Line, "%s must be a name, got %s", what, kindName(n))
+		return "", false
+	}
+	if n.Tag == "!!null" && n.Value != "" { // ~ or null: not the name "~"
+		p.add(n.Line, "%s is %s, YAML's null, so it has no name; give it a name", what, n.Value)
 		return "", false
 	}
 	if msg := nameProblem(what, n.Value); msg != "" {

@@ -78,14 +78,53 @@ func runErrCases(t *testing.T, cases []errCase) {
 func TestParseErrors(t *testing.T) {
 	runErrCases(t, []errCase{
 		{
+			// It said the name "~" had the character '~'.
+			name: "a null name",
+			src:  "hyperepochs: [{name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}]\nclients: [a, null]\nrunnables:\n  - {name: ~, client: a, resource: cpu0, wcet: 1ms}\n",
+			want: `s.yaml:2: a client is null, YAML's null, so it has no name; give it a name
+s.yaml:4: a runnable's name is ~, YAML's null, so it has no name; give it a name`,
+		},
+		{
 			name: "not YAML",
 			src:  "hyperepochs: [\n",
-			want: `s.yaml:1: not valid YAML: line 1: did not find expected node content`,
+			want: `s.yaml:1: not valid YAML: the [ opened on line 1 is not closed; close the [ opened on line 1 with ] (the parser: line 1: did not find expected node content)`,
 		},
 		{
 			name: "not YAML on a later line",
 			src:  "clients: [c]\nhyperepochs: x\n  y: z\n",
-			want: `s.yaml:3: not valid YAML: line 3: mapping values are not allowed in this context`,
+			want: `s.yaml:3: not valid YAML: line 3 is indented under line 2, whose key already has a value; this item is indented differently from its siblings: indent it as they are (the parser: line 3: mapping values are not allowed in this context)`,
+		},
+		// The parser names the line of the enclosing block, not the
+		// culprit's: the text is scanned for it.
+		{
+			name: "an unclosed bracket",
+			src:  "hyperepochs:\n  - name: h\n    period: 10ms\n    resources: [cpu0\n    epochs: [{name: f}]\nclients: [a]\n",
+			want: `s.yaml:4: not valid YAML: the [ opened on line 4 is not closed; close the [ opened on line 4 with ] (the parser: line 3: did not find expected ',' or ']')`,
+		},
+		{
+			name: "a wrong closing bracket",
+			src:  "clients: [a, b}\nrunnables: []\n",
+			want: `s.yaml:1: not valid YAML: the [ opened on line 1 is not closed; close the [ opened on line 1 with ] (the parser: did not find expected ',' or ']')`,
+		},
+		{
+			name: "a sibling one space short",
+			src:  "clients: [a]\nrunnables:\n  - name: x\n    client: a\n   resource: cpu0\n    wcet: 1ms\n",
+			want: `s.yaml:5: not valid YAML: line 5 is indented by 3 spaces, the lines around it by 2 or 4; this item is indented differently from its siblings: indent it as they are (the parser: line 2: did not find expected '-' indicator)`,
+		},
+		{
+			name: "a tab",
+			src:  "hyperepochs:\n  - name: h\n\tperiod: 10ms\n",
+			want: `s.yaml:3: not valid YAML: line 3 is indented with a tab; indent with spaces, not tabs (the parser: line 2: found a tab character that violates indentation)`,
+		},
+		{
+			name: "a key without a colon",
+			src:  "clients: [a]\nrunnables:\n  - {name: x, client: a}\n  - name y\n    client: a\n",
+			want: `s.yaml:4: not valid YAML: "- name y" on line 4 has no colon; a key needs a colon and a space after it (key: value) (the parser: line 5: mapping values are not allowed in this context)`,
+		},
+		{
+			name: "a culprit not found",
+			src:  "clients: [a]\nrunnables: x: y\n",
+			want: `s.yaml:2: not valid YAML at or before line 2: mapping values are not allowed in this context`,
 		},
 		{
 			// The YAML library gives no line for this one, so neither

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -149,9 +150,13 @@ func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
 	}
 	var longest time.Duration
 	for _, h := range plan.Hyperepochs {
+		// A plan file compiled before the verifier bounded periods.
+		if h.Period > MaxPeriod {
+			return nil, fmt.Errorf("static: hyperepoch %q of the plan has a period of %s, longer than the longest a run can keep time over, %s (MaxPeriod); shorten it and compile the schedule again", h.Name, h.Period, fmtMaxPeriod)
+		}
 		longest = max(longest, h.Period)
 	}
-	o.liveness = max(o.liveness, 2*longest)
+	o.liveness = time.Duration(max(int64(o.liveness), satMul(2, int64(longest))))
 	o.startDelay = max(o.startDelay, longest)
 	return &Master{
 		plan: plan, opts: o, clk: newClock(),
@@ -423,7 +428,7 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 		return
 	}
 	m.b = b
-	m.t0 = m.clk.now() + int64(m.opts.startDelay)
+	m.t0 = satAdd(m.clk.now(), int64(m.opts.startDelay))
 	b.store(wT0, uint64(m.t0))
 	m.started = true
 	for _, mem := range m.joined {
@@ -627,11 +632,13 @@ func (m *Master) behind(all []PlacedRunnable) string {
 		if m.opts.frames > 0 && k >= m.opts.frames {
 			continue
 		}
-		pstart := m.t0 + k*int64(h.Period)
+		// Saturating: a run's times stay far below the int64 limit
+		// (MaxPeriod), but a wrapped sum would read as far behind.
+		pstart := satAdd(m.t0, satMul(k, int64(h.Period)))
 		if stop != 0 && pstart >= stop {
 			continue
 		}
-		due := pstart + int64(ep.Offset) + f*int64(ep.Period) + int64(r.Deadline())
+		due := satAdd(satAdd(pstart, int64(ep.Offset)), satAdd(satMul(f, int64(ep.Period)), int64(r.Deadline())))
 		if late := now - due; late > int64(m.opts.liveness) {
 			life := "it never started a runnable"
 			if hb := int64(m.b.load(m.b.heartbeatWord(slices.Index(m.plan.Clients, r.Client)))); hb != 0 {
@@ -641,6 +648,26 @@ func (m *Master) behind(all []PlacedRunnable) string {
 		}
 	}
 	return ""
+}
+
+// satAdd returns a+b, saturating at the int64 limits instead of
+// wrapping around.
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// satMul returns a×b for a, b >= 0, saturating at math.MaxInt64.
+func satMul(a, b int64) int64 {
+	if a > 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // collect merges the clients' records into a Run.
@@ -667,6 +694,17 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 			run.Runnables = append(run.Runnables, r.Runnables...)
 			if r.Error != "" {
 				errs = append(errs, fmt.Sprintf("client %s: %s", c, r.Error))
+			}
+			continue
+		}
+		// Its records were lost: its runnables are listed all the same,
+		// marked, so that the record has every runnable of the plan.
+		run.Clients[len(run.Clients)-1].Lost = true
+		for _, r := range all {
+			if r.Client == c {
+				run.Runnables = append(run.Runnables, RunnableRun{Name: r.Name, Client: r.Client, Resource: r.Resource, WCET: int64(r.WCET), Lost: true,
+					Seq: []int64{}, Planned: []int64{}, Deadline: []int64{}, Start: []int64{}, End: []int64{}, Flags: []int{},
+					AllocObjects: []uint64{}, AllocBytes: []uint64{}})
 			}
 		}
 	}

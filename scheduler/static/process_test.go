@@ -315,12 +315,29 @@ func TestProcessKilledMidRun(t *testing.T) {
 	require.ErrorIs(t, r.err, ErrAborted)
 	assert.Contains(t, r.err.Error(), "client b (pid")
 	// The survivors' records came in: they show the run up to the fault.
+	// The dead client's runnables are there too, in plan order, marked
+	// lost (they were left out of the record and the analysis).
 	got := map[string]bool{}
+	var names []string
 	for _, rr := range r.run.Runnables {
+		names = append(names, rr.Name)
+		assert.Equal(t, rr.Client == "b", rr.Lost, rr.Name)
+		if rr.Lost {
+			assert.Empty(t, rr.Seq, rr.Name)
+			continue
+		}
 		got[rr.Client] = true
 		assert.NotEmpty(t, rr.Seq, rr.Name)
 	}
 	assert.True(t, got["a"] && got["c"], "records of a and c: %v", got)
+	var want []string
+	for _, pr := range plan.Runnables() {
+		want = append(want, pr.Name)
+	}
+	assert.Equal(t, want, names, "every runnable, in plan order")
+	var text strings.Builder
+	require.NoError(t, Analyze(r.run).WriteText(&text))
+	assert.Contains(t, text.String(), "the records of client b were lost")
 	for _, p := range []*procClient{a, c} {
 		err := waitFor(t, p.done, "client "+p.name)
 		var ee *exec.ExitError

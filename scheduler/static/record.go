@@ -1,6 +1,7 @@
 package static
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -79,6 +80,10 @@ type RunnableRun struct {
 	Errors []string `json:"errors,omitempty"`
 	// Dropped counts rows not kept (the recorder keeps the last ones).
 	Dropped int64 `json:"dropped,omitempty"`
+	// Lost marks a runnable whose client's records never reached the
+	// master (its process died or stopped answering): its columns are
+	// empty, not a runnable that reached no frame.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // A ClientRun is one client's record.
@@ -99,6 +104,10 @@ type ClientRun struct {
 	// (WithAllocationCounts): then RunnableRun's AllocObjects and
 	// AllocBytes name the runnables; otherwise they are zero.
 	PerRun bool `json:"alloc_per_run,omitempty"`
+	// Lost says that the client's records never reached the master (its
+	// process died or stopped answering): its runnables are marked Lost,
+	// and it has no GC or allocation records.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // An AllocPeriod is what a client's process allocated during one period.
@@ -154,6 +163,12 @@ func ReadRun(rd io.Reader) (*Run, error) {
 	}
 	var r Run
 	if err := json.Unmarshal(src, &r); err != nil {
+		if t := bytes.TrimSpace(src); len(t) > 0 && t[0] != '{' && t[0] != '[' {
+			if _, perr := Parse(src, ""); perr == nil || bytes.Contains(src, []byte("hyperepochs:")) {
+				return nil, fmt.Errorf("static: this is a schedule (YAML), not a run record: run it first (pzrun stm run SCHEDULE.yaml -o RUN.json, or pzrun stm master with -o), then analyze the RUN.json it writes")
+			}
+			return nil, fmt.Errorf("static: this is not a run record, which is JSON (what -o of pzrun stm run or stm master writes): %w", err)
+		}
 		return nil, fmt.Errorf("static: reading a run: %w", err)
 	}
 	if r.Format != "pz-stm-run" || r.Version != RunVersion {
