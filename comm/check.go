@@ -141,7 +141,7 @@ func CheckBuf(call string, rank int, b Buf) error {
 	if !b.Type.Valid() {
 		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("invalid datatype %v (build the Buf with comm.BufOf)", b.Type)}
 	}
-	if len(b.Bytes)%b.Type.Size() != 0 {
+	if len(b.Bytes)&(b.Type.Size()-1) != 0 { // sizes are powers of two
 		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("buffer of %d bytes is not a whole number of %v elements", len(b.Bytes), b.Type)}
 	}
 	return nil

@@ -108,3 +108,28 @@ void pz_agree_combine(pz_agree_t *in, pz_agree_t *inout) {
 	int one = 1;
 	pz_agree_fn(in, inout, &one, NULL);
 }
+
+/* pz_agree_step is the blocking agreement step in one call from Go
+ * (agree.go, Comm.fused): agree is the Comm's pz_agree_t pair (in, out),
+ * whose header Go has set. It copies send_n bytes of send into in's
+ * payload, marks the collective seq in progress in the stall watch's slot
+ * (slot: the address of a collSlot's seq, or 0), allreduces in into out,
+ * clears the slot, and when every rank agreed and the payload was combined
+ * copies recv_n bytes of out's payload to recv. It returns 0 then, -1 when
+ * the step ran but Go has to look at out (a failure, a mismatch, a payload
+ * not carried), or MPI's error code. The addresses are of memory Go keeps
+ * alive for the call and the handles are integers, so that cgo checks no
+ * pointer; the slot's stores are release stores, which the watch's atomic
+ * loads pair with. */
+int pz_agree_step(uintptr_t agree, uintptr_t send, int send_n, uintptr_t recv, int recv_n,
+                  uintptr_t slot, uint64_t seq, uintptr_t t, uintptr_t op, uintptr_t c) {
+	pz_agree_t *in = (pz_agree_t *)agree, *out = in + 1;
+	if (send_n > 0) memcpy(in->payload, (const void *)send, (size_t)send_n);
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = MPI_Allreduce(in, out, 1, (MPI_Datatype)t, (MPI_Op)op, (MPI_Comm)c);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	if (rc != MPI_SUCCESS) return rc;
+	if (out->h[2] != 0 || out->h[0] != -out->h[1] || in->pay == 0 || out->pay != in->pay) return -1;
+	if (recv_n > 0) memcpy((void *)recv, out->payload, (size_t)recv_n);
+	return 0;
+}

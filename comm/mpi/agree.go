@@ -69,19 +69,50 @@ func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, r
 	if !c.check || c.size == 1 {
 		return lerr != nil, lerr
 	}
-	in, out := &c.agree[0], &c.agree[1]
-	setHeader(in, agreeVector(d, c.rank, c.size, lerr, 0))
-	in.pay, in.root = 0, 0
-	if lerr == nil {
-		in.pay = C.int64_t(pay)
+	c.setAgree(d, lerr, pay, send != nil)
+	if c.blocks(ctx) {
+		// The whole step in one C call: the payload's copies in and out,
+		// the watch's stores and MPI_Allreduce (agreeBlocking).
+		if done, err := c.agreeBlocking(send, recv, int(pay&0xffff)); done {
+			return true, err
+		}
+	} else {
+		if c.agree[0].pay != 0 {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.agree[0].payload[0])), agreePayload), send)
+		}
+		if err := c.agreeStep(ctx); err != nil {
+			return true, err
+		}
 	}
-	if in.pay != 0 && send != nil {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&in.payload[0])), agreePayload), send)
+	return c.fusedResult(ctx, d, lerr, pay, recv)
+}
+
+// setAgree sets c.agree[0]'s header and payload code for fused: the
+// agreement vector (agreeVector(d, c.rank, c.size, lerr, 0), stored word
+// by word: the array's copies on the stack stalled store forwarding), the
+// code when this rank's arguments are valid, and the root flag of a Bcast
+// where this rank sends (sends).
+func (c *Comm) setAgree(d desc, lerr error, pay int64, sends bool) {
+	in := &c.agree[0]
+	if d != c.hdesc {
+		c.hdesc, c.hval = d, d.hash()
+	}
+	fp, fail := c.hval, int64(0)
+	if lerr != nil {
+		fail, pay = int64(c.size-c.rank), 0
+	}
+	in.h[0], in.h[1], in.h[2], in.h[3] = C.int64_t(fp), C.int64_t(-fp), C.int64_t(fail), 0
+	in.pay, in.root = C.int64_t(pay), 0
+	if pay != 0 && sends {
 		in.root = C.int64_t(b2i(pay>>24 == C.PZ_AGREE_BCAST))
 	}
-	if err := c.agreeStep(ctx); err != nil {
-		return true, err
-	}
+}
+
+// fusedResult interprets the reduced element of fused's agreement step
+// (c.agree[1]): an error on every rank when one failed or they disagree;
+// otherwise done with the payload copied to recv when it was combined.
+func (c *Comm) fusedResult(ctx context.Context, d desc, lerr error, pay int64, recv []byte) (done bool, err error) {
+	in, out := &c.agree[0], &c.agree[1]
 	failRank, same := agreed(header(out), c.size)
 	if failRank >= 0 || !same {
 		return true, c.explain(ctx, d, failRank, lerr)
@@ -219,6 +250,42 @@ func (c *Comm) agreeStep(ctx context.Context) error {
 		func(r *C.MPI_Request) C.int { return C.pz_iallreduce_at(sa, ra, 1, dt, op, c.c, r) }, sp, rp)
 	runtime.KeepAlive(c.agree)
 	return err
+}
+
+// agreeBlocking is the blocking agreement step of fused, in one cgo call
+// (pz_agree_step) with no pointer for cgo to check: c.agree's header and
+// code are set; send's bytes go into the payload when it carries one (in.pay
+// set). It reports done when the step failed (err) or the ranks agreed and
+// the payload came back combined into recv (n bytes at most); otherwise
+// c.agree[1] holds the reduced element for fused to interpret.
+func (c *Comm) agreeBlocking(send, recv []byte, n int) (done bool, err error) {
+	in := &c.agree[0]
+	sn := 0
+	if in.pay != 0 {
+		sn = min(len(send), agreePayload)
+	}
+	rn := min(len(recv), n)
+	var slot C.uintptr_t
+	c.seq++
+	if c.wslot == nil {
+		c.wslot = c.st.watch.collSlot(c.size)
+	}
+	if s := c.wslot; s != nil {
+		s.setName("MPI_Allreduce")
+		slot = C.uintptr_t(uintptr(unsafe.Pointer(&s.seq)))
+	}
+	rc := C.pz_agree_step(C.uintptr_t(uintptr(unsafe.Pointer(in))), C.uintptr_t(uintptr(ptr(send))), C.int(sn),
+		C.uintptr_t(uintptr(ptr(recv))), C.int(rn), slot, C.uint64_t(c.seq), c.st.agreeTypeU, c.st.agreeOpU, c.cu)
+	runtime.KeepAlive(send) // C had their addresses
+	runtime.KeepAlive(recv)
+	runtime.KeepAlive(c.wslot)
+	switch {
+	case rc == 0:
+		return true, nil
+	case rc > 0:
+		return true, fmt.Errorf("mpi: %w", c.st.error("MPI_Allreduce", rc))
+	}
+	return false, nil
 }
 
 // explain runs on every rank once the agreement step found a failure or a

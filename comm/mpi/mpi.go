@@ -65,8 +65,10 @@ type state struct {
 	// The element and op of the agreement step (pz_agree.h).
 	agreeType C.MPI_Datatype
 	agreeOp   C.MPI_Op
-	locPair   C.MPI_Datatype               // two int64 words: a comm.LocComm pair
-	locOps    [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
+	// The same as integers, for pz_agree_step (no pointer for cgo to check).
+	agreeTypeU, agreeOpU C.uintptr_t
+	locPair              C.MPI_Datatype               // two int64 words: a comm.LocComm pair
+	locOps               [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
 }
 
 func (s *state) lock() {
@@ -185,6 +187,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
 	}
+	st.agreeTypeU, st.agreeOpU = C.pz_type_u(st.agreeType), C.pz_op_u(st.agreeOp)
 	if rc := C.pz_loc_init(&st.locPair, &st.locOps[0]); rc != 0 {
 		if w.started {
 			w.finalizeOnThread()

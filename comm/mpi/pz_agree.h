@@ -26,5 +26,7 @@ typedef struct {
 
 int pz_agree_init(MPI_Datatype *type, MPI_Op *op);
 void pz_agree_combine(pz_agree_t *in, pz_agree_t *inout);
+int pz_agree_step(uintptr_t agree, uintptr_t send, int send_n, uintptr_t recv, int recv_n,
+                  uintptr_t slot, uint64_t seq, uintptr_t t, uintptr_t op, uintptr_t c);
 
 #endif

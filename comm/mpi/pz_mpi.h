@@ -300,6 +300,7 @@ static int pz_irecv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c
  * memory is C's or pinned Go memory; the handles come from pz_comm_u and pz_type_u. */
 static uintptr_t pz_comm_u(MPI_Comm c) { return (uintptr_t)c; }
 static uintptr_t pz_type_u(MPI_Datatype t) { return (uintptr_t)t; }
+static uintptr_t pz_op_u(MPI_Op op) { return (uintptr_t)op; }
 static int pz_isend_u(uintptr_t b, int n, uintptr_t t, int dest, int tag, uintptr_t c, uintptr_t r) {
 	return MPI_Isend((const void *)b, n, (MPI_Datatype)t, dest, tag, (MPI_Comm)c, (MPI_Request *)r);
 }

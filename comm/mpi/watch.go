@@ -105,14 +105,19 @@ func (w *watch) dropSlot(s *collSlot) {
 }
 
 func (s *collSlot) begin(call string, seq uint64) {
-	// A communicator runs the same few calls over and over: the name is
-	// stored (two locked instructions) only when it changes. Only this
-	// communicator's collectives store it, so the loads see its value.
+	s.setName(call)
+	s.seq.Store(seq)
+}
+
+// setName records the name of the collective about to begin. A
+// communicator runs the same few calls over and over: the name is stored
+// (two locked instructions) only when it changes. Only this
+// communicator's collectives store it, so the loads see its value.
+func (s *collSlot) setName(call string) {
 	if p, n := unsafe.StringData(call), int64(len(call)); s.name.Load() != p || s.nlen.Load() != n {
 		s.name.Store(p)
 		s.nlen.Store(n)
 	}
-	s.seq.Store(seq)
 }
 
 func (s *collSlot) end() { s.seq.Store(0) }
