@@ -4,7 +4,7 @@
 // everywhere else.
 //
 //	PZ_RANKS=4 go run ./examples/gather
-//	go build -tags mpi -o /tmp/gather ./examples/gather && mpirun -n 4 /tmp/gather
+//	go build -tags mpi -o /tmp/gather ./examples/gather && mpirun -n 4 --oversubscribe /tmp/gather
 package main
 
 import (

@@ -6,7 +6,7 @@
 // steps computed sequentially, bit for bit.
 //
 //	PZ_RANKS=4 go run ./examples/heat                 # 4 in-process ranks
-//	go build -tags mpi -o /tmp/heat ./examples/heat && mpirun -n 4 /tmp/heat
+//	go build -tags mpi -o /tmp/heat ./examples/heat && mpirun -n 4 --oversubscribe /tmp/heat
 package main
 
 import (

@@ -337,7 +337,13 @@ func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 
 // runMode runs both factorizations on a new scheduler in one mode.
 func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl *cholesky.Codelets, a0s [2][]T) (_ ModeResult, err error) {
-	sopts := []scheduler.Option{scheduler.WithLogger(opts.Logger)}
+	// The scheduler logs every context resize at Info: only with
+	// LogResizes (pzrun contexts -v); its warnings always.
+	schedLog := opts.Logger
+	if !opts.LogResizes && schedLog != nil {
+		schedLog = schedLog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	sopts := []scheduler.Option{scheduler.WithLogger(schedLog)}
 	if opts.Policy != "" {
 		sopts = append(sopts, scheduler.WithPolicy(opts.Policy))
 	}

@@ -201,8 +201,10 @@ func TestAppDrivenResizes(t *testing.T) {
 		n := logs.FilterMessage("hypervisor resize").Len()
 		if verbose {
 			assert.Equal(t, res.Hypervisor.Resizes, n)
+			assert.Positive(t, logs.FilterMessage("context resize").Len(), "the scheduler's own resize lines with LogResizes")
 		} else {
 			assert.Zero(t, n, "resizes are not logged without LogResizes")
+			assert.Zero(t, logs.FilterMessage("context resize").Len(), "nor the scheduler's own resize lines")
 		}
 	}
 }
