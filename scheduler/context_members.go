@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Context membership, the engine side: which context each worker is in
@@ -300,8 +301,17 @@ func (w *worker) applyContexts() {
 	s.cx.resizes = append(s.cx.resizes, r)
 	s.cx.mu.Unlock()
 	if l := s.cfg.logger; l != nil {
-		l.Info("context resize", zap.Int("worker", r.Worker), zap.String("from", r.From), zap.String("to", r.To),
-			zap.String("reason", r.Reason), zap.Duration("at", r.At))
+		// A move the program made itself (AddWorkers, NewContext, ...)
+		// is news to nobody: Debug. The hypervisor's, and workers lent
+		// to a context being deleted or at Close, are Info.
+		level := zapcore.DebugLevel
+		if !programMove(reason) {
+			level = zapcore.InfoLevel
+		}
+		if ce := l.Check(level, "context resize"); ce != nil {
+			ce.Write(zap.Int("worker", r.Worker), zap.String("from", r.From), zap.String("to", r.To),
+				zap.String("reason", r.Reason), zap.Duration("at", r.At))
+		}
 	}
 }
 
@@ -403,4 +413,14 @@ func (s *Scheduler) shortContexts() map[*Context]kindSet {
 		}
 	}
 	return out
+}
+
+// programMove reports whether a resize's reason is a call of the
+// program's own (Resize.Reason).
+func programMove(reason string) bool {
+	switch reason {
+	case "add", "remove", "move":
+		return true
+	}
+	return false
 }

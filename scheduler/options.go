@@ -198,8 +198,10 @@ func buildConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// WithLogger sets the logger that records every context resize (Info)
-// and workers lent at Close (Warn). Default: none.
+// WithLogger sets the logger that records every context resize (Info
+// for the hypervisor's and a deletion's, Debug for the program's own
+// AddWorkers, RemoveWorkers, MoveWorkers and NewContext) and workers
+// lent at Close (Warn). Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }
 
 // SimDevicesFromEnv returns the simulated devices the environment asks
