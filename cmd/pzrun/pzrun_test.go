@@ -533,7 +533,10 @@ func TestContextsApp(t *testing.T) {
 	for _, k := range []string{"global_s", "static_s", "hypervisor_s", "gain_vs_static", "gain_vs_global"} {
 		assert.Contains(t, sum, k)
 	}
-	assert.Contains(t, errs, "context resize", "every resize is logged")
+	assert.NotContains(t, errs, "context resize", "resizes are logged with -v only")
+	code, _, errs = pzrun(t, "contexts", "-small", "256", "-large", "512", "-b", "64", "-workers", "2", "-v")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "context resize", "with -v every resize is logged")
 
 	code, _, errs = pzrun(t, "contexts", "-workers", "1")
 	assert.Equal(t, 2, code)
