@@ -60,6 +60,10 @@ func TestFailedGraphStartsNoTask(t *testing.T) {
 	waiting.Add(ranks - 1)
 	waited := make(chan struct{})
 	go func() { waiting.Wait(); close(waited) }()
+	var submitted sync.WaitGroup // every rank has made all its submissions
+	submitted.Add(ranks)
+	allSubmitted := make(chan struct{})
+	go func() { submitted.Wait(); close(allSubmitted) }()
 
 	err := local.Run(ctx, ranks, func(ctx context.Context, c comm.Comm) error {
 		ls, err := scheduler.New(ctx, scheduler.WithWorkers(workers))
@@ -94,6 +98,7 @@ func TestFailedGraphStartsNoTask(t *testing.T) {
 				}
 			}
 		}
+		submitted.Done()
 		if d.Rank() != leaver {
 			defer waiting.Done()
 			waitErrs[d.Rank()] = d.WaitAll(ctx)
@@ -105,6 +110,13 @@ func TestFailedGraphStartsNoTask(t *testing.T) {
 			case <-ctx.Done():
 				return fmt.Errorf("waiting for every rank's workers to hold a task: %w", ctx.Err())
 			}
+		}
+		// A rank still submitting would hear of the failure at Submit,
+		// not in WaitAll as this test wants.
+		select {
+		case <-allSubmitted:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for every rank's submissions: %w", ctx.Err())
 		}
 		lctx, lcancel := context.WithCancel(ctx)
 		lcancel()
