@@ -2,6 +2,7 @@ package comm
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 )
 
@@ -30,11 +31,6 @@ const (
 var datatypeNames = [...]string{"invalid", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "complex64", "complex128"}
 
 var datatypeSizes = [...]int{0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8, 8, 16}
-
-// datatypeShifts is log2 of datatypeSizes (every size is a power of two):
-// Buf.Len and CheckBuf shift and mask instead of dividing, which on the
-// small collectives' path cost a 64-bit division each (~10 ns).
-var datatypeShifts = [...]uint8{0, 0, 1, 2, 3, 0, 1, 2, 3, 2, 3, 3, 4}
 
 // String returns the Go name of the element type.
 func (d Datatype) String() string {
@@ -77,8 +73,10 @@ type Buf struct {
 
 // Len returns the number of elements in b.
 func (b Buf) Len() int {
-	if b.Type.Valid() {
-		return len(b.Bytes) >> datatypeShifts[b.Type]
+	if s := b.Type.Size(); s > 0 {
+		// Every size is a power of two: a shift, not a 64-bit division
+		// (~10 ns on the small collectives' path).
+		return len(b.Bytes) >> bits.TrailingZeros(uint(s))
 	}
 	return 0
 }

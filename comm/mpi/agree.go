@@ -94,10 +94,7 @@ func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, r
 // where this rank sends (sends).
 func (c *Comm) setAgree(d desc, lerr error, pay int64, sends bool) {
 	in := &c.agree[0]
-	if d != c.hdesc {
-		c.hdesc, c.hval = d, d.hash()
-	}
-	fp, fail := c.hval, int64(0)
+	fp, fail := d.hash(), int64(0)
 	if lerr != nil {
 		fail, pay = int64(c.size-c.rank), 0
 	}

@@ -59,11 +59,6 @@ type Comm struct {
 	cnts2   []C.int
 	displs2 []C.int
 
-	// The last descriptor fused hashed and its hash (desc.hash), guarded
-	// by coll: a program repeats the same few calls.
-	hdesc desc
-	hval  int64
-
 	broken atomic.Pointer[error]
 	freed  atomic.Bool
 	seq    uint64 // collectives started, for the watch's reports; guarded by coll
@@ -84,7 +79,7 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 	return &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
 		cu: C.pz_comm_u(c), byteU: C.pz_type_u(st.h.byte),
 		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
-		cnts2: make([]C.int, n), displs2: make([]C.int, n), hval: desc{}.hash()}, nil
+		cnts2: make([]C.int, n), displs2: make([]C.int, n)}, nil
 }
 
 // Rank is this process's rank in the communicator.
