@@ -162,8 +162,8 @@ func (s *DeviceSlice[T]) copySync(ctx context.Context, call string, n int, start
 }
 
 func (s *DeviceSlice[T]) check(call string, n int) error {
-	if s == nil || s.mem == nil {
-		return fmt.Errorf("%w: %s on a nil or freed DeviceSlice", ErrInvalid, call)
+	if err := s.checkRange(call, 0, 0); err != nil {
+		return err // nil or freed
 	}
 	if n != s.n {
 		return fmt.Errorf("%w: %s of %d elements on a DeviceSlice of %d on %v", ErrInvalid, call, n, s.n, s.dev)

@@ -19,12 +19,7 @@ import (
 func TestDeviceBadInput(t *testing.T) {
 	ctx := context.Background()
 	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-		dev, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
-		require.NoError(t, err)
-		defer dev.Close()
-		desc := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: "sim0", Kind: "sim", MemoryBytes: 1 << 16}}}
-		machines, err := resourceset.Exchange(ctx, c, desc)
-		require.NoError(t, err)
+		dev, machines := simMachines(t, ctx, c)
 		other, err := resourceset.New(c, 1-c.Rank(), machines[1-c.Rank()], nil)
 		require.NoError(t, err)
 		require.ErrorIs(t, other.AttachDevices([]accel.Device{dev}), resourceset.ErrInvalid)
@@ -86,12 +81,7 @@ func TestDeviceBadInput(t *testing.T) {
 func TestDeviceAsyncCopyRange(t *testing.T) {
 	ctx := context.Background()
 	err := local.Run(ctx, 1, func(ctx context.Context, c comm.Comm) error {
-		dev, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
-		require.NoError(t, err)
-		defer dev.Close()
-		desc := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: "sim0", Kind: "sim", MemoryBytes: 1 << 16}}}
-		machines, err := resourceset.Exchange(ctx, c, desc)
-		require.NoError(t, err)
+		dev, machines := simMachines(t, ctx, c)
 		me, err := resourceset.New(c, 0, machines[0], nil)
 		require.NoError(t, err)
 		require.NoError(t, me.AttachDevices([]accel.Device{dev}))
@@ -123,4 +113,18 @@ func TestDeviceAsyncCopyRange(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// simMachines opens a simulated device of 64 KiB for this rank (closed at
+// the test's end) and exchanges a description of one such device per
+// rank.
+func simMachines(t *testing.T, ctx context.Context, c comm.Comm) (accel.Device, []*hardware.Machine) {
+	t.Helper()
+	dev, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 16})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
+	desc := &hardware.Machine{Accelerators: []hardware.Accelerator{{Name: "sim0", Kind: "sim", MemoryBytes: 1 << 16}}}
+	machines, err := resourceset.Exchange(ctx, c, desc)
+	require.NoError(t, err)
+	return dev, machines
 }
