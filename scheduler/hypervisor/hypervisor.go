@@ -656,7 +656,10 @@ func (h *Hypervisor) view(why Trigger) *View {
 		if smp == nil {
 			smp = &sample{at: now, flops: cv.FlopsDone, workers: len(ws), done: cv.Done}
 			h.ctxSample[c] = smp
-		} else if roll && now > smp.at {
+		} else if roll && now-smp.at >= int64(h.cfg.window) {
+			// Over a whole window of its own: a sample taken between two
+			// rolls (a context registered then) and rolled at once would
+			// divide a task's flops by microseconds.
 			smp.speed = (cv.FlopsDone - smp.flops) / (float64(now-smp.at) / 1e9)
 			smp.tspeed = float64(cv.Done-smp.done) / (float64(now-smp.at) / 1e9)
 			smp.wspeed = 0
@@ -681,7 +684,7 @@ func (h *Hypervisor) view(why Trigger) *View {
 		}
 		f := wc.flops.Load()
 		ws := &h.wSample[i]
-		if roll && now > ws.at {
+		if roll && now-ws.at >= int64(h.cfg.window) {
 			ws.speed = (f - ws.flops) / (float64(now-ws.at) / 1e9)
 			ws.at, ws.flops = now, f
 		}
