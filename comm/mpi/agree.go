@@ -276,6 +276,7 @@ func (c *Comm) agreeBlocking(send, recv []byte, n int) (done bool, err error) {
 	runtime.KeepAlive(send) // C had their addresses
 	runtime.KeepAlive(recv)
 	runtime.KeepAlive(c.wslot)
+	yieldEvery(c.seq)
 	switch {
 	case rc == 0:
 		return true, nil

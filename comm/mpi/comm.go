@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -118,6 +119,27 @@ func cints(s []C.int) *C.int { return unsafe.SliceData(s) }
 // starts the non-blocking form and polls.
 func (c *Comm) blocks(ctx context.Context) bool { return ctx.Done() == nil && !c.st.serialize }
 
+// yieldPeriod is how many blocking MPI calls go by between two yields of
+// the calling goroutine's processor (yieldEvery).
+const yieldPeriod = 64
+
+// yieldEvery yields the processor (runtime.Gosched) when n, a count of
+// blocking MPI calls, is a multiple of yieldPeriod. A goroutine that makes
+// blocking cgo calls back to back is never rescheduled, and once it has run
+// 10 ms on one scheduling tick the runtime's monitor thread (sysmon) takes
+// its processor in the middle of a call and polls every 20 µs for a
+// millisecond or more, about 5,000 wake-ups a second. Under mpirun every
+// thread of a rank is bound to the core on which MPI spins, so each wake-up
+// stalls the rank and every rank waiting on it: 8-byte AllReduces back to
+// back on 2 ranks took 1.9 µs each, C's 0.67 (docs/performance.md, "Yielding
+// between blocking calls"). A yield every few dozen calls starts a new
+// tick for ~0.2 µs.
+func yieldEvery(n uint64) {
+	if n%yieldPeriod == 0 {
+		runtime.Gosched()
+	}
+}
+
 // do runs one MPI operation: block with a ctx that cannot be canceled,
 // otherwise start and poll. pins are the memory MPI uses until completion.
 // A collective abandoned on ctx breaks the communicator.
@@ -140,8 +162,11 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 			s.begin(call, c.seq)
 			rc = block()
 			s.end()
-		} else {
-			rc = block() // a point-to-point call's caller watches it (watch.beginP2P)
+		} else if rc = block(); !coll { // a point-to-point call's caller watches it (watch.beginP2P)
+			c.st.paceP2P()
+		}
+		if coll {
+			yieldEvery(c.seq)
 		}
 		if rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))

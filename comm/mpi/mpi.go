@@ -69,7 +69,13 @@ type state struct {
 	agreeTypeU, agreeOpU C.uintptr_t
 	locPair              C.MPI_Datatype               // two int64 words: a comm.LocComm pair
 	locOps               [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
+	// p2pBlocking counts the blocking point-to-point calls (waits,
+	// probes included) of every goroutine, for yieldEvery.
+	p2pBlocking atomic.Uint64
 }
+
+// paceP2P counts one blocking point-to-point call (yieldEvery).
+func (s *state) paceP2P() { yieldEvery(s.p2pBlocking.Add(1)) }
 
 func (s *state) lock() {
 	if s.serialize {

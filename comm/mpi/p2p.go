@@ -63,6 +63,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 		id := c.beginP2P(ctx, p2p(p2pSend, dest, tag))
 		rc := C.pz_send(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(dest), C.int(tag), c.c)
 		c.st.watch.endP2P(id)
+		c.st.paceP2P()
 		if rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error("MPI_Send", rc))
 		}
@@ -152,7 +153,9 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 	msg := c.h.message_null
 	var st C.pz_status
 	if wait && c.blocks(ctx) {
-		if rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st); rc != 0 {
+		rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st)
+		c.st.paceP2P()
+		if rc != 0 {
 			return msg, st, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mprobe", rc))
 		}
 		return msg, st, nil
@@ -256,6 +259,7 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
 	c.st.watch.endP2P(id)
+	c.st.paceP2P()
 	return c.received("Sendrecv", "MPI_Sendrecv", rc, st, recv.Type)
 }
 
@@ -297,6 +301,7 @@ func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm
 	var st C.pz_status
 	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
 	c.st.watch.endP2P(id)
+	c.st.paceP2P()
 	return c.received("Recv", "MPI_Recv", rc, st, buf.Type)
 }
 

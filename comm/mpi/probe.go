@@ -69,7 +69,9 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) {
 	var st C.pz_status
 	if c.blocks(ctx) {
-		if rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st); rc != 0 {
+		rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st)
+		c.st.paceP2P()
+		if rc != 0 {
 			return st, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
 		}
 		return st, nil

@@ -296,6 +296,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 				r.leaveWait()
 			}
 			r.complete(rc, &r.cst) // r is alive: C had the address of its field
+			r.c.st.paceP2P()
 		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
 			r.c.st.watch.endP2P(id)
 			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.name(), err)
