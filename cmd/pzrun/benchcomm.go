@@ -24,7 +24,7 @@ import (
 
 type benchCommFlags struct {
 	backend, ops, sizes, peer, peerThread string
-	ranks                                 int
+	ranks, rounds                         int
 	scale                                 float64
 	check                                 bool
 	noPeerDir                             bool // ../shared/peers/mpi was not found: -peer defaults to none
@@ -46,6 +46,7 @@ func benchCommApp() app {
 			f.noPeerDir = dir == ""
 			fs.StringVar(&f.peer, "peer", dir, "folder of the C peer collbench.c (default ../shared/peers/mpi beside the checkout); empty skips the peer")
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
+			fs.IntVar(&f.rounds, "rounds", 1, "measure `N` times, the C peer beside each round (before pz's in odd rounds); prints the medians over the rounds and paired_ratio, the median of the rounds' own ratios")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				f := f // this rank's: the ranks run this body at once
@@ -71,31 +72,35 @@ func benchCommApp() app {
 						w.SetCheck(f.check)
 					}
 					cfg.Backend = string(rt.Backend())
-					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					rs, err := measureRounds(ctx, e, f, 0, func() ([]commbench.Result, error) {
+						return commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					})
 					if rt.Rank() != 0 {
 						return err
 					}
 					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				case f.backend == "local":
 					cfg.Backend = "local"
-					rs, err := commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					peerRanks := 0
+					if rt.Rank() == 0 {
+						peerRanks = rt.Size()
+					}
+					rs, err := measureRounds(ctx, e, f, peerRanks, func() ([]commbench.Result, error) {
+						return commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
+					})
 					if rt.Rank() != 0 {
 						return err
-					}
-					if err == nil {
-						attachPeer(ctx, e, f, rt.Size(), rs)
 					}
 					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				case f.backend == "mpi":
 					if rt.Size() != 1 {
 						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
 					}
-					rs, err := spawnMPI(ctx, f)
-					if err != nil {
+					rs, err := measureRounds(ctx, e, f, f.ranks, func() ([]commbench.Result, error) { return spawnMPI(ctx, f) })
+					if len(rs) == 0 && err != nil {
 						return err
 					}
-					attachPeer(ctx, e, f, f.ranks, rs)
-					return commbench.WriteJSON(e.stdout, rs)
+					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				default:
 					return fmt.Errorf("%w: unknown -backend %q (local or mpi)", errUsage, f.backend)
 				}
@@ -134,6 +139,9 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 		}
 		cfg.Sizes = append(cfg.Sizes, v)
 	}
+	if f.rounds < 1 {
+		return cfg, fmt.Errorf("%w: -rounds must be at least 1", errUsage)
+	}
 	if f.ranks < 1 {
 		return cfg, fmt.Errorf("%w: -ranks must be at least 1", errUsage)
 	}
@@ -146,21 +154,62 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 	return cfg, nil
 }
 
-// attachPeer runs the C peer with the same rank count and adds its medians
-// and the ratios to rs. A peer that cannot run is reported, not fatal.
-func attachPeer(ctx context.Context, e *env, f benchCommFlags, ranks int, rs []commbench.Result) {
+// measureRounds runs measure f.rounds times and, with peerRanks > 0 (rank
+// 0 of a measurement that has a peer), the C peer on that many ranks
+// beside each round: after pz's round in even rounds, before it in odd
+// ones. It combines them (commbench.Combine). A failed round ends the run
+// with what the rounds before it measured, or with the first round's own
+// results when it is the first (a run stopped by a signal prints those).
+func measureRounds(ctx context.Context, e *env, f benchCommFlags, peerRanks int, measure func() ([]commbench.Result, error)) ([]commbench.Result, error) {
+	var (
+		rounds [][]commbench.Result
+		peers  []map[commbench.PeerKey]float64
+		noPeer = peerRanks <= 0
+	)
+	runPeer := func() map[commbench.PeerKey]float64 {
+		if noPeer {
+			return nil
+		}
+		peer, ok := peerFigures(ctx, e, f, peerRanks)
+		noPeer = !ok // said once on stderr; not tried again
+		return peer
+	}
+	for i := range f.rounds {
+		var peer map[commbench.PeerKey]float64
+		if i%2 == 1 {
+			peer = runPeer()
+		}
+		rs, err := measure()
+		if err != nil {
+			if len(rounds) == 0 {
+				return rs, err
+			}
+			return commbench.Combine(rounds, peers), err
+		}
+		if i%2 == 0 {
+			peer = runPeer()
+		}
+		rounds = append(rounds, rs)
+		peers = append(peers, peer)
+	}
+	return commbench.Combine(rounds, peers), nil
+}
+
+// peerFigures runs the C peer on ranks ranks and returns its medians. A
+// peer that cannot run is reported on stderr, not fatal (ok false).
+func peerFigures(ctx context.Context, e *env, f benchCommFlags, ranks int) (peer map[commbench.PeerKey]float64, ok bool) {
 	if f.peer == "" {
 		if f.noPeerDir && !f.peerGiven { // -peer '' skips it without a word
 			fmt.Fprintln(e.stderr, "pzrun bench comm: peer skipped: ../shared/peers/mpi (collbench.c) not found beside the checkout (above the working directory, the pzrun binary or the source it was built from); pass -peer DIR")
 		}
-		return
+		return nil, false
 	}
 	peer, err := commbench.RunPeer(ctx, peerLauncher(), f.peer, ranks, f.scale, f.peerThread)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "pzrun bench comm: peer skipped: %v\n", err)
-		return
+		return nil, false
 	}
-	commbench.Attach(rs, peer)
+	return peer, true
 }
 
 // peerLauncher is the MPI library of the C peer: the one this binary is

@@ -123,6 +123,19 @@ func TestBenchCommMPIWithPeer(t *testing.T) {
 		assert.Greater(t, r.Peer, 0.0, "peer figure present: %s", l)
 		assert.InDelta(t, r.Median/r.Peer, r.Ratio, 0.01*r.Ratio+1e-3)
 	}
+
+	// Two rounds: the peer beside each, and the median of their ratios.
+	out, err = exec.Command(bin, "bench", "comm", "-backend", "mpi", "-ranks", "2", "-ops", "allreduce", "-sizes", "8", "-scale", "0.02", "-rounds", "2", "-peer", peer).Output()
+	require.NoError(t, err)
+	var r struct {
+		Rounds int     `json:"rounds"`
+		Paired float64 `json:"paired_ratio"`
+		Peer   float64 `json:"peer_median_us"`
+	}
+	require.NoError(t, json.Unmarshal(out, &r), string(out))
+	assert.Equal(t, 2, r.Rounds)
+	assert.Greater(t, r.Paired, 0.0)
+	assert.Greater(t, r.Peer, 0.0)
 }
 
 // mpiTags are the build tags of a pzrun against the MPI library this test

@@ -508,6 +508,24 @@ func TestBenchComm(t *testing.T) {
 		assert.Greater(t, r["median_us"].(float64), 0.0)
 	}
 	assert.NotContains(t, errs, "peer skipped", "-peer '' skips the peer without a word")
+	for _, r := range recs {
+		assert.NotContains(t, r, "rounds", "one round: no rounds field")
+	}
+
+	// Rounds: one line per case, with the count; a peer that is not
+	// there is said once, not once per round.
+	code, out, errs = pzrun(t, "-n", "2", "bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.01", "-rounds", "3", "-peer", t.TempDir())
+	require.Equal(t, 0, code, errs)
+	recs = jsonLines(t, out)
+	require.Len(t, recs, 1, out)
+	assert.EqualValues(t, 3, recs[0]["rounds"])
+	assert.Greater(t, recs[0]["median_us"].(float64), 0.0)
+	assert.NotContains(t, recs[0], "paired_ratio", "no peer ran")
+	assert.Equal(t, 1, strings.Count(errs, "peer skipped"), errs)
+
+	code, _, errs = pzrun(t, "bench", "comm", "-rounds", "0", "-peer=")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "-rounds must be at least 1")
 	code, _, errs = pzrun(t, "bench", "comm", "-sizes", "7")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "not a positive multiple of 8")

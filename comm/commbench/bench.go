@@ -114,7 +114,12 @@ type Result struct {
 	MedianUS     float64 `json:"median_us"`
 	PeerMedianUS float64 `json:"peer_median_us,omitempty"`
 	Ratio        float64 `json:"ratio,omitempty"`
-	Note         string  `json:"note,omitempty"`
+	// With several rounds (Combine): how many, and the median of the
+	// rounds' own ratios, each of pz's round against the peer's run
+	// beside it.
+	Rounds      int     `json:"rounds,omitempty"`
+	PairedRatio float64 `json:"paired_ratio,omitempty"`
+	Note        string  `json:"note,omitempty"`
 }
 
 // RankBytes is the memory Measure allocates on each of n ranks for cfg:

@@ -75,21 +75,51 @@ func TestMeasureLocal(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown op")
 }
 
-func TestParsePeerAndAttach(t *testing.T) {
+func TestParsePeerAndCombine(t *testing.T) {
 	out := "# Open MPI v4.1.4, ranks=2\n# collective size ranks median_us algbw_GBps busbw_GBps iters\n" +
 		"allreduce 8 2 0.20 0.040 0.040 2000\nbcast 1024 2 0.50 2.0 2.0 2000\n"
 	peer, err := ParsePeer(out)
 	require.NoError(t, err)
 	assert.Equal(t, map[PeerKey]float64{{"allreduce", 8}: 0.20, {"bcast", 1024}: 0.50}, peer)
-	rs := []Result{{Op: "allreduce", Bytes: 8, MedianUS: 0.25}, {Op: "allgather", Bytes: 8, MedianUS: 1}}
-	Attach(rs, peer)
+	rs := Combine([][]Result{{{Op: "allreduce", Bytes: 8, MedianUS: 0.25}, {Op: "allgather", Bytes: 8, MedianUS: 1}}},
+		[]map[PeerKey]float64{peer})
 	assert.InDelta(t, 1.25, rs[0].Ratio, 1e-9)
 	assert.Equal(t, 0.20, rs[0].PeerMedianUS)
 	assert.Zero(t, rs[1].Ratio)
+	assert.Zero(t, rs[0].Rounds, "one round: no rounds or paired_ratio fields")
+	assert.Zero(t, rs[0].PairedRatio)
 	_, err = ParsePeer("# nothing\n")
 	assert.Error(t, err)
 	_, err = ParsePeer("allreduce x 2 0.1\n")
 	assert.Error(t, err)
+}
+
+// Rounds combine into medians, and the paired ratio is the median of each
+// round's own ratio: the machine's speed changes from round to round, for
+// pz and the peer alike, so every round's ratio is 1.5, while the ratio
+// of the medians (1.05 / 0.8) is not, because a round without the peer
+// still counts for pz's median.
+func TestCombineRounds(t *testing.T) {
+	r := func(us float64) []Result {
+		return []Result{{Op: "allreduce", Bytes: 8, MedianUS: us}, {Op: "bcast", Bytes: 8, MedianUS: us * 2}}
+	}
+	p := func(us float64) map[PeerKey]float64 { return map[PeerKey]float64{{"allreduce", 8}: us} }
+	rs := Combine([][]Result{r(0.6), r(1.2), r(2.4), r(0.9)}, []map[PeerKey]float64{p(0.4), p(0.8), p(1.6), nil})
+	require.Len(t, rs, 2)
+	assert.InDelta(t, 1.05, rs[0].MedianUS, 1e-9) // median of 0.6, 0.9, 1.2, 2.4
+	assert.InDelta(t, 0.8, rs[0].PeerMedianUS, 1e-9)
+	assert.InDelta(t, 1.313, rs[0].Ratio, 1e-9)
+	assert.InDelta(t, 1.5, rs[0].PairedRatio, 1e-9)
+	assert.Equal(t, 4, rs[0].Rounds)
+	assert.Zero(t, rs[1].PeerMedianUS, "the peer did not measure bcast")
+	assert.Zero(t, rs[1].PairedRatio)
+	assert.InDelta(t, 2.1, rs[1].MedianUS, 1e-9)
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, rs[:1]))
+	assert.Contains(t, buf.String(), `"rounds":4`)
+	assert.Contains(t, buf.String(), `"paired_ratio":1.5`)
+	assert.Nil(t, Combine(nil, nil))
 }
 
 func TestRunPeer(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -141,15 +142,48 @@ func ParsePeer(out string) (map[PeerKey]float64, error) {
 	return res, nil
 }
 
-// Attach fills PeerMedianUS and Ratio (pz / peer) of each result the peer
-// measured.
-func Attach(rs []Result, peer map[PeerKey]float64) {
-	for i := range rs {
-		p, ok := peer[PeerKey{rs[i].Op, rs[i].Bytes}]
-		if !ok || p <= 0 {
-			continue
-		}
-		rs[i].PeerMedianUS = p
-		rs[i].Ratio = math.Round(rs[i].MedianUS/p*1000) / 1000
+// Combine merges rounds of Measure (the same ops and sizes each time) and
+// the peer's figures beside each round (peers[i] for rounds[i], nil where
+// the peer did not run): a case's MedianUS and PeerMedianUS are the
+// medians over the rounds, Ratio their quotient and, with more than one
+// round, PairedRatio the median of the rounds' own ratios. On a machine
+// whose speed changes between runs a peer run beside each round sees the
+// same state of it, and PairedRatio is the steadier figure. A case missing
+// from a later round counts with the rounds that have it.
+func Combine(rounds [][]Result, peers []map[PeerKey]float64) []Result {
+	if len(rounds) == 0 {
+		return nil
 	}
+	out := slices.Clone(rounds[0])
+	for i := range out {
+		key := PeerKey{out[i].Op, out[i].Bytes}
+		var pz, peer, paired []float64
+		for k, rs := range rounds {
+			j := slices.IndexFunc(rs, func(r Result) bool { return r.Op == key.Op && r.Bytes == key.Bytes })
+			if j < 0 {
+				continue
+			}
+			pz = append(pz, rs[j].MedianUS)
+			if k < len(peers) && peers[k][key] > 0 {
+				p := peers[k][key]
+				peer = append(peer, p)
+				paired = append(paired, rs[j].MedianUS/p)
+			}
+		}
+		out[i].MedianUS = round3(median(pz))
+		out[i].PeerMedianUS, out[i].Ratio, out[i].PairedRatio = 0, 0, 0
+		if len(peer) > 0 {
+			out[i].PeerMedianUS = round3(median(peer))
+			out[i].Ratio = round3(out[i].MedianUS / out[i].PeerMedianUS)
+		}
+		if len(rounds) > 1 {
+			out[i].Rounds = len(pz)
+			if len(paired) > 0 {
+				out[i].PairedRatio = round3(median(paired))
+			}
+		}
+	}
+	return out
 }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
