@@ -262,15 +262,7 @@ func (c *Comm) agreeBlocking(send, recv []byte, n int) (done bool, err error) {
 		sn = min(len(send), agreePayload)
 	}
 	rn := min(len(recv), n)
-	var slot C.uintptr_t
-	c.seq++
-	if c.wslot == nil {
-		c.wslot = c.st.watch.collSlot(c.size)
-	}
-	if s := c.wslot; s != nil {
-		s.setName("MPI_Allreduce")
-		slot = C.uintptr_t(uintptr(unsafe.Pointer(&s.seq)))
-	}
+	slot := c.collSlotU("MPI_Allreduce")
 	rc := C.pz_agree_step(C.uintptr_t(uintptr(unsafe.Pointer(in))), C.uintptr_t(uintptr(ptr(send))), C.int(sn),
 		C.uintptr_t(uintptr(ptr(recv))), C.int(rn), slot, C.uint64_t(c.seq), c.st.agreeTypeU, c.st.agreeOpU, c.cu)
 	runtime.KeepAlive(send) // C had their addresses

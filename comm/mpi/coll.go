@@ -58,6 +58,18 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	if c.size == 1 {
 		return nil
 	}
+	if n := buf.Len(); n <= maxCount && c.blocks(ctx) {
+		// One call with integer arguments, as in allReduceMPI.
+		slot := c.collSlotU("MPI_Bcast")
+		rc := C.pz_bcast_step(C.uintptr_t(uintptr(ptr(buf.Bytes))), C.int(n), c.st.typesU[buf.Type], C.int(root), c.cu, slot, C.uint64_t(c.seq))
+		runtime.KeepAlive(buf.Bytes) // C had its address
+		runtime.KeepAlive(c.wslot)
+		yieldEvery(c.seq)
+		if rc != 0 {
+			return fmt.Errorf("mpi: %w", c.st.error("MPI_Bcast", rc))
+		}
+		return nil
+	}
 	// Past MPI's counts, in pieces of 2^30 elements: each piece a
 	// contiguous predefined type, which MPI pipelines (one derived type
 	// for the whole buffer was slower: `mpirun -n 2 mpi.test -test.run
@@ -155,6 +167,22 @@ func smallReduce(send, recv comm.Buf, op comm.Op) int64 {
 func (c *Comm) allReduceMPI(ctx context.Context, send, recv comm.Buf, op comm.Op, inplace C.int) error {
 	if f := c.goMinMax(op, send.Type); f != nil {
 		return c.runUser(ctx, callAllReduce, send, recv, f, noRoot, inplace)
+	}
+	if n := send.Len(); n <= maxCount && c.blocks(ctx) {
+		// The common blocking case in one call with integer arguments,
+		// without doSized's closures and cgo's checks of the handles
+		// (about a quarter of pz's own time in an 8-byte AllReduce).
+		slot := c.collSlotU("MPI_Allreduce")
+		rc := C.pz_allreduce_step(C.uintptr_t(uintptr(ptr(send.Bytes))), C.uintptr_t(uintptr(ptr(recv.Bytes))), C.int(n),
+			c.st.typesU[send.Type], c.st.opsU[op], c.cu, inplace, slot, C.uint64_t(c.seq))
+		runtime.KeepAlive(send.Bytes) // C had their addresses
+		runtime.KeepAlive(recv.Bytes)
+		runtime.KeepAlive(c.wslot)
+		yieldEvery(c.seq)
+		if rc != 0 {
+			return fmt.Errorf("mpi: %w", c.st.error("MPI_Allreduce", rc))
+		}
+		return nil
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	err := pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {

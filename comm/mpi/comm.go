@@ -191,6 +191,23 @@ func (c *Comm) collSlotOf(coll bool) *collSlot {
 	return c.wslot
 }
 
+// collSlotU is collSlotOf for a collective whose C call stores its
+// sequence number (c.seq) into the watch's slot itself: it names the call
+// and returns the address of the slot's number, or 0 when the watch is
+// off. The caller keeps c.wslot alive across the call.
+func (c *Comm) collSlotU(call string) C.uintptr_t {
+	c.seq++ // as collSlotOf, which is not inlined
+	if c.wslot == nil {
+		c.wslot = c.st.watch.collSlot(c.size)
+	}
+	s := c.wslot
+	if s == nil {
+		return 0
+	}
+	s.setName(call)
+	return C.uintptr_t(uintptr(unsafe.Pointer(&s.seq)))
+}
+
 // startAndPoll starts an operation and polls it to completion or until
 // ctx ends. A collective is watched here, a point-to-point call by its
 // caller.

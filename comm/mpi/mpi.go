@@ -67,8 +67,11 @@ type state struct {
 	agreeOp   C.MPI_Op
 	// The same as integers, for pz_agree_step (no pointer for cgo to check).
 	agreeTypeU, agreeOpU C.uintptr_t
-	locPair              C.MPI_Datatype               // two int64 words: a comm.LocComm pair
-	locOps               [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
+	// h's datatypes and ops as integers, for the calls that take them so.
+	typesU  [C.PZ_NTYPES]C.uintptr_t
+	opsU    [C.PZ_NOPS]C.uintptr_t
+	locPair C.MPI_Datatype               // two int64 words: a comm.LocComm pair
+	locOps  [C.PZ_LOC_NTYPES][2]C.MPI_Op // MinLoc, MaxLoc per value type (comm.Datatype - 1)
 	// p2pBlocking counts the blocking point-to-point calls (waits,
 	// probes included) of every goroutine, for yieldEvery.
 	p2pBlocking atomic.Uint64
@@ -194,6 +197,12 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
 	}
 	st.agreeTypeU, st.agreeOpU = C.pz_type_u(st.agreeType), C.pz_op_u(st.agreeOp)
+	for i := range st.typesU {
+		st.typesU[i] = C.pz_type_u(st.h.types[i])
+	}
+	for i := range st.opsU {
+		st.opsU[i] = C.pz_op_u(st.h.ops[i])
+	}
 	if rc := C.pz_loc_init(&st.locPair, &st.locOps[0]); rc != 0 {
 		if w.started {
 			w.finalizeOnThread()

@@ -484,17 +484,40 @@ func TestSplitUndefinedAndFree(t *testing.T) {
 // stallEnv selects the stalled job of TestStallEndsJob.
 const stallEnv = "PZ_MPI_TEST_STALL"
 
+// stallColl are the collectives TestStallEndsJob leaves rank 0 waiting
+// in, by name: the agreement step (check on), and the blocking calls
+// that skip it (check off), with what the watch's report names.
+var stallColl = map[string]struct {
+	check  bool
+	wait   func(c comm.Comm) error
+	report string
+}{
+	"allreduce": {true, func(c comm.Comm) error {
+		_, err := comm.AllReduce(context.Background(), c, []float64{1}, comm.Sum)
+		return err
+	}, "MPI_Allreduce (collective #"},
+	"allreduce-nocheck": {false, func(c comm.Comm) error {
+		_, err := comm.AllReduce(context.Background(), c, []float64{1}, comm.Sum)
+		return err
+	}, "MPI_Allreduce (collective #"},
+	"bcast-nocheck": {false, func(c comm.Comm) error {
+		return comm.Bcast(context.Background(), c, []float64{1}, 1)
+	}, "MPI_Bcast (collective #"},
+}
+
 // TestStallEndsJob: rank 1 never enters a collective that rank 0 waits
 // in, with no deadline. Rank 0 says every second what it waits in, and
 // after PZ_COMM_TIMEOUT it says so and ends; mpirun ends the job.
 func TestStallEndsJob(t *testing.T) {
 	if underLauncher() {
-		if os.Getenv(stallEnv) == "" {
+		mode := os.Getenv(stallEnv)
+		if mode == "" {
 			t.Skip("run by TestStallEndsJob under its own mpirun")
 		}
 		if world.Rank() == 0 {
-			_, err := comm.AllReduce(context.Background(), comm.Comm(world), []float64{1}, comm.Sum)
-			t.Fatalf("the stalled AllReduce returned: %v", err)
+			world.SetCheck(stallColl[mode].check)
+			err := stallColl[mode].wait(world)
+			t.Fatalf("the stalled collective returned: %v", err)
 		}
 		select {} // rank 1 is elsewhere: it never takes part
 	}
@@ -503,21 +526,25 @@ func TestStallEndsJob(t *testing.T) {
 	if err != nil {
 		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := lau.Args(2)
-	args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), stallEnv+"=1", "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
-	require.Error(t, err, "the stalled job must fail:\n%s", out)
-	s := string(out)
-	require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
-	require.Contains(t, s, "llreduce (collective #", s)
-	require.Contains(t, s, "a rank that returned early", s)
-	require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
-	require.NotContains(t, s, "the stalled AllReduce returned")
+	for mode, sc := range stallColl {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			args := lau.Args(2)
+			args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
+			cmd := exec.CommandContext(ctx, mpirun, args...)
+			cmd.Env = append(os.Environ(), stallEnv+"="+mode, "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
+			require.Error(t, err, "the stalled job must fail:\n%s", out)
+			s := string(out)
+			require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+			require.Contains(t, s, sc.report, s)
+			require.Contains(t, s, "a rank that returned early", s)
+			require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
+			require.NotContains(t, s, "the stalled collective returned")
+		})
+	}
 }
 
 // stallP2PEnv selects the stalled job of TestStallP2PEndsJob: the wait

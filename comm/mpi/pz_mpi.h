@@ -157,6 +157,14 @@ static int pz_ibarrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); 
 static int pz_bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
 	return MPI_Bcast(b, n, t, root, c);
 }
+/* pz_bcast_step is Bcast's blocking call as pz_allreduce_step is
+ * AllReduce's: integer arguments, the watch's slot set around it. */
+static int pz_bcast_step(uintptr_t b, int n, uintptr_t t, int root, uintptr_t c, uintptr_t slot, uint64_t seq) {
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = MPI_Bcast((void *)b, n, (MPI_Datatype)t, root, (MPI_Comm)c);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	return rc;
+}
 static int pz_ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
 	return MPI_Ibcast(b, n, t, root, c, r);
 }
@@ -190,6 +198,18 @@ static int pz_ireduce_scatter_block(const void *s, void *d, int n, MPI_Datatype 
  * small call costs pz over MPI's own). */
 static int pz_allreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int inplace) {
 	return MPI_Allreduce(pz_in((const void *)s, inplace), (void *)d, n, t, op, c);
+}
+/* pz_allreduce_step is AllReduce's blocking call in one cgo call whose
+ * arguments are all integers (cgo checks no pointer): it marks collective
+ * seq in progress in the stall watch's slot (slot: the address of a
+ * collSlot's seq, or 0), calls MPI_Allreduce and clears the slot, with
+ * release stores that the watch's atomic loads pair with. */
+static int pz_allreduce_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t op, uintptr_t c, int inplace,
+                             uintptr_t slot, uint64_t seq) {
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = MPI_Allreduce(pz_in((const void *)s, inplace), (void *)d, n, (MPI_Datatype)t, (MPI_Op)op, (MPI_Comm)c);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	return rc;
 }
 static int pz_iallreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *r) {
 	return MPI_Iallreduce((const void *)s, (void *)d, n, t, op, c, r);
