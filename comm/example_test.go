@@ -271,6 +271,31 @@ func ExampleAlltoallValues() {
 	// Output: [0->1 1->1 2->1]
 }
 
+// Each of three ranks owns two entries of a shared vector and gathers the
+// whole vector in place (MPI_Allgather with MPI_IN_PLACE): its own block
+// is already in the vector, and the call fills in the others'.
+func ExampleAllGatherTo() {
+	err := local.Run(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		const k = 2
+		vec := make([]float64, c.Size()*k)
+		mine := vec[c.Rank()*k : (c.Rank()+1)*k]
+		for i := range mine {
+			mine[i] = float64(10*c.Rank() + i)
+		}
+		if err := comm.AllGatherTo(ctx, c, vec, mine); err != nil {
+			return err
+		}
+		if c.Rank() == 2 {
+			fmt.Println(vec)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: [0 1 10 11 20 21]
+}
+
 // Three ranks gather parts of different sizes into root's buffer in
 // reverse rank order, leaving a gap before each part (MPI_Gatherv).
 func ExampleGatherv() {

@@ -23,7 +23,7 @@ type plain struct{ comm.Comm }
 func TestFallbacksConform(t *testing.T) {
 	for _, cs := range commtest.Cases() {
 		switch cs.Name {
-		case "MinLocMaxLoc", "P2P/Sendrecv", "Scan":
+		case "MinLocMaxLoc", "P2P/Sendrecv", "Scan", "AllGatherTo":
 		default:
 			continue
 		}
@@ -37,6 +37,23 @@ func TestFallbacksConform(t *testing.T) {
 			})
 		}
 	}
+}
+
+// On a Comm without AllGatherBlockComm, ranks that pass different block
+// lengths to AllGatherTo get the same *MismatchError, on every rank.
+func TestAllGatherToFallbackAgrees(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		k := 2 + c.Rank()%2
+		err := comm.AllGatherTo(ctx, plain{c}, make([]float64, 3*k), make([]float64, k))
+		var mm *comm.MismatchError
+		if !errors.As(err, &mm) || mm.Detail != "AllGatherTo's block length: rank 0 has 2, rank 1 has 3" {
+			return fmt.Errorf("rank %d: got %v, want the MismatchError of rank 1's length", c.Rank(), err)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 // On a Comm without LocComm, ranks that disagree on MinLoc or MaxLoc, the

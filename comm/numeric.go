@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"unsafe"
@@ -229,6 +230,68 @@ func AllGather[T Number](ctx context.Context, c Comm, send []T) ([][]T, error) {
 	}
 	return views(all, counts), nil
 }
+
+// AllGatherBlockComm is implemented by backends with a native all-gather
+// of equal blocks (comm/mpi: MPI_Allgather, with no exchange of counts),
+// which AllGatherTo uses: recv holds Size blocks of send's length, and
+// rank r's send lands in block r. send may be this rank's own block of
+// recv (in place). A backend that cannot do the call natively returns an
+// error wrapping errors.ErrUnsupported before any communication, and
+// AllGatherTo's fallback (AllGather) runs.
+type AllGatherBlockComm interface {
+	AllGatherBlockBuf(ctx context.Context, send, recv Buf) error
+}
+
+// AllGatherTo collects every rank's send, all of one length, into dst on
+// every rank: rank r's elements at dst[r*len(send):(r+1)*len(send)]. dst
+// has Size()*len(send) elements, and send may be this rank's block of dst
+// (in place). It is MPI_Allgather, cheaper than AllGather where a backend
+// has it natively: the lengths are known, so no counts are exchanged.
+// Ranks that pass different lengths get a *MismatchError (with the
+// backend's agreement check on, for comm/mpi).
+func AllGatherTo[T Number](ctx context.Context, c Comm, dst, send []T) error {
+	if bc, ok := c.(AllGatherBlockComm); ok {
+		err := bc.AllGatherBlockBuf(ctx, BufOf(send), BufOf(dst))
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	return allGatherTo(ctx, c, dst, send)
+}
+
+// allGatherTo is AllGatherTo through AllGather: the counts tell every
+// rank the same thing, so a length that differs is an error everywhere.
+func allGatherTo[T Number](ctx context.Context, c Comm, dst, send []T) error {
+	const call = "AllGather"
+	n := len(send)
+	wantDst := c.Size() * n
+	var tmp []T
+	counts, err := c.AllGather(ctx, BufOf(send), func(total int) []byte {
+		if total == len(dst) && total == wantDst && !overlapsT(dst, send) {
+			return AsBytes(dst)
+		}
+		tmp = make([]T, total) // reported below, once every rank has its counts
+		return AsBytes(tmp)
+	})
+	if err != nil {
+		return err
+	}
+	for r, k := range counts {
+		if k != counts[0] {
+			return &MismatchError{Op: call, Detail: fmt.Sprintf("AllGatherTo's block length: rank 0 has %d, rank %d has %d", counts[0], r, k)}
+		}
+	}
+	if len(dst) != wantDst {
+		return &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("dst holds %d elements, want %d (%d ranks x %d)", len(dst), wantDst, c.Size(), n)}
+	}
+	if tmp != nil {
+		copy(dst, tmp) // send was a block of dst
+	}
+	return nil
+}
+
+// overlapsT reports whether a and b share memory.
+func overlapsT[T Number](a, b []T) bool { return Overlaps(AsBytes(a), AsBytes(b)) }
 
 // Gather collects every rank's send (lengths may differ) on root, one part
 // per rank in rank order, as views into one allocation. Other ranks get nil.

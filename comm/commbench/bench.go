@@ -17,6 +17,9 @@ import (
 // The collectives Measure knows, by the names the C peer prints.
 const (
 	OpAllReduce = "allreduce"
+	// OpAllGather is comm.AllGatherTo, equal blocks as the peer's
+	// MPI_Allgather (comm.AllGather, whose lengths may differ, also
+	// exchanges the counts).
 	OpAllGather = "allgather"
 	OpBcast     = "bcast"
 	// OpAllReduceUser is AllReduceUser with a sum written in Go (the peer:
@@ -233,11 +236,8 @@ func stepRun(c comm.Comm, op string, send, recv []float64, done *func() error) (
 		rb = comm.BufOf(recv[:len(send)])
 		return func(ctx context.Context) error { return c.AllReduce(ctx, sb, rb, comm.Sum) }, nil
 	case OpAllGather:
-		alloc := func(k int) []byte { return rb.Bytes[:8*k] }
-		return func(ctx context.Context) error {
-			_, err := c.AllGather(ctx, sb, alloc)
-			return err
-		}, nil
+		dst := recv[:len(send)*c.Size()]
+		return func(ctx context.Context) error { return comm.AllGatherTo(ctx, c, dst, send) }, nil
 	case OpAllReduceUser:
 		rb = comm.BufOf(recv[:len(send)])
 		sum := comm.UserOp("sum", func(in, inout []float64) {

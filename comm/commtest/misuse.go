@@ -107,6 +107,14 @@ func misuseCountCase(ctx context.Context, c comm.Comm) error {
 				_, err := comm.AllReduceMaxLoc(ctx, d, make([]comm.Loc[float32], me+1))
 				return err
 			},
+			"AllGatherTo with block lengths rank+1": func() error {
+				return comm.AllGatherTo(ctx, d, make([]float64, d.Size()*(me+1)), make([]float64, me+1))
+			},
+			// 2 elements fit comm/mpi's agreement step, 40 do not.
+			"AllGatherTo with block lengths 2 and 40": func() error {
+				k := 2 + 38*(me%2)
+				return comm.AllGatherTo(ctx, d, make([]int32, d.Size()*k), make([]int32, k))
+			},
 			"Exscan of float64 with lengths rank+1": func() error {
 				_, err := comm.Exscan(ctx, d, make([]float64, me+1), comm.Sum)
 				return err

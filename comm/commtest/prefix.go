@@ -15,6 +15,7 @@ func prefixCases() []Case {
 	return []Case{
 		{"Scan", scanCase},
 		{"ReduceScatter", reduceScatterCase},
+		{"AllGatherTo", allGatherToCase},
 		{"MinLocMaxLoc", locCase},
 		{"P2P/Sendrecv", sendrecvCase},
 		{"P2P/SendrecvRing", sendrecvRingCase},
@@ -184,6 +185,45 @@ func reduceScatterCase(ctx context.Context, c comm.Comm) error {
 		if _, err := comm.ReduceScatterBlock(ctx, c, make([]float64, n+1), comm.Sum); !errors.Is(err, comm.ErrInvalidArg) {
 			return fmt.Errorf("ReduceScatterBlock of %d elements on %d ranks: %v, want ErrInvalidArg", n+1, n, err)
 		}
+	}
+	return nil
+}
+
+// allGatherToCase: equal blocks in rank order, at lengths that ride in
+// comm/mpi's agreement step and past comm/local's eager limit, in place
+// (send is this rank's block of dst), and a dst of the wrong length on
+// every rank.
+func allGatherToCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	for _, k := range []int{0, 1, 3, 1000} {
+		send := make([]int64, k)
+		for i := range send {
+			send[i] = int64(me*100000 + i)
+		}
+		want := make([]int64, n*k)
+		for r := range n {
+			for i := range k {
+				want[r*k+i] = int64(r*100000 + i)
+			}
+		}
+		dst := make([]int64, n*k)
+		if err := comm.AllGatherTo(ctx, c, dst, send); err != nil {
+			return fmt.Errorf("AllGatherTo of %d int64: %w", k, err)
+		}
+		if err := sameSlice(fmt.Sprintf("AllGatherTo of %d int64", k), dst, want); err != nil {
+			return err
+		}
+		inplace := make([]int64, n*k)
+		copy(inplace[me*k:], send)
+		if err := comm.AllGatherTo(ctx, c, inplace, inplace[me*k:(me+1)*k]); err != nil {
+			return fmt.Errorf("AllGatherTo of %d int64 in place: %w", k, err)
+		}
+		if err := sameSlice(fmt.Sprintf("AllGatherTo of %d int64 in place", k), inplace, want); err != nil {
+			return err
+		}
+	}
+	if err := comm.AllGatherTo(ctx, c, make([]float32, n*2+1), make([]float32, 2)); !errors.Is(err, comm.ErrInvalidArg) {
+		return fmt.Errorf("AllGatherTo into %d elements of 2 per rank on %d ranks: %v, want ErrInvalidArg", n*2+1, n, err)
 	}
 	return nil
 }

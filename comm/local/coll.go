@@ -567,14 +567,42 @@ func (c *rankComm) shareGather(name string, k uint64, to int) error {
 // the ranks share the copying (see share): each byte goes once, straight
 // from its owner's send buffer, into each result.
 func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
+	return c.allGather(ctx, send, -1, nil, alloc)
+}
+
+// AllGatherBlockBuf implements comm.AllGatherBlockComm: an AllGather whose
+// fingerprint holds the count, so that a rank passing another length is a
+// *comm.MismatchError on every rank (as comm/mpi's agreement step makes
+// it), and whose result is recv. send may be this rank's block of recv:
+// the copy of that block onto itself moves nothing.
+func (c *rankComm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error {
+	block, size := len(send.Bytes), c.g.size
+	var argErr error
+	inplace := len(recv.Bytes) == size*block && block > 0 && &send.Bytes[0] == &recv.Bytes[c.rank*block]
+	switch {
+	case recv.Type != send.Type || len(recv.Bytes) != size*block:
+		argErr = &comm.ArgError{Op: "AllGather", Rank: c.rank, Detail: fmt.Sprintf("recv holds %d %v, want %d %v (%d ranks x %d)",
+			recv.Len(), recv.Type, size*send.Len(), send.Type, size, send.Len())}
+	case !inplace && comm.Overlaps(send.Bytes, recv.Bytes):
+		argErr = &comm.ArgError{Op: "AllGather", Rank: c.rank, Detail: "send and recv overlap (send may only be this rank's block of recv)"}
+	}
+	_, err := c.allGather(ctx, send, int64(send.Len()), argErr, func(int) []byte { return recv.Bytes })
+	return err
+}
+
+var _ comm.AllGatherBlockComm = (*rankComm)(nil)
+
+// allGather is AllGather with count in the fingerprint (-1: counts may
+// differ) and argErr, an error in this rank's other arguments.
+func (c *rankComm) allGather(ctx context.Context, send comm.Buf, count int64, argErr error, alloc comm.Alloc) ([]int, error) {
 	const call = comm.CallAllGather
 	k, a, err := c.begin(ctx, call)
 	if err != nil {
 		return nil, err
 	}
 	defer c.collMu.Unlock()
-	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
-	a.argErr = comm.CheckBuf("AllGather", c.rank, send)
+	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: count}
+	a.argErr = comm.FirstErr(comm.CheckBuf("AllGather", c.rank, send), argErr)
 	eager := len(send.Bytes) <= eagerMax && c.g.size > 1
 	if a.argErr == nil {
 		a.contribute(send.Bytes, eager)

@@ -166,6 +166,32 @@ func (c *Comm) agreeGather(ctx context.Context, d desc, lerr error, send comm.Bu
 	return counts, inline, true, nil
 }
 
+// agreeBlocks is agreeGather for AllGatherBlockBuf, whose count every
+// rank knows (it is in d, which the step checks): the slots carry data
+// only, agreePayload/Size bytes each (2 ranks: 32 bytes; 8 ranks: 8), from
+// an array of c's own, so that nothing is allocated. inline reports that
+// every block fit its slot and now is in recv; tried and err are as
+// agreeGather's.
+func (c *Comm) agreeBlocks(ctx context.Context, d desc, lerr error, send, recv []byte) (inline, tried bool, err error) {
+	if !c.check || c.size < 2 || c.size*8 > agreePayload {
+		return false, false, nil
+	}
+	slot, n := agreePayload/c.size&^7, len(send)
+	fits := n <= slot // the same on every rank that agrees
+	clear(c.blockPay[:])
+	if fits {
+		copy(c.blockPay[c.rank*slot:], send)
+	}
+	if _, err := c.fused(ctx, d, lerr, payCode(comm.Uint64, comm.BOr, agreePayload), c.blockPay[:], nil); err != nil || !fits {
+		return false, true, err
+	}
+	all := c.payload()
+	for r := range c.size {
+		copy(recv[r*n:(r+1)*n], all[r*slot:])
+	}
+	return true, true, nil
+}
+
 // gatherSlot is the bytes of each rank's slot in agreeGather's payload.
 func (c *Comm) gatherSlot() int { return agreePayload / c.size &^ 7 }
 

@@ -89,6 +89,15 @@ func BenchmarkAllGather(b *testing.B) {
 	})
 }
 
+// BenchmarkAllGatherTo is AllGather of equal blocks (MPI_Allgather, no
+// exchange of counts).
+func BenchmarkAllGatherTo(b *testing.B) {
+	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
+		send, recv := floats(bytes, c.Rank()), make([]float64, bytes/8*c.Size())
+		return func(ctx context.Context) error { return comm.AllGatherTo(ctx, c, recv, send) }
+	})
+}
+
 func BenchmarkGather(b *testing.B) {
 	benchColl(b, func(c comm.Comm, bytes int) func(context.Context) error {
 		send, recv := comm.BufOf(floats(bytes, c.Rank())), make([]byte, bytes*c.Size())

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -641,6 +642,72 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 		func() C.int { return C.pz_reduce_scatter_block(sp, rp, n, dt, mop, c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_ireduce_scatter_block(sp, rp, n, dt, mop, c.c, r) }, sp, rp)
 }
+
+// AllGatherBlockBuf implements comm.AllGatherBlockComm with
+// MPI_Allgather: every rank passes the same count, which the agreement
+// step checks with the rest, so no counts are exchanged; with the check on
+// and every block small enough (agreeGather), the data ride in the step
+// itself. send may be this rank's block of recv (MPI_IN_PLACE).
+func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error {
+	const k = comm.CallAllGather
+	if err := c.usable(k.String()); err != nil {
+		return err
+	}
+	n := send.Len()
+	if int64(n)*int64(c.size) > maxCount {
+		return fmt.Errorf("mpi: AllGatherBlockBuf of %d elements on %d ranks: %w", n, c.size, errors.ErrUnsupported)
+	}
+	lerr := c.checkBuf(k, "send", send)
+	block := len(send.Bytes)
+	inplace := len(recv.Bytes) == c.size*block && block > 0 && ptr(send.Bytes) == ptr(recv.Bytes[c.rank*block:])
+	switch {
+	case lerr != nil:
+	case recv.Type != send.Type || len(recv.Bytes) != c.size*block:
+		lerr = c.argErr(k, "recv holds %d %v, want %d %v (%d ranks x %d)", recv.Len(), recv.Type, c.size*n, send.Type, c.size, n)
+	case !inplace && comm.Overlaps(send.Bytes, recv.Bytes):
+		lerr = c.argErr(k, "send and recv overlap (send may only be this rank's block of recv)")
+	}
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	d := desc{k, send.Type, comm.NoOp, int64(n), noRoot}
+	inline, tried, err := c.agreeBlocks(ctx, d, lerr, send.Bytes, recv.Bytes)
+	if !tried {
+		err = c.pre(ctx, d, lerr)
+	}
+	switch {
+	case err != nil:
+		return err
+	case inline: // the data rode in the agreement step
+		return nil
+	case c.size == 1:
+		copy(recv.Bytes, send.Bytes)
+		return nil
+	case c.blocks(ctx):
+		slot := c.collSlotU("MPI_Allgather")
+		rc := C.pz_allgather_step(C.uintptr_t(uintptr(ptr(send.Bytes))), C.uintptr_t(uintptr(ptr(recv.Bytes))), C.int(n),
+			c.st.typesU[send.Type], c.cu, C.int(b2i(inplace)), slot, C.uint64_t(c.seq))
+		runtime.KeepAlive(send.Bytes) // C had their addresses
+		runtime.KeepAlive(recv.Bytes)
+		runtime.KeepAlive(c.wslot)
+		yieldEvery(c.seq)
+		if rc != 0 {
+			return fmt.Errorf("mpi: %w", c.st.error("MPI_Allgather", rc))
+		}
+		return nil
+	}
+	sb := send.Bytes
+	if inplace { // the non-blocking call here takes no MPI_IN_PLACE
+		sb = slices.Clone(sb)
+	}
+	sp, rp, dt := ptr(sb), ptr(recv.Bytes), c.h.types[send.Type]
+	err = c.doSized(ctx, "MPI_Allgather", true, len(recv.Bytes),
+		func() C.int { return C.pz_allgather(sp, C.int(n), rp, C.int(n), dt, c.c) },
+		func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, C.int(n), rp, C.int(n), dt, c.c, r) }, sp, rp)
+	runtime.KeepAlive(sb)
+	return err
+}
+
+var _ comm.AllGatherBlockComm = (*Comm)(nil)
 
 // chainScan is ScanBuf's left fold for floats: the prefix travels from
 // rank to rank on c's private duplicate, where no user message can match

@@ -53,12 +53,13 @@ type Comm struct {
 	coll  sync.Mutex // held for the duration of a collective
 	check bool       // run the agreement step; guarded by coll
 	// Scratch for the agreement step and count exchanges, guarded by coll.
-	agree   *[2]C.pz_agree_t // in, out
-	i64     []int64
-	cnts    []C.int
-	displs  []C.int
-	cnts2   []C.int
-	displs2 []C.int
+	agree    *[2]C.pz_agree_t   // in, out
+	blockPay [agreePayload]byte // agreeBlocks' payload, under coll
+	i64      []int64
+	cnts     []C.int
+	displs   []C.int
+	cnts2    []C.int
+	displs2  []C.int
 
 	broken atomic.Pointer[error]
 	freed  atomic.Bool

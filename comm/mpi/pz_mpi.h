@@ -240,6 +240,16 @@ static int pz_ireduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, 
 static int pz_allgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c) {
 	return MPI_Allgather(s, sn, t, d, dn, t, c);
 }
+/* pz_allgather_step is AllGatherBlockBuf's blocking call as
+ * pz_allreduce_step is AllReduce's; inplace: this rank's block is already
+ * in d (MPI_IN_PLACE). */
+static int pz_allgather_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t c, int inplace,
+                             uintptr_t slot, uint64_t seq) {
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = MPI_Allgather(pz_in((const void *)s, inplace), n, (MPI_Datatype)t, (void *)d, n, (MPI_Datatype)t, (MPI_Comm)c);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	return rc;
+}
 static int pz_iallgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
 	return MPI_Iallgather(s, sn, t, d, dn, t, c, r);
 }
