@@ -32,6 +32,13 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if c.check && c.size > 1 {
 		return c.pre(ctx, desc{call: callBarrier, count: noCount, root: noRoot}, nil)
 	}
+	if c.blocks(ctx) {
+		slot := c.collSlotU("MPI_Barrier")
+		rc := C.pz_barrier_step(c.cu, slot, C.uint64_t(c.seq))
+		runtime.KeepAlive(c.wslot)
+		yieldEvery(c.seq)
+		return c.mpiErr("MPI_Barrier", rc)
+	}
 	return c.do(ctx, "MPI_Barrier", true,
 		func() C.int { return C.pz_barrier(c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) })
@@ -66,10 +73,7 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		runtime.KeepAlive(buf.Bytes) // C had its address
 		runtime.KeepAlive(c.wslot)
 		yieldEvery(c.seq)
-		if rc != 0 {
-			return fmt.Errorf("mpi: %w", c.st.error("MPI_Bcast", rc))
-		}
-		return nil
+		return c.mpiErr("MPI_Bcast", rc)
 	}
 	// Past MPI's counts, in pieces of 2^30 elements: each piece a
 	// contiguous predefined type, which MPI pipelines (one derived type
@@ -107,6 +111,21 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {
 		return c.runUser(ctx, callReduce, send, recv, f, root, inplace)
+	}
+	if n := send.Len(); n <= maxCount && c.blocks(ctx) {
+		// One call with integer arguments, as in allReduceMPI.
+		var rp C.uintptr_t
+		if c.rank == root {
+			rp = C.uintptr_t(uintptr(ptr(recv.Bytes)))
+		}
+		slot := c.collSlotU("MPI_Reduce")
+		rc := C.pz_reduce_step(C.uintptr_t(uintptr(ptr(send.Bytes))), rp, C.int(n), c.st.typesU[send.Type], c.st.opsU[op],
+			C.int(root), c.cu, inplace, slot, C.uint64_t(c.seq))
+		runtime.KeepAlive(send.Bytes) // C had their addresses
+		runtime.KeepAlive(recv.Bytes)
+		runtime.KeepAlive(c.wslot)
+		yieldEvery(c.seq)
+		return c.mpiErr("MPI_Reduce", rc)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
@@ -180,10 +199,7 @@ func (c *Comm) allReduceMPI(ctx context.Context, send, recv comm.Buf, op comm.Op
 		runtime.KeepAlive(recv.Bytes)
 		runtime.KeepAlive(c.wslot)
 		yieldEvery(c.seq)
-		if rc != 0 {
-			return fmt.Errorf("mpi: %w", c.st.error("MPI_Allreduce", rc))
-		}
-		return nil
+		return c.mpiErr("MPI_Allreduce", rc)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	err := pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
@@ -690,10 +706,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 		runtime.KeepAlive(recv.Bytes)
 		runtime.KeepAlive(c.wslot)
 		yieldEvery(c.seq)
-		if rc != 0 {
-			return fmt.Errorf("mpi: %w", c.st.error("MPI_Allgather", rc))
-		}
-		return nil
+		return c.mpiErr("MPI_Allgather", rc)
 	}
 	sb := send.Bytes
 	if inplace { // the non-blocking call here takes no MPI_IN_PLACE

@@ -192,6 +192,14 @@ func (c *Comm) collSlotOf(coll bool) *collSlot {
 	return c.wslot
 }
 
+// mpiErr is the error of an MPI call that returned rc (nil for 0).
+func (c *Comm) mpiErr(call string, rc C.int) error {
+	if rc != 0 {
+		return fmt.Errorf("mpi: %w", c.st.error(call, rc))
+	}
+	return nil
+}
+
 // collSlotU is collSlotOf for a collective whose C call stores its
 // sequence number (c.seq) into the watch's slot itself: it names the call
 // and returns the address of the slot's number, or 0 when the watch is

@@ -503,6 +503,16 @@ var stallColl = map[string]struct {
 	"bcast-nocheck": {false, func(c comm.Comm) error {
 		return comm.Bcast(context.Background(), c, []float64{1}, 1)
 	}, "MPI_Bcast (collective #"},
+	"reduce-nocheck": {false, func(c comm.Comm) error {
+		_, err := comm.Reduce(context.Background(), c, []float64{1}, comm.Sum, 0)
+		return err
+	}, "MPI_Reduce (collective #"},
+	"barrier-nocheck": {false, func(c comm.Comm) error {
+		return c.Barrier(context.Background())
+	}, "MPI_Barrier (collective #"},
+	"allgatherto-nocheck": {false, func(c comm.Comm) error {
+		return comm.AllGatherTo(context.Background(), c, make([]float64, 2), []float64{1})
+	}, "MPI_Allgather (collective #"},
 }
 
 // TestStallEndsJob: rank 1 never enters a collective that rank 0 waits

@@ -153,6 +153,14 @@ static const void *pz_in(const void *s, int inplace) { return inplace ? MPI_IN_P
 
 static int pz_barrier(MPI_Comm c) { return MPI_Barrier(c); }
 static int pz_ibarrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); }
+/* pz_barrier_step is Barrier's blocking call as pz_allreduce_step is
+ * AllReduce's. */
+static int pz_barrier_step(uintptr_t c, uintptr_t slot, uint64_t seq) {
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = MPI_Barrier((MPI_Comm)c);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	return rc;
+}
 
 static int pz_bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
 	return MPI_Bcast(b, n, t, root, c);
@@ -232,6 +240,15 @@ static int pz_reduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, i
 		return e != MPI_SUCCESS ? e : MPI_Wait(&r, MPI_STATUS_IGNORE);
 	}
 	return MPI_Reduce(pz_in(s, inplace), d, n, t, op, root, c);
+}
+/* pz_reduce_step is Reduce's blocking call as pz_allreduce_step is
+ * AllReduce's (d is root's result, 0 elsewhere). */
+static int pz_reduce_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t op, int root, uintptr_t c, int inplace,
+                          uintptr_t slot, uint64_t seq) {
+	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	int rc = pz_reduce((const void *)s, (void *)d, n, (MPI_Datatype)t, (MPI_Op)op, root, (MPI_Comm)c, inplace);
+	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	return rc;
 }
 static int pz_ireduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace, MPI_Request *r) {
 	return MPI_Ireduce(pz_in(s, inplace), d, n, t, op, root, c, r);
