@@ -35,9 +35,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if c.blocks(ctx) {
 		slot := c.collSlotU("MPI_Barrier")
 		rc := C.pz_barrier_step(c.cu, slot, C.uint64_t(c.seq))
-		runtime.KeepAlive(c.wslot)
-		yieldEvery(c.seq)
-		return c.mpiErr("MPI_Barrier", rc)
+		return c.stepDone("MPI_Barrier", rc)
 	}
 	return c.do(ctx, "MPI_Barrier", true,
 		func() C.int { return C.pz_barrier(c.c) },
@@ -71,9 +69,7 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		slot := c.collSlotU("MPI_Bcast")
 		rc := C.pz_bcast_step(C.uintptr_t(uintptr(ptr(buf.Bytes))), C.int(n), c.st.typesU[buf.Type], C.int(root), c.cu, slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(buf.Bytes) // C had its address
-		runtime.KeepAlive(c.wslot)
-		yieldEvery(c.seq)
-		return c.mpiErr("MPI_Bcast", rc)
+		return c.stepDone("MPI_Bcast", rc)
 	}
 	// Past MPI's counts, in pieces of 2^30 elements: each piece a
 	// contiguous predefined type, which MPI pipelines (one derived type
@@ -123,9 +119,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 			C.int(root), c.cu, inplace, slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(send.Bytes) // C had their addresses
 		runtime.KeepAlive(recv.Bytes)
-		runtime.KeepAlive(c.wslot)
-		yieldEvery(c.seq)
-		return c.mpiErr("MPI_Reduce", rc)
+		return c.stepDone("MPI_Reduce", rc)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
@@ -197,9 +191,7 @@ func (c *Comm) allReduceMPI(ctx context.Context, send, recv comm.Buf, op comm.Op
 			c.st.typesU[send.Type], c.st.opsU[op], c.cu, inplace, slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(send.Bytes) // C had their addresses
 		runtime.KeepAlive(recv.Bytes)
-		runtime.KeepAlive(c.wslot)
-		yieldEvery(c.seq)
-		return c.mpiErr("MPI_Allreduce", rc)
+		return c.stepDone("MPI_Allreduce", rc)
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	err := pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
@@ -662,7 +654,7 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 // AllGatherBlockBuf implements comm.AllGatherBlockComm with
 // MPI_Allgather: every rank passes the same count, which the agreement
 // step checks with the rest, so no counts are exchanged; with the check on
-// and every block small enough (agreeGather), the data ride in the step
+// and every block small enough (agreeBlocks), the data ride in the step
 // itself. send may be this rank's block of recv (MPI_IN_PLACE).
 func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error {
 	const k = comm.CallAllGather
@@ -704,9 +696,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 			c.st.typesU[send.Type], c.cu, C.int(b2i(inplace)), slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(send.Bytes) // C had their addresses
 		runtime.KeepAlive(recv.Bytes)
-		runtime.KeepAlive(c.wslot)
-		yieldEvery(c.seq)
-		return c.mpiErr("MPI_Allgather", rc)
+		return c.stepDone("MPI_Allgather", rc)
 	}
 	sb := send.Bytes
 	if inplace { // the non-blocking call here takes no MPI_IN_PLACE

@@ -192,8 +192,13 @@ func (c *Comm) collSlotOf(coll bool) *collSlot {
 	return c.wslot
 }
 
-// mpiErr is the error of an MPI call that returned rc (nil for 0).
-func (c *Comm) mpiErr(call string, rc C.int) error {
+// stepDone ends a collective's blocking call made through collSlotU: it
+// keeps the watch's slot alive to here (the call stored into it), counts
+// the call for yieldEvery and returns the error of rc (nil for 0). The
+// caller keeps its buffers alive itself.
+func (c *Comm) stepDone(call string, rc C.int) error {
+	runtime.KeepAlive(c.wslot)
+	yieldEvery(c.seq)
 	if rc != 0 {
 		return fmt.Errorf("mpi: %w", c.st.error(call, rc))
 	}
