@@ -110,7 +110,7 @@ func (qs *queueSet) pushOrphan(t *Task, seen *workerSet) bool {
 func (q *taskQueue) drain() []*Task {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := append([]*Task(nil), q.buf[q.head:]...)
+	out := queuedTasks(q.buf[q.head:])
 	q.buf, q.head = nil, 0
 	q.n.Store(0)
 	return out
