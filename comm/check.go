@@ -179,6 +179,24 @@ func CheckAlias(call string, rank int, send, recv Buf) error {
 	return nil
 }
 
+// CheckBlocks reports a receive buffer of an all-gather of equal blocks
+// (AllGatherBlockComm) that is not size blocks of send's type and length,
+// or that overlaps send other than as this rank's block, and whether send
+// is that block (the in-place form, like MPI_IN_PLACE). Both backends
+// check with it.
+func CheckBlocks(call string, rank, size int, send, recv Buf) (inplace bool, err error) {
+	block := len(send.Bytes)
+	if recv.Type != send.Type || len(recv.Bytes) != size*block {
+		return false, &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("recv holds %d %v, want %d %v (%d ranks x %d)",
+			recv.Len(), recv.Type, size*send.Len(), send.Type, size, send.Len())}
+	}
+	inplace = block > 0 && unsafe.SliceData(send.Bytes) == &recv.Bytes[rank*block]
+	if !inplace && Overlaps(send.Bytes, recv.Bytes) {
+		return false, &ArgError{Op: call, Rank: rank, Detail: "send and recv overlap (send may only be this rank's block of recv)"}
+	}
+	return inplace, nil
+}
+
 // Overlaps reports whether a and b share memory (backends use it to
 // detect aliased buffers).
 func Overlaps(a, b []byte) bool {

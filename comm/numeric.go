@@ -267,7 +267,7 @@ func allGatherTo[T Number](ctx context.Context, c Comm, dst, send []T) error {
 	wantDst := c.Size() * n
 	var tmp []T
 	counts, err := c.AllGather(ctx, BufOf(send), func(total int) []byte {
-		if total == len(dst) && total == wantDst && !overlapsT(dst, send) {
+		if total == len(dst) && total == wantDst && !Overlaps(AsBytes(dst), AsBytes(send)) {
 			return AsBytes(dst)
 		}
 		tmp = make([]T, total) // reported below, once every rank has its counts
@@ -289,9 +289,6 @@ func allGatherTo[T Number](ctx context.Context, c Comm, dst, send []T) error {
 	}
 	return nil
 }
-
-// overlapsT reports whether a and b share memory.
-func overlapsT[T Number](a, b []T) bool { return Overlaps(AsBytes(a), AsBytes(b)) }
 
 // Gather collects every rank's send (lengths may differ) on root, one part
 // per rank in rank order, as views into one allocation. Other ranks get nil.

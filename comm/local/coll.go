@@ -576,16 +576,7 @@ func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Allo
 // it), and whose result is recv. send may be this rank's block of recv:
 // the copy of that block onto itself moves nothing.
 func (c *rankComm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error {
-	block, size := len(send.Bytes), c.g.size
-	var argErr error
-	inplace := len(recv.Bytes) == size*block && block > 0 && &send.Bytes[0] == &recv.Bytes[c.rank*block]
-	switch {
-	case recv.Type != send.Type || len(recv.Bytes) != size*block:
-		argErr = &comm.ArgError{Op: "AllGather", Rank: c.rank, Detail: fmt.Sprintf("recv holds %d %v, want %d %v (%d ranks x %d)",
-			recv.Len(), recv.Type, size*send.Len(), send.Type, size, send.Len())}
-	case !inplace && comm.Overlaps(send.Bytes, recv.Bytes):
-		argErr = &comm.ArgError{Op: "AllGather", Rank: c.rank, Detail: "send and recv overlap (send may only be this rank's block of recv)"}
-	}
+	_, argErr := comm.CheckBlocks("AllGather", c.rank, c.g.size, send, recv)
 	_, err := c.allGather(ctx, send, int64(send.Len()), argErr, func(int) []byte { return recv.Bytes })
 	return err
 }

@@ -665,16 +665,8 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 	if int64(n)*int64(c.size) > maxCount {
 		return fmt.Errorf("mpi: AllGatherBlockBuf of %d elements on %d ranks: %w", n, c.size, errors.ErrUnsupported)
 	}
-	lerr := c.checkBuf(k, "send", send)
-	block := len(send.Bytes)
-	inplace := len(recv.Bytes) == c.size*block && block > 0 && ptr(send.Bytes) == ptr(recv.Bytes[c.rank*block:])
-	switch {
-	case lerr != nil:
-	case recv.Type != send.Type || len(recv.Bytes) != c.size*block:
-		lerr = c.argErr(k, "recv holds %d %v, want %d %v (%d ranks x %d)", recv.Len(), recv.Type, c.size*n, send.Type, c.size, n)
-	case !inplace && comm.Overlaps(send.Bytes, recv.Bytes):
-		lerr = c.argErr(k, "send and recv overlap (send may only be this rank's block of recv)")
-	}
+	inplace, lerr := comm.CheckBlocks(k.String(), c.rank, c.size, send, recv)
+	lerr = comm.FirstErr(c.checkBuf(k, "send", send), lerr)
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{k, send.Type, comm.NoOp, int64(n), noRoot}

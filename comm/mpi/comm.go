@@ -163,11 +163,13 @@ func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, 
 			s.begin(call, c.seq)
 			rc = block()
 			s.end()
-		} else if rc = block(); !coll { // a point-to-point call's caller watches it (watch.beginP2P)
-			c.st.paceP2P()
+		} else {
+			rc = block() // a point-to-point call's caller watches it (watch.beginP2P)
 		}
 		if coll {
 			yieldEvery(c.seq)
+		} else {
+			c.st.paceP2P()
 		}
 		if rc != 0 {
 			return fmt.Errorf("mpi: %w", c.st.error(call, rc))

@@ -536,25 +536,34 @@ func TestStallEndsJob(t *testing.T) {
 	if err != nil {
 		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
 	}
-	for mode, sc := range stallColl {
+	for _, mode := range sortedNames(stallColl) {
 		t.Run(mode, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			args := lau.Args(2)
-			args = append(args, os.Args[0], "-test.run=^TestStallEndsJob$", "-test.count=1")
-			cmd := exec.CommandContext(ctx, mpirun, args...)
-			cmd.Env = append(os.Environ(), stallEnv+"="+mode, "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
-			out, err := cmd.CombinedOutput()
-			require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
-			require.Error(t, err, "the stalled job must fail:\n%s", out)
-			s := string(out)
-			require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
-			require.Contains(t, s, sc.report, s)
+			s := runStalledJob(t, lau, mpirun, "TestStallEndsJob", stallEnv+"="+mode, "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
+			require.Contains(t, s, stallColl[mode].report, s)
 			require.Contains(t, s, "a rank that returned early", s)
 			require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
 			require.NotContains(t, s, "the stalled collective returned")
 		})
 	}
+}
+
+// runStalledJob runs test on 2 ranks under mpirun with env added, as a
+// stalled job: the stall watch must end it (within two minutes) with a
+// failure, having said on stderr that rank 0 waits. It returns the job's
+// output.
+func runStalledJob(t *testing.T, lau launch.Launcher, mpirun, test string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append(lau.Args(2), os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
+	require.Error(t, err, "the stalled job must fail:\n%s", out)
+	s := string(out)
+	require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+	return s
 }
 
 // stallP2PEnv selects the stalled job of TestStallP2PEndsJob: the wait
@@ -650,17 +659,7 @@ func TestStallP2PEndsJob(t *testing.T) {
 	}
 	for _, mode := range sortedNames(stallP2P) {
 		t.Run(mode, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			args := lau.Args(2)
-			args = append(args, os.Args[0], "-test.run=^TestStallP2PEndsJob$", "-test.count=1")
-			cmd := exec.CommandContext(ctx, mpirun, args...)
-			cmd.Env = append(os.Environ(), stallP2PEnv+"="+mode, "PZ_COMM_TIMEOUT=2s", "PZ_COMM_REPORT=500ms")
-			out, err := cmd.CombinedOutput()
-			require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
-			require.Error(t, err, "the stalled job must fail:\n%s", out)
-			s := string(out)
-			require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+			s := runStalledJob(t, lau, mpirun, "TestStallP2PEndsJob", stallP2PEnv+"="+mode, "PZ_COMM_TIMEOUT=2s", "PZ_COMM_REPORT=500ms")
 			require.Contains(t, s, " in "+stallP2P[mode].report+"; a peer that returned early", s)
 			require.Contains(t, s, " in "+stallP2P[mode].report+"; ending the job (PZ_COMM_TIMEOUT=2s)", s)
 			require.NotContains(t, s, "the stalled "+mode+" returned")
