@@ -444,6 +444,10 @@ func (m *Master) abortReason() string {
 	return m.abortW
 }
 
+// clientAskedStop is the reason a stop is given when the board shows a
+// client's stop request before the client's message saying why.
+const clientAskedStop = "a client asked to stop"
+
 // requestStop asks for a graceful stop at the next period boundary (or,
 // during the start delay, before the first period, at once). It returns
 // false, doing nothing, before the start (or when the start
@@ -458,6 +462,12 @@ func (m *Master) requestStop(reason string) bool {
 		return true
 	}
 	now := m.clk.now()
+	if m.stopped == clientAskedStop && reason != clientAskedStop {
+		// The board showed the client's stop before its message, with
+		// the reason, arrived: say the reason.
+		m.stopped = reason
+		m.logf("master: the stop was asked for: %s", reason)
+	}
 	if m.stopped == "" {
 		m.stopped = reason
 		// During the start delay the clients leave at once (executor.waitUntil).
@@ -583,7 +593,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 				m.fail(why)
 			}
 			if m.b.stopTime() != 0 {
-				m.requestStop("a client asked to stop")
+				m.requestStop(clientAskedStop)
 			}
 		}
 		if m.abortReason() != "" && remaining > 0 {

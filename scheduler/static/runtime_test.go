@@ -397,6 +397,23 @@ func TestExitSchedulerFromRunnable(t *testing.T) {
 	}
 }
 
+// The board shows a client's stop before its message with the reason
+// reaches the master; the master's watch may see the board first. The run
+// then says the client's reason, not the generic one.
+func TestStopReasonAfterBoard(t *testing.T) {
+	plan := compileString(t, threeClients)
+	m, err := NewMaster(plan)
+	require.NoError(t, err)
+	m.b = newBoard(len(plan.Runnables()), len(plan.Clients))
+	require.True(t, m.requestStop(clientAskedStop))
+	require.True(t, m.requestStop("ExitScheduler called by client a"))
+	assert.Equal(t, "ExitScheduler called by client a", m.stopped)
+	// A later generic request or a second reason keeps the first reason.
+	require.True(t, m.requestStop(clientAskedStop))
+	require.True(t, m.requestStop("ExitScheduler called by client b"))
+	assert.Equal(t, "ExitScheduler called by client a", m.stopped)
+}
+
 func TestCancelStopsGracefully(t *testing.T) {
 	plan := compileString(t, threeClients)
 	ctx, cancel := context.WithCancel(context.Background())
