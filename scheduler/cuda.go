@@ -634,7 +634,7 @@ func (d *cudaDriver) end(w *worker, t *Task, err error, t0 int64) {
 	if mb := s.cx.mon.Load(); mb != nil {
 		mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, time.Duration(s.now()-t0))
 	}
-	s.release(t)
+	w.release(t)
 }
 
 func (d *cudaDriver) deinit(w *worker) error {

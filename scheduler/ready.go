@@ -110,7 +110,7 @@ func (s *Scheduler) ready(t *Task, w *worker) {
 		q = q[:len(q)-1]
 		if err := t.readErr(); err != nil {
 			q = s.finish(t, err, w, q)
-			s.release(t)
+			s.releaseBy(t, 1, w)
 			continue
 		}
 		if t.commute && !s.acquireCommute(t) {

@@ -73,8 +73,8 @@ type Scheduler struct {
 
 	nextID atomic.Uint64
 
-	teams teams     // parallel tasks gathering their workers (team.go)
-	tasks sync.Pool // Submit's tasks, reused once completed (submit.go)
+	teams teams    // parallel tasks gathering their workers (team.go)
+	tasks taskPool // Submit's tasks, reused once completed (submit.go, taskpool.go)
 
 	stopping atomic.Bool
 	stop     chan struct{}
@@ -119,7 +119,6 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		reduxLive: make(map[*Handle]struct{}),
 		stop:      make(chan struct{}),
 	}
-	s.tasks.New = func() any { return new(Task) }
 	s.models = newModelStore(cfg.modelDir)
 	s.policy = newPolicy(s.policyConfig())
 	for i := 0; i < cfg.workers; i++ {

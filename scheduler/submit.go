@@ -156,7 +156,7 @@ func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *wo
 func (s *Scheduler) discard(t *Task) {
 	if t.pooled {
 		*t = Task{}
-		s.tasks.Put(t)
+		s.tasks.put(t, nil)
 	}
 }
 
@@ -165,7 +165,7 @@ func (s *Scheduler) discard(t *Task) {
 func (s *Scheduler) newTask(cl *Codelet, args []Arg) *Task {
 	var t *Task
 	if poolable(args) {
-		t = s.tasks.Get().(*Task)
+		t = s.tasks.get()
 		t.pooled = true // wire counts its references (refs)
 	} else {
 		t = new(Task)
@@ -201,15 +201,23 @@ func (t *Task) hold() {
 
 // release drops a reference to a task of Submit's pool (see hold); the
 // last one returns it to the pool.
-func (s *Scheduler) release(t *Task) { s.releaseN(t, 1) }
+func (s *Scheduler) release(t *Task) { s.releaseBy(t, 1, nil) }
 
 // releaseN drops n references to a task of Submit's pool (see release).
-func (s *Scheduler) releaseN(t *Task, n int32) {
+func (s *Scheduler) releaseN(t *Task, n int32) { s.releaseBy(t, n, nil) }
+
+// release is Scheduler.release on worker w's goroutine: a task it frees goes to
+// the worker's batch of freed tasks (taskPool.put).
+func (w *worker) release(t *Task) { w.s.releaseBy(t, 1, w) }
+
+// releaseBy drops n references to a task of Submit's pool on worker w's
+// goroutine (nil: another goroutine).
+func (s *Scheduler) releaseBy(t *Task, n int32, w *worker) {
 	if !t.pooled || t.refs.Add(-n) != 0 {
 		return
 	}
 	*t = Task{}
-	s.tasks.Put(t)
+	s.tasks.put(t, w)
 }
 
 // SubmitTask submits t: it becomes ready when its dependencies - implicit

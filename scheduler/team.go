@@ -236,7 +236,7 @@ func (w *worker) runTeam(tm *team, rank int) {
 		err := errors.Join(tm.errs...)
 		tm.mu.Unlock()
 		w.complete(t, err, false)
-		w.s.release(t)
+		w.release(t)
 	}
 }
 

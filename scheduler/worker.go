@@ -42,6 +42,10 @@ type worker struct {
 	wake     chan struct{}
 	_        [cacheLine]byte
 
+	// freed gathers the tasks the worker freed, handed to the
+	// submitters by the batch (taskPool.put).
+	freed []*Task
+
 	doneBatch int64
 	doneTasks int64      // tasks completed by this worker, published to nTasks in batches
 	scratch   scratchSet // its Scratch buffers (a GPU worker's are its slots')
@@ -252,7 +256,7 @@ func (w *worker) cancelPopped(t *Task, err error, mb *monitorBox) {
 	if mb != nil {
 		mb.m.TaskExecuted(c, t, w.info.ID, 0)
 	}
-	s.release(t)
+	w.release(t)
 	for _, n := range q {
 		s.ready(n, w)
 	}
@@ -313,11 +317,11 @@ func (w *worker) execute1(t *Task) *Task {
 	if mb != nil {
 		w.complete(t, err, false)
 		mb.m.TaskExecuted(w.s.contextOf(t), t, w.info.ID, time.Duration(w.s.now()-t0))
-		w.s.release(t)
+		w.release(t)
 		return nil
 	}
 	next := w.complete(t, err, true)
-	w.s.release(t)
+	w.release(t)
 	return next
 }
 
