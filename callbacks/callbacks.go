@@ -1,8 +1,11 @@
 package callbacks
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/sourcegraph/conc/panics"
@@ -19,6 +22,10 @@ var (
 	// called runtime.Goexit, e.g. through testing.T.FailNow. The callbacks
 	// below it still run, but the goroutine that called Close exits.
 	ErrGoexit = errors.New("callbacks: callback called runtime.Goexit")
+	// ErrCloseInCallback is returned by Close called by one of the
+	// stack's own callbacks, on the goroutine that runs them: it would
+	// wait for itself forever.
+	ErrCloseInCallback = errors.New("callbacks: Close called from one of the stack's own callbacks (it would wait for itself); return from the callback instead, and let the Close that runs it finish")
 )
 
 // A Stack is a last-in, first-out stack of finalizers. Close runs every
@@ -34,6 +41,7 @@ type Stack struct {
 	closing bool          // Close has been called; Push refuses
 	done    chan struct{} // closed when the first Close has run every callback
 	err     error         // the joined result of the first Close
+	closer  uint64        // the goroutine running the callbacks (goid)
 }
 
 // entry is a stacked callback and how errors name it: its number (its
@@ -115,18 +123,29 @@ func (s *Stack) Closed() bool {
 // callbacks ran. Close returns nil when every callback succeeded.
 //
 // Close is idempotent: later and concurrent calls block until the first
-// call has finished and return the same error. A callback must not call
-// Close on its own stack (it would wait for itself forever); it may call
-// Push, which returns ErrClosed.
+// call has finished and return the same error. A callback that calls
+// Close on its own stack gets ErrCloseInCallback at once (waiting would
+// be waiting for itself); it may call Push, which returns ErrClosed. (A
+// goroutine a callback starts and waits for must not call Close either:
+// that wait cannot be told apart from a concurrent caller's.)
 func (s *Stack) Close() (err error) {
+	me := goid()
 	s.mu.Lock()
 	if s.closing {
-		done := s.done
+		done, closer := s.done, s.closer
 		s.mu.Unlock()
+		if closer == me && me != 0 {
+			select {
+			case <-done: // a Close after the first one ended, on its goroutine
+			default:
+				return ErrCloseInCallback
+			}
+		}
 		<-done
 		return s.err
 	}
 	s.closing = true
+	s.closer = me
 	s.done = make(chan struct{})
 	fns := s.fns
 	s.fns = nil
@@ -173,4 +192,25 @@ func run(fn func() error) error {
 		return p.AsError()
 	}
 	return err
+}
+
+// goid returns the calling goroutine's id, read from the first line of
+// its stack trace ("goroutine 7 [running]:"); 0 if it cannot be read.
+// Close alone calls it, once per call: it tells a callback calling Close
+// on its own stack from a concurrent caller, which must wait.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, ok := bytes.CutPrefix(b, []byte("goroutine "))
+	if !ok {
+		return 0
+	}
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }

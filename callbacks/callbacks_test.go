@@ -121,6 +121,25 @@ func TestPushFromCallbackIsRefused(t *testing.T) {
 	assert.False(t, innerRan)
 }
 
+// TestCloseFromCallback: a callback calling Close on its own stack gets
+// ErrCloseInCallback at once instead of waiting for itself; the Close
+// running it goes on with the callbacks below, and a Close after the
+// first one ended returns its result, on the same goroutine too.
+func TestCloseFromCallback(t *testing.T) {
+	s := callbacks.New()
+	var order []string
+	require.NoError(t, s.Push(func() error { order = append(order, "first"); return nil }))
+	require.NoError(t, s.Push(func() error {
+		order = append(order, "closer")
+		return s.Close() // returned, so that the first Close reports it
+	}))
+	err := s.Close()
+	require.ErrorIs(t, err, callbacks.ErrCloseInCallback)
+	assert.ErrorContains(t, err, "callback 1")
+	assert.Equal(t, []string{"closer", "first"}, order)
+	assert.Same(t, err, s.Close(), "later calls return the first result")
+}
+
 func TestPushNil(t *testing.T) {
 	s := callbacks.New()
 	assert.ErrorIs(t, s.Push(nil), callbacks.ErrNilFunc)

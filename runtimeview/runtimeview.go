@@ -144,11 +144,9 @@ type RuntimeView struct {
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
 
-	closeOnce sync.Once
-	closeErr  error
-	sig       *signalHandler // nil when signals are off
-	world     *mpi.World     // nil unless the backend is MPI
-	aborting  *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
+	sig      *signalHandler // nil when signals are off
+	world    *mpi.World     // nil unless the backend is MPI
+	aborting *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
 
 	// Run's function, while it runs (under a launcher): a signal ends its
 	// context and waits for it before the finalizers run.
@@ -270,10 +268,11 @@ func (rt *RuntimeView) Logger() *zap.Logger { return rt.log.Zap() }
 // callbacks last pushed first, each exactly once, before pz finalizes MPI
 // (when it started MPI). Close's errors number the callbacks in the order
 // they were pushed here (callback 0 for the first), on every backend; pz's
-// own (the scheduler, the communicator, the logger) are named instead. It returns an error wrapping callbacks.ErrClosed
-// after Close has begun. A callback must not call Close (it would wait for
-// itself); it runs on the goroutine that called Close, or on the signal
-// handler's.
+// own (the scheduler, the communicator, the logger) are named instead. It
+// returns an error wrapping callbacks.ErrClosed after Close has begun. A
+// callback runs on the goroutine that called Close, or on the signal
+// handler's; a Close it calls returns callbacks.ErrCloseInCallback
+// rather than wait for itself.
 func (rt *RuntimeView) StackCallback(fn func() error) error {
 	if err := rt.stack.Push(fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: StackCallback: %w", rt.Rank(), err)
@@ -294,22 +293,26 @@ func (rt *RuntimeView) Barrier(ctx context.Context) error {
 // and closing the logger). Every callback runs exactly once even if others
 // fail or panic; the errors are joined. Close is idempotent: later calls
 // return the first call's result. It stops the signal handler and leaves no
-// goroutine behind.
+// goroutine behind. Called from a callback of the stack it is running, it
+// returns an error wrapping callbacks.ErrCloseInCallback at once (the
+// Close running the callback goes on), rather than wait for itself.
 func (rt *RuntimeView) Close() error {
 	err := rt.closeStack()
+	if errors.Is(err, callbacks.ErrCloseInCallback) {
+		return err
+	}
 	if rt.sig != nil {
 		rt.sig.stop()
 	}
 	return err
 }
 
-// closeStack runs the finalizer stack once; the signal handler calls it
-// directly because Close would wait for the handler itself.
+// closeStack runs the finalizer stack once (later calls wait for the
+// first and return its result: callbacks.Stack.Close); the signal handler
+// calls it directly because Close would wait for the handler itself.
 func (rt *RuntimeView) closeStack() error {
-	rt.closeOnce.Do(func() {
-		if err := rt.stack.Close(); err != nil {
-			rt.closeErr = fmt.Errorf("runtimeview: rank %d: Close: %w", rt.Rank(), err)
-		}
-	})
-	return rt.closeErr
+	if err := rt.stack.Close(); err != nil {
+		return fmt.Errorf("runtimeview: rank %d: Close: %w", rt.Rank(), err)
+	}
+	return nil
 }

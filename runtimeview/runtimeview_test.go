@@ -214,6 +214,18 @@ func TestRunLocalErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), "rank 1 gives up")
 		assert.Equal(t, int32(2), closed.Load(), "the panicking rank's stack ran too")
 	})
+	t.Run("a callback calls Close", func(t *testing.T) {
+		checkNoLeak(t)
+		var below atomic.Int32
+		err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			if err := rt.StackCallback(func() error { below.Add(1); return nil }); err != nil {
+				return err
+			}
+			return rt.StackCallback(rt.Close) // would wait for itself
+		}, withMachine(t), quietLogs)
+		require.ErrorIs(t, err, callbacks.ErrCloseInCallback)
+		assert.Equal(t, int32(2), below.Load(), "the callbacks below it ran, on every rank")
+	})
 	t.Run("a callback fails", func(t *testing.T) {
 		errCB := errors.New("flush failed")
 		err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
