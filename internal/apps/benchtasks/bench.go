@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pzgo/pz/internal/c2c"
 	"github.com/pzgo/pz/scheduler"
 )
 
@@ -82,6 +83,12 @@ const (
 //	              state of the machine, so on a machine whose speed changes
 //	              between runs this is the figure to compare; openmp_value
 //	              is then the median of the paired OpenMP rounds
+//	c2c_ns      the machine's core-to-core round trip of a cache line
+//	            (internal/c2c), sampled before each of pz's timed rounds:
+//	            their median, in ns (absent on one core). Each task costs
+//	            a few such crossings, and on a virtual machine the figure
+//	            changes several-fold within seconds: two runs are
+//	            comparable when their c2c_ns are
 //
 // The peer and ratio fields are StarPU's; the openmp_ fields were added
 // later, beside them. StarPU and OpenMP submit from one thread; a figure
@@ -109,6 +116,8 @@ type Record struct {
 	OpenMPRatio *float64 `json:"openmp_ratio,omitempty"`
 	// OpenMPPaired is openmp_paired_ratio.
 	OpenMPPaired *float64 `json:"openmp_paired_ratio,omitempty"`
+	// C2CNs is c2c_ns.
+	C2CNs *float64 `json:"c2c_ns,omitempty"`
 }
 
 // A PairedPeer runs one timed round of a peer for case c on workers
@@ -349,6 +358,10 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 				v, ratio, paired := m.peer, m.pz/m.peer, m.ratio
 				r.OpenMP, r.OpenMPValue, r.OpenMPRatio, r.OpenMPPaired = OpenMPName(c, workers), &v, &ratio, &paired
 			}
+			if m.c2c > 0 {
+				c2c := m.c2c
+				r.C2CNs = &c2c
+			}
 			if err := emit(r); err != nil {
 				return err
 			}
@@ -357,9 +370,14 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 	return nil
 }
 
-// medians are overhead's figures: pz's median µs per task and, with a
-// paired peer, the peer's median and the median of the rounds' ratios.
-type medians struct{ pz, peer, ratio float64 }
+// medians are overhead's figures: pz's median µs per task, the median
+// core-to-core round trip in ns (0 on one core) and, with a paired peer,
+// the peer's median and the median of the rounds' ratios.
+type medians struct{ pz, c2c, peer, ratio float64 }
+
+// c2cTrips is the number of round trips of each core-to-core sample:
+// 0.5-3 ms on the project's VM.
+const c2cTrips = 5000
 
 // overhead returns the median µs per task of rounds rounds of n tasks of
 // case c, after a warm-up round of n/10, checking that every task ran
@@ -401,7 +419,7 @@ func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, 
 	}
 	total := 0
 	times := make([]float64, 0, rounds)
-	var peer, ratios []float64
+	var peer, ratios, trips []float64
 	runPeer := func() error {
 		v, err := pair(ctx, c, workers, n)
 		if err != nil {
@@ -418,6 +436,13 @@ func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, 
 		if pair != nil && r >= 0 && r%2 == 0 {
 			if err := runPeer(); err != nil {
 				return medians{}, err
+			}
+		}
+		if r >= 0 {
+			// The workers are idle between rounds (all tasks done): the
+			// sample has the cores to itself.
+			if d, err := c2c.RoundTrip(c2cTrips); err == nil {
+				trips = append(trips, float64(d.Nanoseconds()))
 			}
 		}
 		d, err := b.submitAll(ctx, cl, args, submitters, m)
@@ -454,6 +479,9 @@ func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, 
 		return medians{}, err
 	}
 	out := medians{pz: median(times)}
+	if len(trips) > 0 {
+		out.c2c = median(trips)
+	}
 	if pair != nil {
 		out.peer, out.ratio = median(peer), median(ratios)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,10 +148,10 @@ func TestRunAttachesOpenMP(t *testing.T) {
 	require.NoError(t, WriteTable(&tab, recs))
 	lines := strings.Split(strings.TrimSpace(tab.String()), "\n")
 	require.Len(t, lines, 1+len(recs))
-	assert.Equal(t, []string{"CASE", "POLICY", "WORKERS", "SUBMITTERS", "UNIT", "PZ", "STARPU", "PZ/STARPU", "OPENMP", "PZ/OPENMP", "PAIRED"},
+	assert.Equal(t, []string{"CASE", "POLICY", "WORKERS", "SUBMITTERS", "UNIT", "PZ", "STARPU", "PZ/STARPU", "OPENMP", "PZ/OPENMP", "PAIRED", "C2C", "NS"},
 		strings.Fields(lines[0]))
 	f := strings.Fields(lines[1]) // indep, eager, 2 workers: both peers
-	require.Len(t, f, 11, lines[1])
+	require.Len(t, f, 12, lines[1])
 	assert.Equal(t, []string{"indep", "eager", "2", "1", "us/task"}, f[:5])
 	assert.Equal(t, "2.000", f[6])
 	assert.Equal(t, "0.100", f[8])
@@ -273,6 +274,15 @@ func TestRunPairedOpenMP(t *testing.T) {
 	assert.Nil(t, g.OpenMPPaired)
 	assert.Nil(t, g.OpenMPValue)
 
+	// The core-to-core round trip was sampled beside the overhead rounds.
+	if runtime.GOMAXPROCS(0) > 1 && runtime.NumCPU() > 1 {
+		require.NotNil(t, r.C2CNs)
+		assert.Greater(t, *r.C2CNs, 1.0)
+	} else {
+		assert.Nil(t, r.C2CNs)
+	}
+	assert.Nil(t, g.C2CNs, "grain rounds take no sample")
+
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(bytes.SplitN(out.Bytes(), []byte("\n"), 2)[0], &m))
 	assert.Contains(t, m, "openmp_paired_ratio")
@@ -280,7 +290,7 @@ func TestRunPairedOpenMP(t *testing.T) {
 	var tab bytes.Buffer
 	require.NoError(t, WriteTable(&tab, recs))
 	f := strings.Fields(strings.Split(tab.String(), "\n")[1])
-	require.Len(t, f, 11)
+	require.Len(t, f, 12)
 	assert.Equal(t, "30000.000", f[8])
 	assert.Equal(t, fmt.Sprintf("%.2f", *r.OpenMPPaired), f[10])
 }

@@ -1,0 +1,20 @@
+package c2c_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pzgo/pz/internal/c2c"
+)
+
+// A benchmark samples the core-to-core round trip before its timed
+// rounds and records it beside its figures.
+func ExampleRoundTrip() {
+	d, err := c2c.RoundTrip(5000)
+	if errors.Is(err, c2c.ErrOneCore) {
+		fmt.Println("a round trip takes time: true") // nothing to measure on one core
+		return
+	}
+	fmt.Println("a round trip takes time:", err == nil && d > 0)
+	// Output: a round trip takes time: true
+}
