@@ -462,7 +462,7 @@ func TestBenchTasksOpenMP(t *testing.T) {
 	assert.Contains(t, lines[0], "PZ/OPENMP")
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 11, l)
+		require.Len(t, f, 12, l) // the last, C2C NS, may be "-" (a busy machine)
 		assert.NotEqual(t, "-", f[10], "a paired ratio: %s", l)
 		assert.NotEqual(t, "-", f[8], "an OpenMP figure: %s", l)
 		assert.Equal(t, "-", f[6], "no StarPU figure with -starpu=false: %s", l)

@@ -23,6 +23,16 @@ import (
 // would take turns instead of crossing cores.
 var ErrOneCore = errors.New("c2c: one core: no core-to-core latency to measure")
 
+// ErrBusy is returned by RoundTrip when the round trips took longer than
+// its budget: the two threads did not run at once, as on a machine
+// busy with other work, and what was timed was the operating system's
+// scheduling, not the cache.
+var ErrBusy = errors.New("c2c: the two threads did not run at once (the machine is busy): no core-to-core latency measured")
+
+// stop, written in place of a round's value, tells the answering
+// goroutine to leave.
+const stop = -2
+
 // line is a cache line of its own.
 type line struct {
 	v atomic.Int64
@@ -32,14 +42,14 @@ type line struct {
 // RoundTrip returns the mean time of n round trips of a cache line
 // between two goroutines, each locked to an OS thread (which the
 // operating system runs on two cores while both spin). The two must be
-// able to run at once: the caller keeps the process otherwise idle.
-func RoundTrip(n int) (time.Duration, error) {
+// able to run at once: the caller keeps the process otherwise idle. It
+// gives up with ErrBusy when the round trips take more than budget in
+// all (more than a few µs each: the threads took turns).
+func RoundTrip(n int, budget time.Duration) (time.Duration, error) {
 	if runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
 		return 0, ErrOneCore
 	}
-	if n < 1 {
-		n = 1
-	}
+	n = max(n, 1)
 	l := new(line)
 	done := make(chan struct{})
 	go func() {
@@ -48,10 +58,14 @@ func RoundTrip(n int) (time.Duration, error) {
 		defer runtime.UnlockOSThread()
 		l.v.Store(-1) // running
 		for i := int64(1); i <= int64(n); i++ {
-			for l.v.Load() != 2*i-1 {
+			// The answer is a CompareAndSwap so that it never
+			// overwrites a stop written since the question was read.
+			for !l.v.CompareAndSwap(2*i-1, 2*i) {
+				if l.v.Load() == stop {
+					return
+				}
 				spin.Pause()
 			}
-			l.v.Store(2 * i)
 		}
 	}()
 	runtime.LockOSThread()
@@ -62,8 +76,18 @@ func RoundTrip(n int) (time.Duration, error) {
 	t0 := time.Now()
 	for i := int64(1); i <= int64(n); i++ {
 		l.v.Store(2*i - 1)
-		for l.v.Load() != 2*i {
+		for spins := 1; l.v.Load() != 2*i; spins++ {
 			spin.Pause()
+			if spins%4096 == 0 && time.Since(t0) > budget {
+				l.v.Store(stop)
+				<-done
+				return 0, ErrBusy
+			}
+		}
+		if i%256 == 0 && time.Since(t0) > budget {
+			l.v.Store(stop)
+			<-done
+			return 0, ErrBusy
 		}
 	}
 	d := time.Since(t0)

@@ -85,7 +85,8 @@ const (
 //	              is then the median of the paired OpenMP rounds
 //	c2c_ns      the machine's core-to-core round trip of a cache line
 //	            (internal/c2c), sampled before each of pz's timed rounds:
-//	            their median, in ns (absent on one core). Each task costs
+//	            their median, in ns (absent on one core, or when the
+//	            machine was too busy for every sample: c2c.ErrBusy). Each task costs
 //	            a few such crossings, and on a virtual machine the figure
 //	            changes several-fold within seconds: two runs are
 //	            comparable when their c2c_ns are
@@ -160,6 +161,11 @@ type Options struct {
 	// round, then after, alternately; its figures replace OpenMP's and
 	// the records get openmp_paired_ratio (see Record).
 	PairedOpenMP PairedPeer
+	// RoundTrip samples the machine's core-to-core round trip before
+	// each timed round of the overhead cases (c2c_ns); an error skips
+	// the sample. Default: c2c.RoundTrip of 5,000 round trips within
+	// 20 ms.
+	RoundTrip func() (time.Duration, error)
 	// SubmittersWork, when set, makes each submitting goroutine one of
 	// the workers (a scheduler.Driver that submits with Driver.Submit
 	// and waits with Driver.WaitAll, running tasks meanwhile), as an
@@ -181,6 +187,9 @@ type Options struct {
 func defaultWorkers() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
 
 func (o *Options) defaults() {
+	if o.RoundTrip == nil {
+		o.RoundTrip = func() (time.Duration, error) { return c2c.RoundTrip(c2cTrips, c2cBudget) }
+	}
 	if len(o.Policies) == 0 {
 		o.Policies = scheduler.Policies()
 	}
@@ -348,7 +357,7 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 			if OpenMPName(c, workers) != "" {
 				pair = opts.PairedOpenMP
 			}
-			m, err := overhead(ctx, b, c, sub, opts.Tasks, opts.Rounds, pair, workers)
+			m, err := overhead(ctx, b, c, sub, opts.Tasks, opts.Rounds, pair, workers, opts.RoundTrip)
 			if err != nil {
 				return fmt.Errorf("benchtasks: case %s, policy %s, %d submitters: %w", c, pol, sub, err)
 			}
@@ -375,16 +384,22 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 // the peer's median and the median of the rounds' ratios.
 type medians struct{ pz, c2c, peer, ratio float64 }
 
-// c2cTrips is the number of round trips of each core-to-core sample:
-// 0.5-3 ms on the project's VM.
-const c2cTrips = 5000
+// c2cTrips is the number of round trips of each core-to-core sample
+// (0.5-5 ms on the project's VM), and c2cBudget the longest a sample may
+// take: past it the machine is too busy for one (c2c.ErrBusy), and the
+// round has none.
+const (
+	c2cTrips  = 5000
+	c2cBudget = 20 * time.Millisecond
+)
 
 // overhead returns the median µs per task of rounds rounds of n tasks of
 // case c, after a warm-up round of n/10, checking that every task ran
 // exactly once. With pair, a round of the peer on workers threads runs
 // beside each timed round: before it in even rounds, after it in odd
-// ones, so that neither side always follows the other.
-func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, pair PairedPeer, workers int) (medians, error) {
+// ones, so that neither side always follows the other. With roundTrip,
+// a core-to-core sample is taken before each timed round.
+func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, pair PairedPeer, workers int, roundTrip func() (time.Duration, error)) (medians, error) {
 	s := b.s
 	nh := 0
 	switch c {
@@ -438,10 +453,10 @@ func overhead(ctx context.Context, b *bench, c Case, submitters, n, rounds int, 
 				return medians{}, err
 			}
 		}
-		if r >= 0 {
+		if r >= 0 && roundTrip != nil {
 			// The workers are idle between rounds (all tasks done): the
 			// sample has the cores to itself.
-			if d, err := c2c.RoundTrip(c2cTrips); err == nil {
+			if d, err := roundTrip(); err == nil {
 				trips = append(trips, float64(d.Nanoseconds()))
 			}
 		}

@@ -198,7 +198,7 @@ func BenchmarkTasks(b *testing.B) {
 						bn, err := newBench(ctx, pol, 2, sub*btoi(works), scheduler.WithPerfModelDir(""))
 						require.NoError(b, err)
 						defer func() { require.NoError(b, bn.close()) }()
-						m, err := overhead(ctx, bn, c, sub, max(2, b.N), 1, nil, 2)
+						m, err := overhead(ctx, bn, c, sub, max(2, b.N), 1, nil, 2, nil)
 						require.NoError(b, err)
 						b.ReportMetric(m.pz, "us/task")
 					})
