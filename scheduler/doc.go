@@ -178,10 +178,13 @@
 //
 // A task costs about 0.2 µs from submission to completion without data,
 // and a few hundred nanoseconds with data handles and implicit
-// dependencies (BenchmarkTasks reports us/task and cpu-us/task). A task
-// Submit makes without data, callback, tag, synchronous wait or team
-// comes from a pool and costs no allocation; other tasks cost one (384
-// bytes). No lock
+// dependencies (BenchmarkTasks reports us/task and cpu-us/task), on
+// cores that pass a cache line to each other in about 100 ns: a task
+// handed from a submitter to a worker crosses cores a few times, and its
+// cost grows with that latency. A task Submit makes without callback,
+// tag, synchronous wait or team comes from a pool (the workers hand the
+// tasks they free back to the submitters in batches) and costs no
+// allocation; other tasks cost one (480 bytes). No lock
 // is shared by all workers: a handle's lock is held by the submitter while
 // that handle's dependencies are computed, successor lists are lock-free
 // stacks, each worker queue has its own lock, and completions are counted
