@@ -13,10 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/internal/c2c"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
 	"github.com/pzgo/pz/runtimeview"
@@ -72,7 +74,7 @@ func benchCommApp() app {
 						w.SetCheck(f.check)
 					}
 					cfg.Backend = string(rt.Backend())
-					rs, err := measureRounds(ctx, e, f, 0, func() ([]commbench.Result, error) {
+					rs, err := measureRounds(ctx, e, f, 0, nil, func() ([]commbench.Result, error) {
 						return commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
 					})
 					if rt.Rank() != 0 {
@@ -85,7 +87,10 @@ func benchCommApp() app {
 					if rt.Rank() == 0 {
 						peerRanks = rt.Size()
 					}
-					rs, err := measureRounds(ctx, e, f, peerRanks, func() ([]commbench.Result, error) {
+					// No core-to-core sample: every rank runs
+					// measureRounds, and the others would spin in
+					// their first collective beside it.
+					rs, err := measureRounds(ctx, e, f, peerRanks, nil, func() ([]commbench.Result, error) {
 						return commbench.Measure(context.WithoutCancel(ctx), rt.Comm(), cfg)
 					})
 					if rt.Rank() != 0 {
@@ -96,7 +101,9 @@ func benchCommApp() app {
 					if rt.Size() != 1 {
 						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
 					}
-					rs, err := measureRounds(ctx, e, f, f.ranks, func() ([]commbench.Result, error) { return spawnMPI(ctx, f) })
+					// This process waits while mpirun runs each
+					// round: it samples the cores before each.
+					rs, err := measureRounds(ctx, e, f, f.ranks, c2c.Sample, func() ([]commbench.Result, error) { return spawnMPI(ctx, f) })
 					if len(rs) == 0 && err != nil {
 						return err
 					}
@@ -160,7 +167,10 @@ func (f *benchCommFlags) config() (commbench.Config, error) {
 // ones. It combines them (commbench.Combine). A failed round ends the run
 // with what the rounds before it measured, or with the first round's own
 // results when it is the first (a run stopped by a signal prints those).
-func measureRounds(ctx context.Context, e *env, f benchCommFlags, peerRanks int, measure func() ([]commbench.Result, error)) ([]commbench.Result, error) {
+// With sample, the machine's core-to-core round trip is sampled before
+// each round and recorded in its results (c2c_ns; a failed sample
+// leaves it out).
+func measureRounds(ctx context.Context, e *env, f benchCommFlags, peerRanks int, sample func() (time.Duration, error), measure func() ([]commbench.Result, error)) ([]commbench.Result, error) {
 	var (
 		rounds [][]commbench.Result
 		peers  []map[commbench.PeerKey]float64
@@ -179,12 +189,19 @@ func measureRounds(ctx context.Context, e *env, f benchCommFlags, peerRanks int,
 		if i%2 == 1 {
 			peer = runPeer()
 		}
+		var trip time.Duration
+		if sample != nil {
+			trip, _ = sample() // 0 on error: not recorded
+		}
 		rs, err := measure()
 		if err != nil {
 			if len(rounds) == 0 {
 				return rs, err
 			}
 			return commbench.Combine(rounds, peers), err
+		}
+		for j := range rs {
+			rs[j].C2CNs = float64(trip.Nanoseconds())
 		}
 		if i%2 == 0 {
 			peer = runPeer()

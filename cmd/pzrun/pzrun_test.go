@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/c2c"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/stretchr/testify/assert"
@@ -532,6 +534,38 @@ func TestBenchComm(t *testing.T) {
 	code, _, errs = pzrun(t, "bench", "nothing")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, `unknown app "bench nothing"`)
+}
+
+// measureRounds samples the cores before each round when asked to and
+// records the median of the samples that succeeded (c2c_ns); without a
+// sampler the results have none.
+func TestMeasureRoundsSamples(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	f := benchCommFlags{rounds: 3}
+	samples := []time.Duration{400, 0, 200}
+	var order []string
+	sample := func() (time.Duration, error) {
+		order = append(order, "sample")
+		d := samples[0]
+		samples = samples[1:]
+		if d == 0 {
+			return 0, c2c.ErrBusy
+		}
+		return d, nil
+	}
+	measure := func() ([]commbench.Result, error) {
+		order = append(order, "measure")
+		return []commbench.Result{{Op: "allreduce", Bytes: 8, MedianUS: 1}}, nil
+	}
+	rs, err := measureRounds(context.Background(), e, f, 0, sample, measure)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	assert.Equal(t, 300.0, rs[0].C2CNs, "the median of 400 and 200; the busy sample left out")
+	assert.Equal(t, []string{"sample", "measure", "sample", "measure", "sample", "measure"}, order)
+
+	rs, err = measureRounds(context.Background(), e, f, 0, nil, measure)
+	require.NoError(t, err)
+	assert.Zero(t, rs[0].C2CNs)
 }
 
 func TestContextsApp(t *testing.T) {

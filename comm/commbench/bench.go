@@ -122,7 +122,12 @@ type Result struct {
 	// beside it.
 	Rounds      int     `json:"rounds,omitempty"`
 	PairedRatio float64 `json:"paired_ratio,omitempty"`
-	Note        string  `json:"note,omitempty"`
+	// C2CNs is the machine's core-to-core round trip of a cache line in
+	// ns, sampled before the run that measured this (internal/c2c), the
+	// median over the rounds with several; 0 (absent) when not sampled.
+	// A small message between ranks on one host is a few such crossings.
+	C2CNs float64 `json:"c2c_ns,omitempty"`
+	Note  string  `json:"note,omitempty"`
 }
 
 // RankBytes is the memory Measure allocates on each of n ranks for cfg:

@@ -120,6 +120,20 @@ func TestCombineRounds(t *testing.T) {
 	assert.Contains(t, buf.String(), `"rounds":4`)
 	assert.Contains(t, buf.String(), `"paired_ratio":1.5`)
 	assert.Nil(t, Combine(nil, nil))
+	assert.NotContains(t, buf.String(), "c2c_ns", "not sampled")
+
+	// The core-to-core samples of the rounds that took one: their median.
+	rounds := [][]Result{r(1), r(1), r(1)}
+	for k, ns := range []float64{300, 0, 100} {
+		for j := range rounds[k] {
+			rounds[k][j].C2CNs = ns
+		}
+	}
+	rs = Combine(rounds, nil)
+	assert.Equal(t, 200.0, rs[0].C2CNs)
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf, rs[:1]))
+	assert.Contains(t, buf.String(), `"c2c_ns":200`)
 }
 
 func TestRunPeer(t *testing.T) {

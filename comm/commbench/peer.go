@@ -157,13 +157,16 @@ func Combine(rounds [][]Result, peers []map[PeerKey]float64) []Result {
 	out := slices.Clone(rounds[0])
 	for i := range out {
 		key := PeerKey{out[i].Op, out[i].Bytes}
-		var pz, peer, paired []float64
+		var pz, peer, paired, trips []float64
 		for k, rs := range rounds {
 			j := slices.IndexFunc(rs, func(r Result) bool { return r.Op == key.Op && r.Bytes == key.Bytes })
 			if j < 0 {
 				continue
 			}
 			pz = append(pz, rs[j].MedianUS)
+			if rs[j].C2CNs > 0 {
+				trips = append(trips, rs[j].C2CNs)
+			}
 			if k < len(peers) && peers[k][key] > 0 {
 				p := peers[k][key]
 				peer = append(peer, p)
@@ -171,6 +174,10 @@ func Combine(rounds [][]Result, peers []map[PeerKey]float64) []Result {
 			}
 		}
 		out[i].MedianUS = round3(median(pz))
+		out[i].C2CNs = 0
+		if len(trips) > 0 {
+			out[i].C2CNs = math.Round(median(trips))
+		}
 		out[i].PeerMedianUS, out[i].Ratio, out[i].PairedRatio = 0, 0, 0
 		if len(peer) > 0 {
 			out[i].PeerMedianUS = round3(median(peer))

@@ -94,3 +94,7 @@ func RoundTrip(n int, budget time.Duration) (time.Duration, error) {
 	<-done
 	return d / time.Duration(n), nil
 }
+
+// Sample is the benchmarks' sample: RoundTrip of 5,000 round trips
+// (0.5-5 ms on the project's VM) within 20 ms.
+func Sample() (time.Duration, error) { return RoundTrip(5000, 20*time.Millisecond) }

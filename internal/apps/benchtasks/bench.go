@@ -163,8 +163,7 @@ type Options struct {
 	PairedOpenMP PairedPeer
 	// RoundTrip samples the machine's core-to-core round trip before
 	// each timed round of the overhead cases (c2c_ns); an error skips
-	// the sample. Default: c2c.RoundTrip of 5,000 round trips within
-	// 20 ms.
+	// the sample. Default: c2c.Sample.
 	RoundTrip func() (time.Duration, error)
 	// SubmittersWork, when set, makes each submitting goroutine one of
 	// the workers (a scheduler.Driver that submits with Driver.Submit
@@ -188,7 +187,7 @@ func defaultWorkers() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) 
 
 func (o *Options) defaults() {
 	if o.RoundTrip == nil {
-		o.RoundTrip = func() (time.Duration, error) { return c2c.RoundTrip(c2cTrips, c2cBudget) }
+		o.RoundTrip = c2c.Sample
 	}
 	if len(o.Policies) == 0 {
 		o.Policies = scheduler.Policies()
@@ -383,15 +382,6 @@ func runOne(ctx context.Context, opts *Options, pol string, workers int, submitt
 // core-to-core round trip in ns (0 on one core) and, with a paired peer,
 // the peer's median and the median of the rounds' ratios.
 type medians struct{ pz, c2c, peer, ratio float64 }
-
-// c2cTrips is the number of round trips of each core-to-core sample
-// (0.5-5 ms on the project's VM), and c2cBudget the longest a sample may
-// take: past it the machine is too busy for one (c2c.ErrBusy), and the
-// round has none.
-const (
-	c2cTrips  = 5000
-	c2cBudget = 20 * time.Millisecond
-)
 
 // overhead returns the median µs per task of rounds rounds of n tasks of
 // case c, after a warm-up round of n/10, checking that every task ran
