@@ -53,7 +53,9 @@
 //
 // With a ctx whose Done channel is nil (context.Background) operations use
 // the blocking MPI calls. Otherwise they use the non-blocking form and poll
-// MPI_Test with a short backoff until completion or ctx is done. MPI cannot
+// MPI_Test until completion or ctx is done: with a Gosched between tests
+// for the first millisecond (a Go sleep lasts about that long, whatever
+// is asked), then with a short backoff. MPI cannot
 // cancel a started collective: on cancellation the collective returns an
 // error wrapping ctx.Err() and comm.ErrBroken, and the communicator stays
 // broken. A rank that never arrives therefore makes the others fail at their

@@ -392,11 +392,23 @@ func (s *state) error(call string, rc C.int) error {
 // much data is tested without sleeping for as long as its bytes could
 // still be moving at pollRate: a large message arrives in many fragments,
 // each needing a test to move on.
+//
+// Before its first sleep a wait spins (tests with a Gosched in between)
+// for pollSpinWindow, about what a sleep costs: a Go timer on an
+// otherwise idle P fires about 1 ms late, whatever the duration asked
+// (the runtime's netpoll waits whole milliseconds), so a wait that slept
+// after a few hundred tests, as it did, turned an 8-byte ping-pong with
+// a cancelable context into 3 ms round trips once both ranks fell into
+// sleeping (BenchmarkP2P/pingpong-polled under mpirun: 4 µs or 3 ms,
+// from run to run). Spinning that long first keeps a wait within twice
+// the shortest it could be (a wait that outlasts the window has cost
+// at least what its sleep adds), as spin-then-block locks do.
 const (
-	pollSpins    = 256                    // tests with only a Gosched in between
-	pollMinSleep = 2 * time.Microsecond   // first sleep after the spins
-	pollMaxSleep = 200 * time.Microsecond // longest sleep between tests
-	pollRate     = 128 << 20              // bytes per second assumed while spinning
+	pollSpins      = 256                    // tests with only a Gosched in between, before the clock is read
+	pollSpinWindow = time.Millisecond       // then tests with a Gosched in between for this long
+	pollMinSleep   = 2 * time.Microsecond   // first sleep after the spins
+	pollMaxSleep   = 200 * time.Microsecond // longest sleep between tests
+	pollRate       = 128 << 20              // bytes per second assumed while spinning
 )
 
 // spinFor is how long poll spins for an operation moving nbytes.
@@ -405,13 +417,22 @@ func spinFor(nbytes int) time.Duration {
 }
 
 // poll calls test until it reports done or an error, or ctx is done. It
-// tests without sleeping for pollSpins tests and for spin, then backs off.
+// tests without sleeping for pollSpins tests and then for
+// max(pollSpinWindow, spin), then backs off.
 func poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
+	return poller{now: time.Now, sleep: time.Sleep}.poll(ctx, spin, test)
+}
+
+// poller is poll with its clock and its sleep (tests give their own).
+type poller struct {
+	now   func() time.Time
+	sleep func(time.Duration)
+}
+
+func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
 	sleep := pollMinSleep
-	var until time.Time
-	if spin > 0 {
-		until = time.Now().Add(spin)
-	}
+	var until time.Time // zero until pollSpins tests are done
+	spinning := true
 	for i := 0; ; i++ {
 		done, err := test()
 		if done || err != nil {
@@ -422,11 +443,20 @@ func poll(ctx context.Context, spin time.Duration, test func() (bool, error)) er
 			return ctx.Err()
 		default:
 		}
-		if i < pollSpins || (spin > 0 && time.Now().Before(until)) {
+		if spinning {
+			switch {
+			case i < pollSpins:
+			case until.IsZero():
+				until = p.now().Add(max(pollSpinWindow, spin))
+			case i%16 == 0 && !p.now().Before(until):
+				spinning = false // the clock is read every 16 tests
+			}
+		}
+		if spinning {
 			runtime.Gosched()
 			continue
 		}
-		time.Sleep(sleep)
+		p.sleep(sleep)
 		sleep = min(2*sleep, pollMaxSleep)
 	}
 }
