@@ -53,9 +53,10 @@
 //
 // With a ctx whose Done channel is nil (context.Background) operations use
 // the blocking MPI calls. Otherwise they use the non-blocking form and poll
-// MPI_Test until completion or ctx is done: with a Gosched between tests
-// for the first millisecond (a Go sleep lasts about that long, whatever
-// is asked), then with a short backoff. MPI cannot
+// MPI_Test until completion or ctx is done: spinning for the first 20 ms
+// (a Gosched every few tests, and a sched_yield now and then for other
+// processes on the core), as a blocking MPI_Wait would, then with sleeps
+// (a Go sleep lasts about a millisecond, whatever is asked). MPI cannot
 // cancel a started collective: on cancellation the collective returns an
 // error wrapping ctx.Err() and comm.ErrBroken, and the communicator stays
 // broken. A rank that never arrives therefore makes the others fail at their

@@ -6,6 +6,7 @@ package mpi
 #include "pz_mpi.h"
 #include "pz_agree.h"
 #include "pz_loc.h"
+#include <sched.h>
 */
 import "C"
 
@@ -393,22 +394,30 @@ func (s *state) error(call string, rc C.int) error {
 // still be moving at pollRate: a large message arrives in many fragments,
 // each needing a test to move on.
 //
-// Before its first sleep a wait spins (tests with a Gosched in between)
-// for pollSpinWindow, about what a sleep costs: a Go timer on an
+// A wait sleeps only once it has lasted pollSpinWindow. A Go timer on an
 // otherwise idle P fires about 1 ms late, whatever the duration asked
 // (the runtime's netpoll waits whole milliseconds), so a wait that slept
 // after a few hundred tests, as it did, turned an 8-byte ping-pong with
-// a cancelable context into 3 ms round trips once both ranks fell into
-// sleeping (BenchmarkP2P/pingpong-polled under mpirun: 4 µs or 3 ms,
-// from run to run). Spinning that long first keeps a wait within twice
-// the shortest it could be (a wait that outlasts the window has cost
-// at least what its sleep adds), as spin-then-block locks do.
+// a cancelable context into 2-3 ms round trips once both ranks fell into
+// sleeping, each waiting out the other's sleep (BenchmarkP2P's
+// pingpong-polled under mpirun: 4 µs or 3 ms, from run to run); a window
+// of 1 ms only made the rhythm rarer, as any hiccup of a millisecond
+// started it again. Until then it tests with a Gosched in between, which
+// runs the rank's other goroutines, and every pollYieldEvery tests also
+// yields the core to the operating system (sched_yield), for the other
+// processes an oversubscribed mpirun puts there (Open MPI's own waits
+// yield so when oversubscribed). This is what a blocking MPI_Wait costs
+// (it spins for as long as it waits), and past the window, where a
+// sleep's extra millisecond is at most 5% of the wait, the wait backs
+// off to sleeps.
 const (
-	pollSpins      = 256                    // tests with only a Gosched in between, before the clock is read
-	pollSpinWindow = time.Millisecond       // then tests with a Gosched in between for this long
-	pollMinSleep   = 2 * time.Microsecond   // first sleep after the spins
-	pollMaxSleep   = 200 * time.Microsecond // longest sleep between tests
-	pollRate       = 128 << 20              // bytes per second assumed while spinning
+	pollSpins        = 256                    // tests with only a Gosched in between, before the clock is read
+	pollSpinWindow   = 20 * time.Millisecond  // then tests with yields in between for this long
+	pollYieldEvery   = 16                     // tests between two sched_yield calls (and clock reads) in the window
+	pollGoschedEvery = 4                      // tests between two Goscheds while spinning
+	pollMinSleep     = 2 * time.Microsecond   // first sleep after the window
+	pollMaxSleep     = 200 * time.Microsecond // longest sleep between tests
+	pollRate         = 128 << 20              // bytes per second assumed while spinning
 )
 
 // spinFor is how long poll spins for an operation moving nbytes.
@@ -420,13 +429,19 @@ func spinFor(nbytes int) time.Duration {
 // tests without sleeping for pollSpins tests and then for
 // max(pollSpinWindow, spin), then backs off.
 func poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
-	return poller{now: time.Now, sleep: time.Sleep}.poll(ctx, spin, test)
+	return poller{now: time.Now, sleep: time.Sleep, yield: osYield}.poll(ctx, spin, test)
 }
 
-// poller is poll with its clock and its sleep (tests give their own).
+// osYield gives the calling thread's core to another thread or process
+// that wants it, if any.
+func osYield() { C.sched_yield() }
+
+// poller is poll with its clock, its sleep and its yield to the
+// operating system (tests give their own).
 type poller struct {
 	now   func() time.Time
 	sleep func(time.Duration)
+	yield func()
 }
 
 func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
@@ -448,12 +463,18 @@ func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool,
 			case i < pollSpins:
 			case until.IsZero():
 				until = p.now().Add(max(pollSpinWindow, spin))
-			case i%16 == 0 && !p.now().Before(until):
-				spinning = false // the clock is read every 16 tests
+			case i%pollYieldEvery == 0:
+				if !p.now().Before(until) {
+					spinning = false
+					break
+				}
+				p.yield()
 			}
 		}
 		if spinning {
-			runtime.Gosched()
+			if i%pollGoschedEvery == pollGoschedEvery-1 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		p.sleep(sleep)

@@ -19,6 +19,7 @@ type fakeTime struct {
 	sleeps []time.Duration
 	firstS time.Duration // the clock's reading (since start) at the first sleep
 	start  time.Time
+	yields int // sched_yield calls
 }
 
 func newFakeTime(step time.Duration) *fakeTime {
@@ -33,7 +34,7 @@ func (f *fakeTime) poller() poller {
 		}
 		f.sleeps = append(f.sleeps, d)
 		f.t = f.t.Add(d)
-	}}
+	}, yield: func() { f.yields++ }}
 }
 
 // doneAt returns a test that reports done once the clock reaches at.
@@ -46,11 +47,19 @@ func (f *fakeTime) doneAt(at time.Duration) func() (bool, error) {
 
 // A wait shorter than the spin window never sleeps: a Go sleep lasts
 // about a millisecond whatever is asked, which turned ping-pongs with a
-// cancelable context into 3 ms round trips.
+// cancelable context into 3 ms round trips. It yields the core to the
+// operating system now and then instead.
 func TestPollSpinsThroughTheWindow(t *testing.T) {
 	f := newFakeTime(time.Microsecond) // each test takes 1 µs
 	require.NoError(t, f.poller().poll(context.Background(), 0, f.doneAt(pollSpinWindow*9/10)))
 	assert.Empty(t, f.sleeps, "a wait shorter than the window spins")
+	tests := int(pollSpinWindow * 9 / 10 / time.Microsecond)
+	assert.InDelta(t, (tests-pollSpins)/pollYieldEvery, f.yields, 2, "a yield every %d tests after the first %d", pollYieldEvery, pollSpins)
+
+	// A short wait yields to nobody.
+	f = newFakeTime(time.Microsecond)
+	require.NoError(t, f.poller().poll(context.Background(), 0, f.doneAt(pollSpins*time.Microsecond)))
+	assert.Zero(t, f.yields)
 
 	// A longer wait sleeps, first once the window has passed, with the
 	// sleeps doubling up to pollMaxSleep.
