@@ -155,7 +155,6 @@ func (s *Scheduler) submit(ctx context.Context, cl *Codelet, args []Arg, run *wo
 // it was never wired, so nothing else refers to it.
 func (s *Scheduler) discard(t *Task) {
 	if t.pooled {
-		*t = Task{}
 		s.tasks.put(t, nil)
 	}
 }
@@ -206,8 +205,8 @@ func (s *Scheduler) release(t *Task) { s.releaseBy(t, 1, nil) }
 // releaseN drops n references to a task of Submit's pool (see release).
 func (s *Scheduler) releaseN(t *Task, n int32) { s.releaseBy(t, n, nil) }
 
-// release is Scheduler.release on worker w's goroutine: a task it frees goes to
-// the worker's batch of freed tasks (taskPool.put).
+// release is Scheduler.release on worker w's goroutine: a task it frees
+// goes to the worker's batch of freed tasks (taskPool.put).
 func (w *worker) release(t *Task) { w.s.releaseBy(t, 1, w) }
 
 // releaseBy drops n references to a task of Submit's pool on worker w's
@@ -216,7 +215,6 @@ func (s *Scheduler) releaseBy(t *Task, n int32, w *worker) {
 	if !t.pooled || t.refs.Add(-n) != 0 {
 		return
 	}
-	*t = Task{}
 	s.tasks.put(t, w)
 }
 

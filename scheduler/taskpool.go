@@ -69,9 +69,10 @@ func (p *taskPool) refill() {
 	p.bmu.Unlock()
 }
 
-// put takes back t, zeroed, freed by worker w (nil for another
-// goroutine).
+// put zeroes t, which nothing refers to any more, and takes it back,
+// freed by worker w (nil for another goroutine).
 func (p *taskPool) put(t *Task, w *worker) {
+	*t = Task{}
 	if w == nil {
 		p.pool.Put(t)
 		return

@@ -8,7 +8,8 @@ import (
 )
 
 // TestTaskPoolBatches: the tasks a worker frees reach the submitters a
-// full batch at a time, each task once; batches past maxFullBatches and
+// full batch at a time, each task once and zeroed; batches past
+// maxFullBatches and
 // frees off a worker go to the sync.Pool; get falls back to it (or to a
 // new task) when no batch is at hand.
 func TestTaskPoolBatches(t *testing.T) {
@@ -16,7 +17,7 @@ func TestTaskPoolBatches(t *testing.T) {
 	w := &worker{}
 	freed := make(map[*Task]bool)
 	for range recycleBatch - 1 {
-		x := new(Task)
+		x := &Task{Priority: 7, Arg: "kept alive"}
 		freed[x] = true
 		p.put(x, w)
 	}
@@ -32,6 +33,7 @@ func TestTaskPoolBatches(t *testing.T) {
 		x := p.get()
 		require.True(t, freed[x], "a task the worker freed")
 		require.False(t, got[x], "each task once")
+		require.True(t, x.Priority == 0 && x.Arg == nil, "zeroed: it keeps nothing of its last use alive")
 		got[x] = true
 	}
 	assert.Empty(t, p.full)
@@ -55,6 +57,7 @@ func TestTaskPoolBatches(t *testing.T) {
 		p.put(new(Task), w)
 	}
 	assert.Len(t, p.full, maxFullBatches)
-	p.put(new(Task), nil) // off a worker
-	assert.Len(t, w.freed, 0)
+	p.put(new(Task), nil) // off a worker: to the sync.Pool, not a batch
+	assert.Len(t, p.full, maxFullBatches)
+	assert.Empty(t, w.freed)
 }
