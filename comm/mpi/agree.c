@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 #include "pz_agree.h"
+#include "pz_slot.h"
 
 #define LOOP(T, EXPR)                                                   \
 	do {                                                            \
@@ -119,15 +120,14 @@ void pz_agree_combine(pz_agree_t *in, pz_agree_t *inout) {
  * the step ran but Go has to look at out (a failure, a mismatch, a payload
  * not carried), or MPI's error code. The addresses are of memory Go keeps
  * alive for the call and the handles are integers, so that cgo checks no
- * pointer; the slot's stores are release stores, which the watch's atomic
- * loads pair with. */
+ * pointer; the watch's slot is set around the call (pz_slot.h). */
 int pz_agree_step(uintptr_t agree, uintptr_t send, int send_n, uintptr_t recv, int recv_n,
                   uintptr_t slot, uint64_t seq, uintptr_t t, uintptr_t op, uintptr_t c) {
 	pz_agree_t *in = (pz_agree_t *)agree, *out = in + 1;
 	if (send_n > 0) memcpy(in->payload, (const void *)send, (size_t)send_n);
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = MPI_Allreduce(in, out, 1, (MPI_Datatype)t, (MPI_Op)op, (MPI_Comm)c);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	if (rc != MPI_SUCCESS) return rc;
 	if (out->h[2] != 0 || out->h[0] != -out->h[1] || in->pay == 0 || out->pay != in->pay) return -1;
 	if (recv_n > 0) memcpy((void *)recv, out->payload, (size_t)recv_n);

@@ -176,7 +176,7 @@ func (c *Comm) agreeBlocks(ctx context.Context, d desc, lerr error, send, recv [
 	if !c.check || c.size < 2 || c.size*8 > agreePayload {
 		return false, false, nil
 	}
-	slot, n := agreePayload/c.size&^7, len(send)
+	slot, n := c.gatherSlot(), len(send)
 	fits := n <= slot // the same on every rank that agrees
 	clear(c.blockPay[:])
 	if fits {

@@ -212,11 +212,7 @@ func (c *Comm) stepDone(call string, rc C.int) error {
 // and returns the address of the slot's number, or 0 when the watch is
 // off. The caller keeps c.wslot alive across the call.
 func (c *Comm) collSlotU(call string) C.uintptr_t {
-	c.seq++ // as collSlotOf, which is not inlined
-	if c.wslot == nil {
-		c.wslot = c.st.watch.collSlot(c.size)
-	}
-	s := c.wslot
+	s := c.collSlotOf(true)
 	if s == nil {
 		return 0
 	}

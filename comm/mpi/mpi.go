@@ -402,16 +402,15 @@ func (s *state) error(call string, rc C.int) error {
 // sleeping, each waiting out the other's sleep (BenchmarkP2P's
 // pingpong-polled under mpirun: 4 µs or 3 ms, from run to run); a window
 // of 1 ms only made the rhythm rarer, as any hiccup of a millisecond
-// started it again. Until then it tests with a Gosched in between, which
-// runs the rank's other goroutines, and every pollYieldEvery tests also
-// yields the core to the operating system (sched_yield), for the other
-// processes an oversubscribed mpirun puts there (Open MPI's own waits
-// yield so when oversubscribed). This is what a blocking MPI_Wait costs
-// (it spins for as long as it waits), and past the window, where a
-// sleep's extra millisecond is at most 5% of the wait, the wait backs
-// off to sleeps.
+// started it again. Until then it tests, with a Gosched every
+// pollGoschedEvery tests, which runs the rank's other goroutines, and a
+// sched_yield every pollYieldEvery tests, which runs the other processes
+// an oversubscribed mpirun puts on the core (Open MPI's own waits yield
+// so when oversubscribed). This is what a blocking MPI_Wait costs (it
+// spins for as long as it waits); past the window, where a sleep's extra
+// millisecond is at most 5% of the wait, the wait backs off to sleeps.
 const (
-	pollSpins        = 256                    // tests with only a Gosched in between, before the clock is read
+	pollSpins        = 256                    // tests before the clock is read (Goscheds only)
 	pollSpinWindow   = 20 * time.Millisecond  // then tests with yields in between for this long
 	pollYieldEvery   = 16                     // tests between two sched_yield calls (and clock reads) in the window
 	pollGoschedEvery = 4                      // tests between two Goscheds while spinning
@@ -458,17 +457,15 @@ func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool,
 			return ctx.Err()
 		default:
 		}
-		if spinning {
+		if spinning && i >= pollSpins {
 			switch {
-			case i < pollSpins:
 			case until.IsZero():
 				until = p.now().Add(max(pollSpinWindow, spin))
-			case i%pollYieldEvery == 0:
-				if !p.now().Before(until) {
-					spinning = false
-					break
-				}
+			case i%pollYieldEvery != 0:
+			case p.now().Before(until):
 				p.yield()
+			default:
+				spinning = false
 			}
 		}
 		if spinning {

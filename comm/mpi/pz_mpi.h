@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pz_slot.h"
+
 enum { PZ_NTYPES = 13, PZ_NOPS = 11 };
 
 typedef struct {
@@ -156,9 +158,9 @@ static int pz_ibarrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); 
 /* pz_barrier_step is Barrier's blocking call as pz_allreduce_step is
  * AllReduce's. */
 static int pz_barrier_step(uintptr_t c, uintptr_t slot, uint64_t seq) {
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = MPI_Barrier((MPI_Comm)c);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	return rc;
 }
 
@@ -168,9 +170,9 @@ static int pz_bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
 /* pz_bcast_step is Bcast's blocking call as pz_allreduce_step is
  * AllReduce's: integer arguments, the watch's slot set around it. */
 static int pz_bcast_step(uintptr_t b, int n, uintptr_t t, int root, uintptr_t c, uintptr_t slot, uint64_t seq) {
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = MPI_Bcast((void *)b, n, (MPI_Datatype)t, root, (MPI_Comm)c);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	return rc;
 }
 static int pz_ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r) {
@@ -209,14 +211,13 @@ static int pz_allreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_
 }
 /* pz_allreduce_step is AllReduce's blocking call in one cgo call whose
  * arguments are all integers (cgo checks no pointer): it marks collective
- * seq in progress in the stall watch's slot (slot: the address of a
- * collSlot's seq, or 0), calls MPI_Allreduce and clears the slot, with
- * release stores that the watch's atomic loads pair with. */
+ * seq in progress in the stall watch's slot (pz_slot.h), calls
+ * MPI_Allreduce and clears the slot. */
 static int pz_allreduce_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t op, uintptr_t c, int inplace,
                              uintptr_t slot, uint64_t seq) {
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = MPI_Allreduce(pz_in((const void *)s, inplace), (void *)d, n, (MPI_Datatype)t, (MPI_Op)op, (MPI_Comm)c);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	return rc;
 }
 static int pz_iallreduce_at(uintptr_t s, uintptr_t d, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *r) {
@@ -245,9 +246,9 @@ static int pz_reduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, i
  * AllReduce's (d is root's result, 0 elsewhere). */
 static int pz_reduce_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t op, int root, uintptr_t c, int inplace,
                           uintptr_t slot, uint64_t seq) {
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = pz_reduce((const void *)s, (void *)d, n, (MPI_Datatype)t, (MPI_Op)op, root, (MPI_Comm)c, inplace);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	return rc;
 }
 static int pz_ireduce(const void *s, void *d, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, int inplace, MPI_Request *r) {
@@ -262,9 +263,9 @@ static int pz_allgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, 
  * in d (MPI_IN_PLACE). */
 static int pz_allgather_step(uintptr_t s, uintptr_t d, int n, uintptr_t t, uintptr_t c, int inplace,
                              uintptr_t slot, uint64_t seq) {
-	if (slot) __atomic_store_n((uint64_t *)slot, seq, __ATOMIC_RELEASE);
+	pz_slot_set(slot, seq);
 	int rc = MPI_Allgather(pz_in((const void *)s, inplace), n, (MPI_Datatype)t, (void *)d, n, (MPI_Datatype)t, (MPI_Comm)c);
-	if (slot) __atomic_store_n((uint64_t *)slot, 0, __ATOMIC_RELEASE);
+	pz_slot_clear(slot);
 	return rc;
 }
 static int pz_iallgather(const void *s, int sn, void *d, int dn, MPI_Datatype t, MPI_Comm c, MPI_Request *r) {
