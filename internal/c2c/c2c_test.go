@@ -1,6 +1,7 @@
 package c2c_test
 
 import (
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -38,4 +39,19 @@ func TestRoundTripOneCore(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	_, err := c2c.RoundTrip(10, time.Second)
 	assert.ErrorIs(t, err, c2c.ErrOneCore)
+}
+
+// BenchmarkRoundTrip reports the round trip (ns/op is per round trip);
+// with -count N it samples the machine's phases:
+//
+//	go test -run '^$' -bench RoundTrip -count 16 ./internal/c2c/
+func BenchmarkRoundTrip(b *testing.B) {
+	d, err := c2c.RoundTrip(b.N, time.Minute)
+	if errors.Is(err, c2c.ErrOneCore) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(d.Nanoseconds()), "ns/trip")
 }

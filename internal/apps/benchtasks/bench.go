@@ -86,10 +86,9 @@ const (
 //	c2c_ns      the machine's core-to-core round trip of a cache line
 //	            (internal/c2c), sampled before each of pz's timed rounds:
 //	            their median, in ns (absent on one core, or when the
-//	            machine was too busy for every sample: c2c.ErrBusy). Each task costs
-//	            a few such crossings, and on a virtual machine the figure
-//	            changes several-fold within seconds: two runs are
-//	            comparable when their c2c_ns are
+//	            machine was too busy for every sample: c2c.ErrBusy). Each
+//	            task costs a few such crossings, and on a virtual machine
+//	            the figure changes several-fold within seconds
 //
 // The peer and ratio fields are StarPU's; the openmp_ fields were added
 // later, beside them. StarPU and OpenMP submit from one thread; a figure
