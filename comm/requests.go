@@ -168,11 +168,55 @@ func WaitSome(ctx context.Context, reqs []Request) ([]Completion, error) {
 	return TestSome(reqs), nil
 }
 
-// Polling of requests that do not implement Notifier.
+// Polling of requests that do not implement Notifier: tests with a
+// Gosched between them through a window of setSpinWindow (and at least
+// setSpins tests), then sleeps from setMinSleep doubling to setMaxSleep.
+// A Go sleep on an otherwise idle process lasts about a millisecond
+// whatever is asked, so a loop that sleeps after a few tests puts a rank
+// that waits often (WaitAny over a ring of messages) into a millisecond
+// rhythm; comm/mpi's polled waits spin through a window for the same
+// reason.
 const (
-	setSpins    = 64
-	setMaxSleep = 50 * time.Microsecond
+	setSpins      = 64
+	setSpinWindow = 5 * time.Millisecond
+	setMinSleep   = time.Microsecond
+	setMaxSleep   = 50 * time.Microsecond
 )
+
+// setPoller is the polling loop of waitSet, with its clock and its sleep
+// (tests give their own).
+type setPoller struct {
+	now   func() time.Time
+	sleep func(time.Duration)
+}
+
+// poll calls test until it reports true or ctx is done (then the error is
+// ctx's cause, wrapped with call).
+func (p setPoller) poll(ctx context.Context, call string, test func() bool) error {
+	sleep := setMinSleep
+	var until time.Time
+	for i := 0; ; i++ {
+		if test() {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
+		}
+		if i < setSpins {
+			runtime.Gosched()
+			continue
+		}
+		if until.IsZero() {
+			until = p.now().Add(setSpinWindow)
+		}
+		if i%16 != 0 || p.now().Before(until) {
+			runtime.Gosched()
+			continue
+		}
+		p.sleep(sleep)
+		sleep = min(2*sleep, setMaxSleep)
+	}
+}
 
 // waitSet returns once some active request of reqs has completed (Test
 // reports it), there is none, or ctx is done.
@@ -215,24 +259,15 @@ func waitSet(ctx context.Context, call string, reqs []Request) error {
 		}
 		return nil
 	}
-	sleep := time.Microsecond
-	for i := 0; ; i++ {
+	return setPoller{now: time.Now, sleep: time.Sleep}.poll(ctx, call, func() bool {
 		for _, r := range reqs {
 			if r == nil {
 				continue
 			}
 			if done, _, _ := r.Test(); done {
-				return nil
+				return true
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
-		}
-		if i < setSpins {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(sleep)
-		sleep = min(2*sleep, setMaxSleep)
-	}
+		return false
+	})
 }

@@ -161,14 +161,17 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 		return msg, st, nil
 	}
 	test := func() (bool, error) {
-		var flag C.int
 		c.st.lock()
-		rc := C.pz_improbe(C.int(source), C.int(tag), c.c, &flag, &msg, &st)
+		r := C.pz_improbe(C.int(source), C.int(tag), c.c)
 		c.st.unlock()
-		if rc != 0 {
-			return false, c.st.error("MPI_Improbe", rc)
+		if r.rc != 0 {
+			return false, c.st.error("MPI_Improbe", r.rc)
 		}
-		return flag != 0, nil
+		if r.flag == 0 {
+			return false, nil
+		}
+		msg, st = r.m, r.st
+		return true, nil
 	}
 	var err error
 	if wait {
