@@ -71,7 +71,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 			sigMu.Lock()
 			received = s
 			sigMu.Unlock()
-			cancel(fmt.Errorf("runtimeview: %v received", s))
+			cancel(&SignalError{Signal: s})
 		}, cfg.exit)
 		defer h.stop()
 	}
@@ -103,13 +103,24 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 		// Deferred so that the stack also runs when fn panics.
 		returned := false
 		defer func() {
+			var p any
 			switch {
 			case !returned:
-				rt.abandonGraph(errors.New("its function panicked"))
+				// The other ranks hear the panic's value; the panic
+				// goes on to local.Run, which keeps its stack (the
+				// panicking frames are still below this one).
+				if p = recover(); p != nil {
+					rt.abandonGraph(fmt.Errorf("its function panicked: %v", p))
+				} else {
+					rt.abandonGraph(errors.New("its function called runtime.Goexit"))
+				}
 			case err != nil:
 				rt.abandonGraph(err)
 			}
 			err = errors.Join(err, rt.Close())
+			if p != nil {
+				panic(p)
+			}
 		}()
 		err = fn(ctx, rt)
 		returned = true

@@ -154,7 +154,7 @@ func TestFailedRankGivesUpGraph(t *testing.T) {
 			// the communicator (a rank slow to submit).
 			wants := []string{"rank 2 gave up the graph: input file missing", "rank 2 failed: input file missing"}
 			if how == "panic" {
-				wants = []string{"rank 2 gave up the graph: its function panicked", "rank 2 failed: panic: input file missing"}
+				wants = []string{"rank 2 gave up the graph: its function panicked: input file missing", "rank 2 failed: panic: input file missing"}
 			}
 			for r := range n - 1 {
 				// dist.ErrRankFailed, unless the rank's context ended

@@ -1,6 +1,7 @@
 package runtimeview
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -33,6 +34,19 @@ func ExitStatus(sig os.Signal) int {
 	}
 	return 1
 }
+
+// A SignalError is the cause of the ranks' context (context.Cause) when
+// the process received SIGINT or SIGTERM: errors.Is(err,
+// context.Canceled) holds for it, as for any cancellation, and
+// errors.As finds the signal.
+type SignalError struct {
+	Signal os.Signal
+}
+
+func (e *SignalError) Error() string { return fmt.Sprintf("runtimeview: %v received", e.Signal) }
+
+// Is reports whether target is context.Canceled.
+func (e *SignalError) Is(target error) bool { return target == context.Canceled }
 
 // A signalHandler waits for SIGINT or SIGTERM on one goroutine and calls
 // onSignal once if one arrives before stop. A second one, while onSignal
@@ -112,7 +126,7 @@ func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
 	cancel, fnDone := rt.runCancel, rt.runDone
 	rt.runMu.Unlock()
 	if cancel != nil {
-		cancel(fmt.Errorf("runtimeview: %v received", s))
+		cancel(&SignalError{Signal: s})
 		select {
 		case <-fnDone:
 		case <-time.After(shutdownGrace):

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/logger"
@@ -91,6 +92,17 @@ func TestSignalRunLocal(t *testing.T) {
 	assert.Equal(t, int32(130), code.Load())
 	assert.Equal(t, int32(n), closed.Load(), "every rank's stack ran")
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+	// Every rank's error is a cancellation, whatever wrapped it.
+	var res comm.RankErrors
+	require.ErrorAs(t, err, &res)
+	for _, e := range res {
+		require.NotNil(t, e)
+		assert.ErrorIs(t, e, context.Canceled, "rank %d", e.Rank)
+		var se *SignalError
+		if assert.ErrorAs(t, e, &se, "rank %d", e.Rank) {
+			assert.Equal(t, syscall.SIGINT, se.Signal)
+		}
+	}
 }
 
 // TestSecondSignalWhenIgnoredAtStart: a process started with SIGINT

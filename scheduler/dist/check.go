@@ -33,7 +33,12 @@ type accessDesc struct {
 	// owner is the handle's owner on this rank: a distribution that
 	// differs between ranks differs here.
 	owner int
-	name  string // the handle's name, if it has one: for the message only
+	// The handle's shape and element type as this rank registered it:
+	// ranks that registered one handle differently differ here (a 2 x 3
+	// handle against a 3 x 2 one would otherwise move the same bytes).
+	rows, cols int
+	dt         comm.Datatype
+	name       string // the handle's name, if it has one: for the message only
 }
 
 func (s submission) String() string {
@@ -41,9 +46,9 @@ func (s submission) String() string {
 	fmt.Fprintf(&b, "submission #%d: codelet %q", s.seq, s.codelet)
 	for _, a := range s.access {
 		if a.name != "" {
-			fmt.Fprintf(&b, " %v(#%d %q owner %d)", a.mode, a.id, a.name, a.owner)
+			fmt.Fprintf(&b, " %v(#%d %q owner %d, %d x %d %v)", a.mode, a.id, a.name, a.owner, a.rows, a.cols, a.dt)
 		} else {
-			fmt.Fprintf(&b, " %v(#%d owner %d)", a.mode, a.id, a.owner)
+			fmt.Fprintf(&b, " %v(#%d owner %d, %d x %d %v)", a.mode, a.id, a.owner, a.rows, a.cols, a.dt)
 		}
 	}
 	if s.onRank >= 0 {
@@ -219,7 +224,7 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	if g.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, g.timeout,
-			fmt.Errorf("%w: no answer from the other ranks for %v", ErrStalled, g.timeout))
+			fmt.Errorf("%w: the comparison of the ranks' graphs did not complete in %v", ErrStalled, g.timeout))
 		defer cancel()
 	}
 	wctx, stop := g.untilLeft(ctx, p.step)
@@ -274,9 +279,19 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	for r, x := range all {
 		windows[r] = x.Window
 	}
-	g.diverged = firstDifference(windows)
+	var stopped bool
+	stopped, g.diverged = firstDifference(windows)
 	if f := firstFailure(all); f != "" {
-		g.diverged = fmt.Errorf("%w: %s (the ranks stopped submitting at different points: %v)", ErrRankFailed, f, g.diverged)
+		if stopped {
+			// A rank failed and stopped submitting: the failure is
+			// the cause, the shorter window its consequence.
+			g.diverged = fmt.Errorf("%w: %s (the ranks stopped submitting at different points: %v)", ErrRankFailed, f, g.diverged)
+		} else {
+			// The ranks made different submissions at one position:
+			// that is the cause, and a failure (data moved for one
+			// graph and received for the other) its consequence.
+			g.diverged = fmt.Errorf("%w (and then: %s)", g.diverged, f)
+		}
 	}
 	return g.diverged
 }
@@ -308,8 +323,10 @@ func describe(w []submission) []string {
 }
 
 // firstDifference names the first position where some rank's submission
-// differs from rank 0's. The result is the same on every rank.
-func firstDifference(all [][]string) error {
+// differs from rank 0's, and reports whether some rank had made no
+// submission there (it stopped earlier) rather than a different one. The result is
+// the same on every rank.
+func firstDifference(all [][]string) (stopped bool, err error) {
 	longest := 0
 	for _, w := range all {
 		longest = max(longest, len(w))
@@ -325,11 +342,12 @@ func firstDifference(all [][]string) error {
 				got = all[r][i]
 			}
 			if got != ref {
-				return fmt.Errorf("%w: rank 0 made %s; rank %d made %s", ErrGraphMismatch, ref, r, got)
+				stopped := i >= len(all[0]) || i >= len(all[r])
+				return stopped, fmt.Errorf("%w: rank 0 made %s; rank %d made %s", ErrGraphMismatch, ref, r, got)
 			}
 		}
 	}
-	return fmt.Errorf("%w: the windows' hashes differ but their submissions read the same", ErrGraphMismatch)
+	return false, fmt.Errorf("%w: the windows' hashes differ but their submissions read the same", ErrGraphMismatch)
 }
 
 // windowHash is a deterministic 64-bit FNV-1a hash of a window's
@@ -354,6 +372,9 @@ func windowHash(w []submission) uint64 {
 			mix(uint64(a.id))
 			mix(uint64(a.mode))
 			mix(uint64(a.owner))
+			mix(uint64(a.rows))
+			mix(uint64(a.cols))
+			mix(uint64(a.dt))
 		}
 		mix(uint64(int64(s.onRank)))
 	}

@@ -400,7 +400,7 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		case a.mode == scheduler.ModeRedux && a.h.rinit == nil:
 			return fmt.Errorf("dist: submitting %q: %w: Redux on %v, which has no reduction; call SetReduction first", cl.Name, comm.ErrInvalidArg, a.h)
 		default:
-			sub.access = append(sub.access, accessDesc{id: a.h.id, mode: a.mode, owner: a.h.owner, name: a.h.name})
+			sub.access = append(sub.access, accessDesc{id: a.h.id, mode: a.mode, owner: a.h.owner, rows: a.h.rows, cols: a.h.cols, dt: a.h.dt, name: a.h.name})
 		}
 	}
 	sub.onRank = onRank

@@ -61,9 +61,11 @@ func (r *Registry) names() []string {
 // as a worker of this one scheduler. Register data with Local() and submit
 // with Submit.
 type Master struct {
-	// ctx is RunMaster's: once it ends, tasks that have not started do
-	// not start, and remote tasks stop waiting for their results.
+	// ctx is RunMaster's, ended also when fn fails (gaveUp): once it
+	// ends, tasks that have not started do not start, and remote tasks
+	// stop waiting for their results.
 	ctx     context.Context
+	parent  context.Context // RunMaster's own
 	local   *scheduler.Scheduler
 	c       comm.Comm
 	reg     *Registry
@@ -111,6 +113,10 @@ const (
 	stopTimeout = 30 * time.Second
 )
 
+// errMasterFailed ends the master's tasks that have not started when the
+// master's function returned an error or panicked.
+var errMasterFailed = errors.New("the master's function returned an error")
+
 // errStopped is the cause of a worker rank's serving context once the
 // master has stopped it.
 var errStopped = errors.New("dist: the master stopped its workers")
@@ -135,9 +141,11 @@ var errStopped = errors.New("dist: the master stopped its workers")
 // (they fail with ctx's error), the master stops waiting for the results
 // of the tasks running on other ranks (those results are dropped), and
 // RunMaster returns ctx's error once the tasks running on the master's
-// own cores return. The worker ranks are stopped on every path, also
-// when fn panics (RunMaster then returns the panic as an error with its
-// stack).
+// own cores return. When fn returns an error or panics, the same
+// happens to the tasks it submitted (fn gave up on them: they are not
+// run, and RunMaster returns fn's error, or the panic as an error with
+// its stack, without waiting for the rest of the graph). The worker
+// ranks are stopped on every path.
 //
 // On a worker rank RunMaster returns nil when the master stopped it: the
 // failure of a task it ran for the master is the master's (that task's
@@ -182,7 +190,9 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	if err := ls.Close(); err != nil {
 		return fmt.Errorf("dist: RunMaster: %w", err)
 	}
-	m := &Master{ctx: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}}
+	mctx, gaveUp := context.WithCancelCause(ctx)
+	defer gaveUp(nil)
+	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}}
 	for r, o := range offers {
 		if r == root {
 			continue
@@ -207,6 +217,12 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		m.wrapped[name] = m.wrap(cl)
 	}
 	ferr := callMaster(ctx, m, fn)
+	if ferr != nil {
+		// The program gave up: what it submitted and has not started
+		// does not run (as when ctx ends), so that the worker ranks are
+		// stopped now rather than after the rest of the graph.
+		gaveUp(errMasterFailed)
+	}
 	werr := m.local.WaitAll(ctx)
 	cerr := m.local.Close()
 	m.stop(ctx)
@@ -296,7 +312,10 @@ func (m *Master) wrap(cl *scheduler.Codelet) *scheduler.Codelet {
 	w := *cl
 	w.CPU = func(c *scheduler.Call) error {
 		if err := m.ctx.Err(); err != nil {
-			return fmt.Errorf("not started: RunMaster's context ended: %w", context.Cause(m.ctx))
+			if m.parent.Err() == nil {
+				return fmt.Errorf("not started: %w", context.Cause(m.ctx))
+			}
+			return fmt.Errorf("not started: RunMaster's context ended: %w", context.Cause(m.parent))
 		}
 		if c.Worker < m.nlocal {
 			return cl.CPU(c)
@@ -406,15 +425,26 @@ func groupModes(h taskHeader) []scheduler.Mode {
 	return modes
 }
 
-// stop ends every worker rank's slots. It sends with a bounded context of
-// its own: the master's may have ended, and the worker ranks wait for the
-// stop however long it takes.
+// stop ends every worker rank's slots and waits for each worker rank to
+// acknowledge: once it has, that rank's RunMaster returns nil whatever
+// happens to the master next (a master that returns an error breaks an
+// in-process world, which a worker rank that had not yet taken its stop
+// would report as its own failure). It sends and waits with a bounded
+// context of its own: the master's may have ended, and the worker ranks
+// wait for the stop however long it takes. A worker rank that failed
+// does not acknowledge; its failure is its own RunMaster's error.
 func (m *Master) stop(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
+	sent := make([]bool, m.c.Size())
 	for r := range m.c.Size() {
 		if r != m.c.Rank() {
-			_ = comm.SendValue(sctx, m.c, taskHeader{Stop: true}, r, stopTag)
+			sent[r] = comm.SendValue(sctx, m.c, taskHeader{Stop: true}, r, stopTag) == nil
+		}
+	}
+	for r, ok := range sent {
+		if ok {
+			_, _, _ = comm.RecvValue[bool](sctx, m.c, r, stopTag)
 		}
 	}
 }
@@ -438,6 +468,10 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 		_, _, err := comm.RecvValue[taskHeader](comm.Idle(sctx), c, root, stopTag)
 		if err == nil {
 			cancel(errStopped)
+			// The master waits for this before it returns (Master.stop).
+			actx, done := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+			_ = comm.SendValue(actx, c, true, root, stopTag)
+			done()
 			return
 		}
 		if sctx.Err() == nil || !errors.Is(context.Cause(sctx), errSlotsEnded) {

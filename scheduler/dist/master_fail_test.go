@@ -264,10 +264,59 @@ func TestMasterPanicClosesScheduler(t *testing.T) {
 	require.NoError(t, ctx.Err(), "the ranks returned only at the test's deadline")
 	require.Error(t, errs[0])
 	assert.Contains(t, errs[0].Error(), "fn fails")
-	if errs[1] != nil { // the master's failure breaks the communicator
-		assert.ErrorIs(t, errs[1], comm.ErrBroken, "the worker rank")
-	}
+	// The master's failure breaks the world once its RunMaster returns,
+	// after the worker rank took its stop: not the worker's failure.
+	assert.NoError(t, errs[1], "the worker rank")
 	require.NotNil(t, ls)
 	_, err := ls.RegisterVector(make([]float64, 1))
 	assert.ErrorIs(t, err, scheduler.ErrClosed, "the master's scheduler is still open")
+}
+
+// When the master's function returns an error, RunMaster gives up the
+// tasks it submitted as it does when its context ends: it does not wait
+// for a task still running on a worker rank (here one that waits for the
+// master's RunMaster to return), and the tasks after it do not run. The
+// worker rank, stopped, returns nil.
+func TestMasterFnErrorGivesUpTheGraph(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	gate := make(chan struct{})
+	var after atomic.Int64
+	block := &scheduler.Codelet{Name: "mw.block", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	count := &scheduler.Codelet{Name: "mw.count", CPU: func(*scheduler.Call) error { after.Add(1); return nil }}
+	bad := errors.New("bad input")
+	errs := make([]error, 2)
+	_ = local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		reg, err := dist.NewRegistry(block, count)
+		if err != nil {
+			return err
+		}
+		errs[c.Rank()] = dist.RunMaster(ctx, c, 0, reg, []scheduler.Option{scheduler.WithWorkers(1)}, func(ctx context.Context, m *dist.Master) error {
+			h, err := m.Local().RegisterVector(make([]float64, 4))
+			if err != nil {
+				return err
+			}
+			remote, err := withinWorkers(ctx, m, "remote", 1) // worker 1: rank 1's core
+			if err != nil {
+				return err
+			}
+			if err := m.Submit(remote, block, scheduler.RW(h)); err != nil {
+				return err
+			}
+			for range 20 {
+				if err := m.Submit(ctx, count, scheduler.RW(h)); err != nil {
+					return err
+				}
+			}
+			return bad
+		})
+		if c.Rank() == 0 {
+			close(gate) // rank 1's task ends once the master has returned
+		}
+		return errs[c.Rank()]
+	})
+	require.NoError(t, ctx.Err(), "RunMaster waited for the task it had given up")
+	require.ErrorIs(t, errs[0], bad)
+	assert.NoError(t, errs[1], "the worker rank")
+	assert.Zero(t, after.Load(), "tasks after the give-up ran")
 }
