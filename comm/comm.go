@@ -92,7 +92,13 @@ type Comm interface {
 	Alltoall(ctx context.Context, send Buf, sendCounts []int, alloc Alloc) (recvCounts []int, err error)
 
 	// Send sends buf to rank dest with a tag >= 0. It returns when buf may be
-	// reused (it may or may not wait for the matching receive).
+	// reused (it may or may not wait for the matching receive). When ctx
+	// ends first, Send returns ctx's error and the backends differ: comm/local
+	// withdraws the message (no receive matches it); MPI cannot withdraw a
+	// send, so under comm/mpi the message stays posted and is delivered when
+	// a receive matches it, read from buf then: after a canceled Send under
+	// MPI, leave buf unchanged, or treat the peer's next message on that tag
+	// as lost (docs/backends.md, "Canceled sends").
 	Send(ctx context.Context, buf Buf, dest, tag int) error
 
 	// Recv receives one message from source (or AnySource) with tag (or

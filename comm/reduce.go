@@ -18,8 +18,11 @@ type (
 // a multiple of dt.Size(); an unsupported op/datatype pair or a length
 // mismatch returns an error wrapping ErrInvalidArg.
 //
-// Integer arithmetic wraps as Go's does. Logical ops (LAnd, LOr) treat a
-// non-zero element as true and yield 1 or 0. Min and Max on floats follow
+// Integer arithmetic wraps as Go's does. Logical ops (LAnd, LOr, LXor)
+// treat a non-zero element as true and yield 1 or 0 wherever two elements
+// are combined; a reduction over one contribution (one rank, or rank 0
+// of a Scan) combines nothing and returns that rank's elements as they
+// are, as MPI does. Min and Max on floats follow
 // Go's min and max builtins: if either element is a NaN the result is NaN,
 // and min(-0, +0) is -0. (MPI leaves NaN handling to the implementation;
 // OpenMPI's result depends on argument order.)

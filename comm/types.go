@@ -86,7 +86,9 @@ type Op uint8
 
 // The predefined reductions. Min and Max are not defined on complex types;
 // LAnd, LOr, LXor, BAnd, BOr and BXor only on integer types. A logical op
-// treats a non-zero element as true and yields 1 or 0.
+// treats a non-zero element as true and yields 1 or 0 where elements are
+// combined; with a single contribution (one rank, rank 0 of a Scan) the
+// elements come back unchanged, as in MPI (normalize them with x != 0).
 const (
 	NoOp Op = iota
 	Sum

@@ -303,29 +303,37 @@ func AlltoallValues[T any](ctx context.Context, c Comm, vals []T) ([]T, error) {
 // result there; other ranks get the zero T. f is applied in rank order:
 // f(f(f(v0, v1), v2), v3) with vi the value of rank i, so it need not be
 // commutative. The values are gathered to root, so the cost grows with the
-// number of ranks. f must not be nil.
+// number of ranks. A nil f is an *ArgError on the rank that passed it,
+// which still takes part in the gather so that the others do not wait
+// for it.
 func ReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T, root int) (T, error) {
 	var zero T
-	if f == nil {
-		panic("comm: ReduceValue with a nil reduction")
-	}
 	vals, err := GatherValues(ctx, c, v, root)
+	if err == nil && f == nil {
+		err = nilReduction("ReduceValue", c)
+	}
 	if err != nil || vals == nil {
 		return zero, err
 	}
 	return foldValues(vals, f), nil
 }
 
+// nilReduction is the error of a value reduction given no function.
+func nilReduction(call string, c Comm) error {
+	return &ArgError{Op: call, Rank: c.Rank(), Detail: "the reduction function is nil"}
+}
+
 // AllReduceValue combines every rank's v with f and returns the result on
 // every rank. As for ReduceValue, f is applied in rank order; every rank
 // folds the same values in the same order, so a deterministic f gives the
-// same result everywhere. f must not be nil.
+// same result everywhere. A nil f is an *ArgError on the rank that passed
+// it, which still takes part so that the others do not wait for it.
 func AllReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T) (T, error) {
 	var zero T
-	if f == nil {
-		panic("comm: AllReduceValue with a nil reduction")
-	}
 	vals, err := AllGatherValues(ctx, c, v)
+	if err == nil && f == nil {
+		err = nilReduction("AllReduceValue", c)
+	}
 	if err != nil {
 		return zero, err
 	}

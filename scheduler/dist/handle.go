@@ -230,7 +230,11 @@ func (h *Handle) localHandle() (*scheduler.Handle, error) {
 // Register registers a rows x cols row-major matrix (a vector is n x 1)
 // of T owned by rank owner. Every rank calls it, in the same order, with
 // the same shape; data is the owner's memory (len rows*cols) and is ignored
-// elsewhere (pass nil). Options name the handle in errors and traces.
+// elsewhere (pass nil). The owner passes memory also for a handle that
+// tasks use only as Scratch (make([]T, rows*cols)): nil data on the
+// owner is refused, since it is far more often a forgotten slice;
+// RegisterTiles allocates the owner's tiles itself. Options name the
+// handle in errors and traces.
 func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, opts ...scheduler.HandleOption) (*Handle, error) {
 	if owner < 0 || owner >= d.size {
 		return nil, fmt.Errorf("dist: Register: %w: owner %d of %d ranks", ErrBadRank, owner, d.size)
