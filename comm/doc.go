@@ -96,7 +96,12 @@
 // A receive or probe for another datatype than the message was sent with
 // returns an error wrapping ErrMismatch that names both (comm/local; MPI
 // moves bytes and notices only a length that is not a whole number of
-// elements). A context canceled in the middle of a collective
-// returns its error on that rank and breaks the communicator (ErrBroken)
-// for the others.
+// elements). A context canceled in the middle of a collective returns
+// its error on that rank and breaks the communicator there (its later
+// calls on it return ErrBroken). On comm/local the others' calls on it
+// fail with ErrBroken at once. MPI has no way to tell them: the
+// abandoned collective may still complete on the others, and their next
+// collective waits for a rank that will not come, until their context
+// ends, or the stall report names the rank and the timeout ends the job
+// (PZ_COMM_REPORT, PZ_COMM_TIMEOUT; docs/backends.md).
 package comm
