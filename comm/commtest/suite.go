@@ -34,6 +34,7 @@ func Cases() []Case {
 		{"P2P/AnySource", anySourceCase},
 		{"P2P/Nonblocking", nonblockingCase},
 		{"P2P/Truncated", truncatedCase},
+		{"P2P/TruncatedPosted", postedTruncatedCase},
 		{"Values", valuesCase},
 		{"Misuse/Count", misuseCountCase},
 		{"Misuse/Datatype", misuseTypeCase},

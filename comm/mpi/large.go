@@ -60,6 +60,21 @@ func (c *Comm) free(t mpiType) {
 	c.st.unlock()
 }
 
+// tailType returns a datatype, used with MPI_BOTTOM and a count of 1, for
+// n bytes at b followed by stageBytes at tail (C memory): a receive with
+// room past its buffer (wideRecv). b is pinned Go memory or C memory.
+// Free it once the call has started.
+func (c *Comm) tailType(call string, b unsafe.Pointer, n int, tail unsafe.Pointer) (mpiType, error) {
+	var out C.MPI_Datatype
+	c.st.lock()
+	rc := C.pz_type_tail(C.uintptr_t(uintptr(b)), C.MPI_Count(n), C.uintptr_t(uintptr(tail)), stageBytes, &out)
+	c.st.unlock()
+	if rc != 0 {
+		return mpiType{}, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Type_create_struct", rc))
+	}
+	return mpiType{t: out, made: true}, nil
+}
+
 // span describes n elements of t to MPI: (n, t) within MPI's counts, else
 // one element of a derived datatype (release with c.free after the call
 // has started).

@@ -362,7 +362,11 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 }
 
 // Irecv starts a receive into buf (MPI_Irecv). A larger message completes
-// with an error wrapping comm.ErrTruncated.
+// with an error wrapping comm.ErrTruncated, and a Status whose Count is
+// the message's where its size is known (request.truncated). A receive
+// of at most 4 KiB passes through C memory with room for 4 KiB, and one
+// that the rank's own message may match has room past its buffer
+// (wideRecv): Open MPI truncates such a message silently.
 func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.usable("Irecv"); err != nil {
 		return nil, err
@@ -373,22 +377,45 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	if err := c.checkP2P("Irecv", source, tag, true); err != nil {
 		return nil, err
 	}
-	n, dt, err := c.span("Irecv", len(buf.Bytes), c.h.byte)
-	if err != nil {
-		return nil, err
-	}
-	defer c.free(dt) // MPI keeps it while the receive is pending
+	nb := len(buf.Bytes)
 	r := newRequest(c, "MPI_Irecv")
-	bp := r.recvInto(buf.Bytes)
-	r.recv, r.dt, r.bytes, r.what = true, buf.Type, len(buf.Bytes), p2p(p2pWaitIrecv, source, tag)
-	c.st.lock()
+	r.recv, r.dt, r.bytes, r.room, r.what = true, buf.Type, nb, nb, p2p(p2pWaitIrecv, source, tag)
 	var rc C.int
-	if dt.made {
-		rc = C.pz_irecv(bp, n, dt.t, C.int(source), C.int(tag), c.c, r.req)
-	} else { // C memory, or Go memory recvInto pinned
-		rc = C.pz_irecv_u(C.uintptr_t(uintptr(bp)), n, c.byteU, C.int(source), C.int(tag), c.cu, C.uintptr_t(uintptr(unsafe.Pointer(r.req))))
+	switch {
+	case nb <= stageBytes: // C memory, with room for stageBytes
+		bp := r.recvStaged(buf.Bytes)
+		c.st.lock()
+		rc = C.pz_irecv_u(C.uintptr_t(uintptr(bp)), stageBytes, c.byteU, C.int(source), C.int(tag), c.cu, C.uintptr_t(uintptr(unsafe.Pointer(r.req))))
+		c.st.unlock()
+	case c.wideRecv(nb, source):
+		// The buffer, pinned, then the slot's C memory: one datatype
+		// at absolute addresses (MPI_BOTTOM).
+		dt, err := c.tailType("Irecv", r.pinned(buf.Bytes), nb, r.slot.staging())
+		if err != nil {
+			r.release()
+			return nil, err
+		}
+		r.room = nb + stageBytes
+		c.st.lock()
+		rc = C.pz_irecv_bottom(dt.t, C.int(source), C.int(tag), c.c, r.req)
+		c.st.unlock()
+		c.free(dt) // MPI keeps it while the receive is pending
+	default:
+		n, dt, err := c.span("Irecv", nb, c.h.byte)
+		if err != nil {
+			r.release()
+			return nil, err
+		}
+		bp := r.pinned(buf.Bytes)
+		c.st.lock()
+		if dt.made {
+			rc = C.pz_irecv(bp, n, dt.t, C.int(source), C.int(tag), c.c, r.req)
+		} else {
+			rc = C.pz_irecv_u(C.uintptr_t(uintptr(bp)), n, c.byteU, C.int(source), C.int(tag), c.cu, C.uintptr_t(uintptr(unsafe.Pointer(r.req))))
+		}
+		c.st.unlock()
+		c.free(dt)
 	}
-	c.st.unlock()
 	if rc != 0 {
 		r.release()
 		return nil, fmt.Errorf("mpi: Irecv: %w", c.st.error("MPI_Irecv", rc))

@@ -3,6 +3,7 @@
 package mpi
 
 /*
+#include <stdlib.h>
 #include "pz_mpi.h"
 */
 import "C"
@@ -41,6 +42,12 @@ type persistent struct {
 	bp        unsafe.Pointer
 	n         C.int
 	peer, tag C.int
+	bottom    bool // dt is at absolute addresses (MPI_BOTTOM): a wide receive's buffer and room
+	// stage is C memory of stageBytes of a receive that the rank's own
+	// message may match (wideRecv): the whole receive, staged, when the
+	// buffer has at most stageBytes, else the room past the buffer. Freed
+	// by Free.
+	stage unsafe.Pointer
 	// r is every round's request, reset by Start once the last round has
 	// completed (comm's Persistent starts no round before), so that a
 	// round allocates nothing.
@@ -77,15 +84,36 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 	}
 	p := &persistent{c: c, call: "MPI_Send_init", req: new(C.MPI_Request), dt: dt, recv: recv, elem: buf.Type, bytes: len(buf.Bytes),
 		bp: ptr(buf.Bytes), n: n, peer: C.int(peer), tag: C.int(tag)}
+	p.r.room = p.bytes
 	if recv {
 		p.call = "MPI_Recv_init"
+		if peer == c.rank || peer == comm.AnySource {
+			// A wide receive (wideRecv), as Irecv's: staged when small,
+			// else the buffer with room past it.
+			p.stage = C.malloc(stageBytes)
+			if p.bytes <= stageBytes {
+				p.r.into, p.r.stage, p.r.room = buf.Bytes, p.stage, stageBytes
+				p.bp, p.n = p.stage, stageBytes
+			} else {
+				c.free(dt)
+				tt, err := c.tailType(name, p.bp, p.bytes, p.stage)
+				if err != nil {
+					C.free(p.stage)
+					return nil, err
+				}
+				p.dt, p.bottom, p.r.room = tt, true, p.bytes+stageBytes
+			}
+		}
 	}
-	if p.bp != nil {
+	if p.bp != nil && p.r.stage == nil { // Go memory MPI reads or writes
 		p.pin.Pin(p.bp)
 	}
 	if rc := p.init(); rc != 0 {
 		p.pin.Unpin()
-		c.free(dt)
+		c.free(p.dt)
+		if p.stage != nil {
+			C.free(p.stage)
+		}
 		return nil, fmt.Errorf("mpi: %s: %w", name, c.st.error(p.call, rc))
 	}
 	// The rounds' request; its fields other than the state Start resets
@@ -104,7 +132,10 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 func (p *persistent) init() C.int {
 	p.c.st.lock()
 	defer p.c.st.unlock()
-	if p.recv {
+	switch {
+	case p.bottom:
+		return C.pz_recv_init_bottom(p.dt.t, p.peer, p.tag, p.c.c, p.req)
+	case p.recv:
 		return C.pz_recv_init(p.bp, p.n, p.dt.t, p.peer, p.tag, p.c.c, p.req)
 	}
 	return C.pz_send_init(p.bp, p.n, p.dt.t, p.peer, p.tag, p.c.c, p.req)
@@ -127,6 +158,9 @@ func (p *persistent) Start() (comm.Request, error) {
 	r := &p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stage != nil { // staged: what MPI leaves unwritten comes back as it was (recvStaged)
+		copy(unsafe.Slice((*byte)(r.stage), len(r.into)), r.into)
+	}
 	p.c.st.lock()
 	rc := C.pz_start(p.req)
 	p.c.st.unlock()
@@ -147,6 +181,9 @@ func (p *persistent) Start() (comm.Request, error) {
 func (p *persistent) Free() error {
 	defer p.handle.Delete()
 	defer p.pin.Unpin()
+	if p.stage != nil {
+		defer C.free(p.stage)
+	}
 	if p.c.st.finalized.Load() {
 		return nil // MPI is gone, and the request with it
 	}

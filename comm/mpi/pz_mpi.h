@@ -356,12 +356,21 @@ static int pz_irecv_u(uintptr_t b, int n, uintptr_t t, int src, int tag, uintptr
 	return MPI_Irecv((void *)b, n, (MPI_Datatype)t, pz_src(src), pz_tag(tag), (MPI_Comm)c, (MPI_Request *)r);
 }
 
+/* pz_irecv_bottom receives one element of t, a datatype at absolute
+ * addresses (pz_type_tail), at MPI_BOTTOM. */
+static int pz_irecv_bottom(MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Irecv(MPI_BOTTOM, 1, t, pz_src(src), pz_tag(tag), c, r);
+}
+
 /* Persistent requests (persistent.go). */
 static int pz_send_init(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *r) {
 	return MPI_Send_init(b, n, t, dest, tag, c, r);
 }
 static int pz_recv_init(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
 	return MPI_Recv_init(b, n, t, pz_src(src), pz_tag(tag), c, r);
+}
+static int pz_recv_init_bottom(MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Recv_init(MPI_BOTTOM, 1, t, pz_src(src), pz_tag(tag), c, r);
 }
 static int pz_start(MPI_Request *r) { return MPI_Start(r); }
 static int pz_request_free(MPI_Request *r) { return MPI_Request_free(r); }
@@ -397,6 +406,27 @@ out:
 	return e;
 }
 static int pz_type_free(MPI_Datatype *t) { return MPI_Type_free(t); }
+
+/* pz_type_tail makes a committed datatype, used with MPI_BOTTOM and a
+ * count of 1, for n bytes at b followed by tn bytes at tail: a receive
+ * buffer with room past its end (request.go, wideRecv). The caller frees
+ * it once the operation has started. */
+static int pz_type_tail(uintptr_t b, MPI_Count n, uintptr_t tail, int tn, MPI_Datatype *out) {
+	MPI_Aint ab, at;
+	int e = MPI_Get_address((void *)b, &ab);
+	if (e == MPI_SUCCESS) e = MPI_Get_address((void *)tail, &at);
+	if (e != MPI_SUCCESS) return e;
+	MPI_Datatype body;
+	if ((e = pz_type_at(ab, n, MPI_BYTE, &body)) != MPI_SUCCESS) return e;
+	int lens[2] = {1, tn};
+	MPI_Aint disp[2] = {0, at};
+	MPI_Datatype parts[2] = {body, MPI_BYTE};
+	if ((e = MPI_Type_create_struct(2, lens, disp, parts, out)) == MPI_SUCCESS) {
+		if ((e = MPI_Type_commit(out)) != MPI_SUCCESS) MPI_Type_free(out);
+	}
+	MPI_Type_free(&body);
+	return e;
+}
 
 /* pz_alltoallw is the large-count path of Gather, AllGather, Scatter and
  * Alltoall: every part is one pz_type_at element (or nothing). */

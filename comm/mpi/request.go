@@ -37,7 +37,11 @@ type request struct {
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
 	dt    comm.Datatype // element type of an Irecv
-	into  []byte        // an Irecv staged in the slot's C memory: the caller's buffer, filled by complete
+	// A receive may take more than its buffer (room, bytes or more; see
+	// wideRecv): what lands past the buffer tells a truncated message.
+	room  int
+	into  []byte         // a receive staged in C memory: the caller's buffer, filled by complete
+	stage unsafe.Pointer // that C memory (the slot's, or a persistent receive's); nil when not staged
 
 	mu      sync.Mutex  // serializes Wait and Test
 	cst     C.pz_status // what MPI_Test or MPI_Wait reports, under mu (locals would escape to the heap: cgo)
@@ -115,16 +119,32 @@ func (r *request) sendFrom(b []byte) unsafe.Pointer {
 	return st
 }
 
-// recvInto returns the memory an Irecv into b hands MPI: as sendFrom, a
-// copy of b in the slot's C memory when b is small, which complete copies
-// back whole (so what MPI leaves unwritten - past a short message, or all
-// of a truncated one for some libraries - comes back unchanged), else b
-// itself, pinned.
-func (r *request) recvInto(b []byte) unsafe.Pointer {
-	if staged(b) {
-		r.into = b
-	}
-	return r.sendFrom(b)
+// recvStaged stages an Irecv into b, of at most stageBytes, in the slot's
+// C memory, which starts as a copy of b and which complete copies back
+// whole (so what MPI leaves unwritten - past a short message, or all of a
+// truncated one for some libraries - comes back unchanged), and returns
+// that memory. MPI may write all stageBytes of it (wideRecv).
+func (r *request) recvStaged(b []byte) unsafe.Pointer {
+	st := r.slot.staging()
+	copy(unsafe.Slice((*byte)(st), len(b)), b)
+	r.into, r.stage, r.room = b, st, stageBytes
+	return st
+}
+
+// wideRecv reports whether a receive of n bytes from source on c is
+// posted with room past its buffer: always when it is staged (n <=
+// stageBytes: the room costs nothing), and when the message may come
+// from the rank itself (source is this rank or AnySource). Open MPI 4.1
+// truncates a small message (below its self transport's eager limit,
+// about 1 KiB) that a rank sends itself to the size of a receive posted
+// before it, silently: no MPI_ERR_TRUNCATE, and the status counts the
+// bytes written. A message that does not fit the buffer fills room past
+// it instead, which the status counts: complete reports ErrTruncated with
+// the message's size (truncated). Messages between two ranks are
+// truncated with MPI_ERR_TRUNCATE, and a larger receive from another
+// rank goes into the buffer alone, contiguous.
+func (c *Comm) wideRecv(n, source int) bool {
+	return n <= stageBytes || source == c.rank || source == comm.AnySource
 }
 
 // pinned pins b's memory until the operation completes and returns it.
@@ -188,7 +208,7 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 	if st.cancelled != 0 {
 		// Canceled (MPI_Test_cancelled): nothing was received, and a
 		// staged buffer is not copied back.
-		r.into = nil
+		r.unstage()
 		r.release()
 		r.st = comm.Status{}
 		r.err = fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrCanceled)
@@ -204,10 +224,10 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 			}
 		}()
 	}
-	if r.into != nil { // staged: the slot's memory holds the buffer as MPI left it (recvInto)
-		copy(r.into, unsafe.Slice((*byte)(r.slot.stage), len(r.into)))
-		r.into = nil
+	if r.stage != nil { // staged: the C memory holds the buffer as MPI left it (recvStaged)
+		copy(r.into, unsafe.Slice((*byte)(r.stage), len(r.into)))
 	}
+	r.unstage()
 	r.release()
 	if rc == 0 && st.error != 0 {
 		// Open MPI's MPI_Test may return MPI_SUCCESS and report the
@@ -218,14 +238,26 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 	if rc != 0 {
 		e := r.c.st.error(r.call, rc).(*Error)
 		if r.recv && e.Truncated {
-			r.err = r.truncated(st, e)
+			r.st.Count, r.err = r.truncated(st, e)
 		} else {
 			r.err = fmt.Errorf("mpi: %s: %w", r.name(), e)
 		}
 		return
 	}
 	if r.recv {
+		if int(st.bytes) > r.bytes { // it went past the buffer, into the room (wideRecv)
+			r.st.Count, r.err = r.truncated(st, nil)
+			return
+		}
 		r.st.Count, r.err = countOf(r.name(), int(st.bytes), r.st.Source, r.dt)
+	}
+}
+
+// unstage forgets a one-shot receive's staging once it completed; a
+// persistent receive's stays for its next round.
+func (r *request) unstage() {
+	if !r.round {
+		r.into, r.stage = nil, nil
 	}
 }
 
@@ -245,19 +277,31 @@ func (r *request) name() string {
 	return r.call
 }
 
-// truncated is the error of a receive whose message did not fit its
-// buffer (MPI_ERR_TRUNCATE, e): both sizes, as comm/local and Recv say
-// them, where the library reports the message's (PZ_TRUNCATED_SIZE:
-// Open MPI; MPICH does not).
-func (r *request) truncated(st *C.pz_status, e *Error) error {
+// truncated is the Status.Count and the error of a receive whose message
+// did not fit its buffer: MPI_ERR_TRUNCATE (e), or, with e nil, a
+// message that went past the buffer into the room of a wide receive
+// (wideRecv). Both sizes are said as comm/local and Recv say them, and
+// the count is the message's, where it is known: the library reports the
+// size of a message it truncated (PZ_TRUNCATED_SIZE: Open MPI; MPICH does
+// not), and one that fit the room is counted whole; one that filled the
+// room may be longer (a small message of the rank itself, which Open MPI
+// truncates silently, when the room is too short). The count is 0 where
+// the size is unknown, or not a whole number of elements.
+func (r *request) truncated(st *C.pz_status, e *Error) (int, error) {
 	sz, n, src := r.dt.Size(), int(st.bytes), int(st.source)
-	switch {
-	case C.PZ_TRUNCATED_SIZE == 0 || n <= r.bytes:
-		return fmt.Errorf("mpi: %s: message from rank %d has more elements than the buffer's %d (the MPI library does not say how many): %w", r.name(), src, r.bytes/sz, e)
-	case n%sz == 0:
-		return fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", r.name(), src, n/sz, r.bytes/sz, e)
+	var cause error = comm.ErrTruncated
+	if e != nil {
+		cause = e
 	}
-	return fmt.Errorf("mpi: %s: message from rank %d has %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, e)
+	switch {
+	case n <= r.bytes || (e != nil && C.PZ_TRUNCATED_SIZE == 0):
+		return 0, fmt.Errorf("mpi: %s: message from rank %d has more elements than the buffer's %d (the MPI library does not say how many): %w", r.name(), src, r.bytes/sz, cause)
+	case e == nil && n >= r.room:
+		return 0, fmt.Errorf("mpi: %s: message from rank %d has at least %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, cause)
+	case n%sz == 0:
+		return n / sz, fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", r.name(), src, n/sz, r.bytes/sz, cause)
+	}
+	return 0, fmt.Errorf("mpi: %s: message from rank %d has %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, cause)
 }
 
 // test tests the operation once; r.mu is held.
