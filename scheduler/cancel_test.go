@@ -88,3 +88,36 @@ func TestCancelOnDropsUnstartedTasks(t *testing.T) {
 	require.NoError(t, s.WaitAll(ctx))
 	assert.Equal(t, int64(2), others.Load())
 }
+
+// A task canceled because a task it depends on was canceled by its
+// CancelOn context names that task; it used to read as if its own
+// context had ended ("canceled before it started"), though it had none.
+func TestCancelOnDependentNamesTheCanceledTask(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	h, err := s.RegisterVector(make([]float64, 1))
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	hold := &scheduler.Codelet{Name: "hold", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	step := &scheduler.Codelet{Name: "step", CPU: func(*scheduler.Call) error { return nil }}
+	reader := &scheduler.Codelet{Name: "reader", CPU: func(*scheduler.Call) error { return nil }}
+	after := &scheduler.Codelet{Name: "after", CPU: func(*scheduler.Call) error { return nil }}
+	cctx, cancel := context.WithCancelCause(ctx)
+	require.NoError(t, s.Submit(ctx, hold, scheduler.RW(h)))
+	st := scheduler.NewTask(step, scheduler.RW(h), scheduler.CancelOn(cctx))
+	require.NoError(t, s.SubmitTask(ctx, st))
+	rd := scheduler.NewTask(reader, scheduler.R(h))
+	require.NoError(t, s.SubmitTask(ctx, rd))
+	af := scheduler.NewTask(after, scheduler.After(rd))
+	require.NoError(t, s.SubmitTask(ctx, af))
+	stop := errors.New("user stop")
+	cancel(stop)
+	close(gate)
+	require.Error(t, s.WaitAll(ctx))
+	assert.Equal(t, `scheduler: task "step" canceled before it started: user stop`, st.Err().Error())
+	for _, x := range []*scheduler.Task{rd, af} {
+		require.ErrorIs(t, x.Err(), scheduler.ErrCanceled)
+		require.ErrorIs(t, x.Err(), stop)
+		assert.Contains(t, x.Err().Error(), `task "step", which it depends on, was canceled before it started: user stop`)
+	}
+}

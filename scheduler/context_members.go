@@ -192,12 +192,25 @@ func (s *Scheduler) checkMembersLocked(c *Context, ids []int) error {
 
 // stuckError joins to err one ErrNoWorkers error per context that holds
 // tasks and has no workers.
-func (s *Scheduler) stuckError(err error) error {
-	errs := append([]error{err}, s.stuckWaits()...)
+func (s *Scheduler) stuckError(err error) error { return s.stuckErrorIn(nil, err) }
+
+// stuckErrorIn is stuckError for a wait on the tasks of context scope
+// (and its descendants) only: what it explains is about those tasks, not
+// another context's (nil: every task).
+func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
+	errs := append([]error{err}, s.stuckWaits(scope)...)
+	for _, w := range s.workers {
+		if w.driven && !w.taken.Load() {
+			errs = append(errs, fmt.Errorf("%w: worker %d is left to the program (WithDrivenWorkers) and nothing drives it: the tasks the policy gives it wait for Driver(%d).Run, or Init and RunOnce", ErrDriver, w.info.ID, w.info.ID))
+		}
+	}
 	if s.cx.n.Load() == 0 {
 		return errors.Join(errs...)
 	}
 	for _, c := range s.stuckContexts() {
+		if scope != nil && !c.isIn(scope) {
+			continue
+		}
 		advice := "give it workers (AddWorkers, MoveWorkers) or submit elsewhere"
 		if c.state.load() == ctxDeleting {
 			advice = giveWhileDeleting
@@ -205,6 +218,9 @@ func (s *Scheduler) stuckError(err error) error {
 		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; %s", ErrNoWorkers, c.name, c.Pending(), advice))
 	}
 	for c, t := range s.parkedTeams() {
+		if scope != nil && !c.isIn(scope) {
+			continue
+		}
 		errs = append(errs, teamNeedError(c, t, s.poppers(c)))
 	}
 	return errors.Join(errs...)

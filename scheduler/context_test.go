@@ -174,6 +174,49 @@ func TestContextWaitAllWithin(t *testing.T) {
 	require.NoError(t, s.WaitAll(ctx))
 }
 
+// A context's WaitAll that times out explains the waits of its own tasks
+// (a tag no task carries, a task never submitted), not those of another
+// context's tasks.
+func TestContextWaitAllExplainsOwnWaits(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	a, err := s.NewContext("a", scheduler.ContextWorkers(0))
+	require.NoError(t, err)
+	b, err := s.NewContext("b", scheduler.ContextWorkers(1))
+	require.NoError(t, err)
+	nop := &scheduler.Codelet{Name: "nop", CPU: func(*scheduler.Call) error { return nil }}
+	gate := make(chan struct{})
+	defer close(gate)
+	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	require.NoError(t, s.Submit(ctx, nop, scheduler.AfterTags(777)))
+	require.NoError(t, s.Submit(ctx, nop, scheduler.After(scheduler.NewTask(&scheduler.Codelet{Name: "globalNever", CPU: nop.CPU}))))
+	require.NoError(t, s.Submit(scheduler.Within(ctx, b), block))
+	require.NoError(t, s.Submit(scheduler.Within(ctx, a), nop, scheduler.AfterTags(888)))
+	require.NoError(t, s.Submit(scheduler.Within(ctx, a), nop, scheduler.After(scheduler.NewTask(&scheduler.Codelet{Name: "aNever", CPU: nop.CPU}))))
+
+	wait := func(c *scheduler.Context) error {
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		return c.WaitAll(short)
+	}
+	err = wait(b)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, err, scheduler.ErrNotSubmitted, "b's only task waits for nothing unsubmitted: %v", err)
+	err = wait(a)
+	require.ErrorIs(t, err, scheduler.ErrNotSubmitted)
+	assert.Contains(t, err.Error(), "tag 888")
+	assert.Contains(t, err.Error(), `task "aNever"`)
+	assert.NotContains(t, err.Error(), "777")
+	assert.NotContains(t, err.Error(), "globalNever")
+	// The scheduler's WaitAll explains every wait.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = s.WaitAll(short)
+	for _, want := range []string{"tag 777", "tag 888", `"aNever"`, `"globalNever"`} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
 func TestContextEmptyKeepsTasks(t *testing.T) {
 	ctx := testCtx(t)
 	for _, pol := range scheduler.Policies() {

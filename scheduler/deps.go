@@ -339,6 +339,7 @@ func (h *Handle) insertLocked(cl *Codelet) *Task {
 	t.pending.Store(1)
 	if s.cfg.stats {
 		t.id = s.nextID.Add(1)
+		s.noteCodelet(cl, t.id)
 	}
 	s.inflight.add(1)
 	for _, p := range h.cur {
@@ -469,11 +470,14 @@ func (s *Scheduler) pushEdge(p, t *Task, weak, live bool) bool {
 func (t *Task) cancel(err error) {
 	var root error = err
 	var ce *canceledError
-	unstarted := false
+	via := ""
 	if errors.As(err, &ce) {
-		root, unstarted = ce.cause, ce.unstarted
+		root, via = ce.cause, ce.via
+		if ce.unstarted {
+			via = ce.name // canceled by its CancelOn context: name it
+		}
 	}
-	t.fail(&canceledError{name: t.Codelet.name(), cause: root, unstarted: unstarted})
+	t.fail(&canceledError{name: t.Codelet.name(), cause: root, via: via})
 }
 
 // fail marks t as not to be run, with err as its error.

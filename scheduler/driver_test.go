@@ -490,3 +490,24 @@ func TestDriverRunTwice(t *testing.T) {
 	assert.NotContains(t, err.Error(), "twice")
 	require.NoError(t, s.Close())
 }
+
+// A WaitAll that times out while a driven worker has no driver says so:
+// its tasks wait for a goroutine that drives it (it said only "1 task
+// pending"). Once the driver is taken, the hint goes.
+func TestDriverNotDrivenExplained(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1), scheduler.WithPerfModelDir(""))
+	require.NoError(t, err)
+	require.NoError(t, s.Submit(ctx, clEmpty))
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = s.WaitAll(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, scheduler.ErrDriver)
+	assert.Contains(t, err.Error(), "worker 0 is left to the program (WithDrivenWorkers) and nothing drives it")
+	d, err := s.Driver(0)
+	require.NoError(t, err)
+	go func() { _ = d.Run(ctx) }()
+	require.NoError(t, s.WaitAll(ctx))
+	require.NoError(t, s.Close())
+}

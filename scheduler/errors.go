@@ -140,6 +140,10 @@ type canceledError struct {
 	// unstarted: canceled because its CancelOn context ended (cause is
 	// that context's cause), not because a predecessor failed.
 	unstarted bool
+	// via names the task canceled by its CancelOn context when this one
+	// was canceled because it depends on that task (cause is then that
+	// context's cause).
+	via string
 }
 
 func (e *canceledError) Error() string {
@@ -152,6 +156,9 @@ func (e *canceledError) Error() string {
 	}
 	if e.unstarted {
 		return fmt.Sprintf("scheduler: task %q canceled before it started: %s", e.name, msg)
+	}
+	if e.via != "" {
+		return fmt.Sprintf("scheduler: task %q canceled: task %q, which it depends on, was canceled before it started: %s", e.name, e.via, msg)
 	}
 	return fmt.Sprintf("scheduler: task %q canceled: a task it depends on failed: %s", e.name, msg)
 }

@@ -215,8 +215,23 @@ func TestBadOptions(t *testing.T) {
 	}
 	_, err := scheduler.New(testCtx(t), env("PZ_NCPU", "zero"))
 	require.ErrorIs(t, err, scheduler.ErrBadOption)
-	_, err = scheduler.New(testCtx(t), scheduler.WithWorkers(0))
-	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	for _, bad := range []struct {
+		opt  scheduler.Option
+		want string
+	}{
+		{scheduler.WithWorkers(0), "WithWorkers(0)"},
+		// -1 was the default's sentinel: taken as "one per core".
+		{scheduler.WithWorkers(-1), "WithWorkers(-1)"},
+		{scheduler.WithSpin(-1), "WithSpin(-1)"},
+		{scheduler.WithDrivenWorkers(-1), "cannot be negative"},
+		{scheduler.WithDrivenWorkers(9), "the scheduler has 2 workers"},
+		// A policy constructor returning nil made New panic.
+		{scheduler.WithPolicyFunc(func(scheduler.PolicyConfig) scheduler.Policy { return nil }), "nil Policy"},
+	} {
+		_, err = scheduler.New(testCtx(t), scheduler.WithWorkers(2), bad.opt, scheduler.WithPerfModelDir(""))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, bad.want)
+		assert.Contains(t, err.Error(), bad.want)
+	}
 	s, err := scheduler.New(testCtx(t), env("PZ_NCPU", "3"), scheduler.WithPerfModelDir(""))
 	require.NoError(t, err)
 	assert.Len(t, s.Workers(), 3)

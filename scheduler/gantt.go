@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -129,7 +130,7 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 		o(&cfg)
 	}
 	evs := s.traceEvents()
-	c := gantt.Chart{Bars: ganttBars(evs), Critical: cfg.critical}
+	c := gantt.Chart{Bars: ganttBars(evs), Critical: cfg.critical, FirstIDs: s.codeletFirsts()}
 	for _, w := range s.workers {
 		c.Rows = append(c.Rows, gantt.Row{Label: s.WorkerName(w.info.ID)})
 	}
@@ -147,6 +148,30 @@ func (s *Scheduler) WriteGantt(out io.Writer, opts ...GanttOption) error {
 		return fmt.Errorf("scheduler: writing the Gantt chart: %w", err)
 	}
 	return nil
+}
+
+// noteCodelet records id as the first task of cl's name unless one was
+// recorded (statistics on; see Scheduler.firstIDs).
+func (s *Scheduler) noteCodelet(cl *Codelet, id uint64) {
+	if _, seen := s.seenCodelets.Load(cl); seen {
+		return
+	}
+	s.firstMu.Lock()
+	if s.firstIDs == nil {
+		s.firstIDs = make(map[string]uint64)
+	}
+	if _, ok := s.firstIDs[cl.name()]; !ok {
+		s.firstIDs[cl.name()] = id
+	}
+	s.firstMu.Unlock()
+	s.seenCodelets.Store(cl, struct{}{})
+}
+
+// codeletFirsts returns a copy of firstIDs.
+func (s *Scheduler) codeletFirsts() map[string]uint64 {
+	s.firstMu.Lock()
+	defer s.firstMu.Unlock()
+	return maps.Clone(s.firstIDs)
 }
 
 // ganttBars converts trace events to the chart's bars.

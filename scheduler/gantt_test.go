@@ -132,3 +132,42 @@ func TestGanttContextBandsDistinct(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+// TestGanttColorsSkipNoCodelet: a codelet whose tasks were all canceled
+// draws no bar but keeps its turn in the palette, so the codelets after
+// it have the colours of a run where it ran (they shifted by one).
+func TestGanttColorsSkipNoCodelet(t *testing.T) {
+	ctx := testCtx(t)
+	re := regexp.MustCompile(`fill="(#[0-9a-f]{6})"/><text[^>]*>([a-z]+): \d+ runs?,`)
+	legend := func(failFirst bool) map[string]string {
+		s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
+		h, err := s.RegisterVector(make([]float64, 1))
+		require.NoError(t, err)
+		first := &scheduler.Codelet{Name: "first", CPU: func(*scheduler.Call) error {
+			if failFirst {
+				return errors.New("bad input")
+			}
+			return nil
+		}}
+		second := &scheduler.Codelet{Name: "second", CPU: func(*scheduler.Call) error { return nil }}
+		third := &scheduler.Codelet{Name: "third", CPU: func(*scheduler.Call) error { return nil }}
+		require.NoError(t, s.Submit(ctx, first, scheduler.RW(h)))
+		require.NoError(t, s.Submit(ctx, second, scheduler.RW(h))) // canceled when first fails
+		require.NoError(t, s.Submit(ctx, third))
+		_ = s.WaitAll(ctx)
+		var svg strings.Builder
+		require.NoError(t, s.WriteGantt(&svg))
+		out := map[string]string{}
+		for _, m := range re.FindAllStringSubmatch(svg.String(), -1) {
+			out[m[2]] = m[1]
+		}
+		require.NoError(t, s.Close())
+		return out
+	}
+	ok, failed := legend(false), legend(true)
+	require.Contains(t, ok, "third")
+	require.Contains(t, failed, "third")
+	assert.NotContains(t, failed, "second", "second's task was canceled: no bar")
+	assert.Equal(t, ok["third"], failed["third"])
+	assert.Equal(t, ok["first"], failed["first"])
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,9 +435,22 @@ func TestTagMisuse(t *testing.T) {
 // submitted, are canceled (ErrNotSubmitted) instead of keeping Close
 // waiting forever; the task never submitted fails without running.
 func TestCloseEndsStuckWaits(t *testing.T) {
+	for _, withContext := range []bool{false, true} {
+		t.Run(fmt.Sprintf("context=%v", withContext), func(t *testing.T) { testCloseEndsStuckWaits(t, withContext) })
+	}
+}
+
+// testCloseEndsStuckWaits is TestCloseEndsStuckWaits, with a scheduling
+// context created first or not: Close drains the contexts' tasks, and it
+// drained them before canceling the stuck waits, so it waited forever.
+func testCloseEndsStuckWaits(t *testing.T, withContext bool) {
 	ctx := testCtx(t)
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
 	require.NoError(t, err)
+	if withContext {
+		_, err := s.NewContext("c1", scheduler.ContextSize(1))
+		require.NoError(t, err)
+	}
 	var ran atomic.Int64
 	cl := func(name string) *scheduler.Codelet {
 		return &scheduler.Codelet{Name: name, CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
@@ -462,7 +476,7 @@ func TestCloseEndsStuckWaits(t *testing.T) {
 	require.ErrorIs(t, byTask.Err(), scheduler.ErrNotSubmitted)
 	assert.Contains(t, byTask.Err().Error(), `task "never" was never submitted`)
 	require.ErrorIs(t, never.Err(), scheduler.ErrNotSubmitted)
-	require.ErrorIs(t, s.SubmitTask(ctx, never), scheduler.ErrAlreadySubmitted)
+	require.ErrorIs(t, s.SubmitTask(ctx, never), scheduler.ErrClosed)
 	assert.Equal(t, int64(1), ran.Load(), "only the task with nothing to wait for ran")
 }
 

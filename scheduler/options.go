@@ -23,12 +23,14 @@ type config struct {
 	policy     string
 	policyImpl func(PolicyConfig) Policy
 	workers    int
+	workersSet bool // WithWorkers given: PZ_NCPU and the default do not apply
 	modelDir   string
 	modelSet   bool
 	trace      string
 	stats      bool
 	getenv     func(string) string
 	spin       int
+	spinSet    bool           // WithSpin given
 	driven     int            // workers left to the application (WithDrivenWorkers)
 	logger     *zap.Logger    // context resizes (WithLogger)
 	sims       []SimDevice    // simulated devices (WithSimDevices)
@@ -55,7 +57,7 @@ func WithPolicyFunc(newPolicy func(PolicyConfig) Policy) Option {
 // WithWorkers sets the number of CPU workers (default: one per core this
 // process may use, min(runtime.NumCPU(), GOMAXPROCS)). Environment:
 // PZ_NCPU.
-func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
+func WithWorkers(n int) Option { return func(c *config) { c.workers, c.workersSet = n, true } }
 
 // WithPerfModelDir sets the directory where performance models are
 // loaded from and saved to (default: os.UserCacheDir()/pz/perfmodels;
@@ -94,10 +96,10 @@ func WithGetenv(getenv func(string) string) Option { return func(c *config) { c.
 // completed (for WaitAll and Stats) when it sleeps, or after 64 polls
 // when it polls longer, so that WaitAll does not wait for a long spin
 // to end.
-func WithSpin(n int) Option { return func(c *config) { c.spin = n } }
+func WithSpin(n int) Option { return func(c *config) { c.spin, c.spinSet = n, true } }
 
 func buildConfig(opts []Option) (config, error) {
-	c := config{workers: -1, spin: -1}
+	c := config{}
 	stats := false
 	for _, o := range opts {
 		o(&c)
@@ -149,7 +151,7 @@ func buildConfig(opts []Option) (config, error) {
 		return c, err
 	}
 	c.cuda.skipGiven(c.devices)
-	if c.workers < 0 {
+	if !c.workersSet {
 		if v := env("PZ_NCPU"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -164,7 +166,10 @@ func buildConfig(opts []Option) (config, error) {
 	if c.workers < 1 {
 		return c, fmt.Errorf("%w: WithWorkers(%d): need at least one worker", ErrBadOption, c.workers)
 	}
-	if c.driven < 0 || c.driven > c.workers {
+	if c.driven < 0 {
+		return c, fmt.Errorf("%w: WithDrivenWorkers(%d): the count of driven workers cannot be negative", ErrBadOption, c.driven)
+	}
+	if c.driven > c.workers {
 		return c, fmt.Errorf("%w: WithDrivenWorkers(%d): the scheduler has %d workers", ErrBadOption, c.driven, c.workers)
 	}
 	if !c.modelSet {
@@ -192,8 +197,11 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	c.stats = stats || c.trace != ""
-	if c.spin < 0 {
+	switch {
+	case !c.spinSet:
 		c.spin = 64
+	case c.spin < 0:
+		return c, fmt.Errorf("%w: WithSpin(%d): the count of polls cannot be negative (0 sleeps at once)", ErrBadOption, c.spin)
 	}
 	return c, nil
 }

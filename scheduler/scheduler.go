@@ -72,6 +72,13 @@ type Scheduler struct {
 	batches map[*Batch]struct{} // batches holding tasks (batch.go); made by the first
 
 	nextID atomic.Uint64
+	// firstIDs is, by codelet name, the ID of its first task (statistics
+	// on), for the Gantt chart's colours (a codelet whose tasks were all
+	// canceled draws no bar but keeps its colour); seenCodelets makes
+	// that a lookup once per codelet. firstMu guards firstIDs.
+	seenCodelets sync.Map // *Codelet -> struct{}
+	firstMu      sync.Mutex
+	firstIDs     map[string]uint64
 
 	teams teams    // parallel tasks gathering their workers (team.go)
 	tasks taskPool // Submit's tasks, reused once completed (submit.go, taskpool.go)
@@ -120,7 +127,9 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		stop:      make(chan struct{}),
 	}
 	s.models = newModelStore(cfg.modelDir)
-	s.policy = newPolicy(s.policyConfig())
+	if s.policy = newPolicy(s.policyConfig()); s.policy == nil {
+		return nil, fmt.Errorf("%w: the WithPolicyFunc function returned a nil Policy", ErrBadOption)
+	}
 	for i := 0; i < cfg.workers; i++ {
 		w := &worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1),
 			driven: i >= cfg.workers-cfg.driven}
@@ -328,8 +337,11 @@ func (s *Scheduler) Close() error {
 		// before the workers stop.
 		s.flushBatches()
 		s.flushReductions()
-		s.drainContexts()
+		// Waits that nothing can end any more (a tag no task carries, a
+		// task never submitted) are canceled before the contexts are
+		// drained: the drain waits for every task in flight, theirs too.
 		s.endStuckWaits()
+		s.drainContexts()
 		errs = append(errs, s.WaitAll(context.Background()))
 		s.closedAt.Store(max(s.now(), 1))
 		s.stopWorkers()

@@ -257,6 +257,11 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 		return fmt.Errorf("%w: task %q belongs to another scheduler (submitted there, or named in After by one of its tasks)", ErrBadData, t.Codelet.name())
 	}
 	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
+		if s.closed.Load() {
+			// Close's own refusal, also for a task Close failed as
+			// never submitted.
+			return fmt.Errorf("submitting %q: %w", t.Codelet.name(), ErrClosed)
+		}
 		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
 	}
 	if err := s.validate(t); err != nil {
@@ -283,6 +288,7 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	t.s = s
 	if s.cfg.stats {
 		t.id = s.nextID.Add(1)
+		s.noteCodelet(t.Codelet, t.id)
 	}
 	if t.Codelet.Model != nil {
 		t.footprint = footprint(t.Access)

@@ -228,9 +228,11 @@ func (s *Scheduler) noteEarly(p *Task) {
 // stuckWaits describes the waits that keep tasks from ever running
 // unless something else is submitted: tags that no submitted task
 // carries, and tasks named in After that were never submitted (at most
-// a few of each, then a count).
-func (s *Scheduler) stuckWaits() []error {
+// a few of each, then a count); with scope, only the waits of the tasks
+// of scope and its descendants.
+func (s *Scheduler) stuckWaits(scope *Context) []error {
 	const most = 4
+	in := func(t *Task) bool { return scope == nil || t.Context.isIn(scope) }
 	s.tagMu.Lock()
 	defer s.tagMu.Unlock()
 	var errs []error
@@ -239,13 +241,26 @@ func (s *Scheduler) stuckWaits() []error {
 		if e.task != nil || len(e.succs) == 0 {
 			continue
 		}
+		var first *Task
+		k := 0
+		for _, st := range e.succs {
+			if in(st) {
+				if first == nil {
+					first = st
+				}
+				k++
+			}
+		}
+		if k == 0 {
+			continue
+		}
 		if len(errs) == most {
 			more++
 			continue
 		}
-		who := fmt.Sprintf("task %q waits", e.succs[0].Codelet.name())
-		if len(e.succs) > 1 {
-			who = fmt.Sprintf("task %q and %d more wait", e.succs[0].Codelet.name(), len(e.succs)-1)
+		who := fmt.Sprintf("task %q waits", first.Codelet.name())
+		if k > 1 {
+			who = fmt.Sprintf("task %q and %d more wait", first.Codelet.name(), k-1)
 		}
 		errs = append(errs, fmt.Errorf("%w: %s for tag %d, which no submitted task carries; submit a task WithTag(%d)", ErrNotSubmitted, who, g, g))
 	}
@@ -253,6 +268,18 @@ func (s *Scheduler) stuckWaits() []error {
 	for p, k := range s.early {
 		if p.state.Load() != stateNew {
 			continue
+		}
+		if scope != nil {
+			// The tasks waiting for p are on its successor stack.
+			k = 0
+			for e := p.succs.Load(); e != nil; e = e.next {
+				if in(e.t) {
+					k++
+				}
+			}
+			if k == 0 {
+				continue
+			}
 		}
 		if len(errs)-n == most {
 			more++

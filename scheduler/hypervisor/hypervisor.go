@@ -797,7 +797,8 @@ func (c *config) maxIdleOf(w int) time.Duration {
 // environment variables named in their documentation.
 type Option func(*config)
 
-// WithPolicy sets the policy (overrides WithPolicyName).
+// WithPolicy sets the policy (overrides WithPolicyName). A nil p sets
+// none: WithPolicyName, PZ_HYPERVISOR_POLICY or the default applies.
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithPolicyName selects a built-in policy: "app_driven", "idle",
@@ -811,8 +812,9 @@ func WithPolicyName(name string) Option { return func(c *config) { c.policyName 
 func WithTrigger(t Trigger) Option { return func(c *config) { c.trigger, c.triggerSet = t, true } }
 
 // WithMaxIdle sets how long a worker may stay idle before the idle
-// trigger fires (default 2 ms; negative: refused). Environment:
-// PZ_HYPERVISOR_MAX_IDLE (a Go duration, "500us").
+// trigger fires (default 2 ms; 0: the default, or the environment's;
+// negative: refused). Environment: PZ_HYPERVISOR_MAX_IDLE (a positive Go
+// duration, "500us").
 func WithMaxIdle(d time.Duration) Option { return func(c *config) { c.maxIdle = d } }
 
 // WithWorkerMaxIdle sets worker id's own idle threshold; New refuses an
@@ -828,7 +830,8 @@ func WithWorkerMaxIdle(id int, d time.Duration) Option {
 
 // WithWindow sets the sampling window (the frame over which instant
 // speeds are measured, and the period of the speed trigger; default
-// 20 ms; negative: refused). Environment: PZ_HYPERVISOR_WINDOW.
+// 20 ms; 0: the default, or the environment's; negative: refused).
+// Environment: PZ_HYPERVISOR_WINDOW (a positive Go duration).
 func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
 
 // WithMinInterval sets the least time between two triggered resizes

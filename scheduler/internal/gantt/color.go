@@ -62,14 +62,17 @@ var codeletPalette = [...]string{
 	"#9c755f", // brown
 }
 
-// Colors returns the fill colour of each name of bars, as "#rrggbb":
-// the names in the order of their first task (the lowest ID: the first
-// submitted), ties broken by start time then name, take the colours of
-// a palette of eight far apart (Tableau 10 without its red and grey) in
-// turn, so that a program's codelets get the same colours in every run;
-// the ninth and later take the colour of their slot (Color), or of the
-// next slot that no other name of the chart has.
-func Colors(bars []Bar) map[string]string {
+// Colors returns the fill colour of each name of bars (and of firsts),
+// as "#rrggbb": the names in the order of their first task (the lowest
+// ID: the first submitted), ties broken by start time then name, take
+// the colours of a palette of eight far apart (Tableau 10 without its red
+// and grey) in turn, so that a program's codelets get the same colours in
+// every run; the ninth and later take the colour of their slot (Color),
+// or of the next slot that no other name of the chart has. firsts gives
+// the ID of a name's first task where the bars may lack it (a codelet
+// whose tasks were all canceled has no bar, and would otherwise shift
+// the colours of the codelets after it); it may be nil.
+func Colors(bars []Bar, firsts map[string]uint64) map[string]string {
 	type first struct {
 		name  string
 		id    uint64
@@ -77,6 +80,11 @@ func Colors(bars []Bar) map[string]string {
 	}
 	byName := map[string]*first{}
 	var order []*first
+	for name, id := range firsts {
+		f := &first{name: name, id: id, start: math.MaxInt64}
+		byName[name] = f
+		order = append(order, f)
+	}
 	for _, b := range bars {
 		f := byName[b.Name]
 		if f == nil {

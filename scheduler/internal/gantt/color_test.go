@@ -78,7 +78,7 @@ func TestColorsOfOneKernelFamily(t *testing.T) {
 		for i, n := range family {
 			bars = append(bars, Bar{ID: uint64(i), Name: n})
 		}
-		cs := Colors(bars)
+		cs := Colors(bars, nil)
 		assertDistinct(t, func(n string) string { return cs[n] }, family, paletteDeltaE)
 		assertDistinct(t, Color, family, familyDeltaE)
 	}
@@ -163,7 +163,7 @@ func TestColorsOrder(t *testing.T) {
 			bars = append(bars, Bar{ID: uint64(i + 100*r), Name: n, Start: time.Duration(len(names)-i) * ms})
 		}
 	}
-	want := Colors(bars)
+	want := Colors(bars, nil)
 	require.Len(t, want, len(names))
 	for i, n := range names[:len(codeletPalette)] {
 		assert.Equal(t, codeletPalette[i], want[n], n)
@@ -178,11 +178,23 @@ func TestColorsOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 10 {
 		rng.Shuffle(len(bars), func(i, j int) { bars[i], bars[j] = bars[j], bars[i] })
-		assert.Equal(t, want, Colors(bars))
+		assert.Equal(t, want, Colors(bars, nil))
 	}
 	// Ties of ID (charts drawn from several sources): the earlier start.
-	cs := Colors([]Bar{{ID: 1, Name: "late", Start: 2 * ms}, {ID: 1, Name: "early", Start: ms}})
+	cs := Colors([]Bar{{ID: 1, Name: "late", Start: 2 * ms}, {ID: 1, Name: "early", Start: ms}}, nil)
 	assert.Equal(t, map[string]string{"early": codeletPalette[0], "late": codeletPalette[1]}, cs)
+	// A name with no bar (its tasks canceled) keeps its turn when firsts
+	// has it: the names after it keep their colours.
+	without := slices.DeleteFunc(slices.Clone(bars), func(b Bar) bool { return b.Name == "trsm" })
+	firsts := map[string]uint64{}
+	for i, n := range names {
+		firsts[n] = uint64(i)
+	}
+	got := Colors(without, firsts)
+	for _, n := range names {
+		assert.Equal(t, want[n], got[n], n)
+	}
+	assert.NotEqual(t, want["syrk"], Colors(without, nil)["syrk"], "without firsts the colours shift")
 }
 
 // contrastWithBlack is the WCAG 2 contrast ratio of black text on the

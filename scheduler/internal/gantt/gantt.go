@@ -49,6 +49,9 @@ type Chart struct {
 	BandKind string
 	// LegendTitle heads the legend; "" means "codelet: runs, busy time".
 	LegendTitle string
+	// FirstIDs gives, by bar name, the ID of its first task, for the
+	// colours (Colors): a name whose tasks have no bar keeps its turn.
+	FirstIDs map[string]uint64
 }
 
 // A Row is one row of the chart: a worker, or a transfer track.
@@ -217,7 +220,7 @@ func newDrawing(c Chart) *drawing {
 	for _, e := range byName {
 		d.legend = append(d.legend, *e)
 	}
-	d.colors = Colors(d.Bars)
+	d.colors = Colors(d.Bars, d.FirstIDs)
 	slices.SortFunc(d.legend, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
 	for _, b := range d.Bands {
 		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
@@ -305,7 +308,11 @@ func (d *drawing) writeTitle(w *bufio.Writer) {
 				workers++
 			}
 		}
-		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), "task"), count(workers, "worker"), formatDuration(d.t1-d.t0))
+		span := formatDuration(d.t1 - d.t0)
+		if d.t1 == d.t0 {
+			span = "0 s" // formatDuration's "0" is an axis tick's label
+		}
+		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), "task"), count(workers, "worker"), span)
 		if n := len(d.Bars) - len(d.workBars()); n > 0 {
 			title += "; " + count(n, "copy")
 		}

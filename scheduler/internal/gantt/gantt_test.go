@@ -158,7 +158,7 @@ func TestWriteEmpty(t *testing.T) {
 	assert.Contains(t, svg, "0 tasks on 0 workers")
 	svg = render(t, Chart{Rows: []Row{{Label: "cpu0"}}})
 	assert.Contains(t, svg, ">0.0%</text>")
-	assert.Contains(t, svg, "0 tasks on 1 worker,")
+	assert.Contains(t, svg, "0 tasks on 1 worker, 0 s<")
 }
 
 // TestLegendFits: every codelet has a legend entry, and entries sit in
