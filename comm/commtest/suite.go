@@ -35,6 +35,7 @@ func Cases() []Case {
 		{"P2P/Nonblocking", nonblockingCase},
 		{"P2P/Truncated", truncatedCase},
 		{"P2P/TruncatedPosted", postedTruncatedCase},
+		{"P2P/FreePending", freePendingCase},
 		{"Values", valuesCase},
 		{"Misuse/Count", misuseCountCase},
 		{"Misuse/Datatype", misuseTypeCase},

@@ -117,6 +117,7 @@ type world struct {
 	msgs   sync.Pool     // *message: eager messages, reused once received (p2p.go)
 	posts  sync.Pool     // *recvPost: blocking receives' posts, reused once done
 	left   message       // its address is the mark leave's sweep hands a blocking receive (p2p.go)
+	freed  message       // its address is the mark Free hands a blocking receive (endPending)
 
 	mu    sync.Mutex
 	ranks []worldRank // by world rank: what leave needs to know
@@ -994,11 +995,14 @@ func (c *rankComm) Abort(code int) error {
 }
 
 // Free implements comm.Comm. It is local: other ranks' handles stay
-// usable. Freeing twice returns ErrFreed.
+// usable. Freeing twice returns ErrFreed. This rank's point-to-point
+// calls still pending on c end with an error wrapping ErrFreed (see
+// endPending).
 func (c *rankComm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("local: Free on rank %d: %w", c.rank, comm.ErrFreed)
 	}
+	c.endPending()
 	c.nbcOnce.Do(func() {}) // no engine is made after this
 	if c.nbc != nil {
 		return c.nbc.Close()

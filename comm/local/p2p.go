@@ -168,6 +168,14 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 	}
 	wm := waitable(m) // once queued, an eager m is the receiver's
 	if wm != nil {
+		if c.freed.Load() {
+			// Free ran (on another goroutine) since this send's check:
+			// its sweep of this mailbox is over (see endPending).
+			box.mu.Unlock()
+			wm.err = errSendFreed(dest)
+			close(wm.done)
+			return wm
+		}
 		if why := c.g.gone[dest].Load(); why != nil {
 			// No one will take it: fail the send rather than wait for
 			// ever (the check is under the lock that leave's sweep takes,
@@ -375,6 +383,11 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 		c.g.w.recyclePost(p)
 		return c.consume(call, m, dt, into, dst)
 	}
+	if c.freed.Load() { // Free ran since the check: its sweep is over (endPending)
+		box.mu.Unlock()
+		c.g.w.recyclePost(p)
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
+	}
 	p.counted = c.g.await(c.rank, source)
 	if err := c.g.unreachable(c.rank, source); err != nil {
 		if p.counted {
@@ -432,6 +445,9 @@ func (c *rankComm) handedOff(call string, p *recvPost, m *message, into comm.Int
 	c.g.w.recyclePost(p)
 	if m == &c.g.w.left {
 		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), c.g.unreachable(c.rank, source))
+	}
+	if m == &c.g.w.freed {
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w before a message matched the receive", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
 	}
 	return c.consume(call, m, dt, into, dst)
 }
@@ -715,6 +731,66 @@ func (r *request) Cancel() error {
 	return nil
 }
 
+// endPending ends this rank's point-to-point calls still pending on c's
+// group once c is freed (c.freed is set), each with an error wrapping
+// comm.ErrFreed: the receives posted in its mailbox (an Irecv, a started
+// persistent receive, a blocking Recv on another goroutine) before a
+// message matched them, the probes blocked there, and the messages it
+// sent by reference (above 4 KiB, an Ssend) that no receiver has taken,
+// which are withdrawn (never delivered; their senders' Wait, Send or
+// Ssend fail). Messages of up to 4 KiB that it sent stay queued at their
+// receivers, as sent. A call that checked c before Free and posts after
+// this sweep sees c.freed under the same mailbox lock and fails alike.
+func (c *rankComm) endPending() {
+	g := c.g
+	box := &g.boxes[c.rank]
+	box.mu.Lock()
+	posted := box.posted
+	box.posted = nil
+	for _, ch := range box.probes {
+		close(ch)
+	}
+	box.probes = box.probes[:0]
+	box.mu.Unlock()
+	for _, p := range posted {
+		if p.counted {
+			g.matched(p.src)
+		}
+		if p.req == nil {
+			p.handoff <- &g.w.freed // capacity 1 and p was posted once: never blocks
+			continue
+		}
+		p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w before a message matched the receive", c.rank, fromWhom(p.src, p.tag), comm.ErrFreed))
+		g.w.recyclePost(p)
+	}
+	for j := range g.boxes {
+		b := &g.boxes[j]
+		var mine []*message
+		b.mu.Lock()
+		kept := b.unexp[:0]
+		for _, m := range b.unexp {
+			if m.src == c.rank && m.done != nil {
+				mine = append(mine, m)
+				continue
+			}
+			kept = append(kept, m)
+		}
+		clear(b.unexp[len(kept):])
+		b.unexp = kept
+		b.mu.Unlock()
+		for _, m := range mine {
+			m.err = errSendFreed(j)
+			close(m.done)
+		}
+	}
+}
+
+// errSendFreed is the error of a message by reference to dest that Free
+// withdrew.
+func errSendFreed(dest int) error {
+	return fmt.Errorf("%w before rank %d received the message; it is not delivered", comm.ErrFreed, dest)
+}
+
 // Isend implements comm.Comm. Up to 4 KiB the message is copied and the
 // request is complete at once; larger messages complete when the receiver
 // has copied them.
@@ -768,6 +844,13 @@ func (c *rankComm) irecv(r *request, buf comm.Buf, source, tag int) {
 		}
 		c.g.w.recycle(m)
 		r.st, r.err = st, err
+		r.fin.Store(true)
+		return
+	}
+	if c.freed.Load() { // Free ran since the check (or before a persistent Start): its sweep is over
+		box.mu.Unlock()
+		c.g.w.recyclePost(post)
+		r.err = fmt.Errorf("local: Irecv on rank %d %s: %w", c.rank, fromWhom(source, tag), comm.ErrFreed)
 		r.fin.Store(true)
 		return
 	}
@@ -875,6 +958,9 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 	}
 	box := &c.g.boxes[c.rank]
 	for {
+		if c.freed.Load() { // Free woke this probe (endPending)
+			return nil, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
+		}
 		box.mu.Lock()
 		m := box.findUnexp(source, tag)
 		if m != nil {
@@ -893,6 +979,10 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 		if !wait {
 			box.mu.Unlock()
 			return nil, nil
+		}
+		if c.freed.Load() { // Free ran since the check: its sweep is over (endPending)
+			box.mu.Unlock()
+			return nil, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
 		}
 		counted := c.g.await(c.rank, source)
 		if err := c.g.unreachable(c.rank, source); err != nil {
@@ -1002,6 +1092,15 @@ func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
 	if mm.received.Swap(true) {
 		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: %w: the message from rank %d tag %d was already received",
 			mm.c.rank, comm.ErrInvalidArg, mm.st.Source, mm.st.Tag)
+	}
+	if mm.c.freed.Load() {
+		// The communicator was freed: the message is dropped (its
+		// sender released, as by a receive), as under MPI.
+		if mm.m.done != nil {
+			close(mm.m.done)
+		}
+		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: the message from rank %d tag %d: %w before it was received",
+			mm.c.rank, mm.st.Source, mm.st.Tag, comm.ErrFreed)
 	}
 	return mm.c.consume("Message.Recv", mm.m, mm.dt, into, nil)
 }

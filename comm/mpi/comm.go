@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -234,7 +235,7 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 		}
 		return fmt.Errorf("mpi: %s: %w", call, err)
 	}
-	r := newRequest(c, call, pins...)
+	r := newRequest(c, call, coll, pins...)
 	c.st.lock()
 	rc := start(r.req)
 	c.st.unlock()
@@ -395,6 +396,18 @@ func (c *Comm) Abort(code int) error {
 // communicator is only marked freed; a broken one is marked freed without
 // calling MPI, whose pending operations on it may never complete. Freeing
 // twice returns ErrFreed.
+//
+// The requests of this rank's point-to-point operations still pending on
+// c complete first, with an error wrapping comm.ErrFreed, so that no
+// Wait on them waits for ever: a receive (Irecv, a started persistent
+// receive) is canceled (MPI_Cancel), unless it had matched its message
+// before, when it completes as usual (Free waits for it, up to 2 seconds);
+// a send, which MPI cannot cancel, is handed to MPI (MPI_Request_free):
+// it may still be delivered, and its buffer stays pinned for good. A
+// matched message (Improbe, Mprobe) not yet received is dropped by its
+// Recv, which returns comm.ErrFreed. A Wait already blocked inside
+// MPI_Wait on a send (its ctx cannot be canceled) returns when MPI
+// completes the send.
 func (c *Comm) Free() error {
 	if c.st.finalized.Load() {
 		return fmt.Errorf("mpi: Free: %w", ErrFinalized)
@@ -404,6 +417,9 @@ func (c *Comm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("mpi: Free: %w", comm.ErrFreed)
 	}
+	// This rank's pending receives on c are canceled, its pending sends
+	// left to MPI: their requests complete with comm.ErrFreed (end.go).
+	c.st.endPending(c, time.Now().Add(endWait), false)
 	c.st.watch.dropSlot(c.wslot)
 	var nerr error
 	if c.nbc != nil {

@@ -52,11 +52,14 @@ type state struct {
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	tagUB     int          // MPI_TAG_UB: the largest tag the library takes
 	finalized atomic.Bool  // Finalize ran: no MPI call may follow (MPI finalized, or left so: ErrUnfinalized)
+	ending    atomic.Bool  // Finalize is ending the pending requests (end.go); set before finalized
 	progress  progress     // tests the requests waited on through Done
 	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
 	nbcMu     sync.Mutex
 	nbcs      []*comm.NBC // the engines of non-blocking collectives Finalize waits for (addEngine)
+	pmu       sync.Mutex
+	persist   map[*persistent]struct{} // the persistent requests not freed, for Free and Finalize (end.go)
 	// minmaxGo marks the unsigned datatypes whose MPI_MIN and MPI_MAX the
 	// library gets wrong (pz_minmax_ok); pz combines them in Go instead.
 	minmaxGo [C.PZ_NTYPES]bool

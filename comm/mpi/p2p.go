@@ -161,6 +161,9 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 		return msg, st, nil
 	}
 	test := func() (bool, error) {
+		if c.freed.Load() { // Free, on another goroutine (end.go)
+			return false, comm.ErrFreed
+		}
 		c.st.lock()
 		r := C.pz_improbe(C.int(source), C.int(tag), c.c)
 		c.st.unlock()
@@ -343,7 +346,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	defer c.free(dt) // MPI keeps it while the send is pending
-	r := newRequest(c, "MPI_Isend")
+	r := newRequest(c, "MPI_Isend", false)
 	bp := r.sendFrom(buf.Bytes)
 	r.bytes, r.what = len(buf.Bytes), p2p(p2pWaitIsend, dest, tag)
 	c.st.lock()
@@ -378,7 +381,7 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	nb := len(buf.Bytes)
-	r := newRequest(c, "MPI_Irecv")
+	r := newRequest(c, "MPI_Irecv", false)
 	r.recv, r.dt, r.bytes, r.room, r.what = true, buf.Type, nb, nb, p2p(p2pWaitIrecv, source, tag)
 	var rc C.int
 	switch {

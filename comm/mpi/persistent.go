@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -52,6 +53,11 @@ type persistent struct {
 	// completed (comm's Persistent starts no round before), so that a
 	// round allocates nothing.
 	r request
+	// started: a round was started (under r.mu); orphaned: a round was
+	// handed to MPI unfinished when the communicator was freed or MPI
+	// finalized (request.orphan), so the buffer and stage stay for good.
+	started  bool
+	orphaned atomic.Bool
 }
 
 var _ comm.PersistentComm = (*Comm)(nil)
@@ -118,13 +124,19 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 	}
 	// The rounds' request; its fields other than the state Start resets
 	// are set once (the progress engine reads them without its lock).
-	p.r.c, p.r.call, p.r.req = c, p.call, p.req
+	p.r.c, p.r.call, p.r.req, p.r.owner = c, p.call, p.req, p
 	p.r.round, p.r.recv, p.r.bytes, p.r.dt = true, recv, p.bytes, p.elem
 	p.r.what = p2p(p2pWaitSendInit, peer, tag)
 	if recv {
 		p.r.what = p2p(p2pWaitRecvInit, peer, tag)
 	}
 	p.handle = cgo.NewHandle(p)
+	c.st.pmu.Lock()
+	if c.st.persist == nil {
+		c.st.persist = map[*persistent]struct{}{}
+	}
+	c.st.persist[p] = struct{}{}
+	c.st.pmu.Unlock()
 	return p, nil
 }
 
@@ -167,6 +179,7 @@ func (p *persistent) Start() (comm.Request, error) {
 	if rc != 0 { // the last round stays as it completed
 		return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
 	}
+	p.started = true
 	r.st, r.err = comm.Status{}, nil
 	r.resetCancel()
 	r.doneCh.Store(nil)
@@ -179,7 +192,15 @@ func (p *persistent) Start() (comm.Request, error) {
 // Free releases the request (MPI_Request_free), the buffer's pin and the
 // handle.
 func (p *persistent) Free() error {
+	p.c.st.pmu.Lock()
+	delete(p.c.st.persist, p)
+	p.c.st.pmu.Unlock()
 	defer p.handle.Delete()
+	if p.orphaned.Load() {
+		// A round was handed to MPI unfinished (request.orphan): MPI
+		// freed the request once done, and may still use the memory.
+		return nil
+	}
 	defer p.pin.Unpin()
 	if p.stage != nil {
 		defer C.free(p.stage)

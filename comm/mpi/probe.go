@@ -77,6 +77,9 @@ func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) 
 		return st, nil
 	}
 	err := poll(ctx, 0, func() (bool, error) {
+		if c.freed.Load() { // Free, on another goroutine (end.go)
+			return false, comm.ErrFreed
+		}
 		var flag C.int
 		c.st.lock()
 		rc := C.pz_iprobe(C.int(source), C.int(tag), c.c, &flag, &st)
@@ -153,6 +156,17 @@ func (m *message) Recv(into comm.Into) (comm.Status, error) {
 			comm.ErrInvalidArg, m.status.Source, m.status.Tag)
 	}
 	msg := m.msg // a local: m holds Go pointers, which cgo must not see
+	if m.c.freed.Load() || m.c.st.finalized.Load() {
+		// The communicator was freed: the message is dropped (consumed
+		// into no memory while MPI lives), as on comm/local.
+		if !m.c.st.finalized.Load() {
+			st := m.st
+			m.c.st.lock()
+			C.pz_mrecv(nil, 0, m.c.h.byte, &msg, &st)
+			m.c.st.unlock()
+		}
+		return comm.Status{}, fmt.Errorf("mpi: Message.Recv: the message from rank %d tag %d: %w before it was received", m.status.Source, m.status.Tag, comm.ErrFreed)
+	}
 	id := m.c.st.watch.beginP2P(p2p(p2pMrecv, m.status.Source, m.status.Tag))
 	st, err := m.c.mrecv("Message.Recv", &msg, m.st, m.dt, into)
 	m.c.st.watch.endP2P(id)

@@ -180,6 +180,9 @@ func (s *testScratch) testAll(batch []*request) bool {
 	s.grow(len(locked))
 	reqs, done, out := s.reqs[:len(locked)], s.done[:len(locked)], s.out[:len(locked)]
 	for i, r := range locked {
+		if r.recv && r.ending() { // its communicator freed, or MPI finalizing: cancel it (end.go)
+			r.askEnd()
+		}
 		_ = r.cancelIfAsked() // a failure is complete's to report
 		reqs[i] = *r.req
 		done[i] = 0
@@ -201,8 +204,12 @@ func (s *testScratch) testAll(batch []*request) bool {
 	progressed := false
 	for i, r := range locked {
 		*r.req = reqs[i]
-		if done[i] != 0 {
+		switch {
+		case done[i] != 0:
 			r.complete(0, &out[i])
+			progressed = true
+		case !r.recv && r.ending(): // a send MPI cannot cancel (end.go)
+			r.orphan()
 			progressed = true
 		}
 	}

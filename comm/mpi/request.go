@@ -33,7 +33,9 @@ type request struct {
 	slot *slot          // nil for a round of a persistent request and once completed
 
 	what  p2pWhat       // what Wait waits for, in the watch's reports
+	coll  bool          // a collective's (startAndPoll): never ended by Free or Finalize (end.go)
 	round bool          // a round of a persistent request, which owns req and the pins
+	owner *persistent   // that persistent request
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
 	dt    comm.Datatype // element type of an Irecv
@@ -63,18 +65,26 @@ type request struct {
 	cancelMu    sync.Mutex  // guards the two below; held across MPI_Cancel
 	canceled    bool        // MPI_Cancel was called (once)
 	cancelErr   error       // its failure, reported by complete
+	// endAsked: the receive is canceled because its communicator is
+	// freed or MPI finalized (end.go); a canceled completion then
+	// reports comm.ErrFreed, not comm.ErrCanceled.
+	endAsked atomic.Bool
 }
 
 var _ comm.Request = (*request)(nil)
 
-func newRequest(c *Comm, call string, pins ...unsafe.Pointer) *request {
-	sl := c.st.slots.get()
+// newRequest makes the request of an operation, in a slot; coll marks a
+// collective's.
+func newRequest(c *Comm, call string, coll bool, pins ...unsafe.Pointer) *request {
+	r := &request{c: c, call: call, coll: coll}
+	sl := c.st.slots.get(r)
 	for _, p := range pins {
 		if p != nil {
 			sl.pin.Pin(p)
 		}
 	}
-	return &request{c: c, call: call, req: sl.req, slot: sl}
+	r.req, r.slot = sl.req, sl
+	return r
 }
 
 // release gives up the pins and the slot; MPI no longer owns the memory.
@@ -95,6 +105,7 @@ type slot struct {
 	req   *C.MPI_Request
 	pin   runtime.Pinner
 	stage unsafe.Pointer
+	r     *request // the operation using the slot, nil while it is free; under slots.mu
 }
 
 // stageBytes is the largest message an Isend or Irecv passes through its
@@ -178,16 +189,19 @@ type slots struct {
 	all  []*slot
 }
 
-func (s *slots) get() *slot {
+// get returns a free slot for r's operation (Free and Finalize find the
+// pending operations through the slots in use: end.go).
+func (s *slots) get(r *request) *slot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := len(s.free); n > 0 {
 		sl := s.free[n-1]
 		s.free[n-1] = nil
 		s.free = s.free[:n-1]
+		sl.r = r
 		return sl
 	}
-	sl := &slot{req: (*C.MPI_Request)(C.malloc(C.sizeof_MPI_Request))}
+	sl := &slot{req: (*C.MPI_Request)(C.malloc(C.sizeof_MPI_Request)), r: r}
 	s.all = append(s.all, sl)
 	return sl
 }
@@ -195,7 +209,17 @@ func (s *slots) get() *slot {
 func (s *slots) put(sl *slot) {
 	sl.pin.Unpin()
 	s.mu.Lock()
+	sl.r = nil
 	s.free = append(s.free, sl)
+	s.mu.Unlock()
+}
+
+// retire takes sl out of use for good, its pins and memory kept: an
+// operation ended without MPI's completion (request.orphan), which MPI
+// may still be reading or writing.
+func (s *slots) retire(sl *slot) {
+	s.mu.Lock()
+	sl.r = nil
 	s.mu.Unlock()
 }
 
@@ -211,7 +235,11 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		r.unstage()
 		r.release()
 		r.st = comm.Status{}
-		r.err = fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrCanceled)
+		if r.endAsked.Load() { // by Free or Finalize (end.go)
+			r.err = r.endErr(false)
+		} else {
+			r.err = fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrCanceled)
+		}
 		return
 	}
 	if cerr := r.cancelFailure(); cerr != nil {
@@ -304,10 +332,23 @@ func (r *request) truncated(st *C.pz_status, e *Error) (int, error) {
 	return 0, fmt.Errorf("mpi: %s: message from rank %d has %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, cause)
 }
 
-// test tests the operation once; r.mu is held.
+// test tests the operation once; r.mu is held. Once r's communicator is
+// freed or MPI is being finalized it ends r instead of waiting for ever
+// (end.go): a receive is canceled, a send that has not completed is
+// left to MPI (orphan); after MPI_Finalize it makes no MPI call.
 func (r *request) test() (bool, error) {
 	if r.completed() {
 		return true, nil
+	}
+	end := r.ending()
+	if end {
+		if r.c.st.finalized.Load() {
+			r.orphan()
+			return true, nil
+		}
+		if r.recv {
+			r.askEnd()
+		}
 	}
 	_ = r.cancelIfAsked() // a failure is complete's to report
 	r.cflag = 0
@@ -316,6 +357,10 @@ func (r *request) test() (bool, error) {
 	r.c.st.unlock()
 	runtime.KeepAlive(r) // C had only the addresses of its fields
 	if r.cflag == 0 && rc == 0 {
+		if end && !r.recv {
+			r.orphan()
+			return true, nil
+		}
 		return false, nil
 	}
 	r.complete(rc, &r.cst)
@@ -331,7 +376,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	defer r.mu.Unlock()
 	if !r.completed() {
 		id := r.c.beginP2P(ctx, r.what)
-		if r.c.blocks(ctx) {
+		if r.c.blocks(ctx) && !r.ending() {
 			if r.recv {
 				r.enterWait()
 			}
@@ -430,7 +475,7 @@ func (r *request) Cancel() error {
 	if !r.recv {
 		return fmt.Errorf("mpi: Cancel of %s: %w: only a receive can be canceled (MPI deprecates canceling sends); wait for it", r.name(), comm.ErrInvalidArg)
 	}
-	if r.completed() {
+	if r.completed() || r.c.st.finalized.Load() { // Finalize ended every request (end.go)
 		return nil
 	}
 	r.cancelMu.Lock()
@@ -520,6 +565,7 @@ func (r *request) cancelFailure() error {
 func (r *request) resetCancel() {
 	r.cancelMu.Lock()
 	r.cancelAsked.Store(false)
+	r.endAsked.Store(false)
 	r.blocked.Store(false)
 	r.canceled, r.cancelErr = false, nil
 	r.cancelMu.Unlock()
