@@ -93,7 +93,7 @@ func (c *Comm) Size() int { return c.size }
 
 func (c *Comm) usable(call string) error {
 	if c.st.finalized.Load() {
-		return fmt.Errorf("mpi: %s: %w", call, ErrFinalized)
+		return fmt.Errorf("mpi: %s: %w (%w)", call, ErrFinalized, comm.ErrFreed)
 	}
 	if c.freed.Load() {
 		return fmt.Errorf("mpi: %s: %w", call, comm.ErrFreed)

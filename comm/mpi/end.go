@@ -182,3 +182,16 @@ func (s *state) pendingOf(c *Comm) []*request {
 	s.pmu.Unlock()
 	return out
 }
+
+// stillWaiting describes the requests Finalize could not end: sends that
+// goroutines wait for inside MPI_Wait.
+func stillWaiting(held []*request) error {
+	if len(held) == 0 {
+		return nil
+	}
+	msgs := make([]error, len(held))
+	for i, r := range held {
+		msgs[i] = fmt.Errorf("%v is inside MPI_Wait on rank %d", r.what, r.c.rank)
+	}
+	return stillRunning(msgs)
+}

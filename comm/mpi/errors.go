@@ -13,7 +13,8 @@ var (
 	// build tag.
 	ErrNotBuilt = errors.New("mpi: this binary was built without MPI support; rebuild with `go build -tags mpi` (needs the MPI development files: `pkg-config --cflags ompi` must work, e.g. Debian's libopenmpi-dev)")
 	// ErrFinalized is returned by Init after MPI was finalized: MPI can be
-	// initialized only once per process.
+	// initialized only once per process. Every call on a communicator
+	// after World.Finalize returns it too, wrapped with comm.ErrFreed.
 	ErrFinalized = errors.New("mpi: MPI was finalized; it cannot be initialized again in this process")
 	// ErrUnfinalized is wrapped by the error World.Finalize returns when a
 	// non-blocking collective is still inside MPI after Finalize waited

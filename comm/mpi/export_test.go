@@ -2,7 +2,11 @@
 
 package mpi
 
-import "time"
+import (
+	"time"
+
+	"github.com/pzgo/pz/comm"
+)
 
 // MPIThreadIDs returns the OS thread ids on which w's MPI_Init_thread and
 // MPI_Finalize ran (and any other call of its MPI thread), for tests.
@@ -47,3 +51,11 @@ func EnginesRunning(w *World) []string {
 	}
 	return running
 }
+
+// WaitingInMPI reports whether a Wait is inside MPI_Wait on r, a
+// receive's request.
+func WaitingInMPI(r comm.Request) bool { return r.(*request).blocked.Load() }
+
+// FinalizedCleanly reports whether a test finalized MPI through w, and
+// Finalize succeeded (TestMain then cannot agree on the exit status).
+func FinalizedCleanly(w *World) bool { return w.st.finalized.Load() && w.finalErr == nil }

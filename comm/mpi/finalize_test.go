@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 )
@@ -84,4 +85,104 @@ func TestFinalizeWithUnjoinedCollective(t *testing.T) {
 	require.Contains(t, s, "--- PASS: TestFinalizeWithUnjoinedCollective", s)
 	require.NotContains(t, s, "--- FAIL", s)
 	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
+}
+
+// pendingEnv selects the job of TestWaitAfterFinalize.
+const pendingEnv = "PZ_MPI_TEST_PENDING_AT_FINALIZE"
+
+// TestWaitAfterFinalize: requests still pending when MPI is finalized -
+// an Irecv that no message matches, a 1 MiB Isend that no receive takes,
+// a started persistent receive, an Irecv the progress engine tests (its
+// Done was asked for), an Irecv a goroutine waits for inside MPI_Wait -
+// and a message taken by Mprobe: Finalize ends them (receives canceled,
+// the send handed to MPI) and finalizes MPI; then Test, Wait, WaitAll,
+// WaitAny, Cancel, Message.Recv and a persistent Free return at once,
+// each error wrapping comm.ErrFreed, without calling MPI. (Before, a
+// Wait or Test after Finalize called MPI_Test, and Open MPI aborted the
+// process: "The MPI_Test() function was called after MPI_FINALIZE was
+// invoked".) Runs on 2 ranks under its own mpirun, since it finalizes
+// MPI; the job must end cleanly.
+func TestWaitAfterFinalize(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(pendingEnv) == "" {
+			t.Skip("run by TestWaitAfterFinalize under its own mpirun")
+		}
+		me, n := world.Rank(), world.Size()
+		other := (me + 1) % n
+		ctx := context.Background()
+		r1, err := comm.Irecv(world, make([]int32, 2), other, 1)
+		require.NoError(t, err)
+		s1, err := comm.Isend(world, make([]byte, 1<<20), other, 2)
+		require.NoError(t, err)
+		p1, err := comm.RecvInit(world, make([]float64, 1), comm.AnySource, 3)
+		require.NoError(t, err)
+		require.NoError(t, p1.Start())
+		r2, err := comm.Irecv(world, make([]int32, 1), other, 4)
+		require.NoError(t, err)
+		done2 := r2.(comm.Notifier).Done() // the progress engine tests it
+		r3, err := comm.Irecv(world, make([]int32, 1), other, 5)
+		require.NoError(t, err)
+		waited := make(chan error, 1)
+		go func() {
+			_, err := r3.Wait(context.Background()) // inside MPI_Wait
+			waited <- err
+		}()
+		require.Eventually(t, func() bool { return mpi.WaitingInMPI(r3) }, time.Minute, time.Millisecond)
+		require.NoError(t, comm.Send(ctx, world, []int64{9}, me, 6))
+		msg, err := world.Mprobe(ctx, comm.Int64, me, 6)
+		require.NoError(t, err)
+		require.NoError(t, world.Barrier(ctx))
+
+		require.NoError(t, world.Finalize())
+
+		select {
+		case err := <-waited:
+			assert.ErrorIs(t, err, comm.ErrFreed, "the Wait inside MPI_Wait")
+		case <-time.After(time.Minute):
+			t.Fatal("the Wait inside MPI_Wait did not return")
+		}
+		select {
+		case <-done2:
+		default:
+			t.Error("Done of an Irecv the progress engine tested is not closed")
+		}
+		for i, r := range []comm.Request{r1, s1, p1, r2, r3} {
+			done, st, err := r.Test()
+			assert.True(t, done, "request %d: Test", i)
+			assert.ErrorIs(t, err, comm.ErrFreed, "request %d: Test", i)
+			assert.NotErrorIs(t, err, comm.ErrCanceled, "request %d: Test", i)
+			assert.Equal(t, comm.Status{}, st, "request %d", i)
+			_, err = r.Wait(ctx)
+			assert.ErrorIs(t, err, comm.ErrFreed, "request %d: Wait", i)
+		}
+		_, err = comm.WaitAll(ctx, []comm.Request{r1, s1, p1})
+		assert.ErrorIs(t, err, comm.ErrFreed, "WaitAll")
+		cp, err := comm.WaitAny(ctx, []comm.Request{nil, s1})
+		assert.NoError(t, err)
+		assert.Equal(t, 1, cp.Index)
+		assert.ErrorIs(t, cp.Err, comm.ErrFreed, "WaitAny")
+		assert.NoError(t, r1.(comm.Canceler).Cancel())
+		_, err = msg.Recv(func(int) ([]byte, error) { return make([]byte, 8), nil })
+		assert.ErrorIs(t, err, comm.ErrFreed, "Recv of a matched message")
+		assert.NoError(t, p1.Free())
+		assert.ErrorIs(t, comm.Send(ctx, world, []int64{1}, other, 7), comm.ErrFreed, "Send after Finalize")
+		return
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(lau.Args(2), os.Args[0], "-test.run=^TestWaitAfterFinalize$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), pendingEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	s := string(out)
+	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	require.NoError(t, err, "%s", s)
+	require.Equal(t, 2, strings.Count(s, "--- PASS: TestWaitAfterFinalize"), s)
+	require.NotContains(t, s, "--- FAIL", s)
+	require.NotContains(t, s, "after MPI_FINALIZE", s)
 }

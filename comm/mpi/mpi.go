@@ -260,7 +260,16 @@ const finalizeWait = 10 * time.Second
 // collective: call it on every rank, after every other MPI call). If MPI was
 // adopted it does nothing. It is idempotent: later calls return the first
 // call's error. Afterwards every communicator of this World returns
-// ErrFinalized, and Init cannot be called again.
+// ErrFinalized (wrapping comm.ErrFreed), and Init cannot be called again.
+//
+// The point-to-point requests still pending on any communicator end first,
+// as Comm.Free ends a communicator's: receives are canceled, sends handed
+// to MPI, and each completes with an error wrapping comm.ErrFreed, so
+// that their Wait and Test return at once, without calling MPI (a Wait or
+// Test after MPI_Finalize aborted the process). A send that a goroutine
+// waits for inside MPI_Wait (a Wait whose ctx cannot be canceled) is
+// waited for up to 2 seconds, and otherwise leaves MPI unfinalized, as
+// below.
 //
 // Finalize first stops the engines of non-blocking collectives (see
 // comm.NBC). One whose collective is running, which MPI cannot cancel,
@@ -296,20 +305,35 @@ func (w *World) finalize() error {
 		_ = n.Close()
 	}
 	running := w.waitEngines()
+	// The point-to-point requests still pending on any communicator end
+	// (end.go): receives canceled, sends handed to MPI, each completing
+	// with comm.ErrFreed, so that no Wait or Test calls MPI after
+	// MPI_Finalize (Open MPI aborts the process then) and none waits for
+	// ever. A send that a goroutine waits for inside MPI_Wait is waited
+	// for, up to endWait.
+	w.st.ending.Store(true)
+	held := stillWaiting(w.st.endPending(nil, time.Now().Add(endWait), true))
 	// So does the progress engine: no MPI call may follow Finalize.
 	w.st.progress.shutdown()
 	initMu.Lock()
 	defer initMu.Unlock()
 	w.st.finalized.Store(true)
-	if running != nil {
+	if running != nil || held != nil {
 		// The goroutines inside MPI stay there until the other ranks
 		// take part (if ever); the thread that initialized MPI has
 		// nothing left to do.
 		w.thread.stop()
-		return fmt.Errorf("%w: Finalize found non-blocking collectives still inside MPI: %w; "+
+		var inside []error
+		if running != nil {
+			inside = append(inside, fmt.Errorf("Finalize found non-blocking collectives still inside MPI: %w", running))
+		}
+		if held != nil {
+			inside = append(inside, fmt.Errorf("Finalize found waits for sends still inside MPI_Wait after %v: %w", endWait, held))
+		}
+		return fmt.Errorf("%w: %w; "+
 			"finalizing MPI while a thread is inside it is undefined (Open MPI may crash or hang), "+
 			"so MPI stays initialized: this process may exit, and mpirun then reports that it exited "+
-			"without calling MPI_Finalize", ErrUnfinalized, running)
+			"without calling MPI_Finalize", ErrUnfinalized, stillRunning(inside))
 	}
 	if rc := w.finalizeOnThread(); rc != 0 {
 		return fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
