@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ProcNull is the null peer (MPI_PROC_NULL) of the typed point-to-point
@@ -207,15 +208,62 @@ type ReduceScatterComm interface {
 // ReduceScatter reduces send element-wise across ranks with op and gives
 // rank r the counts[r] elements after those of ranks 0..r-1
 // (MPI_Reduce_scatter). Every rank passes the same counts, which sum to
-// len(send).
+// len(send); counts that differ across ranks (even with the same sum,
+// where the blocks would overlap) are a *MismatchError on every rank
+// naming two ranks' counts. That check is a small AllReduce of the
+// counts' hash beside the reduction.
 func ReduceScatter[T Number](ctx context.Context, c Comm, send []T, counts []int, op Op) ([]T, error) {
 	return reduceScatter(ctx, c, "ReduceScatter", send, counts, op)
+}
+
+// agreeCounts checks that every rank passed the same counts: each rank
+// contributes a hash h of its counts as (h, -h) to a Max AllReduce,
+// equal everywhere only if every hash is; on a difference, every rank
+// (they all see it) gathers the counts to name the first that differ.
+func agreeCounts(ctx context.Context, c Comm, call string, counts []int) error {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for range 8 {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	mix(uint64(len(counts)))
+	for _, k := range counts {
+		mix(uint64(k))
+	}
+	x := int64(h >> 1) // -x never overflows
+	got := make([]int64, 2)
+	if err := AllReduceTo(ctx, c, got, []int64{x, -x}, Max); err != nil {
+		return fmt.Errorf("comm: %s: comparing the ranks' counts: %w", call, err)
+	}
+	if got[0] == -got[1] {
+		return nil
+	}
+	all, err := AllGatherValues(ctx, c, counts)
+	if err != nil {
+		return fmt.Errorf("comm: %s: the ranks' counts differ; gathering them: %w", call, err)
+	}
+	for r := range all {
+		if !slices.Equal(all[r], all[0]) {
+			return &MismatchError{Op: call, Detail: fmt.Sprintf("counts: rank 0 passed %v, rank %d passed %v", all[0], r, all[r])}
+		}
+	}
+	return &MismatchError{Op: call, Detail: "counts: the ranks' hashes differ"}
 }
 
 func reduceScatter[T Number](ctx context.Context, c Comm, call string, send []T, counts []int, op Op) ([]T, error) {
 	all := make([]T, len(send))
 	if err := AllReduceTo(ctx, c, all, send, op); err != nil {
 		return nil, fmt.Errorf("comm: %s: %w", call, err)
+	}
+	if call == "ReduceScatter" {
+		// ReduceScatterBlock's counts derive from len(send), which
+		// the reduction compared.
+		if err := agreeCounts(ctx, c, call, counts); err != nil {
+			return nil, err
+		}
 	}
 	if counts == nil {
 		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d elements do not split into %d equal blocks", len(send), c.Size())}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pzgo/pz/comm"
@@ -185,8 +186,32 @@ func reduceScatterCase(ctx context.Context, c comm.Comm) error {
 		if _, err := comm.ReduceScatterBlock(ctx, c, make([]float64, n+1), comm.Sum); !errors.Is(err, comm.ErrInvalidArg) {
 			return fmt.Errorf("ReduceScatterBlock of %d elements on %d ranks: %v, want ErrInvalidArg", n+1, n, err)
 		}
+		// Counts that differ across ranks with the same sum (the last
+		// rank swaps its first two): the blocks would overlap, silently.
+		mine := slices.Clone(counts)
+		if me == n-1 {
+			mine[0], mine[1] = mine[1], mine[0]
+		}
+		_, err := comm.ReduceScatter(ctx, c, vec, mine, comm.Sum)
+		var me2 *comm.MismatchError
+		if !errors.As(err, &me2) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d passed %v", n-1, countsOf(n, true))) {
+			return fmt.Errorf("ReduceScatter with rank %d's counts swapped: %v, want a *comm.MismatchError naming its counts", n-1, err)
+		}
 	}
 	return nil
+}
+
+// countsOf is reduceScatterCase's counts (rank r gets r+1), with the
+// first two swapped if swap.
+func countsOf(n int, swap bool) []int {
+	out := make([]int, n)
+	for r := range out {
+		out[r] = r + 1
+	}
+	if swap {
+		out[0], out[1] = out[1], out[0]
+	}
+	return out
 }
 
 // allGatherToCase: equal blocks in rank order, at lengths that ride in
