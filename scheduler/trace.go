@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -158,6 +159,19 @@ func checkTracePath(path string) error {
 	if path != "" && strings.EqualFold(filepath.Ext(path), ".svg") {
 		return fmt.Errorf("the trace is JSON and its Gantt chart is written beside it as %s, so the trace file must not end in %s (use %s)",
 			filepath.Base(ganttPath(path)), filepath.Ext(path), filepath.Base(strings.TrimSuffix(path, filepath.Ext(path))+".json"))
+	}
+	if path != "" {
+		// Checked now, not when Close writes the trace after the whole
+		// run.
+		dir := filepath.Dir(path)
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("the trace's directory %s: %w (create it first)", dir, err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("the trace's directory %s is not a directory", dir)
+		}
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			return fmt.Errorf("%s is a directory; name the trace's file (%s)", path, filepath.Join(path, "trace.json"))
+		}
 	}
 	return nil
 }

@@ -93,3 +93,18 @@ func TestWriteWithoutRecording(t *testing.T) {
 	assert.True(t, strings.HasPrefix(svg.String(), "<svg"))
 	assert.Contains(t, tr.String(), `"quick"`)
 }
+
+// A trace whose directory does not exist (or that names a directory) is
+// refused by New, not found out by Close after the whole run.
+func TestTracePathCheckedAtNew(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing", "t.json"): "create it first",
+		dir:                                     "is a directory",
+	} {
+		_, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithPerfModelDir(""), scheduler.WithTrace(path))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, path)
+		assert.Contains(t, err.Error(), want)
+	}
+}

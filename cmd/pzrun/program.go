@@ -52,8 +52,13 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 	if st, err := os.Stat(path); err != nil {
 		fmt.Fprintf(stderr, "pzrun: %v (a program to launch is a path, e.g. ./prog; the built-in apps are %s)\n", err, appNames())
 		return exitUsage
-	} else if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
-		fmt.Fprintf(stderr, "pzrun: %s is not an executable file: build the program first (go build -o %s .)\n", path, path)
+	} else if st.IsDir() {
+		// Never suggest "go build -o PATH": PATH exists, and the
+		// suggestion would overwrite it (or a directory's contents).
+		fmt.Fprintf(stderr, "pzrun: %s is a directory, not a program: give the program's path (go build -o ./prog . in the package's directory, then pzrun ./prog)\n", path)
+		return exitUsage
+	} else if st.Mode().Perm()&0o111 == 0 {
+		fmt.Fprintf(stderr, "pzrun: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", path)
 		return exitUsage
 	}
 	cmd := exec.Command(path, args...)

@@ -379,7 +379,7 @@ func TestCholeskyOutOfCore(t *testing.T) {
 
 	code, _, errs = pzrun(t, "cholesky", "-n", "128", "-b", "64", "-device-only")
 	assert.Equal(t, 2, code, "a flag combination is a usage error")
-	assert.Contains(t, errs, "DeviceOnly needs devices (pzrun: -sim N, or -cuda N")
+	assert.Contains(t, errs, "DeviceOnly (-device-only) needs devices (pzrun: -sim N, or -cuda N")
 
 	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}} {
 		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)
@@ -579,6 +579,7 @@ func TestContextsApp(t *testing.T) {
 		assert.Greater(t, r["makespan_s"].(float64), 0.0)
 		assert.Less(t, r["residual_small"].(float64), 1e-3, r)
 		assert.Less(t, r["residual_large"].(float64), 1e-3, r)
+		assert.Equal(t, true, r["checked"], r)
 	}
 	assert.Len(t, modes, 3, "global, static and hypervisor runs")
 	sum := recs[3]
@@ -725,9 +726,35 @@ func TestLaunchProgram(t *testing.T) {
 	code, _, errs := pzrun(t, "./no-such-program")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "no such file")
-	code, _, errs = pzrun(t, t.TempDir()+"/")
+	dir := t.TempDir()
+	code, _, errs = pzrun(t, dir+"/")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "is not an executable file")
+	assert.Contains(t, errs, "is a directory, not a program")
+	// A file that exists but is not executable: the advice must not be
+	// to build over it (it was "go build -o /etc/passwd .").
+	data := filepath.Join(dir, "data.txt")
+	require.NoError(t, os.WriteFile(data, []byte("x"), 0o644))
+	code, _, errs = pzrun(t, data)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, data+" is not executable")
+	assert.NotContains(t, errs, "go build -o "+data)
+}
+
+// The apps' option errors name the flag to change.
+func TestAppErrorsNameFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cholesky", "-n", "512", "-b", "0"}, "(-b) must be in 1..512"},
+		{[]string{"cholesky", "-n", "4"}, "block size 256 (-b) must be in 1..4, the matrix size (-n)"},
+		{[]string{"cholesky", "-n", "512", "-b", "128", "-workers", "-3"}, "(-workers) must not be negative"},
+		{[]string{"-n", "4", "cholesky", "-n", "512", "-b", "128", "-grid", "3x3"}, "-grid PxQ"},
+	} {
+		code, _, errs := pzrun(t, c.args...)
+		assert.NotEqual(t, 0, code, "%v", c.args)
+		assert.Contains(t, errs, c.want, "%v", c.args)
+	}
 }
 
 // readyWriter closes ready when the output first contains "ready".

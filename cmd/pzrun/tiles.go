@@ -37,6 +37,9 @@ type tiledFlags struct {
 
 // cudaMemLimit checks -cuda-mem and returns its bytes (0 when not given).
 func (f *tiledFlags) cudaMemLimit() (int64, error) {
+	if f.cuda < -1 {
+		return 0, fmt.Errorf("%w: -cuda %d: give a number of GPUs, or -1 for all of them", errUsage, f.cuda)
+	}
 	if f.cudaMem == "" {
 		return 0, nil
 	}

@@ -803,9 +803,16 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	lerr := d.local.WaitAll(wctx)
 	stop()
 	gaveUp := wctx.Err() != nil // ctx ended, or the stall timeout
+	// A deadline or the stall timeout is explained (what each task
+	// waits for); a cancellation (the program's, an interrupt) is what
+	// the program asked for, and a report per rank would read as a hang.
+	canceled := errors.Is(context.Cause(wctx), context.Canceled)
 	wcancel(nil)
 	if lerr != nil && gaveUp {
-		err := fmt.Errorf("dist: WaitAll on rank %d: %w; %s", d.rank, lerr, d.explain())
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, lerr)
+		if !canceled {
+			err = fmt.Errorf("%w; %s", err, d.explain())
+		}
 		if d.size > 1 {
 			// The graph cannot go on without this rank: it has failed
 			// here too. (On one rank WaitAll may be called again.)

@@ -972,8 +972,11 @@ func TestStallExplained(t *testing.T) {
 			return err
 		}
 		defer ls.Close()
-		// Rank 1's WaitAll ends when the stall is reported.
-		wctx, cancel := context.WithCancel(ctx)
+		// Rank 1's WaitAll ends when the stall is reported, canceled
+		// with a cause of the program's: explained, as a deadline is (a
+		// plain cancel or an interrupt is not).
+		wctx, cancelCause := context.WithCancelCause(ctx)
+		cancel := func() { cancelCause(errors.New("the stall was reported")) }
 		defer cancel()
 		var opts []dist.Option
 		if c.Rank() == 1 {

@@ -235,7 +235,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 			}
 		}
 		if len(ids) == 0 {
-			return nil, fmt.Errorf("cholesky: %w: DeviceOnly needs devices (pzrun: -sim N, or -cuda N on a machine with GPUs)", tiled.ErrBadOptions)
+			return nil, fmt.Errorf("cholesky: %w: DeviceOnly (-device-only) needs devices (pzrun: -sim N, or -cuda N on a machine with GPUs)", tiled.ErrBadOptions)
 		}
 		c, err := s.NewContext("devices", scheduler.ContextWorkers(ids...))
 		if err != nil {

@@ -95,6 +95,7 @@ const doneTag scheduler.Tag = 1 << 62
 //	resizes      workers moved by the hypervisor
 //	runs         how many times the mode ran (Options.Repeat); the
 //	             figures are those of the run with the median makespan
+//	checked      whether the residuals were computed (-check)
 //	residual_small, residual_large  ‖A − L·Lᵀ‖_F/‖A‖_F (0 unless checked)
 type ModeResult struct {
 	App           string  `json:"app"`
@@ -112,6 +113,7 @@ type ModeResult struct {
 	GFlops        float64 `json:"gflops"`
 	Resizes       int     `json:"resizes"`
 	Runs          int     `json:"runs"`
+	Checked       bool    `json:"checked"`
 	ResidualSmall float64 `json:"residual_small"`
 	ResidualLarge float64 `json:"residual_large"`
 }
@@ -454,6 +456,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		mr.Resizes = len(hv.Resizes())
 	}
 	if opts.Check {
+		mr.Checked = true
 		for i, m := range ms {
 			l := make([]T, ns[i]*ns[i])
 			m.CopyTo(l)

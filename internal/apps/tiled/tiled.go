@@ -22,13 +22,13 @@ var ErrBadOptions = errors.New("apps: invalid options")
 func CheckShape(n, b, precision int) error {
 	switch {
 	case n <= 0:
-		return fmt.Errorf("%w: matrix size %d must be positive", ErrBadOptions, n)
+		return fmt.Errorf("%w: matrix size %d (-n) must be positive", ErrBadOptions, n)
 	case b <= 0 || b > n:
-		return fmt.Errorf("%w: block size %d must be in 1..%d", ErrBadOptions, b, n)
+		return fmt.Errorf("%w: block size %d (-b) must be in 1..%d, the matrix size (-n)", ErrBadOptions, b, n)
 	case n%b != 0:
 		return fmt.Errorf("%w: matrix size %d is not a multiple of block size %d (try -n %d)", ErrBadOptions, n, b, n/b*b+b)
 	case precision != 32 && precision != 64:
-		return fmt.Errorf("%w: precision %d must be 32 or 64", ErrBadOptions, precision)
+		return fmt.Errorf("%w: precision %d (-precision) must be 32 or 64", ErrBadOptions, precision)
 	}
 	return nil
 }
@@ -162,8 +162,11 @@ func Prepare(n, b int, precision *int, seed *uint64, workers, warmup int) error 
 	if err := CheckShape(n, b, *precision); err != nil {
 		return err
 	}
-	if workers < 0 || warmup < 0 {
-		return fmt.Errorf("%w: workers %d and warmup %d must not be negative", ErrBadOptions, workers, warmup)
+	if workers < 0 {
+		return fmt.Errorf("%w: workers %d (-workers) must not be negative (0: one per core)", ErrBadOptions, workers)
+	}
+	if warmup < 0 {
+		return fmt.Errorf("%w: warmup %d (-warmup) must not be negative", ErrBadOptions, warmup)
 	}
 	return nil
 }
