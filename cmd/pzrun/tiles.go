@@ -393,6 +393,10 @@ func benchTasksApp() app {
 				if *batch < 0 {
 					return fmt.Errorf("%w: -batch %d: want a number of tasks >= 0 (0: one Submit per task)", errUsage, *batch)
 				}
+				if *batch > 0 && *work {
+					// Before the peers run, not after.
+					return fmt.Errorf("%w: -batch %d with -submitters-work: a working submitter (a Driver) submits one task at a time; drop one of them", errUsage, *batch)
+				}
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds, SubmittersWork: *work, Batch: *batch}
 				if *format != "json" && *format != "table" {
 					return fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
