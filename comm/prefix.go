@@ -142,7 +142,7 @@ func scan[T Number](ctx context.Context, c Comm, call string, send []T, op Op, i
 	}
 	if !op.Supports(dt) {
 		// Every rank checks the same op and type: all fail alike.
-		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("op %v is not defined on %v", op, dt)}
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("reduction %v is not defined on %v", op, dt)}
 	}
 	parts, err := AllGather(ctx, c, send)
 	if err != nil {

@@ -359,7 +359,7 @@ func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv boo
 		return 0, err
 	}
 	if op != comm.User && !op.Supports(send.Type) { // a user op: comm.CheckUser
-		return 0, c.argErr(k, "op %v is not defined on %s", op, send.Type)
+		return 0, c.argErr(k, "reduction %v is not defined on %v", op, send.Type)
 	}
 	if !wantRecv {
 		return 0, nil
@@ -368,7 +368,7 @@ func (c *Comm) checkReduce(k call, send, recv comm.Buf, op comm.Op, wantRecv boo
 		return 0, c.argErr(k, "recv datatype %v differs from send datatype %v", recv.Type, send.Type)
 	}
 	if len(recv.Bytes) != len(send.Bytes) {
-		return 0, c.argErr(k, "recv has %d elements, send %d; they must be equal", recv.Len(), send.Len())
+		return 0, c.argErr(k, "receive buffer holds %d elements, send buffer %d", recv.Len(), send.Len())
 	}
 	if err := comm.CheckAlias(k.String(), c.rank, send, recv); err != nil {
 		return 0, err

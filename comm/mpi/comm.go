@@ -264,7 +264,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	}
 	var lerr error
 	if color < 0 && color != comm.Undefined {
-		lerr = c.argErr(callSplit, "color %d must be >= 0 or comm.Undefined", color)
+		lerr = c.argErr(callSplit, "color %d is negative (use comm.Undefined to join no communicator)", color)
 	} else if color > math.MaxInt32 || key < math.MinInt32 || key > math.MaxInt32 {
 		lerr = c.argErr(callSplit, "color %d or key %d outside MPI's int range", color, key)
 	}

@@ -302,7 +302,7 @@ func (c *Comm) checkOpAt(k call, op comm.Op, dt comm.Datatype) error {
 	case !op.Valid():
 		return c.argErr(k, "invalid op %v", op)
 	case !op.Supports(dt):
-		return c.argErr(k, "op %v is not defined on %v", op, dt)
+		return c.argErr(k, "reduction %v is not defined on %v", op, dt)
 	case c.goMinMax(op, dt) != nil:
 		return c.argErr(k, "this MPI library (%s) gets %v on %v wrong, which pz corrects in Go on Go buffers only", Library(), op, dt)
 	}
