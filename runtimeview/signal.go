@@ -43,6 +43,7 @@ type SignalError struct {
 	Signal os.Signal
 }
 
+// Error names the signal: "runtimeview: interrupt received".
 func (e *SignalError) Error() string { return fmt.Sprintf("runtimeview: %v received", e.Signal) }
 
 // Is reports whether target is context.Canceled.

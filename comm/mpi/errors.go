@@ -50,6 +50,7 @@ type Error struct {
 	Truncated bool   // Class is MPI_ERR_TRUNCATE
 }
 
+// Error names the MPI function, MPI's message and the code and class.
 func (e *Error) Error() string {
 	return fmt.Sprintf("mpi: %s: %s (error code %d, class %d)", e.Call, e.Msg, e.Code, e.Class)
 }
