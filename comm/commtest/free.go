@@ -11,17 +11,21 @@ import (
 // freePendingCase: Free of a communicator ends this rank's
 // point-to-point operations still pending on it, so that no Wait waits
 // for ever: once Free has returned, an Irecv and a started persistent
-// receive that no message matched, and an Isend that no receive took
-// (1 MiB, which neither backend buffers), are complete - Test reports
-// them done at once, Wait, WaitAll and WaitAny return at once, and Done
-// is closed - with an error wrapping ErrFreed (not ErrCanceled); a
-// message taken by a matched probe is dropped by its Recv, which returns
-// ErrFreed; an Irecv that had its message before Free completes as
-// usual, the message in its buffer. (Before, the receives waited until
-// their context ended, on both backends.)
+// receive that no message matched are complete - Test reports them done
+// at once, Wait, WaitAll and WaitAny return at once, and Done is closed -
+// with an error wrapping ErrFreed (not ErrCanceled); a message taken by
+// a matched probe is dropped by its Recv, which returns ErrFreed; an
+// Irecv that had its message before Free completes as usual, the
+// message in its buffer. (Before, the receives waited until their
+// context ended, on both backends.) A send that no receive took is not
+// part of the suite: MPI cannot withdraw it, and under MPICH the orphan
+// message then matched a receive on a later communicator that reused the
+// freed one's context (comm/local's TestFreeWithdrawsSends covers the
+// embedded backend's withdrawal). Messages to this rank itself are sent
+// non-blocking: MPICH's blocking send to self waits for the receive.
 func freePendingCase(ctx context.Context, c comm.Comm) error {
 	n, me := c.Size(), c.Rank()
-	right, left := (me+1)%n, (me+n-1)%n
+	left := (me + n - 1) % n
 	d, err := c.Dup(ctx)
 	if err != nil {
 		return err
@@ -43,11 +47,7 @@ func freePendingCase(ctx context.Context, c comm.Comm) error {
 	if err := p.Start(); err != nil {
 		return err
 	}
-	isend, err := comm.Isend(d, make([]byte, 1<<20), right, 3) // no receive
-	if err != nil {
-		return err
-	}
-	if err := comm.Send(ctx, d, []int64{7, 8}, me, 4); err != nil {
+	if _, err := comm.Isend(d, []int64{7, 8}, me, 4); err != nil { // taken by Mprobe below
 		return err
 	}
 	msg, err := d.Mprobe(ctx, comm.Int64, me, 4)
@@ -59,7 +59,7 @@ func freePendingCase(ctx context.Context, c comm.Comm) error {
 	if err != nil {
 		return err
 	}
-	if err := comm.Send(ctx, d, []int16{1, 2, 3}, me, 5); err != nil {
+	if _, err := comm.Isend(d, []int16{1, 2, 3}, me, 5); err != nil {
 		return err
 	}
 	freed = true
@@ -76,7 +76,7 @@ func freePendingCase(ctx context.Context, c comm.Comm) error {
 	pending := []struct {
 		what string
 		r    comm.Request
-	}{{"Irecv", irecv}, {"persistent receive", p}, {"Isend", isend}}
+	}{{"Irecv", irecv}, {"persistent receive", p}}
 	for _, q := range pending {
 		done, st, err := q.r.Test()
 		if !done || !errors.Is(err, comm.ErrFreed) || errors.Is(err, comm.ErrCanceled) || st != (comm.Status{}) {
@@ -99,11 +99,11 @@ func freePendingCase(ctx context.Context, c comm.Comm) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	set := []comm.Request{irecv, p, isend}
+	set := []comm.Request{irecv, p}
 	if _, err := comm.WaitAll(context.Background(), set); !errors.Is(err, comm.ErrFreed) {
 		errs = append(errs, fmt.Errorf("WaitAll after Free: %v, want ErrFreed", err))
 	}
-	set = []comm.Request{nil, isend}
+	set = []comm.Request{nil, irecv}
 	if cp, err := comm.WaitAny(context.Background(), set); err != nil || cp.Index != 1 || !errors.Is(cp.Err, comm.ErrFreed) {
 		errs = append(errs, fmt.Errorf("WaitAny after Free: %+v, %v; want index 1 and ErrFreed", cp, err))
 	}
