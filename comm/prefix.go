@@ -2,8 +2,10 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 )
 
@@ -221,19 +223,13 @@ func ReduceScatter[T Number](ctx context.Context, c Comm, send []T, counts []int
 // equal everywhere only if every hash is; on a difference, every rank
 // (they all see it) gathers the counts to name the first that differ.
 func agreeCounts(ctx context.Context, c Comm, call string, counts []int) error {
-	h := uint64(14695981039346656037)
-	mix := func(v uint64) {
-		for range 8 {
-			h ^= v & 0xff
-			h *= 1099511628211
-			v >>= 8
-		}
-	}
-	mix(uint64(len(counts)))
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(counts)))
 	for _, k := range counts {
-		mix(uint64(k))
+		b = binary.LittleEndian.AppendUint64(b, uint64(k))
 	}
-	x := int64(h >> 1) // -x never overflows
+	h := fnv.New64a() // the same on every rank and process
+	h.Write(b)
+	x := int64(h.Sum64() >> 1) // -x never overflows
 	got := make([]int64, 2)
 	if err := AllReduceTo(ctx, c, got, []int64{x, -x}, Max); err != nil {
 		return fmt.Errorf("comm: %s: comparing the ranks' counts: %w", call, err)
