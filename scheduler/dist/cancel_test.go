@@ -24,6 +24,13 @@ type spyComm struct {
 	recvs chan comm.Request // each data Irecv's request, if there is room
 	sends chan comm.Request // each data Isend's request, if there is room
 	gate  chan struct{}     // not nil: control receives complete once it is closed
+	// quiet: with gate, a control receive never announces its
+	// completion (its Done never fires): the progress loop finds it
+	// only when something else wakes it.
+	quiet bool
+	// gathering, if not nil, gets a value (if it has room) as each
+	// AllGather starts (WaitAll's agreement on the outcome).
+	gathering chan struct{}
 	// started, if set, is called after each Iallreduce that starts (the
 	// graph check's comparisons), on the goroutine that started it.
 	started func()
@@ -35,7 +42,7 @@ func (s *spyComm) Dup(ctx context.Context) (comm.Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &spyComm{Comm: d, recvs: s.recvs, sends: s.sends, gate: s.gate, started: s.started}, nil
+	return &spyComm{Comm: d, recvs: s.recvs, sends: s.sends, gate: s.gate, quiet: s.quiet, gathering: s.gathering, started: s.started}, nil
 }
 
 // Iallreduce implements comm.Comm.
@@ -47,13 +54,24 @@ func (s *spyComm) Iallreduce(send, recv comm.Buf, op comm.Op) (comm.Request, err
 	return r, err
 }
 
+// AllGather implements comm.Comm.
+func (s *spyComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
+	if s.gathering != nil {
+		select {
+		case s.gathering <- struct{}{}:
+		default:
+		}
+	}
+	return s.Comm.AllGather(ctx, send, alloc)
+}
+
 // Irecv implements comm.Comm.
 func (s *spyComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	r, err := s.Comm.Irecv(buf, source, tag)
 	switch {
 	case err != nil:
 	case tag == dist.CtrlTag && s.gate != nil:
-		return &gated{Request: r, gate: s.gate}, nil
+		return &gated{Request: r, gate: s.gate, quiet: s.quiet}, nil
 	case tag != dist.CtrlTag:
 		offer(s.recvs, r)
 	}
@@ -82,7 +100,8 @@ func offer(ch chan comm.Request, r comm.Request) {
 // tests the request again when it wakes).
 type gated struct {
 	comm.Request
-	gate chan struct{}
+	gate  chan struct{}
+	quiet bool // Done never fires
 }
 
 func (g *gated) open() bool {
@@ -111,6 +130,9 @@ func (g *gated) Wait(ctx context.Context) (comm.Status, error) {
 }
 
 func (g *gated) Done() <-chan struct{} {
+	if g.quiet {
+		return nil
+	}
 	if !g.open() {
 		return g.gate
 	}
@@ -254,6 +276,69 @@ func TestNoWriteAfterFailedWaitAll(t *testing.T) {
 	for r, e := range closeErrs {
 		assert.NoError(t, e, "rank %d: Close", r)
 	}
+}
+
+// TestLeftBeforeAgreementIsNamed: a rank that left WaitAll returns
+// while another waits in the agreement on the outcome; the message that
+// says it left is delivered before the communicator breaks, but the
+// progress goroutine has not handled it when the agreement fails (it is
+// never woken here: rank 1's control receive does not announce its
+// completion). Rank 1 still names the departure, not the broken
+// communicator (found as a rare failure of TestNoWriteAfterFailedWaitAll,
+// where the two raced).
+func TestLeftBeforeAgreementIsNamed(t *testing.T) {
+	const n = 16
+	gate := make(chan struct{})
+	release := make(chan struct{})      // rank 1 may produce
+	gathering := make(chan struct{}, 1) // rank 1 is in the agreement
+	g := noLateWrite{n: n, produce: &scheduler.Codelet{Name: "produce", CPU: func(*scheduler.Call) error {
+		<-release
+		return nil
+	}}}
+	recvs := make(chan comm.Request, 1)
+	var waitErrs [2]error
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		spy := &spyComm{Comm: c, recvs: recvs}
+		if c.Rank() == 1 {
+			spy = &spyComm{Comm: c, gate: gate, quiet: true, gathering: gathering}
+		}
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, spy, ls)
+		if err != nil {
+			return err
+		}
+		if _, _, err := g.register(ctx, d); err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			waitErrs[1] = d.WaitAll(ctx)
+			_ = d.Close()
+			return nil
+		}
+		_, waitErrs[0] = leaveOnRecv(ctx, d, recvs)
+		close(release)
+		select {
+		case <-gathering:
+		case <-ctx.Done():
+			return fmt.Errorf("rank 1 never came to the agreement: %w", ctx.Err())
+		}
+		// Rank 0 said it left (its control message is queued for rank
+		// 1): rank 1 may see it from now on, but nothing wakes its
+		// progress goroutine to look.
+		close(gate)
+		_ = d.Close()
+		return nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, waitErrs[0], context.Canceled, "rank 0 left WaitAll")
+	require.ErrorIs(t, waitErrs[1], dist.ErrRankFailed)
+	assert.Contains(t, waitErrs[1].Error(), "rank 0 left WaitAll")
 }
 
 // matchedRecvs is a communicator whose receives, once posted, act as if

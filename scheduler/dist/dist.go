@@ -851,15 +851,24 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	left := d.peerLeft
 	d.failMu.Unlock()
 	if left != nil {
-		if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), comm.ErrBroken) {
-			// This rank's own context ended too: that is its answer.
-			return fmt.Errorf("dist: WaitAll on rank %d: %w (and meanwhile %w)", d.rank, err, left)
-		}
-		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, left)
+		return d.leftAnswer(ctx, left)
 	}
 	d.pos.phase.Store(phaseAgreeing)
 	d.pos.agreements.Add(1)
 	all, err := comm.AllGatherValues(actx, d.c, msg)
+	if err != nil && errors.Is(err, comm.ErrBroken) {
+		// A rank that left WaitAll said so before its return broke the
+		// communicator; its message may be delivered and not yet
+		// handled (the progress goroutine and this collective race for
+		// the news): hear it, and name that departure instead.
+		d.prog.sync()
+		d.failMu.Lock()
+		left := d.peerLeft
+		d.failMu.Unlock()
+		if left != nil {
+			return d.leftAnswer(ctx, left)
+		}
+	}
 	if err != nil {
 		if cause := context.Cause(actx); cause != nil && ctx.Err() == nil {
 			err = cause // a peer left, or the stall timeout
@@ -891,6 +900,17 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	d.unwaited = 0
 	d.mu.Unlock()
 	return nil
+}
+
+// leftAnswer is WaitAll's error when a rank left WaitAll (or gave the
+// graph up) before the agreement on the outcome: that departure, or this
+// rank's own context if it ended too.
+func (d *Scheduler) leftAnswer(ctx context.Context, left error) error {
+	if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), comm.ErrBroken) {
+		// This rank's own context ended too: that is its answer.
+		return fmt.Errorf("dist: WaitAll on rank %d: %w (and meanwhile %w)", d.rank, err, left)
+	}
+	return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, left)
 }
 
 // An Option configures New.
