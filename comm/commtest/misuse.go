@@ -182,6 +182,36 @@ func misuseOpCase(ctx context.Context, c comm.Comm) error {
 	})
 }
 
+// misuseNilUserOpCase: a nil user op on the last rank is a *comm.ArgError
+// on every rank, named after the call the user made (ReduceUser,
+// AllReduceUser: not Reduce and AllReduce), on every backend.
+func misuseNilUserOpCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		op := comm.UserOp("sum", func(in, inout []float64) {
+			for i := range in {
+				inout[i] += in[i]
+			}
+		}, true)
+		if d.Rank() == d.Size()-1 {
+			op = nil
+		}
+		for _, tc := range []struct {
+			name string
+			call func() error
+		}{
+			{"AllReduceUser", func() error { _, err := comm.AllReduceUser(ctx, d, []float64{1, 2}, op); return err }},
+			{"ReduceUser", func() error { _, err := comm.ReduceUser(ctx, d, []float64{1, 2}, op, 0); return err }},
+		} {
+			err := tc.call()
+			var ae *comm.ArgError
+			if !errors.As(err, &ae) || ae.Op != tc.name || ae.Rank != d.Size()-1 || !strings.Contains(ae.Detail, "nil user op") {
+				return fmt.Errorf("%s with a nil op on rank %d: got %v, want a *comm.ArgError of %s naming that rank and the nil op", tc.name, d.Size()-1, err, tc.name)
+			}
+		}
+		return nil
+	})
+}
+
 func misuseRootCase(ctx context.Context, c comm.Comm) error {
 	return misuse(ctx, c, func(d comm.Comm) error {
 		me := d.Rank()

@@ -40,6 +40,7 @@ func Cases() []Case {
 		{"Misuse/Count", misuseCountCase},
 		{"Misuse/Datatype", misuseTypeCase},
 		{"Misuse/Op", misuseOpCase},
+		{"Misuse/NilUserOp", misuseNilUserOpCase},
 		{"Misuse/Root", misuseRootCase},
 		{"Misuse/RootRange", misuseRootRangeCase},
 		{"Misuse/Unsupported", misuseUnsupportedCase},

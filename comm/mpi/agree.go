@@ -330,7 +330,7 @@ func (c *Comm) explain(ctx context.Context, d desc, failRank int, lerr error) er
 		for n < len(buf) && buf[n] != 0 {
 			n++
 		}
-		return &comm.ArgError{Op: d.call.String(), Rank: failRank, Detail: string(buf[:n])}
+		return &comm.ArgError{Op: d.name(), Rank: failRank, Detail: string(buf[:n])}
 	}
 	w := d.words()
 	all := make([][descWords]uint64, c.size)

@@ -37,6 +37,15 @@ type desc struct {
 	root  int64 // or noRoot
 }
 
+// name is the call as the user made it: ReduceUser and AllReduceUser are
+// Reduce and AllReduce with comm.User (as comm/local names them).
+func (d desc) name() string {
+	if d.op == comm.User {
+		return d.call.String() + "User"
+	}
+	return d.call.String()
+}
+
 // fingerprint returns d as the comm package's Fingerprint, which
 // comm.CheckFingerprints compares (as comm/local does).
 func (d desc) fingerprint() comm.Fingerprint {
