@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +126,27 @@ func waitIdle(ctx context.Context, t *testing.T, m *eventMonitor) {
 	case <-ctx.Done():
 		t.Fatal("no worker went idle")
 	}
+}
+
+// TestStatsTeamTask: a parallel task counts once in the workers' Tasks
+// (on the member that completes it), and its run is Busy time on every
+// member.
+func TestStatsTeamTask(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
+	var ran atomic.Int32
+	spmd := &scheduler.Codelet{Name: "spmd", CPU: func(*scheduler.Call) error {
+		ran.Add(1)
+		time.Sleep(time.Millisecond) // Busy time to measure, not a wait for an event
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, spmd, scheduler.WithTeam(2)))
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, int32(2), ran.Load(), "both members ran the task")
+	var tasks int64
+	for _, st := range s.Stats() {
+		tasks += st.Tasks
+		assert.GreaterOrEqual(t, st.Busy, time.Millisecond, "worker %d ran the team task: %+v", st.Worker, st)
+	}
+	assert.Equal(t, int64(1), tasks, "one task in all")
 }

@@ -34,7 +34,10 @@ type WorkerStats struct {
 	Kind   WorkerKind
 	// Timed reports whether Busy, Idle and Overhead were measured.
 	Timed bool
-	// Tasks is the number of tasks the worker completed.
+	// Tasks is the number of tasks the worker completed. A parallel
+	// task (WithTeam) counts once, on the member that completes it; the
+	// other members count its run in Busy only, so the sum of Tasks over
+	// the workers is the number of tasks.
 	Tasks int64
 	// Busy is the time spent in task implementations (for a CUDA
 	// worker, the GPU's time running its tasks), counted when each
