@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -44,12 +45,14 @@ func postedTruncatedCase(ctx context.Context, c comm.Comm) error {
 			}
 		}
 	}
-	name := func(r recv) string {
-		kind := "Irecv"
+	kind := func(r recv) string {
 		if r.persist {
-			kind = "RecvInit"
+			return "RecvInit"
 		}
-		return fmt.Sprintf("%s from %s (rank %d) of %d int32 into %d", kind, r.what, r.sender, r.msg, r.buf)
+		return "Irecv"
+	}
+	name := func(r recv) string {
+		return fmt.Sprintf("%s from %s (rank %d) of %d int32 into %d", kind(r), r.what, r.sender, r.msg, r.buf)
 	}
 	bufs := make([][]int32, len(rs))
 	reqs := make([]comm.Request, len(rs))
@@ -118,6 +121,8 @@ func postedTruncatedCase(ctx context.Context, c comm.Comm) error {
 			if !errors.Is(err, comm.ErrTruncated) || st.Source != r.sender || st.Tag != r.tag || st.Count != count {
 				errs = append(errs, fmt.Errorf("%s: status %+v, error %v; want ErrTruncated, source %d, tag %d, count %d",
 					name(r), st, err, r.sender, r.tag, r.msg))
+			} else if !strings.Contains(err.Error(), kind(r)+" ") && !strings.Contains(err.Error(), kind(r)+":") {
+				errs = append(errs, fmt.Errorf("%s: error %q does not name the receive (%s)", name(r), err, kind(r)))
 			}
 			continue
 		}

@@ -50,6 +50,7 @@ type recvPost struct {
 	handoff  chan *message // blocking Recv: the matched message (capacity 1)
 	req      *request      // Irecv: completed by the sender
 	buf      []byte        // Irecv: the destination
+	call     string        // Irecv: the receive's name in errors (Irecv, or RecvInit for a persistent one)
 	counted  bool          // counted by group.await; read and written under the mailbox lock
 }
 
@@ -147,7 +148,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 		if p.req != nil {
 			box.mu.Unlock()
 			// A posted Irecv: copy straight into its buffer.
-			st, err := deliver("Irecv", p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
+			st, err := deliver(p.call, p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
 			p.req.complete(st, err)
 			c.g.w.recyclePost(p)
 			if m != nil {
@@ -229,7 +230,7 @@ func (w *world) newPost() *recvPost {
 // recyclePost keeps p for a later receive once no one can reach it: its
 // receive completed, or it was never posted, or it was withdrawn.
 func (w *world) recyclePost(p *recvPost) {
-	p.req, p.buf, p.counted = nil, nil, false
+	p.req, p.buf, p.call, p.counted = nil, nil, "", false
 	w.posts.Put(p)
 }
 
@@ -820,25 +821,25 @@ func (c *rankComm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	r := new(request)
-	c.irecv(r, buf, source, tag)
+	c.irecv(r, "Irecv", buf, source, tag)
 	return r, nil
 }
 
 // irecv posts a receive completing r, a new request or a completed one
 // reset (resetRecv).
-func (c *rankComm) irecv(r *request, buf comm.Buf, source, tag int) {
+func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int) {
 	// Made before taking the lock, which the senders to this rank
 	// contend for: no sender waits for it. The post is a recycled one;
 	// the sender that takes it recycles it again.
 	r.c = c
 	post := c.g.w.newPost()
-	post.src, post.tag, post.dt, post.req, post.buf = source, tag, buf.Type, r, buf.Bytes
+	post.src, post.tag, post.dt, post.req, post.buf, post.call = source, tag, buf.Type, r, buf.Bytes, call
 	box := &c.g.boxes[c.rank]
 	box.mu.Lock()
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
-		st, err := deliver("Irecv", buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
+		st, err := deliver(call, buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
 		if m.done != nil {
 			close(m.done)
 		}
@@ -917,7 +918,7 @@ func (p *persistentOp) Start() (comm.Request, error) {
 	}
 	if p.recv {
 		p.r.resetRecv()
-		p.c.irecv(&p.r, p.buf, p.peer, p.tag)
+		p.c.irecv(&p.r, "RecvInit", p.buf, p.peer, p.tag)
 	} else {
 		p.c.isend(&p.r, p.buf, p.peer, p.tag)
 	}
