@@ -56,6 +56,17 @@ func EnginesRunning(w *World) []string {
 // receive's request.
 func WaitingInMPI(r comm.Request) bool { return r.(*request).blocked.Load() }
 
+// Held reports whether a goroutine holds r (a Wait, a Test): with a ctx
+// that cannot be canceled, a Wait holds it inside MPI_Wait.
+func Held(r comm.Request) bool {
+	q := r.(*request)
+	if q.mu.TryLock() {
+		q.mu.Unlock()
+		return false
+	}
+	return true
+}
+
 // FinalizedCleanly reports whether a test finalized MPI through w, and
 // Finalize succeeded (TestMain then cannot agree on the exit status).
 func FinalizedCleanly(w *World) bool { return w.st.finalized.Load() && w.finalErr == nil }

@@ -186,3 +186,70 @@ func TestWaitAfterFinalize(t *testing.T) {
 	require.NotContains(t, s, "--- FAIL", s)
 	require.NotContains(t, s, "after MPI_FINALIZE", s)
 }
+
+// sendHeldEnv selects the job of TestFinalizeWithSendInWait.
+const sendHeldEnv = "PZ_MPI_TEST_SEND_HELD_AT_FINALIZE"
+
+// TestFinalizeWithSendInWait: rank 0 Isends 1 MiB that rank 1 never
+// receives, and a goroutine waits for it inside MPI_Wait (a Wait whose ctx
+// cannot be canceled). MPI cannot cancel a send nor end that MPI_Wait, so
+// Finalize waits for it for its bound (2 s) and then returns an error
+// wrapping mpi.ErrUnfinalized that names the send, without calling
+// MPI_Finalize (a thread is inside MPI); the Wait stays inside MPI. Rank 0
+// then exits without MPI_Finalize, and mpirun ends the job.
+func TestFinalizeWithSendInWait(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(sendHeldEnv) == "" {
+			t.Skip("run by TestFinalizeWithSendInWait under its own mpirun")
+		}
+		require.Equal(t, 2, world.Size(), "runs on 2 ranks")
+		if world.Rank() == 1 {
+			err := world.Finalize() // never receives rank 0's message
+			fmt.Fprintf(os.Stderr, "rank 1: Finalize: %v\n", err)
+			return
+		}
+		s, err := comm.Isend(world, make([]byte, 1<<20), 1, 9)
+		require.NoError(t, err)
+		waited := make(chan error, 1)
+		go func() {
+			_, err := s.Wait(context.Background()) // inside MPI_Wait
+			waited <- err
+		}()
+		// A send's Wait holds the request inside MPI_Wait.
+		require.Eventually(t, func() bool { return mpi.Held(s) }, time.Minute, time.Millisecond)
+		start := time.Now()
+		err = world.Finalize()
+		took := time.Since(start)
+		fmt.Fprintf(os.Stderr, "rank 0: Finalize returned after %v: %v\n", took, err)
+		require.ErrorIs(t, err, mpi.ErrUnfinalized)
+		require.ErrorContains(t, err, "Finalize found waits for sends still inside MPI_Wait after 2s")
+		require.ErrorContains(t, err, "Wait for an Isend to rank 1, tag 9 is inside MPI_Wait on rank 0")
+		assert.GreaterOrEqual(t, took, 2*time.Second, "Finalize waited for the send for its bound")
+		assert.True(t, mpi.Initialized(), "MPI left initialized")
+		select {
+		case err := <-waited:
+			t.Errorf("the Wait inside MPI_Wait returned (%v): MPI completed a send no rank received", err)
+		default:
+		}
+		return
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(lau.Args(2), os.Args[0], "-test.run=^TestFinalizeWithSendInWait$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), sendHeldEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	s := string(out)
+	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	// A rank exited without MPI_Finalize: mpirun says so and fails.
+	require.Error(t, err, "%s", s)
+	require.Contains(t, s, "rank 0: Finalize returned after ", s)
+	require.Contains(t, s, "--- PASS: TestFinalizeWithSendInWait", s)
+	require.NotContains(t, s, "--- FAIL", s)
+	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
+}
