@@ -47,7 +47,7 @@ func contextsApp() app {
 				o.Logger = rt.Logger()
 				_, err := contexts.Run(ctx, o, e.stdout)
 				if errors.Is(err, tiled.ErrBadOptions) {
-					return fmt.Errorf("%w: %v", errUsage, err)
+					return badOptions(err, tiled.ErrBadOptions)
 				}
 				return err
 			}

@@ -132,8 +132,8 @@ func TestUsageErrors(t *testing.T) {
 		{"sim memory below a tile", []string{"cholesky", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "1KiB"}, "-sim-mem 1KiB cannot hold the data of any tile task (at least 256.0 KiB with -b 256 fp32)"},
 		{"sim memory below a gemm task", []string{"gemm", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "2MiB"}, "-sim-mem 2MiB cannot hold the data of any tile task (at least 2.2 MiB"},
 		{"device-only below the biggest task", []string{"cholesky", "-n", "1024", "-b", "256", "-sim", "1", "-sim-mem", "512KiB", "-device-only"}, "which -device-only must run on the device"},
-		{"cholesky beyond memory", []string{"cholesky", "-n", "10000000", "-b", "1000"}, "cholesky: n=10000000: apps: invalid options: the run needs at least 909.5 TiB of memory"},
-		{"gemm beyond memory", []string{"-n", "2", "gemm", "-n", "10000000", "-b", "1000"}, "gemm: n=10000000: apps: invalid options: the run needs at least "},
+		{"cholesky beyond memory", []string{"cholesky", "-n", "10000000", "-b", "1000"}, "pzrun cholesky: invalid options: the run needs at least 909.5 TiB of memory"},
+		{"gemm beyond memory", []string{"-n", "2", "gemm", "-n", "10000000", "-b", "1000"}, "pzrun gemm: invalid options: the run needs at least "},
 		{"negative comm timeout", []string{"-comm-timeout", "-1s", "hello"}, "-comm-timeout -1s: want a duration >= 0"},
 		{"bad comm timeout", []string{"-comm-timeout", "soon", "hello"}, "invalid value"},
 		{"extra args", []string{"hello", "extra"}, "unexpected arguments"},
@@ -213,7 +213,7 @@ func TestNUnderLauncherIsUsageError(t *testing.T) {
 func TestUsageErrorOncePerJob(t *testing.T) {
 	code, _, errs := pzrun(t, "-n", "3", "cholesky", "-n", "100", "-b", "7")
 	assert.Equal(t, 2, code)
-	assert.Equal(t, "pzrun cholesky: cholesky: apps: invalid options: matrix size 100 is not a multiple of block size 7 (try -n 105)\n", errs)
+	assert.Equal(t, "pzrun cholesky: invalid options: matrix size 100 is not a multiple of block size 7 (try -n 105)\n", errs)
 	code, _, errs = pzrun(t, "-n", "2", "cholesky", "-policy", "bogus")
 	assert.Equal(t, 2, code)
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)

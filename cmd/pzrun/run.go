@@ -323,6 +323,18 @@ func describe(err error) string {
 	return trimmed.Error()
 }
 
+// badOptions is an app's error for invalid options (wrapping sentinel,
+// its package's ErrBadOptions) as pzrun prints it: a usage error (status
+// 2) that says "invalid options" and what is wrong, without the layers
+// of package names in front ("cholesky: apps: invalid options: ...").
+func badOptions(err, sentinel error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()+": "); i >= 0 {
+		msg = msg[i+len(sentinel.Error())+2:]
+	}
+	return fmt.Errorf("%w: invalid options: %s", errUsage, msg)
+}
+
 // trimUsage drops the mark of errUsage from a message.
 func trimUsage(msg string) string {
 	return strings.TrimPrefix(msg, errUsage.Error()+": ")

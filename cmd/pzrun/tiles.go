@@ -318,7 +318,7 @@ func choleskyApp() app {
 				}
 			}
 			if errors.Is(err, tiled.ErrBadOptions) {
-				return nil, 0, 0, fmt.Errorf("%w: %v", errUsage, err) // a flag combination: status 2
+				return nil, 0, 0, badOptions(err, tiled.ErrBadOptions) // a flag combination: status 2
 			}
 			if err != nil {
 				return nil, 0, 0, err
@@ -357,7 +357,7 @@ func gemmApp() app {
 				}
 			}
 			if errors.Is(err, tiled.ErrBadOptions) {
-				return nil, 0, 0, fmt.Errorf("%w: %v", errUsage, err)
+				return nil, 0, 0, badOptions(err, tiled.ErrBadOptions)
 			}
 			if err != nil {
 				return nil, 0, 0, err
@@ -468,7 +468,7 @@ func benchTasksApp() app {
 					case errors.Is(err, benchtasks.ErrNoOpenMP):
 						fmt.Fprintf(e.stderr, "pzrun bench tasks: no OpenMP figures: %v\n", err)
 					case errors.Is(err, benchtasks.ErrBadOptions):
-						return fmt.Errorf("%w: %v", errUsage, err)
+						return badOptions(err, benchtasks.ErrBadOptions)
 					case err != nil:
 						return err
 					default:
@@ -481,7 +481,7 @@ func benchTasksApp() app {
 				}
 				recs, err := benchtasks.Run(ctx, opts, out)
 				if errors.Is(err, benchtasks.ErrBadOptions) {
-					return fmt.Errorf("%w: %v", errUsage, err)
+					return badOptions(err, benchtasks.ErrBadOptions)
 				}
 				if err != nil {
 					return err
