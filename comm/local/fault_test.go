@@ -433,3 +433,49 @@ func TestRunErrorNamesAlikeRanksOnce(t *testing.T) {
 	assert.Contains(t, lines[1], "rank 5 failed: boom")
 	assert.Less(t, len(err.Error()), 300)
 }
+
+// TestRunBreakKeepsCancellation: when a rank of Run fails because the
+// job was canceled (its error wraps context.Canceled, as a signal's
+// does through runtimeview), the ranks that only see the broken world
+// report an error that still wraps context.Canceled (a program treats
+// that as a clean shutdown on every rank); a rank that failed for
+// another reason does not lend its error's chain to the others. The
+// others wait with a context that cannot end: the failure ends their
+// wait all the same (they waited for ever).
+func TestRunBreakKeepsCancellation(t *testing.T) {
+	errBoom := errors.New("boom")
+	for _, tc := range []struct {
+		name     string
+		fail     error
+		canceled bool
+	}{
+		{"canceled", fmt.Errorf("stopping: %w", context.Canceled), true},
+		{"other", fmt.Errorf("stopping: %w", errBoom), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			errs := make([]error, 3)
+			err := local.Run(ctx, 3, func(_ context.Context, c comm.Comm) error {
+				if c.Rank() == 0 {
+					// The others wait in the Barrier first, with a
+					// context that cannot end (they waited for ever).
+					waitUntil(t, "ranks 1 and 2 in Barrier", func() bool {
+						return local.ArrivedAt(c, 1, 1) && local.ArrivedAt(c, 2, 1)
+					})
+					return tc.fail
+				}
+				// Not the rank's ctx: only the broken world ends it.
+				errs[c.Rank()] = c.Barrier(context.Background())
+				return nil
+			})
+			require.Error(t, err)
+			for r := 1; r < 3; r++ {
+				require.ErrorIs(t, errs[r], comm.ErrBroken, "rank %d", r)
+				assert.Equal(t, tc.canceled, errors.Is(errs[r], context.Canceled), "rank %d: %v", r, errs[r])
+				assert.NotErrorIs(t, errs[r], errBoom, "rank %d", r)
+				assert.Contains(t, errs[r].Error(), "rank 0 failed: stopping: ", "rank %d", r)
+			}
+		})
+	}
+}

@@ -714,19 +714,18 @@ func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
 			me.waiting.Store(0)
 			return nil
 		}
+		// A context that cannot end (done nil) blocks that case for
+		// ever; a break (Abort, or a rank of Run that failed) ends the
+		// wait either way.
 		var cause error
-		if done == nil {
-			<-me.wake
-		} else {
-			select {
-			case <-me.wake:
-			case <-done:
-				cause = errCtx
-			case <-g.brk.ch:
-				cause = g.brk.broken()
-			case <-g.w.brk.ch:
-				cause = g.w.brk.broken()
-			}
+		select {
+		case <-me.wake:
+		case <-done:
+			cause = errCtx
+		case <-g.brk.ch:
+			cause = g.brk.broken()
+		case <-g.w.brk.ch:
+			cause = g.w.brk.broken()
 		}
 		me.waiting.Store(0)
 		if cause != nil {
@@ -761,7 +760,7 @@ func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) e
 	w := cond{kind: condArrivals, k: k}
 	err := c.spinWait(ctx.Done(), &w)
 	if err == nil && w.next < g.size {
-		err = g.brk.broken()
+		err = g.broken()
 		if err == nil && w.left > 0 {
 			err = fmt.Errorf("%w: rank %d %s; it will never reach this %v", comm.ErrBroken, w.left-1, *g.gone[w.left-1].Load(), call)
 		}
@@ -806,7 +805,7 @@ func (c *rankComm) arriveCounted(ctx context.Context, call comm.Call, k uint64) 
 		return g.verdict[p]
 	}
 	if err == nil {
-		err = g.brk.broken()
+		err = g.broken()
 		if err == nil && w.left > 0 {
 			err = fmt.Errorf("%w: rank %d %s; it will never reach this %v", comm.ErrBroken, w.left-1, *g.gone[w.left-1].Load(), call)
 		}
@@ -907,6 +906,15 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 // cost O(size) per rank and collective.
 func (g *group) anyDirect(k uint64) bool {
 	return g.directAt[k&1].Load() == k
+}
+
+// broken returns why the world or g is broken (the world first: a rank
+// of Run that failed is the cause of what follows), or nil.
+func (g *group) broken() error {
+	if err := g.w.brk.broken(); err != nil {
+		return err
+	}
+	return g.brk.broken()
 }
 
 // brokenErr is the error for a call on a broken group or world.

@@ -68,7 +68,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		// a rank that fails as a consequence, between the first failure's
 		// break and its cancel, must not make its own failure the cause
 		// that the ranks still to notice report.
-		w.brk.breakWith(fmt.Errorf("%w: rank %d failed: %s", comm.ErrBroken, r, firstLine(err)))
+		w.brk.breakWith(fmt.Errorf("%w: rank %d failed: %w", comm.ErrBroken, r, causeLine(err)))
 		cancel(w.brk.broken())
 	}
 	// conc's WaitGroup scopes the rank goroutines: Run returns only once
@@ -123,6 +123,26 @@ func firstLine(err error) string {
 	}
 	return msg
 }
+
+// causeLine is a failed rank's error as the world's break carries it:
+// its first line (see firstLine). A context's end (a cancellation, a
+// signal's, a deadline) stays in the chain, so that every rank that
+// reports the break still satisfies errors.Is(err, context.Canceled)
+// when the job was canceled; another failure's chain is the failed
+// rank's alone (a rank that only saw the break did not pass, say, an
+// invalid argument).
+func causeLine(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return lineError{err}
+	}
+	return errors.New(firstLine(err))
+}
+
+// lineError is err shown by its first line.
+type lineError struct{ err error }
+
+func (e lineError) Error() string { return firstLine(e.err) }
+func (e lineError) Unwrap() error { return e.err }
 
 // errGoexit is what a rank that left through runtime.Goexit returns.
 var errGoexit = errors.New("local: rank goroutine exited via runtime.Goexit (t.FailNow or log.Fatal in a rank?)")
