@@ -130,6 +130,11 @@ func checkMPIStart(t *testing.T, ctx context.Context) {
 	require.NoError(t, rt.Close())
 	after()
 	assert.False(t, mpi.Initialized(), "Close finalized the MPI that New started")
+	// Collectives after Close fail, as on the embedded backend.
+	_, err = runtimeview.AllReduce(ctx, rt, []int{1}, comm.Sum)
+	require.ErrorIs(t, err, comm.ErrFreed)
+	require.ErrorContains(t, err, "MPI was finalized (World.Finalize, or the Close of the RuntimeView that owns it)")
+	require.ErrorIs(t, rt.Barrier(ctx), comm.ErrFreed)
 }
 
 func checkMPIAdopt(t *testing.T, ctx context.Context) {

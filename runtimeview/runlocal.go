@@ -96,7 +96,10 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 	cfg.sharedGPUs, cfg.gpusShared = gpus, true
 	defer func() { _ = closeDevices(gpus) }()
 	err = local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
-		rt, err := build(ctx, c, Local, cfg, m, nil)
+		// Close frees the rank's communicator, as under MPI Close
+		// finalizes it: a collective after Close fails on both
+		// backends (comm.ErrFreed).
+		rt, err := build(ctx, c, Local, cfg, m, c.Free)
 		if err != nil {
 			return err
 		}

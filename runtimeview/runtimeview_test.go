@@ -330,6 +330,20 @@ func TestCloseIsIdempotentAndOrdered(t *testing.T) {
 	assert.NotEmpty(t, pe.Callers)
 }
 
+// TestCollectiveAfterClose: Close frees an in-process rank's communicator
+// as it finalizes MPI: a collective after it fails with comm.ErrFreed on
+// every rank (it succeeded on comm/local, and failed under MPI).
+func TestCollectiveAfterClose(t *testing.T) {
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		require.NoError(t, rt.Close())
+		_, err := runtimeview.AllReduce(ctx, rt, []int{1}, comm.Sum)
+		assert.ErrorIs(t, err, comm.ErrFreed, "AllReduce after Close")
+		assert.ErrorIs(t, rt.Barrier(ctx), comm.ErrFreed, "Barrier after Close")
+		return nil
+	}, withMachine(t), quietLogs)
+	require.NoError(t, err)
+}
+
 func TestNewProcessWorld(t *testing.T) {
 	if mpi.Available() {
 		t.Skip("built with -tags mpi: New opens the MPI world, which can be initialized once per process; see mpi_test.go")

@@ -15,7 +15,7 @@ var (
 	// ErrFinalized is returned by Init after MPI was finalized: MPI can be
 	// initialized only once per process. Every call on a communicator
 	// after World.Finalize returns it too, wrapped with comm.ErrFreed.
-	ErrFinalized = errors.New("mpi: MPI was finalized; it cannot be initialized again in this process")
+	ErrFinalized = errors.New("mpi: MPI was finalized (World.Finalize, or the Close of the RuntimeView that owns it)")
 	// ErrUnfinalized is wrapped by the error World.Finalize returns when a
 	// non-blocking collective is still inside MPI after Finalize waited
 	// for it (another rank never took part in it): MPI then stays

@@ -139,7 +139,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	var ini, fin C.int
 	C.pz_state(&ini, &fin)
 	if fin != 0 {
-		return nil, ErrFinalized
+		return nil, fmt.Errorf("%w; it cannot be initialized again in this process", ErrFinalized)
 	}
 	var provided C.int
 	if ini == 0 {
