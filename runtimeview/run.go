@@ -48,15 +48,24 @@ var ErrLaunch = errors.New("runtimeview: invalid launch")
 // would wait for them. It prints "pz: rank R of N failed: ERROR" on
 // stderr, runs its finalizer stack (without MPI_Finalize) for at most 10
 // seconds, and calls MPI_Abort; Run does not return there.
+//
+// MPI can be initialized once per process: under a launcher, Run (like
+// New) can run once, and a second Run returns an error wrapping
+// mpi.ErrFinalized. In-process ranks may be run any number of times.
+// PZ_RANKS is for in-process ranks: set under a launcher to a count other
+// than the launcher's, it is refused (ErrLaunch).
 func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeView) error, opts ...Option) error {
 	cfg := newConfig(opts)
 	info := launch.Detect(cfg.getenv)
 	if n < 0 {
-		return fmt.Errorf("%w: rank count must be at least 1, got %d", ErrLaunch, n)
+		return fmt.Errorf("%w: rank count %d is negative (pass 0 to take %s, or 1 rank; or a positive count)", ErrLaunch, n, EnvRanks)
 	}
 	if info.Launched() {
 		if n > 0 {
 			return fmt.Errorf("%w: Run was given %d ranks, but the %s launcher already chose them (%d); pass 0 as the rank count when a program may run under mpirun", ErrLaunch, n, info.Launcher, info.Size)
+		}
+		if v := cfg.getenv(EnvRanks); v != "" && v != strconv.Itoa(info.Size) {
+			return fmt.Errorf("%w: %s=%s asks for in-process ranks, but the %s launcher already chose %d ranks; unset %s under mpirun", ErrLaunch, EnvRanks, v, info.Launcher, info.Size, EnvRanks)
 		}
 		rt, err := New(ctx, opts...)
 		if err != nil {

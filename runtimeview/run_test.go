@@ -2,6 +2,7 @@ package runtimeview_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -55,10 +56,11 @@ func TestRunRejectsBadCounts(t *testing.T) {
 		n   int
 		env map[string]string
 	}{
-		"negative":         {-1, nil},
-		"PZ_RANKS garbage": {0, map[string]string{"PZ_RANKS": "many"}},
-		"PZ_RANKS zero":    {0, map[string]string{"PZ_RANKS": "0"}},
-		"n under mpirun":   {2, map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}},
+		"negative":              {-1, nil},
+		"PZ_RANKS garbage":      {0, map[string]string{"PZ_RANKS": "many"}},
+		"PZ_RANKS zero":         {0, map[string]string{"PZ_RANKS": "0"}},
+		"n under mpirun":        {2, map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}},
+		"PZ_RANKS under mpirun": {0, map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "PZ_RANKS": "4"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := runtimeview.Run(ctx, c.n, never, runtimeview.WithGetenv(envOf(c.env)), withMachine(t))
@@ -68,6 +70,25 @@ func TestRunRejectsBadCounts(t *testing.T) {
 				assert.Contains(t, err.Error(), "pass 0 as the rank count")
 				assert.NotContains(t, err.Error(), "mpirun -n")
 			}
+			if name == "negative" {
+				assert.Contains(t, err.Error(), "rank count -1 is negative (pass 0 to take PZ_RANKS")
+			}
+			if name == "PZ_RANKS under mpirun" {
+				assert.Contains(t, err.Error(), "PZ_RANKS=4 asks for in-process ranks, but the")
+			}
 		})
+	}
+}
+
+// TestRunLocalRejectsBadCounts: RunLocal with no ranks, or a negative
+// count, says so (ErrLaunch), as Run does.
+func TestRunLocalRejectsBadCounts(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		err := runtimeview.RunLocal(testCtx(t), n, func(context.Context, *runtimeview.RuntimeView) error {
+			t.Error("fn must not run")
+			return nil
+		}, withMachine(t))
+		require.ErrorIs(t, err, runtimeview.ErrLaunch, "n=%d", n)
+		assert.Contains(t, err.Error(), fmt.Sprintf("runtimeview: invalid launch: RunLocal needs at least 1 rank, got %d", n))
 	}
 }

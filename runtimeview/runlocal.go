@@ -46,6 +46,9 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 	if fn == nil {
 		return fmt.Errorf("%w: RunLocal with a nil function", ErrOption)
 	}
+	if n < 1 {
+		return fmt.Errorf("%w: RunLocal needs at least 1 rank, got %d", ErrLaunch, n)
+	}
 	m := cfg.machine
 	if m == nil {
 		var err error
