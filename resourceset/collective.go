@@ -20,14 +20,22 @@ import (
 // part per rank in rank order (views into one allocation). Numeric data
 // travels as raw memory.
 func Gather[T comm.Number](ctx context.Context, root Root, mine []T) (parts [][]T, ok bool, err error) {
-	parts, err = comm.Gather(ctx, root.Comm(), mine, root.Rank())
+	c, rank, err := rootOf(root, "Gather")
+	if err != nil {
+		return parts, false, err
+	}
+	parts, err = comm.Gather(ctx, c, mine, rank)
 	return rooted(root, "Gather", parts, err)
 }
 
 // Reduce combines every rank's mine element-wise with op at the root; every
 // rank passes the same length.
 func Reduce[T comm.Number](ctx context.Context, root Root, mine []T, op comm.Op) (result []T, ok bool, err error) {
-	result, err = comm.Reduce(ctx, root.Comm(), mine, op, root.Rank())
+	c, rank, err := rootOf(root, "Reduce")
+	if err != nil {
+		return result, false, err
+	}
+	result, err = comm.Reduce(ctx, c, mine, op, rank)
 	return rooted(root, "Reduce", result, err)
 }
 
@@ -35,7 +43,11 @@ func Reduce[T comm.Number](ctx context.Context, root Root, mine []T, op comm.Op)
 // every rank passes a buffer of the same length. Use BcastValue when only
 // the root knows the length.
 func Bcast[T comm.Number](ctx context.Context, root Root, buf []T) error {
-	if err := comm.Bcast(ctx, root.Comm(), buf, root.Rank()); err != nil {
+	c, rank, err := rootOf(root, "Bcast")
+	if err != nil {
+		return err
+	}
+	if err := comm.Bcast(ctx, c, buf, rank); err != nil {
 		return wrap(root, "Bcast", err)
 	}
 	return nil
@@ -45,7 +57,12 @@ func Bcast[T comm.Number](ctx context.Context, root Root, buf []T) error {
 // value passed on other ranks is ignored. Numeric slices and scalars
 // travel as raw memory, other values through comm's codec.
 func BcastValue[T any](ctx context.Context, root Root, v T) (T, error) {
-	out, err := comm.BcastValue(ctx, root.Comm(), v, root.Rank())
+	c, rank, err := rootOf(root, "BcastValue")
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	out, err := comm.BcastValue(ctx, c, v, rank)
 	if err != nil {
 		return out, wrap(root, "BcastValue", err)
 	}
@@ -55,7 +72,11 @@ func BcastValue[T any](ctx context.Context, root Root, v T) (T, error) {
 // Scatter sends parts[i] from the root to rank i and returns this rank's
 // part. parts has one entry per rank on the root and is ignored elsewhere.
 func Scatter[T comm.Number](ctx context.Context, root Root, parts [][]T) ([]T, error) {
-	mine, err := comm.Scatter(ctx, root.Comm(), parts, root.Rank())
+	c, rank, err := rootOf(root, "Scatter")
+	if err != nil {
+		return nil, err
+	}
+	mine, err := comm.Scatter(ctx, c, parts, rank)
 	if err != nil {
 		return nil, wrap(root, "Scatter", err)
 	}
@@ -65,14 +86,22 @@ func Scatter[T comm.Number](ctx context.Context, root Root, parts [][]T) ([]T, e
 // GatherValues collects every rank's v at the root, in rank order, through
 // comm's codec (any encodable value: structs, strings, maps).
 func GatherValues[T any](ctx context.Context, root Root, v T) (vals []T, ok bool, err error) {
-	vals, err = comm.GatherValues(ctx, root.Comm(), v, root.Rank())
+	c, rank, err := rootOf(root, "GatherValues")
+	if err != nil {
+		return vals, false, err
+	}
+	vals, err = comm.GatherValues(ctx, c, v, rank)
 	return rooted(root, "GatherValues", vals, err)
 }
 
 // ReduceValue combines every rank's v with f at the root, in rank order:
 // f(f(v0, v1), v2)..., so f need not be commutative. f must not be nil.
 func ReduceValue[T any](ctx context.Context, root Root, v T, f func(a, b T) T) (result T, ok bool, err error) {
-	result, err = comm.ReduceValue(ctx, root.Comm(), v, f, root.Rank())
+	c, rank, err := rootOf(root, "ReduceValue")
+	if err != nil {
+		return result, false, err
+	}
+	result, err = comm.ReduceValue(ctx, c, v, f, rank)
 	return rooted(root, "ReduceValue", result, err)
 }
 
@@ -80,11 +109,30 @@ func ReduceValue[T any](ctx context.Context, root Root, v T, f func(a, b T) T) (
 // rank's value. vals has one entry per rank on the root and is ignored
 // elsewhere.
 func ScatterValues[T any](ctx context.Context, root Root, vals []T) (T, error) {
-	v, err := comm.ScatterValues(ctx, root.Comm(), vals, root.Rank())
+	c, rank, err := rootOf(root, "ScatterValues")
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := comm.ScatterValues(ctx, c, vals, rank)
 	if err != nil {
 		return v, wrap(root, "ScatterValues", err)
 	}
 	return v, nil
+}
+
+// rootOf returns root's communicator and rank, or, for a nil root (or a
+// root without a communicator), an error wrapping comm.ErrInvalidArg
+// instead of a nil dereference.
+func rootOf(root Root, call string) (comm.Comm, int, error) {
+	var c comm.Comm
+	if root != nil {
+		c = root.Comm()
+	}
+	if c == nil {
+		return nil, 0, fmt.Errorf("resourceset: %s: %w: the root is nil or has no communicator (pass a resource set of the runtime view, e.g. rt.ResourceSet(r), or its RAM)", call, comm.ErrInvalidArg)
+	}
+	return c, root.Rank(), nil
 }
 
 // rooted turns a comm result into (result, ok, err) for a call whose

@@ -190,7 +190,13 @@ const (
 )
 
 // Comm returns the communicator the resource set's rank belongs to.
-func (rs *ResourceSet) Comm() comm.Comm { return rs.c }
+// A nil resource set has none (nil).
+func (rs *ResourceSet) Comm() comm.Comm {
+	if rs == nil {
+		return nil
+	}
+	return rs.c
+}
 
 // Rank returns the rank the resource set stands for.
 func (rs *ResourceSet) Rank() int { return rs.rank }
@@ -271,7 +277,13 @@ type RAM struct {
 }
 
 // Comm returns the communicator of the RAM's rank.
-func (r *RAM) Comm() comm.Comm { return r.c }
+// A nil RAM has none (nil).
+func (r *RAM) Comm() comm.Comm {
+	if r == nil {
+		return nil
+	}
+	return r.c
+}
 
 // Rank returns the rank whose RAM this is.
 func (r *RAM) Rank() int { return r.rank }

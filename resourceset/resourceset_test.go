@@ -484,3 +484,44 @@ func TestRAMMatchesProcMeminfo(t *testing.T) {
 		assert.LessOrEqual(t, ram.AvailableBytes(), limit)
 	}
 }
+
+// TestNilRoot: a nil root (a nil interface, a nil *ResourceSet, a nil
+// *RAM) is an error wrapping comm.ErrInvalidArg from every rooted
+// collective, not a nil dereference.
+func TestNilRoot(t *testing.T) {
+	ctx := context.Background()
+	for name, root := range map[string]resourceset.Root{
+		"nil":              nil,
+		"nil *ResourceSet": (*resourceset.ResourceSet)(nil),
+		"nil *RAM":         (*resourceset.RAM)(nil),
+	} {
+		calls := map[string]func() error{
+			"Gather": func() error { _, _, err := resourceset.Gather(ctx, root, []int{1}); return err },
+			"Reduce": func() error { _, _, err := resourceset.Reduce(ctx, root, []int{1}, comm.Sum); return err },
+			"Bcast":  func() error { return resourceset.Bcast(ctx, root, []int{1}) },
+			"BcastValue": func() error {
+				_, err := resourceset.BcastValue(ctx, root, "x")
+				return err
+			},
+			"Scatter": func() error { _, err := resourceset.Scatter(ctx, root, [][]int{{1}}); return err },
+			"GatherValues": func() error {
+				_, _, err := resourceset.GatherValues(ctx, root, "x")
+				return err
+			},
+			"ReduceValue": func() error {
+				_, _, err := resourceset.ReduceValue(ctx, root, 1, func(a, b int) int { return a + b })
+				return err
+			},
+			"ScatterValues": func() error {
+				_, err := resourceset.ScatterValues(ctx, root, []string{"x"})
+				return err
+			},
+		}
+		for call, f := range calls {
+			err := f()
+			require.ErrorIs(t, err, comm.ErrInvalidArg, "%s with a %s root", call, name)
+			assert.Contains(t, err.Error(), "resourceset: "+call+": ", "%s with a %s root", call, name)
+			assert.Contains(t, err.Error(), "the root is nil or has no communicator")
+		}
+	}
+}
