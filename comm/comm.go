@@ -34,7 +34,12 @@ import (
 // that rank (both backends order them with a lock), and collectives on one
 // communicator must be called in the same order on every rank, as in MPI:
 // goroutines that call different collectives at once make that order
-// depend on timing, which ends in a *MismatchError or a hang. Helpers made
+// depend on timing, which ends in a *MismatchError or a hang. Calls of the
+// same shape (two goroutines each calling AllReduce of one int64) pair up
+// across ranks in whatever order they take the lock, which no check can
+// see: their results are right only if the calls are interchangeable
+// (the same data, or a combination that does not depend on the pairing).
+// Give goroutines whose data differ their own communicator (Dup). Helpers made
 // of several collectives (the Value functions, Scan, ReduceScatter, ...)
 // are not atomic: call them from one goroutine at a time, or give each
 // goroutine its own communicator (Dup). Point-to-point calls and
