@@ -229,6 +229,30 @@ func (f runFlags) check() error {
 	if *f.liveness < 0 {
 		return fmt.Errorf("%w: -liveness %v: want a duration >= 0 (at least two periods are used)", errUsage, *f.liveness)
 	}
+	if *f.out != "" {
+		// Found out before the run, not after it: a run that cannot be
+		// recorded is not started.
+		if err := checkWritable(*f.out); err != nil {
+			return fmt.Errorf("%w: -o %s: %v", errUsage, *f.out, err)
+		}
+	}
+	return nil
+}
+
+// checkWritable reports whether path can be written: it creates the file
+// if it does not exist (and removes it again), or opens it for writing.
+func checkWritable(path string) error {
+	_, statErr := os.Stat(path)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	if os.IsNotExist(statErr) {
+		return os.Remove(path)
+	}
 	return nil
 }
 
@@ -250,16 +274,23 @@ func (f runFlags) report(e *stmEnv, run *static.Run) error {
 	if run == nil {
 		return nil
 	}
+	var werr error
 	if *f.out != "" {
-		if err := writeFile(*f.out, func(w io.Writer) error { return static.WriteRun(w, run) }); err != nil {
-			return err
-		}
+		// A failure to write the record still prints the analysis: the
+		// run is not lost with it.
+		werr = writeFile(*f.out, func(w io.Writer) error { return static.WriteRun(w, run) })
 	}
 	a := static.Analyze(run)
+	var err error
 	if *f.jsonOut {
-		return a.WriteJSON(e.stdout)
+		err = a.WriteJSON(e.stdout)
+	} else {
+		err = a.WriteText(e.stdout)
 	}
-	return a.WriteText(e.stdout)
+	if werr != nil {
+		return errors.Join(fmt.Errorf("writing the run record: %w", werr), err)
+	}
+	return err
 }
 
 func stmMaster(ctx context.Context, e *stmEnv, args []string) error {
@@ -311,8 +342,9 @@ func syntheticClient(plan *static.Plan, name string, load float64, opts ...stati
 				streams[r.Resource] = s
 				c.Resource(r.Resource, s)
 			}
+			job := func() { busy(work) } // made once: a closure per run would allocate in the loop
 			c.Runnable(r.Name, func(context.Context) error {
-				s.Enqueue(func() { busy(work) })
+				s.Enqueue(job)
 				return nil
 			})
 			continue

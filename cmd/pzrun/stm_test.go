@@ -100,6 +100,18 @@ func TestSTMCompileErrors(t *testing.T) {
 	}
 	code, _, errs = pzrun(t, "stm", "run", src, "-frames", "-1")
 	assert.Equal(t, "pzrun stm run: -frames -1: want a number of periods >= 0 (0: until SIGINT/SIGTERM)\n", errs)
+	// A record that cannot be written is found before the run (the run
+	// was lost after it), and no file is left behind by the probe.
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "run.json")
+	for _, cmd := range []string{"run", "master"} {
+		code, out, errs := pzrun(t, "stm", cmd, src, "-frames", "1000000", "-o", missing)
+		assert.Equal(t, 2, code, "%s: %s", cmd, errs)
+		assert.Empty(t, out, cmd)
+		assert.Contains(t, errs, "pzrun stm "+cmd+": -o "+missing+": open "+missing+": no such file or directory", cmd)
+	}
+	probe := filepath.Join(t.TempDir(), "new.json")
+	require.NoError(t, checkWritable(probe))
+	assert.NoFileExists(t, probe, "the probe removes a file it created")
 	code, out, errs := pzrun(t, "stm", "run", "-nope")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out)

@@ -240,15 +240,16 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "the records of client %s were lost (its process died or stopped answering before it sent them): %s show no figures, and the figures above leave them out\n", c, strings.Join(names, ", "))
 	}
 	fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
-	switch {
-	case len(a.Allocating) > 0:
+	if len(a.Allocating) > 0 {
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
 		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")
+	}
+	switch outside := a.clientsAllocatingOutsideRuns(); {
 	case len(a.AllocatingClients) > 0 && !a.PerRun:
 		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), plural(a.AllocPeriods, "period"))
-	case len(a.AllocatingClients) > 0:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %s, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(a.AllocatingClients, ", "), plural(a.AllocPeriods, "period"))
-	default:
+	case len(outside) > 0:
+		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(outside, ", "))
+	case len(a.Allocating) == 0 && len(a.AllocatingClients) == 0:
 		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods, before the last)\n", WarmupPeriods)
 	}
 	for _, s := range a.Runnables {
@@ -260,6 +261,29 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// clientsAllocatingOutsideRuns lists, with allocation counts per run,
+// the allocating clients (AllocatingClients) none of whose runnables is
+// named as allocating (Allocating): their process allocated outside the
+// runs.
+func (a *Analysis) clientsAllocatingOutsideRuns() []string {
+	if !a.PerRun {
+		return nil
+	}
+	inRuns := map[string]bool{}
+	for _, s := range a.Runnables {
+		if slices.Contains(a.Allocating, s.Name) {
+			inRuns[s.Client] = true
+		}
+	}
+	var out []string
+	for _, c := range a.AllocatingClients {
+		if !inRuns[c] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // WriteJSON writes the analysis as JSON lines: one object per runnable

@@ -33,7 +33,8 @@ type Client struct {
 
 	mu   sync.Mutex
 	exit func(reason string) // set while in the loop
-	// exitEarly is an exit asked for before the loop started.
+	// exitEarly is an exit asked for before the loop started; the next
+	// run takes it.
 	exitEarly string
 }
 
@@ -231,6 +232,7 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	c.mu.Lock()
 	c.exit = stopReq
 	early := c.exitEarly
+	c.exitEarly = "" // it stops this run, not every later one
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()

@@ -238,3 +238,31 @@ func TestStopDuringStartDelay(t *testing.T) {
 		})
 	}
 }
+
+// TestExitSchedulerBeforeRunStopsThatRunOnly: an ExitScheduler called
+// before a run stops that run at once; the next run with the same
+// clients runs its frames (the request stayed and stopped every later
+// run).
+func TestExitSchedulerBeforeRunStopsThatRunOnly(t *testing.T) {
+	plan := compileString(t, threeClients)
+	var clients []*Client
+	for _, regs := range [][]string{{"a1", "a2"}, {"b1"}, {"c1"}} {
+		c, err := NewClient(regs[0][:1])
+		require.NoError(t, err)
+		for _, r := range regs {
+			c.Runnable(r, func(context.Context) error { return nil })
+		}
+		clients = append(clients, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clients[1].ExitScheduler()
+	run, err := runLocal(ctx, plan, clients, WithFrames(50), WithSignals(false))
+	require.NoError(t, err)
+	assert.Equal(t, "ExitScheduler called by client b", run.Stopped)
+	assert.Less(t, run.Periods, 50, "the first run stopped early")
+	run, err = runLocal(ctx, plan, clients, WithFrames(2), WithSignals(false))
+	require.NoError(t, err)
+	assert.Equal(t, 2, run.Periods, "the second run ran its frames: %s", run.Stopped)
+	assert.NotContains(t, run.Stopped, "ExitScheduler")
+}

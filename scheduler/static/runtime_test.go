@@ -502,6 +502,28 @@ runnables:
 	assert.Equal(t, 20, len(sink))
 }
 
+// TestAllocationTextNamesBoth: with counts per run, the text names the
+// allocating runnables and, beside them, the clients whose process
+// allocated outside any run (it named only the runnables once any was
+// named, where the JSON listed both).
+func TestAllocationTextNamesBoth(t *testing.T) {
+	a := &Analysis{
+		PerRun:            true,
+		Allocating:        []string{"plan"},
+		AllocatingClients: []string{"perception", "planning"},
+		Runnables: []RunnableStats{
+			{Name: "detect", Client: "perception"},
+			{Name: "plan", Client: "planning"},
+		},
+	}
+	var text strings.Builder
+	require.NoError(t, a.WriteText(&text))
+	assert.Contains(t, text.String(), "allocating inside the loop (the collector will run and pause the process): plan\n")
+	assert.Contains(t, text.String(), "the processes of clients perception allocated inside the loop, outside the runs of their runnables")
+	assert.NotContains(t, text.String(), "clients perception, planning", "planning's allocations are plan's")
+	assert.NotContains(t, text.String(), "nothing allocated")
+}
+
 // A client that sends garbage or messages out of order is disconnected
 // with an error naming it; the run goes on.
 func TestBadClientsDisconnected(t *testing.T) {
