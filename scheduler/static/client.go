@@ -51,7 +51,8 @@ func WithPlan(plan *Plan) ClientOption {
 	return func(c *Client) { c.plan, c.planSource, c.planBody = plan.Hash, plan.Source, plan.bodyHash() }
 }
 
-// WithClientLog receives the client's warnings (an unpinned thread).
+// WithClientLog receives the client's warnings (an unpinned thread, a
+// master that does not answer yet).
 func WithClientLog(f func(msg string)) ClientOption { return func(c *Client) { c.log = f } }
 
 // NewClient makes the client named name (one of the plan's clients).
@@ -132,20 +133,36 @@ func (c *Client) EnterScheduler(ctx context.Context) error {
 	if dir == "" {
 		dir = DefaultDir(os.Getenv)
 	}
-	conn, err := dialMaster(ctx, dir)
+	conn, err := dialMaster(ctx, dir, func(msg string) {
+		if c.log != nil {
+			c.log(msg)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	return c.session(ctx, newSockLink(conn), true)
 }
 
+// dialWaitLog is how long a client waits for a master before it says so
+// (and how often it says so again, five times as long).
+const dialWaitLog = time.Second
+
 // dialMaster connects to the socket in dir, retrying until a master
-// listens there or ctx ends.
-func dialMaster(ctx context.Context, dir string) (net.Conn, error) {
+// listens there or ctx ends. After dialWaitLog without one, and every
+// five times that after, it tells logf that it is still waiting (a
+// mistyped directory would otherwise wait in silence).
+func dialMaster(ctx context.Context, dir string, logf func(string)) (net.Conn, error) {
 	sock := filepath.Join(dir, sockName)
 	delay := 5 * time.Millisecond
 	var d net.Dialer
+	start := time.Now()
+	nextLog := start.Add(dialWaitLog)
 	for {
+		if now := time.Now(); now.After(nextLog) {
+			logf(fmt.Sprintf("waiting for a master on %s for %v (none listens there yet; is -dir / WithClientDir the master's?)", sock, now.Sub(start).Round(time.Second)))
+			nextLog = now.Add(5 * dialWaitLog)
+		}
 		if st, err := os.Stat(dir); err == nil {
 			if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
 				return nil, fmt.Errorf("static: socket directory %s belongs to user %d, not this client's %d", dir, uid, os.Getuid())

@@ -3,6 +3,7 @@ package static
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,4 +266,33 @@ func TestExitSchedulerBeforeRunStopsThatRunOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, run.Periods, "the second run ran its frames: %s", run.Stopped)
 	assert.NotContains(t, run.Stopped, "ExitScheduler")
+}
+
+// TestClientSaysItWaitsForMaster: a client whose directory has no master
+// says, through WithClientLog, that it waits and where, instead of
+// waiting in silence (a mistyped directory hung a client without a word).
+func TestClientSaysItWaitsForMaster(t *testing.T) {
+	dir := privateTestDir(t)
+	logged := make(chan string, 10)
+	c, err := NewClient("a", WithClientDir(dir), WithClientLog(func(m string) {
+		select {
+		case logged <- m:
+		default:
+		}
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.EnterScheduler(ctx) }()
+	select {
+	case m := <-logged:
+		assert.Contains(t, m, "waiting for a master on "+filepath.Join(dir, sockName))
+		assert.Contains(t, m, "none listens there yet")
+	case <-time.After(time.Minute):
+		t.Fatal("the client said nothing while it waited")
+	}
+	cancel()
+	err = <-done
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "no master answered on")
 }

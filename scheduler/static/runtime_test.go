@@ -539,7 +539,7 @@ func TestBadClientsDisconnected(t *testing.T) {
 		res <- masterResult{r, err}
 	}()
 	dial := func() net.Conn {
-		conn, err := dialMaster(context.Background(), dir)
+		conn, err := dialMaster(context.Background(), dir, func(string) {})
 		require.NoError(t, err)
 		return conn
 	}
