@@ -197,6 +197,9 @@ func Verify(s *Spec) error {
 // policies. An epoch's Frames of 0 means 1, as a schedule without frames;
 // an empty Overrun means FrameSkip. s is not modified.
 func Compile(s *Spec) (*Plan, error) {
+	if s == nil {
+		return nil, errors.New("static: Compile of a nil Spec (make one with Parse)")
+	}
 	c := &compiler{spec: normalized(s), p: &problems{file: s.File}}
 	c.checkForm()
 	if err := c.p.err(); err != nil {

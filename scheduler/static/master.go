@@ -148,6 +148,12 @@ func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
 	if o.frames < 0 {
 		return nil, fmt.Errorf("static: frames must be 0 (no limit) or more, got %d", o.frames)
 	}
+	if o.liveness < 0 {
+		return nil, fmt.Errorf("static: WithLiveness(%v): want a duration >= 0 (at least two periods are used)", o.liveness)
+	}
+	if o.startDelay < 0 {
+		return nil, fmt.Errorf("static: WithStartDelay(%v): want a duration >= 0 (at least one period is used)", o.startDelay)
+	}
 	var longest time.Duration
 	for _, h := range plan.Hyperepochs {
 		// A plan file compiled before the verifier bounded periods.

@@ -673,6 +673,12 @@ func TestNewMasterBadOptions(t *testing.T) {
 	assert.Error(t, err)
 	_, err = NewMaster(compileString(t, threeClients), WithFrames(-1))
 	assert.ErrorContains(t, err, "frames must be 0 (no limit) or more, got -1")
+	_, err = NewMaster(compileString(t, threeClients), WithLiveness(-time.Second))
+	assert.ErrorContains(t, err, "static: WithLiveness(-1s): want a duration >= 0")
+	_, err = NewMaster(compileString(t, threeClients), WithStartDelay(-time.Second))
+	assert.ErrorContains(t, err, "static: WithStartDelay(-1s): want a duration >= 0")
+	_, err = Compile(nil)
+	assert.ErrorContains(t, err, "static: Compile of a nil Spec")
 	_, err = NewClient("")
 	assert.Error(t, err)
 	// A plan with a client without runnables (the compiler refuses one;
