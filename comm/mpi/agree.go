@@ -44,7 +44,7 @@ func (c *Comm) preVolume(ctx context.Context, d desc, lerr error, volume int64) 
 	in, out := &c.agree[0], &c.agree[1]
 	setHeader(in, agreeVector(d, c.rank, c.size, lerr, volume))
 	in.pay = 0
-	if err := c.agreeStep(ctx); err != nil {
+	if err := c.agreeStep(ctx, d.call); err != nil {
 		return -1, err
 	}
 	failRank, same := agreed(header(out), c.size)
@@ -73,14 +73,14 @@ func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, r
 	if c.blocks(ctx) {
 		// The whole step in one C call: the payload's copies in and out,
 		// the watch's stores and MPI_Allreduce (agreeBlocking).
-		if done, err := c.agreeBlocking(send, recv, int(pay&0xffff)); done {
+		if done, err := c.agreeBlocking(d.call, send, recv, int(pay&0xffff)); done {
 			return true, err
 		}
 	} else {
 		if c.agree[0].pay != 0 {
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.agree[0].payload[0])), agreePayload), send)
 		}
-		if err := c.agreeStep(ctx); err != nil {
+		if err := c.agreeStep(ctx, d.call); err != nil {
 			return true, err
 		}
 	}
@@ -261,14 +261,27 @@ func combinePayload(dt comm.Datatype, op comm.Op, a, b []byte) ([]byte, bool) {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&inout.payload[0])), len(b)), inout.pay != 0
 }
 
-// agreeStep allreduces c.agree[0] into c.agree[1] with pz_agree_op.
+// agreeNames names the agreement step of each collective, for the stall
+// watch's reports and MPI's errors: a rank that waits in it waits for
+// the user's call (Barrier, ...) on another rank, not for an
+// MPI_Allreduce of its own. Made once, so that naming a step stores a
+// constant string.
+var agreeNames = func() (names [256]string) {
+	for i := range names {
+		names[i] = call(i).String() + "'s agreement step (MPI_Allreduce)"
+	}
+	return names
+}()
+
+// agreeStep allreduces c.agree[0] into c.agree[1] with pz_agree_op, the
+// agreement step of collective k.
 // The buffers are c's own (c.agree, alive as long as c) and pinned by
 // c.do on the polling path, so they go to C as addresses (pz_allreduce_at).
-func (c *Comm) agreeStep(ctx context.Context) error {
+func (c *Comm) agreeStep(ctx context.Context, k call) error {
 	sp, rp := unsafe.Pointer(&c.agree[0]), unsafe.Pointer(&c.agree[1])
 	sa, ra := C.uintptr_t(uintptr(sp)), C.uintptr_t(uintptr(rp))
 	dt, op := c.st.agreeType, c.st.agreeOp
-	err := c.do(ctx, "MPI_Allreduce", true,
+	err := c.do(ctx, agreeNames[k], true,
 		func() C.int { return C.pz_allreduce_at(sa, ra, 1, dt, op, c.c, 0) },
 		func(r *C.MPI_Request) C.int { return C.pz_iallreduce_at(sa, ra, 1, dt, op, c.c, r) }, sp, rp)
 	runtime.KeepAlive(c.agree)
@@ -281,14 +294,14 @@ func (c *Comm) agreeStep(ctx context.Context) error {
 // set). It reports done when the step failed (err) or the ranks agreed and
 // the payload came back combined into recv (n bytes at most); otherwise
 // c.agree[1] holds the reduced element for fused to interpret.
-func (c *Comm) agreeBlocking(send, recv []byte, n int) (done bool, err error) {
+func (c *Comm) agreeBlocking(k call, send, recv []byte, n int) (done bool, err error) {
 	in := &c.agree[0]
 	sn := 0
 	if in.pay != 0 {
 		sn = min(len(send), agreePayload)
 	}
 	rn := min(len(recv), n)
-	slot := c.collSlotU("MPI_Allreduce")
+	slot := c.collSlotU(agreeNames[k])
 	rc := C.pz_agree_step(C.uintptr_t(uintptr(unsafe.Pointer(in))), C.uintptr_t(uintptr(ptr(send))), C.int(sn),
 		C.uintptr_t(uintptr(ptr(recv))), C.int(rn), slot, C.uint64_t(c.seq), c.st.agreeTypeU, c.st.agreeOpU, c.cu)
 	runtime.KeepAlive(send) // C had their addresses
@@ -299,7 +312,7 @@ func (c *Comm) agreeBlocking(send, recv []byte, n int) (done bool, err error) {
 	case rc == 0:
 		return true, nil
 	case rc > 0:
-		return true, fmt.Errorf("mpi: %w", c.st.error("MPI_Allreduce", rc))
+		return true, fmt.Errorf("mpi: %w", c.st.error(agreeNames[k], rc))
 	}
 	return false, nil
 }

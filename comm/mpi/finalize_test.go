@@ -253,3 +253,45 @@ func TestFinalizeWithSendInWait(t *testing.T) {
 	require.NotContains(t, s, "--- FAIL", s)
 	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
 }
+
+// finalizeWaitEnv selects the job of TestFinalizeWaitReported.
+const finalizeWaitEnv = "PZ_MPI_TEST_FINALIZE_WAIT"
+
+// TestFinalizeWaitReported: rank 1 finalizes while rank 0 never does (it
+// is elsewhere, as a rank that waits for rank 1 in a collective rank 1
+// never called). Rank 1 waits in MPI_Finalize, which waits for every
+// rank: it says so after each report interval, and past PZ_COMM_TIMEOUT
+// it ends, and mpirun ends the job. (It waited there in silence for
+// ever.)
+func TestFinalizeWaitReported(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(finalizeWaitEnv) == "" {
+			t.Skip("run by TestFinalizeWaitReported under its own mpirun")
+		}
+		require.Equal(t, 2, world.Size(), "runs on 2 ranks")
+		if world.Rank() == 1 {
+			err := world.Finalize()
+			t.Fatalf("Finalize returned without rank 0: %v", err)
+		}
+		select {} // rank 0 is elsewhere: it never finalizes
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(lau.Args(2), os.Args[0], "-test.run=^TestFinalizeWaitReported$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), finalizeWaitEnv+"=1", "PZ_COMM_REPORT=500ms", "PZ_COMM_TIMEOUT=3s")
+	out, err := cmd.CombinedOutput()
+	s := string(out)
+	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	require.Error(t, err, "the job must fail:\n%s", s)
+	require.Contains(t, s, "pz mpi: rank 1 of 2: waiting ", s)
+	require.Contains(t, s, "in MPI_Finalize: this rank is done, and MPI_Finalize waits for every rank to call it", s)
+	require.Contains(t, s, "the job ends after 3s (PZ_COMM_TIMEOUT)", s)
+	require.Contains(t, s, "in MPI_Finalize; ending the job (PZ_COMM_TIMEOUT=3s)", s)
+	require.NotContains(t, s, "Finalize returned without rank 0", s)
+}

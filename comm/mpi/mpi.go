@@ -384,6 +384,10 @@ func (r stillRunning) Unwrap() []error { return r }
 // and ends that thread.
 func (w *World) finalizeOnThread() C.int {
 	var rc C.int
+	// MPI_Finalize waits for every rank: a wait for a rank that never
+	// finalizes is reported (and bounded) as a stalled collective is.
+	stop := w.st.watch.finalizing()
+	defer stop()
 	w.thread.do(func() { rc = C.pz_finalize() })
 	w.thread.stop()
 	return rc

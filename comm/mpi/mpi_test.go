@@ -503,7 +503,11 @@ var stallColl = map[string]struct {
 	"allreduce": {true, func(c comm.Comm) error {
 		_, err := comm.AllReduce(context.Background(), c, []float64{1}, comm.Sum)
 		return err
-	}, "MPI_Allreduce (collective #"},
+	}, "AllReduce's agreement step (MPI_Allreduce) (collective #"},
+	// The user's call is named, not the agreement step's MPI call alone.
+	"barrier": {true, func(c comm.Comm) error {
+		return c.Barrier(context.Background())
+	}, "Barrier's agreement step (MPI_Allreduce) (collective #"},
 	"allreduce-nocheck": {false, func(c comm.Comm) error {
 		_, err := comm.AllReduce(context.Background(), c, []float64{1}, comm.Sum)
 		return err

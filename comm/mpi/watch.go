@@ -403,6 +403,53 @@ func (op *watched) describe(waited time.Duration) string {
 	return fmt.Sprintf("waiting %v in %s", waited.Round(time.Millisecond), what)
 }
 
+// finalizing watches this rank's MPI_Finalize, which waits for every
+// rank to call it: a rank that returned while another still waits for it
+// in a collective or a receive waits there for ever, and said nothing.
+// Past each report interval it says where it waits, and past the
+// timeout it ends the process (TimeoutExit), which ends the job. stop
+// ends the watch once MPI_Finalize has returned.
+func (w *watch) finalizing() (stop func()) {
+	if w == nil || (w.report <= 0 && w.timeout <= 0) {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		start := time.Now()
+		var told time.Duration
+		tick := time.NewTicker(w.tick())
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				waited := now.Sub(start)
+				if w.timeout > 0 && waited >= w.timeout {
+					fmt.Fprintf(w.out, "pz mpi: rank %d of %d: waiting %v in MPI_Finalize; ending the job (PZ_COMM_TIMEOUT=%v)\n", w.rank, w.size, waited.Round(time.Millisecond), w.timeout)
+					w.exit(TimeoutExit)
+					return
+				}
+				if w.report > 0 && waited-told >= w.report {
+					told = waited
+					hint := "set PZ_COMM_TIMEOUT (or pzrun -comm-timeout) to end the job after a bound"
+					if w.timeout > 0 {
+						hint = fmt.Sprintf("the job ends after %v (PZ_COMM_TIMEOUT)", w.timeout)
+					}
+					fmt.Fprintf(w.out, "pz mpi: rank %d of %d: waiting %v in MPI_Finalize: this rank is done, and MPI_Finalize waits for every rank to call it "+
+						"(a rank that still waits for this one in a collective or a receive never will: see the other ranks' output); %s\n",
+						w.rank, w.size, waited.Round(time.Millisecond), hint)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
 // close stops the watch.
 func (w *watch) close() {
 	if w == nil {
