@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/local"
@@ -69,12 +71,16 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 		sigMu    sync.Mutex
 		received os.Signal
 	)
+	returned := make([]atomic.Bool, n) // by rank: its function has returned
+	ranDone := make(chan struct{})     // local.Run has returned
+	defer close(ranDone)
 	if cfg.setSignals && cfg.signals {
 		h := startSignals(func(s os.Signal) {
 			sigMu.Lock()
 			received = s
 			sigMu.Unlock()
 			cancel(&SignalError{Signal: s})
+			go reportShutdown(cfg, s, returned, ranDone)
 		}, cfg.exit)
 		defer h.stop()
 	}
@@ -99,6 +105,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 	cfg.sharedGPUs, cfg.gpusShared = gpus, true
 	defer func() { _ = closeDevices(gpus) }()
 	err = local.Run(ctx, n, func(ctx context.Context, c comm.Comm) (err error) {
+		defer returned[c.Rank()].Store(true)
 		// Close frees the rank's communicator, as under MPI Close
 		// finalizes it: a collective after Close fails on both
 		// backends (comm.ErrFreed).
@@ -143,6 +150,34 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 		cfg.exit(ExitStatus(s))
 	}
 	return err
+}
+
+// reportShutdown says, on cfg.stderr, which ranks a shutdown after
+// signal s still waits for: first after cfg.shutdownReport, then every
+// five times that, until done (every rank returned). A rank whose
+// function does not watch its context holds the exit with no other word.
+func reportShutdown(cfg *config, s os.Signal, returned []atomic.Bool, done <-chan struct{}) {
+	start := time.Now()
+	wait := cfg.shutdownReport
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(wait):
+		}
+		var left []int
+		for r := range returned {
+			if !returned[r].Load() {
+				left = append(left, r)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		fmt.Fprintf(cfg.stderr, "pz: after %v: waiting %v for %s to return (a rank's function must return once its context ends; %v again exits at once)\n",
+			s, time.Since(start).Round(time.Second), comm.FormatRanks(left), s)
+		wait = 5 * cfg.shutdownReport
+	}
 }
 
 // What pz itself keeps for an in-process rank: its goroutines, runtime

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -48,16 +50,21 @@ type config struct {
 	mpiOpts      []mpi.Option
 	mpiHandle    uintptr // WithMPIComm
 	mpiHandleSet bool
-	exit         func(code int)    // replaced by tests of the signal path
-	sims         []accel.SimConfig // WithSimDevices
-	simsSet      bool
-	shareSims    bool           // WithSharedSimDevices
-	shared       []accel.Device // opened by RunLocal for every rank; closed there
-	cudaN        int            // WithCUDA
-	cudaSet      bool
-	cudaDriver   *cuda.Driver   // WithCUDADriver
-	sharedGPUs   []accel.Device // opened by RunLocal for every rank; closed there
-	gpusShared   bool
+	exit         func(code int) // replaced by tests of the signal path
+	// stderr receives RunLocal's report of the ranks a shutdown waits
+	// for, first after shutdownReport and then every five times that
+	// (both replaced by tests).
+	stderr         io.Writer
+	shutdownReport time.Duration
+	sims           []accel.SimConfig // WithSimDevices
+	simsSet        bool
+	shareSims      bool           // WithSharedSimDevices
+	shared         []accel.Device // opened by RunLocal for every rank; closed there
+	cudaN          int            // WithCUDA
+	cudaSet        bool
+	cudaDriver     *cuda.Driver   // WithCUDADriver
+	sharedGPUs     []accel.Device // opened by RunLocal for every rank; closed there
+	gpusShared     bool
 	// localMachines is RunLocal's table of the ranks' machine
 	// descriptions, one per rank, shared by the ranks of the process: each
 	// fills its own entry, and after a barrier all read it, so n ranks
@@ -115,7 +122,7 @@ func WithGetenv(getenv func(string) string) Option {
 }
 
 func newConfig(opts []Option) *config {
-	c := &config{getenv: os.Getenv, exit: os.Exit}
+	c := &config{getenv: os.Getenv, exit: os.Exit, stderr: os.Stderr, shutdownReport: 2 * time.Second}
 	for _, o := range opts {
 		o(c)
 	}

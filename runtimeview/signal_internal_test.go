@@ -1,10 +1,13 @@
 package runtimeview
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -145,4 +148,63 @@ func TestSecondSignalWhenIgnoredAtStart(t *testing.T) {
 	}
 	close(hang)
 	h.stop()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestShutdownNamesWaitedRanks: after SIGTERM, a rank whose function does
+// not return holds RunLocal's exit; RunLocal says which rank it waits for
+// (it said nothing for as long as the rank ran), and stops saying so once
+// every rank has returned.
+func TestShutdownNamesWaitedRanks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stderr syncBuffer
+	var code atomic.Int32
+	var waiting atomic.Int32
+	const n = 3
+	err := RunLocal(ctx, n, func(rctx context.Context, rt *RuntimeView) error {
+		if waiting.Add(1) == n {
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				return err
+			}
+		}
+		<-rctx.Done()
+		if rt.Rank() != 2 {
+			return nil
+		}
+		// Rank 2 goes on after its context ended, until RunLocal has
+		// named it.
+		for !strings.Contains(stderr.String(), "waiting") {
+			select {
+			case <-ctx.Done():
+				return errors.New("RunLocal never named the rank it waits for")
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}, WithMachine(syntheticMachine()), quiet, WithSignals(true), withExit(func(c int) { code.Store(int32(c)) }),
+		func(c *config) { c.stderr, c.shutdownReport = &stderr, 20*time.Millisecond })
+	require.NoError(t, err)
+	assert.Equal(t, int32(143), code.Load())
+	out := stderr.String()
+	assert.Contains(t, out, "pz: after terminated: waiting ")
+	assert.Contains(t, out, " for rank 2 to return (a rank's function must return once its context ends; terminated again exits at once)")
+	assert.NotContains(t, out, "rank 0")
 }
