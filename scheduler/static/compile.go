@@ -632,7 +632,11 @@ func (c *compiler) checkRunnables() {
 		at := r.at(r.keys.submitter)
 		switch {
 		case !ok:
-			p.add(at, "runnable %q names submitter %q, which is not a runnable", r.Name, r.Submitter)
+			msg := fmt.Sprintf("runnable %q names submitter %q, which is not a runnable", r.Name, r.Submitter)
+			if cl := closest(r.Submitter, c.names()); cl != "" && cl != r.Name {
+				msg += fmt.Sprintf("; did you mean %q?", cl)
+			}
+			p.add(at, "%s", msg)
 		case subKnown && c.resKind[sub.Resource].Kind != CPU:
 			p.add(at, "runnable %q names submitter %q, which runs on %q; a submitter runs on a CPU core", r.Name, r.Submitter, sub.Resource)
 		case sub.Client != r.Client:

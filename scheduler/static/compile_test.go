@@ -453,6 +453,13 @@ runnables:
 			want: `s.yaml:5: runnable "k" names submitter "sub", which is not a runnable`,
 		},
 		{
+			name: "misspelt submitter",
+			src: head + `  - {name: dnn_submit, client: c, resource: cpu0, wcet: 1ms}
+  - {name: k, client: c, resource: gpu0.stream0, wcet: 1ms, submitter: dnn_sumbit}
+`,
+			want: `s.yaml:6: runnable "k" names submitter "dnn_sumbit", which is not a runnable; did you mean "dnn_submit"?`,
+		},
+		{
 			name: "submitter on a GPU stream",
 			src: `hyperepochs:
   - {name: h, period: 10ms, resources: [cpu0, gpu0.stream0, gpu0.stream1], epochs: [{name: f}]}

@@ -398,6 +398,8 @@ func (p *problems) fields(n *yaml.Node, what string, known []string) map[string]
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		switch {
+		case k.Value == "<<" && k.Tag == "!!merge":
+			p.add(k.Line, "a YAML merge key (<<) in %s: merge keys and aliases are not supported (a schedule says every key where it applies); write the keys out", what)
 		case !slices.Contains(known, k.Value):
 			msg := fmt.Sprintf("unknown key %q in %s", k.Value, what)
 			if c := closest(k.Value, known); c != "" {
@@ -625,8 +627,12 @@ func closest(s string, candidates []string) string {
 	return best
 }
 
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and transpositions of two adjacent letters
+// ("wect" for "wcet" is one edit) each count one.
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
+	prev2 := make([]int, len(b)+1) // row i-2
+	prev := make([]int, len(b)+1)  // row i-1
 	cur := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
@@ -639,8 +645,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -183,6 +183,31 @@ s.yaml:9: unknown key "dep" in a runnable; did you mean "deps"?
 s.yaml:10: unknown key "overun" in the schedule; did you mean "overrun"?`,
 		},
 		{
+			name: "merge key",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - &a {name: a, client: c, resource: cpu0, wcet: 1ms}
+  - {<<: *a, name: b}
+`,
+			want: `s.yaml:6: a YAML merge key (<<) in a runnable: merge keys and aliases are not supported (a schedule says every key where it applies); write the keys out
+s.yaml:6: runnable "b" has no client; add client: ...
+s.yaml:6: runnable "b" has no resource; add resource: ...
+s.yaml:6: runnable "b" has no wcet; add wcet: ...`,
+		},
+		{
+			name: "transposed letters",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wect: 1ms}
+`,
+			want: `s.yaml:5: unknown key "wect" in a runnable; did you mean "wcet"?
+s.yaml:5: runnable "a" has no wcet; add wcet: ...`,
+		},
+		{
 			name: "unknown key without suggestion",
 			src: `hyperepochs:
   - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f, color: red}]}
