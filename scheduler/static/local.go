@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,6 +110,8 @@ func checkLocalClients(plan *Plan, clients []*Client) error {
 			problems = append(problems, fmt.Sprintf("clients[%d] is nil", i))
 		case seen[c.name]:
 			problems = append(problems, fmt.Sprintf("client %s is given twice", c.name))
+		case !slices.Contains(plan.Clients, c.name):
+			problems = append(problems, fmt.Sprintf("client %s is not one of the plan's", c.name))
 		}
 		if c != nil {
 			seen[c.name] = true

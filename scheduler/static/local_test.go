@@ -100,6 +100,7 @@ func TestRunLocalRefusesMissingClients(t *testing.T) {
 		{[]*Client{a}, []string{"no Client for b, c of the plan"}},
 		{[]*Client{a, b, nil}, []string{"clients[2] is nil", "no Client for c"}},
 		{[]*Client{a, b, a}, []string{"client a is given twice", "no Client for c"}},
+		{[]*Client{a, b, mk("zzz", "z1")}, []string{"client zzz is not one of the plan's", "no Client for c"}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// Refused, not the context's end (it waited for the missing
