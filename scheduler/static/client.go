@@ -36,6 +36,17 @@ type Client struct {
 	// exitEarly is an exit asked for before the loop started; the next
 	// run takes it.
 	exitEarly string
+	signal    os.Signal // the signal that stopped the last run (Signal)
+}
+
+// Signal returns the signal (SIGINT or SIGTERM) that stopped the client's
+// last EnterScheduler, or nil when none did. EnterScheduler returns nil
+// after such a graceful stop, as after the frame limit; a client program
+// that exits with the signal's status (128+signo) asks here.
+func (c *Client) Signal() os.Signal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signal
 }
 
 // A ClientOption configures a Client.
@@ -123,8 +134,9 @@ func (c *Client) hello() *message {
 // clients and master may start in any order), registers, waits for every
 // other client, and runs the client's runnables at their planned times
 // until the frame limit, ExitScheduler or SIGINT/SIGTERM, which all end
-// at a period boundary (nil); during the start delay, before the first
-// period, they end the wait for it at once. It returns ErrRefused when the master
+// at a period boundary (nil; Signal says which signal stopped it);
+// during the start delay, before the first period, they end the wait for
+// it at once. It returns ErrRefused when the master
 // refuses the client, ErrAborted when another client failed, and ctx's
 // error when ctx ends before the start; ctx's end after the start is a
 // graceful stop, like a signal.
@@ -250,6 +262,7 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	c.exit = stopReq
 	early := c.exitEarly
 	c.exitEarly = "" // it stops this run, not every later one
+	c.signal = nil
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -308,6 +321,11 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 					return
 				}
 			case s := <-sigs:
+				c.mu.Lock()
+				if c.signal == nil {
+					c.signal = s
+				}
+				c.mu.Unlock()
 				stopReq(fmt.Sprintf("client %s got %v", c.name, s))
 			case <-ctxDone:
 				ctxDone = nil

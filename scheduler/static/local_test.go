@@ -297,3 +297,46 @@ func TestClientSaysItWaitsForMaster(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "no master answered on")
 }
+
+// TestClientSignal: a SIGTERM stops a client process's run gracefully
+// (EnterScheduler returns nil, as after the frame limit) and Signal says
+// which signal did, so that the program can exit with its status (it
+// could not tell).
+func TestClientSignal(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 5ms, resources: [cpu0], epochs: [{name: frame}]}
+clients: [a]
+runnables:
+  - {name: a1, client: a, resource: cpu0, wcet: 1ms}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := privateTestDir(t)
+	m, err := NewMaster(plan, WithDir(dir), WithSignals(false), WithLiveness(10*time.Second))
+	require.NoError(t, err)
+	res := make(chan masterResult, 1)
+	go func() {
+		r, err := m.Run(ctx)
+		res <- masterResult{r, err}
+	}()
+	c, err := NewClient("a", WithClientDir(dir))
+	require.NoError(t, err)
+	ran := make(chan struct{})
+	var once sync.Once
+	c.Runnable("a1", func(context.Context) error { once.Do(func() { close(ran) }); return nil })
+	entered := make(chan error, 1)
+	go func() { entered <- c.EnterScheduler(ctx) }()
+	select {
+	case <-ran: // the loop runs: the client watches the signals
+	case <-ctx.Done():
+		t.Fatal("the run did not start")
+	}
+	require.Nil(t, c.Signal(), "before the signal")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	require.NoError(t, <-entered, "a graceful stop")
+	assert.Equal(t, syscall.SIGTERM, c.Signal())
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	assert.Contains(t, r.run.Stopped, "client a got terminated")
+}
