@@ -2,6 +2,7 @@ package static
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -339,4 +340,17 @@ runnables:
 	r := waitFor(t, res, "the master")
 	require.NoError(t, r.err)
 	assert.Contains(t, r.run.Stopped, "client a got terminated")
+}
+
+// TestDefaultDir: the environment's directories first, else one in
+// /dev/shm (memory) where it exists.
+func TestDefaultDir(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	assert.Equal(t, "/x", DefaultDir(env(map[string]string{"PZ_STM_DIR": "/x", "XDG_RUNTIME_DIR": "/run/user/1"})))
+	assert.Equal(t, "/run/user/1/pz-stm", DefaultDir(env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"})))
+	want := filepath.Join(os.TempDir(), fmt.Sprintf("pz-stm-%d", os.Getuid()))
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		want = fmt.Sprintf("/dev/shm/pz-stm-%d", os.Getuid())
+	}
+	assert.Equal(t, want, DefaultDir(env(nil)))
 }

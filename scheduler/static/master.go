@@ -86,7 +86,12 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// DefaultDir returns the socket directory used when none is given.
+// DefaultDir returns the socket directory used when none is given:
+// $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else pz-stm-UID in
+// /dev/shm (memory: the board file that the master maps there is never
+// written back to a disk, as one in a disk-backed /tmp would be, a
+// latency a real-time loop does not need) or, without it, the temporary
+// directory.
 func DefaultDir(getenv func(string) string) string {
 	if d := getenv("PZ_STM_DIR"); d != "" {
 		return d
@@ -94,7 +99,11 @@ func DefaultDir(getenv func(string) string) string {
 	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "pz-stm")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("pz-stm-%d", os.Getuid()))
+	base := os.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm"
+	}
+	return filepath.Join(base, fmt.Sprintf("pz-stm-%d", os.Getuid()))
 }
 
 const (
