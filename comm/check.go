@@ -218,7 +218,7 @@ func InPlace(send, recv Buf) bool {
 // entries, has a negative entry, or does not sum to total.
 func CheckCounts(call string, rank int, counts []int, size, total int) error {
 	if len(counts) != size {
-		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("%d counts for %d ranks", len(counts), size)}
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("%d counts (parts) for %d ranks; want one per rank", len(counts), size)}
 	}
 	sum := 0
 	for i, c := range counts {
