@@ -229,7 +229,8 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 		s.begin(call, c.seq)
 		defer s.end()
 	}
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
+		err := ctxErr(ctx)
 		if coll {
 			err = c.breakWith(err)
 		}

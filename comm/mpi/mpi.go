@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -474,6 +475,18 @@ type poller struct {
 	yield func()
 }
 
+// ctxErr is the error of an operation that ctx ended: its cause (a
+// signal's, say, as comm/local reports it), still wrapping ctx.Err().
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+		return fmt.Errorf("%w: %w", err, cause)
+	} else if cause != nil {
+		return cause
+	}
+	return err
+}
+
 func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool, error)) error {
 	sleep := pollMinSleep
 	var until time.Time // zero until pollSpins tests are done
@@ -485,7 +498,7 @@ func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool,
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return ctxErr(ctx)
 		default:
 		}
 		if spinning && i >= pollSpins {

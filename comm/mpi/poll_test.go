@@ -4,6 +4,7 @@ package mpi
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -93,3 +94,36 @@ func TestPollCanceled(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.NotEmpty(t, f.sleeps)
 }
+
+// sigErr stands for runtimeview's SignalError: a cause that is a
+// cancellation.
+type sigErr struct{}
+
+func (sigErr) Error() string        { return "runtimeview: terminated received" }
+func (sigErr) Is(target error) bool { return target == context.Canceled }
+
+// TestPollReportsCause: a wait that ctx ends reports ctx's cause (a
+// signal's, as comm/local does), still wrapping ctx.Err(); a plain
+// cancellation reads as before.
+func TestPollReportsCause(t *testing.T) {
+	never := func() (bool, error) { return false, nil }
+	for _, tc := range []struct {
+		cause error
+		text  string
+	}{
+		{nil, "context canceled"},
+		{sigErr{}, "runtimeview: terminated received"},
+		{errBoomPoll, "context canceled: boom"},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(tc.cause)
+		err := newFakeTime(time.Microsecond).poller().poll(ctx, 0, never)
+		assert.ErrorIs(t, err, context.Canceled, "%v", tc.cause)
+		if tc.cause != nil {
+			assert.ErrorIs(t, err, tc.cause)
+		}
+		assert.EqualError(t, err, tc.text)
+	}
+}
+
+var errBoomPoll = errors.New("boom")
