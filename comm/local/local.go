@@ -670,9 +670,10 @@ func (c *rankComm) ready(w *cond) bool {
 // spinWait waits until w holds: a short spin catches peers that are about
 // to arrive when that has been working (see spinLoads), yields let other
 // ranks run when there are more ranks than cores, and then the rank parks
-// until woken. It returns early with the cause when done closes (errCtx)
-// or the group or world breaks; with a nil done it waits regardless.
-func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
+// until woken. With breaks, it returns early with the cause when done
+// closes (errCtx; a nil done never does) or the group or world breaks;
+// without, it waits for w regardless.
+func (c *rankComm) spinWait(done <-chan struct{}, breaks bool, w *cond) error {
 	g := c.g
 	me := g.slots[c.rank]
 	if c.ready(w) {
@@ -714,18 +715,23 @@ func (c *rankComm) spinWait(done <-chan struct{}, w *cond) error {
 			me.waiting.Store(0)
 			return nil
 		}
-		// A context that cannot end (done nil) blocks that case for
-		// ever; a break (Abort, or a rank of Run that failed) ends the
-		// wait either way.
+		// A wait of a collective's caller ends with a break (Abort, or a
+		// rank of Run that failed) even when its context cannot end
+		// (done nil: that case blocks for ever); an internal wait that
+		// must see w hold (breaks false) ends only then.
 		var cause error
-		select {
-		case <-me.wake:
-		case <-done:
-			cause = errCtx
-		case <-g.brk.ch:
-			cause = g.brk.broken()
-		case <-g.w.brk.ch:
-			cause = g.w.brk.broken()
+		if !breaks {
+			<-me.wake
+		} else {
+			select {
+			case <-me.wake:
+			case <-done:
+				cause = errCtx
+			case <-g.brk.ch:
+				cause = g.brk.broken()
+			case <-g.w.brk.ch:
+				cause = g.w.brk.broken()
+			}
 		}
 		me.waiting.Store(0)
 		if cause != nil {
@@ -758,7 +764,7 @@ var errCtx = errors.New("local: context done")
 func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) error {
 	g := c.g
 	w := cond{kind: condArrivals, k: k}
-	err := c.spinWait(ctx.Done(), &w)
+	err := c.spinWait(ctx.Done(), true, &w)
 	if err == nil && w.next < g.size {
 		err = g.broken()
 		if err == nil && w.left > 0 {
@@ -798,7 +804,7 @@ func (c *rankComm) arriveCounted(ctx context.Context, call comm.Call, k uint64) 
 		return g.verdict[p]
 	}
 	w := cond{kind: condReleased, k: k, park: k*n-v > uint64(g.procs)}
-	err := c.spinWait(ctx.Done(), &w)
+	err := c.spinWait(ctx.Done(), true, &w)
 	if g.released.Load() >= k {
 		// Released, perhaps as the context ended: every rank arrived, so
 		// this one takes part, as in a watched group.
@@ -875,7 +881,7 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 		}
 	}
 	w := cond{kind: condCounter, v: &g.committed, target: target}
-	cause := c.spinWait(ctx.Done(), &w)
+	cause := c.spinWait(ctx.Done(), true, &w)
 	if cause == errCtx {
 		cause = context.Cause(ctx)
 	}
@@ -990,7 +996,7 @@ func (c *rankComm) waitDepart(k uint64, j int) {
 			continue
 		}
 		w := cond{kind: condDepart, k: k, s: g.slots[r]}
-		_ = c.spinWait(nil, &w)
+		_ = c.spinWait(nil, false, &w)
 	}
 }
 

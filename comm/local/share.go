@@ -85,7 +85,7 @@ func (c *rankComm) share(k uint64, name string, user *comm.UserFunc, count func(
 		g.wakeAll(c.rank)
 	}
 	w := cond{kind: condDone, k: k, target: total}
-	_ = c.spinWait(nil, &w)
+	_ = c.spinWait(nil, false, &w)
 	if g.brk.err.Load() == nil {
 		return nil
 	}
@@ -144,7 +144,7 @@ func (c *rankComm) abandonShare(k uint64, name string, user *comm.UserFunc, coun
 	g.slots[c.rank].a[q].done.Store((mine + 1 + gone) | doneFailed)
 	g.wakeAll(c.rank)
 	w := cond{kind: condDone, k: k, target: total}
-	_ = c.spinWait(nil, &w)
+	_ = c.spinWait(nil, false, &w)
 	if p != nil {
 		panic(p)
 	}
