@@ -285,13 +285,38 @@ func (h *Handle) LD() int { return h.ram.ld }
 // race: wait for them (WaitAll, Unregister) first, and submit the next
 // ones after. Data does not return before the copy, if any, ends; use
 // Fetch to bound the wait. Without devices, Data only returns the data.
+//
+// On a partitioned handle, Data and Fetch act on its tiles (whose memory
+// is the handle's): the newest version of every tile comes back to RAM,
+// and Data invalidates the tiles' copies on the devices, so that a write
+// through the whole is what the next task on a tile sees.
 func (h *Handle) Data() any {
 	if d := h.s.data; d != nil {
 		// Without a context, a failed copy leaves RAM as it was (and the
 		// devices' copies valid); Fetch reports it.
-		_ = d.own(context.Background(), h)
+		for _, x := range h.leaves() {
+			_ = d.own(context.Background(), x)
+		}
 	}
 	return h.ram.data
+}
+
+// leaves returns h and, when it is partitioned, its tiles' leaves: the
+// handles whose replicas hold h's data.
+func (h *Handle) leaves() []*Handle {
+	out := []*Handle{h}
+	h.mu.Lock()
+	var tiles []*Handle
+	if h.status.Load() == handlePartitioned {
+		for _, row := range h.children {
+			tiles = append(tiles, row...)
+		}
+	}
+	h.mu.Unlock()
+	for _, t := range tiles {
+		out = append(out, t.leaves()...)
+	}
+	return out
 }
 
 // Fetch copies the newest version of h's data back to RAM if a device
@@ -308,8 +333,10 @@ func (h *Handle) Data() any {
 // copy of h over the device's link.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
 	if d := h.s.data; d != nil {
-		if err := d.fetch(ctx, h); err != nil {
-			return nil, err
+		for _, x := range h.leaves() {
+			if err := d.fetch(ctx, x); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return h.ram.data, nil

@@ -119,3 +119,55 @@ var clIncrInt = &scheduler.Codelet{Name: "incr", CPU: func(c *scheduler.Call) er
 	*scheduler.ValueOf[*int](c, 0)++
 	return nil
 }}
+
+// TestPartitionedDataActsOnTiles: Data and Fetch on a partitioned handle
+// act on its tiles, whose copies live on a device: a write through the
+// whole's Data is what the next device task on a tile sees, and Fetch of
+// the whole returns the tiles' newest versions. (Both looked at the
+// whole's own copies only: the write was lost, and Fetch returned stale
+// data with a nil error.)
+func TestPartitionedDataActsOnTiles(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(scheduler.SimDevice{Memory: 1 << 20}))
+	x := make([]float64, 4096)
+	h, err := s.RegisterVector(x, scheduler.Named("x"))
+	require.NoError(t, err)
+	tiles, err := h.Partition(scheduler.Blocks(1024, 1))
+	require.NoError(t, err)
+	var devs []int
+	for _, w := range s.Workers() {
+		if w.Kind != scheduler.CPUWorker {
+			devs = append(devs, w.ID)
+		}
+	}
+	require.NotEmpty(t, devs)
+	dc, err := s.NewContext("device", scheduler.ContextWorkers(devs...))
+	require.NoError(t, err)
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		for i, v := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i] = v + 1
+		}
+		return nil
+	}}
+	incAll := func() {
+		for _, row := range tiles {
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(row[0]), scheduler.InContext(dc)))
+		}
+	}
+	incAll()
+	require.NoError(t, s.WaitAll(ctx))
+	v := h.Data().([]float64)
+	require.Equal(t, 1.0, v[0])
+	v[0] = 100 // through the whole's Data: the tiles' device copies are stale now
+	require.NoError(t, s.Submit(ctx, inc, scheduler.RW(tiles[0][0]), scheduler.InContext(dc)))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, 101.0, x[0], "the device task saw the host's write")
+
+	// A context's WaitAll leaves the newest versions on the device.
+	incAll()
+	require.NoError(t, dc.WaitAll(ctx))
+	got, err := h.Fetch(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 102.0, got.([]float64)[0], "Fetch of the whole brings tile 0 back")
+	assert.Equal(t, 2.0, got.([]float64)[3000], "and tile 2")
+}
