@@ -579,6 +579,15 @@ func TestSimDevicesOptions(t *testing.T) {
 	}
 	_, err = scheduler.ParseBytes("-3MiB")
 	require.Error(t, err)
+	// Past int64 and fractions of a byte are errors (the first wrapped
+	// to a negative size with a nil error).
+	_, err = scheduler.ParseBytes("99999999999999GiB")
+	require.ErrorContains(t, err, `"99999999999999GiB" is past the largest size`)
+	_, err = scheduler.ParseBytes("0.5B")
+	require.ErrorContains(t, err, `"0.5B" is not a whole number of bytes`)
+	got, err := scheduler.ParseBytes("0.5KiB")
+	require.NoError(t, err)
+	require.Equal(t, int64(512), got)
 }
 
 // TestValueHandlesStayOnCPU: a task with a value handle (or a Redux

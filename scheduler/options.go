@@ -244,8 +244,12 @@ func SimDevicesFromEnv(getenv func(string) string) ([]SimDevice, error) {
 // ParseBytes parses a size in bytes: a number with an optional suffix
 // k, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024),
 // as in "64MiB" or "1.5G".
+//
+// A size past the largest int64 or that is not a whole number of bytes
+// ("0.5B", "1.5") is an error.
 func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	in := s
 	mult := 1.0
 	units := []struct {
 		suffix string
@@ -261,7 +265,14 @@ func ParseBytes(s string) (int64, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, fmt.Errorf("scheduler: %q is not a size in bytes", s)
+		return 0, fmt.Errorf("scheduler: %q is not a size in bytes", in)
 	}
-	return int64(f * mult), nil
+	b := f * mult
+	if b >= math.MaxInt64 { // 2^63: float64 has no MaxInt64 itself
+		return 0, fmt.Errorf("scheduler: %q is past the largest size, %d bytes", in, int64(math.MaxInt64))
+	}
+	if b != math.Trunc(b) {
+		return 0, fmt.Errorf("scheduler: %q is not a whole number of bytes", in)
+	}
+	return int64(b), nil
 }
