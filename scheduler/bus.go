@@ -113,7 +113,9 @@ func (d *dataLayer) calibrateBus(ctx context.Context, dir, host string) (saveErr
 // linkProbe bytes says it copies in about linkTarget, and its repeats
 // stop once a direction has taken linkBudget, so that calibrating a
 // slow link costs a fraction of a second, not many seconds (a 4 MiB copy
-// at 1 MB/s takes 4 s). Only the link's latency is not bounded: ctx is.
+// at 1 MB/s takes 4 s). The link's latency and the probe are not
+// bounded (a 64 KiB probe takes 65 ms at 1 MB/s, an hour at 16 B/s: pzrun
+// refuses simulated links below 1 MB/s); ctx is.
 const (
 	linkSmall  = 8        // bytes: one float64, the latency
 	linkProbe  = 64 << 10 // bytes

@@ -381,7 +381,7 @@ func TestCholeskyOutOfCore(t *testing.T) {
 	assert.Equal(t, 2, code, "a flag combination is a usage error")
 	assert.Contains(t, errs, "DeviceOnly (-device-only) needs devices (pzrun: -sim N, or -cuda N")
 
-	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}} {
+	for _, bad := range [][]string{{"-sim", "-1"}, {"-sim-mem", "1MiB"}, {"-sim", "1", "-sim-mem", "lots"}, {"-sim", "1", "-sim-bw", "0"}, {"-sim", "1", "-sim-bw", "16"}} {
 		code, _, errs = pzrun(t, append([]string{"cholesky", "-n", "128", "-b", "64"}, bad...)...)
 		assert.Equal(t, 2, code, "%v: %s", bad, errs)
 		assert.Contains(t, errs, "-sim", bad)

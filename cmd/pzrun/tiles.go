@@ -135,6 +135,11 @@ func (f *tiledFlags) simDevices() ([]scheduler.SimDevice, error) {
 		if err != nil || bw <= 0 {
 			return nil, fmt.Errorf("%w: -sim-bw %q: want bytes per second such as 16G, or mem (copies at memory speed)", errUsage, f.simBW)
 		}
+		if bw < minSimBandwidth {
+			// Calibrating the link copies tens of KiB: at 16 B/s, an
+			// hour of silence.
+			return nil, fmt.Errorf("%w: -sim-bw %s is %d bytes per second, below the least a run can use (1M); a rate needs its unit: %sG is %s GB/s", errUsage, f.simBW, bw, f.simBW, f.simBW)
+		}
 		d.Bandwidth = float64(bw)
 	}
 	devs := make([]scheduler.SimDevice, f.sims)
@@ -494,3 +499,7 @@ func benchTasksApp() app {
 		},
 	}
 }
+
+// minSimBandwidth is the slowest simulated link pzrun accepts (-sim-bw):
+// 1 MB/s, where calibrating the link takes about a second.
+const minSimBandwidth = 1_000_000
