@@ -1075,7 +1075,11 @@ func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
 func (d *dataLayer) fitsLocked(t *Task, nd *memNode) error {
 	total, what := taskBytes(t)
 	if total > nd.capacity {
-		return fmt.Errorf("%w: task %q needs %d bytes of data on %s, which has %d (%s); use smaller tiles or a larger device", ErrDeviceMemory, t.Codelet.name(), total, nd.dev.name(), nd.capacity, what)
+		fix := "use smaller tiles or a larger device"
+		if lim := d.s.cfg.cuda.memLimit; lim > 0 && lim == nd.capacity && lim < nd.dev.dev.Capacity() {
+			fix = fmt.Sprintf("its %d bytes are the cap of WithCUDAMemoryLimit (PZ_LIMIT_CUDA_MEM; the device has %d): raise the cap, or use smaller tiles", lim, nd.dev.dev.Capacity())
+		}
+		return fmt.Errorf("%w: task %q needs %d bytes of data on %s, which has %d (%s); %s", ErrDeviceMemory, t.Codelet.name(), total, nd.dev.name(), nd.capacity, what, fix)
 	}
 	return nil
 }

@@ -171,3 +171,28 @@ func TestPartitionedDataActsOnTiles(t *testing.T) {
 	assert.Equal(t, 102.0, got.([]float64)[0], "Fetch of the whole brings tile 0 back")
 	assert.Equal(t, 2.0, got.([]float64)[3000], "and tile 2")
 }
+
+// TestDeviceMemoryErrorNamesTheCap: a task whose data does not fit under
+// WithCUDAMemoryLimit on a larger device says the cap is the limit, not
+// the device (it advised a larger device).
+func TestDeviceMemoryErrorNamesTheCap(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(scheduler.SimDevice{Memory: 64 << 20}),
+		scheduler.WithCUDAMemoryLimit(64<<10))
+	h, err := s.RegisterVector(make([]float64, 12<<10), scheduler.Named("x")) // 96 KiB
+	require.NoError(t, err)
+	var devs []int
+	for _, w := range s.Workers() {
+		if w.Kind != scheduler.CPUWorker {
+			devs = append(devs, w.ID)
+		}
+	}
+	dc, err := s.NewContext("device", scheduler.ContextWorkers(devs...))
+	require.NoError(t, err)
+	touch := &scheduler.Codelet{Name: "touch", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, s.Submit(ctx, touch, scheduler.RW(h), scheduler.InContext(dc)))
+	err = dc.WaitAll(ctx)
+	require.ErrorIs(t, err, scheduler.ErrDeviceMemory)
+	assert.Contains(t, err.Error(), `task "touch" needs 98304 bytes of data on sim0, which has 65536`)
+	assert.Contains(t, err.Error(), "its 65536 bytes are the cap of WithCUDAMemoryLimit (PZ_LIMIT_CUDA_MEM; the device has 67108864): raise the cap, or use smaller tiles")
+}
