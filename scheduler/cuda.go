@@ -143,7 +143,8 @@ type cudaConfig struct {
 	memLimit    int64
 	memLimitSet bool
 	driver      *cuda.Driver
-	ordinals    []int // resolved: the GPUs to open
+	ordinals    []int  // resolved: the GPUs to open
+	absent      string // why GPUs asked for (WithCUDA, PZ_NCUDA) are not there; "" when none were asked for or some are
 }
 
 // resolve reads PZ_NWORKER_PER_CUDA, PZ_CUDA_PIPELINE, PZ_CUDA_PARTITIONS,
@@ -205,6 +206,12 @@ func (c *cudaConfig) resolve(env func(string) string) error {
 	}
 	c.driver = d
 	c.ordinals = ords
+	if asked := c.n != 0 && c.set || !c.set && env("PZ_NCUDA") != "" && env("PZ_NCUDA") != "0"; asked && len(ords) == 0 {
+		c.absent = "no CUDA driver was found (libcuda.so.1, or the library PZ_CUDA_LIBRARY names)"
+		if d != nil {
+			c.absent = "the CUDA driver reports no GPU"
+		}
+	}
 	return nil
 }
 

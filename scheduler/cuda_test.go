@@ -760,3 +760,22 @@ func TestCUDARedux(t *testing.T) {
 	require.EqualValues(t, 3*nx, st.Kernels, "every axpy ran on the GPU")
 	require.Zero(t, st.InvalidContext)
 }
+
+// TestCUDAOnlyCodeletSaysWhyNoGPU: GPUs asked for where no driver loads:
+// a CUDA-only codelet's refusal says why there is no GPU, instead of
+// advising WithCUDA, which was given.
+func TestCUDAOnlyCodeletSaysWhyNoGPU(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1),
+		scheduler.WithGetenv(func(string) string { return "" }))
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.CUDAWorker {
+			t.Skip("a CUDA driver and GPU are here")
+		}
+	}
+	only := &scheduler.Codelet{Name: "gpu-only", CUDA: func(*scheduler.CUDACall) error { return nil }}
+	err := s.Submit(ctx, only)
+	require.ErrorIs(t, err, scheduler.ErrNoImplementation)
+	assert.Contains(t, err.Error(), "GPUs were asked for, but ") // no driver, or no GPU
+	assert.NotContains(t, err.Error(), "(WithCUDA)")
+}

@@ -284,7 +284,10 @@ func (h *Handle) LD() int { return h.ram.ld }
 // Reading or writing the data while tasks use the handle is a data
 // race: wait for them (WaitAll, Unregister) first, and submit the next
 // ones after. Data does not return before the copy, if any, ends; use
-// Fetch to bound the wait. Without devices, Data only returns the data.
+// Fetch to bound the wait. A copy that fails (the device was closed, or
+// failed) leaves RAM as it was and the devices' copies valid, and Data
+// returns the data without saying so: Fetch reports the failure. Without
+// devices, Data only returns the data.
 //
 // On a partitioned handle, Data and Fetch act on its tiles (whose memory
 // is the handle's): the newest version of every tile comes back to RAM,

@@ -70,6 +70,9 @@ func (s *Scheduler) noImplementationError(cl *Codelet) error {
 	why := "has no implementation"
 	fix := "give it a CPU function (CPU and sim workers run it)"
 	switch {
+	case cl.CUDA != nil && s.cfg.cuda.absent != "":
+		why = "has only a CUDA implementation and there is no CUDA worker"
+		fix += ", or run it where there is a CUDA GPU: GPUs were asked for, but " + s.cfg.cuda.absent
 	case cl.CUDA != nil:
 		why = "has only a CUDA implementation and there is no CUDA worker"
 		fix += ", or run it where there is a CUDA GPU (WithCUDA)"
