@@ -1084,6 +1084,19 @@ func (d *dataLayer) fitsLocked(t *Task, nd *memNode) error {
 	return nil
 }
 
+// fits reports whether t's device data (each handle once, as
+// fitsLocked counts it) fits in node n's memory at all. The capacity is
+// fixed, so it needs no lock.
+func (d *dataLayer) fits(t *Task, n MemoryNode) bool {
+	var total int64
+	for i, a := range t.Access {
+		if firstIndex(t.Access, a.Handle) == i {
+			total += bufBytes(&a.Handle.ram)
+		}
+	}
+	return total <= d.nodes[n].capacity
+}
+
 // taskBytes is the device memory t needs on a device worker's node, each
 // handle once: its data's replicas, and the private buffers of its
 // Scratch and Redux accesses (allocPrivate); what lists them for an
@@ -1181,6 +1194,12 @@ func (d *dataLayer) unwantLocked(t *Task) {
 // transferCost predicts the time, in ns, to make t's inputs valid on
 // node n.
 func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
+	if n != RAM && !d.fits(t, n) {
+		// It would never run there (fitsLocked fails it, and a worker
+		// sends it back to the CPU): a policy that weighs transfers
+		// must not choose that node, nor prefetch data to it.
+		return math.Inf(1)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var ns float64

@@ -101,7 +101,8 @@ type PolicyConfig struct {
 	Now func() int64
 	// Transfer predicts the time in nanoseconds to make the data t reads
 	// valid on the memory node of worker w: 0 where the data are there,
-	// and always without devices.
+	// and always without devices; +Inf where t's data cannot fit in that
+	// node's memory at all (t never runs there).
 	Transfer func(t *Task, w int) float64
 	// Prefetch starts moving the data t reads to the memory node of
 	// worker w. A policy that assigns a task to a worker's queue before

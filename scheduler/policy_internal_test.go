@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,4 +97,31 @@ func TestPolicyAddRemoveKeepsTasks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTransferCostOfTaskThatCannotFit: the transfer cost a policy weighs
+// for a device whose memory cannot hold the task's data is +Inf, so that
+// dmda neither chooses the device nor prefetches to it (it did both, and
+// the device's worker sent the task back to the CPU); data that fit cost
+// a finite time.
+func TestTransferCostOfTaskThatCannotFit(t *testing.T) {
+	s, err := New(context.Background(), WithWorkers(1), WithSimDevices(SimDevice{Memory: 64 << 10}), WithPerfModelDir(""))
+	require.NoError(t, err)
+	defer s.Close()
+	big, err := s.RegisterVector(make([]float64, 12<<10)) // 96 KiB
+	require.NoError(t, err)
+	small, err := s.RegisterVector(make([]float64, 1<<10)) // 8 KiB
+	require.NoError(t, err)
+	dev := -1
+	for _, w := range s.Workers() {
+		if w.Kind == SimWorker {
+			dev = w.ID
+		}
+	}
+	require.GreaterOrEqual(t, dev, 0)
+	cl := &Codelet{Name: "x", CPU: func(*Call) error { return nil }}
+	assert.True(t, math.IsInf(s.transferCost(&Task{Codelet: cl, Access: []Access{{big, ModeR}}}, dev), 1))
+	cost := s.transferCost(&Task{Codelet: cl, Access: []Access{{small, ModeR}, {small, ModeRW}}}, dev)
+	assert.False(t, math.IsInf(cost, 0))
+	assert.Positive(t, cost)
 }
