@@ -49,7 +49,9 @@ func (l *errorLog) take(of string) error {
 // saying how many times it occurred: a closing scheduler fails every
 // pending transfer the same way, and a hundred identical lines hide the
 // one that matters. Task errors are alike when their codelet and cause
-// are (whatever the task, tag or worker).
+// are (whatever the task, tag or worker); a codelet's tasks that do not
+// fit in a device's memory (ErrDeviceMemory) are alike whatever their
+// data.
 func collapse(errs []error) []error {
 	if len(errs) < 2 {
 		return errs
@@ -61,6 +63,12 @@ func collapse(errs []error) []error {
 		msg := e.Error()
 		if te, ok := e.(*TaskError); ok && te.Err != nil {
 			msg = fmt.Sprintf("%q %v %v", te.Codelet, te.Panicked, te.Err)
+			if errors.Is(te.Err, ErrDeviceMemory) {
+				// Each names its own handles and sizes: alike when the
+				// codelet is (a tiling too large for the device fails
+				// every task of a kind).
+				msg = fmt.Sprintf("%q device memory", te.Codelet)
+			}
 		}
 		if i, ok := seen[msg]; ok {
 			times[i]++

@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,4 +197,16 @@ func TestDeviceMemoryErrorNamesTheCap(t *testing.T) {
 	require.ErrorIs(t, err, scheduler.ErrDeviceMemory)
 	assert.Contains(t, err.Error(), `task "touch" needs 98304 bytes of data on sim0, which has 65536`)
 	assert.Contains(t, err.Error(), "its 65536 bytes are the cap of WithCUDAMemoryLimit (PZ_LIMIT_CUDA_MEM; the device has 67108864): raise the cap, or use smaller tiles")
+
+	// Many tasks that do not fit, each with data of its own: one line,
+	// with their count (a line per task listed 10,000 for a large graph).
+	for i := range 20 {
+		x, err := s.RegisterVector(make([]float64, 12<<10), scheduler.Named(fmt.Sprintf("x%d", i)))
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(ctx, touch, scheduler.RW(x), scheduler.InContext(dc)))
+	}
+	err = dc.WaitAll(ctx)
+	require.ErrorIs(t, err, scheduler.ErrDeviceMemory)
+	assert.Contains(t, err.Error(), "(and 19 more like it)")
+	assert.Equal(t, 1, strings.Count(err.Error(), "\n")+1, err.Error())
 }
