@@ -45,6 +45,33 @@ func pzrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// TestDeviceMemoryFromEnvironment: a device size given through the
+// environment (PZ_SIM_MEMORY with PZ_NSIM, PZ_LIMIT_CUDA_MEM) is checked
+// as the flags' are, a usage error (it failed later, in the scheduler,
+// with status 1); -cuda-mem caps simulated devices too (it demanded
+// -cuda N); a cap without devices is not checked.
+func TestDeviceMemoryFromEnvironment(t *testing.T) {
+	withEnv := func(m map[string]string, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(testCtx(t), args, &out, &errb, func(k string) string { return m[k] })
+		return code, errb.String()
+	}
+	code, errs := withEnv(map[string]string{"PZ_NSIM": "1", "PZ_SIM_MEMORY": "100KiB"}, "cholesky", "-n", "1024", "-b", "256", "-device-only")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "pzrun cholesky: PZ_SIM_MEMORY=100KiB cannot hold the data of any tile task")
+	code, errs = withEnv(map[string]string{"PZ_LIMIT_CUDA_MEM": "1KiB"}, "cholesky", "-n", "256", "-b", "64", "-sim", "1")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "pzrun cholesky: PZ_LIMIT_CUDA_MEM=1KiB cannot hold the data of any tile task")
+	code, errs = withEnv(map[string]string{"PZ_LIMIT_CUDA_MEM": "1KiB"}, "cholesky", "-n", "256", "-b", "64")
+	assert.Equal(t, 0, code, "no device: the cap does not apply: %s", errs)
+	code, errs = withEnv(nil, "cholesky", "-n", "256", "-b", "64", "-sim", "1", "-cuda-mem", "1KiB")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "-cuda-mem 1KiB cannot hold the data of any tile task")
+	code, errs = withEnv(nil, "cholesky", "-n", "256", "-b", "64", "-cuda-mem", "1MiB")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "give -cuda N or -sim N too")
+}
+
 func TestHelloEveryRankOneLine(t *testing.T) {
 	host, err := os.Hostname()
 	require.NoError(t, err)

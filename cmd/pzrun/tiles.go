@@ -43,8 +43,8 @@ func (f *tiledFlags) cudaMemLimit() (int64, error) {
 	if f.cudaMem == "" {
 		return 0, nil
 	}
-	if f.cuda == 0 {
-		return 0, fmt.Errorf("%w: -cuda-mem caps the GPUs' memory: give -cuda N too", errUsage)
+	if f.cuda == 0 && f.sims == 0 {
+		return 0, fmt.Errorf("%w: -cuda-mem caps the devices' memory (GPUs, simulated devices): give -cuda N or -sim N too", errUsage)
 	}
 	m, err := scheduler.ParseBytes(f.cudaMem)
 	if err != nil || m <= 0 {
@@ -54,11 +54,13 @@ func (f *tiledFlags) cudaMemLimit() (int64, error) {
 }
 
 // cudaOptions are the scheduler options of -cuda and -cuda-mem.
+// The cap applies to simulated devices too (WithCUDAMemoryLimit caps
+// every device).
 func (f *tiledFlags) cudaOptions() []scheduler.Option {
-	if f.cuda == 0 {
-		return nil
+	var opts []scheduler.Option
+	if f.cuda != 0 {
+		opts = append(opts, scheduler.WithCUDA(f.cuda))
 	}
-	opts := []scheduler.Option{scheduler.WithCUDA(f.cuda)}
 	if m, _ := f.cudaMemLimit(); m > 0 {
 		opts = append(opts, scheduler.WithCUDAMemoryLimit(m))
 	}
@@ -206,22 +208,22 @@ type tiledRun func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFla
 // which task needs the most.
 type taskData func(f *tiledFlags) (least, most float64, biggest string)
 
-// checkDeviceMemory refuses a device memory of mem bytes (flag given as
-// value) that no tile task fits in, or that the biggest does not fit in
+// checkDeviceMemory refuses a device memory of mem bytes (given says
+// how: "-sim-mem 1MiB", "PZ_SIM_MEMORY=1MiB") that no tile task fits in, or that the biggest does not fit in
 // under -device-only; otherwise a memory too small for the biggest task
 // is a note on stderr: those tasks run on the CPUs.
-func (f *tiledFlags) checkDeviceMemory(flagName, value string, mem int64, data taskData, stderr io.Writer) error {
+func (f *tiledFlags) checkDeviceMemory(given string, mem int64, data taskData, stderr io.Writer) error {
 	if f.b <= 0 || (f.precision != 32 && f.precision != 64) {
 		return nil // the app refuses the shape itself
 	}
 	least, most, biggest := data(f)
 	switch {
 	case float64(mem) < least:
-		return fmt.Errorf("%w: %s %s cannot hold the data of any tile task (at least %s with -b %d fp%d): no task would run on the device", errUsage, flagName, value, tiled.FormatBytes(least), f.b, f.precision)
+		return fmt.Errorf("%w: %s cannot hold the data of any tile task (at least %s with -b %d fp%d): no task would run on the device", errUsage, given, tiled.FormatBytes(least), f.b, f.precision)
 	case float64(mem) < most && f.deviceOnly:
-		return fmt.Errorf("%w: %s %s cannot hold the data of %s (%s with -b %d fp%d), which -device-only must run on the device", errUsage, flagName, value, biggest, tiled.FormatBytes(most), f.b, f.precision)
+		return fmt.Errorf("%w: %s cannot hold the data of %s (%s with -b %d fp%d), which -device-only must run on the device", errUsage, given, biggest, tiled.FormatBytes(most), f.b, f.precision)
 	case float64(mem) < most:
-		fmt.Fprintf(stderr, "pzrun: note: %s %s cannot hold the data of %s (%s with -b %d fp%d): those tasks run on the CPUs\n", flagName, value, biggest, tiled.FormatBytes(most), f.b, f.precision)
+		fmt.Fprintf(stderr, "pzrun: note: %s cannot hold the data of %s (%s with -b %d fp%d): those tasks run on the CPUs\n", given, biggest, tiled.FormatBytes(most), f.b, f.precision)
 	}
 	return nil
 }
@@ -257,13 +259,33 @@ func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiled
 					notes = io.Discard // every rank checks; the root says it
 				}
 				if len(devs) > 0 && devs[0].Memory > 0 {
-					if err := f.checkDeviceMemory("-sim-mem", f.simMem, devs[0].Memory, data, notes); err != nil {
+					if err := f.checkDeviceMemory("-sim-mem "+f.simMem, devs[0].Memory, data, notes); err != nil {
 						return err
 					}
 				}
 				if cudaMem > 0 {
-					if err := f.checkDeviceMemory("-cuda-mem", f.cudaMem, cudaMem, data, notes); err != nil {
+					if err := f.checkDeviceMemory("-cuda-mem "+f.cudaMem, cudaMem, data, notes); err != nil {
 						return err
+					}
+				}
+				// The same sizes given through the environment, which the
+				// scheduler reads where the flags are not given.
+				set := func(k string) bool { return e.getenv(k) != "" && e.getenv(k) != "0" }
+				sims := f.sims > 0 || f.sims == 0 && set("PZ_NSIM")
+				gpus := f.cuda != 0 || set("PZ_NCUDA")
+				for _, v := range []struct {
+					name string
+					used bool
+				}{
+					{"PZ_SIM_MEMORY", f.simMem == "" && sims},
+					{"PZ_LIMIT_CUDA_MEM", f.cudaMem == "" && (sims || gpus)},
+				} {
+					if val := e.getenv(v.name); v.used && val != "" {
+						if m, err := scheduler.ParseBytes(val); err == nil && m > 0 {
+							if err := f.checkDeviceMemory(v.name+"="+val, m, data, notes); err != nil {
+								return err
+							}
+						}
 					}
 				}
 				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
