@@ -532,10 +532,10 @@ func TestPrefetchInTrace(t *testing.T) {
 	require.Contains(t, svg.String(), "sim0→ram")
 	// The device's worker is named with its device, as the tracks are.
 	dev := len(s.Workers()) - 1
-	require.Equal(t, fmt.Sprintf("sim%d on sim0", dev), s.WorkerName(dev))
+	require.Equal(t, fmt.Sprintf("sim0 (worker %d)", dev), s.WorkerName(dev))
 	require.Equal(t, "cpu0", s.WorkerName(0))
-	require.Contains(t, svg.String(), fmt.Sprintf(">sim%d on sim0<", dev))
-	require.Contains(t, tr.String(), fmt.Sprintf(`"sim%d on sim0"`, dev))
+	require.Contains(t, svg.String(), fmt.Sprintf(">sim0 (worker %d)<", dev))
+	require.Contains(t, tr.String(), fmt.Sprintf(`"sim0 (worker %d)"`, dev))
 	// TracedCopies lists the copies the chart draws.
 	copies := s.TracedCopies()
 	prefetches := 0

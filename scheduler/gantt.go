@@ -70,17 +70,17 @@ func (s *Scheduler) TracedTasks() []TracedTask {
 	return out
 }
 
-// WorkerName names worker id as charts and traces do: its kind and
-// number, and for a device's worker the device, as the copies' tracks
-// name the devices ("cpu0", "sim2 on sim0": worker 2 drives device
-// sim0, whose copies are on the track "ram→sim0"). It panics if id is
-// not a worker's, like a slice index.
+// WorkerName names worker id as charts and traces do: a CPU worker by
+// its kind and number ("cpu0"), a device's worker by the device, as the
+// copies' tracks name it, and its own number ("sim0 (worker 2)": worker
+// 2 drives device sim0, whose copies are on the track "ram→sim0"). It
+// panics if id is not a worker's, like a slice index.
 func (s *Scheduler) WorkerName(id int) string {
 	w := s.workers[id].info
 	if w.Node == RAM || s.data == nil {
 		return fmt.Sprintf("%v%d", w.Kind, w.ID)
 	}
-	return fmt.Sprintf("%v%d on %s", w.Kind, w.ID, s.data.nodeName(w.Node))
+	return fmt.Sprintf("%s (worker %d)", s.data.nodeName(w.Node), w.ID)
 }
 
 // Recording reports whether the scheduler records the tasks it runs

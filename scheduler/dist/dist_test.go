@@ -1176,11 +1176,11 @@ func TestMergedTraceCopies(t *testing.T) {
 	for r := range 2 {
 		assert.Positive(t, copies[r], "rank %d's copies", r)
 		assert.True(t, threads[fmt.Sprintf("%d ram→sim0", r)], "rank %d's link track: %v", r, threads)
-		assert.True(t, threads[fmt.Sprintf("%d sim1 on sim0", r)], "rank %d's device worker: %v", r, threads)
+		assert.True(t, threads[fmt.Sprintf("%d sim0 (worker 1)", r)], "rank %d's device worker: %v", r, threads)
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
 	require.NoError(t, err)
-	for _, want := range []string{">rank 1 ram→sim0<", ">rank 1 sim1 on sim0<", " tasks on 4 workers, "} {
+	for _, want := range []string{">rank 1 ram→sim0<", ">rank 1 sim0 (worker 1)<", " tasks on 4 workers, "} {
 		assert.True(t, strings.Contains(string(svg), want), "the chart lacks %q (2 ranks of a CPU and a device worker; tracks are not workers)", want)
 	}
 }
