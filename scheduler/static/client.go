@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -367,6 +368,11 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	if abortReason != "" || b.aborted() {
 		if abortReason == "" {
 			abortReason = "aborted by the master"
+		}
+		if strings.HasPrefix(abortReason, "client "+c.name+" ") {
+			// The reason names this client already ("client b stopped
+			// answering: ..."): not "client b: client b ...".
+			return fmt.Errorf("%w: %s", ErrAborted, abortReason)
 		}
 		return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, abortReason)
 	}
