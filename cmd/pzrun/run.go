@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/launch"
@@ -185,7 +186,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			usage(stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun: %v\n", err)
+		fmt.Fprintf(stderr, "pzrun: %v%s\n", err, durationHint(global, err))
 		usage(stderr)
 		return exitUsage
 	}
@@ -270,7 +271,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			appUsage(stdout, a, fs)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun %s: %v\n", a.name, err)
+		fmt.Fprintf(stderr, "pzrun %s: %v%s\n", a.name, err, durationHint(fs, err))
 		appUsage(stderr, a, fs)
 		return exitUsage
 	}
@@ -333,6 +334,25 @@ func badOptions(err, sentinel error) error {
 		msg = msg[i+len(sentinel.Error())+2:]
 	}
 	return fmt.Errorf("%w: invalid options: %s", errUsage, msg)
+}
+
+// durationHint completes the flag package's "invalid value "1" for flag
+// -liveness: parse error" for a duration flag: the value needs its unit.
+func durationHint(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	i := strings.Index(msg, " for flag -")
+	if i < 0 || !strings.HasSuffix(msg, ": parse error") {
+		return ""
+	}
+	name := strings.TrimSuffix(msg[i+len(" for flag -"):], ": parse error")
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				return " (a duration with its unit: 1s, 500ms, 2m)"
+			}
+		}
+	}
+	return ""
 }
 
 // trimUsage drops the mark of errUsage from a message.

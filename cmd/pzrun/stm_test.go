@@ -112,6 +112,13 @@ func TestSTMCompileErrors(t *testing.T) {
 	probe := filepath.Join(t.TempDir(), "new.json")
 	require.NoError(t, checkWritable(probe))
 	assert.NoFileExists(t, probe, "the probe removes a file it created")
+	// A duration without its unit: the flag package says "parse error".
+	code, _, errs = pzrun(t, "stm", "run", src, "-liveness", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `invalid value "1" for flag -liveness: parse error (a duration with its unit: 1s, 500ms, 2m)`)
+	code, _, errs = pzrun(t, "-comm-timeout", "5", "hello")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "(a duration with its unit: 1s, 500ms, 2m)")
 	code, out, errs := pzrun(t, "stm", "run", "-nope")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out)
