@@ -468,6 +468,7 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 	if err != nil {
 		d.free = append(d.free, sl)
 		if errors.Is(err, ErrDeviceMemory) && s.redirectToCPU(t) {
+			w.redirected.Add(1)
 			*c = Call{}
 			return
 		}

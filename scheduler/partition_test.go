@@ -210,3 +210,39 @@ func TestDeviceMemoryErrorNamesTheCap(t *testing.T) {
 	assert.Contains(t, err.Error(), "(and 19 more like it)")
 	assert.Equal(t, 1, strings.Count(err.Error(), "\n")+1, err.Error())
 }
+
+// TestStatsCountRedirectedTasks: a device's worker that hands a task to
+// the CPU workers, its data too large for the device, counts it in its
+// WorkerStats.Redirected (the fallback was silent to a library user).
+func TestStatsCountRedirectedTasks(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithPolicy("eager"),
+		scheduler.WithSimDevices(scheduler.SimDevice{Memory: 64 << 10}))
+	// The CPU worker is held by a task only it can run (a value
+	// handle), so the device's worker takes the big task first.
+	release := make(chan struct{})
+	v, err := s.RegisterValue(new(int))
+	require.NoError(t, err)
+	hold := &scheduler.Codelet{Name: "hold", CPU: func(*scheduler.Call) error { <-release; return nil }}
+	require.NoError(t, s.Submit(ctx, hold, scheduler.RW(v)))
+	big, err := s.RegisterVector(make([]float64, 12<<10), scheduler.Named("big")) // 96 KiB
+	require.NoError(t, err)
+	ranOn := make(chan scheduler.WorkerKind, 1)
+	touch := &scheduler.Codelet{Name: "touch", CPU: func(c *scheduler.Call) error {
+		ranOn <- s.Workers()[c.Worker].Kind
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, touch, scheduler.RW(big)))
+	dev := -1
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.SimWorker {
+			dev = w.ID
+		}
+	}
+	require.Eventually(t, func() bool { return s.Stats()[dev].Redirected == 1 }, 10*time.Second, time.Millisecond,
+		"the device's worker redirects the task")
+	close(release)
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Equal(t, scheduler.CPUWorker, <-ranOn)
+	assert.Equal(t, int64(1), s.Stats()[dev].Redirected)
+}

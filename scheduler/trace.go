@@ -54,6 +54,10 @@ type WorkerStats struct {
 	Overhead time.Duration
 	// Flops is the sum of Codelet.Flops of the completed tasks.
 	Flops float64
+	// Redirected counts, for a device's worker, the tasks it handed to
+	// the CPU workers because their data could not fit in the device's
+	// memory (they ran there, and count in the CPU workers' Tasks).
+	Redirected int64
 }
 
 // Stats returns each worker's statistics so far (until Close). A worker
@@ -69,7 +73,7 @@ func (s *Scheduler) Stats() []WorkerStats {
 		out[i] = WorkerStats{
 			Worker: w.info.ID, Kind: w.info.Kind, Tasks: w.nTasks.Load(),
 			Busy: time.Duration(w.busyNs.Load()), Idle: time.Duration(w.idleNs.Load()),
-			Flops: w.flops.Load(), Timed: s.cfg.stats,
+			Flops: w.flops.Load(), Timed: s.cfg.stats, Redirected: w.redirected.Load(),
 		}
 		idleSince[i] = w.idleStart.Load()
 	}

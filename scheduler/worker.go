@@ -39,8 +39,11 @@ type worker struct {
 	// every task.
 	_        [cacheLine]byte
 	sleeping atomic.Bool
-	wake     chan struct{}
-	_        [cacheLine]byte
+	// redirected counts the tasks this device's worker handed to the CPU
+	// workers: their data could not fit in its memory (WorkerStats).
+	redirected atomic.Int64
+	wake       chan struct{}
+	_          [cacheLine]byte
 
 	// freed gathers the tasks the worker freed, handed to the
 	// submitters by the batch (taskPool.put).
@@ -303,6 +306,7 @@ func (w *worker) execute1(t *Task) *Task {
 	var err error
 	c.bufs, err = w.prepare(t, c.bufs[:0])
 	if err != nil && w.info.Node != RAM && errors.Is(err, ErrDeviceMemory) && w.s.redirectToCPU(t) {
+		w.redirected.Add(1)
 		c.Task, c.Arg = nil, nil
 		return nil
 	}
