@@ -251,7 +251,11 @@ func checkWritable(path string) error {
 		return err
 	}
 	if os.IsNotExist(statErr) {
-		return os.Remove(path)
+		// Another rank of the job may probe the same path at once and
+		// have removed it already.
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	return nil
 }
