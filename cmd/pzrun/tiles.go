@@ -140,7 +140,11 @@ func (f *tiledFlags) simDevices() ([]scheduler.SimDevice, error) {
 		if bw < minSimBandwidth {
 			// Calibrating the link copies tens of KiB: at 16 B/s, an
 			// hour of silence.
-			return nil, fmt.Errorf("%w: -sim-bw %s is %d bytes per second, below the least a run can use (1M); a rate needs its unit: %sG is %s GB/s", errUsage, f.simBW, bw, f.simBW, f.simBW)
+			err := fmt.Errorf("%w: -sim-bw %s is %d bytes per second, below the least a run can use (1M)", errUsage, f.simBW, bw)
+			if _, perr := strconv.ParseFloat(f.simBW, 64); perr == nil {
+				err = fmt.Errorf("%w; a rate needs its unit: %sG is %s GB/s", err, f.simBW, f.simBW)
+			}
+			return nil, err
 		}
 		d.Bandwidth = float64(bw)
 	}
