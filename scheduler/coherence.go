@@ -1088,13 +1088,18 @@ func (d *dataLayer) fitsLocked(t *Task, nd *memNode) error {
 // fitsLocked counts it) fits in node n's memory at all. The capacity is
 // fixed, so it needs no lock.
 func (d *dataLayer) fits(t *Task, n MemoryNode) bool {
-	var total int64
+	return taskDataBytes(t) <= d.nodes[n].capacity
+}
+
+// taskDataBytes is taskBytes' total: the device memory t needs, each
+// handle once.
+func taskDataBytes(t *Task) (total int64) {
 	for i, a := range t.Access {
 		if firstIndex(t.Access, a.Handle) == i {
 			total += bufBytes(&a.Handle.ram)
 		}
 	}
-	return total <= d.nodes[n].capacity
+	return total
 }
 
 // taskBytes is the device memory t needs on a device worker's node, each
@@ -1108,7 +1113,6 @@ func taskBytes(t *Task) (total int64, what string) {
 			continue
 		}
 		b := bufBytes(&a.Handle.ram)
-		total += b
 		switch a.Mode {
 		case ModeScratch:
 			parts = append(parts, fmt.Sprintf("a scratch buffer of %v: %d bytes", a.Handle, b))
@@ -1118,7 +1122,7 @@ func taskBytes(t *Task) (total int64, what string) {
 			parts = append(parts, fmt.Sprintf("%v: %d bytes", a.Handle, b))
 		}
 	}
-	return total, strings.Join(parts, ", ")
+	return taskDataBytes(t), strings.Join(parts, ", ")
 }
 
 // unpinLocked releases the accesses of t acquired so far (bufs non-nil)

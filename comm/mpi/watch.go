@@ -380,17 +380,21 @@ func (w *watch) checkOne(op *watched, now time.Time) bool {
 	}
 	if w.report > 0 && waited-op.told >= w.report {
 		op.told = waited
-		hint := "set PZ_COMM_TIMEOUT (or pzrun -comm-timeout) to end the job after a bound"
-		if w.timeout > 0 {
-			hint = fmt.Sprintf("the job ends after %v (PZ_COMM_TIMEOUT)", w.timeout)
-		}
 		why := "a rank that returned early, failed or called another collective leaves the others waiting: see the other ranks' output"
 		if op.what != 0 {
 			why = "a peer that returned early, failed or never makes the matching call leaves this rank waiting: see its output"
 		}
-		fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; %s; %s\n", w.rank, w.size, op.describe(waited), why, hint)
+		fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; %s; %s\n", w.rank, w.size, op.describe(waited), why, w.hint())
 	}
 	return true
+}
+
+// hint ends a report: what bounds the wait, or how to bound it.
+func (w *watch) hint() string {
+	if w.timeout > 0 {
+		return fmt.Sprintf("the job ends after %v (PZ_COMM_TIMEOUT)", w.timeout)
+	}
+	return "set PZ_COMM_TIMEOUT (or pzrun -comm-timeout) to end the job after a bound"
 }
 
 func (op *watched) describe(waited time.Duration) string {
@@ -433,13 +437,9 @@ func (w *watch) finalizing() (stop func()) {
 				}
 				if w.report > 0 && waited-told >= w.report {
 					told = waited
-					hint := "set PZ_COMM_TIMEOUT (or pzrun -comm-timeout) to end the job after a bound"
-					if w.timeout > 0 {
-						hint = fmt.Sprintf("the job ends after %v (PZ_COMM_TIMEOUT)", w.timeout)
-					}
 					fmt.Fprintf(w.out, "pz mpi: rank %d of %d: waiting %v in MPI_Finalize: this rank is done, and MPI_Finalize waits for every rank to call it "+
 						"(a rank that still waits for this one in a collective or a receive never will: see the other ranks' output); %s\n",
-						w.rank, w.size, waited.Round(time.Millisecond), hint)
+						w.rank, w.size, waited.Round(time.Millisecond), w.hint())
 				}
 			}
 		}
