@@ -147,6 +147,8 @@ func TestUsageErrors(t *testing.T) {
 		{"a program named without ./", []string{"run.go"}, `(see pzrun help); to run the program run.go here, write ./run.go`},
 		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},
+		{"global flag after the app", []string{"hello", "-n", "3"}, "-n is pzrun's own flag: put it before the app, as in pzrun -n ... hello"},
+		{"global flag after stm", []string{"stm", "run", "x.stm", "-n", "3"}, "-n is pzrun's own flag: put it before the app, as in pzrun -n ... stm run"},
 		{"negative n", []string{"-n", "-3", "hello"}, "-n must be at least 1"},
 		{"zero n", []string{"-n", "0", "hello"}, "-n must be at least 1, got 0"},
 		{"more ranks than memory", []string{"-n", "1000000000", "hello"}, "1000000000 in-process ranks need about "},

@@ -174,19 +174,26 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return code, program
 }
 
+// globalFlags is pzrun's own flag set (the flags before APP) and its
+// values.
+func globalFlags() (global *flag.FlagSet, n *int, commTimeout *time.Duration, cpuProfile *string) {
+	global = flag.NewFlagSet("pzrun", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	n = global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
+	commTimeout = global.Duration("comm-timeout", 0, "under MPI, end the job when one MPI operation waits this long, naming it (PZ_COMM_TIMEOUT)")
+	cpuProfile = global.String("cpuprofile", "", "write a Go CPU profile of the app's run to `FILE` (under an MPI launcher, FILE.RANK from each rank's process); read it with go tool pprof")
+	return global, n, commTimeout, cpuProfile
+}
+
 // runArgs is runApp; *program is set when APP is a program to launch.
 func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal, program *bool) int {
-	global := flag.NewFlagSet("pzrun", flag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	n := global.Int("n", 0, "run `N` in-process ranks on the embedded backend (not under mpirun)")
-	commTimeout := global.Duration("comm-timeout", 0, "under MPI, end the job when one MPI operation waits this long, naming it (PZ_COMM_TIMEOUT)")
-	cpuProfile := global.String("cpuprofile", "", "write a Go CPU profile of the app's run to `FILE` (under an MPI launcher, FILE.RANK from each rank's process); read it with go tool pprof")
+	global, n, commTimeout, cpuProfile := globalFlags()
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun: %v%s\n", err, durationHint(global, err))
+		fmt.Fprintf(stderr, "pzrun: %v%s\n", err, flagHint(global, err))
 		usage(stderr)
 		return exitUsage
 	}
@@ -271,7 +278,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			appUsage(stdout, a, fs)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun %s: %v%s\n", a.name, err, durationHint(fs, err))
+		fmt.Fprintf(stderr, "pzrun %s: %v%s\n", a.name, err, flagHint(fs, err))
 		appUsage(stderr, a, fs)
 		return exitUsage
 	}
@@ -336,10 +343,21 @@ func badOptions(err, sentinel error) error {
 	return fmt.Errorf("%w: invalid options: %s", errUsage, msg)
 }
 
-// durationHint completes the flag package's "invalid value "1" for flag
-// -liveness: parse error" for a duration flag: the value needs its unit.
-func durationHint(fs *flag.FlagSet, err error) string {
+// flagHint completes the flag package's errors where a user needs more:
+// "invalid value "1" for flag -liveness: parse error" for a duration
+// flag (the value needs its unit), and "flag provided but not defined:
+// -n" after an app's name for one of pzrun's own flags (it goes before
+// the app).
+func flagHint(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		// pzrun's own flags go before the app's name; after it the app's
+		// flag set meets them.
+		if global, _, _, _ := globalFlags(); global.Lookup(name) != nil && fs.Lookup(name) == nil && fs.Name() != global.Name() {
+			return fmt.Sprintf(" (-%s is pzrun's own flag: put it before the app, as in pzrun -%s ... %s)", name, name, strings.TrimPrefix(fs.Name(), "pzrun "))
+		}
+		return ""
+	}
 	i := strings.Index(msg, " for flag -")
 	if i < 0 || !strings.HasSuffix(msg, ": parse error") {
 		return ""

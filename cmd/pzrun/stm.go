@@ -114,7 +114,7 @@ func (e *stmEnv) parse(fs *flag.FlagSet, args []string, usage string, want int) 
 				printUsage(e.stdout)
 				return nil, err
 			}
-			fmt.Fprintf(e.stderr, "%s: %v%s\n", e.name, err, durationHint(fs, err))
+			fmt.Fprintf(e.stderr, "%s: %v%s\n", e.name, err, flagHint(fs, err))
 			printUsage(e.stderr)
 			return nil, fmt.Errorf("%w: %w", errUsage, errReported)
 		}
