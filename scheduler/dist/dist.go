@@ -591,6 +591,22 @@ func (d *Scheduler) departed(step int) error {
 	return d.departedLocked(step)
 }
 
+// departure returns the first departure heard of (peerLeft), or nil.
+func (d *Scheduler) departure() error {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	return d.peerLeft
+}
+
+// heardDeparture is departure after the progress goroutine has handled
+// every control message delivered so far: a rank that left WaitAll says
+// so before its return breaks the communicator, and a caller that saw
+// the break may not have heard the news yet.
+func (d *Scheduler) heardDeparture() error {
+	d.prog.sync()
+	return d.departure()
+}
+
 // departedLocked is departed with d.failMu held.
 func (d *Scheduler) departedLocked(step int) error {
 	if d.peerLeft != nil && step >= d.leftAt {
@@ -753,10 +769,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 		if errors.Is(cerr, comm.ErrBroken) {
 			// A rank that left WaitAll early said so before its return
 			// broke the communicator: hear it, and name that instead.
-			d.prog.sync()
-			d.failMu.Lock()
-			left := d.peerLeft
-			d.failMu.Unlock()
+			left := d.heardDeparture()
 			if left != nil {
 				cerr = left
 			}
@@ -847,10 +860,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 		actx, stop = context.WithTimeoutCause(actx, d.timeout, fmt.Errorf("%w: rank %d waited %v for the other ranks to agree on the outcome of WaitAll (a rank returned without WaitAll, or is stuck)", ErrStalled, d.rank, d.timeout))
 		defer stop()
 	}
-	d.failMu.Lock()
-	left := d.peerLeft
-	d.failMu.Unlock()
-	if left != nil {
+	if left := d.departure(); left != nil {
 		return d.leftAnswer(ctx, left)
 	}
 	d.pos.phase.Store(phaseAgreeing)
@@ -861,11 +871,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 		// communicator; its message may be delivered and not yet
 		// handled (the progress goroutine and this collective race for
 		// the news): hear it, and name that departure instead.
-		d.prog.sync()
-		d.failMu.Lock()
-		left := d.peerLeft
-		d.failMu.Unlock()
-		if left != nil {
+		if left := d.heardDeparture(); left != nil {
 			return d.leftAnswer(ctx, left)
 		}
 	}
