@@ -73,14 +73,18 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 	)
 	returned := make([]atomic.Bool, n) // by rank: its function has returned
 	ranDone := make(chan struct{})     // local.Run has returned
-	defer close(ranDone)
+	var reports sync.WaitGroup         // reportShutdown after a signal
+	defer func() {
+		close(ranDone)
+		reports.Wait()
+	}()
 	if cfg.setSignals && cfg.signals {
 		h := startSignals(func(s os.Signal) {
 			sigMu.Lock()
 			received = s
 			sigMu.Unlock()
 			cancel(&SignalError{Signal: s})
-			go reportShutdown(cfg, s, returned, ranDone)
+			reports.Go(func() { reportShutdown(cfg, s, returned, ranDone) })
 		}, cfg.exit)
 		defer h.stop()
 	}
