@@ -81,6 +81,9 @@ type RunnableStats struct {
 	OverrunsDeadline int `json:"overruns_deadline"`
 	Timeouts         int `json:"timeouts"`
 	Errors           int `json:"errors"`
+	// FirstError is the first error the record kept ("frame SEQ:
+	// MESSAGE"), when it returned any.
+	FirstError string `json:"first_error,omitempty"`
 	// AllocRuns counts the runs during which its process allocated;
 	// AllocObjects and AllocBytes total what was allocated.
 	AllocRuns    int    `json:"alloc_runs"`
@@ -149,6 +152,9 @@ func Analyze(r *Run) *Analysis {
 				s.AllocObjects += o
 				s.AllocBytes += rr.AllocBytes[i]
 			}
+		}
+		if len(rr.Errors) > 0 {
+			s.FirstError = rr.Errors[0]
 		}
 		s.Jitter = quantiles(jit)
 		s.Time = quantiles(dur)
@@ -254,7 +260,11 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {
-			fmt.Fprintf(w, "%s returned an error %s\n", s.Name, plural(s.Errors, "time"))
+			fmt.Fprintf(w, "%s returned an error %s", s.Name, plural(s.Errors, "time"))
+			if s.FirstError != "" {
+				fmt.Fprintf(w, "; the first, %s", firstLine(s.FirstError))
+			}
+			fmt.Fprintln(w)
 		}
 		if s.Timeouts > 0 {
 			fmt.Fprintf(w, "%s ran past its timeout %s (its context was canceled)\n", s.Name, plural(s.Timeouts, "time"))
@@ -424,4 +434,11 @@ func WriteRunTrace(w io.Writer, r *Run) error {
 		}
 	}
 	return tw.Close()
+}
+
+// firstLine is s up to its first newline (a panic's message carries its
+// stack on the lines after).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -408,7 +408,7 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planne
 	flags := e.overrun(x, seq, start, end, deadline)
 	if err != nil {
 		flags |= FlagError
-		x.rec.addError(err)
+		x.rec.addError(seq, err)
 	}
 	x.rec.add(seq, planned-t0, deadline-t0, start-t0, end-t0, flags, o1-o0, b1-b0)
 	// Enqueue the submittees before publishing this runnable's end, so
@@ -559,7 +559,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 		prevEnd = end
 		if p.err != nil {
 			flags |= FlagError
-			x.rec.addError(p.err)
+			x.rec.addError(p.seq, p.err)
 		} else {
 			t0 := e.b.t0()
 			flags |= e.overrun(x, p.seq, start+t0, end+t0, p.deadline+t0)

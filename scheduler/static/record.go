@@ -76,7 +76,8 @@ type RunnableRun struct {
 	// lower bounds.
 	AllocObjects []uint64 `json:"alloc_objects"`
 	AllocBytes   []uint64 `json:"alloc_bytes"`
-	// Errors holds the first few errors it returned.
+	// Errors holds the first few errors it returned, each as "frame
+	// SEQ: MESSAGE".
 	Errors []string `json:"errors,omitempty"`
 	// Dropped counts rows not kept (the recorder keeps the last ones).
 	Dropped int64 `json:"dropped,omitempty"`
@@ -244,11 +245,11 @@ func (r *recorder) add(seq, planned, deadline, start, end int64, flags int, objs
 	r.n++
 }
 
-// addError keeps the first few error messages.
-func (r *recorder) addError(err error) {
+// addError keeps the first few error messages with their frames.
+func (r *recorder) addError(seq int64, err error) {
 	r.errs++
 	if len(r.rr.Errors) < 5 {
-		r.rr.Errors = append(r.rr.Errors, err.Error())
+		r.rr.Errors = append(r.rr.Errors, fmt.Sprintf("frame %d: %v", seq, err))
 	}
 }
 

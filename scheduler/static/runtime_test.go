@@ -363,6 +363,14 @@ runnables:
 	assert.Equal(t, 3, a.Runnables[0].Timeouts)
 	assert.Equal(t, 3, a.Runnables[0].Errors)
 	assert.Contains(t, run.Runnables[0].Errors[0], "deadline exceeded")
+	// Each kept error names its frame; the analysis quotes the first.
+	for i, e := range run.Runnables[0].Errors {
+		assert.True(t, strings.HasPrefix(e, fmt.Sprintf("frame %d: ", run.Runnables[0].Seq[i])), e)
+	}
+	assert.Equal(t, run.Runnables[0].Errors[0], a.Runnables[0].FirstError)
+	var text strings.Builder
+	require.NoError(t, a.WriteText(&text))
+	assert.Contains(t, text.String(), "wait returned an error 3 times; the first, frame 0: context deadline exceeded\n")
 }
 
 func TestExitSchedulerFromRunnable(t *testing.T) {
@@ -1001,4 +1009,31 @@ func TestReadRunOfAPlan(t *testing.T) {
 	_, err := ReadRun(strings.NewReader(b.String()))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "this is a compiled plan (format pz-stm), not a run record")
+}
+
+func TestPanicRecordedWithFrame(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: boom, client: c, resource: cpu0, wcet: 2ms}
+`)
+	c, _ := NewClient("c")
+	var n atomic.Int64
+	c.Runnable("boom", func(context.Context) error {
+		if n.Add(1) == 2 {
+			panic("no camera frame")
+		}
+		return nil
+	})
+	run, err := runLocal(context.Background(), plan, []*Client{c}, WithFrames(3))
+	require.NoError(t, err)
+	rr := run.Runnables[0]
+	require.Len(t, rr.Errors, 1)
+	assert.True(t, strings.HasPrefix(rr.Errors[0], "frame 1: runnable boom panicked: no camera frame\n"), rr.Errors[0])
+	assert.Contains(t, rr.Errors[0], "goroutine ", "the record keeps the stack")
+	var text strings.Builder
+	require.NoError(t, Analyze(run).WriteText(&text))
+	assert.Contains(t, text.String(), "boom returned an error 1 time; the first, frame 1: runnable boom panicked: no camera frame\n")
 }
