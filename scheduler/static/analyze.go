@@ -361,7 +361,7 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	}
 	from := time.Duration(first / max(longest, 1) * longest)
 	to := from + time.Duration(int64(max(periods, 1))*longest)
-	c := gantt.Chart{From: from, To: to, Critical: false, LegendTitle: "runnable: bars in the chart, planned and actual rows together, and their time"}
+	c := gantt.Chart{From: from, To: to, Noun: "runnable", Critical: false, LegendTitle: "runnable: bars in the chart, planned and actual rows together, and their time"}
 	var resources []string
 	for _, rr := range r.Runnables {
 		if !slices.Contains(resources, rr.Resource) {
@@ -395,6 +395,7 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	}
 	c.BandKind = "frame"
 	c.Title = fmt.Sprintf("run of %s (plan %s): periods %d to %d, planned and actual", r.Source, r.Plan, int64(from)/max(longest, 1), int64(to)/max(longest, 1)-1)
+	c.Axis = fmt.Sprintf("time since the start of period %d", int64(from)/max(longest, 1))
 	return gantt.Write(w, c)
 }
 

@@ -46,7 +46,8 @@ type Option func(*options)
 func WithFrames(n int64) Option { return func(o *options) { o.frames = n } }
 
 // WithDir sets the directory of the master's socket; by default
-// $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /tmp/pz-stm-UID.
+// $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else DefaultDir's pz-stm-UID in
+// /dev/shm (or the temporary directory).
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
 // WithLiveness sets how far behind its plan a runnable may fall before

@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "", "the master's socket `directory` (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /tmp/pz-stm-UID)")
+	dir := flag.String("dir", "", "the master's socket `directory` (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /dev/shm/pz-stm-UID, or /tmp/pz-stm-UID without /dev/shm)")
 	flag.Parse()
 	if err := run(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "planner:", err)

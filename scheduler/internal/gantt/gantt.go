@@ -49,6 +49,13 @@ type Chart struct {
 	BandKind string
 	// LegendTitle heads the legend; "" means "codelet: runs, busy time".
 	LegendTitle string
+	// Noun is what a bar runs, in the titles and under the axis
+	// ("critical path: 4 runnables", "time since the first runnable");
+	// "" means "task".
+	Noun string
+	// Axis is the label under the time axis; "" means "time since the
+	// first " and Noun.
+	Axis string
 	// FirstIDs gives, by bar name, the ID of its first task, for the
 	// colours (Colors): a name whose tasks have no bar keeps its turn.
 	FirstIDs map[string]uint64
@@ -312,7 +319,7 @@ func (d *drawing) writeTitle(w *bufio.Writer) {
 		if d.t1 == d.t0 {
 			span = "0 s" // formatDuration's "0" is an axis tick's label
 		}
-		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), "task"), count(workers, "worker"), span)
+		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), d.noun()), count(workers, "worker"), span)
 		if n := len(d.Bars) - len(d.workBars()); n > 0 {
 			title += "; " + count(n, "copy")
 		}
@@ -320,9 +327,17 @@ func (d *drawing) writeTitle(w *bufio.Writer) {
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", margin, margin+12, esc(title))
 	sub := "hatched: idle; right: busy time / span"
 	if d.Critical {
-		sub = fmt.Sprintf("critical path (outlined): %s, %s of work, %.0f%% of the span; ", count(len(d.path), "task"), formatDuration(d.pathWork), 100*float64(d.pathWork)/d.span) + sub
+		sub = fmt.Sprintf("critical path (outlined): %s, %s of work, %.0f%% of the span; ", count(len(d.path), d.noun()), formatDuration(d.pathWork), 100*float64(d.pathWork)/d.span) + sub
 	}
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="#444444">%s</text>`+"\n", margin, margin+12+legendLine, esc(sub))
+}
+
+// noun is Chart.Noun or its default.
+func (d *drawing) noun() string {
+	if d.Noun == "" {
+		return "task"
+	}
+	return d.Noun
 }
 
 // count returns n and the noun, in the plural unless n is 1: "1 task",
@@ -349,7 +364,11 @@ func (d *drawing) writeAxis(w *bufio.Writer) {
 		fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000000"/>`, x, x, y, y+5)
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y+17, esc(FormatTick(t, step, unit)))
 	}
-	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444444">time since the first task</text>`+"\n", d.left+d.width/2, y+33)
+	label := d.Axis
+	if label == "" {
+		label = "time since the first " + d.noun()
+	}
+	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444444">%s</text>`+"\n", d.left+d.width/2, y+33, esc(label))
 }
 
 // writeRows draws each row's label, hatched background and utilization.

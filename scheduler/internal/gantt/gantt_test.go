@@ -90,6 +90,21 @@ func TestWriteCritical(t *testing.T) {
 	assert.Contains(t, svg, ">critical path</text>")
 }
 
+// A chart of something other than tasks names it in the subtitle and
+// under the axis; Axis replaces the axis label.
+func TestWriteNoun(t *testing.T) {
+	c := chart()
+	svg := render(t, c)
+	assert.Contains(t, svg, ">time since the first task</text>")
+	c.Critical, c.Noun = true, "runnable"
+	svg = render(t, c)
+	assert.Contains(t, svg, "critical path (outlined): 3 runnables, 9.00 ms")
+	assert.Contains(t, svg, ">time since the first runnable</text>")
+	assert.NotContains(t, svg, " task")
+	c.Axis = "time since the period's start"
+	assert.Contains(t, render(t, c), ">time since the period&#39;s start</text>")
+}
+
 // A failed task's bar is outlined in red with its error in the tooltip,
 // and the legend says what the outline means; a chart without failures
 // has neither.
