@@ -379,6 +379,11 @@ func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 // it is produced; the other ranks only record where the data now lives.
 func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) (err error) {
 	defer func() { err = rankFailed(err) }()
+	if cl == nil {
+		// Refused before the graph check, as a nil handle is: ranks that
+		// all pass nil here still submit the same graph.
+		return fmt.Errorf("dist: Submit: %w: nil codelet (argument cl); pass a *scheduler.Codelet with a Name and an implementation", comm.ErrInvalidArg)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

@@ -293,6 +293,9 @@ func (m *Master) Workers() int { return m.nlocal + len(m.proxies) }
 // may run on any rank. Its data are handles of Local() holding slices of
 // numbers (vectors or matrices). It is refused if a rank lacks the codelet.
 func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...scheduler.Arg) error {
+	if cl == nil {
+		return fmt.Errorf("dist: Master.Submit: %w: nil codelet (argument cl); pass one of the registry's codelets", comm.ErrInvalidArg)
+	}
 	w, ok := m.wrapped[cl.Name]
 	if !ok {
 		return fmt.Errorf("dist: submitting %q: %w: it is not in the master's registry", cl.Name, ErrUnknownCodelet)

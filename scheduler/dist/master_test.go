@@ -161,6 +161,9 @@ func TestMasterUnknownCodelet(t *testing.T) {
 			if err := m.Submit(ctx, other, scheduler.RW(h)); !errors.Is(err, dist.ErrUnknownCodelet) {
 				return fmt.Errorf("a codelet in no registry: %v", err)
 			}
+			if err := m.Submit(ctx, nil, scheduler.RW(h)); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "nil codelet") {
+				return fmt.Errorf("a nil codelet: %v", err)
+			}
 			return nil
 		})
 	})
