@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -99,10 +100,15 @@ type TaskError struct {
 	Panicked bool
 	// Stack is the goroutine stack at the panic; empty for returned errors.
 	Stack string
+	// Site is where the implementation panicked, "file.go:LINE" (the
+	// first frame of Stack below the panic outside the Go runtime);
+	// empty for returned errors, or when Stack does not say.
+	Site string
 }
 
 // Error implements error: one line, "scheduler: task #7 (tag 3) of
-// codelet "potrf" failed on worker 1: not positive definite".
+// codelet "potrf" failed on worker 1: not positive definite", or for a
+// panic "... panicked on worker 1 at potrf.go:42: ...".
 func (e *TaskError) Error() string {
 	var b strings.Builder
 	b.WriteString("scheduler: task")
@@ -124,8 +130,41 @@ func (e *TaskError) Error() string {
 	if e.Size > 1 {
 		fmt.Fprintf(&b, " (team rank %d of %d)", e.Rank, e.Size)
 	}
+	if e.Site != "" {
+		fmt.Fprintf(&b, " at %s", e.Site)
+	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
+}
+
+// panicSite returns "file.go:LINE" of the frame that panicked, read
+// from a stack of debug.Stack taken while recovering: the first frame
+// after the last "panic(" that is not the runtime's (a nil map's write
+// or an index out of range panics in runtime frames called by the
+// user's). "" when the stack has no such frame.
+func panicSite(stack string) string {
+	lines := strings.Split(stack, "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic(") {
+			start = i
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	// Each frame is two lines: the function, then "\tFILE:LINE +0x..".
+	for i := start + 2; i+1 < len(lines); i += 2 {
+		if fn := lines[i]; fn == "" || strings.HasPrefix(fn, "runtime.") {
+			continue
+		}
+		loc, _, _ := strings.Cut(strings.TrimSpace(lines[i+1]), " ")
+		if _, file := path.Split(loc); strings.Contains(file, ".go:") {
+			return file
+		}
+		return ""
+	}
+	return ""
 }
 
 // Unwrap returns the task's own error.

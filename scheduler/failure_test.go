@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -242,6 +243,34 @@ func TestBadOptions(t *testing.T) {
 // TestTaskErrorOneLine: WaitAll's error is one line per failed task
 // (task, codelet, worker, cause); a panic's stack stays in the
 // TaskError and in the trace.
+// A panic inside the Go runtime (a nil map's write) is placed at the
+// codelet's line that caused it, not in the runtime.
+func TestTaskErrorPanicSite(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1))
+	var m map[int]int
+	line := 0
+	nilMap := &scheduler.Codelet{Name: "nilmap", CPU: func(*scheduler.Call) error {
+		_, _, line, _ = runtime.Caller(0)
+		m[1] = 2 // the line after Caller's
+		return nil
+	}}
+	task := scheduler.NewTask(nilMap)
+	require.NoError(t, s.SubmitTask(ctx, task))
+	var te *scheduler.TaskError
+	require.ErrorAs(t, task.Wait(ctx), &te)
+	require.True(t, te.Panicked)
+	assert.Equal(t, fmt.Sprintf("failure_test.go:%d", line+1), te.Site)
+	assert.Contains(t, te.Error(), fmt.Sprintf(" at failure_test.go:%d: assignment to entry in nil map", line+1))
+	// A returned error has no site.
+	fail := scheduler.NewTask(&scheduler.Codelet{Name: "fail", CPU: func(*scheduler.Call) error { return errors.New("no") }})
+	require.NoError(t, s.SubmitTask(ctx, fail))
+	require.ErrorAs(t, fail.Wait(ctx), &te)
+	assert.Empty(t, te.Site)
+	assert.NotContains(t, te.Error(), " at ")
+	_ = s.WaitAll(ctx)
+}
+
 func TestTaskErrorOneLine(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, scheduler.WithWorkers(2), scheduler.WithStats(true))
@@ -255,6 +284,9 @@ func TestTaskErrorOneLine(t *testing.T) {
 	var te *scheduler.TaskError
 	require.ErrorAs(t, err, &te)
 	assert.Contains(t, msg, `codelet "crash" panicked on worker `)
+	// The panic's site, the codelet's own line, read from the stack.
+	assert.Regexp(t, `^failure_test\.go:\d+$`, te.Site)
+	assert.Contains(t, msg, " at "+te.Site+": ")
 	assert.Contains(t, msg, "(tag 7)")
 	assert.Contains(t, msg, "index out of range")
 	assert.Contains(t, msg, fmt.Sprintf("task #%d", te.Task))

@@ -404,7 +404,8 @@ func panicError(t *Task, worker int, r any, what string) error {
 	} else if what != "" {
 		e = fmt.Errorf("%s%w", what, e)
 	}
-	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: worker, Err: e, Panicked: true, Stack: string(debug.Stack())}
+	stack := string(debug.Stack())
+	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: worker, Err: e, Panicked: true, Stack: stack, Site: panicSite(stack)}
 }
 
 // prepare fills bufs with t's data on this worker's memory node: in
