@@ -232,9 +232,7 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	cause := context.Cause(wctx) // before stop, which ends wctx
 	stop()
 	if err != nil {
-		if cause != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
+		err = endedBy(err, cause, parent)
 		if errors.Is(cause, ErrStalled) && parent.Err() == nil {
 			err = g.stalled(err, p.step)
 		}
@@ -263,9 +261,7 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		// A rank left, or the stall timeout: the windows differ because
 		// the ranks stopped, which the cause explains.
 		cause := context.Cause(xctx)
-		if !errors.Is(err, cause) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
+		err = endedBy(err, cause, parent)
 		if errors.Is(cause, ErrStalled) {
 			err = g.stalled(err, p.step+1)
 		}
@@ -294,6 +290,25 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		}
 	}
 	return g.diverged
+}
+
+// endedBy is the error of a wait that returned err after its context
+// ended with cause (nil if it did not end). When the caller's own
+// context (parent) has not ended and the wait ended for its context,
+// the cause alone is the error (a stall, ErrStalled, or a rank's
+// departure): the program canceled nothing, and an error that is also
+// context.Canceled or DeadlineExceeded would say it had. Otherwise the
+// cause, when there is one, goes in front of err.
+func endedBy(err, cause error, parent context.Context) error {
+	switch {
+	case cause == nil:
+		return err
+	case parent.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return cause
+	case errors.Is(err, cause):
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
 }
 
 // firstFailure names the failure behind a difference of the ranks'

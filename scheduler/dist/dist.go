@@ -819,10 +819,17 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	// A deadline or the stall timeout is explained (what each task
 	// waits for); a cancellation (the program's, an interrupt) is what
 	// the program asked for, and a report per rank would read as a hang.
-	canceled := errors.Is(context.Cause(wctx), context.Canceled)
+	cause := context.Cause(wctx)
+	canceled := errors.Is(cause, context.Canceled)
 	wcancel(nil)
 	if lerr != nil && gaveUp {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, lerr)
+		if ctx.Err() == nil && errors.Is(cause, ErrStalled) {
+			// The watchdog ended the wait, not the program: the error is
+			// the stall (ErrStalled), not the cancellation of wctx that
+			// the local scheduler reports (context.Canceled).
+			err = fmt.Errorf("dist: WaitAll on rank %d: %w (%d tasks of the graph not done here)", d.rank, cause, d.pos.open.Load())
+		}
 		if !canceled {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}

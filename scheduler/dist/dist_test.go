@@ -1291,6 +1291,12 @@ func TestStallTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, errs[1], dist.ErrStalled)
 	assert.Contains(t, errs[1].Error(), "waits for rank 0 to send handle #0 (owner 0)")
+	// The stall is the error, not a cancellation: the program canceled
+	// nothing (the watchdog ends the wait with ErrStalled as its cause).
+	assert.NotErrorIs(t, errs[1], context.Canceled)
+	assert.NotErrorIs(t, errs[1], context.DeadlineExceeded)
+	assert.NotContains(t, errs[1].Error(), "context canceled")
+	assert.Contains(t, errs[1].Error(), "dist: WaitAll on rank 1: dist: no progress: nothing completed on rank 1 for")
 	require.ErrorIs(t, errs[0], dist.ErrRankFailed)
 	assert.Contains(t, errs[0].Error(), "rank 1 left WaitAll")
 }
@@ -1361,6 +1367,11 @@ func TestStallNamesSlowRank(t *testing.T) {
 			assert.Contains(t, errs[r].Error(), fmt.Sprintf("rank %d left WaitAll", 1-r), "rank %d", r)
 		}
 		msg := errs[r].Error()
+		// A stall, not the program's cancellation or deadline.
+		assert.NotErrorIs(t, errs[r], context.Canceled, "rank %d", r)
+		assert.NotErrorIs(t, errs[r], context.DeadlineExceeded, "rank %d", r)
+		assert.NotContains(t, msg, "context canceled", "rank %d", r)
+		assert.NotContains(t, msg, "deadline exceeded", "rank %d", r)
 		assert.Contains(t, msg, "rank 2 has not reached this comparison", "rank %d", r)
 		assert.Contains(t, msg, "at submission 1", "rank %d", r)
 		assert.NotContains(t, msg, "rank 1 has not reached", "rank %d", r)
