@@ -467,8 +467,16 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	}
 	if d.size > 1 {
 		// (On one rank WaitAll may be called again.)
+		// What a later WaitAll here returns. A failure of another rank
+		// (it left WaitAll, a task of its failed) names that rank: this
+		// rank left because of it, and saying that this one left would
+		// name the wrong rank.
+		left := fmt.Errorf("the graph failed when this rank (rank %d) left an earlier WaitAll: %w", d.rank, cause)
+		if errors.Is(cause, ErrRankFailed) {
+			left = fmt.Errorf("the graph failed in an earlier WaitAll: %w", cause)
+		}
 		d.mu.Lock()
-		reached := d.check.leave(fmt.Errorf("the graph failed when rank %d left WaitAll: %w", d.rank, cause))
+		reached := d.check.leave(left)
 		d.mu.Unlock()
 		head := binary.LittleEndian.AppendUint64([]byte{kind}, uint64(reached))
 		d.announce(head, err.Error())
