@@ -106,6 +106,14 @@ type graphCheck struct {
 	// far it got (leave): it starts no step afterwards, as they wait for
 	// none from there on.
 	left error
+	// closing is set when Close waits for the graph (the program
+	// returned or closed without WaitAll): a window it ends is where
+	// the rank stopped submitting, not a WaitAll of the program's.
+	closing bool
+	// registered, if set, is the number of handles the program has
+	// registered on this rank (Register, RegisterTiles): ranks whose
+	// counts differ refer to one handle by different numbers.
+	registered func() int
 }
 
 // checkExchange is what the ranks exchange when their windows differ:
@@ -116,6 +124,15 @@ type checkExchange struct {
 	Window      []string
 	Failure     string
 	FailureHere bool
+	// End is the number of submissions the rank had made when the
+	// window ended; Closing says that Close ended it (the rank stopped
+	// submitting), else a window shorter than the others' was ended
+	// by WaitAll.
+	End     int
+	Closing bool
+	// Handles is the number of handles the rank had registered when the
+	// window ended (-1: unknown).
+	Handles int
 }
 
 type pendingCheck struct {
@@ -124,6 +141,11 @@ type pendingCheck struct {
 	in     []int64 // hash, -hash, count (own allocations: cgo refuses memory next to Go pointers)
 	out    []int64
 	window []submission
+	// What the ranks exchange if the windows differ, besides the
+	// window: the submissions and registrations made when the window
+	// ended, and whether Close ended it.
+	end, handles int
+	closing      bool
 }
 
 // add records one submission; at a window's end it starts the comparison
@@ -156,7 +178,11 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	h := windowHash(g.window)
-	p := &pendingCheck{step: step, window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3)}
+	p := &pendingCheck{step: step, window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3),
+		end: g.n, closing: g.closing, handles: -1}
+	if g.registered != nil {
+		p.handles = g.registered()
+	}
 	g.window = nil
 	req, err := c.Iallreduce(comm.BufOf(p.in), comm.BufOf(p.out), comm.Max)
 	if err != nil {
@@ -249,7 +275,7 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	if err := g.ruledOut(p.step + 1); err != nil {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
-	mine := checkExchange{Window: describe(p.window)}
+	mine := checkExchange{Window: describe(p.window), End: p.end, Closing: p.closing, Handles: p.handles}
 	if g.failure != nil {
 		mine.Failure, mine.FailureHere = g.failure()
 	}
@@ -271,12 +297,8 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		g.diverged = fmt.Errorf("%w (and exchanging the submissions: %v)", ErrGraphMismatch, err)
 		return g.diverged
 	}
-	windows := make([][]string, len(all))
-	for r, x := range all {
-		windows[r] = x.Window
-	}
 	var stopped bool
-	stopped, g.diverged = firstDifference(windows)
+	stopped, g.diverged = firstDifference(all)
 	if f := firstFailure(all); f != "" {
 		if stopped {
 			// A rank failed and stopped submitting: the failure is
@@ -339,30 +361,62 @@ func describe(w []submission) []string {
 
 // firstDifference names the first position where some rank's submission
 // differs from rank 0's, and reports whether some rank had made no
-// submission there (it stopped earlier) rather than a different one. The result is
-// the same on every rank.
-func firstDifference(all [][]string) (stopped bool, err error) {
+// submission there (it stopped earlier: its program called WaitAll, or
+// returned or closed) rather than a different one. Where the ranks have
+// registered different numbers of handles, it says so: they then refer
+// to one handle by different numbers. The result is the same on every
+// rank.
+func firstDifference(all []checkExchange) (stopped bool, err error) {
 	longest := 0
-	for _, w := range all {
-		longest = max(longest, len(w))
+	for _, x := range all {
+		longest = max(longest, len(x.Window))
 	}
 	for i := range longest {
-		ref := "(no submission)"
-		if i < len(all[0]) {
-			ref = all[0][i]
-		}
 		for r := 1; r < len(all); r++ {
-			got := "(no submission)"
-			if i < len(all[r]) {
-				got = all[r][i]
+			if i < len(all[0].Window) && i < len(all[r].Window) && all[0].Window[i] == all[r].Window[i] {
+				continue
 			}
-			if got != ref {
-				stopped := i >= len(all[0]) || i >= len(all[r])
-				return stopped, fmt.Errorf("%w: rank 0 made %s; rank %d made %s", ErrGraphMismatch, ref, r, got)
+			if i >= len(all[0].Window) && i >= len(all[r].Window) {
+				continue
 			}
+			stopped := i >= len(all[0].Window) || i >= len(all[r].Window)
+			return stopped, fmt.Errorf("%w: %s; %s%s", ErrGraphMismatch, didAt(0, all[0], i), didAt(r, all[r], i), registrations(all))
 		}
 	}
-	return false, fmt.Errorf("%w: the windows' hashes differ but their submissions read the same", ErrGraphMismatch)
+	return false, fmt.Errorf("%w: the windows' hashes differ but their submissions read the same%s", ErrGraphMismatch, registrations(all))
+}
+
+// didAt says what rank r did at position i of the window it exchanged
+// (x): the submission it made there, or, past the window's end, where
+// it stopped.
+func didAt(r int, x checkExchange, i int) string {
+	switch {
+	case i < len(x.Window):
+		return fmt.Sprintf("rank %d made %s", r, x.Window[i])
+	case x.Closing:
+		return fmt.Sprintf("rank %d stopped after %d submissions (it returned or closed without WaitAll; Close waits for the graph as WaitAll does)", r, x.End)
+	}
+	return fmt.Sprintf("rank %d is in WaitAll after %d submissions", r, x.End)
+}
+
+// registrations says, when the ranks have registered different numbers
+// of handles, how many each has ("" when they agree or it is unknown).
+func registrations(all []checkExchange) string {
+	ref := all[0].Handles
+	var differ []string
+	for r := 1; r < len(all); r++ {
+		if h := all[r].Handles; h != ref && h >= 0 && ref >= 0 {
+			differ = append(differ, fmt.Sprintf("rank %d %d", r, h))
+		}
+	}
+	if len(differ) == 0 {
+		return ""
+	}
+	const most = 8
+	if len(differ) > most {
+		differ = append(differ[:most], fmt.Sprintf("and %d more ranks", len(differ)-most))
+	}
+	return fmt.Sprintf(" (rank 0 has registered %d handles, %s: every rank registers the same handles in the same order, so that a handle's number is the same on every rank)", ref, strings.Join(differ, ", "))
 }
 
 // windowHash is a deterministic 64-bit FNV-1a hash of a window's

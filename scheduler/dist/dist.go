@@ -100,9 +100,10 @@ type Scheduler struct {
 	size  int
 	prog  *progress
 
-	mu      sync.Mutex // guards the submission walk
-	handles []*Handle
-	closed  bool
+	mu         sync.Mutex // guards the submission walk
+	handles    []*Handle
+	registered int // handles the program registered (handles holds the reductions' partial results too); guarded by mu
+	closed     bool
 
 	sendCl, recvCl *scheduler.Codelet
 
@@ -195,6 +196,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	d.check.departed = d.departed
 	d.check.pos = &d.pos
 	d.check.ask = d.askPeers
+	d.check.registered = func() int { return d.registered } // the check runs with d.mu held
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -693,6 +695,9 @@ func (d *Scheduler) Close() error {
 		return nil
 	}
 	pending := d.unwaited > 0
+	// A difference of the graphs found now is that this rank stopped
+	// submitting, not that its program called WaitAll.
+	d.check.closing = true
 	d.mu.Unlock()
 	var errs []error
 	if pending && d.failure() == nil {

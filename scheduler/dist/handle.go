@@ -276,6 +276,7 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		}
 	}
 	d.handles = append(d.handles, h)
+	d.registered++
 	return h, nil
 }
 

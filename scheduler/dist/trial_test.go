@@ -92,3 +92,101 @@ func TestLaterWaitAllNamesWhoLeft(t *testing.T) {
 		assert.Contains(t, e1.Error(), "the graph failed when this rank (rank 1) left an earlier WaitAll", "rank 1, WaitAll %d", i+2)
 	}
 }
+
+// Ranks that end a window at different points of their submissions are
+// told what the shorter rank did instead of a submission: its program
+// called WaitAll after so many submissions, or it stopped (returned or
+// closed; Close waits for the graph) after so many.
+func TestGraphMismatchSaysWhereARankStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool // rank 1 closes after its submissions, rank 0 calls WaitAll
+		at    int  // where the shorter rank stops
+		want  []string
+	}{
+		{"WaitAll early", false, 50, []string{
+			"rank 0 is in WaitAll after 50 submissions",
+			`rank 1 made submission #50: codelet "apply"`,
+		}},
+		{"closed early", true, 10, []string{
+			`rank 0 made submission #10: codelet "apply"`,
+			"rank 1 stopped after 10 submissions (it returned or closed without WaitAll",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := make([]error, 2)
+			err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+				hs, err := onePerRank[int64](d, 4)
+				if err != nil {
+					return err
+				}
+				short := (d.Rank() == 0) != tc.close // the rank that stops early
+				for i := range 100 {
+					if short && i == tc.at {
+						break
+					}
+					if err := d.Submit(ctx, apply, dist.R(hs[i%2]), dist.RW(hs[(i+1)%2]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+						errs[d.Rank()] = err
+						return nil
+					}
+				}
+				if short && tc.close {
+					errs[d.Rank()] = d.Close()
+					return nil
+				}
+				errs[d.Rank()] = d.WaitAll(ctx)
+				return nil
+			})
+			require.NoError(t, err)
+			for r, e := range errs {
+				t.Logf("rank %d: %v", r, e)
+				require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
+				for _, w := range tc.want {
+					assert.Contains(t, e.Error(), w, "rank %d", r)
+				}
+				assert.NotContains(t, e.Error(), "(no submission)", "rank %d", r)
+				assert.NotContains(t, e.Error(), "registered", "rank %d: the ranks registered the same handles", r)
+			}
+		})
+	}
+}
+
+// A handle registered on some ranks only parts the handles' numbers:
+// the mismatch it causes says how many handles each rank registered and
+// that every rank registers the same ones in the same order.
+func TestGraphMismatchNamesRegistrationCounts(t *testing.T) {
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	errs := make([]error, 3)
+	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+		n := 8
+		if d.Rank() == 1 {
+			n = 7 // it forgot one
+		}
+		var last *dist.Handle
+		for range n {
+			var data []int64
+			if d.Rank() == 0 {
+				data = make([]int64, 4)
+			}
+			var err error
+			if last, err = dist.Register(d, 0, data, 4, 1); err != nil {
+				return err
+			}
+		}
+		if err := d.Submit(ctx, noop, dist.RW(last)); err != nil {
+			errs[d.Rank()] = err
+			return nil
+		}
+		errs[d.Rank()] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		t.Logf("rank %d: %v", r, e)
+		require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
+		assert.Contains(t, e.Error(), "RW(#7 owner 0", "rank %d", r)
+		assert.Contains(t, e.Error(), "RW(#6 owner 0", "rank %d", r)
+		assert.Contains(t, e.Error(), "rank 0 has registered 8 handles, rank 1 7: every rank registers the same handles in the same order", "rank %d", r)
+		assert.NotContains(t, e.Error(), "rank 2 8", "rank %d", r)
+	}
+}
