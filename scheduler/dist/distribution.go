@@ -29,6 +29,7 @@ func (b blockCyclic) Check(size int) error {
 
 // Cyclic1D deals tiles to ranks round robin in row-major tile order over a
 // grid of nt tile columns: tile (i, j) belongs to rank (i*nt + j) mod size.
+// RegisterTiles refuses it for a grid whose tile columns are not nt.
 func Cyclic1D(nt, size int) Distribution { return cyclic1D{nt, size} }
 
 type cyclic1D struct{ nt, size int }
@@ -40,6 +41,22 @@ func (c cyclic1D) Check(size int) error {
 		return fmt.Errorf("%w: a 1D cyclic distribution over %d ranks (%d tile columns) used with %d ranks", ErrDistribution, c.size, c.nt, size)
 	}
 	return nil
+}
+
+// checkGrid refuses a grid whose tile columns are not the ones c deals
+// over: its owners would follow another grid's row-major order (over 3
+// columns, a 4-column grid's columns would be dealt cyclically).
+func (c cyclic1D) checkGrid(mt, nt int) error {
+	if c.nt != nt {
+		return fmt.Errorf("%w: Cyclic1D(%d, %d) deals tiles over %d tile columns, but the grid has %d (%d x %d tiles): pass Cyclic1D(%d, %d), the grid's tile columns", ErrDistribution, c.nt, c.size, c.nt, nt, mt, nt, nt, c.size)
+	}
+	return nil
+}
+
+// gridChecker is a distribution made for one grid's shape, which
+// RegisterTiles checks.
+type gridChecker interface {
+	checkGrid(mt, nt int) error
 }
 
 // Func is a distribution given by a function; every rank must pass the

@@ -296,7 +296,9 @@ const maxTag = 1<<28 - 1
 // RegisterTiles registers an mt x nt grid of mb x nb tiles of T, tile
 // (i, j) owned by dist.Owner(i, j). On its owner a tile is allocated and
 // filled by init (if not nil) with its elements in row-major order; other
-// ranks allocate nothing until they need a copy.
+// ranks allocate nothing until they need a copy. A distribution that does
+// not fit the ranks, or a Cyclic1D made for another number of tile
+// columns than nt, is refused (ErrDistribution), before any registration.
 func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T)) ([][]*Handle, error) {
 	if dist == nil {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", ErrDistribution)
@@ -306,6 +308,11 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 	}
 	if err := dist.Check(d.size); err != nil {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+	}
+	if g, ok := dist.(gridChecker); ok {
+		if err := g.checkGrid(mt, nt); err != nil {
+			return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+		}
 	}
 	out := make([][]*Handle, mt)
 	for i := range mt {

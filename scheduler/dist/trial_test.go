@@ -190,3 +190,32 @@ func TestGraphMismatchNamesRegistrationCounts(t *testing.T) {
 		assert.NotContains(t, e.Error(), "rank 2 8", "rank %d", r)
 	}
 }
+
+// RegisterTiles refuses a Cyclic1D made for another number of tile
+// columns than the grid's (its owners would follow another grid's
+// order), naming both numbers and the fix, and registers nothing: the
+// graph goes on.
+func TestRegisterTilesCyclic1DColumns(t *testing.T) {
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		_, err := dist.RegisterTiles[float64](d, 2, 4, 1, 1, dist.Cyclic1D(3, 2), nil)
+		if !errors.Is(err, dist.ErrDistribution) || !contains(err, "Cyclic1D(3, 2) deals tiles over 3 tile columns, but the grid has 4 (2 x 4 tiles): pass Cyclic1D(4, 2)") {
+			return fmt.Errorf("Cyclic1D(3, 2) on a 2 x 4 grid: %v", err)
+		}
+		tiles, err := dist.RegisterTiles[float64](d, 2, 4, 1, 1, dist.Cyclic1D(4, 2), nil)
+		if err != nil {
+			return err
+		}
+		for i := range tiles {
+			for j, h := range tiles[i] {
+				if want := (i*4 + j) % 2; h.Owner() != want {
+					return fmt.Errorf("tile (%d, %d): owner %d, want %d", i, j, h.Owner(), want)
+				}
+			}
+		}
+		if tiles[0][0].ID() != 0 {
+			return fmt.Errorf("the refused call registered handles: the first tile is #%d", tiles[0][0].ID())
+		}
+		return d.WaitAll(ctx)
+	})
+	require.NoError(t, err)
+}
