@@ -64,7 +64,10 @@
 // of data it would have produced fail at once instead of waiting for ever;
 // WaitAll returns, on every rank, an error naming the rank and the task
 // (ErrRankFailed). A failed distributed scheduler stays failed: later
-// Submit calls return the failure.
+// Submit calls return the failure. To go on, every rank closes it and
+// calls New at the same point (on the same communicator and local
+// scheduler), and registers its data again: the new scheduler refuses
+// the failed one's handles (ErrForeignHandle).
 //
 // A failure cancels the receives still posted (comm.Canceler), and each
 // receive's task ends only once its request has (canceled, or filled

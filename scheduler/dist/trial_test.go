@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -216,6 +217,70 @@ func TestRegisterTilesCyclic1DColumns(t *testing.T) {
 			return fmt.Errorf("the refused call registered handles: the first tile is #%d", tiles[0][0].ID())
 		}
 		return d.WaitAll(ctx)
+	})
+	require.NoError(t, err)
+}
+
+// After a failed graph the ranks go on with a new distributed scheduler
+// on the same communicator and local scheduler (as docs/distributed.md
+// says): every rank closes the failed one and calls New at the same
+// point, registers new handles, and the new graph completes. The failed
+// scheduler's handles are refused by the new one (ErrForeignHandle).
+func TestNewSchedulerAfterFailedGraph(t *testing.T) {
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("kaboom") }}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(2))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		old, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, boom, dist.RW(old[1])); err != nil {
+			return err
+		}
+		if err := d.WaitAll(ctx); !errors.Is(err, dist.ErrRankFailed) || !contains(err, "kaboom") {
+			return fmt.Errorf("the failed graph's WaitAll: %v", err)
+		}
+		if err := d.Submit(ctx, apply, dist.RW(old[0])); !errors.Is(err, dist.ErrRankFailed) {
+			return fmt.Errorf("Submit on the failed scheduler: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("closing the failed scheduler: %w", err)
+		}
+		d2, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d2.Close()
+		if err := d2.Submit(ctx, apply, dist.RW(old[0])); !errors.Is(err, dist.ErrForeignHandle) {
+			return fmt.Errorf("an old handle on the new scheduler: %v", err)
+		}
+		hs, err := onePerRank[int64](d2, 4)
+		if err != nil {
+			return err
+		}
+		if err := d2.Submit(ctx, apply, dist.RW(hs[0]), dist.R(hs[1]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1, add: 1}))); err != nil {
+			return err
+		}
+		if err := d2.WaitAll(ctx); err != nil {
+			return fmt.Errorf("the new graph: %w", err)
+		}
+		if d2.Rank() == 0 {
+			if got := hs[0].Data().([]int64); got[0] != 1 {
+				return fmt.Errorf("the new graph's result: %v, want 1 in front", got)
+			}
+		}
+		return nil
 	})
 	require.NoError(t, err)
 }
