@@ -569,6 +569,9 @@ func (c *Context) WaitAll(ctx context.Context) error {
 	if c.parent == nil {
 		return c.s.WaitAll(context.WithValue(ctx, ctxKey{}, nil))
 	}
+	if err := c.s.checkNotInTask(fmt.Sprintf("WaitAll of context %q", c.name)); err != nil {
+		return err
+	}
 	c.s.flushBatches()
 	if err := c.pending.wait(ctx); err != nil {
 		err = fmt.Errorf("scheduler: waiting for %q: %w (%s pending)", c.name, err, tasks(c.Pending()))

@@ -45,7 +45,10 @@
 // Wait; Synchronous makes Submit wait. WaitAll waits for everything,
 // WaitTag for tagged tasks (possibly not yet submitted). A Batch
 // (NewBatch) submits tasks the same way but holds them until its Flush,
-// so that a fine-grained graph is wired before any of it runs.
+// so that a fine-grained graph is wired before any of it runs. A
+// task's code must not wait for tasks (WaitAll, Wait, WaitTag, a
+// Synchronous Submit, Unregister): such a wait fails with ErrInTask
+// instead of deadlocking.
 //
 // # Access modes and implicit dependencies
 //

@@ -74,6 +74,12 @@ var (
 	// WithStats nor WithTrace (PZ_STATS, PZ_TRACE) was given, so there
 	// is nothing to draw.
 	ErrNotRecording = errors.New("scheduler: tasks not recorded")
+	// ErrInTask is returned by a wait made by the code of a running task
+	// (WaitAll, Wait, WaitTag, a Synchronous Submit, Unregister, Fetch)
+	// when it would block: a task cannot wait for tasks, as in StarPU
+	// (-EDEADLK). Only tasks run by the workers the scheduler starts are
+	// checked, not those a Driver runs.
+	ErrInTask = errors.New("scheduler: waiting inside a task")
 )
 
 // A TaskError is the error of a task whose implementation (or callback)

@@ -169,6 +169,11 @@ func TestBadInput(t *testing.T) {
 	t.Run("team too large", func(t *testing.T) {
 		require.ErrorIs(t, s.Submit(ctx, slow, scheduler.WithTeam(3)), scheduler.ErrBadTeam)
 	})
+	t.Run("negative team", func(t *testing.T) {
+		err := s.Submit(ctx, slow, scheduler.WithTeam(-1))
+		require.ErrorIs(t, err, scheduler.ErrBadTeam)
+		assert.Contains(t, err.Error(), "asks for a team of -1 workers; a team has at least 1 (WithTeam(n), n >= 1)")
+	})
 	t.Run("foreign handle", func(t *testing.T) {
 		other := newSched(t, scheduler.WithWorkers(1))
 		var x int

@@ -525,6 +525,10 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 			h.s.removeSpan(h)
 			return h.ram.data, nil
 		}
+		if err := h.s.checkNotInTask(fmt.Sprintf("Unregister of %v", h)); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 		for _, t := range tasks {
 			t.hold() // kept while waiting, outside h.mu
 		}

@@ -293,6 +293,9 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 			return c.WaitAll(ctx)
 		}
 	}
+	if err := s.checkNotInTask("WaitAll"); err != nil {
+		return err // it would wait for the calling task itself
+	}
 	s.flushBatches()
 	s.flushReductions()
 	if err := s.inflight.wait(ctx); err != nil {

@@ -256,6 +256,12 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	if b != nil && t.sync {
 		return fmt.Errorf("%w: task %q is synchronous, but a batch holds its tasks until Flush: it would wait for itself", ErrBadOption, t.Codelet.name())
 	}
+	if t.sync {
+		// Refused before anything is submitted.
+		if err := s.checkNotInTask(fmt.Sprintf("Submit of the Synchronous task %q", t.Codelet.name())); err != nil {
+			return err
+		}
+	}
 	if !t.pooled && !s.claim(t) {
 		return fmt.Errorf("%w: task %q belongs to another scheduler (submitted there, or named in After by one of its tasks)", ErrBadData, t.Codelet.name())
 	}
@@ -359,7 +365,10 @@ func (s *Scheduler) validate(t *Task) error {
 	} else if cl.CPU == nil && t.Team > 1 {
 		return fmt.Errorf("%w: codelet %q has only a CUDA implementation and cannot run with a team of %d (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team)
 	}
-	if t.Team < 0 || t.Team > s.kinds[CPUWorker] {
+	if t.Team < 0 {
+		return fmt.Errorf("%w: task %q asks for a team of %d workers; a team has at least 1 (WithTeam(n), n >= 1)", ErrBadTeam, cl.name(), t.Team)
+	}
+	if t.Team > s.kinds[CPUWorker] {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
 	}
 	for i, a := range t.Access {

@@ -188,6 +188,9 @@ func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 		}
 		ch := e.ch
 		s.tagMu.Unlock()
+		if err := s.checkNotInTask(fmt.Sprintf("WaitTag(%d)", g)); err != nil {
+			return err
+		}
 		// The tag's task, or one it waits for, may be held by a Batch:
 		// waiting starts it (as Task.Wait does).
 		s.flushBatches()

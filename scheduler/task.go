@@ -457,6 +457,11 @@ func (t *Task) Wait(ctx context.Context) error {
 	if t.state.Load() >= stateDone {
 		return t.Err()
 	}
+	if s := t.owner.Load(); s != nil {
+		if err := s.checkNotInTask(fmt.Sprintf("Wait for a task of codelet %q", t.Codelet.name())); err != nil {
+			return err
+		}
+	}
 	if b := t.batch.Load(); b != nil {
 		b.Flush() // waiting for a held task starts it
 	}

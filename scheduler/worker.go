@@ -28,6 +28,9 @@ type worker struct {
 	// scheduler starts no goroutine for it.
 	driven bool
 	taken  atomic.Bool // its Driver was handed out
+	// g is the id of the goroutine the scheduler runs the worker on (0
+	// for a driven worker): a wait made there is a task's (ErrInTask).
+	g atomic.Uint64
 	// quit, when not nil, ends the worker's sleep (a Driver.Run's ctx).
 	quit <-chan struct{}
 
