@@ -266,7 +266,9 @@ func (h *Handle) LD() int { return h.ram.ld }
 // Data returns the handle's data in RAM (the registered slice or value;
 // for a tile, the sub-slice starting at its first element) for the host
 // to read and write: it is the host's read-write access, as StarPU's
-// starpu_data_acquire in STARPU_RW mode. It first copies the newest
+// starpu_data_acquire in STARPU_RW mode. It first waits for the tasks
+// submitted on h before it (every access: the host is about to write),
+// combining a pending reduction, then copies the newest
 // version back from a device if one holds it, then invalidates the
 // devices' copies, so that RAM holds the only valid one: what the
 // program writes into the data (through what Data returns or the
@@ -281,10 +283,12 @@ func (h *Handle) LD() int { return h.ram.ld }
 // from its copy, not from a write made without Data. (Or write in a
 // task, which the scheduler orders and tracks.)
 //
-// Reading or writing the data while tasks use the handle is a data
-// race: wait for them (WaitAll, Unregister) first, and submit the next
-// ones after. Data does not return before the copy, if any, ends; use
-// Fetch to bound the wait. A copy that fails (the device was closed, or
+// Tasks submitted on h after Data returns use the data as the host
+// does: reading or writing it then is a data race, so submit them once
+// the host is done with it. Data does not return before the tasks it
+// waits for end and the copy, if any, ends; use Fetch to bound the wait.
+// From a task's code (which must not wait for tasks, see ErrInTask) Data
+// does not wait. A copy that fails (the device was closed, or
 // failed) leaves RAM as it was and the devices' copies valid, and Data
 // returns the data without saying so: Fetch reports the failure. Without
 // devices, Data only returns the data.
@@ -294,6 +298,9 @@ func (h *Handle) LD() int { return h.ram.ld }
 // and Data invalidates the tiles' copies on the devices, so that a write
 // through the whole is what the next task on a tile sees.
 func (h *Handle) Data() any {
+	// From a task's code the wait would be a task's (ErrInTask): Data
+	// then returns at once, as it did before it waited.
+	_ = h.awaitTasks(context.Background(), true, "Data")
 	if d := h.s.data; d != nil {
 		// Without a context, a failed copy leaves RAM as it was (and the
 		// devices' copies valid); Fetch reports it.
@@ -302,6 +309,53 @@ func (h *Handle) Data() any {
 		}
 	}
 	return h.ram.data
+}
+
+// awaitTasks waits, as StarPU's starpu_data_acquire does, for the tasks
+// submitted on h (or its tiles) before the call whose accesses conflict
+// with the host's: those that write h for a read (write false), every
+// one for a write. A pending reduction is combined first. Tasks
+// submitted after the call are not waited for. The tasks' own errors are
+// WaitAll's to report; awaitTasks returns ctx's error, or ErrInTask when
+// a task's code calls it and it would block.
+func (h *Handle) awaitTasks(ctx context.Context, write bool, what string) error {
+	var held []*Task
+	for _, x := range h.leaves() {
+		x.mu.Lock()
+		if x.status.Load() != handleUnregistered {
+			x.flushReduxLocked()
+			if write || x.curCat != catRead {
+				held = holdPending(held, x.cur)
+			}
+			held = holdPending(held, x.prev)
+		}
+		x.mu.Unlock()
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	err := h.s.checkNotInTask(fmt.Sprintf("%s of %v", what, h))
+	for _, t := range held {
+		if err == nil {
+			if werr := t.Wait(ctx); werr != nil && ctx.Err() != nil {
+				err = fmt.Errorf("scheduler: %s of %v: waiting for the tasks submitted on it: %w", what, h, ctxErr(ctx))
+			}
+		}
+		h.s.release(t)
+	}
+	return err
+}
+
+// holdPending appends to held, with a reference each, the tasks of ts
+// that have not completed.
+func holdPending(held, ts []*Task) []*Task {
+	for _, t := range ts {
+		if t.state.Load() < stateDone {
+			t.hold()
+			held = append(held, t)
+		}
+	}
+	return held
 }
 
 // leaves returns h and, when it is partitioned, its tiles' leaves: the
@@ -322,19 +376,24 @@ func (h *Handle) leaves() []*Handle {
 	return out
 }
 
-// Fetch copies the newest version of h's data back to RAM if a device
-// holds it, and returns the data as Data does. It is the host's read
-// access (StarPU's starpu_data_acquire in STARPU_R mode): the devices'
-// copies stay valid, and tasks on a device go on computing from them, so
-// writes into what Fetch returns are not seen by the tasks that run on a
-// device: call Data to write. Like Data, it must not race with tasks
-// that write h.
+// Fetch waits for the tasks submitted on h before it that write h
+// (readers may go on), copies the newest version of h's data back to
+// RAM if a device holds it, and returns the data as Data does. It is the
+// host's read access (StarPU's starpu_data_acquire in STARPU_R mode):
+// the devices' copies stay valid, and tasks on a device go on computing
+// from them, so writes into what Fetch returns are not seen by the tasks
+// that run on a device: call Data to write. Tasks submitted after it
+// that write h race with the host's reading: submit them once it is
+// done. From a task's code, a Fetch that would wait returns ErrInTask.
 //
-// It returns ctx's error if ctx ends first; a copy to RAM already under
-// way is let end before it returns, since it writes the registered
-// memory: nothing writes it after Fetch returns, and its cost is one
-// copy of h over the device's link.
+// It returns ctx's error if ctx ends first (the tasks it waits for go
+// on); a copy to RAM already under way is let end before it returns,
+// since it writes the registered memory: nothing writes it after Fetch
+// returns, and its cost is one copy of h over the device's link.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	if err := h.awaitTasks(ctx, false, "Fetch"); err != nil {
+		return nil, err
+	}
 	if d := h.s.data; d != nil {
 		for _, x := range h.leaves() {
 			if err := d.fetch(ctx, x); err != nil {
