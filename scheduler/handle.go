@@ -448,7 +448,7 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 		return nil, fmt.Errorf("%w: cannot Partition %v (only vectors and matrices)", ErrBadData, h)
 	}
 	if b.Rows < 1 || b.Cols < 1 {
-		return nil, fmt.Errorf("%w: Partition of %v into %dx%d tiles (need >= 1x1)", ErrBadData, h, b.Rows, b.Cols)
+		return nil, fmt.Errorf("%w: Partition of %v into tiles of %d x %d elements: a tile has at least 1 row and 1 column (Blocks(rows, cols) gives a tile's size, not the number of tiles)", ErrBadData, h, b.Rows, b.Cols)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -552,6 +552,9 @@ func (h *Handle) Unpartition() error {
 // that nothing it started writes the data after it returns.
 func (h *Handle) Unregister(ctx context.Context) (any, error) {
 	if h.parent != nil {
+		if h.status.Load() == handleUnregistered {
+			return nil, fmt.Errorf("%w: Unregister of tile %v, whose parent was unpartitioned: the tile is gone already, nothing to unregister (unregister the parent)", ErrUnregistered, h)
+		}
 		return nil, fmt.Errorf("%w: Unregister of tile %v; Unpartition its parent instead", ErrBadData, h)
 	}
 	for {

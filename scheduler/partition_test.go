@@ -246,3 +246,26 @@ func TestStatsCountRedirectedTasks(t *testing.T) {
 	assert.Equal(t, scheduler.CPUWorker, <-ranOn)
 	assert.Equal(t, int64(1), s.Stats()[dev].Redirected)
 }
+
+// A Blocking of zero elements says that Blocks takes a tile's size; a
+// tile of an unpartitioned handle says it is gone, not to unpartition a
+// parent that was.
+func TestPartitionMisuseMessages(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1))
+	m, err := s.RegisterMatrix(make([]float64, 16), 4, 4, scheduler.Named("m"))
+	require.NoError(t, err)
+	_, err = m.Partition(scheduler.Blocks(0, 2))
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), "into tiles of 0 x 2 elements: a tile has at least 1 row and 1 column (Blocks(rows, cols) gives a tile's size, not the number of tiles)")
+	tiles, err := m.Partition(scheduler.Blocks(2, 2))
+	require.NoError(t, err)
+	_, err = tiles[0][0].Unregister(ctx)
+	require.ErrorIs(t, err, scheduler.ErrBadData)
+	assert.Contains(t, err.Error(), "Unpartition its parent instead")
+	require.NoError(t, m.Unpartition())
+	_, err = tiles[0][0].Unregister(ctx)
+	require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	assert.Contains(t, err.Error(), "whose parent was unpartitioned: the tile is gone already")
+	assert.NotContains(t, err.Error(), "Unpartition its parent")
+}
