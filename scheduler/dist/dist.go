@@ -101,8 +101,9 @@ type Scheduler struct {
 	prog  *progress
 
 	mu         sync.Mutex // guards the submission walk
-	handles    []*Handle
-	registered int // handles the program registered (handles holds the reductions' partial results too); guarded by mu
+	handles    []*Handle  // the live handles, in the order of their ids (the reductions' partial results too); Unregister removes them
+	nextID     int        // the next handle's id: ids are never reused; guarded by mu
+	registered int        // handles the program registered, unregistered ones included; guarded by mu
 	closed     bool
 
 	sendCl, recvCl *scheduler.Codelet

@@ -23,6 +23,17 @@
 // Distributions place tiles: BlockCyclic2D (ScaLAPACK's, with Grid to
 // choose P x Q), Cyclic1D, or any function (Func).
 //
+// Handles, and the copies other ranks cache of them, live until Close
+// unless the program releases them: Scheduler.Unregister (StarPU-MPI's
+// starpu_data_unregister) brings a handle's latest version back to its
+// owner, returns the owner's data there, drops every other rank's copy
+// and forgets the handle, whose number is never reused; Scheduler.Flush
+// (starpu_mpi_cache_flush) drops only the cached copies, so that the next
+// reader elsewhere receives the data again. Both are collective, like
+// Submit: every rank calls them at the same point of its submissions,
+// and the graph check compares them as submissions. A long iterative
+// program registers and unregisters its temporaries without growing.
+//
 // # Where tasks run, and what moves
 //
 // A task runs on the rank OnRank names, else on the owner of the first

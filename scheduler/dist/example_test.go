@@ -140,3 +140,69 @@ func ExampleUpdate() {
 	// rank 1 read [1 2 10 20]
 	// rank 0 holds [100 200]
 }
+
+// A long iterative program registers a temporary each pass and
+// unregisters it once read: rank 0 owns it, a task on rank 1 adds it to
+// rank 1's sum (so it travels there), and Unregister, on every rank,
+// gives rank 0 its data back and drops rank 1's copy.
+func ExampleScheduler_Unregister() {
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		var accMem []float64
+		if d.Rank() == 1 {
+			accMem = make([]float64, 1)
+		}
+		acc, err := dist.Register(d, 1, accMem, 1, 1)
+		if err != nil {
+			return err
+		}
+		add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[float64](c, 0)[0] += scheduler.VectorOf[float64](c, 1)[0]
+			return nil
+		}}
+		for pass := range 3 {
+			var mine []float64
+			if d.Rank() == 0 {
+				mine = []float64{float64(pass + 1)}
+			}
+			tmp, err := dist.Register(d, 0, mine, 1, 1, scheduler.Named("tmp"))
+			if err != nil {
+				return err
+			}
+			if err := d.Submit(ctx, add, dist.RW(acc), dist.R(tmp)); err != nil {
+				return err
+			}
+			data, err := d.Unregister(ctx, tmp)
+			if err != nil {
+				return err
+			}
+			if d.Rank() == 0 {
+				fmt.Println("pass", pass, "rank 0 gets back", data)
+			}
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		if d.Rank() == 1 {
+			fmt.Println("rank 1's sum:", acc.Data())
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// pass 0 rank 0 gets back [1]
+	// pass 1 rank 0 gets back [2]
+	// pass 2 rank 0 gets back [3]
+	// rank 1's sum: [6]
+}

@@ -10,3 +10,26 @@ const CheckWindow = checkWindow
 // GraphFailed returns a channel closed once d knows that its graph
 // failed (a failure here, or heard of), for tests that wait for it.
 func GraphFailed(d *Scheduler) <-chan struct{} { return d.graph.Done() }
+
+// CachedCopies is the number of copies this rank of d holds of handles
+// that other ranks own (reductions' partial results not counted).
+func CachedCopies(d *Scheduler) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, h := range d.handles {
+		if h.local != nil && h.owner != d.rank && !h.isPartial {
+			n++
+		}
+	}
+	return n
+}
+
+// Kept returns how many handles d keeps on this rank (reductions'
+// partial results included) and the capacity of the slice that keeps
+// them.
+func Kept(d *Scheduler) (live, capacity int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.handles), cap(d.handles)
+}

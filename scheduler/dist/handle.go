@@ -40,6 +40,11 @@ type Handle struct {
 	phase           map[int]bool
 	partials        map[int]*Handle
 	isPartial       bool // h is a rank's partial result: it never goes back to an owner
+
+	// gone is set by Unregister, at submission goneAt (the graph check's
+	// numbering, the same on every rank); guarded by d.mu.
+	gone   bool
+	goneAt int
 }
 
 // ID is the handle's identity, the same on every rank.
@@ -49,7 +54,8 @@ func (h *Handle) ID() int { return h.id }
 func (h *Handle) Owner() int { return h.owner }
 
 // Data returns this rank's memory of the handle: on the owner the slice it
-// registered, elsewhere the cached copy (nil if never needed). After
+// registered, elsewhere the cached copy (nil if never needed, or dropped
+// by Scheduler.Flush; nil on every rank after Scheduler.Unregister). After
 // WaitAll the owner's holds the latest version, also when a device of the
 // owner's local scheduler computed it (its WaitAll brings it back).
 //
@@ -83,6 +89,12 @@ func (h *Handle) Data() any {
 // devices (call Data to write). It returns ctx's error if ctx ends first
 // (scheduler.Handle.Fetch).
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	h.d.mu.Lock()
+	err := h.usableLocked()
+	h.d.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("dist: Fetch: %w", err)
+	}
 	lh, data := h.localData()
 	if lh == nil {
 		return data, nil
@@ -247,7 +259,7 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		// handle, so the graphs part here. The failure is the graph's, on
 		// every rank, naming this registration (not a later mismatch).
 		d.mu.Lock()
-		id := len(d.handles)
+		id := d.nextID
 		d.mu.Unlock()
 		what := fmt.Sprintf("Register of handle #%d%s: %d elements for a %d x %d handle", id, nameSuffix(opts), len(data), rows, cols)
 		err := fmt.Errorf("dist: rank %d: %w: %s", d.rank, comm.ErrInvalidArg, what)
@@ -265,9 +277,9 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 	if d.closed {
 		return nil, fmt.Errorf("dist: Register: %w", ErrClosed)
 	}
-	h.id = len(d.handles)
+	h.id = d.nextID
 	if h.id+1 > maxTag {
-		return nil, fmt.Errorf("dist: Register: %w: more than %d handles", comm.ErrInvalidArg, maxTag-1)
+		return nil, fmt.Errorf("dist: Register: %w: more than %d handles registered (numbers are never reused, also after Unregister)", comm.ErrInvalidArg, maxTag-1)
 	}
 	if d.rank == owner {
 		h.data = data
@@ -276,6 +288,7 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		}
 	}
 	d.handles = append(d.handles, h)
+	d.nextID++
 	d.registered++
 	return h, nil
 }
@@ -414,28 +427,45 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			return fmt.Errorf("dist: submitting %q: %w: argument %d has a nil handle", cl.Name, comm.ErrInvalidArg, i)
 		case a.h.d != d:
 			return fmt.Errorf("dist: submitting %q: %w: argument %d is %v", cl.Name, ErrForeignHandle, i, a.h)
+		case a.h.gone:
+			return fmt.Errorf("dist: submitting %q: argument %d: %w", cl.Name, i, a.h.usableLocked())
 		case a.mode == scheduler.ModeRedux && a.h.rinit == nil:
 			return fmt.Errorf("dist: submitting %q: %w: Redux on %v, which has no reduction; call SetReduction first", cl.Name, comm.ErrInvalidArg, a.h)
 		default:
-			sub.access = append(sub.access, accessDesc{id: a.h.id, mode: a.mode, owner: a.h.owner, rows: a.h.rows, cols: a.h.cols, dt: a.h.dt, name: a.h.name})
+			sub.access = append(sub.access, describeAccess(a.h, a.mode))
 		}
 	}
 	sub.onRank = onRank
-	if err := d.check.add(ctx, d.c, sub); err != nil {
-		if errors.Is(err, ErrStalled) {
-			err = fmt.Errorf("%w; %s", err, d.explain())
-		}
-		if !d.interrupted(ctx, cl.Name, err) {
-			d.fail(err, "")
-		}
-		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, cl.Name, err)
+	if err := d.recordLocked(ctx, sub); err != nil {
+		return err
 	}
-	d.unwaited++
 	if err := d.submitLocked(ctx, cl, args...); err != nil {
 		d.interrupted(ctx, cl.Name, err)
 		return err
 	}
 	return nil
+}
+
+// recordLocked adds sub, a submission of the program's (Submit,
+// Unregister, Flush), to the graph check, which compares the ranks'
+// submissions. d.mu is held.
+func (d *Scheduler) recordLocked(ctx context.Context, sub submission) error {
+	if err := d.check.add(ctx, d.c, sub); err != nil {
+		if errors.Is(err, ErrStalled) {
+			err = fmt.Errorf("%w; %s", err, d.explain())
+		}
+		if !d.interrupted(ctx, sub.codelet, err) {
+			d.fail(err, "")
+		}
+		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, sub.codelet, err)
+	}
+	d.unwaited++
+	return nil
+}
+
+// describeAccess is how the graph check sees an access of mode to h.
+func describeAccess(h *Handle, mode scheduler.Mode) accessDesc {
+	return accessDesc{id: h.id, mode: mode, owner: h.owner, rows: h.rows, cols: h.cols, dt: h.dt, name: h.name}
 }
 
 // interrupted records, when ctx has ended, that this rank stopped
@@ -559,6 +589,9 @@ func (h *Handle) SetReduction(init, combine *scheduler.Codelet) error {
 	}
 	h.d.mu.Lock()
 	defer h.d.mu.Unlock()
+	if err := h.usableLocked(); err != nil {
+		return fmt.Errorf("dist: SetReduction: %w", err)
+	}
 	h.rinit, h.rcombine = init, combine
 	if h.local != nil {
 		return h.local.SetReduction(init, combine)
@@ -584,7 +617,8 @@ func (d *Scheduler) contributeLocked(ctx context.Context, h *Handle, run int) (*
 			writer: run, name: fmt.Sprintf("partial of %v on rank %d", h, run),
 			rinit: h.rinit, rcombine: h.rcombine, isPartial: true}
 		p.hold(run)
-		p.id = len(d.handles)
+		p.id = d.nextID
+		d.nextID++
 		d.handles = append(d.handles, p)
 		if h.partials == nil {
 			h.partials = map[int]*Handle{}
@@ -662,7 +696,7 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 	if err != nil {
 		return err
 	}
-	x := &xfer{h: h, peer: dst, id: d.xferSeq}
+	x := &xfer{h: h, data: h.data, peer: dst, id: d.xferSeq}
 	cl, mode := d.sendCl, scheduler.ModeR
 	if d.rank == dst {
 		x.peer = src
@@ -676,7 +710,11 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 
 // xfer is the argument of a send or receive task.
 type xfer struct {
-	h    *Handle
+	h *Handle
+	// data is h's memory on this rank when the transfer was walked:
+	// Flush and Unregister forget it (h.data), while the transfer's
+	// task, which they wait for, still uses it.
+	data any
 	peer int
 	id   uint64 // the transfer's number in the submission walk
 }
@@ -698,7 +736,7 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 	if !ok {
 		return
 	}
-	buf := x.h.raw(x.h.data)
+	buf := x.h.raw(x.data)
 	start := time.Since(d.local.Epoch())
 	req, err := d.c.Isend(buf, x.peer, x.h.id+1)
 	if err != nil {
@@ -765,7 +803,7 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 		done(err)
 		return
 	}
-	req, err := d.c.Irecv(x.h.raw(x.h.data), x.peer, x.h.id+1)
+	req, err := d.c.Irecv(x.h.raw(x.data), x.peer, x.h.id+1)
 	if err != nil {
 		d.failMu.Unlock()
 		d.progressed.Add(1)

@@ -333,3 +333,70 @@ func TestMPIMasterContextEnded(t *testing.T) {
 	}
 	require.NoError(t, ctx.Err(), "rank %d waited until the test's deadline", w.Rank())
 }
+
+// TestMPIUnregister: under MPI, a loop that registers a temporary on
+// alternate owners, reads it on both ranks and unregisters it gives the
+// owner its latest version, keeps no more handles or cached copies than
+// after the first pass, and Flush makes the next remote read a message
+// again.
+func TestMPIUnregister(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIUnregister")
+	if w == nil {
+		return
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	accs, err := onePerRank[float64](d, 8)
+	require.NoError(t, err)
+	var kept, capacity int
+	const iters = 200
+	for it := range iters {
+		owner := it % 2
+		var mine []float64
+		if owner == w.Rank() {
+			mine = make([]float64, 8)
+		}
+		tmp, err := dist.Register(d, owner, mine, 8, 1)
+		require.NoError(t, err)
+		require.NoError(t, d.Submit(ctx, fillWith, dist.W(tmp), dist.With(scheduler.WithArg(float64(it)))))
+		require.NoError(t, d.Submit(ctx, double, dist.RW(tmp), dist.OnRank(1-owner))) // written on the other rank
+		for r := range 2 {
+			require.NoError(t, d.Submit(ctx, addInto, dist.RW(accs[r]), dist.R(tmp)))
+		}
+		data, err := d.Unregister(ctx, tmp)
+		require.NoError(t, err)
+		if owner == w.Rank() {
+			require.Equal(t, float64(2*it), data.([]float64)[7], "pass %d", it)
+		} else {
+			require.Nil(t, data)
+		}
+		if it == 0 {
+			kept, capacity = dist.Kept(d)
+		}
+	}
+	require.NoError(t, d.WaitAll(ctx))
+	live, c := dist.Kept(d)
+	assert.Equal(t, kept, live)
+	assert.LessOrEqual(t, c, capacity)
+	assert.Equal(t, 0, dist.CachedCopies(d))
+	assert.Equal(t, float64(iters*(iters-1)), accs[w.Rank()].Data().([]float64)[0])
+
+	// Flush: rank 1 reads rank 0's vector twice (one message), then
+	// after a Flush once more (another).
+	before := d.Stats().MessagesSent
+	for _, flush := range []bool{false, false, true} {
+		if flush {
+			require.NoError(t, d.Flush(ctx, accs[0]))
+			assert.Equal(t, 0, dist.CachedCopies(d))
+		}
+		require.NoError(t, d.Submit(ctx, addInto, dist.RW(accs[1]), dist.R(accs[0])))
+		require.NoError(t, d.WaitAll(ctx))
+	}
+	if w.Rank() == 0 {
+		assert.Equal(t, before+2, d.Stats().MessagesSent)
+	}
+}
