@@ -2,7 +2,7 @@
 // runtimeview.AllReduce and checks the result on each rank.
 //
 //	PZ_RANKS=4 go run ./examples/allreduce                 # 4 in-process ranks
-//	go build -tags mpi -o /tmp/allreduce ./examples/allreduce && mpirun -n 4 /tmp/allreduce
+//	go build -tags mpi -o /tmp/allreduce ./examples/allreduce && mpirun -n 4 --oversubscribe /tmp/allreduce
 package main
 
 import (
