@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -34,12 +36,14 @@ func (l library) Finalize() error {
 func main() {
 	var (
 		mu    sync.Mutex
-		order = map[int]*[]string{}
+		order = map[int]*[]string{} // this process's ranks: all of them in process, one under mpirun
+		size  int                   // the job's ranks
 	)
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		mine := &[]string{}
 		mu.Lock()
 		order[rt.Rank()] = mine
+		size = rt.Size()
 		mu.Unlock()
 		for _, name := range []string{"io", "solver", "plotting"} {
 			if err := rt.StackCallback(library{name: name, mu: &mu, log: mine}.Finalize); err != nil {
@@ -57,5 +61,20 @@ func main() {
 			log.Fatalf("rank %d finalized in order %s, want plotting,solver,io", rank, got)
 		}
 	}
-	fmt.Printf("%d rank(s) finalized in LIFO order: plotting, solver, io\n", len(order))
+	if len(order) == size {
+		fmt.Printf("%d rank(s) finalized in LIFO order: plotting, solver, io\n", len(order))
+		return
+	}
+	// Under mpirun each process reports only its own ranks.
+	ids := make([]int, 0, len(order))
+	for rank := range order {
+		ids = append(ids, rank)
+	}
+	sort.Ints(ids)
+	ranks := make([]string, len(ids))
+	for i, rank := range ids {
+		ranks[i] = strconv.Itoa(rank)
+	}
+	fmt.Printf("this process's %d of the job's %d ranks (rank %s) finalized in LIFO order: plotting, solver, io\n",
+		len(order), size, strings.Join(ranks, ", "))
 }
