@@ -24,7 +24,9 @@
 //     shared in proportion to the remaining declared flops divided by
 //     each context's measured speed per worker.
 //   - ispeed (ISpeed): per sampling window, a worker moves from the
-//     context with the highest instant speed to the one with the lowest.
+//     context with the highest instant speed to the one with the lowest;
+//     a context with no pending work gives its workers (beyond
+//     Limits.Min) to those with work at the next decision.
 //   - throughput (Throughput): a worker moves from the context where it
 //     adds least speed to the one where it adds most (total speed up).
 //   - feft (FEFT, StarPU's feft_lp): a linear program over the

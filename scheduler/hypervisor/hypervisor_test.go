@@ -200,10 +200,13 @@ func TestISpeedEqualizesSpeeds(t *testing.T) {
 		hypervisor.WithSpeedGap(0.3), hypervisor.WithGetenv(noEnv))
 	require.NoError(t, err)
 	defer hv.Close()
-	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
-	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
 	submitN(t, s, a, work("a", time.Millisecond, 1e6), 400)
 	submitN(t, s, b, work("b", time.Millisecond, 1e6), 400)
+	// Registered once both have their work (a context without pending
+	// work gives its workers away: b, which finishes first, keeps 2 so
+	// that only the speeds move workers).
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{Min: 2}))
 	// Equal work, speed 1 against 3: a worker moves from b to a, then
 	// the speeds are equal and nothing moves.
 	eventually(t, 30*time.Second, func() bool { return len(a.Workers()) == 2 }, "b gives a worker to a")
@@ -213,6 +216,83 @@ func TestISpeedEqualizesSpeeds(t *testing.T) {
 	assert.Equal(t, "b", rs[0].From, "the first move goes from the fast context to the slow one: %v", rs)
 	d := directions(rs)
 	assert.Equal(t, 1, d["b->a"]-d["a->b"], "one worker moved in all: %v", d)
+}
+
+// A context that has finished its work gives its workers (beyond
+// Limits.Min) to one with pending work, under either trigger: the
+// trial's "hv resizes: 0" with a worker idle while the other context
+// had hundreds of tasks.
+func TestISpeedMovesTheWorkersOfAContextWithoutWork(t *testing.T) {
+	for _, trig := range []hypervisor.Trigger{hypervisor.TriggerSpeed, hypervisor.TriggerIdle} {
+		t.Run(trig.String(), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, 4)
+			a, b := newContexts(t, s, []int{0, 1, 2}, []int{3})
+			onResize, resized := resizeEvents()
+			hv, err := hypervisor.New(s, hypervisor.WithPolicyName("ispeed"), hypervisor.WithTrigger(trig),
+				hypervisor.WithWindow(5*time.Millisecond), hypervisor.WithMaxIdle(2*time.Millisecond),
+				hypervisor.WithGetenv(noEnv), onResize)
+			require.NoError(t, err)
+			defer hv.Close()
+			// b's tasks wait for gate: b has pending work (and no
+			// measured speed) until the test ends.
+			gate := make(chan struct{})
+			var open sync.Once
+			release := func() { open.Do(func() { close(gate) }) }
+			t.Cleanup(release) // before the scheduler's Close, also on failure
+			blocked := &scheduler.Codelet{Name: "blocked", CPU: func(*scheduler.Call) error { <-gate; return nil },
+				Flops: func(*scheduler.Task) float64 { return 1e6 }}
+			submitN(t, s, b, blocked, 4)
+			submitN(t, s, a, work("a", 100*time.Microsecond, 1e6), 30)
+			require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 1}))
+			require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+			require.NoError(t, a.WaitAll(ctx))
+			for range 2 {
+				r := nextResize(t, resized, 10*time.Second, "a, done, gives b its workers but Limits.Min")
+				assert.Equal(t, "a->b", r.From+"->"+r.To)
+				assert.Equal(t, trig, r.Trigger)
+			}
+			eventually(t, 10*time.Second, func() bool { return len(b.Workers()) == 3 }, "the moved workers reach b")
+			assert.Len(t, a.Workers(), 1, "a keeps Limits.Min")
+			assert.Positive(t, b.Pending(), "b got them while it had work")
+			release()
+			require.NoError(t, s.WaitAll(ctx))
+			assert.Equal(t, map[string]int{"a->b": 2}, directions(hv.Resizes()))
+		})
+	}
+}
+
+// ISpeed shares the workers of a context without pending work among
+// the contexts with work, the slowest first, counting each newcomer's
+// speed.
+func TestISpeedSharesIdleWorkersBySpeed(t *testing.T) {
+	s := newSched(t, 7)
+	var cs []*scheduler.Context
+	for i, name := range []string{"done", "x", "y"} {
+		c, err := s.NewContext(name, scheduler.ContextWorkers([][]int{{0, 1, 2}, {3}, {4, 5, 6}}[i]...))
+		require.NoError(t, err)
+		cs = append(cs, c)
+	}
+	v := &hypervisor.View{Trigger: hypervisor.TriggerSpeed, Contexts: []hypervisor.ContextView{
+		{Context: cs[0], Name: "done", Workers: []int{0, 1, 2}, Speed: 5e9, WorkerSpeed: 1e9},
+		{Context: cs[1], Name: "x", Workers: []int{3}, Pending: 10, Speed: 1e9, WorkerSpeed: 1e9},
+		{Context: cs[2], Name: "y", Workers: []int{4, 5, 6}, Pending: 10, Speed: 2.5e9, WorkerSpeed: 0.8e9},
+	}}
+	for id := range 7 {
+		v.Workers = append(v.Workers, hypervisor.WorkerView{ID: id, Context: []int{0, 0, 0, 1, 2, 2, 2}[id]})
+	}
+	v.Workers[0].Idle = time.Second // the longest idle goes first
+	p := &hypervisor.ISpeed{Gap: 0.2}
+	// x: 1e9, then 2e9 and 3e9 with its newcomers; y: 2.5e9.
+	assert.Equal(t, []hypervisor.Move{{Worker: 0, To: 1}, {Worker: 2, To: 1}, {Worker: 1, To: 2}}, p.Resize(v))
+	// With Limits.Min 2, done gives one worker; with a Max of 1, x
+	// takes none.
+	v.Contexts[0].Limits.Min = 2
+	v.Contexts[1].Limits.Max = 1
+	assert.Equal(t, []hypervisor.Move{{Worker: 0, To: 2}}, p.Resize(v))
+	// No context with pending work: nothing moves.
+	v.Contexts[1].Pending, v.Contexts[2].Pending = 0, 0
+	assert.Empty(t, p.Resize(v))
 }
 
 func TestThroughputTakesWorkersFromASerialContext(t *testing.T) {

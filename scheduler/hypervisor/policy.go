@@ -417,6 +417,15 @@ func movesToward(v *View, idx []int, target map[int]int) []Move {
 // more than Gap (relative to the fastest) in two consecutive decisions
 // (one noisy window does not move a worker). A context with pending
 // work and no worker counts as the slowest.
+//
+// A context with no pending work (finished, or between two phases of
+// submissions) is the first source: at any decision, whatever its
+// trigger, it gives every worker above its Limits.Min to the contexts
+// with pending work, each to the one with the lowest instant speed
+// counting the workers it has been given (a worker adds the context's
+// speed per worker). Should it get work again, it has no worker and so
+// counts as the slowest: it gets one back at the next decision. Keep
+// workers in such a context with Limits.Min.
 type ISpeed struct {
 	Gap float64
 
@@ -430,6 +439,10 @@ func (*ISpeed) Name() string { return "ispeed" }
 
 // Resize implements Policy.
 func (p *ISpeed) Resize(v *View) []Move {
+	if moves := giveIdle(v); len(moves) > 0 {
+		p.lastFast, p.lastSlow = nil, nil // new allocations, new windows
+		return moves
+	}
 	fast, slow := -1, -1
 	for i := range v.Contexts {
 		c := &v.Contexts[i]
@@ -458,6 +471,64 @@ func (p *ISpeed) Resize(v *View) []Move {
 	}
 	p.lastFast, p.lastSlow = nil, nil
 	return []Move{{Worker: members(v, fast)[0], To: slow}}
+}
+
+// giveIdle returns ISpeed's moves of the workers of the contexts with
+// no pending work, beyond what they keep, to the contexts with pending
+// work and room: each to the one whose speed, counting the workers
+// already given it, is lowest (ties: the first registered).
+func giveIdle(v *View) []Move {
+	var donors, recv []int
+	for i := range v.Contexts {
+		c := &v.Contexts[i]
+		switch {
+		case c.Pending == 0 && len(c.Workers) > keep(c):
+			donors = append(donors, i)
+		case c.Pending > 0:
+			recv = append(recv, i)
+		}
+	}
+	if len(donors) == 0 || len(recv) == 0 {
+		return nil
+	}
+	n := make([]int, len(v.Contexts))
+	est := make([]float64, len(v.Contexts))
+	for _, i := range recv {
+		n[i] = len(v.Contexts[i].Workers)
+		est[i] = v.Contexts[i].Speed
+	}
+	// perWorker is what one more worker adds to context i's speed: its
+	// speed per worker, or, before it was measured, an arbitrary unit
+	// (so that newcomers spread over the unmeasured contexts).
+	perWorker := func(i int) float64 {
+		c := &v.Contexts[i]
+		switch {
+		case c.WorkerSpeed > 0:
+			return c.WorkerSpeed
+		case c.Speed > 0 && len(c.Workers) > 0:
+			return c.Speed / float64(len(c.Workers))
+		}
+		return 1
+	}
+	var moves []Move
+	for _, d := range donors {
+		c := &v.Contexts[d]
+		for _, w := range members(v, d)[:len(c.Workers)-keep(c)] {
+			best := -1
+			for _, i := range recv {
+				if room(&v.Contexts[i], n[i]) && (best < 0 || est[i] < est[best]) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return moves
+			}
+			moves = append(moves, Move{Worker: w, To: best})
+			n[best]++
+			est[best] += perWorker(best)
+		}
+	}
+	return moves
 }
 
 // Throughput is the throughput policy: it maximizes the total instant
