@@ -159,8 +159,11 @@ func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) 
 // model of cl, which gives the type's time per kind of worker until its
 // first tasks have run). c must be registered.
 func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, n int, args ...scheduler.Arg) error {
-	if cl == nil || n < 0 {
-		return fmt.Errorf("%w: AnnounceTasks(%v, codelet %v, %d): want a codelet and n >= 0", ErrBadOption, c, cl, n)
+	switch {
+	case cl == nil:
+		return fmt.Errorf("%w: AnnounceTasks(%v, nil codelet, %d): give the codelet of the tasks announced", ErrBadOption, c, n)
+	case n < 0:
+		return fmt.Errorf("%w: AnnounceTasks(%v, codelet %q, %d): the number of tasks announced must be at least 0", ErrBadOption, c, cl.Name, n)
 	}
 	h.regMu.Lock()
 	_, ok := h.reg[c]
