@@ -269,7 +269,8 @@ func TestUnregisterMismatch(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		later bool // rank 1 unregisters after the next submission, instead of not at all
-	}{{"skipped", false}, {"later", true}} {
+		flush bool // Flush instead of Unregister
+	}{{"skipped", false, false}, {"later", true, false}, {"flush skipped", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := make([]error, 3)
 			err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
@@ -289,7 +290,11 @@ func TestUnregisterMismatch(t *testing.T) {
 					return err
 				}
 				if d.Rank() != 1 {
-					if _, err := d.Unregister(ctx, x); err != nil {
+					if tc.flush {
+						if err := d.Flush(ctx, x); err != nil {
+							return err
+						}
+					} else if _, err := d.Unregister(ctx, x); err != nil {
 						return err
 					}
 				}
@@ -307,7 +312,11 @@ func TestUnregisterMismatch(t *testing.T) {
 			require.NoError(t, err)
 			for r, e := range errs {
 				require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
-				assert.Contains(t, e.Error(), `codelet "dist.unregister" RW(#0 "tmp" owner 0, 4 x 1 float64)`, "rank %d", r)
+				want := `codelet "dist.unregister" RW(#0 "tmp" owner 0, 4 x 1 float64)`
+				if tc.flush {
+					want = `codelet "dist.cache-flush" R(#0 "tmp" owner 0, 4 x 1 float64)`
+				}
+				assert.Contains(t, e.Error(), want, "rank %d", r)
 			}
 		})
 	}
@@ -352,65 +361,79 @@ func TestUnregisterReturnsFailure(t *testing.T) {
 	}
 }
 
-// Unregister's wait for the handle's transfers is bounded by the stall
-// timeout: rank 0 waits for a version rank 1 does not produce, gives up
-// with ErrStalled naming what it waits for, and the graph fails on every
-// rank.
-func TestUnregisterStallIsBounded(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	defer once.Do(func() { close(release) })
-	block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
-		select {
-		case <-release:
-		case <-time.After(testTimeout): // only if the test failed
-		}
-		return nil
-	}}
-	uerrs, werrs := make([]error, 3), make([]error, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
-		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-		if err != nil {
-			return err
-		}
-		defer ls.Close()
-		// Rank 0 stalls first: the others wait longer.
-		timeout := testTimeout
-		if c.Rank() == 0 {
-			timeout = 300 * time.Millisecond
-		}
-		d, err := dist.New(ctx, c, ls, dist.WithStallTimeout(timeout), dist.WithStallReport(0, nil))
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		var mine []float64
-		if d.Rank() == 0 {
-			mine = make([]float64, 4)
-		}
-		x, err := dist.Register(d, 0, mine, 4, 1, scheduler.Named("tmp"))
-		if err != nil {
-			return err
-		}
-		if err := d.Submit(ctx, block, dist.RW(x), dist.OnRank(1)); err != nil {
-			return err
-		}
-		_, uerrs[d.Rank()] = d.Unregister(ctx, x)
-		if d.Rank() == 0 {
-			once.Do(func() { close(release) })
-		}
-		werrs[d.Rank()] = d.WaitAll(ctx)
-		return nil
-	})
-	require.NoError(t, err)
-	require.ErrorIs(t, uerrs[0], dist.ErrStalled)
-	assert.Contains(t, uerrs[0].Error(), `Unregister of handle "tmp" (#0, owner 0)`)
-	assert.Contains(t, uerrs[0].Error(), `waits for rank 1 to send handle "tmp"`)
-	for r, e := range werrs {
-		require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d's WaitAll", r)
-		assert.Contains(t, e.Error(), "rank 0: ", "rank %d's WaitAll", r)
+// Unregister's wait for the handle's transfers is bounded: rank 0 waits
+// for a version rank 1 does not produce, and gives up at its stall
+// timeout with ErrStalled naming what it waits for, or when its context
+// is canceled (by its stall report: an event, not a sleep); the graph
+// then fails on every rank, naming rank 0.
+func TestUnregisterWaitIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want error
+	}{{"stall timeout", dist.ErrStalled}, {"context canceled", context.Canceled}} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var once sync.Once
+			defer once.Do(func() { close(release) })
+			block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
+				select {
+				case <-release:
+				case <-time.After(testTimeout): // only if the test failed
+				}
+				return nil
+			}}
+			uerrs, werrs := make([]error, 3), make([]error, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+				ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+				if err != nil {
+					return err
+				}
+				defer ls.Close()
+				uctx, ucancel := context.WithCancel(ctx)
+				defer ucancel()
+				// Rank 0 gives up first: the others wait longer.
+				opts := []dist.Option{dist.WithStallTimeout(testTimeout), dist.WithStallReport(0, nil)}
+				if c.Rank() == 0 && tc.want == dist.ErrStalled {
+					opts = []dist.Option{dist.WithStallTimeout(300 * time.Millisecond), dist.WithStallReport(0, nil)}
+				} else if c.Rank() == 0 {
+					opts = []dist.Option{dist.WithStallReport(100*time.Millisecond, func(string) { ucancel() })}
+				}
+				d, err := dist.New(ctx, c, ls, opts...)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				var mine []float64
+				if d.Rank() == 0 {
+					mine = make([]float64, 4)
+				}
+				x, err := dist.Register(d, 0, mine, 4, 1, scheduler.Named("tmp"))
+				if err != nil {
+					return err
+				}
+				if err := d.Submit(ctx, block, dist.RW(x), dist.OnRank(1)); err != nil {
+					return err
+				}
+				_, uerrs[d.Rank()] = d.Unregister(uctx, x)
+				if d.Rank() == 0 {
+					once.Do(func() { close(release) })
+				}
+				werrs[d.Rank()] = d.WaitAll(ctx)
+				return nil
+			})
+			require.NoError(t, err)
+			require.ErrorIs(t, uerrs[0], tc.want)
+			assert.Contains(t, uerrs[0].Error(), `Unregister of handle "tmp" (#0, owner 0)`)
+			if tc.want == dist.ErrStalled {
+				assert.Contains(t, uerrs[0].Error(), `waits for rank 1 to send handle "tmp"`)
+			}
+			for r, e := range werrs {
+				require.ErrorIs(t, e, dist.ErrRankFailed, "rank %d's WaitAll", r)
+				assert.Contains(t, e.Error(), "rank 0: ", "rank %d's WaitAll", r)
+			}
+		})
 	}
 }
 
@@ -556,4 +579,72 @@ func TestFlushTransfersAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []float64{1, 1, 1, 2}, seen[1])
 	assert.Equal(t, []float64{1, 1, 1, 2, 2, 2}, seen[2])
+}
+
+// Random graphs (writes away from the owner, reductions, placements)
+// ended by unregistering every handle instead of WaitAll: each owner gets
+// the sequential run's result back from Unregister, and nothing is kept.
+func TestUnregisterRandomGraphs(t *testing.T) {
+	for _, ranks := range []int{1, 3} {
+		err := runRanks(t, ranks, func(ctx context.Context, d *dist.Scheduler) error {
+			for seed := range uint64(4) {
+				const nh, ntasks = 8, 120
+				owners, ops := randomGraph(seed, nh, ntasks, d.Size())
+				want := sequential(nh, ops)
+				hs := make([]*dist.Handle, nh)
+				for h := range nh {
+					var data []int64
+					if owners[h] == d.Rank() {
+						data = make([]int64, vecLen)
+						for i := range data {
+							data[i] = initial(h, i)
+						}
+					}
+					var err error
+					if hs[h], err = dist.Register(d, owners[h], data, vecLen, 1); err != nil {
+						return err
+					}
+					if err := hs[h].SetReduction(zero, add); err != nil {
+						return err
+					}
+				}
+				for _, o := range ops {
+					args := []dist.Arg{dist.RW(hs[o.target])}
+					switch o.mode {
+					case scheduler.ModeW:
+						args[0] = dist.W(hs[o.target])
+					case scheduler.ModeRedux:
+						args[0] = dist.Redux(hs[o.target])
+					}
+					for _, r := range o.reads {
+						args = append(args, dist.R(hs[r]))
+					}
+					if o.onRank >= 0 {
+						args = append(args, dist.OnRank(o.onRank))
+					}
+					args = append(args, dist.With(scheduler.WithArg(o)))
+					if err := d.Submit(ctx, apply, args...); err != nil {
+						return err
+					}
+				}
+				for h := range nh {
+					data, err := d.Unregister(ctx, hs[h])
+					if err != nil {
+						return err
+					}
+					if owners[h] == d.Rank() && !slices.Equal(data.([]int64), want[h]) {
+						return fmt.Errorf("seed %d: handle %d on its owner %d differs from the sequential run", seed, h, d.Rank())
+					}
+				}
+				if err := d.WaitAll(ctx); err != nil {
+					return err
+				}
+				if live, _ := dist.Kept(d); live != 0 {
+					return fmt.Errorf("seed %d: rank %d keeps %d handles after unregistering every one", seed, d.Rank(), live)
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err, "%d ranks", ranks)
+	}
 }
