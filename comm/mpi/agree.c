@@ -104,6 +104,11 @@ int pz_agree_init(MPI_Datatype *type, MPI_Op *op) {
 	return MPI_Op_create(pz_agree_fn, 1, op);
 }
 
+void pz_agree_free(MPI_Datatype *type, MPI_Op *op) {
+	if (*op != MPI_OP_NULL) MPI_Op_free(op);
+	if (*type != MPI_DATATYPE_NULL) MPI_Type_free(type);
+}
+
 /* pz_agree_combine is pz_agree_fn for tests (agree_test.go). */
 void pz_agree_combine(pz_agree_t *in, pz_agree_t *inout) {
 	int one = 1;

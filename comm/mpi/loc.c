@@ -57,6 +57,13 @@ int pz_loc_init(MPI_Datatype *pair, MPI_Op ops[PZ_LOC_NTYPES][2]) {
 	return MPI_SUCCESS;
 }
 
+void pz_loc_free(MPI_Datatype *pair, MPI_Op ops[PZ_LOC_NTYPES][2]) {
+	for (int t = 0; t < PZ_LOC_NTYPES; t++)
+		for (int m = 0; m < 2; m++)
+			if (ops[t][m] != MPI_OP_NULL) MPI_Op_free(&ops[t][m]);
+	if (*pair != MPI_DATATYPE_NULL) MPI_Type_free(pair);
+}
+
 void pz_loc_combine(int type, int largest, int64_t *in, int64_t *inout, int len) {
 	pz_loc_fns[type][largest != 0](in, inout, &len, NULL);
 }

@@ -25,6 +25,8 @@ typedef struct {
 } pz_agree_t;
 
 int pz_agree_init(MPI_Datatype *type, MPI_Op *op);
+/* pz_agree_free frees what pz_agree_init made, before MPI_Finalize. */
+void pz_agree_free(MPI_Datatype *type, MPI_Op *op);
 void pz_agree_combine(pz_agree_t *in, pz_agree_t *inout);
 int pz_agree_step(uintptr_t agree, uintptr_t send, int send_n, uintptr_t recv, int recv_n,
                   uintptr_t slot, uint64_t seq, uintptr_t t, uintptr_t op, uintptr_t c);
