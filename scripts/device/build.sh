@@ -27,16 +27,21 @@ go build "${flags[@]}" -tags mpi,cblas -o "$stage/pzrun-mpi" ./cmd/pzrun
 for p in hardware hardware/cuda hardware/nvml scheduler scheduler/static; do
   go test -c "${flags[@]}" -o "$stage/$(echo "$p" | tr / _).test" "./$p"
 done
+# The C peers are optional: without one, run.sh skips its step (and says so).
 peers=$root/../shared/peers
-if [ -f "$peers/dist-cholesky/pdpotrf_bench.c" ] && pkg-config --exists scalapack-openmpi; then
+if [ ! -f "$peers/dist-cholesky/pdpotrf_bench.c" ]; then
+  echo "build.sh: no ScaLAPACK peer ($peers/dist-cholesky/pdpotrf_bench.c missing): run.sh will skip scalapack-16" >&2
+elif ! pkg-config --exists scalapack-openmpi; then
+  echo "build.sh: no ScaLAPACK peer (install libscalapack-openmpi-dev): run.sh will skip scalapack-16" >&2
+else
   mpicc -O2 "$peers/dist-cholesky/pdpotrf_bench.c" -o "$stage/pdpotrf_bench" \
     $(pkg-config --libs scalapack-openmpi) -lopenblas -lgfortran -lm
   cp -L /usr/lib/x86_64-linux-gnu/libscalapack-openmpi.so.2.2 "$stage/lib/"
-else
-  echo "build.sh: no ScaLAPACK peer (install libscalapack-openmpi-dev)" >&2
 fi
 if [ -f "$peers/mpi/collbench.c" ]; then
   mpicc -O2 "$peers/mpi/collbench.c" -o "$stage/collbench"
+else
+  echo "build.sh: no C MPI peer ($peers/mpi/collbench.c missing): run.sh will skip collbench-16" >&2
 fi
 blas=/usr/lib/x86_64-linux-gnu/openblas-serial
 if [ -e "$blas/libopenblas.so.0" ]; then
@@ -49,7 +54,11 @@ fi
 for l in libgfortran.so.5 libquadmath.so.0; do
   [ -e "/usr/lib/x86_64-linux-gnu/$l" ] && cp -L "/usr/lib/x86_64-linux-gnu/$l" "$stage/lib/"
 done
-command -v cyclictest >/dev/null && cp "$(command -v cyclictest)" "$stage/"
+if command -v cyclictest >/dev/null; then
+  cp "$(command -v cyclictest)" "$stage/"
+else
+  echo "build.sh: no cyclictest (install rt-tests): stm-bench will run without its peer" >&2
+fi
 git rev-parse --short HEAD >"$stage/COMMIT"
 tar -C "$stage" -cJf build/device/pz-device.tar.xz .
 ls -la build/device/pz-device.tar.xz

@@ -10,9 +10,10 @@
 # step's output, steps.jsonl with one line per step
 # {"step","rc","seconds"}, and summary.txt. STEPS (space-separated step
 # names, default all) picks some; BUDGET (seconds, default 480) stops
-# starting steps once it is spent. Dry run on a machine without a GPU: the
-# GPU steps report their skips and the rest runs at the sizes given by
-# SMALL=1.
+# starting steps once it is spent. A step whose binary is not in the
+# archive (build.sh had no ../shared/peers, no ScaLAPACK) is skipped, with
+# a line saying so. Dry run on a machine without a GPU: the GPU steps
+# report their skips and the rest runs at the sizes given by SMALL=1.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-$(pwd)/out/device}
@@ -29,12 +30,16 @@ start=$SECONDS
 ncores=$(nproc)
 
 # Sizes: the GPU ones fill an H100 for a few seconds; SMALL=1 (dry runs)
-# shrinks everything.
+# shrinks everything. Out of core: the factorization touches only the
+# lower triangle's t(t+1)/2 tiles (t = OOCN/OOCB) of OOCB^2 doubles, and
+# OOCMEM is 1/1.5 of those (with a cap above them nothing is evicted: 21 MiB
+# at the small size evicted nothing); one tile must fit many times over.
 if [ "${SMALL:-0}" = 1 ]; then
-  GN=2048 GB=512 GEMMN=2048 GEMMB=512 OOCN=2048 OOCMEM=21MiB CN=1024 CB=128 FRAMES=500 TASKS=20000
+  # 36 tiles of 256^2 doubles (512 KiB) are 18 MiB; 12 MiB is 1/1.5 of that.
+  GN=2048 GB=512 GEMMN=2048 GEMMB=512 OOCN=2048 OOCB=256 OOCMEM=12MiB CN=1024 CB=128 FRAMES=500 TASKS=20000
 else
-  # out of core: 32768^2 doubles are 8 GiB; 5461 MiB is 1/1.5 of that.
-  GN=16384 GB=1024 GEMMN=16384 GEMMB=2048 OOCN=32768 OOCMEM=5461MiB CN=16384 CB=256 FRAMES=10000 TASKS=100000
+  # 136 tiles of 2048^2 doubles (32 MiB) are 4352 MiB; 2901 MiB is 1/1.5 of that.
+  GN=16384 GB=1024 GEMMN=16384 GEMMB=2048 OOCN=32768 OOCB=2048 OOCMEM=2901MiB CN=16384 CB=256 FRAMES=10000 TASKS=100000
 fi
 
 step() { # step NAME TIMEOUT CMD... : run CMD, output to $OUT/NAME.out
@@ -47,6 +52,14 @@ step() { # step NAME TIMEOUT CMD... : run CMD, output to $OUT/NAME.out
     return
   fi
   ((limit > left)) && limit=$left
+  local a
+  for a in "$@"; do # a binary of the archive that build.sh could not make
+    if [[ $a == "$bin"/* && ! -e $a ]]; then
+      echo "== $name skipped: ${a#"$bin"/} is not in $archive (build.sh could not build it, and said why)" | tee -a "$OUT/summary.txt"
+      echo "{\"step\":\"$name\",\"rc\":null,\"skipped\":\"${a#"$bin"/} not built\"}" >>"$OUT/steps.jsonl"
+      return
+    fi
+  done
   local t0=$SECONDS
   echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/summary.txt"
   timeout -k 5 "$limit" "$@" >"$OUT/$name.out" 2>&1
@@ -77,8 +90,8 @@ step cholesky-hybrid 60 "$bin/pzrun-cblas" cholesky -n $GN -b $GB -precision 64 
 step cholesky-gpu-only 60 "$bin/pzrun-cblas" cholesky -n $GN -b $GB -precision 64 -cuda 1 -device-only -warmup 1 --json
 step cholesky-pageable 60 "$bin/pzrun" cholesky -n $GN -b $GB -precision 64 -cuda 1 -device-only -pageable -warmup 1 --json
 step cholesky-pipeline1 60 env PZ_CUDA_PIPELINE=1 "$bin/pzrun" cholesky -n $GN -b $GB -precision 64 -cuda 1 -device-only -warmup 1 --json
-step cholesky-in-core 90 "$bin/pzrun" cholesky -n $OOCN -b 2048 -precision 64 -cuda 1 -device-only --json
-step cholesky-out-of-core 120 "$bin/pzrun" cholesky -n $OOCN -b 2048 -precision 64 -cuda 1 -device-only -cuda-mem $OOCMEM --json
+step cholesky-in-core 90 "$bin/pzrun" cholesky -n $OOCN -b $OOCB -precision 64 -cuda 1 -device-only --json
+step cholesky-out-of-core 120 "$bin/pzrun" cholesky -n $OOCN -b $OOCB -precision 64 -cuda 1 -device-only -cuda-mem $OOCMEM --json
 
 # Issue 11: 4 ranks x 4 cores against ScaLAPACK on 16 processes, and in process.
 step scalapack-16 60 mpirun -n "$ncores" --bind-to core "$bin/pdpotrf_bench" -n $CN -nb $CB -r 3
