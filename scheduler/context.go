@@ -361,7 +361,8 @@ func (c *Context) Parent() *Context { return c.parent }
 // Scheduler returns the scheduler c belongs to.
 func (c *Context) Scheduler() *Scheduler { return c.s }
 
-// String returns the context's name.
+// String returns the context as messages name it, `context "NAME"`
+// (Name returns the name alone).
 func (c *Context) String() string { return fmt.Sprintf("context %q", c.name) }
 
 // Children returns the live sub-contexts of c.
@@ -501,7 +502,7 @@ func (s *Scheduler) checkContextLocked(c *Context, joining bool) error {
 	case c.s != s:
 		return fmt.Errorf("%w: %q belongs to another scheduler", ErrBadContext, c.name)
 	case s.closed.Load():
-		return fmt.Errorf("%q: %w", c.name, ErrClosed)
+		return ErrClosed // the scheduler's state, not c's: callers name c
 	}
 	switch c.state.load() {
 	case ctxDeleted:

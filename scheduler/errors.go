@@ -189,6 +189,10 @@ type canceledError struct {
 	// was canceled because it depends on that task (cause is then that
 	// context's cause).
 	via string
+	// atClose: canceled by Close because nothing can run it (cause says
+	// why: no worker is left for it, its team cannot form), not because
+	// a predecessor failed.
+	atClose bool
 }
 
 func (e *canceledError) Error() string {
@@ -201,6 +205,16 @@ func (e *canceledError) Error() string {
 	}
 	if e.unstarted {
 		return fmt.Sprintf("scheduler: task %q canceled before it started: %s", e.name, msg)
+	}
+	if e.atClose {
+		return fmt.Sprintf("scheduler: task %q canceled at Close: %s", e.name, msg)
+	}
+	if errors.Is(e.cause, ErrNotSubmitted) {
+		// Nothing failed: Close canceled a wait that no submission could
+		// end any more (a tag no task carries, a task never submitted),
+		// this task's or that of a task it depends on.
+		return fmt.Sprintf("scheduler: task %q canceled at Close: it waited, itself or through a task it depends on, for a task never submitted: %s",
+			e.name, strings.TrimPrefix(msg, ErrNotSubmitted.Error()+": "))
 	}
 	if e.via != "" {
 		return fmt.Sprintf("scheduler: task %q canceled: task %q, which it depends on, was canceled before it started: %s", e.name, e.via, msg)

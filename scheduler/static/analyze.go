@@ -245,7 +245,11 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "the records of client %s were lost (its process died or stopped answering before it sent them): %s show no figures, and the figures above leave them out\n", c, strings.Join(names, ", "))
 	}
-	fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
+	if a.GCCycles == 0 {
+		fmt.Fprintln(w, "garbage collection: none during the run")
+	} else {
+		fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
+	}
 	if len(a.Allocating) > 0 {
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
 		fmt.Fprintln(w, "  (counted per process, so a runnable running beside one that allocates is counted too; the runtime publishes small allocations in batches, so counts are lower bounds; see docs/static-schedules.md on writing runnables that do not allocate)")

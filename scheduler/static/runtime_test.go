@@ -984,6 +984,12 @@ func TestAnalyzeTextSingular(t *testing.T) {
 	out := b.String()
 	assert.Contains(t, out, "run of s.yaml (plan p): 1 period; stopped:")
 	assert.Contains(t, out, "garbage collection: 1 cycle in 1 period,")
+	// No collection reads as none, not "0 cycles in 0 periods, about 0
+	// of pauses".
+	a.GCCycles, a.GCPeriods = 0, 0
+	b.Reset()
+	require.NoError(t, a.WriteText(&b))
+	assert.Contains(t, b.String(), "garbage collection: none during the run\n")
 	assert.Contains(t, out, "x returned an error 1 time\n")
 	assert.Contains(t, out, "y returned an error 2 times\n")
 
