@@ -29,8 +29,11 @@ var (
 	// in (or holding) one already registered, or limits that contradict
 	// each other or the scheduler (a Min above its workers, TotalFlops
 	// negative, NaN or +Inf); by SetTotalFlops and AddTotalFlops for
-	// such flops or a context not registered; and by AnnounceTasks for a
-	// context not registered.
+	// such flops or a context not registered; and by SetTotalFlops,
+	// AddTotalFlops and AnnounceTasks for a context not registered, or
+	// registered and then deleted (the error wraps
+	// scheduler.ErrContextDeleted too). Register after the scheduler's
+	// Close returns scheduler.ErrClosed.
 	ErrBadContext = errors.New("hypervisor: invalid context")
 )
 
@@ -243,7 +246,8 @@ func (h *Hypervisor) Close() error {
 // worker is in at most one of them. So the global context (which holds
 // every worker) is refused, and so is a context nested in one already
 // registered or holding one (the error names both); register siblings,
-// or the children alone.
+// or the children alone. After the scheduler's Close, Register returns
+// scheduler.ErrClosed.
 func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	switch {
 	case c == nil || c.Scheduler() != h.s:
@@ -258,10 +262,11 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	if err := checkFlops(lim.TotalFlops); err != nil {
 		return fmt.Errorf("%w: %v: Limits.TotalFlops %g %s", ErrBadContext, c, lim.TotalFlops, err)
 	}
-	select {
-	case <-c.Deleted():
+	if schedulerClosed(c) {
+		return fmt.Errorf("hypervisor: Register(%v): %w: a closed scheduler runs no more tasks; register contexts before closing it", c, scheduler.ErrClosed)
+	}
+	if isDeleted(c) {
 		return fmt.Errorf("%w: %v is deleted", ErrBadContext, c)
-	default:
 	}
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
@@ -278,6 +283,39 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	}
 	h.reg[c] = lim
 	return nil
+}
+
+// isDeleted reports whether c was deleted (Context.Delete, once its
+// last task completed).
+func isDeleted(c *scheduler.Context) bool {
+	select {
+	case <-c.Deleted():
+		return true
+	default:
+		return false
+	}
+}
+
+// schedulerClosed reports whether Close was called on c's scheduler.
+// The scheduler has no accessor for it; MoveWorkersFor checks that
+// first, after that c is its context, and a move from c to c returns
+// before moving anything (ErrBadContext) when the scheduler is open.
+func schedulerClosed(c *scheduler.Context) bool {
+	return errors.Is(c.Scheduler().MoveWorkersFor("hypervisor: is the scheduler closed", c, c), scheduler.ErrClosed)
+}
+
+// registered returns an error when c is not registered, or was
+// deleted (it stays registered until Unregister); op names the call.
+// h.regMu is held.
+func (h *Hypervisor) registeredLocked(op string, c *scheduler.Context) (Limits, error) {
+	lim, ok := h.reg[c]
+	switch {
+	case !ok:
+		return lim, fmt.Errorf("%w: %s: %v is not registered; Register it first", ErrBadContext, op, c)
+	case isDeleted(c):
+		return lim, fmt.Errorf("%w: %s: %v was deleted (%w); it does no more work: Unregister it", ErrBadContext, op, c, scheduler.ErrContextDeleted)
+	}
+	return lim, nil
 }
 
 // isIn reports whether c is a or nested in a.
@@ -309,16 +347,17 @@ func checkFlops(f float64) error {
 
 // SetTotalFlops declares c's total work (see Limits.TotalFlops). It
 // returns ErrBadContext for flops negative, NaN or infinite, or a
-// context not registered, and then changes nothing.
+// context not registered or deleted (wrapping
+// scheduler.ErrContextDeleted), and then changes nothing.
 func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) error {
 	if err := checkFlops(flops); err != nil {
 		return fmt.Errorf("%w: SetTotalFlops(%v, %g): %g %s", ErrBadContext, c, flops, flops, err)
 	}
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	lim, ok := h.reg[c]
-	if !ok {
-		return fmt.Errorf("%w: SetTotalFlops: %v is not registered", ErrBadContext, c)
+	lim, err := h.registeredLocked(fmt.Sprintf("SetTotalFlops(%v, %g)", c, flops), c)
+	if err != nil {
+		return err
 	}
 	lim.TotalFlops = flops
 	h.reg[c] = lim
@@ -329,16 +368,16 @@ func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) error {
 // work found, or less, during the run; StarPU's
 // sc_hypervisor_update_diff_total_flops). The total never goes below 0.
 // It returns ErrBadContext for a NaN or infinite delta, or a context
-// not registered, and then changes nothing.
+// not registered or deleted, and then changes nothing.
 func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) error {
 	if math.IsNaN(delta) || math.IsInf(delta, 0) {
 		return fmt.Errorf("%w: AddTotalFlops(%v, %g): not a finite number of flops", ErrBadContext, c, delta)
 	}
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	lim, ok := h.reg[c]
-	if !ok {
-		return fmt.Errorf("%w: AddTotalFlops: %v is not registered", ErrBadContext, c)
+	lim, err := h.registeredLocked(fmt.Sprintf("AddTotalFlops(%v, %g)", c, delta), c)
+	if err != nil {
+		return err
 	}
 	lim.TotalFlops = max(lim.TotalFlops+delta, 0)
 	if math.IsInf(lim.TotalFlops, 1) {

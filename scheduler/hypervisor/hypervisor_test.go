@@ -758,6 +758,41 @@ func TestRegisterBadInput(t *testing.T) {
 	assert.Empty(t, hv.ResizeNow(), "nothing to do")
 }
 
+// A context deleted while registered is refused by SetTotalFlops,
+// AddTotalFlops and AnnounceTasks (it returned nil), and Register after
+// the scheduler's Close is refused with scheduler.ErrClosed (it
+// returned nil).
+func TestDeletedContextAndClosedScheduler(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{TotalFlops: 1}))
+	require.NoError(t, hv.SetTotalFlops(a, 2), "registered and live")
+	require.NoError(t, a.Delete(nil))
+	waitDeleted(t, a)
+	err = hv.SetTotalFlops(a, 5)
+	assert.ErrorIs(t, err, hypervisor.ErrBadContext)
+	assert.ErrorIs(t, err, scheduler.ErrContextDeleted)
+	assert.ErrorContains(t, err, `SetTotalFlops(context "a", 5): context "a" was deleted`)
+	assert.ErrorContains(t, err, "Unregister it")
+	err = hv.AddTotalFlops(a, 1)
+	assert.ErrorIs(t, err, scheduler.ErrContextDeleted)
+	assert.ErrorContains(t, err, `AddTotalFlops(context "a", 1)`)
+	err = hv.AnnounceTasks(a, work("x", 0, 1), 1)
+	assert.ErrorIs(t, err, scheduler.ErrContextDeleted)
+	assert.ErrorContains(t, err, `AnnounceTasks(context "a", codelet "x", 1)`)
+	hv.Unregister(a)
+	assert.ErrorContains(t, hv.SetTotalFlops(a, 5), "is not registered; Register it first")
+
+	require.NoError(t, s.Close())
+	err = hv.Register(b, hypervisor.Limits{})
+	assert.ErrorIs(t, err, scheduler.ErrClosed)
+	assert.ErrorContains(t, err, `Register(context "b")`)
+	assert.ErrorContains(t, err, "register contexts before closing it")
+}
+
 // TestRegisterOverlappingContexts: registered contexts must not share
 // workers: the global context, and a parent with its child (either
 // order, at any depth), are refused with both names.

@@ -157,7 +157,7 @@ func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) 
 // announce every task of the type, those already submitted included. args, if given, are the arguments of such a
 // task (their data shapes select the scheduler's calibrated performance
 // model of cl, which gives the type's time per kind of worker until its
-// first tasks have run). c must be registered.
+// first tasks have run). c must be registered and not deleted.
 func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, n int, args ...scheduler.Arg) error {
 	switch {
 	case cl == nil:
@@ -166,10 +166,10 @@ func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, 
 		return fmt.Errorf("%w: AnnounceTasks(%v, codelet %q, %d): the number of tasks announced must be at least 0", ErrBadOption, c, cl.Name, n)
 	}
 	h.regMu.Lock()
-	_, ok := h.reg[c]
+	_, err := h.registeredLocked(fmt.Sprintf("AnnounceTasks(%v, codelet %q, %d)", c, cl.Name, n), c)
 	h.regMu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: AnnounceTasks: %v is not registered; Register it first", ErrBadContext, c)
+	if err != nil {
+		return err
 	}
 	h.types.mu.Lock()
 	defer h.types.mu.Unlock()
