@@ -39,9 +39,10 @@ var (
 	// tasks: after StopSubmission, FinishedSubmitting or Delete.
 	ErrContextStopped = errors.New("scheduler: context does not accept tasks")
 	// ErrNoWorkers is joined to the error of WaitAll (and Context.WaitAll)
-	// when its ctx ends while a context holds tasks and has no workers to
-	// run them.
-	ErrNoWorkers = errors.New("scheduler: context has tasks and no workers")
+	// when its ctx ends while a context holds tasks and has too few
+	// workers to run them: none, or fewer than a team task it holds
+	// needs (the message says which, and how many).
+	ErrNoWorkers = errors.New("scheduler: context lacks workers for its tasks")
 )
 
 // GlobalName is the name of the global context, which every worker
@@ -208,11 +209,12 @@ func (s *Scheduler) Contexts() []*Context {
 }
 
 // WorkerContext returns the innermost context worker id belongs to (or
-// is moving to), or nil for an invalid id.
+// is moving to), or nil for an invalid id and for a driven worker that
+// left the scheduler (its Driver's Deinit, or the end of its Run).
 func (s *Scheduler) WorkerContext(id int) *Context {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
-	if id < 0 || id >= len(s.workers) {
+	if id < 0 || id >= len(s.workers) || s.cx.target[id] == s.cx.retired {
 		return nil
 	}
 	return s.cx.target[id]

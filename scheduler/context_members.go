@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,14 +28,21 @@ import (
 // other goroutines post with an atomic flag: no goroutine ever holds a
 // lock of a worker, so there is no lock order to invert.
 type contexts struct {
-	n       atomic.Int32 // live contexts other than global: 0 keeps hot paths free
-	mon     atomic.Pointer[monitorBox]
-	mu      sync.Mutex
-	global  *Context   // set by New, immutable
-	all     []*Context // live contexts, global first
-	nextID  int
-	target  []*Context // by worker id: the innermost context it is in or moving to
-	reason  []string   // by worker id: why it was last moved
+	n      atomic.Int32 // live contexts other than global: 0 keeps hot paths free
+	mon    atomic.Pointer[monitorBox]
+	mu     sync.Mutex
+	global *Context   // set by New, immutable
+	all    []*Context // live contexts, global first
+	nextID int
+	target []*Context // by worker id: the innermost context it is in or moving to
+	// retired is the target of the driven workers that left the
+	// scheduler (retire): a context in no tree, so that no context
+	// counts them among its workers.
+	retired *Context
+	// ngone counts the retired workers; 0 keeps Submit's check of them
+	// to one load.
+	ngone   atomic.Int32
+	reason  []string // by worker id: why it was last moved
 	resizes []Resize
 }
 
@@ -59,6 +67,8 @@ func (s *Scheduler) newGlobalContext() {
 	}
 	g.applied.Store(&all)
 	s.cx.global = g
+	s.cx.retired = &Context{s: s, id: -1, name: "(left the scheduler)", gone: make(chan struct{})}
+	s.cx.retired.applied.Store(&[]int{})
 	s.cx.all = []*Context{g}
 	s.cx.nextID = 1
 	s.cx.target = make([]*Context, n)
@@ -82,6 +92,9 @@ func (s *Scheduler) checkFreeLocked(c, p *Context, ids []int) error {
 			return fmt.Errorf("%w: worker %d is listed twice", ErrBadWorker, id)
 		}
 		l := s.cx.target[id]
+		if l == s.cx.retired {
+			return retiredError(id)
+		}
 		if l == c || l.isIn(c) {
 			continue // already a member: no change
 		}
@@ -183,6 +196,9 @@ func (s *Scheduler) checkMembersLocked(c *Context, ids []int) error {
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: worker %d is listed twice", ErrBadWorker, id)
 		}
+		if s.cx.target[id] == s.cx.retired {
+			return retiredError(id)
+		}
 		if !s.cx.target[id].isIn(c) {
 			return fmt.Errorf("%w: worker %d is in %q, not in %q", ErrBadWorker, id, s.cx.target[id].name, c.name)
 		}
@@ -199,12 +215,10 @@ func (s *Scheduler) stuckError(err error) error { return s.stuckErrorIn(nil, err
 // another context's (nil: every task).
 func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
 	errs := append([]error{err}, s.stuckWaits(scope)...)
-	for _, w := range s.workers {
-		if w.driven && !w.taken.Load() {
-			errs = append(errs, fmt.Errorf("%w: worker %d is left to the program (WithDrivenWorkers) and nothing drives it: the tasks the policy gives it wait for Driver(%d).Run, or Init and RunOnce", ErrDriver, w.info.ID, w.info.ID))
-		}
+	for _, note := range s.undrivenNotes() {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrDriver, note))
 	}
-	if s.cx.n.Load() == 0 {
+	if s.cx.n.Load() == 0 && s.cx.ngone.Load() == 0 {
 		return errors.Join(errs...)
 	}
 	for _, c := range s.stuckContexts() {
@@ -215,7 +229,7 @@ func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
 		if c.state.load() == ctxDeleting {
 			advice = giveWhileDeleting
 		}
-		errs = append(errs, fmt.Errorf("%w: %q has %d tasks pending and no workers; %s", ErrNoWorkers, c.name, c.Pending(), advice))
+		errs = append(errs, fmt.Errorf("%w: %q has %s pending and no workers; %s", ErrNoWorkers, c.name, tasks(c.Pending()), advice))
 	}
 	for c, t := range s.parkedTeams() {
 		if scope != nil && !c.isIn(scope) {
@@ -224,6 +238,90 @@ func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
 		errs = append(errs, teamNeedError(c, t, s.poppers(c)))
 	}
 	return errors.Join(errs...)
+}
+
+// undrivenNotes says, for each driven worker (WithDrivenWorkers) that
+// runs no task now, why: nothing has driven it yet, Close went on
+// without it, or its driver ended and it left the scheduler.
+func (s *Scheduler) undrivenNotes() []string {
+	var out []string
+	for _, w := range s.workers {
+		if !w.driven {
+			continue
+		}
+		id := w.info.ID
+		switch w.dstate.Load() {
+		case driverNew:
+			if !w.taken.Load() {
+				out = append(out, fmt.Sprintf("worker %d is left to the program (WithDrivenWorkers) and nothing drives it: the tasks the policy gives it wait for Driver(%d).Run, or Init and RunOnce", id, id))
+			} else {
+				out = append(out, fmt.Sprintf("worker %d is driven by the application (WithDrivenWorkers) and has not run (call its Driver's Run or RunOnce)", id))
+			}
+		case driverDropped:
+			out = append(out, fmt.Sprintf("worker %d is driven by the application (WithDrivenWorkers) and had not run when Close went on without it", id))
+		case driverDone:
+			if w.retired.Load() {
+				out = append(out, fmt.Sprintf("worker %d was driven by the application (WithDrivenWorkers) and its driver ended (Run returned, or Deinit): it left the scheduler", id))
+			}
+		}
+	}
+	return out
+}
+
+// retiredError refuses a worker that left the scheduler.
+func retiredError(id int) error {
+	return fmt.Errorf("%w: worker %d left the scheduler: it was driven by the application and its driver ended (Run returned, or Deinit), or Close went on without it", ErrBadWorker, id)
+}
+
+// retire makes w, a driven worker whose driver ended (or that Close
+// gave up on, never driven), leave the scheduler, as a StarPU worker
+// whose not-launched driver deinitializes leaves the worker set: it
+// leaves every context and its policy, the tasks queued for it alone go
+// back to its contexts' other workers, and no context counts it any
+// more (Workers, MinWorkers' teams, Submit's team check). It runs on
+// the goroutine that owns w (its driver's, or Close's for a worker
+// nothing drove), which is at a safe point: w is in no Pop and no team.
+// Once the workers stop (Close's end) there is nothing to hand over.
+func (s *Scheduler) retire(w *worker) {
+	if s.stopping.Load() || w.retired.Load() {
+		return
+	}
+	s.cx.mu.Lock()
+	w.retired.Store(true)
+	s.cx.ngone.Add(1)
+	id := w.info.ID
+	l := s.cx.target[id]
+	s.cx.target[id] = s.cx.retired
+	s.cx.reason[id] = "retired"
+	if l.cluster {
+		s.electLocked(l)
+	}
+	s.recountKindsLocked()
+	s.cx.mu.Unlock()
+	w.cx.moveReq.Store(false)
+	old := *w.cx.chain.Load()
+	none := []*Context{}
+	w.cx.chain.Store(&none) // popsFrom is false from now on
+	for _, c := range old {
+		c.leave(w)
+	}
+	if l := s.cfg.logger; l != nil {
+		l.Info("driven worker left the scheduler: its driver ended, or Close went on without it",
+			zap.Int("worker", id), zap.String("context", old[0].name))
+	}
+}
+
+// live returns the workers that run tasks or may still: the scheduler's
+// own and the driven ones not retired; with undriven, also those whose
+// driver was never initialized.
+func (s *Scheduler) live(undriven bool) int {
+	n := 0
+	for _, w := range s.workers {
+		if !w.driven || w.dstate.Load() == driverInit || undriven && w.dstate.Load() == driverNew {
+			n++
+		}
+	}
+	return n
 }
 
 // giveWhileDeleting is the advice of ErrNoWorkers for a context being
@@ -331,57 +429,123 @@ func (w *worker) applyContexts() {
 	}
 }
 
-// lendAtClose gives each context that still holds tasks and has no
-// workers one worker, so that Close completes every task: the lowest id
-// worker not in a stuck context. When no task completed since the last
-// look (stalled), it also lends each context that holds tasks and lacks
-// a kind of worker one worker of each kind it lacks: a task queued there
-// that none of its workers can run then runs. It is logged and recorded
-// as a "close" resize.
+// lendAtClose gives the contexts that still hold tasks and lack workers
+// for them the workers they lack, so that Close completes every task: a
+// context with tasks and no workers one worker, a context whose team
+// task is parked for lack of CPU workers as many as the team lacks.
+// They come first from the workers free of such contexts, lowest ids
+// first. When a context cannot be served that way (every worker sits in
+// a context that lacks workers too, as when two contexts of one worker
+// each wait for teams of two), the first such context whose needs the
+// workers of the others can meet takes them, one context at a time: its
+// tasks run, and then its workers are free for the next. When no task
+// completed since the last look (stalled), it also lends each context
+// that holds tasks and lacks a kind of worker one worker of each kind it
+// lacks: a task queued there that none of its workers can run then
+// runs. It is logged and recorded as a "close" resize. Workers that run
+// nothing (a driven worker not driven, or retired) are never lent, nor
+// counted among a context's.
 func (s *Scheduler) lendAtClose(stalled bool) {
-	stuck := s.stuckContexts()
-	need := make(map[*Context]int, len(stuck))
-	for _, c := range stuck {
-		need[c] = 1
+	type want struct {
+		c    *Context
+		n    int  // workers it lacks
+		cpu  bool // CPU workers (a team)
+		team *Task
 	}
-	for c, t := range s.parkedTeams() {
-		stuck = append(stuck, c)
-		need[c] = max(need[c], t.Team-s.poppers(c))
+	var wants []*want
+	for _, c := range s.stuckContexts() {
+		wants = append(wants, &want{c: c, n: 1})
 	}
+	teams := s.parkedTeams()
 	var short map[*Context]kindSet
 	if stalled {
 		short = s.shortContexts()
 	}
-	if len(stuck) == 0 && len(short) == 0 {
+	if len(wants) == 0 && len(teams) == 0 && len(short) == 0 {
 		return
 	}
 	s.cx.mu.Lock()
-	var moved []int
-	free := func(id int) bool {
-		l := s.cx.target[id]
-		return !slices.ContainsFunc(stuck, func(x *Context) bool { return l.isIn(x) }) && !slices.Contains(moved, id)
+	runs := func(id int) bool {
+		w := s.workers[id]
+		return s.cx.target[id] != s.cx.retired && (!w.driven || w.dstate.Load() == driverInit)
 	}
-	lend := func(c *Context, id int, why string) {
-		moved = append(moved, s.retargetLocked([]int{id}, c, "close")...)
+	for c, t := range teams {
+		if c.parent == nil {
+			continue // every worker pops the global context's tasks: none to lend
+		}
+		have := 0
+		for id, l := range s.cx.target {
+			if l.isIn(c) && runs(id) && s.workers[id].info.Kind == CPUWorker {
+				have++
+			}
+		}
+		wants = append(wants, &want{c: c, n: t.Team - have, cpu: true, team: t})
+	}
+	slices.SortStableFunc(wants, func(a, b *want) int { return a.c.id - b.c.id })
+	inWant := func(id int) *want {
+		l := s.cx.target[id]
+		for _, x := range wants {
+			if l.isIn(x.c) {
+				return x
+			}
+		}
+		return nil
+	}
+	var moved []int
+	fits := func(x *want, id int) bool {
+		return runs(id) && !slices.Contains(moved, id) && !s.cx.target[id].isIn(x.c) &&
+			(!x.cpu || s.workers[id].info.Kind == CPUWorker)
+	}
+	lend := func(x *want, id int, why string) {
+		moved = append(moved, s.retargetLocked([]int{id}, x.c, "close")...)
+		x.n--
 		if l := s.cfg.logger; l != nil {
-			l.Warn(why, zap.String("context", c.name), zap.Int("worker", id))
+			l.Warn(why, zap.String("context", x.c.name), zap.Int("worker", id))
 		}
 	}
-	for _, c := range stuck {
+	const why = "context has tasks and too few workers at Close: lending it a worker"
+	served := false // a context had its needs met, its workers arriving
+	for _, x := range wants {
+		if x.n <= 0 {
+			served = true
+			continue
+		}
 		for id := range s.cx.target {
-			if need[c] <= 0 {
-				break
+			if x.n > 0 && fits(x, id) && inWant(id) == nil {
+				lend(x, id, why)
 			}
-			if free(id) {
-				lend(c, id, "context has tasks and too few workers at Close: lending it a worker")
-				need[c]--
+		}
+	}
+	if !served && len(moved) == 0 {
+		// Every worker that could help sits in a context that lacks
+		// workers too: serve the first context whose needs the others'
+		// workers meet, and leave the others waiting for it.
+		for _, x := range wants {
+			if x.n <= 0 {
+				continue
 			}
+			var ids []int
+			for id := range s.cx.target {
+				if o := inWant(id); o != nil && o != x && o.n > 0 && fits(x, id) && len(ids) < x.n {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) < x.n {
+				continue
+			}
+			for _, id := range ids {
+				lend(x, id, "context has tasks and too few workers at Close, and every worker waits in such a context: lending it another's")
+			}
+			break
 		}
 	}
 	for c, lack := range short {
 		for id := range s.cx.target {
-			if k := s.workers[id].info.Kind; lack.has(k) && free(id) && !s.cx.target[id].isIn(c) {
-				lend(c, id, "context has tasks and no worker of a kind at Close: lending it one")
+			if k := s.workers[id].info.Kind; lack.has(k) && runs(id) && !slices.Contains(moved, id) && inWant(id) == nil && !s.cx.target[id].isIn(c) {
+				moved = append(moved, s.retargetLocked([]int{id}, c, "close")...)
+				if l := s.cfg.logger; l != nil {
+					l.Warn("context has tasks and no worker of a kind at Close: lending it one", zap.String("context", c.name), zap.Int("worker", id))
+				}
 				lack &^= 1 << k
 			}
 		}
@@ -390,12 +554,23 @@ func (s *Scheduler) lendAtClose(stalled bool) {
 	s.wakeMoved(moved)
 }
 
+// undrivenGrace is how long Close waits, with no task completing, for
+// a driven worker whose driver was never initialized before it goes on
+// without it (dropUndriven): a program may call Close from a goroutine
+// of its own before the one that drives the worker reaches Run.
+const undrivenGrace = time.Second
+
 // drainContexts waits for every task before Close stops the workers,
-// lending workers to contexts that have none.
+// lending workers to contexts that have none. When no task completes
+// any more it also cancels the tasks nothing can run: teams larger than
+// the CPU workers left, and, once no worker is left at all, every task
+// (reapAtClose); and after undrivenGrace it goes on without the driven
+// workers nothing drove (dropUndriven).
 func (s *Scheduler) drainContexts() {
-	if s.cx.n.Load() == 0 {
+	if s.cx.n.Load() == 0 && s.cfg.driven == 0 {
 		return
 	}
+	progress := time.Now()
 	for s.inflight.n.Load() != 0 {
 		before := s.inflight.n.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -404,7 +579,136 @@ func (s *Scheduler) drainContexts() {
 		if err == nil {
 			return
 		}
-		s.lendAtClose(s.inflight.n.Load() == before)
+		stalled := s.inflight.n.Load() == before
+		if !stalled {
+			progress = time.Now()
+		}
+		if stalled && time.Since(progress) >= undrivenGrace {
+			s.dropUndriven()
+		}
+		if stalled {
+			s.cancelHopelessTeams()
+			if s.live(true) == 0 {
+				s.reapAtClose()
+			}
+		}
+		s.lendAtClose(stalled)
+	}
+}
+
+// dropUndriven retires, at Close, the driven workers whose driver was
+// never initialized: nothing may drive them before Close ends, and the
+// tasks queued for them go to the other workers (or are canceled, with
+// an error naming the worker, when none is left). Their Init fails from
+// then on (Run returns nil).
+func (s *Scheduler) dropUndriven() {
+	for _, w := range s.workers {
+		if w.driven && w.dstate.CompareAndSwap(driverNew, driverDropped) {
+			s.retire(w) // Close's goroutine owns it now: it never ran
+		}
+	}
+}
+
+// closeCancel is the error of a task canceled at Close because nothing
+// can run it: cause says why, and the undriven workers are named.
+func (s *Scheduler) closeCancel(t *Task, cause error) error {
+	if notes := s.undrivenNotes(); len(notes) > 0 {
+		cause = fmt.Errorf("%w (%s)", cause, strings.Join(notes, "; "))
+	}
+	return &canceledError{name: t.Codelet.name(), cause: cause, atClose: true}
+}
+
+// cancelAtClose completes t, which nothing can run, with err without
+// running it, from Close's goroutine, and releases its dependents.
+func (s *Scheduler) cancelAtClose(t *Task, err error) {
+	if s.data != nil {
+		s.data.unwant(t)
+	}
+	var buf [8]*Task
+	q := s.finish(t, err, nil, buf[:0])
+	s.releaseBy(t, 1, nil)
+	for _, n := range q {
+		s.ready(n, nil)
+	}
+}
+
+// cancelHopelessTeams cancels, at Close, the parked team tasks larger
+// than the CPU workers left in the scheduler (driven workers retired):
+// no lending can form them.
+func (s *Scheduler) cancelHopelessTeams() {
+	if s.teams.nparked.Load() == 0 {
+		return
+	}
+	cpu := s.kinds[CPUWorker]
+	for _, w := range s.workers {
+		if w.info.Kind == CPUWorker && w.retired.Load() {
+			cpu--
+		}
+	}
+	s.teams.mu.Lock()
+	var out []*Task
+	n := 0
+	for _, t := range s.teams.parked {
+		if t.Team > cpu {
+			out = append(out, t)
+			continue
+		}
+		s.teams.parked[n] = t
+		n++
+	}
+	clear(s.teams.parked[n:])
+	s.teams.parked = s.teams.parked[:n]
+	s.teams.nparked.Store(int32(n))
+	s.teams.mu.Unlock()
+	for _, t := range out {
+		s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: its team of %d workers cannot form: the scheduler has %d CPU workers left", ErrBadTeam, t.Team, cpu)))
+	}
+}
+
+// reapAtClose cancels, at Close, every task queued in a context's
+// policy once no worker is left to run anything (every worker driven,
+// and every driver ended or dropped): it pops them as one of the
+// retired workers, which nothing drives any more, from every context,
+// and completes them with an error naming the workers. The dependents
+// they release are queued, and canceled at the next call.
+func (s *Scheduler) reapAtClose() {
+	var r *worker
+	for _, w := range s.workers {
+		if w.retired.Load() {
+			r = w
+			break
+		}
+	}
+	if r == nil {
+		return
+	}
+	s.cx.mu.Lock()
+	all := slices.Clone(s.cx.all)
+	s.cx.mu.Unlock()
+	id := r.info.ID
+	for _, c := range all {
+		if cp, ok := c.policy.(*clusterPolicy); ok {
+			cp.setMaster(id, r.info.Kind)
+		} else {
+			c.policy.AddWorkers(r.info)
+		}
+		for t := c.policy.Pop(id); t != nil; t = c.policy.Pop(id) {
+			s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
+		}
+		if _, ok := c.policy.(*clusterPolicy); !ok {
+			for _, t := range c.policy.RemoveWorkers(id) {
+				c.push(t, nil, false)
+			}
+		}
+	}
+	s.teams.mu.Lock()
+	out := slices.Clone(s.teams.parked)
+	clear(s.teams.parked)
+	s.teams.parked = s.teams.parked[:0]
+	s.teams.nparked.Store(0)
+	s.teams.mu.Unlock()
+	for _, t := range out {
+		s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -90,11 +89,19 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 //
 // The policy gives tasks to a driven worker like to any other, so a
 // driven worker must be driven until Close for every task to run. A
-// Driver is used by one goroutine at a time: its methods must not run
-// concurrently (that is not checked; the race detector reports it).
+// driver runs once: when it ends before Close (Deinit, or Run's ctx
+// ending), the worker leaves the scheduler, its queued tasks going to
+// the other workers (see Deinit). WaitAll with a deadline names a
+// driven worker that nothing drives; Close waits for its driver while
+// tasks complete, and once none has for a second goes on without a
+// worker whose driver was never initialized, handing its tasks to the
+// others or, when none can run them, canceling them with an error that
+// names the worker (its Init then fails with ErrClosed, and Run returns
+// nil). A Driver is used by one goroutine at a time: its methods must
+// not run concurrently (that is not checked; the race detector reports
+// it).
 type Driver struct {
-	w     *worker
-	state atomic.Int32 // driverNew, driverInit, driverDone
+	w *worker
 	// limit is the count of tasks in flight above which Submit runs
 	// tasks (SetSubmitLimit); 0 never.
 	limit   int64
@@ -107,10 +114,14 @@ type Driver struct {
 	task  Task // the scratch task of direct
 }
 
+// A driven worker's driver state (worker.dstate).
 const (
-	driverNew int32 = iota
-	driverInit
-	driverDone
+	driverNew  int32 = iota
+	driverInit       // Init called: the worker is driven
+	driverDone       // Deinit called (or Run ended): the worker left
+	// driverDropped: never initialized, and Close went on without it
+	// (retireUndriven); Init fails.
+	driverDropped
 )
 
 // Driver returns the driver of worker id, one of the workers
@@ -137,10 +148,13 @@ func (d *Driver) Worker() int { return d.w.info.ID }
 // Init initializes the worker on the calling goroutine. Call it once,
 // before RunOnce, on the goroutine that will drive the worker.
 func (d *Driver) Init() error {
-	if !d.state.CompareAndSwap(driverNew, driverInit) {
-		if d.state.Load() == driverDone {
+	if !d.w.dstate.CompareAndSwap(driverNew, driverInit) {
+		if d.w.dstate.Load() == driverDropped {
+			return fmt.Errorf("%w: Init of worker %d: Close found tasks waiting for it and went on without it, as nothing had driven it: %w", ErrDriver, d.w.info.ID, ErrClosed)
+		}
+		if d.w.dstate.Load() == driverDone {
 			// Run deinitializes at its end too: a second Run lands here.
-			return fmt.Errorf("%w: Init of worker %d after its Deinit (or the end of Run): a driver runs once", ErrDriver, d.w.info.ID)
+			return fmt.Errorf("%w: Init of worker %d after its Deinit (or the end of Run): a driver runs once, and the worker left the scheduler then", ErrDriver, d.w.info.ID)
 		}
 		return fmt.Errorf("%w: Init of worker %d called twice", ErrDriver, d.w.info.ID)
 	}
@@ -162,7 +176,7 @@ func (d *Driver) Init() error {
 // and from the code of a task the driver runs.
 func (d *Driver) RunOnce() bool {
 	w := d.w
-	if d.state.Load() != driverInit || w.s.stopping.Load() || d.busy {
+	if d.w.dstate.Load() != driverInit || w.s.stopping.Load() || d.busy {
 		w.flushDone()
 		return false
 	}
@@ -176,12 +190,22 @@ func (d *Driver) RunOnce() bool {
 	return ran
 }
 
-// Deinit releases the worker's resources after its last RunOnce.
+// Deinit releases the worker's resources after its last RunOnce. A
+// driver runs once: unless the scheduler is closing, the worker then
+// leaves the scheduler, as a StarPU worker whose not-launched driver
+// deinitializes leaves its worker set: it leaves its contexts and their
+// policies, the tasks queued for it go to the other workers, and no task
+// is given to it any more. A team (WithTeam) larger than the CPU workers
+// left is refused by Submit from then on, and a task submitted when no
+// worker is left at all (every worker driven, every driver ended) too
+// (ErrDriver); those already queued for no one are canceled by Close,
+// with an error naming the worker.
 func (d *Driver) Deinit() error {
-	if !d.state.CompareAndSwap(driverInit, driverDone) {
+	if !d.w.dstate.CompareAndSwap(driverInit, driverDone) {
 		return fmt.Errorf("%w: Deinit of worker %d without Init, or twice", ErrDriver, d.w.info.ID)
 	}
 	d.w.flushDone()
+	d.w.s.retire(d.w)
 	if err := d.w.drv.deinit(d.w); err != nil {
 		return fmt.Errorf("scheduler: deinitializing worker %d (%v): %w", d.w.info.ID, d.w.info.Kind, err)
 	}
@@ -191,10 +215,14 @@ func (d *Driver) Deinit() error {
 // Run drives the worker until the scheduler is closed or ctx ends: Init,
 // cycles (sleeping, like the scheduler's own workers, while there is no
 // task for it), Deinit. It returns nil at Close, ctx's error when ctx
-// ended first. Call it from the goroutine (locked to the OS thread if
-// need be) that must run the worker's tasks.
+// ended first: the worker then leaves the scheduler (see Deinit), and a
+// second Run fails (ErrDriver). Call it from the goroutine (locked to
+// the OS thread if need be) that must run the worker's tasks.
 func (d *Driver) Run(ctx context.Context) error {
 	if err := d.Init(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil // Close went on without this worker (see Init)
+		}
 		return err
 	}
 	d.w.quit = ctx.Done()
@@ -456,7 +484,7 @@ func (d *Driver) SetSubmitLimit(n int) { d.limit = int64(max(n, 0)) }
 
 // submitting checks that the driver may submit now.
 func (d *Driver) submitting(op string) error {
-	if d.state.Load() != driverInit {
+	if d.w.dstate.Load() != driverInit {
 		return fmt.Errorf("%w: %s from worker %d's driver outside Init..Deinit", ErrDriver, op, d.w.info.ID)
 	}
 	return nil

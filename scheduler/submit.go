@@ -371,6 +371,11 @@ func (s *Scheduler) validate(t *Task) error {
 	if t.Team > s.kinds[CPUWorker] {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
 	}
+	if s.cx.ngone.Load() > 0 {
+		if err := s.checkRetired(t); err != nil {
+			return err
+		}
+	}
 	for i, a := range t.Access {
 		h := a.Handle
 		if h == nil {
@@ -440,4 +445,33 @@ func (w *worker) runsAtSubmit(t *Task) bool {
 	return t.Team <= 1 && !t.commute && t.Codelet.Detached == nil && t.Priority == 0 &&
 		t.Context.parent == nil && t.readErr() == nil && t.CanRunOn(w.info.Kind) &&
 		!w.cx.moveReq.Load() && s.cx.n.Load() == 0 && s.cx.mon.Load() == nil && !s.stopping.Load()
+}
+
+// checkRetired refuses t when the workers left, once driven workers
+// have left the scheduler (their drivers ended, see Driver.Deinit),
+// cannot run it: a team larger than the CPU workers left, or a task no
+// worker left can run (every worker driven, every driver ended).
+func (s *Scheduler) checkRetired(t *Task) error {
+	cl := t.Codelet
+	var gone []string
+	for _, w := range s.workers {
+		if w.retired.Load() {
+			gone = append(gone, fmt.Sprint(w.info.ID))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	left := s.kinds[CPUWorker] - len(gone) // driven workers are CPU workers
+	why := fmt.Sprintf("driven worker %s left the scheduler when its driver ended (Run returned, or Deinit)", strings.Join(gone, ", "))
+	if len(gone) > 1 {
+		why = fmt.Sprintf("driven workers %s left the scheduler when their drivers ended (Run returned, or Deinit)", strings.Join(gone, ", "))
+	}
+	if t.Team > left {
+		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers left: %s", ErrBadTeam, cl.name(), t.Team, left, why)
+	}
+	if cl.Detached == nil && (cl.CPU == nil || left+s.kinds[SimWorker] == 0) && (cl.CUDA == nil || s.kinds[CUDAWorker] == 0) {
+		return fmt.Errorf("%w: task %q: no worker is left to run it: %s; submit before the drivers end, or keep one driving until Close", ErrDriver, cl.name(), why)
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ func (s *Scheduler) startTeam(t *Task) {
 // global context).
 func (s *Scheduler) poppers(c *Context) int {
 	if c == nil || c.parent == nil {
-		return len(s.workers)
+		return len(s.workers) - int(s.cx.ngone.Load()) // every worker but the retired
 	}
 	return len(*c.applied.Load())
 }
@@ -240,13 +240,25 @@ func (w *worker) runTeam(tm *team, rank int) {
 	}
 }
 
-// teamNeedError describes a parked team for ErrNoWorkers.
+// teamNeedError describes a parked team for ErrNoWorkers: the context
+// has have workers, fewer than the team task needs.
 func teamNeedError(c *Context, t *Task, have int) error {
 	advice := "give it workers (AddWorkers, MoveWorkers)"
-	if c.state.load() == ctxDeleting {
+	switch {
+	case c.parent == nil:
+		advice = "the scheduler has no more workers: a driven worker left it (see the Driver's Deinit); Close cancels the task"
+	case c.state.load() == ctxDeleting:
 		advice = giveWhileDeleting
 	}
-	return fmt.Errorf("%w: %q has a team of %d workers waiting to run %q and %d workers; %s", ErrNoWorkers, c.name, t.Team, t.Codelet.name(), have, advice)
+	return fmt.Errorf("%w: %q has %s, its team task %q needs %d; %s", ErrNoWorkers, c.name, workersN(have), t.Codelet.name(), t.Team, advice)
+}
+
+// workersN is "1 worker" or "N workers".
+func workersN(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }
 
 func (c *Context) countTeam(size, d int) {

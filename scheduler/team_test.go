@@ -73,7 +73,7 @@ func TestTeamAfterContextShrinks(t *testing.T) {
 			cancel()
 			require.ErrorIs(t, err, scheduler.ErrNoWorkers)
 			assert.Contains(t, err.Error(), `"c1"`)
-			assert.Contains(t, err.Error(), `team of 2`)
+			assert.Contains(t, err.Error(), `"c1" has 1 worker, its team task "spmd" needs 2`)
 			assert.Contains(t, err.Error(), `"spmd"`)
 
 			// Workers back: the team forms.

@@ -28,6 +28,13 @@ type worker struct {
 	// scheduler starts no goroutine for it.
 	driven bool
 	taken  atomic.Bool // its Driver was handed out
+	// dstate is a driven worker's driver state: driverNew, driverInit,
+	// driverDone (see Driver).
+	dstate atomic.Int32
+	// retired is set once a driven worker left the scheduler (its driver
+	// ended, or Close gave up on a driver never initialized): it is in
+	// no context and no policy, and runs nothing more (retire).
+	retired atomic.Bool
 	// g is the id of the goroutine the scheduler runs the worker on (0
 	// for a driven worker): a wait made there is a task's (ErrInTask).
 	g atomic.Uint64
@@ -617,4 +624,9 @@ func (w *worker) popsFrom(c *Context) bool {
 
 // appliedContext returns the innermost context the worker pops from now
 // (s.cx.target is where it is going).
-func (w *worker) appliedContext() *Context { return (*w.cx.chain.Load())[0] }
+func (w *worker) appliedContext() *Context {
+	if ch := *w.cx.chain.Load(); len(ch) > 0 {
+		return ch[0]
+	}
+	return w.s.cx.global // retired: it pops from nothing
+}
