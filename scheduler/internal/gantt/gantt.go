@@ -5,7 +5,8 @@
 // optional bands under the rows (which scheduling context each worker was
 // in). Write draws it: each bar filled with its name's colour (Colors),
 // idle time hatched, each row's utilization beside it, a time axis with
-// ticks at round values, a legend of every name, and on demand the
+// ticks at round values, a legend of every name with its runs (a team
+// task once, with its number of workers) and busy time, and on demand the
 // critical path (CriticalPath) outlined.
 //
 // The package knows nothing of the scheduler; scheduler/gantt.go converts
@@ -157,15 +158,73 @@ type drawing struct {
 	colors        map[string]string // each bar name's fill (Colors)
 }
 
-// legendEntry is one codelet name, its bar count and time.
+// legendEntry is one codelet name, its runs, the sizes of their teams
+// and their busy time (of every worker).
 type legendEntry struct {
 	name  string
-	count int
-	busy  time.Duration
+	count int // runs: a team task's bars count once
+	// minTeam and maxTeam are the least and most workers of a run (1
+	// for a task run by one worker, or a copy).
+	minTeam, maxTeam int
+	busy             time.Duration
 }
 
+// text is the entry's line: "gemm: 3 runs, 12.0 ms", and for team
+// tasks "team: 1 run (2 workers), 8.0 ms", "team: 3 runs (2 workers
+// each), ...", "team: 3 runs (1–4 workers), ...".
 func (e legendEntry) text() string {
-	return fmt.Sprintf("%s: %s, %s", e.name, count(e.count, "run"), formatDuration(e.busy))
+	team := ""
+	switch {
+	case e.maxTeam <= 1:
+	case e.minTeam != e.maxTeam:
+		team = fmt.Sprintf(" (%d–%d workers)", e.minTeam, e.maxTeam)
+	case e.count == 1:
+		team = fmt.Sprintf(" (%d workers)", e.maxTeam)
+	default:
+		team = fmt.Sprintf(" (%d workers each)", e.maxTeam)
+	}
+	return fmt.Sprintf("%s: %s%s, %s", e.name, count(e.count, "run"), team, formatDuration(e.busy))
+}
+
+// legendEntries returns the legend's entries, by name: a task's runs on
+// worker rows count once however many workers (a team) ran it; each
+// bar of a track row (a copy) is one run.
+func legendEntries(rows []Row, bars []Bar) []legendEntry {
+	type key struct {
+		name string
+		id   uint64
+	}
+	team := map[key]int{} // workers per task
+	byName := map[string]*legendEntry{}
+	for _, b := range bars {
+		e := byName[b.Name]
+		if e == nil {
+			e = &legendEntry{name: b.Name}
+			byName[b.Name] = e
+		}
+		e.busy += b.End - b.Start
+		if rows[b.Row].Track {
+			e.count++
+			e.minTeam = max(e.minTeam, 1)
+			e.maxTeam = max(e.maxTeam, 1)
+			continue
+		}
+		team[key{b.Name, b.ID}]++
+	}
+	for k, n := range team {
+		e := byName[k.name]
+		e.count++
+		if e.minTeam == 0 || n < e.minTeam {
+			e.minTeam = n
+		}
+		e.maxTeam = max(e.maxTeam, n)
+	}
+	out := make([]legendEntry, 0, len(byName))
+	for _, e := range byName {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
+	return out
 }
 
 func newDrawing(c Chart) *drawing {
@@ -214,21 +273,8 @@ func newDrawing(c Chart) *drawing {
 	d.axisY = d.top + d.rowH*float64(len(d.Rows)) + 2
 	d.total = d.left + d.width + 8 + textWidth("100.0%") + margin
 
-	byName := map[string]*legendEntry{}
-	for _, b := range d.Bars {
-		e := byName[b.Name]
-		if e == nil {
-			e = &legendEntry{name: b.Name}
-			byName[b.Name] = e
-		}
-		e.count++
-		e.busy += b.End - b.Start
-	}
-	for _, e := range byName {
-		d.legend = append(d.legend, *e)
-	}
+	d.legend = legendEntries(d.Rows, d.Bars)
 	d.colors = Colors(d.Bars, d.FirstIDs)
-	slices.SortFunc(d.legend, func(a, b legendEntry) int { return strings.Compare(a.name, b.name) })
 	for _, b := range d.Bands {
 		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
 			d.contexts = append(d.contexts, b.Name)

@@ -165,7 +165,37 @@ func TestWriteTeam(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(svg, `<rect class="critical"`), "both members")
 	assert.Contains(t, svg, "1 task on 2 workers")
 	assert.Contains(t, svg, "critical path (outlined): 1 task, ")
-	assert.Contains(t, svg, ">spmd: 2 runs, ")
+	// One task, counted once as in the title (it said "2 runs"); its
+	// busy time is both workers'.
+	assert.Contains(t, svg, ">spmd: 1 run (2 workers), 2.00 ms<")
+}
+
+// TestLegendCountsTeamsOnce: a team task's bars (one per member, one
+// ID) are one run in the legend; the entry says how many workers ran
+// them; copies on a track count one run each.
+func TestLegendCountsTeamsOnce(t *testing.T) {
+	bar := func(row int, id uint64, name string) Bar {
+		return Bar{Row: row, ID: id, Name: name, Start: time.Duration(id) * ms, End: time.Duration(id+1) * ms}
+	}
+	c := Chart{
+		Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}, {Label: "cpu2"}, {Label: "ram→dev0", Track: true}},
+		Bars: []Bar{
+			bar(0, 1, "pair"), bar(1, 1, "pair"), bar(0, 2, "pair"), bar(1, 2, "pair"), // 2 teams of 2
+			bar(0, 3, "mixed"), bar(0, 4, "mixed"), bar(1, 4, "mixed"), bar(2, 4, "mixed"), // 1 and 3 workers
+			bar(2, 5, "solo"), bar(2, 6, "solo"),
+			bar(3, 0, "copy"), bar(3, 0, "copy"), // copies: no task ID
+		},
+	}
+	svg := render(t, c)
+	for _, want := range []string{
+		">pair: 2 runs (2 workers each), 4.00 ms<",
+		">mixed: 2 runs (1–3 workers), 4.00 ms<",
+		">solo: 2 runs, 2.00 ms<",
+		">copy: 2 runs, 2.00 ms<",
+		"6 tasks on 3 workers",
+	} {
+		assert.Contains(t, svg, want)
+	}
 }
 
 func TestWriteEmpty(t *testing.T) {
