@@ -400,6 +400,7 @@ func TestRelaySignals(t *testing.T) {
 	sigs <- syscall.SIGTERM // microseconds later: timeout's second
 	<-ctx.Done()
 	assert.Equal(t, syscall.SIGTERM, signalOf(ctx))
+	assert.ErrorIs(t, context.Cause(ctx), context.Canceled, "a stop is a cancellation")
 	sigs <- syscall.SIGINT // the sends are unbuffered: it has been read
 	assert.Empty(t, again, "within the window: the same stop")
 	elapsed.Store(int64(repeatWindow))

@@ -24,6 +24,12 @@ type stopSignal struct{ sig os.Signal }
 
 func (s *stopSignal) Error() string { return fmt.Sprintf("pzrun: %v received", s.sig) }
 
+// Is reports whether target is context.Canceled: a stop is a
+// cancellation (as runtimeview.SignalError is), so what it ends reports
+// the plain cancellation (the distributed scheduler's WaitAll lists no
+// pending transfers then).
+func (s *stopSignal) Is(target error) bool { return target == context.Canceled }
+
 // signalOf returns the signal that ended ctx, or nil when ctx is not done
 // or ended otherwise.
 func signalOf(ctx context.Context) os.Signal {

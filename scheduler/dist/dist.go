@@ -1016,41 +1016,56 @@ func (d *Scheduler) watch(cancel context.CancelCauseFunc) (stop func()) {
 	}
 }
 
-// explain says what this rank's transfers in flight wait for: a
-// receive waits for its source rank to send, named first.
+// explain says what this rank's transfers in flight wait for: the
+// receives (each waits for its source rank to send) first, then the
+// sends.
 func (d *Scheduler) explain() string {
 	d.failMu.Lock()
-	var what []string
+	var recvs, sends []string
 	from := map[int]bool{}
 	for _, x := range d.xfers {
 		if x.from >= 0 {
 			from[x.from] = true
 			// what is "receiving H from rank R"; say what is waited for.
-			what = append(what, fmt.Sprintf("waits for rank %d to send %s", x.from, strings.TrimSuffix(strings.TrimPrefix(x.what, "receiving "), fmt.Sprintf(" from rank %d", x.from))))
+			recvs = append(recvs, fmt.Sprintf("waits for rank %d to send %s", x.from, strings.TrimSuffix(strings.TrimPrefix(x.what, "receiving "), fmt.Sprintf(" from rank %d", x.from))))
 			continue
 		}
-		what = append(what, x.what)
+		sends = append(sends, x.what)
 	}
 	d.failMu.Unlock()
-	if len(what) == 0 {
+	n := len(recvs) + len(sends)
+	if n == 0 {
 		return fmt.Sprintf("rank %d has no transfer in flight (its own tasks are running or waiting for each other)", d.rank)
 	}
-	slices.Sort(what)
-	n := len(what)
+	slices.Sort(recvs)
+	slices.Sort(sends)
+	what := append(recvs, sends...)
 	const most = 8
 	more := ""
 	if len(what) > most {
 		more = fmt.Sprintf(" and %d more", len(what)-most)
 		what = what[:most]
 	}
-	peers := ""
-	if len(from) > 0 {
+	var kinds []string
+	if len(recvs) > 0 {
 		ranks := slices.Sorted(maps.Keys(from))
 		names := make([]string, len(ranks))
 		for i, r := range ranks {
 			names[i] = fmt.Sprint(r)
 		}
-		peers = fmt.Sprintf(" (receives from rank %s)", strings.Join(names, ", "))
+		kinds = append(kinds, fmt.Sprintf("%s from rank %s", count(len(recvs), "receive"), strings.Join(names, ", ")))
 	}
-	return fmt.Sprintf("rank %d waits for %d transfers%s: %s%s", d.rank, n, peers, strings.Join(what, "; "), more)
+	if len(sends) > 0 {
+		kinds = append(kinds, count(len(sends), "send"))
+	}
+	return fmt.Sprintf("rank %d waits for %s (%s): %s%s", d.rank, count(n, "transfer"), strings.Join(kinds, ", "), strings.Join(what, "; "), more)
+}
+
+// count returns n and the noun, in the plural unless n is 1: "1
+// transfer", "3 receives".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

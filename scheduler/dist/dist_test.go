@@ -1393,7 +1393,10 @@ func TestDistributions(t *testing.T) {
 	assert.Equal(t, 3, bc.Owner(1, 0))
 	assert.Equal(t, 5, bc.Owner(3, 2))
 	require.NoError(t, bc.Check(6))
-	require.ErrorIs(t, bc.Check(4), dist.ErrDistribution)
+	err := bc.Check(4)
+	require.ErrorIs(t, err, dist.ErrDistribution)
+	assert.Contains(t, err.Error(), "P*Q must equal the rank count (dist.Grid(n) gives the most square P x Q for n ranks)")
+	assert.NotContains(t, err.Error(), "pzrun", "a library error speaks of the Go API")
 	c1 := dist.Cyclic1D(4, 3)
 	assert.Equal(t, 2, c1.Owner(1, 1)) // (1*4+1) mod 3
 	require.ErrorIs(t, c1.Check(2), dist.ErrDistribution)

@@ -22,7 +22,7 @@ func (b blockCyclic) Owner(i, j int) int { return (i%b.p)*b.q + j%b.q }
 
 func (b blockCyclic) Check(size int) error {
 	if b.p < 1 || b.q < 1 || b.p*b.q != size {
-		return fmt.Errorf("%w: a %d x %d process grid for %d ranks: P*Q must equal the rank count (pzrun: -grid PxQ, or leave it out for the most square grid; dist.Grid)", ErrDistribution, b.p, b.q, size)
+		return fmt.Errorf("%w: a %d x %d process grid for %d ranks: P*Q must equal the rank count (dist.Grid(n) gives the most square P x Q for n ranks)", ErrDistribution, b.p, b.q, size)
 	}
 	return nil
 }

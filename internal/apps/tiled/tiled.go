@@ -179,7 +179,7 @@ func PrepareGrid(ranks int, p, q *int) error {
 		*p, *q = dist.Grid(ranks)
 	}
 	if err := dist.BlockCyclic2D(*p, *q).Check(ranks); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadOptions, err)
+		return fmt.Errorf("%w: %w (-grid PxQ, or leave it out for the most square grid)", ErrBadOptions, err)
 	}
 	return nil
 }
