@@ -60,6 +60,9 @@ func TestCloseCancelsTagWaitWording(t *testing.T) {
 	msg := task.Err().Error()
 	assert.Equal(t, `scheduler: task "ok" canceled at Close: it waited, itself or through a task it depends on, for a task never submitted: the scheduler closed, and no task carries tag 12345`, msg)
 	assert.NotContains(t, msg, "failed")
+	// Close's summary line leaves the why to the first task's error.
+	assert.Contains(t, err.Error(), "1 task not run (the first canceled, in completion order: "+msg)
+	assert.NotContains(t, err.Error(), "depend on failed")
 }
 
 // After Close, NewContext and the other context calls name the context

@@ -39,7 +39,9 @@ func (l *errorLog) take(of string) error {
 	defer l.mu.Unlock()
 	errs := collapse(l.errs)
 	if l.canceled > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d tasks%s not run because a task they depend on failed or their CancelOn context ended (the first canceled, in completion order: %v)", ErrCanceled, l.canceled, of, l.firstCanc))
+		// Why is the first's to say: a failed task they depend on, a
+		// CancelOn context, or Close (a wait for a task never submitted).
+		errs = append(errs, fmt.Errorf("%w: %s%s not run (the first canceled, in completion order: %v)", ErrCanceled, tasks(int64(l.canceled)), of, l.firstCanc))
 	}
 	l.errs, l.canceled, l.firstCanc = nil, 0, nil
 	return errors.Join(errs...)
