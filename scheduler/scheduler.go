@@ -270,7 +270,11 @@ func (s *Scheduler) Policy() string { return s.policy.Name() }
 // WaitAll blocks until every task submitted so far (and every task they
 // release) has completed, or ctx ends. It returns the errors of the
 // tasks that failed since the previous WaitAll, joined, plus one error
-// wrapping ErrCanceled that counts the tasks canceled because of them.
+// wrapping ErrCanceled that counts the tasks canceled because of them:
+// every failure, also one that a Task.Wait or a Synchronous Submit has
+// returned already (a failure is never lost for want of a Wait). The
+// failures go to the WaitAll that takes them: with several WaitAll
+// calls at once, each failure is returned by one of them.
 // With a ctx carrying a scheduling context (Within), it waits for that
 // context's tasks only (Context.WaitAll), as StarPU's
 // starpu_task_wait_for_all does within starpu_sched_ctx_set_context.
