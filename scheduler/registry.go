@@ -137,7 +137,7 @@ func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 		}
 		o := r.spans[j].h
 		if o.s == s {
-			return fmt.Errorf("%w: %v overlaps %v, registered with the same scheduler (%d); unregister it first, or Partition it and use its tiles", ErrOverlap, h, o, s.id)
+			return fmt.Errorf("%w: %v overlaps %v, registered with the same scheduler: %s", ErrOverlap, h, o, overlapFix(o))
 		}
 		return fmt.Errorf("%w: %v for scheduler %d overlaps %v registered with scheduler %d of this process (in-process ranks share memory: give each rank its own data, or unregister it there first)", ErrOverlap, h, s.id, o, o.s.id)
 	}
@@ -147,6 +147,16 @@ func (s *Scheduler) addSpan(h *Handle, v reflect.Value) error {
 	r.longest = max(r.longest, sp.hi-sp.lo)
 	h.span = sp
 	return nil
+}
+
+// overlapFix says what to do instead of registering memory that o,
+// registered with the same scheduler, holds: a value can only be used
+// whole; a vector or matrix can also be cut into tiles.
+func overlapFix(o *Handle) string {
+	if o.kind == kindValue {
+		return "use that handle, or unregister it first"
+	}
+	return "use that handle, Partition it and use the tiles over this memory, or unregister it first"
 }
 
 // removeSpan releases h's memory.

@@ -56,6 +56,43 @@ func TestOverlapAcrossSchedulers(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestOverlapMessageByKind: registering memory twice with one scheduler
+// says what to do for the kind of the handle registered first: a value
+// cannot be partitioned (the message suggested it), a vector or a
+// matrix can; the message carries no unexplained scheduler number.
+func TestOverlapMessageByKind(t *testing.T) {
+	s := newSched(t, scheduler.WithWorkers(1))
+	var x float64
+	_, err := s.RegisterValue(&x, scheduler.Named("x"))
+	require.NoError(t, err)
+	_, err = s.RegisterValue(&x, scheduler.Named("x-again"))
+	require.ErrorIs(t, err, scheduler.ErrOverlap)
+	assert.Contains(t, err.Error(), `handle "x-again" overlaps handle "x", registered with the same scheduler: use that handle, or unregister it first`)
+	assert.NotContains(t, err.Error(), "Partition")
+	assert.NotContains(t, err.Error(), "(1)")
+
+	vec := make([]float64, 8)
+	_, err = s.RegisterVector(vec, scheduler.Named("vec"))
+	require.NoError(t, err)
+	mat := make([]float64, 16)
+	_, err = s.RegisterMatrix(mat, 4, 4, scheduler.Named("mat"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		what, first string
+		register    func() error
+	}{
+		{"a value in a vector", "vec", func() error { _, err := s.RegisterValue(&vec[3]); return err }},
+		{"a part of a vector", "vec", func() error { _, err := s.RegisterVector(vec[2:4]); return err }},
+		{"a matrix's rows", "mat", func() error { _, err := s.RegisterMatrix(mat[4:], 2, 4); return err }},
+		{"a vector over a matrix", "mat", func() error { _, err := s.RegisterVector(mat); return err }},
+	} {
+		err := tc.register()
+		require.ErrorIs(t, err, scheduler.ErrOverlap, tc.what)
+		assert.Contains(t, err.Error(), `overlaps handle "`+tc.first+`", registered with the same scheduler: use that handle, Partition it and use the tiles over this memory, or unregister it first`, tc.what)
+		assert.NotContains(t, err.Error(), "(1)", tc.what)
+	}
+}
+
 // TestOverlapSliceAndMapValues: a slice or a map registered as a value
 // is memory a writer changes in place, like a pointer's: registering it
 // beside a vector over the same memory, or twice, is refused; after
