@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/pzgo/pz/internal/ctxerr"
 )
 
 // NBC runs one rank's non-blocking collectives for a backend. Each is the
@@ -190,7 +192,7 @@ func (n *NBC) WaitIdle(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("comm: %s is still running: %w", running, context.Cause(ctx))
+			return fmt.Errorf("comm: %s is still running: %w", running, ctxerr.Of(ctx, ErrBroken))
 		case <-time.After(pause):
 		}
 	}
@@ -271,7 +273,7 @@ func (o *nbcOp) Wait(ctx context.Context) (Status, error) {
 	case <-o.done:
 		return Status{}, o.err
 	case <-ctx.Done():
-		return Status{}, fmt.Errorf("comm: %s on rank %d: Wait: %w", o.call, o.rank, context.Cause(ctx))
+		return Status{}, fmt.Errorf("comm: %s on rank %d: Wait: %w", o.call, o.rank, ctxerr.Of(ctx, ErrBroken))
 	}
 }
 

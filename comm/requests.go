@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"runtime"
 	"time"
+
+	"github.com/pzgo/pz/internal/ctxerr"
 )
 
 // Notifier is implemented by requests that announce their completion on a
@@ -101,7 +103,7 @@ func WaitAllInto(ctx context.Context, reqs []Request, sts []Status) error {
 		st, err := r.Wait(ctx)
 		if err != nil && ctx.Err() != nil {
 			if done, _, _ := r.Test(); !done {
-				return fmt.Errorf("comm: WaitAll: request %d: %w", i, context.Cause(ctx))
+				return fmt.Errorf("comm: WaitAll: request %d: %w", i, ctxerr.Of(ctx, ErrBroken))
 			}
 		}
 		reqs[i] = nil
@@ -200,7 +202,7 @@ func (p setPoller) poll(ctx context.Context, call string, test func() bool) erro
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
+			return fmt.Errorf("comm: %s: %w", call, ctxerr.Of(ctx, ErrBroken))
 		}
 		if i < setSpins {
 			runtime.Gosched()
@@ -255,7 +257,7 @@ func waitSet(ctx context.Context, call string, reqs []Request) error {
 			}
 		}
 		if i, _, _ := reflect.Select(cases); i == 0 {
-			return fmt.Errorf("comm: %s: %w", call, context.Cause(ctx))
+			return fmt.Errorf("comm: %s: %w", call, ctxerr.Of(ctx, ErrBroken))
 		}
 		return nil
 	}

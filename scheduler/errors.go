@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/pzgo/pz/internal/ctxerr"
 )
 
 // Sentinel errors. Each is wrapped with details naming the codelet, handle
@@ -227,10 +229,4 @@ func (e *canceledError) Unwrap() []error { return []error{ErrCanceled, e.cause} 
 // ctxErr is ctx's error, with its cause when the context was canceled with
 // one (context.WithCancelCause): errors.Is still finds context.Canceled,
 // and the message says why.
-func ctxErr(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%w: %w", err, cause)
-	}
-	return err
-}
+func ctxErr(ctx context.Context) error { return ctxerr.Of(ctx) }

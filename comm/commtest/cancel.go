@@ -15,7 +15,40 @@ func cancelCases() []Case {
 		{"Cancel/Matched", cancelMatchedCase},
 		{"Cancel/WhileWaiting", cancelWhileWaitingCase},
 		{"Cancel/Persistent", cancelPersistentCase},
+		{"Cancel/ContextCause", cancelContextCauseCase},
 	}
+}
+
+// cancelContextCauseCase waits for an unmatched receive with a context
+// the program canceled with a cause (context.WithCancelCause): Wait
+// returns an error that errors.Is finds both as context.Canceled and as
+// the cause, on every backend; the receive stays posted, and the
+// message sent afterwards completes it.
+func cancelContextCauseCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag = 35
+	got := make([]float64, 3)
+	r, err := comm.Irecv(c, got, prev, tag)
+	if err != nil {
+		return fmt.Errorf("Irecv: %w", err)
+	}
+	stop := errors.New("user pressed stop")
+	cctx, cancel := context.WithCancelCause(ctx)
+	cancel(stop)
+	if _, err := r.Wait(cctx); !errors.Is(err, context.Canceled) || !errors.Is(err, stop) {
+		return fmt.Errorf("Wait with a context canceled with a cause: %v; want an error wrapping context.Canceled and the cause", err)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return err
+	}
+	if err := comm.Send(ctx, c, []float64{1, 2, float64(me)}, next, tag); err != nil {
+		return fmt.Errorf("Send: %w", err)
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		return fmt.Errorf("Wait after the send: %w", err)
+	}
+	return sameSlice("the receive completed after the canceled Wait", got, []float64{1, 2, float64(prev)})
 }
 
 // cancelCounts are the message lengths (float64s) of the cancel cases:

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/ctxerr"
 	"github.com/pzgo/pz/internal/spin"
 )
 
@@ -507,7 +508,7 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args
 	c.seq++
 	k = c.seq
 	if err := ctx.Err(); err != nil {
-		return 0, nil, c.abandonArrival(call, k, context.Cause(ctx))
+		return 0, nil, c.abandonArrival(call, k, ctxerr.Of(ctx, comm.ErrBroken))
 	}
 	a = &c.g.slots[c.rank].a[k&1]
 	a.argErr = nil
@@ -775,7 +776,7 @@ func (c *rankComm) waitArrivals(ctx context.Context, call comm.Call, k uint64) e
 		return nil
 	}
 	if err == errCtx {
-		err = context.Cause(ctx)
+		err = ctxerr.Of(ctx, comm.ErrBroken)
 	}
 	return c.abandonArrival(call, k, err)
 }
@@ -817,7 +818,7 @@ func (c *rankComm) arriveCounted(ctx context.Context, call comm.Call, k uint64) 
 		}
 	}
 	if err == errCtx {
-		err = context.Cause(ctx)
+		err = ctxerr.Of(ctx, comm.ErrBroken)
 	}
 	return c.abandonArrival(call, k, err)
 }
@@ -883,7 +884,7 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 	w := cond{kind: condCounter, v: &g.committed, target: target}
 	cause := c.spinWait(ctx.Done(), true, &w)
 	if cause == errCtx {
-		cause = context.Cause(ctx)
+		cause = ctxerr.Of(ctx, comm.ErrBroken)
 	}
 	for {
 		v := g.committed.Load()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/ctxerr"
 	"github.com/pzgo/pz/internal/spin"
 )
 
@@ -318,7 +319,7 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 		return m.failed(call, c.rank, dest)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, c.rank, dest, context.Cause(ctx))
+		return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, c.rank, dest, ctxerr.Of(ctx, comm.ErrBroken))
 	}
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
@@ -415,7 +416,7 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 	case m := <-p.handoff:
 		return c.handedOff(call, p, m, into, dst)
 	case <-ctx.Done():
-		cause = context.Cause(ctx)
+		cause = ctxerr.Of(ctx, comm.ErrBroken)
 	case <-c.g.brk.ch:
 		cause = c.g.brk.broken()
 	case <-c.g.w.brk.ch:
@@ -660,7 +661,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	case <-r.Done():
 		return r.result()
 	case <-ctx.Done():
-		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, context.Cause(ctx))
+		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, ctxerr.Of(ctx, comm.ErrBroken))
 	case <-r.c.g.brk.ch:
 		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, r.c.g.brk.broken())
 	case <-r.c.g.w.brk.ch:
@@ -1000,7 +1001,7 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			cause = context.Cause(ctx)
+			cause = ctxerr.Of(ctx, comm.ErrBroken)
 		case <-c.g.brk.ch:
 			cause = c.g.brk.broken()
 		case <-c.g.w.brk.ch:

@@ -2,6 +2,7 @@ package dist_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -429,4 +430,56 @@ func TestCanceledReceiveThatCannotEnd(t *testing.T) {
 	require.ErrorContains(t, waitErr, "canceled receives had begun to arrive and did not end within 200ms")
 	require.ErrorContains(t, waitErr, `receiving handle #0`)
 	require.NoError(t, closeErr, "Close: the receive was abandoned by WaitAll, nothing left to wait for")
+}
+
+// In process, a rank that returns its WaitAll error breaks the world,
+// which cancels every rank's context: a rank still in WaitAll then
+// answers with the departure that started it all ("rank 1 left
+// WaitAll"), as the ranks that heard it first do, not "context canceled:
+// comm: communicator broken: rank 2 failed: ..." wrapping it (one run in
+// two did, and matched context.Canceled).
+func TestBreakAfterDepartureNamesTheDeparture(t *testing.T) {
+	for i := range 20 {
+		release := make(chan struct{})
+		block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+		errs := make([]error, 3)
+		_ = runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
+			hs, err := onePerRank[int64](d, 4)
+			if err != nil {
+				return err
+			}
+			// "stop", run by rank 1 (hs[1]'s owner), cancels rank 1's
+			// WaitAll with a cause of the program's.
+			wctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := &scheduler.Codelet{Name: "stop", CPU: func(*scheduler.Call) error {
+				cancel(errors.New("user pressed stop"))
+				return nil
+			}}
+			if err := d.Submit(ctx, stop, dist.RW(hs[1])); err != nil {
+				return err
+			}
+			// Every rank's next task needs rank 0's blocked data.
+			if err := d.Submit(ctx, block, dist.RW(hs[0])); err != nil {
+				return err
+			}
+			for r := 1; r < 3; r++ {
+				if err := d.Submit(ctx, apply, dist.RW(hs[r]), dist.R(hs[0]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+					return err
+				}
+			}
+			errs[d.Rank()] = d.WaitAll(wctx)
+			if d.Rank() == 0 {
+				close(release)
+			}
+			return errs[d.Rank()]
+		})
+		require.ErrorIs(t, errs[1], context.Canceled, "round %d", i)
+		for _, r := range []int{0, 2} {
+			require.ErrorIs(t, errs[r], dist.ErrRankFailed, "round %d rank %d", i, r)
+			assert.NotErrorIs(t, errs[r], context.Canceled, "round %d rank %d: %v", i, r, errs[r])
+			assert.Contains(t, errs[r].Error(), "rank 1 left WaitAll", "round %d rank %d", i, r)
+			assert.NotContains(t, errs[r].Error(), "context canceled: comm: communicator broken", "round %d rank %d", i, r)
+		}
+	}
 }

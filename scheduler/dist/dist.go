@@ -836,6 +836,24 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	cause := context.Cause(wctx)
 	canceled := errors.Is(cause, context.Canceled)
 	wcancel(nil)
+	if lerr != nil && gaveUp && ctx.Err() != nil && errors.Is(context.Cause(ctx), comm.ErrBroken) {
+		// In process, a rank that returned broke the world, which ended
+		// every rank's context: why it returned (it left WaitAll, or told
+		// of a failure) is the answer, as on the ranks that heard it
+		// before the break, not "context canceled" wrapping the break.
+		err := d.heardDeparture()
+		if err == nil {
+			err = d.failure()
+		}
+		if err == nil {
+			err = context.Cause(ctx)
+		}
+		err = fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+		if d.size > 1 {
+			err = d.leave(err, err, "")
+		}
+		return err
+	}
 	if lerr != nil && gaveUp {
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, lerr)
 		if ctx.Err() == nil && errors.Is(cause, ErrStalled) {
