@@ -10,31 +10,49 @@ import (
 )
 
 // A chart's first codelets take the colours of codeletPalette in turn
-// (Colors), far apart by design; past those, a name takes a slot of a
-// grid of hue slots × lightness levels in CIELCh (the polar form of
-// CIELAB, where equal distances look about equally different), so that
-// any two slots are clearly apart. A name picks its slot by hash (Color),
-// then the next one no other name of the chart has.
+// (Colors), far apart by design; past those, a name takes a slot: a
+// cell of a grid of hue slots × lightness levels in CIELCh (the polar
+// form of CIELAB, where equal distances look about equally different),
+// so that any two slots are clearly apart, among the cells far enough
+// from the palette's colours (paletteApart) and from the failed tasks'
+// red (failedApart), so that a hashed colour is never mistaken for a
+// palette colour of the same chart nor for a failure. A name picks its
+// slot by hash (Color), then the next one no other name of the chart
+// has.
 const (
 	hueSlots    = 12   // 30° apart
 	lightLevels = 4    // see level
 	chroma      = 50.0 // CIELAB chroma before gamut clipping
+	// paletteApart is the least CIELAB distance (CIE76 ΔE) of a slot's
+	// colour from each of codeletPalette's: "fails" in #438032 beside
+	// the palette's #59a14f (12.5 apart) looked the same green.
+	paletteApart = 18
+	// failedApart is the least distance of a slot's colour from
+	// failedColor, as for the palette: "panics" in #bf4a5e (35 apart)
+	// looked like a failure.
+	failedApart = 40
 	// colorSalt seeds the name hash. It was chosen (TestFindColorSalt)
 	// so that the codelet names of pz's apps and the usual tile-kernel
 	// names (knownNames in color_test.go) all fall in different slots,
 	// and the kernels of one factorization far apart. Other names may
 	// share a slot, as any hash into a finite set collides; the bar
 	// labels and tooltips tell them apart.
-	colorSalt = 9024797
+	colorSalt = 1731458298
 )
+
+// slotCells are the grid cells (hue slot·lightLevels + level) that are
+// slots: those at least paletteApart from every palette colour and
+// failedApart from failedColor (TestSlotCells computes them again).
+var slotCells = [...]int{3, 7, 8, 9, 10, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29, 30, 31, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47}
 
 // level returns the CIELAB lightness of level i, 12 apart: from dark
 // enough to stand out against the white background to light enough to
 // differ from the darkest.
 func level(i int) float64 { return 48 + 12*float64(i) }
 
-// Slots returns the number of distinct codelet colours.
-func Slots() int { return hueSlots * lightLevels }
+// Slots returns the number of distinct codelet colours past the
+// palette.
+func Slots() int { return len(slotCells) }
 
 // Slot returns the palette slot of name, in [0, Slots()).
 func Slot(name string) int {
@@ -116,13 +134,36 @@ func Colors(bars []Bar, firsts map[string]uint64) map[string]string {
 	return out
 }
 
-// SlotColor returns the colour of palette slot k as "#rrggbb": hue
-// 15° + 30°·(k/4), lightness level k%4. Any two slots are at least 11
-// apart in CIELAB (CIE76 ΔE; TestSlotsApart).
+// SlotColor returns the colour of slot k as "#rrggbb": that of its
+// grid cell (cellColor). Any two slots are at least 11 apart in CIELAB
+// (CIE76 ΔE; TestSlotsApart), and each at least paletteApart from the
+// palette's colours and failedApart from the failure red
+// (TestSlotsAvoidPaletteAndFailure).
 func SlotColor(k int) string {
 	k = ((k % Slots()) + Slots()) % Slots()
-	hue := 15 + float64(k/lightLevels)*360/hueSlots
-	return lchHex(level(k%lightLevels), chroma, hue)
+	return cellColor(slotCells[k])
+}
+
+// cellColor returns the colour of grid cell c: hue 15° + 30°·(c/4),
+// lightness level c%4.
+func cellColor(c int) string {
+	hue := 15 + float64(c/lightLevels)*360/hueSlots
+	return lchHex(level(c%lightLevels), chroma, hue)
+}
+
+// isSlotCell reports whether grid cell c's colour is far enough from
+// the palette's and the failure red to be a slot.
+func isSlotCell(c int) bool {
+	col := cellColor(c)
+	if deltaE(col, failedColor) < failedApart {
+		return false
+	}
+	for _, p := range codeletPalette {
+		if deltaE(col, p) < paletteApart {
+			return false
+		}
+	}
+	return true
 }
 
 // hash64 is FNV-1a of name after the salt, with a final avalanche
@@ -193,6 +234,40 @@ func labRGB(l, a, b float64) (r, g, bl float64, ok bool) {
 		return 1.055*math.Pow(v, 1/2.4) - 0.055
 	}
 	return gam(lr), gam(lg), gam(lb), ok
+}
+
+// hexLab converts "#rrggbb" to CIELAB (D65): the inverse of labRGB,
+// for distances between colours.
+func hexLab(hex string) (l, a, b float64) {
+	var r8, g8, b8 int
+	fmt.Sscanf(hex, "#%02x%02x%02x", &r8, &g8, &b8)
+	lin := func(c int) float64 {
+		v := float64(c) / 255
+		if v <= 0.04045 {
+			return v / 12.92
+		}
+		return math.Pow((v+0.055)/1.055, 2.4)
+	}
+	lr, lg, lb := lin(r8), lin(g8), lin(b8)
+	x := (0.4124564*lr + 0.3575761*lg + 0.1804375*lb) / 0.95047
+	y := 0.2126729*lr + 0.7151522*lg + 0.0721750*lb
+	z := (0.0193339*lr + 0.1191920*lg + 0.9503041*lb) / 1.08883
+	f := func(t float64) float64 {
+		const d = 6.0 / 29
+		if t > d*d*d {
+			return math.Cbrt(t)
+		}
+		return t/(3*d*d) + 4.0/29
+	}
+	fx, fy, fz := f(x), f(y), f(z)
+	return 116*fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+}
+
+// deltaE is the CIE76 distance between two "#rrggbb" colours.
+func deltaE(c1, c2 string) float64 {
+	l1, a1, b1 := hexLab(c1)
+	l2, a2, b2 := hexLab(c2)
+	return math.Sqrt((l1-l2)*(l1-l2) + (a1-a2)*(a1-a2) + (b1-b2)*(b1-b2))
 }
 
 // lighten mixes the "#rrggbb" colour c with white, f of white.

@@ -6,7 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +60,47 @@ func TestSlotsApart(t *testing.T) {
 	for i := range Slots() {
 		for j := i + 1; j < Slots(); j++ {
 			assert.GreaterOrEqual(t, deltaE(SlotColor(i), SlotColor(j)), float64(minDeltaE), "slots %d %s and %d %s", i, SlotColor(i), j, SlotColor(j))
+		}
+	}
+}
+
+// TestSlotCells: the slots are the grid's cells far enough from the
+// palette and the failure red, none left out.
+func TestSlotCells(t *testing.T) {
+	var cells []int
+	for c := range hueSlots * lightLevels {
+		if isSlotCell(c) {
+			cells = append(cells, c)
+		}
+	}
+	assert.Equal(t, cells, slotCells[:])
+	assert.GreaterOrEqual(t, Slots(), len(knownNames), "a slot for each known name")
+}
+
+// TestSlotsAvoidPaletteAndFailure is the regression test for a chart
+// whose ninth codelet, "fails", was drawn in #438032 beside the
+// palette's green #59a14f (ΔE 12.5), and one whose "panics" was drawn
+// in a red (#bf4a5e) like the failed tasks' outline: every slot's
+// colour is clearly apart from the palette's and from the failure red,
+// as in a chart with more codelets than the palette.
+func TestSlotsAvoidPaletteAndFailure(t *testing.T) {
+	for k := range Slots() {
+		c := SlotColor(k)
+		assert.GreaterOrEqual(t, deltaE(c, failedColor), float64(failedApart), "slot %d %s vs the failure red", k, c)
+		for _, p := range codeletPalette {
+			assert.GreaterOrEqual(t, deltaE(c, p), float64(paletteApart), "slot %d %s vs palette %s", k, c, p)
+		}
+	}
+	var bars []Bar
+	names := []string{"k0", "k1", "kernel_2", "k3", "k4", "k5", "k6", "k7", "fails", "panics", "ok", "retry"}
+	for i, n := range names {
+		bars = append(bars, Bar{ID: uint64(i), Name: n})
+	}
+	cs := Colors(bars, nil)
+	for _, n := range names[len(codeletPalette):] {
+		assert.GreaterOrEqual(t, deltaE(cs[n], failedColor), float64(failedApart), "%s %s vs the failure red", n, cs[n])
+		for _, p := range names[:len(codeletPalette)] {
+			assert.GreaterOrEqual(t, deltaE(cs[n], cs[p]), float64(paletteApart), "%s %s vs %s %s", n, cs[n], p, cs[p])
 		}
 	}
 }
@@ -213,41 +258,80 @@ func contrastWithBlack(c string) float64 {
 	return (y + 0.05) / 0.05
 }
 
-// TestFindColorSalt, with PZ_GANTT_FIND_SALT=1, lists the salts under
-// which knownNames fall in different slots and each kernel family's
-// colours are at least 25 apart: the search that chose colorSalt (the
-// first 10^8 salts take a few minutes). Changing colorSalt changes every
-// codelet's colour.
+// TestFindColorSalt, with PZ_GANTT_FIND_SALT=1, finds the first salt
+// under which knownNames fall in different slots and each kernel
+// family's colours are at least 25 apart: the search that chose
+// colorSalt (with the 37 slots, the first is past 1.7·10^9, about 5
+// minutes on two cores; PZ_GANTT_FIND_SALT=N starts at N). Changing
+// colorSalt, or the slots, changes every hashed codelet's colour.
 func TestFindColorSalt(t *testing.T) {
-	if os.Getenv("PZ_GANTT_FIND_SALT") == "" {
+	env := os.Getenv("PZ_GANTT_FIND_SALT")
+	if env == "" {
 		t.Skip("set PZ_GANTT_FIND_SALT=1 to search")
 	}
+	from, _ := strconv.ParseUint(env, 10, 64)
 	n := uint64(Slots())
-	var de [hueSlots * lightLevels][hueSlots * lightLevels]float64
+	require.LessOrEqual(t, n, uint64(64), "the search marks used slots in a uint64")
+	de := make([][]float64, n)
 	for i := range de {
+		de[i] = make([]float64, n)
 		for j := range de[i] {
 			de[i][j] = deltaE(SlotColor(i), SlotColor(j))
 		}
 	}
-	for salt := uint64(0); salt < 1e8; salt++ {
-		used := make([]bool, n)
-		ok := true
+	ok := func(salt uint64) bool {
+		var used uint64
 		for _, name := range knownNames {
 			k := hash64(name, salt) % n
-			ok = ok && !used[k]
-			used[k] = true
+			if used&(1<<k) != 0 {
+				return false
+			}
+			used |= 1 << k
 		}
 		for _, f := range kernelFamilies {
 			for i := range f {
-				for j := i + 1; j < len(f) && ok; j++ {
-					ok = de[hash64(f[i], salt)%n][hash64(f[j], salt)%n] >= familyDeltaE
+				for j := i + 1; j < len(f); j++ {
+					if de[hash64(f[i], salt)%n][hash64(f[j], salt)%n] < familyDeltaE {
+						return false
+					}
 				}
 			}
 		}
-		if ok {
-			t.Log("salt", salt)
+		return true
+	}
+	workers := uint64(runtime.GOMAXPROCS(0))
+	found := make([]uint64, workers)
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for salt := from + w; salt < from+1e10 && !done.Load(); salt += workers {
+				if ok(salt) {
+					found[w] = salt
+					done.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The lowest found; a worker that stopped early may have missed a
+	// lower one by at most workers-1 salts each: check them.
+	best := uint64(0)
+	for _, f := range found {
+		if f != 0 && (best == 0 || f < best) {
+			best = f
 		}
 	}
+	for salt := max(from, best-min(best, workers*workers)); salt < best; salt++ {
+		if ok(salt) {
+			best = salt
+			break
+		}
+	}
+	t.Log("salt", best)
 }
 
 func assertDistinct(t *testing.T, color func(string) string, names []string, least float64) {
@@ -262,50 +346,19 @@ func assertDistinct(t *testing.T, color func(string) string, names []string, lea
 
 // TestColorStable pins a few colours: a codelet keeps its colour from
 // one chart to the next, and from one version of pz to the next; a
-// change to the palette or the salt shows here.
+// change to the palette, the slots or the salt shows here. (They
+// changed when the slots near the palette and the failure red were
+// dropped: gemm's was #ff909d, 6 from the palette's pink.)
 func TestColorStable(t *testing.T) {
 	for name, want := range map[string]string{
-		"gemm":              "#ff909d",
-		"trsmL":             "#6c8ee6",
-		"potrf":             "#fa8dc9",
-		"cholesky_gemm_f32": "#00825f",
-		"cholesky_trsm_f32": "#bf4a5e",
+		"gemm":              "#c6d0ff",
+		"trsmL":             "#a3e28d",
+		"potrf":             "#d8d674",
+		"cholesky_gemm_f32": "#fa8dc9",
+		"cholesky_trsm_f32": "#62e9b8",
 	} {
 		assert.Equal(t, want, Color(name), name)
 	}
-}
-
-// hexLab converts "#rrggbb" to CIELAB (D65), for distance checks.
-func hexLab(hex string) (l, a, b float64) {
-	var r8, g8, b8 int
-	fmt.Sscanf(hex, "#%02x%02x%02x", &r8, &g8, &b8)
-	lin := func(c int) float64 {
-		v := float64(c) / 255
-		if v <= 0.04045 {
-			return v / 12.92
-		}
-		return math.Pow((v+0.055)/1.055, 2.4)
-	}
-	lr, lg, lb := lin(r8), lin(g8), lin(b8)
-	x := (0.4124564*lr + 0.3575761*lg + 0.1804375*lb) / 0.95047
-	y := 0.2126729*lr + 0.7151522*lg + 0.0721750*lb
-	z := (0.0193339*lr + 0.1191920*lg + 0.9503041*lb) / 1.08883
-	f := func(t float64) float64 {
-		const d = 6.0 / 29
-		if t > d*d*d {
-			return math.Cbrt(t)
-		}
-		return t/(3*d*d) + 4.0/29
-	}
-	fx, fy, fz := f(x), f(y), f(z)
-	return 116*fy - 16, 500 * (fx - fy), 200 * (fy - fz)
-}
-
-// deltaE is the CIE76 distance between two "#rrggbb" colours.
-func deltaE(c1, c2 string) float64 {
-	l1, a1, b1 := hexLab(c1)
-	l2, a2, b2 := hexLab(c2)
-	return math.Sqrt((l1-l2)*(l1-l2) + (a1-a2)*(a1-a2) + (b1-b2)*(b1-b2))
 }
 
 // TestBandColorsDistinct: the states of one chart's bands (the
