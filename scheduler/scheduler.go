@@ -327,6 +327,10 @@ func (s *Scheduler) Wait(ctx context.Context, tasks ...*Task) error {
 	return errors.Join(errs...)
 }
 
+// Closed reports whether Close has been called: from then on
+// submissions, registrations and context changes fail with ErrClosed.
+func (s *Scheduler) Closed() bool { return s.closed.Load() }
+
 // Close waits for every submitted task (but for those waiting for a tag
 // no task carries, or for a task never submitted, which it cancels with
 // ErrNotSubmitted: nothing can be submitted any more), stops the workers, saves the

@@ -297,12 +297,7 @@ func isDeleted(c *scheduler.Context) bool {
 }
 
 // schedulerClosed reports whether Close was called on c's scheduler.
-// The scheduler has no accessor for it; MoveWorkersFor checks that
-// first, after that c is its context, and a move from c to c returns
-// before moving anything (ErrBadContext) when the scheduler is open.
-func schedulerClosed(c *scheduler.Context) bool {
-	return errors.Is(c.Scheduler().MoveWorkersFor("hypervisor: is the scheduler closed", c, c), scheduler.ErrClosed)
-}
+func schedulerClosed(c *scheduler.Context) bool { return c.Scheduler().Closed() }
 
 // registered returns an error when c is not registered, or was
 // deleted (it stays registered until Unregister); op names the call.
