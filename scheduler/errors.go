@@ -80,7 +80,9 @@ var (
 	// (WaitAll, Wait, WaitTag, a Synchronous Submit, Unregister, Fetch)
 	// when it would block: a task cannot wait for tasks, as in StarPU
 	// (-EDEADLK). Only tasks run by the workers the scheduler starts are
-	// checked, not those a Driver runs.
+	// checked, not those a Driver runs, and a Wait only for a task
+	// already submitted (or named in After): before that, the task's
+	// scheduler is not known.
 	ErrInTask = errors.New("scheduler: waiting inside a task")
 )
 

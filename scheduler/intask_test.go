@@ -53,12 +53,15 @@ func TestWaitInsideTaskRefused(t *testing.T) {
 			// wait could never end.
 			later := scheduler.NewTask(&scheduler.Codelet{Name: "later", CPU: func(*scheduler.Call) error { return nil }}, scheduler.RW(h), scheduler.WithTag(77))
 			var waitErr error
+			submitted := make(chan struct{}) // later is submitted: its scheduler is known
 			outer := scheduler.NewTask(&scheduler.Codelet{Name: "outer", CPU: func(*scheduler.Call) error {
+				<-submitted
 				waitErr = c.wait(ctx, s, h, sub, later)
 				return waitErr
 			}}, scheduler.RW(h))
 			require.NoError(t, s.SubmitTask(ctx, outer))
 			require.NoError(t, s.SubmitTask(ctx, later))
+			close(submitted)
 			err = s.WaitAll(ctx)
 			require.ErrorIs(t, err, scheduler.ErrInTask)
 			require.ErrorIs(t, waitErr, scheduler.ErrInTask)
