@@ -192,7 +192,9 @@ func (n *NBC) WaitIdle(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("comm: %s is still running: %w", running, ctxerr.Of(ctx, ErrBroken))
+			// ctx is the caller's bound (Finalize's), whose cause says
+			// it all.
+			return fmt.Errorf("comm: %s is still running: %w", running, context.Cause(ctx))
 		case <-time.After(pause):
 		}
 	}
