@@ -58,3 +58,8 @@ func Queued(c comm.Comm, r int) int {
 // r as possibly posted (see group.await): once none is, the counts must
 // balance, or every departure of r would sweep every mailbox.
 func Awaited(c comm.Comm, r int) bool { return c.(*rankComm).g.awaited(r) }
+
+// BeforePark makes the first rank of c's group about to park in a
+// collective's wait call f first (once), so that a test can make things
+// happen in the window between its last check and its select.
+func BeforePark(c comm.Comm, f func()) { c.(*rankComm).g.beforePark.Store(&f) }

@@ -171,6 +171,11 @@ type group struct {
 	boxes  []mailbox
 	awaits []awaitCount // by source rank, sweepAllBelow ranks and more: see group.await
 	brk    breaker
+	// beforePark, when set (tests only), runs once, on the first rank
+	// about to park in spinWait or a request's Wait: it makes that rank's
+	// wake and a break race as they do when a peer completes a collective
+	// or a send and then fails.
+	beforePark atomic.Pointer[func()]
 
 	_         [64]byte      // keep the counter off the read-mostly fields' line
 	committed atomic.Uint64 // commits of two-phase collectives, plus brokenBit
@@ -720,6 +725,9 @@ func (c *rankComm) spinWait(done <-chan struct{}, breaks bool, w *cond) error {
 		// rank of Run that failed) even when its context cannot end
 		// (done nil: that case blocks for ever); an internal wait that
 		// must see w hold (breaks false) ends only then.
+		if h := g.beforePark.Load(); h != nil && g.beforePark.CompareAndSwap(h, nil) {
+			(*h)()
+		}
 		var cause error
 		if !breaks {
 			<-me.wake
@@ -736,6 +744,13 @@ func (c *rankComm) spinWait(done <-chan struct{}, breaks bool, w *cond) error {
 		}
 		me.waiting.Store(0)
 		if cause != nil {
+			// w may have come to hold as the wait ended: a peer that
+			// completed this collective and then failed both wakes this
+			// rank and breaks the world, and select picks either. A
+			// completed wait completes, as the peers saw it do.
+			if c.ready(w) {
+				return nil
+			}
 			return cause
 		}
 	}

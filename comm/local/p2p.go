@@ -657,16 +657,26 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if yieldUntil(r.completed) {
 		return r.result()
 	}
+	if h := r.c.g.beforePark.Load(); h != nil && r.c.g.beforePark.CompareAndSwap(h, nil) {
+		(*h)()
+	}
+	var cause error
 	select {
 	case <-r.Done():
 		return r.result()
 	case <-ctx.Done():
-		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, ctxerr.Of(ctx, comm.ErrBroken))
+		cause = ctxerr.Of(ctx, comm.ErrBroken)
 	case <-r.c.g.brk.ch:
-		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, r.c.g.brk.broken())
+		cause = r.c.g.brk.broken()
 	case <-r.c.g.w.brk.ch:
-		return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, r.c.g.w.brk.broken())
+		cause = r.c.g.w.brk.broken()
 	}
+	// r may have completed as the wait ended (select picks either ready
+	// case): a completed request reports its result.
+	if r.completed() {
+		return r.result()
+	}
+	return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, cause)
 }
 
 // Done implements comm.Notifier.
