@@ -305,6 +305,7 @@ func TestHelpListsApps(t *testing.T) {
 	for _, a := range apps() {
 		assert.Contains(t, out, a.name)
 	}
+	assert.Contains(t, out, "(pzrun help stm)", "the form the docs and the footer use")
 	code, out, _ = pzrun(t, "help", "info")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "-json")

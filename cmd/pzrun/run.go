@@ -85,7 +85,7 @@ func usage(w io.Writer) {
 	for _, a := range list {
 		fmt.Fprintf(w, "  %-12s %s\n", a.name, a.summary)
 	}
-	fmt.Fprintf(w, "  %-12s %s\n", "stm", "static periodic schedules: compile, master, client, run, analyze, bench (pzrun stm help)")
+	fmt.Fprintf(w, "  %-12s %s\n", "stm", "static periodic schedules: compile, master, client, run, analyze, bench (pzrun help stm)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "`pzrun help APP` or `pzrun APP -h` lists an app's flags; `pzrun help stm` the stm commands.")
 }
