@@ -37,8 +37,11 @@ func goid() uint64 {
 	return id
 }
 
-// runningTask returns the task the calling goroutine is running as one
-// of s's workers, and that worker, or nil.
+// runningTask returns the worker of s whose goroutine calls it and the
+// task it runs, or nils. The task is nil while the worker runs a task's
+// callback (the task is not done until it returns) or a team task's
+// code (runTeam's own Call): both are refused as a task's code is, as
+// they hold the worker and their task.
 func (s *Scheduler) runningTask() (*Task, *worker) {
 	g := goid()
 	if g == 0 {
@@ -58,10 +61,14 @@ func (s *Scheduler) runningTask() (*Task, *worker) {
 // runs.
 func (s *Scheduler) checkNotInTask(what string) error {
 	t, w := s.runningTask()
-	if t == nil {
+	if w == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s called by the code of %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data, and wait outside the tasks", ErrInTask, what, describeTask(t), w.info.ID)
+	by := "a task's callback or a team task"
+	if t != nil {
+		by = describeTask(t)
+	}
+	return fmt.Errorf("%w: %s called by the code of %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data, and wait outside the tasks", ErrInTask, what, by, w.info.ID)
 }
 
 // describeTask names t as errors do: "task #3 of codelet "potrf"" (the

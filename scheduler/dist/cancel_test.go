@@ -492,3 +492,30 @@ func TestBreakAfterDepartureNamesTheDeparture(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitAfterBreakNamesTheFailure: in process, a rank that returns an
+// error breaks the world, which cancels every rank's context; a Submit
+// that meets the canceled context answers with the failure, not
+// "context canceled: comm: communicator broken: ..." wrapping it (the
+// local scheduler's Submit said so: CI saw it in
+// TestBreakAfterDepartureNamesTheDeparture).
+func TestSubmitAfterBreakNamesTheFailure(t *testing.T) {
+	var submitErr error
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		if d.Rank() == 1 {
+			return errors.New("rank 1 gave up")
+		}
+		<-ctx.Done()
+		submitErr = d.Submit(ctx, apply, dist.RW(hs[0]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1})))
+		return nil
+	})
+	require.Error(t, err)
+	require.Error(t, submitErr)
+	assert.ErrorIs(t, submitErr, dist.ErrRankFailed)
+	assert.Contains(t, submitErr.Error(), "rank 1 failed: rank 1 gave up")
+	assert.NotContains(t, submitErr.Error(), "context canceled: comm: communicator broken")
+}

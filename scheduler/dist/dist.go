@@ -490,6 +490,24 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	return err
 }
 
+// brokenAnswer is the answer of a call whose error err is ctx's end,
+// when ctx ended because the in-process world broke (a rank returned,
+// which cancels every rank's context): why that rank returned (it left
+// WaitAll, or the world's break naming its failure), as WaitAll answers then and as the
+// ranks that heard it before the break do, not "context canceled"
+// wrapping the break. Any other error is returned as it is.
+func (d *Scheduler) brokenAnswer(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) || !errors.Is(context.Cause(ctx), comm.ErrBroken) {
+		return err
+	}
+	// Not d.failure(): this rank's own, the canceled context, may be it.
+	why := d.heardDeparture()
+	if why == nil {
+		why = context.Cause(ctx)
+	}
+	return fmt.Errorf("dist: Submit on rank %d: %w", d.rank, why)
+}
+
 // rankFailed makes an error that is comm.ErrBroken - the communicator
 // broke because a rank failed or returned: under comm/local, a
 // consequence the launcher cancels the other ranks with, which a rank

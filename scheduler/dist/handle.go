@@ -399,7 +399,8 @@ func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 // its latest version makes the rank that wrote that version send it, once
 // it is produced; the other ranks only record where the data now lives.
 func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) (err error) {
-	defer func() { err = rankFailed(err) }()
+	// After d.mu is released (brokenAnswer waits for the progress loop).
+	defer func() { err = rankFailed(d.brokenAnswer(ctx, err)) }()
 	if cl == nil {
 		// Refused before the graph check, as a nil handle is: ranks that
 		// all pass nil here still submit the same graph.
