@@ -12,7 +12,10 @@ import (
 // waits for one submitted after it (or for the task's own successors)
 // waits for ever, while the worker it occupies runs nothing else. As
 // StarPU answers -EDEADLK there, pz refuses such a wait with ErrInTask,
-// naming the task, instead of hanging. Go has no goroutine-local state,
+// naming the task, instead of hanging; as StarPU, it refuses every wait
+// that would block there, also one that other workers could end (a Wait
+// for an independent task), since which would end cannot be told at the
+// call. Go has no goroutine-local state,
 // so a wait that is about to block asks which goroutine calls it (a few
 // hundred nanoseconds, only then) and compares it with the goroutines
 // of the workers the scheduler runs; a driven worker's tasks run on the
