@@ -501,12 +501,17 @@ func TestBreakAfterDepartureNamesTheDeparture(t *testing.T) {
 // TestBreakAfterDepartureNamesTheDeparture).
 func TestSubmitAfterBreakNamesTheFailure(t *testing.T) {
 	var submitErr error
+	registered := make(chan struct{}) // rank 0 is past the collective registration
 	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
 		hs, err := onePerRank[int64](d, 4)
+		if d.Rank() == 0 {
+			close(registered)
+		}
 		if err != nil {
 			return err
 		}
 		if d.Rank() == 1 {
+			<-registered
 			return errors.New("rank 1 gave up")
 		}
 		<-ctx.Done()
@@ -514,7 +519,7 @@ func TestSubmitAfterBreakNamesTheFailure(t *testing.T) {
 		return nil
 	})
 	require.Error(t, err)
-	require.Error(t, submitErr)
+	require.Error(t, submitErr, "rank 0's Submit after the break: %v", err)
 	assert.ErrorIs(t, submitErr, dist.ErrRankFailed)
 	assert.Contains(t, submitErr.Error(), "rank 1 failed: rank 1 gave up")
 	assert.NotContains(t, submitErr.Error(), "context canceled: comm: communicator broken")
