@@ -293,8 +293,8 @@ func (h *Handle) LD() int { return h.ram.ld }
 // RunOnce until the task is done, there). From a task's code (which
 // must not wait for tasks, see ErrInTask) Data does not wait; from a
 // task's callback, which runs before its task is done, do not call it
-// on the task's own handles. A copy that fails (the device was closed, or
-// failed) leaves RAM as it was and the devices' copies valid, and Data
+// on the task's own handles. A copy that fails (the device was closed,
+// or failed) leaves RAM as it was and the devices' copies valid, and Data
 // returns the data without saying so: Fetch reports the failure. Without
 // devices, Data only returns the data.
 //

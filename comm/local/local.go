@@ -725,9 +725,7 @@ func (c *rankComm) spinWait(done <-chan struct{}, breaks bool, w *cond) error {
 		// rank of Run that failed) even when its context cannot end
 		// (done nil: that case blocks for ever); an internal wait that
 		// must see w hold (breaks false) ends only then.
-		if h := g.beforePark.Load(); h != nil && g.beforePark.CompareAndSwap(h, nil) {
-			(*h)()
-		}
+		g.runBeforePark()
 		var cause error
 		if !breaks {
 			<-me.wake
@@ -928,6 +926,13 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 // cost O(size) per rank and collective.
 func (g *group) anyDirect(k uint64) bool {
 	return g.directAt[k&1].Load() == k
+}
+
+// runBeforePark runs and clears the beforePark hook, if a test set one.
+func (g *group) runBeforePark() {
+	if h := g.beforePark.Load(); h != nil && g.beforePark.CompareAndSwap(h, nil) {
+		(*h)()
+	}
 }
 
 // broken returns why the world or g is broken (the world first: a rank

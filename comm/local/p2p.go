@@ -657,9 +657,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if yieldUntil(r.completed) {
 		return r.result()
 	}
-	if h := r.c.g.beforePark.Load(); h != nil && r.c.g.beforePark.CompareAndSwap(h, nil) {
-		(*h)()
-	}
+	r.c.g.runBeforePark()
 	var cause error
 	select {
 	case <-r.Done():

@@ -490,14 +490,21 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	return err
 }
 
-// brokenAnswer is the answer of a call whose error err is ctx's end,
-// when ctx ended because the in-process world broke (a rank returned,
-// which cancels every rank's context): why that rank returned (it left
-// WaitAll, or the world's break naming its failure), as WaitAll answers then and as the
-// ranks that heard it before the break do, not "context canceled"
-// wrapping the break. Any other error is returned as it is.
-func (d *Scheduler) brokenAnswer(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) || !errors.Is(context.Cause(ctx), comm.ErrBroken) {
+// brokeWorld reports whether ctx ended because the in-process world
+// broke: a rank returned, which cancels every rank's context with the
+// break as its cause.
+func brokeWorld(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), comm.ErrBroken)
+}
+
+// brokenAnswer is the answer of call (Submit) when its error err is
+// ctx's end and the world's break ended ctx (brokeWorld): why the rank
+// that broke it returned (it left WaitAll, or the break naming its
+// failure), as WaitAll answers then and as the ranks that heard it
+// before the break do, not "context canceled" wrapping the break. Any
+// other error is returned as it is.
+func (d *Scheduler) brokenAnswer(ctx context.Context, call string, err error) error {
+	if err == nil || !errors.Is(err, context.Canceled) || !brokeWorld(ctx) {
 		return err
 	}
 	// Not d.failure(): this rank's own, the canceled context, may be it.
@@ -505,7 +512,7 @@ func (d *Scheduler) brokenAnswer(ctx context.Context, err error) error {
 	if why == nil {
 		why = context.Cause(ctx)
 	}
-	return fmt.Errorf("dist: Submit on rank %d: %w", d.rank, why)
+	return fmt.Errorf("dist: %s on rank %d: %w", call, d.rank, why)
 }
 
 // rankFailed makes an error that is comm.ErrBroken - the communicator
@@ -854,7 +861,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	cause := context.Cause(wctx)
 	canceled := errors.Is(cause, context.Canceled)
 	wcancel(nil)
-	if lerr != nil && gaveUp && ctx.Err() != nil && errors.Is(context.Cause(ctx), comm.ErrBroken) {
+	if lerr != nil && gaveUp && brokeWorld(ctx) {
 		// In process, a rank that returned broke the world, which ended
 		// every rank's context: why it returned (it left WaitAll, or told
 		// of a failure) is the answer, as on the ranks that heard it
