@@ -29,11 +29,15 @@ type Persistent interface {
 	Notifier
 	Canceler
 	// Start begins a round. It fails with an error wrapping ErrActive
-	// while the last round's operation has not completed, and with
-	// ErrInvalidArg after Free.
+	// until Wait or Test (or a request-set call such as WaitAll, which
+	// use them) has reported the last round's completion, as for MPI's
+	// persistent requests, so that no round's error goes unseen; and
+	// with ErrInvalidArg after Free.
 	Start() error
-	// Free releases the operation (MPI_Request_free). A round in progress
-	// must complete first: Free fails with ErrActive then.
+	// Free releases the operation (MPI_Request_free). It fails with an
+	// error wrapping ErrActive, as Start does, until the last round's
+	// completion has been reported (to drop a receive, Cancel it and
+	// Wait).
 	Free() error
 }
 
@@ -130,46 +134,62 @@ func StartAll(ps ...Persistent) error {
 // (a backend's PersistentOp, or an Isend or Irecv), and Free calls free
 // (nil: nothing to release). Wait, Test and Done go to the last round
 // started: a completed request reports its Status and error again, so
-// nothing else needs remembering.
+// nothing else needs remembering but whether Wait or Test has reported
+// it, which the next Start needs.
 type restarted struct {
 	start func() (Request, error)
 	free  func() error
 
-	mu     sync.Mutex
-	round  Request // the last round started, nil before the first
-	freed  bool
-	closed chan struct{} // the Done of a Persistent never started
-	waiter chan struct{} // Done of a round that is no Notifier
-	waited Request       // that round
+	mu       sync.Mutex
+	round    Request // the last round started, nil before the first
+	reported bool    // Wait or Test has reported round's completion
+	freed    bool
+	closed   chan struct{} // the Done of a Persistent never started
+	waiter   chan struct{} // Done of a round that is no Notifier
+	waited   Request       // that round
 }
 
 var errFreed = errors.New("persistent request freed")
 
-// idle reports whether no round is in progress; p.mu is held.
-func (p *restarted) idle() bool {
-	if p.round == nil {
-		return true
+// active returns nil when no round is active, or else the error for
+// call (Start or Free): a round is active from its Start until Wait or
+// Test has reported its completion, as MPI's, so that neither the next
+// round nor Free drops a result unseen; p.mu is held.
+func (p *restarted) active(call string) error {
+	if p.round == nil || p.reported {
+		return nil
 	}
-	done, _, _ := p.round.Test()
-	return done
+	if done, _, _ := p.round.Test(); done {
+		return fmt.Errorf("%w: %s: the last round completed but its result has not been collected (Wait or Test)", ErrActive, call)
+	}
+	return fmt.Errorf("%w: %s", ErrActive, call)
 }
 
 // Start implements Persistent.
 func (p *restarted) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.freed:
+	if p.freed {
 		return fmt.Errorf("%w: Start: %w", ErrInvalidArg, errFreed)
-	case !p.idle():
-		return fmt.Errorf("%w: Start", ErrActive)
+	}
+	if err := p.active("Start"); err != nil {
+		return err
 	}
 	r, err := p.start()
 	if err != nil {
 		return err
 	}
-	p.round = r
+	p.round, p.reported = r, false
 	return nil
+}
+
+// report records that Wait or Test has reported round's completion.
+func (p *restarted) report(round Request) {
+	p.mu.Lock()
+	if p.round == round {
+		p.reported = true
+	}
+	p.mu.Unlock()
 }
 
 func (p *restarted) last() Request {
@@ -180,18 +200,32 @@ func (p *restarted) last() Request {
 
 // Wait implements Persistent: the last round, or at once before the first.
 func (p *restarted) Wait(ctx context.Context) (Status, error) {
-	if r := p.last(); r != nil {
-		return r.Wait(ctx)
+	r := p.last()
+	if r == nil {
+		return Status{}, nil
 	}
-	return Status{}, nil
+	st, err := r.Wait(ctx)
+	// A wait that ended with its context reported nothing, even if the
+	// round has completed since.
+	if err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if done, _, _ := r.Test(); done {
+			p.report(r)
+		}
+	}
+	return st, err
 }
 
 // Test implements Persistent, as Wait.
 func (p *restarted) Test() (bool, Status, error) {
-	if r := p.last(); r != nil {
-		return r.Test()
+	r := p.last()
+	if r == nil {
+		return true, Status{}, nil
 	}
-	return true, Status{}, nil
+	done, st, err := r.Test()
+	if done {
+		p.report(r)
+	}
+	return done, st, err
 }
 
 // Done implements Notifier for the last round; closed before the first.
@@ -243,11 +277,11 @@ func (p *restarted) Cancel() error {
 func (p *restarted) Free() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.freed:
+	if p.freed {
 		return fmt.Errorf("%w: Free: %w", ErrInvalidArg, errFreed)
-	case !p.idle():
-		return fmt.Errorf("%w: Free", ErrActive)
+	}
+	if err := p.active("Free"); err != nil {
+		return err
 	}
 	p.freed = true
 	if p.free != nil {

@@ -2,6 +2,8 @@ package comm
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +62,53 @@ func TestPersistentRoundWithoutNotifier(t *testing.T) {
 	}
 	if err := p.Start(); err != nil {
 		t.Fatalf("Start after a completed round: %v", err)
+	}
+}
+
+// A round that completed is active until Wait or Test reports it: Start
+// and Free refuse it (its error would go unseen), a Wait that ends with
+// its context reports nothing, and Test's or Wait's report frees it.
+func TestPersistentRoundActiveUntilReported(t *testing.T) {
+	var round pollOnly
+	p := &restarted{start: func() (Request, error) {
+		round = pollOnly{done: make(chan struct{})}
+		return round, nil
+	}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); !errors.Is(err, ErrActive) || strings.Contains(err.Error(), "collected") {
+		t.Fatalf("Start during a round: %v, want ErrActive (in progress)", err)
+	}
+	close(round.done)
+	for _, call := range []func() error{p.Start, p.Free} {
+		if err := call(); !errors.Is(err, ErrActive) || !strings.Contains(err.Error(), "not been collected") {
+			t.Fatalf("after a round completed unreported: %v, want ErrActive naming the uncollected result", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	waitCanceled := &restarted{start: func() (Request, error) { return pollOnly{done: make(chan struct{})}, nil }}
+	if err := waitCanceled.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitCanceled.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a canceled context: %v", err)
+	}
+	if err := waitCanceled.Start(); !errors.Is(err, ErrActive) {
+		t.Fatalf("Start after a canceled Wait: %v, want ErrActive", err)
+	}
+	if ok, st, err := p.Test(); !ok || st.Tag != 4 || err != nil {
+		t.Fatalf("Test of the completed round: %v, %+v, %v", ok, st, err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("Start after Test reported the round: %v", err)
+	}
+	close(round.done)
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Free(); err != nil {
+		t.Fatalf("Free after Wait reported the round: %v", err)
 	}
 }

@@ -102,9 +102,13 @@ func WaitAllInto(ctx context.Context, reqs []Request, sts []Status) error {
 		}
 		st, err := r.Wait(ctx)
 		if err != nil && ctx.Err() != nil {
-			if done, _, _ := r.Test(); !done {
+			// The wait ended with ctx; a request that completed all the
+			// same reports its own result, not ctx's error.
+			done, tst, terr := r.Test()
+			if !done {
 				return fmt.Errorf("comm: WaitAll: request %d: %w", i, ctxerr.Of(ctx, ErrBroken))
 			}
+			st, err = tst, terr
 		}
 		reqs[i] = nil
 		if sts != nil {

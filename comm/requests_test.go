@@ -44,3 +44,21 @@ func TestWaitAllInto(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Status{{Count: 5}}, got)
 }
+
+// lateReq completed just as its wait ended with the context: Wait
+// reports ctx's error, Test the request's own result.
+type lateReq struct{ st Status }
+
+func (r lateReq) Wait(ctx context.Context) (Status, error) { return Status{}, ctx.Err() }
+func (r lateReq) Test() (bool, Status, error)              { return true, r.st, nil }
+
+// TestWaitAllReportsCompletionOverContext: a request that completed as
+// WaitAll's context ended reports its own status and no error, not the
+// context's.
+func TestWaitAllReportsCompletionOverContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sts, err := WaitAll(ctx, []Request{lateReq{st: Status{Source: 2, Count: 3}}})
+	require.NoError(t, err)
+	require.Equal(t, []Status{{Source: 2, Count: 3}}, sts)
+}

@@ -216,6 +216,20 @@ func misusePersistentCase(ctx context.Context, c comm.Comm) error {
 	if err := r.Start(); err != nil {
 		return fmt.Errorf("Start after a completed round: %w", err)
 	}
+	// The round completes (with an error) but nothing has collected its
+	// result: it stays active, so that neither the next round nor Free
+	// drops the error unseen.
+	select {
+	case <-r.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("round with a longer message never completed: %w", ctx.Err())
+	}
+	if err := r.Start(); !errors.Is(err, comm.ErrActive) {
+		return fmt.Errorf("Start after a round completed unreported: %v, want ErrActive", err)
+	}
+	if err := r.Free(); !errors.Is(err, comm.ErrActive) {
+		return fmt.Errorf("Free after a round completed unreported: %v, want ErrActive", err)
+	}
 	if _, err := r.Wait(ctx); !errors.Is(err, comm.ErrTruncated) {
 		return fmt.Errorf("round with a longer message: %v, want ErrTruncated", err)
 	}
