@@ -261,17 +261,30 @@ func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("mpirun %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-	}
+	// Stopped by a signal (ctx), the ranks print what they measured
+	// before they end: that is read too. (Open MPI's mpirun, sent
+	// SIGTERM, sends the ranks SIGCONT, SIGTERM a second later, and
+	// SIGKILL a second after that: a rank in the middle of a long size
+	// at a large -scale may end before it prints.)
 	var rs []commbench.Result
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var r commbench.Result
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("reading rank 0's line %q: %w", sc.Text(), err)
+		if jerr := json.Unmarshal(sc.Bytes(), &r); jerr != nil {
+			if err == nil {
+				return nil, fmt.Errorf("reading rank 0's line %q: %w", sc.Text(), jerr)
+			}
+			break // a line cut short by the job's end
 		}
 		rs = append(rs, r)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// mpirun was sent SIGTERM (launch.Launcher.Command): its
+		// complaints about the ranks' ends are not news.
+		return rs, fmt.Errorf("the MPI job was stopped: %w", context.Cause(ctx))
+	case err != nil:
+		return nil, fmt.Errorf("mpirun %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return rs, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pzgo/pz/comm/mpi"
@@ -165,4 +166,37 @@ func mpiTags() []string {
 		return []string{"mpi", "mpich"}
 	}
 	return []string{"mpi"}
+}
+
+// A Ctrl-C of pzrun bench comm -backend mpi while its own mpirun runs
+// stops that job with SIGTERM: mpirun passes it on to the ranks and
+// cleans up after them (killed, it left $TMPDIR/ompi.* and the ranks'
+// /dev/shm/vader_segment.*); pzrun exits 130.
+func TestBenchCommMPIBackendSIGINTCleansUp(t *testing.T) {
+	if mpi.Library() != launch.OpenMPI {
+		t.Skip("looks at Open MPI's session directory and segments")
+	}
+	lau, _ := launch.For(mpi.Library())
+	if _, err := lau.Run(); err != nil {
+		t.Skip(err)
+	}
+	bin := buildPzrun(t, mpiTags()...)
+	cmd := exec.Command(bin, "bench", "comm", "-backend", "mpi", "-ranks", "2", "-ops", "allreduce", "-sizes", "8,1048576", "-scale", "20", "-peer=")
+	tmp, shm := mpiScratch(t, cmd)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	var werr error
+	go func() { werr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	waitForEntry(t, shm, exited) // the job's ranks run
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	<-exited
+	var ee *exec.ExitError
+	require.ErrorAs(t, werr, &ee, stderr.String())
+	assert.Equal(t, 130, ee.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "the MPI job was stopped: pzrun: interrupt received")
+	assertEmpty(t, tmp, "the session directory")
+	assertEmpty(t, shm, "shared-memory segments")
 }

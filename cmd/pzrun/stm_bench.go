@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pzgo/pz/scheduler/static"
@@ -138,25 +140,33 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The clients and cyclictest run in process groups of their own: a
+	// Ctrl-C reaches pzrun alone, whose context's end stops the master
+	// at a period boundary, which ends the clients; cyclictest is sent
+	// SIGTERM, and prints what it measured. They are stopped when the
+	// master fails, and die with pzrun.
+	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClients()
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	cerrs := make([]error, *clients)
 	for i, name := range plan.Clients {
-		cmd := exec.CommandContext(runCtx, exe, "stm", "client", planPath, name, "-dir", sock, "-load", strconv.FormatFloat(*load, 'g', -1, 64))
+		cmd := benchChild(clientCtx, exe, "stm", "client", planPath, name, "-dir", sock, "-load", strconv.FormatFloat(*load, 'g', -1, 64))
 		cmd.Stdout = io.Discard
 		var errBuf bytes.Buffer
 		cmd.Stderr = &errBuf
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("starting client %s: %w", name, err)
-		}
+		started := make(chan error, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := cmd.Wait(); err != nil {
+			if err := startAndWait(cmd, started); err != nil {
 				cerrs[i] = fmt.Errorf("client %s: %v: %s", name, err, strings.TrimSpace(errBuf.String()))
 			}
 		}()
+		if err := <-started; err != nil {
+			stopClients()
+			return fmt.Errorf("starting client %s: %w", name, err)
+		}
 	}
 	// cyclictest measures the machine's wake-up latency at the same time.
 	type ctResult struct {
@@ -165,16 +175,18 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	}
 	ctc := make(chan ctResult, 1)
 	go func() {
-		p99, mx, err := cyclictest(runCtx, *period, *periods)
+		p99, mx, err := cyclictest(ctx, *period, *periods)
 		ctc <- ctResult{p99, mx, err}
 	}()
 	if !*jsonOut {
 		fmt.Fprintf(e.stderr, "%s: %d periods of %s, %d runnables over %d client processes, cyclictest beside it\n", e.name, *periods, *period, len(plan.Runnables()), *clients)
 	}
-	run, err := m.Run(runCtx)
+	run, err := m.Run(ctx)
+	if err != nil {
+		stopClients()
+	}
 	wg.Wait()
 	ct := <-ctc
-	cancel()
 	if err != nil {
 		return errors.Join(append([]error{err}, cerrs...)...)
 	}
@@ -226,12 +238,45 @@ func cyclictest(ctx context.Context, interval time.Duration, loops int64) (p99, 
 		return 0, 0, errors.New("cyclictest not found: install Debian's rt-tests")
 	}
 	const buckets = 10000 // µs
-	out, err := exec.CommandContext(ctx, path, "-m", "-q", "-t", "1", "-i", strconv.FormatInt(int64(interval/time.Microsecond), 10),
-		"-l", strconv.FormatInt(loops, 10), "-h", strconv.Itoa(buckets)).Output()
-	if err != nil {
+	cmd := benchChild(ctx, path, "-m", "-q", "-t", "1", "-i", strconv.FormatInt(int64(interval/time.Microsecond), 10),
+		"-l", strconv.FormatInt(loops, 10), "-h", strconv.Itoa(buckets))
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	// Stopped (ctx), it prints the histogram of what it measured.
+	if err := startAndWait(cmd, nil); err != nil && ctx.Err() == nil {
 		return 0, 0, fmt.Errorf("cyclictest: %w", err)
 	}
-	return parseCyclictest(out)
+	return parseCyclictest(out.Bytes())
+}
+
+// benchChild is a process of stm bench: in a process group of its own
+// (a Ctrl-C at the terminal reaches pzrun alone, which stops it), sent
+// SIGTERM when ctx ends, so that it ends its own way (cyclictest prints
+// its histogram and removes its /dev/shm/cyclictest<pid>), and killed
+// if it still runs a few seconds later; it dies with pzrun (Pdeathsig:
+// start it with startAndWait).
+func benchChild(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// startAndWait starts cmd and waits for it on one locked OS thread: the
+// kernel sends a child its Pdeathsig when the thread that started it
+// ends. Start's error is sent on started (when not nil) before the wait.
+func startAndWait(cmd *exec.Cmd, started chan<- error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := cmd.Start()
+	if started != nil {
+		started <- err
+	}
+	if err != nil {
+		return err
+	}
+	return cmd.Wait()
 }
 
 // parseCyclictest reads cyclictest's histogram output.

@@ -62,8 +62,7 @@ func RunPeer(ctx context.Context, lau launch.Launcher, dir string, n int, scale 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoPeer, err)
 	}
-	mpirun, err := lau.Run()
-	if err != nil {
+	if _, err := lau.Run(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoPeer, err)
 	}
 	src := filepath.Join(dir, "collbench.c")
@@ -88,12 +87,19 @@ func RunPeer(ctx context.Context, lau launch.Launcher, dir string, n int, scale 
 		if out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", bin, source).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("commbench: mpicc %s: %w\n%s", source, err, out)
 		}
-		args := append(lau.Args(n), bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
-		cmd := exec.CommandContext(ctx, mpirun, args...)
+		// When ctx ends, the launcher is sent SIGTERM and cleans up
+		// after the job (launch.Launcher.Command).
+		cmd, err := lau.Command(ctx, n, bin, strconv.FormatFloat(scale, 'g', -1, 64), thread)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoPeer, err)
+		}
 		cmd.Env = append(os.Environ(), PeerEnv()...)
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("commbench: mpirun %s: %w", strings.Join(args, " "), err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("commbench: the C peer was stopped: %w", context.Cause(ctx))
+			}
+			return nil, fmt.Errorf("commbench: mpirun %s: %w", strings.Join(cmd.Args[1:], " "), err)
 		}
 		got, err := ParsePeer(string(out))
 		if err != nil {

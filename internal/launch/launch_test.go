@@ -1,10 +1,12 @@
 package launch
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -153,4 +155,39 @@ func TestLauncher(t *testing.T) {
 	_, err = mc.Command(context.Background(), 2, "true")
 	assert.ErrorIs(t, err, ErrNoLauncher)
 	assert.ErrorContains(t, err, "mpiexec.mpich")
+}
+
+// When its context ends, a job started by Command is sent SIGTERM, not
+// killed: Open MPI's mpirun, killed, leaves its session directory
+// ($TMPDIR/ompi.*) and the ranks' shared-memory segments behind (a
+// Ctrl-C of pzrun bench comm did).
+func TestCommandStopsTheLauncherWithSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	// A launcher that says when it is ready and how it was stopped.
+	script := "#!/bin/sh\ntrap 'echo TERM; exit 143' TERM\necho ready\nwhile :; do sleep 0.01; done\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mpiexec.mpich"), []byte(script), 0o755))
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	lau, err := For(MPICH)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cmd, err := lau.Command(ctx, 2, "prog")
+	require.NoError(t, err)
+	assert.Equal(t, StopGrace, cmd.WaitDelay)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan())
+	require.Equal(t, "ready", sc.Text())
+	cancel()
+	var said []string
+	for sc.Scan() {
+		said = append(said, sc.Text())
+	}
+	err = cmd.Wait()
+	assert.Equal(t, []string{"TERM"}, said, "the launcher was not sent SIGTERM (%v)", err)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 143, ee.ExitCode())
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
+	"time"
 )
 
 // The MPI libraries pz builds against (comm/mpi.Library names them).
@@ -83,12 +85,26 @@ func (l Launcher) Args(n int) []string {
 	return args
 }
 
-// Command returns the command that runs argv on n ranks (killed when
-// ctx ends), or an error wrapping ErrNoLauncher.
+// StopGrace is how long a job started by Command has to end after its
+// context ends and the launcher is sent SIGTERM, before the launcher is
+// killed (SIGKILL). Open MPI's mpirun passes SIGTERM on to the ranks,
+// kills those still running a second later, and removes the job's
+// session directory ($TMPDIR/ompi.*) and shared-memory segments
+// (/dev/shm/vader_segment.*); a killed mpirun leaves them behind.
+const StopGrace = 5 * time.Second
+
+// Command returns the command that runs argv on n ranks, or an error
+// wrapping ErrNoLauncher. When ctx ends the launcher is sent SIGTERM, so
+// that it stops the ranks and cleans up after the job, and is killed if
+// it is still running StopGrace later (exec.Cmd's Cancel and WaitDelay;
+// a caller may change them).
 func (l Launcher) Command(ctx context.Context, n int, argv ...string) (*exec.Cmd, error) {
 	run, err := l.Run()
 	if err != nil {
 		return nil, err
 	}
-	return exec.CommandContext(ctx, run, append(l.Args(n), argv...)...), nil
+	cmd := exec.CommandContext(ctx, run, append(l.Args(n), argv...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = StopGrace
+	return cmd, nil
 }
