@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -50,14 +51,36 @@ func benchCommApp() app {
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.IntVar(&f.rounds, "rounds", 1, "measure `N` times, the C peer beside each round (before pz's in odd rounds); prints the medians over the rounds and paired_ratio, the median of the rounds' own ratios")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
+			underMPI := launch.Detect(e.getenv).Launched()
+			// Before any rank starts (env.validate).
+			e.validate = func(ranks int, _ io.Writer) error {
+				if _, err := f.config(); err != nil {
+					return err
+				}
+				if underMPI {
+					return nil // -backend does not apply: this job's ranks measure
+				}
+				switch f.backend {
+				case "local":
+				case "mpi":
+					if ranks > 1 {
+						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
+					}
+				default:
+					return fmt.Errorf("%w: unknown -backend %q (local or mpi)", errUsage, f.backend)
+				}
+				return nil
+			}
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				f := f // this rank's: the ranks run this body at once
 				fs.Visit(func(fl *flag.Flag) { f.peerGiven = f.peerGiven || fl.Name == "peer" })
+				if err := e.validate(rt.Size(), io.Discard); err != nil {
+					return err
+				}
 				cfg, err := f.config()
 				if err != nil {
 					return err
 				}
-				underMPI := launch.Detect(e.getenv).Launched()
 				if underMPI || f.backend == "local" {
 					if err := checkBenchMemory(cfg, rt); err != nil {
 						return err
@@ -98,9 +121,6 @@ func benchCommApp() app {
 					}
 					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				case f.backend == "mpi":
-					if rt.Size() != 1 {
-						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
-					}
 					// This process waits while mpirun runs each
 					// round: it samples the cores before each.
 					rs, err := measureRounds(ctx, e, f, f.ranks, c2c.Sample, func() ([]commbench.Result, error) { return spawnMPI(ctx, f) })
@@ -109,7 +129,7 @@ func benchCommApp() app {
 					}
 					return errors.Join(err, commbench.WriteJSON(e.stdout, rs))
 				default:
-					return fmt.Errorf("%w: unknown -backend %q (local or mpi)", errUsage, f.backend)
+					return fmt.Errorf("%w: unknown -backend %q (local or mpi)", errUsage, f.backend) // validate refused it
 				}
 			}
 		},

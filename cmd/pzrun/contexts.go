@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/pzgo/pz/internal/apps/contexts"
@@ -32,7 +33,8 @@ func contextsApp() app {
 			fs.StringVar(&o.Trace, "trace", "", "write the hypervisor run's Chrome trace to `FILE` and its Gantt SVG beside it")
 			fs.BoolVar(&o.JSON, "json", false, "print JSON lines instead of a table")
 			fs.BoolVar(&o.LogResizes, "v", false, "log every hypervisor resize and refused move (stderr); without it only the counts are reported")
-			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			// Before any rank starts (env.validate).
+			e.validate = func(int, io.Writer) error {
 				if err := validPolicy(o.Policy); err != nil {
 					return err
 				}
@@ -43,6 +45,15 @@ func contextsApp() app {
 				}
 				if o.Repeat < 1 {
 					return fmt.Errorf("%w: -repeat %d: want at least 1", errUsage, o.Repeat)
+				}
+				if err := o.Validate(); err != nil {
+					return badOptions(err, tiled.ErrBadOptions)
+				}
+				return nil
+			}
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				if err := e.validate(rt.Size(), io.Discard); err != nil {
+					return err
 				}
 				o.Logger = rt.Logger()
 				_, err := contexts.Run(ctx, o, e.stdout)

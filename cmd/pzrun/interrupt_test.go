@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,4 +138,54 @@ func TestSTMBenchSIGINTToTheGroup(t *testing.T) {
 	b, err := os.ReadFile(runPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "the master was stopped (pzrun: interrupt received)")
+}
+
+// Under an MPI launcher every process has the same arguments: each finds
+// a usage error itself, before any rank starts, rank 0 alone says it and
+// every process exits 2 (they printed it once per rank, and those found
+// by the ranks ended the job with MPI_Abort, status 1).
+func TestUsageErrorUnderLauncherSaidByRankZero(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cholesky", "-nosuchflag"}, "pzrun cholesky: flag provided but not defined: -nosuchflag\n"},
+		{[]string{"-n", "0", "hello"}, "pzrun: -n must be at least 1, got 0\n"},
+		{[]string{"-n", "2", "hello"}, "pzrun hello: -n 2 given under an MPI launcher (openmpi); let mpirun choose the ranks: mpirun -n 2 pzrun hello\n"},
+		{[]string{"cholesky", "-n", "1000", "-b", "256"}, "pzrun cholesky: invalid options: matrix size 1000 is not a multiple of block size 256 (try -n 1024)\n"},
+		{[]string{"cholesky", "-policy", "nosuch"}, "pzrun cholesky: unknown policy \"nosuch\"; valid: "},
+		{[]string{"cholesky", "-grid", "2x2"}, "pzrun cholesky: invalid options: dist: distribution does not fit the ranks: a 2 x 2 process grid for 2 ranks"},
+		{[]string{"gemm", "-grid", "1x1", "-n", "512"}, "pzrun gemm: invalid options: dist: distribution does not fit the ranks: a 1 x 1 process grid for 2 ranks"},
+		{[]string{"gemm", "-device-only"}, "pzrun gemm: -device-only is cholesky's"},
+		{[]string{"cholesky", "-device-only", "-sim", "1"}, "pzrun cholesky: -device-only serves one-rank runs so far\n"},
+		{[]string{"bench", "comm", "-sizes", "7"}, "pzrun bench comm: -sizes: \"7\" is not a positive multiple of 8\n"},
+		{[]string{"bench", "tasks", "-tasks", "1"}, "pzrun bench tasks: -tasks 1 and -rounds 7: want at least 2 tasks and 1 round\n"},
+		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: 1 workers; two contexts need at least 2\n"},
+		{[]string{"contexts", "-hypervisor", "nosuch"}, "pzrun contexts: invalid options: "},
+	} {
+		for rank := range 2 {
+			env := map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": fmt.Sprint(rank)}
+			var out, errb bytes.Buffer
+			code := run(testCtx(t), c.args, &out, &errb, func(k string) string { return env[k] })
+			assert.Equal(t, exitUsage, code, "%v on rank %d: %s", c.args, rank, errb.String())
+			assert.Empty(t, out.String(), "%v", c.args)
+			if rank == 0 {
+				assert.True(t, strings.HasPrefix(errb.String(), c.want), "%v: %q", c.args, errb.String())
+			} else {
+				assert.Empty(t, errb.String(), "%v on rank 1", c.args)
+			}
+		}
+	}
+}
+
+// A contexts run whose scheduler gets one worker (under mpirun -n 2 on
+// two cores, each rank's share) says which flag asks for more.
+func TestContextsOneWorkerNamesTheFlag(t *testing.T) {
+	env := map[string]string{"PZ_NCPU": "1"}
+	t.Setenv("PZ_NCPU", "1")
+	var out, errb bytes.Buffer
+	code := run(testCtx(t), []string{"contexts", "-small", "128", "-large", "256", "-b", "64", "-hypervisor", "idle"}, &out, &errb, func(k string) string { return env[k] })
+	assert.Equal(t, exitUsage, code, errb.String())
+	assert.Contains(t, errb.String(), "the scheduler has 1 worker")
+	assert.Contains(t, errb.String(), "-workers 2")
 }

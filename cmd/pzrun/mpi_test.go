@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
@@ -199,4 +200,35 @@ func TestBenchCommMPIBackendSIGINTCleansUp(t *testing.T) {
 	assert.Contains(t, stderr.String(), "the MPI job was stopped: pzrun: interrupt received")
 	assertEmpty(t, tmp, "the session directory")
 	assertEmpty(t, shm, "shared-memory segments")
+}
+
+// Under the real mpirun, a usage error (a bad flag; flags that every
+// rank refuses alike) is said once, by rank 0, and every process exits
+// 2 without MPI_Abort: mpirun's status is 2.
+func TestMpirunUsageErrorOnce(t *testing.T) {
+	lau, _ := launch.For(mpi.Library())
+	if _, err := lau.Run(); err != nil {
+		t.Skip(err)
+	}
+	bin := buildPzrun(t, mpiTags()...)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cholesky", "-nosuchflag"}, "pzrun cholesky: flag provided but not defined: -nosuchflag"},
+		{[]string{"cholesky", "-n", "1000", "-b", "256"}, "pzrun cholesky: invalid options: matrix size 1000 is not a multiple of block size 256 (try -n 1024)"},
+		{[]string{"cholesky", "-grid", "2x2"}, "a 2 x 2 process grid for 2 ranks"},
+		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: 1 workers; two contexts need at least 2"},
+	} {
+		cmd, err := lau.Command(t.Context(), 2, append([]string{bin}, c.args...)...)
+		require.NoError(t, err)
+		cmd.Env = append(os.Environ(), commbench.PeerEnv()...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: %s", c.args, out)
+		assert.Equal(t, 2, ee.ExitCode(), "%v: %s", c.args, out)
+		assert.Equal(t, 1, strings.Count(string(out), c.want), "%v: said once: %s", c.args, out)
+		assert.NotContains(t, string(out), "MPI_ABORT", "%v", c.args)
+		assert.NotContains(t, string(out), "pz: rank", "%v", c.args)
+	}
 }

@@ -37,6 +37,13 @@ type env struct {
 	// it is a terminal (an *os.File); nil in help.
 	progress io.Writer
 	getenv   func(string) string
+	// validate, when an app's setup sets it, checks the parsed flags
+	// for a job of ranks ranks (-1: not known) before any rank starts,
+	// writing notes to notes. Every process of an MPI job has the same
+	// arguments and finds a usage error itself, before any
+	// communication: rank 0 alone says it, and every process exits 2
+	// without starting MPI.
+	validate func(ranks int, notes io.Writer) error
 }
 
 // An app is one thing pzrun can run. Its flags are parsed once in the
@@ -187,27 +194,34 @@ func globalFlags() (global *flag.FlagSet, n *int, commTimeout *time.Duration, cp
 
 // runArgs is runApp; *program is set when APP is a program to launch.
 func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal, program *bool) int {
+	// Under an MPI launcher every process has the same arguments and
+	// finds a usage error alike: rank 0 says it, once.
+	job := launch.Detect(getenv)
+	launched := job.Launched()
+	usageErr := stderr
+	if launched && job.Rank > 0 {
+		usageErr = io.Discard
+	}
 	global, n, commTimeout, cpuProfile := globalFlags()
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun: %v%s\n", err, flagHint(global, err))
-		usage(stderr)
+		fmt.Fprintf(usageErr, "pzrun: %v%s\n", err, flagHint(global, err))
+		usage(usageErr)
 		return exitUsage
 	}
 	nSet := false
 	global.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
 	if nSet && *n < 1 {
-		fmt.Fprintf(stderr, "pzrun: -n must be at least 1, got %d\n", *n)
+		fmt.Fprintf(usageErr, "pzrun: -n must be at least 1, got %d\n", *n)
 		return exitUsage
 	}
 	if *commTimeout < 0 {
-		fmt.Fprintf(stderr, "pzrun: -comm-timeout %v: want a duration >= 0 (0 waits forever)\n", *commTimeout)
+		fmt.Fprintf(usageErr, "pzrun: -comm-timeout %v: want a duration >= 0 (0 waits forever)\n", *commTimeout)
 		return exitUsage
 	}
-	launched := launch.Detect(getenv).Launched()
 	if *commTimeout > 0 && nSet && !launched {
 		fmt.Fprintf(stderr, "pzrun: -comm-timeout bounds MPI operations; with -n %d the ranks run in-process (embedded backend), where it does nothing: run under mpirun (mpirun -n %d pzrun -comm-timeout %v ...)\n", *n, *n, *commTimeout)
 		return exitUsage
@@ -221,8 +235,8 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		fmt.Fprintln(stderr, "pzrun: no app given")
-		usage(stderr)
+		fmt.Fprintln(usageErr, "pzrun: no app given")
+		usage(usageErr)
 		return exitUsage
 	}
 	name := rest[0]
@@ -231,7 +245,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "pzrun: note: -comm-timeout bounds MPI operations, and this run is not under an MPI launcher: it has none to bound\n")
 	}
 	if *cpuProfile != "" && (isProgram(name) || name == "stm") {
-		fmt.Fprintf(stderr, "pzrun: -cpuprofile profiles pzrun's apps (pzrun help), not %s: a program of yours profiles itself (runtime/pprof)\n", name)
+		fmt.Fprintf(usageErr, "pzrun: -cpuprofile profiles pzrun's apps (pzrun help), not %s: a program of yours profiles itself (runtime/pprof)\n", name)
 		return exitUsage
 	}
 	if isProgram(name) {
@@ -247,8 +261,8 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if name == "bench" {
 		if len(rest) == 0 {
-			fmt.Fprintln(stderr, "pzrun: bench needs a benchmark name: comm or tasks")
-			benchUsage(stderr)
+			fmt.Fprintln(usageErr, "pzrun: bench needs a benchmark name: comm or tasks")
+			benchUsage(usageErr)
 			return exitUsage
 		}
 		if rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help" {
@@ -265,7 +279,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			// as a shell runs it.
 			hint = fmt.Sprintf("; to run the program %s here, write ./%s", name, name)
 		}
-		fmt.Fprintf(stderr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)%s\n", name, appNames(), hint)
+		fmt.Fprintf(usageErr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)%s\n", name, appNames(), hint)
 		return exitUsage
 	}
 	// Ranks, loggers and progress bars may write at once.
@@ -278,13 +292,30 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			appUsage(stdout, a, fs)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "pzrun %s: %v%s\n", a.name, err, flagHint(fs, err))
-		appUsage(stderr, a, fs)
+		fmt.Fprintf(usageErr, "pzrun %s: %v%s\n", a.name, err, flagHint(fs, err))
+		appUsage(usageErr, a, fs)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "pzrun %s: unexpected arguments %q\n", a.name, fs.Args())
+		fmt.Fprintf(usageErr, "pzrun %s: unexpected arguments %q\n", a.name, fs.Args())
 		return exitUsage
+	}
+	if launched && *n > 0 {
+		fmt.Fprintf(usageErr, "pzrun %s: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s\n", a.name, *n, job.Launcher, *n, a.name)
+		return exitUsage
+	}
+	if e.validate != nil {
+		ranks := max(*n, 1)
+		if launched {
+			ranks = job.Size // -1 when the launcher does not say
+		}
+		if err := e.validate(ranks, usageErr); err != nil {
+			fmt.Fprintf(usageErr, "pzrun %s: %s\n", a.name, trimUsage(err.Error()))
+			if errors.Is(err, errUsage) {
+				return exitUsage
+			}
+			return exitFail
+		}
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile, getenv)
 	if err != nil {

@@ -234,8 +234,9 @@ func (f *tiledFlags) checkDeviceMemory(given string, mem int64, data taskData, s
 
 // tiledApp is an app of the tiled family: the shared flags, the policy
 // check, the printing and the --check verdict. oneRank apps run on one
-// rank's scheduler; data sizes their tasks for the devices' memory.
-func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiledRun) app {
+// rank's scheduler; data sizes their tasks for the devices' memory;
+// check (nil: none) refuses flags the app does not serve.
+func tiledApp(name, summary, what string, oneRank bool, data taskData, check func(f *tiledFlags) error, run tiledRun) app {
 	return app{
 		name:    name,
 		summary: summary,
@@ -243,7 +244,9 @@ func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiled
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var f tiledFlags
 			f.define(fs, 2048)
-			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			// The flags' checks, before any rank starts (env.validate);
+			// ranks -1 leaves those that need the job's size to the ranks.
+			e.validate = func(ranks int, notes io.Writer) error {
 				if err := validPolicy(f.policy); err != nil {
 					return err
 				}
@@ -257,10 +260,6 @@ func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiled
 				cudaMem, err := f.cudaMemLimit()
 				if err != nil {
 					return err
-				}
-				notes := e.stderr
-				if rt.Rank() != 0 {
-					notes = io.Discard // every rank checks; the root says it
 				}
 				if len(devs) > 0 && devs[0].Memory > 0 {
 					if err := f.checkDeviceMemory("-sim-mem "+f.simMem, devs[0].Memory, data, notes); err != nil {
@@ -292,14 +291,38 @@ func tiledApp(name, summary, what string, oneRank bool, data taskData, run tiled
 						}
 					}
 				}
-				if f.deviceOnly && (rt.Size() > 1 || f.grid != "") {
+				if check != nil {
+					if err := check(&f); err != nil {
+						return err
+					}
+				}
+				if f.deviceOnly && (ranks > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -device-only serves one-rank runs so far", errUsage)
 				}
 				if f.cudaRef && f.cuda == 0 {
 					return fmt.Errorf("%w: -cuda-reference compares with the tiled run on GPUs: give -cuda N too", errUsage)
 				}
-				if f.cudaRef && (rt.Size() > 1 || f.grid != "") {
+				if f.cudaRef && (ranks > 1 || f.grid != "") {
 					return fmt.Errorf("%w: -cuda-reference serves one-rank runs", errUsage)
+				}
+				// The matrix's shape and the process grid, as the run
+				// checks them.
+				precision, seed := f.precision, uint64(1)
+				if err := tiled.Prepare(f.n, f.b, &precision, &seed, f.workers, f.warmup); err != nil {
+					return badOptions(err, tiled.ErrBadOptions)
+				}
+				if p, q, _ := f.gridPQ(); ranks > 0 && (ranks > 1 || f.grid != "") {
+					if err := tiled.PrepareGrid(ranks, &p, &q); err != nil {
+						return badOptions(err, tiled.ErrBadOptions)
+					}
+				}
+				return nil
+			}
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				// Checked before the ranks started, where the job's size
+				// was known; the notes were said then.
+				if err := e.validate(rt.Size(), io.Discard); err != nil {
+					return err
 				}
 				r, measure, tol, err := run(ctx, rt, &f, e.progress)
 				if err != nil {
@@ -330,7 +353,7 @@ func choleskyApp() app {
 		func(f *tiledFlags) (float64, float64, string) {
 			tile := tiled.MatrixBytes(f.b, f.precision)
 			return tile, 3 * tile, "a GEMM task (3 tiles)" // POTRF: 1 tile
-		},
+		}, nil,
 		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
 			p, q, _ := f.gridPQ()
 			opts := cholesky.Options{
@@ -367,10 +390,13 @@ func gemmApp() app {
 			task := tiled.MatrixBytes(f.b, f.precision) * (1 + 2*float64(f.n)/float64(f.b))
 			return task, task, "a tile task (a tile of C, a panel of A and one of B)"
 		},
-		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
+		func(f *tiledFlags) error {
 			if f.deviceOnly {
-				return nil, 0, 0, fmt.Errorf("%w: -device-only is cholesky's: gemm's tiles run wherever the policy puts them", errUsage)
+				return fmt.Errorf("%w: -device-only is cholesky's: gemm's tiles run wherever the policy puts them", errUsage)
 			}
+			return nil
+		},
+		func(ctx context.Context, rt *runtimeview.RuntimeView, f *tiledFlags, progress io.Writer) (fmt.Stringer, float64, float64, error) {
 			p, q, _ := f.gridPQ()
 			opts := gemm.Options{
 				N: f.n, Block: f.b, Precision: f.precision, Policy: f.policy, Workers: f.workers,
@@ -416,35 +442,38 @@ func benchTasksApp() app {
 			work := fs.Bool("submitters-work", false, "make each submitting goroutine one of the workers (a scheduler Driver: Driver.Submit runs ready tasks at once past 8 in flight per worker, Driver.WaitAll runs tasks), as OpenMP's creating thread is one of its team")
 			batch := fs.Int("batch", 0, "submit through a scheduler.Batch flushed every `N` tasks (0: one Submit per task)")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
-			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			// options checks the flags and returns the bench's options:
+			// before any rank starts (env.validate), and on the rank that
+			// runs the bench.
+			options := func() (benchtasks.Options, error) {
 				// benchtasks reads 0 as its defaults: refuse it here.
 				if *tasks < 2 || *rounds < 1 {
-					return fmt.Errorf("%w: -tasks %d and -rounds %d: want at least 2 tasks and 1 round", errUsage, *tasks, *rounds)
+					return benchtasks.Options{}, fmt.Errorf("%w: -tasks %d and -rounds %d: want at least 2 tasks and 1 round", errUsage, *tasks, *rounds)
 				}
 				if *batch < 0 {
-					return fmt.Errorf("%w: -batch %d: want a number of tasks >= 0 (0: one Submit per task)", errUsage, *batch)
+					return benchtasks.Options{}, fmt.Errorf("%w: -batch %d: want a number of tasks >= 0 (0: one Submit per task)", errUsage, *batch)
 				}
 				if *batch > 0 && *work {
 					// Before the peers run, not after.
-					return fmt.Errorf("%w: -batch %d with -submitters-work: a working submitter (a Driver) submits one task at a time; drop one of them", errUsage, *batch)
+					return benchtasks.Options{}, fmt.Errorf("%w: -batch %d with -submitters-work: a working submitter (a Driver) submits one task at a time; drop one of them", errUsage, *batch)
 				}
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds, SubmittersWork: *work, Batch: *batch}
 				if *format != "json" && *format != "table" {
-					return fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
+					return opts, fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
 				}
 				for _, p := range strings.Split(*policies, ",") {
 					if err := validPolicy(p); err != nil {
-						return err
+						return opts, err
 					}
 					opts.Policies = append(opts.Policies, p)
 				}
 				for _, f := range strings.Split(*submitters, ",") {
 					n, err := strconv.Atoi(strings.TrimSpace(f))
 					if err != nil || n < 1 {
-						return fmt.Errorf("%w: -submitters %q: a comma-separated list of counts ≥ 1", errUsage, *submitters)
+						return opts, fmt.Errorf("%w: -submitters %q: a comma-separated list of counts ≥ 1", errUsage, *submitters)
 					}
 					if *work && n > benchtasks.DefaultWorkers() {
-						return fmt.Errorf("%w: -submitters %d with -submitters-work: each submitter is one of the %d workers", errUsage, n, benchtasks.DefaultWorkers())
+						return opts, fmt.Errorf("%w: -submitters %d with -submitters-work: each submitter is one of the %d workers", errUsage, n, benchtasks.DefaultWorkers())
 					}
 					opts.Submitters = append(opts.Submitters, n)
 				}
@@ -453,9 +482,20 @@ func benchTasksApp() app {
 					case benchtasks.CaseIndep, benchtasks.CaseChain, benchtasks.CaseHandles4, benchtasks.CaseGrain:
 					default:
 						// Before the peers run, not after.
-						return fmt.Errorf("%w: unknown case %q (valid: indep, chain, handles4, grain)", errUsage, c)
+						return opts, fmt.Errorf("%w: unknown case %q (valid: indep, chain, handles4, grain)", errUsage, c)
 					}
 					opts.Cases = append(opts.Cases, benchtasks.Case(c))
+				}
+				return opts, nil
+			}
+			e.validate = func(int, io.Writer) error {
+				_, err := options()
+				return err
+			}
+			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				opts, err := options()
+				if err != nil {
+					return err
 				}
 				switch {
 				case *peerFile != "":

@@ -174,13 +174,8 @@ type summary struct {
 	Hypervisors  []Gain  `json:"hypervisors"`
 }
 
-// Run factors two seeded SPD matrices of unequal sizes concurrently,
-// several times on fresh schedulers of the same workers: in the global
-// context, in two static contexts of half the workers each, and in the
-// same two contexts under each hypervisor policy of opts.Hypervisor. It prints each run and the
-// summary to out (a table, or JSON lines with opts.JSON) and returns
-// them. Errors wrap tiled.ErrBadOptions for invalid options.
-func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
+// withDefaults is opts with Run's defaults for its zero fields.
+func (opts Options) withDefaults() Options {
 	if opts.Small == 0 {
 		opts.Small = 1024
 	}
@@ -202,8 +197,16 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if opts.Repeat == 0 {
 		opts.Repeat = 1
 	}
+	return opts
+}
+
+// Validate returns an error wrapping tiled.ErrBadOptions when opts (zero
+// fields read as Run's defaults) are invalid: what Run refuses before it
+// allocates or starts a scheduler, the memory check aside.
+func (opts Options) Validate() error {
+	opts = opts.withDefaults()
 	if opts.Repeat < 0 {
-		return nil, fmt.Errorf("contexts: %w: repeat %d is negative", tiled.ErrBadOptions, opts.Repeat)
+		return fmt.Errorf("contexts: %w: repeat %d is negative", tiled.ErrBadOptions, opts.Repeat)
 	}
 	for _, sz := range []struct {
 		name string
@@ -211,26 +214,40 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}{{"small", opts.Small}, {"large", opts.Large}} {
 		// CheckShape suggests pzrun's -n, which is not this app's flag.
 		if opts.Block > 0 && sz.n > 0 && sz.n%opts.Block != 0 {
-			return nil, fmt.Errorf("contexts: %w: the %s matrix's order %d (-%s) is not a multiple of the block size %d (-b); try -%s %d",
+			return fmt.Errorf("contexts: %w: the %s matrix's order %d (-%s) is not a multiple of the block size %d (-b); try -%s %d",
 				tiled.ErrBadOptions, sz.name, sz.n, sz.name, opts.Block, sz.name, sz.n/opts.Block*opts.Block+opts.Block)
 		}
 		if err := tiled.CheckShape(sz.n, opts.Block, opts.Precision); err != nil {
-			return nil, fmt.Errorf("contexts: %s matrix (-%s): %w", sz.name, sz.name, err)
+			return fmt.Errorf("contexts: %s matrix (-%s): %w", sz.name, sz.name, err)
 		}
 	}
 	if opts.Small > opts.Large {
-		return nil, fmt.Errorf("contexts: %w: the small matrix's order %d is above the large one's %d (swap them)", tiled.ErrBadOptions, opts.Small, opts.Large)
-	}
-	if err := checkMemory(opts, tiled.AvailableMemory(ctx)); err != nil {
-		return nil, err
+		return fmt.Errorf("contexts: %w: the small matrix's order %d is above the large one's %d (swap them)", tiled.ErrBadOptions, opts.Small, opts.Large)
 	}
 	if opts.Workers < 0 || opts.Workers == 1 {
-		return nil, fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
+		return fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
 	}
 	for _, name := range strings.Split(opts.Hypervisor, ",") {
 		if _, err := hypervisor.PolicyByName(name, 0); err != nil {
-			return nil, fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
+			return fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
 		}
+	}
+	return nil
+}
+
+// Run factors two seeded SPD matrices of unequal sizes concurrently,
+// several times on fresh schedulers of the same workers: in the global
+// context, in two static contexts of half the workers each, and in the
+// same two contexts under each hypervisor policy of opts.Hypervisor. It prints each run and the
+// summary to out (a table, or JSON lines with opts.JSON) and returns
+// them. Errors wrap tiled.ErrBadOptions for invalid options.
+func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
+	opts = opts.withDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkMemory(opts, tiled.AvailableMemory(ctx)); err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -367,7 +384,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 	}()
 	nw := len(s.Workers())
 	if nw < 2 {
-		return ModeResult{}, fmt.Errorf("contexts: %w: the scheduler has %d worker; two contexts need at least 2 (PZ_NCPU)", tiled.ErrBadOptions, nw)
+		return ModeResult{}, fmt.Errorf("contexts: %w: the scheduler has %d worker (one per core this process may use, under mpirun its rank's share of the host's; or PZ_NCPU); two contexts need at least 2: ask for them (pzrun contexts -workers 2, Options.Workers)", tiled.ErrBadOptions, nw)
 	}
 	mr := ModeResult{App: "contexts", Mode: mode, Small: opts.Small, Large: opts.Large, Block: opts.Block,
 		Precision: opts.Precision, Workers: nw, Policy: s.Policy()}
