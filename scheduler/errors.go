@@ -76,10 +76,11 @@ var (
 	// WithStats nor WithTrace (PZ_STATS, PZ_TRACE) was given, so there
 	// is nothing to draw.
 	ErrNotRecording = errors.New("scheduler: tasks not recorded")
-	// ErrInTask is returned by a wait made by the code of a running task
-	// (WaitAll, Wait, WaitTag, a Synchronous Submit, Unregister, Fetch)
-	// when it would block: a task cannot wait for tasks, as in StarPU
-	// (-EDEADLK). Only tasks run by the workers the scheduler starts are
+	// ErrInTask is returned by a wait made by the code of a running task,
+	// a team task's or a task's callback (WaitAll, Wait, WaitTag, a
+	// Synchronous Submit, Unregister, Fetch) when it would block: a task
+	// cannot wait for tasks, as in StarPU (-EDEADLK); Data from there
+	// does not wait. Only tasks run by the workers the scheduler starts are
 	// checked, not those a Driver runs, and a Wait only for a task
 	// already submitted (or named in After): before that, the task's
 	// scheduler is not known.

@@ -290,10 +290,9 @@ func (h *Handle) LD() int { return h.ram.ld }
 // It waits for ever for a task that cannot run: one waiting for a tag
 // never declared, or one only a driven worker can run while the
 // goroutine that drives it calls Data (call Fetch with a deadline, or
-// RunOnce until the task is done, there). From a task's code (which
-// must not wait for tasks, see ErrInTask) Data does not wait; from a
-// task's callback, which runs before its task is done, do not call it
-// on the task's own handles. A copy that fails (the device was closed,
+// RunOnce until the task is done, there). From a task's code, a team
+// task's or a task's callback (which must not wait for tasks, see
+// ErrInTask) Data does not wait. A copy that fails (the device was closed,
 // or failed) leaves RAM as it was and the devices' copies valid, and Data
 // returns the data without saying so: Fetch reports the failure. Without
 // devices, Data only returns the data.

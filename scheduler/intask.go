@@ -12,7 +12,10 @@ import (
 // waits for one submitted after it (or for the task's own successors)
 // waits for ever, while the worker it occupies runs nothing else. As
 // StarPU answers -EDEADLK there, pz refuses such a wait with ErrInTask,
-// naming the task, instead of hanging. Go has no goroutine-local state,
+// naming the task, instead of hanging; as StarPU, it refuses every wait
+// that would block there, also one that other workers could end (a Wait
+// for an independent task), since which would end cannot be told at the
+// call. Go has no goroutine-local state,
 // so a wait that is about to block asks which goroutine calls it (a few
 // hundred nanoseconds, only then) and compares it with the goroutines
 // of the workers the scheduler runs; a driven worker's tasks run on the
@@ -37,8 +40,11 @@ func goid() uint64 {
 	return id
 }
 
-// runningTask returns the task the calling goroutine is running as one
-// of s's workers, and that worker, or nil.
+// runningTask returns the worker of s whose goroutine calls it and the
+// task it runs, or nils. The task is nil while the worker runs a task's
+// callback (the task is not done until it returns) or a team task's
+// code (runTeam's own Call): both are refused as a task's code is, as
+// they hold the worker and their task.
 func (s *Scheduler) runningTask() (*Task, *worker) {
 	g := goid()
 	if g == 0 {
@@ -58,10 +64,14 @@ func (s *Scheduler) runningTask() (*Task, *worker) {
 // runs.
 func (s *Scheduler) checkNotInTask(what string) error {
 	t, w := s.runningTask()
-	if t == nil {
+	if w == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s called by the code of %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data, and wait outside the tasks", ErrInTask, what, describeTask(t), w.info.ID)
+	by := "a task's callback or a team task's code"
+	if t != nil {
+		by = "the code of " + describeTask(t)
+	}
+	return fmt.Errorf("%w: %s called by %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data, and wait outside the tasks", ErrInTask, what, by, w.info.ID)
 }
 
 // describeTask names t as errors do: "task #3 of codelet "potrf"" (the
