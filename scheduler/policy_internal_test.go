@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -124,4 +126,46 @@ func TestTransferCostOfTaskThatCannotFit(t *testing.T) {
 	cost := s.transferCost(&Task{Codelet: cl, Access: []Access{{small, ModeR}, {small, ModeRW}}}, dev)
 	assert.False(t, math.IsInf(cost, 0))
 	assert.Positive(t, cost)
+}
+
+// TestPushLocalFindsTheWorkerThatCanRun: under the local push rule (ws,
+// lws) a task pushed from outside the workers goes round-robin to a
+// member that can run it, however many pushes advance the turn at the
+// same time. A task only the CPU worker of a CPU and a GPU worker can
+// run (one sent back from a full GPU) was left an orphan - kept for
+// workers yet to come, so never run - when concurrent pushes moved the
+// turn between the two members' checks.
+func TestPushLocalFindsTheWorkerThatCanRun(t *testing.T) {
+	for _, name := range []string{"ws", "lws"} {
+		t.Run(name, func(t *testing.T) {
+			p := policyFactories()[name](PolicyConfig{Seed: 1}).(*queues)
+			p.AddWorkers(WorkerInfo{ID: 0, Kind: CPUWorker}, WorkerInfo{ID: 1, Kind: CUDAWorker})
+			var orphans atomic.Int64
+			p.orphanHook = func() { orphans.Add(1) }
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 2 { // other pushers taking turns
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+							p.rr.Add(1)
+						}
+					}
+				})
+			}
+			task := cpuTask(0)
+			for i := 0; i < 200000 && orphans.Load() == 0; i++ {
+				p.Push(task, AnyWorker)
+				if p.Pop(0) != task {
+					t.Fatalf("push %d: the task is not in the CPU worker's queue (%d orphans)", i, orphans.Load())
+				}
+			}
+			close(stop)
+			wg.Wait()
+			assert.Zero(t, orphans.Load(), "tasks left orphans beside a worker that can run them")
+		})
+	}
 }

@@ -221,14 +221,21 @@ func (p *queues) next() uint64 {
 }
 
 // pushLocal queues on the pushing worker (locality: a successor runs
-// where its predecessor's data is hot), else round-robin.
+// where its predecessor's data is hot), else round-robin: the scan for
+// a member that can run t starts at the next turn and visits every
+// member once. (Taking a turn per member visited let concurrent pushes
+// advance the counter in between, so that a scan could visit only the
+// members that cannot run t - twice the GPU worker of a CPU worker and
+// a GPU worker - and leave t an orphan for good: a task sent back from
+// a full GPU to the CPU workers never ran.)
 func pushLocal(p *queues, s *workerSet, t *Task, from int) int {
 	if s.has(from) && t.CanRunOn(s.info[from].Kind) {
 		return from
 	}
-	n := len(s.ids)
-	for i := 0; i < n; i++ {
-		w := s.ids[int(p.rr.Add(1)%uint64(n))]
+	n := uint64(len(s.ids))
+	start := p.rr.Add(1)
+	for i := range n {
+		w := s.ids[(start+i)%n]
 		if t.CanRunOn(s.info[w].Kind) {
 			return w
 		}
