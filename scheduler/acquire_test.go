@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,6 +52,18 @@ func TestFetchAndDataWaitForSubmittedWriters(t *testing.T) {
 				}
 				got <- *v.(*int64)
 			}()
+			// While the writer waits for the gate, a Fetch bounded by a
+			// deadline meets the deadline (it returned 41 at once when it
+			// did not wait), and the access above has not returned.
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			_, ferr := h.Fetch(short)
+			cancel()
+			require.ErrorIs(t, ferr, context.DeadlineExceeded, "Fetch while the writer runs")
+			select {
+			case v := <-got:
+				t.Fatalf("%s returned %d while the writer was running", access, v)
+			default:
+			}
 			close(gate) // the host's access can only end after the writer
 			assert.EqualValues(t, 42, <-got)
 			require.NoError(t, err)
