@@ -37,7 +37,7 @@
 // Send, Recv, Ssend, Isend, Irecv and Sendrecv move typed slices between
 // two ranks; ProcNull is a peer that makes a domain's edges no special
 // case. Requests complete through Wait and Test, or in sets (WaitAll,
-// WaitAny, WaitSome, TestAny, TestSome). A message exchanged every
+// WaitAny, WaitSome, TestAll, TestAny, TestSome). A message exchanged every
 // iteration is set up once with SendInit or RecvInit and run with Start
 // (or StartAll) and a wait: a Persistent, MPI's persistent request.
 //

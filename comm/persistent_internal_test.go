@@ -112,3 +112,35 @@ func TestPersistentRoundActiveUntilReported(t *testing.T) {
 		t.Fatalf("Free after Wait reported the round: %v", err)
 	}
 }
+
+// TestAll over a set with a round still in progress leaves a completed
+// persistent round uncollected (Start still refuses it); once every
+// request has completed it collects the round.
+func TestTestAllCollectsPersistentRoundsOnlyWhenDone(t *testing.T) {
+	var round pollOnly
+	p := &restarted{start: func() (Request, error) {
+		round = pollOnly{done: make(chan struct{})}
+		return round, nil
+	}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	close(round.done)
+	<-p.Done()
+	other := pollOnly{done: make(chan struct{})}
+	reqs := []Request{p, other}
+	if done, _, _ := TestAll(reqs); done {
+		t.Fatal("TestAll: done with a request pending")
+	}
+	if err := p.Start(); !errors.Is(err, ErrActive) {
+		t.Fatalf("Start after a TestAll that reported nothing: %v, want ErrActive", err)
+	}
+	close(other.done)
+	done, sts, err := TestAll(reqs)
+	if !done || err != nil || sts[0].Tag != 4 {
+		t.Fatalf("TestAll once both completed: %v, %+v, %v", done, sts, err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("Start after TestAll collected the round: %v", err)
+	}
+}

@@ -121,6 +121,46 @@ func WaitAllInto(ctx context.Context, reqs []Request, sts []Status) error {
 	return errors.Join(errs...)
 }
 
+// TestAll reports whether every request of reqs has completed
+// (MPI_Testall). If so it returns their statuses by index and the
+// errors of those that failed, each naming its index, and sets every
+// entry to nil; if not, it returns false and leaves reqs as they were, so
+// that it can be called again. It does not block.
+func TestAll(reqs []Request) (done bool, sts []Status, err error) {
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		// A Notifier is asked without Test: a persistent request whose
+		// result Test reported would count as collected (see
+		// Persistent.Start) while TestAll still leaves it in the set.
+		if n, ok := r.(Notifier); ok {
+			select {
+			case <-n.Done():
+				continue
+			default:
+				return false, nil, nil
+			}
+		}
+		if d, _, _ := r.Test(); !d {
+			return false, nil, nil
+		}
+	}
+	sts = make([]Status, len(reqs))
+	var errs []error
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		_, st, rerr := r.Test()
+		reqs[i], sts[i] = nil, st
+		if rerr != nil {
+			errs = append(errs, fmt.Errorf("request %d: %w", i, rerr))
+		}
+	}
+	return true, sts, errors.Join(errs...)
+}
+
 // TestAny returns the first completed request of reqs (setting its entry to
 // nil); ok is false when none has completed.
 func TestAny(reqs []Request) (c Completion, ok bool) {

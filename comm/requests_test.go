@@ -62,3 +62,35 @@ func TestWaitAllReportsCompletionOverContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Status{{Source: 2, Count: 3}}, sts)
 }
+
+// pendingReq has not completed.
+type pendingReq struct{}
+
+func (pendingReq) Wait(ctx context.Context) (Status, error) { <-ctx.Done(); return Status{}, ctx.Err() }
+func (pendingReq) Test() (bool, Status, error)              { return false, Status{}, nil }
+
+// TestTestAll: with a request still pending TestAll reports false and
+// changes nothing; once all have completed it reports their statuses by
+// index, names the failed one's index and clears every entry.
+func TestTestAll(t *testing.T) {
+	boom := errors.New("boom")
+	reqs := []Request{doneReq{st: Status{Source: 1}}, nil, pendingReq{}}
+	done, sts, err := TestAll(reqs)
+	require.False(t, done)
+	require.NoError(t, err)
+	require.Nil(t, sts)
+	require.Equal(t, doneReq{st: Status{Source: 1}}, reqs[0], "a completed request stays in the set")
+
+	reqs[2] = doneReq{st: Status{Source: 3, Count: 2}, err: boom}
+	done, sts, err = TestAll(reqs)
+	require.True(t, done)
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "request 2")
+	require.Equal(t, []Status{{Source: 1}, {}, {Source: 3, Count: 2}}, sts)
+	require.Equal(t, []Request{nil, nil, nil}, reqs)
+
+	done, sts, err = TestAll(reqs)
+	require.True(t, done, "a set of inactive requests has completed")
+	require.NoError(t, err)
+	require.Len(t, sts, 3)
+}
