@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/pzgo/pz/comm"
@@ -21,6 +22,7 @@ func asyncCases() []Case {
 		{"Nonblocking/Mismatch", nbcMismatchCase},
 		{"Nonblocking/WaitOrders", nbcWaitOrdersCase},
 		{"RequestSets", requestSetsCase},
+		{"P2P/SendStatus", sendStatusCase},
 	}
 }
 
@@ -584,4 +586,57 @@ func nbcWaitOrdersCase(ctx context.Context, c comm.Comm) error {
 		}
 	}
 	return c.Barrier(ctx)
+}
+
+// sendStatusCase: the Status of a completed send (an Isend's, a
+// persistent send's round) describes the message as a receive's does:
+// Source is the sender, this rank; Tag the message's tag; Count the
+// elements sent - small (eager) and large, from Wait and from Test, on
+// every backend.
+func sendStatusCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	right, left := (me+1)%n, (me+n-1)%n
+	for i, count := range []int{3, 3000} {
+		tag := 40 + 2*i
+		want := comm.Status{Source: me, Tag: tag, Count: count}
+		r, err := comm.Isend(c, make([]float64, count), right, tag)
+		if err != nil {
+			return err
+		}
+		p, err := comm.SendInit(c, make([]float64, count), right, tag+1)
+		if err != nil {
+			return err
+		}
+		defer p.Free()
+		if err := p.Start(); err != nil {
+			return err
+		}
+		for _, t := range []int{tag, tag + 1} {
+			if _, err := comm.Recv(ctx, c, make([]float64, count), left, t); err != nil {
+				return fmt.Errorf("Recv of %d float64 tag %d: %w", count, t, err)
+			}
+		}
+		st, err := r.Wait(ctx)
+		if err != nil || st != want {
+			return fmt.Errorf("Isend of %d float64: Wait: status %+v, %v; want %+v", count, st, err, want)
+		}
+		if done, st, err := r.Test(); !done || err != nil || st != want {
+			return fmt.Errorf("Isend of %d float64: Test after Wait: %v, status %+v, %v; want %+v", count, done, st, err, want)
+		}
+		want.Tag = tag + 1
+		var done bool
+		for !done {
+			if done, st, err = p.Test(); err != nil {
+				break
+			}
+			runtime.Gosched()
+		}
+		if err != nil || st != want {
+			return fmt.Errorf("SendInit of %d float64: Test: status %+v, %v; want %+v", count, st, err, want)
+		}
+		if st, err := p.Wait(ctx); err != nil || st != want {
+			return fmt.Errorf("SendInit of %d float64: Wait after Test: status %+v, %v; want %+v", count, st, err, want)
+		}
+	}
+	return nil
 }

@@ -348,7 +348,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	defer c.free(dt) // MPI keeps it while the send is pending
 	r := newRequest(c, "MPI_Isend", false)
 	bp := r.sendFrom(buf.Bytes)
-	r.bytes, r.what = len(buf.Bytes), p2p(p2pWaitIsend, dest, tag)
+	r.bytes, r.dt, r.what = len(buf.Bytes), buf.Type, p2p(p2pWaitIsend, dest, tag)
 	c.st.lock()
 	var rc C.int
 	if dt.made {

@@ -38,7 +38,7 @@ type request struct {
 	owner *persistent   // that persistent request
 	recv  bool          // an Irecv: Status.Count is computed from the bytes
 	bytes int           // what the operation moves (how long Wait polls without sleeping)
-	dt    comm.Datatype // element type of an Irecv
+	dt    comm.Datatype // element type of an Irecv, an Isend, a persistent send or receive
 	// A receive may take more than its buffer (room, bytes or more; see
 	// wideRecv): what lands past the buffer tells a truncated message.
 	room  int
@@ -263,6 +263,9 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		rc = st.error
 	}
 	r.st = comm.Status{Source: int(st.source), Tag: int(st.tag)}
+	if !r.recv {
+		r.st = r.sendStatus(rc)
+	}
 	if rc != 0 {
 		e := r.c.st.error(r.call, rc).(*Error)
 		if r.recv && e.Truncated {
@@ -279,6 +282,17 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		}
 		r.st.Count, r.err = countOf(r.name(), int(st.bytes), r.st.Source, r.dt)
 	}
+}
+
+// sendStatus is the Status of a completed send, as comm/local gives it
+// (MPI leaves a send's status undefined): the message's sender, this
+// rank, its tag and the elements sent; empty for a failed send, and for
+// a collective's request.
+func (r *request) sendStatus(rc C.int) comm.Status {
+	if rc != 0 || !r.what.kind().sends() || r.dt.Size() == 0 {
+		return comm.Status{}
+	}
+	return comm.Status{Source: r.c.rank, Tag: r.what.tag(), Count: r.bytes / r.dt.Size()}
 }
 
 // unstage forgets a one-shot receive's staging once it completed; a

@@ -208,6 +208,9 @@ func p2p(k p2pKind, peer, tag int) p2pWhat {
 
 func (w p2pWhat) kind() p2pKind { return p2pKind(w >> 60) }
 
+// tag is the wait's tag (comm.AnyTag for any).
+func (w p2pWhat) tag() int { return int(uint32(w)) - 1 }
+
 // String describes the wait: "Recv from rank 1, tag 0".
 func (w p2pWhat) String() string {
 	k := w.kind()
