@@ -68,17 +68,17 @@ func (r *request) askEnd() {
 // receive that no message had matched) or orphaned (handed to MPI
 // unfinished).
 func (r *request) endErr(orphaned bool) error {
-	why := fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrFreed)
+	why := fmt.Errorf("%w", comm.ErrFreed)
 	if r.c.st.ending.Load() {
-		why = fmt.Errorf("mpi: %s: MPI was finalized (%w)", r.name(), comm.ErrFreed)
+		why = fmt.Errorf("MPI was finalized (%w)", comm.ErrFreed)
 	}
 	switch {
 	case !orphaned:
-		return fmt.Errorf("%w before a message matched the receive; nothing was received", why)
+		return r.errf(fmt.Errorf("%w before a message matched the receive; nothing was received", why))
 	case r.recv:
-		return fmt.Errorf("%w before the receive, which had matched a message, completed; MPI may still write its buffer, which stays pinned", why)
+		return r.errf(fmt.Errorf("%w before the receive, which had matched a message, completed; MPI may still write its buffer, which stays pinned", why))
 	}
-	return fmt.Errorf("%w before the send completed; MPI cannot cancel a send: the message may still be delivered, and its buffer stays pinned", why)
+	return r.errf(fmt.Errorf("%w before the send completed; MPI cannot cancel a send: the message may still be delivered, and its buffer stays pinned", why))
 }
 
 // orphan completes r, still pending in MPI, with endErr: MPI_Request_free

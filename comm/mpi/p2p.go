@@ -10,12 +10,63 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
 )
 
 // Point-to-point.
+
+// peers names the peers and tags of a point-to-point call in its errors,
+// as comm/local does: "to rank 1 tag 5", "from any rank with any tag",
+// both for Sendrecv. It is a value, said only when there is an error.
+type peers struct {
+	send, recv      bool
+	dest, sendTag   int
+	source, recvTag int
+}
+
+func sendTo(dest, tag int) peers     { return peers{send: true, dest: dest, sendTag: tag} }
+func recvFrom(source, tag int) peers { return peers{recv: true, source: source, recvTag: tag} }
+func sendrecvPeers(dest, sendTag, source, recvTag int) peers {
+	return peers{send: true, recv: true, dest: dest, sendTag: sendTag, source: source, recvTag: recvTag}
+}
+
+// peerPast stands for a peer past what a p2pWhat holds (2^28-2).
+const peerPast = -1 << 40
+
+func (p peers) String() string {
+	rank := func(r int) string {
+		switch r {
+		case comm.AnySource:
+			return "any rank"
+		case peerPast:
+			return "a rank past 2^28"
+		}
+		return fmt.Sprintf("rank %d", r)
+	}
+	var parts []string
+	if p.send {
+		parts = append(parts, fmt.Sprintf("to %s tag %d", rank(p.dest), p.sendTag))
+	}
+	if p.recv {
+		if p.recvTag == comm.AnyTag {
+			parts = append(parts, fmt.Sprintf("from %s with any tag", rank(p.source)))
+		} else {
+			parts = append(parts, fmt.Sprintf("from %s tag %d", rank(p.source), p.recvTag))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// p2pErr is the error of a point-to-point call on this rank, naming the
+// call, the rank and the peers and tags, as comm/local's do: "mpi: Recv
+// on rank 1 from rank 0 tag 5: comm: message larger than receive buffer:
+// ...".
+func (c *Comm) p2pErr(call string, p peers, err error) error {
+	return fmt.Errorf("mpi: %s on rank %d %s: %w", call, c.rank, p, err)
+}
 
 // checkP2P validates a peer rank and a tag (comm.CheckPeer, comm.CheckTag,
 // as on comm/local) and the library's tag limit (TagUB). any allows the
@@ -65,7 +116,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 		c.st.watch.endP2P(id)
 		c.st.paceP2P()
 		if rc != 0 {
-			return fmt.Errorf("mpi: %w", c.st.error("MPI_Send", rc))
+			return c.p2pErr("Send", sendTo(dest, tag), c.st.error("MPI_Send", rc))
 		}
 		return nil
 	}
@@ -75,7 +126,7 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	defer c.free(dt)
 	bp := ptr(buf.Bytes)
-	return c.p2pSized(ctx, "MPI_Send", p2p(p2pSend, dest, tag), len(buf.Bytes),
+	return c.p2pSized(ctx, "Send", "MPI_Send", p2p(p2pSend, dest, tag), len(buf.Bytes),
 		func() C.int { return C.pz_send(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_isend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
@@ -99,17 +150,43 @@ func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	}
 	defer c.free(dt)
 	bp := ptr(buf.Bytes)
-	return c.p2pSized(ctx, "MPI_Ssend", p2p(p2pSsend, dest, tag), len(buf.Bytes),
+	return c.p2pSized(ctx, "Ssend", "MPI_Ssend", p2p(p2pSsend, dest, tag), len(buf.Bytes),
 		func() C.int { return C.pz_ssend(bp, n, dt.t, C.int(dest), C.int(tag), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_issend(bp, n, dt.t, C.int(dest), C.int(tag), c.c, r) }, bp)
 }
 
-// p2pSized is doSized for a point-to-point call, watched as what.
-func (c *Comm) p2pSized(ctx context.Context, call string, what p2pWhat, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
+// p2pSized is doSized for the send name (MPI's call), watched as what,
+// whose errors name the rank, the peer and the tag (p2pErr).
+func (c *Comm) p2pSized(ctx context.Context, name, call string, what p2pWhat, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
 	id := c.beginP2P(ctx, what)
-	err := c.doSized(ctx, call, false, nbytes, block, start, pins...)
-	c.st.watch.endP2P(id)
-	return err
+	defer c.st.watch.endP2P(id)
+	p := what.peers()
+	if c.blocks(ctx) {
+		rc := block()
+		c.st.paceP2P()
+		if rc != 0 {
+			return c.p2pErr(name, p, c.st.error(call, rc))
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return c.p2pErr(name, p, ctxErr(ctx))
+	}
+	r := newRequest(c, call, false, pins...)
+	r.what = what
+	c.st.lock()
+	rc := start(r.req)
+	c.st.unlock()
+	if rc != 0 {
+		r.release()
+		return c.p2pErr(name, p, c.st.error(call, rc))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := poll(ctx, spinFor(nbytes), r.test); err != nil {
+		return c.p2pErr(name, p, err)
+	}
+	return r.err
 }
 
 // Recv receives one message (MPI_Mprobe, or MPI_Improbe polled when ctx can
@@ -119,10 +196,11 @@ func (c *Comm) p2pSized(ctx context.Context, call string, what p2pWhat, nbytes i
 //
 // Datatypes: messages travel as bytes (MPI_BYTE) without the sender's
 // datatype, and Recv counts them in dt. A message whose size is not a
-// whole number of dt is consumed and a *comm.MismatchError returned; one
-// of another datatype whose size divides is received as it is (3 float64
-// received as Int32 are 6 meaningless int32s, and no error), where
-// comm/local returns a *comm.MismatchError. Use one datatype per tag.
+// whole number of dt is consumed and an error wrapping comm.ErrMismatch
+// returned (countOf); one of another datatype whose size divides is
+// received as it is (3 float64 received as Int32 are 6 meaningless
+// int32s, and no error), where comm/local returns an error wrapping
+// comm.ErrMismatch. Use one datatype per tag.
 //
 // The stall watch (WithStallReport, WithTimeout) sees the wait on the
 // blocking and the polled path.
@@ -131,32 +209,45 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 		return comm.Status{}, err
 	}
 	if !dt.Valid() {
-		return comm.Status{}, fmt.Errorf("mpi: Recv: invalid datatype %v: %w", dt, comm.ErrInvalidArg)
+		return comm.Status{}, c.p2pErr("Recv", recvFrom(source, tag), fmt.Errorf("invalid datatype %v: %w", dt, comm.ErrInvalidArg))
 	}
 	if err := c.checkP2P("Recv", source, tag, true); err != nil {
 		return comm.Status{}, err
 	}
-	id := c.beginP2P(ctx, p2p(p2pRecv, source, tag))
-	msg, st, err := c.mprobe(ctx, "Recv", source, tag, true)
+	return c.recv(ctx, "Recv", recvFrom(source, tag), dt, source, tag, into)
+}
+
+// recv is Recv for call (Recv, or Sendrecv's receive), whose errors name
+// p.
+func (c *Comm) recv(ctx context.Context, call string, p peers, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
+	kind := p2pRecv
+	if call != "Recv" {
+		kind = p2pSendrecv
+	}
+	id := c.beginP2P(ctx, p2p(kind, source, tag))
+	msg, st, err := c.mprobe(ctx, source, tag, true)
 	var status comm.Status
 	if err == nil {
-		status, err = c.mrecv("Recv", &msg, st, dt, into)
+		status, err = c.mrecv(&msg, st, dt, into)
 	}
 	c.st.watch.endP2P(id)
+	if err != nil {
+		err = c.p2pErr(call, p, err)
+	}
 	return status, err
 }
 
 // mprobe matches a message (MPI_Mprobe, or MPI_Improbe polled when ctx can
 // be canceled). Without wait it tests once and returns a null message if
-// none is there.
-func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bool) (C.MPI_Message, C.pz_status, error) {
+// none is there. The caller's error names the call (p2pErr).
+func (c *Comm) mprobe(ctx context.Context, source, tag int, wait bool) (C.MPI_Message, C.pz_status, error) {
 	msg := c.h.message_null
 	var st C.pz_status
 	if wait && c.blocks(ctx) {
 		rc := C.pz_mprobe(C.int(source), C.int(tag), c.c, &msg, &st)
 		c.st.paceP2P()
 		if rc != 0 {
-			return msg, st, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mprobe", rc))
+			return msg, st, c.st.error("MPI_Mprobe", rc)
 		}
 		return msg, st, nil
 	}
@@ -183,49 +274,53 @@ func (c *Comm) mprobe(ctx context.Context, call string, source, tag int, wait bo
 		_, err = test()
 	}
 	if err != nil {
-		return msg, st, fmt.Errorf("mpi: %s: %w", call, err)
+		return msg, st, err
 	}
 	return msg, st, nil
 }
 
 // probeStatus turns a probed message's status into a comm.Status counting
 // elements of dt.
-func probeStatus(call string, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
+func probeStatus(st C.pz_status, dt comm.Datatype) (comm.Status, error) {
 	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	var err error
-	status.Count, err = countOf(call, int(st.bytes), status.Source, dt)
+	status.Count, err = countOf(int(st.bytes), status, dt)
 	return status, err
 }
 
-// countOf is the element count of a message of nbytes from source
-// received as dt, or a *comm.MismatchError when nbytes is not a whole
-// number of dt. Messages travel as bytes, without their datatype, so
-// this is all the receiver can check: a message of another datatype
-// whose size divides passes (docs/backends.md, Recv).
-func countOf(call string, nbytes, source int, dt comm.Datatype) (int, error) {
+// countOf is the element count of a message of nbytes (from st.Source
+// with st.Tag) received as dt, or, when nbytes is not a whole number of
+// dt, an error wrapping comm.ErrMismatch that says so, as comm/local's
+// for a message of another datatype does (no *comm.MismatchError, which
+// reports a collective whose ranks disagree). Messages travel as bytes,
+// without their datatype, so this is all the receiver can check: a
+// message of another datatype whose size divides passes
+// (docs/backends.md, Recv).
+func countOf(nbytes int, st comm.Status, dt comm.Datatype) (int, error) {
 	if nbytes%dt.Size() != 0 {
-		return 0, &comm.MismatchError{Op: call, Detail: fmt.Sprintf("datatype: the message from rank %d has %d bytes, not a whole number of %v (the sender used another datatype)", source, nbytes, dt)}
+		return 0, fmt.Errorf("%w: datatype of the message from rank %d (tag %d): its %d bytes are not a whole number of %v (%d bytes), the receiver's datatype; the sender used another",
+			comm.ErrMismatch, st.Source, st.Tag, nbytes, dt, dt.Size())
 	}
 	return nbytes / dt.Size(), nil
 }
 
 // mrecv receives a matched message into the buffer into returns. A message
 // that does not fit, or has the wrong size for dt, is consumed and the
-// error returned.
-func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Datatype, into comm.Into) (comm.Status, error) {
+// error returned; the caller's error names the call (p2pErr).
+func (c *Comm) mrecv(msg *C.MPI_Message, st C.pz_status, dt comm.Datatype, into comm.Into) (comm.Status, error) {
 	nbytes := int(st.bytes)
-	status, err := probeStatus(call, st, dt)
+	status, err := probeStatus(st, dt)
 	var buf []byte
 	if err == nil {
 		buf, err = into(status.Count)
 		if err == nil && len(buf) < nbytes {
-			err = fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", call, status.Source, status.Count, len(buf)/dt.Size(), comm.ErrTruncated)
+			err = fmt.Errorf("%w: message from rank %d has %d elements, buffer holds %d", comm.ErrTruncated, status.Source, status.Count, len(buf)/dt.Size())
 		}
 	}
 	var n C.int
 	var mt mpiType
 	if err == nil {
-		n, mt, err = c.span(call, nbytes, c.h.byte)
+		n, mt, err = c.span("MPI_Mrecv", nbytes, c.h.byte)
 	}
 	if err != nil {
 		// Consume the message: receiving it into no memory truncates it.
@@ -239,7 +334,7 @@ func (c *Comm) mrecv(call string, msg *C.MPI_Message, st C.pz_status, dt comm.Da
 	rc := C.pz_mrecv(ptr(buf), n, mt.t, msg, &st)
 	c.st.unlock()
 	if rc != 0 {
-		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error("MPI_Mrecv", rc))
+		return status, c.st.error("MPI_Mrecv", rc)
 	}
 	return status, nil
 }
@@ -266,19 +361,31 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
 	c.st.watch.endP2P(id)
 	c.st.paceP2P()
-	return c.received("Sendrecv", "MPI_Sendrecv", rc, st, recv.Type)
+	status, err := c.received("MPI_Sendrecv", rc, &st, recv)
+	if err != nil {
+		err = c.p2pErr("Sendrecv", sendrecvPeers(dest, sendTag, source, recvTag), err)
+	}
+	return status, err
 }
 
-// received turns the outcome of a receive into a fixed buffer of dt
-// elements into its Status: MPI's error, or a size that is not a whole
-// number of dt.
-func (c *Comm) received(call, mpiCall string, rc C.int, st C.pz_status, dt comm.Datatype) (comm.Status, error) {
+// received turns the outcome of a receive into buf, a fixed buffer, into
+// its Status: MPI's error (for a message that did not fit, one wrapping
+// comm.ErrTruncated that says both sizes, as truncation does), or a size
+// that is not a whole number of buf's elements. The caller's error names
+// the call (p2pErr).
+func (c *Comm) received(mpiCall string, rc C.int, st *C.pz_status, buf comm.Buf) (comm.Status, error) {
 	status := comm.Status{Source: int(st.source), Tag: int(st.tag)}
 	if rc != 0 {
-		return status, fmt.Errorf("mpi: %s: %w", call, c.st.error(mpiCall, rc))
+		e := c.st.error(mpiCall, rc).(*Error)
+		if e.Truncated {
+			var err error
+			status.Count, err = truncation(st, e, buf.Type, len(buf.Bytes), len(buf.Bytes))
+			return status, err
+		}
+		return status, e
 	}
 	var err error
-	status.Count, err = countOf(call, int(st.bytes), status.Source, dt)
+	status.Count, err = countOf(int(st.bytes), status, buf.Type)
 	return status, err
 }
 
@@ -294,21 +401,31 @@ func (c *Comm) directRecv(ctx context.Context, n, source int) bool {
 // RecvBuf implements comm.RecvBufComm: one MPI_Recv where directRecv
 // allows it, otherwise Recv.
 func (c *Comm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (comm.Status, error) {
+	return c.recvBuf(ctx, "Recv", recvFrom(source, tag), buf, source, tag)
+}
+
+// recvBuf is RecvBuf for call (Recv, or Sendrecv's receive), whose
+// errors name p.
+func (c *Comm) recvBuf(ctx context.Context, call string, p peers, buf comm.Buf, source, tag int) (comm.Status, error) {
+	if err := c.usable(call); err != nil {
+		return comm.Status{}, err
+	}
+	if err := comm.FirstErr(c.checkP2PBuf(call, buf), c.checkP2P(call, source, tag, true)); err != nil {
+		return comm.Status{}, err
+	}
 	if !c.directRecv(ctx, len(buf.Bytes), source) {
-		return c.Recv(ctx, buf.Type, source, tag, func(int) ([]byte, error) { return buf.Bytes, nil })
-	}
-	if err := c.usable("Recv"); err != nil {
-		return comm.Status{}, err
-	}
-	if err := comm.FirstErr(c.checkP2PBuf("Recv", buf), c.checkP2P("Recv", source, tag, true)); err != nil {
-		return comm.Status{}, err
+		return c.recv(ctx, call, p, buf.Type, source, tag, func(int) ([]byte, error) { return buf.Bytes, nil })
 	}
 	id := c.beginP2P(ctx, p2p(p2pRecv, source, tag))
 	var st C.pz_status
 	rc := C.pz_recv(ptr(buf.Bytes), C.int(len(buf.Bytes)), c.h.byte, C.int(source), C.int(tag), c.c, &st)
 	c.st.watch.endP2P(id)
 	c.st.paceP2P()
-	return c.received("Recv", "MPI_Recv", rc, st, buf.Type)
+	status, err := c.received("MPI_Recv", rc, &st, buf)
+	if err != nil {
+		err = c.p2pErr(call, p, err)
+	}
+	return status, err
 }
 
 var _ comm.RecvBufComm = (*Comm)(nil)
@@ -322,7 +439,7 @@ func (c *Comm) sendrecvSplit(ctx context.Context, send comm.Buf, dest, sendTag i
 	if err != nil {
 		return comm.Status{}, err
 	}
-	st, rerr := c.RecvBuf(ctx, recv, source, recvTag)
+	st, rerr := c.recvBuf(ctx, "Sendrecv", sendrecvPeers(dest, sendTag, source, recvTag), recv, source, recvTag)
 	if _, werr := sr.Wait(ctx); werr != nil && rerr == nil {
 		rerr = werr
 	}
@@ -359,7 +476,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	c.st.unlock()
 	if rc != 0 {
 		r.release()
-		return nil, fmt.Errorf("mpi: Isend: %w", c.st.error("MPI_Isend", rc))
+		return nil, c.p2pErr("Isend", sendTo(dest, tag), c.st.error("MPI_Isend", rc))
 	}
 	return r, nil
 }
@@ -421,7 +538,7 @@ func (c *Comm) Irecv(buf comm.Buf, source, tag int) (comm.Request, error) {
 	}
 	if rc != 0 {
 		r.release()
-		return nil, fmt.Errorf("mpi: Irecv: %w", c.st.error("MPI_Irecv", rc))
+		return nil, c.p2pErr("Irecv", recvFrom(source, tag), c.st.error("MPI_Irecv", rc))
 	}
 	return r, nil
 }

@@ -120,7 +120,11 @@ func (c *Comm) persistentInit(name string, buf comm.Buf, peer, tag int, recv boo
 		if p.stage != nil {
 			C.free(p.stage)
 		}
-		return nil, fmt.Errorf("mpi: %s: %w", name, c.st.error(p.call, rc))
+		ps := sendTo(peer, tag)
+		if recv {
+			ps = recvFrom(peer, tag)
+		}
+		return nil, c.p2pErr(name, ps, c.st.error(p.call, rc))
 	}
 	// The rounds' request; its fields other than the state Start resets
 	// are set once (the progress engine reads them without its lock).
@@ -160,7 +164,7 @@ func (p *persistent) Start() (comm.Request, error) {
 	}
 	if *p.req == p.c.h.request_null { // MPI freed it after a failed round
 		if rc := p.init(); rc != 0 {
-			return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error(p.call, rc))
+			return nil, p.r.errf(fmt.Errorf("Start: %w", p.c.st.error(p.call, rc)))
 		}
 	}
 	// The round's request is held while MPI starts it and its state is
@@ -177,7 +181,7 @@ func (p *persistent) Start() (comm.Request, error) {
 	rc := C.pz_start(p.req)
 	p.c.st.unlock()
 	if rc != 0 { // the last round stays as it completed
-		return nil, fmt.Errorf("mpi: Start: %w", p.c.st.error("MPI_Start", rc))
+		return nil, p.r.errf(fmt.Errorf("Start: %w", p.c.st.error("MPI_Start", rc)))
 	}
 	p.started = true
 	r.st, r.err = comm.Status{}, nil

@@ -20,7 +20,7 @@ func (c *Comm) checkProbe(call string, dt comm.Datatype, source, tag int) error 
 		return err
 	}
 	if !dt.Valid() {
-		return fmt.Errorf("mpi: %s: invalid datatype %v: %w", call, dt, comm.ErrInvalidArg)
+		return c.p2pErr(call, recvFrom(source, tag), fmt.Errorf("invalid datatype %v: %w", dt, comm.ErrInvalidArg))
 	}
 	return c.checkP2P(call, source, tag, true)
 }
@@ -37,19 +37,22 @@ func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, err
 	rc := C.pz_iprobe(C.int(source), C.int(tag), c.c, &flag, &st)
 	c.st.unlock()
 	if rc != 0 {
-		return false, comm.Status{}, fmt.Errorf("mpi: Iprobe: %w", c.st.error("MPI_Iprobe", rc))
+		return false, comm.Status{}, c.p2pErr("Iprobe", recvFrom(source, tag), c.st.error("MPI_Iprobe", rc))
 	}
 	if flag == 0 {
 		return false, comm.Status{}, nil
 	}
-	status, err := probeStatus("Iprobe", st, dt)
+	status, err := probeStatus(st, dt)
+	if err != nil {
+		err = c.p2pErr("Iprobe", recvFrom(source, tag), err)
+	}
 	return true, status, err
 }
 
 // Probe waits for a matching message (MPI_Probe, or MPI_Iprobe polled when
 // ctx can be canceled). Its Status counts the message's bytes in dt: as
 // Recv says, MPI carries no datatype, so only a size that is not a whole
-// number of dt is a *comm.MismatchError; a message of another datatype
+// number of dt is an error wrapping comm.ErrMismatch; a message of another datatype
 // whose size divides is counted in dt. The stall watch sees the wait.
 func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
 	if err := c.checkProbe("Probe", dt, source, tag); err != nil {
@@ -58,10 +61,14 @@ func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (co
 	id := c.beginP2P(ctx, p2p(p2pProbe, source, tag))
 	st, err := c.probe(ctx, source, tag)
 	c.st.watch.endP2P(id)
-	if err != nil {
-		return comm.Status{}, err
+	var status comm.Status
+	if err == nil {
+		status, err = probeStatus(st, dt)
 	}
-	return probeStatus("Probe", st, dt)
+	if err != nil {
+		err = c.p2pErr("Probe", recvFrom(source, tag), err)
+	}
+	return status, err
 }
 
 // probe waits for a matching message (MPI_Probe, or MPI_Iprobe polled when
@@ -72,7 +79,7 @@ func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) 
 		rc := C.pz_probe(C.int(source), C.int(tag), c.c, &st)
 		c.st.paceP2P()
 		if rc != 0 {
-			return st, fmt.Errorf("mpi: Probe: %w", c.st.error("MPI_Probe", rc))
+			return st, c.st.error("MPI_Probe", rc)
 		}
 		return st, nil
 	}
@@ -90,7 +97,7 @@ func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) 
 		return flag != 0, nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("mpi: Probe: %w", err)
+		return st, err
 	}
 	return st, nil
 }
@@ -100,11 +107,18 @@ func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) 
 	if err := c.checkProbe("Improbe", dt, source, tag); err != nil {
 		return nil, err
 	}
-	msg, st, err := c.mprobe(context.Background(), "Improbe", source, tag, false)
-	if err != nil || msg == c.h.message_null {
-		return nil, err
+	msg, st, err := c.mprobe(context.Background(), source, tag, false)
+	if err == nil && msg == c.h.message_null {
+		return nil, nil
 	}
-	return c.matched("Improbe", msg, st, dt)
+	var m comm.Message
+	if err == nil {
+		m, err = c.matched(msg, st, dt)
+	}
+	if err != nil {
+		return nil, c.p2pErr("Improbe", recvFrom(source, tag), err)
+	}
+	return m, nil
 }
 
 // Mprobe waits for a matching message and takes it out of matching
@@ -115,18 +129,22 @@ func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (c
 		return nil, err
 	}
 	id := c.beginP2P(ctx, p2p(p2pMprobe, source, tag))
-	msg, st, err := c.mprobe(ctx, "Mprobe", source, tag, true)
+	msg, st, err := c.mprobe(ctx, source, tag, true)
 	c.st.watch.endP2P(id)
-	if err != nil {
-		return nil, err
+	var m comm.Message
+	if err == nil {
+		m, err = c.matched(msg, st, dt)
 	}
-	return c.matched("Mprobe", msg, st, dt)
+	if err != nil {
+		return nil, c.p2pErr("Mprobe", recvFrom(source, tag), err)
+	}
+	return m, nil
 }
 
 // matched wraps a matched message. One whose size is not a whole number of
 // dt is consumed and the mismatch returned.
-func (c *Comm) matched(call string, msg C.MPI_Message, st C.pz_status, dt comm.Datatype) (comm.Message, error) {
-	status, err := probeStatus(call, st, dt)
+func (c *Comm) matched(msg C.MPI_Message, st C.pz_status, dt comm.Datatype) (comm.Message, error) {
+	status, err := probeStatus(st, dt)
 	if err != nil {
 		c.st.lock()
 		C.pz_mrecv(nil, 0, c.h.byte, &msg, &st)
@@ -152,8 +170,7 @@ func (m *message) Status() comm.Status { return m.status }
 // Recv receives the message (MPI_Mrecv).
 func (m *message) Recv(into comm.Into) (comm.Status, error) {
 	if m.received.Swap(true) {
-		return comm.Status{}, fmt.Errorf("mpi: Message.Recv: %w: the message from rank %d tag %d was already received",
-			comm.ErrInvalidArg, m.status.Source, m.status.Tag)
+		return comm.Status{}, m.c.p2pErr("Message.Recv", recvFrom(m.status.Source, m.status.Tag), fmt.Errorf("%w: the message was already received", comm.ErrInvalidArg))
 	}
 	msg := m.msg // a local: m holds Go pointers, which cgo must not see
 	if m.c.freed.Load() || m.c.st.finalized.Load() {
@@ -165,10 +182,13 @@ func (m *message) Recv(into comm.Into) (comm.Status, error) {
 			C.pz_mrecv(nil, 0, m.c.h.byte, &msg, &st)
 			m.c.st.unlock()
 		}
-		return comm.Status{}, fmt.Errorf("mpi: Message.Recv: the message from rank %d tag %d: %w before it was received", m.status.Source, m.status.Tag, comm.ErrFreed)
+		return comm.Status{}, m.c.p2pErr("Message.Recv", recvFrom(m.status.Source, m.status.Tag), fmt.Errorf("%w before the message was received", comm.ErrFreed))
 	}
 	id := m.c.st.watch.beginP2P(p2p(p2pMrecv, m.status.Source, m.status.Tag))
-	st, err := m.c.mrecv("Message.Recv", &msg, m.st, m.dt, into)
+	st, err := m.c.mrecv(&msg, m.st, m.dt, into)
 	m.c.st.watch.endP2P(id)
+	if err != nil {
+		err = m.c.p2pErr("Message.Recv", recvFrom(m.status.Source, m.status.Tag), err)
+	}
 	return st, err
 }

@@ -238,7 +238,7 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 		if r.endAsked.Load() { // by Free or Finalize (end.go)
 			r.err = r.endErr(false)
 		} else {
-			r.err = fmt.Errorf("mpi: %s: %w", r.name(), comm.ErrCanceled)
+			r.err = r.errf(comm.ErrCanceled)
 		}
 		return
 	}
@@ -269,18 +269,22 @@ func (r *request) complete(rc C.int, st *C.pz_status) {
 	if rc != 0 {
 		e := r.c.st.error(r.call, rc).(*Error)
 		if r.recv && e.Truncated {
-			r.st.Count, r.err = r.truncated(st, e)
+			r.st.Count, r.err = truncation(st, e, r.dt, r.bytes, r.room)
 		} else {
-			r.err = fmt.Errorf("mpi: %s: %w", r.name(), e)
+			r.err = e
 		}
+		r.err = r.errf(r.err)
 		return
 	}
 	if r.recv {
 		if int(st.bytes) > r.bytes { // it went past the buffer, into the room (wideRecv)
-			r.st.Count, r.err = r.truncated(st, nil)
-			return
+			r.st.Count, r.err = truncation(st, nil, r.dt, r.bytes, r.room)
+		} else {
+			r.st.Count, r.err = countOf(int(st.bytes), r.st, r.dt)
 		}
-		r.st.Count, r.err = countOf(r.name(), int(st.bytes), r.st.Source, r.dt)
+		if r.err != nil {
+			r.err = r.errf(r.err)
+		}
 	}
 }
 
@@ -307,6 +311,10 @@ func (r *request) unstage() {
 // the MPI call).
 func (r *request) name() string {
 	switch r.call {
+	case "MPI_Send":
+		return "Send"
+	case "MPI_Ssend":
+		return "Ssend"
 	case "MPI_Isend":
 		return "Isend"
 	case "MPI_Irecv":
@@ -319,31 +327,45 @@ func (r *request) name() string {
 	return r.call
 }
 
-// truncated is the Status.Count and the error of a receive whose message
-// did not fit its buffer: MPI_ERR_TRUNCATE (e), or, with e nil, a
-// message that went past the buffer into the room of a wide receive
-// (wideRecv). Both sizes are said as comm/local and Recv say them, and
-// the count is the message's, where it is known: the library reports the
-// size of a message it truncated (PZ_TRUNCATED_SIZE: Open MPI; MPICH does
-// not), and one that fit the room is counted whole; one that filled the
-// room may be longer (a small message of the rank itself, which Open MPI
-// truncates silently, when the room is too short). The count is 0 where
-// the size is unknown, or not a whole number of elements.
-func (r *request) truncated(st *C.pz_status, e *Error) (int, error) {
-	sz, n, src := r.dt.Size(), int(st.bytes), int(st.source)
-	var cause error = comm.ErrTruncated
-	if e != nil {
-		cause = e
+// errf is err of r's operation, naming the call, the rank, the peer and
+// the tag (p2pErr); a collective's names its MPI call.
+func (r *request) errf(err error) error {
+	if r.what == 0 {
+		return fmt.Errorf("mpi: %s: %w", r.name(), err)
+	}
+	return r.c.p2pErr(r.name(), r.what.peers(), err)
+}
+
+// truncation is the Status.Count and the error of a receive of dt into a
+// buffer of bytes, with room bytes of room (wideRecv; bytes where it has
+// none), whose message did not fit: MPI_ERR_TRUNCATE (e), or, with e nil,
+// a message that went past the buffer into the room of a wide receive.
+// The error wraps comm.ErrTruncated (and e) and says both sizes as
+// comm/local does, and the count is the message's, where it is known:
+// the library reports the size of a message it truncated
+// (PZ_TRUNCATED_SIZE: Open MPI; MPICH does not), and one that fit the
+// room is counted whole; one that filled the room may be longer (a small
+// message of the rank itself, which Open MPI truncates silently, when
+// the room is too short). The count is 0 where the size is unknown, or
+// not a whole number of elements. The caller's error names the call.
+func truncation(st *C.pz_status, e *Error, dt comm.Datatype, bytes, room int) (int, error) {
+	sz, n, src := dt.Size(), int(st.bytes), int(st.source)
+	wrap := func(count int, format string, args ...any) (int, error) {
+		err := fmt.Errorf("%w: "+format, append([]any{comm.ErrTruncated}, args...)...)
+		if e != nil {
+			err = fmt.Errorf("%w (%w)", err, e)
+		}
+		return count, err
 	}
 	switch {
-	case n <= r.bytes || (e != nil && C.PZ_TRUNCATED_SIZE == 0):
-		return 0, fmt.Errorf("mpi: %s: message from rank %d has more elements than the buffer's %d (the MPI library does not say how many): %w", r.name(), src, r.bytes/sz, cause)
-	case e == nil && n >= r.room:
-		return 0, fmt.Errorf("mpi: %s: message from rank %d has at least %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, cause)
+	case n <= bytes || (e != nil && C.PZ_TRUNCATED_SIZE == 0):
+		return wrap(0, "message from rank %d has more elements than the buffer's %d (the MPI library does not say how many)", src, bytes/sz)
+	case e == nil && n >= room:
+		return wrap(0, "message from rank %d has at least %d bytes, buffer holds %d %v (%d bytes)", src, n, bytes/sz, dt, bytes)
 	case n%sz == 0:
-		return n / sz, fmt.Errorf("mpi: %s: message from rank %d has %d elements, buffer holds %d: %w", r.name(), src, n/sz, r.bytes/sz, cause)
+		return wrap(n/sz, "message from rank %d has %d elements, buffer holds %d", src, n/sz, bytes/sz)
 	}
-	return 0, fmt.Errorf("mpi: %s: message from rank %d has %d bytes, buffer holds %d %v (%d bytes): %w", r.name(), src, n, r.bytes/sz, r.dt, r.bytes, cause)
+	return wrap(0, "message from rank %d has %d bytes, buffer holds %d %v (%d bytes)", src, n, bytes/sz, dt, bytes)
 }
 
 // test tests the operation once; r.mu is held. Once r's communicator is
@@ -402,7 +424,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			r.c.st.paceP2P()
 		} else if err := poll(ctx, spinFor(r.bytes), r.test); err != nil {
 			r.c.st.watch.endP2P(id)
-			return comm.Status{}, fmt.Errorf("mpi: %s: Wait: %w", r.name(), err)
+			return comm.Status{}, r.errf(fmt.Errorf("Wait: %w", err))
 		}
 		r.c.st.watch.endP2P(id)
 	}
@@ -487,7 +509,7 @@ var _ comm.Canceler = (*request)(nil)
 // request it was asked to cancel.
 func (r *request) Cancel() error {
 	if !r.recv {
-		return fmt.Errorf("mpi: Cancel of %s: %w: only a receive can be canceled (MPI deprecates canceling sends); wait for it", r.name(), comm.ErrInvalidArg)
+		return r.errf(fmt.Errorf("Cancel: %w: only a receive can be canceled (MPI deprecates canceling sends); wait for it", comm.ErrInvalidArg))
 	}
 	if r.completed() || r.c.st.finalized.Load() { // Finalize ended every request (end.go)
 		return nil
@@ -559,7 +581,7 @@ func (r *request) cancelLocked() error {
 	rc := C.pz_cancel_u(r.reqU())
 	r.c.st.unlock()
 	if rc != 0 {
-		r.cancelErr = fmt.Errorf("mpi: %s: Cancel: %w", r.name(), r.c.st.error("MPI_Cancel", rc))
+		r.cancelErr = r.errf(fmt.Errorf("Cancel: %w", r.c.st.error("MPI_Cancel", rc)))
 	}
 	return r.cancelErr
 }

@@ -211,6 +211,18 @@ func (w p2pWhat) kind() p2pKind { return p2pKind(w >> 60) }
 // tag is the wait's tag (comm.AnyTag for any).
 func (w p2pWhat) tag() int { return int(uint32(w)) - 1 }
 
+// peers is the wait's peer and tag, for an error (p2pErr).
+func (w p2pWhat) peers() peers {
+	p := int(uint64(w)>>32&(1<<p2pPeerBits-1)) - 1 // AnySource for 0
+	if p == 1<<p2pPeerBits-2 {
+		p = peerPast
+	}
+	if w.kind().sends() {
+		return sendTo(p, w.tag())
+	}
+	return recvFrom(p, w.tag())
+}
+
 // String describes the wait: "Recv from rank 1, tag 0".
 func (w p2pWhat) String() string {
 	k := w.kind()
