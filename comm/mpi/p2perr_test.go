@@ -109,3 +109,34 @@ func waitAllOf(ctx context.Context, reqs []comm.Request) error {
 	_, err := comm.WaitAll(ctx, reqs)
 	return err
 }
+
+// TestSsendDeadline: an Ssend whose context ends before a receive takes
+// the message returns an error wrapping the context's and comm.ErrBroken,
+// as comm.Ssend says for MPI, which cannot withdraw the message: a later
+// receive still takes it, and the communicator stays usable.
+func TestSsendDeadline(t *testing.T) {
+	c := splitAll(t)
+	if c.Size() < 2 {
+		t.Skip("needs a peer that does not receive yet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch c.Rank() {
+	case 0:
+		short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := comm.Ssend(short, c, []float64{42}, 1, 11)
+		stop()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, comm.ErrBroken)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, "mpi: Ssend on rank 0 to rank 1 tag 11: context deadline exceeded: comm: communicator broken: ")
+	}
+	require.NoError(t, c.Barrier(ctx)) // rank 1 receives only once rank 0's Ssend has returned
+	if c.Rank() == 1 {
+		got := make([]float64, 1)
+		_, err := comm.Recv(ctx, c, got, 0, 11)
+		require.NoError(t, err)
+		assert.Equal(t, 42.0, got[0], "the message stayed posted")
+	}
+	require.NoError(t, c.Barrier(ctx))
+}
