@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/local"
@@ -54,6 +55,16 @@ func WithMPIComm(handle uintptr) Option {
 // every rank's ResourceSet is available on every rank without further
 // communication. By default SIGINT and SIGTERM run Close and exit (see
 // WithSignals). On error nothing is left initialized that New started.
+//
+// Under an MPI launcher with several ranks, New does not return when it
+// fails on this rank after starting MPI (its ctx ended, by a signal
+// under pzrun, say, or its machine could not be described): the other
+// ranks wait for it in the hardware exchange, and MPI_Finalize would
+// wait for them. It prints "pz: rank R of N failed: ERROR" on stderr and
+// ends the job with MPI_Abort, with status 1 (128+signal when ctx's cause
+// is a *SignalError), as Run does for a rank whose function fails. A
+// rank whose ctx has ended before New starts MPI starts it all the same
+// (the other ranks are starting it too), and then ends the job so.
 func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	cfg := newConfig(opts)
 	var (
@@ -91,10 +102,23 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 			return errors.Join(err, w.Finalize())
 		}
 	case mpi.Available():
-		w, err := mpi.Init(ctx, cfg.mpiOpts...)
+		job := launch.Detect(cfg.getenv)
+		initCtx := ctx
+		if job.Launched() && job.Size != 1 {
+			// The other ranks start MPI and then wait for this one in
+			// the hardware exchange: a rank whose ctx has already ended
+			// (a signal, under pzrun) joins them anyway, so that its
+			// failure below ends the job with MPI_Abort rather than
+			// leave them to the launcher. MPI_Init cannot be
+			// interrupted in any case.
+			initCtx = context.WithoutCancel(ctx)
+		}
+		testPause(ctx, cfg.getenv, job.Rank, "init")
+		w, err := mpi.Init(initCtx, cfg.mpiOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("runtimeview: %w", err)
 		}
+		testPause(ctx, cfg.getenv, job.Rank, "exchange")
 		c, backend, world = w, MPI, w
 		teardown = func() error {
 			if aborting.Load() {
@@ -115,10 +139,26 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	if cfg.setSignals {
 		signals = cfg.signals
 	}
+	// A rank of an MPI job of several ranks that fails here, after MPI_Init
+	// (its ctx ended, its hardware could not be described), cannot
+	// finalize MPI: the other ranks may be waiting for it in the hardware
+	// exchange, and MPI_Finalize would wait for them. The teardown skips
+	// MPI_Finalize until build succeeds, and the job is aborted.
+	abortOnFail := backend == MPI && world != nil && world.Started() && world.Size() > 1
+	aborting.Store(abortOnFail)
 	rt, err := build(ctx, c, backend, cfg, cfg.machine, teardown)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			// What ended ctx (a signal's error), beside the bare
+			// context.Canceled a step returned.
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+		if abortOnFail {
+			abortNew(world, err, cfg.exit)
+		}
 		return nil, err
 	}
+	aborting.Store(false)
 	rt.world, rt.aborting = world, aborting
 	if signals {
 		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) }, cfg.exit)
@@ -130,3 +170,39 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 // found out (thread level, ranks on this node, GOMAXPROCS sizing); nil on
 // the other backends.
 func (rt *RuntimeView) MPIWorld() *mpi.World { return rt.world }
+
+// abortNew ends the MPI job of w, whose rank failed in New after MPI_Init
+// (see New): it names the rank and the error on stderr and calls
+// MPI_Abort with status 1, or 128+signal when a *SignalError ended New's
+// context. exit is called if MPI_Abort returns.
+func abortNew(w *mpi.World, cause error, exit func(int)) {
+	code := 1
+	var se *SignalError
+	if errors.As(cause, &se) {
+		code = ExitStatus(se.Signal)
+	}
+	fmt.Fprintf(os.Stderr, "pz: rank %d of %d failed: %v\npz: aborting the job (MPI_Abort)\n", w.Rank(), w.Size(), cause)
+	err := w.Abort(code)
+	fmt.Fprintf(os.Stderr, "pz: rank %d: %v\n", w.Rank(), err)
+	exit(code)
+}
+
+// EnvTestPause names a test hook: set to "RANK:POINT", it makes that rank
+// of an MPI job stop in New at POINT ("init": before MPI_Init;
+// "exchange": after it, before the hardware exchange), say so on
+// standard error ("pz: test hook: rank R (pid P) paused at POINT"), and
+// wait there until New's context ends (at most two minutes), so that a
+// test can signal it at that moment.
+const EnvTestPause = "PZ_TEST_PAUSE_NEW"
+
+func testPause(ctx context.Context, getenv func(string) string, rank int, point string) {
+	v := getenv(EnvTestPause)
+	if v == "" || v != fmt.Sprintf("%d:%s", rank, point) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "pz: test hook: rank %d (pid %d) paused at %s\n", rank, os.Getpid(), point)
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Minute):
+	}
+}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -188,4 +191,51 @@ func TestContextsOneWorkerNamesTheFlag(t *testing.T) {
 	assert.Equal(t, exitUsage, code, errb.String())
 	assert.Contains(t, errb.String(), "the scheduler has 1 worker")
 	assert.Contains(t, errb.String(), "-workers 2")
+}
+
+// A rank of an MPI job that a stop signal does not end within stopGrace
+// ends the job (MPI_Abort, status 1), saying so; one that returns in
+// time, or whose context ends otherwise, is left alone.
+func TestAbortAfterStop(t *testing.T) {
+	defer func(g time.Duration) { stopGrace = g }(stopGrace)
+	stopGrace = 20 * time.Millisecond
+	type call struct{ abort, exit int }
+	watch := func(cause error, returnAfter time.Duration) ([]call, string) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		var (
+			mu    sync.Mutex
+			calls []call
+			errb  syncWriter
+			buf   strings.Builder
+		)
+		errb.w = &buf
+		stop := abortAfterStop(ctx, "pzrun bench comm", 1, 2, &errb,
+			func(code int) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, call{abort: code})
+				return errors.New("mpi: Abort: not really")
+			},
+			func(code int) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, call{exit: code})
+			})
+		cancel(cause)
+		time.Sleep(returnAfter)
+		stop()
+		return calls, buf.String()
+	}
+	calls, out := watch(&stopSignal{sig: syscall.SIGTERM}, 200*time.Millisecond)
+	assert.Equal(t, []call{{abort: 1}, {exit: 1}}, calls)
+	assert.Equal(t, "pzrun (rank 1 of 2): pzrun bench comm still running 20ms after SIGTERM: ending the job (MPI_Abort)\npzrun (rank 1): mpi: Abort: not really\n", out)
+
+	calls, out = watch(&stopSignal{sig: syscall.SIGTERM}, 0) // returned in time
+	assert.Empty(t, calls)
+	assert.Empty(t, out)
+
+	calls, out = watch(errors.New("not a signal"), 200*time.Millisecond)
+	assert.Empty(t, calls)
+	assert.Empty(t, out)
 }

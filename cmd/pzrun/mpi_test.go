@@ -3,19 +3,24 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pzgo/pz/comm/commbench"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/peerdir"
+	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler/static"
 
 	"github.com/stretchr/testify/assert"
@@ -230,5 +235,74 @@ func TestMpirunUsageErrorOnce(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(string(out), c.want), "%v: said once: %s", c.args, out)
 		assert.NotContains(t, string(out), "MPI_ABORT", "%v", c.args)
 		assert.NotContains(t, string(out), "pz: rank", "%v", c.args)
+	}
+}
+
+// Under the real mpirun, a SIGTERM to one rank while the runtime is set
+// up (before MPI_Init, or after it and before the ranks' hardware
+// exchange: the rank pauses there, runtimeview.EnvTestPause, and says
+// so) ends the job at once with status 1 and the signalled rank's
+// reason, as a signal during the app's run does; it used to finish and
+// wait in MPI_Finalize while rank 0 waited in the exchange, until
+// PZ_COMM_TIMEOUT.
+func TestMpirunEarlySignalEndsJob(t *testing.T) {
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not installed")
+	}
+	bin := buildPzrun(t, mpiTags()...)
+	for _, point := range []string{"init", "exchange"} {
+		t.Run(point, func(t *testing.T) {
+			cmd := exec.Command(mpirun, append(lau.Args(2), bin, "cholesky", "-n", "8192", "-b", "256")...)
+			cmd.Env = append(os.Environ(), runtimeview.EnvTestPause+"=1:"+point, "PZ_COMM_TIMEOUT=5m",
+				"OMPI_MCA_btl_vader_single_copy_mechanism=none")
+			stderr, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			paused := regexp.MustCompile(`^pz: test hook: rank 1 \(pid (\d+)\) paused at ` + point + `$`)
+			pid := make(chan int, 1)
+			var errb strings.Builder
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					errb.WriteString(sc.Text() + "\n")
+					if m := paused.FindStringSubmatch(sc.Text()); m != nil {
+						p, _ := strconv.Atoi(m[1])
+						pid <- p
+					}
+				}
+			}()
+			exited := make(chan error, 1)
+			go func() { <-drained; exited <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			select {
+			case p := <-pid:
+				require.NoError(t, syscall.Kill(p, syscall.SIGTERM))
+			case err := <-exited:
+				t.Fatalf("the job ended before rank 1 paused: %v\n%s", err, errb.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("rank 1 did not pause:\n%s", errb.String())
+			}
+			signalled := time.Now()
+			select {
+			case err = <-exited:
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Fatalf("the job still ran 60 s after rank 1 was signalled:\n%s", errb.String())
+			}
+			out := errb.String()
+			t.Logf("ended %v after the signal:\n%s", time.Since(signalled).Round(time.Millisecond), out)
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, out)
+			assert.Equal(t, 1, ee.ExitCode(), out)
+			assert.Contains(t, out, "pz: rank 1 of 2 failed: ")
+			assert.Regexp(t, `pz: rank 1 of 2 failed: .*: pzrun: terminated received\n`, out)
+			assert.Contains(t, out, "pz: aborting the job (MPI_Abort)")
+			assert.NotContains(t, out, "PZ_COMM_TIMEOUT", "a rank waited for the other")
+		})
 	}
 }

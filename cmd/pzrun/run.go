@@ -486,6 +486,15 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 			return err
 		}
 	}
+	// Under MPI with several ranks, a rank that a stop signal does not
+	// end within stopGrace ends the job (abortAfterStop).
+	watched := wrapped
+	wrapped = func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		if w := rt.MPIWorld(); w != nil && rt.Size() > 1 {
+			defer abortAfterStop(ctx, "pzrun "+a.name, rt.Rank(), rt.Size(), e.stderr, w.Abort, os.Exit)()
+		}
+		return watched(ctx, rt)
+	}
 	if n == 0 {
 		n = 1 // pzrun ignores PZ_RANKS: -n is its way to ask for ranks
 		if launch.Detect(getenv).Launched() {

@@ -85,3 +85,49 @@ func exitOnAgain(again <-chan os.Signal, stderr io.Writer) (stop func()) {
 		<-done
 	}
 }
+
+// stopGrace bounds how long a rank of an MPI job of several ranks may go
+// on after a stop signal before it ends the job itself (abortAfterStop):
+// an app that checks its context only now and then (bench comm, between
+// sizes) must not keep the job running for minutes. It is runtimeview's
+// own bound on a rank's function after a signal.
+var stopGrace = 30 * time.Second
+
+// abortAfterStop watches a rank of an MPI job (rank of size) while its
+// app runs: when a stop signal ends ctx and the app has not returned
+// stopGrace later, it says so on stderr and ends the job with abort
+// (MPI_Abort with status 1, pzrun's status for a signalled rank of an
+// MPI job), then exit(1) should abort return. The app's other ranks may
+// wait for this one in a collective, and it cannot leave MPI before the
+// app returns. The returned function, called when the app returns, stops
+// the watch and waits for its goroutine.
+func abortAfterStop(ctx context.Context, name string, rank, size int, stderr io.Writer, abort func(code int) error, exit func(int)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		s := signalOf(ctx)
+		if s == nil {
+			return // not a stop: the app's own cancellation
+		}
+		timer := time.NewTimer(stopGrace)
+		defer timer.Stop()
+		select {
+		case <-quit:
+		case <-timer.C:
+			fmt.Fprintf(stderr, "pzrun (rank %d of %d): %s still running %v after %s: ending the job (MPI_Abort)\n", rank, size, name, stopGrace, signalName(s))
+			if err := abort(exitFail); err != nil {
+				fmt.Fprintf(stderr, "pzrun (rank %d): %v\n", rank, err)
+			}
+			exit(exitFail)
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
