@@ -360,8 +360,10 @@ func Send[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
 
 // Ssend is the synchronous send (MPI_Ssend): it returns once a receive on
 // dest has taken the message, whatever its size, so that the sender knows
-// the receiver got there. If ctx ends first, the message is withdrawn where
-// the backend can (comm/local) or ErrBroken is returned (MPI).
+// the receiver got there. If ctx ends first, the error wraps ctx's; the
+// message is withdrawn where the backend can (comm/local), and where it
+// cannot (MPI) the error says so: the message stays posted and a later
+// receive on dest may still take it. The communicator stays usable.
 func Ssend[T Number](ctx context.Context, c Comm, buf []T, dest, tag int) error {
 	if dest == ProcNull {
 		return nil

@@ -134,10 +134,10 @@ func (c *Comm) Send(ctx context.Context, buf comm.Buf, dest, tag int) error {
 // Ssend is the synchronous send (MPI_Ssend, or MPI_Issend tested until
 // done when ctx can be canceled): it returns once a receive has matched
 // the message. If ctx ends after the message was posted and before a
-// receive matched it, the error wraps ctx's error and comm.ErrBroken, as
-// comm.Ssend says: MPI cannot withdraw a send, so the message stays
-// posted and a later receive on dest may still take it (comm/local
-// withdraws it and returns ctx's error alone).
+// receive matched it, the error wraps ctx's error and says that MPI
+// cannot withdraw a send, as comm.Ssend says: the message stays posted
+// and a later receive on dest may still take it (comm/local withdraws
+// it).
 func (c *Comm) Ssend(ctx context.Context, buf comm.Buf, dest, tag int) error {
 	if err := c.usable("Ssend"); err != nil {
 		return err
@@ -189,9 +189,10 @@ func (c *Comm) p2pSized(ctx context.Context, name, call string, what p2pWhat, nb
 	defer r.mu.Unlock()
 	if err := poll(ctx, spinFor(nbytes), r.test); err != nil {
 		if what.kind() == p2pSsend && ctx.Err() != nil {
-			// As comm.Ssend says: where the message cannot be
-			// withdrawn, ErrBroken (with ctx's error).
-			err = fmt.Errorf("%w: %w: MPI cannot withdraw a send: the message stays posted, and a later receive on rank %d may still take it", err, comm.ErrBroken, p.dest)
+			// As comm.Ssend says: the message cannot be withdrawn,
+			// and the error says so; the communicator stays usable,
+			// so no ErrBroken.
+			err = fmt.Errorf("%w: MPI cannot withdraw a send: the message stays posted, and a later receive on rank %d may still take it", err, p.dest)
 		}
 		return c.p2pErr(name, p, err)
 	}
