@@ -424,7 +424,7 @@ func RecvNew[T Number](ctx context.Context, c Comm, source, tag int) ([]T, Statu
 // not be modified until the Request completes.
 func Isend[T Number](c Comm, buf []T, dest, tag int) (Request, error) {
 	if dest == ProcNull {
-		return doneRequest{}, nil
+		return doneRequest{nullStatus}, nil
 	}
 	return c.Isend(BufOf(buf), dest, tag)
 }

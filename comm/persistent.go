@@ -89,11 +89,7 @@ func persistentInit(c Comm, call string, b Buf, peer, tag int, recv bool) (Persi
 		return nil, err
 	}
 	if peer == ProcNull {
-		st := Status{}
-		if recv {
-			st = nullStatus
-		}
-		return &restarted{start: func() (Request, error) { return doneRequest{st}, nil }}, nil
+		return &restarted{start: func() (Request, error) { return doneRequest{nullStatus}, nil }}, nil
 	}
 	if err := CheckPeer(call, c.Rank(), peer, c.Size(), recv); err != nil {
 		return nil, err

@@ -11,9 +11,11 @@ import (
 
 // ProcNull is the null peer (MPI_PROC_NULL) of the typed point-to-point
 // helpers (Send, Recv, Isend, Irecv, Sendrecv, SendrecvReplace): sending to
-// it does nothing, receiving from it completes at once with no data and a
-// Status whose Source is ProcNull. A halo exchange at a domain's edge then
-// needs no special case.
+// it does nothing, receiving from it completes at once with no data; the
+// requests of both (Isend, Irecv, SendInit, RecvInit) complete at once
+// with the Status {Source: ProcNull, Tag: AnyTag, Count: 0}, which no
+// real message has. A halo exchange at a domain's edge then needs no
+// special case.
 const ProcNull = -2
 
 // nullStatus is the Status of a receive from ProcNull.

@@ -592,7 +592,8 @@ func nbcWaitOrdersCase(ctx context.Context, c comm.Comm) error {
 // persistent send's round) describes the message as a receive's does:
 // Source is the sender, this rank; Tag the message's tag; Count the
 // elements sent - small (eager) and large, from Wait and from Test, on
-// every backend.
+// every backend; one to ProcNull has the null Status, as a receive from
+// it.
 func sendStatusCase(ctx context.Context, c comm.Comm) error {
 	n, me := c.Size(), c.Rank()
 	right, left := (me+1)%n, (me+n-1)%n
@@ -637,6 +638,27 @@ func sendStatusCase(ctx context.Context, c comm.Comm) error {
 		if st, err := p.Wait(ctx); err != nil || st != want {
 			return fmt.Errorf("SendInit of %d float64: Wait after Test: status %+v, %v; want %+v", count, st, err, want)
 		}
+	}
+	// A send to ProcNull completes at once with the null Status, as a
+	// receive from it does: no Source of a real rank.
+	null := comm.Status{Source: comm.ProcNull, Tag: comm.AnyTag}
+	r, err := comm.Isend(c, []float64{1}, comm.ProcNull, 5)
+	if err != nil {
+		return err
+	}
+	if st, err := r.Wait(ctx); err != nil || st != null {
+		return fmt.Errorf("Isend to ProcNull: status %+v, %v; want %+v", st, err, null)
+	}
+	p, err := comm.SendInit(c, []float64{1}, comm.ProcNull, 5)
+	if err != nil {
+		return err
+	}
+	defer p.Free()
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if st, err := p.Wait(ctx); err != nil || st != null {
+		return fmt.Errorf("SendInit to ProcNull: status %+v, %v; want %+v", st, err, null)
 	}
 	return nil
 }
