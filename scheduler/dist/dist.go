@@ -94,6 +94,10 @@ const agreementStep = math.MaxInt
 // Methods are safe for concurrent use, but submission order is what every
 // rank must agree on: submit from one goroutine per rank.
 type Scheduler struct {
+	// beforeAgreement, nil but in tests (export_test.go), runs in
+	// WaitAll just before the agreement on the outcome.
+	beforeAgreement atomic.Pointer[func()]
+
 	local *scheduler.Scheduler
 	c     comm.Comm // private duplicate: transfers never mix with the application's messages
 	rank  int
@@ -926,6 +930,20 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	}
 	if left := d.departure(); left != nil {
 		return d.leftAnswer(ctx, left)
+	}
+	if f := d.beforeAgreement.Load(); f != nil {
+		(*f)()
+	}
+	if err := ctx.Err(); err != nil && d.size > 1 && !brokeWorld(ctx) {
+		// The program's context ended though the comparison and the
+		// tasks here completed (a comparison whose other ranks had
+		// all joined completes with an ended context): this rank
+		// leaves WaitAll, as when the wait ends, so that the others
+		// hear that it left. The agreement, a collective with a context
+		// already ended, would be abandoned: the communicator broken
+		// without a word of why.
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+		return d.leave(err, err, "")
 	}
 	d.pos.phase.Store(phaseAgreeing)
 	d.pos.agreements.Add(1)

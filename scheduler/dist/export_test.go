@@ -7,6 +7,10 @@ const CtrlTag = ctrlTag
 // CheckWindow is the number of submissions the ranks compare at once.
 const CheckWindow = checkWindow
 
+// BeforeAgreement makes WaitAll on d call f just before the agreement on
+// the outcome.
+func BeforeAgreement(d *Scheduler, f func()) { d.beforeAgreement.Store(&f) }
+
 // GraphFailed returns a channel closed once d knows that its graph
 // failed (a failure here, or heard of), for tests that wait for it.
 func GraphFailed(d *Scheduler) <-chan struct{} { return d.graph.Done() }

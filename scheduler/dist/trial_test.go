@@ -94,6 +94,41 @@ func TestLaterWaitAllNamesWhoLeft(t *testing.T) {
 	}
 }
 
+// A rank whose context ends once the graphs are compared and its tasks
+// have completed, just before the agreement on the outcome, leaves
+// WaitAll, and the others hear that it left. (It entered the agreement,
+// a collective, with the ended context and abandoned it: the
+// communicator broken without a word of why - a CI failure of
+// TestLaterWaitAllNamesWhoLeft, whose rank 1 called WaitAll canceled
+// after rank 0 had joined the comparison, which then completed.)
+func TestWaitAllCanceledBeforeTheAgreementLeaves(t *testing.T) {
+	first := make([]error, 2)
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		for i := range 10 {
+			if err := d.Submit(ctx, apply, dist.R(hs[i%2]), dist.RW(hs[(i+1)%2]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+				return err
+			}
+		}
+		wctx := ctx
+		if d.Rank() == 1 {
+			c, cancel := context.WithCancel(ctx)
+			dist.BeforeAgreement(d, cancel)
+			wctx = c
+		}
+		first[d.Rank()] = d.WaitAll(wctx)
+		return nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, first[1], context.Canceled)
+	require.ErrorIs(t, first[0], dist.ErrRankFailed)
+	assert.Contains(t, first[0].Error(), "rank 1 left WaitAll")
+	assert.NotContains(t, first[0].Error(), "abandoned")
+}
+
 // Ranks that end a window at different points of their submissions are
 // told what the shorter rank did instead of a submission: its program
 // called WaitAll after so many submissions, or it stopped (returned or
