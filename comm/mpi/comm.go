@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -104,9 +105,18 @@ func (c *Comm) usable(call string) error {
 	return nil
 }
 
+// breakWith marks c broken by cause and returns the error of the call
+// that broke it, which wraps cause. The error of later calls names cause
+// but wraps it only when it is no context's error: a later call has a
+// context of its own, which a wrapped context.DeadlineExceeded would
+// seem to say had ended.
 func (c *Comm) breakWith(cause error) error {
 	e := fmt.Errorf("%w: %w", comm.ErrBroken, cause)
-	c.broken.CompareAndSwap(nil, &e)
+	later := e
+	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
+		later = fmt.Errorf("%w: an earlier collective was abandoned: %v", comm.ErrBroken, cause)
+	}
+	c.broken.CompareAndSwap(nil, &later)
 	return e
 }
 

@@ -458,6 +458,10 @@ func TestCanceledCollective(t *testing.T) {
 		require.ErrorIs(t, err, comm.ErrBroken)
 		err = c.Barrier(context.Background())
 		require.ErrorIs(t, err, comm.ErrBroken)
+		// The Barrier's own context did not end: its error names the
+		// earlier one's end without wrapping it.
+		require.NotErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, "an earlier collective was abandoned: ")
 	}
 	require.NoError(t, world.Barrier(context.Background()))
 	if c.Rank() == 0 {
