@@ -89,8 +89,9 @@ const doneTag scheduler.Tag = 1 << 62
 //	makespan_s   wall time from the first submission of either
 //	             factorization to the end of both
 //	small_s, large_s  each factorization's time from its first
-//	             submission to its last task (in mode global both equal
-//	             the makespan: the global WaitAll waits for every task)
+//	             submission until its WaitAll returned (in mode global
+//	             that WaitAll waits for every task then in flight, the
+//	             other factorization's too)
 //	gflops       (n_small³ + n_large³)/3 / makespan_s / 10⁹
 //	resizes      workers moved by the hypervisor
 //	runs         how many times the mode ran (Options.Repeat); the
