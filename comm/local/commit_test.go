@@ -56,6 +56,28 @@ func TestCommitAbandoned(t *testing.T) {
 	err = rcs[1].commit(context.Background(), comm.CallAllReduce)
 	assert.ErrorIs(t, err, comm.ErrBroken)
 	assert.Contains(t, err.Error(), "rank 0 abandoned")
+	// Rank 0's deadline is named, but rank 1's own context did not end:
+	// its error does not match context.DeadlineExceeded.
+	assert.Contains(t, err.Error(), "context deadline exceeded")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A rank that abandons a collective with its context canceled by a cause
+// of the program's passes the cause on to its peers: they can tell why
+// (a signal's error, under runtimeview).
+func TestAbandonedCollectivePassesTheCauseOn(t *testing.T) {
+	comms, err := New(2)
+	require.NoError(t, err)
+	stop := errors.New("user pressed stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	done := make(chan error, 1)
+	go func() { done <- comms[1].Barrier(context.Background()) }()
+	err = comms[0].Barrier(ctx)
+	require.ErrorIs(t, err, stop)
+	peer := <-done
+	assert.ErrorIs(t, peer, comm.ErrBroken)
+	assert.ErrorIs(t, peer, stop, "the cause reaches the peer")
 }
 
 // Once every rank has committed, a context that ends no longer matters:

@@ -155,6 +155,18 @@ func (b *breaker) breakWith(err error) {
 	})
 }
 
+// forPeers is cause as the peers of a rank that abandoned a collective
+// see it: a plain context.Canceled or context.DeadlineExceeded (its
+// context ended, with no cause of its own) is named, not wrapped, so
+// that a peer's error does not match an end of the peer's own context;
+// a cause (a *runtimeview.SignalError, the program's) stays wrapped.
+func forPeers(cause error) error {
+	if cause == context.Canceled || cause == context.DeadlineExceeded {
+		return errors.New(cause.Error())
+	}
+	return cause
+}
+
 // broken returns the reason b is broken, or nil.
 func (b *breaker) broken() error {
 	if p := b.err.Load(); p != nil {
@@ -854,7 +866,7 @@ func (c *rankComm) abandonArrival(call comm.Call, k uint64, cause error) error {
 	if len(missing) == 0 {
 		absent = "every other rank had arrived"
 	}
-	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, cause))
+	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, forPeers(cause)))
 	return fmt.Errorf("local: %v on rank %d: %s: %w", call, c.rank, absent, cause)
 }
 
@@ -911,7 +923,7 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 			cause = c.usable()
 		}
 		if g.committed.CompareAndSwap(v, v|brokenBit) {
-			g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, cause))
+			g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, forPeers(cause)))
 			g.wakeAll(c.rank)
 			return fmt.Errorf("local: %v on rank %d: gave up before every rank committed: %w", call, c.rank, cause)
 		}
