@@ -29,15 +29,22 @@ func (r pollOnly) Test() (bool, Status, error) {
 	}
 }
 
+// pollPersistent is a Persistent whose rounds are pollOnly requests;
+// round is the last one started (close its done to complete it).
+func pollPersistent() (p *restarted, round *pollOnly) {
+	round = new(pollOnly)
+	p = &restarted{start: func() (Request, error) {
+		*round = pollOnly{done: make(chan struct{})}
+		return *round, nil
+	}}
+	return p, round
+}
+
 // A Persistent over a backend whose requests are no Notifiers still
 // announces its round's completion (WaitAny needs it), and reports the
 // round again once it has completed.
 func TestPersistentRoundWithoutNotifier(t *testing.T) {
-	var round pollOnly
-	p := &restarted{start: func() (Request, error) {
-		round = pollOnly{done: make(chan struct{})}
-		return round, nil
-	}}
+	p, round := pollPersistent()
 	select {
 	case <-p.Done():
 	default:
@@ -69,11 +76,7 @@ func TestPersistentRoundWithoutNotifier(t *testing.T) {
 // and Free refuse it (its error would go unseen), a Wait that ends with
 // its context reports nothing, and Test's or Wait's report frees it.
 func TestPersistentRoundActiveUntilReported(t *testing.T) {
-	var round pollOnly
-	p := &restarted{start: func() (Request, error) {
-		round = pollOnly{done: make(chan struct{})}
-		return round, nil
-	}}
+	p, round := pollPersistent()
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +120,7 @@ func TestPersistentRoundActiveUntilReported(t *testing.T) {
 // persistent round uncollected (Start still refuses it); once every
 // request has completed it collects the round.
 func TestTestAllCollectsPersistentRoundsOnlyWhenDone(t *testing.T) {
-	var round pollOnly
-	p := &restarted{start: func() (Request, error) {
-		round = pollOnly{done: make(chan struct{})}
-		return round, nil
-	}}
+	p, round := pollPersistent()
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,31 @@ func waitForEntry(t *testing.T, dir string, exited <-chan struct{}) {
 	}
 }
 
+// interruptMPIJob starts cmd, which runs an MPI job, with Open MPI's
+// scratch folders of its own (mpiScratch), sends it SIGINT once the
+// job's ranks run, and checks that it exits 130 leaving nothing in those
+// folders; it returns what cmd printed.
+func interruptMPIJob(t *testing.T, cmd *exec.Cmd) (stdout, stderr string) {
+	t.Helper()
+	tmp, shm := mpiScratch(t, cmd)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	var werr error
+	go func() { werr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	waitForEntry(t, shm, exited) // the job's ranks run
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	<-exited
+	var ee *exec.ExitError
+	require.ErrorAs(t, werr, &ee, errb.String())
+	assert.Equal(t, 130, ee.ExitCode(), errb.String())
+	assertEmpty(t, tmp, "the session directory")
+	assertEmpty(t, shm, "shared-memory segments")
+	return out.String(), errb.String()
+}
+
 // assertEmpty fails when dir has entries left.
 func assertEmpty(t *testing.T, dir, what string) {
 	t.Helper()
@@ -80,24 +105,9 @@ func TestBenchCommSIGINTDuringPeerCleansUp(t *testing.T) {
 	}
 	bin := buildPzrun(t)
 	cmd := exec.Command(bin, "-n", "2", "bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.1", "-peer", peer)
-	tmp, shm := mpiScratch(t, cmd)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	var werr error
-	go func() { werr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	waitForEntry(t, shm, exited) // the peer's ranks run
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	<-exited
-	var ee *exec.ExitError
-	require.ErrorAs(t, werr, &ee, stderr.String())
-	assert.Equal(t, 130, ee.ExitCode(), stderr.String())
-	assert.Contains(t, stdout.String(), `{"op":"allreduce","bytes":8,"ranks":2,"backend":"local"`, "pz's figures are printed")
-	assert.Contains(t, stderr.String(), "the C peer was stopped: pzrun: interrupt received")
-	assertEmpty(t, tmp, "the session directory")
-	assertEmpty(t, shm, "shared-memory segments")
+	stdout, stderr := interruptMPIJob(t, cmd)
+	assert.Contains(t, stdout, `{"op":"allreduce","bytes":8,"ranks":2,"backend":"local"`, "pz's figures are printed")
+	assert.Contains(t, stderr, "the C peer was stopped: pzrun: interrupt received")
 }
 
 // A Ctrl-C at the terminal (SIGINT to pzrun's process group) of pzrun stm

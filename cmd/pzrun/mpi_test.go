@@ -188,23 +188,8 @@ func TestBenchCommMPIBackendSIGINTCleansUp(t *testing.T) {
 	}
 	bin := buildPzrun(t, mpiTags()...)
 	cmd := exec.Command(bin, "bench", "comm", "-backend", "mpi", "-ranks", "2", "-ops", "allreduce", "-sizes", "8,1048576", "-scale", "20", "-peer=")
-	tmp, shm := mpiScratch(t, cmd)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	var werr error
-	go func() { werr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	waitForEntry(t, shm, exited) // the job's ranks run
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	<-exited
-	var ee *exec.ExitError
-	require.ErrorAs(t, werr, &ee, stderr.String())
-	assert.Equal(t, 130, ee.ExitCode(), stderr.String())
-	assert.Contains(t, stderr.String(), "the MPI job was stopped: pzrun: interrupt received")
-	assertEmpty(t, tmp, "the session directory")
-	assertEmpty(t, shm, "shared-memory segments")
+	_, stderr := interruptMPIJob(t, cmd)
+	assert.Contains(t, stderr, "the MPI job was stopped: pzrun: interrupt received")
 }
 
 // Under the real mpirun, a usage error (a bad flag; flags that every

@@ -39,6 +39,21 @@ func TestSubmitNilCodelet(t *testing.T) {
 	}
 }
 
+// submitPingPong submits ten tasks that read one rank's handle and write
+// the other's, in turn: a graph whose tasks wait for transfers both ways.
+func submitPingPong(ctx context.Context, d *dist.Scheduler) error {
+	hs, err := onePerRank[int64](d, 4)
+	if err != nil {
+		return err
+	}
+	for i := range 10 {
+		if err := d.Submit(ctx, apply, dist.R(hs[i%2]), dist.RW(hs[(i+1)%2]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // After rank 1 left WaitAll (its context was canceled), later WaitAll
 // calls on each rank return the failure naming the rank that left: rank
 // 1 on rank 0 (they said "rank 0 left WaitAll" there), and on rank 1 that
@@ -49,14 +64,8 @@ func TestLaterWaitAllNamesWhoLeft(t *testing.T) {
 	again := make([][]error, 2)
 	submitted := make(chan struct{}) // rank 0 submitted the graph
 	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
-		hs, err := onePerRank[int64](d, 4)
-		if err != nil {
+		if err := submitPingPong(ctx, d); err != nil {
 			return err
-		}
-		for i := range 10 {
-			if err := d.Submit(ctx, apply, dist.R(hs[i%2]), dist.RW(hs[(i+1)%2]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
-				return err
-			}
 		}
 		wctx := ctx
 		if d.Rank() == 0 {
@@ -104,14 +113,8 @@ func TestLaterWaitAllNamesWhoLeft(t *testing.T) {
 func TestWaitAllCanceledBeforeTheAgreementLeaves(t *testing.T) {
 	first := make([]error, 2)
 	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
-		hs, err := onePerRank[int64](d, 4)
-		if err != nil {
+		if err := submitPingPong(ctx, d); err != nil {
 			return err
-		}
-		for i := range 10 {
-			if err := d.Submit(ctx, apply, dist.R(hs[i%2]), dist.RW(hs[(i+1)%2]), dist.With(scheduler.WithArg(op{mode: scheduler.ModeRW, onRank: -1}))); err != nil {
-				return err
-			}
 		}
 		wctx := ctx
 		if d.Rank() == 1 {
