@@ -214,12 +214,21 @@ func (s *Scheduler) stuckError(err error) error { return s.stuckErrorIn(nil, err
 // (and its descendants) only: what it explains is about those tasks, not
 // another context's (nil: every task).
 func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
-	errs := append([]error{err}, s.stuckWaits(scope)...)
+	return errors.Join(append([]error{err}, s.stuckCauses(scope)...)...)
+}
+
+// stuckCauses says what the scheduler knows keeps tasks of context
+// scope (nil: every task) from running: waits for a tag no task carries
+// or a task never submitted, driven workers that nothing drives,
+// contexts holding tasks and no workers, team tasks short of workers.
+// It is empty when nothing is known to be stuck.
+func (s *Scheduler) stuckCauses(scope *Context) []error {
+	errs := s.stuckWaits(scope)
 	for _, note := range s.undrivenNotes() {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrDriver, note))
 	}
 	if s.cx.n.Load() == 0 && s.cx.ngone.Load() == 0 {
-		return errors.Join(errs...)
+		return errs
 	}
 	for _, c := range s.stuckContexts() {
 		if scope != nil && !c.isIn(scope) {
@@ -237,7 +246,7 @@ func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
 		}
 		errs = append(errs, teamNeedError(c, t, s.poppers(c)))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // undrivenNotes says, for each driven worker (WithDrivenWorkers) that

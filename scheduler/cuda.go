@@ -363,6 +363,9 @@ func (d *cudaDriver) init(w *worker) error {
 // do it reports progress, so that the worker never sleeps holding tasks;
 // after a spin it blocks on the oldest task's event.
 func (d *cudaDriver) runOnce(w *worker) bool {
+	if w.s.wd != nil {
+		defer d.watch(w)
+	}
 	did := d.reap(w, false)
 	if len(d.inflight) > 0 && w.cx.moveReq.Load() {
 		// A context change waits for a safe point, a worker holding no
@@ -393,6 +396,21 @@ func (d *cudaDriver) runOnce(w *worker) bool {
 		runtime.Gosched()
 	}
 	return true
+}
+
+// watch names for the watchdog the oldest task in flight on the
+// worker's streams.
+func (d *cudaDriver) watch(w *worker) {
+	if len(d.inflight) == 0 {
+		if w.wdCl.Load() != nil {
+			w.wdStart(nil, 0)
+		}
+		return
+	}
+	sl := d.inflight[0]
+	if since := int64(sl.launched.Sub(w.s.epoch)); w.wdCl.Load() != sl.t.Codelet || w.wdSince.Load() != since {
+		w.wdStart(sl.t.Codelet, since)
+	}
 }
 
 // sleep waits, with a slot free, until the oldest task in flight ends or

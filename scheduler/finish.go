@@ -100,6 +100,13 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	if c := t.Context; c.parent != nil {
 		c.taskDone(t)
 	}
+	if wd := s.wd; wd != nil {
+		if w != nil {
+			w.wdDone.Add(1)
+		} else {
+			wd.done.Add(1)
+		}
+	}
 	if w != nil {
 		w.doneBatch++
 		if w.doneBatch >= 64 {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -36,6 +37,10 @@ type config struct {
 	sims       []SimDevice    // simulated devices (WithSimDevices)
 	devices    []accel.Device // the caller's devices (WithDevices)
 	cuda       cudaConfig     // GPUs the scheduler opens (WithCUDA)
+
+	watchdog       time.Duration // WithWatchdog, PZ_WATCHDOG; 0: off
+	watchdogSet    bool
+	watchdogReport func(Stall)
 }
 
 // WithDrivenWorkers leaves the last n CPU workers to the application: the
@@ -197,6 +202,17 @@ func buildConfig(opts []Option) (config, error) {
 		}
 	}
 	c.stats = stats || c.trace != ""
+	if !c.watchdogSet {
+		if v := env("PZ_WATCHDOG"); v != "" && v != "0" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("%w: PZ_WATCHDOG=%q is not a positive duration (such as 30s or 2m; 0 turns the watchdog off)", ErrBadOption, v)
+			}
+			c.watchdog = d
+		}
+	} else if c.watchdog < 0 {
+		return c, fmt.Errorf("%w: WithWatchdog(%v): the timeout cannot be negative (0 turns the watchdog off)", ErrBadOption, c.watchdog)
+	}
 	switch {
 	case !c.spinSet:
 		c.spin = 64

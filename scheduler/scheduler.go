@@ -51,6 +51,7 @@ type Scheduler struct {
 	// off the read-mostly fields above that every worker reads.
 	_        [cacheLine]byte
 	inflight zeroWaiter // submitted and not completed (batched per worker)
+	wd       *watchdog  // WithWatchdog; nil: off
 	_        [cacheLine]byte
 	nsleep   atomic.Int32
 	_        [cacheLine]byte
@@ -212,6 +213,10 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 				s.kinds[w.info.Kind]++
 			}
 		}
+	}
+	if cfg.watchdog > 0 {
+		s.wd = newWatchdog(s, cfg.watchdog, cfg.watchdogReport)
+		go s.wd.loop() // stopped by stopWorkers
 	}
 	s.newGlobalContext()
 	inits := make(chan error, len(s.workers))
@@ -408,4 +413,7 @@ func (s *Scheduler) stopWorkers() {
 	s.stopping.Store(true)
 	close(s.stop)
 	s.wg.Wait()
+	if s.wd != nil {
+		s.wd.close()
+	}
 }

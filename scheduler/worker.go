@@ -67,6 +67,12 @@ type worker struct {
 	// it before waiting for room on the worker's node.
 	drain func() bool
 
+	// With the watchdog on (WithWatchdog): the worker's completions,
+	// and the codelet of the task it runs (nil: none) and since when.
+	wdDone  atomic.Uint64
+	wdCl    atomic.Pointer[Codelet]
+	wdSince atomic.Int64
+
 	nTasks atomic.Int64
 	busyNs atomic.Int64
 	idleNs atomic.Int64
@@ -362,8 +368,12 @@ func (s *Scheduler) redirectToCPU(t *Task) bool {
 func (w *worker) run(t *Task, c *Call) error {
 	s := w.s
 	cl := t.Codelet
-	if !s.cfg.stats && cl.Model == nil {
+	if !s.cfg.stats && cl.Model == nil && s.wd == nil {
 		return callCPU(t, c)
+	}
+	if s.wd != nil {
+		w.wdStart(cl, s.now())
+		defer w.wdStart(nil, 0)
 	}
 	start := time.Now()
 	err := callCPU(t, c)

@@ -41,6 +41,10 @@ MPIRUN=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers often forbid CMA
 
+# A scheduler whose tasks stop finishing says what they wait for (docs/scheduler.md,
+# the watchdog): a test that hangs until its timeout shows it in its output.
+export PZ_WATCHDOG="${PZ_WATCHDOG:-120s}"
+
 log "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
