@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -469,15 +470,21 @@ func truncatedCase(ctx context.Context, c comm.Comm) error {
 	}
 	if me == dst {
 		buf := make([]int32, 4)
-		if _, err := comm.Recv(ctx, c, buf, src, 3); !errors.Is(err, comm.ErrTruncated) {
-			return fmt.Errorf("Recv of 8 into 4: got %v, want ErrTruncated", err)
+		// The error names the message: its sender, its tag, both sizes.
+		named := func(err error, tag, n, room int) bool {
+			return errors.Is(err, comm.ErrTruncated) &&
+				strings.Contains(err.Error(), fmt.Sprintf("from rank %d tag %d", src, tag)) &&
+				strings.Contains(err.Error(), fmt.Sprintf("has %d elements, buffer holds %d", n, room))
+		}
+		if _, err := comm.Recv(ctx, c, buf, src, 3); !named(err, 3, 8, 4) {
+			return fmt.Errorf("Recv of 8 into 4: got %v, want ErrTruncated naming rank %d, tag 3 and both sizes", err, src)
 		}
 		r, err := comm.Irecv(c, buf[:2], src, 4)
 		if err != nil {
 			return err
 		}
-		if _, err := r.Wait(ctx); !errors.Is(err, comm.ErrTruncated) {
-			return fmt.Errorf("Irecv of 6 into 2: got %v, want ErrTruncated", err)
+		if _, err := r.Wait(ctx); !named(err, 4, 6, 2) {
+			return fmt.Errorf("Irecv of 6 into 2: got %v, want ErrTruncated naming rank %d, tag 4 and both sizes", err, src)
 		}
 		st, err := comm.Recv(ctx, c, buf, src, 5)
 		if err != nil {

@@ -252,8 +252,8 @@ func deliver(call string, dst []byte, dt comm.Datatype, src, tag int, mdt comm.D
 		return st, typeMismatch(call, st, mdt, dt, to, "receives")
 	}
 	if len(data) > len(dst) {
-		return st, fmt.Errorf("local: %s on rank %d: %w: message from rank %d has %d elements, buffer holds %d",
-			call, to, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
+		return st, fmt.Errorf("local: %s on rank %d from rank %d tag %d: %w: message from rank %d has %d elements, buffer holds %d",
+			call, to, src, tag, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
 	}
 	copyBytes(dst, data)
 	return st, nil
