@@ -181,6 +181,9 @@ func (d *Driver) RunOnce() bool {
 		return false
 	}
 	d.busy = true
+	// A program that calls RunOnce drives the worker from a loop of its
+	// own: it serves until Deinit.
+	w.serving.Store(true)
 	ran := w.runOne()
 	d.busy = false
 	// Publish the completions at once (the scheduler's own workers do it
@@ -205,6 +208,7 @@ func (d *Driver) Deinit() error {
 		return fmt.Errorf("%w: Deinit of worker %d without Init, or twice", ErrDriver, d.w.info.ID)
 	}
 	d.w.flushDone()
+	d.w.serving.Store(false)
 	d.w.s.retire(d.w)
 	if err := d.w.drv.deinit(d.w); err != nil {
 		return fmt.Errorf("scheduler: deinitializing worker %d (%v): %w", d.w.info.ID, d.w.info.Kind, err)
@@ -227,6 +231,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	d.w.quit = ctx.Done()
 	d.busy = true
+	d.w.serving.Store(true)
 	d.w.loop()
 	d.busy = false
 	d.w.quit = nil
@@ -455,14 +460,16 @@ func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 		close(quit)
 	}()
 	w.quit = quit
-	busy := d.busy
+	busy, serving := d.busy, w.serving.Load()
 	d.busy = true
+	w.serving.Store(true)
 	for !isClosed(quit) && !s.stopping.Load() {
 		if !w.drv.runOnce(w) {
 			w.idle()
 		}
 	}
 	d.busy = busy
+	w.serving.Store(serving)
 	w.quit = nil
 	close(stop)
 	w.flushDone()
@@ -500,10 +507,14 @@ func (d *Driver) full() *worker {
 		return nil
 	}
 	n := d.w.s.inflight.n.Load()
+	was := d.running
 	if d.running {
 		d.running = n > d.limit/2
 	} else {
 		d.running = n > d.limit
+	}
+	if d.running != was {
+		d.w.serving.Store(d.running)
 	}
 	if !d.running {
 		return nil

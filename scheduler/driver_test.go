@@ -511,3 +511,32 @@ func TestDriverNotDrivenExplained(t *testing.T) {
 	require.NoError(t, s.WaitAll(ctx))
 	require.NoError(t, s.Close())
 }
+
+// TestDMDASkipsAwayDrivenWorkers: dmda places a calibrated task on the
+// worker where it would finish first, and a driven worker whose program
+// is away from its Driver runs nothing: dmda gives it no task while
+// another worker can run it, so Scheduler.WaitAll (which runs nothing on
+// driven workers) completes without the driver. Before, dmda counted
+// the away worker as free and queued tasks for it: WaitAll waited for
+// a program that never came.
+func TestDMDASkipsAwayDrivenWorkers(t *testing.T) {
+	dir := t.TempDir()
+	cl := modelCodelet("away")
+	require.NoError(t, calibrate(t, dir, cl))
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1), scheduler.WithPolicy("dmda"),
+		scheduler.WithPerfModelDir(dir), scheduler.WithStats(true), scheduler.WithGetenv(func(string) string { return "" }))
+	require.NoError(t, err)
+	defer s.Close()
+	_, ok := s.ModelEstimate(cl, scheduler.CPUWorker)
+	require.True(t, ok, "calibrated")
+	for range 100 {
+		require.NoError(t, s.Submit(ctx, cl))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	require.NoError(t, s.WaitAll(wctx))
+	st := s.Stats()
+	assert.Equal(t, int64(100), st[0].Tasks)
+	assert.Zero(t, st[1].Tasks, "the driven worker nothing drives")
+}

@@ -109,6 +109,12 @@ type PolicyConfig struct {
 	// the worker pops it calls Prefetch just before queuing it, so that
 	// the copies overlap the tasks ahead of it; it never blocks.
 	Prefetch func(t *Task, w int)
+	// Serving reports whether worker w runs tasks now or as soon as it
+	// is free: false for a driven worker (WithDrivenWorkers) while its
+	// program is away from the Driver calls that run tasks (Run,
+	// RunOnce, WaitAll, Submit past its limit), where a task queued for
+	// it waits for the program to come back. nil: every worker serves.
+	Serving func(w int) bool
 }
 
 // policyFactories returns the built-in policies by name. It builds a new
@@ -373,7 +379,12 @@ func (s *Scheduler) policyConfig() PolicyConfig {
 		Now:      s.now,
 		Transfer: s.transferCost,
 		Prefetch: s.prefetch,
+		Serving:  s.serving,
 	}
+}
+
+func (s *Scheduler) serving(w int) bool {
+	return w < 0 || w >= len(s.workers) || s.workers[w].serving.Load()
 }
 
 func (s *Scheduler) transferCost(t *Task, w int) float64 {

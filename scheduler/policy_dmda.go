@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"sync"
 )
 
@@ -120,9 +121,22 @@ func (p *dmda) Push(t *Task, from int) int {
 		}
 		p.mu.Lock()
 		now := p.cfg.Now()
+		away := 0
 		for i, w := range ids {
 			l := p.load[w]
 			cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
+			if p.cfg.Serving != nil && !p.cfg.Serving(w) {
+				// A driven worker whose program is away runs
+				// nothing until it comes back: no time to count on.
+				cands[i].avail = math.Inf(1)
+				away++
+			}
+		}
+		if away == len(ids) {
+			for i, w := range ids {
+				l := p.load[w]
+				cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
+			}
 		}
 		i, _ := earliestFinish(cands)
 		w := ids[i]
@@ -165,4 +179,31 @@ func (p *dmda) Pop(w int) *Task {
 	return p.fallback.popFront(s.info[w].Kind)
 }
 
-var _ Policy = (*dmda)(nil)
+// inlinable: a task Push would give the shared FIFO (a codelet not
+// calibrated for a worker that can run it: the eager fallback) goes to
+// the first worker to look, and w pops the FIFO when its own queue is
+// empty: with both empty, w would pop this task next. A calibrated task
+// is placed by the model: never kept.
+func (p *dmda) inlinable(t *Task, w int) bool {
+	s := p.set.Load()
+	if !s.has(w) || !t.CanRunOn(s.info[w].Kind) || s.q[w].n.Load() != 0 || p.fallback.n.Load() != 0 {
+		return false
+	}
+	var seen [numKinds]bool
+	for _, id := range s.ids {
+		k := s.info[id].Kind
+		if k >= numKinds || seen[k] || !t.CanRunOn(k) {
+			continue
+		}
+		seen[k] = true
+		if _, ok := p.cfg.Estimate(t, k); !ok {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	_ Policy  = (*dmda)(nil)
+	_ inliner = (*dmda)(nil)
+)

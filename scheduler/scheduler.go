@@ -135,6 +135,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		w := &worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1),
 			driven: i >= cfg.workers-cfg.driven}
 		w.call.bufs = w.bufs[:0]
+		w.serving.Store(!w.driven)
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++
 	}
@@ -209,6 +210,7 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 					w.info.Kind, w.drv = CUDAWorker, g
 				}
 				w.call.bufs = w.bufs[:0]
+				w.serving.Store(true)
 				s.workers = append(s.workers, w)
 				s.kinds[w.info.Kind]++
 			}

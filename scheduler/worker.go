@@ -49,6 +49,11 @@ type worker struct {
 	// every task.
 	_        [cacheLine]byte
 	sleeping atomic.Bool
+	// serving is false while a driven worker's program is away from the
+	// Driver calls that run tasks (Run, RunOnce, WaitAll, Submit past
+	// its limit): a task queued for it then waits for the program
+	// (PolicyConfig.Serving). Always true for a launched worker.
+	serving atomic.Bool
 	// redirected counts the tasks this device's worker handed to the CPU
 	// workers: their data could not fit in its memory (WorkerStats).
 	redirected atomic.Int64
