@@ -45,13 +45,13 @@ type Scheduler struct {
 	// tasks are long enough to share (Driver.sample), so that it sees
 	// at once that a worker wants tasks.
 	publishIdle atomic.Bool
+	wd          *watchdog // WithWatchdog; nil: off (read-mostly: off the lines below)
 
 	// inflight is written by every submission and worker batch, and
 	// nsleep by workers going to sleep: each on a cache line of its own,
 	// off the read-mostly fields above that every worker reads.
 	_        [cacheLine]byte
 	inflight zeroWaiter // submitted and not completed (batched per worker)
-	wd       *watchdog  // WithWatchdog; nil: off
 	_        [cacheLine]byte
 	nsleep   atomic.Int32
 	_        [cacheLine]byte
