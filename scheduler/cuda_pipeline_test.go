@@ -446,3 +446,28 @@ func TestCUDAPipelineMoves(t *testing.T) {
 		require.Equal(t, []float64{3 * float64(v), 3}, data[v], "vector %d", v)
 	}
 }
+
+// TestWatchdogNamesTheGPUsTask: a GPU worker's task whose work waits on
+// its stream is the one the watchdog names for that worker (its oldest
+// task in flight), with the worker's kind.
+func TestWatchdogNamesTheGPUsTask(t *testing.T) {
+	ctx := testCtx(t)
+	d, _ := fakeGPU(t, 64<<20)
+	report, ch := stallReports()
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithCUDA(1), scheduler.WithCUDADriver(d),
+		scheduler.WithWatchdog(20*time.Millisecond, report))
+	wait := loadKernel(t, d, waitPTX, "pz_wait_u32")
+	addr, set := hostFlag(t, d)
+	held := &scheduler.Codelet{Name: "held", CUDA: func(c *scheduler.CUDACall) error {
+		return c.Context.Launch(ctx, wait, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, c.Stream, addr)
+	}}
+	require.NoError(t, s.Submit(ctx, held))
+	st := awaitStall(t, ch)
+	require.Len(t, st.Running, 1, st.String())
+	r := st.Running[0]
+	require.Equal(t, scheduler.CUDAWorker, r.Kind)
+	require.Equal(t, "held", r.Codelet)
+	require.Equal(t, 1, r.Worker, "worker 0 is the CPU worker")
+	set()
+	require.NoError(t, s.WaitAll(ctx))
+}
