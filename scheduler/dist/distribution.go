@@ -60,7 +60,8 @@ type gridChecker interface {
 }
 
 // Func is a distribution given by a function; every rank must pass the
-// same one. Owners outside [0, size) are reported by Register.
+// same one. RegisterTiles refuses an owner outside [0, size) (ErrBadRank,
+// naming the tile) before it registers any tile.
 func Func(owner func(i, j int) int) Distribution { return funcDist(owner) }
 
 type funcDist func(i, j int) int

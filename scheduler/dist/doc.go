@@ -21,7 +21,9 @@
 // matrix of numbers with an owner rank, whose memory holds it, and an
 // identity - its registration index - that is the same on every rank.
 // Distributions place tiles: BlockCyclic2D (ScaLAPACK's, with Grid to
-// choose P x Q), Cyclic1D, or any function (Func).
+// choose P x Q), Cyclic1D, or any function (Func). RegisterTiles names
+// tile (i, j) "(i,j)", or "A(i,j)" with scheduler.Named("A"), in errors,
+// stall reports and traces.
 //
 // Handles, and the copies other ranks cache of them, live until Close
 // unless the program releases them: Scheduler.Unregister (StarPU-MPI's

@@ -309,10 +309,14 @@ const maxTag = 1<<28 - 1
 // RegisterTiles registers an mt x nt grid of mb x nb tiles of T, tile
 // (i, j) owned by dist.Owner(i, j). On its owner a tile is allocated and
 // filled by init (if not nil) with its elements in row-major order; other
-// ranks allocate nothing until they need a copy. A distribution that does
-// not fit the ranks, or a Cyclic1D made for another number of tile
-// columns than nt, is refused (ErrDistribution), before any registration.
-func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T)) ([][]*Handle, error) {
+// ranks allocate nothing until they need a copy. Options apply to every
+// tile; scheduler.Named("A") names tile (i, j) "A(i,j)" in errors, stall
+// reports and traces (without it, "(i,j)": name each grid of a program
+// that registers several). A distribution that does not fit the ranks, a
+// Cyclic1D made for another number of tile columns than nt, or one that
+// gives a tile to a rank outside [0, Size()) is refused (ErrDistribution,
+// ErrBadRank), before any registration.
+func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T), opts ...scheduler.HandleOption) ([][]*Handle, error) {
 	if dist == nil {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", ErrDistribution)
 	}
@@ -327,14 +331,25 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 			return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
 		}
 	}
-	out := make([][]*Handle, mt)
+	// Every owner first: a bad one leaves nothing registered, so that the
+	// handles registered later keep their numbers.
+	owners := make([][]int, mt)
 	for i := range mt {
-		out[i] = make([]*Handle, nt)
+		owners[i] = make([]int, nt)
 		for j := range nt {
 			owner := dist.Owner(i, j)
 			if owner < 0 || owner >= d.size {
 				return nil, fmt.Errorf("dist: RegisterTiles: %w: the distribution gives tile (%d, %d) to rank %d of %d", ErrBadRank, i, j, owner, d.size)
 			}
+			owners[i][j] = owner
+		}
+	}
+	prefix := scheduler.NameOf(opts...)
+	out := make([][]*Handle, mt)
+	for i := range mt {
+		out[i] = make([]*Handle, nt)
+		for j := range nt {
+			owner := owners[i][j]
 			var tile []T
 			if owner == d.rank {
 				tile = make([]T, mb*nb)
@@ -342,11 +357,11 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 					init(i, j, tile)
 				}
 			}
-			h, err := Register(d, owner, tile, mb, nb, scheduler.Named(fmt.Sprintf("(%d,%d)", i, j)))
+			name := fmt.Sprintf("%s(%d,%d)", prefix, i, j)
+			h, err := Register(d, owner, tile, mb, nb, append(slices.Clip(opts), scheduler.Named(name))...)
 			if err != nil {
 				return nil, err
 			}
-			h.name = fmt.Sprintf("(%d,%d)", i, j)
 			out[i][j] = h
 		}
 	}
@@ -437,11 +452,27 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		}
 	}
 	sub.onRank = onRank
+	if err := ctx.Err(); err != nil {
+		// A rank whose context has ended stops here, also where this
+		// task neither runs on it nor needs a transfer of its own (which
+		// alone would see the context): its Submit does not succeed on
+		// an ended context, and the other ranks hear at once where it
+		// stopped.
+		if cause := context.Cause(ctx); cause != err {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+		return d.interrupted(ctx, cl.Name, err)
+	}
 	if err := d.recordLocked(ctx, sub); err != nil {
 		return err
 	}
 	if err := d.submitLocked(ctx, cl, args...); err != nil {
-		d.interrupted(ctx, cl.Name, err)
+		ierr := d.interrupted(ctx, cl.Name, err)
+		if ierr != nil && errors.Is(err, ctx.Err()) {
+			// The context ended while this rank made a transfer or its
+			// local task: name the program's submission, not those.
+			return ierr
+		}
 		return err
 	}
 	return nil
@@ -455,7 +486,7 @@ func (d *Scheduler) recordLocked(ctx context.Context, sub submission) error {
 		if errors.Is(err, ErrStalled) {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}
-		if !d.interrupted(ctx, sub.codelet, err) {
+		if d.interrupted(ctx, sub.codelet, err) == nil {
 			d.fail(err, "")
 		}
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, sub.codelet, err)
@@ -472,15 +503,16 @@ func describeAccess(h *Handle, mode scheduler.Mode) accessDesc {
 // interrupted records, when ctx has ended, that this rank stopped
 // submitting the graph: a failure of this rank, told to the others so
 // that they stop too, and named by the graph check and WaitAll rather
-// than a difference of the graphs. It reports whether it recorded it.
-func (d *Scheduler) interrupted(ctx context.Context, codelet string, err error) bool {
+// than a difference of the graphs. It returns the failure it recorded
+// (naming the codelet and wrapping err), or nil when ctx has not ended.
+func (d *Scheduler) interrupted(ctx context.Context, codelet string, err error) error {
 	if ctx.Err() == nil {
-		return false
+		return nil
 	}
 	cause := context.Cause(ctx)
-	d.fail(fmt.Errorf("dist: rank %d stopped submitting at %q: %w", d.rank, codelet, err),
-		fmt.Sprintf("stopped submitting at %q: %v", codelet, cause))
-	return true
+	stopped := fmt.Errorf("dist: rank %d stopped submitting at %q: %w", d.rank, codelet, err)
+	d.fail(stopped, fmt.Sprintf("stopped submitting at %q: %v", codelet, cause))
+	return stopped
 }
 
 // submitLocked walks one submission (checked by Submit, or made by the
