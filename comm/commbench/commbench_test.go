@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +239,36 @@ func TestMeasureStops(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Len(t, got, 2, "the first operation's sizes")
+}
+
+// TestRunPeerStoppedWhileCompiling: a run stopped while mpicc compiles the
+// peer says so, with the cause, instead of mpicc's "signal: killed".
+func TestRunPeerStoppedWhileCompiling(t *testing.T) {
+	bin := t.TempDir()
+	fifo := filepath.Join(bin, "started")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// A compiler that says it started, then compiles for ever.
+	script := "#!/bin/sh\necho started > " + fifo + "\nexec sleep 600\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "mpicc.openmpi"), []byte(script), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "mpirun.openmpi"), []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	peers := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(peers, "collbench.c"), []byte("int main(void) { return 0; }\n"), 0o644))
+	lau, err := launch.For(launch.OpenMPI)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("interrupted")
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunPeer(ctx, lau, peers, 2, 0.01, "single")
+		done <- err
+	}()
+	started, err := os.ReadFile(fifo) // returns once the compiler has written and closed it
+	require.NoError(t, err)
+	require.Equal(t, "started\n", string(started))
+	cancel(stop)
+	err = <-done
+	require.ErrorIs(t, err, stop)
+	assert.ErrorContains(t, err, "the C peer was stopped while mpicc compiled it")
 }

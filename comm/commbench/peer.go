@@ -85,6 +85,10 @@ func RunPeer(ctx context.Context, lau launch.Launcher, dir string, n int, scale 
 	for _, source := range []string{src, more} {
 		bin := strings.TrimSuffix(filepath.Join(tmp, filepath.Base(source)), ".c")
 		if out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", bin, source).CombinedOutput(); err != nil {
+			if ctx.Err() != nil {
+				// Killed by ctx: say why, not "signal: killed".
+				return nil, fmt.Errorf("commbench: the C peer was stopped while mpicc compiled it: %w", context.Cause(ctx))
+			}
 			return nil, fmt.Errorf("commbench: mpicc %s: %w\n%s", source, err, out)
 		}
 		// When ctx ends, the launcher is sent SIGTERM and cleans up

@@ -237,6 +237,9 @@ func buildOverhead(ctx context.Context, peerDir, dir string) (string, error) {
 	bin := filepath.Join(dir, "starpu_overhead")
 	args := append([]string{"-O2", "-o", bin, src}, strings.Fields(string(flags))...)
 	if out, err := exec.CommandContext(ctx, "gcc", args...).CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("benchtasks: compiling starpu_overhead.c: %w", context.Cause(ctx))
+		}
 		return "", fmt.Errorf("benchtasks: compiling starpu_overhead.c: %w\n%s", err, out)
 	}
 	return bin, nil
@@ -263,6 +266,9 @@ func (r starpuRunner) run(ctx context.Context, ncpu, policy, bin string, args ..
 	out, err := cmd.CombinedOutput()
 	if r.log != nil {
 		fmt.Fprintf(r.log, "### STARPU_NCPU=%s STARPU_SCHED=%s %s %s\n%s", ncpu, policy, bin, strings.Join(args, " "), out)
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("benchtasks: running %s %s (policy %s): %w", filepath.Base(bin), strings.Join(args, " "), policy, context.Cause(ctx))
 	}
 	if err != nil {
 		return "", fmt.Errorf("benchtasks: running %s %s (policy %s): %w", filepath.Base(bin), strings.Join(args, " "), policy, err)
