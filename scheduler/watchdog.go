@@ -71,7 +71,7 @@ func (st Stall) String() string {
 // finished for timeout while tasks are in flight, then again after twice
 // as long, four times, and so on while the stall lasts; a finished task
 // starts the count again. report receives each Stall on the watchdog's
-// goroutine; nil logs it: a Warn on the logger of WithLogger, or a line
+// goroutine, and must return (Close waits for it); nil logs it: a Warn on the logger of WithLogger, or a line
 // on standard error without one. The watchdog only reports: WaitAll and
 // Close go on waiting (give WaitAll a context with a deadline to stop
 // waiting). timeout 0 turns it off. Default: the environment variable
