@@ -39,16 +39,23 @@ type accessDesc struct {
 	rows, cols int
 	dt         comm.Datatype
 	name       string // the handle's name, if it has one: for the message only
+	// reduction names a Redux access's codelets, "init/combine"
+	// (SetReduction): every rank must use the same.
+	reduction string
 }
 
 func (s submission) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "submission #%d: codelet %q", s.seq, s.codelet)
 	for _, a := range s.access {
+		red := ""
+		if a.reduction != "" {
+			red = ", reduction " + a.reduction
+		}
 		if a.name != "" {
-			fmt.Fprintf(&b, " %v(#%d %q owner %d, %d x %d %v)", a.mode, a.id, a.name, a.owner, a.rows, a.cols, a.dt)
+			fmt.Fprintf(&b, " %v(#%d %q owner %d, %d x %d %v%s)", a.mode, a.id, a.name, a.owner, a.rows, a.cols, a.dt, red)
 		} else {
-			fmt.Fprintf(&b, " %v(#%d owner %d, %d x %d %v)", a.mode, a.id, a.owner, a.rows, a.cols, a.dt)
+			fmt.Fprintf(&b, " %v(#%d owner %d, %d x %d %v%s)", a.mode, a.id, a.owner, a.rows, a.cols, a.dt, red)
 		}
 	}
 	if s.onRank >= 0 {
@@ -444,6 +451,11 @@ func windowHash(w []submission) uint64 {
 			mix(uint64(a.rows))
 			mix(uint64(a.cols))
 			mix(uint64(a.dt))
+			mix(uint64(len(a.reduction)))
+			for i := 0; i < len(a.reduction); i++ {
+				h ^= uint64(a.reduction[i])
+				h *= 1099511628211
+			}
 		}
 		mix(uint64(int64(s.onRank)))
 	}

@@ -497,7 +497,14 @@ func (d *Scheduler) recordLocked(ctx context.Context, sub submission) error {
 
 // describeAccess is how the graph check sees an access of mode to h.
 func describeAccess(h *Handle, mode scheduler.Mode) accessDesc {
-	return accessDesc{id: h.id, mode: mode, owner: h.owner, rows: h.rows, cols: h.cols, dt: h.dt, name: h.name}
+	a := accessDesc{id: h.id, mode: mode, owner: h.owner, rows: h.rows, cols: h.cols, dt: h.dt, name: h.name}
+	if mode == scheduler.ModeRedux && h.rinit != nil {
+		// Each rank starts its partial result with its own init and the
+		// writer folds them in with its combine: ranks that set
+		// different reductions would compute a mix of them.
+		a.reduction = h.rinit.Name + "/" + h.rcombine.Name
+	}
+	return a
 }
 
 // interrupted records, when ctx has ended, that this rank stopped
@@ -615,7 +622,8 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 // SetReduction gives h the codelets of Redux accesses, as
 // scheduler.Handle.SetReduction: init sets its one buffer to the identity,
 // combine folds its second buffer into its first. Every rank calls it,
-// with codelets of the same names.
+// with codelets of the same names: the graph check compares the names
+// with each Redux access (ErrGraphMismatch).
 func (h *Handle) SetReduction(init, combine *scheduler.Codelet) error {
 	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
 		return fmt.Errorf("dist: SetReduction on %v: %w: init and combine need CPU implementations", h, comm.ErrInvalidArg)

@@ -118,3 +118,53 @@ func TestRegisterTilesBadOwnerRegistersNothing(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// Ranks that give a handle different reductions (SetReduction with
+// codelets of other names) submit different graphs: the graph check
+// names both. Each rank's partial result started from its own init and
+// the writer folded them with its combine, and WaitAll returned nil
+// with a mix of the two.
+func TestGraphMismatchReduction(t *testing.T) {
+	errs := make([]error, 2)
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		var mine []int64
+		if d.Rank() == 0 {
+			mine = make([]int64, 1)
+		}
+		sum, err := dist.Register(d, 0, mine, 1, 1, scheduler.Named("sum"))
+		if err != nil {
+			return err
+		}
+		zero := &scheduler.Codelet{Name: "zero", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[int64](c, 0)[0] = 0
+			return nil
+		}}
+		combine := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+			scheduler.VectorOf[int64](c, 0)[0] += scheduler.VectorOf[int64](c, 1)[0]
+			return nil
+		}}
+		if d.Rank() == 1 {
+			combine = &scheduler.Codelet{Name: "max", CPU: func(c *scheduler.Call) error {
+				x := scheduler.VectorOf[int64](c, 0)
+				x[0] = max(x[0], scheduler.VectorOf[int64](c, 1)[0])
+				return nil
+			}}
+		}
+		if err := sum.SetReduction(zero, combine); err != nil {
+			return err
+		}
+		for r := range d.Size() {
+			if err := d.Submit(ctx, bump, dist.Redux(sum), dist.OnRank(r)); err != nil {
+				return err
+			}
+		}
+		errs[d.Rank()] = d.WaitAll(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	for r, e := range errs {
+		require.ErrorIs(t, e, dist.ErrGraphMismatch, "rank %d", r)
+		assert.Contains(t, e.Error(), `Redux(#0 "sum" owner 0, 1 x 1 int64, reduction zero/add)`, "rank %d", r)
+		assert.Contains(t, e.Error(), `Redux(#0 "sum" owner 0, 1 x 1 int64, reduction zero/max)`, "rank %d", r)
+	}
+}
