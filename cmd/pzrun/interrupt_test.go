@@ -203,14 +203,15 @@ func TestContextsOneWorkerNamesTheFlag(t *testing.T) {
 	assert.Contains(t, errb.String(), "-workers 2")
 }
 
-// A rank of an MPI job that a stop signal does not end within stopGrace
+// A rank of an MPI job that a stop signal does not end within its grace
 // ends the job (MPI_Abort, status 1), saying so; one that returns in
 // time, or whose context ends otherwise, is left alone.
 func TestAbortAfterStop(t *testing.T) {
-	defer func(g time.Duration) { stopGrace = g }(stopGrace)
-	stopGrace = 20 * time.Millisecond
 	type call struct{ abort, exit int }
-	watch := func(cause error, returnAfter time.Duration) ([]call, string) {
+	// watch cancels a watched context with cause, then waits for the
+	// watch's exit when wait is "exit", for the goroutine's end when it
+	// is "done", for nothing ("") before the app returns.
+	watch := func(cause error, grace time.Duration, wait string) ([]call, string) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
 		var (
@@ -219,8 +220,9 @@ func TestAbortAfterStop(t *testing.T) {
 			errb  syncWriter
 			buf   strings.Builder
 		)
+		exited := make(chan struct{})
 		errb.w = &buf
-		stop := abortAfterStop(ctx, "pzrun bench comm", 1, 2, &errb,
+		stop, done := abortAfterStop(ctx, "pzrun bench comm", 1, 2, grace, &errb,
 			func(code int) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -229,23 +231,32 @@ func TestAbortAfterStop(t *testing.T) {
 			},
 			func(code int) {
 				mu.Lock()
-				defer mu.Unlock()
 				calls = append(calls, call{exit: code})
+				mu.Unlock()
+				close(exited)
 			})
 		cancel(cause)
-		time.Sleep(returnAfter)
+		switch wait {
+		case "exit":
+			<-exited
+		case "done":
+			<-done
+		}
 		stop()
+		mu.Lock()
+		defer mu.Unlock()
 		return calls, buf.String()
 	}
-	calls, out := watch(&stopSignal{sig: syscall.SIGTERM}, 200*time.Millisecond)
+	calls, out := watch(&stopSignal{sig: syscall.SIGTERM}, 20*time.Millisecond, "exit")
 	assert.Equal(t, []call{{abort: 1}, {exit: 1}}, calls)
 	assert.Equal(t, "pzrun (rank 1 of 2): pzrun bench comm still running 20ms after SIGTERM: ending the job (MPI_Abort)\npzrun (rank 1): mpi: Abort: not really\n", out)
 
-	calls, out = watch(&stopSignal{sig: syscall.SIGTERM}, 0) // returned in time
+	calls, out = watch(&stopSignal{sig: syscall.SIGTERM}, time.Hour, "") // returned in time
 	assert.Empty(t, calls)
 	assert.Empty(t, out)
 
-	calls, out = watch(errors.New("not a signal"), 200*time.Millisecond)
+	// Not a stop signal: the watch ends at once, even with no grace.
+	calls, out = watch(errors.New("not a signal"), 0, "done")
 	assert.Empty(t, calls)
 	assert.Empty(t, out)
 }

@@ -491,7 +491,8 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 	watched := wrapped
 	wrapped = func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		if w := rt.MPIWorld(); w != nil && rt.Size() > 1 {
-			defer abortAfterStop(ctx, "pzrun "+a.name, rt.Rank(), rt.Size(), e.stderr, w.Abort, os.Exit)()
+			stop, _ := abortAfterStop(ctx, "pzrun "+a.name, rt.Rank(), rt.Size(), stopGrace, e.stderr, w.Abort, os.Exit)
+			defer stop()
 		}
 		return watched(ctx, rt)
 	}

@@ -91,20 +91,22 @@ func exitOnAgain(again <-chan os.Signal, stderr io.Writer) (stop func()) {
 // an app that checks its context only now and then (bench comm, between
 // sizes) must not keep the job running for minutes. It is runtimeview's
 // own bound on a rank's function after a signal.
-var stopGrace = 30 * time.Second
+const stopGrace = 30 * time.Second
 
 // abortAfterStop watches a rank of an MPI job (rank of size) while its
 // app runs: when a stop signal ends ctx and the app has not returned
-// stopGrace later, it says so on stderr and ends the job with abort
-// (MPI_Abort with status 1, pzrun's status for a signalled rank of an
-// MPI job), then exit(1) should abort return. The app's other ranks may
-// wait for this one in a collective, and it cannot leave MPI before the
-// app returns. The returned function, called when the app returns, stops
-// the watch and waits for its goroutine.
-func abortAfterStop(ctx context.Context, name string, rank, size int, stderr io.Writer, abort func(code int) error, exit func(int)) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
+// grace later (stopGrace in pzrun), it says so on stderr and ends the
+// job with abort (MPI_Abort with status 1, pzrun's status for a
+// signalled rank of an MPI job), then exit(1) should abort return. The
+// app's other ranks may wait for this one in a collective, and it
+// cannot leave MPI before the app returns. The returned function, called
+// when the app returns, stops the watch and waits for its goroutine;
+// done is closed once the goroutine has ended (at once when ctx ends
+// otherwise than by a stop signal).
+func abortAfterStop(ctx context.Context, name string, rank, size int, grace time.Duration, stderr io.Writer, abort func(code int) error, exit func(int)) (stop func(), done <-chan struct{}) {
+	quit, ended := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(ended)
 		select {
 		case <-ctx.Done():
 		case <-quit:
@@ -114,12 +116,12 @@ func abortAfterStop(ctx context.Context, name string, rank, size int, stderr io.
 		if s == nil {
 			return // not a stop: the app's own cancellation
 		}
-		timer := time.NewTimer(stopGrace)
+		timer := time.NewTimer(grace)
 		defer timer.Stop()
 		select {
 		case <-quit:
 		case <-timer.C:
-			fmt.Fprintf(stderr, "pzrun (rank %d of %d): %s still running %v after %s: ending the job (MPI_Abort)\n", rank, size, name, stopGrace, signalName(s))
+			fmt.Fprintf(stderr, "pzrun (rank %d of %d): %s still running %v after %s: ending the job (MPI_Abort)\n", rank, size, name, grace, signalName(s))
 			if err := abort(exitFail); err != nil {
 				fmt.Fprintf(stderr, "pzrun (rank %d): %v\n", rank, err)
 			}
@@ -128,6 +130,6 @@ func abortAfterStop(ctx context.Context, name string, rank, size int, stderr io.
 	}()
 	return func() {
 		close(quit)
-		<-done
-	}
+		<-ended
+	}, ended
 }
