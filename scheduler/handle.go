@@ -157,6 +157,18 @@ func NameOf(opts ...HandleOption) string {
 	return c.name
 }
 
+// LDOf returns the leading dimension that opts set (LD; the last one
+// wins), 0 when none does: for a layer that registers handles for the
+// program and must refuse what it cannot honour (scheduler/dist moves a
+// handle's elements as one contiguous block).
+func LDOf(opts ...HandleOption) int {
+	var c handleConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.ld
+}
+
 // LD sets a matrix's leading dimension (the distance in elements between
 // the starts of two consecutive rows; default: the number of columns).
 func LD(ld int) HandleOption { return func(c *handleConfig) { c.ld = ld } }

@@ -246,13 +246,18 @@ func (h *Handle) localHandle() (*scheduler.Handle, error) {
 // tasks use only as Scratch (make([]T, rows*cols)): nil data on the
 // owner is refused, since it is far more often a forgotten slice;
 // RegisterTiles allocates the owner's tiles itself. Options name the
-// handle in errors and traces.
+// handle in errors and traces; a leading dimension (scheduler.LD) other
+// than cols is refused on every rank (ErrInvalidArg): the data move
+// between ranks as one contiguous block.
 func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, opts ...scheduler.HandleOption) (*Handle, error) {
 	if owner < 0 || owner >= d.size {
 		return nil, fmt.Errorf("dist: Register: %w: owner %d of %d ranks", ErrBadRank, owner, d.size)
 	}
 	if rows < 1 || cols < 1 {
 		return nil, fmt.Errorf("dist: Register: %w: shape %d x %d", comm.ErrInvalidArg, rows, cols)
+	}
+	if err := checkContiguous(cols, opts); err != nil {
+		return nil, fmt.Errorf("dist: Register: %w", err)
 	}
 	if d.rank == owner && len(data) != rows*cols {
 		// Only the owner sees its data: the other ranks registered the
@@ -293,6 +298,17 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 	return h, nil
 }
 
+// checkContiguous refuses a leading dimension (scheduler.LD) other than
+// the column count cols: a distributed handle's elements move between
+// ranks as one block of rows x cols, and every rank refuses the same
+// arguments alike, the owner and the others.
+func checkContiguous(cols int, opts []scheduler.HandleOption) error {
+	if ld := scheduler.LDOf(opts...); ld != 0 && ld != cols {
+		return fmt.Errorf("%w: scheduler.LD(%d) for %d columns: a distributed handle is contiguous (its data move between ranks as one block); copy the submatrix into a slice of its own", comm.ErrInvalidArg, ld, cols)
+	}
+	return nil
+}
+
 // nameSuffix is ` "name"` for a handle named by opts, else "".
 func nameSuffix(opts []scheduler.HandleOption) string {
 	if n := scheduler.NameOf(opts...); n != "" {
@@ -322,6 +338,9 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 	}
 	if mt < 1 || nt < 1 || mb < 1 || nb < 1 {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w: a %d x %d grid of %d x %d tiles", comm.ErrInvalidArg, mt, nt, mb, nb)
+	}
+	if err := checkContiguous(nb, opts); err != nil {
+		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
 	}
 	if err := dist.Check(d.size); err != nil {
 		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -167,4 +168,30 @@ func TestGraphMismatchReduction(t *testing.T) {
 		assert.Contains(t, e.Error(), `Redux(#0 "sum" owner 0, 1 x 1 int64, reduction zero/add)`, "rank %d", r)
 		assert.Contains(t, e.Error(), `Redux(#0 "sum" owner 0, 1 x 1 int64, reduction zero/max)`, "rank %d", r)
 	}
+}
+
+// A leading dimension other than the column count is refused on every
+// rank alike: a distributed handle moves as one contiguous block. Before,
+// only the owner failed (its local registration), while the other ranks'
+// Register succeeded and they learnt of it later, through the failed
+// graph. LD equal to the columns is no change, and is accepted.
+func TestRegisterRefusesLD(t *testing.T) {
+	err := runRanks(t, 2, func(ctx context.Context, d *dist.Scheduler) error {
+		var mine []float64
+		if d.Rank() == 0 {
+			mine = []float64{1, 2, 3, 4}
+		}
+		_, err := dist.Register(d, 0, mine, 2, 2, scheduler.LD(3))
+		require.ErrorIs(t, err, comm.ErrInvalidArg, "rank %d", d.Rank())
+		assert.Contains(t, err.Error(), "scheduler.LD(3) for 2 columns: a distributed handle is contiguous")
+		_, err = dist.RegisterTiles[float64](d, 2, 2, 3, 3, dist.BlockCyclic2D(1, 2), nil, scheduler.LD(4))
+		require.ErrorIs(t, err, comm.ErrInvalidArg, "rank %d", d.Rank())
+		h, err := dist.Register(d, 0, mine, 2, 2, scheduler.LD(2))
+		if err != nil {
+			return err
+		}
+		assert.Equal(t, 0, h.ID(), "nothing registered before")
+		return d.WaitAll(ctx)
+	})
+	require.NoError(t, err)
 }
