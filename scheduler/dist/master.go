@@ -314,11 +314,15 @@ func (m *Master) WaitAll(ctx context.Context) error { return m.local.WaitAll(ctx
 func (m *Master) wrap(cl *scheduler.Codelet) *scheduler.Codelet {
 	w := *cl
 	w.CPU = func(c *scheduler.Call) error {
-		if err := m.ctx.Err(); err != nil {
-			if m.parent.Err() == nil {
-				return fmt.Errorf("not started: %w", context.Cause(m.ctx))
-			}
+		// The parent first: m.ctx learns of its end only once the
+		// goroutine that cancels the parent has reached m.ctx among the
+		// parent's children, and a worker can run many tasks meanwhile
+		// (38 in TestMasterContextEnds on a loaded machine).
+		if m.parent.Err() != nil {
 			return fmt.Errorf("not started: RunMaster's context ended: %w", context.Cause(m.parent))
+		}
+		if m.ctx.Err() != nil {
+			return fmt.Errorf("not started: %w", context.Cause(m.ctx))
 		}
 		if c.Worker < m.nlocal {
 			return cl.CPU(c)
