@@ -52,13 +52,8 @@ func (st Stall) String() string {
 	if len(st.Running) == 0 {
 		b.WriteString("; none running")
 	} else {
-		b.WriteString("; running:")
-		for i, r := range st.Running {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, " worker %d (%v) %q for %v", r.Worker, r.Kind, r.Codelet, r.For.Round(time.Millisecond))
-		}
+		b.WriteString("; running: ")
+		b.WriteString(runningList(st.Running))
 	}
 	for _, c := range st.Causes {
 		b.WriteString("; ")
@@ -124,9 +119,14 @@ func (s *Scheduler) logStall(st Stall) {
 func runningList(rs []RunningTask) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {
-		parts[i] = fmt.Sprintf("worker %d (%v) %q for %v", r.Worker, r.Kind, r.Codelet, r.For.Round(time.Millisecond))
+		parts[i] = r.String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+// String says "worker 0 (cpu) "potrf" for 10.2s".
+func (r RunningTask) String() string {
+	return fmt.Sprintf("worker %d (%v) %q for %v", r.Worker, r.Kind, r.Codelet, r.For.Round(time.Millisecond))
 }
 
 // loop looks at the scheduler every quarter of the timeout until Close
@@ -146,6 +146,32 @@ func (wd *watchdog) loop() {
 			wd.report(st)
 		}
 	}
+}
+
+// Running returns the tasks that the workers run now and for how long
+// (on a GPU worker, its oldest task in flight), when the watchdog is on
+// (WithWatchdog, PZ_WATCHDOG): only then do workers record what they
+// run, and ok is false without it. A layer above the scheduler uses it
+// to say what a rank that stopped moving is busy with.
+func (s *Scheduler) Running() (tasks []RunningTask, ok bool) {
+	if s.wd == nil {
+		return nil, false
+	}
+	return s.wd.running(time.Duration(s.now())), true
+}
+
+// running lists what the workers run at time now.
+func (wd *watchdog) running(now time.Duration) []RunningTask {
+	var out []RunningTask
+	for _, w := range wd.s.workers {
+		// The two loads can straddle the worker's next task: the
+		// report then gives one task's codelet with the other's start.
+		if cl := w.wdCl.Load(); cl != nil {
+			out = append(out, RunningTask{Worker: w.info.ID, Kind: w.info.Kind, Codelet: cl.name(),
+				For: max(now-time.Duration(w.wdSince.Load()), 0)})
+		}
+	}
+	return out
 }
 
 // completions counts the tasks completed so far.
@@ -171,16 +197,7 @@ func (wd *watchdog) tick(now time.Duration) (Stall, bool) {
 		return Stall{}, false
 	}
 	wd.next *= 2
-	st := Stall{For: idle, InFlight: inflight, Causes: wd.s.stuckCauses(nil)}
-	for _, w := range wd.s.workers {
-		// The two loads can straddle the worker's next task: the
-		// report then gives one task's codelet with the other's start.
-		if cl := w.wdCl.Load(); cl != nil {
-			st.Running = append(st.Running, RunningTask{Worker: w.info.ID, Kind: w.info.Kind, Codelet: cl.name(),
-				For: max(now-time.Duration(w.wdSince.Load()), 0)})
-		}
-	}
-	return st, true
+	return Stall{For: idle, InFlight: inflight, Running: wd.running(now), Causes: wd.s.stuckCauses(nil)}, true
 }
 
 // wdStart records, with the watchdog on, that w runs a task of cl

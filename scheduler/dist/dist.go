@@ -1096,7 +1096,7 @@ func (d *Scheduler) explain() string {
 	d.failMu.Unlock()
 	n := len(recvs) + len(sends)
 	if n == 0 {
-		return fmt.Sprintf("rank %d has no transfer in flight (its own tasks are running or waiting for each other)", d.rank)
+		return d.explainLocal()
 	}
 	slices.Sort(recvs)
 	slices.Sort(sends)
@@ -1120,6 +1120,28 @@ func (d *Scheduler) explain() string {
 		kinds = append(kinds, count(len(sends), "send"))
 	}
 	return fmt.Sprintf("rank %d waits for %s (%s): %s%s", d.rank, count(n, "transfer"), strings.Join(kinds, ", "), strings.Join(what, "; "), more)
+}
+
+// explainLocal says what a rank with no transfer in flight is busy
+// with: the tasks its workers run, when its scheduler's watchdog records
+// them (scheduler.WithWatchdog, PZ_WATCHDOG).
+func (d *Scheduler) explainLocal() string {
+	var running []scheduler.RunningTask
+	ok := false
+	if d.local != nil {
+		running, ok = d.local.Running()
+	}
+	switch {
+	case !ok:
+		return fmt.Sprintf("rank %d has no transfer in flight (its own tasks are running or waiting for each other; PZ_WATCHDOG=30s names the running ones)", d.rank)
+	case len(running) == 0:
+		return fmt.Sprintf("rank %d has no transfer in flight and runs no task (its tasks wait for each other)", d.rank)
+	}
+	parts := make([]string, len(running))
+	for i, r := range running {
+		parts[i] = r.String()
+	}
+	return fmt.Sprintf("rank %d has no transfer in flight; it runs %s", d.rank, strings.Join(parts, ", "))
 }
 
 // count returns n and the noun, in the plural unless n is 1: "1

@@ -1486,3 +1486,50 @@ func TestBrokenCommIsRankFailed(t *testing.T) {
 	})
 	require.ErrorIs(t, err, stop)
 }
+
+// A rank with no transfer in flight whose task runs on and on says which
+// task, when its scheduler's watchdog records what its workers run; the
+// report says how to get that when it does not.
+func TestStallNamesTheRunningTask(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		release := make(chan struct{})
+		block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error { <-release; return nil }}
+		var report string
+		err := local.Run(context.Background(), 1, func(ctx context.Context, c comm.Comm) error {
+			wd := scheduler.WithWatchdog(0, nil) // off, whatever PZ_WATCHDOG says
+			if watch {
+				wd = scheduler.WithWatchdog(time.Hour, func(scheduler.Stall) {}) // records, never reports here
+			}
+			ls, err := scheduler.New(ctx, scheduler.WithWorkers(1), wd)
+			if err != nil {
+				return err
+			}
+			defer ls.Close()
+			d, err := dist.New(ctx, c, ls, dist.WithStallReport(20*time.Millisecond, func(s string) {
+				if report == "" {
+					report = s
+					close(release)
+				}
+			}))
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			h, err := dist.Register(d, 0, make([]int64, 4), 4, 1)
+			if err != nil {
+				return err
+			}
+			if err := d.Submit(ctx, block, dist.RW(h)); err != nil {
+				return err
+			}
+			return d.WaitAll(ctx)
+		})
+		require.NoError(t, err)
+		assert.Contains(t, report, "nothing completed for")
+		if watch {
+			assert.Contains(t, report, `rank 0 has no transfer in flight; it runs worker 0 (cpu) "block" for `)
+		} else {
+			assert.Contains(t, report, "rank 0 has no transfer in flight (its own tasks are running or waiting for each other; PZ_WATCHDOG=30s names the running ones)")
+		}
+	}
+}
