@@ -373,8 +373,14 @@ func (s *Scheduler) redirectToCPU(t *Task) bool {
 func (w *worker) run(t *Task, c *Call) error {
 	s := w.s
 	cl := t.Codelet
-	if !s.cfg.stats && cl.Model == nil && s.wd == nil {
-		return callCPU(t, c)
+	if !s.cfg.stats && cl.Model == nil {
+		if s.wd == nil {
+			return callCPU(t, c)
+		}
+		w.wdStart(cl, s.now())
+		err := callCPU(t, c) // recovers the task's panics: the next line runs
+		w.wdStart(nil, 0)
+		return err
 	}
 	if s.wd != nil {
 		w.wdStart(cl, s.now())
