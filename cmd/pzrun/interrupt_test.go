@@ -122,7 +122,13 @@ func TestSTMBenchSIGINTToTheGroup(t *testing.T) {
 	bin := buildPzrun(t)
 	before, _ := filepath.Glob("/dev/shm/cyclictest*")
 	runPath := filepath.Join(t.TempDir(), "run.json")
-	cmd := exec.Command(bin, "stm", "bench", "-frames", "1000000", "-o", runPath)
+	// A light schedule (10 ms periods, little busy-waiting, no spin, a
+	// generous liveness bound): what is checked is the stop, and under
+	// go test -race beside other packages on 2 cores the default 1 ms
+	// schedule fell 10 s behind, and the master aborted the run blaming
+	// a client before the stop came (CI failure).
+	cmd := exec.Command(bin, "stm", "bench", "-frames", "1000000", "-period", "10ms", "-load", "0.05", "-spin", "0s",
+		"-liveness", "10m", "-o", runPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as a shell's job
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
