@@ -1,5 +1,6 @@
 // Command jacobi2d runs a 2D Jacobi heat stencil as one task graph over
-// every rank: the plate is cut into nt x nt tiles, each rank owns a
+// every rank: the rectangular plate is cut into mt x nt tiles (mt rows
+// of tiles, nt columns; 4 x 6 by default), each rank owns a
 // contiguous block of them (a distribution function on the most square
 // process grid), and each step computes a tile of the next generation
 // from its tile and its four neighbours' of the current one, so the
@@ -27,35 +28,36 @@ import (
 )
 
 var (
-	nt    = flag.Int("nt", 6, "tiles per side of the plate")
+	mt    = flag.Int("mt", 4, "rows of tiles of the plate")
+	nt    = flag.Int("nt", 6, "columns of tiles of the plate")
 	b     = flag.Int("b", 32, "cells per side of a tile")
 	steps = flag.Int("steps", 30, "Jacobi steps")
 	every = flag.Int("every", 10, "compute the residual every this many steps")
 )
 
-// initial is the starting temperature of cell (i, j) of an n x n plate:
-// a hot rectangle on a faintly patterned background. The plate's
+// initial is the starting temperature of cell (i, j) of a rows x cols
+// plate: a hot rectangle on a faintly patterned background. The plate's
 // surroundings are held at 0.
-func initial(i, j, n int) float64 {
-	if i > n/4 && i < 3*n/4 && j > n/3 && j < 2*n/3 {
+func initial(i, j, rows, cols int) float64 {
+	if i > rows/4 && i < 3*rows/4 && j > cols/3 && j < 2*cols/3 {
 		return 100
 	}
 	return float64((7*i+3*j)%11) / 10
 }
 
-// cell returns cell (i, j) of the b x b tile t, reaching into the
-// neighbour tiles up, down, left and right (nil: outside the plate, 0)
-// for the row or column just outside t.
-func cell(t, up, down, left, right []float64, b, i, j int) float64 {
+// cell returns cell (i, j) of the rows x cols tile t, reaching into the
+// neighbour tiles up, down, left and right (nil: outside the plate, 0;
+// of t's shape otherwise) for the row or column just outside t.
+func cell(t, up, down, left, right []float64, rows, cols, i, j int) float64 {
 	var src []float64
 	switch {
 	case i < 0:
-		src, i = up, b-1
-	case i == b:
+		src, i = up, rows-1
+	case i == rows:
 		src, i = down, 0
 	case j < 0:
-		src, j = left, b-1
-	case j == b:
+		src, j = left, cols-1
+	case j == cols:
 		src, j = right, 0
 	default:
 		src = t
@@ -63,17 +65,18 @@ func cell(t, up, down, left, right []float64, b, i, j int) float64 {
 	if src == nil {
 		return 0
 	}
-	return src[i*b+j]
+	return src[i*cols+j]
 }
 
-// relax sets next to the average of each cell's four neighbours in cur.
-func relax(next, cur, up, down, left, right []float64, b int) {
-	for i := range b {
-		for j := range b {
-			next[i*b+j] = 0.25 * (cell(cur, up, down, left, right, b, i-1, j) +
-				cell(cur, up, down, left, right, b, i+1, j) +
-				cell(cur, up, down, left, right, b, i, j-1) +
-				cell(cur, up, down, left, right, b, i, j+1))
+// relax sets next to the average of each cell's four neighbours in cur,
+// a rows x cols tile (or the whole plate, with no neighbours).
+func relax(next, cur, up, down, left, right []float64, rows, cols int) {
+	for i := range rows {
+		for j := range cols {
+			next[i*cols+j] = 0.25 * (cell(cur, up, down, left, right, rows, cols, i-1, j) +
+				cell(cur, up, down, left, right, rows, cols, i+1, j) +
+				cell(cur, up, down, left, right, rows, cols, i, j-1) +
+				cell(cur, up, down, left, right, rows, cols, i, j+1))
 		}
 	}
 }
@@ -94,26 +97,27 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	if err != nil {
 		return err
 	}
-	T, B, n := *nt, *b, *nt**b
+	MT, NT, B := *mt, *nt, *b
+	rows, cols := MT*B, NT*B
 	p, q := dist.Grid(rt.Size())
-	if T < p || T < q {
-		return fmt.Errorf("jacobi2d: %d x %d tiles do not cover a %d x %d process grid; raise -nt", T, T, p, q)
+	if MT < p || NT < q {
+		return fmt.Errorf("jacobi2d: %d x %d tiles do not cover a %d x %d process grid; raise -mt or -nt", MT, NT, p, q)
 	}
 	// Blocks, not block-cyclic: rank (r, c) of the P x Q grid owns tile
-	// rows r*T/P.. and columns c*T/Q.., so only border tiles travel.
-	blocks := dist.Func(func(i, j int) int { return (i*p/T)*q + j*q/T })
+	// rows r*MT/P.. and columns c*NT/Q.., so only border tiles travel.
+	blocks := dist.Func(func(i, j int) int { return (i*p/MT)*q + j*q/NT })
 	fill := func(i, j int, tile []float64) {
 		for ii := range B {
 			for jj := range B {
-				tile[ii*B+jj] = initial(i*B+ii, j*B+jj, n)
+				tile[ii*B+jj] = initial(i*B+ii, j*B+jj, rows, cols)
 			}
 		}
 	}
-	cur, err := dist.RegisterTiles(d, T, T, B, B, blocks, fill, scheduler.Named("A"))
+	cur, err := dist.RegisterTiles(d, MT, NT, B, B, blocks, fill, scheduler.Named("A"))
 	if err != nil {
 		return err
 	}
-	next, err := dist.RegisterTiles[float64](d, T, T, B, B, blocks, nil, scheduler.Named("B"))
+	next, err := dist.RegisterTiles[float64](d, MT, NT, B, B, blocks, nil, scheduler.Named("B"))
 	if err != nil {
 		return err
 	}
@@ -147,7 +151,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			return scheduler.VectorOf[float64](c, k)
 		}
 		up, down, left, right := neighbour(s.up), neighbour(s.down), neighbour(s.left), neighbour(s.right)
-		relax(scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1), up, down, left, right, B)
+		relax(scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1), up, down, left, right, B, B)
 		return nil
 	}}
 	change := &scheduler.Codelet{Name: "change", CPU: func(c *scheduler.Call) error {
@@ -161,9 +165,9 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	}}
 	var residuals []float64
 	for s := range *steps {
-		for i := range T {
-			for j := range T {
-				side := sides{up: i > 0, down: i < T-1, left: j > 0, right: j < T-1}
+		for i := range MT {
+			for j := range NT {
+				side := sides{up: i > 0, down: i < MT-1, left: j > 0, right: j < NT-1}
 				args := []dist.Arg{dist.W(next[i][j]), dist.R(cur[i][j]), dist.With(scheduler.WithArg(side))}
 				if side.up {
 					args = append(args, dist.R(cur[i-1][j]))
@@ -188,8 +192,8 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			if err := d.Submit(ctx, zero, dist.W(res)); err != nil {
 				return err
 			}
-			for i := range T {
-				for j := range T {
+			for i := range MT {
+				for j := range NT {
 					if err := d.Submit(ctx, change, dist.R(cur[i][j]), dist.R(next[i][j]), dist.Redux(res)); err != nil {
 						return err
 					}
@@ -206,15 +210,15 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	}
 	var plate []float64
 	if rt.Rank() == 0 {
-		plate = make([]float64, n*n)
+		plate = make([]float64, rows*cols)
 	}
-	if err := dist.GatherMatrix(ctx, d, 0, plate, n, cur); err != nil { // ends with WaitAll
+	if err := dist.GatherMatrix(ctx, d, 0, plate, rows, cols, cur); err != nil { // ends with WaitAll
 		return err
 	}
 	if rt.Rank() != 0 {
 		return nil
 	}
-	want, wantRes := sequential(n, *steps, *every)
+	want, wantRes := sequential(rows, cols, *steps, *every)
 	if !slices.Equal(plate, want) {
 		return fmt.Errorf("jacobi2d: the distributed plate differs from the sequential one")
 	}
@@ -224,21 +228,21 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		}
 	}
 	fmt.Printf("jacobi2d: %d x %d cells in %d x %d tiles, %d steps over %d ranks (%d x %d grid, %s backend): matches the sequential run; residuals %.6g; rank 0 sent %d tiles\n",
-		n, n, T, T, *steps, rt.Size(), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
+		rows, cols, MT, NT, *steps, rt.Size(), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
 	return nil
 }
 
-// sequential runs the same steps on the whole plate and returns it and
-// the residual every few steps.
-func sequential(n, steps, every int) (plate, residuals []float64) {
-	cur, next := make([]float64, n*n), make([]float64, n*n)
-	for i := range n {
-		for j := range n {
-			cur[i*n+j] = initial(i, j, n)
+// sequential runs the same steps on the whole rows x cols plate and
+// returns it and the residual every few steps.
+func sequential(rows, cols, steps, every int) (plate, residuals []float64) {
+	cur, next := make([]float64, rows*cols), make([]float64, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			cur[i*cols+j] = initial(i, j, rows, cols)
 		}
 	}
 	for s := range steps {
-		relax(next, cur, nil, nil, nil, nil, n)
+		relax(next, cur, nil, nil, nil, nil, rows, cols)
 		if (s+1)%every == 0 {
 			sum := 0.0
 			for k := range cur {

@@ -545,31 +545,32 @@ func TestBadInput(t *testing.T) {
 		}
 		a := make([]float64, 16*16)
 		for _, tc := range []struct {
-			n    int
-			a    []float64
-			want string
+			rows, cols int
+			a          []float64
+			want       string
 		}{
-			{10, a, "cover 12 rows, not the 10"},
-			{16, a, "cover 12 rows, not the 16"},
-			{12, a[:12*12-1], "143 elements on root 1"},
+			{10, 12, a, "tile (2, 0), handle \"(2,0)\" (#7, owner 0), is 4 x 4, not 2 x 4"},
+			{16, 12, a, "3 rows of tiles at most 4 rows high cover 9 to 12 rows, not the 16 of the 16 x 12 matrix"},
+			{12, 13, a, "3 columns of tiles (the widest row of the grid) at most 4 columns wide cover 9 to 12 columns, not the 13 of the 12 x 13 matrix"},
+			{12, 12, a[:12*12-1], "143 elements on root 1"},
 		} {
-			for name, move := range map[string]func(context.Context, *dist.Scheduler, int, []float64, int, [][]*dist.Handle) error{
+			for name, move := range map[string]func(context.Context, *dist.Scheduler, int, []float64, int, int, [][]*dist.Handle) error{
 				"ScatterMatrix": dist.ScatterMatrix[float64], "GatherMatrix": dist.GatherMatrix[float64],
 			} {
 				in := tc.a
 				if d.Rank() != 1 {
 					in = nil // only root's matters
 				}
-				if err := move(ctx, d, 1, in, tc.n, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, tc.want) {
-					return fmt.Errorf("%s of %d x %d: %v, want %q", name, tc.n, tc.n, err, tc.want)
+				if err := move(ctx, d, 1, in, tc.rows, tc.cols, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, tc.want) {
+					return fmt.Errorf("%s of %d x %d: %v, want %q", name, tc.rows, tc.cols, err, tc.want)
 				}
 			}
 		}
-		if err := dist.GatherMatrix(ctx, d, 0, make([]int32, 12*12), 12, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "holds float64, the matrix int32") {
+		if err := dist.GatherMatrix(ctx, d, 0, make([]int32, 12*12), 12, 12, tiles); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "holds float64, the matrix int32") {
 			return fmt.Errorf("GatherMatrix of float64 tiles into int32: %v", err)
 		}
 		// Nothing was submitted: the scheduler goes on.
-		if err := dist.ScatterMatrix(ctx, d, 1, a[:12*12], 12, tiles); err != nil {
+		if err := dist.ScatterMatrix(ctx, d, 1, a[:12*12], 12, 12, tiles); err != nil {
 			return err
 		}
 		return d.WaitAll(ctx)
@@ -1201,7 +1202,7 @@ func TestScatterGatherMatrix(t *testing.T) {
 				a[i] = float64(i)
 			}
 		}
-		if err := dist.ScatterMatrix(ctx, d, 3, a, n, tiles); err != nil {
+		if err := dist.ScatterMatrix(ctx, d, 3, a, n, n, tiles); err != nil {
 			return err
 		}
 		// The owners hold their tiles now: check one, then double every tile.
@@ -1227,7 +1228,7 @@ func TestScatterGatherMatrix(t *testing.T) {
 		if d.Rank() == 1 {
 			out = make([]float64, n*n)
 		}
-		if err := dist.GatherMatrix(ctx, d, 1, out, n, tiles); err != nil {
+		if err := dist.GatherMatrix(ctx, d, 1, out, n, n, tiles); err != nil {
 			return err
 		}
 		if d.Rank() == 1 {

@@ -53,47 +53,72 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 	return nil
 }
 
-// ScatterMatrix cuts the n x n row-major matrix a, which only root needs to
-// pass (nil elsewhere), into the tiles of grid (tiles[i][j] holds rows
-// i*mb.. and columns j*nb.. of a, every tile mb x nb; a nil tile is
-// skipped; a row may be shorter, as a triangle's) and sends each to its
-// owner. It is collective. The tiles must span the matrix exactly
-// (len(tiles)*mb == n, and n/nb tiles in the longest row) and hold T: otherwise, or when root's a is shorter than n*n, every
-// rank gets the same error (comm.ErrInvalidArg) and nothing is submitted.
-func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, n int, tiles [][]*Handle) error {
-	return moveMatrix(ctx, d, "ScatterMatrix", root, a, n, tiles, true)
+// ScatterMatrix cuts the rows x cols row-major matrix a, which only root
+// needs to pass (nil elsewhere), into the grid of tiles and sends each
+// tile to its owner; rows, cols and the tiles describe the matrix as a
+// ScaLAPACK descriptor does an M x N matrix in MB x NB blocks. It is
+// collective: every rank calls it with the same root, rows, cols and
+// tiles, and it returns once the owners hold their tiles (it ends with
+// WaitAll).
+//
+// The tiles' shape mb x nb is that of the largest tile, and tiles[i][j]
+// holds rows i*mb.. and columns j*nb.. of a. Every tile is mb x nb except
+// those of the last row of tiles, which hold the rows left (rows -
+// (len(tiles)-1)*mb, 1 to mb of them), and those of the last column,
+// which hold the columns left: a matrix that is not a multiple of the
+// tile shape is cut as ScaLAPACK cuts it, with edge tiles registered at
+// their own shape (dist.Register). A nil tile is skipped, and a row of
+// tiles may be shorter than the widest, as a triangle's; the widest row
+// spans the columns.
+//
+// The tiles must span the matrix exactly, hold T, and, on root, len(a)
+// must be at least rows*cols: otherwise (negative sizes included), every
+// rank returns the same error, wrapping comm.ErrInvalidArg, and nothing
+// is submitted. Ranks that pass different sizes or roots get
+// comm.ErrMismatch, also on every rank; a complaint that only some ranks
+// make (their tiles differ) names the first of them.
+func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
+	return moveMatrix(ctx, d, "ScatterMatrix", root, a, rows, cols, tiles, true)
 }
 
-// GatherMatrix assembles the tiles into the n x n row-major matrix a on
-// root (a is ignored elsewhere); it is ScatterMatrix reversed, with the
-// same checks.
-func GatherMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, n int, tiles [][]*Handle) error {
-	return moveMatrix(ctx, d, "GatherMatrix", root, a, n, tiles, false)
+// GatherMatrix assembles the tiles into the rows x cols row-major matrix
+// a on root (a is ignored elsewhere); it is ScatterMatrix reversed, with
+// the same tile layout and checks. Elements of a that no tile covers (nil
+// tiles, the part of a triangle's grid beyond a short row) are left as
+// they were.
+func GatherMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
+	return moveMatrix(ctx, d, "GatherMatrix", root, a, rows, cols, tiles, false)
+}
+
+// matrixCall is what a rank passed to ScatterMatrix or GatherMatrix and
+// what it found wrong with it ("" when nothing), exchanged so that every
+// rank returns the same error.
+type matrixCall struct {
+	Root, Rows, Cols int
+	Bad              string
 }
 
 // moveMatrix is ScatterMatrix (toTiles) and GatherMatrix: the same walk
 // over the tiles, copying rows one way or the other on root.
-func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, root int, a []T, n int, tiles [][]*Handle, toTiles bool) error {
+func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, root int, a []T, rows, cols int, tiles [][]*Handle, toTiles bool) error {
 	if root < 0 || root >= d.size {
 		return fmt.Errorf("dist: %s: %w: root %d of %d ranks", call, ErrBadRank, root, d.size)
 	}
 	hs, at := flatten(tiles)
-	if err := checkCover(tiles, hs, n, comm.DatatypeOf[T]()); err != nil {
-		return fmt.Errorf("dist: %s: %w", call, err)
+	shape, bad := checkCover(tiles, hs, rows, cols, comm.DatatypeOf[T]())
+	// Only root knows a: it tells the others whether it fits.
+	if bad == "" && d.rank == root && len(a) < rows*cols {
+		bad = fmt.Sprintf("%d elements on root %d for a %d x %d matrix", len(a), root, rows, cols)
 	}
-	// Only root knows a: it tells the others whether it fits, so that
-	// every rank returns the same error instead of the others waiting
-	// for a task root never submits.
-	short := ""
-	if d.rank == root && len(a) < n*n {
-		short = fmt.Sprintf("%d elements on root %d for a %d x %d matrix", len(a), root, n, n)
-	}
-	short, err := comm.BcastValue(ctx, d.c, short, root)
+	// Every rank learns what every other passed and found, so that they
+	// all return the same error instead of some waiting for a task the
+	// others never submit.
+	all, err := comm.AllGatherValues(ctx, d.c, matrixCall{Root: root, Rows: rows, Cols: cols, Bad: bad})
 	if err != nil {
 		return fmt.Errorf("dist: %s: %w", call, err)
 	}
-	if short != "" {
-		return fmt.Errorf("dist: %s: %w: %s", call, comm.ErrInvalidArg, short)
+	if err := agreeMatrix(all); err != nil {
+		return fmt.Errorf("dist: %s: %w", call, err)
 	}
 	move := d.Gather
 	if toTiles {
@@ -102,53 +127,109 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 	return move(ctx, root, hs, func(k int, data any) error {
 		t := data.([]T) // checkCover checked the type
 		h := hs[k]
-		i, j := at[k][0], at[k][1]
+		r0, c0 := at[k][0]*shape.mb, at[k][1]*shape.nb
 		for r := range h.rows {
-			row := a[(i*h.rows+r)*n+j*h.cols : (i*h.rows+r)*n+(j+1)*h.cols]
+			row := a[(r0+r)*cols+c0 : (r0+r)*cols+c0+h.cols]
 			if toTiles {
 				copy(t[r*h.cols:(r+1)*h.cols], row)
 			} else {
-				copy(row, t[r*h.cols:])
+				copy(row, t[r*h.cols:(r+1)*h.cols])
 			}
 		}
 		return nil
 	})
 }
 
-// checkCover reports whether the tiles (hs, the non-nil ones) span an
-// n x n matrix of dt exactly: one tile shape, len(tiles) rows of tiles
-// filling n rows, and rows of tiles no wider than n columns, the widest
-// filling them.
-func checkCover(tiles [][]*Handle, hs []*Handle, n int, dt comm.Datatype) error {
-	if n < 0 {
-		return fmt.Errorf("%w: a %d x %d matrix", comm.ErrInvalidArg, n, n)
-	}
-	if len(hs) == 0 {
-		return nil
-	}
-	mb, nb := hs[0].rows, hs[0].cols
-	for _, h := range hs {
-		if h.dt != dt {
-			return fmt.Errorf("%w: %v holds %s, the matrix %s", comm.ErrInvalidArg, h, h.dt, dt)
-		}
-		if h.rows != mb || h.cols != nb {
-			return fmt.Errorf("%w: %v is %d x %d, %v is %d x %d: the tiles of a matrix have one shape", comm.ErrInvalidArg, h, h.rows, h.cols, hs[0], mb, nb)
+// agreeMatrix turns every rank's matrixCall into one error, the same on
+// every rank: ranks that passed different arguments (comm.ErrMismatch),
+// else the first complaint (comm.ErrInvalidArg), named by its rank unless
+// every rank made it.
+func agreeMatrix(all []matrixCall) error {
+	for r, m := range all[1:] {
+		if m.Root != all[0].Root || m.Rows != all[0].Rows || m.Cols != all[0].Cols {
+			return fmt.Errorf("%w: rank 0 passed root %d and a %d x %d matrix, rank %d root %d and a %d x %d one: every rank passes the same",
+				comm.ErrMismatch, all[0].Root, all[0].Rows, all[0].Cols, r+1, m.Root, m.Rows, m.Cols)
 		}
 	}
-	if len(tiles)*mb != n {
-		return fmt.Errorf("%w: %d rows of %d x %d tiles cover %d rows, not the %d of the %d x %d matrix", comm.ErrInvalidArg, len(tiles), mb, nb, len(tiles)*mb, n, n, n)
-	}
-	widest := 0
-	for i, row := range tiles {
-		if len(row)*nb > n {
-			return fmt.Errorf("%w: row %d of the tiles has %d tiles of %d columns, %d columns, more than the %d of the %d x %d matrix", comm.ErrInvalidArg, i, len(row), nb, len(row)*nb, n, n, n)
+	for r, m := range all {
+		if m.Bad == "" {
+			continue
 		}
-		widest = max(widest, len(row))
-	}
-	if widest*nb != n {
-		return fmt.Errorf("%w: the widest row of the tiles has %d tiles of %d columns, %d columns, not the %d of the %d x %d matrix", comm.ErrInvalidArg, widest, nb, widest*nb, n, n, n)
+		for _, o := range all {
+			if o.Bad != m.Bad {
+				return fmt.Errorf("%w: rank %d: %s", comm.ErrInvalidArg, r, m.Bad)
+			}
+		}
+		return fmt.Errorf("%w: %s", comm.ErrInvalidArg, m.Bad)
 	}
 	return nil
+}
+
+// A tileShape is the layout of a grid of tiles over a matrix: every tile
+// is mb x nb but the last row's and column's, which hold the rest.
+type tileShape struct{ mb, nb int }
+
+// checkCover reports what keeps the tiles (hs, the non-nil ones) from
+// spanning a rows x cols matrix of dt exactly ("" when nothing): tiles
+// of one element type, len(tiles) rows of tiles and as many columns as
+// the widest row has, every tile mb x nb (the largest tile's shape) but
+// those of the last row and column, which hold the rows and columns left.
+func checkCover(tiles [][]*Handle, hs []*Handle, rows, cols int, dt comm.Datatype) (tileShape, string) {
+	if rows < 0 || cols < 0 {
+		return tileShape{}, fmt.Sprintf("a %d x %d matrix", rows, cols)
+	}
+	var s tileShape
+	for _, h := range hs {
+		if h.dt != dt {
+			return tileShape{}, fmt.Sprintf("%v holds %s, the matrix %s", h, h.dt, dt)
+		}
+		s.mb, s.nb = max(s.mb, h.rows), max(s.nb, h.cols)
+	}
+	if len(hs) == 0 {
+		return s, "" // nothing to move
+	}
+	mt, nt := len(tiles), 0
+	for _, row := range tiles {
+		nt = max(nt, len(row))
+	}
+	// The last row (column) of tiles holds 1 to mb rows (nb columns).
+	lastRows, lastCols := rows-(mt-1)*s.mb, cols-(nt-1)*s.nb
+	if lastRows < 1 || lastRows > s.mb {
+		return s, fmt.Sprintf("%d rows of tiles at most %d rows high cover %s rows, not the %d of the %d x %d matrix",
+			mt, s.mb, span(mt, s.mb), rows, rows, cols)
+	}
+	if lastCols < 1 || lastCols > s.nb {
+		return s, fmt.Sprintf("%d columns of tiles (the widest row of the grid) at most %d columns wide cover %s columns, not the %d of the %d x %d matrix",
+			nt, s.nb, span(nt, s.nb), cols, rows, cols)
+	}
+	for i, row := range tiles {
+		for j, h := range row {
+			if h == nil {
+				continue
+			}
+			wantRows, wantCols := s.mb, s.nb
+			if i == mt-1 {
+				wantRows = lastRows
+			}
+			if j == nt-1 {
+				wantCols = lastCols
+			}
+			if h.rows != wantRows || h.cols != wantCols {
+				return s, fmt.Sprintf("tile (%d, %d), %v, is %d x %d, not %d x %d: a %d x %d matrix in a %d x %d grid of %d x %d tiles (the largest) has every tile %d x %d but the last row of tiles, %d rows high, and the last column, %d columns wide; register each edge tile at its own shape (dist.Register), or pick mb and nb that divide the matrix",
+					i, j, h, h.rows, h.cols, wantRows, wantCols, rows, cols, mt, nt, s.mb, s.nb, s.mb, s.nb, lastRows, lastCols)
+			}
+		}
+	}
+	return s, ""
+}
+
+// span says how many rows (or columns) n tiles at most b high cover:
+// (n-1)*b+1 to n*b, as the last may be lower.
+func span(n, b int) string {
+	if n*b == (n-1)*b+1 {
+		return fmt.Sprint(n * b)
+	}
+	return fmt.Sprintf("%d to %d", (n-1)*b+1, n*b)
 }
 
 // flatten lists the non-nil tiles of a grid with their positions.

@@ -252,7 +252,7 @@ func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, tiles [][]*
 	if d.Rank() == 0 {
 		l = make([]T, n*n)
 	}
-	if err := dist.GatherMatrix(ctx, d, 0, l, n, tiles); err != nil {
+	if err := dist.GatherMatrix(ctx, d, 0, l, n, n, tiles); err != nil {
 		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
 	}
 	return l, nil

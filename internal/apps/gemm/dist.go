@@ -211,7 +211,7 @@ func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, ct [][]*dis
 	if d.Rank() == 0 {
 		c = make([]T, n*n)
 	}
-	if err := dist.GatherMatrix(ctx, d, 0, c, n, ct); err != nil {
+	if err := dist.GatherMatrix(ctx, d, 0, c, n, n, ct); err != nil {
 		return nil, fmt.Errorf("gemm: collecting C: %w", err)
 	}
 	return c, nil

@@ -1,0 +1,93 @@
+package dist_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// A 5 x 3 matrix on rank 0 goes to two ranks in tiles of 2 x 2, as
+// ScaLAPACK cuts it: the last row of tiles is 1 row high and the last
+// column 1 column wide, each edge tile registered at its own shape. Each
+// tile's owner adds 100 times its rank to its tile (Cyclic1D over 2 tile
+// columns gives rank 1 the last column), and rank 0 gathers the matrix
+// back.
+func ExampleScatterMatrix() {
+	const rows, cols, mb, nb = 5, 3, 2, 2
+	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+
+		mt, nt := (rows+mb-1)/mb, (cols+nb-1)/nb // 3 x 2 tiles
+		owners := dist.Cyclic1D(nt, d.Size())
+		tiles := make([][]*dist.Handle, mt)
+		for i := range mt {
+			tiles[i] = make([]*dist.Handle, nt)
+			for j := range nt {
+				h, w := min(mb, rows-i*mb), min(nb, cols-j*nb) // the edge tiles are smaller
+				var mine []int
+				if owners.Owner(i, j) == d.Rank() {
+					mine = make([]int, h*w)
+				}
+				if tiles[i][j], err = dist.Register(d, owners.Owner(i, j), mine, h, w); err != nil {
+					return err
+				}
+			}
+		}
+		var a []int
+		if d.Rank() == 0 {
+			a = make([]int, rows*cols)
+			for k := range a {
+				a[k] = k
+			}
+		}
+		if err := dist.ScatterMatrix(ctx, d, 0, a, rows, cols, tiles); err != nil {
+			return err
+		}
+		addRank := &scheduler.Codelet{Name: "add-rank", CPU: func(c *scheduler.Call) error {
+			t := scheduler.VectorOf[int](c, 0)
+			for k := range t {
+				t[k] += 100 * c.Arg.(int)
+			}
+			return nil
+		}}
+		for i := range mt {
+			for j := range nt {
+				arg := scheduler.WithArg(owners.Owner(i, j))
+				if err := d.Submit(ctx, addRank, dist.RW(tiles[i][j]), dist.With(arg)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := dist.GatherMatrix(ctx, d, 0, a, rows, cols, tiles); err != nil {
+			return err
+		}
+		if d.Rank() == 0 {
+			for i := range rows {
+				fmt.Println(a[i*cols : (i+1)*cols])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// [0 1 102]
+	// [3 4 105]
+	// [6 7 108]
+	// [9 10 111]
+	// [12 13 114]
+}
