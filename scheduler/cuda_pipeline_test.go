@@ -462,7 +462,7 @@ func TestWatchdogNamesTheGPUsTask(t *testing.T) {
 		return c.Context.Launch(ctx, wait, cuda.Dim3{X: 1}, cuda.Dim3{X: 1}, 0, c.Stream, addr)
 	}}
 	require.NoError(t, s.Submit(ctx, held))
-	st := awaitStall(t, ch)
+	st := awaitRunningStall(t, ch)
 	require.Len(t, st.Running, 1, st.String())
 	r := st.Running[0]
 	require.Equal(t, scheduler.CUDAWorker, r.Kind)

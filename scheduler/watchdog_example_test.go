@@ -15,6 +15,9 @@ func ExampleWithWatchdog() {
 	stalls := make(chan scheduler.Stall, 1)
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithPerfModelDir(""),
 		scheduler.WithWatchdog(50*time.Millisecond, func(st scheduler.Stall) {
+			if len(st.Running) == 0 {
+				return // reported before the worker took "long": wait for the next
+			}
 			select {
 			case stalls <- st:
 			default:
