@@ -1,6 +1,8 @@
 // Command jacobi2d runs a 2D Jacobi heat stencil as one task graph over
-// every rank: the rectangular plate is cut into mt x nt tiles (mt rows
-// of tiles, nt columns; 4 x 6 by default), each rank owns a
+// every rank: the rectangular plate of -rows x -cols cells (128 x 192 by
+// default) is cut into tiles of at most -b x -b cells as ScaLAPACK cuts
+// a matrix (dist.RegisterMatrixTiles: where b does not divide the plate,
+// the last row and column of tiles are smaller), each rank owns a
 // contiguous block of them (a distribution function on the most square
 // process grid), and each step computes a tile of the next generation
 // from its tile and its four neighbours' of the current one, so the
@@ -11,6 +13,7 @@
 // residuals within rounding (a reduction's order of additions varies).
 //
 //	PZ_RANKS=4 go run ./examples/jacobi2d                  # 4 in-process ranks, a 2 x 2 grid
+//	PZ_RANKS=4 go run ./examples/jacobi2d -rows 100 -cols 150  # 4 x 5 tiles, the last row 4 cells high, the last column 22 wide
 //	go build -tags mpi -o /tmp/jacobi2d ./examples/jacobi2d && mpirun -n 4 --oversubscribe /tmp/jacobi2d
 package main
 
@@ -28,9 +31,9 @@ import (
 )
 
 var (
-	mt    = flag.Int("mt", 4, "rows of tiles of the plate")
-	nt    = flag.Int("nt", 6, "columns of tiles of the plate")
-	b     = flag.Int("b", 32, "cells per side of a tile")
+	rows  = flag.Int("rows", 128, "rows of cells of the plate")
+	cols  = flag.Int("cols", 192, "columns of cells of the plate")
+	b     = flag.Int("b", 32, "cells per side of a tile, at most (the last row and column of tiles hold the cells left)")
 	steps = flag.Int("steps", 30, "Jacobi steps")
 	every = flag.Int("every", 10, "compute the residual every this many steps")
 )
@@ -45,38 +48,45 @@ func initial(i, j, rows, cols int) float64 {
 	return float64((7*i+3*j)%11) / 10
 }
 
-// cell returns cell (i, j) of the rows x cols tile t, reaching into the
-// neighbour tiles up, down, left and right (nil: outside the plate, 0;
-// of t's shape otherwise) for the row or column just outside t.
-func cell(t, up, down, left, right []float64, rows, cols, i, j int) float64 {
-	var src []float64
-	switch {
-	case i < 0:
-		src, i = up, rows-1
-	case i == rows:
-		src, i = down, 0
-	case j < 0:
-		src, j = left, cols-1
-	case j == cols:
-		src, j = right, 0
-	default:
-		src = t
-	}
-	if src == nil {
-		return 0
-	}
-	return src[i*cols+j]
+// A tile is rows x cols cells, row-major; no cells (nil) stand for the
+// outside of the plate. Tiles differ in shape where b does not divide the
+// plate: a tile and its neighbours above and below are as wide, and it
+// and its neighbours left and right as high.
+type tile struct {
+	cells      []float64
+	rows, cols int
 }
 
-// relax sets next to the average of each cell's four neighbours in cur,
-// a rows x cols tile (or the whole plate, with no neighbours).
-func relax(next, cur, up, down, left, right []float64, rows, cols int) {
-	for i := range rows {
-		for j := range cols {
-			next[i*cols+j] = 0.25 * (cell(cur, up, down, left, right, rows, cols, i-1, j) +
-				cell(cur, up, down, left, right, rows, cols, i+1, j) +
-				cell(cur, up, down, left, right, rows, cols, i, j-1) +
-				cell(cur, up, down, left, right, rows, cols, i, j+1))
+// cell returns cell (i, j) of t, reaching into the neighbour tiles up,
+// down, left and right for the row or column just outside t (0 outside
+// the plate).
+func cell(t, up, down, left, right tile, i, j int) float64 {
+	src := t
+	switch {
+	case i < 0:
+		src, i = up, up.rows-1
+	case i == t.rows:
+		src, i = down, 0
+	case j < 0:
+		src, j = left, left.cols-1
+	case j == t.cols:
+		src, j = right, 0
+	}
+	if src.cells == nil {
+		return 0
+	}
+	return src.cells[i*src.cols+j]
+}
+
+// relax sets next, of cur's shape, to the average of each cell's four
+// neighbours in cur (a tile, or the whole plate with no neighbours).
+func relax(next []float64, cur, up, down, left, right tile) {
+	for i := range cur.rows {
+		for j := range cur.cols {
+			next[i*cur.cols+j] = 0.25 * (cell(cur, up, down, left, right, i-1, j) +
+				cell(cur, up, down, left, right, i+1, j) +
+				cell(cur, up, down, left, right, i, j-1) +
+				cell(cur, up, down, left, right, i, j+1))
 		}
 	}
 }
@@ -97,27 +107,31 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	if err != nil {
 		return err
 	}
-	MT, NT, B := *mt, *nt, *b
-	rows, cols := MT*B, NT*B
+	rows, cols, B := *rows, *cols, *b
+	if rows < 1 || cols < 1 || B < 1 {
+		return fmt.Errorf("jacobi2d: a %d x %d plate in tiles of %d x %d: every size must be at least 1", rows, cols, B, B)
+	}
+	MT, NT := (rows+B-1)/B, (cols+B-1)/B // the grid RegisterMatrixTiles makes
 	p, q := dist.Grid(rt.Size())
 	if MT < p || NT < q {
-		return fmt.Errorf("jacobi2d: %d x %d tiles do not cover a %d x %d process grid; raise -mt or -nt", MT, NT, p, q)
+		return fmt.Errorf("jacobi2d: %d x %d tiles do not cover a %d x %d process grid; raise -rows or -cols, or lower -b", MT, NT, p, q)
 	}
 	// Blocks, not block-cyclic: rank (r, c) of the P x Q grid owns tile
 	// rows r*MT/P.. and columns c*NT/Q.., so only border tiles travel.
 	blocks := dist.Func(func(i, j int) int { return (i*p/MT)*q + j*q/NT })
-	fill := func(i, j int, tile []float64) {
-		for ii := range B {
-			for jj := range B {
-				tile[ii*B+jj] = initial(i*B+ii, j*B+jj, rows, cols)
+	// Tile (i, j) is h x w cells from cell (i*B, j*B) of the plate.
+	fill := func(i, j, h, w int, t []float64) {
+		for ii := range h {
+			for jj := range w {
+				t[ii*w+jj] = initial(i*B+ii, j*B+jj, rows, cols)
 			}
 		}
 	}
-	cur, err := dist.RegisterTiles(d, MT, NT, B, B, blocks, fill, scheduler.Named("A"))
+	cur, err := dist.RegisterMatrixTiles(d, rows, cols, B, B, blocks, fill, scheduler.Named("A"))
 	if err != nil {
 		return err
 	}
-	next, err := dist.RegisterTiles[float64](d, MT, NT, B, B, blocks, nil, scheduler.Named("B"))
+	next, err := dist.RegisterMatrixTiles[float64](d, rows, cols, B, B, blocks, nil, scheduler.Named("B"))
 	if err != nil {
 		return err
 	}
@@ -142,16 +156,22 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	}
 	step := &scheduler.Codelet{Name: "jacobi", CPU: func(c *scheduler.Call) error {
 		s := c.Arg.(sides)
+		// Each tile's shape is its handle's (Dims): the edge tiles'
+		// are smaller.
+		at := func(k int) tile {
+			r, w, _ := c.Dims(k)
+			return tile{scheduler.VectorOf[float64](c, k), r, w}
+		}
 		k := 1
-		neighbour := func(present bool) []float64 {
+		neighbour := func(present bool) tile {
 			if !present {
-				return nil
+				return tile{}
 			}
 			k++
-			return scheduler.VectorOf[float64](c, k)
+			return at(k)
 		}
 		up, down, left, right := neighbour(s.up), neighbour(s.down), neighbour(s.left), neighbour(s.right)
-		relax(scheduler.VectorOf[float64](c, 0), scheduler.VectorOf[float64](c, 1), up, down, left, right, B, B)
+		relax(scheduler.VectorOf[float64](c, 0), at(1), up, down, left, right)
 		return nil
 	}}
 	change := &scheduler.Codelet{Name: "change", CPU: func(c *scheduler.Call) error {
@@ -242,7 +262,7 @@ func sequential(rows, cols, steps, every int) (plate, residuals []float64) {
 		}
 	}
 	for s := range steps {
-		relax(next, cur, nil, nil, nil, nil, rows, cols)
+		relax(next, tile{cur, rows, cols}, tile{}, tile{}, tile{}, tile{})
 		if (s+1)%every == 0 {
 			sum := 0.0
 			for k := range cur {

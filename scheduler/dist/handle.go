@@ -53,6 +53,15 @@ func (h *Handle) ID() int { return h.id }
 // Owner is the rank whose memory holds the handle.
 func (h *Handle) Owner() int { return h.owner }
 
+// Rows is the handle's number of rows (a vector's length), the same on
+// every rank: the shape it was registered with, as an edge tile of
+// RegisterMatrixTiles has its own.
+func (h *Handle) Rows() int { return h.rows }
+
+// Cols is the handle's number of columns (1 for a vector), the same on
+// every rank.
+func (h *Handle) Cols() int { return h.cols }
+
 // Data returns this rank's memory of the handle: on the owner the slice it
 // registered, elsewhere the cached copy (nil if never needed, or dropped
 // by Scheduler.Flush; nil on every rank after Scheduler.Unregister). After
@@ -331,23 +340,89 @@ const maxTag = 1<<28 - 1
 // that registers several). A distribution that does not fit the ranks, a
 // Cyclic1D made for another number of tile columns than nt, or one that
 // gives a tile to a rank outside [0, Size()) is refused (ErrDistribution,
-// ErrBadRank), before any registration.
+// ErrBadRank), before any registration. For a matrix whose sides are not
+// multiples of the tile's, RegisterMatrixTiles makes the smaller edge
+// tiles.
 func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distribution, init func(i, j int, tile []T), opts ...scheduler.HandleOption) ([][]*Handle, error) {
+	const call = "RegisterTiles"
 	if dist == nil {
-		return nil, fmt.Errorf("dist: RegisterTiles: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", ErrDistribution)
+		return nil, fmt.Errorf("dist: %s: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", call, ErrDistribution)
 	}
 	if mt < 1 || nt < 1 || mb < 1 || nb < 1 {
-		return nil, fmt.Errorf("dist: RegisterTiles: %w: a %d x %d grid of %d x %d tiles", comm.ErrInvalidArg, mt, nt, mb, nb)
+		return nil, fmt.Errorf("dist: %s: %w: a %d x %d grid of %d x %d tiles", call, comm.ErrInvalidArg, mt, nt, mb, nb)
 	}
 	if err := checkContiguous(nb, opts); err != nil {
-		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+		return nil, fmt.Errorf("dist: %s: %w", call, err)
 	}
+	var fill func(i, j, _, _ int, tile []T)
+	if init != nil {
+		fill = func(i, j, _, _ int, tile []T) { init(i, j, tile) }
+	}
+	return registerGrid(d, call, mt*mb, nt*nb, mt, nt, mb, nb, dist, fill, opts)
+}
+
+// RegisterMatrixTiles registers the tiles of a rows x cols row-major
+// matrix of T cut as ScaLAPACK cuts an M x N matrix in MB x NB blocks:
+// ceil(rows/mb) rows of tiles by ceil(cols/nb) columns, tile (i, j)
+// holding rows i*mb.. and columns j*nb.. of the matrix. Every tile is
+// mb x nb except those of the last row of tiles, which hold the rows
+// left (rows mod mb, when mb does not divide rows), and those of the last
+// column, which hold the columns left; when mb and nb divide the matrix
+// it is the grid RegisterTiles makes. The grid is the layout that
+// ScatterMatrix and GatherMatrix expect for a rows x cols matrix, and
+// its tiles are handles as any others for Submit (a task learns a tile's
+// shape from scheduler.Call.Dims).
+//
+// Tile (i, j) is owned by dist.Owner(i, j). On its owner it is allocated
+// and, if init is not nil, filled by init(i, j, tileRows, tileCols, tile):
+// tile is tileRows x tileCols, row-major (len(tile) ==
+// tileRows*tileCols), and its element (r, c) is element (i*mb + r,
+// j*nb + c) of the matrix. init runs on the calling goroutine, on the
+// owner only, tile after tile in row-major order of the grid; the other
+// ranks allocate nothing until they need a copy.
+//
+// Options apply to every tile, as with RegisterTiles:
+// scheduler.Named("A") names tile (i, j) "A(i,j)". A leading dimension
+// (scheduler.LD) is refused unless it is the width of every tile (nb,
+// and the last column's); non-positive sizes are refused
+// (comm.ErrInvalidArg), and so are a distribution that does not fit the
+// ranks, a Cyclic1D made for another number of tile columns than
+// ceil(cols/nb), and one that gives a tile to a rank outside [0, Size())
+// (ErrDistribution, ErrBadRank), all before any registration. Every rank
+// calls it, in the same order with the same arguments, as Register.
+func RegisterMatrixTiles[T comm.Number](d *Scheduler, rows, cols, mb, nb int, dist Distribution, init func(i, j, tileRows, tileCols int, tile []T), opts ...scheduler.HandleOption) ([][]*Handle, error) {
+	const call = "RegisterMatrixTiles"
+	if dist == nil {
+		return nil, fmt.Errorf("dist: %s: %w: no distribution (nil); use BlockCyclic2D, Cyclic1D or Func", call, ErrDistribution)
+	}
+	if rows < 1 || cols < 1 || mb < 1 || nb < 1 {
+		return nil, fmt.Errorf("dist: %s: %w: a %d x %d matrix in tiles of %d x %d (every size at least 1)", call, comm.ErrInvalidArg, rows, cols, mb, nb)
+	}
+	mt, nt := (rows+mb-1)/mb, (cols+nb-1)/nb
+	// The tiles of the last column are lastCols wide: a leading
+	// dimension must fit them too.
+	if err := checkContiguous(nb, opts); err != nil {
+		return nil, fmt.Errorf("dist: %s: %w", call, err)
+	}
+	if lastCols := cols - (nt-1)*nb; lastCols != nb {
+		if err := checkContiguous(lastCols, opts); err != nil {
+			return nil, fmt.Errorf("dist: %s: %w (the last column of tiles of a %d x %d matrix in tiles of %d x %d)", call, err, rows, cols, mb, nb)
+		}
+	}
+	return registerGrid(d, call, rows, cols, mt, nt, mb, nb, dist, init, opts)
+}
+
+// registerGrid registers the mt x nt grid of tiles of a rows x cols
+// matrix (RegisterTiles, RegisterMatrixTiles), each mb x nb but those of
+// the last row and column, which hold the rest; the caller checked the
+// sizes and the options.
+func registerGrid[T comm.Number](d *Scheduler, call string, rows, cols, mt, nt, mb, nb int, dist Distribution, init func(i, j, tileRows, tileCols int, tile []T), opts []scheduler.HandleOption) ([][]*Handle, error) {
 	if err := dist.Check(d.size); err != nil {
-		return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+		return nil, fmt.Errorf("dist: %s: %w", call, err)
 	}
 	if g, ok := dist.(gridChecker); ok {
 		if err := g.checkGrid(mt, nt); err != nil {
-			return nil, fmt.Errorf("dist: RegisterTiles: %w", err)
+			return nil, fmt.Errorf("dist: %s: %w", call, err)
 		}
 	}
 	// Every owner first: a bad one leaves nothing registered, so that the
@@ -358,7 +433,7 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 		for j := range nt {
 			owner := dist.Owner(i, j)
 			if owner < 0 || owner >= d.size {
-				return nil, fmt.Errorf("dist: RegisterTiles: %w: the distribution gives tile (%d, %d) to rank %d of %d", ErrBadRank, i, j, owner, d.size)
+				return nil, fmt.Errorf("dist: %s: %w: the distribution gives tile (%d, %d) to rank %d of %d", call, ErrBadRank, i, j, owner, d.size)
 			}
 			owners[i][j] = owner
 		}
@@ -367,21 +442,23 @@ func RegisterTiles[T comm.Number](d *Scheduler, mt, nt, mb, nb int, dist Distrib
 	out := make([][]*Handle, mt)
 	for i := range mt {
 		out[i] = make([]*Handle, nt)
+		h := min(mb, rows-i*mb)
 		for j := range nt {
+			w := min(nb, cols-j*nb)
 			owner := owners[i][j]
 			var tile []T
 			if owner == d.rank {
-				tile = make([]T, mb*nb)
+				tile = make([]T, h*w)
 				if init != nil {
-					init(i, j, tile)
+					init(i, j, h, w, tile)
 				}
 			}
 			name := fmt.Sprintf("%s(%d,%d)", prefix, i, j)
-			h, err := Register(d, owner, tile, mb, nb, append(slices.Clip(opts), scheduler.Named(name))...)
+			t, err := Register(d, owner, tile, h, w, append(slices.Clip(opts), scheduler.Named(name))...)
 			if err != nil {
 				return nil, err
 			}
-			out[i][j] = h
+			out[i][j] = t
 		}
 	}
 	return out, nil

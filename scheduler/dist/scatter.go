@@ -11,26 +11,69 @@ import (
 // Scatter sets every handle of hs from rank root: fill runs once, on root,
 // with each handle's memory there (fill(i, data) for hs[i]; data is a []T),
 // and then each handle goes to its owner. It is collective: every rank
-// calls it with the same handles; fill is called on root only. It returns
-// once the owners hold the data (it ends with WaitAll).
+// calls it with the same root and handles; fill is called on root only.
+// It returns once the owners hold the data (it ends with WaitAll). The
+// ranks first exchange their roots: ranks that pass different roots get
+// comm.ErrMismatch, and a root outside [0, Size()) ErrBadRank, on every
+// rank and before anything is submitted.
 func (d *Scheduler) Scatter(ctx context.Context, root int, hs []*Handle, fill func(i int, data any) error) error {
 	return d.onRoot(ctx, "Scatter", root, hs, scheduler.ModeW, fill)
 }
 
 // Gather reads every handle of hs on rank root: once each handle's latest
 // version has reached root, use runs there with each one's memory
-// (use(i, data) for hs[i]). It is collective, like Scatter; use is called
-// on root only. It ends with WaitAll.
+// (use(i, data) for hs[i]). It is collective, like Scatter, with the same
+// checks of root; use is called on root only. It ends with WaitAll.
 func (d *Scheduler) Gather(ctx context.Context, root int, hs []*Handle, use func(i int, data any) error) error {
 	return d.onRoot(ctx, "Gather", root, hs, scheduler.ModeR, use)
 }
 
-// onRoot runs fn on root in one task accessing every handle in mode, then
-// waits for the whole graph.
+// onRoot agrees on root with the other ranks, then runs fn there
+// (runOnRoot).
 func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Handle, mode scheduler.Mode, fn func(int, any) error) error {
-	if root < 0 || root >= d.size {
-		return fmt.Errorf("dist: %s: %w: root %d of %d ranks", call, ErrBadRank, root, d.size)
+	// Every rank learns every root before any returns: a rank that
+	// refused its root alone would leave the others waiting in WaitAll
+	// for a task it never submits.
+	roots, err := comm.AllGatherValues(ctx, d.c, root)
+	if err != nil {
+		return fmt.Errorf("dist: %s: %w", call, err)
 	}
+	if err := d.agreeRoot(roots); err != nil {
+		return fmt.Errorf("dist: %s: %w", call, err)
+	}
+	return d.runOnRoot(ctx, call, root, hs, mode, fn)
+}
+
+// agreeRoot turns every rank's root into one error, the same on every
+// rank: ranks that passed different roots (comm.ErrMismatch), else a
+// root outside the ranks (ErrBadRank); nil when they agree on a rank.
+func (d *Scheduler) agreeRoot(roots []int) error {
+	for r, root := range roots[1:] {
+		if root != roots[0] {
+			return fmt.Errorf("%w: rank 0 passed root %d, rank %d root %d: every rank passes the same%s",
+				comm.ErrMismatch, roots[0], r+1, root, d.outside(roots))
+		}
+	}
+	if root := roots[0]; root < 0 || root >= d.size {
+		return fmt.Errorf("%w: root %d of %d ranks", ErrBadRank, root, d.size)
+	}
+	return nil
+}
+
+// outside names the first of roots that is not a rank (" (rank 2's root
+// 5 is not a rank of 3)"), or is "".
+func (d *Scheduler) outside(roots []int) string {
+	for r, root := range roots {
+		if root < 0 || root >= d.size {
+			return fmt.Sprintf(" (rank %d's root %d is not a rank of %d)", r, root, d.size)
+		}
+	}
+	return ""
+}
+
+// runOnRoot runs fn on root, which every rank agreed on, in one task
+// accessing every handle in mode, then waits for the whole graph.
+func (d *Scheduler) runOnRoot(ctx context.Context, call string, root int, hs []*Handle, mode scheduler.Mode, fn func(int, any) error) error {
 	args := make([]Arg, 0, len(hs)+1)
 	args = append(args, OnRank(root))
 	for _, h := range hs {
@@ -67,7 +110,8 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 // (len(tiles)-1)*mb, 1 to mb of them), and those of the last column,
 // which hold the columns left: a matrix that is not a multiple of the
 // tile shape is cut as ScaLAPACK cuts it, with edge tiles registered at
-// their own shape (dist.Register). A nil tile is skipped, and a row of
+// their own shape (RegisterMatrixTiles registers such a grid; Register,
+// one tile at a time, any other). A nil tile is skipped, and a row of
 // tiles may be shorter than the widest, as a triangle's; the widest row
 // spans the columns.
 //
@@ -75,8 +119,10 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 // must be at least rows*cols: otherwise (negative sizes included), every
 // rank returns the same error, wrapping comm.ErrInvalidArg, and nothing
 // is submitted. Ranks that pass different sizes or roots get
-// comm.ErrMismatch, also on every rank; a complaint that only some ranks
-// make (their tiles differ) names the first of them.
+// comm.ErrMismatch, and a root outside [0, Size()) ErrBadRank, also on
+// every rank; a complaint that only some ranks make (their tiles differ)
+// names the first of them. RegisterMatrixTiles registers the grid of
+// tiles of a rows x cols matrix in this layout.
 func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
 	return moveMatrix(ctx, d, "ScatterMatrix", root, a, rows, cols, tiles, true)
 }
@@ -101,30 +147,27 @@ type matrixCall struct {
 // moveMatrix is ScatterMatrix (toTiles) and GatherMatrix: the same walk
 // over the tiles, copying rows one way or the other on root.
 func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, root int, a []T, rows, cols int, tiles [][]*Handle, toTiles bool) error {
-	if root < 0 || root >= d.size {
-		return fmt.Errorf("dist: %s: %w: root %d of %d ranks", call, ErrBadRank, root, d.size)
-	}
 	hs, at := flatten(tiles)
 	shape, bad := checkCover(tiles, hs, rows, cols, comm.DatatypeOf[T]())
 	// Only root knows a: it tells the others whether it fits.
 	if bad == "" && d.rank == root && len(a) < rows*cols {
 		bad = fmt.Sprintf("%d elements on root %d for a %d x %d matrix", len(a), root, rows, cols)
 	}
-	// Every rank learns what every other passed and found, so that they
-	// all return the same error instead of some waiting for a task the
-	// others never submit.
+	// Every rank learns what every other passed and found, the root
+	// included, so that they all return the same error instead of some
+	// waiting for a task the others never submit.
 	all, err := comm.AllGatherValues(ctx, d.c, matrixCall{Root: root, Rows: rows, Cols: cols, Bad: bad})
 	if err != nil {
 		return fmt.Errorf("dist: %s: %w", call, err)
 	}
-	if err := agreeMatrix(all); err != nil {
+	if err := d.agreeMatrix(all); err != nil {
 		return fmt.Errorf("dist: %s: %w", call, err)
 	}
-	move := d.Gather
+	mode := scheduler.ModeR
 	if toTiles {
-		move = d.Scatter
+		mode = scheduler.ModeW
 	}
-	return move(ctx, root, hs, func(k int, data any) error {
+	return d.runOnRoot(ctx, call, root, hs, mode, func(k int, data any) error {
 		t := data.([]T) // checkCover checked the type
 		h := hs[k]
 		r0, c0 := at[k][0]*shape.mb, at[k][1]*shape.nb
@@ -142,14 +185,21 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 
 // agreeMatrix turns every rank's matrixCall into one error, the same on
 // every rank: ranks that passed different arguments (comm.ErrMismatch),
-// else the first complaint (comm.ErrInvalidArg), named by its rank unless
-// every rank made it.
-func agreeMatrix(all []matrixCall) error {
+// else a root outside the ranks (ErrBadRank), else the first complaint
+// (comm.ErrInvalidArg), named by its rank unless every rank made it.
+func (d *Scheduler) agreeMatrix(all []matrixCall) error {
+	roots := make([]int, len(all))
+	for r, m := range all {
+		roots[r] = m.Root
+	}
 	for r, m := range all[1:] {
 		if m.Root != all[0].Root || m.Rows != all[0].Rows || m.Cols != all[0].Cols {
-			return fmt.Errorf("%w: rank 0 passed root %d and a %d x %d matrix, rank %d root %d and a %d x %d one: every rank passes the same",
-				comm.ErrMismatch, all[0].Root, all[0].Rows, all[0].Cols, r+1, m.Root, m.Rows, m.Cols)
+			return fmt.Errorf("%w: rank 0 passed root %d and a %d x %d matrix, rank %d root %d and a %d x %d one: every rank passes the same%s",
+				comm.ErrMismatch, all[0].Root, all[0].Rows, all[0].Cols, r+1, m.Root, m.Rows, m.Cols, d.outside(roots))
 		}
+	}
+	if root := all[0].Root; root < 0 || root >= d.size {
+		return fmt.Errorf("%w: root %d of %d ranks", ErrBadRank, root, d.size)
 	}
 	for r, m := range all {
 		if m.Bad == "" {
@@ -215,8 +265,8 @@ func checkCover(tiles [][]*Handle, hs []*Handle, rows, cols int, dt comm.Datatyp
 				wantCols = lastCols
 			}
 			if h.rows != wantRows || h.cols != wantCols {
-				return s, fmt.Sprintf("tile (%d, %d), %v, is %d x %d, not %d x %d: a %d x %d matrix in a %d x %d grid of %d x %d tiles (the largest) has every tile %d x %d but the last row of tiles, %d rows high, and the last column, %d columns wide; register each edge tile at its own shape (dist.Register), or pick mb and nb that divide the matrix",
-					i, j, h, h.rows, h.cols, wantRows, wantCols, rows, cols, mt, nt, s.mb, s.nb, s.mb, s.nb, lastRows, lastCols)
+				return s, fmt.Sprintf("tile (%d, %d), %v, is %d x %d, not %d x %d: a %d x %d matrix in a %d x %d grid of %d x %d tiles (the largest) has every tile %d x %d but the last row of tiles, %d rows high, and the last column, %d columns wide; register each edge tile at its own shape (dist.Register), or pick mb and nb that divide the matrix; dist.RegisterMatrixTiles(d, %d, %d, %d, %d, ...) registers that grid",
+					i, j, h, h.rows, h.cols, wantRows, wantCols, rows, cols, mt, nt, s.mb, s.nb, s.mb, s.nb, lastRows, lastCols, rows, cols, s.mb, s.nb)
 			}
 		}
 	}
