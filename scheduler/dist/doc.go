@@ -23,7 +23,11 @@
 // Distributions place tiles: BlockCyclic2D (ScaLAPACK's, with Grid to
 // choose P x Q), Cyclic1D, or any function (Func). RegisterTiles names
 // tile (i, j) "(i,j)", or "A(i,j)" with scheduler.Named("A"), in errors,
-// stall reports and traces.
+// stall reports and traces; RegisterMatrixTiles cuts a rows x cols
+// matrix that is not a multiple of the tile shape as ScaLAPACK does (the
+// last row and column of tiles hold what is left), the layout
+// ScatterMatrix and GatherMatrix move between a root's RAM and the
+// owners.
 //
 // Handles, and the copies other ranks cache of them, live until Close
 // unless the program releases them: Scheduler.Unregister (StarPU-MPI's

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -368,5 +369,53 @@ func TestRootOutOfRangeOnOneRank(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The exchange that begins Scatter and ScatterMatrix is bounded by the
+// stall timeout, as WaitAll's agreement is: a rank that does not come
+// (stuck here on a channel) does not hang the others, which end with
+// ErrStalled naming the call.
+func TestScatterExchangeStalls(t *testing.T) {
+	for _, call := range []string{"Scatter", "ScatterMatrix"} {
+		var rank0 error
+		done := make(chan struct{})
+		// Without the bound rank 0 would wait for ever: the test's
+		// deadline ends it with another error.
+		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = local.Run(tctx, 2, func(ctx context.Context, c comm.Comm) error {
+			ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+			if err != nil {
+				return err
+			}
+			defer ls.Close()
+			d, err := dist.New(ctx, c, ls, dist.WithStallTimeout(100*time.Millisecond))
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			var mine []float64
+			if c.Rank() == 0 {
+				mine = make([]float64, 4)
+			}
+			h, err := dist.Register(d, 0, mine, 2, 2)
+			if err != nil {
+				return err
+			}
+			if c.Rank() == 1 {
+				<-done // stuck until rank 0 has given up
+				return nil
+			}
+			defer close(done)
+			if call == "Scatter" {
+				rank0 = d.Scatter(ctx, 0, []*dist.Handle{h}, func(int, any) error { return nil })
+			} else {
+				rank0 = dist.ScatterMatrix(ctx, d, 0, make([]float64, 4), 2, 2, [][]*dist.Handle{{h}})
+			}
+			return nil
+		})
+		require.ErrorIs(t, rank0, dist.ErrStalled, call)
+		assert.Contains(t, rank0.Error(), "rank 0 waited 100ms for the other ranks to call "+call, call)
 	}
 }
