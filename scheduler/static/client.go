@@ -140,7 +140,10 @@ func (c *Client) hello() *message {
 // it at once. It returns ErrRefused when the master
 // refuses the client, ErrAborted when another client failed, and ctx's
 // error when ctx ends before the start; ctx's end after the start is a
-// graceful stop, like a signal.
+// graceful stop, like a signal. After an abort it returns even if a body
+// (or a stream's Mark or WaitMark) has not returned half the master's
+// liveness bound later: that goroutine is left running, and the error
+// names it.
 func (c *Client) EnterScheduler(ctx context.Context) error {
 	dir := c.dir
 	if dir == "" {
@@ -245,6 +248,9 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	}
 	clk := newClock()
 	exec := newExecutor(start.Plan, c.name, c.fns, c.streams, start.Frames, start.Allocs, c.log)
+	if start.Liveness > 0 {
+		exec.abandonAfter = time.Duration(start.Liveness / 2)
+	}
 	if signals { // a client process of its own (EnterScheduler)
 		defer raiseProcs(len(exec.threads))()
 		// Collect the setup's garbage now, not in the loop's first periods.
@@ -368,6 +374,10 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	if abortReason != "" || b.aborted() {
 		if abortReason == "" {
 			abortReason = "aborted by the master"
+		}
+		if err != nil {
+			// Where this client is stuck, say.
+			abortReason += "; " + err.Error()
 		}
 		if strings.HasPrefix(abortReason, "client "+c.name+" ") {
 			// The reason names this client already ("client b stopped

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,70 @@ type executor struct {
 	perRun bool
 	// lastObjs and lastBytes are the counters at the last period's end.
 	lastObjs, lastBytes, lastThreads uint64
+	// abandonAfter is how long, once the run is aborted, run waits for a
+	// thread in user code before it leaves it behind (gate).
+	abandonAfter time.Duration
+}
+
+// defaultAbandonAfter is executor.abandonAfter when the master does not
+// say (half its default liveness bound).
+const defaultAbandonAfter = 500 * time.Millisecond
+
+// A gate lets the executor leave behind a thread stuck in user code (a
+// runnable's body, or a stream's Mark or WaitMark) once the run is
+// aborted: a body that never returns would otherwise hold EnterScheduler,
+// and the client process, forever, deaf to SIGINT and SIGTERM, which the
+// client catches in the loop. The thread holds mu whenever it runs pz's
+// code and releases it only around user code (leave, back), so that once
+// the executor holds mu, a thread that has not ended is in user code; the
+// executor then marks it abandoned, and the thread, back from user code,
+// ends at once (runtime.Goexit) without touching the board, the records
+// or the streams, which the client may have released by then. The mutex
+// also orders the thread's writes to the records before the executor's
+// reads.
+type gate struct {
+	mu        sync.Mutex
+	abandoned bool
+	done      chan struct{} // closed when the thread's loop has returned
+	// Where the thread is, written before it releases mu: the user code
+	// it runs, for which runnable and frame, since when.
+	what  userCode
+	in    *execRunnable
+	frame int64
+	since int64
+}
+
+func newGate() gate { return gate{done: make(chan struct{})} }
+
+// start takes mu for the thread's loop; the returned function, deferred,
+// ends it (also after runtime.Goexit). A thread abandoned before it
+// started (abandonAfter after an abort) ends at once.
+func (g *gate) start() func() {
+	g.mu.Lock()
+	if g.abandoned {
+		g.mu.Unlock()
+		runtime.Goexit()
+	}
+	return func() {
+		close(g.done)
+		g.mu.Unlock()
+	}
+}
+
+// leave lets the executor in while the thread runs user code.
+func (g *gate) leave(what userCode, x *execRunnable, frame, now int64) {
+	g.what, g.in, g.frame, g.since = what, x, frame, now
+	g.mu.Unlock()
+}
+
+// back returns from user code; a thread the executor abandoned meanwhile
+// ends here.
+func (g *gate) back() {
+	g.mu.Lock()
+	if g.abandoned {
+		runtime.Goexit() // the deferred end releases mu
+	}
+	g.in = nil
 }
 
 // execRunnable is a runnable of the executing client.
@@ -79,6 +144,7 @@ type item struct {
 }
 
 type cpuThread struct {
+	gate
 	res       PlanResource
 	period    time.Duration
 	frames    int64 // epoch frames per period
@@ -88,6 +154,7 @@ type cpuThread struct {
 }
 
 type streamThread struct {
+	gate
 	res    PlanResource
 	stream Stream
 	ch     chan pending
@@ -111,7 +178,8 @@ type pending struct {
 // newExecutor prepares a client's runnables; fns and streams are what
 // the client registered, already checked against the plan.
 func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams map[string]Stream, frames int64, perRun bool, warn func(string)) *executor {
-	e := &executor{plan: plan, client: slices.Index(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter(), perRun: perRun}
+	e := &executor{plan: plan, client: slices.Index(plan.Clients, client), frames: frames, spin: plan.Spin, warn: warn, alloc: newAllocMeter(), perRun: perRun,
+		abandonAfter: defaultAbandonAfter}
 	all := plan.Runnables()
 	byName := map[string]int{}
 	for i, r := range all {
@@ -144,7 +212,7 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		res := h.Resources[slices.IndexFunc(h.Resources, func(r PlanResource) bool { return r.Name == pr.Resource })]
 		if res.Kind == GPU {
 			if strs[res.Name] == nil {
-				strs[res.Name] = &streamThread{res: res, stream: streams[res.Name], ch: make(chan pending, 256)}
+				strs[res.Name] = &streamThread{gate: newGate(), res: res, stream: streams[res.Name], ch: make(chan pending, 256)}
 				e.streams = append(e.streams, strs[res.Name])
 			}
 			x.stream = strs[res.Name]
@@ -152,7 +220,7 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		}
 		t := threads[res.Name]
 		if t == nil {
-			t = &cpuThread{res: res, period: h.Period, frames: pr.PeriodFrames}
+			t = &cpuThread{gate: newGate(), res: res, period: h.Period, frames: pr.PeriodFrames}
 			threads[res.Name] = t
 			e.threads = append(e.threads, t)
 		}
@@ -214,7 +282,9 @@ func (p *Plan) cpuThreads() int {
 
 // run runs the client's loop on b from its t0 until the frame limit, a
 // stop request or an abort, and returns the records. ctx ends the
-// runnables' contexts (abort).
+// runnables' contexts (abort); once it has ended, run waits at most
+// abandonAfter for a thread in user code, then leaves it behind (gate)
+// and returns an error that names where it is stuck.
 func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []RunnableRun, err error) {
 	e.b, e.clk = b, clk
 	if len(e.threads) > 0 {
@@ -238,12 +308,30 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 			e.cpuLoop(ctx, t)
 		}()
 	}
-	tw.Wait()
+	var errs []error
+	var deadline time.Time // abandonAfter from the abort
+	var abandoned bool
+	for _, t := range e.threads {
+		if err := e.await(ctx, &t.gate, &deadline); err != nil {
+			errs = append(errs, err)
+			abandoned = true
+		}
+	}
+	// No thread that goes on sends to a stream: a CPU thread left behind
+	// ends as soon as it is back from user code.
 	for _, s := range e.streams {
 		close(s.ch)
 	}
-	wg.Wait()
-	var errs []error
+	for _, s := range e.streams {
+		if err := e.await(ctx, &s.gate, &deadline); err != nil {
+			errs = append(errs, err)
+			abandoned = true
+		}
+	}
+	if !abandoned {
+		tw.Wait()
+		wg.Wait()
+	}
 	for _, t := range e.threads {
 		if t.err != nil {
 			errs = append(errs, t.err)
@@ -252,12 +340,75 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 	for _, x := range e.runs {
 		runs = append(runs, x.rec.result())
 	}
-	return runs, errors.Join(errs...)
+	return runs, joinErrors(errs)
+}
+
+// joinErrors joins errs on one line, "; " between them, wrapping each;
+// nil if none.
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	format := strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
+	args := make([]any, len(errs))
+	for i, e := range errs {
+		args[i] = e
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// await waits for a thread's loop to end; once ctx has ended (an abort),
+// for at most abandonAfter from then (deadline, shared by the threads),
+// after which it abandons a thread stuck in user code and says where.
+func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) error {
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+	}
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(e.abandonAfter)
+	}
+	timer := time.NewTimer(time.Until(*deadline))
+	defer timer.Stop()
+	select {
+	case <-g.done:
+		return nil
+	case <-timer.C:
+	}
+	// Past its pz code, which ends soon after an abort, the thread either
+	// ended or is in user code.
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.done:
+		return nil
+	default:
+	}
+	g.abandoned = true
+	var what string
+	switch {
+	case g.in == nil:
+		return errors.New("a resource thread had not started when the run was aborted")
+	case g.what == inBody:
+		what = fmt.Sprintf("runnable %s has not returned from its body (frame %d", g.in.r.Name, g.frame)
+	case g.what == inMark:
+		what = fmt.Sprintf("stream %s has not returned from Mark (runnable %s, frame %d", g.in.stream.res.Name, g.in.r.Name, g.frame)
+	case g.what == inWaitMark:
+		what = fmt.Sprintf("stream %s has not returned from WaitMark (runnable %s, frame %d", g.in.stream.res.Name, g.in.r.Name, g.frame)
+	}
+	return fmt.Errorf("%s, %s after it began) although the run was aborted; the client leaves its thread behind (user code should return once its context ends)",
+		what, time.Duration(e.clk.now()-g.since).Round(time.Millisecond))
 }
 
 // cpuLoop is one CPU resource's thread. It stays locked to its OS thread
-// to the end, so that the thread, pinned to a core, exits with it.
+// to the end, so that the thread, pinned to a core, exits with it (also a
+// thread left behind in a body: see gate).
 func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
+	defer t.start()()
 	runtime.LockOSThread()
 	if err := pinThread(t.res.Index); err != nil && e.warn != nil {
 		e.warn(fmt.Sprintf("%s runs unpinned: %v", t.res.Name, err))
@@ -282,7 +433,7 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 			if !ok {
 				return
 			}
-			e.runCPU(ctx, it, seq, t0, pstart, planned, pstart+int64(it.deadline), depSkipped)
+			e.runCPU(ctx, &t.gate, it, seq, t0, pstart, planned, pstart+int64(it.deadline), depSkipped)
 		}
 		if t.gcSampler {
 			e.samplePeriod(k)
@@ -380,7 +531,7 @@ func (e *executor) waitDeps(ctx context.Context, x *execRunnable, seq int64) (sk
 // pstart is the period's start; the submittees' planned starts and
 // deadlines count from the start of the item's frame, which is not the
 // period's for a frame after an epoch's first or an epoch after the first.
-func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planned, deadline int64, depSkipped bool) {
+func (e *executor) runCPU(ctx context.Context, g *gate, it *item, seq, t0, pstart, planned, deadline int64, depSkipped bool) {
 	x := it.r
 	frameStart := pstart + int64(it.frame)
 	skip := x.takeSkip(seq) || depSkipped && x.r.Overrun == FrameSkip
@@ -389,7 +540,7 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planne
 		x.rec.add(seq, planned-t0, deadline-t0, now-t0, now-t0, FlagSkipped, 0, 0)
 		e.b.finish(x.idx, seq, true)
 		for _, s := range x.submittees {
-			e.submitSkipped(s, seq, t0, frameStart)
+			e.submitSkipped(ctx, s, seq, t0, frameStart)
 		}
 		return
 	}
@@ -400,7 +551,9 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planne
 	if e.perRun {
 		o0, b0 = e.alloc.read()
 	}
+	g.leave(inBody, x, seq, start)
 	err := call(ctx, x, seq)
+	g.back()
 	if e.perRun {
 		o1, b1 = e.alloc.read()
 	}
@@ -415,10 +568,10 @@ func (e *executor) runCPU(ctx context.Context, it *item, seq, t0, pstart, planne
 	// that a waiter of both sees the work on the stream.
 	for _, s := range x.submittees {
 		if err != nil {
-			e.submitSkipped(s, seq, t0, frameStart)
+			e.submitSkipped(ctx, s, seq, t0, frameStart)
 			continue
 		}
-		e.submit(ctx, s, seq, t0, frameStart)
+		e.submit(ctx, g, s, seq, t0, frameStart)
 	}
 	e.b.finish(x.idx, seq, false)
 }
@@ -495,7 +648,7 @@ func call(ctx context.Context, x *execRunnable, seq int64) (err error) {
 
 // submit enqueues submittee s of frame seq on its stream and hands the
 // mark to the stream's thread.
-func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameStart int64) {
+func (e *executor) submit(ctx context.Context, g *gate, s *execRunnable, seq, t0, frameStart int64) {
 	planned := frameStart + int64(s.r.Start)
 	deadline := frameStart + int64(s.r.Deadline())
 	p := pending{r: s, seq: seq, planned: planned - t0, deadline: deadline - t0, start: e.clk.now() - t0}
@@ -504,25 +657,53 @@ func (e *executor) submit(ctx context.Context, s *execRunnable, seq, t0, frameSt
 		p.skipped = true
 	} else if len(s.deps) > 0 {
 		p.deferred = true
-	} else if err := call(ctx, s, seq); err != nil {
+	} else {
+		g.leave(inBody, s, seq, p.start+t0)
+		err := call(ctx, s, seq)
+		g.back()
+		if err == nil {
+			g.leave(inMark, s, seq, e.clk.now())
+			p.ticket, err = s.stream.stream.Mark(ctx)
+			g.back()
+			if err != nil {
+				err = fmt.Errorf("marking stream %s: %w", s.stream.res.Name, err)
+			}
+		}
 		p.err = err
-	} else if p.ticket, p.err = s.stream.stream.Mark(ctx); p.err != nil {
-		p.err = fmt.Errorf("marking stream %s: %w", s.stream.res.Name, p.err)
 	}
-	s.stream.ch <- p
+	s.stream.send(ctx, p)
+}
+
+// userCode says which user code a thread runs (gate).
+type userCode int
+
+const (
+	inBody     userCode = iota // a runnable's body
+	inMark                     // a stream's Mark, after a submittee's body
+	inWaitMark                 // a stream's WaitMark, for a submittee
+)
+
+// send hands p to the stream's thread, unless the run is aborted: that
+// thread may be stuck in user code, its queue full.
+func (st *streamThread) send(ctx context.Context, p pending) {
+	select {
+	case st.ch <- p:
+	case <-ctx.Done():
+	}
 }
 
 // submitSkipped hands the stream's thread a skipped frame of submittee s;
 // frameStart is the start of the submitter's frame.
-func (e *executor) submitSkipped(s *execRunnable, seq, t0, frameStart int64) {
+func (e *executor) submitSkipped(ctx context.Context, s *execRunnable, seq, t0, frameStart int64) {
 	s.submitted.Store(seq)
 	now := e.clk.now() - t0
-	s.stream.ch <- pending{r: s, seq: seq, planned: frameStart + int64(s.r.Start) - t0, deadline: frameStart + int64(s.r.Deadline()) - t0, start: now, skipped: true}
+	s.stream.send(ctx, pending{r: s, seq: seq, planned: frameStart + int64(s.r.Start) - t0, deadline: frameStart + int64(s.r.Deadline()) - t0, start: now, skipped: true})
 }
 
 // streamLoop waits for each submittee's mark in order and publishes its
 // end.
 func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
+	defer st.start()()
 	var prevEnd int64
 	for p := range st.ch {
 		x := p.r
@@ -541,16 +722,25 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 				e.b.finish(x.idx, p.seq, true)
 				continue
 			}
-			p.start = e.clk.now() - e.b.t0()
-			if err := call(ctx, x, p.seq); err != nil {
-				p.err = err
-			} else if p.ticket, p.err = st.stream.Mark(ctx); p.err != nil {
-				p.err = fmt.Errorf("marking stream %s: %w", st.res.Name, p.err)
+			now := e.clk.now()
+			p.start = now - e.b.t0()
+			st.leave(inBody, x, p.seq, now)
+			p.err = call(ctx, x, p.seq)
+			st.back()
+			if p.err == nil {
+				st.leave(inMark, x, p.seq, e.clk.now())
+				p.ticket, p.err = st.stream.Mark(ctx)
+				st.back()
+				if p.err != nil {
+					p.err = fmt.Errorf("marking stream %s: %w", st.res.Name, p.err)
+				}
 			}
 		}
 		flags := 0
 		if p.err == nil {
+			st.leave(inWaitMark, x, p.seq, e.clk.now())
 			p.err = st.stream.WaitMark(ctx, p.ticket)
+			st.back()
 		}
 		end := e.clk.now() - e.b.t0()
 		// The work starts once enqueued and once the stream's earlier
@@ -588,7 +778,8 @@ func (f *frameCtx) Value(key any) any {
 // Frame returns the frame a runnable's body is running, from the context
 // the body received (or one derived from it): frames count from 0 over
 // the run, every epoch frame of every period in turn (the record's seq).
-// It allocates nothing when given the body's own context.
+// It allocates nothing when given the body's own context. The bool is
+// false, and the frame 0, for a context that is not a body's.
 func Frame(ctx context.Context) (int64, bool) {
 	if f, ok := ctx.(*frameCtx); ok {
 		return f.x.frame.Load(), true

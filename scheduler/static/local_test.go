@@ -354,3 +354,113 @@ func TestDefaultDir(t *testing.T) {
 	}
 	assert.Equal(t, want, DefaultDir(env(nil)))
 }
+
+// A body that never returns (trial finding: a client process whose
+// runnable blocked forever hung after the master aborted the run, and
+// ignored SIGINT and SIGTERM, which the client catches in the loop):
+// once the run is aborted, the client waits half the liveness bound for
+// its threads, then leaves the stuck one behind and returns ErrAborted,
+// naming the runnable and its frame. Two threads of b are stuck: each is
+// left behind (the trial's client had two).
+func TestStuckBodyDoesNotHoldTheClient(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0, cpu1, cpu2], epochs: [{name: frame}]}
+clients: [a, b]
+runnables:
+  - {name: tick, client: a, resource: cpu0, wcet: 1ms}
+  - {name: stuck, client: b, resource: cpu1, wcet: 1ms}
+  - {name: after, client: b, resource: cpu1, wcet: 1ms, deps: [stuck]}
+  - {name: stuck2, client: b, resource: cpu2, wcet: 1ms}
+`)
+	release := make(chan struct{})
+	defer close(release) // the stuck body returns at the end, into an abandoned thread
+	a, _ := NewClient("a")
+	a.Runnable("tick", func(context.Context) error { return nil })
+	b, _ := NewClient("b")
+	b.Runnable("stuck", func(ctx context.Context) error {
+		if f, _ := Frame(ctx); f == 3 {
+			<-release // ignores ctx: pz cannot stop it
+		}
+		return nil
+	})
+	b.Runnable("after", func(context.Context) error { return nil })
+	b.Runnable("stuck2", func(ctx context.Context) error {
+		if f, _ := Frame(ctx); f == 3 {
+			<-release
+		}
+		return nil
+	})
+	type result struct {
+		run *Run
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		run, err := RunLocal(context.Background(), plan, []*Client{a, b}, WithLiveness(time.Second), WithSignals(false))
+		done <- result{run, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("RunLocal did not return: the stuck body holds client b")
+	}
+	require.ErrorIs(t, res.err, ErrAborted)
+	assert.ErrorContains(t, res.err, "client b stopped answering")
+	assert.ErrorContains(t, res.err, "runnable stuck has not returned from its body (frame 3")
+	assert.ErrorContains(t, res.err, "runnable stuck2 has not returned from its body (frame 3")
+	require.NotNil(t, res.run)
+	for _, r := range res.run.Runnables {
+		assert.False(t, r.Lost, "%s: the records of the stuck client reach the master", r.Name)
+	}
+}
+
+// blockingStream is a Stream whose WaitMark for ticket 4 waits for
+// release, ignoring ctx.
+type blockingStream struct {
+	n       atomic.Uint64
+	release chan struct{}
+}
+
+func (s *blockingStream) Mark(context.Context) (uint64, error) { return s.n.Add(1), nil }
+
+func (s *blockingStream) WaitMark(_ context.Context, t uint64) error {
+	if t == 4 {
+		<-s.release
+	}
+	return nil
+}
+
+// The same for a stream whose WaitMark never returns: the client leaves
+// the stream's thread behind and names the stream.
+func TestStuckStreamDoesNotHoldTheClient(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs:
+  - {name: main, period: 10ms, resources: [cpu0, gpu0.stream0], epochs: [{name: frame}]}
+clients: [c]
+runnables:
+  - {name: sub, client: c, resource: cpu0, wcet: 1ms}
+  - {name: k, client: c, resource: gpu0.stream0, wcet: 1ms, submitter: sub}
+  - {name: use, client: c, resource: cpu0, wcet: 1ms, deps: [k]}
+`)
+	s := &blockingStream{release: make(chan struct{})}
+	defer close(s.release)
+	c, _ := NewClient("c")
+	c.Runnable("sub", func(context.Context) error { return nil })
+	c.Runnable("k", func(context.Context) error { return nil })
+	c.Runnable("use", func(context.Context) error { return nil })
+	c.Resource("gpu0.stream0", s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLocal(context.Background(), plan, []*Client{c}, WithLiveness(time.Second), WithSignals(false))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrAborted)
+		assert.ErrorContains(t, err, "stream gpu0.stream0 has not returned from WaitMark (runnable k, frame 3")
+	case <-time.After(60 * time.Second):
+		t.Fatal("RunLocal did not return: the stuck stream holds client c")
+	}
+}

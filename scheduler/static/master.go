@@ -448,7 +448,7 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 	b.store(wT0, uint64(m.t0))
 	m.started = true
 	for _, mem := range m.joined {
-		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs})
+		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs, Liveness: int64(m.opts.liveness)})
 	}
 	m.logf("master: every client is in; the first period starts in %s", m.opts.startDelay)
 	close(m.startCh)
@@ -749,7 +749,9 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 		run.Periods = max(run.Periods, h.Periods)
 	}
 	if m.abortW != "" {
-		return run, fmt.Errorf("%w: %s", ErrAborted, m.abortW)
+		// The clients' own errors say more: where a client that stopped
+		// answering is stuck, say.
+		return run, fmt.Errorf("%w: %s", ErrAborted, strings.Join(append([]string{m.abortW}, errs...), "; "))
 	}
 	if len(errs) > 0 {
 		return run, fmt.Errorf("static: %s", strings.Join(errs, "; "))

@@ -37,6 +37,10 @@ type message struct {
 	Frames int64  `json:"frames,omitempty"`
 	// Allocs asks for allocation counts around every run.
 	Allocs bool `json:"allocs,omitempty"`
+	// Liveness is the master's liveness bound (WithLiveness), in ns: once
+	// a run is aborted, a client leaves behind, after half of it, a thread
+	// stuck in user code, so that its record still reaches the master.
+	Liveness int64 `json:"liveness_ns,omitempty"`
 	// result
 	Result *clientResult `json:"result,omitempty"`
 }
