@@ -1504,3 +1504,46 @@ runnables:
 		})
 	}
 }
+
+// Every bar of the plan's chart has its legend swatch's colour (trial
+// finding: the chart outlined one frame's longest chain as a critical
+// path and paled every other bar, so that most bars matched no swatch and
+// pale neighbours, read and fuse, looked alike; in a periodic plan every
+// frame repeats that chain, and slack, drawn to each deadline, says what
+// is tight).
+func TestWriteSVGBarsMatchLegend(t *testing.T) {
+	spec, err := static.Parse([]byte(`hyperepochs:
+  - name: control
+    period: 10ms
+    resources: [cpu0, gpu0.stream0]
+    epochs:
+      - {name: sense, frames: 2, period: 3ms}
+      - {name: act}
+  - {name: slow, period: 30ms, resources: [cpu1], epochs: [{name: log, frames: 3}]}
+clients: [sensor, fusion]
+runnables:
+  - {name: read, client: sensor, resource: cpu0, epoch: sense, wcet: 500us}
+  - {name: prep, client: sensor, resource: cpu0, epoch: sense, wcet: 200us, deps: [read]}
+  - {name: infer, client: sensor, resource: gpu0.stream0, epoch: sense, wcet: 1ms, submitter: prep}
+  - {name: fuse, client: fusion, resource: cpu0, epoch: sense, wcet: 500us, deps: [infer]}
+  - {name: cmd, client: fusion, resource: cpu0, epoch: act, wcet: 1ms}
+  - {name: rec, client: fusion, resource: cpu1, epoch: log, wcet: 2ms}
+  - {name: flush, client: sensor, resource: cpu1, epoch: log, wcet: 1ms, deps: [rec]}
+`), "legend.yaml")
+	require.NoError(t, err)
+	plan, err := static.Compile(spec)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, static.WriteSVG(&buf, plan))
+	svg := buf.String()
+	swatch := map[string]string{}
+	for _, m := range regexp.MustCompile(`fill="(#[0-9a-f]{6})"/><text [^>]*>([a-z]+): `).FindAllStringSubmatch(svg, -1) {
+		swatch[m[2]] = m[1]
+	}
+	require.Len(t, swatch, 7, "a legend entry per runnable")
+	bars := regexp.MustCompile(`fill="(#[0-9a-f]{6})"[^>]*><title>([a-z]+) #`).FindAllStringSubmatch(svg, -1)
+	require.NotEmpty(t, bars)
+	for _, m := range bars {
+		assert.Equal(t, swatch[m[2]], m[1], "a bar of %s", m[2])
+	}
+}

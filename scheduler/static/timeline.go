@@ -134,8 +134,8 @@ func chartRuns(p *Plan, span time.Duration) []chartRun {
 }
 
 // WriteSVG draws the plan as a Gantt chart: a row per resource over one
-// period of the longest hyperepoch, a bar per runnable run, a strip under
-// each bar up to its deadline (its slack). A shorter hyperepoch's period
+// period of the longest hyperepoch, a bar per runnable run in its legend
+// colour, a strip under each bar up to its deadline (its slack). A shorter hyperepoch's period
 // is repeated over the chart, as it runs: a 5 ms hyperepoch shows four
 // periods in a 20 ms chart. Where a period does not divide the longest,
 // the last repetition is cut at the chart's end: a run that would start
@@ -192,7 +192,10 @@ func WriteSVG(w io.Writer, p *Plan) error {
 		}
 	}
 	c.From, c.To = 0, span
-	c.Critical = true
+	// No critical path: it would outline one frame's longest chain and
+	// pale every other bar, although every frame repeats that chain; the
+	// strips to the deadlines show what is tight, and every bar keeps its
+	// legend colour.
 	what := "planned period"
 	if repeated {
 		what = "planned longest period"
