@@ -256,9 +256,9 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	switch outside := a.clientsAllocatingOutsideRuns(); {
 	case len(a.AllocatingClients) > 0 && !a.PerRun:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", strings.Join(a.AllocatingClients, ", "), plural(a.AllocPeriods, "period"))
+		fmt.Fprintf(w, "%s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", processesOf(a.AllocatingClients), plural(a.AllocPeriods, "period"))
 	case len(outside) > 0:
-		fmt.Fprintf(w, "the processes of clients %s allocated inside the loop, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", strings.Join(outside, ", "))
+		fmt.Fprintf(w, "%s allocated inside the loop, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", processesOf(outside))
 	case len(a.Allocating) == 0 && len(a.AllocatingClients) == 0:
 		fmt.Fprintf(w, "nothing allocated inside the loop (after the first %d periods, before the last)\n", WarmupPeriods)
 	}
@@ -446,4 +446,13 @@ func WriteRunTrace(w io.Writer, r *Run) error {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// processesOf names the processes of the clients: "the process of
+// client sensor", "the processes of clients sensor, fusion".
+func processesOf(clients []string) string {
+	if len(clients) == 1 {
+		return "the process of client " + clients[0]
+	}
+	return "the processes of clients " + strings.Join(clients, ", ")
 }

@@ -414,7 +414,11 @@ func (c *compiler) checkStructure() {
 	clientLine := map[string]int{}
 	for _, cl := range s.Clients {
 		if l, dup := clientLine[cl.Name]; dup {
-			p.add(cl.Line, "client %q is listed twice (first on line %d); list it once", cl.Name, l)
+			if l == cl.Line { // a flow list, [c, c]
+				p.add(cl.Line, "client %q is listed twice on this line; list it once", cl.Name)
+			} else {
+				p.add(cl.Line, "client %q is listed twice (first on line %d); list it once", cl.Name, l)
+			}
 		}
 		clientLine[cl.Name] = cl.Line
 		c.clients[cl.Name] = true

@@ -106,7 +106,7 @@ runnables:
   - {name: a, client: c, resource: cpu0, wcet: 1ms}
   - {name: a, client: c, resource: cpu0, wcet: 1ms}
 `,
-			want: `s.yaml:3: client "c" is listed twice (first on line 3); list it once`,
+			want: `s.yaml:3: client "c" is listed twice on this line; list it once`,
 		},
 		{
 			// The trial's bad/dups3.yaml: with the runnables' other

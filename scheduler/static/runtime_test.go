@@ -527,7 +527,7 @@ func TestAllocationTextNamesBoth(t *testing.T) {
 	var text strings.Builder
 	require.NoError(t, a.WriteText(&text))
 	assert.Contains(t, text.String(), "allocating inside the loop (the collector will run and pause the process): plan\n")
-	assert.Contains(t, text.String(), "the processes of clients perception allocated inside the loop, outside the runs of their runnables")
+	assert.Contains(t, text.String(), "the process of client perception allocated inside the loop, outside the runs of their runnables")
 	assert.NotContains(t, text.String(), "clients perception, planning", "planning's allocations are plan's")
 	assert.NotContains(t, text.String(), "nothing allocated")
 }
