@@ -18,11 +18,14 @@ import (
 // long it ran against its WCET, its overruns and skipped frames, and what
 // it allocated inside the loop.
 type Analysis struct {
-	Plan      string          `json:"plan"`
-	Source    string          `json:"source"`
-	Periods   int             `json:"periods"`
-	Stopped   string          `json:"stopped"`
-	Runnables []RunnableStats `json:"runnables,omitempty"`
+	Plan    string `json:"plan"`
+	Source  string `json:"source"`
+	Periods int    `json:"periods"`
+	// HyperepochPeriods gives each hyperepoch's periods when the run had
+	// several (Periods is the most of any: each counts its own).
+	HyperepochPeriods []RunHyperepoch `json:"hyperepoch_periods,omitempty"`
+	Stopped           string          `json:"stopped"`
+	Runnables         []RunnableStats `json:"runnables,omitempty"`
 	// GCCycles and GCPauseNs total the clients' collections; GCPeriods
 	// counts the periods with one.
 	GCCycles  int64 `json:"gc_cycles"`
@@ -96,6 +99,9 @@ type RunnableStats struct {
 // Analyze computes the Analysis of a run.
 func Analyze(r *Run) *Analysis {
 	a := &Analysis{Plan: r.Plan, Source: r.Source, Periods: r.Periods, Stopped: r.Stopped}
+	if len(r.Hyperepochs) > 1 && r.Hyperepochs[0].Periods > 0 {
+		a.HyperepochPeriods = slices.Clone(r.Hyperepochs)
+	}
 	var longest int64
 	lastOf := map[string]int64{} // each hyperepoch's last period, where the record says
 	longestLast := int64(-1)
@@ -220,7 +226,7 @@ func quantiles(xs []int64) Quantiles {
 // WriteText prints the analysis as a table and a summary.
 func (a *Analysis) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run of %s (plan %s): %s; stopped: %s\n", a.Source, a.Plan, plural(a.Periods, "period"), a.Stopped)
+	fmt.Fprintf(tw, "run of %s (plan %s): %s%s; stopped: %s\n", a.Source, a.Plan, plural(a.Periods, "period"), a.byHyperepoch(), a.Stopped)
 	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
 	for _, s := range a.Runnables {
 		if s.Lost {
@@ -455,4 +461,17 @@ func processesOf(clients []string) string {
 		return "the process of client " + clients[0]
 	}
 	return "the processes of clients " + strings.Join(clients, ", ")
+}
+
+// byHyperepoch is " (main 2994, slow 998)" for a run of several
+// hyperepochs, whose periods count apart, else "".
+func (a *Analysis) byHyperepoch() string {
+	if len(a.HyperepochPeriods) < 2 {
+		return ""
+	}
+	parts := make([]string, len(a.HyperepochPeriods))
+	for i, h := range a.HyperepochPeriods {
+		parts[i] = fmt.Sprintf("%s %d", h.Name, h.Periods)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

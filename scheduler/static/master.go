@@ -585,19 +585,11 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 	ctxDone := ctx.Done()
 	progress := time.NewTicker(progressEvery)
 	defer progress.Stop()
-	var longest int64
-	for _, h := range m.plan.Hyperepochs {
-		longest = max(longest, int64(h.Period))
-	}
 	for remaining > 0 {
 		select {
 		case <-progress.C:
-			if p := (m.clk.now() - m.t0) / longest; p >= 0 {
-				of := ""
-				if m.opts.frames > 0 {
-					of = fmt.Sprintf(" of %d", m.opts.frames)
-				}
-				m.logf("master: period %d%s", p, of)
+			if el := m.clk.now() - m.t0; el >= 0 {
+				m.logf("master: %s", progressLine(m.plan.Hyperepochs, el, m.opts.frames))
 			}
 		case <-m.left:
 			remaining--
@@ -621,6 +613,33 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 		}
 	}
 	return m.collect(all)
+}
+
+// progressLine says which period the run is at, elapsed ns after its
+// start: "period 998 of 1000" with one hyperepoch, and each
+// hyperepoch's by name with several, which count their periods apart
+// ("periods: main 2994, slow 998", "..., of 1000 each" with a frame
+// limit, every hyperepoch running that many).
+func progressLine(hs []PlanHyperepoch, elapsed int64, frames int64) string {
+	of := ""
+	if frames > 0 {
+		of = fmt.Sprintf(" of %d", frames)
+	}
+	if len(hs) == 1 {
+		return fmt.Sprintf("period %d%s", elapsed/max(int64(hs[0].Period), 1), of)
+	}
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		n := elapsed / max(int64(h.Period), 1)
+		if frames > 0 {
+			n = min(n, frames) // a shorter hyperepoch is done first
+		}
+		parts[i] = fmt.Sprintf("%s %d", h.Name, n)
+	}
+	if of != "" {
+		of = "," + of + " each"
+	}
+	return "periods: " + strings.Join(parts, ", ") + of
 }
 
 // progressEvery is how often the master logs the period it is at.

@@ -117,3 +117,17 @@ func TestLostClientInRecord(t *testing.T) {
 	assert.Contains(t, out, "the records of client b were lost (its process died or stopped answering before it sent them): b1 show no figures, and the figures above leave them out\n")
 	assert.Contains(t, out, "a1 ran past its timeout 1 time (its context was canceled)\n")
 }
+
+// The master's progress line counts one hyperepoch's periods as before,
+// and names each hyperepoch's count when there are several (they count
+// apart: the summary's periods are the most of any), none past a frame
+// limit.
+func TestProgressLineNamesEachHyperepoch(t *testing.T) {
+	ms := time.Millisecond
+	one := []PlanHyperepoch{{Name: "main", Period: 10 * ms}}
+	assert.Equal(t, "period 99 of 1000", progressLine(one, int64(995*ms), 1000))
+	assert.Equal(t, "period 99", progressLine(one, int64(995*ms), 0))
+	two := []PlanHyperepoch{{Name: "fast", Period: 10 * ms}, {Name: "slow", Period: 30 * ms}}
+	assert.Equal(t, "periods: fast 299, slow 99", progressLine(two, int64(2995*ms), 0))
+	assert.Equal(t, "periods: fast 100, slow 99, of 100 each", progressLine(two, int64(2995*ms), 100))
+}

@@ -897,6 +897,10 @@ func TestAnalyzeLastPeriodsPerHyperepoch(t *testing.T) {
 	a := Analyze(run)
 	assert.Equal(t, []string{"b"}, a.AllocatingClients, "a's period 72 is its hyperepoch's last; b's is not")
 	assert.Empty(t, a.Allocating, "r's run in the slow hyperepoch's last period is left out")
+	// The summary gives each hyperepoch's count beside the most of any.
+	var b strings.Builder
+	require.NoError(t, a.WriteText(&b))
+	assert.Contains(t, b.String(), "145 periods (fast 145, slow 73); stopped:")
 }
 
 // TestPlannedStartsEveryFrame: every run's planned start and deadline in
