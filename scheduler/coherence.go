@@ -1233,12 +1233,28 @@ func (d *dataLayer) transferCost(t *Task, n MemoryNode) float64 {
 	return ns
 }
 
-// fetch waits until h's newest data is in RAM. When ctx ends first it
-// still waits for the copy in flight, which writes the registered memory
-// (RAM's replica, or the parent's that a tile's first use fetches): the
-// caller may use that memory once fetch returns. A copy is bounded local
-// work - one handle over the link - and the devices cannot cancel one.
+// fetch waits until h's newest data is in RAM, for the host (Fetch,
+// Data). A tile of an unpartitioned handle is refused: its data are its
+// parent's again, which tasks on the device may be writing now, and
+// making the dead tile's replicas (readyLocked) would copy the parent's
+// device replica to RAM under those writes and free it under the task;
+// or, gathered back or not yet, the tile's own device replica may be
+// under a task that Unpartition's caller submitted before, which a host
+// call on the tile does not wait for.
 func (d *dataLayer) fetch(ctx context.Context, h *Handle) error {
+	if h.parent != nil && h.status.Load() == handleUnregistered {
+		return fmt.Errorf("%w: %v is a tile of an unpartitioned handle: its data are its parent's again; read the parent, or Partition it again", ErrUnregistered, h)
+	}
+	return d.fetchNewest(ctx, h)
+}
+
+// fetchNewest is fetch for any handle, a tile that Unpartition's
+// gathering brings back among them. When ctx ends first it still waits
+// for the copy in flight, which writes the registered memory (RAM's
+// replica, or the parent's that a tile's first use fetches): the caller
+// may use that memory once it returns. A copy is bounded local work -
+// one handle over the link - and the devices cannot cancel one.
+func (d *dataLayer) fetchNewest(ctx context.Context, h *Handle) error {
 	d.mu.Lock()
 	for {
 		w, err := d.fetchLocked(h)
@@ -1291,7 +1307,7 @@ func (d *dataLayer) own(ctx context.Context, h *Handle) error {
 
 // unregister brings h back to RAM and frees its device replicas.
 func (d *dataLayer) unregister(ctx context.Context, h *Handle) error {
-	if err := d.fetch(ctx, h); err != nil {
+	if err := d.fetchNewest(ctx, h); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -1329,7 +1345,9 @@ func (d *dataLayer) writeBack(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		if err := d.fetch(ctx, h); err != nil {
+		// A tile Unpartition made unusable, whose gathering is to come,
+		// is fetched as any handle.
+		if err := d.fetchNewest(ctx, h); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
 				break
