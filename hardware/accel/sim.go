@@ -2,6 +2,7 @@ package accel
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -103,6 +104,9 @@ func NewSim(id int, cfg SimConfig) (*Sim, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Memory < 0 || cfg.Latency < 0 {
 		return nil, fmt.Errorf("accel: simulated device with %d bytes and latency %v (need >= 0)", cfg.Memory, cfg.Latency)
+	}
+	if math.IsNaN(cfg.Bandwidth) || math.IsNaN(cfg.DeviceBandwidth) {
+		return nil, fmt.Errorf("accel: simulated device with bandwidth %g and device bandwidth %g bytes/s (need a number: > 0, or negative for memory speed)", cfg.Bandwidth, cfg.DeviceBandwidth)
 	}
 	d := &Sim{id: id, cfg: cfg, in: newEngine(), out: newEngine()}
 	d.holders.Short = func(n int) int64 { return d.InUse() + int64(n) - d.cfg.Memory }
@@ -219,11 +223,23 @@ func (d *Sim) Host(m Mem) []byte { return m.(*simMem).b }
 
 // cost is the link's time for n bytes.
 func (d *Sim) cost(n int) time.Duration {
-	c := d.cfg.Latency
-	if d.cfg.Bandwidth > 0 {
-		c += time.Duration(float64(n) / d.cfg.Bandwidth * 1e9)
+	return d.cfg.Latency + linkTime(n, d.cfg.Bandwidth, d.cfg.Latency)
+}
+
+// linkTime is the time n bytes take at bw bytes per second (0 for bw <=
+// 0, memory speed), at most what can be added to base (>= 0) without
+// overflow: a time.Duration converted from a float64 past its range is
+// the most negative one, which made a copy on a link of 1e-300 bytes/s
+// instant.
+func linkTime(n int, bw float64, base time.Duration) time.Duration {
+	if bw <= 0 {
+		return 0
 	}
-	return c
+	t := float64(n) / bw * 1e9
+	if rest := math.MaxInt64 - base; t >= float64(rest) {
+		return rest
+	}
+	return time.Duration(t)
 }
 
 // simBytes returns m's bytes, or nil and false for a Mem that is not a
@@ -284,10 +300,7 @@ func (d *Sim) CopyWithin(dst Mem, doff int, src Mem, soff int, n int, done Done)
 		refuse(done, fmt.Errorf("%w: %s: %d bytes from offset %d of %d to offset %d of %d", ErrBadCopy, d.Name(), n, soff, len(sb), doff, len(db)))
 		return
 	}
-	var t time.Duration
-	if d.cfg.DeviceBandwidth > 0 {
-		t = time.Duration(float64(n) / d.cfg.DeviceBandwidth * 1e9)
-	}
+	t := linkTime(n, d.cfg.DeviceBandwidth, 0)
 	d.count(2, n)
 	d.in.submit(func() { copy(db[doff:doff+n], sb[soff:soff+n]) }, t, done)
 }
