@@ -55,7 +55,9 @@
 //
 // A custom policy implements Policy (Resize, a plain function of a View)
 // and, to observe events, Hooks; a hook returning true asks for a resize
-// at once.
+// at once. A policy that wraps a built-in one forwards the interfaces it
+// implements (Hooks, Feedback, TaskTyped): New looks for them on the
+// policy it is given.
 //
 // # Triggers
 //

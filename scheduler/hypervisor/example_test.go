@@ -31,7 +31,9 @@ func Example() {
 	defer hv.Close()
 	_ = hv.Register(a, hypervisor.Limits{})
 	_ = hv.Register(b, hypervisor.Limits{})
-	pol.OnTag(1, a, b, 1)
+	if err := pol.OnTag(1, a, b, 1); err != nil {
+		panic(err)
+	}
 
 	phase1 := &scheduler.Codelet{Name: "phase1", CPU: func(*scheduler.Call) error { return nil }}
 	_ = s.Submit(ctx, phase1, scheduler.InContext(a), scheduler.WithTag(1))

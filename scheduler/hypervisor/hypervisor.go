@@ -22,7 +22,9 @@ var (
 	// ErrBadOption is returned by New for a nil scheduler or an invalid
 	// option or environment variable (policy name, trigger, duration,
 	// speed gap, worker id); the message names the option or variable
-	// and its value.
+	// and its value. PolicyByName and ParseTrigger return it for what
+	// they refuse, AnnounceTasks for a nil codelet or a negative count,
+	// and AppDriven.OnTag for tag 0 or fewer than one worker.
 	ErrBadOption = errors.New("hypervisor: invalid option")
 	// ErrBadContext is returned by Register for a context of another
 	// scheduler or a deleted one, the global context, a context nested
@@ -32,8 +34,9 @@ var (
 	// such flops or a context not registered; and by SetTotalFlops,
 	// AddTotalFlops and AnnounceTasks for a context not registered, or
 	// registered and then deleted (the error wraps
-	// scheduler.ErrContextDeleted too). Register after the scheduler's
-	// Close returns scheduler.ErrClosed.
+	// scheduler.ErrContextDeleted too); and by AppDriven.OnTag for a nil
+	// context, the same context twice, or contexts of two schedulers.
+	// Register after the scheduler's Close returns scheduler.ErrClosed.
 	ErrBadContext = errors.New("hypervisor: invalid context")
 )
 
@@ -123,6 +126,11 @@ type ctxCounters struct {
 	// that kind (for the speeds per kind of feft).
 	kflops []atomicf.Float64
 	kbusy  []atomic.Int64
+	// speed mirrors the context's sample.speed, written by the decision
+	// that rolls the window, so that Counters reads it without
+	// Hypervisor.mu: WithOnResize's function and a policy's Resize run
+	// under mu and may call Counters.
+	speed atomic.Uint64 // math.Float64bits
 }
 
 // workerCounters are the hooks' counters of one worker.
@@ -132,6 +140,7 @@ type workerCounters struct {
 	done      atomic.Int64
 	busyNs    atomic.Int64
 	flops     atomicf.Float64
+	speed     atomic.Uint64 // math.Float64bits of wSample's speed (see ctxCounters.speed)
 }
 
 // sample is the start of the current sampling window of a context or a
@@ -254,8 +263,12 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 		return fmt.Errorf("%w: %v is not a context of the hypervisor's scheduler", ErrBadContext, c)
 	case c.Parent() == nil:
 		return fmt.Errorf("%w: %v is the global context, which holds every worker; register the contexts to resize (created with NewContext) instead", ErrBadContext, c)
-	case lim.Min < 0 || lim.Max < 0 || (lim.Max > 0 && lim.Min > lim.Max):
-		return fmt.Errorf("%w: %v: limits min %d, max %d", ErrBadContext, c, lim.Min, lim.Max)
+	case lim.Min < 0:
+		return fmt.Errorf("%w: %v: Limits.Min %d is negative (0: no minimum)", ErrBadContext, c, lim.Min)
+	case lim.Max < 0:
+		return fmt.Errorf("%w: %v: Limits.Max %d is negative (0: no bound)", ErrBadContext, c, lim.Max)
+	case lim.Max > 0 && lim.Min > lim.Max:
+		return fmt.Errorf("%w: %v: Limits.Min %d is above Limits.Max %d", ErrBadContext, c, lim.Min, lim.Max)
 	case lim.Min > len(h.workers):
 		return fmt.Errorf("%w: %v: Limits.Min %d is above the scheduler's %d workers", ErrBadContext, c, lim.Min, len(h.workers))
 	}
@@ -424,17 +437,13 @@ type ContextCounters struct {
 	Speed float64
 }
 
-// Counters returns c's counters.
+// Counters returns c's counters. It takes no lock that a decision
+// holds, so WithOnResize's function, a policy's Resize and its hooks may
+// call it.
 func (h *Hypervisor) Counters(c *scheduler.Context) ContextCounters {
 	k := h.counters(c)
-	cc := ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
-		Flops: k.flops.Load(), Busy: time.Duration(k.busyNs.Load())}
-	h.mu.Lock()
-	if smp := h.ctxSample[c]; smp != nil {
-		cc.Speed = smp.speed
-	}
-	h.mu.Unlock()
-	return cc
+	return ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
+		Flops: k.flops.Load(), Busy: time.Duration(k.busyNs.Load()), Speed: math.Float64frombits(k.speed.Load())}
 }
 
 // WorkerCounters are what the hooks counted for one worker.
@@ -452,7 +461,8 @@ type WorkerCounters struct {
 	Speed float64
 }
 
-// Worker returns worker id's counters (zero for an unknown id).
+// Worker returns worker id's counters (zero for an unknown id). Like
+// Counters, it may be called while a decision runs.
 func (h *Hypervisor) Worker(id int) WorkerCounters {
 	if id < 0 || id >= len(h.workers) {
 		return WorkerCounters{}
@@ -462,11 +472,8 @@ func (h *Hypervisor) Worker(id int) WorkerCounters {
 	if since := w.idleSince.Load(); since != 0 {
 		now = time.Duration(h.now() - since)
 	}
-	h.mu.Lock()
-	speed := h.wSample[id].speed
-	h.mu.Unlock()
 	return WorkerCounters{Idle: time.Duration(w.idleNs.Load()) + now, IdleNow: now, Done: w.done.Load(),
-		Flops: w.flops.Load(), Busy: time.Duration(w.busyNs.Load()), Speed: speed}
+		Flops: w.flops.Load(), Busy: time.Duration(w.busyNs.Load()), Speed: math.Float64frombits(w.speed.Load())}
 }
 
 // TaskPushed implements scheduler.Monitor.
@@ -703,6 +710,7 @@ func (h *Hypervisor) view(why Trigger) *View {
 			smp.at, smp.flops, smp.workers, smp.done = now, cv.FlopsDone, len(ws), cv.Done
 		}
 		cv.Speed, cv.WorkerSpeed, cv.TaskSpeed = smp.speed, smp.wspeed, smp.tspeed
+		k.speed.Store(math.Float64bits(smp.speed))
 		idx := len(v.Contexts)
 		v.Contexts = append(v.Contexts, cv)
 		for _, w := range ws {
@@ -721,6 +729,7 @@ func (h *Hypervisor) view(why Trigger) *View {
 		if roll && now-ws.at >= int64(h.cfg.window) {
 			ws.speed = (f - ws.flops) / (float64(now-ws.at) / 1e9)
 			ws.at, ws.flops = now, f
+			wc.speed.Store(math.Float64bits(ws.speed))
 		}
 		v.Workers[i].Speed = ws.speed
 	}
@@ -841,7 +850,9 @@ func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 func WithPolicyName(name string) Option { return func(c *config) { c.policyName = name } }
 
 // WithTrigger sets what triggers resizes (default: the policy's
-// DefaultTrigger). Environment: PZ_HYPERVISOR_TRIGGER (idle, speed,
+// DefaultTrigger): TriggerIdle, TriggerSpeed, both, or 0 for none (a
+// policy's hooks trigger whatever it says). New refuses other values,
+// TriggerHook included. Environment: PZ_HYPERVISOR_TRIGGER (idle, speed,
 // idle,speed, none).
 func WithTrigger(t Trigger) Option { return func(c *config) { c.trigger, c.triggerSet = t, true } }
 
@@ -888,8 +899,10 @@ func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick 
 // WithOnResize calls f for every move the hypervisor makes, after it is
 // posted to the scheduler (the worker applies it at its next safe
 // point), on the goroutine that made the decision, one decision at a
-// time. f must not call the hypervisor's methods that decide
-// (ResizeNow). It lets a program, or a test, wait for resizes as events.
+// time. f may read the hypervisor (Counters, Worker, Resizes) and
+// register contexts, but must not call ResizeNow, which would wait for
+// the decision that calls f. It lets a program, or a test, wait for
+// resizes as events.
 func WithOnResize(f func(Resize)) Option { return func(c *config) { c.onResize = f } }
 
 // WithLogger logs every resize and refused move (Info).
@@ -990,6 +1003,19 @@ func buildConfig(opts []Option, nworkers int) (config, error) {
 		} else {
 			c.trigger = DefaultTrigger(c.policy)
 		}
+	} else if extra := c.trigger &^ (TriggerIdle | TriggerSpeed); extra != 0 {
+		// Hooks always trigger; other bits mean nothing. Either would
+		// otherwise be taken silently for "none".
+		return c, fmt.Errorf("%w: WithTrigger(%d): want TriggerIdle, TriggerSpeed, both or 0 (none); %s",
+			ErrBadOption, c.trigger, triggerBitsMeaning(extra))
 	}
 	return c, nil
+}
+
+// triggerBitsMeaning says why a WithTrigger bit is refused.
+func triggerBitsMeaning(extra Trigger) string {
+	if extra == TriggerHook {
+		return "TriggerHook is not configured: a policy's hooks always trigger"
+	}
+	return fmt.Sprintf("bits %#x are no trigger", uint8(extra))
 }

@@ -99,6 +99,12 @@ type Move struct {
 // hypervisor drops those that would break a context's Limits, or leave
 // a context with pending tasks without workers). A policy that also
 // implements Hooks sees every event first.
+//
+// New finds Hooks, Feedback and TaskTyped by type assertions on the
+// policy it is given, once: a policy that wraps another (to log its
+// decisions, say) must implement those the wrapped one does and forward
+// them. Wrapped without them, AppDriven never learns that its tagged
+// tasks completed, and TEFT gets no View.Types and moves no worker.
 type Policy interface {
 	Name() string
 	Resize(v *View) []Move
@@ -153,8 +159,12 @@ func Policies() []string {
 }
 
 // PolicyByName returns a new built-in policy; gap is the speed gap of
-// the speed-based ones.
+// the speed-based ones (see WithSpeedGap). It returns ErrBadOption for
+// an unknown name, and for a gap negative or NaN.
 func PolicyByName(name string, gap float64) (Policy, error) {
+	if !(gap >= 0) {
+		return nil, fmt.Errorf("%w: PolicyByName(%q, %g): the speed gap must be a number at least 0 (0.2 is WithSpeedGap's default)", ErrBadOption, name, gap)
+	}
 	switch name {
 	case "app_driven":
 		return NewAppDriven(), nil
@@ -620,11 +630,29 @@ func NewAppDriven() *AppDriven { return &AppDriven{rules: map[scheduler.Tag]tagR
 func (*AppDriven) Name() string { return "app_driven" }
 
 // OnTag asks to move n workers from one context to another when the
-// task tagged tag completes (once). Both must be registered.
-func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int) {
+// task tagged tag completes (once); a later OnTag of the same tag
+// replaces the request. Both contexts must be registered when the task
+// completes: a request whose context is not (or was deleted) is dropped
+// then and logged. OnTag refuses, recording nothing, tag 0 (which
+// tags no task) and an n below 1 (ErrBadOption), and a nil context,
+// from equal to to, and contexts of two schedulers (ErrBadContext).
+func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int) error {
+	switch {
+	case tag == 0:
+		return fmt.Errorf("%w: OnTag(0, %v, %v, %d): tag 0 means no tag, no task completes with it; tag a task (scheduler.WithTag) with another", ErrBadOption, from, to, n)
+	case n < 1:
+		return fmt.Errorf("%w: OnTag(%d, %v, %v, %d): the number of workers to move must be at least 1", ErrBadOption, tag, from, to, n)
+	case from == nil || to == nil:
+		return fmt.Errorf("%w: OnTag(%d, %v, %v, %d): give both contexts", ErrBadContext, tag, from, to, n)
+	case from == to:
+		return fmt.Errorf("%w: OnTag(%d, %v, %v, %d): the workers would move to the context they are in", ErrBadContext, tag, from, to, n)
+	case from.Scheduler() != to.Scheduler():
+		return fmt.Errorf("%w: OnTag(%d, %v, %v, %d): the contexts belong to two schedulers", ErrBadContext, tag, from, to, n)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rules[tag] = tagRule{tag, from, to, n}
+	return nil
 }
 
 // Due returns the number of requests that fell due and whose moves are

@@ -11,7 +11,9 @@ import (
 // TaskTyped is implemented by a policy that decides from the types of
 // task of the registered contexts (View.Types), such as TEFT. With such
 // a policy the hypervisor counts the tasks of each type as they are
-// pushed and completed, at the cost of one short lock per event.
+// pushed and completed, at the cost of one short lock per event; without
+// it, View.Types is nil. A policy that wraps TEFT must implement it too
+// (see Policy).
 type TaskTyped interface {
 	// WantsTaskTypes is a marker; it is never called.
 	WantsTaskTypes()

@@ -226,11 +226,23 @@ func (opts Options) Validate() error {
 		return fmt.Errorf("contexts: %w: the small matrix's order %d is above the large one's %d (swap them)", tiled.ErrBadOptions, opts.Small, opts.Large)
 	}
 	if opts.Workers < 0 || opts.Workers == 1 {
-		return fmt.Errorf("contexts: %w: %d workers; two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
+		return fmt.Errorf("contexts: %w: %d workers (-workers); two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
 	}
+	seen := map[string]bool{}
 	for _, name := range strings.Split(opts.Hypervisor, ",") {
+		switch {
+		case name == "":
+			return fmt.Errorf("contexts: %w: -hypervisor %q: an empty policy name in the list; valid policies are %s",
+				tiled.ErrBadOptions, opts.Hypervisor, strings.Join(hypervisor.Policies(), ", "))
+		case seen[name]:
+			// Two runs of one policy would print two rows and two gains
+			// under the same name; -repeat runs each mode again.
+			return fmt.Errorf("contexts: %w: -hypervisor %q lists %s twice; use -repeat to run the modes again",
+				tiled.ErrBadOptions, opts.Hypervisor, name)
+		}
+		seen[name] = true
 		if _, err := hypervisor.PolicyByName(name, 0); err != nil {
-			return fmt.Errorf("contexts: %w: %w", tiled.ErrBadOptions, err)
+			return fmt.Errorf("contexts: %w: -hypervisor %q: %w", tiled.ErrBadOptions, opts.Hypervisor, err)
 		}
 	}
 	return nil
@@ -423,7 +435,9 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			}
 			defer hv.Close()
 			if driven != nil {
-				driven.OnTag(doneTag, cs[0], cs[1], len(cs[0].Workers()))
+				if err := driven.OnTag(doneTag, cs[0], cs[1], len(cs[0].Workers())); err != nil {
+					return mr, fmt.Errorf("contexts: %w", err)
+				}
 			}
 			for i, c := range cs {
 				if err := hv.Register(c, hypervisor.Limits{TotalFlops: choleskyTaskFlops(ns[i], opts.Block)}); err != nil {

@@ -143,6 +143,8 @@ func TestBadOptions(t *testing.T) {
 		{Workers: 1},
 		{Hypervisor: "nope"},
 		{Hypervisor: "idle,nope"},
+		{Hypervisor: "idle,,feft"},     // an empty name
+		{Hypervisor: "idle,feft,idle"}, // a policy twice
 		{Repeat: -1},
 		{Small: 1024, Large: 512, Block: 128},         // small above large
 		{Small: 4096, Large: 10_000_000, Block: 1000}, // beyond memory: refused, not a panic
@@ -207,4 +209,22 @@ func TestAppDrivenResizes(t *testing.T) {
 			assert.Zero(t, logs.FilterMessage("context resize").Len(), "nor the scheduler's own resize lines")
 		}
 	}
+}
+
+// Trial finding: -hypervisor idle,idle ran idle twice, printing two
+// "hypervisor (idle)" rows and two gains under one name, and
+// -hypervisor idle,,feft was refused as the unknown policy "" with
+// library option names; both are refused naming the flag now.
+func TestHypervisorListNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct{ list, want string }{
+		{"idle,idle", `-hypervisor "idle,idle" lists idle twice`},
+		{"idle,,feft", `-hypervisor "idle,,feft": an empty policy name`},
+		{"idle,nope", `-hypervisor "idle,nope": hypervisor: invalid option: unknown policy "nope"`},
+	} {
+		err := contexts.Options{Hypervisor: tc.list}.Validate()
+		if assert.ErrorIs(t, err, tiled.ErrBadOptions, tc.list) {
+			assert.Contains(t, err.Error(), tc.want)
+		}
+	}
+	assert.NoError(t, contexts.Options{Hypervisor: "idle,feft"}.Validate())
 }

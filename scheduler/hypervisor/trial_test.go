@@ -1,0 +1,191 @@
+package hypervisor_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+// countersReader is a policy that reads the hypervisor's counters in
+// Resize, as a custom policy that explains its decisions would.
+type countersReader struct {
+	hv   **hypervisor.Hypervisor
+	move hypervisor.Move
+	read chan hypervisor.ContextCounters
+}
+
+func (countersReader) Name() string { return "counters_reader" }
+
+func (p countersReader) Resize(v *hypervisor.View) []hypervisor.Move {
+	p.read <- (*p.hv).Counters(v.Contexts[0].Context)
+	return []hypervisor.Move{p.move}
+}
+
+// Trial finding: WithOnResize's function that read the counters of the
+// contexts moved (Counters, Worker) hung the worker deciding, and with
+// it every later call of Counters, Close and the scheduler's Close: both
+// took the decision lock that the deciding goroutine holds. The same
+// held for a policy's Resize. They read the speeds without that lock now.
+func TestCountersFromOnResizeAndResize(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	var hv *hypervisor.Hypervisor
+	type seen struct {
+		ctr hypervisor.ContextCounters
+		wc  hypervisor.WorkerCounters
+		rs  []hypervisor.Resize
+	}
+	onResize := make(chan seen, 1)
+	pol := countersReader{hv: &hv, move: hypervisor.Move{Worker: 0, To: 1}, read: make(chan hypervisor.ContextCounters, 1)}
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv),
+		hypervisor.WithOnResize(func(r hypervisor.Resize) {
+			onResize <- seen{hv.Counters(a), hv.Worker(r.Worker), hv.Resizes()}
+		}))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	submitN(t, s, a, work("w", 0, 2), 3)
+	require.NoError(t, a.WaitAll(testCtx(t)))
+
+	done := make(chan []hypervisor.Resize, 1)
+	go func() { done <- hv.ResizeNow() }()
+	var got seen
+	select {
+	case got = <-onResize:
+	case <-time.After(30 * time.Second): // a failure guard: a hang is the bug
+		t.Fatal("WithOnResize's function did not return: Counters or Worker waits for the decision lock")
+	}
+	var rs []hypervisor.Resize
+	select {
+	case rs = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ResizeNow did not return")
+	}
+	require.Len(t, rs, 1)
+	assert.Equal(t, int64(3), (<-pol.read).Done, "Counters in Resize")
+	assert.Equal(t, int64(3), got.ctr.Done, "Counters in WithOnResize")
+	assert.Equal(t, 6.0, got.ctr.Flops)
+	assert.Equal(t, int64(3), got.wc.Done, "Worker in WithOnResize")
+	assert.Len(t, got.rs, 1, "Resizes in WithOnResize")
+	assert.Equal(t, int64(3), hv.Counters(a).Done)
+}
+
+// Trial finding: New took WithTrigger(TriggerHook) and WithTrigger of
+// bits that are no trigger for "none" without a word, and PolicyByName
+// took the gaps that WithSpeedGap refuses (negative, NaN).
+func TestNonsenseTriggerAndGapRefused(t *testing.T) {
+	s := newSched(t, 2)
+	for _, tc := range []struct {
+		trig hypervisor.Trigger
+		want string
+	}{
+		{hypervisor.TriggerHook, "TriggerHook is not configured"},
+		{hypervisor.TriggerIdle | hypervisor.TriggerHook, "WithTrigger(5)"},
+		{hypervisor.Trigger(64), "bits 0x40 are no trigger"},
+	} {
+		_, err := hypervisor.New(s, hypervisor.WithTrigger(tc.trig), hypervisor.WithGetenv(noEnv))
+		if assert.ErrorIs(t, err, hypervisor.ErrBadOption, tc.want) {
+			assert.Contains(t, err.Error(), tc.want)
+		}
+	}
+	for _, trig := range []hypervisor.Trigger{0, hypervisor.TriggerIdle, hypervisor.TriggerSpeed, hypervisor.TriggerIdle | hypervisor.TriggerSpeed} {
+		hv, err := hypervisor.New(s, hypervisor.WithTrigger(trig), hypervisor.WithGetenv(noEnv))
+		if assert.NoError(t, err, trig) {
+			assert.Equal(t, trig, hv.Trigger())
+			require.NoError(t, hv.Close())
+		}
+	}
+	for _, gap := range []float64{-3, math.NaN()} {
+		_, err := hypervisor.PolicyByName("ispeed", gap)
+		if assert.ErrorIs(t, err, hypervisor.ErrBadOption, gap) {
+			assert.Contains(t, err.Error(), "speed gap", gap)
+		}
+	}
+	p, err := hypervisor.PolicyByName("ispeed", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "ispeed", p.Name())
+}
+
+// Trial finding: Register's refusal of Limits{Min: 2, Max: 1} said
+// "limits min 2, max 1", not what is wrong with them.
+func TestRegisterLimitsSayWhatIsWrong(t *testing.T) {
+	s := newSched(t, 3)
+	a, _ := newContexts(t, s, []int{0}, []int{1})
+	hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	for _, tc := range []struct {
+		lim  hypervisor.Limits
+		want string
+	}{
+		{hypervisor.Limits{Min: 2, Max: 1}, "Limits.Min 2 is above Limits.Max 1"},
+		{hypervisor.Limits{Min: -1}, "Limits.Min -1 is negative"},
+		{hypervisor.Limits{Max: -1}, "Limits.Max -1 is negative"},
+	} {
+		err := hv.Register(a, tc.lim)
+		if assert.ErrorIs(t, err, hypervisor.ErrBadContext, tc.want) {
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), `context "a"`)
+		}
+	}
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 1, Max: 1}))
+}
+
+// Trial finding: OnTag returned nothing, so a request that can never be
+// made - tag 0, which no task carries; no worker to move; a nil
+// context; the same context twice; a context of another scheduler -
+// was taken and, at best, dropped with a log line when its task
+// completed (never, for tag 0).
+func TestOnTagRefusesRequestsThatCannotBeMade(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	other, err := newSched(t, 1).NewContext("other", scheduler.ContextWorkers(0))
+	require.NoError(t, err)
+	pol := hypervisor.NewAppDriven()
+	for _, tc := range []struct {
+		tag      scheduler.Tag
+		from, to *scheduler.Context
+		n        int
+		is       error
+		want     string
+	}{
+		{0, a, b, 1, hypervisor.ErrBadOption, "tag 0 means no tag"},
+		{1, a, b, 0, hypervisor.ErrBadOption, "at least 1"},
+		{1, a, b, -2, hypervisor.ErrBadOption, "at least 1"},
+		{1, nil, b, 1, hypervisor.ErrBadContext, "give both contexts"},
+		{1, a, nil, 1, hypervisor.ErrBadContext, "give both contexts"},
+		{1, a, a, 1, hypervisor.ErrBadContext, "the context they are in"},
+		{1, a, other, 1, hypervisor.ErrBadContext, "two schedulers"},
+	} {
+		err := pol.OnTag(tc.tag, tc.from, tc.to, tc.n)
+		if assert.ErrorIs(t, err, tc.is, tc.want) {
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "OnTag(")
+		}
+	}
+
+	// Nothing was recorded: the tagged task moves nobody, while the
+	// valid request made afterwards moves a worker.
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), onResize, hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	submitN(t, s, a, work("tagged", 0, 0), 1, scheduler.WithTag(1))
+	require.NoError(t, s.WaitAll(testCtx(t)))
+	assert.Zero(t, pol.Due(), "a refused request fell due")
+	require.NoError(t, pol.OnTag(2, a, b, 1))
+	submitN(t, s, a, work("tagged", 0, 0), 1, scheduler.WithTag(2))
+	r := nextResize(t, resized, 30*time.Second, "the valid request")
+	assert.Equal(t, "a", r.From)
+	assert.Equal(t, "b", r.To)
+	assert.Empty(t, hv.Resizes()[1:], "only the valid request moved a worker")
+}
