@@ -402,11 +402,22 @@ func (h *Handle) leaves() []*Handle {
 // that write h race with the host's reading: submit them once it is
 // done. From a task's code, a Fetch that would wait returns ErrInTask.
 //
-// It returns ctx's error if ctx ends first (the tasks it waits for go
-// on); a copy to RAM already under way is let end before it returns,
+// It fails with ErrUnregistered for a handle unregistered, or a tile of
+// a handle unpartitioned, before the call. It returns ctx's error if ctx
+// ends first (the tasks it waits for go on); a copy to RAM already under way is let end before it returns,
 // since it writes the registered memory: nothing writes it after Fetch
 // returns, and its cost is one copy of h over the device's link.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	if h.status.Load() == handleUnregistered {
+		// As for Submit: an unregistered handle, or a tile of an
+		// unpartitioned one, is no access to anything any more.
+		h.mu.Lock()
+		err := h.usableLocked()
+		h.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: Fetch: %w", err)
+		}
+	}
 	if err := h.awaitTasks(ctx, false, "Fetch"); err != nil {
 		return nil, err
 	}

@@ -129,6 +129,9 @@ func buildConfig(opts []Option) (config, error) {
 		}
 		c.sims = sims
 	}
+	if len(c.sims) > maxSimDevices {
+		return c, fmt.Errorf("%w: %d simulated devices (PZ_NSIM or WithSimDevices): at most %d; each is a memory node with workers of its own, and idle workers look at one another's queues (PZ_NSIM=1000000 kept New busy for minutes); for its memory size, PZ_SIM_MEMORY", ErrBadOption, len(c.sims), maxSimDevices)
+	}
 	for i, d := range c.sims {
 		if d.Memory < 0 {
 			return c, fmt.Errorf("%w: simulated device %d has %d bytes of memory (need > 0, or 0 for the default)", ErrBadOption, i, d.Memory)
@@ -228,6 +231,10 @@ func buildConfig(opts []Option) (config, error) {
 // lent at Close (Warn). Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }
 
+// maxSimDevices bounds the simulated devices of a scheduler: more than
+// any node has accelerators.
+const maxSimDevices = 256
+
 // SimDevicesFromEnv returns the simulated devices the environment asks
 // for: PZ_NSIM of them (none when unset or 0), each with PZ_SIM_MEMORY
 // bytes of memory when set (ParseBytes: 64MiB, 2GiB...), other fields at
@@ -241,6 +248,11 @@ func SimDevicesFromEnv(getenv func(string) string) ([]SimDevice, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return nil, fmt.Errorf("%w: PZ_NSIM=%q is not a number of devices", ErrBadOption, v)
+	}
+	if n > maxSimDevices {
+		// Before making them: a size given here by mistake (PZ_NSIM=1000000
+		// for PZ_SIM_MEMORY) would allocate a million descriptions.
+		return nil, fmt.Errorf("%w: PZ_NSIM=%d: at most %d simulated devices (the memory of each is PZ_SIM_MEMORY)", ErrBadOption, n, maxSimDevices)
 	}
 	var d SimDevice
 	if m := getenv("PZ_SIM_MEMORY"); m != "" {

@@ -332,7 +332,14 @@ func (w *worker) execute1(t *Task) *Task {
 		return nil
 	}
 	if err == nil {
-		err = w.run(t, c)
+		if w.info.Node != RAM && t.stop != nil {
+			// Its CancelOn context may have ended while its data were
+			// copied in: it has not started, so it does not.
+			err = t.stopErr()
+		}
+		if err == nil {
+			err = w.run(t, c)
+		}
 		if d := w.s.data; d != nil {
 			d.releaseTask(t, w.info.Node)
 			w.releaseScratch(&w.scratch)

@@ -1,0 +1,106 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/scheduler"
+)
+
+// Fetch of an unregistered handle, or of a tile of an unpartitioned
+// one, fails with ErrUnregistered naming it, as Submit does, without
+// devices too: it returned the memory with a nil error, as if the handle
+// were still the program's way to the data (devices trial finding).
+func TestFetchUnregistered(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1))
+	h, err := s.RegisterVector(make([]float64, 8), scheduler.Named("x"))
+	require.NoError(t, err)
+	tiles, err := h.Partition(scheduler.Blocks(4, 1))
+	require.NoError(t, err)
+	_, err = tiles[0][0].Fetch(ctx)
+	require.NoError(t, err, "a live tile")
+	require.NoError(t, h.Unpartition())
+	_, err = tiles[0][0].Fetch(ctx)
+	require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	assert.ErrorContains(t, err, "a tile of an unpartitioned handle")
+	_, err = h.Fetch(ctx)
+	require.NoError(t, err, "the parent again")
+	_, err = h.Unregister(ctx)
+	require.NoError(t, err)
+	_, err = h.Fetch(ctx)
+	require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	assert.ErrorContains(t, err, `handle "x" was unregistered`)
+}
+
+// A count of simulated devices past any node's (PZ_NSIM=1000000, a size
+// given for PZ_SIM_MEMORY by mistake) is refused at once, naming the
+// variable, where New stayed busy for minutes making a million devices
+// and their workers (devices trial finding); WithSimDevices alike.
+func TestTooManySimDevices(t *testing.T) {
+	ctx := testCtx(t)
+	env := func(k string) string {
+		if k == "PZ_NSIM" {
+			return "1000000"
+		}
+		return ""
+	}
+	_, err := scheduler.New(ctx, scheduler.WithGetenv(env))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	assert.ErrorContains(t, err, "PZ_NSIM=1000000: at most 256 simulated devices")
+	_, err = scheduler.New(ctx, scheduler.WithSimDevices(make([]scheduler.SimDevice, 257)...))
+	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	assert.ErrorContains(t, err, "257 simulated devices (PZ_NSIM or WithSimDevices): at most 256")
+}
+
+// gatedSim is a simulated device whose copies into it, once armed,
+// announce themselves and wait for a gate.
+type gatedSim struct {
+	*accel.Sim
+	armed   atomic.Bool
+	once    sync.Once
+	started chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedSim) CopyIn(dst accel.Mem, off int, src []byte, rows, width, pitch int, done accel.Done) {
+	if g.armed.Load() {
+		g.once.Do(func() { close(g.started) })
+		<-g.gate
+	}
+	g.Sim.CopyIn(dst, off, src, rows, width, pitch, done)
+}
+
+// A task whose CancelOn context ends while its device worker copies its
+// data in does not run once they have arrived: it had not started
+// (devices trial finding: it ran, 1.5 s after the end, with no error).
+func TestCanceledDuringCopyIn(t *testing.T) {
+	ctx := testCtx(t)
+	sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+	require.NoError(t, err)
+	g := &gatedSim{Sim: sim, started: make(chan struct{}), gate: make(chan struct{})}
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(g))
+	dev := simOnly(t, s)
+	h, err := s.RegisterVector(make([]float64, 1024))
+	require.NoError(t, err)
+	var ran atomic.Bool
+	cl := &scheduler.Codelet{Name: "late", CPU: func(*scheduler.Call) error { ran.Store(true); return nil }}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := errors.New("stopped during the copy")
+	g.armed.Store(true)
+	require.NoError(t, s.Submit(ctx, cl, scheduler.RW(h), scheduler.InContext(dev), scheduler.CancelOn(cctx)))
+	<-g.started // the worker took the task and copies its data in
+	cancel(stop)
+	close(g.gate)
+	err = s.WaitAll(ctx)
+	require.ErrorIs(t, err, scheduler.ErrCanceled)
+	assert.ErrorContains(t, err, `task "late" canceled before it started: stopped during the copy`)
+	assert.False(t, ran.Load(), "the task ran after its context ended")
+}
