@@ -542,8 +542,11 @@ func (c *Context) checkInheritorLocked(in *Context) error {
 	switch {
 	case in.s != c.s:
 		return fmt.Errorf("%w: inheritor %q of %q belongs to another scheduler", ErrBadContext, in.name, c.name)
-	case in.state.load().gone():
+	case in.state.load() == ctxDeleted:
 		return fmt.Errorf("%w: inheritor %q of %q is deleted", ErrBadContext, in.name, c.name)
+	case in.state.load().gone():
+		// It still runs its last tasks, but its workers leave with them.
+		return fmt.Errorf("%w: inheritor %q of %q is being deleted: its workers go to its own inheritor when its last task completes; name that one", ErrBadContext, in.name, c.name)
 	case in.isIn(c):
 		return fmt.Errorf("%w: %q cannot inherit from %q: it is the context itself or one of its sub-contexts", ErrBadContext, in.name, c.name)
 	}

@@ -38,6 +38,9 @@ var (
 	// context, the same context twice, or contexts of two schedulers.
 	// Register after the scheduler's Close returns scheduler.ErrClosed.
 	ErrBadContext = errors.New("hypervisor: invalid context")
+	// ErrClosed is returned by Register after the hypervisor's Close:
+	// a closed hypervisor resizes nothing.
+	ErrClosed = errors.New("hypervisor: closed")
 )
 
 // Trigger says what makes the hypervisor consider resizing.
@@ -240,7 +243,8 @@ func (h *Hypervisor) Policy() Policy { return h.pol }
 func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 
 // Close detaches the hypervisor from the scheduler; hooks already
-// running finish, later ones are not called. It removes the scheduler's
+// running finish, later ones are not called, and it resizes nothing
+// more (ResizeNow does nothing, Register returns ErrClosed). It removes the scheduler's
 // monitor only while that is still this hypervisor: closing one that a
 // later New replaced leaves the new one working. Idempotent.
 func (h *Hypervisor) Close() error {
@@ -274,6 +278,9 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	}
 	if err := checkFlops(lim.TotalFlops); err != nil {
 		return fmt.Errorf("%w: %v: Limits.TotalFlops %g %s", ErrBadContext, c, lim.TotalFlops, err)
+	}
+	if h.closed.Load() {
+		return fmt.Errorf("hypervisor: Register(%v): %w: it no longer watches the scheduler; register with a new one (New)", c, ErrClosed)
 	}
 	if schedulerClosed(c) {
 		return fmt.Errorf("hypervisor: Register(%v): %w: a closed scheduler runs no more tasks; register contexts before closing it", c, scheduler.ErrClosed)
@@ -437,10 +444,13 @@ type ContextCounters struct {
 	Speed float64
 }
 
-// Counters returns c's counters. It takes no lock that a decision
+// Counters returns c's counters (zero for nil). It takes no lock that a decision
 // holds, so WithOnResize's function, a policy's Resize and its hooks may
 // call it.
 func (h *Hypervisor) Counters(c *scheduler.Context) ContextCounters {
+	if c == nil {
+		return ContextCounters{}
+	}
 	k := h.counters(c)
 	return ContextCounters{Pushed: k.pushed.Load(), Popped: k.popped.Load(), Done: k.done.Load(),
 		Flops: k.flops.Load(), Busy: time.Duration(k.busyNs.Load()), Speed: math.Float64frombits(k.speed.Load())}
@@ -582,8 +592,12 @@ func (h *Hypervisor) maybeWindow() {
 
 // ResizeNow runs the policy at once (waiting for a decision under way)
 // and applies its moves; it returns the moves made. Decisions left
-// pending meanwhile run before it returns.
+// pending meanwhile run before it returns. After Close it moves nothing
+// and returns nil.
 func (h *Hypervisor) ResizeNow() []Resize {
+	if h.closed.Load() {
+		return nil
+	}
 	h.mu.Lock()
 	done := h.decideLocked(TriggerHook)
 	h.mu.Unlock()

@@ -189,3 +189,35 @@ func TestOnTagRefusesRequestsThatCannotBeMade(t *testing.T) {
 	assert.Equal(t, "b", r.To)
 	assert.Empty(t, hv.Resizes()[1:], "only the valid request moved a worker")
 }
+
+// moveFirst is a policy that always moves worker 0 to the second
+// registered context.
+type moveFirst struct{}
+
+func (moveFirst) Name() string { return "move_first" }
+func (moveFirst) Resize(*hypervisor.View) []hypervisor.Move {
+	return []hypervisor.Move{{Worker: 0, To: 1}}
+}
+
+// Trial finding: after Close, Register returned nil, so the program
+// believed the context would be resized, and ResizeNow still ran the
+// policy and moved workers; Counters(nil) panicked.
+func TestClosedHypervisorResizesNothing(t *testing.T) {
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(moveFirst{}), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	require.NoError(t, hv.Close())
+	assert.Nil(t, hv.ResizeNow(), "a closed hypervisor moved a worker")
+	assert.Empty(t, hv.Resizes())
+	assert.Equal(t, []int{0}, a.Workers())
+	c, err := s.NewContext("c", scheduler.ContextWorkers(2))
+	require.NoError(t, err)
+	err = hv.Register(c, hypervisor.Limits{})
+	if assert.ErrorIs(t, err, hypervisor.ErrClosed) {
+		assert.Contains(t, err.Error(), `Register(context "c")`)
+	}
+	assert.Equal(t, hypervisor.ContextCounters{}, hv.Counters(nil))
+}
