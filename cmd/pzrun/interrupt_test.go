@@ -179,7 +179,7 @@ func TestUsageErrorUnderLauncherSaidByRankZero(t *testing.T) {
 		{[]string{"cholesky", "-device-only", "-sim", "1"}, "pzrun cholesky: -device-only serves one-rank runs so far\n"},
 		{[]string{"bench", "comm", "-sizes", "7"}, "pzrun bench comm: -sizes: \"7\" is not a positive multiple of 8\n"},
 		{[]string{"bench", "tasks", "-tasks", "1"}, "pzrun bench tasks: -tasks 1 and -rounds 7: want at least 2 tasks and 1 round\n"},
-		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: 1 workers; two contexts need at least 2\n"},
+		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: -workers 1; two contexts need at least 2 workers\n"},
 		{[]string{"contexts", "-hypervisor", "nosuch"}, "pzrun contexts: invalid options: "},
 	} {
 		for rank := range 2 {

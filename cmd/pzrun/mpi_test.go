@@ -208,7 +208,7 @@ func TestMpirunUsageErrorOnce(t *testing.T) {
 		{[]string{"cholesky", "-nosuchflag"}, "pzrun cholesky: flag provided but not defined: -nosuchflag"},
 		{[]string{"cholesky", "-n", "1000", "-b", "256"}, "pzrun cholesky: invalid options: matrix size 1000 is not a multiple of block size 256 (try -n 1024)"},
 		{[]string{"cholesky", "-grid", "2x2"}, "a 2 x 2 process grid for 2 ranks"},
-		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: 1 workers; two contexts need at least 2"},
+		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: -workers 1; two contexts need at least 2 workers"},
 	} {
 		cmd, err := lau.Command(t.Context(), 2, append([]string{bin}, c.args...)...)
 		require.NoError(t, err)

@@ -226,7 +226,7 @@ func (opts Options) Validate() error {
 		return fmt.Errorf("contexts: %w: the small matrix's order %d is above the large one's %d (swap them)", tiled.ErrBadOptions, opts.Small, opts.Large)
 	}
 	if opts.Workers < 0 || opts.Workers == 1 {
-		return fmt.Errorf("contexts: %w: %d workers (-workers); two contexts need at least 2", tiled.ErrBadOptions, opts.Workers)
+		return fmt.Errorf("contexts: %w: -workers %d; two contexts need at least 2 workers", tiled.ErrBadOptions, opts.Workers)
 	}
 	seen := map[string]bool{}
 	for _, name := range strings.Split(opts.Hypervisor, ",") {
