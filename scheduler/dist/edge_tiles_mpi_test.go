@@ -3,9 +3,7 @@
 package dist_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
-	"github.com/pzgo/pz/comm/mpi"
-	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -26,25 +22,10 @@ import (
 // mpirun it starts itself with mpirun (and skips without mpirun); under
 // mpirun it is one rank of the job.
 func TestMPIRegisterMatrixTiles(t *testing.T) {
-	if !launch.Detect(os.Getenv).Launched() {
-		for n := 1; n <= 4; n++ {
-			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-				runUnderMPI(t, "TestMPIRegisterMatrixTiles", n, 2*time.Minute)
-			})
-		}
+	ctx, w, d, ok := distUnderMPI(t, "TestMPIRegisterMatrixTiles", 2*time.Minute, time.Minute)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Finalize()) }()
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
 	for _, c := range edgeCases {
 		_, nt := c.grid()
 		for _, dd := range rectDists(nt, w.Size()) {

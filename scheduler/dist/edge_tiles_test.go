@@ -61,10 +61,8 @@ var edgeUpdate = &scheduler.Codelet{Name: "edge-update", CPU: func(c *scheduler.
 
 // edgeRoundTrip registers c's grid with RegisterMatrixTiles, filled by
 // init from rectValue, and checks the grid's shape and every tile's on
-// every rank; gathers it on rank 0 and compares with rectValue; scatters
-// another matrix (rectValue + 1000) from the last rank; runs one task per
-// tile that applies rectStep; gathers on rank 0 and compares with
-// rectStep applied to every element sequentially.
+// every rank; gathers it on rank 0 and compares with rectValue; then
+// scatterStepGather with another matrix (rectValue + 1000).
 func edgeRoundTrip(ctx context.Context, d *dist.Scheduler, c rectCase, dd dist.Distribution) error {
 	mt, nt := c.grid()
 	inits := 0
@@ -123,41 +121,7 @@ func edgeRoundTrip(ctx context.Context, d *dist.Scheduler, c rectCase, dd dist.D
 		}
 	}
 
-	root := d.Size() - 1
-	var a []float64
-	if d.Rank() == root {
-		a = make([]float64, c.rows*c.cols)
-		for i := range c.rows {
-			for j := range c.cols {
-				a[i*c.cols+j] = rectValue(i, j) + 1000
-			}
-		}
-	}
-	if err := dist.ScatterMatrix(ctx, d, root, a, c.rows, c.cols, tiles); err != nil {
-		return err
-	}
-	for i, row := range tiles {
-		for j, h := range row {
-			arg := edgeArg{i: i, j: j, row: i * c.mb, col: j * c.nb, rows: h.Rows(), cols: h.Cols()}
-			if err := d.Submit(ctx, edgeUpdate, dist.RW(h), dist.With(scheduler.WithArg(arg))); err != nil {
-				return err
-			}
-		}
-	}
-	if err := dist.GatherMatrix(ctx, d, 0, out, c.rows, c.cols, tiles); err != nil {
-		return err
-	}
-	if d.Rank() != 0 {
-		return nil
-	}
-	for i := range c.rows {
-		for j := range c.cols {
-			if got, want := out[i*c.cols+j], rectStep(rectValue(i, j)+1000, i, j); got != want {
-				return fmt.Errorf("gathered element (%d, %d) is %v, want %v", i, j, got, want)
-			}
-		}
-	}
-	return nil
+	return scatterStepGather(ctx, d, c, tiles, 1000)
 }
 
 // RegisterMatrixTiles registers a rows x cols matrix's tiles with the

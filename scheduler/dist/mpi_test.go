@@ -22,27 +22,43 @@ import (
 	"github.com/pzgo/pz/scheduler/dist"
 )
 
+// distUnderMPI begins a test that runs on every rank of an MPI job
+// (name, the test's own name): outside mpirun it runs the test under
+// mpirun on 1 to 4 ranks, each job bounded by job (skipped without
+// mpirun), and returns ok false; under mpirun it initializes MPI and a
+// distributed scheduler over a local one of one worker, which the test's
+// end closes and finalizes, and returns them with a context bounded by
+// timeout.
+func distUnderMPI(t *testing.T, name string, job, timeout time.Duration) (ctx context.Context, w *mpi.World, d *dist.Scheduler, ok bool) {
+	t.Helper()
+	if !launch.Detect(os.Getenv).Launched() {
+		for n := 1; n <= 4; n++ {
+			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) { runUnderMPI(t, name, n, job) })
+		}
+		return nil, nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	w, err := mpi.Init(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, w.Finalize()) })
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ls.Close() })
+	d, err = dist.New(ctx, w, ls)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return ctx, w, d, true
+}
+
 // TestMPIRandomGraphs runs the random graphs under real MPI: outside mpirun
 // it starts itself with mpirun on 1 to 4 ranks (and skips without
 // mpirun); under mpirun it is one rank of the job.
 func TestMPIRandomGraphs(t *testing.T) {
-	if !launch.Detect(os.Getenv).Launched() {
-		for n := 1; n <= 4; n++ {
-			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) { runUnderMPI(t, "TestMPIRandomGraphs", n, 3*time.Minute) })
-		}
+	ctx, w, d, ok := distUnderMPI(t, "TestMPIRandomGraphs", 3*time.Minute, 2*time.Minute)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Finalize()) }()
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
 	for seed := range uint64(3) {
 		require.NoError(t, checkRandomGraph(ctx, d, seed), "seed %d", seed)
 	}

@@ -12,7 +12,8 @@ import (
 
 // A 5 x 3 matrix on rank 0 goes to two ranks in tiles of 2 x 2, as
 // ScaLAPACK cuts it: the last row of tiles is 1 row high and the last
-// column 1 column wide, each edge tile registered at its own shape. Each
+// column 1 column wide (RegisterMatrixTiles registers each at its own
+// shape). Each
 // tile's owner adds 100 times its rank to its tile (Cyclic1D over 2 tile
 // columns gives rank 1 the last column), and rank 0 gathers the matrix
 // back.
@@ -30,21 +31,11 @@ func ExampleScatterMatrix() {
 		}
 		defer d.Close()
 
-		mt, nt := (rows+mb-1)/mb, (cols+nb-1)/nb // 3 x 2 tiles
-		owners := dist.Cyclic1D(nt, d.Size())
-		tiles := make([][]*dist.Handle, mt)
-		for i := range mt {
-			tiles[i] = make([]*dist.Handle, nt)
-			for j := range nt {
-				h, w := min(mb, rows-i*mb), min(nb, cols-j*nb) // the edge tiles are smaller
-				var mine []int
-				if owners.Owner(i, j) == d.Rank() {
-					mine = make([]int, h*w)
-				}
-				if tiles[i][j], err = dist.Register(d, owners.Owner(i, j), mine, h, w); err != nil {
-					return err
-				}
-			}
+		// 3 x 2 tiles, the edge ones smaller; Cyclic1D over 2 tile
+		// columns gives rank 1 the last column.
+		tiles, err := dist.RegisterMatrixTiles[int](d, rows, cols, mb, nb, dist.Cyclic1D(2, d.Size()), nil)
+		if err != nil {
+			return err
 		}
 		var a []int
 		if d.Rank() == 0 {
@@ -63,10 +54,9 @@ func ExampleScatterMatrix() {
 			}
 			return nil
 		}}
-		for i := range mt {
-			for j := range nt {
-				arg := scheduler.WithArg(owners.Owner(i, j))
-				if err := d.Submit(ctx, addRank, dist.RW(tiles[i][j]), dist.With(arg)); err != nil {
+		for _, row := range tiles {
+			for _, h := range row {
+				if err := d.Submit(ctx, addRank, dist.RW(h), dist.With(scheduler.WithArg(h.Owner()))); err != nil {
 					return err
 				}
 			}

@@ -48,37 +48,17 @@ func rectDists(nt, size int) []namedDist {
 	return []namedDist{{"BlockCyclic2D", dist.BlockCyclic2D(p, q)}, {"Cyclic1D", dist.Cyclic1D(nt, size)}}
 }
 
-// registerRect registers c's tiles on d, placed by dd: with RegisterTiles
-// when every tile is mb x nb, else one by one at each tile's own shape.
-// A lower case's rows of tiles are cut short after the diagonal.
+// registerRect registers c's tiles on d, placed by dd
+// (RegisterMatrixTiles: the edge tiles at their own shape). A lower
+// case's rows of tiles are cut short after the diagonal.
 func registerRect(d *dist.Scheduler, c rectCase, dd dist.Distribution) ([][]*dist.Handle, error) {
-	mt, nt := c.grid()
-	var tiles [][]*dist.Handle
-	if c.rows%c.mb == 0 && c.cols%c.nb == 0 {
-		var err error
-		if tiles, err = dist.RegisterTiles[float64](d, mt, nt, c.mb, c.nb, dd, nil, scheduler.Named(c.name)); err != nil {
-			return nil, err
-		}
-	} else {
-		tiles = make([][]*dist.Handle, mt)
-		for i := range mt {
-			tiles[i] = make([]*dist.Handle, nt)
-			for j := range nt {
-				h, w := min(c.mb, c.rows-i*c.mb), min(c.nb, c.cols-j*c.nb)
-				var data []float64
-				if dd.Owner(i, j) == d.Rank() {
-					data = make([]float64, h*w)
-				}
-				var err error
-				if tiles[i][j], err = dist.Register(d, dd.Owner(i, j), data, h, w, scheduler.Named(fmt.Sprintf("%s(%d,%d)", c.name, i, j))); err != nil {
-					return nil, err
-				}
-			}
-		}
+	tiles, err := dist.RegisterMatrixTiles[float64](d, c.rows, c.cols, c.mb, c.nb, dd, nil, scheduler.Named(c.name))
+	if err != nil {
+		return nil, err
 	}
 	if c.lower {
 		for i := range tiles {
-			tiles[i] = tiles[i][:min(i+1, nt)]
+			tiles[i] = tiles[i][:min(i+1, len(tiles[i]))]
 		}
 	}
 	return tiles, nil
@@ -91,37 +71,29 @@ func rectValue(i, j int) float64 { return float64(i*100+j) + 0.5 }
 // v, of the matrix.
 func rectStep(v float64, i, j int) float64 { return 3*v - float64(7*i) + float64(j) }
 
-// rectAt is a tile's place in the matrix: its first row and column, and
-// its width.
-type rectAt struct{ row, col, cols int }
-
-// rectUpdate applies rectStep to a tile, which it finds in the matrix by
-// its rectAt argument.
-var rectUpdate = &scheduler.Codelet{Name: "rect-update", CPU: func(c *scheduler.Call) error {
-	at := c.Arg.(rectAt)
-	t := scheduler.VectorOf[float64](c, 0)
-	for k, v := range t {
-		t[k] = rectStep(v, at.row+k/at.cols, at.col+k%at.cols)
-	}
-	return nil
-}}
-
-// rectRoundTrip scatters c's matrix from the last rank, checks each tile
-// on its owner, runs one task per tile that changes it, gathers the
-// matrix on rank 0 and compares it with rectStep applied to every
-// element the tiles cover (the others keep the gather's buffer's -1).
+// rectRoundTrip registers c's tiles (registerRect) and runs
+// scatterStepGather on them.
 func rectRoundTrip(ctx context.Context, d *dist.Scheduler, c rectCase, dd dist.Distribution) error {
 	tiles, err := registerRect(d, c, dd)
 	if err != nil {
 		return err
 	}
+	return scatterStepGather(ctx, d, c, tiles, 0)
+}
+
+// scatterStepGather scatters c's matrix (rectValue + base) from the last
+// rank into tiles, checks each tile on its owner, runs one task per tile
+// that applies rectStep (edgeUpdate), gathers the matrix on rank 0 and
+// compares it with rectStep applied to every element the tiles cover
+// (the others keep the gather's buffer's -1).
+func scatterStepGather(ctx context.Context, d *dist.Scheduler, c rectCase, tiles [][]*dist.Handle, base float64) error {
 	root := d.Size() - 1
 	var a []float64
 	if d.Rank() == root {
 		a = make([]float64, c.rows*c.cols)
 		for i := range c.rows {
 			for j := range c.cols {
-				a[i*c.cols+j] = rectValue(i, j)
+				a[i*c.cols+j] = rectValue(i, j) + base
 			}
 		}
 	}
@@ -130,16 +102,16 @@ func rectRoundTrip(ctx context.Context, d *dist.Scheduler, c rectCase, dd dist.D
 	}
 	for i, row := range tiles {
 		for j, h := range row {
-			at := rectAt{row: i * c.mb, col: j * c.nb, cols: min(c.nb, c.cols-j*c.nb)}
+			arg := edgeArg{i: i, j: j, row: i * c.mb, col: j * c.nb, rows: h.Rows(), cols: h.Cols()}
 			if h.Owner() == d.Rank() {
 				t := h.Data().([]float64)
 				for k, v := range t {
-					if want := rectValue(at.row+k/at.cols, at.col+k%at.cols); v != want {
+					if want := rectValue(arg.row+k/arg.cols, arg.col+k%arg.cols) + base; v != want {
 						return fmt.Errorf("tile (%d, %d) on its owner %d: element %d is %v after ScatterMatrix, want %v", i, j, d.Rank(), k, v, want)
 					}
 				}
 			}
-			if err := d.Submit(ctx, rectUpdate, dist.RW(h), dist.With(scheduler.WithArg(at))); err != nil {
+			if err := d.Submit(ctx, edgeUpdate, dist.RW(h), dist.With(scheduler.WithArg(arg))); err != nil {
 				return err
 			}
 		}
@@ -161,7 +133,7 @@ func rectRoundTrip(ctx context.Context, d *dist.Scheduler, c rectCase, dd dist.D
 		for j := range c.cols {
 			want := -1.0
 			if !c.lower || j/c.nb <= i/c.mb {
-				want = rectStep(rectValue(i, j), i, j)
+				want = rectStep(rectValue(i, j)+base, i, j)
 			}
 			if got := out[i*c.cols+j]; got != want {
 				return fmt.Errorf("gathered element (%d, %d) is %v, want %v", i, j, got, want)
