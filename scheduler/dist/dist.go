@@ -920,14 +920,11 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	}
 	actx, stopLeave := d.endOnLeave(ctx, agreementStep)
 	defer stopLeave()
-	if d.timeout > 0 {
-		// A rank that never comes to the agreement (it returned without
-		// WaitAll, or hangs) must not hang this one: the stall timeout
-		// bounds the wait as it bounds the graph's.
-		var stop context.CancelFunc
-		actx, stop = context.WithTimeoutCause(actx, d.timeout, fmt.Errorf("%w: rank %d waited %v for the other ranks to agree on the outcome of WaitAll (a rank returned without WaitAll, or is stuck)", ErrStalled, d.rank, d.timeout))
-		defer stop()
-	}
+	// A rank that never comes to the agreement (it returned without
+	// WaitAll, or hangs) must not hang this one: the stall timeout bounds
+	// the wait as it bounds the graph's.
+	actx, stopBound := d.stallBound(actx, "to agree on the outcome of WaitAll (a rank returned without WaitAll, or is stuck)")
+	defer stopBound()
 	if left := d.departure(); left != nil {
 		return d.leftAnswer(ctx, left)
 	}
@@ -1120,6 +1117,18 @@ func (d *Scheduler) explain() string {
 		kinds = append(kinds, count(len(sends), "send"))
 	}
 	return fmt.Sprintf("rank %d waits for %s (%s): %s%s", d.rank, count(n, "transfer"), strings.Join(kinds, ", "), strings.Join(what, "; "), more)
+}
+
+// stallBound bounds by the stall timeout (WithStallTimeout,
+// PZ_DIST_TIMEOUT under rt.Scheduler) a collective step in which this
+// rank waits for the others (forWhat: "to call Scatter ..."): a rank that
+// never comes must not hang the others, which end with ErrStalled saying
+// what they waited for. Without a timeout ctx alone bounds it.
+func (d *Scheduler) stallBound(ctx context.Context, forWhat string) (context.Context, context.CancelFunc) {
+	if d.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, d.timeout, fmt.Errorf("%w: rank %d waited %v for the other ranks %s", ErrStalled, d.rank, d.timeout, forWhat))
 }
 
 // explainLocal says what a rank with no transfer in flight is busy

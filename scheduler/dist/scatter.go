@@ -34,7 +34,7 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 	// Every rank learns every root before any returns: a rank that
 	// refused its root alone would leave the others waiting in WaitAll
 	// for a task it never submits.
-	xctx, stop := d.exchangeCtx(ctx, call)
+	xctx, stop := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
 	roots, err := comm.AllGatherValues(xctx, d.c, root)
 	stop()
 	if err != nil {
@@ -44,17 +44,6 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 		return fmt.Errorf("dist: %s: %w", call, err)
 	}
 	return d.runOnRoot(ctx, call, root, hs, mode, fn)
-}
-
-// exchangeCtx bounds, by the stall timeout (WithStallTimeout,
-// PZ_DIST_TIMEOUT under rt.Scheduler), the exchange of arguments with
-// which call begins, as WaitAll's agreement is bounded: a rank that never
-// calls it (stuck, or gone on without it) must not hang the others.
-func (d *Scheduler) exchangeCtx(ctx context.Context, call string) (context.Context, context.CancelFunc) {
-	if d.timeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeoutCause(ctx, d.timeout, fmt.Errorf("%w: rank %d waited %v for the other ranks to call %s (a rank went on without it, or is stuck)", ErrStalled, d.rank, d.timeout, call))
 }
 
 // agreeRoot turns every rank's root into one error, the same on every
@@ -169,7 +158,7 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 	// Every rank learns what every other passed and found, the root
 	// included, so that they all return the same error instead of some
 	// waiting for a task the others never submit.
-	xctx, stop := d.exchangeCtx(ctx, call)
+	xctx, stop := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
 	all, err := comm.AllGatherValues(xctx, d.c, matrixCall{Root: root, Rows: rows, Cols: cols, Bad: bad})
 	stop()
 	if err != nil {
