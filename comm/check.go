@@ -147,6 +147,17 @@ func CheckBuf(call string, rank int, b Buf) error {
 	return nil
 }
 
+// CheckAlloc reports a nil Alloc passed to a collective that returns its
+// result through one (Gather on root, AllGather, Scatter, Alltoall, and
+// their non-blocking forms). Backends fold it into the agreement step, so
+// that every rank reports it before any rank calls alloc.
+func CheckAlloc(call string, rank int, alloc Alloc) error {
+	if alloc == nil {
+		return &ArgError{Op: call, Rank: rank, Detail: "alloc is nil (pass a func that returns the buffer for the result's count elements)"}
+	}
+	return nil
+}
+
 // CheckOp reports an op that is not defined on datatype dt (Min on
 // complex64, BXor on float64, ...).
 func CheckOp(call string, rank int, op Op, dt Datatype) error {

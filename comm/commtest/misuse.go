@@ -509,3 +509,56 @@ func misuseAliasCase(ctx context.Context, c comm.Comm) error {
 		return nil
 	})
 }
+
+// misuseNilAllocCase: a nil Alloc on one rank (the last) of a collective
+// that returns its result through one (Gather on root, AllGather, Scatter,
+// Alltoall, and their non-blocking forms) is an *ArgError naming that rank
+// on every rank, not a nil dereference (which, in a non-blocking
+// collective, crashed the process from the engine's goroutine).
+func misuseNilAllocCase(ctx context.Context, c comm.Comm) error {
+	return misuse(ctx, c, func(d comm.Comm) error {
+		n, me := d.Size(), d.Rank()
+		last := n - 1
+		alloc := func(k int) []byte { return make([]byte, 8*k) }
+		if me == last {
+			alloc = nil
+		}
+		one := comm.BufOf([]int64{int64(me)})
+		parts := make([]int, n)
+		for i := range parts {
+			parts[i] = 1
+		}
+		var all []int64
+		if me == 0 {
+			all = make([]int64, n)
+		}
+		wait := func(r comm.Request, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = r.Wait(ctx)
+			return err
+		}
+		calls := map[string]func() error{
+			"Gather":    func() error { _, err := d.Gather(ctx, one, last, alloc); return err },
+			"AllGather": func() error { _, err := d.AllGather(ctx, one, alloc); return err },
+			"Scatter":   func() error { return d.Scatter(ctx, comm.BufOf(all), parts, 0, alloc) },
+			"Alltoall": func() error {
+				_, err := d.Alltoall(ctx, comm.BufOf(make([]int64, n)), parts, alloc)
+				return err
+			},
+			"Igather":    func() error { return wait(d.Igather(one, last, alloc, nil)) },
+			"Iallgather": func() error { return wait(d.Iallgather(one, alloc, nil)) },
+			"Iscatter":   func() error { return wait(d.Iscatter(comm.BufOf(all), parts, 0, alloc)) },
+			"Ialltoall":  func() error { return wait(d.Ialltoall(comm.BufOf(make([]int64, n)), parts, alloc, nil)) },
+		}
+		for _, what := range sortedKeys(calls) {
+			err := calls[what]()
+			var ae *comm.ArgError
+			if !errors.As(err, &ae) || ae.Rank != last || !strings.Contains(ae.Detail, "nil") {
+				return fmt.Errorf("%s with a nil Alloc on rank %d: got %v, want a *comm.ArgError naming rank %d and the nil Alloc", what, last, err, last)
+			}
+		}
+		return nil
+	})
+}

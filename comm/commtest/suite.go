@@ -50,6 +50,7 @@ func Cases() []Case {
 		{"Misuse/PointToPoint", misuseP2PCase},
 		{"Misuse/Loc", misuseLocCase},
 		{"Misuse/Alias", misuseAliasCase},
+		{"Misuse/NilAlloc", misuseNilAllocCase},
 		{"Concurrency/Collectives", concurrentCollectivesCase},
 		{"SplitShared", splitSharedCase},
 		{"Compare", compareCase},

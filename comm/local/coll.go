@@ -434,6 +434,9 @@ func (c *rankComm) Gather(ctx context.Context, send comm.Buf, root int, alloc co
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: int32(root), Count: -1}
 	a.argErr = comm.FirstErr(comm.CheckBuf("Gather", c.rank, send), comm.CheckRoot("Gather", c.rank, root, g.size))
+	if a.argErr == nil && c.rank == root {
+		a.argErr = comm.CheckAlloc("Gather", c.rank, alloc)
+	}
 	eager := len(send.Bytes) <= eagerMax && c.rank != root
 	if a.argErr == nil {
 		a.contribute(send.Bytes, eager)
@@ -567,7 +570,7 @@ func (c *rankComm) shareGather(name string, k uint64, to int) error {
 // the ranks share the copying (see share): each byte goes once, straight
 // from its owner's send buffer, into each result.
 func (c *rankComm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) ([]int, error) {
-	return c.allGather(ctx, send, -1, nil, alloc)
+	return c.allGather(ctx, send, -1, comm.CheckAlloc("AllGather", c.rank, alloc), alloc)
 }
 
 // AllGatherBlockBuf implements comm.AllGatherBlockComm: an AllGather whose
@@ -656,9 +659,10 @@ func (c *rankComm) Scatter(ctx context.Context, send comm.Buf, counts []int, roo
 	isRoot := c.rank == root
 	if isRoot {
 		a.argErr = comm.FirstErr(comm.CheckBuf("Scatter", c.rank, send), comm.CheckRoot("Scatter", c.rank, root, g.size),
-			comm.CheckCounts("Scatter", c.rank, counts, g.size, send.Len()))
+			comm.CheckCounts("Scatter", c.rank, counts, g.size, send.Len()), comm.CheckAlloc("Scatter", c.rank, alloc))
 	} else {
-		a.argErr = comm.FirstErr(comm.CheckBuf("Scatter", c.rank, comm.Buf{Type: send.Type}), comm.CheckRoot("Scatter", c.rank, root, g.size))
+		a.argErr = comm.FirstErr(comm.CheckBuf("Scatter", c.rank, comm.Buf{Type: send.Type}), comm.CheckRoot("Scatter", c.rank, root, g.size),
+			comm.CheckAlloc("Scatter", c.rank, alloc))
 	}
 	eager := isRoot && len(send.Bytes) <= eagerMax
 	if isRoot && a.argErr == nil {
@@ -701,7 +705,8 @@ func (c *rankComm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int
 	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Type: send.Type, Root: -1, Count: -1}
-	a.argErr = comm.FirstErr(comm.CheckBuf("Alltoall", c.rank, send), comm.CheckCounts("Alltoall", c.rank, sendCounts, g.size, send.Len()))
+	a.argErr = comm.FirstErr(comm.CheckBuf("Alltoall", c.rank, send), comm.CheckCounts("Alltoall", c.rank, sendCounts, g.size, send.Len()),
+		comm.CheckAlloc("Alltoall", c.rank, alloc))
 	eager := len(send.Bytes) <= eagerMax && g.size > 1
 	if a.argErr == nil {
 		a.prefix(sendCounts)

@@ -271,7 +271,7 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 	if err := c.usable("AllGather"); err != nil {
 		return nil, err
 	}
-	lerr := c.checkBuf(callAllGather, "send", send)
+	lerr := comm.FirstErr(c.checkBuf(callAllGather, "send", send), comm.CheckAlloc(callAllGather.String(), c.rank, alloc))
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	d := desc{callAllGather, send.Type, comm.NoOp, noCount, noRoot}
@@ -338,6 +338,9 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 	lerr := c.checkBuf(callGather, "send", send)
 	if lerr == nil {
 		lerr = c.checkRoot(callGather, root)
+	}
+	if lerr == nil && c.rank == root {
+		lerr = comm.CheckAlloc(callGather.String(), c.rank, alloc)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
@@ -423,6 +426,9 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 			lerr = c.checkCounts(callScatter, counts, send.Len())
 		}
 	}
+	if lerr == nil {
+		lerr = comm.CheckAlloc(callScatter.String(), c.rank, alloc)
+	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{callScatter, send.Type, comm.NoOp, noCount, int64(root)}, lerr); err != nil {
@@ -500,6 +506,9 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	lerr := c.checkBuf(callAlltoall, "send", send)
 	if lerr == nil {
 		lerr = c.checkCounts(callAlltoall, sendCounts, send.Len())
+	}
+	if lerr == nil {
+		lerr = comm.CheckAlloc(callAlltoall.String(), c.rank, alloc)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
