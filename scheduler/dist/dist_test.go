@@ -1118,7 +1118,9 @@ func TestMergedTrace(t *testing.T) {
 	assert.Equal(t, starts, finishes)
 	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
 	require.NoError(t, err)
-	assert.Contains(t, string(svg), "rank 2 transfers")
+	for _, want := range []string{">rank 2 receives<", ">rank 2 sends<"} {
+		assert.True(t, strings.Contains(string(svg), want), "the chart lacks the row %q", want)
+	}
 	assert.True(t, strings.Contains(string(svg), " tasks on 3 workers, "), "the transfers' rows are not workers")
 }
 

@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -82,10 +83,13 @@ type taskRecord struct {
 
 // WriteTraceFiles writes the trace of every rank's tasks and transfers so
 // far, merged, on rank root: a Chrome trace JSON at path (Perfetto opens
-// it) with one process per rank, one thread per worker and one for the
-// rank's transfers, and a flow arrow from each send to its receive; and a
-// Gantt chart SVG beside it (the extension replaced by .svg) with the
-// ranks' workers stacked. A path ending in .svg, which the chart would
+// it) with one process per rank, one thread per worker, the rank's
+// transfers on threads "transfers", "transfers 2"... (as many as
+// transfers overlap: the format forbids overlapping slices on one
+// thread, and a receive is posted long before its data come), and a flow
+// arrow from each send to its receive; and a Gantt chart SVG beside it
+// (the extension replaced by .svg) with each rank's workers, then its
+// receives and its sends on rows of their own, rank after rank. A path ending in .svg, which the chart would
 // overwrite, is refused on every rank (comm.ErrInvalidArg). The local schedulers must record tasks
 // (scheduler.WithStats): if one does not, every rank returns an error
 // naming the ranks that do not, and nothing is written. It is collective:
@@ -152,52 +156,115 @@ func zero(all []rankTrace) int64 {
 	return z
 }
 
-// netThread is the thread id of a rank's transfers in the merged trace;
-// copyThread+i that of its devices' link i (links).
-const (
-	netThread  = 1 << 20
-	copyThread = netThread + 1
-)
+// netThread is the thread id of a rank's first transfer track in the
+// merged trace; its other transfer tracks, then its devices' links'
+// tracks, take the ids after it.
+const netThread = 1 << 20
 
 type chromeEvent = chrometrace.Event
+
+// lanes assigns each of the intervals [start[i], end[i]) a lane, from 0,
+// so that the intervals of a lane do not overlap (one may start where
+// another ends), in as few lanes as the most intervals open at once; it
+// returns the lanes and their count. The trace format requires complete
+// events of one thread to nest, and Perfetto drops or misdraws those
+// that overlap: a rank's transfers overlap (receives are posted early,
+// sends run while they wait), so each lane is a thread of its own.
+func lanes(n int, span func(i int) (start, end int64)) (lane []int, count int) {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		sa, ea := span(a)
+		sb, eb := span(b)
+		if sa != sb {
+			return cmp.Compare(sa, sb)
+		}
+		return cmp.Compare(ea, eb)
+	})
+	lane = make([]int, n)
+	var ends []int64 // each lane's last end
+	for _, i := range order {
+		start, end := span(i)
+		l := slices.IndexFunc(ends, func(e int64) bool { return e <= start })
+		if l < 0 {
+			l = len(ends)
+			ends = append(ends, 0)
+		}
+		ends[l] = end
+		lane[i] = l
+	}
+	return lane, len(ends)
+}
+
+// laneName names lane l of a track called name: name itself, then
+// "name 2", "name 3"...
+func laneName(name string, l int) string {
+	if l == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s %d", name, l+1)
+}
 
 func writeMergedTrace(out io.Writer, all []rankTrace) error {
 	z := zero(all)
 	at := func(r rankTrace, t int64) float64 { return float64(r.Epoch-z+t) / 1e3 } // µs
 	var evs []chromeEvent
 	type end struct {
-		rank int
-		ts   float64
+		rank, tid int
+		ts        float64
 	}
 	sends := map[uint64]end{}
+	recvTid := map[int]map[uint64]int{} // rank -> transfer -> its receive's thread
 	for _, r := range all {
 		evs = append(evs, chrometrace.ProcessName(r.Rank, fmt.Sprintf("rank %d", r.Rank)))
 		for i, w := range r.Workers {
 			evs = append(evs, chrometrace.ThreadName(r.Rank, i, w))
 		}
-		evs = append(evs, chrometrace.ThreadName(r.Rank, netThread, "transfers"))
-		links := r.links()
-		for i, l := range links {
-			evs = append(evs, chrometrace.ThreadName(r.Rank, copyThread+i, l))
+		tid := netThread
+		xl, nx := lanes(len(r.Xfers), func(i int) (int64, int64) { return r.Xfers[i].Start, r.Xfers[i].End })
+		for l := range max(nx, 1) {
+			evs = append(evs, chrometrace.ThreadName(r.Rank, tid+l, laneName("transfers", l)))
 		}
-		for _, c := range r.Copies {
-			evs = append(evs, chromeEvent{Name: c.Kind, Cat: "copy", Ph: "X", Ts: at(r, c.Start), Dur: float64(c.End-c.Start) / 1e3,
-				Pid: r.Rank, Tid: copyThread + slices.Index(links, c.Link), Args: map[string]any{"handle": c.Handle, "bytes": c.Bytes}})
+		xferTid := tid
+		tid += max(nx, 1)
+		for _, link := range r.links() {
+			var on []int // r.Copies' indexes on link
+			for i, c := range r.Copies {
+				if c.Link == link {
+					on = append(on, i)
+				}
+			}
+			cl, nc := lanes(len(on), func(i int) (int64, int64) { return r.Copies[on[i]].Start, r.Copies[on[i]].End })
+			for l := range nc {
+				evs = append(evs, chrometrace.ThreadName(r.Rank, tid+l, laneName(link, l)))
+			}
+			for k, i := range on {
+				c := r.Copies[i]
+				evs = append(evs, chromeEvent{Name: c.Kind, Cat: "copy", Ph: "X", Ts: at(r, c.Start), Dur: float64(c.End-c.Start) / 1e3,
+					Pid: r.Rank, Tid: tid + cl[k], Args: map[string]any{"handle": c.Handle, "bytes": c.Bytes}})
+			}
+			tid += nc
 		}
 		for _, t := range r.Tasks {
 			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker})
 		}
-		for _, x := range r.Xfers {
+		recvTid[r.Rank] = map[uint64]int{}
+		for i, x := range r.Xfers {
 			name := fmt.Sprintf("recv %s from %d", x.Handle, x.Peer)
 			if x.Send {
 				name = fmt.Sprintf("send %s to %d", x.Handle, x.Peer)
-				sends[x.ID] = end{r.Rank, at(r, x.Start)}
+				sends[x.ID] = end{r.Rank, xferTid + xl[i], at(r, x.Start)}
+			} else {
+				recvTid[r.Rank][x.ID] = xferTid + xl[i]
 			}
 			evs = append(evs, chromeEvent{Name: name, Cat: "transfer", Ph: "X", Ts: at(r, x.Start), Dur: float64(x.End-x.Start) / 1e3,
-				Pid: r.Rank, Tid: netThread, Args: map[string]any{"transfer": x.ID}})
+				Pid: r.Rank, Tid: xferTid + xl[i], Args: map[string]any{"transfer": x.ID}})
 		}
 	}
-	// A flow arrow from each send's start to its receive's end.
+	// A flow arrow from each send's start to its receive's end, each on
+	// the thread of its transfer's slice.
 	for _, r := range all {
 		for _, x := range r.Xfers {
 			s, ok := sends[x.ID]
@@ -205,8 +272,8 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 				continue
 			}
 			evs = append(evs,
-				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "s", Ts: s.ts, Pid: s.rank, Tid: netThread, ID: x.ID + 1},
-				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, x.End), Pid: r.Rank, Tid: netThread, ID: x.ID + 1})
+				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "s", Ts: s.ts, Pid: s.rank, Tid: s.tid, ID: x.ID + 1},
+				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, x.End), Pid: r.Rank, Tid: recvTid[r.Rank][x.ID], ID: x.ID + 1})
 		}
 	}
 	tw := chrometrace.NewWriter(out)
@@ -218,9 +285,16 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 	return tw.Close()
 }
 
-// writeMergedGantt draws every rank's workers, then its transfers, as rows,
-// rank after rank.
+// writeMergedGantt draws every rank's workers, then its receives, its
+// sends and its devices' links, as rows, rank after rank.
 func writeMergedGantt(out io.Writer, all []rankTrace) error {
+	if err := gantt.Write(out, mergedGantt(all)); err != nil {
+		return fmt.Errorf("dist: writing the Gantt chart: %w", err)
+	}
+	return nil
+}
+
+func mergedGantt(all []rankTrace) gantt.Chart {
 	z := zero(all)
 	var c gantt.Chart
 	id := uint64(0)
@@ -229,15 +303,26 @@ func writeMergedGantt(out io.Writer, all []rankTrace) error {
 		for _, w := range r.Workers {
 			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d %s", r.Rank, w)})
 		}
-		net := len(c.Rows)
-		c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d transfers", r.Rank), Track: true})
+		// Receives and sends on rows of their own: a receive is posted
+		// early and pending long, and would hide the sends the rank
+		// makes meanwhile. A rank without either has no such row.
+		recvRow, sendRow := -1, -1
+		if slices.ContainsFunc(r.Xfers, func(x xferRecord) bool { return !x.Send }) {
+			recvRow = len(c.Rows)
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d receives", r.Rank), Track: true})
+		}
+		if slices.ContainsFunc(r.Xfers, func(x xferRecord) bool { return x.Send }) {
+			sendRow = len(c.Rows)
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d sends", r.Rank), Track: true})
+		}
+		linkRow := len(c.Rows)
 		links := r.links()
 		for _, l := range links {
 			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d %s", r.Rank, l), Track: true})
 		}
 		for _, x := range r.Copies {
 			id++
-			c.Bars = append(c.Bars, gantt.Bar{Row: net + 1 + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
+			c.Bars = append(c.Bars, gantt.Bar{Row: linkRow + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
 		for _, t := range r.Tasks {
@@ -247,16 +332,13 @@ func writeMergedGantt(out io.Writer, all []rankTrace) error {
 		}
 		for _, x := range r.Xfers {
 			id++
-			name := "recv"
+			name, row := "recv", recvRow
 			if x.Send {
-				name = "send"
+				name, row = "send", sendRow
 			}
-			c.Bars = append(c.Bars, gantt.Bar{Row: net, ID: id, Name: name,
+			c.Bars = append(c.Bars, gantt.Bar{Row: row, ID: id, Name: name,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
 	}
-	if err := gantt.Write(out, c); err != nil {
-		return fmt.Errorf("dist: writing the Gantt chart: %w", err)
-	}
-	return nil
+	return c
 }

@@ -1,0 +1,118 @@
+package dist
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// overlappingTransfers is two ranks' trace where rank 0 has two receives
+// posted at once that end in the order they started (partly overlapping,
+// as receives posted early for tiles produced later do) and sends one
+// tile to rank 1 while they are pending.
+func overlappingTransfers() []rankTrace {
+	return []rankTrace{
+		{Rank: 0, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{{Name: "gemm", Worker: 0, Start: 0, End: 500}},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(1,0)"`, Peer: 1, Start: 0, End: 300},
+				{ID: 2, Handle: `"A(1,1)"`, Peer: 1, Start: 100, End: 400},
+				{ID: 3, Handle: `"A(0,0)"`, Peer: 1, Send: true, Start: 150, End: 200},
+			}},
+		{Rank: 1, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{{Name: "trsm", Worker: 0, Start: 0, End: 250}},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(1,0)"`, Peer: 0, Send: true, Start: 260, End: 290},
+				{ID: 2, Handle: `"A(1,1)"`, Peer: 0, Send: true, Start: 350, End: 390},
+				{ID: 3, Handle: `"A(0,0)"`, Peer: 0, Start: 20, End: 210},
+			}},
+	}
+}
+
+// Perfetto drops or misdraws complete ("X") events of one thread that
+// overlap without nesting (the JSON trace format forbids them), so the
+// merged trace puts a rank's transfers that overlap on threads of their
+// own, and every flow arrow starts and ends on a slice of its thread.
+func TestMergedTraceTransfersDoNotOverlap(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, writeMergedTrace(&buf, overlappingTransfers()))
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Ts   float64        `json:"ts"`
+			Dur  float64        `json:"dur"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &tr))
+	type thread struct{ pid, tid int }
+	type span struct {
+		name       string
+		start, end float64
+	}
+	slices := map[thread][]span{}
+	names := map[thread]string{}
+	transfers := 0
+	for _, e := range tr.TraceEvents {
+		th := thread{e.Pid, e.Tid}
+		switch e.Ph {
+		case "X":
+			for _, o := range slices[th] {
+				assert.False(t, e.Ts < o.end && o.start < e.Ts+e.Dur,
+					"rank %d thread %q: %q [%g, %g] overlaps %q [%g, %g]", e.Pid, names[th], e.Name, e.Ts, e.Ts+e.Dur, o.name, o.start, o.end)
+			}
+			slices[th] = append(slices[th], span{e.Name, e.Ts, e.Ts + e.Dur})
+			if _, ok := e.Args["transfer"]; ok {
+				transfers++
+			}
+		case "M":
+			if e.Name == "thread_name" {
+				names[th] = fmt.Sprint(e.Args["name"])
+			}
+		}
+	}
+	assert.Equal(t, 6, transfers, "every transfer, once on each end")
+	flows := 0
+	for _, e := range tr.TraceEvents {
+		if e.Ph != "s" && e.Ph != "f" {
+			continue
+		}
+		flows++
+		th := thread{e.Pid, e.Tid}
+		on := false
+		for _, s := range slices[th] {
+			on = on || (s.start <= e.Ts && e.Ts <= s.end)
+		}
+		assert.True(t, on, "flow %q at %g on rank %d thread %d (%q) has no slice of its thread there", e.Ph, e.Ts, e.Pid, e.Tid, names[th])
+		assert.NotEmpty(t, names[th], "flow %q on rank %d: thread %d has no name", e.Ph, e.Pid, e.Tid)
+	}
+	assert.Equal(t, 6, flows, "an arrow per message")
+}
+
+// In the Gantt chart a rank's sends are not drawn over by its receives
+// (nor the other way round): bars of different kinds never share a row
+// where they overlap, so each send a rank made while receives were
+// pending is visible.
+func TestMergedGanttShowsSendsUnderPendingReceives(t *testing.T) {
+	c := mergedGantt(overlappingTransfers())
+	for i, a := range c.Bars {
+		for _, b := range c.Bars[i+1:] {
+			if a.Row == b.Row && a.Name != b.Name {
+				assert.False(t, a.Start < b.End && b.Start < a.End, "row %q: %s [%v, %v] and %s [%v, %v] overlap",
+					c.Rows[a.Row].Label, a.Name, a.Start, a.End, b.Name, b.Start, b.End)
+			}
+		}
+	}
+	var labels []string
+	for _, r := range c.Rows {
+		labels = append(labels, r.Label)
+	}
+	assert.Equal(t, []string{"rank 0 cpu0", "rank 0 receives", "rank 0 sends", "rank 1 cpu0", "rank 1 receives", "rank 1 sends"}, labels)
+}
