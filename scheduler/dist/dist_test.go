@@ -1538,3 +1538,41 @@ func TestStallNamesTheRunningTask(t *testing.T) {
 		}
 	}
 }
+
+// A team task (scheduler.WithTeam) is drawn on every member's worker in
+// the merged trace and chart, as the local scheduler's own trace draws
+// it, not on its first member only, which would show the others idle.
+func TestMergedTraceTeamTask(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trace.json")
+	team := &scheduler.Codelet{Name: "team", Parallel: scheduler.SPMD, CPU: func(c *scheduler.Call) error { return nil }}
+	opts := []scheduler.Option{scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""), scheduler.WithStats(true)}
+	require.NoError(t, runRanksWith(t, 2, opts, func(ctx context.Context, d *dist.Scheduler) error {
+		var mine []float64
+		if d.Rank() == 1 {
+			mine = make([]float64, 4)
+		}
+		h, err := dist.Register(d, 1, mine, 2, 2)
+		if err != nil {
+			return err
+		}
+		if err := d.Submit(ctx, team, dist.RW(h), dist.With(scheduler.WithTeam(2))); err != nil {
+			return err
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		return d.WriteTraceFiles(ctx, path, 0)
+	}))
+	workers := map[int]bool{}
+	for _, e := range readTrace(t, path) {
+		if e.Ph == "X" && e.Name == "team" {
+			assert.Equal(t, 1, e.Pid, "the task ran on rank 1")
+			workers[e.Tid] = true
+		}
+	}
+	assert.Equal(t, map[int]bool{0: true, 1: true}, workers, "a slice on each member's thread")
+	svg, err := os.ReadFile(filepath.Join(dir, "trace.svg"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(svg), "team: 1 run (2 workers)"), "the legend counts the team task once, with its team")
+}

@@ -77,6 +77,7 @@ func (r rankTrace) links() []string {
 type taskRecord struct {
 	Name   string `json:"name"`
 	Worker int    `json:"worker"`
+	Team   uint64 `json:"team"` // the task's number in the rank's trace: a team task's records share it
 	Start  int64  `json:"start"`
 	End    int64  `json:"end"`
 }
@@ -126,7 +127,11 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 		if len(t.Workers) == 0 {
 			continue
 		}
-		mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: t.Workers[0], Start: int64(t.Start), End: int64(t.End)})
+		// A team task on each member's worker (over the team's span),
+		// as one task: Team numbers it among the rank's tasks.
+		for _, w := range t.Workers {
+			mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: w, Team: t.ID, Start: int64(t.Start), End: int64(t.End)})
+		}
 	}
 	d.trace.mu.Lock()
 	mine.Xfers = append([]xferRecord(nil), d.trace.xfers...)
@@ -325,9 +330,15 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 			c.Bars = append(c.Bars, gantt.Bar{Row: linkRow + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
+		team := map[uint64]uint64{} // a task's number in r's trace -> its bars' ID
 		for _, t := range r.Tasks {
-			id++
-			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: id, Name: t.Name,
+			tid, ok := team[t.Team]
+			if !ok {
+				id++
+				tid = id
+				team[t.Team] = id
+			}
+			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: tid, Name: t.Name,
 				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End)})
 		}
 		for _, x := range r.Xfers {
