@@ -442,6 +442,28 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 				_, err := d.Isend(comm.Buf{Type: comm.Int32, Bytes: make([]byte, 5)}, 0, 0)
 				return err
 			},
+			// An invalid datatype is an *ArgError on every backend (comm/mpi
+			// returned a plain error wrapping ErrInvalidArg for these).
+			"Recv of an invalid datatype": func() error {
+				_, err := d.Recv(ctx, comm.Invalid, 0, 0, func(int) ([]byte, error) { return nil, nil })
+				return err
+			},
+			"Iprobe of an invalid datatype": func() error {
+				_, _, err := d.Iprobe(comm.Invalid, comm.AnySource, comm.AnyTag)
+				return err
+			},
+			"Probe of an invalid datatype": func() error {
+				_, err := d.Probe(ctx, comm.Datatype(99), 0, 0)
+				return err
+			},
+			"Improbe of an invalid datatype": func() error {
+				_, err := d.Improbe(comm.Invalid, comm.AnySource, 0)
+				return err
+			},
+			"Mprobe of an invalid datatype": func() error {
+				_, err := d.Mprobe(ctx, comm.Invalid, 0, comm.AnyTag)
+				return err
+			},
 		}); err != nil {
 			return err
 		}

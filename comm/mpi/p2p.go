@@ -218,8 +218,8 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 	if err := c.usable("Recv"); err != nil {
 		return comm.Status{}, err
 	}
-	if !dt.Valid() {
-		return comm.Status{}, c.p2pErr("Recv", recvFrom(source, tag), fmt.Errorf("invalid datatype %v: %w", dt, comm.ErrInvalidArg))
+	if err := comm.CheckBuf("Recv", c.rank, comm.Buf{Type: dt}); err != nil {
+		return comm.Status{}, err // a *comm.ArgError, as on comm/local
 	}
 	if err := c.checkP2P("Recv", source, tag, true); err != nil {
 		return comm.Status{}, err

@@ -19,8 +19,8 @@ func (c *Comm) checkProbe(call string, dt comm.Datatype, source, tag int) error 
 	if err := c.usable(call); err != nil {
 		return err
 	}
-	if !dt.Valid() {
-		return c.p2pErr(call, recvFrom(source, tag), fmt.Errorf("invalid datatype %v: %w", dt, comm.ErrInvalidArg))
+	if err := comm.CheckBuf(call, c.rank, comm.Buf{Type: dt}); err != nil {
+		return err // a *comm.ArgError, as on comm/local
 	}
 	return c.checkP2P(call, source, tag, true)
 }
