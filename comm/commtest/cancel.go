@@ -16,6 +16,7 @@ func cancelCases() []Case {
 		{"Cancel/WhileWaiting", cancelWhileWaitingCase},
 		{"Cancel/Persistent", cancelPersistentCase},
 		{"Cancel/ContextCause", cancelContextCauseCase},
+		{"Cancel/SendDoneContext", sendDoneContextCase},
 	}
 }
 
@@ -49,6 +50,56 @@ func cancelContextCauseCase(ctx context.Context, c comm.Comm) error {
 		return fmt.Errorf("Wait after the send: %w", err)
 	}
 	return sameSlice("the receive completed after the canceled Wait", got, []float64{1, 2, float64(prev)})
+}
+
+// sendDoneContextCase sends (Send, Ssend; small and large) with a
+// context that has ended before the call: every backend returns an error
+// wrapping the context's (and its cause) and sends nothing, so that the
+// message sent next on the same tag, with a live context, is the first the
+// receiver gets. (comm/local sent a small Send whatever its context, where
+// comm/mpi refused it.)
+func sendDoneContextCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag = 36
+	stop := errors.New("user pressed stop")
+	cctx, cancel := context.WithCancelCause(ctx)
+	cancel(stop)
+	for _, count := range cancelCounts {
+		for _, call := range []struct {
+			name string
+			send func(ctx context.Context, buf []float64) error
+		}{
+			{"Send", func(ctx context.Context, buf []float64) error { return comm.Send(ctx, c, buf, next, tag) }},
+			{"Ssend", func(ctx context.Context, buf []float64) error { return comm.Ssend(ctx, c, buf, next, tag) }},
+		} {
+			what := fmt.Sprintf("%s of %d float64 with a done context", call.name, count)
+			stale := make([]float64, count)
+			for i := range stale {
+				stale[i] = -1
+			}
+			if err := call.send(cctx, stale); !errors.Is(err, context.Canceled) || !errors.Is(err, stop) {
+				return fmt.Errorf("%s: %v; want an error wrapping context.Canceled and the cause", what, err)
+			}
+			got := make([]float64, count)
+			r, err := comm.Irecv(c, got, prev, tag)
+			if err != nil {
+				return fmt.Errorf("%s: Irecv: %w", what, err)
+			}
+			fresh := make([]float64, count)
+			fresh[0], fresh[count-1] = float64(me), 1
+			if err := comm.Send(ctx, c, fresh, next, tag); err != nil {
+				return fmt.Errorf("%s: Send after it: %w", what, err)
+			}
+			if _, err := r.Wait(ctx); err != nil {
+				return fmt.Errorf("%s: the receive after it: %w", what, err)
+			}
+			if got[0] != float64(prev) || got[count-1] != 1 {
+				return fmt.Errorf("%s: received %v ... %v first, want the message sent after it (%v ... 1): the send was delivered", what, got[0], got[count-1], prev)
+			}
+		}
+	}
+	return nil
 }
 
 // cancelCounts are the message lengths (float64s) of the cancel cases:

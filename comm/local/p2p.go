@@ -287,6 +287,12 @@ func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, ta
 	if err := c.checkSend(call, buf, dest, tag); err != nil {
 		return err
 	}
+	if ctx.Err() != nil {
+		// A context that ended before the call sends nothing, also a
+		// message that would be buffered, as under comm/mpi, which does
+		// not post it.
+		return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, c.rank, dest, tag, ctxerr.Of(ctx, comm.ErrBroken))
+	}
 	return c.awaitTaken(ctx, call, c.startMode(buf, dest, tag, sync), dest)
 }
 
