@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -380,4 +383,116 @@ func TestSTMAnalyzeBadInput(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "this is a schedule (YAML), not a run record: run it first (pzrun stm run SCHEDULE.yaml -o RUN.json")
 	assert.NotContains(t, errs, "invalid character")
+}
+
+// benchClientPid returns the pid of stm bench's client process name, a
+// child of pid.
+func benchClientPid(t *testing.T, pid int, name string) int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	require.NoError(t, err)
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			cmdline, _ := os.ReadFile("/proc/" + c + "/cmdline")
+			args := strings.Split(string(cmdline), "\x00")
+			if slices.Contains(args, "client") && slices.Contains(args, name) {
+				n, err := strconv.Atoi(c)
+				require.NoError(t, err)
+				return n
+			}
+		}
+	}
+	t.Fatalf("no client process %s among pzrun's children", name)
+	return 0
+}
+
+// A Ctrl-C (SIGINT to pzrun's process group) of pzrun stm bench while a
+// client lags far behind the plan (here stopped with SIGSTOP, as an
+// overloaded machine would hold it) ends the run within about a period
+// of that client's position once it runs again: it abandons its backlog
+// instead of running every period up to the master's boundary (which
+// took it past the liveness bound under go test -race, and the master
+// blamed it). pzrun exits 130, no client is blamed, and the record says
+// the interrupt and shows the lagging client's last period, far before
+// the others'. A light schedule: 2 clients, the second's runnables
+// waiting for the first's, so that the first runs ahead.
+func TestSTMBenchSIGINTWhileAClientLags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pzrun")
+	}
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("needs /proc to find the client processes")
+	}
+	bin := buildPzrun(t)
+	runPath := filepath.Join(t.TempDir(), "run.json")
+	cmd := exec.Command(bin, "stm", "bench", "-frames", "1000000", "-period", "2ms", "-clients", "2", "-per-client", "2",
+		"-load", "0.05", "-spin", "0s", "-liveness", "10m", "-o", runPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as a shell's job
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	pipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	var errb lines
+	stderrLines := make(chan string, 1024)
+	go func() {
+		defer close(stderrLines)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			errb.add(sc.Text())
+			select {
+			case stderrLines <- sc.Text():
+			default: // nobody waits for it
+			}
+		}
+	}()
+	// waitLine returns the first line of pzrun's stderr from now on that
+	// starts with prefix.
+	waitLine := func(prefix string) string {
+		t.Helper()
+		for l := range stderrLines {
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		t.Fatalf("pzrun ended before saying %q: %s", prefix, errb.String())
+		return ""
+	}
+	waitLine("master: every client is in")
+	lagging := benchClientPid(t, cmd.Process.Pid, "c1")
+	require.NoError(t, syscall.Kill(lagging, syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(lagging, syscall.SIGCONT) })
+	// The master's progress line, 5 s in: c0 has run as many periods.
+	var at int
+	_, err = fmt.Sscanf(waitLine("master: period "), "master: period %d", &at)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	waitLine("master: stopping")
+	require.NoError(t, syscall.Kill(lagging, syscall.SIGCONT))
+	for range stderrLines { // the rest of its stderr, then its status
+	}
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee, errb.String())
+	assert.Equal(t, 130, ee.ExitCode(), errb.String())
+	assert.NotRegexp(t, `client c\d: |disconnected|stopped answering`, errb.String(), "no client is blamed")
+	assert.Contains(t, stdout.String(), "start jitter p50 ")
+	f, err := os.Open(runPath)
+	require.NoError(t, err)
+	defer f.Close()
+	run, err := static.ReadRun(f)
+	require.NoError(t, err)
+	assert.Equal(t, "the master was stopped (pzrun: interrupt received)", run.Stopped)
+	for _, rr := range run.Runnables {
+		last := int64(-1) // c1 may have been stopped before its first period
+		if len(rr.Seq) > 0 {
+			last = rr.Seq[len(rr.Seq)-1]
+		}
+		if rr.Client == "c1" {
+			assert.Less(t, last, int64(at/2), "%s: the lagging client abandoned its backlog (the master was at period %d)", rr.Name, at)
+		} else {
+			assert.GreaterOrEqual(t, last, int64(at), "%s ran ahead", rr.Name)
+		}
+	}
 }

@@ -176,6 +176,25 @@ func (b *board) finish(runnable int, seq int64, skipped bool) {
 	b.store(b.doneWord(runnable), v)
 }
 
+// abandon publishes that runnable gives up its frames from to to (to >=
+// from), none of them run: a stop came while its client was behind the
+// plan (executor.abandon). They read as ended and skipped, so that what
+// waits for one of them goes on. Only the runnable's resource thread
+// writes, as for finish.
+func (b *board) abandon(runnable int, from, to int64) {
+	h := b.skipBase + runnable
+	m := b.load(h)
+	if to-from >= 63 {
+		m = ^uint64(0)
+	} else {
+		for s := from; s <= to; s++ {
+			m |= skipBit(s)
+		}
+	}
+	b.store(h, m)
+	b.store(b.doneWord(runnable), uint64(to+1)<<1|skippedBit)
+}
+
 // frameDone reports whether runnable has ended frame seq and, if so,
 // whether it skipped it: from the done word when that is frame seq's,
 // else from the skip history (or, a dependent more than skipWindow

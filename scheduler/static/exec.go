@@ -173,6 +173,10 @@ type pending struct {
 	// deferred: the submittee has dependencies of its own, so the stream's
 	// thread waits for them and then enqueues it, not the submitter.
 	deferred bool
+	// abandoned: frames from to seq are given up after a stop
+	// (executor.abandon): published, not run nor recorded.
+	abandoned bool
+	from      int64
 }
 
 // newExecutor prepares a client's runnables; fns and streams are what
@@ -421,6 +425,12 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 	period := int64(t.period)
 	for k := int64(0); e.frames == 0 || k < e.frames; k++ {
 		pstart := t0 + k*period
+		if st := b.stopTime(); st != 0 && pstart < st && e.clk.now()-pstart >= period {
+			// A stop came while this thread was a period or more behind
+			// the plan: it leaves its backlog rather than run it.
+			e.abandon(ctx, t, k, st)
+			return
+		}
 		for i := range t.items {
 			it := &t.items[i]
 			planned := pstart + int64(it.offset)
@@ -437,6 +447,49 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 		}
 		if t.gcSampler {
 			e.samplePeriod(k)
+		}
+	}
+}
+
+// abandon ends a CPU thread's loop at the boundary of period k, which it
+// reached a period or more behind the plan after a stop was asked for at
+// st: rather than run the periods from k to the stop's boundary (the
+// first period starting at or after st, or the frame limit), whose
+// bodies an overloaded client could not run before the liveness bound,
+// it runs none of them and publishes its runnables' frames of those
+// periods as ended and skipped (board.abandon), so that the runnables
+// of other threads and clients waiting for them go on; the record keeps
+// the frames run, up to period k-1. Each runnable publishes once its
+// dependencies have published its last frame (in the items' order,
+// which follows the dependencies), so that a frame reads as ended only
+// when what it depends on has ended, as in the loop; its submittees are
+// handed to their streams' threads, which publish them the same way.
+func (e *executor) abandon(ctx context.Context, t *cpuThread, k, st int64) {
+	b := e.b
+	last := (st - b.t0() + int64(t.period) - 1) / int64(t.period) // the stop's boundary
+	if e.frames > 0 {
+		last = min(last, e.frames)
+	}
+	last-- // the last period the master's stop runs
+	if last < k {
+		return
+	}
+	seen := map[*execRunnable]bool{}
+	for i := range t.items {
+		x := t.items[i].r
+		if seen[x] {
+			continue // a runnable of an epoch of several frames
+		}
+		seen[x] = true
+		from := k*x.periodFrames + x.frameBase
+		to := last*x.periodFrames + x.frameBase + x.epochFrames - 1
+		if _, ok := e.waitDeps(ctx, x, to); !ok {
+			return // aborted
+		}
+		b.abandon(x.idx, from, to)
+		for _, s := range x.submittees {
+			s.submitted.Store(to)
+			s.stream.send(ctx, pending{r: s, seq: to, from: from, abandoned: true})
 		}
 	}
 }
@@ -707,6 +760,13 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 	var prevEnd int64
 	for p := range st.ch {
 		x := p.r
+		if p.abandoned {
+			if _, ok := e.waitDeps(ctx, x, p.seq); !ok {
+				return // aborted
+			}
+			e.b.abandon(x.idx, p.from, p.seq)
+			continue
+		}
 		if p.skipped {
 			x.rec.add(p.seq, p.planned, p.deadline, p.start, p.start, FlagSkipped, 0, 0)
 			e.b.finish(x.idx, p.seq, true)

@@ -684,6 +684,13 @@ func (m *Master) behind(all []PlacedRunnable) string {
 			continue
 		}
 		due := satAdd(satAdd(pstart, int64(ep.Offset)), satAdd(satMul(f, int64(ep.Period)), int64(r.Deadline())))
+		if stop != 0 {
+			// After a stop, a client behind the plan ends the period
+			// it is in and abandons the rest (executor.abandon): the
+			// bound counts from the stop, not from a deadline that
+			// had passed before it.
+			due = max(due, stop)
+		}
 		if late := now - due; late > int64(m.opts.liveness) {
 			life := "it never started a runnable"
 			if hb := int64(m.b.load(m.b.heartbeatWord(slices.Index(m.plan.Clients, r.Client)))); hb != 0 {

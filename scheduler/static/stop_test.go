@@ -1,0 +1,161 @@
+package static
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lagPlans have a client (fast) that runs ahead on its own core while
+// another (slow) lags, and a third (after) whose runnable waits for
+// slow's: its CPU runnable, or the GPU runnable that it submits.
+var lagPlans = map[string]string{
+	"cpu": `
+hyperepochs:
+  - {name: main, period: 2ms, resources: [cpu0, cpu1], epochs: [{name: frame}]}
+clients: [fast, slow, after]
+runnables:
+  - {name: tick, client: fast, resource: cpu0, wcet: 200us}
+  - {name: lag, client: slow, resource: cpu1, wcet: 200us}
+  - {name: next, client: after, resource: cpu1, wcet: 200us, deps: [lag]}
+`,
+	"gpu": `
+hyperepochs:
+  - {name: main, period: 2ms, resources: [cpu0, cpu1, gpu0.stream0], epochs: [{name: frame}]}
+clients: [fast, slow, after]
+runnables:
+  - {name: tick, client: fast, resource: cpu0, wcet: 200us}
+  - {name: lag, client: slow, resource: cpu1, wcet: 200us}
+  - {name: kernel, client: slow, resource: gpu0.stream0, wcet: 200us, submitter: lag}
+  - {name: next, client: after, resource: cpu1, wcet: 200us, deps: [kernel]}
+`,
+}
+
+// lagFrame is the frame in which lag's body blocks until the test lets
+// it go; aheadFrame the frame tick reaches before the test stops the run.
+const (
+	lagFrame   = 2
+	aheadFrame = 40
+)
+
+// A stop (here pzrun's SIGINT: its context's end, with the signal as the
+// cause) that comes while a client lags far behind the plan ends the run
+// within about a period of that client's position, not after its whole
+// backlog: the lagging client finishes the period it is in and abandons
+// the periods it has not begun, and so does the client waiting for it.
+// The run reports the interrupt, not a liveness failure blaming the
+// lagging client (CI failure of TestSTMBenchSIGINTToTheGroup under -race:
+// the lagging client had to run every period up to the master's
+// boundary, and the master aborted the run when it fell past the
+// liveness bound).
+func TestStopAbandonsTheBacklog(t *testing.T) {
+	for _, kind := range []string{"cpu", "gpu"} {
+		t.Run(kind, func(t *testing.T) { stopWhileLagging(t, compileString(t, lagPlans[kind])) })
+	}
+}
+
+func stopWhileLagging(t *testing.T, plan *Plan) {
+	blocked := make(chan struct{})    // lag's body is in lagFrame
+	ahead := make(chan struct{})      // tick has reached aheadFrame
+	release := make(chan struct{})    // lets lag's body return
+	never := make(chan struct{})      // a later frame of lag blocks on it
+	stopLogged := make(chan struct{}) // the master has asked for the stop
+	defer close(never)
+	var onceAhead, onceStop sync.Once
+	fast, _ := NewClient("fast")
+	fast.Runnable("tick", func(ctx context.Context) error {
+		if f, _ := Frame(ctx); f >= aheadFrame {
+			onceAhead.Do(func() { close(ahead) })
+		}
+		return nil
+	})
+	slow, _ := NewClient("slow")
+	blockedAt := int64(-1) // the frame lag's body blocks in; written before blocked is closed
+	slow.Runnable("lag", func(ctx context.Context) error {
+		f, _ := Frame(ctx)
+		switch {
+		case f >= lagFrame && blockedAt < 0: // lagFrame, unless frameskip skipped it
+			blockedAt = f
+			close(blocked)
+			<-release // ignores ctx, as an overloaded body would
+		case f >= lagFrame:
+			// Running the backlog: a body this test never lets go of,
+			// until the run is aborted.
+			select {
+			case <-never:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	var lagging []string // the runnables of slow and after
+	for _, r := range plan.Runnables() {
+		if r.Client != "fast" {
+			lagging = append(lagging, r.Name)
+		}
+	}
+	if slices.Contains(lagging, "kernel") {
+		s := NewHostStream()
+		defer s.Close()
+		slow.Resource("gpu0.stream0", s)
+		slow.Runnable("kernel", func(context.Context) error {
+			s.Enqueue(func() {})
+			return nil
+		})
+	}
+	after, _ := NewClient("after")
+	after.Runnable("next", func(context.Context) error { return nil })
+
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	type result struct {
+		run *Run
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		run, err := RunLocal(ctx, plan, []*Client{fast, slow, after}, WithLiveness(3*time.Second), WithSignals(false),
+			WithLog(func(s string) {
+				if strings.HasPrefix(s, "master: stopping") {
+					onceStop.Do(func() { close(stopLogged) })
+				}
+			}))
+		done <- result{run, err}
+	}()
+	waitFor(t, blocked, "lag's body in frame 2")
+	waitFor(t, ahead, "tick to run ahead")
+	// What pzrun's signal handler does: end the context, the signal as
+	// the cause (stm run: RunLocal with WithSignals(false)).
+	interrupt(errors.New("pzrun: interrupt received"))
+	waitFor(t, stopLogged, "the master's stop")
+	close(release)
+	res := waitFor(t, done, "RunLocal's return")
+	require.NoError(t, res.err, "the stop ends the run, with no client blamed")
+	require.NotNil(t, res.run)
+	assert.Equal(t, "the master was stopped (pzrun: interrupt received)", res.run.Stopped)
+	runs := byName(res.run)
+	// The lagging client completed the period it was in and no other;
+	// the one waiting for it, the same; the one ahead, its own. Frames
+	// before may have been skipped after an overrun (frameskip), under
+	// the race detector.
+	for _, name := range lagging {
+		rr := runs[name]
+		require.NotEmpty(t, rr.Seq, name)
+		assert.Equal(t, blockedAt, rr.Seq[len(rr.Seq)-1], "%s's last period", name)
+		for i, s := range rr.Seq {
+			assert.EqualValues(t, i, s, "%s: every period up to its last, once", name)
+		}
+	}
+	assert.Zero(t, runs["lag"].Flags[blockedAt]&FlagSkipped, "lag ran the frame it blocked in")
+	tick := runs["tick"]
+	require.NotEmpty(t, tick.Seq)
+	assert.GreaterOrEqual(t, tick.Seq[len(tick.Seq)-1], int64(aheadFrame))
+	assert.Equal(t, int(tick.Seq[len(tick.Seq)-1])+1, res.run.Periods)
+}
