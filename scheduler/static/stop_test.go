@@ -159,3 +159,27 @@ func stopWhileLagging(t *testing.T, plan *Plan) {
 	assert.GreaterOrEqual(t, tick.Seq[len(tick.Seq)-1], int64(aheadFrame))
 	assert.Equal(t, int(tick.Seq[len(tick.Seq)-1])+1, res.run.Periods)
 }
+
+// Abandoned frames read as ended and skipped, whichever a dependent asks
+// about; a frame run before them still reads as run while the skip
+// history holds it.
+func TestBoardAbandon(t *testing.T) {
+	b := newBoard(2, 1)
+	b.finish(0, 9, false)
+	b.abandon(0, 10, 20)
+	for seq := int64(10); seq <= 20; seq++ {
+		done, skipped := b.frameDone(0, seq)
+		assert.True(t, done && skipped, "frame %d", seq)
+	}
+	done, skipped := b.frameDone(0, 9)
+	assert.True(t, done, "frame 9")
+	assert.False(t, skipped, "frame 9 ran")
+	done, _ = b.frameDone(0, 21)
+	assert.False(t, done, "frame 21 is past the abandoned ones")
+	// A backlog longer than the history: every bit set.
+	b.abandon(1, 0, 1000)
+	for _, seq := range []int64{0, 500, 990, 1000} {
+		done, skipped := b.frameDone(1, seq)
+		assert.True(t, done && skipped, "frame %d", seq)
+	}
+}
