@@ -80,7 +80,7 @@ func (s *Scheduler) wire(t *Task) int32 {
 		}
 	}
 	for _, g := range t.AfterTags {
-		if s.addTagDep(g, t) {
+		if g != 0 && s.addTagDep(g, t) { // tag 0: no tag
 			ws.edges++
 		}
 	}

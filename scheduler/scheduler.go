@@ -65,6 +65,9 @@ type Scheduler struct {
 	// early are the tasks named in After before their own submission,
 	// with how many tasks wait for each (for stuckError); tagMu.
 	early map[*Task]int
+	// tagsEnded: Close has ended the waits for tags no task carries
+	// (endStuckWaits); a later wait for one is ended at once; tagMu.
+	tagsEnded bool
 
 	regMu     sync.Mutex
 	reduxLive map[*Handle]struct{}

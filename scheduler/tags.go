@@ -66,7 +66,7 @@ func (s *Scheduler) checkTags(t *Task) error {
 	from := map[Tag]Tag{}
 	queue := make([]Tag, 0, len(t.AfterTags))
 	for _, g := range t.AfterTags {
-		if _, ok := from[g]; !ok {
+		if _, ok := from[g]; !ok && g != 0 {
 			from[g] = 0
 			queue = append(queue, g)
 		}
@@ -82,7 +82,7 @@ func (s *Scheduler) checkTags(t *Task) error {
 			continue
 		}
 		for _, n := range e.task.AfterTags {
-			if _, ok := from[n]; !ok {
+			if _, ok := from[n]; !ok && n != 0 {
 				from[n] = g
 				queue = append(queue, n)
 			}
@@ -168,14 +168,27 @@ func (s *Scheduler) tagDone(t *Task, err error, q []*Task) []*Task {
 	return q
 }
 
+// noTagCarrier is the error of a wait for tag g that Close ended.
+func noTagCarrier(g Tag) error {
+	return fmt.Errorf("%w: the scheduler closed, and no task carries tag %d", ErrNotSubmitted, g)
+}
+
 // WaitTag blocks until the tasks carrying the given tags have completed
 // (tags not yet submitted are waited for) or ctx ends, and returns their
-// errors joined.
+// errors joined. Tag 0 means no tag: there is nothing to wait for. Once
+// Close has started nothing can be submitted any more: a wait for a tag
+// that no task carries then ends with ErrNotSubmitted, naming the tag.
 func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 	var errs []error
 	for _, g := range tags {
+		if g == 0 {
+			continue
+		}
 		s.tagMu.Lock()
 		e := s.tagLocked(g)
+		if !e.done && e.task == nil && s.tagsEnded {
+			e.done, e.err = true, noTagCarrier(g)
+		}
 		if e.done {
 			if e.err != nil {
 				errs = append(errs, e.err)
@@ -314,16 +327,22 @@ func (s *Scheduler) endStuckWaits() {
 		}
 	}
 	s.tagMu.Lock()
+	s.tagsEnded = true
 	for g, e := range s.tags {
-		if e.task != nil || len(e.succs) == 0 {
+		if e.task != nil || e.done {
 			continue
 		}
-		err := fmt.Errorf("%w: the scheduler closed, and no task carries tag %d", ErrNotSubmitted, g)
+		// The tasks after the tag are canceled, and its WaitTag calls
+		// return.
+		err := noTagCarrier(g)
 		for _, st := range e.succs {
 			release(st, err)
 		}
 		e.succs = nil
 		e.done, e.err = true, err
+		if e.ch != nil {
+			close(e.ch)
+		}
 	}
 	var never []*Task
 	for p := range s.early {

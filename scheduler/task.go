@@ -209,7 +209,9 @@ func WithTag(t Tag) Arg { return Arg{kind: argTag, n: int(t)} }
 func After(tasks ...*Task) Arg { return Arg{kind: argAfter, tasks: tasks} }
 
 // AfterTags makes the task depend on the tasks with the given tags,
-// including tasks submitted later.
+// including tasks submitted later. Tag 0 means no tag and adds no
+// dependency, so that AfterTags(prev) works in a loop whose first task
+// has none (as After(nil) does).
 func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, v: tags} }
 
 // WithArg sets the task's argument, available to the implementation as
@@ -284,7 +286,7 @@ type Task struct {
 	Tag Tag
 	// After lists explicit predecessors.
 	After []*Task
-	// AfterTags lists predecessors by tag.
+	// AfterTags lists predecessors by tag (0 adds none).
 	AfterTags []Tag
 	// Callback runs after completion (see WithCallback).
 	Callback func(*Task)
