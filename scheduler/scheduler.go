@@ -323,10 +323,14 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 }
 
 // Wait blocks until the given tasks have completed or ctx ends, and
-// returns their errors joined.
+// returns their errors joined. Nil entries are ignored, as After ignores
+// them, so that Wait(ctx, last) works for a loop that submitted none.
 func (s *Scheduler) Wait(ctx context.Context, tasks ...*Task) error {
 	var errs []error
 	for _, t := range tasks {
+		if t == nil {
+			continue
+		}
 		if err := t.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return err
