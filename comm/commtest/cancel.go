@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -17,6 +18,7 @@ func cancelCases() []Case {
 		{"Cancel/Persistent", cancelPersistentCase},
 		{"Cancel/ContextCause", cancelContextCauseCase},
 		{"Cancel/SendDoneContext", sendDoneContextCase},
+		{"Cancel/ErrorNames", cancelErrorNamesCase},
 	}
 }
 
@@ -100,6 +102,87 @@ func sendDoneContextCase(ctx context.Context, c comm.Comm) error {
 		}
 	}
 	return nil
+}
+
+// cancelErrorNamesCase checks that the errors of requests that end
+// without a message name the call that made the request, the rank, the
+// peer and the tag alike on every backend: a pending Irecv waited for
+// with a done context, a canceled Irecv and a canceled persistent receive
+// (RecvInit), the persistent receive pending when its communicator is
+// freed, and a Send whose context had ended.
+func cancelErrorNamesCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag = 37
+	from := fmt.Sprintf(" on rank %d from rank %d tag %d: ", me, prev, tag)
+	named := func(what string, err error, want string) error {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("%s: %v; want an error that says %q", what, err, want)
+		}
+		return nil
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	cancel()
+	r, err := comm.Irecv(c, make([]float64, 1), prev, tag)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(dctx)
+	if err := named("Wait with a done context of an Irecv", err, "Irecv"+from); err != nil {
+		return err
+	}
+	if err := r.(comm.Canceler).Cancel(); err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx)
+	if err := named("a canceled Irecv", err, "Irecv"+from); err != nil {
+		return err
+	}
+	p, err := comm.RecvInit(c, make([]float64, 1), prev, tag)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if err := p.Cancel(); err != nil {
+		return err
+	}
+	_, err = p.Wait(ctx)
+	if err := named("a canceled persistent receive", err, "RecvInit"+from); err != nil {
+		return err
+	}
+	if err := p.Free(); err != nil {
+		return err
+	}
+	err = comm.Send(dctx, c, []float64{1}, next, tag)
+	if err := named("a Send with a done context", err, fmt.Sprintf("Send on rank %d to rank %d tag %d: ", me, next, tag)); err != nil {
+		return err
+	}
+	d, err := c.Dup(ctx)
+	if err != nil {
+		return err
+	}
+	p, err = comm.RecvInit(d, make([]float64, 1), prev, tag)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if err := d.Free(); err != nil {
+		return err
+	}
+	_, err = p.Wait(ctx)
+	if err := named("a persistent receive pending at Free", err, "RecvInit"+from); err != nil {
+		return err
+	}
+	if err := p.Free(); err != nil {
+		return err
+	}
+	// No rank returns while another's receive from it is pending (on
+	// comm/local that would fail the receive first, naming the rank).
+	return c.Barrier(ctx)
 }
 
 // cancelCounts are the message lengths (float64s) of the cancel cases:

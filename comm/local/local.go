@@ -362,7 +362,7 @@ func (g *group) sweepBox(j, i int, why string) {
 			if p.counted {
 				g.matched(p.src)
 			}
-			p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w", j, fromWhom(p.src, p.tag), err))
+			p.req.complete(comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", p.call, j, fromWhom(p.src, p.tag), err))
 			g.w.recyclePost(p)
 		}
 	}

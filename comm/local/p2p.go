@@ -325,7 +325,7 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 		return m.failed(call, c.rank, dest)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, c.rank, dest, ctxerr.Of(ctx, comm.ErrBroken))
+		return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, c.rank, dest, m.tag, ctxerr.Of(ctx, comm.ErrBroken))
 	}
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
@@ -339,7 +339,7 @@ func (m *message) failed(call string, rank, dest int) error {
 	if m.err == nil {
 		return nil
 	}
-	return fmt.Errorf("local: %s on rank %d to rank %d: %w", call, rank, dest, m.err)
+	return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, rank, dest, m.tag, m.err)
 }
 
 // Recv implements comm.Comm.
@@ -619,7 +619,9 @@ type request struct {
 	c    *rankComm
 	done <-chan struct{} // Isend: closed on completion; nil for an Irecv
 	m    *message        // Isend by reference: the message, whose err tells if it failed
-	peer int             // Isend: the destination, for errors
+	peer int             // the destination (a send) or source (a receive), for errors
+	tag  int             // the tag, for errors
+	call string          // the call that made it (Isend, SendInit, Irecv, RecvInit), for errors
 	fin  atomic.Bool     // Irecv: completed; st and err are set before
 	mu   sync.Mutex      // Irecv: guards ch against complete
 	ch   chan struct{}   // Irecv: made by Done, closed by complete
@@ -653,7 +655,7 @@ func (r *request) completed() bool {
 // have failed (its receiver left Run).
 func (r *request) result() (comm.Status, error) {
 	if r.m != nil && r.m.err != nil {
-		return comm.Status{}, r.m.failed("Isend", r.c.rank, r.peer)
+		return comm.Status{}, r.m.failed(r.call, r.c.rank, r.peer)
 	}
 	return r.st, r.err
 }
@@ -680,7 +682,15 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if r.completed() {
 		return r.result()
 	}
-	return comm.Status{}, fmt.Errorf("local: Wait on rank %d: %w", r.c.rank, cause)
+	return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: Wait: %w", r.call, r.c.rank, r.whom(), cause)
+}
+
+// whom names r's peer and tag in errors, as the call that made it does.
+func (r *request) whom() string {
+	if r.done == nil {
+		return fromWhom(r.peer, r.tag)
+	}
+	return fmt.Sprintf("to rank %d tag %d", r.peer, r.tag)
 }
 
 // Done implements comm.Notifier.
@@ -741,7 +751,7 @@ func (r *request) Cancel() error {
 	if p.counted {
 		r.c.g.unawait(p.src)
 	}
-	err := fmt.Errorf("local: Irecv on rank %d %s: %w", r.c.rank, fromWhom(p.src, p.tag), comm.ErrCanceled)
+	err := fmt.Errorf("local: %s on rank %d %s: %w", p.call, r.c.rank, fromWhom(p.src, p.tag), comm.ErrCanceled)
 	r.c.g.w.recyclePost(p) // taken out under the lock: no sender saw it
 	r.complete(comm.Status{}, err)
 	return nil
@@ -776,7 +786,7 @@ func (c *rankComm) endPending() {
 			p.handoff <- &g.w.freed // capacity 1 and p was posted once: never blocks
 			continue
 		}
-		p.req.complete(comm.Status{}, fmt.Errorf("local: Irecv on rank %d %s: %w before a message matched the receive", c.rank, fromWhom(p.src, p.tag), comm.ErrFreed))
+		p.req.complete(comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w before a message matched the receive", p.call, c.rank, fromWhom(p.src, p.tag), comm.ErrFreed))
 		g.w.recyclePost(p)
 	}
 	for j := range g.boxes {
@@ -815,13 +825,13 @@ func (c *rankComm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 		return nil, err
 	}
 	r := new(request)
-	c.isend(r, buf, dest, tag)
+	c.isend(r, "Isend", buf, dest, tag)
 	return r, nil
 }
 
 // isend starts a send into r, a request not in use.
-func (c *rankComm) isend(r *request, buf comm.Buf, dest, tag int) {
-	r.c, r.st, r.peer = c, comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}, dest
+func (c *rankComm) isend(r *request, call string, buf comm.Buf, dest, tag int) {
+	r.c, r.st, r.peer, r.tag, r.call = c, comm.Status{Source: c.rank, Tag: tag, Count: buf.Len()}, dest, tag, call
 	r.m = c.start(buf, dest, tag)
 	if r.m != nil {
 		r.done = r.m.done
@@ -846,7 +856,7 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 	// Made before taking the lock, which the senders to this rank
 	// contend for: no sender waits for it. The post is a recycled one;
 	// the sender that takes it recycles it again.
-	r.c = c
+	r.c, r.peer, r.tag, r.call = c, source, tag, call
 	post := c.g.w.newPost()
 	post.src, post.tag, post.dt, post.req, post.buf, post.call = source, tag, buf.Type, r, buf.Bytes, call
 	box := &c.g.boxes[c.rank]
@@ -866,7 +876,7 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 	if c.freed.Load() { // Free ran since the check (or before a persistent Start): its sweep is over
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
-		r.err = fmt.Errorf("local: Irecv on rank %d %s: %w", c.rank, fromWhom(source, tag), comm.ErrFreed)
+		r.err = fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
 		r.fin.Store(true)
 		return
 	}
@@ -877,7 +887,7 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 		}
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
-		r.err = fmt.Errorf("local: Irecv on rank %d %s: %w", c.rank, fromWhom(source, tag), err)
+		r.err = fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
 		r.fin.Store(true)
 		return
 	}
@@ -935,7 +945,7 @@ func (p *persistentOp) Start() (comm.Request, error) {
 		p.r.resetRecv()
 		p.c.irecv(&p.r, "RecvInit", p.buf, p.peer, p.tag)
 	} else {
-		p.c.isend(&p.r, p.buf, p.peer, p.tag)
+		p.c.isend(&p.r, "SendInit", p.buf, p.peer, p.tag)
 	}
 	return &p.r, nil
 }
