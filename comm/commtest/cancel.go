@@ -109,7 +109,8 @@ func sendDoneContextCase(ctx context.Context, c comm.Comm) error {
 // peer and the tag alike on every backend: a pending Irecv waited for
 // with a done context, a canceled Irecv and a canceled persistent receive
 // (RecvInit), the persistent receive pending when its communicator is
-// freed, and a Send whose context had ended.
+// freed, a Send whose context had ended, and calls on a freed
+// communicator.
 func cancelErrorNamesCase(ctx context.Context, c comm.Comm) error {
 	n, me := c.Size(), c.Rank()
 	next, prev := (me+1)%n, (me+n-1)%n
@@ -175,6 +176,18 @@ func cancelErrorNamesCase(ctx context.Context, c comm.Comm) error {
 	}
 	_, err = p.Wait(ctx)
 	if err := named("a persistent receive pending at Free", err, "RecvInit"+from); err != nil {
+		return err
+	}
+	// Calls on the freed communicator name the call and the rank.
+	if err := named("Start on a freed communicator", p.Start(), fmt.Sprintf("Start on rank %d: ", me)); err != nil {
+		return err
+	}
+	_, err = comm.Isend(d, []float64{1}, next, tag)
+	if err := named("Isend on a freed communicator", err, fmt.Sprintf("Isend on rank %d: ", me)); err != nil {
+		return err
+	}
+	_, err = d.Ibarrier()
+	if err := named("Ibarrier on a freed communicator", err, fmt.Sprintf("Ibarrier on rank %d: ", me)); err != nil {
 		return err
 	}
 	if err := p.Free(); err != nil {

@@ -94,13 +94,13 @@ func (c *Comm) Size() int { return c.size }
 
 func (c *Comm) usable(call string) error {
 	if c.st.finalized.Load() {
-		return fmt.Errorf("mpi: %s: %w (%w)", call, ErrFinalized, comm.ErrFreed)
+		return fmt.Errorf("mpi: %s on rank %d: %w (%w)", call, c.rank, ErrFinalized, comm.ErrFreed)
 	}
 	if c.freed.Load() {
-		return fmt.Errorf("mpi: %s: %w", call, comm.ErrFreed)
+		return fmt.Errorf("mpi: %s on rank %d: %w", call, c.rank, comm.ErrFreed)
 	}
 	if e := c.broken.Load(); e != nil {
-		return fmt.Errorf("mpi: %s: %w", call, *e)
+		return fmt.Errorf("mpi: %s on rank %d: %w", call, c.rank, *e)
 	}
 	return nil
 }
