@@ -89,6 +89,10 @@ type benchResult struct {
 	OverrunsLateStart int   `json:"overruns_late_start"`
 	Skipped           int   `json:"skipped"`
 	GCCycles          int64 `json:"gc_cycles"`
+	// Abandoned counts the frames that clients far behind the plan gave
+	// up, none run, when the run was stopped (Ctrl-C on a loaded
+	// machine): static.RunnableRun.Abandoned, summed.
+	Abandoned int64 `json:"abandoned"`
 }
 
 func stmBench(ctx context.Context, e *stmEnv, args []string) error {
@@ -203,6 +207,7 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 		JitterP50: a.Jitter.P50, JitterP99: a.Jitter.P99, JitterMax: a.Jitter.Max,
 		Overruns: a.Overruns, Skipped: a.Skipped, GCCycles: a.GCCycles}
 	for _, rr := range run.Runnables {
+		res.Abandoned += rr.Abandoned
 		for i := range rr.Seq {
 			f := rr.Flags[i]
 			if f&(static.FlagOverrunDeadline|static.FlagOverrunWCET) != 0 && rr.End[i]-rr.Start[i] <= rr.WCET {
@@ -226,6 +231,9 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 		fmt.Fprintf(e.stdout, "cyclictest wake-up latency p99 %s  max %s  (pz p99 / cyclictest p99 = %.2f; target ≤ 1)\n", time.Duration(res.CyclictestP99), time.Duration(res.CyclictestMax), res.Ratio)
 	}
 	fmt.Fprintf(e.stdout, "overruns %d (after a late start, the body within its WCET: %d), skipped frames %d, GC cycles %d\n", res.Overruns, res.OverrunsLateStart, res.Skipped, res.GCCycles)
+	if res.Abandoned > 0 {
+		fmt.Fprintf(e.stdout, "frames abandoned after the stop by clients far behind the plan: %d\n", res.Abandoned)
+	}
 	return nil
 }
 

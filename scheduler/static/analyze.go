@@ -94,6 +94,9 @@ type RunnableStats struct {
 	AllocBytes   uint64 `json:"alloc_bytes"`
 	// Lost says that its client's records were lost: it has no figures.
 	Lost bool `json:"lost,omitempty"`
+	// Abandoned counts the frames its client gave up after a stop, far
+	// behind the plan (RunnableRun.Abandoned).
+	Abandoned int64 `json:"abandoned,omitempty"`
 }
 
 // Analyze computes the Analysis of a run.
@@ -124,7 +127,7 @@ func Analyze(r *Run) *Analysis {
 	wind := longestLast * longest
 	var all []int64
 	for _, rr := range r.Runnables {
-		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET, Lost: rr.Lost}
+		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET, Lost: rr.Lost, Abandoned: rr.Abandoned}
 		if rr.Lost && !slices.Contains(a.LostClients, rr.Client) {
 			a.LostClients = append(a.LostClients, rr.Client)
 		}
@@ -242,6 +245,15 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
 	fmt.Fprintf(w, "overruns: %d; skipped frames: %d; timeouts: %d\n", a.Overruns, a.Skipped, a.Timeouts)
+	var abandoned []string
+	for _, s := range a.Runnables {
+		if s.Abandoned > 0 {
+			abandoned = append(abandoned, fmt.Sprintf("%s %s", s.Name, plural(int(s.Abandoned), "frame")))
+		}
+	}
+	if len(abandoned) > 0 {
+		fmt.Fprintf(w, "abandoned after the stop (their clients lagged far behind the plan and gave up the frames up to the stop's period, none run): %s\n", strings.Join(abandoned, ", "))
+	}
 	for _, c := range a.LostClients {
 		var names []string
 		for _, s := range a.Runnables {

@@ -22,12 +22,14 @@
 // end) ends the run at a period boundary: a period that a resource's
 // thread has begun runs to its end, no body is cut short, and on time
 // every runnable has run the same periods. A thread that reaches its next
-// boundary a period or more behind the plan after the stop was asked for
-// (an overloaded client) abandons its backlog instead of running every
-// period up to the master's boundary: it runs none of them, and
+// boundary far behind the plan after the stop was asked for (two periods
+// or more, and 100 ms or a quarter of the liveness bound, whichever is
+// less: an overloaded client) abandons its backlog instead of running
+// every period up to the master's boundary: it runs none of them, and
 // publishes their frames as ended and skipped so that what waits for them
 // in other clients goes on; the record keeps the frames it ran, so that
-// each runnable's last frame says the last period its client completed.
+// each runnable's last frame says the last period its client completed,
+// and counts those it gave up (RunnableRun.Abandoned).
 // After a stop, the liveness bound counts from the stop: the run ends
 // with the stop's reason, and a client is blamed only if it does not end
 // the period it is in within the bound (a body that never returns).

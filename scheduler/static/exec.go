@@ -425,9 +425,9 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 	period := int64(t.period)
 	for k := int64(0); e.frames == 0 || k < e.frames; k++ {
 		pstart := t0 + k*period
-		if st := b.stopTime(); st != 0 && pstart < st && e.clk.now()-pstart >= period {
-			// A stop came while this thread was a period or more behind
-			// the plan: it leaves its backlog rather than run it.
+		if st := b.stopTime(); st != 0 && pstart < st && e.farBehind(e.clk.now()-pstart, period) {
+			// A stop came while this thread was far behind the plan:
+			// it leaves its backlog rather than run it.
 			e.abandon(ctx, t, k, st)
 			return
 		}
@@ -451,8 +451,20 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 	}
 }
 
+// farBehind says whether a thread late ns behind the plan at a period
+// boundary after a stop was asked for abandons its backlog rather than
+// run it (abandon): at two periods or more, and at least 100 ms or a
+// quarter of the liveness bound (abandonAfter is half of it), whichever
+// is less. A thread a little late - a loaded machine - runs the few
+// periods up to the stop's boundary, so that every runnable ends at the
+// same period; one whose backlog could take the liveness bound or a
+// user's patience leaves it.
+func (e *executor) farBehind(late, period int64) bool {
+	return late >= max(2*period, min(int64(100*time.Millisecond), int64(e.abandonAfter/2)))
+}
+
 // abandon ends a CPU thread's loop at the boundary of period k, which it
-// reached a period or more behind the plan after a stop was asked for at
+// reached far behind the plan (farBehind) after a stop was asked for at
 // st: rather than run the periods from k to the stop's boundary (the
 // first period starting at or after st, or the frame limit), whose
 // bodies an overloaded client could not run before the liveness bound,
@@ -487,6 +499,7 @@ func (e *executor) abandon(ctx context.Context, t *cpuThread, k, st int64) {
 			return // aborted
 		}
 		b.abandon(x.idx, from, to)
+		x.rec.abandoned = to - from + 1
 		for _, s := range x.submittees {
 			s.submitted.Store(to)
 			s.stream.send(ctx, pending{r: s, seq: to, from: from, abandoned: true})
@@ -765,6 +778,7 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 				return // aborted
 			}
 			e.b.abandon(x.idx, p.from, p.seq)
+			x.rec.abandoned = p.seq - p.from + 1
 			continue
 		}
 		if p.skipped {

@@ -81,6 +81,11 @@ type RunnableRun struct {
 	Errors []string `json:"errors,omitempty"`
 	// Dropped counts rows not kept (the recorder keeps the last ones).
 	Dropped int64 `json:"dropped,omitempty"`
+	// Abandoned counts the frames after the last row that its client
+	// gave up, none of them run, when a stop came while it lagged far
+	// behind the plan (see the package doc, Stopping): the frames the
+	// stop would have run are the rows' and these.
+	Abandoned int64 `json:"abandoned,omitempty"`
 	// Lost marks a runnable whose client's records never reached the
 	// master (its process died or stopped answering): its columns are
 	// empty, not a runnable that reached no frame.
@@ -196,9 +201,10 @@ func (rr *RunnableRun) checkColumns() error {
 // recorder keeps a runnable's rows in preallocated columns: the last
 // len(cols) rows, so that recording never allocates inside the loop.
 type recorder struct {
-	rr   RunnableRun
-	n    int64 // rows written
-	errs int
+	rr        RunnableRun
+	n         int64 // rows written
+	errs      int
+	abandoned int64 // frames given up after a stop (executor.abandon)
 }
 
 // maxRows bounds the rows kept per runnable: about two minutes at 1 kHz.
@@ -256,6 +262,7 @@ func (r *recorder) addError(seq int64, err error) {
 // result returns the rows in order.
 func (r *recorder) result() RunnableRun {
 	out := r.rr
+	out.Abandoned = r.abandoned
 	k := int64(len(out.Seq))
 	if r.n <= k {
 		n := int(r.n)

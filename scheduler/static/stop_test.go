@@ -3,6 +3,7 @@ package static
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ runnables:
 // it go; aheadFrame the frame tick reaches before the test stops the run.
 const (
 	lagFrame   = 2
-	aheadFrame = 40
+	aheadFrame = 100 // 200 ms into the run: past backlogAfter's 100 ms
 )
 
 // A stop (here pzrun's SIGINT: its context's end, with the signal as the
@@ -145,19 +146,34 @@ func stopWhileLagging(t *testing.T, plan *Plan) {
 	// the one waiting for it, the same; the one ahead, its own. Frames
 	// before may have been skipped after an overrun (frameskip), under
 	// the race detector.
+	tick := runs["tick"]
+	require.NotEmpty(t, tick.Seq)
 	for _, name := range lagging {
 		rr := runs[name]
 		require.NotEmpty(t, rr.Seq, name)
 		assert.Equal(t, blockedAt, rr.Seq[len(rr.Seq)-1], "%s's last period", name)
+		// The frames it gave up are those up to the stop's period, which
+		// the client on time ran.
+		assert.Equal(t, tick.Seq[len(tick.Seq)-1]-blockedAt, rr.Abandoned, "%s's abandoned frames", name)
 		for i, s := range rr.Seq {
 			assert.EqualValues(t, i, s, "%s: every period up to its last, once", name)
 		}
 	}
 	assert.Zero(t, runs["lag"].Flags[blockedAt]&FlagSkipped, "lag ran the frame it blocked in")
-	tick := runs["tick"]
-	require.NotEmpty(t, tick.Seq)
+	assert.Zero(t, tick.Abandoned)
 	assert.GreaterOrEqual(t, tick.Seq[len(tick.Seq)-1], int64(aheadFrame))
 	assert.Equal(t, int(tick.Seq[len(tick.Seq)-1])+1, res.run.Periods)
+
+	// The record keeps the count through its JSON, and the analysis
+	// names what was given up.
+	var js strings.Builder
+	require.NoError(t, WriteRun(&js, res.run))
+	back, err := ReadRun(strings.NewReader(js.String()))
+	require.NoError(t, err)
+	assert.Equal(t, runs["lag"].Abandoned, byName(back)["lag"].Abandoned)
+	var text strings.Builder
+	require.NoError(t, Analyze(back).WriteText(&text))
+	assert.Contains(t, text.String(), fmt.Sprintf("abandoned after the stop (their clients lagged far behind the plan and gave up the frames up to the stop's period, none run): lag %d frames", runs["lag"].Abandoned))
 }
 
 // Abandoned frames read as ended and skipped, whichever a dependent asks
@@ -182,4 +198,32 @@ func TestBoardAbandon(t *testing.T) {
 		done, skipped := b.frameDone(1, seq)
 		assert.True(t, done && skipped, "frame %d", seq)
 	}
+}
+
+// A thread abandons its backlog after a stop only when far behind the
+// plan: two periods, and 100 ms or a quarter of the liveness bound,
+// whichever is less; a little late, it runs the periods up to the stop.
+func TestFarBehind(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		liveness     time.Duration
+		period, late int64
+		want         bool
+	}{
+		{3 * time.Second, 2 * ms, 99 * ms, false},
+		{3 * time.Second, 2 * ms, 100 * ms, true},
+		{3 * time.Second, 2 * ms, 5 * time.Second.Nanoseconds(), true},
+		{time.Second, 5 * ms, 3 * ms, false}, // a late wake-up
+		{time.Second, 80 * ms, 150 * ms, false},
+		{time.Second, 80 * ms, 160 * ms, true},
+		{200 * time.Millisecond, 2 * ms, 49 * ms, false},
+		{200 * time.Millisecond, 2 * ms, 50 * ms, true},
+	} {
+		e := &executor{abandonAfter: c.liveness / 2} // as the client sets it
+		assert.Equal(t, c.want, e.farBehind(c.late, c.period), "liveness %v, period %v, late %v", c.liveness, time.Duration(c.period), time.Duration(c.late))
+	}
+	// A client the master told no liveness bound: its default's.
+	e := newExecutor(compileString(t, threeClients), "a", nil, nil, 0, false, nil)
+	assert.False(t, e.farBehind(99*ms, 5*ms))
+	assert.True(t, e.farBehind(100*ms, 5*ms))
 }
