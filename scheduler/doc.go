@@ -47,8 +47,8 @@
 // (NewBatch) submits tasks the same way but holds them until its Flush,
 // so that a fine-grained graph is wired before any of it runs. A
 // task's code must not wait for tasks (WaitAll, Wait, WaitTag, a
-// Synchronous Submit, Unregister): such a wait fails with ErrInTask
-// instead of deadlocking.
+// Synchronous Submit, Unregister, Close): such a wait fails with
+// ErrInTask instead of deadlocking.
 //
 // # Access modes and implicit dependencies
 //

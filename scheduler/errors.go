@@ -78,7 +78,8 @@ var (
 	ErrNotRecording = errors.New("scheduler: tasks not recorded")
 	// ErrInTask is returned by a wait made by the code of a running task,
 	// a team task's or a task's callback (WaitAll, Wait, WaitTag, a
-	// Synchronous Submit, Unregister, Fetch) when it would block: a task
+	// Synchronous Submit, Unregister, Fetch, and Close, which waits for
+	// every task) when it would block: a task
 	// cannot wait for tasks, as in StarPU (-EDEADLK); Data from there
 	// does not wait. Only tasks run by the workers the scheduler starts are
 	// checked, not those a Driver runs, and a Wait only for a task

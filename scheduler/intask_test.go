@@ -39,6 +39,11 @@ func TestWaitInsideTaskRefused(t *testing.T) {
 			_, err := h.Unregister(ctx)
 			return err
 		}},
+		// Close waits for every task, the caller's too: it hung. Refused,
+		// it changes nothing, and the Close after WaitAll below closes.
+		{"Close", "Close called by the code of task", func(_ context.Context, s *scheduler.Scheduler, _ *scheduler.Handle, _ *scheduler.Context, _ *scheduler.Task) error {
+			return s.Close()
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -354,7 +354,14 @@ func (s *Scheduler) Closed() bool { return s.closed.Load() }
 // could not save and the invalid model files it did not use (see
 // WithPerfModelDir). Further submissions fail with ErrClosed. Close is
 // idempotent: later calls return the first call's result.
+//
+// Called by the code of a task that one of s's workers runs (or a
+// task's callback), Close would wait for that task: it fails at once
+// with ErrInTask and changes nothing, and is no call for idempotence.
 func (s *Scheduler) Close() error {
+	if err := s.checkNotInTask("Close"); err != nil {
+		return err
+	}
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		var errs []error
