@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +63,12 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 		fmt.Fprintf(stderr, "pzrun: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", path)
 		return exitUsage
 	}
+	if n > 1 {
+		if why := notPzProgram(path); why != "" {
+			fmt.Fprintf(stderr, "pzrun: note: %s %s: it runs once, as one process, and -n %d (%s=%d) gives it no ranks%s\n",
+				path, why, n, runtimeview.EnvRanks, n, notPzHint(why, n))
+		}
+	}
 	cmd := exec.Command(path, args...)
 	if stdin != nil {
 		cmd.Stdin = stdin
@@ -76,6 +84,58 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 	}
 	p := programRun{name: name, path: path, stderr: stderr, again: again, grace: programGrace}
 	return p.run(ctx, cmd)
+}
+
+// pzModule is the module a pz program depends on: pzrun's own (a fork's
+// programs use the fork's), github.com/pzgo/pz when pzrun's build
+// information is missing.
+func pzModule() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Path != "" {
+		return bi.Main.Path
+	}
+	return "github.com/pzgo/pz"
+}
+
+// notPzProgram says why the program at path cannot be a pz program, one
+// that reads PZ_RANKS: "is not a Go program" or "is a Go program that
+// does not use pz (...)"; "" when it is one or may start one (a script,
+// a file pzrun cannot read).
+func notPzProgram(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(f, head); err != nil || string(head[:2]) == "#!" {
+		return "" // empty, or a script: it may start a pz program
+	}
+	bi, err := buildinfo.Read(f)
+	if err != nil {
+		if string(head) == "\x7fELF" {
+			return "is not a Go program"
+		}
+		return "" // not an executable pzrun knows
+	}
+	mod := pzModule()
+	if bi.Main.Path == mod {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == mod {
+			return ""
+		}
+	}
+	return fmt.Sprintf("is a Go program that does not use pz (no %s among its modules)", mod)
+}
+
+// notPzHint is what notPzProgram's note adds for a program that is not a
+// Go program: how to run it on n ranks if it is an MPI program.
+func notPzHint(why string, n int) string {
+	if why != "is not a Go program" {
+		return ""
+	}
+	return fmt.Sprintf(" (a pz program's main calls runtimeview.Run; an MPI program of another kind runs under mpirun -n %d)", n)
 }
 
 // A programRun is one launch of a user's program: what runProgram

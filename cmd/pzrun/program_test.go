@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 // from PZ_RANKS): each rank stacks a finalizer that writes DIR/fin.RANK,
 // and rank 0 prints "ready PID PGID" once every rank runs. In mode "loop"
 // the ranks run AllReduces until their context ends; in mode "hang" they
-// ignore its end (rank 0 prints "canceled") and block.
+// ignore its end (rank 0 prints "canceled") and block; in mode "exit"
+// they return at once.
 func testProgram(mode string) int {
 	dir := os.Getenv(progDir)
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
@@ -59,6 +60,9 @@ func testProgram(mode string) int {
 		}
 		if r == 0 {
 			fmt.Printf("ready %d %d\n", os.Getpid(), syscall.Getpgrp())
+		}
+		if mode == "exit" {
+			return nil
 		}
 		if mode == "hang" {
 			<-ctx.Done()
@@ -442,4 +446,50 @@ func TestProgramEndingsNamed(t *testing.T) {
 		}
 		assert.Equal(t, fmt.Sprintf("pzrun: %s %s\n", c.prog, c.want), errs, "case %d", i)
 	}
+}
+
+// A program that cannot read PZ_RANKS - not a Go program, or a Go
+// program that does not use pz - runs once however many ranks -n asks
+// for: pzrun says so (it ran it silently, as if it had N ranks), runs it
+// all the same and exits with its status. A pz program (the test binary)
+// and a script, which may start one, are not noted; nor is -n 1.
+func TestNonPzProgramNoted(t *testing.T) {
+	goTool, err := exec.LookPath("go") // a Go program without pz
+	if err != nil {
+		t.Skip("no go tool in PATH")
+	}
+	code, out, errs := pzrun(t, "-n", "3", goTool, "version")
+	assert.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "go version")
+	assert.Equal(t, fmt.Sprintf("pzrun: note: %s is a Go program that does not use pz (no github.com/pzgo/pz among its modules): it runs once, as one process, and -n 3 (PZ_RANKS=3) gives it no ranks\n", goTool), errs)
+
+	if sh, err := exec.LookPath("sh"); err == nil && !isScript(t, sh) { // an ELF, not a Go program
+		code, _, errs = pzrun(t, "-n", "2", sh, "-c", "exit 4")
+		assert.Equal(t, 4, code, errs)
+		assert.Equal(t, fmt.Sprintf("pzrun: note: %s is not a Go program: it runs once, as one process, and -n 2 (PZ_RANKS=2) gives it no ranks (a pz program's main calls runtimeview.Run; an MPI program of another kind runs under mpirun -n 2)\npzrun: %[1]s exited with status 4\n", sh), errs)
+	}
+
+	code, _, errs = pzrun(t, "-n", "1", goTool, "version")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, errs, "-n 1: one rank is what it gets")
+
+	// The test binary is a pz program: no note.
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(progEnv, "exit")
+	t.Setenv(progDir, t.TempDir())
+	code, _, errs = pzrun(t, "-n", "2", self)
+	assert.Equal(t, 0, code, errs)
+	assert.NotContains(t, errs, "note:", "the test binary is a pz program")
+}
+
+// isScript says whether the file at path starts with #!.
+func isScript(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	b := make([]byte, 2)
+	_, _ = io.ReadFull(f, b)
+	return string(b) == "#!"
 }
