@@ -228,7 +228,10 @@ type Message interface {
 type Request interface {
 	// Wait blocks until the operation completes or ctx is done. After a
 	// ctx error the operation may still complete later; Wait may be called
-	// again.
+	// again. A request already complete when Wait is called reports its
+	// result, whatever ctx: Wait with an ended ctx collects a completed
+	// operation (as Recv, Probe and Mprobe return a message that is
+	// already there) and reports ctx's error only for one still pending.
 	Wait(ctx context.Context) (Status, error)
 	// Test reports whether the operation has completed, without blocking.
 	Test() (done bool, st Status, err error)

@@ -19,7 +19,79 @@ func cancelCases() []Case {
 		{"Cancel/ContextCause", cancelContextCauseCase},
 		{"Cancel/SendDoneContext", sendDoneContextCase},
 		{"Cancel/ErrorNames", cancelErrorNamesCase},
+		{"Cancel/CompletedBeforeDoneContext", completedBeforeDoneContextCase},
 	}
+}
+
+// completedBeforeDoneContextCase: what has already arrived is delivered
+// whatever the context (Request.Wait's doc): Wait with an ended context
+// on a receive that has completed reports its status and leaves the data
+// in its buffer, and Recv with an ended context of a message that is
+// already there (Probe said so) receives it; only what is still pending
+// gets the context's error.
+func completedBeforeDoneContextCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	next, prev := (me+1)%n, (me+n-1)%n
+	const tag = 38
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, count := range cancelCounts {
+		what := fmt.Sprintf("%d float64", count)
+		got := make([]float64, count)
+		r, err := comm.Irecv(c, got, prev, tag)
+		if err != nil {
+			return fmt.Errorf("%s: Irecv: %w", what, err)
+		}
+		msg := make([]float64, count)
+		msg[0], msg[count-1] = float64(me), 2
+		if err := comm.Send(ctx, c, msg, next, tag); err != nil {
+			return fmt.Errorf("%s: Send: %w", what, err)
+		}
+		nt, ok := r.(comm.Notifier)
+		if !ok {
+			return fmt.Errorf("%s: the request of Irecv (%T) does not announce its completion (comm.Notifier)", what, r)
+		}
+		select {
+		case <-nt.Done():
+		case <-ctx.Done():
+			return fmt.Errorf("%s: the receive never completed: %w", what, ctx.Err())
+		}
+		st, err := r.Wait(done)
+		if err != nil {
+			return fmt.Errorf("%s: Wait with an ended context of a completed receive: %v; want its status", what, err)
+		}
+		if st.Source != prev || st.Tag != tag || st.Count != count || got[0] != float64(prev) || got[count-1] != 2 {
+			return fmt.Errorf("%s: Wait with an ended context: status %+v, data %v ... %v; want source %d, tag %d, %d elements, %v ... 2", what, st, got[0], got[count-1], prev, tag, count, prev)
+		}
+
+		// A message already there, received with an ended context (the
+		// send is non-blocking: every rank sends before it receives, and
+		// a large message waits for its receiver).
+		sr, err := comm.Isend(c, msg, next, tag+1)
+		if err != nil {
+			return fmt.Errorf("%s: Isend: %w", what, err)
+		}
+		if _, err := c.Probe(ctx, comm.Float64, prev, tag+1); err != nil {
+			return fmt.Errorf("%s: Probe: %w", what, err)
+		}
+		clear(got)
+		st, err = comm.Recv(done, c, got, prev, tag+1)
+		if err != nil {
+			return fmt.Errorf("%s: Recv with an ended context of a message already there: %v; want the message", what, err)
+		}
+		if st.Count != count || got[0] != float64(prev) || got[count-1] != 2 {
+			return fmt.Errorf("%s: Recv with an ended context: status %+v, data %v ... %v; want %d elements, %v ... 2", what, st, got[0], got[count-1], count, prev)
+		}
+		if _, err := sr.Wait(ctx); err != nil {
+			return fmt.Errorf("%s: the Isend: %w", what, err)
+		}
+		// Nothing pending is delivered: a receive that has no message
+		// gets the context's error.
+		if _, err := comm.Recv(done, c, got, prev, tag+2); !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: Recv with an ended context and no message: %v; want context.Canceled", what, err)
+		}
+	}
+	return c.Barrier(ctx)
 }
 
 // cancelContextCauseCase waits for an unmatched receive with a context
