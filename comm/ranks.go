@@ -60,7 +60,9 @@ func FormatRanks(rs []int) string {
 //	ranks R = 0-4, 6-63 (63 ranks): local: Barrier on rank R: comm: communicator broken: rank 5 failed: boom
 //
 // Messages that differ only by the rank's own number ("on rank 7") are
-// alike; R stands for it. At most maxGroups kinds are listed, then how
+// alike; R stands for it. Messages the same to the letter on several
+// ranks (a mismatch that lists every rank's argument: "root: rank 0 has
+// 0, rank 1 has 1") are alike as they are. At most maxGroups kinds are listed, then how
 // many ranks failed otherwise.
 type RankErrors []*RankError
 
@@ -75,21 +77,35 @@ func (es RankErrors) Error() string {
 		own   bool   // msg has R for the rank's own number
 		ranks []int
 	}
+	msgOf := func(e *RankError) string {
+		if e.Err == nil {
+			return "<nil>"
+		}
+		return e.Err.Error()
+	}
+	// A message several ranks share to the letter groups them as it is,
+	// even where it names one of them ("rank 0 has 0" on rank 0).
+	same := map[string]int{}
+	for _, e := range es {
+		if e != nil {
+			same[msgOf(e)]++
+		}
+	}
 	var groups []*group
 	byMsg := map[string]*group{}
 	for _, e := range es {
 		if e == nil {
 			continue
 		}
-		msg := "<nil>"
-		if e.Err != nil {
-			msg = e.Err.Error()
+		msg := msgOf(e)
+		key := msg
+		if same[msg] == 1 {
+			key = ownRankAsR(msg, e.Rank)
 		}
-		generic := ownRankAsR(msg, e.Rank)
-		g := byMsg[generic]
+		g := byMsg[key]
 		if g == nil {
-			g = &group{msg: generic, first: msg, own: generic != msg}
-			byMsg[generic] = g
+			g = &group{msg: key, first: msg, own: key != msg}
+			byMsg[key] = g
 			groups = append(groups, g)
 		}
 		g.ranks = append(g.ranks, e.Rank)

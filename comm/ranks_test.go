@@ -63,6 +63,14 @@ func TestRankErrorsGroups(t *testing.T) {
 	if got, want := two.Error(), "rank 3: on rank 3: x\nranks 0-1: interrupted"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
+	// A message the same to the letter on every rank, which names ranks
+	// (an argument mismatch lists each rank's), is one line as it is, not
+	// one per rank with its own number written R.
+	mismatch := "comm: Bcast: arguments differ across ranks: root: rank 0 has 0, rank 1 has 1"
+	three := RankErrors{{Rank: 0, Err: errors.New(mismatch)}, {Rank: 1, Err: errors.New(mismatch)}, {Rank: 2, Err: errors.New(mismatch)}}
+	if got, want := three.Error(), "ranks 0-2 (3 ranks): "+mismatch; got != want {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
 	// Every rank's error stays reachable.
 	var re *RankError
 	if !errors.As(es, &re) || re.Rank != 5 {
