@@ -70,23 +70,31 @@ func Decide(in Input) Decision {
 	var reason string
 	if in.MaskShare > 0 {
 		share = max(int(in.MaskShare+1e-9), 1)
-		reason = fmt.Sprintf("affinity masks of %d local ranks: %.2f of this rank's %d CPUs are its own", local, in.MaskShare, allowed)
+		reason = fmt.Sprintf("affinity masks of %s: %.2f of this rank's %d CPUs are its own", localRanks(local), in.MaskShare, allowed)
 	} else {
 		sharing := max(int(math.Round(float64(local)*float64(allowed)/float64(online))), 1)
 		share = max(allowed/sharing, 1)
-		reason = fmt.Sprintf("%d allowed CPUs shared by %d local ranks (estimated)", allowed, sharing)
+		reason = fmt.Sprintf("%d allowed CPUs shared by %s (estimated)", allowed, localRanks(sharing))
 		if sharing == 1 && local > 1 {
-			reason = fmt.Sprintf("%d CPUs bound to this rank (%d local ranks, estimated)", allowed, local)
+			reason = fmt.Sprintf("%d CPUs bound to this rank (%s, estimated)", allowed, localRanks(local))
 		}
 	}
 	if in.Quota > 0 {
 		q := max(int(math.Ceil(in.Quota/float64(local)-1e-9)), 1)
 		if q < share {
 			share = q
-			reason = fmt.Sprintf("cgroup quota %.2f CPUs shared by %d local ranks", in.Quota, local)
+			reason = fmt.Sprintf("cgroup quota %.2f CPUs shared by %s", in.Quota, localRanks(local))
 		}
 	}
 	return Decision{Procs: share, Change: share != in.Current, Reason: reason}
+}
+
+// localRanks is "1 local rank" or "N local ranks".
+func localRanks(n int) string {
+	if n == 1 {
+		return "1 local rank"
+	}
+	return fmt.Sprintf("%d local ranks", n)
 }
 
 // Report is what Apply did.

@@ -190,6 +190,15 @@ func TestDecideWithMasks(t *testing.T) {
 	if d.Procs != 1 {
 		t.Errorf("small share: %+v", d)
 	}
+	// One rank on the node: its mask, in the singular.
+	d = Decide(Input{Current: 2, LocalRanks: 1, AllowedCPUs: 2, OnlineCPUs: 2, MaskShare: 2})
+	if d.Procs != 2 || d.Reason != "affinity masks of 1 local rank: 2.00 of this rank's 2 CPUs are its own" {
+		t.Errorf("one rank: %+v", d)
+	}
+	d = Decide(Input{Current: 2, LocalRanks: 1, AllowedCPUs: 2, OnlineCPUs: 2, Quota: 0.5})
+	if d.Procs != 1 || d.Reason != "cgroup quota 0.50 CPUs shared by 1 local rank" {
+		t.Errorf("one rank, quota: %+v", d)
+	}
 	// The user's GOMAXPROCS wins.
 	d = Decide(Input{UserGOMAXPROCS: "3", Current: 3, LocalRanks: 2, MaskShare: 8})
 	if d.Change || d.Procs != 3 {
