@@ -13,9 +13,9 @@ import (
 // Sentinel errors. Each is wrapped with details naming the codelet, handle
 // or option involved; test for them with errors.Is.
 var (
-	// ErrClosed is returned by Submit, Register, NewContext, AddWorkers,
-	// RemoveWorkers, MoveWorkers and Delete calls made after Close (from
-	// the moment Close is called).
+	// ErrClosed is returned by Submit, Register, Partition, NewContext,
+	// AddWorkers, RemoveWorkers, MoveWorkers and Delete calls made after
+	// Close (from the moment Close is called).
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrNoImplementation is returned by Submit when the task's codelet has
 	// no implementation for any worker kind this scheduler has (a codelet

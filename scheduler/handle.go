@@ -445,6 +445,9 @@ func (h *Handle) SetReduction(init, combine *Codelet) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.status.Load() == handleUnregistered {
+		return fmt.Errorf("setting the reduction: %w", h.usableLocked())
+	}
 	if h.status.Load() == handlePartitioned {
 		// The tiles took h's reduction, if any, when they were made:
 		// accepting it now would leave them without it.
@@ -476,6 +479,9 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 	}
 	if b.Rows < 1 || b.Cols < 1 {
 		return nil, fmt.Errorf("%w: Partition of %v into tiles of %d x %d elements: a tile has at least 1 row and 1 column (Blocks(rows, cols) gives a tile's size, not the number of tiles)", ErrBadData, h, b.Rows, b.Cols)
+	}
+	if h.s.closed.Load() {
+		return nil, fmt.Errorf("partitioning %v: %w", h, ErrClosed)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -528,6 +534,9 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 func (h *Handle) Unpartition() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.status.Load() == handleUnregistered {
+		return fmt.Errorf("unpartitioning: %w", h.usableLocked())
+	}
 	if h.status.Load() != handlePartitioned {
 		return fmt.Errorf("%w: Unpartition of %v, which is not partitioned", ErrBadData, h)
 	}

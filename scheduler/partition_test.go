@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +269,52 @@ func TestPartitionMisuseMessages(t *testing.T) {
 	require.ErrorIs(t, err, scheduler.ErrUnregistered)
 	assert.Contains(t, err.Error(), "whose parent was unpartitioned: the tile is gone already")
 	assert.NotContains(t, err.Error(), "Unpartition its parent")
+}
+
+// Partition, Unpartition and SetReduction refuse a handle that is gone,
+// naming it, and Partition refuses after Close, as Register does.
+func TestPartitionAndReductionOfGoneHandles(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	v, err := s.RegisterVector(make([]float64, 8), scheduler.Named("v"))
+	require.NoError(t, err)
+	_, err = v.Unregister(ctx)
+	require.NoError(t, err)
+	add := &scheduler.Codelet{Name: "add", CPU: func(*scheduler.Call) error { return nil }}
+	err = v.SetReduction(add, add)
+	require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	assert.Contains(t, err.Error(), `setting the reduction: scheduler: handle used after unregister: handle "v" was unregistered`)
+	err = v.Unpartition()
+	require.ErrorIs(t, err, scheduler.ErrUnregistered)
+	assert.Contains(t, err.Error(), `unpartitioning: scheduler: handle used after unregister: handle "v" was unregistered`)
+
+	w, err := s.RegisterVector(make([]float64, 8), scheduler.Named("w"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = w.Partition(scheduler.Blocks(4, 1))
+	require.ErrorIs(t, err, scheduler.ErrClosed)
+	assert.Contains(t, err.Error(), `partitioning handle "w": scheduler: closed`)
+}
+
+// WithTeam(0) and WithTeam(1) are ordinary tasks; a negative team is
+// refused, and the message says which counts are allowed.
+func TestTeamOfZeroIsOneWorker(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var ran atomic.Int32
+	cl := &scheduler.Codelet{Name: "one", CPU: func(c *scheduler.Call) error {
+		if c.Size != 1 || c.Rank != 0 {
+			return fmt.Errorf("team of %d, rank %d", c.Size, c.Rank)
+		}
+		ran.Add(1)
+		return nil
+	}}
+	require.NoError(t, s.Submit(ctx, cl, scheduler.WithTeam(0)))
+	require.NoError(t, s.Submit(ctx, cl, scheduler.WithTeam(1)))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.EqualValues(t, 2, ran.Load())
+	err := s.Submit(ctx, cl, scheduler.WithTeam(-1))
+	require.ErrorIs(t, err, scheduler.ErrBadTeam)
+	assert.Contains(t, err.Error(), "WithTeam(n), n >= 0: 0 and 1 run the task on one worker")
 }

@@ -235,7 +235,8 @@ func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, v: fn} }
 // larger team with ErrBadTeam, also for an empty context, which keeps
 // its other tasks until workers arrive. A context that shrinks below k
 // after the submission parks the team until workers join it (see
-// Context.MinWorkers).
+// Context.MinWorkers). k of 0 or 1 is an ordinary task, on one worker;
+// a negative k is refused with ErrBadTeam.
 func WithTeam(k int) Arg { return Arg{kind: argTeam, n: k} }
 
 // Synchronous makes Submit wait until the task completes and return its
