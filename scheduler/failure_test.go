@@ -172,7 +172,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("negative team", func(t *testing.T) {
 		err := s.Submit(ctx, slow, scheduler.WithTeam(-1))
 		require.ErrorIs(t, err, scheduler.ErrBadTeam)
-		assert.Contains(t, err.Error(), "asks for a team of -1 workers; a team has at least 1 (WithTeam(n), n >= 1)")
+		assert.Contains(t, err.Error(), "asks for a team of -1 workers; WithTeam(n) takes n >= 0 (0 and 1 run the task on one worker)")
 	})
 	t.Run("foreign handle", func(t *testing.T) {
 		other := newSched(t, scheduler.WithWorkers(1))

@@ -316,5 +316,5 @@ func TestTeamOfZeroIsOneWorker(t *testing.T) {
 	assert.EqualValues(t, 2, ran.Load())
 	err := s.Submit(ctx, cl, scheduler.WithTeam(-1))
 	require.ErrorIs(t, err, scheduler.ErrBadTeam)
-	assert.Contains(t, err.Error(), "WithTeam(n), n >= 0: 0 and 1 run the task on one worker")
+	assert.Contains(t, err.Error(), "WithTeam(n) takes n >= 0 (0 and 1 run the task on one worker)")
 }

@@ -366,7 +366,7 @@ func (s *Scheduler) validate(t *Task) error {
 		return fmt.Errorf("%w: codelet %q has only a CUDA implementation and cannot run with a team of %d (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team)
 	}
 	if t.Team < 0 {
-		return fmt.Errorf("%w: task %q asks for a team of %d workers; a team has at least 1 (WithTeam(n), n >= 0: 0 and 1 run the task on one worker)", ErrBadTeam, cl.name(), t.Team)
+		return fmt.Errorf("%w: task %q asks for a team of %d workers; WithTeam(n) takes n >= 0 (0 and 1 run the task on one worker)", ErrBadTeam, cl.name(), t.Team)
 	}
 	if t.Team > s.kinds[CPUWorker] {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
