@@ -30,8 +30,11 @@ func ExampleWithWatchdog() {
 	gate := make(chan struct{})
 	long := &scheduler.Codelet{Name: "long", CPU: func(*scheduler.Call) error { <-gate; return nil }}
 	next := &scheduler.Codelet{Name: "next", CPU: func(*scheduler.Call) error { return nil }}
-	_ = s.Submit(ctx, long)
+	// next first: once long runs, both are in flight whenever the
+	// watchdog looks (a report between the two submissions would count
+	// one task and name no wait).
 	_ = s.Submit(ctx, next, scheduler.AfterTags(42))
+	_ = s.Submit(ctx, long)
 
 	st := <-stalls
 	fmt.Println(st.InFlight, "tasks in flight")
