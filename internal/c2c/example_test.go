@@ -9,11 +9,14 @@ import (
 )
 
 // A benchmark samples the core-to-core round trip before its timed
-// rounds and records it beside its figures.
+// rounds and records it beside its figures (Sample's budget is 20 ms; a
+// sample the machine was too busy for, ErrBusy, is skipped). The budget
+// here is generous: 5,000 trips take well under a second even on a
+// loaded machine.
 func ExampleRoundTrip() {
-	d, err := c2c.RoundTrip(5000, 50*time.Millisecond)
-	if errors.Is(err, c2c.ErrOneCore) || errors.Is(err, c2c.ErrBusy) {
-		fmt.Println("a round trip takes time: true") // nothing to measure here now
+	d, err := c2c.RoundTrip(5000, time.Minute)
+	if errors.Is(err, c2c.ErrOneCore) {
+		fmt.Println("a round trip takes time: true") // one core: nothing to measure
 		return
 	}
 	fmt.Println("a round trip takes time:", err == nil && d > 0)
