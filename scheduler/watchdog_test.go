@@ -66,7 +66,12 @@ func TestWatchdogReportsARunningTask(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Submit(ctx, slow, scheduler.RW(h)))
 	require.NoError(t, s.Submit(ctx, clTouch1, scheduler.RW(h))) // waits for slow
+	// A report can fall between the two submissions (the test's
+	// goroutine descheduled for 20 ms): wait for one that counts both.
 	st := awaitRunningStall(t, ch)
+	for st.InFlight < 2 {
+		st = awaitRunningStall(t, ch)
+	}
 	assert.GreaterOrEqual(t, st.For, 20*time.Millisecond)
 	assert.Equal(t, int64(2), st.InFlight)
 	require.Len(t, st.Running, 1)
