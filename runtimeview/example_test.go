@@ -139,6 +139,18 @@ func ExampleRuntimeView_RunMaster() {
 			return err
 		}
 		return rt.RunMaster(ctx, 0, reg, func(ctx context.Context, m *dist.Master) error {
+			// A context of rank 1's workers keeps the tasks there (without
+			// it, the policy spreads them over every rank's cores).
+			var remote []int
+			for w := range m.Workers() {
+				if m.RankOf(w) == 1 {
+					remote = append(remote, w)
+				}
+			}
+			on1, err := m.Local().NewContext("rank 1", scheduler.ContextWorkers(remote...))
+			if err != nil {
+				return err
+			}
 			data := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
 			var hs []*scheduler.Handle
 			for _, v := range data {
@@ -146,7 +158,7 @@ func ExampleRuntimeView_RunMaster() {
 				if err != nil {
 					return err
 				}
-				if err := m.Submit(ctx, square, scheduler.RW(h)); err != nil {
+				if err := m.Submit(ctx, square, scheduler.RW(h), scheduler.InContext(on1)); err != nil {
 					return err
 				}
 				hs = append(hs, h)
@@ -159,12 +171,18 @@ func ExampleRuntimeView_RunMaster() {
 					return err
 				}
 			}
-			fmt.Println("workers:", m.Workers(), "squares:", data)
+			ran := int64(0)
+			for _, st := range m.Local().Stats() {
+				if m.RankOf(st.Worker) == 1 {
+					ran += st.Tasks
+				}
+			}
+			fmt.Println("workers:", m.Workers(), "tasks run by rank 1:", ran, "squares:", data)
 			return nil
 		}, scheduler.WithWorkers(1))
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
 	if err != nil {
 		fmt.Println(err)
 	}
-	// Output: workers: 2 squares: [[1 4] [9 16] [25 36] [49 64]]
+	// Output: workers: 2 tasks run by rank 1: 4 squares: [[1 4] [9 16] [25 36] [49 64]]
 }

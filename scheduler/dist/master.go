@@ -289,6 +289,22 @@ func (m *Master) Local() *scheduler.Scheduler { return m.local }
 // rank's.
 func (m *Master) Workers() int { return m.nlocal + len(m.proxies) }
 
+// RankOf returns the rank whose core Local()'s worker w runs on: the
+// master's own rank for its first workers (its cores), then the other
+// ranks' in rank order, one worker per core. With it a program can
+// count, from Local().Stats(), the tasks each rank ran, or make a
+// context of one rank's workers (scheduler.ContextWorkers) to keep tasks
+// there. It returns -1 for a w that is not a worker.
+func (m *Master) RankOf(w int) int {
+	switch {
+	case w < 0 || w >= m.Workers():
+		return -1
+	case w < m.nlocal:
+		return m.c.Rank()
+	}
+	return m.proxies[w-m.nlocal].rank
+}
+
 // Submit submits a task of the registered codelet named cl.Name, which
 // may run on any rank. Its data are handles of Local() holding slices of
 // numbers (vectors or matrices). It is refused if a rank lacks the codelet.

@@ -241,3 +241,70 @@ func TestMasterWorkerStridedTiles(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// RankOf names the rank of each of the master's workers (its own cores,
+// then each other rank's in order), and a context of one rank's workers
+// keeps tasks on that rank: the master counts them on those workers, and
+// their results come back.
+func TestMasterRankOf(t *testing.T) {
+	double := &scheduler.Codelet{Name: "mw.double", CPU: func(c *scheduler.Call) error {
+		for i, x := range scheduler.VectorOf[int64](c, 0) {
+			scheduler.VectorOf[int64](c, 0)[i] = 2 * x
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var ranks []int
+	var onRank2 int64
+	var got [][]int64
+	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		reg, err := dist.NewRegistry(double)
+		if err != nil {
+			return err
+		}
+		return dist.RunMaster(ctx, c, 1, reg, []scheduler.Option{scheduler.WithWorkers(2)}, func(ctx context.Context, m *dist.Master) error {
+			var two []int
+			for w := -1; w <= m.Workers(); w++ {
+				ranks = append(ranks, m.RankOf(w))
+				if m.RankOf(w) == 2 {
+					two = append(two, w)
+				}
+			}
+			cx, err := m.Local().NewContext("rank 2", scheduler.ContextWorkers(two...))
+			if err != nil {
+				return err
+			}
+			for i := range 6 {
+				v := []int64{int64(i), 10}
+				h, err := m.Local().RegisterVector(v)
+				if err != nil {
+					return err
+				}
+				if err := m.Submit(ctx, double, scheduler.RW(h), scheduler.InContext(cx)); err != nil {
+					return err
+				}
+				if err := m.WaitAll(ctx); err != nil {
+					return err
+				}
+				if _, err := h.Unregister(ctx); err != nil {
+					return err
+				}
+				got = append(got, v)
+			}
+			for _, st := range m.Local().Stats() {
+				if m.RankOf(st.Worker) == 2 {
+					onRank2 += st.Tasks
+				}
+			}
+			return nil
+		})
+	})
+	require.NoError(t, err)
+	// Worker -1 and 6 are none; the master (rank 1) first, then ranks 0 and 2.
+	assert.Equal(t, []int{-1, 1, 1, 0, 0, 2, 2, -1}, ranks)
+	assert.EqualValues(t, 6, onRank2, "the tasks of the rank-2 context ran on rank 2's workers")
+	for i, v := range got {
+		assert.Equal(t, []int64{int64(2 * i), 20}, v)
+	}
+}
