@@ -3,6 +3,7 @@ package commtest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/commtest"
@@ -13,15 +14,21 @@ import (
 // ranks. In a test, call commtest.RunGroup or commtest.RunWorld instead.
 func Example() {
 	ctx := context.Background()
-	failed := 0
+	ran, failed := 0, 0
+	families := map[string]bool{} // AllReduce, Bcast, ...: what the cases cover
 	for _, cs := range commtest.Cases() {
+		ran++
+		families[strings.Split(cs.Name, "/")[0]] = true
 		if err := local.Run(ctx, 3, cs.Run); err != nil {
 			fmt.Println(cs.Name, err)
 			failed++
 		}
 	}
+	fmt.Println("at least 100 cases:", ran >= 100, "covering AllReduce, P2P and Cancel:", families["AllReduce"] && families["P2P"] && families["Cancel"])
 	fmt.Println("failed:", failed)
-	// Output: failed: 0
+	// Output:
+	// at least 100 cases: true covering AllReduce, P2P and Cancel: true
+	// failed: 0
 }
 
 // Every case returns an error when the backend misbehaves. This one wraps
