@@ -66,6 +66,13 @@ type signalHandler struct {
 }
 
 func startSignals(onSignal func(os.Signal), exit func(int)) *signalHandler {
+	return startSignalsClock(onSignal, exit, time.Now, nil)
+}
+
+// startSignalsClock is startSignals reading the time from now, and
+// calling repeated (when not nil) for each signal it takes as a repeat of
+// the first (within repeatWindow): a test's clock and its event.
+func startSignalsClock(onSignal func(os.Signal), exit func(int), now func() time.Time, repeated func(os.Signal)) *signalHandler {
 	h := &signalHandler{
 		ch:    make(chan os.Signal, 1),
 		quit:  make(chan struct{}),
@@ -77,14 +84,18 @@ func startSignals(onSignal func(os.Signal), exit func(int)) *signalHandler {
 		defer close(h.done)
 		select {
 		case s := <-h.ch:
-			first := time.Now()
+			first := now()
 			go func() {
 				defer close(h.again)
 				for {
 					select {
 					case s2 := <-h.ch:
-						if time.Since(first) < repeatWindow {
-							continue // the same interrupt, sent to the group and relayed
+						if now().Sub(first) < repeatWindow {
+							// The same interrupt, sent to the group and relayed.
+							if repeated != nil {
+								repeated(s2)
+							}
+							continue
 						}
 						fmt.Fprintf(os.Stderr, "pz: %v again during the shutdown after %v: exiting at once\n", s2, s)
 						exit(ExitStatus(s2))

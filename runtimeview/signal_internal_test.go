@@ -117,11 +117,17 @@ func TestSecondSignalWhenIgnoredAtStart(t *testing.T) {
 	defer signal.Reset(syscall.SIGINT)
 	codes := make(chan int, 2)
 	first := make(chan os.Signal, 1)
+	repeats := make(chan os.Signal, 1)
 	hang := make(chan struct{})
-	h := startSignals(func(s os.Signal) {
+	// The handler's clock: 20 ms after the first signal for the repeat,
+	// past the window for the second signal.
+	var clock atomic.Int64
+	t0 := time.Now()
+	now := func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	h := startSignalsClock(func(s os.Signal) {
 		first <- s
 		<-hang // a shutdown that does not end
-	}, func(c int) { codes <- c })
+	}, func(c int) { codes <- c }, now, func(s os.Signal) { repeats <- s })
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {
 	case s := <-first:
@@ -131,14 +137,17 @@ func TestSecondSignalWhenIgnoredAtStart(t *testing.T) {
 	}
 	// A repeat at once is the same interrupt (a group's and a
 	// launcher's): the shutdown goes on.
+	clock.Store(int64(20 * time.Millisecond))
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-	time.Sleep(20 * time.Millisecond) // inside the repeat window on purpose
 	select {
+	case s := <-repeats:
+		assert.Equal(t, syscall.SIGINT, s)
 	case c := <-codes:
 		t.Fatalf("a repeat within the window ended the process (%d)", c)
-	default:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the repeated SIGINT was not delivered")
 	}
-	time.Sleep(repeatWindow)
+	clock.Store(int64(repeatWindow + 20*time.Millisecond))
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {
 	case c := <-codes:
