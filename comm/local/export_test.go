@@ -63,3 +63,10 @@ func Awaited(c comm.Comm, r int) bool { return c.(*rankComm).g.awaited(r) }
 // collective's wait call f first (once), so that a test can make things
 // happen in the window between its last check and its select.
 func BeforePark(c comm.Comm, f func()) { c.(*rankComm).g.beforePark.Store(&f) }
+
+// ByRef reports how many messages by reference rank c sent that no
+// receiver has released yet (Free withdraws them only when there are).
+func ByRef(c comm.Comm) int64 {
+	rc := c.(*rankComm)
+	return rc.g.boxes[rc.rank].byRef.Load()
+}

@@ -380,7 +380,7 @@ func (g *group) sweepBox(j, i int, why string) {
 				continue
 			}
 			m.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, i, why)
-			close(m.done)
+			g.releaseSender(m)
 		}
 		clear(b.unexp[len(unexp):])
 		b.unexp = unexp

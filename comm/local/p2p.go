@@ -33,6 +33,18 @@ type mailbox struct {
 	unexp  []*message
 	posted []*recvPost
 	probes []chan struct{} // blocked probes: closed when a message is queued in unexp, or a rank leaves
+	// byRef counts the messages by reference that this mailbox's rank
+	// sent and no receiver has released yet (releaseSender): Free looks
+	// for them in every mailbox only when there are some (endPending).
+	byRef atomic.Int64
+}
+
+// releaseSender closes a message by reference's done, releasing its
+// sender (the message consumed, withdrawn or failed), and counts it out
+// of its sender's byRef.
+func (g *group) releaseSender(m *message) {
+	close(m.done)
+	g.boxes[m.src].byRef.Add(-1)
 }
 
 // message is a send waiting for, or handed to, a receiver.
@@ -175,7 +187,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 			// its sweep of this mailbox is over (see endPending).
 			box.mu.Unlock()
 			wm.err = errSendFreed(dest)
-			close(wm.done)
+			c.g.releaseSender(wm)
 			return wm
 		}
 		if why := c.g.gone[dest].Load(); why != nil {
@@ -185,7 +197,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 			// queued all the same, as a buffered MPI send would be.
 			box.mu.Unlock()
 			wm.err = fmt.Errorf("%w: rank %d %s before receiving this message", comm.ErrBroken, dest, *why)
-			close(wm.done)
+			c.g.releaseSender(wm)
 			return wm
 		}
 	}
@@ -216,6 +228,7 @@ func (c *rankComm) newMessage(buf comm.Buf, tag int, sync bool) *message {
 		m.data = append(m.data[:0], buf.Bytes...)
 		return m
 	}
+	c.g.boxes[c.rank].byRef.Add(1)
 	return &message{src: c.rank, tag: tag, dt: buf.Type, data: buf.Bytes, done: make(chan struct{})}
 }
 
@@ -567,7 +580,7 @@ func (g *group) othersGone(me int) bool {
 // nil into, to dst) and releases its sender. call names the receive.
 func (c *rankComm) consume(call string, m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
 	if m.done != nil {
-		defer close(m.done)
+		defer c.g.releaseSender(m)
 	}
 	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
 	if m.dt != dt {
@@ -789,6 +802,11 @@ func (c *rankComm) endPending() {
 		p.req.complete(comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w before a message matched the receive", p.call, c.rank, fromWhom(p.src, p.tag), comm.ErrFreed))
 		g.w.recyclePost(p)
 	}
+	if box.byRef.Load() == 0 {
+		// No message of this rank's waits for a receiver: nothing to
+		// withdraw (a send that starts after Free fails: see start).
+		return
+	}
 	for j := range g.boxes {
 		b := &g.boxes[j]
 		var mine []*message
@@ -806,7 +824,7 @@ func (c *rankComm) endPending() {
 		b.mu.Unlock()
 		for _, m := range mine {
 			m.err = errSendFreed(j)
-			close(m.done)
+			g.releaseSender(m)
 		}
 	}
 }
@@ -866,7 +884,7 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 		c.g.w.recyclePost(post)
 		st, err := deliver(call, buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
 		if m.done != nil {
-			close(m.done)
+			c.g.releaseSender(m)
 		}
 		c.g.w.recycle(m)
 		r.st, r.err = st, err
@@ -1094,7 +1112,7 @@ func (c *rankComm) matched(call string, m *message, dt comm.Datatype) (comm.Mess
 	st, err := probeStatus(call, m, dt, c.rank)
 	if err != nil {
 		if m.done != nil {
-			close(m.done)
+			c.g.releaseSender(m)
 		}
 		return nil, err
 	}
@@ -1123,7 +1141,7 @@ func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
 		// The communicator was freed: the message is dropped (its
 		// sender released, as by a receive), as under MPI.
 		if mm.m.done != nil {
-			close(mm.m.done)
+			mm.c.g.releaseSender(mm.m)
 		}
 		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: the message from rank %d tag %d: %w before it was received",
 			mm.c.rank, mm.st.Source, mm.st.Tag, comm.ErrFreed)
