@@ -315,7 +315,7 @@ func (s *Scheduler) retire(w *worker) {
 		c.leave(w)
 	}
 	if l := s.cfg.logger; l != nil {
-		l.Info("driven worker left the scheduler: its driver ended, or Close went on without it",
+		l.Debug("driven worker left the scheduler: its driver ended, or Close went on without it",
 			zap.Int("worker", id), zap.String("context", old[0].name))
 	}
 }

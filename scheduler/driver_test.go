@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pzgo/pz/scheduler"
 )
@@ -539,4 +542,26 @@ func TestDMDASkipsAwayDrivenWorkers(t *testing.T) {
 	st := s.Stats()
 	assert.Equal(t, int64(100), st[0].Tasks)
 	assert.Zero(t, st[1].Tasks, "the driven worker nothing drives")
+}
+
+// A driver that ends normally (Deinit) is no news: the scheduler logs its
+// worker's departure at Debug, not Info, so a correct program's log does
+// not read as if something went wrong.
+func TestDriverDeinitLogsAtDebug(t *testing.T) {
+	ctx := testCtx(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithDrivenWorkers(1),
+		scheduler.WithPerfModelDir(""), scheduler.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	d, err := s.Driver(1)
+	require.NoError(t, err)
+	require.NoError(t, d.Init())
+	require.NoError(t, d.Submit(ctx, &scheduler.Codelet{Name: "one", CPU: func(*scheduler.Call) error { return nil }}))
+	require.NoError(t, d.WaitAll(ctx))
+	require.NoError(t, d.Deinit())
+	require.NoError(t, s.Close())
+	left := logs.FilterMessageSnippet("driven worker left the scheduler").All()
+	require.Len(t, left, 1, "the departure is logged once")
+	assert.Equal(t, zapcore.DebugLevel, left[0].Level)
+	assert.Zero(t, logs.FilterLevelExact(zapcore.InfoLevel).Len()+logs.FilterLevelExact(zapcore.WarnLevel).Len(), "%v", logs.All())
 }
