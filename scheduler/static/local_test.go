@@ -379,14 +379,16 @@ runnables:
 	a.Runnable("tick", func(context.Context) error { return nil })
 	b, _ := NewClient("b")
 	b.Runnable("stuck", func(ctx context.Context) error {
-		if f, _ := Frame(ctx); f == 3 {
+		// Frame 3, or the first after it if a loaded machine made the
+		// executor skip it (frameskip).
+		if f, _ := Frame(ctx); f >= 3 {
 			<-release // ignores ctx: pz cannot stop it
 		}
 		return nil
 	})
 	b.Runnable("after", func(context.Context) error { return nil })
 	b.Runnable("stuck2", func(ctx context.Context) error {
-		if f, _ := Frame(ctx); f == 3 {
+		if f, _ := Frame(ctx); f >= 3 {
 			<-release
 		}
 		return nil
@@ -408,8 +410,8 @@ runnables:
 	}
 	require.ErrorIs(t, res.err, ErrAborted)
 	assert.ErrorContains(t, res.err, "client b stopped answering")
-	assert.ErrorContains(t, res.err, "runnable stuck has not returned from its body (frame 3")
-	assert.ErrorContains(t, res.err, "runnable stuck2 has not returned from its body (frame 3")
+	assert.Regexp(t, `runnable stuck has not returned from its body \(frame ([3-9]|\d\d+),`, res.err.Error())
+	assert.Regexp(t, `runnable stuck2 has not returned from its body \(frame ([3-9]|\d\d+),`, res.err.Error())
 	require.NotNil(t, res.run)
 	for _, r := range res.run.Runnables {
 		assert.False(t, r.Lost, "%s: the records of the stuck client reach the master", r.Name)
@@ -459,7 +461,10 @@ runnables:
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, ErrAborted)
-		assert.ErrorContains(t, err, "stream gpu0.stream0 has not returned from WaitMark (runnable k, frame 3")
+		// Frame 3 holds ticket 4 unless a frame before it was skipped
+		// (frameskip after an overrun, on a loaded machine): then a
+		// later one does.
+		assert.Regexp(t, `stream gpu0\.stream0 has not returned from WaitMark \(runnable k, frame ([3-9]|\d\d+),`, err.Error())
 	case <-time.After(60 * time.Second):
 		t.Fatal("RunLocal did not return: the stuck stream holds client c")
 	}
