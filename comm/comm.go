@@ -151,7 +151,9 @@ type Comm interface {
 	// the operation until its Request completes; alloc is called from
 	// another goroutine, and counts (Igather on root, Iallgather) and
 	// recvCounts (Ialltoall), when not nil, must have Size elements and are
-	// filled in before the Request completes. Argument checks and the
+	// filled in before the Request completes (another length is an
+	// *ArgError of that rank's Request; the collective itself completes,
+	// for the other ranks too). Argument checks and the
 	// agreement across ranks are those of the blocking call; their errors
 	// come from the Request.
 	Ibarrier() (Request, error)

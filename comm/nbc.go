@@ -316,7 +316,7 @@ func (n *NBC) Iallreduce(rank int, send, recv Buf, op Op) (Request, error) {
 func (n *NBC) Igather(rank int, send Buf, root int, alloc Alloc, counts []int) (Request, error) {
 	return n.Start("Igather", rank, func(ctx context.Context, c Comm) error {
 		got, err := c.Gather(ctx, send, root, alloc)
-		return fillCounts("Igather", counts, got, err)
+		return fillCounts("Igather", rank, counts, got, err)
 	})
 }
 
@@ -325,7 +325,7 @@ func (n *NBC) Igather(rank int, send Buf, root int, alloc Alloc, counts []int) (
 func (n *NBC) Iallgather(rank int, send Buf, alloc Alloc, counts []int) (Request, error) {
 	return n.Start("Iallgather", rank, func(ctx context.Context, c Comm) error {
 		got, err := c.AllGather(ctx, send, alloc)
-		return fillCounts("Iallgather", counts, got, err)
+		return fillCounts("Iallgather", rank, counts, got, err)
 	})
 }
 
@@ -339,17 +339,20 @@ func (n *NBC) Iscatter(rank int, send Buf, counts []int, root int, alloc Alloc) 
 func (n *NBC) Ialltoall(rank int, send Buf, sendCounts []int, alloc Alloc, recvCounts []int) (Request, error) {
 	return n.Start("Ialltoall", rank, func(ctx context.Context, c Comm) error {
 		got, err := c.Alltoall(ctx, send, sendCounts, alloc)
-		return fillCounts("Ialltoall", recvCounts, got, err)
+		return fillCounts("Ialltoall", rank, recvCounts, got, err)
 	})
 }
 
-// fillCounts copies a collective's result counts into the caller's slice.
-func fillCounts(call string, dst, got []int, err error) error {
+// fillCounts copies a collective's result counts into the caller's
+// slice, which must have one element per rank (Comm's doc): another
+// length is an *ArgError of rank's Request, the collective done all the
+// same (the other ranks' results are not held up by this rank's slice).
+func fillCounts(call string, rank int, dst, got []int, err error) error {
 	if err != nil || dst == nil || got == nil {
 		return err
 	}
-	if len(dst) < len(got) {
-		return fmt.Errorf("%w: %s: the counts slice has %d elements, the communicator %d ranks", ErrInvalidArg, call, len(dst), len(got))
+	if len(dst) != len(got) {
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("the counts slice has %d elements, the communicator %d ranks (pass one of Size elements, or nil)", len(dst), len(got))}
 	}
 	copy(dst, got)
 	return nil

@@ -196,3 +196,40 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// A counts slice of Iallgather that is not one element per rank, longer
+// or shorter, is an *ArgError of that rank's Request naming the rank; the
+// collective completes all the same, and the other ranks get their result.
+func TestNonblockingCountsSliceLength(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, n := range []int{2, 5} {
+		err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+			counts := make([]int, 3)
+			if c.Rank() == 1 {
+				counts = make([]int, n)
+			}
+			var out []byte
+			r, err := c.Iallgather(comm.BufOf([]int32{int32(c.Rank())}), func(k int) []byte { out = make([]byte, 4*k); return out }, counts)
+			if err != nil {
+				return err
+			}
+			_, err = r.Wait(ctx)
+			if c.Rank() != 1 {
+				if err != nil {
+					return err
+				}
+				if len(out) != 12 || counts[2] != 1 {
+					return errors.New("the other ranks' result is wrong")
+				}
+				return nil
+			}
+			var ae *comm.ArgError
+			if !errors.As(err, &ae) || ae.Rank != 1 || ae.Op != "Iallgather" {
+				return errors.New("want an *ArgError of Iallgather on rank 1, got " + errString(err))
+			}
+			return nil
+		})
+		require.NoError(t, err, "a counts slice of %d elements", n)
+	}
+}
