@@ -546,6 +546,85 @@ func tooLong(s string) bool {
 	return total > float64(maxDuration)
 }
 
+// bareNumber returns s, a number without a unit, written so that
+// time.ParseDuration reads it once a unit follows ("1e3" as "1000"), or
+// "" if s is no number or cannot be (Inf, NaN, a hexadecimal float).
+func bareNumber(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return ""
+	}
+	if _, err := time.ParseDuration(s + "ms"); err == nil {
+		return s
+	}
+	num := strconv.FormatFloat(f, 'f', -1, 64)
+	if _, err := time.ParseDuration(num + "ms"); err != nil {
+		return ""
+	}
+	return num
+}
+
+// durationUnits maps the unit names people write to Go's.
+var durationUnits = map[string]string{
+	"ns": "ns", "nsec": "ns", "nsecs": "ns", "nanosecond": "ns", "nanoseconds": "ns",
+	"us": "us", "µs": "us", "μs": "us", "usec": "us", "usecs": "us", "microsecond": "us", "microseconds": "us",
+	"ms": "ms", "msec": "ms", "msecs": "ms", "millisecond": "ms", "milliseconds": "ms",
+	"s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+	"m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",
+	"h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+}
+
+// durationHint returns how s, which time.ParseDuration refuses, is
+// likely meant as a duration ("10 us" as "10us", "1MS" as "1ms", "1msec"
+// as "1ms", "1e3us" as "1000us"), or "" if it sees none. "M" alone is
+// left alone: minutes or a typo of ms.
+func durationHint(s string) string {
+	t := strings.Join(strings.Fields(s), "")
+	sign := ""
+	if strings.HasPrefix(t, "-") || strings.HasPrefix(t, "+") {
+		sign, t = t[:1], t[1:]
+	}
+	if sign == "+" {
+		sign = ""
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	for t != "" {
+		i := 0
+		for i < len(t) {
+			c := t[i]
+			exp := (c == 'e' || c == 'E') && i > 0 && i+1 < len(t) && (t[i+1] >= '0' && t[i+1] <= '9' || t[i+1] == '-' || t[i+1] == '+')
+			expSign := (c == '-' || c == '+') && i > 0 && (t[i-1] == 'e' || t[i-1] == 'E')
+			if !(c >= '0' && c <= '9' || c == '.' || exp || expSign) {
+				break
+			}
+			i++
+		}
+		num := bareNumber(t[:i])
+		if i == 0 || num == "" {
+			return ""
+		}
+		j := i
+		for j < len(t) && !(t[j] >= '0' && t[j] <= '9' || t[j] == '.') {
+			j++
+		}
+		if t[i:j] == "M" {
+			return ""
+		}
+		unit, ok := durationUnits[strings.ToLower(t[i:j])]
+		if !ok {
+			return ""
+		}
+		b.WriteString(num + unit)
+		t = t[j:]
+	}
+	hint := b.String()
+	if _, err := time.ParseDuration(hint); err != nil || hint == s {
+		return ""
+	}
+	return hint
+}
+
 // duration reads a duration with a unit ("10ms", "100us", "1.5ms").
 func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duration {
 	if n.Kind != yaml.ScalarNode {
@@ -560,8 +639,10 @@ func (p *problems) duration(n *yaml.Node, what string, zeroOK bool) time.Duratio
 	if err != nil {
 		if tooLong(n.Value) {
 			p.add(n.Line, "%s %q is too long; the longest duration is %s", what, n.Value, maxDuration)
-		} else if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
-			p.add(n.Line, "%s %q has no unit; write it as %sms, %sus or %ss", what, n.Value, n.Value, n.Value, n.Value)
+		} else if num := bareNumber(n.Value); num != "" {
+			p.add(n.Line, "%s %q has no unit; write it as %sms, %sus or %ss", what, n.Value, num, num, num)
+		} else if hint := durationHint(n.Value); hint != "" {
+			p.add(n.Line, "%s %q is not a duration; write it as %s", what, n.Value, hint)
 		} else {
 			p.add(n.Line, "%s %q is not a duration; write it such as 10ms, 250us or 1.5ms", what, n.Value)
 		}

@@ -310,7 +310,7 @@ runnables:
   - {name: b, client: c, resource: cpu0, wcet: [1ms]}
   - {name: d, client: c, resource: cpu0, wcet: 1ms, timeout: {ms: 1}}
 `,
-			want: `s.yaml:2: period "10 ms" is not a duration; write it such as 10ms, 250us or 1.5ms
+			want: `s.yaml:2: period "10 ms" is not a duration; write it as 10ms
 s.yaml:5: wcet "fast" is not a duration; write it such as 10ms, 250us or 1.5ms
 s.yaml:6: wcet must be a duration such as 10ms, got a list
 s.yaml:7: timeout must be a duration such as 10ms, got a mapping`,
@@ -452,6 +452,44 @@ runnables:
 hyperepochs: nonsense
 `,
 			want: `s.yaml:6: a second YAML document starts here (after ---); a schedule is one document: remove it or put it in a file of its own`,
+		},
+		// Regressions of the schedule-writing trial (helper): a bare
+		// number in exponent form got the fix "write it as 1e3ms", which
+		// is no duration either, "inf" the fix "infms"; a duration
+		// misspelt with a space, a capital or a long unit name got no fix.
+		{
+			name: "a bare number that needs more than a unit",
+			src: `hyperepochs:
+  - {name: h, period: 1e1, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1.5e3}
+  - {name: b, client: c, resource: cpu0, wcet: inf}
+  - {name: d, client: c, resource: cpu0, wcet: NaN}
+`,
+			want: `s.yaml:2: period "1e1" has no unit; write it as 10ms, 10us or 10s
+s.yaml:5: wcet "1.5e3" has no unit; write it as 1500ms, 1500us or 1500s
+s.yaml:6: wcet "inf" is not a duration; write it such as 10ms, 250us or 1.5ms
+s.yaml:7: wcet "NaN" is not a duration; write it such as 10ms, 250us or 1.5ms`,
+		},
+		{
+			name: "a misspelt duration",
+			src: `hyperepochs:
+  - {name: h, period: 10 us, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1MS}
+  - {name: b, client: c, resource: cpu0, wcet: 1msec}
+  - {name: d, client: c, resource: cpu0, wcet: 2 seconds}
+  - {name: e, client: c, resource: cpu0, wcet: 1e3us}
+  - {name: g, client: c, resource: cpu0, wcet: 1M}
+`,
+			want: `s.yaml:2: period "10 us" is not a duration; write it as 10us
+s.yaml:5: wcet "1MS" is not a duration; write it as 1ms
+s.yaml:6: wcet "1msec" is not a duration; write it as 1ms
+s.yaml:7: wcet "2 seconds" is not a duration; write it as 2s
+s.yaml:8: wcet "1e3us" is not a duration; write it as 1000us
+s.yaml:9: wcet "1M" is not a duration; write it such as 10ms, 250us or 1.5ms`,
 		},
 	})
 }
