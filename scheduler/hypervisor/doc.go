@@ -58,6 +58,9 @@
 // at once. A policy that wraps a built-in one forwards the interfaces it
 // implements (Hooks, Feedback, TaskTyped): New looks for them on the
 // policy it is given.
+// A panic in the policy's code (or WithOnResize's function) is
+// recovered: the policy is called no more, and Err and Close return an
+// error wrapping ErrPolicyPanic that says where it panicked.
 //
 // # Triggers
 //

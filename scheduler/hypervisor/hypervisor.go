@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +44,13 @@ var (
 	// ErrClosed is returned by Register after the hypervisor's Close:
 	// a closed hypervisor resizes nothing.
 	ErrClosed = errors.New("hypervisor: closed")
+	// ErrPolicyPanic is what Err and Close return once the policy's
+	// code - its Resize, a hook, Feedback.Rejected - or WithOnResize's
+	// function panicked: the hypervisor recovered the panic (the worker
+	// that ran it goes on with its tasks), logged it with its stack, and
+	// calls the policy no more, so it resizes nothing more. The error
+	// names the policy, where it panicked and the panic's value and site.
+	ErrPolicyPanic = errors.New("hypervisor: the policy panicked")
 )
 
 // Trigger says what makes the hypervisor consider resizing.
@@ -197,6 +207,10 @@ type Hypervisor struct {
 	lastResize   atomic.Int64
 	lastDecision atomic.Int64
 	closed       atomic.Bool
+	// failed is set, and panicErr stored, when the policy's code
+	// panicked (see ErrPolicyPanic): hooks and decisions stop.
+	failed   atomic.Bool
+	panicErr atomic.Pointer[error]
 }
 
 var _ scheduler.Monitor = (*Hypervisor)(nil)
@@ -246,12 +260,98 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // running finish, later ones are not called, and it resizes nothing
 // more (ResizeNow does nothing, Register returns ErrClosed). It removes the scheduler's
 // monitor only while that is still this hypervisor: closing one that a
-// later New replaced leaves the new one working. Idempotent.
+// later New replaced leaves the new one working. Idempotent. It returns
+// Err: nil, unless the policy panicked (ErrPolicyPanic).
 func (h *Hypervisor) Close() error {
 	if h.closed.CompareAndSwap(false, true) {
 		h.s.RemoveMonitor(h)
 	}
+	return h.Err()
+}
+
+// Err returns nil, or, once the policy's code (Resize, a hook,
+// Feedback.Rejected) or WithOnResize's function panicked, an error
+// wrapping ErrPolicyPanic that says where and why: the hypervisor then
+// calls the policy no more and resizes nothing more, while the
+// scheduler runs its tasks on in the contexts as they are.
+func (h *Hypervisor) Err() error {
+	if p := h.panicErr.Load(); p != nil {
+		return *p
+	}
 	return nil
+}
+
+// recovered, deferred around a call of the policy's code (in names the
+// call), turns a panic into Err (see panicked). It must be the deferred
+// function itself, for recover to stop the panic.
+func (h *Hypervisor) recovered(in string) {
+	if r := recover(); r != nil {
+		h.panicked(in, r)
+	}
+}
+
+// panicked records the panic r of the policy's code in in: Err returns
+// it from now on, it is logged with its stack, and the policy is not
+// called again. It runs in the deferred function that recovered r.
+func (h *Hypervisor) panicked(in string, r any) {
+	err := fmt.Errorf("%w: policy %q panicked in %s at %s: %v; it is called no more and the hypervisor resizes nothing more (the tasks run on in their contexts): fix the policy",
+		ErrPolicyPanic, h.pol.Name(), in, panicSite(), r)
+	if h.panicErr.CompareAndSwap(nil, &err) {
+		h.cfg.log.Error("hypervisor: the policy panicked; it is called no more", zap.String("policy", h.pol.Name()),
+			zap.String("in", in), zap.Any("panic", r), zap.String("stack", string(debug.Stack())))
+	}
+	h.failed.Store(true)
+}
+
+// panicSite returns "file.go:line" of the function that panicked, seen
+// from a deferred function running for the panic (the first frame
+// outside the runtime below runtime.gopanic), or "an unknown place".
+func panicSite() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case inPanic && !strings.HasPrefix(f.Function, "runtime."):
+			return fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return "an unknown place"
+		}
+	}
+}
+
+// stopped reports whether the policy must not be called: the
+// hypervisor is closed, or the policy panicked.
+func (h *Hypervisor) stopped() bool { return h.closed.Load() || h.failed.Load() }
+
+// The hooks of the policy, each recovering a panic (see recovered).
+func (h *Hypervisor) hookPushed(c *scheduler.Context, t *scheduler.Task) (resize bool) {
+	defer h.recovered("its TaskPushed hook")
+	return h.hooks.TaskPushed(c, t)
+}
+
+func (h *Hypervisor) hookPopped(c *scheduler.Context, t *scheduler.Task, worker int) (resize bool) {
+	defer h.recovered("its TaskPopped hook")
+	return h.hooks.TaskPopped(c, t, worker)
+}
+
+func (h *Hypervisor) hookIdleCycle(c *scheduler.Context, worker int, idle time.Duration) (resize bool) {
+	defer h.recovered("its IdleCycle hook")
+	return h.hooks.IdleCycle(c, worker, idle)
+}
+
+func (h *Hypervisor) hookIdleEnd(c *scheduler.Context, worker int, idle time.Duration) (resize bool) {
+	defer h.recovered("its IdleEnd hook")
+	return h.hooks.IdleEnd(c, worker, idle)
+}
+
+func (h *Hypervisor) hookExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) (resize bool) {
+	defer h.recovered("its TaskExecuted hook")
+	return h.hooks.TaskExecuted(c, t, worker, elapsed)
 }
 
 // Register lets the hypervisor resize c within lim. Registering again
@@ -495,7 +595,7 @@ func (h *Hypervisor) TaskPushed(c *scheduler.Context, t *scheduler.Task) {
 	if h.types.on {
 		h.types.pushed(c, t)
 	}
-	if h.hooks != nil && h.hooks.TaskPushed(c, t) {
+	if h.hooks != nil && !h.failed.Load() && h.hookPushed(c, t) {
 		h.decide(TriggerHook)
 	}
 }
@@ -506,7 +606,7 @@ func (h *Hypervisor) TaskPopped(c *scheduler.Context, t *scheduler.Task, worker 
 		return
 	}
 	h.counters(c).popped.Add(1)
-	if h.hooks != nil && h.hooks.TaskPopped(c, t, worker) {
+	if h.hooks != nil && !h.failed.Load() && h.hookPopped(c, t, worker) {
 		h.decide(TriggerHook)
 	}
 }
@@ -520,7 +620,7 @@ func (h *Hypervisor) IdleCycle(c *scheduler.Context, worker int, idle time.Durat
 	if w.idleSince.Load() == 0 {
 		w.idleSince.Store(h.now() - int64(idle))
 	}
-	if h.hooks != nil && h.hooks.IdleCycle(c, worker, idle) {
+	if h.hooks != nil && !h.failed.Load() && h.hookIdleCycle(c, worker, idle) {
 		h.decide(TriggerHook)
 		return
 	}
@@ -538,7 +638,7 @@ func (h *Hypervisor) IdleEnd(c *scheduler.Context, worker int, idle time.Duratio
 	w := &h.workers[worker]
 	w.idleSince.Store(0)
 	w.idleNs.Add(int64(idle))
-	if h.hooks != nil && h.hooks.IdleEnd(c, worker, idle) {
+	if h.hooks != nil && !h.failed.Load() && h.hookIdleEnd(c, worker, idle) {
 		h.decide(TriggerHook)
 	}
 }
@@ -568,7 +668,7 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 			h.types.executed(c, t, kd, elapsed, f)
 		}
 	}
-	if h.hooks != nil && h.hooks.TaskExecuted(c, t, worker, elapsed) {
+	if h.hooks != nil && !h.failed.Load() && h.hookExecuted(c, t, worker, elapsed) {
 		h.decide(TriggerHook)
 		return
 	}
@@ -593,9 +693,9 @@ func (h *Hypervisor) maybeWindow() {
 // ResizeNow runs the policy at once (waiting for a decision under way)
 // and applies its moves; it returns the moves made. Decisions left
 // pending meanwhile run before it returns. After Close it moves nothing
-// and returns nil.
+// and returns nil, as after the policy panicked (Err).
 func (h *Hypervisor) ResizeNow() []Resize {
-	if h.closed.Load() {
+	if h.stopped() {
 		return nil
 	}
 	h.mu.Lock()
@@ -615,6 +715,9 @@ func (h *Hypervisor) ResizeNow() []Resize {
 // the flag after it unlocked: either the holder sees the flag, or the
 // asker's TryLock comes after the unlock and succeeds.
 func (h *Hypervisor) decide(why Trigger) {
+	if h.failed.Load() {
+		return
+	}
 	now := h.now()
 	if why != TriggerHook {
 		if last := h.lastResize.Load(); last != 0 && now-last < int64(h.cfg.minInterval) {
@@ -652,15 +755,32 @@ func (h *Hypervisor) drain() bool {
 }
 
 // decideLocked runs the policy once for the triggers in why; h.mu is
-// held.
-func (h *Hypervisor) decideLocked(why Trigger) []Resize {
+// held. A panic in the policy's code or WithOnResize's function stops
+// the policy (see recovered); the moves posted before it stand.
+func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
+	if h.failed.Load() {
+		return nil
+	}
 	v := h.view(why)
 	if len(v.Contexts) == 0 {
 		return nil
 	}
+	in := "Resize"
+	defer func() {
+		if h.failed.Load() {
+			done = nil
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			h.panicked(in, r)
+		}
+	}()
 	moves := h.pol.Resize(v)
+	in = "WithOnResize's function"
 	done, rejected := h.apply(v, moves)
 	if fb, ok := h.pol.(Feedback); ok {
+		in = "Feedback.Rejected"
 		fb.Rejected(v, rejected)
 	}
 	return done

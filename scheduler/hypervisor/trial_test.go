@@ -2,6 +2,7 @@ package hypervisor_test
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +221,86 @@ func TestClosedHypervisorResizesNothing(t *testing.T) {
 		assert.Contains(t, err.Error(), `Register(context "c")`)
 	}
 	assert.Equal(t, hypervisor.ContextCounters{}, hv.Counters(nil))
+}
+
+// panicky is a custom policy whose hook or Resize panics, as a policy
+// with a bug would.
+type panicky struct {
+	hypervisor.NopHooks
+	in    string // "TaskExecuted", "TaskPushed", "Resize" or "OnResize"
+	calls atomic.Int64
+}
+
+func (*panicky) Name() string { return "panicky" }
+
+func (p *panicky) Resize(v *hypervisor.View) []hypervisor.Move {
+	if p.in == "Resize" {
+		panic("bug in Resize")
+	}
+	if p.in == "OnResize" && len(v.Contexts) == 2 && len(v.Contexts[0].Workers) > 1 {
+		return []hypervisor.Move{{Worker: v.Contexts[0].Workers[0], To: 1}}
+	}
+	return nil
+}
+
+func (p *panicky) TaskPushed(*scheduler.Context, *scheduler.Task) bool {
+	p.calls.Add(1)
+	if p.in == "TaskPushed" {
+		panic("bug in TaskPushed")
+	}
+	return false
+}
+
+func (p *panicky) TaskExecuted(*scheduler.Context, *scheduler.Task, int, time.Duration) bool {
+	if p.in == "TaskExecuted" {
+		panic("bug in TaskExecuted")
+	}
+	return p.in == "Resize" || p.in == "OnResize"
+}
+
+// Trial finding: a custom policy whose hook or Resize panicked (or a
+// WithOnResize function that did) crashed the whole program from a
+// worker goroutine - or from Submit, for TaskPushed - losing every task
+// submitted, where a panicking codelet or callback fails its task
+// only. The hypervisor recovers the panic, logs it, stops calling the
+// policy (it resizes nothing more) and reports it from Err and Close;
+// the tasks all run.
+func TestPolicyPanicStopsThePolicyNotTheProgram(t *testing.T) {
+	for _, in := range []string{"TaskExecuted", "TaskPushed", "Resize", "OnResize"} {
+		t.Run(in, func(t *testing.T) {
+			s := newSched(t, 3)
+			a, b := newContexts(t, s, []int{0, 1}, []int{2})
+			pol := &panicky{in: in}
+			opts := []hypervisor.Option{hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv)}
+			if in == "OnResize" {
+				opts = append(opts, hypervisor.WithOnResize(func(hypervisor.Resize) { panic("bug in OnResize") }))
+			}
+			hv, err := hypervisor.New(s, opts...)
+			require.NoError(t, err)
+			require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+			require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+			var ran atomic.Int64
+			cl := &scheduler.Codelet{Name: "t", CPU: func(*scheduler.Call) error { ran.Add(1); return nil }}
+			const n = 20
+			submitN(t, s, a, cl, n)
+			require.NoError(t, s.WaitAll(testCtx(t)))
+			assert.Equal(t, int64(n), ran.Load(), "every task submitted ran")
+
+			herr := hv.Err()
+			require.ErrorIs(t, herr, hypervisor.ErrPolicyPanic)
+			assert.Contains(t, herr.Error(), `policy "panicky"`)
+			want := map[string]string{"TaskExecuted": "TaskExecuted", "TaskPushed": "TaskPushed", "Resize": "Resize", "OnResize": "WithOnResize"}[in]
+			assert.Contains(t, herr.Error(), want, "names where it panicked")
+			assert.Contains(t, herr.Error(), "bug in", "gives the panic's value")
+			assert.Contains(t, herr.Error(), "trial_test.go", "gives the panic's site")
+
+			// The policy is not called again.
+			pushed := pol.calls.Load()
+			submitN(t, s, a, cl, n)
+			require.NoError(t, s.WaitAll(testCtx(t)))
+			assert.Equal(t, pushed, pol.calls.Load(), "a hook was called after the panic")
+			assert.Nil(t, hv.ResizeNow())
+			assert.ErrorIs(t, hv.Close(), hypervisor.ErrPolicyPanic, "Close reports the panic")
+		})
+	}
 }
