@@ -32,7 +32,8 @@ var (
 	// ErrBadContext is returned by Register for a context of another
 	// scheduler or a deleted one, the global context, a context nested
 	// in (or holding) one already registered, or limits that contradict
-	// each other or the scheduler (a Min above its workers, TotalFlops
+	// each other or the scheduler (a Min above its workers, or the
+	// registered contexts' minimums adding up to more, TotalFlops
 	// negative, NaN or +Inf); by SetTotalFlops and AddTotalFlops for
 	// such flops or a context not registered; and by SetTotalFlops,
 	// AddTotalFlops and AnnounceTasks for a context not registered, or
@@ -359,7 +360,11 @@ func (h *Hypervisor) hookExecuted(c *scheduler.Context, t *scheduler.Task, worke
 // worker is in at most one of them. So the global context (which holds
 // every worker) is refused, and so is a context nested in one already
 // registered or holding one (the error names both); register siblings,
-// or the children alone. After the scheduler's Close, Register returns
+// or the children alone. It refuses limits that contradict each other
+// or the scheduler (ErrBadContext): a Min or Max negative, a Min above
+// Max or the scheduler's workers, or a Min that brings the sum of the
+// registered (and not deleted) contexts' minimums above the scheduler's
+// workers. After the scheduler's Close, Register returns
 // scheduler.ErrClosed.
 func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	switch {
@@ -399,6 +404,21 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 				return fmt.Errorf("%w: %v holds %v, which is registered: a worker would be in both; register one of them", ErrBadContext, c, o)
 			}
 		}
+	}
+	if lim.Min > 0 {
+		sum, others := lim.Min, []string(nil)
+		for _, o := range h.order {
+			if m := h.reg[o].Min; o != c && m > 0 && !isDeleted(o) {
+				sum += m
+				others = append(others, fmt.Sprintf("%v %d", o, m))
+			}
+		}
+		if sum > len(h.workers) {
+			return fmt.Errorf("%w: %v: Limits.Min %d and the minimums of the registered %s add up to %d, above the scheduler's %d workers: no distribution can honour them; lower a minimum",
+				ErrBadContext, c, lim.Min, strings.Join(others, ", "), sum, len(h.workers))
+		}
+	}
+	if _, ok := h.reg[c]; !ok {
 		h.order = append(h.order, c)
 	}
 	h.reg[c] = lim

@@ -304,3 +304,29 @@ func TestPolicyPanicStopsThePolicyNotTheProgram(t *testing.T) {
 		})
 	}
 }
+
+// Trial finding: Register took minimums that add up to more workers
+// than the scheduler has (three contexts with Limits.Min 1, 3 and 3 on
+// 6 workers) without a word; feft then logged "no distribution of the
+// workers fits" at every decision, and no policy could honour them.
+// Register refuses the context whose minimum makes the sum too large,
+// naming the others.
+func TestRegisterRefusesMinimumsAboveTheWorkers(t *testing.T) {
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	hv, err := hypervisor.New(s, hypervisor.WithPolicyName("feft"), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 2}))
+	err = hv.Register(b, hypervisor.Limits{Min: 2})
+	require.ErrorIs(t, err, hypervisor.ErrBadContext)
+	assert.Contains(t, err.Error(), `context "b": Limits.Min 2`)
+	assert.Contains(t, err.Error(), `context "a" 2`, "names the other minimums")
+	assert.Contains(t, err.Error(), "add up to 4")
+	assert.Contains(t, err.Error(), "3 workers")
+	require.NoError(t, hv.Register(b, hypervisor.Limits{Min: 1}))
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 2}), "registering again with the same limits")
+	require.ErrorIs(t, hv.Register(a, hypervisor.Limits{Min: 3}), hypervisor.ErrBadContext)
+	hv.Unregister(b)
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 3}), "b's minimum no longer counts")
+}
