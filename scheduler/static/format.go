@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -180,7 +181,54 @@ type problems struct {
 }
 
 func (p *problems) add(line int, format string, args ...any) {
-	p.list = append(p.list, &Error{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	p.list = append(p.list, &Error{File: p.file, Line: line, Msg: clipQuoted(fmt.Sprintf(format, args...))})
+}
+
+// maxQuoted is the longest value a message quotes whole; clip cuts a
+// longer one (a file of one 50 MB line made a 50 MB message).
+const maxQuoted = 1024
+
+// clipQuoted clips every Go-quoted value in msg (as %q writes a name or
+// a value) longer than maxQuoted bytes.
+func clipQuoted(msg string) string {
+	if len(msg) <= maxQuoted {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			break
+		}
+		b.WriteString(msg[:i])
+		msg = msg[i:]
+		q, err := strconv.QuotedPrefix(msg)
+		if err != nil {
+			b.WriteByte('"')
+			msg = msg[1:]
+			continue
+		}
+		msg = msg[len(q):]
+		if v, err := strconv.Unquote(q); err == nil && len(v) > maxQuoted {
+			q = strconv.Quote(clip(v))
+		}
+		b.WriteString(q)
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+// clip returns s, or, if s is longer than maxQuoted bytes, its first 64
+// bytes (whole characters) then "…(N bytes)".
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := 64
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:n], len(s))
 }
 
 // err returns the problems sorted by line (stable), or nil.
@@ -673,7 +721,7 @@ func kindName(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "nothing"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return fmt.Sprintf("%q", clip(n.Value))
 	case yaml.AliasNode:
 		return "an alias"
 	}

@@ -568,3 +568,21 @@ func TestErrorText(t *testing.T) {
 	assert.Equal(t, "one", e.Msg)
 	assert.Len(t, list.Unwrap(), 2)
 }
+
+// TestHugeValueClipped: a value of megabytes quoted in a message is cut
+// short, saying how long it is (a file of one 50 MB line printed a 50 MB
+// error; found in the schedule-writing trial).
+func TestHugeValueClipped(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	for name, src := range map[string]string{
+		"the whole file": huge,
+		"a dependency":   "hyperepochs: [{name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}]\nclients: [c]\nrunnables:\n  - {name: a, client: c, resource: cpu0, wcet: 1ms, deps: [" + huge + "]}\n",
+	} {
+		err := schedErr(src)
+		require.Error(t, err, name)
+		msg := err.Error()
+		require.Less(t, len(msg), 1000, "%s: %.300s", name, msg)
+		require.Contains(t, msg, "xxxx…", name)
+		require.Contains(t, msg, "1048576 bytes", name)
+	}
+}
