@@ -145,6 +145,9 @@ type ctxCounters struct {
 	// Hypervisor.mu: WithOnResize's function and a policy's Resize run
 	// under mu and may call Counters.
 	speed atomic.Uint64 // math.Float64bits
+	// noFlopsWarned is set once the warning that the context declared
+	// TotalFlops but its tasks do none is logged.
+	noFlopsWarned atomic.Bool
 }
 
 // workerCounters are the hooks' counters of one worker.
@@ -840,6 +843,12 @@ func (h *Hypervisor) view(why Trigger) *View {
 		}
 		if busy := k.busyNs.Load(); busy > 0 {
 			cv.BusySpeed = cv.FlopsDone / (float64(busy) / 1e9)
+		}
+		if cv.Limits.TotalFlops > 0 && cv.Done > 0 && cv.FlopsDone == 0 && k.noFlopsWarned.CompareAndSwap(false, true) {
+			h.cfg.log.Warn("hypervisor: a context declared Limits.TotalFlops but its completed tasks did no flops (their Codelet.Flops is nil or returns 0): "+
+				"its remaining work never goes down, so gflops_rate and feft keep it a worker until it stops taking tasks (StopSubmission, Delete); "+
+				"give its codelets Flops, or use teft, which needs none",
+				zap.String("context", cv.Name), zap.Float64("total_flops", cv.Limits.TotalFlops), zap.Int64("tasks_done", cv.Done))
 		}
 		cv.KindSpeed = make([]float64, h.nkinds)
 		for kd := range cv.KindSpeed {

@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/hypervisor"
@@ -329,4 +332,30 @@ func TestRegisterRefusesMinimumsAboveTheWorkers(t *testing.T) {
 	require.ErrorIs(t, hv.Register(a, hypervisor.Limits{Min: 3}), hypervisor.ErrBadContext)
 	hv.Unregister(b)
 	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 3}), "b's minimum no longer counts")
+}
+
+// Trial finding: a context registered with Limits.TotalFlops whose
+// codelets declare no Flops never saw its remaining work go down: under
+// feft or gflops_rate it kept a worker after its last task, idle, while
+// the other context had work, and nothing said why. The hypervisor
+// warns once per context.
+func TestTotalFlopsWithoutFlopsWarns(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	core, logs := observer.New(zapcore.WarnLevel)
+	hv, err := hypervisor.New(s, hypervisor.WithPolicyName("feft"), hypervisor.WithGetenv(noEnv),
+		hypervisor.WithTrigger(0), hypervisor.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{TotalFlops: 1e6}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{TotalFlops: 1e6}))
+	submitN(t, s, a, &scheduler.Codelet{Name: "noflops", CPU: func(*scheduler.Call) error { return nil }}, 3)
+	submitN(t, s, b, work("w", 0, 1e3), 3)
+	require.NoError(t, s.WaitAll(testCtx(t)))
+	hv.ResizeNow()
+	hv.ResizeNow()
+	warned := logs.FilterMessageSnippet("did no flops").All()
+	require.Len(t, warned, 1, "one warning, for a alone")
+	assert.Equal(t, "a", warned[0].ContextMap()["context"])
+	assert.Contains(t, warned[0].Message, "Codelet.Flops")
 }
