@@ -111,7 +111,7 @@ func checkLocalClients(plan *Plan, clients []*Client) error {
 		case seen[c.name]:
 			problems = append(problems, fmt.Sprintf("client %s is given twice", c.name))
 		case !slices.Contains(plan.Clients, c.name):
-			problems = append(problems, fmt.Sprintf("client %s is not one of the plan's", c.name))
+			problems = append(problems, fmt.Sprintf("client %s is not one of the plan's (its clients are %s)", c.name, strings.Join(plan.Clients, ", ")))
 		}
 		if c != nil {
 			seen[c.name] = true

@@ -469,3 +469,43 @@ runnables:
 		t.Fatal("RunLocal did not return: the stuck stream holds client c")
 	}
 }
+
+// A client that registers a runnable of another client, or a misspelt
+// one, is told which (found in the schedule-writing trial: the refusal
+// said only "which the plan does not give client a"); a client not in
+// the plan is told the plan's clients.
+func TestRunLocalRefusalSaysTheFix(t *testing.T) {
+	plan := compileString(t, `
+hyperepochs: [{name: h, period: 10ms, resources: [cpu0, cpu1], epochs: [{name: f}]}]
+clients: [camera, planner]
+runnables:
+  - {name: grab,   client: camera,  resource: cpu0, wcet: 1ms}
+  - {name: detect, client: camera,  resource: cpu0, wcet: 1ms, deps: [grab]}
+  - {name: plan,   client: planner, resource: cpu1, wcet: 1ms, deps: [detect]}
+`)
+	mk := func(name string, runs ...string) *Client {
+		c, _ := NewClient(name)
+		for _, r := range runs {
+			c.Runnable(r, func(context.Context) error { return nil })
+		}
+		return c
+	}
+	for i, tc := range []struct {
+		clients []*Client
+		want    string
+	}{
+		{[]*Client{mk("camera", "grab", "detct"), mk("planner", "plan")},
+			`it registered detct (did you mean "detect"?), which the plan does not give client camera; it did not register detect`},
+		{[]*Client{mk("camera", "grab", "detect", "plan"), mk("planner", "plan")},
+			`it registered plan (the plan gives it to client planner), which the plan does not give client camera`},
+		{[]*Client{mk("camera", "grab", "detect"), mk("planner", "plan"), mk("planer")},
+			`client planer is not one of the plan's (its clients are camera, planner)`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		run, err := runLocal(ctx, plan, tc.clients, WithFrames(1))
+		cancel()
+		assert.Nil(t, run, "case %d", i)
+		require.ErrorIs(t, err, ErrRefused, "case %d", i)
+		assert.ErrorContains(t, err, tc.want, "case %d", i)
+	}
+}

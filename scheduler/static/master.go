@@ -373,11 +373,22 @@ func (m *Master) join(name string, h *message, pid int, l link) error {
 			gpus[r.Resource] = true
 		}
 	}
+	owner := map[string]string{}
+	for _, r := range m.plan.Runnables() {
+		owner[r.Name] = r.Client
+	}
 	var unknown, missing []string
 	for _, r := range h.Runnables {
-		if !slices.Contains(want, r) {
-			unknown = append(unknown, r)
+		if slices.Contains(want, r) {
+			continue
 		}
+		// Say whose it is, or what it likely misspells.
+		if c, ok := owner[r]; ok {
+			r += " (the plan gives it to client " + c + ")"
+		} else if hint := closest(r, want); hint != "" {
+			r += fmt.Sprintf(" (did you mean %q?)", hint)
+		}
+		unknown = append(unknown, r)
 	}
 	for _, r := range want {
 		if !slices.Contains(h.Runnables, r) {
