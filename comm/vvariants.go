@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -62,6 +63,36 @@ func checkLayout(call string, rank, size int, counts, displs []int, n int, recv 
 		}
 	}
 	return nil
+}
+
+// isPart reports whether s is exactly part i of buf under a valid layout:
+// the same memory as buf[displs[i]:displs[i]+counts[i]], not empty.
+func isPart[T Number](s, buf []T, counts, displs []int, i int) bool {
+	return len(s) > 0 && len(s) == counts[i] && &s[0] == &buf[displs[i]]
+}
+
+// aliasErr is the *ArgError of a v-variant whose buffers share memory
+// other than in the in-place form the call allows.
+func aliasErr(call string, rank int, what, fix string) error {
+	return &ArgError{Op: call, Rank: rank, Detail: what + " (" + fix + ")"}
+}
+
+// sendAlias checks the send buffer of Gatherv's root or of Allgatherv
+// against recv (a valid layout): send may be this rank's own part of recv,
+// the in-place form (like MPI_IN_PLACE), which is then copied so that
+// the collective reads it whole whatever it writes into recv; any other
+// sharing of memory is an *ArgError, as the peers' parts would overwrite
+// send while it is read (on comm/local by the other ranks, which read it
+// in place). It returns the send buffer to use.
+func sendAlias[T Number](call string, me int, send, recv []T, counts, displs []int) ([]T, error) {
+	if !Overlaps(AsBytes(send), AsBytes(recv)) {
+		return send, nil
+	}
+	if isPart(send, recv, counts, displs, me) {
+		return slices.Clone(send), nil
+	}
+	return send, aliasErr(call, me, fmt.Sprintf("send overlaps recv other than as this rank's own part recv[%d:%d]", displs[me], displs[me]+counts[me]),
+		"pass exactly that part as send for the in-place form, or use separate buffers")
 }
 
 // packed reports whether displs lay the parts back to back from 0.
@@ -239,7 +270,9 @@ func (r *receiver[T]) finish(call string, got []int, from string) error {
 // Gatherv gathers every rank's send on root: rank i's part lands at
 // recv[displs[i]:displs[i]+counts[i]] (MPI_Gatherv). recv, counts and
 // displs are used on root only (pass nil elsewhere); elements of recv
-// outside the parts are left as they were.
+// outside the parts are left as they were. On root, send may be root's own
+// part of recv (the in-place form, like MPI_IN_PLACE); other overlap of
+// send and recv is an *ArgError on root (which still sends its part).
 //
 // Errors are root's alone (the layout is root's): a bad layout is an
 // *ArgError, a rank whose len(send) is not its count a *MismatchError
@@ -250,6 +283,9 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 	var lerr error
 	if me == root {
 		lerr = checkLayout("Gatherv", me, c.Size(), counts, displs, len(recv), true)
+		if lerr == nil {
+			send, lerr = sendAlias("Gatherv", me, send, recv, counts, displs)
+		}
 	}
 	r := newReceiver(recv, counts, displs, lerr == nil && me == root)
 	got, err := c.Gather(ctx, BufOf(send), root, r.alloc)
@@ -264,7 +300,9 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 
 // Allgatherv gathers every rank's send on every rank: rank i's part lands
 // at recv[displs[i]:displs[i]+counts[i]] (MPI_Allgatherv). Every rank
-// passes the layout of its own recv.
+// passes the layout of its own recv. send may be this rank's own part of
+// recv (the in-place form, like MPI_IN_PLACE); other overlap of send and
+// recv is an *ArgError on that rank (which still sends its part).
 //
 // A bad layout is an *ArgError on the rank that passed it only. A rank
 // that receives a part of another size than its counts say gets a
@@ -272,6 +310,9 @@ func Gatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, disp
 // count, every rank whose counts differ from that rank's len(send)).
 func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, displs []int) error {
 	lerr := checkLayout("Allgatherv", c.Rank(), c.Size(), counts, displs, len(recv), true)
+	if lerr == nil {
+		send, lerr = sendAlias("Allgatherv", c.Rank(), send, recv, counts, displs)
+	}
 	r := newReceiver(recv, counts, displs, lerr == nil)
 	got, err := c.AllGather(ctx, BufOf(send), r.alloc)
 	if err != nil {
@@ -286,7 +327,10 @@ func Allgatherv[T Number](ctx context.Context, c Comm, send, recv []T, counts, d
 // Scatterv sends send[displs[i]:displs[i]+counts[i]] from root to rank i,
 // which receives it into recv: len(recv) is the count it expects
 // (MPI_Scatterv's recvcount). send, counts and displs are used on root
-// only; the parts may overlap.
+// only; the parts may overlap. On root, recv may be root's own part of
+// send (the in-place form, like MPI_IN_PLACE: it is left as it is);
+// other overlap of recv and send is an *ArgError on root, which still
+// sends the others their parts.
 //
 // A bad layout is an *ArgError on root only, which then sends nothing; a
 // rank whose part has another length than len(recv) (so also every rank
@@ -297,19 +341,32 @@ func Scatterv[T Number](ctx context.Context, c Comm, send []T, counts, displs []
 	var lerr error
 	var flat []T
 	var sc []int
+	scratch := false // root receives its own part into scratch, not recv
 	if me == root {
 		sc = counts
 		if lerr = checkLayout("Scatterv", me, size, counts, displs, len(send), false); lerr != nil {
 			sc = make([]int, size) // send nothing: the receivers see the mismatch
-		} else if packed(counts, displs) {
-			flat = send[:sum(counts)]
 		} else {
-			flat = pack(send, counts, displs)
+			if packed(counts, displs) {
+				flat = send[:sum(counts)]
+			} else {
+				flat = pack(send, counts, displs)
+			}
+			// recv may be root's own part of send, the in-place form:
+			// the part is there already. Other sharing of memory is
+			// root's error; the others still get their parts.
+			if Overlaps(AsBytes(send), AsBytes(recv)) {
+				scratch = true
+				if !isPart(recv, send, counts, displs, me) {
+					lerr = aliasErr("Scatterv", me, fmt.Sprintf("recv overlaps send other than as root's own part send[%d:%d]", displs[me], displs[me]+counts[me]),
+						"pass exactly that part as recv for the in-place form, or use separate buffers")
+				}
+			}
 		}
 	}
 	var got []T
 	err := c.Scatter(ctx, BufOf(flat), sc, root, func(n int) []byte {
-		if n == len(recv) {
+		if n == len(recv) && !scratch {
 			got = recv
 		} else {
 			got = make([]T, n)
@@ -330,7 +387,10 @@ func Scatterv[T Number](ctx context.Context, c Comm, send []T, counts, displs []
 
 // Alltoallv sends send[sdispls[i]:sdispls[i]+scounts[i]] to rank i and
 // receives rank i's part into recv[rdispls[i]:rdispls[i]+rcounts[i]]
-// (MPI_Alltoallv). Send parts may overlap; receive parts may not.
+// (MPI_Alltoallv). Send parts may overlap; receive parts may not. send
+// and recv may be the same slice with the same counts and displacements
+// (the in-place form, like MPI_IN_PLACE); other overlap of send and recv
+// is an *ArgError on that rank, which still sends its parts.
 //
 // A bad layout (send or receive) is an *ArgError on the rank that passed
 // it only; with a bad send layout that rank sends nothing. A rank that
@@ -341,6 +401,18 @@ func Alltoallv[T Number](ctx context.Context, c Comm, send []T, scounts, sdispls
 	me, size := c.Rank(), c.Size()
 	serr := checkLayout("Alltoallv", me, size, scounts, sdispls, len(send), false)
 	rerr := checkLayout("Alltoallv", me, size, rcounts, rdispls, len(recv), true)
+	if serr == nil && rerr == nil && Overlaps(AsBytes(send), AsBytes(recv)) {
+		// The in-place form (like MPI_IN_PLACE): one buffer and one
+		// layout for both, read whole before any part arrives. Other
+		// sharing of memory is this rank's error: it still sends, and
+		// receives into scratch, so the others get their parts.
+		if InPlace(BufOf(send), BufOf(recv)) && slices.Equal(scounts, rcounts) && slices.Equal(sdispls, rdispls) {
+			send = slices.Clone(send)
+		} else {
+			rerr = aliasErr("Alltoallv", me, "send and recv overlap",
+				"for the in-place form pass the same slice as both with the same counts and displacements; otherwise use separate buffers")
+		}
+	}
 	var flat []T
 	sc := scounts
 	switch {

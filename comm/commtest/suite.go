@@ -57,6 +57,7 @@ func Cases() []Case {
 		{"P2P/Ssend", ssendCase},
 		{"VVariants", vvariantsCase},
 		{"Misuse/VVariants", misuseVvariantsCase},
+		{"Misuse/VVariantsAlias", vvariantsAliasCase},
 		{"UserOp", userOpCase},
 		{"Misuse/UserOp", misuseUserOpCase},
 	}

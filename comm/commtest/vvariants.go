@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -260,6 +261,230 @@ func misuseVvariantsCase(ctx context.Context, c comm.Comm) error {
 	got, err := comm.AllReduce(ctx, c, []int32{1}, comm.Sum)
 	if err != nil || got[0] != int32(n) {
 		return fmt.Errorf("AllReduce after the misuse: %v, %v", got, err)
+	}
+	return nil
+}
+
+// vvariantsAliasCase: a v-variant's send and receive buffers may share
+// memory only in the in-place form (like MPI_IN_PLACE): on Gatherv's root
+// and in Allgatherv send is this rank's own part of recv, on Scatterv's
+// root recv is root's own part of send, and in Alltoallv send and recv
+// are one slice with one layout. Those give the usual results. Any other
+// overlap is an *ArgError on the rank that passed it, which writes
+// nothing into its buffers but still sends, so that the others get their
+// parts and return nil. Before this was checked the collectives read a
+// send buffer that the peers' parts were overwriting: wrong data, without
+// an error, and different on each backend (a user's trial of the
+// v-variants found it).
+func vvariantsAliasCase(ctx context.Context, c comm.Comm) error {
+	n, me, last := c.Size(), c.Rank(), c.Size()-1
+	const filler = -7
+	const big = 3000 // a part of some size, past the eager copies
+	isArgErr := func(what string, err error) error {
+		var ae *comm.ArgError
+		if !errors.As(err, &ae) || ae.Rank != me || ae.Op != what || !strings.Contains(ae.Detail, "in-place") {
+			return fmt.Errorf("%s with overlapping buffers on rank %d: got %v, want an *ArgError of %s naming rank %d and the in-place form", what, me, err, what, me)
+		}
+		return nil
+	}
+	for _, layout := range []string{"gaps", "packed", "ordered"} {
+		counts, d, size := vLayout(n)
+		for i := range counts {
+			counts[i] += big
+		}
+		switch layout {
+		case "packed":
+			d, size = packedLayout(counts), sum(counts)
+		case "gaps":
+			d, size = make([]int, n), 0
+			for i := n - 1; i >= 0; i-- {
+				size += 2
+				d[i] = size
+				size += counts[i]
+			}
+		case "ordered":
+			d, size = make([]int, n), 0
+			for i := range n {
+				size++
+				d[i] = size
+				size += counts[i]
+			}
+		}
+		// shifted is a slice of buf of counts[i] elements one past part i:
+		// it overlaps the parts without being one (buf has a spare
+		// element at the end).
+		shifted := func(buf []int32, i int) []int32 { return buf[d[i]+1 : d[i]+1+counts[i]] }
+		part := func(from, to int) []int32 { return vPart(from, to, counts[from]) }
+
+		// Allgatherv in place, then with the last rank's send shifted.
+		all := slices.Repeat([]int32{filler}, size+1)
+		copy(all[d[me]:], part(me, 0))
+		if err := comm.Allgatherv(ctx, c, all[d[me]:d[me]+counts[me]], all, counts, d); err != nil {
+			return fmt.Errorf("Allgatherv in place (%s): %w", layout, err)
+		}
+		if err := expectLaidOut("Allgatherv in place ("+layout+")", all[:size], counts, d, func(i int) []int32 { return part(i, 0) }, filler); err != nil {
+			return err
+		}
+		all = slices.Repeat([]int32{filler}, size+1)
+		send := part(me, 0)
+		if me == last {
+			send = shifted(all, me)
+			copy(send, part(me, 0))
+		}
+		before := slices.Clone(all)
+		err := comm.Allgatherv(ctx, c, send, all, counts, d)
+		if me == last {
+			if err := isArgErr("Allgatherv", err); err != nil {
+				return err
+			}
+			if !slices.Equal(all, before) {
+				return fmt.Errorf("Allgatherv with overlapping buffers (%s): rank %d's buffer was written", layout, me)
+			}
+		} else {
+			if err != nil {
+				return fmt.Errorf("Allgatherv (%s) beside rank %d's overlapping buffers: %w", layout, last, err)
+			}
+			if err := expectLaidOut("Allgatherv ("+layout+") beside overlapping buffers", all[:size], counts, d, func(i int) []int32 { return part(i, 0) }, filler); err != nil {
+				return err
+			}
+		}
+
+		for _, root := range roots(n) {
+			// Gatherv: root's send in place, then shifted.
+			for _, form := range []string{"in place", "overlapping"} {
+				var recv []int32
+				send := part(me, root)
+				if me == root {
+					recv = slices.Repeat([]int32{filler}, size+1)
+					send = recv[d[me] : d[me]+counts[me]]
+					if form == "overlapping" {
+						send = shifted(recv, me)
+					}
+					copy(send, part(me, root))
+				}
+				before := slices.Clone(recv)
+				err := comm.Gatherv(ctx, c, send, recv, counts, d, root)
+				switch {
+				case me != root && err != nil:
+					return fmt.Errorf("Gatherv %s (%s, root %d) on a non-root: %w", form, layout, root, err)
+				case me == root && form == "in place":
+					if err != nil {
+						return fmt.Errorf("Gatherv in place (%s, root %d): %w", layout, root, err)
+					}
+					if err := expectLaidOut(fmt.Sprintf("Gatherv in place (%s, root %d)", layout, root), recv[:size], counts, d, func(i int) []int32 { return part(i, root) }, filler); err != nil {
+						return err
+					}
+				case me == root:
+					if err := isArgErr("Gatherv", err); err != nil {
+						return err
+					}
+					if !slices.Equal(recv, before) {
+						return fmt.Errorf("Gatherv with overlapping buffers (%s, root %d): root's buffer was written", layout, root)
+					}
+				}
+			}
+
+			// Scatterv: root's recv in place, then shifted.
+			for _, form := range []string{"in place", "overlapping"} {
+				var send []int32
+				recv := make([]int32, counts[me])
+				if me == root {
+					send = slices.Repeat([]int32{filler}, size+1)
+					for i := range n {
+						copy(send[d[i]:], vPart(root, i, counts[i]))
+					}
+					recv = send[d[me] : d[me]+counts[me]]
+					if form == "overlapping" {
+						recv = shifted(send, me)
+					}
+				}
+				before := slices.Clone(send)
+				err := comm.Scatterv(ctx, c, send, counts, d, recv, root)
+				switch {
+				case me != root:
+					if err != nil {
+						return fmt.Errorf("Scatterv %s (%s, root %d) on a non-root: %w", form, layout, root, err)
+					}
+					if want := vPart(root, me, counts[me]); !slices.Equal(recv, want) {
+						return fmt.Errorf("Scatterv %s (%s, root %d): got %v, want %v", form, layout, root, recv, want)
+					}
+				case form == "in place":
+					if err != nil {
+						return fmt.Errorf("Scatterv in place (%s, root %d): %w", layout, root, err)
+					}
+					if !slices.Equal(send, before) {
+						return fmt.Errorf("Scatterv in place (%s, root %d): root's buffer changed", layout, root)
+					}
+				default:
+					if err := isArgErr("Scatterv", err); err != nil {
+						return err
+					}
+					if !slices.Equal(send, before) {
+						return fmt.Errorf("Scatterv with overlapping buffers (%s, root %d): root's buffer was written", layout, root)
+					}
+				}
+			}
+		}
+
+		// Alltoallv in place: rank i sends counts[i]+counts[j] elements
+		// to rank j (as many as it receives from j), at the same place.
+		ac, ad, aLen := make([]int, n), make([]int, n), 0
+		for j := range n {
+			ac[j] = counts[me] + counts[j]
+		}
+		switch layout {
+		case "packed":
+			ad, aLen = packedLayout(ac), sum(ac)
+		case "gaps":
+			for j := n - 1; j >= 0; j-- {
+				aLen += 2
+				ad[j] = aLen
+				aLen += ac[j]
+			}
+		case "ordered":
+			for j := range n {
+				aLen++
+				ad[j] = aLen
+				aLen += ac[j]
+			}
+		}
+		buf := slices.Repeat([]int32{filler}, aLen+1)
+		for j := range n {
+			copy(buf[ad[j]:], vPart(me, j, ac[j]))
+		}
+		if err := comm.Alltoallv(ctx, c, buf, ac, ad, buf, ac, ad); err != nil {
+			return fmt.Errorf("Alltoallv in place (%s): %w", layout, err)
+		}
+		if err := expectLaidOut("Alltoallv in place ("+layout+")", buf[:aLen], ac, ad, func(i int) []int32 { return vPart(i, me, ac[i]) }, filler); err != nil {
+			return err
+		}
+		// The last rank receives one element further on than it sends
+		// from, in the same memory.
+		buf = slices.Repeat([]int32{filler}, aLen+1)
+		for j := range n {
+			copy(buf[ad[j]:], vPart(me, j, ac[j]))
+		}
+		sendBuf, recvBuf := buf[:aLen], make([]int32, aLen)
+		if me == last {
+			recvBuf = buf[1:]
+		}
+		before = slices.Clone(buf)
+		err = comm.Alltoallv(ctx, c, sendBuf, ac, ad, recvBuf, ac, ad)
+		if me == last {
+			if err := isArgErr("Alltoallv", err); err != nil {
+				return err
+			}
+			if !slices.Equal(buf, before) {
+				return fmt.Errorf("Alltoallv with overlapping buffers (%s): rank %d's buffer was written", layout, me)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("Alltoallv (%s) beside rank %d's overlapping buffers: %w", layout, last, err)
+		}
+		if err := expectLaidOut("Alltoallv ("+layout+") beside overlapping buffers", recvBuf, ac, ad, func(i int) []int32 { return vPart(i, me, ac[i]) }, 0); err != nil {
+			return err
+		}
 	}
 	return nil
 }
