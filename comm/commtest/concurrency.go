@@ -2,6 +2,7 @@ package commtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -133,6 +134,21 @@ func compareCase(ctx context.Context, c comm.Comm) error {
 		}
 		if got != rel {
 			return fmt.Errorf("Compare with %s: %v, want %v", w.name, got, rel)
+		}
+	}
+	// A freed communicator, on either side, is an error wrapping
+	// ErrFreed on both backends (comm/local compared it as if alive and
+	// MPI returned a bare MPI_ERR_COMM; a user's trial found it).
+	freed, err := c.Dup(ctx)
+	if err != nil {
+		return err
+	}
+	if err := freed.Free(); err != nil {
+		return err
+	}
+	for _, p := range [][2]comm.Comm{{c, freed}, {freed, c}} {
+		if rel, err := comm.Compare(p[0], p[1]); !errors.Is(err, comm.ErrFreed) {
+			return fmt.Errorf("Compare with a freed communicator: %v, %v; want an error wrapping ErrFreed", rel, err)
 		}
 	}
 	return nil

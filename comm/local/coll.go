@@ -824,6 +824,16 @@ func (c *rankComm) Compare(other comm.Comm) (comm.Relation, error) {
 	if !ok || o.g.w != c.g.w {
 		return comm.Unequal, fmt.Errorf("%w: Compare: %T is not a communicator of this in-process world", comm.ErrInvalidArg, other)
 	}
+	// A freed communicator has no group left to compare (MPI_Comm_compare
+	// refuses its handle): the same error on both backends.
+	for _, x := range []struct {
+		which string
+		c     *rankComm
+	}{{"the first", c}, {"the second", o}} {
+		if x.c.freed.Load() {
+			return comm.Unequal, fmt.Errorf("local: Compare on rank %d: %s communicator: %w (compare before Free)", c.rank, x.which, comm.ErrFreed)
+		}
+	}
 	switch {
 	case o.g == c.g:
 		return comm.Ident, nil

@@ -318,6 +318,19 @@ func (c *Comm) Compare(other comm.Comm) (comm.Relation, error) {
 		return comm.Unequal, fmt.Errorf("%w: Compare: %T is not an MPI communicator", comm.ErrInvalidArg, other)
 	}
 	o := oc.mpiComm()
+	// A freed handle is MPI_COMM_NULL, which MPI_Comm_compare refuses with
+	// a bare MPI_ERR_COMM: say which one and why, as comm/local does.
+	for _, x := range []struct {
+		which string
+		c     *Comm
+	}{{"the first", c}, {"the second", o}} {
+		if x.c.st.finalized.Load() {
+			return comm.Unequal, fmt.Errorf("mpi: Compare on rank %d: %s communicator: %w (%w)", c.rank, x.which, ErrFinalized, comm.ErrFreed)
+		}
+		if x.c.freed.Load() {
+			return comm.Unequal, fmt.Errorf("mpi: Compare on rank %d: %s communicator: %w (compare before Free)", c.rank, x.which, comm.ErrFreed)
+		}
+	}
 	var rel C.int
 	c.st.lock()
 	rc := C.pz_comm_compare(c.c, o.c, &rel)
