@@ -222,10 +222,13 @@ var _ scheduler.Monitor = (*Hypervisor)(nil)
 // New attaches a hypervisor to s (replacing any Monitor) with the policy
 // of WithPolicy, WithPolicyName or PZ_HYPERVISOR_POLICY (default idle).
 // Register the contexts it may resize; Close detaches it. s must not be
-// nil (ErrBadOption).
+// nil (ErrBadOption) nor closed (scheduler.ErrClosed).
 func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil scheduler", ErrBadOption)
+	}
+	if s.Closed() {
+		return nil, fmt.Errorf("hypervisor: New: %w: a closed scheduler runs no more tasks; attach the hypervisor before closing it", scheduler.ErrClosed)
 	}
 	cfg, err := buildConfig(opts, len(s.Workers()))
 	if err != nil {

@@ -761,7 +761,7 @@ func TestRegisterBadInput(t *testing.T) {
 // A context deleted while registered is refused by SetTotalFlops,
 // AddTotalFlops and AnnounceTasks (it returned nil), and Register after
 // the scheduler's Close is refused with scheduler.ErrClosed (it
-// returned nil).
+// returned nil), as is New.
 func TestDeletedContextAndClosedScheduler(t *testing.T) {
 	s := newSched(t, 2)
 	a, b := newContexts(t, s, []int{0}, []int{1})
@@ -791,6 +791,13 @@ func TestDeletedContextAndClosedScheduler(t *testing.T) {
 	assert.ErrorIs(t, err, scheduler.ErrClosed)
 	assert.ErrorContains(t, err, `Register(context "b")`)
 	assert.ErrorContains(t, err, "register contexts before closing it")
+
+	// New on the closed scheduler is refused too (it returned a
+	// hypervisor that could register nothing).
+	hv2, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv))
+	assert.Nil(t, hv2)
+	assert.ErrorIs(t, err, scheduler.ErrClosed)
+	assert.ErrorContains(t, err, "attach the hypervisor before closing it")
 }
 
 // TestRegisterOverlappingContexts: registered contexts must not share
