@@ -251,10 +251,26 @@ func agreeCounts(ctx context.Context, c Comm, call string, counts []int) error {
 	return &MismatchError{Op: call, Detail: "counts: the ranks' hashes differ"}
 }
 
+// asCall returns err, the error of a collective that call is built on,
+// as call's own when it is an *ArgError or a *MismatchError: the user
+// called call, and both backends (one native, one built on AllReduce)
+// then report the same Op.
+func asCall(call string, err error) error {
+	var ae *ArgError
+	var me *MismatchError
+	switch {
+	case errors.As(err, &ae):
+		return &ArgError{Op: call, Rank: ae.Rank, Detail: ae.Detail}
+	case errors.As(err, &me):
+		return &MismatchError{Op: call, Detail: me.Detail}
+	}
+	return fmt.Errorf("comm: %s: %w", call, err)
+}
+
 func reduceScatter[T Number](ctx context.Context, c Comm, call string, send []T, counts []int, op Op) ([]T, error) {
 	all := make([]T, len(send))
 	if err := AllReduceTo(ctx, c, all, send, op); err != nil {
-		return nil, fmt.Errorf("comm: %s: %w", call, err)
+		return nil, asCall(call, err)
 	}
 	if call == "ReduceScatter" {
 		// ReduceScatterBlock's counts derive from len(send), which
@@ -263,11 +279,11 @@ func reduceScatter[T Number](ctx context.Context, c Comm, call string, send []T,
 			return nil, err
 		}
 	}
-	if counts == nil {
+	if call == "ReduceScatterBlock" && counts == nil {
 		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d elements do not split into %d equal blocks", len(send), c.Size())}
 	}
 	if len(counts) != c.Size() {
-		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d counts for %d ranks", len(counts), c.Size())}
+		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("%d counts for %d ranks (pass one count per rank; ReduceScatterBlock splits send evenly)", len(counts), c.Size())}
 	}
 	off, total := 0, 0
 	for r, k := range counts {
@@ -282,5 +298,8 @@ func reduceScatter[T Number](ctx context.Context, c Comm, call string, send []T,
 	if total != len(send) {
 		return nil, &ArgError{Op: call, Rank: c.Rank(), Detail: fmt.Sprintf("counts sum to %d, send has %d elements", total, len(send))}
 	}
-	return append([]T(nil), all[off:off+counts[c.Rank()]]...), nil
+	// Never nil, also for no elements, as the native ReduceScatterBlock's.
+	out := make([]T, counts[c.Rank()])
+	copy(out, all[off:])
+	return out, nil
 }

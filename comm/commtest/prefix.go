@@ -16,6 +16,7 @@ func prefixCases() []Case {
 	return []Case{
 		{"Scan", scanCase},
 		{"ReduceScatter", reduceScatterCase},
+		{"Misuse/ReduceScatter", misuseReduceScatterCase},
 		{"AllGatherTo", allGatherToCase},
 		{"MinLocMaxLoc", locCase},
 		{"P2P/Sendrecv", sendrecvCase},
@@ -590,6 +591,59 @@ func locTyped[T comm.Real](ctx context.Context, c comm.Comm, val func(r, i int) 
 		if lo[i] != wantLo || hi[i] != wantHi {
 			return fmt.Errorf("MinLoc/MaxLoc of %T at %d: %+v %+v, want %+v %+v", *new(T), i, lo[i], hi[i], wantLo, wantHi)
 		}
+	}
+	return nil
+}
+
+// misuseReduceScatterCase: ReduceScatter and ReduceScatterBlock report
+// their errors as their own on both backends (comm/mpi runs
+// ReduceScatterBlock natively, comm/local on an AllReduce, whose *ArgError
+// and *MismatchError said "AllReduce" there); nil counts are "0 counts",
+// not a ReduceScatterBlock's uneven split (which 3 elements on 3 ranks are
+// not); and a rank's empty block is an empty slice on both, never nil (a
+// user's trial found all three).
+func misuseReduceScatterCase(ctx context.Context, c comm.Comm) error {
+	n, me := c.Size(), c.Rank()
+	argErr := func(what, call string, err error, detail string) error {
+		var ae *comm.ArgError
+		if !errors.As(err, &ae) || ae.Op != call || !strings.Contains(ae.Detail, detail) {
+			return fmt.Errorf("%s: got %v, want an *ArgError of %s saying %q", what, err, call, detail)
+		}
+		return nil
+	}
+	_, err := comm.ReduceScatter(ctx, c, make([]int32, n), nil, comm.Sum)
+	if err := argErr("ReduceScatter with nil counts", "ReduceScatter", err, fmt.Sprintf("0 counts for %d ranks", n)); err != nil {
+		return err
+	}
+	_, err = comm.ReduceScatter(ctx, c, make([]float32, n), slices.Repeat([]int{1}, n), comm.BXor)
+	if err := argErr("ReduceScatter of float32 with bxor", "ReduceScatter", err, "bxor is not defined on float32"); err != nil {
+		return err
+	}
+	_, err = comm.ReduceScatterBlock(ctx, c, make([]float32, n), comm.BXor)
+	if err := argErr("ReduceScatterBlock of float32 with bxor", "ReduceScatterBlock", err, "bxor is not defined on float32"); err != nil {
+		return err
+	}
+	if n > 1 {
+		_, err = comm.ReduceScatterBlock(ctx, c, make([]int64, n*(me+1)), comm.Sum)
+		var mm *comm.MismatchError
+		if !errors.As(err, &mm) || mm.Op != "ReduceScatterBlock" || !strings.Contains(mm.Detail, "count") {
+			return fmt.Errorf("ReduceScatterBlock with lengths that differ: got %v, want a *MismatchError of ReduceScatterBlock naming the counts", err)
+		}
+	}
+	// Empty blocks: not nil, on every backend.
+	blk, err := comm.ReduceScatterBlock(ctx, c, []int64{}, comm.Sum)
+	if err != nil || blk == nil || len(blk) != 0 {
+		return fmt.Errorf("ReduceScatterBlock of no elements: %#v, %v; want an empty, non-nil slice", blk, err)
+	}
+	counts := make([]int, n)
+	counts[n-1] = 2 // the last rank gets everything
+	part, err := comm.ReduceScatter(ctx, c, []int64{1, 2}, counts, comm.Sum)
+	want := []int64{}
+	if me == n-1 {
+		want = []int64{int64(n), int64(2 * n)}
+	}
+	if err != nil || part == nil || !slices.Equal(part, want) {
+		return fmt.Errorf("ReduceScatter with counts %v: %#v, %v; want %v", counts, part, err, want)
 	}
 	return nil
 }
