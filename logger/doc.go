@@ -31,6 +31,11 @@
 //	PZ_LOG_FORMAT=console|json           encoding (default console)
 //	PZ_LOG_FILE=out/pz-{rank}.log        one file per rank ({rank} is replaced)
 //
+// A log file is created in an existing directory (New does not make
+// directories; when one is missing, its error says so and names it) and
+// appended to. A line logged after Close cannot reach the closed file: it
+// goes to standard error instead, after a one-time note naming the file.
+//
 // An invalid value makes New fail with an error wrapping ErrConfig that
 // names the variable and the accepted values. WithEnv replaces the lookup
 // (WithEnv(nil) ignores the environment).

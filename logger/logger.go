@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +78,7 @@ type config struct {
 	setFormat  bool
 	file       string
 	setFile    bool
+	fileEnv    bool // file came from EnvFile
 	writer     io.Writer
 	core       zapcore.Core
 	noTime     bool
@@ -173,6 +176,7 @@ type Logger struct {
 	local  *zap.Logger
 	sync   func() error
 	close  func() error
+	file   *fileSink // the file New opened, if any
 	once   sync.Once
 	err    error
 }
@@ -181,7 +185,9 @@ type Logger struct {
 // applied in order; the environment variables (EnvLevel, EnvRanks,
 // EnvFormat, EnvFile) then fill in whatever the options did not set. An
 // invalid option or variable returns an error wrapping ErrConfig that names
-// it; a file that cannot be opened returns the open error.
+// it; a file that cannot be opened returns an error wrapping the open error
+// that names the file, the option or variable that named it, and the fix
+// (for a missing directory: create it first).
 func New(rank, size int, opts ...Option) (*Logger, error) {
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of size %d", ErrConfig, rank, size)
@@ -254,10 +260,16 @@ func (c *config) buildCore(l *Logger, rank int) (zapcore.Core, error) {
 		name := strings.ReplaceAll(c.file, "{rank}", strconv.Itoa(rank))
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("logger: rank %d: %w", rank, err)
+			from := fmt.Sprintf("WithFile(%q)", c.file)
+			if c.fileEnv {
+				from = fmt.Sprintf("%s=%q", EnvFile, c.file)
+			}
+			return nil, openError(rank, name, from, err)
 		}
-		ws = zapcore.Lock(f)
-		l.close = f.Close
+		sink := &fileSink{f: f, rank: rank, stderr: os.Stderr}
+		l.file = sink
+		ws = sink
+		l.close = sink.Close
 	}
 	l.sync = ws.Sync
 
@@ -315,7 +327,7 @@ func (c *config) applyEnv() error {
 		}
 	}
 	if v, ok := c.lookup(EnvFile); ok && !c.setFile && v != "" {
-		c.file = v
+		c.file, c.fileEnv = v, true
 	}
 	return nil
 }
@@ -365,8 +377,9 @@ func (l *Logger) Rank() int { return l.rank }
 func (l *Logger) Sync() error { return l.sync() }
 
 // Close flushes and closes the file the logger writes to, if it opened
-// one. It is idempotent. Logging to a closed file fails (zap reports write
-// errors on standard error), so close the logger last.
+// one. It is idempotent. Close the logger last: a line logged after Close
+// cannot go to the closed file, so it goes to standard error instead,
+// after a note (once) naming the file and saying so; nothing is lost.
 func (l *Logger) Close() error {
 	l.once.Do(func() {
 		// Syncing a terminal or pipe fails with EINVAL; that is not an error.
@@ -391,4 +404,75 @@ func (s stream) Sync() error {
 		return nil
 	}
 	return err
+}
+
+// openError explains why the log file name (from the option or variable
+// from) could not be opened, and what to do about it. It wraps err.
+func openError(rank int, name, from string, err error) error {
+	dir := filepath.Dir(name)
+	var why string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := os.Stat(dir); serr != nil {
+			why = fmt.Sprintf("its directory %s does not exist: create it first (mkdir -p %s) or name a file in an existing directory", dir, dir)
+		} else {
+			why = "it is a broken symbolic link, or a part of its path does not exist: name a file in an existing directory"
+		}
+	case errors.Is(err, syscall.EROFS):
+		why = fmt.Sprintf("%s is on a read-only file system: name a file on a writable one", dir)
+	case errors.Is(err, fs.ErrPermission):
+		why = fmt.Sprintf("this process may not write it (is %s, or the file, read-only?): name a file in a directory it can write, or fix the permissions", dir)
+	case errors.Is(err, syscall.EISDIR):
+		why = fmt.Sprintf("it is a directory: name a file, such as %s", filepath.Join(name, "pz-{rank}.log"))
+	case errors.Is(err, syscall.ENOTDIR):
+		why = "a part of its path is a file, not a directory: name a file in a directory"
+	default:
+		why = "name a file this process can create or append to"
+	}
+	return fmt.Errorf("logger: rank %d: cannot open the log file %s (from %s): %s: %w", rank, name, from, why, err)
+}
+
+// fileSink is a log file opened by New. Once closed, the lines still
+// logged go to standard error, after a note naming the file, rather than
+// being lost to a write error.
+type fileSink struct {
+	mu     sync.Mutex
+	f      *os.File
+	rank   int
+	stderr io.Writer // where lines go after Close
+	closed bool
+	warned bool
+}
+
+func (s *fileSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		return s.f.Write(p)
+	}
+	if !s.warned {
+		s.warned = true
+		fmt.Fprintf(s.stderr, "logger: rank %d: a line was logged after Logger.Close closed the log file %s; it and any later ones go to standard error (log before Close: RuntimeView.Close closes the logger after every finalizer)\n", s.rank, s.f.Name())
+	}
+	return s.stderr.Write(p)
+}
+
+func (s *fileSink) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	return s.f.Sync()
+}
+
+// Close closes the file; it is idempotent.
+func (s *fileSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.f.Close()
 }

@@ -323,3 +323,74 @@ func TestFormatString(t *testing.T) {
 	assert.Equal(t, "console", logger.Console.String())
 	assert.Equal(t, "json", logger.JSON.String())
 }
+
+// A log file that cannot be opened (found in the new-user trial: a
+// PZ_LOG_FILE in a directory not yet made) says which file, where its name
+// came from, why and what to do, not just the bare open error.
+func TestFileOpenErrorSaysTheFix(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "out", "logs")
+	plain := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(plain, nil, 0o644))
+	tests := []struct {
+		name    string
+		opt     logger.Option
+		is      error
+		mention []string
+	}{
+		{"missing directory, option", logger.WithFile(filepath.Join(missing, "pz-{rank}.log")), os.ErrNotExist,
+			[]string{filepath.Join(missing, "pz-1.log"), fmt.Sprintf("WithFile(%q)", filepath.Join(missing, "pz-{rank}.log")), "directory " + missing + " does not exist", "mkdir -p " + missing}},
+		{"missing directory, environment", env(map[string]string{logger.EnvFile: filepath.Join(missing, "run-{rank}.log")}), os.ErrNotExist,
+			[]string{fmt.Sprintf("PZ_LOG_FILE=%q", filepath.Join(missing, "run-{rank}.log")), "does not exist", "mkdir -p"}},
+		{"a directory", logger.WithFile(dir), nil,
+			[]string{"it is a directory", filepath.Join(dir, "pz-{rank}.log")}},
+		{"under a file", logger.WithFile(filepath.Join(plain, "x.log")), nil,
+			[]string{"is a file, not a directory"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := logger.New(1, 2, noEnv, tc.opt)
+			require.Error(t, err)
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
+			assert.Contains(t, err.Error(), "rank 1")
+			for _, m := range tc.mention {
+				assert.Contains(t, err.Error(), m)
+			}
+		})
+	}
+}
+
+// A line logged after Close (a finalizer of another layer, a goroutine
+// still running; found in the new-user trial) was lost: the file was
+// closed and zap printed only "write error: ... file already closed".
+// It now goes to standard error after a note naming the file.
+func TestLogAfterCloseIsNotLost(t *testing.T) {
+	dir := t.TempDir()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = stderr
+	t.Cleanup(func() { os.Stderr = saved; stderr.Close() })
+
+	name := filepath.Join(dir, "pz-0.log")
+	l, err := logger.New(0, 1, noEnv, logger.WithFile(name), logger.WithoutTime())
+	require.NoError(t, err)
+	l.Zap().Info("before close")
+	require.NoError(t, l.Close())
+	l.Zap().Info("after close")
+	l.Local().Info("and again")
+	assert.NoError(t, l.Sync(), "nothing to flush after Close")
+	assert.NoError(t, l.Close())
+
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	assert.Equal(t, "INFO\trank 0\tbefore close\n", string(b))
+	b, err = os.ReadFile(stderr.Name())
+	require.NoError(t, err)
+	out := string(b)
+	assert.Contains(t, out, "INFO\trank 0\tafter close\n")
+	assert.Contains(t, out, "INFO\trank 0\tand again\n")
+	assert.Equal(t, 1, strings.Count(out, "after Logger.Close closed the log file "+name), "one note: %s", out)
+}
