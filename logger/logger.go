@@ -102,12 +102,16 @@ func WithOff() Option {
 func WithRoot(r int) Option { return func(c *config) { c.root = r } }
 
 // WithRanks makes exactly the given ranks print on the rank-selected logger.
+// Ranks beyond the job are ignored, but New refuses a negative rank, and a
+// list naming no rank of the job (nothing would print); WithRanks() with
+// no rank silences the rank-selected logger.
 func WithRanks(ranks ...int) Option {
 	return func(c *config) {
 		c.ranks, c.allRanks, c.setRanks = slices.Clone(ranks), false, true
 		if c.ranks == nil {
 			c.ranks = []int{}
 		}
+		slices.Sort(c.ranks)
 	}
 }
 
@@ -203,6 +207,16 @@ func New(rank, size int, opts ...Option) (*Logger, error) {
 		// A list that fits another job size is fine; one that leaves
 		// every rank silent is a mistake.
 		return nil, fmt.Errorf("%w: %s=%q names no rank of this job of %d (ranks 0-%d): nothing would print; name one of them, root or all", ErrConfig, EnvRanks, c.ranksEnv, size, size-1)
+	}
+	if c.ranksEnv == "" && len(c.ranks) > 0 {
+		// WithRanks: the same mistakes as in EnvRanks. (WithRanks() with
+		// no rank silences Zap on purpose.)
+		if c.ranks[0] < 0 {
+			return nil, fmt.Errorf("%w: WithRanks%v: rank %d is negative; the ranks of this job are 0-%d", ErrConfig, c.ranks, c.ranks[0], size-1)
+		}
+		if c.ranks[0] >= size {
+			return nil, fmt.Errorf("%w: WithRanks%v names no rank of this job of %d (ranks 0-%d): nothing would print; name one of them, or use WithRootOnly or WithAllRanks (WithRanks() silences Zap on purpose)", ErrConfig, c.ranks, size, size-1)
+		}
 	}
 	if !c.allRanks && c.ranks == nil && (c.root < 0 || c.root >= size) {
 		return nil, fmt.Errorf("%w: root %d out of range [0, %d)", ErrConfig, c.root, size)

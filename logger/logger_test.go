@@ -282,6 +282,10 @@ func TestConfigErrors(t *testing.T) {
 		{"bad format", 0, 1, []logger.Option{env(map[string]string{logger.EnvFormat: "xml"})}, "PZ_LOG_FORMAT"},
 		{"ranks none of which exists", 0, 2, []logger.Option{env(map[string]string{logger.EnvRanks: "5,7-9"})}, `PZ_LOG_RANKS="5,7-9" names no rank of this job of 2 (ranks 0-1)`},
 		{"bad format option", 0, 1, []logger.Option{noEnv, logger.WithFormat(logger.Format(9))}, "Format(9)"},
+		// Found in the new-user trial: WithRanks(3) in a job of 3 (meaning
+		// the last rank) silenced every rank, where PZ_LOG_RANKS=3 is refused.
+		{"option ranks none of which exists", 1, 3, []logger.Option{noEnv, logger.WithRanks(5, 3)}, "WithRanks[3 5] names no rank of this job of 3 (ranks 0-2)"},
+		{"negative rank option", 1, 3, []logger.Option{noEnv, logger.WithRanks(2, -1)}, "WithRanks[-1 2]: rank -1 is negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
