@@ -65,9 +65,10 @@ func (e entry) label() string {
 func New() *Stack { return new(Stack) }
 
 // Push stacks fn so that Close runs it before every callback pushed earlier.
-// It returns ErrNilFunc for a nil fn, and ErrClosed (without stacking fn)
-// once Close has been called, including from a callback that Close is
-// running.
+// It returns an error wrapping ErrNilFunc for a nil fn, and one wrapping
+// ErrClosed (without stacking fn) once Close has been called, including
+// from a callback that Close is running; each names the call (with the
+// number fn would have had) and the fix.
 func (s *Stack) Push(fn func() error) error { return s.push(fn, "") }
 
 // PushNamed is Push for a callback that Close's errors call name instead
@@ -76,19 +77,23 @@ func (s *Stack) Push(fn func() error) error { return s.push(fn, "") }
 // the callbacks pushed with Push).
 func (s *Stack) PushNamed(name string, fn func() error) error {
 	if name == "" {
-		return fmt.Errorf("%w: PushNamed needs a name", ErrNilFunc)
+		return fmt.Errorf("%w: PushNamed needs a name (Close's errors call the callback by it); use Push for a numbered one", ErrNilFunc)
 	}
 	return s.push(fn, name)
 }
 
 func (s *Stack) push(fn func() error, name string) error {
-	if fn == nil {
-		return ErrNilFunc
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	call := fmt.Sprintf("Push (callback %d)", s.nums)
+	if name != "" {
+		call = fmt.Sprintf("PushNamed(%q)", name)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: %s was given a nil func (an unset variable, field or method value?), which Close could not run; pass the function Close should run", ErrNilFunc, call)
+	}
 	if s.closing {
-		return ErrClosed
+		return fmt.Errorf("%w: %s came after Close began, so the callback was not stacked and will never run; stack finalizers before Close (a callback that Close is running cannot stack more: do that work in it directly)", ErrClosed, call)
 	}
 	e := entry{fn: fn, name: name}
 	if name == "" {

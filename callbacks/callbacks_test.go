@@ -146,6 +146,29 @@ func TestPushNil(t *testing.T) {
 	assert.Equal(t, 0, s.Len())
 }
 
+// Found in the new-user trial: a nil finalizer (an unset func field) and
+// one stacked by a callback that Close was running were refused with
+// only "callbacks: nil callback" and "callbacks: stack closed", naming
+// neither which Push nor what to do.
+func TestPushErrorsSayWhichAndTheFix(t *testing.T) {
+	s := callbacks.New()
+	require.NoError(t, s.Push(func() error { return nil }))
+	err := s.Push(nil)
+	require.ErrorIs(t, err, callbacks.ErrNilFunc)
+	assert.ErrorContains(t, err, "Push (callback 1) was given a nil func")
+	assert.ErrorContains(t, err, "pass the function Close should run")
+	err = s.PushNamed("solver", nil)
+	require.ErrorIs(t, err, callbacks.ErrNilFunc)
+	assert.ErrorContains(t, err, `PushNamed("solver") was given a nil func`)
+
+	var late error
+	require.NoError(t, s.Push(func() error { late = s.Push(func() error { return nil }); return nil }))
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, late, callbacks.ErrClosed)
+	assert.ErrorContains(t, late, "Push (callback 2) came after Close began, so the callback was not stacked and will never run")
+	assert.ErrorContains(t, late, "stack finalizers before Close")
+}
+
 func TestConcurrentClose(t *testing.T) {
 	s := callbacks.New()
 	var count atomic.Int32

@@ -18,7 +18,9 @@
 // returned from Close joined with errors.Join, each wrapped with the
 // callback's push index. Close is idempotent and safe for concurrent use:
 // every caller gets the first call's result, after all callbacks have run.
-// Push after Close returns ErrClosed and stacks nothing; Close called by
+// Push after Close returns an error wrapping ErrClosed and stacks nothing
+// (Push of a nil func, one wrapping ErrNilFunc; both name the Push and the
+// fix); Close called by
 // one of the stack's own callbacks returns ErrCloseInCallback at once
 // instead of waiting for itself.
 //

@@ -23,5 +23,5 @@ func Example() {
 	// finalize MPI
 	// error: callbacks: callback 1: solver: flush failed
 	// again: true
-	// push after close: callbacks: stack closed
+	// push after close: callbacks: stack closed: Push (callback 3) came after Close began, so the callback was not stacked and will never run; stack finalizers before Close (a callback that Close is running cannot stack more: do that work in it directly)
 }
