@@ -2,6 +2,7 @@ package resourceset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/pzgo/pz/comm"
@@ -14,7 +15,8 @@ import (
 // rank, a nil or zero result with ok == false and a nil error: the empty
 // result is documented, never a panic. Errors (mismatched arguments across
 // ranks, a canceled ctx, ...) come from comm and are wrapped with the name
-// of the call and the root's rank; they are returned on every rank.
+// of the call and the root's rank; they are returned on every rank, with a
+// nil or zero result (never this rank's own input).
 
 // Gather collects every rank's mine (lengths may differ) at the root, one
 // part per rank in rank order (views into one allocation). Numeric data
@@ -64,7 +66,8 @@ func BcastValue[T any](ctx context.Context, root Root, v T) (T, error) {
 	}
 	out, err := comm.BcastValue(ctx, c, v, rank)
 	if err != nil {
-		return out, wrap(root, "BcastValue", err)
+		var zero T // not this rank's own v, which is not the root's
+		return zero, wrap(root, "BcastValue", err)
 	}
 	return out, nil
 }
@@ -116,7 +119,8 @@ func ScatterValues[T any](ctx context.Context, root Root, vals []T) (T, error) {
 	}
 	v, err := comm.ScatterValues(ctx, c, vals, rank)
 	if err != nil {
-		return v, wrap(root, "ScatterValues", err)
+		var zero T
+		return zero, wrap(root, "ScatterValues", err)
 	}
 	return v, nil
 }
@@ -148,6 +152,11 @@ func rooted[R any](root Root, call string, r R, err error) (R, bool, error) {
 	return r, true, nil
 }
 
+// wrap names the call and its root in err; for a freed communicator it
+// also says the likely cause and the fix.
 func wrap(root Root, call string, err error) error {
+	if errors.Is(err, comm.ErrFreed) {
+		return fmt.Errorf("resourceset: %s rooted at rank %d: the resource set's communicator was freed (the RuntimeView it came from was closed?): call collectives before Close, in the function Run or RunLocal runs: %w", call, root.Rank(), err)
+	}
 	return fmt.Errorf("resourceset: %s rooted at rank %d: %w", call, root.Rank(), err)
 }

@@ -353,6 +353,38 @@ func TestCanceledContext(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// Found in the new-user trial: a resource set kept past the view's Close
+// and used as a root failed with only "local: Bcast on rank 0: comm:
+// communicator freed", and BcastValue returned the caller's own value
+// beside the error, as if it were the root's.
+func TestRootedCollectivesAfterFree(t *testing.T) {
+	comms, err := local.New(2)
+	require.NoError(t, err)
+	rs, err := resourceset.New(comms[0], 1, fakeMachine(1), nil)
+	require.NoError(t, err)
+	for _, c := range comms {
+		require.NoError(t, c.Free())
+	}
+	ctx := testCtx(t)
+	check := func(call string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, comm.ErrFreed, call)
+		assert.ErrorContains(t, err, "resourceset: "+call+" rooted at rank 1: the resource set's communicator was freed (the RuntimeView it came from was closed?): call collectives before Close")
+	}
+	v, err := resourceset.BcastValue(ctx, rs, 5)
+	check("BcastValue", err)
+	assert.Zero(t, v, "not the caller's own value")
+	s, err := resourceset.ScatterValues(ctx, rs.RAM(), []string{"a", "b"})
+	check("ScatterValues", err)
+	assert.Zero(t, s)
+	_, ok, err := resourceset.Gather(ctx, rs, []int{1})
+	check("Gather", err)
+	assert.False(t, ok)
+	check("Bcast", resourceset.Bcast(ctx, rs, []int{1}))
+	_, _, err = resourceset.ReduceValue(ctx, rs, 1, func(a, b int) int { return a + b })
+	check("ReduceValue", err)
+}
+
 func TestLogger(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	comms, err := local.New(2)
