@@ -20,9 +20,8 @@
 // every caller gets the first call's result, after all callbacks have run.
 // Push after Close returns an error wrapping ErrClosed and stacks nothing
 // (Push of a nil func, one wrapping ErrNilFunc; both name the Push and the
-// fix); Close called by
-// one of the stack's own callbacks returns ErrCloseInCallback at once
-// instead of waiting for itself.
+// fix); Close called by one of the stack's own callbacks returns
+// ErrCloseInCallback at once instead of waiting for itself.
 //
 // runtimeview uses a Stack for RuntimeView.StackCallback: the callbacks run
 // at Close (or on SIGINT/SIGTERM) before MPI is finalized.
