@@ -82,7 +82,9 @@ type Options struct {
 //	                other: n³/3 / Σ(task count × fastest kernel time) / 10⁹,
 //	                kernel times measured on b×b tiles in this run
 //	efficiency      gflops / (workers × seq_gflops)
-//	kernel_gflops   each kernel's sequential GFLOP/s on a b×b tile
+//	kernel_gflops   each kernel's sequential GFLOP/s on a b×b tile; 0 for a
+//	                kernel the run has no task of (one tile: POTRF alone;
+//	                2×2 tiles: no GEMM), which is not timed
 //	checked         whether the residual was computed
 //	residual        ‖A − L·Lᵀ‖_F / ‖A‖_F (0 unless checked)
 //	ranks           ranks that factored the matrix (1: one rank's scheduler)
@@ -209,9 +211,12 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 		}
 	}()
 
-	kt := timeKernels[T](b)
 	nt := n / b
 	cnt := taskCounts(nt)
+	kt, err := timeKernels[T](ctx, b, cnt)
+	if err != nil {
+		return nil, fmt.Errorf("cholesky: %w", err)
+	}
 	seq := float64(cnt.potrf)*kt.potrf.Seconds() + float64(cnt.trsm)*kt.trsm.Seconds() +
 		float64(cnt.syrk)*kt.syrk.Seconds() + float64(cnt.gemm)*kt.gemm.Seconds()
 
@@ -351,7 +356,10 @@ type kernelTimes struct{ potrf, trsm, syrk, gemm time.Duration }
 
 // timeKernels measures each kernel on b×b tiles on the calling goroutine
 // (one core, nothing else of this run executing): the fastest call.
-func timeKernels[T linalg.Float](b int) kernelTimes {
+// A kernel the run has no task of (cnt; GEMM with fewer than 3 tiles
+// a side) is not timed: its time is 0. It returns ctx's cause when ctx
+// is done during the timing.
+func timeKernels[T linalg.Float](ctx context.Context, b int, cnt counts) (kernelTimes, error) {
 	const (
 		reps  = 5                     // best of at least 5 calls
 		total = 50 * time.Millisecond // and of at least 50 ms per kernel
@@ -366,11 +374,26 @@ func timeKernels[T linalg.Float](b int) kernelTimes {
 	c := tiled.Random[T](b, b, 5)
 	tmp := make([]T, b*b)
 	var kt kernelTimes
-	kt.potrf = tiled.TimeKernel(reps, total, func() { copy(tmp, spd) }, func() { _ = linalg.Potrf(b, tmp, b) })
-	kt.trsm = tiled.TimeKernel(reps, total, func() { copy(tmp, x) }, func() { linalg.Trsm(b, b, l, b, tmp, b) })
-	kt.syrk = tiled.TimeKernel(reps, total, nil, func() { linalg.Syrk(b, b, x, b, c, b) })
-	kt.gemm = tiled.TimeKernel(reps, total, nil, func() { linalg.Gemm(b, b, b, x, b, y, b, c, b) })
-	return kt
+	for _, k := range []struct {
+		count      int
+		d          *time.Duration
+		prep, call func()
+	}{
+		{cnt.potrf, &kt.potrf, func() { copy(tmp, spd) }, func() { _ = linalg.Potrf(b, tmp, b) }},
+		{cnt.trsm, &kt.trsm, func() { copy(tmp, x) }, func() { linalg.Trsm(b, b, l, b, tmp, b) }},
+		{cnt.syrk, &kt.syrk, nil, func() { linalg.Syrk(b, b, x, b, c, b) }},
+		{cnt.gemm, &kt.gemm, nil, func() { linalg.Gemm(b, b, b, x, b, y, b, c, b) }},
+	} {
+		if k.count == 0 {
+			continue
+		}
+		d, err := tiled.TimeKernel(ctx, reps, total, k.prep, k.call)
+		if err != nil {
+			return kernelTimes{}, err
+		}
+		*k.d = d
+	}
+	return kt, nil
 }
 
 // Residual returns ‖A − L·Lᵀ‖_F / ‖A‖_F for the symmetric n×n matrix a0

@@ -245,3 +245,33 @@ func TestTileTasks(t *testing.T) {
 		assert.Equal(t, taskCounts(nt).total(), total, "nt=%d", nt)
 	}
 }
+
+// A run times only the kernels it has tasks of: one tile is one POTRF,
+// and timing a GEMM, a TRSM and a SYRK on it too cost minutes on 8192
+// tiles before a factorization of seconds (pzrun cholesky -n 8192 -b
+// 8192, found in the new-user trial). The others' rates are 0. A run
+// stopped during the timing returns the stop's cause.
+func TestRunTimesOnlyItsKernels(t *testing.T) {
+	res, err := Run(testCtx(t), Options{N: 64, Block: 64, Workers: 1, Check: true,
+		SchedulerOptions: []scheduler.Option{scheduler.WithPerfModelDir(t.TempDir())}}, nil)
+	require.NoError(t, err)
+	assert.Greater(t, res.KernelGFlops["potrf"], 0.0)
+	for _, k := range []string{"trsm", "syrk", "gemm"} {
+		assert.Zero(t, res.KernelGFlops[k], "%s: no such task in a one-tile run", k)
+	}
+	assert.Greater(t, res.SeqGFlops, 0.0)
+	assert.Less(t, res.Residual, Tolerance(32, 64))
+
+	kt, err := timeKernels[float32](testCtx(t), 32, taskCounts(2))
+	require.NoError(t, err)
+	assert.Positive(t, kt.potrf)
+	assert.Positive(t, kt.trsm)
+	assert.Positive(t, kt.syrk)
+	assert.Zero(t, kt.gemm, "2×2 tiles have no GEMM task")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("pzrun: interrupt received")
+	cancel(stop)
+	_, err = timeKernels[float32](ctx, 32, taskCounts(4))
+	require.ErrorIs(t, err, stop)
+}

@@ -2,6 +2,7 @@ package cholesky
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -73,10 +74,11 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
 	var kt kernelTimes
+	var terr error
 	if d.Rank() == 0 {
-		kt = timeKernels[T](b) // before anything runs, so nothing else uses the core
+		kt, terr = timeKernels[T](ctx, b, taskCounts(nt)) // before anything runs, so nothing else uses the core
 	}
-	if err := rt.Barrier(ctx); err != nil {
+	if err := errors.Join(terr, rt.Barrier(ctx)); err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
 	grid := dist.BlockCyclic2D(opts.GridP, opts.GridQ)

@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -70,15 +71,16 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
 	var kt time.Duration
+	var terr error
 	if d.Rank() == 0 {
 		// One task's kernel on a b×n panel pair, timed before anything
 		// runs, so that nothing else uses the core.
 		pa, pb, tmp := make([]T, b*n), make([]T, b*n), make([]T, b*b)
 		tiled.RandomTile(pa, n, opts.Seed, 0, 0, b, n)
 		tiled.RandomTile(pb, n, opts.Seed+1, 0, 0, b, n)
-		kt = tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, pa, n, pb, n, tmp, b) })
+		kt, terr = tiled.TimeKernel(ctx, 3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, pa, n, pb, n, tmp, b) })
 	}
-	if err := rt.Barrier(ctx); err != nil { // the others generate their parts after the timing
+	if err := errors.Join(terr, rt.Barrier(ctx)); err != nil { // the others generate their parts after the timing
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
 	// A, B and C's start are Random with seeds Seed, Seed+1 and Seed+2,

@@ -188,7 +188,10 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 
 	// One task's kernel on a b×n panel pair, timed on this goroutine.
 	tmp := make([]T, b*b)
-	kt := tiled.TimeKernel(3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
+	kt, err := tiled.TimeKernel(ctx, 3, 50*time.Millisecond, nil, func() { linalg.Gemm(b, b, n, a, n, bm, n, tmp, b) })
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
 	nt := n / b
 	seq := float64(nt*nt) * kt.Seconds()
 

@@ -123,10 +123,19 @@ func FormatBytes(b float64) string {
 // (untimed, may be nil) before each. The minimum is the kernel's speed
 // on a core nobody else is using: on a shared machine, load during the
 // timing cannot make a parallel efficiency computed from it look better.
-func TimeKernel(minReps int, minTotal time.Duration, prep, run func()) time.Duration {
+//
+// A long kernel is not repeated past MaxKernelTiming of accumulated run
+// time (a large tile's GEMM takes seconds, where one call is timed well
+// enough: five of an 8192 tile's kernels took minutes before the run).
+// TimeKernel checks ctx before each call and returns its cause once it
+// is done (a Ctrl-C during the timing ends it at the next call).
+func TimeKernel(ctx context.Context, minReps int, minTotal time.Duration, prep, run func()) (time.Duration, error) {
 	best := time.Duration(math.MaxInt64)
 	var total time.Duration
 	for n := 0; n < minReps || total < minTotal; n++ {
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("timing the tile kernels: %w", context.Cause(ctx))
+		}
 		if prep != nil {
 			prep()
 		}
@@ -135,12 +144,16 @@ func TimeKernel(minReps int, minTotal time.Duration, prep, run func()) time.Dura
 		d := time.Since(t0)
 		best = min(best, d)
 		total += d
-		if n >= 100000 { // a kernel of a few ns: enough samples
+		if n >= 100000 || total >= MaxKernelTiming { // a kernel of a few ns: enough samples; a long one: enough time
 			break
 		}
 	}
-	return best
+	return best, nil
 }
+
+// MaxKernelTiming is the run time after which TimeKernel stops repeating
+// a kernel, whatever its minimum count of calls.
+var MaxKernelTiming = time.Second
 
 // GFlops returns flops per second in units of 10⁹.
 func GFlops(flops float64, d time.Duration) float64 {

@@ -59,11 +59,39 @@ func TestRandomRange(t *testing.T) {
 
 func TestTimeKernel(t *testing.T) {
 	calls, preps := 0, 0
-	d := TimeKernel(5, 0, func() { preps++ }, func() { calls++; time.Sleep(time.Millisecond) })
+	d, err := TimeKernel(context.Background(), 5, 0, func() { preps++ }, func() { calls++; time.Sleep(time.Millisecond) })
+	require.NoError(t, err)
 	assert.Equal(t, 5, calls)
 	assert.Equal(t, 5, preps)
 	assert.GreaterOrEqual(t, d, time.Millisecond)
 	assert.InDelta(t, 2.0, GFlops(2e9, time.Second), 1e-12)
+}
+
+// TestTimeKernelStops: a Ctrl-C during the timing ends it at the next
+// call, and a long kernel is timed once, not minReps times. Found
+// running pzrun cholesky -n 8192 -b 8192 in the new-user trial: before
+// the factorization it timed five calls of each tile kernel on 8192
+// tiles, minutes of silence that a SIGTERM did not end.
+func TestTimeKernelStops(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("pzrun: interrupt received")
+	calls := 0
+	_, err := TimeKernel(ctx, 5, 0, nil, func() {
+		calls++
+		if calls == 2 {
+			cancel(stop)
+		}
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, 2, calls, "no call after the cancel")
+
+	defer func(m time.Duration) { MaxKernelTiming = m }(MaxKernelTiming)
+	MaxKernelTiming = time.Nanosecond // every call is a long one
+	calls = 0
+	d, err := TimeKernel(context.Background(), 5, time.Hour, nil, func() { calls++; time.Sleep(time.Microsecond) })
+	require.NoError(t, err)
+	assert.Equal(t, 1, calls)
+	assert.Positive(t, d)
 }
 
 func TestPrepareGrid(t *testing.T) {
