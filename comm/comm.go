@@ -123,7 +123,9 @@ type Comm interface {
 	Irecv(buf Buf, source, tag int) (Request, error)
 
 	// Iprobe reports whether a message from source (or AnySource) with tag
-	// (or AnyTag) can be received now, without receiving it. st.Count is in
+	// (or AnyTag) can be received now, without receiving it. A source of
+	// ProcNull reports one at once, with NullStatus (and Probe returns at
+	// once, Improbe and Mprobe NullMessage). st.Count is in
 	// elements of dt, which must be the sender's datatype. A later Recv
 	// with the same source and tag receives that message unless another
 	// receive, on any goroutine, matches it first: Improbe avoids the race.

@@ -15,11 +15,27 @@ import (
 // requests of both (Isend, Irecv, SendInit, RecvInit) complete at once
 // with the Status {Source: ProcNull, Tag: AnyTag, Count: 0}, which no
 // real message has. A halo exchange at a domain's edge then needs no
-// special case.
+// special case. Every Comm's probes take it as a source too (MPI's
+// rule): Iprobe reports a message at once, Probe returns at once, both
+// with that Status, and Improbe and Mprobe return NullMessage.
 const ProcNull = -2
 
 // nullStatus is the Status of a receive from ProcNull.
 var nullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
+// NullStatus returns the Status of an operation on ProcNull: {Source:
+// ProcNull, Tag: AnyTag, Count: 0}.
+func NullStatus() Status { return nullStatus }
+
+// NullMessage returns the Message that a matched probe of ProcNull
+// returns (MPI_MESSAGE_NO_PROC): its Status is NullStatus, and its Recv
+// completes at once with that Status without calling into.
+func NullMessage() Message { return nullMessage{} }
+
+type nullMessage struct{}
+
+func (nullMessage) Status() Status                 { return nullStatus }
+func (nullMessage) Recv(into Into) (Status, error) { return nullStatus, nil }
 
 // doneRequest is a Request that completed at once.
 type doneRequest struct{ st Status }

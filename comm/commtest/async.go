@@ -17,6 +17,7 @@ func asyncCases() []Case {
 		{"Dup", dupCase},
 		{"P2P/Probe", probeCase},
 		{"P2P/MatchedProbe", matchedProbeCase},
+		{"P2P/ProbeProcNull", probeProcNullCase},
 		{"Nonblocking/Collectives", nbcCase},
 		{"Nonblocking/Interleaved", nbcInterleavedCase},
 		{"Nonblocking/Mismatch", nbcMismatchCase},
@@ -131,6 +132,68 @@ func probeCase(ctx context.Context, c comm.Comm) error {
 		if _, err := sreq.Wait(ctx); err != nil {
 			return fmt.Errorf("Isend: %w", err)
 		}
+	}
+	return c.Barrier(ctx)
+}
+
+// probeProcNullCase probes the null peer, as a halo exchange of unknown
+// lengths does at a domain's edge: Iprobe reports a message at once,
+// Probe returns at once, both with the null Status, and the matched
+// probes return a message whose Recv completes at once without asking
+// for a buffer (MPI_MESSAGE_NO_PROC); it ignores real messages, and a
+// bad datatype or tag is refused as for any source.
+func probeProcNullCase(ctx context.Context, c comm.Comm) error {
+	null := comm.Status{Source: comm.ProcNull, Tag: comm.AnyTag}
+	if got := comm.NullStatus(); got != null {
+		return fmt.Errorf("NullStatus: %+v, want %+v", got, null)
+	}
+	// A real message waiting from this rank itself is not what a probe
+	// of ProcNull reports.
+	me := c.Rank()
+	sreq, err := comm.Isend(c, []int32{1, 2, 3}, me, 61)
+	if err != nil {
+		return fmt.Errorf("Isend to self: %w", err)
+	}
+	if ok, st, err := c.Iprobe(comm.Int32, comm.ProcNull, comm.AnyTag); !ok || st != null || err != nil {
+		return fmt.Errorf("Iprobe(ProcNull): %v, %+v, %v; want true, %+v, nil", ok, st, err, null)
+	}
+	if st, err := c.Probe(ctx, comm.Int32, comm.ProcNull, 61); st != null || err != nil {
+		return fmt.Errorf("Probe(ProcNull): %+v, %v; want %+v, nil", st, err, null)
+	}
+	for _, probe := range []struct {
+		name string
+		f    func() (comm.Message, error)
+	}{
+		{"Improbe", func() (comm.Message, error) { return c.Improbe(comm.Int32, comm.ProcNull, comm.AnyTag) }},
+		{"Mprobe", func() (comm.Message, error) { return c.Mprobe(ctx, comm.Int32, comm.ProcNull, 61) }},
+	} {
+		m, err := probe.f()
+		if err != nil || m == nil {
+			return fmt.Errorf("%s(ProcNull): %v, %v; want a message", probe.name, m, err)
+		}
+		if st := m.Status(); st != null {
+			return fmt.Errorf("%s(ProcNull): status %+v, want %+v", probe.name, st, null)
+		}
+		st, err := m.Recv(func(n int) ([]byte, error) {
+			return nil, fmt.Errorf("into(%d) called", n)
+		})
+		if st != null || err != nil {
+			return fmt.Errorf("%s(ProcNull): Recv: %+v, %v; want %+v, nil without a buffer", probe.name, st, err, null)
+		}
+	}
+	// The real message is still there, for the receive it was meant for.
+	got := make([]int32, 3)
+	if st, err := comm.Recv(ctx, c, got, me, 61); err != nil || st.Count != 3 || got[2] != 3 {
+		return fmt.Errorf("Recv from self after the null probes: %+v, %v, %v", st, err, got)
+	}
+	if _, err := sreq.Wait(ctx); err != nil {
+		return fmt.Errorf("Isend to self: %w", err)
+	}
+	if _, _, err := c.Iprobe(comm.Datatype(99), comm.ProcNull, 0); !errors.Is(err, comm.ErrInvalidArg) {
+		return fmt.Errorf("Iprobe(ProcNull) of an invalid datatype: %v, want ErrInvalidArg", err)
+	}
+	if _, err := c.Probe(ctx, comm.Int32, comm.ProcNull, -7); !errors.Is(err, comm.ErrInvalidArg) {
+		return fmt.Errorf("Probe(ProcNull) with tag -7: %v, want ErrInvalidArg", err)
 	}
 	return c.Barrier(ctx)
 }

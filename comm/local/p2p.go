@@ -133,6 +133,12 @@ func (c *rankComm) checkRecv(call string, dt comm.Datatype, source, tag int) err
 		comm.CheckTag(call, c.rank, tag, true))
 }
 
+// checkNullProbe checks a probe of ProcNull: the communicator, the
+// datatype and the tag, as for any source.
+func (c *rankComm) checkNullProbe(call string, dt comm.Datatype, tag int) error {
+	return c.checkRecv(call, dt, 0, tag) // rank 0 is in every communicator
+}
+
 // start delivers or enqueues a message and returns it if the sender must
 // wait for the receiver (by-reference handover), or nil when buf may be
 // reused at once.
@@ -1069,6 +1075,10 @@ func (c *rankComm) probe(ctx context.Context, call string, dt comm.Datatype, sou
 
 // Iprobe implements comm.Comm.
 func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
+	if source == comm.ProcNull {
+		err := c.checkNullProbe("Iprobe", dt, tag)
+		return err == nil, comm.NullStatus(), err
+	}
 	var hdr message
 	m, err := c.probe(context.Background(), "Iprobe", dt, source, tag, false, &hdr)
 	if m == nil || err != nil {
@@ -1080,6 +1090,12 @@ func (c *rankComm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status,
 
 // Probe implements comm.Comm.
 func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
+	if source == comm.ProcNull {
+		if err := c.checkNullProbe("Probe", dt, tag); err != nil {
+			return comm.Status{}, err
+		}
+		return comm.NullStatus(), nil
+	}
 	var hdr message
 	m, err := c.probe(ctx, "Probe", dt, source, tag, true, &hdr)
 	if err != nil {
@@ -1090,6 +1106,12 @@ func (c *rankComm) Probe(ctx context.Context, dt comm.Datatype, source, tag int)
 
 // Improbe implements comm.Comm.
 func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if source == comm.ProcNull {
+		if err := c.checkNullProbe("Improbe", dt, tag); err != nil {
+			return nil, err
+		}
+		return comm.NullMessage(), nil
+	}
 	m, err := c.probe(context.Background(), "Improbe", dt, source, tag, false, nil)
 	if m == nil || err != nil {
 		return nil, err
@@ -1099,6 +1121,12 @@ func (c *rankComm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, err
 
 // Mprobe implements comm.Comm.
 func (c *rankComm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if source == comm.ProcNull {
+		if err := c.checkNullProbe("Mprobe", dt, tag); err != nil {
+			return nil, err
+		}
+		return comm.NullMessage(), nil
+	}
 	m, err := c.probe(ctx, "Mprobe", dt, source, tag, true, nil)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,10 @@ func (c *Comm) checkProbe(call string, dt comm.Datatype, source, tag int) error 
 // Iprobe reports whether a matching message is waiting (MPI_Iprobe),
 // counting its size in dt as Probe does.
 func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, error) {
+	if source == comm.ProcNull {
+		err := c.checkProbe("Iprobe", dt, 0, tag) // rank 0 is in every communicator
+		return err == nil, comm.NullStatus(), err
+	}
 	if err := c.checkProbe("Iprobe", dt, source, tag); err != nil {
 		return false, comm.Status{}, err
 	}
@@ -55,6 +59,12 @@ func (c *Comm) Iprobe(dt comm.Datatype, source, tag int) (bool, comm.Status, err
 // number of dt is an error wrapping comm.ErrMismatch; a message of another datatype
 // whose size divides is counted in dt. The stall watch sees the wait.
 func (c *Comm) Probe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Status, error) {
+	if source == comm.ProcNull {
+		if err := c.checkProbe("Probe", dt, 0, tag); err != nil {
+			return comm.Status{}, err
+		}
+		return comm.NullStatus(), nil
+	}
 	if err := c.checkProbe("Probe", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
@@ -104,6 +114,12 @@ func (c *Comm) probe(ctx context.Context, source, tag int) (C.pz_status, error) 
 
 // Improbe takes a waiting message out of matching (MPI_Improbe).
 func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if source == comm.ProcNull {
+		if err := c.checkProbe("Improbe", dt, 0, tag); err != nil {
+			return nil, err
+		}
+		return comm.NullMessage(), nil
+	}
 	if err := c.checkProbe("Improbe", dt, source, tag); err != nil {
 		return nil, err
 	}
@@ -125,6 +141,12 @@ func (c *Comm) Improbe(dt comm.Datatype, source, tag int) (comm.Message, error) 
 // (MPI_Mprobe, or MPI_Improbe polled when ctx can be canceled), counting
 // its size in dt as Probe does. The stall watch sees the wait.
 func (c *Comm) Mprobe(ctx context.Context, dt comm.Datatype, source, tag int) (comm.Message, error) {
+	if source == comm.ProcNull {
+		if err := c.checkProbe("Mprobe", dt, 0, tag); err != nil {
+			return nil, err
+		}
+		return comm.NullMessage(), nil
+	}
 	if err := c.checkProbe("Mprobe", dt, source, tag); err != nil {
 		return nil, err
 	}
