@@ -25,6 +25,7 @@ import (
 	"github.com/pzgo/pz/internal/c2c"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/progress"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -1000,4 +1001,27 @@ func TestCUDAWithoutGPU(t *testing.T) {
 	var r map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 	assert.Equal(t, 0.0, r["devices"])
+}
+
+// TestBenchTasksProgress: bench tasks draws a bar of the figures
+// measured on stderr (a terminal's: forced here), not on stdout, whose
+// JSON lines stay whole; with -format table too, where nothing else
+// shows until the last figure. Found in the new-user trial: pzrun bench
+// tasks -format table ran a minute and more without a sign of life.
+func TestBenchTasksProgress(t *testing.T) {
+	defer func(f func(io.Writer, string, int) *progress.Bar) { newBar = f }(newBar)
+	newBar = func(w io.Writer, label string, total int) *progress.Bar {
+		return progress.NewForced(w, label, total, 0)
+	}
+	args := []string{"bench", "tasks", "-cases", "indep,grain", "-policies", "lws", "-submitters", "1", "-tasks", "200", "-rounds", "1", "-starpu=false", "-openmp=false"}
+	code, out, errs := pzrun(t, args...)
+	require.Equal(t, 0, code, errs)
+	require.Len(t, jsonLines(t, out), 4, "indep and 3 grains")
+	assert.Contains(t, errs, "bench tasks figures")
+	assert.Contains(t, errs, "(4/4)")
+
+	code, out, errs = pzrun(t, append(args, "-format", "table")...)
+	require.Equal(t, 0, code, errs)
+	assert.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 5, "header and 4 rows:\n%s", out)
+	assert.Contains(t, errs, "(4/4)")
 }

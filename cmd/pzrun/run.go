@@ -36,7 +36,10 @@ type env struct {
 	// progress is the raw stderr for progress bars, which draw only when
 	// it is a terminal (an *os.File); nil in help.
 	progress io.Writer
-	getenv   func(string) string
+	// rawStdout is the process's stdout, unwrapped, to tell whether it
+	// is a terminal (nil in help).
+	rawStdout io.Writer
+	getenv    func(string) string
 	// validate, when an app's setup sets it, checks the parsed flags
 	// for a job of ranks ranks (-1: not known) before any rank starts,
 	// writing notes to notes. Every process of an MPI job has the same
@@ -283,7 +286,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUsage
 	}
 	// Ranks, loggers and progress bars may write at once.
-	e := &env{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, progress: stderr, getenv: getenv}
+	e := &env{stdout: &syncWriter{w: stdout}, stderr: &syncWriter{w: stderr}, progress: stderr, rawStdout: stdout, getenv: getenv}
 	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // appUsage prints the flags
 	body := a.setup(fs, e)

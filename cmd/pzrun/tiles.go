@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,8 +18,10 @@ import (
 	"github.com/pzgo/pz/internal/apps/gemm"
 	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/peerdir"
+	"github.com/pzgo/pz/internal/progress"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
+	"golang.org/x/term"
 )
 
 // tiledFlags are the flags the tiled linear-algebra apps share.
@@ -550,6 +553,17 @@ func benchTasksApp() app {
 				if *format == "table" {
 					out = io.Discard
 				}
+				// A bar of the figures measured, on a terminal's stderr:
+				// the table comes after the last, a minute or more by
+				// default, and JSON lines sent to a file show nothing.
+				// Not while the lines go to the terminal: they are the
+				// progress there, and would cut the bar.
+				if *format == "table" || !isTerminal(e.rawStdout) {
+					opts.Grains = benchGrains
+					bar := newBar(e.progress, "bench tasks figures", benchTasksRecords(opts))
+					defer bar.Done()
+					out = &lineCounter{w: out, bar: bar}
+				}
 				recs, err := benchtasks.Run(ctx, opts, out)
 				if errors.Is(err, benchtasks.ErrBadOptions) {
 					return badOptions(err, benchtasks.ErrBadOptions)
@@ -564,6 +578,46 @@ func benchTasksApp() app {
 			}
 		},
 	}
+}
+
+// benchGrains are the grain case's task durations in µs
+// (benchtasks.Options.Grains).
+var benchGrains = []int{1, 16, 256}
+
+// benchTasksRecords is how many records benchtasks.Run writes for opts
+// (one worker count): per policy and submitter count, one per overhead
+// case and one per grain.
+func benchTasksRecords(opts benchtasks.Options) int {
+	per := 0
+	for _, c := range opts.Cases {
+		if c == benchtasks.CaseGrain {
+			per += len(opts.Grains)
+		} else {
+			per++
+		}
+	}
+	return len(opts.Policies) * len(opts.Submitters) * per
+}
+
+// newBar is progress.New; a test draws the bar without a terminal.
+var newBar = progress.New
+
+// lineCounter passes writes on to w and adds each line written to bar.
+type lineCounter struct {
+	w   io.Writer
+	bar *progress.Bar
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	l.bar.Add(bytes.Count(p[:n], []byte("\n")))
+	return n, err
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // minSimBandwidth is the slowest simulated link pzrun accepts (-sim-bw):
