@@ -69,9 +69,10 @@ func benchSched(b *testing.B, policy string, submitters int, submit func(ctx con
 
 // BenchmarkTasks measures per-task overhead, the cases of StarPU's
 // tasks_overhead: independent empty tasks, tasks chained on one RW
-// handle (one chain per submitter), and tasks with 4 handles each (R, R,
-// RW, RW on per-submitter vectors), for every policy and 1 or 2
-// submitting goroutines.
+// handle (one chain per submitter), tasks with 4 handles each (R, R,
+// RW, RW on per-submitter vectors), and handles4, RW on all four (pzrun
+// bench tasks' handles4 case: a chain through four handles), for every
+// policy and 1 or 2 submitting goroutines.
 func BenchmarkTasks(b *testing.B) {
 	for _, p := range scheduler.Policies() {
 		for _, subs := range []int{1, 2} {
@@ -94,6 +95,17 @@ func BenchmarkTasks(b *testing.B) {
 				benchSched(b, p, subs, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
 					h := &hs[g]
 					return s.Submit(ctx, clTouch4, scheduler.R(h[0]), scheduler.R(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3]))
+				}, func(s *scheduler.Scheduler, g int) {
+					for k := range hs[g] {
+						hs[g][k], _ = s.RegisterVector(make([]float64, 1))
+					}
+				})
+			})
+			b.Run(fmt.Sprintf("handles4/%s/submitters=%d", p, subs), func(b *testing.B) {
+				hs := make([][4]*scheduler.Handle, subs)
+				benchSched(b, p, subs, func(ctx context.Context, s *scheduler.Scheduler, g, i int) error {
+					h := &hs[g]
+					return s.Submit(ctx, clTouch4, scheduler.RW(h[0]), scheduler.RW(h[1]), scheduler.RW(h[2]), scheduler.RW(h[3]))
 				}, func(s *scheduler.Scheduler, g int) {
 					for k := range hs[g] {
 						hs[g][k], _ = s.RegisterVector(make([]float64, 1))

@@ -64,7 +64,7 @@ func (s *Scheduler) wire(t *Task) int32 {
 	if t.pooled {
 		// Its execution's reference and one per access list it joins
 		// (see hold), at once: nothing refers to t yet.
-		t.refs.Store(int32(1 + len(wired)))
+		storeUnpublished(&t.refs, int32(1+len(wired)))
 	}
 	if len(wired) > 0 {
 		s.wireHandles(t, wired, &ws)

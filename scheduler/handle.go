@@ -95,19 +95,27 @@ func category(m Mode) uint8 {
 // dependencies from the order of submission (see the package
 // documentation). Methods are safe for concurrent use.
 type Handle struct {
-	s      *Scheduler
-	name   string
-	kind   handleKind
-	ram    buffer
-	parent *Handle
-	status atomic.Uint32
-
+	// The fields are laid out by who touches them (TestHandleLayout):
+	// the first cache line what registration sets and the workers read,
+	// the second the RAM buffer that implementations read, the third
+	// what submission writes under mu as it wires each access, so that
+	// wiring the next tasks does not take the line the workers read.
+	s        *Scheduler
+	name     string
+	kind     handleKind
 	implicit bool
+	dev      bool // the data can live on a device (deviceData)
+	status   atomic.Uint32
+	parent   *Handle
+	_        [24]byte
 
-	mu       sync.Mutex // guards the fields below
-	cur      []*Task    // the last group of accesses
-	prev     []*Task    // the group before it (what cur depends on)
-	curCat   uint8
+	ram buffer
+
+	mu     sync.Mutex // guards the fields below, up to cmu
+	cur    []*Task    // the last group of accesses
+	prev   []*Task    // the group before it (what cur depends on)
+	curCat uint8
+
 	children [][]*Handle
 	rinit    *Codelet
 	rcombine *Codelet
@@ -122,7 +130,6 @@ type Handle struct {
 	// The data layer's state (coherence.go), guarded by dataLayer.mu;
 	// unused without devices.
 	reps []replica // one per memory node, nil until first used
-	dev  bool      // the data can live on a device (deviceData)
 }
 
 // A reduxCopy is a worker's private copy of a handle for Redux

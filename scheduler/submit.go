@@ -265,7 +265,10 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	if !t.pooled && !s.claim(t) {
 		return fmt.Errorf("%w: task %q belongs to another scheduler (submitted there, or named in After by one of its tasks)", ErrBadData, t.Codelet.name())
 	}
-	if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
+	if t.pooled {
+		// A task of newTask, which no other goroutine can see yet.
+		storeUnpublishedU(&t.state, stateSubmitted)
+	} else if !t.state.CompareAndSwap(stateNew, stateSubmitted) {
 		if s.closed.Load() {
 			// Close's own refusal, also for a task Close failed as
 			// never submitted.

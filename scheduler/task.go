@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A CPUFunc is a codelet's implementation for CPU workers. It runs on a
@@ -355,6 +356,16 @@ type Task struct {
 
 	inlineAcc [4]Access
 }
+
+// storeUnpublished sets an atomic counter of a task that no other
+// goroutine can reach yet with a plain store: an atomic store is a
+// locked instruction on amd64, and whatever publishes the task (an edge
+// pushed onto a predecessor, a handle's list under its lock, a queue)
+// orders the store before any other goroutine's access.
+func storeUnpublished(x *atomic.Int32, v int32) { *(*int32)(unsafe.Pointer(x)) = v }
+
+// storeUnpublishedU is storeUnpublished for an atomic.Uint32.
+func storeUnpublishedU(x *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(x)) = v }
 
 // An edge links a predecessor to a waiting task.
 type edge struct {
