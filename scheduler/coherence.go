@@ -89,7 +89,12 @@ type memNode struct {
 	// scratch counts the Scratch buffers here that running tasks hold
 	// (allocScratch): they go back to the cache when the tasks end.
 	scratch int
-	unhold  func() // withdraws the scheduler as a holder of the device's memory (nodeHolder)
+	// redux counts, by handle, the workers' Redux copies here that the
+	// reduction task has not yet combined (allocRedux, freeRedux): they
+	// hold their memory until the handle's next access other than Redux,
+	// and an error for want of room names them (othersHold).
+	redux  map[*Handle]int
+	unhold func() // withdraws the scheduler as a holder of the device's memory (nodeHolder)
 }
 
 type cacheKey struct {
@@ -705,6 +710,35 @@ func (d *dataLayer) allocPrivateLocked(n MemoryNode, like *buffer, what string, 
 	}
 }
 
+// allocRedux is allocPrivate for a worker's Redux copy of h, which
+// stays on node n until the reduction task has combined it (freeRedux);
+// the node counts it meanwhile, for errors (othersHold).
+func (d *dataLayer) allocRedux(n MemoryNode, h *Handle, drain func() bool) (accel.Mem, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, err := d.allocPrivateLocked(n, &h.ram, fmt.Sprintf("a reduction copy of %v", h), drain)
+	if err == nil {
+		nd := d.nodes[n]
+		if nd.redux == nil {
+			nd.redux = make(map[*Handle]int)
+		}
+		nd.redux[h]++
+	}
+	return m, err
+}
+
+// freeRedux puts a Redux copy of allocRedux into the node's cache once
+// the reduction task has combined it.
+func (d *dataLayer) freeRedux(n MemoryNode, m accel.Mem, h *Handle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nd := d.nodes[n]
+	if nd.redux[h]--; nd.redux[h] <= 0 {
+		delete(nd.redux, h)
+	}
+	nd.cacheLocked(m, &h.ram)
+}
+
 // freePrivate puts an allocation of allocPrivate into the node's cache,
 // for the next private buffer or replica of its size.
 func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
@@ -1036,8 +1070,37 @@ func (nd *memNode) othersHold() string {
 	if u, ok := nd.dev.dev.(interface{ InUse() int64 }); ok {
 		held = fmt.Sprintf("%d bytes", max(u.InUse()-nd.used, 0))
 	}
-	return fmt.Sprintf("which has %d bytes: others (a resource set's device buffers, another rank or process) hold %s, this scheduler %d (limit %d)",
-		total, held, nd.used, nd.capacity)
+	return fmt.Sprintf("which has %d bytes: others (a resource set's device buffers, another rank or process) hold %s, this scheduler %d (limit %d)%s",
+		total, held, nd.used, nd.capacity, nd.reduxHeld())
+}
+
+// reduxHeld describes, for an error, the Redux copies on nd that wait
+// for their reduction, which no eviction frees: their bytes, and the
+// copies of each handle (the first few); "" when there are none.
+func (nd *memNode) reduxHeld() string {
+	if len(nd.redux) == 0 {
+		return ""
+	}
+	hs := make([]*Handle, 0, len(nd.redux))
+	var bytes int64
+	for h, k := range nd.redux {
+		hs = append(hs, h)
+		bytes += int64(k) * bufBytes(&h.ram)
+	}
+	slices.SortFunc(hs, func(a, b *Handle) int { return strings.Compare(a.String(), b.String()) })
+	var b strings.Builder
+	for i, h := range hs {
+		if i == 3 {
+			fmt.Fprintf(&b, ", and %d more", len(hs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		k := nd.redux[h]
+		fmt.Fprintf(&b, "%v: %d %s", h, k, map[bool]string{true: "copy", false: "copies"}[k == 1])
+	}
+	return fmt.Sprintf(", of which reduction copies not yet combined hold %d bytes (%s), which no eviction frees: a task that accesses the handle other than by Redux (or WaitAll) combines and frees them", bytes, b.String())
 }
 
 // busyLocked reports whether a task or a copy of this scheduler uses a

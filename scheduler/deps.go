@@ -378,7 +378,7 @@ func (h *Handle) reduceInto(c *Call) error {
 		src := rc.buf
 		if rc.dev != nil {
 			h.rcopies[id] = nil
-			defer h.s.data.freePrivate(rc.node, rc.mem, &h.ram) // after its bytes are combined
+			defer h.s.data.freeRedux(rc.node, rc.mem, h) // after its bytes are combined
 		}
 		if rc.dev != nil && rc.dev.host == nil {
 			if staged == nil {

@@ -601,7 +601,7 @@ func (w *worker) newReduxCopy(h *Handle) (*reduxCopy, error) {
 		return &reduxCopy{buf: b}, nil
 	}
 	dev := w.s.data.nodes[w.info.Node].dev
-	m, err := w.s.data.allocPrivate(w.info.Node, &h.ram, fmt.Sprintf("a reduction copy of %v", h), w.drain)
+	m, err := w.s.data.allocRedux(w.info.Node, h, w.drain)
 	if err != nil {
 		return nil, err
 	}
