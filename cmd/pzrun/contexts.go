@@ -38,6 +38,9 @@ func contextsApp() app {
 				if err := validPolicy(o.Policy); err != nil {
 					return err
 				}
+				if err := checkTraceFile("-trace", o.Trace); err != nil {
+					return err
+				}
 				// The library reads 0 as its own defaults, which are not
 				// these flags'.
 				if o.Small < 1 || o.Large < 1 || o.Block < 1 {

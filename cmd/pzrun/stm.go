@@ -168,6 +168,13 @@ func stmCompile(_ context.Context, e *stmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Before the plan is written: not one file of the two.
+	if err := checkOutFile("-o", *out); err != nil {
+		return err
+	}
+	if err := checkOutFile("-svg", *svg); err != nil {
+		return err
+	}
 	src, err := os.ReadFile(pos[0])
 	if err != nil {
 		return err
@@ -530,6 +537,12 @@ func stmAnalyze(_ context.Context, e *stmEnv, args []string) error {
 	jsonOut := fs.Bool("json", false, "print JSON lines: one per runnable, then a summary")
 	pos, err := e.parse(fs, args, "RUN.json", 1)
 	if err != nil {
+		return err
+	}
+	if err := checkOutFile("-svg", *svg); err != nil {
+		return err
+	}
+	if err := checkOutFile("-trace", *trace); err != nil {
 		return err
 	}
 	if *periods < 1 {

@@ -113,6 +113,10 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	if *periods < 1 || *clients < 1 || *per < 1 || *cores < 1 || *period <= 0 {
 		return fmt.Errorf("%w: -frames, -clients, -per-client, -cores and -period must be positive", errUsage)
 	}
+	// Before the bench, not after it.
+	if err := checkOutFile("-o", *keep); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "pz-stm-bench-")
 	if err != nil {
 		return err

@@ -253,6 +253,9 @@ func tiledApp(name, summary, what string, oneRank bool, data taskData, check fun
 				if err := validPolicy(f.policy); err != nil {
 					return err
 				}
+				if err := checkTraceFile("-trace", f.trace); err != nil {
+					return err
+				}
 				if _, _, err := f.gridPQ(); err != nil {
 					return err
 				}
