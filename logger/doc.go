@@ -26,7 +26,7 @@
 // zaptest/observer). The environment fills whatever the options leave
 // open, so a user can turn on debugging without recompiling:
 //
-//	PZ_LOG=debug|info|warn|error|off     level (default info)
+//	PZ_LOG=debug|info|warn|error|off     level (default info; see EnvLevel)
 //	PZ_LOG_RANKS=all|root|0,2,4-7        ranks that print on Zap (default root; a list naming no rank of the job is an error)
 //	PZ_LOG_FORMAT=console|json           encoding (default console)
 //	PZ_LOG_FILE=out/pz-{rank}.log        one file per rank ({rank} is replaced)
@@ -36,9 +36,12 @@
 // appended to. A line logged after Close cannot reach the closed file: it
 // goes to standard error instead, after a one-time note naming the file.
 //
-// An invalid value makes New fail with an error wrapping ErrConfig that
-// names the variable and the accepted values. WithEnv replaces the lookup
-// (WithEnv(nil) ignores the environment).
+// PZ_LOG also takes warning (warn), none (off) and Zap's dpanic, panic and
+// fatal, which write only the messages of Zap's DPanic, Panic and Fatal
+// calls (pz makes none); any case is read. An invalid value makes New fail
+// with an error wrapping ErrConfig that names the variable and the accepted
+// values. WithEnv replaces the lookup (WithEnv(nil) ignores the
+// environment).
 //
 // The package holds no global state: in-process ranks each build their own
 // Logger. A writer shared by several of them must be safe for concurrent

@@ -24,7 +24,11 @@ var ErrConfig = errors.New("logger: invalid configuration")
 // The environment variables New reads (unless WithEnv says otherwise).
 // Explicit options take precedence over them.
 const (
-	// EnvLevel sets the level: debug, info, warn, error, or off.
+	// EnvLevel sets the minimum level written: debug, info (the
+	// default), warn (or warning), error, dpanic, panic or fatal (Zap's
+	// levels: the last three write only the messages of Zap's DPanic,
+	// Panic and Fatal calls, which pz itself does not make), or off (or
+	// none), nothing. Any case is read.
 	EnvLevel = "PZ_LOG"
 	// EnvRanks selects the ranks that print: all, root, or a list of ranks
 	// and ranges such as "0,2,4-7".
@@ -304,17 +308,38 @@ func (c *config) buildCore(l *Logger, rank int) (zapcore.Core, error) {
 	return zapcore.NewCore(enc, ws, c.level), nil
 }
 
+// envLevels are the values of EnvLevel (lower case; any case is read):
+// Zap's level names, warning for warn, and off or none for no output.
+var envLevels = map[string]struct {
+	level zapcore.Level
+	off   bool
+}{
+	"debug":   {level: zapcore.DebugLevel},
+	"info":    {level: zapcore.InfoLevel},
+	"warn":    {level: zapcore.WarnLevel},
+	"warning": {level: zapcore.WarnLevel},
+	"error":   {level: zapcore.ErrorLevel},
+	"dpanic":  {level: zapcore.DPanicLevel},
+	"panic":   {level: zapcore.PanicLevel},
+	"fatal":   {level: zapcore.FatalLevel},
+	"off":     {off: true},
+	"none":    {off: true},
+}
+
+// envLevelNames lists envLevels in a bad EnvLevel's error.
+const envLevelNames = "debug, info, warn (or warning), error, dpanic, panic, fatal, or off (or none)"
+
 // applyEnv fills the settings that no option set from the environment.
 func (c *config) applyEnv() error {
 	if v, ok := c.lookup(EnvLevel); ok && !c.setLevel && v != "" {
-		if strings.EqualFold(v, "off") || strings.EqualFold(v, "none") {
+		l, ok := envLevels[strings.ToLower(v)]
+		if !ok {
+			return fmt.Errorf("%w: %s=%q: want %s", ErrConfig, EnvLevel, v, envLevelNames)
+		}
+		if l.off {
 			c.off = true
 		} else {
-			lvl, err := zapcore.ParseLevel(strings.ToLower(v))
-			if err != nil {
-				return fmt.Errorf("%w: %s=%q: want debug, info, warn, error or off", ErrConfig, EnvLevel, v)
-			}
-			c.level = lvl
+			c.level = l.level
 		}
 	}
 	if v, ok := c.lookup(EnvRanks); ok && !c.setRanks && v != "" {

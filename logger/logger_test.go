@@ -398,3 +398,42 @@ func TestLogAfterCloseIsNotLost(t *testing.T) {
 	assert.Contains(t, out, "INFO\trank 0\tand again\n")
 	assert.Equal(t, 1, strings.Count(out, "after Logger.Close closed the log file "+name), "one note: %s", out)
 }
+
+// TestLevelNamesListed: the names PZ_LOG accepts are the names its error
+// lists (fatal, panic, dpanic, warning and none were accepted and not
+// listed), and each sets the level it names.
+func TestLevelNamesListed(t *testing.T) {
+	_, err := logger.New(0, 1, env(map[string]string{logger.EnvLevel: "loud"}))
+	require.ErrorIs(t, err, logger.ErrConfig)
+	msg := err.Error()
+	for _, tc := range []struct {
+		name           string
+		debug, info    bool
+		warn, anything bool
+	}{
+		{"debug", true, true, true, true},
+		{"info", false, true, true, true},
+		{"warn", false, false, true, true},
+		{"warning", false, false, true, true},
+		{"error", false, false, false, true},
+		{"dpanic", false, false, false, false},
+		{"panic", false, false, false, false},
+		{"fatal", false, false, false, false},
+		{"off", false, false, false, false},
+		{"none", false, false, false, false},
+	} {
+		assert.Contains(t, msg, tc.name, "the message lists %s", tc.name)
+		l, err := logger.New(0, 1, env(map[string]string{logger.EnvLevel: strings.ToUpper(tc.name)}))
+		require.NoError(t, err, tc.name)
+		core := l.Zap().Core()
+		assert.Equal(t, tc.debug, core.Enabled(zapcore.DebugLevel), tc.name)
+		assert.Equal(t, tc.info, core.Enabled(zapcore.InfoLevel), tc.name)
+		assert.Equal(t, tc.warn, core.Enabled(zapcore.WarnLevel), tc.name)
+		assert.Equal(t, tc.anything, core.Enabled(zapcore.ErrorLevel), tc.name)
+		require.NoError(t, l.Close())
+	}
+	for _, bad := range []string{"trace", "verbose", "critical", "warn,error"} {
+		_, err := logger.New(0, 1, env(map[string]string{logger.EnvLevel: bad}))
+		assert.ErrorIs(t, err, logger.ErrConfig, bad)
+	}
+}
