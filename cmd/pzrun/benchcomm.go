@@ -37,7 +37,7 @@ type benchCommFlags struct {
 func benchCommApp() app {
 	return app{
 		name:    "bench comm",
-		summary: "AllReduce/AllGather/Bcast latency 8 B..16 MiB vs C MPI in the same invocation; JSON lines",
+		summary: fmt.Sprintf("latency of %d operations (-ops: collectives, halo and sendrecv exchanges; default allreduce, allgather, bcast) at 8 B..16 MiB vs C MPI in the same invocation; JSON lines", len(commbench.Ops())),
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, *runtimeview.RuntimeView) error {
 			var f benchCommFlags
 			fs.StringVar(&f.backend, "backend", "local", "`BACKEND`: local, this job's ranks (pzrun -n N); mpi, start mpirun -n RANKS of this binary (built with -tags mpi)")

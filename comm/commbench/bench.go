@@ -127,7 +127,6 @@ type Result struct {
 	// median over the rounds with several; 0 (absent) when not sampled.
 	// A small message between ranks on one host is a few such crossings.
 	C2CNs float64 `json:"c2c_ns,omitempty"`
-	Note  string  `json:"note,omitempty"`
 }
 
 // RankBytes is the memory Measure allocates on each of n ranks for cfg:

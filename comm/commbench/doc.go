@@ -3,8 +3,12 @@
 //
 //	{"op":"allreduce","bytes":8,"ranks":2,"backend":"mpi","median_us":0.25,"peer_median_us":0.20,"ratio":1.25}
 //
-// Measure times AllReduce (float64 sum), AllGather and Bcast (root 0) at
-// 8 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB on any comm.Comm, the way the C peer
+// Measure times the operations of Config.Ops (Ops lists them: by default
+// AllReduce (float64 sum), AllGather and Bcast (root 0); also a
+// user-defined reduction, Gatherv, Alltoallv, Scan, ReduceScatterBlock,
+// AllReduceMaxLoc, Iallreduce and ring exchanges by Isend/Irecv,
+// persistent requests and Sendrecv) at 8 B, 1 KiB, 64 KiB, 1 MiB and
+// 16 MiB (Config.Sizes) on any comm.Comm, the way the C peer
 // ../shared/peers/mpi/collbench.c does: every iteration is Barrier; t0; op;
 // t1, the time of an iteration is the maximum over ranks, and the median of
 // those is reported, after warm-up. RunPeer compiles collbench.c with mpicc
