@@ -245,13 +245,24 @@ func CheckCounts(call string, rank int, counts []int, size, total int) error {
 }
 
 // CheckPeer reports a point-to-point peer outside [0, size); AnySource is
-// accepted when wildcard is true (receives).
+// accepted when wildcard is true (receives). AnySource where it is not
+// accepted and ProcNull (which the typed helpers handle before a backend
+// sees it) are named as such.
 func CheckPeer(call string, rank, peer, size int, wildcard bool) error {
 	if wildcard && peer == AnySource {
 		return nil
 	}
 	if peer < 0 || peer >= size {
-		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("peer rank %d is outside [0, %d)", peer, size)}
+		var detail string
+		switch peer {
+		case AnySource:
+			detail = fmt.Sprintf("peer rank %d is comm.AnySource, which only receives and probes take: name a rank in [0, %d)", peer, size)
+		case ProcNull:
+			detail = fmt.Sprintf("peer rank %d is comm.ProcNull, which comm.Send, Ssend, Recv, Isend, Irecv, Sendrecv, SendrecvReplace, SendInit, RecvInit and the probes take, not this call: name a rank in [0, %d)", peer, size)
+		default:
+			detail = fmt.Sprintf("peer rank %d is outside [0, %d)", peer, size)
+		}
+		return &ArgError{Op: call, Rank: rank, Detail: detail}
 	}
 	return nil
 }

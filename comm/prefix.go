@@ -62,30 +62,36 @@ func Sendrecv[T Number](ctx context.Context, c Comm, send []T, dest, sendTag int
 	if sc, ok := c.(SendrecvComm); ok && dest != ProcNull && source != ProcNull {
 		return sc.SendrecvBuf(ctx, sb, dest, sendTag, rb, source, recvTag)
 	}
-	// An Isend, a Recv and a Wait, with the arguments checked first so
-	// that an invalid one is Sendrecv's, not the Isend's or Recv's.
-	if err := checkSendrecv(c, sb, dest, sendTag, rb, source, recvTag); err != nil {
+	return sendrecvSplit(ctx, c, "Sendrecv", send, dest, sendTag, recv, source, recvTag)
+}
+
+// sendrecvSplit is Sendrecv (or SendrecvReplace, as call says: its
+// errors name call) as an Isend, a Recv and a Wait, with the arguments
+// checked first so that an invalid one is call's, not the Isend's or
+// Recv's.
+func sendrecvSplit[T Number](ctx context.Context, c Comm, call string, send []T, dest, sendTag int, recv []T, source, recvTag int) (Status, error) {
+	if err := checkSendrecv(c, call, BufOf(send), dest, sendTag, BufOf(recv), source, recvTag); err != nil {
 		return Status{}, err
 	}
 	req, err := Isend(c, send, dest, sendTag)
 	if err != nil {
-		return Status{}, fmt.Errorf("comm: Sendrecv: %w", err)
+		return Status{}, fmt.Errorf("comm: %s: %w", call, err)
 	}
 	st, rerr := Recv(ctx, c, recv, source, recvTag)
 	if _, werr := req.Wait(ctx); werr != nil && rerr == nil {
 		rerr = werr
 	}
 	if rerr != nil {
-		return st, fmt.Errorf("comm: Sendrecv: %w", rerr)
+		return st, fmt.Errorf("comm: %s: %w", call, rerr)
 	}
 	return st, nil
 }
 
-// checkSendrecv validates Sendrecv's arguments as the backends' own
-// SendrecvBuf does: the buffers, the tags (AnyTag for the receive) and
-// the peers other than ProcNull (AnySource for the receive).
-func checkSendrecv(c Comm, send Buf, dest, sendTag int, recv Buf, source, recvTag int) error {
-	const call = "Sendrecv"
+// checkSendrecv validates the arguments of call (Sendrecv,
+// SendrecvReplace) as the backends' own SendrecvBuf does: the buffers,
+// the tags (AnyTag for the receive) and the peers other than ProcNull
+// (AnySource for the receive).
+func checkSendrecv(c Comm, call string, send Buf, dest, sendTag int, recv Buf, source, recvTag int) error {
 	me, n := c.Rank(), c.Size()
 	errs := []error{CheckBuf(call, me, send), CheckTag(call, me, sendTag, false),
 		CheckBuf(call, me, recv), CheckTag(call, me, recvTag, true)}
@@ -107,12 +113,26 @@ type SendrecvComm interface {
 	SendrecvBuf(ctx context.Context, send Buf, dest, sendTag int, recv Buf, source, recvTag int) (Status, error)
 }
 
+// SendrecvReplaceComm is implemented by backends with a native
+// exchange of one buffer (MPI_Sendrecv_replace; comm/local and comm/mpi
+// send a copy of buf through their SendrecvBuf), which SendrecvReplace
+// uses when neither peer is ProcNull: its errors name SendrecvReplace.
+// buf takes a message of at most buf.Len() elements of buf.Type, as
+// SendrecvBuf's recv does.
+type SendrecvReplaceComm interface {
+	SendrecvReplaceBuf(ctx context.Context, buf Buf, dest, sendTag, source, recvTag int) (Status, error)
+}
+
 // SendrecvReplace sends buf to dest and receives a message from source
 // into buf (MPI_Sendrecv_replace); the message received may be at most
-// len(buf) long.
+// len(buf) long. Either peer may be ProcNull. Its errors name
+// SendrecvReplace.
 func SendrecvReplace[T Number](ctx context.Context, c Comm, buf []T, dest, sendTag, source, recvTag int) (Status, error) {
+	if rc, ok := c.(SendrecvReplaceComm); ok && dest != ProcNull && source != ProcNull {
+		return rc.SendrecvReplaceBuf(ctx, BufOf(buf), dest, sendTag, source, recvTag)
+	}
 	out := append([]T(nil), buf...)
-	return Sendrecv(ctx, c, out, dest, sendTag, buf, source, recvTag)
+	return sendrecvSplit(ctx, c, "SendrecvReplace", out, dest, sendTag, buf, source, recvTag)
 }
 
 // Scan returns the inclusive prefix reduction (MPI_Scan): on rank r, op

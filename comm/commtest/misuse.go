@@ -467,13 +467,49 @@ func misuseP2PCase(ctx context.Context, c comm.Comm) error {
 		}); err != nil {
 			return err
 		}
-		// Sendrecv names itself, whichever path it takes (the backend's
-		// own, or with a ProcNull peer an Isend and a Recv).
-		for _, p := range []struct{ dest, source int }{{n, 0}, {n, comm.ProcNull}, {comm.ProcNull, -5}} {
+		// Sendrecv and SendrecvReplace name themselves, whichever path
+		// they take (the backend's own, or with a ProcNull peer an Isend
+		// and a Recv).
+		for _, p := range []struct{ dest, source int }{{n, 0}, {n, comm.ProcNull}, {comm.ProcNull, -5}, {comm.AnySource, 0}} {
 			_, err := comm.Sendrecv(ctx, d, []int32{1}, p.dest, 0, make([]int32, 1), p.source, 0)
 			var ae *comm.ArgError
 			if !errors.As(err, &ae) || ae.Op != "Sendrecv" {
 				return fmt.Errorf("Sendrecv to %d from %d: got %v, want a *comm.ArgError of Sendrecv", p.dest, p.source, err)
+			}
+			_, err = comm.SendrecvReplace(ctx, d, []int32{1}, p.dest, 0, p.source, 0)
+			if !errors.As(err, &ae) || ae.Op != "SendrecvReplace" {
+				return fmt.Errorf("SendrecvReplace to %d from %d: got %v, want a *comm.ArgError of SendrecvReplace", p.dest, p.source, err)
+			}
+		}
+		// A wildcard or null peer where the call takes none is named as
+		// the constant, not as a rank out of range.
+		for what, tc := range map[string]struct {
+			run  func() error
+			want string
+		}{
+			"Send to AnySource": {func() error { return comm.Send(ctx, d, []int32{1}, comm.AnySource, 0) }, "peer rank -1 is comm.AnySource, which only receives and probes take"},
+			"Isend to AnySource": {func() error {
+				_, err := comm.Isend(d, []int32{1}, comm.AnySource, 0)
+				return err
+			}, "peer rank -1 is comm.AnySource"},
+			"Sendrecv to AnySource": {func() error {
+				_, err := comm.Sendrecv(ctx, d, []int32{1}, comm.AnySource, 0, make([]int32, 1), 0, 0)
+				return err
+			}, "peer rank -1 is comm.AnySource"},
+			"SendInit to AnySource": {func() error {
+				_, err := comm.SendInit(d, []int32{1}, comm.AnySource, 0)
+				return err
+			}, "peer rank -1 is comm.AnySource"},
+			"Comm.Send to ProcNull": {func() error { return d.Send(ctx, comm.BufOf([]int32{1}), comm.ProcNull, 0) }, "peer rank -2 is comm.ProcNull, which comm.Send"},
+			"Comm.Isend to ProcNull": {func() error {
+				_, err := d.Isend(comm.BufOf([]int32{1}), comm.ProcNull, 0)
+				return err
+			}, "peer rank -2 is comm.ProcNull"},
+		} {
+			err := tc.run()
+			var ae *comm.ArgError
+			if !errors.As(err, &ae) || !strings.Contains(ae.Detail, tc.want) {
+				return fmt.Errorf("%s: got %v, want a *comm.ArgError saying %q", what, err, tc.want)
 			}
 		}
 		return nil

@@ -360,6 +360,29 @@ func sendrecvRing(ctx context.Context, c comm.Comm) error {
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("Sendrecv with overlapping buffers: got %v, want an ArgError", err)
 	}
+	// SendrecvReplace's errors name it, not the Sendrecv it shares its
+	// path with: the backend's native exchange (to the right) and, with
+	// ProcNull as the destination, an Isend and a Recv. The message that
+	// does not fit was sent ahead by an Isend; the one SendrecvReplace
+	// sends (to the right) is received by a Recv.
+	for _, dest := range []int{right, comm.ProcNull} {
+		ahead, err := comm.Isend(c, []int64{1, 2, 3, 4, 5, 6, 7, 8}, right, 10)
+		if err != nil {
+			return fmt.Errorf("Isend ahead of SendrecvReplace: %w", err)
+		}
+		_, err = comm.SendrecvReplace(ctx, c, []int64{1, 2, 3, 4}, dest, 11, left, 10)
+		if !errors.Is(err, comm.ErrTruncated) || !strings.Contains(err.Error(), "SendrecvReplace") || strings.Contains(err.Error(), "Sendrecv ") {
+			return fmt.Errorf("SendrecvReplace of 8 elements into 4 (to %d): got %v, want ErrTruncated naming SendrecvReplace", dest, err)
+		}
+		if dest != comm.ProcNull {
+			if _, err := comm.Recv(ctx, c, make([]int64, 4), left, 11); err != nil {
+				return fmt.Errorf("Recv of SendrecvReplace's message: %w", err)
+			}
+		}
+		if _, err := ahead.Wait(ctx); err != nil {
+			return fmt.Errorf("Isend ahead of SendrecvReplace: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -383,18 +383,34 @@ var _ comm.RecvBufComm = (*rankComm)(nil)
 // message is copied), the receive runs, then the send waits for its
 // receiver if it was handed over by reference. It makes no Request.
 func (c *rankComm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
-	if err := comm.FirstErr(c.checkSend("Sendrecv", send, dest, sendTag), c.checkRecv("Sendrecv", recv.Type, source, recvTag)); err != nil {
+	return c.sendrecv(ctx, "Sendrecv", send, dest, sendTag, recv, source, recvTag)
+}
+
+// SendrecvReplaceBuf implements comm.SendrecvReplaceComm: SendrecvBuf of
+// a copy of buf into buf, its errors naming SendrecvReplace.
+func (c *rankComm) SendrecvReplaceBuf(ctx context.Context, buf comm.Buf, dest, sendTag, source, recvTag int) (comm.Status, error) {
+	send := comm.Buf{Type: buf.Type, Bytes: append([]byte(nil), buf.Bytes...)}
+	return c.sendrecv(ctx, "SendrecvReplace", send, dest, sendTag, buf, source, recvTag)
+}
+
+// sendrecv is SendrecvBuf for call (Sendrecv, SendrecvReplace), which
+// its errors name.
+func (c *rankComm) sendrecv(ctx context.Context, call string, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+	if err := comm.FirstErr(c.checkSend(call, send, dest, sendTag), c.checkRecv(call, recv.Type, source, recvTag)); err != nil {
 		return comm.Status{}, err
 	}
 	m := c.start(send, dest, sendTag)
-	st, err := c.recv(ctx, "Sendrecv", recv.Type, source, recvTag, nil, recv.Bytes)
-	if serr := c.awaitTaken(ctx, "Sendrecv", m, dest); serr != nil && err == nil {
+	st, err := c.recv(ctx, call, recv.Type, source, recvTag, nil, recv.Bytes)
+	if serr := c.awaitTaken(ctx, call, m, dest); serr != nil && err == nil {
 		err = serr
 	}
 	return st, err
 }
 
-var _ comm.SendrecvComm = (*rankComm)(nil)
+var (
+	_ comm.SendrecvComm        = (*rankComm)(nil)
+	_ comm.SendrecvReplaceComm = (*rankComm)(nil)
+)
 
 // recv receives one message into the buffer into returns or, with a nil
 // into, into dst. call names the caller in errors.

@@ -232,7 +232,7 @@ func (c *Comm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, into
 func (c *Comm) recv(ctx context.Context, call string, p peers, dt comm.Datatype, source, tag int, into comm.Into) (comm.Status, error) {
 	kind := p2pRecv
 	if call != "Recv" {
-		kind = p2pSendrecv
+		kind = sendrecvKind(call)
 	}
 	id := c.beginP2P(ctx, p2p(kind, source, tag))
 	msg, st, err := c.mprobe(ctx, source, tag, true)
@@ -355,17 +355,39 @@ func (c *Comm) mrecv(msg *C.MPI_Message, st C.pz_status, dt comm.Datatype, into 
 // as bytes, as Recv's does: its size is checked against recv's element
 // type.
 func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
-	if err := c.usable("Sendrecv"); err != nil {
+	return c.sendrecv(ctx, "Sendrecv", send, dest, sendTag, recv, source, recvTag)
+}
+
+// SendrecvReplaceBuf implements comm.SendrecvReplaceComm: SendrecvBuf of
+// a copy of buf into buf, its errors naming SendrecvReplace.
+func (c *Comm) SendrecvReplaceBuf(ctx context.Context, buf comm.Buf, dest, sendTag, source, recvTag int) (comm.Status, error) {
+	send := comm.Buf{Type: buf.Type, Bytes: append([]byte(nil), buf.Bytes...)}
+	return c.sendrecv(ctx, "SendrecvReplace", send, dest, sendTag, buf, source, recvTag)
+}
+
+// sendrecvKind is the kind of the wait in call's receive (Sendrecv,
+// SendrecvReplace).
+func sendrecvKind(call string) p2pKind {
+	if call == "SendrecvReplace" {
+		return p2pSendrecvReplace
+	}
+	return p2pSendrecv
+}
+
+// sendrecv is SendrecvBuf for call (Sendrecv, SendrecvReplace), which
+// its errors name.
+func (c *Comm) sendrecv(ctx context.Context, call string, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+	if err := c.usable(call); err != nil {
 		return comm.Status{}, err
 	}
-	if err := comm.FirstErr(c.checkP2PBuf("Sendrecv", send), c.checkP2P("Sendrecv", dest, sendTag, false),
-		c.checkP2PBuf("Sendrecv", recv), c.checkP2P("Sendrecv", source, recvTag, true)); err != nil {
+	if err := comm.FirstErr(c.checkP2PBuf(call, send), c.checkP2P(call, dest, sendTag, false),
+		c.checkP2PBuf(call, recv), c.checkP2P(call, source, recvTag, true)); err != nil {
 		return comm.Status{}, err
 	}
 	if len(send.Bytes) > maxCount || !c.directRecv(ctx, len(recv.Bytes), source) {
-		return c.sendrecvSplit(ctx, send, dest, sendTag, recv, source, recvTag)
+		return c.sendrecvSplit(ctx, call, send, dest, sendTag, recv, source, recvTag)
 	}
-	id := c.beginP2P(ctx, p2p(p2pSendrecv, source, recvTag))
+	id := c.beginP2P(ctx, p2p(sendrecvKind(call), source, recvTag))
 	var st C.pz_status
 	rc := C.pz_sendrecv(ptr(send.Bytes), C.int(len(send.Bytes)), c.h.byte, C.int(dest), C.int(sendTag),
 		ptr(recv.Bytes), C.int(len(recv.Bytes)), c.h.byte, C.int(source), C.int(recvTag), c.c, &st)
@@ -373,7 +395,7 @@ func (c *Comm) SendrecvBuf(ctx context.Context, send comm.Buf, dest, sendTag int
 	c.st.paceP2P()
 	status, err := c.received("MPI_Sendrecv", rc, &st, recv)
 	if err != nil {
-		err = c.p2pErr("Sendrecv", sendrecvPeers(dest, sendTag, source, recvTag), err)
+		err = c.p2pErr(call, sendrecvPeers(dest, sendTag, source, recvTag), err)
 	}
 	return status, err
 }
@@ -440,16 +462,19 @@ func (c *Comm) recvBuf(ctx context.Context, call string, p peers, buf comm.Buf, 
 
 var _ comm.RecvBufComm = (*Comm)(nil)
 
-var _ comm.SendrecvComm = (*Comm)(nil)
+var (
+	_ comm.SendrecvComm        = (*Comm)(nil)
+	_ comm.SendrecvReplaceComm = (*Comm)(nil)
+)
 
-// sendrecvSplit is SendrecvBuf as an Isend, a RecvBuf (which consumes a
+// sendrecvSplit is sendrecv as an Isend, a RecvBuf (which consumes a
 // message too long for recv and says so) and a Wait.
-func (c *Comm) sendrecvSplit(ctx context.Context, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
+func (c *Comm) sendrecvSplit(ctx context.Context, call string, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
 	sr, err := c.Isend(send, dest, sendTag)
 	if err != nil {
 		return comm.Status{}, err
 	}
-	st, rerr := c.recvBuf(ctx, "Sendrecv", sendrecvPeers(dest, sendTag, source, recvTag), recv, source, recvTag)
+	st, rerr := c.recvBuf(ctx, call, sendrecvPeers(dest, sendTag, source, recvTag), recv, source, recvTag)
 	if _, werr := sr.Wait(ctx); werr != nil && rerr == nil {
 		rerr = werr
 	}

@@ -177,13 +177,15 @@ const (
 	p2pWaitIrecv
 	p2pWaitSendInit
 	p2pWaitRecvInit
+	p2pSendrecvReplace
 	p2pKinds
 )
 
 // p2pNames name the kinds in reports; a send's peer is its destination,
 // every other's the source.
 var p2pNames = [p2pKinds]string{"", "Send", "Ssend", "Recv", "Sendrecv receiving", "Probe", "Mprobe", "Message.Recv",
-	"Wait for an Isend", "Wait for an Irecv", "Wait for a persistent send", "Wait for a persistent receive"}
+	"Wait for an Isend", "Wait for an Irecv", "Wait for a persistent send", "Wait for a persistent receive",
+	"SendrecvReplace receiving"}
 
 func (k p2pKind) sends() bool {
 	return k == p2pSend || k == p2pSsend || k == p2pWaitIsend || k == p2pWaitSendInit
