@@ -600,7 +600,7 @@ func (c *compiler) checkRunnables() {
 	for i := range s.Runnables {
 		r := &s.Runnables[i]
 		seen := map[string]bool{}
-		for _, d := range r.Deps {
+		for j, d := range r.Deps {
 			dep, ok := c.run[d]
 			switch {
 			case !ok:
@@ -608,19 +608,19 @@ func (c *compiler) checkRunnables() {
 				if cl := closest(d, c.names()); cl != "" && cl != r.Name {
 					msg += fmt.Sprintf("; did you mean %q?", cl)
 				}
-				p.add(r.at(r.keys.deps), "%s", msg)
+				p.add(r.depAt(j), "%s", msg)
 			case d == r.Name:
-				p.add(r.at(r.keys.deps), "runnable %q depends on itself; remove it from its deps", r.Name)
+				p.add(r.depAt(j), "runnable %q depends on itself; remove it from its deps", r.Name)
 			case seen[d]:
-				p.add(r.at(r.keys.deps), "runnable %q lists %q twice in deps; list it once", r.Name, d)
+				p.add(r.depAt(j), "runnable %q lists %q twice in deps; list it once", r.Name, d)
 			case !placedIn(c.runEpoch, d, r.Name):
 				// An epoch already reported as unknown: nothing to compare.
 			case c.runEpoch[d] != c.runEpoch[r.Name]:
-				p.add(r.at(r.keys.deps), "runnable %q (epoch %q) depends on %q of epoch %q; dependencies stay inside an epoch: move one of them", r.Name, c.runEpoch[r.Name], d, c.runEpoch[d])
+				p.add(r.depAt(j), "runnable %q (epoch %q) depends on %q of epoch %q; dependencies stay inside an epoch: move one of them", r.Name, c.runEpoch[r.Name], d, c.runEpoch[d])
 			case d == r.Submitter:
-				p.add(r.at(r.keys.deps), "runnable %q lists its submitter %q in deps; a submittee always follows its submitter: drop it from deps", r.Name, d)
+				p.add(r.depAt(j), "runnable %q lists its submitter %q in deps; a submittee always follows its submitter: drop it from deps", r.Name, d)
 			case dep.Submitter == r.Name:
-				p.add(r.at(r.keys.deps), "runnable %q waits for %q, which it submits itself; only another runnable may wait for a submittee", r.Name, d)
+				p.add(r.depAt(j), "runnable %q waits for %q, which it submits itself; only another runnable may wait for a submittee", r.Name, d)
 			default:
 				if c.resKind[dep.Resource].Kind == GPU {
 					c.waited[d] = true

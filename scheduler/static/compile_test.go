@@ -687,6 +687,41 @@ s.yaml:23: runnable "k" has a submitter but runs on the CPU core "cpu0"; only a 
 s.yaml:23: runnable "k" names submitter "nobody", which is not a runnable`,
 		},
 		{
+			// A problem of one dependency of a block-style list is on
+			// the item's own line, not the deps: line; in a flow-style
+			// list, on the deps: line.
+			name: "block-style deps name the item's line",
+			src: `hyperepochs:
+  - {name: h, period: 10ms, resources: [cpu0, cpu1], epochs: [{name: f}, {name: g}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: f, wcet: 1ms}
+  - {name: e, client: c, resource: cpu1, epoch: g, wcet: 1ms}
+  - name: b
+    client: c
+    resource: cpu1
+    epoch: f
+    wcet: 1ms
+    deps:
+      - a
+      - grap
+      - a
+      - b
+      - e
+  - name: d
+    client: c
+    resource: cpu0
+    epoch: f
+    wcet: 1ms
+    deps: [a, zz]
+`,
+			want: `s.yaml:14: runnable "b" depends on "grap", which is not a runnable
+s.yaml:15: runnable "b" lists "a" twice in deps; list it once
+s.yaml:16: runnable "b" depends on itself; remove it from its deps
+s.yaml:17: runnable "b" (epoch "f") depends on "e" of epoch "g"; dependencies stay inside an epoch: move one of them
+s.yaml:23: runnable "d" depends on "zz", which is not a runnable`,
+		},
+		{
 			name: "block style names the resources' line",
 			src: `hyperepochs:
   - name: h

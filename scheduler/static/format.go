@@ -99,8 +99,21 @@ type RunnableSpec struct {
 }
 
 // keyLines are the source lines of a runnable's keys; 0 is the line of
-// the runnable itself.
-type keyLines struct{ client, resource, epoch, deps, submitter int }
+// the runnable itself. depItems are the lines of Deps' items, each 0
+// where it is the deps key's line (a flow-style list on one line).
+type keyLines struct {
+	client, resource, epoch, deps, submitter int
+	depItems                                 []int
+}
+
+// depAt returns the line of the runnable's i-th dependency: its own line
+// in a block-style list, else the deps key's (or the runnable's).
+func (r *RunnableSpec) depAt(i int) int {
+	if i < len(r.keys.depItems) && r.keys.depItems[i] > 0 {
+		return r.keys.depItems[i]
+	}
+	return r.at(r.keys.deps)
+}
 
 // at returns line, or the runnable's own line when line is 0.
 func (r *RunnableSpec) at(line int) int {
@@ -396,6 +409,11 @@ func (p *problems) runnable(n *yaml.Node) RunnableSpec {
 		for _, d := range v.Content {
 			if name, ok := p.name(d, "a dependency"); ok {
 				r.Deps = append(r.Deps, name)
+				line := 0
+				if d.Line != r.at(r.keys.deps) {
+					line = d.Line
+				}
+				r.keys.depItems = append(r.keys.depItems, line)
 			}
 		}
 	}
