@@ -41,6 +41,11 @@ func contextsApp() app {
 				if err := checkTraceFile("-trace", o.Trace); err != nil {
 					return err
 				}
+				// The library reads "" as its default policy: given on the
+				// command line, it is a mistake (an unset variable).
+				if o.Hypervisor == "" {
+					return fmt.Errorf("%w: -hypervisor \"\": name a hypervisor policy (default gflops_rate), or a comma-separated list run in turn; the policies are %s", errUsage, strings.Join(hypervisor.Policies(), ", "))
+				}
 				// The library reads 0 as its own defaults, which are not
 				// these flags'.
 				if o.Small < 1 || o.Large < 1 || o.Block < 1 {

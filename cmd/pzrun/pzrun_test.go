@@ -26,6 +26,7 @@ import (
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/internal/progress"
+	"github.com/pzgo/pz/scheduler/hypervisor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -648,6 +649,14 @@ func TestContextsApp(t *testing.T) {
 	assert.Contains(t, errs, "at least 2")
 	code, _, errs = pzrun(t, "contexts", "-hypervisor", "nosuch", "-small", "256", "-large", "512", "-b", "64")
 	assert.Equal(t, 2, code, errs)
+	// The flag and the valid names, not the library's option names.
+	assert.Contains(t, errs, `-hypervisor "nosuch": unknown policy "nosuch"; the policies are `+strings.Join(hypervisor.Policies(), ", "))
+	assert.NotContains(t, errs, "WithPolicyName")
+	// An empty -hypervisor ran the default policy in silence.
+	code, out, errs = pzrun(t, "contexts", "-hypervisor", "", "-small", "256", "-large", "512", "-b", "64")
+	assert.Equal(t, 2, code, errs)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, "pzrun contexts: -hypervisor \"\": name a hypervisor policy")
 }
 
 // TestSignalExitStatus interrupts a long run of the real binary: every rank

@@ -241,6 +241,12 @@ func (opts Options) Validate() error {
 				tiled.ErrBadOptions, opts.Hypervisor, name)
 		}
 		seen[name] = true
+		if !slices.Contains(hypervisor.Policies(), name) {
+			// Said for the command line: the library's error names its
+			// options (WithPolicyName, PZ_HYPERVISOR_POLICY).
+			return fmt.Errorf("contexts: %w: -hypervisor %q: unknown policy %q; the policies are %s",
+				tiled.ErrBadOptions, opts.Hypervisor, name, strings.Join(hypervisor.Policies(), ", "))
+		}
 		if _, err := hypervisor.PolicyByName(name, 0); err != nil {
 			return fmt.Errorf("contexts: %w: -hypervisor %q: %w", tiled.ErrBadOptions, opts.Hypervisor, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/pzgo/pz/internal/apps/cholesky"
 	"github.com/pzgo/pz/internal/apps/contexts"
 	"github.com/pzgo/pz/internal/apps/tiled"
+	"github.com/pzgo/pz/scheduler/hypervisor"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -219,11 +220,14 @@ func TestHypervisorListNamesTheFlag(t *testing.T) {
 	for _, tc := range []struct{ list, want string }{
 		{"idle,idle", `-hypervisor "idle,idle" lists idle twice`},
 		{"idle,,feft", `-hypervisor "idle,,feft": an empty policy name`},
-		{"idle,nope", `-hypervisor "idle,nope": hypervisor: invalid option: unknown policy "nope"`},
+		// It ended with the library's "(WithPolicyName or
+		// PZ_HYPERVISOR_POLICY)".
+		{"idle,nope", `-hypervisor "idle,nope": unknown policy "nope"; the policies are ` + strings.Join(hypervisor.Policies(), ", ")},
 	} {
 		err := contexts.Options{Hypervisor: tc.list}.Validate()
 		if assert.ErrorIs(t, err, tiled.ErrBadOptions, tc.list) {
 			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "WithPolicyName", tc.list)
 		}
 	}
 	assert.NoError(t, contexts.Options{Hypervisor: "idle,feft"}.Validate())
