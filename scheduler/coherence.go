@@ -921,8 +921,12 @@ var ErrDeviceMemory = errors.New("scheduler: out of device memory")
 // only a few tasks' data (several workers on one device). It cannot
 // deadlock: the admitted task is the only one holding data while it
 // waits, so what it waits for is the end of a task that already has all
-// its data (one that waits for room for its Scratch buffer or Redux copy
-// gives up after a bounded wait: allocPrivate), or of a copy; if nothing
+// its data, or of a copy. A task with Scratch or Redux accesses on a
+// device stays admitted once it has its data, until the worker has
+// allocated its scratch buffers and reduction copies (endAdmission):
+// were it to wait for their room unadmitted, holding its data, a task
+// admitted meanwhile could hold the rest of the node waiting for that
+// task's data to go, and each would wait for the other. If nothing
 // of the scheduler's is running or copying (or it holds nothing on the
 // node), the rest of the node is others' memory, and it looks again a
 // few times and gives up (see below), naming the sizes.
@@ -991,7 +995,15 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 			bufs[base+i] = b
 		}
 		if wait == nil {
-			nd.admitDoneLocked(t)
+			if n != RAM && privateOnDevice(t) {
+				// Admitted until the worker has allocated its private
+				// buffers (see above).
+				if nd.admitting == nil {
+					nd.admitting, nd.admitted = t, make(chan struct{})
+				}
+			} else {
+				nd.admitDoneLocked(t)
+			}
 			d.mu.Unlock()
 			return bufs, nil
 		}
@@ -1041,6 +1053,30 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 		}
 		d.mu.Lock()
 	}
+}
+
+// privateOnDevice reports whether a device worker allocates buffers of
+// its own for t after acquireTask: a Scratch buffer of a handle that can
+// live on the device, or a Redux copy.
+func privateOnDevice(t *Task) bool {
+	for _, a := range t.Access {
+		if a.Mode == ModeRedux || a.Mode == ModeScratch && a.Handle.dev {
+			return true
+		}
+	}
+	return false
+}
+
+// endAdmission ends t's admission to node n, which acquireTask kept for
+// the private buffers the worker allocates next (see acquireTask); it
+// does nothing if t is not the admitted task.
+func (d *dataLayer) endAdmission(t *Task, n MemoryNode) {
+	if n == RAM {
+		return
+	}
+	d.mu.Lock()
+	d.nodes[n].admitDoneLocked(t)
+	d.mu.Unlock()
 }
 
 // admitDoneLocked ends t's admission to nd, if it is the admitted task:

@@ -456,6 +456,9 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 		if bufs, err = d.acquireTask(t, w.info.Node, bufs, w.drain); err != nil {
 			return bufs, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: w.info.ID, Err: err}
 		}
+		// A device's admission of t lasts until its Scratch buffers and
+		// Redux copies, below, have their room (acquireTask).
+		defer d.endAdmission(t, w.info.Node)
 	}
 	for i, a := range t.Access {
 		h := a.Handle
