@@ -591,3 +591,65 @@ func TestWAfterFailedDetachedWriter(t *testing.T) {
 	require.NoError(t, w.Err())
 	assert.Equal(t, uint64(7), x)
 }
+
+// TestFetchAfterFailedWriter: Fetch, the host's read, is told when the
+// task that wrote the data last failed or was canceled, as a task that
+// reads the handle then is (it returned the data from before that task
+// without a word: a trial program found stale results that way after
+// tasks had run out of device memory); a task that only writes the
+// handle starts anew.
+func TestFetchAfterFailedWriter(t *testing.T) {
+	for _, waitFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("waitFirst=%v", waitFirst), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := newSched(t, scheduler.WithWorkers(2))
+			x := []float64{1}
+			h, err := s.RegisterVector(x, scheduler.Named("x"))
+			require.NoError(t, err)
+			boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("bad tile") }}
+			inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+				scheduler.VectorOf[float64](c, 0)[0]++
+				return nil
+			}}
+			set := &scheduler.Codelet{Name: "set", CPU: func(c *scheduler.Call) error {
+				scheduler.VectorOf[float64](c, 0)[0] = 40
+				return nil
+			}}
+			read := &scheduler.Codelet{Name: "read", CPU: func(*scheduler.Call) error { return nil }}
+
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h)))
+			v, err := h.Fetch(ctx)
+			require.NoError(t, err, "the writer succeeded")
+			assert.Equal(t, []float64{2}, v)
+
+			require.NoError(t, s.Submit(ctx, boom, scheduler.RW(h)))
+			if waitFirst {
+				require.Error(t, s.WaitAll(ctx))
+			}
+			_, err = h.Fetch(ctx)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `Fetch of handle "x": task "boom", which wrote the data last, did not complete`)
+			assert.Contains(t, err.Error(), "bad tile", "wraps the task's error")
+			assert.Contains(t, err.Error(), "only writes")
+			var te *scheduler.TaskError
+			assert.True(t, errors.As(err, &te) && te.Codelet == "boom", "the task's error is wrapped: %v", err)
+
+			// Readers after it do not hide it, nor does a writer canceled
+			// because of it.
+			require.NoError(t, s.Submit(ctx, read, scheduler.R(h)))
+			_, err = h.Fetch(ctx)
+			assert.ErrorContains(t, err, `task "boom"`)
+			require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h)))
+			_, err = h.Fetch(ctx)
+			assert.ErrorContains(t, err, `task "inc", which wrote the data last, did not complete`)
+			assert.ErrorIs(t, err, scheduler.ErrCanceled)
+
+			require.NoError(t, s.Submit(ctx, set, scheduler.W(h)))
+			v, err = h.Fetch(ctx)
+			require.NoError(t, err, "a task that only writes the handle starts anew")
+			assert.Equal(t, []float64{40}, v)
+			require.Error(t, s.WaitAll(ctx), "the cancellations are still reported")
+			require.NoError(t, s.WaitAll(ctx))
+		})
+	}
+}

@@ -341,8 +341,15 @@ func (h *Handle) Data() any {
 // submitted after the call are not waited for. The tasks' own errors are
 // WaitAll's to report; awaitTasks returns ctx's error, or ErrInTask when
 // a task's code calls it and it would block.
+//
+// A read (write false) also reports a failed writer: when a task that
+// wrote the version of h's data it would return failed (or was
+// canceled), the data are not that task's result, and it returns an
+// error naming the task and wrapping its error, as a task that reads h
+// after it is canceled (until a task that only writes h starts a new
+// version).
 func (h *Handle) awaitTasks(ctx context.Context, write bool, what string) error {
-	var held []*Task
+	var held, writers []*Task
 	for _, x := range h.leaves() {
 		x.mu.Lock()
 		if x.status.Load() != handleUnregistered {
@@ -351,13 +358,16 @@ func (h *Handle) awaitTasks(ctx context.Context, write bool, what string) error 
 				held = holdPending(held, x.cur)
 			}
 			held = holdPending(held, x.prev)
+			if !write && x.implicit {
+				writers = holdAll(writers, x.writersLocked())
+			}
 		}
 		x.mu.Unlock()
 	}
-	if len(held) == 0 {
-		return nil
+	var err error
+	if len(held) > 0 {
+		err = h.s.checkNotInTask(fmt.Sprintf("%s of %v", what, h))
 	}
-	err := h.s.checkNotInTask(fmt.Sprintf("%s of %v", what, h))
 	for _, t := range held {
 		if err == nil {
 			if werr := t.Wait(ctx); werr != nil && ctx.Err() != nil {
@@ -366,7 +376,33 @@ func (h *Handle) awaitTasks(ctx context.Context, write bool, what string) error 
 		}
 		h.s.release(t)
 	}
+	for _, t := range writers {
+		if err == nil && t.state.Load() == stateFailed {
+			err = fmt.Errorf("scheduler: %s of %v: task %q, which wrote the data last, did not complete, so they are not its result (submit a task that only writes %v to start anew): %w",
+				what, h, t.Codelet.name(), h, t.err)
+		}
+		h.s.release(t)
+	}
 	return err
+}
+
+// writersLocked returns the group of accesses that made the current
+// version of h's data: the readers' predecessors after a group of
+// reads, else the last group. h.mu is held.
+func (h *Handle) writersLocked() []*Task {
+	if h.curCat == catRead {
+		return h.prev
+	}
+	return h.cur
+}
+
+// holdAll appends ts to held, with a reference each.
+func holdAll(held, ts []*Task) []*Task {
+	for _, t := range ts {
+		t.hold()
+		held = append(held, t)
+	}
+	return held
 }
 
 // holdPending appends to held, with a reference each, the tasks of ts
