@@ -495,6 +495,10 @@ func (m *Master) requestStop(reason string) bool {
 		m.stopped = reason
 		m.logf("master: the stop was asked for: %s", reason)
 	}
+	// The board first, then the log line: whoever reads the line (a
+	// test's log hook, an operator) finds the stop published to the
+	// clients already.
+	m.b.requestStop(now)
 	if m.stopped == "" {
 		m.stopped = reason
 		// During the start delay the clients leave at once (executor.waitUntil).
@@ -504,7 +508,6 @@ func (m *Master) requestStop(reason string) bool {
 		}
 		m.logf("master: stopping %s: %s", when, reason)
 	}
-	m.b.requestStop(now)
 	return true
 }
 
