@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"os"
 	"path/filepath"
@@ -460,7 +461,7 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 	var merr error
 	body := func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		if rt.Size() > len(plan.Clients) {
-			return fmt.Errorf("%w: %d ranks for %d clients: use at most %d ranks", errUsage, rt.Size(), len(plan.Clients), len(plan.Clients))
+			return fmt.Errorf("%w: %s for %s: use at most %s", errUsage, plural.Of(rt.Size(), "rank"), plural.Of(len(plan.Clients), "client"), plural.Of(len(plan.Clients), "rank"))
 		}
 		dir := *rf.dir
 		if rt.Rank() == 0 && dir == "" {

@@ -1576,3 +1576,10 @@ func TestMergedTraceTeamTask(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(string(svg), "team: 1 run (2 workers)"), "the legend counts the team task once, with its team")
 }
+
+// A distribution that does not fit one rank says "1 rank", not "1
+// ranks".
+func TestDistributionCheckSingular(t *testing.T) {
+	assert.EqualError(t, dist.BlockCyclic2D(2, 1).Check(1),
+		"dist: distribution does not fit the ranks: a 2 x 1 process grid for 1 rank: P*Q must equal the rank count (dist.Grid(n) gives the most square P x Q for n ranks)")
+}

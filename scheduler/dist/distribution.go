@@ -1,6 +1,10 @@
 package dist
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pzgo/pz/internal/plural"
+)
 
 // A Distribution maps the tiles of a grid to the ranks that own them.
 type Distribution interface {
@@ -22,7 +26,7 @@ func (b blockCyclic) Owner(i, j int) int { return (i%b.p)*b.q + j%b.q }
 
 func (b blockCyclic) Check(size int) error {
 	if b.p < 1 || b.q < 1 || b.p*b.q != size {
-		return fmt.Errorf("%w: a %d x %d process grid for %d ranks: P*Q must equal the rank count (dist.Grid(n) gives the most square P x Q for n ranks)", ErrDistribution, b.p, b.q, size)
+		return fmt.Errorf("%w: a %d x %d process grid for %s: P*Q must equal the rank count (dist.Grid(n) gives the most square P x Q for n ranks)", ErrDistribution, b.p, b.q, plural.Of(size, "rank"))
 	}
 	return nil
 }
@@ -38,7 +42,7 @@ func (c cyclic1D) Owner(i, j int) int { return (i*c.nt + j) % c.size }
 
 func (c cyclic1D) Check(size int) error {
 	if c.size != size || c.nt < 1 {
-		return fmt.Errorf("%w: a 1D cyclic distribution over %d ranks (%d tile columns) used with %d ranks", ErrDistribution, c.size, c.nt, size)
+		return fmt.Errorf("%w: a 1D cyclic distribution over %s (%d tile columns) used with %s", ErrDistribution, plural.Of(c.size, "rank"), c.nt, plural.Of(size, "rank"))
 	}
 	return nil
 }

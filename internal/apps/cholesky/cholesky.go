@@ -3,6 +3,7 @@ package cholesky
 import (
 	"context"
 	"fmt"
+	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"math"
 	"time"
@@ -134,7 +135,7 @@ func (r *Result) String() string {
 	s := fmt.Sprintf("cholesky n=%d b=%d fp%d %s layout=%s%s policy=%s workers=%d tasks=%d: %.3f s, %.2f GFLOP/s, efficiency %.2f (sequential kernels %.2f GFLOP/s)",
 		r.N, r.Block, r.Precision, r.Backend, r.Layout, ranks, r.Policy, r.Workers, r.Tasks, r.Seconds, r.GFlops, r.Efficiency, r.SeqGFlops)
 	if r.Ranks > 1 {
-		s += fmt.Sprintf(", %d tiles sent (%.1f MiB)", r.Messages, float64(r.BytesSent)/(1<<20))
+		s += fmt.Sprintf(", %s sent (%.1f MiB)", plural.Of(int(r.Messages), "tile"), float64(r.BytesSent)/(1<<20))
 	}
 	s += r.Devices.String() + r.Reference.String()
 	if r.Checked {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pzgo/pz/internal/plural"
 	"math"
 	"time"
 
@@ -269,6 +270,6 @@ func (d Devices) String() string {
 	if d.Pinned {
 		pinned = " from pinned memory"
 	}
-	return fmt.Sprintf(", %d devices ran %d tasks, %.1f MiB copied%s, %d evictions (%d written back)",
-		d.Devices, d.DeviceTasks, float64(d.DeviceBytes)/(1<<20), pinned, d.Evictions, d.WriteBacks)
+	return fmt.Sprintf(", %s ran %s, %.1f MiB copied%s, %s (%d written back)",
+		plural.Of(d.Devices, "device"), plural.Of(int(d.DeviceTasks), "task"), float64(d.DeviceBytes)/(1<<20), pinned, plural.Of(int(d.Evictions), "eviction"), d.WriteBacks)
 }

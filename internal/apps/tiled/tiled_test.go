@@ -269,3 +269,11 @@ func TestRanksHereLocal(t *testing.T) {
 	}, runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithOff()))
 	require.NoError(t, err)
 }
+
+// The devices' line counts in the singular what is one.
+func TestDevicesStringSingular(t *testing.T) {
+	d := Devices{Devices: 1, DeviceTasks: 1, DeviceBytes: 1 << 20, Evictions: 1}
+	assert.Equal(t, ", 1 device ran 1 task, 1.0 MiB copied, 1 eviction (0 written back)", d.String())
+	d = Devices{Devices: 2, DeviceTasks: 5, DeviceBytes: 1 << 20, Evictions: 0, WriteBacks: 0}
+	assert.Equal(t, ", 2 devices ran 5 tasks, 1.0 MiB copied, 0 evictions (0 written back)", d.String())
+}
