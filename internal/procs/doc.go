@@ -10,7 +10,9 @@
 // # The decision
 //
 // [Decide] is a pure function of an [Input]: whether the user set the
-// GOMAXPROCS environment variable (then nothing changes), the number of
+// GOMAXPROCS environment variable (then nothing changes; a value the Go
+// runtime ignores, such as 0, -1 or "abc", is ignored here too, and the
+// reason says so), the number of
 // ranks on this node, the CPUs this process may run on (its affinity mask,
 // [AllowedCPUs]), the CPUs online on the node, and the CPU quota of its
 // cgroup ([CgroupCPUQuota]). If the launcher bound ranks to a subset of the
@@ -26,7 +28,7 @@
 // that owns the process (comm/mpi.Init does, unless told not to).
 //
 //	rep := procs.Apply(localRanks)
-//	fmt.Println(rep) // "GOMAXPROCS 16 -> 4: 16 allowed CPUs shared by 4 local ranks"
+//	fmt.Println(rep) // "GOMAXPROCS 16 -> 4: 16 allowed CPUs shared by 4 local ranks (estimated)"
 //
 // Apply cannot fail: an input it cannot read (affinity mask, cgroup quota)
 // is left unknown, and Decide falls back on what is known. ExampleApply and

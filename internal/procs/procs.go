@@ -5,12 +5,17 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
+
+	"github.com/pzgo/pz/internal/plural"
 )
 
 // Input is everything Decide looks at. Zero values mean "unknown".
 type Input struct {
-	// UserGOMAXPROCS is the GOMAXPROCS environment variable. When it is set
-	// (non-empty) the user decided and Decide changes nothing.
+	// UserGOMAXPROCS is the GOMAXPROCS environment variable. When it holds
+	// a value the Go runtime accepts (a positive integer) the user decided
+	// and Decide changes nothing. The runtime ignores any other value (0,
+	// -1, "abc") and so does Decide, saying so in its reason.
 	UserGOMAXPROCS string
 	// Current is the current GOMAXPROCS value.
 	Current int
@@ -43,6 +48,8 @@ type Decision struct {
 }
 
 // Decide computes this rank's share of the node. It is a pure function.
+// A GOMAXPROCS the user set to a positive integer is left alone; any other
+// value is ignored, as the Go runtime ignores it.
 //
 // With the local ranks' affinity masks known (MaskShare > 0) the share is
 // MaskShare rounded down. Otherwise, let allowed be the CPUs of the
@@ -52,8 +59,22 @@ type Decision struct {
 // bound to its own cores), and the share is allowed / sharing. Either is
 // further capped by Quota / LocalRanks (rounded up), and never below 1.
 func Decide(in Input) Decision {
+	d := decide(in)
 	if in.UserGOMAXPROCS != "" {
-		return Decision{Procs: in.Current, Reason: fmt.Sprintf("GOMAXPROCS=%s set by the user; left alone", in.UserGOMAXPROCS)}
+		if _, ok := userGOMAXPROCS(in.UserGOMAXPROCS); !ok {
+			d.Reason = fmt.Sprintf("GOMAXPROCS=%q ignored, as the Go runtime ignores it (not a positive integer); %s", in.UserGOMAXPROCS, d.Reason)
+		}
+	}
+	return d
+}
+
+func decide(in Input) Decision {
+	if n, ok := userGOMAXPROCS(in.UserGOMAXPROCS); ok {
+		reason := fmt.Sprintf("GOMAXPROCS=%s set by the user; left alone", in.UserGOMAXPROCS)
+		if cpus := in.AllowedCPUs; cpus > 0 && n > cpus {
+			reason = fmt.Sprintf("GOMAXPROCS=%s set by the user, more than the %s this rank may run on; left alone", in.UserGOMAXPROCS, plural.Of(cpus, "CPU"))
+		}
+		return Decision{Procs: in.Current, Reason: reason}
 	}
 	local := max(in.LocalRanks, 1)
 	online := in.OnlineCPUs
@@ -70,13 +91,13 @@ func Decide(in Input) Decision {
 	var reason string
 	if in.MaskShare > 0 {
 		share = max(int(in.MaskShare+1e-9), 1)
-		reason = fmt.Sprintf("affinity masks of %s: %.2f of this rank's %d CPUs are its own", localRanks(local), in.MaskShare, allowed)
+		reason = fmt.Sprintf("affinity masks of %s: %.2f of this rank's %s are its own", localRanks(local), in.MaskShare, plural.Of(allowed, "CPU"))
 	} else {
 		sharing := max(int(math.Round(float64(local)*float64(allowed)/float64(online))), 1)
 		share = max(allowed/sharing, 1)
-		reason = fmt.Sprintf("%d allowed CPUs shared by %s (estimated)", allowed, localRanks(sharing))
+		reason = fmt.Sprintf("%s shared by %s (estimated)", plural.Of(allowed, "allowed CPU"), localRanks(sharing))
 		if sharing == 1 && local > 1 {
-			reason = fmt.Sprintf("%d CPUs bound to this rank (%s, estimated)", allowed, localRanks(local))
+			reason = fmt.Sprintf("%s bound to this rank (%s, estimated)", plural.Of(allowed, "CPU"), localRanks(local))
 		}
 	}
 	if in.Quota > 0 {
@@ -134,7 +155,7 @@ func Gather(localRanks int) Input {
 
 // Apply sizes GOMAXPROCS to this rank's share of the node (see Decide) and
 // reports what it did. It leaves GOMAXPROCS alone when the user set the
-// GOMAXPROCS environment variable. GOMAXPROCS is process-wide: call Apply
+// GOMAXPROCS environment variable to a positive integer. GOMAXPROCS is process-wide: call Apply
 // from the code that owns the process, once, before starting work. Setting
 // it also stops the Go runtime's own automatic GOMAXPROCS updates.
 func Apply(localRanks int) Report {
@@ -151,4 +172,16 @@ func ApplyInput(in Input) Report {
 		r.After = d.Procs
 	}
 	return r
+}
+
+// userGOMAXPROCS parses the GOMAXPROCS environment variable as the Go
+// runtime does: a decimal int32, optionally signed, greater than zero.
+// The runtime ignores any other value (0, -1, "abc", " 3", 99999999999)
+// and keeps its default, so ok is false for them.
+func userGOMAXPROCS(s string) (n int, ok bool) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || v <= 0 {
+		return 0, false
+	}
+	return int(v), true
 }

@@ -1,7 +1,12 @@
 package procs
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -204,4 +209,80 @@ func TestDecideWithMasks(t *testing.T) {
 	if d.Change || d.Procs != 3 {
 		t.Errorf("user: %+v", d)
 	}
+}
+
+// TestDecideIgnoredUserGOMAXPROCS: a GOMAXPROCS the Go runtime ignores
+// (0, negative, garbage, beyond int32) is not the user's decision: the
+// runtime kept its default of every CPU, so Decide must still size the
+// rank to its share and say the variable was ignored. Before, mpirun -x
+// GOMAXPROCS=abc -n 3 on 2 cores left every rank at GOMAXPROCS 2 with the
+// reason "GOMAXPROCS=abc set by the user; left alone".
+func TestDecideIgnoredUserGOMAXPROCS(t *testing.T) {
+	for _, v := range []string{"0", "-1", "abc", " 3", "1e2", "3.0", "99999999999"} {
+		d := Decide(Input{UserGOMAXPROCS: v, Current: 2, LocalRanks: 3, AllowedCPUs: 2, OnlineCPUs: 2, MaskShare: 2.0 / 3})
+		assert.Equal(t, 1, d.Procs, "GOMAXPROCS=%q: %s", v, d.Reason)
+		assert.True(t, d.Change, "GOMAXPROCS=%q: %s", v, d.Reason)
+		assert.NotContains(t, d.Reason, "left alone", "GOMAXPROCS=%q", v)
+		assert.Contains(t, d.Reason, "ignored", "GOMAXPROCS=%q", v)
+		assert.Contains(t, d.Reason, "affinity masks of 3 local ranks", "GOMAXPROCS=%q", v)
+	}
+	for _, v := range []string{"1", "7", "+3", "03"} {
+		d := Decide(Input{UserGOMAXPROCS: v, Current: 5, LocalRanks: 3, AllowedCPUs: 2, OnlineCPUs: 2})
+		assert.False(t, d.Change, "GOMAXPROCS=%q: %s", v, d.Reason)
+		assert.Contains(t, d.Reason, "set by the user", "GOMAXPROCS=%q", v)
+	}
+}
+
+// helperEnv makes the test binary, run again by TestUserGOMAXPROCSLikeRuntime,
+// print its GOMAXPROCS and exit.
+const helperEnv = "PZ_PROCS_TEST_PRINT_GOMAXPROCS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		fmt.Println(runtime.GOMAXPROCS(0))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestUserGOMAXPROCSLikeRuntime checks userGOMAXPROCS against the Go
+// runtime itself: a child process started with GOMAXPROCS=v runs with v
+// exactly when userGOMAXPROCS accepts v, and with the default otherwise.
+func TestUserGOMAXPROCSLikeRuntime(t *testing.T) {
+	run := func(v string, set bool) int {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		if set {
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+v)
+		} else {
+			cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+		}
+		out, err := cmd.Output()
+		require.NoError(t, err, "GOMAXPROCS=%q", v)
+		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		require.NoError(t, err, "GOMAXPROCS=%q: %q", v, out)
+		return n
+	}
+	def := run("", false)
+	// Not 2147483647: go1.26's runtime crashes on it.
+	for _, v := range []string{"1", "3", "+3", "03", "1000", "0", "-0", "-1", "abc", " 3", "3 ", "1e2", "3.0", "2147483648", "99999999999"} {
+		got := run(v, true)
+		if n, ok := userGOMAXPROCS(v); ok {
+			assert.Equal(t, n, got, "GOMAXPROCS=%q is accepted: the runtime should run with it", v)
+		} else {
+			assert.Equal(t, def, got, "GOMAXPROCS=%q is ignored: the runtime should keep its default", v)
+		}
+	}
+}
+
+// TestDecideSingular: one CPU reads "1 CPU" ("1.00 of this rank's 1 CPUs"
+// was printed by pzrun info under mpirun --bind-to core).
+func TestDecideSingular(t *testing.T) {
+	d := Decide(Input{Current: 2, LocalRanks: 2, AllowedCPUs: 1, OnlineCPUs: 2, MaskShare: 1})
+	assert.Equal(t, "affinity masks of 2 local ranks: 1.00 of this rank's 1 CPU are its own", d.Reason)
+	d = Decide(Input{Current: 2, LocalRanks: 2, AllowedCPUs: 1, OnlineCPUs: 2})
+	assert.Equal(t, "1 CPU bound to this rank (2 local ranks, estimated)", d.Reason)
+	d = Decide(Input{UserGOMAXPROCS: "7", Current: 7, LocalRanks: 2, AllowedCPUs: 1, OnlineCPUs: 2})
+	assert.Equal(t, "GOMAXPROCS=7 set by the user, more than the 1 CPU this rank may run on; left alone", d.Reason)
 }
