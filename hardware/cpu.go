@@ -43,7 +43,8 @@ type CPU struct {
 	Caches []Cache `json:"caches"`
 	// AllowedCPUs lists the logical CPUs this process may run on, its
 	// affinity mask ("allowed_cpus"), from Cpus_allowed_list in
-	// /proc/self/status; empty if unknown.
+	// /proc/self/status, less the CPUs that are not online (as
+	// sched_getaffinity reports it); empty if unknown.
 	AllowedCPUs []int `json:"allowed_cpus"`
 	// CgroupCPUQuota is the CPU time the process's cgroup may use, in cores
 	// (quota/period, e.g. 1.5), the smallest over the cgroup and its
@@ -141,7 +142,7 @@ func (r *reader) cpu() CPU {
 	c.PhysicalCores, c.Sockets = r.topology(cpus, info)
 	c.NUMANodes = r.numaNodes()
 	c.Caches = r.caches(cpus)
-	c.AllowedCPUs = r.allowedCPUs()
+	c.AllowedCPUs = onlineOnly(r.allowedCPUs(), cpus)
 	if q, ok := procs.CgroupCPUQuotaFS(r.fsys); ok && !math.IsInf(q, 0) && q > 0 {
 		c.CgroupCPUQuota = q
 	}
@@ -420,8 +421,9 @@ func parseSize(s string) uint64 {
 }
 
 // allowedCPUs reads the affinity mask of the process from
-// /proc/self/status (the same mask sched_getaffinity returns for the main
-// thread; reading the file keeps it testable with a fake root).
+// /proc/self/status (reading the file keeps it testable with a fake root).
+// The file shows the mask as set, offline CPUs included; cpu keeps the
+// online ones (onlineOnly), as sched_getaffinity does.
 func (r *reader) allowedCPUs() []int {
 	s, err := r.read("proc/self/status")
 	if err != nil {
@@ -438,4 +440,28 @@ func (r *reader) allowedCPUs() []int {
 		}
 	}
 	return nil
+}
+
+// onlineOnly returns the CPUs of allowed that are in online. A process
+// nobody bound keeps every possible CPU in its mask - offline ones and, in
+// VMs with hot-pluggable CPUs, ones never online - and runs on none of
+// them; sched_getaffinity, and so the Go runtime, leaves them out too.
+// When online is unknown (empty), or the two lists have no CPU in common
+// (a running process has one: the lists disagree), allowed is returned.
+func onlineOnly(allowed, online []int) []int {
+	if len(online) == 0 {
+		return allowed
+	}
+	on := slices.Clone(online)
+	slices.Sort(on)
+	var out []int
+	for _, c := range allowed {
+		if _, found := slices.BinarySearch(on, c); found {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return allowed
+	}
+	return out
 }

@@ -23,7 +23,8 @@
 //     entry per level and type with the CPUs sharing each instance.
 //   - /sys/devices/system/node/nodeN: NUMA nodes, their CPUs, memory and
 //     distances.
-//   - /proc/self/status (Cpus_allowed_list): the affinity mask.
+//   - /proc/self/status (Cpus_allowed_list): the affinity mask, of which
+//     the online CPUs count (as sched_getaffinity reports it).
 //   - /proc/self/cgroup and /sys/fs/cgroup: the CPU quota (cgroup v2
 //     cpu.max, v1 cpu.cfs_quota_us; read by internal/procs, which also
 //     sizes GOMAXPROCS) and the memory limit (v2 memory.max, v1

@@ -292,3 +292,21 @@ func TestJSONFieldNames(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Equal(t, *m, back, "JSON round trip")
 }
+
+// TestAllowedCPUsOnlineOnly: a process nobody bound keeps offline CPUs in
+// its mask (Cpus_allowed_list shows every possible CPU on cgroup v2
+// hosts and VMs with hot-pluggable CPUs), while sched_getaffinity and the
+// Go runtime count only the online ones. Before, numa2 with CPU 15
+// offline and an unrestricted mask reported 16 allowed CPUs of 15 logical
+// ones (pzrun info: CORES 15/8/16).
+func TestAllowedCPUsOnlineOnly(t *testing.T) {
+	root := extractTxtar(t, "numa2")
+	status := filepath.Join(root, "proc", "self", "status")
+	require.NoError(t, os.WriteFile(status, []byte("Name:\tpz\nCpus_allowed:\tffff\nCpus_allowed_list:\t0-15\n"), 0o644))
+	m, err := hardware.Discover(context.Background(), hardware.WithRoot(root), hardware.WithoutGPUs())
+	require.NoError(t, err)
+	assert.Equal(t, 15, m.CPU.LogicalCores)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, m.CPU.AllowedCPUs, "CPU 15 is offline")
+	assert.Equal(t, 15.0, m.CPU.Usable())
+	assert.Empty(t, m.Warnings)
+}
