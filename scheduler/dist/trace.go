@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -302,6 +303,14 @@ func writeMergedGantt(out io.Writer, all []rankTrace) error {
 func mergedGantt(all []rankTrace) gantt.Chart {
 	z := zero(all)
 	var c gantt.Chart
+	// The codelets take the palette's colours (gantt.Colors) in the
+	// order rank 0 submitted their first tasks, then those rank 0 did
+	// not run in the order of the next rank's, and so on (FirstIDs), as
+	// in a one-rank chart of the same program; the bars' IDs are above
+	// those, the transfers' and copies' above the tasks', so that
+	// neither takes a colour ahead of a codelet.
+	c.FirstIDs = codeletOrder(all)
+	n := uint64(len(all))
 	id := uint64(0)
 	for _, r := range all {
 		base := len(c.Rows)
@@ -330,15 +339,9 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 			c.Bars = append(c.Bars, gantt.Bar{Row: linkRow + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
-		team := map[uint64]uint64{} // a task's number in r's trace -> its bars' ID
 		for _, t := range r.Tasks {
-			tid, ok := team[t.Team]
-			if !ok {
-				id++
-				tid = id
-				team[t.Team] = id
-			}
-			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: tid, Name: t.Name,
+			// A team task's bars share the ID.
+			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: 1<<61 + t.Team*n + uint64(r.Rank), Name: t.Name,
 				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End)})
 		}
 		for _, x := range r.Xfers {
@@ -347,9 +350,33 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 			if x.Send {
 				name, row = "send", sendRow
 			}
-			c.Bars = append(c.Bars, gantt.Bar{Row: row, ID: id, Name: name,
+			c.Bars = append(c.Bars, gantt.Bar{Row: row, ID: 1<<62 | id, Name: name,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
 	}
 	return c
+}
+
+// codeletOrder numbers the codelets of all's tasks from 1: rank 0's in
+// the order of their first task on rank 0 (the lowest task number, the
+// first submitted), then the codelets rank 0 did not run in the order of
+// rank 1's, and so on.
+func codeletOrder(all []rankTrace) map[string]uint64 {
+	order := map[string]uint64{}
+	for _, r := range all {
+		first := map[string]uint64{}
+		for _, t := range r.Tasks {
+			if f, ok := first[t.Name]; !ok || t.Team < f {
+				first[t.Name] = t.Team
+			}
+		}
+		names := slices.Collect(maps.Keys(first))
+		slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(first[a], first[b]), strings.Compare(a, b)) })
+		for _, name := range names {
+			if _, ok := order[name]; !ok {
+				order[name] = uint64(len(order) + 1)
+			}
+		}
+	}
+	return order
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler/internal/gantt"
 )
 
 // overlappingTransfers is two ranks' trace where rank 0 has two receives
@@ -115,4 +117,57 @@ func TestMergedGanttShowsSendsUnderPendingReceives(t *testing.T) {
 		labels = append(labels, r.Label)
 	}
 	assert.Equal(t, []string{"rank 0 cpu0", "rank 0 receives", "rank 0 sends", "rank 1 cpu0", "rank 1 receives", "rank 1 sends"}, labels)
+}
+
+// A codelet's colour in the merged chart does not depend on the
+// transfers, nor on the ranks' shares of the work: the codelets take the
+// palette in the order rank 0 submitted their first tasks, then those
+// rank 0 did not run in the order of rank 1's..., as in a one-rank chart,
+// and the sends, receives and copies come after them. Before, bars were
+// numbered rank after rank in start order with each rank's transfers in
+// between, so rank 0's "send" and "recv" took palette colours ahead of
+// rank 1's codelets: pzrun -n 4 cholesky drew gemm pink, pzrun -n 2
+// cholesky yellow.
+func TestMergedGanttCodeletColorsIgnoreTransfers(t *testing.T) {
+	all := []rankTrace{
+		{Rank: 0, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{
+				{Name: "fill", Worker: 0, Team: 1, Start: 0, End: 10},
+				{Name: "fill", Worker: 0, Team: 2, Start: 10, End: 15},
+				{Name: "potrf", Worker: 0, Team: 3, Start: 15, End: 20},
+			},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(0,0)"`, Peer: 1, Send: true, Start: 20, End: 30},
+				{ID: 2, Handle: `"A(1,0)"`, Peer: 1, Start: 20, End: 80},
+			},
+			Copies: []copyRecord{{Link: "ram→sim0", Kind: "copy in", Start: 0, End: 5}}},
+		{Rank: 1, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{
+				{Name: "fill", Worker: 0, Team: 1, Start: 0, End: 10},
+				{Name: "syrk", Worker: 0, Team: 2, Start: 10, End: 20},
+				// Submitted before trsm, started after it.
+				{Name: "gemm", Worker: 0, Team: 3, Start: 60, End: 70},
+				{Name: "trsm", Worker: 0, Team: 4, Start: 40, End: 60},
+			},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(0,0)"`, Peer: 0, Start: 5, End: 30},
+				{ID: 2, Handle: `"A(1,0)"`, Peer: 0, Send: true, Start: 60, End: 80},
+			}},
+	}
+	c := mergedGantt(all)
+	got := gantt.Colors(c.Bars, c.FirstIDs)
+	codelets := []string{"fill", "potrf", "syrk", "gemm", "trsm"}
+	var oneRank []gantt.Bar
+	for i, n := range append(codelets, "copy in", "recv", "send") {
+		oneRank = append(oneRank, gantt.Bar{ID: uint64(i + 1), Name: n})
+	}
+	want := gantt.Colors(oneRank, nil)
+	var codeletColors []string
+	for _, n := range codelets {
+		assert.Equal(t, want[n], got[n], "%s", n)
+		codeletColors = append(codeletColors, got[n])
+	}
+	for _, n := range []string{"copy in", "recv", "send"} {
+		assert.NotContains(t, codeletColors, got[n], "%s has a codelet's colour", n)
+	}
 }
