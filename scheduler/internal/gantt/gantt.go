@@ -15,9 +15,11 @@ package gantt
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -442,24 +444,27 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		// the idle hatching show through.
 		fill = func(name string) string { return lighten(d.colors[name], 0.6) }
 	}
-	// Critical bars last, so that their outlines are on top.
+	// Critical bars last, so that their outlines are on top; the others
+	// by start, so that where bars of a row overlap (a transfer track's)
+	// the later one is on top.
 	bars := slices.Clone(d.Bars)
 	slices.SortStableFunc(bars, func(a, b Bar) int {
 		ca, cb := d.critical[a.ID], d.critical[b.ID]
 		switch {
 		case ca == cb:
-			return 0
+			return cmp.Compare(a.Start, b.Start)
 		case cb:
 			return -1
 		}
 		return 1
 	})
+	room := labelRoom(bars)
 	// Crisp edges: with anti-aliasing, the seams between touching bars
 	// let the hatching through, and a dense row looks striped with idle
 	// time it does not have.
 	fmt.Fprintln(w, `<g shape-rendering="crispEdges">`)
 	defer fmt.Fprintln(w, `</g>`)
-	for _, b := range bars {
+	for i, b := range bars {
 		x := d.x(b.Start)
 		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
 		y := d.rowY(b.Row)
@@ -492,11 +497,35 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
 				x, y, wd, barH, fill(b.Name), sep, esc(title))
 		}
-		if wd >= textWidth(b.Name)*10/fontSize+6 {
+		if d.x(min(b.End, room[i]))-x >= textWidth(b.Name)*10/fontSize+6 {
 			fmt.Fprintf(w, `<text x="%.2f" y="%.1f" font-size="10" pointer-events="none">%s</text>`, x+3, y+barH-4, esc(b.Name))
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// labelRoom returns, for each of bars (in drawing order), when the next
+// bar drawn over it on its row starts: its label is drawn only if it
+// fits before, or a bar drawn after it would cut it. It is the start of
+// the bar after it on the row in the order of start, then drawing;
+// math.MaxInt64 for the last. (A bar drawn later that starts earlier is
+// a critical one, on a worker's row, where bars do not overlap.)
+func labelRoom(bars []Bar) []time.Duration {
+	order := make([]int, len(bars))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(bars[i].Row, bars[j].Row), cmp.Compare(bars[i].Start, bars[j].Start), cmp.Compare(i, j))
+	})
+	room := make([]time.Duration, len(bars))
+	for k, i := range order {
+		room[i] = math.MaxInt64
+		if k+1 < len(order) && bars[order[k+1]].Row == bars[i].Row {
+			room[i] = bars[order[k+1]].Start
+		}
+	}
+	return room
 }
 
 // writeBands draws the bands under the bars and a mark at each change.
