@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -464,17 +465,54 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 	// time it does not have.
 	fmt.Fprintln(w, `<g shape-rendering="crispEdges">`)
 	defer fmt.Fprintln(w, `</g>`)
+	// Runs narrower than a pixel, each widened to one, are gathered per
+	// row while they fall in the pixel column of the first and share
+	// its name, and drawn as one bar, which looks the same: 100,000
+	// tiny tasks make a chart of a few thousand bars, not of 100,000.
+	type group struct {
+		first      Bar
+		n          int
+		end        time.Duration
+		busy       time.Duration
+		x0, xLimit float64 // the first's abscissa; a run joins if it starts before xLimit
+	}
+	groups := map[int]*group{}
+	flush := func(row int) {
+		g := groups[row]
+		if g == nil {
+			return
+		}
+		delete(groups, row)
+		wd := max(d.x(g.end)-g.x0, 1)
+		title := d.barTitle(g.first)
+		if g.n > 1 {
+			title = fmt.Sprintf("%s: %s, %s busy, %s–%s", g.first.Name, count(g.n, "run"), formatDuration(g.busy), formatDuration(g.first.Start-d.t0), formatDuration(g.end-d.t0))
+		}
+		fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>%s</title></rect>`+"\n",
+			g.x0, d.rowY(row), wd, barH, fill(g.first.Name), esc(title))
+	}
+	defer func() {
+		for _, r := range slices.Sorted(maps.Keys(groups)) {
+			flush(r)
+		}
+	}()
 	for i, b := range bars {
 		x := d.x(b.Start)
 		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
+		if tiny := d.x(b.End)-x < 1 && !d.critical[b.ID] && b.Err == ""; tiny {
+			if g := groups[b.Row]; g != nil && g.first.Name == b.Name && x < g.xLimit {
+				g.n++
+				g.end = max(g.end, b.End)
+				g.busy += b.End - b.Start
+				continue
+			}
+			flush(b.Row)
+			groups[b.Row] = &group{first: b, n: 1, end: b.End, busy: b.End - b.Start, x0: x, xLimit: math.Floor(x) + 1}
+			continue
+		}
+		flush(b.Row)
 		y := d.rowY(b.Row)
-		title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
-		if d.critical[b.ID] {
-			title += " (critical path)"
-		}
-		if b.Err != "" {
-			title += ", failed: " + b.Err
-		}
+		title := d.barTitle(b)
 		switch {
 		case d.critical[b.ID]:
 			// Not dimmed, outlined in black; a failed one also ringed
@@ -502,6 +540,19 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// barTitle is b's tooltip: its name, number, duration and times, and
+// whether it is on the critical path or failed.
+func (d *drawing) barTitle(b Bar) string {
+	title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
+	if d.critical[b.ID] {
+		title += " (critical path)"
+	}
+	if b.Err != "" {
+		title += ", failed: " + b.Err
+	}
+	return title
 }
 
 // labelRoom returns, for each of bars (in drawing order), when the next
