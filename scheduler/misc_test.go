@@ -238,8 +238,11 @@ func TestTraceAndStats(t *testing.T) {
 	count := map[string]int{}
 	flows := 0
 	withDeps := 0
+	named := map[string]bool{}
 	for _, e := range tr.TraceEvents {
 		switch e.Ph {
+		case "M":
+			named[e.Name+":"+fmt.Sprint(e.Args["name"])] = true
 		case "X":
 			count[e.Name]++
 			assert.Contains(t, []int{0, 1}, e.Tid)
@@ -251,6 +254,7 @@ func TestTraceAndStats(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"potrf": 4, "trsm": 6, "gemm": 10}, count)
+	assert.True(t, named["process_name:workers"], "the workers' process is named (Perfetto showed \"Process 0\"): %v", named)
 	assert.Equal(t, 19, withDeps, "every task but the first potrf has dependencies")
 	assert.Greater(t, flows, 19)
 	svg, err := os.ReadFile(filepath.Join(dir, "run.svg"))

@@ -204,6 +204,11 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []string, extra [
 	}
 	tw := chrometrace.NewWriter(out)
 	emit := tw.Emit
+	// Named, as the transfers' and contexts' processes are: Perfetto
+	// shows an unnamed one as "Process 0".
+	if err := emit(chrometrace.ProcessName(0, "workers")); err != nil {
+		return err
+	}
 	for id, name := range workers {
 		if err := emit(chrometrace.ThreadName(0, id, name)); err != nil {
 			return err
