@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -108,14 +110,35 @@ func infoTable(w io.Writer, recs []infoRecord) error {
 		if len(parts) > 0 {
 			gpus = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d/%d/%d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.Host,
-			r.LogicalCores, r.PhysicalCores, r.AllowedCores, r.NUMANodes, r.GOMAXPROCS,
-			gib(r.RAMTotalBytes), gib(r.RAMAvailableBytes), gpus)
+		total, avail := "unknown", "unknown"
+		if r.RAMTotalBytes > 0 {
+			total, avail = gib(r.RAMTotalBytes), gib(r.RAMAvailableBytes)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s/%s/%s\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.Host,
+			count(r.LogicalCores), count(r.PhysicalCores), count(r.AllowedCores), r.NUMANodes, r.GOMAXPROCS,
+			total, avail, gpus)
 	}
 	return tw.Flush()
 }
 
-func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+// count writes a CPU count, "?" when it is unknown (0: package hardware
+// could not read it).
+func count(n int) string {
+	if n <= 0 {
+		return "?"
+	}
+	return strconv.Itoa(n)
+}
+
+// gib writes a size in GiB to a tenth ("23.5 GiB"), or, below a twentieth
+// of a GiB, which would read "0.0 GiB", in the unit that fits ("40.0 MiB",
+// "0 B").
+func gib(b uint64) string {
+	if b < 1<<30/20 {
+		return tiled.FormatBytes(float64(b))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+}
 
 // writeJSON writes v as one line of JSON.
 func writeJSON(w io.Writer, v any) error {
