@@ -66,8 +66,15 @@ func (b *board) init(runnables, clients int) {
 }
 
 // createBoardFile makes the shared board at path (mode 0600) and maps it.
+// A file already there (the board of a master that was killed) is
+// removed first, not truncated and reused: a client of that run may
+// still map it (a process stopped, resumed later), and its writes, an
+// abort among them, must land on its own run's board, not this one.
 func createBoardFile(path string, runnables, clients int) (*board, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("static: board: removing the stale %s of an earlier run: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("static: board: %w", err)
 	}

@@ -227,6 +227,8 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		switch m.Type {
 		case msgRefused:
 			return fmt.Errorf("%w: client %s: %s", ErrRefused, c.name, m.Reason)
+		case msgAbort: // the master ends before the start, saying why
+			return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, m.Reason)
 		case msgStart:
 			start = m
 		default:

@@ -124,6 +124,7 @@ type Master struct {
 	started bool
 	startCh chan struct{} // closed when every client is in
 	b       *board
+	bpath   string // the board's file (or localBoard)
 	t0      int64
 	stopped string // why the run ended; first reason wins
 	abortW  string // the abort's reason; "" if none
@@ -131,6 +132,7 @@ type Master struct {
 	pids    map[string]int
 	left    chan string // a member that ended (result or gone)
 	closed  bool        // the run is over: links and board closed
+	ended   string      // why the master ended before the start; "" if it did not
 }
 
 // member is a joined client.
@@ -307,8 +309,11 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 			if !running {
 				m.mu.Lock()
 				delete(m.joined, name)
+				ended := m.ended != "" || m.closed
 				m.mu.Unlock()
-				m.logf("master: client %s left before the start; waiting for it again", name)
+				if !ended { // else the master closed the link as it ended
+					m.logf("master: client %s left before the start; waiting for it again", name)
+				}
 				return
 			}
 			if !mem.done {
@@ -336,6 +341,9 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 				m.mu.Unlock()
 				return
 			}
+			// Before the bye: a client waits for the abort's reason only
+			// until then.
+			m.checkBoardAbort()
 			l.send(&message{Type: msgBye})
 			m.finish(name, msg.Result)
 		default:
@@ -420,6 +428,9 @@ func (m *Master) join(name string, h *message, pid int, l link) error {
 	if m.started {
 		return fmt.Errorf("the run has already started")
 	}
+	if m.ended != "" {
+		return errors.New(m.ended)
+	}
 	if prev := m.joined[name]; prev != nil {
 		return fmt.Errorf("client %s is already in (pid %d)", name, prev.pid)
 	}
@@ -440,7 +451,7 @@ func (m *Master) allIn() bool {
 func (m *Master) start(mkBoard func() (*board, string, error)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.started {
+	if m.started || m.ended != "" {
 		return
 	}
 	b, path, err := mkBoard()
@@ -454,7 +465,7 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 		m.started = true
 		return
 	}
-	m.b = b
+	m.b, m.bpath = b, path
 	m.t0 = satAdd(m.clk.now(), int64(m.opts.startDelay))
 	b.store(wT0, uint64(m.t0))
 	m.started = true
@@ -533,6 +544,22 @@ func (m *Master) fail(reason string) {
 	}
 }
 
+// checkBoardAbort aborts the run, saying so, when the board's abort word
+// is set but the master did not set it: the clients leave on that word,
+// and the run would otherwise end with their failures and no reason, the
+// master reporting the frame limit. Only a process outside the run
+// writes it so (a client of an earlier run on the same directory still
+// mapping its board, or another program).
+func (m *Master) checkBoardAbort() {
+	m.mu.Lock()
+	foreign := m.b != nil && !m.closed && m.abortW == "" && m.b.aborted()
+	path := m.bpath
+	m.mu.Unlock()
+	if foreign {
+		m.fail(fmt.Sprintf("the run's board (%s) was marked aborted by a process other than its master or clients (one mapping the board from outside the run)", path))
+	}
+}
+
 func (m *Master) finish(name string, r *clientResult) {
 	m.mu.Lock()
 	mem := m.joined[name]
@@ -581,6 +608,14 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 		case <-ctx.Done():
 			m.mu.Lock()
 			started := m.started
+			if !started {
+				// Tell the clients that have joined why the master
+				// ends, and refuse any that comes now.
+				m.ended = fmt.Sprintf("the master was stopped before the run started (%v)", context.Cause(ctx))
+				for _, mem := range m.joined {
+					mem.l.send(&message{Type: msgAbort, Reason: m.ended})
+				}
+			}
 			m.mu.Unlock()
 			if !started {
 				return nil, fmt.Errorf("static: the run did not start: %w", context.Cause(ctx))
@@ -614,6 +649,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			if why := m.behind(all); why != "" {
 				m.fail(why)
 			}
+			m.checkBoardAbort()
 			if m.b.stopTime() != 0 {
 				m.requestStop(clientAskedStop)
 			}

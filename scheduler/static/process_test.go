@@ -513,3 +513,124 @@ func TestProcessStoppedClient(t *testing.T) {
 	b.cmd.Process.Signal(syscall.SIGCONT)
 	b.cmd.Process.Kill()
 }
+
+// A client of an earlier run whose master was killed may still map that
+// run's board (a process stopped with SIGSTOP, resumed later). The next
+// master on the same directory must not hand its clients that same
+// file: the stale client, once it runs, sees its master gone and writes
+// the abort word, which aborted the new run while its master reported
+// the frame limit and exit status 0 (found in a fault-injection trial:
+// master SIGKILLed, a client SIGSTOPped, a new master and clients
+// started, then SIGCONT to the old client).
+func TestProcessStaleBoardOfAKilledMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	n, nc := len(plan.Runnables()), len(plan.Clients)
+	// The killed master's board, and the mapping its stopped client holds.
+	old, err := createBoardFile(filepath.Join(dir, boardName), n, nc)
+	require.NoError(t, err)
+	defer old.close()
+	stale, err := openBoardFile(filepath.Join(dir, boardName), n, nc)
+	require.NoError(t, err)
+	defer stale.close()
+
+	const frames = 60
+	res := startMaster(t, plan, WithDir(dir), WithFrames(frames))
+	a := startClient(t, dir, planPath, "a", 0)
+	b := startClient(t, dir, planPath, "b", 10)
+	c := startClient(t, dir, planPath, "c", 0)
+	waitFor(t, b.said, "client b's 10th frame")
+	// The stale client resumes: its master is gone, so it aborts, and it
+	// publishes a frame far ahead.
+	stale.abort()
+	stale.finish(indexOfRunnable(plan, "a1"), 1000, false)
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	for _, p := range []*procClient{a, b, c} {
+		assert.NoError(t, waitFor(t, p.done, "client "+p.name), "client %s: %s", p.name, p)
+	}
+	for _, rr := range r.run.Runnables {
+		assert.Len(t, rr.Seq, frames, rr.Name)
+	}
+}
+
+// The master reads the board's abort word too: a run aborted by a write
+// the master did not make (a process outside the run mapping the board)
+// is reported as aborted, not as ended by its frame limit with status 0
+// while every client failed.
+func TestProcessBoardAbortNotByTheMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	res := startMaster(t, plan, WithDir(dir))
+	a := startClient(t, dir, planPath, "a", 0)
+	b := startClient(t, dir, planPath, "b", 10)
+	c := startClient(t, dir, planPath, "c", 0)
+	waitFor(t, b.said, "client b's 10th frame")
+	foreign, err := openBoardFile(filepath.Join(dir, boardName), len(plan.Runnables()), len(plan.Clients))
+	require.NoError(t, err)
+	defer foreign.close()
+	foreign.abort()
+	r := waitFor(t, res, "the master")
+	require.ErrorIs(t, r.err, ErrAborted)
+	assert.Contains(t, r.err.Error(), "marked aborted by a process other than its master")
+	assert.Contains(t, r.run.Stopped, "marked aborted by a process other than its master")
+	for _, p := range []*procClient{a, b, c} {
+		err := waitFor(t, p.done, "client "+p.name)
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "client %s must fail", p.name)
+		assert.Contains(t, p.String(), "marked aborted by a process other than its master", "client %s says why", p.name)
+	}
+}
+
+// A master stopped (SIGTERM to pzrun stm master) before every client is
+// in tells the clients that have joined why it ends: they said only
+// "the master closed the connection before the start: EOF", and the
+// master logged that each "left before the start; waiting for it again"
+// as it exited (found in a fault-injection trial of pzrun stm master).
+func TestProcessMasterStoppedBeforeStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	var logMu sync.Mutex
+	var logs []string
+	joined := make(chan struct{}, 4)
+	m, err := NewMaster(plan, WithDir(dir), WithLog(func(s string) {
+		t.Log(s)
+		logMu.Lock()
+		logs = append(logs, s)
+		logMu.Unlock()
+		if strings.Contains(s, "joined") {
+			joined <- struct{}{}
+		}
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { _, err := m.Run(ctx); done <- err }()
+	a := startClient(t, dir, planPath, "a", 0)
+	waitFor(t, joined, "client a to join")
+	cancel(errors.New("pzrun: terminated received"))
+	err = waitFor(t, done, "the master")
+	require.ErrorContains(t, err, "the run did not start: pzrun: terminated received")
+	cerr := waitFor(t, a.done, "client a")
+	var ee *exec.ExitError
+	require.ErrorAs(t, cerr, &ee, "client a must fail")
+	assert.Contains(t, a.String(), "the master was stopped before the run started (pzrun: terminated received)")
+	logMu.Lock()
+	defer logMu.Unlock()
+	for _, s := range logs {
+		assert.NotContains(t, s, "waiting for it again")
+	}
+}
