@@ -130,9 +130,10 @@ type Scheduler struct {
 	leftAt    int                  // with peerLeft: the fewest steps of the graph check that a departed rank started (0 for one that gave up); guarded by failMu
 	leaveEnds map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
 
-	check    graphCheck // guarded by mu
-	xferSeq  uint64     // transfers walked so far; guarded by mu
-	unwaited int        // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
+	check    graphCheck         // guarded by mu
+	xferSeq  uint64             // transfers walked so far; guarded by mu
+	walking  *scheduler.Codelet // the codelet of the program's submission being walked (Submit), so that a failure names it as the program's task; guarded by mu
+	unwaited int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
 	trace    traceLog
 
 	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock

@@ -79,8 +79,10 @@
 //
 // A task that fails on one rank is announced to the others, whose receives
 // of data it would have produced fail at once instead of waiting for ever;
-// WaitAll returns, on every rank, an error naming the rank and the task
-// (ErrRankFailed). A failed distributed scheduler stays failed: later
+// WaitAll returns, on every rank, an error naming the rank and the task,
+// by its submission's number and data (ErrRankFailed: 'rank 1: task
+// "gemm" of submission #21: R("A(2,0)") R("A(0,1)") RW("A(2,1)"): ...').
+// A failed distributed scheduler stays failed: later
 // Submit calls return the failure. To go on, every rank closes it and
 // calls New at the same point (on the same communicator and local
 // scheduler), and registers its data again: the new scheduler refuses

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pzgo/pz/comm"
@@ -562,7 +563,10 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	if err := d.recordLocked(ctx, sub); err != nil {
 		return err
 	}
-	if err := d.submitLocked(ctx, cl, args...); err != nil {
+	d.walking = cl
+	err = d.submitLocked(ctx, cl, args...)
+	d.walking = nil
+	if err != nil {
 		ierr := d.interrupted(ctx, cl.Name, err)
 		if ierr != nil && errors.Is(err, ctx.Err()) {
 			// The context ended while this rank made a transfer or its
@@ -695,8 +699,13 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 			local = append(local, scheduler.Data(lh, a.mode))
 		}
 		// Before the caller's callbacks: a failure is recorded by the time
-		// they see the task done.
-		local = slices.Insert(local, 0, scheduler.WithCallback(d.onTaskDone))
+		// they see the task done. A failure names the task as the graph
+		// check names a submission (its number and data), as a tiled
+		// program submits many tasks of one codelet.
+		seq, own := d.check.n-1, cl == d.walking
+		local = slices.Insert(local, 0, scheduler.WithCallback(func(t *scheduler.Task) {
+			d.onTaskDone(t, func() string { return describeTask(cl, seq, own, args) })
+		}))
 		// Last: the graph's failure cancels the task (With's CancelOn
 		// does not replace it).
 		local = append(local, scheduler.CancelOn(d.graph))
@@ -809,15 +818,45 @@ var flush = &scheduler.Codelet{Name: "dist.flush", CPU: func(*scheduler.Call) er
 func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 
 // onTaskDone counts a completed task and announces a failed one to the
-// other ranks.
-func (d *Scheduler) onTaskDone(t *scheduler.Task) {
+// other ranks. what, if not nil, names the task for the failure.
+func (d *Scheduler) onTaskDone(t *scheduler.Task, what func() string) {
 	d.progressed.Add(1)
 	if _, isXfer := t.Arg.(*xfer); !isXfer {
 		d.pos.open.Add(-1)
 	}
 	if err := t.Err(); err != nil {
-		d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
+		if what == nil {
+			d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
+			return
+		}
+		task := what()
+		d.fail(fmt.Errorf("%w: rank %d: %s: %w", ErrRankFailed, d.rank, task, err), task+": "+err.Error())
 	}
+}
+
+// describeTask names a task of codelet cl walked in submission seq (the
+// program's own task if own, else one the layer submitted for it: a
+// reduction's init or combine) by its data: 'task "gemm" of submission
+// #21: R("A(2,0)") R("A(0,1)") RW("A(2,1)")', a handle without a name by
+// its number (R(#7)).
+func describeTask(cl *scheduler.Codelet, seq int, own bool, args []Arg) string {
+	var b strings.Builder
+	of := "of"
+	if !own {
+		of = "for"
+	}
+	fmt.Fprintf(&b, "task %q %s submission #%d:", cl.Name, of, seq)
+	for _, a := range args {
+		if a.h == nil {
+			continue
+		}
+		if a.h.name != "" {
+			fmt.Fprintf(&b, " %v(%q)", a.mode, a.h.name)
+		} else {
+			fmt.Fprintf(&b, " %v(#%d)", a.mode, a.h.id)
+		}
+	}
+	return b.String()
 }
 
 // transferLocked records that h's latest version goes from rank src to
@@ -839,7 +878,7 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 		x.peer = src
 		cl, mode = d.recvCl, scheduler.ModeW
 	}
-	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(d.onTaskDone), scheduler.CancelOn(d.graph)); err != nil {
+	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(func(t *scheduler.Task) { d.onTaskDone(t, nil) }), scheduler.CancelOn(d.graph)); err != nil {
 		return fmt.Errorf("dist: rank %d: transfer of %v: %w", d.rank, h, err)
 	}
 	return nil
