@@ -374,7 +374,7 @@ func run[T linalg.Float](ctx context.Context, opts Options) (*Result, error) {
 }
 
 // runMode runs both factorizations on a new scheduler in one mode.
-func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl *cholesky.Codelets, a0s [2][]T) (_ ModeResult, err error) {
+func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl *cholesky.Codelets, a0s [2][]T) (res ModeResult, err error) {
 	// The scheduler logs every context resize at Info: only with
 	// LogResizes (pzrun contexts -v); its warnings always.
 	schedLog := opts.Logger
@@ -396,6 +396,17 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 	if err != nil {
 		return ModeResult{}, fmt.Errorf("contexts: %w", err)
 	}
+	var hv *hypervisor.Hypervisor
+	defer func() {
+		// Counted once the scheduler is closed (the defer below runs
+		// first): a decision under way on a worker - a hook the run's
+		// last tasks or an idle worker called - has ended, so the count
+		// holds every resize made (and logged with -v). Read when the
+		// factorizations ended, it missed one still being applied.
+		if hv != nil && res.Mode == modeHypervisor {
+			res.Resizes = len(hv.Resizes())
+		}
+	}()
 	defer func() {
 		if cerr := s.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("contexts: closing the scheduler: %w", cerr)
@@ -409,7 +420,6 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		Precision: opts.Precision, Workers: nw, Policy: s.Policy()}
 	ns := [2]int{opts.Small, opts.Large}
 	var cs [2]*scheduler.Context
-	var hv *hypervisor.Hypervisor
 	if mode != modeGlobal {
 		for i, name := range []string{"small", "large"} {
 			co := []scheduler.ContextOption{scheduler.ContextSize(nw / 2)}
@@ -490,9 +500,6 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 	mr.Makespan = makespan.Seconds()
 	mr.SmallSeconds, mr.LargeSeconds = took[0].Seconds(), took[1].Seconds()
 	mr.GFlops = tiled.GFlops(linalg.CholeskyFlops(ns[0])+linalg.CholeskyFlops(ns[1]), makespan)
-	if hv != nil {
-		mr.Resizes = len(hv.Resizes())
-	}
 	if opts.Check {
 		mr.Checked = true
 		for i, m := range ms {
