@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"math"
@@ -29,12 +30,16 @@ const (
 )
 
 func main() {
-	if err := runtimeview.Run(context.Background(), 0, run); err != nil {
+	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		return run(ctx, rt, terms)
+	})
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
+// run sums the first n terms of the series over the ranks.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, n int) error {
 	ds, err := rt.Scheduler(ctx, scheduler.WithDrivenWorkers(1)) // closed by rt.Close
 	if err != nil {
 		return err
@@ -53,7 +58,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	term := &scheduler.Codelet{Name: "terms", CPU: func(c *scheduler.Call) error {
 		first := c.Arg.(int)
 		x := 0.0
-		for i := first; i < first+chunk; i++ {
+		for i := first; i < min(first+chunk, n); i++ {
 			x += (1 - 2*float64(i&1)) / float64(2*i+1)
 		}
 		sums[c.Worker*pad] += x
@@ -62,17 +67,21 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		}
 		return nil
 	}}
-	tasks := 0
-	for first := rt.Rank() * chunk; first < terms; first += rt.Size() * chunk {
-		if err := d.Submit(ctx, term, scheduler.WithArg(first)); err != nil {
-			return err
+	tasks, err := submit(ctx, d, term, rt, n)
+	if err != nil {
+		// Interrupted (ctx ended) or failed: tasks already submitted are
+		// still queued, some for the driven worker, which nothing but
+		// this goroutine runs; rt.Close would wait for them forever.
+		// Run them before leaving: they are few, as Submit runs tasks
+		// itself once more than its limit are in flight.
+		if werr := d.WaitAll(context.WithoutCancel(ctx)); werr != nil {
+			err = errors.Join(err, werr)
 		}
-		tasks++
 	}
-	if err := d.WaitAll(ctx); err != nil { // runs this worker's tasks while waiting
-		return err
+	if derr := d.Deinit(); derr != nil {
+		err = errors.Join(err, derr)
 	}
-	if err := d.Deinit(); err != nil {
+	if err != nil {
 		return err
 	}
 	mine := 0.0
@@ -85,10 +94,27 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	}
 	pi := 4 * total[0]
 	// Four times the series' error after n terms is about 1/n.
-	if e := math.Abs(pi - math.Pi); e > 2.0/terms {
+	if e := math.Abs(pi - math.Pi); e > 2.0/float64(n) {
 		return fmt.Errorf("rank %d: π ≈ %.12f, off by %.2g", rt.Rank(), pi, e)
 	}
-	rt.Logger().Info(fmt.Sprintf("π ≈ %.10f from %d terms over %d ranks (%s backend)", pi, terms, rt.Size(), rt.Backend()))
+	rt.Logger().Info(fmt.Sprintf("π ≈ %.10f from %d terms over %d ranks (%s backend)", pi, n, rt.Size(), rt.Backend()))
 	fmt.Printf("rank %d: %d tasks, %d workers, %d run by the submitting goroutine\n", rt.Rank(), tasks, workers, bySubmitter)
 	return nil
+}
+
+// submit submits this rank's share of the n terms, chunk by chunk, and
+// waits for them, running tasks on d's worker meanwhile. It returns the
+// number of tasks submitted.
+func submit(ctx context.Context, d *scheduler.Driver, term *scheduler.Codelet, rt *runtimeview.RuntimeView, n int) (int, error) {
+	tasks := 0
+	for first := rt.Rank() * chunk; first < n; first += rt.Size() * chunk {
+		if err := d.Submit(ctx, term, scheduler.WithArg(first)); err != nil {
+			return tasks, err
+		}
+		tasks++
+	}
+	if err := d.WaitAll(ctx); err != nil { // runs this worker's tasks while waiting
+		return tasks, err
+	}
+	return tasks, nil
 }

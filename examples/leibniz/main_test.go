@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pzgo/pz/runtimeview"
+)
+
+// TestRanks runs the example on 1 to 4 in-process ranks; run checks π
+// on every rank.
+func TestRanks(t *testing.T) {
+	for _, ranks := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
+			err := runtimeview.RunLocal(t.Context(), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				return run(ctx, rt, terms)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestTermsNotAMultipleOfChunk checks that the last task stops at n.
+func TestTermsNotAMultipleOfChunk(t *testing.T) {
+	err := runtimeview.RunLocal(t.Context(), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		return run(ctx, rt, 3*chunk+17)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInterrupted cancels the ranks' context in the middle of a run that
+// would take many minutes: run must return, and Close end. With one
+// worker per rank (the driven one), a run that returned without Deinit
+// left its queued tasks to nobody, and rt.Close waited for them forever
+// (a Ctrl-C of PZ_RANKS=2 leibniz on 2 cores hung).
+func TestInterrupted(t *testing.T) {
+	t.Setenv("PZ_NCPU", "1")
+	for _, ranks := range []int{1, 2} {
+		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			started := make(chan struct{}, ranks)
+			done := make(chan error, 1)
+			go func() {
+				done <- runtimeview.RunLocal(ctx, ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+					started <- struct{}{}
+					return run(ctx, rt, 1<<42)
+				})
+			}()
+			for range ranks {
+				<-started
+			}
+			time.Sleep(200 * time.Millisecond) // into the submissions: the whole run takes hours
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("run after cancel: %v, want context.Canceled", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("run or Close did not return within a minute of the cancel")
+			}
+		})
+	}
+}
