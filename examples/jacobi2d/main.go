@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"os"
 	"slices"
 
 	"github.com/pzgo/pz/runtimeview"
@@ -97,9 +98,28 @@ type sides struct{ up, down, left, right bool }
 
 func main() {
 	flag.Parse()
+	if err := checkFlags(*rows, *cols, *b, *steps, *every); err != nil {
+		fmt.Fprintln(os.Stderr, "jacobi2d:", err)
+		os.Exit(2)
+	}
 	if err := runtimeview.Run(context.Background(), 0, run); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// checkFlags rejects sizes below 1, a negative number of steps and a
+// residual period below 1.
+func checkFlags(rows, cols, b, steps, every int) error {
+	if rows < 1 || cols < 1 || b < 1 {
+		return fmt.Errorf("a %d x %d plate in tiles of %d x %d: -rows, -cols and -b must be at least 1", rows, cols, b, b)
+	}
+	if steps < 0 {
+		return fmt.Errorf("-steps %d: want 0 or more", steps)
+	}
+	if every < 1 {
+		return fmt.Errorf("-every %d: want at least 1 (the residual every this many steps)", every)
+	}
+	return nil
 }
 
 func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
@@ -107,10 +127,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	if err != nil {
 		return err
 	}
-	rows, cols, B := *rows, *cols, *b
-	if rows < 1 || cols < 1 || B < 1 {
-		return fmt.Errorf("jacobi2d: a %d x %d plate in tiles of %d x %d: every size must be at least 1", rows, cols, B, B)
-	}
+	rows, cols, B := *rows, *cols, *b    // checked by checkFlags
 	MT, NT := (rows+B-1)/B, (cols+B-1)/B // the grid RegisterMatrixTiles makes
 	p, q := dist.Grid(rt.Size())
 	if MT < p || NT < q {
