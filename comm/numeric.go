@@ -409,6 +409,9 @@ type RecvBufComm interface {
 // RecvNew receives one message from source (or AnySource) with tag (or
 // AnyTag) into a new slice of exactly the message's length.
 func RecvNew[T Number](ctx context.Context, c Comm, source, tag int) ([]T, Status, error) {
+	if source == ProcNull {
+		return []T{}, nullStatus, nil // as Recv: no data, at once
+	}
 	var out []T
 	st, err := c.Recv(ctx, DatatypeOf[T](), source, tag, func(n int) ([]byte, error) {
 		out = make([]T, n)

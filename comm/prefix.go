@@ -10,7 +10,7 @@ import (
 )
 
 // ProcNull is the null peer (MPI_PROC_NULL) of the typed point-to-point
-// helpers (Send, Recv, Isend, Irecv, Sendrecv, SendrecvReplace): sending to
+// helpers (Send, Recv, RecvNew, Isend, Irecv, Sendrecv, SendrecvReplace): sending to
 // it does nothing, receiving from it completes at once with no data; the
 // requests of both (Isend, Irecv, SendInit, RecvInit) complete at once
 // with the Status {Source: ProcNull, Tag: AnyTag, Count: 0}, which no

@@ -154,6 +154,9 @@ func probeProcNullCase(ctx context.Context, c comm.Comm) error {
 	if err != nil {
 		return fmt.Errorf("Isend to self: %w", err)
 	}
+	if got, st, err := comm.RecvNew[int32](ctx, c, comm.ProcNull, 61); got == nil || len(got) != 0 || st != null || err != nil {
+		return fmt.Errorf("RecvNew(ProcNull): %v, %+v, %v; want an empty slice, %+v, nil (as Recv)", got, st, err, null)
+	}
 	if ok, st, err := c.Iprobe(comm.Int32, comm.ProcNull, comm.AnyTag); !ok || st != null || err != nil {
 		return fmt.Errorf("Iprobe(ProcNull): %v, %+v, %v; want true, %+v, nil", ok, st, err, null)
 	}
