@@ -33,11 +33,19 @@ func main() {
 			}
 		}
 		if rt.Rank() == 0 {
-			fmt.Printf("allreduce over %d ranks (%s backend): %v\n", rt.Size(), rt.Backend(), sum)
+			fmt.Printf("allreduce over %s (%s backend): %v\n", ranks(rt.Size()), rt.Backend(), sum)
 		}
 		return nil
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// ranks is "1 rank" or "n ranks".
+func ranks(n int) string {
+	if n == 1 {
+		return "1 rank"
+	}
+	return fmt.Sprintf("%d ranks", n)
 }

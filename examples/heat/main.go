@@ -132,11 +132,19 @@ func main() {
 			return fmt.Errorf("the distributed rod differs from the sequential one")
 		}
 		st := d.Stats()
-		fmt.Printf("heat: %d segments x %d steps over %d ranks (%s backend): matches the sequential run; rank 0 sent %d segments\n",
-			segments, steps, rt.Size(), rt.Backend(), st.MessagesSent)
+		fmt.Printf("heat: %d segments x %d steps over %s (%s backend): matches the sequential run; rank 0 sent %d segments\n",
+			segments, steps, ranks(rt.Size()), rt.Backend(), st.MessagesSent)
 		return nil
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// ranks is "1 rank" or "n ranks".
+func ranks(n int) string {
+	if n == 1 {
+		return "1 rank"
+	}
+	return fmt.Sprintf("%d ranks", n)
 }

@@ -264,8 +264,8 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			return fmt.Errorf("jacobi2d: residual after step %d: %g, sequentially %g", (k+1)**every, residuals[k], wantRes[k])
 		}
 	}
-	fmt.Printf("jacobi2d: %d x %d cells in %d x %d tiles, %d steps over %d ranks (%d x %d grid, %s backend): matches the sequential run; residuals %.6g; rank 0 sent %d tiles\n",
-		rows, cols, MT, NT, *steps, rt.Size(), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
+	fmt.Printf("jacobi2d: %d x %d cells in %d x %d tiles, %d steps over %s (%d x %d grid, %s backend): matches the sequential run; residuals %.6g; rank 0 sent %d tiles\n",
+		rows, cols, MT, NT, *steps, ranks(rt.Size()), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
 	return nil
 }
 
@@ -290,4 +290,12 @@ func sequential(rows, cols, steps, every int) (plate, residuals []float64) {
 		cur, next = next, cur
 	}
 	return cur, residuals
+}
+
+// ranks is "1 rank" or "n ranks".
+func ranks(n int) string {
+	if n == 1 {
+		return "1 rank"
+	}
+	return fmt.Sprintf("%d ranks", n)
 }
