@@ -318,6 +318,16 @@ func (s *Scheduler) retire(w *worker) {
 		l.Debug("driven worker left the scheduler: its driver ended, or Close went on without it",
 			zap.Int("worker", id), zap.String("context", old[0].name))
 	}
+	if s.live(true) == 0 {
+		// The last worker left (every worker driven, every driver
+		// ended): nothing queued can run any more, and no worker can
+		// come. Cancel it now, as Close would, so that WaitAll (and a
+		// layer's Close that waits as WaitAll does, scheduler/dist's)
+		// returns the cancellations instead of waiting for ever.
+		s.reap(func(t *Task, cause error) error {
+			return &canceledError{name: t.Codelet.name(), cause: s.withDriverNotes(cause), noWorker: true}
+		})
+	}
 }
 
 // live returns the workers that run tasks or may still: the scheduler's
@@ -598,7 +608,7 @@ func (s *Scheduler) drainContexts() {
 		if stalled {
 			s.cancelHopelessTeams()
 			if s.live(true) == 0 {
-				s.reapAtClose()
+				s.reap(s.closeCancel)
 			}
 		}
 		s.lendAtClose(stalled)
@@ -621,10 +631,16 @@ func (s *Scheduler) dropUndriven() {
 // closeCancel is the error of a task canceled at Close because nothing
 // can run it: cause says why, and the undriven workers are named.
 func (s *Scheduler) closeCancel(t *Task, cause error) error {
+	return &canceledError{name: t.Codelet.name(), cause: s.withDriverNotes(cause), atClose: true}
+}
+
+// withDriverNotes adds to cause what undrivenNotes says of the driven
+// workers.
+func (s *Scheduler) withDriverNotes(cause error) error {
 	if notes := s.undrivenNotes(); len(notes) > 0 {
 		cause = fmt.Errorf("%w (%s)", cause, strings.Join(notes, "; "))
 	}
-	return &canceledError{name: t.Codelet.name(), cause: cause, atClose: true}
+	return cause
 }
 
 // cancelAtClose completes t, which nothing can run, with err without
@@ -674,13 +690,16 @@ func (s *Scheduler) cancelHopelessTeams() {
 	}
 }
 
-// reapAtClose cancels, at Close, every task queued in a context's
-// policy once no worker is left to run anything (every worker driven,
-// and every driver ended or dropped): it pops them as one of the
+// reap cancels every task queued in a context's policy once no worker
+// is left to run anything (every worker driven, and every driver ended
+// or dropped), with the error cancel makes of its cause: when the last
+// driver ends (retire), and at Close. It pops them as one of the
 // retired workers, which nothing drives any more, from every context,
 // and completes them with an error naming the workers. The dependents
 // they release are queued, and canceled at the next call.
-func (s *Scheduler) reapAtClose() {
+func (s *Scheduler) reap(cancel func(t *Task, cause error) error) {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
 	var r *worker
 	for _, w := range s.workers {
 		if w.retired.Load() {
@@ -702,7 +721,7 @@ func (s *Scheduler) reapAtClose() {
 			c.policy.AddWorkers(r.info)
 		}
 		for t := c.policy.Pop(id); t != nil; t = c.policy.Pop(id) {
-			s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
+			s.cancelAtClose(t, cancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
 		}
 		if _, ok := c.policy.(*clusterPolicy); !ok {
 			for _, t := range c.policy.RemoveWorkers(id) {
@@ -717,7 +736,7 @@ func (s *Scheduler) reapAtClose() {
 	s.teams.nparked.Store(0)
 	s.teams.mu.Unlock()
 	for _, t := range out {
-		s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
+		s.cancelAtClose(t, cancel(t, fmt.Errorf("%w: no worker is left to run it", ErrDriver)))
 	}
 }
 

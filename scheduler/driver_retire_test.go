@@ -73,8 +73,9 @@ func TestDriverRunEndedTasksRun(t *testing.T) {
 }
 
 // Every worker driven, every driver ended: a submission fails, naming
-// the worker, and Close cancels the tasks queued for no one instead of
-// waiting for them forever.
+// the worker, and the tasks queued for no one are canceled then (not
+// only at Close: TestLastDriverEndedWaitAllReturns), so WaitAll returns
+// their cancellations instead of waiting for them forever.
 func TestDriverEndedNoWorkerLeft(t *testing.T) {
 	ctx := testCtx(t)
 	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithDrivenWorkers(1), scheduler.WithPerfModelDir(""))
@@ -89,13 +90,13 @@ func TestDriverEndedNoWorkerLeft(t *testing.T) {
 	err = s.Submit(ctx, clEmpty)
 	require.ErrorIs(t, err, scheduler.ErrDriver)
 	assert.ErrorContains(t, err, "no worker is left to run it: driven worker 0 left the scheduler")
-	err = waitAllSays(t, ctx, s, "worker 0 was driven by the application (WithDrivenWorkers) and its driver ended")
-	require.ErrorIs(t, err, scheduler.ErrDriver)
-	err = closeBefore(t, ctx, s, "every driver ended with tasks queued")
+	err = s.WaitAll(ctx)
 	require.ErrorIs(t, err, scheduler.ErrCanceled)
-	assert.ErrorContains(t, err, "canceled at Close")
+	assert.ErrorContains(t, err, "5 tasks not run")
+	assert.ErrorContains(t, err, "canceled when the last worker left the scheduler")
 	assert.ErrorContains(t, err, "no worker is left to run it")
-	assert.ErrorContains(t, err, "worker 0 was driven by the application")
+	assert.ErrorContains(t, err, "worker 0 was driven by the application (WithDrivenWorkers) and its driver ended")
+	require.NoError(t, closeBefore(t, ctx, s, "every driver ended with tasks queued"), "reported by WaitAll")
 }
 
 // A driven worker whose Driver was taken and never run: WaitAll says so

@@ -199,6 +199,10 @@ type canceledError struct {
 	// why: no worker is left for it, its team cannot form), not because
 	// a predecessor failed.
 	atClose bool
+	// noWorker: canceled when the last worker left the scheduler (every
+	// worker driven, every driver ended), as Close would have: nothing
+	// can run it any more.
+	noWorker bool
 }
 
 func (e *canceledError) Error() string {
@@ -214,6 +218,9 @@ func (e *canceledError) Error() string {
 	}
 	if e.atClose {
 		return fmt.Sprintf("scheduler: task %q canceled at Close: %s", e.name, msg)
+	}
+	if e.noWorker {
+		return fmt.Sprintf("scheduler: task %q canceled when the last worker left the scheduler: %s", e.name, msg)
 	}
 	if errors.Is(e.cause, ErrNotSubmitted) {
 		// Nothing failed: Close canceled a wait that no submission could

@@ -56,7 +56,8 @@ type Scheduler struct {
 	nsleep   atomic.Int32
 	_        [cacheLine]byte
 
-	errs       errorLog // errors of tasks of the global context
+	errs       errorLog   // errors of tasks of the global context
+	reapMu     sync.Mutex // one reap of tasks no worker is left for at a time (reap)
 	deinitMu   sync.Mutex
 	deinitErrs []error
 
