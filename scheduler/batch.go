@@ -24,9 +24,9 @@ import (
 // Nothing waits on a batch forever: Flush starts its tasks; WaitAll,
 // Context.WaitAll, Driver.WaitAll and Close flush every batch holding
 // tasks when they start, and so does Task.Wait (also Submit's with
-// Synchronous, and Unregister's) for a task held, or wired after a task
-// held (through data, After or AfterTags), and WaitTag (a select on
-// Task.Done does not: it waits for the Flush). A task
+// Synchronous, a Driver's too, and Unregister's) for a task held, or
+// wired after a task held (through data, After or AfterTags), and
+// WaitTag (a select on Task.Done does not: it waits for the Flush). A task
 // a batch takes after a WaitAll or a Wait has started waits for the
 // next Flush. A Synchronous task cannot be held (it would
 // wait for itself): Submit refuses it with ErrBadOption.

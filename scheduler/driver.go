@@ -436,6 +436,11 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	if err != nil || !sync {
 		return err
 	}
+	if t.heldDep.Load() {
+		// t waits, through its data, After or a tag, for a task a Batch
+		// holds (or held): waiting starts it, as Task.Wait does.
+		d.w.s.flushBatches()
+	}
 	if err := d.driveUntil(ctx, t.Done()); err != nil {
 		return fmt.Errorf("scheduler: waiting for task %q on worker %d's driver: %w", t.Codelet.name(), d.w.info.ID, err)
 	}
