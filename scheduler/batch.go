@@ -28,7 +28,8 @@ import (
 // wired after a task held (through data, After or AfterTags), and
 // WaitTag (a select on Task.Done does not: it waits for the Flush). A task
 // a batch takes after a WaitAll or a Wait has started waits for the
-// next Flush. A Synchronous task cannot be held (it would
+// next Flush (one taken while Close runs starts at once: nothing could
+// flush it any more). A Synchronous task cannot be held (it would
 // wait for itself): Submit refuses it with ErrBadOption.
 //
 // A Batch may be used again after Flush, and from several goroutines
@@ -80,6 +81,13 @@ func (b *Batch) hold(t *Task) {
 	}
 	b.held = append(b.held, t)
 	b.mu.Unlock()
+	if b.s.closed.Load() {
+		// Close has started: it waits for t (counted before its closed
+		// check) and may have flushed the batches already, so that
+		// nothing but this would start t. Either Close's flush, after it
+		// set closed, finds b registered above, or this sees closed.
+		b.Flush()
+	}
 }
 
 // Flush starts b's tasks: each goes on to the policy, in the order it

@@ -1,0 +1,53 @@
+package scheduler
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBatchHeldDuringCloseRuns: a Batch.Submit that passed Close's
+// closed check (so Close waits for its task) but held the task only
+// after Close's last flush left it held for a Flush nobody would call,
+// and Close waited for ever (found by a trial submitting through a batch
+// while another goroutine closed the scheduler: about one round in a
+// hundred hung with Len() 1). A task held once Close has started is
+// flushed at once. The submission is stopped inside its wiring by the
+// lock of its handle until Close waits for the tasks in flight.
+func TestBatchHeldDuringCloseRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := New(ctx, WithWorkers(1), WithPerfModelDir(""), WithGetenv(func(string) string { return "" }))
+	require.NoError(t, err)
+	var x int
+	h, err := s.RegisterValue(&x)
+	require.NoError(t, err)
+	b := s.NewBatch()
+	cl := &Codelet{Name: "inc", CPU: func(c *Call) error { *ValueOf[*int](c, 0)++; return nil }}
+
+	h.mu.Lock() // the submission below waits here, wiring its access
+	submitted := make(chan error, 1)
+	go func() { submitted <- b.Submit(ctx, cl, RW(h)) }()
+	for s.inflight.n.Load() == 0 { // counted: past the closed check
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for s.inflight.nw.Load() == 0 { // Close waits for the tasks in flight
+		runtime.Gosched()
+	}
+	h.mu.Unlock()
+	require.NoError(t, <-submitted)
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		b.Flush() // let Close end
+		<-closed
+		t.Fatal("Close waited for ever for a task a Batch took while it closed")
+	}
+	require.Equal(t, 1, x)
+}
