@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -33,7 +34,9 @@ import (
 // wait for itself): Submit refuses it with ErrBadOption.
 //
 // A Batch may be used again after Flush, and from several goroutines
-// (the tasks of concurrent Submits are ordered as the calls are).
+// (the tasks of concurrent Submits are ordered as the calls are). Make
+// one with Scheduler.NewBatch: a zero Batch (or a nil *Batch) belongs to
+// no scheduler, and its Submit and SubmitTask fail with ErrBadOption.
 type Batch struct {
 	s    *Scheduler
 	mu   sync.Mutex
@@ -46,6 +49,9 @@ func (s *Scheduler) NewBatch() *Batch { return &Batch{s: s} }
 // Submit creates a task of cl with the given accesses and options and
 // submits it held (see Batch and Scheduler.Submit).
 func (b *Batch) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
+	if b == nil || b.s == nil {
+		return b.unmade("Submit", cl.name())
+	}
 	t := b.s.newTask(cl, args)
 	err := b.s.submitHeld(ctx, t, nil, b)
 	if err != nil {
@@ -56,11 +62,31 @@ func (b *Batch) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 
 // SubmitTask submits t held (see Batch and Scheduler.SubmitTask).
 func (b *Batch) SubmitTask(ctx context.Context, t *Task) error {
+	if b == nil || b.s == nil {
+		name := "<nil task>"
+		if t != nil {
+			name = t.Codelet.name()
+		}
+		return b.unmade("SubmitTask", name)
+	}
 	return b.s.submitHeld(ctx, t, nil, b)
+}
+
+// unmade is the refusal of a submission of a task of codelet name to a
+// nil or zero Batch, which belongs to no scheduler.
+func (b *Batch) unmade(op, name string) error {
+	what := "a zero Batch"
+	if b == nil {
+		what = "a nil *Batch"
+	}
+	return fmt.Errorf("%w: Batch.%s of %q to %s, which belongs to no scheduler: make batches with Scheduler.NewBatch", ErrBadOption, op, name, what)
 }
 
 // Len reports how many tasks b holds.
 func (b *Batch) Len() int {
+	if b == nil {
+		return 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.held)
@@ -94,6 +120,9 @@ func (b *Batch) hold(t *Task) {
 // was submitted, as soon as its predecessors are done (at once for those
 // that wait for nothing). It does not wait for them.
 func (b *Batch) Flush() {
+	if b == nil {
+		return // holds nothing (its Submit refuses every task)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.held) == 0 {

@@ -51,3 +51,26 @@ func TestBatchHeldDuringCloseRuns(t *testing.T) {
 	}
 	require.Equal(t, 1, x)
 }
+
+// TestBatchUnmade: a zero Batch (declared, not made by NewBatch) and a
+// nil *Batch refuse submissions with an error that says how to make
+// one; they panicked (nil pointer dereference) in Submit and SubmitTask,
+// and a nil one in Flush and Len too.
+func TestBatchUnmade(t *testing.T) {
+	ctx := context.Background()
+	cl := &Codelet{Name: "step", CPU: func(*Call) error { return nil }}
+	var zero Batch
+	var nilb *Batch
+	for _, b := range []*Batch{&zero, nilb} {
+		err := b.Submit(ctx, cl)
+		require.ErrorIs(t, err, ErrBadOption)
+		require.ErrorContains(t, err, `Batch.Submit of "step"`)
+		require.ErrorContains(t, err, "Scheduler.NewBatch")
+		err = b.SubmitTask(ctx, NewTask(cl))
+		require.ErrorIs(t, err, ErrBadOption)
+		require.ErrorContains(t, err, "Scheduler.NewBatch")
+		require.ErrorIs(t, b.SubmitTask(ctx, nil), ErrBadOption)
+		b.Flush()
+		require.Zero(t, b.Len())
+	}
+}
