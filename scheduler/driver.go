@@ -201,8 +201,9 @@ func (d *Driver) RunOnce() bool {
 // is given to it any more. A team (WithTeam) larger than the CPU workers
 // left is refused by Submit from then on, and a task submitted when no
 // worker is left at all (every worker driven, every driver ended) too
-// (ErrDriver); those already queued for no one are canceled by Close,
-// with an error naming the worker.
+// (ErrDriver); those already queued for no one are canceled when the
+// last driver ends, with an error naming the worker, so that WaitAll
+// returns them.
 func (d *Driver) Deinit() error {
 	if !d.w.dstate.CompareAndSwap(driverInit, driverDone) {
 		return fmt.Errorf("%w: Deinit of worker %d without Init, or twice", ErrDriver, d.w.info.ID)
