@@ -1,10 +1,13 @@
 package scheduler
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A PerfModel names a performance model of a codelet. The measurements
@@ -21,8 +27,9 @@ type PerfModel struct {
 	// Name identifies the model, and its file in the model directory:
 	// Name.host.json, with the bytes of Name other than ASCII letters,
 	// digits, '.', '-' and '_' percent-escaped ("a/b" is a%2Fb), so that
-	// two names never share a file. It must not be empty (Submit fails
-	// with ErrBadModel).
+	// two names never share a file (a file name past 255 bytes is cut
+	// and ends with '~' and a hash of Name). It must not be empty (Submit
+	// fails with ErrBadModel).
 	Name string
 }
 
@@ -83,23 +90,39 @@ func (e *modelEntry) outlier(x float64) bool {
 	return (x > e.mean*outlierFactor || x*outlierFactor < e.mean) && math.Abs(x-e.mean) > outlierSigmas*sd
 }
 
+// What add did with a measurement.
+const (
+	addIgnored   = iota // not a duration, or an outlier left out
+	addKept             // taken in
+	addRestarted        // the entry started again from it
+)
+
 // add records the measurement x (ns). Once the entry is calibrated, an
 // outlier is left out; but once as many have been left out as kept, the
 // times have changed for good (another load on the machine, a slower
-// clock), and the entry starts again from x.
-func (e *modelEntry) add(x float64) {
+// clock), and the entry starts again from x. It returns what it did
+// (addKept, ...).
+func (e *modelEntry) add(x float64) int {
 	if !(x >= 0) || math.IsInf(x, 1) {
-		return // not a duration: it would poison the mean
+		return addIgnored // not a duration: it would poison the mean
 	}
+	res := addKept
 	if e.n < 0 {
 		*e = modelEntry{} // never loaded (see validEntry); start afresh
 	}
 	if e.outlier(x) {
 		if e.rejected++; e.rejected < e.n {
-			return
+			return addIgnored
 		}
 		*e = modelEntry{}
+		res = addRestarted
 	}
+	e.push(x)
+	return res
+}
+
+// push takes x into the running mean and variance.
+func (e *modelEntry) push(x float64) {
 	// n saturates rather than wrapping to a negative or zero divisor:
 	// past 2^63 samples, each weighs 1/2^63.
 	if e.n < math.MaxInt64 {
@@ -110,10 +133,43 @@ func (e *modelEntry) add(x float64) {
 	e.m2 += d * (x - e.mean)
 }
 
+// merged returns the entry of the measurements of a and b together
+// (Chan, Golub and LeVeque's pairwise update of the mean and the sum of
+// squares), its count saturating as push's does.
+func merged(a, b modelEntry) modelEntry {
+	if a.n <= 0 {
+		return modelEntry{n: b.n, mean: b.mean, m2: b.m2}
+	}
+	if b.n <= 0 {
+		return modelEntry{n: a.n, mean: a.mean, m2: a.m2}
+	}
+	na, nb := float64(a.n), float64(b.n)
+	n := na + nb
+	d := b.mean - a.mean
+	out := modelEntry{mean: a.mean + d*nb/n, m2: a.m2 + b.m2 + d*d*na*nb/n, n: math.MaxInt64}
+	if a.n <= math.MaxInt64-b.n {
+		out.n = a.n + b.n
+	}
+	return out
+}
+
+// runEntry is what this run measured of a model entry, to be merged into
+// the file as save finds it (another scheduler, of this process or
+// another, may have saved the model since it was loaded).
+type runEntry struct {
+	modelEntry // the measurements kept since the load, or the restart
+	// restarted: the entry started again (see add) and replaces the
+	// file's.
+	restarted bool
+}
+
 type modelData struct {
 	mu      sync.Mutex
 	entries map[modelKey]*modelEntry
-	dirty   bool
+	// run holds this run's measurements per entry, which save merges
+	// into the file.
+	run   map[modelKey]*runEntry
+	dirty bool
 	// bad is why the model's file was not loaded (it cannot be read or
 	// parsed, or holds invalid values): the model starts uncalibrated,
 	// the file is never overwritten, and Close reports it (save).
@@ -145,10 +201,11 @@ func (ms *modelStore) get(name string) *modelData {
 	defer ms.mu.Unlock()
 	md := ms.models[name]
 	if md == nil {
-		md = &modelData{entries: make(map[modelKey]*modelEntry)}
-		if err := ms.load(name, md); err != nil {
-			clear(md.entries)
+		md = &modelData{entries: make(map[modelKey]*modelEntry), run: make(map[modelKey]*runEntry)}
+		if entries, err := ms.load(name); err != nil {
 			md.bad = err
+		} else if entries != nil {
+			md.entries = entries
 		}
 		ms.models[name] = md
 	}
@@ -158,12 +215,23 @@ func (ms *modelStore) get(name string) *modelData {
 func (ms *modelStore) record(m *PerfModel, fp uint64, k WorkerKind, ns float64) {
 	md := ms.get(m.Name)
 	md.mu.Lock()
-	e := md.entries[modelKey{fp, k}]
+	key := modelKey{fp, k}
+	e := md.entries[key]
 	if e == nil {
 		e = &modelEntry{}
-		md.entries[modelKey{fp, k}] = e
+		md.entries[key] = e
 	}
-	e.add(ns)
+	r := md.run[key]
+	if r == nil {
+		r = &runEntry{}
+		md.run[key] = r
+	}
+	switch e.add(ns) {
+	case addKept:
+		r.push(ns)
+	case addRestarted:
+		*r = runEntry{modelEntry: modelEntry{n: e.n, mean: e.mean, m2: e.m2}, restarted: true}
+	}
 	md.dirty = true
 	md.mu.Unlock()
 }
@@ -215,54 +283,89 @@ type modelFileEntry struct {
 	StddevNs  float64 `json:"stddev_ns"`
 }
 
+// maxFileName is the longest file name most file systems take (ext4,
+// XFS, Btrfs, APFS, NTFS: NAME_MAX 255 bytes).
+const maxFileName = 255
+
 func (ms *modelStore) path(name string) string {
-	return filepath.Join(ms.dir, fileSafe(name)+"."+ms.host+".json")
+	return filepath.Join(ms.dir, modelFileName(name, ms.host))
 }
 
-// load reads a model file if there is one. A missing file leaves the
-// model uncalibrated; one that cannot be read or parsed, or that holds
-// invalid values (validEntry), is an error naming the file and what is
-// wrong, wrapping ErrBadModel.
-func (ms *modelStore) load(name string, md *modelData) error {
-	if ms.dir == "" {
-		return nil
+// modelFileName is the file name of model name on host: fileSafe(name),
+// the host and .json; where that is longer than maxFileName, the escaped
+// name is cut (at an escape's start) and ends with '~' and a hash of the
+// whole name ('~' is never in fileSafe's names, so such a name is not
+// another model's). A long name - 30 CJK characters escape to 270 bytes
+// - had no file: every Close failed to save it.
+func modelFileName(name, host string) string {
+	base, suffix := fileSafe(name), "."+host+".json"
+	if len(base)+len(suffix) <= maxFileName {
+		return base + suffix
 	}
+	sum := sha256.Sum256([]byte(name))
+	tag := "~" + hex.EncodeToString(sum[:8])
+	keep := max(maxFileName-len(suffix)-len(tag), 0)
+	keep = min(keep, len(base))
+	for i := max(keep-2, 0); i < keep; i++ {
+		if base[i] == '%' {
+			keep = i // not within an escape
+			break
+		}
+	}
+	return base[:keep] + tag + suffix
+}
+
+// load reads a model file if there is one, returning its entries (nil
+// for no file). A missing file leaves the model uncalibrated; one that
+// cannot be read or parsed, or that holds invalid values (validEntry),
+// is an error naming the file and what is wrong, wrapping ErrBadModel.
+func (ms *modelStore) load(name string) (map[modelKey]*modelEntry, error) {
+	if ms.dir == "" {
+		return nil, nil
+	}
+	return ms.read(name, "the file was not used and is kept as it is: fix or remove it (this run's measurements of the model are not saved)")
+}
+
+// read reads the file of model name; fate says, in an error, what
+// becomes of an invalid one.
+func (ms *modelStore) read(name, fate string) (map[modelKey]*modelEntry, error) {
 	path := ms.path(name)
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: model file %s: %s; the file was not used and is kept as it is: fix or remove it (this run's measurements of the model are not saved)",
-			ErrBadModel, name, path, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w %q: model file %s: %s; %s",
+			ErrBadModel, name, path, fmt.Sprintf(format, args...), fate)
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil // no file (ENOTDIR: nor a directory to hold it)
+		return nil, nil // no file (ENOTDIR: nor a directory to hold it)
 	}
 	if err != nil {
-		return bad("%v", err)
+		return nil, bad("%v", err)
 	}
 	var f modelFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return bad("not a model file: %v", err)
+		return nil, bad("not a model file: %v", err)
 	}
 	if f.Model != name {
 		if f.Model != "" && legacyFileSafe(f.Model) == fileSafe(name) {
 			// An earlier pz wrote it for a name with other characters
 			// than fileSafe keeps, which now has a file of its own.
-			return bad("it holds model %q, whose file is now %s (an earlier version of pz gave it this one): rename it to keep that calibration", f.Model, filepath.Base(ms.path(f.Model)))
+			return nil, bad("it holds model %q, whose file is now %s (an earlier version of pz gave it this one): rename it to keep that calibration", f.Model, filepath.Base(ms.path(f.Model)))
 		}
-		return bad("it holds model %q, not %q", f.Model, name)
+		return nil, bad("it holds model %q, not %q", f.Model, name)
 	}
+	entries := make(map[modelKey]*modelEntry, len(f.Entries))
 	for i, e := range f.Entries {
 		k, err := validEntry(e)
 		if err != nil {
-			return bad("entry %d (footprint %#x, kind %q): %v", i, e.Footprint, e.Kind, err)
+			return nil, bad("entry %d (footprint %#x, kind %q): %v", i, e.Footprint, e.Kind, err)
 		}
 		key := modelKey{e.Footprint, k}
-		if md.entries[key] != nil {
-			return bad("entry %d: footprint %#x, kind %q appears twice", i, e.Footprint, e.Kind)
+		if entries[key] != nil {
+			return nil, bad("entry %d: footprint %#x, kind %q appears twice", i, e.Footprint, e.Kind)
 		}
-		md.entries[key] = &modelEntry{n: e.N, mean: e.MeanNs, m2: e.StddevNs * e.StddevNs * float64(e.N)}
+		entries[key] = &modelEntry{n: e.N, mean: e.MeanNs, m2: e.StddevNs * e.StddevNs * float64(e.N)}
 	}
-	return nil
+	return entries, nil
 }
 
 // validEntry checks the values of a model file's entry and returns its
@@ -300,6 +403,12 @@ func validEntry(e modelFileEntry) (WorkerKind, error) {
 // except those whose file was invalid (modelData.bad): it returns their
 // errors with the errors of writing the others and of saving the bus
 // model.
+//
+// Another scheduler - an in-process rank, another process - may have
+// saved a model since this one loaded it: each model's file is read
+// again and this run's measurements merged into it (runEntry), with
+// the directory locked meanwhile, so that the last to save does not
+// erase the entries, and the measurements, of the others.
 func (ms *modelStore) save() error {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -312,6 +421,7 @@ func (ms *modelStore) save() error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var unlock func()
 	for _, name := range names {
 		md := ms.models[name]
 		md.mu.Lock()
@@ -324,50 +434,153 @@ func (ms *modelStore) save() error {
 			md.mu.Unlock()
 			continue
 		}
-		f := modelFile{Model: name, Host: ms.host}
-		for k, e := range md.entries {
-			sd := 0.0
-			if e.n > 0 {
-				sd = math.Sqrt(e.m2 / float64(e.n))
-			}
-			f.Entries = append(f.Entries, modelFileEntry{Footprint: k.footprint, Kind: k.kind.String(), N: e.n, MeanNs: e.mean, StddevNs: sd})
+		if unlock == nil {
+			unlock = lockModelDir(ms.dir)
 		}
-		md.dirty = false
+		if err := ms.saveModel(name, md); err != nil {
+			errs = append(errs, err)
+		}
 		md.mu.Unlock()
-		sort.Slice(f.Entries, func(i, j int) bool {
-			a, b := f.Entries[i], f.Entries[j]
-			if a.Footprint != b.Footprint {
-				return a.Footprint < b.Footprint
-			}
-			return a.Kind < b.Kind
-		})
-		if err := writeFileAtomic(ms.path(name), f); err != nil {
-			errs = append(errs, fmt.Errorf("scheduler: saving performance model %q to %s: %w", name, ms.path(name), err))
-		}
+	}
+	if unlock != nil {
+		unlock()
 	}
 	return errors.Join(errs...)
 }
 
+// saveModel merges md's measurements of this run into the file of model
+// name as it is now and writes it; md.mu is held.
+func (ms *modelStore) saveModel(name string, md *modelData) error {
+	disk, err := ms.read(name, "the file is kept as it is and this run's measurements of the model are not saved: fix or remove it")
+	if err != nil {
+		return err
+	}
+	all := make(map[modelKey]*modelEntry, len(md.entries)+len(disk))
+	maps.Copy(all, disk)
+	for k, e := range md.entries {
+		r, d := md.run[k], disk[k]
+		switch {
+		case d == nil || r != nil && r.restarted:
+			all[k] = e
+		case r != nil:
+			m := merged(*d, r.modelEntry)
+			all[k] = &m
+		}
+	}
+	f := modelFile{Model: name, Host: ms.host}
+	for k, e := range all {
+		sd := 0.0
+		if e.n > 0 {
+			sd = math.Sqrt(e.m2 / float64(e.n))
+		}
+		f.Entries = append(f.Entries, modelFileEntry{Footprint: k.footprint, Kind: k.kind.String(), N: e.n, MeanNs: e.mean, StddevNs: sd})
+	}
+	sort.Slice(f.Entries, func(i, j int) bool {
+		a, b := f.Entries[i], f.Entries[j]
+		if a.Footprint != b.Footprint {
+			return a.Footprint < b.Footprint
+		}
+		return a.Kind < b.Kind
+	})
+	if err := writeFileAtomic(ms.path(name), f); err != nil {
+		return fmt.Errorf("scheduler: saving performance model %q to %s: %w", name, ms.path(name), err)
+	}
+	// What is saved is what this scheduler now knows: a later save
+	// merges only what it measures after this one.
+	md.entries, md.run, md.dirty = all, make(map[modelKey]*runEntry), false
+	return nil
+}
+
+// modelDirMu orders the saves of this process's schedulers; the flock
+// of lockModelDir orders them with other processes' (and does so
+// between this process's too, each lock being an open file of its own).
+var modelDirMu sync.Mutex
+
+// lockModelDir locks the model directory dir for a read, merge and write
+// of model files, and returns the unlock. Where the directory cannot be
+// locked (not there and not creatable: the writes report it; a file
+// system without flock), the saves of other processes are not excluded;
+// and a lock held for more than lockWait (a process stopped while it
+// saves) is gone past, so that Close never hangs on another process.
+func lockModelDir(dir string) (unlock func()) {
+	modelDirMu.Lock()
+	done := modelDirMu.Unlock
+	if os.MkdirAll(dir, 0o755) != nil {
+		return done
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return done
+	}
+	fd := int(d.Fd())
+	for deadline := time.Now().Add(lockWait); ; {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EWOULDBLOCK && err != unix.EINTR || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil {
+		d.Close()
+		return done
+	}
+	return func() {
+		d.Close() // releases the flock
+		done()
+	}
+}
+
+// lockWait bounds the wait for another process's save (lockModelDir).
+const lockWait = 2 * time.Second
+
+// writeFileAtomic writes v as JSON to path through a new file renamed
+// over it, so that a reader sees the old file or the new one, never a
+// part. The new file has the mode of the file it replaces, or 0644 less
+// the umask (os.WriteFile's; os.CreateTemp's 0600 made a shared model
+// directory's files unreadable to the others).
 func writeFileAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
+	var tmp *os.File
+	for i := 0; ; i++ {
+		name := filepath.Join(dir, fmt.Sprintf(".tmp-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), i))
+		tmp, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i >= 100 {
+			return err
+		}
 	}
-	if _, err := tmp.Write(b); err != nil {
+	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := tmp.Write(b); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
