@@ -176,7 +176,65 @@ func (p *dmda) Pop(w int) *Task {
 		p.mu.Unlock()
 		return t
 	}
-	return p.fallback.popFront(s.info[w].Kind)
+	return p.popFallback(s.info[w].Kind)
+}
+
+// calibScan bounds the tasks popFallback looks through.
+const calibScan = 16
+
+// popFallback pops a task of the shared FIFO for a worker of kind k: the
+// first, among those of the head's priority (up to calibScan), that k can
+// run and is not calibrated for, else the first k can run. Every kind
+// then calibrates the tasks it may run, as StarPU's dmda gives an
+// uncalibrated task to a worker whose kind it must calibrate: taking the
+// head, a device's worker that the program woke first for each pair of
+// a small and a large task it submitted took the small one nearly every
+// time, and the large one was never calibrated on the device, nor placed
+// by the model. The FIFO holds only tasks that some kind lacks a model
+// for, so the scan is short where it matters: a kind that must calibrate
+// the head takes it at once.
+func (p *dmda) popFallback(k WorkerKind) *Task {
+	q := &p.fallback
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	pick, first := -1, -1
+	for i := q.head; i < len(q.buf) && i < q.head+calibScan; i++ {
+		e := q.buf[i]
+		if !e.runsOn(k) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		} else if e.prio != q.buf[first].prio {
+			break
+		}
+		if _, ok := p.cfg.Estimate(e.t, k); !ok {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		pick = first
+	}
+	if pick < 0 {
+		q.mu.Unlock()
+		return q.popFront(k) // none k can run near the head
+	}
+	t := q.buf[pick].t
+	if pick == q.head {
+		q.buf[pick] = queued{}
+		q.head++
+	} else {
+		copy(q.buf[pick:], q.buf[pick+1:])
+		q.buf[len(q.buf)-1] = queued{}
+		q.buf = q.buf[:len(q.buf)-1]
+	}
+	q.compact()
+	q.n.Add(-1)
+	q.mu.Unlock()
+	return t
 }
 
 // inlinable: a task Push would give the shared FIFO (a codelet not

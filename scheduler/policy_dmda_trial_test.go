@@ -1,0 +1,53 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDMDACalibratesEveryKind is the regression test for a worker kind
+// that never calibrated: dmda queues a task that is not calibrated for
+// every kind that may run it in a shared FIFO, which every worker popped
+// from its head, so that a program submitting a small and a large task
+// at a time (a WaitAll after each pair) had its simulated device's
+// worker take the small one nearly every time: after 40 pairs it had run
+// the large task once, the model of the large task was never calibrated
+// for the device, and dmda never placed it by the model (helper trial of
+// dmda with WithSimDevices). A worker takes from the FIFO the first task
+// that its kind has not calibrated, as StarPU's dmda gives an
+// uncalibrated task to a worker whose kind it must calibrate, and the
+// head otherwise.
+func TestDMDACalibratesEveryKind(t *testing.T) {
+	// Footprint 1 is calibrated on the device, 2 on the CPU.
+	calibrated := map[uint64]WorkerKind{1: SimWorker, 2: CPUWorker}
+	p := newDMDA(PolicyConfig{
+		Estimate: func(t *Task, k WorkerKind) (float64, bool) { return 1000, calibrated[t.footprint] == k },
+		Now:      func() int64 { return 0 },
+	})
+	p.AddWorkers(WorkerInfo{ID: 0, Kind: CPUWorker}, WorkerInfo{ID: 1, Kind: SimWorker})
+	cl := &Codelet{Name: "k", CPU: func(*Call) error { return nil }}
+	small, large := &Task{Codelet: cl, footprint: 1}, &Task{Codelet: cl, footprint: 2}
+	p.Push(small, -1)
+	p.Push(large, -1)
+	assert.Equal(t, large.footprint, p.Pop(1).footprint, "the device's worker takes the task it has not calibrated")
+	assert.Equal(t, small.footprint, p.Pop(0).footprint)
+
+	// Calibrated for both kinds, or for neither: the head, as before.
+	calibrated = map[uint64]WorkerKind{}
+	a, b := &Task{Codelet: cl, footprint: 3}, &Task{Codelet: cl, footprint: 4}
+	p.Push(a, -1)
+	p.Push(b, -1)
+	assert.Equal(t, a.footprint, p.Pop(1).footprint)
+	assert.Equal(t, b.footprint, p.Pop(0).footprint)
+
+	// A task of higher priority is not passed over.
+	calibrated = map[uint64]WorkerKind{1: SimWorker, 2: CPUWorker}
+	urgent, later := &Task{Codelet: cl, footprint: 1, Priority: 5}, &Task{Codelet: cl, footprint: 2}
+	p.Push(urgent, -1)
+	p.Push(later, -1)
+	require.Equal(t, urgent.Priority, p.Pop(1).Priority)
+	require.Equal(t, later.Priority, p.Pop(0).Priority)
+	assert.Nil(t, p.Pop(0))
+}
