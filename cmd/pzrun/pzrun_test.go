@@ -759,10 +759,10 @@ func TestLaunchProgram(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "allreduce")
 	out, err := exec.Command("go", "build", "-o", bin, "../../examples/allreduce").CombinedOutput()
 	require.NoError(t, err, string(out))
-	for _, n := range []int{1, 3} {
+	for n, ranks := range map[int]string{1: "1 rank", 3: "3 ranks"} {
 		code, stdout, errs := pzrun(t, "-n", fmt.Sprint(n), bin)
 		require.Equal(t, 0, code, errs)
-		assert.Contains(t, stdout, fmt.Sprintf("allreduce over %d ranks (local backend)", n))
+		assert.Contains(t, stdout, fmt.Sprintf("allreduce over %s (local backend)", ranks))
 	}
 	// A failing program's status comes back.
 	fail := filepath.Join(t.TempDir(), "fail.sh")
