@@ -558,6 +558,16 @@ func TestSimDevicesOptions(t *testing.T) {
 	env := func(m map[string]string) scheduler.Option {
 		return scheduler.WithGetenv(func(k string) string { return m[k] })
 	}
+	// Too small to measure its link: refused as an option, naming the
+	// least size (New failed measuring it, "out of device memory").
+	for _, opt := range []scheduler.Option{
+		scheduler.WithSimDevices(scheduler.SimDevice{Memory: 8}),
+		env(map[string]string{"PZ_NSIM": "1", "PZ_SIM_MEMORY": "15"}),
+	} {
+		_, err = scheduler.New(ctx, scheduler.WithPerfModelDir(""), opt)
+		require.ErrorIs(t, err, scheduler.ErrBadOption)
+		require.ErrorContains(t, err, "it needs at least 16")
+	}
 	_, err = scheduler.New(ctx, env(map[string]string{"PZ_NSIM": "x"}))
 	require.ErrorIs(t, err, scheduler.ErrBadOption)
 	require.ErrorContains(t, err, "PZ_NSIM")

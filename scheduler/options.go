@@ -136,6 +136,11 @@ func buildConfig(opts []Option) (config, error) {
 		if d.Memory < 0 {
 			return c, fmt.Errorf("%w: simulated device %d has %d bytes of memory (need > 0, or 0 for the default)", ErrBadOption, i, d.Memory)
 		}
+		if d.Memory > 0 && d.Memory < minSimMemory {
+			// New measured its link and failed with "out of device
+			// memory: sim0: 16 bytes asked, 0 of 8 in use".
+			return c, fmt.Errorf("%w: simulated device %d has %d bytes of memory: it needs at least %d, as New measures its link to RAM with copies of that size (sizes such as 64MiB, or 0 for the default)", ErrBadOption, i, d.Memory, minSimMemory)
+		}
 		if d.Latency < 0 {
 			return c, fmt.Errorf("%w: simulated device %d has latency %v (need >= 0)", ErrBadOption, i, d.Latency)
 		}
@@ -230,6 +235,10 @@ func buildConfig(opts []Option) (config, error) {
 // AddWorkers, RemoveWorkers, MoveWorkers and NewContext) and workers
 // lent at Close (Warn). Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.logger = l } }
+
+// minSimMemory is the least memory of a simulated device: New measures
+// the link to it with copies of two float64s (measureLink).
+const minSimMemory = 16
 
 // maxSimDevices bounds the simulated devices of a scheduler: more than
 // any node has accelerators.
