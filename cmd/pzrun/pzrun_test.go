@@ -874,9 +874,12 @@ func TestCPUProfile(t *testing.T) {
 	require.NoError(t, stop())
 	assert.FileExists(t, path+".3", "rank 3's profile")
 
+	// A path that cannot be written is a usage error before the app
+	// runs, as the apps' output files are (it was status 1).
 	code, out, errs = pzrun(t, "-cpuprofile", filepath.Join(dir, "missing", "cpu.prof"), "hello")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "-cpuprofile")
+	assert.Contains(t, errs, "mkdir -p")
 	assert.Empty(t, out, "the app does not run")
 
 	for _, what := range [][]string{{"./prog"}, {"stm", "bench"}} {

@@ -251,6 +251,11 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(usageErr, "pzrun: -cpuprofile profiles pzrun's apps (pzrun help), not %s: a program of yours profiles itself (runtime/pprof)\n", name)
 		return exitUsage
 	}
+	if err := checkOutFile("-cpuprofile", *cpuProfile); err != nil {
+		// Before the app runs, as the apps' own output files (outfile.go).
+		fmt.Fprintf(usageErr, "pzrun: %s\n", trimUsage(err.Error()))
+		return exitUsage
+	}
 	if isProgram(name) {
 		*program = true
 		return runProgram(ctx, *n, name, rest, stdin, stdout, stderr, getenv, again)
