@@ -37,6 +37,10 @@ type infoRecord struct {
 	// Devices are the rank's device components (simulated devices with
 	// PZ_NSIM), omitted when none.
 	Devices []hardware.Accelerator `json:"devices,omitempty"`
+	// Warnings are the parts of the rank's hardware discovery that
+	// failed (hardware.Machine.Warnings: a file it could not read, and
+	// so a 0 above that means unknown), omitted when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // procsFacts is what only the rank itself knows: how its runtime is sized.
@@ -91,7 +95,7 @@ func newInfoRecord(rt *runtimeview.RuntimeView, rank int, f procsFacts) infoReco
 		AllowedCores: len(cpu.AllowedCPUs), CPUQuota: cpu.CgroupCPUQuota, NUMANodes: len(cpu.NUMANodes),
 		GOMAXPROCS: f.GOMAXPROCS, GOMAXPROCSReason: f.Reason,
 		RAMTotalBytes: rs.RAM().TotalBytes(), RAMAvailableBytes: rs.RAM().AvailableBytes(),
-		GPUs: rs.GPUs(), Devices: rs.Machine().Accelerators,
+		GPUs: rs.GPUs(), Devices: rs.Machine().Accelerators, Warnings: rs.Machine().Warnings,
 	}
 }
 
@@ -118,7 +122,19 @@ func infoTable(w io.Writer, recs []infoRecord) error {
 			count(r.LogicalCores), count(r.PhysicalCores), count(r.AllowedCores), r.NUMANodes, r.GOMAXPROCS,
 			total, avail, gpus)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What the discovery could not read, under the table: a "?" or an
+	// "unknown" above says why.
+	for _, r := range recs {
+		for _, msg := range r.Warnings {
+			if _, err := fmt.Fprintf(w, "rank %d: warning: %s\n", r.Rank, msg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // count writes a CPU count, "?" when it is unknown (0: package hardware

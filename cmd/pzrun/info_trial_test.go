@@ -38,3 +38,26 @@ func TestInfoTableSmallAndUnknown(t *testing.T) {
 	// Sizes from a twentieth of a GiB up keep the GiB format.
 	assert.Equal(t, []string{"2", "big", "16/8/4", "2", "4", "64.0", "GiB", "60.0", "GiB", "sim0", "(sim,", "0.1", "GiB)"}, strings.Fields(big))
 }
+
+// TestInfoWarnings: what the hardware discovery could not read
+// (Machine.Warnings) was shown nowhere, so a "?" or "unknown" in the
+// table, or a 0 in --json, had no reason beside it; the JSON record
+// carries it (warnings) and the table lists it under the rows.
+func TestInfoWarnings(t *testing.T) {
+	recs := []infoRecord{
+		{Rank: 0, Host: "a", LogicalCores: 2, PhysicalCores: 2, AllowedCores: 2, NUMANodes: 1, GOMAXPROCS: 2, RAMTotalBytes: 1 << 30},
+		{Rank: 1, Host: "b", GOMAXPROCS: 2, Warnings: []string{"memory: open /proc/meminfo: permission denied"}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, infoTable(&b, recs))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 4, b.String())
+	assert.Equal(t, "rank 1: warning: memory: open /proc/meminfo: permission denied", lines[3])
+
+	var js bytes.Buffer
+	require.NoError(t, writeJSON(&js, recs[1]))
+	assert.Contains(t, js.String(), `"warnings":["memory: open /proc/meminfo: permission denied"]`)
+	js.Reset()
+	require.NoError(t, writeJSON(&js, recs[0]))
+	assert.NotContains(t, js.String(), "warnings", "omitted when none")
+}
