@@ -491,20 +491,17 @@ func (ms *modelStore) saveModel(name string, md *modelData) error {
 	return nil
 }
 
-// modelDirMu orders the saves of this process's schedulers; the flock
-// of lockModelDir orders them with other processes' (and does so
-// between this process's too, each lock being an open file of its own).
-var modelDirMu sync.Mutex
-
 // lockModelDir locks the model directory dir for a read, merge and write
-// of model files, and returns the unlock. Where the directory cannot be
+// of model files, and returns the unlock. The lock is a flock of a file
+// opened for it, so it orders the saves of this process's schedulers
+// (in-process ranks) as well as other processes': a flock belongs to
+// the open file, and two opens of one file exclude each other. Where the directory cannot be
 // locked (not there and not creatable: the writes report it; a file
 // system without flock), the saves of other processes are not excluded;
 // and a lock held for more than lockWait (a process stopped while it
 // saves) is gone past, so that Close never hangs on another process.
 func lockModelDir(dir string) (unlock func()) {
-	modelDirMu.Lock()
-	done := modelDirMu.Unlock
+	done := func() {}
 	if os.MkdirAll(dir, 0o755) != nil {
 		return done
 	}
@@ -524,10 +521,7 @@ func lockModelDir(dir string) (unlock func()) {
 		d.Close()
 		return done
 	}
-	return func() {
-		d.Close() // releases the flock
-		done()
-	}
+	return func() { d.Close() } // releases the flock
 }
 
 // lockWait bounds the wait for another process's save (lockModelDir).
