@@ -3,6 +3,7 @@ package static
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"slices"
 	"sort"
@@ -229,7 +230,7 @@ func quantiles(xs []int64) Quantiles {
 // WriteText prints the analysis as a table and a summary.
 func (a *Analysis) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run of %s (plan %s): %s%s; stopped: %s\n", a.Source, a.Plan, plural(a.Periods, "period"), a.byHyperepoch(), a.Stopped)
+	fmt.Fprintf(tw, "run of %s (plan %s): %s%s; stopped: %s\n", a.Source, a.Plan, plural.Of(a.Periods, "period"), a.byHyperepoch(), a.Stopped)
 	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
 	for _, s := range a.Runnables {
 		if s.Lost {
@@ -248,7 +249,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	var abandoned []string
 	for _, s := range a.Runnables {
 		if s.Abandoned > 0 {
-			abandoned = append(abandoned, fmt.Sprintf("%s %s", s.Name, plural(int(s.Abandoned), "frame")))
+			abandoned = append(abandoned, fmt.Sprintf("%s %s", s.Name, plural.Of(int(s.Abandoned), "frame")))
 		}
 	}
 	if len(abandoned) > 0 {
@@ -266,7 +267,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	if a.GCCycles == 0 {
 		fmt.Fprintln(w, "garbage collection: none during the run")
 	} else {
-		fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural(int(a.GCCycles), "cycle"), plural(a.GCPeriods, "period"), ns(a.GCPauseNs))
+		fmt.Fprintf(w, "garbage collection: %s in %s, about %s of pauses\n", plural.Of(int(a.GCCycles), "cycle"), plural.Of(a.GCPeriods, "period"), ns(a.GCPauseNs))
 	}
 	if len(a.Allocating) > 0 {
 		fmt.Fprintf(w, "allocating inside the loop (the collector will run and pause the process): %s\n", strings.Join(a.Allocating, ", "))
@@ -274,7 +275,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	switch outside := a.clientsAllocatingOutsideRuns(); {
 	case len(a.AllocatingClients) > 0 && !a.PerRun:
-		fmt.Fprintf(w, "%s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", processesOf(a.AllocatingClients), plural(a.AllocPeriods, "period"))
+		fmt.Fprintf(w, "%s allocated inside the loop, in %s (the collector will run and pause them); run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs; static.WithAllocationCounts) to name the runnables\n", processesOf(a.AllocatingClients), plural.Of(a.AllocPeriods, "period"))
 	case len(outside) > 0:
 		fmt.Fprintf(w, "%s allocated inside the loop, outside the runs of their runnables (a GPU stream's work, another goroutine)\n", processesOf(outside))
 	case len(a.Allocating) == 0 && len(a.AllocatingClients) == 0:
@@ -282,14 +283,14 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	}
 	for _, s := range a.Runnables {
 		if s.Errors > 0 {
-			fmt.Fprintf(w, "%s returned an error %s", s.Name, plural(s.Errors, "time"))
+			fmt.Fprintf(w, "%s returned an error %s", s.Name, plural.Of(s.Errors, "time"))
 			if s.FirstError != "" {
 				fmt.Fprintf(w, "; the first, %s", firstLine(s.FirstError))
 			}
 			fmt.Fprintln(w)
 		}
 		if s.Timeouts > 0 {
-			fmt.Fprintf(w, "%s ran past its timeout %s (its context was canceled)\n", s.Name, plural(s.Timeouts, "time"))
+			fmt.Fprintf(w, "%s ran past its timeout %s (its context was canceled)\n", s.Name, plural.Of(s.Timeouts, "time"))
 		}
 	}
 	return nil
@@ -336,15 +337,6 @@ func (a *Analysis) WriteJSON(w io.Writer) error {
 		Type string `json:"type"`
 		*Analysis
 	}{"summary", &sum})
-}
-
-// plural is "1 period", "2 periods": n and the word, with an s unless n
-// is 1.
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func ns(v int64) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"math"
 	"net"
@@ -778,7 +779,7 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 	defer m.mu.Unlock()
 	run := &Run{Format: "pz-stm-run", Version: RunVersion, Plan: m.plan.Hash, Source: m.plan.Source, Stopped: m.stopped}
 	if run.Stopped == "" {
-		run.Stopped = fmt.Sprintf("frame limit (%s)", plural(int(m.opts.frames), "period"))
+		run.Stopped = fmt.Sprintf("frame limit (%s)", plural.Of(int(m.opts.frames), "period"))
 	}
 	for _, h := range m.plan.Hyperepochs {
 		run.Hyperepochs = append(run.Hyperepochs, RunHyperepoch{Name: h.Name, Period: int64(h.Period)})
