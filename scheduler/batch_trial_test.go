@@ -28,7 +28,7 @@ func TestBatchHeldDuringCloseRuns(t *testing.T) {
 	b := s.NewBatch()
 	cl := &Codelet{Name: "inc", CPU: func(c *Call) error { *ValueOf[*int](c, 0)++; return nil }}
 
-	h.mu.Lock() // the submission below waits here, wiring its access
+	s.handleMu.Lock() // the submission below waits here, wiring its access
 	submitted := make(chan error, 1)
 	go func() { submitted <- b.Submit(ctx, cl, RW(h)) }()
 	for s.inflight.n.Load() == 0 { // counted: past the closed check
@@ -39,7 +39,7 @@ func TestBatchHeldDuringCloseRuns(t *testing.T) {
 	for s.inflight.nw.Load() == 0 { // Close waits for the tasks in flight
 		runtime.Gosched()
 	}
-	h.mu.Unlock()
+	s.handleMu.Unlock()
 	require.NoError(t, <-submitted)
 	select {
 	case err := <-closed:

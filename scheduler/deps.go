@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 )
 
 // Stage 2: dependencies. A submitted task is wired after the earlier
@@ -16,18 +15,18 @@ import (
 // predecessors' successor stacks, which the caller adds to t.pending at
 // once (see pushEdge).
 //
-// A task's accesses to all its handles are wired atomically: the handles'
-// locks are taken together, in address order, and released after. Wiring
-// them one by one would let two goroutines that submit at once order two
+// A task's accesses to all its handles are wired atomically, under the
+// one lock of the scheduler's handles (Scheduler.handleMu). Wiring them
+// one by one would let two goroutines that submit at once order two
 // tasks A before B on one handle and B before A on another, a dependency
-// cycle that never runs (StarPU sorts a task's handles for the same
-// reason). Go's heap objects do not move, so the address order is stable.
+// cycle that never runs (StarPU takes a task's handles' locks together,
+// sorted, for the same reason).
 //
 // Wiring is most of what a submission costs, so it counts its atomic
-// operations: t's references from the access lists it joins are taken
-// at once, a predecessor reached through several handles gets one edge,
-// and the references the lists drop are released together after the
-// locks.
+// operations: one lock for all the handles, t's references from the
+// access lists it joins taken at once, one edge for a predecessor
+// reached through several handles, and the references the lists drop
+// released together after the lock.
 func (s *Scheduler) wire(t *Task) int32 {
 	var (
 		hs    [8]wiring
@@ -91,19 +90,14 @@ func (s *Scheduler) wire(t *Task) int32 {
 }
 
 // wireHandles wires t's accesses to its handles, wired (one per handle,
-// at least one) under their locks.
+// at least one), under s.handleMu: no other task's wiring can come
+// between t's on two handles.
 func (s *Scheduler) wireHandles(t *Task, wired []wiring, ws *wireState) {
-	sortWirings(wired)
-	// Each handle is wired as soon as its lock is taken, and every lock
-	// is kept until all are wired (two-phase locking in address order):
-	// no other task's wiring can come between t's on two handles.
+	s.handleMu.Lock()
 	for _, w := range wired {
-		w.h.mu.Lock()
 		s.wireAccessLocked(t, w.h, w.m, ws)
 	}
-	for _, w := range wired {
-		w.h.mu.Unlock()
-	}
+	s.handleMu.Unlock()
 	ws.releaseAll(s)
 }
 
@@ -111,19 +105,6 @@ func (s *Scheduler) wireHandles(t *Task, wired []wiring, ws *wireState) {
 type wiring struct {
 	h *Handle
 	m Mode
-}
-
-// sortWirings sorts a task's handles by address (see wire): an insertion
-// sort, as a task has a handful.
-func sortWirings(ws []wiring) {
-	for i := 1; i < len(ws); i++ {
-		x := ws[i]
-		j := i
-		for ; j > 0 && uintptr(unsafe.Pointer(ws[j-1].h)) > uintptr(unsafe.Pointer(x.h)); j-- {
-			ws[j] = ws[j-1]
-		}
-		ws[j] = x
-	}
 }
 
 // wireState is what one wire call remembers across a task's handles:
@@ -198,7 +179,7 @@ func (ws *wireState) releaseAll(s *Scheduler) {
 // StarPU's sequential consistency: accesses are grouped into runs of
 // compatible ones (reads, commuting writes, reductions); a task depends
 // on the group before its own, and a write starts a new group. wire has
-// taken t's reference for h's list. h.mu is held.
+// taken t's reference for h's list. s.handleMu is held.
 func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) {
 	if err := h.usableLocked(); err != nil {
 		t.fail(err)
@@ -297,7 +278,7 @@ func (s *Scheduler) dropAll(ts []*Task) {
 
 // flushReduxLocked ends a group of Redux accesses to h: it submits the
 // task that combines the per-worker copies into h, which the next
-// accesses depend on. h.mu is held.
+// accesses depend on. s.handleMu is held.
 func (h *Handle) flushReduxLocked() {
 	if h.curCat != catRedux {
 		return
@@ -315,7 +296,7 @@ func (h *Handle) flushReduxLocked() {
 // data of h's tiles back into h's RAM (dataLayer.gather) after the
 // tiles' last accesses, and before h's next ones. It runs on no worker:
 // its copies run on the copy engines, waited for on a goroutine of its
-// own. h.mu is held.
+// own. s.handleMu is held.
 func (h *Handle) gatherLocked(tiles [][]*Handle) {
 	s := h.s
 	g := h.insertLocked(&Codelet{Name: "gather", Detached: func(_ *Task, done func(error)) {
@@ -329,7 +310,7 @@ func (h *Handle) gatherLocked(tiles [][]*Handle) {
 // submitted so far and before the next ones: how a step of the engine's
 // own (a reduction's combination, a partition's gather) joins the
 // sequential task flow. The caller finishes it and calls readyInserted.
-// h.mu is held.
+// h.s.handleMu is held.
 func (h *Handle) insertLocked(cl *Codelet) *Task {
 	s := h.s
 	t := &Task{Codelet: cl, Context: s.cx.global, engine: true}

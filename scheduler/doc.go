@@ -188,10 +188,11 @@
 // tag, synchronous wait or team comes from a pool (the workers hand the
 // tasks they free back to the submitters in batches) and costs no
 // allocation; other tasks cost one (480 bytes). No lock
-// is shared by all workers: a handle's lock is held by the submitter while
-// that handle's dependencies are computed, successor lists are lock-free
-// stacks, each worker queue has its own lock, and completions are counted
-// per worker in batches. Busy and idle times are measured only on demand
+// is shared by all workers: the handles' lock (one per scheduler, as
+// libgomp's dependences take one per team) is held by the submitter
+// while a task's dependencies are computed, once for all its handles,
+// successor lists are lock-free stacks, each worker queue has its own
+// lock, and completions are counted per worker in batches. Busy and idle times are measured only on demand
 // (WithStats), since each clock read costs about 35 ns.
 //
 // # Safe points

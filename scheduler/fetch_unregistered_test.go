@@ -104,3 +104,78 @@ func TestCanceledDuringCopyIn(t *testing.T) {
 	assert.ErrorContains(t, err, `task "late" canceled before it started: stopped during the copy`)
 	assert.False(t, ran.Load(), "the task ran after its context ended")
 }
+
+// gatedOutSim is a simulated device whose copies out of it, once armed,
+// announce themselves and wait for a gate.
+type gatedOutSim struct {
+	*accel.Sim
+	armed   atomic.Bool
+	once    sync.Once
+	started chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedOutSim) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem, off int, done accel.Done) {
+	if g.armed.Load() {
+		g.once.Do(func() { close(g.started) })
+		<-g.gate
+	}
+	g.Sim.CopyOut(dst, rows, width, pitch, src, off, done)
+}
+
+// While Unregister brings a handle's newest data back from a device,
+// other handles can still be used: the handles of a scheduler share one
+// lock (what every Submit takes to wire its dependencies), and the copy
+// back runs outside it.
+func TestUnregisterCopyBackLetsOthersSubmit(t *testing.T) {
+	ctx := testCtx(t)
+	sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+	require.NoError(t, err)
+	g := &gatedOutSim{Sim: sim, started: make(chan struct{}), gate: make(chan struct{})}
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(g))
+	dev := simOnly(t, s)
+	h, err := s.RegisterVector(make([]float64, 1024))
+	require.NoError(t, err)
+	other, err := s.RegisterVector(make([]float64, 4))
+	require.NoError(t, err)
+	fill := &scheduler.Codelet{Name: "fill", CPU: func(c *scheduler.Call) error {
+		v := scheduler.VectorOf[float64](c, 0)
+		for i := range v {
+			v[i] = 7
+		}
+		return nil
+	}}
+	tk := scheduler.NewTask(fill, scheduler.W(h), scheduler.InContext(dev))
+	require.NoError(t, s.SubmitTask(ctx, tk))
+	require.NoError(t, tk.Wait(ctx)) // h's newest data are on the device (WaitAll would bring them back)
+
+	g.armed.Store(true)
+	type result struct {
+		data any
+		err  error
+	}
+	unreg := make(chan result, 1)
+	go func() {
+		d, err := h.Unregister(ctx)
+		unreg <- result{d, err}
+	}()
+	<-g.started // Unregister copies h back to RAM
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[float64](c, 0)[0]++
+		return nil
+	}}
+	submitted := make(chan error, 1)
+	go func() { submitted <- s.Submit(ctx, inc, scheduler.RW(other)) }()
+	select {
+	case err := <-submitted:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		close(g.gate)
+		t.Fatal("a Submit on another handle waited for Unregister's copy back to RAM")
+	}
+	close(g.gate)
+	r := <-unreg
+	require.NoError(t, r.err)
+	assert.Equal(t, 7.0, r.data.([]float64)[1023], "Unregister returns the device's newest data")
+	require.NoError(t, s.WaitAll(ctx))
+}

@@ -10,14 +10,14 @@ import (
 
 // TestHandleLayout: the handle's RAM buffer, which implementations read,
 // has a cache line of its own, apart from the fields that submission
-// writes under the handle's lock as it wires each access (see Handle),
+// writes as it wires each access (see Handle),
 // and the handle fills the 384-byte size class, a whole number of lines,
 // so that no line is shared by two handles.
 func TestHandleLayout(t *testing.T) {
 	var h Handle
 	assert.EqualValues(t, 64, unsafe.Offsetof(h.ram))
 	assert.EqualValues(t, 64, unsafe.Sizeof(h.ram))
-	assert.EqualValues(t, 128, unsafe.Offsetof(h.mu))
+	assert.EqualValues(t, 128, unsafe.Offsetof(h.cur))
 	assert.Less(t, unsafe.Offsetof(h.curCat), uintptr(192), "the wiring state in line 2")
 	assert.True(t, unsafe.Sizeof(h) > 352 && unsafe.Sizeof(h) <= 384, "size %d: in the 384-byte size class", unsafe.Sizeof(h))
 }

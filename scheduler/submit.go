@@ -397,9 +397,9 @@ func (s *Scheduler) validate(t *Task) error {
 			return fmt.Errorf("task %q access %d: %w: %v is no longer registered (unregistered, or a tile of an unpartitioned handle)", cl.name(), i, ErrUnregistered, h)
 		}
 		if a.Mode == ModeRedux {
-			h.mu.Lock()
+			s.handleMu.Lock()
 			ok := h.rcombine != nil
-			h.mu.Unlock()
+			s.handleMu.Unlock()
 			if !ok {
 				return fmt.Errorf("%w: task %q uses Redux on %v, which has no reduction; call SetReduction first", ErrInvalidMode, cl.name(), h)
 			}
