@@ -201,7 +201,10 @@ type Hypervisor struct {
 	pending atomic.Uint32
 	// onBusy, when set (tests), is called after a decision was left
 	// pending because another one held mu.
-	onBusy       func(Trigger)
+	onBusy func(Trigger)
+	// onCloseWait, when set (tests), is called when Close finds a
+	// decision under way, before it waits for it.
+	onCloseWait  func()
 	kinds        []scheduler.WorkerKind // by worker id
 	nkinds       int
 	types        taskTypes
@@ -235,7 +238,7 @@ func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 		return nil, err
 	}
 	h := &Hypervisor{
-		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(), onBusy: cfg.onBusy,
+		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(), onBusy: cfg.onBusy, onCloseWait: cfg.onCloseWait,
 		reg:       map[*scheduler.Context]Limits{},
 		ctxSample: map[*scheduler.Context]*sample{},
 	}
@@ -269,10 +272,33 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // monitor only while that is still this hypervisor: closing one that a
 // later New replaced leaves the new one working. Idempotent. It returns
 // Err: nil, unless the policy panicked (ErrPolicyPanic).
+//
+// Close waits for a decision under way on another goroutine (a
+// policy's Resize, Feedback.Rejected, WithOnResize's function) to
+// return, so that once Close returns the hypervisor posts no more
+// moves and calls no more of the policy's code; a decision asked for
+// meanwhile (left pending) does not run. Its wait is therefore bounded
+// by the policy's code, which must return: Close takes no
+// context.Context because it waits for nothing else. It must not be
+// called from the policy's Resize, from Feedback.Rejected or from
+// WithOnResize's function, which would wait for themselves (call it
+// from a hook, or from another goroutine). Moves posted before Close
+// returns are applied by their workers at their next safe point, as
+// always.
 func (h *Hypervisor) Close() error {
 	if h.closed.CompareAndSwap(false, true) {
 		h.s.RemoveMonitor(h)
 	}
+	// Wait for the decision in flight: it holds mu. Every decision
+	// checks closed with mu held (decideLocked), so none starts after
+	// this lock is taken.
+	if !h.mu.TryLock() {
+		if h.onCloseWait != nil {
+			h.onCloseWait()
+		}
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
 	return h.Err()
 }
 
@@ -784,7 +810,10 @@ func (h *Hypervisor) drain() bool {
 // held. A panic in the policy's code or WithOnResize's function stops
 // the policy (see recovered); the moves posted before it stand.
 func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
-	if h.failed.Load() {
+	if h.stopped() {
+		// Closed: Close may be waiting for this lock; a decision left
+		// pending, or a ResizeNow that passed its check before Close,
+		// must move nothing.
 		return nil
 	}
 	v := h.view(why)
@@ -991,6 +1020,7 @@ type config struct {
 	speedGapSet bool
 	onResize    func(Resize)
 	onBusy      func(Trigger) // test seam (export_test.go)
+	onCloseWait func()        // test seam (export_test.go)
 	log         *zap.Logger
 	getenv      func(string) string
 }
@@ -1067,8 +1097,8 @@ func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick 
 // point), on the goroutine that made the decision, one decision at a
 // time. f may read the hypervisor (Counters, Worker, Resizes) and
 // register contexts, but must not call ResizeNow, which would wait for
-// the decision that calls f. It lets a program, or a test, wait for
-// resizes as events.
+// the decision that calls f, nor Close. It lets a program, or a test,
+// wait for resizes as events.
 func WithOnResize(f func(Resize)) Option { return func(c *config) { c.onResize = f } }
 
 // WithLogger logs every resize and refused move (Info).

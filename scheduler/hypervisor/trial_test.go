@@ -359,3 +359,92 @@ func TestTotalFlopsWithoutFlopsWarns(t *testing.T) {
 	assert.Equal(t, "a", warned[0].ContextMap()["context"])
 	assert.Contains(t, warned[0].Message, "Codelet.Flops")
 }
+
+// closeHeld is a custom policy whose hook asks for a decision when a
+// task tagged 7 or 8 completes; its first Resize holds the decision
+// until release is closed, then moves worker 0 to the second context.
+// It counts its Resize calls.
+type closeHeld struct {
+	hypervisor.NopHooks
+	entered, release chan struct{}
+	calls            atomic.Int64
+}
+
+func (*closeHeld) Name() string { return "close_held" }
+
+func (p *closeHeld) TaskExecuted(_ *scheduler.Context, t *scheduler.Task, _ int, _ time.Duration) bool {
+	return t.Tag == 7 || t.Tag == 8
+}
+
+func (p *closeHeld) Resize(*hypervisor.View) []hypervisor.Move {
+	if p.calls.Add(1) == 1 {
+		close(p.entered)
+		<-p.release
+		return []hypervisor.Move{{Worker: 0, To: 1}}
+	}
+	return nil
+}
+
+// TestCloseWaitsForTheDecisionInFlight: Close called while a decision
+// runs on a worker's goroutine used to return at once, and the decision
+// then moved a worker (and a decision left pending meanwhile ran the
+// policy again) after Close had returned. Close now waits for it, and
+// no decision starts after Close.
+func TestCloseWaitsForTheDecisionInFlight(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, 3)
+	a, b := newContexts(t, s, []int{0, 1}, []int{2})
+	pol := &closeHeld{entered: make(chan struct{}), release: make(chan struct{})}
+	busy := make(chan hypervisor.Trigger, 1024)
+	closeWaits := make(chan struct{})
+	onResize, resized := resizeEvents()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize,
+		hypervisor.WithOnBusy(func(tr hypervisor.Trigger) { busy <- tr }),
+		hypervisor.WithOnCloseWait(func() { close(closeWaits) }))
+	require.NoError(t, err)
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+
+	// The decision runs on the goroutine of the worker that ran task 7.
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(7)))
+	waitFor(t, pol.entered, 10*time.Second, "the hook's decision is under way")
+	// Another decision asked for meanwhile is left pending.
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(b), scheduler.WithTag(8)))
+	assert.Equal(t, hypervisor.TriggerHook, waitFor(t, busy, 10*time.Second, "the second decision is left pending"))
+
+	closeDone := make(chan struct{})
+	var closeErr error
+	go func() { closeErr = hv.Close(); close(closeDone) }()
+	select {
+	case <-closeDone:
+		t.Error("Close returned while a decision was under way")
+	case <-closeWaits:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close neither returned nor waited for the decision")
+	}
+	close(pol.release)
+	waitFor(t, closeDone, 10*time.Second, "Close returns once the decision ends")
+	require.NoError(t, closeErr)
+
+	// Everything the decision did, it did before Close returned.
+	select {
+	case r := <-resized:
+		assert.Equal(t, "a->b", r.From+"->"+r.To)
+	default:
+		t.Error("the decision under way at Close moved its worker after Close returned")
+	}
+	assert.Len(t, hv.Resizes(), 1)
+	assert.Equal(t, int64(1), pol.calls.Load(), "a decision ran after Close")
+
+	// Nothing decides after Close: neither hooks nor ResizeNow.
+	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(b), scheduler.WithTag(8)))
+	require.NoError(t, s.WaitAll(ctx))
+	assert.Nil(t, hv.ResizeNow())
+	assert.Equal(t, int64(1), pol.calls.Load(), "a decision ran after Close")
+	assert.Len(t, hv.Resizes(), 1)
+	select {
+	case r := <-resized:
+		t.Errorf("moved after Close: %+v", r)
+	default:
+	}
+}
