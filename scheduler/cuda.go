@@ -619,7 +619,7 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 		}
 	}
 	if err == nil && t.Codelet.Model != nil {
-		s.models.record(t.Codelet.Model, t.footprint, w.info.Kind, float64(dev))
+		s.models.record(t.Codelet.Model, t, w.info.Kind, float64(dev))
 	}
 	if s.cfg.stats {
 		// The task ran on the GPU for dev, ending when its completion

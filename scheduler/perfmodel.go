@@ -62,6 +62,28 @@ type modelEntry struct {
 	// rejected counts the measurements add left out as outliers since
 	// the entry started (not saved: a loaded entry starts at 0).
 	rejected int64
+	// size is the bytes of the data of the entry's tasks (dataSize),
+	// known if sized: an entry of a file written before pz recorded
+	// sizes has none until a task of its footprint runs again.
+	size  int64
+	sized bool
+}
+
+// restart empties the entry of its measurements; the size of its tasks'
+// data stays.
+func (e *modelEntry) restart() { *e = modelEntry{size: e.size, sized: e.sized} }
+
+// dataSize returns the bytes of the data of a task with the accesses acc,
+// summed over the accesses (StarPU's _starpu_job_get_data_size): rows x
+// columns x element size, the size of the registered value for a value
+// handle. A handle accessed twice counts twice, as in StarPU.
+func dataSize(acc []Access) int64 {
+	var n int64
+	for i := range acc {
+		b := &acc[i].Handle.ram
+		n += int64(b.rows) * int64(b.cols) * int64(b.elemSize)
+	}
+	return n
 }
 
 // outlierFactor and outlierSigmas bound the measurements a calibrated
@@ -108,13 +130,13 @@ func (e *modelEntry) add(x float64) int {
 	}
 	res := addKept
 	if e.n < 0 {
-		*e = modelEntry{} // never loaded (see validEntry); start afresh
+		e.restart() // never loaded (see validEntry); start afresh
 	}
 	if e.outlier(x) {
 		if e.rejected++; e.rejected < e.n {
 			return addIgnored
 		}
-		*e = modelEntry{}
+		e.restart()
 		res = addRestarted
 	}
 	e.push(x)
@@ -135,20 +157,26 @@ func (e *modelEntry) push(x float64) {
 
 // merged returns the entry of the measurements of a and b together
 // (Chan, Golub and LeVeque's pairwise update of the mean and the sum of
-// squares), its count saturating as push's does.
+// squares), its count saturating as push's does, with b's data size if
+// it has one, else a's.
 func merged(a, b modelEntry) modelEntry {
-	if a.n <= 0 {
-		return modelEntry{n: b.n, mean: b.mean, m2: b.m2}
+	out := modelEntry{size: a.size, sized: a.sized}
+	if b.sized {
+		out.size, out.sized = b.size, true
 	}
-	if b.n <= 0 {
-		return modelEntry{n: a.n, mean: a.mean, m2: a.m2}
-	}
-	na, nb := float64(a.n), float64(b.n)
-	n := na + nb
-	d := b.mean - a.mean
-	out := modelEntry{mean: a.mean + d*nb/n, m2: a.m2 + b.m2 + d*d*na*nb/n, n: math.MaxInt64}
-	if a.n <= math.MaxInt64-b.n {
-		out.n = a.n + b.n
+	switch {
+	case a.n <= 0:
+		out.n, out.mean, out.m2 = b.n, b.mean, b.m2
+	case b.n <= 0:
+		out.n, out.mean, out.m2 = a.n, a.mean, a.m2
+	default:
+		na, nb := float64(a.n), float64(b.n)
+		n := na + nb
+		d := b.mean - a.mean
+		out.mean, out.m2, out.n = a.mean+d*nb/n, a.m2+b.m2+d*d*na*nb/n, math.MaxInt64
+		if a.n <= math.MaxInt64-b.n {
+			out.n = a.n + b.n
+		}
 	}
 	return out
 }
@@ -212,14 +240,20 @@ func (ms *modelStore) get(name string) *modelData {
 	return md
 }
 
-func (ms *modelStore) record(m *PerfModel, fp uint64, k WorkerKind, ns float64) {
+// record takes in the measurement ns of task t, of model m, on a worker
+// of kind k. It sums the sizes of t's data only for an entry that lacks
+// its size (a new one, one of an earlier file): once per footprint.
+func (ms *modelStore) record(m *PerfModel, t *Task, k WorkerKind, ns float64) {
 	md := ms.get(m.Name)
 	md.mu.Lock()
-	key := modelKey{fp, k}
+	key := modelKey{t.footprint, k}
 	e := md.entries[key]
 	if e == nil {
 		e = &modelEntry{}
 		md.entries[key] = e
+	}
+	if !e.sized {
+		e.size, e.sized = dataSize(t.Access), true
 	}
 	r := md.run[key]
 	if r == nil {
@@ -275,12 +309,19 @@ type modelFile struct {
 	Entries []modelFileEntry `json:"entries"`
 }
 
+// modelFileEntry is one entry of a model file: what the tasks of one
+// footprint measured on one worker kind (docs/scheduler.md describes the
+// fields).
 type modelFileEntry struct {
-	Footprint uint64  `json:"footprint"`
-	Kind      string  `json:"kind"`
-	N         int64   `json:"n"`
-	MeanNs    float64 `json:"mean_ns"`
-	StddevNs  float64 `json:"stddev_ns"`
+	Footprint uint64 `json:"footprint"`
+	Kind      string `json:"kind"`
+	// Size is the bytes of the data of the entry's tasks (dataSize);
+	// nil in a file written before pz recorded sizes, and for such an
+	// entry until a task of its footprint runs again.
+	Size     *int64  `json:"size,omitempty"`
+	N        int64   `json:"n"`
+	MeanNs   float64 `json:"mean_ns"`
+	StddevNs float64 `json:"stddev_ns"`
 }
 
 // maxFileName is the longest file name most file systems take (ext4,
@@ -363,15 +404,19 @@ func (ms *modelStore) read(name, fate string) (map[modelKey]*modelEntry, error) 
 		if entries[key] != nil {
 			return nil, bad("entry %d: footprint %#x, kind %q appears twice", i, e.Footprint, e.Kind)
 		}
-		entries[key] = &modelEntry{n: e.N, mean: e.MeanNs, m2: e.StddevNs * e.StddevNs * float64(e.N)}
+		me := &modelEntry{n: e.N, mean: e.MeanNs, m2: e.StddevNs * e.StddevNs * float64(e.N)}
+		if e.Size != nil {
+			me.size, me.sized = *e.Size, true
+		}
+		entries[key] = me
 	}
 	return entries, nil
 }
 
 // validEntry checks the values of a model file's entry and returns its
-// worker kind: a kind of this build, a count n >= 0, and a finite mean
-// and standard deviation >= 0 (in ns) whose sum of squares fits a
-// float64.
+// worker kind: a kind of this build, a size >= 0 if there is one, a
+// count n >= 0, and a finite mean and standard deviation >= 0 (in ns)
+// whose sum of squares fits a float64.
 func validEntry(e modelFileEntry) (WorkerKind, error) {
 	k := numKinds
 	for x := range numKinds {
@@ -387,6 +432,8 @@ func validEntry(e modelFileEntry) (WorkerKind, error) {
 			kinds = append(kinds, x.String())
 		}
 		return k, fmt.Errorf("unknown worker kind (want one of %s)", strings.Join(kinds, ", "))
+	case e.Size != nil && *e.Size < 0:
+		return k, fmt.Errorf("size = %d, want bytes >= 0", *e.Size)
 	case e.N < 0:
 		return k, fmt.Errorf("n = %d, want >= 0", e.N)
 	case !finite(e.MeanNs) || e.MeanNs < 0:
@@ -464,6 +511,9 @@ func (ms *modelStore) saveModel(name string, md *modelData) error {
 			all[k] = e
 		case r != nil:
 			m := merged(*d, r.modelEntry)
+			if e.sized { // the run's tasks' size, not the file's, if any
+				m.size, m.sized = e.size, true
+			}
 			all[k] = &m
 		}
 	}
@@ -473,7 +523,12 @@ func (ms *modelStore) saveModel(name string, md *modelData) error {
 		if e.n > 0 {
 			sd = math.Sqrt(e.m2 / float64(e.n))
 		}
-		f.Entries = append(f.Entries, modelFileEntry{Footprint: k.footprint, Kind: k.kind.String(), N: e.n, MeanNs: e.mean, StddevNs: sd})
+		fe := modelFileEntry{Footprint: k.footprint, Kind: k.kind.String(), N: e.n, MeanNs: e.mean, StddevNs: sd}
+		if e.sized {
+			size := e.size
+			fe.Size = &size
+		}
+		f.Entries = append(f.Entries, fe)
 	}
 	sort.Slice(f.Entries, func(i, j int) bool {
 		a, b := f.Entries[i], f.Entries[j]

@@ -86,6 +86,7 @@ func TestModelFileInvalid(t *testing.T) {
 	}{
 		{"valid", func(b []byte) []byte { return b }, ""},
 		{"negative n", entry(func(e map[string]any) { e["n"] = -3 }), "n = -3, want >= 0"},
+		{"negative size", entry(func(e map[string]any) { e["size"] = -1 }), "size = -1, want bytes >= 0"},
 		{"negative mean", entry(func(e map[string]any) { e["mean_ns"] = -1e12 }), "mean_ns = -1e+12, want a time >= 0"},
 		{"negative stddev", entry(func(e map[string]any) { e["stddev_ns"] = -1 }), "stddev_ns = -1, want a time >= 0"},
 		{"overflowing stddev", entry(func(e map[string]any) { e["stddev_ns"] = 1e200 }), "overflows"},
@@ -239,5 +240,69 @@ func TestModelDirUnwritable(t *testing.T) {
 			}
 			assert.Contains(t, err.Error(), dir)
 		})
+	}
+}
+
+// TestModelFileOfSizelessVersion: a model file written before entries
+// recorded the size of their tasks' data (testdata/perfmodel-v1.json,
+// written by pz at 95b2b05 for the tasks below) is still used; an entry
+// measured again gains its size, summed over the task's accesses, and
+// the others are saved as they were.
+func TestModelFileOfSizelessVersion(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	old, err := os.ReadFile(filepath.Join("testdata", "perfmodel-v1.json"))
+	require.NoError(t, err)
+	require.NotContains(t, string(old), `"size"`)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	path := filepath.Join(dir, "oldformat."+host+".json")
+	require.NoError(t, os.WriteFile(path, old, 0o644))
+
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(1), scheduler.WithPerfModelDir(dir), scheduler.WithGetenv(func(string) string { return "" }))
+	require.NoError(t, err)
+	cl := modelCodelet("oldformat")
+	v, err := s.RegisterVector(make([]float64, 256))
+	require.NoError(t, err)
+	m, err := s.RegisterMatrix(make([]float32, 8*16), 8, 16)
+	require.NoError(t, err)
+	w, err := s.RegisterVector(make([]float64, 512))
+	require.NoError(t, err)
+	ns, ok := s.ModelEstimate(cl, scheduler.CPUWorker, scheduler.R(v), scheduler.RW(m))
+	require.True(t, ok, "the old file's entry is used")
+	assert.Equal(t, 935.5833333333334, ns)
+	ns, ok = s.ModelEstimate(cl, scheduler.CPUWorker, scheduler.R(w))
+	require.True(t, ok)
+	assert.Equal(t, 55.916666666666664, ns)
+	for range 3 {
+		require.NoError(t, s.Submit(ctx, cl, scheduler.R(v), scheduler.RW(m)))
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.NoError(t, s.Close())
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var f struct {
+		Entries []struct {
+			Footprint uint64  `json:"footprint"`
+			Size      *int64  `json:"size"`
+			N         int64   `json:"n"`
+			MeanNs    float64 `json:"mean_ns"`
+		} `json:"entries"`
+	}
+	require.NoError(t, json.Unmarshal(b, &f))
+	require.Len(t, f.Entries, 2, "%s", b)
+	ran := scheduler.NewTask(cl, scheduler.R(v), scheduler.RW(m)).Footprint()
+	for _, e := range f.Entries {
+		if e.Footprint == ran {
+			require.NotNil(t, e.Size, "measured again: %s", b)
+			assert.Equal(t, int64(256*8+8*16*4), *e.Size, "bytes of the vector and the matrix")
+			assert.GreaterOrEqual(t, e.N, int64(12), "merged into the file's 12 (an outlier may be left out)")
+			continue
+		}
+		assert.Equal(t, scheduler.NewTask(cl, scheduler.R(w)).Footprint(), e.Footprint)
+		assert.Nil(t, e.Size, "not measured again: no size")
+		assert.Equal(t, int64(12), e.N)
+		assert.Equal(t, 55.916666666666664, e.MeanNs)
 	}
 }

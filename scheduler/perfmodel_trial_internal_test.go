@@ -20,14 +20,14 @@ func TestModelSaveMergesConcurrentRuns(t *testing.T) {
 	m := &PerfModel{Name: "m"}
 	base := newModelStore(dir)
 	for range 10 {
-		base.record(m, 7, CPUWorker, 1000)
+		base.record(m, &Task{footprint: 7}, CPUWorker, 1000)
 	}
 	require.NoError(t, base.save())
 
 	a, b := newModelStore(dir), newModelStore(dir)
 	for range 5 {
-		a.record(m, 7, CPUWorker, 1200)
-		b.record(m, 7, CPUWorker, 800)
+		a.record(m, &Task{footprint: 7}, CPUWorker, 1200)
+		b.record(m, &Task{footprint: 7}, CPUWorker, 800)
 	}
 	require.NoError(t, a.save())
 	require.NoError(t, b.save())
@@ -44,7 +44,7 @@ func TestModelSaveMergesConcurrentRuns(t *testing.T) {
 	// the file's, merged with nothing.
 	c := newModelStore(dir)
 	for range 20 {
-		c.record(m, 7, CPUWorker, 5000)
+		c.record(m, &Task{footprint: 7}, CPUWorker, 5000)
 	}
 	require.NoError(t, c.save())
 	entries, err = newModelStore(dir).load("m")
@@ -61,9 +61,9 @@ func TestModelSaveKeepsFileSpoiledMeanwhile(t *testing.T) {
 	dir := t.TempDir()
 	m := &PerfModel{Name: "m"}
 	a := newModelStore(dir)
-	a.record(m, 1, CPUWorker, 100)
+	a.record(m, &Task{footprint: 1}, CPUWorker, 100)
 	require.NoError(t, a.save())
-	a.record(m, 1, CPUWorker, 100)
+	a.record(m, &Task{footprint: 1}, CPUWorker, 100)
 	require.NoError(t, os.WriteFile(a.path("m"), []byte("{"), 0o644))
 	err := a.save()
 	require.ErrorIs(t, err, ErrBadModel)

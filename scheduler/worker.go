@@ -398,7 +398,7 @@ func (w *worker) run(t *Task, c *Call) error {
 	end := time.Now()
 	d := end.Sub(start)
 	if err == nil && cl.Model != nil && c.Rank == 0 {
-		s.models.record(cl.Model, t.footprint, w.info.Kind, float64(d))
+		s.models.record(cl.Model, t, w.info.Kind, float64(d))
 	}
 	if s.cfg.stats {
 		w.busyNs.Add(int64(d))
