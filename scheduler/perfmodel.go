@@ -482,7 +482,10 @@ func (ms *modelStore) save() error {
 			continue
 		}
 		if unlock == nil {
-			unlock = lockModelDir(ms.dir)
+			var locked bool
+			if unlock, locked = lockModelDir(ms.dir); locked {
+				removeDeadTemps(ms.dir)
+			}
 		}
 		if err := ms.saveModel(name, md); err != nil {
 			errs = append(errs, err)
@@ -537,7 +540,7 @@ func (ms *modelStore) saveModel(name string, md *modelData) error {
 		}
 		return a.Kind < b.Kind
 	})
-	if err := writeFileAtomic(ms.path(name), f); err != nil {
+	if err := writeFileLocked(ms.path(name), f); err != nil {
 		return fmt.Errorf("scheduler: saving performance model %q to %s: %w", name, ms.path(name), err)
 	}
 	// What is saved is what this scheduler now knows: a later save
@@ -550,19 +553,20 @@ func (ms *modelStore) saveModel(name string, md *modelData) error {
 // of model files, and returns the unlock. The lock is a flock of a file
 // opened for it, so it orders the saves of this process's schedulers
 // (in-process ranks) as well as other processes': a flock belongs to
-// the open file, and two opens of one file exclude each other. Where the directory cannot be
-// locked (not there and not creatable: the writes report it; a file
-// system without flock), the saves of other processes are not excluded;
-// and a lock held for more than lockWait (a process stopped while it
-// saves) is gone past, so that Close never hangs on another process.
-func lockModelDir(dir string) (unlock func()) {
+// the open file, and two opens of one file exclude each other. Where
+// the directory cannot be locked (not there and not creatable: the
+// writes report it; a file system without flock), the saves of other
+// processes are not excluded; and a lock held for more than lockWait (a
+// process stopped while it saves) is gone past, so that Close never
+// hangs on another process. locked reports whether the lock is held.
+func lockModelDir(dir string) (unlock func(), locked bool) {
 	done := func() {}
 	if os.MkdirAll(dir, 0o755) != nil {
-		return done
+		return done, false
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return done
+		return done, false
 	}
 	fd := int(d.Fd())
 	for deadline := time.Now().Add(lockWait); ; {
@@ -574,20 +578,74 @@ func lockModelDir(dir string) (unlock func()) {
 	}
 	if err != nil {
 		d.Close()
-		return done
+		return done, false
 	}
-	return func() { d.Close() } // releases the flock
+	return func() { d.Close() }, true // Close releases the flock
+}
+
+// removeDeadTemps removes the temporary files (tempName) that writers
+// killed while saving left in dir. dir is locked (lockModelDir): every
+// writer of the directory holds the lock while its temporary file
+// exists (writeFileLocked's callers), so one found now belongs to a
+// writer that died. Only regular files named as tempName names them are
+// removed; a file that cannot be is left, harmless.
+func removeDeadTemps(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() && isTempName(e.Name()) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// tempName is the name of the i-th try at a temporary file of process
+// pid at time nanos (writeFileLocked): .tmp-PID-NANOS-I.
+func tempName(pid int, nanos int64, i int) string {
+	return fmt.Sprintf("%s%d-%d-%d", tempPrefix, pid, nanos, i)
+}
+
+const tempPrefix = ".tmp-"
+
+// isTempName reports whether name is one that tempName makes.
+func isTempName(name string) bool {
+	rest, ok := strings.CutPrefix(name, tempPrefix)
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "-")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // lockWait bounds the wait for another process's save (lockModelDir).
 const lockWait = 2 * time.Second
 
-// writeFileAtomic writes v as JSON to path through a new file renamed
-// over it, so that a reader sees the old file or the new one, never a
-// part. The new file has the mode of the file it replaces, or 0644 less
-// the umask (os.WriteFile's; os.CreateTemp's 0600 made a shared model
-// directory's files unreadable to the others).
+// writeFileAtomic is writeFileLocked with path's directory locked
+// (lockModelDir), so that removeDeadTemps, which runs with it locked,
+// never takes its temporary file for a dead writer's.
 func writeFileAtomic(path string, v any) error {
+	unlock, _ := lockModelDir(filepath.Dir(path))
+	defer unlock()
+	return writeFileLocked(path, v)
+}
+
+// writeFileLocked writes v as JSON to path through a new file renamed
+// over it, so that a reader sees the old file or the new one, never a
+// part; path's directory is locked (lockModelDir), or could not be. The
+// new file has the mode of the file it replaces, or 0644 less the umask
+// (os.WriteFile's; os.CreateTemp's 0600 made a shared model directory's
+// files unreadable to the others).
+func writeFileLocked(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		return err
@@ -598,7 +656,7 @@ func writeFileAtomic(path string, v any) error {
 	}
 	var tmp *os.File
 	for i := 0; ; i++ {
-		name := filepath.Join(dir, fmt.Sprintf(".tmp-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), i))
+		name := filepath.Join(dir, tempName(os.Getpid(), time.Now().UnixNano(), i))
 		tmp, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			break

@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,4 +89,42 @@ func TestModelFileName(t *testing.T) {
 		assert.False(t, seen[f], f)
 		seen[f] = true
 	}
+}
+
+// TestModelSaveRemovesDeadWritersTemps is the regression test for the
+// temporary files of a process killed while it saved a model, which
+// stayed in the model directory for ever: a save, holding the
+// directory's lock that every writer holds while its temporary file
+// exists, removes them, and nothing else.
+func TestModelSaveRemovesDeadWritersTemps(t *testing.T) {
+	dir := t.TempDir()
+	m := &PerfModel{Name: "m"}
+	a := newModelStore(dir)
+	a.record(m, &Task{footprint: 7}, CPUWorker, 1000)
+	require.NoError(t, a.save())
+	good, err := os.ReadFile(a.path("m"))
+	require.NoError(t, err)
+
+	// What a writer killed between its write and its rename leaves: the
+	// model, cut short, in a file named as writeFileLocked names it.
+	dead := filepath.Join(dir, tempName(1<<22+1, 1700000000123456789, 0))
+	require.NoError(t, os.WriteFile(dead, good[:len(good)/2], 0o644))
+	keep := []string{".tmp-notes", "x.tmp", ".tmp-1-2", ".tmp-1-2-3-4", ".tmp-1-x-3", ".tmp--2-3"}
+	for _, k := range keep {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, k), nil, 0o644))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, tempName(1, 2, 3)), 0o755))
+	keep = append(keep, tempName(1, 2, 3)) // not a file: not ours
+
+	a.record(m, &Task{footprint: 7}, CPUWorker, 1000)
+	require.NoError(t, a.save())
+	_, err = os.Stat(dead)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the dead writer's file is removed")
+	for _, k := range keep {
+		_, err := os.Stat(filepath.Join(dir, k))
+		assert.NoError(t, err, "%s is kept", k)
+	}
+	entries, err := newModelStore(dir).load("m")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), entries[modelKey{7, CPUWorker}].n)
 }
