@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"sync"
+	"time"
 )
 
 // heftCand is one worker's figures for placing a task: when the worker
@@ -259,6 +260,23 @@ func (p *dmda) inlinable(t *Task, w int) bool {
 		}
 	}
 	return false
+}
+
+// Predicted returns the execution time that the dmda policy predicted
+// for t on the worker it placed t on: the mean time of t's codelet's
+// history model for t's footprint on that worker's kind, which
+// Scheduler.ModelEstimate also returns (StarPU's starpu_task.predicted).
+// ok is false when no prediction was made: under another policy, for a
+// codelet without a model, or while the model is not calibrated for
+// every worker kind that may run t (dmda then queues t for any worker,
+// which calibrates it); a prediction of 0 reads as none. Call it once t
+// has been placed: in t's implementation (Call.Task), or once t has
+// ended (Task.Wait); earlier, it races with the placement.
+func (t *Task) Predicted() (d time.Duration, ok bool) {
+	if !(t.predicted > 0) {
+		return 0, false
+	}
+	return time.Duration(math.Round(float64(t.predicted))), true
 }
 
 var (
