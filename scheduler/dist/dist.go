@@ -1020,6 +1020,11 @@ func WithStallTimeout(d time.Duration) Option {
 // before it calls report with what the rank waits for (default: a minute,
 // printed on stderr); it reports again after each such period. A zero
 // duration turns the report off.
+//
+// report also gets the layer's warnings, on rank 0, whatever after is:
+// a BlockCyclic2D grid of tiles that leaves ranks without a tile (see
+// BlockCyclic2D). A nil report turns both off. runtimeview.Scheduler
+// passes the rank's logger's Warn.
 func WithStallReport(after time.Duration, report func(explanation string)) Option {
 	return func(d *Scheduler) { d.stall, d.report = after, report }
 }

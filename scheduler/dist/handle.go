@@ -462,6 +462,12 @@ func registerGrid[T comm.Number](d *Scheduler, call string, rows, cols, mt, nt, 
 			out[i][j] = t
 		}
 	}
+	if b, ok := dist.(blockCyclic); ok && d.rank == 0 && d.report != nil {
+		// Every rank registers the same grid: rank 0 alone says it.
+		if w := b.idleWarning(call, prefix, rows, cols, mt, nt); w != "" {
+			d.report(w)
+		}
+	}
 	return out, nil
 }
 
