@@ -63,7 +63,8 @@ var (
 	// ErrNotSubmitted is joined to WaitAll's error when its context ends
 	// while tasks wait for a tag that no submitted task carries, or for
 	// a task named in After that was never submitted: each such wait is
-	// named.
+	// named. WaitTag's error wraps it too when its context ends while no
+	// submitted task carries the tag it waits for.
 	ErrNotSubmitted = errors.New("scheduler: waiting for a task never submitted")
 	// ErrBadModel is returned by Submit for a codelet whose performance
 	// model has an empty Name, and wrapped in Close's error for a model

@@ -215,6 +215,14 @@ func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 			}
 			s.tagMu.Unlock()
 		case <-ctx.Done():
+			// Say so when nothing carries the tag yet, as WaitAll's
+			// deadline error does: only a submission can end this wait.
+			s.tagMu.Lock()
+			unsubmitted := !e.done && e.task == nil
+			s.tagMu.Unlock()
+			if unsubmitted {
+				return fmt.Errorf("scheduler: waiting for tag %d: %w (%w: no submitted task carries tag %d; submit a task WithTag(%d))", g, ctx.Err(), ErrNotSubmitted, g, g)
+			}
 			return fmt.Errorf("scheduler: waiting for tag %d: %w", g, ctx.Err())
 		}
 	}
