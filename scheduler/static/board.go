@@ -10,8 +10,9 @@ import (
 )
 
 // A board is the state every client of a run shares: when the run
-// started, when it stops, each runnable's last finished frame, and which
-// of its last frames it skipped. In
+// started, when it stops, the master's heartbeat, each client's, each
+// runnable's last finished frame, and which of its last frames it
+// skipped. In
 // one process it is plain memory; across processes it is a file that the
 // master creates in its private directory and every client maps. Each
 // word is read and written atomically; a runnable's word is written only
@@ -32,10 +33,17 @@ const (
 	wT0               // start of every hyperepoch's first period, CLOCK_MONOTONIC ns
 	wStop             // stop at the first period boundary at or after this time; 0: none
 	wAbort            // nonzero: leave at once (a client failed); the reason is in the master
+	// wMasterBeat is when the master last showed it makes progress,
+	// CLOCK_MONOTONIC ns: it stores it every beatEvery while it watches
+	// the run, and the clients leave the run when it grows older than
+	// their master timeout (Client.watchMaster).
+	wMasterBeat
 	wHeader
 )
 
-const boardMagic = 0x707a73746d320a // "pzstm2\n"
+// boardMagic marks a board of this layout ("pzstm3\n"; "pzstm2\n" had no
+// master heartbeat).
+const boardMagic = 0x707a73746d330a
 
 // done words hold (seq+1)<<1 | skipped, seq being the runnable's frame
 // number counted from 0 over the run. A runnable's skip history word has
@@ -161,6 +169,12 @@ func (b *board) requestStop(t int64) {
 }
 
 func (b *board) abort() { b.store(wAbort, 1) }
+
+// beat publishes that the master is alive at now (CLOCK_MONOTONIC ns).
+func (b *board) beat(now int64) { b.store(wMasterBeat, uint64(now)) }
+
+// masterBeat returns the master's last beat (CLOCK_MONOTONIC ns).
+func (b *board) masterBeat() int64 { return int64(b.load(wMasterBeat)) }
 
 func (b *board) heartbeatWord(client int) int { return wHeader + client }
 

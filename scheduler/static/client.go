@@ -29,6 +29,9 @@ type Client struct {
 	fns     map[string]RunnableFunc
 	streams map[string]Stream
 	log     func(string)
+	// masterTimeout is how long the master may go without a beat before
+	// the client leaves the run; 0: the master's liveness bound.
+	masterTimeout time.Duration
 	// planSource and planBody describe that plan (Plan.Source, bodyHash).
 	planSource, planBody string
 
@@ -67,6 +70,19 @@ func WithPlan(plan *Plan) ClientOption {
 // master that does not answer yet).
 func WithClientLog(f func(msg string)) ClientOption { return func(c *Client) { c.log = f } }
 
+// WithMasterTimeout sets how long the master may go without beating on
+// the run's board before the client takes it for lost (stopped with
+// SIGSTOP, deadlocked, starved of CPU), leaves the run and returns
+// ErrMasterLost. The master beats every min(liveness/4, 50 ms) while it
+// watches the run, so a master merely slow or loaded is not lost. The
+// default, 0, is the master's liveness bound (WithLiveness: 1 s, and at
+// least two of the plan's longest periods), so that client and master
+// give each other the same time; a shorter timeout is raised to four of
+// the master's beats.
+func WithMasterTimeout(d time.Duration) ClientOption {
+	return func(c *Client) { c.masterTimeout = d }
+}
+
 // NewClient makes the client named name (one of the plan's clients).
 func NewClient(name string, opts ...ClientOption) (*Client, error) {
 	if name == "" {
@@ -75,6 +91,9 @@ func NewClient(name string, opts ...ClientOption) (*Client, error) {
 	c := &Client{name: name, fns: map[string]RunnableFunc{}, streams: map[string]Stream{}}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.masterTimeout < 0 {
+		return nil, fmt.Errorf("static: client %s: WithMasterTimeout(%v): want a duration >= 0 (0: the master's liveness bound)", name, c.masterTimeout)
 	}
 	return c, nil
 }
@@ -138,7 +157,9 @@ func (c *Client) hello() *message {
 // at a period boundary (nil; Signal says which signal stopped it);
 // during the start delay, before the first period, they end the wait for
 // it at once. It returns ErrRefused when the master
-// refuses the client, ErrAborted when another client failed, and ctx's
+// refuses the client, ErrAborted when another client failed, an error
+// that is both ErrAborted and ErrMasterLost when the master died or
+// stopped beating mid-run (WithMasterTimeout), and ctx's
 // error when ctx ends before the start; ctx's end after the start is a
 // graceful stop, like a signal. After an abort it returns even if a body
 // (or a stream's Mark or WaitMark) has not returned half the master's
@@ -293,6 +314,27 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 	bye := make(chan struct{})
 	abortMsg := make(chan struct{}) // closed once the master's abort (or its end) is in
 	var abortOnce sync.Once
+	mw := c.newMasterWatch(start, b, clk)
+	beat := time.NewTicker(mw.every)
+	defer beat.Stop()
+	var lost bool // the master died or stopped beating; under amu
+	// leave ends the run on the client's side, for reason, once the
+	// master is lost. It leaves the board's abort word alone (every
+	// client watches the master itself, and a master only stopped,
+	// resumed later, must not read a client's abort as a stranger's:
+	// checkBoardAbort), and closes the link, so
+	// that a result or a stop sent to a master that no longer reads
+	// fails instead of blocking once the socket's buffer is full.
+	leave := func(reason string) {
+		amu.Lock()
+		if abortReason == "" {
+			abortReason, lost = reason, true
+		}
+		amu.Unlock()
+		abort()
+		abortOnce.Do(func() { close(abortMsg) })
+		l.close()
+	}
 	var resultSent atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -306,15 +348,10 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 					if resultSent.Load() {
 						return // the master ended after taking the result
 					}
-					// The master is gone: leave.
-					amu.Lock()
-					if abortReason == "" {
-						abortReason = "the master closed the connection"
-					}
-					amu.Unlock()
+					// The master is gone: leave. The abort word tells
+					// the other clients at once (their links close too).
 					b.abort()
-					abort()
-					abortOnce.Do(func() { close(abortMsg) })
+					leave(mw.goneReason())
 					return
 				}
 				switch m.Type {
@@ -339,6 +376,11 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 			case <-ctxDone:
 				ctxDone = nil
 				stopReq(fmt.Sprintf("client %s was stopped (%v)", c.name, context.Cause(ctx)))
+			case <-beat.C:
+				if why := mw.check(); why != "" {
+					leave(why)
+					return
+				}
 			case <-watchDone:
 				return
 			}
@@ -380,6 +422,9 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		if err != nil {
 			// Where this client is stuck, say.
 			abortReason += "; " + err.Error()
+		}
+		if lost {
+			return &lostError{msg: fmt.Sprintf("%v: client %s: %s", ErrAborted, c.name, abortReason)}
 		}
 		if strings.HasPrefix(abortReason, "client "+c.name+" ") {
 			// The reason names this client already ("client b stopped

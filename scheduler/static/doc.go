@@ -34,4 +34,17 @@
 // with the stop's reason, and a client is blamed only if it does not end
 // the period it is in within the bound (a body that never returns).
 // docs/static-schedules.md#stopping has the details.
+//
+// # Failures
+//
+// The master watches its clients (a client whose runnables fall more
+// than the liveness bound behind the plan, or whose connection closes,
+// aborts the run: ErrAborted, naming it), and the clients watch the
+// master: it beats on the board while it watches the run, and a client
+// leaves with an error that is ErrAborted and ErrMasterLost, naming the
+// master's process and board, when the master's connection closes mid-run
+// (killed, crashed) or its last beat is older than the client's master
+// timeout (stopped, deadlocked, starved; WithMasterTimeout, by default the
+// master's liveness bound).
+// docs/static-schedules.md#timing-faults has the details.
 package static

@@ -24,7 +24,8 @@ var (
 	// already in).
 	ErrRefused = errors.New("static: refused by the master")
 	// ErrAborted is returned when a run ends early because a client died,
-	// stopped answering or broke the protocol.
+	// stopped answering or broke the protocol, or (to a client, with
+	// ErrMasterLost) because the master died or stopped beating.
 	ErrAborted = errors.New("static: run aborted")
 )
 
@@ -467,11 +468,13 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 		return
 	}
 	m.b, m.bpath = b, path
-	m.t0 = satAdd(m.clk.now(), int64(m.opts.startDelay))
+	now := m.clk.now()
+	m.t0 = satAdd(now, int64(m.opts.startDelay))
 	b.store(wT0, uint64(m.t0))
+	b.beat(now) // the clients watch it from the start message on
 	m.started = true
 	for _, mem := range m.joined {
-		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs, Liveness: int64(m.opts.liveness)})
+		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid()})
 	}
 	m.logf("master: every client is in; the first period starts in %s", m.opts.startDelay)
 	close(m.startCh)
@@ -629,7 +632,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 		return nil, fmt.Errorf("%w: %s", ErrAborted, m.abortW)
 	}
 	all := m.plan.Runnables()
-	tick := time.NewTicker(min(m.opts.liveness/4, 50*time.Millisecond))
+	tick := time.NewTicker(beatEvery(m.opts.liveness))
 	defer tick.Stop()
 	remaining := len(m.plan.Clients)
 	ctxDone := ctx.Done()
@@ -647,6 +650,9 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			ctxDone = nil
 			m.requestStop("the master was stopped (" + context.Cause(ctx).Error() + ")")
 		case <-tick.C:
+			// The beat first: it says that this loop, which watches the
+			// clients, goes round.
+			m.b.beat(m.clk.now())
 			if why := m.behind(all); why != "" {
 				m.fail(why)
 			}
@@ -658,7 +664,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 		if m.abortReason() != "" && remaining > 0 {
 			// Dead clients never report: give the others the bound to
 			// leave, then end.
-			if !m.drain(&remaining) {
+			if !m.drain(&remaining, tick.C) {
 				break
 			}
 		}
@@ -697,14 +703,17 @@ func progressLine(hs []PlanHyperepoch, elapsed int64, frames int64) string {
 const progressEvery = 5 * time.Second
 
 // drain waits for the clients after an abort, for at most the liveness
-// bound; false if some never ended.
-func (m *Master) drain(remaining *int) bool {
+// bound, beating on every tick meanwhile (a client still in the run must
+// not take the master for lost); false if some never ended.
+func (m *Master) drain(remaining *int, tick <-chan time.Time) bool {
 	deadline := time.NewTimer(m.opts.liveness)
 	defer deadline.Stop()
 	for *remaining > 0 {
 		select {
 		case <-m.left:
 			*remaining--
+		case <-tick:
+			m.b.beat(m.clk.now())
 		case <-deadline.C:
 			return false
 		}
@@ -751,6 +760,12 @@ func (m *Master) behind(all []PlacedRunnable) string {
 		}
 	}
 	return ""
+}
+
+// beatEvery is how often a master with the liveness bound liveness
+// checks its clients and beats on the board.
+func beatEvery(liveness time.Duration) time.Duration {
+	return max(min(liveness/4, 50*time.Millisecond), time.Microsecond)
 }
 
 // satAdd returns a+b, saturating at the int64 limits instead of

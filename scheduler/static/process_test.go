@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("PZ_STM_TEST_DIAL"); dir != "" {
 		os.Exit(dialProcess(dir))
 	}
+	if path := os.Getenv("PZ_STM_TEST_MASTER"); path != "" {
+		os.Exit(masterProcess(path))
+	}
 	os.Exit(m.Run())
 }
 
@@ -52,7 +55,11 @@ func clientProcess(name string) int {
 	}
 	var say int64
 	fmt.Sscan(os.Getenv("PZ_STM_TEST_SAY"), &say)
-	c, _ := NewClient(name, WithClientDir(os.Getenv("PZ_STM_DIR")))
+	opts := []ClientOption{WithClientDir(os.Getenv("PZ_STM_DIR"))}
+	if d, err := time.ParseDuration(os.Getenv("PZ_STM_TEST_MASTER_TIMEOUT")); err == nil {
+		opts = append(opts, WithMasterTimeout(d))
+	}
+	c, _ := NewClient(name, opts...)
 	first := true
 	for _, r := range plan.Runnables() {
 		if r.Client != name {
@@ -76,6 +83,9 @@ func clientProcess(name string) int {
 	}
 	if err := c.EnterScheduler(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "client", name+":", err)
+		if errors.Is(err, ErrMasterLost) && errors.Is(err, ErrAborted) {
+			return exitMasterLost
+		}
 		return 1
 	}
 	return 0

@@ -41,6 +41,9 @@ type message struct {
 	// a run is aborted, a client leaves behind, after half of it, a thread
 	// stuck in user code, so that its record still reaches the master.
 	Liveness int64 `json:"liveness_ns,omitempty"`
+	// MasterPID is the master's process id, which a client names when
+	// the master stops beating or disappears.
+	MasterPID int `json:"master_pid,omitempty"`
 	// result
 	Result *clientResult `json:"result,omitempty"`
 }

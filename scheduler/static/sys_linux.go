@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -85,3 +86,23 @@ func yieldThread() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // (PR_SET_TIMERSLACK): a normal thread's sleeps otherwise end up to 50 µs
 // late, so that the kernel can group wake-ups.
 func preciseTimers() error { return unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) }
+
+// procState returns the state letter of process pid as /proc/PID/stat
+// gives it (R running, S sleeping, D disk wait, T stopped, t traced, Z
+// zombie, X dead), 'X' when there is no such process, and 0 when it
+// cannot tell.
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return 'X'
+	}
+	if err != nil {
+		return 0
+	}
+	// "PID (COMM) S ...": COMM may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
