@@ -387,6 +387,7 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
 	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
 	dir := fs.String("dir", "", "socket `DIR`ectory (as the master's)")
+	masterTimeout := fs.Duration("master-timeout", 0, "leave the run when the master has not beaten on the board for this `D`uration (stopped, deadlocked, starved); 0: the master's -liveness bound")
 	pos, err := e.parse(fs, args, "PLAN NAME", 2)
 	if err != nil {
 		return err
@@ -394,11 +395,14 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	if *load < 0 || *load > 10 {
 		return fmt.Errorf("%w: -load must be between 0 and 10, got %g", errUsage, *load)
 	}
+	if *masterTimeout < 0 {
+		return fmt.Errorf("%w: -master-timeout %v: want a duration >= 0 (0: the master's -liveness bound)", errUsage, *masterTimeout)
+	}
 	plan, err := loadPlan(pos[0])
 	if err != nil {
 		return err
 	}
-	opts := []static.ClientOption{clientLog(e, pos[1]), static.WithPlan(plan)}
+	opts := []static.ClientOption{clientLog(e, pos[1]), static.WithPlan(plan), static.WithMasterTimeout(*masterTimeout)}
 	if *dir == "" {
 		*dir = static.DefaultDir(e.getenv)
 	}

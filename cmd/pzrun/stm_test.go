@@ -502,3 +502,12 @@ func TestSTMBenchSIGINTWhileAClientLags(t *testing.T) {
 	}
 	assert.Contains(t, stdout.String(), "frames abandoned after the stop by clients far behind the plan: ", "the summary counts the frames given up")
 }
+
+// stm client's -master-timeout: a negative duration is a usage error
+// that names the flag and says what 0 means.
+func TestSTMClientMasterTimeoutFlag(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	code, _, errs := pzrun(t, "stm", "client", src, "camera", "-master-timeout", "-1s")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "-master-timeout -1s: want a duration >= 0 (0: the master's -liveness bound)")
+}
