@@ -169,8 +169,9 @@ func TestProcessSlowMasterNotLost(t *testing.T) {
 	plan := compileString(t, twoClients)
 	planPath := writePlanFile(t, plan)
 	dir := privateTestDir(t)
-	// Pauses of 16 beats, less than half the timeout.
-	const timeout, pause = 2 * time.Second, 800 * time.Millisecond
+	// Pauses of 10 beats, a quarter of the timeout: the margin absorbs
+	// a loaded machine's scheduling delays (CI runs on 2 cores).
+	const timeout, pause = 2 * time.Second, 500 * time.Millisecond
 	m := startMasterProcess(t, dir, planPath, 600) // 3 s
 	a := startTimedClient(t, dir, planPath, "a", 0, timeout)
 	b := startTimedClient(t, dir, planPath, "b", 10, timeout)
