@@ -213,8 +213,14 @@ func (s *Scheduler) stuckError(err error) error { return s.stuckErrorIn(nil, err
 // stuckErrorIn is stuckError for a wait on the tasks of context scope
 // (and its descendants) only: what it explains is about those tasks, not
 // another context's (nil: every task).
+// With the watchdog on, a wait on every task also names the tasks the
+// workers run, what the other tasks may be waiting for.
 func (s *Scheduler) stuckErrorIn(scope *Context, err error) error {
-	return errors.Join(append([]error{err}, s.stuckCauses(scope)...)...)
+	errs := append([]error{err}, s.stuckCauses(scope)...)
+	if run, ok := s.Running(); ok && scope == nil && len(run) > 0 {
+		errs = append(errs, fmt.Errorf("scheduler: running: %s", runningList(run)))
+	}
+	return errors.Join(errs...)
 }
 
 // stuckCauses says what the scheduler knows keeps tasks of context

@@ -301,7 +301,9 @@ func (s *Scheduler) Policy() string { return s.policy.Name() }
 // context's tasks only (Context.WaitAll), as StarPU's
 // starpu_task_wait_for_all does within starpu_sched_ctx_set_context.
 // When ctx ends while a context holds tasks and has no workers, the
-// error also wraps ErrNoWorkers and names the context.
+// error also wraps ErrNoWorkers and names the context; with the watchdog
+// on (WithWatchdog), it also names the tasks the workers run (Running),
+// which the tasks still pending may be waiting for.
 //
 // Pending reductions (Redux accesses) are combined into their handles
 // first, so the registered data hold the reduced values once WaitAll
