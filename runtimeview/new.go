@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,10 @@ func WithMPIComm(handle uintptr) Option {
 //     error wrapping launch.ErrNotBuiltWithMPI that says how to rebuild,
 //     rather than running N copies of rank 0.
 //
+// New never runs in-process ranks: PZ_RANKS (which Run reads, and
+// `pzrun -n N` sets) set above 1 outside an MPI launcher gets a note on
+// stderr saying to call Run, and New returns its one rank all the same.
+//
 // New then describes this rank's machine (hardware.Discover, unless
 // WithMachine) and exchanges the descriptions among the ranks, so that
 // every rank's ResourceSet is available on every rank without further
@@ -75,6 +80,9 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 		aborting = new(atomic.Bool)
 	)
 	signals := true
+	if cfg.comm == nil && !cfg.mpiHandleSet {
+		noteEnvRanks(cfg)
+	}
 	switch {
 	case cfg.comm != nil:
 		c, backend, signals = cfg.comm, Adopted, false
@@ -164,6 +172,20 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) }, cfg.exit)
 	}
 	return rt, nil
+}
+
+// noteEnvRanks says on cfg.stderr that New gives one rank when PZ_RANKS
+// (`pzrun -n N` sets it) asks for several in-process ranks and no MPI
+// launcher started the process: New never reads PZ_RANKS, and a program
+// launched with `pzrun -n 4` would otherwise run one rank without a word.
+func noteEnvRanks(cfg *config) {
+	v := cfg.getenv(EnvRanks)
+	k, err := strconv.Atoi(v)
+	if err != nil || k <= 1 || launch.Detect(cfg.getenv).Launched() {
+		return
+	}
+	fmt.Fprintf(cfg.stderr, "pz: note: %s=%s asks for %d in-process ranks, but runtimeview.New gives this process one rank (New takes the MPI world under mpirun, else one rank): call runtimeview.Run(ctx, 0, fn), which reads %s, to run %d in-process ranks\n",
+		EnvRanks, v, k, EnvRanks, k)
 }
 
 // MPIWorld returns the MPI world New started or adopted, with what mpi.Init

@@ -45,9 +45,13 @@ func TestMain(m *testing.M) {
 // and rank 0 prints "ready PID PGID" once every rank runs. In mode "loop"
 // the ranks run AllReduces until their context ends; in mode "hang" they
 // ignore its end (rank 0 prints "canceled") and block; in mode "exit"
-// they return at once.
+// they return at once; in mode "new" it is a program whose main calls
+// runtimeview.New instead of Run (testProgramNew).
 func testProgram(mode string) int {
 	dir := os.Getenv(progDir)
+	if mode == "new" {
+		return testProgramNew()
+	}
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		r := rt.Rank()
 		if err := rt.StackCallback(func() error {
@@ -492,4 +496,42 @@ func isScript(t *testing.T, path string) bool {
 	b := make([]byte, 2)
 	_, _ = io.ReadFull(f, b)
 	return string(b) == "#!"
+}
+
+// testProgramNew is a pz program whose main calls runtimeview.New: it
+// prints "rank R of N" and closes.
+func testProgramNew() int {
+	rt, err := runtimeview.New(context.Background(), runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithLogOptions(logger.WithOff()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "program:", err)
+		return 1
+	}
+	fmt.Printf("rank %d of %d\n", rt.Rank(), rt.Size())
+	if err := rt.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "program:", err)
+		return 1
+	}
+	return 0
+}
+
+// A pz program whose main calls runtimeview.New (the docs' other way to
+// get a view) runs one rank however many -n asks for: New never reads
+// PZ_RANKS. It ran silently as one rank under pzrun -n 3; it now says so
+// on stderr, naming runtimeview.Run, and runs all the same. -n 1 and no
+// -n get no note.
+func TestProgramUsingNewNoted(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(progEnv, "new")
+	t.Setenv(runtimeview.EnvRanks, "")
+	code, out, errs := pzrun(t, "-n", "3", self)
+	assert.Equal(t, 0, code, errs)
+	assert.Equal(t, "rank 0 of 1\n", out)
+	assert.Equal(t, "pz: note: PZ_RANKS=3 asks for 3 in-process ranks, but runtimeview.New gives this process one rank (New takes the MPI world under mpirun, else one rank): call runtimeview.Run(ctx, 0, fn), which reads PZ_RANKS, to run 3 in-process ranks\n", errs)
+	for _, args := range [][]string{{"-n", "1", self}, {self}} {
+		code, out, errs = pzrun(t, args...)
+		assert.Equal(t, 0, code, errs)
+		assert.Equal(t, "rank 0 of 1\n", out, "%v", args)
+		assert.Empty(t, errs, "%v", args)
+	}
 }
