@@ -266,3 +266,43 @@ func TestAbortAfterStop(t *testing.T) {
 	assert.Empty(t, calls)
 	assert.Empty(t, out)
 }
+
+// A program pzrun cannot launch under an MPI launcher is a usage error
+// on every rank, said once: -n by rank 0 (every process has the same
+// arguments), a path the file system refuses by each node's first rank,
+// naming its rank (a node of a cluster may lack the file). Every rank
+// said it, without its rank.
+func TestProgramUsageErrorUnderLauncherSaidOnce(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	nosuch := filepath.Join(dir, "nosuch")
+	for _, c := range []struct {
+		args  []string
+		local bool     // the launcher gives each rank's local rank
+		want  []string // what ranks 0 and 1 say
+	}{
+		{[]string{"-n", "2", prog}, false, []string{"pzrun: -n 2 given under an MPI launcher (openmpi); let mpirun choose the ranks: mpirun -n 2 pzrun " + prog + "\n", ""}},
+		{[]string{nosuch}, false, []string{"pzrun (rank 0): stat " + nosuch + ": no such file or directory (a program to launch is a path", ""}},
+		{[]string{dir}, false, []string{"pzrun (rank 0): " + dir + " is a directory, not a program", ""}},
+		// Ranks 0 and 1 on two nodes: each node's first rank says it.
+		{[]string{nosuch}, true, []string{"pzrun (rank 0): stat " + nosuch, "pzrun (rank 1): stat " + nosuch}},
+	} {
+		for rank := range 2 {
+			env := map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": fmt.Sprint(rank)}
+			if c.local {
+				env["OMPI_COMM_WORLD_LOCAL_RANK"], env["OMPI_COMM_WORLD_LOCAL_SIZE"] = "0", "1"
+			}
+			var out, errb bytes.Buffer
+			code := run(testCtx(t), c.args, &out, &errb, func(k string) string { return env[k] })
+			assert.Equal(t, exitUsage, code, "%v on rank %d: %s", c.args, rank, errb.String())
+			assert.Empty(t, out.String(), "%v", c.args)
+			if c.want[rank] == "" {
+				assert.Empty(t, errb.String(), "%v on rank %d", c.args, rank)
+			} else {
+				assert.True(t, strings.HasPrefix(errb.String(), c.want[rank]), "%v on rank %d: %q", c.args, rank, errb.String())
+				assert.Equal(t, 1, strings.Count(errb.String(), "\n"), "%v on rank %d: one line: %q", c.args, rank, errb.String())
+			}
+		}
+	}
+}

@@ -209,6 +209,9 @@ func TestMpirunUsageErrorOnce(t *testing.T) {
 		{[]string{"cholesky", "-n", "1000", "-b", "256"}, "pzrun cholesky: invalid options: matrix size 1000 is not a multiple of block size 256 (try -n 1024)"},
 		{[]string{"cholesky", "-grid", "2x2"}, "a 2 x 2 process grid for 2 ranks"},
 		{[]string{"contexts", "-workers", "1"}, "pzrun contexts: invalid options: -workers 1; two contexts need at least 2 workers"},
+		// A program to launch: every rank of the node said it.
+		{[]string{"./nosuch-program"}, "pzrun (rank 0): stat ./nosuch-program: no such file or directory"},
+		{[]string{"-n", "2", "/bin/true"}, "pzrun: -n 2 given under an MPI launcher"},
 	} {
 		cmd, err := lau.Command(t.Context(), 2, append([]string{bin}, c.args...)...)
 		require.NoError(t, err)

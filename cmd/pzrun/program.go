@@ -47,20 +47,34 @@ func isProgram(name string) bool { return strings.ContainsRune(name, '/') }
 // why when it is not 0 or the signal's own.
 func runProgram(ctx context.Context, n int, path string, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, again <-chan os.Signal) int {
 	info := launch.Detect(getenv)
+	name := "pzrun"
+	if info.Launched() && info.Rank >= 0 {
+		name = fmt.Sprintf("pzrun (rank %d)", info.Rank)
+	}
 	if info.Launched() && n > 0 {
-		fmt.Fprintf(stderr, "pzrun: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s\n", n, info.Launcher, n, path)
+		// Every process has the same arguments: rank 0 says it, once.
+		if info.Rank <= 0 {
+			fmt.Fprintf(stderr, "pzrun: -n %d given under an MPI launcher (%s); let mpirun choose the ranks: mpirun -n %d pzrun %s\n", n, info.Launcher, n, path)
+		}
 		return exitUsage
 	}
+	// What the file system says about path, every process of one node
+	// finds alike: under a launcher the node's first rank says it, once a
+	// node, naming its rank (a node of a cluster may lack the file).
+	pathErr := stderr
+	if info.Launched() && !nodeSpeaker(info) {
+		pathErr = io.Discard
+	}
 	if st, err := os.Stat(path); err != nil {
-		fmt.Fprintf(stderr, "pzrun: %v (a program to launch is a path, e.g. ./prog; the built-in apps are %s)\n", err, appNames())
+		fmt.Fprintf(pathErr, "%s: %v (a program to launch is a path, e.g. ./prog; the built-in apps are %s)\n", name, err, appNames())
 		return exitUsage
 	} else if st.IsDir() {
 		// Never suggest "go build -o PATH": PATH exists, and the
 		// suggestion would overwrite it (or a directory's contents).
-		fmt.Fprintf(stderr, "pzrun: %s is a directory, not a program: give the program's path (go build -o ./prog . in the package's directory, then pzrun ./prog)\n", path)
+		fmt.Fprintf(pathErr, "%s: %s is a directory, not a program: give the program's path (go build -o ./prog . in the package's directory, then pzrun ./prog)\n", name, path)
 		return exitUsage
 	} else if st.Mode().Perm()&0o111 == 0 {
-		fmt.Fprintf(stderr, "pzrun: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", path)
+		fmt.Fprintf(pathErr, "%s: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", name, path)
 		return exitUsage
 	}
 	if n > 1 {
@@ -78,12 +92,18 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 	if n > 0 {
 		cmd.Env = append(withoutVar(cmd.Env, runtimeview.EnvRanks), runtimeview.EnvRanks+"="+strconv.Itoa(n))
 	}
-	name := "pzrun"
-	if info.Launched() && info.Rank >= 0 {
-		name = fmt.Sprintf("pzrun (rank %d)", info.Rank)
-	}
 	p := programRun{name: name, path: path, stderr: stderr, again: again, grace: programGrace}
 	return p.run(ctx, cmd)
+}
+
+// nodeSpeaker says whether this process of an MPI job is the one of its
+// node that reports what it finds on the node: its first rank there
+// (local rank 0), or rank 0 when the launcher gives no local rank.
+func nodeSpeaker(info launch.Info) bool {
+	if info.LocalRank >= 0 {
+		return info.LocalRank == 0
+	}
+	return info.Rank <= 0
 }
 
 // pzModule is the module a pz program depends on: pzrun's own (a fork's
