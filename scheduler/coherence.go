@@ -1406,22 +1406,50 @@ func (d *dataLayer) own(ctx context.Context, h *Handle) error {
 
 // unregister brings h back to RAM and frees its device replicas.
 func (d *dataLayer) unregister(ctx context.Context, h *Handle) error {
-	if err := d.fetchNewest(ctx, h); err != nil {
-		return err
+	for {
+		w, err := d.unregisterStep(h)
+		if w == nil || err != nil {
+			return err
+		}
+		if err := awaitCopy(ctx, h, w); err != nil {
+			return err
+		}
 	}
+}
+
+// unregisterStep is one step of unregister that never blocks, so that
+// Handle.Unregister may take it with the scheduler's handle lock held:
+// while a copy of h is in flight (one it starts to bring the newest data
+// to RAM, or a prefetch) it returns that copy's channel, for the caller
+// to wait on, without the lock, before it tries again; else it frees h's
+// device replicas, forgets h and returns nil.
+func (d *dataLayer) unregisterStep(h *Handle) (<-chan struct{}, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// A copy may have started since (a prefetch): let it end.
-	for w := h.filling(); w != nil; w = h.filling() {
-		d.mu.Unlock()
-		<-w
-		d.mu.Lock()
+	if w, err := d.fetchLocked(h); w != nil || err != nil {
+		return w, err
+	}
+	if w := h.filling(); w != nil {
+		return w, nil
 	}
 	if h.reps != nil {
 		d.dropDeviceLocked(h)
 	}
 	delete(d.resident, h)
-	return nil
+	return nil, nil
+}
+
+// awaitCopy waits for the copy of h that w ends. When ctx ends first it
+// still waits for the copy, which writes the registered memory or a
+// device's (see fetchNewest), and returns ctx's error.
+func awaitCopy(ctx context.Context, h *Handle, w <-chan struct{}) error {
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		<-w
+		return fmt.Errorf("scheduler: fetching %v to RAM: %w", h, ctx.Err())
+	}
 }
 
 // writeBack brings every handle's newest data back to RAM, skipping

@@ -231,7 +231,12 @@
 // worker and every lock outside the policies is a leaf (no code holding
 // one takes another; a policy nests its membership lock over its
 // queues' locks, in that order only), so there is no lock order to
-// invert. An empty context keeps its tasks
+// invert. The one exception is the lock of the scheduler's handles,
+// which submissions take to wire dependencies: the engine readies the
+// tasks it inserts in the task flow (a reduction's combination, a
+// partition's gather) with it held, so a policy's Push and a Monitor's
+// TaskPushed of those tasks run under it, and data-layer and registry
+// locks are taken under it; nothing holding any of those takes it. An empty context keeps its tasks
 // until workers arrive; StopSubmission, FinishedSubmitting (workers move
 // to the inheritor when the last task ends) and Delete (the same, then
 // the context goes; a context deleted without the workers its tasks need

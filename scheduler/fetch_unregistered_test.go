@@ -3,9 +3,11 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,21 +108,63 @@ func TestCanceledDuringCopyIn(t *testing.T) {
 }
 
 // gatedOutSim is a simulated device whose copies out of it, once armed,
-// announce themselves and wait for a gate.
+// each announce themselves on started and wait for a value on gate (or
+// its close) before they end. A copy is asynchronous, as on a GPU:
+// CopyOut returns at once, and the copy's end (its done function) waits.
 type gatedOutSim struct {
 	*accel.Sim
 	armed   atomic.Bool
-	once    sync.Once
 	started chan struct{}
 	gate    chan struct{}
 }
 
+func newGatedOutSim(t *testing.T) *gatedOutSim {
+	sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+	require.NoError(t, err)
+	return &gatedOutSim{Sim: sim, started: make(chan struct{}, 8), gate: make(chan struct{})}
+}
+
 func (g *gatedOutSim) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem, off int, done accel.Done) {
 	if g.armed.Load() {
-		g.once.Do(func() { close(g.started) })
-		<-g.gate
+		end := done
+		done = func(at time.Time, err error) {
+			g.started <- struct{}{}
+			<-g.gate
+			end(at, err)
+		}
 	}
 	g.Sim.CopyOut(dst, rows, width, pitch, src, off, done)
+}
+
+// fillCodelet writes v into every element of its vector.
+func fillCodelet(v float64) *scheduler.Codelet {
+	return &scheduler.Codelet{Name: fmt.Sprintf("fill%g", v), CPU: func(c *scheduler.Call) error {
+		x := scheduler.VectorOf[float64](c, 0)
+		for i := range x {
+			x[i] = v
+		}
+		return nil
+	}}
+}
+
+// submitReturns submits a task on h and fails the test unless Submit
+// returns before ctx ends; release runs first then, so that the test's
+// cleanup does not wait for a gated copy.
+func submitReturns(t *testing.T, ctx context.Context, s *scheduler.Scheduler, h *scheduler.Handle, release func()) {
+	t.Helper()
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[float64](c, 0)[0]++
+		return nil
+	}}
+	submitted := make(chan error, 1)
+	go func() { submitted <- s.Submit(ctx, inc, scheduler.RW(h)) }()
+	select {
+	case err := <-submitted:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		release()
+		t.Fatal("a Submit on another handle waited for Unregister's copy back to RAM")
+	}
 }
 
 // While Unregister brings a handle's newest data back from a device,
@@ -129,23 +173,14 @@ func (g *gatedOutSim) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem,
 // back runs outside it.
 func TestUnregisterCopyBackLetsOthersSubmit(t *testing.T) {
 	ctx := testCtx(t)
-	sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
-	require.NoError(t, err)
-	g := &gatedOutSim{Sim: sim, started: make(chan struct{}), gate: make(chan struct{})}
+	g := newGatedOutSim(t)
 	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(g))
 	dev := simOnly(t, s)
 	h, err := s.RegisterVector(make([]float64, 1024))
 	require.NoError(t, err)
 	other, err := s.RegisterVector(make([]float64, 4))
 	require.NoError(t, err)
-	fill := &scheduler.Codelet{Name: "fill", CPU: func(c *scheduler.Call) error {
-		v := scheduler.VectorOf[float64](c, 0)
-		for i := range v {
-			v[i] = 7
-		}
-		return nil
-	}}
-	tk := scheduler.NewTask(fill, scheduler.W(h), scheduler.InContext(dev))
+	tk := scheduler.NewTask(fillCodelet(7), scheduler.W(h), scheduler.InContext(dev))
 	require.NoError(t, s.SubmitTask(ctx, tk))
 	require.NoError(t, tk.Wait(ctx)) // h's newest data are on the device (WaitAll would bring them back)
 
@@ -160,22 +195,54 @@ func TestUnregisterCopyBackLetsOthersSubmit(t *testing.T) {
 		unreg <- result{d, err}
 	}()
 	<-g.started // Unregister copies h back to RAM
-	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
-		scheduler.VectorOf[float64](c, 0)[0]++
-		return nil
-	}}
-	submitted := make(chan error, 1)
-	go func() { submitted <- s.Submit(ctx, inc, scheduler.RW(other)) }()
-	select {
-	case err := <-submitted:
-		require.NoError(t, err)
-	case <-ctx.Done():
-		close(g.gate)
-		t.Fatal("a Submit on another handle waited for Unregister's copy back to RAM")
-	}
+	submitReturns(t, ctx, s, other, func() { close(g.gate) })
 	close(g.gate)
 	r := <-unreg
 	require.NoError(t, r.err)
 	assert.Equal(t, 7.0, r.data.([]float64)[1023], "Unregister returns the device's newest data")
+	require.NoError(t, s.WaitAll(ctx))
+}
+
+// The same when a task writes the handle on the device while
+// Unregister's first copy back is in flight: Unregister waits for that
+// task, then copies again, still without the lock (helper-106 review
+// finding: the second copy ran with it held).
+func TestUnregisterSecondCopyBackLetsOthersSubmit(t *testing.T) {
+	ctx := testCtx(t)
+	g := newGatedOutSim(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithDevices(g))
+	dev := simOnly(t, s)
+	h, err := s.RegisterVector(make([]float64, 1024))
+	require.NoError(t, err)
+	other, err := s.RegisterVector(make([]float64, 4))
+	require.NoError(t, err)
+	tk := scheduler.NewTask(fillCodelet(7), scheduler.W(h), scheduler.InContext(dev))
+	require.NoError(t, s.SubmitTask(ctx, tk))
+	require.NoError(t, tk.Wait(ctx))
+
+	g.armed.Store(true)
+	type result struct {
+		data any
+		err  error
+	}
+	unreg := make(chan result, 1)
+	go func() {
+		d, err := h.Unregister(ctx)
+		unreg <- result{d, err}
+	}()
+	<-g.started // the first copy back
+	require.NoError(t, s.Submit(ctx, fillCodelet(8), scheduler.W(h), scheduler.InContext(dev)))
+	g.gate <- struct{}{} // the first copy ends; the task writes h on the device
+	select {
+	case <-g.started: // the second copy back
+	case <-ctx.Done():
+		close(g.gate)
+		t.Fatal("no second copy back after a task wrote the handle on the device")
+	}
+	submitReturns(t, ctx, s, other, func() { close(g.gate) })
+	close(g.gate)
+	r := <-unreg
+	require.NoError(t, r.err)
+	assert.Equal(t, 8.0, r.data.([]float64)[0], "Unregister returns the newest data, the second task's")
 	require.NoError(t, s.WaitAll(ctx))
 }

@@ -642,7 +642,6 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 		}
 		return nil, fmt.Errorf("%w: Unregister of tile %v; Unpartition its parent instead", ErrBadData, h)
 	}
-	fetched := false
 	for {
 		h.s.handleMu.Lock()
 		if err := h.usableLocked(); err != nil {
@@ -658,22 +657,22 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 				break
 			}
 		}
-		if !pending && h.s.data != nil && !fetched {
-			// The newest data come back to RAM before the lock that
-			// every submission takes is held for d.unregister, which
-			// then finds them there unless a task wrote h meanwhile.
-			h.s.handleMu.Unlock()
-			if err := h.s.data.fetchNewest(ctx, h); err != nil {
-				return nil, fmt.Errorf("unregistering: %w", err)
-			}
-			fetched = true
-			continue
-		}
 		if !pending {
 			if d := h.s.data; d != nil {
-				if err := d.unregister(ctx, h); err != nil {
+				// Never a copy with the lock held that every submission
+				// takes: one in flight is waited for without it, and
+				// then everything is checked again.
+				w, err := d.unregisterStep(h)
+				if err != nil {
 					h.s.handleMu.Unlock()
 					return nil, fmt.Errorf("unregistering: %w", err)
+				}
+				if w != nil {
+					h.s.handleMu.Unlock()
+					if err := awaitCopy(ctx, h, w); err != nil {
+						return nil, fmt.Errorf("unregistering: %w", err)
+					}
+					continue
 				}
 			}
 			h.status.Store(handleUnregistered)

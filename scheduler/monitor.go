@@ -10,7 +10,12 @@ import (
 // documentation, concurrently from several workers, holding no lock of
 // its own: a Monitor may call the context API (MoveWorkersFor, ...),
 // must be safe for concurrent use, and should be quick, since it runs on
-// the path of every task. c is the task's context (the global one for
+// the path of every task. The exception is TaskPushed of a task the
+// engine inserts (the combination of a Redux group, the gather of an
+// Unpartition; Task.Codelet.Name starts "redux:" or is "gather"): it is
+// called with the lock of the scheduler's handles held, so it must not
+// submit tasks or call Handle methods that wait (Data, Fetch,
+// Unregister, Partition) on that scheduler. c is the task's context (the global one for
 // tasks submitted to none), or for idle events the innermost context of
 // the worker.
 type Monitor interface {
