@@ -1,6 +1,7 @@
 package static
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -99,13 +100,37 @@ func createBoardFile(path string, runnables, clients int) (*board, error) {
 	return b, nil
 }
 
-// openBoardFile maps a board the master made and checks its shape.
+// boardFormatName names the board format of magic ("pzstm3"), or
+// returns "" when magic is not a pz board's ("pzstm" and a digit).
+func boardFormatName(magic uint64) string {
+	const prefix = 0x707a73746d // "pzstm"
+	d := byte(magic >> 8)
+	if magic>>16 != prefix || magic&0xff != '\n' || d < '0' || d > '9' {
+		return ""
+	}
+	return "pzstm" + string(rune(d))
+}
+
+// openBoardFile maps a board the master made and checks its format and
+// shape.
 func openBoardFile(path string, runnables, clients int) (*board, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("static: board: %w", err)
 	}
 	defer f.Close()
+	// The format first: a board of another pz has another size too, which
+	// would read as another plan.
+	var w [8]byte
+	if _, err := f.ReadAt(w[:], 0); err != nil {
+		return nil, fmt.Errorf("static: board %s: reading its format: %w", path, err)
+	}
+	if magic := binary.NativeEndian.Uint64(w[:]); magic != boardMagic { // the order the master stored it in
+		if name := boardFormatName(magic); name != "" {
+			return nil, fmt.Errorf("static: board %s has format %s, and this client reads %s: the master and this client were built from different versions of pz; rebuild the client and the master from the same pz", path, name, boardFormatName(boardMagic))
+		}
+		return nil, fmt.Errorf("static: board %s is not a pz board (its first word is %#x; this client reads format %s)", path, magic, boardFormatName(boardMagic))
+	}
 	n := boardWords(runnables, clients) * 8
 	st, err := f.Stat()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -138,7 +139,7 @@ func (c *Client) ExitScheduler() {
 }
 
 func (c *Client) hello() *message {
-	m := &message{Type: msgHello, Client: c.name, PID: os.Getpid(), PlanHash: c.plan, PlanSource: c.planSource, PlanBody: c.planBody}
+	m := &message{Type: msgHello, Client: c.name, Proto: protocolVersion, PID: os.Getpid(), PlanHash: c.plan, PlanSource: c.planSource, PlanBody: c.planBody}
 	for n := range c.fns {
 		m.Runnables = append(m.Runnables, n)
 	}
@@ -159,7 +160,8 @@ func (c *Client) hello() *message {
 // it at once. It returns ErrRefused when the master
 // refuses the client, ErrAborted when another client failed, an error
 // that is both ErrAborted and ErrMasterLost when the master died or
-// stopped beating mid-run (WithMasterTimeout), and ctx's
+// stopped beating, mid-run or while the client waited for the start
+// (WithMasterTimeout), and ctx's
 // error when ctx ends before the start; ctx's end after the start is a
 // graceful stop, like a signal. After an abort it returns even if a body
 // (or a stream's Mark or WaitMark) has not returned half the master's
@@ -178,7 +180,15 @@ func (c *Client) EnterScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.session(ctx, newSockLink(conn), true)
+	sw := &startWatch{option: c.masterTimeout, sock: filepath.Join(dir, sockName)}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		// The master's pid from the socket (SO_PEERCRED), to name it if it
+		// dies before its first message; 0 where the system cannot say.
+		if _, pid, err := peerUID(uc); err == nil {
+			sw.pid = pid
+		}
+	}
+	return c.session(ctx, newSockLink(conn), sw, true)
 }
 
 // dialWaitLog is how long a client waits for a master before it says so
@@ -218,8 +228,9 @@ func dialMaster(ctx context.Context, dir string, logf func(string)) (net.Conn, e
 	}
 }
 
-// session runs the client over an established link.
-func (c *Client) session(ctx context.Context, l link, signals bool) error {
+// session runs the client over an established link; sw watches the
+// master until the start.
+func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bool) error {
 	defer l.close()
 	if err := l.send(c.hello()); err != nil {
 		return fmt.Errorf("static: client %s: sending hello: %w", c.name, err)
@@ -239,24 +250,9 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 			msgs <- m
 		}
 	}()
-	var start *message
-	select {
-	case m, ok := <-msgs:
-		if !ok {
-			return fmt.Errorf("static: client %s: the master closed the connection before the start: %w", c.name, <-rerr)
-		}
-		switch m.Type {
-		case msgRefused:
-			return fmt.Errorf("%w: client %s: %s", ErrRefused, c.name, m.Reason)
-		case msgAbort: // the master ends before the start, saying why
-			return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, m.Reason)
-		case msgStart:
-			start = m
-		default:
-			return fmt.Errorf("static: client %s: the master sent %s before start", c.name, m.Type)
-		}
-	case <-ctx.Done():
-		return fmt.Errorf("static: client %s: waiting for the start: %w", c.name, context.Cause(ctx))
+	start, err := c.awaitStart(ctx, msgs, rerr, sw)
+	if err != nil {
+		return err
 	}
 	var b *board
 	if lb, ok := l.(*chanLink); ok && start.Board == localBoard {
@@ -434,6 +430,47 @@ func (c *Client) session(ctx context.Context, l link, signals bool) error {
 		return fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, abortReason)
 	}
 	return nil
+}
+
+// awaitStart waits for the master's start message, watching the
+// master's beats meanwhile (startWatch).
+func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-chan error, sw *startWatch) (*message, error) {
+	// Until the first beat there is nothing to check; then two checks
+	// per beat.
+	tick := time.NewTicker(waitBeatEvery(time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				err := <-rerr
+				if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+					return nil, &lostError{msg: fmt.Sprintf("static: client %s: %s", c.name, sw.gone(err))}
+				}
+				return nil, fmt.Errorf("static: client %s: reading from %s before the start: %w", c.name, sw.who(), err)
+			}
+			if first := sw.every == 0; sw.beat(m, time.Now()) && first {
+				tick.Reset(sw.every / 2)
+			}
+			switch m.Type {
+			case msgBeat:
+			case msgRefused:
+				return nil, fmt.Errorf("%w: client %s: %s", ErrRefused, c.name, m.Reason)
+			case msgAbort: // the master ends before the start, saying why
+				return nil, fmt.Errorf("%w: client %s: %s", ErrAborted, c.name, m.Reason)
+			case msgStart:
+				return m, nil
+			default:
+				return nil, fmt.Errorf("static: client %s: the master sent %s before start", c.name, m.Type)
+			}
+		case now := <-tick.C:
+			if why := sw.check(now); why != "" {
+				return nil, &lostError{msg: fmt.Sprintf("static: client %s: %s", c.name, why)}
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("static: client %s: waiting for the start: %w", c.name, context.Cause(ctx))
+		}
+	}
 }
 
 // raiseProcs makes GOMAXPROCS at least threads+2 while a loop runs: each

@@ -45,6 +45,13 @@
 // master's process and board, when the master's connection closes mid-run
 // (killed, crashed) or its last beat is older than the client's master
 // timeout (stopped, deadlocked, starved; WithMasterTimeout, by default the
-// master's liveness bound).
+// master's liveness bound). Before the start, with no board yet, the
+// master beats in messages to the clients that have joined, from the
+// loop that waits for the others, so that a client waits as long as it
+// takes for clients not yet started but leaves (the same errors, naming
+// the master's pid and socket) when the master itself stops beating or
+// exits. Client and master must come from the same pz: a master refuses
+// a client of another protocol version, and a client names a board of
+// another format, each saying both versions.
 // docs/static-schedules.md#timing-faults has the details.
 package static

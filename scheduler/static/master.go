@@ -289,6 +289,12 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 		pid = hello.PID
 	}
 	name := hello.Client
+	if hello.Proto != protocolVersion {
+		why := versionMismatch(hello.Proto)
+		m.logf("master: refused client %q (pid %d): %s", name, pid, why)
+		l.send(&message{Type: msgRefused, Reason: why})
+		return
+	}
 	if err := m.join(name, hello, pid, l); err != nil {
 		m.logf("master: refused client %q (pid %d): %v", name, pid, err)
 		l.send(&message{Type: msgRefused, Reason: err.Error()})
@@ -438,8 +444,49 @@ func (m *Master) join(name string, h *message, pid int, l link) error {
 	}
 	m.joined[name] = &member{name: name, pid: pid, l: l}
 	m.pids[name] = pid
+	// The client's watch of the master starts with this beat, before the
+	// log line: whoever reads the line finds the client watching.
+	l.offer(m.beatMessage())
 	m.logf("master: client %s joined (pid %d)", name, pid)
 	return nil
+}
+
+// versionMismatch says why a client whose hello carries protocol
+// version proto is refused.
+func versionMismatch(proto int) string {
+	older := "older"
+	if proto > protocolVersion {
+		older = "newer"
+	}
+	client := fmt.Sprintf("protocol version %d", proto)
+	if proto == 0 {
+		client = "no protocol version (board format pzstm3 or older)"
+	}
+	return fmt.Sprintf("the client was built from a pz %s than the master's: its hello carries %s, the master speaks protocol version %d (board format %s); rebuild the client and the master from the same pz", older, client, protocolVersion, boardFormatName(boardMagic))
+}
+
+// beatMessage is the master's beat before the start.
+func (m *Master) beatMessage() *message {
+	return &message{Type: msgBeat, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid()}
+}
+
+// beatWaiting beats to every client that has joined, while the master
+// waits for the others: before the start there is no board to beat on.
+// It skips a client that does not read (link.offer), so that a stopped
+// client cannot block the loop that calls it.
+func (m *Master) beatWaiting() {
+	m.mu.Lock()
+	var links []link
+	if !m.started && m.ended == "" && !m.closed {
+		for _, mem := range m.joined {
+			links = append(links, mem.l)
+		}
+	}
+	m.mu.Unlock()
+	beat := m.beatMessage()
+	for _, l := range links {
+		l.offer(beat)
+	}
 }
 
 func (m *Master) allIn() bool {
@@ -595,10 +642,17 @@ func (m *Master) closeAll() {
 func (m *Master) supervise(ctx context.Context) (*Run, error) {
 	waitLog := time.NewTicker(5 * time.Second)
 	defer waitLog.Stop()
+	// The clients that have joined watch this loop's beats: it is the
+	// one that goes round while the master waits (for clients that have
+	// not started yet, as long as it takes).
+	waitBeat := time.NewTicker(waitBeatEvery(m.opts.liveness))
+	defer waitBeat.Stop()
 	for waiting := true; waiting; {
 		select {
 		case <-m.startCh:
 			waiting = false
+		case <-waitBeat.C:
+			m.beatWaiting()
 		case <-waitLog.C:
 			m.mu.Lock()
 			var missing []string

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,7 +67,8 @@ runnables:
   - {name: b1, client: b, resource: cpu1, wcet: 400us, deps: [a1]}
 `
 
-// startMasterProcess starts a master process on dir. The liveness bound
+// startMasterProcess starts a master process on dir; its said closes
+// when it logs that a client joined, and its lines get its log lines. The liveness bound
 // is generous (the master must not abort a client slowed by the race
 // detector on a loaded machine): the tests set the clients' master
 // timeout apart.
@@ -79,15 +81,23 @@ func startMasterProcess(t *testing.T, dir, planPath string, frames int64) *procC
 		fmt.Sprintf("PZ_STM_TEST_FRAMES=%d", frames), "PZ_STM_TEST_LIVENESS=10s")
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &procClient{name: "master", cmd: cmd, stderr: &strings.Builder{}, said: make(chan struct{}), done: make(chan error, 1)}
+	p := &procClient{name: "master", cmd: cmd, stderr: &strings.Builder{}, said: make(chan struct{}), done: make(chan error, 1), lines: make(chan string, 1024)}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
 	require.NoError(t, cmd.Start())
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
 		sc := bufio.NewScanner(out)
+		var once sync.Once
 		for sc.Scan() {
 			t.Log(sc.Text())
+			select {
+			case p.lines <- sc.Text():
+			default: // a test that does not read them
+			}
+			if strings.Contains(sc.Text(), " joined (pid ") {
+				once.Do(func() { close(p.said) }) // a client is in
+			}
 		}
 		p.done <- cmd.Wait()
 	}()

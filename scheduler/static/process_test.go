@@ -147,6 +147,7 @@ type procClient struct {
 	stderr *strings.Builder
 	said   chan struct{} // closed when it printed its frame line
 	done   chan error
+	lines  chan string // a master's log lines (startMasterProcess); nil for a client
 }
 
 func startClient(t *testing.T, dir, planPath, name string, say int64) *procClient {

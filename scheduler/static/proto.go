@@ -8,17 +8,23 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"time"
 )
 
 // The protocol between master and clients: each message is a 4-byte
 // big-endian length and a JSON object with a "type". A client sends hello,
 // then (once started) stop requests and its result; the master answers
-// hello with refused or start, and may send abort.
+// hello with refused or start, beats (beat) until the start, and may send
+// abort.
 type message struct {
 	Type string `json:"type"`
 	// hello
-	Client    string   `json:"client,omitempty"`
+	Client string `json:"client,omitempty"`
+	// Proto is the client's protocolVersion; 0 (absent) for a client
+	// built from a pz older than the field, which the master refuses.
+	Proto     int      `json:"proto,omitempty"`
 	PID       int      `json:"pid,omitempty"`
 	Runnables []string `json:"runnables,omitempty"`
 	Resources []string `json:"resources,omitempty"`
@@ -37,12 +43,13 @@ type message struct {
 	Frames int64  `json:"frames,omitempty"`
 	// Allocs asks for allocation counts around every run.
 	Allocs bool `json:"allocs,omitempty"`
-	// Liveness is the master's liveness bound (WithLiveness), in ns: once
+	// Liveness is the master's liveness bound (WithLiveness), in ns
+	// (start, beat): a client's default master timeout; once
 	// a run is aborted, a client leaves behind, after half of it, a thread
 	// stuck in user code, so that its record still reaches the master.
 	Liveness int64 `json:"liveness_ns,omitempty"`
-	// MasterPID is the master's process id, which a client names when
-	// the master stops beating or disappears.
+	// MasterPID is the master's process id (start, beat), which a
+	// client names when the master stops beating or disappears.
 	MasterPID int `json:"master_pid,omitempty"`
 	// result
 	Result *clientResult `json:"result,omitempty"`
@@ -65,7 +72,19 @@ const (
 	msgAbort   = "abort"
 	msgResult  = "result"
 	msgBye     = "bye"
+	// msgBeat is the master's beat before the start, when there is no
+	// board to beat on yet: it comes every beatEvery of the liveness
+	// bound from the loop that waits for the clients, and once as the
+	// master accepts a client.
+	msgBeat = "beat"
 )
+
+// protocolVersion is the version of the protocol and of the board's
+// layout (boardMagic) that a client says in its hello: a master refuses
+// a client of another version, naming both, rather than let it fail on
+// a message or a board it cannot read. Version 1: beat messages before
+// the start, board format pzstm3.
+const protocolVersion = 1
 
 // maxMessage bounds a message's size: a result of 16 runnables keeping
 // every row is about 100 MiB of JSON.
@@ -101,7 +120,7 @@ func decodeMessage(b []byte) (*message, error) {
 				return nil, fmt.Errorf("%w: result: %w", errProtocol, err)
 			}
 		}
-	case msgRefused, msgStop, msgAbort, msgBye:
+	case msgRefused, msgStop, msgAbort, msgBye, msgBeat:
 	case "":
 		return nil, fmt.Errorf("%w: message without a type", errProtocol)
 	default:
@@ -114,6 +133,11 @@ func decodeMessage(b []byte) (*message, error) {
 // processes, channels in one process.
 type link interface {
 	send(m *message) error
+	// offer sends m unless the other end does not read (its buffer is
+	// full, or another message is being written): then it drops m and
+	// returns nil at once. Beats go this way, so that a client stopped
+	// before the start never blocks its master.
+	offer(m *message) error
 	recv() (*message, error)
 	close() error
 }
@@ -140,6 +164,41 @@ func (l *sockLink) send(m *message) error {
 		return err
 	}
 	return nil
+}
+
+// offerWait bounds how long offer waits for room in the socket's
+// buffer: a client that reads has room at once.
+const offerWait = time.Millisecond
+
+func (l *sockLink) offer(m *message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if !l.wmu.TryLock() {
+		return nil // a message is being written: the beat is not needed
+	}
+	defer l.wmu.Unlock()
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	frame := append(hdr[:], b...)
+	if err := l.c.SetWriteDeadline(time.Now().Add(offerWait)); err != nil {
+		return err
+	}
+	n, err := l.c.Write(frame)
+	if derr := l.c.SetWriteDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	switch {
+	case err == nil:
+		return nil
+	case n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+		return nil // the peer does not read: drop the beat
+	case n > 0 && n < len(frame):
+		// Part of a frame went out: the stream cannot be read any more.
+		l.c.Close()
+	}
+	return err
 }
 
 func (l *sockLink) recv() (*message, error) {
@@ -189,6 +248,17 @@ func (l *chanLink) send(m *message) error {
 		return nil
 	case <-l.done:
 		return net.ErrClosed
+	}
+}
+
+func (l *chanLink) offer(m *message) error {
+	select {
+	case l.out <- m:
+		return nil
+	case <-l.done:
+		return net.ErrClosed
+	default:
+		return nil // the other end does not read: drop m
 	}
 }
 

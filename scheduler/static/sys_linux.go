@@ -93,8 +93,8 @@ func preciseTimers() error { return unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 
 // cannot tell.
 func procState(pid int) byte {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return 'X'
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return 'X' // ESRCH: it is being reaped as the file is read
 	}
 	if err != nil {
 		return 0
