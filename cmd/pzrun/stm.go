@@ -383,11 +383,25 @@ func busy(d time.Duration) {
 	}
 }
 
+// addMasterTimeout adds the -master-timeout flag of the commands that
+// run clients (static.WithMasterTimeout).
+func addMasterTimeout(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("master-timeout", 0, "a client leaves the run (or its wait for the start) when the master has not beaten for this `D`uration (stopped, deadlocked, starved); 0: the master's -liveness bound")
+}
+
+// checkMasterTimeout refuses a negative -master-timeout.
+func checkMasterTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: -master-timeout %v: want a duration >= 0 (0: the master's -liveness bound)", errUsage, d)
+	}
+	return nil
+}
+
 func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
 	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
 	dir := fs.String("dir", "", "socket `DIR`ectory (as the master's)")
-	masterTimeout := fs.Duration("master-timeout", 0, "leave the run when the master has not beaten on the board for this `D`uration (stopped, deadlocked, starved); 0: the master's -liveness bound")
+	masterTimeout := addMasterTimeout(fs)
 	pos, err := e.parse(fs, args, "PLAN NAME", 2)
 	if err != nil {
 		return err
@@ -395,8 +409,8 @@ func stmClient(ctx context.Context, e *stmEnv, args []string) error {
 	if *load < 0 || *load > 10 {
 		return fmt.Errorf("%w: -load must be between 0 and 10, got %g", errUsage, *load)
 	}
-	if *masterTimeout < 0 {
-		return fmt.Errorf("%w: -master-timeout %v: want a duration >= 0 (0: the master's -liveness bound)", errUsage, *masterTimeout)
+	if err := checkMasterTimeout(*masterTimeout); err != nil {
+		return err
 	}
 	plan, err := loadPlan(pos[0])
 	if err != nil {
@@ -419,11 +433,15 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	fs := flag.NewFlagSet(e.name, flag.ContinueOnError)
 	rf := addRunFlags(fs)
 	load := fs.Float64("load", 0.5, "each runnable busy-waits this `fraction` of its WCET")
+	masterTimeout := addMasterTimeout(fs)
 	pos, err := e.parse(fs, args, "PLAN", 1)
 	if err != nil {
 		return err
 	}
 	if err := rf.check(); err != nil {
+		return err
+	}
+	if err := checkMasterTimeout(*masterTimeout); err != nil {
 		return err
 	}
 	plan, err := loadPlan(pos[0])
@@ -436,7 +454,7 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 	if e.n <= 1 && !launch.Detect(e.getenv).Launched() {
 		var clients []*static.Client
 		for _, name := range plan.Clients {
-			c, done, err := syntheticClient(plan, name, *load, clientLog(e, name))
+			c, done, err := syntheticClient(plan, name, *load, clientLog(e, name), static.WithMasterTimeout(*masterTimeout))
 			if err != nil {
 				return err
 			}
@@ -452,14 +470,14 @@ func stmRun(ctx context.Context, e *stmEnv, args []string) error {
 		}
 		return err
 	}
-	return stmRanks(ctx, e, plan, rf, *load)
+	return stmRanks(ctx, e, plan, rf, *load, *masterTimeout)
 }
 
 // stmRanks runs the plan with pzrun's ranks as clients (in-process ranks
 // with -n, or the MPI world's processes on one machine under mpirun):
 // rank 0 also runs the master; client i runs on rank i mod N. The socket
 // directory is rank 0's, made private unless -dir names one.
-func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, load float64) error {
+func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, load float64, masterTimeout time.Duration) error {
 	var mu sync.Mutex
 	var run *static.Run
 	var merr error
@@ -505,7 +523,7 @@ func stmRanks(ctx context.Context, e *stmEnv, plan *static.Plan, rf runFlags, lo
 		sort.Strings(names)
 		errs := make([]error, len(names))
 		for i, name := range names {
-			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir), static.WithPlan(plan), clientLog(e, name))
+			c, done, err := syntheticClient(plan, name, load, static.WithClientDir(dir), static.WithPlan(plan), clientLog(e, name), static.WithMasterTimeout(masterTimeout))
 			if err != nil {
 				return err
 			}

@@ -107,11 +107,15 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	jsonOut := fs.Bool("json", false, "print one JSON line (type stm-bench)")
 	keep := fs.String("o", "", "also write the run record to `FILE`")
 	liveness := fs.Duration("liveness", 10*time.Second, "abort when a runnable falls this far behind its plan (generous: a bench on a busy machine should report lateness, not abort)")
+	masterTimeout := addMasterTimeout(fs)
 	if _, err := e.parse(fs, args, "", 0); err != nil {
 		return err
 	}
 	if *periods < 1 || *clients < 1 || *per < 1 || *cores < 1 || *period <= 0 {
 		return fmt.Errorf("%w: -frames, -clients, -per-client, -cores and -period must be positive", errUsage)
+	}
+	if err := checkMasterTimeout(*masterTimeout); err != nil {
+		return err
 	}
 	// Before the bench, not after it.
 	if err := checkOutFile("-o", *keep); err != nil {
@@ -159,7 +163,7 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	defer wg.Wait()
 	cerrs := make([]error, *clients)
 	for i, name := range plan.Clients {
-		cmd := benchChild(clientCtx, exe, "stm", "client", planPath, name, "-dir", sock, "-load", strconv.FormatFloat(*load, 'g', -1, 64))
+		cmd := benchChild(clientCtx, exe, "stm", "client", planPath, name, "-dir", sock, "-load", strconv.FormatFloat(*load, 'g', -1, 64), "-master-timeout", masterTimeout.String())
 		cmd.Stdout = io.Discard
 		var errBuf bytes.Buffer
 		cmd.Stderr = &errBuf

@@ -511,3 +511,21 @@ func TestSTMClientMasterTimeoutFlag(t *testing.T) {
 	assert.Equal(t, 2, code, errs)
 	assert.Contains(t, errs, "-master-timeout -1s: want a duration >= 0 (0: the master's -liveness bound)")
 }
+
+// stm run and stm bench take -master-timeout too (their clients'
+// static.WithMasterTimeout), as stm client does: listed by -h, and a
+// negative duration is a usage error, found before anything runs.
+func TestSTMRunBenchMasterTimeoutFlag(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	for _, args := range [][]string{
+		{"stm", "run", src, "-master-timeout", "-1s"},
+		{"stm", "bench", "-master-timeout", "-1s"},
+	} {
+		code, _, errs := pzrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, errs)
+		assert.Contains(t, errs, "-master-timeout -1s: want a duration >= 0 (0: the master's -liveness bound)", "%v", args)
+		code, out, errs := pzrun(t, args[0], args[1], "-h")
+		assert.Equal(t, 0, code, "%v -h: %s", args, errs)
+		assert.Contains(t, out, "-master-timeout D", "%v -h", args)
+	}
+}
