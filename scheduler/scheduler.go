@@ -366,8 +366,12 @@ func (s *Scheduler) Closed() bool { return s.closed.Load() }
 // for. It returns the errors of tasks not yet reported by WaitAll and
 // of those steps, among them the performance models and bus model it
 // could not save and the invalid model files it did not use (see
-// WithPerfModelDir). Further submissions fail with ErrClosed. Close is
-// idempotent: later calls return the first call's result.
+// WithPerfModelDir). Further submissions fail with ErrClosed, as do
+// registrations, Partition and context changes. The registered data stay
+// the program's: Close brings every handle's newest data back to RAM
+// from the devices, so Data, Fetch and Unregister still return them
+// afterwards, and WaitAll returns nil at once. Close is idempotent:
+// later calls return the first call's result.
 //
 // Called by the code of a task that one of s's workers runs (or a
 // task's callback), Close would wait for that task: it fails at once
