@@ -245,6 +245,7 @@ package fakecuda
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -307,7 +308,7 @@ func Build(tb testing.TB) string {
 	tb.Helper()
 	cc, err := cbuild.Compiler()
 	if err != nil {
-		tb.Skipf("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC): %v", err)
+		tb.Skipf("%v: %v", ErrNoCompiler, err)
 	}
 	path, err := library.Build(cc, nil)
 	if err != nil {
@@ -315,6 +316,20 @@ func Build(tb testing.TB) string {
 	}
 	return path
 }
+
+// Compile is Build for code without a testing.TB, such as an Example: it
+// returns an error wrapping ErrNoCompiler where Build would skip. All
+// loads of the path it returns share one instance of the driver.
+func Compile() (string, error) {
+	cc, err := cbuild.Compiler()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoCompiler, err)
+	}
+	return library.Build(cc, nil)
+}
+
+// ErrNoCompiler is returned by Compile when there is no C compiler.
+var ErrNoCompiler = errors.New("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC)")
 
 // Instance returns the path of a private copy of the library in
 // tb.TempDir(). The dynamic loader loads each file once, so the copy is
@@ -336,7 +351,7 @@ func InstanceWithout(tb testing.TB, symbols ...string) string {
 	tb.Helper()
 	cc, err := cbuild.Compiler()
 	if err != nil {
-		tb.Skipf("fakecuda: no C compiler to build the stand-in CUDA driver (install cc or set CC): %v", err)
+		tb.Skipf("%v: %v", ErrNoCompiler, err)
 	}
 	var defs []string
 	for _, s := range symbols {
