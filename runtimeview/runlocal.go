@@ -58,7 +58,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 			return fmt.Errorf("runtimeview: discover hardware: %w", err)
 		}
 	}
-	if err := checkRankMemory(n, m.Memory.AvailableBytes); err != nil {
+	if err := CheckRankMemory(n, m.Memory.AvailableBytes); err != nil {
 		return err
 	}
 	if n > 0 {
@@ -189,10 +189,14 @@ func reportShutdown(cfg *config, s os.Signal, returned []atomic.Bool, done <-cha
 // MB at 1,000 ranks, 126 MB at 10,000, 1.2 GB at 100,000).
 const rankBytes = 16 << 10
 
-// checkRankMemory refuses n in-process ranks whose own state alone would
-// not fit in the available memory (avail bytes; 0 when unknown): the
+// CheckRankMemory refuses (ErrLaunch) n in-process ranks whose own state
+// alone would not fit in avail bytes of available memory (a machine's
+// hardware.Memory.AvailableBytes; 0 when unknown, which passes): the
 // process would be killed by the kernel's OOM killer without a word.
-func checkRankMemory(n int, avail uint64) error {
+// RunLocal calls it before starting any rank; a launcher calls it to
+// refuse a rank count before it starts a program that would run them
+// (pzrun -n N ./prog). It costs a few arithmetic operations.
+func CheckRankMemory(n int, avail uint64) error {
 	if n <= 0 || avail == 0 {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -77,6 +78,15 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 		fmt.Fprintf(pathErr, "%s: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", name, path)
 		return exitUsage
 	}
+	if !info.Launched() && n > 1 {
+		// The program would refuse them itself (runtimeview.Run), once
+		// started, as a failure: refuse them here, as for a built-in app,
+		// as a usage error, before anything starts.
+		if err := checkRanks(ctx, n); err != nil {
+			fmt.Fprintf(stderr, "pzrun: -n %d: %v\n", n, err)
+			return exitUsage
+		}
+	}
 	if n > 1 {
 		if why := notPzProgram(path); why != "" {
 			fmt.Fprintf(stderr, "pzrun: note: %s %s: it runs once, as one process, and -n %d (%s=%d) gives it no ranks%s\n",
@@ -94,6 +104,17 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 	}
 	p := programRun{name: name, path: path, stderr: stderr, again: again, grace: programGrace}
 	return p.run(ctx, cmd)
+}
+
+// checkRanks refuses n in-process ranks that the machine's available
+// memory cannot hold (runtimeview.CheckRankMemory, the check RunLocal
+// makes); memory pzrun cannot read passes.
+func checkRanks(ctx context.Context, n int) error {
+	m, err := hardware.Discover(ctx, hardware.WithoutGPUs())
+	if err != nil {
+		return nil // the program's own check decides
+	}
+	return runtimeview.CheckRankMemory(n, m.Memory.AvailableBytes)
 }
 
 // nodeSpeaker says whether this process of an MPI job is the one of its

@@ -535,3 +535,23 @@ func TestProgramUsingNewNoted(t *testing.T) {
 		assert.Empty(t, errs, "%v", args)
 	}
 }
+
+// A program given more in-process ranks than the machine's memory holds
+// is refused as a built-in app is, a usage error (status 2), before it
+// starts. It was started, and its own check (runtimeview.RunLocal) failed
+// it: pzrun said "exited with status 1".
+func TestProgramRanksBeyondMemoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	prog, started := filepath.Join(dir, "prog"), filepath.Join(dir, "started")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntouch "+started+"\n"), 0o755))
+	var out, errb bytes.Buffer
+	code := run(testCtx(t), []string{"-n", "99999999999", prog}, &out, &errb, func(string) string { return "" })
+	assert.Equal(t, exitUsage, code, errb.String())
+	assert.Contains(t, errb.String(), "pzrun: -n 99999999999: runtimeview: invalid launch: 99999999999 in-process ranks need about 1525878.9 GiB")
+	assert.NotContains(t, errb.String(), "exited with status")
+	assert.NoFileExists(t, started, "the program was started")
+	// What fits still starts.
+	errb.Reset()
+	require.Equal(t, exitOK, run(testCtx(t), []string{"-n", "2", prog}, &out, &errb, func(string) string { return "" }), errb.String())
+	assert.FileExists(t, started)
+}
