@@ -306,3 +306,29 @@ func TestProgramUsageErrorUnderLauncherSaidOnce(t *testing.T) {
 		}
 	}
 }
+
+// A pz program built without -tags mpi, launched under an MPI launcher
+// with several ranks, is a usage error found before it starts, from its
+// build settings, said once a node with the rebuild and the in-process
+// alternative. Every rank started it, and each refused to run, ending
+// "or run without mpirun to use in-process ranks".
+func TestProgramWithoutMPITagUnderLauncher(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "allreduce")
+	out, err := exec.Command("go", "build", "-o", prog, "../../examples/allreduce").CombinedOutput()
+	require.NoError(t, err, string(out))
+	want := "pzrun (rank 0): " + prog + " was built without -tags mpi: under the openmpi launcher each of its processes would refuse to run as one rank of 2; " +
+		"rebuild it with MPI (needs the MPI development files, e.g. Debian's libopenmpi-dev): go build -tags mpi -o " + prog + " github.com/pzgo/pz/examples/allreduce (in its module), " +
+		"then mpirun -n 2 pzrun " + prog + "; or run it on in-process ranks, without mpirun: pzrun -n 2 " + prog + "\n"
+	for rank := range 2 {
+		env := map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": fmt.Sprint(rank)}
+		var outb, errb bytes.Buffer
+		code := run(testCtx(t), []string{prog}, &outb, &errb, func(k string) string { return env[k] })
+		assert.Equal(t, exitUsage, code, "rank %d: %s", rank, errb.String())
+		assert.Empty(t, outb.String(), "rank %d: not started", rank)
+		if rank == 0 {
+			assert.Equal(t, want, errb.String())
+		} else {
+			assert.Empty(t, errb.String(), "rank %d", rank)
+		}
+	}
+}

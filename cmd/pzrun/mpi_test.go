@@ -201,6 +201,9 @@ func TestMpirunUsageErrorOnce(t *testing.T) {
 		t.Skip(err)
 	}
 	bin := buildPzrun(t, mpiTags()...)
+	noMPI := filepath.Join(t.TempDir(), "allreduce")
+	out, err := exec.Command("go", "build", "-o", noMPI, "../../examples/allreduce").CombinedOutput()
+	require.NoError(t, err, string(out))
 	for _, c := range []struct {
 		args []string
 		want string
@@ -212,6 +215,9 @@ func TestMpirunUsageErrorOnce(t *testing.T) {
 		// A program to launch: every rank of the node said it.
 		{[]string{"./nosuch-program"}, "pzrun (rank 0): stat ./nosuch-program: no such file or directory"},
 		{[]string{"-n", "2", "/bin/true"}, "pzrun: -n 2 given under an MPI launcher"},
+		// A pz program built without -tags mpi: every rank started it,
+		// and each refused to run.
+		{[]string{noMPI}, "pzrun (rank 0): " + noMPI + " was built without -tags mpi"},
 	} {
 		cmd, err := lau.Command(t.Context(), 2, append([]string{bin}, c.args...)...)
 		require.NoError(t, err)

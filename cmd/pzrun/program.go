@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,14 @@ func runProgram(ctx context.Context, n int, path string, args []string, stdin io
 	} else if st.Mode().Perm()&0o111 == 0 {
 		fmt.Fprintf(pathErr, "%s: %s is not executable: give a program built with go build (pz programs call runtimeview.Run), or make it executable if it is one\n", name, path)
 		return exitUsage
+	}
+	if info.MultiRank() {
+		// Each process would refuse to be one rank of many (launch.Check):
+		// said once a node, with the rebuild.
+		if msg := notBuiltWithMPI(path, info); msg != "" {
+			fmt.Fprintf(pathErr, "%s: %s\n", name, msg)
+			return exitUsage
+		}
 	}
 	if !info.Launched() && n > 1 {
 		// The program would refuse them itself (runtimeview.Run), once
@@ -159,15 +168,72 @@ func notPzProgram(path string) string {
 		return "" // not an executable pzrun knows
 	}
 	mod := pzModule()
-	if bi.Main.Path == mod {
+	if usesModule(bi, mod) {
 		return ""
+	}
+	return fmt.Sprintf("is a Go program that does not use pz (no %s among its modules)", mod)
+}
+
+// notBuiltWithMPI says why the pz program at path cannot join the MPI
+// job info describes, and what to do: it was built without the mpi build
+// tag (its -tags build setting), so each of its processes would refuse
+// to run. "" when it has the tag, is not a Go program using pz, or pzrun
+// cannot read its build settings.
+func notBuiltWithMPI(path string, info launch.Info) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	bi, err := buildinfo.Read(f)
+	if err != nil || !usesModule(bi, pzModule()) {
+		return ""
+	}
+	var tags []string
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" && s.Value != "" {
+			tags = strings.Split(s.Value, ",")
+		}
+	}
+	if slices.Contains(tags, "mpi") {
+		return ""
+	}
+	// The tags pzrun's own MPI build has (mpi, and mpich against MPICH):
+	// the program must link the MPI library the launcher belongs to.
+	tags = append(tags, "mpi")
+	if own, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range own.Settings {
+			if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "mpich") && !slices.Contains(tags, "mpich") {
+				tags = append(tags, "mpich")
+			}
+		}
+	}
+	size := "N"
+	if info.Size > 0 {
+		size = strconv.Itoa(info.Size)
+	}
+	pkg := bi.Path
+	if pkg == "" || pkg == "command-line-arguments" {
+		pkg = "."
+	}
+	return fmt.Sprintf("%s was built without -tags mpi: under the %s launcher each of its processes would refuse to run as one rank of %s; "+
+		"rebuild it with MPI (needs the MPI development files, e.g. Debian's libopenmpi-dev): go build -tags %s -o %s %s (in its module), then mpirun -n %s pzrun %s; "+
+		"or run it on in-process ranks, without mpirun: pzrun -n %s %s",
+		path, info.Launcher, size, strings.Join(tags, ","), path, pkg, size, path, size, path)
+}
+
+// usesModule says whether the Go program of bi is module mod or depends
+// on it.
+func usesModule(bi *buildinfo.BuildInfo, mod string) bool {
+	if bi.Main.Path == mod {
+		return true
 	}
 	for _, d := range bi.Deps {
 		if d.Path == mod {
-			return ""
+			return true
 		}
 	}
-	return fmt.Sprintf("is a Go program that does not use pz (no %s among its modules)", mod)
+	return false
 }
 
 // notPzHint is what notPzProgram's note adds for a program that is not a
