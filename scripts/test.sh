@@ -58,7 +58,7 @@ log "go test -race ./... (embedded backend)"
 go test -race -count=1 -timeout 30m ./...
 
 log "go test -tags mpi (MPI backend; the tests start mpirun themselves)"
-go test -tags mpi -count=1 -timeout 20m -skip '^TestLargeCounts$' ./comm/... ./runtimeview/... ./scheduler/dist/... ./cmd/...
+go test -tags mpi -count=1 -timeout 20m -skip '^TestLargeCounts$' ./comm/... ./runtimeview/... ./scheduler/dist/... ./cmd/... ./internal/mpiclib
 
 log "buffers past 2^31-1 elements on both backends (GiBs each; one at a time)"
 go test -count=1 -timeout 20m -run '^TestLargeCounts$' ./comm/local
@@ -75,6 +75,12 @@ for n in 1 2 4; do
   if [ "$passed" -eq 0 ] || grep -q -- '--- FAIL' "$tmp/out.$n"; then cat "$tmp/out.$n"; echo "FAIL: conformance under mpirun -n $n" >&2; exit 1; fi
   echo "$passed subtests passed (summed over ranks)"
 done
+
+# internal/mpiclib's Example checks the C library's communicators
+# against the ranks' numbers: one process proves little, four do.
+echo "--- internal/mpiclib Example under mpirun -n 4"
+go test -tags mpi -c -o "$tmp/mpiclib.test" ./internal/mpiclib
+"${MPIRUN[@]}" -n 4 "$tmp/mpiclib.test" -test.count=1 -test.run '^Example'
 
 log "conformance suite on MPICH (-tags mpi,mpich) under mpiexec.mpich -n 1, 2, 4"
 go vet -tags mpi,mpich ./comm/... ./runtimeview/... ./internal/...
