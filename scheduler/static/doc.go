@@ -39,7 +39,11 @@
 //
 // The master watches its clients (a client whose runnables fall more
 // than the liveness bound behind the plan, or whose connection closes,
-// aborts the run: ErrAborted, naming it), and the clients watch the
+// aborts the run: ErrAborted, naming it; so does a client that does
+// not take a message of the master, its start included, within the
+// liveness bound: the master writes to each client from a queue and a
+// goroutine of that client's, and never waits on a client's socket
+// itself), and the clients watch the
 // master: it beats on the board while it watches the run, and a client
 // leaves with an error that is ErrAborted and ErrMasterLost, naming the
 // master's process and board, when the master's connection closes mid-run

@@ -54,7 +54,9 @@ func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
 // WithLiveness sets how far behind its plan a runnable may fall before
 // the master declares its client dead and aborts the run; default 1s
-// (and at least two periods).
+// (and at least two periods). It also bounds how long a message of the
+// master (the start, an abort) may wait for a client that does not read
+// its socket: that client fails the run the same way.
 func WithLiveness(d time.Duration) Option { return func(o *options) { o.liveness = d } }
 
 // WithStartDelay sets how long after the last client joins the first
@@ -142,6 +144,7 @@ type member struct {
 	name string
 	pid  int
 	l    link
+	out  *outbox // the master's messages to it, written by serve's writer
 	done bool
 }
 
@@ -230,8 +233,14 @@ func (m *Master) Run(ctx context.Context) (*Run, error) {
 			uid, pid, err := peerUID(c)
 			if err != nil || uid != os.Getuid() {
 				m.logf("master: refused a connection from uid %d pid %d: only user %d may join (%v)", uid, pid, os.Getuid(), err)
-				newSockLink(c).send(&message{Type: msgRefused, Reason: fmt.Sprintf("this master runs as user %d; connect as that user", os.Getuid())})
-				c.Close()
+				// On a goroutine of its own: a peer that does not read
+				// must not hold up the others' connections.
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					newSockLink(c).sendBy(&message{Type: msgRefused, Reason: fmt.Sprintf("this master runs as user %d; connect as that user", os.Getuid())}, time.Now().Add(m.sendWait()))
+					c.Close()
+				}()
 				continue
 			}
 			wg.Add(1)
@@ -270,9 +279,15 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// serve handles one client's link from hello to its end.
+// serve handles one client's link from hello to its end. Once the
+// client has joined, the master's messages to it go through its outbox,
+// which a writer goroutine that serve owns writes (outbox.run): nothing
+// of the master waits for the client's socket.
 func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*board, string, error)) {
 	defer l.close()
+	// A refusal is written here, on the client's own goroutine, within
+	// the same bound as the outbox's writes.
+	refuse := func(why string) { l.sendBy(&message{Type: msgRefused, Reason: why}, time.Now().Add(m.sendWait())) }
 	hello, err := l.recv()
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -282,7 +297,7 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 	}
 	if hello.Type != msgHello {
 		m.logf("master: a client (pid %d) sent %q before hello and was disconnected", pid, hello.Type)
-		l.send(&message{Type: msgRefused, Reason: fmt.Sprintf("the first message must be hello, not %s", hello.Type)})
+		refuse(fmt.Sprintf("the first message must be hello, not %s", hello.Type))
 		return
 	}
 	if hello.PID != 0 {
@@ -292,14 +307,23 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 	if hello.Proto != protocolVersion {
 		why := versionMismatch(hello.Proto)
 		m.logf("master: refused client %q (pid %d): %s", name, pid, why)
-		l.send(&message{Type: msgRefused, Reason: why})
+		refuse(why)
 		return
 	}
-	if err := m.join(name, hello, pid, l); err != nil {
+	out := newOutbox()
+	if err := m.join(name, hello, pid, l, out); err != nil {
 		m.logf("master: refused client %q (pid %d): %v", name, pid, err)
-		l.send(&message{Type: msgRefused, Reason: err.Error()})
+		refuse(err.Error())
 		return
 	}
+	go out.run(l, m.sendWait(), func(msg *message, err error) {
+		m.sendFailed(name, pid, msg, err)
+		l.close() // the stream may hold part of msg; and recv below ends
+	})
+	defer func() {
+		out.close()
+		<-out.done // within sendWait: what was put goes out first
+	}()
 	if m.allIn() {
 		m.start(mkBoard)
 	}
@@ -352,7 +376,7 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 			// Before the bye: a client waits for the abort's reason only
 			// until then.
 			m.checkBoardAbort()
-			l.send(&message{Type: msgBye})
+			out.put(&message{Type: msgBye})
 			m.finish(name, msg.Result)
 		default:
 			m.fail(fmt.Sprintf("client %s sent an unexpected %s message and was disconnected", name, msg.Type))
@@ -362,8 +386,9 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 	}
 }
 
-// join registers a client, checking it against the plan.
-func (m *Master) join(name string, h *message, pid int, l link) error {
+// join registers a client, checking it against the plan; out is its
+// outbox.
+func (m *Master) join(name string, h *message, pid int, l link, out *outbox) error {
 	if h.PlanHash != "" && h.PlanHash != m.plan.Hash {
 		if h.PlanBody != "" && h.PlanBody == m.plan.bodyHash() {
 			// The source's path is part of the hash.
@@ -442,7 +467,7 @@ func (m *Master) join(name string, h *message, pid int, l link) error {
 	if prev := m.joined[name]; prev != nil {
 		return fmt.Errorf("client %s is already in (pid %d)", name, prev.pid)
 	}
-	m.joined[name] = &member{name: name, pid: pid, l: l}
+	m.joined[name] = &member{name: name, pid: pid, l: l, out: out}
 	m.pids[name] = pid
 	// The client's watch of the master starts with this beat, before the
 	// log line: whoever reads the line finds the client watching.
@@ -508,7 +533,7 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 		m.stopped = err.Error()
 		m.abortW = err.Error()
 		for _, mem := range m.joined {
-			mem.l.send(&message{Type: msgRefused, Reason: err.Error()})
+			mem.out.put(&message{Type: msgRefused, Reason: err.Error()})
 		}
 		close(m.startCh)
 		m.started = true
@@ -520,8 +545,11 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 	b.store(wT0, uint64(m.t0))
 	b.beat(now) // the clients watch it from the start message on
 	m.started = true
+	// Put, not written: a client that does not read (stopped) must not
+	// hold up the others' start, nor the master (outbox).
+	start := &message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid()}
 	for _, mem := range m.joined {
-		mem.l.send(&message{Type: msgStart, Plan: m.plan, Board: path, Frames: m.opts.frames, Allocs: m.opts.allocs, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid()})
+		mem.out.put(start)
 	}
 	m.logf("master: every client is in; the first period starts in %s", m.opts.startDelay)
 	close(m.startCh)
@@ -590,7 +618,7 @@ func (m *Master) fail(reason string) {
 	}
 	for _, mem := range m.joined {
 		if !mem.done {
-			mem.l.send(&message{Type: msgAbort, Reason: reason})
+			mem.out.put(&message{Type: msgAbort, Reason: reason})
 		}
 	}
 }
@@ -626,15 +654,27 @@ func (m *Master) finish(name string, r *clientResult) {
 	m.left <- name
 }
 
+// closeAll ends the run: it closes the board, lets each client's
+// outbox write what was put in it (a bye, an abort: each writer gives up
+// on a client that does not read within sendWait, so this waits at
+// most about that long), then closes the links.
 func (m *Master) closeAll() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.closed = true
+	mems := make([]*member, 0, len(m.joined))
 	for _, mem := range m.joined {
-		mem.l.close()
+		mems = append(mems, mem)
 	}
 	if m.b != nil {
 		m.b.close()
+	}
+	m.mu.Unlock()
+	for _, mem := range mems {
+		mem.out.close()
+	}
+	for _, mem := range mems {
+		<-mem.out.done
+		mem.l.close()
 	}
 }
 
@@ -671,7 +711,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 				// ends, and refuse any that comes now.
 				m.ended = fmt.Sprintf("the master was stopped before the run started (%v)", context.Cause(ctx))
 				for _, mem := range m.joined {
-					mem.l.send(&message{Type: msgAbort, Reason: m.ended})
+					mem.out.put(&message{Type: msgAbort, Reason: m.ended})
 				}
 			}
 			m.mu.Unlock()

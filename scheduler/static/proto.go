@@ -133,6 +133,11 @@ func decodeMessage(b []byte) (*message, error) {
 // processes, channels in one process.
 type link interface {
 	send(m *message) error
+	// sendBy sends m, giving up at deadline (the zero time: never): a
+	// sockLink whose peer does not read returns an error that is
+	// os.ErrDeadlineExceeded. After an error the stream may hold part
+	// of m: the caller closes the link.
+	sendBy(m *message, deadline time.Time) error
 	// offer sends m unless the other end does not read (its buffer is
 	// full, or another message is being written): then it drops m and
 	// returns nil at once. Beats go this way, so that a client stopped
@@ -151,7 +156,9 @@ type sockLink struct {
 
 func newSockLink(c net.Conn) *sockLink { return &sockLink{c: c, r: bufio.NewReader(c)} }
 
-func (l *sockLink) send(m *message) error {
+func (l *sockLink) send(m *message) error { return l.sendBy(m, time.Time{}) }
+
+func (l *sockLink) sendBy(m *message, deadline time.Time) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -160,15 +167,31 @@ func (l *sockLink) send(m *message) error {
 	defer l.wmu.Unlock()
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
-	if _, err := l.c.Write(append(hdr[:], b...)); err != nil {
-		return err
+	frame := append(hdr[:], b...)
+	if !deadline.IsZero() {
+		if err := l.c.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+		defer l.c.SetWriteDeadline(time.Time{})
 	}
-	return nil
+	// On an error part of the frame may have gone out: the stream
+	// cannot be read any more, and the caller closes the link (after
+	// saying why, so that the close is not taken for the reason).
+	_, err = l.c.Write(frame)
+	return err
 }
 
 // offerWait bounds how long offer waits for room in the socket's
 // buffer: a client that reads has room at once.
 const offerWait = time.Millisecond
+
+// offerBacklog is how many bytes (as the kernel counts them, with its
+// overhead: a beat of about 100 bytes counts for about 1 KiB) may wait
+// unread in a connection before offer drops its message: a client that
+// has not read that many beats is not reading (stopped), and more would
+// only fill the socket's buffer (about 200 KiB), leaving no room for the
+// start, abort or refusal that comes next.
+const offerBacklog = 8 << 10
 
 func (l *sockLink) offer(m *message) error {
 	b, err := json.Marshal(m)
@@ -179,6 +202,9 @@ func (l *sockLink) offer(m *message) error {
 		return nil // a message is being written: the beat is not needed
 	}
 	defer l.wmu.Unlock()
+	if n, ok := unreadBytes(l.c); ok && n > offerBacklog {
+		return nil // the peer does not read: drop the beat
+	}
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
 	frame := append(hdr[:], b...)
@@ -248,6 +274,22 @@ func (l *chanLink) send(m *message) error {
 		return nil
 	case <-l.done:
 		return net.ErrClosed
+	}
+}
+
+func (l *chanLink) sendBy(m *message, deadline time.Time) error {
+	if deadline.IsZero() {
+		return l.send(m)
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case l.out <- m:
+		return nil
+	case <-l.done:
+		return net.ErrClosed
+	case <-t.C:
+		return fmt.Errorf("sending %s: %w", m.Type, os.ErrDeadlineExceeded)
 	}
 }
 

@@ -106,3 +106,25 @@ func procState(pid int) byte {
 	}
 	return b[i+2]
 }
+
+// unreadBytes returns how many bytes sent on the Unix socket c its peer
+// has not read yet (SIOCOUTQ, with the kernel's per-message overhead),
+// and false when it cannot tell.
+func unreadBytes(c net.Conn) (int, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	var ierr error
+	if err := raw.Control(func(fd uintptr) {
+		n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+	}); err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
+}

@@ -35,3 +35,7 @@ func preciseTimers() error { return nil }
 
 // procState cannot tell a process's state without Linux's /proc.
 func procState(pid int) byte { return 0 }
+
+// unreadBytes cannot tell what a socket's peer has not read without
+// Linux's SIOCOUTQ.
+func unreadBytes(c net.Conn) (int, bool) { return 0, false }
