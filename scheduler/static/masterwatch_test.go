@@ -163,8 +163,10 @@ func TestProcessStoppedMaster(t *testing.T) {
 		assert.GreaterOrEqual(t, took, timeout-beatEvery(10*time.Second), "client %s", p.name)
 		assert.Less(t, took, timeout+5*time.Second, "client %s", p.name)
 	}
+	// Resumed, the master finds both clients gone and may exit before
+	// the kill: either ends it.
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGCONT))
-	require.NoError(t, m.cmd.Process.Kill())
+	m.cmd.Process.Kill()
 	waitFor(t, m.done, "the master")
 }
 
