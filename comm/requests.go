@@ -162,18 +162,23 @@ func TestAll(reqs []Request) (done bool, sts []Status, err error) {
 }
 
 // TestAny returns the first completed request of reqs (setting its entry to
-// nil); ok is false when none has completed.
+// nil); ok is false when none has completed. With no active request (every
+// entry nil) it returns Index -1 and ok true, as MPI_Testany returns flag
+// true and MPI_UNDEFINED, and as WaitAny returns at once: a loop that polls
+// with TestAny ends when c.Index < 0.
 func TestAny(reqs []Request) (c Completion, ok bool) {
+	active := false
 	for i, r := range reqs {
 		if r == nil {
 			continue
 		}
+		active = true
 		if done, st, err := r.Test(); done {
 			reqs[i] = nil
 			return Completion{Index: i, Status: st, Err: err}, true
 		}
 	}
-	return Completion{Index: -1}, false
+	return Completion{Index: -1}, !active
 }
 
 // TestSome returns every completed request of reqs, in index order, setting

@@ -94,3 +94,29 @@ func TestTestAll(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, sts, 3)
 }
+
+// TestTestAnyDrained: TestAny on a set with no active request says so
+// (Index -1, ok), as MPI_Testany (MPI_UNDEFINED, flag true) and WaitAny
+// do, so that a loop polling with TestAny ends; a set with a pending
+// request is not done.
+func TestTestAnyDrained(t *testing.T) {
+	for _, reqs := range [][]Request{nil, {}, {nil, nil}} {
+		c, ok := TestAny(reqs)
+		require.True(t, ok, "%v", reqs)
+		require.Equal(t, -1, c.Index)
+		w, err := WaitAny(context.Background(), reqs)
+		require.NoError(t, err)
+		require.Equal(t, -1, w.Index)
+	}
+	reqs := []Request{nil, pendingReq{}}
+	c, ok := TestAny(reqs)
+	require.False(t, ok)
+	require.Equal(t, -1, c.Index)
+	reqs = []Request{pendingReq{}, doneReq{st: Status{Source: 2}}}
+	c, ok = TestAny(reqs)
+	require.True(t, ok)
+	require.Equal(t, 1, c.Index)
+	require.Equal(t, 2, c.Status.Source)
+	c, ok = TestAny(reqs)
+	require.False(t, ok, "%+v", c)
+}

@@ -565,8 +565,11 @@ func requestSetsCase(ctx context.Context, c comm.Comm) error {
 		if slices.ContainsFunc(sends, func(r comm.Request) bool { return r != nil }) {
 			return fmt.Errorf("WaitAll left requests in the set")
 		}
-		if cp, ok := comm.TestAny(sends); ok {
-			return fmt.Errorf("TestAny on a drained set: %+v", cp)
+		// A drained set has no active request: TestAny says so at once
+		// (Index -1, ok), as MPI_Testany's MPI_UNDEFINED and WaitAny do,
+		// so that a polling loop ends.
+		if cp, ok := comm.TestAny(sends); !ok || cp.Index != -1 {
+			return fmt.Errorf("TestAny on a drained set: %+v, ok %v; want Index -1, ok true", cp, ok)
 		}
 	}
 	return c.Barrier(ctx)
