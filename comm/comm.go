@@ -97,7 +97,11 @@ type Comm interface {
 	Alltoall(ctx context.Context, send Buf, sendCounts []int, alloc Alloc) (recvCounts []int, err error)
 
 	// Send sends buf to rank dest with a tag >= 0. It returns when buf may be
-	// reused (it may or may not wait for the matching receive). When ctx
+	// reused (it may or may not wait for the matching receive: a program
+	// meant for every backend does not count on it being buffered; under
+	// MPICH a Send to the rank itself waits for its receive whatever its
+	// size, so post that receive first with Irecv, or use Sendrecv, as
+	// docs/backends.md, "Sends that wait for their receive", says). When ctx
 	// ends first, Send returns ctx's error and the backends differ: comm/local
 	// withdraws the message (no receive matches it); MPI cannot withdraw a
 	// send, so under comm/mpi the message stays posted and is delivered when
