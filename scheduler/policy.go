@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -152,12 +153,37 @@ func lookupPolicy(name string) (func(PolicyConfig) Policy, error) {
 // equal priorities, guarded by its own mutex. A closed queue refuses
 // pushes (its worker was removed).
 type taskQueue struct {
-	mu     spin.Lock
+	// word is the queue's spin lock (bit 0) and, above it, the number of
+	// queued tasks, readable without the lock (len): unlock publishes
+	// the count and releases the lock in one atomic store, one locked
+	// instruction fewer per push and per pop than a lock and a counter
+	// apart.
+	word   atomic.Uint64
 	buf    []queued
 	head   int
 	closed bool
-	n      atomic.Int32 // len, readable without the lock
 }
+
+// lock takes the queue's lock, spinning (then yielding) while another
+// goroutine holds it.
+func (q *taskQueue) lock() {
+	for i := 0; ; i++ {
+		if w := q.word.Load(); w&1 == 0 && q.word.CompareAndSwap(w, w|1) {
+			return
+		}
+		if i < spin.Spins {
+			spin.Pause()
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+// unlock releases the lock, publishing the number of queued tasks.
+func (q *taskQueue) unlock() { q.word.Store(uint64(len(q.buf)-q.head) << 1) }
+
+// len returns the number of queued tasks, without the lock.
+func (q *taskQueue) len() int32 { return int32(q.word.Load() >> 1) }
 
 // queued is a task in a taskQueue with what the queue looks at under its
 // lock: the kinds of worker that can run it and its priority, read from
@@ -197,9 +223,9 @@ func queuedTasks(entries []queued) []*Task {
 // push inserts t in priority order; false if the queue is closed.
 func (q *taskQueue) push(t *Task, prio bool) bool {
 	e := queuedOf(t)
-	q.mu.Lock()
+	q.lock()
 	if q.closed {
-		q.mu.Unlock()
+		q.unlock()
 		return false
 	}
 	if !prio || q.head == len(q.buf) || q.buf[len(q.buf)-1].prio >= e.prio {
@@ -212,18 +238,17 @@ func (q *taskQueue) push(t *Task, prio bool) bool {
 		copy(q.buf[q.head+i+1:], q.buf[q.head+i:])
 		q.buf[q.head+i] = e
 	}
-	q.n.Add(1)
-	q.mu.Unlock()
+	q.unlock()
 	return true
 }
 
 // popFront removes the first task that a worker of kind k can run.
 func (q *taskQueue) popFront(k WorkerKind) *Task {
-	if q.n.Load() == 0 {
+	if q.len() == 0 {
 		return nil
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.lock()
+	defer q.unlock()
 	for i := q.head; i < len(q.buf); i++ {
 		if !q.buf[i].runsOn(k) {
 			continue
@@ -238,7 +263,6 @@ func (q *taskQueue) popFront(k WorkerKind) *Task {
 			q.buf = q.buf[:len(q.buf)-1]
 		}
 		q.compact()
-		q.n.Add(-1)
 		return t
 	}
 	return nil
@@ -246,11 +270,11 @@ func (q *taskQueue) popFront(k WorkerKind) *Task {
 
 // popBack removes the last task that a worker of kind k can run (steal).
 func (q *taskQueue) popBack(k WorkerKind) *Task {
-	if q.n.Load() == 0 {
+	if q.len() == 0 {
 		return nil
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.lock()
+	defer q.unlock()
 	for i := len(q.buf) - 1; i >= q.head; i-- {
 		if !q.buf[i].runsOn(k) {
 			continue
@@ -260,7 +284,6 @@ func (q *taskQueue) popBack(k WorkerKind) *Task {
 		q.buf[len(q.buf)-1] = queued{}
 		q.buf = q.buf[:len(q.buf)-1]
 		q.compact()
-		q.n.Add(-1)
 		return t
 	}
 	return nil
@@ -278,12 +301,11 @@ func (q *taskQueue) compact() {
 
 // close refuses further pushes and returns the queued tasks.
 func (q *taskQueue) close() []*Task {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.lock()
+	defer q.unlock()
 	q.closed = true
 	out := queuedTasks(q.buf[q.head:])
 	q.buf, q.head = nil, 0
-	q.n.Store(0)
 	return out
 }
 
@@ -349,7 +371,7 @@ func (c *central) Push(t *Task, from int) int {
 // first worker to pop, and w is looking for work now.
 func (c *central) inlinable(t *Task, w int) bool {
 	k := *c.kinds.Load()
-	return w < len(k) && k[w] != numKinds && t.CanRunOn(k[w]) && c.q.n.Load() == 0
+	return w < len(k) && k[w] != numKinds && t.CanRunOn(k[w]) && c.q.len() == 0
 }
 
 func (c *central) Pop(w int) *Task {

@@ -44,7 +44,7 @@ func (p *clusterPolicy) Push(t *Task, from int) int {
 // Pop gives the next task to the master only. A worker pops from the
 // cluster once it has joined it, so the master pops nothing before then.
 func (p *clusterPolicy) Pop(w int) *Task {
-	if int32(w) != p.mid.Load() || p.q.n.Load() == 0 || !p.running.CompareAndSwap(false, true) {
+	if int32(w) != p.mid.Load() || p.q.len() == 0 || !p.running.CompareAndSwap(false, true) {
 		return nil
 	}
 	t := p.q.popFront(WorkerKind(p.mkind.Load()))

@@ -145,7 +145,7 @@ func (p *dmda) Push(t *Task, from int) int {
 		t.predicted = float32(cands[i].exec)
 		p.mu.Unlock()
 		q := s.q[w]
-		before := q.n.Load()
+		before := q.len()
 		if p.cfg.Prefetch != nil {
 			p.cfg.Prefetch(t, w) // before queuing: once queued, t may run and be gone
 		}
@@ -196,10 +196,10 @@ const calibScan = 16
 // the head takes it at once.
 func (p *dmda) popFallback(k WorkerKind) *Task {
 	q := &p.fallback
-	if q.n.Load() == 0 {
+	if q.len() == 0 {
 		return nil
 	}
-	q.mu.Lock()
+	q.lock()
 	pick, first := -1, -1
 	for i := q.head; i < len(q.buf) && i < q.head+calibScan; i++ {
 		e := q.buf[i]
@@ -220,7 +220,7 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 		pick = first
 	}
 	if pick < 0 {
-		q.mu.Unlock()
+		q.unlock()
 		return q.popFront(k) // none k can run near the head
 	}
 	t := q.buf[pick].t
@@ -233,8 +233,7 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 		q.buf = q.buf[:len(q.buf)-1]
 	}
 	q.compact()
-	q.n.Add(-1)
-	q.mu.Unlock()
+	q.unlock()
 	return t
 }
 
@@ -245,7 +244,7 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 // is placed by the model: never kept.
 func (p *dmda) inlinable(t *Task, w int) bool {
 	s := p.set.Load()
-	if !s.has(w) || !t.CanRunOn(s.info[w].Kind) || s.q[w].n.Load() != 0 || p.fallback.n.Load() != 0 {
+	if !s.has(w) || !t.CanRunOn(s.info[w].Kind) || s.q[w].len() != 0 || p.fallback.len() != 0 {
 		return false
 	}
 	var seen [numKinds]bool

@@ -108,11 +108,10 @@ func (qs *queueSet) pushOrphan(t *Task, seen *workerSet) bool {
 // closes the queue, not even briefly: a push racing with it must not
 // fail, since Push callers of an open queue drop its result.
 func (q *taskQueue) drain() []*Task {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.lock()
+	defer q.unlock()
 	out := queuedTasks(q.buf[q.head:])
 	q.buf, q.head = nil, 0
-	q.n.Store(0)
 	return out
 }
 
@@ -166,7 +165,7 @@ func (p *queues) Push(t *Task, from int) int {
 			continue // the members changed: choose again
 		}
 		q := s.q[w]
-		before := q.n.Load()
+		before := q.len()
 		if q.push(t, true) {
 			if w == from && before == 0 {
 				// The pushing worker pops it next.
@@ -188,7 +187,7 @@ func (p *queues) inlinable(t *Task, w int) bool {
 		return false
 	}
 	s := p.set.Load()
-	return s.has(w) && t.CanRunOn(s.info[w].Kind) && s.q[w].n.Load() == 0
+	return s.has(w) && t.CanRunOn(s.info[w].Kind) && s.q[w].len() == 0
 }
 
 func (p *queues) Pop(w int) *Task {
@@ -284,7 +283,7 @@ func stealLargest(p *queues, s *workerSet, w int) *Task {
 			if v == w {
 				continue
 			}
-			if n := s.q[v].n.Load(); n > bestN {
+			if n := s.q[v].len(); n > bestN {
 				best, bestN = v, n
 			}
 		}
