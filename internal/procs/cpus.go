@@ -11,36 +11,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrBadCPUList is returned by ParseCPUList for malformed input.
 var ErrBadCPUList = errors.New("procs: malformed CPU list")
-
-// AllowedCPUs returns the number of CPUs in this process's affinity mask
-// (sched_getaffinity), i.e. the CPUs the kernel lets it run on.
-func AllowedCPUs() (int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return 0, fmt.Errorf("procs: sched_getaffinity: %w", err)
-	}
-	return set.Count(), nil
-}
-
-// OnlineCPUs returns the number of CPUs online on this machine, from
-// /sys/devices/system/cpu/online, or 0 if that cannot be read.
-func OnlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return 0
-	}
-	n, err := ParseCPUList(string(b))
-	if err != nil {
-		return 0
-	}
-	return n
-}
 
 // ParseCPUList counts the CPUs in a Linux CPU list such as "0-3,8,10-11"
 // (the format of /sys/devices/system/cpu/online and cpuset files).

@@ -1,11 +1,6 @@
 package procs
 
-import (
-	"fmt"
-	"math/bits"
-
-	"golang.org/x/sys/unix"
-)
+import "math/bits"
 
 // MaskWords is the length of a CPUMask: 1024 CPUs, as sched_getaffinity's
 // fixed-size set holds.
@@ -13,21 +8,6 @@ const MaskWords = 16
 
 // CPUMask is an affinity mask, bit c of word c/64 for CPU c.
 type CPUMask [MaskWords]uint64
-
-// AffinityMask returns this process's affinity mask (sched_getaffinity).
-func AffinityMask() (CPUMask, error) {
-	var set unix.CPUSet
-	var m CPUMask
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return m, fmt.Errorf("procs: sched_getaffinity: %w", err)
-	}
-	for c := range MaskWords * 64 {
-		if set.IsSet(c) {
-			m[c/64] |= 1 << (c % 64)
-		}
-	}
-	return m, nil
-}
 
 // Count is the number of CPUs in m.
 func (m CPUMask) Count() int {
