@@ -7,15 +7,13 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // An executor runs functions on one goroutine locked to one OS thread.
 // It knows nothing about CUDA: Context gives it the calls that make the
 // context current on the thread and release it at the end.
 type executor struct {
-	tid  int // OS thread id of the goroutine
+	tid  int // OS thread id of the goroutine (threadID)
 	reqs chan *request
 	quit chan struct{}
 	done chan struct{} // closed when the goroutine has exited
@@ -65,7 +63,7 @@ func startExecutor(setup, teardown func() error) (*executor, error) {
 func (e *executor) run(setup, teardown func() error, ready chan<- error) {
 	defer close(e.done)
 	runtime.LockOSThread()
-	e.tid = unix.Gettid()
+	e.tid = threadID()
 	if err := runRecovered(setup); err != nil {
 		ready <- err
 		return
@@ -100,7 +98,7 @@ func runRecovered(fn func() error) (err error) {
 // goroutine locked to a thread is the only one that runs on it, so the
 // thread id identifies the goroutine while the executor lives.
 func (e *executor) onThread() bool {
-	return unix.Gettid() == e.tid
+	return threadID() == e.tid
 }
 
 func (e *executor) closed() bool {

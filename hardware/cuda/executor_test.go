@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // The executor is what makes CUDA's per-thread current context work from
@@ -41,7 +40,7 @@ func TestExecutorRunsEverythingOnOneThread(t *testing.T) {
 			for range 50 {
 				err := e.do(ctx, func() error {
 					mu.Lock()
-					tids[unix.Gettid()]++
+					tids[threadID()]++
 					mu.Unlock()
 					return nil
 				})
@@ -55,14 +54,14 @@ func TestExecutorRunsEverythingOnOneThread(t *testing.T) {
 		assert.Equal(t, e.tid, tid)
 		assert.Equal(t, 400, n)
 	}
-	assert.NotEqual(t, e.tid, unix.Gettid(), "the test goroutine is not the executor")
+	assert.NotEqual(t, e.tid, threadID(), "the test goroutine is not the executor")
 }
 
 func TestExecutorThreadState(t *testing.T) {
 	// Thread-local state set by setup (as cuCtxSetCurrent sets CUDA's) is
 	// seen by every call: here the thread's own id stands for it.
 	var setupTID atomic.Int64
-	e, err := startExecutor(func() error { setupTID.Store(int64(unix.Gettid())); return nil }, func() error { return nil })
+	e, err := startExecutor(func() error { setupTID.Store(int64(threadID())); return nil }, func() error { return nil })
 	require.NoError(t, err)
 	defer e.close()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -70,7 +69,7 @@ func TestExecutorThreadState(t *testing.T) {
 	for range 20 {
 		runtimeGosched()
 		require.NoError(t, e.do(ctx, func() error {
-			if int64(unix.Gettid()) != setupTID.Load() {
+			if int64(threadID()) != setupTID.Load() {
 				return errors.New("moved to another thread")
 			}
 			return nil
@@ -171,7 +170,7 @@ func TestExecutorClose(t *testing.T) {
 	var teardownTID atomic.Int64
 	e, err := startExecutor(func() error { return nil }, func() error {
 		teardowns.Add(1)
-		teardownTID.Store(int64(unix.Gettid()))
+		teardownTID.Store(int64(threadID()))
 		return errors.New("release failed")
 	})
 	require.NoError(t, err)
