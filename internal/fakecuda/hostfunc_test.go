@@ -1,3 +1,5 @@
+//go:build linux
+
 package fakecuda_test
 
 import (
