@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -182,4 +184,56 @@ func ssendCase(ctx context.Context, c comm.Comm) error {
 		}
 	}
 	return comm.Ssend(ctx, c, []int32{1}, comm.ProcNull, 77)
+}
+
+// selfSendWaitCase sends to the rank itself before receiving, a send that
+// waits for its receive on every backend (an Ssend of any size; a Send of
+// 1 MiB, past comm/local's 4 KiB and Open MPI's eager limit; MPICH
+// buffers no send to self at all), with a short deadline: the error wraps
+// context.DeadlineExceeded and says what to do instead (post the receive
+// first, or Sendrecv), as docs/backends.md, "Sends that wait for their
+// receive", does. A receive then takes the message where the backend
+// left it posted (MPI cannot withdraw a send) or is canceled where it was
+// withdrawn (comm/local).
+func selfSendWaitCase(ctx context.Context, c comm.Comm) error {
+	me := c.Rank()
+	const tag = 43
+	for _, cs := range []struct {
+		call string
+		n    int
+		send func(ctx context.Context, buf []byte) error
+	}{
+		{"Ssend", 1, func(ctx context.Context, buf []byte) error { return comm.Ssend(ctx, c, buf, me, tag) }},
+		{"Send", 1 << 20, func(ctx context.Context, buf []byte) error { return comm.Send(ctx, c, buf, me, tag) }},
+	} {
+		// The deadline is the event this case waits for: no receive
+		// is posted, so the send cannot finish before it.
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := cs.send(short, make([]byte, cs.n))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s of %d bytes to the rank itself with no receive posted: %v; want an error wrapping context.DeadlineExceeded", cs.call, cs.n, err)
+		}
+		for _, want := range []string{fmt.Sprintf("%s on rank %d to rank %d tag %d", cs.call, me, me, tag), "post the receive first", "Sendrecv"} {
+			if !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("%s of %d bytes to the rank itself: %q does not say %q", cs.call, cs.n, err, want)
+			}
+		}
+		got := make([]byte, cs.n)
+		r, err := comm.Irecv(c, got, me, tag)
+		if err != nil {
+			return fmt.Errorf("%s: Irecv of what may remain: %w", cs.call, err)
+		}
+		cr, err := canceler(r)
+		if err != nil {
+			return err
+		}
+		if err := cr.Cancel(); err != nil {
+			return fmt.Errorf("%s: Cancel of the Irecv: %w", cs.call, err)
+		}
+		if _, err := r.Wait(ctx); err != nil && !errors.Is(err, comm.ErrCanceled) {
+			return fmt.Errorf("%s: the Irecv of what may remain: %w", cs.call, err)
+		}
+	}
+	return c.Barrier(ctx)
 }

@@ -55,6 +55,7 @@ func Cases() []Case {
 		{"SplitShared", splitSharedCase},
 		{"Compare", compareCase},
 		{"P2P/Ssend", ssendCase},
+		{"P2P/SelfSendWait", selfSendWaitCase},
 		{"VVariants", vvariantsCase},
 		{"Misuse/VVariants", misuseVvariantsCase},
 		{"Misuse/VVariantsAlias", vvariantsAliasCase},

@@ -344,12 +344,30 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 		return m.failed(call, c.rank, dest)
 	}
 	if err := ctx.Err(); err != nil {
+		if dest == c.rank && (call == "Send" || call == "Ssend") {
+			return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w: %s", call, c.rank, dest, m.tag, ctxerr.Of(ctx, comm.ErrBroken), selfSendHint(call == "Ssend"))
+		}
 		return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, c.rank, dest, m.tag, ctxerr.Of(ctx, comm.ErrBroken))
 	}
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
 	}
 	return nil
+}
+
+// selfSendHint says why a Send (an Ssend with sync) from a rank to itself
+// ended by its context and what a program does instead, as comm/mpi's
+// errors do: the rank posted no receive for it before sending, and the
+// send waited for one (an Ssend always does; a Send above 4 KiB does
+// here, and under MPICH a Send to the rank itself of any size), as
+// docs/backends.md, "Sends that wait for their receive", says.
+func selfSendHint(sync bool) string {
+	why := "a send to the rank itself waits until this rank receives it (comm/local buffers only one of up to 4 KiB, MPICH none)"
+	if sync {
+		why = "an Ssend to the rank itself waits until this rank receives it"
+	}
+	return why + ": post the receive first (Irecv, then the send, then Wait), or use Sendrecv or SendrecvReplace, " +
+		"or Isend and Wait after the receives (docs/backends.md, \"Sends that wait for their receive\")"
 }
 
 // failed is the error of call on rank `rank` sending m to dest, once m's

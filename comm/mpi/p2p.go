@@ -68,6 +68,26 @@ func (c *Comm) p2pErr(call string, p peers, err error) error {
 	return fmt.Errorf("mpi: %s on rank %d %s: %w", call, c.rank, p, err)
 }
 
+// selfSendHint says why a send (an Ssend with sync) from a rank to itself
+// ended by its context and what a program does instead: the rank posted
+// no receive for it before sending, and the send waited for one (an
+// Ssend always does; MPICH buffers no send to the rank itself, whatever
+// its size; Open MPI buffers only those below its eager limit), as
+// docs/backends.md, "Sends that wait for their receive", says.
+func selfSendHint(sync bool) string {
+	why := "a send to the rank itself waits until this rank receives it"
+	switch {
+	case sync:
+		why = "an Ssend to the rank itself waits until this rank receives it"
+	case Library() == "mpich":
+		why += " (MPICH buffers no send to the rank itself, whatever its size)"
+	case Library() == "openmpi":
+		why += " (Open MPI buffers only one below its eager limit)"
+	}
+	return why + ": post the receive first (Irecv, then the send, then Wait), or use Sendrecv or SendrecvReplace, " +
+		"or Isend and Wait after the receives (docs/backends.md, \"Sends that wait for their receive\")"
+}
+
 // checkP2P validates a peer rank and a tag (comm.CheckPeer, comm.CheckTag,
 // as on comm/local) and the library's tag limit (TagUB). any allows the
 // wildcards.
@@ -188,6 +208,9 @@ func (c *Comm) p2pSized(ctx context.Context, name, call string, what p2pWhat, nb
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := poll(ctx, spinFor(nbytes), r.test); err != nil {
+		if ctx.Err() != nil && p.dest == c.rank {
+			err = fmt.Errorf("%w: %s", err, selfSendHint(what.kind() == p2pSsend))
+		}
 		if what.kind() == p2pSsend && ctx.Err() != nil {
 			// As comm.Ssend says: the message cannot be withdrawn,
 			// and the error says so; the communicator stays usable,
