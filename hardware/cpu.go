@@ -24,7 +24,8 @@ type CPU struct {
 	// Processor" (model name in /proc/cpuinfo); "" if unknown.
 	Model string `json:"model"`
 	// LogicalCores counts the online logical CPUs, hardware threads
-	// included ("logical_cores"), from /sys/devices/system/cpu/online.
+	// included ("logical_cores"), from /sys/devices/system/cpu/online; on
+	// systems without sysfs and procfs (macOS), runtime.NumCPU.
 	LogicalCores int `json:"logical_cores"`
 	// PhysicalCores counts the distinct cores among the online CPUs
 	// ("physical_cores"): CPUs sharing a core (SMT siblings, core_cpus_list)
@@ -44,7 +45,8 @@ type CPU struct {
 	// AllowedCPUs lists the logical CPUs this process may run on, its
 	// affinity mask ("allowed_cpus"), from Cpus_allowed_list in
 	// /proc/self/status, less the CPUs that are not online (as
-	// sched_getaffinity reports it); empty if unknown.
+	// sched_getaffinity reports it); empty if unknown. On systems without
+	// procfs (macOS), which have no affinity mask, every CPU.
 	AllowedCPUs []int `json:"allowed_cpus"`
 	// CgroupCPUQuota is the CPU time the process's cgroup may use, in cores
 	// (quota/period, e.g. 1.5), the smallest over the cgroup and its
@@ -131,9 +133,15 @@ func (r *reader) cpu() CPU {
 	if err == nil {
 		cpus, err = ParseCPUList(online)
 	}
+	fromOS := false
 	if err != nil || len(cpus) == 0 {
-		// Without sysfs, /proc/cpuinfo lists the online processors.
+		// Without sysfs, /proc/cpuinfo lists the online processors; with
+		// neither (not Linux), the Go runtime's count (osCPUs).
 		cpus = info.processors
+		if len(cpus) == 0 {
+			cpus = osCPUs(r.real)
+			fromOS = len(cpus) > 0
+		}
 		if len(cpus) == 0 {
 			r.warn("cpu: no online CPU list in /sys/devices/system/cpu/online or /proc/cpuinfo")
 		}
@@ -142,7 +150,12 @@ func (r *reader) cpu() CPU {
 	c.PhysicalCores, c.Sockets = r.topology(cpus, info)
 	c.NUMANodes = r.numaNodes()
 	c.Caches = r.caches(cpus)
-	c.AllowedCPUs = onlineOnly(r.allowedCPUs(), cpus)
+	allowed := r.allowedCPUs()
+	if allowed == nil && fromOS {
+		// No affinity mask on such a system: every CPU is allowed.
+		allowed = cpus
+	}
+	c.AllowedCPUs = onlineOnly(allowed, cpus)
 	if q, ok := procs.CgroupCPUQuotaFS(r.fsys); ok && !math.IsInf(q, 0) && q > 0 {
 		c.CgroupCPUQuota = q
 	}

@@ -43,6 +43,21 @@
 // containers with cgroup v1 and v2 limits, nested Kubernetes limits,
 // malformed files).
 //
+// # Other systems
+//
+// The sources above are Linux's. pz builds and runs on macOS too (a
+// scientist rehearses a job there with `pzrun -n 8`), and its portable
+// packages build for FreeBSD. On the real root of a system without procfs
+// and sysfs, Discover takes the CPUs from the Go runtime (runtime.NumCPU:
+// sysctl hw.ncpu on macOS) and, there being no affinity mask to read,
+// allows every one of them; physical cores equal logical ones (nothing
+// says which share a core), and sockets, NUMA nodes, caches, the CPU
+// model and the cgroup quota are unknown or absent. Memory is unknown (0,
+// with a warning: there is no /proc/meminfo). GPUs are none: CUDA does
+// not exist on macOS, so package cuda's Open finds no libcuda.so.1 and
+// reports ErrNoDriver, which is zero GPUs, not an error. A fake root
+// (WithRoot) is read the same way on every system.
+//
 // # Why not ghw or gopsutil
 //
 // github.com/jaypipes/ghw and github.com/shirou/gopsutil read the same

@@ -15,6 +15,15 @@
 //	}
 //	devs, err := d.Devices() // empty when d is nil
 //
+// # Other systems
+//
+// CUDA exists on Linux (and Windows, which pz does not target). On macOS
+// the package builds, Open finds no libcuda.so.1 and returns ErrNoDriver,
+// and a nil *Driver reports zero devices, as on a Linux machine without
+// the driver. The Context's goroutine identifies its OS thread with
+// gettid on Linux and with the goroutine's own id elsewhere (it stays
+// locked to its thread, so either tells the Context's goroutine apart).
+//
 // # Contexts and threads
 //
 // The driver keeps the current context per OS thread; Go moves goroutines
