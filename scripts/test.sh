@@ -49,10 +49,19 @@ log "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
 
-log "go vet (default, -tags mpi, -tags cblas)"
+log "go vet (default, -tags mpi, -tags cblas; darwin and freebsd)"
 go vet ./...
 go vet -tags mpi ./...
 go vet -tags cblas ./...
+# Cross-vet for macOS (where scientists rehearse with pzrun -n) and FreeBSD,
+# so that a Linux-only call (affinity, gettid) slipping into a portable
+# package fails here. cmd/pzrun is Linux-only for now (Pdeathsig, waitid),
+# so it is left out; purego needs its fakecgo flag on FreeBSD without cgo.
+for target in darwin/arm64 freebsd/amd64; do
+  echo "--- GOOS=${target%/*} GOARCH=${target#*/} go vet"
+  GOOS=${target%/*} GOARCH=${target#*/} go vet -gcflags=github.com/ebitengine/purego/internal/fakecgo=-std \
+    $(GOOS=${target%/*} GOARCH=${target#*/} go list ./... | grep -v '/cmd/pzrun$')
+done
 
 log "go test -race ./... (embedded backend)"
 go test -race -count=1 -timeout 30m ./...
