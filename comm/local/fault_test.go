@@ -292,15 +292,15 @@ func TestRecvDatatypeMismatch(t *testing.T) {
 	// arguments: the error names the message and both datatypes.
 	_, err = comms[1].Probe(ctx, comm.Float32, 0, 3)
 	assert.ErrorIs(t, err, comm.ErrMismatch)
-	assert.Equal(t, "local: Probe on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements): rank 0 sent int32, rank 1 probes for float32", err.Error())
+	assert.Equal(t, "local: Probe on rank 1 from rank 0 tag 3: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements): rank 0 sent int32, rank 1 probes for float32", err.Error())
 	_, err = comm.Recv(ctx, comms[1], make([]float32, 2), 0, 0)
 	assert.ErrorIs(t, err, comm.ErrMismatch)
-	assert.Equal(t, "local: Recv on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 0, 2 elements): rank 0 sent int32, rank 1 receives float32", err.Error())
+	assert.Equal(t, "local: Recv on rank 1 from rank 0 tag 0: comm: arguments do not match: datatype of the message from rank 0 (tag 0, 2 elements): rank 0 sent int32, rank 1 receives float32", err.Error())
 	q, err := comm.Irecv(comms[1], make([]float32, 2), 0, 3)
 	require.NoError(t, err)
 	_, err = q.Wait(ctx)
 	assert.ErrorIs(t, err, comm.ErrMismatch)
-	assert.Contains(t, err.Error(), "local: Irecv on rank 1: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements)")
+	assert.Contains(t, err.Error(), "local: Irecv on rank 1 from rank 0 tag 3: comm: arguments do not match: datatype of the message from rank 0 (tag 3, 2 elements)")
 }
 
 // A rank that leaves through runtime.Goexit (t.FailNow in a rank) counts as

@@ -279,13 +279,15 @@ func deliver(call string, dst []byte, dt comm.Datatype, src, tag int, mdt comm.D
 }
 
 // typeMismatch is the error of a receive or probe (call; verb says which)
-// on rank `to` expecting dt for the message st of datatype mdt: the
+// on rank `to` expecting dt for the message st of datatype mdt, naming
+// the message's source and tag up front as the other point-to-point
+// errors (and comm/mpi's) do: the
 // sender's datatype and the receiver's, for that message. It wraps
 // comm.ErrMismatch; it is no *comm.MismatchError, which reports a
 // collective.
 func typeMismatch(call string, st comm.Status, mdt, dt comm.Datatype, to int, verb string) error {
-	return fmt.Errorf("local: %s on rank %d: %w: datatype of the message from rank %d (tag %d, %d elements): rank %d sent %v, rank %d %s %v",
-		call, to, comm.ErrMismatch, st.Source, st.Tag, st.Count, st.Source, mdt, to, verb, dt)
+	return fmt.Errorf("local: %s on rank %d from rank %d tag %d: %w: datatype of the message from rank %d (tag %d, %d elements): rank %d sent %v, rank %d %s %v",
+		call, to, st.Source, st.Tag, comm.ErrMismatch, st.Source, st.Tag, st.Count, st.Source, mdt, to, verb, dt)
 }
 
 // Send implements comm.Comm. Messages up to 4 KiB are copied and Send
