@@ -55,12 +55,10 @@ go vet -tags mpi ./...
 go vet -tags cblas ./...
 # Cross-vet for macOS (where scientists rehearse with pzrun -n) and FreeBSD,
 # so that a Linux-only call (affinity, gettid) slipping into a portable
-# package fails here. cmd/pzrun is Linux-only for now (Pdeathsig, waitid),
-# so it is left out; purego needs its fakecgo flag on FreeBSD without cgo.
+# package fails here; purego needs its fakecgo flag on FreeBSD without cgo.
 for target in darwin/arm64 freebsd/amd64; do
   echo "--- GOOS=${target%/*} GOARCH=${target#*/} go vet"
-  GOOS=${target%/*} GOARCH=${target#*/} go vet -gcflags=github.com/ebitengine/purego/internal/fakecgo=-std \
-    $(GOOS=${target%/*} GOARCH=${target#*/} go list ./... | grep -v '/cmd/pzrun$')
+  GOOS=${target%/*} GOARCH=${target#*/} go vet -gcflags=github.com/ebitengine/purego/internal/fakecgo=-std ./...
 done
 
 log "go test -race ./... (embedded backend)"

@@ -111,12 +111,3 @@ func foreground(fd int) int {
 	}
 	return pg
 }
-
-// stopped reports whether child pid has stopped since the last call,
-// consuming the report; an exited child is left for exec.Cmd.Wait to reap
-// (no WEXITED).
-func stopped(pid int) bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOHANG, nil)
-	return err == nil && info.Signo != 0
-}

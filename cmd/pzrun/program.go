@@ -261,7 +261,7 @@ func (p *programRun) run(ctx context.Context, cmd *exec.Cmd) int {
 	// coreutils timeout) reaches pzrun only, which passes it on once;
 	// with both, the program took two signals, and the second one ends
 	// a pz program at once, without its finalizers.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	tty := foregroundTTY(cmd.Stdin, cmd.Stdout, cmd.Stderr)
 	if tty >= 0 {
 		// The terminal's Ctrl-C goes to the program's group alone, and
