@@ -52,8 +52,10 @@
 // sysctl hw.ncpu on macOS) and, there being no affinity mask to read,
 // allows every one of them; physical cores equal logical ones (nothing
 // says which share a core), and sockets, NUMA nodes, caches, the CPU
-// model and the cgroup quota are unknown or absent. Memory is unknown (0,
-// with a warning: there is no /proc/meminfo). GPUs are none: CUDA does
+// model and the cgroup quota are unknown or absent. There is no
+// /proc/meminfo: on macOS the total memory comes from sysctl hw.memsize
+// and the available memory is unknown (0, with a warning); elsewhere both
+// are unknown. GPUs are none: CUDA does
 // not exist on macOS, so package cuda's Open finds no libcuda.so.1 and
 // reports ErrNoDriver, which is zero GPUs, not an error. A fake root
 // (WithRoot) is read the same way on every system.

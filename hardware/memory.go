@@ -52,6 +52,12 @@ func (r *reader) memory() Memory {
 	var m Memory
 	mi, err := r.read("proc/meminfo")
 	if err != nil {
+		if total := osMemTotal(r.real); total > 0 {
+			// macOS: the total from sysctl; what is available, unknown.
+			m.HostTotalBytes, m.TotalBytes = total, total
+			r.warn("memory: available memory unknown on this system (no /proc/meminfo); total from sysctl hw.memsize")
+			return m
+		}
 		r.warn("memory: %v", err)
 	}
 	fields := map[string]uint64{}

@@ -23,4 +23,7 @@ func TestOtherSystemCPUs(t *testing.T) {
 	assert.Len(t, m.CPU.AllowedCPUs, n)
 	assert.InDelta(t, float64(n), m.CPU.Usable(), 1e-9)
 	assert.Empty(t, m.GPUs)
+	if runtime.GOOS == "darwin" {
+		assert.NotZero(t, m.Memory.TotalBytes, "hw.memsize")
+	}
 }
