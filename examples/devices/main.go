@@ -11,7 +11,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"os"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/accel"
@@ -27,13 +29,17 @@ const (
 )
 
 func main() {
-	err := runtimeview.Run(context.Background(), 0, run, runtimeview.WithSimDevices(accel.SimConfig{Memory: 4 << 20}))
+	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		return run(ctx, rt, os.Stdout)
+	}, runtimeview.WithSimDevices(accel.SimConfig{Memory: 4 << 20}))
 	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
+// run does both uses of rt's first device and checks them; rank 0 prints
+// the summary line on out.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, out io.Writer) error {
 	dev := rt.MyResourceSet().Devices()[0]
 
 	// 1. A collective between device buffers: every rank adds its rank.
@@ -120,8 +126,16 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			evictions += t.Evictions
 			writeBacks += t.WriteBacks
 		}
-		fmt.Printf("devices over %d ranks (%s backend): AllReduceDevice %g; %d MiB of tiles on %s (%d MiB): %d copies, %d evictions, %d written back\n",
-			rt.Size(), rt.Backend(), mine[0], tiles*tileLen*8>>20, dev.Name(), dev.MemoryBytes()>>20, copies, evictions, writeBacks)
+		fmt.Fprintf(out, "devices over %s (%s backend): AllReduceDevice %g; %d MiB of tiles on %s (%d MiB): %d copies, %d evictions, %d written back\n",
+			ranks(rt.Size()), rt.Backend(), mine[0], tiles*tileLen*8>>20, dev.Name(), dev.MemoryBytes()>>20, copies, evictions, writeBacks)
 	}
 	return nil
+}
+
+// ranks is "1 rank" or "n ranks".
+func ranks(n int) string {
+	if n == 1 {
+		return "1 rank"
+	}
+	return fmt.Sprintf("%d ranks", n)
 }
