@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"math"
+	"os"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/runtimeview"
@@ -31,15 +33,16 @@ const (
 
 func main() {
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-		return run(ctx, rt, terms)
+		return run(ctx, rt, terms, os.Stdout)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-// run sums the first n terms of the series over the ranks.
-func run(ctx context.Context, rt *runtimeview.RuntimeView, n int) error {
+// run sums the first n terms of the series over the ranks; the root
+// rank logs π and every rank prints its tasks on out.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, n int, out io.Writer) error {
 	ds, err := rt.Scheduler(ctx, scheduler.WithDrivenWorkers(1)) // closed by rt.Close
 	if err != nil {
 		return err
@@ -97,8 +100,8 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView, n int) error {
 	if e := math.Abs(pi - math.Pi); e > 2.0/float64(n) {
 		return fmt.Errorf("rank %d: π ≈ %.12f, off by %.2g", rt.Rank(), pi, e)
 	}
-	rt.Logger().Info(fmt.Sprintf("π ≈ %.10f from %d terms over %d ranks (%s backend)", pi, n, rt.Size(), rt.Backend()))
-	fmt.Printf("rank %d: %d tasks, %d workers, %d run by the submitting goroutine\n", rt.Rank(), tasks, workers, bySubmitter)
+	rt.Logger().Info(fmt.Sprintf("π ≈ %.10f from %d terms over %s (%s backend)", pi, n, count(rt.Size(), "rank"), rt.Backend()))
+	fmt.Fprintf(out, "rank %d: %s, %s, %d run by the submitting goroutine\n", rt.Rank(), count(tasks, "task"), count(workers, "worker"), bySubmitter)
 	return nil
 }
 
@@ -117,4 +120,12 @@ func submit(ctx context.Context, d *scheduler.Driver, term *scheduler.Codelet, r
 		return tasks, err
 	}
 	return tasks, nil
+}
+
+// count is "1 thing" or "n things".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ func TestRanks(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4} {
 		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
 			err := runtimeview.RunLocal(t.Context(), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-				return run(ctx, rt, terms)
+				return run(ctx, rt, terms, io.Discard)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -25,10 +27,28 @@ func TestRanks(t *testing.T) {
 	}
 }
 
+// TestOneWorker runs one rank with one worker: its line said "1 workers".
+func TestOneWorker(t *testing.T) {
+	t.Setenv("PZ_NCPU", "1")
+	var out strings.Builder // one rank writes
+	err := runtimeview.RunLocal(t.Context(), 1, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		return run(ctx, rt, 3*chunk, &out)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "rank 0: 3 tasks, 1 worker, 3 run by the submitting goroutine\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	if got, want := count(1, "rank"), "1 rank"; got != want { // the log line's "over 1 ranks"
+		t.Errorf("count(1, rank) = %q, want %q", got, want)
+	}
+}
+
 // TestTermsNotAMultipleOfChunk checks that the last task stops at n.
 func TestTermsNotAMultipleOfChunk(t *testing.T) {
 	err := runtimeview.RunLocal(t.Context(), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-		return run(ctx, rt, 3*chunk+17)
+		return run(ctx, rt, 3*chunk+17, io.Discard)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +71,7 @@ func TestInterrupted(t *testing.T) {
 			go func() {
 				done <- runtimeview.RunLocal(ctx, ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 					started <- struct{}{}
-					return run(ctx, rt, 1<<42)
+					return run(ctx, rt, 1<<42, io.Discard)
 				})
 			}()
 			for range ranks {
