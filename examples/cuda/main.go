@@ -3,7 +3,8 @@
 // implementation (a PTX kernel the driver compiles at run time) beside
 // its CPU one, and as resource-set components, for a collective between
 // device buffers (AllReduceDevice). Without a GPU (or a driver) the
-// tasks run on the CPUs and the collective is skipped; every rank checks
+// tasks run on the CPUs and the collective is skipped (rank 0 says on
+// which ranks no GPU was found); every rank checks
 // its results either way.
 //
 //	PZ_RANKS=2 go run ./examples/cuda
@@ -16,7 +17,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +76,7 @@ const (
 )
 
 func main() {
+	run := func(ctx context.Context, rt *runtimeview.RuntimeView) error { return run(ctx, rt, os.Stdout) }
 	if err := runtimeview.Run(context.Background(), 0, run, runtimeview.WithCUDA(-1)); err != nil {
 		log.Fatal(err)
 	}
@@ -113,7 +117,9 @@ func (k *kernels) scale(ctx context.Context, c *cuda.Context) (*cuda.Function, e
 	return f, nil
 }
 
-func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
+// run does both uses of the rank's GPUs and checks them; it prints on
+// out.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, out io.Writer) error {
 	gpus := rt.MyResourceSet().Devices()
 	d, err := rt.Scheduler(ctx)
 	if err != nil {
@@ -182,17 +188,24 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 			names = append(names, g.Name())
 		}
 	}
-	fmt.Printf("rank %d (%s): %d tasks, %d on GPUs, x right\n", rt.Rank(), strings.Join(names, ", "), chunks*rounds, onGPU.Load())
+	fmt.Fprintf(out, "rank %d (%s): %d tasks, %d on GPUs, x right\n", rt.Rank(), strings.Join(names, ", "), chunks*rounds, onGPU.Load())
 
 	// 2. A collective between GPU buffers, when every rank has a GPU.
 	counts, err := comm.AllGather(ctx, rt.Comm(), []int{len(gpus)})
 	if err != nil {
 		return err
 	}
-	for _, c := range counts {
+	var without []string
+	for r, c := range counts {
 		if c[0] == 0 {
-			return nil
+			without = append(without, fmt.Sprint(r))
 		}
+	}
+	if len(without) > 0 {
+		if rt.Rank() == 0 {
+			fmt.Fprintf(out, "AllReduceDevice skipped: no GPU on rank %s\n", strings.Join(without, ", "))
+		}
+		return nil
 	}
 	buf, err := resourceset.Alloc[float64](gpus[0], 1024)
 	if err != nil {
@@ -217,7 +230,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return fmt.Errorf("rank %d: AllReduceDevice gave %g, want %g", rt.Rank(), mine[1023], want)
 	}
 	if rt.Rank() == 0 {
-		fmt.Printf("AllReduceDevice over %d ranks' GPUs: right\n", rt.Size())
+		fmt.Fprintf(out, "AllReduceDevice over %d ranks' GPUs: right\n", rt.Size())
 	}
 	return nil
 }
