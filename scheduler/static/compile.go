@@ -1,6 +1,7 @@
 package static
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -113,8 +114,20 @@ func WritePlan(w io.Writer, p *Plan) error {
 // ReadPlan reads a plan written by WritePlan and checks its hash, so that
 // a plan edited by hand is refused: compile the schedule again instead.
 func ReadPlan(r io.Reader) (*Plan, error) {
+	src, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading it: %w", ErrPlan, err)
+	}
+	// The format first: a run record, say, fails the plan's fields
+	// otherwise, with "unknown field" rather than what it is.
+	var head struct {
+		Format string `json:"format"`
+	}
+	if json.Unmarshal(src, &head) == nil && head.Format == "pz-stm-run" {
+		return nil, fmt.Errorf("%w: this is a run record (format pz-stm-run), not a plan: give the schedule's .yaml or the .stm that pzrun stm compile writes, and read the record with pzrun stm analyze", ErrPlan)
+	}
 	var p Plan
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(src))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: %v (compile the schedule with pzrun stm compile)", ErrPlan, err)

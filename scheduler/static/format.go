@@ -284,6 +284,12 @@ func Parse(src []byte, file string) (*Spec, error) {
 	if !p.isMap(root, "the schedule") {
 		return nil, p.err()
 	}
+	// A plan or a run record is JSON, hence YAML: without this, one given
+	// to Parse (pzrun stm compile PLAN.stm) got a problem per JSON key.
+	if msg := notASchedule(root); msg != "" {
+		p.add(1, "%s", msg)
+		return nil, p.err()
+	}
 	seen := p.fields(root, "the schedule", []string{"hyperepochs", "clients", "runnables", "overrun", "spin"})
 	p.require(root, seen, "the schedule", "hyperepochs", "clients", "runnables")
 	if n := seen["hyperepochs"]; n != nil && p.isSeq(n, "hyperepochs") {
@@ -799,4 +805,34 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// notASchedule says what root is when it is the top of a compiled plan
+// or a run record (their format key) rather than a schedule, and what to
+// do with it; "" otherwise.
+func notASchedule(root *yaml.Node) string {
+	var format, source string
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			continue
+		}
+		switch k.Value {
+		case "format":
+			format = v.Value
+		case "source":
+			source = v.Value
+		}
+	}
+	from := ""
+	if source != "" {
+		from = fmt.Sprintf(", compiled from %q", source)
+	}
+	switch format {
+	case "pz-stm":
+		return fmt.Sprintf("this is a compiled plan (format pz-stm%s), not a schedule: it needs no compiling; give it as it is to pzrun stm master, client or run, or compile its schedule (the .yaml)", from)
+	case "pz-stm-run":
+		return "this is a run record (format pz-stm-run), not a schedule: read it with pzrun stm analyze, and compile the schedule (the .yaml) instead"
+	}
+	return ""
 }
