@@ -102,8 +102,12 @@ type stmEnv struct {
 func (e *stmEnv) parse(fs *flag.FlagSet, args []string, usage string, want int) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	// As pzrun's apps: -h prints on stdout, a bad flag's usage on stderr.
+	line := e.name + " " + usage
+	if usage == "" {
+		line = e.name + " [flags]"
+	}
 	printUsage := func(w io.Writer) {
-		fmt.Fprintf(w, "usage: %s %s\n\nflags:\n", e.name, usage)
+		fmt.Fprintf(w, "usage: %s\n\nflags:\n", line)
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -124,6 +128,9 @@ func (e *stmEnv) parse(fs *flag.FlagSet, args []string, usage string, want int) 
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if want == 0 && len(pos) > 0 {
+		return nil, fmt.Errorf("%w: it takes flags only, got %d argument(s) %q (%s -h lists the flags)", errUsage, len(pos), pos, e.name)
 	}
 	if len(pos) != want {
 		return nil, fmt.Errorf("%w: want %s, got %d argument(s) %q", errUsage, usage, len(pos), pos)

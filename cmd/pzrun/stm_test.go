@@ -529,3 +529,15 @@ func TestSTMRunBenchMasterTimeoutFlag(t *testing.T) {
 		assert.Contains(t, out, "-master-timeout D", "%v -h", args)
 	}
 }
+
+// stm bench takes flags only: its usage line said `usage: pzrun stm
+// bench ` (no [flags]) and an argument got `want , got 1 argument(s)`.
+// Found in the stm user trial.
+func TestSTMBenchTakesFlagsOnly(t *testing.T) {
+	code, out, errs := pzrun(t, "stm", "bench", "-h")
+	assert.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "usage: pzrun stm bench [flags]\n")
+	code, _, errs = pzrun(t, "stm", "bench", "foo")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `pzrun stm bench: it takes flags only, got 1 argument(s) ["foo"] (pzrun stm bench -h lists the flags)`)
+}
