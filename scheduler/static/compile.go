@@ -445,11 +445,12 @@ func (c *compiler) checkStructure() {
 }
 
 // MaxPeriod is the longest period a hyperepoch may have. A run computes
-// its times in int64 nanoseconds of CLOCK_MONOTONIC: the start, one
-// period after the last client joined; each period's start, t0 + k ×
-// period; a deadline, that plus the epoch's offset, the frame and the
-// runnable's deadline (each within the period, as the verifier checks);
-// the liveness bound, two periods. With periods of at most a day these
+// its times in int64 nanoseconds of CLOCK_MONOTONIC: the start, the
+// start delay (at least the longest period) after the last client
+// joined; each period's start, t0 + k × period; a deadline, that plus
+// the epoch's offset, the frame and the runnable's deadline (each within
+// the period, as the verifier checks); the liveness bound, at least two
+// periods. With periods of at most a day these
 // stay below the int64 limit (about 292 years) for any run shorter than
 // about 290 years, and a day is far beyond what a static schedule
 // repeats at (milliseconds to seconds); the master still waits one
