@@ -7,39 +7,54 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log"
+	"os"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/runtimeview"
 )
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "allreduce: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-		// Rank r contributes [r, 2r, 3r, 4r].
-		r := float64(rt.Rank())
-		mine := []float64{r, 2 * r, 3 * r, 4 * r}
-		sum, err := runtimeview.AllReduce(ctx, rt, mine, comm.Sum)
-		if err != nil {
-			return err
-		}
-		// Every rank checks against the closed form: sum of r over ranks
-		// is n(n-1)/2.
-		n := float64(rt.Size())
-		base := n * (n - 1) / 2
-		for i, v := range sum {
-			if want := float64(i+1) * base; v != want {
-				return fmt.Errorf("rank %d: element %d is %g, want %g", rt.Rank(), i, v, want)
-			}
-		}
-		if rt.Rank() == 0 {
-			fmt.Printf("allreduce over %s (%s backend): %v\n", ranks(rt.Size()), rt.Backend(), sum)
-		}
-		return nil
+		return run(ctx, rt, os.Stdout)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// run sums this rank's vector over the ranks and checks the sum; rank 0
+// prints it on out.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, out io.Writer) error {
+	// Rank r contributes [r, 2r, 3r, 4r].
+	r := float64(rt.Rank())
+	mine := []float64{r, 2 * r, 3 * r, 4 * r}
+	sum, err := runtimeview.AllReduce(ctx, rt, mine, comm.Sum)
+	if err != nil {
+		return err
+	}
+	// Every rank checks against the closed form: sum of r over ranks
+	// is n(n-1)/2.
+	n := float64(rt.Size())
+	base := n * (n - 1) / 2
+	for i, v := range sum {
+		if want := float64(i+1) * base; v != want {
+			return fmt.Errorf("rank %d: element %d is %g, want %g", rt.Rank(), i, v, want)
+		}
+	}
+	if rt.Rank() == 0 {
+		fmt.Fprintf(out, "allreduce over %s (%s backend): %v\n", ranks(rt.Size()), rt.Backend(), sum)
+	}
+	return nil
 }
 
 // ranks is "1 rank" or "n ranks".

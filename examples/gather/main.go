@@ -9,13 +9,18 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log"
+	"os"
+	"strings"
 
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
 )
 
+// A report is what each rank sends to the root.
 type report struct {
 	Rank      int
 	Host      string
@@ -23,28 +28,39 @@ type report struct {
 }
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "gather: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-		me := rt.MyResourceSet()
-		mine := report{Rank: rt.Rank(), Host: me.Host().Hostname, FreeBytes: me.RAM().AvailableBytes()}
-
-		root := rt.ResourceSet(rt.Size() - 1)
-		all, ok, err := resourceset.GatherValues(ctx, root.RAM(), mine)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil // not the root: nothing to print
-		}
-		for i, r := range all {
-			if r.Rank != i {
-				return fmt.Errorf("gathered out of order: slot %d holds rank %d", i, r.Rank)
-			}
-			fmt.Printf("rank %d on %s: %.1f GiB free\n", r.Rank, r.Host, float64(r.FreeBytes)/(1<<30))
-		}
-		fmt.Printf("gathered on rank %d of %d\n", rt.Rank(), rt.Size())
-		return nil
+		return run(ctx, rt, os.Stdout)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// run gathers every rank's report on the last rank, which prints them on
+// out, one line each in rank order, and a last line.
+func run(ctx context.Context, rt *runtimeview.RuntimeView, out io.Writer) error {
+	me := rt.MyResourceSet()
+	mine := report{Rank: rt.Rank(), Host: me.Host().Hostname, FreeBytes: me.RAM().AvailableBytes()}
+
+	root := rt.ResourceSet(rt.Size() - 1)
+	all, ok, err := resourceset.GatherValues(ctx, root.RAM(), mine)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return nil // not the root: nothing to print
+	}
+	for i, r := range all {
+		if r.Rank != i {
+			return fmt.Errorf("gathered out of order: slot %d holds rank %d", i, r.Rank)
+		}
+		fmt.Fprintf(out, "rank %d on %s: %.1f GiB free\n", r.Rank, r.Host, float64(r.FreeBytes)/(1<<30))
+	}
+	fmt.Fprintf(out, "gathered on rank %d of %d\n", rt.Rank(), rt.Size())
+	return nil
 }
