@@ -8,8 +8,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +29,7 @@ type library struct {
 	log  *[]string
 }
 
+// Finalize tears the library down: it records its name.
 func (l library) Finalize() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -34,36 +38,66 @@ func (l library) Finalize() error {
 }
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "finalizers: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
+	if err := run(context.Background(), 0, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the program on n ranks (0: as runtimeview.Run chooses), checks
+// that every rank of this process finalized its libraries newest first,
+// and prints a line on out.
+func run(ctx context.Context, n int, out io.Writer, opts ...runtimeview.Option) error {
 	var (
 		mu    sync.Mutex
 		order = map[int]*[]string{} // this process's ranks: all of them in process, one under mpirun
 		size  int                   // the job's ranks
 	)
-	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+	err := runtimeview.Run(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		mine := &[]string{}
 		mu.Lock()
 		order[rt.Rank()] = mine
 		size = rt.Size()
 		mu.Unlock()
-		for _, name := range []string{"io", "solver", "plotting"} {
-			if err := rt.StackCallback(library{name: name, mu: &mu, log: mine}.Finalize); err != nil {
-				return err
-			}
+		if err := register(rt, &mu, mine); err != nil {
+			return err
 		}
 		rt.Logger().Info("registered three finalizers")
 		return nil // Run closes the view: the finalizers run now
-	})
+	}, opts...)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
+	return report(order, size, out)
+}
+
+// register starts three libraries on rt, io first, and stacks each one's
+// Finalize; each appends its name to done (under mu) when it runs.
+func register(rt *runtimeview.RuntimeView, mu *sync.Mutex, done *[]string) error {
+	for _, name := range []string{"io", "solver", "plotting"} {
+		if err := rt.StackCallback(library{name: name, mu: mu, log: done}.Finalize); err != nil {
+			return fmt.Errorf("stacking %s's finalizer: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// report checks the order in which each rank of order (rank: the names
+// its libraries finalized, in order) finalized them, of a job of size
+// ranks, and prints a line on out.
+func report(order map[int]*[]string, size int, out io.Writer) error {
 	for rank, o := range order {
 		if got := strings.Join(*o, ","); got != "plotting,solver,io" {
-			log.Fatalf("rank %d finalized in order %s, want plotting,solver,io", rank, got)
+			return fmt.Errorf("rank %d finalized in order %s, want plotting,solver,io", rank, got)
 		}
 	}
 	if len(order) == size {
-		fmt.Printf("%d rank(s) finalized in LIFO order: plotting, solver, io\n", len(order))
-		return
+		fmt.Fprintf(out, "%d rank(s) finalized in LIFO order: plotting, solver, io\n", len(order))
+		return nil
 	}
 	// Under mpirun each process reports only its own ranks.
 	ids := make([]int, 0, len(order))
@@ -75,6 +109,7 @@ func main() {
 	for i, rank := range ids {
 		ranks[i] = strconv.Itoa(rank)
 	}
-	fmt.Printf("this process's %d of the job's %d ranks (rank %s) finalized in LIFO order: plotting, solver, io\n",
+	fmt.Fprintf(out, "this process's %d of the job's %d ranks (rank %s) finalized in LIFO order: plotting, solver, io\n",
 		len(order), size, strings.Join(ranks, ", "))
+	return nil
 }
