@@ -25,6 +25,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
@@ -98,6 +99,10 @@ type sides struct{ up, down, left, right bool }
 
 func main() {
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "jacobi2d: arguments not understood: %s (it takes only the flags -rows, -cols, -b, -steps and -every)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	if err := checkFlags(*rows, *cols, *b, *steps, *every); err != nil {
 		fmt.Fprintln(os.Stderr, "jacobi2d:", err)
 		os.Exit(2)
