@@ -8,17 +8,19 @@
 // every rank checks the result.
 //
 //	PZ_RANKS=4 go run ./examples/leibniz
-//	go build -tags mpi -o /tmp/leibniz ./examples/leibniz && mpirun -n 2 /tmp/leibniz
+//	go build -tags mpi -o /tmp/leibniz ./examples/leibniz && mpirun -n 2 --oversubscribe /tmp/leibniz
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/runtimeview"
@@ -32,6 +34,11 @@ const (
 )
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "leibniz: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return run(ctx, rt, terms, os.Stdout)
 	})
@@ -43,6 +50,13 @@ func main() {
 // run sums the first n terms of the series over the ranks; the root
 // rank logs π and every rank prints its tasks on out.
 func run(ctx context.Context, rt *runtimeview.RuntimeView, n int, out io.Writer) error {
+	return runHooked(ctx, rt, n, out, nil)
+}
+
+// runHooked is run, calling ran (unless nil) after each task has added
+// its terms, on the goroutine that ran it: tests wait on it for the
+// computation to have started.
+func runHooked(ctx context.Context, rt *runtimeview.RuntimeView, n int, out io.Writer, ran func()) error {
 	ds, err := rt.Scheduler(ctx, scheduler.WithDrivenWorkers(1)) // closed by rt.Close
 	if err != nil {
 		return err
@@ -67,6 +81,9 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView, n int, out io.Writer)
 		sums[c.Worker*pad] += x
 		if c.Worker == d.Worker() {
 			bySubmitter++ // only this goroutine runs the driven worker's tasks
+		}
+		if ran != nil {
+			ran()
 		}
 		return nil
 	}}

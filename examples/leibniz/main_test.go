@@ -5,12 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/pzgo/pz/runtimeview"
 )
+
+// asMain, set in a test binary's environment, makes it run main instead
+// of the tests: TestArgs starts the program so.
+const asMain = "PZ_EXAMPLE_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // TestRanks runs the example on 1 to 4 in-process ranks; run checks π
 // on every rank.
@@ -66,18 +81,27 @@ func TestInterrupted(t *testing.T) {
 		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			started := make(chan struct{}, ranks)
+			started := make(chan struct{}, ranks) // a token per rank once one of its tasks has run
 			done := make(chan error, 1)
 			go func() {
 				done <- runtimeview.RunLocal(ctx, ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-					started <- struct{}{}
-					return run(ctx, rt, 1<<42, io.Discard)
+					var once sync.Once
+					return runHooked(ctx, rt, 1<<42, io.Discard, func() {
+						once.Do(func() { started <- struct{}{} })
+					})
 				})
 			}()
+			// Into the submissions on every rank (the whole run takes
+			// hours): each has run a task.
 			for range ranks {
-				<-started
+				select {
+				case <-started:
+				case err := <-done:
+					t.Fatalf("run ended before it was canceled: %v", err)
+				case <-time.After(time.Minute):
+					t.Fatal("no task ran on some rank within a minute")
+				}
 			}
-			time.Sleep(200 * time.Millisecond) // into the submissions: the whole run takes hours
 			cancel()
 			select {
 			case err := <-done:
@@ -88,5 +112,33 @@ func TestInterrupted(t *testing.T) {
 				t.Fatal("run or Close did not return within a minute of the cancel")
 			}
 		})
+	}
+}
+
+// TestArgs: the program takes no arguments; it ran with any, ignoring
+// them. Now they are a usage error: status 2, naming them.
+func TestArgs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"extra", "args"}, "leibniz: arguments not understood: extra args (it takes none; PZ_RANKS=N sets the in-process ranks)\n"},
+		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
+	} {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], c.args...)
+		cmd.Env = append(os.Environ(), asMain+"=1")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%q: %v, want exit status 2; stderr %q", c.args, err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%q: stderr %q, want it to contain %q", c.args, stderr.String(), c.want)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("%q: printed %q, want nothing (it did not run)", c.args, stdout.String())
+		}
 	}
 }
