@@ -8,7 +8,7 @@
 // its results either way.
 //
 //	PZ_RANKS=2 go run ./examples/cuda
-//	go build -tags mpi -o /tmp/cuda ./examples/cuda && mpirun -n 2 /tmp/cuda
+//	go build -tags mpi -o /tmp/cuda ./examples/cuda && mpirun -n 2 --oversubscribe /tmp/cuda
 //
 // PZ_CUDA_LIBRARY names another driver library (the tests' stand-in,
 // internal/fakecuda, runs it on a machine without a GPU).
@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -76,6 +77,11 @@ const (
 )
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "cuda: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	run := func(ctx context.Context, rt *runtimeview.RuntimeView) error { return run(ctx, rt, os.Stdout) }
 	if err := runtimeview.Run(context.Background(), 0, run, runtimeview.WithCUDA(-1)); err != nil {
 		log.Fatal(err)

@@ -5,15 +5,17 @@
 // so tiles are evicted and written back. Every rank checks its results.
 //
 //	PZ_RANKS=4 go run ./examples/devices
-//	go build -tags mpi -o /tmp/devices ./examples/devices && mpirun -n 2 /tmp/devices
+//	go build -tags mpi -o /tmp/devices ./examples/devices && mpirun -n 2 --oversubscribe /tmp/devices
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
+	"strings"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/accel"
@@ -29,6 +31,11 @@ const (
 )
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "devices: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
+		os.Exit(2)
+	}
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return run(ctx, rt, os.Stdout)
 	}, runtimeview.WithSimDevices(accel.SimConfig{Memory: 4 << 20}))

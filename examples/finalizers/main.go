@@ -3,7 +3,7 @@
 // finalized, each exactly once even if one fails.
 //
 //	PZ_RANKS=2 go run ./examples/finalizers
-//	go build -tags mpi -o /tmp/finalizers ./examples/finalizers && mpirun -n 2 /tmp/finalizers
+//	go build -tags mpi -o /tmp/finalizers ./examples/finalizers && mpirun -n 2 --oversubscribe /tmp/finalizers
 package main
 
 import (
