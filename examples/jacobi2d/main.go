@@ -32,13 +32,13 @@ import (
 	"github.com/pzgo/pz/scheduler/dist"
 )
 
-var (
-	rows  = flag.Int("rows", 128, "rows of cells of the plate")
-	cols  = flag.Int("cols", 192, "columns of cells of the plate")
-	b     = flag.Int("b", 32, "cells per side of a tile, at most (the last row and column of tiles hold the cells left)")
-	steps = flag.Int("steps", 30, "Jacobi steps")
-	every = flag.Int("every", 10, "compute the residual every this many steps")
-)
+// config is the run's flags.
+type config struct {
+	rows, cols, b, steps, every int
+}
+
+// defaultConfig is the flags' defaults.
+func defaultConfig() config { return config{rows: 128, cols: 192, b: 32, steps: 30, every: 10} }
 
 // initial is the starting temperature of cell (i, j) of a rows x cols
 // plate: a hot rectangle on a faintly patterned background. The plate's
@@ -98,16 +98,24 @@ func relax(next []float64, cur, up, down, left, right tile) {
 type sides struct{ up, down, left, right bool }
 
 func main() {
+	c := defaultConfig()
+	flag.IntVar(&c.rows, "rows", c.rows, "rows of cells of the plate")
+	flag.IntVar(&c.cols, "cols", c.cols, "columns of cells of the plate")
+	flag.IntVar(&c.b, "b", c.b, "cells per side of a tile, at most (the last row and column of tiles hold the cells left)")
+	flag.IntVar(&c.steps, "steps", c.steps, "Jacobi steps")
+	flag.IntVar(&c.every, "every", c.every, "compute the residual every this many steps")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "jacobi2d: arguments not understood: %s (it takes only the flags -rows, -cols, -b, -steps and -every)\n", strings.Join(flag.Args(), " "))
 		os.Exit(2)
 	}
-	if err := checkFlags(*rows, *cols, *b, *steps, *every); err != nil {
+	if err := checkFlags(c.rows, c.cols, c.b, c.steps, c.every); err != nil {
 		fmt.Fprintln(os.Stderr, "jacobi2d:", err)
 		os.Exit(2)
 	}
-	if err := runtimeview.Run(context.Background(), 0, run); err != nil {
+	if err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		return run(ctx, rt, c)
+	}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -127,12 +135,12 @@ func checkFlags(rows, cols, b, steps, every int) error {
 	return nil
 }
 
-func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
+func run(ctx context.Context, rt *runtimeview.RuntimeView, c config) error {
 	d, err := rt.Scheduler(ctx)
 	if err != nil {
 		return err
 	}
-	rows, cols, B := *rows, *cols, *b    // checked by checkFlags
+	rows, cols, B := c.rows, c.cols, c.b // checked by checkFlags
 	MT, NT := (rows+B-1)/B, (cols+B-1)/B // the grid RegisterMatrixTiles makes
 	p, q := dist.Grid(rt.Size())
 	if MT < p || NT < q {
@@ -206,7 +214,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return nil
 	}}
 	var residuals []float64
-	for s := range *steps {
+	for s := range c.steps {
 		for i := range MT {
 			for j := range NT {
 				side := sides{up: i > 0, down: i < MT-1, left: j > 0, right: j < NT-1}
@@ -228,7 +236,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				}
 			}
 		}
-		if (s+1)%*every == 0 {
+		if (s+1)%c.every == 0 {
 			// res = sum over tiles of |next - cur|^2: each tile's task
 			// runs on its owner and adds into that rank's partial sum.
 			if err := d.Submit(ctx, zero, dist.W(res)); err != nil {
@@ -260,17 +268,17 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView) error {
 	if rt.Rank() != 0 {
 		return nil
 	}
-	want, wantRes := sequential(rows, cols, *steps, *every)
+	want, wantRes := sequential(rows, cols, c.steps, c.every)
 	if !slices.Equal(plate, want) {
 		return fmt.Errorf("jacobi2d: the distributed plate differs from the sequential one")
 	}
 	for k := range wantRes {
 		if math.Abs(residuals[k]-wantRes[k]) > 1e-12*wantRes[k] {
-			return fmt.Errorf("jacobi2d: residual after step %d: %g, sequentially %g", (k+1)**every, residuals[k], wantRes[k])
+			return fmt.Errorf("jacobi2d: residual after step %d: %g, sequentially %g", (k+1)*c.every, residuals[k], wantRes[k])
 		}
 	}
 	fmt.Printf("jacobi2d: %d x %d cells in %d x %d tiles, %d steps over %s (%d x %d grid, %s backend): matches the sequential run; residuals %.6g; rank 0 sent %d tiles\n",
-		rows, cols, MT, NT, *steps, ranks(rt.Size()), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
+		rows, cols, MT, NT, c.steps, ranks(rt.Size()), p, q, rt.Backend(), residuals, d.Stats().MessagesSent)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +29,10 @@ func TestMain(m *testing.M) {
 func TestRanks(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4} {
 		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
-			if err := runtimeview.RunLocal(t.Context(), ranks, run); err != nil {
+			err := runtimeview.RunLocal(t.Context(), ranks, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+				return run(ctx, rt, defaultConfig())
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 		})
