@@ -167,7 +167,7 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 		if p.req != nil {
 			box.mu.Unlock()
 			// A posted Irecv: copy straight into its buffer.
-			st, err := deliver(p.call, p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
+			st, err := deliver(p.call, peers{}, p.buf, p.dt, c.rank, tag, buf.Type, buf.Bytes, dest)
 			p.req.complete(st, err)
 			c.g.w.recyclePost(p)
 			if m != nil {
@@ -263,16 +263,18 @@ func (w *world) recycle(m *message) {
 	}
 }
 
-// deliver copies a message into dst for a receive (call) expecting dt on
-// rank `to`, and returns its Status.
-func deliver(call string, dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data []byte, to int) (comm.Status, error) {
+// deliver copies a message into dst for a receive (call, its peers pp;
+// the source and tag are the message's) expecting dt on rank `to`, and
+// returns its Status.
+func deliver(call string, pp peers, dst []byte, dt comm.Datatype, src, tag int, mdt comm.Datatype, data []byte, to int) (comm.Status, error) {
+	pp = pp.from(src, tag)
 	st := comm.Status{Source: src, Tag: tag, Count: len(data) / mdt.Size()}
 	if mdt != dt {
-		return st, typeMismatch(call, st, mdt, dt, to, "receives")
+		return st, typeMismatch(call, pp, st, mdt, dt, to, "receives")
 	}
 	if len(data) > len(dst) {
-		return st, fmt.Errorf("local: %s on rank %d from rank %d tag %d: %w: message from rank %d has %d elements, buffer holds %d",
-			call, to, src, tag, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
+		return st, fmt.Errorf("local: %s on rank %d %s: %w: message from rank %d has %d elements, buffer holds %d",
+			call, to, pp, comm.ErrTruncated, src, st.Count, len(dst)/dt.Size())
 	}
 	copyBytes(dst, data)
 	return st, nil
@@ -285,9 +287,9 @@ func deliver(call string, dst []byte, dt comm.Datatype, src, tag int, mdt comm.D
 // sender's datatype and the receiver's, for that message. It wraps
 // comm.ErrMismatch; it is no *comm.MismatchError, which reports a
 // collective.
-func typeMismatch(call string, st comm.Status, mdt, dt comm.Datatype, to int, verb string) error {
-	return fmt.Errorf("local: %s on rank %d from rank %d tag %d: %w: datatype of the message from rank %d (tag %d, %d elements): rank %d sent %v, rank %d %s %v",
-		call, to, st.Source, st.Tag, comm.ErrMismatch, st.Source, st.Tag, st.Count, st.Source, mdt, to, verb, dt)
+func typeMismatch(call string, pp peers, st comm.Status, mdt, dt comm.Datatype, to int, verb string) error {
+	return fmt.Errorf("local: %s on rank %d %s: %w: datatype of the message from rank %d (tag %d, %d elements): rank %d sent %v, rank %d %s %v",
+		call, to, pp.from(st.Source, st.Tag), comm.ErrMismatch, st.Source, st.Tag, st.Count, st.Source, mdt, to, verb, dt)
 }
 
 // Send implements comm.Comm. Messages up to 4 KiB are copied and Send
@@ -314,22 +316,24 @@ func (c *rankComm) send(ctx context.Context, call string, buf comm.Buf, dest, ta
 		// not post it.
 		return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, c.rank, dest, tag, ctxerr.Of(ctx, comm.ErrBroken))
 	}
-	return c.awaitTaken(ctx, call, c.startMode(buf, dest, tag, sync), dest)
+	return c.awaitTaken(ctx, call, sendTo(dest, tag), c.startMode(buf, dest, tag, sync))
 }
 
 // awaitTaken waits until a receiver has taken m (from startMode; nil for
 // a message that needs no wait), or withdraws it when ctx ends or the
-// group breaks first.
-func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest int) error {
+// group breaks first. p names the call's peers in errors (the
+// destination, and a Sendrecv's source too).
+func (c *rankComm) awaitTaken(ctx context.Context, call string, p peers, m *message) error {
 	if m == nil {
 		return nil
 	}
+	dest := p.dest
 	if yieldUntil(func() bool { return isClosed(m.done) }) {
-		return m.failed(call, c.rank, dest)
+		return m.failed(call, c.rank, p)
 	}
 	select {
 	case <-m.done:
-		return m.failed(call, c.rank, dest)
+		return m.failed(call, c.rank, p)
 	case <-ctx.Done():
 	case <-c.g.brk.ch:
 	case <-c.g.w.brk.ch:
@@ -343,13 +347,13 @@ func (c *rankComm) awaitTaken(ctx context.Context, call string, m *message, dest
 		// work, and returning now would let the caller overwrite buf.
 		// (Or the receiver left and the sweep failed it.)
 		<-m.done
-		return m.failed(call, c.rank, dest)
+		return m.failed(call, c.rank, p)
 	}
 	if err := ctx.Err(); err != nil {
 		if dest == c.rank && (call == "Send" || call == "Ssend") {
-			return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w: %s", call, c.rank, dest, m.tag, ctxerr.Of(ctx, comm.ErrBroken), selfSendHint(call == "Ssend"))
+			return fmt.Errorf("local: %s on rank %d %s: %w: %s", call, c.rank, p, ctxerr.Of(ctx, comm.ErrBroken), selfSendHint(call == "Ssend"))
 		}
-		return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, c.rank, dest, m.tag, ctxerr.Of(ctx, comm.ErrBroken))
+		return fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, p, ctxerr.Of(ctx, comm.ErrBroken))
 	}
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("local: %s on rank %d: %w", call, c.rank, err)
@@ -372,13 +376,13 @@ func selfSendHint(sync bool) string {
 		"or Isend and Wait after the receives (docs/backends.md, \"Sends that wait for their receive\")"
 }
 
-// failed is the error of call on rank `rank` sending m to dest, once m's
-// done is closed: nil if a receiver took it.
-func (m *message) failed(call string, rank, dest int) error {
+// failed is the error of call on rank `rank` sending m (to the peers p
+// name), once m's done is closed: nil if a receiver took it.
+func (m *message) failed(call string, rank int, p peers) error {
 	if m.err == nil {
 		return nil
 	}
-	return fmt.Errorf("local: %s on rank %d to rank %d tag %d: %w", call, rank, dest, m.tag, m.err)
+	return fmt.Errorf("local: %s on rank %d %s: %w", call, rank, p, m.err)
 }
 
 // Recv implements comm.Comm.
@@ -386,7 +390,7 @@ func (c *rankComm) Recv(ctx context.Context, dt comm.Datatype, source, tag int, 
 	if err := c.checkRecv("Recv", dt, source, tag); err != nil {
 		return comm.Status{}, err
 	}
-	return c.recv(ctx, "Recv", dt, source, tag, into, nil)
+	return c.recv(ctx, "Recv", recvFrom(source, tag), dt, source, tag, into, nil)
 }
 
 // RecvBuf implements comm.RecvBufComm: Recv into buf, with no Into.
@@ -394,7 +398,7 @@ func (c *rankComm) RecvBuf(ctx context.Context, buf comm.Buf, source, tag int) (
 	if err := c.checkRecv("Recv", buf.Type, source, tag); err != nil {
 		return comm.Status{}, err
 	}
-	return c.recv(ctx, "Recv", buf.Type, source, tag, nil, buf.Bytes)
+	return c.recv(ctx, "Recv", recvFrom(source, tag), buf.Type, source, tag, nil, buf.Bytes)
 }
 
 var _ comm.RecvBufComm = (*rankComm)(nil)
@@ -420,8 +424,9 @@ func (c *rankComm) sendrecv(ctx context.Context, call string, send comm.Buf, des
 		return comm.Status{}, err
 	}
 	m := c.start(send, dest, sendTag)
-	st, err := c.recv(ctx, call, recv.Type, source, recvTag, nil, recv.Bytes)
-	if serr := c.awaitTaken(ctx, call, m, dest); serr != nil && err == nil {
+	p := sendrecvPeers(dest, sendTag, source, recvTag)
+	st, err := c.recv(ctx, call, p, recv.Type, source, recvTag, nil, recv.Bytes)
+	if serr := c.awaitTaken(ctx, call, p, m); serr != nil && err == nil {
 		err = serr
 	}
 	return st, err
@@ -433,8 +438,9 @@ var (
 )
 
 // recv receives one message into the buffer into returns or, with a nil
-// into, into dst. call names the caller in errors.
-func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
+// into, into dst. call and pp name the caller and its peers in errors
+// (a Sendrecv's destination too).
+func (c *rankComm) recv(ctx context.Context, call string, pp peers, dt comm.Datatype, source, tag int, into comm.Into, dst []byte) (comm.Status, error) {
 	box := &c.g.boxes[c.rank]
 	// A post from an earlier receive (its channel empty), made before
 	// taking the lock; left unused when the message is already here.
@@ -444,12 +450,12 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
 		c.g.w.recyclePost(p)
-		return c.consume(call, m, dt, into, dst)
+		return c.consume(call, pp, m, dt, into, dst)
 	}
 	if c.freed.Load() { // Free ran since the check: its sweep is over (endPending)
 		box.mu.Unlock()
 		c.g.w.recyclePost(p)
-		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, pp, comm.ErrFreed)
 	}
 	p.counted = c.g.await(c.rank, source)
 	if err := c.g.unreachable(c.rank, source); err != nil {
@@ -458,7 +464,7 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 		}
 		box.mu.Unlock()
 		c.g.w.recyclePost(p)
-		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), err)
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, pp, err)
 	}
 	box.posted = append(box.posted, p)
 	box.mu.Unlock()
@@ -467,7 +473,7 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 	for range spinYields {
 		select {
 		case m := <-p.handoff:
-			return c.handedOff(call, p, m, into, dst)
+			return c.handedOff(call, pp, p, m, into, dst)
 		default:
 		}
 		runtime.Gosched()
@@ -475,7 +481,7 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 	var cause error
 	select {
 	case m := <-p.handoff:
-		return c.handedOff(call, p, m, into, dst)
+		return c.handedOff(call, pp, p, m, into, dst)
 	case <-ctx.Done():
 		cause = ctxerr.Of(ctx, comm.ErrBroken)
 	case <-c.g.brk.ch:
@@ -494,25 +500,56 @@ func (c *rankComm) recv(ctx context.Context, call string, dt comm.Datatype, sour
 		// A sender matched us first and put the message in handoff under
 		// the lock (or leave's sweep its mark): take it rather than lose
 		// it.
-		return c.handedOff(call, p, <-p.handoff, into, dst)
+		return c.handedOff(call, pp, p, <-p.handoff, into, dst)
 	}
 	c.g.w.recyclePost(p) // no sender saw it
-	return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), cause)
+	return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, pp, cause)
 }
 
 // handedOff completes the blocking receive posted as p with m, from p's
 // handoff: a message, or the mark of leave's sweep (w.left) when no sender
-// can match p any more.
-func (c *rankComm) handedOff(call string, p *recvPost, m *message, into comm.Into, dst []byte) (comm.Status, error) {
-	source, tag, dt := p.src, p.tag, p.dt
+// can match p any more. pp names the call's peers in errors.
+func (c *rankComm) handedOff(call string, pp peers, p *recvPost, m *message, into comm.Into, dst []byte) (comm.Status, error) {
+	source, dt := p.src, p.dt
 	c.g.w.recyclePost(p)
 	if m == &c.g.w.left {
-		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), c.g.unreachable(c.rank, source))
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, pp, c.g.unreachable(c.rank, source))
 	}
 	if m == &c.g.w.freed {
-		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w before a message matched the receive", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: %w before a message matched the receive", call, c.rank, pp, comm.ErrFreed)
 	}
-	return c.consume(call, m, dt, into, dst)
+	return c.consume(call, pp, m, dt, into, dst)
+}
+
+// peers names the peers and tags of a point-to-point call in its errors,
+// as comm/mpi's do: "to rank 1 tag 5", "from any rank with any tag",
+// both for Sendrecv ("to rank 1 tag 7, from rank 1 tag 7").
+type peers struct {
+	send, recv      bool
+	dest, sendTag   int
+	source, recvTag int
+}
+
+func sendTo(dest, tag int) peers     { return peers{send: true, dest: dest, sendTag: tag} }
+func recvFrom(source, tag int) peers { return peers{recv: true, source: source, recvTag: tag} }
+func sendrecvPeers(dest, sendTag, source, recvTag int) peers {
+	return peers{send: true, recv: true, dest: dest, sendTag: sendTag, source: source, recvTag: recvTag}
+}
+
+// from is p receiving from source with tag: a matched message's.
+func (p peers) from(source, tag int) peers {
+	p.recv, p.source, p.recvTag = true, source, tag
+	return p
+}
+
+func (p peers) String() string {
+	switch {
+	case p.send && p.recv:
+		return fmt.Sprintf("to rank %d tag %d, %s", p.dest, p.sendTag, fromWhom(p.source, p.recvTag))
+	case p.send:
+		return fmt.Sprintf("to rank %d tag %d", p.dest, p.sendTag)
+	}
+	return fromWhom(p.source, p.recvTag)
 }
 
 // fromWhom describes a receive's source and tag in errors.
@@ -619,22 +656,24 @@ func (g *group) othersGone(me int) bool {
 }
 
 // consume copies a matched message to the buffer from into (or, with a
-// nil into, to dst) and releases its sender. call names the receive.
-func (c *rankComm) consume(call string, m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
+// nil into, to dst) and releases its sender. call and pp name the
+// receive and its peers, the source and tag those of m.
+func (c *rankComm) consume(call string, pp peers, m *message, dt comm.Datatype, into comm.Into, dst []byte) (comm.Status, error) {
+	pp = pp.from(m.src, m.tag)
 	if m.done != nil {
 		defer c.g.releaseSender(m)
 	}
 	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
 	if m.dt != dt {
-		return st, typeMismatch(call, st, m.dt, dt, c.rank, "receives")
+		return st, typeMismatch(call, pp, st, m.dt, dt, c.rank, "receives")
 	}
 	if into != nil {
 		var err error
 		if dst, err = into(st.Count); err != nil {
-			return st, fmt.Errorf("local: %s on rank %d from rank %d: %w", call, c.rank, m.src, err)
+			return st, fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, pp, err)
 		}
 	}
-	st, err := deliver(call, dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
+	st, err := deliver(call, pp, dst, dt, m.src, m.tag, m.dt, m.data, c.rank)
 	c.g.w.recycle(m)
 	return st, err
 }
@@ -710,7 +749,7 @@ func (r *request) completed() bool {
 // have failed (its receiver left Run).
 func (r *request) result() (comm.Status, error) {
 	if r.m != nil && r.m.err != nil {
-		return comm.Status{}, r.m.failed(r.call, r.c.rank, r.peer)
+		return comm.Status{}, r.m.failed(r.call, r.c.rank, sendTo(r.peer, r.m.tag))
 	}
 	return r.st, r.err
 }
@@ -924,7 +963,7 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 	if m := box.takeUnexp(source, tag); m != nil {
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
-		st, err := deliver(call, buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
+		st, err := deliver(call, peers{}, buf.Bytes, buf.Type, m.src, m.tag, m.dt, m.data, c.rank)
 		if m.done != nil {
 			c.g.releaseSender(m)
 		}
@@ -1028,7 +1067,7 @@ func (b *mailbox) findUnexp(src, tag int) *message {
 func probeStatus(call string, m *message, dt comm.Datatype, to int) (comm.Status, error) {
 	st := comm.Status{Source: m.src, Tag: m.tag, Count: len(m.data) / m.dt.Size()}
 	if m.dt != dt {
-		return st, typeMismatch(call, st, m.dt, dt, to, "probes for")
+		return st, typeMismatch(call, peers{}, st, m.dt, dt, to, "probes for")
 	}
 	return st, nil
 }
@@ -1210,5 +1249,5 @@ func (mm *matchedMsg) Recv(into comm.Into) (comm.Status, error) {
 		return comm.Status{}, fmt.Errorf("local: Message.Recv on rank %d: the message from rank %d tag %d: %w before it was received",
 			mm.c.rank, mm.st.Source, mm.st.Tag, comm.ErrFreed)
 	}
-	return mm.c.consume("Message.Recv", mm.m, mm.dt, into, nil)
+	return mm.c.consume("Message.Recv", peers{}, mm.m, mm.dt, into, nil)
 }
