@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -99,6 +100,27 @@ func decodePayload[T any](call string, from int, p []byte) (T, error) {
 // encoded with the codec (see Encode). The value of v on non-roots is
 // ignored.
 func BcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
+	v, err := bcastValue(ctx, c, v, root)
+	return v, valueErr("BcastValue", err)
+}
+
+// valueErr is the error of a value helper (call) that the collective
+// under it returned: an *ArgError or a *MismatchError becomes call's, so
+// that it names the call the program made (ScatterValues, not Scatter),
+// with the same rank and detail. Any other error is returned as it is.
+func valueErr(call string, err error) error {
+	var ae *ArgError
+	var me *MismatchError
+	switch {
+	case errors.As(err, &ae):
+		return &ArgError{Op: call, Rank: ae.Rank, Detail: ae.Detail}
+	case errors.As(err, &me):
+		return &MismatchError{Op: call, Detail: me.Detail}
+	}
+	return err
+}
+
+func bcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
 	rt := reflect.TypeFor[T]()
 	if rt.Kind() == reflect.Slice {
 		if dt := kindDatatype(rt.Elem().Kind()); dt.Valid() {
@@ -197,6 +219,12 @@ func RecvValue[T any](ctx context.Context, c Comm, source, tag int) (T, Status, 
 // get nil. A rank whose value cannot be encoded makes root (and itself)
 // return an *ArgError naming it.
 func GatherValues[T any](ctx context.Context, c Comm, v T, root int) ([]T, error) {
+	return gatherValues(ctx, "GatherValues", c, v, root)
+}
+
+// gatherValues is GatherValues for call (GatherValues, ReduceValue),
+// which its errors name.
+func gatherValues[T any](ctx context.Context, call string, c Comm, v T, root int) ([]T, error) {
 	mine := encodePayload(v)
 	var all []byte
 	counts, err := c.Gather(ctx, Buf{Bytes: mine, Type: Uint8}, root, func(n int) []byte {
@@ -204,29 +232,35 @@ func GatherValues[T any](ctx context.Context, c Comm, v T, root int) ([]T, error
 		return all
 	})
 	if err != nil {
-		return nil, err
+		return nil, valueErr(call, err)
 	}
 	if mine[0] != payloadOK {
-		_, err := decodePayload[T]("GatherValues", c.Rank(), mine)
+		_, err := decodePayload[T](call, c.Rank(), mine)
 		return nil, err
 	}
 	if counts == nil {
 		return nil, nil
 	}
-	return decodeAll[T]("GatherValues", all, counts)
+	return decodeAll[T](call, all, counts)
 }
 
 // AllGatherValues collects every rank's v on every rank, in rank order.
 func AllGatherValues[T any](ctx context.Context, c Comm, v T) ([]T, error) {
+	return allGatherValues(ctx, "AllGatherValues", c, v)
+}
+
+// allGatherValues is AllGatherValues for call (AllGatherValues,
+// AllReduceValue), which its errors name.
+func allGatherValues[T any](ctx context.Context, call string, c Comm, v T) ([]T, error) {
 	var all []byte
 	counts, err := c.AllGather(ctx, Buf{Bytes: encodePayload(v), Type: Uint8}, func(n int) []byte {
 		all = make([]byte, n)
 		return all
 	})
 	if err != nil {
-		return nil, err
+		return nil, valueErr(call, err)
 	}
-	return decodeAll[T]("AllGatherValues", all, counts)
+	return decodeAll[T](call, all, counts)
 }
 
 // decodeAll decodes consecutive payloads of counts[i] bytes.
@@ -245,7 +279,9 @@ func decodeAll[T any](call string, all []byte, counts []int) ([]T, error) {
 }
 
 // ScatterValues sends vals[i] from root to rank i and returns this rank's
-// value. vals is ignored on non-roots; on root it has one entry per rank.
+// value. vals is ignored on non-roots; on root it has one entry per rank:
+// with another number, every rank returns an *ArgError naming root
+// (root's tells every rank so, as for a value that cannot be encoded).
 func ScatterValues[T any](ctx context.Context, c Comm, vals []T, root int) (T, error) {
 	var zero T
 	send := Buf{Type: Uint8}
@@ -254,6 +290,14 @@ func ScatterValues[T any](ctx context.Context, c Comm, vals []T, root int) (T, e
 		parts := make([][]byte, len(vals))
 		for i, v := range vals {
 			parts[i] = encodePayload(v)
+		}
+		if len(vals) != c.Size() {
+			// Every rank waits for its part: send each the error.
+			bad := append([]byte{payloadFailed}, fmt.Sprintf("%d values for %d ranks (root passes one per rank)", len(vals), c.Size())...)
+			parts = make([][]byte, c.Size())
+			for i := range parts {
+				parts[i] = bad
+			}
 		}
 		var flat []byte
 		flat, counts = concat(parts)
@@ -265,7 +309,7 @@ func ScatterValues[T any](ctx context.Context, c Comm, vals []T, root int) (T, e
 		return mine
 	})
 	if err != nil {
-		return zero, err
+		return zero, valueErr("ScatterValues", err)
 	}
 	return decodePayload[T]("ScatterValues", root, mine)
 }
@@ -308,7 +352,7 @@ func AlltoallValues[T any](ctx context.Context, c Comm, vals []T) ([]T, error) {
 // for it.
 func ReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T, root int) (T, error) {
 	var zero T
-	vals, err := GatherValues(ctx, c, v, root)
+	vals, err := gatherValues(ctx, "ReduceValue", c, v, root)
 	if err == nil && f == nil {
 		err = nilReduction("ReduceValue", c)
 	}
@@ -330,7 +374,7 @@ func nilReduction(call string, c Comm) error {
 // it, which still takes part so that the others do not wait for it.
 func AllReduceValue[T any](ctx context.Context, c Comm, v T, f func(a, b T) T) (T, error) {
 	var zero T
-	vals, err := AllGatherValues(ctx, c, v)
+	vals, err := allGatherValues(ctx, "AllReduceValue", c, v)
 	if err == nil && f == nil {
 		err = nilReduction("AllReduceValue", c)
 	}
