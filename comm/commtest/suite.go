@@ -67,6 +67,7 @@ func Cases() []Case {
 	out = append(out, persistentCases()...)
 	out = append(out, cancelCases()...)
 	out = append(out, valueCases()...)
+	out = append(out, nameCases()...)
 	return append(out, typedCases()...)
 }
 
