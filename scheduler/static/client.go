@@ -341,9 +341,18 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 			select {
 			case m, ok := <-msgs:
 				if !ok {
-					if resultSent.Load() {
-						return // the master ended after taking the result
+					amu.Lock()
+					told := abortReason != ""
+					amu.Unlock()
+					if resultSent.Load() && (told || !b.aborted()) {
+						// The master ended after taking the result, or
+						// after saying why the run aborted.
+						return
 					}
+					// The board says abort and the master said nothing
+					// before the link closed: another client found the
+					// master gone first and set the abort word (below),
+					// and this client's result went to a dead master.
 					// The master is gone: leave. The abort word tells
 					// the other clients at once (their links close too).
 					b.abort()
