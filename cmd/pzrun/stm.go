@@ -212,6 +212,9 @@ func stmCompile(_ context.Context, e *stmEnv, args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stderr, "%s: wrote %s\n", e.name, *out)
+	if *svg != "" {
+		fmt.Fprintf(e.stderr, "%s: drew the timeline in %s\n", e.name, *svg)
+	}
 	return nil
 }
 
@@ -230,7 +233,7 @@ func addRunFlags(fs *flag.FlagSet) runFlags {
 		frames:   fs.Int64("frames", 0, "stop after `N` periods of every hyperepoch (0: until SIGINT/SIGTERM)"),
 		out:      fs.String("o", "", "write the run record (every runnable's planned and actual times) to `FILE`"),
 		dir:      fs.String("dir", "", "socket `DIR`ectory (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /dev/shm/pz-stm-UID (/tmp without /dev/shm); stm run uses one only on several ranks)"),
-		liveness: fs.Duration("liveness", time.Second, "abort when a runnable falls this far behind its plan (a dead or stopped client)"),
+		liveness: fs.Duration("liveness", time.Second, "abort when a runnable falls this far behind its plan (a dead or stopped client); at least two of the plan's longest periods, which 0 gives"),
 		jsonOut:  fs.Bool("json", false, "print the analysis as JSON lines instead of a table"),
 		allocs:   fs.Bool("allocs", false, "count allocations around every run, to name the runnables that allocate (a diagnostic mode: it delays starts)"),
 	}

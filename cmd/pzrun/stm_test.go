@@ -69,6 +69,7 @@ func TestSTMCompile(t *testing.T) {
 	assert.Contains(t, out, "hyperepoch main: period 10ms")
 	plan := strings.TrimSuffix(src, ".yaml") + ".stm"
 	assert.Contains(t, errs, "wrote "+plan)
+	assert.Contains(t, errs, "drew the timeline in "+svg)
 	f, err := os.Open(plan)
 	require.NoError(t, err)
 	defer f.Close()
