@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -24,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/cuda"
@@ -77,11 +78,7 @@ const (
 )
 
 func main() {
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "cuda: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("cuda", cli.NoArgs)
 	run := func(ctx context.Context, rt *runtimeview.RuntimeView) error { return run(ctx, rt, os.Stdout) }
 	if err := runtimeview.Run(context.Background(), 0, run, runtimeview.WithCUDA(-1)); err != nil {
 		log.Fatal(err)

@@ -2,27 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/pzgo/pz/examples/internal/clitest"
+
 	"github.com/pzgo/pz/runtimeview"
 )
 
-// asMain, set in a test binary's environment, makes it run main instead
-// of the tests: TestArgs starts the program so.
-const asMain = "PZ_EXAMPLE_AS_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asMain) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 // syncWriter lets the ranks print on one buffer.
 type syncWriter struct {
@@ -62,27 +51,8 @@ func TestNoGPU(t *testing.T) {
 // TestArgs: the program takes no arguments; it ran with any, ignoring
 // them. Now they are a usage error: status 2, naming them.
 func TestArgs(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string // in stderr
-	}{
-		{[]string{"extra", "args"}, "cuda: arguments not understood: extra args (it takes none; PZ_RANKS=N sets the in-process ranks)\n"},
-		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
-	} {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], c.args...)
-		cmd.Env = append(os.Environ(), asMain+"=1")
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-			t.Errorf("%q: %v, want exit status 2; stderr %q", c.args, err, stderr.String())
-		}
-		if !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("%q: stderr %q, want it to contain %q", c.args, stderr.String(), c.want)
-		}
-		if stdout.Len() > 0 {
-			t.Errorf("%q: printed %q, want nothing (it did not run)", c.args, stdout.String())
-		}
-	}
+	clitest.Args(t, []clitest.Case{
+		{Args: []string{"extra", "args"}, Want: "cuda: arguments not understood: extra args (it takes none; PZ_RANKS=N sets the in-process ranks)\n"},
+		{Args: []string{"-nosuchflag"}, Want: "flag provided but not defined: -nosuchflag"},
+	}...)
 }

@@ -10,12 +10,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
-	"strings"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware/accel"
@@ -31,11 +31,7 @@ const (
 )
 
 func main() {
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "devices: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("devices", cli.NoArgs)
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return run(ctx, rt, os.Stdout)
 	}, runtimeview.WithSimDevices(accel.SimConfig{Memory: 4 << 20}))

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -38,11 +39,7 @@ func (l library) Finalize() error {
 }
 
 func main() {
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "finalizers: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("finalizers", cli.NoArgs)
 	if err := run(context.Background(), 0, os.Stdout); err != nil {
 		log.Fatal(err)
 	}

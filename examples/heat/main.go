@@ -11,13 +11,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
 	"slices"
-	"strings"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
@@ -61,11 +61,7 @@ func step(next, cur []float64, left, right []float64) {
 }
 
 func main() {
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "heat: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("heat", cli.NoArgs)
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return run(ctx, rt, os.Stdout)
 	})

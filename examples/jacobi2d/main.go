@@ -25,7 +25,8 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strings"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
@@ -104,11 +105,7 @@ func main() {
 	flag.IntVar(&c.b, "b", c.b, "cells per side of a tile, at most (the last row and column of tiles hold the cells left)")
 	flag.IntVar(&c.steps, "steps", c.steps, "Jacobi steps")
 	flag.IntVar(&c.every, "every", c.every, "compute the residual every this many steps")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "jacobi2d: arguments not understood: %s (it takes only the flags -rows, -cols, -b, -steps and -every)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("jacobi2d", "it takes only the flags -rows, -cols, -b, -steps and -every")
 	if err := checkFlags(c.rows, c.cols, c.b, c.steps, c.every); err != nil {
 		fmt.Fprintln(os.Stderr, "jacobi2d:", err)
 		os.Exit(2)

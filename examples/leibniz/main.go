@@ -14,13 +14,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"math"
 	"os"
-	"strings"
+
+	"github.com/pzgo/pz/examples/internal/cli"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/runtimeview"
@@ -34,11 +34,7 @@ const (
 )
 
 func main() {
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "leibniz: arguments not understood: %s (it takes none; PZ_RANKS=N sets the in-process ranks)\n", strings.Join(flag.Args(), " "))
-		os.Exit(2)
-	}
+	cli.Parse("leibniz", cli.NoArgs)
 	err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		return run(ctx, rt, terms, os.Stdout)
 	})
