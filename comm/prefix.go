@@ -292,13 +292,8 @@ func agreeCounts(ctx context.Context, c Comm, call string, counts []int) error {
 // called call, and both backends (one native, one built on AllReduce)
 // then report the same Op.
 func asCall(call string, err error) error {
-	var ae *ArgError
-	var me *MismatchError
-	switch {
-	case errors.As(err, &ae):
-		return &ArgError{Op: call, Rank: ae.Rank, Detail: ae.Detail}
-	case errors.As(err, &me):
-		return &MismatchError{Op: call, Detail: me.Detail}
+	if e := valueErr(call, err); e != err {
+		return e
 	}
 	return fmt.Errorf("comm: %s: %w", call, err)
 }

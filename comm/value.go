@@ -107,7 +107,8 @@ func BcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
 // valueErr is the error of a value helper (call) that the collective
 // under it returned: an *ArgError or a *MismatchError becomes call's, so
 // that it names the call the program made (ScatterValues, not Scatter),
-// with the same rank and detail. Any other error is returned as it is.
+// with the same rank and detail. Any other error is returned as it is
+// (asCall wraps it too).
 func valueErr(call string, err error) error {
 	var ae *ArgError
 	var me *MismatchError
