@@ -6,15 +6,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pzgo/pz/internal/plural"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/launch"
@@ -344,8 +344,8 @@ func stmMaster(ctx context.Context, e *stmEnv, args []string) error {
 // that busy-waits load times its WCET (a GPU runnable enqueues that on a
 // host stream).
 func syntheticClient(plan *static.Plan, name string, load float64, opts ...static.ClientOption) (*static.Client, func(), error) {
-	if !slices.Contains(plan.Clients, name) {
-		return nil, nil, fmt.Errorf("%w: the plan has no client %q; its clients are %s", errUsage, name, strings.Join(plan.Clients, ", "))
+	if err := plan.CheckClient(name); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	c, err := static.NewClient(name, opts...)
 	if err != nil {

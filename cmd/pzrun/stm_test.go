@@ -542,3 +542,13 @@ func TestSTMBenchTakesFlagsOnly(t *testing.T) {
 	assert.Equal(t, 2, code, errs)
 	assert.Contains(t, errs, `pzrun stm bench: it takes flags only, got 1 argument(s) ["foo"] (pzrun stm bench -h lists the flags)`)
 }
+
+// stm client with a misspelt client name is a usage error that names
+// the client meant and lists the plan's clients, before anything runs.
+func TestSTMClientMisspeltName(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	code, _, errs := pzrun(t, "stm", "client", src, "camra")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `the plan has no client "camra"; its clients are `)
+	assert.Contains(t, errs, `; did you mean "camera"?`)
+}

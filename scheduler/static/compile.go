@@ -158,6 +158,17 @@ func (p *Plan) bodyHash() string {
 	return c.hash()
 }
 
+// CheckClient returns nil if the plan has a client called name, else an
+// error that lists the plan's clients and, for a likely misspelling,
+// names the one meant ("the plan has no client "camra"; its clients are
+// camera, planner; did you mean "camera"?").
+func (p *Plan) CheckClient(name string) error {
+	if slices.Contains(p.Clients, name) {
+		return nil
+	}
+	return fmt.Errorf("the plan has no client %q; its clients are %s%s", name, strings.Join(p.Clients, ", "), didYouMean(closest(name, p.Clients)))
+}
+
 // Runnables returns every runnable of the plan with its epoch and
 // hyperepoch, in plan order.
 func (p *Plan) Runnables() []PlacedRunnable {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"math"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pzgo/pz/internal/plural"
 )
 
 // Errors of a run.
@@ -400,8 +401,8 @@ func (m *Master) join(name string, h *message, pid int, l link, out *outbox) err
 		}
 		return fmt.Errorf("the client runs plan %s%s and the master plan %s (%s): compile one schedule for both", h.PlanHash, from, m.plan.Hash, m.plan.Source)
 	}
-	if !slices.Contains(m.plan.Clients, name) {
-		return fmt.Errorf("the plan has no client %q; its clients are %s", name, strings.Join(m.plan.Clients, ", "))
+	if err := m.plan.CheckClient(name); err != nil {
+		return err
 	}
 	var want []string
 	gpus := map[string]bool{}

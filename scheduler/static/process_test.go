@@ -645,3 +645,25 @@ func TestProcessMasterStoppedBeforeStart(t *testing.T) {
 		assert.NotContains(t, s, "waiting for it again")
 	}
 }
+
+// CheckClient accepts the plan's clients and names the one a misspelt
+// name likely means; a name far from all of them gets the list only.
+func TestPlanCheckClient(t *testing.T) {
+	p := compileString(t, `
+hyperepochs:
+  - name: main
+    period: 5ms
+    resources: [cpu0]
+    epochs: [{name: frame}]
+clients: [camera, planner]
+runnables:
+  - {name: grab, client: camera, resource: cpu0, wcet: 100us}
+  - {name: plan, client: planner, resource: cpu0, wcet: 100us, deps: [grab]}
+`)
+	require.NoError(t, p.CheckClient("camera"))
+	require.NoError(t, p.CheckClient("planner"))
+	assert.EqualError(t, p.CheckClient("camra"), `the plan has no client "camra"; its clients are camera, planner; did you mean "camera"?`)
+	assert.EqualError(t, p.CheckClient("plnaner"), `the plan has no client "plnaner"; its clients are camera, planner; did you mean "planner"?`)
+	assert.EqualError(t, p.CheckClient("x"), `the plan has no client "x"; its clients are camera, planner`)
+	assert.EqualError(t, p.CheckClient(""), `the plan has no client ""; its clients are camera, planner`)
+}
