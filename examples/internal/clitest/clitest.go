@@ -4,6 +4,7 @@
 package clitest
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -31,9 +32,16 @@ type Case struct {
 	Want string // in stderr
 }
 
+// T is what Args needs of a test: a *testing.T.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Context() context.Context
+}
+
 // Args runs the program with each case's arguments and checks that it
 // exits with status 2, says Want on stderr and prints nothing.
-func Args(t *testing.T, cases ...Case) {
+func Args(t T, cases ...Case) {
 	t.Helper()
 	for _, c := range cases {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], c.Args...)
