@@ -168,6 +168,9 @@ func New(ctx context.Context, opts ...Option) (*RuntimeView, error) {
 	}
 	aborting.Store(false)
 	rt.world, rt.aborting = world, aborting
+	if world != nil {
+		rt.setAbort(world.Abort)
+	}
 	if signals {
 		rt.sig = startSignals(func(s os.Signal) { rt.onSignal(s, cfg.exit) }, cfg.exit)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/pzgo/pz/internal/launch"
@@ -146,7 +147,32 @@ func (rt *RuntimeView) abortJob(cause error, exit func(int)) {
 	case <-time.After(abortGrace):
 		fmt.Fprintf(os.Stderr, "pz: rank %d: the finalizer stack did not finish within %v\n", rt.Rank(), abortGrace)
 	}
-	err := rt.world.Abort(1)
+	err := rt.abortMPI(1)
 	fmt.Fprintf(os.Stderr, "pz: rank %d: %v\n", rt.Rank(), err)
 	exit(1)
+}
+
+// setAbort makes abort (the world's MPI_Abort) the way this process ends
+// its MPI job, called at most once whatever the path (onceAbort).
+func (rt *RuntimeView) setAbort(abort func(code int) error) {
+	rt.abortMPI = onceAbort(abort)
+}
+
+// onceAbort returns abort called at most once: the first call runs it, and
+// a later or concurrent one waits for the first to return and returns its
+// error. Two paths may end an MPI job from one process at once: a rank
+// whose function failed is inside MPI_Abort (abortJob) when Open MPI,
+// ending the job, sends SIGTERM to its processes, this one included, and
+// the signal's handler (onSignal) would call MPI_Abort a second time,
+// concurrently, which crashed inside Open MPI (SIGSEGV, a goroutine dump
+// after the rank's message).
+func onceAbort(abort func(code int) error) func(code int) error {
+	var (
+		once sync.Once // a concurrent Do waits for the first to return
+		err  error
+	)
+	return func(code int) error {
+		once.Do(func() { err = abort(code) })
+		return err
+	}
 }

@@ -154,6 +154,10 @@ type RuntimeView struct {
 	sig      *signalHandler // nil when signals are off
 	world    *mpi.World     // nil unless the backend is MPI
 	aborting *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
+	// abortMPI calls the world's MPI_Abort, once per process however many
+	// paths end the job (abortJob, onSignal: see onceAbort); nil unless
+	// the backend is MPI.
+	abortMPI func(code int) error
 
 	// Run's function, while it runs (under a launcher): a signal ends its
 	// context and waits for it before the finalizers run.

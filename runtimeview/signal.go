@@ -145,7 +145,7 @@ func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
 			fmt.Fprintf(os.Stderr, "pz: rank %d: after %v: the rank's function did not return within %v; finalizing anyway\n", rt.Rank(), s, shutdownGrace)
 		}
 	}
-	abort := rt.world != nil && rt.Size() > 1
+	abort := rt.abortMPI != nil && rt.Size() > 1
 	if abort {
 		fmt.Fprintf(os.Stderr, "pz: rank %d of %d: %v received: ending the job (finalizers, then MPI_Abort)\n", rt.Rank(), rt.Size(), s)
 		rt.aborting.Store(true)
@@ -165,7 +165,7 @@ func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
 		fmt.Fprintf(os.Stderr, "pz: rank %d: after %v: the finalizer stack did not finish within %v; exiting anyway\n", rt.Rank(), s, shutdownGrace)
 	}
 	if abort {
-		if err := rt.world.Abort(ExitStatus(s)); err != nil {
+		if err := rt.abortMPI(ExitStatus(s)); err != nil {
 			fmt.Fprintf(os.Stderr, "pz: rank %d: %v\n", rt.Rank(), err)
 		}
 	}
