@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/pzgo/pz/comm"
@@ -26,9 +27,59 @@ func (c *Comm) argErr(call call, format string, args ...any) error {
 	return &comm.ArgError{Op: call.String(), Rank: c.rank, Detail: fmt.Sprintf(format, args...)}
 }
 
+// alone is lerr, or on one rank the error of a ctx that has ended, where
+// a collective may make no MPI call (a Bcast, a Gather's counts): the
+// same as startAndPoll's, which every collective on more ranks, and
+// comm/local's on any number, returns; it breaks c, as abandoning the
+// collective on more ranks does.
+func (c *Comm) alone(ctx context.Context, lerr error) error {
+	if lerr != nil || c.size != 1 || ctx.Err() == nil {
+		return lerr
+	}
+	return fmt.Errorf("mpi: %w", c.breakWith(ctxErr(ctx)))
+}
+
+// collErr is the error of collective k on this rank, err, when MPI or
+// the context ended it: it names the call the program made and the rank,
+// as argErr's errors, the point-to-point calls' (p2pErr) and comm/local's
+// do, where err names only an MPI function (MPI_Allreduce) or k's
+// agreement step. nil, an *ArgError and a *MismatchError (which name the
+// call already) are returned as they are; the rest stays wrapped. Kept
+// small so that the compiler inlines it into the fast paths.
+func (c *Comm) collErr(k call, err error) error {
+	if err == nil {
+		return nil
+	}
+	return c.callErr(k.String(), err)
+}
+
+// callErr is collErr for the call named name.
+func (c *Comm) callErr(name string, err error) error {
+	var ae *comm.ArgError
+	var me *comm.MismatchError
+	if err == nil || errors.As(err, &ae) || errors.As(err, &me) {
+		return err
+	}
+	msg := err.Error()
+	for strings.HasPrefix(msg, "mpi: ") {
+		msg = msg[len("mpi: "):] // said once, in front
+	}
+	return &callError{msg: fmt.Sprintf("mpi: %s on rank %d: %s", name, c.rank, msg), err: err}
+}
+
+// callError is callErr's error: err under a message that names the call.
+type callError struct {
+	msg string
+	err error
+}
+
+func (e *callError) Error() string { return e.msg }
+func (e *callError) Unwrap() error { return e.err }
+
 // pre runs before a collective whose arguments need no count exchange: with
 // the check on it is the agreement step; with it off, or on one rank, a
-// local validation failure is returned as is.
+// local validation failure is returned as is, and on one rank a ctx that
+// has ended (alone).
 func (c *Comm) pre(ctx context.Context, d desc, lerr error) error {
 	_, err := c.preVolume(ctx, d, lerr, 0)
 	return err
@@ -39,7 +90,7 @@ func (c *Comm) pre(ctx context.Context, d desc, lerr error) error {
 // passed (-1 when there was no agreement step).
 func (c *Comm) preVolume(ctx context.Context, d desc, lerr error, volume int64) (int64, error) {
 	if !c.check || c.size == 1 {
-		return -1, lerr
+		return -1, c.alone(ctx, lerr)
 	}
 	in, out := &c.agree[0], &c.agree[1]
 	setHeader(in, agreeVector(d, c.rank, c.size, lerr, volume))
@@ -67,6 +118,7 @@ func (c *Comm) preVolume(ctx context.Context, d desc, lerr error, volume int64) 
 // off, or on one rank, it is pre: done only with this rank's own error.
 func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, recv []byte) (done bool, err error) {
 	if !c.check || c.size == 1 {
+		lerr = c.alone(ctx, lerr)
 		return lerr != nil, lerr
 	}
 	c.setAgree(d, lerr, pay, send != nil)

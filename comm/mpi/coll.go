@@ -30,16 +30,16 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if c.check && c.size > 1 {
-		return c.pre(ctx, desc{call: callBarrier, count: noCount, root: noRoot}, nil)
+		return c.collErr(callBarrier, c.pre(ctx, desc{call: callBarrier, count: noCount, root: noRoot}, nil))
 	}
 	if c.blocks(ctx) {
 		slot := c.collSlotU("MPI_Barrier")
 		rc := C.pz_barrier_step(c.cu, slot, C.uint64_t(c.seq))
-		return c.stepDone("MPI_Barrier", rc)
+		return c.collErr(callBarrier, c.stepDone("MPI_Barrier", rc))
 	}
-	return c.do(ctx, "MPI_Barrier", true,
+	return c.collErr(callBarrier, c.do(ctx, "MPI_Barrier", true,
 		func() C.int { return C.pz_barrier(c.c) },
-		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) })
+		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) }))
 }
 
 // Bcast copies root's buf into every rank's buf (MPI_Bcast).
@@ -59,7 +59,7 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		send = buf.Bytes
 	}
 	if done, err := c.fused(ctx, d, lerr, bcastCode(len(buf.Bytes)), send, buf.Bytes); done {
-		return err
+		return c.collErr(callBcast, err)
 	}
 	if c.size == 1 {
 		return nil
@@ -69,19 +69,19 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 		slot := c.collSlotU("MPI_Bcast")
 		rc := C.pz_bcast_step(C.uintptr_t(uintptr(ptr(buf.Bytes))), C.int(n), c.st.typesU[buf.Type], C.int(root), c.cu, slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(buf.Bytes) // C had its address
-		return c.stepDone("MPI_Bcast", rc)
+		return c.collErr(callBcast, c.stepDone("MPI_Bcast", rc))
 	}
 	// Past MPI's counts, in pieces of 2^30 elements: each piece a
 	// contiguous predefined type, which MPI pipelines (one derived type
 	// for the whole buffer was slower: `mpirun -n 2 mpi.test -test.run
 	// TestLargeCounts/Bcast3GiB` took 13.2 s that way, 10.3 s in pieces).
 	dt := c.h.types[buf.Type]
-	return pieces(buf.Len(), buf.Type.Size(), func(off int, n C.int) error {
+	return c.collErr(callBcast, pieces(buf.Len(), buf.Type.Size(), func(off int, n C.int) error {
 		bp := ptr(buf.Bytes[off:])
 		return c.doSized(ctx, "MPI_Bcast", true, int(n)*buf.Type.Size(),
 			func() C.int { return C.pz_bcast(bp, n, dt, C.int(root), c.c) },
 			func(r *C.MPI_Request) C.int { return C.pz_ibcast(bp, n, dt, C.int(root), c.c, r) }, bp)
-	})
+	}))
 }
 
 // Reduce combines send across ranks with op into recv on root (MPI_Reduce).
@@ -103,10 +103,10 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 		into = recv.Bytes
 	}
 	if done, err := c.fused(ctx, d, lerr, payCode(send.Type, op, len(send.Bytes)), send.Bytes, into); done {
-		return err
+		return c.collErr(callReduce, err)
 	}
 	if f := c.goMinMax(op, send.Type); f != nil {
-		return c.runUser(ctx, callReduce, send, recv, f, root, inplace)
+		return c.collErr(callReduce, c.runUser(ctx, callReduce, send, recv, f, root, inplace))
 	}
 	if n := send.Len(); n <= maxCount && c.blocks(ctx) {
 		// One call with integer arguments, as in allReduceMPI.
@@ -119,10 +119,10 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 			C.int(root), c.cu, inplace, slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(send.Bytes) // C had their addresses
 		runtime.KeepAlive(recv.Bytes)
-		return c.stepDone("MPI_Reduce", rc)
+		return c.collErr(callReduce, c.stepDone("MPI_Reduce", rc))
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
-	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+	return c.collErr(callReduce, pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), unsafe.Pointer(nil)
 		if c.rank == root {
 			rp = ptr(recv.Bytes[off:])
@@ -130,7 +130,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 		return c.doSized(ctx, "MPI_Reduce", true, int(n)*send.Type.Size(),
 			func() C.int { return C.pz_reduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace) },
 			func(r *C.MPI_Request) C.int { return C.pz_ireduce(sp, rp, n, dt, mop, C.int(root), c.c, inplace, r) }, sp, rp)
-	})
+	}))
 }
 
 // AllReduce combines send across ranks with op into every rank's recv
@@ -157,10 +157,10 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv comm.Buf, op comm.Op) e
 	d := desc{callAllReduce, send.Type, op, int64(send.Len()), noRoot}
 	if done, err := c.fused(ctx, d, lerr, pay, send.Bytes, recv.Bytes); done {
 		c.coll.Unlock()
-		return err
+		return c.collErr(callAllReduce, err)
 	}
 	defer c.coll.Unlock()
-	return c.allReduceMPI(ctx, send, recv, op, inplace)
+	return c.collErr(callAllReduce, c.allReduceMPI(ctx, send, recv, op, inplace))
 }
 
 // smallReduce returns the payload code (payCode) of an AllReduce whose
@@ -282,7 +282,7 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, c.collErr(callAllGather, err)
 	}
 	if inline { // the data rode in the agreement step too
 		recv, aerr := recvBuf(callAllGather, alloc, sum(counts), send.Type)
@@ -301,7 +301,7 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 			mine[i] = send.Len()
 		}
 		if err := c.alltoallw(ctx, "AllGather", send.Type, send.Bytes, mine, make([]int, c.size), recv, counts, offsets(counts)); err != nil {
-			return nil, err
+			return nil, c.collErr(callAllGather, err)
 		}
 		return counts, aerr
 	}
@@ -318,7 +318,7 @@ func (c *Comm) AllGather(ctx context.Context, send comm.Buf, alloc comm.Alloc) (
 			sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
 	}
 	if err != nil {
-		return nil, err
+		return nil, c.collErr(callAllGather, err)
 	}
 	return counts, aerr
 }
@@ -357,7 +357,7 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, c.collErr(callGather, err)
 	}
 	isRoot := c.rank == root
 	if inline { // the data rode in the agreement step too
@@ -388,7 +388,7 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 			rcnt = counts
 		}
 		if err := c.alltoallw(ctx, "Gather", send.Type, send.Bytes, scnt, make([]int, c.size), recv, rcnt, offsets(rcnt)); err != nil {
-			return nil, err
+			return nil, c.collErr(callGather, err)
 		}
 		if !isRoot {
 			return nil, nil
@@ -402,7 +402,7 @@ func (c *Comm) Gather(ctx context.Context, send comm.Buf, root int, alloc comm.A
 		func(r *C.MPI_Request) C.int { return C.pz_igatherv(sp, n, rp, cp, dp, dt, C.int(root), c.c, r) },
 		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp))
 	if err != nil {
-		return nil, err
+		return nil, c.collErr(callGather, err)
 	}
 	if !isRoot {
 		return nil, nil
@@ -432,7 +432,7 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{callScatter, send.Type, comm.NoOp, noCount, int64(root)}, lerr); err != nil {
-		return err
+		return c.collErr(callScatter, err)
 	}
 	// Root sends each rank its count and whether the counts fit MPI's
 	// ints (two words each), so that every rank takes the same path.
@@ -454,7 +454,7 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 		if err := c.do(ctx, "MPI_Scatter", true,
 			func() C.int { return C.pz_scatter(sp, 2, rp, 2, c.h.i64, C.int(root), c.c) },
 			func(r *C.MPI_Request) C.int { return C.pz_iscatter(sp, 2, rp, 2, c.h.i64, C.int(root), c.c, r) }, sp, rp); err != nil {
-			return err
+			return c.collErr(callScatter, err)
 		}
 	}
 	recv, aerr := recvBuf(callScatter, alloc, int(mine[0]), send.Type)
@@ -469,7 +469,7 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 		}
 		rcnt[root] = int(mine[0])
 		if err := c.alltoallw(ctx, "Scatter", send.Type, send.Bytes, scnt, offsets(scnt), recv, rcnt, make([]int, c.size)); err != nil {
-			return err
+			return c.collErr(callScatter, err)
 		}
 		return aerr
 	}
@@ -483,7 +483,7 @@ func (c *Comm) Scatter(ctx context.Context, send comm.Buf, counts []int, root in
 		func() C.int { return C.pz_scatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_iscatterv(sp, cp, dp, rp, n, dt, C.int(root), c.c, r) },
 		sp, rp, unsafe.Pointer(cp), unsafe.Pointer(dp)); err != nil {
-		return err
+		return c.collErr(callScatter, err)
 	}
 	return aerr
 }
@@ -514,7 +514,7 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	defer c.coll.Unlock()
 	d := desc{callAlltoall, send.Type, comm.NoOp, noCount, noRoot}
 	if err := c.pre(ctx, d, lerr); err != nil {
-		return nil, err
+		return nil, c.collErr(callAlltoall, err)
 	}
 	out := make([]int64, 2*c.size)
 	for i, n := range sendCounts {
@@ -528,7 +528,7 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 		if err := c.do(ctx, "MPI_Alltoall", true,
 			func() C.int { return C.pz_alltoall(sp, 2, rp, 2, c.h.i64, c.c) },
 			func(r *C.MPI_Request) C.int { return C.pz_ialltoall(sp, 2, rp, 2, c.h.i64, c.c, r) }, sp, rp); err != nil {
-			return nil, err
+			return nil, c.collErr(callAlltoall, err)
 		}
 	}
 	recvCounts := make([]int, c.size)
@@ -546,7 +546,7 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 	}
 	if all > maxCount {
 		if err := c.alltoallw(ctx, "Alltoall", send.Type, send.Bytes, sendCounts, offsets(sendCounts), recv, recvCounts, offsets(recvCounts)); err != nil {
-			return nil, err
+			return nil, c.collErr(callAlltoall, err)
 		}
 		return recvCounts, aerr
 	}
@@ -556,7 +556,7 @@ func (c *Comm) Alltoall(ctx context.Context, send comm.Buf, sendCounts []int, al
 		func() C.int { return C.pz_alltoallv(sp, sc, sd, rp, rc, rd, dt, c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_ialltoallv(sp, sc, sd, rp, rc, rd, dt, c.c, r) },
 		sp, rp, unsafe.Pointer(sc), unsafe.Pointer(sd), unsafe.Pointer(rc), unsafe.Pointer(rd)); err != nil {
-		return nil, err
+		return nil, c.collErr(callAlltoall, err)
 	}
 	return recvCounts, aerr
 }
@@ -596,7 +596,7 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
-		return err
+		return c.collErr(k, err)
 	}
 	if c.size == 1 {
 		if !exclusive { // rank 0's exclusive prefix: recv untouched
@@ -605,16 +605,16 @@ func (c *Comm) ScanBuf(ctx context.Context, send, recv comm.Buf, op comm.Op, exc
 		return nil
 	}
 	if !integer {
-		return c.chainScan(ctx, k, send, recv.Bytes[:len(send.Bytes)], op)
+		return c.collErr(k, c.chainScan(ctx, k, send, recv.Bytes[:len(send.Bytes)], op))
 	}
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
 	ex := C.int(b2i(exclusive))
-	return pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
+	return c.collErr(k, pieces(send.Len(), send.Type.Size(), func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
 		return c.doSized(ctx, "MPI_"+k.String(), true, int(n)*send.Type.Size(),
 			func() C.int { return C.pz_scan(sp, rp, n, dt, mop, c.c, inplace, ex) },
 			func(r *C.MPI_Request) C.int { return C.pz_iscan(sp, rp, n, dt, mop, c.c, inplace, ex, r) }, sp, rp)
-	})
+	}))
 }
 
 // ReduceScatterBlockBuf implements comm.ReduceScatterComm with
@@ -644,7 +644,7 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, send.Type, op, int64(send.Len()), noRoot}, lerr); err != nil {
-		return err
+		return c.collErr(k, err)
 	}
 	if !split { // every rank has this length (or the check is off)
 		return c.argErr(k, "%d elements do not split into %d equal blocks", send.Len(), c.size)
@@ -655,9 +655,9 @@ func (c *Comm) ReduceScatterBlockBuf(ctx context.Context, send, recv comm.Buf, o
 	}
 	sp, rp, n := ptr(send.Bytes), ptr(recv.Bytes), C.int(recv.Len())
 	dt, mop := c.h.types[send.Type], c.h.ops[op]
-	return c.doSized(ctx, "MPI_Reduce_scatter_block", true, len(send.Bytes),
+	return c.collErr(k, c.doSized(ctx, "MPI_Reduce_scatter_block", true, len(send.Bytes),
 		func() C.int { return C.pz_reduce_scatter_block(sp, rp, n, dt, mop, c.c) },
-		func(r *C.MPI_Request) C.int { return C.pz_ireduce_scatter_block(sp, rp, n, dt, mop, c.c, r) }, sp, rp)
+		func(r *C.MPI_Request) C.int { return C.pz_ireduce_scatter_block(sp, rp, n, dt, mop, c.c, r) }, sp, rp))
 }
 
 // AllGatherBlockBuf implements comm.AllGatherBlockComm with
@@ -685,7 +685,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 	}
 	switch {
 	case err != nil:
-		return err
+		return c.collErr(k, err)
 	case inline: // the data rode in the agreement step
 		return nil
 	case c.size == 1:
@@ -697,7 +697,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 			c.st.typesU[send.Type], c.cu, C.int(b2i(inplace)), slot, C.uint64_t(c.seq))
 		runtime.KeepAlive(send.Bytes) // C had their addresses
 		runtime.KeepAlive(recv.Bytes)
-		return c.stepDone("MPI_Allgather", rc)
+		return c.collErr(k, c.stepDone("MPI_Allgather", rc))
 	}
 	sb := send.Bytes
 	if inplace { // the non-blocking call here takes no MPI_IN_PLACE
@@ -708,7 +708,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 		func() C.int { return C.pz_allgather(sp, C.int(n), rp, C.int(n), dt, c.c) },
 		func(r *C.MPI_Request) C.int { return C.pz_iallgather(sp, C.int(n), rp, C.int(n), dt, c.c, r) }, sp, rp)
 	runtime.KeepAlive(sb)
-	return err
+	return c.collErr(k, err)
 }
 
 var _ comm.AllGatherBlockComm = (*Comm)(nil)

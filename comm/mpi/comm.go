@@ -374,10 +374,11 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 	return sub, nil
 }
 
-// syncBefore makes every rank arrive before a blocking-only MPI call.
+// syncBefore makes every rank arrive before a blocking-only MPI call; its
+// errors name k (collErr).
 func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
-	if c.check {
-		return c.pre(ctx, desc{call: k, count: noCount, root: noRoot}, lerr)
+	if c.check && c.size > 1 {
+		return c.collErr(k, c.pre(ctx, desc{call: k, count: noCount, root: noRoot}, lerr))
 	}
 	if lerr != nil {
 		return lerr
@@ -385,8 +386,8 @@ func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
 	if ctx.Done() == nil || c.size == 1 {
 		return nil
 	}
-	return c.do(ctx, "MPI_Ibarrier", true, nil,
-		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) })
+	return c.collErr(k, c.do(ctx, "MPI_Ibarrier", true, nil,
+		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) }))
 }
 
 // SetCheck turns the cross-rank agreement step of this communicator's

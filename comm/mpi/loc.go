@@ -45,7 +45,7 @@ func (c *Comm) AllReduceLocBuf(ctx context.Context, send, recv comm.Buf, dt comm
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, dt, op, int64(pairs), noRoot}, lerr); err != nil {
-		return err
+		return c.collErr(k, err)
 	}
 	if lerr != nil {
 		return lerr // check off: nothing reaches MPI
@@ -56,12 +56,12 @@ func (c *Comm) AllReduceLocBuf(ctx context.Context, send, recv comm.Buf, dt comm
 	}
 	mop := c.st.locOps[dt-1][b2i(largest)]
 	pt := c.st.locPair
-	return pieces(pairs, 16, func(off int, n C.int) error {
+	return c.collErr(k, pieces(pairs, 16, func(off int, n C.int) error {
 		sp, rp := ptr(send.Bytes[off:]), ptr(recv.Bytes[off:])
 		return c.doSized(ctx, "MPI_Allreduce", true, int(n)*16,
 			func() C.int { return C.pz_allreduce(sp, rp, n, pt, mop, c.c, inplace) },
 			func(r *C.MPI_Request) C.int { return C.pz_iallreduce(sp, rp, n, pt, mop, c.c, inplace, r) }, sp, rp)
-	})
+	}))
 }
 
 // locCombine runs the C op of dt (MaxLoc if largest) on pairs, for the

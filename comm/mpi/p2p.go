@@ -491,9 +491,10 @@ var (
 )
 
 // sendrecvSplit is sendrecv as an Isend, a RecvBuf (which consumes a
-// message too long for recv and says so) and a Wait.
+// message too long for recv and says so) and a Wait, whose errors name
+// call (the Isend's too: the program called Sendrecv).
 func (c *Comm) sendrecvSplit(ctx context.Context, call string, send comm.Buf, dest, sendTag int, recv comm.Buf, source, recvTag int) (comm.Status, error) {
-	sr, err := c.Isend(send, dest, sendTag)
+	sr, err := c.isend(call, send, dest, sendTag)
 	if err != nil {
 		return comm.Status{}, err
 	}
@@ -507,21 +508,34 @@ func (c *Comm) sendrecvSplit(ctx context.Context, call string, send comm.Buf, de
 // Isend starts a send (MPI_Isend). buf is pinned until the request
 // completes.
 func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
-	if err := c.usable("Isend"); err != nil {
+	r, err := c.isend("Isend", buf, dest, tag)
+	if err != nil {
+		return nil, err // no typed nil in the interface
+	}
+	return r, nil
+}
+
+// isend is Isend for call (Isend, or Sendrecv's send), which its errors
+// and its request's name.
+func (c *Comm) isend(call string, buf comm.Buf, dest, tag int) (*request, error) {
+	if err := c.usable(call); err != nil {
 		return nil, err
 	}
-	if err := c.checkP2PBuf("Isend", buf); err != nil {
+	if err := c.checkP2PBuf(call, buf); err != nil {
 		return nil, err
 	}
-	if err := c.checkP2P("Isend", dest, tag, false); err != nil {
+	if err := c.checkP2P(call, dest, tag, false); err != nil {
 		return nil, err
 	}
-	n, dt, err := c.span("Isend", len(buf.Bytes), c.h.byte)
+	n, dt, err := c.span(call, len(buf.Bytes), c.h.byte)
 	if err != nil {
 		return nil, err
 	}
 	defer c.free(dt) // MPI keeps it while the send is pending
 	r := newRequest(c, "MPI_Isend", false)
+	if call != "Isend" {
+		r.op = call
+	}
 	bp := r.sendFrom(buf.Bytes)
 	r.bytes, r.dt, r.what = len(buf.Bytes), buf.Type, p2p(p2pWaitIsend, dest, tag)
 	c.st.lock()
@@ -534,7 +548,7 @@ func (c *Comm) Isend(buf comm.Buf, dest, tag int) (comm.Request, error) {
 	c.st.unlock()
 	if rc != 0 {
 		r.release()
-		return nil, c.p2pErr("Isend", sendTo(dest, tag), c.st.error("MPI_Isend", rc))
+		return nil, c.p2pErr(call, sendTo(dest, tag), c.st.error("MPI_Isend", rc))
 	}
 	return r, nil
 }

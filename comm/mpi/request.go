@@ -29,6 +29,7 @@ import (
 type request struct {
 	c    *Comm
 	call string
+	op   string         // the pz call that made it where name cannot tell from call (Sendrecv's Isend)
 	req  *C.MPI_Request // the slot's (C memory), or a persistent request's
 	slot *slot          // nil for a round of a persistent request and once completed
 
@@ -310,6 +311,9 @@ func (r *request) unstage() {
 // name is the pz call that made the request, for its errors (r.call is
 // the MPI call).
 func (r *request) name() string {
+	if r.op != "" {
+		return r.op
+	}
 	switch r.call {
 	case "MPI_Send":
 		return "Send"

@@ -66,12 +66,15 @@ func (c *Comm) reduceUser(ctx context.Context, k call, send, recv comm.Buf, op *
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.pre(ctx, desc{k, send.Type, comm.User, int64(send.Len()), int64(root)}, lerr); err != nil {
-		return err
+		return c.callErr(name, err)
 	}
 	if lerr != nil {
 		return lerr // check off: refuse before MPI sees a nil function
 	}
-	return c.runUserAgreed(ctx, k, send, recv, op, root, inplace, true)
+	if err := c.runUserAgreed(ctx, k, send, recv, op, root, inplace, true); err != nil {
+		return c.callErr(name, err)
+	}
+	return nil
 }
 
 // runUser runs an MPI_Reduce (or MPI_Allreduce, k) with one of pz's own
