@@ -20,6 +20,7 @@ func cancelCases() []Case {
 		{"Cancel/SendDoneContext", sendDoneContextCase},
 		{"Cancel/ErrorNames", cancelErrorNamesCase},
 		{"Cancel/CompletedBeforeDoneContext", completedBeforeDoneContextCase},
+		{"Cancel/Collectives", cancelCollectivesCase},
 	}
 }
 
@@ -268,6 +269,74 @@ func cancelErrorNamesCase(ctx context.Context, c comm.Comm) error {
 	// No rank returns while another's receive from it is pending (on
 	// comm/local that would fail the receive first, naming the rank).
 	return c.Barrier(ctx)
+}
+
+// cancelCollectivesCase: a collective called on every rank with a
+// context that has already ended returns an error wrapping
+// context.Canceled that names the call the program made and the rank
+// ("AllReduce on rank 1: "), as the other errors of both backends do, on
+// one rank as on several and with the agreement step on or off (the
+// caller's setting; a duplicate keeps it). The collective is abandoned,
+// which breaks its communicator, so each call gets a duplicate of its
+// own.
+func cancelCollectivesCase(ctx context.Context, c comm.Comm) error {
+	me, root := c.Rank(), c.Size()-1
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	alloc := func(n int) []byte { return make([]byte, 8*n) }
+	one := func() comm.Buf { return comm.BufOf([]float64{float64(me)}) }
+	calls := []struct {
+		name string
+		run  func(ctx context.Context, d comm.Comm) error
+	}{
+		{"AllReduce", func(ctx context.Context, d comm.Comm) error {
+			return d.AllReduce(ctx, one(), one(), comm.Sum)
+		}},
+		{"Barrier", func(ctx context.Context, d comm.Comm) error { return d.Barrier(ctx) }},
+		{"Bcast", func(ctx context.Context, d comm.Comm) error { return d.Bcast(ctx, one(), root) }},
+		{"Reduce", func(ctx context.Context, d comm.Comm) error {
+			return d.Reduce(ctx, one(), one(), comm.Sum, root)
+		}},
+		{"AllGather", func(ctx context.Context, d comm.Comm) error {
+			_, err := d.AllGather(ctx, one(), alloc)
+			return err
+		}},
+		{"Gather", func(ctx context.Context, d comm.Comm) error {
+			_, err := d.Gather(ctx, one(), root, alloc)
+			return err
+		}},
+		{"Scatter", func(ctx context.Context, d comm.Comm) error {
+			counts := make([]int, c.Size())
+			for i := range counts {
+				counts[i] = 1
+			}
+			send := comm.BufOf(make([]float64, c.Size()))
+			return d.Scatter(ctx, send, counts, root, alloc)
+		}},
+		{"Alltoall", func(ctx context.Context, d comm.Comm) error {
+			counts := make([]int, c.Size())
+			for i := range counts {
+				counts[i] = 1
+			}
+			_, err := d.Alltoall(ctx, comm.BufOf(make([]float64, c.Size())), counts, alloc)
+			return err
+		}},
+	}
+	want := func(call string) string { return fmt.Sprintf("%s on rank %d: ", call, me) }
+	for _, k := range calls {
+		d, err := c.Dup(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: Dup: %w", k.name, err)
+		}
+		err = k.run(done, d)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), want(k.name)) {
+			return fmt.Errorf("%s with a canceled context: %v; want an error wrapping context.Canceled that says %q", k.name, err, want(k.name))
+		}
+		if err := d.Free(); err != nil {
+			return fmt.Errorf("%s: Free of the duplicate it broke: %w", k.name, err)
+		}
+	}
+	return nil
 }
 
 // cancelCounts are the message lengths (float64s) of the cancel cases:

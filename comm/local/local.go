@@ -520,6 +520,12 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args
 		}
 	}()
 	if err := c.usable(); err != nil {
+		// This rank's own context had ended too (not for the break, as
+		// Run's cancel does): say so, as its call would have on a
+		// communicator that the others had not broken first.
+		if cerr := ctxerr.Of(ctx, comm.ErrBroken); cerr != nil && !errors.Is(cerr, comm.ErrBroken) && !errors.Is(err, comm.ErrFreed) {
+			return 0, nil, fmt.Errorf("local: %v on rank %d: %w; and %w", call, c.rank, cerr, err)
+		}
 		return 0, nil, fmt.Errorf("local: %v on rank %d: %w", call, c.rank, err)
 	}
 	c.seq++
