@@ -61,6 +61,10 @@ func (c *Comm) callErr(name string, err error) error {
 		return err
 	}
 	msg := err.Error()
+	head := fmt.Sprintf("mpi: %s on rank %d: ", name, c.rank)
+	if strings.HasPrefix(msg, head) {
+		return err // named already (usable)
+	}
 	for strings.HasPrefix(msg, "mpi: ") {
 		msg = msg[len("mpi: "):] // said once, in front
 	}

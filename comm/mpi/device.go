@@ -58,6 +58,11 @@ func (c *Comm) Reaches(space string) bool {
 // as for Bcast (with the check on, an invalid or differing argument on any
 // rank is an error on every rank); counts past 2^31-1 go in pieces.
 func (c *Comm) BcastAt(ctx context.Context, addr uintptr, count int, dt comm.Datatype, root int) error {
+	return c.callErr("BcastAt", c.bcastAt(ctx, addr, count, dt, root))
+}
+
+// bcastAt is BcastAt; its errors are named by the caller.
+func (c *Comm) bcastAt(ctx context.Context, addr uintptr, count int, dt comm.Datatype, root int) error {
 	const k = callBcast
 	if err := c.usable("BcastAt"); err != nil {
 		return err
@@ -89,6 +94,11 @@ func (c *Comm) BcastAt(ctx context.Context, addr uintptr, count int, dt comm.Dat
 // Go never touches the memory, so op must be a predefined reduction
 // (comm.User is refused). Counts past 2^31-1 go in pieces.
 func (c *Comm) ReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op, root int) error {
+	return c.callErr("ReduceAt", c.reduceAt(ctx, send, recv, count, dt, op, root))
+}
+
+// reduceAt is ReduceAt; its errors are named by the caller.
+func (c *Comm) reduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op, root int) error {
 	const k = callReduce
 	if err := c.usable("ReduceAt"); err != nil {
 		return err
@@ -130,6 +140,11 @@ func (c *Comm) ReduceAt(ctx context.Context, send, recv uintptr, count int, dt c
 // memory, so op must be a predefined reduction (comm.User is refused).
 // Counts past 2^31-1 go in pieces.
 func (c *Comm) AllReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op) error {
+	return c.callErr("AllReduceAt", c.allReduceAt(ctx, send, recv, count, dt, op))
+}
+
+// allReduceAt is AllReduceAt; its errors are named by the caller.
+func (c *Comm) allReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op) error {
 	const k = callAllReduce
 	if err := c.usable("AllReduceAt"); err != nil {
 		return err
@@ -163,6 +178,11 @@ func (c *Comm) AllReduceAt(ctx context.Context, send, recv uintptr, count int, d
 // every rank. Go never touches the memory. Counts or displacements past
 // MPI's ints are an error wrapping errors.ErrUnsupported on every rank.
 func (c *Comm) GatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
+	return c.callErr("GatherAt", c.gatherAt(ctx, send, counts, recv, dt, root))
+}
+
+// gatherAt is GatherAt; its errors are named by the caller.
+func (c *Comm) gatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
 	const k = callGather
 	if err := c.usable("GatherAt"); err != nil {
 		return err
@@ -216,6 +236,11 @@ func (c *Comm) rootedAt(ctx context.Context, k call, name string, counts []int, 
 // every rank. Go never touches the memory. Counts or displacements past
 // MPI's ints are an error wrapping errors.ErrUnsupported on every rank.
 func (c *Comm) ScatterAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
+	return c.callErr("ScatterAt", c.scatterAt(ctx, send, counts, recv, dt, root))
+}
+
+// scatterAt is ScatterAt; its errors are named by the caller.
+func (c *Comm) scatterAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
 	const k = callScatter
 	if err := c.usable("ScatterAt"); err != nil {
 		return err
@@ -247,6 +272,11 @@ func (c *Comm) ScatterAt(ctx context.Context, send uintptr, counts []int, recv u
 // touches the memory. Counts or displacements past MPI's ints are an error
 // wrapping errors.ErrUnsupported on every rank.
 func (c *Comm) AllGatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype) error {
+	return c.callErr("AllGatherAt", c.allGatherAt(ctx, send, counts, recv, dt))
+}
+
+// allGatherAt is AllGatherAt; its errors are named by the caller.
+func (c *Comm) allGatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype) error {
 	const k = callAllGather
 	if err := c.usable("AllGatherAt"); err != nil {
 		return err

@@ -581,3 +581,51 @@ func TestDeviceCanceled(t *testing.T) {
 		})
 	}
 }
+
+// A device collective called with a context that has ended returns the
+// context's error, in words that name the call and the rank, as the
+// collectives on Go memory do (comm/commtest's Cancel/Collectives), with
+// the check on and off; each call breaks its own communicator.
+func TestDeviceCollectivesCanceled(t *testing.T) {
+	n, r := world.Size(), world.Rank()
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = 2
+	}
+	_, src := memOf[float64](t, 2*n)
+	_, dst := memOf[float64](t, 2*n)
+	calls := []struct {
+		name string
+		call func(c *mpi.Comm, ctx context.Context) error
+	}{
+		{"BcastAt", func(c *mpi.Comm, ctx context.Context) error { return c.BcastAt(ctx, src, 2, comm.Float64, 0) }},
+		{"ReduceAt", func(c *mpi.Comm, ctx context.Context) error {
+			return c.ReduceAt(ctx, src, dst, 2, comm.Float64, comm.Sum, 0)
+		}},
+		{"AllReduceAt", func(c *mpi.Comm, ctx context.Context) error {
+			return c.AllReduceAt(ctx, src, dst, 2, comm.Float64, comm.Sum)
+		}},
+		{"GatherAt", func(c *mpi.Comm, ctx context.Context) error {
+			return c.GatherAt(ctx, src, counts, dst, comm.Float64, 0)
+		}},
+		{"ScatterAt", func(c *mpi.Comm, ctx context.Context) error {
+			return c.ScatterAt(ctx, src, counts, dst, comm.Float64, 0)
+		}},
+		{"AllGatherAt", func(c *mpi.Comm, ctx context.Context) error {
+			return c.AllGatherAt(ctx, src, counts, dst, comm.Float64)
+		}},
+	}
+	for _, check := range []bool{true, false} {
+		for _, k := range calls {
+			t.Run(fmt.Sprintf("%s/check=%v", k.name, check), func(t *testing.T) {
+				c := splitAll(t)
+				c.SetCheck(check)
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				err := k.call(c, ctx)
+				require.ErrorIs(t, err, context.Canceled, "rank %d", r)
+				assert.Contains(t, err.Error(), fmt.Sprintf("%s on rank %d: ", k.name, r))
+			})
+		}
+	}
+}
