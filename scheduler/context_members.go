@@ -692,7 +692,7 @@ func (s *Scheduler) cancelHopelessTeams() {
 	s.teams.nparked.Store(int32(n))
 	s.teams.mu.Unlock()
 	for _, t := range out {
-		s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: its team of %d workers cannot form: the scheduler has %d CPU workers left", ErrBadTeam, t.Team, cpu)))
+		s.cancelAtClose(t, s.closeCancel(t, fmt.Errorf("%w: its team of %d workers cannot form: the scheduler has %s left", ErrBadTeam, t.Team, cpuWorkersN(cpu))))
 	}
 }
 

@@ -45,7 +45,7 @@ func TestDriverEndedLeavesScheduler(t *testing.T) {
 
 	err = s.Submit(ctx, clEmpty, scheduler.WithTeam(2))
 	require.ErrorIs(t, err, scheduler.ErrBadTeam)
-	assert.ErrorContains(t, err, "1 CPU workers left: driven worker 1 left the scheduler when its driver ended")
+	assert.ErrorContains(t, err, "1 CPU worker left: driven worker 1 left the scheduler when its driver ended")
 	c, err := s.NewContext("c", scheduler.ContextWorkers(1))
 	require.ErrorIs(t, err, scheduler.ErrBadWorker)
 	assert.ErrorContains(t, err, "worker 1 left the scheduler")

@@ -38,7 +38,7 @@ func (s *Scheduler) enterContext(ctx context.Context, t *Task) error {
 			}
 		}
 		if t.Team > n {
-			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %d CPU workers (teams run on CPU workers)", ErrBadTeam, t.Codelet.name(), t.Team, c.name, n)
+			return fmt.Errorf("%w: task %q asks for a team of %d workers, context %q has %s (teams run on CPU workers)", ErrBadTeam, t.Codelet.name(), t.Team, c.name, cpuWorkersN(n))
 		}
 	}
 	// A task that none of the context's workers can run would wait for
@@ -372,7 +372,7 @@ func (s *Scheduler) validate(t *Task) error {
 		return fmt.Errorf("%w: task %q asks for a team of %d workers; WithTeam(n) takes n >= 0 (0 and 1 run the task on one worker)", ErrBadTeam, cl.name(), t.Team)
 	}
 	if t.Team > s.kinds[CPUWorker] {
-		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, s.kinds[CPUWorker])
+		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %s (teams run on CPU workers)", ErrBadTeam, cl.name(), t.Team, cpuWorkersN(s.kinds[CPUWorker]))
 	}
 	if s.cx.ngone.Load() > 0 {
 		if err := s.checkRetired(t); err != nil {
@@ -471,7 +471,7 @@ func (s *Scheduler) checkRetired(t *Task) error {
 		why = fmt.Sprintf("driven workers %s left the scheduler when their drivers ended (Run returned, or Deinit)", strings.Join(gone, ", "))
 	}
 	if t.Team > left {
-		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %d CPU workers left: %s", ErrBadTeam, cl.name(), t.Team, left, why)
+		return fmt.Errorf("%w: task %q asks for a team of %d workers, the scheduler has %s left: %s", ErrBadTeam, cl.name(), t.Team, cpuWorkersN(left), why)
 	}
 	if cl.Detached == nil && (cl.CPU == nil || left+s.kinds[SimWorker] == 0) && (cl.CUDA == nil || s.kinds[CUDAWorker] == 0) {
 		return fmt.Errorf("%w: task %q: no worker is left to run it: %s; submit before the drivers end, or keep one driving until Close", ErrDriver, cl.name(), why)

@@ -261,6 +261,14 @@ func workersN(n int) string {
 	return fmt.Sprintf("%d workers", n)
 }
 
+// cpuWorkersN is "1 CPU worker" or "N CPU workers".
+func cpuWorkersN(n int) string {
+	if n == 1 {
+		return "1 CPU worker"
+	}
+	return fmt.Sprintf("%d CPU workers", n)
+}
+
 func (c *Context) countTeam(size, d int) {
 	c.teamMu.Lock()
 	if c.teams == nil {
