@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -288,7 +289,11 @@ func (s *Scheduler) stuckWaits(scope *Context) []error {
 		}
 		errs = append(errs, fmt.Errorf("%w: %s for tag %d, which no submitted task carries; submit a task WithTag(%d)", ErrNotSubmitted, who, g, g))
 	}
-	n := len(errs)
+	// Tasks never submitted are named by their codelet: those of one name
+	// make one line (two of them named "nop" are not two alike lines),
+	// in the order of the names.
+	type never struct{ tasks, waiting int }
+	byName := map[string]*never{}
 	for p, k := range s.early {
 		if p.state.Load() != stateNew {
 			continue
@@ -305,15 +310,28 @@ func (s *Scheduler) stuckWaits(scope *Context) []error {
 				continue
 			}
 		}
-		if len(errs)-n == most {
-			more++
-			continue
+		name := p.Codelet.name()
+		if byName[name] == nil {
+			byName[name] = &never{}
 		}
+		byName[name].tasks++
+		byName[name].waiting += k
+	}
+	for i, name := range slices.Sorted(maps.Keys(byName)) {
+		if i == most {
+			more += len(byName) - most
+			break
+		}
+		e := byName[name]
 		who := "1 task waits"
-		if k > 1 {
-			who = fmt.Sprintf("%d tasks wait", k)
+		if e.waiting > 1 {
+			who = fmt.Sprintf("%d tasks wait", e.waiting)
 		}
-		errs = append(errs, fmt.Errorf("%w: %s (After) for task %q, which was never submitted; submit it", ErrNotSubmitted, who, p.Codelet.name()))
+		what := fmt.Sprintf("task %q, which was never submitted; submit it", name)
+		if e.tasks > 1 {
+			what = fmt.Sprintf("%d tasks %q, which were never submitted; submit them", e.tasks, name)
+		}
+		errs = append(errs, fmt.Errorf("%w: %s (After) for %s", ErrNotSubmitted, who, what))
 	}
 	if more > 0 {
 		errs = append(errs, fmt.Errorf("%w: and %d more waits like these", ErrNotSubmitted, more))
