@@ -485,3 +485,48 @@ func TestRunBreakKeepsCancellation(t *testing.T) {
 		})
 	}
 }
+
+// An Irecv posted from a rank that then fails (returns an error, or
+// panics) completes with ErrBroken naming it, as when that rank returns
+// nil: Test reports it done and its Done channel closes. Before, only
+// Wait saw the break, and a loop polling Test (or a select on Done)
+// waited for ever.
+func TestIrecvFromFailedRankCompletes(t *testing.T) {
+	for _, how := range []string{"error", "panic"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			posted := make(chan struct{})
+			err := local.Run(ctx, 2, func(rctx context.Context, c comm.Comm) error {
+				if c.Rank() == 1 {
+					<-posted // rank 0's receive from this rank is posted
+					if how == "panic" {
+						panic("rank 1 gives up")
+					}
+					return errors.New("rank 1 gives up")
+				}
+				r, err := comm.Irecv(c, make([]int32, 1), 1, 9)
+				if err != nil {
+					return err
+				}
+				close(posted)
+				select {
+				case <-r.(comm.Notifier).Done():
+				case <-ctx.Done(): // the test's own deadline, not the rank's context
+					return fmt.Errorf("Irecv from a failed rank: Done not closed: %w", ctx.Err())
+				}
+				done, _, err := r.Test()
+				if !done || !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "rank 1 failed") {
+					return fmt.Errorf("Test of an Irecv from a failed rank: done %v, err %v", done, err)
+				}
+				_, err = r.Wait(context.Background())
+				return fmt.Errorf("rank 0 saw it: %w", err)
+			})
+			errs := rankErrors(t, err)
+			require.Len(t, errs, 2)
+			assert.Contains(t, errs[1].Error(), "rank 1 gives up")
+			assert.ErrorIs(t, errs[0], comm.ErrBroken)
+			assert.Contains(t, errs[0].Error(), "rank 0 saw it")
+		})
+	}
+}

@@ -70,6 +70,11 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		// that the ranks still to notice report.
 		w.brk.breakWith(fmt.Errorf("%w: rank %d failed: %w", comm.ErrBroken, r, causeLine(err)))
 		cancel(w.brk.broken())
+		// A failed rank has left too: the receives posted from it (an
+		// Irecv polled with Test, whose Done channel a select waits on)
+		// complete with ErrBroken, as when it returns nil, instead of
+		// staying pending for ever; Wait alone saw the break.
+		w.leave(r, "failed")
 	}
 	// conc's WaitGroup scopes the rank goroutines: Run returns only once
 	// every one of them has. Panics never reach it: runRank turns them into
