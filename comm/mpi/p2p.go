@@ -537,7 +537,14 @@ func (c *Comm) isend(call string, buf comm.Buf, dest, tag int) (*request, error)
 		r.op = call
 	}
 	bp := r.sendFrom(buf.Bytes)
-	r.bytes, r.dt, r.what = len(buf.Bytes), buf.Type, p2p(p2pWaitIsend, dest, tag)
+	kind := p2pWaitIsend
+	switch call {
+	case "Sendrecv":
+		kind = p2pWaitSendrecv
+	case "SendrecvReplace":
+		kind = p2pWaitSendrecvReplace
+	}
+	r.bytes, r.dt, r.what = len(buf.Bytes), buf.Type, p2p(kind, dest, tag)
 	c.st.lock()
 	var rc C.int
 	if dt.made {

@@ -178,17 +178,23 @@ const (
 	p2pWaitSendInit
 	p2pWaitRecvInit
 	p2pSendrecvReplace
-	p2pKinds
+	p2pWaitSendrecv        // the Wait of a Sendrecv's send (sendrecvSplit)
+	p2pWaitSendrecvReplace // the same for SendrecvReplace
+	p2pKinds               // at most 16: a p2pWhat keeps the kind in 4 bits
 )
 
 // p2pNames name the kinds in reports; a send's peer is its destination,
 // every other's the source.
 var p2pNames = [p2pKinds]string{"", "Send", "Ssend", "Recv", "Sendrecv receiving", "Probe", "Mprobe", "Message.Recv",
 	"Wait for an Isend", "Wait for an Irecv", "Wait for a persistent send", "Wait for a persistent receive",
-	"SendrecvReplace receiving"}
+	"SendrecvReplace receiving", "Sendrecv sending", "SendrecvReplace sending"}
 
 func (k p2pKind) sends() bool {
-	return k == p2pSend || k == p2pSsend || k == p2pWaitIsend || k == p2pWaitSendInit
+	switch k {
+	case p2pSend, p2pSsend, p2pWaitIsend, p2pWaitSendInit, p2pWaitSendrecv, p2pWaitSendrecvReplace:
+		return true
+	}
+	return false
 }
 
 // A p2pWhat is a point-to-point wait as one word, so that recording it

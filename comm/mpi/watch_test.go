@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -136,8 +137,23 @@ func TestP2PWhat(t *testing.T) {
 		{p2p(p2pMprobe, 1<<28-1, 5), "Mprobe from a rank past 2^28, tag 5"},
 		{p2p(p2pWaitRecvInit, 2, 9), "Wait for a persistent receive from rank 2, tag 9"},
 		{p2p(p2pWaitSendInit, 2, 9), "Wait for a persistent send to rank 2, tag 9"},
+		{p2p(p2pWaitSendrecv, 1, 4), "Sendrecv sending to rank 1, tag 4"},
+		{p2p(p2pWaitSendrecvReplace, 0, 3), "SendrecvReplace sending to rank 0, tag 3"},
 	} {
 		assert.Equal(t, c.want, c.what.String())
+	}
+	// Every kind fits the word's 4 bits and comes back with its peer.
+	require.LessOrEqual(t, int(p2pKinds), 16)
+	for k := p2pSend; k < p2pKinds; k++ {
+		w := p2p(k, 5, 6)
+		assert.Equal(t, k, w.kind())
+		assert.NotEmpty(t, p2pNames[k], "kind %d has a name", k)
+		p := w.peers()
+		if k.sends() {
+			assert.Equal(t, sendTo(5, 6), p, p2pNames[k])
+		} else {
+			assert.Equal(t, recvFrom(5, 6), p, p2pNames[k])
+		}
 	}
 }
 
