@@ -196,7 +196,7 @@ func newExecutor(plan *Plan, client string, fns map[string]RunnableFunc, streams
 		if pr.Client != client {
 			continue
 		}
-		rows := 1 << 16
+		rows := maxRows // without a limit, the last maxRows
 		if frames > 0 {
 			rows = int(min(frames*pr.PeriodFrames, maxRows))
 		}
