@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -130,6 +131,11 @@ var errStopped = errors.New("dist: the master stopped its workers")
 // rank must pass the same root: ranks that do not all return an error
 // wrapping comm.ErrInvalidArg naming the ranks and their roots.
 //
+// The master's scheduler (Master.Local) records the whole job: its
+// Stats and trace have a worker per core of every rank (Master.RankOf
+// says whose). PZ_TRACE is read on the root only: the worker ranks'
+// schedulers write no trace, which would overwrite the master's.
+//
 // Task arguments (scheduler.WithArg) travel through the codec and arrive
 // on a worker rank as its generic values, not as the Go type given to
 // WithArg: an int arrives as int64 or uint64, a float32 as float64, a
@@ -168,7 +174,13 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 			err = fmt.Errorf("dist: RunMaster: %w", ferr)
 		}
 	}()
-	ls, err := scheduler.New(ctx, opts...)
+	// This scheduler serves the master on a worker rank, and only counts
+	// the cores on the root: PZ_TRACE is for the master's scheduler,
+	// whose workers are every rank's cores. A worker rank's would write
+	// its own trace to the same file after the master's (it closes last).
+	// Options of the caller's, WithGetenv and WithTrace, come after and
+	// win.
+	ls, err := scheduler.New(ctx, append([]scheduler.Option{scheduler.WithGetenv(envWithoutTrace)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
@@ -314,16 +326,25 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	}
 	w, ok := m.wrapped[cl.Name]
 	if !ok {
-		return fmt.Errorf("dist: submitting %q: %w: it is not in the master's registry", cl.Name, ErrUnknownCodelet)
+		return fmt.Errorf("dist: submitting %q: %w: it is not in the master's registry; pass it to dist.NewRegistry on every rank before RunMaster", cl.Name, ErrUnknownCodelet)
 	}
 	if ranks := m.missing[cl.Name]; len(ranks) > 0 {
-		return fmt.Errorf("dist: submitting %q: %w: ranks %v have no codelet of that name", cl.Name, ErrUnknownCodelet, ranks)
+		return fmt.Errorf("dist: submitting %q: %w: ranks %v have no codelet of that name; pass it to dist.NewRegistry on every rank, not only on the master", cl.Name, ErrUnknownCodelet, ranks)
 	}
 	return m.local.Submit(ctx, w, args...)
 }
 
 // WaitAll waits for every task submitted so far.
 func (m *Master) WaitAll(ctx context.Context) error { return m.local.WaitAll(ctx) }
+
+// envWithoutTrace reads the environment as the scheduler does, without
+// PZ_TRACE: the worker ranks' schedulers of RunMaster write no trace.
+func envWithoutTrace(k string) string {
+	if k == "PZ_TRACE" {
+		return ""
+	}
+	return os.Getenv(k)
+}
 
 // wrap makes cl's master-side codelet: on the master's own workers it runs
 // cl, on a proxy it runs the task on the proxy's rank.

@@ -170,6 +170,7 @@ func TestMasterUnknownCodelet(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, submitErr, dist.ErrUnknownCodelet)
 	assert.Contains(t, submitErr.Error(), "ranks [2]")
+	assert.Contains(t, submitErr.Error(), "pass it to dist.NewRegistry on every rank")
 }
 
 // Tiles of a partitioned matrix (leading dimension wider than the tile)
