@@ -1101,7 +1101,10 @@ func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick 
 // wait for resizes as events.
 func WithOnResize(f func(Resize)) Option { return func(c *config) { c.onResize = f } }
 
-// WithLogger logs every resize and refused move (Info).
+// WithLogger logs every resize and refused move (Info) and, at Debug
+// level, why feft and teft move: each linear program that leads to a
+// move ("hypervisor: linear program": the predicted end end_s, the
+// fractional share, the rounded target and the current distribution).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithGetenv replaces os.Getenv for the PZ_HYPERVISOR_* variables.

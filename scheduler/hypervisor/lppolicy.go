@@ -300,7 +300,7 @@ func lpResize(v *View, managed []int, active []bool, remaining []float64, inTask
 			moves = append(moves, Move{Worker: donors[j], To: recv[j]})
 		}
 	}
-	logger(v).Debug("hypervisor: linear program", zap.Float64("end_s", d.End), zap.Any("target", d.Workers), zap.Any("current", cur))
+	logger(v).Debug("hypervisor: linear program", zap.Float64("end_s", d.End), zap.Any("share", d.Share), zap.Any("target", d.Workers), zap.Any("current", cur))
 	return moves
 }
 

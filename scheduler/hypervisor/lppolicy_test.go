@@ -211,3 +211,41 @@ func TestTEFTMovesWithoutFlopsInARun(t *testing.T) {
 	assert.Positive(t, <-pending, "the move came while the small context still had work")
 	require.NoError(t, s.WaitAll(ctx))
 }
+
+// typesSpy wraps TEFT and keeps the task types of the last View it saw.
+type typesSpy struct {
+	hypervisor.TEFT
+	types chan []hypervisor.TaskTypeView
+}
+
+func (p *typesSpy) Resize(v *hypervisor.View) []hypervisor.Move {
+	p.types <- v.Types
+	return nil
+}
+
+// TestAnnouncedFewerThanSubmitted: a type announced with fewer tasks
+// than were submitted counts the submitted ones not completed as left
+// (teft planned for the announced count alone, so a context that
+// submitted more than it announced looked done and lost its workers).
+func TestAnnouncedFewerThanSubmitted(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	spy := &typesSpy{types: make(chan []hypervisor.TaskTypeView, 1)}
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(spy), hypervisor.WithTrigger(0), hypervisor.WithGetenv(noEnv))
+	require.NoError(t, err)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	gate, started := make(chan struct{}), make(chan struct{}, 3)
+	cl := &scheduler.Codelet{Name: "x", CPU: func(*scheduler.Call) error { started <- struct{}{}; <-gate; return nil }}
+	require.NoError(t, hv.AnnounceTasks(a, cl, 1))
+	submitN(t, s, a, cl, 3)
+	<-started // the first of the three runs, the others wait: all pushed
+	hv.ResizeNow()
+	types := <-spy.types
+	close(gate)
+	require.NoError(t, a.WaitAll(testCtx(t)))
+	require.Len(t, types, 1)
+	assert.Equal(t, "x", types[0].Name)
+	assert.EqualValues(t, 3, types[0].Remaining, "3 submitted, 1 announced, none completed")
+}

@@ -34,8 +34,8 @@ type TaskTypeView struct {
 	Codelet *scheduler.Codelet
 	Name    string
 	// Remaining counts the tasks of the type not completed: announced
-	// (AnnounceTasks) minus completed, or, for a type never announced,
-	// pushed (ready) minus completed.
+	// (AnnounceTasks) or pushed (submitted and ready), whichever is
+	// more, minus completed.
 	Remaining int64
 	// Time is, by kind of worker (indexed by scheduler.WorkerKind), the
 	// mean time of one task: measured on the tasks completed so far, or,
@@ -128,11 +128,10 @@ func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) 
 		if sn.k.cl != nil {
 			tv.Name = sn.k.cl.Name
 		}
-		if tc.announced > 0 {
-			tv.Remaining = max(tc.announced-tc.done, 0)
-		} else {
-			tv.Remaining = max(tc.pushed-tc.done, 0)
-		}
+		// The tasks announced and not completed, and at least those
+		// submitted and not completed: a type announced with fewer
+		// tasks than were submitted still has its queued tasks to run.
+		tv.Remaining = max(max(tc.announced, tc.pushed)-tc.done, 0)
 		if tc.done > 0 {
 			tv.Flops = tc.flops / float64(tc.done)
 		}
@@ -156,7 +155,9 @@ func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) 
 // teft counts them as remaining work before they are submitted, so that
 // it plans for types not seen yet. Once a type is announced, its
 // remaining count is the announced count minus the completed tasks, so
-// announce every task of the type, those already submitted included. args, if given, are the arguments of such a
+// announce every task of the type, those already submitted included
+// (the tasks submitted and not completed count in any case: announcing
+// too few does not hide queued work). args, if given, are the arguments of such a
 // task (their data shapes select the scheduler's calibrated performance
 // model of cl, which gives the type's time per kind of worker until its
 // first tasks have run). c must be registered and not deleted.
