@@ -74,7 +74,7 @@ type Options struct {
 //	n, block        matrix order and tile size
 //	precision       32 or 64
 //	policy          scheduling policy that ran
-//	workers         CPU workers
+//	workers         workers: the CPU workers and one per device
 //	backend         tile kernels: "gonum" or "openblas" (linalg.Backend)
 //	tasks           tile tasks submitted (POTRF+TRSM+SYRK+GEMM)
 //	seconds         wall time from the first submission to the end of the last task

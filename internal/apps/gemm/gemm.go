@@ -63,7 +63,7 @@ type Options struct {
 //	n, block     matrix order and tile size
 //	precision    32 or 64
 //	policy       scheduling policy that ran
-//	workers      CPU workers
+//	workers      workers: the CPU workers and one per device
 //	backend      tile kernels: "gonum" or "openblas"
 //	tasks        tile tasks: (n/block)², each C_ij −= A_i·B_jᵀ over the full n
 //	seconds      wall time from the first submission to the end of the last task
