@@ -46,8 +46,10 @@ type Client struct {
 
 // Signal returns the signal (SIGINT or SIGTERM) that stopped the client's
 // last EnterScheduler, or nil when none did. EnterScheduler returns nil
-// after such a graceful stop, as after the frame limit; a client program
-// that exits with the signal's status (128+signo) asks here.
+// after such a graceful stop of the loop, as after the frame limit, and
+// an error naming the signal when it came before the start (while the
+// client waited for a master or for the other clients); a client
+// program that exits with the signal's status (128+signo) asks here.
 func (c *Client) Signal() os.Signal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -161,9 +163,11 @@ func (c *Client) hello() *message {
 // refuses the client, ErrAborted when another client failed, an error
 // that is both ErrAborted and ErrMasterLost when the master died or
 // stopped beating, mid-run or while the client waited for the start
-// (WithMasterTimeout), and ctx's
-// error when ctx ends before the start; ctx's end after the start is a
-// graceful stop, like a signal. After an abort it returns even if a body
+// (WithMasterTimeout), ctx's error when ctx ends before the start, and
+// an error naming the signal when SIGINT or SIGTERM comes before the
+// start (while it waits for a master or for the other clients; the
+// master then waits for this client again); ctx's end after the start
+// is a graceful stop, like a signal. After an abort it returns even if a body
 // (or a stream's Mark or WaitMark) has not returned half the master's
 // liveness bound later: that goroutine is left running, and the error
 // names it.
@@ -172,11 +176,41 @@ func (c *Client) EnterScheduler(ctx context.Context) error {
 	if dir == "" {
 		dir = DefaultDir(os.Getenv)
 	}
-	conn, err := dialMaster(ctx, dir, func(msg string) {
+	c.mu.Lock()
+	c.signal = nil
+	c.mu.Unlock()
+	// SIGINT and SIGTERM end the wait for a master and for the start, as
+	// they end the loop: a client that a script started in the background
+	// (which inherits SIGINT ignored until a handler is installed) stops
+	// when told to, at any time. While dialing, a watcher takes the
+	// signal; after, the session does.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-sigs:
+			c.setSignal(s)
+			cancel(fmt.Errorf("client %s got %v", c.name, s))
+		case <-stopWatch:
+		}
+	}()
+	conn, err := dialMaster(dctx, dir, func(msg string) {
 		if c.log != nil {
 			c.log(msg)
 		}
 	})
+	close(stopWatch)
+	<-watched
+	if err == nil && ctx.Err() == nil && dctx.Err() != nil {
+		// The signal came as the dial succeeded.
+		conn.Close()
+		err = fmt.Errorf("static: %w before it reached the master", context.Cause(dctx))
+	}
 	if err != nil {
 		return err
 	}
@@ -188,7 +222,17 @@ func (c *Client) EnterScheduler(ctx context.Context) error {
 			sw.pid = pid
 		}
 	}
-	return c.session(ctx, newSockLink(conn), sw, true)
+	return c.session(ctx, newSockLink(conn), sw, sigs)
+}
+
+// setSignal records s as the signal that stopped this run (Signal),
+// unless one did already.
+func (c *Client) setSignal(s os.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.signal == nil {
+		c.signal = s
+	}
 }
 
 // dialWaitLog is how long a client waits for a master before it says so
@@ -229,8 +273,11 @@ func dialMaster(ctx context.Context, dir string, logf func(string)) (net.Conn, e
 }
 
 // session runs the client over an established link; sw watches the
-// master until the start.
-func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bool) error {
+// master until the start. sigs (nil in process: RunLocal) delivers
+// SIGINT and SIGTERM, which end the wait for the start with an error
+// and the loop gracefully.
+func (c *Client) session(ctx context.Context, l link, sw *startWatch, sigs <-chan os.Signal) error {
+	signals := sigs != nil
 	defer l.close()
 	if err := l.send(c.hello()); err != nil {
 		return fmt.Errorf("static: client %s: sending hello: %w", c.name, err)
@@ -250,7 +297,7 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 			msgs <- m
 		}
 	}()
-	start, err := c.awaitStart(ctx, msgs, rerr, sw)
+	start, err := c.awaitStart(ctx, msgs, rerr, sw, sigs)
 	if err != nil {
 		return err
 	}
@@ -288,7 +335,6 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 	c.exit = stopReq
 	early := c.exitEarly
 	c.exitEarly = "" // it stops this run, not every later one
-	c.signal = nil
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -300,12 +346,6 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 	}
 	// Watch the master, the caller's ctx and the signals while the loop
 	// runs.
-	var sigs chan os.Signal
-	if signals {
-		sigs = make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-	}
 	watchDone := make(chan struct{})
 	bye := make(chan struct{})
 	abortMsg := make(chan struct{}) // closed once the master's abort (or its end) is in
@@ -372,11 +412,7 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 					return
 				}
 			case s := <-sigs:
-				c.mu.Lock()
-				if c.signal == nil {
-					c.signal = s
-				}
-				c.mu.Unlock()
+				c.setSignal(s)
 				stopReq(fmt.Sprintf("client %s got %v", c.name, s))
 			case <-ctxDone:
 				ctxDone = nil
@@ -443,7 +479,7 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, signals bo
 
 // awaitStart waits for the master's start message, watching the
 // master's beats meanwhile (startWatch).
-func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-chan error, sw *startWatch) (*message, error) {
+func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-chan error, sw *startWatch, sigs <-chan os.Signal) (*message, error) {
 	// Until the first beat there is nothing to check; then two checks
 	// per beat.
 	tick := time.NewTicker(waitBeatEvery(time.Second))
@@ -478,6 +514,9 @@ func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-ch
 			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("static: client %s: waiting for the start: %w", c.name, context.Cause(ctx))
+		case s := <-sigs:
+			c.setSignal(s)
+			return nil, fmt.Errorf("static: client %s got %v while waiting for the start; the master waits for it again", c.name, s)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 		}()
 		go func() {
 			defer wg.Done()
-			errs[i] = c.session(clientCtx, cl, &startWatch{option: c.masterTimeout}, false)
+			errs[i] = c.session(clientCtx, cl, &startWatch{option: c.masterTimeout}, nil)
 			if errors.Is(errs[i], ErrRefused) {
 				cancelCause(errs[i]) // the run cannot start without it
 			}

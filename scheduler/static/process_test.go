@@ -56,6 +56,9 @@ func clientProcess(name string) int {
 	var say int64
 	fmt.Sscan(os.Getenv("PZ_STM_TEST_SAY"), &say)
 	opts := []ClientOption{WithClientDir(os.Getenv("PZ_STM_DIR"))}
+	if os.Getenv("PZ_STM_TEST_LOG") == "1" {
+		opts = append(opts, WithClientLog(func(msg string) { fmt.Fprintln(os.Stderr, name+":", msg) }))
+	}
 	if d, err := time.ParseDuration(os.Getenv("PZ_STM_TEST_MASTER_TIMEOUT")); err == nil {
 		opts = append(opts, WithMasterTimeout(d))
 	}
