@@ -622,14 +622,28 @@ func (g *group) unreachable(me, source int) error {
 	}
 	if source != comm.AnySource {
 		if why := g.gone[source].Load(); why != nil {
-			return fmt.Errorf("%w: rank %d %s, and no message from it matches", comm.ErrBroken, source, *why)
+			return g.breakOr(fmt.Errorf("%w: rank %d %s, and no message from it matches", comm.ErrBroken, source, *why))
 		}
 		return nil
 	}
 	if g.size == 1 || !g.othersGone(me) {
 		return nil
 	}
-	return fmt.Errorf("%w: every other rank has left (returned from its function), and no message matches", comm.ErrBroken)
+	return g.breakOr(fmt.Errorf("%w: every other rank has left (returned from its function), and no message matches", comm.ErrBroken))
+}
+
+// breakOr is the error that broke g's world or g, which names the rank
+// that failed first and why, or else err: a rank that failed has left
+// too (Run), and its departure's sweep would otherwise name only the
+// departure.
+func (g *group) breakOr(err error) error {
+	if b := g.w.brk.broken(); b != nil {
+		return b
+	}
+	if b := g.brk.broken(); b != nil {
+		return b
+	}
+	return err
 }
 
 // othersGone reports whether every rank of g but me has left Run, from
