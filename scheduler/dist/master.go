@@ -317,9 +317,11 @@ func (m *Master) RankOf(w int) int {
 	return m.proxies[w-m.nlocal].rank
 }
 
-// Submit submits a task of the registered codelet named cl.Name, which
-// may run on any rank. Its data are handles of Local() holding slices of
-// numbers (vectors or matrices). It is refused if a rank lacks the codelet.
+// Submit submits a task of cl, a codelet of the registry (the same
+// *scheduler.Codelet), which may run on any rank, where the codelet of
+// that name runs it. Its data are handles of Local() holding slices of
+// numbers (vectors or matrices). It is refused if a rank lacks the
+// codelet, or if cl is another codelet than the registry's of its name.
 func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...scheduler.Arg) error {
 	if cl == nil {
 		return fmt.Errorf("dist: Master.Submit: %w: nil codelet (argument cl); pass one of the registry's codelets", comm.ErrInvalidArg)
@@ -327,6 +329,11 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	w, ok := m.wrapped[cl.Name]
 	if !ok {
 		return fmt.Errorf("dist: submitting %q: %w: it is not in the master's registry; pass it to dist.NewRegistry on every rank before RunMaster", cl.Name, ErrUnknownCodelet)
+	}
+	if m.reg.byName[cl.Name] != cl {
+		// Tasks run the registered codelet of that name, on every rank:
+		// another one that shares its name would silently not run.
+		return fmt.Errorf("dist: submitting %q: %w: the registry holds another codelet of that name; submit the registered one (the *scheduler.Codelet passed to dist.NewRegistry), or register this one under a name of its own", cl.Name, ErrUnknownCodelet)
 	}
 	if ranks := m.missing[cl.Name]; len(ranks) > 0 {
 		return fmt.Errorf("dist: submitting %q: %w: ranks %v have no codelet of that name; pass it to dist.NewRegistry on every rank, not only on the master", cl.Name, ErrUnknownCodelet, ranks)

@@ -136,7 +136,8 @@ func TestMasterWorkerRandomGraphs(t *testing.T) {
 }
 
 // A codelet some rank does not know is refused at the master's Submit,
-// naming the rank; nothing crashes on the worker.
+// naming the rank; nothing crashes on the worker. So is one that is not
+// the registry's codelet of its name.
 func TestMasterUnknownCodelet(t *testing.T) {
 	extra := &scheduler.Codelet{Name: "extra", CPU: func(*scheduler.Call) error { return nil }}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -163,6 +164,16 @@ func TestMasterUnknownCodelet(t *testing.T) {
 			}
 			if err := m.Submit(ctx, nil, scheduler.RW(h)); !errors.Is(err, comm.ErrInvalidArg) || !contains(err, "nil codelet") {
 				return fmt.Errorf("a nil codelet: %v", err)
+			}
+			// Another codelet under a registered name would run the
+			// registered one's code on every rank: refused.
+			ran := false
+			impostor := &scheduler.Codelet{Name: mwApply.Name, CPU: func(*scheduler.Call) error { ran = true; return nil }}
+			if err := m.Submit(ctx, impostor, scheduler.RW(h)); !errors.Is(err, dist.ErrUnknownCodelet) || !contains(err, "the registry holds another codelet of that name") {
+				return fmt.Errorf("another codelet under a registered name: %v", err)
+			}
+			if err := m.WaitAll(ctx); err != nil || ran {
+				return fmt.Errorf("after the impostor: %v, ran %v", err, ran)
 			}
 			return nil
 		})
