@@ -21,8 +21,10 @@ var (
 	// work no worker.
 	ErrInfeasible = errors.New("hypervisor: no distribution of the workers fits")
 	// ErrBadProblem is returned for a malformed problem: a negative
-	// number of contexts, or work that is not a finite number (NaN or
-	// +Inf flops or task count); the message names the context.
+	// number of contexts or of workers, lengths that do not match the
+	// number of contexts (Flops and Speed, Min, Max), a task type of a
+	// context that does not exist, or work that is not a finite number
+	// (NaN or +Inf flops or task count); the message names the context.
 	ErrBadProblem = errors.New("hypervisor: invalid problem")
 )
 
@@ -110,7 +112,7 @@ type Distribution struct {
 // seconds.
 func SolveFlops(p FlopsProblem) (Distribution, error) {
 	if len(p.Speed) != len(p.Flops) {
-		return Distribution{}, fmt.Errorf("%w: %d contexts of flops, %d of speeds", ErrInfeasible, len(p.Flops), len(p.Speed))
+		return Distribution{}, fmt.Errorf("%w: %d contexts of flops, %d of speeds", ErrBadProblem, len(p.Flops), len(p.Speed))
 	}
 	tp := TaskProblem{Contexts: len(p.Flops), Workers: p.Workers, Min: p.Min, Max: p.Max}
 	for i, f := range p.Flops {
@@ -179,7 +181,7 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 	hasWork := make([]bool, ns)
 	for j, t := range p.Types {
 		if t.Context < 0 || t.Context >= ns {
-			return Distribution{}, fmt.Errorf("%w: type %d: context %d out of 0..%d", ErrInfeasible, j, t.Context, ns-1)
+			return Distribution{}, fmt.Errorf("%w: type %d: context %d out of 0..%d", ErrBadProblem, j, t.Context, ns-1)
 		}
 		if math.IsNaN(t.Count) || math.IsInf(t.Count, 1) {
 			return Distribution{}, fmt.Errorf("%w: context %d: type %d: task count %g is not a finite amount of work", ErrBadProblem, t.Context, j, t.Count)
@@ -379,11 +381,11 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 // workers (hi capped at the total).
 func bounds(ns int, workers, minw, maxw []int) (lo, hi []int, total int, err error) {
 	if (minw != nil && len(minw) != ns) || (maxw != nil && len(maxw) != ns) {
-		return nil, nil, 0, fmt.Errorf("%w: %d contexts but %d Min and %d Max", ErrInfeasible, ns, len(minw), len(maxw))
+		return nil, nil, 0, fmt.Errorf("%w: %d contexts but %s", ErrBadProblem, ns, limitsLen(minw, maxw))
 	}
 	for k, w := range workers {
 		if w < 0 {
-			return nil, nil, 0, fmt.Errorf("%w: %d workers of kind %d", ErrInfeasible, w, k)
+			return nil, nil, 0, fmt.Errorf("%w: %d workers of kind %d", ErrBadProblem, w, k)
 		}
 		total += w
 	}
@@ -510,3 +512,15 @@ func roundShares(share [][]float64, workers []int, lo, hi []int) ([][]int, error
 }
 
 func slices0(s []int) []int { return append([]int(nil), s...) }
+
+// limitsLen describes the lengths of Min and Max for an error: "2 Min"
+// and "no Max" (nil) rather than "0 Max".
+func limitsLen(minw, maxw []int) string {
+	one := func(name string, l []int) string {
+		if l == nil {
+			return "no " + name
+		}
+		return fmt.Sprintf("%d %s", len(l), name)
+	}
+	return one("Min", minw) + " and " + one("Max", maxw)
+}

@@ -147,7 +147,9 @@ func TestSolveFlopsBadInput(t *testing.T) {
 		{"min above max", hypervisor.FlopsProblem{Flops: []float64{1, 1}, Speed: [][]float64{{1}, {1}}, Workers: []int{4}, Min: []int{3, 0}, Max: []int{2, 0}}, hypervisor.ErrInfeasible},
 		{"limits leave a context with work no worker", hypervisor.FlopsProblem{Flops: []float64{1, 1}, Speed: [][]float64{{1}, {1}}, Workers: []int{2}, Min: []int{2, 0}}, hypervisor.ErrInfeasible},
 		{"no workers", hypervisor.FlopsProblem{Flops: []float64{1}, Speed: [][]float64{{1}}, Workers: []int{0}}, hypervisor.ErrInfeasible},
-		{"mismatched lengths", hypervisor.FlopsProblem{Flops: []float64{1, 1}, Speed: [][]float64{{1}}, Workers: []int{2}}, hypervisor.ErrInfeasible},
+		{"mismatched lengths", hypervisor.FlopsProblem{Flops: []float64{1, 1}, Speed: [][]float64{{1}}, Workers: []int{2}}, hypervisor.ErrBadProblem},
+		{"a Min of the wrong length", hypervisor.FlopsProblem{Flops: []float64{1, 1}, Speed: [][]float64{{1}, {1}}, Workers: []int{2}, Min: []int{1}}, hypervisor.ErrBadProblem},
+		{"negative workers", hypervisor.FlopsProblem{Flops: []float64{1}, Speed: [][]float64{{1}}, Workers: []int{-1}}, hypervisor.ErrBadProblem},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +195,8 @@ func TestSolveTasks(t *testing.T) {
 	assert.ErrorIs(t, err, hypervisor.ErrInfeasible)
 	// A type of a context that does not exist.
 	_, err = hypervisor.SolveTasks(hypervisor.TaskProblem{Contexts: 1, Workers: []int{1}, Types: []hypervisor.TaskType{{Context: 3, Count: 1, Time: []float64{1}}}})
-	assert.ErrorIs(t, err, hypervisor.ErrInfeasible)
+	assert.ErrorIs(t, err, hypervisor.ErrBadProblem)
+	assert.NotErrorIs(t, err, hypervisor.ErrInfeasible)
 }
 
 // TestSolveRoundingInvariants checks the rounding on many shapes: every
