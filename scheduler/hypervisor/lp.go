@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
@@ -93,8 +94,9 @@ type Distribution struct {
 	// work has no worker that can run it (see Unserved).
 	RoundedEnd float64
 	// Unserved lists the contexts with work that Workers leaves without
-	// a worker, which happens only with fewer workers than contexts with
-	// work (or Min and Max that leave too few); nil otherwise.
+	// a worker able to run it, which happens only with fewer such workers
+	// than contexts with work (or Min and Max that leave too few); nil
+	// otherwise.
 	Unserved []int
 }
 
@@ -339,7 +341,7 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 		}
 		c := make([]float64, ncols)
 		c[yCol] = -1
-		_, x, err := lp.Simplex(c, A, b, 0, nil)
+		_, x, err := lp.Simplex(c, A, b, simplexTol, nil)
 		return x, err
 	}
 	x, err := solve(nil)
@@ -361,12 +363,23 @@ func SolveTasks(p TaskProblem) (Distribution, error) {
 	if err != nil {
 		return d, err
 	}
-	for i := range d.Workers {
-		n := 0
-		for _, w := range d.Workers[i] {
-			n += w
+	// can[i][k]: a worker of kind k can run some of context i's work.
+	can := make([][]bool, ns)
+	for i := range can {
+		can[i] = make([]bool, nk)
+	}
+	for _, t := range types {
+		for k := range t.time {
+			can[t.ctx][k] = true
 		}
-		if hasWork[i] && n == 0 {
+	}
+	useWorkers(d.Workers, can)
+	for i := range d.Workers {
+		useful := false
+		for k, w := range d.Workers[i] {
+			useful = useful || w > 0 && can[i][k]
+		}
+		if hasWork[i] && !useful {
 			d.Unserved = append(d.Unserved, i)
 		}
 	}
@@ -416,9 +429,10 @@ func bounds(ns int, workers, minw, maxw []int) (lo, hi []int, total int, err err
 
 // roundShares rounds a fractional distribution share[i][k] whose kind
 // columns add up to workers[k] to integers with the same column sums and
-// row sums within [lo[i], hi[i]]: first each context's total (largest
-// remainder within the bounds), then each kind within the totals
-// (largest remainder, then any cell that both still lack).
+// row sums within [lo[i], hi[i]]: first each context's total (from its
+// minimum, each worker to the context that would end last), then each
+// kind within the totals (largest remainder, then any cell that both
+// still lack).
 func roundShares(share [][]float64, workers []int, lo, hi []int) ([][]int, error) {
 	const eps = 1e-9 // the Simplex's round-off on an integral share
 	ns, nk := len(share), len(workers)
@@ -432,13 +446,35 @@ func roundShares(share [][]float64, workers []int, lo, hi []int) ([][]int, error
 		for _, v := range share[i] {
 			want[i] += v
 		}
-		tot[i] = min(max(int(math.Floor(want[i]+eps)), lo[i]), hi[i])
+		tot[i] = lo[i]
 		left -= tot[i]
+	}
+	// Each context's work takes about want[i]/tot[i] of the fractional
+	// plan's time with tot[i] whole workers: from the minimums up, each
+	// worker goes to the context that would otherwise end last (with one
+	// kind of worker and the program's shares, the split that ends
+	// first). Rounding each share down and handing out the rest by the
+	// largest remainder gave shares of 1.47 and 2.53 workers 1 and 3,
+	// ending at 1.47 times the plan's time, where 2 and 2 end at 1.26;
+	// and a context raised to its minimum of one worker took it from the
+	// floors of the others without a look at which then ends last.
+	load := func(i, n int) float64 {
+		switch {
+		case want[i] <= eps:
+			return 0
+		case n <= 0:
+			return math.Inf(1)
+		}
+		return want[i] / float64(n)
+	}
+	if left < 0 {
+		return nil, fmt.Errorf("%w: the minimums take %d workers too many", ErrInfeasible, -left)
 	}
 	for ; left > 0; left-- {
 		best := -1
 		for i := range tot {
-			if tot[i] < hi[i] && (best < 0 || want[i]-float64(tot[i]) > want[best]-float64(tot[best])) {
+			if tot[i] < hi[i] && (best < 0 || load(i, tot[i]) > load(best, tot[best]) ||
+				load(i, tot[i]) == load(best, tot[best]) && want[i]-float64(tot[i]) > want[best]-float64(tot[best])) {
 				best = i
 			}
 		}
@@ -446,18 +482,6 @@ func roundShares(share [][]float64, workers []int, lo, hi []int) ([][]int, error
 			return nil, fmt.Errorf("%w: the maximums leave %d workers unplaced", ErrInfeasible, left)
 		}
 		tot[best]++
-	}
-	for ; left < 0; left++ {
-		best := -1
-		for i := range tot {
-			if tot[i] > lo[i] && (best < 0 || want[i]-float64(tot[i]) < want[best]-float64(tot[best])) {
-				best = i
-			}
-		}
-		if best < 0 {
-			return nil, fmt.Errorf("%w: the minimums take %d workers too many", ErrInfeasible, -left)
-		}
-		tot[best]--
 	}
 	out := make([][]int, ns)
 	rowDef := make([]int, ns)
@@ -524,3 +548,60 @@ func limitsLen(minw, maxw []int) string {
 	}
 	return one("Min", minw) + " and " + one("Max", maxw)
 }
+
+// useWorkers trades workers between contexts so that a context whose
+// workers can run none of its work (can: by context, then kind) gets
+// one that can, from a context that stays served after the trade (it
+// can use the worker it gets back, or keeps another it can use, or has
+// no work): rounding a share of 0.26 kind-1 workers up by the fallback,
+// when the kind-1 workers were all placed, gave such a context a kind-0
+// worker it had no use for (RoundedEnd +Inf). Every context keeps its
+// number of workers, every kind its count.
+func useWorkers(w [][]int, can [][]bool) {
+	served := func(i int) bool {
+		for k, n := range w[i] {
+			if n > 0 && can[i][k] {
+				return true
+			}
+		}
+		return !slices.Contains(can[i], true) // no work: nothing to serve
+	}
+	for i := range w {
+		if served(i) {
+			continue
+		}
+		k := slices.IndexFunc(w[i], func(n int) bool { return n > 0 })
+		if k < 0 {
+			continue // no worker at all: Unserved
+		}
+	trade:
+		for j := range w {
+			if j == i {
+				continue
+			}
+			for k2, n := range w[j] {
+				if n == 0 || k2 == k || !can[i][k2] {
+					continue
+				}
+				w[j][k2]--
+				w[j][k]++
+				if !served(j) {
+					w[j][k2]++ // j would lose its last useful worker
+					w[j][k]--
+					continue
+				}
+				w[i][k]--
+				w[i][k2]++
+				break trade
+			}
+		}
+	}
+}
+
+// simplexTol is the reduced cost below which gonum's Simplex stops (its
+// tol). At 0 a reduced cost of round-off size (-1e-17) kept it pivoting
+// on a degenerate vertex for ever: FlopsProblem{Flops: 42, 64, 54;
+// Speed: 1, 4, 1; Workers: 3; Max: 0, 2, 1} never returned (gonum issue
+// 1914 is another such loop). The objective is -y with y = 1/End
+// scaled to about 1, so this stops within a billionth of the optimum.
+const simplexTol = 1e-9
