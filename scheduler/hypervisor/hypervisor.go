@@ -288,6 +288,7 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 func (h *Hypervisor) Close() error {
 	if h.closed.CompareAndSwap(false, true) {
 		h.s.RemoveMonitor(h)
+		h.warnUnsubmitted()
 	}
 	// Wait for the decision in flight: it holds mu. Every decision
 	// checks closed with mu held (decideLocked), so none starts after
@@ -300,6 +301,26 @@ func (h *Hypervisor) Close() error {
 	}
 	h.mu.Unlock()
 	return h.Err()
+}
+
+// warnUnsubmitted logs (Warn) each type of task announced with
+// AnnounceTasks of which fewer were submitted than announced: teft
+// planned for those tasks all along, holding workers for a context
+// whose work never came.
+func (h *Hypervisor) warnUnsubmitted() {
+	if !h.types.on {
+		return // submissions are counted for a policy of task types only
+	}
+	h.types.mu.Lock()
+	defer h.types.mu.Unlock()
+	for _, k := range h.types.order {
+		tc := h.types.m[k]
+		if tc.announced > tc.pushed {
+			h.cfg.log.Warn("hypervisor: tasks announced were never submitted; teft planned workers for them (announce only the tasks a context will submit)",
+				zap.String("context", k.c.Name()), zap.String("codelet", k.cl.Name),
+				zap.Int64("announced", tc.announced), zap.Int64("submitted", tc.pushed))
+		}
+	}
 }
 
 // Err returns nil, or, once the policy's code (Resize, a hook,

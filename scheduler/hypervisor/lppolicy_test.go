@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/hypervisor"
@@ -248,4 +250,33 @@ func TestAnnouncedFewerThanSubmitted(t *testing.T) {
 	require.Len(t, types, 1)
 	assert.Equal(t, "x", types[0].Name)
 	assert.EqualValues(t, 3, types[0].Remaining, "3 submitted, 1 announced, none completed")
+}
+
+// Close warns about each type of task announced of which fewer were
+// submitted: teft held workers for work that never came. A type
+// submitted as announced gets no warning.
+func TestCloseWarnsAnnouncedNeverSubmitted(t *testing.T) {
+	s := newSched(t, 2)
+	a, b := newContexts(t, s, []int{0}, []int{1})
+	spy := &typesSpy{types: make(chan []hypervisor.TaskTypeView, 1)}
+	core, logs := observer.New(zap.WarnLevel)
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(spy), hypervisor.WithTrigger(0), hypervisor.WithGetenv(noEnv), hypervisor.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	short := &scheduler.Codelet{Name: "short", CPU: func(*scheduler.Call) error { return nil }}
+	exact := &scheduler.Codelet{Name: "exact", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, hv.AnnounceTasks(a, short, 5))
+	require.NoError(t, hv.AnnounceTasks(b, exact, 2))
+	submitN(t, s, a, short, 2)
+	submitN(t, s, b, exact, 2)
+	require.NoError(t, s.WaitAll(testCtx(t)))
+	require.NoError(t, hv.Close())
+	warns := logs.FilterMessageSnippet("never submitted").All()
+	require.Len(t, warns, 1, "%v", logs.All())
+	f := warns[0].ContextMap()
+	assert.Equal(t, a.Name(), f["context"])
+	assert.Equal(t, "short", f["codelet"])
+	assert.EqualValues(t, 5, f["announced"])
+	assert.EqualValues(t, 2, f["submitted"])
 }

@@ -160,7 +160,9 @@ func (tt *taskTypes) view(s *scheduler.Scheduler, cs []ContextView, nkinds int) 
 // too few does not hide queued work). args, if given, are the arguments of such a
 // task (their data shapes select the scheduler's calibrated performance
 // model of cl, which gives the type's time per kind of worker until its
-// first tasks have run). c must be registered and not deleted.
+// first tasks have run). c must be registered and not deleted. Close
+// logs a warning (WithLogger) for each type of which fewer tasks were
+// submitted than announced: teft held workers for them.
 func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, n int, args ...scheduler.Arg) error {
 	switch {
 	case cl == nil:
