@@ -594,11 +594,14 @@ func stmAnalyze(_ context.Context, e *stmEnv, args []string) error {
 		if err := writeFile(*svg, func(w io.Writer) error { return static.WriteRunSVG(w, run, *periods) }); err != nil {
 			return err
 		}
+		// On stderr, as compile -svg says it: stdout may be -json's.
+		fmt.Fprintf(e.stderr, "%s: drew the planned and actual timelines of %d periods in %s\n", e.name, *periods, *svg)
 	}
 	if *trace != "" {
 		if err := writeFile(*trace, func(w io.Writer) error { return static.WriteRunTrace(w, run) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(e.stderr, "%s: wrote the run's trace (Perfetto) in %s\n", e.name, *trace)
 	}
 	a := static.Analyze(run)
 	if *jsonOut {

@@ -144,6 +144,9 @@ func TestSTMRunAndAnalyze(t *testing.T) {
 	svg, trace := filepath.Join(dir, "run.svg"), filepath.Join(dir, "run.trace.json")
 	code, out, errs = pzrun(t, "stm", "analyze", runPath, "-json", "-svg", svg, "-trace", trace)
 	require.Equal(t, 0, code, errs)
+	// Where it drew, on stderr (stdout is -json's), as compile -svg says.
+	assert.Contains(t, errs, "drew the planned and actual timelines of 3 periods in "+svg)
+	assert.Contains(t, errs, "wrote the run's trace (Perfetto) in "+trace)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 5)
 	for _, l := range lines[:4] {
