@@ -191,6 +191,10 @@ func (l ErrorList) Unwrap() []error {
 type problems struct {
 	file string
 	list ErrorList
+	// meant holds, by mapping, the known keys that an unknown key of it
+	// likely misspells (fields): require does not report them missing
+	// too, as "did you mean" says it already.
+	meant map[*yaml.Node]map[string]bool
 }
 
 func (p *problems) add(line int, format string, args ...any) {
@@ -476,6 +480,13 @@ func (p *problems) fields(n *yaml.Node, what string, known []string) map[string]
 			msg := fmt.Sprintf("unknown key %q in %s", k.Value, what)
 			if c := closest(k.Value, known); c != "" {
 				msg += fmt.Sprintf("; did you mean %q?", c)
+				if p.meant == nil {
+					p.meant = map[*yaml.Node]map[string]bool{}
+				}
+				if p.meant[n] == nil {
+					p.meant[n] = map[string]bool{}
+				}
+				p.meant[n][c] = true
 			} else {
 				msg += "; the keys are " + strings.Join(known, ", ")
 			}
@@ -493,7 +504,7 @@ func (p *problems) fields(n *yaml.Node, what string, known []string) map[string]
 // mapping in the message.
 func (p *problems) require(n *yaml.Node, f map[string]*yaml.Node, what string, keys ...string) {
 	for _, k := range keys {
-		if f[k] == nil {
+		if f[k] == nil && !p.meant[n][k] {
 			p.add(n.Line, "%s has no %s; add %s: ...", what, k, k)
 		}
 	}
