@@ -795,6 +795,7 @@ func TestUserOpPanicEveryRank(t *testing.T) {
 							assert.Equal(t, bad, re.Rank, "rank %d", me)
 						}
 						assert.ErrorContains(t, err, `user op "boom" panicked`, "rank %d", me)
+						assert.Regexp(t, `^mpi: (All)?ReduceUser on rank \d+: rank \d+: the user op`, err.Error(), "rank %d: the call named once", me)
 					default: // the library never called the op on bad
 						assert.NoError(t, err, "rank %d", me)
 						if root < 0 || me == root {

@@ -93,13 +93,12 @@ func (c *Comm) runUser(ctx context.Context, k call, send, recv comm.Buf, op *com
 // The rank whose op panicked panics with its value after the agreement,
 // as the op's own panic; every other rank returns an error naming it.
 func (c *Comm) runUserAgreed(ctx context.Context, k call, send, recv comm.Buf, op *comm.UserFunc, root int, inplace C.int, agree bool) error {
-	name := k.String() + "User"
 	all := k == callAllReduce
 	c.st.lock()
 	rc := C.pz_user_init()
 	c.st.unlock()
 	if rc != 0 {
-		return fmt.Errorf("mpi: %s: %w", name, c.st.error("MPI_Op_create", rc))
+		return c.st.error("MPI_Op_create", rc) // named by the caller (callErr)
 	}
 	u := &userCall{fn: op.Fn, size: send.Type.Size()}
 	h := cgo.NewHandle(u)
@@ -109,7 +108,7 @@ func (c *Comm) runUserAgreed(ctx context.Context, k call, send, recv comm.Buf, o
 	rc = C.pz_user_type(c.h.types[send.Type], C.uintptr_t(h), &dt)
 	c.st.unlock()
 	if rc != 0 {
-		return fmt.Errorf("mpi: %s: %w", name, c.st.error("MPI_Type_dup", rc))
+		return c.st.error("MPI_Type_dup", rc)
 	}
 	defer c.free(mpiType{t: dt, made: true})
 	commute := C.int(0)
@@ -139,9 +138,9 @@ func (c *Comm) runUserAgreed(ctx context.Context, k call, send, recv comm.Buf, o
 		switch {
 		case u.panic != nil:
 		case aerr != nil:
-			err = errors.Join(err, fmt.Errorf("mpi: %s: learning whether the user op %q panicked on another rank: %w", name, op.Name, aerr))
+			err = errors.Join(err, fmt.Errorf("learning whether the user op %q panicked on another rank: %w", op.Name, aerr))
 		case r >= 0:
-			err = fmt.Errorf("mpi: %s: %w", name, &comm.RankError{Rank: r, Err: fmt.Errorf(
+			err = error(&comm.RankError{Rank: r, Err: fmt.Errorf(
 				"the user op %q panicked there, so the result is void on every rank (rank %d's output has the panic): %w", op.Name, r, ErrUserOpPanicked)})
 		}
 	}
