@@ -115,7 +115,8 @@ func WithHardwareOptions(opts ...hardware.Option) Option {
 	return func(c *config) { c.hwOpts = append(c.hwOpts, opts...) }
 }
 
-// WithGetenv reads the launcher's environment (see internal/launch) through
+// WithGetenv reads the launcher's environment (see internal/launch), the
+// devices' (PZ_NSIM, PZ_NCUDA...) and PZ_TRACE for Scheduler through
 // getenv instead of os.Getenv.
 func WithGetenv(getenv func(string) string) Option {
 	return func(c *config) { c.getenv = getenv }
@@ -151,6 +152,9 @@ type RuntimeView struct {
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
 
+	getenv func(string) string // WithGetenv's, or os.Getenv: PZ_TRACE for Scheduler
+	stderr io.Writer           // where Scheduler's trace at Close says what it wrote instead of the merged trace
+
 	sig      *signalHandler // nil when signals are off
 	world    *mpi.World     // nil unless the backend is MPI
 	aborting *atomic.Bool   // set by abortJob: the teardown skips MPI_Finalize
@@ -181,7 +185,7 @@ func build(ctx context.Context, c comm.Comm, backend Backend, cfg *config, m *ha
 	if err != nil {
 		return fail(fmt.Errorf("runtimeview: %w", err))
 	}
-	rt := &RuntimeView{c: c, backend: backend, log: log, stack: callbacks.New()}
+	rt := &RuntimeView{c: c, backend: backend, log: log, stack: callbacks.New(), getenv: cfg.getenv, stderr: cfg.stderr}
 	// The logger closes last: the teardown below it may still log.
 	if err := rt.stack.PushNamed("logger", log.Close); err != nil {
 		return fail(err)

@@ -6,7 +6,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pzgo/pz/scheduler"
@@ -55,6 +58,19 @@ const DefaultDistTimeout = 10 * time.Minute
 // Logging: the local scheduler's Info lines (each context resize) print
 // where Logger's do, on the root rank by default; its warnings print on
 // every rank (MyResourceSet().Logger()).
+//
+// Traces: PZ_TRACE=file (read through WithGetenv's function) on several
+// ranks makes Close write one trace of every rank's tasks and transfers
+// on rank 0 (dist.Scheduler.WriteTraceFiles: file and its Gantt chart,
+// .svg, beside it) instead of each rank's local scheduler writing its
+// own to the same file: the local schedulers do not see PZ_TRACE and
+// record their tasks (as PZ_STATS=1), and the scheduler's Close merges
+// (dist.WithCloseTrace). When the graph did not complete on every rank,
+// the job is being aborted, or the merge cannot complete, each rank
+// writes its own trace, file with ".rankR" before the extension, and
+// says so on stderr. A scheduler.WithTrace or scheduler.WithGetenv
+// among opts leaves the local scheduler's trace to them. On one rank
+// PZ_TRACE is the local scheduler's.
 func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) (*dist.Scheduler, error) {
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
@@ -67,6 +83,24 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		// The rank's devices, shared with its resource set.
 		all = append(all, scheduler.WithDevices(rt.devs...))
 	}
+	// PZ_TRACE, read through WithGetenv's function: on several ranks the
+	// local schedulers do not see it (each would write its own trace to
+	// the same file); Close merges the ranks' traces instead.
+	tracePath := rt.getenv("PZ_TRACE")
+	merge := rt.Size() > 1 && tracePath != ""
+	var traceAsked atomic.Bool // the local scheduler read PZ_TRACE: no WithTrace or WithGetenv among opts
+	all = append([]scheduler.Option{scheduler.WithGetenv(func(k string) string {
+		switch {
+		case k == "PZ_TRACE" && merge:
+			traceAsked.Store(true)
+			return ""
+		case k == "PZ_TRACE":
+			return tracePath
+		case k == "PZ_STATS" && merge:
+			return "1" // the merge needs the tasks recorded, as PZ_TRACE would have them
+		}
+		return os.Getenv(k)
+	})}, all...)
 	all = append(all, opts...)
 	if rt.backend != Local && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) <= workers {
 		// MPI progresses only inside MPI calls: the goroutines that make
@@ -86,8 +120,22 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		}
 	}
 	logger := rt.MyResourceSet().Logger()
-	d, err := dist.New(ctx, rt.c, ls, dist.WithStallTimeout(timeout),
-		dist.WithStallReport(time.Minute, func(s string) { logger.Warn(s) }))
+	dopts := []dist.Option{dist.WithStallTimeout(timeout), dist.WithStallReport(time.Minute, func(s string) { logger.Warn(s) })}
+	if merge && traceAsked.Load() {
+		if err := checkTracePath(tracePath); err != nil {
+			_ = ls.Close()
+			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: PZ_TRACE=%q: %w", rt.Rank(), scheduler.ErrBadOption, tracePath, err)
+		}
+		dopts = append(dopts, dist.WithCloseTrace(dist.CloseTrace{
+			Path: tracePath,
+			Root: 0,
+			// A job being aborted (MPI_Abort after a failure or a
+			// signal): the other ranks may never come to Close.
+			Alone: func() bool { return rt.aborting != nil && rt.aborting.Load() },
+			Note:  func(s string) { fmt.Fprintf(rt.stderr, "pz: %s\n", s) },
+		}))
+	}
+	d, err := dist.New(ctx, rt.c, ls, dopts...)
 	if err != nil {
 		_ = ls.Close() // its workers' goroutines; the error that matters is New's
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
@@ -187,6 +235,27 @@ func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Regist
 	_, all := rt.workerOptions(runtime.GOMAXPROCS(0))
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
+	}
+	return nil
+}
+
+// checkTracePath checks the merged trace's file when Scheduler is made,
+// as the local scheduler checks PZ_TRACE, rather than at Close after the
+// whole run: not a name ending in .svg (its Gantt chart would replace
+// it), in a directory that exists, not a directory itself.
+func checkTracePath(path string) error {
+	if ext := filepath.Ext(path); strings.EqualFold(ext, ".svg") {
+		return fmt.Errorf("the trace is JSON and its Gantt chart is written beside it with the extension .svg, so the trace file must not end in %s (use %s)",
+			ext, filepath.Base(strings.TrimSuffix(path, ext)+".json"))
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("the trace's directory %s: %w (create it first)", dir, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("the trace's directory %s is not a directory", dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory; name the trace's file (%s)", path, filepath.Join(path, "trace.json"))
 	}
 	return nil
 }

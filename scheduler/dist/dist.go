@@ -135,6 +135,8 @@ type Scheduler struct {
 	walking  *scheduler.Codelet // the codelet of the program's submission being walked (Submit), so that a failure names it as the program's task; guarded by mu
 	unwaited int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
 	trace    traceLog
+	// closeTrace is the trace Close writes (WithCloseTrace); nil: none.
+	closeTrace *CloseTrace
 
 	progressed atomic.Int64 // tasks and transfers completed: the stall watchdog's clock
 	stall      time.Duration
@@ -718,7 +720,9 @@ func (d *Scheduler) failure() error {
 // their errors, consequences of the failure that Submit or WaitAll
 // reported, are not reported again. Then it stops the progress loop and
 // frees the private communicator. It does not close the local scheduler.
-// Closing twice is a no-op.
+// Closing twice is a no-op. With WithCloseTrace it writes the merged
+// trace after that wait, or this rank's own trace once its tasks have
+// drained (see WithCloseTrace).
 func (d *Scheduler) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -736,6 +740,14 @@ func (d *Scheduler) Close() error {
 			errs = append(errs, fmt.Errorf("dist: Close: %w", err))
 		}
 	}
+	merged, why := false, ""
+	if d.closeTrace != nil {
+		var err error
+		merged, why, err = d.mergeTraceAtClose(len(errs) == 0)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+		}
+	}
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
@@ -749,6 +761,13 @@ func (d *Scheduler) Close() error {
 	}
 	if failed {
 		_ = d.local.WaitAll(context.Background())
+	}
+	if d.closeTrace != nil && !merged {
+		// Once this rank's tasks have drained, so that its trace holds
+		// them all.
+		if err := d.writeOwnTraceAtClose(why); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// End this rank's own control receive with a message to itself. A
 	// communicator broken by the failure already reported (a rank that
