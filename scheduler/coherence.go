@@ -69,6 +69,14 @@ type replica struct {
 	// wanted counts the tasks placed on this node that prefetched it and
 	// have not run yet; kept when the replica is freed.
 	wanted int32
+	// undo marks a replica a task writes without reading it (W) that
+	// held no valid data when the task took it: it holds nothing of the
+	// handle's until the task has written it, so if the task fails (or
+	// does not run) the replicas valid before it, kept meanwhile (keep,
+	// with their state in prior), are valid again (releaseLocked).
+	undo, failed bool // failed: a task that pins it failed
+	keep         bool
+	prior        mstate
 }
 
 // A memNode is a memory node's allocator.
@@ -242,7 +250,7 @@ func (nd *memNode) holdsLocked() string {
 		r := &h.reps[nd.id]
 		b := bufBytes(&h.ram)
 		switch {
-		case r.tasks > 0 || r.reads > 0 || r.fill != nil:
+		case r.tasks > 0 || r.reads > 0 || r.fill != nil || r.keep:
 			busy += b
 		case r.state == modified:
 			dirty += b
@@ -548,9 +556,18 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 	}
 	r.tasks++
 	if writes {
+		// Written without being read over no valid data (a replica
+		// allocated or cached, holding anything): the valid replicas
+		// are kept until the task ends, for its failure.
+		if !reads && r.state == invalid {
+			r.undo = true // until its last pin goes (a team's members each pin it)
+		}
 		for i := range h.reps {
-			if i != int(n) {
-				h.reps[i].state = invalid
+			if o := &h.reps[i]; i != int(n) {
+				if r.undo && o.state != invalid {
+					o.keep, o.prior = true, o.state
+				}
+				o.state = invalid
 			}
 		}
 		r.state = modified
@@ -560,13 +577,36 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 	return nil, r.buf, nil
 }
 
-// releaseLocked unpins h on node n after a task.
-func (d *dataLayer) releaseLocked(h *Handle, n MemoryNode) {
+// releaseLocked unpins h on node n after a task; failed says the task
+// failed or did not run, so that a replica it took to write without
+// reading holds no data of the handle's (see replica.undo): the
+// replicas valid before are valid again.
+func (d *dataLayer) releaseLocked(h *Handle, n MemoryNode, failed bool) {
 	r := &h.reps[n]
 	r.tasks--
-	if r.tasks == 0 {
-		d.nodes[n].signalLocked()
+	r.failed = r.failed || failed
+	if r.tasks > 0 {
+		return
 	}
+	failed, r.failed = r.failed, false
+	if r.undo {
+		r.undo = false
+		restored := false
+		for i := range h.reps {
+			if o := &h.reps[i]; o.keep {
+				if failed {
+					o.state = o.prior
+					restored = true
+				}
+				o.keep = false
+				d.nodes[i].signalLocked()
+			}
+		}
+		if restored {
+			r.state = invalid
+		}
+	}
+	d.nodes[n].signalLocked()
 }
 
 // allocLocked gives h a replica allocation on node n, from the node's
@@ -807,7 +847,7 @@ func (nd *memNode) victim(h *Handle, written map[*Handle]bool, spareWanted, clea
 			continue
 		}
 		r := &v.reps[nd.id]
-		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 || r.state == modified && (clean || written[v]) {
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil || r.keep || spareWanted && r.wanted > 0 || r.state == modified && (clean || written[v]) {
 			continue
 		}
 		// Unwanted before wanted, then invalid before valid, then LRU.
@@ -1149,8 +1189,8 @@ func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
 	}
 	for h := range nd.handles {
 		r := &h.reps[nd.id]
-		if r.reads > 0 || r.fill != nil {
-			return true
+		if r.reads > 0 || r.fill != nil || r.keep {
+			return true // kept for a running task's failure (replica.undo): its end signals
 		}
 		if r.tasks == 0 {
 			continue
@@ -1229,18 +1269,19 @@ func taskBytes(t *Task) (total int64, what string) {
 func (d *dataLayer) unpinLocked(t *Task, n MemoryNode, bufs []*buffer) {
 	for i, a := range t.Access {
 		if bufs[i] != nil && a.Mode != ModeScratch && a.Mode != ModeRedux {
-			d.releaseLocked(a.Handle, n)
+			d.releaseLocked(a.Handle, n, true) // t does not run now
 			bufs[i] = nil
 		}
 	}
 }
 
-// releaseTask unpins t's data on node n after it ran.
-func (d *dataLayer) releaseTask(t *Task, n MemoryNode) {
+// releaseTask unpins t's data on node n after it ran; failed says it
+// failed or did not run (see releaseLocked).
+func (d *dataLayer) releaseTask(t *Task, n MemoryNode, failed bool) {
 	d.mu.Lock()
 	for _, a := range t.Access {
 		if a.Mode != ModeScratch && a.Mode != ModeRedux {
-			d.releaseLocked(a.Handle, n)
+			d.releaseLocked(a.Handle, n, failed)
 		}
 	}
 	d.mu.Unlock()

@@ -642,7 +642,7 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 		w.events = append(w.events, ev)
 	}
 	if dl := s.data; dl != nil {
-		dl.releaseTask(t, w.info.Node)
+		dl.releaseTask(t, w.info.Node, err != nil)
 	}
 	w.releaseScratch(&sl.scratch) // the stream is past the task's work
 	sl.t, sl.cc, sl.err, sl.qerr, sl.ended = nil, CUDACall{}, nil, nil, nil

@@ -278,7 +278,7 @@ func (s *Scheduler) runDetached(t *Task, pinned bool) {
 			return
 		}
 		if pinned {
-			s.data.releaseTask(t, RAM)
+			s.data.releaseTask(t, RAM, err != nil)
 		}
 		if err != nil {
 			if _, ok := err.(*TaskError); !ok {

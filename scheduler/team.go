@@ -213,7 +213,10 @@ func (w *worker) runTeam(tm *team, rank int) {
 		if t.Codelet.Parallel == SPMD || rank == 0 {
 			err = w.run(t, &c)
 		}
-		w.unprepare(t)
+		if d := w.s.data; d != nil {
+			d.releaseTask(t, w.info.Node, err != nil)
+		}
+		w.releaseScratch(w.scratchSet())
 	}
 	if t.Codelet.Parallel == ForkJoin {
 		if rank == 0 {

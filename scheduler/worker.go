@@ -341,7 +341,7 @@ func (w *worker) execute1(t *Task) *Task {
 			err = w.run(t, c)
 		}
 		if d := w.s.data; d != nil {
-			d.releaseTask(t, w.info.Node)
+			d.releaseTask(t, w.info.Node, err != nil)
 			w.releaseScratch(&w.scratch)
 		}
 	}
@@ -494,7 +494,7 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 // unprepare releases what prepare acquired when the task does not run.
 func (w *worker) unprepare(t *Task) {
 	if d := w.s.data; d != nil {
-		d.releaseTask(t, w.info.Node)
+		d.releaseTask(t, w.info.Node, true)
 	}
 	w.releaseScratch(w.scratchSet())
 }
