@@ -72,10 +72,19 @@ type replica struct {
 	// undo marks a replica a task writes without reading it (W) that
 	// held no valid data when the task took it: it holds nothing of the
 	// handle's until the task has written it, so if the task fails (or
-	// does not run) the replicas valid before it, kept meanwhile (keep,
-	// with their state in prior), are valid again (releaseLocked).
+	// does not run) RAM's replica, valid before it and kept meanwhile
+	// (keep, with its state in prior), is valid again (releaseLocked).
+	// Only RAM's replica is ever kept: when only devices held valid
+	// data, the task first brought them to RAM (acquireLocked), so a
+	// kept replica holds no device memory. (Keeping devices' replicas,
+	// which eviction then had to spare, deadlocked: a task waiting for
+	// room on a full device waited for one, while the task it was kept
+	// for could not end first - a detached receive in RAM waiting for
+	// another rank whose tasks waited for this one, in
+	// TestRandomGraphsOnDevices under load; as could a W task admitted
+	// on another device, waiting for room there likewise.)
 	undo, failed bool // failed: a task that pins it failed
-	keep         bool
+	keep         bool // RAM's only
 	prior        mstate
 }
 
@@ -250,7 +259,7 @@ func (nd *memNode) holdsLocked() string {
 		r := &h.reps[nd.id]
 		b := bufBytes(&h.ram)
 		switch {
-		case r.tasks > 0 || r.reads > 0 || r.fill != nil || r.keep:
+		case r.tasks > 0 || r.reads > 0 || r.fill != nil:
 			busy += b
 		case r.state == modified:
 			dirty += b
@@ -534,7 +543,19 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 			return nil, nil, nil
 		}
 	}
-	if reads && r.state == invalid {
+	// A write without a read (W) over a replica with no valid data,
+	// when only devices hold the valid ones, first brings them to RAM,
+	// staged as for a read: a task that fails (or does not run) leaves
+	// the data as they were, and what it keeps for that until it ends
+	// is RAM's replica only (replica.undo); on RAM (n == RAM) the task
+	// writes over the data themselves, which a failure before it writes
+	// leaves. It cannot deadlock: a kept RAM replica holds no device
+	// memory, so eviction, reclaim and a task waiting for room see the
+	// devices as they would without it, and the staging is a copy, which
+	// ends, as a read's does. The cost is that copy, made only when RAM
+	// is stale.
+	stage := writes && !reads && r.state == invalid && h.reps[RAM].state == invalid && d.validLocked(h) >= 0
+	if (reads || stage) && r.state == invalid {
 		src := d.validLocked(h)
 		if src < 0 {
 			return nil, nil, fmt.Errorf("scheduler: %v has no valid replica (a copy failed)", h)
@@ -557,14 +578,15 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 	r.tasks++
 	if writes {
 		// Written without being read over no valid data (a replica
-		// allocated or cached, holding anything): the valid replicas
-		// are kept until the task ends, for its failure.
+		// allocated or cached, holding anything): RAM's replica, valid
+		// if any is (staged above), is kept until the task ends, for
+		// its failure; the devices' are invalid as after any write.
 		if !reads && r.state == invalid {
 			r.undo = true // until its last pin goes (a team's members each pin it)
 		}
 		for i := range h.reps {
 			if o := &h.reps[i]; i != int(n) {
-				if r.undo && o.state != invalid {
+				if r.undo && i == int(RAM) && o.state != invalid {
 					o.keep, o.prior = true, o.state
 				}
 				o.state = invalid
@@ -579,8 +601,8 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 
 // releaseLocked unpins h on node n after a task; failed says the task
 // failed or did not run, so that a replica it took to write without
-// reading holds no data of the handle's (see replica.undo): the
-// replicas valid before are valid again.
+// reading holds no data of the handle's (see replica.undo): RAM's
+// replica, valid before, is valid again.
 func (d *dataLayer) releaseLocked(h *Handle, n MemoryNode, failed bool) {
 	r := &h.reps[n]
 	r.tasks--
@@ -591,19 +613,11 @@ func (d *dataLayer) releaseLocked(h *Handle, n MemoryNode, failed bool) {
 	failed, r.failed = r.failed, false
 	if r.undo {
 		r.undo = false
-		restored := false
-		for i := range h.reps {
-			if o := &h.reps[i]; o.keep {
-				if failed {
-					o.state = o.prior
-					restored = true
-				}
-				o.keep = false
-				d.nodes[i].signalLocked()
+		if k := &h.reps[RAM]; k.keep {
+			k.keep = false
+			if failed {
+				k.state, r.state = k.prior, invalid
 			}
-		}
-		if restored {
-			r.state = invalid
 		}
 	}
 	d.nodes[n].signalLocked()
@@ -847,7 +861,7 @@ func (nd *memNode) victim(h *Handle, written map[*Handle]bool, spareWanted, clea
 			continue
 		}
 		r := &v.reps[nd.id]
-		if r.tasks > 0 || r.reads > 0 || r.fill != nil || r.keep || spareWanted && r.wanted > 0 || r.state == modified && (clean || written[v]) {
+		if r.tasks > 0 || r.reads > 0 || r.fill != nil || spareWanted && r.wanted > 0 || r.state == modified && (clean || written[v]) {
 			continue
 		}
 		// Unwanted before wanted, then invalid before valid, then LRU.
@@ -1189,8 +1203,8 @@ func (nd *memNode) busyLocked(t *Task, bufs []*buffer) bool {
 	}
 	for h := range nd.handles {
 		r := &h.reps[nd.id]
-		if r.reads > 0 || r.fill != nil || r.keep {
-			return true // kept for a running task's failure (replica.undo): its end signals
+		if r.reads > 0 || r.fill != nil {
+			return true
 		}
 		if r.tasks == 0 {
 			continue
