@@ -517,7 +517,7 @@ func (nd *memNode) signalLocked() {
 // it is neither evicted nor copied over while the task runs) or, with
 // prefetch, only starts its copy. It returns a channel to wait on, and
 // then must be called again; or the buffer; or an error.
-func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool) (<-chan struct{}, *buffer, error) {
+func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch, restore bool) (<-chan struct{}, *buffer, error) {
 	if w, err := d.readyLocked(h); w != nil || err != nil {
 		return w, nil, err
 	}
@@ -554,7 +554,11 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 	// devices as they would without it, and the staging is a copy, which
 	// ends, as a read's does. The cost is that copy, made only when RAM
 	// is stale.
-	stage := writes && !reads && r.state == invalid && h.reps[RAM].state == invalid && d.validLocked(h) >= 0
+	// Not for a detached task (restore false: the engine's receives of
+	// scheduler/dist, whose failure fails the whole graph): a received
+	// tile's older version on this rank's device would be copied to RAM
+	// only to be overwritten, on every receive of a new version.
+	stage := restore && writes && !reads && r.state == invalid && h.reps[RAM].state == invalid && d.validLocked(h) >= 0
 	if (reads || stage) && r.state == invalid {
 		src := d.validLocked(h)
 		if src < 0 {
@@ -581,7 +585,7 @@ func (d *dataLayer) acquireLocked(h *Handle, n MemoryNode, m Mode, prefetch bool
 		// allocated or cached, holding anything): RAM's replica, valid
 		// if any is (staged above), is kept until the task ends, for
 		// its failure; the devices' are invalid as after any write.
-		if !reads && r.state == invalid {
+		if restore && !reads && r.state == invalid {
 			r.undo = true // until its last pin goes (a team's members each pin it)
 		}
 		for i := range h.reps {
@@ -1027,7 +1031,7 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 			if bufs[base+i] != nil || a.Mode == ModeScratch || a.Mode == ModeRedux {
 				continue
 			}
-			w, b, err := d.acquireLocked(a.Handle, n, a.Mode, false)
+			w, b, err := d.acquireLocked(a.Handle, n, a.Mode, false, t.Codelet.Detached == nil)
 			if err != nil {
 				return fail(err)
 			}
@@ -1320,7 +1324,7 @@ func (d *dataLayer) prefetch(t *Task, n MemoryNode) {
 		if a.Mode&ModeR == 0 || a.Mode&ModeCommute != 0 {
 			continue // a commuting writer may be writing it right now
 		}
-		d.acquireLocked(a.Handle, n, ModeR, true)
+		d.acquireLocked(a.Handle, n, ModeR, true, false)
 		if h := a.Handle; h.reps != nil && i < 64 {
 			h.reps[n].wanted++
 			t.wantMask |= 1 << i

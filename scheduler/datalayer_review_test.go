@@ -497,3 +497,69 @@ func TestFailedWriteOnDeviceKeepsData(t *testing.T) {
 		t.Fatalf("Unregister after a W task failed on a CPU worker: %v, want %v (the device's version, from before the task)", got, want)
 	}
 }
+
+// A detached task that writes a handle without reading it (the shape of
+// scheduler/dist's receive of a new version) does not first copy the
+// device's older version to RAM, as a program's W task does so that its
+// failure can leave the data as they were: the receive would overwrite
+// it at once, on every new version received.
+func TestDetachedWriteDoesNotStage(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 16
+	s := newSchedBounded(t, scheduler.WithWorkers(1), scheduler.WithSimDevices(scheduler.SimDevice{Memory: 4 * n * 8, Bandwidth: -1}))
+	dc := devOnly(t, s)
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		for i := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i]++
+		}
+		return nil
+	}}
+	gate := make(chan struct{})
+	busy := &scheduler.Codelet{Name: "busy", CPU: func(*scheduler.Call) error { <-gate; return nil }}
+	received := make(chan struct{})
+	recv := &scheduler.Codelet{Name: "recv", Detached: func(t *scheduler.Task, done func(error)) {
+		close(received)
+		go done(nil) // (a receive would write the RAM buffer first)
+	}}
+	toRAM := func() int64 {
+		var c int64
+		for _, tr := range s.Transfers() {
+			if tr.To == scheduler.RAM && tr.From != scheduler.RAM {
+				c += tr.Count
+			}
+		}
+		return c
+	}
+	hx, err := s.RegisterVector(make([]float64, n), scheduler.Named("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := s.RegisterVector(make([]float64, n), scheduler.Named("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest version on the device only, which stays busy (no idle
+	// write-back) until the receive has run.
+	if err := s.Submit(ctx, inc, scheduler.RW(hx), scheduler.InContext(dc)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(ctx, busy, scheduler.RW(hb), scheduler.InContext(dc)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(ctx, recv, scheduler.W(hx)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-received:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	got := toRAM()
+	close(gate)
+	if err := s.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got != 0 {
+		t.Fatalf("a detached W copied the device's version to RAM first: %d copies to RAM, want 0 (%+v)", got, s.Transfers())
+	}
+}
