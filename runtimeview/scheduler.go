@@ -3,14 +3,13 @@ package runtimeview
 import (
 	"context"
 	"fmt"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -122,7 +121,9 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	logger := rt.MyResourceSet().Logger()
 	dopts := []dist.Option{dist.WithStallTimeout(timeout), dist.WithStallReport(time.Minute, func(s string) { logger.Warn(s) })}
 	if merge && traceAsked.Load() {
-		if err := checkTracePath(tracePath); err != nil {
+		// Checked now, as the local scheduler checks PZ_TRACE, rather
+		// than at Close after the whole run.
+		if err := scheduler.CheckTraceFile(tracePath); err != nil {
 			_ = ls.Close()
 			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: PZ_TRACE=%q: %w", rt.Rank(), scheduler.ErrBadOption, tracePath, err)
 		}
@@ -235,27 +236,6 @@ func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Regist
 	_, all := rt.workerOptions(runtime.GOMAXPROCS(0))
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
-	}
-	return nil
-}
-
-// checkTracePath checks the merged trace's file when Scheduler is made,
-// as the local scheduler checks PZ_TRACE, rather than at Close after the
-// whole run: not a name ending in .svg (its Gantt chart would replace
-// it), in a directory that exists, not a directory itself.
-func checkTracePath(path string) error {
-	if ext := filepath.Ext(path); strings.EqualFold(ext, ".svg") {
-		return fmt.Errorf("the trace is JSON and its Gantt chart is written beside it with the extension .svg, so the trace file must not end in %s (use %s)",
-			ext, filepath.Base(strings.TrimSuffix(path, ext)+".json"))
-	}
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("the trace's directory %s: %w (create it first)", dir, err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("the trace's directory %s is not a directory", dir)
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory; name the trace's file (%s)", path, filepath.Join(path, "trace.json"))
 	}
 	return nil
 }

@@ -197,7 +197,7 @@ func buildConfig(opts []Option) (config, error) {
 	if c.trace == "" {
 		c.trace, traceOpt = env("PZ_TRACE"), "PZ_TRACE"
 	}
-	if err := checkTracePath(c.trace); err != nil {
+	if err := CheckTraceFile(c.trace); err != nil {
 		return c, fmt.Errorf("%w: %s(%q): %w", ErrBadOption, traceOpt, c.trace, err)
 	}
 	if !stats {

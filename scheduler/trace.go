@@ -135,7 +135,7 @@ func (s *Scheduler) WriteTraceFiles(path string) error {
 	if err := s.recording("WriteTraceFiles"); err != nil {
 		return err
 	}
-	if err := checkTracePath(path); err != nil {
+	if err := CheckTraceFile(path); err != nil {
 		return fmt.Errorf("scheduler: trace %s: %w", path, err)
 	}
 	if err := outfile.Write(path, s.WriteTrace); err != nil {
@@ -160,9 +160,12 @@ func (s *Scheduler) recording(op string) error {
 // file path.
 func ganttPath(path string) string { return strings.TrimSuffix(path, filepath.Ext(path)) + ".svg" }
 
-// checkTracePath refuses a trace file whose Gantt chart (ganttPath)
-// would be the trace file itself.
-func checkTracePath(path string) error {
+// CheckTraceFile returns nil if path can take a trace (WithTrace,
+// PZ_TRACE, or a trace written by a layer above, such as scheduler/dist's
+// merged one): not a name ending in .svg, which the Gantt chart written
+// beside it would replace, in a directory that exists, not a directory
+// itself; "" (no trace) passes. The error says what to use instead.
+func CheckTraceFile(path string) error {
 	if path != "" && strings.EqualFold(filepath.Ext(path), ".svg") {
 		return fmt.Errorf("the trace is JSON and its Gantt chart is written beside it as %s, so the trace file must not end in %s (use %s)",
 			filepath.Base(ganttPath(path)), filepath.Ext(path), filepath.Base(strings.TrimSuffix(path, filepath.Ext(path))+".json"))
