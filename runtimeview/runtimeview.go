@@ -312,8 +312,12 @@ func (rt *RuntimeView) Barrier(ctx context.Context) error {
 // returns an error wrapping callbacks.ErrCloseInCallback at once (the
 // Close running the callback goes on), rather than wait for itself.
 func (rt *RuntimeView) Close() error {
-	err := rt.closeStack()
-	if errors.Is(err, callbacks.ErrCloseInCallback) {
+	nested, err := rt.closeStackNested()
+	if nested {
+		// This Close runs inside a callback of the stack: the Close
+		// running it stops the handler. (Only the stack's own answer
+		// tells: the first Close's error wraps ErrCloseInCallback too
+		// when such a callback returned it, and must stop the handler.)
 		return err
 	}
 	if rt.sig != nil {
@@ -326,8 +330,18 @@ func (rt *RuntimeView) Close() error {
 // first and return its result: callbacks.Stack.Close); the signal handler
 // calls it directly because Close would wait for the handler itself.
 func (rt *RuntimeView) closeStack() error {
-	if err := rt.stack.Close(); err != nil {
-		return fmt.Errorf("runtimeview: rank %d: Close: %w", rt.Rank(), err)
+	_, err := rt.closeStackNested()
+	return err
+}
+
+// closeStackNested is closeStack, also reporting whether the call came
+// from one of the stack's own callbacks (callbacks.Stack.Close returned
+// ErrCloseInCallback itself, not a callback's error wrapping it).
+func (rt *RuntimeView) closeStackNested() (nested bool, err error) {
+	err = rt.stack.Close()
+	if err == nil {
+		return false, nil
 	}
-	return nil
+	// Identity, not errors.Is: the nested call's own answer.
+	return err == callbacks.ErrCloseInCallback, fmt.Errorf("runtimeview: rank %d: Close: %w", rt.Rank(), err)
 }

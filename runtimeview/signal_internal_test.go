@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/callbacks"
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
@@ -218,4 +219,29 @@ func TestShutdownNamesWaitedRanks(t *testing.T) {
 	assert.Contains(t, out, "pz: after terminated: waiting ")
 	assert.Contains(t, out, " for rank 2 to return (a rank's function must return once its context ends; terminated again exits at once)")
 	assert.NotContains(t, out, "rank 0")
+}
+
+// A callback that calls rt.Close and returns its error (ErrCloseInCallback)
+// made the outer Close's joined error wrap ErrCloseInCallback too, so that
+// Close, and every later one, took itself for the nested call and skipped
+// stopping the signal handler: its goroutine outlived Close, and a SIGINT
+// after Close still ran the handler (exit 130). Close stops it.
+func TestCloseStopsSignalsAfterCallbackCloses(t *testing.T) {
+	if mpi.Available() {
+		t.Skip("built with -tags mpi: New would initialize MPI")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rt, err := New(ctx, WithMachine(syntheticMachine()), quiet, WithGetenv(func(string) string { return "" }),
+		withExit(func(c int) { t.Errorf("exit(%d) after Close", c) }))
+	require.NoError(t, err)
+	require.NoError(t, rt.StackCallback(rt.Close))
+	err = rt.Close()
+	require.ErrorIs(t, err, callbacks.ErrCloseInCallback, "the callback's own error is reported")
+	require.ErrorIs(t, rt.Close(), callbacks.ErrCloseInCallback, "a later Close returns the same")
+	select {
+	case <-rt.sig.done:
+	default:
+		t.Fatal("the signal goroutine outlived Close")
+	}
 }
