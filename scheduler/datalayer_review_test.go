@@ -19,7 +19,8 @@ import (
 // two simulated devices with room for only a few handles, with host
 // calls (Fetch, Data and a write through it, Unregister and
 // re-registration) and failing tasks in the middle, checked against a
-// sequential model of the same operations in submission order.
+// sequential model of the same operations in submission order: what each
+// task does (runs, fails, is canceled) and the data the host sees.
 
 // A dlOp is one task of the graph. Its output is out (mode kind) and it
 // reads ins; fail makes it return an error before it writes anything.
@@ -80,7 +81,6 @@ func TestDataLayerRandomGraphs(t *testing.T) {
 // workers only (the model's own check).
 func runDataLayer(t *testing.T, seed uint64, devices bool) {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	failures := os.Getenv("PZ_DATALAYER_FAIL") == "1"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stallMu sync.Mutex
@@ -170,6 +170,24 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 	// poisoned: the handle's last writer failed or was canceled; its
 	// readers are canceled until a task that only writes it.
 	poisoned := make([]bool, nh)
+	// The group of commuting writes or reductions that the handle's
+	// last accesses form ("commute", "redux" or ""): its tasks depend on
+	// the accesses before the group, not on each other, so the group's
+	// tasks see the handle as it was when the group began (grpPoisoned).
+	// A reduction's contributions are combined when the group ends;
+	// when one of them did not run, none is, and the data stay as they
+	// were before the group (reduxFrom), poisoned.
+	grp := make([]string, nh)
+	grpPoisoned := make([]bool, nh)
+	var reduxFrom []float64
+	reduxLost := false
+	endGroup := func(i int) {
+		if grp[i] == "redux" && reduxLost {
+			copy(ref[i], reduxFrom)
+			poisoned[i] = true
+		}
+		grp[i] = ""
+	}
 	register := func(i int) {
 		h, err := s.RegisterVector(data[i], scheduler.Named(fmt.Sprintf("h%d", i)))
 		check(err, "RegisterVector")
@@ -178,6 +196,7 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 		}
 		hs[i] = h
 		poisoned[i] = false
+		grp[i] = ""
 	}
 	for i := range nh {
 		ref[i] = make([]float64, sizes[i])
@@ -210,6 +229,9 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 		switch r := rng.IntN(100); {
 		case r < 4: // Fetch: the newest data, or the failed writer's error
 			i := rng.IntN(nh)
+			if i == red {
+				endGroup(i) // a host call combines a pending reduction
+			}
 			got, err := hs[i].Fetch(ctx)
 			if ctx.Err() != nil {
 				fatal("Fetch of h%d: %v", i, err)
@@ -227,6 +249,9 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 			continue
 		case r < 7: // Data, then a write on the host
 			i := rng.IntN(nh)
+			if i == red {
+				endGroup(i)
+			}
 			var got any
 			hostCall("Data", func() { got = hs[i].Data() })
 			if !equalFloats(got.([]float64), ref[i]) {
@@ -242,6 +267,7 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 			continue
 		case r < 10: // Unregister, and register the data again
 			i := rng.IntN(nh)
+			endGroup(i)
 			got, err := hs[i].Unregister(ctx)
 			check(err, fmt.Sprintf("Unregister of h%d", i))
 			if !equalFloats(got.([]float64), ref[i]) {
@@ -272,10 +298,7 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 				op.ins = append(op.ins, in)
 			}
 		}
-		// Failing tasks only with PZ_DATALAYER_FAIL=1: the model of
-		// what they cancel disagrees with the scheduler on CPU workers
-		// alone too (TestDataLayerModel), which is not the data layer's.
-		op.fail = failures && rng.IntN(30) == 0 && op.kind != "redux" && op.kind != "commute"
+		op.fail = rng.IntN(30) == 0
 		op.where = rng.IntN(3)
 		if !devices && op.where == 2 {
 			op.where = 1
@@ -283,37 +306,47 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 
 		// The model: a task that reads a poisoned handle is canceled, and
 		// so poisons what it writes; a failed task poisons what it
-		// writes; a task that runs writes the reference.
-		// Commute and Redux accesses are not ordered among themselves:
-		// to keep the model sequential, they never fail and only touch
-		// handles whose last writer completed.
-		want := "ok"
-		reads := append([]int(nil), op.ins...)
-		if op.kind != "W" {
-			reads = append(reads, op.out)
+		// writes (a reader that fails or is canceled changes nothing);
+		// a task that runs writes the reference.
+		for _, i := range op.ins {
+			endGroup(i)
 		}
-		for _, i := range reads {
+		group := op.kind == "commute" || op.kind == "redux"
+		if !group || grp[op.out] != op.kind {
+			endGroup(op.out)
+		}
+		if group && grp[op.out] == "" {
+			grp[op.out], grpPoisoned[op.out] = op.kind, poisoned[op.out]
+			if op.kind == "redux" {
+				reduxFrom, reduxLost = append(reduxFrom[:0], ref[op.out]...), false
+			}
+		}
+		want := "ok"
+		for _, i := range op.ins {
 			if poisoned[i] {
 				want = "canceled"
 			}
 		}
-		if want == "canceled" && (op.kind == "commute" || op.kind == "redux") {
-			idx--
-			continue
+		switch {
+		case group && grpPoisoned[op.out], !group && op.kind != "W" && poisoned[op.out]:
+			want = "canceled"
 		}
 		if want == "ok" && op.fail {
 			want = "failed"
 		}
-		if want == "ok" {
+		switch {
+		case want == "ok":
 			var ins [][]float64
 			for _, i := range op.ins {
 				ins = append(ins, ref[i])
 			}
 			dlApply(op, ref[op.out], dlIn(op, ins))
-			if op.kind != "R" {
+			if !group && op.kind != "R" {
 				poisoned[op.out] = false
 			}
-		} else if op.kind != "R" {
+		case op.kind == "redux":
+			reduxLost = true
+		case op.kind != "R":
 			poisoned[op.out] = true
 		}
 
@@ -340,6 +373,7 @@ func runDataLayer(t *testing.T, seed uint64, devices bool) {
 	if ctx.Err() != nil {
 		fatal("WaitAll: %v", err)
 	}
+	endGroup(red) // Unregister below combines a pending reduction
 	for _, st := range tasks {
 		terr := st.task.Err()
 		got := "ok"

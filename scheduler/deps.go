@@ -201,8 +201,14 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 	// a failed task).
 	weak := m == ModeW
 	if cat == h.curCat && cat != catWrite && cat != catSync {
-		for _, p := range h.prev {
-			s.dep(ws, p, t, weak)
+		// t joins the group: it waits for what its first task waited
+		// for, with the same edges (see nread).
+		for i, p := range h.prev {
+			w := weak
+			if i < int(h.nread) {
+				w = p.Codelet.Detached == nil
+			}
+			s.dep(ws, p, t, w)
 		}
 		h.cur = s.appendPruned(h.cur, t)
 	} else {
@@ -226,6 +232,23 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 			}
 		}
 		old := h.prev
+		if readers && !weak && (cat == catCommute || cat == catRedux) {
+			// The tasks that will join t's group need the same edges
+			// as t: prev keeps the readers and, after them, their
+			// predecessors, whose references move with them.
+			h.nread = int32(len(h.cur))
+			h.prev = append(h.cur, old...)
+			clear(old)
+			h.cur = append(old[:0], t)
+			h.curCat = cat
+			if cat == catRedux {
+				s.regMu.Lock()
+				s.reduxLive[h] = struct{}{}
+				s.regMu.Unlock()
+			}
+			return
+		}
+		h.nread = 0
 		if len(old) <= 2 {
 			// A task reached through several handles is one of a few
 			// writers; a long list of readers is released at once.
@@ -331,6 +354,7 @@ func (h *Handle) insertLocked(cl *Codelet) *Task {
 	h.prev = h.cur
 	h.cur = append(old[:0], t)
 	h.curCat = catWrite
+	h.nread = 0
 	return t
 }
 

@@ -540,6 +540,106 @@ func TestFailedReaderDoesNotCancelWriter(t *testing.T) {
 	}
 }
 
+// TestGroupAfterCanceledReader: the Redux and Commute tasks after a
+// reader that failed or was canceled all run, not only the first of
+// their group (the second and later ones waited on the reader as on a
+// writer: canceled, and with them the reduction's combination and
+// everything after it, while the data were fine); after a failed
+// writer, all of them are canceled.
+func TestGroupAfterCanceledReader(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	var other, r, c uint64
+	ho, err := s.RegisterValue(&other, scheduler.Named("other"))
+	require.NoError(t, err)
+	hr, err := s.RegisterValue(&r, scheduler.Named("r"))
+	require.NoError(t, err)
+	hc, err := s.RegisterValue(&c, scheduler.Named("c"))
+	require.NoError(t, err)
+	zero := &scheduler.Codelet{Name: "zero", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0) = 0
+		return nil
+	}}
+	add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0) += *scheduler.ValueOf[*uint64](c, 1)
+		return nil
+	}}
+	require.NoError(t, hr.SetReduction(zero, add))
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("writer failed") }}
+	read := &scheduler.Codelet{Name: "read", CPU: func(*scheduler.Call) error { return nil }}
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0)++
+		return nil
+	}}
+	submit := func(cl *scheduler.Codelet, args ...scheduler.Arg) *scheduler.Task {
+		task := scheduler.NewTask(cl, args...)
+		require.NoError(t, s.SubmitTask(ctx, task))
+		return task
+	}
+	for _, waitFirst := range []bool{false, true} {
+		r, c = 10, 20
+		// A reader of r and c that is canceled: another handle's writer
+		// failed.
+		require.NoError(t, s.Submit(ctx, boom, scheduler.W(ho)))
+		reader := submit(read, scheduler.R(hr), scheduler.R(hc), scheduler.R(ho))
+		if waitFirst {
+			require.ErrorContains(t, s.WaitAll(ctx), "writer failed")
+		}
+		var group []*scheduler.Task
+		for range 3 {
+			group = append(group, submit(inc, scheduler.Redux(hr)), submit(inc, scheduler.Commute(hc)))
+		}
+		sum := submit(read, scheduler.R(hr), scheduler.R(hc))
+		err := s.WaitAll(ctx)
+		if !waitFirst {
+			require.ErrorContains(t, err, "writer failed")
+		}
+		require.ErrorIs(t, reader.Err(), scheduler.ErrCanceled)
+		for i, task := range append(group, sum) {
+			require.NoError(t, task.Err(), "task %d after the canceled reader (waitFirst %v)", i, waitFirst)
+		}
+		assert.Equal(t, uint64(13), r)
+		assert.Equal(t, uint64(23), c)
+	}
+
+	// After a failed writer, every task of the group is canceled, and
+	// so is what reads the result; the data are as the writer found
+	// them, and a W starts anew.
+	for _, h := range []*scheduler.Handle{hr, hc} {
+		require.NoError(t, s.Submit(ctx, boom, scheduler.RW(h)))
+	}
+	readers := []*scheduler.Task{submit(read, scheduler.R(hr)), submit(read, scheduler.R(hc))}
+	var group []*scheduler.Task
+	for range 3 {
+		group = append(group, submit(inc, scheduler.Redux(hr)), submit(inc, scheduler.Commute(hc)))
+	}
+	sum := submit(read, scheduler.R(hr), scheduler.R(hc))
+	require.ErrorContains(t, s.WaitAll(ctx), "writer failed")
+	for i, task := range append(append(readers, group...), sum) {
+		require.ErrorIs(t, task.Err(), scheduler.ErrCanceled, "task %d", i)
+		assert.Contains(t, task.Err().Error(), `codelet "boom"`)
+	}
+	assert.Equal(t, uint64(13), r)
+	assert.Equal(t, uint64(23), c)
+	set := &scheduler.Codelet{Name: "set", CPU: func(c *scheduler.Call) error {
+		*scheduler.ValueOf[*uint64](c, 0) = 5
+		return nil
+	}}
+	for _, h := range []*scheduler.Handle{hr, hc} {
+		require.NoError(t, s.Submit(ctx, set, scheduler.W(h)))
+		require.NoError(t, s.Submit(ctx, read, scheduler.R(h)))
+		for range 2 {
+			require.NoError(t, s.Submit(ctx, inc, map[*scheduler.Handle]scheduler.Arg{hr: scheduler.Redux(hr), hc: scheduler.Commute(hc)}[h]))
+		}
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	for _, h := range []*scheduler.Handle{hr, hc} {
+		v, err := h.Fetch(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(7), *v.(*uint64), "%v", h)
+	}
+}
+
 // TestFailedDetachedReaderCancelsWriter: a detached reader (a transfer,
 // say) may fail while its operation still reads the data, so the writer
 // after it is canceled, RW or W, unlike after a plain reader.

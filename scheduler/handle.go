@@ -116,6 +116,11 @@ type Handle struct {
 	cur    []*Task // the last group of accesses
 	prev   []*Task // the group before it (what cur depends on)
 	curCat uint8
+	// nread: when cur is a group of commuting writes or reductions after
+	// a group of reads, prev holds those readers first (nread of them,
+	// whose failure does not cancel cur's tasks) and then the readers'
+	// own predecessors (whose failure does); 0 otherwise.
+	nread int32
 
 	children [][]*Handle
 	rinit    *Codelet
@@ -611,7 +616,7 @@ func (h *Handle) Unpartition() error {
 			} else {
 				h.s.dropAll(c.prev)
 			}
-			c.cur, c.prev = nil, nil
+			c.cur, c.prev, c.nread = nil, nil, 0
 			c.status.Store(handleUnregistered)
 		}
 	}
@@ -620,6 +625,7 @@ func (h *Handle) Unpartition() error {
 	h.prev = h.prev[:0]
 	h.cur = all
 	h.curCat = catSync
+	h.nread = 0
 	if h.s.data != nil {
 		h.gatherLocked(h.children)
 	}
@@ -678,7 +684,7 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 			h.status.Store(handleUnregistered)
 			h.s.dropAll(h.cur)
 			h.s.dropAll(h.prev)
-			h.cur, h.prev = nil, nil
+			h.cur, h.prev, h.nread = nil, nil, 0
 			h.s.handleMu.Unlock()
 			h.s.removeSpan(h)
 			return h.ram.data, nil
