@@ -2,6 +2,7 @@ package runtimeview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/pzgo/pz/comm"
@@ -18,7 +19,7 @@ import (
 func AllGather[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T) ([][]T, error) {
 	parts, err := comm.AllGather(ctx, rt.c, mine)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: AllGather: %w", err)
+		return nil, rt.callError("AllGather", err)
 	}
 	return parts, nil
 }
@@ -30,7 +31,7 @@ func AllGather[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T) ([
 func AllReduce[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T, op comm.Op) ([]T, error) {
 	out, err := comm.AllReduce(ctx, rt.c, mine, op)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: AllReduce: %w", err)
+		return nil, rt.callError("AllReduce", err)
 	}
 	return out, nil
 }
@@ -39,7 +40,7 @@ func AllReduce[T comm.Number](ctx context.Context, rt *RuntimeView, mine []T, op
 // be mine itself). It allocates nothing.
 func AllReduceTo[T comm.Number](ctx context.Context, rt *RuntimeView, dst, mine []T, op comm.Op) error {
 	if err := comm.AllReduceTo(ctx, rt.c, dst, mine, op); err != nil {
-		return fmt.Errorf("runtimeview: AllReduce: %w", err)
+		return rt.callError("AllReduce", err)
 	}
 	return nil
 }
@@ -50,7 +51,7 @@ func AllReduceTo[T comm.Number](ctx context.Context, rt *RuntimeView, dst, mine 
 func AllGatherValues[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, error) {
 	vals, err := comm.AllGatherValues(ctx, rt.c, v)
 	if err != nil {
-		return nil, fmt.Errorf("runtimeview: AllGatherValues: %w", err)
+		return nil, rt.callError("AllGatherValues", err)
 	}
 	return vals, nil
 }
@@ -62,7 +63,18 @@ func AllGatherValues[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, err
 func AllReduceValue[T any](ctx context.Context, rt *RuntimeView, v T, f func(a, b T) T) (T, error) {
 	out, err := comm.AllReduceValue(ctx, rt.c, v, f)
 	if err != nil {
-		return out, fmt.Errorf("runtimeview: AllReduceValue: %w", err)
+		return out, rt.callError("AllReduceValue", err)
 	}
 	return out, nil
+}
+
+// callError names call in err. When the communicator was freed by this
+// view's Close (or the end of the function Run or RunLocal ran), it also
+// says so and what to do: a bare "comm: communicator freed" left the user
+// to guess which communicator and why.
+func (rt *RuntimeView) callError(call string, err error) error {
+	if errors.Is(err, comm.ErrFreed) && rt.stack.Closed() {
+		return fmt.Errorf("runtimeview: %s on rank %d: the RuntimeView was closed (by rt.Close, or when the function Run or RunLocal runs returned): call collectives before Close: %w", call, rt.Rank(), err)
+	}
+	return fmt.Errorf("runtimeview: %s: %w", call, err)
 }

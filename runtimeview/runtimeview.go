@@ -298,7 +298,7 @@ func (rt *RuntimeView) StackCallback(fn func() error) error {
 // Barrier returns once every rank has entered it.
 func (rt *RuntimeView) Barrier(ctx context.Context) error {
 	if err := rt.c.Barrier(ctx); err != nil {
-		return fmt.Errorf("runtimeview: Barrier: %w", err)
+		return rt.callError("Barrier", err)
 	}
 	return nil
 }

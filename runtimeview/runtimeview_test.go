@@ -332,13 +332,25 @@ func TestCloseIsIdempotentAndOrdered(t *testing.T) {
 
 // TestCollectiveAfterClose: Close frees an in-process rank's communicator
 // as it finalizes MPI: a collective after it fails with comm.ErrFreed on
-// every rank (it succeeded on comm/local, and failed under MPI).
+// every rank (it succeeded on comm/local, and failed under MPI). The
+// error says that the view was closed and what to do, as resourceset's
+// rooted collectives do: it said only "local: AllReduce on rank 0: comm:
+// communicator freed" (helper-130's trial).
 func TestCollectiveAfterClose(t *testing.T) {
 	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		require.NoError(t, rt.Close())
-		_, err := runtimeview.AllReduce(ctx, rt, []int{1}, comm.Sum)
-		assert.ErrorIs(t, err, comm.ErrFreed, "AllReduce after Close")
-		assert.ErrorIs(t, rt.Barrier(ctx), comm.ErrFreed, "Barrier after Close")
+		_, e1 := runtimeview.AllReduce(ctx, rt, []int{1}, comm.Sum)
+		_, e2 := runtimeview.AllGather(ctx, rt, []int{1})
+		e3 := runtimeview.AllReduceTo(ctx, rt, []int{1}, []int{1}, comm.Sum)
+		_, e4 := runtimeview.AllGatherValues(ctx, rt, "x")
+		_, e5 := runtimeview.AllReduceValue(ctx, rt, 1, func(a, b int) int { return a + b })
+		e6 := rt.Barrier(ctx)
+		_, e7 := rt.Scheduler(ctx)
+		for i, err := range []error{e1, e2, e3, e4, e5, e6, e7} {
+			assert.ErrorIs(t, err, comm.ErrFreed, "call %d after Close", i+1)
+			assert.ErrorContains(t, err, fmt.Sprintf("on rank %d: the RuntimeView was closed", rt.Rank()), "call %d", i+1)
+			assert.ErrorContains(t, err, "call collectives before Close", "call %d", i+1)
+		}
 		return nil
 	}, withMachine(t), quietLogs)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package runtimeview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -139,6 +141,9 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	d, err := dist.New(ctx, rt.c, ls, dopts...)
 	if err != nil {
 		_ = ls.Close() // its workers' goroutines; the error that matters is New's
+		if errors.Is(err, comm.ErrFreed) && rt.stack.Closed() {
+			return nil, rt.callError("Scheduler", err)
+		}
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
 	spare := rt.backend == Local && rt.Rank() == 0 && os.Getenv("GOMAXPROCS") == ""
