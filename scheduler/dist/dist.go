@@ -130,11 +130,12 @@ type Scheduler struct {
 	leftAt    int                  // with peerLeft: the fewest steps of the graph check that a departed rank started (0 for one that gave up); guarded by failMu
 	leaveEnds map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
 
-	check    graphCheck         // guarded by mu
-	xferSeq  uint64             // transfers walked so far; guarded by mu
-	walking  *scheduler.Codelet // the codelet of the program's submission being walked (Submit), so that a failure names it as the program's task; guarded by mu
-	unwaited int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
-	trace    traceLog
+	check          graphCheck         // guarded by mu
+	xferSeq        uint64             // transfers walked so far; guarded by mu
+	walking        *scheduler.Codelet // the codelet of the program's submission being walked (Submit), so that a failure names it as the program's task; guarded by mu
+	walkingWaitAll bool               // WaitAll is walking the end of the graph (reductions combined, versions brought back to their owners), so that a failure of those tasks names WaitAll; guarded by mu
+	unwaited       int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
+	trace          traceLog
 	// closeTrace is the trace Close writes (WithCloseTrace); nil: none.
 	closeTrace *CloseTrace
 
@@ -856,6 +857,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 		return err
 	}
 	var werr error
+	d.walkingWaitAll = true
 	for _, h := range d.handles {
 		if h.phase != nil {
 			werr = errors.Join(werr, d.endReduxLocked(ctx, h))
@@ -866,6 +868,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 			werr = errors.Join(werr, d.transferLocked(ctx, h, h.writer, h.owner))
 		}
 	}
+	d.walkingWaitAll = false
 	if werr != nil {
 		d.mu.Unlock()
 		err := d.leave(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, werr), werr, werr.Error())

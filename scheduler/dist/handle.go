@@ -708,9 +708,9 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 		// they see the task done. A failure names the task as the graph
 		// check names a submission (its number and data), as a tiled
 		// program submits many tasks of one codelet.
-		seq, own := d.check.n-1, cl == d.walking
+		seq, own, wait := d.check.n-1, cl == d.walking, d.walkingWaitAll
 		local = slices.Insert(local, 0, scheduler.WithCallback(func(t *scheduler.Task) {
-			d.onTaskDone(t, func() string { return describeTask(cl, seq, own, args) })
+			d.onTaskDone(t, func() string { return describeTask(cl, seq, own, wait, args) })
 		}))
 		// Last: the graph's failure cancels the task (With's CancelOn
 		// does not replace it).
@@ -768,6 +768,9 @@ func (d *Scheduler) contributeLocked(ctx context.Context, h *Handle, run int) (*
 		p = &Handle{d: d, owner: run, rows: h.rows, cols: h.cols, dt: h.dt, alloc: h.alloc, raw: h.raw,
 			writer: run, name: fmt.Sprintf("partial of %v on rank %d", h, run),
 			rinit: h.rinit, rcombine: h.rcombine, isPartial: true}
+		// Named on the local scheduler too: its reduction's combine of
+		// the workers' copies names the handle if it fails.
+		p.opts = []scheduler.HandleOption{scheduler.Named(p.name)}
 		p.hold(run)
 		p.id = d.nextID
 		d.nextID++
@@ -844,14 +847,11 @@ func (d *Scheduler) onTaskDone(t *scheduler.Task, what func() string) {
 // program's own task if own, else one the layer submitted for it: a
 // reduction's init or combine) by its data: 'task "gemm" of submission
 // #21: R("A(2,0)") R("A(0,1)") RW("A(2,1)")', a handle without a name by
-// its number (R(#7)).
-func describeTask(cl *scheduler.Codelet, seq int, own bool, args []Arg) string {
+// its number (R(#7)). One the layer submitted in WaitAll (wait: a
+// reduction's combine) is 'task "add" at WaitAll after submission #21'.
+func describeTask(cl *scheduler.Codelet, seq int, own, wait bool, args []Arg) string {
 	var b strings.Builder
-	of := "of"
-	if !own {
-		of = "for"
-	}
-	fmt.Fprintf(&b, "task %q %s submission #%d:", cl.Name, of, seq)
+	fmt.Fprintf(&b, "task %q %s:", cl.Name, walkPoint(seq, own, wait))
 	for _, a := range args {
 		if a.h == nil {
 			continue
@@ -863,6 +863,20 @@ func describeTask(cl *scheduler.Codelet, seq int, own bool, args []Arg) string {
 		}
 	}
 	return b.String()
+}
+
+// walkPoint says where the walk was when the layer made a task: "of
+// submission #21" for the program's own (own), "for submission #21" for
+// one made for it, "at WaitAll after submission #21" for one WaitAll
+// made (wait).
+func walkPoint(seq int, own, wait bool) string {
+	switch {
+	case wait:
+		return fmt.Sprintf("at WaitAll after submission #%d", seq)
+	case own:
+		return fmt.Sprintf("of submission #%d", seq)
+	}
+	return fmt.Sprintf("for submission #%d", seq)
 }
 
 // transferLocked records that h's latest version goes from rank src to
@@ -884,7 +898,25 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 		x.peer = src
 		cl, mode = d.recvCl, scheduler.ModeW
 	}
-	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(func(t *scheduler.Task) { d.onTaskDone(t, nil) }), scheduler.CancelOn(d.graph)); err != nil {
+	seq, wait := d.check.n-1, d.walkingWaitAll
+	done := func(t *scheduler.Task) {
+		if errors.Is(t.Err(), scheduler.ErrCanceled) {
+			// It never started: a task of this rank that it depends on
+			// failed (a reduction's combine of the workers' copies into
+			// a partial result before its send), whose error names
+			// neither the transfer nor the submission it serves. A
+			// transfer's own errors name the transfer already.
+			d.onTaskDone(t, func() string {
+				if d.rank == dst {
+					return fmt.Sprintf("receiving %v from rank %d %s", h, src, walkPoint(seq, false, wait))
+				}
+				return fmt.Sprintf("sending %v to rank %d %s", h, dst, walkPoint(seq, false, wait))
+			})
+			return
+		}
+		d.onTaskDone(t, nil)
+	}
+	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(done), scheduler.CancelOn(d.graph)); err != nil {
 		return fmt.Errorf("dist: rank %d: transfer of %v: %w", d.rank, h, err)
 	}
 	return nil
