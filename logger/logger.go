@@ -77,7 +77,8 @@ type config struct {
 	allRanks   bool
 	root       int
 	setRanks   bool
-	ranksEnv   string // EnvRanks' value when it chose the ranks
+	ranksEnv   string      // EnvRanks' value when it chose the ranks
+	envRanges  []rankRange // EnvRanks' list, kept as ranges (never expanded)
 	format     Format
 	setFormat  bool
 	file       string
@@ -207,7 +208,7 @@ func New(rank, size int, opts ...Option) (*Logger, error) {
 	if err := c.applyEnv(); err != nil {
 		return nil, err
 	}
-	if c.ranksEnv != "" && !slices.ContainsFunc(c.ranks, func(r int) bool { return r < size }) {
+	if c.ranksEnv != "" && !slices.ContainsFunc(c.envRanges, func(r rankRange) bool { return r.lo < size }) {
 		// A list that fits another job size is fine; one that leaves
 		// every rank silent is a mistake.
 		return nil, fmt.Errorf("%w: %s=%q names no rank of this job of %d (ranks 0-%d): nothing would print; name one of them, root or all", ErrConfig, EnvRanks, c.ranksEnv, size, size-1)
@@ -222,7 +223,7 @@ func New(rank, size int, opts ...Option) (*Logger, error) {
 			return nil, fmt.Errorf("%w: WithRanks%v names no rank of this job of %d (ranks 0-%d): nothing would print; name one of them, or use WithRootOnly or WithAllRanks (WithRanks() silences Zap on purpose)", ErrConfig, c.ranks, size, size-1)
 		}
 	}
-	if !c.allRanks && c.ranks == nil && (c.root < 0 || c.root >= size) {
+	if !c.allRanks && c.ranks == nil && c.ranksEnv == "" && (c.root < 0 || c.root >= size) {
 		return nil, fmt.Errorf("%w: root %d out of range [0, %d)", ErrConfig, c.root, size)
 	}
 	if c.format != Console && c.format != JSON {
@@ -233,6 +234,8 @@ func New(rank, size int, opts ...Option) (*Logger, error) {
 	switch {
 	case c.allRanks:
 		l.prints = true
+	case c.ranksEnv != "":
+		l.prints = slices.ContainsFunc(c.envRanges, func(r rankRange) bool { return r.lo <= rank && rank <= r.hi })
 	case c.ranks != nil:
 		l.prints = slices.Contains(c.ranks, rank)
 	default:
@@ -348,11 +351,13 @@ func (c *config) applyEnv() error {
 			c.allRanks = true
 		case "root":
 		default:
-			ranks, err := ParseRanks(v)
-			if err != nil {
-				return fmt.Errorf("%w: %s=%q: want all, root or a list such as 0,2,4-7", ErrConfig, EnvRanks, v)
+			// Kept as ranges: expanded, 0-2000000000 (a typo for 0-2)
+			// took every rank's memory, and a bound of MaxInt never ended.
+			ranges, problem := parseRankRanges(v)
+			if problem != "" {
+				return fmt.Errorf("%w: %s=%q: %s: want all, root or a list such as 0,2,4-7", ErrConfig, EnvRanks, v, problem)
 			}
-			c.ranks, c.ranksEnv = ranks, v
+			c.envRanges, c.ranksEnv = ranges, v
 		}
 	}
 	if v, ok := c.lookup(EnvFormat); ok && !c.setFormat && v != "" {
@@ -371,30 +376,62 @@ func (c *config) applyEnv() error {
 	return nil
 }
 
+// MaxParsedRanks is the most ranks ParseRanks returns: a list naming more
+// (a range such as 0-2000000000) is refused rather than expanded into
+// gigabytes. New reads EnvRanks without expanding it, so any range works
+// there.
+const MaxParsedRanks = 1 << 20
+
 // ParseRanks parses a list of ranks and inclusive ranges such as
-// "0,2,4-7" into sorted, distinct ranks.
+// "0,2,4-7" into sorted, distinct ranks. It refuses (ErrConfig) a list
+// that names more than MaxParsedRanks ranks, counting repeats.
 func ParseRanks(s string) ([]int, error) {
-	var out []int
+	ranges, problem := parseRankRanges(s)
+	if problem != "" {
+		return nil, fmt.Errorf("%w: rank list %q: %s", ErrConfig, s, problem)
+	}
+	n := 0
+	for _, r := range ranges {
+		if r.hi-r.lo >= MaxParsedRanks-n { // hi-lo+1 > MaxParsedRanks-n, without overflow
+			return nil, fmt.Errorf("%w: rank list %q names more than %d ranks", ErrConfig, s, MaxParsedRanks)
+		}
+		n += r.hi - r.lo + 1
+	}
+	out := make([]int, 0, n)
+	for _, r := range ranges {
+		for k := 0; k <= r.hi-r.lo; k++ { // not r.lo..r.hi: r.hi may be MaxInt
+			out = append(out, r.lo+k)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// A rankRange is the inclusive range of ranks [lo, hi] of one item of a
+// rank list ("4-7"; a single rank "2" is [2, 2]).
+type rankRange struct{ lo, hi int }
+
+// parseRankRanges parses a list such as "0,2,4-7" into its ranges, in the
+// order given, without expanding them. For a malformed list it returns
+// what is wrong with it instead (`bad range "2-1"`).
+func parseRankRanges(s string) (ranges []rankRange, problem string) {
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(strings.TrimSpace(lo))
 		if err != nil || a < 0 {
-			return nil, fmt.Errorf("%w: rank list %q: bad rank %q", ErrConfig, s, part)
+			return nil, fmt.Sprintf("bad rank %q", part)
 		}
 		b := a
 		if isRange {
 			b, err = strconv.Atoi(strings.TrimSpace(hi))
 			if err != nil || b < a {
-				return nil, fmt.Errorf("%w: rank list %q: bad range %q", ErrConfig, s, part)
+				return nil, fmt.Sprintf("bad range %q", part)
 			}
 		}
-		for r := a; r <= b; r++ {
-			out = append(out, r)
-		}
+		ranges = append(ranges, rankRange{a, b})
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return ranges, ""
 }
 
 // Zap returns the rank-selected logger: it prints only on the selected

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -321,6 +324,64 @@ func TestParseRanks(t *testing.T) {
 		require.NoError(t, err, "%q", tc.in)
 		assert.Equal(t, tc.want, got, "%q", tc.in)
 	}
+}
+
+// TestEnvRanksWideRange: PZ_LOG_RANKS with a wide range (a typo such as
+// 0-20000000 for 0-2, or an open-ended 4-99999999999) made New expand it
+// into one int per rank, on every rank: 0-2000000000 took a minute and
+// 24 GB before the kernel killed the process, and an upper bound of
+// math.MaxInt looped for ever (r <= MaxInt always holds). New now keeps
+// the ranges as ranges: it allocates as much for 0-20000000 as for 0-2,
+// and a bound of MaxInt is a range like any other. ParseRanks, which must
+// return every rank, refuses more than MaxParsedRanks of them.
+func TestEnvRanksWideRange(t *testing.T) {
+	env := func(v string) logger.Option {
+		return logger.WithEnv(func(k string) (string, bool) {
+			if k == logger.EnvRanks {
+				return v, true
+			}
+			return "", false
+		})
+	}
+	newWith := func(rank int, v string) (*logger.Logger, error) {
+		return logger.New(rank, 3, env(v), logger.WithWriter(&bytes.Buffer{}))
+	}
+	allocs := func(v string) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		l, err := newWith(0, v)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err, v)
+		require.True(t, l.Prints(), v)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	narrow, wide := allocs("0-2"), allocs("0-20000000")
+	assert.Less(t, wide, narrow+1<<20, "PZ_LOG_RANKS=0-20000000 allocated %d bytes, 0-2 %d", wide, narrow)
+
+	for _, v := range []string{"1-" + strconv.Itoa(math.MaxInt), "5,1-" + strconv.Itoa(math.MaxInt)} {
+		l, err := newWith(2, v)
+		require.NoError(t, err, v)
+		assert.True(t, l.Prints(), "%s: rank 2 prints", v)
+		l, err = newWith(0, v)
+		require.NoError(t, err, v)
+		assert.False(t, l.Prints(), "%s: rank 0 does not", v)
+	}
+	_, err := newWith(0, "3-"+strconv.Itoa(math.MaxInt))
+	require.ErrorIs(t, err, logger.ErrConfig)
+	assert.Contains(t, err.Error(), "names no rank of this job of 3")
+	_, err = newWith(0, "2-1")
+	require.ErrorIs(t, err, logger.ErrConfig)
+	assert.Contains(t, err.Error(), `bad range "2-1"`, "the list's own error is kept")
+
+	_, err = logger.ParseRanks("0-" + strconv.Itoa(math.MaxInt))
+	require.ErrorIs(t, err, logger.ErrConfig)
+	assert.Contains(t, err.Error(), "more than")
+	got, err := logger.ParseRanks(strconv.Itoa(math.MaxInt))
+	require.NoError(t, err)
+	assert.Equal(t, []int{math.MaxInt}, got)
+	got, err = logger.ParseRanks(fmt.Sprintf("0-%d", logger.MaxParsedRanks-1))
+	require.NoError(t, err)
+	assert.Len(t, got, logger.MaxParsedRanks)
 }
 
 func TestFormatString(t *testing.T) {
