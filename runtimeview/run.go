@@ -56,6 +56,11 @@ var ErrLaunch = errors.New("runtimeview: invalid launch")
 // PZ_RANKS is for in-process ranks: set under a launcher to a count other
 // than the launcher's, it is refused (ErrLaunch).
 func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeView) error, opts ...Option) error {
+	if fn == nil {
+		// Before New: under a launcher every rank would start MPI, then
+		// fail in fn and end the job.
+		return fmt.Errorf("%w: Run with a nil function (pass the function each rank runs)", ErrOption)
+	}
 	cfg := newConfig(opts)
 	info := launch.Detect(cfg.getenv)
 	if n < 0 {

@@ -80,6 +80,27 @@ func TestRunRejectsBadCounts(t *testing.T) {
 	}
 }
 
+// TestRunNilFunction: Run with a nil function is an ErrOption that names
+// Run, on both paths, before anything starts. It said "RunLocal with a
+// nil function" to a caller of Run, and under a launcher it went on to
+// New (MPI_Init, the hardware exchange), then failed every rank with a
+// nil-pointer panic in fn and ended the job with MPI_Abort (helper-130's
+// trial).
+func TestRunNilFunction(t *testing.T) {
+	for name, env := range map[string]map[string]string{
+		"in-process":    nil,
+		"under mpirun":  {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"},
+		"under 1 rank":  {"OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "0"},
+		"PZ_RANKS of 3": {"PZ_RANKS": "3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := runtimeview.Run(testCtx(t), 0, nil, runtimeview.WithGetenv(envOf(env)), withMachine(t), quietLogs)
+			require.ErrorIs(t, err, runtimeview.ErrOption)
+			assert.Contains(t, err.Error(), "Run with a nil function")
+		})
+	}
+}
+
 // TestRunLocalRejectsBadCounts: RunLocal with no ranks, or a negative
 // count, says so (ErrLaunch), as Run does.
 func TestRunLocalRejectsBadCounts(t *testing.T) {

@@ -14,8 +14,9 @@ import (
 	"github.com/pzgo/pz/hardware"
 )
 
-// ErrOption is wrapped by the error New or RunLocal returns for an option
-// that does not apply.
+// ErrOption is wrapped by the error New, Run or RunLocal returns for an
+// option that does not apply, and by Run's and RunLocal's for a nil
+// function.
 var ErrOption = errors.New("runtimeview: invalid option")
 
 // RunLocal runs fn on n in-process ranks (comm/local, the embedded backend)
