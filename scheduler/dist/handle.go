@@ -579,10 +579,32 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			// local task: name the program's submission, not those.
 			return ierr
 		}
+		if ierr == nil {
+			// This rank's local scheduler refused the task or a transfer
+			// (a codelet with no implementation for its workers, ...),
+			// which only this rank sees: its walk stopped half way, and
+			// the other ranks, which recorded the task's writes, would
+			// wait for data this rank never sends. The graph fails on
+			// every rank, naming the submission, as a failed task does.
+			task := describeTask(cl, d.check.n-1, true, false, args)
+			cause := &reworded{strings.TrimPrefix(err.Error(), fmt.Sprintf("dist: rank %d: ", d.rank)), err}
+			d.fail(fmt.Errorf("%w: rank %d: %s: %w", ErrRankFailed, d.rank, task, cause), task+": "+cause.msg)
+			return fmt.Errorf("dist: rank %d: %s: %w", d.rank, task, cause)
+		}
 		return err
 	}
 	return nil
 }
+
+// reworded is err read as msg: err's chain under a message that does not
+// repeat what the caller's wrapping says already.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }
 
 // recordLocked adds sub, a submission of the program's (Submit,
 // Unregister, Flush), to the graph check, which compares the ranks'
