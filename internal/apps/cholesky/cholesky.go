@@ -634,7 +634,10 @@ func submitGraph(ctx context.Context, s *scheduler.Scheduler, cl *Codelets, tile
 				args = append(args, scheduler.R(tiles[a.i][a.j]))
 			}
 		}
-		args = append(args, scheduler.WithPriority(prio), scheduler.WithArg(at), done)
+		// CancelOn: once ctx ends (pzrun's SIGINT or SIGTERM), the tasks
+		// not yet started do not run, and the wait below ends with the
+		// tasks running then, not with the whole graph.
+		args = append(args, scheduler.WithPriority(prio), scheduler.WithArg(at), done, scheduler.CancelOn(ctx))
 		if err := s.Submit(ctx, c, args...); err != nil {
 			return fmt.Errorf("cholesky: submitting %s%v: %w", c.Name, at, err)
 		}

@@ -346,12 +346,15 @@ func Multiply[T linalg.Float](ctx context.Context, s *scheduler.Scheduler, cl *s
 	t0 := time.Now()
 	for i := range nt {
 		for j := range nt {
+			// CancelOn: once ctx ends (pzrun's SIGINT or SIGTERM), the
+			// tasks not yet started do not run, and the wait below ends
+			// with the tasks running then, not with every tile of C.
 			err = s.Submit(ctx, cl, scheduler.R(ap[i][0]), scheduler.R(bp[j][0]), scheduler.RW(ct[i][j]),
 				scheduler.WithCallback(func(*scheduler.Task) {
 					if bar != nil {
 						bar.Add(1)
 					}
-				}))
+				}), scheduler.CancelOn(ctx))
 			if err != nil {
 				err = fmt.Errorf("gemm: submitting tile (%d,%d): %w", i, j, err)
 				break
