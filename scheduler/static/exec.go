@@ -76,6 +76,15 @@ type gate struct {
 	in    *execRunnable
 	frame int64
 	since int64
+	// row is the record's row of the run under way, should the thread
+	// be left behind in it (executor.recordStuck).
+	row stuckRow
+}
+
+// stuckRow is a run under way in user code: its planned start, deadline
+// and start, on the clock (not from t0).
+type stuckRow struct {
+	planned, deadline, start int64
 }
 
 func newGate() gate { return gate{done: make(chan struct{})} }
@@ -95,9 +104,10 @@ func (g *gate) start() func() {
 	}
 }
 
-// leave lets the executor in while the thread runs user code.
-func (g *gate) leave(what userCode, x *execRunnable, frame, now int64) {
-	g.what, g.in, g.frame, g.since = what, x, frame, now
+// leave lets the executor in while the thread runs user code, in run
+// row of x's frame.
+func (g *gate) leave(what userCode, x *execRunnable, frame, now int64, row stuckRow) {
+	g.what, g.in, g.frame, g.since, g.row = what, x, frame, now, row
 	g.mu.Unlock()
 }
 
@@ -315,10 +325,12 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 	var errs []error
 	var deadline time.Time // abandonAfter from the abort
 	var abandoned bool
+	var stuck []stuckRun // recorded once no thread of pz's writes a record
 	for _, t := range e.threads {
-		if err := e.await(ctx, &t.gate, &deadline); err != nil {
+		if st, err := e.await(ctx, &t.gate, &deadline); err != nil {
 			errs = append(errs, err)
 			abandoned = true
+			stuck = append(stuck, st)
 		}
 	}
 	// No thread that goes on sends to a stream: a CPU thread left behind
@@ -327,10 +339,16 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 		close(s.ch)
 	}
 	for _, s := range e.streams {
-		if err := e.await(ctx, &s.gate, &deadline); err != nil {
+		if st, err := e.await(ctx, &s.gate, &deadline); err != nil {
 			errs = append(errs, err)
 			abandoned = true
+			// A stream's thread is at an earlier frame of a submittee
+			// than a CPU thread stuck in its body: its row goes first.
+			stuck = append([]stuckRun{st}, stuck...)
 		}
+	}
+	for _, st := range stuck {
+		e.recordStuck(st)
 	}
 	if !abandoned {
 		tw.Wait()
@@ -364,13 +382,48 @@ func joinErrors(errs []error) error {
 	return fmt.Errorf(format, args...)
 }
 
+// stuckRun is a run a thread was left behind in (await), with why.
+type stuckRun struct {
+	x     *execRunnable // nil: the thread was in no run
+	frame int64
+	row   stuckRow
+	at    int64 // when it was left behind, on the clock
+	err   error
+}
+
+// recordStuck records the run a thread was left behind in: it never
+// ended, so its row ends when the client left it, flagged as an error
+// (the message of await) and as the overruns it had made by then; without
+// it the record, and the analysis, would show the run that stopped the
+// client as never having started.
+func (e *executor) recordStuck(st stuckRun) {
+	x := st.x
+	if x == nil {
+		return
+	}
+	t0 := e.b.t0()
+	flags := FlagError
+	if st.at-st.row.start > int64(x.r.WCET) {
+		flags |= FlagOverrunWCET
+	}
+	if st.at > st.row.deadline {
+		flags |= FlagOverrunDeadline
+	}
+	if x.r.Timeout > 0 && st.at-st.row.start > int64(x.r.Timeout) {
+		flags |= FlagTimeout
+	}
+	x.rec.addError(st.frame, st.err)
+	x.rec.add(st.frame, st.row.planned-t0, st.row.deadline-t0, st.row.start-t0, st.at-t0, flags, 0, 0)
+}
+
 // await waits for a thread's loop to end; once ctx has ended (an abort),
 // for at most abandonAfter from then (deadline, shared by the threads),
-// after which it abandons a thread stuck in user code and says where.
-func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) error {
+// after which it abandons a thread stuck in user code and says where,
+// returning the run it was in.
+func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) (stuckRun, error) {
 	select {
 	case <-g.done:
-		return nil
+		return stuckRun{}, nil
 	case <-ctx.Done():
 	}
 	if deadline.IsZero() {
@@ -380,7 +433,7 @@ func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) erro
 	defer timer.Stop()
 	select {
 	case <-g.done:
-		return nil
+		return stuckRun{}, nil
 	case <-timer.C:
 	}
 	// Past its pz code, which ends soon after an abort, the thread either
@@ -389,14 +442,14 @@ func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) erro
 	defer g.mu.Unlock()
 	select {
 	case <-g.done:
-		return nil
+		return stuckRun{}, nil
 	default:
 	}
 	g.abandoned = true
 	var what string
 	switch {
 	case g.in == nil:
-		return errors.New("a resource thread had not started when the run was aborted")
+		return stuckRun{}, errors.New("a resource thread had not started when the run was aborted")
 	case g.what == inBody:
 		what = fmt.Sprintf("runnable %s has not returned from its body (frame %d", g.in.r.Name, g.frame)
 	case g.what == inMark:
@@ -404,8 +457,10 @@ func (e *executor) await(ctx context.Context, g *gate, deadline *time.Time) erro
 	case g.what == inWaitMark:
 		what = fmt.Sprintf("stream %s has not returned from WaitMark (runnable %s, frame %d", g.in.stream.res.Name, g.in.r.Name, g.frame)
 	}
-	return fmt.Errorf("%s, %s after it began) although the run was aborted; the client leaves its thread behind (user code should return once its context ends)",
-		what, time.Duration(e.clk.now()-g.since).Round(time.Millisecond))
+	now := e.clk.now()
+	err := fmt.Errorf("%s, %s after it began) although the run was aborted; the client leaves its thread behind (user code should return once its context ends)",
+		what, time.Duration(now-g.since).Round(time.Millisecond))
+	return stuckRun{x: g.in, frame: g.frame, row: g.row, at: now, err: err}, err
 }
 
 // cpuLoop is one CPU resource's thread. It stays locked to its OS thread
@@ -617,7 +672,7 @@ func (e *executor) runCPU(ctx context.Context, g *gate, it *item, seq, t0, pstar
 	if e.perRun {
 		o0, b0 = e.alloc.read()
 	}
-	g.leave(inBody, x, seq, start)
+	g.leave(inBody, x, seq, start, stuckRow{planned, deadline, start})
 	err := call(ctx, x, seq)
 	g.back()
 	if e.perRun {
@@ -724,11 +779,12 @@ func (e *executor) submit(ctx context.Context, g *gate, s *execRunnable, seq, t0
 	} else if len(s.deps) > 0 {
 		p.deferred = true
 	} else {
-		g.leave(inBody, s, seq, p.start+t0)
+		row := stuckRow{planned, deadline, p.start + t0}
+		g.leave(inBody, s, seq, p.start+t0, row)
 		err := call(ctx, s, seq)
 		g.back()
 		if err == nil {
-			g.leave(inMark, s, seq, e.clk.now())
+			g.leave(inMark, s, seq, e.clk.now(), row)
 			p.ticket, err = s.stream.stream.Mark(ctx)
 			g.back()
 			if err != nil {
@@ -798,11 +854,13 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 			}
 			now := e.clk.now()
 			p.start = now - e.b.t0()
-			st.leave(inBody, x, p.seq, now)
+			t0 := e.b.t0()
+			row := stuckRow{p.planned + t0, p.deadline + t0, now}
+			st.leave(inBody, x, p.seq, now, row)
 			p.err = call(ctx, x, p.seq)
 			st.back()
 			if p.err == nil {
-				st.leave(inMark, x, p.seq, e.clk.now())
+				st.leave(inMark, x, p.seq, e.clk.now(), row)
 				p.ticket, p.err = st.stream.Mark(ctx)
 				st.back()
 				if p.err != nil {
@@ -812,7 +870,8 @@ func (e *executor) streamLoop(ctx context.Context, st *streamThread) {
 		}
 		flags := 0
 		if p.err == nil {
-			st.leave(inWaitMark, x, p.seq, e.clk.now())
+			t0 := e.b.t0()
+			st.leave(inWaitMark, x, p.seq, e.clk.now(), stuckRow{p.planned + t0, p.deadline + t0, max(p.start, prevEnd) + t0})
 			p.err = st.stream.WaitMark(ctx, p.ticket)
 			st.back()
 		}

@@ -416,6 +416,44 @@ runnables:
 	for _, r := range res.run.Runnables {
 		assert.False(t, r.Lost, "%s: the records of the stuck client reach the master", r.Name)
 	}
+	assertStuckRow(t, res.run, "stuck", "runnable stuck has not returned from its body")
+	assertStuckRow(t, res.run, "stuck2", "runnable stuck2 has not returned from its body")
+}
+
+// assertStuckRow checks that the run in which the client left runnable
+// name's thread behind is the runnable's last row, ended when the client
+// left it, flagged as overrun and as an error with the client's message,
+// and that the analysis counts it (found in the fault-injection trial: a
+// body that never returned had no row at all, so pzrun stm analyze showed
+// the runnable that stopped the run with no overrun and no error).
+func assertStuckRow(t *testing.T, run *Run, name, msg string) {
+	t.Helper()
+	require.NotNil(t, run)
+	var rr *RunnableRun
+	for i := range run.Runnables {
+		if run.Runnables[i].Name == name {
+			rr = &run.Runnables[i]
+		}
+	}
+	require.NotNil(t, rr, name)
+	n := len(rr.Seq)
+	require.NotZero(t, n, "%s has no rows", name)
+	last := n - 1
+	assert.GreaterOrEqual(t, rr.Seq[last], int64(3), "%s: the stuck frame", name)
+	want := FlagError | FlagOverrunWCET | FlagOverrunDeadline
+	assert.Equal(t, want, rr.Flags[last]&want, "%s: the stuck run's flags", name)
+	// The client leaves the thread half the liveness bound (1 s) after
+	// the abort, which comes the bound after the run's deadline.
+	assert.Greater(t, rr.End[last]-rr.Start[last], int64(time.Second), "%s: the stuck run's length", name)
+	require.NotEmpty(t, rr.Errors, name)
+	assert.Contains(t, rr.Errors[len(rr.Errors)-1], fmt.Sprintf("frame %d: %s", rr.Seq[last], msg))
+	a := Analyze(run)
+	for _, s := range a.Runnables {
+		if s.Name == name {
+			assert.GreaterOrEqual(t, s.OverrunsWCET, 1, name)
+			assert.GreaterOrEqual(t, s.Errors, 1, name)
+		}
+	}
 }
 
 // blockingStream is a Stream whose WaitMark for ticket 4 waits for
@@ -453,18 +491,24 @@ runnables:
 	c.Runnable("k", func(context.Context) error { return nil })
 	c.Runnable("use", func(context.Context) error { return nil })
 	c.Resource("gpu0.stream0", s)
-	done := make(chan error, 1)
+	type result struct {
+		run *Run
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		_, err := RunLocal(context.Background(), plan, []*Client{c}, WithLiveness(time.Second), WithSignals(false))
-		done <- err
+		run, err := RunLocal(context.Background(), plan, []*Client{c}, WithLiveness(time.Second), WithSignals(false))
+		done <- result{run, err}
 	}()
 	select {
-	case err := <-done:
+	case res := <-done:
+		err := res.err
 		require.ErrorIs(t, err, ErrAborted)
 		// Frame 3 holds ticket 4 unless a frame before it was skipped
 		// (frameskip after an overrun, on a loaded machine): then a
 		// later one does.
 		assert.Regexp(t, `stream gpu0\.stream0 has not returned from WaitMark \(runnable k, frame ([3-9]|\d\d+),`, err.Error())
+		assertStuckRow(t, res.run, "k", "stream gpu0.stream0 has not returned from WaitMark")
 	case <-time.After(60 * time.Second):
 		t.Fatal("RunLocal did not return: the stuck stream holds client c")
 	}
