@@ -15,8 +15,9 @@ import (
 // rank, a nil or zero result with ok == false and a nil error: the empty
 // result is documented, never a panic. Errors (mismatched arguments across
 // ranks, a canceled ctx, ...) come from comm and are wrapped with the name
-// of the call and the root's rank; they are returned on every rank, with a
-// nil or zero result (never this rank's own input).
+// of the call and the root's rank, with a nil or zero result (never this
+// rank's own input); a mismatch is returned on every rank, a value that
+// does not decode only where it is decoded (see the package doc).
 
 // Gather collects every rank's mine (lengths may differ) at the root, one
 // part per rank in rank order (views into one allocation). Numeric data
@@ -98,7 +99,9 @@ func GatherValues[T any](ctx context.Context, root Root, v T) (vals []T, ok bool
 }
 
 // ReduceValue combines every rank's v with f at the root, in rank order:
-// f(f(v0, v1), v2)..., so f need not be commutative. f must not be nil.
+// f(f(v0, v1), v2)..., so f need not be commutative. f must not be nil: a
+// nil f is an error wrapping comm.ErrInvalidArg on the ranks that passed
+// it; where every rank did, on every rank.
 func ReduceValue[T any](ctx context.Context, root Root, v T, f func(a, b T) T) (result T, ok bool, err error) {
 	c, rank, err := rootOf(root, "ReduceValue")
 	if err != nil {

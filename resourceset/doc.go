@@ -37,9 +37,21 @@
 // Calls whose result exists only at the root (Gather, Reduce, GatherValues,
 // ReduceValue) return ok == false and a nil or zero result on every other
 // rank, with a nil error. Numeric slices travel as raw memory (Gather,
-// Reduce, Scatter, and Bcast of a numeric slice); the Values forms and Bcast
-// of other types go through comm's codec. Errors, such as ranks naming
-// different roots, are returned on every rank.
+// Reduce, Bcast, Scatter, and BcastValue of a numeric slice or scalar);
+// the other Values forms, and BcastValue of other types, go through comm's
+// codec.
+//
+// # Errors
+//
+// What the ranks must agree on is compared before data moves: the root,
+// a numeric slice's element type, the length where every rank passes the
+// same one (Reduce, Bcast), and the op. A disagreement, or a root outside
+// the communicator, is an error on every rank. Two mistakes show only on
+// the rank where they arise, which alone returns an error (the others
+// return normally, the collective completed): a value that does not decode
+// as the receiving rank's T (GatherValues and ReduceValue at the root,
+// BcastValue and ScatterValues elsewhere) and a nil f given to ReduceValue
+// on some ranks only. Every rank must pass the same T to a Values form.
 //
 // # Logging
 //

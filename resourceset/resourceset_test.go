@@ -341,6 +341,84 @@ func TestRootedMismatchIsAnErrorEverywhere(t *testing.T) {
 	}
 }
 
+// TestRootedErrorsWhereTheyShow pins what the package doc says of the
+// errors that show on one rank only: a value that does not decode as the
+// receiving rank's T (at the root for GatherValues), and a nil f given to
+// ReduceValue on some ranks. The doc said that errors were returned on
+// every rank (helper-130's trial: the other ranks returned nil there);
+// each case is followed by a collective that must still work, as the doc
+// says the collective completed.
+func TestRootedErrorsWhereTheyShow(t *testing.T) {
+	const n = 3
+	type outcome struct {
+		err error
+		ok  bool
+		sum int
+	}
+	cases := map[string]func(ctx context.Context, root *resourceset.RAM, me int) outcome{
+		"GatherValues of another type": func(ctx context.Context, root *resourceset.RAM, me int) outcome {
+			var err error
+			var ok bool
+			if me == 0 {
+				_, ok, err = resourceset.GatherValues(ctx, root, "zero")
+			} else {
+				_, ok, err = resourceset.GatherValues(ctx, root, me)
+			}
+			return outcome{err: err, ok: ok}
+		},
+		"ReduceValue with a nil f on rank 0": func(ctx context.Context, root *resourceset.RAM, me int) outcome {
+			f := func(a, b int) int { return a + b }
+			if me == 0 {
+				f = nil
+			}
+			sum, ok, err := resourceset.ReduceValue(ctx, root, me+1, f)
+			return outcome{err: err, ok: ok, sum: sum}
+		},
+		"ReduceValue with a nil f at the root": func(ctx context.Context, root *resourceset.RAM, me int) outcome {
+			f := func(a, b int) int { return a + b }
+			if me == root.Rank() {
+				f = nil
+			}
+			sum, ok, err := resourceset.ReduceValue(ctx, root, me+1, f)
+			return outcome{err: err, ok: ok, sum: sum}
+		},
+	}
+	for name, call := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := make([]outcome, n)
+			after := make([]error, n)
+			run(t, n, func(ctx context.Context, c comm.Comm, sets []*resourceset.ResourceSet) error {
+				me := c.Rank()
+				got[me] = call(ctx, sets[n-1].RAM(), me)
+				_, after[me] = comm.AllReduce(ctx, c, []int{1}, comm.Sum)
+				return nil
+			})
+			for r := range n {
+				require.NoError(t, after[r], "rank %d: the next collective", r)
+			}
+			switch name {
+			case "GatherValues of another type":
+				require.Error(t, got[n-1].err, "the root decodes rank 0's string")
+				assert.Contains(t, got[n-1].err.Error(), "resourceset: GatherValues rooted at rank 2")
+				assert.NoError(t, got[0].err)
+				assert.NoError(t, got[1].err)
+			case "ReduceValue with a nil f on rank 0":
+				require.ErrorIs(t, got[0].err, comm.ErrInvalidArg)
+				assert.Contains(t, got[0].err.Error(), "the reduction function is nil")
+				assert.NoError(t, got[1].err)
+				require.NoError(t, got[n-1].err)
+				assert.True(t, got[n-1].ok)
+				assert.Equal(t, 6, got[n-1].sum, "the root's f reduced every rank's value")
+			case "ReduceValue with a nil f at the root":
+				require.ErrorIs(t, got[n-1].err, comm.ErrInvalidArg)
+				assert.False(t, got[n-1].ok)
+				assert.NoError(t, got[0].err)
+				assert.NoError(t, got[1].err)
+			}
+		})
+	}
+}
+
 func TestCanceledContext(t *testing.T) {
 	comms, err := local.New(1)
 	require.NoError(t, err)
