@@ -59,7 +59,11 @@ func AllGatherValues[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, err
 // AllReduceValue combines every rank's v with f and returns the result on
 // every rank. f is applied in rank order, f(f(v0, v1), v2)..., on every
 // rank, so it need not be commutative and a deterministic f gives the same
-// result everywhere. f must not be nil.
+// result everywhere. f must not be nil: a nil f is an error wrapping
+// comm.ErrInvalidArg on the ranks that passed it, while the others, which
+// passed one, get the result. A value that does not decode as the
+// receiving rank's T is an error on that rank (every rank must pass the
+// same T).
 func AllReduceValue[T any](ctx context.Context, rt *RuntimeView, v T, f func(a, b T) T) (T, error) {
 	out, err := comm.AllReduceValue(ctx, rt.c, v, f)
 	if err != nil {

@@ -356,6 +356,32 @@ func TestCollectiveAfterClose(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestAllReduceValueNilFOnOneRank pins AllReduceValue's doc: a nil f is
+// an error on the rank that passed it only; the others get the result,
+// and the next collective works. (The doc said only "f must not be nil";
+// helper-130's trial saw ranks 1 and 2 return 6 and no error.)
+func TestAllReduceValueNilFOnOneRank(t *testing.T) {
+	const n = 3
+	got := make([]int, n)
+	errs := make([]error, n)
+	err := runtimeview.RunLocal(testCtx(t), n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		f := func(a, b int) int { return a + b }
+		if rt.Rank() == 0 {
+			f = nil
+		}
+		got[rt.Rank()], errs[rt.Rank()] = runtimeview.AllReduceValue(ctx, rt, rt.Rank()+1, f)
+		_, err := runtimeview.AllReduce(ctx, rt, []int{1}, comm.Sum)
+		return err
+	}, withMachine(t), quietLogs)
+	require.NoError(t, err, "the next collective")
+	require.ErrorIs(t, errs[0], comm.ErrInvalidArg)
+	assert.Contains(t, errs[0].Error(), "the reduction function is nil")
+	for r := 1; r < n; r++ {
+		require.NoError(t, errs[r], "rank %d", r)
+		assert.Equal(t, 6, got[r], "rank %d", r)
+	}
+}
+
 func TestNewProcessWorld(t *testing.T) {
 	if mpi.Available() {
 		t.Skip("built with -tags mpi: New opens the MPI world, which can be initialized once per process; see mpi_test.go")
