@@ -554,6 +554,9 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			sub.access = append(sub.access, describeAccess(a.h, a.mode))
 		}
 	}
+	if err := mixedModes(args); err != nil {
+		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
+	}
 	sub.onRank = onRank
 	if err := ctx.Err(); err != nil {
 		// A rank whose context has ended stops here, also where this
@@ -592,6 +595,28 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 			return fmt.Errorf("dist: rank %d: %s: %w", d.rank, task, cause)
 		}
 		return err
+	}
+	return nil
+}
+
+// mixedModes refuses a task that names one handle twice in different
+// modes, one of them Redux, Scratch or Commute, as the local scheduler
+// does: on every rank, before the graph check. The running rank's local
+// scheduler alone would see it, and only where both accesses are to the
+// same local handle: on a rank other than the writer a Redux access goes
+// into the rank's partial result, and the task would run there.
+func mixedModes(args []Arg) error {
+	const exclusive = scheduler.ModeScratch | scheduler.ModeRedux | scheduler.ModeCommute
+	for i, a := range args {
+		if a.h == nil {
+			continue
+		}
+		for j, b := range args[:i] {
+			if b.h == a.h && b.mode != a.mode && (a.mode|b.mode)&exclusive != 0 {
+				return fmt.Errorf("%w: %w: %v is accessed as both %v (argument %d) and %v (argument %d); a handle in Redux, Scratch or Commute mode must be the task's only access to it",
+					comm.ErrInvalidArg, scheduler.ErrInvalidMode, a.h, b.mode, j, a.mode, i)
+			}
+		}
 	}
 	return nil
 }
