@@ -478,12 +478,17 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, sigs <-cha
 }
 
 // awaitStart waits for the master's start message, watching the
-// master's beats meanwhile (startWatch).
+// master's beats meanwhile (startWatch). Once joined (the first beat),
+// after dialWaitLog without a start and every five times that after, it
+// tells the client's log which clients the master still waits for (the
+// beats name them), so that a joined client does not wait in silence.
 func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-chan error, sw *startWatch, sigs <-chan os.Signal) (*message, error) {
 	// Until the first beat there is nothing to check; then two checks
 	// per beat.
 	tick := time.NewTicker(waitBeatEvery(time.Second))
 	defer tick.Stop()
+	var joined, nextLog time.Time
+	var waiting []string // the clients the master's last beat waited for
 	for {
 		select {
 		case m, ok := <-msgs:
@@ -494,11 +499,16 @@ func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-ch
 				}
 				return nil, fmt.Errorf("static: client %s: reading from %s before the start: %w", c.name, sw.who(), err)
 			}
-			if first := sw.every == 0; sw.beat(m, time.Now()) && first {
+			now := time.Now()
+			if first := sw.every == 0; sw.beat(m, now) && first {
 				tick.Reset(sw.every / 2)
 			}
 			switch m.Type {
 			case msgBeat:
+				if joined.IsZero() {
+					joined, nextLog = now, now.Add(dialWaitLog)
+				}
+				waiting = m.Waiting
 			case msgRefused:
 				return nil, fmt.Errorf("%w: client %s: %s", ErrRefused, c.name, m.Reason)
 			case msgAbort: // the master ends before the start, saying why
@@ -511,6 +521,15 @@ func (c *Client) awaitStart(ctx context.Context, msgs <-chan *message, rerr <-ch
 		case now := <-tick.C:
 			if why := sw.check(now); why != "" {
 				return nil, &lostError{msg: fmt.Sprintf("static: client %s: %s", c.name, why)}
+			}
+			if !joined.IsZero() && now.After(nextLog) && len(waiting) > 0 && c.log != nil {
+				who, them := "client", "it"
+				if len(waiting) > 1 {
+					who, them = "clients", "them"
+				}
+				c.log(fmt.Sprintf("joined %s %v ago; waiting for the start: the master still waits for %s %s (start %s)",
+					sw.who(), now.Sub(joined).Round(time.Second), who, strings.Join(waiting, ", "), them))
+				nextLog = now.Add(5 * dialWaitLog)
 			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("static: client %s: waiting for the start: %w", c.name, context.Cause(ctx))

@@ -491,9 +491,21 @@ func versionMismatch(proto int) string {
 	return fmt.Sprintf("the client was built from a pz %s than the master's: its hello carries %s, the master speaks protocol version %d (board format %s); rebuild the client and the master from the same pz", older, client, protocolVersion, boardFormatName(boardMagic))
 }
 
-// beatMessage is the master's beat before the start.
+// beatMessage is the master's beat before the start, naming the
+// clients that have not joined; m.mu is held.
 func (m *Master) beatMessage() *message {
-	return &message{Type: msgBeat, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid()}
+	return &message{Type: msgBeat, Liveness: int64(m.opts.liveness), MasterPID: os.Getpid(), Waiting: m.missing()}
+}
+
+// missing returns the plan's clients that have not joined; m.mu is held.
+func (m *Master) missing() []string {
+	var out []string
+	for _, c := range m.plan.Clients {
+		if m.joined[c] == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // beatWaiting beats to every client that has joined, while the master
@@ -508,8 +520,8 @@ func (m *Master) beatWaiting() {
 			links = append(links, mem.l)
 		}
 	}
-	m.mu.Unlock()
 	beat := m.beatMessage()
+	m.mu.Unlock()
 	for _, l := range links {
 		l.offer(beat)
 	}
@@ -696,12 +708,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			m.beatWaiting()
 		case <-waitLog.C:
 			m.mu.Lock()
-			var missing []string
-			for _, c := range m.plan.Clients {
-				if m.joined[c] == nil {
-					missing = append(missing, c)
-				}
-			}
+			missing := m.missing()
 			m.mu.Unlock()
 			m.logf("master: still waiting for clients %s", strings.Join(missing, ", "))
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,4 +191,41 @@ func TestStartWatch(t *testing.T) {
 	w.beat(beat, t0)
 	assert.Equal(t, 200*time.Millisecond, w.timeout)
 	assert.Equal(t, "the master (in this process)", w.who())
+}
+
+// A client that has joined and waits for the others says which the
+// master still waits for, after a second and every five after (found in
+// helper-134's fault-injection trial: a client whose peers had been
+// refused waited for ever with nothing on its output, only the master's
+// log said why).
+func TestProcessJoinedClientSaysWhatItWaitsFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := compileString(t, threeClients)
+	planPath := writePlanFile(t, plan)
+	dir := privateTestDir(t)
+	t.Setenv("PZ_STM_TEST_LOG", "1")
+	res := startMaster(t, plan, WithDir(dir), WithFrames(10))
+	a := startClient(t, dir, planPath, "a", 0)
+	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("a: joined the master (pid %d, socket %s) ", os.Getpid(), filepath.Join(dir, sockName))) +
+		`\d+s ago; waiting for the start: the master still waits for clients b, c \(start them\)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !want.MatchString(a.String()) {
+		select {
+		case err := <-a.done:
+			t.Fatalf("client a ended while it waited: %v: %s", err, a)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("client a never said what it waits for; it said: %s", a)
+		}
+	}
+	b := startClient(t, dir, planPath, "b", 0)
+	c := startClient(t, dir, planPath, "c", 0)
+	r := waitFor(t, res, "the master")
+	require.NoError(t, r.err)
+	for _, p := range []*procClient{a, b, c} {
+		assert.NoError(t, waitFor(t, p.done, "client "+p.name), "client %s: %s", p.name, p)
+	}
 }

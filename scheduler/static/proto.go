@@ -51,6 +51,9 @@ type message struct {
 	// MasterPID is the master's process id (start, beat), which a
 	// client names when the master stops beating or disappears.
 	MasterPID int `json:"master_pid,omitempty"`
+	// Waiting names the clients the master still waits for (beat), which
+	// a joined client waiting for the start says (awaitStart).
+	Waiting []string `json:"waiting,omitempty"`
 	// result
 	Result *clientResult `json:"result,omitempty"`
 }
