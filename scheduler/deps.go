@@ -68,25 +68,74 @@ func (s *Scheduler) wire(t *Task) int32 {
 	if len(wired) > 0 {
 		s.wireHandles(t, wired, &ws)
 	}
-	for _, p := range t.After {
-		if p != nil {
-			if p.state.Load() == stateNew {
-				s.noteEarly(p)
-			}
-			if s.pushEdge(p, t, false, false) {
-				ws.edges++
-			}
+	if len(t.After) > 0 {
+		ws.edges += s.wireAfter(t)
+	}
+	if len(t.AfterTags) > 0 || t.Tag != 0 {
+		ws.edges += s.wireTags(t)
+	}
+	return ws.edges
+}
+
+// wireAfter makes t wait for its After tasks and returns the edges it
+// pushed. The check for a cycle of After tasks (checkAfter, made again
+// here when t was named in After before it was wired) and the edges are
+// one step under s.tagMu: two tasks that name each other, submitted at
+// once, both pass validate's check, and the second to be wired finds
+// the cycle here and fails (ErrBadData) instead of waiting forever, the
+// first then canceled by its failure.
+func (s *Scheduler) wireAfter(t *Task) int32 {
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	if _, early := s.early[t]; early {
+		if err := s.afterCycleLocked(t); err != nil {
+			t.fail(err)
+			t.afterWired = true
+			return 0
 		}
 	}
-	for _, g := range t.AfterTags {
-		if g != 0 && s.addTagDep(g, t) { // tag 0: no tag
-			ws.edges++
+	var n int32
+	for _, p := range t.After {
+		if p == nil {
+			continue
+		}
+		if !p.afterWired && p.state.Load() < stateDone {
+			// Named before its own After edges are wired (not
+			// submitted yet, or being submitted): its wiring looks
+			// for a cycle through t.
+			s.noteEarlyLocked(p)
+		}
+		if s.pushEdge(p, t, false, false) {
+			n++
+		}
+	}
+	t.afterWired = true
+	return n
+}
+
+// wireTags makes t wait for its AfterTags and binds its tag to it, and
+// returns the edges it pushed. As in wireAfter, the check for a cycle
+// of tags (validate's checkTags, made again here) and the declaration
+// are one step under s.tagMu, so that of two tasks waiting for each
+// other's tag, submitted at once, the second fails (ErrBadData) and the
+// first is canceled by it, instead of both waiting forever.
+func (s *Scheduler) wireTags(t *Task) int32 {
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	var n int32
+	if err := s.tagCycleLocked(t); err != nil {
+		t.fail(err)
+	} else {
+		for _, g := range t.AfterTags {
+			if g != 0 && s.addTagDepLocked(g, t) { // tag 0: no tag
+				n++
+			}
 		}
 	}
 	if t.Tag != 0 {
-		s.declareTag(t)
+		s.declareTagLocked(t)
 	}
-	return ws.edges
+	return n
 }
 
 // wireHandles wires t's accesses to its handles, wired (one per handle,

@@ -28,11 +28,10 @@ func (s *Scheduler) tagLocked(g Tag) *tagEntry {
 	return e
 }
 
-// declareTag binds t's tag to t. A tag whose task completed may be
+// declareTagLocked binds t's tag to t. A tag whose task completed may be
 // reused by a new task; a tag whose task is pending may not.
-func (s *Scheduler) declareTag(t *Task) {
-	s.tagMu.Lock()
-	defer s.tagMu.Unlock()
+// s.tagMu is held.
+func (s *Scheduler) declareTagLocked(t *Task) {
 	e := s.tagLocked(t.Tag)
 	if e.task != nil && !e.done {
 		t.fail(fmt.Errorf("%w: tag %d of task %q is already carried by a pending task %q; use distinct tags", ErrBadData, t.Tag, t.Codelet.name(), e.task.Codelet.name()))
@@ -52,15 +51,22 @@ func (s *Scheduler) checkTags(t *Task) error {
 	if t.Tag == 0 {
 		return nil
 	}
-	name := t.Codelet.name()
 	s.tagMu.Lock()
 	defer s.tagMu.Unlock()
 	if e := s.tags[t.Tag]; e != nil && e.task != nil && !e.done {
-		return fmt.Errorf("%w: tag %d of task %q is already carried by a pending task %q; use distinct tags, or wait for that task first", ErrBadData, t.Tag, name, e.task.Codelet.name())
+		return fmt.Errorf("%w: tag %d of task %q is already carried by a pending task %q; use distinct tags, or wait for that task first", ErrBadData, t.Tag, t.Codelet.name(), e.task.Codelet.name())
 	}
-	if len(t.AfterTags) == 0 {
+	return s.tagCycleLocked(t)
+}
+
+// tagCycleLocked reports a wait of t through tags that can never end:
+// for its own tag, or for a tag whose pending task waits (through tags)
+// for t's. s.tagMu is held.
+func (s *Scheduler) tagCycleLocked(t *Task) error {
+	if t.Tag == 0 || len(t.AfterTags) == 0 {
 		return nil
 	}
+	name := t.Codelet.name()
 	// A walk back through the pending tasks that carry the tags t
 	// waits for, and the tags they wait for: reaching t's own tag is a
 	// cycle. from[g] is the tag whose carrier waits for g.
@@ -122,12 +128,11 @@ func (s *Scheduler) tagPathLocked(tag Tag, from map[Tag]Tag) string {
 	return b.String()
 }
 
-// addTagDep makes t, being wired, wait for the task with tag g,
+// addTagDepLocked makes t, being wired, wait for the task with tag g,
 // submitted or not; it reports whether t waits, an edge the caller counts
 // in t.pending (see pushEdge).
-func (s *Scheduler) addTagDep(g Tag, t *Task) bool {
-	s.tagMu.Lock()
-	defer s.tagMu.Unlock()
+// s.tagMu is held.
+func (s *Scheduler) addTagDepLocked(g Tag, t *Task) bool {
 	e := s.tagLocked(g)
 	if e.done {
 		if e.err != nil {
@@ -230,19 +235,19 @@ func (s *Scheduler) WaitTag(ctx context.Context, tags ...Tag) error {
 	return errors.Join(errs...)
 }
 
-// noteEarly remembers that a task waits for p, named in After before p
-// was submitted, so that a wait that never ends names p (stuckError).
-// Entries whose task has been submitted since are dropped as the map
-// grows.
-func (s *Scheduler) noteEarly(p *Task) {
-	s.tagMu.Lock()
-	defer s.tagMu.Unlock()
+// noteEarlyLocked remembers that a task waits for p, named in After
+// before p was submitted (or before p's own After edges were wired), so
+// that a wait that never ends names p (stuckError) and p's wiring looks
+// for a cycle through it (wireAfter). Entries whose task has been
+// submitted and wired since are dropped as the map grows. s.tagMu is
+// held.
+func (s *Scheduler) noteEarlyLocked(p *Task) {
 	if s.early == nil {
 		s.early = map[*Task]int{}
 	}
 	if len(s.early) >= 64 && len(s.early)&(len(s.early)-1) == 0 {
 		for x := range s.early {
-			if x.state.Load() != stateNew {
+			if x.state.Load() != stateNew && (x.afterWired || len(x.After) == 0) {
 				delete(s.early, x)
 			}
 		}
@@ -424,6 +429,16 @@ func (s *Scheduler) checkAfter(t *Task) error {
 	if !early {
 		return nil
 	}
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	return s.afterCycleLocked(t)
+}
+
+// afterCycleLocked reports a wait of t through After that can never
+// end: after a task that waits (through After, transitively) for t.
+// s.tagMu is held.
+func (s *Scheduler) afterCycleLocked(t *Task) error {
+	name := t.Codelet.name()
 	seen := map[*Task]*Task{} // task -> the task that waits for it, on the walk
 	queue := []*Task{}
 	for _, p := range t.After {

@@ -326,6 +326,9 @@ type Task struct {
 	cpuOnly   bool // its data fit no device it was given to (redirectToCPU)
 	internal  bool // a task of the data layer's own (gather): takes no data
 	engine    bool // inserted by the engine (insertLocked): its cancellation is no user task's
+	// afterWired is set once t's After edges are wired (wireAfter);
+	// guarded by s.tagMu.
+	afterWired bool
 	// stop is the context of CancelOn, or nil: once it has ended, the
 	// task does not start (stopErr).
 	stop context.Context
