@@ -296,6 +296,22 @@ func CheckColor(call string, rank, color int) error {
 	return nil
 }
 
+// CheckSplit reports a Split colour that CheckColor refuses, or a
+// colour or key outside MPI's C int: every backend refuses them alike,
+// so that a program that splits in process splits under MPI too.
+func CheckSplit(call string, rank, color, key int) error {
+	if err := CheckColor(call, rank, color); err != nil {
+		return err
+	}
+	if color > math.MaxInt32 {
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("color %d exceeds %d, the largest an MPI color can be", color, math.MaxInt32)}
+	}
+	if key < math.MinInt32 || key > math.MaxInt32 {
+		return &ArgError{Op: call, Rank: rank, Detail: fmt.Sprintf("key %d is outside [%d, %d], MPI's int range", key, math.MinInt32, math.MaxInt32)}
+	}
+	return nil
+}
+
 // FirstErr returns the first non-nil error, for chaining Check calls.
 func FirstErr(errs ...error) error {
 	for _, err := range errs {

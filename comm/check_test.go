@@ -2,6 +2,7 @@ package comm
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,6 +68,11 @@ func TestChecks(t *testing.T) {
 	assert.ErrorIs(t, CheckTag("Send", 0, AnyTag, false), ErrInvalidArg)
 	assert.NoError(t, CheckColor("Split", 0, Undefined))
 	assert.ErrorIs(t, CheckColor("Split", 0, -2), ErrInvalidArg)
+	assert.NoError(t, CheckSplit("Split", 0, Undefined, math.MinInt32))
+	assert.NoError(t, CheckSplit("Split", 0, math.MaxInt32, math.MaxInt32))
+	assert.ErrorIs(t, CheckSplit("Split", 0, -2, 0), ErrInvalidArg)
+	assert.ErrorIs(t, CheckSplit("Split", 0, math.MaxInt32+1, 0), ErrInvalidArg)
+	assert.ErrorIs(t, CheckSplit("Split", 0, 0, math.MinInt32-1), ErrInvalidArg)
 	assert.ErrorIs(t, CheckRecv("AllReduce", 0, BufOf([]float64{1, 2}), BufOf([]float64{1})), ErrInvalidArg)
 	assert.ErrorIs(t, CheckRecv("AllReduce", 0, BufOf([]float64{1}), BufOf([]int64{1})), ErrInvalidArg)
 	assert.Nil(t, FirstErr(nil, nil))

@@ -81,7 +81,10 @@ type Completion struct {
 
 // WaitAll waits for every request in reqs and returns their statuses (by
 // index) and the errors of those that failed, each naming its index. On a
-// ctx error it returns at once; the requests not yet completed stay in reqs.
+// ctx error it returns at once, with the errors of the requests it
+// collected before (set to nil in reqs, their statuses filled in) and
+// ctx's naming the request it waited for; that request and those after
+// it stay in reqs.
 func WaitAll(ctx context.Context, reqs []Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	err := WaitAllInto(ctx, reqs, sts)
@@ -106,7 +109,10 @@ func WaitAllInto(ctx context.Context, reqs []Request, sts []Status) error {
 			// same reports its own result, not ctx's error.
 			done, tst, terr := r.Test()
 			if !done {
-				return fmt.Errorf("comm: WaitAll: request %d: %w", i, ctxerr.Of(ctx, ErrBroken))
+				// The requests collected before this one are out of
+				// the set: their errors go with ctx's, or they
+				// would be lost.
+				return errors.Join(append(errs, fmt.Errorf("comm: WaitAll: request %d: %w", i, ctxerr.Of(ctx, ErrBroken)))...)
 			}
 			st, err = tst, terr
 		}

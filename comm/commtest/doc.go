@@ -20,7 +20,10 @@
 // The cases cover every collective with every op and every numeric type
 // (including int, uint, uintptr and named types), several roots, empty and
 // 16 MiB buffers, variable lengths, Split and collectives on the new
-// communicators, point-to-point ordering with tags and AnySource,
+// communicators, point-to-point ordering with tags and AnySource
+// (non-overtaking across message sizes and posted wildcard receives),
+// probes, zero-length messages, sends to the rank itself, request sets
+// (empty, with completed requests, a failing request, an ended context),
 // non-blocking overlap, cancellation of receives, truncation, encoded values, and misuse that must give
 // an error on every rank. Expected results are computed in the test from
 // rank numbers, never by calling the backend again.

@@ -63,6 +63,7 @@ func Cases() []Case {
 		{"Misuse/UserOp", misuseUserOpCase},
 	}
 	out = append(out, asyncCases()...)
+	out = append(out, standardCases()...)
 	out = append(out, prefixCases()...)
 	out = append(out, persistentCases()...)
 	out = append(out, cancelCases()...)

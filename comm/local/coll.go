@@ -780,7 +780,7 @@ func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (c
 	defer c.collMu.Unlock()
 	g := c.g
 	a.fp = comm.Fingerprint{Call: call, Root: -1, Count: -1}
-	a.argErr = comm.CheckColor(call.String(), c.rank, color)
+	a.argErr = comm.CheckSplit(call.String(), c.rank, color, key)
 	a.color, a.key = color, key
 	if err := c.arrive(ctx, call, k); err != nil {
 		return nil, err

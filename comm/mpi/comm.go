@@ -273,12 +273,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	if err := c.usable("Split"); err != nil {
 		return nil, err
 	}
-	var lerr error
-	if color < 0 && color != comm.Undefined {
-		lerr = c.argErr(callSplit, "color %d is negative (use comm.Undefined to join no communicator)", color)
-	} else if color > math.MaxInt32 || key < math.MinInt32 || key > math.MaxInt32 {
-		lerr = c.argErr(callSplit, "color %d or key %d outside MPI's int range", color, key)
-	}
+	lerr := comm.CheckSplit(callSplit.String(), c.rank, color, key)
 	c.coll.Lock()
 	defer c.coll.Unlock()
 	if err := c.syncBefore(ctx, callSplit, lerr); err != nil {
