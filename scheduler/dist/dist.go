@@ -121,6 +121,7 @@ type Scheduler struct {
 	failMu sync.Mutex
 	failed error               // first failure seen here (local task, a peer's message, a graph mismatch)
 	origin string              // the failure's own text when it happened on this rank (see fail); guarded by failMu
+	later  string              // the first task of this rank's that failed by itself after the graph had failed elsewhere (it was running): no consequence of that failure, so WaitAll names it too; guarded by failMu
 	xfers  map[uint64]inflight // transfers in flight, to end them on a failure and explain a stall; guarded by failMu
 	nxfer  uint64
 	ending int           // receives the failure canceled that have not ended yet; guarded by failMu
@@ -691,14 +692,18 @@ func (d *Scheduler) announce(head []byte, text string) {
 }
 
 // failureText describes the failure recorded so far ("" for none) for
-// the graph check: the failure that happened on this rank (here), or the
-// failure this rank heard of.
+// the agreement on WaitAll's outcome: the failure that happened on this
+// rank (here) - the graph's, or a task's of this rank that failed by
+// itself after the graph had failed elsewhere -, or the failure this rank
+// heard of.
 func (d *Scheduler) failureText() (string, bool) {
 	d.failMu.Lock()
 	defer d.failMu.Unlock()
 	switch {
 	case d.origin != "":
 		return d.origin, true
+	case d.later != "":
+		return d.later, true
 	case d.failed != nil:
 		return d.failed.Error(), false
 	}

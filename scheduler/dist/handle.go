@@ -887,6 +887,16 @@ func (d *Scheduler) onTaskDone(t *scheduler.Task, what func() string) {
 		}
 		task := what()
 		d.fail(fmt.Errorf("%w: rank %d: %s: %w", ErrRankFailed, d.rank, task, err), task+": "+err.Error())
+		if !errors.Is(err, scheduler.ErrCanceled) {
+			// A task that failed by itself (not canceled by the graph's
+			// failure, nor for a task it depends on) after the graph
+			// had failed elsewhere: WaitAll names it too.
+			d.failMu.Lock()
+			if d.origin == "" && d.later == "" {
+				d.later = task + ": " + err.Error()
+			}
+			d.failMu.Unlock()
+		}
 	}
 }
 
