@@ -401,9 +401,9 @@ func didAt(r int, x checkExchange, i int) string {
 	case i < len(x.Window):
 		return fmt.Sprintf("rank %d made %s", r, x.Window[i])
 	case x.Closing:
-		return fmt.Sprintf("rank %d stopped after %d submissions (it returned or closed without WaitAll; Close waits for the graph as WaitAll does)", r, x.End)
+		return fmt.Sprintf("rank %d stopped after %s (it returned or closed without WaitAll; Close waits for the graph as WaitAll does)", r, count(x.End, "submission"))
 	}
-	return fmt.Sprintf("rank %d is in WaitAll after %d submissions", r, x.End)
+	return fmt.Sprintf("rank %d is in WaitAll after %s", r, count(x.End, "submission"))
 }
 
 // registrations says, when the ranks have registered different numbers
@@ -423,7 +423,7 @@ func registrations(all []checkExchange) string {
 	if len(differ) > most {
 		differ = append(differ[:most], fmt.Sprintf("and %d more ranks", len(differ)-most))
 	}
-	return fmt.Sprintf(" (rank 0 has registered %d handles, %s: every rank registers the same handles in the same order, so that a handle's number is the same on every rank)", ref, strings.Join(differ, ", "))
+	return fmt.Sprintf(" (rank 0 has registered %s, %s: every rank registers the same handles in the same order, so that a handle's number is the same on every rank)", count(ref, "handle"), strings.Join(differ, ", "))
 }
 
 // windowHash is a deterministic 64-bit FNV-1a hash of a window's
