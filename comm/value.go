@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -98,7 +99,11 @@ func decodePayload[T any](call string, from int, p []byte) (T, error) {
 // Numeric slices ([]float64, []int32, named element types...) and numeric
 // scalars travel as raw memory, a slice's length first; any other value is
 // encoded with the codec (see Encode). The value of v on non-roots is
-// ignored.
+// ignored, but not its type: a rank whose T travels otherwise than root's
+// (a string on root, an int here; []float64 against []int32) gets an
+// *ArgError saying what root broadcasts, and stays in step with the
+// others for the next call; root gets its value. int and int64 travel
+// alike, as do uint and uint64.
 func BcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
 	v, err := bcastValue(ctx, c, v, root)
 	return v, valueErr("BcastValue", err)
@@ -122,67 +127,117 @@ func valueErr(call string, err error) error {
 }
 
 func bcastValue[T any](ctx context.Context, c Comm, v T, root int) (T, error) {
+	var zero T
 	rt := reflect.TypeFor[T]()
+	path, dt := bcastPath(rt)
+	rv := reflect.ValueOf(&v).Elem()
+	// The header: root's path, its datatype and a scalar's bytes or the
+	// length of what follows.
+	var h [bcastHeader]byte
+	var payload []byte
+	me := c.Rank()
+	if me == root {
+		h[0], h[1] = path, byte(dt)
+		switch path {
+		case bcastScalar:
+			copy(h[8:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), dt.Size()))
+		case bcastSlice:
+			binary.NativeEndian.PutUint64(h[8:], uint64(rv.Len()))
+		default:
+			payload = encodePayload(v)
+			binary.NativeEndian.PutUint64(h[8:], uint64(len(payload)))
+		}
+	}
+	if err := c.Bcast(ctx, Buf{Bytes: h[:], Type: Uint8}, root); err != nil {
+		return zero, err
+	}
+	rpath, rdt := h[0], Datatype(h[1])
+	n := int(binary.NativeEndian.Uint64(h[8:]))
+	same := rpath == path && (path == bcastEncoded || rdt == dt)
+	switch rpath {
+	case bcastScalar:
+		if !same {
+			break
+		}
+		if me != root {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), dt.Size()), h[8:])
+		}
+		return v, nil
+	case bcastSlice:
+		var b []byte
+		switch {
+		case !same:
+			b = make([]byte, n*rdt.Size()) // root's data, to stay in step
+		case me != root:
+			rv = reflect.MakeSlice(rt, n, n)
+			v = rv.Interface().(T)
+			fallthrough
+		case n > 0:
+			b = unsafe.Slice((*byte)(rv.UnsafePointer()), n*dt.Size())
+		}
+		if n > 0 {
+			if err := c.Bcast(ctx, Buf{Bytes: b, Type: rdt}, root); err != nil {
+				return zero, err
+			}
+		}
+		if same {
+			return v, nil
+		}
+	case bcastEncoded:
+		if me != root {
+			payload = make([]byte, n)
+		}
+		if err := c.Bcast(ctx, Buf{Bytes: payload, Type: Uint8}, root); err != nil {
+			return zero, err
+		}
+		if !same {
+			break
+		}
+		if me == root && len(payload) > 0 && payload[0] == payloadOK {
+			return v, nil // root keeps its own value; no need to decode it
+		}
+		return decodePayload[T]("BcastValue", root, payload)
+	default:
+		return zero, &ArgError{Op: "BcastValue", Rank: root, Detail: fmt.Sprintf("bad header (path %d): a BcastValue paired with another call?", rpath)}
+	}
+	return zero, &ArgError{Op: "BcastValue", Rank: me, Detail: fmt.Sprintf("root %d broadcasts %s and this rank's value is a %v: pass values of the same type on every rank", root, bcastWhat(rpath, rdt), rt)}
+}
+
+// BcastValue's paths: a numeric scalar travels in the header, a numeric
+// slice as raw memory after it, anything else encoded after it.
+const (
+	bcastScalar  byte = 1
+	bcastSlice   byte = 2
+	bcastEncoded byte = 3
+	// bcastHeader is the header's size: one broadcast of the same shape
+	// whatever T is, so that a rank whose T differs from root's stays in
+	// step with the others and learns it, instead of taking root's
+	// length for its value (a string on root, an int elsewhere, gave 7).
+	bcastHeader = 24
+)
+
+// bcastPath is how BcastValue moves a T.
+func bcastPath(rt reflect.Type) (byte, Datatype) {
 	if rt.Kind() == reflect.Slice {
 		if dt := kindDatatype(rt.Elem().Kind()); dt.Valid() {
-			return bcastRawSlice(ctx, c, v, rt, dt, root)
+			return bcastSlice, dt
 		}
 	}
 	if dt := kindDatatype(rt.Kind()); dt.Valid() {
-		b := unsafe.Slice((*byte)(unsafe.Pointer(&v)), dt.Size())
-		err := c.Bcast(ctx, Buf{Bytes: b, Type: dt}, root)
-		return v, err
+		return bcastScalar, dt
 	}
-	var zero T
-	var payload []byte
-	if c.Rank() == root {
-		payload = encodePayload(v)
-	}
-	payload, err := bcastBytes(ctx, c, payload, root)
-	if err != nil {
-		return zero, err
-	}
-	if c.Rank() == root && len(payload) > 0 && payload[0] == payloadOK {
-		return v, nil // root keeps its own value; no need to decode it
-	}
-	return decodePayload[T]("BcastValue", root, payload)
+	return bcastEncoded, Invalid
 }
 
-// bcastRawSlice broadcasts a numeric slice: its length, then its memory.
-func bcastRawSlice[T any](ctx context.Context, c Comm, v T, rt reflect.Type, dt Datatype, root int) (T, error) {
-	var zero T
-	rv := reflect.ValueOf(&v).Elem()
-	n := []int64{int64(rv.Len())}
-	if err := c.Bcast(ctx, BufOf(n), root); err != nil {
-		return zero, err
+// bcastWhat describes what root broadcasts, for an error.
+func bcastWhat(path byte, dt Datatype) string {
+	switch path {
+	case bcastScalar:
+		return "a " + dt.String()
+	case bcastSlice:
+		return "a slice of " + dt.String()
 	}
-	if c.Rank() != root {
-		rv = reflect.MakeSlice(rt, int(n[0]), int(n[0]))
-		v = rv.Interface().(T)
-	}
-	var b []byte
-	if n[0] > 0 {
-		b = unsafe.Slice((*byte)(rv.UnsafePointer()), int(n[0])*dt.Size())
-	}
-	if err := c.Bcast(ctx, Buf{Bytes: b, Type: dt}, root); err != nil {
-		return zero, err
-	}
-	return v, nil
-}
-
-// bcastBytes broadcasts root's payload, length first.
-func bcastBytes(ctx context.Context, c Comm, payload []byte, root int) ([]byte, error) {
-	n := []int64{int64(len(payload))}
-	if err := c.Bcast(ctx, BufOf(n), root); err != nil {
-		return nil, err
-	}
-	if c.Rank() != root {
-		payload = make([]byte, n[0])
-	}
-	if err := c.Bcast(ctx, Buf{Bytes: payload, Type: Uint8}, root); err != nil {
-		return nil, err
-	}
-	return payload, nil
+	return "an encoded value (neither a number nor a slice of numbers)"
 }
 
 // SendValue encodes v and sends it to dest with tag. Pair it with

@@ -47,6 +47,7 @@ func Cases() []Case {
 		{"Misuse/Counts", misuseCountsCase},
 		{"Misuse/RecvLength", misuseRecvLenCase},
 		{"Misuse/Unencodable", misuseUnencodableCase},
+		{"Misuse/ValueTypes", valueTypesCase},
 		{"Misuse/PointToPoint", misuseP2PCase},
 		{"Misuse/Loc", misuseLocCase},
 		{"Misuse/Alias", misuseAliasCase},
