@@ -62,8 +62,10 @@ func FormatRanks(rs []int) string {
 // Messages that differ only by the rank's own number ("on rank 7") are
 // alike; R stands for it. Messages the same to the letter on several
 // ranks (a mismatch that lists every rank's argument: "root: rank 0 has
-// 0, rank 1 has 1") are alike as they are. At most maxGroups kinds are listed, then how
-// many ranks failed otherwise.
+// 0, rank 1 has 1") are alike as they are. Panics (*PanicError) are alike
+// when they differ only by their stacks: the group shows its first rank's
+// stack once, labelled with its number. At most maxGroups kinds are
+// listed, then how many ranks failed otherwise.
 type RankErrors []*RankError
 
 // maxGroups is how many kinds of failure RankErrors.Error lists.
@@ -75,13 +77,18 @@ func (es RankErrors) Error() string {
 		msg   string // the message, R for the rank's own number
 		first string // the first rank's message as it is
 		own   bool   // msg has R for the rank's own number
+		stack string // the first rank's panic stacks, with its number
 		ranks []int
 	}
+	// A panic's message carries its goroutine's stack, different on
+	// every rank: ranks that panicked alike are grouped by the message
+	// without it, and the group shows its first rank's stack once.
 	msgOf := func(e *RankError) string {
 		if e.Err == nil {
 			return "<nil>"
 		}
-		return e.Err.Error()
+		msg, _ := withoutStacks(e.Err)
+		return msg
 	}
 	// A message several ranks share to the letter groups them as it is,
 	// even where it names one of them ("rank 0 has 0" on rank 0).
@@ -105,6 +112,11 @@ func (es RankErrors) Error() string {
 		g := byMsg[key]
 		if g == nil {
 			g = &group{msg: key, first: msg, own: key != msg}
+			if e.Err != nil {
+				_, stacks := withoutStacks(e.Err)
+				g.first = strings.TrimRight(e.Err.Error(), "\n")
+				g.stack = strings.ReplaceAll(stacks, "\nstacktrace:\n", fmt.Sprintf("\nstacktrace (rank %d):\n", e.Rank))
+			}
 			byMsg[key] = g
 			groups = append(groups, g)
 		}
@@ -129,13 +141,49 @@ func (es RankErrors) Error() string {
 			fmt.Fprintf(&b, "rank %d: %s", g.ranks[0], g.first)
 		case g.own:
 			slices.Sort(g.ranks)
-			fmt.Fprintf(&b, "ranks R = %s: %s", strings.TrimPrefix(FormatRanks(g.ranks), "ranks "), g.msg)
+			fmt.Fprintf(&b, "ranks R = %s: %s%s", strings.TrimPrefix(FormatRanks(g.ranks), "ranks "), g.msg, g.stack)
 		default:
 			slices.Sort(g.ranks)
-			fmt.Fprintf(&b, "%s: %s", FormatRanks(g.ranks), g.msg)
+			fmt.Fprintf(&b, "%s: %s%s", FormatRanks(g.ranks), g.msg, g.stack)
 		}
 	}
 	return b.String()
+}
+
+// withoutStacks returns err's message without the stacks of the panics
+// (*PanicError) in its tree, and those stacks as they stood in it.
+func withoutStacks(err error) (msg, stacks string) {
+	msg = err.Error()
+	var walk func(error)
+	walk = func(e error) {
+		if pe, ok := e.(*PanicError); ok && pe != nil {
+			s := pe.Error()
+			if i := strings.Index(s, "\nstacktrace:\n"); i >= 0 {
+				sec := strings.TrimRight(s[i:], "\n")
+				if strings.Contains(msg, sec) {
+					msg = strings.Replace(msg, sec, "", 1)
+					stacks += sec
+				}
+			}
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if w := u.Unwrap(); w != nil {
+				walk(w)
+			}
+		case interface{ Unwrap() []error }:
+			for _, w := range u.Unwrap() {
+				if w != nil {
+					walk(w)
+				}
+			}
+		}
+	}
+	walk(err)
+	if stacks != "" {
+		msg = strings.TrimRight(msg, "\n")
+	}
+	return msg, stacks
 }
 
 // Unwrap returns the ranks' errors, for errors.Is and errors.As.
