@@ -300,3 +300,64 @@ func TestMpirunEarlySignalEndsJob(t *testing.T) {
 		})
 	}
 }
+
+// A SIGTERM to mpirun that runs one rank (a job's usual way to end: the
+// batch system's, timeout's) ends the job within seconds, and the rank
+// says why on stderr: Open MPI sends the rank SIGTERM and SIGKILLs it a
+// later, while the rank's MPI_Finalize waits for the daemon that is
+// ending the job, so what pzrun printed after finalizing was lost
+// (status 1 and nothing on stderr): the rank says the stop when it comes.
+func TestMpirunOneRankSIGTERMSaysWhy(t *testing.T) {
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not installed")
+	}
+	bin := buildPzrun(t, mpiTags()...)
+	cmd := exec.Command(mpirun, append(lau.Args(1), bin, "cholesky", "-n", "8192", "-b", "1024")...)
+	// The watchdog's lines say the factorization runs: a tile task takes
+	// longer than 20 ms.
+	cmd.Env = append(os.Environ(), "PZ_WATCHDOG=20ms", "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	running := make(chan struct{})
+	var errb strings.Builder
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		ready := running // closed once, at the first watchdog line
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			errb.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "watchdog: no task finished") && ready != nil {
+				close(ready)
+				ready = nil
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { <-drained; exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	select {
+	case <-running:
+	case err := <-exited:
+		t.Fatalf("the job ended before the factorization ran: %v\n%s", err, errb.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no watchdog line:\n%s", errb.String())
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the job still ran 30 s after mpirun was signalled:\n%s", errb.String())
+	}
+	out := errb.String()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, out)
+	assert.NotEqual(t, 0, ee.ExitCode(), out)
+	assert.Contains(t, out, "pzrun cholesky: SIGTERM received: stopping\n")
+	assert.NotContains(t, out, "goroutine ")
+}

@@ -338,7 +338,9 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pzrun %s: %s\n", a.name, describe(err))
+		if !errors.As(err, new(*reportedError)) {
+			fmt.Fprintf(stderr, "pzrun %s: %s\n", a.name, describe(err))
+		}
 		if errors.Is(err, errUsage) || errors.Is(err, runtimeview.ErrLaunch) {
 			return exitUsage
 		}
@@ -346,6 +348,34 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	return exitOK
 }
+
+// sayStop writes "NAME: SIGTERM received: stopping" to stderr as soon as
+// a stop signal ends ctx. The returned function stops the watch and
+// waits for its goroutine.
+func sayStop(ctx context.Context, name string, stderr io.Writer) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			if s := signalOf(ctx); s != nil {
+				fmt.Fprintf(stderr, "%s: %s received: stopping\n", name, signalName(s))
+			}
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// A reportedError is an app's error that pzrun has already printed (a
+// one-rank MPI job's, before MPI_Finalize: see launchApp).
+type reportedError struct{ err error }
+
+func (r *reportedError) Error() string { return r.err.Error() }
+func (r *reportedError) Unwrap() error { return r.err }
 
 // describe is err's message as pzrun prints it, without errUsage's
 // "usage: " mark. In-process ranks fail together (comm.RankErrors, whose
@@ -498,11 +528,30 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 	// end within stopGrace ends the job (abortAfterStop).
 	watched := wrapped
 	wrapped = func(ctx context.Context, rt *runtimeview.RuntimeView) error {
-		if w := rt.MPIWorld(); w != nil && rt.Size() > 1 {
+		w := rt.MPIWorld()
+		if w != nil && rt.Size() > 1 {
 			stop, _ := abortAfterStop(ctx, "pzrun "+a.name, rt.Rank(), rt.Size(), stopGrace, e.stderr, w.Abort, os.Exit)
 			defer stop()
 		}
-		return watched(ctx, rt)
+		if w == nil || rt.Size() > 1 {
+			return watched(ctx, rt)
+		}
+		// One MPI rank: when mpirun ends the job (a SIGTERM to mpirun,
+		// from a batch system or timeout), Open MPI SIGKILLs the rank a
+		// second after its SIGTERM, and meanwhile the rank's
+		// MPI_Finalize waits for the daemon that is ending the job: what
+		// pzrun prints after the app has returned and MPI is finalized
+		// is lost. So the stop is said when it comes, and the app's
+		// error before MPI_Finalize. (Several ranks say it before
+		// MPI_Abort: runtimeview.Run, abortAfterStop.)
+		stop := sayStop(ctx, "pzrun "+a.name, e.stderr)
+		err := watched(ctx, rt)
+		stop()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "pzrun %s: %s\n", a.name, describe(err))
+			return &reportedError{err: err}
+		}
+		return nil
 	}
 	if n == 0 {
 		n = 1 // pzrun ignores PZ_RANKS: -n is its way to ask for ranks
