@@ -146,6 +146,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no app", nil, "no app given"},
 		{"unknown app", []string{"frobnicate"}, `unknown app "frobnicate"; the apps are: `},
+		{"misspelt app", []string{"helo"}, `pzrun: unknown app "helo"; did you mean "hello"? The apps are: `},
+		{"misspelt benchmark", []string{"bench", "com"}, `unknown app "bench com"; did you mean "bench comm"?`},
+		{"misspelt app in help", []string{"help", "cholesk"}, `unknown app "cholesk"; did you mean "cholesky"?`},
 		{"a program named without ./", []string{"run.go"}, `(see pzrun help); to run the program run.go here, write ./run.go`},
 		{"bad global flag", []string{"-x", "hello"}, "flag provided but not defined: -x"},
 		{"bad app flag", []string{"hello", "--nope"}, "flag provided but not defined: -nope"},

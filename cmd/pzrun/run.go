@@ -147,7 +147,7 @@ func help(ctx context.Context, words []string, stdout, stderr io.Writer, getenv 
 	}
 	a, ok := lookup(words)
 	if !ok || len(words) > len(strings.Fields(a.name)) {
-		fmt.Fprintf(stderr, "pzrun help: unknown app %q; the apps are: %s\n", strings.Join(words, " "), appNames())
+		fmt.Fprintf(stderr, "pzrun help: %s\n", unknownApp(strings.Join(words, " ")))
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("pzrun "+a.name, flag.ContinueOnError)
@@ -287,7 +287,7 @@ func runArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			// as a shell runs it.
 			hint = fmt.Sprintf("; to run the program %s here, write ./%s", name, name)
 		}
-		fmt.Fprintf(usageErr, "pzrun: unknown app %q; the apps are: %s (see pzrun help)%s\n", name, appNames(), hint)
+		fmt.Fprintf(usageErr, "pzrun: %s (see pzrun help)%s\n", unknownApp(name), hint)
 		return exitUsage
 	}
 	// Ranks, loggers and progress bars may write at once.
