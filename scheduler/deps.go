@@ -84,9 +84,24 @@ func (s *Scheduler) wire(t *Task) int32 {
 // once, both pass validate's check, and the second to be wired finds
 // the cycle here and fails (ErrBadData) instead of waiting forever, the
 // first then canceled by its failure.
+//
+// Once Close has ended the waits (endStuckWaits), an After task still
+// new can never be submitted (Submit refuses it): it is failed as never
+// submitted, and t canceled, rather than t waiting for it forever.
 func (s *Scheduler) wireAfter(t *Task) int32 {
+	var ready []*Task
 	s.tagMu.Lock()
-	defer s.tagMu.Unlock()
+	n := s.wireAfterLocked(t, &ready)
+	s.tagMu.Unlock()
+	for _, x := range ready {
+		s.ready(x, nil)
+	}
+	return n
+}
+
+// wireAfterLocked is wireAfter with s.tagMu held; the tasks released by
+// failing never-submitted ones are appended to ready.
+func (s *Scheduler) wireAfterLocked(t *Task, ready *[]*Task) int32 {
 	if _, early := s.early[t]; early {
 		if err := s.afterCycleLocked(t); err != nil {
 			t.fail(err)
@@ -98,6 +113,9 @@ func (s *Scheduler) wireAfter(t *Task) int32 {
 	for _, p := range t.After {
 		if p == nil {
 			continue
+		}
+		if s.tagsEnded && p.state.Load() == stateNew {
+			*ready = s.failNeverSubmitted(p, *ready)
 		}
 		if !p.afterWired && p.state.Load() < stateDone {
 			// Named before its own After edges are wired (not

@@ -96,3 +96,57 @@ func TestConcurrentAfterCycle(t *testing.T) {
 	}
 	_ = closeWithin(t, s, 10*time.Second)
 }
+
+// TestCloseRacingStuckWaits submits, while Close runs, tasks that wait
+// for what only a later submission could end (a tag no task carries, a
+// task never submitted): Close cancels those it finds, and a task wired
+// just after it looked must not be left waiting, with Close waiting for
+// it forever.
+func TestCloseRacingStuckWaits(t *testing.T) {
+	nop := &scheduler.Codelet{Name: "nop", CPU: func(*scheduler.Call) error { return nil }}
+	for _, kind := range []string{"AfterTags", "After"} {
+		t.Run(kind, func(t *testing.T) {
+			for round := range 200 {
+				s := newSchedBounded(t, scheduler.WithWorkers(1))
+				ctx := testCtx(t)
+				started := make(chan struct{})
+				var tasks []*scheduler.Task
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for i := 1; ; i++ {
+						var x *scheduler.Task
+						if kind == "After" {
+							x = scheduler.NewTask(nop, scheduler.After(scheduler.NewTask(nop)))
+						} else {
+							x = scheduler.NewTask(nop, scheduler.AfterTags(scheduler.Tag(i)))
+						}
+						if err := s.SubmitTask(ctx, x); err != nil {
+							if !errors.Is(err, scheduler.ErrClosed) {
+								t.Errorf("round %d: Submit: %v", round, err)
+							}
+							return
+						}
+						tasks = append(tasks, x)
+						if i == 1 {
+							close(started)
+						}
+					}
+				}()
+				<-started
+				_ = closeWithin(t, s, 10*time.Second)
+				<-done
+				for i, x := range tasks {
+					select {
+					case <-x.Done():
+					default:
+						t.Fatalf("round %d: task %d of %d not done after Close", round, i, len(tasks))
+					}
+					if !errors.Is(x.Err(), scheduler.ErrNotSubmitted) {
+						t.Fatalf("round %d: task %d: %v, want ErrNotSubmitted", round, i, x.Err())
+					}
+				}
+			}
+		})
+	}
+}

@@ -277,7 +277,7 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 		return fmt.Errorf("%w: %q", ErrAlreadySubmitted, t.Codelet.name())
 	}
 	if err := s.validate(t); err != nil {
-		t.state.Store(stateNew)
+		s.unsubmit(t)
 		return err
 	}
 	// Counting the task before checking closed makes Close wait for it
@@ -285,13 +285,13 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	s.inflight.add(1)
 	if s.closed.Load() {
 		s.inflight.add(-1)
-		t.state.Store(stateNew)
+		s.unsubmit(t)
 		return fmt.Errorf("submitting %q: %w", t.Codelet.name(), ErrClosed)
 	}
 	if t.Context != nil || s.cx.n.Load() > 0 {
 		if err := s.enterContext(ctx, t); err != nil {
 			s.inflight.add(-1)
-			t.state.Store(stateNew)
+			s.unsubmit(t)
 			return err
 		}
 	} else {

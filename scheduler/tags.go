@@ -134,6 +134,14 @@ func (s *Scheduler) tagPathLocked(tag Tag, from map[Tag]Tag) string {
 // s.tagMu is held.
 func (s *Scheduler) addTagDepLocked(g Tag, t *Task) bool {
 	e := s.tagLocked(g)
+	if !e.done && e.task == nil && s.tagsEnded {
+		// Close has ended the waits for tags no task carries: a task
+		// wired after that waits for nothing that can come.
+		e.done, e.err = true, noTagCarrier(g)
+		if e.ch != nil {
+			close(e.ch)
+		}
+	}
 	if e.done {
 		if e.err != nil {
 			t.cancel(e.err)
@@ -382,28 +390,64 @@ func (s *Scheduler) endStuckWaits() {
 	clear(s.early)
 	s.tagMu.Unlock()
 	for _, p := range never {
-		if !p.state.CompareAndSwap(stateNew, stateSubmitted) {
-			continue // submitted meanwhile: it runs
-		}
-		err := fmt.Errorf("%w: task %q was never submitted before the scheduler closed", ErrNotSubmitted, p.Codelet.name())
-		p.err = err
-		p.state.Store(stateFailed)
-		if p.waited.Load() {
-			p.mu.Lock()
-			if p.doneCh != nil && !p.chDone {
-				p.chDone = true
-				close(p.doneCh)
-			}
-			p.mu.Unlock()
-		}
-		for e := p.succs.Swap(sealed); e != nil; {
-			st, next := e.t, e.next
-			release(st, err)
-			e = next
-		}
+		// One submitted meanwhile runs; one whose submission is
+		// refused (ErrClosed) is failed by it (unsubmit).
+		ready = s.failNeverSubmitted(p, ready)
 	}
 	for _, t := range ready {
 		s.ready(t, nil)
+	}
+}
+
+// failNeverSubmitted fails p, a task still never submitted once Close
+// has ended the waits (endStuckWaits), with ErrNotSubmitted, without
+// running: the tasks waiting for it are canceled, and those released
+// appended to ready, which the caller readies (not under s.tagMu). A
+// task submitted meanwhile is left alone.
+func (s *Scheduler) failNeverSubmitted(p *Task, ready []*Task) []*Task {
+	if !p.state.CompareAndSwap(stateNew, stateSubmitted) {
+		return ready
+	}
+	err := fmt.Errorf("%w: task %q was never submitted before the scheduler closed", ErrNotSubmitted, p.Codelet.name())
+	p.err = err
+	p.state.Store(stateFailed)
+	if p.waited.Load() {
+		p.mu.Lock()
+		if p.doneCh != nil && !p.chDone {
+			p.chDone = true
+			close(p.doneCh)
+		}
+		p.mu.Unlock()
+	}
+	for e := p.succs.Swap(sealed); e != nil; {
+		st, next := e.t, e.next
+		st.cancel(err)
+		if st.pending.Add(-1) == 0 {
+			ready = append(ready, st)
+		}
+		e = next
+	}
+	return ready
+}
+
+// unsubmit takes back the submission of t, refused after its state
+// became submitted: t is new again. Once Close has ended the waits, a
+// task waiting for t (an After edge pushed while t looked submitted)
+// would wait forever, Close with it: t is failed as never submitted
+// then instead.
+func (s *Scheduler) unsubmit(t *Task) {
+	t.state.Store(stateNew)
+	if t.pooled {
+		return
+	}
+	s.tagMu.Lock()
+	var ready []*Task
+	if s.tagsEnded && t.succs.Load() != nil {
+		ready = s.failNeverSubmitted(t, nil)
+	}
+	s.tagMu.Unlock()
+	for _, x := range ready {
+		s.ready(x, nil)
 	}
 }
 
