@@ -145,9 +145,8 @@ type Scheduler struct {
 	report     func(string)
 	timeout    time.Duration // WaitAll gives up after this long without progress; 0: never
 
-	bytesSent atomic.Int64
-	msgsSent  atomic.Int64
-	ctrlBuf   []byte
+	peers   []peerCounts // transfers with each rank, by rank
+	ctrlBuf []byte
 
 	// pos is how far this rank got, as it tells a rank that asks
 	// (ctrlAsk) from the progress goroutine, without d.mu.
@@ -195,7 +194,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
 	}
 	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
-		xfers: map[uint64]inflight{}, stall: defaultStall, report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+		xfers: map[uint64]inflight{}, stall: defaultStall, peers: make([]peerCounts, dc.Size()), report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	d.graph, d.stopGraph = context.WithCancelCause(context.Background())
 	for _, o := range opts {
 		o(d)
@@ -227,15 +226,49 @@ func (d *Scheduler) Size() int { return d.size }
 // Local is the node-local scheduler that runs this rank's tasks.
 func (d *Scheduler) Local() *scheduler.Scheduler { return d.local }
 
-// Stats are a rank's transfer counts.
+// Stats are a rank's transfer counts: the data messages (one per handle
+// version sent to a rank) and their payload bytes, as StarPU-MPI's
+// STARPU_COMM_STATS counts them. Control messages are not counted.
 type Stats struct {
-	MessagesSent int64 // data messages this rank sent
-	BytesSent    int64 // their payload bytes
+	MessagesSent     int64 // data messages this rank sent
+	BytesSent        int64 // their payload bytes
+	MessagesReceived int64 // data messages this rank received
+	BytesReceived    int64 // their payload bytes
 }
 
-// Stats returns this rank's transfer counts so far.
+// Stats returns this rank's transfer counts so far, with every rank.
 func (d *Scheduler) Stats() Stats {
-	return Stats{MessagesSent: d.msgsSent.Load(), BytesSent: d.bytesSent.Load()}
+	var st Stats
+	for i := range d.peers {
+		st = st.add(d.peers[i].load())
+	}
+	return st
+}
+
+// PeerStats returns this rank's transfer counts so far with each rank,
+// indexed by rank: PeerStats()[r].MessagesSent is what this rank sent to
+// rank r, and equals rank r's PeerStats()[this rank].MessagesReceived
+// once the graph is complete. This rank's own entry is zero.
+func (d *Scheduler) PeerStats() []Stats {
+	out := make([]Stats, len(d.peers))
+	for i := range d.peers {
+		out[i] = d.peers[i].load()
+	}
+	return out
+}
+
+func (s Stats) add(o Stats) Stats {
+	return Stats{s.MessagesSent + o.MessagesSent, s.BytesSent + o.BytesSent,
+		s.MessagesReceived + o.MessagesReceived, s.BytesReceived + o.BytesReceived}
+}
+
+// peerCounts are the transfers with one rank.
+type peerCounts struct {
+	msgsSent, bytesSent, msgsRecv, bytesRecv atomic.Int64
+}
+
+func (p *peerCounts) load() Stats {
+	return Stats{p.msgsSent.Load(), p.bytesSent.Load(), p.msgsRecv.Load(), p.bytesRecv.Load()}
 }
 
 // postCtrl posts the receive of the next control message.

@@ -1014,8 +1014,8 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 		finish(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
 		return
 	}
-	d.msgsSent.Add(1)
-	d.bytesSent.Add(int64(len(buf.Bytes)))
+	d.peers[x.peer].msgsSent.Add(1)
+	d.peers[x.peer].bytesSent.Add(int64(len(buf.Bytes)))
 	d.prog.add(req, func(_ comm.Status, err error) {
 		if err != nil {
 			err = fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err)
@@ -1074,7 +1074,8 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 		done(err)
 		return
 	}
-	req, err := d.c.Irecv(x.h.raw(x.data), x.peer, x.h.id+1)
+	buf := x.h.raw(x.data)
+	req, err := d.c.Irecv(buf, x.peer, x.h.id+1)
 	if err != nil {
 		d.failMu.Unlock()
 		d.progressed.Add(1)
@@ -1093,6 +1094,9 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 			err = fmt.Errorf("%s: %w: %d elements for %v of %d", what, comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
 		case err != nil:
 			err = fmt.Errorf("%s: %w", what, err)
+		default:
+			d.peers[x.peer].msgsRecv.Add(1)
+			d.peers[x.peer].bytesRecv.Add(int64(len(buf.Bytes)))
 		}
 		d.record(x, false, start)
 		finish(err)
