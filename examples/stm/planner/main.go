@@ -23,13 +23,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pzgo/pz/examples/internal/cli"
 	"github.com/pzgo/pz/examples/stm/shared"
 	"github.com/pzgo/pz/scheduler/static"
 )
 
 func main() {
 	dir := flag.String("dir", "", "the master's socket `directory` (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /dev/shm/pz-stm-UID, or /tmp/pz-stm-UID without /dev/shm)")
-	flag.Parse()
+	cli.Parse("planner", "it takes only the flag -dir")
 	if err := run(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "planner:", err)
 		os.Exit(1)
