@@ -194,7 +194,7 @@ func run(ctx context.Context, rt *runtimeview.RuntimeView, out io.Writer) error 
 	fmt.Fprintf(out, "rank %d (%s): %d tasks, %d on GPUs, x right\n", rt.Rank(), strings.Join(names, ", "), chunks*rounds, onGPU.Load())
 
 	// 2. A collective between GPU buffers, when every rank has a GPU.
-	counts, err := comm.AllGather(ctx, rt.Comm(), []int{len(gpus)})
+	counts, err := runtimeview.AllGather(ctx, rt, []int{len(gpus)})
 	if err != nil {
 		return err
 	}
