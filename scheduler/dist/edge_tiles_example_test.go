@@ -16,7 +16,8 @@ import (
 // column 1 column wide. Two ranks register it (BlockCyclic2D(1, 2): rank
 // j mod 2 owns tile column j), each owner filling its tiles from the
 // matrix's element formula, 10*row + col; a task on each tile adds 100
-// times one more than the rank it runs on, and rank 0 gathers the matrix.
+// times one more than the rank it runs on (its owner's: owner computes),
+// and rank 0 gathers the matrix.
 func ExampleRegisterMatrixTiles() {
 	const rows, cols, mb, nb = 5, 7, 2, 3
 	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
@@ -44,17 +45,19 @@ func ExampleRegisterMatrixTiles() {
 		if err != nil {
 			return err
 		}
+		// Each rank's codelet adds its own rank: the matrix shows where
+		// each tile's task ran.
+		me := d.Rank()
 		addRank := &scheduler.Codelet{Name: "add-rank", CPU: func(c *scheduler.Call) error {
 			t := scheduler.VectorOf[int](c, 0)
 			for k := range t {
-				t[k] += 100 * (c.Arg.(int) + 1)
+				t[k] += 100 * (me + 1)
 			}
 			return nil
 		}}
 		for _, row := range tiles {
 			for _, h := range row {
-				arg := scheduler.WithArg(h.Owner()) // the task runs on the tile's owner
-				if err := d.Submit(ctx, addRank, dist.RW(h), dist.With(arg)); err != nil {
+				if err := d.Submit(ctx, addRank, dist.RW(h)); err != nil { // runs on h's owner
 					return err
 				}
 			}

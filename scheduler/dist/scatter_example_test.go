@@ -13,10 +13,9 @@ import (
 // A 5 x 3 matrix on rank 0 goes to two ranks in tiles of 2 x 2, as
 // ScaLAPACK cuts it: the last row of tiles is 1 row high and the last
 // column 1 column wide (RegisterMatrixTiles registers each at its own
-// shape). Each
-// tile's owner adds 100 times its rank to its tile (Cyclic1D over 2 tile
-// columns gives rank 1 the last column), and rank 0 gathers the matrix
-// back.
+// shape). A task on each tile adds 100 times the rank it runs on, its
+// owner's (Cyclic1D over 2 tile columns gives rank 1 the last column),
+// and rank 0 gathers the matrix back.
 func ExampleScatterMatrix() {
 	const rows, cols, mb, nb = 5, 3, 2, 2
 	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
@@ -47,16 +46,19 @@ func ExampleScatterMatrix() {
 		if err := dist.ScatterMatrix(ctx, d, 0, a, rows, cols, tiles); err != nil {
 			return err
 		}
+		// Each rank's codelet adds its own rank: the matrix shows where
+		// each tile's task ran.
+		me := d.Rank()
 		addRank := &scheduler.Codelet{Name: "add-rank", CPU: func(c *scheduler.Call) error {
 			t := scheduler.VectorOf[int](c, 0)
 			for k := range t {
-				t[k] += 100 * c.Arg.(int)
+				t[k] += 100 * me
 			}
 			return nil
 		}}
 		for _, row := range tiles {
 			for _, h := range row {
-				if err := d.Submit(ctx, addRank, dist.RW(h), dist.With(scheduler.WithArg(h.Owner()))); err != nil {
+				if err := d.Submit(ctx, addRank, dist.RW(h)); err != nil { // runs on h's owner
 					return err
 				}
 			}
