@@ -66,19 +66,30 @@ func ExampleAllReduceValue() {
 	// Output: r0->r1->r2
 }
 
-// Mismatched arguments give an error on every rank instead of a hang.
+// Mismatched arguments give an error on every rank instead of a hang:
+// here rank 1 passes one element more than rank 0. Each rank gets a
+// *MismatchError naming the collective and what differs, and the world
+// stays usable: the Barrier after it succeeds.
 func ExampleMismatchError() {
+	var got [2]string // each rank's error, printed in rank order after Run
 	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
 		_, err := comm.AllReduce(ctx, c, make([]float64, c.Rank()+1), comm.Sum)
-		if c.Rank() == 1 {
-			fmt.Println(err)
+		var me *comm.MismatchError
+		if !errors.As(err, &me) {
+			return fmt.Errorf("rank %d: %v, want a *comm.MismatchError", c.Rank(), err)
 		}
-		return nil
+		got[c.Rank()] = fmt.Sprintf("rank %d: Op %s, Detail %q, errors.Is ErrMismatch: %v", c.Rank(), me.Op, me.Detail, errors.Is(err, comm.ErrMismatch))
+		return c.Barrier(ctx)
 	})
 	if err != nil {
 		fmt.Println(err)
 	}
-	// Output: comm: AllReduce: arguments differ across ranks: count: rank 0 has 1, rank 1 has 2
+	for _, line := range got {
+		fmt.Println(line)
+	}
+	// Output:
+	// rank 0: Op AllReduce, Detail "count: rank 0 has 1, rank 1 has 2", errors.Is ErrMismatch: true
+	// rank 1: Op AllReduce, Detail "count: rank 0 has 1, rank 1 has 2", errors.Is ErrMismatch: true
 }
 
 // A non-blocking AllReduce overlaps a computation: the sum arrives while

@@ -31,8 +31,9 @@ func Example() {
 	// failed: 0
 }
 
-// Every case returns an error when the backend misbehaves. This one wraps
-// a correct communicator and corrupts what AllReduce returns.
+// Every case returns an error when the backend misbehaves. This one
+// passes on a correct communicator and fails on one that wraps it and
+// corrupts what AllReduce returns.
 func ExampleCase() {
 	var ar commtest.Case
 	for _, cs := range commtest.Cases() {
@@ -40,11 +41,15 @@ func ExampleCase() {
 			ar = cs
 		}
 	}
-	err := local.Run(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+	ctx := context.Background()
+	fmt.Println("correct backend:", local.Run(ctx, 2, ar.Run))
+	err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
 		return ar.Run(ctx, offByOne{c})
 	})
-	fmt.Println(err != nil)
-	// Output: true
+	fmt.Println("broken backend caught:", err != nil)
+	// Output:
+	// correct backend: <nil>
+	// broken backend caught: true
 }
 
 // offByOne is a broken backend: AllReduce adds 1 to the first byte.
