@@ -8,9 +8,9 @@ import (
 	"github.com/pzgo/pz/internal/progress"
 )
 
-// A bar on a non-terminal prints nothing, so it is safe to use
-// unconditionally on the root rank: here standard output is the test's
-// pipe, not a terminal.
+// A bar on a file that is not a terminal (here standard output, the
+// test's pipe) writes lines for logs, but only once LogEvery has passed:
+// this short run prints nothing but its own line.
 func Example() {
 	bar := progress.New(os.Stdout, "tiles", 4)
 	for range 4 {
@@ -18,7 +18,31 @@ func Example() {
 	}
 	bar.Done()
 	fmt.Println("enabled:", bar.Enabled())
-	// Output: enabled: false
+	// Output: enabled: true
+}
+
+// NewLines writes a line at most every period (0 here: on every Add),
+// and a last one from Done; each says how long the work has taken and,
+// until it is complete, about how long is left (cut off here, as the
+// times vary).
+func ExampleNewLines() {
+	var out strings.Builder
+	bar := progress.NewLines(&out, "tiles", 4, 0)
+	for range 4 {
+		bar.Add(1)
+	}
+	bar.Done()
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		line, _, _ = strings.Cut(line, " after ")
+		line, _, _ = strings.Cut(line, " in ")
+		fmt.Println(line)
+	}
+	// Output:
+	// tiles: 1/4 (25%)
+	// tiles: 2/4 (50%)
+	// tiles: 3/4 (75%)
+	// tiles: 4/4 (100%)
+	// tiles: 4/4 (100%)
 }
 
 // NewForced draws wherever it is told: each Add redraws the line (with a

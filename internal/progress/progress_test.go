@@ -106,17 +106,42 @@ func TestBarConcurrentAdds(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(buf.String(), "\n"))
 }
 
+// TestLines: a bar for logs writes a line at most every period, the
+// first after one period, and a last one from Done only if it wrote any.
+func TestLines(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewLines(&buf, "tasks", 10, 0)
+	b.Add(3)
+	b.Add(2)
+	b.Done()
+	b.Add(1) // after Done: nothing
+	b.Done()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3, buf.String())
+	assert.Regexp(t, `^tasks: 3/10 \(30%\) after \d+s, about \d+s left$`, lines[0])
+	assert.Regexp(t, `^tasks: 5/10 \(50%\) after \d+s, about \d+s left$`, lines[1])
+	assert.Regexp(t, `^tasks: 5/10 \(50%\) in \d+s$`, lines[2])
+
+	buf.Reset()
+	quiet := NewLines(&buf, "tasks", 10, time.Hour)
+	quiet.Add(10)
+	quiet.Done()
+	assert.Zero(t, buf.Len(), "no line before the first period, and so no last one")
+
+	assert.False(t, NewLines(&buf, "tasks", 0, 0).Enabled())
+}
+
 func TestBarSilentOnNonTerminal(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "out")
 	require.NoError(t, err)
 	defer f.Close()
 	b := New(f, "x", 3)
-	assert.False(t, b.Enabled())
+	assert.True(t, b.Enabled(), "a bar on a file that is not a terminal writes lines")
 	b.Add(3)
 	b.Done()
 	st, err := f.Stat()
 	require.NoError(t, err)
-	assert.Zero(t, st.Size(), "a bar on a regular file must print nothing")
+	assert.Zero(t, st.Size(), "a run shorter than LogEvery writes nothing")
 
 	var buf bytes.Buffer
 	New(&buf, "x", 3).Add(1)
