@@ -1097,8 +1097,8 @@ func (d *dataLayer) acquireTask(t *Task, n MemoryNode, bufs []*buffer, drain fun
 				// task goes to a CPU worker if it may, else fails.
 				if outside == outsideWaits {
 					total, what := taskBytes(t)
-					return fail(fmt.Errorf("%w: task %q's data do not fit on %s beside memory this scheduler does not hold: %v needs %d bytes on %s (the task %d in all: %s), %s; looked again for %v; use smaller tiles or a larger device, or free memory there",
-						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), short, bufBytes(&short.ram), nd.dev.name(), total, what, nd.othersHold(), outsideWait))
+					return fail(fmt.Errorf("%w: task %q's data do not fit on %s beside %s: %v needs %d bytes on %s (the task %d in all: %s), %s; looked again for %v; use smaller tiles or a larger device, or free memory there",
+						ErrDeviceMemory, t.Codelet.name(), nd.dev.name(), nd.blocker(), short, bufBytes(&short.ram), nd.dev.name(), total, what, nd.othersHold(), outsideWait))
 				}
 				retry = time.After(time.Millisecond << outside)
 				outside++
@@ -1166,6 +1166,18 @@ func (nd *memNode) othersHold() string {
 	}
 	return fmt.Sprintf("which has %d bytes: others (a resource set's device buffers, another rank or process) hold %s, this scheduler %d (limit %d)%s",
 		total, held, nd.used, nd.capacity, nd.reduxHeld())
+}
+
+// blocker names, for the headline of an error, what holds the room a
+// task waits for when nothing of the scheduler's on nd is running or
+// copying: memory the scheduler does not hold, unless the device says
+// that nobody else holds any and the scheduler's Redux copies not yet
+// combined (which no eviction frees) are there.
+func (nd *memNode) blocker() string {
+	if u, ok := nd.dev.dev.(interface{ InUse() int64 }); ok && u.InUse()-nd.used <= 0 && len(nd.redux) > 0 {
+		return "the reduction copies not yet combined there"
+	}
+	return "memory this scheduler does not hold"
 }
 
 // reduxHeld describes, for an error, the Redux copies on nd that wait
