@@ -31,6 +31,24 @@ func ExampleNew() {
 	rt.Logger().Info(fmt.Sprintf("sum of ranks: %v", sum[0])) // printed by rank 0 only
 }
 
+// Run is a program's main function for both launches: under mpirun (a
+// binary built with -tags mpi, n = 0) one rank per process; otherwise n
+// in-process ranks (0: PZ_RANKS, default 1), as here with three. Each
+// rank's view is closed when fn returns; Run returns the ranks' errors.
+func ExampleRun() {
+	var sums [3]int64 // each rank's result, printed after Run
+	err := runtimeview.Run(context.Background(), 3, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		sum, err := runtimeview.AllReduce(ctx, rt, []int64{int64(10 * (rt.Rank() + 1))}, comm.Sum)
+		if err != nil {
+			return err
+		}
+		sums[rt.Rank()] = sum[0]
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	fmt.Println("every rank's sum:", sums, "error:", err)
+	// Output: every rank's sum: [60 60 60] error: <nil>
+}
+
 // AllReduce on four in-process ranks; rank 0 prints the result.
 func ExampleAllReduce() {
 	err := runtimeview.RunLocal(context.Background(), 4, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
