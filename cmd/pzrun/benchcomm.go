@@ -51,9 +51,13 @@ func benchCommApp() app {
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.IntVar(&f.rounds, "rounds", 1, "measure `N` times, the C peer beside each round (before pz's in odd rounds); prints the medians over the rounds and paired_ratio, the median of the rounds' own ratios")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
+			asJSON := fs.Bool("json", true, "print JSON lines: always so (accepted as every app's -json is)")
 			underMPI := launch.Detect(e.getenv).Launched()
 			// Before any rank starts (env.validate).
 			e.validate = func(ranks int, _ io.Writer) error {
+				if !*asJSON {
+					return fmt.Errorf("%w: -json=false: bench comm prints JSON lines only", errUsage)
+				}
 				if _, err := f.config(); err != nil {
 					return err
 				}

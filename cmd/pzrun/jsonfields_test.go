@@ -201,7 +201,7 @@ func TestJSONFieldsMatchDocs(t *testing.T) {
 		{
 			app: "bench comm",
 			runs: [][]string{
-				{"-n", "2", "bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.01", "-rounds", "2"},
+				{"-n", "2", "bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.01", "-rounds", "2", "--json"}, // accepted, as on every app
 			},
 			maybeAbsent: func(stderr string) map[string]string {
 				m := map[string]string{"c2c_ns": "sampled with -backend mpi only, under mpirun (TestMeasureRoundsSamples)"}
@@ -217,7 +217,7 @@ func TestJSONFieldsMatchDocs(t *testing.T) {
 			app: "bench tasks",
 			runs: [][]string{
 				{"bench", "tasks", "-cases", "indep", "-policies", "eager", "-submitters", "1", "-tasks", "200", "-rounds", "2", "-peer-file", peerFile},
-				{"bench", "tasks", "-cases", "chain", "-policies", "eager", "-submitters", "1", "-tasks", "200", "-rounds", "1", "-batch", "8", "-starpu=false", "-openmp=false"},
+				{"bench", "tasks", "-cases", "chain", "-policies", "eager", "-submitters", "1", "-tasks", "200", "-rounds", "1", "-batch", "8", "-starpu=false", "-openmp=false", "--json"},
 				{"bench", "tasks", "-cases", "handles4", "-policies", "eager", "-submitters", "1", "-tasks", "200", "-rounds", "1", "-submitters-work", "-starpu=false", "-openmp=false"},
 			},
 			// The grain case runs 5,000 tasks per worker of up to 256 µs

@@ -167,6 +167,8 @@ func TestUsageErrors(t *testing.T) {
 		{"zero scale", []string{"bench", "comm", "-scale", "0", "-peer="}, "-scale 0: want a positive iteration multiplier"},
 		{"negative scale", []string{"bench", "comm", "-scale", "-1", "-peer="}, "-scale -1"},
 		{"bad peer thread level", []string{"bench", "comm", "-peer-thread", "bogus"}, `-peer-thread "bogus": single or multiple`},
+		{"bench comm without JSON", []string{"bench", "comm", "-json=false", "-peer="}, "-json=false: bench comm prints JSON lines only"},
+		{"bench tasks JSON and a table", []string{"bench", "tasks", "-json", "-format", "table", "-starpu=false", "-openmp=false"}, "-json with -format table: give one of them"},
 		{"zero tile for contexts", []string{"contexts", "-b", "0"}, "-b 0 must be positive (defaults 2048, 4096, 256)"},
 		{"zero small matrix", []string{"contexts", "-large", "512", "-small", "0"}, "-small 0, -large 512"},
 		{"small above large", []string{"contexts", "-large", "512", "-small", "1024", "-b", "128"}, "the small matrix's order 1024 is above the large one's 512"},

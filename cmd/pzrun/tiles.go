@@ -448,6 +448,7 @@ func benchTasksApp() app {
 			work := fs.Bool("submitters-work", false, "make each submitting goroutine one of the workers (a scheduler Driver: Driver.Submit runs ready tasks at once past 8 in flight per worker, Driver.WaitAll runs tasks), as OpenMP's creating thread is one of its team")
 			batch := fs.Int("batch", 0, "submit through a scheduler.Batch flushed every `N` tasks (0: one Submit per task)")
 			format := fs.String("format", "json", "output: json (one object per line, as measured) or table (after the last measurement)")
+			asJSON := fs.Bool("json", false, "print JSON lines, as -format json (the default) does")
 			// options checks the flags and returns the bench's options:
 			// before any rank starts (env.validate), and on the rank that
 			// runs the bench.
@@ -466,6 +467,9 @@ func benchTasksApp() app {
 				opts := benchtasks.Options{Tasks: *tasks, Rounds: *rounds, SubmittersWork: *work, Batch: *batch}
 				if *format != "json" && *format != "table" {
 					return opts, fmt.Errorf("%w: -format %q: json or table", errUsage, *format)
+				}
+				if *asJSON && *format != "json" {
+					return opts, fmt.Errorf("%w: -json with -format %s: give one of them", errUsage, *format)
 				}
 				for _, p := range strings.Split(*policies, ",") {
 					if err := validPolicy(p); err != nil {
