@@ -48,7 +48,7 @@ func Example() {
 	case <-ctx.Done():
 		panic("no resize")
 	}
-	fmt.Printf("%s -> %s by %s: a has %d workers, b has %d\n", r.From, r.To, r.Policy, len(a.Workers()), len(b.Workers()))
+	fmt.Printf("%s -> %s by %s: workers in a: %d, in b: %d\n", r.From, r.To, r.Policy, len(a.Workers()), len(b.Workers()))
 	// Output:
-	// a -> b by app_driven: a has 1 workers, b has 2
+	// a -> b by app_driven: workers in a: 1, in b: 2
 }
