@@ -575,6 +575,17 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 				x.hold() // each tile's list holds its own reference
 			}
 			t.curCat = catSync
+			if h.curCat == catRead {
+				// After readers, the tile's accesses wait for them as
+				// for readers (one that failed changed nothing, so
+				// a tile's writer runs), and for the writers they
+				// read.
+				t.prev = append([]*Task(nil), h.prev...)
+				for _, x := range t.prev {
+					x.hold()
+				}
+				t.curCat = catRead
+			}
 			tiles[i][j] = t
 		}
 	}
@@ -602,6 +613,9 @@ func (h *Handle) Unpartition() error {
 				return fmt.Errorf("%w: Unpartition of %v: tile %v is partitioned; Unpartition it first", ErrPartitioned, h, c)
 			}
 		}
+	}
+	if h.s.data == nil && h.unpartitionReadLocked() {
+		return nil
 	}
 	var all []*Task
 	for _, row := range h.children {
@@ -632,6 +646,39 @@ func (h *Handle) Unpartition() error {
 	h.children = nil
 	h.status.Store(handleLive)
 	return nil
+}
+
+// unpartitionReadLocked is Unpartition when every tile was last read
+// (catRead, without devices: no gather): h then continues the tiles'
+// groups of readers, and its next accesses wait for them as for
+// readers (a reader that failed changed nothing) and for the writers
+// they read. It reports whether it applied. h.s.handleMu is held.
+func (h *Handle) unpartitionReadLocked() bool {
+	for _, row := range h.children {
+		for _, c := range row {
+			if c.curCat != catRead || c.nread != 0 {
+				return false
+			}
+		}
+	}
+	var readers, writers []*Task
+	for _, row := range h.children {
+		for _, c := range row {
+			// The tile's references move to h's lists.
+			readers = append(readers, c.cur...)
+			writers = append(writers, c.prev...)
+			c.cur, c.prev = nil, nil
+			c.status.Store(handleUnregistered)
+		}
+	}
+	h.s.dropAll(h.prev)
+	h.s.dropAll(h.cur)
+	h.cur, h.prev = readers, writers
+	h.curCat = catRead
+	h.nread = 0
+	h.children = nil
+	h.status.Store(handleLive)
+	return true
 }
 
 // Unregister waits until the tasks submitted on h have completed, then
