@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
+	"github.com/pzgo/pz/scheduler"
 )
 
 // mpiModeEnv tells a TestMPIWorld process started by mpirun what to check:
@@ -460,4 +462,53 @@ func TestMPISignalEndsJob(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"rank 1: library B finalized", "rank 1: library A finalized"}, mine, "rank 1's callbacks ran once, last pushed first")
+}
+
+// spareModeEnv tells a TestMPISchedulerSpareP process started by mpirun
+// to check its scheduler's P.
+const spareModeEnv = "PZ_RUNTIMEVIEW_SPARE_P"
+
+// TestMPISchedulerSpareP: under mpirun with GOMAXPROCS=abc in the
+// environment, which the Go runtime (and mpi.Init) ignores, a rank's
+// Scheduler still gives the runtime one P beyond its workers for MPI's
+// progress, as without the variable. It used to treat the variable as the
+// user's choice and give none.
+func TestMPISchedulerSpareP(t *testing.T) {
+	if launch.Detect(os.Getenv).Launched() {
+		if os.Getenv(spareModeEnv) == "" {
+			t.Skipf("under mpirun without %s", spareModeEnv)
+		}
+		require.Equal(t, "abc", os.Getenv("GOMAXPROCS"))
+		err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			d, err := rt.Scheduler(ctx)
+			if err != nil {
+				return err
+			}
+			cpu := 0
+			for _, w := range d.Local().Workers() {
+				if w.Kind == scheduler.CPUWorker {
+					cpu++
+				}
+			}
+			assert.Equal(t, cpu+1, runtime.GOMAXPROCS(0), "rank %d: one P beyond its %d workers", rt.Rank(), cpu)
+			return nil
+		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), quietLogs)
+		require.NoError(t, err)
+		return
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := lau.Args(2)
+	args = append(args, os.Args[0], "-test.run=^TestMPISchedulerSpareP$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, mpirun, args...)
+	cmd.Env = append(os.Environ(), spareModeEnv+"=1", "GOMAXPROCS=abc", "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "mpirun timed out:\n%s", out)
+	require.NoError(t, err, "mpirun %s:\n%s", strings.Join(args, " "), out)
+	assert.Equal(t, 2, strings.Count(string(out), "--- PASS: TestMPISchedulerSpareP"), "%s", out)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/procs"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -41,9 +43,13 @@ const DefaultDistTimeout = 10 * time.Minute
 //
 // Workers: on in-process ranks each gets its share of GOMAXPROCS (the
 // first GOMAXPROCS mod Size ranks one more, so that every P has a worker;
-// at least one), so N ranks on one machine do not oversubscribe it, and
-// unless GOMAXPROCS is set in the environment the process gets one more P
-// while the schedulers are open (Close gives it back): the goroutines that
+// at least one), so N ranks on one machine do not oversubscribe it -
+// unless GOMAXPROCS is set in the environment, of GOMAXPROCS lowered to
+// the cores the process may use (its resource set's CPU().Usable(), the
+// cgroup CPU quota rounded up: the Go runtime gives a quota of one core
+// 2 Ps, mpi.Init gives such a rank 1) - and unless GOMAXPROCS is set
+// the process gets one more P while the schedulers are open (Close gives
+// it back; not when the quota left Ps free already): the goroutines that
 // complete transfers need one while every worker is inside a kernel, or a
 // received tile waits for a kernel to end before its reader may start
 // (fp64 Cholesky on 2 ranks of 2 cores: 63 -> 69 GFLOP/s); under MPI each rank
@@ -51,8 +57,12 @@ const DefaultDistTimeout = 10 * time.Minute
 // it may use, and unless GOMAXPROCS is set in the environment the
 // runtime gets one more P for the goroutines that drive MPI's progress
 // (MPI moves data only inside MPI calls; without it a transfer waits for a
-// worker's task to end). PZ_NCPU, or scheduler.WithWorkers among opts,
-// overrides the worker count. A rank that sees nothing complete in WaitAll
+// worker's task to end). Each of the rank's devices' workers takes one
+// core from that share (at least one CPU worker is left), as
+// scheduler.New does. "Set" means a value the Go runtime takes, a
+// positive integer: GOMAXPROCS=0, -1 or abc the runtime ignores, and so
+// does pz. PZ_NCPU, or scheduler.WithWorkers among opts, overrides the
+// worker count. A rank that sees nothing complete in WaitAll
 // for a minute logs what it waits for; after PZ_DIST_TIMEOUT (default
 // DefaultDistTimeout) WaitAll gives up with that explanation.
 //
@@ -78,8 +88,10 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	if rt.sched != nil {
 		return rt.sched, nil
 	}
-	procs := runtime.GOMAXPROCS(0) // read by every in-process rank before dist.New returns on any
-	workers, all := rt.workerOptions(procs)
+	nprocs := runtime.GOMAXPROCS(0) // read by every in-process rank before dist.New returns on any
+	// Each device's worker takes a core from the CPU workers, as in
+	// scheduler.New.
+	workers, all := rt.workerOptions(nprocs, len(rt.devs))
 	if len(rt.devs) > 0 {
 		// The rank's devices, shared with its resource set.
 		all = append(all, scheduler.WithDevices(rt.devs...))
@@ -103,11 +115,11 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		return os.Getenv(k)
 	})}, all...)
 	all = append(all, opts...)
-	if rt.backend != Local && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) <= workers {
+	if busy := workers + len(rt.devs); rt.backend != Local && !userGOMAXPROCS() && runtime.GOMAXPROCS(0) <= busy {
 		// MPI progresses only inside MPI calls: the goroutines that make
 		// them (comm/mpi's progress engine, dist's progress loop) need a P
 		// while every worker computes, or transfers wait for a task's end.
-		runtime.GOMAXPROCS(workers + 1)
+		runtime.GOMAXPROCS(busy + 1)
 	}
 	ls, err := scheduler.New(ctx, all...)
 	if err != nil {
@@ -146,18 +158,20 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		}
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
-	spare := rt.backend == Local && rt.Rank() == 0 && os.Getenv("GOMAXPROCS") == ""
+	// Under a CPU quota below GOMAXPROCS (localPool) the workers leave Ps
+	// free already.
+	spare := rt.backend == Local && rt.Rank() == 0 && !userGOMAXPROCS() && rt.localPool(nprocs) >= nprocs
 	if spare {
 		// The in-process ranks' workers take every P; the goroutines that
 		// complete transfers (dist's progress loop) get one more, or a
 		// received tile waits for a worker's kernel to end before the task
 		// that reads it may start. dist.New is collective: every rank has
-		// sized its workers from procs.
-		runtime.GOMAXPROCS(procs + 1)
+		// sized its workers from nprocs.
+		runtime.GOMAXPROCS(nprocs + 1)
 	}
 	if err := rt.stack.PushNamed("scheduler", func() error {
-		if spare && runtime.GOMAXPROCS(0) == procs+1 {
-			runtime.GOMAXPROCS(procs)
+		if spare && runtime.GOMAXPROCS(0) == nprocs+1 {
+			runtime.GOMAXPROCS(nprocs)
 		}
 		derr := d.Close()
 		lerr := ls.Close()
@@ -190,19 +204,43 @@ func (rt *RuntimeView) abandonGraph(cause error) {
 }
 
 // workerOptions returns the options that give this rank's scheduler its
-// logger and its share of procs Ps as workers (unless PZ_NCPU sets the
-// count), as Scheduler and RunMaster size them, and that share.
-func (rt *RuntimeView) workerOptions(procs int) (workers int, opts []scheduler.Option) {
-	workers = procs
+// logger and its share of nprocs Ps as workers, less one for each of the
+// rank's devices whose worker takes a core (at least one; unless PZ_NCPU
+// sets the count), as Scheduler and RunMaster size them, and that count.
+func (rt *RuntimeView) workerOptions(nprocs, devices int) (workers int, opts []scheduler.Option) {
+	workers = nprocs
 	if rt.backend == Local {
-		workers = localShare(procs, rt.Size(), rt.Rank())
+		workers = localShare(rt.localPool(nprocs), rt.Size(), rt.Rank())
 	}
+	workers = max(workers-devices, 1)
 	opts = []scheduler.Option{scheduler.WithLogger(rt.schedulerLogger())}
 	if os.Getenv("PZ_NCPU") == "" {
 		opts = append(opts, scheduler.WithWorkers(workers))
 	}
 	return workers, opts
 }
+
+// localPool is how many of nprocs Ps the in-process ranks share as
+// workers: nprocs, lowered to the cores the process may use (its
+// resource set's CPU().Usable(): affinity mask and cgroup CPU quota,
+// rounded up) unless the user set GOMAXPROCS. The Go runtime sizes
+// GOMAXPROCS to a quota but to no fewer than 2 Ps (a quota of one core
+// gives 2), where mpi.Init gives a rank of such a node one.
+func (rt *RuntimeView) localPool(nprocs int) int {
+	if userGOMAXPROCS() {
+		return nprocs
+	}
+	u := rt.MyResourceSet().Machine().CPU.Usable()
+	if u <= 0 {
+		return nprocs // nothing known
+	}
+	return min(nprocs, max(int(math.Ceil(u-1e-9)), 1))
+}
+
+// userGOMAXPROCS reports whether the GOMAXPROCS environment variable holds
+// a value the Go runtime takes: the user's choice, which pz leaves alone.
+// Other values (0, -1, abc) the runtime ignores, and so does pz.
+func userGOMAXPROCS() bool { return procs.UserSet(os.Getenv("GOMAXPROCS")) }
 
 // localShare is in-process rank r's share of procs Ps among n ranks: procs/n,
 // and one more for the first procs mod n ranks; at least one.
@@ -238,7 +276,7 @@ func (rt *RuntimeView) schedulerLogger() *zap.Logger {
 // scheduler's logger is Scheduler's. The rank's devices are not offered:
 // tasks sent to other ranks run their CPU implementations.
 func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Registry, fn func(ctx context.Context, m *dist.Master) error, opts ...scheduler.Option) error {
-	_, all := rt.workerOptions(runtime.GOMAXPROCS(0))
+	_, all := rt.workerOptions(runtime.GOMAXPROCS(0), 0)
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
 	}

@@ -3,6 +3,7 @@ package runtimeview_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/hardware"
+	pzprocs "github.com/pzgo/pz/internal/procs"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -27,8 +29,15 @@ func TestSchedulerSpansRanks(t *testing.T) {
 	const n = 3
 	var closed [n]*dist.Scheduler
 	procs := runtime.GOMAXPROCS(0)
-	spare := os.Getenv("GOMAXPROCS") == ""
+	user := pzprocs.UserSet(os.Getenv("GOMAXPROCS"))
 	err := runtimeview.RunLocal(ctx, n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		// The workers share GOMAXPROCS, lowered to a CPU quota unless the
+		// user set GOMAXPROCS (TestSchedulerWorkersUnderQuota).
+		pool := procs
+		if u := rt.MyResourceSet().CPU().Usable(); !user && u > 0 {
+			pool = min(procs, max(int(math.Ceil(u-1e-9)), 1))
+		}
+		spare := !user && pool >= procs
 		d, err := rt.Scheduler(ctx)
 		require.NoError(t, err)
 		again, err := rt.Scheduler(ctx)
@@ -38,8 +47,8 @@ func TestSchedulerSpansRanks(t *testing.T) {
 		if got := runtime.GOMAXPROCS(0); spare && got != procs+1 {
 			t.Errorf("rank %d: GOMAXPROCS %d with the schedulers open, want %d: one P beyond the workers for the transfers' progress", rt.Rank(), got, procs+1)
 		}
-		want := procs / n
-		if rt.Rank() < procs%n {
+		want := pool / n
+		if rt.Rank() < pool%n {
 			want++ // the remainder goes to the first ranks
 		}
 		if want = max(want, 1); len(d.Local().Workers()) != want {
@@ -226,7 +235,7 @@ func TestRunMasterOffersShares(t *testing.T) {
 			}
 			return nil
 		})
-	})
+	}, runtimeview.WithMachine(cpuMachine(procs, 0))) // no CPU quota lowers the shares
 	require.NoError(t, err)
 }
 

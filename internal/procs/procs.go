@@ -174,6 +174,15 @@ func ApplyInput(in Input) Report {
 	return r
 }
 
+// UserSet reports whether s, the value of the GOMAXPROCS environment
+// variable, is one the Go runtime takes (a positive int32): the user then
+// sized GOMAXPROCS, and pz leaves it, and what it derives from it, alone.
+// A value the runtime ignores (unset, 0, -1, "abc") pz ignores too.
+func UserSet(s string) bool {
+	_, ok := userGOMAXPROCS(s)
+	return ok
+}
+
 // userGOMAXPROCS parses the GOMAXPROCS environment variable as the Go
 // runtime does: a decimal int32, optionally signed, greater than zero.
 // The runtime ignores any other value (0, -1, "abc", " 3", 99999999999)
