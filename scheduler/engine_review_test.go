@@ -421,6 +421,21 @@ func chaosRound(t *testing.T, seed uint64, closeRace bool) {
 					return
 				}
 				continue
+			case k == 4:
+				// Data waits for every task on h; the memory is the
+				// model's whatever the last writer did.
+				b.Flush()
+				if v := h.Data(); !slices.Equal(v.([]float64), m.val) {
+					t.Errorf("lane %d step %d: Data: %v, want %v", id, step, v, m.val)
+				}
+				continue
+			case k == 5 && c != nil:
+				// Workers moved into the lane's context while its
+				// tasks run.
+				if err := c.AddWorkers(r.IntN(5)); err != nil && !errors.Is(err, scheduler.ErrClosed) && !errors.Is(err, scheduler.ErrBadWorker) && !errors.Is(err, scheduler.ErrBadContext) && !errors.Is(err, scheduler.ErrContextDeleted) && !errors.Is(err, scheduler.ErrWorkerBusy) {
+					t.Errorf("AddWorkers: %v", err)
+				}
+				continue
 			case k == 3:
 				n := int(nextIdx.Add(1))
 				if _, ok := submitOne(r, b, nil, []scheduler.Arg{scheduler.Commute(hc), scheduler.WithArg(n)}, commuteCl); !ok {
