@@ -221,6 +221,13 @@ func TestBadOptions(t *testing.T) {
 	}
 	_, err := scheduler.New(testCtx(t), env("PZ_NCPU", "zero"))
 	require.ErrorIs(t, err, scheduler.ErrBadOption)
+	// PZ_NCPU=100000 kept New from returning (idle workers look at one
+	// another's queues): refused, as a count of devices past its bound.
+	for _, v := range []string{"100000", "99999999"} {
+		_, err = scheduler.New(testCtx(t), env("PZ_NCPU", v))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, v)
+		assert.Contains(t, err.Error(), "PZ_NCPU="+v+": at most 1024 CPU workers")
+	}
 	for _, bad := range []struct {
 		opt  scheduler.Option
 		want string
@@ -228,6 +235,7 @@ func TestBadOptions(t *testing.T) {
 		{scheduler.WithWorkers(0), "WithWorkers(0)"},
 		// -1 was the default's sentinel: taken as "one per core".
 		{scheduler.WithWorkers(-1), "WithWorkers(-1)"},
+		{scheduler.WithWorkers(1025), "WithWorkers(1025): at most 1024 CPU workers"},
 		{scheduler.WithSpin(-1), "WithSpin(-1)"},
 		{scheduler.WithDrivenWorkers(-1), "cannot be negative"},
 		{scheduler.WithDrivenWorkers(9), "the scheduler has 2 workers"},
