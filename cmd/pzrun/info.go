@@ -146,11 +146,11 @@ func count(n int) string {
 	return strconv.Itoa(n)
 }
 
-// gib writes a size in GiB to a tenth ("23.5 GiB"), or, below a twentieth
-// of a GiB, which would read "0.0 GiB", in the unit that fits ("40.0 MiB",
-// "0 B").
+// gib writes a size in GiB to a tenth ("23.5 GiB"), or, below a GiB,
+// which would read "0.2 GiB" for a 256 MiB limit, in the unit that fits
+// ("256.0 MiB", "0 B").
 func gib(b uint64) string {
-	if b < 1<<30/20 {
+	if b < 1<<30 {
 		return tiled.FormatBytes(float64(b))
 	}
 	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))

@@ -35,8 +35,11 @@ func TestInfoTableSmallAndUnknown(t *testing.T) {
 	assert.Equal(t, []string{"0", "small", "2/2/2", "1", "2", "40.0", "MiB", "0", "B", "sim0", "(sim,", "32.0", "MiB)"}, small)
 	assert.NotRegexp(t, `(^|[\s(])0\.0 GiB`, b.String())
 	assert.Equal(t, []string{"1", "unknown", "?/?/?", "0", "2", "unknown", "unknown", "-"}, strings.Fields(unknown))
-	// Sizes from a twentieth of a GiB up keep the GiB format.
-	assert.Equal(t, []string{"2", "big", "16/8/4", "2", "4", "64.0", "GiB", "60.0", "GiB", "sim0", "(sim,", "0.1", "GiB)"}, strings.Fields(big))
+	// Sizes below a GiB are in MiB: a 64 MiB device read "0.1 GiB", and
+	// a 256 MiB cgroup limit "0.2 GiB" (helper-138's sizing trial).
+	assert.Equal(t, []string{"2", "big", "16/8/4", "2", "4", "64.0", "GiB", "60.0", "GiB", "sim0", "(sim,", "64.0", "MiB)"}, strings.Fields(big))
+	assert.Equal(t, "256.0 MiB", gib(256<<20))
+	assert.Equal(t, "1.0 GiB", gib(1<<30))
 }
 
 // TestInfoWarnings: what the hardware discovery could not read

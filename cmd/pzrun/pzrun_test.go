@@ -226,7 +226,7 @@ func TestInfoDevices(t *testing.T) {
 	}
 	code, out, errs = withSims("info")
 	require.Equal(t, 0, code, errs)
-	assert.Contains(t, out, "sim0 (sim, 0.1 GiB)")
+	assert.Contains(t, out, "sim0 (sim, 64.0 MiB)")
 }
 
 // TestCommTimeoutFlag: -comm-timeout reaches comm/mpi's Init (here and
