@@ -49,3 +49,65 @@ func TestDeviceFullOfReductionCopiesHeadline(t *testing.T) {
 	require.Contains(t, msg, `task "one"'s data do not fit on sim0 beside the reduction copies not yet combined there`, msg)
 	require.Contains(t, msg, `reduction copies not yet combined hold 524288 bytes (handle "a": 1 copy)`, msg)
 }
+
+// TestDMDACalibratesDeviceOnAChain: under dmda, a chain of tasks (each
+// RW on one handle, so each is released by the end of the one before)
+// whose codelet the CPU workers had calibrated and the device had not
+// all ran on the CPU worker that released them, which took each at once:
+// the device's worker never ran one, its kind stayed uncalibrated, and
+// dmda never placed the codelet's tasks (Predicted false for all, in
+// that run and, the models saved, in every later one; found in
+// helper-137's new-user trial). dmda now gives such a task to a worker
+// of the kind that lacks the model, as StarPU's dmda does.
+func TestDMDACalibratesDeviceOnAChain(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(1), scheduler.WithPolicy("dmda"), scheduler.WithPerfModelDir(t.TempDir()),
+		scheduler.WithSimDevices(scheduler.SimDevice{Memory: 1 << 20}))
+	var cpuID int = -1
+	for _, w := range s.Workers() {
+		if w.Kind == scheduler.CPUWorker {
+			cpuID = w.ID
+		}
+	}
+	cpu, err := s.NewContext("cpu", scheduler.ContextWorkers(cpuID))
+	require.NoError(t, err)
+	x := make([]float64, 256)
+	h, err := s.RegisterVector(x, scheduler.Named("x"))
+	require.NoError(t, err)
+	inc := &scheduler.Codelet{Name: "inc", Model: scheduler.HistoryModel("trial2-chain-inc"), CPU: func(c *scheduler.Call) error {
+		for i, v := range scheduler.VectorOf[float64](c, 0) {
+			scheduler.VectorOf[float64](c, 0)[i] = v + 1
+		}
+		return nil
+	}}
+	// Calibrate the CPU kind (10 measurements) in a context of the CPU
+	// worker.
+	for range 12 {
+		require.NoError(t, s.Submit(ctx, inc, scheduler.RW(h), scheduler.InContext(cpu)))
+	}
+	// The chain goes on in the global context: its next task is released
+	// by the CPU worker.
+	var tasks []*scheduler.Task
+	for range 30 {
+		tk := scheduler.NewTask(inc, scheduler.RW(h))
+		require.NoError(t, s.SubmitTask(ctx, tk))
+		tasks = append(tasks, tk)
+	}
+	require.NoError(t, s.WaitAll(ctx))
+	require.Equal(t, 42.0, x[0])
+	_, ok := s.ModelEstimate(inc, scheduler.SimWorker, scheduler.RW(h))
+	var sim int64
+	for _, st := range s.Stats() {
+		if st.Kind == scheduler.SimWorker {
+			sim += st.Tasks
+		}
+	}
+	require.True(t, ok, "the device's kind is calibrated by the chain (the device ran %d of its 30 tasks)", sim)
+	predicted := 0
+	for _, tk := range tasks {
+		if _, ok := tk.Predicted(); ok {
+			predicted++
+		}
+	}
+	require.Positive(t, predicted, "dmda placed the chain's tasks once both kinds were calibrated")
+}

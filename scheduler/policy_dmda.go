@@ -117,6 +117,9 @@ func (p *dmda) Push(t *Task, from int) int {
 			ids = append(ids, w)
 		}
 		if !calibrated || len(cands) == 0 {
+			if w, ok := p.pushCalibrating(t, s); ok {
+				return w
+			}
 			p.fallback.push(t, true)
 			return AnyWorker
 		}
@@ -180,6 +183,54 @@ func (p *dmda) Pop(w int) *Task {
 	return p.popFallback(s.info[w].Kind)
 }
 
+// calibQueued is how many tasks pushCalibrating queues for a worker at
+// most: beyond, the shared FIFO keeps them for whichever worker is free.
+const calibQueued = 1
+
+// pushCalibrating queues t, which some kind of worker that may run it
+// has not calibrated, for a worker of such a kind with fewer than
+// calibQueued tasks queued (the fewest), as StarPU's dmda gives an
+// uncalibrated task to a worker whose model it lacks; ok is false when
+// there is none (t then goes to the shared FIFO). Through the FIFO alone
+// a chain of tasks, each released by the end of the one before, went to
+// the worker that ended it, which took it at once (inlinable): a device's
+// worker, asleep meanwhile, never ran one, its kind was never
+// calibrated, and dmda never placed the codelet's tasks, in that run or,
+// with the models saved, in any later one.
+//
+// Only a task that some kind has calibrated is routed so: while no kind
+// has, every worker takes its share from the FIFO (popFallback).
+func (p *dmda) pushCalibrating(t *Task, s *workerSet) (int, bool) {
+	best, bestLen := -1, int32(calibQueued)
+	some := false // a kind that may run t has calibrated it
+	for _, w := range s.ids {
+		k := s.info[w].Kind
+		if !t.CanRunOn(k) {
+			continue
+		}
+		if _, ok := p.cfg.Estimate(t, k); ok {
+			some = true
+			continue
+		}
+		if p.cfg.Serving != nil && !p.cfg.Serving(w) {
+			continue
+		}
+		if n := s.q[w].len(); n < bestLen {
+			best, bestLen = w, n
+		}
+	}
+	if best < 0 || !some {
+		return 0, false
+	}
+	if p.cfg.Prefetch != nil {
+		p.cfg.Prefetch(t, best)
+	}
+	if !s.q[best].push(t, true) {
+		return 0, false // the worker left: the FIFO keeps t
+	}
+	return best, true
+}
+
 // calibScan bounds the tasks popFallback looks through.
 const calibScan = 16
 
@@ -241,10 +292,15 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 // calibrated for a worker that can run it: the eager fallback) goes to
 // the first worker to look, and w pops the FIFO when its own queue is
 // empty: with both empty, w would pop this task next. A calibrated task
-// is placed by the model: never kept.
+// is placed by the model: never kept. Nor is one that w's kind has
+// calibrated while another kind that may run it has not: Push gives it
+// to a worker of that kind (pushCalibrating).
 func (p *dmda) inlinable(t *Task, w int) bool {
 	s := p.set.Load()
 	if !s.has(w) || !t.CanRunOn(s.info[w].Kind) || s.q[w].len() != 0 || p.fallback.len() != 0 {
+		return false
+	}
+	if _, ok := p.cfg.Estimate(t, s.info[w].Kind); ok {
 		return false
 	}
 	var seen [numKinds]bool

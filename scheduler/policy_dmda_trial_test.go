@@ -42,11 +42,19 @@ func TestDMDACalibratesEveryKind(t *testing.T) {
 	assert.Equal(t, a.footprint, p.Pop(1).footprint)
 	assert.Equal(t, b.footprint, p.Pop(0).footprint)
 
-	// A task of higher priority is not passed over.
+	// A task of higher priority is not passed over. (A task one kind has
+	// calibrated goes to the queue of a worker of the other kind while
+	// that queue has fewer than calibQueued tasks: the first two fill
+	// them, and the next two go to the FIFO.)
 	calibrated = map[uint64]WorkerKind{1: SimWorker, 2: CPUWorker}
+	toCPU, toSim := &Task{Codelet: cl, footprint: 1}, &Task{Codelet: cl, footprint: 2}
+	require.Equal(t, 0, p.Push(toCPU, -1))
+	require.Equal(t, 1, p.Push(toSim, -1))
 	urgent, later := &Task{Codelet: cl, footprint: 1, Priority: 5}, &Task{Codelet: cl, footprint: 2}
 	p.Push(urgent, -1)
 	p.Push(later, -1)
+	require.Same(t, toSim, p.Pop(1))
+	require.Same(t, toCPU, p.Pop(0))
 	require.Equal(t, urgent.Priority, p.Pop(1).Priority)
 	require.Equal(t, later.Priority, p.Pop(0).Priority)
 	assert.Nil(t, p.Pop(0))
