@@ -285,25 +285,32 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		// does. A detached reader is the exception: it may fail while
 		// its operation (a transfer) still reads the data, and t must
 		// not write it then.
+		// After a Partition or Unpartition (catSync), the group may
+		// begin with readers too (see nread).
 		readers := h.curCat == catRead
-		for _, p := range h.cur {
+		nr := 0
+		if h.curCat == catSync {
+			nr = int(h.nread)
+		}
+		for i, p := range h.cur {
 			w := weak
-			if readers {
+			if readers || i < nr {
 				w = p.Codelet.Detached == nil
 			}
 			s.dep(ws, p, t, w)
 		}
 		if readers && !weak {
-			for _, p := range h.prev {
-				s.dep(ws, p, t, false)
+			for i, p := range h.prev {
+				s.dep(ws, p, t, i < int(h.nread) && p.Codelet.Detached == nil)
 			}
 		}
 		old := h.prev
 		if readers && !weak && (cat == catCommute || cat == catRedux) {
 			// The tasks that will join t's group need the same edges
 			// as t: prev keeps the readers and, after them, their
-			// predecessors, whose references move with them.
-			h.nread = int32(len(h.cur))
+			// predecessors (its own readers first), whose references
+			// move with them.
+			h.nread += int32(len(h.cur))
 			h.prev = append(h.cur, old...)
 			clear(old)
 			h.cur = append(old[:0], t)
@@ -315,7 +322,7 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 			}
 			return
 		}
-		h.nread = 0
+		h.nread = int32(nr) // a sync group's readers lead the new prev
 		if len(old) <= 2 {
 			// A task reached through several handles is one of a few
 			// writers; a long list of readers is released at once.
@@ -413,8 +420,24 @@ func (h *Handle) insertLocked(cl *Codelet) *Task {
 		s.noteCodelet(cl, t.id)
 	}
 	s.inflight.add(1)
-	for _, p := range h.cur {
-		s.addDep(p, t)
+	// After readers, t needs the data they read, not their success (see
+	// wireAccessLocked and nread).
+	switch h.curCat {
+	case catRead:
+		for _, p := range h.cur {
+			s.pushEdge(p, t, p.Codelet.Detached == nil, true)
+		}
+		for i, p := range h.prev {
+			s.pushEdge(p, t, i < int(h.nread) && p.Codelet.Detached == nil, true)
+		}
+	case catSync:
+		for i, p := range h.cur {
+			s.pushEdge(p, t, i < int(h.nread) && p.Codelet.Detached == nil, true)
+		}
+	default:
+		for _, p := range h.cur {
+			s.addDep(p, t)
+		}
 	}
 	old := h.prev
 	s.dropAll(old)

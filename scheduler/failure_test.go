@@ -761,3 +761,54 @@ func TestFetchAfterFailedWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestUnpartitionAfterFailedTileReader: after Unpartition, a reader of a
+// tile that failed cancels nothing on the whole handle, whether or not
+// other tiles were last written and with or without devices (where
+// Unpartition gathers the tiles with a task of its own, which waited on
+// the readers as on writers); a tile writer that failed cancels the
+// accesses to the whole that follow.
+func TestUnpartitionAfterFailedTileReader(t *testing.T) {
+	for _, devices := range []bool{false, true} {
+		t.Run(fmt.Sprintf("devices=%v", devices), func(t *testing.T) {
+			ctx := testCtx(t)
+			opts := []scheduler.Option{scheduler.WithWorkers(2)}
+			if devices {
+				opts = append(opts, scheduler.WithSimDevices(scheduler.SimDevice{Memory: 1 << 20}))
+			}
+			s := newSched(t, opts...)
+			add := &scheduler.Codelet{Name: "add", CPU: func(c *scheduler.Call) error {
+				for i, v := 0, scheduler.VectorOf[float64](c, 0); i < len(v); i++ {
+					v[i]++
+				}
+				return nil
+			}}
+			bad := &scheduler.Codelet{Name: "bad", CPU: func(*scheduler.Call) error { return errors.New("reader fails") }}
+			boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("writer fails") }}
+			data := make([]float64, 4)
+			h, err := s.RegisterVector(data, scheduler.Named("v"))
+			require.NoError(t, err)
+			round := func(tileWriter *scheduler.Codelet) *scheduler.Task {
+				tiles, err := h.Partition(scheduler.Blocks(2, 1))
+				require.NoError(t, err)
+				require.NoError(t, s.Submit(ctx, add, scheduler.RW(tiles[0][0])))
+				require.NoError(t, s.Submit(ctx, bad, scheduler.R(tiles[0][0])))
+				require.NoError(t, s.Submit(ctx, tileWriter, scheduler.RW(tiles[1][0]))) // tile 1 last written
+				require.NoError(t, h.Unpartition())
+				whole := scheduler.NewTask(add, scheduler.RW(h))
+				require.NoError(t, s.SubmitTask(ctx, whole))
+				require.ErrorContains(t, s.WaitAll(ctx), "fails")
+				return whole
+			}
+			whole := round(add)
+			require.NoError(t, whole.Err(), "RW of the whole after a failed reader of a tile")
+			got, err := h.Fetch(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []float64{2, 2, 2, 2}, got)
+
+			whole = round(boom)
+			require.ErrorIs(t, whole.Err(), scheduler.ErrCanceled, "after a failed tile writer")
+			assert.Contains(t, whole.Err().Error(), `codelet "boom"`)
+		})
+	}
+}

@@ -116,10 +116,14 @@ type Handle struct {
 	cur    []*Task // the last group of accesses
 	prev   []*Task // the group before it (what cur depends on)
 	curCat uint8
-	// nread: when cur is a group of commuting writes or reductions after
-	// a group of reads, prev holds those readers first (nread of them,
-	// whose failure does not cancel cur's tasks) and then the readers'
-	// own predecessors (whose failure does); 0 otherwise.
+	// nread counts the readers that lead a list, whose failure cancels
+	// nothing after them (a reader changed nothing; a detached one
+	// excepted), before the tasks whose failure does: in cur when it is
+	// a partition boundary (catSync: a tile's first accesses wait for
+	// the whole's readers and writers, the whole's after Unpartition for
+	// the tiles'), else in prev (the readers before a group of reads,
+	// commuting writes or reductions and, after them, the writers they
+	// read).
 	nread int32
 
 	children [][]*Handle
@@ -399,8 +403,11 @@ func (h *Handle) awaitTasks(ctx context.Context, write bool, what string) error 
 // version of h's data: the readers' predecessors after a group of
 // reads, else the last group. h.s.handleMu is held.
 func (h *Handle) writersLocked() []*Task {
-	if h.curCat == catRead {
-		return h.prev
+	switch h.curCat {
+	case catRead:
+		return h.prev[min(int(h.nread), len(h.prev)):]
+	case catSync:
+		return h.cur[min(int(h.nread), len(h.cur)):]
 	}
 	return h.cur
 }
@@ -569,22 +576,20 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 				t.rcopies = make([]*reduxCopy, len(h.s.workers))
 			}
 			// Every first access of a tile waits for the last group of
-			// accesses of the whole.
+			// accesses of the whole and, after readers, for the
+			// writers they read; for readers, as for readers of the
+			// whole (see nread).
 			t.cur = append([]*Task(nil), h.cur...)
+			t.curCat, t.nread = catSync, 0
+			switch h.curCat {
+			case catRead:
+				t.cur = append(t.cur, h.prev...)
+				t.nread = int32(len(h.cur)) + h.nread
+			case catSync:
+				t.nread = h.nread
+			}
 			for _, x := range t.cur {
 				x.hold() // each tile's list holds its own reference
-			}
-			t.curCat = catSync
-			if h.curCat == catRead {
-				// After readers, the tile's accesses wait for them as
-				// for readers (one that failed changed nothing, so
-				// a tile's writer runs), and for the writers they
-				// read.
-				t.prev = append([]*Task(nil), h.prev...)
-				for _, x := range t.prev {
-					x.hold()
-				}
-				t.curCat = catRead
 			}
 			tiles[i][j] = t
 		}
@@ -614,20 +619,27 @@ func (h *Handle) Unpartition() error {
 			}
 		}
 	}
-	if h.s.data == nil && h.unpartitionReadLocked() {
-		return nil
-	}
-	var all []*Task
+	// The tiles' last readers become h's group of readers, whose
+	// failure cancels nothing (a reader changed nothing), after the
+	// writers they read and the tiles' last writers, whose failure
+	// does: h's next accesses wait for them as after readers of h. With
+	// no reader, h's next accesses wait for the tiles' last writers.
+	var readers, writers []*Task
 	for _, row := range h.children {
 		for _, c := range row {
 			c.flushReduxLocked()
-			// The tile's references move to h's list, or go.
-			all = append(all, c.cur...)
-			if c.curCat == catRead || c.curCat == catSync {
-				// Readers depend on prev; keep the writer they read
-				// so the gathered handle also orders after it.
-				all = append(all, c.prev...)
-			} else {
+			// The tile's references move to h's lists, or go.
+			switch c.curCat {
+			case catRead:
+				nr := min(int(c.nread), len(c.prev))
+				readers = append(append(readers, c.cur...), c.prev[:nr]...)
+				writers = append(writers, c.prev[nr:]...)
+			case catSync:
+				nr := min(int(c.nread), len(c.cur))
+				readers = append(readers, c.cur[:nr]...)
+				writers = append(append(writers, c.cur[nr:]...), c.prev...)
+			default:
+				writers = append(writers, c.cur...)
 				h.s.dropAll(c.prev)
 			}
 			c.cur, c.prev, c.nread = nil, nil, 0
@@ -636,9 +648,11 @@ func (h *Handle) Unpartition() error {
 	}
 	h.s.dropAll(h.prev)
 	h.s.dropAll(h.cur)
-	h.prev = h.prev[:0]
-	h.cur = all
-	h.curCat = catSync
+	if len(readers) > 0 {
+		h.cur, h.prev, h.curCat = readers, writers, catRead
+	} else {
+		h.cur, h.prev, h.curCat = writers, nil, catSync
+	}
 	h.nread = 0
 	if h.s.data != nil {
 		h.gatherLocked(h.children)
@@ -646,39 +660,6 @@ func (h *Handle) Unpartition() error {
 	h.children = nil
 	h.status.Store(handleLive)
 	return nil
-}
-
-// unpartitionReadLocked is Unpartition when every tile was last read
-// (catRead, without devices: no gather): h then continues the tiles'
-// groups of readers, and its next accesses wait for them as for
-// readers (a reader that failed changed nothing) and for the writers
-// they read. It reports whether it applied. h.s.handleMu is held.
-func (h *Handle) unpartitionReadLocked() bool {
-	for _, row := range h.children {
-		for _, c := range row {
-			if c.curCat != catRead || c.nread != 0 {
-				return false
-			}
-		}
-	}
-	var readers, writers []*Task
-	for _, row := range h.children {
-		for _, c := range row {
-			// The tile's references move to h's lists.
-			readers = append(readers, c.cur...)
-			writers = append(writers, c.prev...)
-			c.cur, c.prev = nil, nil
-			c.status.Store(handleUnregistered)
-		}
-	}
-	h.s.dropAll(h.prev)
-	h.s.dropAll(h.cur)
-	h.cur, h.prev = readers, writers
-	h.curCat = catRead
-	h.nread = 0
-	h.children = nil
-	h.status.Store(handleLive)
-	return true
 }
 
 // Unregister waits until the tasks submitted on h have completed, then
