@@ -49,6 +49,9 @@ func ExampleWithSimDevices() {
 		return
 	}
 	fmt.Println("x:", x[0], x[511], "y:", y[0], y[511])
+	// One row per pair of memory nodes; evictions from a node are on
+	// its own row (sim0→sim0, which has no copies): x's replica made
+	// room for y's, and y's for x's again, each written back first.
 	for _, t := range s.Transfers() {
 		fmt.Printf("%s→%s: %d copies, %d evictions, %d written back\n",
 			s.MemoryNodes()[t.From], s.MemoryNodes()[t.To], t.Count, t.Evictions, t.WriteBacks)
