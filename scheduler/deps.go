@@ -382,6 +382,16 @@ func (h *Handle) flushReduxLocked() {
 	}
 	r := h.insertLocked(&Codelet{Name: "redux:" + h.rcombine.name(), CPU: h.reduceInto})
 	r.cpuOnly = true // it reads the copies on devices through RAM
+	// A reduction that does not combine (a contribution failed or was
+	// canceled, so it is canceled; or a combine failed) combines none
+	// of the copies left: they would otherwise stay live and be added
+	// into the next group's result, and hold their devices' memory.
+	// The callback runs before the next accesses to h are released.
+	r.Callback = func(r *Task) {
+		if r.err != nil {
+			h.discardRedux()
+		}
+	}
 	s := h.s
 	s.regMu.Lock()
 	delete(s.reduxLive, h)
@@ -453,6 +463,22 @@ func (h *Handle) insertLocked(cl *Codelet) *Task {
 func (s *Scheduler) readyInserted(t *Task) {
 	if t.pending.Add(-1) == 0 {
 		s.ready(t, nil)
+	}
+}
+
+// discardRedux drops the per-worker copies of h's last group of Redux
+// accesses that its reduction task did not combine, freeing those on
+// devices. Every task of the group has completed.
+func (h *Handle) discardRedux() {
+	for id, rc := range h.rcopies {
+		if rc == nil || !rc.live {
+			continue
+		}
+		rc.live = false
+		if rc.dev != nil {
+			h.rcopies[id] = nil
+			h.s.data.freeRedux(rc.node, rc.mem, h)
+		}
 	}
 }
 
