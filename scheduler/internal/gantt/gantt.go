@@ -191,28 +191,40 @@ func (e legendEntry) text() string {
 
 // legendEntries returns the legend's entries, by name: a task's runs on
 // worker rows count once however many workers (a team) ran it; each
-// bar of a track row (a copy) is one run.
-func legendEntries(rows []Row, bars []Bar) []legendEntry {
+// bar of a track row (a copy) is one run. The busy time is inside
+// [t0, t1]; on a track row, where a name's bars overlap (copies queued
+// together, receives posted long before their data come), it is the
+// time covered, counted once, as the row's busy column counts it.
+func legendEntries(rows []Row, bars []Bar, t0, t1 time.Duration) []legendEntry {
 	type key struct {
 		name string
 		id   uint64
 	}
+	type track struct {
+		name string
+		row  int
+	}
 	team := map[key]int{} // workers per task
 	byName := map[string]*legendEntry{}
+	onTrack := map[track][]Bar{}
 	for _, b := range bars {
 		e := byName[b.Name]
 		if e == nil {
 			e = &legendEntry{name: b.Name}
 			byName[b.Name] = e
 		}
-		e.busy += b.End - b.Start
 		if rows[b.Row].Track {
+			onTrack[track{b.Name, b.Row}] = append(onTrack[track{b.Name, b.Row}], b)
 			e.count++
 			e.minTeam = max(e.minTeam, 1)
 			e.maxTeam = max(e.maxTeam, 1)
 			continue
 		}
+		e.busy += max(min(b.End, t1)-max(b.Start, t0), 0)
 		team[key{b.Name, b.ID}]++
+	}
+	for k, v := range onTrack {
+		byName[k.name].busy += covered(v, t0, t1)
 	}
 	for k, n := range team {
 		e := byName[k.name]
@@ -254,6 +266,11 @@ func newDrawing(c Chart) *drawing {
 	}
 	if c.To > c.From {
 		d.t0, d.t1 = c.From, c.To
+		// Bars outside the fixed range are not in the chart: not
+		// drawn past the axis, not counted in the title or legend.
+		d.Bars = slices.DeleteFunc(d.Bars, func(b Bar) bool {
+			return b.Start >= d.t1 || b.End < d.t0 || b.End == d.t0 && b.Start < b.End
+		})
 	}
 	if d.BandKind == "" {
 		d.BandKind = "context"
@@ -276,7 +293,7 @@ func newDrawing(c Chart) *drawing {
 	d.axisY = d.top + d.rowH*float64(len(d.Rows)) + 2
 	d.total = d.left + d.width + 8 + textWidth("100.0%") + margin
 
-	d.legend = legendEntries(d.Rows, d.Bars)
+	d.legend = legendEntries(d.Rows, d.Bars, d.t0, d.t1)
 	d.colors = Colors(d.Bars, d.FirstIDs)
 	for _, b := range d.Bands {
 		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
@@ -483,7 +500,7 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 			return
 		}
 		delete(groups, row)
-		wd := max(d.x(g.end)-g.x0, 1)
+		wd := max(d.x(min(g.end, d.t1))-g.x0, 1)
 		title := d.barTitle(g.first)
 		if g.n > 1 {
 			title = fmt.Sprintf("%s: %s, %s busy, %s–%s", g.first.Name, count(g.n, "run"), formatDuration(g.busy), formatDuration(g.first.Start-d.t0), formatDuration(g.end-d.t0))
@@ -497,9 +514,10 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		}
 	}()
 	for i, b := range bars {
-		x := d.x(b.Start)
-		wd := max(d.x(b.End)-x, 1) // a pixel at least: every run shows
-		if tiny := d.x(b.End)-x < 1 && !d.critical[b.ID] && b.Err == ""; tiny {
+		// Cut at a fixed range's ends (the tooltip keeps the run's times).
+		x, xEnd := d.x(max(b.Start, d.t0)), d.x(min(b.End, d.t1))
+		wd := max(xEnd-x, 1) // a pixel at least: every run shows
+		if tiny := xEnd-x < 1 && !d.critical[b.ID] && b.Err == ""; tiny {
 			if g := groups[b.Row]; g != nil && g.first.Name == b.Name && x < g.xLimit {
 				g.n++
 				g.end = max(g.end, b.End)
@@ -528,14 +546,19 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 			fmt.Fprintf(w, `<rect class="failed" x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s" stroke="%s" stroke-width="2"><title>%s</title></rect>`,
 				x, y, wd, barH, fill(b.Name), failedColor, esc(title))
 		default:
-			sep := "" // a hairline between touching bars of one colour
+			// A hairline between touching bars of one colour, on the
+			// bar's left and right edges only (the dashes skip the top
+			// and bottom): a full outline paled the top and bottom
+			// edges, and wide bars looked lower than narrow ones
+			// beside them.
+			sep := ""
 			if wd >= 6 {
-				sep = ` stroke="#ffffff" stroke-width="0.5"`
+				sep = fmt.Sprintf(` stroke="#ffffff" stroke-width="0.5" stroke-dasharray="0 %.2f %.0f %.2f %.0f"`, wd, barH, wd, barH)
 			}
 			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
 				x, y, wd, barH, fill(b.Name), sep, esc(title))
 		}
-		if d.x(min(b.End, room[i]))-x >= textWidth(b.Name)*10/fontSize+6 {
+		if d.x(min(b.End, room[i], d.t1))-x >= textWidth(b.Name)*10/fontSize+6 {
 			fmt.Fprintf(w, `<text x="%.2f" y="%.1f" font-size="10" pointer-events="none">%s</text>`, x+3, y+barH-4, esc(b.Name))
 		}
 		fmt.Fprintln(w)
@@ -686,6 +709,12 @@ func Utilization(bars []Bar, t0, t1 time.Duration) float64 {
 	if t1 <= t0 {
 		return 0
 	}
+	return float64(covered(bars, t0, t1)) / float64(t1-t0)
+}
+
+// covered returns the time in [t0, t1] covered by the bars, overlaps
+// counted once.
+func covered(bars []Bar, t0, t1 time.Duration) time.Duration {
 	iv := make([][2]time.Duration, 0, len(bars))
 	for _, b := range bars {
 		s, e := max(b.Start, t0), min(b.End, t1)
@@ -703,7 +732,7 @@ func Utilization(bars []Bar, t0, t1 time.Duration) float64 {
 		busy += v[1] - max(v[0], end)
 		end = v[1]
 	}
-	return float64(busy) / float64(t1-t0)
+	return busy
 }
 
 // Ticks returns the step between ticks for an axis spanning span, the
@@ -774,6 +803,9 @@ func unitName(u time.Duration) string {
 func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0"
+	}
+	if d < 0 { // a run that began before a fixed range's start
+		return "−" + formatDuration(-d)
 	}
 	_, u := Ticks(d, 1)
 	v := float64(d) / float64(u)
