@@ -34,6 +34,11 @@ var (
 	ErrStalled = errors.New("dist: no progress")
 	// ErrClosed: the scheduler was closed.
 	ErrClosed = errors.New("dist: scheduler closed")
+	// ErrNotHeld: Handle.Fetch on a rank that does not hold the handle's
+	// latest version (as of the submissions so far), or while a
+	// reduction of it across ranks is in progress; the error says which
+	// ranks hold it.
+	ErrNotHeld = errors.New("dist: this rank does not hold the handle's latest version")
 )
 
 // ctrlTag carries control messages (a rank's failure, a rank closing); data

@@ -77,6 +77,11 @@ func (h *Handle) Cols() int { return h.cols }
 // next submission that uses h: tasks and transfers use the memory until
 // then. To only read, use Fetch, which keeps the devices' copies.
 //
+// On a rank that does not hold the latest version (a non-owner that read
+// an older one, the owner before WaitAll brings back a version another
+// rank wrote) Data returns that older memory without saying so; Fetch
+// fails there with ErrNotHeld.
+//
 // A write through Data changes this rank's memory only: the graph does
 // not learn of it. The other ranks that hold the version (those that read
 // it) keep their cached copies and compute from them, and a non-owner's
@@ -98,9 +103,21 @@ func (h *Handle) Data() any {
 // valid, so writes into the memory are not seen by this rank's tasks on
 // devices (call Data to write). It returns ctx's error if ctx ends first
 // (scheduler.Handle.Fetch).
+//
+// Fetch reads the latest version, as of the submissions so far, or fails:
+// on a rank that does not hold it - a rank that never read the handle, a
+// reader whose copy a later write made stale, the owner before WaitAll
+// brings back a version another rank wrote - or while a reduction of it
+// across ranks is in progress, it returns ErrNotHeld naming the ranks
+// that hold it. On a rank that holds it (or will, once a transfer
+// submitted already completes), it waits for this rank's tasks that
+// write it, the receive included.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
 	h.d.mu.Lock()
 	err := h.usableLocked()
+	if err == nil {
+		err = h.heldLocked()
+	}
 	h.d.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("dist: Fetch: %w", err)
@@ -110,6 +127,56 @@ func (h *Handle) Fetch(ctx context.Context) (any, error) {
 		return data, nil
 	}
 	return lh.Fetch(ctx)
+}
+
+// heldLocked says why this rank cannot read h's latest version (as of
+// the submissions so far) from its own memory: it does not hold it, or a
+// reduction across ranks is in progress. d.mu is held.
+func (h *Handle) heldLocked() error {
+	d := h.d
+	if h.phase != nil {
+		ranks := make([]int, 0, len(h.phase))
+		for r := range h.phase {
+			ranks = append(ranks, r)
+		}
+		slices.Sort(ranks)
+		return fmt.Errorf("%w: %v on rank %d: a reduction of it is in progress (Redux tasks on ranks %v); no rank holds the result until WaitAll, or the next task that reads or writes it, combines the partial results",
+			ErrNotHeld, h, d.rank, ranks)
+	}
+	if h.holds(d.rank) {
+		return nil
+	}
+	held := h.holders.members(d.size, 8)
+	if d.rank == h.owner {
+		return fmt.Errorf("%w: %v on rank %d, its owner: rank %d wrote the latest version (held by ranks %s) and WaitAll brings it back to the owner; Fetch after WaitAll",
+			ErrNotHeld, h, d.rank, h.writer, held)
+	}
+	mine := "this rank has no copy"
+	if h.data != nil {
+		mine = "this rank's copy is of an older version"
+	}
+	return fmt.Errorf("%w: %v on rank %d: the latest version is held by ranks %s (rank %d wrote it), and %s; Fetch on the owner after WaitAll, Gather it to this rank, or read it in a task here",
+		ErrNotHeld, h, d.rank, held, h.writer, mine)
+}
+
+// members lists the set's first max ranks of size, "[0 3 ...]".
+func (s *rankSet) members(size, max int) string {
+	var ranks []int
+	more := false
+	for r := range size {
+		if s.has(r) {
+			if len(ranks) == max {
+				more = true
+				break
+			}
+			ranks = append(ranks, r)
+		}
+	}
+	out := fmt.Sprint(ranks)
+	if more {
+		out = out[:len(out)-1] + " ...]"
+	}
+	return out
 }
 
 // localData returns this rank's scheduler handle (nil if none yet) and
