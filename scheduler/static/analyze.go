@@ -182,6 +182,22 @@ func Analyze(r *Run) *Analysis {
 		a.Runnables = append(a.Runnables, s)
 	}
 	a.Jitter = quantiles(all)
+	// The threads started or ended in each period, by process (the
+	// clients of one process, RunLocal's, read the same counters at
+	// different moments, so a start and an exit between two readings of
+	// one client can show in another's): the most any of its clients saw.
+	type procPeriod struct {
+		pid       int
+		periodsOf string
+		period    int64
+	}
+	churn := map[procPeriod]uint64{}
+	for _, c := range r.Clients {
+		for _, p := range c.Allocs {
+			k := procPeriod{c.PID, c.PeriodsOf, p.Period}
+			churn[k] = max(churn[k], p.NewThreads+p.ExitedThreads)
+		}
+	}
 	for _, c := range r.Clients {
 		for _, g := range c.GC {
 			a.GCCycles += g.Cycles
@@ -190,10 +206,6 @@ func Analyze(r *Run) *Analysis {
 		}
 		a.PerRun = a.PerRun || c.PerRun
 		n := 0
-		threads := map[int64]uint64{}
-		for _, p := range c.Allocs {
-			threads[p.Period] = p.NewThreads
-		}
 		// The client's periods are those of the hyperepoch that samples
 		// them; their last one is left out (the run stops in it).
 		cLast := last
@@ -201,7 +213,11 @@ func Analyze(r *Run) *Analysis {
 			cLast = l
 		}
 		for _, p := range c.Allocs {
-			around := threads[p.Period-1] + threads[p.Period+1]
+			own := p.NewThreads + p.ExitedThreads
+			around := churn[procPeriod{c.PID, c.PeriodsOf, p.Period}] - own
+			for d := int64(1); d <= threadWindow; d++ {
+				around += churn[procPeriod{c.PID, c.PeriodsOf, p.Period - d}] + churn[procPeriod{c.PID, c.PeriodsOf, p.Period + d}]
+			}
 			if p.Objects > 0 && p.Period >= WarmupPeriods && p.Period < cLast && !p.RuntimeObjects(around) {
 				n++
 			}

@@ -615,7 +615,8 @@ func (e *executor) samplePeriod(k int64) {
 	o, b := e.alloc.read()
 	th := e.alloc.threads()
 	if (o != e.lastObjs || th != e.lastThreads) && len(e.allocs) < cap(e.allocs) {
-		e.allocs = append(e.allocs, AllocPeriod{Period: k, Objects: o - e.lastObjs, Bytes: b - e.lastBytes, NewThreads: th - min(th, e.lastThreads)})
+		e.allocs = append(e.allocs, AllocPeriod{Period: k, Objects: o - e.lastObjs, Bytes: b - e.lastBytes,
+			NewThreads: th - min(th, e.lastThreads), ExitedThreads: e.lastThreads - min(th, e.lastThreads)})
 	}
 	e.lastObjs, e.lastBytes, e.lastThreads = o, b, th
 }

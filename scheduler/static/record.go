@@ -124,16 +124,29 @@ type AllocPeriod struct {
 	// NewThreads counts the OS threads the Go runtime started in the
 	// period: each allocates a few objects of the runtime's own.
 	NewThreads uint64 `json:"new_threads,omitempty"`
+	// ExitedThreads counts the OS threads that ended in the period (as
+	// the live count fell): a thread locked to a goroutine that returned,
+	// such as a resource thread of an earlier run in the same process.
+	// Its processor goes to another thread, which the runtime may start
+	// then, so a start and an exit can cancel out in the live count.
+	ExitedThreads uint64 `json:"exited_threads,omitempty"`
 }
 
 // RuntimeObjects reports whether a period's allocations can be the
-// runtime's own: no more than threadObjects per new OS thread seen in it
-// or in the periods around it (the runtime publishes small allocations in
-// batches, so a thread and its objects can fall on either side of a
-// reading); around is the new threads of the periods before and after.
+// runtime's own: no more than threadObjects per OS thread started or
+// ended in it or in the periods around it (the runtime publishes small
+// allocations in batches, so a thread and its objects can fall periods
+// apart); around is the threads started or ended around it, as the
+// process's clients saw them (Analyze pools the clients of a process,
+// which read the same counters at different moments).
 func (p AllocPeriod) RuntimeObjects(around uint64) bool {
-	return p.Objects <= threadObjects*(p.NewThreads+around)
+	return p.Objects <= threadObjects*(p.NewThreads+p.ExitedThreads+around)
 }
+
+// threadWindow is how many periods before and after a period
+// RuntimeObjects' around takes in: under load the runtime's objects for a
+// thread have been published two periods after it was counted.
+const threadWindow = 2
 
 // threadObjects bounds the heap objects the runtime allocates to start
 // an OS thread (its m, its signal goroutine and their bookkeeping: 5 seen

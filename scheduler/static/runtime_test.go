@@ -1054,3 +1054,40 @@ func assertSamePeriods(t *testing.T, run *Run) int {
 	}
 	return n
 }
+
+// Analyze does not blame a client for the runtime's objects of an OS
+// thread that another client of the same process saw start or end: the
+// records below are those of TestLoopDoesNotAllocate's failures on a
+// loaded machine (RunLocal, three clients in one process). A resource
+// thread of the previous run exited (its processor went to a new
+// thread), which only c saw, as the live count fell, while b saw the new
+// thread's objects (2 objects, 1632 bytes: an m and its g) and no change
+// in the count; and a thread counted in period 18 whose g was published
+// in period 20. Another process's threads, or a start three periods
+// away, excuse nothing.
+func TestAnalyzeThreadChurnAcrossClients(t *testing.T) {
+	ms := int64(time.Millisecond)
+	run := func(clients ...ClientRun) *Run {
+		return &Run{Periods: 50, Hyperepochs: []RunHyperepoch{{Name: "main", Period: 5 * ms, Periods: 50}}, Clients: clients}
+	}
+	a := Analyze(run(
+		ClientRun{Name: "a", PID: 7, PeriodsOf: "main"},
+		ClientRun{Name: "b", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 45, Objects: 2, Bytes: 1632}}},
+		ClientRun{Name: "c", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 45, ExitedThreads: 1}}},
+	))
+	assert.Empty(t, a.AllocatingClients, "c saw a thread end in period 45")
+	a = Analyze(run(
+		ClientRun{Name: "a", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 18, NewThreads: 2}, {Period: 20, Objects: 1, Bytes: 480}}},
+		ClientRun{Name: "c", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 17, NewThreads: 2}, {Period: 20, Objects: 1, Bytes: 480}}},
+	))
+	assert.Empty(t, a.AllocatingClients, "two threads started two periods before")
+	a = Analyze(run(
+		ClientRun{Name: "b", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 45, Objects: 2, Bytes: 1632}}},
+		ClientRun{Name: "c", PID: 8, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 45, ExitedThreads: 1}}},
+		ClientRun{Name: "d", PID: 9, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 17, NewThreads: 1}, {Period: 20, Objects: 1, Bytes: 480}}},
+	))
+	assert.Equal(t, []string{"b", "d"}, a.AllocatingClients, "c's thread is another process's; d's started three periods before")
+	// Past the bound per thread, the objects are the client's.
+	a = Analyze(run(ClientRun{Name: "b", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 30, Objects: 9, ExitedThreads: 1}}}))
+	assert.Equal(t, []string{"b"}, a.AllocatingClients)
+}
