@@ -24,7 +24,8 @@ import (
 // The test binary doubles as a client process: with PZ_STM_TEST_CLIENT
 // set it registers that client's runnables of the plan in
 // PZ_STM_TEST_PLAN (busy bodies), prints "frame N" when its first
-// runnable reaches frame N (PZ_STM_TEST_SAY), and enters the scheduler.
+// runnable (or PZ_STM_TEST_SAY_RUNNABLE) reaches frame N
+// (PZ_STM_TEST_SAY), and enters the scheduler.
 func TestMain(m *testing.M) {
 	if name := os.Getenv("PZ_STM_TEST_CLIENT"); name != "" {
 		os.Exit(clientProcess(name))
@@ -63,14 +64,16 @@ func clientProcess(name string) int {
 		opts = append(opts, WithMasterTimeout(d))
 	}
 	c, _ := NewClient(name, opts...)
-	first := true
+	sayer := os.Getenv("PZ_STM_TEST_SAY_RUNNABLE")
 	for _, r := range plan.Runnables() {
 		if r.Client != name {
 			continue
 		}
 		work := r.WCET / 4
-		if first {
-			first = false
+		if sayer == "" {
+			sayer = r.Name // the client's first
+		}
+		if r.Name == sayer {
 			n := int64(0)
 			c.Runnable(r.Name, func(context.Context) error {
 				n++
@@ -155,10 +158,17 @@ type procClient struct {
 
 func startClient(t *testing.T, dir, planPath, name string, say int64) *procClient {
 	t.Helper()
+	return startClientSaying(t, dir, planPath, name, "", say)
+}
+
+// startClientSaying is startClient whose runnable named runnable (the
+// client's first if "") says when it reaches frame say.
+func startClientSaying(t *testing.T, dir, planPath, name, runnable string, say int64) *procClient {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "PZ_STM_TEST_CLIENT="+name, "PZ_STM_TEST_PLAN="+planPath, "PZ_STM_DIR="+dir, fmt.Sprintf("PZ_STM_TEST_SAY=%d", say))
+	cmd.Env = append(os.Environ(), "PZ_STM_TEST_CLIENT="+name, "PZ_STM_TEST_PLAN="+planPath, "PZ_STM_DIR="+dir, fmt.Sprintf("PZ_STM_TEST_SAY=%d", say), "PZ_STM_TEST_SAY_RUNNABLE="+runnable)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	p := &procClient{name: name, cmd: cmd, stderr: &strings.Builder{}, said: make(chan struct{}), done: make(chan error, 1)}
@@ -319,9 +329,15 @@ func TestProcessKilledMidRun(t *testing.T) {
 	planPath := writePlanFile(t, plan)
 	dir := privateTestDir(t)
 	res := startMaster(t, plan, WithDir(dir), WithLiveness(time.Second))
-	a := startClient(t, dir, planPath, "a", 0)
+	// Every survivor's runnable has a row before b dies: a2 and c1 say
+	// at their second frame, which they begin once their first is
+	// recorded (a2 follows b1, but its thread may start late on a loaded
+	// machine: b reaching frame 20 does not mean a2 has run).
+	a := startClientSaying(t, dir, planPath, "a", "a2", 2)
 	b := startClient(t, dir, planPath, "b", 20)
-	c := startClient(t, dir, planPath, "c", 0)
+	c := startClientSaying(t, dir, planPath, "c", "c1", 2)
+	waitFor(t, a.said, "a2's second frame")
+	waitFor(t, c.said, "c1's second frame")
 	waitFor(t, b.said, "client b's 20th frame")
 	killed := time.Now()
 	require.NoError(t, b.cmd.Process.Kill())
