@@ -323,11 +323,11 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 		recvRow, sendRow := -1, -1
 		if slices.ContainsFunc(r.Xfers, func(x xferRecord) bool { return !x.Send }) {
 			recvRow = len(c.Rows)
-			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d receives", r.Rank), Track: true})
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d receives", r.Rank), Track: true, Noun: "receive"})
 		}
 		if slices.ContainsFunc(r.Xfers, func(x xferRecord) bool { return x.Send }) {
 			sendRow = len(c.Rows)
-			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d sends", r.Rank), Track: true})
+			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d sends", r.Rank), Track: true, Noun: "send"})
 		}
 		linkRow := len(c.Rows)
 		links := r.links()

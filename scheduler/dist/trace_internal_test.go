@@ -171,3 +171,29 @@ func TestMergedGanttCodeletColorsIgnoreTransfers(t *testing.T) {
 		assert.NotContains(t, codeletColors, got[n], "%s has a codelet's colour", n)
 	}
 }
+
+// The merged chart's title counts messages as sends and receives, not
+// as copies: pzrun -n 4 cholesky -trace said '112 copies' where the run
+// said '56 tiles sent' (each a send on one rank and a receive on
+// another), and with -sim 2 it added them to the device copies ('284
+// copies'). Device copies are still copies.
+func TestMergedGanttTitleCountsMessages(t *testing.T) {
+	all := []rankTrace{
+		{Rank: 0, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{{Name: "potrf", Worker: 0, Team: 1, Start: 0, End: 10}},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(0,0)"`, Peer: 1, Send: true, Start: 10, End: 20},
+				{ID: 2, Handle: `"A(1,0)"`, Peer: 1, Start: 5, End: 40},
+			},
+			Copies: []copyRecord{{Link: "ram→sim0", Kind: "copy in", Start: 0, End: 5}, {Link: "sim0→ram", Kind: "copy out", Start: 10, End: 12}}},
+		{Rank: 1, Epoch: 1000, Workers: []string{"cpu0"},
+			Tasks: []taskRecord{{Name: "trsm", Worker: 0, Team: 1, Start: 20, End: 30}},
+			Xfers: []xferRecord{
+				{ID: 1, Handle: `"A(0,0)"`, Peer: 0, Start: 5, End: 20},
+				{ID: 2, Handle: `"A(1,0)"`, Peer: 0, Send: true, Start: 30, End: 40},
+			}},
+	}
+	var svg bytes.Buffer
+	require.NoError(t, gantt.Write(&svg, mergedGantt(all)))
+	assert.Contains(t, svg.String(), ">2 tasks on 2 workers, 40.0 ns; 2 receives, 2 sends, 2 copies<")
+}

@@ -73,6 +73,9 @@ type Row struct {
 	// between memory nodes, a rank's messages): its bars are copies,
 	// counted apart in the summary and never on the critical path.
 	Track bool
+	// Noun is what a track's bars are, in the title's count ("56
+	// sends"); "" means "copy".
+	Noun string
 }
 
 // A Bar is one run of a task on a row.
@@ -386,8 +389,27 @@ func (d *drawing) writeTitle(w *bufio.Writer) {
 			span = "0 s" // formatDuration's "0" is an axis tick's label
 		}
 		title = fmt.Sprintf("%s on %s, %s", count(len(tasks(d.workBars())), d.noun()), count(workers, "worker"), span)
-		if n := len(d.Bars) - len(d.workBars()); n > 0 {
-			title += "; " + count(n, "copy")
+		// Track bars by their rows' nouns, in the rows' order: "; 161
+		// copies, 56 receives, 56 sends" (a message is a send on one
+		// rank and a receive on another, not two copies).
+		var nouns []string
+		perNoun := map[string]int{}
+		for _, b := range d.Bars {
+			if r := d.Rows[b.Row]; r.Track {
+				perNoun[cmp.Or(r.Noun, "copy")]++
+			}
+		}
+		for _, r := range d.Rows {
+			if n := cmp.Or(r.Noun, "copy"); r.Track && perNoun[n] > 0 && !slices.Contains(nouns, n) {
+				nouns = append(nouns, n)
+			}
+		}
+		for i, n := range nouns {
+			sep := ", "
+			if i == 0 {
+				sep = "; "
+			}
+			title += sep + count(perNoun[n], n)
 		}
 	}
 	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", margin, margin+12, esc(title))

@@ -168,3 +168,21 @@ func TestBarSeparatorOnSidesOnly(t *testing.T) {
 	}
 	assert.Equal(t, 20, n, "every wide bar has its separator")
 }
+
+// TestTitleCountsTrackNouns: the title counts a track's bars by its
+// Noun, "copy" by default, in the rows' order.
+func TestTitleCountsTrackNouns(t *testing.T) {
+	c := Chart{
+		Rows: []Row{{Label: "cpu0"}, {Label: "ram→dev0", Track: true}, {Label: "receives", Track: true, Noun: "receive"},
+			{Label: "sends", Track: true, Noun: "send"}, {Label: "dev0→ram", Track: true}},
+		Bars: []Bar{
+			{Row: 0, ID: 1, Name: "gemm", Start: 0, End: 10 * ms},
+			{Row: 1, Name: "copy in", Start: 0, End: 1 * ms},
+			{Row: 2, Name: "recv", Start: 0, End: 5 * ms},
+			{Row: 2, Name: "recv", Start: 1 * ms, End: 5 * ms},
+			{Row: 3, Name: "send", Start: 1 * ms, End: 2 * ms},
+			{Row: 4, Name: "copy out", Start: 9 * ms, End: 10 * ms},
+		},
+	}
+	assert.Contains(t, render(t, c), ">1 task on 1 worker, 10.0 ms; 2 copies, 2 receives, 1 send<")
+}
