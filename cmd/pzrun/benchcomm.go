@@ -95,6 +95,14 @@ func benchCommApp() app {
 				// deadlines runs them); a signal stops the run between
 				// sizes (Config.Stop), and what was measured is printed.
 				cfg.Stop = ctx
+				// Progress on rank 0's stderr: a bar on a terminal, a
+				// line every 10 s otherwise (mpirun's pipes). The results
+				// are printed at the end, with the peer's ratios.
+				if rt.Rank() == 0 && (underMPI || f.backend == "local") {
+					bar := newBar(e.progress, "bench comm sizes", len(cfg.Ops)*len(cfg.Sizes)*f.rounds)
+					defer bar.Done()
+					cfg.Progress = func() { bar.Add(1) }
+				}
 				switch {
 				case underMPI:
 					if w := rt.MPIWorld(); w != nil {

@@ -361,3 +361,64 @@ func TestMpirunOneRankSIGTERMSaysWhy(t *testing.T) {
 	assert.Contains(t, out, "pzrun cholesky: SIGTERM received: stopping\n")
 	assert.NotContains(t, out, "goroutine ")
 }
+
+// TestMpirunTwoRanksSIGTERMSaysWhy: with several ranks, rank 0 says the
+// stop when it comes. bench comm looks at its context between sizes
+// only, and Open MPI SIGKILLs the ranks a second after its SIGTERM, long
+// before abortAfterStop's grace runs out: mpirun -n 2 pzrun bench comm,
+// TERM to mpirun, gave status 1 and nothing on stderr. Its progress line
+// (every 10 s on a pipe; there was none) says when it runs.
+func TestMpirunTwoRanksSIGTERMSaysWhy(t *testing.T) {
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not installed")
+	}
+	bin := buildPzrun(t, mpiTags()...)
+	cmd := exec.Command(mpirun, append(lau.Args(2), bin, "bench", "comm", "-peer=", "-ops", "allreduce,allgather,bcast,gatherv,alltoallv,halo,scan,sendrecv", "-sizes", "8,16777216", "-scale", "100")...)
+	cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	progress := make(chan struct{})
+	var errb strings.Builder // read after drained
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		ready := progress
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			errb.WriteString(sc.Text() + "\n")
+			if ready != nil && strings.HasPrefix(sc.Text(), "bench comm sizes: ") {
+				close(ready)
+				ready = nil
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { <-drained; exited <- cmd.Wait() }()
+	select {
+	case <-progress:
+	case err := <-exited:
+		t.Fatalf("the job ended before its first progress line: %v\n%s", err, errb.String())
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("no progress line:\n%s", errb.String())
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the job still ran 30 s after mpirun was signalled:\n%s", errb.String())
+	}
+	out := errb.String()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, out)
+	assert.NotEqual(t, 0, ee.ExitCode(), out)
+	assert.Contains(t, out, "pzrun bench comm: SIGTERM received: stopping\n")
+	assert.NotContains(t, out, "goroutine ")
+}

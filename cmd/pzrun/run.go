@@ -532,6 +532,15 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 		if w != nil && rt.Size() > 1 {
 			stop, _ := abortAfterStop(ctx, "pzrun "+a.name, rt.Rank(), rt.Size(), stopGrace, e.stderr, w.Abort, os.Exit)
 			defer stop()
+			if rt.Rank() == 0 {
+				// Said when the stop comes, as with one rank below: Open
+				// MPI SIGKILLs the ranks a second after mpirun's SIGTERM,
+				// before an app that looks at ctx only now and then (bench
+				// comm, between sizes) has returned and before stopGrace.
+				// Every rank gets mpirun's signal: rank 0 says it.
+				say := sayStop(ctx, "pzrun "+a.name, e.stderr)
+				defer say()
+			}
 		}
 		if w == nil || rt.Size() > 1 {
 			return watched(ctx, rt)

@@ -77,6 +77,10 @@ type Config struct {
 	// returns the results so far with an error wrapping its cause. The
 	// collectives themselves run with Measure's ctx.
 	Stop context.Context
+	// Progress, when not nil, is called on every rank after each
+	// operation and size is measured (len(Ops)*len(Sizes) calls in all),
+	// for a progress bar on long runs.
+	Progress func()
 }
 
 func (c Config) withDefaults() Config {
@@ -216,6 +220,9 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 			}
 			if c.Rank() == 0 {
 				out = append(out, Result{Op: op, Bytes: bytes, Ranks: n, Backend: cfg.Backend, MedianUS: math.Round(median(worst)*1000) / 1000})
+			}
+			if cfg.Progress != nil {
+				cfg.Progress()
 			}
 		}
 	}

@@ -41,11 +41,17 @@ func TestMeasureLocal(t *testing.T) {
 	cfg := Config{Sizes: []int{8, 4096}, Scale: 0.005, Backend: "local"}
 	var got []Result
 	err := local.Run(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+		cfg := cfg
+		steps := 0 // Progress: once per op and size, on every rank
+		cfg.Progress = func() { steps++ }
 		rs, err := Measure(ctx, c, cfg)
 		if c.Rank() == 0 {
 			got = rs
 		} else if rs != nil {
 			t.Errorf("rank %d got results", c.Rank())
+		}
+		if err == nil && steps != 6 {
+			t.Errorf("rank %d: Progress called %d times, want 6", c.Rank(), steps)
 		}
 		return err
 	})
