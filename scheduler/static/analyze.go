@@ -1,12 +1,12 @@
 package static
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"github.com/pzgo/pz/internal/plural"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -398,7 +398,9 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 			resources = append(resources, rr.Resource)
 		}
 	}
-	sort.Strings(resources)
+	// In the numbers' order: cpu2 above cpu10 (sorted as strings, a
+	// 16-CPU run put cpu10..cpu15 between cpu1 and cpu2).
+	slices.SortFunc(resources, naturalCompare)
 	row := map[string]int{}
 	for _, res := range resources {
 		row[res] = len(c.Rows)
@@ -427,6 +429,36 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	c.Title = fmt.Sprintf("run of %s (plan %s): periods %d to %d, planned and actual", r.Source, r.Plan, int64(from)/max(longest, 1), int64(to)/max(longest, 1)-1)
 	c.Axis = fmt.Sprintf("time since the start of period %d", int64(from)/max(longest, 1))
 	return gantt.Write(w, c)
+}
+
+// naturalCompare orders a and b as strings, except that runs of digits
+// compare as numbers: "cpu2" < "cpu10" < "gpu0.stream0".
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := leadingDigits(a), leadingDigits(b)
+		if da == "" || db == "" {
+			if c := cmp.Compare(a[0], b[0]); c != 0 {
+				return c
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
+		if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb), cmp.Compare(len(da), len(db))); c != 0 {
+			return c
+		}
+		a, b = a[len(da):], b[len(db):]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// leadingDigits returns the ASCII digits s begins with.
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
 }
 
 // WriteRunTrace writes the run in the Trace Event Format that Perfetto

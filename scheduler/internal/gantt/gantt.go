@@ -624,8 +624,22 @@ func labelRoom(bars []Bar) []time.Duration {
 	return room
 }
 
-// writeBands draws the bands under the bars and a mark at each change.
+// writeBands draws the bands under the bars and a mark at each change:
+// where a band starts as another of a different name ends on its row (a
+// worker moved from one context to another). A band that follows none,
+// or one of its own name, has no mark: an overrun's band or a run's
+// strip to its deadline would draw a black line through its row's bars
+// at each run (pzrun stm analyze -svg of 100 runnables: every
+// overrunning run black, none of its legend colour).
 func (d *drawing) writeBands(w *bufio.Writer) {
+	type edge struct {
+		row int
+		at  time.Duration
+	}
+	ends := map[edge][]string{} // the names of the bands ending there
+	for _, b := range d.Bands {
+		ends[edge{b.Row, b.End}] = append(ends[edge{b.Row, b.End}], b.Name)
+	}
 	for _, b := range d.Bands {
 		x0 := d.x(max(b.Start, d.t0))
 		x1 := d.x(min(b.End, d.t1))
@@ -635,8 +649,9 @@ func (d *drawing) writeBands(w *bufio.Writer) {
 		y := d.rowY(b.Row) + barH + 1
 		fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"><title>%s %s</title></rect>`+"\n",
 			x0, y, x1-x0, bandH, bandColor(b), esc(d.BandKind), esc(b.Name))
-		if b.Start > d.t0 {
-			fmt.Fprintf(w, `<line x1="%.2f" x2="%.2f" y1="%.1f" y2="%.1f" stroke="#000000" stroke-width="1"/>`+"\n",
+		change := slices.ContainsFunc(ends[edge{b.Row, b.Start}], func(n string) bool { return n != b.Name })
+		if b.Start > d.t0 && change {
+			fmt.Fprintf(w, `<line class="band-change" x1="%.2f" x2="%.2f" y1="%.1f" y2="%.1f" stroke="#000000" stroke-width="1"/>`+"\n",
 				x0, x0, d.rowY(b.Row), y+bandH)
 		}
 	}

@@ -186,3 +186,34 @@ func TestTitleCountsTrackNouns(t *testing.T) {
 	}
 	assert.Contains(t, render(t, c), ">1 task on 1 worker, 10.0 ms; 2 copies, 2 receives, 1 send<")
 }
+
+// TestBandMarksOnlyAtChanges: a black mark crosses a row where its band
+// changes from one name to another (a worker moved between contexts),
+// not at the start of each band: stm analyze -svg's overrun bands and
+// the plan's strips to the deadlines drew a black line through the bars
+// at every run, and a row of short overrunning runs came out black.
+func TestBandMarksOnlyAtChanges(t *testing.T) {
+	c := Chart{
+		Rows: []Row{{Label: "cpu0"}, {Label: "cpu1"}, {Label: "cpu2"}},
+		Bars: []Bar{
+			{Row: 0, ID: 1, Name: "a", Start: 0, End: 10 * ms},
+			{Row: 1, ID: 2, Name: "b", Start: 1 * ms, End: 2 * ms},
+			{Row: 1, ID: 3, Name: "b", Start: 3 * ms, End: 4 * ms},
+			{Row: 2, ID: 4, Name: "c", Start: 0, End: 10 * ms},
+		},
+		Bands: []Band{
+			{Row: 0, Name: "small", Start: 0, End: 5 * ms},
+			{Row: 0, Name: "large", Start: 5 * ms, End: 10 * ms}, // a change: marked
+			{Row: 1, Name: "overran", Start: 1 * ms, End: 2 * ms},
+			{Row: 1, Name: "overran", Start: 3 * ms, End: 4 * ms},
+			{Row: 2, Name: "to deadline", Start: 2 * ms, End: 5 * ms},
+			{Row: 2, Name: "to deadline", Start: 5 * ms, End: 6 * ms},
+		},
+	}
+	svg := render(t, c)
+	assert.Equal(t, 1, strings.Count(svg, `class="band-change"`), svg)
+	rects := svgRects(t, svg)
+	left, right := plotArea(t, rects)
+	x5 := left + (right-left)/2
+	assert.Contains(t, svg, fmt.Sprintf(`<line class="band-change" x1="%.2f"`, x5))
+}
