@@ -380,7 +380,7 @@ func (h *Handle) flushReduxLocked() {
 	if h.curCat != catRedux {
 		return
 	}
-	r := h.insertLocked(&Codelet{Name: "redux:" + h.rcombine.name(), CPU: h.reduceInto})
+	r := h.insertLocked(&Codelet{Name: "redux:" + h.rcombine.name(), CPU: h.reduceInto}, nil)
 	r.cpuOnly = true // it reads the copies on devices through RAM
 	// A reduction that does not combine (a contribution failed or was
 	// canceled, so it is canceled; or a combine failed) combines none
@@ -404,11 +404,32 @@ func (h *Handle) flushReduxLocked() {
 // tiles' last accesses, and before h's next ones. It runs on no worker:
 // its copies run on the copy engines, waited for on a goroutine of its
 // own. s.handleMu is held.
+//
+// It gathers also when a tile's last writer failed or was canceled, as
+// the tiles' data are in RAM without devices (a task that failed
+// changed nothing there), and then completes canceled by that failure,
+// so that h's next readers are canceled and a W starts anew: canceled
+// before it ran, it gathered nothing, and WaitAll's write-back of the
+// tiles' replicas, still resident, copied them over what h's next
+// writers had put in RAM.
 func (h *Handle) gatherLocked(tiles [][]*Handle) {
 	s := h.s
-	g := h.insertLocked(&Codelet{Name: "gather", Detached: func(_ *Task, done func(error)) {
-		go func() { done(s.data.gather(h, tiles)) }()
-	}})
+	var writers []*Task // held; their failure cancels the gather
+	g := h.insertLocked(&Codelet{Name: "gather", Detached: func(g *Task, done func(error)) {
+		go func() {
+			err := s.data.gather(h, tiles)
+			for _, w := range writers {
+				if err == nil && w.state.Load() == stateFailed {
+					g.cancel(w.err)
+					g.mu.Lock()
+					err = g.depErr
+					g.mu.Unlock()
+				}
+				s.release(w)
+			}
+			done(err)
+		}()
+	}}, &writers)
 	g.internal = true
 	s.readyInserted(g)
 }
@@ -417,8 +438,10 @@ func (h *Handle) gatherLocked(tiles [][]*Handle) {
 // submitted so far and before the next ones: how a step of the engine's
 // own (a reduction's combination, a partition's gather) joins the
 // sequential task flow. The caller finishes it and calls readyInserted.
-// h.s.handleMu is held.
-func (h *Handle) insertLocked(cl *Codelet) *Task {
+// With strong non-nil, the task waits for every predecessor weakly, and
+// those whose failure would cancel it are appended to *strong, held, for
+// the task to check itself. h.s.handleMu is held.
+func (h *Handle) insertLocked(cl *Codelet, strong *[]*Task) *Task {
 	s := h.s
 	t := &Task{Codelet: cl, Context: s.cx.global, engine: true}
 	t.Access = append(t.inlineAcc[:0], Access{h, ModeRW})
@@ -430,23 +453,31 @@ func (h *Handle) insertLocked(cl *Codelet) *Task {
 		s.noteCodelet(cl, t.id)
 	}
 	s.inflight.add(1)
+	edge := func(p *Task, weak bool) {
+		if !weak && strong != nil {
+			p.hold()
+			*strong = append(*strong, p)
+			weak = true
+		}
+		s.pushEdge(p, t, weak, true)
+	}
 	// After readers, t needs the data they read, not their success (see
 	// wireAccessLocked and nread).
 	switch h.curCat {
 	case catRead:
 		for _, p := range h.cur {
-			s.pushEdge(p, t, p.Codelet.Detached == nil, true)
+			edge(p, p.Codelet.Detached == nil)
 		}
 		for i, p := range h.prev {
-			s.pushEdge(p, t, i < int(h.nread) && p.Codelet.Detached == nil, true)
+			edge(p, i < int(h.nread) && p.Codelet.Detached == nil)
 		}
 	case catSync:
 		for i, p := range h.cur {
-			s.pushEdge(p, t, i < int(h.nread) && p.Codelet.Detached == nil, true)
+			edge(p, i < int(h.nread) && p.Codelet.Detached == nil)
 		}
 	default:
 		for _, p := range h.cur {
-			s.addDep(p, t)
+			edge(p, false)
 		}
 	}
 	old := h.prev
