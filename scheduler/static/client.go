@@ -322,6 +322,9 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, sigs <-cha
 		// Collect the setup's garbage now, not in the loop's first periods.
 		runtime.GC()
 	}
+	if lb, ok := l.(*chanLink); ok && lb.afterSetup != nil {
+		lb.afterSetup() // RunLocal's clients share a process: see there
+	}
 
 	runCtx, abort := context.WithCancel(context.Background())
 	defer abort()

@@ -58,10 +58,35 @@ func RunLocal(ctx context.Context, plan *Plan, clients []*Client, opts ...Option
 	clientCtx, cancelClients := context.WithCancel(context.WithoutCancel(runCtx))
 	defer cancelClients()
 	var wg sync.WaitGroup
+	// The clients' setups (each builds its records, a few MB) come after
+	// the collection above: the collection they cause would land in the
+	// loop's first periods (pauses of tens of ms, and the setup's objects
+	// counted as the loop's). So once every client is set up, one
+	// collection, and then the loops: each client's waits for it.
+	setUp := make(chan struct{}, len(clients))
+	collected := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(collected)
+		for range clients {
+			select {
+			case <-setUp:
+			case <-runCtx.Done():
+				return
+			}
+		}
+		runtime.GC()
+	}()
+	afterSetup := func() {
+		setUp <- struct{}{}
+		<-collected
+	}
 	errs := make([]error, len(clients))
 	for i, c := range clients {
 		cl, ml := newChanPair()
 		cl.board, ml.board = shared, shared
+		cl.afterSetup = afterSetup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()

@@ -262,6 +262,10 @@ type chanLink struct {
 	in, out chan *message
 	done    chan struct{} // closed by either end's close
 	once    *sync.Once
+	// afterSetup, when not nil, is called by the client's session once
+	// it has built what its loop needs, before the loop (RunLocal: a
+	// garbage collection once every client is set up).
+	afterSetup func()
 }
 
 func newChanPair() (a, b *chanLink) {
