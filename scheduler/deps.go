@@ -273,7 +273,9 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		for i, p := range h.prev {
 			w := weak
 			if i < int(h.nread) {
-				w = p.Codelet.Detached == nil
+				// A reader does not conflict with a detached reader
+				// that failed; a commuting write or reduction does.
+				w = p.Codelet.Detached == nil || cat == catRead
 			}
 			s.dep(ws, p, t, w)
 		}
@@ -295,7 +297,9 @@ func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) 
 		for i, p := range h.cur {
 			w := weak
 			if readers || i < nr {
-				w = p.Codelet.Detached == nil
+				// A reader after a partition boundary does not
+				// conflict with a detached reader before it either.
+				w = p.Codelet.Detached == nil || cat == catRead
 			}
 			s.dep(ws, p, t, w)
 		}
@@ -411,13 +415,25 @@ func (h *Handle) flushReduxLocked() {
 // so that h's next readers are canceled and a W starts anew: canceled
 // before it ran, it gathered nothing, and WaitAll's write-back of the
 // tiles' replicas, still resident, copied them over what h's next
-// writers had put in RAM.
+// writers had put in RAM. After a detached reader that failed, which
+// may still be reading, it writes nothing.
 func (h *Handle) gatherLocked(tiles [][]*Handle) {
 	s := h.s
 	var writers []*Task // held; their failure cancels the gather
 	g := h.insertLocked(&Codelet{Name: "gather", Detached: func(g *Task, done func(error)) {
 		go func() {
-			err := s.data.gather(h, tiles)
+			var err error
+			gather := true
+			for _, w := range writers {
+				// A detached reader that failed may still be reading
+				// a tile: nothing is written then (as before a writer).
+				if w.Codelet.Detached != nil && w.state.Load() == stateFailed {
+					gather = false
+				}
+			}
+			if gather {
+				err = s.data.gather(h, tiles)
+			}
 			for _, w := range writers {
 				if err == nil && w.state.Load() == stateFailed {
 					g.cancel(w.err)

@@ -491,3 +491,39 @@ func TestWAfterCanceledGather(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []float64{1, 1, 1, 1, 1, 1, 1, 1}, got)
 }
+
+// TestReadersAfterFailedDetachedReaderAcrossPartition: a detached reader
+// (a transfer) that fails cancels the writers after it, not the readers,
+// also when the handle is partitioned after it: a tile's readers ran
+// before as the whole's do, and its writer is canceled as the whole's.
+func TestReadersAfterFailedDetachedReaderAcrossPartition(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	h, err := s.RegisterVector(make([]float64, 8), scheduler.Named("v"))
+	require.NoError(t, err)
+	send := &scheduler.Codelet{Name: "send", Detached: func(_ *scheduler.Task, done func(error)) { done(errors.New("send failed")) }}
+	read := &scheduler.Codelet{Name: "read", CPU: func(*scheduler.Call) error { return nil }}
+	inc := &scheduler.Codelet{Name: "inc", CPU: func(c *scheduler.Call) error {
+		scheduler.VectorOf[float64](c, 0)[0]++
+		return nil
+	}}
+	submit := func(cl *scheduler.Codelet, a scheduler.Arg) *scheduler.Task {
+		task := scheduler.NewTask(cl, a)
+		require.NoError(t, s.SubmitTask(ctx, task))
+		return task
+	}
+	submit(send, scheduler.R(h))
+	whole := submit(read, scheduler.R(h))
+	tl, err := h.Partition(scheduler.Blocks(4, 1))
+	require.NoError(t, err)
+	tile := submit(read, scheduler.R(tl[0][0]))
+	joined := submit(read, scheduler.R(tl[0][0]))
+	writer := submit(inc, scheduler.RW(tl[1][0]))
+	writerAfterReaders := submit(inc, scheduler.RW(tl[0][0]))
+	require.ErrorContains(t, s.WaitAll(ctx), "send failed")
+	require.NoError(t, whole.Err(), "the whole's reader")
+	require.NoError(t, tile.Err(), "a tile's first reader")
+	require.NoError(t, joined.Err(), "a tile's second reader")
+	require.ErrorIs(t, writer.Err(), scheduler.ErrCanceled, "a tile's writer")
+	require.ErrorIs(t, writerAfterReaders.Err(), scheduler.ErrCanceled, "a tile's writer after its readers")
+}
