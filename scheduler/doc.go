@@ -48,7 +48,11 @@
 // so that a fine-grained graph is wired before any of it runs. A
 // task's code must not wait for tasks (WaitAll, Wait, WaitTag, a
 // Synchronous Submit, Unregister, Close): such a wait fails with
-// ErrInTask instead of deadlocking.
+// ErrInTask instead of deadlocking. It may submit tasks: where OpenMP
+// would write a taskwait, a task submits its children with new tags and
+// a continuation AfterTags of them (Example_recursive), and the program
+// waits outside the tasks; RemoveTags forgets tags no one will wait for,
+// which the scheduler otherwise remembers.
 //
 // # Access modes and implicit dependencies
 //

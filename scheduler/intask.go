@@ -71,7 +71,7 @@ func (s *Scheduler) checkNotInTask(what string) error {
 	if t != nil {
 		by = "the code of " + describeTask(t)
 	}
-	return fmt.Errorf("%w: %s called by %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data, and wait outside the tasks", ErrInTask, what, by, w.info.ID)
+	return fmt.Errorf("%w: %s called by %s on worker %d: a task cannot wait for tasks (it would wait for itself, or hold its worker while the tasks it waits for need one); submit the work as tasks of their own ordered by their data or by a continuation AfterTags of them (Example_recursive), and wait outside the tasks", ErrInTask, what, by, w.info.ID)
 }
 
 // describeTask names t as errors do: "task #3 of codelet "potrf"" (the

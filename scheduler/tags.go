@@ -164,7 +164,10 @@ func (s *Scheduler) tagDone(t *Task, err error, q []*Task) []*Task {
 		s.tagMu.Unlock()
 		return q
 	}
-	e.done, e.err = true, err
+	// The entry stays, done, so that a task wired later after the tag
+	// waits for nothing (or is canceled by err), until RemoveTags drops
+	// it; the task itself is no longer needed, and not kept.
+	e.done, e.err, e.task = true, err, nil
 	succs := e.succs
 	e.succs = nil
 	if e.ch != nil {
@@ -180,6 +183,47 @@ func (s *Scheduler) tagDone(t *Task, err error, q []*Task) []*Task {
 		}
 	}
 	return q
+}
+
+// RemoveTags forgets the given tags once their tasks have completed,
+// as StarPU's starpu_tag_remove: the scheduler remembers every tag whose
+// task completed (so that a task submitted later with AfterTags of it,
+// or a WaitTag, does not wait), which costs memory for each distinct
+// tag until it is removed. A program that takes a new tag for every join
+// (a recursive task that waits for its children's tags, a stream of
+// tagged tasks) removes them once nothing will wait for them any more:
+// the continuation that waited for its children's tags removes those
+// tags in its own code, say. A removed tag is unknown: a later AfterTags
+// or WaitTag of it waits for a task that carries it anew.
+//
+// Tag 0 and tags unknown to s are ignored. A tag that a pending task
+// carries, or that tasks or WaitTag calls wait for before any task
+// carries it, is kept, and RemoveTags returns an error wrapping
+// ErrBadData naming it (the others are removed all the same). It does
+// not wait, and may be called from a task's code.
+func (s *Scheduler) RemoveTags(tags ...Tag) error {
+	var kept []string
+	s.tagMu.Lock()
+	for _, g := range tags {
+		e := s.tags[g]
+		if g == 0 || e == nil {
+			continue
+		}
+		if !e.done {
+			why := "no task carries it yet, and tasks or WaitTag wait for it"
+			if e.task != nil {
+				why = fmt.Sprintf("task %q, which carries it, has not completed", e.task.Codelet.name())
+			}
+			kept = append(kept, fmt.Sprintf("tag %d (%s)", g, why))
+			continue
+		}
+		delete(s.tags, g)
+	}
+	s.tagMu.Unlock()
+	if len(kept) > 0 {
+		return fmt.Errorf("%w: RemoveTags kept %s: remove a tag once its task has completed", ErrBadData, strings.Join(kept, ", "))
+	}
+	return nil
 }
 
 // noTagCarrier is the error of a wait for tag g that Close ended.
