@@ -151,6 +151,7 @@ type RuntimeView struct {
 
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
+	schedAt string          // where that call was made (file:line), for later calls' errors
 
 	getenv func(string) string // WithGetenv's, or os.Getenv: PZ_TRACE for Scheduler
 	stderr io.Writer           // where Scheduler's trace at Close says what it wrote instead of the merged trace

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,14 @@ const DefaultDistTimeout = 10 * time.Minute
 // workers are this rank's share of its node's cores, joined to the other
 // ranks' through a private duplicate of the communicator. The first call
 // makes it and is collective: every rank calls it at the same point. Later
-// calls return the same scheduler (opts are then ignored). Close closes it
-// (through the finalizer stack), after the callbacks stacked later.
+// calls without options return the same scheduler, so that several
+// libraries share it (each in scheduling contexts of its own, say); a later
+// call with options returns an error wrapping ErrOption that names the call
+// that made the scheduler (its file and line), rather than drop options
+// that can no longer apply: give every option to the first call. Close
+// closes it (through the finalizer stack), after the callbacks stacked
+// later: a library whose finalizer uses the scheduler stacks it after its
+// first call to Scheduler.
 //
 // Devices: the rank's devices (WithSimDevices, PZ_NSIM) are memory nodes
 // of its scheduler too, each with a worker, shared with the resource set's
@@ -86,6 +93,9 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
 	if rt.sched != nil {
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: %d options given, but this rank's scheduler was made by an earlier call (%s) and is shared: its options cannot change now; call Scheduler without options to share it, or give every option to the first call", rt.Rank(), ErrOption, len(opts), rt.schedAt)
+		}
 		return rt.sched, nil
 	}
 	nprocs := runtime.GOMAXPROCS(0) // read by every in-process rank before dist.New returns on any
@@ -185,6 +195,10 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
 	rt.sched = d
+	rt.schedAt = "at an unknown place"
+	if _, file, line, ok := runtime.Caller(1); ok {
+		rt.schedAt = fmt.Sprintf("at %s:%d", filepath.Base(file), line)
+	}
 	return d, nil
 }
 

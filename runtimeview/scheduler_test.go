@@ -245,3 +245,30 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Two libraries on one RuntimeView, each asking Scheduler for options of
+// its own (helper-145's trial): the second library's options cannot
+// apply to the scheduler the first one made. Scheduler used to return
+// the first one's scheduler and drop them without a word (the second
+// asked for 1 worker and the eager policy and got 3 workers and dmda);
+// it now refuses them with an error that says where the scheduler was
+// made and how to share it, and a later call without options shares it.
+func TestSchedulerLaterOptionsRefused(t *testing.T) {
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		d, err := rt.Scheduler(ctx, scheduler.WithPolicy("dmda"), scheduler.WithWorkers(3)) // library A
+		require.NoError(t, err)
+		again, err := rt.Scheduler(ctx, scheduler.WithPolicy("eager"), scheduler.WithWorkers(1)) // library B
+		require.ErrorIs(t, err, runtimeview.ErrOption)
+		require.Nil(t, again)
+		require.Contains(t, err.Error(), "2 options given")
+		require.Contains(t, err.Error(), "scheduler_test.go:", "names the call that made the scheduler")
+		require.Contains(t, err.Error(), "without options")
+		require.Equal(t, "dmda", d.Local().Policy(), "the refused call changed nothing")
+		require.Len(t, d.Local().Workers(), 3)
+		shared, err := rt.Scheduler(ctx)
+		require.NoError(t, err)
+		require.Same(t, d, shared)
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	require.NoError(t, err)
+}
