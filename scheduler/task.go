@@ -286,7 +286,9 @@ type Task struct {
 	Priority int
 	// Tag, when non-zero, names the task (see Tag).
 	Tag Tag
-	// After lists explicit predecessors.
+	// After lists explicit predecessors. The scheduler clears it once
+	// the task has completed, so that a chain of tasks each After the
+	// previous one does not keep every earlier task reachable.
 	After []*Task
 	// AfterTags lists predecessors by tag (0 adds none).
 	AfterTags []Tag
