@@ -537,7 +537,7 @@ func (d *cudaDriver) launch(w *worker, t *Task) {
 }
 
 func (d *cudaDriver) taskError(t *Task, c *Call, err error) error {
-	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Err: err}
+	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: c.Worker, Err: err}
 }
 
 // poll asks each task in flight whether its end event has completed, in

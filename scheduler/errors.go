@@ -100,6 +100,9 @@ type TaskError struct {
 	Task uint64
 	// Tag is the task's tag, 0 when it has none.
 	Tag Tag
+	// Context is the name of the scheduling context the task was
+	// submitted to, "" for the scheduler's global one.
+	Context string
 	// Worker is the id of the worker that ran the task, -1 when the
 	// error did not come from a worker (a callback run at submission).
 	Worker int
@@ -120,8 +123,9 @@ type TaskError struct {
 }
 
 // Error implements error: one line, "scheduler: task #7 (tag 3) of
-// codelet "potrf" failed on worker 1: not positive definite", or for a
-// panic "... panicked on worker 1 at potrf.go:42: ...".
+// codelet "potrf" in context "liba" failed on worker 1: not positive
+// definite" (no context for the global one), or for a panic "...
+// panicked on worker 1 at potrf.go:42: ...".
 func (e *TaskError) Error() string {
 	var b strings.Builder
 	b.WriteString("scheduler: task")
@@ -132,6 +136,9 @@ func (e *TaskError) Error() string {
 		fmt.Fprintf(&b, " (tag %d)", e.Tag)
 	}
 	fmt.Fprintf(&b, " of codelet %q ", e.Codelet)
+	if e.Context != "" {
+		fmt.Fprintf(&b, "in context %q ", e.Context)
+	}
 	if e.Panicked {
 		b.WriteString("panicked")
 	} else {
@@ -242,3 +249,12 @@ func (e *canceledError) Unwrap() []error { return []error{ErrCanceled, e.cause} 
 // one (context.WithCancelCause): errors.Is still finds context.Canceled,
 // and the message says why.
 func ctxErr(ctx context.Context) error { return ctxerr.Of(ctx) }
+
+// contextName is the name TaskError gives t's context: "" for the
+// global one.
+func (t *Task) contextName() string {
+	if t.Context == nil || t.s == nil || t.Context == t.s.cx.global {
+		return ""
+	}
+	return t.Context.name
+}

@@ -812,3 +812,28 @@ func TestUnpartitionAfterFailedTileReader(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskErrorNamesContext: a task's error names the context it was
+// submitted to, so that two libraries sharing a scheduler, each in a
+// context of its own, tell whose task failed (helper-145's trial: the
+// context showed only in the wait's error around it); the global
+// context is not named.
+func TestTaskErrorNamesContext(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	liba, err := s.NewContext("liba", scheduler.ContextWorkers(0))
+	require.NoError(t, err)
+	boom := &scheduler.Codelet{Name: "gemm", CPU: func(*scheduler.Call) error { return errors.New("bad tile") }}
+	in := scheduler.NewTask(boom, scheduler.InContext(liba))
+	require.NoError(t, s.SubmitTask(ctx, in))
+	global := scheduler.NewTask(boom)
+	require.NoError(t, s.SubmitTask(ctx, global))
+	require.Error(t, s.WaitAll(ctx))
+	var te *scheduler.TaskError
+	require.ErrorAs(t, in.Err(), &te)
+	assert.Equal(t, "liba", te.Context)
+	assert.Contains(t, in.Err().Error(), `of codelet "gemm" in context "liba" failed on worker 0: bad tile`)
+	require.ErrorAs(t, global.Err(), &te)
+	assert.Equal(t, "", te.Context)
+	assert.NotContains(t, global.Err().Error(), "in context")
+}

@@ -252,7 +252,7 @@ func (s *Scheduler) startDetached(t *Task) {
 	}
 	go func() {
 		if _, err := s.data.acquireTask(t, RAM, nil, nil); err != nil {
-			s.endDetached(t, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err})
+			s.endDetached(t, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: -1, Err: err})
 			return
 		}
 		s.runDetached(t, true)
@@ -282,7 +282,7 @@ func (s *Scheduler) runDetached(t *Task, pinned bool) {
 		}
 		if err != nil {
 			if _, ok := err.(*TaskError); !ok {
-				err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: -1, Err: err}
+				err = &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: -1, Err: err}
 			}
 		}
 		s.endDetached(t, err)

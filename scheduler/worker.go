@@ -430,7 +430,7 @@ func callCPU(t *Task, c *Call) (err error) {
 		}
 	}()
 	if e := t.Codelet.CPU(c); e != nil {
-		return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: c.Worker, Rank: c.Rank, Size: c.Size, Err: e}
+		return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: c.Worker, Rank: c.Rank, Size: c.Size, Err: e}
 	}
 	return nil
 }
@@ -443,7 +443,7 @@ func panicError(t *Task, worker int, r any, what string) error {
 		e = fmt.Errorf("%s%w", what, e)
 	}
 	stack := string(debug.Stack())
-	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: worker, Err: e, Panicked: true, Stack: stack, Site: panicSite(stack)}
+	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: worker, Err: e, Panicked: true, Stack: stack, Site: panicSite(stack)}
 }
 
 // prepare fills bufs with t's data on this worker's memory node: in
@@ -454,7 +454,7 @@ func (w *worker) prepare(t *Task, bufs []*buffer) ([]*buffer, error) {
 	if d := w.s.data; d != nil {
 		var err error
 		if bufs, err = d.acquireTask(t, w.info.Node, bufs, w.drain); err != nil {
-			return bufs, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Worker: w.info.ID, Err: err}
+			return bufs, &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: w.info.ID, Err: err}
 		}
 		// A device's admission of t lasts until its Scratch buffers and
 		// Redux copies, below, have their room (acquireTask).
