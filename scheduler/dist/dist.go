@@ -141,6 +141,9 @@ type Scheduler struct {
 	walking        *scheduler.Codelet // the codelet of the program's submission being walked (Submit), so that a failure names it as the program's task; guarded by mu
 	walkingWaitAll bool               // WaitAll is walking the end of the graph (reductions combined, versions brought back to their owners), so that a failure of those tasks names WaitAll; guarded by mu
 	unwaited       int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
+	closing        atomic.Bool        // Close has begun: this rank's program submits no more (Submit reads it before taking mu, which a comparison of the graphs holds)
+	closeMu        sync.Mutex         // held through Close, so that a second Close waits for the first
+	waitMu         sync.Mutex         // held through WaitAll and Close's wait: one rank is at one point of the graph at a time
 	trace          traceLog
 	// closeTrace is the trace Close writes (WithCloseTrace); nil: none.
 	closeTrace *CloseTrace
@@ -767,23 +770,39 @@ func (d *Scheduler) failure() error {
 // Closing twice is a no-op. With WithCloseTrace it writes the merged
 // trace after that wait, or this rank's own trace once its tasks have
 // drained (see WithCloseTrace).
+//
+// Close called from another goroutine while the program still submits
+// or waits on this rank ends that rank's submissions where they are: a
+// WaitAll in progress completes first (Close then waits for what it did
+// not), and from the moment Close begins Submit, Register, Update,
+// Unregister, Flush and a WaitAll not yet started return ErrClosed on
+// this rank, so that the graph check tells the other ranks where this
+// rank stopped rather than two waits of one rank starting comparisons
+// that the other ranks join only once.
 func (d *Scheduler) Close() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil
 	}
-	pending := d.unwaited > 0
 	// A difference of the graphs found now is that this rank stopped
 	// submitting, not that its program called WaitAll.
+	d.closing.Store(true)
 	d.check.closing = true
 	d.mu.Unlock()
 	var errs []error
+	d.waitMu.Lock() // a WaitAll of the program's in progress ends first
+	d.mu.Lock()
+	pending := d.unwaited > 0
+	d.mu.Unlock()
 	if pending && d.failure() == nil {
-		if err := d.WaitAll(context.Background()); err != nil {
+		if err := d.waitAll(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("dist: Close: %w", err))
 		}
 	}
+	d.waitMu.Unlock()
 	merged, why := false, ""
 	if d.closeTrace != nil {
 		var err error
@@ -842,6 +861,19 @@ func (d *Scheduler) Close() error {
 // the failure as soon as they have. Other work on the local scheduler is
 // not affected.
 func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
+	d.waitMu.Lock()
+	defer d.waitMu.Unlock()
+	d.mu.Lock()
+	closing := d.closing.Load() && !d.closed
+	d.mu.Unlock()
+	if closing {
+		return fmt.Errorf("dist: WaitAll on rank %d: %w: Close was called on this rank (from another goroutine?) and waits for the graph itself", d.rank, ErrClosed)
+	}
+	return d.waitAll(ctx)
+}
+
+// waitAll is WaitAll; d.waitMu is held.
+func (d *Scheduler) waitAll(ctx context.Context) (err error) {
 	defer func() { err = rankFailed(err) }()
 	if d.size > 1 {
 		// Hear of the departures already delivered first: a comparison

@@ -356,7 +356,7 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 	h.hold(owner)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed || d.closing.Load() {
 		return nil, fmt.Errorf("dist: Register: %w", ErrClosed)
 	}
 	h.id = d.nextID
@@ -590,6 +590,10 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		// Refused before the graph check, as a nil handle is: ranks that
 		// all pass nil here still submit the same graph.
 		return fmt.Errorf("dist: Submit: %w: nil codelet (argument cl); pass a *scheduler.Codelet with a Name and an implementation", comm.ErrInvalidArg)
+	}
+	if d.closing.Load() {
+		// Before d.mu, which Close's comparison of the graphs holds.
+		return fmt.Errorf("dist: submitting %q on rank %d: %w: Close was called on this rank (from another goroutine?) while its program was still submitting", cl.Name, d.rank, ErrClosed)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -172,7 +172,7 @@ func (d *Scheduler) refuse(call string, h *Handle) error {
 // admitLocked returns why call cannot go on with h: the scheduler is
 // closed or failed, or h was unregistered. d.mu is held.
 func (d *Scheduler) admitLocked(call string, h *Handle) error {
-	if d.closed {
+	if d.closed || d.closing.Load() {
 		return fmt.Errorf("dist: %s of %v: %w", call, h, ErrClosed)
 	}
 	if err := h.usableLocked(); err != nil {
