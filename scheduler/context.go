@@ -580,7 +580,7 @@ func (c *Context) WaitAll(ctx context.Context) error {
 	}
 	c.s.flushBatches()
 	if err := c.pending.wait(ctx); err != nil {
-		err = fmt.Errorf("scheduler: waiting for %q: %w (%s pending)", c.name, err, tasks(c.Pending()))
+		err = fmt.Errorf("scheduler: waiting for %q: %w (up to %s pending)", c.name, err, tasks(c.Pending()))
 		return c.s.stuckErrorIn(c, err)
 	}
 	return c.takeErrors(true)

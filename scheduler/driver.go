@@ -570,7 +570,7 @@ func (d *Driver) WaitAll(ctx context.Context) error {
 		err := d.driveUntil(ctx, zero)
 		s.inflight.unwait()
 		if err != nil {
-			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (%s pending)", w.info.ID, err, tasks(s.Global().Pending())))
+			return s.stuckError(fmt.Errorf("scheduler: WaitAll on worker %d's driver: %w (up to %s pending)", w.info.ID, err, tasks(s.Global().Pending())))
 		}
 	}
 	return s.WaitAll(ctx)

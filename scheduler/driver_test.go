@@ -239,7 +239,7 @@ func TestDriverWaitAllCanceled(t *testing.T) {
 	cancel()
 	err := d.WaitAll(wctx)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Contains(t, err.Error(), "(1 task pending)")
+	assert.Contains(t, err.Error(), "(up to 1 task pending)")
 	release()
 	require.NoError(t, d.WaitAll(ctx))
 	require.NoError(t, d.Deinit())

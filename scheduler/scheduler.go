@@ -327,7 +327,7 @@ func (s *Scheduler) WaitAll(ctx context.Context) error {
 	s.flushBatches()
 	s.flushReductions()
 	if err := s.inflight.wait(ctx); err != nil {
-		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (%s pending)", err, tasks(s.Global().Pending())))
+		return s.stuckError(fmt.Errorf("scheduler: WaitAll: %w (up to %s pending)", err, tasks(s.Global().Pending())))
 	}
 	var wb error
 	if s.data != nil {
