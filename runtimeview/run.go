@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,7 +96,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 			if rt.sig != nil {
 				<-rt.sig.done
 			}
-			return errors.Join(ferr, rt.Close())
+			return joinClose(ferr, rt.Close())
 		}
 		if ferr != nil {
 			rt.abandonGraph(ferr)
@@ -103,7 +104,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 				rt.abortJob(ferr, cfg.exit)
 			}
 		}
-		return errors.Join(ferr, rt.Close())
+		return joinClose(ferr, rt.Close())
 	}
 	if n == 0 {
 		n = 1
@@ -118,6 +119,16 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 	// Run is a program's main: SIGINT and SIGTERM end it gracefully
 	// unless the options say otherwise (RunLocal alone leaves them off).
 	return RunLocal(ctx, n, fn, append([]Option{WithSignals(true)}, opts...)...)
+}
+
+// joinClose joins a rank's error and its Close's, naming Close's once: a
+// function that returned rt.Close()'s error (as in "return rt.Close()")
+// would otherwise have it twice, as Close says its first result again.
+func joinClose(err, cerr error) error {
+	if err != nil && cerr != nil && strings.Contains(err.Error(), cerr.Error()) {
+		return err
+	}
+	return errors.Join(err, cerr)
 }
 
 // callRank runs fn and turns a panic into an error with its stack.

@@ -135,7 +135,7 @@ func RunLocal(ctx context.Context, n int, fn func(ctx context.Context, rt *Runti
 			case err != nil:
 				rt.abandonGraph(err)
 			}
-			err = errors.Join(err, rt.Close())
+			err = joinClose(err, rt.Close())
 			if p != nil {
 				panic(p)
 			}
