@@ -60,6 +60,15 @@ func newDMDA(cfg PolicyConfig) *dmda {
 func (p *dmda) Name() string { return "dmda" }
 
 func (p *dmda) AddWorkers(ws ...WorkerInfo) {
+	// The loads grow before the workers are published (add): a Push
+	// that sees a new worker indexes its load at once.
+	p.mu.Lock()
+	for _, w := range ws {
+		for len(p.load) <= w.ID {
+			p.load = append(p.load, dmdaWorker{})
+		}
+	}
+	p.mu.Unlock()
 	orphans := p.add(ws)
 	p.mu.Lock()
 	for len(p.load) < len(p.set.Load().q) {
