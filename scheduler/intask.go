@@ -59,6 +59,15 @@ func (s *Scheduler) runningTask() (*Task, *worker) {
 	return nil, nil
 }
 
+// CheckNotInTask returns an error wrapping ErrInTask when it is called
+// by the code of a task (or a task's callback) that one of s's workers
+// runs, and nil otherwise; what names the caller's call in the error
+// ("dist WaitAll"). A layer built on s (dist) calls it before a wait of
+// its own, which a task's code would otherwise make and deadlock in.
+func (s *Scheduler) CheckNotInTask(what string) error {
+	return s.checkNotInTask(what)
+}
+
 // checkNotInTask refuses a wait (what: "WaitAll", "Unregister of
 // handle x", ...) made by the code of a task that one of s's workers
 // runs.

@@ -143,7 +143,7 @@ type Scheduler struct {
 	unwaited       int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
 	closing        atomic.Bool        // Close has begun: this rank's program submits no more (Submit reads it before taking mu, which a comparison of the graphs holds)
 	closeMu        sync.Mutex         // held through Close, so that a second Close waits for the first
-	waitMu         sync.Mutex         // held through WaitAll and Close's wait: one rank is at one point of the graph at a time
+	waitSem        chan struct{}      // holds a token through WaitAll and Close's wait: one rank is at one point of the graph at a time (a channel, so that a WaitAll waiting for it heeds its context)
 	trace          traceLog
 	// closeTrace is the trace Close writes (WithCloseTrace); nil: none.
 	closeTrace *CloseTrace
@@ -201,7 +201,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	if err != nil {
 		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
 	}
-	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize),
+	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize), waitSem: make(chan struct{}, 1),
 		xfers: map[uint64]inflight{}, stall: defaultStall, peers: make([]peerCounts, dc.Size()), report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	d.graph, d.stopGraph = context.WithCancelCause(context.Background())
 	for _, o := range opts {
@@ -780,7 +780,16 @@ func (d *Scheduler) failure() error {
 // rank stopped rather than two waits of one rank starting comparisons
 // that the other ranks join only once.
 func (d *Scheduler) Close() error {
-	d.closeMu.Lock()
+	// A task's code that calls Close would wait here for the program's
+	// WaitAll, which waits for that task: refused instead, and the
+	// scheduler closed without waiting for the graph (it fails).
+	inTask := d.local.CheckNotInTask("dist Close")
+	if inTask == nil {
+		d.closeMu.Lock()
+	} else if !d.closeMu.TryLock() {
+		// The Close in progress may be waiting for this task.
+		return fmt.Errorf("dist: Close on rank %d: %w (another Close is in progress)", d.rank, inTask)
+	}
 	defer d.closeMu.Unlock()
 	d.mu.Lock()
 	if d.closed {
@@ -793,16 +802,20 @@ func (d *Scheduler) Close() error {
 	d.check.closing = true
 	d.mu.Unlock()
 	var errs []error
-	d.waitMu.Lock() // a WaitAll of the program's in progress ends first
-	d.mu.Lock()
-	pending := d.unwaited > 0
-	d.mu.Unlock()
-	if pending && d.failure() == nil {
-		if err := d.waitAll(context.Background()); err != nil {
-			errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+	if inTask != nil {
+		errs = append(errs, fmt.Errorf("dist: Close on rank %d did not wait for the graph: %w", d.rank, inTask))
+	} else {
+		d.waitSem <- struct{}{} // a WaitAll of the program's in progress ends first
+		d.mu.Lock()
+		pending := d.unwaited > 0
+		d.mu.Unlock()
+		if pending && d.failure() == nil {
+			if err := d.waitAll(context.Background()); err != nil {
+				errs = append(errs, fmt.Errorf("dist: Close: %w", err))
+			}
 		}
+		<-d.waitSem
 	}
-	d.waitMu.Unlock()
 	merged, why := false, ""
 	if d.closeTrace != nil {
 		var err error
@@ -861,8 +874,25 @@ func (d *Scheduler) Close() error {
 // the failure as soon as they have. Other work on the local scheduler is
 // not affected.
 func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
-	d.waitMu.Lock()
-	defer d.waitMu.Unlock()
+	// Before waiting for another WaitAll or Close's wait, which would
+	// wait for the task calling it.
+	if err := d.local.CheckNotInTask("dist WaitAll"); err != nil {
+		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+	}
+	select {
+	case d.waitSem <- struct{}{}:
+	default:
+		// Another WaitAll, or Close's wait, holds this rank: wait for it
+		// while ctx lasts. The rank does not leave the graph then (the
+		// other wait goes on); a WaitAll that gets to wait with ctx
+		// ended leaves it, as it did.
+		select {
+		case d.waitSem <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("dist: WaitAll on rank %d: waiting for this rank's other WaitAll or Close to end its wait: %w", d.rank, context.Cause(ctx))
+		}
+	}
+	defer func() { <-d.waitSem }()
 	d.mu.Lock()
 	closing := d.closing.Load() && !d.closed
 	d.mu.Unlock()
@@ -872,7 +902,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 	return d.waitAll(ctx)
 }
 
-// waitAll is WaitAll; d.waitMu is held.
+// waitAll is WaitAll; d.waitSem holds its token.
 func (d *Scheduler) waitAll(ctx context.Context) (err error) {
 	defer func() { err = rankFailed(err) }()
 	if d.size > 1 {

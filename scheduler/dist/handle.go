@@ -597,6 +597,11 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closing.Load() && !d.closed {
+		// Close began while this Submit waited for d.mu: its wait may
+		// have compared the graphs already, without this submission.
+		return fmt.Errorf("dist: submitting %q on rank %d: %w: Close was called on this rank (from another goroutine?) while its program was still submitting", cl.Name, d.rank, ErrClosed)
+	}
 	if d.closed {
 		return fmt.Errorf("dist: submitting %q: %w", cl.Name, ErrClosed)
 	}
