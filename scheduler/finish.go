@@ -67,20 +67,22 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 			}
 		}
 	}
+	if len(t.After) > 0 {
+		// Done, t waits for nothing: forget its predecessors, or a loop
+		// of tasks each After(prev) would keep every task of the chain
+		// reachable from the last. Before the state is stored, so that a
+		// program that reads After once Wait or Done has returned reads
+		// nil, with no race. A walk for a cycle (afterCycleLocked) reads
+		// After under s.tagMu, after seeing t not done.
+		s.tagMu.Lock()
+		t.After = nil
+		s.tagMu.Unlock()
+	}
 	t.err = err
 	if err != nil {
 		t.state.Store(stateFailed)
 	} else {
 		t.state.Store(stateDone)
-	}
-	if len(t.After) > 0 {
-		// Done, t waits for nothing: forget its predecessors, or a loop
-		// of tasks each After(prev) would keep every task of the chain
-		// reachable from the last. A walk for a cycle (afterCycleLocked)
-		// reads After under s.tagMu, after seeing t not done.
-		s.tagMu.Lock()
-		t.After = nil
-		s.tagMu.Unlock()
 	}
 	for e := t.succs.Swap(sealed); e != nil; {
 		// An edge lives in its successor, which may run, complete and

@@ -150,3 +150,26 @@ func TestAfterChainReleasesTasks(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// A completed task's After list is cleared (TestAfterChainReleasesTasks)
+// before the task is seen done: a program that reads it once Wait or
+// Done has returned reads nil, and races with nothing. It was cleared
+// after the state that Wait reads, so such a read raced with the
+// clearing (go test -race) and saw the list or nil by timing.
+func TestAfterClearedBeforeDone(t *testing.T) {
+	ctx := testCtx(t)
+	s := newSched(t, scheduler.WithWorkers(2))
+	cl := &scheduler.Codelet{Name: "step", CPU: func(*scheduler.Call) error { return nil }}
+	for i := range 200 {
+		p := scheduler.NewTask(cl)
+		q := scheduler.NewTask(cl, scheduler.After(p))
+		require.NoError(t, s.SubmitTask(ctx, p))
+		require.NoError(t, s.SubmitTask(ctx, q))
+		if i%2 == 0 {
+			require.NoError(t, q.Wait(ctx))
+		} else {
+			<-q.Done()
+		}
+		require.Nil(t, q.After, "task %d: After read once the task was done", i)
+	}
+}

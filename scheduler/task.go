@@ -273,7 +273,10 @@ const (
 // A Task is one execution of a codelet on data. Build one with NewTask,
 // or fill the exported fields, and submit it with SubmitTask; or use
 // Submit, which does both. The exported fields must not change after
-// submission. A Task is safe for concurrent use by Wait, Err and Done.
+// submission; the scheduler clears After when the task completes, so
+// read After before submitting the task or once Wait or Done has
+// returned (it is nil then). A Task is safe for concurrent use by Wait,
+// Err and Done.
 type Task struct {
 	// Codelet is what the task runs.
 	Codelet *Codelet
@@ -286,9 +289,11 @@ type Task struct {
 	Priority int
 	// Tag, when non-zero, names the task (see Tag).
 	Tag Tag
-	// After lists explicit predecessors. The scheduler clears it once
-	// the task has completed, so that a chain of tasks each After the
-	// previous one does not keep every earlier task reachable.
+	// After lists explicit predecessors. The scheduler clears it when
+	// the task completes (before Wait returns and Done is closed), so
+	// that a chain of tasks each After the previous one does not keep
+	// every earlier task reachable; reading it while the task is
+	// pending races with that.
 	After []*Task
 	// AfterTags lists predecessors by tag (0 adds none).
 	AfterTags []Tag
