@@ -62,19 +62,12 @@ func (p *dmda) Name() string { return "dmda" }
 func (p *dmda) AddWorkers(ws ...WorkerInfo) {
 	// The loads grow before the workers are published (add): a Push
 	// that sees a new worker indexes its load at once.
-	p.mu.Lock()
+	n := 0
 	for _, w := range ws {
-		for len(p.load) <= w.ID {
-			p.load = append(p.load, dmdaWorker{})
-		}
+		n = max(n, w.ID+1)
 	}
-	p.mu.Unlock()
+	p.growLoads(n)
 	orphans := p.add(ws)
-	p.mu.Lock()
-	for len(p.load) < len(p.set.Load().q) {
-		p.load = append(p.load, dmdaWorker{})
-	}
-	p.mu.Unlock()
 	for _, t := range orphans {
 		p.Push(t, -1)
 	}
@@ -82,17 +75,31 @@ func (p *dmda) AddWorkers(ws ...WorkerInfo) {
 
 func (p *dmda) RemoveWorkers(ids ...int) []*Task {
 	out := p.remove(ids)
-	p.mu.Lock()
-	for _, id := range ids {
-		if id < len(p.load) {
-			p.load[id] = dmdaWorker{}
-		}
-	}
-	p.mu.Unlock()
+	p.resetLoads(ids)
 	if len(p.set.Load().ids) == 0 {
 		out = append(out, p.fallback.drain()...)
 	}
 	return out
+}
+
+// growLoads makes room for the loads of workers 0 to n-1.
+func (p *dmda) growLoads(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.load) < n {
+		p.load = append(p.load, dmdaWorker{})
+	}
+}
+
+// resetLoads forgets the loads of workers that left.
+func (p *dmda) resetLoads(ids []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if id >= 0 && id < len(p.load) {
+			p.load[id] = dmdaWorker{}
+		}
+	}
 }
 
 func (p *dmda) Push(t *Task, from int) int {
@@ -132,30 +139,9 @@ func (p *dmda) Push(t *Task, from int) int {
 			p.fallback.push(t, true)
 			return AnyWorker
 		}
-		p.mu.Lock()
-		now := p.cfg.Now()
-		away := 0
-		for i, w := range ids {
-			l := p.load[w]
-			cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
-			if p.cfg.Serving != nil && !p.cfg.Serving(w) {
-				// A driven worker whose program is away runs
-				// nothing until it comes back: no time to count on.
-				cands[i].avail = math.Inf(1)
-				away++
-			}
-		}
-		if away == len(ids) {
-			for i, w := range ids {
-				l := p.load[w]
-				cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
-			}
-		}
-		i, _ := earliestFinish(cands)
+		i := p.place(cands, ids)
 		w := ids[i]
-		p.load[w].queued += cands[i].exec
 		t.predicted = float32(cands[i].exec)
-		p.mu.Unlock()
 		q := s.q[w]
 		before := q.len()
 		if p.cfg.Prefetch != nil {
@@ -167,10 +153,62 @@ func (p *dmda) Push(t *Task, from int) int {
 			}
 			return w
 		}
-		p.mu.Lock()
-		p.load[w].queued -= cands[i].exec
-		p.mu.Unlock()
+		p.unplace(w, cands[i].exec)
 	}
+}
+
+// place chooses, among the candidates cands (workers ids), the one where
+// a task finishes first, counts the task's execution time in its load,
+// and returns its index. The lock of the loads is released by a defer,
+// here and wherever dmda takes it: a panic under it (an index past the
+// loads, the defect of TestDMDAPushWhileAddingWorkers) may be recovered
+// - a Push inside a task runs under callCPU's recover - and the lock
+// left held would block every worker and Close for ever.
+func (p *dmda) place(cands []heftCand, ids []int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	away := 0
+	for i, w := range ids {
+		l := p.load[w]
+		cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
+		if p.cfg.Serving != nil && !p.cfg.Serving(w) {
+			// A driven worker whose program is away runs
+			// nothing until it comes back: no time to count on.
+			cands[i].avail = math.Inf(1)
+			away++
+		}
+	}
+	if away == len(ids) {
+		for i, w := range ids {
+			l := p.load[w]
+			cands[i].avail = float64(max(now, l.runEnd)-now) + l.queued
+		}
+	}
+	i, _ := earliestFinish(cands)
+	p.load[ids[i]].queued += cands[i].exec
+	return i
+}
+
+// unplace takes back the time place counted for a task on worker w,
+// whose queue then refused the task: w left meanwhile, and RemoveWorkers
+// may have reset its load already, which must not go below zero (w,
+// back, would look busy for less than nothing and take every task).
+func (p *dmda) unplace(w int, exec float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := &p.load[w]
+	l.queued = max(l.queued-exec, 0)
+}
+
+// popped counts the start of t, popped from worker w's queue: its time
+// leaves the queued load and makes the predicted end of w's run.
+func (p *dmda) popped(t *Task, w int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := &p.load[w]
+	l.queued = max(l.queued-float64(t.predicted), 0)
+	l.runEnd = p.cfg.Now() + int64(t.predicted)
 }
 
 func (p *dmda) Pop(w int) *Task {
@@ -179,14 +217,7 @@ func (p *dmda) Pop(w int) *Task {
 		return nil
 	}
 	if t := s.q[w].popFront(s.info[w].Kind); t != nil {
-		p.mu.Lock()
-		l := &p.load[w]
-		l.queued -= float64(t.predicted)
-		if l.queued < 0 {
-			l.queued = 0
-		}
-		l.runEnd = p.cfg.Now() + int64(t.predicted)
-		p.mu.Unlock()
+		p.popped(t, w)
 		return t
 	}
 	return p.popFallback(s.info[w].Kind)
@@ -259,7 +290,19 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 	if q.len() == 0 {
 		return nil
 	}
+	if t, scanned := p.popFallbackScan(k); scanned {
+		return t
+	}
+	return q.popFront(k) // none k can run near the head
+}
+
+// popFallbackScan is popFallback's scan of the FIFO's head, under the
+// FIFO's lock, released by a defer (Estimate runs under it); scanned is
+// false when no task near the head is one k can run.
+func (p *dmda) popFallbackScan(k WorkerKind) (t *Task, scanned bool) {
+	q := &p.fallback
 	q.lock()
+	defer q.unlock()
 	pick, first := -1, -1
 	for i := q.head; i < len(q.buf) && i < q.head+calibScan; i++ {
 		e := q.buf[i]
@@ -280,10 +323,9 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 		pick = first
 	}
 	if pick < 0 {
-		q.unlock()
-		return q.popFront(k) // none k can run near the head
+		return nil, false
 	}
-	t := q.buf[pick].t
+	t = q.buf[pick].t
 	if pick == q.head {
 		q.buf[pick] = queued{}
 		q.head++
@@ -293,8 +335,7 @@ func (p *dmda) popFallback(k WorkerKind) *Task {
 		q.buf = q.buf[:len(q.buf)-1]
 	}
 	q.compact()
-	q.unlock()
-	return t
+	return t, true
 }
 
 // inlinable: a task Push would give the shared FIFO (a codelet not
