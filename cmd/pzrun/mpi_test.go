@@ -398,14 +398,14 @@ func TestMpirunTwoRanksSIGTERMSaysWhy(t *testing.T) {
 	}()
 	exited := make(chan error, 1)
 	go func() { <-drained; exited <- cmd.Wait() }()
+	// Wait for the first progress line, with no bound of its own: it comes
+	// after the first operation's 220,000 timed rounds (8 B at -scale 100),
+	// which took more than 2 minutes on two loaded cores; a job that never
+	// prints one ends at go test's -timeout.
 	select {
 	case <-progress:
 	case err := <-exited:
 		t.Fatalf("the job ended before its first progress line: %v\n%s", err, errb.String())
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("no progress line:\n%s", errb.String())
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
