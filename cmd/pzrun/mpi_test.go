@@ -375,7 +375,7 @@ func TestMpirunTwoRanksSIGTERMSaysWhy(t *testing.T) {
 		t.Skip("mpirun not installed")
 	}
 	bin := buildPzrun(t, mpiTags()...)
-	cmd := exec.Command(mpirun, append(lau.Args(2), bin, "bench", "comm", "-peer=", "-ops", "allreduce,allgather,bcast,gatherv,alltoallv,halo,scan,sendrecv", "-sizes", "8,16777216", "-scale", "100")...)
+	cmd := exec.Command(mpirun, append(lau.Args(2), bin, "bench", "comm", "-peer=", "-ops", "allreduce,allgather,bcast,gatherv,alltoallv,halo,scan,sendrecv", "-sizes", "8,16777216", "-scale", "50")...)
 	cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
