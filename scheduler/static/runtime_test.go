@@ -466,17 +466,31 @@ func TestLoopDoesNotAllocate(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
+	// The three clients share this process, whose allocation counters
+	// they read: an object the runtime makes for itself (or publishes
+	// late from a P's cache) during one period reads as that period's,
+	// on a machine as loaded as CI's about one run in ten (4 objects,
+	// 448 bytes, in one late period of every client). Code of the loop
+	// that allocated would do so in every period of every run: so of
+	// three runs of 50 periods, one must be clean.
 	for _, perRun := range []bool{false, true} {
 		opts := []Option{WithFrames(50)}
 		if perRun {
 			opts = append(opts, WithAllocationCounts())
 		}
-		run, err := runLocal(context.Background(), plan, clients, opts...)
-		require.NoError(t, err)
-		a := Analyze(run)
-		assert.Empty(t, a.Allocating, "per run %v", perRun)
-		assert.Empty(t, a.AllocatingClients, "per run %v: %+v", perRun, run.Clients)
-		assert.Equal(t, perRun, a.PerRun)
+		var dirty []string
+		for range 3 {
+			run, err := runLocal(context.Background(), plan, clients, opts...)
+			require.NoError(t, err)
+			a := Analyze(run)
+			assert.Equal(t, perRun, a.PerRun)
+			if len(a.Allocating) == 0 && len(a.AllocatingClients) == 0 {
+				dirty = nil
+				break
+			}
+			dirty = append(dirty, fmt.Sprintf("runnables %v, clients %v: %+v", a.Allocating, a.AllocatingClients, run.Clients))
+		}
+		assert.Empty(t, dirty, "per run %v: no run of three was clean", perRun)
 	}
 	// A runnable that allocates is named.
 	plan2 := compileString(t, `
@@ -496,7 +510,11 @@ runnables:
 	a := Analyze(run)
 	assert.Empty(t, a.Allocating)
 	assert.Equal(t, []string{"c"}, a.AllocatingClients)
-	assert.GreaterOrEqual(t, a.AllocPeriods, 5)
+	// It allocates in every period, but the runtime publishes its
+	// counts as each P's cache of a size class is refilled (4 KiB
+	// objects: every other one), so not every period shows them: 4 of
+	// the 16 counted under load.
+	assert.GreaterOrEqual(t, a.AllocPeriods, 2)
 	var text strings.Builder
 	require.NoError(t, a.WriteText(&text))
 	assert.Contains(t, text.String(), "run with allocation counts per run (pzrun stm run -allocs or pzrun stm master -allocs")
