@@ -308,58 +308,11 @@ func TestMpirunEarlySignalEndsJob(t *testing.T) {
 // ending the job, so what pzrun printed after finalizing was lost
 // (status 1 and nothing on stderr): the rank says the stop when it comes.
 func TestMpirunOneRankSIGTERMSaysWhy(t *testing.T) {
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not installed")
-	}
-	bin := buildPzrun(t, mpiTags()...)
-	cmd := exec.Command(mpirun, append(lau.Args(1), bin, "cholesky", "-n", "8192", "-b", "1024")...)
 	// The watchdog's lines say the factorization runs: a tile task takes
 	// longer than 20 ms.
-	cmd.Env = append(os.Environ(), "PZ_WATCHDOG=20ms", "OMPI_MCA_btl_vader_single_copy_mechanism=none")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	running := make(chan struct{})
-	var errb strings.Builder
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		ready := running // closed once, at the first watchdog line
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			errb.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "watchdog: no task finished") && ready != nil {
-				close(ready)
-				ready = nil
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { <-drained; exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	select {
-	case <-running:
-	case err := <-exited:
-		t.Fatalf("the job ended before the factorization ran: %v\n%s", err, errb.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("no watchdog line:\n%s", errb.String())
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err = <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("the job still ran 30 s after mpirun was signalled:\n%s", errb.String())
-	}
-	out := errb.String()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, out)
-	assert.NotEqual(t, 0, ee.ExitCode(), out)
-	assert.Contains(t, out, "pzrun cholesky: SIGTERM received: stopping\n")
-	assert.NotContains(t, out, "goroutine ")
+	mpirunSIGTERMSaysWhy(t, 1, []string{"cholesky", "-n", "8192", "-b", "1024"}, []string{"PZ_WATCHDOG=20ms"},
+		func(line string) bool { return strings.Contains(line, "watchdog: no task finished") },
+		"pzrun cholesky: SIGTERM received: stopping\n")
 }
 
 // TestMpirunTwoRanksSIGTERMSaysWhy: with several ranks, rank 0 says the
@@ -369,43 +322,52 @@ func TestMpirunOneRankSIGTERMSaysWhy(t *testing.T) {
 // TERM to mpirun, gave status 1 and nothing on stderr. Its progress line
 // (every 10 s on a pipe; there was none) says when it runs.
 func TestMpirunTwoRanksSIGTERMSaysWhy(t *testing.T) {
+	mpirunSIGTERMSaysWhy(t, 2, []string{"bench", "comm", "-peer=", "-ops", "allreduce,allgather,bcast,gatherv,alltoallv,halo,scan,sendrecv", "-sizes", "8,16777216", "-scale", "50"}, nil,
+		func(line string) bool { return strings.HasPrefix(line, "bench comm sizes: ") },
+		"pzrun bench comm: SIGTERM received: stopping\n")
+}
+
+// mpirunSIGTERMSaysWhy runs pzrun args under mpirun with ranks ranks
+// (env added), sends mpirun SIGTERM once a line of stderr is ready, and
+// checks that the job ends within 30 s, failing, with want on stderr and
+// no goroutine dump. The wait for ready has no bound of its own (under
+// load the first line took minutes): a job that never prints one ends at
+// go test's -timeout.
+func mpirunSIGTERMSaysWhy(t *testing.T, ranks int, args, env []string, ready func(line string) bool, want string) {
+	t.Helper()
 	lau, _ := launch.For(mpi.Library())
 	mpirun, err := lau.Run()
 	if err != nil {
 		t.Skip("mpirun not installed")
 	}
 	bin := buildPzrun(t, mpiTags()...)
-	cmd := exec.Command(mpirun, append(lau.Args(2), bin, "bench", "comm", "-peer=", "-ops", "allreduce,allgather,bcast,gatherv,alltoallv,halo,scan,sendrecv", "-sizes", "8,16777216", "-scale", "50")...)
-	cmd.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	cmd := exec.Command(mpirun, append(append(lau.Args(ranks), bin), args...)...)
+	cmd.Env = append(append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none"), env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	progress := make(chan struct{})
+	running := make(chan struct{})
 	var errb strings.Builder // read after drained
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		ready := progress
+		first := running // closed once, at the first ready line
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			errb.WriteString(sc.Text() + "\n")
-			if ready != nil && strings.HasPrefix(sc.Text(), "bench comm sizes: ") {
-				close(ready)
-				ready = nil
+			if first != nil && ready(sc.Text()) {
+				close(first)
+				first = nil
 			}
 		}
 	}()
 	exited := make(chan error, 1)
 	go func() { <-drained; exited <- cmd.Wait() }()
-	// Wait for the first progress line, with no bound of its own: it comes
-	// after the first operation's 220,000 timed rounds (8 B at -scale 100),
-	// which took more than 2 minutes on two loaded cores; a job that never
-	// prints one ends at go test's -timeout.
 	select {
-	case <-progress:
+	case <-running:
 	case err := <-exited:
-		t.Fatalf("the job ended before its first progress line: %v\n%s", err, errb.String())
+		t.Fatalf("the job ended before it said it runs: %v\n%s", err, errb.String())
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -419,6 +381,6 @@ func TestMpirunTwoRanksSIGTERMSaysWhy(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, out)
 	assert.NotEqual(t, 0, ee.ExitCode(), out)
-	assert.Contains(t, out, "pzrun bench comm: SIGTERM received: stopping\n")
+	assert.Contains(t, out, want)
 	assert.NotContains(t, out, "goroutine ")
 }
