@@ -195,7 +195,11 @@ func (q *taskQueue) len() int32 { return int32(q.word.Load() >> 1) }
 type queued struct {
 	t     *Task
 	kinds uint8 // bit k: a worker of kind k can run t (Task.CanRunOn)
-	prio  int
+	// unmodeled: t's codelet has no performance model, so no kind is
+	// ever calibrated for it (dmda's fallback scan takes such a task
+	// without touching it under the lock).
+	unmodeled bool
+	prio      int
 }
 
 // queuedOf returns t as a queue entry.
@@ -206,7 +210,7 @@ func queuedOf(t *Task) queued {
 			kinds |= 1 << k
 		}
 	}
-	return queued{t, kinds, t.Priority}
+	return queued{t: t, kinds: kinds, unmodeled: t.Codelet == nil || t.Codelet.Model == nil, prio: t.Priority}
 }
 
 func (e queued) runsOn(k WorkerKind) bool { return e.kinds&(1<<k) != 0 }

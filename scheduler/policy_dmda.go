@@ -111,6 +111,12 @@ func (p *dmda) Push(t *Task, from int) int {
 			}
 			continue // workers were added meanwhile
 		}
+		if t.Codelet.Model == nil {
+			// Never calibrated: the shared FIFO, without a look at
+			// the workers (pushCalibrating reads lines they write).
+			p.fallback.push(t, true)
+			return AnyWorker
+		}
 		var buf [64]heftCand
 		var who [64]int
 		cands, ids := buf[:0], who[:0]
@@ -241,15 +247,27 @@ const calibQueued = 1
 // Only a task that some kind has calibrated is routed so: while no kind
 // has, every worker takes its share from the FIFO (popFallback).
 func (p *dmda) pushCalibrating(t *Task, s *workerSet) (int, bool) {
-	best, bestLen := -1, int32(calibQueued)
 	some := false // a kind that may run t has calibrated it
+	for _, w := range s.ids {
+		if k := s.info[w].Kind; t.CanRunOn(k) {
+			if _, ok := p.cfg.Estimate(t, k); ok {
+				some = true
+				break
+			}
+		}
+	}
+	if !some {
+		// Every worker takes its share from the FIFO; the workers'
+		// serving flags and queues, lines they write, are not read.
+		return 0, false
+	}
+	best, bestLen := -1, int32(calibQueued)
 	for _, w := range s.ids {
 		k := s.info[w].Kind
 		if !t.CanRunOn(k) {
 			continue
 		}
 		if _, ok := p.cfg.Estimate(t, k); ok {
-			some = true
 			continue
 		}
 		if p.cfg.Serving != nil && !p.cfg.Serving(w) {
@@ -259,7 +277,7 @@ func (p *dmda) pushCalibrating(t *Task, s *workerSet) (int, bool) {
 			best, bestLen = w, n
 		}
 	}
-	if best < 0 || !some {
+	if best < 0 {
 		return 0, false
 	}
 	if p.cfg.Prefetch != nil {
@@ -312,6 +330,10 @@ func (p *dmda) popFallbackScan(k WorkerKind) (t *Task, scanned bool) {
 		if first < 0 {
 			first = i
 		} else if e.prio != q.buf[first].prio {
+			break
+		}
+		if e.unmodeled {
+			pick = i // never calibrated; read from the entry, not the task (a cache miss under the lock)
 			break
 		}
 		if _, ok := p.cfg.Estimate(e.t, k); !ok {

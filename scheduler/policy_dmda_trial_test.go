@@ -27,7 +27,7 @@ func TestDMDACalibratesEveryKind(t *testing.T) {
 		Now:      func() int64 { return 0 },
 	})
 	p.AddWorkers(WorkerInfo{ID: 0, Kind: CPUWorker}, WorkerInfo{ID: 1, Kind: SimWorker})
-	cl := &Codelet{Name: "k", CPU: func(*Call) error { return nil }}
+	cl := &Codelet{Name: "k", CPU: func(*Call) error { return nil }, Model: &PerfModel{Name: "k"}}
 	small, large := &Task{Codelet: cl, footprint: 1}, &Task{Codelet: cl, footprint: 2}
 	p.Push(small, -1)
 	p.Push(large, -1)
@@ -58,4 +58,28 @@ func TestDMDACalibratesEveryKind(t *testing.T) {
 	require.Equal(t, urgent.Priority, p.Pop(1).Priority)
 	require.Equal(t, later.Priority, p.Pop(0).Priority)
 	assert.Nil(t, p.Pop(0))
+}
+
+// TestDMDAUnmodeledSkipsTheModel: a task whose codelet has no model is
+// never calibrated, so dmda gives it to the shared FIFO, and a worker
+// pops it, without asking Estimate and without reading the workers'
+// queues (lines the workers write: a third of the per-task cost of
+// independent tasks under dmda, BenchmarkTasks/indep/dmda).
+func TestDMDAUnmodeledSkipsTheModel(t *testing.T) {
+	asked := 0
+	p := newDMDA(PolicyConfig{
+		Estimate: func(*Task, WorkerKind) (float64, bool) { asked++; return 1000, true },
+		Now:      func() int64 { return 0 },
+	})
+	p.AddWorkers(WorkerInfo{ID: 0, Kind: CPUWorker}, WorkerInfo{ID: 1, Kind: CPUWorker})
+	plain := &Task{Codelet: &Codelet{Name: "plain", CPU: func(*Call) error { return nil }}}
+	require.Equal(t, AnyWorker, p.Push(plain, 0))
+	require.Same(t, plain, p.Pop(1))
+	assert.Zero(t, asked, "Estimate asked for a task without a model")
+
+	modeled := &Task{Codelet: &Codelet{Name: "m", CPU: func(*Call) error { return nil }, Model: &PerfModel{Name: "m"}}}
+	w := p.Push(modeled, -1)
+	require.True(t, w == 0 || w == 1, "a calibrated task goes to a worker's queue, got %d", w)
+	assert.NotZero(t, asked)
+	require.Same(t, modeled, p.Pop(w))
 }

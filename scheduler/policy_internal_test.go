@@ -33,8 +33,11 @@ func TestEarliestFinish(t *testing.T) {
 	}
 }
 
+// cpuTask returns a CPU task of priority prio whose codelet has a model
+// (a policy built with its own Estimate calibrates it or not; dmda gives a
+// task without a model to its shared FIFO without asking).
 func cpuTask(prio int) *Task {
-	return &Task{Codelet: &Codelet{Name: "x", CPU: func(*Call) error { return nil }}, Priority: prio}
+	return &Task{Codelet: &Codelet{Name: "x", CPU: func(*Call) error { return nil }, Model: &PerfModel{Name: "x"}}, Priority: prio}
 }
 
 func workers(ids ...int) []WorkerInfo {
