@@ -206,11 +206,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	defer func() {
-		if cerr := s.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("cholesky: closing the scheduler: %w", cerr)
-		}
-	}()
+	defer tiled.Release(&err, "cholesky: closing the scheduler", s.Close)
 
 	nt := n / b
 	cnt := taskCounts(nt)
@@ -226,11 +222,8 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	defer func() { // before the scheduler closes: the handles live in its workers' contexts
-		if cerr := g.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
-		}
-	}()
+	// Before the scheduler closes: the handles live in its workers' contexts.
+	defer tiled.Release(&err, "cholesky: releasing the GPU libraries", g.Close)
 	cl = WithGPU[T](cl, g)
 	fctx := ctx
 	if opts.DeviceOnly {

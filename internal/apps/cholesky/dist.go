@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/linalg"
 	"github.com/pzgo/pz/internal/progress"
@@ -27,13 +26,10 @@ import (
 // computes the residual. Every rank must call it; the Result
 // is complete on rank 0 (others get their own counts only).
 func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
-	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
+	here, root, err := tiled.PrepareDist(rt, opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup, &opts.GridP, &opts.GridQ)
+	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	if err := tiled.PrepareGrid(rt.Size(), &opts.GridP, &opts.GridQ); err != nil {
-		return nil, fmt.Errorf("cholesky: %w", err)
-	}
-	here, root := tiled.RanksHere(rt)
 	if err := checkDistMemory(opts, rt.Size(), here, root, rt.MyResourceSet().RAM().AvailableBytes()); err != nil {
 		return nil, err
 	}
@@ -112,11 +108,8 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: rank %d: %w", d.Rank(), err)
 	}
-	defer func() { // before the scheduler closes: the handles live in its workers' contexts
-		if cerr := g.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("cholesky: releasing the GPU libraries: %w", cerr)
-		}
-	}()
+	// Before the scheduler closes: the handles live in its workers' contexts.
+	defer tiled.Release(&err, "cholesky: releasing the GPU libraries", g.Close)
 	cl = WithGPU[T](cl, g)
 	var elapsed time.Duration
 	var sent dist.Stats
@@ -141,21 +134,15 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		if err != nil {
 			return nil, err
 		}
-		after := d.Stats()
+		sent = tiled.Sent(before, d.Stats())
 		dev = tiled.DeviceFigures(d.Local()).Sub(devBefore)
-		sent = dist.Stats{MessagesSent: after.MessagesSent - before.MessagesSent, BytesSent: after.BytesSent - before.BytesSent}
 	}
 	// The slowest rank's time is the factorization's.
-	secs, err := comm.AllReduce(ctx, rt.Comm(), []float64{elapsed.Seconds()}, comm.Max)
+	totals, err := tiled.SumRanks(ctx, rt.Comm(), elapsed, sent, dev)
 	if err != nil {
 		return nil, fmt.Errorf("cholesky: %w", err)
 	}
-	elapsed = time.Duration(secs[0] * float64(time.Second))
-	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{sent.MessagesSent, sent.BytesSent,
-		int64(dev.Devices), dev.DeviceTasks, dev.DeviceBytes, dev.Evictions, dev.WriteBacks}, comm.Sum)
-	if err != nil {
-		return nil, fmt.Errorf("cholesky: %w", err)
-	}
+	elapsed = totals.Elapsed
 	cnt := taskCounts(nt)
 	flops := linalg.CholeskyFlops(n)
 	res := &Result{
@@ -163,8 +150,7 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		Policy: d.Local().Policy(), Workers: len(d.Local().Workers()), Backend: linalg.Backend,
 		Tasks: cnt.total(), Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
 		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ),
-		Messages: totals[0], BytesSent: totals[1],
-		Devices: tiled.Devices{Devices: int(totals[2]), DeviceTasks: totals[3], DeviceBytes: totals[4], Evictions: totals[5], WriteBacks: totals[6]},
+		Messages: totals.Messages, BytesSent: totals.BytesSent, Devices: totals.Devices,
 	}
 	if d.Rank() == 0 {
 		seq := float64(cnt.potrf)*kt.potrf.Seconds() + float64(cnt.trsm)*kt.trsm.Seconds() +
@@ -181,9 +167,9 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		}
 	}
 	if opts.Check {
-		l, err := collect[T](ctx, d, tiles, n)
+		l, err := tiled.Collect[T](ctx, d, tiles, n)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
 		}
 		if d.Rank() == 0 {
 			// The matrix whole, for the residual only.
@@ -245,17 +231,4 @@ func factorDist(ctx context.Context, d *dist.Scheduler, cl *Codelets, tiles [][]
 		err = fmt.Errorf("cholesky: %w", werr)
 	}
 	return elapsed, err
-}
-
-// collect gathers the factor's tiles into one row-major n x n matrix on
-// rank 0 (dist.GatherMatrix); other ranks return nil.
-func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle, n int) ([]T, error) {
-	var l []T
-	if d.Rank() == 0 {
-		l = make([]T, n*n)
-	}
-	if err := dist.GatherMatrix(ctx, d, 0, l, n, n, tiles); err != nil {
-		return nil, fmt.Errorf("cholesky: collecting the factor: %w", err)
-	}
-	return l, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/apps/tiled"
 	"github.com/pzgo/pz/internal/linalg"
 	"github.com/pzgo/pz/internal/progress"
@@ -26,13 +25,10 @@ import (
 // generates A, B and C's start whole and samples C there. Every rank must call it; the Result is
 // complete on rank 0.
 func RunDist(ctx context.Context, rt *runtimeview.RuntimeView, opts Options, w io.Writer) (*Result, error) {
-	if err := tiled.Prepare(opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup); err != nil {
+	here, root, err := tiled.PrepareDist(rt, opts.N, opts.Block, &opts.Precision, &opts.Seed, opts.Workers, opts.Warmup, &opts.GridP, &opts.GridQ)
+	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	if err := tiled.PrepareGrid(rt.Size(), &opts.GridP, &opts.GridQ); err != nil {
-		return nil, fmt.Errorf("gemm: %w", err)
-	}
-	here, root := tiled.RanksHere(rt)
 	if err := checkDistMemory(opts, rt.Size(), here, root, rt.MyResourceSet().RAM().AvailableBytes()); err != nil {
 		return nil, err
 	}
@@ -121,11 +117,8 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if err != nil {
 		return nil, fmt.Errorf("gemm: rank %d: %w", d.Rank(), err)
 	}
-	defer func() { // before the scheduler closes: the handles live in its workers' contexts
-		if cerr := g.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
-		}
-	}()
+	// Before the scheduler closes: the handles live in its workers' contexts.
+	defer tiled.Release(&err, "gemm: releasing the GPU libraries", g.Close)
 	if g != nil {
 		cl.CUDA = tiled.GemmCUDA[T](g)
 	}
@@ -169,34 +162,28 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 	if bar != nil {
 		bar.Done()
 	}
-	after := d.Stats()
-	secs, err := comm.AllReduce(ctx, rt.Comm(), []float64{elapsed.Seconds()}, comm.Max)
+	sent := tiled.Sent(before, d.Stats())
+	totals, err := tiled.SumRanks(ctx, rt.Comm(), elapsed, sent, tiled.DeviceFigures(d.Local()).Sub(devBefore))
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	elapsed = time.Duration(secs[0] * float64(time.Second))
-	dev := tiled.DeviceFigures(d.Local()).Sub(devBefore)
-	totals, err := comm.AllReduce(ctx, rt.Comm(), []int64{after.MessagesSent - before.MessagesSent, after.BytesSent - before.BytesSent,
-		int64(dev.Devices), dev.DeviceTasks, dev.DeviceBytes, dev.Evictions, dev.WriteBacks}, comm.Sum)
-	if err != nil {
-		return nil, fmt.Errorf("gemm: %w", err)
-	}
+	elapsed = totals.Elapsed
 	flops := linalg.GemmFlops(n, n, n)
 	res := &Result{
 		App: "gemm", N: n, Block: b, Precision: opts.Precision,
 		Policy: d.Local().Policy(), Workers: len(d.Local().Workers()), Backend: linalg.Backend,
 		Tasks: nt * nt, Seconds: elapsed.Seconds(), GFlops: tiled.GFlops(flops, elapsed),
-		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ), Messages: totals[0], BytesSent: totals[1],
-		Devices: tiled.Devices{Devices: int(totals[2]), DeviceTasks: totals[3], DeviceBytes: totals[4], Evictions: totals[5], WriteBacks: totals[6]},
+		Ranks: rt.Size(), Grid: fmt.Sprintf("%dx%d", opts.GridP, opts.GridQ), Messages: totals.Messages, BytesSent: totals.BytesSent,
+		Devices: totals.Devices,
 	}
 	if d.Rank() == 0 && kt > 0 {
 		res.SeqGFlops = tiled.GFlops(linalg.GemmFlops(b, b, n), kt)
 		res.Efficiency = float64(nt*nt) * kt.Seconds() / (float64(res.Workers*rt.Size()) * elapsed.Seconds())
 	}
 	if opts.Check {
-		c, err := collect[T](ctx, d, ct, n)
+		c, err := tiled.Collect[T](ctx, d, ct, n)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("gemm: collecting C: %w", err)
 		}
 		if d.Rank() == 0 {
 			a, bm, c0 := tiled.Random[T](n, n, opts.Seed), tiled.Random[T](n, n, opts.Seed+1), tiled.Random[T](n, n, opts.Seed+2)
@@ -204,17 +191,4 @@ func runDist[T linalg.Float](ctx context.Context, rt *runtimeview.RuntimeView, o
 		}
 	}
 	return res, nil
-}
-
-// collect gathers C's tiles into one row-major matrix on rank 0
-// (dist.GatherMatrix); other ranks return nil.
-func collect[T linalg.Float](ctx context.Context, d *dist.Scheduler, ct [][]*dist.Handle, n int) ([]T, error) {
-	var c []T
-	if d.Rank() == 0 {
-		c = make([]T, n*n)
-	}
-	if err := dist.GatherMatrix(ctx, d, 0, c, n, n, ct); err != nil {
-		return nil, fmt.Errorf("gemm: collecting C: %w", err)
-	}
-	return c, nil
 }

@@ -180,11 +180,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	defer func() {
-		if cerr := s.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("gemm: closing the scheduler: %w", cerr)
-		}
-	}()
+	defer tiled.Release(&err, "gemm: closing the scheduler", s.Close)
 
 	// One task's kernel on a b×n panel pair, timed on this goroutine.
 	tmp := make([]T, b*b)
@@ -200,11 +196,8 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	defer func() { // before the scheduler closes: the handles live in its workers' contexts
-		if cerr := g.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("gemm: releasing the GPU libraries: %w", cerr)
-		}
-	}()
+	// Before the scheduler closes: the handles live in its workers' contexts.
+	defer tiled.Release(&err, "gemm: releasing the GPU libraries", g.Close)
 	if g != nil {
 		cl.CUDA = tiled.GemmCUDA[T](g)
 	}
@@ -212,11 +205,7 @@ func run[T linalg.Float](ctx context.Context, opts Options, w io.Writer) (_ *Res
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
-	defer func() { // before the scheduler closes
-		if uerr := unpin(); uerr != nil && err == nil {
-			err = fmt.Errorf("gemm: %w", uerr)
-		}
-	}()
+	defer tiled.Release(&err, "gemm", unpin) // before the scheduler closes
 	var elapsed time.Duration
 	var dev tiled.Devices
 	for it := 0; it <= opts.Warmup; it++ {
