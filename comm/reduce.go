@@ -82,24 +82,12 @@ func ReduceTo(op Op, dt Datatype, dst, a, b []byte) error {
 // Sum and Prod are unrolled four ways, which lets the CPU overlap the
 // independent lanes.
 
+// intKernel is orderedKernel plus the logical and bitwise ops, which are
+// defined on integers only.
 func intKernel[T integer](op Op, d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
 	switch op {
-	case Sum:
-		sumKernel(d, a, b)
-	case Prod:
-		prodKernel(d, a, b)
-	case Min:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = min(a[i], b[i])
-		}
-	case Max:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = max(a[i], b[i])
-		}
 	case LAnd:
-		a, b = a[:len(d)], b[:len(d)]
 		for i := range d {
 			var r T
 			if a[i] != 0 && b[i] != 0 {
@@ -108,7 +96,6 @@ func intKernel[T integer](op Op, d, a, b []T) {
 			d[i] = r
 		}
 	case LOr:
-		a, b = a[:len(d)], b[:len(d)]
 		for i := range d {
 			var r T
 			if a[i] != 0 || b[i] != 0 {
@@ -116,23 +103,7 @@ func intKernel[T integer](op Op, d, a, b []T) {
 			}
 			d[i] = r
 		}
-	case BAnd:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = a[i] & b[i]
-		}
-	case BOr:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = a[i] | b[i]
-		}
-	case BXor:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = a[i] ^ b[i]
-		}
 	case LXor:
-		a, b = a[:len(d)], b[:len(d)]
 		for i := range d {
 			var r T
 			if (a[i] != 0) != (b[i] != 0) {
@@ -140,10 +111,29 @@ func intKernel[T integer](op Op, d, a, b []T) {
 			}
 			d[i] = r
 		}
+	case BAnd:
+		for i := range d {
+			d[i] = a[i] & b[i]
+		}
+	case BOr:
+		for i := range d {
+			d[i] = a[i] | b[i]
+		}
+	case BXor:
+		for i := range d {
+			d[i] = a[i] ^ b[i]
+		}
+	default:
+		orderedKernel(op, d, a, b)
 	}
 }
 
-func floatKernel[T float](op Op, d, a, b []T) {
+// floatKernel is orderedKernel: floats have no other op.
+func floatKernel[T float](op Op, d, a, b []T) { orderedKernel(op, d, a, b) }
+
+// orderedKernel computes the ops defined on every ordered type: Sum,
+// Prod, Min and Max.
+func orderedKernel[T integer | float](op Op, d, a, b []T) {
 	switch op {
 	case Sum:
 		sumKernel(d, a, b)
