@@ -42,6 +42,12 @@ type Analysis struct {
 	// LostClients names the clients whose records were lost (their
 	// runnables are Lost).
 	LostClients []string `json:"lost_clients,omitempty"`
+	// NoFrame names the runnables (of clients whose records came in)
+	// that neither ran nor skipped a frame: the run ended before their
+	// first, or their thread reached its first period far behind the
+	// plan after a stop and abandoned every frame (RunnableStats.
+	// Abandoned), as a thread that a loaded machine starts late can.
+	NoFrame []string `json:"no_frame,omitempty"`
 	// Allocating names the runnables that allocated inside the loop
 	// (after the warm-up), when allocations were counted per run.
 	Allocating []string `json:"allocating,omitempty"`
@@ -179,6 +185,9 @@ func Analyze(r *Run) *Analysis {
 		if s.AllocRuns > 0 {
 			a.Allocating = append(a.Allocating, s.Name)
 		}
+		if !rr.Lost && len(rr.Seq) == 0 {
+			a.NoFrame = append(a.NoFrame, s.Name)
+		}
 		a.Runnables = append(a.Runnables, s)
 	}
 	a.Jitter = quantiles(all)
@@ -253,14 +262,26 @@ func (a *Analysis) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\tlost\t-\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t\n", s.Name, s.Client, s.Resource, ns(s.WCET))
 			continue
 		}
+		// A runnable that ran no frame has no jitter or run time to
+		// show: a dash, not a 0 that reads as measured.
+		q := func(v int64) string {
+			if s.Runs == 0 {
+				return "-"
+			}
+			return ns(v)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
-			ns(s.Jitter.P50), ns(s.Jitter.P99), ns(s.Jitter.Max), ns(s.Time.P50), ns(s.Time.P99), ns(s.Time.Max), ns(s.WCET),
+			q(s.Jitter.P50), q(s.Jitter.P99), q(s.Jitter.Max), q(s.Time.P50), q(s.Time.P99), q(s.Time.Max), ns(s.WCET),
 			s.OverrunsWCET+s.OverrunsDeadline, s.AllocRuns)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
+	if slices.ContainsFunc(a.Runnables, func(s RunnableStats) bool { return s.Runs > 0 && !strings.HasPrefix(s.Resource, "gpu") }) {
+		fmt.Fprintf(w, "start jitter over every CPU runnable: p50 %s, p99 %s, max %s\n", ns(a.Jitter.P50), ns(a.Jitter.P99), ns(a.Jitter.Max))
+	} else {
+		fmt.Fprintln(w, "start jitter over every CPU runnable: none ran")
+	}
 	fmt.Fprintf(w, "overruns: %d; skipped frames: %d; timeouts: %d\n", a.Overruns, a.Skipped, a.Timeouts)
 	var abandoned []string
 	for _, s := range a.Runnables {
@@ -271,6 +292,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	if len(abandoned) > 0 {
 		fmt.Fprintf(w, "abandoned after the stop (their clients lagged far behind the plan and gave up the frames up to the stop's period, none run): %s\n", strings.Join(abandoned, ", "))
 	}
+	a.writeNoFrame(w)
 	for _, c := range a.LostClients {
 		var names []string
 		for _, s := range a.Runnables {
@@ -310,6 +332,28 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeNoFrame names the runnables that neither ran nor skipped a frame
+// (NoFrame), apart by why: every frame abandoned after a stop, or the
+// run ended before their first.
+func (a *Analysis) writeNoFrame(w io.Writer) {
+	var gaveUp, before []string
+	for _, s := range a.Runnables {
+		switch {
+		case !slices.Contains(a.NoFrame, s.Name):
+		case s.Abandoned > 0:
+			gaveUp = append(gaveUp, s.Name)
+		default:
+			before = append(before, s.Name)
+		}
+	}
+	if len(gaveUp) > 0 {
+		fmt.Fprintf(w, "no frame run or skipped (each one's thread reached its first period far behind the plan after the stop had come - a thread started late on a loaded machine - and abandoned every frame up to the stop's period): %s\n", strings.Join(gaveUp, ", "))
+	}
+	if len(before) > 0 {
+		fmt.Fprintf(w, "no frame run or skipped (the run ended before their first frame): %s\n", strings.Join(before, ", "))
+	}
 }
 
 // clientsAllocatingOutsideRuns lists, with allocation counts per run,

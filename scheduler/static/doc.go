@@ -29,7 +29,9 @@
 // publishes their frames as ended and skipped so that what waits for them
 // in other clients goes on; the record keeps the frames it ran, so that
 // each runnable's last frame says the last period its client completed,
-// and counts those it gave up (RunnableRun.Abandoned).
+// and counts those it gave up (RunnableRun.Abandoned). That may be its
+// first boundary (a thread started late on a loaded machine): its
+// runnables then have no row at all, and Analysis.NoFrame names them.
 // After a stop, the liveness bound counts from the stop: the run ends
 // with the stop's reason, and a client is blamed only if it does not end
 // the period it is in within the bound (a body that never returns).

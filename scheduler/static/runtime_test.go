@@ -310,6 +310,15 @@ runnables:
 			}
 			return seq[len(seq)-1]/per + 1
 		}
+		// A runnable without a row abandoned its frames (its thread
+		// reached its first period far behind the plan after the stop)
+		// and the analysis names it; none is silently missing.
+		for _, name := range []string{"a", "b"} {
+			assert.Positive(t, int64(len(r[name].Seq))+r[name].Abandoned, "%s ran or abandoned its frames up to the stop", name)
+			if len(r[name].Seq) == 0 {
+				assert.Contains(t, Analyze(run).NoFrame, name)
+			}
+		}
 		fast, slow := run.Hyperepochs[0], run.Hyperepochs[1]
 		assert.Equal(t, "fast", fast.Name)
 		assert.EqualValues(t, periods(r["a"].Seq, 1), fast.Periods)

@@ -227,3 +227,74 @@ func TestFarBehind(t *testing.T) {
 	assert.False(t, e.farBehind(99*ms, 5*ms))
 	assert.True(t, e.farBehind(100*ms, 5*ms))
 }
+
+// A resource thread that reaches its first period far behind the plan
+// after a stop has come (on a loaded machine: a thread the OS has not
+// run for a few hundred ms since the first period's start, or a client
+// whose setup ended that late) runs no frame: it abandons every frame up
+// to the stop's period, as a thread lagging later in the run does. Its
+// runnable has no row, all its frames count as abandoned, and the
+// analysis says that it ran none rather than showing 0 jitter and run
+// time as if measured (a runnable on a pinned thread with no row, seen
+// in 4 of 60 runs of TestPeriodsPerHyperepoch under load, was read as a
+// lost start).
+func TestThreadFarBehindAtItsFirstPeriodRunsNoFrame(t *testing.T) {
+	plan := compileString(t, `
+overrun: noskip
+hyperepochs:
+  - {name: fast, period: 2ms, resources: [cpu0], epochs: [{name: f}]}
+  - {name: slow, period: 4ms, resources: [cpu1], epochs: [{name: s, frames: 2}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, epoch: f, wcet: 100us}
+  - {name: b, client: c, resource: cpu1, epoch: s, wcet: 100us}
+`)
+	var calls sync.Map
+	body := func(name string) RunnableFunc {
+		return func(context.Context) error {
+			calls.Store(name, true)
+			return nil
+		}
+	}
+	fns := map[string]RunnableFunc{"a": body("a"), "b": body("b")}
+	e := newExecutor(plan, "c", fns, nil, 0, false, nil)
+	b := newBoard(len(plan.Runnables()), len(plan.Clients))
+	clk := newClock()
+	// The first period began 300 ms ago (past farBehind's 100 ms), the
+	// stop came 100 ms after it: both threads begin after the stop.
+	t0 := clk.now() - int64(300*time.Millisecond)
+	b.store(wT0, uint64(t0))
+	b.requestStop(t0 + int64(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runs, err := e.run(ctx, b, clk)
+	require.NoError(t, err)
+	calls.Range(func(k, _ any) bool {
+		t.Errorf("runnable %v ran", k)
+		return true
+	})
+	run := &Run{Source: "test.yaml", Plan: plan.Hash, Stopped: "ExitScheduler called by client c", Runnables: runs}
+	r := byName(run)
+	// The stop's period: the first starting at or after the stop, 50 of
+	// a's 2 ms and 25 of b's 4 ms (2 frames each): 50 frames each.
+	for _, name := range []string{"a", "b"} {
+		assert.Empty(t, r[name].Seq, "%s has no row", name)
+		assert.EqualValues(t, 50, r[name].Abandoned, "%s abandoned every frame up to the stop's period", name)
+	}
+	a := Analyze(run)
+	assert.Equal(t, []string{"a", "b"}, a.NoFrame)
+	var text strings.Builder
+	require.NoError(t, a.WriteText(&text))
+	assert.Regexp(t, `(?m)^ +b +c +cpu1 +0 +0 +- +- +- +- +- +- +100\.0µs +0 +0$`, text.String(), "no figures measured for b")
+	assert.Contains(t, text.String(), "no frame run or skipped (each one's thread reached its first period far behind the plan after the stop had come - a thread started late on a loaded machine - and abandoned every frame up to the stop's period): a, b\n")
+	assert.Contains(t, text.String(), "start jitter over every CPU runnable: none ran\n")
+
+	// A runnable without a row and nothing abandoned: the run ended
+	// before its first frame (a stop during the start delay).
+	for i := range run.Runnables {
+		run.Runnables[i].Abandoned = 0
+	}
+	text.Reset()
+	require.NoError(t, Analyze(run).WriteText(&text))
+	assert.Contains(t, text.String(), "no frame run or skipped (the run ended before their first frame): a, b\n")
+}
