@@ -258,9 +258,16 @@ func TestEngineChaos(t *testing.T) {
 func chaosRound(t *testing.T, seed uint64, closeRace bool) {
 	t.Logf("seed %d, Close racing: %v", seed, closeRace)
 	const nTasks = 4000
-	policies := []string{"lws", "eager", "prio", "ws", "random"}
+	policies := []string{"lws", "eager", "prio", "ws", "random", "dmda"}
 	rng := rand.New(rand.NewPCG(seed, 1))
-	s := newSchedBounded(t, scheduler.WithWorkers(5), scheduler.WithPolicy(policies[rng.IntN(len(policies))]))
+	policy := policies[rng.IntN(len(policies))]
+	// Under dmda, half the rounds give the codelets a performance
+	// model: once calibrated, their tasks are placed by it in the
+	// workers' own queues (closed and pushed again as workers leave
+	// contexts) instead of all going to the shared FIFO.
+	modeled := policy == "dmda" && rng.IntN(2) == 0
+	t.Logf("policy %s, codelets with a model: %v", policy, modeled)
+	s := newSchedBounded(t, scheduler.WithWorkers(5), scheduler.WithPolicy(policy))
 	ctx := testCtx(t)
 	run := &chaosRun{runs: make([]atomic.Int32, nTasks+1000)}
 	cls := map[string]*scheduler.Codelet{}
@@ -271,6 +278,12 @@ func chaosRound(t *testing.T, seed uint64, closeRace bool) {
 		*scheduler.ValueOf[*int64](c, 0) += int64(c.Arg.(int))
 		return nil
 	}}
+	if modeled {
+		for n, cl := range cls {
+			cl.Model = scheduler.HistoryModel("chaos-" + n)
+		}
+		commuteCl.Model = scheduler.HistoryModel("chaos-add")
+	}
 	var shared int64
 	hc, err := s.RegisterValue(&shared)
 	if err != nil {
@@ -552,6 +565,9 @@ func chaosRound(t *testing.T, seed uint64, closeRace bool) {
 			*scheduler.ValueOf[*int64](c, 0)++
 			return nil
 		}}
+		if modeled {
+			inc.Model = scheduler.HistoryModel("chaos-inc")
+		}
 		stopAt := rng.IntN(400)
 		for i := range 500 {
 			if i == stopAt {
