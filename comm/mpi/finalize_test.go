@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
-	"github.com/pzgo/pz/internal/launch"
 )
 
 // unjoinedEnv selects the job of TestFinalizeWithUnjoinedCollective.
@@ -65,26 +63,13 @@ func TestFinalizeWithUnjoinedCollective(t *testing.T) {
 		assert.Equal(t, []string{"Ibarrier #1 on rank 0"}, mpi.EnginesRunning(world))
 		return
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^TestFinalizeWithUnjoinedCollective$", "-test.count=1", "-test.v")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), unjoinedEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	s := string(out)
-	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	s, err := ownJob(t, "TestFinalizeWithUnjoinedCollective", time.Minute, unjoinedEnv+"=1")
 	// A rank exited without MPI_Finalize: mpirun says so and fails.
 	require.Error(t, err, "%s", s)
 	require.Contains(t, s, "rank 0: Finalize returned after ", s)
 	require.Contains(t, s, "mpi: MPI left unfinalized: Finalize found non-blocking collectives still inside MPI: comm: Ibarrier #1 on rank 0 is still running", s)
 	require.Contains(t, s, "--- PASS: TestFinalizeWithUnjoinedCollective", s)
-	require.NotContains(t, s, "--- FAIL", s)
-	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
+	requireNoFailure(t, s)
 }
 
 // pendingEnv selects the job of TestWaitAfterFinalize.
@@ -168,22 +153,10 @@ func TestWaitAfterFinalize(t *testing.T) {
 		assert.ErrorIs(t, comm.Send(ctx, world, []int64{1}, other, 7), comm.ErrFreed, "Send after Finalize")
 		return
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^TestWaitAfterFinalize$", "-test.count=1", "-test.v")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), pendingEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	s := string(out)
-	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	s, err := ownJob(t, "TestWaitAfterFinalize", time.Minute, pendingEnv+"=1")
 	require.NoError(t, err, "%s", s)
 	require.Equal(t, 2, strings.Count(s, "--- PASS: TestWaitAfterFinalize"), s)
-	require.NotContains(t, s, "--- FAIL", s)
+	requireNoFailure(t, s)
 	require.NotContains(t, s, "after MPI_FINALIZE", s)
 }
 
@@ -233,25 +206,12 @@ func TestFinalizeWithSendInWait(t *testing.T) {
 		}
 		return
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^TestFinalizeWithSendInWait$", "-test.count=1", "-test.v")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), sendHeldEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	s := string(out)
-	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	s, err := ownJob(t, "TestFinalizeWithSendInWait", time.Minute, sendHeldEnv+"=1")
 	// A rank exited without MPI_Finalize: mpirun says so and fails.
 	require.Error(t, err, "%s", s)
 	require.Contains(t, s, "rank 0: Finalize returned after ", s)
 	require.Contains(t, s, "--- PASS: TestFinalizeWithSendInWait", s)
-	require.NotContains(t, s, "--- FAIL", s)
-	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
+	requireNoFailure(t, s)
 }
 
 // finalizeWaitEnv selects the job of TestFinalizeWaitReported.
@@ -275,19 +235,7 @@ func TestFinalizeWaitReported(t *testing.T) {
 		}
 		select {} // rank 0 is elsewhere: it never finalizes
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^TestFinalizeWaitReported$", "-test.count=1")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), finalizeWaitEnv+"=1", "PZ_COMM_REPORT=500ms", "PZ_COMM_TIMEOUT=3s")
-	out, err := cmd.CombinedOutput()
-	s := string(out)
-	require.NoError(t, ctx.Err(), "the job did not end:\n%s", s)
+	s, err := ownJob(t, "TestFinalizeWaitReported", time.Minute, finalizeWaitEnv+"=1", "PZ_COMM_REPORT=500ms", "PZ_COMM_TIMEOUT=3s")
 	require.Error(t, err, "the job must fail:\n%s", s)
 	require.Contains(t, s, "pz mpi: rank 1 of 2: waiting ", s)
 	require.Contains(t, s, "in MPI_Finalize: this rank is done, and MPI_Finalize waits for every rank to call it", s)

@@ -555,14 +555,9 @@ func TestStallEndsJob(t *testing.T) {
 		}
 		select {} // rank 1 is elsewhere: it never takes part
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
 	for _, mode := range sortedNames(stallColl) {
 		t.Run(mode, func(t *testing.T) {
-			s := runStalledJob(t, lau, mpirun, "TestStallEndsJob", stallEnv+"="+mode, "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
+			s := runStalledJob(t, "TestStallEndsJob", stallEnv+"="+mode, "PZ_COMM_TIMEOUT=3s", "PZ_COMM_REPORT=1s")
 			require.Contains(t, s, stallColl[mode].report, s)
 			require.Contains(t, s, "a rank that returned early", s)
 			require.Contains(t, s, "ending the job (PZ_COMM_TIMEOUT=3s)", s)
@@ -575,19 +570,43 @@ func TestStallEndsJob(t *testing.T) {
 // stalled job: the stall watch must end it (within two minutes) with a
 // failure, having said on stderr that rank 0 waits. It returns the job's
 // output.
-func runStalledJob(t *testing.T, lau launch.Launcher, mpirun, test string, env ...string) string {
+func runStalledJob(t *testing.T, test string, env ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := ownJob(t, test, 2*time.Minute, env...)
+	require.Error(t, err, "the stalled job must fail:\n%s", s)
+	require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
+	return s
+}
+
+// ownJob runs test alone on 2 ranks of a job of its own under mpirun
+// (-test.v), with env added to the environment (the variable that tells
+// the ranks to run it among them), as the tests do that finalize MPI or
+// end their job. It skips t where mpirun is missing, fails it when the
+// job has not ended within limit, and returns the job's output and its
+// error (mpirun's exit status).
+func ownJob(t *testing.T, test string, limit time.Duration, env ...string) (string, error) {
+	t.Helper()
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	args := append(lau.Args(2), os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, ctx.Err(), "the stalled job was not ended:\n%s", out)
-	require.Error(t, err, "the stalled job must fail:\n%s", out)
-	s := string(out)
-	require.Contains(t, s, "pz mpi: rank 0 of 2: waiting", s)
-	return s
+	require.NoError(t, ctx.Err(), "the job did not end within %v:\n%s", limit, out)
+	return string(out), err
+}
+
+// requireNoFailure fails t when the output s of an ownJob says that a
+// test failed or a rank crashed on a job's rank.
+func requireNoFailure(t *testing.T, s string) {
+	t.Helper()
+	require.NotContains(t, s, "--- FAIL", s)
+	require.False(t, strings.Contains(s, "SIGSEGV") || strings.Contains(s, "Segmentation fault"), "a rank crashed:\n%s", s)
 }
 
 // stallP2PEnv selects the stalled job of TestStallP2PEndsJob: the wait
@@ -676,14 +695,9 @@ func TestStallP2PEndsJob(t *testing.T) {
 		}
 		select {} // rank 1 is elsewhere: it never sends
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
 	for _, mode := range sortedNames(stallP2P) {
 		t.Run(mode, func(t *testing.T) {
-			s := runStalledJob(t, lau, mpirun, "TestStallP2PEndsJob", stallP2PEnv+"="+mode, "PZ_COMM_TIMEOUT=2s", "PZ_COMM_REPORT=500ms")
+			s := runStalledJob(t, "TestStallP2PEndsJob", stallP2PEnv+"="+mode, "PZ_COMM_TIMEOUT=2s", "PZ_COMM_REPORT=500ms")
 			require.Contains(t, s, " in "+stallP2P[mode].report+"; a peer that returned early", s)
 			require.Contains(t, s, " in "+stallP2P[mode].report+"; ending the job (PZ_COMM_TIMEOUT=2s)", s)
 			require.NotContains(t, s, "the stalled "+mode+" returned")
@@ -721,19 +735,9 @@ func TestIdleWaitNotWatched(t *testing.T) {
 		require.NoError(t, comm.Send(ctx, world, []float64{2}, 0, 4))
 		return
 	}
-	lau, _ := launch.For(mpi.Library())
-	mpirun, err := lau.Run()
-	if err != nil {
-		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append(lau.Args(2), os.Args[0], "-test.run=^TestIdleWaitNotWatched$", "-test.count=1")
-	cmd := exec.CommandContext(ctx, mpirun, args...)
-	cmd.Env = append(os.Environ(), idleEnv+"=1", "PZ_COMM_TIMEOUT=1s", "PZ_COMM_REPORT=300ms")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.NotContains(t, string(out), "pz mpi: rank 0 of 2: waiting")
+	s, err := ownJob(t, "TestIdleWaitNotWatched", time.Minute, idleEnv+"=1", "PZ_COMM_TIMEOUT=1s", "PZ_COMM_REPORT=300ms")
+	require.NoError(t, err, "%s", s)
+	assert.NotContains(t, s, "pz mpi: rank 0 of 2: waiting")
 }
 
 // TestUserOpPanicEveryRank: a user op that panics on one rank panics
