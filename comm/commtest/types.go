@@ -76,22 +76,10 @@ func cplxSpec[T cplx](name string) spec[T] {
 	}
 }
 
+// refInt is refOrdered plus the logical and bitwise ops, which are
+// defined on integers only.
 func refInt[T integer](op comm.Op, a, b T) T {
 	switch op {
-	case comm.Sum:
-		return a + b
-	case comm.Prod:
-		return a * b
-	case comm.Min:
-		if b < a {
-			return b
-		}
-		return a
-	case comm.Max:
-		if b > a {
-			return b
-		}
-		return a
 	case comm.LAnd:
 		if a != 0 && b != 0 {
 			return 1
@@ -114,10 +102,15 @@ func refInt[T integer](op comm.Op, a, b T) T {
 		}
 		return 0
 	}
-	panic(fmt.Sprintf("commtest: no reference for %v", op))
+	return refOrdered(op, a, b)
 }
 
-func refFloat[T float](op comm.Op, a, b T) T {
+// refFloat is refOrdered: floats have no other op.
+func refFloat[T float](op comm.Op, a, b T) T { return refOrdered(op, a, b) }
+
+// refOrdered is the reference of the ops defined on every ordered type:
+// Sum, Prod, Min and Max.
+func refOrdered[T integer | float](op comm.Op, a, b T) T {
 	switch op {
 	case comm.Sum:
 		return a + b
