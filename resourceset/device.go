@@ -189,25 +189,26 @@ func (s *DeviceSlice[T]) checkRange(call string, off, n int) error {
 // slice, is an error wrapping ErrInvalid on the channel, and nothing is
 // copied.
 func (s *DeviceSlice[T]) CopyInAsync(off int, host []T) <-chan error {
-	ch := make(chan error, 1)
-	if err := s.checkRange("CopyInAsync", off, len(host)); err != nil {
-		ch <- err
-		return ch
-	}
-	b := bytesOf(host)
-	if len(b) == 0 {
-		ch <- nil
-		return ch
-	}
-	s.dev.dev.CopyIn(s.mem, off*elemSize[T](), b, 1, len(b), len(b), func(_ time.Time, err error) { ch <- err })
-	return ch
+	return s.copyAsync("CopyInAsync", off, host, func(b []byte, done func(time.Time, error)) {
+		s.dev.dev.CopyIn(s.mem, off*elemSize[T](), b, 1, len(b), len(b), done)
+	})
 }
 
 // CopyOutAsync starts copying elements [off, off+len(host)) into host,
 // like CopyInAsync.
 func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error {
+	return s.copyAsync("CopyOutAsync", off, host, func(b []byte, done func(time.Time, error)) {
+		s.dev.dev.CopyOut(b, 1, len(b), len(b), s.mem, off*elemSize[T](), done)
+	})
+}
+
+// copyAsync is CopyInAsync and CopyOutAsync (call): it checks the range
+// of host at off, then starts the copy of host's bytes (start), which
+// calls done when it ends. An error of the check, or the end of a copy
+// of nothing, is on the returned channel at once.
+func (s *DeviceSlice[T]) copyAsync(call string, off int, host []T, start func(b []byte, done func(time.Time, error))) <-chan error {
 	ch := make(chan error, 1)
-	if err := s.checkRange("CopyOutAsync", off, len(host)); err != nil {
+	if err := s.checkRange(call, off, len(host)); err != nil {
 		ch <- err
 		return ch
 	}
@@ -216,7 +217,7 @@ func (s *DeviceSlice[T]) CopyOutAsync(off int, host []T) <-chan error {
 		ch <- nil
 		return ch
 	}
-	s.dev.dev.CopyOut(b, 1, len(b), len(b), s.mem, off*elemSize[T](), func(_ time.Time, err error) { ch <- err })
+	start(b, func(_ time.Time, err error) { ch <- err })
 	return ch
 }
 
