@@ -258,67 +258,60 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // A program that does not end within its grace period after the stop
 // pzrun passed on is killed, process group and all, and pzrun says so.
 func TestProgramGraceKills(t *testing.T) {
-	prog := filepath.Join(t.TempDir(), "deaf.sh")
-	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap '' INT TERM\necho ready $$\nwhile :; do sleep 0.01; done\n"), 0o755))
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	ready := make(chan struct{})
-	out := &readyWriter{ready: ready}
 	var errb bytes.Buffer
-	p := programRun{name: "pzrun", path: prog, stderr: &errb, grace: 50 * time.Millisecond}
-	cmd := exec.Command(prog)
-	cmd.Stdout = out
-	code := make(chan int, 1)
-	go func() { code <- p.run(ctx, cmd) }()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the program never started")
-	}
-	cancel(&stopSignal{sig: syscall.SIGTERM})
-	select {
-	case c := <-code:
-		assert.Equal(t, 143, c)
-	case <-time.After(30 * time.Second):
-		t.Fatal("pzrun did not kill the program")
-	}
-	assert.Contains(t, errb.String(), fmt.Sprintf("pzrun: %s still running 50ms after SIGTERM: killing it (process group %d)", prog, cmd.Process.Pid))
+	p := programRun{name: "pzrun", stderr: &errb, grace: 50 * time.Millisecond}
+	code, prog, pid := stopDeafProgram(t, "trap '' INT TERM", p, syscall.SIGTERM, nil)
+	assert.Equal(t, 143, code)
+	assert.Contains(t, errb.String(), fmt.Sprintf("pzrun: %s still running 50ms after SIGTERM: killing it (process group %d)", prog, pid))
 	// The shell's sleep, killed too, is reaped by init.
-	waitFor(t, "the program's group gone", func() bool { return gone(cmd.Process.Pid) })
+	waitFor(t, "the program's group gone", func() bool { return gone(pid) })
 }
 
 // A second stop signal (again) kills the program's group at once, with
 // the same status and a message that names the program.
 func TestProgramAgainKills(t *testing.T) {
-	prog := filepath.Join(t.TempDir(), "deaf.sh")
-	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\ntrap 'echo got it' INT\necho ready $$\nwhile :; do sleep 0.01; done\n"), 0o755))
+	var errb bytes.Buffer
+	again := make(chan os.Signal, 1)
+	p := programRun{name: "pzrun", stderr: &errb, grace: time.Hour, again: again}
+	code, prog, pid := stopDeafProgram(t, "trap 'echo got it' INT", p, syscall.SIGINT, again)
+	assert.Equal(t, 130, code)
+	assert.Contains(t, errb.String(), fmt.Sprintf("pzrun: SIGINT again: killing %s (process group %d)", prog, pid))
+	// The shell's sleep, killed too, is reaped by init.
+	waitFor(t, "the program's group gone", func() bool { return gone(pid) })
+}
+
+// stopDeafProgram runs, under p, a shell script that sets trap (to
+// ignore or outlast a stop), says ready and loops; once it is ready it
+// stops p with sig (the cause of p's context) and, when again is not nil,
+// sends sig there too. It returns the status p.run returned, the script
+// and the program's process id (its group's).
+func stopDeafProgram(t *testing.T, trap string, p programRun, sig syscall.Signal, again chan<- os.Signal) (code int, prog string, pid int) {
+	t.Helper()
+	prog = filepath.Join(t.TempDir(), "deaf.sh")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\n"+trap+"\necho ready $$\nwhile :; do sleep 0.01; done\n"), 0o755))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	ready := make(chan struct{})
-	out := &readyWriter{ready: ready}
-	var errb bytes.Buffer
-	again := make(chan os.Signal, 1)
-	p := programRun{name: "pzrun", path: prog, stderr: &errb, grace: time.Hour, again: again}
+	p.path = prog
 	cmd := exec.Command(prog)
-	cmd.Stdout = out
-	code := make(chan int, 1)
-	go func() { code <- p.run(ctx, cmd) }()
+	cmd.Stdout = &readyWriter{ready: ready}
+	codec := make(chan int, 1)
+	go func() { codec <- p.run(ctx, cmd) }()
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the program never started")
 	}
-	cancel(&stopSignal{sig: syscall.SIGINT})
-	again <- syscall.SIGINT
+	cancel(&stopSignal{sig: sig})
+	if again != nil {
+		again <- sig
+	}
 	select {
-	case c := <-code:
-		assert.Equal(t, 130, c)
+	case code = <-codec:
 	case <-time.After(30 * time.Second):
 		t.Fatal("pzrun did not kill the program")
 	}
-	assert.Contains(t, errb.String(), fmt.Sprintf("pzrun: SIGINT again: killing %s (process group %d)", prog, cmd.Process.Pid))
-	// The shell's sleep, killed too, is reaped by init.
-	waitFor(t, "the program's group gone", func() bool { return gone(cmd.Process.Pid) })
+	return code, prog, cmd.Process.Pid
 }
 
 // relaySignals cancels on the first signal with it as the cause, drops
