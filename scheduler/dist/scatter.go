@@ -15,7 +15,10 @@ import (
 // It returns once the owners hold the data (it ends with WaitAll). The
 // ranks first exchange their roots: ranks that pass different roots get
 // comm.ErrMismatch, and a root outside [0, Size()) ErrBadRank, on every
-// rank and before anything is submitted.
+// rank and before anything is submitted. Before that the call is compared
+// with the other ranks' graphs as a submission ("dist.Scatter"): where a
+// rank submitted a task or called WaitAll instead, every rank gets
+// ErrGraphMismatch naming both.
 func (d *Scheduler) Scatter(ctx context.Context, root int, hs []*Handle, fill func(i int, data any) error) error {
 	return d.onRoot(ctx, "Scatter", root, hs, scheduler.ModeW, fill)
 }
@@ -31,6 +34,9 @@ func (d *Scheduler) Gather(ctx context.Context, root int, hs []*Handle, use func
 // onRoot agrees on root with the other ranks, then runs fn there
 // (runOnRoot).
 func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Handle, mode scheduler.Mode, fn func(int, any) error) error {
+	if err := d.compareFirst(ctx, call); err != nil {
+		return fmt.Errorf("dist: %s: %w", call, err)
+	}
 	// Every rank learns every root before any returns: a rank that
 	// refused its root alone would leave the others waiting in WaitAll
 	// for a task it never submits.
@@ -44,6 +50,54 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 		return fmt.Errorf("dist: %s: %w", call, err)
 	}
 	return d.runOnRoot(ctx, call, root, hs, mode, fn)
+}
+
+// compareFirst records call (Scatter, Gather, ScatterMatrix,
+// GatherMatrix) as a submission of the program's, "dist.Gather", and
+// compares the ranks' graphs up to it, as WaitAll does before it waits.
+// Without it, a rank that called it while another went on submitting
+// tasks - ranks that decided apart whether to take another step, each
+// from a residual of its own - waited in the exchange of arguments while
+// the other waited in a comparison of the graphs, each for a collective
+// the other never makes, until the stall timeout (10 minutes under
+// runtimeview) ended both with ErrStalled. Now the comparison meets the
+// other rank's and every rank gets ErrGraphMismatch naming the call and
+// the task the other rank submitted instead. d.mu is not held.
+func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
+	if d.size == 1 {
+		return nil
+	}
+	// Hear of the departures already delivered first, as WaitAll does.
+	d.prog.sync()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name := "dist." + call
+	switch {
+	case d.closing.Load() && !d.closed:
+		return fmt.Errorf("%w: Close was called on this rank (from another goroutine?) while its program was still submitting", ErrClosed)
+	case d.closed:
+		return ErrClosed
+	}
+	if err := d.failure(); err != nil {
+		return err
+	}
+	if err := d.check.diverged; err != nil {
+		return err
+	}
+	if err := d.recordLocked(ctx, submission{codelet: name, onRank: -1}); err != nil {
+		return err
+	}
+	err := d.check.flush(ctx, d.c)
+	if err == nil {
+		err = d.check.settle(ctx, d.c)
+	}
+	if err != nil {
+		if d.interrupted(ctx, name, err) == nil {
+			d.fail(err, "")
+		}
+		return err
+	}
+	return nil
 }
 
 // agreeRoot turns every rank's root into one error, the same on every
@@ -123,8 +177,11 @@ func (d *Scheduler) runOnRoot(ctx context.Context, call string, root int, hs []*
 // is submitted. Ranks that pass different sizes or roots get
 // comm.ErrMismatch, and a root outside [0, Size()) ErrBadRank, also on
 // every rank; a complaint that only some ranks make (their tiles differ)
-// names the first of them. RegisterMatrixTiles registers the grid of
-// tiles of a rows x cols matrix in this layout.
+// names the first of them. As with Scatter, the call is first compared
+// with the other ranks' graphs as a submission ("dist.ScatterMatrix"),
+// so that a rank that submitted a task or called WaitAll instead gets
+// ErrGraphMismatch, on every rank. RegisterMatrixTiles registers the grid
+// of tiles of a rows x cols matrix in this layout.
 func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
 	return moveMatrix(ctx, d, "ScatterMatrix", root, a, rows, cols, tiles, true)
 }
@@ -154,6 +211,9 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 	// Only root knows a: it tells the others whether it fits.
 	if bad == "" && d.rank == root && len(a) < rows*cols {
 		bad = fmt.Sprintf("%d elements on root %d for a %d x %d matrix", len(a), root, rows, cols)
+	}
+	if err := d.compareFirst(ctx, call); err != nil {
+		return fmt.Errorf("dist: %s: %w", call, err)
 	}
 	// Every rank learns what every other passed and found, the root
 	// included, so that they all return the same error instead of some
