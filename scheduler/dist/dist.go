@@ -152,6 +152,11 @@ type Scheduler struct {
 	stall      time.Duration
 	report     func(string)
 	timeout    time.Duration // WaitAll gives up after this long without progress; 0: never
+	// idleWarned holds the grids of tiles (p, q, mt, nt) whose idle
+	// ranks rank 0 has warned of: a program that registers several
+	// grids of one layout (two generations of a plate, its halos) is
+	// told once. Guarded by mu.
+	idleWarned map[[4]int]bool
 
 	peers   []peerCounts // transfers with each rank, by rank
 	ctrlBuf []byte

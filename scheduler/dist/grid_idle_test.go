@@ -97,7 +97,8 @@ func TestBlockCyclic2DWarnsOfIdleRanks(t *testing.T) {
 				assert.Empty(t, got, "case %d", i)
 				return
 			}
-			assert.Equal(t, []string{"rank 0: " + c.want}, got, "case %d: one warning, from rank 0", i)
+			once := fmt.Sprintf(" (said once: later grids of %d x %d tiles on this process grid leave the same ranks idle)", c.rows, c.cols)
+			assert.Equal(t, []string{"rank 0: " + c.want + once}, got, "case %d: one warning, from rank 0", i)
 		})
 	}
 
@@ -111,4 +112,40 @@ func TestBlockCyclic2DWarnsOfIdleRanks(t *testing.T) {
 		assert.Contains(t, err.Error(), "a 4 x 1 process grid for 2 ranks: P*Q must equal the rank count")
 		assert.Empty(t, drain(reports))
 	})
+}
+
+// A 2D stencil registers several grids of one tile layout: the plate in
+// two generations and each generation's four halos (a row halo grid is
+// an mt x n matrix in 1 x b tiles). On a grid that left a rank idle, rank
+// 0 warned once per grid: 10 identical warnings in a new user's heat
+// solver, the halos' advising "smaller tiles" for tiles one row high. It
+// now warns once per tile grid and process grid, and again for a grid of
+// other tiles.
+func TestIdleWarningOncePerLayout(t *testing.T) {
+	reports := make(chan string, 64)
+	err := runRanksReporting(t, 3, reports, func(ctx context.Context, d *dist.Scheduler) error {
+		g := dist.BlockCyclic2D(1, 3)
+		for _, name := range []string{"T0", "T1"} {
+			if _, err := dist.RegisterMatrixTiles[float64](d, 100, 100, 64, 64, g, nil, scheduler.Named(name)); err != nil {
+				return err
+			}
+			if _, err := dist.RegisterMatrixTiles[float64](d, 2, 100, 1, 64, g, nil, scheduler.Named(name+"N")); err != nil {
+				return err
+			}
+			if _, err := dist.RegisterTiles[float64](d, 2, 2, 1, 1, g, nil, scheduler.Named(name+"change")); err != nil {
+				return err
+			}
+		}
+		// Another tile grid: warned of too.
+		if _, err := dist.RegisterTiles[float64](d, 1, 1, 4, 4, g, nil, scheduler.Named("one")); err != nil {
+			return err
+		}
+		return d.WaitAll(ctx)
+	})
+	require.NoError(t, err)
+	got := drain(reports)
+	require.Len(t, got, 2, "one warning per tile grid: %q", got)
+	assert.Contains(t, got[0], `rank 0: dist: RegisterMatrixTiles: the 1 x 3 process grid (BlockCyclic2D(1, 3)) leaves 1 rank of 3 without a tile of "T0" (2 x 2 tiles of a 100 x 100 matrix)`)
+	assert.Contains(t, got[0], "(said once: later grids of 2 x 2 tiles on this process grid leave the same ranks idle)")
+	assert.Contains(t, got[1], `rank 0: dist: RegisterTiles: the 1 x 3 process grid (BlockCyclic2D(1, 3)) leaves 2 ranks of 3 without a tile of "one" (1 x 1 tiles`)
 }

@@ -530,12 +530,29 @@ func registerGrid[T comm.Number](d *Scheduler, call string, rows, cols, mt, nt, 
 		}
 	}
 	if b, ok := dist.(blockCyclic); ok && d.rank == 0 && d.report != nil {
-		// Every rank registers the same grid: rank 0 alone says it.
-		if w := b.idleWarning(call, prefix, rows, cols, mt, nt); w != "" {
-			d.report(w)
+		// Every rank registers the same grid: rank 0 alone says it, once
+		// for grids of the same tiles on the same process grid.
+		if w := b.idleWarning(call, prefix, rows, cols, mt, nt); w != "" && d.firstIdleWarning(b, mt, nt) {
+			d.report(w + fmt.Sprintf(" (said once: later grids of %d x %d tiles on this process grid leave the same ranks idle)", mt, nt))
 		}
 	}
 	return out, nil
+}
+
+// firstIdleWarning reports whether rank 0 has not yet warned of the idle
+// ranks of an mt x nt grid of tiles on b, and records that it now has.
+func (d *Scheduler) firstIdleWarning(b blockCyclic, mt, nt int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := [4]int{b.p, b.q, mt, nt}
+	if d.idleWarned[key] {
+		return false
+	}
+	if d.idleWarned == nil {
+		d.idleWarned = map[[4]int]bool{}
+	}
+	d.idleWarned[key] = true
+	return true
 }
 
 // An Arg is an argument of Submit: a data access (R, W, RW, Commute,
