@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pzgo/pz/scheduler"
 )
@@ -257,4 +259,155 @@ func BenchmarkBatch(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRecursive is fib(20) split down to n < 2 by tasks that
+// submit tasks, on 2 workers, as docs/scheduler.md's "Recursive tasks"
+// describes: /tags joins each split with a continuation that waits for
+// the children's tags (Example_recursive: 32,836 tasks per fib(20));
+// /joincounter with an atomic count of children in the parent's frame,
+// whose last child combines the results and completes the parent in
+// its own code (21,891 tasks). One op is one fib(20); ns/task is the
+// wall time per task.
+//
+//	go test -run '^$' -bench BenchmarkRecursive -benchtime 20x -count 5 ./scheduler/
+func BenchmarkRecursive(b *testing.B) {
+	const n, want = 20, 6765
+	b.Run("tags", func(b *testing.B) {
+		ctx := context.Background()
+		s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		var lastTag atomic.Uint64
+		newTag := func() scheduler.Tag { return scheduler.Tag(lastTag.Add(1)) }
+		type fibArg struct {
+			n   int
+			out *int
+			tag scheduler.Tag
+		}
+		type sumArg struct {
+			x, y, out *int
+			tags      []scheduler.Tag
+		}
+		var tasks atomic.Int64
+		sum := &scheduler.Codelet{Name: "sum", CPU: func(c *scheduler.Call) error {
+			a := c.Arg.(sumArg)
+			*a.out = *a.x + *a.y
+			return s.RemoveTags(a.tags...)
+		}}
+		leaf := &scheduler.Codelet{Name: "leaf", CPU: func(c *scheduler.Call) error {
+			a := c.Arg.(fibArg)
+			*a.out = a.n
+			return nil
+		}}
+		var fib *scheduler.Codelet
+		spawn := func(a fibArg) error {
+			tasks.Add(1)
+			if a.n < 2 {
+				return s.Submit(ctx, leaf, scheduler.WithArg(a), scheduler.WithTag(a.tag))
+			}
+			return s.Submit(ctx, fib, scheduler.WithArg(a))
+		}
+		fib = &scheduler.Codelet{Name: "fib", CPU: func(c *scheduler.Call) error {
+			a := c.Arg.(fibArg)
+			x, y := new(int), new(int)
+			tx, ty := newTag(), newTag()
+			if err := spawn(fibArg{a.n - 1, x, tx}); err != nil {
+				return err
+			}
+			if err := spawn(fibArg{a.n - 2, y, ty}); err != nil {
+				return err
+			}
+			tasks.Add(1)
+			return s.Submit(ctx, sum, scheduler.WithArg(sumArg{x, y, a.out, []scheduler.Tag{tx, ty}}),
+				scheduler.AfterTags(tx, ty), scheduler.WithTag(a.tag))
+		}}
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			var r int
+			root := newTag()
+			if err := spawn(fibArg{n, &r, root}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.WaitTag(ctx, root); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.WaitAll(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.RemoveTags(root); err != nil {
+				b.Fatal(err)
+			}
+			if r != want {
+				b.Fatalf("fib(%d) = %d, want %d", n, r, want)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(tasks.Load()), "ns/task")
+	})
+	b.Run("joincounter", func(b *testing.B) {
+		ctx := context.Background()
+		s, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPerfModelDir(""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		// frame is a split's join: left counts its children still
+		// running; the one that brings it to zero adds their results
+		// into out and completes the parent frame in turn.
+		type frame struct {
+			x, y   int
+			out    *int
+			left   atomic.Int32
+			parent *frame
+		}
+		type fibArg struct {
+			n      int
+			out    *int
+			parent *frame
+		}
+		complete := func(f *frame) {
+			for f != nil && f.left.Add(-1) == 0 {
+				*f.out = f.x + f.y
+				f = f.parent
+			}
+		}
+		var tasks atomic.Int64
+		var fib *scheduler.Codelet
+		spawn := func(a fibArg) error {
+			tasks.Add(1)
+			return s.Submit(ctx, fib, scheduler.WithArg(a))
+		}
+		fib = &scheduler.Codelet{Name: "fib", CPU: func(c *scheduler.Call) error {
+			a := c.Arg.(fibArg)
+			if a.n < 2 {
+				*a.out = a.n
+				complete(a.parent)
+				return nil
+			}
+			f := &frame{out: a.out, parent: a.parent}
+			f.left.Store(2)
+			if err := spawn(fibArg{a.n - 1, &f.x, f}); err != nil {
+				return err
+			}
+			return spawn(fibArg{a.n - 2, &f.y, f})
+		}}
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			var r int
+			if err := spawn(fibArg{n, &r, nil}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.WaitAll(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if r != want {
+				b.Fatalf("fib(%d) = %d, want %d", n, r, want)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(tasks.Load()), "ns/task")
+	})
 }

@@ -28,18 +28,60 @@ import (
 // reached through several handles, and the references the lists drop
 // released together after the lock.
 func (s *Scheduler) wire(t *Task) int32 {
+	var ws wireState
+	if !t.dupAccess {
+		// Each access its own handle: wired as they are, in one pass.
+		if len(t.Access) > 0 {
+			s.wireAccesses(t, &ws)
+		} else if t.pooled {
+			storeUnpublished(&t.refs, 1) // its execution's
+		}
+	} else {
+		s.wireMerged(t, &ws)
+	}
+	if len(t.After) > 0 {
+		ws.edges += s.wireAfter(t)
+	}
+	if len(t.AfterTags) > 0 || t.Tag != 0 {
+		ws.edges += s.wireTags(t)
+	}
+	return ws.edges
+}
+
+// wireAccesses wires t's accesses, which name each handle once, under
+// s.handleMu (see wireHandles), and sets a pooled t's references: its
+// execution's and one per access list it joins (see hold), at once.
+// Nothing reads them until t's wiring is published: no other wiring
+// sees t before s.handleMu is released, and the completions of the
+// predecessors it waits for touch its pending count only.
+func (s *Scheduler) wireAccesses(t *Task, ws *wireState) {
+	refs := int32(1)
+	s.handleMu.Lock()
+	for i := range t.Access {
+		a := &t.Access[i]
+		if a.Mode == ModeScratch {
+			continue
+		}
+		refs++
+		s.wireAccessLocked(t, a.Handle, a.Mode, ws)
+	}
+	if t.pooled {
+		storeUnpublished(&t.refs, refs-ws.unjoined)
+	}
+	s.handleMu.Unlock()
+	ws.releaseAll(s)
+}
+
+// wireMerged wires the accesses of t, which names a handle more than
+// once: one wiring per handle, with the union of its modes.
+func (s *Scheduler) wireMerged(t *Task, ws *wireState) {
 	var (
 		hs    [8]wiring
 		wired = hs[:0]
-		ws    wireState
 	)
 	for i := range t.Access {
 		a := t.Access[i]
 		if a.Mode == ModeScratch {
-			continue
-		}
-		if !t.dupAccess {
-			wired = append(wired, wiring{a.Handle, a.Mode})
 			continue
 		}
 		dup := false
@@ -60,21 +102,11 @@ func (s *Scheduler) wire(t *Task) int32 {
 		}
 		wired = append(wired, wiring{a.Handle, m})
 	}
-	if t.pooled {
-		// Its execution's reference and one per access list it joins
-		// (see hold), at once: nothing refers to t yet.
-		storeUnpublished(&t.refs, int32(1+len(wired)))
-	}
 	if len(wired) > 0 {
-		s.wireHandles(t, wired, &ws)
+		s.wireHandles(t, wired, ws)
+	} else if t.pooled {
+		storeUnpublished(&t.refs, 1) // its execution's
 	}
-	if len(t.After) > 0 {
-		ws.edges += s.wireAfter(t)
-	}
-	if len(t.AfterTags) > 0 || t.Tag != 0 {
-		ws.edges += s.wireTags(t)
-	}
-	return ws.edges
 }
 
 // wireAfter makes t wait for its After tasks and returns the edges it
@@ -164,6 +196,10 @@ func (s *Scheduler) wireHandles(t *Task, wired []wiring, ws *wireState) {
 	for _, w := range wired {
 		s.wireAccessLocked(t, w.h, w.m, ws)
 	}
+	if t.pooled {
+		// As in wireAccesses.
+		storeUnpublished(&t.refs, int32(1+len(wired))-ws.unjoined)
+	}
 	s.handleMu.Unlock()
 	ws.releaseAll(s)
 }
@@ -184,6 +220,9 @@ type wireState struct {
 	drops [6]dropRef
 	nd    int
 	edges int32 // edges pushed, not yet in t.pending
+	// unjoined counts the handles whose lists t did not join (unusable
+	// handles): wire sets t's references without theirs.
+	unjoined int32
 }
 
 // predDep is a predecessor wire has made the task wait for.
@@ -245,13 +284,16 @@ func (ws *wireState) releaseAll(s *Scheduler) {
 // wireAccessLocked makes t depend on the previous accesses to h, after
 // StarPU's sequential consistency: accesses are grouped into runs of
 // compatible ones (reads, commuting writes, reductions); a task depends
-// on the group before its own, and a write starts a new group. wire has
-// taken t's reference for h's list. s.handleMu is held.
+// on the group before its own, and a write starts a new group. wire
+// counts t's reference for h's list (wireState.unjoined when t does not
+// join it). s.handleMu is held.
 func (s *Scheduler) wireAccessLocked(t *Task, h *Handle, m Mode, ws *wireState) {
-	if err := h.usableLocked(); err != nil {
-		t.fail(err)
-		s.drop(ws, t)
-		return
+	if h.status.Load() != handleLive {
+		if err := h.usableLocked(); err != nil {
+			t.fail(err)
+			ws.unjoined++
+			return
+		}
 	}
 	if !h.implicit {
 		// Remember users only, for Unregister.

@@ -165,15 +165,13 @@ func (s *Scheduler) discard(t *Task) {
 // newTask returns a task of cl with args for Submit: from the pool when
 // nothing keeps it once completed (see submit).
 func (s *Scheduler) newTask(cl *Codelet, args []Arg) *Task {
-	var t *Task
-	if poolable(args) {
-		t = s.tasks.get()
-		t.pooled = true // wire counts its references (refs)
-	} else {
-		t = new(Task)
-	}
+	// One pass over args: apply reports whether they let the task be
+	// pooled. A task that may not (the caller's callback, tag or wait
+	// keeps it) is taken from the pool all the same and never goes back:
+	// the collector frees it, as one of new(Task).
+	t := s.tasks.get()
 	t.Codelet = cl
-	t.apply(args)
+	t.pooled = t.apply(args) // wire counts a pooled task's references (refs)
 	return t
 }
 
@@ -248,10 +246,13 @@ func (s *Scheduler) submitHeld(ctx context.Context, t *Task, run *worker, b *Bat
 	}
 	// A non-blocking receive on Done is cheaper than ctx.Err, which
 	// locks a cancelable context's mutex (shared by all submitters).
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctxErr(ctx))
-	default:
+	// A context that is never canceled (Background) has no channel.
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return fmt.Errorf("scheduler: submitting %q: %w", t.Codelet.name(), ctxErr(ctx))
+		default:
+		}
 	}
 	if b != nil && t.sync {
 		return fmt.Errorf("%w: task %q is synchronous, but a batch holds its tasks until Flush: it would wait for itself", ErrBadOption, t.Codelet.name())
@@ -379,7 +380,9 @@ func (s *Scheduler) validate(t *Task) error {
 			return err
 		}
 	}
-	for i, a := range t.Access {
+	acc := t.Access
+	for i := range acc {
+		a := &acc[i]
 		h := a.Handle
 		if h == nil {
 			return fmt.Errorf("%w: task %q access %d has a nil handle", ErrBadData, cl.name(), i)
@@ -387,34 +390,27 @@ func (s *Scheduler) validate(t *Task) error {
 		if h.s != s {
 			return fmt.Errorf("%w: task %q access %d uses %v", ErrForeignHandle, cl.name(), i, h)
 		}
-		if !a.Mode.valid() {
+		// R, W or RW (1, 2, 3): valid, and none of the checks below the
+		// status applies.
+		plain := a.Mode-1 < ModeRW
+		if !plain && !a.Mode.valid() {
 			return fmt.Errorf("%w: task %q access %d on %v has mode %v; use R, W, RW, Scratch, Redux or Commute", ErrInvalidMode, cl.name(), i, h, a.Mode)
 		}
-		switch h.status.Load() {
-		case handlePartitioned:
-			return fmt.Errorf("task %q access %d: %w: %v is partitioned into tiles; access the tiles, or Unpartition it first", cl.name(), i, ErrPartitioned, h)
-		case handleUnregistered:
-			return fmt.Errorf("task %q access %d: %w: %v is no longer registered (unregistered, or a tile of an unpartitioned handle)", cl.name(), i, ErrUnregistered, h)
-		}
-		if a.Mode == ModeRedux {
-			s.handleMu.Lock()
-			ok := h.rcombine != nil
-			s.handleMu.Unlock()
-			if !ok {
-				return fmt.Errorf("%w: task %q uses Redux on %v, which has no reduction; call SetReduction first", ErrInvalidMode, cl.name(), h)
-			}
-			t.redux = true
-		}
-		if (a.Mode == ModeRedux || a.Mode == ModeScratch) && h.kind == kindValue {
-			if _, err := h.ram.newLike(kindValue); err != nil {
-				return fmt.Errorf("task %q access %d: %w", cl.name(), i, err)
+		if st := h.status.Load(); st != handleLive {
+			switch st {
+			case handlePartitioned:
+				return fmt.Errorf("task %q access %d: %w: %v is partitioned into tiles; access the tiles, or Unpartition it first", cl.name(), i, ErrPartitioned, h)
+			case handleUnregistered:
+				return fmt.Errorf("task %q access %d: %w: %v is no longer registered (unregistered, or a tile of an unpartitioned handle)", cl.name(), i, ErrUnregistered, h)
 			}
 		}
-		if a.Mode&ModeCommute != 0 {
-			t.commute = true
+		if !plain {
+			if err := s.validateMode(t, i); err != nil {
+				return err
+			}
 		}
-		for j := 0; j < i; j++ {
-			if b := t.Access[j]; b.Handle == h {
+		for j := range acc[:i] {
+			if b := &acc[j]; b.Handle == h {
 				if b.Mode != a.Mode && ((a.Mode|b.Mode)&(ModeScratch|ModeRedux|ModeCommute) != 0) {
 					return fmt.Errorf("%w: task %q accesses %v as both %v and %v", ErrInvalidMode, cl.name(), h, b.Mode, a.Mode)
 				}
@@ -434,6 +430,32 @@ func (s *Scheduler) validate(t *Task) error {
 	}
 	if cl.Detached == nil && (cl.CPU == nil || s.kinds[CPUWorker] == 0) && !t.deviceData() {
 		return fmt.Errorf("%w: codelet %q can run only on GPUs, and task's data cannot go there (a value handle); give it a CPU function", ErrNoImplementation, cl.name())
+	}
+	return nil
+}
+
+// validateMode checks t's access i of a mode other than R, W and RW
+// (Scratch, Redux, Commute), and marks t for those it finds.
+func (s *Scheduler) validateMode(t *Task, i int) error {
+	cl := t.Codelet
+	a := t.Access[i]
+	h := a.Handle
+	if a.Mode == ModeRedux {
+		s.handleMu.Lock()
+		ok := h.rcombine != nil
+		s.handleMu.Unlock()
+		if !ok {
+			return fmt.Errorf("%w: task %q uses Redux on %v, which has no reduction; call SetReduction first", ErrInvalidMode, cl.name(), h)
+		}
+		t.redux = true
+	}
+	if (a.Mode == ModeRedux || a.Mode == ModeScratch) && h.kind == kindValue {
+		if _, err := h.ram.newLike(kindValue); err != nil {
+			return fmt.Errorf("task %q access %d: %w", cl.name(), i, err)
+		}
+	}
+	if a.Mode&ModeCommute != 0 {
+		t.commute = true
 	}
 	return nil
 }

@@ -403,7 +403,10 @@ func NewTask(cl *Codelet, args ...Arg) *Task {
 	return t
 }
 
-func (t *Task) apply(args []Arg) {
+// apply sets t's fields from args and reports whether they let a task
+// of Submit be pooled (see poolable, which it agrees with).
+func (t *Task) apply(args []Arg) (poolable bool) {
+	poolable = true
 	for i := range args {
 		a := &args[i]
 		switch a.kind {
@@ -416,6 +419,7 @@ func (t *Task) apply(args []Arg) {
 			t.Priority = a.n
 		case argTag:
 			t.Tag = Tag(a.n)
+			poolable = false
 		case argAfter:
 			t.After = append(t.After, a.tasks...)
 		case argAfterTags:
@@ -433,16 +437,22 @@ func (t *Task) apply(args []Arg) {
 			} else if fn != nil {
 				t.Callback = fn
 			}
+			poolable = false
 		case argTeam:
 			t.Team = a.n
+			if a.n > 1 {
+				poolable = false
+			}
 		case argSync:
 			t.sync = true
+			poolable = false
 		case argContext:
 			t.Context, _ = a.v.(*Context)
 		case argCancel:
 			t.stop, _ = a.v.(context.Context)
 		}
 	}
+	return poolable
 }
 
 // Err returns the task's error once it is done: nil on success, a
