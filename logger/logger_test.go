@@ -19,27 +19,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/pzgo/pz/internal/lockedbuf"
 	"github.com/pzgo/pz/logger"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of several
-// in-process ranks.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type line struct {
 	Level string `json:"level"`
@@ -73,7 +55,7 @@ func env(m map[string]string) logger.Option {
 // rank log on both loggers concurrently, and returns what was written.
 func logOnRanks(t *testing.T, size int, opts ...logger.Option) string {
 	t.Helper()
-	buf := &lockedBuffer{}
+	buf := &lockedbuf.Buffer{}
 	var wg sync.WaitGroup
 	all := append([]logger.Option{logger.WithWriter(buf), logger.WithFormat(logger.JSON)}, opts...)
 	for r := range size {
@@ -184,7 +166,7 @@ func TestProcessEnvironment(t *testing.T) {
 	t.Setenv(logger.EnvRanks, "1")
 	t.Setenv(logger.EnvFormat, "json")
 	t.Setenv(logger.EnvFile, "")
-	buf := &lockedBuffer{}
+	buf := &lockedbuf.Buffer{}
 	l0, err := logger.New(0, 2, logger.WithWriter(buf))
 	require.NoError(t, err)
 	l1, err := logger.New(1, 2, logger.WithWriter(buf))
@@ -200,14 +182,14 @@ func TestProcessEnvironment(t *testing.T) {
 }
 
 func TestConsoleFormat(t *testing.T) {
-	buf := &lockedBuffer{}
+	buf := &lockedbuf.Buffer{}
 	l, err := logger.New(2, 3, noEnv, logger.WithWriter(buf), logger.WithRoot(2), logger.WithoutTime())
 	require.NoError(t, err)
 	l.Zap().Info("hello", zap.Int("n", 7))
 	l.Local().Warn("careful")
 	assert.Equal(t, "INFO\trank 2\thello\t{\"n\": 7}\nWARN\trank 2\tcareful\n", buf.String())
 
-	buf2 := &lockedBuffer{}
+	buf2 := &lockedbuf.Buffer{}
 	l, err = logger.New(0, 1, env(map[string]string{logger.EnvFormat: "console"}), logger.WithWriter(buf2))
 	require.NoError(t, err)
 	l.Zap().Info("timed")

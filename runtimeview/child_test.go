@@ -23,6 +23,7 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/lockedbuf"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -155,7 +156,7 @@ func childRun() int {
 // status and stderr.
 func startRunChild(t *testing.T, cmd *exec.Cmd, ranks int) (pids []int, wait func() (int, string)) {
 	t.Helper()
-	stderr := new(lockedBuffer)
+	stderr := new(lockedbuf.Buffer)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/pzgo/pz/hardware/cuda"
 	"github.com/pzgo/pz/internal/fakecuda"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/lockedbuf"
 	"github.com/pzgo/pz/internal/mpiclib"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
@@ -106,7 +107,7 @@ func jobSize(t *testing.T) int {
 
 func checkMPIStart(t *testing.T, ctx context.Context) {
 	require.False(t, mpi.Initialized())
-	buf := &lockedBuffer{}
+	buf := &lockedbuf.Buffer{}
 	rt, err := runtimeview.New(ctx,
 		runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), runtimeview.WithSimDevices(simDevices...),
 		runtimeview.WithLogOptions(logger.WithEnv(nil), logger.WithWriter(buf), logger.WithFormat(logger.JSON)))

@@ -1,7 +1,6 @@
 package runtimeview_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/internal/launch"
+	"github.com/pzgo/pz/internal/lockedbuf"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
 )
@@ -115,24 +115,6 @@ func TestBarrierOrders(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// lockedBuffer is a bytes.Buffer shared by in-process ranks.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestLoggerRootOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -149,7 +131,7 @@ func TestLoggerRootOnly(t *testing.T) {
 		})}, []int{1, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			buf := &lockedBuffer{}
+			buf := &lockedbuf.Buffer{}
 			opts := append([]logger.Option{logger.WithEnv(nil), logger.WithWriter(buf), logger.WithFormat(logger.JSON)}, tc.opts...)
 			const n = 4
 			err := runtimeview.RunLocal(testCtx(t), n, func(ctx context.Context, rt *runtimeview.RuntimeView) error {

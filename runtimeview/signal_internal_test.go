@@ -1,13 +1,11 @@
 package runtimeview
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/hardware"
+	"github.com/pzgo/pz/internal/lockedbuf"
 	"github.com/pzgo/pz/logger"
 )
 
@@ -160,24 +159,6 @@ func TestSecondSignalWhenIgnoredAtStart(t *testing.T) {
 	h.stop()
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestShutdownNamesWaitedRanks: after SIGTERM, a rank whose function does
 // not return holds RunLocal's exit; RunLocal says which rank it waits for
 // (it said nothing for as long as the rank ran), and stops saying so once
@@ -185,7 +166,7 @@ func (s *syncBuffer) String() string {
 func TestShutdownNamesWaitedRanks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var stderr syncBuffer
+	var stderr lockedbuf.Buffer
 	var code atomic.Int32
 	var waiting atomic.Int32
 	const n = 3

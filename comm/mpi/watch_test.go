@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/internal/lockedbuf"
 )
 
 // A collective in progress in its communicator's slot is timed from the
@@ -161,7 +162,7 @@ func TestP2PWhat(t *testing.T) {
 // (run with -race): a wait that lasts is reported, the short ones around
 // it do not disturb it.
 func TestWatchP2PConcurrent(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &lockedbuf.Buffer{}
 	w := &watch{report: 2 * time.Millisecond, rank: 0, size: 4, out: out, exit: func(int) { t.Error("no timeout set") },
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
@@ -189,24 +190,6 @@ func TestWatchP2PConcurrent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	assert.Contains(t, out.String(), "in Probe from rank 9, tag 9;")
-}
-
-// lockedBuffer is a bytes.Buffer safe for the watch's loop and a test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // BenchmarkWatchP2P times a point-to-point wait's record: beginP2P and

@@ -10,25 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/internal/lockedbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestBarDraws(t *testing.T) {
 	var buf bytes.Buffer
@@ -87,7 +71,7 @@ func TestBarDoneEarly(t *testing.T) {
 }
 
 func TestBarConcurrentAdds(t *testing.T) {
-	var buf lockedBuffer
+	var buf lockedbuf.Buffer
 	const goroutines, each = 8, 100
 	b := NewForced(&buf, "tasks", goroutines*each, RedrawEvery)
 	var wg sync.WaitGroup
