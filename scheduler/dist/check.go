@@ -79,9 +79,18 @@ func (s submission) String() string {
 // or stop waiting in them at once, rather than at the stall timeout,
 // while the steps it started complete.
 type graphCheck struct {
-	timeout  time.Duration // longest wait for a comparison; 0: ctx's
-	n        int           // submissions so far
-	window   []submission  // the current window
+	timeout time.Duration // longest wait for a comparison; 0: ctx's
+	n       int           // submissions so far
+	window  []submission  // the current window
+	// acc holds the accesses of the current window's submissions (Submit
+	// appends them, and the submission's access slice points into it;
+	// those of a submission refused before add stay unused); spareWin
+	// and spareAcc
+	// are a settled window's arrays, which the next window reuses, so
+	// that a submission allocates nothing here.
+	acc      []accessDesc
+	spareWin []submission
+	spareAcc []accessDesc
 	pending  *pendingCheck
 	compared int // comparisons started (windows flushed)
 	reached  int // steps started: one past the last this rank started
@@ -148,6 +157,7 @@ type pendingCheck struct {
 	in     []int64 // hash, -hash, count (own allocations: cgo refuses memory next to Go pointers)
 	out    []int64
 	window []submission
+	acc    []accessDesc // the array window's accesses point into
 	// What the ranks exchange if the windows differ, besides the
 	// window: the submissions and registrations made when the window
 	// ended, and whether Close ended it.
@@ -185,12 +195,13 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	h := windowHash(g.window)
-	p := &pendingCheck{step: step, window: g.window, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3),
+	p := &pendingCheck{step: step, window: g.window, acc: g.acc, in: []int64{int64(h), -int64(h), int64(len(g.window))}, out: make([]int64, 3),
 		end: g.n, closing: g.closing, handles: -1}
 	if g.registered != nil {
 		p.handles = g.registered()
 	}
-	g.window = nil
+	g.window, g.acc = g.spareWin, g.spareAcc
+	g.spareWin, g.spareAcc = nil, nil
 	req, err := c.Iallreduce(comm.BufOf(p.in), comm.BufOf(p.out), comm.Max)
 	if err != nil {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
@@ -200,6 +211,20 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 	p.req = req
 	g.pending = p
 	return nil
+}
+
+// recycle keeps the arrays of p, a settled comparison's window, for the
+// next window (flush), cleared of their references.
+func (g *graphCheck) recycle(p *pendingCheck) {
+	if cap(p.window) > cap(g.spareWin) {
+		clear(p.window)
+		g.spareWin = p.window[:0]
+	}
+	if cap(p.acc) > cap(g.spareAcc) {
+		clear(p.acc)
+		g.spareAcc = p.acc[:0]
+	}
+	p.window, p.acc = nil, nil
 }
 
 // leave records that this rank left WaitAll, which failed the graph
@@ -253,6 +278,9 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		return nil
 	}
 	g.pending = nil
+	// Once settled, nothing refers to p's window: the next window
+	// reuses its arrays.
+	defer g.recycle(p)
 	parent := ctx
 	if g.timeout > 0 {
 		var cancel context.CancelFunc

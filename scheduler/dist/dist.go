@@ -117,6 +117,14 @@ type Scheduler struct {
 
 	sendCl, recvCl *scheduler.Codelet
 
+	// localArgs is the array the arguments of a local task are built in
+	// (submitLocal), reused: the local scheduler keeps none of them.
+	// Guarded by mu.
+	localArgs []scheduler.Arg
+	// taskDones are the callbacks of the local tasks of the graph, for
+	// reuse (taskDone).
+	taskDones sync.Pool
+
 	// graph is given to every task of the graph on the local scheduler
 	// (scheduler.CancelOn); fail ends it with the failure, so that the
 	// local tasks that have not started never do.

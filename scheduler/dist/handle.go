@@ -627,6 +627,9 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	}
 	onRank := -1
 	sub := submission{codelet: cl.Name}
+	// The accesses go into the graph check's array of the window's
+	// accesses: no allocation per submission.
+	mark := len(d.check.acc)
 	for i, a := range args {
 		switch {
 		case a.placed:
@@ -644,8 +647,11 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		case a.mode == scheduler.ModeRedux && a.h.rinit == nil:
 			return fmt.Errorf("dist: submitting %q: %w: Redux on %v, which has no reduction; call SetReduction first", cl.Name, comm.ErrInvalidArg, a.h)
 		default:
-			sub.access = append(sub.access, describeAccess(a.h, a.mode))
+			d.check.acc = append(d.check.acc, describeAccess(a.h, a.mode))
 		}
+	}
+	if n := len(d.check.acc); n > mark {
+		sub.access = d.check.acc[mark:n:n]
 	}
 	if err := mixedModes(args); err != nil {
 		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
@@ -773,13 +779,11 @@ func (d *Scheduler) interrupted(ctx context.Context, codelet string, err error) 
 func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
 	run := -1
 	var firstW, first *Handle
-	var local []scheduler.Arg
 	for _, a := range args {
 		switch {
 		case a.placed:
 			run = a.rank
 		case a.opt != nil:
-			local = append(local, *a.opt)
 		default:
 			if first == nil {
 				first = a.h
@@ -818,47 +822,17 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 		}
 	}
 	// A contribution to a reduction goes into the latest version on its
-	// writer, elsewhere into the rank's partial result.
-	target := make([]*Handle, len(args))
-	for i, a := range args {
-		if a.h == nil {
-			continue
-		}
-		target[i] = a.h
-		if a.mode == scheduler.ModeRedux {
-			p, err := d.contributeLocked(ctx, a.h, run)
-			if err != nil {
+	// writer, elsewhere into the rank's partial result (target).
+	for _, a := range args {
+		if a.h != nil && a.mode == scheduler.ModeRedux {
+			if _, err := d.contributeLocked(ctx, a.h, run); err != nil {
 				return err
 			}
-			target[i] = p
 		}
 	}
 	if d.rank == run {
-		for i, a := range args {
-			if a.h == nil {
-				continue
-			}
-			lh, err := target[i].localHandle()
-			if err != nil {
-				return err
-			}
-			local = append(local, scheduler.Data(lh, a.mode))
-		}
-		// Before the caller's callbacks: a failure is recorded by the time
-		// they see the task done. A failure names the task as the graph
-		// check names a submission (its number and data), as a tiled
-		// program submits many tasks of one codelet.
-		seq, own, wait := d.check.n-1, cl == d.walking, d.walkingWaitAll
-		local = slices.Insert(local, 0, scheduler.WithCallback(func(t *scheduler.Task) {
-			d.onTaskDone(t, func() string { return describeTask(cl, seq, own, wait, args) })
-		}))
-		// Last: the graph's failure cancels the task (With's CancelOn
-		// does not replace it).
-		local = append(local, scheduler.CancelOn(d.graph))
-		d.pos.open.Add(1) // onTaskDone counts it done
-		if err := d.local.Submit(ctx, cl, local...); err != nil {
-			d.pos.open.Add(-1)
-			return fmt.Errorf("dist: rank %d: %w", d.rank, err)
+		if err := d.submitLocal(ctx, cl, run, args); err != nil {
+			return err
 		}
 	}
 	for _, a := range args {
@@ -868,6 +842,114 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 		}
 	}
 	return nil
+}
+
+// target is the handle that an access a of a task on rank run uses: a
+// contribution to a reduction goes into the latest version on its
+// writer, elsewhere into the rank's partial result (contributeLocked
+// made it); any other access uses a's handle. d.mu is held.
+func target(a Arg, run int) *Handle {
+	if a.mode == scheduler.ModeRedux && run != a.h.writer {
+		return a.h.partials[run]
+	}
+	return a.h
+}
+
+// submitLocal submits the local task of a submission walked on the
+// rank that runs it (run, this rank). Its arguments are built in
+// d.localArgs, which the local scheduler does not keep, and its
+// callback is a pooled taskDone: no allocation of this layer's per task.
+// d.mu is held.
+func (d *Scheduler) submitLocal(ctx context.Context, cl *scheduler.Codelet, run int, args []Arg) error {
+	// Before the caller's callbacks: a failure is recorded by the time
+	// they see the task done. A failure names the task as the graph
+	// check names a submission (its number and data), as a tiled
+	// program submits many tasks of one codelet.
+	td := d.newTaskDone(cl, d.check.n-1, cl == d.walking, d.walkingWaitAll, args)
+	local := append(d.localArgs[:0], scheduler.WithCallback(td.fn))
+	for _, a := range args {
+		if a.opt != nil {
+			local = append(local, *a.opt)
+		}
+	}
+	for _, a := range args {
+		if a.h == nil {
+			continue
+		}
+		lh, err := target(a, run).localHandle()
+		if err != nil {
+			d.localArgs = clearArgs(local)
+			d.putTaskDone(td)
+			return err
+		}
+		local = append(local, scheduler.Data(lh, a.mode))
+	}
+	// Last: the graph's failure cancels the task (With's CancelOn
+	// does not replace it).
+	local = append(local, scheduler.CancelOn(d.graph))
+	d.pos.open.Add(1) // onTaskDone counts it done
+	err := d.local.Submit(ctx, cl, local...)
+	d.localArgs = clearArgs(local)
+	if err != nil {
+		d.pos.open.Add(-1)
+		// td is not put back: a task that Submit refused never runs,
+		// but one it waited for (scheduler.Synchronous, passed with
+		// With) ran its callback, which did.
+		return fmt.Errorf("dist: rank %d: %w", d.rank, err)
+	}
+	return nil
+}
+
+// clearArgs returns args emptied, without the references it held.
+func clearArgs(args []scheduler.Arg) []scheduler.Arg {
+	clear(args)
+	return args[:0]
+}
+
+// taskDone is the callback of a local task of the graph: it counts the
+// task done and, if it failed, names it as describeTask does, from the
+// submission's accesses (a copy: the program may reuse its slice of
+// arguments). It goes back to d's pool once it has run; fn, made once
+// per taskDone, calls it.
+type taskDone struct {
+	d         *Scheduler
+	cl        *scheduler.Codelet
+	seq       int
+	own, wait bool
+	args      []Arg
+	fn        func(*scheduler.Task)
+}
+
+// newTaskDone returns a taskDone from d's pool, set for the task.
+func (d *Scheduler) newTaskDone(cl *scheduler.Codelet, seq int, own, wait bool, args []Arg) *taskDone {
+	td, _ := d.taskDones.Get().(*taskDone)
+	if td == nil {
+		td = &taskDone{d: d}
+		td.fn = td.done
+	}
+	td.cl, td.seq, td.own, td.wait = cl, seq, own, wait
+	td.args = append(td.args[:0], args...)
+	return td
+}
+
+// putTaskDone puts td back in d's pool, without its references.
+func (d *Scheduler) putTaskDone(td *taskDone) {
+	td.cl = nil
+	clear(td.args)
+	td.args = td.args[:0]
+	d.taskDones.Put(td)
+}
+
+// done is the task's callback.
+func (td *taskDone) done(t *scheduler.Task) {
+	d := td.d
+	d.onTaskDone(t, td.describe)
+	d.putTaskDone(td)
+}
+
+// describe names the task for a failure (describeTask).
+func (td *taskDone) describe() string {
+	return describeTask(td.cl, td.seq, td.own, td.wait, td.args)
 }
 
 // SetReduction gives h the codelets of Redux accesses, as
