@@ -467,7 +467,9 @@ func TestSTMBenchSIGINTWhileAClientLags(t *testing.T) {
 		t.Fatalf("pzrun ended before saying %q: %s", prefix, errb.String())
 		return ""
 	}
-	waitLine("master: every client is in")
+	// Once every client is set up (ready): a client stopped in its
+	// setup holds the first period back, up to the setup bound.
+	waitLine("master: every client is set up")
 	lagging := benchClientPid(t, cmd.Process.Pid, "c1")
 	require.NoError(t, syscall.Kill(lagging, syscall.SIGSTOP))
 	t.Cleanup(func() { syscall.Kill(lagging, syscall.SIGCONT) })

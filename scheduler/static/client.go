@@ -35,6 +35,9 @@ type Client struct {
 	masterTimeout time.Duration
 	// planSource and planBody describe that plan (Plan.Source, bodyHash).
 	planSource, planBody string
+	// setupHook, when not nil, is called at the end of the client's
+	// setup, before its resource threads start (tests: a slow setup).
+	setupHook func()
 
 	mu   sync.Mutex
 	exit func(reason string) // set while in the loop
@@ -324,6 +327,17 @@ func (c *Client) session(ctx context.Context, l link, sw *startWatch, sigs <-cha
 	}
 	if lb, ok := l.(*chanLink); ok && lb.afterSetup != nil {
 		lb.afterSetup() // RunLocal's clients share a process: see there
+	}
+	if c.setupHook != nil {
+		c.setupHook()
+	}
+	// Once the resource threads are started and pinned, the client is
+	// ready; the master starts the first period (t0) once every client
+	// is, so that no setup is counted inside the plan.
+	exec.ready = func() {
+		if err := l.send(&message{Type: msgReady}); err != nil && c.log != nil {
+			c.log(fmt.Sprintf("client %s: telling the master it is ready: %v", c.name, err))
+		}
 	}
 
 	runCtx, abort := context.WithCancel(context.Background())

@@ -37,6 +37,16 @@
 // the period it is in within the bound (a body that never returns).
 // docs/static-schedules.md#stopping has the details.
 //
+// # The start
+//
+// Once every client has joined, the master sends each the plan and the
+// board; each client builds its records, collects its setup's garbage,
+// starts its resource threads and pins them, then says it is ready. The
+// master writes t0, the first period's start, on the board the start
+// delay (WithStartDelay) after the last client is ready, so that no
+// client's setup is counted inside the plan; a client not ready within
+// WithSetupTimeout of the start aborts the run, named.
+//
 // # Failures
 //
 // The master watches its clients (a client whose runnables fall more

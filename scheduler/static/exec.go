@@ -48,6 +48,12 @@ type executor struct {
 	// abandonAfter is how long, once the run is aborted, run waits for a
 	// thread in user code before it leaves it behind (gate).
 	abandonAfter time.Duration
+	// ready, when not nil, is called by run once every CPU resource
+	// thread has started and pinned itself (the client's msgReady): the
+	// threads then wait for t0 on the board (awaitT0).
+	ready func()
+	// pinned receives one value from each CPU thread once it is pinned.
+	pinned chan struct{}
 }
 
 // defaultAbandonAfter is executor.abandonAfter when the master does not
@@ -314,6 +320,7 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 			e.streamLoop(ctx, s)
 		}()
 	}
+	e.pinned = make(chan struct{}, len(e.threads))
 	var tw sync.WaitGroup
 	for _, t := range e.threads {
 		tw.Add(1)
@@ -322,6 +329,7 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 			e.cpuLoop(ctx, t)
 		}()
 	}
+	e.awaitPinned(ctx)
 	var errs []error
 	var deadline time.Time // abandonAfter from the abort
 	var abandoned bool
@@ -363,6 +371,42 @@ func (e *executor) run(ctx context.Context, b *board, clk clock) (runs []Runnabl
 		runs = append(runs, x.rec.result())
 	}
 	return runs, joinErrors(errs)
+}
+
+// awaitPinned waits until every CPU thread has started and pinned itself
+// (or the run is aborted), then says the client is ready (e.ready).
+func (e *executor) awaitPinned(ctx context.Context) {
+	for range e.threads {
+		select {
+		case <-e.pinned:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if e.ready != nil {
+		e.ready()
+	}
+}
+
+// t0Poll is how often a resource thread looks for t0 on the board while
+// it waits for the other clients' setups (awaitT0): t0 comes the start
+// delay (50 ms or more) ahead, so a thread finds it well before it.
+const t0Poll = time.Millisecond
+
+// awaitT0 waits for the master to publish t0 on the board, which it does
+// once every client is ready (Master.clientReady), and returns it; 0 when
+// the run is aborted, or asked to stop, first: the thread then ends with
+// no frames, as after a stop during the start delay.
+func (e *executor) awaitT0(ctx context.Context) int64 {
+	for {
+		if t0 := e.b.t0(); t0 != 0 {
+			return t0
+		}
+		if e.b.aborted() || ctx.Err() != nil || e.b.stopTime() != 0 {
+			return 0
+		}
+		sleepAbs(e.clk.now() + int64(t0Poll))
+	}
 }
 
 // joinErrors joins errs on one line, "; " between them, wrapping each;
@@ -475,8 +519,12 @@ func (e *executor) cpuLoop(ctx context.Context, t *cpuThread) {
 	if err := preciseTimers(); err != nil && e.warn != nil {
 		e.warn(fmt.Sprintf("%s sleeps with the default timer slack: %v", t.res.Name, err))
 	}
+	e.pinned <- struct{}{} // buffered: one per thread
 	b := e.b
-	t0 := b.t0()
+	t0 := e.awaitT0(ctx)
+	if t0 == 0 {
+		return
+	}
 	period := int64(t.period)
 	for k := int64(0); e.frames == 0 || k < e.frames; k++ {
 		pstart := t0 + k*period
@@ -565,7 +613,7 @@ func (e *executor) abandon(ctx context.Context, t *cpuThread, k, st int64) {
 // stopPoll bounds how long a resource thread sleeps without looking at
 // the board: a stop or an abort that comes while it waits for a run far
 // ahead - the first period, which starts the master's start delay after
-// the last client joined (WithStartDelay: minutes, if the user says so),
+// the last client is ready (WithStartDelay: minutes, if the user says so),
 // or a run late in a long period - ends the wait within it. The last
 // stretch before the run is one sleep to its planned time, as before.
 const stopPoll = 10 * time.Millisecond

@@ -36,6 +36,7 @@ type options struct {
 	dir        string
 	liveness   time.Duration
 	startDelay time.Duration
+	setupWait  time.Duration
 	log        func(string)
 	signals    bool
 	allocs     bool
@@ -60,11 +61,22 @@ func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 // its socket: that client fails the run the same way.
 func WithLiveness(d time.Duration) Option { return func(o *options) { o.liveness = d } }
 
-// WithStartDelay sets how long after the last client joins the first
+// WithStartDelay sets how long after the last client is ready (set up,
+// its resource threads started and pinned: WithSetupTimeout) the first
 // period starts; default 50ms (and at least one period). A stop during
-// the delay (ExitScheduler, a signal, a context's end) ends the run at
-// once, with no frames run.
+// the setups or the delay (ExitScheduler, a signal, a context's end)
+// ends the run at once, with no frames run.
 func WithStartDelay(d time.Duration) Option { return func(o *options) { o.startDelay = d } }
+
+// WithSetupTimeout bounds how long the master waits, once it has sent
+// the start, for every client to be ready: its records built, its
+// setup's garbage collected, its resource threads started and pinned to
+// their cores. The first period (t0) starts the start delay after the
+// last one is ready, so that no client's setup is counted inside the
+// plan. A client not ready within the bound (a process stopped or
+// starved in its setup) aborts the run: ErrAborted, naming it. Default
+// 10s, and at least the liveness bound.
+func WithSetupTimeout(d time.Duration) Option { return func(o *options) { o.setupWait = d } }
 
 // WithAllocationCounts reads the heap's allocation counters around every
 // run, so that the run record names the runnables that allocate. Each
@@ -85,7 +97,7 @@ func WithSignals(on bool) Option { return func(o *options) { o.signals = on } }
 func WithLog(f func(msg string)) Option { return func(o *options) { o.log = f } }
 
 func buildOptions(opts []Option) options {
-	o := options{liveness: time.Second, startDelay: 50 * time.Millisecond, signals: true}
+	o := options{liveness: time.Second, startDelay: 50 * time.Millisecond, setupWait: defaultSetupWait, signals: true}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -117,6 +129,11 @@ const (
 	boardName = "board"
 )
 
+// defaultSetupWait is WithSetupTimeout's default: a client's setup takes
+// tens of ms, a few hundred on a loaded machine (pinning a thread to a
+// busy core alone took up to 400 ms).
+const defaultSetupWait = 10 * time.Second
+
 // A Master runs a plan: it waits for every client, starts them on the
 // same period boundary, watches them and gathers their records.
 type Master struct {
@@ -130,7 +147,14 @@ type Master struct {
 	startCh chan struct{} // closed when every client is in
 	b       *board
 	bpath   string // the board's file (or localBoard)
+	// startedAt is when the start went out (CLOCK_MONOTONIC ns): the
+	// clients' setups are bounded from it (WithSetupTimeout).
+	startedAt int64
+	// t0 is the first period's start, 0 until every client is ready
+	// (ready); under mu, as it is set by the goroutine that serves the
+	// last client ready.
 	t0      int64
+	ready   int    // clients ready
 	stopped string // why the run ended; first reason wins
 	abortW  string // the abort's reason; "" if none
 	results map[string]*clientResult
@@ -147,6 +171,8 @@ type member struct {
 	l    link
 	out  *outbox // the master's messages to it, written by serve's writer
 	done bool
+	// ready: the client said it was set up (msgReady).
+	ready bool
 }
 
 // NewMaster checks the options and prepares a run of plan.
@@ -172,6 +198,9 @@ func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
 	if o.startDelay < 0 {
 		return nil, fmt.Errorf("static: WithStartDelay(%v): want a duration >= 0 (at least one period is used)", o.startDelay)
 	}
+	if o.setupWait <= 0 {
+		return nil, fmt.Errorf("static: WithSetupTimeout(%v): want a duration > 0 (at least the liveness bound is used)", o.setupWait)
+	}
 	var longest time.Duration
 	for _, h := range plan.Hyperepochs {
 		// A plan file compiled before the verifier bounded periods.
@@ -182,6 +211,7 @@ func NewMaster(plan *Plan, opts ...Option) (*Master, error) {
 	}
 	o.liveness = time.Duration(max(int64(o.liveness), satMul(2, int64(longest))))
 	o.startDelay = max(o.startDelay, longest)
+	o.setupWait = max(o.setupWait, o.liveness)
 	return &Master{
 		plan: plan, opts: o, clk: newClock(),
 		joined: map[string]*member{}, startCh: make(chan struct{}),
@@ -366,6 +396,12 @@ func (m *Master) serve(ctx context.Context, l link, pid int, mkBoard func() (*bo
 				return
 			}
 			m.requestStop(msg.Reason)
+		case msgReady:
+			if !running {
+				m.fail(fmt.Sprintf("client %s sent ready before the start and was disconnected", name))
+				return
+			}
+			m.clientReady(name)
 		case msgResult:
 			if !running {
 				m.logf("master: client %s sent a result before the start and was disconnected", name)
@@ -554,8 +590,9 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 	}
 	m.b, m.bpath = b, path
 	now := m.clk.now()
-	m.t0 = satAdd(now, int64(m.opts.startDelay))
-	b.store(wT0, uint64(m.t0))
+	// t0 stays 0 on the board until every client is ready (clientReady):
+	// the clients' setups are not the plan's.
+	m.startedAt = now
 	b.beat(now) // the clients watch it from the start message on
 	m.started = true
 	// Put, not written: a client that does not read (stopped) must not
@@ -564,8 +601,66 @@ func (m *Master) start(mkBoard func() (*board, string, error)) {
 	for _, mem := range m.joined {
 		mem.out.put(start)
 	}
-	m.logf("master: every client is in; the first period starts in %s", m.opts.startDelay)
+	m.logf("master: every client is in; the first period starts %s after the last is set up", m.opts.startDelay)
 	close(m.startCh)
+}
+
+// clientReady records that client name is set up (its records built,
+// its resource threads started and pinned: msgReady). Once every client
+// is, it publishes t0, the start delay from now, on the board, where the
+// clients' threads wait for it, unless the run was stopped or aborted
+// meanwhile (its clients then end with no frames).
+func (m *Master) clientReady(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mem := m.joined[name]
+	if mem == nil || mem.ready {
+		return
+	}
+	mem.ready = true
+	m.ready++
+	if m.ready < len(m.plan.Clients) || m.t0 != 0 || m.b == nil || m.closed || m.stopped != "" || m.abortW != "" || m.b.stopTime() != 0 {
+		return
+	}
+	now := m.clk.now()
+	m.t0 = max(satAdd(now, int64(m.opts.startDelay)), 1) // 0 is "not yet"
+	m.b.store(wT0, uint64(m.t0))
+	m.logf("master: every client is set up (%s after the start); the first period starts in %s", time.Duration(now-m.startedAt).Round(time.Millisecond), m.opts.startDelay)
+}
+
+// startTime returns t0, 0 while the clients set up.
+func (m *Master) startTime() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.t0
+}
+
+// notReady names the clients not ready the setup bound after the start
+// (WithSetupTimeout), or returns "".
+func (m *Master) notReady() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil || m.ready == len(m.plan.Clients) {
+		return ""
+	}
+	now := m.clk.now()
+	if now-m.startedAt <= int64(m.opts.setupWait) {
+		return ""
+	}
+	var late []string
+	for _, c := range m.plan.Clients {
+		if mem := m.joined[c]; mem != nil && !mem.ready {
+			late = append(late, fmt.Sprintf("%s (pid %d)", c, mem.pid))
+		}
+	}
+	if len(late) == 0 {
+		return ""
+	}
+	who := "client " + late[0] + " was"
+	if len(late) > 1 {
+		who = "clients " + strings.Join(late, ", ") + " were"
+	}
+	return fmt.Sprintf("%s not ready %s after the start (the setup bound, WithSetupTimeout): it did not finish building its records or starting and pinning its resource threads", who, m.opts.setupWait)
 }
 
 func (m *Master) abortReason() string {
@@ -604,9 +699,10 @@ func (m *Master) requestStop(reason string) bool {
 	m.b.requestStop(now)
 	if m.stopped == "" {
 		m.stopped = reason
-		// During the start delay the clients leave at once (executor.waitUntil).
+		// During the setups and the start delay the clients leave at
+		// once (executor.awaitT0, executor.waitUntil).
 		when := "at the next period boundary"
-		if now < m.t0 {
+		if m.t0 == 0 || now < m.t0 {
 			when = "before the first period"
 		}
 		m.logf("master: stopping %s: %s", when, reason)
@@ -743,7 +839,8 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 	for remaining > 0 {
 		select {
 		case <-progress.C:
-			if el := m.clk.now() - m.t0; el >= 0 {
+			if t0 := m.startTime(); t0 != 0 && m.clk.now()-t0 >= 0 {
+				el := m.clk.now() - t0
 				m.logf("master: %s", progressLine(m.plan.Hyperepochs, el, m.opts.frames))
 			}
 		case <-m.left:
@@ -755,6 +852,9 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			// The beat first: it says that this loop, which watches the
 			// clients, goes round.
 			m.b.beat(m.clk.now())
+			if why := m.notReady(); why != "" {
+				m.fail(why)
+			}
 			if why := m.behind(all); why != "" {
 				m.fail(why)
 			}
@@ -826,6 +926,10 @@ func (m *Master) drain(remaining *int, tick <-chan time.Time) bool {
 // behind names a runnable whose frames lag its plan by more than the
 // liveness bound, or returns "".
 func (m *Master) behind(all []PlacedRunnable) string {
+	t0 := m.startTime()
+	if t0 == 0 {
+		return "" // the clients set up: notReady bounds them
+	}
 	now := m.clk.now()
 	stop := m.b.stopTime()
 	for i, r := range all {
@@ -841,7 +945,7 @@ func (m *Master) behind(all []PlacedRunnable) string {
 		}
 		// Saturating: a run's times stay far below the int64 limit
 		// (MaxPeriod), but a wrapped sum would read as far behind.
-		pstart := satAdd(m.t0, satMul(k, int64(h.Period)))
+		pstart := satAdd(t0, satMul(k, int64(h.Period)))
 		if stop != 0 && pstart >= stop {
 			continue
 		}

@@ -55,7 +55,10 @@ runnables:
 	m, err := NewMaster(plan, WithStartDelay(time.Duration(math.MaxInt64)), WithLiveness(time.Duration(math.MaxInt64-1)))
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(math.MaxInt64-1), m.opts.liveness)
+	m.joined["a"] = &member{name: "a", out: newOutbox()}
 	m.start(func() (*board, string, error) { return newBoard(len(plan.Runnables()), len(plan.Clients)), "", nil })
+	assert.Zero(t, m.t0, "no t0 before the client is ready")
+	m.clientReady("a")
 	assert.Equal(t, int64(math.MaxInt64), m.t0, "t0 saturates")
 	m.opts.liveness = time.Second
 	assert.Empty(t, m.behind(plan.Runnables()), "nothing is behind a plan that starts at the end of time")

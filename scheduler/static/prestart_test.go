@@ -106,25 +106,35 @@ func TestProcessMasterKilledBeforeStart(t *testing.T) {
 }
 
 // A client built from an older pz (its hello carries no protocol
-// version) is refused by the master with both versions and the fix: it
-// would otherwise fail on the board (another size: "the master runs
-// another plan") or on the master's beats.
+// version, or version 1, which knows no ready message and would read the
+// board's t0 before the master writes it) is refused by the master with
+// both versions and the fix: it would otherwise fail on the board
+// (another size: "the master runs another plan"), on the master's beats,
+// or wait for ever for a first period.
 func TestOlderClientRefused(t *testing.T) {
 	plan := compileString(t, twoClients)
 	dir := privateTestDir(t)
 	startMaster(t, plan, WithDir(dir))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := dialMaster(ctx, dir, func(string) {})
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
-	l := newSockLink(conn)
-	require.NoError(t, l.send(&message{Type: msgHello, Client: "a", PID: os.Getpid(), Runnables: []string{"a1"}}))
-	m, err := l.recv()
-	require.NoError(t, err, "the master answers an old client at once")
-	assert.Equal(t, msgRefused, m.Type)
-	assert.Equal(t, "the client was built from a pz older than the master's: its hello carries no protocol version (board format pzstm3 or older), the master speaks protocol version 1 (board format pzstm3); rebuild the client and the master from the same pz", m.Reason)
+	for _, tc := range []struct {
+		proto int
+		says  string
+	}{
+		{0, "no protocol version (board format pzstm3 or older)"},
+		{1, "protocol version 1"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := dialMaster(ctx, dir, func(string) {})
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+		l := newSockLink(conn)
+		require.NoError(t, l.send(&message{Type: msgHello, Client: "a", Proto: tc.proto, PID: os.Getpid(), Runnables: []string{"a1"}}))
+		m, err := l.recv()
+		require.NoError(t, err, "the master answers an old client at once")
+		assert.Equal(t, msgRefused, m.Type)
+		assert.Equal(t, "the client was built from a pz older than the master's: its hello carries "+tc.says+", the master speaks protocol version 2 (board format pzstm3); rebuild the client and the master from the same pz", m.Reason)
+	}
 }
 
 // A board of another pz's format (pzstm2, the layout before the

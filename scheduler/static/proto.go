@@ -15,9 +15,11 @@ import (
 
 // The protocol between master and clients: each message is a 4-byte
 // big-endian length and a JSON object with a "type". A client sends hello,
-// then (once started) stop requests and its result; the master answers
-// hello with refused or start, beats (beat) until the start, and may send
-// abort.
+// then (once started) ready when it is set up, stop requests and its
+// result; the master answers hello with refused or start, beats (beat)
+// until the start, and may send abort. The start carries the plan and
+// the board but not t0: the master writes t0 on the board once every
+// client is ready, and the clients' threads wait for it there.
 type message struct {
 	Type string `json:"type"`
 	// hello
@@ -80,14 +82,21 @@ const (
 	// bound from the loop that waits for the clients, and once as the
 	// master accepts a client.
 	msgBeat = "beat"
+	// msgReady is a client's word, after the start, that it is set up:
+	// its records built, its setup's garbage collected, its resource
+	// threads started and pinned. The master publishes t0 once every
+	// client has said it (Master.clientReady).
+	msgReady = "ready"
 )
 
 // protocolVersion is the version of the protocol and of the board's
 // layout (boardMagic) that a client says in its hello: a master refuses
 // a client of another version, naming both, rather than let it fail on
 // a message or a board it cannot read. Version 1: beat messages before
-// the start, board format pzstm3.
-const protocolVersion = 1
+// the start, board format pzstm3. Version 2: the client's ready message
+// after the start, and t0 on the board only once every client is ready
+// (a version 1 client would read t0 as 0 and never send ready).
+const protocolVersion = 2
 
 // maxMessage bounds a message's size: a result of 16 runnables keeping
 // every row is about 100 MiB of JSON.
@@ -123,7 +132,7 @@ func decodeMessage(b []byte) (*message, error) {
 				return nil, fmt.Errorf("%w: result: %w", errProtocol, err)
 			}
 		}
-	case msgRefused, msgStop, msgAbort, msgBye, msgBeat:
+	case msgRefused, msgStop, msgAbort, msgBye, msgBeat, msgReady:
 	case "":
 		return nil, fmt.Errorf("%w: message without a type", errProtocol)
 	default:
