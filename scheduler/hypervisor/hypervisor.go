@@ -33,8 +33,8 @@ var (
 	// scheduler or a deleted one, the global context, a context nested
 	// in (or holding) one already registered, or limits that contradict
 	// each other or the scheduler (a Min above its workers, or the
-	// registered contexts' minimums adding up to more, TotalFlops
-	// negative, NaN or +Inf); by SetTotalFlops and AddTotalFlops for
+	// registered contexts' minimums adding up to more, a Max below the
+	// workers the context holds, TotalFlops negative, NaN or +Inf); by SetTotalFlops and AddTotalFlops for
 	// such flops or a context not registered; and by SetTotalFlops,
 	// AddTotalFlops and AnnounceTasks for a context not registered, or
 	// registered and then deleted (the error wraps
@@ -110,8 +110,17 @@ func ParseTrigger(s string) (Trigger, error) {
 // Limits bound the size of a registered context and declare its work.
 type Limits struct {
 	// Min and Max bound the number of workers the hypervisor leaves in
-	// the context (Max 0: no bound). Whatever Min says, a context with
-	// pending tasks keeps at least one worker.
+	// the context (Max 0: no bound): it moves no worker out of a context
+	// at its Min nor into one at its Max. Whatever Min says, a context
+	// with pending tasks keeps at least one worker. The hypervisor moves
+	// workers only between registered contexts, so Register refuses a
+	// Max below the workers the context holds (the hypervisor does not
+	// move workers out to honour a Max), while a context below its Min is accepted
+	// (an empty context waiting for workers, say) and grows only as
+	// workers are moved in. The Max values may add up to fewer than the
+	// scheduler's workers: those outside the registered contexts (in
+	// the global context, or a context not registered) stay where they
+	// are.
 	Min, Max int
 	// TotalFlops is the context's whole work, for gflops_rate (0:
 	// unknown; the context then keeps its workers under gflops_rate).
@@ -417,8 +426,13 @@ func (h *Hypervisor) hookExecuted(c *scheduler.Context, t *scheduler.Task, worke
 // or the scheduler (ErrBadContext): a Min or Max negative, a Min above
 // Max or the scheduler's workers, or a Min that brings the sum of the
 // registered (and not deleted) contexts' minimums above the scheduler's
-// workers. After the scheduler's Close, Register returns
-// scheduler.ErrClosed.
+// workers; and a Max below the workers c holds (those moving there
+// included): the hypervisor does not move workers out to honour a Max,
+// so move them out first (Scheduler.MoveWorkers) or raise Max. The
+// registered contexts' Max values may add up to fewer than the
+// scheduler's workers: the hypervisor never moves the workers outside
+// the registered contexts. After the scheduler's Close,
+// Register returns scheduler.ErrClosed.
 func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	switch {
 	case c == nil || c.Scheduler() != h.s:
@@ -433,6 +447,10 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 		return fmt.Errorf("%w: %v: Limits.Min %d is above Limits.Max %d", ErrBadContext, c, lim.Min, lim.Max)
 	case lim.Min > len(h.workers):
 		return fmt.Errorf("%w: %v: Limits.Min %d is above the scheduler's %d workers", ErrBadContext, c, lim.Min, len(h.workers))
+	}
+	if n := len(c.Workers()); lim.Max > 0 && n > lim.Max {
+		return fmt.Errorf("%w: %v: Limits.Max %d is below the %d workers it holds, and the hypervisor does not move workers out to honour a Max; move %d out first (Scheduler.MoveWorkers) or raise Max",
+			ErrBadContext, c, lim.Max, n, n-lim.Max)
 	}
 	if err := checkFlops(lim.TotalFlops); err != nil {
 		return fmt.Errorf("%w: %v: Limits.TotalFlops %g %s", ErrBadContext, c, lim.TotalFlops, err)

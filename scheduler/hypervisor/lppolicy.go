@@ -3,6 +3,7 @@ package hypervisor
 import (
 	"errors"
 	"math"
+	"slices"
 
 	"go.uber.org/zap"
 )
@@ -16,6 +17,9 @@ import (
 // Contexts that declared no total flops keep their workers. A speed not
 // measured yet is taken from the same kind of worker on the other
 // contexts, else from any worker (1 flop/s if none has run a task).
+// With fewer workers than contexts with work, a context with no task
+// pending is planned as without work, so that its workers go to those
+// whose tasks wait.
 //
 // It moves workers toward the program's distribution: at once when a
 // hook or ResizeNow asks; under the speed trigger, when a context's
@@ -58,9 +62,18 @@ func (p FEFT) Resize(v *View) []Move {
 		prob.Flops = append(prob.Flops, remaining[m])
 		prob.Speed = append(prob.Speed, kindSpeeds(v, managed, i, nk))
 	}
-	return lpResize(v, managed, active, remaining, nil, p.Gap, func(minw, maxw []int) (Distribution, error) {
-		prob.Min, prob.Max = minw, maxw
-		return SolveFlops(prob)
+	return lpResize(v, managed, active, remaining, nil, p.Gap, func(minw, maxw []int, drop []bool) (Distribution, error) {
+		q := prob
+		q.Min, q.Max = minw, maxw
+		if drop != nil {
+			q.Flops = slices.Clone(prob.Flops)
+			for m := range drop {
+				if drop[m] {
+					q.Flops[m] = 0
+				}
+			}
+		}
+		return SolveFlops(q)
 	}, &prob.Workers)
 }
 
@@ -168,9 +181,13 @@ func (p TEFT) Resize(v *View) []Move {
 			inTasks[m], remaining[m] = true, tasks[m]
 		}
 	}
-	return lpResize(v, managed, active, remaining, inTasks, p.Gap, func(minw, maxw []int) (Distribution, error) {
-		prob.Min, prob.Max = minw, maxw
-		return SolveTasks(prob)
+	return lpResize(v, managed, active, remaining, inTasks, p.Gap, func(minw, maxw []int, drop []bool) (Distribution, error) {
+		q := prob
+		q.Min, q.Max = minw, maxw
+		if drop != nil {
+			q.Types = slices.DeleteFunc(slices.Clone(prob.Types), func(t TaskType) bool { return drop[t.Context] })
+		}
+		return SolveTasks(q)
 	}, &prob.Workers)
 }
 
@@ -225,11 +242,20 @@ func kindSpeeds(v *View, managed []int, i, nk int) []float64 {
 // workers by kind (into *workers, which solve's problem reads), solve
 // within the limits (each context with work keeping one worker, unless
 // there are fewer workers than such contexts), and move workers toward
-// the solution when the trigger says so. managed are context indices in
+// the solution when the trigger says so. solve plans for the contexts
+// in managed but those marked in drop (nil: none), which it treats as
+// without work.
+//
+// With fewer workers than contexts with work, a context whose declared
+// work is not done but which has no task pending (between two phases)
+// is planned as without work, so that its workers go to the contexts
+// whose tasks wait: it would hold them idle otherwise (the program can
+// leave no context with work without a worker), and those tasks would
+// never run. managed are context indices in
 // v; active, remaining (flops, or tasks where inTasks, which may be
 // nil) are by position in managed.
 func lpResize(v *View, managed []int, active []bool, remaining []float64, inTasks []bool, gap float64,
-	solve func(minw, maxw []int) (Distribution, error), workers *[]int) []Move {
+	solve func(minw, maxw []int, drop []bool) (Distribution, error), workers *[]int) []Move {
 	nk := len(*workers)
 	cur := make([][]int, len(managed))
 	minw, maxw, baseMin := make([]int, len(managed)), make([]int, len(managed)), make([]int, len(managed))
@@ -250,12 +276,33 @@ func lpResize(v *View, managed []int, active []bool, remaining []float64, inTask
 		}
 		maxw[m] = c.Limits.Max
 	}
-	d, err := solve(minw, maxw)
+	d, err := solve(minw, maxw, nil)
 	if errors.Is(err, ErrInfeasible) {
 		// More contexts with work than workers: the program decides
 		// which wait (the hypervisor still never empties a context with
 		// pending tasks).
-		d, err = solve(baseMin, maxw)
+		d, err = solve(baseMin, maxw, nil)
+	}
+	if errors.Is(err, ErrInfeasible) {
+		// Still too few: those with no task pending wait first.
+		var drop []bool
+		for m, i := range managed {
+			if active[m] && v.Contexts[i].Pending == 0 {
+				if drop == nil {
+					drop = make([]bool, len(managed))
+				}
+				drop[m] = true
+			}
+		}
+		if drop != nil {
+			if d, err = solve(baseMin, maxw, drop); err == nil {
+				for m := range drop {
+					if drop[m] {
+						active[m], remaining[m] = false, 0
+					}
+				}
+			}
+		}
 	}
 	if err != nil {
 		if !errors.Is(err, ErrNoWork) {

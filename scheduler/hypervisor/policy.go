@@ -278,8 +278,10 @@ func (Idle) Resize(v *View) []Move {
 // when the predicted end times differ by more than Gap (relative), or a
 // context without remaining work holds workers. A context is active
 // (keeps at least one worker) until its declared flops are done, even
-// while it has no task pending. Contexts that declared no total keep
-// their workers.
+// while it has no task pending, unless there are fewer workers than
+// active contexts: then one with no task pending gives its workers to
+// those whose tasks wait. Contexts that declared no total keep their
+// workers.
 type GflopsRate struct {
 	// Gap is the relative difference of predicted end times that
 	// justifies a move.
@@ -355,12 +357,35 @@ func (p GflopsRate) Resize(v *View) []Move {
 	if nactive == 0 {
 		return nil
 	}
+	// With fewer workers than active contexts, one with no task pending
+	// (between two phases) cannot claim one from a context whose tasks
+	// wait without a worker: it would hold it idle while they never run.
+	if sumOf(managed, lo) > total {
+		for _, i := range managed {
+			c := &v.Contexts[i]
+			if c.Pending == 0 && lo[i] > keep(c) {
+				lo[i] = keep(c)
+				if len(c.Workers) > lo[i] {
+					idleHolder = true
+				}
+			}
+		}
+	}
 	gapOK := maxEnd > 0 && !math.IsInf(minEnd, 1) && (maxEnd-minEnd)/maxEnd > p.Gap
 	if !idleHolder && !gapOK && !math.IsInf(maxEnd, 1) {
 		return nil
 	}
 	target := apportion(total, managed, need, lo, hi)
 	return movesToward(v, managed, target)
+}
+
+// sumOf returns the sum of x over the indices in idx.
+func sumOf(idx []int, x []int) int {
+	n := 0
+	for _, i := range idx {
+		n += x[i]
+	}
+	return n
 }
 
 // apportion shares total workers among the indices in idx in proportion
@@ -546,7 +571,9 @@ func giveIdle(v *View) []Move {
 // adds least (the lowest speed per worker, or no pending work) to the
 // one where it adds most (the highest speed per worker among those with
 // more ready tasks waiting than workers), when the latter beats the
-// former by more than Gap.
+// former by more than Gap. A context with pending tasks and no worker
+// (emptied while it had none, between two phases) is the receiver first,
+// whatever the speeds: without a worker it would never run them.
 type Throughput struct {
 	Gap float64
 }
@@ -563,14 +590,17 @@ func (p Throughput) Resize(v *View) []Move {
 		}
 		return c.Speed / float64(len(c.Workers))
 	}
+	starved := func(c *ContextView) bool { return c.Pending > 0 && len(c.Workers) == 0 }
 	for i := range v.Contexts {
 		c := &v.Contexts[i]
 		if len(c.Workers) > keep(c) && (donor < 0 || per(c) < per(&v.Contexts[donor])) {
 			donor = i
 		}
 		// A receiver has a backlog (more queued tasks than workers), so
-		// that one more worker would find work.
-		if c.Pending > 0 && c.Ready > int64(len(c.Workers)) && room(c, len(c.Workers)) && (recv < 0 || per(c) > per(&v.Contexts[recv])) {
+		// that one more worker would find work; a context without a
+		// worker comes first.
+		if c.Pending > 0 && (c.Ready > int64(len(c.Workers)) || starved(c)) && room(c, len(c.Workers)) &&
+			(recv < 0 || starved(c) && !starved(&v.Contexts[recv]) || starved(c) == starved(&v.Contexts[recv]) && per(c) > per(&v.Contexts[recv])) {
 			recv = i
 		}
 	}
@@ -578,7 +608,7 @@ func (p Throughput) Resize(v *View) []Move {
 		return nil
 	}
 	pd, pr := per(&v.Contexts[donor]), per(&v.Contexts[recv])
-	if pr <= pd*(1+p.Gap) {
+	if !starved(&v.Contexts[recv]) && pr <= pd*(1+p.Gap) {
 		return nil
 	}
 	return []Move{{Worker: members(v, donor)[0], To: recv}}
