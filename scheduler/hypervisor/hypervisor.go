@@ -112,7 +112,10 @@ type Limits struct {
 	// Min and Max bound the number of workers the hypervisor leaves in
 	// the context (Max 0: no bound): it moves no worker out of a context
 	// at its Min nor into one at its Max. Whatever Min says, a context
-	// with pending tasks keeps at least one worker. The hypervisor moves
+	// with pending tasks keeps at least one worker; with Min 0, one with
+	// none pending (between two phases) may be left without workers,
+	// and gets some back only from the hypervisor's later moves (not
+	// after Close). The hypervisor moves
 	// workers only between registered contexts, so Register refuses a
 	// Max below the workers the context holds (the hypervisor does not
 	// move workers out to honour a Max), while a context below its Min is accepted
@@ -294,6 +297,12 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // from a hook, or from another goroutine). Moves posted before Close
 // returns are applied by their workers at their next safe point, as
 // always.
+//
+// The workers stay where the policy's last moves put them: a context it
+// emptied (Limits.Min 0, no task pending at the time) keeps none, and
+// tasks submitted to it after Close wait for workers (WaitAll reports
+// scheduler.ErrNoWorkers at its deadline) until the program moves some
+// back (Scheduler.MoveWorkers). A Limits.Min of 1 keeps one there.
 func (h *Hypervisor) Close() error {
 	if h.closed.CompareAndSwap(false, true) {
 		h.s.RemoveMonitor(h)

@@ -193,3 +193,42 @@ func TestUserTrialPhasesWithinLimits(t *testing.T) {
 		}
 	}
 }
+
+// Trial finding (documentation): a context the idle policy emptied
+// between two phases stayed empty after the hypervisor's Close, and the
+// next phase's tasks waited for ever; nothing said so. Close's and
+// Limits' docs now do; Min 1 keeps a worker there.
+func TestUserTrialEmptiedContextStaysEmptyAfterClose(t *testing.T) {
+	for _, min := range []int{0, 1} {
+		t.Run(fmt.Sprint("min", min), func(t *testing.T) {
+			s := newSched(t, 3)
+			a, b := newContexts(t, s, []int{0}, []int{1, 2})
+			onResize, resized := resizeEvents()
+			hv, err := hypervisor.New(s, hypervisor.WithPolicyName("idle"), hypervisor.WithGetenv(noEnv), onResize, hypervisor.WithMaxIdle(time.Millisecond))
+			require.NoError(t, err)
+			require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+			require.NoError(t, hv.Register(b, hypervisor.Limits{Min: min}))
+			// b has nothing to do while a has a backlog: b's idle workers move.
+			// (The backlog is topped up until they have moved.)
+			ctx, long := waitCtx(t), work("long", 2*time.Millisecond, 1)
+			for moved := 0; moved < 2-min; {
+				submitN(t, s, a, long, 5)
+				select {
+				case <-resized:
+					moved++
+				case <-time.After(10 * time.Millisecond):
+				case <-ctx.Done():
+					t.Fatalf("b's idle workers did not move (%d moved)", moved)
+				}
+			}
+			require.NoError(t, a.WaitAll(waitCtx(t)))
+			require.NoError(t, hv.Close())
+			require.Len(t, b.Workers(), min)
+			if min == 0 {
+				require.NoError(t, s.MoveWorkers(a, b, a.Workers()[0]), "the program moves a worker back")
+			}
+			submitN(t, s, b, work("tiny", 0, 1), 5)
+			require.NoError(t, b.WaitAll(waitCtx(t)))
+		})
+	}
+}
