@@ -41,6 +41,8 @@ type config struct {
 	watchdog       time.Duration // WithWatchdog, PZ_WATCHDOG; 0: off
 	watchdogSet    bool
 	watchdogReport func(Stall)
+
+	teamHook func(at string) // internal tests only: see Scheduler.teamHook
 }
 
 // WithDrivenWorkers leaves the last n CPU workers to the application: the

@@ -18,6 +18,18 @@ import (
 // and it is queued again when workers join the context. Until then
 // WaitAll with a deadline names it (ErrNoWorkers), and Close lends the
 // context the workers it needs.
+//
+// Whether a context has enough workers for a team is decided under mu
+// on both sides: promoteTeamLocked reads the context's workers (applied)
+// and then forms or parks the team; a worker that leaves or joins a
+// context stores applied first and then takes mu (teamShrunk,
+// teamsGrew). So either the decision saw the new workers, or the worker
+// that changed them sees the team formed or parked and disbands or
+// requeues it. Neither side may skip the lock on a lock-free look at
+// forming or nparked: that look can come between the decision and its
+// store, and the team then forms with too few workers (its members
+// wait for ever, every other team queues behind it, Close waits on it)
+// or stays parked with enough.
 type teams struct {
 	mu      sync.Mutex
 	forming atomic.Pointer[team] // the team gathering now, nil for none
@@ -67,9 +79,11 @@ func (s *Scheduler) promoteTeamLocked() {
 		t := s.teams.queue[0]
 		s.teams.queue = s.teams.queue[1:]
 		if s.poppers(t.Context) < t.Team {
+			s.teamHook("park")
 			s.parkTeamLocked(t)
 			continue
 		}
+		s.teamHook("form")
 		s.teams.forming.Store(&team{t: t, size: t.Team, start: make(chan struct{}), end: make(chan struct{})})
 		s.wakeAll()
 		return
@@ -82,17 +96,18 @@ func (s *Scheduler) parkTeamLocked(t *Task) {
 	s.teams.nparked.Add(1)
 }
 
-// teamShrunk is called when a worker stopped popping from c: if the team
-// forming belongs to c and c no longer has enough workers for it, the
-// team is disbanded (its task parked) and the next one forms.
+// teamShrunk is called when a worker stopped popping from c (after c's
+// applied workers were updated): if the team forming belongs to c and c
+// no longer has enough workers for it, the team is disbanded (its task
+// parked) and the next one forms. It always takes teams.mu (see teams):
+// a team being promoted now, from c's workers as they were, is formed
+// when it gets the lock.
 func (s *Scheduler) teamShrunk(c *Context) {
-	tm := s.teams.forming.Load()
-	if tm == nil || tm.t.Context != c {
-		return
-	}
+	s.teamHook("shrink")
 	s.teams.mu.Lock()
 	defer s.teams.mu.Unlock()
-	if s.teams.forming.Load() != tm || tm.started || s.poppers(c) >= tm.size {
+	tm := s.teams.forming.Load()
+	if tm == nil || tm.t.Context != c || tm.started || s.poppers(c) >= tm.size {
 		return
 	}
 	tm.aborted = true
@@ -101,12 +116,13 @@ func (s *Scheduler) teamShrunk(c *Context) {
 	s.promoteTeamLocked()
 }
 
-// teamsGrew is called when a worker started popping from new contexts:
-// the parked teams that now have enough workers are queued again.
+// teamsGrew is called when a worker started popping from new contexts
+// (after their applied workers were updated): the parked teams that now
+// have enough workers are queued again. It always takes teams.mu (see
+// teams): a team being parked now, from the workers as they were, is
+// parked when it gets the lock.
 func (s *Scheduler) teamsGrew() {
-	if s.teams.nparked.Load() == 0 {
-		return
-	}
+	s.teamHook("grow")
 	s.teams.mu.Lock()
 	defer s.teams.mu.Unlock()
 	n := 0
@@ -123,6 +139,16 @@ func (s *Scheduler) teamsGrew() {
 	s.teams.nparked.Store(int32(n))
 	if s.teams.forming.Load() == nil {
 		s.promoteTeamLocked()
+	}
+}
+
+// teamHook calls the test hook (an internal test's option) at a point
+// of team formation: "form" and "park" under teams.mu, as a team is
+// formed or parked; "shrink" and "grow" before teamShrunk and teamsGrew
+// take it.
+func (s *Scheduler) teamHook(at string) {
+	if h := s.cfg.teamHook; h != nil {
+		h(at)
 	}
 }
 
