@@ -554,9 +554,13 @@ func TestBadInput(t *testing.T) {
 			{12, 13, a, "3 columns of tiles (the widest row of the grid) at most 4 columns wide cover 9 to 12 columns, not the 13 of the 12 x 13 matrix"},
 			{12, 12, a[:12*12-1], "143 elements on root 1"},
 		} {
-			for name, move := range map[string]func(context.Context, *dist.Scheduler, int, []float64, int, int, [][]*dist.Handle) error{
-				"ScatterMatrix": dist.ScatterMatrix[float64], "GatherMatrix": dist.GatherMatrix[float64],
-			} {
+			// In one order on every rank (not a map's, drawn per rank):
+			// the calls are compared across ranks as submissions.
+			for _, mv := range []struct {
+				name string
+				move func(context.Context, *dist.Scheduler, int, []float64, int, int, [][]*dist.Handle) error
+			}{{"ScatterMatrix", dist.ScatterMatrix[float64]}, {"GatherMatrix", dist.GatherMatrix[float64]}} {
+				name, move := mv.name, mv.move
 				in := tc.a
 				if d.Rank() != 1 {
 					in = nil // only root's matters
