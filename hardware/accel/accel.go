@@ -15,6 +15,7 @@
 package accel
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"reflect"
@@ -159,7 +160,10 @@ type Addresser interface {
 // buffers by device-to-device copies instead of through host memory.
 type Sharer interface {
 	// Instance names the device object; ranks that share it see the
-	// same name.
+	// same name, and no other device object, in this process or any
+	// other, has it: ranks in other processes (under MPI) compare it
+	// with theirs, so it cannot be made of the object's address alone,
+	// which repeats across processes (Exports.InstanceName draws one).
 	Instance() string
 	// Export names m for other ranks until Unexport.
 	Export(m Mem) uint64
@@ -176,6 +180,20 @@ type Exports struct {
 	mu       sync.Mutex
 	exported map[uint64]Mem
 	next     uint64
+	token    string // InstanceName's, drawn on first use
+}
+
+// InstanceName returns a name for the device object that embeds e, for
+// its Sharer.Instance: the device's name dev, "@" and 128 random bits
+// drawn on the first call, so the same every time for this object and
+// no other's, in this process or another.
+func (e *Exports) InstanceName(dev string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.token == "" {
+		e.token = rand.Text()
+	}
+	return dev + "@" + e.token
 }
 
 // Export names m for other in-process ranks until Unexport.

@@ -215,8 +215,9 @@ func (d *Sim) InUse() int64 {
 	return d.used
 }
 
-// Instance names this device object ("sim0@0x...").
-func (d *Sim) Instance() string { return fmt.Sprintf("%s@%p", d.Name(), d) }
+// Instance names this device object ("sim0@" and a random token; see
+// Exports.InstanceName).
+func (d *Sim) Instance() string { return d.InstanceName(d.Name()) }
 
 // Host returns m's bytes.
 func (d *Sim) Host(m Mem) []byte { return m.(*simMem).b }

@@ -98,8 +98,10 @@ var (
 )
 
 // Instance names this Accel object: in-process ranks that share it see
-// the same name, and copy between their buffers within the GPU.
-func (a *Accel) Instance() string { return fmt.Sprintf("%s@%p", a.Name(), a) }
+// the same name, and copy between their buffers within the GPU; no
+// other Accel, in this process or another, has it (see
+// accel.Exports.InstanceName).
+func (a *Accel) Instance() string { return a.InstanceName(a.Name()) }
 
 // A Buffer is an allocation of an Accel's memory.
 type Buffer struct {
