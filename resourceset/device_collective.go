@@ -544,10 +544,7 @@ func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device,
 			cerr = copyPartsWithin(sh, all, into)
 		}
 	}
-	if err := c.Barrier(ctx); err != nil {
-		return errors.Join(cerr, err)
-	}
-	return cerr
+	return agreeWithin(ctx, c, cerr)
 }
 
 // fromRootWithin is the device-to-device path of BcastDevice
@@ -582,10 +579,7 @@ func fromRootWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Devic
 			cerr = <-ch
 		}
 	}
-	if err := c.Barrier(ctx); err != nil {
-		return errors.Join(cerr, err)
-	}
-	return cerr
+	return agreeWithin(ctx, c, cerr)
 }
 
 // copyPartsWithin copies the exported buffers parts (name, length) one
@@ -619,7 +613,9 @@ func copyPartsWithin[T comm.Number](sh accel.Sharer, parts [][2]uint64, into *De
 	return errors.Join(errs...)
 }
 
-// allGatherWithin is AllGatherDevice's device-to-device path.
+// allGatherWithin is AllGatherDevice's device-to-device path. An into
+// whose length is not the ranks' total fails this rank only, as on the
+// other paths (docs/devices.md); a copy that fails fails every rank.
 func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.Sharer, mine, into *DeviceSlice[T]) error {
 	name := sh.Export(mine.mem)
 	defer sh.Unexport(name)
@@ -627,9 +623,80 @@ func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.S
 	if err != nil {
 		return err
 	}
-	cerr := copyPartsWithin(sh, all, into)
-	if err := c.Barrier(ctx); err != nil {
+	total := 0
+	for _, x := range all {
+		total += int(x[1])
+	}
+	var own, cerr error
+	if total != into.n {
+		own = fmt.Errorf("%w: the ranks sent %d elements, the destination holds %d", ErrInvalid, total, into.n)
+	} else {
+		cerr = copyPartsWithin(sh, all, into)
+	}
+	return errors.Join(own, agreeWithin(ctx, c, cerr))
+}
+
+// maxWithinErr is how many bytes of a rank's error agreeWithin sends the
+// others.
+const maxWithinErr = 512
+
+// agreeWithin ends a collective of the within-one-device route on every
+// rank of c, cerr being this rank's part's error (nil when its copies
+// succeeded). Like the barrier it replaces, it returns only when every
+// rank's copies ended (the exported buffers stay until then); and a part
+// that failed on any rank fails every rank: a rank returns its own error
+// first, then the others' (at most maxWithinErr bytes of each), naming
+// their ranks, so that no rank goes on as if the collective succeeded
+// while another does not. One small AllReduce when every part
+// succeeded; an AllGather of the errors' texts after it otherwise.
+func agreeWithin(ctx context.Context, c comm.Comm, cerr error) error {
+	var flag, anyFailed [1]int64
+	if cerr != nil {
+		flag[0] = 1
+	}
+	if err := c.AllReduce(ctx, comm.BufOf(flag[:]), comm.BufOf(anyFailed[:]), comm.Max); err != nil {
 		return errors.Join(cerr, err)
 	}
-	return cerr
+	if anyFailed[0] == 0 {
+		return nil
+	}
+	var text []byte
+	if cerr != nil {
+		msg := cerr.Error()
+		if msg == "" {
+			msg = fmt.Sprintf("%T with no message", cerr)
+		}
+		if len(msg) > maxWithinErr {
+			msg = msg[:maxWithinErr-3] + "..."
+		}
+		text = []byte(msg)
+	}
+	var all []byte
+	counts, err := c.AllGather(ctx, comm.Buf{Bytes: text, Type: comm.Uint8}, func(n int) []byte {
+		all = make([]byte, n)
+		return all
+	})
+	if err != nil {
+		return errors.Join(cerr, fmt.Errorf("learning which ranks' copies failed: %w", err))
+	}
+	// The others' errors, ranks that failed alike named together.
+	var texts []string
+	ranks := map[string][]int{}
+	off := 0
+	for r, k := range counts {
+		msg := string(all[off : off+k])
+		off += k
+		if k == 0 || r == c.Rank() {
+			continue
+		}
+		if ranks[msg] == nil {
+			texts = append(texts, msg)
+		}
+		ranks[msg] = append(ranks[msg], r)
+	}
+	errs := []error{cerr}
+	for _, msg := range texts {
+		errs = append(errs, fmt.Errorf("the copy within the device failed on %s: %s", comm.FormatRanks(ranks[msg]), msg))
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,143 @@
+package resourceset_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/hardware/accel"
+	"github.com/pzgo/pz/resourceset"
+)
+
+// failingCopies is one rank's view of a simulated device that in-process
+// ranks share: each rank has its own, over the same *accel.Sim (so the
+// ranks take the within-one-device route), and the copies within the
+// device that this rank issues end with fail while it is set. Only its
+// rank's goroutine sets fail and issues copies.
+type failingCopies struct {
+	*accel.Sim
+	fail error
+}
+
+func (d *failingCopies) CopyWithin(dst accel.Mem, doff int, src accel.Mem, soff int, n int, done accel.Done) {
+	if d.fail != nil {
+		err := d.fail
+		go done(time.Now(), err)
+		return
+	}
+	d.Sim.CopyWithin(dst, doff, src, soff, n, done)
+}
+
+// TestWithinCopyFailureFailsEveryRank: in-process ranks sharing one
+// device broadcast, gather, scatter and all-gather by copies within it;
+// when one rank's copy fails, every rank returns an error (the failing
+// rank its own, the others one naming that rank and its error), and the
+// ranks stay in step: the next collective succeeds on every rank.
+func TestWithinCopyFailureFailsEveryRank(t *testing.T) {
+	const ranks, m = 3, 4
+	for _, c := range []struct {
+		call  string
+		fails int // the rank whose copies fail
+		run   func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error
+	}{
+		{"BcastDevice", 1, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			return resourceset.BcastDevice(ctx, devs[0], mine)
+		}},
+		{"GatherDevice", 1, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			var into *resourceset.DeviceSlice[int32]
+			if cm.Rank() == 1 { // the root
+				var err error
+				if into, err = resourceset.Alloc[int32](devs[1], ranks*m); err != nil {
+					return err
+				}
+				defer into.Free()
+			}
+			_, err := resourceset.GatherDevice(ctx, devs[1], mine, into)
+			return err
+		}},
+		{"ScatterDevice", 2, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			var from *resourceset.DeviceSlice[int32]
+			if cm.Rank() == 0 { // the root
+				var err error
+				if from, err = filled(ctx, devs[0], seq[int32](0, ranks*m)); err != nil {
+					return err
+				}
+				defer from.Free()
+			}
+			return resourceset.ScatterDevice(ctx, devs[0], from, mine)
+		}},
+		{"AllGatherDevice", 0, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			into, err := resourceset.Alloc[int32](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			return resourceset.AllGatherDevice(ctx, cm, mine, into)
+		}},
+	} {
+		t.Run(c.call, func(t *testing.T) {
+			ctx := context.Background()
+			sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+			require.NoError(t, err)
+			defer sim.Close()
+			boom := errors.New("copy engine fault")
+			err = local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				dev := &failingCopies{Sim: sim}
+				devs, err := attach(ctx, cm, dev)
+				if err != nil {
+					return err
+				}
+				mine, err := filled(ctx, devs[r], seq[int32](10*r, m))
+				if err != nil {
+					return err
+				}
+				defer mine.Free()
+				_, _, within0 := sim.Copies()
+				if r == c.fails {
+					dev.fail = boom
+				}
+				err = c.run(ctx, devs, cm, mine)
+				dev.fail = nil
+				switch {
+				case err == nil:
+					return fmt.Errorf("rank %d: %s returned nil; rank %d's copy failed", r, c.call, c.fails)
+				case !strings.Contains(err.Error(), c.call):
+					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
+				case r == c.fails && !errors.Is(err, boom):
+					return fmt.Errorf("rank %d: not its own copy's error: %v", r, err)
+				case r != c.fails && !strings.Contains(err.Error(), fmt.Sprintf("failed on rank %d: ", c.fails)+boom.Error()):
+					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, c.fails, err)
+				}
+				// Every rank is past the failed call: the next collective
+				// runs within the device on every rank, and succeeds.
+				if err := mine.CopyFrom(ctx, seq[int32](10*r, m)); err != nil {
+					return err
+				}
+				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
+					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
+				}
+				got, err := contents(ctx, mine)
+				if err != nil {
+					return err
+				}
+				if want := seq[int32](20, m); !slices.Equal(got, want) {
+					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
+				}
+				if _, _, within1 := sim.Copies(); within1 == within0 {
+					return fmt.Errorf("rank %d: nothing was copied within the device", r)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
+}
