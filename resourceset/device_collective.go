@@ -499,19 +499,23 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 		}
 		return nil
 	}
-	var parts [][]T
+	var (
+		parts [][]T
+		cerr  error // the root's copy out of from
+	)
 	if isRoot {
 		all := make([]T, from.n)
-		if err := <-from.CopyOutAsync(0, all); err != nil {
-			// The others wait in Scatter: send them zeros, then fail.
-			parts = split(all, c.Size(), mine.n)
-			_, _ = comm.Scatter(ctx, c, parts, root.rank)
-			return wrap(root, "ScatterDevice", err)
-		}
+		// On an error the others still wait in Scatter: they get
+		// zeros, and then the error (agreeWithin), before they copy
+		// anything into mine.
+		cerr = <-from.CopyOutAsync(0, all)
 		parts = split(all, c.Size(), mine.n)
 	}
 	part, err := comm.Scatter(ctx, c, parts, root.rank)
 	if err != nil {
+		return wrap(root, "ScatterDevice", errors.Join(cerr, err))
+	}
+	if err := agreeWithin(ctx, c, cerr, rootCopyOut); err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
 	if err := <-mine.CopyInAsync(0, part); err != nil {
@@ -544,7 +548,7 @@ func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device,
 			cerr = copyPartsWithin(sh, all, into)
 		}
 	}
-	return agreeWithin(ctx, c, cerr)
+	return agreeWithin(ctx, c, cerr, withinCopy)
 }
 
 // fromRootWithin is the device-to-device path of BcastDevice
@@ -579,7 +583,7 @@ func fromRootWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Devic
 			cerr = <-ch
 		}
 	}
-	return agreeWithin(ctx, c, cerr)
+	return agreeWithin(ctx, c, cerr, withinCopy)
 }
 
 // copyPartsWithin copies the exported buffers parts (name, length) one
@@ -633,8 +637,14 @@ func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.S
 	} else {
 		cerr = copyPartsWithin(sh, all, into)
 	}
-	return errors.Join(own, agreeWithin(ctx, c, cerr))
+	return errors.Join(own, agreeWithin(ctx, c, cerr, withinCopy))
 }
+
+// The parts agreeWithin names in the errors of the ranks that did not fail.
+const (
+	withinCopy  = "the copy within the device"
+	rootCopyOut = "the root's copy out of the device"
+)
 
 // maxWithinErr is how many bytes of a rank's error agreeWithin sends the
 // others.
@@ -649,7 +659,11 @@ const maxWithinErr = 512
 // their ranks, so that no rank goes on as if the collective succeeded
 // while another does not. One small AllReduce when every part
 // succeeded; an AllGather of the errors' texts after it otherwise.
-func agreeWithin(ctx context.Context, c comm.Comm, cerr error) error {
+//
+// what names the part in the others' errors (withinCopy; rootCopyOut for
+// ScatterDevice's staging, where the root's copy out of the device is the
+// part every rank must hear of before it takes what the root sent).
+func agreeWithin(ctx context.Context, c comm.Comm, cerr error, what string) error {
 	var flag, anyFailed [1]int64
 	if cerr != nil {
 		flag[0] = 1
@@ -696,7 +710,7 @@ func agreeWithin(ctx context.Context, c comm.Comm, cerr error) error {
 	}
 	errs := []error{cerr}
 	for _, msg := range texts {
-		errs = append(errs, fmt.Errorf("the copy within the device failed on %s: %s", comm.FormatRanks(ranks[msg]), msg))
+		errs = append(errs, fmt.Errorf("%s failed on %s: %s", what, comm.FormatRanks(ranks[msg]), msg))
 	}
 	return errors.Join(errs...)
 }

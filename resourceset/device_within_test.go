@@ -141,3 +141,87 @@ func TestWithinCopyFailureFailsEveryRank(t *testing.T) {
 		})
 	}
 }
+
+// stagedOnly is a rank's own simulated device seen through accel.Device
+// alone (no Sharer, Collectives or Addresser): the device collectives
+// take the staging path through host memory. Its copies out of the
+// device end with fail while it is set (only its rank's goroutine sets
+// it and copies).
+type stagedOnly struct {
+	accel.Device
+	fail error
+}
+
+func (d *stagedOnly) CopyOut(dst []byte, rows, width, pitch int, src accel.Mem, off int, done accel.Done) {
+	if d.fail != nil {
+		err := d.fail
+		go done(time.Now(), err)
+		return
+	}
+	d.Device.CopyOut(dst, rows, width, pitch, src, off, done)
+}
+
+// TestScatterStagingRootCopyFailsEveryRank: when the root's copy out of
+// from fails on ScatterDevice's staging path, the others still receive
+// its parts (the collective must end) but not as data: every rank
+// returns an error naming the root's failure, and no rank's slice is
+// written with the zeros the root sent (they got nil and zeros before).
+func TestScatterStagingRootCopyFailsEveryRank(t *testing.T) {
+	const ranks, m, root = 3, 4, 1
+	boom := errors.New("copy engine fault")
+	err := local.Run(context.Background(), ranks, func(ctx context.Context, cm comm.Comm) error {
+		r := cm.Rank()
+		sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		dev := &stagedOnly{Device: sim}
+		devs, err := attach(ctx, cm, dev)
+		if err != nil {
+			return err
+		}
+		mine, err := filled(ctx, devs[r], seq[int32](100+10*r, m))
+		if err != nil {
+			return err
+		}
+		defer mine.Free()
+		var from *resourceset.DeviceSlice[int32]
+		if r == root {
+			if from, err = filled(ctx, devs[r], seq[int32](0, ranks*m)); err != nil {
+				return err
+			}
+			defer from.Free()
+			dev.fail = boom
+		}
+		err = resourceset.ScatterDevice(ctx, devs[root], from, mine)
+		dev.fail = nil
+		switch {
+		case err == nil:
+			return fmt.Errorf("rank %d: ScatterDevice returned nil; the root's copy out of from failed", r)
+		case r == root && !errors.Is(err, boom):
+			return fmt.Errorf("rank %d (root): not its copy's error: %v", r, err)
+		case r != root && !strings.Contains(err.Error(), fmt.Sprintf("the root's copy out of the device failed on rank %d: ", root)+boom.Error()):
+			return fmt.Errorf("rank %d: the error does not name the root's failure: %v", r, err)
+		}
+		got, err := contents(ctx, mine)
+		if err != nil {
+			return err
+		}
+		if want := seq[int32](100+10*r, m); !slices.Equal(got, want) {
+			return fmt.Errorf("rank %d: mine holds %v after the failed scatter, want it untouched %v", r, got, want)
+		}
+		// In step: the next scatter succeeds everywhere.
+		if err := resourceset.ScatterDevice(ctx, devs[root], from, mine); err != nil {
+			return fmt.Errorf("rank %d: ScatterDevice after the failed one: %w", r, err)
+		}
+		if got, err = contents(ctx, mine); err != nil {
+			return err
+		}
+		if want := seq[int32](r*m, m); !slices.Equal(got, want) {
+			return fmt.Errorf("rank %d: ScatterDevice gave %v, want %v", r, got, want)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
