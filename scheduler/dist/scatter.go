@@ -40,7 +40,7 @@ func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Han
 	// Every rank learns every root before any returns: a rank that
 	// refused its root alone would leave the others waiting in WaitAll
 	// for a task it never submits.
-	xctx, stop := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
+	xctx, stop := d.exchangeBound(ctx, call)
 	roots, err := comm.AllGatherValues(xctx, d.c, root)
 	stop()
 	if err != nil {
@@ -89,7 +89,11 @@ func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
 	}
 	err := d.check.flush(ctx, d.c)
 	if err == nil {
-		err = d.check.settle(ctx, d.c)
+		// A rank whose call failed here (its context ended) records the
+		// failure, which the others hear: their wait ends with it.
+		gctx, stop := d.untilGraphFails(ctx)
+		err = d.check.settle(gctx, d.c)
+		stop()
 	}
 	if err != nil {
 		if d.interrupted(ctx, name, err) == nil {
@@ -98,6 +102,32 @@ func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
 		return err
 	}
 	return nil
+}
+
+// exchangeBound bounds the exchange of call's arguments by the stall
+// timeout (stallBound) and by the graph's failure: a rank whose call
+// failed in compareFirst (its context ended) never joins the exchange,
+// but records the failure, which the others hear. Without it they waited
+// in the exchange until the stall timeout (for ever with dist.New alone).
+func (d *Scheduler) exchangeBound(ctx context.Context, call string) (context.Context, func()) {
+	xctx, stopBound := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
+	gctx, stopGraph := d.untilGraphFails(xctx)
+	return gctx, func() {
+		stopGraph()
+		stopBound()
+	}
+}
+
+// untilGraphFails returns ctx, ending as well, with the failure as its
+// cause, once the graph fails (d.graph), and the function that releases
+// it.
+func (d *Scheduler) untilGraphFails(ctx context.Context) (context.Context, func()) {
+	gctx, cancel := context.WithCancelCause(ctx)
+	unwatch := context.AfterFunc(d.graph, func() { cancel(context.Cause(d.graph)) })
+	return gctx, func() {
+		unwatch()
+		cancel(nil)
+	}
 }
 
 // agreeRoot turns every rank's root into one error, the same on every
@@ -218,7 +248,7 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 	// Every rank learns what every other passed and found, the root
 	// included, so that they all return the same error instead of some
 	// waiting for a task the others never submit.
-	xctx, stop := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
+	xctx, stop := d.exchangeBound(ctx, call)
 	all, err := comm.AllGatherValues(xctx, d.c, matrixCall{Root: root, Rows: rows, Cols: cols, Bad: bad})
 	stop()
 	if err != nil {

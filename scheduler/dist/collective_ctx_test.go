@@ -1,0 +1,87 @@
+package dist_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/local"
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// TestCollectiveWithEndedContextOnOneRank: rank 0 calls Gather, Scatter,
+// GatherMatrix or ScatterMatrix with a context that has ended, rank 1
+// with a live one, and rank 0's program goes on (it closes its scheduler
+// and stays until rank 1 returns). Before 0c79ffe rank 0 abandoned the
+// blocking exchange of arguments, which broke the communicator: rank 1
+// got an error at once. Since 0c79ffe the call is first compared as a
+// submission, in a non-blocking comparison that rank 0 leaves without
+// breaking anything; it records its failure, but rank 1 waited in the
+// exchange of arguments (or in that comparison) for the stall timeout,
+// for ever with dist.New alone (here: the 20 s deadline, in about 2 runs
+// of 3). Now those waits end with the graph's failure.
+func TestCollectiveWithEndedContextOnOneRank(t *testing.T) {
+	calls := map[string]func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error{
+		"Gather": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return d.Gather(ctx, 0, tiles[0], func(int, any) error { return nil })
+		},
+		"Scatter": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return d.Scatter(ctx, 0, tiles[0], func(int, any) error { return nil })
+		},
+		"GatherMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return dist.GatherMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
+		},
+		"ScatterMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return dist.ScatterMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			errs := make([]error, 2)
+			oneDone := make(chan struct{})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+				ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+				if err != nil {
+					return err
+				}
+				defer ls.Close()
+				d, err := dist.New(ctx, c, ls) // no stall timeout
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
+				if err != nil {
+					return err
+				}
+				if d.Rank() == 1 {
+					errs[1] = call(ctx, d, tiles)
+					close(oneDone)
+					return nil
+				}
+				ended, end := context.WithCancel(ctx)
+				end()
+				errs[0] = call(ended, d, tiles)
+				_ = d.Close()
+				select {
+				case <-oneDone:
+				case <-ctx.Done():
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			assert.ErrorIs(t, errs[0], context.Canceled)
+			assert.ErrorIs(t, errs[1], dist.ErrRankFailed, "rank 1 waited for rank 0")
+			assert.ErrorContains(t, errs[1], fmt.Sprintf(`rank 0: stopped submitting at "dist.%s"`, name))
+		})
+	}
+}
