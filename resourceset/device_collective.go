@@ -80,8 +80,8 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		return nil
 	}
 	if rt.direct != nil {
-		if ok, err := rt.direct.Broadcast(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), root.rank); err != nil {
-			return wrap(root, "BcastDevice", onDevices(err))
+		if ok, err := settle(ctx, c)(rt.direct.Broadcast(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), root.rank)); err != nil {
+			return wrap(root, "BcastDevice", err)
 		} else if ok {
 			return nil
 		}
@@ -100,7 +100,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	host, release := stagingBuffers[T](buf.dev.dev, min(size, buf.n))
 	defer release() // after the waits below
 	pending := [2]<-chan error{}
-	var errs []error
+	var errs []error // the root's copies out, the others' copies in
 	wait := func(i int) {
 		if pending[i] != nil {
 			if err := <-pending[i]; err != nil {
@@ -138,8 +138,18 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	}
 	wait(0)
 	wait(1)
-	if len(errs) > 0 {
-		return wrap(root, "BcastDevice", errors.Join(errs...))
+	// The others' data came from the root's copies out of its device:
+	// every rank hears of their failure (the others then hold what the
+	// root sent, not its data). A rank's copy into its own slice fails
+	// that rank only.
+	var out, in error
+	if isRoot {
+		out = errors.Join(errs...)
+	} else {
+		in = errors.Join(errs...)
+	}
+	if err := errors.Join(in, agreeWithin(ctx, c, out, rootCopyOut)); err != nil {
+		return wrap(root, "BcastDevice", err)
 	}
 	return nil
 }
@@ -173,8 +183,8 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 		if into != nil {
 			dst = into.mem
 		}
-		if ok, err := rt.direct.Reduce(mine.mem, 0, dst, 0, mine.n, kindOf[T](), rop, root.rank); err != nil {
-			return false, wrap(root, "ReduceDevice", onDevices(err))
+		if ok, err := settle(ctx, c)(rt.direct.Reduce(mine.mem, 0, dst, 0, mine.n, kindOf[T](), rop, root.rank)); err != nil {
+			return false, wrap(root, "ReduceDevice", err)
 		} else if ok {
 			return isRoot, nil
 		}
@@ -188,7 +198,7 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 		}
 		return isRoot, nil
 	}
-	if err := staged(mine, into, func(chunk []T) ([]T, error) { return comm.Reduce(ctx, c, chunk, op, root.rank) }); err != nil {
+	if err := staged(ctx, c, mine, into, func(chunk []T) ([]T, error) { return comm.Reduce(ctx, c, chunk, op, root.rank) }); err != nil {
 		return false, wrap(root, "ReduceDevice", err)
 	}
 	return isRoot, nil
@@ -218,11 +228,16 @@ func stagingBuffers[T comm.Number](d accel.Device, n int) (host [2][]T, release 
 	return [2][]T{make([]T, n), make([]T, n)}, func() {}
 }
 
-// staged runs buf through a collective chunk by chunk: each chunk is
+// staged runs buf through a reduction on c chunk by chunk: each chunk is
 // copied to host memory (the next chunk's copy overlapping the
 // collective), handed to step, and step's result, when into is not nil,
 // copied into the same chunk of into (overlapping the next chunks).
-func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T, error)) error {
+//
+// Every rank's result depends on every rank's copies out of its device:
+// a copy out that failed on any rank fails every rank (agreeWithin, one
+// small AllReduce after the chunks; every rank runs every chunk, so they
+// stay in step). A copy into this rank's into fails this rank only.
+func staged[T comm.Number](ctx context.Context, c comm.Comm, buf, into *DeviceSlice[T], step func(chunk []T) ([]T, error)) error {
 	size, count := chunks[T](buf.n)
 	host, release := stagingBuffers[T](buf.dev.dev, min(size, buf.n))
 	defer release() // every path below waits for its copies first
@@ -233,11 +248,11 @@ func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T,
 		next = buf.CopyOutAsync(lo, host[0][:hi-lo])
 	}
 	var outs []<-chan error
-	var errs []error
+	var errs, ins []error // copies out of buf, into into
 	waitOuts := func() {
 		for _, o := range outs {
 			if err := <-o; err != nil {
-				errs = append(errs, err)
+				ins = append(ins, err)
 			}
 		}
 	}
@@ -256,14 +271,14 @@ func staged[T comm.Number](buf, into *DeviceSlice[T], step func(chunk []T) ([]T,
 				<-next
 			}
 			waitOuts()
-			return err
+			return errors.Join(append(append(errs, ins...), err)...)
 		}
 		if into != nil {
 			outs = append(outs, into.CopyInAsync(lo, r)) // r is step's own: no reuse hazard
 		}
 	}
 	waitOuts()
-	return errors.Join(errs...)
+	return errors.Join(errors.Join(ins...), agreeWithin(ctx, c, errors.Join(errs...), stagingCopyOut))
 }
 
 // AllReduceDevice combines every rank's buf element-wise with op on
@@ -279,8 +294,8 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
 	if rop, known := reduceOps[op]; known && rt.direct != nil {
-		if ok, err := rt.direct.AllReduce(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), rop); err != nil {
-			return fmt.Errorf("resourceset: AllReduceDevice: %w", onDevices(err))
+		if ok, err := settle(ctx, c)(rt.direct.AllReduce(buf.mem, 0, buf.mem, 0, buf.n, kindOf[T](), rop)); err != nil {
+			return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 		} else if ok {
 			return nil
 		}
@@ -294,7 +309,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 		}
 		return nil
 	}
-	if err := staged(buf, buf, func(chunk []T) ([]T, error) { return comm.AllReduce(ctx, c, chunk, op) }); err != nil {
+	if err := staged(ctx, c, buf, buf, func(chunk []T) ([]T, error) { return comm.AllReduce(ctx, c, chunk, op) }); err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
 	return nil
@@ -319,8 +334,8 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	}
 	if total := rt.total(); !slices.ContainsFunc(rt.into, func(n int) bool { return n != total }) {
 		if rt.direct != nil {
-			if ok, err := rt.direct.AllGather(mine.mem, 0, into.mem, 0, rt.counts, kindOf[T]()); err != nil {
-				return fmt.Errorf("resourceset: AllGatherDevice: %w", onDevices(err))
+			if ok, err := settle(ctx, c)(rt.direct.AllGather(mine.mem, 0, into.mem, 0, rt.counts, kindOf[T]())); err != nil {
+				return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 			} else if ok {
 				return nil
 			}
@@ -335,12 +350,16 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 			return nil
 		}
 	}
+	// A rank whose copy out of mine failed still sends (the others wait
+	// for its part), and every rank hears of it before it copies what
+	// the ranks sent into into. A copy into into fails its rank only.
 	host := make([]T, mine.n)
-	if err := <-mine.CopyOutAsync(0, host); err != nil {
-		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
-	}
+	cerr := <-mine.CopyOutAsync(0, host)
 	parts, err := comm.AllGather(ctx, c, host)
 	if err != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(cerr, err))
+	}
+	if err := agreeWithin(ctx, c, cerr, stagingCopyOut); err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 	}
 	if err := fillParts(into, parts); err != nil {
@@ -415,8 +434,8 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 			if into != nil {
 				dst = into.mem
 			}
-			if ok, err := rt.direct.Gather(mine.mem, 0, dst, 0, rt.counts, kindOf[T](), root.rank); err != nil {
-				return false, wrap(root, "GatherDevice", onDevices(err))
+			if ok, err := settle(ctx, c)(rt.direct.Gather(mine.mem, 0, dst, 0, rt.counts, kindOf[T](), root.rank)); err != nil {
+				return false, wrap(root, "GatherDevice", err)
 			} else if ok {
 				return isRoot, nil
 			}
@@ -431,12 +450,17 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 			return isRoot, nil
 		}
 	}
+	// A rank whose copy out of mine failed still sends (the root waits
+	// for its part), and every rank hears of it before the root copies
+	// what the ranks sent into into. The root's copy into into fails the
+	// root only: the result is the root's alone, as with MPI_Gather.
 	host := make([]T, mine.n)
-	if err := <-mine.CopyOutAsync(0, host); err != nil {
-		return false, wrap(root, "GatherDevice", err)
-	}
+	cerr := <-mine.CopyOutAsync(0, host)
 	parts, err := comm.Gather(ctx, c, host, root.rank)
 	if err != nil {
+		return false, wrap(root, "GatherDevice", errors.Join(cerr, err))
+	}
+	if err := agreeWithin(ctx, c, cerr, stagingCopyOut); err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
 	if !isRoot {
@@ -481,8 +505,8 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 		if isRoot {
 			src = from.mem
 		}
-		if ok, err := rt.direct.Scatter(src, 0, mine.mem, 0, rt.counts, kindOf[T](), root.rank); err != nil {
-			return wrap(root, "ScatterDevice", onDevices(err))
+		if ok, err := settle(ctx, c)(rt.direct.Scatter(src, 0, mine.mem, 0, rt.counts, kindOf[T](), root.rank)); err != nil {
+			return wrap(root, "ScatterDevice", err)
 		} else if ok {
 			return nil
 		}
@@ -642,8 +666,10 @@ func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.S
 
 // The parts agreeWithin names in the errors of the ranks that did not fail.
 const (
-	withinCopy  = "the copy within the device"
-	rootCopyOut = "the root's copy out of the device"
+	withinCopy     = "the copy within the device"
+	rootCopyOut    = "the root's copy out of the device"
+	stagingCopyOut = "the copy out of the device"
+	onTheDevices   = "the collective on the devices"
 )
 
 // maxWithinErr is how many bytes of a rank's error agreeWithin sends the

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,10 @@ type collSim struct {
 	key     string
 	hub     *hub
 	joinErr error // what JoinCollective returns, if set
+	// fail, while set, is what this rank's collectives return after they
+	// ran (a fault its stream reported); only its rank's goroutine sets
+	// it and calls them.
+	fail error
 
 	mu    sync.Mutex
 	calls map[string]int // collectives that ran here, by name
@@ -165,7 +170,7 @@ func (c *collComm) AllReduce(send accel.Mem, soff int, recv accel.Mem, roff int,
 			copy(p.recv, sum)
 		}
 	})
-	return true, nil
+	return true, c.dev.fail
 }
 
 func (c *collComm) Broadcast(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, root int) (bool, error) {
@@ -181,7 +186,7 @@ func (c *collComm) Broadcast(send accel.Mem, soff int, recv accel.Mem, roff int,
 			copy(p.recv, data)
 		}
 	})
-	return true, nil
+	return true, c.dev.fail
 }
 
 func (c *collComm) Reduce(send accel.Mem, soff int, recv accel.Mem, roff int, count int, kind reflect.Kind, op accel.ReduceOp, root int) (bool, error) {
@@ -194,7 +199,7 @@ func (c *collComm) Reduce(send accel.Mem, soff int, recv accel.Mem, roff int, co
 		dst = c.bytes(recv, roff, 8*count)
 	}
 	c.group.meet(c.rank, part{c.bytes(send, soff, 8*count), dst}, func(parts []part) { sumInto(parts[root].recv, parts) })
-	return true, nil
+	return true, c.dev.fail
 }
 
 // offsets returns the byte offset of every rank's part and the total.
@@ -217,7 +222,7 @@ func (c *collComm) AllGather(send accel.Mem, soff int, recv accel.Mem, roff int,
 			}
 		}
 	})
-	return true, nil
+	return true, c.dev.fail
 }
 
 func (c *collComm) Gather(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
@@ -232,7 +237,7 @@ func (c *collComm) Gather(send accel.Mem, soff int, recv accel.Mem, roff int, co
 			copy(parts[root].recv[off[r]:], src.send)
 		}
 	})
-	return true, nil
+	return true, c.dev.fail
 }
 
 func (c *collComm) Scatter(send accel.Mem, soff int, recv accel.Mem, roff int, counts []int, kind reflect.Kind, root int) (bool, error) {
@@ -247,7 +252,7 @@ func (c *collComm) Scatter(send accel.Mem, soff int, recv accel.Mem, roff int, c
 			copy(dst.recv, parts[root].send[off[r]:])
 		}
 	})
-	return true, nil
+	return true, c.dev.fail
 }
 
 func (c *collComm) Close() error { return nil }
@@ -668,4 +673,114 @@ func TestDirectBadDestination(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// TestDirectFailureFailsEveryRank: when a collective on the devices
+// fails on one rank only (its stream reported a fault after the
+// collective ran), every rank returns an error, the others' naming that
+// rank and its error, and the ranks stay in step: the next collective
+// runs on the devices and succeeds everywhere. Before, the others
+// returned nil.
+func TestDirectFailureFailsEveryRank(t *testing.T) {
+	const ranks, m, fails = 3, 4, 1
+	for _, c := range []struct {
+		call string
+		run  func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error
+	}{
+		{"BcastDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			return resourceset.BcastDevice(ctx, devs[0], mine)
+		}},
+		{"ReduceDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			into, err := resourceset.Alloc[float64](devs[cm.Rank()], m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			_, err = resourceset.ReduceDevice(ctx, devs[2], mine, into, comm.Sum)
+			return err
+		}},
+		{"AllReduceDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			return resourceset.AllReduceDevice(ctx, cm, mine, comm.Sum)
+		}},
+		{"GatherDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			into, err := resourceset.Alloc[float64](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			_, err = resourceset.GatherDevice(ctx, devs[0], mine, into)
+			return err
+		}},
+		{"ScatterDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			from, err := resourceset.Alloc[float64](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer from.Free()
+			return resourceset.ScatterDevice(ctx, devs[1], from, mine)
+		}},
+		{"AllGatherDevice", func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[float64]) error {
+			into, err := resourceset.Alloc[float64](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			return resourceset.AllGatherDevice(ctx, cm, mine, into)
+		}},
+	} {
+		t.Run(c.call, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			h := &hub{}
+			boom := errors.New("stream fault")
+			err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				cs, devs, err := ownCollSim(ctx, cm, h)
+				if err != nil {
+					return err
+				}
+				defer cs.Close()
+				mine, err := filled(ctx, devs[r], seq[float64](10*r, m))
+				if err != nil {
+					return err
+				}
+				defer mine.Free()
+				if r == fails {
+					cs.fail = boom
+				}
+				err = c.run(ctx, devs, cm, mine)
+				cs.fail = nil
+				switch {
+				case err == nil:
+					return fmt.Errorf("rank %d: %s returned nil; it failed on rank %d", r, c.call, fails)
+				case !strings.Contains(err.Error(), c.call):
+					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
+				case r == fails && !errors.Is(err, boom):
+					return fmt.Errorf("rank %d: not its own error: %v", r, err)
+				case r != fails && !strings.Contains(err.Error(), fmt.Sprintf("the collective on the devices failed on rank %d: on the devices: ", fails)+boom.Error()):
+					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, fails, err)
+				}
+				// In step: the next collective runs on the devices.
+				if err := mine.CopyFrom(ctx, seq[float64](10*r, m)); err != nil {
+					return err
+				}
+				before := cs.ranOnDevice()["Broadcast"]
+				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
+					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
+				}
+				got, err := contents(ctx, mine)
+				if err != nil {
+					return err
+				}
+				if want := seq[float64](20, m); !slices.Equal(got, want) {
+					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
+				}
+				if cs.ranOnDevice()["Broadcast"] != before+1 {
+					return fmt.Errorf("rank %d: BcastDevice did not run on the devices", r)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
 }

@@ -249,6 +249,24 @@ var reduceOps = map[comm.Op]accel.ReduceOp{comm.Sum: accel.OpSum, comm.Prod: acc
 // kindOf is the element kind of T, as the devices' collectives take it.
 func kindOf[T comm.Number]() reflect.Kind { return reflect.TypeFor[T]().Kind() }
 
+// settle ends a collective that ran on the devices (ok) on every rank of
+// c: the devices' collective moved every rank's data, so a failure on
+// any rank (a fault its stream reported, a call that failed) reaches
+// every rank (agreeWithin: one small AllReduce on c, and the failed
+// ranks' errors only when some failed), and no rank returns nil with
+// data that a failed rank's part made wrong. Every rank of c calls it
+// after the same collective, with what it returned:
+// settle(ctx, c)(rt.direct.Broadcast(...)); ok false (the devices lack
+// the kind or op, the same on every rank) ends nothing.
+func settle(ctx context.Context, c comm.Comm) func(ok bool, err error) (bool, error) {
+	return func(ok bool, err error) (bool, error) {
+		if !ok && err == nil {
+			return false, nil
+		}
+		return true, agreeWithin(ctx, c, onDevices(err), onTheDevices)
+	}
+}
+
 // onDevices wraps the error of a collective that ran on the devices.
 func onDevices(err error) error {
 	if err != nil {

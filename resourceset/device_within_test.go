@@ -225,3 +225,108 @@ func TestScatterStagingRootCopyFailsEveryRank(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestStagingCopyOutFailsEveryRank: on the staging path, when one rank's
+// copy out of its device fails, the data the others receive depend on
+// it: every rank returns an error (the failing rank its own, the others
+// one naming it), none hangs, and the ranks stay in step (the next
+// collective succeeds everywhere). Before, BcastDevice's, ReduceDevice's
+// and AllReduceDevice's others returned nil with wrong data, and
+// GatherDevice's and AllGatherDevice's failing rank returned before the
+// collective, leaving the others waiting for it.
+func TestStagingCopyOutFailsEveryRank(t *testing.T) {
+	const ranks, m = 3, 4
+	for _, c := range []struct {
+		call, part string
+		fails      int
+		run        func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error
+	}{
+		{"BcastDevice", "the root's copy out of the device", 1, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			return resourceset.BcastDevice(ctx, devs[1], mine)
+		}},
+		{"ReduceDevice", "the copy out of the device", 2, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			into, err := resourceset.Alloc[int32](devs[cm.Rank()], m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			_, err = resourceset.ReduceDevice(ctx, devs[0], mine, into, comm.Sum)
+			return err
+		}},
+		{"AllReduceDevice", "the copy out of the device", 0, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			return resourceset.AllReduceDevice(ctx, cm, mine, comm.Sum)
+		}},
+		{"GatherDevice", "the copy out of the device", 2, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			into, err := resourceset.Alloc[int32](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			_, err = resourceset.GatherDevice(ctx, devs[0], mine, into)
+			return err
+		}},
+		{"AllGatherDevice", "the copy out of the device", 1, func(ctx context.Context, devs []*resourceset.Device, cm comm.Comm, mine *resourceset.DeviceSlice[int32]) error {
+			into, err := resourceset.Alloc[int32](devs[cm.Rank()], ranks*m)
+			if err != nil {
+				return err
+			}
+			defer into.Free()
+			return resourceset.AllGatherDevice(ctx, cm, mine, into)
+		}},
+	} {
+		t.Run(c.call, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			boom := errors.New("copy engine fault")
+			err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				sim, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+				if err != nil {
+					return err
+				}
+				defer sim.Close()
+				dev := &stagedOnly{Device: sim}
+				devs, err := attach(ctx, cm, dev)
+				if err != nil {
+					return err
+				}
+				mine, err := filled(ctx, devs[r], seq[int32](10*r, m))
+				if err != nil {
+					return err
+				}
+				defer mine.Free()
+				if r == c.fails {
+					dev.fail = boom
+				}
+				err = c.run(ctx, devs, cm, mine)
+				dev.fail = nil
+				switch {
+				case err == nil:
+					return fmt.Errorf("rank %d: %s returned nil; rank %d's copy out failed", r, c.call, c.fails)
+				case !strings.Contains(err.Error(), c.call):
+					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
+				case r == c.fails && !errors.Is(err, boom):
+					return fmt.Errorf("rank %d: not its own copy's error: %v", r, err)
+				case r != c.fails && !strings.Contains(err.Error(), fmt.Sprintf("%s failed on rank %d: ", c.part, c.fails)+boom.Error()):
+					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, c.fails, err)
+				}
+				// In step: the next collective succeeds everywhere.
+				if err := mine.CopyFrom(ctx, seq[int32](10*r, m)); err != nil {
+					return err
+				}
+				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
+					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
+				}
+				got, err := contents(ctx, mine)
+				if err != nil {
+					return err
+				}
+				if want := seq[int32](20, m); !slices.Equal(got, want) {
+					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
+}
