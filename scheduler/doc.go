@@ -188,10 +188,12 @@
 // dependencies (BenchmarkTasks reports us/task and cpu-us/task), on
 // cores that pass a cache line to each other in about 100 ns: a task
 // handed from a submitter to a worker crosses cores a few times, and its
-// cost grows with that latency. A task Submit makes without callback,
-// tag, synchronous wait or team comes from a pool (the workers hand the
-// tasks they free back to the submitters in batches) and costs no
-// allocation; other tasks cost one (480 bytes). No lock
+// cost grows with that latency. A task Submit makes without a callback
+// of WithCallback (OnDone's are fine: they get the error, not the
+// task), tag, synchronous wait or team comes from a pool (the workers
+// hand the tasks they free back to the submitters in batches) and costs
+// no allocation, also past 4 accesses (a pooled task keeps its access
+// array); other tasks cost one (about 500 bytes). No lock
 // is shared by all workers: the handles' lock (one per scheduler, as
 // libgomp's dependences take one per team) is held by the submitter
 // while a task's dependencies are computed, once for all its handles,

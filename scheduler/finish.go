@@ -52,7 +52,7 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 		// failure (a combine function's error) is reported.
 		s.recordTask(t, err)
 	}
-	if t.Callback != nil {
+	if t.Callback != nil || t.onDone != nil {
 		// The callback sees the outcome through Task.Err.
 		t.err = err
 		t.inCallback.Store(true)
@@ -129,14 +129,19 @@ func (s *Scheduler) finish(t *Task, err error, w *worker, q []*Task) []*Task {
 	return q
 }
 
-// callSafely runs t's callback, turning a panic into an error.
+// callSafely runs t's callbacks (Callback, then onDone), turning a panic into an error.
 func callSafely(t *Task, worker int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicError(t, worker, r, "callback: ")
 		}
 	}()
-	t.Callback(t)
+	if t.Callback != nil {
+		t.Callback(t)
+	}
+	if t.onDone != nil {
+		t.onDone(t.err)
+	}
 	return nil
 }
 

@@ -159,6 +159,7 @@ const (
 	argAfterTags
 	argValue
 	argCallback
+	argDone
 	argTeam
 	argSync
 	argContext
@@ -228,6 +229,15 @@ func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
 // task given several runs them all, in the order given (a layer such as
 // scheduler/dist adds its own to the caller's).
 func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, v: fn} }
+
+// OnDone is WithCallback for a caller that needs only the task's
+// outcome: fn gets the task's error (nil on success, as Task.Err)
+// instead of the *Task. It runs as a callback of WithCallback does (in
+// the order given among them), but since nothing can keep the task
+// through it, a task Submit makes with OnDone callbacks only goes back
+// to Submit's pool once they have returned: no allocation per task
+// (scheduler/dist gives one to each task it submits).
+func OnDone(fn func(err error)) Arg { return Arg{kind: argDone, v: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
 // once (see Codelet.Parallel). k must not exceed the CPU workers of the
@@ -364,6 +374,14 @@ type Task struct {
 	preds     []uint64 // dependency ids, recorded only when tracing
 	footprint uint64
 
+	// onDone is the task's callback of OnDone, which a pooled task may
+	// have: it gets no *Task. With Callback too (set after apply), it
+	// runs after it.
+	onDone func(error)
+	// spareAcc is the access array of a pooled task that outgrew
+	// inlineAcc, kept for its next use (taskPool.put, apply).
+	spareAcc []Access
+
 	inlineAcc [4]Access
 }
 
@@ -413,6 +431,9 @@ func (t *Task) apply(args []Arg) (poolable bool) {
 		case argAccess:
 			if t.Access == nil {
 				t.Access = t.inlineAcc[:0]
+				if t.spareAcc != nil {
+					t.Access, t.spareAcc = t.spareAcc, nil
+				}
 			}
 			t.Access = append(t.Access, Access{a.h, a.mode})
 		case argPriority:
@@ -429,6 +450,11 @@ func (t *Task) apply(args []Arg) (poolable bool) {
 			t.Arg = a.v
 		case argCallback:
 			fn, _ := a.v.(func(*Task))
+			if od := t.onDone; od != nil && fn != nil {
+				// An OnDone callback came first: it runs first.
+				t.onDone = nil
+				t.Callback = func(t *Task) { od(t.Err()) }
+			}
 			if prev := t.Callback; prev != nil && fn != nil {
 				t.Callback = func(t *Task) {
 					prev(t)
@@ -438,6 +464,26 @@ func (t *Task) apply(args []Arg) (poolable bool) {
 				t.Callback = fn
 			}
 			poolable = false
+		case argDone:
+			fn, _ := a.v.(func(error))
+			switch prev := t.Callback; {
+			case fn == nil:
+			case prev != nil:
+				// After a callback of WithCallback: the task is not
+				// pooled anyway.
+				t.Callback = func(t *Task) {
+					prev(t)
+					fn(t.Err())
+				}
+			case t.onDone != nil:
+				od := t.onDone
+				t.onDone = func(err error) {
+					od(err)
+					fn(err)
+				}
+			default:
+				t.onDone = fn
+			}
 		case argTeam:
 			t.Team = a.n
 			if a.n > 1 {

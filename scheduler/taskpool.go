@@ -72,7 +72,15 @@ func (p *taskPool) refill() {
 // put zeroes t, which nothing refers to any more, and takes it back,
 // freed by worker w (nil for another goroutine).
 func (p *taskPool) put(t *Task, w *worker) {
+	// An access array that outgrew the inline one is kept, cleared, for
+	// the task's next use (apply): a task of many accesses allocates
+	// none either.
+	acc := t.Access
 	*t = Task{}
+	if cap(acc) > len(t.inlineAcc) {
+		clear(acc[:cap(acc)])
+		t.spareAcc = acc[:0]
+	}
 	if w == nil {
 		p.pool.Put(t)
 		return

@@ -124,6 +124,9 @@ type Scheduler struct {
 	// taskDones are the callbacks of the local tasks of the graph, for
 	// reuse (taskDone).
 	taskDones sync.Pool
+	// xferPool holds the arguments of the transfers' tasks, for reuse
+	// (newXfer).
+	xferPool sync.Pool
 
 	// graph is given to every task of the graph on the local scheduler
 	// (scheduler.CancelOn); fail ends it with the failure, so that the
@@ -499,7 +502,7 @@ func (d *Scheduler) awaitCanceled() error {
 	for key, x := range d.xfers {
 		if x.canceled {
 			left = append(left, key)
-			what = append(what, x.what)
+			what = append(what, x.describe())
 		}
 	}
 	d.failMu.Unlock()
@@ -1172,10 +1175,22 @@ func WithStallReport(after time.Duration, report func(explanation string)) Optio
 // inflight is a transfer in flight: how to end it, and what it is.
 type inflight struct {
 	done     func(error)
-	what     string
+	what     string       // what it is; "": x's (describe)
+	x        *xfer        // the transfer, whose text is built on demand
 	req      comm.Request // a receive's request, which a failure cancels; nil for a send
 	from     int          // a receive's source rank; -1 for a send
 	canceled bool         // the failure canceled req; its task ends with it
+}
+
+// describe says what the transfer in flight is ("sending H to rank R",
+// "receiving H from rank R"), for a stall report or an error: built
+// now, from its xfer, which stays in use while it is in flight (an
+// entry of d.xfers, read under d.failMu).
+func (f inflight) describe() string {
+	if f.what != "" || f.x == nil {
+		return f.what
+	}
+	return f.x.what()
 }
 
 // watch reports stalls while WaitAll waits; the returned function stops it.
@@ -1231,10 +1246,10 @@ func (d *Scheduler) explain() string {
 		if x.from >= 0 {
 			from[x.from] = true
 			// what is "receiving H from rank R"; say what is waited for.
-			recvs = append(recvs, fmt.Sprintf("waits for rank %d to send %s", x.from, strings.TrimSuffix(strings.TrimPrefix(x.what, "receiving "), fmt.Sprintf(" from rank %d", x.from))))
+			recvs = append(recvs, fmt.Sprintf("waits for rank %d to send %s", x.from, strings.TrimSuffix(strings.TrimPrefix(x.describe(), "receiving "), fmt.Sprintf(" from rank %d", x.from))))
 			continue
 		}
-		sends = append(sends, x.what)
+		sends = append(sends, x.describe())
 	}
 	d.failMu.Unlock()
 	n := len(recvs) + len(sends)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pzgo/pz/comm"
@@ -866,7 +867,7 @@ func (d *Scheduler) submitLocal(ctx context.Context, cl *scheduler.Codelet, run 
 	// check names a submission (its number and data), as a tiled
 	// program submits many tasks of one codelet.
 	td := d.newTaskDone(cl, d.check.n-1, cl == d.walking, d.walkingWaitAll, args)
-	local := append(d.localArgs[:0], scheduler.WithCallback(td.fn))
+	local := append(d.localArgs[:0], scheduler.OnDone(td.fn))
 	for _, a := range args {
 		if a.opt != nil {
 			local = append(local, *a.opt)
@@ -917,7 +918,7 @@ type taskDone struct {
 	seq       int
 	own, wait bool
 	args      []Arg
-	fn        func(*scheduler.Task)
+	fn        func(error)
 }
 
 // newTaskDone returns a taskDone from d's pool, set for the task.
@@ -941,9 +942,9 @@ func (d *Scheduler) putTaskDone(td *taskDone) {
 }
 
 // done is the task's callback.
-func (td *taskDone) done(t *scheduler.Task) {
+func (td *taskDone) done(err error) {
 	d := td.d
-	d.onTaskDone(t, td.describe)
+	d.onTaskDone(err, false, td.describe)
 	d.putTaskDone(td)
 }
 
@@ -1050,12 +1051,12 @@ func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 
 // onTaskDone counts a completed task and announces a failed one to the
 // other ranks. what, if not nil, names the task for the failure.
-func (d *Scheduler) onTaskDone(t *scheduler.Task, what func() string) {
+func (d *Scheduler) onTaskDone(err error, isXfer bool, what func() string) {
 	d.progressed.Add(1)
-	if _, isXfer := t.Arg.(*xfer); !isXfer {
+	if !isXfer {
 		d.pos.open.Add(-1)
 	}
-	if err := t.Err(); err != nil {
+	if err != nil {
 		if what == nil {
 			d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
 			return
@@ -1124,37 +1125,26 @@ func (d *Scheduler) transferLocked(ctx context.Context, h *Handle, src, dst int)
 	if err != nil {
 		return err
 	}
-	x := &xfer{h: h, data: h.data, peer: dst, id: d.xferSeq}
+	x := d.newXfer()
+	x.h, x.data, x.peer, x.id, x.send = h, h.data, dst, d.xferSeq, true
+	x.src, x.dst, x.seq, x.wait = src, dst, d.check.n-1, d.walkingWaitAll
 	cl, mode := d.sendCl, scheduler.ModeR
 	if d.rank == dst {
-		x.peer = src
+		x.peer, x.send = src, false
 		cl, mode = d.recvCl, scheduler.ModeW
 	}
-	seq, wait := d.check.n-1, d.walkingWaitAll
-	done := func(t *scheduler.Task) {
-		if errors.Is(t.Err(), scheduler.ErrCanceled) {
-			// It never started: a task of this rank that it depends on
-			// failed (a reduction's combine of the workers' copies into
-			// a partial result before its send), whose error names
-			// neither the transfer nor the submission it serves. A
-			// transfer's own errors name the transfer already.
-			d.onTaskDone(t, func() string {
-				if d.rank == dst {
-					return fmt.Sprintf("receiving %v from rank %d %s", h, src, walkPoint(seq, false, wait))
-				}
-				return fmt.Sprintf("sending %v to rank %d %s", h, dst, walkPoint(seq, false, wait))
-			})
-			return
-		}
-		d.onTaskDone(t, nil)
-	}
-	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.WithCallback(done), scheduler.CancelOn(d.graph)); err != nil {
+	if err := d.local.Submit(ctx, cl, scheduler.Data(lh, mode), scheduler.WithArg(x), scheduler.OnDone(x.fn), scheduler.CancelOn(d.graph)); err != nil {
+		// A task that Submit refused never runs; x is not put back
+		// all the same (see submitLocal).
 		return fmt.Errorf("dist: rank %d: transfer of %v: %w", d.rank, h, err)
 	}
 	return nil
 }
 
-// xfer is the argument of a send or receive task.
+// xfer is the argument of a send or receive task, and its callback
+// (fn, made once per xfer). It comes from d's pool (newXfer) and goes
+// back once its task has completed and the request it started, if any,
+// has ended (refs).
 type xfer struct {
 	h *Handle
 	// data is h's memory on this rank when the transfer was walked:
@@ -1163,6 +1153,80 @@ type xfer struct {
 	data any
 	peer int
 	id   uint64 // the transfer's number in the submission walk
+	send bool   // this rank sends (else receives)
+	// What names the transfer if its task is canceled: from src to dst,
+	// walked in submission seq (in WaitAll if wait).
+	src, dst, seq int
+	wait          bool
+
+	// While it runs: the buffer, when it started (for the trace), its
+	// key in d.xfers and its task's done function (trackLocked).
+	buf      comm.Buf
+	start    time.Duration
+	key      uint64
+	taskDone func(error)
+
+	d *Scheduler
+	// refs counts the task (until its callback) and the request in
+	// flight (until its completion has run): the last one puts x back.
+	refs atomic.Int32
+	// x.done, x.sent, x.received, made once per xfer.
+	fn                 func(error)
+	sentFn, receivedFn func(comm.Status, error)
+}
+
+// newXfer returns an xfer from d's pool, with one reference: its task's.
+func (d *Scheduler) newXfer() *xfer {
+	x, _ := d.xferPool.Get().(*xfer)
+	if x == nil {
+		x = &xfer{d: d}
+		x.fn, x.sentFn, x.receivedFn = x.done, x.sent, x.received
+	}
+	x.refs.Store(1)
+	return x
+}
+
+// release drops a reference to x; the last puts it back in the pool,
+// without its references.
+func (x *xfer) release() {
+	if x.refs.Add(-1) != 0 {
+		return
+	}
+	x.h, x.data, x.buf, x.taskDone = nil, nil, comm.Buf{}, nil
+	x.d.xferPool.Put(x)
+}
+
+// what names the transfer for a stall report or an error: "sending H to
+// rank R", "receiving H from rank R".
+func (x *xfer) what() string {
+	if x.send {
+		return fmt.Sprintf("sending %v to rank %d", x.h, x.peer)
+	}
+	return fmt.Sprintf("receiving %v from rank %d", x.h, x.peer)
+}
+
+// done is the callback of x's task.
+func (x *xfer) done(err error) {
+	d := x.d
+	if errors.Is(err, scheduler.ErrCanceled) {
+		// It never started: a task of this rank that it depends on
+		// failed (a reduction's combine of the workers' copies into
+		// a partial result before its send), whose error names
+		// neither the transfer nor the submission it serves. A
+		// transfer's own errors name the transfer already.
+		d.onTaskDone(err, true, x.canceledWhat)
+	} else {
+		d.onTaskDone(err, true, nil)
+	}
+	x.release()
+}
+
+// canceledWhat names a transfer whose task was canceled.
+func (x *xfer) canceledWhat() string {
+	if !x.send {
+		return fmt.Sprintf("receiving %v from rank %d %s", x.h, x.src, walkPoint(x.seq, false, x.wait))
+	}
+	return fmt.Sprintf("sending %v to rank %d %s", x.h, x.dst, walkPoint(x.seq, false, x.wait))
 }
 
 // record keeps a finished transfer for the merged trace.
@@ -1178,60 +1242,73 @@ func (d *Scheduler) record(x *xfer, send bool, start time.Duration) {
 // sendCl).
 func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
-	finish, ok := d.track(done, fmt.Sprintf("sending %v to rank %d", x.h, x.peer))
-	if !ok {
+	// A failure may complete the task (fail ends a send's task at once)
+	// while this goes on using x, and the request's completion after
+	// it: their reference, taken before the task can complete.
+	x.refs.Add(1)
+	if !d.track(done, x) {
+		x.release()
 		return
 	}
-	buf := x.h.raw(x.data)
-	start := time.Since(d.local.Epoch())
-	req, err := d.c.Isend(buf, x.peer, x.h.id+1)
+	x.buf = x.h.raw(x.data)
+	x.start = time.Since(d.local.Epoch())
+	req, err := d.c.Isend(x.buf, x.peer, x.h.id+1)
 	if err != nil {
-		finish(fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err))
+		x.finish(fmt.Errorf("%s: %w", x.what(), err))
+		x.release()
 		return
 	}
 	d.peers[x.peer].msgsSent.Add(1)
-	d.peers[x.peer].bytesSent.Add(int64(len(buf.Bytes)))
-	d.prog.add(req, func(_ comm.Status, err error) {
-		if err != nil {
-			err = fmt.Errorf("sending %v to rank %d: %w", x.h, x.peer, err)
-		}
-		d.record(x, true, start)
-		finish(err)
-	})
+	d.peers[x.peer].bytesSent.Add(int64(len(x.buf.Bytes)))
+	d.prog.add(req, x.sentFn)
 }
 
-// track registers the done function of a send, so that a failure can
-// end it (its peer may never take part); it returns the function that
-// completes it, or false if the scheduler already failed (done was called
+// sent completes a send once its request has ended.
+func (x *xfer) sent(_ comm.Status, err error) {
+	if err != nil {
+		err = fmt.Errorf("%s: %w", x.what(), err)
+	}
+	x.d.record(x, true, x.start)
+	x.finish(err)
+	x.release()
+}
+
+// track registers the done function of a send's task, so that a
+// failure can end it (its peer may never take part); x.finish completes
+// it. It returns false if the scheduler already failed (done was called
 // with the failure).
-func (d *Scheduler) track(done func(error), what string) (func(error), bool) {
+func (d *Scheduler) track(done func(error), x *xfer) bool {
 	d.failMu.Lock()
 	if err := d.failed; err != nil {
 		d.failMu.Unlock()
 		done(err)
-		return nil, false
+		return false
 	}
-	finish := d.trackLocked(done, what, nil, -1)
+	d.trackLocked(done, x, nil, -1)
 	d.failMu.Unlock()
-	return finish, true
+	return true
 }
 
-// trackLocked registers a transfer in flight (req and from: a receive's
-// request and source rank, from -1 for a send) and returns the function
-// that completes it; d.failMu is held.
-func (d *Scheduler) trackLocked(done func(error), what string, req comm.Request, from int) func(error) {
+// trackLocked registers x, a transfer in flight (req and from: a
+// receive's request and source rank, from -1 for a send), whose task
+// done completes: x.finish does, once; d.failMu is held.
+func (d *Scheduler) trackLocked(done func(error), x *xfer, req comm.Request, from int) {
 	d.nxfer++
-	key := d.nxfer
-	d.xfers[key] = inflight{done: done, what: what, req: req, from: from}
-	return func(err error) {
-		d.failMu.Lock()
-		if x, ok := d.xfers[key]; ok {
-			d.endLocked(key, x)
-		}
-		d.failMu.Unlock()
-		d.progressed.Add(1)
-		done(err)
+	x.key, x.taskDone = d.nxfer, done
+	d.xfers[x.key] = inflight{done: done, x: x, req: req, from: from}
+}
+
+// finish completes x's task with err, forgetting the transfer in flight
+// (trackLocked) if a failure has not already.
+func (x *xfer) finish(err error) {
+	d := x.d
+	d.failMu.Lock()
+	if f, ok := d.xfers[x.key]; ok {
+		d.endLocked(x.key, f)
 	}
+	d.failMu.Unlock()
+	d.progressed.Add(1)
+	x.taskDone(err)
 }
 
 // startRecv receives the handle into this rank's copy (Detached of
@@ -1239,8 +1316,7 @@ func (d *Scheduler) trackLocked(done func(error), what string, req comm.Request,
 // which cancels the receive (fail): the buffer is the task's until then.
 func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
-	what := fmt.Sprintf("receiving %v from rank %d", x.h, x.peer)
-	start := time.Since(d.local.Epoch())
+	x.start = time.Since(d.local.Epoch())
 	// Posted under failMu: a failure comes before (and nothing is
 	// posted) or finds the request to cancel.
 	d.failMu.Lock()
@@ -1249,31 +1325,40 @@ func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 		done(err)
 		return
 	}
-	buf := x.h.raw(x.data)
-	req, err := d.c.Irecv(buf, x.peer, x.h.id+1)
+	x.buf = x.h.raw(x.data)
+	req, err := d.c.Irecv(x.buf, x.peer, x.h.id+1)
 	if err != nil {
 		d.failMu.Unlock()
 		d.progressed.Add(1)
-		done(fmt.Errorf("%s: %w", what, err))
+		done(fmt.Errorf("%s: %w", x.what(), err))
 		return
 	}
-	finish := d.trackLocked(done, what, req, x.peer)
+	d.trackLocked(done, x, req, x.peer)
+	// The request's completion uses x, which a failure may complete
+	// the task before (abandon ends a canceled receive's task at once):
+	// its reference, taken before failMu lets a failure in.
+	x.refs.Add(1)
 	d.failMu.Unlock()
-	d.prog.add(req, func(st comm.Status, err error) {
-		switch {
-		case errors.Is(err, comm.ErrCanceled):
-			// Canceled by the failure, which is the task's error:
-			// nothing was received.
-			err = d.failure()
-		case err == nil && st.Count != x.h.rows*x.h.cols:
-			err = fmt.Errorf("%s: %w: %d elements for %v of %d", what, comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
-		case err != nil:
-			err = fmt.Errorf("%s: %w", what, err)
-		default:
-			d.peers[x.peer].msgsRecv.Add(1)
-			d.peers[x.peer].bytesRecv.Add(int64(len(buf.Bytes)))
-		}
-		d.record(x, false, start)
-		finish(err)
-	})
+	d.prog.add(req, x.receivedFn)
+}
+
+// received completes a receive once its request has ended.
+func (x *xfer) received(st comm.Status, err error) {
+	d := x.d
+	switch {
+	case errors.Is(err, comm.ErrCanceled):
+		// Canceled by the failure, which is the task's error:
+		// nothing was received.
+		err = d.failure()
+	case err == nil && st.Count != x.h.rows*x.h.cols:
+		err = fmt.Errorf("%s: %w: %d elements for %v of %d", x.what(), comm.ErrMismatch, st.Count, x.h, x.h.rows*x.h.cols)
+	case err != nil:
+		err = fmt.Errorf("%s: %w", x.what(), err)
+	default:
+		d.peers[x.peer].msgsRecv.Add(1)
+		d.peers[x.peer].bytesRecv.Add(int64(len(x.buf.Bytes)))
+	}
+	d.record(x, false, x.start)
+	x.finish(err)
+	x.release()
 }
