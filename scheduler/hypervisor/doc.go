@@ -75,7 +75,13 @@
 // (idle, speed, idle,speed, none) choose them; the default depends on the
 // policy (DefaultTrigger). PZ_HYPERVISOR_POLICY, PZ_HYPERVISOR_MAX_IDLE,
 // PZ_HYPERVISOR_WINDOW and PZ_HYPERVISOR_SPEED_GAP set the other
-// defaults. Resizes are at least WithMinInterval apart.
+// defaults. Resizes are at least WithMinInterval apart. An idle
+// hypervisor backs off: while the decisions of these triggers move
+// nothing and nothing happens (no task submitted, taken or completed,
+// no worker's idle period starting, ending or reaching its threshold,
+// no registration or declared work changed, no move), they run less
+// and less often, down to one per 100 ms, and any such event brings
+// them back to the idle tick (see Policy).
 //
 // # Resizes
 //
@@ -84,7 +90,8 @@
 // trigger pending, and the worker holding the decision runs the pending
 // ones before it lets go, so that no decision asked for is lost. Moves
 // the hypervisor refuses are reported to a policy implementing Feedback;
-// app_driven keeps such requests due and retries them. Moves are
+// app_driven keeps such requests due and retries them (it clips a
+// request to the room its destination's Limits.Max leaves). Moves are
 // posted with scheduler.MoveWorkersFor and applied by each worker at its
 // next safe point, so a resize never interrupts a task. The hypervisor
 // enforces each context's Limits and never empties a context that has

@@ -1,5 +1,7 @@
 package hypervisor
 
+import "time"
+
 // WithOnBusy is a test seam: f is called when a decision is left
 // pending because another one holds the decision lock, right after the
 // pending trigger is recorded.
@@ -8,3 +10,10 @@ func WithOnBusy(f func(Trigger)) Option { return func(c *config) { c.onBusy = f 
 // WithOnCloseWait is a test seam: f is called when Close finds a
 // decision under way, right before it waits for it.
 func WithOnCloseWait(f func()) Option { return func(c *config) { c.onCloseWait = f } }
+
+// Quiet returns the idle backoff: the least time between two decisions
+// of the idle and speed triggers now (0 or 1ns: none).
+func (h *Hypervisor) Quiet() time.Duration { return time.Duration(h.quiet.Load()) }
+
+// MaxQuiet is the idle backoff's bound.
+const MaxQuiet = maxQuiet

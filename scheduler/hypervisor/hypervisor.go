@@ -170,6 +170,9 @@ type workerCounters struct {
 	busyNs    atomic.Int64
 	flops     atomicf.Float64
 	speed     atomic.Uint64 // math.Float64bits of wSample's speed (see ctxCounters.speed)
+	// pastIdle is set when the current idle period reached the worker's
+	// threshold (an event for the idle backoff, see quiet).
+	pastIdle atomic.Bool
 }
 
 // sample is the start of the current sampling window of a context or a
@@ -225,7 +228,18 @@ type Hypervisor struct {
 	lastWindow   atomic.Int64
 	lastResize   atomic.Int64
 	lastDecision atomic.Int64
-	closed       atomic.Bool
+	// quiet is the idle backoff: the least time (ns) between two
+	// decisions of the idle and speed triggers while they move nothing
+	// and nothing happens (see decide). 0: no backoff (the idle tick);
+	// armed (1) from a decision's start until an event (stir) resets
+	// it to 0; doubled, up to maxQuiet, by a decision that moved
+	// nothing with no event since it started.
+	quiet atomic.Int64
+	// members is the membership the last decision saw (contexts,
+	// whether each stopped submission, each worker's context); guarded
+	// by mu. A change ends the backoff.
+	members []int
+	closed  atomic.Bool
 	// failed is set, and panicErr stored, when the policy's code
 	// panicked (see ErrPolicyPanic): hooks and decisions stop.
 	failed   atomic.Bool
@@ -502,6 +516,7 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 		h.order = append(h.order, c)
 	}
 	h.reg[c] = lim
+	h.stir()
 	return nil
 }
 
@@ -547,6 +562,7 @@ func isIn(c, a *scheduler.Context) bool {
 func (h *Hypervisor) Unregister(c *scheduler.Context) {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
+	defer h.stir()
 	delete(h.reg, c)
 	h.order = slices.DeleteFunc(h.order, func(x *scheduler.Context) bool { return x == c })
 }
@@ -576,6 +592,7 @@ func (h *Hypervisor) SetTotalFlops(c *scheduler.Context, flops float64) error {
 	}
 	lim.TotalFlops = flops
 	h.reg[c] = lim
+	h.stir()
 	return nil
 }
 
@@ -599,6 +616,7 @@ func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) error {
 		return fmt.Errorf("%w: AddTotalFlops(%v, %g): the total overflows", ErrBadContext, c, delta)
 	}
 	h.reg[c] = lim
+	h.stir()
 	return nil
 }
 
@@ -695,6 +713,7 @@ func (h *Hypervisor) TaskPushed(c *scheduler.Context, t *scheduler.Task) {
 	if h.types.on {
 		h.types.pushed(c, t)
 	}
+	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookPushed(c, t) {
 		h.decide(TriggerHook)
 	}
@@ -706,6 +725,7 @@ func (h *Hypervisor) TaskPopped(c *scheduler.Context, t *scheduler.Task, worker 
 		return
 	}
 	h.counters(c).popped.Add(1)
+	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookPopped(c, t, worker) {
 		h.decide(TriggerHook)
 	}
@@ -719,6 +739,11 @@ func (h *Hypervisor) IdleCycle(c *scheduler.Context, worker int, idle time.Durat
 	w := &h.workers[worker]
 	if w.idleSince.Load() == 0 {
 		w.idleSince.Store(h.now() - int64(idle))
+		h.stir()
+	}
+	if idle >= h.cfg.maxIdleOf(worker) && !w.pastIdle.Load() {
+		w.pastIdle.Store(true)
+		h.stir()
 	}
 	if h.hooks != nil && !h.failed.Load() && h.hookIdleCycle(c, worker, idle) {
 		h.decide(TriggerHook)
@@ -737,7 +762,9 @@ func (h *Hypervisor) IdleEnd(c *scheduler.Context, worker int, idle time.Duratio
 	}
 	w := &h.workers[worker]
 	w.idleSince.Store(0)
+	w.pastIdle.Store(false)
 	w.idleNs.Add(int64(idle))
+	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookIdleEnd(c, worker, idle) {
 		h.decide(TriggerHook)
 	}
@@ -768,6 +795,7 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 			h.types.executed(c, t, kd, elapsed, f)
 		}
 	}
+	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookExecuted(c, t, worker, elapsed) {
 		h.decide(TriggerHook)
 		return
@@ -779,7 +807,7 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 // speed trigger, considers a resize.
 func (h *Hypervisor) maybeWindow() {
 	last := h.lastWindow.Load()
-	if h.now()-last < int64(h.cfg.window) {
+	if h.now()-last < max(int64(h.cfg.window), h.quiet.Load()) {
 		return
 	}
 	if h.cfg.trigger&TriggerSpeed != 0 {
@@ -823,8 +851,10 @@ func (h *Hypervisor) decide(why Trigger) {
 		if last := h.lastResize.Load(); last != 0 && now-last < int64(h.cfg.minInterval) {
 			return
 		}
-		// Idle workers would otherwise ask every idle tick.
-		if now-h.lastDecision.Load() < int64(h.cfg.idleTick) {
+		// Idle workers would otherwise ask every idle tick; while
+		// decisions move nothing and nothing happens, less and less
+		// often (quiet).
+		if now-h.lastDecision.Load() < max(int64(h.cfg.idleTick), h.quiet.Load()) {
 			return
 		}
 	}
@@ -864,6 +894,7 @@ func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
 		// must move nothing.
 		return nil
 	}
+	quiet := h.arm(why)
 	v := h.view(why)
 	if len(v.Contexts) == 0 {
 		return nil
@@ -886,7 +917,66 @@ func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
 		in = "Feedback.Rejected"
 		fb.Rejected(v, rejected)
 	}
+	h.settle(v, why, quiet, len(done) > 0)
 	return done
+}
+
+// maxQuiet bounds the idle backoff: while nothing happens, the idle
+// and speed triggers still run the policy at least this often.
+const maxQuiet = 100 * time.Millisecond
+
+// quietArmed is quiet's value from a decision's start until an event.
+const quietArmed = 1
+
+// stir ends the idle backoff: an event changed what decisions see. It
+// writes only when there is a backoff to end, so that the hooks, on
+// the path of every task, mostly just read.
+func (h *Hypervisor) stir() {
+	if h.quiet.Load() != 0 {
+		h.quiet.Store(0)
+	}
+}
+
+// arm returns the backoff a decision of the idle or speed trigger
+// starts with, arming it when there is none (an event from now on
+// resets it, see stir); h.mu is held. Decisions that include a hook's
+// trigger do not take part (0).
+func (h *Hypervisor) arm(why Trigger) int64 {
+	if why&TriggerHook != 0 {
+		return 0
+	}
+	if h.quiet.CompareAndSwap(0, quietArmed) {
+		return quietArmed
+	}
+	return h.quiet.Load()
+}
+
+// settle updates the backoff after a decision; h.mu is held. A
+// decision of the idle or speed trigger that moved nothing, with the
+// membership it saw unchanged and no event since it started, doubles
+// the backoff (from two idle ticks, up to maxQuiet); a move, or a
+// change of membership made outside the hypervisor, ends it.
+func (h *Hypervisor) settle(v *View, why Trigger, quiet int64, moved bool) {
+	members := make([]int, 0, 2*len(v.Contexts)+len(v.Workers))
+	for _, c := range v.Contexts {
+		stopped := 0
+		if c.Context.Stopped() {
+			stopped = 1
+		}
+		members = append(members, c.Context.ID(), stopped)
+	}
+	for _, w := range v.Workers {
+		members = append(members, w.Context)
+	}
+	same := slices.Equal(members, h.members)
+	h.members = members
+	switch {
+	case moved || !same:
+		h.quiet.Store(0)
+	case quiet != 0:
+		tick := int64(h.cfg.idleTick)
+		h.quiet.CompareAndSwap(quiet, min(max(2*quiet, 2*tick), max(int64(maxQuiet), tick)))
+	}
 }
 
 // view builds the policy's input; h.mu is held. It also rolls the
@@ -1137,7 +1227,11 @@ func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap, c.spe
 
 // WithIdleTick sets how often sleeping workers report idle cycles
 // (0: half the max idle time, at least 100µs, the default; negative:
-// refused).
+// refused). Each report wakes the worker: with the default 1 ms, an
+// idle program with its hypervisor open spends about 9 µs of CPU per
+// idle worker per millisecond on them (the policy's decisions back
+// off, see Policy; the tick does not); a longer tick costs less, and
+// the idle trigger notices idleness up to a tick late.
 func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick = d } }
 
 // WithOnResize calls f for every move the hypervisor makes, after it is

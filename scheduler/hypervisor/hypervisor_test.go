@@ -501,8 +501,9 @@ func (p *decidedAppDriven) Resize(v *hypervisor.View) []hypervisor.Move {
 	return moves
 }
 
-// TestAppDrivenKeepsARefusedRequestDue: a request whose move Limits
-// refuse stays due and is made once the limits allow it.
+// TestAppDrivenKeepsARefusedRequestDue: a request whose move the
+// source's Limits.Min refuses stays due and is made once the limits
+// allow it.
 func TestAppDrivenKeepsARefusedRequestDue(t *testing.T) {
 	ctx := testCtx(t)
 	s := newSched(t, 3)
@@ -513,21 +514,21 @@ func TestAppDrivenKeepsARefusedRequestDue(t *testing.T) {
 	hv, err := hypervisor.New(s, hypervisor.WithPolicy(pol), hypervisor.WithGetenv(noEnv), onResize, hypervisor.WithLogger(zap.New(core)))
 	require.NoError(t, err)
 	defer hv.Close()
-	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
-	require.NoError(t, hv.Register(b, hypervisor.Limits{Max: 1}))
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 2}))
+	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
 	pol.OnTag(42, a, b, 1)
 	require.NoError(t, s.Submit(ctx, clTag(), scheduler.InContext(a), scheduler.WithTag(42)))
 	waitFor(t, pol.decided, 10*time.Second, "the request falls due and its move is proposed")
 	require.NoError(t, s.WaitAll(ctx))
-	assert.Empty(t, hv.Resizes(), "b is at its max")
-	// b's max goes: the next decision makes the move (the hooks' retry or
+	assert.Empty(t, hv.Resizes(), "a is at its min")
+	// a's min goes: the next decision makes the move (the hooks' retry or
 	// this one).
-	require.NoError(t, hv.Register(b, hypervisor.Limits{}))
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
 	hv.ResizeNow()
 	r := nextResize(t, resized, 10*time.Second, "the request waited and is made")
 	assert.Equal(t, "a->b", r.From+"->"+r.To)
 	assert.Len(t, b.Workers(), 2)
-	assert.Positive(t, logs.FilterMessageSnippet("the destination is at its Limits.Max").Len(), "the refusal is logged")
+	assert.Positive(t, logs.FilterMessageSnippet("the source would go below its minimum").Len(), "the refusal is logged")
 	assert.Positive(t, logs.FilterMessageSnippet("request waits").Len(), "the wait is logged")
 	assert.Empty(t, hv.ResizeNow(), "done once")
 	assert.Zero(t, pol.Due())

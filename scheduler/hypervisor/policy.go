@@ -105,6 +105,24 @@ type Move struct {
 // decisions, say) must implement those the wrapped one does and forward
 // them. Wrapped without them, AppDriven never learns that its tagged
 // tasks completed, and TEFT gets no View.Types and moves no worker.
+//
+// When Resize is called: at once for a hook that returned true and
+// for ResizeNow; for the idle trigger, at most every idle tick while a
+// worker is idle past its threshold; for the speed trigger, once a
+// window. While decisions of the idle and speed triggers move nothing
+// and nothing happens - no task submitted, taken or completed, no
+// worker starting or ending an idle period or reaching its threshold,
+// no Register, Unregister, SetTotalFlops, AddTotalFlops or
+// AnnounceTasks, no move - the hypervisor calls Resize for them less
+// and less often: the least time between two calls doubles from two
+// idle ticks up to 100 ms, and any such event brings it back to the
+// idle tick at once. A change the hypervisor sees only in a View (the
+// program's own MoveWorkers, a context's StopSubmission or deletion)
+// brings it back at the next call. A policy may depend on time passing alone (View.Now, a
+// worker's Idle growing, speeds over windows), but while the program
+// is idle it is then asked up to 100 ms later than its trigger alone
+// would; to act at a precise moment, ask from a hook (IdleCycle is
+// still called every idle tick) or call ResizeNow.
 type Policy interface {
 	Name() string
 	Resize(v *View) []Move
@@ -617,12 +635,15 @@ func (p Throughput) Resize(v *View) []Move {
 // AppDriven is the app_driven policy: the application asks for resizes
 // that happen when a task with a given tag completes (StarPU's
 // sc_hypervisor_post_resize_request). A request is never dropped while
-// it can still be honoured: moves the hypervisor refuses (a context at
-// its Limits, or with pending tasks and one worker) stay due and are
-// retried at the next events (idle cycles, completed tasks) until they
-// are made; a request whose context is no longer registered is dropped
-// and logged. A request moves at most the workers its source has when
-// it falls due.
+// it can still be honoured: moves the hypervisor refuses (a source at
+// its Limits.Min, or with pending tasks and one worker) stay due and
+// are retried at the next events (idle cycles, completed tasks) until
+// they are made; a request whose context is no longer registered is
+// dropped and logged. A request moves at most the workers its source
+// has, and at most those its destination's Limits.Max leaves room for,
+// when it is tried: the rest is dropped and logged (Info), once, so
+// that a request beyond Max does not stay due for ever (raise Max
+// before the tagged task completes to move them all).
 type AppDriven struct {
 	NopHooks
 	mu       sync.Mutex
@@ -741,6 +762,7 @@ func (p *AppDriven) Resize(v *View) []Move {
 		p.mu.Unlock()
 	}()
 	used := map[int]bool{}
+	into := map[int]int{} // workers planned into each context
 	var moves []Move
 	for _, r := range due {
 		from := slices.IndexFunc(v.Contexts, func(c ContextView) bool { return c.Context == r.from })
@@ -749,6 +771,21 @@ func (p *AppDriven) Resize(v *View) []Move {
 			logger(v).Warn("hypervisor app_driven: request dropped: a context is not registered (or deleted), or it moves no worker",
 				zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("n", r.n))
 			continue
+		}
+		if dst := &v.Contexts[to]; dst.Limits.Max > 0 {
+			// Clip to what the destination's Max allows: a move beyond
+			// it would be refused at every retry, and the request
+			// stay due for ever.
+			room := max(dst.Limits.Max-len(dst.Workers)-into[to], 0)
+			if r.n > room {
+				logger(v).Info("hypervisor app_driven: the destination's Limits.Max leaves room for fewer workers than asked; the rest of the request is dropped",
+					zap.Uint64("tag", uint64(r.tag)), zap.String("to", dst.Name), zap.Int("max", dst.Limits.Max),
+					zap.Int("workers", len(dst.Workers)), zap.Int("asked", r.n), zap.Int("dropped", r.n-room))
+				r.n = room
+			}
+			if r.n == 0 {
+				continue
+			}
 		}
 		pr := proposal{rule: r}
 		for _, w := range members(v, from) {
@@ -765,6 +802,7 @@ func (p *AppDriven) Resize(v *View) []Move {
 				zap.Uint64("tag", uint64(r.tag)), zap.String("from", v.Contexts[from].Name), zap.Int("asked", r.n), zap.Int("moving", len(pr.moves)))
 		}
 		moves = append(moves, pr.moves...)
+		into[to] += len(pr.moves)
 		p.inflight = append(p.inflight, pr)
 	}
 	return moves

@@ -183,5 +183,6 @@ func (h *Hypervisor) AnnounceTasks(c *scheduler.Context, cl *scheduler.Codelet, 
 	if len(args) > 0 {
 		tc.args = args
 	}
+	h.stir()
 	return nil
 }
