@@ -60,7 +60,11 @@ type Codelet struct {
 	// It is how work that happens elsewhere holds data without a worker
 	// waiting for it (StarPU's starpu_data_acquire_cb): scheduler/dist
 	// keeps a handle readable while it is sent, writable while it is
-	// received. A detached task needs no CPU implementation.
+	// received. A detached task needs no CPU implementation. Detached may
+	// use t only until it calls done: a task made by Submit (one with
+	// OnDone callbacks too, as every task scheduler/dist submits) is
+	// reused once it has completed, possibly before done returns; read
+	// what is needed afterwards (t.Arg, t.Access) before calling done.
 	Detached func(t *Task, done func(err error))
 }
 
@@ -236,7 +240,9 @@ func WithCallback(fn func(*Task)) Arg { return Arg{kind: argCallback, v: fn} }
 // the order given among them), but since nothing can keep the task
 // through it, a task Submit makes with OnDone callbacks only goes back
 // to Submit's pool once they have returned: no allocation per task
-// (scheduler/dist gives one to each task it submits).
+// (scheduler/dist gives one to each task it submits). Such a task's
+// code sees it only while it runs (Call.Task; a Detached function until
+// it calls done), as for any task of Submit without callbacks.
 func OnDone(fn func(err error)) Arg { return Arg{kind: argDone, v: fn} }
 
 // WithTeam makes the task parallel: it runs on a team of k workers at
