@@ -69,7 +69,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		return err
 	}
 	c := root.c
-	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", n: buf.n, equal: true, usable: true})
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", n: buf.n, equal: true, usable: true, at: addrs(buf, nil)})
 	if err != nil {
 		return wrap(root, "BcastDevice", err)
 	}
@@ -87,11 +87,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		}
 	}
 	if rt.byAddr != nil {
-		a, err := addr(buf)
-		if err == nil {
-			err = rt.byAddr.BcastAt(ctx, a, buf.n, comm.DatatypeOf[T](), root.rank)
-		}
-		if err != nil {
+		if err := rt.byAddr.BcastAt(ctx, rt.sendAt, buf.n, comm.DatatypeOf[T](), root.rank); err != nil {
 			return wrap(root, "BcastDevice", err)
 		}
 		return nil
@@ -174,7 +170,7 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	if !isRoot {
 		into = nil
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "ReduceDevice", n: mine.n, equal: true, usable: true, bad: bad})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ReduceDevice", n: mine.n, equal: true, usable: true, bad: bad, at: addrs(mine, into)})
 	if err != nil {
 		return false, wrap(root, "ReduceDevice", err)
 	}
@@ -190,10 +186,7 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 		}
 	}
 	if rt.byAddr != nil {
-		err := byAddr2(mine, into, func(s, r uintptr) error {
-			return rt.byAddr.ReduceAt(ctx, s, r, mine.n, comm.DatatypeOf[T](), op, root.rank)
-		})
-		if err != nil {
+		if err := rt.byAddr.ReduceAt(ctx, rt.sendAt, rt.recvAt, mine.n, comm.DatatypeOf[T](), op, root.rank); err != nil {
 			return false, wrap(root, "ReduceDevice", err)
 		}
 		return isRoot, nil
@@ -289,7 +282,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	if buf == nil || buf.mem == nil || !buf.dev.IsMine() {
 		return fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid)
 	}
-	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", n: buf.n, equal: true, usable: true})
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", n: buf.n, equal: true, usable: true, at: addrs(buf, buf)})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
@@ -301,10 +294,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 		}
 	}
 	if rt.byAddr != nil {
-		err := byAddr2(buf, buf, func(s, r uintptr) error {
-			return rt.byAddr.AllReduceAt(ctx, s, r, buf.n, comm.DatatypeOf[T](), op)
-		})
-		if err != nil {
+		if err := rt.byAddr.AllReduceAt(ctx, rt.sendAt, rt.recvAt, buf.n, comm.DatatypeOf[T](), op); err != nil {
 			return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 		}
 		return nil
@@ -322,7 +312,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
 		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: into.n, usable: into.dev.dev == mine.dev.dev})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: into.n, usable: into.dev.dev == mine.dev.dev, at: addrs(mine, into)})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 	}
@@ -341,10 +331,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 			}
 		}
 		if rt.byAddr != nil {
-			err := byAddr2(mine, into, func(s, r uintptr) error {
-				return rt.byAddr.AllGatherAt(ctx, s, rt.counts, r, comm.DatatypeOf[T]())
-			})
-			if err != nil {
+			if err := rt.byAddr.AllGatherAt(ctx, rt.sendAt, rt.counts, rt.recvAt, comm.DatatypeOf[T]()); err != nil {
 				return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 			}
 			return nil
@@ -405,14 +392,15 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	isRoot := c.Rank() == root.rank
 	intoN := 0
 	var bad error
+	var intoAt *DeviceSlice[T] // into, by address on the root only
 	if isRoot {
 		if bad = mineCheck(root, "GatherDevice", into); bad == nil {
-			intoN = into.n
+			intoN, intoAt = into.n, into
 		}
 	}
 	// The root's invalid destination, or one that does not hold what
 	// the ranks send, fails every rank (the others learn it here).
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad, at: addrs(mine, intoAt)})
 	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
@@ -441,10 +429,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 			}
 		}
 		if rt.byAddr != nil {
-			err := byAddr2(mine, into, func(s, r uintptr) error {
-				return rt.byAddr.GatherAt(ctx, s, rt.counts, r, comm.DatatypeOf[T](), root.rank)
-			})
-			if err != nil {
+			if err := rt.byAddr.GatherAt(ctx, rt.sendAt, rt.counts, rt.recvAt, comm.DatatypeOf[T](), root.rank); err != nil {
 				return false, wrap(root, "GatherDevice", err)
 			}
 			return isRoot, nil
@@ -483,14 +468,16 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	c := root.c
 	isRoot := c.Rank() == root.rank
 	var bad error
+	var fromAt *DeviceSlice[T] // from, by address on the root only
 	if isRoot {
 		if err := mineCheck(root, "ScatterDevice", from); err != nil {
 			bad = err
 		} else if from.n != c.Size()*mine.n {
 			bad = fmt.Errorf("%w: ScatterDevice: from has %d elements, want %d ranks × %d", ErrInvalid, from.n, c.Size(), mine.n)
 		}
+		fromAt = from
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad, at: addrs(fromAt, mine)})
 	if err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
@@ -512,13 +499,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 		}
 	}
 	if rt.byAddr != nil {
-		if !isRoot {
-			from = nil
-		}
-		err := byAddr2(from, mine, func(s, r uintptr) error {
-			return rt.byAddr.ScatterAt(ctx, s, rt.counts, r, comm.DatatypeOf[T](), root.rank)
-		})
-		if err != nil {
+		if err := rt.byAddr.ScatterAt(ctx, rt.sendAt, rt.counts, rt.recvAt, comm.DatatypeOf[T](), root.rank); err != nil {
 			return wrap(root, "ScatterDevice", err)
 		}
 		return nil

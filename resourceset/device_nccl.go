@@ -47,6 +47,8 @@ type route struct {
 	within accel.Sharer         // every slice is on this shared device
 	direct accel.CollectiveComm // the ranks' devices' communicator
 	byAddr comm.DeviceComm      // the comm, which reaches every rank's device memory
+	sendAt uintptr              // with byAddr: this rank's send slice's address (need.at)
+	recvAt uintptr              // and its recv slice's
 	counts []int                // every rank's element count
 	into   []int                // every rank's length of its other slice
 }
@@ -64,12 +66,33 @@ type routePart struct {
 // (usable false: the other slice is on another device, or arguments are
 // invalid in a way the staging path reports), and, for the calls whose
 // lengths must be the same on every rank (equal), this rank's invalid
-// arguments (bad: the root's).
+// arguments (bad: the root's). at gives the addresses of this rank's
+// slices for the by-address route (its addr of each; nil slices, as the
+// other ranks' destination of a gather, are 0); routeOf looks them up
+// before its collective, so a rank whose device cannot give them is one
+// the comm does not reach, and every rank stages, rather than that rank
+// alone failing before a collective that the others enter.
 type need struct {
 	call          string
 	n, into       int
 	usable, equal bool
 	bad           error
+	at            func() (send, recv uintptr, err error)
+}
+
+// addrs is a need's at for the slices send and recv (either may be nil).
+func addrs[T comm.Number](send, recv *DeviceSlice[T]) func() (uintptr, uintptr, error) {
+	return func() (uintptr, uintptr, error) {
+		s, err := addr(send)
+		if err != nil {
+			return 0, 0, err
+		}
+		r, err := addr(recv)
+		if err != nil {
+			return 0, 0, err
+		}
+		return s, r, nil
+	}
 }
 
 // routeOf agrees on the route of a collective on c whose slice on this
@@ -79,6 +102,7 @@ type need struct {
 // every rank stage. Every rank of c calls it at the same point.
 func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error) {
 	me := routePart{N: nd.n, Into: nd.into, Bad: nd.bad != nil}
+	var sendAt, recvAt uintptr
 	if nd.usable {
 		if sh, ok := d.dev.(accel.Sharer); ok {
 			me.Within = sh.Instance()
@@ -86,7 +110,14 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error
 		if _, ok := d.dev.(accel.Collectives); ok {
 			me.Direct = d.dev.Key()
 		}
-		me.ByAddr = reaches(c, d.dev)
+		if nd.bad == nil && nd.at != nil && reaches(c, d.dev) {
+			// Looked up here, so that a failure is this rank's
+			// part (not reached: every rank stages), not an early
+			// return before the comm's collective.
+			var err error
+			sendAt, recvAt, err = nd.at()
+			me.ByAddr = err == nil
+		}
 	}
 	all, err := comm.AllGatherValues(ctx, c, me)
 	if err != nil {
@@ -95,7 +126,7 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error
 	if err := agreed(nd, all); err != nil {
 		return route{}, err
 	}
-	rt := route{counts: make([]int, len(all)), into: make([]int, len(all))}
+	rt := route{counts: make([]int, len(all)), into: make([]int, len(all)), sendAt: sendAt, recvAt: recvAt}
 	keys := make([]string, len(all))
 	seen := map[string]bool{}
 	within, direct, byAddr := true, true, true
@@ -147,26 +178,17 @@ func reaches(c comm.Comm, dev accel.Device) bool {
 	return ok && ok2 && ad.Space() != "" && dc.Reaches(ad.Space())
 }
 
-// byAddr2 runs f with the addresses of send and recv (0 for nil ones).
-func byAddr2[T comm.Number](send, recv *DeviceSlice[T], f func(send, recv uintptr) error) error {
-	s, err := addr(send)
-	if err != nil {
-		return err
-	}
-	r, err := addr(recv)
-	if err != nil {
-		return err
-	}
-	return f(s, r)
-}
-
 // addr returns the address of s's memory for a DeviceComm; 0 for a nil
 // or empty slice.
 func addr[T comm.Number](s *DeviceSlice[T]) (uintptr, error) {
 	if s == nil || s.n == 0 {
 		return 0, nil
 	}
-	return s.dev.dev.(accel.Addresser).Address(s.mem, 0)
+	ad, ok := s.dev.dev.(accel.Addresser)
+	if !ok {
+		return 0, fmt.Errorf("%v is not reached by address", s.dev)
+	}
+	return ad.Address(s.mem, 0)
 }
 
 // total is the sum of the ranks' counts.
