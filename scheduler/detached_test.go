@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,4 +106,50 @@ func TestCallbackSeesErr(t *testing.T) {
 	require.NoError(t, s.Submit(ctx, &scheduler.Codelet{Name: "ok", CPU: func(*scheduler.Call) error { return nil }}, cb))
 	require.NoError(t, <-seen)
 	require.ErrorIs(t, s.WaitAll(ctx), boom)
+}
+
+// TestDetachedPanicAfterDone: a Detached function that calls done(nil) and
+// then panics has already completed its task - a pooled one (Submit's)
+// may be back in the pool, or running again for another Submit - so the
+// panic cannot fail it. Each task's OnDone sees nil, exactly once, and
+// the panic is reported by WaitAll, naming the codelet, as a callback's
+// is. Under -race, the recovery reading the task after done (to name the
+// failure) is a report against the next Submit's write of the reused
+// task.
+func TestDetachedPanicAfterDone(t *testing.T) {
+	s, err := scheduler.New(context.Background(), scheduler.WithWorkers(2))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	late := &scheduler.Codelet{Name: "late", Detached: func(_ *scheduler.Task, done func(error)) {
+		done(nil)
+		panic("after done")
+	}}
+	plain := &scheduler.Codelet{Name: "plain", CPU: func(*scheduler.Call) error { return nil }}
+	const n = 300
+	var calls [2 * n]atomic.Int32
+	var failed atomic.Int32
+	for i := range n {
+		for k, cl := range []*scheduler.Codelet{late, plain} {
+			j := 2*i + k
+			require.NoError(t, s.Submit(ctx, cl, scheduler.WithArg(j), scheduler.OnDone(func(err error) {
+				calls[j].Add(1)
+				if err != nil {
+					failed.Add(1)
+				}
+			})))
+		}
+	}
+	err = s.WaitAll(ctx)
+	for j := range calls {
+		require.Equal(t, int32(1), calls[j].Load(), "OnDone calls of task %d", j)
+	}
+	assert.Zero(t, failed.Load(), "tasks failed by a panic after their done")
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te, "a panic after done is reported")
+	assert.Equal(t, "late", te.Codelet)
+	assert.True(t, te.Panicked)
+	assert.Contains(t, te.Error(), "after done")
+	assert.NotContains(t, err.Error(), `"plain"`, "a panic reported on another codelet's task")
+	require.NoError(t, s.WaitAll(ctx))
 }

@@ -240,7 +240,8 @@ func (s *Scheduler) wakeAll() {
 
 // startDetached hands a ready detached task to its codelet's Detached
 // function (see Codelet.Detached); the done function it gets completes the
-// task once. A panic in Detached fails the task. With devices, the task's
+// task once. A panic in Detached fails the task, unless done was already
+// called (see runDetached). With devices, the task's
 // data are first made valid in RAM (and pinned there until done): what
 // a detached task does elsewhere - scheduler/dist sends and receives
 // them - uses the registered memory. Since that may wait for copies, it
@@ -271,12 +272,17 @@ func (s *Scheduler) endDetached(t *Task, err error) {
 
 // runDetached calls t's Detached function; pinned says its data are
 // pinned in RAM until done.
+//
+// Once done has run, t is no longer the caller's: completed, a task of
+// Submit's pool is zeroed and may already be another Submit's. So a
+// panic in Detached fails t only if done had not been called; one after
+// done cannot fail a completed task and must not read t: it is reported
+// to the scheduler's WaitAll (as a panicking callback is, but on its
+// own, and not to a Context's WaitAll: the context may be gone), named
+// from what was read of t before Detached was called.
 func (s *Scheduler) runDetached(t *Task, pinned bool) {
 	var once atomic.Bool
-	done := func(err error) {
-		if once.Swap(true) {
-			return
-		}
+	complete := func(err error) {
 		if pinned {
 			s.data.releaseTask(t, RAM, err != nil)
 		}
@@ -287,10 +293,28 @@ func (s *Scheduler) runDetached(t *Task, pinned bool) {
 		}
 		s.endDetached(t, err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			done(panicError(t, -1, r, "detached: "))
+	done := func(err error) {
+		if once.Swap(true) {
+			return
 		}
+		complete(err)
+	}
+	cl, id, tag, cx := t.Codelet, t.id, t.Tag, t.contextName()
+	// Counted in flight until Detached returns, so that a WaitAll
+	// after done waits for a panic to be recorded.
+	s.inflight.add(1)
+	defer func() {
+		r := recover()
+		if r == nil {
+			s.inflight.add(-1)
+			return
+		}
+		defer s.inflight.add(-1)
+		if !once.Swap(true) {
+			complete(panicError(t, -1, r, "detached: "))
+			return
+		}
+		s.errs.record(panicErrorOf(cl, id, tag, cx, -1, r, "detached, after done: "))
 	}()
-	t.Codelet.Detached(t, done)
+	cl.Detached(t, done)
 }

@@ -65,6 +65,9 @@ type Codelet struct {
 	// OnDone callbacks too, as every task scheduler/dist submits) is
 	// reused once it has completed, possibly before done returns; read
 	// what is needed afterwards (t.Arg, t.Access) before calling done.
+	// A panic in Detached fails the task as an error passed to done
+	// would; one after done cannot fail the completed task, and is
+	// reported by the scheduler's WaitAll instead.
 	Detached func(t *Task, done func(err error))
 }
 

@@ -436,6 +436,12 @@ func callCPU(t *Task, c *Call) (err error) {
 }
 
 func panicError(t *Task, worker int, r any, what string) error {
+	return panicErrorOf(t.Codelet, t.id, t.Tag, t.contextName(), worker, r, what)
+}
+
+// panicErrorOf is panicError for a task known by its codelet, number,
+// tag and context's name (a detached task already completed).
+func panicErrorOf(cl *Codelet, id uint64, tag Tag, cx string, worker int, r any, what string) error {
 	e, ok := r.(error)
 	if !ok {
 		e = fmt.Errorf("%s%v", what, r)
@@ -443,7 +449,7 @@ func panicError(t *Task, worker int, r any, what string) error {
 		e = fmt.Errorf("%s%w", what, e)
 	}
 	stack := string(debug.Stack())
-	return &TaskError{Codelet: t.Codelet.name(), Task: t.id, Tag: t.Tag, Context: t.contextName(), Worker: worker, Err: e, Panicked: true, Stack: stack, Site: panicSite(stack)}
+	return &TaskError{Codelet: cl.name(), Task: id, Tag: tag, Context: cx, Worker: worker, Err: e, Panicked: true, Stack: stack, Site: panicSite(stack)}
 }
 
 // prepare fills bufs with t's data on this worker's memory node: in
