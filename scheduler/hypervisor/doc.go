@@ -90,8 +90,10 @@
 // trigger pending, and the worker holding the decision runs the pending
 // ones before it lets go, so that no decision asked for is lost. Moves
 // the hypervisor refuses are reported to a policy implementing Feedback;
-// app_driven keeps such requests due and retries them (it clips a
-// request to the room its destination's Limits.Max leaves). Moves are
+// app_driven keeps such requests due and retries them when their
+// source, destination or limits change, or at the latest every 100 ms
+// (it clips a request to the room its destination's Limits.Max
+// leaves). Moves are
 // posted with scheduler.MoveWorkersFor and applied by each worker at its
 // next safe point, so a resize never interrupts a task. The hypervisor
 // enforces each context's Limits and never empties a context that has

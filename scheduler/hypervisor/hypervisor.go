@@ -517,7 +517,21 @@ func (h *Hypervisor) Register(c *scheduler.Context, lim Limits) error {
 	}
 	h.reg[c] = lim
 	h.stir()
+	h.limitsChanged()
 	return nil
+}
+
+// limitsChanger is implemented by a policy that wants to hear of
+// Register and Unregister (app_driven: its refused requests wait for a
+// change, see AppDriven). A policy that embeds *AppDriven keeps it; one
+// that wraps it otherwise retries its refused requests every 100 ms.
+type limitsChanger interface{ limitsChanged() }
+
+// limitsChanged tells the policy that the registered limits changed.
+func (h *Hypervisor) limitsChanged() {
+	if lc, ok := h.pol.(limitsChanger); ok {
+		lc.limitsChanged()
+	}
 }
 
 // isDeleted reports whether c was deleted (Context.Delete, once its
@@ -562,6 +576,7 @@ func isIn(c, a *scheduler.Context) bool {
 func (h *Hypervisor) Unregister(c *scheduler.Context) {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
+	defer h.limitsChanged()
 	defer h.stir()
 	delete(h.reg, c)
 	h.order = slices.DeleteFunc(h.order, func(x *scheduler.Context) bool { return x == c })

@@ -636,14 +636,22 @@ func (p Throughput) Resize(v *View) []Move {
 // that happen when a task with a given tag completes (StarPU's
 // sc_hypervisor_post_resize_request). A request is never dropped while
 // it can still be honoured: moves the hypervisor refuses (a source at
-// its Limits.Min, or with pending tasks and one worker) stay due and
-// are retried at the next events (idle cycles, completed tasks) until
-// they are made; a request whose context is no longer registered is
-// dropped and logged. A request moves at most the workers its source
-// has, and at most those its destination's Limits.Max leaves room for,
-// when it is tried: the rest is dropped and logged (Info), once, so
-// that a request beyond Max does not stay due for ever (raise Max
-// before the tagged task completes to move them all).
+// its Limits.Min, or with pending tasks and one worker) stay due until
+// they are made, logged (Info) once per request. A refused request is
+// not retried at every idle cycle: it waits, Due() still counting it,
+// until something that could change the answer happens - a task
+// submitted to or completed in its source or destination, a Register
+// or Unregister (a Limits change) - and, for the changes no hook sees
+// (the program's own MoveWorkers, a context deleted), at the latest
+// maxWait (100 ms, the idle backoff's bound) after its last try. A
+// decision in which a move was made retries the waiting requests at
+// the next event, as before. A request whose context is no longer
+// registered is dropped and logged. A request moves at most the
+// workers its source has, and at most those its destination's
+// Limits.Max leaves room for, when it is tried: the rest is dropped and
+// logged (Info), once, so that a request beyond Max does not stay due
+// for ever (raise Max before the tagged task completes to move them
+// all).
 type AppDriven struct {
 	NopHooks
 	mu       sync.Mutex
@@ -656,12 +664,27 @@ type AppDriven struct {
 	// Rejected settles it, never 0 in between.
 	ndue    atomic.Int64
 	lastTry atomic.Int64 // unix ns of the last retry asked for
+	// waiting holds the contexts (sources and destinations) of the
+	// requests tried by the decision under way (armed) or refused by
+	// the last one, which moved nothing: an event concerning one of them
+	// (wakeFor, limitsChanged) clears it. While it is set and not armed,
+	// the hooks retry only every maxWait; nil: every retryEvery. A
+	// decision puts a request to wait only if it stayed armed
+	// throughout, so that an event during the decision is not lost.
+	waiting atomic.Pointer[waitSet]
+}
+
+// waitSet is AppDriven.waiting.
+type waitSet struct {
+	ctxs  []*scheduler.Context
+	armed bool
 }
 
 type tagRule struct {
 	tag      scheduler.Tag
 	from, to *scheduler.Context
 	n        int
+	logged   bool // its wait was logged
 }
 
 type proposal struct {
@@ -673,6 +696,11 @@ type proposal struct {
 // asked for by the hooks: often enough to follow the workers' safe
 // points, rarely enough to stay off the path of every task.
 const retryEvery = time.Millisecond
+
+// maxWait is the least time between two retries of requests refused
+// while nothing that could change the answer happened: it catches the
+// changes no hook reports (the program's own MoveWorkers, a deletion).
+const maxWait = maxQuiet
 
 // NewAppDriven returns an app_driven policy without requests.
 func NewAppDriven() *AppDriven { return &AppDriven{rules: map[scheduler.Tag]tagRule{}} }
@@ -702,7 +730,7 @@ func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rules[tag] = tagRule{tag, from, to, n}
+	p.rules[tag] = tagRule{tag: tag, from: from, to: to, n: n}
 	return nil
 }
 
@@ -713,10 +741,18 @@ func (p *AppDriven) OnTag(tag scheduler.Tag, from, to *scheduler.Context, n int)
 // along, never 0 in between.
 func (p *AppDriven) Due() int { return int(p.ndue.Load()) }
 
+// TaskPushed implements Hooks: a task submitted to the source or
+// destination of a refused request lets it be retried.
+func (p *AppDriven) TaskPushed(c *scheduler.Context, _ *scheduler.Task) bool {
+	p.wakeFor(c)
+	return p.retry()
+}
+
 // TaskExecuted implements Hooks: a tagged task with a request makes it
 // due. While requests wait, it asks for a retry (at most every
-// millisecond).
+// millisecond; for refused requests, see AppDriven).
 func (p *AppDriven) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) bool {
+	p.wakeFor(c)
 	if t.Tag != 0 {
 		p.mu.Lock()
 		r, ok := p.rules[t.Tag]
@@ -741,9 +777,26 @@ func (p *AppDriven) retry() bool {
 	if p.ndue.Load() == 0 {
 		return false
 	}
+	every := int64(retryEvery)
+	if w := p.waiting.Load(); w != nil && !w.armed {
+		every = int64(maxWait)
+	}
 	now, last := time.Now().UnixNano(), p.lastTry.Load()
-	return now-last >= int64(retryEvery) && p.lastTry.CompareAndSwap(last, now)
+	return now-last >= every && p.lastTry.CompareAndSwap(last, now)
 }
+
+// wakeFor ends the wait of refused requests when c is one of their
+// contexts: an event there may change the answer. One atomic load when
+// no request waits.
+func (p *AppDriven) wakeFor(c *scheduler.Context) {
+	if w := p.waiting.Load(); w != nil && slices.Contains(w.ctxs, c) {
+		p.waiting.CompareAndSwap(w, nil)
+	}
+}
+
+// limitsChanged ends the wait of refused requests: the hypervisor calls
+// it on Register and Unregister (the limits, or the contexts, changed).
+func (p *AppDriven) limitsChanged() { p.waiting.Store(nil) }
 
 // Resize implements Policy: the due requests.
 func (p *AppDriven) Resize(v *View) []Move {
@@ -754,6 +807,11 @@ func (p *AppDriven) Resize(v *View) []Move {
 	// those of a Resize that Rejected never settled are forgotten.
 	p.nflight += len(due) - len(p.inflight)
 	p.mu.Unlock()
+	armed := &waitSet{armed: true}
+	for _, r := range due {
+		armed.ctxs = append(armed.ctxs, r.from, r.to)
+	}
+	p.waiting.Store(armed)
 	p.inflight = p.inflight[:0]
 	defer func() {
 		p.mu.Lock()
@@ -809,9 +867,12 @@ func (p *AppDriven) Resize(v *View) []Move {
 }
 
 // Rejected implements Feedback: the refused moves of a request stay
-// due.
+// due; when the decision moved nothing, they wait for an event that
+// could change the answer (see AppDriven).
 func (p *AppDriven) Rejected(v *View, rejected []Move) {
 	var again []tagRule
+	wait := &waitSet{}
+	moved := false
 	for _, pr := range p.inflight {
 		n := 0
 		for _, m := range pr.moves {
@@ -819,12 +880,27 @@ func (p *AppDriven) Rejected(v *View, rejected []Move) {
 				n++
 			}
 		}
+		moved = moved || n < len(pr.moves)
 		if n > 0 {
 			r := pr.rule
 			r.n = n
+			if !r.logged {
+				r.logged = true
+				logger(v).Info("hypervisor app_driven: request waits: moves refused now, retried when the source, the destination or the limits change",
+					zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("waiting", n))
+			}
 			again = append(again, r)
-			logger(v).Info("hypervisor app_driven: request waits: moves refused now, retried at the next events",
-				zap.Uint64("tag", uint64(r.tag)), zap.Stringer("from", r.from), zap.Stringer("to", r.to), zap.Int("waiting", n))
+			wait.ctxs = append(wait.ctxs, r.from, r.to)
+		}
+	}
+	// Set before the requests are put back: a hook that sees them due
+	// sees the wait too. Only if no event concerning them came since
+	// Resize took them (still armed); an event from now on ends it.
+	if w := p.waiting.Load(); w != nil && w.armed {
+		if len(again) > 0 && !moved {
+			p.waiting.CompareAndSwap(w, wait)
+		} else {
+			p.waiting.CompareAndSwap(w, nil)
 		}
 	}
 	p.mu.Lock()
