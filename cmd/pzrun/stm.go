@@ -224,6 +224,7 @@ type runFlags struct {
 	out      *string
 	dir      *string
 	liveness *time.Duration
+	setup    *time.Duration
 	jsonOut  *bool
 	allocs   *bool
 }
@@ -234,6 +235,7 @@ func addRunFlags(fs *flag.FlagSet) runFlags {
 		out:      fs.String("o", "", "write the run record (every runnable's planned and actual times) to `FILE`"),
 		dir:      fs.String("dir", "", "socket `DIR`ectory (default $PZ_STM_DIR, else $XDG_RUNTIME_DIR/pz-stm, else /dev/shm/pz-stm-UID (/tmp without /dev/shm); stm run uses one only on several ranks)"),
 		liveness: fs.Duration("liveness", time.Second, "abort when a runnable falls this far behind its plan (a dead or stopped client); at least two of the plan's longest periods, which 0 gives"),
+		setup:    addSetupTimeout(fs),
 		jsonOut:  fs.Bool("json", false, "print the analysis as JSON lines instead of a table"),
 		allocs:   fs.Bool("allocs", false, "count allocations around every run, to name the runnables that allocate (a diagnostic mode: it delays starts)"),
 	}
@@ -246,6 +248,9 @@ func (f runFlags) check() error {
 	}
 	if *f.liveness < 0 {
 		return fmt.Errorf("%w: -liveness %v: want a duration >= 0 (at least two periods are used)", errUsage, *f.liveness)
+	}
+	if err := checkSetupTimeout(*f.setup); err != nil {
+		return err
 	}
 	if *f.out != "" {
 		// Found out before the run, not after it: a run that cannot be
@@ -281,6 +286,7 @@ func checkWritable(path string) error {
 func (f runFlags) options(e *stmEnv) []static.Option {
 	opts := []static.Option{static.WithFrames(*f.frames), static.WithLiveness(*f.liveness),
 		static.WithLog(func(m string) { fmt.Fprintln(e.stderr, m) })}
+	opts = append(opts, setupTimeoutOptions(*f.setup)...)
 	if *f.allocs {
 		opts = append(opts, static.WithAllocationCounts())
 	}
@@ -397,6 +403,29 @@ func busy(d time.Duration) {
 // run clients (static.WithMasterTimeout).
 func addMasterTimeout(fs *flag.FlagSet) *time.Duration {
 	return fs.Duration("master-timeout", 0, "a client leaves the run (or its wait for the start) when the master has not beaten for this `D`uration (stopped, deadlocked, starved); 0: the master's -liveness bound")
+}
+
+// addSetupTimeout adds the -setup-timeout flag of the commands that run
+// a master (stm master, run, bench): static.WithSetupTimeout.
+func addSetupTimeout(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("setup-timeout", 0, "abort the run when a client is not ready (its records built, its resource threads started and pinned) this `D`uration after the start, naming it; 0: 10s; at least the -liveness bound")
+}
+
+// checkSetupTimeout refuses a negative -setup-timeout.
+func checkSetupTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: -setup-timeout %v: want a duration >= 0 (0: 10s; at least the -liveness bound is used)", errUsage, d)
+	}
+	return nil
+}
+
+// setupTimeoutOptions returns the master's option for a -setup-timeout
+// of d: none for 0, static's default.
+func setupTimeoutOptions(d time.Duration) []static.Option {
+	if d == 0 {
+		return nil
+	}
+	return []static.Option{static.WithSetupTimeout(d)}
 }
 
 // checkMasterTimeout refuses a negative -master-timeout.

@@ -108,6 +108,7 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 	keep := fs.String("o", "", "also write the run record to `FILE`")
 	liveness := fs.Duration("liveness", 10*time.Second, "abort when a runnable falls this far behind its plan (generous: a bench on a busy machine should report lateness, not abort)")
 	masterTimeout := addMasterTimeout(fs)
+	setup := addSetupTimeout(fs)
 	if _, err := e.parse(fs, args, "", 0); err != nil {
 		return err
 	}
@@ -115,6 +116,9 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 		return fmt.Errorf("%w: -frames, -clients, -per-client, -cores and -period must be positive", errUsage)
 	}
 	if err := checkMasterTimeout(*masterTimeout); err != nil {
+		return err
+	}
+	if err := checkSetupTimeout(*setup); err != nil {
 		return err
 	}
 	// Before the bench, not after it.
@@ -144,11 +148,12 @@ func stmBench(ctx context.Context, e *stmEnv, args []string) error {
 		return err
 	}
 	sock := filepath.Join(dir, "sock")
-	m, err := static.NewMaster(plan, static.WithDir(sock), static.WithFrames(*periods), static.WithLiveness(*liveness), static.WithLog(func(s string) {
+	opts := append([]static.Option{static.WithDir(sock), static.WithFrames(*periods), static.WithLiveness(*liveness), static.WithLog(func(s string) {
 		if !*jsonOut {
 			fmt.Fprintln(e.stderr, s)
 		}
-	}))
+	})}, setupTimeoutOptions(*setup)...)
+	m, err := static.NewMaster(plan, opts...)
 	if err != nil {
 		return err
 	}

@@ -557,3 +557,28 @@ func TestSTMClientMisspeltName(t *testing.T) {
 	assert.Contains(t, errs, `the plan has no client "camra"; its clients are `)
 	assert.Contains(t, errs, `; did you mean "camera"?`)
 }
+
+// stm master, run and bench take -setup-timeout (the master's
+// static.WithSetupTimeout): listed by -h; a negative duration or one
+// without a unit is a usage error naming the flag, found before
+// anything runs.
+func TestSTMSetupTimeoutFlag(t *testing.T) {
+	src := writeSchedule(t, pipelineYAML)
+	for _, cmd := range [][]string{
+		{"stm", "master", src},
+		{"stm", "run", src},
+		{"stm", "bench"},
+	} {
+		args := append(slices.Clone(cmd), "-setup-timeout", "-1s")
+		code, _, errs := pzrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, errs)
+		assert.Contains(t, errs, "-setup-timeout -1s: want a duration >= 0 (0: 10s; at least the -liveness bound is used)", "%v", args)
+		args = append(slices.Clone(cmd), "-setup-timeout", "5")
+		code, _, errs = pzrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, errs)
+		assert.Contains(t, errs, `invalid value "5" for flag -setup-timeout`, "%v", args)
+		code, out, errs := pzrun(t, cmd[0], cmd[1], "-h")
+		assert.Equal(t, 0, code, "%v -h: %s", cmd, errs)
+		assert.Contains(t, out, "-setup-timeout D", "%v -h", cmd)
+	}
+}

@@ -25,7 +25,8 @@ const exitMasterLost = 4
 // masterProcess runs the plan at path as a master process: the test
 // binary with PZ_STM_TEST_MASTER set, on the socket directory
 // PZ_STM_DIR, for PZ_STM_TEST_FRAMES periods (0: until stopped) with the
-// liveness bound PZ_STM_TEST_LIVENESS. It prints its log on stdout.
+// liveness bound PZ_STM_TEST_LIVENESS (and the setup bound
+// PZ_STM_TEST_SETUP_TIMEOUT, when set). It prints its log on stdout.
 func masterProcess(path string) int {
 	f, err := os.Open(path)
 	if err != nil {
@@ -41,8 +42,12 @@ func masterProcess(path string) int {
 	var frames int64
 	fmt.Sscan(os.Getenv("PZ_STM_TEST_FRAMES"), &frames)
 	liveness, _ := time.ParseDuration(os.Getenv("PZ_STM_TEST_LIVENESS"))
-	m, err := NewMaster(plan, WithDir(os.Getenv("PZ_STM_DIR")), WithFrames(frames), WithLiveness(liveness),
-		WithLog(func(s string) { fmt.Println(s) }))
+	opts := []Option{WithDir(os.Getenv("PZ_STM_DIR")), WithFrames(frames), WithLiveness(liveness),
+		WithLog(func(s string) { fmt.Println(s) })}
+	if d, err := time.ParseDuration(os.Getenv("PZ_STM_TEST_SETUP_TIMEOUT")); err == nil {
+		opts = append(opts, WithSetupTimeout(d))
+	}
+	m, err := NewMaster(plan, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

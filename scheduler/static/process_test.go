@@ -23,7 +23,8 @@ import (
 
 // The test binary doubles as a client process: with PZ_STM_TEST_CLIENT
 // set it registers that client's runnables of the plan in
-// PZ_STM_TEST_PLAN (busy bodies), prints "frame N" when its first
+// PZ_STM_TEST_PLAN (busy bodies; with PZ_STM_TEST_SETUP_BLOCK=1 its
+// setup ends only when its stdin does), prints "frame N" when its first
 // runnable (or PZ_STM_TEST_SAY_RUNNABLE) reaches frame N
 // (PZ_STM_TEST_SAY), and enters the scheduler.
 func TestMain(m *testing.M) {
@@ -64,6 +65,14 @@ func clientProcess(name string) int {
 		opts = append(opts, WithMasterTimeout(d))
 	}
 	c, _ := NewClient(name, opts...)
+	if os.Getenv("PZ_STM_TEST_SETUP_BLOCK") == "1" {
+		// A setup that does not finish until the test lets it: until
+		// stdin ends.
+		c.setupHook = func() {
+			fmt.Fprintln(os.Stderr, name+": setup blocked")
+			io.Copy(io.Discard, os.Stdin)
+		}
+	}
 	sayer := os.Getenv("PZ_STM_TEST_SAY_RUNNABLE")
 	for _, r := range plan.Runnables() {
 		if r.Client != name {
