@@ -9,9 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/pzgo/pz/comm"
-	"github.com/pzgo/pz/comm/local"
-	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
 
@@ -27,41 +24,14 @@ import (
 // for ever with dist.New alone (here: the 20 s deadline, in about 2 runs
 // of 3). Now those waits end with the graph's failure.
 func TestCollectiveWithEndedContextOnOneRank(t *testing.T) {
-	calls := map[string]func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error{
-		"Gather": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return d.Gather(ctx, 0, tiles[0], func(int, any) error { return nil })
-		},
-		"Scatter": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return d.Scatter(ctx, 0, tiles[0], func(int, any) error { return nil })
-		},
-		"GatherMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return dist.GatherMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
-		},
-		"ScatterMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return dist.ScatterMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
-		},
-	}
+	calls := rootedCalls()
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			errs := make([]error, 2)
 			oneDone := make(chan struct{})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-				ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-				if err != nil {
-					return err
-				}
-				defer ls.Close()
-				d, err := dist.New(ctx, c, ls) // no stall timeout
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
-				if err != nil {
-					return err
-				}
+			err := runTiledPair(ctx, func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
 				if d.Rank() == 1 {
 					errs[1] = call(ctx, d, tiles)
 					close(oneDone)

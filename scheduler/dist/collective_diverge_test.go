@@ -25,20 +25,7 @@ import (
 // get ErrGraphMismatch naming it and what the other rank did instead,
 // at once.
 func TestCollectiveWhileOthersSubmit(t *testing.T) {
-	calls := map[string]func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error{
-		"Gather": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return d.Gather(ctx, 0, tiles[0], func(int, any) error { return nil })
-		},
-		"Scatter": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return d.Scatter(ctx, 0, tiles[0], func(int, any) error { return nil })
-		},
-		"GatherMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return dist.GatherMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
-		},
-		"ScatterMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
-			return dist.ScatterMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
-		},
-	}
+	calls := rootedCalls()
 	step := &scheduler.Codelet{Name: "step", CPU: func(c *scheduler.Call) error {
 		scheduler.VectorOf[float64](c, 0)[0]++
 		return nil
@@ -50,21 +37,7 @@ func TestCollectiveWhileOthersSubmit(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 				defer cancel()
 				start := time.Now()
-				err := local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-					ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-					if err != nil {
-						return err
-					}
-					defer ls.Close()
-					d, err := dist.New(ctx, c, ls) // no stall timeout: only ctx would end the wait
-					if err != nil {
-						return err
-					}
-					defer d.Close()
-					tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
-					if err != nil {
-						return err
-					}
+				err := runTiledPair(ctx, func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
 					steps := 10 // both ranks: the same graph so far
 					if d.Rank() == 1 && other == "submits" {
 						steps += 3 * 64 // then rank 1 goes on, past windows of the graph check
@@ -98,4 +71,50 @@ func TestCollectiveWhileOthersSubmit(t *testing.T) {
 			})
 		}
 	}
+}
+
+// collectiveCall is one of the collective calls rooted at rank 0 that the
+// graph check compares as submissions, on runTiledPair's tiles.
+type collectiveCall func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error
+
+// rootedCalls returns Gather, Scatter, GatherMatrix and ScatterMatrix
+// rooted at rank 0, by name.
+func rootedCalls() map[string]collectiveCall {
+	return map[string]collectiveCall{
+		"Gather": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return d.Gather(ctx, 0, tiles[0], func(int, any) error { return nil })
+		},
+		"Scatter": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return d.Scatter(ctx, 0, tiles[0], func(int, any) error { return nil })
+		},
+		"GatherMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return dist.GatherMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
+		},
+		"ScatterMatrix": func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error {
+			return dist.ScatterMatrix(ctx, d, 0, make([]float64, 8), 2, 4, tiles)
+		},
+	}
+}
+
+// runTiledPair runs fn on 2 in-process ranks, each with a scheduler of
+// one worker under dist.New (no stall timeout: only ctx ends a wait) and
+// a 1 x 2 grid of 2 x 2 float64 tiles, one per rank.
+func runTiledPair(ctx context.Context, fn func(ctx context.Context, d *dist.Scheduler, tiles [][]*dist.Handle) error) error {
+	return local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
+		ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+		if err != nil {
+			return err
+		}
+		defer ls.Close()
+		d, err := dist.New(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, d, tiles)
+	})
 }
