@@ -750,30 +750,13 @@ func TestDirectFailureFailsEveryRank(t *testing.T) {
 				}
 				err = c.run(ctx, devs, cm, mine)
 				cs.fail = nil
-				switch {
-				case err == nil:
-					return fmt.Errorf("rank %d: %s returned nil; it failed on rank %d", r, c.call, fails)
-				case !strings.Contains(err.Error(), c.call):
-					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
-				case r == fails && !errors.Is(err, boom):
-					return fmt.Errorf("rank %d: not its own error: %v", r, err)
-				case r != fails && !strings.Contains(err.Error(), fmt.Sprintf("the collective on the devices failed on rank %d: on the devices: ", fails)+boom.Error()):
-					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, fails, err)
+				if err := failedEverywhere(r, c.call, fails, "the collective on the devices failed on rank %d: on the devices: ", err, boom); err != nil {
+					return err
 				}
 				// In step: the next collective runs on the devices.
-				if err := mine.CopyFrom(ctx, seq[float64](10*r, m)); err != nil {
-					return err
-				}
 				before := cs.ranOnDevice()["Broadcast"]
-				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
-					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
-				}
-				got, err := contents(ctx, mine)
-				if err != nil {
+				if err := inStep(ctx, r, c.call, devs, mine); err != nil {
 					return err
-				}
-				if want := seq[float64](20, m); !slices.Equal(got, want) {
-					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
 				}
 				if cs.ranOnDevice()["Broadcast"] != before+1 {
 					return fmt.Errorf("rank %d: BcastDevice did not run on the devices", r)

@@ -107,30 +107,13 @@ func TestWithinCopyFailureFailsEveryRank(t *testing.T) {
 				}
 				err = c.run(ctx, devs, cm, mine)
 				dev.fail = nil
-				switch {
-				case err == nil:
-					return fmt.Errorf("rank %d: %s returned nil; rank %d's copy failed", r, c.call, c.fails)
-				case !strings.Contains(err.Error(), c.call):
-					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
-				case r == c.fails && !errors.Is(err, boom):
-					return fmt.Errorf("rank %d: not its own copy's error: %v", r, err)
-				case r != c.fails && !strings.Contains(err.Error(), fmt.Sprintf("failed on rank %d: ", c.fails)+boom.Error()):
-					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, c.fails, err)
+				if err := failedEverywhere(r, c.call, c.fails, withinCopyFailed, err, boom); err != nil {
+					return err
 				}
 				// Every rank is past the failed call: the next collective
 				// runs within the device on every rank, and succeeds.
-				if err := mine.CopyFrom(ctx, seq[int32](10*r, m)); err != nil {
+				if err := inStep(ctx, r, c.call, devs, mine); err != nil {
 					return err
-				}
-				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
-					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
-				}
-				got, err := contents(ctx, mine)
-				if err != nil {
-					return err
-				}
-				if want := seq[int32](20, m); !slices.Equal(got, want) {
-					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
 				}
 				if _, _, within1 := sim.Copies(); within1 == within0 {
 					return fmt.Errorf("rank %d: nothing was copied within the device", r)
@@ -300,33 +283,56 @@ func TestStagingCopyOutFailsEveryRank(t *testing.T) {
 				}
 				err = c.run(ctx, devs, cm, mine)
 				dev.fail = nil
-				switch {
-				case err == nil:
-					return fmt.Errorf("rank %d: %s returned nil; rank %d's copy out failed", r, c.call, c.fails)
-				case !strings.Contains(err.Error(), c.call):
-					return fmt.Errorf("rank %d: the error does not name %s: %v", r, c.call, err)
-				case r == c.fails && !errors.Is(err, boom):
-					return fmt.Errorf("rank %d: not its own copy's error: %v", r, err)
-				case r != c.fails && !strings.Contains(err.Error(), fmt.Sprintf("%s failed on rank %d: ", c.part, c.fails)+boom.Error()):
-					return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, c.fails, err)
+				if err := failedEverywhere(r, c.call, c.fails, c.part+" failed on rank %d: ", err, boom); err != nil {
+					return err
 				}
 				// In step: the next collective succeeds everywhere.
-				if err := mine.CopyFrom(ctx, seq[int32](10*r, m)); err != nil {
-					return err
-				}
-				if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
-					return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, c.call, err)
-				}
-				got, err := contents(ctx, mine)
-				if err != nil {
-					return err
-				}
-				if want := seq[int32](20, m); !slices.Equal(got, want) {
-					return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
-				}
-				return nil
+				return inStep(ctx, r, c.call, devs, mine)
 			})
 			require.NoError(t, err)
 		})
 	}
+}
+
+// withinCopyFailed is what the ranks whose copies succeeded say of the
+// failing rank (its number for %d) on the within-one-device route.
+const withinCopyFailed = "the copy within the device failed on rank %d: "
+
+// failedEverywhere checks rank r's error err from call, of which rank
+// fails's part failed with boom: the failing rank returns boom, every
+// other rank an error naming call and saying others (a format of the
+// failing rank's number) followed by boom's text.
+func failedEverywhere(r int, call string, fails int, others string, err, boom error) error {
+	switch {
+	case err == nil:
+		return fmt.Errorf("rank %d: %s returned nil; it failed on rank %d", r, call, fails)
+	case !strings.Contains(err.Error(), call):
+		return fmt.Errorf("rank %d: the error does not name %s: %v", r, call, err)
+	case r == fails && !errors.Is(err, boom):
+		return fmt.Errorf("rank %d: not its own error: %v", r, err)
+	case r != fails && !strings.Contains(err.Error(), fmt.Sprintf(others, fails)+boom.Error()):
+		return fmt.Errorf("rank %d: the error does not name rank %d and its error: %v", r, fails, err)
+	}
+	return nil
+}
+
+// inStep checks that the ranks are in step after a failed call: with
+// mine refilled, a BcastDevice rooted at rank 2 gives every rank rank
+// 2's values.
+func inStep[T real](ctx context.Context, r int, call string, devs []*resourceset.Device, mine *resourceset.DeviceSlice[T]) error {
+	m := mine.Len()
+	if err := mine.CopyFrom(ctx, seq[T](10*r, m)); err != nil {
+		return err
+	}
+	if err := resourceset.BcastDevice(ctx, devs[2], mine); err != nil {
+		return fmt.Errorf("rank %d: BcastDevice after the failed %s: %w", r, call, err)
+	}
+	got, err := contents(ctx, mine)
+	if err != nil {
+		return err
+	}
+	if want := seq[T](20, m); !slices.Equal(got, want) {
+		return fmt.Errorf("rank %d: BcastDevice gave %v, want %v", r, got, want)
+	}
+	return nil
 }
