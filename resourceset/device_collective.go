@@ -144,7 +144,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 	} else {
 		in = errors.Join(errs...)
 	}
-	if err := errors.Join(in, agreeWithin(ctx, c, out, rootCopyOut)); err != nil {
+	if err := errors.Join(in, agreeParts(ctx, c, out, rootCopyOut)); err != nil {
 		return wrap(root, "BcastDevice", err)
 	}
 	return nil
@@ -227,7 +227,7 @@ func stagingBuffers[T comm.Number](d accel.Device, n int) (host [2][]T, release 
 // copied into the same chunk of into (overlapping the next chunks).
 //
 // Every rank's result depends on every rank's copies out of its device:
-// a copy out that failed on any rank fails every rank (agreeWithin, one
+// a copy out that failed on any rank fails every rank (agreeParts, one
 // small AllReduce after the chunks; every rank runs every chunk, so they
 // stay in step). A copy into this rank's into fails this rank only.
 func staged[T comm.Number](ctx context.Context, c comm.Comm, buf, into *DeviceSlice[T], step func(chunk []T) ([]T, error)) error {
@@ -271,7 +271,7 @@ func staged[T comm.Number](ctx context.Context, c comm.Comm, buf, into *DeviceSl
 		}
 	}
 	waitOuts()
-	return errors.Join(errors.Join(ins...), agreeWithin(ctx, c, errors.Join(errs...), stagingCopyOut))
+	return errors.Join(errors.Join(ins...), agreeParts(ctx, c, errors.Join(errs...), stagingCopyOut))
 }
 
 // AllReduceDevice combines every rank's buf element-wise with op on
@@ -346,7 +346,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	if err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(cerr, err))
 	}
-	if err := agreeWithin(ctx, c, cerr, stagingCopyOut); err != nil {
+	if err := agreeParts(ctx, c, cerr, stagingCopyOut); err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
 	}
 	if err := fillParts(into, parts); err != nil {
@@ -445,7 +445,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	if err != nil {
 		return false, wrap(root, "GatherDevice", errors.Join(cerr, err))
 	}
-	if err := agreeWithin(ctx, c, cerr, stagingCopyOut); err != nil {
+	if err := agreeParts(ctx, c, cerr, stagingCopyOut); err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
 	if !isRoot {
@@ -511,7 +511,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	if isRoot {
 		all := make([]T, from.n)
 		// On an error the others still wait in Scatter: they get
-		// zeros, and then the error (agreeWithin), before they copy
+		// zeros, and then the error (agreeParts), before they copy
 		// anything into mine.
 		cerr = <-from.CopyOutAsync(0, all)
 		parts = split(all, c.Size(), mine.n)
@@ -520,7 +520,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 	if err != nil {
 		return wrap(root, "ScatterDevice", errors.Join(cerr, err))
 	}
-	if err := agreeWithin(ctx, c, cerr, rootCopyOut); err != nil {
+	if err := agreeParts(ctx, c, cerr, rootCopyOut); err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
 	if err := <-mine.CopyInAsync(0, part); err != nil {
@@ -553,7 +553,7 @@ func gatherWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Device,
 			cerr = copyPartsWithin(sh, all, into)
 		}
 	}
-	return agreeWithin(ctx, c, cerr, withinCopy)
+	return agreeParts(ctx, c, cerr, withinCopy)
 }
 
 // fromRootWithin is the device-to-device path of BcastDevice
@@ -588,7 +588,7 @@ func fromRootWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Devic
 			cerr = <-ch
 		}
 	}
-	return agreeWithin(ctx, c, cerr, withinCopy)
+	return agreeParts(ctx, c, cerr, withinCopy)
 }
 
 // copyPartsWithin copies the exported buffers parts (name, length) one
@@ -642,10 +642,10 @@ func allGatherWithin[T comm.Number](ctx context.Context, c comm.Comm, sh accel.S
 	} else {
 		cerr = copyPartsWithin(sh, all, into)
 	}
-	return errors.Join(own, agreeWithin(ctx, c, cerr, withinCopy))
+	return errors.Join(own, agreeParts(ctx, c, cerr, withinCopy))
 }
 
-// The parts agreeWithin names in the errors of the ranks that did not fail.
+// The parts agreeParts names in the errors of the ranks that did not fail.
 const (
 	withinCopy     = "the copy within the device"
 	rootCopyOut    = "the root's copy out of the device"
@@ -653,24 +653,24 @@ const (
 	onTheDevices   = "the collective on the devices"
 )
 
-// maxWithinErr is how many bytes of a rank's error agreeWithin sends the
+// maxPartErr is how many bytes of a rank's error agreeParts sends the
 // others.
-const maxWithinErr = 512
+const maxPartErr = 512
 
-// agreeWithin ends a collective of the within-one-device route on every
-// rank of c, cerr being this rank's part's error (nil when its copies
-// succeeded). Like the barrier it replaces, it returns only when every
-// rank's copies ended (the exported buffers stay until then); and a part
+// agreeParts ends a device collective on every rank of c (within one
+// device, staged, or on the devices), cerr being this rank's part's
+// error (nil when it succeeded). It returns only when every rank's part
+// ended (on the within route the exported buffers stay until then, as
+// the barrier it replaced kept them); and a part
 // that failed on any rank fails every rank: a rank returns its own error
-// first, then the others' (at most maxWithinErr bytes of each), naming
+// first, then the others' (at most maxPartErr bytes of each), naming
 // their ranks, so that no rank goes on as if the collective succeeded
 // while another does not. One small AllReduce when every part
 // succeeded; an AllGather of the errors' texts after it otherwise.
 //
-// what names the part in the others' errors (withinCopy; rootCopyOut for
-// ScatterDevice's staging, where the root's copy out of the device is the
-// part every rank must hear of before it takes what the root sent).
-func agreeWithin(ctx context.Context, c comm.Comm, cerr error, what string) error {
+// what names the part in the others' errors (withinCopy, rootCopyOut,
+// stagingCopyOut, onTheDevices).
+func agreeParts(ctx context.Context, c comm.Comm, cerr error, what string) error {
 	var flag, anyFailed [1]int64
 	if cerr != nil {
 		flag[0] = 1
@@ -687,8 +687,8 @@ func agreeWithin(ctx context.Context, c comm.Comm, cerr error, what string) erro
 		if msg == "" {
 			msg = fmt.Sprintf("%T with no message", cerr)
 		}
-		if len(msg) > maxWithinErr {
-			msg = msg[:maxWithinErr-3] + "..."
+		if len(msg) > maxPartErr {
+			msg = msg[:maxPartErr-3] + "..."
 		}
 		text = []byte(msg)
 	}

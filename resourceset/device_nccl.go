@@ -274,7 +274,7 @@ func kindOf[T comm.Number]() reflect.Kind { return reflect.TypeFor[T]().Kind() }
 // settle ends a collective that ran on the devices (ok) on every rank of
 // c: the devices' collective moved every rank's data, so a failure on
 // any rank (a fault its stream reported, a call that failed) reaches
-// every rank (agreeWithin: one small AllReduce on c, and the failed
+// every rank (agreeParts: one small AllReduce on c, and the failed
 // ranks' errors only when some failed), and no rank returns nil with
 // data that a failed rank's part made wrong. Every rank of c calls it
 // after the same collective, with what it returned:
@@ -285,7 +285,7 @@ func settle(ctx context.Context, c comm.Comm) func(ok bool, err error) (bool, er
 		if !ok && err == nil {
 			return false, nil
 		}
-		return true, agreeWithin(ctx, c, onDevices(err), onTheDevices)
+		return true, agreeParts(ctx, c, onDevices(err), onTheDevices)
 	}
 }
 
