@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -67,13 +68,21 @@ func (c addrComm) GatherAt(ctx context.Context, send uintptr, counts []int, recv
 	if err := c.float64s(dt); err != nil {
 		return err
 	}
-	parts, err := comm.Gather(ctx, c.Comm, at(send, counts[c.Rank()]), root)
-	var all []float64
-	for _, p := range parts {
-		all = append(all, p...)
+	var overlap error
+	if c.Rank() == root {
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		overlap = overlaps(send, counts[c.Rank()], recv, total)
 	}
+	parts, err := comm.Gather(ctx, c.Comm, at(send, counts[c.Rank()]), root)
+	if err != nil || overlap != nil {
+		return errors.Join(err, overlap)
+	}
+	all := slices.Concat(parts...)
 	copy(at(recv, len(all)), all)
-	return err
+	return nil
 }
 
 func (c addrComm) ReduceAt(context.Context, uintptr, uintptr, int, comm.Datatype, comm.Op, int) error {
@@ -86,9 +95,32 @@ func (c addrComm) ScatterAt(context.Context, uintptr, []int, uintptr, comm.Datat
 	return errors.New("addrComm: ScatterAt is not in this test")
 }
 
-func (c addrComm) AllGatherAt(context.Context, uintptr, []int, uintptr, comm.Datatype) error {
-	c.calls.Add(1)
-	return errors.New("addrComm: AllGatherAt is not in this test")
+func (c addrComm) AllGatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype) error {
+	if err := c.float64s(dt); err != nil {
+		return err
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	// As MPI, which takes no aliased buffers there: this rank still
+	// takes part (the others wait for it), writes nothing and fails.
+	overlap := overlaps(send, counts[c.Rank()], recv, total)
+	parts, err := comm.AllGather(ctx, c.Comm, at(send, counts[c.Rank()]))
+	if err != nil || overlap != nil {
+		return errors.Join(err, overlap)
+	}
+	copy(at(recv, total), slices.Concat(parts...))
+	return nil
+}
+
+// overlaps refuses n and m float64s at a and b that share memory, as
+// MPI refuses a send and a receive buffer that overlap.
+func overlaps(a uintptr, n int, b uintptr, m int) error {
+	if n > 0 && m > 0 && a < b+uintptr(8*m) && b < a+uintptr(8*n) {
+		return fmt.Errorf("addrComm: send %#x and recv %#x overlap", a, b)
+	}
+	return nil
 }
 
 // noAddress is an addressable device whose Address fails.

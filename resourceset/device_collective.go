@@ -305,16 +305,33 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	return nil
 }
 
-// AllGatherDevice collects every rank's mine (lengths may differ) into
-// every rank's into on communicator c, in rank order; into holds the sum
-// of the lengths.
+// AllGatherDevice collects every rank's mine (lengths may differ, and may
+// be 0) into every rank's into on communicator c, in rank order; into
+// holds exactly the sum of the lengths, on any of this rank's devices.
+// into is this rank's own destination, as an MPI receive buffer: one that
+// is nil, freed, another rank's or of another length fails this rank only
+// (ErrInvalid), after it took part; the others get the data. into may be
+// mine itself (in place) when mine holds the sum, that is when the other
+// ranks send nothing. The result and errors are the same whatever route
+// the data take.
 func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into *DeviceSlice[T]) error {
-	if mine == nil || into == nil || mine.mem == nil || into.mem == nil || !mine.dev.IsMine() || !into.dev.IsMine() {
-		return fmt.Errorf("%w: AllGatherDevice: both slices must be live ones on this rank's devices", ErrInvalid)
+	if mine == nil || mine.mem == nil || !mine.dev.IsMine() {
+		return fmt.Errorf("%w: AllGatherDevice: mine must be a live slice on this rank's devices", ErrInvalid)
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: into.n, usable: into.dev.dev == mine.dev.dev, at: addrs(mine, into)})
+	// A bad into is this rank's own error, returned after it took part
+	// (staging, as for an into of another length), so that the others
+	// are not left waiting for it.
+	var own error
+	intoN, usable := -1, false
+	if into == nil || into.mem == nil || !into.dev.IsMine() {
+		own = fmt.Errorf("%w: AllGatherDevice: into is nil, freed or on another rank's device", ErrInvalid)
+		into = nil
+	} else {
+		intoN, usable = into.n, into.dev.dev == mine.dev.dev
+	}
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: intoN, usable: usable, at: apartAddrs(mine, into)})
 	if err != nil {
-		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(own, err))
 	}
 	if rt.within != nil {
 		if err := allGatherWithin(ctx, c, rt.within, mine, into); err != nil {
@@ -347,7 +364,10 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(cerr, err))
 	}
 	if err := agreeParts(ctx, c, cerr, stagingCopyOut); err != nil {
-		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(own, err))
+	}
+	if own != nil {
+		return fmt.Errorf("resourceset: AllGatherDevice: %w", own)
 	}
 	if err := fillParts(into, parts); err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", err)
@@ -400,7 +420,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	}
 	// The root's invalid destination, or one that does not hold what
 	// the ranks send, fails every rank (the others learn it here).
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad, at: addrs(mine, intoAt)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad, at: apartAddrs(mine, intoAt)})
 	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
@@ -477,7 +497,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 		}
 		fromAt = from
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad, at: addrs(fromAt, mine)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad, at: apartAddrs(fromAt, mine)})
 	if err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
@@ -574,7 +594,7 @@ func fromRootWithin[T comm.Number](ctx context.Context, c comm.Comm, root *Devic
 		return err
 	}
 	var cerr error
-	if !(everyOther && isRoot) {
+	if !(everyOther && isRoot) && dst.n > 0 {
 		off := 0
 		if !everyOther {
 			off = c.Rank() * dst.n
@@ -610,6 +630,13 @@ func copyPartsWithin[T comm.Number](sh accel.Sharer, parts [][2]uint64, into *De
 		if !found {
 			errs = append(errs, fmt.Errorf("%w: a rank's buffer %d is not exported on %s", ErrInvalid, x[0], into.dev.Name()))
 			break
+		}
+		if x[1] == 0 || (src == into.mem && off == 0) {
+			// Nothing to copy: a part of no elements (whose
+			// allocation may have no memory at all), or this rank's
+			// own part already in place (into is mine).
+			off += int(x[1])
+			continue
 		}
 		ch := make(chan error, 1)
 		chans = append(chans, ch)

@@ -178,6 +178,18 @@ func reaches(c comm.Comm, dev accel.Device) bool {
 	return ok && ok2 && ad.Space() != "" && dc.Reaches(ad.Space())
 }
 
+// apartAddrs is addrs, except that a send slice that is the recv slice
+// (a gather's or scatter's in-place form, which MPI's Gatherv, Scatterv
+// and Allgatherv refuse) has no addresses: that rank's part is not
+// reached by address, and every rank takes another route, which takes
+// it in place. Reductions keep addrs: MPI reduces in place.
+func apartAddrs[T comm.Number](send, recv *DeviceSlice[T]) func() (uintptr, uintptr, error) {
+	if send != nil && recv != nil && send.mem == recv.mem && send.n > 0 {
+		return nil
+	}
+	return addrs(send, recv)
+}
+
 // addr returns the address of s's memory for a DeviceComm; 0 for a nil
 // or empty slice.
 func addr[T comm.Number](s *DeviceSlice[T]) (uintptr, error) {
