@@ -85,14 +85,40 @@ func (c addrComm) GatherAt(ctx context.Context, send uintptr, counts []int, recv
 	return nil
 }
 
-func (c addrComm) ReduceAt(context.Context, uintptr, uintptr, int, comm.Datatype, comm.Op, int) error {
-	c.calls.Add(1)
-	return errors.New("addrComm: ReduceAt is not in this test")
+func (c addrComm) ReduceAt(ctx context.Context, send, recv uintptr, count int, dt comm.Datatype, op comm.Op, root int) error {
+	if err := c.float64s(dt); err != nil {
+		return err
+	}
+	got, err := comm.Reduce(ctx, c.Comm, at(send, count), op, root)
+	if c.Rank() == root {
+		copy(at(recv, count), got)
+	}
+	return err
 }
 
-func (c addrComm) ScatterAt(context.Context, uintptr, []int, uintptr, comm.Datatype, int) error {
-	c.calls.Add(1)
-	return errors.New("addrComm: ScatterAt is not in this test")
+func (c addrComm) ScatterAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype, root int) error {
+	if err := c.float64s(dt); err != nil {
+		return err
+	}
+	var parts [][]float64
+	var overlap error
+	if c.Rank() == root {
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		all := at(send, total)
+		overlap = overlaps(recv, counts[c.Rank()], send, total)
+		for _, n := range counts {
+			parts, all = append(parts, all[:n:n]), all[n:]
+		}
+	}
+	part, err := comm.Scatter(ctx, c.Comm, parts, root)
+	if err != nil || overlap != nil {
+		return errors.Join(err, overlap)
+	}
+	copy(at(recv, counts[c.Rank()]), part)
+	return nil
 }
 
 func (c addrComm) AllGatherAt(ctx context.Context, send uintptr, counts []int, recv uintptr, dt comm.Datatype) error {

@@ -2,6 +2,7 @@ package resourceset_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -250,5 +251,51 @@ func TestDeviceCollectiveRoutesAgree(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDeviceCollectiveRoutesEmpty: BcastDevice, ScatterDevice,
+// ReduceDevice and AllReduceDevice of zero elements succeed on every
+// route, as a gather's empty parts do (within one device they failed:
+// an empty allocation has no memory to copy within).
+func TestDeviceCollectiveRoutesEmpty(t *testing.T) {
+	const ranks = 3
+	for _, rt := range devRoutes {
+		t.Run(rt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			shared, err := accel.NewSim(0, accel.SimConfig{Memory: 1 << 20})
+			require.NoError(t, err)
+			defer shared.Close()
+			h := &hub{}
+			var calls atomic.Int64
+			err = local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				c2, devs, _, closeDev, err := rt.setup(ctx, cm, shared, h, &calls)
+				if err != nil {
+					return err
+				}
+				defer closeDev()
+				empty, err := resourceset.Alloc[float64](devs[r], 0)
+				if err != nil {
+					return err
+				}
+				defer empty.Free()
+				if err := resourceset.BcastDevice(ctx, devs[1], empty); err != nil {
+					return fmt.Errorf("rank %d: BcastDevice: %w", r, err)
+				}
+				if err := resourceset.ScatterDevice(ctx, devs[1], empty, empty); err != nil {
+					return fmt.Errorf("rank %d: ScatterDevice: %w", r, err)
+				}
+				if _, err := resourceset.ReduceDevice(ctx, devs[1], empty, empty, comm.Sum); err != nil {
+					return fmt.Errorf("rank %d: ReduceDevice: %w", r, err)
+				}
+				if err := resourceset.AllReduceDevice(ctx, c2, empty, comm.Sum); err != nil {
+					return fmt.Errorf("rank %d: AllReduceDevice: %w", r, err)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
 	}
 }
