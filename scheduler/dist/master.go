@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pzgo/pz/comm"
@@ -84,6 +85,16 @@ type proxy struct {
 	// broken is why the slot's messages are out of step (a task whose
 	// result the master stopped waiting for): it takes no more tasks.
 	broken error
+	// running is the task the slot's rank runs for the master now, nil
+	// between tasks: a WaitAll that gives up names it.
+	running atomic.Pointer[remoteTask]
+}
+
+// remoteTask is a task in flight on another rank, as a failed wait
+// names it.
+type remoteTask struct {
+	what  string // the codelet and its data: "work" RW(handle "x")
+	since time.Time
 }
 
 // taskHeader describes a task sent to a worker rank, or, with Stop, ends
@@ -341,8 +352,45 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	return m.local.Submit(ctx, w, args...)
 }
 
-// WaitAll waits for every task submitted so far.
-func (m *Master) WaitAll(ctx context.Context) error { return m.local.WaitAll(ctx) }
+// WaitAll waits for every task submitted so far. When ctx ends first,
+// its error names the tasks still running on other ranks, with their
+// ranks and for how long they have run there: a task stuck on a worker
+// rank shows up as the one the deadline passed in.
+func (m *Master) WaitAll(ctx context.Context) error {
+	err := m.local.WaitAll(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if running := m.runningRemote(); running != "" {
+		return fmt.Errorf("%w; still running on other ranks: %s", err, running)
+	}
+	return err
+}
+
+// runningRemote describes the tasks the worker ranks run for the master
+// now, in worker order, or "" when none does.
+func (m *Master) runningRemote() string {
+	var out []string
+	now := time.Now()
+	for i := range m.proxies {
+		p := &m.proxies[i]
+		if rt := p.running.Load(); rt != nil {
+			out = append(out, fmt.Sprintf("rank %d (worker %d): task %s for %v", p.rank, m.nlocal+i, rt.what, now.Sub(rt.since).Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// describeRemote names c's task as a failed wait does: its codelet and
+// each access's mode and handle.
+func describeRemote(c *scheduler.Call, name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q", name)
+	for _, a := range c.Task.Access {
+		fmt.Fprintf(&b, " %v(%v)", a.Mode, a.Handle)
+	}
+	return b.String()
+}
 
 // envWithoutTrace reads the environment as the scheduler does, without
 // PZ_TRACE: the worker ranks' schedulers of RunMaster write no trace.
@@ -384,6 +432,8 @@ func (m *Master) remote(c *scheduler.Call, name string) error {
 	if p.broken != nil {
 		return fmt.Errorf("rank %d's slot %d takes no more tasks: %w", p.rank, p.tag-slotTagBase, p.broken)
 	}
+	p.running.Store(&remoteTask{what: describeRemote(c, name), since: time.Now()})
+	defer p.running.Store(nil)
 	// Sending a task is not interrupted (the slot would take the next
 	// message for the rest of it): the slot's peer takes it or the
 	// communicator breaks. Waiting for the result ends with m.ctx.
