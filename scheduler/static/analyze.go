@@ -471,8 +471,40 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	}
 	c.BandKind = "frame"
 	c.Title = fmt.Sprintf("run of %s (plan %s): periods %d to %d, planned and actual", r.Source, r.Plan, int64(from)/max(longest, 1), int64(to)/max(longest, 1)-1)
+	c.Title += lostNote(r)
 	c.Axis = fmt.Sprintf("time since the start of period %d", int64(from)/max(longest, 1))
 	return gantt.Write(w, c)
+}
+
+// lostNote says, for the chart's title, which runnables it cannot draw:
+// those of clients whose records were lost (a process killed mid-run)
+// have no rows, hence neither planned nor actual bars, and their planned
+// rows would otherwise read as idle. At most four are named, to keep
+// the title on the picture.
+func lostNote(r *Run) string {
+	var names, clients []string
+	for _, rr := range r.Runnables {
+		if !rr.Lost {
+			continue
+		}
+		names = append(names, rr.Name)
+		if !slices.Contains(clients, rr.Client) {
+			clients = append(clients, rr.Client)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	const most = 4
+	list := strings.Join(names[:min(len(names), most)], ", ")
+	if len(names) > most {
+		list += fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	who := "client " + clients[0]
+	if len(clients) > 1 {
+		who = "clients " + strings.Join(clients, ", ")
+	}
+	return fmt.Sprintf("; not drawn (the records of %s were lost): %s", who, list)
 }
 
 // naturalCompare orders a and b as strings, except that runs of digits

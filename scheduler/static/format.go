@@ -273,6 +273,13 @@ func Parse(src []byte, file string) (*Spec, error) {
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
 		line := next.Line
+		if err != nil && strings.Contains(err.Error(), "did not find expected <document start>") {
+			// Not a second document: the first ended early, where a
+			// line is indented less than the first line.
+			line, msg := yamlSyntax(src, err)
+			p.add(line, "%s", msg)
+			return nil, p.err()
+		}
 		if err != nil {
 			line = yamlErrLine(err)
 		}

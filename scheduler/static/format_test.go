@@ -453,6 +453,32 @@ hyperepochs: nonsense
 `,
 			want: `s.yaml:6: a second YAML document starts here (after ---); a schedule is one document: remove it or put it in a file of its own`,
 		},
+		{
+			// Regression of the STM trial (helper): a schedule whose first
+			// line is indented (its "hyperepochs:" line deleted) ended
+			// its first document there, and the parser's "did not find
+			// expected <document start>" at the next top-level key was
+			// reported as a second document after a --- that the file
+			// does not have.
+			name: "the first lines indented deeper than the top level",
+			src: `  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+  - {name: k, period: 10ms, resources: [cpu1], epochs: [{name: g}]}
+clients: [c]
+runnables:
+  - {name: a, client: c, resource: cpu0, wcet: 1ms}
+`,
+			want: `s.yaml:3: not valid YAML: line 3 is indented less than line 1, where the schedule begins (2 spaces); the schedule's top level starts at the beginning of the line: indent lines 1 to 2 as they belong, or add the key they are the value of (hyperepochs:, clients:, runnables:) above line 1 (the parser: line 2: did not find expected <document start>)`,
+		},
+		{
+			// The same with a --- in the file: still the indentation,
+			// not a second document.
+			name: "an indented first line before a second document",
+			src: `  - {name: h, period: 10ms, resources: [cpu0], epochs: [{name: f}]}
+clients: [c]
+---
+`,
+			want: `s.yaml:2: not valid YAML: line 2 is indented less than line 1, where the schedule begins (2 spaces); the schedule's top level starts at the beginning of the line: indent line 1 as it belongs, or add the key it is the value of (hyperepochs:, clients:, runnables:) above line 1 (the parser: line 1: did not find expected <document start>)`,
+		},
 		// Regressions of the schedule-writing trial (helper): a bare
 		// number in exponent form got the fix "write it as 1e3ms", which
 		// is no duration either, "inf" the fix "infms"; a duration

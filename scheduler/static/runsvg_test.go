@@ -107,6 +107,33 @@ func TestWriteRunSVGRowsAndRange(t *testing.T) {
 	assert.Contains(t, b.String(), ">e: 1 run, 1.00 ms<")
 }
 
+// TestWriteRunSVGNamesLostRunnables: a client killed mid-run (kill -9)
+// leaves its runnables without rows (Lost); the chart of that run drew
+// neither their planned nor their actual bars and said nothing, so its
+// planned rows showed a plan without them, idle where they run (the
+// STM trial: preprocess, detect_sub and detect gone from the chart of a
+// pipeline whose perception client was killed). The chart now says
+// which runnables it cannot draw and why.
+func TestWriteRunSVGNamesLostRunnables(t *testing.T) {
+	const ms = int64(1e6)
+	run := &Run{Format: "pz-stm-run", Version: RunVersion, Plan: "p", Source: "s.yaml", Periods: 1,
+		Hyperepochs: []RunHyperepoch{{Name: "main", Period: 10 * ms, Periods: 1}},
+		Runnables: []RunnableRun{
+			{Name: "a", Client: "c", Resource: "cpu0", WCET: ms,
+				Seq: []int64{0}, Planned: []int64{0}, Deadline: []int64{5 * ms},
+				Start: []int64{0}, End: []int64{ms}, Flags: []int{0},
+				AllocObjects: []uint64{0}, AllocBytes: []uint64{0}},
+			{Name: "b", Client: "d", Resource: "cpu0", WCET: ms, Lost: true},
+			{Name: "k", Client: "d", Resource: "gpu0.stream0", WCET: ms, Lost: true},
+		},
+	}
+	var b strings.Builder
+	require.NoError(t, WriteRunSVG(&b, run, 1))
+	assert.Contains(t, b.String(), "; not drawn (the records of client d were lost): b, k</text>")
+	rows, _, _, _ := runSVGParts(t, b.String())
+	assert.Contains(t, rows, "gpu0.stream0 planned", "the lost runnables' resources keep their rows")
+}
+
 func TestNaturalCompare(t *testing.T) {
 	in := []string{"gpu0.stream10", "cpu10", "cpu2", "gpu0.stream2", "cpu", "cpu02", "cpu1", "a"}
 	for range 3 {

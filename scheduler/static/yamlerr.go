@@ -44,6 +44,17 @@ func yamlSyntax(src []byte, err error) (int, string) {
 				return at, fmt.Sprintf("not valid YAML: line %d is indented under line %d, whose key already has a value; this item is indented differently from its siblings: indent it as they are %s", at, p, parser)
 			}
 		}
+	case strings.Contains(detail, "did not find expected <document start>"):
+		// The first lines are indented: YAML ends the document's root
+		// at the first line indented less, then expects another.
+		if first, l := shallowerThanFirst(lines); l > 0 {
+			what := fmt.Sprintf("indent line %d as it belongs, or add the key it is the value of", first)
+			if last := prevContent(lines, l-1); last > first {
+				what = fmt.Sprintf("indent lines %d to %d as they belong, or add the key they are the value of", first, last)
+			}
+			return l, fmt.Sprintf("not valid YAML: line %d is indented less than line %d, where the schedule begins (%d spaces); the schedule's top level starts at the beginning of the line: %s (hyperepochs:, clients:, runnables:) above line %d %s",
+				l, first, indentOf(lines[first-1]), what, first, parser)
+		}
 	case strings.Contains(detail, "did not find expected '-' indicator"), strings.Contains(detail, "did not find expected key"),
 		strings.Contains(detail, "block sequence entries are not allowed"):
 		if l, n, around := oddIndent(lines); l > 0 {
@@ -92,6 +103,27 @@ func hasKeyColon(line string) bool {
 		return true // a flow value or a quoted scalar: not a missing colon
 	}
 	return strings.Contains(t, ": ") || strings.HasSuffix(t, ":")
+}
+
+// shallowerThanFirst returns the first line with content, when it is
+// indented, and the first line after it indented less; 0, 0 if none.
+func shallowerThanFirst(lines []string) (first, line int) {
+	for i, l := range lines {
+		if !content(l) {
+			continue
+		}
+		if first == 0 {
+			if indentOf(l) == 0 {
+				return 0, 0
+			}
+			first = i + 1
+			continue
+		}
+		if indentOf(l) < indentOf(lines[first-1]) {
+			return first, i + 1
+		}
+	}
+	return 0, 0
 }
 
 // firstTabIndent returns the first line whose indentation has a tab, or
