@@ -27,8 +27,9 @@ type Monitor interface {
 	// TaskPopped is called on the worker that took the task.
 	TaskPopped(c *Context, t *Task, worker int)
 	// IdleCycle is called on a worker that found no task, when it starts
-	// looking and then every idle tick while it sleeps; idle is the time
-	// since it last had a task.
+	// looking and then every idle tick while it sleeps (for an
+	// IdlePacer, when its NextIdleCycle says); idle is the time since it
+	// last had a task.
 	IdleCycle(c *Context, worker int, idle time.Duration)
 	// IdleEnd is called on a worker that found a task after being idle
 	// for idle.
@@ -45,8 +46,10 @@ type monitorBox struct {
 }
 
 // SetMonitor installs m (nil removes the monitor); idle workers call
-// m.IdleCycle every idleTick while they sleep (0: 1 ms). Without a
-// monitor the hooks cost one atomic load per task.
+// m.IdleCycle every idleTick while they sleep (0: 1 ms), or, when m is
+// an IdlePacer, when its NextIdleCycle says. Without a monitor the
+// hooks cost one atomic load per task, and idle workers sleep until
+// there is work.
 func (s *Scheduler) SetMonitor(m Monitor, idleTick time.Duration) {
 	if m == nil {
 		s.cx.mon.Store(nil)
@@ -96,18 +99,70 @@ func (w *worker) popped(mb *monitorBox, t *Task) {
 	mb.m.TaskPopped(w.s.contextOf(t), t, w.info.ID)
 }
 
+// An IdlePacer is a Monitor that says when its idle workers need their
+// next IdleCycle, instead of the fixed idle tick of SetMonitor: a
+// worker that sleeps for lack of work asks it after each IdleCycle of
+// its sleep, and sleeps that long before the next, or, for a duration
+// of 0 or less, until an event wakes it - a task for it, a context
+// change posted for it, SetMonitor, WakeIdle, Close - and so costs no
+// CPU while there is nothing for the monitor to decide. The
+// hypervisor is one: it arms a timer only for its idle threshold, its
+// next decision while it backs off, or its next sampling window, and
+// wakes the workers with WakeIdle when an event ends its backoff.
+type IdlePacer interface {
+	// NextIdleCycle is called on a sleeping worker, on its goroutine,
+	// when it starts sleeping and after each IdleCycle of its sleep,
+	// with the worker's innermost context and idle time, as IdleCycle
+	// is; it returns how long the worker may sleep before its next
+	// IdleCycle (0 or less: until an event wakes it).
+	NextIdleCycle(c *Context, worker int, idle time.Duration) time.Duration
+}
+
+// WakeIdle wakes the workers that sleep for lack of work: each looks
+// for a task again and, finding none, reports an idle cycle to the
+// monitor (IdleCycle, then NextIdleCycle for an IdlePacer) before it
+// goes back to sleep. A monitor that let its workers sleep until an
+// event (IdlePacer) calls it when something it decides on changed. It
+// does not block, and may be called from any goroutine, the monitor's
+// hooks included.
+func (s *Scheduler) WakeIdle() { s.wakeAll() }
+
+// nextIdle returns how long the sleeping worker waits for its next
+// IdleCycle under mb (0 or less: until woken).
+func (w *worker) nextIdle(mb *monitorBox) time.Duration {
+	p, ok := mb.m.(IdlePacer)
+	if !ok {
+		return mb.tick
+	}
+	var idle time.Duration
+	if w.cx.idleStart != 0 {
+		idle = time.Duration((w.s.now() | 1) - w.cx.idleStart)
+	}
+	return p.NextIdleCycle(w.appliedContext(), w.info.ID, idle)
+}
+
 // sleepMonitored sleeps until woken, calling the monitor's IdleCycle
-// every tick; it returns early when a context change is posted for the
-// worker.
+// every tick (or when its IdlePacer says); it returns early when a
+// context change is posted for the worker.
 func (w *worker) sleepMonitored(mb *monitorBox) {
 	s := w.s
+	d := w.nextIdle(mb)
 	if w.cx.timer == nil {
-		w.cx.timer = time.NewTimer(mb.tick)
-	} else {
-		w.cx.timer.Reset(mb.tick)
+		w.cx.timer = time.NewTimer(time.Hour)
+		w.cx.timer.Stop()
 	}
 	defer w.cx.timer.Stop()
 	for {
+		if d <= 0 {
+			// Nothing for the monitor to decide until an event.
+			select {
+			case <-w.wake:
+			case <-s.stop:
+			case <-w.quit:
+			}
+			return
+		}
+		w.cx.timer.Reset(d)
 		select {
 		case <-w.wake:
 			return
@@ -129,7 +184,7 @@ func (w *worker) sleepMonitored(mb *monitorBox) {
 			if w.cx.moveReq.Load() {
 				return
 			}
-			w.cx.timer.Reset(cur.tick)
+			d = w.nextIdle(cur)
 		}
 	}
 }

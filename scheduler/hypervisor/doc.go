@@ -80,8 +80,10 @@
 // nothing and nothing happens (no task submitted, taken or completed,
 // no worker's idle period starting, ending or reaching its threshold,
 // no registration or declared work changed, no move), they run less
-// and less often, down to one per 100 ms, and any such event brings
-// them back to the idle tick (see Policy).
+// and less often, down to one per 100 ms, and then not at all: idle
+// workers sleep until such an event, which brings them back to the
+// idle tick (see Policy and NextIdleCycle). An idle program with its
+// hypervisor open costs no CPU.
 //
 // # Resizes
 //

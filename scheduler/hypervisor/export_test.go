@@ -11,6 +11,12 @@ func WithOnBusy(f func(Trigger)) Option { return func(c *config) { c.onBusy = f 
 // decision under way, right before it waits for it.
 func WithOnCloseWait(f func()) Option { return func(c *config) { c.onCloseWait = f } }
 
+// WithOnNextIdle is a test seam: f is called with every answer of
+// NextIdleCycle (next 0: the worker sleeps until an event).
+func WithOnNextIdle(f func(worker int, next time.Duration)) Option {
+	return func(c *config) { c.onNextIdle = f }
+}
+
 // Quiet returns the idle backoff: the least time between two decisions
 // of the idle and speed triggers now (0 or 1ns: none).
 func (h *Hypervisor) Quiet() time.Duration { return time.Duration(h.quiet.Load()) }

@@ -239,7 +239,11 @@ type Hypervisor struct {
 	// whether each stopped submission, each worker's context); guarded
 	// by mu. A change ends the backoff.
 	members []int
-	closed  atomic.Bool
+	// parked is set while idle workers sleep until an event because
+	// there was nothing to decide (NextIdleCycle); the event that ends
+	// the backoff wakes them (unquiet).
+	parked atomic.Bool
+	closed atomic.Bool
 	// failed is set, and panicErr stored, when the policy's code
 	// panicked (see ErrPolicyPanic): hooks and decisions stop.
 	failed   atomic.Bool
@@ -933,6 +937,10 @@ func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
 		fb.Rejected(v, rejected)
 	}
 	h.settle(v, why, quiet, len(done) > 0)
+	// A decision of a hook or ResizeNow may change what idle workers
+	// wait for (AppDriven's refused requests): those asleep until an
+	// event look again.
+	h.wakeParked()
 	return done
 }
 
@@ -948,8 +956,95 @@ const quietArmed = 1
 // the path of every task, mostly just read.
 func (h *Hypervisor) stir() {
 	if h.quiet.Load() != 0 {
-		h.quiet.Store(0)
+		h.unquiet()
 	}
+}
+
+// unquiet ends the backoff and wakes the workers that sleep until an
+// event (see NextIdleCycle): they decide again. A worker parks only
+// after it set parked and then still saw the backoff at its bound, so
+// either it sees the backoff ended or this sees parked.
+func (h *Hypervisor) unquiet() {
+	h.quiet.Store(0)
+	h.wakeParked()
+}
+
+// wakeParked wakes the workers that sleep until an event, if any.
+func (h *Hypervisor) wakeParked() {
+	if h.parked.Load() && h.parked.CompareAndSwap(true, false) {
+		h.s.WakeIdle()
+	}
+}
+
+// idlePacer is scheduler.IdlePacer: a policy with Hooks that implements
+// it says when its IdleCycle hook needs the next call (AppDriven); a
+// policy with Hooks that does not gets it every idle tick.
+type idlePacer = scheduler.IdlePacer
+
+// NextIdleCycle implements scheduler.IdlePacer: an idle worker sleeps
+// until the next moment at which something may be decided - its idle
+// threshold (idle trigger), the next decision while the backoff grows
+// (idle trigger past the threshold, speed trigger at the end of a
+// window, WithMinInterval after a resize), what the policy's hooks ask
+// for (every idle tick for a policy with Hooks that is not an
+// IdlePacer) - and, when there is none (the backoff reached its bound:
+// decisions moved nothing and nothing happened), until an event ends
+// the backoff and wakes it (WakeIdle). An idle program with its
+// hypervisor open then costs no CPU.
+func (h *Hypervisor) NextIdleCycle(c *scheduler.Context, worker int, idle time.Duration) (next time.Duration) {
+	if h.cfg.onNextIdle != nil {
+		defer func() { h.cfg.onNextIdle(worker, next) }()
+	}
+	if h.stopped() || worker < 0 || worker >= len(h.workers) {
+		return 0
+	}
+	tick := h.cfg.idleTick
+	now, q := h.now(), h.quiet.Load()
+	best := time.Duration(0)
+	at := func(d time.Duration) {
+		if d <= 0 {
+			d = tick // due now, but another decision ran or runs it
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	if h.hooks != nil && !h.failed.Load() {
+		p, ok := h.pol.(idlePacer)
+		if !ok {
+			return tick
+		}
+		if d := p.NextIdleCycle(c, worker, idle); d > 0 {
+			at(d)
+		}
+	}
+	// The next decision of the idle or speed trigger, while the backoff
+	// has not reached its bound.
+	due := func(from int64) time.Duration {
+		from = max(from, h.lastDecision.Load()+max(int64(tick), q))
+		if last := h.lastResize.Load(); last != 0 {
+			from = max(from, last+int64(h.cfg.minInterval))
+		}
+		return time.Duration(from - now)
+	}
+	if h.cfg.trigger&TriggerIdle != 0 {
+		if th := h.cfg.maxIdleOf(worker); idle < th {
+			at(th - idle)
+		} else if q < int64(maxQuiet) {
+			at(due(0))
+		}
+	}
+	if h.cfg.trigger&TriggerSpeed != 0 && q < int64(maxQuiet) {
+		at(due(h.lastWindow.Load() + max(int64(h.cfg.window), q)))
+	}
+	if best > 0 {
+		return best
+	}
+	h.parked.Store(true)
+	if h.cfg.trigger&(TriggerIdle|TriggerSpeed) != 0 && h.quiet.Load() < int64(maxQuiet) {
+		return tick // an event ended the backoff meanwhile
+	}
+	return 0
 }
 
 // arm returns the backoff a decision of the idle or speed trigger
@@ -987,7 +1082,7 @@ func (h *Hypervisor) settle(v *View, why Trigger, quiet int64, moved bool) {
 	h.members = members
 	switch {
 	case moved || !same:
-		h.quiet.Store(0)
+		h.unquiet()
 	case quiet != 0:
 		tick := int64(h.cfg.idleTick)
 		h.quiet.CompareAndSwap(quiet, min(max(2*quiet, 2*tick), max(int64(maxQuiet), tick)))
@@ -1172,8 +1267,9 @@ type config struct {
 	speedGap    float64
 	speedGapSet bool
 	onResize    func(Resize)
-	onBusy      func(Trigger) // test seam (export_test.go)
-	onCloseWait func()        // test seam (export_test.go)
+	onBusy      func(Trigger)                        // test seam (export_test.go)
+	onCloseWait func()                               // test seam (export_test.go)
+	onNextIdle  func(worker int, next time.Duration) // test seam (export_test.go)
 	log         *zap.Logger
 	getenv      func(string) string
 }
@@ -1240,13 +1336,13 @@ func WithMinInterval(d time.Duration) Option { return func(c *config) { c.minInt
 // g must be at least 0 (not NaN).
 func WithSpeedGap(g float64) Option { return func(c *config) { c.speedGap, c.speedGapSet = g, true } }
 
-// WithIdleTick sets how often sleeping workers report idle cycles
-// (0: half the max idle time, at least 100µs, the default; negative:
-// refused). Each report wakes the worker: with the default 1 ms, an
-// idle program with its hypervisor open spends about 9 µs of CPU per
-// idle worker per millisecond on them (the policy's decisions back
-// off, see Policy; the tick does not); a longer tick costs less, and
-// the idle trigger notices idleness up to a tick late.
+// WithIdleTick sets the idle tick (0: half the max idle time, at least
+// 100µs, the default; negative: refused): the least time between two
+// decisions of the idle trigger, and how often sleeping workers report
+// idle cycles to a policy with Hooks that is not a
+// scheduler.IdlePacer. Otherwise sleeping workers wake only when there
+// may be something to decide (see NextIdleCycle): an idle program with
+// its hypervisor open costs no CPU once its decisions backed off.
 func WithIdleTick(d time.Duration) Option { return func(c *config) { c.idleTick = d } }
 
 // WithOnResize calls f for every move the hypervisor makes, after it is

@@ -115,14 +115,18 @@ type Move struct {
 // no Register, Unregister, SetTotalFlops, AddTotalFlops or
 // AnnounceTasks, no move - the hypervisor calls Resize for them less
 // and less often: the least time between two calls doubles from two
-// idle ticks up to 100 ms, and any such event brings it back to the
-// idle tick at once. A change the hypervisor sees only in a View (the
-// program's own MoveWorkers, a context's StopSubmission or deletion)
-// brings it back at the next call. A policy may depend on time passing alone (View.Now, a
-// worker's Idle growing, speeds over windows), but while the program
-// is idle it is then asked up to 100 ms later than its trigger alone
-// would; to act at a precise moment, ask from a hook (IdleCycle is
-// still called every idle tick) or call ResizeNow.
+// idle ticks up to 100 ms, and there the idle workers stop asking and
+// sleep until such an event (or a decision of a hook or ResizeNow),
+// which brings it back to the idle tick at once. A change the
+// hypervisor sees only in a View (the program's own MoveWorkers, a
+// context's StopSubmission or deletion) is seen at the next call. A
+// policy may depend on time passing alone (View.Now, a worker's Idle
+// growing, speeds over windows) only while something happens: once the
+// program is idle and the backoff at its bound, it is not asked until
+// the next event; to act at a precise moment, ask from a hook
+// (IdleCycle is still called every idle tick for a policy with Hooks,
+// unless it implements scheduler.IdlePacer to say when it needs the
+// next call) or call ResizeNow.
 type Policy interface {
 	Name() string
 	Resize(v *View) []Move
@@ -773,6 +777,22 @@ func (p *AppDriven) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker
 // for a retry (at most every millisecond).
 func (p *AppDriven) IdleCycle(*scheduler.Context, int, time.Duration) bool { return p.retry() }
 
+// NextIdleCycle implements scheduler.IdlePacer for its IdleCycle hook:
+// with no request due, idle workers need not report (0: they sleep
+// until an event); while requests wait, they report when the next retry
+// is allowed (every millisecond, or every maxWait for refused ones).
+func (p *AppDriven) NextIdleCycle(*scheduler.Context, int, time.Duration) time.Duration {
+	if p.ndue.Load() == 0 {
+		return 0
+	}
+	every := retryEvery
+	if w := p.waiting.Load(); w != nil && !w.armed {
+		every = maxWait
+	}
+	since := time.Duration(time.Now().UnixNano() - p.lastTry.Load())
+	return max(every-since, retryEvery)
+}
+
 func (p *AppDriven) retry() bool {
 	if p.ndue.Load() == 0 {
 		return false
@@ -920,11 +940,12 @@ func logger(v *View) *zap.Logger {
 }
 
 var (
-	_ Policy   = Idle{}
-	_ Policy   = GflopsRate{}
-	_ Policy   = (*ISpeed)(nil)
-	_ Policy   = Throughput{}
-	_ Policy   = (*AppDriven)(nil)
-	_ Hooks    = (*AppDriven)(nil)
-	_ Feedback = (*AppDriven)(nil)
+	_ Policy              = Idle{}
+	_ Policy              = GflopsRate{}
+	_ Policy              = (*ISpeed)(nil)
+	_ Policy              = Throughput{}
+	_ Policy              = (*AppDriven)(nil)
+	_ Hooks               = (*AppDriven)(nil)
+	_ scheduler.IdlePacer = (*AppDriven)(nil)
+	_ Feedback            = (*AppDriven)(nil)
 )

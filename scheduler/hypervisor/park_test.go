@@ -1,0 +1,116 @@
+package hypervisor_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/hypervisor"
+)
+
+// parkWatch follows the answers of NextIdleCycle (WithOnNextIdle): a
+// worker whose latest answer is 0 sleeps until an event.
+type parkWatch struct {
+	mu    sync.Mutex
+	last  []time.Duration // by worker; -1: no answer yet
+	calls int
+	timed int           // answers other than 0
+	from  int           // parked counts once calls passed from
+	ch    chan struct{} // closed once every worker is parked
+}
+
+func newParkWatch(n int) *parkWatch {
+	p := &parkWatch{last: make([]time.Duration, n)}
+	for i := range p.last {
+		p.last[i] = -1
+	}
+	return p
+}
+
+func (p *parkWatch) seen(worker int, next time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if next != 0 {
+		p.timed++
+	}
+	p.last[worker] = next
+	p.check()
+}
+
+// check closes ch when every worker is parked; p.mu is held.
+func (p *parkWatch) check() {
+	if p.ch == nil || p.calls <= p.from {
+		return
+	}
+	for _, d := range p.last {
+		if d != 0 {
+			return
+		}
+	}
+	close(p.ch)
+	p.ch = nil
+}
+
+// parked returns a channel closed once every worker is parked, after
+// at least one answer from now on.
+func (p *parkWatch) parked() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan struct{})
+	p.ch, p.from = ch, p.calls
+	return ch
+}
+
+func (p *parkWatch) count() (calls, timed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls, p.timed
+}
+
+// Trial finding: with a hypervisor open and nothing to run, every idle
+// worker woke every idle tick (1 ms) to report an idle cycle, though
+// the decisions had backed off to one per 100 ms: 16-22 ms of CPU a
+// second with 4 workers (BenchmarkIdleCPU), for nothing. Idle workers
+// now sleep until an event once there is nothing left to decide
+// (NextIdleCycle answers 0). The test waits for every worker to park
+// (an event: the seam sees the answer), then looks at the NextIdleCycle
+// calls over 50 ms more: none that arms a timer, and at most one a
+// worker (a wake-up token an earlier event left, such as the moves of
+// NewContext, which the worker takes and parks again), whatever the
+// machine's load (before, about 50 timed ones a worker); a submission
+// wakes them, and they park again once idle.
+func TestIdleWorkersParkUntilAnEvent(t *testing.T) {
+	for _, name := range hypervisor.Policies() {
+		t.Run(name, func(t *testing.T) {
+			const n = 2
+			pw := newParkWatch(n)
+			parked := pw.parked()
+			s := newSched(t, n)
+			a, b := newContexts(t, s, []int{0}, []int{1})
+			hv, err := hypervisor.New(s, hypervisor.WithPolicyName(name), hypervisor.WithGetenv(noEnv),
+				hypervisor.WithOnNextIdle(pw.seen))
+			require.NoError(t, err)
+			defer hv.Close()
+			for _, c := range []*scheduler.Context{a, b} {
+				require.NoError(t, hv.Register(c, hypervisor.Limits{Min: 1, TotalFlops: 1e12}))
+			}
+			waitFor(t, parked, 60*time.Second, "every idle worker sleeping until an event")
+			calls0, timed0 := pw.count()
+			<-time.After(50 * time.Millisecond) // the window in which nothing may wake them
+			calls, timed := pw.count()
+			assert.Equal(t, timed0, timed, "idle workers armed a timer with nothing to decide")
+			assert.LessOrEqual(t, calls-calls0, n, "idle workers woke with nothing to decide")
+
+			parked = pw.parked()
+			submitN(t, s, a, work("w", 0, 1e6), 1)
+			require.NoError(t, s.WaitAll(testCtx(t)))
+			waitFor(t, parked, 60*time.Second, "the workers sleeping until an event again")
+			assert.Empty(t, hv.Resizes(), "nothing to move")
+		})
+	}
+}
