@@ -153,3 +153,37 @@ func TestDetachedPanicAfterDone(t *testing.T) {
 	assert.NotContains(t, err.Error(), `"plain"`, "a panic reported on another codelet's task")
 	require.NoError(t, s.WaitAll(ctx))
 }
+
+// Trial finding: a Detached function's panic after its done was kept
+// for the scheduler's WaitAll only, so that the WaitAll of the context
+// the task was submitted to returned nil (and could return before the
+// panic was recorded), while a failed task of the context is reported
+// there. It is now the context's to report, as a task's failure is:
+// the context's WaitAll waits for Detached to return and returns the
+// panic, and the scheduler's WaitAll, taking each error once, then
+// returns nil.
+func TestDetachedPanicAfterDoneReachesItsContext(t *testing.T) {
+	ctx := context.Background()
+	s, err := scheduler.New(ctx, scheduler.WithWorkers(2))
+	require.NoError(t, err)
+	defer s.Close()
+	c, err := s.NewContext("c", scheduler.ContextWorkers(0, 1))
+	require.NoError(t, err)
+	late := &scheduler.Codelet{Name: "late", Detached: func(_ *scheduler.Task, done func(error)) {
+		done(nil)
+		panic("after done")
+	}}
+	require.NoError(t, s.Submit(ctx, late, scheduler.InContext(c)))
+	err = c.WaitAll(ctx)
+	var te *scheduler.TaskError
+	require.ErrorAs(t, err, &te, "the context's WaitAll reports the panic")
+	assert.Equal(t, "late", te.Codelet)
+	assert.True(t, te.Panicked)
+	assert.Equal(t, "c", te.Context)
+	require.NoError(t, s.WaitAll(ctx), "reported once")
+
+	// The other way round: the scheduler's WaitAll takes it first.
+	require.NoError(t, s.Submit(ctx, late, scheduler.InContext(c)))
+	require.ErrorAs(t, s.WaitAll(ctx), &te)
+	require.NoError(t, c.WaitAll(ctx), "reported once")
+}

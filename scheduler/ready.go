@@ -278,8 +278,12 @@ func (s *Scheduler) endDetached(t *Task, err error) {
 // panic in Detached fails t only if done had not been called; one after
 // done cannot fail a completed task and must not read t: it is reported
 // to the scheduler's WaitAll (as a panicking callback is, but on its
-// own, and not to a Context's WaitAll: the context may be gone), named
-// from what was read of t before Detached was called.
+// own), named from what was read of t before Detached was called, and
+// kept for the WaitAll of the context t was submitted to, as a task's
+// failure is (Scheduler.WaitAll reports it too, when it takes it
+// first). Until Detached returns, the call is counted in flight in
+// that context as in the scheduler, so that its WaitAll after done
+// waits for a panic to be recorded (and a Delete for the call).
 func (s *Scheduler) runDetached(t *Task, pinned bool) {
 	var once atomic.Bool
 	complete := func(err error) {
@@ -303,18 +307,38 @@ func (s *Scheduler) runDetached(t *Task, pinned bool) {
 	// Counted in flight until Detached returns, so that a WaitAll
 	// after done waits for a panic to be recorded.
 	s.inflight.add(1)
+	c := t.Context
+	if c != nil && c.parent == nil {
+		c = nil // the global context's errors are the scheduler's
+	}
+	if c != nil {
+		for _, x := range c.ancestors {
+			x.pending.add(1)
+		}
+	}
 	defer func() {
 		r := recover()
 		if r == nil {
+			if c != nil {
+				c.leaveCount()
+			}
 			s.inflight.add(-1)
 			return
 		}
 		defer s.inflight.add(-1)
+		if c != nil {
+			defer c.leaveCount()
+		}
 		if !once.Swap(true) {
 			complete(panicError(t, -1, r, "detached: "))
 			return
 		}
-		s.errs.record(panicErrorOf(cl, id, tag, cx, -1, r, "detached, after done: "))
+		err := panicErrorOf(cl, id, tag, cx, -1, r, "detached, after done: ")
+		if c != nil {
+			c.errs.record(err)
+		} else {
+			s.errs.record(err)
+		}
 	}()
 	cl.Detached(t, done)
 }
