@@ -888,16 +888,25 @@ func (d *Scheduler) submitLocal(ctx context.Context, cl *scheduler.Codelet, run 
 	// Last: the graph's failure cancels the task (With's CancelOn
 	// does not replace it).
 	local = append(local, scheduler.CancelOn(d.graph))
-	d.pos.open.Add(1) // onTaskDone counts it done
+	d.pos.open.Add(1)
+	td.counted.Store(true)
+	td.refs.Store(2) // this call's and the callback's
 	err := d.local.Submit(ctx, cl, local...)
 	d.localArgs = clearArgs(local)
 	if err != nil {
-		d.pos.open.Add(-1)
-		// td is not put back: a task that Submit refused never runs,
-		// but one it waited for (scheduler.Synchronous, passed with
-		// With) ran its callback, which did.
+		// A task that Submit refused never runs its callback; one that
+		// it accepted and waited for (scheduler.Synchronous, passed
+		// with With) ran it already (the task failed), or runs it once
+		// the task ends (Submit's context ended first). Whichever of
+		// this and the callback comes first counts the task done: a
+		// failed Synchronous task was counted done twice.
+		td.uncount()
+		// Released as well: a refused task's callback never drops its
+		// reference, so td is the garbage collector's then.
+		td.release()
 		return fmt.Errorf("dist: rank %d: %w", d.rank, err)
 	}
+	td.release()
 	return nil
 }
 
@@ -919,6 +928,13 @@ type taskDone struct {
 	own, wait bool
 	args      []Arg
 	fn        func(error)
+	// counted is set while the task counts as not done (pos.open):
+	// the first of its callback and a failed Submit (uncount) clears
+	// it and counts the task done.
+	counted atomic.Bool
+	// refs are the holders of the taskDone, submitLocal and the
+	// callback: the last to release it puts it back in the pool.
+	refs atomic.Int32
 }
 
 // newTaskDone returns a taskDone from d's pool, set for the task.
@@ -941,11 +957,26 @@ func (d *Scheduler) putTaskDone(td *taskDone) {
 	d.taskDones.Put(td)
 }
 
+// uncount counts the task done (pos.open) unless it was already.
+func (td *taskDone) uncount() {
+	if td.counted.CompareAndSwap(true, false) {
+		td.d.pos.open.Add(-1)
+	}
+}
+
+// release drops one holder's reference (refs); the last one puts td
+// back in d's pool.
+func (td *taskDone) release() {
+	if td.refs.Add(-1) == 0 {
+		td.d.putTaskDone(td)
+	}
+}
+
 // done is the task's callback.
 func (td *taskDone) done(err error) {
-	d := td.d
-	d.onTaskDone(err, false, td.describe)
-	d.putTaskDone(td)
+	td.uncount()
+	td.d.onTaskDone(err, td.describe)
+	td.release()
 }
 
 // describe names the task for a failure (describeTask).
@@ -1049,13 +1080,11 @@ var flush = &scheduler.Codelet{Name: "dist.flush", CPU: func(*scheduler.Call) er
 // WaitAll.
 func Redux(h *Handle) Arg { return Arg{h: h, mode: scheduler.ModeRedux} }
 
-// onTaskDone counts a completed task and announces a failed one to the
-// other ranks. what, if not nil, names the task for the failure.
-func (d *Scheduler) onTaskDone(err error, isXfer bool, what func() string) {
+// onTaskDone counts a completed task or transfer as progress and
+// announces a failed one to the other ranks. what, if not nil, names the
+// task for the failure.
+func (d *Scheduler) onTaskDone(err error, what func() string) {
 	d.progressed.Add(1)
-	if !isXfer {
-		d.pos.open.Add(-1)
-	}
 	if err != nil {
 		if what == nil {
 			d.fail(fmt.Errorf("%w: rank %d: %w", ErrRankFailed, d.rank, err), err.Error())
@@ -1214,9 +1243,9 @@ func (x *xfer) done(err error) {
 		// a partial result before its send), whose error names
 		// neither the transfer nor the submission it serves. A
 		// transfer's own errors name the transfer already.
-		d.onTaskDone(err, true, x.canceledWhat)
+		d.onTaskDone(err, x.canceledWhat)
 	} else {
-		d.onTaskDone(err, true, nil)
+		d.onTaskDone(err, nil)
 	}
 	x.release()
 }
