@@ -122,7 +122,14 @@ func stopWhileLagging(t *testing.T, plan *Plan) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		run, err := RunLocal(ctx, plan, []*Client{fast, slow, after}, WithLiveness(3*time.Second), WithSignals(false),
+		// The liveness bound counts from lag's deadline in frame 2 until
+		// the stop comes, after tick has reached aheadFrame: under -race
+		// with busy loops on 2 cores that took over 3 s once in ~600 runs
+		// (the master then blamed slow, rightly, for a body blocked past
+		// the bound). A bound far above that leaves the stop to decide;
+		// farBehind's threshold (100 ms) and the abandoning do not
+		// depend on it beyond 400 ms.
+		run, err := RunLocal(ctx, plan, []*Client{fast, slow, after}, WithLiveness(time.Minute), WithSignals(false),
 			WithLog(func(s string) {
 				if strings.HasPrefix(s, "master: stopping") {
 					onceStop.Do(func() { close(stopLogged) })
@@ -162,11 +169,25 @@ func stopWhileLagging(t *testing.T, plan *Plan) {
 	}
 	for _, name := range lagging {
 		rr := runs[name]
-		require.NotEmpty(t, rr.Seq, name)
-		assert.Equal(t, blockedAt, rr.Seq[len(rr.Seq)-1], "%s's last period", name)
+		last := int64(-1) // no row: every frame abandoned
+		if len(rr.Seq) > 0 {
+			last = rr.Seq[len(rr.Seq)-1]
+		}
+		if name == "next" {
+			// after's thread, like fast's, may itself reach a boundary
+			// far behind the plan after the stop before lag's frame
+			// (once in ~300 runs under -race with two busy loops: next
+			// ran frame 0, its thread was not run again until the stop
+			// had come, and it abandoned frames 1 to 154 while lag's
+			// last was 2): the documented rule, with a consistent
+			// record. It ends no later than lag's period.
+			assert.LessOrEqual(t, last, blockedAt, "%s's last period", name)
+		} else {
+			assert.Equal(t, blockedAt, last, "%s's last period", name)
+		}
 		// The frames it gave up are those after its last run up to the
 		// stop's period, which tick ran or abandoned too.
-		assert.Equal(t, stopPeriod-blockedAt, rr.Abandoned, "%s's abandoned frames (tick ran up to %d and abandoned %d)", name, lastTick, tick.Abandoned)
+		assert.Equal(t, stopPeriod-last, rr.Abandoned, "%s's abandoned frames (its last run %d; tick ran up to %d and abandoned %d)", name, last, lastTick, tick.Abandoned)
 		for i, s := range rr.Seq {
 			assert.EqualValues(t, i, s, "%s: every period up to its last, once", name)
 		}
