@@ -153,6 +153,7 @@ type Scheduler struct {
 	walkingWaitAll bool               // WaitAll is walking the end of the graph (reductions combined, versions brought back to their owners), so that a failure of those tasks names WaitAll; guarded by mu
 	unwaited       int                // submissions since WaitAll last returned nil (the same on every rank); guarded by mu
 	closing        atomic.Bool        // Close has begun: this rank's program submits no more (Submit reads it before taking mu, which a comparison of the graphs holds)
+	told           atomic.Bool        // a call of the program's returned the graph's failure (reply), or the program gave the graph up (Abandon): Close does not report it again
 	closeMu        sync.Mutex         // held through Close, so that a second Close waits for the first
 	waitSem        chan struct{}      // holds a token through WaitAll and Close's wait: one rank is at one point of the graph at a time (a channel, so that a WaitAll waiting for it heeds its context)
 	trace          traceLog
@@ -594,6 +595,35 @@ func rankFailed(err error) error {
 	return brokenFailure{err}
 }
 
+// reply is what a call of the program's (Submit, WaitAll, Scatter,
+// Gather, ScatterMatrix, GatherMatrix, Unregister, Flush) returns for
+// its error err: rankFailed(err). An error returned once the graph has
+// failed, but for a refusal of the call's own input, tells the program
+// of the failure (told), which Close then does not report again.
+func (d *Scheduler) reply(err error) error {
+	err = rankFailed(err)
+	if err != nil && !refusal(err) && d.failure() != nil {
+		d.told.Store(true)
+	}
+	return err
+}
+
+// refusal reports whether err refuses a call's input (a bad argument, a
+// handle of another scheduler, a rank outside the communicator, a call
+// from a task's code, a closed scheduler) rather than report a failure
+// of the graph.
+func refusal(err error) bool {
+	if errors.Is(err, ErrRankFailed) {
+		return false
+	}
+	for _, r := range []error{comm.ErrInvalidArg, ErrForeignHandle, ErrBadRank, ErrClosed, scheduler.ErrInTask} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // brokenFailure is an error that is both ErrRankFailed and
 // comm.ErrBroken, whichever of the two it wraps. It is the failure of a
 // rank that gave up the graph (Abandon), as the other ranks hear of it,
@@ -632,6 +662,8 @@ func (d *Scheduler) Abandon(cause error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
+	// The program has the cause: Close does not report the failure.
+	d.told.Store(true)
 	if closed || d.failure() != nil {
 		return
 	}
@@ -779,9 +811,15 @@ func (d *Scheduler) failure() error {
 // collective then, as the runtime view's Close is: every rank closes at
 // the same point of its submissions) and returns WaitAll's error. After a
 // failure (a task, a rank that left WaitAll early, a stall) it ends the
-// transfers in flight instead and waits for this rank's tasks to drain;
-// their errors, consequences of the failure that Submit or WaitAll
-// reported, are not reported again. Then it stops the progress loop and
+// transfers in flight instead and waits for this rank's tasks to drain.
+// It returns the failure if tasks were pending and no call has reported
+// it to the program (the program returns or closes without WaitAll
+// after Submit succeeded, and the failure came after); a failure that a
+// call returned already (Submit, WaitAll, Scatter, Gather,
+// ScatterMatrix, GatherMatrix, Unregister, Flush; the program's own
+// cause passed to Abandon) is not reported again, nor are the drained
+// tasks' errors, its consequences: as the local scheduler's Close
+// returns only what its WaitAll did not. Then it stops the progress loop and
 // frees the private communicator. It does not close the local scheduler.
 // Closing twice is a no-op. With WithCloseTrace it writes the merged
 // trace after that wait, or this rank's own trace once its tasks have
@@ -831,6 +869,16 @@ func (d *Scheduler) Close() error {
 			}
 		}
 		<-d.waitSem
+	}
+	d.mu.Lock()
+	pending := d.unwaited > 0
+	d.mu.Unlock()
+	if err := d.failure(); err != nil && pending && !d.told.Load() {
+		// The graph failed (a task here or on another rank, a rank that
+		// left) with tasks pending, and no call told the program: it
+		// returned, or closes, without WaitAll, which would have
+		// reported the failure.
+		errs = append(errs, fmt.Errorf("dist: Close on rank %d: the graph failed, and no call of the program's reported it: %w", d.rank, err))
 	}
 	merged, why := false, ""
 	if d.closeTrace != nil {
@@ -920,7 +968,7 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 
 // waitAll is WaitAll; d.waitSem holds its token.
 func (d *Scheduler) waitAll(ctx context.Context) (err error) {
-	defer func() { err = rankFailed(err) }()
+	defer func() { err = d.reply(err) }()
 	if d.size > 1 {
 		// Hear of the departures already delivered first: a comparison
 		// that a rank which left never joins is then not started (its
