@@ -672,6 +672,10 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	if err := d.recordLocked(ctx, sub); err != nil {
 		return err
 	}
+	if d.local.Recording() {
+		// The merged Gantt chart's colours follow this order.
+		d.trace.submitted(cl.Name)
+	}
 	d.walking = cl
 	err = d.submitLocked(ctx, cl, args...)
 	d.walking = nil

@@ -31,10 +31,27 @@ type xferRecord struct {
 	End    int64  `json:"end"`
 }
 
-// traceLog keeps a rank's transfer records.
+// traceLog keeps a rank's transfer records, and the codelets in the
+// order of their first submission (the same on every rank: the merged
+// chart's colours follow it).
 type traceLog struct {
-	mu    sync.Mutex
-	xfers []xferRecord
+	mu       sync.Mutex
+	xfers    []xferRecord
+	codelets []string
+	seen     map[string]bool
+}
+
+// submitted notes a submission of a task of codelet name.
+func (l *traceLog) submitted(name string) {
+	l.mu.Lock()
+	if !l.seen[name] {
+		if l.seen == nil {
+			l.seen = map[string]bool{}
+		}
+		l.seen[name] = true
+		l.codelets = append(l.codelets, name)
+	}
+	l.mu.Unlock()
 }
 
 func (l *traceLog) add(r xferRecord) {
@@ -51,6 +68,9 @@ type rankTrace struct {
 	Tasks   []taskRecord `json:"tasks"`
 	Xfers   []xferRecord `json:"xfers"`
 	Copies  []copyRecord `json:"copies,omitempty"` // the local scheduler's copies between memory nodes
+	// Codelets are the codelets in the order of their first submission
+	// through Submit, on every rank, wherever the tasks ran.
+	Codelets []string `json:"codelets,omitempty"`
 }
 
 // copyRecord is a copy between a rank's memory nodes (a device's link).
@@ -136,6 +156,7 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	}
 	d.trace.mu.Lock()
 	mine.Xfers = append([]xferRecord(nil), d.trace.xfers...)
+	mine.Codelets = append([]string(nil), d.trace.codelets...)
 	d.trace.mu.Unlock()
 	all, err := comm.GatherValues(ctx, d.c, mine, root)
 	if err != nil {
@@ -304,9 +325,11 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 	z := zero(all)
 	var c gantt.Chart
 	// The codelets take the palette's colours (gantt.Colors) in the
-	// order rank 0 submitted their first tasks, then those rank 0 did
-	// not run in the order of the next rank's, and so on (FirstIDs), as
-	// in a one-rank chart of the same program; the bars' IDs are above
+	// order the program submitted their first tasks (on every rank
+	// alike, wherever they ran), then those of tasks not submitted
+	// through Submit in the order of rank 0's first tasks, then the next
+	// rank's, and so on (FirstIDs), as in a one-rank chart of the same
+	// program, whatever the ranks' shares of the work; the bars' IDs are above
 	// those, the transfers' and copies' above the tasks', so that
 	// neither takes a colour ahead of a codelet.
 	c.FirstIDs = codeletOrder(all)
@@ -357,12 +380,20 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 	return c
 }
 
-// codeletOrder numbers the codelets of all's tasks from 1: rank 0's in
-// the order of their first task on rank 0 (the lowest task number, the
-// first submitted), then the codelets rank 0 did not run in the order of
-// rank 1's, and so on.
+// codeletOrder numbers the codelets of all's tasks from 1: in the order
+// of their first submission (rankTrace.Codelets, the same on every rank),
+// then any other codelet of rank 0's tasks in the order of their first
+// task on rank 0 (the lowest task number, the first submitted), then
+// those rank 0 did not run in the order of rank 1's, and so on.
 func codeletOrder(all []rankTrace) map[string]uint64 {
 	order := map[string]uint64{}
+	for _, r := range all {
+		for _, name := range r.Codelets {
+			if _, ok := order[name]; !ok {
+				order[name] = uint64(len(order) + 1)
+			}
+		}
+	}
 	for _, r := range all {
 		first := map[string]uint64{}
 		for _, t := range r.Tasks {
