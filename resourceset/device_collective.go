@@ -69,7 +69,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 		return err
 	}
 	c := root.c
-	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", n: buf.n, equal: true, usable: true, at: addrs(buf, nil)})
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", kind: kindOf[T](), root: root.rank, n: buf.n, equal: true, usable: true, at: addrs(buf, nil)})
 	if err != nil {
 		return wrap(root, "BcastDevice", err)
 	}
@@ -170,7 +170,7 @@ func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	if !isRoot {
 		into = nil
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "ReduceDevice", n: mine.n, equal: true, usable: true, bad: bad, at: addrs(mine, into)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ReduceDevice", kind: kindOf[T](), op: op, root: root.rank, n: mine.n, equal: true, usable: true, bad: bad, at: addrs(mine, into)})
 	if err != nil {
 		return false, wrap(root, "ReduceDevice", err)
 	}
@@ -282,7 +282,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 	if buf == nil || buf.mem == nil || !buf.dev.IsMine() {
 		return fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid)
 	}
-	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", n: buf.n, equal: true, usable: true, at: addrs(buf, buf)})
+	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", kind: kindOf[T](), op: op, root: -1, n: buf.n, equal: true, usable: true, at: addrs(buf, buf)})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllReduceDevice: %w", err)
 	}
@@ -329,7 +329,7 @@ func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into
 	} else {
 		intoN, usable = into.n, into.dev.dev == mine.dev.dev
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", n: mine.n, into: intoN, usable: usable, at: apartAddrs(mine, into)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "AllGatherDevice", kind: kindOf[T](), root: -1, n: mine.n, into: intoN, usable: usable, at: apartAddrs(mine, into)})
 	if err != nil {
 		return fmt.Errorf("resourceset: AllGatherDevice: %w", errors.Join(own, err))
 	}
@@ -420,7 +420,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 	}
 	// The root's invalid destination, or one that does not hold what
 	// the ranks send, fails every rank (the others learn it here).
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", n: mine.n, into: intoN, usable: true, bad: bad, at: apartAddrs(mine, intoAt)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "GatherDevice", kind: kindOf[T](), root: root.rank, n: mine.n, into: intoN, usable: true, bad: bad, at: apartAddrs(mine, intoAt)})
 	if err != nil {
 		return false, wrap(root, "GatherDevice", err)
 	}
@@ -497,7 +497,7 @@ func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine 
 		}
 		fromAt = from
 	}
-	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", n: mine.n, equal: true, usable: true, bad: bad, at: apartAddrs(fromAt, mine)})
+	rt, err := routeOf(ctx, c, mine.dev, need{call: "ScatterDevice", kind: kindOf[T](), root: root.rank, n: mine.n, equal: true, usable: true, bad: bad, at: apartAddrs(fromAt, mine)})
 	if err != nil {
 		return wrap(root, "ScatterDevice", err)
 	}
@@ -698,15 +698,22 @@ const maxPartErr = 512
 // what names the part in the others' errors (withinCopy, rootCopyOut,
 // stagingCopyOut, onTheDevices).
 func agreeParts(ctx context.Context, c comm.Comm, cerr error, what string) error {
+	_, err := agreeOutcome(ctx, c, cerr, what)
+	return err
+}
+
+// agreeOutcome is agreeParts, and also reports whether a part failed on
+// some rank (false with an error: c itself failed).
+func agreeOutcome(ctx context.Context, c comm.Comm, cerr error, what string) (failed bool, err error) {
 	var flag, anyFailed [1]int64
 	if cerr != nil {
 		flag[0] = 1
 	}
 	if err := c.AllReduce(ctx, comm.BufOf(flag[:]), comm.BufOf(anyFailed[:]), comm.Max); err != nil {
-		return errors.Join(cerr, err)
+		return false, errors.Join(cerr, err)
 	}
 	if anyFailed[0] == 0 {
-		return nil
+		return false, nil
 	}
 	var text []byte
 	if cerr != nil {
@@ -725,7 +732,7 @@ func agreeParts(ctx context.Context, c comm.Comm, cerr error, what string) error
 		return all
 	})
 	if err != nil {
-		return errors.Join(cerr, fmt.Errorf("learning which ranks' copies failed: %w", err))
+		return true, errors.Join(cerr, fmt.Errorf("learning which ranks' parts failed: %w", err))
 	}
 	// The others' errors, ranks that failed alike named together.
 	var texts []string
@@ -746,5 +753,5 @@ func agreeParts(ctx context.Context, c comm.Comm, cerr error, what string) error
 	for _, msg := range texts {
 		errs = append(errs, fmt.Errorf("%s failed on %s: %s", what, comm.FormatRanks(ranks[msg]), msg))
 	}
-	return errors.Join(errs...)
+	return true, errors.Join(errs...)
 }

@@ -26,32 +26,86 @@ import (
 // collSim is a simulated device that runs collectives itself, as a CUDA
 // GPU does through NCCL: the ranks' devices meet in a hub by the id rank
 // 0 made, and each collective runs over their host-addressable memory.
+// Joining waits, as ncclCommInitRank does, until every rank has joined.
 // Its reductions know float64 sums only.
 type collSim struct {
 	*accel.Sim
-	key     string
-	hub     *hub
-	joinErr error // what JoinCollective returns, if set
+	key        string
+	hub        *hub
+	prepareErr error // what PrepareCollective returns, if set
+	joinErr    error // what Join returns, once every rank joined, if set
 	// fail, while set, is what this rank's collectives return after they
 	// ran (a fault its stream reported); only its rank's goroutine sets
 	// it and calls them.
 	fail error
 
-	mu    sync.Mutex
-	calls map[string]int // collectives that ran here, by name
+	mu       sync.Mutex
+	calls    map[string]int // collectives that ran here, by name
+	ids      int            // ids made
+	prepared int            // joins prepared and not yet used or closed
 }
 
 func (d *collSim) Key() string { return d.key }
 
 func (d *collSim) NewCollectiveID() ([]byte, error) {
-	return []byte(fmt.Sprintf("id-%p", d)), nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ids++
+	return []byte(fmt.Sprintf("id-%p-%d", d, d.ids)), nil
 }
 
-func (d *collSim) JoinCollective(id []byte, n, rank int) (accel.CollectiveComm, error) {
-	if d.joinErr != nil {
-		return nil, d.joinErr
+func (d *collSim) PrepareCollective(ctx context.Context, n, rank int) (accel.CollectiveJoin, error) {
+	if d.prepareErr != nil {
+		return nil, d.prepareErr
 	}
-	return &collComm{dev: d, group: d.hub.group(string(id), n), rank: rank}, nil
+	d.mu.Lock()
+	d.prepared++
+	d.mu.Unlock()
+	return &collJoin{dev: d, n: n, rank: rank}, nil
+}
+
+// openJoins returns how many prepared joins are neither used nor closed.
+func (d *collSim) openJoins() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prepared
+}
+
+// A collJoin is a collSim's prepared join.
+type collJoin struct {
+	dev     *collSim
+	n, rank int
+	once    sync.Once
+}
+
+// release ends the prepared join (true the first time).
+func (j *collJoin) release() (first bool) {
+	j.once.Do(func() {
+		j.dev.mu.Lock()
+		j.dev.prepared--
+		j.dev.mu.Unlock()
+		first = true
+	})
+	return first
+}
+
+func (j *collJoin) Join(ctx context.Context, id []byte) (accel.CollectiveComm, error) {
+	if !j.release() {
+		return nil, errors.New("collSim: a join used twice")
+	}
+	g := j.dev.hub.group(string(id), j.n)
+	if err := g.join(ctx); err != nil {
+		return nil, err
+	}
+	if j.dev.joinErr != nil {
+		return nil, j.dev.joinErr
+	}
+	return &collComm{dev: j.dev, group: g, rank: j.rank}, nil
+}
+
+func (j *collJoin) Close() error {
+	j.release()
+	return nil
 }
 
 // ran counts a collective that ran on the device.
@@ -85,7 +139,7 @@ func (h *hub) group(id string, n int) *group {
 	}
 	g := h.groups[id]
 	if g == nil {
-		g = &group{n: n, parts: make([]part, n)}
+		g = &group{n: n, parts: make([]part, n), all: make(chan struct{})}
 		g.cond = sync.NewCond(&g.mu)
 		h.groups[id] = g
 	}
@@ -104,6 +158,24 @@ type group struct {
 	parts   []part
 	arrived int
 	round   int
+	joined  int
+	all     chan struct{} // closed when every rank joined
+}
+
+// join waits until every rank has joined the group, as
+// ncclCommInitRank does.
+func (g *group) join(ctx context.Context) error {
+	g.mu.Lock()
+	if g.joined++; g.joined == g.n {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("collSim: joining: %w", ctx.Err())
+	}
 }
 
 func (g *group) meet(rank int, p part, run func(parts []part)) {
@@ -259,27 +331,25 @@ func (c *collComm) Close() error { return nil }
 
 // TestAllReduceDeviceDirect: ranks whose devices run collectives
 // themselves reduce there, not through host memory; when two ranks share
-// a device, when a device cannot, or when joining fails on one rank,
-// every rank stages instead; an op the devices do not have stages too.
+// a device, or when a device cannot, every rank stages instead; an op
+// the devices do not have stages too, and so does every rank when one
+// rank's device finds it has no collectives when it prepares
+// (accel.ErrNoCollectives: no NCCL there). (A communicator that fails
+// to form on one rank: TestDirectFormationFailureFailsEveryRank.)
 func TestAllReduceDeviceDirect(t *testing.T) {
 	const ranks, n = 3, 1000
 	for _, c := range []struct {
-		name    string
-		key     func(rank int) string
-		joinErr func(rank int) error
-		plain   func(rank int) bool // a device without collectives
-		op      comm.Op
-		direct  bool
+		name   string
+		key    func(rank int) string
+		plain  func(rank int) bool // a device without collectives
+		none   func(rank int) bool // a device whose PrepareCollective finds none
+		op     comm.Op
+		direct bool
 	}{
 		{name: "direct", op: comm.Sum, direct: true},
 		{name: "one device shared by two ranks", key: func(r int) string { return fmt.Sprint(min(r, 1)) }, op: comm.Sum},
 		{name: "a device without collectives", plain: func(r int) bool { return r == 2 }, op: comm.Sum},
-		{name: "joining fails on one rank", joinErr: func(r int) error {
-			if r == 1 {
-				return errors.New("no NCCL here")
-			}
-			return nil
-		}, op: comm.Sum},
+		{name: "no collectives on one rank (no NCCL there)", none: func(r int) bool { return r == 1 }, op: comm.Sum},
 		{name: "an op the devices lack", op: comm.Max},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -300,8 +370,8 @@ func TestAllReduceDeviceDirect(t *testing.T) {
 					if c.key != nil {
 						cs.key = c.key(r)
 					}
-					if c.joinErr != nil {
-						cs.joinErr = c.joinErr(r)
+					if c.none != nil && c.none(r) {
+						cs.prepareErr = fmt.Errorf("%w: no NCCL here", accel.ErrNoCollectives)
 					}
 					dev = cs
 				}
@@ -756,6 +826,148 @@ func TestDirectFailureFailsEveryRank(t *testing.T) {
 				// In step: the next collective runs on the devices.
 				before := cs.ranOnDevice()["Broadcast"]
 				if err := inStep(ctx, r, c.call, devs, mine); err != nil {
+					return err
+				}
+				if cs.ranOnDevice()["Broadcast"] != before+1 {
+					return fmt.Errorf("rank %d: BcastDevice did not run on the devices", r)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestDirectFormationFailureFailsEveryRank: when preparing or joining the
+// devices' communicator fails on rank 1 of 3 (not for want of
+// collectives there, which stages: TestAllReduceDeviceDirect), every rank's first
+// collective on the devices returns an error naming rank 1 and its cause,
+// on its own (joining waits for every rank, as ncclCommInitRank does: a
+// rank that failed before it, unnoticed, left the others waiting
+// forever); no prepared join is left open; the next calls on the same
+// comm stage, with the right results.
+func TestDirectFormationFailureFailsEveryRank(t *testing.T) {
+	const ranks, m, fails = 3, 4, 1
+	for _, c := range []struct {
+		name, step string
+		inject     func(cs *collSim, boom error)
+	}{
+		{"prepare", "preparing the devices' communicator failed on rank %d: ", func(cs *collSim, boom error) { cs.prepareErr = boom }},
+		{"join", "joining the devices' communicator failed on rank %d: ", func(cs *collSim, boom error) { cs.joinErr = boom }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A safety net only: the ranks must end on their own.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			h := &hub{}
+			boom := errors.New("creating a context: out of memory")
+			err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				cs, devs, err := ownCollSim(ctx, cm, h)
+				if err != nil {
+					return err
+				}
+				defer cs.Close()
+				if r == fails {
+					c.inject(cs, boom)
+				}
+				mine, err := filled(ctx, devs[r], seq[float64](10*r, m))
+				if err != nil {
+					return err
+				}
+				defer mine.Free()
+				err = resourceset.AllReduceDevice(ctx, cm, mine, comm.Sum)
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+					return fmt.Errorf("rank %d: waited for the safety net: %w", r, err)
+				}
+				if err := failedEverywhere(r, "AllReduceDevice", fails, c.step, err, boom); err != nil {
+					return err
+				}
+				if !strings.Contains(err.Error(), fmt.Sprint("rank ", fails)) {
+					return fmt.Errorf("rank %d: the error does not name rank %d: %v", r, fails, err)
+				}
+				if n := cs.openJoins(); n != 0 {
+					return fmt.Errorf("rank %d: %d prepared joins left open", r, n)
+				}
+				// The next calls stage, and are right.
+				if err := mine.CopyFrom(ctx, seq[float64](10*r, m)); err != nil {
+					return err
+				}
+				if err := resourceset.AllReduceDevice(ctx, cm, mine, comm.Sum); err != nil {
+					return fmt.Errorf("rank %d: AllReduceDevice after the failed formation: %w", r, err)
+				}
+				got, err := contents(ctx, mine)
+				if err != nil {
+					return err
+				}
+				if want := []float64{30, 33, 36, 39}; !slices.Equal(got, want) {
+					return fmt.Errorf("rank %d: AllReduceDevice gave %v, want %v", r, got, want)
+				}
+				if err := inStep(ctx, r, "formation", devs, mine); err != nil {
+					return err
+				}
+				if ran := cs.ranOnDevice(); len(ran) != 0 {
+					return fmt.Errorf("rank %d: ran on the devices after the failed formation: %v", r, ran)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestDirectMismatchIsAnErrorEverywhere: on ranks whose devices run
+// collectives, an AllReduceDevice whose element type or op differs on
+// rank 1 is an error wrapping comm.ErrMismatch on every rank. It hung:
+// the devices lack rank 1's kind or op, so rank 1 alone staged while the
+// others waited on the devices. The next collective runs on the devices.
+func TestDirectMismatchIsAnErrorEverywhere(t *testing.T) {
+	const ranks, m, odd = 3, 4, 1
+	for _, c := range []struct {
+		name string
+		run  func(ctx context.Context, cm comm.Comm, dev *resourceset.Device, mine *resourceset.DeviceSlice[float64]) error
+	}{
+		{"element type", func(ctx context.Context, cm comm.Comm, dev *resourceset.Device, mine *resourceset.DeviceSlice[float64]) error {
+			if cm.Rank() != odd {
+				return resourceset.AllReduceDevice(ctx, cm, mine, comm.Sum)
+			}
+			f32, err := filled(ctx, dev, seq[float32](0, m))
+			if err != nil {
+				return err
+			}
+			defer f32.Free()
+			return resourceset.AllReduceDevice(ctx, cm, f32, comm.Sum)
+		}},
+		{"op", func(ctx context.Context, cm comm.Comm, dev *resourceset.Device, mine *resourceset.DeviceSlice[float64]) error {
+			op := comm.Sum
+			if cm.Rank() == odd {
+				op = comm.Max
+			}
+			return resourceset.AllReduceDevice(ctx, cm, mine, op)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A safety net only: the ranks must end on their own.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			h := &hub{}
+			err := local.Run(ctx, ranks, func(ctx context.Context, cm comm.Comm) error {
+				r := cm.Rank()
+				cs, devs, err := ownCollSim(ctx, cm, h)
+				if err != nil {
+					return err
+				}
+				defer cs.Close()
+				mine, err := filled(ctx, devs[r], seq[float64](10*r, m))
+				if err != nil {
+					return err
+				}
+				defer mine.Free()
+				if err := c.run(ctx, cm, devs[r], mine); !errors.Is(err, comm.ErrMismatch) {
+					return fmt.Errorf("rank %d: %v, want an error wrapping comm.ErrMismatch", r, err)
+				}
+				before := cs.ranOnDevice()["Broadcast"]
+				if err := inStep(ctx, r, c.name, devs, mine); err != nil {
 					return err
 				}
 				if cs.ranOnDevice()["Broadcast"] != before+1 {

@@ -2,6 +2,7 @@ package resourceset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -28,11 +29,13 @@ import (
 //     around comm's collectives.
 //
 // The devices' communicator is formed the first time a comm.Comm is used
-// with them (an id from rank 0, sent over the comm; every rank agrees
-// that all joined) and kept, under the comm and the keys of all ranks'
-// devices, for later calls: the same on every rank, since every rank sees
-// the same keys. A formation that fails anywhere is remembered too, and
-// those ranks stage.
+// with them and kept, under the comm and the keys of all ranks' devices,
+// for later calls: the same on every rank, since every rank sees the
+// same keys. Forming it (form) is three steps, each agreed by every rank
+// before the next: every rank prepares what can fail on it alone, rank 0
+// makes the id and sends it, every rank joins (which waits for all). A
+// step that fails anywhere fails that call on every rank, naming the
+// rank and its cause, and the refusal is remembered: later calls stage.
 
 // directs holds a device's communicators, by the comm.Comm they serve
 // (the map keeps each comm reachable, so a key never names another one)
@@ -58,6 +61,9 @@ type routePart struct {
 	Within, Direct string // the shared device's instance, the device's key
 	ByAddr, Bad    bool   // the comm reaches the device's memory; invalid arguments
 	N, Into        int
+	Call           string // the call, its element kind, op and root (need's)
+	Kind, Op       uint8
+	Root           int
 }
 
 // A need is what a collective brings to routeOf: this rank's slice
@@ -71,9 +77,16 @@ type routePart struct {
 // other ranks' destination of a gather, are 0); routeOf looks them up
 // before its collective, so a rank whose device cannot give them is one
 // the comm does not reach, and every rank stages, rather than that rank
-// alone failing before a collective that the others enter.
+// alone failing before a collective that the others enter. The call, the
+// element kind, the op (comm.NoOp but for reductions) and the root (-1
+// for none) must be the same on every rank: the devices' collectives take
+// them as they are (a kind or op the devices lack on one rank only would
+// send that rank alone to another route), so routeOf checks them.
 type need struct {
 	call          string
+	kind          reflect.Kind
+	op            comm.Op
+	root          int
 	n, into       int
 	usable, equal bool
 	bad           error
@@ -101,7 +114,7 @@ func addrs[T comm.Number](send, recv *DeviceSlice[T]) func() (uintptr, uintptr, 
 // arguments, is an error on every rank. A rank that is not usable makes
 // every rank stage. Every rank of c calls it at the same point.
 func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error) {
-	me := routePart{N: nd.n, Into: nd.into, Bad: nd.bad != nil}
+	me := routePart{N: nd.n, Into: nd.into, Bad: nd.bad != nil, Call: nd.call, Kind: uint8(nd.kind), Op: uint8(nd.op), Root: nd.root}
 	var sendAt, recvAt uintptr
 	if nd.usable {
 		if sh, ok := d.dev.(accel.Sharer); ok {
@@ -159,6 +172,18 @@ func agreed(nd need, all []routePart) error {
 	for _, p := range all {
 		lo, hi, bad = min(lo, p.N), max(hi, p.N), bad || p.Bad
 	}
+	for r, p := range all {
+		switch {
+		case p.Call != nd.call:
+			return fmt.Errorf("%w: %s on this rank, %s on rank %d", comm.ErrMismatch, nd.call, p.Call, r)
+		case p.Kind != uint8(nd.kind):
+			return fmt.Errorf("%w: %s: elements of kind %v on this rank, %v on rank %d", comm.ErrMismatch, nd.call, nd.kind, reflect.Kind(p.Kind), r)
+		case p.Op != uint8(nd.op):
+			return fmt.Errorf("%w: %s: op %v on this rank, %v on rank %d", comm.ErrMismatch, nd.call, nd.op, comm.Op(p.Op), r)
+		case p.Root != nd.root:
+			return fmt.Errorf("%w: %s: rooted at rank %d on this rank, at rank %d on rank %d", comm.ErrMismatch, nd.call, nd.root, p.Root, r)
+		}
+	}
 	switch {
 	case nd.bad != nil:
 		return nd.bad
@@ -213,8 +238,10 @@ func (rt route) total() int {
 }
 
 // form returns the communicator of d's device with the devices of keys
-// (one per rank of c), forming it on first use; nil when it could not be
-// formed on some rank. Every rank of c calls it at the same point.
+// (one per rank of c), forming it on first use; nil when an earlier
+// formation failed. A formation that fails on some rank is an error on
+// every rank, naming that rank and its cause. Every rank of c calls it
+// at the same point.
 func (d *Device) form(ctx context.Context, c comm.Comm, keys []string) (accel.CollectiveComm, error) {
 	group := strings.Join(keys, "\x00")
 	d.directs.mu.Lock()
@@ -235,12 +262,53 @@ func (d *Device) form(ctx context.Context, c comm.Comm, keys []string) (accel.Co
 		d.directs.mu.Unlock()
 	}
 	coll := d.dev.(accel.Collectives)
+	// Prepare first, on every rank, and agree that every rank did before
+	// an id is made or any rank joins: a join waits for every rank
+	// (ncclCommInitRank), so a rank that failed alone before it would
+	// leave the others waiting forever. A rank without device
+	// collectives (accel.ErrNoCollectives: no NCCL on its node) makes
+	// every rank stage, as a device without Collectives does; any other
+	// failure fails every rank. One small AllReduce tells every rank
+	// which; who failed and why is sent only when some rank did.
+	join, perr := coll.PrepareCollective(ctx, c.Size(), c.Rank())
+	closeJoin := func(err error) error {
+		if join != nil {
+			return errors.Join(err, join.Close())
+		}
+		return err
+	}
+	var flags, found [2]int64 // no collectives, failed
+	if errors.Is(perr, accel.ErrNoCollectives) {
+		flags[0], perr = 1, nil
+	} else if perr != nil {
+		flags[1] = 1
+	}
+	if err := c.AllReduce(ctx, comm.BufOf(flags[:]), comm.BufOf(found[:]), comm.Max); err != nil {
+		return nil, closeJoin(errors.Join(perr, fmt.Errorf("agreeing that every rank prepared the devices' communicator: %w", err)))
+	}
+	if found[1] != 0 {
+		failed, err := agreeOutcome(ctx, c, perr, preparing)
+		if err == nil { // cannot be: some rank failed
+			err = fmt.Errorf("%s failed on some rank", preparing)
+		}
+		return nil, formFailed(c, failed, perr, closeJoin(err), remember)
+	}
+	if found[0] != 0 {
+		// Every rank stages: a failure to release the join is no
+		// reason for this rank alone to fail.
+		_ = closeJoin(nil)
+		remember(nil)
+		return nil, nil
+	}
 	var id []byte
 	var idErr string
 	if c.Rank() == 0 {
 		var err error
 		if id, err = coll.NewCollectiveID(); err != nil {
 			idErr = err.Error()
+			if idErr == "" {
+				idErr = fmt.Sprintf("%T with no message", err)
+			}
 		}
 	}
 	msg, err := comm.BcastValue(ctx, c, struct {
@@ -248,33 +316,45 @@ func (d *Device) form(ctx context.Context, c comm.Comm, keys []string) (accel.Co
 		Err string
 	}{id, idErr}, 0)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(fmt.Errorf("sending the devices' communicator's id: %w", err), join.Close())
 	}
 	if msg.Err != "" {
-		remember(nil)
-		return nil, nil
+		err := fmt.Errorf("%s failed on rank 0: %s", makingID, msg.Err)
+		return nil, formFailed(c, true, nil, errors.Join(err, join.Close()), remember)
 	}
-	cc, jerr := coll.JoinCollective(msg.ID, c.Size(), c.Rank())
-	failed := int64(0)
-	if jerr != nil {
-		failed = 1
-	}
-	anyFailed, err := comm.AllReduce(ctx, c, []int64{failed}, comm.Max)
-	if err != nil {
+	cc, jerr := join.Join(ctx, msg.ID)
+	if failed, err := agreeOutcome(ctx, c, jerr, joining); err != nil {
 		if cc != nil {
-			_ = cc.Close()
+			err = errors.Join(err, cc.Close())
 		}
-		return nil, err
-	}
-	if anyFailed[0] != 0 {
-		if cc != nil {
-			_ = cc.Close()
-		}
-		remember(nil)
-		return nil, nil
+		return nil, formFailed(c, failed, jerr, err, remember)
 	}
 	remember(cc)
 	return cc, nil
+}
+
+// The steps of forming the devices' communicator that agreeOutcome
+// names in the errors of the ranks where they did not fail.
+const (
+	preparing = "preparing the devices' communicator"
+	makingID  = "making the devices' communicator's id"
+	joining   = "joining the devices' communicator"
+)
+
+// formFailed ends a formation that failed: when some rank's step failed
+// (failed; own is this rank's error, if it was one of them), every rank
+// returns err, which names the ranks and their causes, and remembers the
+// refusal, so that the next calls on c stage; a failure of c itself is
+// returned as it is, and nothing is remembered.
+func formFailed(c comm.Comm, failed bool, own, err error, remember func(accel.CollectiveComm)) error {
+	if !failed {
+		return err
+	}
+	remember(nil)
+	if own != nil {
+		err = fmt.Errorf("on rank %d: %w", c.Rank(), err)
+	}
+	return fmt.Errorf("forming the devices' communicator (the next calls on this comm stage): %w", err)
 }
 
 // reduceOps maps comm's reductions to the devices'.

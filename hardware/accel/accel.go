@@ -15,6 +15,7 @@
 package accel
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -96,14 +97,50 @@ const (
 // A Collectives device runs collectives between ranks directly on its
 // memory (NCCL on CUDA GPUs), each rank with a device of its own: no
 // staging through host memory.
+//
+// Forming a communicator takes two steps on every rank, so that a
+// failure on one rank cannot leave the others waiting for it: the local
+// PrepareCollective (everything that can fail on this rank alone), then,
+// once every rank has learnt that every rank prepared, one rank's
+// NewCollectiveID, sent to the others, and every rank's
+// CollectiveJoin.Join, which waits for all of them.
 type Collectives interface {
+	// PrepareCollective does this rank's part of joining a communicator
+	// of n ranks as rank that does not involve the other ranks (NCCL:
+	// loading the library, creating the context and stream the
+	// communicator runs on) and returns the join; it never waits for
+	// another rank. Close the join when it will not be used. An error
+	// wrapping ErrNoCollectives says that this rank has none.
+	PrepareCollective(ctx context.Context, n, rank int) (CollectiveJoin, error)
 	// NewCollectiveID returns the id of a new communicator, made on one
-	// rank and sent to the others over another channel.
+	// rank and sent to the others over another channel. Make it only
+	// once every rank has prepared: what it sets up (NCCL's bootstrap
+	// root, a thread that waits for every rank) is released only when
+	// every rank joins.
 	NewCollectiveID() ([]byte, error)
-	// JoinCollective joins the communicator of id as rank of n. Every
-	// rank calls it at once: it returns when all have joined. The device
-	// leaves the communicators it joined when it closes.
-	JoinCollective(id []byte, n, rank int) (CollectiveComm, error)
+}
+
+// ErrNoCollectives is wrapped by PrepareCollective when the device cannot
+// run collectives on this rank at all (NCCL is not installed there): not
+// a failure, but the same as a device without Collectives, so that
+// callers take another route on every rank.
+var ErrNoCollectives = errors.New("accel: no device collectives here")
+
+// A CollectiveJoin is one rank's prepared join of a communicator
+// (Collectives.PrepareCollective).
+type CollectiveJoin interface {
+	// Join joins the communicator of id as the prepared rank: it
+	// returns when every rank has joined, so every rank calls it at
+	// once, after every rank prepared. Before it waits, it fails only for
+	// an id that is not one of its kind (of another length), which every
+	// rank, given the same id, finds alike. The join is used up: what it
+	// prepared belongs to the communicator, or is released if Join
+	// fails. The device leaves the communicators it joined when it
+	// closes.
+	Join(ctx context.Context, id []byte) (CollectiveComm, error)
+	// Close releases what PrepareCollective set up for a join that will
+	// not happen; after Join it does nothing.
+	Close() error
 }
 
 // A CollectiveComm is one rank's part of a communicator of Collectives

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 
@@ -13,8 +14,9 @@ import (
 // The Accel as an accel.Collectives: NCCL, loaded on first use (the
 // library PZ_NCCL_LIBRARY names, else libnccl.so.2), runs the device
 // collectives of ranks that each have a GPU of their own, on the GPU's
-// memory. Without NCCL the Accel reports it, and resource sets stage
-// through host memory.
+// memory. Without NCCL the Accel reports it (PrepareCollective's error
+// wraps accel.ErrNoCollectives), and resource sets stage through host
+// memory.
 
 var _ accel.Collectives = (*Accel)(nil)
 
@@ -33,6 +35,9 @@ func (a *Accel) nccl() (*NCCL, error) {
 }
 
 // NewCollectiveID returns a new NCCL communicator id (ncclGetUniqueId).
+// NCCL starts the communicator's bootstrap root with it, a thread that
+// waits until every rank has joined: make it once every rank has
+// prepared (PrepareCollective), and pass it to every rank's Join.
 func (a *Accel) NewCollectiveID() ([]byte, error) {
 	lib, err := a.nccl()
 	if err != nil {
@@ -45,20 +50,22 @@ func (a *Accel) NewCollectiveID() ([]byte, error) {
 	return id[:], nil
 }
 
-// JoinCollective joins the NCCL communicator of id as rank of n, on a
-// context and a stream of its own (ncclCommInitRank: it returns when
-// every rank has joined). Close leaves it.
-func (a *Accel) JoinCollective(id []byte, n, rank int) (accel.CollectiveComm, error) {
+// PrepareCollective does this rank's local part of joining a NCCL
+// communicator of n ranks as rank: it checks n and rank, loads NCCL and
+// creates the context and stream the communicator will run on. It
+// waits for no other rank; what can fail here fails before any rank
+// enters ncclCommInitRank, which waits for all of them. Without NCCL
+// (ErrNoNCCL) the error wraps accel.ErrNoCollectives too.
+func (a *Accel) PrepareCollective(ctx context.Context, n, rank int) (accel.CollectiveJoin, error) {
+	if n < 1 || n > math.MaxInt32 || rank < 0 || rank >= n {
+		return nil, fmt.Errorf("%w: rank %d of %d ranks", ErrBadArgument, rank, n)
+	}
 	lib, err := a.nccl()
-	if err != nil {
+	if errors.Is(err, ErrNoNCCL) {
+		return nil, fmt.Errorf("%w: %w", accel.ErrNoCollectives, err)
+	} else if err != nil {
 		return nil, err
 	}
-	var nid NCCLID
-	if len(id) != len(nid) {
-		return nil, fmt.Errorf("%w: a NCCL id of %d bytes, want %d", ErrBadArgument, len(id), len(nid))
-	}
-	copy(nid[:], id)
-	ctx := context.Background()
 	c, err := a.d.NewContext(ctx, a.info.Ordinal)
 	if err != nil {
 		return nil, err
@@ -67,15 +74,64 @@ func (a *Accel) JoinCollective(id []byte, n, rank int) (accel.CollectiveComm, er
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	comm, err := lib.NewComm(ctx, c, n, rank, nid)
-	if err != nil {
-		return nil, errors.Join(err, s.Destroy(ctx), c.Close())
+	return &ncclJoin{a: a, lib: lib, c: c, s: s, n: n, rank: rank}, nil
+}
+
+// An ncclJoin is a prepared join of a NCCL communicator: the context and
+// stream it will run on, until Join hands them to the communicator or
+// Close releases them.
+type ncclJoin struct {
+	a       *Accel
+	lib     *NCCL
+	n, rank int
+
+	mu sync.Mutex
+	c  *Context // nil once Join or Close took it
+	s  *Stream
+}
+
+// take hands the join's context and stream to its one user: Join or
+// Close (nil after the first).
+func (j *ncclJoin) take() (*Context, *Stream) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	c, s := j.c, j.s
+	j.c, j.s = nil, nil
+	return c, s
+}
+
+// Join checks id, then joins the NCCL communicator of id
+// (ncclCommInitRank: it returns when every rank has joined). The
+// Accel's Close leaves it.
+func (j *ncclJoin) Join(ctx context.Context, id []byte) (accel.CollectiveComm, error) {
+	c, s := j.take()
+	if c == nil {
+		return nil, fmt.Errorf("%w: a NCCL join used or closed before", ErrBadArgument)
 	}
-	ac := &accelComm{a: a, c: c, s: s, comm: comm}
-	a.mu.Lock()
-	a.coll.comms = append(a.coll.comms, ac)
-	a.mu.Unlock()
+	release := func(err error) error { return errors.Join(err, s.Destroy(context.Background()), c.Close()) }
+	var nid NCCLID
+	if len(id) != len(nid) {
+		return nil, release(fmt.Errorf("%w: a NCCL id of %d bytes, want %d", ErrBadArgument, len(id), len(nid)))
+	}
+	copy(nid[:], id)
+	comm, err := j.lib.NewComm(ctx, c, j.n, j.rank, nid)
+	if err != nil {
+		return nil, release(err)
+	}
+	ac := &accelComm{a: j.a, c: c, s: s, comm: comm}
+	j.a.mu.Lock()
+	j.a.coll.comms = append(j.a.coll.comms, ac)
+	j.a.mu.Unlock()
 	return ac, nil
+}
+
+// Close releases the context and stream of a join that did not happen.
+func (j *ncclJoin) Close() error {
+	c, s := j.take()
+	if c == nil {
+		return nil
+	}
+	return errors.Join(s.Destroy(context.Background()), c.Close())
 }
 
 // An accelComm is an Accel's part of a NCCL communicator.

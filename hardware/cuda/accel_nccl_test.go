@@ -85,7 +85,11 @@ func TestAccelCollectives(t *testing.T) {
 		}
 	}
 	each(func(r int, rk *accelRank) (err error) {
-		rk.cc, err = rk.a.JoinCollective(id, n, r)
+		j, err := rk.a.PrepareCollective(ctx, n, r)
+		if err != nil {
+			return err
+		}
+		rk.cc, err = j.Join(ctx, id)
 		return err
 	})
 	vals := func(base, k int) []float64 {
@@ -228,4 +232,54 @@ func TestAccelCollectives(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, st.NCCLP2P, "Gather and Scatter sent and received")
 	require.Zero(t, st.InvalidContext)
+}
+
+// TestAccelPrepareCollective: what PrepareCollective and its join refuse
+// before ncclCommInitRank (a rank outside the ranks, an id of another
+// length: an error, nothing waits), a join used once (Join or Close),
+// and a one-rank communicator formed by preparing, making the id and
+// joining, in that order.
+func TestAccelPrepareCollective(t *testing.T) {
+	fakecuda.SetDelay(t, 0)
+	d, lib := fakecuda.Open(t, 1, 16<<20)
+	fakecuda.SetLibraries(t, lib)
+	fakecuda.SetNCCLTimeout(t, 10*time.Second)
+	ctx := context.Background()
+	a, err := d.NewAccel(ctx, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+
+	for _, bad := range [][2]int{{0, 0}, {2, 2}, {2, -1}} {
+		_, err := a.PrepareCollective(ctx, bad[0], bad[1])
+		require.ErrorIs(t, err, cuda.ErrBadArgument, "rank %d of %d", bad[1], bad[0])
+	}
+
+	j, err := a.PrepareCollective(ctx, 1, 0)
+	require.NoError(t, err)
+	_, err = j.Join(ctx, []byte("short"))
+	require.ErrorIs(t, err, cuda.ErrBadArgument)
+	_, err = j.Join(ctx, make([]byte, 128))
+	require.ErrorIs(t, err, cuda.ErrBadArgument, "a join is used once")
+	require.NoError(t, j.Close())
+
+	j, err = a.PrepareCollective(ctx, 1, 0)
+	require.NoError(t, err)
+	require.NoError(t, j.Close())
+	require.NoError(t, j.Close())
+	_, err = j.Join(ctx, make([]byte, 128))
+	require.ErrorIs(t, err, cuda.ErrBadArgument, "a closed join")
+
+	j, err = a.PrepareCollective(ctx, 1, 0)
+	require.NoError(t, err)
+	id, err := a.NewCollectiveID()
+	require.NoError(t, err)
+	cc, err := j.Join(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, j.Close(), "after Join, Close does nothing")
+	m := upload(t, a, []float64{1, 2})
+	ok, err := cc.AllReduce(m, 0, m, 0, 2, reflect.Float64, accel.OpSum)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []float64{1, 2}, download(t, a, m, 2))
+	require.NoError(t, cc.Close())
 }
