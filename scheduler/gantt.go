@@ -38,6 +38,10 @@ type TracedTask struct {
 	// Workers are the workers that ran it: one, or a team's members in
 	// rank order.
 	Workers []int
+	// Deps are the trace numbers (ID) of the tasks it depended on, the
+	// Chrome trace's args.deps; among them, tasks that ran on no worker
+	// (Detached ones) and so are not traced themselves.
+	Deps []uint64
 }
 
 // CriticalPath returns the tasks run so far (with WithStats or
@@ -96,7 +100,7 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 	for _, e := range evs {
 		t := byID[e.id]
 		if t == nil {
-			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end}
+			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps}
 			byID[e.id] = t
 		}
 		t.Start, t.End = min(t.Start, e.start), max(t.End, e.end)

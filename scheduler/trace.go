@@ -96,6 +96,23 @@ func (s *Scheduler) Stats() []WorkerStats {
 	return out
 }
 
+// TraceID is t's number in the trace: TracedTask.ID, the Chrome trace's
+// args.task. A layer above the scheduler (scheduler/dist) uses it to
+// link its own records, such as a Detached task's transfer, to the
+// traced tasks.
+func (t *Task) TraceID() uint64 { return t.id }
+
+// TraceDeps returns a copy of the trace numbers (TraceID) of the tasks t
+// depends on, as TracedTask.Deps gives them; nil unless the scheduler
+// records tasks (WithStats or WithTrace). Call it while t runs, as from
+// its Detached implementation: a task is reused once it completes.
+func (t *Task) TraceDeps() []uint64 {
+	if len(t.preds) == 0 {
+		return nil
+	}
+	return append([]uint64(nil), t.preds...)
+}
+
 func (s *Scheduler) traceEvents() []traceEvent {
 	var all []traceEvent
 	for _, w := range s.workers {

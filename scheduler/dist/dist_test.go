@@ -1110,9 +1110,9 @@ func TestMergedTrace(t *testing.T) {
 			procs[fmt.Sprint(e.Args["name"])] = true
 		case e.Ph == "X" && e.Name == "apply":
 			tasks++
-		case e.Ph == "s":
+		case e.Ph == "s" && e.Name == "transfer":
 			starts++
-		case e.Ph == "f":
+		case e.Ph == "f" && e.Name == "transfer":
 			finishes++
 		}
 	}

@@ -1198,6 +1198,11 @@ type xfer struct {
 	start    time.Duration
 	key      uint64
 	taskDone func(error)
+	// With the local scheduler recording tasks: the transfer's task's
+	// trace number and, for a send, those of the tasks it waited for
+	// (the merged trace's arrows from the producing task).
+	task uint64
+	deps []uint64
 
 	d *Scheduler
 	// refs counts the task (until its callback) and the request in
@@ -1225,7 +1230,7 @@ func (x *xfer) release() {
 	if x.refs.Add(-1) != 0 {
 		return
 	}
-	x.h, x.data, x.buf, x.taskDone = nil, nil, comm.Buf{}, nil
+	x.h, x.data, x.buf, x.taskDone, x.deps = nil, nil, comm.Buf{}, nil, nil
 	x.d.xferPool.Put(x)
 }
 
@@ -1268,7 +1273,7 @@ func (d *Scheduler) record(x *xfer, send bool, start time.Duration) {
 		return
 	}
 	d.trace.add(xferRecord{ID: x.id, Handle: x.h.String(), Peer: x.peer, Send: send,
-		Start: int64(start), End: int64(time.Since(d.local.Epoch()))})
+		Start: int64(start), End: int64(time.Since(d.local.Epoch())), Task: x.task, Deps: x.deps})
 }
 
 // startSend sends the handle once the version is produced (Detached of
@@ -1284,6 +1289,9 @@ func (d *Scheduler) startSend(t *scheduler.Task, done func(error)) {
 		return
 	}
 	x.buf = x.h.raw(x.data)
+	if d.local.Recording() {
+		x.task, x.deps = t.TraceID(), t.TraceDeps()
+	}
 	x.start = time.Since(d.local.Epoch())
 	req, err := d.c.Isend(x.buf, x.peer, x.h.id+1)
 	if err != nil {
@@ -1349,6 +1357,9 @@ func (x *xfer) finish(err error) {
 // which cancels the receive (fail): the buffer is the task's until then.
 func (d *Scheduler) startRecv(t *scheduler.Task, done func(error)) {
 	x := t.Arg.(*xfer)
+	if d.local.Recording() {
+		x.task = t.TraceID()
+	}
 	x.start = time.Since(d.local.Epoch())
 	// Posted under failMu: a failure comes before (and nothing is
 	// posted) or finds the request to cancel.

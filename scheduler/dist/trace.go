@@ -29,6 +29,12 @@ type xferRecord struct {
 	Send   bool   `json:"send"`
 	Start  int64  `json:"start"`
 	End    int64  `json:"end"`
+	// Task is the transfer's task's number in the rank's trace, and Deps
+	// (a send's) those of the tasks it waited for: the task that
+	// produced the data sent, and the tasks that used the data received
+	// (taskRecord.Deps), are found through them.
+	Task uint64   `json:"task,omitempty"`
+	Deps []uint64 `json:"deps,omitempty"`
 }
 
 // traceLog keeps a rank's transfer records, and the codelets in the
@@ -101,6 +107,9 @@ type taskRecord struct {
 	Team   uint64 `json:"team"` // the task's number in the rank's trace: a team task's records share it
 	Start  int64  `json:"start"`
 	End    int64  `json:"end"`
+	// Deps are the numbers of the tasks it depended on, transfers'
+	// tasks among them.
+	Deps []uint64 `json:"deps,omitempty"`
 }
 
 // WriteTraceFiles writes the trace of every rank's tasks and transfers so
@@ -108,8 +117,11 @@ type taskRecord struct {
 // it) with one process per rank, one thread per worker, the rank's
 // transfers on threads "transfers", "transfers 2"... (as many as
 // transfers overlap: the format forbids overlapping slices on one
-// thread, and a receive is posted long before its data come), and a flow
-// arrow from each send to its receive; and a Gantt chart SVG beside it
+// thread, and a receive is posted long before its data come), and flow
+// arrows from the task that produced the data sent to its send, from
+// each send to its receive, and from the receive to each task that used
+// the data (the tasks' slices carry their numbers, args.task); and a
+// Gantt chart SVG beside it
 // (the extension replaced by .svg) with each rank's workers, then its
 // receives and its sends on rows of their own, rank after rank. A path ending in .svg, which the chart would
 // overwrite, is refused on every rank (comm.ErrInvalidArg). The local schedulers must record tasks
@@ -151,7 +163,7 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 		// A team task on each member's worker (over the team's span),
 		// as one task: Team numbers it among the rank's tasks.
 		for _, w := range t.Workers {
-			mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: w, Team: t.ID, Start: int64(t.Start), End: int64(t.End)})
+			mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: w, Team: t.ID, Start: int64(t.Start), End: int64(t.End), Deps: t.Deps})
 		}
 	}
 	d.trace.mu.Lock()
@@ -234,6 +246,16 @@ func laneName(name string, l int) string {
 	return fmt.Sprintf("%s %d", name, l+1)
 }
 
+// inside returns the time nearest at strictly inside [start, end], a
+// nanosecond from either end (start itself when the span is shorter):
+// where a flow event binds to that slice.
+func inside(start, end, at int64) int64 {
+	if end-start < 2 {
+		return start
+	}
+	return min(max(at, start+1), end-1)
+}
+
 func writeMergedTrace(out io.Writer, all []rankTrace) error {
 	z := zero(all)
 	at := func(r rankTrace, t int64) float64 { return float64(r.Epoch-z+t) / 1e3 } // µs
@@ -243,7 +265,7 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 		ts        float64
 	}
 	sends := map[uint64]end{}
-	recvTid := map[int]map[uint64]int{} // rank -> transfer -> its receive's thread
+	xferTids := map[int][]int{} // rank -> the thread of each of its transfers
 	for _, r := range all {
 		evs = append(evs, chrometrace.ProcessName(r.Rank, fmt.Sprintf("rank %d", r.Rank)))
 		for i, w := range r.Workers {
@@ -275,32 +297,78 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 			tid += nc
 		}
 		for _, t := range r.Tasks {
-			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker})
+			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker,
+				Args: map[string]any{"task": t.Team}})
 		}
-		recvTid[r.Rank] = map[uint64]int{}
 		for i, x := range r.Xfers {
 			name := fmt.Sprintf("recv %s from %d", x.Handle, x.Peer)
+			xferTids[r.Rank] = append(xferTids[r.Rank], xferTid+xl[i])
 			if x.Send {
 				name = fmt.Sprintf("send %s to %d", x.Handle, x.Peer)
-				sends[x.ID] = end{r.Rank, xferTid + xl[i], at(r, x.Start)}
-			} else {
-				recvTid[r.Rank][x.ID] = xferTid + xl[i]
+				sends[x.ID] = end{r.Rank, xferTid + xl[i], at(r, inside(x.Start, x.End, x.Start))}
 			}
 			evs = append(evs, chromeEvent{Name: name, Cat: "transfer", Ph: "X", Ts: at(r, x.Start), Dur: float64(x.End-x.Start) / 1e3,
 				Pid: r.Rank, Tid: xferTid + xl[i], Args: map[string]any{"transfer": x.ID}})
 		}
 	}
-	// A flow arrow from each send's start to its receive's end, each on
-	// the thread of its transfer's slice.
+	// A flow arrow from each send to its receive, each on the thread of
+	// its transfer's slice; one from the task that produced the data to
+	// its send; and one from the receive to each task that used the data
+	// there. Each end lies inside its slice (inside), so that Perfetto,
+	// which binds a flow event to the slice open on its thread at its
+	// time, binds it to that slice and not to one that starts or ends
+	// at the same time.
+	// The send-to-receive flows are numbered by their transfer's number
+	// plus one, the others after the highest of those.
+	flow := uint64(0)
 	for _, r := range all {
 		for _, x := range r.Xfers {
-			s, ok := sends[x.ID]
-			if x.Send || !ok {
+			flow = max(flow, x.ID+1)
+		}
+	}
+	for _, r := range all {
+		byTeam := map[uint64]taskRecord{}
+		users := map[uint64][]taskRecord{} // a transfer's task -> the tasks that depended on it
+		for _, t := range r.Tasks {
+			if _, ok := byTeam[t.Team]; ok {
+				continue // a team task: its first member's record
+			}
+			byTeam[t.Team] = t
+			for _, dep := range t.Deps {
+				users[dep] = append(users[dep], t)
+			}
+		}
+		for i, x := range r.Xfers {
+			tid := xferTids[r.Rank][i]
+			if x.Send {
+				// The producer: the task of this rank the send waited
+				// for that ended last (none for data forwarded as
+				// received).
+				var prod *taskRecord
+				for _, dep := range x.Deps {
+					if t, ok := byTeam[dep]; ok && (prod == nil || t.End > prod.End) {
+						prod = &t
+					}
+				}
+				if prod != nil {
+					flow++
+					evs = append(evs,
+						chromeEvent{Name: "produced", Cat: "transfer", Ph: "s", Ts: at(r, inside(prod.Start, prod.End, prod.End)), Pid: r.Rank, Tid: prod.Worker, ID: flow},
+						chromeEvent{Name: "produced", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, inside(x.Start, x.End, x.Start)), Pid: r.Rank, Tid: tid, ID: flow})
+				}
 				continue
 			}
-			evs = append(evs,
-				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "s", Ts: s.ts, Pid: s.rank, Tid: s.tid, ID: x.ID + 1},
-				chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, x.End), Pid: r.Rank, Tid: recvTid[r.Rank][x.ID], ID: x.ID + 1})
+			if s, ok := sends[x.ID]; ok {
+				evs = append(evs,
+					chromeEvent{Name: "transfer", Cat: "transfer", Ph: "s", Ts: s.ts, Pid: s.rank, Tid: s.tid, ID: x.ID + 1},
+					chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, inside(x.Start, x.End, x.End)), Pid: r.Rank, Tid: tid, ID: x.ID + 1})
+			}
+			for _, t := range users[x.Task] {
+				flow++
+				evs = append(evs,
+					chromeEvent{Name: "received", Cat: "transfer", Ph: "s", Ts: at(r, inside(x.Start, x.End, x.End)), Pid: r.Rank, Tid: tid, ID: flow},
+					chromeEvent{Name: "received", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, inside(t.Start, t.End, t.Start)), Pid: r.Rank, Tid: t.Worker, ID: flow})
+			}
 		}
 	}
 	tw := chrometrace.NewWriter(out)
