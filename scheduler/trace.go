@@ -208,18 +208,28 @@ type chromeEvent = chrometrace.Event
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
+// inside returns the time nearest at strictly inside [start, end], a
+// nanosecond from either end (start itself when the span is shorter):
+// where a flow event binds to that slice.
+func inside(start, end, at time.Duration) time.Duration {
+	if end-start < 2 {
+		return start
+	}
+	return min(max(at, start+1), end-1)
+}
+
 // writeChromeTrace writes the Trace Event Format (the "X" complete
 // events, with flow events "s"/"f" for dependencies), which Perfetto
 // and chrome://tracing open.
 func writeChromeTrace(out io.Writer, evs []traceEvent, workers []string, extra []chromeEvent) error {
 	type loc struct {
-		worker int
-		end    time.Duration
+		worker     int
+		start, end time.Duration
 	}
 	byID := make(map[uint64]loc, len(evs))
 	for _, e := range evs {
 		if e.rank == 0 {
-			byID[e.id] = loc{e.worker, e.end}
+			byID[e.id] = loc{e.worker, e.start, e.end}
 		}
 	}
 	tw := chrometrace.NewWriter(out)
@@ -256,10 +266,13 @@ func writeChromeTrace(out io.Writer, evs []traceEvent, workers []string, extra [
 				continue
 			}
 			flow++
-			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "s", Ts: us(p.end), Pid: 0, Tid: p.worker, ID: flow}); err != nil {
+			// Each end a nanosecond inside its slice: Perfetto binds a
+			// flow event to the slice open on its thread at its time,
+			// which at the slice's very end may be the next one.
+			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "s", Ts: us(inside(p.start, p.end, p.end)), Pid: 0, Tid: p.worker, ID: flow}); err != nil {
 				return err
 			}
-			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "f", Bp: "e", Ts: us(e.start), Pid: 0, Tid: e.worker, ID: flow}); err != nil {
+			if err := emit(chromeEvent{Name: "dep", Cat: "dep", Ph: "f", Bp: "e", Ts: us(inside(e.start, e.end, e.start)), Pid: 0, Tid: e.worker, ID: flow}); err != nil {
 				return err
 			}
 		}
