@@ -38,6 +38,8 @@ type config struct {
 	devices    []accel.Device // the caller's devices (WithDevices)
 	cuda       cudaConfig     // GPUs the scheduler opens (WithCUDA)
 
+	links map[int]WorkerLink // WithWorkerLinks
+
 	watchdog       time.Duration // WithWatchdog, PZ_WATCHDOG; 0: off
 	watchdogSet    bool
 	watchdogReport func(Stall)
@@ -187,6 +189,9 @@ func buildConfig(opts []Option) (config, error) {
 			what = fmt.Sprintf("PZ_NCPU=%d", c.workers)
 		}
 		return c, fmt.Errorf("%w: %s: at most %d CPU workers (this process may use %d cores); idle workers look at one another's queues, so that PZ_NCPU=100000 kept New from returning", ErrBadOption, what, maxWorkers, min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
+	}
+	if err := c.checkLinks(); err != nil {
+		return c, err
 	}
 	if c.driven < 0 {
 		return c, fmt.Errorf("%w: WithDrivenWorkers(%d): the count of driven workers cannot be negative", ErrBadOption, c.driven)

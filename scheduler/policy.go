@@ -52,6 +52,11 @@ type WorkerInfo struct {
 	// runs on (WithCUDAPartitions); 0: all of them, shared with the
 	// GPU's other workers (and for other kinds).
 	SMs int
+	// Linked is set for a worker that moves each task's data over a
+	// link of its own as it runs the task (WithWorkerLinks):
+	// PolicyConfig.Transfer is that link's cost, and the worker is busy
+	// meanwhile.
+	Linked bool
 }
 
 // Wake hints returned by Policy.Push.
@@ -103,7 +108,9 @@ type PolicyConfig struct {
 	// Transfer predicts the time in nanoseconds to make the data t reads
 	// valid on the memory node of worker w: 0 where the data are there,
 	// and always without devices; +Inf where t's data cannot fit in that
-	// node's memory at all (t never runs there).
+	// node's memory at all (t never runs there). For a linked worker
+	// (WorkerInfo.Linked) it is its link's cost of sending t's data and
+	// receiving what t writes (WorkerLink).
 	Transfer func(t *Task, w int) float64
 	// Prefetch starts moving the data t reads to the memory node of
 	// worker w. A policy that assigns a task to a worker's queue before
@@ -414,6 +421,9 @@ func (s *Scheduler) serving(w int) bool {
 }
 
 func (s *Scheduler) transferCost(t *Task, w int) float64 {
+	if s.links != nil && w >= 0 && w < len(s.links) && s.links[w] != nil {
+		return s.links[w].Cost(linkBytes(t))
+	}
 	if s.data == nil || !t.deviceData() {
 		return 0
 	}

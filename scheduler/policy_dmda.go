@@ -145,9 +145,12 @@ func (p *dmda) Push(t *Task, from int) int {
 			p.fallback.push(t, true)
 			return AnyWorker
 		}
-		i := p.place(cands, ids)
+		i := p.place(cands, ids, s.info)
 		w := ids[i]
-		t.predicted = float32(cands[i].exec)
+		t.predicted, t.held = float32(cands[i].exec), 0
+		if s.info[w].Linked {
+			t.held = float32(cands[i].xfer)
+		}
 		q := s.q[w]
 		before := q.len()
 		if p.cfg.Prefetch != nil {
@@ -159,18 +162,20 @@ func (p *dmda) Push(t *Task, from int) int {
 			}
 			return w
 		}
-		p.unplace(w, cands[i].exec)
+		p.unplace(w, cands[i].exec+float64(t.held))
 	}
 }
 
-// place chooses, among the candidates cands (workers ids), the one where
-// a task finishes first, counts the task's execution time in its load,
-// and returns its index. The lock of the loads is released by a defer,
-// here and wherever dmda takes it: a panic under it (an index past the
-// loads, the defect of TestDMDAPushWhileAddingWorkers) may be recovered
-// - a Push inside a task runs under callCPU's recover - and the lock
-// left held would block every worker and Close for ever.
-func (p *dmda) place(cands []heftCand, ids []int) int {
+// place chooses, among the candidates cands (workers ids, described by
+// info), the one where a task finishes first, counts the task's
+// execution time in its load - and its transfers' for a linked worker,
+// which moves the data itself - and returns its index. The lock of the
+// loads is released by a defer, here and wherever dmda takes it: a
+// panic under it (an index past the loads, the defect of
+// TestDMDAPushWhileAddingWorkers) may be recovered - a Push inside a
+// task runs under callCPU's recover - and the lock left held would
+// block every worker and Close for ever.
+func (p *dmda) place(cands []heftCand, ids []int, info []WorkerInfo) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
@@ -192,7 +197,11 @@ func (p *dmda) place(cands []heftCand, ids []int) int {
 		}
 	}
 	i, _ := earliestFinish(cands)
-	p.load[ids[i]].queued += cands[i].exec
+	add := cands[i].exec
+	if info[ids[i]].Linked {
+		add += cands[i].xfer
+	}
+	p.load[ids[i]].queued += add
 	return i
 }
 
@@ -213,8 +222,9 @@ func (p *dmda) popped(t *Task, w int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := &p.load[w]
-	l.queued = max(l.queued-float64(t.predicted), 0)
-	l.runEnd = p.cfg.Now() + int64(t.predicted)
+	busy := float64(t.predicted) + float64(t.held)
+	l.queued = max(l.queued-busy, 0)
+	l.runEnd = p.cfg.Now() + int64(busy)
 }
 
 func (p *dmda) Pop(w int) *Task {

@@ -38,6 +38,9 @@ type Scheduler struct {
 	kinds   [numKinds]int
 	epoch   time.Time
 	models  *modelStore
+	// links holds the workers' links by worker id (WithWorkerLinks);
+	// nil when none has one.
+	links []WorkerLink
 
 	closed atomic.Bool
 	// publishIdle asks workers to publish their completions as soon as
@@ -150,6 +153,12 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		w := &worker{s: s, info: WorkerInfo{ID: i, Kind: CPUWorker, Node: RAM}, drv: cpuDriver{}, wake: make(chan struct{}, 1),
 			driven: i >= cfg.workers-cfg.driven}
 		w.call.bufs = w.bufs[:0]
+		if l := cfg.links[i]; l != nil {
+			if s.links == nil {
+				s.links = make([]WorkerLink, cfg.workers)
+			}
+			s.links[i], w.info.Linked = l, true
+		}
 		w.serving.Store(!w.driven)
 		s.workers = append(s.workers, w)
 		s.kinds[CPUWorker]++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -338,7 +339,11 @@ type Task struct {
 	nedge   int32
 	// predicted is dmda's prediction in ns, 0 if none.
 	predicted float32
-	waited    atomic.Bool
+	// held is the part of dmda's load that t's transfers add on a
+	// linked worker (WorkerLink), in ns: the worker moves t's data.
+	held float32
+
+	waited atomic.Bool
 	// heldDep is set when t was wired after a task a Batch held (or
 	// after one that was): Wait flushes the batches then (batch.go).
 	heldDep atomic.Bool
@@ -644,6 +649,9 @@ type Call struct {
 	Arg any
 
 	bufs []*buffer
+	// modelTime is the time to record in the performance model instead
+	// of the implementation's (SetModelTime); 0: its own.
+	modelTime time.Duration
 }
 
 // Len returns the number of data buffers (the task's accesses).

@@ -393,12 +393,17 @@ func (w *worker) run(t *Task, c *Call) error {
 		w.wdStart(cl, s.now())
 		defer w.wdStart(nil, 0)
 	}
+	c.modelTime = 0
 	start := time.Now()
 	err := callCPU(t, c)
 	end := time.Now()
 	d := end.Sub(start)
 	if err == nil && cl.Model != nil && c.Rank == 0 {
-		s.models.record(cl.Model, t, w.info.Kind, float64(d))
+		md := d
+		if c.modelTime > 0 {
+			md = c.modelTime // computed elsewhere (SetModelTime)
+		}
+		s.models.record(cl.Model, t, w.info.Kind, float64(md))
 	}
 	if s.cfg.stats {
 		w.busyNs.Add(int64(d))

@@ -75,6 +75,9 @@ type Master struct {
 	missing map[string][]int // codelet name -> ranks without it
 	nlocal  int
 	proxies []proxy // by worker id - nlocal
+	// links are the master's links to the worker ranks, by rank (nil
+	// at the master's): the cost dmda sees of a proxy's task.
+	links []*rankLink
 }
 
 // proxy is a worker of the master that stands for one core of a rank.
@@ -115,6 +118,9 @@ type taskHeader struct {
 // resultHeader is a worker rank's answer.
 type resultHeader struct {
 	Err string
+	// ComputeNs is the time the task's codelet ran on the worker rank,
+	// without the transfers, for the master's performance model.
+	ComputeNs int64
 }
 
 const (
@@ -206,6 +212,10 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	if c.Rank() != root {
+		if err := echoPings(ctx, dc, root); err != nil {
+			_ = ls.Close()
+			return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
+		}
 		serr := serve(ctx, dc, root, reg, ls, offers[c.Rank()].Cores, slotBase(offers, root, c.Rank()))
 		return errors.Join(serr, ls.Close())
 	}
@@ -213,15 +223,21 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	if err := ls.Close(); err != nil {
 		return fmt.Errorf("dist: RunMaster: %w", err)
 	}
+	links, err := measureLinks(ctx, dc, root)
+	if err != nil {
+		return fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
+	}
 	mctx, gaveUp := context.WithCancelCause(ctx)
 	defer gaveUp(nil)
-	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}}
+	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, links: links}
+	wl := map[int]scheduler.WorkerLink{}
 	for r, o := range offers {
 		if r == root {
 			continue
 		}
 		base := slotBase(offers, root, r)
 		for s := range o.Cores {
+			wl[cores+len(m.proxies)] = links[r]
 			m.proxies = append(m.proxies, proxy{rank: r, tag: slotTagBase + base + s})
 		}
 		for _, name := range reg.names() {
@@ -231,7 +247,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		}
 	}
 	total := append([]scheduler.Option{}, opts...)
-	total = append(total, scheduler.WithWorkers(cores+len(m.proxies)))
+	total = append(total, scheduler.WithWorkers(cores+len(m.proxies)), scheduler.WithWorkerLinks(wl))
 	if m.local, err = scheduler.New(ctx, total...); err != nil {
 		m.stop(ctx)
 		return fmt.Errorf("dist: RunMaster: %w", err)
@@ -419,18 +435,26 @@ func (m *Master) wrap(cl *scheduler.Codelet) *scheduler.Codelet {
 		if c.Worker < m.nlocal {
 			return cl.CPU(c)
 		}
-		return m.remote(c, cl.Name)
+		compute, err := m.remote(c, cl.Name)
+		if err == nil {
+			// The model records the task's compute time; the
+			// proxy's link prices the transfers.
+			c.SetModelTime(max(compute, 1))
+		}
+		return err
 	}
 	return &w
 }
 
-// remote runs the task of call c on the rank of its proxy worker.
-func (m *Master) remote(c *scheduler.Call, name string) error {
+// remote runs the task of call c on the rank of its proxy worker and
+// returns the time the task computed there. It times the task's
+// transfers for the rank's link (rankLink.observe).
+func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 	p := &m.proxies[c.Worker-m.nlocal]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.broken != nil {
-		return fmt.Errorf("rank %d's slot %d takes no more tasks: %w", p.rank, p.tag-slotTagBase, p.broken)
+		return 0, fmt.Errorf("rank %d's slot %d takes no more tasks: %w", p.rank, p.tag-slotTagBase, p.broken)
 	}
 	p.running.Store(&remoteTask{what: describeRemote(c, name), since: time.Now()})
 	defer p.running.Store(nil)
@@ -451,41 +475,49 @@ func (m *Master) remote(c *scheduler.Call, name string) error {
 		}
 		b, unpack, err := packBuf(c.Data(i), rows, cols, ld)
 		if err != nil {
-			return fmt.Errorf("sending the task to rank %d: buffer %d: %w", p.rank, i, err)
+			return 0, fmt.Errorf("sending the task to rank %d: buffer %d: %w", p.rank, i, err)
 		}
 		bufs[i], unpacks[i] = b, unpack
 		h.Types = append(h.Types, uint8(b.Type))
 		h.Shapes = append(h.Shapes, [3]int{rows, cols, ld})
 	}
 	modes := groupModes(h)
+	t0 := time.Now()
 	if err := comm.SendValue(sctx, m.c, h, p.rank, p.tag); err != nil {
-		return fmt.Errorf("sending the task to rank %d: %w", p.rank, err)
+		return 0, fmt.Errorf("sending the task to rank %d: %w", p.rank, err)
 	}
+	var in, out int64
 	for i, b := range bufs {
 		if h.Same[i] != i || modes[i] == scheduler.ModeScratch {
 			continue
 		}
+		in += int64(len(b.Bytes))
 		if err := m.c.Send(sctx, b, p.rank, p.tag); err != nil {
-			return fmt.Errorf("sending buffer %d to rank %d: %w", i, p.rank, err)
+			return 0, fmt.Errorf("sending buffer %d to rank %d: %w", i, p.rank, err)
 		}
 	}
 	res, _, err := comm.RecvValue[resultHeader](m.ctx, m.c, p.rank, p.tag)
 	if err != nil {
-		return p.fail(m.ctx, fmt.Errorf("the result from rank %d: %w", p.rank, err))
+		return 0, p.fail(m.ctx, fmt.Errorf("the result from rank %d: %w", p.rank, err))
 	}
 	if res.Err != "" {
-		return fmt.Errorf("on rank %d: %s", p.rank, res.Err)
+		return 0, fmt.Errorf("on rank %d: %s", p.rank, res.Err)
 	}
 	for i, b := range bufs {
 		if h.Same[i] != i || !writes(modes[i]) {
 			continue
 		}
 		if _, err := m.c.Recv(m.ctx, b.Type, p.rank, p.tag, func(n int) ([]byte, error) { return b.Bytes, nil }); err != nil {
-			return p.fail(m.ctx, fmt.Errorf("buffer %d from rank %d: %w", i, p.rank, err))
+			return 0, p.fail(m.ctx, fmt.Errorf("buffer %d from rank %d: %w", i, p.rank, err))
 		}
 		unpacks[i]()
+		out += int64(len(b.Bytes))
 	}
-	return nil
+	compute := time.Duration(res.ComputeNs)
+	if l := m.links[p.rank]; l != nil {
+		l.observe(in, out, float64(time.Since(t0)-compute))
+	}
+	return compute, nil
 }
 
 // fail returns err, marking the slot broken if the master stopped
@@ -654,8 +686,8 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 				return fail(err)
 			}
 		}
-		terr := run.task(ctx, ls, h, datas)
-		res := resultHeader{}
+		compute, terr := run.task(ctx, ls, h, datas)
+		res := resultHeader{ComputeNs: int64(compute)}
 		if terr != nil {
 			res.Err = terr.Error()
 		}
@@ -683,7 +715,8 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 type slotRunner struct {
 	reg     *Registry
 	wrapped map[string]*scheduler.Codelet
-	err     error // the running task's failure
+	err     error         // the running task's failure
+	compute time.Duration // the running task's codelet's time
 }
 
 func newSlotRunner(reg *Registry) *slotRunner {
@@ -706,7 +739,10 @@ func (r *slotRunner) codelet(name string) *scheduler.Codelet {
 				r.err = fmt.Errorf("task %q panicked on worker %d: %v\n%s", name, c.Worker, p, debug.Stack())
 			}
 		}()
-		if err := cl.CPU(c); err != nil {
+		t0 := time.Now()
+		err = cl.CPU(c)
+		r.compute = time.Since(t0)
+		if err != nil {
 			r.err = fmt.Errorf("task %q failed on worker %d: %w", name, c.Worker, err)
 		}
 		return nil
@@ -715,12 +751,12 @@ func (r *slotRunner) codelet(name string) *scheduler.Codelet {
 	return &w
 }
 
-// task runs one received task on this rank's scheduler and returns its
-// failure.
-func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) error {
+// task runs one received task on this rank's scheduler and returns the
+// time its codelet ran and its failure.
+func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) (time.Duration, error) {
 	cl := r.codelet(h.Codelet)
 	if cl == nil { // the master checks this at Submit
-		return fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
+		return 0, fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
 	}
 	hs := make([]*scheduler.Handle, len(datas))
 	defer func() {
@@ -746,7 +782,7 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 				hs[i], err = ls.RegisterMatrix(d, sh[0], sh[1])
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
 		}
 		mode := scheduler.Mode(h.Modes[i])
@@ -757,11 +793,11 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 		}
 		args = append(args, scheduler.Data(hs[i], mode))
 	}
-	r.err = nil
+	r.err, r.compute = nil, 0
 	if err := ls.Submit(ctx, cl, args...); err != nil {
-		return err
+		return 0, err // the task may still run: r's fields are its
 	}
-	return r.err
+	return r.compute, r.err
 }
 
 // packBuf returns a task buffer's elements as one contiguous Buf (a

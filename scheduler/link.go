@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+)
+
+// A WorkerLink is the link over which a worker that stands for a
+// processing unit elsewhere - a core of another process or machine, as
+// scheduler/dist's master/worker mode makes - sends each task's data
+// and receives what the task wrote back, as it runs the task: nothing
+// stays there between tasks. The scheduler asks it what moving a task's
+// data costs (StarPU's bus model, for a memory node reached through a
+// network), and the dmda policy adds that cost to the task's predicted
+// finish on the worker and to the worker's load (the worker is busy
+// while it moves the data).
+//
+// The implementation of such a worker's tasks reports the time the task
+// computed there (Call.SetModelTime), without the transfers, so that the
+// codelet's performance model holds compute times only, for local and
+// remote workers alike.
+type WorkerLink interface {
+	// Cost predicts the nanoseconds one task takes to send in bytes
+	// to the worker and receive out bytes back. It is called from
+	// Push, concurrently, and must be cheap and safe for that.
+	Cost(in, out int64) float64
+}
+
+// WithWorkerLinks declares that CPU workers reach the data of their
+// tasks through links (see WorkerLink): links[w] is worker w's, for w a
+// CPU worker (0 <= w < the count of WithWorkers). Their WorkerInfo has
+// Linked set. New fails with ErrBadOption for another w or a nil link.
+func WithWorkerLinks(links map[int]WorkerLink) Option {
+	return func(c *config) { c.links = links }
+}
+
+// checkLinks validates WithWorkerLinks' map against the CPU workers.
+func (c *config) checkLinks() error {
+	for w, l := range c.links {
+		if w < 0 || w >= c.workers {
+			return fmt.Errorf("%w: WithWorkerLinks: worker %d is not a CPU worker (there are %d, 0 to %d)", ErrBadOption, w, c.workers, c.workers-1)
+		}
+		if l == nil {
+			return fmt.Errorf("%w: WithWorkerLinks: worker %d has a nil link; leave out a worker without one", ErrBadOption, w)
+		}
+	}
+	return nil
+}
+
+// linkBytes returns the bytes a linked worker sends for t (in: every
+// handle t accesses, once however often it is named, but for Scratch
+// buffers, which are private) and receives back (out: the handles t
+// writes).
+func linkBytes(t *Task) (in, out int64) {
+	for i := range t.Access {
+		a := &t.Access[i]
+		if a.Mode == ModeScratch {
+			continue
+		}
+		if t.dupAccess && namedBefore(t.Access[:i], a.Handle) {
+			continue
+		}
+		mode := a.Mode
+		if t.dupAccess {
+			for j := i + 1; j < len(t.Access); j++ {
+				if t.Access[j].Handle == a.Handle && t.Access[j].Mode != ModeScratch {
+					mode |= t.Access[j].Mode
+				}
+			}
+		}
+		b := &a.Handle.ram
+		n := int64(b.rows) * int64(b.cols) * int64(b.elemSize)
+		in += n
+		if mode&(ModeW|ModeRedux) != 0 {
+			out += n
+		}
+	}
+	return in, out
+}
+
+// namedBefore reports whether one of acc, other than a Scratch access,
+// names h.
+func namedBefore(acc []Access, h *Handle) bool {
+	for j := range acc {
+		if acc[j].Handle == h && acc[j].Mode != ModeScratch {
+			return true
+		}
+	}
+	return false
+}
+
+// SetModelTime sets the time that the task's run records in its
+// codelet's performance model, instead of the time the CPU
+// implementation took: an implementation that runs the task elsewhere
+// (a worker with a WorkerLink) reports the time the task computed
+// there, without moving its data, which the worker's link accounts for.
+// A d <= 0 records the implementation's own time, as without a call.
+func (c *Call) SetModelTime(d time.Duration) { c.modelTime = d }
