@@ -42,6 +42,9 @@ type TracedTask struct {
 	// Chrome trace's args.deps; among them, tasks that ran on no worker
 	// (Detached ones) and so are not traced themselves.
 	Deps []uint64
+	// Err is the task's error (with a panic's stack), "" when it
+	// succeeded: the Chrome trace's args.error.
+	Err string
 }
 
 // CriticalPath returns the tasks run so far (with WithStats or
@@ -100,7 +103,7 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 	for _, e := range evs {
 		t := byID[e.id]
 		if t == nil {
-			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps}
+			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps, Err: e.err}
 			byID[e.id] = t
 		}
 		t.Start, t.End = min(t.Start, e.start), max(t.End, e.end)

@@ -397,8 +397,12 @@ func nameSuffix(opts []scheduler.HandleOption) string {
 
 // maxTag bounds the tags of transfers (a handle's id + 1): MPI promises
 // only 32767, but Open MPI accepts 2^31-1 and MPICH 4 2^28-1
-// (MPI_TAG_UB, mpi.Comm.TagUB).
-const maxTag = 1<<28 - 1
+// (MPI_TAG_UB, mpi.Comm.TagUB), whose last, clockTag, the merged
+// trace's clock rounds take.
+const maxTag = 1<<28 - 2
+
+// clockTag carries the clock rounds of WriteTraceFiles (clockOffsets).
+const clockTag = maxTag + 1
 
 // RegisterTiles registers an mt x nt grid of mb x nb tiles of T, tile
 // (i, j) owned by dist.Owner(i, j). On its owner a tile is allocated and

@@ -45,6 +45,21 @@ type traceLog struct {
 	xfers    []xferRecord
 	codelets []string
 	seen     map[string]bool
+	// skew is added to the time (time.Now, and the local scheduler's
+	// epoch) to give this rank's clock for the merged trace (clock): 0,
+	// but a test gives a rank a clock that is off, as another host's
+	// may be (withTraceClockSkew).
+	skew time.Duration
+}
+
+// clock reads the rank's clock: time.Now, skewed (traceLog.skew).
+func (l *traceLog) clock() time.Time { return time.Now().Add(l.skew) }
+
+// withTraceClockSkew sets the rank's clock for the merged trace to be
+// skew ahead of time.Now (traceLog.skew): the merge must place the
+// rank's tasks where they ran all the same.
+func withTraceClockSkew(skew time.Duration) Option {
+	return func(d *Scheduler) { d.trace.skew = skew }
 }
 
 // submitted notes a submission of a task of codelet name.
@@ -68,8 +83,10 @@ func (l *traceLog) add(r xferRecord) {
 
 // rankTrace is what a rank contributes to the merged trace.
 type rankTrace struct {
-	Rank    int          `json:"rank"`
-	Epoch   int64        `json:"epoch"` // the local scheduler's start, Unix ns
+	Rank int `json:"rank"`
+	// Epoch is the local scheduler's start, Unix ns on the rank's clock
+	// (traceLog.clock; on the root's once the merge aligns it).
+	Epoch   int64        `json:"epoch"`
 	Workers []string     `json:"workers"`
 	Tasks   []taskRecord `json:"tasks"`
 	Xfers   []xferRecord `json:"xfers"`
@@ -110,6 +127,8 @@ type taskRecord struct {
 	// Deps are the numbers of the tasks it depended on, transfers'
 	// tasks among them.
 	Deps []uint64 `json:"deps,omitempty"`
+	// Err is the task's error, "" when it succeeded.
+	Err string `json:"err,omitempty"`
 }
 
 // WriteTraceFiles writes the trace of every rank's tasks and transfers so
@@ -127,8 +146,19 @@ type taskRecord struct {
 // overwrite, is refused on every rank (comm.ErrInvalidArg). The local schedulers must record tasks
 // (scheduler.WithStats): if one does not, every rank returns an error
 // naming the ranks that do not, and nothing is written. It is collective:
-// every rank calls it, after WaitAll; times are aligned on the ranks'
-// clocks (one machine, or hosts whose clocks agree).
+// every rank calls it, after WaitAll (also one that failed: a failed
+// task's slice carries its error, args.error, as every task's carries its
+// dependencies, args.deps).
+//
+// The ranks' times are placed on root's clock: before the ranks' traces
+// are gathered, root estimates each rank's clock against its own with a
+// few ping-pong rounds (Cristian's method: of the round with the
+// shortest round trip, the rank's reading less the middle of the
+// round), and shifts the rank's times by it; the trace's metadata
+// (clock_offsets) has each rank's offset and its uncertainty, half that
+// round trip. Where the uncertainty leaves a receive ending before its
+// send started, the receive's end is moved to just after the send's
+// start, and the metadata's clamped_receives counts them.
 func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) error {
 	if root < 0 || root >= d.size {
 		return fmt.Errorf("dist: WriteTraceFiles: %w: root %d of %d ranks", ErrBadRank, root, d.size)
@@ -149,7 +179,11 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	if len(silent) > 0 {
 		return fmt.Errorf("dist: WriteTraceFiles: %w: the local schedulers of ranks %s record no tasks; make them with scheduler.WithStats(true) (PZ_STATS=1)", comm.ErrInvalidArg, strings.Join(silent, ", "))
 	}
-	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().UnixNano()}
+	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().Add(d.trace.skew).UnixNano()}
+	clocks, err := d.clockOffsets(ctx, root)
+	if err != nil {
+		return fmt.Errorf("dist: WriteTraceFiles: %w", err)
+	}
 	for _, w := range d.local.Workers() {
 		mine.Workers = append(mine.Workers, d.local.WorkerName(w.ID))
 	}
@@ -163,7 +197,7 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 		// A team task on each member's worker (over the team's span),
 		// as one task: Team numbers it among the rank's tasks.
 		for _, w := range t.Workers {
-			mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: w, Team: t.ID, Start: int64(t.Start), End: int64(t.End), Deps: t.Deps})
+			mine.Tasks = append(mine.Tasks, taskRecord{Name: t.Name, Worker: w, Team: t.ID, Start: int64(t.Start), End: int64(t.End), Deps: t.Deps, Err: t.Err})
 		}
 	}
 	d.trace.mu.Lock()
@@ -177,7 +211,9 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	if d.rank != root {
 		return nil
 	}
-	if err := outfile.Write(path, func(w io.Writer) error { return writeMergedTrace(w, all) }); err != nil {
+	cs := &clockSync{Root: root, Clocks: clocks}
+	cs.Clamped = align(all, clocks)
+	if err := outfile.Write(path, func(w io.Writer) error { return writeMergedTrace(w, all, cs) }); err != nil {
 		return fmt.Errorf("dist: trace: %w", err)
 	}
 	if err := outfile.Write(strings.TrimSuffix(path, filepath.Ext(path))+".svg", func(w io.Writer) error { return writeMergedGantt(w, all) }); err != nil {
@@ -256,7 +292,126 @@ func inside(start, end, at int64) int64 {
 	return min(max(at, start+1), end-1)
 }
 
-func writeMergedTrace(out io.Writer, all []rankTrace) error {
+// clockRounds is the number of ping-pong rounds that estimate a rank's
+// clock against the root's (clockOffsets).
+const clockRounds = 8
+
+// clockEstimate is a rank's clock against the root's (clockOffsets), in
+// ns: Offset is how far it is ahead, within ± Uncertainty (half the
+// round trip of the round it comes from).
+type clockEstimate struct {
+	Offset, Uncertainty int64
+}
+
+// clockSync is how the merge placed the ranks' clocks on the root's.
+type clockSync struct {
+	Root    int
+	Clocks  []clockEstimate // by rank
+	Clamped int             // receives whose end align moved (causality)
+}
+
+// clockOffsets estimates, on root, every rank's clock against root's by
+// Cristian's method: clockRounds ping-pongs with each rank in turn, root
+// noting its clock before (t0) and after (t1) each, the rank replying
+// its clock's reading; of the round with the shortest round trip, the
+// offset is the reading less (t0+t1)/2, within half the round trip. It
+// is collective; other ranks return nil.
+func (d *Scheduler) clockOffsets(ctx context.Context, root int) ([]clockEstimate, error) {
+	buf := make([]int64, 2) // the round; the rank's clock
+	if d.rank != root {
+		for k := range clockRounds {
+			if _, err := comm.Recv(ctx, d.c, buf[:1], root, clockTag); err != nil {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, root, err)
+			}
+			buf[1] = d.trace.clock().UnixNano()
+			if err := comm.Send(ctx, d.c, buf, root, clockTag); err != nil {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, root, err)
+			}
+		}
+		return nil, nil
+	}
+	est := make([]clockEstimate, d.size)
+	for r := range d.size {
+		if r == root {
+			continue
+		}
+		best := int64(-1)
+		for k := range clockRounds {
+			t0 := d.trace.clock()
+			buf[0] = int64(k)
+			if err := comm.Send(ctx, d.c, buf[:1], r, clockTag); err != nil {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, r, err)
+			}
+			if _, err := comm.Recv(ctx, d.c, buf, r, clockTag); err != nil {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, r, err)
+			}
+			rtt := int64(d.trace.clock().Sub(t0)) // monotonic
+			if buf[0] != int64(k) {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w: its reply is round %d's (a round of an earlier merge that did not complete)", k, r, comm.ErrMismatch, buf[0])
+			}
+			if best < 0 || rtt < best {
+				best = rtt
+				est[r] = clockEstimate{Offset: buf[1] - (t0.UnixNano() + rtt/2), Uncertainty: (rtt + 1) / 2}
+			}
+		}
+	}
+	return est, nil
+}
+
+// align places every rank's times on the root's clock, shifting each
+// rank's epoch by its clock's offset (clocks, by rank), then makes the
+// transfers causal where the estimate's uncertainty left a receive
+// ending before its send started: that receive's end moves to 2 ns after
+// the send's start (the transfer arrow's ends, a nanosecond inside their
+// slices, then in order). It returns the number of receives moved.
+func align(all []rankTrace, clocks []clockEstimate) (clamped int) {
+	for i := range all {
+		if r := all[i].Rank; r < len(clocks) {
+			all[i].Epoch -= clocks[r].Offset
+		}
+	}
+	sendStart := map[uint64]int64{} // a transfer's send's start on the root's clock
+	for _, r := range all {
+		for _, x := range r.Xfers {
+			if x.Send {
+				sendStart[x.ID] = r.Epoch + x.Start
+			}
+		}
+	}
+	for i := range all {
+		r := &all[i]
+		for j := range r.Xfers {
+			x := &r.Xfers[j]
+			s, ok := sendStart[x.ID]
+			if x.Send || !ok || r.Epoch+x.End >= s+2 {
+				continue
+			}
+			x.End = s + 2 - r.Epoch
+			clamped++
+		}
+	}
+	return clamped
+}
+
+// metadata is the merged trace's "metadata": how the ranks' clocks were
+// placed on the root's.
+func (s *clockSync) metadata() map[string]any {
+	var clocks []map[string]any
+	for r, c := range s.Clocks {
+		clocks = append(clocks, map[string]any{"rank": r, "offset_ns": c.Offset, "uncertainty_ns": c.Uncertainty})
+	}
+	return map[string]any{
+		"clock_root": s.Root,
+		// Each rank's clock ahead of the root's, ± the uncertainty,
+		// subtracted from its times.
+		"clock_offsets":    clocks,
+		"clamped_receives": s.Clamped,
+	}
+}
+
+// writeMergedTrace writes all's ranks' trace as one; cs, when not nil,
+// goes in its metadata.
+func writeMergedTrace(out io.Writer, all []rankTrace, cs *clockSync) error {
 	z := zero(all)
 	at := func(r rankTrace, t int64) float64 { return float64(r.Epoch-z+t) / 1e3 } // µs
 	var evs []chromeEvent
@@ -297,8 +452,15 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 			tid += nc
 		}
 		for _, t := range r.Tasks {
+			// As in a one-rank trace: the task's number, those of the
+			// tasks it depended on (the transfers' among them), and a
+			// failed task's error.
+			args := map[string]any{"task": t.Team, "deps": t.Deps}
+			if t.Err != "" {
+				args["error"] = t.Err
+			}
 			evs = append(evs, chromeEvent{Name: t.Name, Cat: "task", Ph: "X", Ts: at(r, t.Start), Dur: float64(t.End-t.Start) / 1e3, Pid: r.Rank, Tid: t.Worker,
-				Args: map[string]any{"task": t.Team}})
+				Args: args})
 		}
 		for i, x := range r.Xfers {
 			name := fmt.Sprintf("recv %s from %d", x.Handle, x.Peer)
@@ -364,9 +526,11 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 					chromeEvent{Name: "transfer", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, inside(x.Start, x.End, x.End)), Pid: r.Rank, Tid: tid, ID: x.ID + 1})
 			}
 			for _, t := range users[x.Task] {
+				// From the receive's end, or from before the task's
+				// start where align moved the end past it.
 				flow++
 				evs = append(evs,
-					chromeEvent{Name: "received", Cat: "transfer", Ph: "s", Ts: at(r, inside(x.Start, x.End, x.End)), Pid: r.Rank, Tid: tid, ID: flow},
+					chromeEvent{Name: "received", Cat: "transfer", Ph: "s", Ts: at(r, inside(x.Start, x.End, min(x.End, t.Start))), Pid: r.Rank, Tid: tid, ID: flow},
 					chromeEvent{Name: "received", Cat: "transfer", Ph: "f", Bp: "e", Ts: at(r, inside(t.Start, t.End, t.Start)), Pid: r.Rank, Tid: t.Worker, ID: flow})
 			}
 		}
@@ -377,7 +541,17 @@ func writeMergedTrace(out io.Writer, all []rankTrace) error {
 			return err
 		}
 	}
-	return tw.Close()
+	if cs == nil {
+		return tw.Close()
+	}
+	return tw.CloseWithMetadata(cs.metadata())
+}
+
+// firstLine is s up to its first newline (a panic's error carries its
+// stack): what a failed task's bar shows.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 // writeMergedGantt draws every rank's workers, then its receives, its
@@ -433,7 +607,7 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 		for _, t := range r.Tasks {
 			// A team task's bars share the ID.
 			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: 1<<61 + t.Team*n + uint64(r.Rank), Name: t.Name,
-				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End)})
+				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End), Err: firstLine(t.Err)})
 		}
 		for _, x := range r.Xfers {
 			id++

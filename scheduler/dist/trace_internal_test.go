@@ -41,7 +41,7 @@ func overlappingTransfers() []rankTrace {
 // own, and every flow arrow starts and ends on a slice of its thread.
 func TestMergedTraceTransfersDoNotOverlap(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, writeMergedTrace(&buf, overlappingTransfers()))
+	require.NoError(t, writeMergedTrace(&buf, overlappingTransfers(), nil))
 	var tr struct {
 		TraceEvents []struct {
 			Name string         `json:"name"`

@@ -83,3 +83,16 @@ func (t *Writer) Close() error {
 	t.write("]}\n")
 	return t.err
 }
+
+// CloseWithMetadata ends the document with meta as its "metadata"
+// object, beside the events (the format's trace-wide metadata: readers
+// that do not know it skip it).
+func (t *Writer) CloseWithMetadata(meta map[string]any) error {
+	t.start()
+	t.write("],\"metadata\":")
+	if t.err == nil {
+		t.err = t.enc.Encode(meta)
+	}
+	t.write("}\n")
+	return t.err
+}
