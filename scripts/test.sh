@@ -83,6 +83,9 @@ for n in 1 2 4; do
   echo "$passed subtests passed (summed over ranks)"
 done
 
+log "comm/mpi tests on an MPI the program initialized at MPI_THREAD_SERIALIZED, mpirun -n 2, 4"
+SERIALIZED=1 RANKS="2 4" comm/mpi/mpitest.sh
+
 # internal/mpiclib's Example checks the C library's communicators
 # against the ranks' numbers: one process proves little, four do.
 echo "--- internal/mpiclib Example under mpirun -n 4"

@@ -32,7 +32,9 @@ import (
 // order in which they run must still match across ranks. No goroutine is
 // started and no OS thread is locked: MPI_THREAD_MULTIPLE lets any thread
 // call MPI, and a hand-off to a dedicated goroutine would add two goroutine
-// switches (about 0.3 us) to every call.
+// switches (about 0.3 us) to every call. On an adopted MPI that provides
+// only MPI_THREAD_SERIALIZED every MPI call is made under one lock instead,
+// and blocking operations are polled (see the package doc).
 //
 // Context: with a ctx whose Done channel is nil (context.Background) a call
 // uses the blocking MPI function. Otherwise it starts the non-blocking form
@@ -76,7 +78,10 @@ var _ comm.Comm = (*Comm)(nil)
 
 func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 	var rank, size C.int
-	if rc := C.pz_comm_setup(c, st.h.errors_return, &rank, &size); rc != 0 {
+	st.lock()
+	rc := C.pz_comm_setup(c, st.h.errors_return, &rank, &size)
+	st.unlock()
+	if rc != 0 {
 		return nil, st.error("MPI_Comm_set_errhandler", rc)
 	}
 	n := int(size)
@@ -370,7 +375,13 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 }
 
 // syncBefore makes every rank arrive before a blocking-only MPI call; its
-// errors name k (collErr).
+// errors name k (collErr). It is needed when ctx can end (the wait for
+// the others is then one that ctx ends) and when every MPI call holds
+// the lock (MPI_THREAD_SERIALIZED): a blocking call that waited there
+// for a rank not yet arrived would keep this rank's other goroutines out
+// of MPI, and that rank might be waiting for one of them (a message
+// before its own call). Once all have arrived, the blocking call waits
+// only for ranks already making it.
 func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
 	if c.check && c.size > 1 {
 		return c.collErr(k, c.pre(ctx, desc{call: k, count: noCount, root: noRoot}, lerr))
@@ -378,7 +389,7 @@ func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
 	if lerr != nil {
 		return lerr
 	}
-	if ctx.Done() == nil || c.size == 1 {
+	if c.blocks(ctx) || c.size == 1 {
 		return nil
 	}
 	return c.collErr(k, c.do(ctx, "MPI_Ibarrier", true, nil,

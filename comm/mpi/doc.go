@@ -45,9 +45,24 @@
 // the call, so concurrent collectives on one communicator never interleave
 // inside MPI. A dedicated goroutine per communicator would cost two
 // goroutine hand-offs per call, several times MPI's own 8-byte latency. If
-// an adopted MPI provides only MPI_THREAD_SERIALIZED, every call is made
-// under one lock and blocking operations are polled; below that Init fails
-// with ErrThreadLevel.
+// an adopted MPI provides only MPI_THREAD_SERIALIZED (a C or Fortran
+// program that called MPI_Init_thread so before handing over to Go),
+// every call is made under one lock and blocking operations are polled,
+// even with context.Background: a blocking call would hold the lock while
+// it waits, and keep out the other goroutines' calls that the peers may be
+// waiting for. The lock is taken per MPI call (each MPI_Test of a poll),
+// never across a wait. MPI_Comm_split and MPI_Comm_dup, which have no
+// polled form, follow a polled barrier (the agreement step, or an
+// MPI_Ibarrier with the check off or on the communicator Import
+// duplicates), so that they wait only for ranks already making them. The cost: each operation takes the non-blocking
+// form and MPI_Test, plus a lock, where MULTIPLE makes one blocking call;
+// on 2 oversubscribed ranks under load an 8-byte AllReduce took 8-9 µs
+// against 0.6-6 µs at MULTIPLE (BenchmarkAllReduce, SERIALIZED=1
+// mpitest.sh bench). Below MPI_THREAD_SERIALIZED Init fails with
+// ErrThreadLevel. The package's tests run in this mode too
+// (PZ_MPI_TEST_SERIALIZED=1: TestMain initializes MPI at
+// MPI_THREAD_SERIALIZED itself and finalizes it after World.Finalize left
+// it running), under mpirun -n 2 and 4 in scripts/test.sh.
 //
 // # Context
 //
@@ -154,6 +169,7 @@
 // # Testing
 //
 //	go test -tags mpi ./comm/mpi       # 1 rank, then re-runs itself under mpirun -n 2 and -n 4
+//	SERIALIZED=1 RANKS="2 4" comm/mpi/mpitest.sh # on an adopted MPI at MPI_THREAD_SERIALIZED
 //	go test -tags mpi -c -o /tmp/mpi.test ./comm/mpi &&
 //	    mpirun -n 4 --oversubscribe --allow-run-as-root /tmp/mpi.test -test.v
 package mpi

@@ -70,3 +70,22 @@ func Held(r comm.Request) bool {
 // FinalizedCleanly reports whether a test finalized MPI through w, and
 // Finalize succeeded (TestMain then cannot agree on the exit status).
 func FinalizedCleanly(w *World) bool { return w.st.finalized.Load() && w.finalErr == nil }
+
+// ThreadSerialized is MPI_THREAD_SERIALIZED.
+const ThreadSerialized = 2
+
+// InitEmbedded initializes MPI at level on a thread of its own, as a C
+// program embedding pz would before calling Init (which then adopts it),
+// and returns the level MPI provides and the function that finalizes it
+// on that thread, after the World's Finalize has left it running.
+func InitEmbedded(level int) (finalize func() error, provided int, err error) {
+	e, provided, err := initEmbedded(level)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.finalize, provided, nil
+}
+
+// Serialized reports whether w makes every MPI call under one lock
+// (MPI provides MPI_THREAD_SERIALIZED).
+func Serialized(w *World) bool { return w.st.serialize }

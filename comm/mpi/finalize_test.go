@@ -17,6 +17,16 @@ import (
 	"github.com/pzgo/pz/comm/mpi"
 )
 
+// skipAdopted skips a test of how World.Finalize finalizes MPI when the
+// tests run on an MPI that TestMain initialized as an embedding program
+// would (serializedEnv): Finalize leaves that MPI to its owner.
+func skipAdopted(t *testing.T) {
+	t.Helper()
+	if serialized() {
+		t.Skipf("%s=1: Init adopted MPI, and Finalize does not finalize it", serializedEnv)
+	}
+}
+
 // unjoinedEnv selects the job of TestFinalizeWithUnjoinedCollective.
 const unjoinedEnv = "PZ_MPI_TEST_UNJOINED"
 
@@ -33,6 +43,7 @@ const unjoinedEnv = "PZ_MPI_TEST_UNJOINED"
 // which waits in MPI_Finalize. The parent checks what rank 0 said, and
 // that the job ended.
 func TestFinalizeWithUnjoinedCollective(t *testing.T) {
+	skipAdopted(t)
 	if underLauncher() {
 		if os.Getenv(unjoinedEnv) == "" {
 			t.Skip("run by TestFinalizeWithUnjoinedCollective under its own mpirun")
@@ -88,6 +99,7 @@ const pendingEnv = "PZ_MPI_TEST_PENDING_AT_FINALIZE"
 // invoked".) Runs on 2 ranks under its own mpirun, since it finalizes
 // MPI; the job must end cleanly.
 func TestWaitAfterFinalize(t *testing.T) {
+	skipAdopted(t)
 	if underLauncher() {
 		if os.Getenv(pendingEnv) == "" {
 			t.Skip("run by TestWaitAfterFinalize under its own mpirun")
@@ -171,6 +183,7 @@ const sendHeldEnv = "PZ_MPI_TEST_SEND_HELD_AT_FINALIZE"
 // MPI_Finalize (a thread is inside MPI); the Wait stays inside MPI. Rank 0
 // then exits without MPI_Finalize, and mpirun ends the job.
 func TestFinalizeWithSendInWait(t *testing.T) {
+	skipAdopted(t)
 	if underLauncher() {
 		if os.Getenv(sendHeldEnv) == "" {
 			t.Skip("run by TestFinalizeWithSendInWait under its own mpirun")
@@ -224,6 +237,7 @@ const finalizeWaitEnv = "PZ_MPI_TEST_FINALIZE_WAIT"
 // it ends, and mpirun ends the job. (It waited there in silence for
 // ever.)
 func TestFinalizeWaitReported(t *testing.T) {
+	skipAdopted(t)
 	if underLauncher() {
 		if os.Getenv(finalizeWaitEnv) == "" {
 			t.Skip("run by TestFinalizeWaitReported under its own mpirun")

@@ -23,7 +23,9 @@ import (
 // over that communicator. pz works on a duplicate (MPI_Comm_dup), so its
 // error handler and its messages never touch the library's communicator;
 // Free frees the duplicate only. ctx is checked before the call
-// (MPI_Comm_dup cannot be interrupted).
+// (MPI_Comm_dup cannot be interrupted); on an MPI at
+// MPI_THREAD_SERIALIZED the ranks first meet in an MPI_Ibarrier on that
+// communicator, which ctx bounds.
 func (w *World) Import(ctx context.Context, handle uintptr) (*Comm, error) {
 	return w.importComm(ctx, "Import", C.pz_comm_of(C.uintptr_t(handle)))
 }
@@ -43,6 +45,11 @@ func (w *World) importComm(ctx context.Context, call string, c C.MPI_Comm) (*Com
 	}
 	if C.pz_comm_is_null(c) != 0 {
 		return nil, fmt.Errorf("mpi: %s: MPI_COMM_NULL: %w", call, comm.ErrInvalidArg)
+	}
+	if w.st.serialize {
+		if err := w.st.barrierPolled(ctx, c); err != nil {
+			return nil, fmt.Errorf("mpi: %s: %w", call, err)
+		}
 	}
 	var nc C.MPI_Comm
 	w.st.lock()
@@ -99,4 +106,32 @@ func asComm(c comm.Comm) (*Comm, error) {
 		return m, nil
 	}
 	return nil, fmt.Errorf("mpi: %T is not an MPI communicator of this package: %w", c, comm.ErrInvalidArg)
+}
+
+// barrierPolled is an MPI_Ibarrier on c tested until it completes or ctx
+// ends, each test under the lock. Under MPI_THREAD_SERIALIZED the ranks
+// meet in it before a blocking collective that has no polled form
+// (MPI_Comm_dup of a communicator made outside pz), which then waits only
+// for ranks already making it, instead of holding the lock while other
+// goroutines' calls, which the ranks not there yet may wait for, cannot
+// start. A barrier that ctx ends stays pending in MPI.
+func (s *state) barrierPolled(ctx context.Context, c C.MPI_Comm) error {
+	var req C.MPI_Request
+	s.lock()
+	rc := C.pz_ibarrier(c, &req)
+	s.unlock()
+	if rc != 0 {
+		return s.error("MPI_Ibarrier", rc)
+	}
+	return poll(ctx, 0, func() (bool, error) {
+		var flag C.int
+		var st C.pz_status
+		s.lock()
+		rc := C.pz_test(&req, &flag, &st)
+		s.unlock()
+		if rc != 0 {
+			return false, s.error("MPI_Test", rc)
+		}
+		return flag != 0, nil
+	})
 }

@@ -30,13 +30,43 @@ import (
 // be initialized once per process, so every test shares it.
 var world *mpi.World
 
+// serializedEnv, set to 1, makes TestMain play a C program that embeds
+// pz: it initializes MPI itself at MPI_THREAD_SERIALIZED before Init,
+// which adopts it and then makes every MPI call under one lock and polls
+// its blocking operations (doc.go, "Threads and latency"); TestMain
+// finalizes MPI after the World's Finalize has left it running.
+// mpitest.sh runs the tests so too.
+const serializedEnv = "PZ_MPI_TEST_SERIALIZED"
+
+// serialized reports whether the tests run on an adopted MPI at
+// MPI_THREAD_SERIALIZED (serializedEnv).
+func serialized() bool { return os.Getenv(serializedEnv) == "1" }
+
 // TestMain initializes MPI (as a singleton when not under mpirun), runs the
 // tests, and makes every rank exit with the same status, so that mpirun
 // fails when any rank failed.
 func TestMain(m *testing.M) {
+	var embedderFinalize func() error
+	if serialized() {
+		fin, provided, err := mpi.InitEmbedded(mpi.ThreadSerialized)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if provided != mpi.ThreadSerialized {
+			fmt.Fprintf(os.Stderr, "MPI_Init_thread(MPI_THREAD_SERIALIZED) provided level %d\n", provided)
+			os.Exit(2)
+		}
+		embedderFinalize = fin
+	}
 	w, err := mpi.Init(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mpi.Init:", err)
+		os.Exit(2)
+	}
+	if embedderFinalize != nil && (w.Started() || w.ThreadLevel() != mpi.ThreadSerialized || !mpi.Serialized(w)) {
+		fmt.Fprintf(os.Stderr, "mpi.Init on MPI the program initialized at MPI_THREAD_SERIALIZED: Started %v, ThreadLevel %d, serialized %v; want false, %d, true\n",
+			w.Started(), w.ThreadLevel(), mpi.Serialized(w), mpi.ThreadSerialized)
 		os.Exit(2)
 	}
 	world = w
@@ -68,6 +98,18 @@ func TestMain(m *testing.M) {
 	} else if ids := mpi.MPIThreadIDs(w); w.Started() && (len(ids) != 2 || ids[0] != ids[1]) {
 		fmt.Fprintf(os.Stderr, "MPI_Init_thread and MPI_Finalize ran on threads %v, not on one\n", ids)
 		code = max(code, 1)
+	}
+	if embedderFinalize != nil {
+		// Finalize left the program's MPI running, for the program to
+		// finalize.
+		if !mpi.Initialized() {
+			fmt.Fprintln(os.Stderr, "Finalize of an adopted MPI finalized it")
+			os.Exit(max(code, 1))
+		}
+		if err := embedderFinalize(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = max(code, 1)
+		}
 	}
 	os.Exit(code)
 }
@@ -188,7 +230,7 @@ func splitAll(t *testing.T) *mpi.Comm {
 func TestInitAdopts(t *testing.T) {
 	assert.True(t, mpi.Available())
 	assert.True(t, mpi.Initialized())
-	assert.True(t, world.Started())
+	assert.Equal(t, !serialized(), world.Started(), "Init starts MPI unless the program did (%s)", serializedEnv)
 	w2, err := mpi.Init(context.Background(), mpi.WithGOMAXPROCS(false), mpi.WithCheck(false))
 	require.NoError(t, err)
 	assert.False(t, w2.Started(), "second Init must adopt")
