@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -54,9 +55,12 @@ const (
 	ctrlFailed byte = 1 + iota // a task failed on the sender; text follows
 	ctrlClose                  // self-sent by Close to end the control receive
 	// ctrlLeft: the sender left WaitAll early (its context ended, or the
-	// stall timeout); the steps of the graph check it started (its
-	// graphCheck.reached, 8 bytes little-endian), then text, follow. The
-	// receivers' waits for later steps end; those it started complete.
+	// stall timeout), or Scatter, Gather, ScatterMatrix or GatherMatrix
+	// (quitLocked); the steps of the graph check it started (its
+	// graphCheck.reached, 8 bytes little-endian), then text, follow: for
+	// a call other than WaitAll, the call's name and a zero byte first.
+	// The receivers' waits for later steps end; those it started
+	// complete.
 	ctrlLeft
 	// ctrlGaveUp: the sender's program gave up on the graph (Abandon); text
 	// follows. It takes part in no further collective: every wait of the
@@ -102,6 +106,10 @@ type Scheduler struct {
 	// beforeAgreement, nil but in tests (export_test.go), runs in
 	// WaitAll just before the agreement on the outcome.
 	beforeAgreement atomic.Pointer[func()]
+	// beforeExchange, nil but in tests (export_test.go), runs in
+	// Scatter, Gather, ScatterMatrix and GatherMatrix between the
+	// comparison of the graphs and the exchange of their arguments.
+	beforeExchange atomic.Pointer[func()]
 
 	local *scheduler.Scheduler
 	c     comm.Comm // private duplicate: transfers never mix with the application's messages
@@ -323,16 +331,16 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 	case ctrlLeft, ctrlLeftBroken, ctrlGaveUp:
 		var err error
 		// A rank that gave up takes part in no step of the graph check.
-		reached, text := 0, d.ctrlBuf[1:st.Count]
+		reached, place, text := 0, "", d.ctrlBuf[1:st.Count]
 		switch d.ctrlBuf[0] {
 		case ctrlGaveUp:
 			err = brokenFailure{fmt.Errorf("%w: rank %d gave up the graph: %s", ErrRankFailed, st.Source, text)}
 		case ctrlLeftBroken:
-			reached, text = leftMessage(d.ctrlBuf[:st.Count])
-			err = brokenFailure{fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)}
+			reached, place, text = leftMessage(d.ctrlBuf[:st.Count])
+			err = brokenFailure{fmt.Errorf("%w: rank %d left %s: %s", ErrRankFailed, st.Source, place, text)}
 		default:
-			reached, text = leftMessage(d.ctrlBuf[:st.Count])
-			err = fmt.Errorf("%w: rank %d left WaitAll: %s", ErrRankFailed, st.Source, text)
+			reached, place, text = leftMessage(d.ctrlBuf[:st.Count])
+			err = fmt.Errorf("%w: rank %d left %s: %s", ErrRankFailed, st.Source, place, text)
 		}
 		d.fail(err, "")
 		d.failMu.Lock()
@@ -557,6 +565,39 @@ func (d *Scheduler) leave(err, cause error, here string) error {
 	return err
 }
 
+// quitLocked records that this rank left the graph in call (Scatter,
+// Gather, ScatterMatrix, GatherMatrix) with cause: the call's
+// comparison of the graphs or exchange of arguments failed here (a
+// stall, this rank's context ended, the communicator failed), so that
+// it abandoned, or never joins, a collective the other ranks make. As
+// for a rank that left WaitAll (leave), the graph fails with cause
+// (here is its own words, as for fail; "" for a failure heard of), a
+// later WaitAll on this rank returns it without comparing, and the
+// other ranks are told that this rank left and how many steps of the
+// graph check it started (ctrlLeft, before the caller abandons its
+// collective: under MPI that breaks the communicator here), so that
+// their waits for the steps it never starts end at once rather than at
+// the stall timeout. It does not wait for the receives the failure
+// canceled: the call does (settled), once d.mu is released. d.mu is
+// held.
+func (d *Scheduler) quitLocked(call string, cause error, here string) {
+	d.fail(cause, here)
+	if d.size == 1 || d.check.left != nil {
+		return
+	}
+	left := fmt.Errorf("the graph failed when this rank (rank %d) left %s: %w", d.rank, call, cause)
+	if errors.Is(cause, ErrRankFailed) {
+		left = fmt.Errorf("the graph failed in an earlier %s: %w", call, cause)
+	}
+	reached := d.check.leave(left)
+	kind := ctrlLeft
+	if errors.Is(cause, comm.ErrBroken) {
+		kind = ctrlLeftBroken
+	}
+	head := binary.LittleEndian.AppendUint64([]byte{kind}, uint64(reached))
+	d.announce(head, call+"\x00"+cause.Error())
+}
+
 // brokeWorld reports whether ctx ended because the in-process world
 // broke: a rank returned, which cancels every rank's context with the
 // break as its cause.
@@ -750,14 +791,19 @@ func (d *Scheduler) departedLocked(step int) error {
 }
 
 // leftMessage decodes a ctrlLeft or ctrlLeftBroken message: the steps
-// of the graph check its sender started, and its text. A message too
-// short for the steps (never sent) counts as one whose sender started
-// every step: no wait of the graph check ends for it.
-func leftMessage(msg []byte) (reached int, text []byte) {
+// of the graph check its sender started, the call it left (WaitAll,
+// unless the text names another before a zero byte), and its text. A
+// message too short for the steps (never sent) counts as one whose
+// sender started every step: no wait of the graph check ends for it.
+func leftMessage(msg []byte) (reached int, place string, text []byte) {
 	if len(msg) < ctrlLeftHead {
-		return math.MaxInt, msg[1:]
+		return math.MaxInt, "WaitAll", msg[1:]
 	}
-	return int(min(binary.LittleEndian.Uint64(msg[1:ctrlLeftHead]), math.MaxInt)), msg[ctrlLeftHead:]
+	reached, text = int(min(binary.LittleEndian.Uint64(msg[1:ctrlLeftHead]), math.MaxInt)), msg[ctrlLeftHead:]
+	if i := bytes.IndexByte(text, 0); i >= 0 {
+		return reached, string(text[:i]), text[i+1:]
+	}
+	return reached, "WaitAll", text
 }
 
 // announce sends a control message to every other rank: head (the

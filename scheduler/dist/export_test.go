@@ -11,6 +11,11 @@ const CheckWindow = checkWindow
 // the outcome.
 func BeforeAgreement(d *Scheduler, f func()) { d.beforeAgreement.Store(&f) }
 
+// BeforeExchange makes Scatter, Gather, ScatterMatrix and GatherMatrix
+// on d call f between the comparison of the graphs and the exchange of
+// their arguments.
+func BeforeExchange(d *Scheduler, f func()) { d.beforeExchange.Store(&f) }
+
 // GraphFailed returns a channel closed once d knows that its graph
 // failed (a failure here, or heard of), for tests that wait for it.
 func GraphFailed(d *Scheduler) <-chan struct{} { return d.graph.Done() }

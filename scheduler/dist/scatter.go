@@ -2,7 +2,10 @@ package dist
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/scheduler"
@@ -19,6 +22,15 @@ import (
 // with the other ranks' graphs as a submission ("dist.Scatter"): where a
 // rank submitted a task or called WaitAll instead, every rank gets
 // ErrGraphMismatch naming both.
+//
+// A call that fails in that comparison or in the exchange of roots -
+// this rank's context ends, or the stall timeout (WithStallTimeout)
+// passes while another rank does not come - fails the graph: this rank
+// leaves it, as a rank that leaves WaitAll does, and the other ranks
+// hear why before it gives the exchange up. Then Submit, WaitAll and the
+// collective calls return that failure at once, on every rank, and
+// Close, the failure told, does not return it again. The same holds for
+// Gather, ScatterMatrix and GatherMatrix.
 func (d *Scheduler) Scatter(ctx context.Context, root int, hs []*Handle, fill func(i int, data any) error) error {
 	return d.reply(d.onRoot(ctx, "Scatter", root, hs, scheduler.ModeW, fill))
 }
@@ -35,16 +47,19 @@ func (d *Scheduler) Gather(ctx context.Context, root int, hs []*Handle, use func
 // (runOnRoot).
 func (d *Scheduler) onRoot(ctx context.Context, call string, root int, hs []*Handle, mode scheduler.Mode, fn func(int, any) error) error {
 	if err := d.compareFirst(ctx, call); err != nil {
-		return fmt.Errorf("dist: %s: %w", call, err)
+		return d.settled(fmt.Errorf("dist: %s: %w", call, err))
 	}
 	// Every rank learns every root before any returns: a rank that
 	// refused its root alone would leave the others waiting in WaitAll
 	// for a task it never submits.
+	if f := d.beforeExchange.Load(); f != nil {
+		(*f)()
+	}
 	xctx, stop := d.exchangeBound(ctx, call)
 	roots, err := comm.AllGatherValues(xctx, d.c, root)
 	stop()
 	if err != nil {
-		return fmt.Errorf("dist: %s: %w", call, err)
+		return d.exchangeFailed(call, err)
 	}
 	if err := d.agreeRoot(roots); err != nil {
 		return fmt.Errorf("dist: %s: %w", call, err)
@@ -104,7 +119,19 @@ func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		if d.interrupted(ctx, name, err) == nil {
+		switch stopped := d.interrupted(ctx, name, err); {
+		case stopped != nil:
+			// This rank stopped here: it never joins the exchange of
+			// arguments that the others wait in (interrupted recorded
+			// the failure in its own words).
+			d.quitLocked(call, stopped, "")
+		case errors.Is(err, ErrStalled) && d.check.diverged == nil:
+			// A rank never came to the comparison: this rank gives it
+			// up, and does not start another that the others would
+			// pair with it (a later WaitAll here compared the graphs
+			// again, and waited another stall timeout).
+			d.quitLocked(call, err, "")
+		default:
 			d.fail(err, "")
 		}
 		return err
@@ -112,18 +139,112 @@ func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
 	return nil
 }
 
-// exchangeBound bounds the exchange of call's arguments by the stall
-// timeout (stallBound) and by the graph's failure: a rank whose call
-// failed in compareFirst (its context ended) never joins the exchange,
-// but records the failure, which the others hear. Without it they waited
-// in the exchange until the stall timeout (for ever with dist.New alone).
+// exchangeBound bounds the exchange of call's arguments by ctx, by the
+// stall timeout and by the graph's failure: a rank whose call failed in
+// compareFirst (its context ended) never joins the exchange, but records
+// the failure, which the others hear. Without it they waited in the
+// exchange until the stall timeout (for ever with dist.New alone).
+//
+// When ctx ends or the stall timeout passes, the failure is recorded as
+// the graph's and this rank leaves the graph (quitLocked: the others
+// hear it) before the exchange ends: the exchange's own error was
+// returned to the program, and recorded nowhere. Then this rank's
+// Submit went on into a graph the others had given up, its WaitAll and
+// Close compared the graphs again (over a communicator the abandoned
+// exchange had broken, or, under MPI, for the others to wait for until
+// the stall timeout, as they heard nothing), and the other ranks'
+// errors named a broken communicator rather than why. Recording it
+// after the exchange ended would come too late under MPI: abandoning a
+// collective breaks the communicator there, and the news could no
+// longer be sent. The returned function releases the context; once it
+// is called, nothing is recorded.
 func (d *Scheduler) exchangeBound(ctx context.Context, call string) (context.Context, func()) {
-	xctx, stopBound := d.stallBound(ctx, "to call "+call+" (a rank went on without it, or is stuck)")
-	gctx, stopGraph := d.untilGraphFails(xctx)
-	return gctx, func() {
-		stopGraph()
-		stopBound()
+	// Not derived from ctx: the exchange ends only once its failure has
+	// been recorded.
+	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	over := false
+	end := func(record func() error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return
+		}
+		over = true
+		cancel(record())
 	}
+	stopCtx := context.AfterFunc(ctx, func() {
+		end(func() error {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			stopped := d.interrupted(ctx, "dist."+call, context.Cause(ctx))
+			d.quitLocked(call, stopped, "")
+			return stopped
+		})
+	})
+	stopTimer := func() bool { return true }
+	if d.timeout > 0 {
+		t := time.AfterFunc(d.timeout, func() {
+			end(func() error {
+				err := fmt.Errorf("%w: rank %d waited %v for the other ranks to call %s (a rank went on without it, or is stuck)", ErrStalled, d.rank, d.timeout, call)
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				d.quitLocked(call, err, "")
+				return err
+			})
+		})
+		stopTimer = t.Stop
+	}
+	stopGraph := context.AfterFunc(d.graph, func() {
+		end(func() error { return context.Cause(d.graph) })
+	})
+	return xctx, func() {
+		mu.Lock()
+		over = true
+		mu.Unlock()
+		stopCtx()
+		stopTimer()
+		stopGraph()
+		cancel(nil)
+	}
+}
+
+// exchangeFailed is call's error when its exchange of arguments failed
+// with err: the graph's failure, which exchangeBound recorded before it
+// ended the exchange (this rank's context ended, the stall timeout) or
+// which this rank heard of (the other ranks' news, the failure of a
+// task of the graph); else err, a failure of the communicator, with
+// which this rank leaves the graph (quitLocked). It returns once the
+// receives the failure canceled have ended.
+func (d *Scheduler) exchangeFailed(call string, err error) error {
+	if errors.Is(err, comm.ErrBroken) {
+		// A rank that left said so before its return (in process) or
+		// its abandoned exchange broke the communicator: hear it.
+		d.prog.sync()
+	}
+	if f := d.failure(); f != nil {
+		return d.settled(fmt.Errorf("dist: %s on rank %d: %w", call, d.rank, f))
+	}
+	here := ""
+	if !errors.Is(err, comm.ErrBroken) {
+		// A failure of this rank's, not a consequence of another's.
+		here = fmt.Sprintf("%s: exchanging the arguments: %v", call, err)
+	}
+	err = fmt.Errorf("dist: rank %d: %s: exchanging the arguments: %w", d.rank, call, rankFailed(err))
+	d.mu.Lock()
+	d.quitLocked(call, err, here)
+	d.mu.Unlock()
+	return d.settled(err)
+}
+
+// settled returns err once the receives a failure of the graph canceled
+// have ended (awaitCanceled; at once without a failure), as WaitAll
+// does, so that no buffer changes after the call that returns err.
+func (d *Scheduler) settled(err error) error {
+	if aerr := d.awaitCanceled(); aerr != nil {
+		return fmt.Errorf("%w (and %v)", err, aerr)
+	}
+	return err
 }
 
 // untilGraphFails returns ctx, ending as well, with the failure as its
@@ -251,16 +372,19 @@ func moveMatrix[T comm.Number](ctx context.Context, d *Scheduler, call string, r
 		bad = fmt.Sprintf("%d elements on root %d for a %d x %d matrix", len(a), root, rows, cols)
 	}
 	if err := d.compareFirst(ctx, call); err != nil {
-		return fmt.Errorf("dist: %s: %w", call, err)
+		return d.settled(fmt.Errorf("dist: %s: %w", call, err))
 	}
 	// Every rank learns what every other passed and found, the root
 	// included, so that they all return the same error instead of some
 	// waiting for a task the others never submit.
+	if f := d.beforeExchange.Load(); f != nil {
+		(*f)()
+	}
 	xctx, stop := d.exchangeBound(ctx, call)
 	all, err := comm.AllGatherValues(xctx, d.c, matrixCall{Root: root, Rows: rows, Cols: cols, Bad: bad})
 	stop()
 	if err != nil {
-		return fmt.Errorf("dist: %s: %w", call, err)
+		return d.exchangeFailed(call, err)
 	}
 	if err := d.agreeMatrix(all); err != nil {
 		return fmt.Errorf("dist: %s: %w", call, err)
