@@ -80,10 +80,14 @@ func (s *Scheduler) TracedTasks() []TracedTask {
 // WorkerName names worker id as charts and traces do: a CPU worker by
 // its kind and number ("cpu0"), a device's worker by the device, as the
 // copies' tracks name it, and its own number ("sim0 (worker 2)": worker
-// 2 drives device sim0, whose copies are on the track "ram→sim0"). It
-// panics if id is not a worker's, like a slice index.
+// 2 drives device sim0, whose copies are on the track "ram→sim0"), or
+// by the name WithWorkerNames gave it. It panics if id is not a
+// worker's, like a slice index.
 func (s *Scheduler) WorkerName(id int) string {
 	w := s.workers[id].info
+	if n, ok := s.cfg.names[id]; ok && w.Kind == CPUWorker {
+		return n
+	}
 	if w.Node == RAM || s.data == nil {
 		return fmt.Sprintf("%v%d", w.Kind, w.ID)
 	}

@@ -39,6 +39,7 @@ type config struct {
 	cuda       cudaConfig     // GPUs the scheduler opens (WithCUDA)
 
 	links map[int]WorkerLink // WithWorkerLinks
+	names map[int]string     // WithWorkerNames
 
 	watchdog       time.Duration // WithWatchdog, PZ_WATCHDOG; 0: off
 	watchdogSet    bool
@@ -191,6 +192,9 @@ func buildConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: %s: at most %d CPU workers (this process may use %d cores); idle workers look at one another's queues, so that PZ_NCPU=100000 kept New from returning", ErrBadOption, what, maxWorkers, min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	}
 	if err := c.checkLinks(); err != nil {
+		return c, err
+	}
+	if err := c.checkNames(); err != nil {
 		return c, err
 	}
 	if c.driven < 0 {

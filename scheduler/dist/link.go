@@ -40,8 +40,9 @@ const (
 // tasks' ratios, then an exponential average, one task's ratio bounded
 // to 4 times the factor either way (one pause of the garbage collector
 // does not quadruple it). A task's transfers cost more than a ping's:
-// the codec of its header, the worker rank's allocation of its buffers
-// and their registration, several slots of a rank sharing its link, and
+// the codec of its header, the worker rank's registration of its buffers
+// (and their allocation when their sizes differ from the slot's task
+// before: slotBufs), several slots of a rank sharing its link, and
 // on a loaded machine 20 to 100 times as much (in-process ranks on 2
 // cores).
 type rankLink struct {
@@ -152,8 +153,8 @@ func fastestPing(ctx context.Context, c comm.Comm, r int, b comm.Buf) (time.Dura
 // echoPings answers the master's pings (measureLinks) on a worker rank.
 func echoPings(ctx context.Context, c comm.Comm, root int) error {
 	for _, n := range [...]int{pingSmall, pingLarge} {
+		b := pingBuf(n) // one per size, as a slot keeps a task's buffers (slotBufs)
 		for range pingRepeat {
-			b := pingBuf(n) // fresh, as a task's buffers are
 			if _, err := c.Recv(ctx, b.Type, root, pingTag, func(int) ([]byte, error) { return b.Bytes, nil }); err != nil {
 				return fmt.Errorf("answering the master's ping of %d bytes: %w", n, err)
 			}

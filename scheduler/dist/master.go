@@ -78,6 +78,9 @@ type Master struct {
 	// links are the master's links to the worker ranks, by rank (nil
 	// at the master's): the cost dmda sees of a proxy's task.
 	links []*rankLink
+	// returned is set when RunMaster has closed the master's scheduler:
+	// Submit and WaitAll then return scheduler.ErrClosed.
+	returned atomic.Bool
 }
 
 // proxy is a worker of the master that stands for one core of a rank.
@@ -231,12 +234,20 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	defer gaveUp(nil)
 	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, links: links}
 	wl := map[int]scheduler.WorkerLink{}
+	// Traces and charts name every worker after its rank and its core
+	// there: "rank 0 cpu1" is the master's second core, "rank 2 cpu0"
+	// the first core of rank 2.
+	names := map[int]string{}
+	for w := range cores {
+		names[w] = fmt.Sprintf("rank %d cpu%d", root, w)
+	}
 	for r, o := range offers {
 		if r == root {
 			continue
 		}
 		base := slotBase(offers, root, r)
 		for s := range o.Cores {
+			names[cores+len(m.proxies)] = fmt.Sprintf("rank %d cpu%d", r, s)
 			wl[cores+len(m.proxies)] = links[r]
 			m.proxies = append(m.proxies, proxy{rank: r, tag: slotTagBase + base + s})
 		}
@@ -247,7 +258,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		}
 	}
 	total := append([]scheduler.Option{}, opts...)
-	total = append(total, scheduler.WithWorkers(cores+len(m.proxies)), scheduler.WithWorkerLinks(wl))
+	total = append(total, scheduler.WithWorkers(cores+len(m.proxies)), scheduler.WithWorkerLinks(wl), scheduler.WithWorkerNames(names))
 	if m.local, err = scheduler.New(ctx, total...); err != nil {
 		m.stop(ctx)
 		return fmt.Errorf("dist: RunMaster: %w", err)
@@ -264,6 +275,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	}
 	werr := m.local.WaitAll(ctx)
 	cerr := m.local.Close()
+	m.returned.Store(true)
 	m.stop(ctx)
 	switch {
 	case ferr != nil:
@@ -290,13 +302,13 @@ func callMaster(ctx context.Context, m *Master, fn func(ctx context.Context, m *
 
 // sameRoot checks that every rank passed the same root to RunMaster.
 func sameRoot(offers []offer) error {
-	for r, o := range offers {
+	for _, o := range offers {
 		if o.Root != offers[0].Root {
 			roots := make([]string, len(offers))
 			for i, o := range offers {
-				roots[i] = fmt.Sprintf("rank %d: root %d", i, o.Root)
+				roots[i] = fmt.Sprintf("rank %d root %d", i, o.Root)
 			}
-			return fmt.Errorf("%w: the ranks pass different roots (rank 0 root %d, rank %d root %d; %s)", comm.ErrInvalidArg, offers[0].Root, r, o.Root, strings.Join(roots, ", "))
+			return fmt.Errorf("%w: the ranks pass different roots (%s); pass every rank the same root", comm.ErrInvalidArg, strings.Join(roots, ", "))
 		}
 	}
 	return nil
@@ -349,6 +361,8 @@ func (m *Master) RankOf(w int) int {
 // that name runs it. Its data are handles of Local() holding slices of
 // numbers (vectors or matrices). It is refused if a rank lacks the
 // codelet, or if cl is another codelet than the registry's of its name.
+// Once RunMaster has returned, it returns an error wrapping
+// scheduler.ErrClosed, as WaitAll does.
 func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...scheduler.Arg) error {
 	if cl == nil {
 		return fmt.Errorf("dist: Master.Submit: %w: nil codelet (argument cl); pass one of the registry's codelets", comm.ErrInvalidArg)
@@ -365,14 +379,31 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	if ranks := m.missing[cl.Name]; len(ranks) > 0 {
 		return fmt.Errorf("dist: submitting %q: %w: ranks %v have no codelet of that name; pass it to dist.NewRegistry on every rank, not only on the master", cl.Name, ErrUnknownCodelet, ranks)
 	}
+	if err := m.afterRun("Submit"); err != nil {
+		return err
+	}
 	return m.local.Submit(ctx, w, args...)
+}
+
+// afterRun is the error of call on a Master whose RunMaster has
+// returned, nil before.
+func (m *Master) afterRun(call string) error {
+	if m.returned.Load() {
+		return fmt.Errorf("dist: Master.%s: %w: RunMaster has returned (its scheduler is closed and the worker ranks stopped); call it within RunMaster's fn", call, scheduler.ErrClosed)
+	}
+	return nil
 }
 
 // WaitAll waits for every task submitted so far. When ctx ends first,
 // its error names the tasks still running on other ranks, with their
 // ranks and for how long they have run there: a task stuck on a worker
-// rank shows up as the one the deadline passed in.
+// rank shows up as the one the deadline passed in. Once RunMaster has
+// returned, WaitAll, like Submit, returns an error wrapping
+// scheduler.ErrClosed: the Master is valid within RunMaster's fn only.
 func (m *Master) WaitAll(ctx context.Context) error {
+	if err := m.afterRun("WaitAll"); err != nil {
+		return err
+	}
 	err := m.local.WaitAll(ctx)
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -651,6 +682,7 @@ var errSlotsEnded = errors.New("dist: the slots ended")
 // task completes (its result is then dropped).
 func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, tag int) error {
 	run := newSlotRunner(reg)
+	var pool slotBufs
 	fail := func(err error) error {
 		if errors.Is(context.Cause(sctx), errStopped) {
 			return nil
@@ -678,15 +710,26 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 				continue // the first buffer of its handle
 			}
 			sh := h.Shapes[i]
-			datas[i], bufs[i] = comm.MakeSlice(comm.Datatype(h.Types[i]), sh[0]*sh[1]) // packed: rows x cols
+			dt := comm.Datatype(h.Types[i])
 			if modes[i] == scheduler.ModeScratch {
+				datas[i], bufs[i] = comm.MakeSlice(dt, sh[0]*sh[1]) // a fresh, zeroed buffer, as before
 				continue
 			}
+			datas[i], bufs[i] = pool.take(dt, sh[0]*sh[1]) // packed: rows x cols; received whole
 			if _, err := c.Recv(sctx, bufs[i].Type, root, tag, func(int) ([]byte, error) { return bufs[i].Bytes, nil }); err != nil {
 				return fail(err)
 			}
 		}
-		compute, terr := run.task(ctx, ls, h, datas)
+		compute, finished, terr := run.task(ctx, ls, h, datas)
+		if finished {
+			// No task and no handle of this rank holds them any more.
+			for i, b := range bufs {
+				if h.Same[i] == i && modes[i] != scheduler.ModeScratch {
+					pool.keep(datas[i], b)
+				}
+			}
+		}
+		pool.next()
 		res := resultHeader{ComputeNs: int64(compute)}
 		if terr != nil {
 			res.Err = terr.Error()
@@ -717,10 +760,19 @@ type slotRunner struct {
 	wrapped map[string]*scheduler.Codelet
 	err     error         // the running task's failure
 	compute time.Duration // the running task's codelet's time
+	// done takes the running task's outcome from its OnDone callback
+	// (onDone), which the slot waits for. Not Synchronous: its Submit
+	// asks the scheduler whether the caller is a task's code, which reads
+	// the goroutine's id from runtime.Stack, about 25 µs a task, 40 % of
+	// a worker rank's time for 8 KiB tasks (BenchmarkMaster's profile).
+	done   chan error
+	onDone func(error)
 }
 
 func newSlotRunner(reg *Registry) *slotRunner {
-	return &slotRunner{reg: reg, wrapped: map[string]*scheduler.Codelet{}}
+	r := &slotRunner{reg: reg, wrapped: map[string]*scheduler.Codelet{}, done: make(chan error, 1)}
+	r.onDone = func(err error) { r.done <- err }
+	return r
 }
 
 // codelet returns the wrapper of the registered codelet named name.
@@ -752,21 +804,25 @@ func (r *slotRunner) codelet(name string) *scheduler.Codelet {
 }
 
 // task runs one received task on this rank's scheduler and returns the
-// time its codelet ran and its failure.
-func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) (time.Duration, error) {
+// time its codelet ran and its failure. finished reports that the task
+// ran to its end and its handles were unregistered: nothing of the
+// scheduler's holds datas any more, and the slot may reuse them.
+func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) (_ time.Duration, finished bool, _ error) {
 	cl := r.codelet(h.Codelet)
 	if cl == nil { // the master checks this at Submit
-		return 0, fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
+		return 0, false, fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
 	}
 	hs := make([]*scheduler.Handle, len(datas))
 	defer func() {
 		for i, x := range hs {
 			if x != nil && h.Same[i] == i {
-				_, _ = x.Unregister(ctx)
+				if _, err := x.Unregister(ctx); err != nil {
+					finished = false
+				}
 			}
 		}
 	}()
-	args := []scheduler.Arg{scheduler.Synchronous()}
+	args := []scheduler.Arg{scheduler.OnDone(r.onDone)}
 	if h.Arg != nil {
 		args = append(args, scheduler.WithArg(h.Arg))
 	}
@@ -782,7 +838,7 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 				hs[i], err = ls.RegisterMatrix(d, sh[0], sh[1])
 			}
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 		mode := scheduler.Mode(h.Modes[i])
@@ -795,9 +851,64 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 	}
 	r.err, r.compute = nil, 0
 	if err := ls.Submit(ctx, cl, args...); err != nil {
-		return 0, err // the task may still run: r's fields are its
+		return 0, false, err // not submitted
 	}
-	return r.compute, r.err
+	select {
+	case err := <-r.done:
+		if err != nil && r.err == nil {
+			return 0, true, err // the scheduler's, not the codelet's (which the wrapper keeps)
+		}
+		return r.compute, true, r.err
+	case <-ctx.Done():
+		// The task may still run: r's fields and datas are its, and the
+		// slot ends (its receives run under a child of ctx).
+		return 0, false, fmt.Errorf("waiting for task %q: %w", h.Codelet, context.Cause(ctx))
+	}
+}
+
+// slotBufs keeps a slot's received buffers from one task to the next, so
+// that a task of the same shapes as the one before it (the usual case:
+// tiles of one size) receives into them instead of allocating and zeroing
+// its buffers afresh, which cost a worker rank about as much as moving a
+// large block (docs/performance.md, "Master/worker round trips"). It
+// keeps only the last task's buffers: a slot holds no more memory
+// between tasks than one task's data. A buffer is kept only once its
+// task has ended and its handle is unregistered (slotRunner.task's
+// finished). Each slot has its own; it is used by the slot's goroutine
+// only.
+type slotBufs struct {
+	last, kept []pooled
+}
+
+// pooled is a kept buffer: the slice and its bytes.
+type pooled struct {
+	data any
+	buf  comm.Buf
+}
+
+// take returns a buffer of n elements of dt, the last task's if it kept
+// one of that size (its contents are the last task's: the caller
+// receives into the whole of it), else a new one.
+func (p *slotBufs) take(dt comm.Datatype, n int) (any, comm.Buf) {
+	for i, b := range p.last {
+		if b.buf.Type == dt && len(b.buf.Bytes) == n*dt.Size() {
+			p.last = slices.Delete(p.last, i, i+1)
+			return b.data, b.buf
+		}
+	}
+	return comm.MakeSlice(dt, n)
+}
+
+// keep keeps data (its bytes b) for the next task.
+func (p *slotBufs) keep(data any, b comm.Buf) {
+	p.kept = append(p.kept, pooled{data, b})
+}
+
+// next ends a task: what it kept is offered to the next one, and what
+// it did not reuse is dropped.
+func (p *slotBufs) next() {
+	clear(p.last)
+	p.last, p.kept = p.kept, p.last[:0]
 }
 
 // packBuf returns a task buffer's elements as one contiguous Buf (a
