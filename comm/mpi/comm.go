@@ -85,10 +85,14 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 		return nil, st.error("MPI_Comm_set_errhandler", rc)
 	}
 	n := int(size)
-	return &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
+	m := &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
 		cu: C.pz_comm_u(c), byteU: C.pz_type_u(st.h.byte),
 		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
-		cnts2: make([]C.int, n), displs2: make([]C.int, n)}, nil
+		cnts2: make([]C.int, n), displs2: make([]C.int, n)}
+	if !world {
+		st.addComm(m)
+	}
+	return m, nil
 }
 
 // Rank is this process's rank in the communicator.
@@ -414,13 +418,49 @@ func (c *Comm) Check() bool {
 }
 
 // Abort aborts every process of the job (MPI_Abort on this communicator;
-// Open MPI ends the whole job). It returns only if MPI_Abort fails.
+// Open MPI ends the whole job). It returns only if MPI_Abort fails. At
+// MPI_THREAD_SERIALIZED it takes the lock of MPI calls, which polled
+// waits hold only for each test; if a goroutine keeps it for a second
+// (inside MPI_Comm_dup or MPI_Comm_split, which wait for ranks that may
+// never come), Abort calls MPI_Abort without it rather than wait for
+// ever.
 func (c *Comm) Abort(code int) error {
 	if c.st.finalized.Load() {
 		return fmt.Errorf("mpi: Abort: %w", ErrFinalized)
 	}
-	rc := C.pz_abort(c.c, C.int(code))
+	var rc C.int
+	if c.st.lockWithin(abortLockWait) {
+		rc = C.pz_abort(c.c, C.int(code))
+		c.st.unlock()
+	} else {
+		// A goroutine holds the lock inside a blocking MPI call that
+		// waits for other ranks (MPI_Comm_dup, MPI_Comm_split: they
+		// have no polled form): ending the job matters more than the
+		// serialization, which that call would otherwise keep Abort
+		// from for ever.
+		rc = C.pz_abort(c.c, C.int(code))
+	}
 	return fmt.Errorf("mpi: Abort: %w", c.st.error("MPI_Abort", rc))
+}
+
+// abortLockWait bounds how long Abort waits for the lock of an MPI at
+// MPI_THREAD_SERIALIZED. Polled waits hold it only for each test.
+const abortLockWait = time.Second
+
+// lockWithin takes s's lock, waiting for it up to d; it reports whether
+// it did (always, when s does not serialize).
+func (s *state) lockWithin(d time.Duration) bool {
+	if !s.serialize {
+		return true
+	}
+	deadline := time.Now().Add(d)
+	for !s.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
 }
 
 // Free releases the communicator (MPI_Comm_free, collective). The world
@@ -448,6 +488,7 @@ func (c *Comm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("mpi: Free: %w", comm.ErrFreed)
 	}
+	c.st.dropComm(c)
 	// This rank's pending receives on c are canceled, its pending sends
 	// left to MPI: their requests complete with comm.ErrFreed (end.go).
 	c.st.endPending(c, time.Now().Add(endWait), false)

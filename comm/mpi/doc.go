@@ -26,6 +26,19 @@
 // MPI_Finalize. The rank can still exit; mpirun reports that it exited
 // without calling MPI_Finalize and ends the job.
 //
+// On an adopted MPI, Finalize ends pz's use of MPI and leaves MPI to its
+// owner: it stops the engines and ends the pending requests as above,
+// then frees what pz made in MPI (the communicators Dup, Split,
+// SplitShared, Import and the engines made and nobody freed, the
+// persistent requests, its datatypes and ops) and restores
+// MPI_COMM_WORLD's error handler. Once it returns nil pz makes no more
+// MPI calls, and the owner may call MPI_Finalize at once; every later
+// call of pz returns ErrFinalized. The owner's communicators (given to
+// Import) stay the owner's. If a collective is still inside MPI after
+// the wait, Finalize returns an error wrapping ErrUnfinalized and frees
+// nothing: the owner must not call MPI_Finalize then (a thread of pz is
+// inside MPI); it may exit without it, or end the job with MPI_Abort.
+//
 // # Calls into MPI
 //
 // Every operation crosses into C once, through static wrappers that take the

@@ -4,6 +4,15 @@ package mpi
 
 /*
 #include "pz_mpi.h"
+
+static int pz_world_errors_fatal(void) {
+	MPI_Errhandler eh;
+	int fatal;
+	if (MPI_Comm_get_errhandler(MPI_COMM_WORLD, &eh) != MPI_SUCCESS) return 0;
+	fatal = eh == MPI_ERRORS_ARE_FATAL;
+	MPI_Errhandler_free(&eh);
+	return fatal;
+}
 */
 import "C"
 
@@ -51,3 +60,8 @@ func (e *embedded) finalize() error {
 	}
 	return nil
 }
+
+// worldErrorsFatal reports whether MPI_COMM_WORLD's error handler is
+// MPI_ERRORS_ARE_FATAL, the one MPI_Init gives it, which the embedding
+// program expects back after the World's Finalize.
+func worldErrorsFatal() bool { return C.pz_world_errors_fatal() != 0 }

@@ -14,7 +14,9 @@ var (
 	ErrNotBuilt = errors.New("mpi: this binary was built without MPI support; rebuild with `go build -tags mpi` (needs the MPI development files: `pkg-config --cflags ompi` must work, e.g. Debian's libopenmpi-dev)")
 	// ErrFinalized is returned by Init after MPI was finalized: MPI can be
 	// initialized only once per process. Every call on a communicator
-	// after World.Finalize returns it too, wrapped with comm.ErrFreed.
+	// after World.Finalize returns it too, wrapped with comm.ErrFreed,
+	// also on an adopted MPI, which Finalize leaves initialized but no
+	// longer uses.
 	ErrFinalized = errors.New("mpi: MPI was finalized (World.Finalize, or the Close of the RuntimeView that owns it)")
 	// ErrUnfinalized is wrapped by the error World.Finalize returns when a
 	// non-blocking collective is still inside MPI after Finalize waited

@@ -89,3 +89,25 @@ func InitEmbedded(level int) (finalize func() error, provided int, err error) {
 // Serialized reports whether w makes every MPI call under one lock
 // (MPI provides MPI_THREAD_SERIALIZED).
 func Serialized(w *World) bool { return w.st.serialize }
+
+// WorldErrorsFatal reports whether MPI_COMM_WORLD's error handler is
+// MPI_ERRORS_ARE_FATAL (MPI_Init's; pz sets MPI_ERRORS_RETURN while it
+// uses an adopted MPI). MPI must be initialized.
+func WorldErrorsFatal() bool { return worldErrorsFatal() }
+
+// HeldInMPI reports what w still holds in MPI that pz made: the
+// communicators not freed, the persistent requests, whether the types
+// and ops of Init and of user reductions are still allocated.
+func HeldInMPI(w *World) (comms, persist int, types, userOps bool) {
+	w.st.cmu.Lock()
+	comms = len(w.st.comms)
+	w.st.cmu.Unlock()
+	w.st.pmu.Lock()
+	for p := range w.st.persist {
+		if !p.orphaned.Load() && *p.req != w.st.h.request_null {
+			persist++
+		}
+	}
+	w.st.pmu.Unlock()
+	return comms, persist, w.st.agreeMade || w.st.locMade || w.st.errhSaved, w.st.userHeld.Load()
+}

@@ -41,9 +41,12 @@ const unjoinedEnv = "PZ_MPI_TEST_UNJOINED"
 // (status 1: its world is finalized for pz, so the exit status cannot be
 // agreed on), and mpirun reports it and ends the job, rank 1 included,
 // which waits in MPI_Finalize. The parent checks what rank 0 said, and
-// that the job ended.
+// that the job ended. It runs so on an adopted MPI too (serializedEnv):
+// there rank 0's Finalize says that the program must not finalize MPI
+// yet, and TestMain, the program, exits without MPI_Finalize. (Before,
+// an adopted World's Finalize returned nil with the engine's goroutine
+// still testing the Ibarrier, and the program's MPI_Finalize crashed.)
 func TestFinalizeWithUnjoinedCollective(t *testing.T) {
-	skipAdopted(t)
 	if underLauncher() {
 		if os.Getenv(unjoinedEnv) == "" {
 			t.Skip("run by TestFinalizeWithUnjoinedCollective under its own mpirun")
@@ -67,6 +70,9 @@ func TestFinalizeWithUnjoinedCollective(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "rank 0: Finalize returned after %v: %v\n", time.Since(start), err)
 		require.ErrorIs(t, err, mpi.ErrUnfinalized)
 		require.ErrorContains(t, err, "Ibarrier #1 on rank 0 is still running: another rank has not taken part in it within 200ms")
+		if serialized() {
+			require.ErrorContains(t, err, "the program must not call MPI_Finalize yet")
+		}
 		require.ErrorIs(t, world.Finalize(), mpi.ErrUnfinalized, "a second Finalize returns the first one's error")
 		assert.True(t, mpi.Initialized(), "MPI left initialized")
 		done, _, _ := req.Test()
@@ -74,13 +80,22 @@ func TestFinalizeWithUnjoinedCollective(t *testing.T) {
 		assert.Equal(t, []string{"Ibarrier #1 on rank 0"}, mpi.EnginesRunning(world))
 		return
 	}
-	s, err := ownJob(t, "TestFinalizeWithUnjoinedCollective", time.Minute, unjoinedEnv+"=1")
-	// A rank exited without MPI_Finalize: mpirun says so and fails.
-	require.Error(t, err, "%s", s)
-	require.Contains(t, s, "rank 0: Finalize returned after ", s)
-	require.Contains(t, s, "mpi: MPI left unfinalized: Finalize found non-blocking collectives still inside MPI: comm: Ibarrier #1 on rank 0 is still running", s)
-	require.Contains(t, s, "--- PASS: TestFinalizeWithUnjoinedCollective", s)
-	requireNoFailure(t, s)
+	for _, mode := range []string{"started", "adopted"} {
+		t.Run(mode, func(t *testing.T) {
+			env := []string{unjoinedEnv + "=1"}
+			if mode == "adopted" {
+				env = append(env, serializedEnv+"=1")
+			}
+			s, err := ownJob(t, "TestFinalizeWithUnjoinedCollective", time.Minute, env...)
+			// A rank exited without MPI_Finalize: mpirun says so and fails.
+			require.Error(t, err, "%s", s)
+			require.Contains(t, s, "rank 0: Finalize returned after ", s)
+			require.Contains(t, s, "mpi: MPI left unfinalized: Finalize found non-blocking collectives still inside MPI: comm: Ibarrier #1 on rank 0 is still running", s)
+			require.Contains(t, s, "--- PASS: TestFinalizeWithUnjoinedCollective", s)
+			requireNoFailure(t, s)
+			require.NotContains(t, s, "after MPI_FINALIZE", s)
+		})
+	}
 }
 
 // pendingEnv selects the job of TestWaitAfterFinalize.
@@ -256,4 +271,129 @@ func TestFinalizeWaitReported(t *testing.T) {
 	require.Contains(t, s, "the job ends after 3s (PZ_COMM_TIMEOUT)", s)
 	require.Contains(t, s, "in MPI_Finalize; ending the job (PZ_COMM_TIMEOUT=3s)", s)
 	require.NotContains(t, s, "Finalize returned without rank 0", s)
+}
+
+// endedEnv selects the job of TestFinalizeEndsPendingWork: "started" (pz
+// initializes MPI) or "adopted" (TestMain initializes it first, as a
+// program embedding pz, serializedEnv).
+const endedEnv = "PZ_MPI_TEST_FINALIZE_ENDS"
+
+// TestFinalizeEndsPendingWork: with work of pz still pending - an
+// Ibarrier and an Iallreduce that every rank starts, an Irecv that no message matches, a started
+// persistent receive, an Irecv the progress engine tests (its Done was
+// asked for), a WaitAny on two Irecvs (the progress engine), a user
+// reduction done and a Dup, a Split and an Import not freed - Finalize
+// returns nil: the collectives complete (every rank takes part), every
+// receive ends with an error
+// wrapping comm.ErrFreed, and later calls return mpi.ErrFinalized without
+// MPI. On an adopted MPI (Init did not start it) Finalize then leaves MPI
+// initialized and holding nothing pz made (TestMain checks: no
+// communicator, persistent request, type or op, MPI_COMM_WORLD's error
+// handler back), and TestMain's MPI_Finalize, the program's, ends the
+// job cleanly. (Before, an adopted World's Finalize did nothing: the
+// engine's goroutine and the progress engine went on testing requests
+// after the program's MPI_Finalize - a SIGSEGV in pz_test_u, or Open
+// MPI's "MPI_Test() was called after MPI_FINALIZE" abort.)
+func TestFinalizeEndsPendingWork(t *testing.T) {
+	if underLauncher() {
+		mode := os.Getenv(endedEnv)
+		if mode == "" {
+			t.Skip("run by TestFinalizeEndsPendingWork under its own mpirun")
+		}
+		require.Equal(t, mode == "started", world.Started())
+		me, n := world.Rank(), world.Size()
+		other := (me + 1) % n
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sum, err := comm.AllReduceUser(ctx, world, []int64{1}, comm.UserOp("sum", func(in, inout []int64) {
+			for i := range in {
+				inout[i] += in[i]
+			}
+		}, true))
+		require.NoError(t, err)
+		require.Equal(t, int64(n), sum[0])
+		d, err := world.Dup(ctx)
+		require.NoError(t, err)
+		s, err := world.Split(ctx, 0, me)
+		require.NoError(t, err)
+		imp, err := world.Import(ctx, world.Handle())
+		require.NoError(t, err)
+
+		r1, err := comm.Irecv(world, make([]int32, 1), other, 1)
+		require.NoError(t, err)
+		p1, err := comm.RecvInit(d, make([]float64, 1), comm.AnySource, 2)
+		require.NoError(t, err)
+		require.NoError(t, p1.Start())
+		r2, err := comm.Irecv(s, make([]int32, 1), other, 3)
+		require.NoError(t, err)
+		done2 := r2.(comm.Notifier).Done() // the progress engine tests it
+		a1, err := comm.Irecv(imp, make([]int32, 1), other, 4)
+		require.NoError(t, err)
+		a2, err := comm.Irecv(imp, make([]int32, 1), other, 5)
+		require.NoError(t, err)
+		any := make(chan comm.Completion, 1)
+		go func() {
+			cp, err := comm.WaitAny(context.Background(), []comm.Request{a1, a2})
+			assert.NoError(t, err, "WaitAny")
+			any <- cp
+		}()
+		ib, err := world.Ibarrier()
+		require.NoError(t, err)
+		ia, err := d.Iallreduce(comm.BufOf([]int64{2}), comm.BufOf(make([]int64, 1)), comm.Sum)
+		require.NoError(t, err)
+		// Finalize must find the first collective inside MPI.
+		require.Eventually(t, func() bool { return len(mpi.EnginesRunning(world)) > 0 || done(ib) }, time.Minute, time.Millisecond)
+
+		require.NoError(t, world.Finalize())
+
+		_, err = ib.Wait(ctx)
+		assert.NoError(t, err, "the Ibarrier every rank started")
+		_, err = ia.Wait(ctx)
+		assert.NoError(t, err, "the Iallreduce every rank started")
+		for i, r := range []comm.Request{r1, r2} {
+			_, err := r.Wait(ctx)
+			assert.ErrorIs(t, err, comm.ErrFreed, "Irecv %d", i)
+		}
+		select {
+		case <-done2:
+		default:
+			t.Error("Done of an Irecv the progress engine tested is not closed")
+		}
+		select {
+		case cp := <-any:
+			assert.ErrorIs(t, cp.Err, comm.ErrFreed, "WaitAny's completion")
+		case <-time.After(time.Minute):
+			t.Fatal("WaitAny did not return")
+		}
+		_, err = p1.Wait(ctx)
+		assert.ErrorIs(t, err, comm.ErrFreed, "the started persistent receive")
+		assert.NoError(t, p1.Free())
+		assert.ErrorIs(t, comm.Send(ctx, world, []int64{1}, other, 7), mpi.ErrFinalized)
+		assert.ErrorIs(t, s.Barrier(ctx), mpi.ErrFinalized)
+		_, err = d.Ibarrier()
+		assert.ErrorIs(t, err, mpi.ErrFinalized)
+		assert.ErrorIs(t, imp.Free(), mpi.ErrFinalized)
+		assert.ErrorIs(t, world.Abort(3), mpi.ErrFinalized)
+		assert.Equal(t, mode == "adopted", mpi.Initialized(), "an adopted MPI stays initialized")
+		return
+	}
+	for _, mode := range []string{"started", "adopted"} {
+		t.Run(mode, func(t *testing.T) {
+			env := []string{endedEnv + "=" + mode}
+			if mode == "adopted" {
+				env = append(env, serializedEnv+"=1")
+			}
+			s, err := ownJob(t, "TestFinalizeEndsPendingWork", time.Minute, env...)
+			require.NoError(t, err, "%s", s)
+			require.Equal(t, 2, strings.Count(s, "--- PASS: TestFinalizeEndsPendingWork"), s)
+			requireNoFailure(t, s)
+			require.NotContains(t, s, "after MPI_FINALIZE", s)
+		})
+	}
+}
+
+// done reports whether r has completed, without waiting.
+func done(r comm.Request) bool {
+	ok, _, _ := r.Test()
+	return ok
 }

@@ -11,11 +11,13 @@ package mpi
 import "C"
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +85,38 @@ type state struct {
 	// p2pBlocking counts the blocking point-to-point calls (waits,
 	// probes included) of every goroutine, for yieldEvery.
 	p2pBlocking atomic.Uint64
+	// comms are the communicators pz made (every Comm but the world's)
+	// and not freed, by the order of their making, which an adopted
+	// World's Finalize frees (release).
+	cmu   sync.Mutex
+	comms map[*Comm]uint64
+	cseq  uint64
+	// userHeld: this state holds a reference to the key and the ops of
+	// user reductions (userop.c), taken by its first (userAcquire).
+	userMu   sync.Mutex
+	userHeld atomic.Bool
+	// worldErrh is the error handler an adopted MPI_COMM_WORLD had at
+	// Init (errhSaved), given back when pz's use of MPI ends.
+	worldErrh C.MPI_Errhandler
+	errhSaved bool
+}
+
+// addComm records c, a communicator pz made, for release.
+func (s *state) addComm(c *Comm) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.comms == nil {
+		s.comms = map[*Comm]uint64{}
+	}
+	s.cseq++
+	s.comms[c] = s.cseq
+}
+
+// dropComm forgets c, freed (Comm.Free).
+func (s *state) dropComm(c *Comm) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	delete(s.comms, c)
 }
 
 // paceP2P counts one blocking point-to-point call (yieldEvery).
@@ -120,7 +154,7 @@ type World struct {
 // Init initializes MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and
 // returns the world communicator. If MPI is already initialized, by this
 // package or by the program embedding Go, Init adopts it and the returned
-// World's Finalize leaves MPI running. MPI can be initialized once per
+// World's Finalize leaves MPI running (see Finalize). MPI can be initialized once per
 // process: after MPI_Finalize, Init returns ErrFinalized.
 //
 // Init also counts the ranks on this node (MPI_Comm_split_type with
@@ -219,6 +253,14 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
 	}
 	st.locMade = true
+	if !w.started {
+		// pz sets MPI_ERRORS_RETURN on the world (newComm); the owner's
+		// handler comes back when pz's use of MPI ends (release).
+		if rc := C.pz_errhandler_get(st.h.world, &st.worldErrh); rc != 0 {
+			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_errhandler", rc))
+		}
+		st.errhSaved = true
+	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
 	if err == nil {
 		err = c.withEngine()
@@ -263,10 +305,23 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 const finalizeWait = 10 * time.Second
 
 // Finalize finalizes MPI if this World's Init started it (MPI_Finalize is
-// collective: call it on every rank, after every other MPI call). If MPI was
-// adopted it does nothing. It is idempotent: later calls return the first
-// call's error. Afterwards every communicator of this World returns
-// ErrFinalized (wrapping comm.ErrFreed), and Init cannot be called again.
+// collective: call it on every rank, after every other MPI call). It is
+// idempotent: later calls return the first call's error. Afterwards every
+// communicator of this World returns ErrFinalized (wrapping
+// comm.ErrFreed), and Init cannot be called again.
+//
+// If MPI was adopted, Finalize ends pz's use of it and leaves it
+// initialized, for its owner to finalize: it ends the engines and the
+// requests as below, then frees what pz made in MPI - the communicators
+// made by Dup, Split, SplitShared, Import and for the engines and not
+// freed (a communicator broken by an abandoned collective excepted, as
+// Free leaves it), the persistent requests, the datatypes and ops of
+// Init and of user reductions - and gives MPI_COMM_WORLD back the error
+// handler it had at Init. When it returns nil, pz makes no further MPI
+// call and the owner may call MPI_Finalize at once; it is collective
+// like MPI_Finalize (MPI_Comm_free is). The owner's communicators
+// (those given to Import) stay the owner's. An error wrapping
+// ErrUnfinalized (below) means that the owner must not finalize MPI.
 //
 // The point-to-point requests still pending on any communicator end first,
 // as Comm.Free ends a communicator's: receives are canceled, sends handed
@@ -291,7 +346,10 @@ const finalizeWait = 10 * time.Second
 // that initialized MPI ends - and MPI stays initialized (a later Init
 // adopts it): the process can exit, and mpirun then reports that this
 // rank exited without calling MPI_Finalize and ends the job, which is
-// how the error reaches the other ranks.
+// how the error reaches the other ranks. On an adopted MPI nothing is
+// freed then, and the error says that the owner must not call
+// MPI_Finalize (a thread is inside MPI): it may exit without it, or end
+// the job with MPI_Abort.
 func (w *World) Finalize() error {
 	w.finalOnce.Do(func() { w.finalErr = w.finalize() })
 	return w.finalErr
@@ -300,14 +358,13 @@ func (w *World) Finalize() error {
 // finalize is Finalize's single run.
 func (w *World) finalize() error {
 	w.st.watch.close()
-	if !w.started {
-		return nil
-	}
-	// The engine of non-blocking collectives stops before MPI does.
-	w.coll.Lock()
-	n := w.nbc
-	w.coll.Unlock()
-	if n != nil {
+	// The engines of non-blocking collectives stop before MPI does: the
+	// collectives queued on them fail (comm.ErrFreed), and one running,
+	// which MPI cannot cancel, is waited for.
+	w.st.nbcMu.Lock()
+	engines := slices.Clone(w.st.nbcs)
+	w.st.nbcMu.Unlock()
+	for _, n := range engines {
 		_ = n.Close()
 	}
 	running := w.waitEngines()
@@ -325,10 +382,6 @@ func (w *World) finalize() error {
 	defer initMu.Unlock()
 	w.st.finalized.Store(true)
 	if running != nil || held != nil {
-		// The goroutines inside MPI stay there until the other ranks
-		// take part (if ever); the thread that initialized MPI has
-		// nothing left to do.
-		w.thread.stop()
 		var inside []error
 		if running != nil {
 			inside = append(inside, fmt.Errorf("Finalize found non-blocking collectives still inside MPI: %w", running))
@@ -336,15 +389,93 @@ func (w *World) finalize() error {
 		if held != nil {
 			inside = append(inside, fmt.Errorf("Finalize found waits for sends still inside MPI_Wait after %v: %w", endWait, held))
 		}
+		if !w.started {
+			// Nothing is freed: the goroutines inside MPI use what pz
+			// made.
+			return fmt.Errorf("%w: %w; "+
+				"pz initialized no MPI here (it adopted the program's), and a thread of pz is still inside MPI: "+
+				"the program must not call MPI_Finalize yet (finalizing MPI while a thread is inside it is undefined: "+
+				"Open MPI may crash or hang); it may exit without MPI_Finalize, or end the job with MPI_Abort",
+				ErrUnfinalized, stillRunning(inside))
+		}
+		// The goroutines inside MPI stay there until the other ranks
+		// take part (if ever); the thread that initialized MPI has
+		// nothing left to do.
+		w.thread.stop()
 		return fmt.Errorf("%w: %w; "+
 			"finalizing MPI while a thread is inside it is undefined (Open MPI may crash or hang), "+
 			"so MPI stays initialized: this process may exit, and mpirun then reports that it exited "+
 			"without calling MPI_Finalize", ErrUnfinalized, stillRunning(inside))
 	}
+	if !w.started {
+		if err := w.st.release(); err != nil {
+			return fmt.Errorf("mpi: Finalize: %w", err)
+		}
+		return nil
+	}
 	if rc := w.finalizeOnThread(); rc != 0 {
 		return fmt.Errorf("mpi: Finalize: %w", w.st.error("MPI_Finalize", rc))
 	}
 	return nil
+}
+
+// release frees what pz made on an adopted MPI, which stays initialized
+// for its owner, once every request has ended and no engine runs: the
+// persistent requests not freed, the communicators pz made and did not
+// free (Dup, Split, SplitShared, Import's duplicates and the engines'
+// private ones, by the order of their making: MPI_Comm_free is
+// collective, and every rank finalizes), the datatypes and ops Init
+// made, the key and ops of user reductions; and it gives MPI_COMM_WORLD
+// its error handler back. A communicator broken by an abandoned
+// collective is left, as Free leaves it: MPI may still hold that
+// collective. s.finalized is set: no other call of pz reaches MPI.
+func (s *state) release() error {
+	s.lock()
+	defer s.unlock()
+	var errs []error
+	fail := func(call string, rc C.int) {
+		if rc != 0 {
+			errs = append(errs, s.errorLocked(call, rc))
+		}
+	}
+	s.pmu.Lock()
+	for p := range s.persist {
+		if !p.orphaned.Load() && *p.req != s.h.request_null {
+			fail("MPI_Request_free", C.pz_request_free(p.req))
+		}
+		if p.dt.made {
+			fail("MPI_Type_free", C.pz_type_free(&p.dt.t))
+			p.dt.made = false
+		}
+	}
+	s.pmu.Unlock()
+	s.cmu.Lock()
+	comms := make([]*Comm, 0, len(s.comms))
+	for c := range s.comms {
+		comms = append(comms, c)
+	}
+	slices.SortFunc(comms, func(a, b *Comm) int { return cmp.Compare(s.comms[a], s.comms[b]) })
+	clear(s.comms)
+	s.cmu.Unlock()
+	for _, c := range comms {
+		if c.broken.Load() == nil && !c.freed.Swap(true) {
+			fail("MPI_Comm_free", C.pz_comm_free(&c.c))
+		}
+	}
+	if s.agreeMade {
+		C.pz_agree_free(&s.agreeType, &s.agreeOp)
+		s.agreeMade = false
+	}
+	if s.locMade {
+		C.pz_loc_free(&s.locPair, &s.locOps[0])
+		s.locMade = false
+	}
+	s.releaseUser()
+	if s.errhSaved {
+		fail("MPI_Comm_set_errhandler", C.pz_errhandler_restore(s.h.world, &s.worldErrh))
+		s.errhSaved = false
+	}
+	return errors.Join(errs...)
 }
 
 // waitEngines waits, up to w.finalizeWait in all, until no goroutine of an
@@ -425,8 +556,17 @@ func (w *World) LocalSize() int { return w.localSize }
 // Procs reports how Init sized GOMAXPROCS.
 func (w *World) Procs() procs.Report { return w.procs }
 
-// error turns an MPI error code into an *Error.
+// error turns an MPI error code into an *Error. It takes s's lock
+// (MPI_Error_string and MPI_Error_class are MPI calls like any other):
+// the caller does not hold it.
 func (s *state) error(call string, rc C.int) error {
+	s.lock()
+	defer s.unlock()
+	return s.errorLocked(call, rc)
+}
+
+// errorLocked is error for a caller that holds s's lock.
+func (s *state) errorLocked(call string, rc C.int) error {
 	buf := make([]byte, s.maxErr+1)
 	var n, class C.int
 	C.pz_error_string(rc, (*C.char)(unsafe.Pointer(&buf[0])), &n, &class)

@@ -72,9 +72,16 @@ func TestMain(m *testing.M) {
 	world = w
 	code := m.Run()
 	if mpi.FinalizedCleanly(w) {
-		// A test finalized MPI (TestWaitAfterFinalize's job): the ranks
-		// cannot agree on the status any more; mpirun fails if one
-		// fails.
+		// A test finalized MPI (TestWaitAfterFinalize's job), or ended
+		// pz's use of the program's MPI, which the program finalizes
+		// now: the ranks cannot agree on the status any more; mpirun
+		// fails if one fails.
+		if embedderFinalize != nil {
+			if err := embedderFinalize(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = max(code, 1)
+			}
+		}
 		os.Exit(code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -92,12 +99,18 @@ func TestMain(m *testing.M) {
 	// thread that ran MPI_Init_thread.
 	ferr := make(chan error)
 	go func() { ferr <- w.Finalize() }()
-	if err := <-ferr; err != nil {
+	err = <-ferr
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = max(code, 1)
 	} else if ids := mpi.MPIThreadIDs(w); w.Started() && (len(ids) != 2 || ids[0] != ids[1]) {
 		fmt.Fprintf(os.Stderr, "MPI_Init_thread and MPI_Finalize ran on threads %v, not on one\n", ids)
 		code = max(code, 1)
+	}
+	if embedderFinalize != nil && errors.Is(err, mpi.ErrUnfinalized) {
+		// A thread of pz is still inside MPI (a test left it so): the
+		// program must not finalize MPI, and exits without.
+		os.Exit(max(code, 1))
 	}
 	if embedderFinalize != nil {
 		// Finalize left the program's MPI running, for the program to
@@ -105,6 +118,11 @@ func TestMain(m *testing.M) {
 		if !mpi.Initialized() {
 			fmt.Fprintln(os.Stderr, "Finalize of an adopted MPI finalized it")
 			os.Exit(max(code, 1))
+		}
+		if comms, persist, types, userOps := mpi.HeldInMPI(w); comms+persist > 0 || types || userOps || !mpi.WorldErrorsFatal() {
+			fmt.Fprintf(os.Stderr, "Finalize of an adopted MPI left in it %d communicators, %d persistent requests, types and ops %v, user ops %v; MPI_COMM_WORLD's handler given back: %v\n",
+				comms, persist, types, userOps, mpi.WorldErrorsFatal())
+			code = max(code, 1)
 		}
 		if err := embedderFinalize(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -242,7 +260,10 @@ func TestInitAdopts(t *testing.T) {
 	assert.True(t, mpi.Initialized(), "Finalize of an adopted MPI must not finalize it")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sum, err := comm.AllReduce(ctx, comm.Comm(w2), []int64{1}, comm.Sum)
+	// w2's Finalize ended its use of MPI; the MPI and world go on.
+	_, err = comm.AllReduce(ctx, comm.Comm(w2), []int64{1}, comm.Sum)
+	require.ErrorIs(t, err, mpi.ErrFinalized)
+	sum, err := comm.AllReduce(ctx, comm.Comm(world), []int64{1}, comm.Sum)
 	require.NoError(t, err)
 	assert.Equal(t, int64(world.Size()), sum[0])
 }

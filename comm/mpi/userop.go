@@ -4,7 +4,8 @@ package mpi
 
 /*
 #include "pz_mpi.h"
-int pz_user_init(void);
+int pz_user_acquire(void);
+void pz_user_release(void);
 int pz_user_type(MPI_Datatype t, uintptr_t call, MPI_Datatype *out);
 MPI_Op pz_user_op(int commute);
 */
@@ -21,7 +22,7 @@ import (
 )
 
 // User reductions under MPI: one MPI_Op per commutativity, made once
-// (pz_user_init), whose C function finds the Go function of the call in an
+// (pz_user_acquire), whose C function finds the Go function of the call in an
 // attribute of the call's datatype, a duplicate of the element type made
 // for the call. MPI then combines along its own reduction tree, calling
 // the function on pieces of the buffers, as it does for its own ops.
@@ -94,18 +95,15 @@ func (c *Comm) runUser(ctx context.Context, k call, send, recv comm.Buf, op *com
 // as the op's own panic; every other rank returns an error naming it.
 func (c *Comm) runUserAgreed(ctx context.Context, k call, send, recv comm.Buf, op *comm.UserFunc, root int, inplace C.int, agree bool) error {
 	all := k == callAllReduce
-	c.st.lock()
-	rc := C.pz_user_init()
-	c.st.unlock()
-	if rc != 0 {
-		return c.st.error("MPI_Op_create", rc) // named by the caller (callErr)
+	if err := c.st.userAcquire(); err != nil {
+		return err // named by the caller (callErr)
 	}
 	u := &userCall{fn: op.Fn, size: send.Type.Size()}
 	h := cgo.NewHandle(u)
 	defer h.Delete()
 	var dt C.MPI_Datatype
 	c.st.lock()
-	rc = C.pz_user_type(c.h.types[send.Type], C.uintptr_t(h), &dt)
+	rc := C.pz_user_type(c.h.types[send.Type], C.uintptr_t(h), &dt)
 	c.st.unlock()
 	if rc != 0 {
 		return c.st.error("MPI_Type_dup", rc)
@@ -203,4 +201,37 @@ func minMax[T uint8 | uint16 | uint32 | uint64](op comm.Op) *comm.UserFunc {
 			inout[i] = max(a, inout[i])
 		}
 	}, true)
+}
+
+// userAcquire makes sure that s holds a reference to the key and the ops
+// of user reductions (userop.c), taking it on s's first user reduction;
+// an adopted World's Finalize releases it (releaseUser).
+func (s *state) userAcquire() error {
+	if s.userHeld.Load() {
+		return nil
+	}
+	// s's lock, then userMu, as releaseUser's caller takes them.
+	s.lock()
+	defer s.unlock()
+	s.userMu.Lock()
+	defer s.userMu.Unlock()
+	if s.userHeld.Load() {
+		return nil
+	}
+	if rc := C.pz_user_acquire(); rc != 0 {
+		return s.errorLocked("MPI_Op_create", rc)
+	}
+	s.userHeld.Store(true)
+	return nil
+}
+
+// releaseUser drops s's reference to the key and the ops of user
+// reductions, if it took one; the last reference frees them. The caller
+// holds s's lock.
+func (s *state) releaseUser() {
+	s.userMu.Lock()
+	defer s.userMu.Unlock()
+	if s.userHeld.Swap(false) {
+		C.pz_user_release()
+	}
 }
