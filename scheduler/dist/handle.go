@@ -673,7 +673,7 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 		}
 		return d.interrupted(ctx, cl.Name, err)
 	}
-	if err := d.recordLocked(ctx, sub); err != nil {
+	if err := d.recordLocked(ctx, "Submit", sub); err != nil {
 		return err
 	}
 	if d.local.Recording() {
@@ -739,15 +739,25 @@ type reworded struct {
 func (e *reworded) Error() string { return e.msg }
 func (e *reworded) Unwrap() error { return e.err }
 
-// recordLocked adds sub, a submission of the program's (Submit,
-// Unregister, Flush), to the graph check, which compares the ranks'
-// submissions. d.mu is held.
-func (d *Scheduler) recordLocked(ctx context.Context, sub submission) error {
+// recordLocked adds sub, a submission of the program's made by call
+// (Submit, Unregister, Flush, or Scatter, Gather, ScatterMatrix and
+// GatherMatrix through compareFirst), to the graph check, which compares
+// the ranks' submissions. d.mu is held.
+func (d *Scheduler) recordLocked(ctx context.Context, call string, sub submission) error {
 	if err := d.check.add(ctx, d.c, sub); err != nil {
-		if errors.Is(err, ErrStalled) {
+		stalled := errors.Is(err, ErrStalled)
+		if stalled {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}
-		if d.interrupted(ctx, sub.codelet, err) == nil {
+		switch {
+		case d.interrupted(ctx, sub.codelet, err) != nil:
+		case stalled && d.check.diverged == nil:
+			// A rank never came to the comparison at the window's
+			// end: this rank leaves the graph here, as compareFirst's
+			// stall does, rather than start another comparison in a
+			// later WaitAll that waited a second stall timeout.
+			d.quitLocked(call, err, "")
+		default:
 			d.fail(err, "")
 		}
 		return fmt.Errorf("dist: rank %d: submitting %q: %w", d.rank, sub.codelet, err)

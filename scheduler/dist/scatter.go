@@ -99,7 +99,7 @@ func (d *Scheduler) compareFirst(ctx context.Context, call string) error {
 	if err := d.check.diverged; err != nil {
 		return err
 	}
-	if err := d.recordLocked(ctx, submission{codelet: name, onRank: -1}); err != nil {
+	if err := d.recordLocked(ctx, call, submission{codelet: name, onRank: -1}); err != nil {
 		return err
 	}
 	err := d.check.flush(ctx, d.c)

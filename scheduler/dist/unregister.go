@@ -58,7 +58,7 @@ func (d *Scheduler) Unregister(ctx context.Context, h *Handle) (data any, err er
 		return nil, err
 	}
 	sub := submission{codelet: unregisterName, access: []accessDesc{describeAccess(h, scheduler.ModeRW)}, onRank: -1}
-	if err := d.recordLocked(ctx, sub); err != nil {
+	if err := d.recordLocked(ctx, "Unregister", sub); err != nil {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("dist: Unregister of %v: %w", h, err)
 	}
@@ -136,7 +136,7 @@ func (d *Scheduler) Flush(ctx context.Context, h *Handle) (err error) {
 		return err
 	}
 	sub := submission{codelet: flushName, access: []accessDesc{describeAccess(h, scheduler.ModeR)}, onRank: -1}
-	if err := d.recordLocked(ctx, sub); err != nil {
+	if err := d.recordLocked(ctx, "Flush", sub); err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("dist: Flush of %v: %w", h, err)
 	}

@@ -1,0 +1,64 @@
+//go:build mpi
+
+package dist_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// TestMPIBatchComparisonStallLeavesTheGraph is
+// TestBatchComparisonStallLeavesTheGraph (Submit) under MPI: rank 0's
+// comparison at the end of its second window stalls while rank 1 has
+// submitted nothing; rank 0 leaves the graph in that Submit, so that
+// its WaitAll returns at once and rank 1, which hears it, names the
+// Submit rank 0 left.
+func TestMPIBatchComparisonStallLeavesTheGraph(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIBatchComparisonStallLeavesTheGraph")
+	if w == nil {
+		return
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
+	require.NoError(t, err)
+	defer d.Close()
+	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
+	require.NoError(t, err)
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	const cause = "the comparison of the ranks' graphs did not complete in 300ms"
+	if w.Rank() == 0 {
+		var submitErr error
+		for range 2 * dist.CheckWindow {
+			if submitErr = d.Submit(ctx, noop, dist.RW(tiles[0][0])); submitErr != nil {
+				break
+			}
+		}
+		start := time.Now()
+		waitErr := d.WaitAll(ctx)
+		took := time.Since(start)
+		t.Logf("rank 0: Submit: %v\nWaitAll (%v): %v", submitErr, took, waitErr)
+		assert.ErrorIs(t, submitErr, dist.ErrStalled)
+		assert.ErrorContains(t, waitErr, "the graph failed when this rank (rank 0) left Submit")
+		assert.ErrorContains(t, waitErr, cause)
+	} else {
+		select {
+		case <-dist.GraphFailed(d):
+		case <-ctx.Done():
+		}
+		waitErr := d.WaitAll(ctx)
+		t.Logf("rank 1: WaitAll: %v", waitErr)
+		assert.ErrorIs(t, waitErr, dist.ErrRankFailed)
+		assert.ErrorContains(t, waitErr, "rank 0 left Submit")
+		assert.ErrorContains(t, waitErr, cause)
+	}
+	assert.NoError(t, d.Close(), "Close: the failure was told")
+	assert.NoError(t, ctx.Err(), "the ranks waited until the deadline")
+}
