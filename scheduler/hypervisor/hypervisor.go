@@ -916,6 +916,10 @@ func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
 	quiet := h.arm(why)
 	v := h.view(why)
 	if len(v.Contexts) == 0 {
+		// Nothing to resize; the backoff still grows, so that idle
+		// workers park (NextIdleCycle) until a Register or another
+		// event instead of asking every idle tick.
+		h.settle(v, why, quiet, false)
 		return nil
 	}
 	in := "Resize"

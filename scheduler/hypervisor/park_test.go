@@ -114,3 +114,32 @@ func TestIdleWorkersParkUntilAnEvent(t *testing.T) {
 		})
 	}
 }
+
+// Review finding: a hypervisor with no registered context (before the
+// first Register, or once every context is unregistered or deleted)
+// ran no decision to its end - it returned before settling the
+// backoff, which stayed armed - so its idle workers never parked: each
+// woke every idle tick for as long as the program stayed idle, the CPU
+// cost that NextIdleCycle removes. They now park as with contexts, and
+// a Register wakes them.
+func TestIdleWorkersParkWithoutContexts(t *testing.T) {
+	const n = 2
+	pw := newParkWatch(n)
+	parked := pw.parked()
+	s := newSched(t, n)
+	hv, err := hypervisor.New(s, hypervisor.WithGetenv(noEnv), hypervisor.WithOnNextIdle(pw.seen))
+	require.NoError(t, err)
+	defer hv.Close()
+	waitFor(t, parked, 20*time.Second, "every idle worker sleeping until an event, no context registered")
+
+	// A Register is an event: the workers decide again, then park.
+	parked = pw.parked()
+	a, _ := newContexts(t, s, []int{0}, []int{1})
+	require.NoError(t, hv.Register(a, hypervisor.Limits{Min: 1}))
+	waitFor(t, parked, 20*time.Second, "the workers sleeping until an event again")
+
+	// So does the Unregister of the last context.
+	parked = pw.parked()
+	hv.Unregister(a)
+	waitFor(t, parked, 20*time.Second, "the workers sleeping until an event once no context is registered")
+}
