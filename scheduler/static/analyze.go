@@ -37,6 +37,14 @@ type Analysis struct {
 	// Overruns, Skipped and Allocating total the runnables'.
 	Overruns int `json:"overruns"`
 	Skipped  int `json:"skipped"`
+	// OverrunsWCET totals the frames that ran past their WCET (their own
+	// bodies ran long); StartedLate those that missed their deadline
+	// having started late (RunnableStats.StartedLate).
+	OverrunsWCET int `json:"overruns_wcet"`
+	StartedLate  int `json:"started_late"`
+	// LateRoots counts the late starts over every runnable by their root
+	// cause, most first.
+	LateRoots []RootCause `json:"late_roots,omitempty"`
 	// Timeouts totals the runs that went past their timeout.
 	Timeouts int `json:"timeouts"`
 	// LostClients names the clients whose records were lost (their
@@ -91,6 +99,14 @@ type RunnableStats struct {
 	OverrunsDeadline int `json:"overruns_deadline"`
 	Timeouts         int `json:"timeouts"`
 	Errors           int `json:"errors"`
+	// StartedLate counts the frames that missed their deadline because
+	// they started late (a predecessor ended late, or their thread
+	// started them late): started at their planned start, the same run
+	// would have ended in time. The other deadline overruns ran past
+	// their WCET and slack (OverrunsWCET counts them, with the WCET
+	// overruns that missed no deadline). LateCauses says why, by frame.
+	StartedLate int         `json:"started_late"`
+	LateCauses  []LateCause `json:"late_causes,omitempty"`
 	// FirstError is the first error the record kept ("frame SEQ:
 	// MESSAGE"), when it returned any.
 	FirstError string `json:"first_error,omitempty"`
@@ -133,7 +149,8 @@ func Analyze(r *Run) *Analysis {
 	// most of any) times the longest period lies past the run's end.
 	wind := longestLast * longest
 	var all []int64
-	for _, rr := range r.Runnables {
+	blame := newBlamer(r)
+	for ri, rr := range r.Runnables {
 		s := RunnableStats{Name: rr.Name, Client: rr.Client, Resource: rr.Resource, WCET: rr.WCET, Lost: rr.Lost, Abandoned: rr.Abandoned}
 		if rr.Lost && !slices.Contains(a.LostClients, rr.Client) {
 			a.LostClients = append(a.LostClients, rr.Client)
@@ -174,6 +191,16 @@ func Analyze(r *Run) *Analysis {
 		}
 		s.Jitter = quantiles(jit)
 		s.Time = quantiles(dur)
+		s.StartedLate, s.LateCauses = blame.blame(ri)
+		a.OverrunsWCET += s.OverrunsWCET
+		a.StartedLate += s.StartedLate
+		for _, c := range s.LateCauses {
+			if j := slices.IndexFunc(a.LateRoots, func(o RootCause) bool { return o.Root == c.Root && o.RootCause == c.RootCause }); j >= 0 {
+				a.LateRoots[j].Frames += c.Frames
+				continue
+			}
+			a.LateRoots = append(a.LateRoots, RootCause{Root: c.Root, RootCause: c.RootCause, Frames: c.Frames})
+		}
 		all = append(all, jit...)
 		a.Skipped += s.Skipped
 		a.Timeouts += s.Timeouts
@@ -191,6 +218,7 @@ func Analyze(r *Run) *Analysis {
 		a.Runnables = append(a.Runnables, s)
 	}
 	a.Jitter = quantiles(all)
+	slices.SortStableFunc(a.LateRoots, func(x, y RootCause) int { return cmp.Compare(y.Frames, x.Frames) })
 	// The threads started or ended in each period, by process (the
 	// clients of one process, RunLocal's, read the same counters at
 	// different moments, so a start and an exit between two readings of
@@ -256,10 +284,10 @@ func quantiles(xs []int64) Quantiles {
 func (a *Analysis) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "run of %s (plan %s): %s%s; stopped: %s\n", a.Source, a.Plan, plural.Of(a.Periods, "period"), a.byHyperepoch(), a.Stopped)
-	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\toverruns\tallocating runs\t")
+	fmt.Fprintln(tw, "runnable\tclient\tresource\truns\tskipped\tjitter p50\tp99\tmax\trun p50\tp99\tmax\tWCET\tran long\tlate starts\tallocating runs\t")
 	for _, s := range a.Runnables {
 		if s.Lost {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tlost\t-\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t\n", s.Name, s.Client, s.Resource, ns(s.WCET))
+			fmt.Fprintf(tw, "%s\t%s\t%s\tlost\t-\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t-\t\n", s.Name, s.Client, s.Resource, ns(s.WCET))
 			continue
 		}
 		// A runnable that ran no frame has no jitter or run time to
@@ -270,9 +298,9 @@ func (a *Analysis) WriteText(w io.Writer) error {
 			}
 			return ns(v)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", s.Name, s.Client, s.Resource, s.Runs, s.Skipped,
 			q(s.Jitter.P50), q(s.Jitter.P99), q(s.Jitter.Max), q(s.Time.P50), q(s.Time.P99), q(s.Time.Max), ns(s.WCET),
-			s.OverrunsWCET+s.OverrunsDeadline, s.AllocRuns)
+			s.OverrunsWCET, s.StartedLate, s.AllocRuns)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -283,6 +311,7 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "start jitter over every CPU runnable: none ran")
 	}
 	fmt.Fprintf(w, "overruns: %d; skipped frames: %d; timeouts: %d\n", a.Overruns, a.Skipped, a.Timeouts)
+	a.writeBlame(w)
 	var abandoned []string
 	for _, s := range a.Runnables {
 		if s.Abandoned > 0 {
@@ -332,6 +361,55 @@ func (a *Analysis) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeBlame says which runnables ran long (their own bodies past their
+// WCET), which started late and why (the predecessor each waited for
+// and the root cause up the chain), and the late starts by root cause.
+func (a *Analysis) writeBlame(w io.Writer) {
+	var long []string
+	for _, s := range a.Runnables {
+		if s.OverrunsWCET > 0 {
+			long = append(long, fmt.Sprintf("%s %s", s.Name, plural.Of(s.OverrunsWCET, "frame")))
+		}
+	}
+	if len(long) > 0 {
+		fmt.Fprintf(w, "ran long (past their WCET: their own bodies): %s\n", strings.Join(long, ", "))
+	}
+	if a.StartedLate == 0 {
+		return
+	}
+	fmt.Fprintln(w, "started late (missed their deadline, which they would have met started on time), by what they waited for:")
+	for _, s := range a.Runnables {
+		for _, c := range s.LateCauses {
+			var why string
+			switch {
+			case c.WaitedFor == "":
+				why = "no predecessor ended late: its thread started it late (a loaded machine, the clock)"
+			case c.WaitedFor == c.Root && c.RootCause == CauseRanLong:
+				why = fmt.Sprintf("waited for %s, which ran long", c.WaitedFor)
+			case c.WaitedFor == c.Root:
+				why = fmt.Sprintf("waited for %s, which its thread started late", c.WaitedFor)
+			default:
+				why = fmt.Sprintf("waited for %s; root cause: %s", c.WaitedFor, rootText(c.Root, c.RootCause))
+			}
+			fmt.Fprintf(w, "  %s %s: %s\n", s.Name, plural.Of(c.Frames, "frame"), why)
+		}
+	}
+	roots := make([]string, len(a.LateRoots))
+	for i, r := range a.LateRoots {
+		roots[i] = fmt.Sprintf("%s (%s)", rootText(r.Root, r.RootCause), plural.Of(r.Frames, "frame"))
+	}
+	fmt.Fprintf(w, "late starts by root cause: %s\n", strings.Join(roots, ", "))
+}
+
+// rootText says a root cause: "grab ran long", "grab's thread started
+// late".
+func rootText(name, cause string) string {
+	if cause == CauseRanLong {
+		return name + " ran long"
+	}
+	return name + "'s thread started late"
 }
 
 // writeNoFrame names the runnables that neither ran nor skipped a frame

@@ -250,7 +250,7 @@ func (m *Master) Run(ctx context.Context) (*Run, error) {
 	}
 	defer os.Remove(sock)
 	boardPath := filepath.Join(dir, boardName)
-	m.logf("master: waiting for clients %s on %s", strings.Join(m.plan.Clients, ", "), sock)
+	m.logf("master: waiting for %s on %s", clientsNamed(m.plan.Clients), sock)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -806,7 +806,7 @@ func (m *Master) supervise(ctx context.Context) (*Run, error) {
 			m.mu.Lock()
 			missing := m.missing()
 			m.mu.Unlock()
-			m.logf("master: still waiting for clients %s", strings.Join(missing, ", "))
+			m.logf("master: still waiting for %s", clientsNamed(missing))
 		case <-ctx.Done():
 			m.mu.Lock()
 			started := m.started
@@ -986,6 +986,15 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
+// clientsNamed names clients in a message: "client b" for one, "clients
+// a, b" for several, as the clients' own waiting message does.
+func clientsNamed(names []string) string {
+	if len(names) == 1 {
+		return "client " + names[0]
+	}
+	return "clients " + strings.Join(names, ", ")
+}
+
 // satMul returns a×b for a, b >= 0, saturating at math.MaxInt64.
 func satMul(a, b int64) int64 {
 	if a > 0 && b > math.MaxInt64/a {
@@ -1027,6 +1036,7 @@ func (m *Master) collect(all []PlacedRunnable) (*Run, error) {
 		for _, r := range all {
 			if r.Client == c {
 				run.Runnables = append(run.Runnables, RunnableRun{Name: r.Name, Client: r.Client, Resource: r.Resource, WCET: int64(r.WCET), Lost: true,
+					Deps: r.Deps, Submitter: r.Submitter,
 					Seq: []int64{}, Planned: []int64{}, Deadline: []int64{}, Start: []int64{}, End: []int64{}, Flags: []int{},
 					AllocObjects: []uint64{}, AllocBytes: []uint64{}})
 			}

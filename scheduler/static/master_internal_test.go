@@ -115,7 +115,7 @@ func TestLostClientInRecord(t *testing.T) {
 	var text strings.Builder
 	require.NoError(t, a.WriteText(&text))
 	out := text.String()
-	assert.Regexp(t, `(?m)^ +b1 +b +cpu1 +lost +- +- +- +- +- +- +- +400.0µs +- +- *$`, out)
+	assert.Regexp(t, `(?m)^ +b1 +b +cpu1 +lost +- +- +- +- +- +- +- +400.0µs +- +- +- *$`, out)
 	assert.Contains(t, out, "overruns: 0; skipped frames: 0; timeouts: 3\n")
 	assert.Contains(t, out, "the records of client b were lost (its process died or stopped answering before it sent them): b1 show no figures, and the figures above leave them out\n")
 	assert.Contains(t, out, "a1 ran past its timeout 1 time (its context was canceled)\n")

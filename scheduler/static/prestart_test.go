@@ -70,7 +70,7 @@ func TestProcessMasterWaitingNotLost(t *testing.T) {
 	for waiting := true; waiting; {
 		select {
 		case line := <-m.lines:
-			waiting = !strings.Contains(line, "still waiting for clients b")
+			waiting = !strings.HasSuffix(line, "master: still waiting for client b")
 		case err := <-a.done:
 			t.Fatalf("client a left while the master waited for b: %v: %s", err, a)
 		case <-time.After(60 * time.Second):

@@ -483,7 +483,7 @@ func TestOtherUserRefused(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := m.Run(ctx); done <- err }()
 	for s := range logged {
-		if strings.Contains(s, "waiting for clients") {
+		if strings.Contains(s, "master: waiting for client") {
 			break
 		}
 	}

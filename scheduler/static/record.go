@@ -60,6 +60,11 @@ type RunnableRun struct {
 	Client   string `json:"client"`
 	Resource string `json:"resource"`
 	WCET     int64  `json:"wcet_ns"`
+	// Deps and Submitter are the runnable's predecessors in the plan, in
+	// the same frame: the analysis names the one whose late end delayed
+	// a start. Records written before they were added lack them.
+	Deps      []string `json:"deps,omitempty"`
+	Submitter string   `json:"submitter,omitempty"`
 	// Seq is the frame number of each row; Planned its planned start.
 	Seq     []int64 `json:"seq"`
 	Planned []int64 `json:"planned_ns"`
@@ -227,6 +232,7 @@ func newRecorder(r PlanRunnable, rows int) *recorder {
 	rows = max(1, min(rows, maxRows))
 	rec := &recorder{rr: RunnableRun{
 		Name: r.Name, Client: r.Client, Resource: r.Resource, WCET: int64(r.WCET),
+		Deps: r.Deps, Submitter: r.Submitter,
 		Seq: make([]int64, rows), Planned: make([]int64, rows), Deadline: make([]int64, rows),
 		Start: make([]int64, rows), End: make([]int64, rows), Flags: make([]int, rows),
 		AllocObjects: make([]uint64, rows), AllocBytes: make([]uint64, rows),

@@ -674,7 +674,7 @@ func TestMasterDirChecks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := m1.Run(ctx); done <- err }()
 	for s := range logged {
-		if strings.Contains(s, "waiting for clients") {
+		if strings.Contains(s, "master: waiting for client") {
 			break
 		}
 	}
