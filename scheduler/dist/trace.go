@@ -50,6 +50,16 @@ type traceLog struct {
 	// but a test gives a rank a clock that is off, as another host's
 	// may be (withTraceClockSkew).
 	skew time.Duration
+	// merges is the number of the last merge this rank started
+	// (WriteTraceFiles): its clock rounds carry it (clockOffsets).
+	merges int64
+}
+
+// mergeStart is what the ranks exchange as a merge starts: whether the
+// rank's local scheduler records tasks, and its count of merges.
+type mergeStart struct {
+	Recording bool
+	Merges    int64
 }
 
 // clock reads the rank's clock: time.Now, skewed (traceLog.skew).
@@ -166,21 +176,31 @@ func (d *Scheduler) WriteTraceFiles(ctx context.Context, path string, root int) 
 	if strings.EqualFold(filepath.Ext(path), ".svg") {
 		return fmt.Errorf("dist: WriteTraceFiles(%q): %w: the trace is JSON and its Gantt chart is written beside it with the extension .svg, so the trace file must not end in %s", path, comm.ErrInvalidArg, filepath.Ext(path))
 	}
-	recording, err := comm.AllGatherValues(ctx, d.c, d.local.Recording())
+	// Each rank's count of its merges as well: the clock rounds are
+	// numbered past every rank's (clockOffsets).
+	d.trace.mu.Lock()
+	merges := d.trace.merges
+	d.trace.mu.Unlock()
+	starts, err := comm.AllGatherValues(ctx, d.c, mergeStart{d.local.Recording(), merges})
 	if err != nil {
 		return fmt.Errorf("dist: WriteTraceFiles: %w", err)
 	}
 	var silent []string
-	for r, on := range recording {
-		if !on {
+	merge := int64(0)
+	for r, st := range starts {
+		if !st.Recording {
 			silent = append(silent, strconv.Itoa(r))
 		}
+		merge = max(merge, st.Merges+1)
 	}
+	d.trace.mu.Lock()
+	d.trace.merges = merge
+	d.trace.mu.Unlock()
 	if len(silent) > 0 {
 		return fmt.Errorf("dist: WriteTraceFiles: %w: the local schedulers of ranks %s record no tasks; make them with scheduler.WithStats(true) (PZ_STATS=1)", comm.ErrInvalidArg, strings.Join(silent, ", "))
 	}
 	mine := rankTrace{Rank: d.rank, Epoch: d.local.Epoch().Add(d.trace.skew).UnixNano()}
-	clocks, err := d.clockOffsets(ctx, root)
+	clocks, err := d.clockOffsets(ctx, root, merge)
 	if err != nil {
 		return fmt.Errorf("dist: WriteTraceFiles: %w", err)
 	}
@@ -316,17 +336,33 @@ type clockSync struct {
 // its clock's reading; of the round with the shortest round trip, the
 // offset is the reading less (t0+t1)/2, within half the round trip. It
 // is collective; other ranks return nil.
-func (d *Scheduler) clockOffsets(ctx context.Context, root int) ([]clockEstimate, error) {
-	buf := make([]int64, 2) // the round; the rank's clock
+//
+// Every message carries merge, the number the ranks agreed on for this
+// merge (WriteTraceFiles), greater than any earlier merge's. A merge
+// cut off in its rounds (a rank's context ended, the root gave up
+// waiting for an answer) leaves messages on clockTag: a round the rank
+// never received, an answer the root never did. Each side drops those
+// of earlier merges. Without the number, the next merge's rank answered
+// the stale round (the root took a reading from before its round
+// started as this round's), the root then met the rank's answer to its
+// own round one round late and failed with comm.ErrMismatch, and the
+// rank waited for a round that never came, until its context ended:
+// every later merge failed so.
+func (d *Scheduler) clockOffsets(ctx context.Context, root int, merge int64) ([]clockEstimate, error) {
+	buf := make([]int64, 3) // the merge; the round; the rank's clock
 	if d.rank != root {
-		for k := range clockRounds {
-			if _, err := comm.Recv(ctx, d.c, buf[:1], root, clockTag); err != nil {
+		for k := 0; k < clockRounds; {
+			if _, err := comm.Recv(ctx, d.c, buf[:2], root, clockTag); err != nil {
 				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, root, err)
 			}
-			buf[1] = d.trace.clock().UnixNano()
+			if buf[0] < merge {
+				continue // a round of an earlier merge that did not complete
+			}
+			buf[2] = d.trace.clock().UnixNano()
 			if err := comm.Send(ctx, d.c, buf, root, clockTag); err != nil {
 				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, root, err)
 			}
+			k++
 		}
 		return nil, nil
 	}
@@ -338,20 +374,27 @@ func (d *Scheduler) clockOffsets(ctx context.Context, root int) ([]clockEstimate
 		best := int64(-1)
 		for k := range clockRounds {
 			t0 := d.trace.clock()
-			buf[0] = int64(k)
-			if err := comm.Send(ctx, d.c, buf[:1], r, clockTag); err != nil {
+			buf[0], buf[1] = merge, int64(k)
+			if err := comm.Send(ctx, d.c, buf[:2], r, clockTag); err != nil {
 				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, r, err)
 			}
-			if _, err := comm.Recv(ctx, d.c, buf, r, clockTag); err != nil {
-				return nil, fmt.Errorf("clock round %d with rank %d: %w", k, r, err)
+			for {
+				if _, err := comm.Recv(ctx, d.c, buf, r, clockTag); err != nil {
+					return nil, fmt.Errorf("clock round %d with rank %d: %w", k, r, err)
+				}
+				if buf[0] == merge {
+					break
+				}
+				// An answer to a round of an earlier merge that did not
+				// complete.
 			}
 			rtt := int64(d.trace.clock().Sub(t0)) // monotonic
-			if buf[0] != int64(k) {
-				return nil, fmt.Errorf("clock round %d with rank %d: %w: its reply is round %d's (a round of an earlier merge that did not complete)", k, r, comm.ErrMismatch, buf[0])
+			if buf[1] != int64(k) {
+				return nil, fmt.Errorf("clock round %d with rank %d: %w: its reply is round %d's", k, r, comm.ErrMismatch, buf[1])
 			}
 			if best < 0 || rtt < best {
 				best = rtt
-				est[r] = clockEstimate{Offset: buf[1] - (t0.UnixNano() + rtt/2), Uncertainty: (rtt + 1) / 2}
+				est[r] = clockEstimate{Offset: buf[2] - (t0.UnixNano() + rtt/2), Uncertainty: (rtt + 1) / 2}
 			}
 		}
 	}
