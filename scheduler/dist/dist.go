@@ -1035,7 +1035,12 @@ func (d *Scheduler) waitAll(ctx context.Context) (err error) {
 	}
 	if err := d.check.left; err != nil {
 		d.mu.Unlock()
-		return fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+		// This rank left the graph in an earlier call. A Submit,
+		// Unregister or Flush whose comparison stalled (recordLocked)
+		// did not wait for the receives the failure canceled, as
+		// WaitAll's own departure (leave) and the collectives
+		// (settled) do: no buffer changes after WaitAll returns.
+		return d.settled(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err))
 	}
 	// Compare the last submissions before waiting: ranks whose graphs
 	// differ would wait for each other's data for ever.
