@@ -454,7 +454,7 @@ func (s *state) lockWithin(d time.Duration) bool {
 		return true
 	}
 	deadline := time.Now().Add(d)
-	for !s.mu.TryLock() {
+	for !serialMu.TryLock() {
 		if time.Now().After(deadline) {
 			return false
 		}

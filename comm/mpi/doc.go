@@ -60,7 +60,8 @@
 // goroutine hand-offs per call, several times MPI's own 8-byte latency. If
 // an adopted MPI provides only MPI_THREAD_SERIALIZED (a C or Fortran
 // program that called MPI_Init_thread so before handing over to Go),
-// every call is made under one lock and blocking operations are polled,
+// every call is made under one lock (the process's, shared by every World
+// on that MPI) and blocking operations are polled,
 // even with context.Background: a blocking call would hold the lock while
 // it waits, and keep out the other goroutines' calls that the peers may be
 // waiting for. The lock is taken per MPI call (each MPI_Test of a poll),

@@ -111,3 +111,15 @@ func HeldInMPI(w *World) (comms, persist int, types, userOps bool) {
 	w.st.pmu.Unlock()
 	return comms, persist, w.st.agreeMade || w.st.locMade || w.st.errhSaved, w.st.userHeld.Load()
 }
+
+// SerializedTogether reports whether b's MPI calls wait while a makes
+// one: with a's lock of MPI calls held, b cannot take its own.
+func SerializedTogether(a, b *World) bool {
+	a.st.lock()
+	defer a.st.unlock()
+	if b.st.lockWithin(0) {
+		b.st.unlock()
+		return false
+	}
+	return true
+}

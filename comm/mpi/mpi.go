@@ -28,10 +28,18 @@ import (
 	"github.com/pzgo/pz/internal/procs"
 )
 
-// initMu serializes Init and Finalize. It is the package's only mutable
-// package-level state, and MPI forces it: MPI_Init_thread and MPI_Finalize
-// act on the whole process and may each be called once per process.
+// initMu serializes Init and Finalize. It and serialMu are the package's
+// only mutable package-level state, and MPI forces them: MPI_Init_thread
+// and MPI_Finalize act on the whole process and may each be called once
+// per process.
 var initMu sync.Mutex
+
+// serialMu is held around each MPI call of every World whose MPI gives
+// MPI_THREAD_SERIALIZED (state.serialize). The thread level is the
+// process's, not a World's: a second World on the same MPI (runtimeview
+// adopts the MPI a World of the program uses) must not call MPI while
+// the first does.
+var serialMu sync.Mutex
 
 // Available reports whether this binary was built with MPI support (the mpi
 // build tag). It is true in this build.
@@ -50,8 +58,7 @@ func Initialized() bool {
 type state struct {
 	h         C.pz_handles // cached MPI handles; never written after Init
 	check     bool         // run the agreement step before collectives
-	serialize bool         // MPI gave MPI_THREAD_SERIALIZED: one call at a time
-	mu        sync.Mutex   // held around each MPI call when serialize
+	serialize bool         // MPI gave MPI_THREAD_SERIALIZED: one call at a time, under serialMu
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	tagUB     int          // MPI_TAG_UB: the largest tag the library takes
 	finalized atomic.Bool  // Finalize ran: no MPI call may follow (MPI finalized, or left so: ErrUnfinalized)
@@ -122,15 +129,17 @@ func (s *state) dropComm(c *Comm) {
 // paceP2P counts one blocking point-to-point call (yieldEvery).
 func (s *state) paceP2P() { yieldEvery(s.p2pBlocking.Add(1)) }
 
+// lock takes the lock of MPI calls (serialMu) when MPI serializes them.
 func (s *state) lock() {
 	if s.serialize {
-		s.mu.Lock()
+		serialMu.Lock()
 	}
 }
 
+// unlock releases what lock took.
 func (s *state) unlock() {
 	if s.serialize {
-		s.mu.Unlock()
+		serialMu.Unlock()
 	}
 }
 

@@ -4,12 +4,63 @@ package mpi_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/mpi"
 )
+
+// TestWorldsOnOneMPISerializeTogether: a second World on an MPI at
+// MPI_THREAD_SERIALIZED (runtimeview adopts the MPI a World of the
+// program uses) must not call MPI while the first does. Each World took
+// a lock of its own, so two goroutines, one per World, called MPI at
+// once, which that thread level forbids. Both Worlds then make a
+// collective each, from two goroutines at once.
+func TestWorldsOnOneMPISerializeTogether(t *testing.T) {
+	if !serialized() {
+		t.Skipf("needs an MPI at MPI_THREAD_SERIALIZED (%s=1)", serializedEnv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w2, err := mpi.Init(ctx, mpi.WithGOMAXPROCS(false))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, w2.Finalize()) }()
+	require.True(t, mpi.Serialized(w2))
+	require.True(t, mpi.SerializedTogether(world, w2), "the second World's MPI calls do not wait for the first's")
+	require.True(t, mpi.SerializedTogether(w2, world), "the first World's MPI calls do not wait for the second's")
+	// A communicator of each World (collectives on one communicator
+	// from two goroutines at once would be erroneous in MPI).
+	var cs []comm.Comm
+	for _, w := range []*mpi.World{world, w2} {
+		d, err := w.Dup(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, d.Free()) }()
+		cs = append(cs, d)
+	}
+	errs := make(chan error, len(cs))
+	for _, c := range cs {
+		go func() {
+			for range 20 {
+				sum, err := comm.AllReduce(ctx, c, []int64{1}, comm.Sum)
+				if err == nil && sum[0] != int64(c.Size()) {
+					err = fmt.Errorf("sum %d, want %d", sum[0], c.Size())
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range cs {
+		require.NoError(t, <-errs)
+	}
+}
 
 // TestMakeCommWhileAnotherGoroutineSends: rank 0 makes a communicator
 // (Dup, Split, SplitShared, the check off, Import; context.Background) while
