@@ -31,7 +31,8 @@
 // then frees what pz made in MPI (the communicators Dup, Split,
 // SplitShared, Import and the engines made and nobody freed, the
 // persistent requests, its datatypes and ops) and restores
-// MPI_COMM_WORLD's error handler. Once it returns nil pz makes no more
+// MPI_COMM_WORLD's error handler (the last of several Worlds on one MPI
+// to finalize does, whatever their order). Once it returns nil pz makes no more
 // MPI calls, and the owner may call MPI_Finalize at once; every later
 // call of pz returns ErrFinalized. The owner's communicators (given to
 // Import) stay the owner's. If a collective is still inside MPI after

@@ -109,7 +109,7 @@ func HeldInMPI(w *World) (comms, persist int, types, userOps bool) {
 		}
 	}
 	w.st.pmu.Unlock()
-	return comms, persist, w.st.agreeMade || w.st.locMade || w.st.errhSaved, w.st.userHeld.Load()
+	return comms, persist, w.st.agreeMade || w.st.locMade || w.st.errhHeld, w.st.userHeld.Load()
 }
 
 // SerializedTogether reports whether b's MPI calls wait while a makes

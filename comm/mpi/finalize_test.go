@@ -397,3 +397,42 @@ func done(r comm.Request) bool {
 	ok, _, _ := r.Test()
 	return ok
 }
+
+// twoWorldsEnv selects the job of TestAdoptedWorldsFinalizedInInitOrder.
+const twoWorldsEnv = "PZ_MPI_TEST_TWO_WORLDS"
+
+// TestAdoptedWorldsFinalizedInInitOrder: two Worlds adopt the program's
+// MPI (TestMain's world, then a second; runtimeview adopts the MPI a
+// World of the program uses) and are finalized in the order of their
+// Inits. Each World saved MPI_COMM_WORLD's error handler at its Init and
+// set it back at its Finalize: the first World's Finalize gave the world
+// MPI_ERRORS_ARE_FATAL while the second still used it (an MPI error of
+// the second World's then aborted the job instead of being returned),
+// and the second's Finalize then left it MPI_ERRORS_RETURN, the handler
+// the first had set, for the program's own calls. The handler is now
+// saved by the first World to adopt MPI and given back by the last to
+// end its use (a count for the process, as for user reductions).
+func TestAdoptedWorldsFinalizedInInitOrder(t *testing.T) {
+	if underLauncher() {
+		if os.Getenv(twoWorldsEnv) == "" {
+			t.Skip("run by TestAdoptedWorldsFinalizedInInitOrder under its own mpirun")
+		}
+		require.False(t, world.Started())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		w2, err := mpi.Init(ctx, mpi.WithGOMAXPROCS(false))
+		require.NoError(t, err)
+		require.NoError(t, world.Finalize())
+		require.False(t, mpi.WorldErrorsFatal(), "the first World's Finalize made MPI_COMM_WORLD's errors fatal while the second World uses it")
+		sum, err := comm.AllReduce(ctx, comm.Comm(w2), []int64{1}, comm.Sum)
+		require.NoError(t, err)
+		require.Equal(t, int64(w2.Size()), sum[0])
+		require.NoError(t, w2.Finalize())
+		require.True(t, mpi.WorldErrorsFatal(), "MPI_COMM_WORLD's error handler is not the program's once the last World ended its use of MPI")
+		return
+	}
+	s, err := ownJob(t, "TestAdoptedWorldsFinalizedInInitOrder", time.Minute, twoWorldsEnv+"=1", serializedEnv+"=1")
+	require.NoError(t, err, "%s", s)
+	require.Equal(t, 2, strings.Count(s, "--- PASS: TestAdoptedWorldsFinalizedInInitOrder"), s)
+	requireNoFailure(t, s)
+}

@@ -7,6 +7,8 @@ package mpi
 #include "pz_agree.h"
 #include "pz_loc.h"
 #include <sched.h>
+int pz_errh_acquire(MPI_Comm world);
+int pz_errh_release(MPI_Comm world);
 */
 import "C"
 
@@ -102,10 +104,10 @@ type state struct {
 	// user reductions (userop.c), taken by its first (userAcquire).
 	userMu   sync.Mutex
 	userHeld atomic.Bool
-	// worldErrh is the error handler an adopted MPI_COMM_WORLD had at
-	// Init (errhSaved), given back when pz's use of MPI ends.
-	worldErrh C.MPI_Errhandler
-	errhSaved bool
+	// errhHeld: this state holds a reference to the error handler an
+	// adopted MPI_COMM_WORLD had before pz (errh.c), given back when the
+	// last World's use of MPI ends.
+	errhHeld bool
 }
 
 // addComm records c, a communicator pz made, for release.
@@ -264,11 +266,12 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	st.locMade = true
 	if !w.started {
 		// pz sets MPI_ERRORS_RETURN on the world (newComm); the owner's
-		// handler comes back when pz's use of MPI ends (release).
-		if rc := C.pz_errhandler_get(st.h.world, &st.worldErrh); rc != 0 {
+		// handler comes back when the use of MPI of the last World
+		// that adopted it ends (release).
+		if rc := C.pz_errh_acquire(st.h.world); rc != 0 {
 			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_errhandler", rc))
 		}
-		st.errhSaved = true
+		st.errhHeld = true
 	}
 	c, err := newComm(st, st.h.world, true, cfg.checkEnabled())
 	if err == nil {
@@ -326,7 +329,8 @@ const finalizeWait = 10 * time.Second
 // freed (a communicator broken by an abandoned collective excepted, as
 // Free leaves it), the persistent requests, the datatypes and ops of
 // Init and of user reductions - and gives MPI_COMM_WORLD back the error
-// handler it had at Init. When it returns nil, pz makes no further MPI
+// handler it had before pz (if other Worlds adopted the same MPI, the
+// last of them to finalize does). When it returns nil, pz makes no further MPI
 // call and the owner may call MPI_Finalize at once; it is collective
 // like MPI_Finalize (MPI_Comm_free is). The owner's communicators
 // (those given to Import) stay the owner's. An error wrapping
@@ -434,8 +438,9 @@ func (w *World) finalize() error {
 // free (Dup, Split, SplitShared, Import's duplicates and the engines'
 // private ones, by the order of their making: MPI_Comm_free is
 // collective, and every rank finalizes), the datatypes and ops Init
-// made, the key and ops of user reductions; and it gives MPI_COMM_WORLD
-// its error handler back. A communicator broken by an abandoned
+// made, the key and ops of user reductions; and, for the last World on
+// that MPI to end its use, it gives MPI_COMM_WORLD its error handler
+// back (errh.c). A communicator broken by an abandoned
 // collective is left, as Free leaves it: MPI may still hold that
 // collective. s.finalized is set: no other call of pz reaches MPI.
 func (s *state) release() error {
@@ -480,9 +485,9 @@ func (s *state) release() error {
 		s.locMade = false
 	}
 	s.releaseUser()
-	if s.errhSaved {
-		fail("MPI_Comm_set_errhandler", C.pz_errhandler_restore(s.h.world, &s.worldErrh))
-		s.errhSaved = false
+	if s.errhHeld {
+		fail("MPI_Comm_set_errhandler", C.pz_errh_release(s.h.world))
+		s.errhHeld = false
 	}
 	return errors.Join(errs...)
 }

@@ -597,16 +597,6 @@ static int pz_comm_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
 }
 static int pz_comm_free(MPI_Comm *c) { return MPI_Comm_free(c); }
 
-/* pz_errhandler_get and pz_errhandler_restore keep the error handler of an
- * adopted MPI's MPI_COMM_WORLD, which pz sets to MPI_ERRORS_RETURN
- * (pz_comm_setup), and give it back when pz's use of MPI ends. */
-static int pz_errhandler_get(MPI_Comm c, MPI_Errhandler *eh) { return MPI_Comm_get_errhandler(c, eh); }
-static int pz_errhandler_restore(MPI_Comm c, MPI_Errhandler *eh) {
-	int e = MPI_Comm_set_errhandler(c, *eh);
-	int f = MPI_Errhandler_free(eh);
-	return e != MPI_SUCCESS ? e : f;
-}
-
 /* Handles crossing to and from C and Fortran libraries: an MPI_Comm is a
  * pointer in Open MPI and an int in MPICH; both fit a uintptr_t. */
 static MPI_Comm pz_comm_of(uintptr_t h) { return (MPI_Comm)h; }
