@@ -41,6 +41,7 @@ var _ driver = cpuDriver{}
 func (s *Scheduler) runWorker(w *worker, inits chan<- error) {
 	defer s.wg.Done()
 	w.g.Store(goid())
+	w.root.Store(stackRoot())
 	if err := w.drv.init(w); err != nil {
 		inits <- fmt.Errorf("scheduler: initializing worker %d (%v): %w", w.info.ID, w.info.Kind, err)
 		return

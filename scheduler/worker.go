@@ -38,6 +38,11 @@ type worker struct {
 	// g is the id of the goroutine the scheduler runs the worker on (0
 	// for a driven worker): a wait made there is a task's (ErrInTask).
 	g atomic.Uint64
+	// root is the entry of the outermost function of that goroutine's
+	// stack (stackRoot; 0 for a driven worker): a caller
+	// whose stack has another root is not the worker, which
+	// runningTask tells without goid's cost.
+	root atomic.Uintptr
 	// quit, when not nil, ends the worker's sleep (a Driver.Run's ctx).
 	quit <-chan struct{}
 
