@@ -994,7 +994,9 @@ type idlePacer = scheduler.IdlePacer
 // IdlePacer) - and, when there is none (the backoff reached its bound:
 // decisions moved nothing and nothing happened), until an event ends
 // the backoff and wakes it (WakeIdle). An idle program with its
-// hypervisor open then costs no CPU.
+// hypervisor open then costs no CPU. Before it answers 0 it asks the
+// policy's NextIdleCycle again (a policy that is an IdlePacer is asked
+// twice then), so that a decision made meanwhile is not missed.
 func (h *Hypervisor) NextIdleCycle(c *scheduler.Context, worker int, idle time.Duration) (next time.Duration) {
 	if h.cfg.onNextIdle != nil {
 		defer func() { h.cfg.onNextIdle(worker, next) }()
@@ -1013,11 +1015,13 @@ func (h *Hypervisor) NextIdleCycle(c *scheduler.Context, worker int, idle time.D
 			best = d
 		}
 	}
+	var pacer idlePacer
 	if h.hooks != nil && !h.failed.Load() {
 		p, ok := h.pol.(idlePacer)
 		if !ok {
 			return tick
 		}
+		pacer = p
 		if d := p.NextIdleCycle(c, worker, idle); d > 0 {
 			at(d)
 		}
@@ -1044,9 +1048,19 @@ func (h *Hypervisor) NextIdleCycle(c *scheduler.Context, worker int, idle time.D
 	if best > 0 {
 		return best
 	}
+	// Marked parked first, then the answers read again: an event or a
+	// decision (which wake the parked workers) since the reads above
+	// either sees the mark or is seen here. The policy's answer too: a
+	// hook's or ResizeNow's decision in between may have left it
+	// something due (AppDriven's refused request).
 	h.parked.Store(true)
 	if h.cfg.trigger&(TriggerIdle|TriggerSpeed) != 0 && h.quiet.Load() < int64(maxQuiet) {
 		return tick // an event ended the backoff meanwhile
+	}
+	if pacer != nil {
+		if d := pacer.NextIdleCycle(c, worker, idle); d > 0 {
+			return d
+		}
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package hypervisor_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +143,77 @@ func TestIdleWorkersParkWithoutContexts(t *testing.T) {
 	parked = pw.parked()
 	hv.Unregister(a)
 	waitFor(t, parked, 20*time.Second, "the workers sleeping until an event once no context is registered")
+}
+
+// racyPacer is a policy with Hooks that is a scheduler.IdlePacer: its
+// idle workers need IdleCycle only while it has something due. Once
+// armed, the first NextIdleCycle that finds nothing due lets the event
+// that makes something due - and the decision that should wake the
+// workers (ResizeNow) - happen after it read the answer and before it
+// returns it: the window in which the worker was about to park.
+type racyPacer struct {
+	hypervisor.NopHooks
+	hv    atomic.Pointer[hypervisor.Hypervisor]
+	armed atomic.Bool
+	due   atomic.Bool
+	idle  chan struct{} // an IdleCycle while something is due
+}
+
+func (p *racyPacer) Name() string                              { return "racy_pacer" }
+func (p *racyPacer) Resize(*hypervisor.View) []hypervisor.Move { return nil }
+
+func (p *racyPacer) IdleCycle(*scheduler.Context, int, time.Duration) bool {
+	if p.due.Load() {
+		select {
+		case p.idle <- struct{}{}:
+		default:
+		}
+	}
+	return false
+}
+
+func (p *racyPacer) NextIdleCycle(*scheduler.Context, int, time.Duration) time.Duration {
+	if p.due.Load() {
+		return time.Millisecond
+	}
+	if p.armed.CompareAndSwap(true, false) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.due.Store(true)
+			p.hv.Load().ResizeNow()
+		}()
+		<-done
+	}
+	return 0
+}
+
+// Review finding: the hypervisor's NextIdleCycle read its policy's
+// answer (nothing due: 0), then marked the workers parked. A decision
+// of a hook or ResizeNow in between - after which the policy needs
+// IdleCycle again, as AppDriven does when a tagged task makes a request
+// due and its moves are refused - found no worker marked parked and
+// woke none, and the worker then slept until an unrelated event, the
+// policy's IdleCycle never called. The answer is now asked again once
+// the worker is marked.
+func TestIdlePacerDecisionWhileParking(t *testing.T) {
+	s := newSched(t, 1)
+	a, err := s.NewContext("a", scheduler.ContextWorkers(0))
+	require.NoError(t, err)
+	p := &racyPacer{idle: make(chan struct{}, 1)}
+	pw := newParkWatch(1)
+	parked := pw.parked()
+	hv, err := hypervisor.New(s, hypervisor.WithPolicy(p), hypervisor.WithTrigger(0), hypervisor.WithGetenv(noEnv),
+		hypervisor.WithOnNextIdle(pw.seen))
+	require.NoError(t, err)
+	p.hv.Store(hv)
+	defer hv.Close()
+	require.NoError(t, hv.Register(a, hypervisor.Limits{}))
+	waitFor(t, parked, 20*time.Second, "the idle worker sleeping until an event")
+
+	// Wake the worker with a decision (which clears the parked mark),
+	// the race armed for its next NextIdleCycle.
+	p.armed.Store(true)
+	hv.ResizeNow()
+	waitFor(t, p.idle, 20*time.Second, "an IdleCycle once the policy has something due")
 }
