@@ -638,15 +638,44 @@ func rankFailed(err error) error {
 
 // reply is what a call of the program's (Submit, WaitAll, Scatter,
 // Gather, ScatterMatrix, GatherMatrix, Unregister, Flush) returns for
-// its error err: rankFailed(err). An error returned once the graph has
+// its error err: rankFailed(err). before is the graph's failure as the
+// call began (d.failure()), or nil. An error returned once the graph has
 // failed, but for a refusal of the call's own input, tells the program
-// of the failure (told), which Close then does not report again.
-func (d *Scheduler) reply(err error) error {
+// of the failure (told), which Close then does not report again, when
+// the failure came during the call (the call failed with the graph: its
+// own departure, or what it heard meanwhile) or the error carries the
+// failure known before (carries). Any other error, such as the call's
+// own context ending after the graph had failed, leaves it untold.
+func (d *Scheduler) reply(before, err error) error {
 	err = rankFailed(err)
-	if err != nil && !refusal(err) && d.failure() != nil {
+	if err != nil && !refusal(err) && d.failure() != nil && (before == nil || carries(err, before)) {
 		d.told.Store(true)
 	}
 	return err
+}
+
+// carries reports whether err tells the program of the graph's failure
+// f (see reply): err wraps f or quotes it (a departure heard of is a
+// value of its own, in the same words); or err is the communicator's
+// breaking, the failure's consequence (rankFailed); or err is one of
+// the kinds the graph's failure reaches the program as (ErrRankFailed,
+// as WaitAll's agreed outcome, which names the failure in the failing
+// rank's words; ErrGraphMismatch; ErrStalled) and not the call's own
+// context ending, which may mention another rank's departure heard
+// meanwhile but not f.
+func carries(err, f error) bool {
+	switch {
+	case errors.Is(err, f), strings.Contains(err.Error(), f.Error()), errors.Is(err, comm.ErrBroken):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	for _, k := range []error{ErrRankFailed, ErrGraphMismatch, ErrStalled} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // refusal reports whether err refuses a call's input (a bad argument, a
@@ -1014,7 +1043,8 @@ func (d *Scheduler) WaitAll(ctx context.Context) (err error) {
 
 // waitAll is WaitAll; d.waitSem holds its token.
 func (d *Scheduler) waitAll(ctx context.Context) (err error) {
-	defer func() { err = d.reply(err) }()
+	before := d.failure()
+	defer func() { err = d.reply(before, err) }()
 	if d.size > 1 {
 		// Hear of the departures already delivered first: a comparison
 		// that a rank which left never joins is then not started (its

@@ -607,7 +607,8 @@ func With(a scheduler.Arg) Arg { return Arg{opt: &a} }
 // it is produced; the other ranks only record where the data now lives.
 func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...Arg) (err error) {
 	// After d.mu is released (brokenAnswer waits for the progress loop).
-	defer func() { err = d.reply(d.brokenAnswer(ctx, "Submit", err)) }()
+	before := d.failure()
+	defer func() { err = d.reply(before, d.brokenAnswer(ctx, "Submit", err)) }()
 	if cl == nil {
 		// Refused before the graph check, as a nil handle is: ranks that
 		// all pass nil here still submit the same graph.

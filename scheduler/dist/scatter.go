@@ -32,7 +32,8 @@ import (
 // Close, the failure told, does not return it again. The same holds for
 // Gather, ScatterMatrix and GatherMatrix.
 func (d *Scheduler) Scatter(ctx context.Context, root int, hs []*Handle, fill func(i int, data any) error) error {
-	return d.reply(d.onRoot(ctx, "Scatter", root, hs, scheduler.ModeW, fill))
+	before := d.failure()
+	return d.reply(before, d.onRoot(ctx, "Scatter", root, hs, scheduler.ModeW, fill))
 }
 
 // Gather reads every handle of hs on rank root: once each handle's latest
@@ -40,7 +41,8 @@ func (d *Scheduler) Scatter(ctx context.Context, root int, hs []*Handle, fill fu
 // (use(i, data) for hs[i]). It is collective, like Scatter, with the same
 // checks of root; use is called on root only. It ends with WaitAll.
 func (d *Scheduler) Gather(ctx context.Context, root int, hs []*Handle, use func(i int, data any) error) error {
-	return d.reply(d.onRoot(ctx, "Gather", root, hs, scheduler.ModeR, use))
+	before := d.failure()
+	return d.reply(before, d.onRoot(ctx, "Gather", root, hs, scheduler.ModeR, use))
 }
 
 // onRoot agrees on root with the other ranks, then runs fn there
@@ -342,7 +344,8 @@ func (d *Scheduler) runOnRoot(ctx context.Context, call string, root int, hs []*
 // ErrGraphMismatch, on every rank. RegisterMatrixTiles registers the grid
 // of tiles of a rows x cols matrix in this layout.
 func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
-	return d.reply(moveMatrix(ctx, d, "ScatterMatrix", root, a, rows, cols, tiles, true))
+	before := d.failure()
+	return d.reply(before, moveMatrix(ctx, d, "ScatterMatrix", root, a, rows, cols, tiles, true))
 }
 
 // GatherMatrix assembles the tiles into the rows x cols row-major matrix
@@ -351,7 +354,8 @@ func ScatterMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a
 // tiles, the part of a triangle's grid beyond a short row) are left as
 // they were.
 func GatherMatrix[T comm.Number](ctx context.Context, d *Scheduler, root int, a []T, rows, cols int, tiles [][]*Handle) error {
-	return d.reply(moveMatrix(ctx, d, "GatherMatrix", root, a, rows, cols, tiles, false))
+	before := d.failure()
+	return d.reply(before, moveMatrix(ctx, d, "GatherMatrix", root, a, rows, cols, tiles, false))
 }
 
 // matrixCall is what a rank passed to ScatterMatrix or GatherMatrix and

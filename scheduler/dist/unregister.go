@@ -48,7 +48,8 @@ const (
 // wrapping comm.ErrInvalidArg, before the graph check: ranks that all
 // pass the same bad handle still submit one graph.
 func (d *Scheduler) Unregister(ctx context.Context, h *Handle) (data any, err error) {
-	defer func() { err = d.reply(err) }()
+	before := d.failure()
+	defer func() { err = d.reply(before, err) }()
 	if err := d.refuse("Unregister", h); err != nil {
 		return nil, err
 	}
@@ -126,7 +127,8 @@ func (d *Scheduler) Unregister(ctx context.Context, h *Handle) (data any, err er
 // caches of data that it read once and will not read again soon. Bad
 // input is refused as by Unregister.
 func (d *Scheduler) Flush(ctx context.Context, h *Handle) (err error) {
-	defer func() { err = d.reply(err) }()
+	before := d.failure()
+	defer func() { err = d.reply(before, err) }()
 	if err := d.refuse("Flush", h); err != nil {
 		return err
 	}
