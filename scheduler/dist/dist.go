@@ -117,10 +117,14 @@ type Scheduler struct {
 	size  int
 	prog  *progress
 
-	mu         sync.Mutex // guards the submission walk
-	handles    []*Handle  // the live handles, in the order of their ids (the reductions' partial results too); Unregister removes them
-	nextID     int        // the next handle's id: ids are never reused; guarded by mu
-	registered int        // handles the program registered, unregistered ones included; guarded by mu
+	mu      sync.Mutex // guards the submission walk
+	handles []*Handle  // the live handles, in the order of their ids (the reductions' partial results too); Unregister removes them
+	nextID  int        // the next handle's id: ids are never reused; guarded by mu
+	// tagLimit is the number of handle ids (handles and reductions'
+	// partial results): ids 0 to tagLimit-1, whose transfers take tags 1
+	// to tagLimit. maxTag, but in tests (export_test.go).
+	tagLimit   int
+	registered int // handles the program registered, unregistered ones included; guarded by mu
 	closed     bool
 
 	sendCl, recvCl *scheduler.Codelet
@@ -227,7 +231,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 		return nil, fmt.Errorf("dist: New: duplicating the communicator: %w", err)
 	}
 	d := &Scheduler{local: local, c: dc, rank: dc.Rank(), size: dc.Size(), prog: newProgress(), ctrlBuf: make([]byte, ctrlSize), waitSem: make(chan struct{}, 1),
-		xfers: map[uint64]inflight{}, stall: defaultStall, peers: make([]peerCounts, dc.Size()), report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+		xfers: map[uint64]inflight{}, stall: defaultStall, tagLimit: maxTag, peers: make([]peerCounts, dc.Size()), report: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	d.graph, d.stopGraph = context.WithCancelCause(context.Background())
 	for _, o := range opts {
 		o(d)

@@ -7,6 +7,15 @@ const CtrlTag = ctrlTag
 // CheckWindow is the number of submissions the ranks compare at once.
 const CheckWindow = checkWindow
 
+// SetTagLimit makes d allow n handle numbers (handles and reductions'
+// partial results) rather than maxTag, for tests of the limit. Call it
+// on every rank alike, before the first Register.
+func SetTagLimit(d *Scheduler, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tagLimit = n
+}
+
 // BeforeAgreement makes WaitAll on d call f just before the agreement on
 // the outcome.
 func BeforeAgreement(d *Scheduler, f func()) { d.beforeAgreement.Store(&f) }

@@ -361,8 +361,8 @@ func Register[T comm.Number](d *Scheduler, owner int, data []T, rows, cols int, 
 		return nil, fmt.Errorf("dist: Register: %w", ErrClosed)
 	}
 	h.id = d.nextID
-	if h.id+1 > maxTag {
-		return nil, fmt.Errorf("dist: Register: %w: more than %d handles registered (numbers are never reused, also after Unregister)", comm.ErrInvalidArg, maxTag-1)
+	if h.id+1 > d.tagLimit {
+		return nil, fmt.Errorf("dist: Register: %w: more than %d handles registered, reductions' partial results counted (numbers are never reused, also after Unregister)", comm.ErrInvalidArg, d.tagLimit)
 	}
 	if d.rank == owner {
 		h.data = data
@@ -662,6 +662,9 @@ func (d *Scheduler) Submit(ctx context.Context, cl *scheduler.Codelet, args ...A
 	if err := mixedModes(args); err != nil {
 		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
 	}
+	if err := d.partialsFitLocked(args); err != nil {
+		return fmt.Errorf("dist: submitting %q: %w", cl.Name, err)
+	}
 	sub.onRank = onRank
 	if err := ctx.Err(); err != nil {
 		// A rank whose context has ended stops here, also where this
@@ -794,9 +797,9 @@ func (d *Scheduler) interrupted(ctx context.Context, codelet string, err error) 
 	return stopped
 }
 
-// submitLocked walks one submission (checked by Submit, or made by the
-// layer itself identically on every rank). d.mu is held.
-func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
+// runRank is the rank a task of args runs on: OnRank's, else the owner
+// of the first handle it writes, else of its first handle, else rank 0.
+func runRank(args []Arg) int {
 	run := -1
 	var firstW, first *Handle
 	for _, a := range args {
@@ -815,13 +818,43 @@ func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, arg
 	}
 	switch {
 	case run >= 0:
+		return run
 	case firstW != nil:
-		run = firstW.owner
+		return firstW.owner
 	case first != nil:
-		run = first.owner
-	default:
-		run = 0
+		return first.owner
 	}
+	return 0
+}
+
+// partialsFitLocked refuses a submission whose Redux accesses would
+// make more partial results (contributeLocked) than the handle numbers
+// left: a partial's transfers take its number + 1 as their tag, as a
+// handle's do, and every tag must stay below the reserved clockTag
+// (d.tagLimit). Every rank refuses alike: the handles, their writers and
+// partial results are the same on every rank. d.mu is held.
+func (d *Scheduler) partialsFitLocked(args []Arg) error {
+	run := runRank(args)
+	need := 0
+	for i, a := range args {
+		if a.h == nil || a.mode != scheduler.ModeRedux || run == a.h.writer || a.h.partials[run] != nil {
+			continue
+		}
+		if slices.ContainsFunc(args[:i], func(b Arg) bool { return b.h == a.h && b.mode == scheduler.ModeRedux }) {
+			continue // one partial per handle and rank
+		}
+		need++
+	}
+	if need > 0 && d.nextID+need > d.tagLimit {
+		return fmt.Errorf("%w: this task's Redux needs %d partial result(s) on rank %d, which take handle numbers as handles do, and %d of the %d handle numbers are taken (numbers are never reused, also after Unregister)", comm.ErrInvalidArg, need, run, d.nextID, d.tagLimit)
+	}
+	return nil
+}
+
+// submitLocked walks one submission (checked by Submit, or made by the
+// layer itself identically on every rank). d.mu is held.
+func (d *Scheduler) submitLocked(ctx context.Context, cl *scheduler.Codelet, args ...Arg) error {
+	run := runRank(args)
 	// A reduction ends at the next other access: combine it first.
 	for _, a := range args {
 		if a.h != nil && a.mode != scheduler.ModeRedux && a.h.phase != nil {
@@ -1045,6 +1078,10 @@ func (d *Scheduler) contributeLocked(ctx context.Context, h *Handle, run int) (*
 		// the workers' copies names the handle if it fails.
 		p.opts = []scheduler.HandleOption{scheduler.Named(p.name)}
 		p.hold(run)
+		if d.nextID+1 > d.tagLimit {
+			// Submit refused the task before (partialsFitLocked).
+			return nil, fmt.Errorf("dist: %w: no handle number left for the partial result of %v on rank %d (%d taken)", comm.ErrInvalidArg, h, run, d.tagLimit)
+		}
 		p.id = d.nextID
 		d.nextID++
 		d.handles = append(d.handles, p)
