@@ -620,3 +620,85 @@ func misuseNilAllocCase(ctx context.Context, c comm.Comm) error {
 		return nil
 	})
 }
+
+// misuseCallCase has rank 0 make one collective and every other rank
+// another, for pairs of calls that meet in the same agreement step: each
+// rank's *comm.MismatchError names the call that rank made (a rank that
+// called Dup was told "Split", rank 0's call, which misled whoever read
+// its log) and lists what the ranks called.
+func misuseCallCase(ctx context.Context, c comm.Comm) error {
+	// The errors are returned after misuse's check of the duplicate, which
+	// every rank takes part in.
+	var wrong error
+	err := misuse(ctx, c, func(d comm.Comm) error {
+		me, n := d.Rank(), d.Size()
+		if n == 1 {
+			return nil
+		}
+		call := func(name string) error {
+			switch name {
+			case "Barrier":
+				return d.Barrier(ctx)
+			case "Bcast":
+				return comm.Bcast(ctx, d, []float64{1}, 0)
+			case "AllReduce":
+				_, err := comm.AllReduce(ctx, d, []float64{1}, comm.Sum)
+				return err
+			case "Reduce":
+				_, err := comm.Reduce(ctx, d, []float64{1}, comm.Sum, 0)
+				return err
+			case "Split", "Dup":
+				var s comm.Comm
+				var err error
+				if name == "Split" {
+					s, err = d.Split(ctx, 0, me)
+				} else {
+					s, err = d.Dup(ctx)
+				}
+				if err == nil {
+					_ = s.Free()
+					return fmt.Errorf("%s returned a communicator", name)
+				}
+				return err
+			}
+			panic("misuseCallCase: no call " + name)
+		}
+		pairs := [][2]string{
+			{"Barrier", "Bcast"}, {"Bcast", "Barrier"},
+			{"AllReduce", "Reduce"}, {"Reduce", "AllReduce"},
+			{"Split", "Dup"}, {"Dup", "Split"},
+			{"Bcast", "AllReduce"}, {"Barrier", "Split"},
+		}
+		// Every rank runs every pair, whatever it found: a rank that
+		// returned at its first wrong error would leave the others
+		// waiting in the next pair.
+		var errs []error
+		for _, p := range pairs {
+			mine := p[1]
+			if me == 0 {
+				mine = p[0]
+			}
+			what := fmt.Sprintf("%s on rank 0, %s elsewhere (rank %d)", p[0], p[1], me)
+			err := call(mine)
+			var mm *comm.MismatchError
+			if !errors.As(err, &mm) {
+				errs = append(errs, fmt.Errorf("%s: got %v, want a *comm.MismatchError", what, err))
+				continue
+			}
+			if mm.Op != mine {
+				errs = append(errs, fmt.Errorf("%s: the error names %s, not the call this rank made, %s: %v", what, mm.Op, mine, err))
+				continue
+			}
+			if want := "comm: " + mine + ": "; !strings.HasPrefix(err.Error(), want) {
+				errs = append(errs, fmt.Errorf("%s: %q does not start with %q", what, err.Error(), want))
+				continue
+			}
+			if want := fmt.Sprintf("call: rank 0 has %s, rank 1 has %s", p[0], p[1]); !strings.Contains(mm.Detail, want) {
+				errs = append(errs, fmt.Errorf("%s: detail %q does not say %q", what, mm.Detail, want))
+			}
+		}
+		wrong = errors.Join(errs...)
+		return nil
+	})
+	return errors.Join(wrong, err)
+}

@@ -38,6 +38,7 @@ func Cases() []Case {
 		{"P2P/FreePending", freePendingCase},
 		{"Values", valuesCase},
 		{"Misuse/Count", misuseCountCase},
+		{"Misuse/Call", misuseCallCase},
 		{"Misuse/Datatype", misuseTypeCase},
 		{"Misuse/Op", misuseOpCase},
 		{"Misuse/NilUserOp", misuseNilUserOpCase},

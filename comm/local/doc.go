@@ -13,7 +13,8 @@
 // Each communicator has one slot per rank. A rank writes its arguments (a
 // Fingerprint, buffer pointers) into its slot and then the collective's
 // sequence number; once every slot shows it, all ranks compare the fingerprints (a mismatch or an invalid argument anywhere
-// gives every rank the same *comm.MismatchError or *comm.ArgError) and then
+// gives every rank the same *comm.MismatchError, named after the call that
+// rank made, or *comm.ArgError) and then
 // move data by reading each other's buffers directly:
 //
 //   - up to 4 KiB a rank copies its contribution into its slot before

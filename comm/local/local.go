@@ -617,7 +617,7 @@ func (c *rankComm) arrive(ctx context.Context, call comm.Call, k uint64) error {
 	if err := c.waitArrivals(ctx, call, k); err != nil {
 		return err
 	}
-	return g.agree(k)
+	return c.ownCall(g.agree(k), k)
 }
 
 // A cond is what spinWait waits for. It is a plain struct, not a closure,
@@ -833,14 +833,14 @@ func (c *rankComm) arriveCounted(ctx context.Context, call comm.Call, k uint64) 
 		}
 		g.released.Store(k)
 		g.wakeAll(c.rank)
-		return g.verdict[p]
+		return c.ownCall(g.verdict[p], k)
 	}
 	w := cond{kind: condReleased, k: k, park: k*n-v > uint64(g.procs)}
 	err := c.spinWait(ctx.Done(), true, &w)
 	if g.released.Load() >= k {
 		// Released, perhaps as the context ended: every rank arrived, so
 		// this one takes part, as in a watched group.
-		return g.verdict[p]
+		return c.ownCall(g.verdict[p], k)
 	}
 	if err == nil {
 		err = g.broken()
@@ -998,6 +998,24 @@ func (g *group) agree(k uint64) error {
 		}
 	}
 	return nil
+}
+
+// ownCall is the verdict of collective k as this rank reports it: a
+// *comm.MismatchError, which comm.CheckFingerprints names after rank 0's
+// call, names the call this rank made (its detail lists what the ranks
+// called), so that the log of a rank that called Dup where rank 0 called
+// Split says Dup. The verdict is shared by every rank: it is copied, not
+// changed.
+func (c *rankComm) ownCall(err error, k uint64) error {
+	var me *comm.MismatchError
+	if err == nil || !errors.As(err, &me) {
+		return err
+	}
+	mine := c.g.slots[c.rank].a[k&1].fp.Call.String()
+	if me.Op == mine {
+		return err
+	}
+	return &comm.MismatchError{Op: mine, Detail: me.Detail}
 }
 
 // depart records that this rank has finished reading and writing peers'

@@ -1,6 +1,8 @@
 package mpi
 
 import (
+	"errors"
+
 	"github.com/pzgo/pz/comm"
 )
 
@@ -111,13 +113,19 @@ func agreed(v [agreeWords]int64, size int) (failRank int, same bool) {
 }
 
 // mismatch turns every rank's descriptor words into the error both
-// backends return for the same disagreement.
+// backends return for the same disagreement. It names the call this rank
+// made (d's), as comm/local's does: comm.CheckFingerprints names rank 0's,
+// which on a rank that called another collective (Dup where rank 0 called
+// Split) misled; the detail lists what every rank called.
 func mismatch(d desc, all [][descWords]uint64) error {
 	fps := make([]comm.Fingerprint, len(all))
 	for r, w := range all {
 		fps[r] = comm.UnpackFingerprint(w)
 	}
 	if err := comm.CheckFingerprints(fps); err != nil {
+		if me := (*comm.MismatchError)(nil); errors.As(err, &me) && me.Op != d.call.String() {
+			return &comm.MismatchError{Op: d.call.String(), Detail: me.Detail}
+		}
 		return err
 	}
 	// The hashes differed but the descriptors do not: a collision.
