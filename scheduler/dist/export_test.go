@@ -16,6 +16,10 @@ func SetTagLimit(d *Scheduler, n int) {
 	d.tagLimit = n
 }
 
+// Submitted is the number of submissions d's graph check has recorded
+// (the program's Submit, Unregister, Flush and collectives).
+func Submitted(d *Scheduler) int64 { return d.pos.submitted.Load() }
+
 // BeforeAgreement makes WaitAll on d call f just before the agreement on
 // the outcome.
 func BeforeAgreement(d *Scheduler, f func()) { d.beforeAgreement.Store(&f) }

@@ -753,8 +753,13 @@ func (d *Scheduler) recordLocked(ctx context.Context, call string, sub submissio
 		if stalled {
 			err = fmt.Errorf("%w; %s", err, d.explain())
 		}
-		switch {
-		case d.interrupted(ctx, sub.codelet, err) != nil:
+		switch stopped := d.interrupted(ctx, sub.codelet, err); {
+		case stopped != nil:
+			// This rank's context ended in the comparison at the
+			// window's end: it leaves the graph here, as compareFirst
+			// does when its context ends, rather than start another
+			// comparison in a later WaitAll with a fresh context.
+			d.quitLocked(call, stopped, "")
 		case stalled && d.check.diverged == nil:
 			// A rank never came to the comparison at the window's
 			// end: this rank leaves the graph here, as compareFirst's
