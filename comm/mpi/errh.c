@@ -39,3 +39,12 @@ int pz_errh_release(MPI_Comm world) {
 	pthread_mutex_unlock(&pz_errh_mu);
 	return e != MPI_SUCCESS ? e : f;
 }
+
+/* pz_errh_refs_held is the number of references held (tests: what a failed
+ * Init left). */
+int pz_errh_refs_held(void) {
+	pthread_mutex_lock(&pz_errh_mu);
+	int n = pz_errh_refs;
+	pthread_mutex_unlock(&pz_errh_mu);
+	return n;
+}

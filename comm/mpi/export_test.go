@@ -123,3 +123,14 @@ func SerializedTogether(a, b *World) bool {
 	}
 	return true
 }
+
+// WithInitFault makes Init fail at step (after MPI_Comm_split_type: the
+// last step, once everything of Init is made) with the error fault
+// returns there.
+func WithInitFault(fault func(step string) error) Option {
+	return func(c *config) { c.initFault = fault }
+}
+
+// ErrhRefs is the number of references Worlds hold to MPI_COMM_WORLD's
+// saved error handler (errh.c): one per World on an adopted MPI.
+func ErrhRefs() int { return errhRefs() }

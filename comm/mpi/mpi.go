@@ -9,6 +9,7 @@ package mpi
 #include <sched.h>
 int pz_errh_acquire(MPI_Comm world);
 int pz_errh_release(MPI_Comm world);
+int pz_errh_refs_held(void);
 */
 import "C"
 
@@ -173,7 +174,10 @@ type World struct {
 // GOMAXPROCS environment variable is set, sizes GOMAXPROCS to this rank's
 // share of the node (see internal/procs). Init is collective over
 // MPI_COMM_WORLD. ctx bounds nothing that MPI lets Go interrupt (MPI_Init
-// cannot be canceled); it is checked before starting.
+// cannot be canceled); it is checked before starting. An Init that fails
+// on an adopted MPI frees what it made there and gives MPI_COMM_WORLD its
+// error handler back, leaving MPI as it was; one that initialized MPI
+// finalizes it.
 func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
@@ -218,25 +222,15 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	case provided >= st.h.thread_serialized:
 		st.serialize = true
 	default:
-		err := fmt.Errorf("%w: it provides level %d; initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let pz do it", ErrThreadLevel, provided)
-		if w.started {
-			w.finalizeOnThread()
-		}
-		return nil, err
+		return w.initFailed(st, fmt.Errorf("%w: it provides level %d; initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let pz do it", ErrThreadLevel, provided))
 	}
 	report, timeout, err := cfg.watchDurations()
 	if err != nil {
-		if w.started {
-			w.finalizeOnThread()
-		}
-		return nil, fmt.Errorf("mpi: Init: %w", err)
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", err))
 	}
 	var tagUB C.int
 	if rc := C.pz_tag_ub(st.h.world, &tagUB); rc != 0 {
-		if w.started {
-			w.finalizeOnThread()
-		}
-		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_attr", rc))
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_attr", rc)))
 	}
 	st.tagUB = int(tagUB)
 	for _, t := range []comm.Datatype{comm.Uint8, comm.Uint16, comm.Uint32, comm.Uint64} {
@@ -244,10 +238,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	st.cudaAware = C.pz_cuda_aware() != 0
 	if rc := C.pz_agree_init(&st.agreeType, &st.agreeOp); rc != 0 {
-		if w.started {
-			w.finalizeOnThread()
-		}
-		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc)))
 	}
 	st.agreeMade = true
 	st.agreeTypeU, st.agreeOpU = C.pz_type_u(st.agreeType), C.pz_op_u(st.agreeOp)
@@ -258,10 +249,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		st.opsU[i] = C.pz_op_u(st.h.ops[i])
 	}
 	if rc := C.pz_loc_init(&st.locPair, &st.locOps[0]); rc != 0 {
-		if w.started {
-			w.finalizeOnThread()
-		}
-		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc))
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", st.error("MPI_Op_create", rc)))
 	}
 	st.locMade = true
 	if !w.started {
@@ -269,7 +257,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		// handler comes back when the use of MPI of the last World
 		// that adopted it ends (release).
 		if rc := C.pz_errh_acquire(st.h.world); rc != 0 {
-			return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_errhandler", rc))
+			return w.initFailed(st, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_get_errhandler", rc)))
 		}
 		st.errhHeld = true
 	}
@@ -281,7 +269,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		st.watch = newWatch(report, timeout, c.rank, c.size)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mpi: Init: %w", err)
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", err))
 	}
 	w.Comm = c
 	// The ranks on this node and their affinity masks, so that each rank's
@@ -293,7 +281,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	var local C.int
 	if rc := C.pz_node_masks(st.h.world, (*C.uint64_t)(unsafe.Pointer(&mine[0])), procs.MaskWords,
 		(*C.uint64_t)(unsafe.Pointer(&all[0][0])), &local); rc != 0 {
-		return nil, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_split_type", rc))
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", st.error("MPI_Comm_split_type", rc)))
+	}
+	if err := cfg.fault("after MPI_Comm_split_type"); err != nil {
+		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", err))
 	}
 	w.localSize = int(local)
 	in := procs.Gather(w.localSize)
@@ -308,6 +299,29 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		w.procs.Reason = "not sized (WithGOMAXPROCS(false))"
 	}
 	return w, nil
+}
+
+// initFailed is Init's one way out after MPI is initialized (or adopted):
+// it undoes what Init made in st and returns err. MPI that Init started is
+// finalized (which frees everything). On an adopted MPI, st is released
+// as an adopted World's Finalize releases it: the communicators made (the engines' duplicate of the
+// world), the types and ops of the agreement step and of AllReduceLoc,
+// and the reference to MPI_COMM_WORLD's error handler, which the last
+// reference gives back; so a failed Init leaves MPI as its owner had it,
+// and a later Init can succeed. Before, each failure past the types
+// returned without freeing them, and one past newComm kept the error
+// handler's reference, so the world never got its handler back.
+func (w *World) initFailed(st *state, err error) (*World, error) {
+	st.watch.close()
+	if w.started {
+		w.finalizeOnThread()
+		return nil, err
+	}
+	st.finalized.Store(true) // nothing of this Init calls MPI again
+	if rerr := st.release(); rerr != nil {
+		err = fmt.Errorf("%w; freeing what Init had made in MPI failed too: %w", err, rerr)
+	}
+	return nil, err
 }
 
 // finalizeWait bounds how long Finalize waits for collectives still
@@ -692,3 +706,7 @@ func (p poller) poll(ctx context.Context, spin time.Duration, test func() (bool,
 		sleep = min(2*sleep, pollMaxSleep)
 	}
 }
+
+// errhRefs is the number of references to MPI_COMM_WORLD's saved error
+// handler (errh.c) that Worlds hold: tests check what a failed Init left.
+func errhRefs() int { return int(C.pz_errh_refs_held()) }

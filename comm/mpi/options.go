@@ -14,6 +14,17 @@ type config struct {
 	check           *bool
 	gomaxproc       bool
 	report, timeout *time.Duration
+	// initFault, for tests (export_test.go), fails Init at a step with
+	// the error it returns.
+	initFault func(step string) error
+}
+
+// fault is the error a test chose for Init's step, or nil.
+func (c config) fault(step string) error {
+	if c.initFault == nil {
+		return nil
+	}
+	return c.initFault(step)
 }
 
 func newConfig(opts []Option) config {
