@@ -4,6 +4,10 @@ package dist
 // id+1), for tests that watch the messages.
 const CtrlTag = ctrlTag
 
+// PingTag is the tag of the master's start-up pings of the worker
+// ranks (measureLinks), for tests that end them.
+const PingTag = pingTag
+
 // CheckWindow is the number of submissions the ranks compare at once.
 const CheckWindow = checkWindow
 

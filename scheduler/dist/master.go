@@ -106,7 +106,11 @@ type remoteTask struct {
 // taskHeader describes a task sent to a worker rank, or, with Stop, ends
 // the slot.
 type taskHeader struct {
-	Stop    bool
+	Stop bool
+	// Fail, with Stop, is the master's failure before its function ran
+	// (stopWorkers from RunMaster's start-up): the worker rank's
+	// RunMaster returns an error naming it.
+	Fail    string
 	Codelet string
 	Modes   []uint8
 	Types   []uint8 // comm.Datatype of each buffer
@@ -141,6 +145,10 @@ var errMasterFailed = errors.New("the master's function returned an error")
 // errStopped is the cause of a worker rank's serving context once the
 // master has stopped it.
 var errStopped = errors.New("dist: the master stopped its workers")
+
+// errMasterStart marks a worker rank's error when the master failed
+// before its function ran (taskHeader.Fail).
+var errMasterStart = errors.New("the master failed to start")
 
 // RunMaster runs fn on rank root with a Master whose workers are the cores
 // of every rank of c; the other ranks serve the master's tasks until fn
@@ -177,7 +185,10 @@ var errStopped = errors.New("dist: the master stopped its workers")
 // failure of a task it ran for the master is the master's (that task's
 // error, naming the rank), not the worker rank's. It returns an error for
 // the worker rank's own failures: its scheduler, the communicator, or
-// its ctx ending before the master stopped it.
+// its ctx ending before the master stopped it, or the master's own
+// failure to start (its scheduler, or the measurement of the links to
+// the worker ranks), which every worker rank's RunMaster returns, naming
+// it, as soon as the master tells it.
 func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts []scheduler.Option, fn func(ctx context.Context, m *Master) error) (err error) {
 	if root < 0 || root >= c.Size() {
 		return fmt.Errorf("dist: RunMaster: %w: root %d of %d ranks", ErrBadRank, root, c.Size())
@@ -215,20 +226,23 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	if c.Rank() != root {
-		if err := echoPings(ctx, dc, root); err != nil {
-			_ = ls.Close()
-			return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
-		}
+		// serve answers the master's pings (measureLinks) first.
 		serr := serve(ctx, dc, root, reg, ls, offers[c.Rank()].Cores, slotBase(offers, root, c.Rank()))
 		return errors.Join(serr, ls.Close())
 	}
-	// The master's scheduler: its own cores, then the proxies.
+	// The master's scheduler: its own cores, then the proxies. A failure
+	// here stops the worker ranks too, telling them why: they wait for
+	// the pings, or for their first task.
 	if err := ls.Close(); err != nil {
-		return fmt.Errorf("dist: RunMaster: %w", err)
+		err = fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
+		stopWorkers(ctx, dc, taskHeader{Stop: true, Fail: err.Error()})
+		return err
 	}
 	links, err := measureLinks(ctx, dc, root)
 	if err != nil {
-		return fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
+		err = fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
+		stopWorkers(ctx, dc, taskHeader{Stop: true, Fail: err.Error()})
+		return err
 	}
 	mctx, gaveUp := context.WithCancelCause(ctx)
 	defer gaveUp(nil)
@@ -598,17 +612,23 @@ func groupModes(h taskHeader) []scheduler.Mode {
 // wait for the stop however long it takes. A worker rank that failed
 // does not acknowledge; its failure is its own RunMaster's error.
 func (m *Master) stop(ctx context.Context) {
+	stopWorkers(ctx, m.c, taskHeader{Stop: true})
+}
+
+// stopWorkers sends h, a stop, to every worker rank of c and waits for
+// their answers, within stopTimeout also when ctx has ended.
+func stopWorkers(ctx context.Context, c comm.Comm, h taskHeader) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	sent := make([]bool, m.c.Size())
-	for r := range m.c.Size() {
-		if r != m.c.Rank() {
-			sent[r] = comm.SendValue(sctx, m.c, taskHeader{Stop: true}, r, stopTag) == nil
+	sent := make([]bool, c.Size())
+	for r := range c.Size() {
+		if r != c.Rank() {
+			sent[r] = comm.SendValue(sctx, c, h, r, stopTag) == nil
 		}
 	}
 	for r, ok := range sent {
 		if ok {
-			_, _, _ = comm.RecvValue[bool](sctx, m.c, r, stopTag)
+			_, _, _ = comm.RecvValue[bool](sctx, c, r, stopTag)
 		}
 	}
 }
@@ -618,9 +638,11 @@ func writes(m scheduler.Mode) bool {
 	return m&(scheduler.ModeW|scheduler.ModeRedux) != 0
 }
 
-// serve runs the master's tasks on this rank's slots until it stops them
-// (a message on stopTag). Stopped, it returns nil: a task that failed here
-// is the master's failure, reported to it.
+// serve answers the master's pings (echoPings), then runs the master's
+// tasks on this rank's slots until it stops them (a message on stopTag).
+// Stopped, it returns nil: a task that failed here is the master's
+// failure, reported to it. A stop that tells the master's failure to
+// start (taskHeader.Fail), which may come during the pings, is returned.
 func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, slots, base int) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -629,9 +651,13 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 	wg.Go(func() {
 		// Waiting for the stop is idle by design, however long the
 		// master takes: no stall report, no timeout.
-		_, _, err := comm.RecvValue[taskHeader](comm.Idle(sctx), c, root, stopTag)
+		h, _, err := comm.RecvValue[taskHeader](comm.Idle(sctx), c, root, stopTag)
 		if err == nil {
-			cancel(errStopped)
+			if h.Fail != "" {
+				cancel(fmt.Errorf("dist: RunMaster: rank %d: %w: %s", c.Rank(), errMasterStart, h.Fail))
+			} else {
+				cancel(errStopped)
+			}
 			// The master waits for this before it returns (Master.stop).
 			actx, done := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 			_ = comm.SendValue(actx, c, true, root, stopTag)
@@ -643,6 +669,15 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 			cancel(stopErr)
 		}
 	})
+	if err := echoPings(sctx, c, root); err != nil {
+		if cause := context.Cause(sctx); errors.Is(cause, errMasterStart) {
+			wg.Wait()
+			return cause
+		}
+		cancel(errSlotsEnded)
+		wg.Wait()
+		return errors.Join(fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err), stopErr)
+	}
 	errs := make([]error, slots)
 	var sg sync.WaitGroup
 	for s := range slots {
@@ -656,8 +691,12 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 		cancel(errSlotsEnded) // a no-op once stopped
 	}
 	wg.Wait()
-	if errors.Is(context.Cause(sctx), errStopped) {
+	switch cause := context.Cause(sctx); {
+	case errors.Is(cause, errStopped):
 		return nil
+	case errors.Is(cause, errMasterStart):
+		// Told after the pings, before the first task.
+		return cause
 	}
 	return errors.Join(append(errs, stopErr)...)
 }
