@@ -31,6 +31,11 @@ var (
 	ErrThreadLevel = errors.New("mpi: the MPI library provides less than MPI_THREAD_SERIALIZED")
 	// ErrMPI is wrapped by every *Error: an MPI call returned an error code.
 	ErrMPI = errors.New("mpi: MPI call failed")
+	// ErrImportAbandoned is wrapped by the error of an Import on an MPI
+	// at MPI_THREAD_SERIALIZED when another rank's Import ended (its
+	// context) before every rank had called it: no rank made the
+	// duplicate, and every rank may call Import again.
+	ErrImportAbandoned = errors.New("mpi: another rank gave up on Import")
 	// ErrOption is wrapped by Init for an invalid option or environment
 	// variable (PZ_COMM_REPORT, PZ_COMM_TIMEOUT).
 	ErrOption = errors.New("mpi: invalid option")

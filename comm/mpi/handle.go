@@ -4,6 +4,7 @@ package mpi
 
 /*
 #include "pz_mpi.h"
+#include "pz_gate.h"
 */
 import "C"
 
@@ -25,7 +26,13 @@ import (
 // Free frees the duplicate only. ctx is checked before the call
 // (MPI_Comm_dup cannot be interrupted); on an MPI at
 // MPI_THREAD_SERIALIZED the ranks first meet in an MPI_Ibarrier on that
-// communicator, which ctx bounds.
+// communicator, which ctx bounds, and then agree that every rank is still
+// there (an MPI_Iallreduce). There a rank whose ctx ends before every rank
+// has called Import returns ctx's error, and the others, once they call
+// it, an error wrapping ErrImportAbandoned: no rank makes MPI_Comm_dup.
+// The giving-up rank's barrier and vote stay pending in MPI until the
+// others call Import (pz completes them); the communicator stays usable,
+// and every rank may call Import again.
 func (w *World) Import(ctx context.Context, handle uintptr) (*Comm, error) {
 	return w.importComm(ctx, "Import", C.pz_comm_of(C.uintptr_t(handle)))
 }
@@ -47,7 +54,7 @@ func (w *World) importComm(ctx context.Context, call string, c C.MPI_Comm) (*Com
 		return nil, fmt.Errorf("mpi: %s: MPI_COMM_NULL: %w", call, comm.ErrInvalidArg)
 	}
 	if w.st.serialize {
-		if err := w.st.barrierPolled(ctx, c); err != nil {
+		if err := w.st.gate(ctx, c); err != nil {
 			return nil, fmt.Errorf("mpi: %s: %w", call, err)
 		}
 	}
@@ -108,30 +115,105 @@ func asComm(c comm.Comm) (*Comm, error) {
 	return nil, fmt.Errorf("mpi: %T is not an MPI communicator of this package: %w", c, comm.ErrInvalidArg)
 }
 
-// barrierPolled is an MPI_Ibarrier on c tested until it completes or ctx
-// ends, each test under the lock. Under MPI_THREAD_SERIALIZED the ranks
-// meet in it before a blocking collective that has no polled form
-// (MPI_Comm_dup of a communicator made outside pz), which then waits only
-// for ranks already making it, instead of holding the lock while other
-// goroutines' calls, which the ranks not there yet may wait for, cannot
-// start. A barrier that ctx ends stays pending in MPI.
-func (s *state) barrierPolled(ctx context.Context, c C.MPI_Comm) error {
-	var req C.MPI_Request
+// gate runs before MPI_Comm_dup of a communicator made outside pz (c) on
+// an MPI at MPI_THREAD_SERIALIZED, where that call, which has no polled
+// form, is made under the lock of every MPI call: it may start only when
+// every rank will make it, or a rank waiting in it holds the lock while
+// other goroutines' calls, which the others may wait for, cannot start.
+//
+// The ranks meet in an MPI_Ibarrier on c, tested until it completes or
+// ctx ends, then vote with an MPI_Iallreduce (MPI_MIN) whether each is
+// still there: 1 from a rank whose barrier completed, 0 from one whose
+// ctx ended first. Only when every rank voted 1 does any make
+// MPI_Comm_dup. Every rank that entered the barrier votes at once (the
+// one that gives up, as it gives up), so once a rank's barrier completed
+// its vote completes soon: it is waited for without ctx. A rank whose ctx
+// ended leaves its barrier and vote to a goroutine that completes them
+// when the others call Import (or stops at Finalize); they still count
+// among c's collectives, so that c stays usable and every rank may call
+// Import again. Before, the barrier that ctx ended stayed pending and the
+// other ranks, whose barrier then completed, went on into MPI_Comm_dup and
+// waited there for good, holding the lock.
+func (s *state) gate(ctx context.Context, c C.MPI_Comm) error {
+	g := C.pz_gate_new()
+	if g == nil {
+		return fmt.Errorf("allocating Import's barrier: %w", ErrMPI)
+	}
 	s.lock()
-	rc := C.pz_ibarrier(c, &req)
+	rc := C.pz_gate_barrier(c, g)
 	s.unlock()
 	if rc != 0 {
+		C.pz_gate_free(g)
 		return s.error("MPI_Ibarrier", rc)
 	}
-	return poll(ctx, 0, func() (bool, error) {
-		var flag C.int
-		var st C.pz_status
+	test := func(which C.int) func() (bool, error) {
+		return func() (bool, error) {
+			var done C.int
+			s.lock()
+			rc := C.pz_gate_test(g, which, &done)
+			s.unlock()
+			if rc != 0 {
+				return false, s.error("MPI_Test", rc)
+			}
+			return done != 0, nil
+		}
+	}
+	if err := poll(ctx, 0, test(0)); err != nil {
+		if ctx.Err() == nil {
+			return err // MPI's error: the requests are MPI's (g is kept)
+		}
 		s.lock()
-		rc := C.pz_test(&req, &flag, &st)
+		rc := C.pz_gate_vote(c, g, 0)
 		s.unlock()
 		if rc != 0 {
-			return false, s.error("MPI_Test", rc)
+			return fmt.Errorf("%w; its MPI_Ibarrier on the communicator stays pending, and voting to give up failed too (%w): "+
+				"the other ranks' Import may wait in MPI_Comm_dup for good", err, s.error("MPI_Iallreduce", rc))
 		}
-		return flag != 0, nil
-	})
+		go s.finishGate(g)
+		return fmt.Errorf("%w; not every rank had called Import: its MPI_Ibarrier and a vote to give up (an MPI_Iallreduce) "+
+			"on the communicator stay pending until they do, and then their Import fails too (no rank makes MPI_Comm_dup); "+
+			"the communicator stays usable, and every rank may call Import again", err)
+	}
+	s.lock()
+	rc = C.pz_gate_vote(c, g, 1)
+	s.unlock()
+	if rc != 0 {
+		return s.error("MPI_Iallreduce", rc) // g is MPI's
+	}
+	// Every rank entered the barrier, so each votes at once: not bounded
+	// by ctx, which a rank whose vote counted must not give up on.
+	if err := poll(context.Background(), 0, test(1)); err != nil {
+		return err
+	}
+	here := C.pz_gate_result(g)
+	C.pz_gate_free(g)
+	if here == 0 {
+		return fmt.Errorf("%w: another rank's Import ended (its context) before every rank had called it; "+
+			"no rank made MPI_Comm_dup, the communicator stays usable, and every rank may call Import again", ErrImportAbandoned)
+	}
+	return nil
+}
+
+// finishGate completes the barrier and the vote of a gate that ctx ended,
+// then frees it; it stops once MPI is finalized (or pz's use of it ends),
+// leaving them to MPI.
+func (s *state) finishGate(g *C.pz_gate) {
+	for which := C.int(0); which < 2; which++ {
+		err := poll(context.Background(), 0, func() (bool, error) {
+			var done C.int
+			s.lock()
+			defer s.unlock()
+			if s.finalized.Load() {
+				return false, ErrFinalized
+			}
+			if rc := C.pz_gate_test(g, which, &done); rc != 0 {
+				return false, s.error("MPI_Test", rc)
+			}
+			return done != 0, nil
+		})
+		if err != nil {
+			return
+		}
+	}
+	C.pz_gate_free(g)
 }

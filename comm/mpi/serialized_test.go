@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
@@ -109,4 +110,48 @@ func TestMakeCommWhileAnotherGoroutineSends(t *testing.T) {
 			require.NoError(t, d.Free(), "%s #%d: Free", m.name, i)
 		}
 	}
+}
+
+// TestImportAbandonedByOneRank: on an MPI at MPI_THREAD_SERIALIZED,
+// rank 0's Import ends (its context) before rank 1 has called Import.
+// Its MPI_Ibarrier stayed pending; rank 1's barrier then completed, it
+// went on into MPI_Comm_dup under the lock of every MPI call and waited
+// there for good. Now rank 1's Import fails with ErrImportAbandoned (no
+// rank makes MPI_Comm_dup), and an Import that every rank calls again
+// works. The imported communicator is one nothing else uses, so the
+// barrier and vote rank 0 left pending meet rank 1's.
+func TestImportAbandonedByOneRank(t *testing.T) {
+	if !serialized() {
+		t.Skipf("needs an MPI at MPI_THREAD_SERIALIZED (%s=1)", serializedEnv)
+	}
+	if world.Size() < 2 {
+		t.Skip("needs 2 ranks")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lib := splitAll(t) // the library's communicator, given to Import
+	sig := splitAll(t) // rank 0 tells the others it gave up
+	me := lib.Rank()
+	if me == 0 {
+		short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := world.Import(short, lib.Handle())
+		stop()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "not every rank had called Import")
+		for r := 1; r < sig.Size(); r++ {
+			require.NoError(t, comm.Send(ctx, sig, []int64{1}, r, 9))
+		}
+	} else {
+		_, err := comm.Recv(ctx, sig, []int64{0}, 0, 9)
+		require.NoError(t, err)
+		_, err = world.Import(ctx, lib.Handle())
+		require.ErrorIs(t, err, mpi.ErrImportAbandoned, "rank %d", me)
+	}
+	// Every rank calls Import again: it works.
+	d, err := world.Import(ctx, lib.Handle())
+	require.NoError(t, err, "rank %d", me)
+	sum, err := comm.AllReduce(ctx, d, []int64{1}, comm.Sum)
+	require.NoError(t, err)
+	require.Equal(t, int64(d.Size()), sum[0])
+	require.NoError(t, d.Free())
 }
