@@ -27,7 +27,10 @@ import (
 // length) returns an error on every rank, never hangs and never writes past a
 // buffer. Local validation failures are folded into the collective's
 // agreement step rather than returned early, so the other ranks learn of
-// them too. A *MismatchError or *ArgError is returned.
+// them too. A *MismatchError or *ArgError is returned; every rank's has the
+// same Detail, and a MismatchError's Op is the call that rank made
+// ("comm: Dup: arguments differ across ranks: call: rank 0 has Split,
+// rank 1 has Dup" on rank 1).
 //
 // Concurrency: methods of one Comm may be called from several goroutines
 // at once. Each collective method call runs whole, one after another on
@@ -271,7 +274,7 @@ var (
 // MismatchError reports a collective whose arguments differ across ranks.
 // It wraps ErrMismatch.
 type MismatchError struct {
-	Op     string // the collective, e.g. "AllReduce"
+	Op     string // the collective this rank called, e.g. "AllReduce"
 	Detail string // what differs, e.g. "count: rank 0 has 4, rank 2 has 3"
 }
 

@@ -100,9 +100,9 @@
 // largest volume}. It is the same MPI call before every collective, so
 // that ranks that reached different collectives still meet in matching
 // MPI calls and learn of it. Disagreeing datatypes, counts, ops or roots,
-// and arguments invalid on any rank, give every rank the same
-// *comm.MismatchError or *comm.ArgError, never a hang or a write past a
-// buffer.
+// and arguments invalid on any rank, give every rank a *comm.MismatchError
+// (the same detail; its Op the call that rank made) or the same
+// *comm.ArgError, never a hang or a write past a buffer.
 //
 // An AllReduce or Reduce of at most 64 bytes (integers and floats, a
 // predefined op) and a Bcast of at most 64 bytes ride in that element's
