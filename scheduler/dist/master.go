@@ -181,6 +181,30 @@ var errMasterStart = errors.New("the master failed to start")
 // its stack, without waiting for the rest of the graph). The worker
 // ranks are stopped on every path.
 //
+// Threads: the goroutines that exchange the tasks (on the master its
+// proxies, which send a task and wait for its result, one per core of
+// the other ranks; on a worker rank its slots, which receive the tasks
+// and send their results back) need a P while the rank's workers
+// compute, or they run only when a computing worker is preempted, every
+// 10 ms or so: under mpirun each rank's GOMAXPROCS is its share of the
+// cores, which its workers take whole (one P with 2 ranks on 2 cores),
+// and mpirun -n 2 of examples/sweep on 2 cores ran at 1.25x the
+// sequential loop, rank 1 running 53 of 257 tasks. So while RunMaster
+// runs, a rank whose workers take every P (GOMAXPROCS at most its
+// workers) and that exchanges tasks with other ranks raises GOMAXPROCS
+// by one, and puts it back when RunMaster returns (unless something
+// else changed it meanwhile): the same run is 1.57x, rank 1 running
+// 106-110 tasks (docs/distributed.md). Both sides need it: the
+// master's spare P alone or rank 1's alone did not help. That P's
+// thread shares a core with the workers: it costs them the time the
+// exchanges take (MPI's waits poll), which is less than a core given up
+// (StarPU's MPI master reserves one for its communication thread), and
+// a rank offers the same workers as before. RunMaster leaves
+// GOMAXPROCS alone when the user set it (the GOMAXPROCS environment
+// variable), when the rank's workers leave a P free already (as
+// in-process ranks sharing GOMAXPROCS do), and when EnvMasterSpareP is
+// "0".
+//
 // On a worker rank RunMaster returns nil when the master stopped it: the
 // failure of a task it ran for the master is the master's (that task's
 // error, naming the rank), not the worker rank's. It returns an error for
@@ -226,6 +250,11 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	if c.Rank() != root {
+		// The slots need a P while this rank's cores compute
+		// (RunMaster's doc, "Threads"). A bad EnvMasterSpareP fails the
+		// master, which tells this rank.
+		spare, _ := spareOption(os.Getenv)
+		defer raiseSpareP(offers[c.Rank()].Cores, spare, os.Getenv("GOMAXPROCS")).restore()
 		// serve answers the master's pings (measureLinks) first.
 		serr := serve(ctx, dc, root, reg, ls, offers[c.Rank()].Cores, slotBase(offers, root, c.Rank()))
 		return errors.Join(serr, ls.Close())
@@ -234,6 +263,12 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	// here stops the worker ranks too, telling them why: they wait for
 	// the pings, or for their first task.
 	if err := ls.Close(); err != nil {
+		err = fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
+		stopWorkers(ctx, dc, taskHeader{Stop: true, Fail: err.Error()})
+		return err
+	}
+	spare, err := spareOption(os.Getenv)
+	if err != nil {
 		err = fmt.Errorf("dist: RunMaster: master rank %d: %w", root, err)
 		stopWorkers(ctx, dc, taskHeader{Stop: true, Fail: err.Error()})
 		return err
@@ -279,6 +314,11 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	}
 	for name, cl := range reg.byName {
 		m.wrapped[name] = m.wrap(cl)
+	}
+	if len(m.proxies) > 0 {
+		// The proxies need a P while the master's cores compute
+		// (RunMaster's doc, "Threads").
+		defer raiseSpareP(cores, spare, os.Getenv("GOMAXPROCS")).restore()
 	}
 	ferr := callMaster(ctx, m, fn)
 	if ferr != nil {
