@@ -30,6 +30,7 @@ import (
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/runtimeview"
 	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
 )
 
 // mpiModeEnv tells a TestMPIWorld process started by mpirun what to check:
@@ -492,7 +493,25 @@ func TestMPISchedulerSpareP(t *testing.T) {
 				}
 			}
 			assert.Equal(t, cpu+1, runtime.GOMAXPROCS(0), "rank %d: one P beyond its %d workers", rt.Rank(), cpu)
-			return nil
+			// RunMaster after Scheduler offers the same workers: it used
+			// to size them from the GOMAXPROCS Scheduler had raised, one
+			// more than the rank's share.
+			cpus, err := runtimeview.AllGatherValues(ctx, rt, cpu)
+			if err != nil {
+				return err
+			}
+			reg, err := dist.NewRegistry()
+			if err != nil {
+				return err
+			}
+			return rt.RunMaster(ctx, 0, reg, func(ctx context.Context, m *dist.Master) error {
+				offered := make([]int, rt.Size())
+				for w := range m.Workers() {
+					offered[m.RankOf(w)]++
+				}
+				assert.Equal(t, cpus, offered, "workers each rank offers RunMaster, against its Scheduler's CPU workers")
+				return nil
+			})
 		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()), quietLogs)
 		require.NoError(t, err)
 		return

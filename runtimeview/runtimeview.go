@@ -152,6 +152,10 @@ type RuntimeView struct {
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
 	schedAt string          // where that call was made (file:line), for later calls' errors
+	// spareFrom and spareTo are GOMAXPROCS before and after Scheduler
+	// raised it by one for MPI's progress (0 when it did not): RunMaster
+	// sizes its workers from spareFrom while GOMAXPROCS is still spareTo.
+	spareFrom, spareTo int
 
 	getenv func(string) string // WithGetenv's, or os.Getenv: PZ_TRACE for Scheduler
 	stderr io.Writer           // where Scheduler's trace at Close says what it wrote instead of the merged trace

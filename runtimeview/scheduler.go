@@ -129,7 +129,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		// MPI progresses only inside MPI calls: the goroutines that make
 		// them (comm/mpi's progress engine, dist's progress loop) need a P
 		// while every worker computes, or transfers wait for a task's end.
-		runtime.GOMAXPROCS(busy + 1)
+		rt.spareFrom, rt.spareTo = runtime.GOMAXPROCS(busy+1), busy+1
 	}
 	ls, err := scheduler.New(ctx, all...)
 	if err != nil {
@@ -288,9 +288,17 @@ func (rt *RuntimeView) schedulerLogger() *zap.Logger {
 // GOMAXPROCS; PZ_NCPU, or scheduler.WithWorkers among opts, overrides
 // it), so that a program offers the same workers on both backends. Its
 // scheduler's logger is Scheduler's. The rank's devices are not offered:
-// tasks sent to other ranks run their CPU implementations.
+// tasks sent to other ranks run their CPU implementations. After
+// Scheduler raised GOMAXPROCS by one for MPI's progress, the share is
+// the rank's GOMAXPROCS before that raise, as Scheduler's workers are.
 func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Registry, fn func(ctx context.Context, m *dist.Master) error, opts ...scheduler.Option) error {
-	_, all := rt.workerOptions(runtime.GOMAXPROCS(0), 0)
+	procs := runtime.GOMAXPROCS(0)
+	rt.schedMu.Lock()
+	if rt.spareTo != 0 && procs == rt.spareTo {
+		procs = rt.spareFrom
+	}
+	rt.schedMu.Unlock()
+	_, all := rt.workerOptions(procs, 0)
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
 	}
