@@ -26,6 +26,9 @@ var ErrUnknownCodelet = errors.New("dist: codelet not registered on every rank")
 // registry before RunMaster.
 type Registry struct {
 	byName map[string]*scheduler.Codelet
+	// argTypes are the named types of task arguments, by argTypeName
+	// (RegisterArgTypes).
+	argTypes map[string]reflect.Type
 }
 
 // NewRegistry returns a registry of cls, which need distinct, non-empty
@@ -78,6 +81,12 @@ type Master struct {
 	// links are the master's links to the worker ranks, by rank (nil
 	// at the master's): the cost dmda sees of a proxy's task.
 	links []*rankLink
+	// missingTypes: registered argument type name -> ranks without it.
+	missingTypes map[string][]int
+	probe        argProbe
+	// argDescs caches, by reflect.Type, the argDesc of the task
+	// arguments of that type.
+	argDescs sync.Map
 	// returned is set when RunMaster has closed the master's scheduler:
 	// Submit and WaitAll then return scheduler.ErrClosed.
 	returned atomic.Bool
@@ -119,7 +128,10 @@ type taskHeader struct {
 	// the same handle (its own index for the first): a handle named
 	// twice travels once and is one handle on the worker rank too.
 	Same []int
-	Arg  any
+	// ArgType describes the Go type of the task's argument (see
+	// master_argtype.go), "" for none; Arg is its value, encoded.
+	ArgType string
+	Arg     []byte
 }
 
 // resultHeader is a worker rank's answer.
@@ -164,12 +176,16 @@ var errMasterStart = errors.New("the master failed to start")
 // says whose). PZ_TRACE is read on the root only: the worker ranks'
 // schedulers write no trace, which would overwrite the master's.
 //
-// Task arguments (scheduler.WithArg) travel through the codec and arrive
-// on a worker rank as its generic values, not as the Go type given to
-// WithArg: an int arrives as int64 or uint64, a float32 as float64, a
-// struct as a map. A codelet that asserts c.Arg.(int) works on the
-// master's own cores and panics on the others; convert with a type
-// switch over the codec's types (see docs/distributed.md).
+// Task arguments (scheduler.WithArg) arrive on every rank with the Go
+// type given to WithArg: the master sends, beside the encoded value, a
+// description of its type, and the worker rank decodes the value into
+// that type, so that c.Arg.(int) or c.Arg.(Params) holds on every rank.
+// Types built of Go's predeclared types (bool, ints, uints, floats,
+// complex, string, any) with slices, arrays, maps and pointers travel
+// as they are; named types (structs, type Celsius float64), and
+// composites of them, travel once every rank has registered them
+// (Registry.RegisterArgTypes): Submit refuses an argument of an
+// unregistered named type, naming it.
 //
 // When ctx ends, the master's tasks that have not started are not run
 // (they fail with ctx's error), the master stops waiting for the results
@@ -240,7 +256,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
 	}
 	cores := len(ls.Workers())
-	offers, err := comm.AllGatherValues(ctx, dc, offer{cores, reg.names(), root})
+	offers, err := comm.AllGatherValues(ctx, dc, offer{cores, reg.names(), root, reg.argTypeNames()})
 	if err != nil {
 		_ = ls.Close()
 		return fmt.Errorf("dist: RunMaster: rank %d: %w", c.Rank(), err)
@@ -281,7 +297,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	}
 	mctx, gaveUp := context.WithCancelCause(ctx)
 	defer gaveUp(nil)
-	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, links: links}
+	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, missingTypes: map[string][]int{}, probe: newArgProbe(), links: links}
 	wl := map[int]scheduler.WorkerLink{}
 	// Traces and charts name every worker after its rank and its core
 	// there: "rank 0 cpu1" is the master's second core, "rank 2 cpu0"
@@ -303,6 +319,11 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		for _, name := range reg.names() {
 			if _, ok := slices.BinarySearch(o.Names, name); !ok {
 				m.missing[name] = append(m.missing[name], r)
+			}
+		}
+		for name := range reg.argTypes {
+			if !slices.Contains(o.ArgTypes, name) {
+				m.missingTypes[name] = append(m.missingTypes[name], r)
 			}
 		}
 	}
@@ -373,6 +394,8 @@ type offer struct {
 	Cores int      // its workers
 	Names []string // its codelets, sorted
 	Root  int      // the root it passed
+	// ArgTypes are the names of its registered argument types.
+	ArgTypes []string
 }
 
 // slotBase numbers rank r's slots after those of the ranks before it.
@@ -415,6 +438,10 @@ func (m *Master) RankOf(w int) int {
 // that name runs it. Its data are handles of Local() holding slices of
 // numbers (vectors or matrices). It is refused if a rank lacks the
 // codelet, or if cl is another codelet than the registry's of its name.
+// A task argument (scheduler.WithArg) of a type that cannot cross ranks
+// is refused, wrapping comm.ErrInvalidArg and naming the type: a named
+// type that some rank has not registered (Registry.RegisterArgTypes),
+// or a func, channel, unnamed struct or uintptr (see RunMaster).
 // Once RunMaster has returned, it returns an error wrapping
 // scheduler.ErrClosed, as WaitAll does.
 func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...scheduler.Arg) error {
@@ -435,6 +462,11 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	}
 	if err := m.afterRun("Submit"); err != nil {
 		return err
+	}
+	if t := m.probe.argType(args); t != nil {
+		if d := m.argDesc(t); d.err != nil {
+			return fmt.Errorf("dist: submitting %q: %w: %w", cl.Name, comm.ErrInvalidArg, d.err)
+		}
 	}
 	return m.local.Submit(ctx, w, args...)
 }
@@ -547,7 +579,18 @@ func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 	// message for the rest of it): the slot's peer takes it or the
 	// communicator breaks. Waiting for the result ends with m.ctx.
 	sctx := context.WithoutCancel(m.ctx)
-	h := taskHeader{Codelet: name, Arg: c.Arg, Same: sameHandles(c.Task.Access)}
+	h := taskHeader{Codelet: name, Same: sameHandles(c.Task.Access)}
+	if c.Arg != nil {
+		d := m.argDesc(reflect.TypeOf(c.Arg))
+		if d.err != nil {
+			return 0, fmt.Errorf("sending the task to rank %d: %w", p.rank, d.err)
+		}
+		b, err := comm.Encode(c.Arg)
+		if err != nil {
+			return 0, fmt.Errorf("sending the task to rank %d: its argument: %w", p.rank, err)
+		}
+		h.ArgType, h.Arg = d.desc, b
+	}
 	bufs := make([]comm.Buf, c.Len())
 	unpacks := make([]func(), c.Len())
 	for i := range c.Len() {
@@ -837,8 +880,11 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 type slotRunner struct {
 	reg     *Registry
 	wrapped map[string]*scheduler.Codelet
-	err     error         // the running task's failure
-	compute time.Duration // the running task's codelet's time
+	// argTypes are the argument types of the tasks so far, by their
+	// descriptions.
+	argTypes map[string]reflect.Type
+	err      error         // the running task's failure
+	compute  time.Duration // the running task's codelet's time
 	// done takes the running task's outcome from its OnDone callback
 	// (onDone), which the slot waits for. Not Synchronous: its Submit
 	// asks the scheduler whether the caller is a task's code, which reads
@@ -849,7 +895,7 @@ type slotRunner struct {
 }
 
 func newSlotRunner(reg *Registry) *slotRunner {
-	r := &slotRunner{reg: reg, wrapped: map[string]*scheduler.Codelet{}, done: make(chan error, 1)}
+	r := &slotRunner{reg: reg, wrapped: map[string]*scheduler.Codelet{}, argTypes: map[string]reflect.Type{}, done: make(chan error, 1)}
 	r.onDone = func(err error) { r.done <- err }
 	return r
 }
@@ -902,8 +948,12 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 		}
 	}()
 	args := []scheduler.Arg{scheduler.OnDone(r.onDone)}
-	if h.Arg != nil {
-		args = append(args, scheduler.WithArg(h.Arg))
+	if h.ArgType != "" {
+		arg, err := r.arg(h)
+		if err != nil {
+			return 0, false, err
+		}
+		args = append(args, scheduler.WithArg(arg))
 	}
 	for i, d := range datas {
 		if f := h.Same[i]; f != i {

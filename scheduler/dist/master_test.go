@@ -16,26 +16,9 @@ import (
 	"github.com/pzgo/pz/scheduler/dist"
 )
 
-// int64s reads a task argument given as []int64: as is on the master, as
-// the codec's generic values on a worker rank.
-func int64s(a any) []int64 {
-	switch v := a.(type) {
-	case []int64:
-		return v
-	case []any:
-		out := make([]int64, len(v))
-		for i, x := range v {
-			switch n := x.(type) {
-			case uint64:
-				out[i] = int64(n)
-			case int64:
-				out[i] = n
-			}
-		}
-		return out
-	}
-	panic(fmt.Sprintf("argument %T", a))
-}
+// int64s reads a task argument given as []int64, which it is on every
+// rank (RunMaster sends the argument's Go type).
+func int64s(a any) []int64 { return a.([]int64) }
 
 // mwApply is apply for master/worker mode: its argument is [mode, add].
 var mwApply = &scheduler.Codelet{Name: "mw.apply", CPU: func(c *scheduler.Call) error {
