@@ -1076,6 +1076,22 @@ func (d *Scheduler) waitAll(ctx context.Context) (err error) {
 		// (settled) do: no buffer changes after WaitAll returns.
 		return d.settled(fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err))
 	}
+	if err := ctx.Err(); err != nil && d.size > 1 && !brokeWorld(ctx) {
+		// The program's context ended before the comparison: this rank
+		// leaves WaitAll without starting it, and tells the others how
+		// far it got, as when its wait ends. A comparison started only
+		// to be given up at once is a collective that this rank never
+		// completes: under MPI, freeing the communicator at Close drops
+		// it if it is still queued on this rank's engine of
+		// non-blocking collectives, and a rank that joined it (one
+		// whose context also ended does the same) is left inside it,
+		// for MPI_Finalize to refuse (comm/mpi's ErrUnfinalized).
+		d.mu.Unlock()
+		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
+		err = d.leave(err, err, "")
+		_ = d.local.WaitAll(ctx)
+		return err
+	}
 	// Compare the last submissions before waiting: ranks whose graphs
 	// differ would wait for each other's data for ever.
 	cerr := d.check.flush(ctx, d.c)

@@ -1,0 +1,65 @@
+//go:build mpi
+
+package dist_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/scheduler"
+	"github.com/pzgo/pz/scheduler/dist"
+)
+
+// TestMPIEndedWaitAllAfterFailure: a task fails on rank 0; once both
+// ranks know the graph failed, each calls WaitAll with a context that has
+// already ended. Neither may start a comparison of the graphs that the
+// other never joins: Close returns and MPI finalizes (the test's cleanup)
+// without a collective left running.
+func TestMPIEndedWaitAllAfterFailure(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIEndedWaitAllAfterFailure")
+	if w == nil {
+		return
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls)
+	require.NoError(t, err)
+	hs := make([]*dist.Handle, 2)
+	for r := range hs {
+		var mem []float64
+		if r == w.Rank() {
+			mem = make([]float64, 1)
+		}
+		hs[r], err = dist.Register(d, r, mem, 1, 1)
+		require.NoError(t, err)
+	}
+	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("boom") }}
+	if err := d.Submit(ctx, boom, dist.RW(hs[0])); err != nil {
+		// Rank 1's Submit may hear of the failure already: it reports it.
+		require.ErrorIs(t, err, dist.ErrRankFailed)
+	}
+	select {
+	case <-dist.GraphFailed(d):
+	case <-ctx.Done():
+		t.Fatalf("rank %d never heard of the failure: %v", w.Rank(), ctx.Err())
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	waitErr := d.WaitAll(ended)
+	closeErr := d.Close()
+	t.Logf("rank %d: WaitAll: %v\nClose: %v", w.Rank(), waitErr, closeErr)
+	assert.ErrorIs(t, waitErr, context.Canceled)
+	if closeErr != nil {
+		// The WaitAll that gave up did not report the failure (an ended
+		// context leaves it untold): Close does, and nothing else.
+		assert.ErrorContains(t, closeErr, "the graph failed, and no call of the program's reported it")
+	}
+	assert.NoError(t, ctx.Err(), "the ranks waited until the deadline")
+	// MPI finalizes in the test's cleanup (onTwoMPIRanks): it fails with
+	// ErrUnfinalized if a comparison started on one rank only.
+}
