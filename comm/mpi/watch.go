@@ -396,17 +396,22 @@ func (w *watch) check(now time.Time) {
 // last report, and ends the process past the timeout (reporting false).
 func (w *watch) checkOne(op *watched, now time.Time) bool {
 	waited := now.Sub(op.since)
+	why := "a rank that returned early, failed or called another collective leaves the others waiting: see the other ranks' output"
+	if op.what != 0 {
+		why = "a peer that returned early, failed or never makes the matching call leaves this rank waiting: see its output"
+	}
 	if w.timeout > 0 && waited >= w.timeout {
 		fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; ending the job (PZ_COMM_TIMEOUT=%v)\n", w.rank, w.size, op.describe(waited), w.timeout)
+		if op.told == 0 {
+			// No report said why before: the watch ran late (a loaded
+			// machine) or reports are off.
+			fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s\n", w.rank, w.size, why)
+		}
 		w.exit(TimeoutExit)
 		return false
 	}
 	if w.report > 0 && waited-op.told >= w.report {
 		op.told = waited
-		why := "a rank that returned early, failed or called another collective leaves the others waiting: see the other ranks' output"
-		if op.what != 0 {
-			why = "a peer that returned early, failed or never makes the matching call leaves this rank waiting: see its output"
-		}
 		fmt.Fprintf(w.out, "pz mpi: rank %d of %d: %s; %s; %s\n", w.rank, w.size, op.describe(waited), why, w.hint())
 	}
 	return true

@@ -59,6 +59,34 @@ func TestWatchCollSlot(t *testing.T) {
 	assert.Nil(t, (&watch{}).collSlot(2))
 }
 
+// A watch that first looks at a wait after the timeout (its ticks came
+// late on a loaded machine: CI saw 'waiting 10.897s' with a 3 s timeout
+// and no report before) still says why the rank may be waiting when it
+// ends the process; one that reported before does not say it again.
+func TestWatchTimeoutSaysWhyOnce(t *testing.T) {
+	var out bytes.Buffer
+	exited := -1
+	w := &watch{report: time.Second, timeout: 3 * time.Second, rank: 0, size: 2, out: &out, exit: func(code int) { exited = code }}
+	s := w.collSlot(2)
+	t0 := time.Unix(1000, 0)
+	s.begin("MPI_Allreduce", 1)
+	w.check(t0)
+	w.check(t0.Add(11 * time.Second))
+	assert.Equal(t, TimeoutExit, exited)
+	assert.Contains(t, out.String(), "waiting 11s in MPI_Allreduce (collective #1 on a communicator of 2 ranks); ending the job (PZ_COMM_TIMEOUT=3s)\n")
+	assert.Contains(t, out.String(), "a rank that returned early, failed or called another collective leaves the others waiting")
+
+	out.Reset()
+	s.end()
+	s.begin("MPI_Bcast", 2)
+	w.check(t0.Add(20 * time.Second))
+	w.check(t0.Add(21500 * time.Millisecond))
+	require.Equal(t, 1, strings.Count(out.String(), "a rank that returned early"), "the report: %s", out.String())
+	w.check(t0.Add(23 * time.Second))
+	assert.Equal(t, 1, strings.Count(out.String(), "a rank that returned early"), "said once, by the report: %s", out.String())
+	assert.Contains(t, out.String(), "waiting 3s in MPI_Bcast (collective #2 on a communicator of 2 ranks); ending the job (PZ_COMM_TIMEOUT=3s)\n")
+}
+
 // A point-to-point wait is timed the same way, from the first check that
 // sees it, and reported with its kind, peer and tag; a slot freed by
 // endP2P is reused with a clock of its own.
