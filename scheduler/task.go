@@ -227,9 +227,20 @@ func AfterTags(tags ...Tag) Arg { return Arg{kind: argAfterTags, v: tags} }
 // WithArg sets the task's argument, available to the implementation as
 // Call.Arg (StarPU's cl_arg). In master/worker mode (dist.RunMaster) the
 // argument of a task run on another rank crosses through the codec and
-// arrives as its generic values (an int as int64 or uint64, a struct as a
-// map): read it with a type switch, not c.Arg.(int).
+// arrives with the Go type given here; a named type must be registered
+// on every rank (dist.Registry.RegisterArgTypes).
 func WithArg(v any) Arg { return Arg{kind: argValue, v: v} }
+
+// ArgValue returns the value of a WithArg and true, or nil and false for
+// an Arg that another function made: a layer that forwards a task's
+// options (dist's master/worker mode, which sends the argument to
+// another rank) reads it there.
+func (a Arg) ArgValue() (any, bool) {
+	if a.kind != argValue {
+		return nil, false
+	}
+	return a.v, true
+}
 
 // WithCallback sets a function called on the worker goroutine once the
 // task has completed (successfully or not; see Task.Err), before tasks

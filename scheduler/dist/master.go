@@ -83,7 +83,6 @@ type Master struct {
 	links []*rankLink
 	// missingTypes: registered argument type name -> ranks without it.
 	missingTypes map[string][]int
-	probe        argProbe
 	// argDescs caches, by reflect.Type, the argDesc of the task
 	// arguments of that type.
 	argDescs sync.Map
@@ -297,7 +296,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	}
 	mctx, gaveUp := context.WithCancelCause(ctx)
 	defer gaveUp(nil)
-	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, missingTypes: map[string][]int{}, probe: newArgProbe(), links: links}
+	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, missingTypes: map[string][]int{}, links: links}
 	wl := map[int]scheduler.WorkerLink{}
 	// Traces and charts name every worker after its rank and its core
 	// there: "rank 0 cpu1" is the master's second core, "rank 2 cpu0"
@@ -463,7 +462,7 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	if err := m.afterRun("Submit"); err != nil {
 		return err
 	}
-	if t := m.probe.argType(args); t != nil {
+	if t := argType(args); t != nil {
 		if d := m.argDesc(t); d.err != nil {
 			return fmt.Errorf("dist: submitting %q: %w: %w", cl.Name, comm.ErrInvalidArg, d.err)
 		}

@@ -204,51 +204,13 @@ func (r *Registry) parseType(s string) (reflect.Type, string, error) {
 	return nil, "", fmt.Errorf("unknown type at %q", s)
 }
 
-// argProbe reads, without allocating, the type of a scheduler.WithArg
-// among a task's options: Master.Submit checks it can cross ranks. A
-// scheduler.Arg does not export its value, so the probe reads its
-// unexported fields with reflect (types only); TestMasterArgTypes fails
-// if the scheduler's layout changes under it.
-type argProbe struct {
-	ok          bool
-	kind, value int    // field indexes
-	valueKind   uint64 // WithArg's kind
-}
-
-// intOf reads an integer field (of any size, signed or not).
-func intOf(v reflect.Value) uint64 {
-	if v.CanInt() {
-		return uint64(v.Int())
-	}
-	return v.Uint()
-}
-
-func newArgProbe() argProbe {
-	rt := reflect.TypeFor[scheduler.Arg]()
-	k, ok1 := rt.FieldByName("kind")
-	v, ok2 := rt.FieldByName("v")
-	if !ok1 || !ok2 || !reflect.Zero(k.Type).CanInt() && !reflect.Zero(k.Type).CanUint() || v.Type.Kind() != reflect.Interface {
-		return argProbe{}
-	}
-	a := scheduler.WithArg(0)
-	return argProbe{ok: true, kind: k.Index[0], value: v.Index[0], valueKind: intOf(reflect.ValueOf(&a).Elem().Field(k.Index[0]))}
-}
-
 // argType returns the type of the WithArg among args (the last one, as
 // the scheduler takes it), nil when there is none or its value is nil.
-func (p argProbe) argType(args []scheduler.Arg) reflect.Type {
-	if !p.ok {
-		return nil
-	}
+func argType(args []scheduler.Arg) reflect.Type {
 	var t reflect.Type
-	for i := range args {
-		a := reflect.ValueOf(&args[i]).Elem()
-		if intOf(a.Field(p.kind)) != p.valueKind {
-			continue
-		}
-		t = nil
-		if v := a.Field(p.value); !v.IsNil() {
-			t = v.Elem().Type()
+	for _, a := range args {
+		if v, ok := a.ArgValue(); ok {
+			t = reflect.TypeOf(v)
 		}
 	}
 	return t

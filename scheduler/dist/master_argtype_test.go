@@ -171,8 +171,6 @@ func runArgCases(ctx context.Context, c comm.Comm, ran []atomic.Int64) error {
 // Go type given to WithArg (basic kinds, composites of them, registered
 // named types, nil), each asserted with c.Arg.(T) in a codelet that runs
 // on rank 1; an argument of an unregistered struct is refused at Submit.
-// Submit's refusal also checks that the master still reads a
-// scheduler.Arg's value (argProbe).
 func TestMasterArgTypes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
