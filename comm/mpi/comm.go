@@ -275,9 +275,15 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 }
 
 // Split partitions the ranks by color (MPI_Comm_split). MPI_Comm_split has
-// no non-blocking form: when ctx can be canceled (or the check is on) an
-// agreement step or barrier honouring ctx runs first, so that every rank has
-// arrived before the blocking call.
+// no non-blocking form: when ctx can be canceled (or MPI is at
+// MPI_THREAD_SERIALIZED) a barrier honouring ctx and a vote that every
+// rank is still there run first, so that every rank has arrived before the
+// blocking call (with the check on, the agreement step instead). With the
+// check off, a rank whose ctx ends there returns its error wrapping
+// comm.ErrBroken, and the others' Split, once they call it, an error
+// wrapping ErrAbandoned and comm.ErrBroken: no rank calls MPI_Comm_split,
+// and c is broken on every rank (syncBefore). The same holds for
+// SplitShared and Dup.
 func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	if err := c.usable("Split"); err != nil {
 		return nil, err
@@ -285,7 +291,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	lerr := comm.CheckSplit(callSplit.String(), c.rank, color, key)
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.syncBefore(ctx, callSplit, lerr); err != nil {
+	if err := c.syncBefore(ctx, callSplit, "MPI_Comm_split", lerr); err != nil {
 		return nil, err
 	}
 	mcolor := C.int(color)
@@ -358,7 +364,7 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.syncBefore(ctx, callSplit, lerr); err != nil {
+	if err := c.syncBefore(ctx, callSplit, "MPI_Comm_split_type", lerr); err != nil {
 		return nil, err
 	}
 	var nc C.MPI_Comm
@@ -378,15 +384,29 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 	return sub, nil
 }
 
-// syncBefore makes every rank arrive before a blocking-only MPI call; its
-// errors name k (collErr). It is needed when ctx can end (the wait for
-// the others is then one that ctx ends) and when every MPI call holds
-// the lock (MPI_THREAD_SERIALIZED): a blocking call that waited there
-// for a rank not yet arrived would keep this rank's other goroutines out
-// of MPI, and that rank might be waiting for one of them (a message
-// before its own call). Once all have arrived, the blocking call waits
-// only for ranks already making it.
-func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
+// syncBefore makes every rank arrive before a blocking-only MPI call
+// (mpiCall); its errors name k (collErr). It is needed when ctx can end
+// (the wait for the others is then one that ctx ends) and when every MPI
+// call holds the lock (MPI_THREAD_SERIALIZED): a blocking call that
+// waited there for a rank not yet arrived would keep this rank's other
+// goroutines out of MPI, and that rank might be waiting for one of them
+// (a message before its own call). Once all have arrived, the blocking
+// call waits only for ranks already making it.
+//
+// With the check off the ranks pass the gate there (state.gate: a
+// barrier, then a vote that every rank is still there), which ctx bounds.
+// Before, a barrier that ctx ended on one rank completed on the others,
+// which went on into the blocking call and waited there for good. A rank
+// whose ctx ends in the gate breaks c (as any abandoned collective does),
+// and so do the others' calls, which fail with ErrAbandoned, so that c is
+// broken on every rank: the doc of comm says that an abandoned collective
+// breaks the communicator, and this one can be reported to every rank.
+//
+// With the check on, the agreement step, which ctx bounds, comes first
+// (it is what finds a rank making another collective) and has no vote
+// yet: a rank whose ctx ends after posting it still lets the others go on
+// into the blocking call, where they wait for good.
+func (c *Comm) syncBefore(ctx context.Context, k call, mpiCall string, lerr error) error {
 	if c.check && c.size > 1 {
 		return c.collErr(k, c.pre(ctx, desc{call: k, count: noCount, root: noRoot}, lerr))
 	}
@@ -396,8 +416,25 @@ func (c *Comm) syncBefore(ctx context.Context, k call, lerr error) error {
 	if c.blocks(ctx) || c.size == 1 {
 		return nil
 	}
-	return c.collErr(k, c.do(ctx, "MPI_Ibarrier", true, nil,
-		func(r *C.MPI_Request) C.int { return C.pz_ibarrier(c.c, r) }))
+	return c.gate(ctx, k, mpiCall)
+}
+
+// gate runs state.gate on c before collective k's mpiCall, counted and
+// watched as one collective, and breaks c on every rank when one gave up.
+func (c *Comm) gate(ctx context.Context, k call, mpiCall string) error {
+	if s := c.collSlotOf(true); s != nil {
+		s.begin("MPI_Ibarrier", c.seq)
+		defer s.end()
+	}
+	err := c.st.gate(ctx, c.c, k.String(), mpiCall, ErrAbandoned,
+		"the communicator is broken on every rank (comm.ErrBroken)")
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil || errors.Is(err, ErrAbandoned) {
+		err = c.breakWith(err)
+	}
+	return c.collErr(k, err)
 }
 
 // SetCheck turns the cross-rank agreement step of this communicator's

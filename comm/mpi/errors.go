@@ -36,6 +36,13 @@ var (
 	// context) before every rank had called it: no rank made the
 	// duplicate, and every rank may call Import again.
 	ErrImportAbandoned = errors.New("mpi: another rank gave up on Import")
+	// ErrAbandoned is wrapped, with comm.ErrBroken, by the error of Dup,
+	// Split or SplitShared, when run with a ctx that can end or on an MPI
+	// at MPI_THREAD_SERIALIZED, on the ranks whose call found that
+	// another rank's ended (its context) before every rank had called it:
+	// no rank made the MPI call, and the communicator is broken on every
+	// rank (the one that gave up too).
+	ErrAbandoned = errors.New("mpi: another rank gave up on the collective")
 	// ErrOption is wrapped by Init for an invalid option or environment
 	// variable (PZ_COMM_REPORT, PZ_COMM_TIMEOUT).
 	ErrOption = errors.New("mpi: invalid option")

@@ -54,7 +54,8 @@ func (w *World) importComm(ctx context.Context, call string, c C.MPI_Comm) (*Com
 		return nil, fmt.Errorf("mpi: %s: MPI_COMM_NULL: %w", call, comm.ErrInvalidArg)
 	}
 	if w.st.serialize {
-		if err := w.st.gate(ctx, c); err != nil {
+		if err := w.st.gate(ctx, c, call, "MPI_Comm_dup", ErrImportAbandoned,
+			"the communicator stays usable, and every rank may call "+call+" again"); err != nil {
 			return nil, fmt.Errorf("mpi: %s: %w", call, err)
 		}
 	}
@@ -115,29 +116,34 @@ func asComm(c comm.Comm) (*Comm, error) {
 	return nil, fmt.Errorf("mpi: %T is not an MPI communicator of this package: %w", c, comm.ErrInvalidArg)
 }
 
-// gate runs before MPI_Comm_dup of a communicator made outside pz (c) on
-// an MPI at MPI_THREAD_SERIALIZED, where that call, which has no polled
-// form, is made under the lock of every MPI call: it may start only when
-// every rank will make it, or a rank waiting in it holds the lock while
+// gate runs before a blocking MPI call that has no polled form and that
+// every rank of c must make (MPI_Comm_dup of a communicator made outside
+// pz in Import; MPI_Comm_dup, MPI_Comm_split and MPI_Comm_split_type in
+// Comm.syncBefore): that call may start only when every rank will make it.
+// Otherwise a rank waiting in it waits for good, and on an MPI at
+// MPI_THREAD_SERIALIZED holds the lock of every MPI call meanwhile, so that
 // other goroutines' calls, which the others may wait for, cannot start.
+// call names the pz call (Import, Dup), mpiCall the blocking MPI call,
+// abandoned the error the other ranks' call wraps when this one gives up,
+// and after says what becomes of c then.
 //
 // The ranks meet in an MPI_Ibarrier on c, tested until it completes or
 // ctx ends, then vote with an MPI_Iallreduce (MPI_MIN) whether each is
 // still there: 1 from a rank whose barrier completed, 0 from one whose
-// ctx ended first. Only when every rank voted 1 does any make
-// MPI_Comm_dup. Every rank that entered the barrier votes at once (the
-// one that gives up, as it gives up), so once a rank's barrier completed
-// its vote completes soon: it is waited for without ctx. A rank whose ctx
-// ended leaves its barrier and vote to a goroutine that completes them
-// when the others call Import (or stops at Finalize); they still count
-// among c's collectives, so that c stays usable and every rank may call
-// Import again. Before, the barrier that ctx ended stayed pending and the
-// other ranks, whose barrier then completed, went on into MPI_Comm_dup and
-// waited there for good, holding the lock.
-func (s *state) gate(ctx context.Context, c C.MPI_Comm) error {
+// ctx ended first. Only when every rank voted 1 does any make the call.
+// Every rank that entered the barrier votes at once (the one that gives
+// up, as it gives up), so once a rank's barrier completed its vote
+// completes soon: it is waited for without ctx. A rank whose ctx ended
+// (also before gate) leaves its barrier and vote to a goroutine that
+// completes them when the others call (or stops at Finalize); they still
+// count among c's collectives, in the same order on every rank. Without
+// the vote the barrier that ctx ended stayed pending and the other ranks,
+// whose barrier then completed, went on into the blocking call and waited
+// there for good.
+func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, abandoned error, after string) error {
 	g := C.pz_gate_new()
 	if g == nil {
-		return fmt.Errorf("allocating Import's barrier: %w", ErrMPI)
+		return fmt.Errorf("allocating %s's barrier: %w", call, ErrMPI)
 	}
 	s.lock()
 	rc := C.pz_gate_barrier(c, g)
@@ -167,12 +173,12 @@ func (s *state) gate(ctx context.Context, c C.MPI_Comm) error {
 		s.unlock()
 		if rc != 0 {
 			return fmt.Errorf("%w; its MPI_Ibarrier on the communicator stays pending, and voting to give up failed too (%w): "+
-				"the other ranks' Import may wait in MPI_Comm_dup for good", err, s.error("MPI_Iallreduce", rc))
+				"the other ranks' %s may wait in %s for good", err, s.error("MPI_Iallreduce", rc), call, mpiCall)
 		}
 		go s.finishGate(g)
-		return fmt.Errorf("%w; not every rank had called Import: its MPI_Ibarrier and a vote to give up (an MPI_Iallreduce) "+
-			"on the communicator stay pending until they do, and then their Import fails too (no rank makes MPI_Comm_dup); "+
-			"the communicator stays usable, and every rank may call Import again", err)
+		return fmt.Errorf("%w; not every rank had called %s: its MPI_Ibarrier and a vote to give up (an MPI_Iallreduce) "+
+			"on the communicator stay pending until they do, and then their %s fails too (no rank makes %s); %s",
+			err, call, call, mpiCall, after)
 	}
 	s.lock()
 	rc = C.pz_gate_vote(c, g, 1)
@@ -188,24 +194,36 @@ func (s *state) gate(ctx context.Context, c C.MPI_Comm) error {
 	here := C.pz_gate_result(g)
 	C.pz_gate_free(g)
 	if here == 0 {
-		return fmt.Errorf("%w: another rank's Import ended (its context) before every rank had called it; "+
-			"no rank made MPI_Comm_dup, the communicator stays usable, and every rank may call Import again", ErrImportAbandoned)
+		return fmt.Errorf("%w: another rank's %s ended (its context) before every rank had called it; "+
+			"no rank made %s; %s", abandoned, call, mpiCall, after)
 	}
 	return nil
 }
 
+// stopGates stops the goroutines completing abandoned gates (finishGate)
+// before MPI_Finalize: a test in progress ends first, and none follows.
+// finishGate's own check of finalized did not do: it could pass just
+// before Finalize set it, and its MPI_Test then ran during MPI_Finalize,
+// which takes no lock of pz's (or after it, which Open MPI aborts on).
+func (s *state) stopGates() {
+	s.gateMu.Lock()
+	s.gatesEnd = true
+	s.gateMu.Unlock()
+}
+
 // finishGate completes the barrier and the vote of a gate that ctx ended,
-// then frees it; it stops once MPI is finalized (or pz's use of it ends),
-// leaving them to MPI.
+// then frees it; it stops at Finalize (stopGates), leaving them to MPI.
 func (s *state) finishGate(g *C.pz_gate) {
 	for which := C.int(0); which < 2; which++ {
 		err := poll(context.Background(), 0, func() (bool, error) {
 			var done C.int
-			s.lock()
-			defer s.unlock()
-			if s.finalized.Load() {
+			s.gateMu.Lock()
+			defer s.gateMu.Unlock()
+			if s.gatesEnd || s.finalized.Load() {
 				return false, ErrFinalized
 			}
+			s.lock()
+			defer s.unlock()
 			if rc := C.pz_gate_test(g, which, &done); rc != 0 {
 				return false, s.error("MPI_Test", rc)
 			}

@@ -69,6 +69,8 @@ type state struct {
 	progress  progress     // tests the requests waited on through Done
 	slots     slots        // the memory of pending non-blocking operations (request.go)
 	watch     *watch       // reports operations stuck for long (watch.go)
+	gateMu    sync.Mutex   // held by finishGate for each test, and by Finalize to stop it (stopGates)
+	gatesEnd  bool         // Finalize stopped finishGate: no test may follow; guarded by gateMu
 	nbcMu     sync.Mutex
 	nbcs      []*comm.NBC // the engines of non-blocking collectives Finalize waits for (addEngine)
 	pmu       sync.Mutex
@@ -405,6 +407,8 @@ func (w *World) finalize() error {
 	held := stillWaiting(w.st.endPending(nil, time.Now().Add(endWait), true))
 	// So does the progress engine: no MPI call may follow Finalize.
 	w.st.progress.shutdown()
+	// So do the goroutines completing abandoned gates (handle.go).
+	w.st.stopGates()
 	initMu.Lock()
 	defer initMu.Unlock()
 	w.st.finalized.Store(true)

@@ -16,14 +16,16 @@ import (
 )
 
 // Dup duplicates the communicator (MPI_Comm_dup). Like Split, it runs the
-// agreement step (or a barrier honouring ctx) first.
+// agreement step (with the check on) or a barrier honouring ctx and a
+// vote first; a rank whose ctx ends in the latter breaks c on every rank,
+// the others' Dup failing with ErrAbandoned.
 func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 	if err := c.usable("Dup"); err != nil {
 		return nil, err
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.syncBefore(ctx, callDup, nil); err != nil {
+	if err := c.syncBefore(ctx, callDup, "MPI_Comm_dup", nil); err != nil {
 		return nil, err
 	}
 	var nc C.MPI_Comm

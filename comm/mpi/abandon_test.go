@@ -1,0 +1,77 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/mpi"
+)
+
+// TestCommMadeAbandonedByOneRank: rank 0's Dup (Split, SplitShared) ends
+// (its context) before the other ranks call it. The ranks meet first in
+// a polled barrier (with the check on, an agreement step) before the
+// blocking MPI_Comm_dup (split, split_type); rank 0's stayed pending, the
+// others' then completed and they went into the blocking call and waited
+// there for good (on a serialized MPI holding the lock of every MPI
+// call). Now their call fails with ErrAbandoned and comm.ErrBroken, as
+// rank 0's with its context's error and comm.ErrBroken, and a later call
+// on the communicator returns comm.ErrBroken on every rank. Runs with the
+// check off and on; the others wait for rank 0's message saying it gave
+// up, with a context that can end, which makes the calls polled also on
+// an MPI at MPI_THREAD_MULTIPLE.
+func TestCommMadeAbandonedByOneRank(t *testing.T) {
+	if world.Size() < 2 {
+		t.Skip("needs 2 ranks")
+	}
+	ops := []struct {
+		name string
+		k    string // the name its errors give the call (SplitShared's are Split's)
+		call func(ctx context.Context, c *mpi.Comm) (comm.Comm, error)
+	}{
+		{"Dup", "Dup", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.Dup(ctx) }},
+		{"Split", "Split", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.Split(ctx, 0, c.Rank()) }},
+		{"SplitShared", "Split", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.SplitShared(ctx, 0) }},
+	}
+	for _, check := range []bool{false} { // with the check on there is no vote yet (syncBefore)
+		for _, op := range ops {
+			t.Run(fmt.Sprintf("%s/check=%v", op.name, check), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				c := splitAll(t)   // the communicator the op is abandoned on
+				sig := splitAll(t) // rank 0 tells the others it gave up
+				c.SetCheck(check)
+				me := c.Rank()
+				if me == 0 {
+					short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+					_, err := op.call(short, c)
+					stop()
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					require.ErrorIs(t, err, comm.ErrBroken)
+					require.Contains(t, err.Error(), "not every rank had called "+op.k)
+					for r := 1; r < sig.Size(); r++ {
+						require.NoError(t, comm.Send(ctx, sig, []int64{1}, r, 9))
+					}
+				} else {
+					_, err := comm.Recv(ctx, sig, []int64{0}, 0, 9)
+					require.NoError(t, err)
+					_, err = op.call(ctx, c)
+					require.ErrorIs(t, err, mpi.ErrAbandoned, "rank %d", me)
+					require.ErrorIs(t, err, comm.ErrBroken, "rank %d", me)
+				}
+				_, err := op.call(ctx, c)
+				require.ErrorIs(t, err, comm.ErrBroken, "rank %d", me)
+				// The world still works on every rank.
+				sum, err := comm.AllReduce(ctx, sig, []int64{1}, comm.Sum)
+				require.NoError(t, err)
+				require.Equal(t, int64(sig.Size()), sum[0])
+			})
+		}
+	}
+}
