@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -24,14 +23,7 @@ func TestMPIBatchComparisonStallLeavesTheGraph(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
-	require.NoError(t, err)
-	defer d.Close()
-	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
-	require.NoError(t, err)
+	d, tiles := stallingTiles(t, ctx, w)
 	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
 	const cause = "the comparison of the ranks' graphs did not complete in 300ms"
 	if w.Rank() == 0 {

@@ -4,10 +4,8 @@ package dist_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -30,14 +28,7 @@ func TestMPICollectiveFailureIsTheGraphs(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
-	require.NoError(t, err)
-	defer d.Close()
-	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
-	require.NoError(t, err)
+	d, tiles := stallingTiles(t, ctx, w)
 	if w.Rank() == 1 {
 		// Past the comparison of the graphs, which rank 0 joined, rank
 		// 1 comes to the exchange once rank 0 has given it up.

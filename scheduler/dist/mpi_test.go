@@ -308,6 +308,23 @@ func onTwoMPIRanks(t *testing.T, name string) (context.Context, *mpi.World) {
 	return ctx, w
 }
 
+// stallingTiles is the graph of the MPI stall tests: a scheduler of one
+// worker, a dist scheduler over w with a 300 ms stall timeout (and no
+// stall reports), and a 1 x 2 grid of 2 x 2 tiles, one per rank; both
+// are closed at the test's end.
+func stallingTiles(t *testing.T, ctx context.Context, w *mpi.World) (*dist.Scheduler, [][]*dist.Handle) {
+	t.Helper()
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { ls.Close() })
+	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
+	require.NoError(t, err)
+	return d, tiles
+}
+
 // runUnderMPI runs the test named name of this binary under mpirun on n
 // ranks (skipping without mpirun) and checks that every rank passed it.
 func runUnderMPI(t *testing.T, name string, n int, timeout time.Duration) {
