@@ -18,6 +18,7 @@ import (
 	"github.com/pzgo/pz/hardware"
 	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/procs"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
 	"github.com/pzgo/pz/scheduler/dist"
@@ -152,10 +153,10 @@ type RuntimeView struct {
 	schedMu sync.Mutex
 	sched   *dist.Scheduler // made by the first Scheduler call
 	schedAt string          // where that call was made (file:line), for later calls' errors
-	// spareFrom and spareTo are GOMAXPROCS before and after Scheduler
-	// raised it by one for MPI's progress (0 when it did not): RunMaster
-	// sizes its workers from spareFrom while GOMAXPROCS is still spareTo.
-	spareFrom, spareTo int
+	// spare is the P Scheduler added for MPI's progress (procs.Spare):
+	// RunMaster sizes its workers from spare.From while GOMAXPROCS is
+	// still spare.To.
+	spare procs.Spare
 
 	getenv func(string) string // WithGetenv's, or os.Getenv: PZ_TRACE for Scheduler
 	stderr io.Writer           // where Scheduler's trace at Close says what it wrote instead of the merged trace

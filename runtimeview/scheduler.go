@@ -125,11 +125,11 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		return os.Getenv(k)
 	})}, all...)
 	all = append(all, opts...)
-	if busy := workers + len(rt.devs); rt.backend != Local && !userGOMAXPROCS() && runtime.GOMAXPROCS(0) <= busy {
+	if rt.backend != Local {
 		// MPI progresses only inside MPI calls: the goroutines that make
 		// them (comm/mpi's progress engine, dist's progress loop) need a P
 		// while every worker computes, or transfers wait for a task's end.
-		rt.spareFrom, rt.spareTo = runtime.GOMAXPROCS(busy+1), busy+1
+		rt.spare = procs.RaiseSpare(workers+len(rt.devs), os.Getenv("GOMAXPROCS"))
 	}
 	ls, err := scheduler.New(ctx, all...)
 	if err != nil {
@@ -170,19 +170,17 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	}
 	// Under a CPU quota below GOMAXPROCS (localPool) the workers leave Ps
 	// free already.
-	spare := rt.backend == Local && rt.Rank() == 0 && !userGOMAXPROCS() && rt.localPool(nprocs) >= nprocs
-	if spare {
+	var spare procs.Spare
+	if rt.backend == Local && rt.Rank() == 0 && rt.localPool(nprocs) >= nprocs {
 		// The in-process ranks' workers take every P; the goroutines that
 		// complete transfers (dist's progress loop) get one more, or a
 		// received tile waits for a worker's kernel to end before the task
 		// that reads it may start. dist.New is collective: every rank has
 		// sized its workers from nprocs.
-		runtime.GOMAXPROCS(nprocs + 1)
+		spare = procs.RaiseSpare(nprocs, os.Getenv("GOMAXPROCS"))
 	}
 	if err := rt.stack.PushNamed("scheduler", func() error {
-		if spare && runtime.GOMAXPROCS(0) == nprocs+1 {
-			runtime.GOMAXPROCS(nprocs)
-		}
+		spare.Restore()
 		derr := d.Close()
 		lerr := ls.Close()
 		if derr != nil {
@@ -292,13 +290,13 @@ func (rt *RuntimeView) schedulerLogger() *zap.Logger {
 // Scheduler raised GOMAXPROCS by one for MPI's progress, the share is
 // the rank's GOMAXPROCS before that raise, as Scheduler's workers are.
 func (rt *RuntimeView) RunMaster(ctx context.Context, root int, reg *dist.Registry, fn func(ctx context.Context, m *dist.Master) error, opts ...scheduler.Option) error {
-	procs := runtime.GOMAXPROCS(0)
+	nprocs := runtime.GOMAXPROCS(0)
 	rt.schedMu.Lock()
-	if rt.spareTo != 0 && procs == rt.spareTo {
-		procs = rt.spareFrom
+	if rt.spare.To != 0 && nprocs == rt.spare.To {
+		nprocs = rt.spare.From
 	}
 	rt.schedMu.Unlock()
-	_, all := rt.workerOptions(procs, 0)
+	_, all := rt.workerOptions(nprocs, 0)
 	if err := dist.RunMaster(ctx, rt.c, root, reg, append(all, opts...), fn); err != nil {
 		return fmt.Errorf("runtimeview: rank %d: RunMaster: %w", rt.Rank(), err)
 	}

@@ -269,7 +269,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		// (RunMaster's doc, "Threads"). A bad EnvMasterSpareP fails the
 		// master, which tells this rank.
 		spare, _ := spareOption(os.Getenv)
-		defer raiseSpareP(offers[c.Rank()].Cores, spare, os.Getenv("GOMAXPROCS")).restore()
+		defer raiseSpareP(offers[c.Rank()].Cores, spare, os.Getenv("GOMAXPROCS")).Restore()
 		// serve answers the master's pings (measureLinks) first.
 		serr := serve(ctx, dc, root, reg, ls, offers[c.Rank()].Cores, slotBase(offers, root, c.Rank()))
 		return errors.Join(serr, ls.Close())
@@ -338,7 +338,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	if len(m.proxies) > 0 {
 		// The proxies need a P while the master's cores compute
 		// (RunMaster's doc, "Threads").
-		defer raiseSpareP(cores, spare, os.Getenv("GOMAXPROCS")).restore()
+		defer raiseSpareP(cores, spare, os.Getenv("GOMAXPROCS")).Restore()
 	}
 	ferr := callMaster(ctx, m, fn)
 	if ferr != nil {

@@ -2,7 +2,6 @@ package dist
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/internal/procs"
@@ -28,38 +27,17 @@ func spareOption(getenv func(string) string) (bool, error) {
 	}
 }
 
-// spareP is a P raiseSpareP added for the goroutines that exchange a
-// rank's tasks with the other ranks: the GOMAXPROCS it raised from and
-// to, or zero values when it raised nothing.
-type spareP struct {
-	from, to int
-}
-
 // raiseSpareP gives the goroutines that exchange tasks with the other
-// ranks a P of their own while RunMaster runs: on the master its proxies,
-// which send tasks and wait for their results, on a worker rank its
-// slots, which receive tasks and send their results. It raises
-// GOMAXPROCS by one when this rank's workers (the master's own cores, a
-// worker rank's slots) take every P (GOMAXPROCS <= workers), on is set
-// (EnvMasterSpareP) and the user did not set GOMAXPROCS (userGOMAXPROCS,
-// the environment variable's value, which pz leaves alone). restore puts
-// GOMAXPROCS back.
-func raiseSpareP(workers int, on bool, userGOMAXPROCS string) spareP {
-	if !on || procs.UserSet(userGOMAXPROCS) {
-		return spareP{}
+// ranks a P of their own while RunMaster runs (procs.RaiseSpare): on
+// the master its proxies, which send tasks and wait for their results,
+// on a worker rank its slots, which receive tasks and send their
+// results, beyond this rank's workers (the master's own cores, a worker
+// rank's slots), when on is set (EnvMasterSpareP) and the user did not
+// set GOMAXPROCS (userGOMAXPROCS, the environment variable's value).
+// Its Restore puts GOMAXPROCS back.
+func raiseSpareP(workers int, on bool, userGOMAXPROCS string) procs.Spare {
+	if !on {
+		return procs.Spare{}
 	}
-	cur := runtime.GOMAXPROCS(0)
-	if cur > workers {
-		return spareP{} // a P is free for them already
-	}
-	runtime.GOMAXPROCS(cur + 1)
-	return spareP{from: cur, to: cur + 1}
-}
-
-// restore puts GOMAXPROCS back to what it was before raiseSpareP,
-// unless something changed it meanwhile (that change is kept).
-func (s spareP) restore() {
-	if s.to != 0 && runtime.GOMAXPROCS(0) == s.to {
-		runtime.GOMAXPROCS(s.from)
-	}
+	return procs.RaiseSpare(workers, userGOMAXPROCS)
 }
