@@ -67,41 +67,39 @@ func masterProcs(t *testing.T, ranks, workers int, during func()) (inFn int, err
 // share the process's GOMAXPROCS (the ranks' raises and restores
 // overlap: the test checks what fn sees and what is left after).
 func TestRunMasterSpareP(t *testing.T) {
-	t.Run("raised", func(t *testing.T) {
-		withGOMAXPROCS(t, 1)
-		inFn, errs := masterProcs(t, 2, 1, nil)
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 2, inFn, "GOMAXPROCS while the master's fn ran")
-		assert.Equal(t, 1, runtime.GOMAXPROCS(0), "GOMAXPROCS after RunMaster")
-	})
-	t.Run("user GOMAXPROCS", func(t *testing.T) {
-		withGOMAXPROCS(t, 1)
-		t.Setenv("GOMAXPROCS", "1")
-		inFn, errs := masterProcs(t, 2, 1, nil)
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 1, inFn, "the user's GOMAXPROCS is left alone")
-		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	})
-	t.Run("off", func(t *testing.T) {
-		withGOMAXPROCS(t, 1)
-		t.Setenv(dist.EnvMasterSpareP, "0")
-		inFn, errs := masterProcs(t, 2, 1, nil)
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 1, inFn, "PZ_MASTER_SPARE_P=0 raises nothing")
-		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	})
-	t.Run("on", func(t *testing.T) {
-		withGOMAXPROCS(t, 1)
-		t.Setenv(dist.EnvMasterSpareP, "1")
-		inFn, errs := masterProcs(t, 2, 1, nil)
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 2, inFn)
-		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	})
+	for _, tc := range []struct {
+		name        string
+		procs       int               // GOMAXPROCS before RunMaster
+		env         map[string]string // set for the case
+		ranks       int
+		meanwhile   func() // run by the master's fn
+		inFn, after int    // GOMAXPROCS while fn ran, and after RunMaster
+	}{
+		{name: "raised", procs: 1, ranks: 2, inFn: 2, after: 1},
+		{name: "user GOMAXPROCS", procs: 1, env: map[string]string{"GOMAXPROCS": "1"}, ranks: 2, inFn: 1, after: 1},
+		{name: "off", procs: 1, env: map[string]string{dist.EnvMasterSpareP: "0"}, ranks: 2, inFn: 1, after: 1},
+		{name: "on", procs: 1, env: map[string]string{dist.EnvMasterSpareP: "1"}, ranks: 2, inFn: 2, after: 1},
+		// 2 Ps, one worker on each rank: the ranks' workers leave a P.
+		{name: "a P free already", procs: 2, ranks: 2, inFn: 2, after: 2},
+		// No other rank: no proxies to give a P.
+		{name: "one rank", procs: 1, ranks: 1, inFn: 1, after: 1},
+		// The program set GOMAXPROCS while RunMaster ran: its choice is
+		// kept, not overwritten by the restore.
+		{name: "changed meanwhile", procs: 1, ranks: 2, meanwhile: func() { runtime.GOMAXPROCS(3) }, inFn: 2, after: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withGOMAXPROCS(t, tc.procs)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			inFn, errs := masterProcs(t, tc.ranks, 1, tc.meanwhile)
+			for r := range tc.ranks {
+				require.NoError(t, errs[r], "rank %d", r)
+			}
+			assert.Equal(t, tc.inFn, inFn, "GOMAXPROCS while the master's fn ran")
+			assert.Equal(t, tc.after, runtime.GOMAXPROCS(0), "GOMAXPROCS after RunMaster")
+		})
+	}
 	t.Run("bad value", func(t *testing.T) {
 		withGOMAXPROCS(t, 1)
 		t.Setenv(dist.EnvMasterSpareP, "yes")
@@ -112,32 +110,5 @@ func TestRunMasterSpareP(t *testing.T) {
 		require.Error(t, errs[1], "the worker rank is told of the master's failure")
 		assert.ErrorContains(t, errs[1], `dist: RunMaster: rank 1: the master failed to start: dist: RunMaster: master rank 0: comm: invalid argument: PZ_MASTER_SPARE_P="yes"`)
 		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	})
-	t.Run("a P free already", func(t *testing.T) {
-		// 2 Ps, one worker on each rank: the ranks' workers leave a P.
-		withGOMAXPROCS(t, 2)
-		inFn, errs := masterProcs(t, 2, 1, nil)
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 2, inFn)
-		assert.Equal(t, 2, runtime.GOMAXPROCS(0))
-	})
-	t.Run("one rank", func(t *testing.T) {
-		// No other rank: no proxies to give a P.
-		withGOMAXPROCS(t, 1)
-		inFn, errs := masterProcs(t, 1, 1, nil)
-		require.NoError(t, errs[0])
-		assert.Equal(t, 1, inFn)
-		assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	})
-	t.Run("changed meanwhile", func(t *testing.T) {
-		// The program set GOMAXPROCS while RunMaster ran: its choice is
-		// kept, not overwritten by the restore.
-		withGOMAXPROCS(t, 1)
-		inFn, errs := masterProcs(t, 2, 1, func() { runtime.GOMAXPROCS(3) })
-		require.NoError(t, errs[0])
-		require.NoError(t, errs[1])
-		assert.Equal(t, 2, inFn)
-		assert.Equal(t, 3, runtime.GOMAXPROCS(0))
 	})
 }
