@@ -5,7 +5,6 @@ package dist_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pzgo/pz/comm"
-	"github.com/pzgo/pz/comm/mpi"
-	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
@@ -26,16 +23,10 @@ import (
 // rank 2 for its first. Before, both waited in echoPings until their own
 // context ended (here a 30 s deadline; for ever with context.Background).
 func TestMPIMasterStartFailureStopsWorkers(t *testing.T) {
-	const name = "TestMPIMasterStartFailureStopsWorkers"
-	if !launch.Detect(os.Getenv).Launched() {
-		runUnderMPI(t, name, 3, 2*time.Minute)
+	ctx, w := onMPIRanks(t, "TestMPIMasterStartFailureStopsWorkers", []int{3}, 2*time.Minute, 30*time.Second)
+	if w == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, w.Finalize()) })
 	reg, err := dist.NewRegistry(mwInc0)
 	require.NoError(t, err)
 	rctx, rcancel := context.WithCancel(ctx)

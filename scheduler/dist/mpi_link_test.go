@@ -3,15 +3,10 @@
 package dist_test
 
 import (
-	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/pzgo/pz/comm/mpi"
-	"github.com/pzgo/pz/internal/launch"
 )
 
 // TestMPIMasterDMDATransferHeavy is TestMasterDMDATransferHeavy on 3 MPI
@@ -19,15 +14,10 @@ import (
 // it); under mpirun it is one rank of the job, and the master checks
 // that the transfer-heavy tasks stayed on its cores in the second run.
 func TestMPIMasterDMDATransferHeavy(t *testing.T) {
-	if !launch.Detect(os.Getenv).Launched() {
-		runUnderMPI(t, "TestMPIMasterDMDATransferHeavy", 3, 3*time.Minute)
+	ctx, w := onMPIRanks(t, "TestMPIMasterDMDATransferHeavy", []int{3}, 3*time.Minute, 2*time.Minute)
+	if w == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, w.Finalize()) }()
 	dir := t.TempDir()
 	touch := mwTouch()
 	per := make([]int64, w.Size())

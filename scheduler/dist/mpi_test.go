@@ -287,22 +287,32 @@ func TestMPILeaverMissesComparison(t *testing.T) {
 	assert.Equal(t, 1, started, "rank 0 started no comparison that rank 1 never joins")
 }
 
-// onTwoMPIRanks runs the test named name on 2 ranks under MPI: started
-// by go test, it runs the test under mpirun (runUnderMPI) and returns a
-// nil World; under mpirun it initializes MPI (finalized at the test's
-// end) and returns a minute's context and the World.
-func onTwoMPIRanks(t *testing.T, name string) (context.Context, *mpi.World) {
+// onMPIRanks runs the test named name under MPI: started by go test, it
+// runs the test under mpirun on each rank count of ranks in turn
+// (runUnderMPI, job bounding each job) and returns a nil World; under
+// mpirun it initializes MPI (finalized at the test's end) and returns a
+// context of deadline and the World.
+func onMPIRanks(t *testing.T, name string, ranks []int, job, deadline time.Duration) (context.Context, *mpi.World) {
 	t.Helper()
 	if !launch.Detect(os.Getenv).Launched() {
-		runUnderMPI(t, name, 2, 2*time.Minute)
+		for _, n := range ranks {
+			runUnderMPI(t, name, n, job)
+		}
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	t.Cleanup(cancel)
 	w, err := mpi.Init(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, w.Finalize()) })
-	if w.Size() != 2 {
+	return ctx, w
+}
+
+// onTwoMPIRanks is onMPIRanks on 2 ranks, with a minute's context.
+func onTwoMPIRanks(t *testing.T, name string) (context.Context, *mpi.World) {
+	t.Helper()
+	ctx, w := onMPIRanks(t, name, []int{2}, 2*time.Minute, time.Minute)
+	if w != nil && w.Size() != 2 {
 		t.Skip("runs on 2 ranks")
 	}
 	return ctx, w
