@@ -40,7 +40,9 @@ type TracedTask struct {
 	Workers []int
 	// Deps are the trace numbers (ID) of the tasks it depended on, the
 	// Chrome trace's args.deps; among them, tasks that ran on no worker
-	// (Detached ones) and so are not traced themselves.
+	// (Detached ones) and so are not traced themselves. It is the
+	// caller's own copy: changing it changes no other TracedTask and
+	// no trace written later.
 	Deps []uint64
 	// Err is the task's error (with a panic's stack), "" when it
 	// succeeded: the Chrome trace's args.error.
@@ -107,7 +109,10 @@ func tracedByID(evs []traceEvent) map[uint64]*TracedTask {
 	for _, e := range evs {
 		t := byID[e.id]
 		if t == nil {
-			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: e.deps, Err: e.err}
+			// Deps is cloned: the caller owns what it gets, and the
+			// events keep the trace's own (off the hot path: only
+			// TracedTasks and CriticalPath, after the run).
+			t = &TracedTask{ID: e.id, Name: e.name, Start: e.start, End: e.end, Deps: slices.Clone(e.deps), Err: e.err}
 			byID[e.id] = t
 		}
 		t.Start, t.End = min(t.Start, e.start), max(t.End, e.end)
