@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"time"
 )
 
@@ -29,22 +32,41 @@ type WorkerLink interface {
 // WithWorkerLinks declares that CPU workers reach the data of their
 // tasks through links (see WorkerLink): links[w] is worker w's, for w a
 // CPU worker (0 <= w < the count of WithWorkers). Their WorkerInfo has
-// Linked set. New fails with ErrBadOption for another w or a nil link.
+// Linked set. New copies the map. New fails with ErrBadOption, naming
+// the worker, for another w or a nil link: nil itself, or a typed nil
+// (a nil pointer, func, map... held as a WorkerLink), whose Cost the
+// dmda policy would otherwise call, and likely panic in, for every task
+// it prices.
 func WithWorkerLinks(links map[int]WorkerLink) Option {
 	return func(c *config) { c.links = links }
 }
 
-// checkLinks validates WithWorkerLinks' map against the CPU workers.
+// checkLinks validates WithWorkerLinks' map against the CPU workers, in
+// the order of the workers, so that the error names the first bad one.
 func (c *config) checkLinks() error {
-	for w, l := range c.links {
+	for _, w := range slices.Sorted(maps.Keys(c.links)) {
+		l := c.links[w]
 		if w < 0 || w >= c.workers {
 			return fmt.Errorf("%w: WithWorkerLinks: worker %d is not a CPU worker (there are %d, 0 to %d)", ErrBadOption, w, c.workers, c.workers-1)
 		}
 		if l == nil {
 			return fmt.Errorf("%w: WithWorkerLinks: worker %d has a nil link; leave out a worker without one", ErrBadOption, w)
 		}
+		if nilValue(l) {
+			return fmt.Errorf("%w: WithWorkerLinks: worker %d has a nil %T as its link; give it a link that is set, or leave the worker out", ErrBadOption, w, l)
+		}
 	}
 	return nil
+}
+
+// nilValue reports whether l, a non-nil interface, holds a nil pointer,
+// map, slice, func, channel or interface (a typed nil).
+func nilValue(l WorkerLink) bool {
+	switch v := reflect.ValueOf(l); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
 }
 
 // linkBytes returns the bytes a linked worker sends for t (in: every

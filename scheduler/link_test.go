@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,20 +114,38 @@ func TestDMDALinkedWorker(t *testing.T) {
 	}
 }
 
+// ptrLink is a WorkerLink with a pointer receiver, whose Cost reads its
+// fields: a nil *ptrLink panics when priced.
+type ptrLink struct{ perByte float64 }
+
+func (l *ptrLink) Cost(in, out int64) float64 { return float64(in+out) * l.perByte }
+
+// funcLink is a WorkerLink of a func type.
+type funcLink func(in, out int64) float64
+
+func (f funcLink) Cost(in, out int64) float64 { return f(in, out) }
+
 // TestWorkerLinksRefused: a link for a worker that is not a CPU worker,
-// or a nil link, is refused by New, naming the worker.
+// or a nil link (nil itself, or a nil pointer or func of a type that is a
+// WorkerLink, which would panic when dmda prices a task), is refused by
+// New, naming the worker; a worker of several bad ones is the lowest.
 func TestWorkerLinksRefused(t *testing.T) {
 	ctx := testCtx(t)
-	for _, links := range []map[int]scheduler.WorkerLink{
-		{2: bwLink{bw: 1}},
-		{-1: bwLink{bw: 1}},
-		{0: nil},
+	for _, tc := range []struct {
+		links map[int]scheduler.WorkerLink
+		want  string
+	}{
+		{map[int]scheduler.WorkerLink{2: bwLink{bw: 1}}, "worker 2 is not a CPU worker"},
+		{map[int]scheduler.WorkerLink{-1: bwLink{bw: 1}}, "worker -1 is not a CPU worker"},
+		{map[int]scheduler.WorkerLink{0: nil}, "worker 0 has a nil link"},
+		{map[int]scheduler.WorkerLink{0: &ptrLink{perByte: 1}, 1: (*ptrLink)(nil)}, "worker 1 has a nil *scheduler_test.ptrLink as its link"},
+		{map[int]scheduler.WorkerLink{1: funcLink(nil)}, "worker 1 has a nil scheduler_test.funcLink as its link"},
+		{map[int]scheduler.WorkerLink{1: (*ptrLink)(nil), 0: (*ptrLink)(nil)}, "worker 0 has a nil *scheduler_test.ptrLink"},
 	} {
-		_, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithWorkerLinks(links))
-		require.ErrorIs(t, err, scheduler.ErrBadOption)
-		for w := range links {
-			assert.Contains(t, err.Error(), fmt.Sprintf("worker %d", w))
-		}
+		_, err := scheduler.New(ctx, scheduler.WithWorkers(2), scheduler.WithPolicy("dmda"), scheduler.WithPerfModelDir(""),
+			scheduler.WithWorkerLinks(tc.links))
+		require.ErrorIs(t, err, scheduler.ErrBadOption, "links %v", tc.links)
+		assert.Contains(t, err.Error(), tc.want)
 	}
 }
 
