@@ -301,6 +301,53 @@ func TestSTMBench(t *testing.T) {
 	}
 }
 
+// stm bench's overruns_late_start and the analysis' started_late (pzrun
+// stm analyze of the bench's record) are one count: the bench counted
+// the overruns whose body stayed within its WCET, the analysis the
+// deadline overruns that, started on time, would have been met, and a
+// run whose bodies all ran long got 0 from the bench and hundreds from
+// the analysis. The schedule is built to start late: one core's chain of
+// four runnables, each body 3 times its WCET (1.5 slots of 1), so the
+// third and fourth miss their deadlines (planned end + slack, 2 slots
+// after the planned end) by waiting for the first two, and every frame
+// after the first starts behind the one before.
+func TestSTMBenchLateStartsAreTheAnalysis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pzrun and starts processes")
+	}
+	bin := buildPzrun(t)
+	rec := filepath.Join(t.TempDir(), "run.json")
+	cmd := exec.Command(bin, "stm", "bench", "-frames", "60", "-period", "2ms", "-clients", "2", "-per-client", "2", "-cores", "1",
+		"-load", "3", "-o", rec, "-json")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	require.NoError(t, err, errb.String())
+	var res benchResult
+	require.NoError(t, json.Unmarshal(out, &res), string(out))
+
+	f, err := os.Open(rec)
+	require.NoError(t, err)
+	defer f.Close()
+	run, err := static.ReadRun(f)
+	require.NoError(t, err)
+	a := static.Analyze(run)
+	require.Positive(t, a.StartedLate, "the schedule is built to start late")
+	assert.Equal(t, a.StartedLate, res.OverrunsLateStart)
+
+	// And pzrun stm analyze -json of the record says the same.
+	aout, err := exec.Command(bin, "stm", "analyze", rec, "-json").Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(aout)), "\n")
+	var sum struct {
+		Type        string `json:"type"`
+		StartedLate int    `json:"started_late"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &sum))
+	assert.Equal(t, "summary", sum.Type)
+	assert.Equal(t, res.OverrunsLateStart, sum.StartedLate)
+}
+
 func TestParseCyclictest(t *testing.T) {
 	out := "000000 000000\n000010 000090\n000050 000009\n000120 000001\n# Total: 000000100\n# Min Latencies: 00010\n# Max Latencies: 00120\n# Histogram Overflows: 00000\n"
 	p99, mx, err := parseCyclictest([]byte(out))
