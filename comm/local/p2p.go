@@ -790,7 +790,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	if r.completed() {
 		return r.result()
 	}
-	return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: Wait: %w", r.call, r.c.rank, r.whom(), cause)
+	return comm.Status{}, r.endedErr("Wait", cause)
 }
 
 // whom names r's peer and tag in errors, as the call that made it does.
@@ -817,13 +817,34 @@ func (r *request) Done() <-chan struct{} {
 	return r.ch
 }
 
-// Test implements comm.Request.
+// Test implements comm.Request. A request that has not completed when
+// its communicator (or the world) is broken, by Abort or by a rank that
+// failed, reports done with the error its Wait returns, wrapping
+// comm.ErrBroken and naming the cause, so that a loop polling Test ends
+// as a Wait would.
 func (r *request) Test() (bool, comm.Status, error) {
 	if r.completed() {
 		st, err := r.result()
 		return true, st, err
 	}
-	return false, comm.Status{}, nil
+	cause := r.c.g.brk.broken()
+	if cause == nil {
+		cause = r.c.g.w.brk.broken()
+	}
+	if cause == nil {
+		return false, comm.Status{}, nil
+	}
+	if r.completed() { // completed as the break came: its result stands
+		st, err := r.result()
+		return true, st, err
+	}
+	return true, comm.Status{}, r.endedErr("Test", cause)
+}
+
+// endedErr is the error of r's Wait or Test (op) when it ends with cause
+// (a break, or Wait's context) before r completed.
+func (r *request) endedErr(op string, cause error) error {
+	return fmt.Errorf("local: %s on rank %d %s: %s: %w", r.call, r.c.rank, r.whom(), op, cause)
 }
 
 var _ comm.Canceler = (*request)(nil)
