@@ -61,11 +61,19 @@ func NewLines(w io.Writer, label string, total int, every time.Duration) *Bar {
 		return &Bar{}
 	}
 	l := &lineLog{w: w, label: label, total: int64(total), every: every, start: time.Now()}
-	l.next.Store(int64(every))
+	if every <= 0 {
+		l.due.Store(true) // a line on every Add
+	} else {
+		l.timer = time.AfterFunc(every, l.setDue)
+	}
 	return &Bar{lines: l, w: w}
 }
 
-// lineLog is a Bar that writes lines.
+// lineLog is a Bar that writes lines. Add reads no clock: a timer marks
+// a line due once every has passed since the last line (or since
+// NewLines), and the first Add that sees the mark writes it. A pending
+// timer is no goroutine, and end stops it: an abandoned bar's timer
+// fires once, and nothing arms it again.
 type lineLog struct {
 	w     io.Writer
 	label string
@@ -73,24 +81,30 @@ type lineLog struct {
 	every time.Duration
 	start time.Time
 	done  atomic.Int64
-	next  atomic.Int64 // the time since start at which a line is due
-	mu    sync.Mutex   // one line at a time; guards wrote and ended
+	due   atomic.Bool // a line is due: set by timer (or always, every <= 0), cleared when written
+	mu    sync.Mutex  // one line at a time; guards timer, wrote and ended
+	timer *time.Timer // marks the next line due; nil when every <= 0
 	wrote bool
 	ended bool
 }
 
+func (l *lineLog) setDue() { l.due.Store(true) }
+
 func (l *lineLog) add(n int) {
 	d := l.done.Add(int64(n))
-	el := time.Since(l.start)
-	if int64(el) < l.next.Load() {
+	if !l.due.Load() {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ended || int64(el) < l.next.Load() {
+	if l.ended || !l.due.Load() {
 		return
 	}
-	l.next.Store(int64(el + l.every))
+	el := time.Since(l.start)
+	if l.timer != nil {
+		l.due.Store(false)
+		l.timer.Reset(l.every) // fired: Reset arms it afresh
+	}
 	l.wrote = true
 	left := ""
 	if d > 0 && d < l.total {
@@ -106,6 +120,9 @@ func (l *lineLog) end() {
 		return
 	}
 	l.ended = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	if l.wrote {
 		d := l.done.Load()
 		fmt.Fprintf(l.w, "%s: %d/%d (%d%%) in %v\n", l.label, d, l.total, 100*d/l.total, time.Since(l.start).Round(time.Second))

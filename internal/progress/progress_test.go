@@ -3,6 +3,7 @@ package progress
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -153,6 +154,23 @@ func BenchmarkAdd(b *testing.B) {
 			}
 		})
 	})
+	b.Run("lines", func(b *testing.B) {
+		// A bar for logs (a pipe, under mpirun), before its first line.
+		bar := NewLines(discard{}, "bench", b.N+1, LogEvery)
+		defer bar.Done()
+		for range b.N {
+			bar.Add(1)
+		}
+	})
+	b.Run("lines-parallel", func(b *testing.B) {
+		bar := NewLines(discard{}, "bench", b.N+1, LogEvery)
+		defer bar.Done()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				bar.Add(1)
+			}
+		})
+	})
 	b.Run("disabled", func(b *testing.B) {
 		bar := New(discard{}, "bench", b.N+1)
 		for range b.N {
@@ -164,3 +182,58 @@ func BenchmarkAdd(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestLinesPeriod: a bar for logs writes its first line once its period
+// has passed since NewLines, and the next no sooner than a period after
+// that line; Add reads no clock (a timer marks the line due).
+func TestLinesPeriod(t *testing.T) {
+	const every = 30 * time.Millisecond
+	var buf lockedbuf.Buffer
+	begin := time.Now()
+	b := NewLines(&buf, "tasks", 1<<30, every)
+	defer b.Done()
+	deadline := time.Now().Add(testWait)
+	var t0 time.Time // before the Add that wrote the first line
+	for buf.String() == "" {
+		require.True(t, time.Now().Before(deadline), "no line %v after NewLines with a period of %v", testWait, every)
+		t0 = time.Now()
+		b.Add(1)
+		runtime.Gosched()
+	}
+	require.GreaterOrEqual(t, time.Since(begin), every, "the first line came before its period")
+	first := buf.String()
+	assert.Regexp(t, `^tasks: \d+/1073741824 \(0%\) after \d+s, about [\dhms]+ left\n$`, first)
+	b.Add(1)
+	if time.Since(t0) < every { // else the next line may be due already
+		assert.Equal(t, first, buf.String(), "a second line within a period of the first")
+	}
+	// The next line comes when its period has passed.
+	for strings.Count(buf.String(), "\n") < 2 {
+		require.True(t, time.Now().Before(deadline), "no second line %v after the first, period %v", testWait, every)
+		b.Add(1)
+		runtime.Gosched()
+	}
+	require.GreaterOrEqual(t, time.Since(t0), every)
+	b.Done()
+	assert.Regexp(t, `\ntasks: \d+/1073741824 \(0%\) in \d+s\n$`, buf.String())
+}
+
+// TestLinesNoGoroutines: a bar for logs holds no goroutine while it waits
+// for its period (a pending timer, which Done stops), so a bar that is
+// never ended leaks none either.
+func TestLinesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	bars := make([]*Bar, 100)
+	for i := range bars {
+		bars[i] = NewLines(discard{}, "tasks", 10, time.Hour)
+		bars[i].Add(1)
+	}
+	assert.Less(t, runtime.NumGoroutine()-before, len(bars)/2, "a goroutine per bar")
+	for _, b := range bars {
+		b.Done()
+		assert.False(t, b.lines.timer.Stop(), "Done left the bar's timer armed")
+	}
+}
+
+// testWait bounds the waits for a line in the tests.
+const testWait = 30 * time.Second
