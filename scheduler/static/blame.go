@@ -67,27 +67,97 @@ type root struct {
 func newBlamer(r *Run) *blamer {
 	b := &blamer{run: r, byName: map[string]int{}, prev: make([][]rowRef, len(r.Runnables)), memo: map[rowRef]root{}}
 	type key struct{ client, resource string }
-	onResource := map[key][]rowRef{}
+	var keys []key
+	onResource := map[key][]int{} // the runnables of each thread (or stream)
 	for ri, rr := range r.Runnables {
 		b.byName[rr.Name] = ri
 		b.prev[ri] = make([]rowRef, len(rr.Seq))
 		k := key{rr.Client, rr.Resource}
-		for i := range rr.Seq {
-			onResource[k] = append(onResource[k], rowRef{ri, i})
+		if _, ok := onResource[k]; !ok {
+			keys = append(keys, k)
 		}
+		onResource[k] = append(onResource[k], ri)
 	}
 	// The run before each on its resource: its thread (or stream) runs
 	// them in the order of their planned starts.
-	for _, rows := range onResource {
-		slices.SortStableFunc(rows, func(x, y rowRef) int { return cmp.Compare(b.planned(x), b.planned(y)) })
-		for j, x := range rows {
-			b.prev[x.r][x.i] = noRow()
-			if j > 0 {
-				b.prev[x.r][x.i] = rows[j-1]
-			}
-		}
+	for _, k := range keys {
+		b.linkResource(onResource[k])
 	}
 	return b
+}
+
+// linkResource sets prev for the rows of the runnables rs, which share
+// a resource: each row's is the row before it in the order of planned
+// starts (ties in the order of rs, then of the rows). Each runnable's
+// rows are in the order of their frames, hence of their planned starts,
+// so a merge of the runnables' rows (a heap of one cursor each, N log k
+// for N rows of k runnables) gives that order without sorting every
+// row; a record whose rows are out of order (written by hand) is sorted.
+func (b *blamer) linkResource(rs []int) {
+	inOrder := true
+	n := 0
+	for _, ri := range rs {
+		n += len(b.run.Runnables[ri].Seq)
+		inOrder = inOrder && slices.IsSorted(b.run.Runnables[ri].Planned)
+	}
+	if !inOrder {
+		rows := make([]rowRef, 0, n)
+		for _, ri := range rs {
+			for i := range b.run.Runnables[ri].Seq {
+				rows = append(rows, rowRef{ri, i})
+			}
+		}
+		slices.SortStableFunc(rows, func(x, y rowRef) int { return cmp.Compare(b.planned(x), b.planned(y)) })
+		last := noRow()
+		for _, x := range rows {
+			b.prev[x.r][x.i], last = last, x
+		}
+		return
+	}
+	// h is a min-heap of the next row of each runnable, by planned start
+	// and then by runnable (rs is in runnable order: a tie goes as the
+	// stable sort would put it).
+	h := make([]rowRef, 0, len(rs))
+	less := func(x, y rowRef) bool {
+		px, py := b.planned(x), b.planned(y)
+		return px < py || px == py && x.r < y.r
+	}
+	down := func(i int) {
+		for {
+			m := i
+			if l := 2*i + 1; l < len(h) && less(h[l], h[m]) {
+				m = l
+			}
+			if r := 2*i + 2; r < len(h) && less(h[r], h[m]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for _, ri := range rs {
+		if len(b.run.Runnables[ri].Seq) > 0 {
+			h = append(h, rowRef{ri, 0})
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	last := noRow()
+	for len(h) > 0 {
+		x := h[0]
+		b.prev[x.r][x.i], last = last, x
+		if x.i+1 < len(b.run.Runnables[x.r].Seq) {
+			h[0] = rowRef{x.r, x.i + 1}
+		} else {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
+	}
 }
 
 func (b *blamer) rr(x rowRef) *RunnableRun { return &b.run.Runnables[x.r] }
