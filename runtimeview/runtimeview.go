@@ -21,6 +21,7 @@ import (
 	"github.com/pzgo/pz/internal/procs"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/resourceset"
+	"github.com/pzgo/pz/scheduler"
 	"github.com/pzgo/pz/scheduler/dist"
 )
 
@@ -150,9 +151,10 @@ type RuntimeView struct {
 	setsMu   sync.Mutex
 	sets     map[int]*resourceset.ResourceSet // built on first use, by rank
 
-	schedMu sync.Mutex
-	sched   *dist.Scheduler // made by the first Scheduler call
-	schedAt string          // where that call was made (file:line), for later calls' errors
+	schedMu   sync.Mutex
+	sched     *dist.Scheduler    // made by the first Scheduler call
+	schedAt   string             // where that call was made (file:line), for later calls' errors
+	schedOpts []scheduler.Option // that call's options, which later calls' must agree with
 	// spare is the P Scheduler added for MPI's progress (procs.Spare):
 	// RunMaster sizes its workers from spare.From while GOMAXPROCS is
 	// still spare.To.

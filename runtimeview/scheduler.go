@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -37,9 +38,18 @@ const DefaultDistTimeout = 10 * time.Minute
 // makes it and is collective: every rank calls it at the same point. Later
 // calls without options return the same scheduler, so that several
 // libraries share it (each in scheduling contexts of its own, say); a later
-// call with options returns an error wrapping ErrOption that names the call
-// that made the scheduler (its file and line), rather than drop options
-// that can no longer apply: give every option to the first call. Close
+// call with options returns it too when they agree with the first
+// call's (the same options, some of them, in any order: each setting a
+// later option makes is the first call's), so that helpers that each ask
+// for the program's options share one scheduler; an option that
+// disagrees (another policy or worker count, an option the first call
+// did not give) gets an error wrapping ErrOption that names that option
+// and the call that made the scheduler (its file and line), rather than
+// be dropped: give every option to the first call. Options are compared
+// by what they set, applied to a configuration value each: an option
+// that holds a function (WithGetenv, WithPolicyFunc, WithWatchdog with
+// a report) cannot be compared, and on a later call it is an error;
+// pointers (WithLogger, WithCUDADriver) agree when they are the same. Close
 // closes it (through the finalizer stack), after the callbacks stacked
 // later: a library whose finalizer uses the scheduler stacks it after its
 // first call to Scheduler.
@@ -93,8 +103,8 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
 	if rt.sched != nil {
-		if len(opts) > 0 {
-			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: %d options given, but this rank's scheduler was made by an earlier call (%s) and is shared: its options cannot change now; call Scheduler without options to share it, or give every option to the first call", rt.Rank(), ErrOption, len(opts), rt.schedAt)
+		if err := laterOptions(rt.Rank(), rt.schedOpts, opts, rt.schedAt); err != nil {
+			return nil, err
 		}
 		return rt.sched, nil
 	}
@@ -193,6 +203,7 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 		return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w", rt.Rank(), err)
 	}
 	rt.sched = d
+	rt.schedOpts = slices.Clone(opts)
 	rt.schedAt = "at an unknown place"
 	if _, file, line, ok := runtime.Caller(1); ok {
 		rt.schedAt = fmt.Sprintf("at %s:%d", filepath.Base(file), line)

@@ -251,8 +251,9 @@ func btoi(b bool) int {
 // apply to the scheduler the first one made. Scheduler used to return
 // the first one's scheduler and drop them without a word (the second
 // asked for 1 worker and the eager policy and got 3 workers and dmda);
-// it now refuses them with an error that says where the scheduler was
-// made and how to share it, and a later call without options shares it.
+// it refuses them with an error that names the first option in conflict
+// and the call that made the scheduler, and a later call without
+// options shares it.
 func TestSchedulerLaterOptionsRefused(t *testing.T) {
 	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 		d, err := rt.Scheduler(ctx, scheduler.WithPolicy("dmda"), scheduler.WithWorkers(3)) // library A
@@ -260,14 +261,57 @@ func TestSchedulerLaterOptionsRefused(t *testing.T) {
 		again, err := rt.Scheduler(ctx, scheduler.WithPolicy("eager"), scheduler.WithWorkers(1)) // library B
 		require.ErrorIs(t, err, runtimeview.ErrOption)
 		require.Nil(t, again)
-		require.Contains(t, err.Error(), "2 options given")
+		require.Contains(t, err.Error(), `scheduler.WithPolicy (option 1 of this call) sets policy "eager"`)
+		require.Contains(t, err.Error(), `with policy "dmda"`)
 		require.Contains(t, err.Error(), "scheduler_test.go:", "names the call that made the scheduler")
-		require.Contains(t, err.Error(), "without options")
+		require.Contains(t, err.Error(), "or none")
 		require.Equal(t, "dmda", d.Local().Policy(), "the refused call changed nothing")
 		require.Len(t, d.Local().Workers(), 3)
 		shared, err := rt.Scheduler(ctx)
 		require.NoError(t, err)
 		require.Same(t, d, shared)
+		return nil
+	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
+	require.NoError(t, err)
+}
+
+// TestSchedulerSameOptionsShared: helpers that each call Scheduler with
+// the options the program uses (the same ones, some of them, in another
+// order) get the scheduler the first call made, on every rank; only an
+// option that disagrees with the first call's is refused, named. Scheduler
+// used to refuse any later call with options, even the same ones.
+func TestSchedulerSameOptionsShared(t *testing.T) {
+	getenv := func(k string) string { return os.Getenv(k) }
+	err := runtimeview.RunLocal(testCtx(t), 2, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+		d, err := rt.Scheduler(ctx, scheduler.WithPolicy("dmda"), scheduler.WithWorkers(2), scheduler.WithStats(true))
+		require.NoError(t, err)
+		for i, opts := range [][]scheduler.Option{
+			{scheduler.WithPolicy("dmda"), scheduler.WithWorkers(2), scheduler.WithStats(true)}, // the same
+			{scheduler.WithWorkers(2), scheduler.WithPolicy("dmda")},                            // some, reordered
+			{scheduler.WithStats(true)},
+			{scheduler.WithWorkers(5), scheduler.WithWorkers(2)}, // the last one counts, as in New
+			nil, // none
+		} {
+			again, err := rt.Scheduler(ctx, opts...)
+			require.NoError(t, err, "call %d", i)
+			require.Same(t, d, again, "call %d", i)
+		}
+		for _, tc := range []struct {
+			opts []scheduler.Option
+			want string
+		}{
+			{[]scheduler.Option{scheduler.WithPolicy("dmda"), scheduler.WithWorkers(1)}, "scheduler.WithWorkers (option 2 of this call) sets workers 1"},
+			{[]scheduler.Option{scheduler.WithStats(false)}, "scheduler.WithStats (option 1 of this call) sets stats false"},
+			{[]scheduler.Option{scheduler.WithSpin(8)}, "scheduler.WithSpin (option 1 of this call) sets spin 8"},
+			{[]scheduler.Option{scheduler.WithGetenv(getenv)}, "scheduler.WithGetenv (option 1 of this call) sets getenv to a function"},
+		} {
+			again, err := rt.Scheduler(ctx, tc.opts...)
+			require.ErrorIs(t, err, runtimeview.ErrOption)
+			require.Nil(t, again)
+			require.Contains(t, err.Error(), tc.want)
+		}
+		require.Equal(t, "dmda", d.Local().Policy(), "the refused calls changed nothing")
+		require.Len(t, d.Local().Workers(), 2)
 		return nil
 	}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()))
 	require.NoError(t, err)
