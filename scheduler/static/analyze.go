@@ -382,16 +382,23 @@ func (a *Analysis) writeBlame(w io.Writer) {
 	fmt.Fprintln(w, "started late (missed their deadline, which they would have met started on time), by what they waited for:")
 	for _, s := range a.Runnables {
 		for _, c := range s.LateCauses {
+			// A runnable alone on its resource, or the first on it,
+			// waits for its own run in the frame before ("waited for
+			// grab" read as a runnable waiting for itself).
+			waited := c.WaitedFor
+			if waited == s.Name {
+				waited = "its own run in the frame before"
+			}
 			var why string
 			switch {
 			case c.WaitedFor == "":
 				why = "no predecessor ended late: its thread started it late (a loaded machine, the clock)"
 			case c.WaitedFor == c.Root && c.RootCause == CauseRanLong:
-				why = fmt.Sprintf("waited for %s, which ran long", c.WaitedFor)
+				why = fmt.Sprintf("waited for %s, which ran long", waited)
 			case c.WaitedFor == c.Root:
-				why = fmt.Sprintf("waited for %s, which its thread started late", c.WaitedFor)
+				why = fmt.Sprintf("waited for %s, which its thread started late", waited)
 			default:
-				why = fmt.Sprintf("waited for %s; root cause: %s", c.WaitedFor, rootText(c.Root, c.RootCause))
+				why = fmt.Sprintf("waited for %s; root cause: %s", waited, rootText(c.Root, c.RootCause))
 			}
 			fmt.Fprintf(w, "  %s %s: %s\n", s.Name, plural.Of(c.Frames, "frame"), why)
 		}

@@ -122,3 +122,26 @@ func TestAnalyzeBlamesLateStarts(t *testing.T) {
 		map[string]any{"root": "plan", "root_cause": "late_thread", "frames": 1.0},
 	}, sum["late_roots"])
 }
+
+// A runnable that waited for its own run in the frame before (grab, alone
+// on cpu0, ran 10.5 ms of its 1 ms WCET in frame 0, past the start of
+// frame 1) is not said to wait for itself: the text said "grab 1 frame:
+// waited for grab, which ran long". The JSON keeps the name.
+func TestAnalyzeLateAfterItsOwnFrame(t *testing.T) {
+	const period, us = int64(10 * time.Millisecond), int64(time.Microsecond)
+	rr := static.RunnableRun{Name: "grab", Client: "camera", Resource: "cpu0", WCET: 1000 * us,
+		Seq: []int64{0, 1}, Planned: []int64{0, period}, Deadline: []int64{1000 * us, period + 1000*us},
+		Start: []int64{5 * us, period + 500*us}, End: []int64{period + 500*us, period + 1100*us},
+		Flags:        []int{static.FlagOverrunWCET | static.FlagOverrunDeadline, static.FlagOverrunDeadline},
+		AllocObjects: []uint64{0, 0}, AllocBytes: []uint64{0, 0}}
+	r := &static.Run{Format: "pz-stm-run", Version: static.RunVersion, Plan: "0123456789abcdef", Source: "self.yaml", Periods: 2,
+		Stopped: "frame limit (2 periods)", Hyperepochs: []static.RunHyperepoch{{Name: "main", Period: period, Periods: 2}},
+		Clients: []static.ClientRun{{Name: "camera", PID: 100, PeriodsOf: "main"}}, Runnables: []static.RunnableRun{rr}}
+	a := static.Analyze(r)
+	require.Len(t, a.Runnables, 1)
+	assert.Equal(t, []static.LateCause{{WaitedFor: "grab", Root: "grab", RootCause: static.CauseRanLong, Frames: 1}}, a.Runnables[0].LateCauses)
+	var text bytes.Buffer
+	require.NoError(t, a.WriteText(&text))
+	assert.Contains(t, text.String(), "  grab 1 frame: waited for its own run in the frame before, which ran long\n")
+	assert.NotContains(t, text.String(), "waited for grab")
+}
