@@ -180,10 +180,20 @@ func ReadRun(rd io.Reader) (*Run, error) {
 	}
 	// The format first: a plan, say, fails the run's fields otherwise.
 	var head struct {
-		Format string `json:"format"`
+		Format      string          `json:"format"`
+		Version     *int            `json:"version"`
+		TraceEvents json.RawMessage `json:"traceEvents"`
 	}
-	if json.Unmarshal(src, &head) == nil && head.Format == "pz-stm" {
+	headOK := json.Unmarshal(src, &head) == nil
+	switch {
+	case headOK && head.Format == "pz-stm":
 		return nil, fmt.Errorf("static: this is a compiled plan (format pz-stm), not a run record: analyze what -o of pzrun stm run or stm master writes (static.WriteRun)")
+	case headOK && head.Format == "" && head.TraceEvents != nil:
+		return nil, fmt.Errorf("static: this is a trace (Trace Event Format, what pzrun stm analyze -trace writes, for Perfetto), not a run record: analyze what -o of pzrun stm run or stm master writes (static.WriteRun)")
+	case headOK && head.Format == "":
+		return nil, fmt.Errorf("static: this JSON is not a run record (it has no \"format\": \"pz-stm-run\"): analyze what -o of pzrun stm run or stm master writes (static.WriteRun)")
+	case headOK && head.Format == "pz-stm-run" && head.Version != nil && *head.Version != RunVersion:
+		return nil, fmt.Errorf("static: this run record is of version %d, and this pz reads version %d: analyze it with the pz (pzrun) that wrote it, or run the schedule again", *head.Version, RunVersion)
 	}
 	var r Run
 	if err := json.Unmarshal(src, &r); err != nil {

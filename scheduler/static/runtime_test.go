@@ -1134,3 +1134,27 @@ func TestAnalyzeThreadChurnAcrossClients(t *testing.T) {
 	a = Analyze(run(ClientRun{Name: "b", PID: 7, PeriodsOf: "main", Allocs: []AllocPeriod{{Period: 30, Objects: 9, ExitedThreads: 1}}}))
 	assert.Equal(t, []string{"b"}, a.AllocatingClients)
 }
+
+// ReadRun of a JSON file that is not a run record says what it is and
+// what to analyze instead: the trace that pzrun stm analyze -trace
+// writes (its error was `not a run record (format "" version 0, want
+// pz-stm-run 1)`, naming neither), other JSON, and a record of another
+// version.
+func TestReadRunOfOtherJSON(t *testing.T) {
+	var trace strings.Builder
+	require.NoError(t, WriteRunTrace(&trace, &Run{Format: "pz-stm-run", Version: RunVersion,
+		Clients: []ClientRun{{Name: "c"}}, Runnables: []RunnableRun{{Name: "r", Client: "c", Resource: "cpu0", Seq: []int64{0}, Planned: []int64{0},
+			Deadline: []int64{1}, Start: []int64{0}, End: []int64{1}, Flags: []int{0}, AllocObjects: []uint64{0}, AllocBytes: []uint64{0}}}}))
+	for _, c := range []struct{ name, src, want string }{
+		{"trace", trace.String(), "static: this is a trace (Trace Event Format, what pzrun stm analyze -trace writes, for Perfetto), not a run record: analyze what -o of pzrun stm run or stm master writes"},
+		{"other JSON", `{"periods": 3}`, `static: this JSON is not a run record (it has no "format": "pz-stm-run"): analyze what -o of pzrun stm run or stm master writes`},
+		{"other version", fmt.Sprintf(`{"format": "pz-stm-run", "version": %d, "periods": 3}`, RunVersion+1),
+			fmt.Sprintf("static: this run record is of version %d, and this pz reads version %d: analyze it with the pz (pzrun) that wrote it, or run the schedule again", RunVersion+1, RunVersion)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadRun(strings.NewReader(c.src))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
