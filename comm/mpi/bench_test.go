@@ -234,3 +234,49 @@ func pingPong(b *testing.B, ctx context.Context, bytes int) {
 		}
 	}
 }
+
+// BenchmarkCommMake times Dup and Split (each followed by Free) with and
+// without the agreement step, with context.Background and, as "-polled",
+// with a context that can be canceled: the barrier or agreement step
+// and the vote that run before MPI_Comm_dup and MPI_Comm_split.
+func BenchmarkCommMake(b *testing.B) {
+	if world.Size() > 1 && !fixedBenchtime() {
+		b.Skip("under mpirun pass -test.benchtime=Nx")
+	}
+	ops := []struct {
+		name string
+		make func(ctx context.Context) (comm.Comm, error)
+	}{
+		{"Dup", func(ctx context.Context) (comm.Comm, error) { return world.Dup(ctx) }},
+		{"Split", func(ctx context.Context) (comm.Comm, error) { return world.Split(ctx, 0, world.Rank()) }},
+	}
+	for _, op := range ops {
+		for _, check := range []bool{true, false} {
+			for _, polled := range []bool{false, true} {
+				name := fmt.Sprintf("%s/check=%v", op.name, check)
+				if polled {
+					name += "-polled"
+				}
+				b.Run(name, func(b *testing.B) {
+					ctx := context.Background()
+					if polled {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithCancel(ctx)
+						defer cancel()
+					}
+					world.SetCheck(check)
+					defer world.SetCheck(true)
+					for range b.N {
+						c, err := op.make(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := c.Free(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -275,15 +275,15 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 }
 
 // Split partitions the ranks by color (MPI_Comm_split). MPI_Comm_split has
-// no non-blocking form: when ctx can be canceled (or MPI is at
-// MPI_THREAD_SERIALIZED) a barrier honouring ctx and a vote that every
+// no non-blocking form: a step honouring ctx and then a vote that every
 // rank is still there run first, so that every rank has arrived before the
-// blocking call (with the check on, the agreement step instead). With the
-// check off, a rank whose ctx ends there returns its error wrapping
-// comm.ErrBroken, and the others' Split, once they call it, an error
-// wrapping ErrAbandoned and comm.ErrBroken: no rank calls MPI_Comm_split,
-// and c is broken on every rank (syncBefore). The same holds for
-// SplitShared and Dup.
+// blocking call. The step is the agreement step with the check on, and
+// with it off a barrier, run only when ctx can be canceled or MPI is at
+// MPI_THREAD_SERIALIZED. A rank whose ctx ends there returns its error
+// wrapping comm.ErrBroken, and the others' Split, once they call it, an
+// error wrapping ErrAbandoned and comm.ErrBroken: no rank calls
+// MPI_Comm_split, and c is broken on every rank (syncBefore). The same
+// holds for SplitShared and Dup.
 func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	if err := c.usable("Split"); err != nil {
 		return nil, err
@@ -393,22 +393,32 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 // (a message before its own call). Once all have arrived, the blocking
 // call waits only for ranks already making it.
 //
-// With the check off the ranks pass the gate there (state.gate: a
-// barrier, then a vote that every rank is still there), which ctx bounds.
-// Before, a barrier that ctx ended on one rank completed on the others,
+// The ranks pass the gate there (state.gate: a first step, then a vote
+// that every rank is still there), which ctx bounds. With the check off
+// the first step is a barrier, run when ctx can end or MPI serializes;
+// with it on it is the agreement step (which finds a rank making another
+// collective, and runs whatever the ctx), and when every rank's
+// descriptor is the same the vote follows. Before, a barrier or
+// agreement step that ctx ended on one rank completed on the others,
 // which went on into the blocking call and waited there for good. A rank
 // whose ctx ends in the gate breaks c (as any abandoned collective does),
 // and so do the others' calls, which fail with ErrAbandoned, so that c is
 // broken on every rank: the doc of comm says that an abandoned collective
 // breaks the communicator, and this one can be reported to every rank.
-//
-// With the check on, the agreement step, which ctx bounds, comes first
-// (it is what finds a rank making another collective) and has no vote
-// yet: a rank whose ctx ends after posting it still lets the others go on
-// into the blocking call, where they wait for good.
 func (c *Comm) syncBefore(ctx context.Context, k call, mpiCall string, lerr error) error {
 	if c.check && c.size > 1 {
-		return c.collErr(k, c.pre(ctx, desc{call: k, count: noCount, root: noRoot}, lerr))
+		d := desc{call: k, count: noCount, root: noRoot}
+		in := &c.agree[0]
+		setHeader(in, agreeVector(d, c.rank, c.size, lerr, 0))
+		in.pay, in.root = 0, 0
+		if err := c.gate(ctx, k, mpiCall, true); err != nil {
+			return err
+		}
+		failRank, same := agreed(header(&c.agree[1]), c.size)
+		if failRank < 0 && same {
+			return nil
+		}
+		return c.collErr(k, c.explain(ctx, d, failRank, lerr))
 	}
 	if lerr != nil {
 		return lerr
@@ -416,17 +426,23 @@ func (c *Comm) syncBefore(ctx context.Context, k call, mpiCall string, lerr erro
 	if c.blocks(ctx) || c.size == 1 {
 		return nil
 	}
-	return c.gate(ctx, k, mpiCall)
+	return c.gate(ctx, k, mpiCall, false)
 }
 
 // gate runs state.gate on c before collective k's mpiCall, counted and
-// watched as one collective, and breaks c on every rank when one gave up.
-func (c *Comm) gate(ctx context.Context, k call, mpiCall string) error {
+// watched as one collective, its first step the agreement step (agree,
+// on c.agree) or a barrier, and breaks c on every rank when one gave up.
+func (c *Comm) gate(ctx context.Context, k call, mpiCall string, agree bool) error {
+	var elems *[2]C.pz_agree_t
+	name := "MPI_Ibarrier"
+	if agree {
+		elems, name = c.agree, agreeNames[k]
+	}
 	if s := c.collSlotOf(true); s != nil {
-		s.begin("MPI_Ibarrier", c.seq)
+		s.begin(name, c.seq)
 		defer s.end()
 	}
-	err := c.st.gate(ctx, c.c, k.String(), mpiCall, ErrAbandoned,
+	err := c.st.gate(ctx, c.c, k.String(), mpiCall, elems, c.size, ErrAbandoned,
 		"the communicator is broken on every rank (comm.ErrBroken)")
 	if err == nil {
 		return nil

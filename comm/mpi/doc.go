@@ -67,12 +67,12 @@
 // it waits, and keep out the other goroutines' calls that the peers may be
 // waiting for. The lock is taken per MPI call (each MPI_Test of a poll),
 // never across a wait. MPI_Comm_split and MPI_Comm_dup, which have no
-// polled form, follow a polled barrier (the agreement step, or an
-// MPI_Ibarrier and a vote that every rank is still there, an
-// MPI_Iallreduce, with the check off or on the communicator Import
-// duplicates), so that they wait only for ranks already making them: after
-// the vote, when one rank's context ended first, no rank makes them and
-// the others' call fails (ErrAbandoned, ErrImportAbandoned). The cost: each operation takes the non-blocking
+// polled form, follow a polled step (the agreement step, or an
+// MPI_Ibarrier with the check off or on the communicator Import
+// duplicates) and a vote that every rank is still there (an
+// MPI_Iallreduce), so that they wait only for ranks already making them:
+// after the vote, when one rank's context ended first, no rank makes them
+// and the others' call fails (ErrAbandoned, ErrImportAbandoned). The cost: each operation takes the non-blocking
 // form and MPI_Test, plus a lock, where MULTIPLE makes one blocking call;
 // on 2 oversubscribed ranks under load an 8-byte AllReduce took 8-9 µs
 // against 0.6-6 µs at MULTIPLE (BenchmarkAllReduce, SERIALIZED=1

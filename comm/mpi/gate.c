@@ -1,12 +1,15 @@
 //go:build mpi
 
-/* Import's gate on an MPI at MPI_THREAD_SERIALIZED (handle.go): the ranks
- * meet in an MPI_Ibarrier on the program's communicator, then vote with an
+/* The gate before a blocking-only MPI call (handle.go: Import's
+ * MPI_Comm_dup, Comm's MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type):
+ * the ranks meet in an MPI_Ibarrier, or with the check on in the
+ * agreement step (an MPI_Iallreduce of a pz_agree_t), then vote with an
  * MPI_Iallreduce (MPI_MIN) whether every rank is still there, before any
- * makes MPI_Comm_dup, which blocks under the lock of MPI calls. The
- * requests and the vote's buffers live in C memory: a rank whose context
- * ended leaves them to a goroutine that completes them later. */
+ * makes the call. The requests and their buffers live in C memory: a rank
+ * whose context ended leaves them to a goroutine that completes them
+ * later. */
 #include <stdlib.h>
+#include <string.h>
 #include <mpi.h>
 #include "pz_gate.h"
 
@@ -19,6 +22,20 @@ pz_gate *pz_gate_new(void) {
 void pz_gate_free(pz_gate *g) { free(g); }
 
 int pz_gate_barrier(MPI_Comm c, pz_gate *g) { return MPI_Ibarrier(c, &g->bar); }
+
+/* pz_gate_agree runs the agreement step as the first step: in is copied
+ * into the gate, the reduced element comes to g->aout (pz_gate_agreed).
+ * With block it makes the blocking MPI_Allreduce, as the other
+ * collectives' agreement step does where the context cannot end (g->bar
+ * then stays MPI_REQUEST_NULL, which tests as done); otherwise it starts
+ * MPI_Iallreduce. */
+int pz_gate_agree(MPI_Comm c, pz_gate *g, const pz_agree_t *in, MPI_Datatype t, MPI_Op op, int block) {
+	memcpy(&g->ain, in, sizeof g->ain);
+	if (block) return MPI_Allreduce(&g->ain, &g->aout, 1, t, op, c);
+	return MPI_Iallreduce(&g->ain, &g->aout, 1, t, op, c, &g->bar);
+}
+
+void pz_gate_agreed(const pz_gate *g, pz_agree_t *out) { memcpy(out, &g->aout, sizeof *out); }
 
 int pz_gate_vote(MPI_Comm c, pz_gate *g, int here) {
 	g->in = here;

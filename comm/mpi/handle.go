@@ -4,6 +4,7 @@ package mpi
 
 /*
 #include "pz_mpi.h"
+#include "pz_agree.h"
 #include "pz_gate.h"
 */
 import "C"
@@ -54,7 +55,7 @@ func (w *World) importComm(ctx context.Context, call string, c C.MPI_Comm) (*Com
 		return nil, fmt.Errorf("mpi: %s: MPI_COMM_NULL: %w", call, comm.ErrInvalidArg)
 	}
 	if w.st.serialize {
-		if err := w.st.gate(ctx, c, call, "MPI_Comm_dup", ErrImportAbandoned,
+		if err := w.st.gate(ctx, c, call, "MPI_Comm_dup", nil, 0, ErrImportAbandoned,
 			"the communicator stays usable, and every rank may call "+call+" again"); err != nil {
 			return nil, fmt.Errorf("mpi: %s: %w", call, err)
 		}
@@ -127,30 +128,51 @@ func asComm(c comm.Comm) (*Comm, error) {
 // abandoned the error the other ranks' call wraps when this one gives up,
 // and after says what becomes of c then.
 //
-// The ranks meet in an MPI_Ibarrier on c, tested until it completes or
-// ctx ends, then vote with an MPI_Iallreduce (MPI_MIN) whether each is
-// still there: 1 from a rank whose barrier completed, 0 from one whose
-// ctx ended first. Only when every rank voted 1 does any make the call.
-// Every rank that entered the barrier votes at once (the one that gives
-// up, as it gives up), so once a rank's barrier completed its vote
-// completes soon: it is waited for without ctx. A rank whose ctx ended
-// (also before gate) leaves its barrier and vote to a goroutine that
-// completes them when the others call (or stops at Finalize); they still
-// count among c's collectives, in the same order on every rank. Without
-// the vote the barrier that ctx ended stayed pending and the other ranks,
-// whose barrier then completed, went on into the blocking call and waited
-// there for good.
-func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, abandoned error, after string) error {
+// The ranks meet in a first step on c, tested until it completes or ctx
+// ends, then vote with an MPI_Iallreduce (MPI_MIN) whether each is still
+// there: 1 from a rank whose first step completed, 0 from one whose ctx
+// ended first. Only when every rank voted 1 does any make the call. The
+// first step is an MPI_Ibarrier, or with agree (a Comm with the check on)
+// the agreement step: agree[0], this rank's element, is allreduced into
+// agree[1] with pz_agree_op (an MPI_Iallreduce; the blocking MPI_Allreduce
+// when ctx cannot end and MPI does not serialize, as every collective's
+// agreement step then, which it may meet on a rank in another
+// collective). A rank whose agreement step completed votes only when every
+// rank's descriptor was the same (every rank is in this gate, size ranks);
+// otherwise gate returns nil at once and the caller reports the mismatch
+// from agree[1], as the other ranks, in another collective, run no vote.
+// A rank that gave up in the agreement step still votes 0: then its vote
+// stays pending, on a communicator it broke. Every rank that entered the
+// first step votes at once (the one that gives up, as it gives up), so
+// once a rank's first step completed its vote completes soon: it is waited
+// for without ctx. A rank whose ctx ended (also before gate) leaves its
+// first step and vote to a goroutine that completes them when the others
+// call (or stops at Finalize); they still count among c's collectives, in
+// the same order on every rank. Without the vote the step that ctx ended
+// stayed pending and the other ranks, whose step then completed, went on
+// into the blocking call and waited there for good.
+func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, agree *[2]C.pz_agree_t, size int, abandoned error, after string) error {
 	g := C.pz_gate_new()
 	if g == nil {
 		return fmt.Errorf("allocating %s's barrier: %w", call, ErrMPI)
 	}
+	first, firstName := "MPI_Ibarrier", "MPI_Ibarrier"
 	s.lock()
-	rc := C.pz_gate_barrier(c, g)
+	var rc C.int
+	if agree != nil {
+		first, firstName = "MPI_Iallreduce", "agreement step (an MPI_Iallreduce)"
+		block := C.int(0)
+		if ctx.Done() == nil && !s.serialize {
+			block, first = 1, "MPI_Allreduce" // as every collective's agreement step then
+		}
+		rc = C.pz_gate_agree(c, g, &agree[0], s.agreeType, s.agreeOp, block)
+	} else {
+		rc = C.pz_gate_barrier(c, g)
+	}
 	s.unlock()
 	if rc != 0 {
 		C.pz_gate_free(g)
-		return s.error("MPI_Ibarrier", rc)
+		return s.error(first, rc)
 	}
 	test := func(which C.int) func() (bool, error) {
 		return func() (bool, error) {
@@ -172,13 +194,20 @@ func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, ab
 		rc := C.pz_gate_vote(c, g, 0)
 		s.unlock()
 		if rc != 0 {
-			return fmt.Errorf("%w; its MPI_Ibarrier on the communicator stays pending, and voting to give up failed too (%w): "+
-				"the other ranks' %s may wait in %s for good", err, s.error("MPI_Iallreduce", rc), call, mpiCall)
+			return fmt.Errorf("%w; its %s on the communicator stays pending, and voting to give up failed too (%w): "+
+				"the other ranks' %s may wait in %s for good", err, firstName, s.error("MPI_Iallreduce", rc), call, mpiCall)
 		}
 		go s.finishGate(g)
-		return fmt.Errorf("%w; not every rank had called %s: its MPI_Ibarrier and a vote to give up (an MPI_Iallreduce) "+
+		return fmt.Errorf("%w; not every rank had called %s: its %s and a vote to give up (an MPI_Iallreduce) "+
 			"on the communicator stay pending until they do, and then their %s fails too (no rank makes %s); %s",
-			err, call, call, mpiCall, after)
+			err, call, firstName, call, mpiCall, after)
+	}
+	if agree != nil {
+		C.pz_gate_agreed(g, &agree[1])
+		if _, same := agreed(header(&agree[1]), size); !same {
+			C.pz_gate_free(g) // its one request completed
+			return nil
+		}
 	}
 	s.lock()
 	rc = C.pz_gate_vote(c, g, 1)

@@ -16,9 +16,9 @@ import (
 )
 
 // Dup duplicates the communicator (MPI_Comm_dup). Like Split, it runs the
-// agreement step (with the check on) or a barrier honouring ctx and a
-// vote first; a rank whose ctx ends in the latter breaks c on every rank,
-// the others' Dup failing with ErrAbandoned.
+// agreement step (with the check on) or a barrier honouring ctx, and then
+// a vote, first; a rank whose ctx ends there breaks c on every rank, the
+// others' Dup failing with ErrAbandoned.
 func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 	if err := c.usable("Dup"); err != nil {
 		return nil, err
