@@ -637,6 +637,9 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 			sendRow = len(c.Rows)
 			c.Rows = append(c.Rows, gantt.Row{Label: fmt.Sprintf("rank %d sends", r.Rank), Track: true, Noun: "send"})
 		}
+		// The tooltips say the rank, and a task's number in its rank's
+		// trace (the trace's args.task), not the chart's IDs.
+		onRank := fmt.Sprintf("on rank %d", r.Rank)
 		linkRow := len(c.Rows)
 		links := r.links()
 		for _, l := range links {
@@ -644,12 +647,13 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 		}
 		for _, x := range r.Copies {
 			id++
-			c.Bars = append(c.Bars, gantt.Bar{Row: linkRow + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind,
+			c.Bars = append(c.Bars, gantt.Bar{Row: linkRow + slices.Index(links, x.Link), ID: 1<<63 | id, Name: x.Kind, Label: onRank,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
 		for _, t := range r.Tasks {
 			// A team task's bars share the ID.
 			c.Bars = append(c.Bars, gantt.Bar{Row: base + t.Worker, ID: 1<<61 + t.Team*n + uint64(r.Rank), Name: t.Name,
+				Label: fmt.Sprintf("#%d %s", t.Team, onRank),
 				Start: time.Duration(r.Epoch - z + t.Start), End: time.Duration(r.Epoch - z + t.End), Err: firstLine(t.Err)})
 		}
 		for _, x := range r.Xfers {
@@ -658,7 +662,7 @@ func mergedGantt(all []rankTrace) gantt.Chart {
 			if x.Send {
 				name, row = "send", sendRow
 			}
-			c.Bars = append(c.Bars, gantt.Bar{Row: row, ID: 1<<62 | id, Name: name,
+			c.Bars = append(c.Bars, gantt.Bar{Row: row, ID: 1<<62 | id, Name: name, Label: onRank,
 				Start: time.Duration(r.Epoch - z + x.Start), End: time.Duration(r.Epoch - z + x.End)})
 		}
 	}

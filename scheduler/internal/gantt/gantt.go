@@ -96,6 +96,10 @@ type Bar struct {
 	// a failed task's bar is outlined in red, with the error in its
 	// tooltip (on the critical path, around the path's black outline).
 	Err string
+	// Label, when set, stands in the tooltip for "#ID": a merged chart's
+	// IDs encode the rank, and say nothing to a reader, so it names the
+	// task's number in its rank's trace and the rank instead.
+	Label string
 }
 
 // failedColor outlines a failed task's bar.
@@ -590,7 +594,11 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 // barTitle is b's tooltip: its name, number, duration and times, and
 // whether it is on the critical path or failed.
 func (d *drawing) barTitle(b Bar) string {
-	title := fmt.Sprintf("%s #%d, %s, %s–%s", b.Name, b.ID, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
+	id := fmt.Sprintf("#%d", b.ID)
+	if b.Label != "" {
+		id = b.Label
+	}
+	title := fmt.Sprintf("%s %s, %s, %s–%s", b.Name, id, formatDuration(b.End-b.Start), formatDuration(b.Start-d.t0), formatDuration(b.End-d.t0))
 	if d.critical[b.ID] {
 		title += " (critical path)"
 	}
