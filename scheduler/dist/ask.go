@@ -27,6 +27,14 @@ func (d *Scheduler) askPeers(step int) string {
 	if d.size < 2 {
 		return ""
 	}
+	answers, bound := d.askAll()
+	return d.describeAnswers(step, answers, bound)
+}
+
+// askAll asks the other ranks how far they got (ctrlAsk) and returns
+// their answers, by rank, once all have answered or after bound, the
+// longest it waits (min(askWait, the stall timeout)).
+func (d *Scheduler) askAll() (answers map[int]peerState, bound time.Duration) {
 	answer := make(chan struct{}, 1)
 	d.failMu.Lock()
 	d.asked++
@@ -34,7 +42,7 @@ func (d *Scheduler) askPeers(step int) string {
 	d.answers, d.answer = map[int]peerState{}, answer
 	d.failMu.Unlock()
 	d.announce(binary.LittleEndian.AppendUint64([]byte{ctrlAsk}, id), "")
-	bound := askWait
+	bound = askWait
 	if d.timeout > 0 {
 		bound = min(bound, d.timeout)
 	}
@@ -55,9 +63,16 @@ func (d *Scheduler) askPeers(step int) string {
 		break
 	}
 	d.failMu.Lock()
-	answers := d.answers
+	answers = d.answers
 	d.answers, d.answer = nil, nil
 	d.failMu.Unlock()
+	return answers, bound
+}
+
+// describeAnswers says, from the other ranks' answers (askAll, which
+// waited at most bound), which have not started step and what they are
+// doing, and which did not answer.
+func (d *Scheduler) describeAnswers(step int, answers map[int]peerState, bound time.Duration) string {
 
 	what := "this comparison of the ranks' graphs"
 	switch {

@@ -54,3 +54,37 @@ func TestMPIBatchComparisonStallLeavesTheGraph(t *testing.T) {
 	assert.NoError(t, d.Close(), "Close: the failure was told")
 	assert.NoError(t, ctx.Err(), "the ranks waited until the deadline")
 }
+
+// TestMPIGivenUpComparisonJoinedAtClose is
+// TestGivenUpComparisonJoinedAtClose (Submit) under MPI: rank 0's
+// comparison at the end of its second window stalls while rank 1 has
+// submitted nothing, and rank 0 gives it up and leaves the graph; rank
+// 1, once it heard that the graph failed, closes without WaitAll. Its
+// Close joins the comparison rank 0 started: else that one stays
+// running on rank 0, and MPI_Finalize (the test's cleanup) fails with
+// ErrUnfinalized.
+func TestMPIGivenUpComparisonJoinedAtClose(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIGivenUpComparisonJoinedAtClose")
+	if w == nil {
+		return
+	}
+	d, tiles := stallingTiles(t, ctx, w)
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	if w.Rank() == 0 {
+		var submitErr error
+		for range 2 * dist.CheckWindow {
+			if submitErr = d.Submit(ctx, noop, dist.RW(tiles[0][0])); submitErr != nil {
+				break
+			}
+		}
+		assert.ErrorIs(t, submitErr, dist.ErrStalled)
+		assert.ErrorContains(t, d.WaitAll(ctx), "the graph failed when this rank (rank 0) left Submit")
+	} else {
+		select {
+		case <-dist.GraphFailed(d):
+		case <-ctx.Done():
+		}
+	}
+	assert.NoError(t, d.Close(), "rank %d's Close", w.Rank())
+	assert.NoError(t, ctx.Err(), "the ranks waited until the deadline")
+}

@@ -19,6 +19,13 @@ var ErrGraphMismatch = errors.New("dist: ranks submitted different task graphs")
 // caught within two windows.
 const checkWindow = 64
 
+// leftMark is the count a rank that left the graph contributes to a
+// comparison it joins only because another rank had started it (join),
+// plus its rank: no window holds that many submissions, so a rank that
+// still waits in that comparison reads the departure from its result
+// (the count's max), rather than compare windows.
+const leftMark = 1 << 40
+
 // submission describes one Submit, as the ranks compare it.
 type submission struct {
 	seq     int
@@ -92,6 +99,12 @@ type graphCheck struct {
 	spareWin []submission
 	spareAcc []accessDesc
 	pending  *pendingCheck
+	// given are the comparisons this rank started after the graph
+	// failed, only because another rank had started them (join): Close
+	// waits for them before freeing the communicator, as freeing it
+	// would drop one still queued, leaving the other rank inside it
+	// (under MPI, for MPI_Finalize to refuse).
+	given    []comm.Request
 	compared int // comparisons started (windows flushed)
 	reached  int // steps started: one past the last this rank started
 
@@ -108,6 +121,12 @@ type graphCheck struct {
 	// collective would stay unmatched (under MPI, for MPI_Finalize to
 	// wait for).
 	departed func(step int) error
+	// claim, if set, is departed for a comparison about to start that
+	// also, when step is not ruled out, records it as started (pos) in
+	// the same critical section as the departures are heard in: a rank
+	// that left and then asks how far the others got (join) sees every
+	// comparison started before its departure was heard.
+	claim func(step int) error
 	// diverged is the verdict of a comparison that found the ranks'
 	// submissions apart: from then on the ranks' collectives on the
 	// communicator no longer pair up, so WaitAll returns it at once.
@@ -191,7 +210,7 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 		return err
 	}
 	step := 2 * g.compared
-	if err := g.ruledOut(step); err != nil {
+	if err := g.claimStep(step); err != nil {
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	h := windowHash(g.window)
@@ -204,6 +223,7 @@ func (g *graphCheck) flush(ctx context.Context, c comm.Comm) error {
 	g.spareWin, g.spareAcc = nil, nil
 	req, err := c.Iallreduce(comm.BufOf(p.in), comm.BufOf(p.out), comm.Max)
 	if err != nil {
+		g.reach(g.reached) // not started after all (claimStep)
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	g.compared++
@@ -251,6 +271,46 @@ func (g *graphCheck) stalled(err error, step int) error {
 		return err
 	}
 	return fmt.Errorf("%w; %s", err, g.ask(step))
+}
+
+// join starts, after this rank left the graph (leave) or heard that
+// another left, the comparison that follows the last it started,
+// because another rank had started it: that rank's collective would
+// otherwise stay unmatched. This rank's part is its departure's mark
+// (leftMark plus rank), which a rank still waiting in it reads as the
+// departure (settle). It does not wait for it: Close does (given).
+func (g *graphCheck) join(c comm.Comm, rank int) {
+	step := 2 * g.compared
+	in := []int64{0, 0, leftMark + int64(rank)}
+	req, err := c.Iallreduce(comm.BufOf(in), comm.BufOf(make([]int64, 3)), comm.Max)
+	if err != nil {
+		return // the communicator broke or was freed: it pairs nothing any more
+	}
+	g.compared++
+	g.reach(step + 1)
+	g.given = append(g.given, req)
+}
+
+// joinUpTo starts (join) the comparisons that a rank which started the
+// steps before reached started and this one has not, unless the ranks'
+// graphs were found apart (their collectives no longer pair up).
+func (g *graphCheck) joinUpTo(c comm.Comm, rank, reached int) {
+	for g.diverged == nil && g.compared < (reached+1)/2 {
+		n := g.compared
+		g.join(c, rank)
+		if g.compared == n {
+			return
+		}
+	}
+}
+
+// claimStep returns the departure that rules step, a comparison, out,
+// or nil once it recorded the step as started (claim).
+func (g *graphCheck) claimStep(step int) error {
+	if g.claim == nil {
+		return g.ruledOut(step)
+	}
+	return g.claim(step)
 }
 
 // ruledOut returns the departure that rules step out (departed), or nil.
@@ -304,6 +364,16 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	// which the hash covers too (it includes the count).
 	if p.out[0] == -p.out[1] && p.out[2] == p.in[2] {
 		return nil
+	}
+	if p.out[2] >= leftMark {
+		// A rank that had left joined this comparison only because
+		// this one had started it (join): it is that departure, which
+		// its message names once heard.
+		err := g.ruledOut(p.step)
+		if err == nil {
+			err = fmt.Errorf("%w: rank %d left the graph before this comparison of the ranks' graphs", ErrRankFailed, p.out[2]-leftMark)
+		}
+		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
 	// A rank that left before the exchange never joins it: the windows
 	// differ because the ranks stopped, which its departure explains.

@@ -157,6 +157,7 @@ type Scheduler struct {
 
 	peerLeft  error                // the first departure heard of (a rank left WaitAll early, or gave the graph up): no agreement with it; guarded by failMu
 	leftAt    int                  // with peerLeft: the fewest steps of the graph check that a departed rank started (0 for one that gave up); guarded by failMu
+	mostAt    int                  // the most steps of the graph check that a departed rank started: this rank joins those it has not (joinStarted, finishChecks); guarded by failMu
 	leaveEnds map[*int]leaveWaiter // waits a peer's departure ends (endOnLeave); guarded by failMu
 
 	check          graphCheck         // guarded by mu
@@ -240,6 +241,7 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	d.check.failure = d.failureText
 	d.check.endOnLeave = d.endOnLeave
 	d.check.departed = d.departed
+	d.check.claim = d.claim
 	d.check.pos = &d.pos
 	d.check.ask = d.askPeers
 	d.check.registered = func() int { return d.registered } // the check runs with d.mu held
@@ -354,6 +356,9 @@ func (d *Scheduler) onCtrl(st comm.Status, err error) {
 			d.peerLeft, d.leftAt = err, reached
 		}
 		d.leftAt = min(d.leftAt, reached)
+		if reached < math.MaxInt {
+			d.mostAt = max(d.mostAt, reached)
+		}
 		// The waits for the steps the sender never started end; those
 		// for steps it started go on: they complete, and ending them
 		// would leave its collective unmatched (under MPI, for its
@@ -799,6 +804,108 @@ func (d *Scheduler) departed(step int) error {
 	return d.departedLocked(step)
 }
 
+// claim returns the departure that rules out step, a comparison of the
+// graph check, or nil once it recorded step as started (d.pos, which
+// ctrlAsk's answers give), under failMu, where departures are heard: a
+// rank that left and asks how far this one got (joinStarted) is told of
+// every comparison this rank started before it heard the departure.
+func (d *Scheduler) claim(step int) error {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	if err := d.departedLocked(step); err != nil {
+		return err
+	}
+	d.pos.reached.Store(int64(step + 1))
+	return nil
+}
+
+// joinStarted, on a rank that left WaitAll without starting the
+// comparison of the graphs that comes next (its context had ended),
+// asks the other ranks how far they got and, if they all had started
+// that comparison before they heard of the departure (or, on two ranks,
+// the other rank left after starting it), starts it too (join),
+// so that the other rank's collective does not stay unmatched: under
+// MPI, it would keep MPI_Finalize waiting (comm/mpi's ErrUnfinalized).
+// Close waits for it (finishChecks).
+func (d *Scheduler) joinStarted() {
+	d.mu.Lock()
+	step := 2 * d.check.compared
+	d.mu.Unlock()
+	target := 0
+	if d.size == 2 {
+		// The other rank left after starting these (then it never
+		// starts step if it left before it).
+		d.failMu.Lock()
+		target = d.mostAt
+		d.failMu.Unlock()
+	}
+	if d.size > 2 || d.departed(step) == nil {
+		// Only the comparisons every other rank started: one that some
+		// rank never starts stays unmatched whatever this rank does,
+		// and Close would wait for it in vain.
+		answers, _ := d.askAll()
+		least := math.MaxInt
+		for r := range d.size {
+			if a, ok := answers[r]; ok {
+				least = min(least, a.reached)
+			} else if r != d.rank {
+				least = 0
+			}
+		}
+		if least < math.MaxInt {
+			target = max(target, least)
+		}
+	}
+	d.mu.Lock()
+	d.check.joinUpTo(d.c, d.rank, target)
+	d.mu.Unlock()
+}
+
+// finishChecks, at Close, first joins, on two ranks, the comparisons of
+// the graphs that the other rank, which left the graph, started (in
+// Submit, Unregister, Flush, a collective or WaitAll, one it then gave
+// up) and this rank has not: the departed rank's stays in flight, and
+// under MPI would keep MPI_Finalize waiting. Then it waits for the comparisons it joined
+// (here and in joinStarted), at most the stall timeout (or defaultStall
+// without one): the rank that started them is inside them, and freeing
+// the communicator would drop one still queued on this rank. It
+// returns an error if one did not complete.
+func (d *Scheduler) finishChecks() error {
+	if d.size < 2 {
+		return nil
+	}
+	d.prog.sync() // hear the departures already delivered
+	d.failMu.Lock()
+	most := d.mostAt
+	d.failMu.Unlock()
+	d.mu.Lock()
+	if d.size == 2 {
+		// The other rank is the one that departed, inside the
+		// comparisons it started. (With more ranks, one that never
+		// starts them may have closed: they stay unmatched whatever
+		// this rank does, and it would wait for them in vain.)
+		d.check.joinUpTo(d.c, d.rank, most)
+	}
+	reqs := d.check.given
+	d.check.given = nil
+	d.mu.Unlock()
+	if len(reqs) == 0 {
+		return nil
+	}
+	bound := d.timeout
+	if bound <= 0 {
+		bound = defaultStall
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	for _, r := range reqs {
+		if _, err := r.Wait(ctx); err != nil && ctx.Err() != nil {
+			return fmt.Errorf("%w: a comparison of the ranks' graphs that this rank joined after the graph failed, as another rank had started it, did not complete within %v", ErrStalled, bound)
+		}
+	}
+	return nil
+}
+
 // departure returns the first departure heard of (peerLeft), or nil.
 func (d *Scheduler) departure() error {
 	d.failMu.Lock()
@@ -988,6 +1095,9 @@ func (d *Scheduler) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := d.finishChecks(); err != nil {
+		errs = append(errs, fmt.Errorf("dist: Close on rank %d: %w", d.rank, err))
+	}
 	// End this rank's own control receive with a message to itself. A
 	// communicator broken by the failure already reported (a rank that
 	// returned) has ended it; that is no news.
@@ -1089,6 +1199,9 @@ func (d *Scheduler) waitAll(ctx context.Context) (err error) {
 		d.mu.Unlock()
 		err := fmt.Errorf("dist: WaitAll on rank %d: %w", d.rank, err)
 		err = d.leave(err, err, "")
+		// Another rank may have started that comparison before it
+		// heard of the departure: join it then.
+		d.joinStarted()
 		_ = d.local.WaitAll(ctx)
 		return err
 	}

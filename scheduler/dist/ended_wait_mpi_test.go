@@ -63,3 +63,53 @@ func TestMPIEndedWaitAllAfterFailure(t *testing.T) {
 	// MPI finalizes in the test's cleanup (onTwoMPIRanks): it fails with
 	// ErrUnfinalized if a comparison started on one rank only.
 }
+
+// TestMPIEndedWaitAllMeetsStartedComparison is
+// TestEndedWaitAllMeetsStartedComparison under MPI: rank 1's WaitAll
+// starts the comparison of the ranks' graphs; once it has (rank 0 asks
+// it), rank 0 calls WaitAll with a context that has ended. Rank 0 leaves
+// without a comparison of its own, and joins the one rank 1 started:
+// else rank 1's stays running and MPI_Finalize (the test's cleanup)
+// fails with ErrUnfinalized.
+func TestMPIEndedWaitAllMeetsStartedComparison(t *testing.T) {
+	ctx, w := onTwoMPIRanks(t, "TestMPIEndedWaitAllMeetsStartedComparison")
+	if w == nil {
+		return
+	}
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer ls.Close()
+	d, err := dist.New(ctx, w, ls)
+	require.NoError(t, err)
+	hs := make([]*dist.Handle, 2)
+	for r := range hs {
+		var mem []float64
+		if r == w.Rank() {
+			mem = make([]float64, 1)
+		}
+		hs[r], err = dist.Register(d, r, mem, 1, 1)
+		require.NoError(t, err)
+	}
+	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
+	require.NoError(t, d.Submit(ctx, noop, dist.RW(hs[0])))
+	var waitErr error
+	if w.Rank() == 1 {
+		waitErr = d.WaitAll(ctx)
+		assert.ErrorIs(t, waitErr, dist.ErrRankFailed)
+		assert.ErrorContains(t, waitErr, "rank 0 left WaitAll")
+	} else {
+		for dist.PeersReached(d)[1] < 1 && ctx.Err() == nil {
+			// rank 1 has not started its comparison yet: ask again
+		}
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		waitErr = d.WaitAll(ended)
+		assert.ErrorIs(t, waitErr, context.Canceled)
+	}
+	closeErr := d.Close()
+	t.Logf("rank %d: WaitAll: %v\nClose: %v", w.Rank(), waitErr, closeErr)
+	assert.NoError(t, closeErr)
+	assert.NoError(t, ctx.Err(), "the ranks waited until the deadline")
+	// MPI finalizes in the test's cleanup (onTwoMPIRanks): it fails with
+	// ErrUnfinalized if rank 1's comparison stayed unmatched.
+}

@@ -59,3 +59,15 @@ func Kept(d *Scheduler) (live, capacity int) {
 	defer d.mu.Unlock()
 	return len(d.handles), cap(d.handles)
 }
+
+// PeersReached asks the other ranks of d how many steps of the graph
+// check each has started (ctrlAsk), for tests that wait until a rank
+// has started a comparison; a rank that did not answer is absent.
+func PeersReached(d *Scheduler) map[int]int {
+	answers, _ := d.askAll()
+	out := make(map[int]int, len(answers))
+	for r, a := range answers {
+		out[r] = a.reached
+	}
+	return out
+}
