@@ -220,12 +220,20 @@ func (s *Scheduler) WorkerContext(id int) *Context {
 	return s.cx.target[id]
 }
 
-// Resizes returns every context change of a worker so far, in the order
-// applied: their At times never decrease.
+// Resizes returns the context changes of workers so far, in the order
+// applied: their At times never decrease. A scheduler that records
+// (WithStats, WithTrace) returns every one; otherwise it keeps only the
+// latest 4,096, so that a long program that moves workers (a
+// hypervisor, a context created and deleted per phase) stays flat in
+// memory.
 func (s *Scheduler) Resizes() []Resize {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
-	return slices.Clone(s.cx.resizes)
+	rs := s.cx.resizes
+	if !s.cfg.stats && len(rs) > resizeLog {
+		rs = rs[len(rs)-resizeLog:]
+	}
+	return slices.Clone(rs)
 }
 
 // NewContext creates a context of the global context (see

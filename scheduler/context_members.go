@@ -41,10 +41,19 @@ type contexts struct {
 	retired *Context
 	// ngone counts the retired workers; 0 keeps Submit's check of them
 	// to one load.
-	ngone   atomic.Int32
-	reason  []string // by worker id: why it was last moved
+	ngone  atomic.Int32
+	reason []string // by worker id: why it was last moved
+	// resizes is the log Resizes returns. Unless the scheduler records
+	// (WithStats, WithTrace: it then keeps every task's event anyway),
+	// it holds at most 2*resizeLog entries: a long program that moves
+	// workers for hours, or creates and deletes a context per phase,
+	// would otherwise grow by a Resize (about 100 bytes) per move.
 	resizes []Resize
 }
+
+// resizeLog is how many of the latest resizes a scheduler that does not
+// record keeps for Resizes.
+const resizeLog = 4096
 
 // workerCx is a worker's context state; only the worker writes chain
 // and idleStart.
@@ -438,6 +447,12 @@ func (w *worker) applyContexts() {
 	s.cx.mu.Lock()
 	r.At = time.Duration(s.now())
 	s.cx.resizes = append(s.cx.resizes, r)
+	if n := len(s.cx.resizes); !s.cfg.stats && n > 2*resizeLog {
+		// Amortized O(1): the oldest half goes once the log doubles.
+		kept := copy(s.cx.resizes, s.cx.resizes[n-resizeLog:])
+		clear(s.cx.resizes[kept:]) // their context names, for the collector
+		s.cx.resizes = s.cx.resizes[:kept]
+	}
 	s.cx.mu.Unlock()
 	if l := s.cfg.logger; l != nil {
 		// A move the program made itself (AddWorkers, NewContext, ...)
