@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -98,16 +99,28 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 // worker whose driver was never initialized, handing its tasks to the
 // others or, when none can run them, canceling them with an error that
 // names the worker (its Init then fails with ErrClosed, and Run returns
-// nil). A Driver is used by one goroutine at a time: its methods must
-// not run concurrently (that is not checked; the race detector reports
-// it).
+// nil).
+//
+// A Driver runs its worker's cycles one at a time, whatever goroutines
+// call it. While one call is in it (Run, RunOnce, WaitAll, Init,
+// Deinit, or Submit or SubmitTask running a task at once), another
+// call - from a second goroutine, or from the code of a task the
+// driver runs - does not run the worker as well: RunOnce returns false,
+// Submit and SubmitTask queue their task as Scheduler.Submit does, and
+// Init, Run, Deinit and WaitAll fail with ErrDriver saying the Driver
+// is in use (from another goroutine, Scheduler.WaitAll waits without
+// driving). The goroutine that holds the Driver runs the tasks, so a
+// program whose tasks need one OS thread calls the Driver from the
+// goroutine locked to it only.
 type Driver struct {
 	w *worker
 	// limit is the count of tasks in flight above which Submit runs
 	// tasks (SetSubmitLimit); 0 never.
-	limit   int64
+	limit atomic.Int64
+	// busy is held (CompareAndSwap from false) by the call that may
+	// run the worker; the fields below are that call's only.
+	busy    atomic.Bool
 	running bool // Submit runs ready tasks (see full)
-	busy    bool // running tasks' code, whose calls to Submit must not run more here
 	// runs counts the tasks Submit ran at once; every sampleEvery-th is
 	// timed, and runNs is the moving average of those times (sample).
 	runs  uint32
@@ -140,7 +153,15 @@ func (s *Scheduler) Driver(id int) (*Driver, error) {
 	if !w.taken.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("%w: the driver of worker %d was already taken", ErrDriver, id)
 	}
-	return &Driver{w: w, limit: int64(8 * len(s.workers))}, nil
+	d := &Driver{w: w}
+	d.limit.Store(int64(8 * len(s.workers)))
+	return d, nil
+}
+
+// inUse is the error of op called while another call holds the Driver
+// (see Driver).
+func (d *Driver) inUse(op string) error {
+	return fmt.Errorf("%w: %s of worker %d while its Driver is in use, by another goroutine or by the task it runs whose code made this call: a Driver runs one call at a time", ErrDriver, op, d.w.info.ID)
 }
 
 // Worker returns the id of the driven worker.
@@ -149,6 +170,15 @@ func (d *Driver) Worker() int { return d.w.info.ID }
 // Init initializes the worker on the calling goroutine. Call it once,
 // before RunOnce, on the goroutine that will drive the worker.
 func (d *Driver) Init() error {
+	if !d.busy.CompareAndSwap(false, true) {
+		return d.inUse("Init")
+	}
+	defer d.busy.Store(false)
+	return d.init()
+}
+
+// init is Init, by the caller that holds d.busy.
+func (d *Driver) init() error {
 	if !d.w.dstate.CompareAndSwap(driverNew, driverInit) {
 		if d.w.dstate.Load() == driverDropped {
 			return fmt.Errorf("%w: Init of worker %d: Close found tasks waiting for it and went on without it, as nothing had driven it: %w", ErrDriver, d.w.info.ID, ErrClosed)
@@ -174,23 +204,27 @@ func (d *Driver) Init() error {
 // returns false at once. It waits only for the other members of a team
 // it joins, as every member does. It reports whether it ran anything;
 // false also before Init, after Deinit, once the scheduler is closed,
-// and from the code of a task the driver runs.
+// from the code of a task the driver runs, and while another goroutine
+// is in a call of the Driver (see Driver).
 func (d *Driver) RunOnce() bool {
 	w := d.w
-	if d.w.dstate.Load() != driverInit || w.s.stopping.Load() || d.busy {
-		w.flushDone()
+	if !d.busy.CompareAndSwap(false, true) {
 		return false
 	}
-	d.busy = true
+	if d.w.dstate.Load() != driverInit || w.s.stopping.Load() {
+		w.flushDone()
+		d.busy.Store(false)
+		return false
+	}
 	// A program that calls RunOnce drives the worker from a loop of its
 	// own: it serves until Deinit.
 	w.serving.Store(true)
 	ran := w.runOne()
-	d.busy = false
 	// Publish the completions at once (the scheduler's own workers do it
 	// in batches, and when they go idle): the application may not call
 	// RunOnce again before it waits for them.
 	w.flushDone()
+	d.busy.Store(false)
 	return ran
 }
 
@@ -204,8 +238,18 @@ func (d *Driver) RunOnce() bool {
 // worker is left at all (every worker driven, every driver ended) too
 // (ErrDriver); those already queued for no one are canceled when the
 // last driver ends, with an error naming the worker, so that WaitAll
-// returns them.
+// returns them. Deinit while the Driver is in use (see Driver), such as
+// from the code of a task it runs, fails with ErrDriver.
 func (d *Driver) Deinit() error {
+	if !d.busy.CompareAndSwap(false, true) {
+		return d.inUse("Deinit")
+	}
+	defer d.busy.Store(false)
+	return d.deinit()
+}
+
+// deinit is Deinit, by the caller that holds d.busy.
+func (d *Driver) deinit() error {
 	if !d.w.dstate.CompareAndSwap(driverInit, driverDone) {
 		return fmt.Errorf("%w: Deinit of worker %d without Init, or twice", ErrDriver, d.w.info.ID)
 	}
@@ -225,19 +269,21 @@ func (d *Driver) Deinit() error {
 // second Run fails (ErrDriver). Call it from the goroutine (locked to
 // the OS thread if need be) that must run the worker's tasks.
 func (d *Driver) Run(ctx context.Context) error {
-	if err := d.Init(); err != nil {
+	if !d.busy.CompareAndSwap(false, true) {
+		return d.inUse("Run")
+	}
+	defer d.busy.Store(false)
+	if err := d.init(); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return nil // Close went on without this worker (see Init)
 		}
 		return err
 	}
 	d.w.quit = ctx.Done()
-	d.busy = true
 	d.w.serving.Store(true)
 	d.w.loop()
-	d.busy = false
 	d.w.quit = nil
-	err := d.Deinit()
+	err := d.deinit()
 	if ctx.Err() != nil && !d.w.s.stopping.Load() {
 		return errors.Join(fmt.Errorf("scheduler: driving worker %d: %w", d.w.info.ID, ctx.Err()), err)
 	}
@@ -277,38 +323,42 @@ func (d *Driver) Run(ctx context.Context) error {
 // Call it between Init and Deinit (ErrDriver otherwise), from the
 // goroutine that drives the worker, and wait with the Driver's WaitAll,
 // which runs the tasks queued for this worker: Scheduler.WaitAll
-// waits, but runs nothing on the driven worker. Like every method of a
-// Driver, Submit must not run at the same time as another call on the
-// same Driver (RunOnce, Run, WaitAll, Submit) - this is not checked, as
-// no cheap check could tell goroutines apart. Called from another
-// goroutine while the driving one leaves the Driver alone, it works, but
-// the tasks it runs at once then run on the calling goroutine: not on
-// the OS thread the driving goroutine may be locked to.
+// waits, but runs nothing on the driven worker. While another call is
+// in the Driver (see Driver) - from the code of a task it runs, or from
+// another goroutine - Submit only queues the task. Called from another
+// goroutine while the driving one leaves the Driver alone, it may run
+// the task at once, on the calling goroutine: not on the OS thread the
+// driving goroutine may be locked to.
 func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
-	if err := d.submitting("Submit"); err != nil {
-		return err
-	}
 	if !poolable(args) {
 		return d.SubmitTask(ctx, NewTask(cl, args...))
 	}
-	if d.busy {
-		// From the code of a task this driver runs: queue it, as from
-		// any task's code (running it here would reuse the worker's
-		// call state under the running task).
+	if !d.busy.CompareAndSwap(false, true) {
+		// From the code of a task this driver runs, or from another
+		// goroutine while one drives the worker: queue it, as from any
+		// task's code (running it here would reuse the worker's call
+		// state under the running task).
+		if err := d.submitting("Submit"); err != nil {
+			return err
+		}
 		return d.w.s.submit(ctx, cl, args, nil)
 	}
-	d.busy = true
+	// Checked with d.busy held: no Deinit can come in between.
+	if err := d.submitting("Submit"); err != nil {
+		d.busy.Store(false)
+		return err
+	}
 	run := d.full()
 	t0 := d.startRun(run)
 	if run != nil && d.direct(ctx, cl, args) {
 		d.endRun(t0)
-		d.busy = false
+		d.busy.Store(false)
 		return nil
 	}
 	err := d.w.s.submit(ctx, cl, args, run)
 	d.endRun(t0)
 	d.publish(run)
-	d.busy = false
+	d.busy.Store(false)
 	return err
 }
 
@@ -415,26 +465,31 @@ func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
 // worker, running it at once when it is ready and more than the submit
 // limit of tasks are in flight (see Submit).
 func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
+	if !d.busy.CompareAndSwap(false, true) {
+		if err := d.submitting("SubmitTask"); err != nil {
+			return err
+		}
+		if t == nil {
+			return errNilTask
+		}
+		return d.w.s.submitTask(ctx, t, nil) // see Submit
+	}
+	defer d.busy.Store(false)
 	if err := d.submitting("SubmitTask"); err != nil {
 		return err
 	}
 	if t == nil {
 		return errNilTask
 	}
-	if d.busy {
-		return d.w.s.submitTask(ctx, t, nil) // see Submit
-	}
 	// A synchronous task is waited for here, driving the worker: it may
 	// be queued for this very worker.
 	sync := t.sync
 	t.sync = false
-	d.busy = true
 	run := d.full()
 	t0 := d.startRun(run)
 	err := d.w.s.submitTask(ctx, t, run)
 	d.endRun(t0)
 	d.publish(run)
-	d.busy = false
 	if err != nil || !sync {
 		return err
 	}
@@ -452,7 +507,7 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 // driveUntil runs the worker's cycles until ch is closed, sleeping like
 // the scheduler's own workers while there is no task for it. It returns
 // ctx's error if ctx ends first, and nil at once when the scheduler is
-// closing.
+// closing. The caller holds d.busy.
 func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 	w := d.w
 	s := w.s
@@ -467,15 +522,13 @@ func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 		close(quit)
 	}()
 	w.quit = quit
-	busy, serving := d.busy, w.serving.Load()
-	d.busy = true
+	serving := w.serving.Load()
 	w.serving.Store(true)
 	for !isClosed(quit) && !s.stopping.Load() {
 		if !w.drv.runOnce(w) {
 			w.idle()
 		}
 	}
-	d.busy = busy
 	w.serving.Store(serving)
 	w.quit = nil
 	close(stop)
@@ -494,7 +547,7 @@ func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 // worker supplied while the submitter works; a larger limit gives the
 // policy more ready tasks to choose from (priorities, dmda's
 // placement).
-func (d *Driver) SetSubmitLimit(n int) { d.limit = int64(max(n, 0)) }
+func (d *Driver) SetSubmitLimit(n int) { d.limit.Store(int64(max(n, 0))) }
 
 // submitting checks that the driver may submit now.
 func (d *Driver) submitting(op string) error {
@@ -510,15 +563,16 @@ func (d *Driver) submitting(op string) error {
 // other workers drain the queues without a push contending with them at
 // every task.
 func (d *Driver) full() *worker {
-	if d.limit <= 0 {
+	limit := d.limit.Load()
+	if limit <= 0 {
 		return nil
 	}
 	n := d.w.s.inflight.n.Load()
 	was := d.running
 	if d.running {
-		d.running = n > d.limit/2
+		d.running = n > limit/2
 	} else {
-		d.running = n > d.limit
+		d.running = n > limit
 	}
 	if d.running != was {
 		d.w.serving.Store(d.running)
@@ -551,12 +605,19 @@ func (d *Driver) publish(full *worker) {
 // taskwait. It returns what Scheduler.WaitAll returns: the errors of
 // the tasks that failed since the previous WaitAll. It waits for the
 // whole scheduler's tasks, whatever scheduling context ctx carries.
+// From the code of a task the driver runs (which it would wait for),
+// or from another goroutine while a call is in the Driver (see Driver),
+// it fails with ErrDriver.
 func (d *Driver) WaitAll(ctx context.Context) error {
+	if !d.busy.CompareAndSwap(false, true) {
+		if err := d.submitting("WaitAll"); err != nil {
+			return err
+		}
+		return d.inUse("WaitAll")
+	}
+	defer d.busy.Store(false)
 	if err := d.submitting("WaitAll"); err != nil {
 		return err
-	}
-	if d.busy {
-		return fmt.Errorf("%w: WaitAll from the code of a task worker %d runs (it would wait for that task)", ErrDriver, d.w.info.ID)
 	}
 	w := d.w
 	s := w.s
