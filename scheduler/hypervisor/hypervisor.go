@@ -205,10 +205,14 @@ type Hypervisor struct {
 	ctrMu   sync.Mutex                     // serializes growing ctrs
 	workers []workerCounters
 
-	regMu   sync.Mutex
-	reg     map[*scheduler.Context]Limits
-	order   []*scheduler.Context
+	regMu sync.Mutex
+	reg   map[*scheduler.Context]Limits
+	order []*scheduler.Context
+	// resizes holds the latest moves (at most 2*resizeLog: a hypervisor
+	// that moves workers for hours must not grow with each move), nmoves
+	// counts every move made.
 	resizes []Resize
+	nmoves  int
 
 	mu sync.Mutex // one decision at a time (TryLock)
 	// pending holds the triggers of decisions asked for while another
@@ -639,11 +643,27 @@ func (h *Hypervisor) AddTotalFlops(c *scheduler.Context, delta float64) error {
 	return nil
 }
 
-// Resizes returns the moves made so far.
+// resizeLog is how many of the latest moves Resizes returns.
+const resizeLog = 4096
+
+// Resizes returns the moves made so far, in the order made: the latest
+// 4,096 (ResizeCount counts them all), so that a hypervisor that moves
+// workers for hours stays flat in memory.
 func (h *Hypervisor) Resizes() []Resize {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	return slices.Clone(h.resizes)
+	rs := h.resizes
+	if len(rs) > resizeLog {
+		rs = rs[len(rs)-resizeLog:]
+	}
+	return slices.Clone(rs)
+}
+
+// ResizeCount returns how many moves were made so far.
+func (h *Hypervisor) ResizeCount() int {
+	h.regMu.Lock()
+	defer h.regMu.Unlock()
+	return h.nmoves
 }
 
 func (h *Hypervisor) now() int64 { return int64(time.Since(h.epoch)) | 1 }
@@ -1261,6 +1281,13 @@ func (h *Hypervisor) apply(v *View, moves []Move) (done []Resize, rejected []Mov
 		h.lastResize.Store(h.now())
 		h.regMu.Lock()
 		h.resizes = append(h.resizes, done...)
+		h.nmoves += len(done)
+		if n := len(h.resizes); n > 2*resizeLog {
+			// Amortized O(1): the oldest go once the log doubles.
+			kept := copy(h.resizes, h.resizes[n-resizeLog:])
+			clear(h.resizes[kept:])
+			h.resizes = h.resizes[:kept]
+		}
 		h.regMu.Unlock()
 		if h.cfg.onResize != nil {
 			for _, r := range done {

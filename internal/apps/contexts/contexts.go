@@ -404,7 +404,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		// holds every resize made (and logged with -v). Read when the
 		// factorizations ended, it missed one still being applied.
 		if hv != nil && res.Mode == modeHypervisor {
-			res.Resizes = len(hv.Resizes())
+			res.Resizes = hv.ResizeCount()
 		}
 	}()
 	defer func() {
