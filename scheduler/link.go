@@ -12,7 +12,7 @@ import (
 // processing unit elsewhere - a core of another process or machine, as
 // scheduler/dist's master/worker mode makes - sends each task's data
 // and receives what the task wrote back, as it runs the task: nothing
-// stays there between tasks. The scheduler asks it what moving a task's
+// stays there between tasks, unless the link is a HoldingLink. The scheduler asks it what moving a task's
 // data costs (StarPU's bus model, for a memory node reached through a
 // network), and the dmda policy adds that cost to the task's predicted
 // finish on the worker and to the worker's load (the worker is busy
@@ -27,6 +27,20 @@ type WorkerLink interface {
 	// to the worker and receive out bytes back. It is called from
 	// Push, concurrently, and must be cheap and safe for that.
 	Cost(in, out int64) float64
+}
+
+// A HoldingLink is a WorkerLink whose far side keeps copies of data
+// between tasks (scheduler/dist's master/worker mode keeps the data a
+// worker rank received for reading, as StarPU-MPI's cache does): a task
+// that only reads a handle whose current version the far side holds
+// sends none of its bytes, and the dmda policy prices it so, preferring
+// the worker that holds it.
+type HoldingLink interface {
+	WorkerLink
+	// Holds reports whether the far side holds the current version of
+	// h's data. It is called from Push, concurrently, and must be cheap
+	// and safe for that.
+	Holds(h *Handle) bool
 }
 
 // WithWorkerLinks declares that CPU workers reach the data of their
@@ -71,9 +85,10 @@ func nilValue(l WorkerLink) bool {
 
 // linkBytes returns the bytes a linked worker sends for t (in: every
 // handle t accesses, once however often it is named, but for Scratch
-// buffers, which are private) and receives back (out: the handles t
-// writes).
-func linkBytes(t *Task) (in, out int64) {
+// buffers, which are private, and for the handles t only reads that l
+// holds, a HoldingLink) and receives back (out: the handles t writes).
+func linkBytes(t *Task, l WorkerLink) (in, out int64) {
+	hl, _ := l.(HoldingLink)
 	for i := range t.Access {
 		a := &t.Access[i]
 		if a.Mode == ModeScratch {
@@ -92,10 +107,12 @@ func linkBytes(t *Task) (in, out int64) {
 		}
 		b := &a.Handle.ram
 		n := int64(b.rows) * int64(b.cols) * int64(b.elemSize)
-		in += n
 		if mode&(ModeW|ModeRedux) != 0 {
 			out += n
+		} else if mode == ModeR && hl != nil && hl.Holds(a.Handle) {
+			continue
 		}
+		in += n
 	}
 	return in, out
 }

@@ -422,7 +422,7 @@ func (s *Scheduler) serving(w int) bool {
 
 func (s *Scheduler) transferCost(t *Task, w int) float64 {
 	if s.links != nil && w >= 0 && w < len(s.links) && s.links[w] != nil {
-		return s.links[w].Cost(linkBytes(t))
+		return s.links[w].Cost(linkBytes(t, s.links[w]))
 	}
 	if s.data == nil || !t.deviceData() {
 		return 0

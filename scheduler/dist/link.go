@@ -12,9 +12,9 @@ import (
 	"github.com/pzgo/pz/scheduler"
 )
 
-// In master/worker mode every task a proxy worker takes moves all its
-// data to the worker rank and its written data back (the worker ranks
-// keep nothing between tasks). The master's dmda policy sees that cost
+// In master/worker mode every task a proxy worker takes moves its data
+// to the worker rank and its written data back (but for the read-only
+// data the rank holds: master_cache.go, heldLink). The master's dmda policy sees that cost
 // through a scheduler.WorkerLink per worker rank, as StarPU's MPI
 // master/slave workers are a memory node of their own whose transfers
 // its bus model prices: a rankLink starts from a ping of two sizes at

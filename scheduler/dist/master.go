@@ -89,6 +89,12 @@ type Master struct {
 	// returned is set when RunMaster has closed the master's scheduler:
 	// Submit and WaitAll then return scheduler.ErrClosed.
 	returned atomic.Bool
+	// cache is the master's view of the read-only data each worker
+	// rank keeps between tasks (master_cache.go).
+	cache *masterCache
+	// peers count the task buffers sent to and received from each rank
+	// (PeerStats).
+	peers []peerCounts
 }
 
 // proxy is a worker of the master that stands for one core of a rank.
@@ -131,6 +137,12 @@ type taskHeader struct {
 	// master_argtype.go), "" for none; Arg is its value, encoded.
 	ArgType string
 	Arg     []byte
+	// Held is, for each buffer, the id of the rank's copy it reads
+	// (not sent), 0 for one sent; Keep the id under which the rank
+	// keeps a buffer sent, 0 for one it does not keep; Evict the ids of
+	// the copies the rank drops before the task (master_cache.go).
+	Held, Keep []uint64
+	Evict      []uint64
 }
 
 // resultHeader is a worker rank's answer.
@@ -296,7 +308,8 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 	}
 	mctx, gaveUp := context.WithCancelCause(ctx)
 	defer gaveUp(nil)
-	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, missingTypes: map[string][]int{}, links: links}
+	m := &Master{ctx: mctx, parent: ctx, c: dc, reg: reg, nlocal: cores, wrapped: map[string]*scheduler.Codelet{}, missing: map[string][]int{}, missingTypes: map[string][]int{}, links: links,
+		cache: newMasterCache(dc.Size()), peers: make([]peerCounts, dc.Size())}
 	wl := map[int]scheduler.WorkerLink{}
 	// Traces and charts name every worker after its rank and its core
 	// there: "rank 0 cpu1" is the master's second core, "rank 2 cpu0"
@@ -312,7 +325,7 @@ func RunMaster(ctx context.Context, c comm.Comm, root int, reg *Registry, opts [
 		base := slotBase(offers, root, r)
 		for s := range o.Cores {
 			names[cores+len(m.proxies)] = fmt.Sprintf("rank %d cpu%d", r, s)
-			wl[cores+len(m.proxies)] = links[r]
+			wl[cores+len(m.proxies)] = heldLink{links[r], m.cache, r}
 			m.proxies = append(m.proxies, proxy{rank: r, tag: slotTagBase + base + s})
 		}
 		for _, name := range reg.names() {
@@ -548,6 +561,9 @@ func (m *Master) wrap(cl *scheduler.Codelet) *scheduler.Codelet {
 		if m.ctx.Err() != nil {
 			return fmt.Errorf("not started: %w", context.Cause(m.ctx))
 		}
+		// A task that writes a handle makes every rank's copy of it
+		// stale, before it writes.
+		m.written(c)
 		if c.Worker < m.nlocal {
 			return cl.CPU(c)
 		}
@@ -592,6 +608,7 @@ func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 	}
 	bufs := make([]comm.Buf, c.Len())
 	unpacks := make([]func(), c.Len())
+	regions := make([]region, c.Len())
 	for i := range c.Len() {
 		h.Modes = append(h.Modes, uint8(c.Task.Access[i].Mode))
 		rows, cols, ld := c.Dims(i)
@@ -605,24 +622,33 @@ func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 			return 0, fmt.Errorf("sending the task to rank %d: buffer %d: %w", p.rank, i, err)
 		}
 		bufs[i], unpacks[i] = b, unpack
+		regions[i] = dataRegion(c.Data(i), rows, cols, ld)
 		h.Types = append(h.Types, uint8(b.Type))
 		h.Shapes = append(h.Shapes, [3]int{rows, cols, ld})
 	}
 	modes := groupModes(h)
+	plan := m.cache.plan(p.rank, c.Task.Access, h.Same, modes, bufs, regions)
+	h.Held, h.Keep, h.Evict = plan.held, plan.keep, plan.evict
 	t0 := time.Now()
 	if err := comm.SendValue(sctx, m.c, h, p.rank, p.tag); err != nil {
+		m.cache.done(p.rank, plan, false, false)
 		return 0, fmt.Errorf("sending the task to rank %d: %w", p.rank, err)
 	}
 	var in, out int64
+	peer := &m.peers[p.rank]
 	for i, b := range bufs {
-		if h.Same[i] != i || modes[i] == scheduler.ModeScratch {
+		if h.Same[i] != i || modes[i] == scheduler.ModeScratch || h.Held[i] != 0 {
 			continue
 		}
 		in += int64(len(b.Bytes))
 		if err := m.c.Send(sctx, b, p.rank, p.tag); err != nil {
+			m.cache.done(p.rank, plan, true, false)
 			return 0, fmt.Errorf("sending buffer %d to rank %d: %w", i, p.rank, err)
 		}
+		peer.msgsSent.Add(1)
+		peer.bytesSent.Add(int64(len(b.Bytes)))
 	}
+	defer m.cache.done(p.rank, plan, true, true)
 	res, _, err := comm.RecvValue[resultHeader](m.ctx, m.c, p.rank, p.tag)
 	if err != nil {
 		return 0, p.fail(m.ctx, fmt.Errorf("the result from rank %d: %w", p.rank, err))
@@ -639,6 +665,8 @@ func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 		}
 		unpacks[i]()
 		out += int64(len(b.Bytes))
+		peer.msgsRecv.Add(1)
+		peer.bytesRecv.Add(int64(len(b.Bytes)))
 	}
 	compute := time.Duration(res.ComputeNs)
 	if l := m.links[p.rank]; l != nil {
@@ -762,10 +790,12 @@ func serve(ctx context.Context, c comm.Comm, root int, reg *Registry, ls *schedu
 	}
 	errs := make([]error, slots)
 	var sg sync.WaitGroup
+	held := newHeldData(ls) // the rank's copies, shared by its slots
 	for s := range slots {
-		sg.Go(func() { errs[s] = serveSlot(ctx, sctx, c, root, reg, ls, slotTagBase+base+s) })
+		sg.Go(func() { errs[s] = serveSlot(ctx, sctx, c, root, reg, ls, held, slotTagBase+base+s) })
 	}
 	sg.Wait()
+	held.close(ctx)
 	// Slots that failed on their own end the wait for the stop. A broken
 	// communicator ends it by itself, after the stop if the master sent
 	// it before returning (in-process, its queued message still matches).
@@ -801,7 +831,7 @@ var errSlotsEnded = errors.New("dist: the slots ended")
 // serveSlot serves one slot: it receives and answers under sctx, which
 // the master's stop cancels, and runs tasks under ctx, so that a running
 // task completes (its result is then dropped).
-func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, tag int) error {
+func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, ls *scheduler.Scheduler, held *heldData, tag int) error {
 	run := newSlotRunner(reg)
 	var pool slotBufs
 	fail := func(err error) error {
@@ -820,12 +850,16 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 		if h.Stop {
 			return nil
 		}
-		if len(h.Same) != len(h.Modes) || len(h.Types) != len(h.Modes) || len(h.Shapes) != len(h.Modes) {
-			return fail(fmt.Errorf("%w: a task header of %d modes, %d types, %d shapes, %d aliases", comm.ErrInvalidArg, len(h.Modes), len(h.Types), len(h.Shapes), len(h.Same)))
+		if len(h.Same) != len(h.Modes) || len(h.Types) != len(h.Modes) || len(h.Shapes) != len(h.Modes) || len(h.Held) != len(h.Modes) || len(h.Keep) != len(h.Modes) {
+			return fail(fmt.Errorf("%w: a task header of %d modes, %d types, %d shapes, %d aliases, %d held, %d kept", comm.ErrInvalidArg, len(h.Modes), len(h.Types), len(h.Shapes), len(h.Same), len(h.Held), len(h.Keep)))
+		}
+		if err := held.drop(sctx, h.Evict); err != nil {
+			return fail(err)
 		}
 		modes := groupModes(h)
 		bufs := make([]comm.Buf, len(h.Modes))
 		datas := make([]any, len(h.Modes))
+		kept := make([]*scheduler.Handle, len(h.Modes)) // the rank's copies' handles
 		for i := range h.Modes {
 			if h.Same[i] != i {
 				continue // the first buffer of its handle
@@ -836,16 +870,38 @@ func serveSlot(ctx, sctx context.Context, c comm.Comm, root int, reg *Registry, 
 				datas[i], bufs[i] = comm.MakeSlice(dt, sh[0]*sh[1]) // a fresh, zeroed buffer, as before
 				continue
 			}
-			datas[i], bufs[i] = pool.take(dt, sh[0]*sh[1]) // packed: rows x cols; received whole
+			if id := h.Held[i]; id != 0 {
+				// A copy this rank kept: read only, by any slot.
+				hc, err := held.get(sctx, id)
+				if err != nil {
+					return fail(err)
+				}
+				datas[i], bufs[i], kept[i] = hc.data, hc.buf, hc.h
+				if bufs[i].Type != dt || len(bufs[i].Bytes) != sh[0]*sh[1]*dt.Size() {
+					return fail(fmt.Errorf("%w: buffer %d: the copy %d held here has %d bytes of %v, the task %d of %v", comm.ErrInvalidArg, i, id, len(bufs[i].Bytes), bufs[i].Type, sh[0]*sh[1]*dt.Size(), dt))
+				}
+				continue
+			}
+			if h.Keep[i] != 0 {
+				datas[i], bufs[i] = comm.MakeSlice(dt, sh[0]*sh[1]) // kept: not the slot's to reuse
+			} else {
+				datas[i], bufs[i] = pool.take(dt, sh[0]*sh[1]) // packed: rows x cols; received whole
+			}
 			if _, err := c.Recv(sctx, bufs[i].Type, root, tag, func(int) ([]byte, error) { return bufs[i].Bytes, nil }); err != nil {
 				return fail(err)
 			}
+			if id := h.Keep[i]; id != 0 {
+				if err := held.fill(id, datas[i], bufs[i], sh); err != nil {
+					return fail(err)
+				}
+				kept[i] = held.slot(id).h
+			}
 		}
-		compute, finished, terr := run.task(ctx, ls, h, datas)
+		compute, finished, terr := run.task(ctx, ls, h, datas, kept)
 		if finished {
 			// No task and no handle of this rank holds them any more.
 			for i, b := range bufs {
-				if h.Same[i] == i && modes[i] != scheduler.ModeScratch {
+				if h.Same[i] == i && modes[i] != scheduler.ModeScratch && h.Held[i] == 0 && h.Keep[i] == 0 {
 					pool.keep(datas[i], b)
 				}
 			}
@@ -931,7 +987,10 @@ func (r *slotRunner) codelet(name string) *scheduler.Codelet {
 // time its codelet ran and its failure. finished reports that the task
 // ran to its end and its handles were unregistered: nothing of the
 // scheduler's holds datas any more, and the slot may reuse them.
-func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any) (_ time.Duration, finished bool, _ error) {
+//
+// kept are the handles of the rank's copies (heldData) that the task
+// reads, nil for the other buffers: they stay registered.
+func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHeader, datas []any, kept []*scheduler.Handle) (_ time.Duration, finished bool, _ error) {
 	cl := r.codelet(h.Codelet)
 	if cl == nil { // the master checks this at Submit
 		return 0, false, fmt.Errorf("%w: %q", ErrUnknownCodelet, h.Codelet)
@@ -939,7 +998,7 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 	hs := make([]*scheduler.Handle, len(datas))
 	defer func() {
 		for i, x := range hs {
-			if x != nil && h.Same[i] == i {
+			if x != nil && h.Same[i] == i && kept[i] == nil {
 				if _, err := x.Unregister(ctx); err != nil {
 					finished = false
 				}
@@ -957,6 +1016,8 @@ func (r *slotRunner) task(ctx context.Context, ls *scheduler.Scheduler, h taskHe
 	for i, d := range datas {
 		if f := h.Same[i]; f != i {
 			hs[i] = hs[f] // one handle named twice: one buffer here too
+		} else if kept[i] != nil {
+			hs[i] = kept[i]
 		} else {
 			sh := h.Shapes[i]
 			var err error
