@@ -28,11 +28,12 @@ const (
 	CallExscan
 	CallReduceScatterBlock
 	CallAllReduceLoc
+	CallSplitShared
 	numCalls
 )
 
 var callNames = [...]string{"none", "Barrier", "Bcast", "Reduce", "AllReduce", "Gather", "AllGather", "Scatter", "Alltoall", "Split", "Dup", "Free",
-	"Scan", "Exscan", "ReduceScatterBlock", "AllReduceLoc"}
+	"Scan", "Exscan", "ReduceScatterBlock", "AllReduceLoc", "SplitShared"}
 
 // String returns the method name of the call, e.g. "AllReduce".
 func (c Call) String() string {

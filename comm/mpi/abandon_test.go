@@ -34,12 +34,12 @@ func TestCommMadeAbandonedByOneRank(t *testing.T) {
 	}
 	ops := []struct {
 		name string
-		k    string // the name its errors give the call (SplitShared's are Split's)
+		k    string // the name its errors give the call
 		call func(ctx context.Context, c *mpi.Comm) (comm.Comm, error)
 	}{
 		{"Dup", "Dup", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.Dup(ctx) }},
 		{"Split", "Split", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.Split(ctx, 0, c.Rank()) }},
-		{"SplitShared", "Split", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.SplitShared(ctx, 0) }},
+		{"SplitShared", "SplitShared", func(ctx context.Context, c *mpi.Comm) (comm.Comm, error) { return c.SplitShared(ctx, 0) }},
 	}
 	for _, check := range []bool{false, true} {
 		for _, early := range []bool{false, true} {

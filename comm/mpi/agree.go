@@ -126,7 +126,7 @@ func (c *Comm) fused(ctx context.Context, d desc, lerr error, pay int64, send, r
 		return lerr != nil, lerr
 	}
 	c.setAgree(d, lerr, pay, send != nil)
-	if c.blocks(ctx) {
+	if c.collBlocks(ctx) {
 		// The whole step in one C call: the payload's copies in and out,
 		// the watch's stores and MPI_Allreduce (agreeBlocking).
 		if done, err := c.agreeBlocking(d.call, send, recv, int(pay&0xffff)); done {

@@ -20,8 +20,11 @@ const (
 	callScatter   = comm.CallScatter
 	callAlltoall  = comm.CallAlltoall
 	callSplit     = comm.CallSplit
-	callFree      = comm.CallFree
-	callDup       = comm.CallDup
+	// SplitShared is a call of its own: it makes another MPI call
+	// (MPI_Comm_split_type) than Split, which it must not pass for.
+	callSplitShared = comm.CallSplitShared
+	callFree        = comm.CallFree
+	callDup         = comm.CallDup
 )
 
 // noCount and noRoot mark descriptor fields that need not agree.

@@ -32,7 +32,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	if c.check && c.size > 1 {
 		return c.collErr(callBarrier, c.pre(ctx, desc{call: callBarrier, count: noCount, root: noRoot}, nil))
 	}
-	if c.blocks(ctx) {
+	if c.collBlocks(ctx) {
 		slot := c.collSlotU("MPI_Barrier")
 		rc := C.pz_barrier_step(c.cu, slot, C.uint64_t(c.seq))
 		return c.collErr(callBarrier, c.stepDone("MPI_Barrier", rc))
@@ -64,7 +64,7 @@ func (c *Comm) Bcast(ctx context.Context, buf comm.Buf, root int) error {
 	if c.size == 1 {
 		return nil
 	}
-	if n := buf.Len(); n <= maxCount && c.blocks(ctx) {
+	if n := buf.Len(); n <= maxCount && c.collBlocks(ctx) {
 		// One call with integer arguments, as in allReduceMPI.
 		slot := c.collSlotU("MPI_Bcast")
 		rc := C.pz_bcast_step(C.uintptr_t(uintptr(ptr(buf.Bytes))), C.int(n), c.st.typesU[buf.Type], C.int(root), c.cu, slot, C.uint64_t(c.seq))
@@ -108,7 +108,7 @@ func (c *Comm) Reduce(ctx context.Context, send, recv comm.Buf, op comm.Op, root
 	if f := c.goMinMax(op, send.Type); f != nil {
 		return c.collErr(callReduce, c.runUser(ctx, callReduce, send, recv, f, root, inplace))
 	}
-	if n := send.Len(); n <= maxCount && c.blocks(ctx) {
+	if n := send.Len(); n <= maxCount && c.collBlocks(ctx) {
 		// One call with integer arguments, as in allReduceMPI.
 		var rp C.uintptr_t
 		if c.rank == root {
@@ -182,7 +182,7 @@ func (c *Comm) allReduceMPI(ctx context.Context, send, recv comm.Buf, op comm.Op
 	if f := c.goMinMax(op, send.Type); f != nil {
 		return c.runUser(ctx, callAllReduce, send, recv, f, noRoot, inplace)
 	}
-	if n := send.Len(); n <= maxCount && c.blocks(ctx) {
+	if n := send.Len(); n <= maxCount && c.collBlocks(ctx) {
 		// The common blocking case in one call with integer arguments,
 		// without doSized's closures and cgo's checks of the handles
 		// (about a quarter of pz's own time in an 8-byte AllReduce).
@@ -691,7 +691,7 @@ func (c *Comm) AllGatherBlockBuf(ctx context.Context, send, recv comm.Buf) error
 	case c.size == 1:
 		copy(recv.Bytes, send.Bytes)
 		return nil
-	case c.blocks(ctx):
+	case c.collBlocks(ctx):
 		slot := c.collSlotU("MPI_Allgather")
 		rc := C.pz_allgather_step(C.uintptr_t(uintptr(ptr(send.Bytes))), C.uintptr_t(uintptr(ptr(recv.Bytes))), C.int(n),
 			c.st.typesU[send.Type], c.cu, C.int(b2i(inplace)), slot, C.uint64_t(c.seq))

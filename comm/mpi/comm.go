@@ -36,9 +36,14 @@ import (
 // only MPI_THREAD_SERIALIZED every MPI call is made under one lock instead,
 // and blocking operations are polled (see the package doc).
 //
-// Context: with a ctx whose Done channel is nil (context.Background) a call
-// uses the blocking MPI function. Otherwise it starts the non-blocking form
-// and tests it until it completes or ctx is done. MPI cannot cancel a
+// Context: a point-to-point call with a ctx whose Done channel is nil
+// (context.Background) uses the blocking MPI function; otherwise it starts
+// the non-blocking form and tests it until it completes or ctx is done.
+// A collective takes the form of the communicator (WithBlocking), the
+// same on every rank whatever ctx each passes, since MPI does not match a
+// blocking collective with a non-blocking one: by default the
+// non-blocking function, waited for with MPI_Wait when ctx cannot end and
+// tested until ctx is done otherwise. MPI cannot cancel a
 // started collective: on cancellation the call returns an error wrapping
 // ctx.Err() and comm.ErrBroken, the operation stays with MPI (its buffers
 // pinned until MPI completes it, which may never happen) and every later
@@ -56,6 +61,7 @@ type Comm struct {
 
 	coll  sync.Mutex // held for the duration of a collective
 	check bool       // run the agreement step; guarded by coll
+	block bool       // collectives call MPI's blocking functions (WithBlocking); guarded by coll
 	// Scratch for the agreement step and count exchanges, guarded by coll.
 	agree    *[2]C.pz_agree_t   // in, out
 	blockPay [agreePayload]byte // agreeBlocks' payload, under coll
@@ -85,7 +91,7 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 		return nil, st.error("MPI_Comm_set_errhandler", rc)
 	}
 	n := int(size)
-	m := &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check,
+	m := &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check, block: st.block,
 		cu: C.pz_comm_u(c), byteU: C.pz_type_u(st.h.byte),
 		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
 		cnts2: make([]C.int, n), displs2: make([]C.int, n)}
@@ -133,12 +139,25 @@ func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 func cints(s []C.int) *C.int { return unsafe.SliceData(s) }
 
-// blocks reports whether an operation with ctx calls MPI's blocking
-// function: ctx cannot be canceled, and MPI takes calls from several
-// threads at once (not MPI_THREAD_SERIALIZED, where every call holds
-// the lock and a blocking one would keep the others out). Otherwise it
-// starts the non-blocking form and polls.
+// blocks reports whether a point-to-point operation with ctx calls MPI's
+// blocking function: ctx cannot be canceled, and MPI takes calls from
+// several threads at once (not MPI_THREAD_SERIALIZED, where every call
+// holds the lock and a blocking one would keep the others out). Otherwise
+// it starts the non-blocking form and polls. The choice is this rank's
+// alone: a blocking send or receive matches a non-blocking one.
 func (c *Comm) blocks(ctx context.Context) bool { return ctx.Done() == nil && !c.st.serialize }
+
+// collBlocks reports whether a collective on c calls MPI's blocking
+// function: c's form (c.block, the same on every rank; never at
+// MPI_THREAD_SERIALIZED), whatever kind of ctx this rank passes. MPI does
+// not match a blocking collective with a non-blocking one, so a choice
+// made per call from ctx (the blocking call with context.Background, as
+// before) hung a rank passing Background and one passing a ctx that can
+// end in their first collective. A ctx that has ended takes the polled
+// path, which returns its error before any MPI call. c.coll is held.
+func (c *Comm) collBlocks(ctx context.Context) bool {
+	return c.block && (ctx.Done() == nil || ctx.Err() == nil)
+}
 
 // yieldPeriod is how many blocking MPI calls go by between two yields of
 // the calling goroutine's processor (yieldEvery).
@@ -161,8 +180,10 @@ func yieldEvery(n uint64) {
 	}
 }
 
-// do runs one MPI operation: block with a ctx that cannot be canceled,
-// otherwise start and poll. pins are the memory MPI uses until completion.
+// do runs one MPI operation: a collective (coll) in c's form
+// (collBlocks), a point-to-point call blocking with a ctx that cannot be
+// canceled (blocks); otherwise it starts the operation and waits for it
+// (startAndPoll). pins are the memory MPI uses until completion.
 // A collective abandoned on ctx breaks the communicator.
 func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
 	return c.doSized(ctx, call, coll, 0, block, start, pins...)
@@ -177,7 +198,7 @@ func (c *Comm) do(ctx context.Context, call string, coll bool, block func() C.in
 // tenth of an 8-byte AllReduce on 2 ranks. A panic cannot come out of the
 // C call, so nothing is left unrecorded.
 func (c *Comm) doSized(ctx context.Context, call string, coll bool, nbytes int, block func() C.int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
-	if c.blocks(ctx) {
+	if coll && c.collBlocks(ctx) || !coll && c.blocks(ctx) {
 		var rc C.int
 		if s := c.collSlotOf(coll); s != nil {
 			s.begin(call, c.seq)
@@ -241,8 +262,10 @@ func (c *Comm) collSlotU(call string) C.uintptr_t {
 }
 
 // startAndPoll starts an operation and polls it to completion or until
-// ctx ends. A collective is watched here, a point-to-point call by its
-// caller.
+// ctx ends; a collective whose ctx cannot end (context.Background) waits
+// in MPI_Wait instead, as the blocking call it replaces would (unless MPI
+// serializes the calls: a wait would hold the lock). A collective is
+// watched here, a point-to-point call by its caller.
 func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes int, start func(*C.MPI_Request) C.int, pins ...unsafe.Pointer) error {
 	if s := c.collSlotOf(coll); s != nil {
 		s.begin(call, c.seq)
@@ -265,6 +288,11 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if coll && ctx.Done() == nil && !c.st.serialize && !r.ending() {
+		rc := C.pz_wait_u(r.reqU(), C.uintptr_t(uintptr(unsafe.Pointer(&r.cst))))
+		r.complete(rc, &r.cst) // r is alive: C had the address of its field
+		return r.err
+	}
 	if err := poll(ctx, spinFor(nbytes), r.test); err != nil {
 		if coll {
 			err = c.breakWith(err)
@@ -310,6 +338,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	}
 	sub, err := newComm(c.st, nc, false, c.check)
 	if err == nil {
+		sub.block = c.block
 		err = sub.withEngine()
 	}
 	if err != nil {
@@ -360,11 +389,11 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 	}
 	var lerr error
 	if key < math.MinInt32 || key > math.MaxInt32 {
-		lerr = c.argErr(callSplit, "key %d outside MPI's int range", key)
+		lerr = c.argErr(callSplitShared, "key %d outside MPI's int range", key)
 	}
 	c.coll.Lock()
 	defer c.coll.Unlock()
-	if err := c.syncBefore(ctx, callSplit, "MPI_Comm_split_type", lerr); err != nil {
+	if err := c.syncBefore(ctx, callSplitShared, "MPI_Comm_split_type", lerr); err != nil {
 		return nil, err
 	}
 	var nc C.MPI_Comm
@@ -376,6 +405,7 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 	}
 	sub, err := newComm(c.st, nc, false, c.check)
 	if err == nil {
+		sub.block = c.block
 		err = sub.withEngine()
 	}
 	if err != nil {
@@ -423,7 +453,7 @@ func (c *Comm) syncBefore(ctx context.Context, k call, mpiCall string, lerr erro
 	if lerr != nil {
 		return lerr
 	}
-	if c.blocks(ctx) || c.size == 1 {
+	if c.collBlocks(ctx) || c.size == 1 {
 		return nil
 	}
 	return c.gate(ctx, k, mpiCall, false)
@@ -442,7 +472,7 @@ func (c *Comm) gate(ctx context.Context, k call, mpiCall string, agree bool) err
 		s.begin(name, c.seq)
 		defer s.end()
 	}
-	err := c.st.gate(ctx, c.c, k.String(), mpiCall, elems, c.size, ErrAbandoned,
+	err := c.st.gate(ctx, c.c, k.String(), mpiCall, elems, c.size, c.collBlocks(ctx), ErrAbandoned,
 		"the communicator is broken on every rank (comm.ErrBroken)")
 	if err == nil {
 		return nil

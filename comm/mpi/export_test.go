@@ -134,3 +134,18 @@ func WithInitFault(fault func(step string) error) Option {
 // ErrhRefs is the number of references Worlds hold to MPI_COMM_WORLD's
 // saved error handler (errh.c): one per World on an adopted MPI.
 func ErrhRefs() int { return errhRefs() }
+
+// SetBlocking sets the form of c's collectives (WithBlocking) and of its
+// engine's duplicate, as Init's option does for a World and what is made
+// from it; every rank must set the same. At MPI_THREAD_SERIALIZED the
+// collectives stay polled.
+func SetBlocking(c *Comm, on bool) {
+	for _, x := range []*Comm{c, c.nbcComm} {
+		if x == nil {
+			continue
+		}
+		x.coll.Lock()
+		x.block = on && !x.st.serialize
+		x.coll.Unlock()
+	}
+}

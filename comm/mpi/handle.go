@@ -55,7 +55,7 @@ func (w *World) importComm(ctx context.Context, call string, c C.MPI_Comm) (*Com
 		return nil, fmt.Errorf("mpi: %s: MPI_COMM_NULL: %w", call, comm.ErrInvalidArg)
 	}
 	if w.st.serialize {
-		if err := w.st.gate(ctx, c, call, "MPI_Comm_dup", nil, 0, ErrImportAbandoned,
+		if err := w.st.gate(ctx, c, call, "MPI_Comm_dup", nil, 0, false, ErrImportAbandoned,
 			"the communicator stays usable, and every rank may call "+call+" again"); err != nil {
 			return nil, fmt.Errorf("mpi: %s: %w", call, err)
 		}
@@ -135,9 +135,9 @@ func asComm(c comm.Comm) (*Comm, error) {
 // first step is an MPI_Ibarrier, or with agree (a Comm with the check on)
 // the agreement step: agree[0], this rank's element, is allreduced into
 // agree[1] with pz_agree_op (an MPI_Iallreduce; the blocking MPI_Allreduce
-// when ctx cannot end and MPI does not serialize, as every collective's
-// agreement step then, which it may meet on a rank in another
-// collective). A rank whose agreement step completed votes only when every
+// with block, a communicator of the blocking form (Comm.collBlocks), as
+// every collective's agreement step then, which it may meet on a rank in
+// another collective). A rank whose agreement step completed votes only when every
 // rank's descriptor was the same (every rank is in this gate, size ranks);
 // otherwise gate returns nil at once and the caller reports the mismatch
 // from agree[1], as the other ranks, in another collective, run no vote.
@@ -151,7 +151,7 @@ func asComm(c comm.Comm) (*Comm, error) {
 // the same order on every rank. Without the vote the step that ctx ended
 // stayed pending and the other ranks, whose step then completed, went on
 // into the blocking call and waited there for good.
-func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, agree *[2]C.pz_agree_t, size int, abandoned error, after string) error {
+func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, agree *[2]C.pz_agree_t, size int, block bool, abandoned error, after string) error {
 	g := C.pz_gate_new()
 	if g == nil {
 		return fmt.Errorf("allocating %s's barrier: %w", call, ErrMPI)
@@ -161,11 +161,11 @@ func (s *state) gate(ctx context.Context, c C.MPI_Comm, call, mpiCall string, ag
 	var rc C.int
 	if agree != nil {
 		first, firstName = "MPI_Iallreduce", "agreement step (an MPI_Iallreduce)"
-		block := C.int(0)
-		if ctx.Done() == nil && !s.serialize {
-			block, first = 1, "MPI_Allreduce" // as every collective's agreement step then
+		cblock := C.int(0)
+		if block {
+			cblock, first = 1, "MPI_Allreduce" // as every collective's agreement step then
 		}
-		rc = C.pz_gate_agree(c, g, &agree[0], s.agreeType, s.agreeOp, block)
+		rc = C.pz_gate_agree(c, g, &agree[0], s.agreeType, s.agreeOp, cblock)
 	} else {
 		rc = C.pz_gate_barrier(c, g)
 	}

@@ -62,6 +62,7 @@ type state struct {
 	h         C.pz_handles // cached MPI handles; never written after Init
 	check     bool         // run the agreement step before collectives
 	serialize bool         // MPI gave MPI_THREAD_SERIALIZED: one call at a time, under serialMu
+	block     bool         // the collectives' form by default (WithBlocking; never with serialize)
 	maxErr    int          // MPI_MAX_ERROR_STRING
 	tagUB     int          // MPI_TAG_UB: the largest tag the library takes
 	finalized atomic.Bool  // Finalize ran: no MPI call may follow (MPI finalized, or left so: ErrUnfinalized)
@@ -226,6 +227,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	default:
 		return w.initFailed(st, fmt.Errorf("%w: it provides level %d; initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let pz do it", ErrThreadLevel, provided))
 	}
+	st.block = cfg.blockingEnabled() && !st.serialize
 	report, timeout, err := cfg.watchDurations()
 	if err != nil {
 		return w.initFailed(st, fmt.Errorf("mpi: Init: %w", err))

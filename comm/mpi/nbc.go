@@ -37,6 +37,7 @@ func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 	}
 	d, err := newComm(c.st, nc, false, c.check)
 	if err == nil {
+		d.block = c.block
 		err = d.withEngine()
 	}
 	if err != nil {
@@ -84,6 +85,7 @@ func (c *Comm) withEngine() error {
 	if err != nil {
 		return err
 	}
+	d.block = c.block
 	c.nbcComm = d
 	return nil
 }
