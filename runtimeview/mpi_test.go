@@ -236,6 +236,71 @@ func TestMPIRankErrorAbortsJob(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Minute, "%s", out)
 }
 
+// quietFailModeEnv makes TestMPIFailedRankIgnoresAbortSignal, under
+// mpirun, the job in which the ranks fail: "all" (every rank returns an
+// error after a barrier) or "one" (rank 1 returns one while the others
+// wait in a barrier).
+const quietFailModeEnv = "PZ_RUNTIMEVIEW_MPI_QUIETFAIL"
+
+// A rank that is already ending the job because its function failed (it
+// said "pz: rank R of N failed" and is aborting) does not announce a
+// signal-driven end as well when Open MPI, aborting the job, sends SIGTERM
+// to every rank: that announcement ("signal received: ending the rank's
+// work", "terminated received: ending the job") misreported why the job
+// ended. A rank that was not ending yet still reports the signal.
+func TestMPIFailedRankIgnoresAbortSignal(t *testing.T) {
+	if launch.Detect(os.Getenv).Launched() {
+		mode := os.Getenv(quietFailModeEnv)
+		if mode == "" {
+			t.Skipf("under mpirun without %s", quietFailModeEnv)
+		}
+		err := runtimeview.Run(context.Background(), 0, func(ctx context.Context, rt *runtimeview.RuntimeView) error {
+			if mode == "one" && rt.Rank() != 1 {
+				return rt.Barrier(ctx) // never completes: rank 1 never arrives
+			}
+			if err := rt.Barrier(ctx); mode == "all" && err != nil {
+				return err
+			}
+			return fmt.Errorf("rank %d gives up", rt.Rank())
+		}, runtimeview.WithHardwareOptions(hardware.WithoutGPUs()),
+			runtimeview.WithLogOptions(logger.WithEnv(nil)))
+		t.Fatalf("Run returned (%v) instead of the job ending", err)
+		return
+	}
+	lau, _ := launch.For(mpi.Library())
+	mpirun, err := lau.Run()
+	if err != nil {
+		t.Skip("mpirun not found: install Open MPI (Debian: openmpi-bin) to test the MPI backend")
+	}
+	for _, mode := range []string{"all", "one"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			args := append(lau.Args(3), os.Args[0], "-test.run=^TestMPIFailedRankIgnoresAbortSignal$", "-test.count=1")
+			cmd := exec.CommandContext(ctx, mpirun, args...)
+			cmd.Env = append(os.Environ(), quietFailModeEnv+"="+mode, "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, ctx.Err(), "the job did not end:\n%s", out)
+			require.Error(t, err, "mpirun succeeded:\n%s", out)
+			text := string(out)
+			if mode == "one" {
+				assert.Contains(t, text, "pz: rank 1 of 3 failed: rank 1 gives up", "%s", text)
+			}
+			failed := 0
+			for r := range 3 {
+				if !strings.Contains(text, fmt.Sprintf("pz: rank %d of 3 failed: rank %d gives up", r, r)) {
+					continue // killed before it failed, or (mode "one") not failing
+				}
+				failed++
+				assert.NotContains(t, text, fmt.Sprintf("pz: rank %d of 3: terminated received", r), "rank %d announced the launcher's SIGTERM after its failure:\n%s", r, text)
+				assert.NotRegexp(t, fmt.Sprintf(`WARN\s+rank %d\s+signal received`, r), text, "rank %d logged the launcher's SIGTERM after its failure:\n%s", r, text)
+			}
+			assert.Positive(t, failed, "no rank said it failed:\n%s", text)
+			t.Logf("mode %s, %d ranks said they failed:\n%s", mode, failed, text)
+		})
+	}
+}
+
 // checkMPIByAddress gives every rank a device whose memory MPI reaches by
 // address (accel.SimConfig.Addressable, host memory outside Go's heap,
 // standing in for a CUDA GPU under a CUDA-aware MPI): every device

@@ -88,20 +88,22 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, rt *RuntimeVie
 		rt.runMu.Unlock()
 		ferr := callRank(fctx, rt, fn)
 		close(fnDone)
-		if rt.signaled.Load() {
+		if ferr != nil && !rt.signaled() {
+			rt.abandonGraph(ferr)
+			if rt.world != nil && rt.Size() > 1 {
+				// Returns only where exit does not end the process
+				// (tests), or when a signal's handler claimed the
+				// ending first.
+				rt.abortJob(ferr, cfg.exit)
+			}
+		}
+		if rt.signaled() {
 			// The handler runs the stack and ends the process; what fn
 			// returned is the signal's consequence, not a failure of the
 			// rank. Wait for it (it returns only where exit does not end
 			// the process: tests).
 			if rt.sig != nil {
 				<-rt.sig.done
-			}
-			return joinClose(ferr, rt.Close())
-		}
-		if ferr != nil {
-			rt.abandonGraph(ferr)
-			if rt.world != nil && rt.Size() > 1 {
-				rt.abortJob(ferr, cfg.exit)
 			}
 		}
 		return joinClose(ferr, rt.Close())
@@ -149,8 +151,12 @@ const abortGrace = 10 * time.Second
 // them in turn. It names the rank and its error on stderr, runs the
 // finalizer stack (without MPI_Finalize) for at most abortGrace, and calls
 // MPI_Abort, which ends every process of the job. exit is called if
-// MPI_Abort returns.
+// MPI_Abort returns. It does nothing when a signal's handler (onSignal)
+// is already ending the process, which then says why.
 func (rt *RuntimeView) abortJob(cause error, exit func(int)) {
+	if !rt.claimEnd(endFailure) {
+		return
+	}
 	fmt.Fprintf(os.Stderr, "pz: rank %d of %d failed: %v\npz: aborting the job (MPI_Abort)\n", rt.Rank(), rt.Size(), cause)
 	rt.aborting.Store(true)
 	done := make(chan error, 1)

@@ -94,7 +94,9 @@ func WithComm(c comm.Comm) Option { return func(cf *config) { cf.comm = c } }
 // does (mpirun sends SIGTERM to every rank when it is signaled itself, so
 // each does this, if its function returns before Open MPI follows up
 // with SIGKILL: a moment later, so a computation that does not watch its
-// context loses its finalizers there).
+// context loses its finalizers there). A rank that is already ending the
+// job because its function failed ignores the SIGTERM Open MPI sends to
+// every rank of a job it aborts: it has said why it ends.
 func WithSignals(on bool) Option {
 	return func(c *config) { c.signals, c.setSignals = on, true }
 }
@@ -176,8 +178,27 @@ type RuntimeView struct {
 	runMu     sync.Mutex
 	runCancel context.CancelCauseFunc
 	runDone   chan struct{}
-	signaled  atomic.Bool // a signal is being handled: the handler ends the process
+	// ending says which path ends this process, the first to claim it
+	// (claimEnd): endFailure (abortJob) or endSignal (onSignal); the
+	// other stands aside.
+	ending atomic.Int32
 }
+
+// The paths that may end a process's MPI job (RuntimeView.ending).
+const (
+	endNone    int32 = iota
+	endFailure       // abortJob: the rank's function failed
+	endSignal        // onSignal: SIGINT or SIGTERM
+)
+
+// claimEnd claims the ending of this process for path by, and reports
+// whether it was the first path to claim it (or had it already).
+func (rt *RuntimeView) claimEnd(by int32) bool {
+	return rt.ending.CompareAndSwap(endNone, by) || rt.ending.Load() == by
+}
+
+// signaled reports whether a signal's handler is ending the process.
+func (rt *RuntimeView) signaled() bool { return rt.ending.Load() == endSignal }
 
 // build finishes a RuntimeView on communicator c: logger, hardware
 // exchange. teardown is pushed first onto the stack, so that it runs after

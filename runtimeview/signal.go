@@ -131,8 +131,17 @@ func (h *signalHandler) stop() {
 // MPI_Finalize and MPI_Abort ends the job: the other ranks may be waiting
 // for this one, and MPI_Finalize would wait for them. Failures are
 // written to standard error, since the stack closes the logger.
+//
+// A rank that is already ending the job because its function failed
+// (abortJob: it said so, and MPI_Abort follows) ignores the signal: Open
+// MPI sends SIGTERM to every process of a job it aborts, this one
+// included, and announcing a signal-driven end there as well would
+// misreport why the job ended. onSignal then returns at once; a second
+// signal still ends the process at once (see signalHandler).
 func (rt *RuntimeView) onSignal(s os.Signal, exit func(int)) {
-	rt.signaled.Store(true)
+	if !rt.claimEnd(endSignal) {
+		return
+	}
 	rt.log.Local().Warn("signal received: ending the rank's work, running the finalizer stack and exiting", zap.Stringer("signal", s))
 	rt.runMu.Lock()
 	cancel, fnDone := rt.runCancel, rt.runDone
