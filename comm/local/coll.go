@@ -500,7 +500,7 @@ func (c *rankComm) allocResult(call comm.Call, alloc comm.Alloc, dt comm.Datatyp
 	returned := false
 	defer func() {
 		if !returned {
-			c.g.brk.breakWith(fmt.Errorf("%w: rank %d: Alloc of %v did not return", comm.ErrBroken, c.rank, call))
+			c.g.breakWith(fmt.Errorf("%w: rank %d: Alloc of %v did not return", comm.ErrBroken, c.rank, call))
 			c.g.wakeAll(c.rank)
 		}
 	}()

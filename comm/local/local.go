@@ -175,6 +175,98 @@ func (b *breaker) broken() error {
 	return nil
 }
 
+// breakWith breaks w with err (unless it is broken already) and ends the
+// pending non-blocking point-to-point requests of every communicator of
+// w (see group.endBroken).
+func (w *world) breakWith(err error) {
+	w.brk.breakWith(err)
+	cause := w.brk.broken()
+	w.mu.Lock()
+	seen := map[*group]bool{}
+	var gs []*group
+	for _, r := range w.ranks {
+		for _, m := range r.in {
+			if !seen[m.g] {
+				seen[m.g] = true
+				gs = append(gs, m.g)
+			}
+		}
+	}
+	w.mu.Unlock()
+	for _, g := range gs {
+		g.endBroken(cause)
+	}
+}
+
+// breakWith breaks g with err (unless it is broken already) and ends its
+// pending non-blocking point-to-point requests (see endBroken).
+func (g *group) breakWith(err error) {
+	g.brk.breakWith(err)
+	g.endBroken(g.brk.broken())
+}
+
+// endBroken ends the non-blocking point-to-point requests pending on g
+// once g or its world is broken (cause): the Irecvs posted in its
+// mailboxes (a started persistent receive too) complete with an error
+// wrapping cause, and the messages by reference that no receiver has
+// taken (a large Isend, a Send, an Ssend) are withdrawn and fail with
+// it, releasing their senders. A request's Done channel (comm.Notifier)
+// thus closes on a break, as its Wait and Test end, and the request-set
+// functions that wait on Done (comm.WaitAny, WaitSome, TestAll) end
+// too; and a withdrawn message's buffer is its sender's again. Blocking
+// receives stay posted: they watch the breakers themselves and withdraw
+// their posts. A call that checked g before the break and posts or
+// queues after this sweep sees the break under the same mailbox lock
+// (irecv, startMode) and fails alike.
+func (g *group) endBroken(cause error) {
+	for j := range g.boxes {
+		b := &g.boxes[j]
+		var reqs []*recvPost
+		var msgs []*message
+		b.mu.Lock()
+		kept := b.posted[:0]
+		for _, p := range b.posted {
+			if p.req == nil {
+				kept = append(kept, p)
+				continue
+			}
+			reqs = append(reqs, p)
+		}
+		clear(b.posted[len(kept):])
+		b.posted = kept
+		unexp := b.unexp[:0]
+		for _, m := range b.unexp {
+			if m.done == nil {
+				unexp = append(unexp, m) // eager: its sender is not waiting
+				continue
+			}
+			msgs = append(msgs, m)
+		}
+		clear(b.unexp[len(unexp):])
+		b.unexp = unexp
+		b.mu.Unlock()
+		for _, p := range reqs {
+			if p.counted {
+				g.matched(p.src)
+			}
+			p.req.complete(comm.Status{}, brokenReqErr(p.call, j, fromWhom(p.src, p.tag), cause))
+			g.w.recyclePost(p)
+		}
+		for _, m := range msgs {
+			m.err = cause
+			g.releaseSender(m)
+		}
+	}
+}
+
+// brokenReqErr is the error of a point-to-point request (call, on rank
+// `rank`, whom naming its peer and tag) that its communicator's break
+// (cause) ended: the same from the break's sweep (endBroken), Wait and
+// Test, whichever reports it first.
+func brokenReqErr(call string, rank int, whom string, cause error) error {
+	return fmt.Errorf("local: %s on rank %d %s: %w", call, rank, whom, cause)
+}
+
 // group is one communicator, shared by its ranks.
 type group struct {
 	w      *world
@@ -872,7 +964,7 @@ func (c *rankComm) abandonArrival(call comm.Call, k uint64, cause error) error {
 	if len(missing) == 0 {
 		absent = "every other rank had arrived"
 	}
-	g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, forPeers(cause)))
+	g.breakWith(fmt.Errorf("%w: rank %d abandoned %v, where %s: %w", comm.ErrBroken, c.rank, call, absent, forPeers(cause)))
 	return fmt.Errorf("local: %v on rank %d: %s: %w", call, c.rank, absent, cause)
 }
 
@@ -929,7 +1021,7 @@ func (c *rankComm) commit(ctx context.Context, call comm.Call) error {
 			cause = c.usable()
 		}
 		if g.committed.CompareAndSwap(v, v|brokenBit) {
-			g.brk.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, forPeers(cause)))
+			g.breakWith(fmt.Errorf("%w: rank %d abandoned %v: %w", comm.ErrBroken, c.rank, call, forPeers(cause)))
 			g.wakeAll(c.rank)
 			return fmt.Errorf("local: %v on rank %d: gave up before every rank committed: %w", call, c.rank, cause)
 		}
@@ -1061,7 +1153,7 @@ func (c *rankComm) waitDepart(k uint64, j int) {
 // blocked or future call on any communicator derived from it fails with an
 // error wrapping ErrBroken and ErrAborted. It does not exit the process.
 func (c *rankComm) Abort(code int) error {
-	c.g.w.brk.breakWith(fmt.Errorf("%w: %w: rank %d called Abort(%d)", comm.ErrBroken, comm.ErrAborted, c.rank, code))
+	c.g.w.breakWith(fmt.Errorf("%w: %w: rank %d called Abort(%d)", comm.ErrBroken, comm.ErrAborted, c.rank, code))
 	return nil
 }
 

@@ -196,6 +196,14 @@ func (c *rankComm) startMode(buf comm.Buf, dest, tag int, sync bool) *message {
 			c.g.releaseSender(wm)
 			return wm
 		}
+		if err := c.g.broken(); err != nil {
+			// Broken since the send's check: the break's sweep of
+			// this mailbox may be over (see endBroken).
+			box.mu.Unlock()
+			wm.err = err
+			c.g.releaseSender(wm)
+			return wm
+		}
 		if why := c.g.gone[dest].Load(); why != nil {
 			// No one will take it: fail the send rather than wait for
 			// ever (the check is under the lock that leave's sweep takes,
@@ -779,18 +787,21 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	case <-r.Done():
 		return r.result()
 	case <-ctx.Done():
-		cause = ctxerr.Of(ctx, comm.ErrBroken)
+		// r may have completed as the wait ended (select picks either
+		// ready case): a completed request reports its result.
+		if r.completed() {
+			return r.result()
+		}
+		return comm.Status{}, fmt.Errorf("local: %s on rank %d %s: Wait: %w", r.call, r.c.rank, r.whom(), ctxerr.Of(ctx, comm.ErrBroken))
 	case <-r.c.g.brk.ch:
 		cause = r.c.g.brk.broken()
 	case <-r.c.g.w.brk.ch:
 		cause = r.c.g.w.brk.broken()
 	}
-	// r may have completed as the wait ended (select picks either ready
-	// case): a completed request reports its result.
 	if r.completed() {
 		return r.result()
 	}
-	return comm.Status{}, r.endedErr("Wait", cause)
+	return comm.Status{}, r.brokenErr(cause)
 }
 
 // whom names r's peer and tag in errors, as the call that made it does.
@@ -801,7 +812,9 @@ func (r *request) whom() string {
 	return fmt.Sprintf("to rank %d tag %d", r.peer, r.tag)
 }
 
-// Done implements comm.Notifier.
+// Done implements comm.Notifier. The channel closes when r completes, and
+// when r's communicator or the world breaks first (a rank failed, Abort):
+// the break completes r with an error (see group.endBroken).
 func (r *request) Done() <-chan struct{} {
 	if r.done != nil {
 		return r.done
@@ -821,7 +834,9 @@ func (r *request) Done() <-chan struct{} {
 // its communicator (or the world) is broken, by Abort or by a rank that
 // failed, reports done with the error its Wait returns, wrapping
 // comm.ErrBroken and naming the cause, so that a loop polling Test ends
-// as a Wait would.
+// as a Wait would. (The break's sweep, endBroken, completes such a
+// request with that error, closing its Done channel; Test and Wait may
+// see the break before the sweep reaches it.)
 func (r *request) Test() (bool, comm.Status, error) {
 	if r.completed() {
 		st, err := r.result()
@@ -838,13 +853,14 @@ func (r *request) Test() (bool, comm.Status, error) {
 		st, err := r.result()
 		return true, st, err
 	}
-	return true, comm.Status{}, r.endedErr("Test", cause)
+	return true, comm.Status{}, r.brokenErr(cause)
 }
 
-// endedErr is the error of r's Wait or Test (op) when it ends with cause
-// (a break, or Wait's context) before r completed.
-func (r *request) endedErr(op string, cause error) error {
-	return fmt.Errorf("local: %s on rank %d %s: %s: %w", r.call, r.c.rank, r.whom(), op, cause)
+// brokenErr is the error of r's Wait or Test when its communicator's
+// break (cause) ends it before it completed: the error the break's sweep
+// completes it with (see endBroken).
+func (r *request) brokenErr(cause error) error {
+	return brokenReqErr(r.call, r.c.rank, r.whom(), cause)
 }
 
 var _ comm.Canceler = (*request)(nil)
@@ -1011,6 +1027,15 @@ func (c *rankComm) irecv(r *request, call string, buf comm.Buf, source, tag int)
 		box.mu.Unlock()
 		c.g.w.recyclePost(post)
 		r.err = fmt.Errorf("local: %s on rank %d %s: %w", call, c.rank, fromWhom(source, tag), comm.ErrFreed)
+		r.fin.Store(true)
+		return
+	}
+	if err := c.g.broken(); err != nil {
+		// Broken since the check: the break's sweep of this mailbox may
+		// be over (see endBroken).
+		box.mu.Unlock()
+		c.g.w.recyclePost(post)
+		r.err = brokenReqErr(call, c.rank, fromWhom(source, tag), err)
 		r.fin.Store(true)
 		return
 	}

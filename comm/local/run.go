@@ -68,7 +68,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 		// a rank that fails as a consequence, between the first failure's
 		// break and its cancel, must not make its own failure the cause
 		// that the ranks still to notice report.
-		w.brk.breakWith(fmt.Errorf("%w: rank %d failed: %w", comm.ErrBroken, r, causeLine(err)))
+		w.breakWith(fmt.Errorf("%w: rank %d failed: %w", comm.ErrBroken, r, causeLine(err)))
 		cancel(w.brk.broken())
 		// A failed rank has left too: the receives posted from it (an
 		// Irecv polled with Test, whose Done channel a select waits on)

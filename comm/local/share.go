@@ -140,7 +140,7 @@ func (c *rankComm) abandonShare(k uint64, name string, user *comm.UserFunc, coun
 	if p == nil {
 		how = "exited its goroutine (runtime.Goexit) in " + what
 	}
-	g.brk.breakWith(fmt.Errorf("%w: rank %d %s; the others' results are incomplete", comm.ErrBroken, c.rank, how))
+	g.breakWith(fmt.Errorf("%w: rank %d %s; the others' results are incomplete", comm.ErrBroken, c.rank, how))
 	g.slots[c.rank].a[q].done.Store((mine + 1 + gone) | doneFailed)
 	g.wakeAll(c.rank)
 	w := cond{kind: condDone, k: k, target: total}
