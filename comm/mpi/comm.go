@@ -306,9 +306,10 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 // no non-blocking form: a step honouring ctx and then a vote that every
 // rank is still there run first, so that every rank has arrived before the
 // blocking call. The step is the agreement step with the check on, and
-// with it off a barrier, run only when ctx can be canceled or MPI is at
-// MPI_THREAD_SERIALIZED. A rank whose ctx ends there returns its error
-// wrapping comm.ErrBroken, and the others' Split, once they call it, an
+// with it off a barrier, run unless c's collectives take the blocking
+// form (WithBlocking; never at MPI_THREAD_SERIALIZED), whatever ctx. A
+// rank whose ctx ends there returns its error wrapping comm.ErrBroken,
+// and the others' Split, once they call it, an
 // error wrapping ErrAbandoned and comm.ErrBroken: no rank calls
 // MPI_Comm_split, and c is broken on every rank (syncBefore). The same
 // holds for SplitShared and Dup.
@@ -425,7 +426,8 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 //
 // The ranks pass the gate there (state.gate: a first step, then a vote
 // that every rank is still there), which ctx bounds. With the check off
-// the first step is a barrier, run when ctx can end or MPI serializes;
+// the first step is a barrier, run unless c's collectives block
+// (collBlocks: the same on every rank, whatever ctx);
 // with it on it is the agreement step (which finds a rank making another
 // collective, and runs whatever the ctx), and when every rank's
 // descriptor is the same the vote follows. Before, a barrier or
