@@ -46,10 +46,11 @@ const DefaultDistTimeout = 10 * time.Minute
 // did not give) gets an error wrapping ErrOption that names that option
 // and the call that made the scheduler (its file and line), rather than
 // be dropped: give every option to the first call. Options are compared
-// by what they set, applied to a configuration value each: an option
-// that holds a function (WithGetenv, WithPolicyFunc, WithWatchdog with
-// a report) cannot be compared, and on a later call it is an error;
-// pointers (WithLogger, WithCUDADriver) agree when they are the same. Close
+// by what they set (scheduler.ConflictingOption, whose error the error
+// wraps too): an option that holds a function (WithGetenv,
+// WithPolicyFunc, WithWatchdog with a report) cannot be compared, and
+// on a later call it is an error; pointers (WithLogger, WithCUDADriver)
+// agree when they are the same. Close
 // closes it (through the finalizer stack), after the callbacks stacked
 // later: a library whose finalizer uses the scheduler stacks it after its
 // first call to Scheduler.
@@ -103,8 +104,8 @@ func (rt *RuntimeView) Scheduler(ctx context.Context, opts ...scheduler.Option) 
 	rt.schedMu.Lock()
 	defer rt.schedMu.Unlock()
 	if rt.sched != nil {
-		if err := laterOptions(rt.Rank(), rt.schedOpts, opts, rt.schedAt); err != nil {
-			return nil, err
+		if err := scheduler.ConflictingOption(rt.schedOpts, opts); err != nil {
+			return nil, fmt.Errorf("runtimeview: rank %d: Scheduler: %w: this rank's scheduler was made by an earlier call (%s) and is shared, so the options of this call (the later options) must agree with that call's (the first options): %w; give a later call the same options as that one (or some of them), or none", rt.Rank(), ErrOption, rt.schedAt, err)
 		}
 		return rt.sched, nil
 	}

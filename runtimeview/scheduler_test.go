@@ -260,9 +260,10 @@ func TestSchedulerLaterOptionsRefused(t *testing.T) {
 		require.NoError(t, err)
 		again, err := rt.Scheduler(ctx, scheduler.WithPolicy("eager"), scheduler.WithWorkers(1)) // library B
 		require.ErrorIs(t, err, runtimeview.ErrOption)
+		require.ErrorIs(t, err, scheduler.ErrBadOption)
 		require.Nil(t, again)
-		require.Contains(t, err.Error(), `scheduler.WithPolicy (option 1 of this call) sets policy "eager"`)
-		require.Contains(t, err.Error(), `with policy "dmda"`)
+		require.Contains(t, err.Error(), `scheduler.WithPolicy("eager") (option 1 of the later options)`)
+		require.Contains(t, err.Error(), `which give scheduler.WithPolicy("dmda")`)
 		require.Contains(t, err.Error(), "scheduler_test.go:", "names the call that made the scheduler")
 		require.Contains(t, err.Error(), "or none")
 		require.Equal(t, "dmda", d.Local().Policy(), "the refused call changed nothing")
@@ -300,13 +301,14 @@ func TestSchedulerSameOptionsShared(t *testing.T) {
 			opts []scheduler.Option
 			want string
 		}{
-			{[]scheduler.Option{scheduler.WithPolicy("dmda"), scheduler.WithWorkers(1)}, "scheduler.WithWorkers (option 2 of this call) sets workers 1"},
-			{[]scheduler.Option{scheduler.WithStats(false)}, "scheduler.WithStats (option 1 of this call) sets stats false"},
-			{[]scheduler.Option{scheduler.WithSpin(8)}, "scheduler.WithSpin (option 1 of this call) sets spin 8"},
-			{[]scheduler.Option{scheduler.WithGetenv(getenv)}, "scheduler.WithGetenv (option 1 of this call) sets getenv to a function"},
+			{[]scheduler.Option{scheduler.WithPolicy("dmda"), scheduler.WithWorkers(1)}, "scheduler.WithWorkers(1) (option 2 of the later options) disagrees with the first options, which give scheduler.WithWorkers(2)"},
+			{[]scheduler.Option{scheduler.WithStats(false)}, "scheduler.WithStats(false) (option 1 of the later options) disagrees with the first options, which give scheduler.WithStats(true)"},
+			{[]scheduler.Option{scheduler.WithSpin(8)}, "scheduler.WithSpin(8) (option 1 of the later options) disagrees with the first options, which do not give scheduler.WithSpin"},
+			{[]scheduler.Option{scheduler.WithGetenv(getenv)}, "scheduler.WithGetenv(a function) (option 1 of the later options)"},
 		} {
 			again, err := rt.Scheduler(ctx, tc.opts...)
 			require.ErrorIs(t, err, runtimeview.ErrOption)
+			require.ErrorIs(t, err, scheduler.ErrBadOption)
 			require.Nil(t, again)
 			require.Contains(t, err.Error(), tc.want)
 		}
