@@ -111,7 +111,10 @@ func WithSpin(n int) Option { return func(c *config) { c.spin, c.spinSet = n, tr
 func buildConfig(opts []Option) (config, error) {
 	c := config{}
 	stats := false
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d of %d is nil (an Option variable left unset?)", ErrBadOption, i+1, len(opts))
+		}
 		o(&c)
 	}
 	if c.stats {
