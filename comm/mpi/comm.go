@@ -502,6 +502,17 @@ func (c *Comm) Check() bool {
 	return c.check
 }
 
+// Blocking reports whether collectives on c call MPI's blocking functions
+// (WithBlocking, PZ_COMM_BLOCKING, inherited from the communicator c was
+// made from) rather than the non-blocking ones waited for: the form every
+// rank of c uses. It is false at MPI_THREAD_SERIALIZED, where collectives
+// are always polled. A benchmark says with it which form it measured.
+func (c *Comm) Blocking() bool {
+	c.coll.Lock()
+	defer c.coll.Unlock()
+	return c.block
+}
+
 // Abort aborts every process of the job (MPI_Abort on this communicator;
 // Open MPI ends the whole job). It returns only if MPI_Abort fails. At
 // MPI_THREAD_SERIALIZED it takes the lock of MPI calls, which polled

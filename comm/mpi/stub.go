@@ -51,6 +51,10 @@ func (c *Comm) SetCheck(on bool) {}
 // MPI.
 func (c *Comm) Check() bool { return false }
 
+// Blocking reports whether collectives call MPI's blocking functions;
+// false without MPI.
+func (c *Comm) Blocking() bool { return false }
+
 // Comm is an MPI communicator; see the mpi build. Without MPI every method
 // returns ErrNotBuilt.
 type Comm struct{}
