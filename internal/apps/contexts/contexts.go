@@ -46,7 +46,9 @@ type Options struct {
 	// tasks (hypervisor.AnnounceTasks) before submitting them. Under
 	// app_driven it asks (AppDriven.OnTag) to move all the small
 	// context's workers to the large one when the small factorization
-	// ends, marked by a tagged no-op task in the small context.
+	// ends, marked by a tagged no-op task in the small context, and the
+	// run ends once they moved, even when the large factorization ended
+	// first (after the makespan is measured).
 	Hypervisor string
 	// Check computes each factorization's residual ‖A − L·Lᵀ‖/‖A‖.
 	Check bool
@@ -398,11 +400,12 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 	}
 	var hv *hypervisor.Hypervisor
 	defer func() {
-		// Counted once the scheduler is closed (the defer below runs
-		// first): a decision under way on a worker - a hook the run's
-		// last tasks or an idle worker called - has ended, so the count
-		// holds every resize made (and logged with -v). Read when the
-		// factorizations ended, it missed one still being applied.
+		// Counted once the hypervisor and the scheduler are closed (the
+		// defers below run first, hv.Close before s.Close): a decision
+		// under way on a worker - a hook the run's last tasks or an idle
+		// worker called - has ended, so the count holds every resize
+		// made (and logged with -v). Read when the factorizations
+		// ended, it missed one still being applied.
 		if hv != nil && res.Mode == modeHypervisor {
 			res.Resizes = hv.ResizeCount()
 		}
@@ -420,6 +423,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		Precision: opts.Precision, Workers: nw, Policy: s.Policy()}
 	ns := [2]int{opts.Small, opts.Large}
 	var cs [2]*scheduler.Context
+	var moved chan struct{} // under app_driven, see below
 	if mode != modeGlobal {
 		for i, name := range []string{"small", "large"} {
 			co := []scheduler.ContextOption{scheduler.ContextSize(nw / 2)}
@@ -443,7 +447,18 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			var driven *hypervisor.AppDriven
 			if opts.Hypervisor == "app_driven" {
 				driven = hypervisor.NewAppDriven()
-				hvOpts = append(hvOpts, hypervisor.WithPolicy(driven))
+				// moved is closed once every worker of the small
+				// context's request has moved: the run waits for it
+				// (see below). f runs one decision at a time.
+				moved = make(chan struct{})
+				left := len(cs[0].Workers())
+				hvOpts = append(hvOpts, hypervisor.WithPolicy(driven), hypervisor.WithOnResize(func(r hypervisor.Resize) {
+					if left > 0 && r.From == cs[0].Name() && r.To == cs[1].Name() {
+						if left--; left == 0 {
+							close(moved)
+						}
+					}
+				}))
 			}
 			hv, err = hypervisor.New(s, hvOpts...)
 			if err != nil {
@@ -497,6 +512,20 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		return mr, fmt.Errorf("contexts: %s run: %w", mode, err)
 	}
 	makespan := time.Since(t0)
+	if moved != nil {
+		// The small context's workers move when the tagged task's hook
+		// runs, on its worker, after the task completed; when the
+		// large factorization ended first, g.Wait returned before that
+		// and closing the hypervisor then (deferred) skipped the hook:
+		// the request was lost and the run reported no resize. Wait for
+		// the moves (the small context has no task left, and its
+		// Limits.Min is 0: they are not refused).
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return mr, fmt.Errorf("contexts: %s run: waiting for the app_driven resize: %w", mode, context.Cause(ctx))
+		}
+	}
 	mr.Makespan = makespan.Seconds()
 	mr.SmallSeconds, mr.LargeSeconds = took[0].Seconds(), took[1].Seconds()
 	mr.GFlops = tiled.GFlops(linalg.CholeskyFlops(ns[0])+linalg.CholeskyFlops(ns[1]), makespan)
