@@ -50,6 +50,10 @@ type config struct {
 	warmup     int    // iterations dropped before the exponent is measured
 	iters      int    // iterations the exponent averages over
 	timing     bool   // print the times
+	// beforeRow, if set, is called by every row task with the rank that
+	// runs it, before the row: TestRanks holds the master's row tasks
+	// there until a worker rank has started one (nil in the program).
+	beforeRow func(rank int)
 }
 
 func defaultConfig() config {
@@ -243,11 +247,15 @@ func unpack(v []float64) summary {
 }
 
 // codelets are the tasks' kinds. Every rank makes its own, closing over
-// its own counter of the tasks it ran and the same configuration (under
-// mpirun every process parses the same flags): a program keeps no
-// package-level state, since in-process ranks share the package.
-func codelets(c config, ran *atomic.Int64) (rowCl, sumCl *scheduler.Codelet) {
+// its rank, its own counter of the tasks it ran and the same
+// configuration (under mpirun every process parses the same flags): a
+// program keeps no package-level state, since in-process ranks share
+// the package.
+func codelets(c config, rank int, ran *atomic.Int64) (rowCl, sumCl *scheduler.Codelet) {
 	rowCl = &scheduler.Codelet{Name: "lyapunov row", CPU: func(call *scheduler.Call) error {
+		if c.beforeRow != nil {
+			c.beforeRow(rank)
+		}
 		// The row's index, an int on every rank (dist.RunMaster sends a
 		// task argument's Go type with it).
 		row(c, call.Arg.(int), scheduler.VectorOf[float64](call, 0))
@@ -272,7 +280,7 @@ func codelets(c config, ran *atomic.Int64) (rowCl, sumCl *scheduler.Codelet) {
 // result on rank 0 and the task counts on every rank.
 func sweep(ctx context.Context, rt *runtimeview.RuntimeView, c config, bar io.Writer) (result, error) {
 	var ran atomic.Int64 // this rank's: Run's closure, not a package variable
-	rowCl, sumCl := codelets(c, &ran)
+	rowCl, sumCl := codelets(c, rt.Rank(), &ran)
 	reg, err := dist.NewRegistry(rowCl, sumCl) // every rank, the same names
 	if err != nil {
 		return result{}, err
