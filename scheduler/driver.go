@@ -101,25 +101,47 @@ var ErrDriver = errors.New("scheduler: invalid driver use")
 // names the worker (its Init then fails with ErrClosed, and Run returns
 // nil).
 //
-// A Driver runs its worker's cycles one at a time, whatever goroutines
-// call it. While one call is in it (Run, RunOnce, WaitAll, Init,
-// Deinit, or Submit or SubmitTask running a task at once), another
-// call - from a second goroutine, or from the code of a task the
-// driver runs - does not run the worker as well: RunOnce returns false,
-// Submit and SubmitTask queue their task as Scheduler.Submit does, and
-// Init, Run, Deinit and WaitAll fail with ErrDriver saying the Driver
-// is in use (from another goroutine, Scheduler.WaitAll waits without
-// driving). The goroutine that holds the Driver runs the tasks, so a
-// program whose tasks need one OS thread calls the Driver from the
-// goroutine locked to it only.
+// Init, Run, RunOnce, Deinit and WaitAll take the Driver for the whole
+// call, whatever goroutines make them: one runs the worker at a time.
+// While one of them is in the Driver, another call - from a second
+// goroutine, or from the code of a task the driver runs - does not run
+// the worker as well: RunOnce returns false, Submit and SubmitTask queue
+// their task as Scheduler.Submit does, and Init, Run, Deinit and WaitAll
+// fail with ErrDriver saying the Driver is in use (from another
+// goroutine, Scheduler.WaitAll waits without driving).
+//
+// Submit and SubmitTask do not take the Driver: they are the per-task
+// path, where the two locked instructions of taking and releasing it
+// would cost a third of a task Submit runs at once. They only look: they
+// queue while one of the calls above holds it, or while the code of a
+// task they run calls them, and otherwise they may run the worker
+// themselves. So the program must not call the Driver from another
+// goroutine while a Submit or SubmitTask is in it, nor Submit or
+// SubmitTask from another goroutine except while one of the calls above
+// holds the Driver (Run, on the driving goroutine, for instance): two
+// Submits at once, or a RunOnce, Deinit or WaitAll started during a
+// Submit on another goroutine, are the program's error, which the race
+// detector reports; a call the Driver sees in time is refused as above.
+// The goroutine in the Driver runs the tasks, so a program whose tasks
+// need one OS thread calls the Driver from the goroutine locked to it
+// only, and submits from the others with Scheduler.Submit.
 type Driver struct {
 	w *worker
 	// limit is the count of tasks in flight above which Submit runs
 	// tasks (SetSubmitLimit); 0 never.
 	limit atomic.Int64
-	// busy is held (CompareAndSwap from false) by the call that may
-	// run the worker; the fields below are that call's only.
-	busy    atomic.Bool
+	// busy is held (CompareAndSwap from false) by Init, Run, RunOnce,
+	// Deinit and WaitAll for the whole call (take).
+	busy atomic.Bool
+	// inSubmit is set by Submit and SubmitTask while they may run the
+	// worker (they do not take busy: see Driver). A plain field: it is
+	// read by the goroutine in Submit, by the code of the tasks Submit
+	// runs (which queue, seeing it), and by a call that took busy
+	// (take), which refuses; another goroutine's access while it is set
+	// is the program's error, which the race detector reports here.
+	inSubmit bool
+	// The fields below are those of the call in the Driver (busy or
+	// inSubmit) only.
 	running bool // Submit runs ready tasks (see full)
 	// runs counts the tasks Submit ran at once; every sampleEvery-th is
 	// timed, and runNs is the moving average of those times (sample).
@@ -158,6 +180,22 @@ func (s *Scheduler) Driver(id int) (*Driver, error) {
 	return d, nil
 }
 
+// take takes the Driver (busy) for Init, Run, RunOnce, Deinit or
+// WaitAll. It fails while another of those holds it, or while a Submit
+// or SubmitTask may run the worker: from the code of a task they run
+// (the running task's call state is the worker's), or, the program's
+// error, from another goroutine (see Driver). Release with d.busy.Store(false).
+func (d *Driver) take() bool {
+	if !d.busy.CompareAndSwap(false, true) {
+		return false
+	}
+	if d.inSubmit {
+		d.busy.Store(false)
+		return false
+	}
+	return true
+}
+
 // inUse is the error of op called while another call holds the Driver
 // (see Driver).
 func (d *Driver) inUse(op string) error {
@@ -170,7 +208,7 @@ func (d *Driver) Worker() int { return d.w.info.ID }
 // Init initializes the worker on the calling goroutine. Call it once,
 // before RunOnce, on the goroutine that will drive the worker.
 func (d *Driver) Init() error {
-	if !d.busy.CompareAndSwap(false, true) {
+	if !d.take() {
 		return d.inUse("Init")
 	}
 	defer d.busy.Store(false)
@@ -208,7 +246,7 @@ func (d *Driver) init() error {
 // is in a call of the Driver (see Driver).
 func (d *Driver) RunOnce() bool {
 	w := d.w
-	if !d.busy.CompareAndSwap(false, true) {
+	if !d.take() {
 		return false
 	}
 	if d.w.dstate.Load() != driverInit || w.s.stopping.Load() {
@@ -241,7 +279,7 @@ func (d *Driver) RunOnce() bool {
 // returns them. Deinit while the Driver is in use (see Driver), such as
 // from the code of a task it runs, fails with ErrDriver.
 func (d *Driver) Deinit() error {
-	if !d.busy.CompareAndSwap(false, true) {
+	if !d.take() {
 		return d.inUse("Deinit")
 	}
 	defer d.busy.Store(false)
@@ -269,7 +307,7 @@ func (d *Driver) deinit() error {
 // second Run fails (ErrDriver). Call it from the goroutine (locked to
 // the OS thread if need be) that must run the worker's tasks.
 func (d *Driver) Run(ctx context.Context) error {
-	if !d.busy.CompareAndSwap(false, true) {
+	if !d.take() {
 		return d.inUse("Run")
 	}
 	defer d.busy.Store(false)
@@ -323,9 +361,12 @@ func (d *Driver) Run(ctx context.Context) error {
 // Call it between Init and Deinit (ErrDriver otherwise), from the
 // goroutine that drives the worker, and wait with the Driver's WaitAll,
 // which runs the tasks queued for this worker: Scheduler.WaitAll
-// waits, but runs nothing on the driven worker. While another call is
-// in the Driver (see Driver) - from the code of a task it runs, or from
-// another goroutine - Submit only queues the task. Called from another
+// waits, but runs nothing on the driven worker. Submit does not take
+// the Driver (see Driver): while Init, Run, RunOnce, Deinit or WaitAll
+// holds it - from the code of a task it runs, or from another goroutine
+// - Submit only queues the task, and so it does from the code of a task
+// it runs itself. Otherwise no other goroutine may call the Driver until
+// it returns (the race detector reports it). Called from another
 // goroutine while the driving one leaves the Driver alone, it may run
 // the task at once, on the calling goroutine: not on the OS thread the
 // driving goroutine may be locked to.
@@ -333,32 +374,33 @@ func (d *Driver) Submit(ctx context.Context, cl *Codelet, args ...Arg) error {
 	if !poolable(args) {
 		return d.SubmitTask(ctx, NewTask(cl, args...))
 	}
-	if !d.busy.CompareAndSwap(false, true) {
+	// An atomic load (a plain one on amd64 and arm64): no locked
+	// instruction per task (see Driver).
+	if d.busy.Load() || d.inSubmit {
 		// From the code of a task this driver runs, or from another
-		// goroutine while one drives the worker: queue it, as from any
-		// task's code (running it here would reuse the worker's call
-		// state under the running task).
+		// goroutine while a call holds the Driver: queue it, as from
+		// any task's code (running it here would reuse the worker's
+		// call state under the running task).
 		if err := d.submitting("Submit"); err != nil {
 			return err
 		}
 		return d.w.s.submit(ctx, cl, args, nil)
 	}
-	// Checked with d.busy held: no Deinit can come in between.
 	if err := d.submitting("Submit"); err != nil {
-		d.busy.Store(false)
 		return err
 	}
+	d.inSubmit = true
 	run := d.full()
 	t0 := d.startRun(run)
 	if run != nil && d.direct(ctx, cl, args) {
 		d.endRun(t0)
-		d.busy.Store(false)
+		d.inSubmit = false
 		return nil
 	}
 	err := d.w.s.submit(ctx, cl, args, run)
 	d.endRun(t0)
 	d.publish(run)
-	d.busy.Store(false)
+	d.inSubmit = false
 	return err
 }
 
@@ -463,9 +505,11 @@ func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
 
 // SubmitTask submits t like Scheduler.SubmitTask, from the driven
 // worker, running it at once when it is ready and more than the submit
-// limit of tasks are in flight (see Submit).
+// limit of tasks are in flight (see Submit). Like Submit, it does not
+// take the Driver (see Driver): it queues t while another call holds
+// it, and no other goroutine may call the Driver until it returns.
 func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
-	if !d.busy.CompareAndSwap(false, true) {
+	if d.busy.Load() || d.inSubmit {
 		if err := d.submitting("SubmitTask"); err != nil {
 			return err
 		}
@@ -474,13 +518,14 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 		}
 		return d.w.s.submitTask(ctx, t, nil) // see Submit
 	}
-	defer d.busy.Store(false)
 	if err := d.submitting("SubmitTask"); err != nil {
 		return err
 	}
 	if t == nil {
 		return errNilTask
 	}
+	d.inSubmit = true
+	defer d.endSubmit()
 	// A synchronous task is waited for here, driving the worker: it may
 	// be queued for this very worker.
 	sync := t.sync
@@ -504,10 +549,13 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 	return t.Err()
 }
 
+// endSubmit ends SubmitTask's hold of the Driver.
+func (d *Driver) endSubmit() { d.inSubmit = false }
+
 // driveUntil runs the worker's cycles until ch is closed, sleeping like
 // the scheduler's own workers while there is no task for it. It returns
 // ctx's error if ctx ends first, and nil at once when the scheduler is
-// closing. The caller holds d.busy.
+// closing. The caller holds the Driver (d.busy, or d.inSubmit).
 func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 	w := d.w
 	s := w.s
@@ -609,7 +657,7 @@ func (d *Driver) publish(full *worker) {
 // or from another goroutine while a call is in the Driver (see Driver),
 // it fails with ErrDriver.
 func (d *Driver) WaitAll(ctx context.Context) error {
-	if !d.busy.CompareAndSwap(false, true) {
+	if !d.take() {
 		if err := d.submitting("WaitAll"); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,16 +71,20 @@ func TestDriverConcurrentCallsRefused(t *testing.T) {
 }
 
 // TestDriverConcurrentUse: two goroutines calling RunOnce in loops and a
-// third calling Submit past the submit limit (so that it runs tasks at
-// once) on one Driver never run two tasks on the driven worker at the
-// same time, and every task runs; run with -race.
+// third calling WaitAll in a loop on one Driver (the calls that take
+// it) never run two tasks on the driven worker at the same time, and
+// every task runs; each task's code calls the Driver's Submit past the
+// submit limit, which queues its child instead of running it inside the
+// task. Submit from other goroutines is left out: it does not take the
+// Driver, and only queues safely while one of those calls holds it (see
+// Driver; TestDriverConcurrentCallsRefused). Run with -race.
 func TestDriverConcurrentUse(t *testing.T) {
 	ctx := testCtx(t)
 	s, d := drivenSched(t, 1)
 	d.SetSubmitLimit(1)
 	const n = 300
 	var inside, overlaps, ran atomic.Int64
-	work := &scheduler.Codelet{Name: "work", CPU: func(*scheduler.Call) error {
+	child := &scheduler.Codelet{Name: "child", CPU: func(*scheduler.Call) error {
 		if inside.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -87,33 +92,46 @@ func TestDriverConcurrentUse(t *testing.T) {
 		ran.Add(1)
 		return nil
 	}}
+	parent := &scheduler.Codelet{Name: "parent", CPU: func(*scheduler.Call) error {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		err := d.Submit(ctx, child) // queued: not run inside this task
+		inside.Add(-1)
+		ran.Add(1)
+		return err
+	}}
 	for range n {
-		require.NoError(t, s.Submit(ctx, work))
+		require.NoError(t, s.Submit(ctx, parent))
 	}
 	var wg sync.WaitGroup
-	submitted := make(chan struct{})
-	for range 2 {
+	loop := func(call func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-submitted:
-					if ran.Load() == 2*n {
-						return
-					}
-				default:
-				}
-				d.RunOnce()
+			for ran.Load() < 2*n {
+				call()
 			}
 		}()
 	}
-	for range n {
-		require.NoError(t, d.Submit(ctx, work))
-	}
-	close(submitted)
+	loop(func() { d.RunOnce() })
+	loop(func() { d.RunOnce() })
+	errs := make(chan error, 1)
+	loop(func() {
+		// nil when it drove the tasks to the end, ErrDriver while a
+		// RunOnce holds the Driver.
+		if err := d.WaitAll(ctx); err != nil && !errors.Is(err, scheduler.ErrDriver) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	})
 	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
 	assert.Zero(t, overlaps.Load(), "tasks ran at the same time on the driven worker")
+	assert.Equal(t, int64(2*n), ran.Load())
 	require.NoError(t, d.WaitAll(ctx))
 	require.NoError(t, d.Deinit())
 }
