@@ -30,6 +30,8 @@ type benchCommFlags struct {
 	ranks, rounds                         int
 	scale                                 float64
 	check                                 bool
+	blocking                              bool // -blocking: the MPI collectives' form, when blockingGiven
+	blockingGiven                         bool // -blocking was on the command line
 	noPeerDir                             bool // ../shared/peers/mpi was not found: -peer defaults to none
 	peerGiven                             bool // -peer was on the command line
 }
@@ -51,8 +53,22 @@ func benchCommApp() app {
 			fs.StringVar(&f.peerThread, "peer-thread", "single", "MPI thread level of the C peer: single or multiple")
 			fs.IntVar(&f.rounds, "rounds", 1, "measure `N` times, the C peer beside each round (before pz's in odd rounds); prints the medians over the rounds and paired_ratio, the median of the rounds' own ratios")
 			fs.BoolVar(&f.check, "check", true, "MPI backend: run the cross-rank agreement step before each collective")
+			fs.BoolVar(&f.blocking, "blocking", false, "MPI backend: every rank's collectives call MPI's blocking functions (MPI_Allreduce; comm/mpi.WithBlocking(true)); -blocking=false, the non-blocking ones waited for (MPI_Iallreduce, MPI_Wait); not given, what a program gets: non-blocking unless PZ_COMM_BLOCKING=1. Each line's collective_form says which ran")
 			asJSON := fs.Bool("json", true, "print JSON lines: always so (accepted as every app's -json is)")
 			underMPI := launch.Detect(e.getenv).Launched()
+			given := func(name string) (on bool) {
+				fs.Visit(func(fl *flag.Flag) { on = on || fl.Name == name })
+				return on
+			}
+			// Under an MPI launcher, -blocking is the form of the World
+			// that pzrun starts (every rank has the same flags); the
+			// spawned job of -backend mpi gets it so.
+			e.mpiOptions = func() []mpi.Option {
+				if !given("blocking") {
+					return nil
+				}
+				return []mpi.Option{mpi.WithBlocking(f.blocking)}
+			}
 			// Before any rank starts (env.validate).
 			e.validate = func(ranks int, _ io.Writer) error {
 				if !*asJSON {
@@ -66,6 +82,9 @@ func benchCommApp() app {
 				}
 				switch f.backend {
 				case "local":
+					if given("blocking") {
+						return fmt.Errorf("%w: -blocking chooses the MPI backend's form of the collectives (blocking or non-blocking MPI functions); the in-process ranks of -backend local have one form: drop -blocking, or measure -backend mpi", errUsage)
+					}
 				case "mpi":
 					if ranks > 1 {
 						return fmt.Errorf("%w: -backend mpi starts mpirun itself: use --ranks, not pzrun -n", errUsage)
@@ -77,7 +96,7 @@ func benchCommApp() app {
 			}
 			return func(ctx context.Context, rt *runtimeview.RuntimeView) error {
 				f := f // this rank's: the ranks run this body at once
-				fs.Visit(func(fl *flag.Flag) { f.peerGiven = f.peerGiven || fl.Name == "peer" })
+				f.peerGiven, f.blockingGiven = given("peer"), given("blocking")
 				if err := e.validate(rt.Size(), io.Discard); err != nil {
 					return err
 				}
@@ -91,9 +110,11 @@ func benchCommApp() app {
 					}
 				}
 				// The collectives run with a context that cannot be
-				// canceled (the blocking fast path, as a program without
-				// deadlines runs them); a signal stops the run between
-				// sizes (Config.Stop), and what was measured is printed.
+				// canceled, as a program without deadlines runs them (on
+				// the MPI backend: the blocking functions with -blocking,
+				// otherwise the non-blocking ones waited for in MPI_Wait);
+				// a signal stops the run between sizes (Config.Stop), and
+				// what was measured is printed.
 				cfg.Stop = ctx
 				// Progress on rank 0's stderr: a bar on a terminal, a
 				// line every 10 s otherwise (mpirun's pipes). The results
@@ -107,6 +128,10 @@ func benchCommApp() app {
 				case underMPI:
 					if w := rt.MPIWorld(); w != nil {
 						w.SetCheck(f.check)
+						cfg.CollectiveForm = commbench.FormNonblocking
+						if w.Blocking() {
+							cfg.CollectiveForm = commbench.FormBlocking
+						}
 					}
 					cfg.Backend = string(rt.Backend())
 					rs, err := measureRounds(ctx, e, f, 0, nil, func() ([]commbench.Result, error) {
@@ -282,9 +307,15 @@ func spawnMPI(ctx context.Context, f benchCommFlags) ([]commbench.Result, error)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := peerLauncher().Command(ctx, f.ranks, self, "bench", "comm", "-peer=",
-		"-ops="+f.ops, "-sizes="+f.sizes, "-scale="+strconv.FormatFloat(f.scale, 'g', -1, 64),
-		"-check="+strconv.FormatBool(f.check))
+	argv := []string{self, "bench", "comm", "-peer=",
+		"-ops=" + f.ops, "-sizes=" + f.sizes, "-scale=" + strconv.FormatFloat(f.scale, 'g', -1, 64),
+		"-check=" + strconv.FormatBool(f.check)}
+	if f.blockingGiven {
+		// Not given, the ranks take PZ_COMM_BLOCKING from this
+		// environment, as a program would.
+		argv = append(argv, "-blocking="+strconv.FormatBool(f.blocking))
+	}
+	cmd, err := peerLauncher().Command(ctx, f.ranks, argv...)
 	if err != nil {
 		return nil, err
 	}

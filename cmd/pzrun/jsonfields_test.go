@@ -204,7 +204,10 @@ func TestJSONFieldsMatchDocs(t *testing.T) {
 				{"-n", "2", "bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.01", "-rounds", "2", "--json"}, // accepted, as on every app
 			},
 			maybeAbsent: func(stderr string) map[string]string {
-				m := map[string]string{"c2c_ns": "sampled with -backend mpi only, under mpirun (TestMeasureRoundsSamples)"}
+				m := map[string]string{
+					"c2c_ns":          "sampled with -backend mpi only, under mpirun (TestMeasureRoundsSamples)",
+					"collective_form": "the MPI backend's only (TestBenchCommMPIForms)",
+				}
 				if strings.Contains(stderr, "peer skipped") {
 					for _, f := range []string{"peer_median_us", "ratio", "paired_ratio"} {
 						m[f] = "the C MPI peer did not run here"

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,6 +144,57 @@ func TestBenchCommMPIWithPeer(t *testing.T) {
 	assert.Equal(t, 2, r.Rounds)
 	assert.Greater(t, r.Paired, 0.0)
 	assert.Greater(t, r.Peer, 0.0)
+}
+
+// TestBenchCommMPIForms: bench comm's MPI lines say which form of the
+// collectives they measured (collective_form), and -blocking chooses it on
+// every rank, both in the job pzrun starts (-backend mpi) and in a job
+// started with mpirun; without the flag the ranks take what a program
+// gets: PZ_COMM_BLOCKING, non-blocking by default. (Since comm/mpi's
+// collectives took the non-blocking form by default, the command measured
+// that form and its lines did not say so.)
+func TestBenchCommMPIForms(t *testing.T) {
+	lau, _ := launch.For(mpi.Library())
+	bin := buildPzrun(t, mpiTags()...)
+	bench := []string{"bench", "comm", "-ops", "allreduce", "-sizes", "8", "-scale", "0.01", "-peer="}
+	cases := []struct {
+		name, env string // env: PZ_COMM_BLOCKING
+		flags     []string
+		mpirun    bool // under mpirun, not -backend mpi
+		want      string
+	}{
+		{"default", "", nil, false, commbench.FormNonblocking},
+		{"flag", "", []string{"-blocking"}, false, commbench.FormBlocking},
+		{"env", "1", nil, false, commbench.FormBlocking},
+		{"flag-over-env", "1", []string{"-blocking=false"}, false, commbench.FormNonblocking},
+		{"mpirun-default", "", nil, true, commbench.FormNonblocking},
+		{"mpirun-flag", "", []string{"-blocking"}, true, commbench.FormBlocking},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var cmd *exec.Cmd
+			args := append(slices.Clone(bench), c.flags...)
+			if c.mpirun {
+				var err error
+				cmd, err = lau.Command(t.Context(), 2, append([]string{bin}, args...)...)
+				if err != nil {
+					t.Skip(err)
+				}
+			} else {
+				cmd = exec.CommandContext(t.Context(), bin, append(args, "-backend", "mpi", "-ranks", "2")...)
+			}
+			cmd.Env = append(os.Environ(), "PZ_COMM_BLOCKING="+c.env)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			require.NoError(t, err, stderr.String())
+			var r commbench.Result
+			require.NoError(t, json.Unmarshal(out, &r), string(out))
+			assert.Equal(t, "mpi", r.Backend)
+			assert.Equal(t, c.want, r.CollectiveForm, string(out))
+			assert.Greater(t, r.MedianUS, 0.0)
+		})
+	}
 }
 
 // A job ends without the MPI library's complaints about what pz left

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pzgo/pz/comm"
+	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 	"github.com/pzgo/pz/logger"
 	"github.com/pzgo/pz/runtimeview"
@@ -47,6 +48,10 @@ type env struct {
 	// communication: rank 0 alone says it, and every process exits 2
 	// without starting MPI.
 	validate func(ranks int, notes io.Writer) error
+	// mpiOptions, when an app's setup sets it, gives the comm/mpi options
+	// of the World that pzrun starts under an MPI launcher; called once,
+	// after the flags are parsed.
+	mpiOptions func() []mpi.Option
 }
 
 // An app is one thing pzrun can run. Its flags are parsed once in the
@@ -573,6 +578,10 @@ func launchApp(ctx context.Context, n int, a app, body func(context.Context, *ru
 	// so that every rank returns from its MPI calls before Close
 	// finalizes MPI - never a Finalize from a handler while a rank is
 	// inside MPI.
-	return runtimeview.Run(ctx, n, wrapped, runtimeview.WithGetenv(getenv),
-		runtimeview.WithLogOptions(logger.WithWriter(e.stderr)), runtimeview.WithSignals(false))
+	opts := []runtimeview.Option{runtimeview.WithGetenv(getenv),
+		runtimeview.WithLogOptions(logger.WithWriter(e.stderr)), runtimeview.WithSignals(false)}
+	if e.mpiOptions != nil {
+		opts = append(opts, runtimeview.WithMPIOptions(e.mpiOptions()...))
+	}
+	return runtimeview.Run(ctx, n, wrapped, opts...)
 }

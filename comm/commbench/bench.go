@@ -53,6 +53,15 @@ const (
 	OpIallreduce = "iallreduce"
 )
 
+// The forms of an MPI backend's collectives (Config.CollectiveForm).
+const (
+	// FormBlocking: MPI's blocking functions (MPI_Allreduce).
+	FormBlocking = "blocking"
+	// FormNonblocking: the non-blocking ones waited for (MPI_Iallreduce
+	// and MPI_Wait), the default.
+	FormNonblocking = "nonblocking"
+)
+
 // Ops returns the names of every op Measure runs.
 func Ops() []string {
 	return []string{OpAllReduce, OpAllGather, OpBcast, OpAllReduceUser, OpGatherv, OpAlltoallv, OpHalo, OpHaloPersistent,
@@ -71,6 +80,10 @@ type Config struct {
 	Scale float64
 	// Backend names the communicator in the results (e.g. "local", "mpi").
 	Backend string
+	// CollectiveForm names, in the results, the MPI functions the
+	// collectives took: FormBlocking or FormNonblocking (comm/mpi's
+	// WithBlocking); empty for a backend that has one form.
+	CollectiveForm string
 	// Stop, when not nil, ends the measurement early once it is done (a
 	// signal): the ranks agree before each operation and size whether
 	// any saw it done, so they all stop at the same point, and Measure
@@ -114,13 +127,16 @@ func Iters(bytes int, scale float64) int {
 
 // Result is one line of output.
 type Result struct {
-	Op           string  `json:"op"`
-	Bytes        int     `json:"bytes"`
-	Ranks        int     `json:"ranks"`
-	Backend      string  `json:"backend"`
-	MedianUS     float64 `json:"median_us"`
-	PeerMedianUS float64 `json:"peer_median_us,omitempty"`
-	Ratio        float64 `json:"ratio,omitempty"`
+	Op      string `json:"op"`
+	Bytes   int    `json:"bytes"`
+	Ranks   int    `json:"ranks"`
+	Backend string `json:"backend"`
+	// CollectiveForm is Config.CollectiveForm: "blocking" or
+	// "nonblocking" on the MPI backend, absent otherwise.
+	CollectiveForm string  `json:"collective_form,omitempty"`
+	MedianUS       float64 `json:"median_us"`
+	PeerMedianUS   float64 `json:"peer_median_us,omitempty"`
+	Ratio          float64 `json:"ratio,omitempty"`
 	// With several rounds (Combine): how many, and the median of the
 	// rounds' own ratios, each of pz's round against the peer's run
 	// beside it.
@@ -219,7 +235,7 @@ func Measure(ctx context.Context, c comm.Comm, cfg Config) ([]Result, error) {
 				return nil, fmt.Errorf("commbench: collecting times: %w", err)
 			}
 			if c.Rank() == 0 {
-				out = append(out, Result{Op: op, Bytes: bytes, Ranks: n, Backend: cfg.Backend, MedianUS: math.Round(median(worst)*1000) / 1000})
+				out = append(out, Result{Op: op, Bytes: bytes, Ranks: n, Backend: cfg.Backend, CollectiveForm: cfg.CollectiveForm, MedianUS: math.Round(median(worst)*1000) / 1000})
 			}
 			if cfg.Progress != nil {
 				cfg.Progress()
