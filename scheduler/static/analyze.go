@@ -520,7 +520,8 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 	}
 	from := time.Duration(first / max(longest, 1) * longest)
 	to := from + time.Duration(int64(max(periods, 1))*longest)
-	c := gantt.Chart{From: from, To: to, Noun: "runnable", Critical: false, LegendTitle: "runnable: bars in the chart, planned and actual rows together, and their time"}
+	c := gantt.Chart{From: from, To: to, Noun: "runnable", Critical: false, LabelBeside: true,
+		LegendTitle: "runnable: runs planned and runs that ran in the chart, with their time in it; an actual bar is under its planned one, in its colour; a name right of a bar too narrow for it is that bar's"}
 	var resources []string
 	for _, rr := range r.Runnables {
 		if !slices.Contains(resources, rr.Resource) {
@@ -554,11 +555,53 @@ func WriteRunSVG(w io.Writer, r *Run, periods int) error {
 			}
 		}
 	}
+	c.Legend = runLegend(c.Bars, from, to)
 	c.BandKind = "frame"
 	c.Title = fmt.Sprintf("run of %s (plan %s): periods %d to %d, planned and actual", r.Source, r.Plan, int64(from)/max(longest, 1), int64(to)/max(longest, 1)-1)
 	c.Title += lostNote(r)
 	c.Axis = fmt.Sprintf("time since the start of period %d", int64(from)/max(longest, 1))
 	return gantt.Write(w, c)
+}
+
+// runLegend is the run chart's legend text by runnable: its runs
+// planned and those that ran, each with its time inside [from, to).
+// The chart's default legend counted bars, a planned and an actual one
+// a run (5 periods read "10 runs"). It counts the bars that the chart
+// draws (gantt leaves out those outside the range: a late frame's run
+// after the last period); a planned bar's row is even, an actual one's
+// the odd row under it.
+func runLegend(bars []gantt.Bar, from, to time.Duration) map[string]string {
+	type tally struct {
+		planned, ran         int
+		plannedTime, ranTime time.Duration
+	}
+	tallies := map[string]*tally{}
+	var names []string
+	for _, b := range bars {
+		if b.Start >= to || b.End < from || b.End == from && b.Start < b.End {
+			continue // not drawn
+		}
+		tl := tallies[b.Name]
+		if tl == nil {
+			tl = &tally{}
+			tallies[b.Name] = tl
+			names = append(names, b.Name)
+		}
+		in := max(min(b.End, to)-max(b.Start, from), 0)
+		if b.Row%2 == 0 {
+			tl.planned++
+			tl.plannedTime += in
+		} else {
+			tl.ran++
+			tl.ranTime += in
+		}
+	}
+	out := make(map[string]string, len(names))
+	for _, name := range names {
+		tl := tallies[name]
+		out[name] = fmt.Sprintf("%d planned (%s), %d ran (%s)", tl.planned, ns(int64(tl.plannedTime)), tl.ran, ns(int64(tl.ranTime)))
+	}
+	return out
 }
 
 // lostNote says, for the chart's title, which runnables it cannot draw:

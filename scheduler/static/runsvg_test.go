@@ -104,7 +104,7 @@ func TestWriteRunSVGRowsAndRange(t *testing.T) {
 		assert.LessOrEqual(t, x1, width, "%s ends past the picture", title)
 	}
 	assert.Len(t, bars, 9, "4 planned and actual runs, e's planned run; not e's actual run at 37 ms")
-	assert.Contains(t, b.String(), ">e: 1 run, 1.00 ms<")
+	assert.Contains(t, b.String(), ">e: 1 planned (1.00ms), 0 ran (0)<")
 }
 
 // TestWriteRunSVGNamesLostRunnables: a client killed mid-run (kill -9)
@@ -143,4 +143,73 @@ func TestNaturalCompare(t *testing.T) {
 		in[0], in[len(in)-1] = in[len(in)-1], in[0]
 	}
 	assert.Zero(t, naturalCompare("cpu3", "cpu3"))
+}
+
+// TestWriteRunSVGLegendCountsRuns: the legend counted a runnable's
+// bars, planned and actual together, as its runs ("grab: 10 runs" for 5
+// periods); it now gives the runs planned and those that ran (a skipped
+// frame has a planned bar only), each with its time in the chart. And
+// the actual bars, shorter than their WCET, had no labels (a PNG did
+// not tell which runnable each was): each now has its name right of it.
+func TestWriteRunSVGLegendCountsRuns(t *testing.T) {
+	const ms = int64(1e6)
+	const periods = 5
+	rr := RunnableRun{Name: "grab", Client: "c", Resource: "cpu0", WCET: ms}
+	for k := range int64(periods) {
+		flags := 0
+		if k == 2 {
+			flags = FlagSkipped
+		}
+		rr.Seq = append(rr.Seq, k)
+		rr.Planned = append(rr.Planned, k*10*ms)
+		rr.Deadline = append(rr.Deadline, k*10*ms+5*ms)
+		rr.Start = append(rr.Start, k*10*ms+ms/10)
+		rr.End = append(rr.End, k*10*ms+ms/10+ms/5) // 0.2 ms of 1 ms: too narrow for "grab"
+		rr.Flags = append(rr.Flags, flags)
+		rr.AllocObjects = append(rr.AllocObjects, 0)
+		rr.AllocBytes = append(rr.AllocBytes, 0)
+	}
+	run := &Run{Format: "pz-stm-run", Version: RunVersion, Plan: "p", Source: "s.yaml", Periods: periods,
+		Hyperepochs: []RunHyperepoch{{Name: "main", Period: 10 * ms, Periods: periods}},
+		Runnables:   []RunnableRun{rr},
+	}
+	var b strings.Builder
+	require.NoError(t, WriteRunSVG(&b, run, periods))
+	svg := b.String()
+	assert.Contains(t, svg, ">grab: 5 planned (5.00ms), 4 ran (800.0µs)</text>")
+	assert.NotContains(t, svg, "9 runs")
+
+	// Every actual bar has a label "grab" starting just right of it.
+	_, bars, _, _ := runSVGParts(t, svg)
+	labels := map[string]bool{} // x, rounded to 0.01 px
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "text" {
+			var s string
+			var x string
+			for _, a := range se.Attr {
+				if a.Name.Local == "x" {
+					x = a.Value
+				}
+			}
+			require.NoError(t, dec.DecodeElement(&s, &se))
+			if s == "grab" {
+				labels[x] = true
+			}
+		}
+	}
+	actual := 0
+	for title, x1 := range bars {
+		if strings.HasPrefix(title, "grab") && strings.Contains(title, ", 200 µs,") {
+			actual++
+			assert.True(t, labels[strconv.FormatFloat(x1+3, 'f', 2, 64)], "no label right of the actual bar %q ending at %.2f (labels at %v)", title, x1, labels)
+		}
+	}
+	assert.Equal(t, periods-1, actual, "an actual bar per frame that ran")
+	assert.Len(t, labels, 2*periods-1, "a label per bar, planned and actual")
 }

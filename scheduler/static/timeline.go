@@ -143,7 +143,7 @@ func chartRuns(p *Plan, span time.Duration) []chartRun {
 // the busy column and the legend count what is drawn, as the text
 // timeline's load over the chart does.
 func WriteSVG(w io.Writer, p *Plan) error {
-	c := gantt.Chart{BandKind: "slack", Noun: "runnable", Axis: "time since the period's start", LegendTitle: "runnable: runs drawn in the chart (one cut at its end counts), planned time inside the chart"}
+	c := gantt.Chart{BandKind: "slack", Noun: "runnable", LabelBeside: true, Axis: "time since the period's start", LegendTitle: "runnable: runs drawn in the chart (one cut at its end counts), planned time inside the chart"}
 	span := chartSpan(p)
 	repeated, cut := false, false
 	rowOf := map[string]int{}

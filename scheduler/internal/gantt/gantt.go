@@ -63,6 +63,17 @@ type Chart struct {
 	// FirstIDs gives, by bar name, the ID of its first task, for the
 	// colours (Colors): a name whose tasks have no bar keeps its turn.
 	FirstIDs map[string]uint64
+	// Legend gives, by bar name, the legend's text after "name: " in
+	// place of its runs and busy time: where a run has several bars on
+	// rows that are not a team (pzrun stm analyze -svg: a planned bar
+	// and an actual one), the counts of bars would read as twice the
+	// runs. A name not in it keeps its runs and busy time.
+	Legend map[string]string
+	// LabelBeside labels a bar too narrow for its name just right of
+	// it, where the name fits before the next bar on its row and the
+	// chart's end and no other bar of the row covers that space; false
+	// labels bars only inside.
+	LabelBeside bool
 }
 
 // A Row is one row of the chart: a worker, or a transfer track.
@@ -177,12 +188,17 @@ type legendEntry struct {
 	// for a task run by one worker, or a copy).
 	minTeam, maxTeam int
 	busy             time.Duration
+	// custom, when set, replaces the runs and busy time (Chart.Legend).
+	custom string
 }
 
 // text is the entry's line: "gemm: 3 runs, 12.0 ms", and for team
 // tasks "team: 1 run (2 workers), 8.0 ms", "team: 3 runs (2 workers
 // each), ...", "team: 3 runs (1–4 workers), ...".
 func (e legendEntry) text() string {
+	if e.custom != "" {
+		return e.name + ": " + e.custom
+	}
 	team := ""
 	switch {
 	case e.maxTeam <= 1:
@@ -301,6 +317,9 @@ func newDrawing(c Chart) *drawing {
 	d.total = d.left + d.width + 8 + textWidth("100.0%") + margin
 
 	d.legend = legendEntries(d.Rows, d.Bars, d.t0, d.t1)
+	for i := range d.legend {
+		d.legend[i].custom = d.Legend[d.legend[i].name]
+	}
 	d.colors = Colors(d.Bars, d.FirstIDs)
 	for _, b := range d.Bands {
 		if min(b.End, d.t1) > max(b.Start, d.t0) && !slices.Contains(d.contexts, b.Name) { // drawn
@@ -503,6 +522,10 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 		return 1
 	})
 	room := labelRoom(bars)
+	var free []bool
+	if d.LabelBeside {
+		free = besideFree(bars)
+	}
 	// Crisp edges: with anti-aliasing, the seams between touching bars
 	// let the hatching through, and a dense row looks striped with idle
 	// time it does not have.
@@ -584,8 +607,14 @@ func (d *drawing) writeBars(w *bufio.Writer) {
 			fmt.Fprintf(w, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.0f" fill="%s"%s><title>%s</title></rect>`,
 				x, y, wd, barH, fill(b.Name), sep, esc(title))
 		}
-		if d.x(min(b.End, room[i], d.t1))-x >= textWidth(b.Name)*10/fontSize+6 {
+		labelW := textWidth(b.Name) * 10 / fontSize
+		switch {
+		case d.x(min(b.End, room[i], d.t1))-x >= labelW+6:
 			fmt.Fprintf(w, `<text x="%.2f" y="%.1f" font-size="10" pointer-events="none">%s</text>`, x+3, y+barH-4, esc(b.Name))
+		case d.LabelBeside && free[i] && b.End < d.t1 && d.x(min(room[i], d.t1))-xEnd >= labelW+6:
+			// Beside the bar, in the idle time after it, with the gap
+			// of an inside label on each side.
+			fmt.Fprintf(w, `<text class="beside" x="%.2f" y="%.1f" font-size="10" fill="#333333" pointer-events="none">%s</text>`, xEnd+3, y+barH-4, esc(b.Name))
 		}
 		fmt.Fprintln(w)
 	}
@@ -630,6 +659,30 @@ func labelRoom(bars []Bar) []time.Duration {
 		}
 	}
 	return room
+}
+
+// besideFree returns, for each of bars, whether no other bar of its
+// row covers its end: none that started before it (or with it, drawn
+// before it) ends after it. Bars that start after its end are
+// labelRoom's.
+func besideFree(bars []Bar) []bool {
+	order := make([]int, len(bars))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(bars[i].Row, bars[j].Row), cmp.Compare(bars[i].Start, bars[j].Start), cmp.Compare(i, j))
+	})
+	free := make([]bool, len(bars))
+	var reach time.Duration // the latest end of the row's bars so far
+	for k, i := range order {
+		if k == 0 || bars[order[k-1]].Row != bars[i].Row {
+			reach = math.MinInt64
+		}
+		free[i] = reach <= bars[i].End
+		reach = max(reach, bars[i].End)
+	}
+	return free
 }
 
 // writeBands draws the bands under the bars and a mark at each change:
