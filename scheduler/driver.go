@@ -544,7 +544,7 @@ func (d *Driver) SubmitTask(ctx context.Context, t *Task) error {
 		d.w.s.flushBatches()
 	}
 	if err := d.driveUntil(ctx, t.Done()); err != nil {
-		return fmt.Errorf("scheduler: waiting for task %q on worker %d's driver: %w", t.Codelet.name(), d.w.info.ID, err)
+		return fmt.Errorf("scheduler: waiting for task %q on worker %d's driver: %w (%w)", t.Codelet.name(), d.w.info.ID, err, ErrTaskPending)
 	}
 	return t.Err()
 }

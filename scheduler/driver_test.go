@@ -287,6 +287,7 @@ func TestDriverSubmitSynchronousCanceled(t *testing.T) {
 	defer cancel()
 	err = d.Submit(wctx, after, scheduler.RW(h), scheduler.Synchronous())
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, scheduler.ErrTaskPending, "submitted, not refused")
 	assert.Contains(t, err.Error(), `"after"`)
 	assert.False(t, ran.Load())
 	release()

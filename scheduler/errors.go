@@ -87,6 +87,14 @@ var (
 	// already submitted (or named in After): before that, the task's
 	// scheduler is not known.
 	ErrInTask = errors.New("scheduler: waiting inside a task")
+	// ErrTaskPending is wrapped, with the context's error, in the error
+	// of a Synchronous Submit (a Driver's too) and of Task.Wait whose
+	// context ended before the task completed. The task was submitted
+	// and is not withdrawn: it runs (once its dependencies allow), its
+	// callbacks run when it completes, and WaitAll and Close wait for
+	// it. A Submit whose error does not wrap it refused the task, or
+	// the task completed (a failed task's error), its callbacks run.
+	ErrTaskPending = errors.New("scheduler: task still pending")
 )
 
 // A TaskError is the error of a task whose implementation (or callback)

@@ -272,7 +272,11 @@ func OnDone(fn func(err error)) Arg { return Arg{kind: argDone, v: fn} }
 func WithTeam(k int) Arg { return Arg{kind: argTeam, n: k} }
 
 // Synchronous makes Submit wait until the task completes and return its
-// error.
+// error. If Submit's context ends first, Submit returns at once with an
+// error wrapping the context's and ErrTaskPending: the task was
+// submitted and completes later (its callbacks run then); an error
+// without ErrTaskPending means the task was refused, or completed with
+// that error.
 func Synchronous() Arg { return Arg{kind: argSync} }
 
 // CancelOn makes the task cancelable by ctx: once ctx has ended, the task
@@ -555,7 +559,7 @@ func (t *Task) Done() <-chan struct{} {
 }
 
 // Wait blocks until the task completes or ctx is done, and returns the
-// task's error (or ctx's). A task held by a Batch, or wired after one
+// task's error (or ctx's, wrapping ErrTaskPending as well). A task held by a Batch, or wired after one
 // that is (or was), first flushes every Batch holding tasks, so that
 // Wait does not wait for a Flush.
 func (t *Task) Wait(ctx context.Context) error {
@@ -581,7 +585,7 @@ func (t *Task) Wait(ctx context.Context) error {
 	case <-t.Done():
 		return t.Err()
 	case <-ctx.Done():
-		return fmt.Errorf("scheduler: waiting for task %q: %w", t.Codelet.name(), ctxErr(ctx))
+		return fmt.Errorf("scheduler: waiting for task %q: %w (%w)", t.Codelet.name(), ctxErr(ctx), ErrTaskPending)
 	}
 }
 

@@ -951,13 +951,16 @@ func (d *Scheduler) submitLocal(ctx context.Context, cl *scheduler.Codelet, run 
 	err := d.local.Submit(ctx, cl, local...)
 	d.localArgs = clearArgs(local)
 	if err != nil {
-		// A task that Submit refused never runs its callback; one that
-		// it accepted and waited for (scheduler.Synchronous, passed
-		// with With) ran it already (the task failed), or runs it once
-		// the task ends (Submit's context ended first). Whichever of
-		// this and the callback comes first counts the task done: a
-		// failed Synchronous task was counted done twice.
-		td.uncount()
+		// A task that Submit refused never runs its callback: counted
+		// done here. One that it accepted and waited for
+		// (scheduler.Synchronous, passed with With) ran it already (the
+		// task failed: uncount does nothing, the task is not counted
+		// done twice), or runs it once the task ends, when Submit's
+		// context ended first (ErrTaskPending): the task still runs,
+		// and only its callback counts it done.
+		if !errors.Is(err, scheduler.ErrTaskPending) {
+			td.uncount()
+		}
 		// Released as well: a refused task's callback never drops its
 		// reference, so td is the garbage collector's then.
 		td.release()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,9 +58,11 @@ func TestSynchronousTaskCountedDoneOnce(t *testing.T) {
 	})
 	t.Run("context ends while waiting", func(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
+		var ended atomic.Bool
 		block := &scheduler.Codelet{Name: "block", CPU: func(*scheduler.Call) error {
 			close(started)
 			<-release
+			ended.Store(true)
 			return nil
 		}}
 		runOpenCount(t, func(ctx context.Context, d *Scheduler, h *Handle) error {
@@ -77,8 +80,23 @@ func TestSynchronousTaskCountedDoneOnce(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				return errors.Join(errors.New("Submit did not return when its context ended"), err)
 			}
+			// The task still runs (it waits for release): it is not done.
+			// Submit's error path counted it done, so a stall report said
+			// "0 tasks not done" while it ran.
+			if n := d.pos.open.Load(); n != 1 {
+				close(release)
+				return fmt.Errorf("rank 0 counts %d tasks not done while its Synchronous task runs on after Submit returned, want 1", n)
+			}
+			// WaitAll waits for the task all the same.
+			waited := make(chan bool, 1)
+			go func() {
+				_ = d.WaitAll(ctx)
+				waited <- ended.Load()
+			}()
 			close(release)
-			_ = d.WaitAll(ctx)
+			if !<-waited {
+				return errors.New("WaitAll returned before the task it waits for ended")
+			}
 			return nil
 		})
 	})
