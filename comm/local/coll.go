@@ -807,7 +807,7 @@ func (c *rankComm) split(ctx context.Context, call comm.Call, color, key int) (c
 		for i, m := range members {
 			wr[i] = g.worldRanks[m]
 		}
-		e = &splitEntry{g: newGroup(g.w, wr)}
+		e = &splitEntry{g: newGroup(g.w, wr, nil)}
 		g.splits[sk] = e
 	}
 	e.joined++

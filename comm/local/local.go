@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,7 @@ func New(n int) ([]comm.Comm, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	g := newGroup(w, ranks)
+	g := newGroup(w, ranks, nil)
 	out := make([]comm.Comm, n)
 	for r := range n {
 		out[r] = &rankComm{g: g, rank: r}
@@ -128,9 +129,19 @@ type world struct {
 // groups it belongs to (so that a departure costs the number of its
 // groups, not of the world's) and whether it left.
 type worldRank struct {
-	in   []membership // the groups the rank belongs to, oldest first
-	left *string      // why the rank left Run, once it did
+	// in lists the groups the rank belongs to, oldest first, while
+	// some member of each still holds it (see world.release): a group
+	// every member freed or left goes, so that it can be collected.
+	in   []membership
+	left *string // why the rank left Run, once it did
 }
+
+// The states of a member of a group, in group.hold (under world.mu).
+const (
+	unlisted = iota // not in its world rank's list: it had left Run when g was made, or no member held g then
+	holding         // listed, and it may still use g
+	released        // listed, but it freed its handle or left Run
+)
 
 // membership is one rank's place in a group: rank i of g.
 type membership struct {
@@ -314,13 +325,20 @@ type group struct {
 
 	nbcOnce sync.Once
 	nbc     *group // the group of the ranks' non-blocking collectives
+
+	// Under w.mu: each member's state (unlisted, holding, released),
+	// how many hold g, and g's group of non-blocking collectives once
+	// made (nbc, for those who went through nbcOnce).
+	hold   []uint8
+	held   int
+	nbcKid *group
 }
 
 // nbcGroup returns the group on which the ranks run their non-blocking
 // collectives, made by the first rank to need it: a duplicate that needs no
 // communication, since in-process ranks share the group.
 func (g *group) nbcGroup() *group {
-	g.nbcOnce.Do(func() { g.nbc = newGroup(g.w, g.worldRanks) })
+	g.nbcOnce.Do(func() { g.nbc = newGroup(g.w, g.worldRanks, g) })
 	return g.nbc
 }
 
@@ -328,8 +346,12 @@ func (g *group) nbcGroup() *group {
 // records it with each of its ranks in w, so that a rank leaving Run can
 // find the groups it belongs to. Ranks that left already are marked gone
 // in it (a group of non-blocking collectives is made when a rank first
-// needs it, perhaps after others left).
-func newGroup(w *world, worldRanks []int) *group {
+// needs it, perhaps after others left). parent is the group whose
+// non-blocking collectives the new group runs, or nil: a member that
+// freed parent holds the new group no more than parent (see release),
+// but is listed with it, so that its leaving Run marks it gone there
+// too, unless no member holds it at all.
+func newGroup(w *world, worldRanks []int, parent *group) *group {
 	n := len(worldRanks)
 	g := &group{w: w, size: n, slots: make([]*slot, n), boxes: make([]mailbox, n), splits: map[splitKey]*splitEntry{},
 		worldRanks: worldRanks, gone: make([]atomic.Pointer[string], n),
@@ -342,17 +364,70 @@ func newGroup(w *world, worldRanks []int) *group {
 	for i := range g.slots {
 		g.slots[i] = &slot{wake: make(chan struct{}, 1)}
 	}
+	g.hold = make([]uint8, n)
 	w.mu.Lock()
 	for i, r := range worldRanks {
 		wr := &w.ranks[r]
-		wr.in = append(wr.in, membership{g: g, i: i})
-		if wr.left != nil {
+		switch {
+		case wr.left != nil:
 			g.gone[i].Store(wr.left)
-			g.nGone.Add(1)
+			g.nGone.Add(1) // unlisted: nothing of it will need g
+		case parent != nil && parent.hold[i] != holding:
+			g.hold[i] = released
+		default:
+			g.hold[i] = holding
+			g.held++
 		}
+	}
+	for i, r := range worldRanks {
+		if g.held == 0 {
+			clear(g.hold) // no one will use g: nothing need find it
+			break
+		}
+		if g.hold[i] != unlisted {
+			w.ranks[r].in = append(w.ranks[r].in, membership{g: g, i: i})
+		}
+	}
+	if parent != nil {
+		parent.nbcKid = g
 	}
 	w.mu.Unlock()
 	return g
+}
+
+// release records that member i of g holds it no more: it freed its
+// handle, or left Run. Its place in g's group of non-blocking
+// collectives goes with it. Once no member holds g, g leaves the lists
+// of its world ranks, and with them the world's reach: until then g
+// stays listed for every member, so that a member that freed its handle
+// and then leaves Run still fails the others' calls that wait for it
+// (see leave), and a break still ends their pending requests (see
+// world.breakWith). w.mu is held.
+func (w *world) release(g *group, i int) {
+	if g.hold[i] != holding {
+		return
+	}
+	g.hold[i] = released
+	g.held--
+	if g.nbcKid != nil {
+		w.release(g.nbcKid, i)
+	}
+	if g.held > 0 {
+		return
+	}
+	for j, r := range g.worldRanks {
+		if g.hold[j] == unlisted {
+			continue
+		}
+		in := w.ranks[r].in
+		// The newest first: a communicator freed is mostly a recent one.
+		for x := len(in) - 1; x >= 0; x-- {
+			if in[x].g == g {
+				w.ranks[r].in = slices.Delete(in, x, x+1)
+				break
+			}
+		}
+	}
 }
 
 // leave records that world rank r's function returned: it will never
@@ -365,11 +440,19 @@ func newGroup(w *world, worldRanks []int) *group {
 func (w *world) leave(r int, why string) {
 	w.mu.Lock()
 	w.ranks[r].left = &why
-	in := w.ranks[r].in // appended to under mu only: the first len stay as they are
+	in := slices.Clone(w.ranks[r].in) // release deletes in place
 	w.mu.Unlock()
 	for _, m := range in {
 		m.g.leave(m.i, &why)
 	}
+	// r holds none of its groups any more; those that no other member
+	// holds go (see release), after the marks above: a group still held
+	// by others stays listed, with r marked gone in it.
+	w.mu.Lock()
+	for _, m := range in {
+		w.release(m.g, m.i)
+	}
+	w.mu.Unlock()
 }
 
 // leave records in g that its rank i left Run (why), wakes the ranks whose
@@ -1160,15 +1243,24 @@ func (c *rankComm) Abort(code int) error {
 // Free implements comm.Comm. It is local: other ranks' handles stay
 // usable. Freeing twice returns ErrFreed. This rank's point-to-point
 // calls still pending on c end with an error wrapping ErrFreed (see
-// endPending).
+// endPending). Once every rank of c freed its handle (or left Run), the
+// world keeps nothing of the communicator: a program may make and free
+// one per phase for as long as it runs.
 func (c *rankComm) Free() error {
 	if c.freed.Swap(true) {
 		return fmt.Errorf("local: Free on rank %d: %w", c.rank, comm.ErrFreed)
 	}
 	c.endPending()
 	c.nbcOnce.Do(func() {}) // no engine is made after this
+	var err error
 	if c.nbc != nil {
-		return c.nbc.Close()
+		err = c.nbc.Close()
 	}
-	return nil
+	// This rank holds the group no more: once no rank does, the world
+	// forgets it (see world.release), and it is collected.
+	w := c.g.w
+	w.mu.Lock()
+	w.release(c.g, c.rank)
+	w.mu.Unlock()
+	return err
 }
