@@ -55,8 +55,9 @@ func (s *Scheduler) runWorker(w *worker, inits chan<- error) {
 }
 
 // loop runs the worker's cycles until the scheduler stops (or w.quit
-// is closed), sleeping when it finds no work.
-func (w *worker) loop() {
+// is closed), sleeping when it finds no work. It reports whether w.quit
+// ended it (the scheduler was not stopping then).
+func (w *worker) loop() (quit bool) {
 	s := w.s
 	for !s.stopping.Load() {
 		if w.drv.runOnce(w) {
@@ -65,12 +66,13 @@ func (w *worker) loop() {
 		select {
 		case <-w.quit:
 			w.flushDone()
-			return
+			return true
 		default:
 		}
 		w.idle()
 	}
 	w.flushDone()
+	return false
 }
 
 // ErrDriver is returned by Scheduler.Driver for a worker the application
@@ -319,10 +321,13 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	d.w.quit = ctx.Done()
 	d.w.serving.Store(true)
-	d.w.loop()
+	// Whether ctx ended the loop is decided here, before Deinit: Close
+	// may end while the worker leaves, and Run then still returns ctx's
+	// error, not the nil of a worker driven until Close.
+	left := d.w.loop()
 	d.w.quit = nil
 	err := d.deinit()
-	if ctx.Err() != nil && !d.w.s.stopping.Load() {
+	if left {
 		return errors.Join(fmt.Errorf("scheduler: driving worker %d: %w", d.w.info.ID, ctx.Err()), err)
 	}
 	return err
@@ -554,8 +559,12 @@ func (d *Driver) endSubmit() { d.inSubmit = false }
 
 // driveUntil runs the worker's cycles until ch is closed, sleeping like
 // the scheduler's own workers while there is no task for it. It returns
-// ctx's error if ctx ends first, and nil at once when the scheduler is
-// closing. The caller holds the Driver (d.busy, or d.inSubmit).
+// ctx's error if ctx ends first, nil once ch is closed: also when the
+// workers stop (Close) first, it returns nil only once ch is closed,
+// waiting without driving, so that a Synchronous SubmitTask never takes
+// a task still pending for completed. (Close stops the workers once no
+// task is in flight, so a task's Done is closed by then.) The caller
+// holds the Driver (d.busy, or d.inSubmit).
 func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 	w := d.w
 	s := w.s
@@ -581,10 +590,17 @@ func (d *Driver) driveUntil(ctx context.Context, ch <-chan struct{}) error {
 	w.quit = nil
 	close(stop)
 	w.flushDone()
-	if !isClosed(ch) && ctx.Err() != nil {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
 		return ctxErr(ctx)
 	}
-	return nil
 }
 
 // SetSubmitLimit sets the count of tasks in flight (submitted to the
