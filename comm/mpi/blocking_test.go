@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 )
 
@@ -34,6 +35,37 @@ func TestBlockingReportsForm(t *testing.T) {
 		d, err := c.Dup(ctx)
 		require.NoError(t, err)
 		require.Equal(t, on && !serialized(), d.(*mpi.Comm).Blocking(), "a Dup of a communicator with blocking=%v", on)
+		require.Equal(t, !serialized(), mpi.EngineBlocking(d.(*mpi.Comm)), "the engine of a Dup of a communicator with blocking=%v", on)
 		require.NoError(t, d.Free())
+	}
+}
+
+// TestEngineTakesBlockingForm: the engine of non-blocking collectives
+// (Ibarrier, Iallreduce...) runs them on its private duplicate with
+// context.Background on every rank, and its duplicate takes MPI's
+// blocking functions whatever the communicator's form (but at
+// MPI_THREAD_SERIALIZED), as comm.NewNBCBlocking promises. Since the
+// form became the communicator's (WithBlocking), the duplicate inherited
+// the default non-blocking form, and the engine's collectives went
+// through MPI_Iallreduce and MPI_Wait. The collectives it runs still
+// complete in either form of the communicator.
+func TestEngineTakesBlockingForm(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Equal(t, !serialized(), mpi.EngineBlocking(world.Comm), "the World's engine")
+	for _, on := range []bool{false, true} {
+		c := splitAll(t) // made with the World's form
+		mpi.SetBlocking(c, on)
+		require.Equal(t, !serialized(), mpi.EngineBlocking(c), "the engine of a communicator with blocking=%v", on)
+		sum := make([]int64, 1)
+		req, err := c.Iallreduce(comm.BufOf([]int64{1}), comm.BufOf(sum), comm.Sum)
+		require.NoError(t, err)
+		_, err = req.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(c.Size()), sum[0])
+		req, err = c.Ibarrier()
+		require.NoError(t, err)
+		_, err = req.Wait(ctx)
+		require.NoError(t, err)
 	}
 }

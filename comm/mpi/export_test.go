@@ -135,17 +135,22 @@ func WithInitFault(fault func(step string) error) Option {
 // saved error handler (errh.c): one per World on an adopted MPI.
 func ErrhRefs() int { return errhRefs() }
 
-// SetBlocking sets the form of c's collectives (WithBlocking) and of its
-// engine's duplicate, as Init's option does for a World and what is made
-// from it; every rank must set the same. At MPI_THREAD_SERIALIZED the
-// collectives stay polled.
+// SetBlocking sets the form of c's collectives (WithBlocking), as Init's
+// option does for a World and what is made from it; every rank must set
+// the same. At MPI_THREAD_SERIALIZED the collectives stay polled. The
+// engine's duplicate keeps its blocking form (withEngine).
 func SetBlocking(c *Comm, on bool) {
-	for _, x := range []*Comm{c, c.nbcComm} {
-		if x == nil {
-			continue
-		}
-		x.coll.Lock()
-		x.block = on && !x.st.serialize
-		x.coll.Unlock()
+	c.coll.Lock()
+	c.block = on && !c.st.serialize
+	c.coll.Unlock()
+}
+
+// EngineBlocking reports whether the collectives of c's engine of
+// non-blocking collectives (on its private duplicate) take the blocking
+// form; false for a communicator without one.
+func EngineBlocking(c *Comm) bool {
+	if c.nbcComm == nil {
+		return false
 	}
+	return c.nbcComm.Blocking()
 }

@@ -49,7 +49,8 @@ func (c *Comm) Dup(ctx context.Context) (comm.Comm, error) {
 // engine returns the engine of c's non-blocking collectives, making it on
 // the first call. It runs them as blocking collectives on c's private
 // duplicate, made with c (withEngine), so that starting the first one
-// needs no communication.
+// needs no communication: MPI's blocking functions (the duplicate's form
+// is blocking whatever c's, see withEngine), with context.Background.
 func (c *Comm) engine(call string) (*comm.NBC, error) {
 	if err := c.usable(call); err != nil {
 		return nil, err
@@ -73,6 +74,15 @@ func (c *Comm) engine(call string) (*comm.NBC, error) {
 // withEngine gives a new communicator its private duplicate for
 // non-blocking collectives (MPI_Comm_dup, collective: every member calls
 // it right after the communicator is made). The duplicate has none.
+//
+// The duplicate's collectives take the blocking form (but at
+// MPI_THREAD_SERIALIZED, where every collective is polled), whatever c's
+// (WithBlocking): only the engine makes collectives on it, every rank's
+// with context.Background (comm.NewNBCBlocking), so every rank takes the
+// same form, and the blocking functions keep Open MPI's non-blocking
+// progress engine (libnbc) out of the engine's goroutine, as
+// NewNBCBlocking promises, at half the latency of the non-blocking form
+// waited for.
 func (c *Comm) withEngine() error {
 	var nc C.MPI_Comm
 	c.st.lock()
@@ -85,7 +95,7 @@ func (c *Comm) withEngine() error {
 	if err != nil {
 		return err
 	}
-	d.block = c.block
+	d.block = !c.st.serialize
 	c.nbcComm = d
 	return nil
 }
