@@ -36,8 +36,14 @@ import (
 // always conflicts: two functions cannot be told apart, so only the
 // first options may give one. ConflictingOption reads no environment
 // variable: an option the first list does not give conflicts with a
-// later one that gives it, whatever PZ_* says.
+// later one that gives it, whatever PZ_* says. A nil option in later is
+// refused as New refuses one (ErrBadOption, naming its position).
 func ConflictingOption(first, later []Option) error {
+	for i, o := range later {
+		if o == nil {
+			return fmt.Errorf("%w: option %d of the later options is nil (an Option variable left unset?)", ErrBadOption, i+1)
+		}
+	}
 	a := applied(config{}, first)
 	z := applied(config{}, later)
 	b := applied(a, later)
