@@ -6,6 +6,7 @@
 #   comm/mpi/mpitest.sh                 # tests at 1, 2 and 4 ranks
 #   RANKS="2" comm/mpi/mpitest.sh bench # go test benchmarks, fixed iterations
 #   BENCH=AllReduce BENCHTIME=2000x comm/mpi/mpitest.sh bench
+#   PZ_COMM_BLOCKING=1 RANKS="2" comm/mpi/mpitest.sh bench # collectives in the blocking form
 #   SERIALIZED=1 RANKS="2 4" comm/mpi/mpitest.sh
 #
 # SERIALIZED=1 runs the tests as a C program embedding pz would: each
@@ -24,6 +25,15 @@ flags=(--oversubscribe)
 export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}" OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
 export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
 skip=()
+if [ "$mode" = bench ]; then
+  # The benchmarks call with context.Background; the collectives' form is
+  # the World's (doc.go, "# Context"): say which one they measure.
+  case "${SERIALIZED:-}/${PZ_COMM_BLOCKING:-}" in
+    1/*) mode="bench (collectives: polled, whatever PZ_COMM_BLOCKING)" ;;
+    */1|*/true|*/on|*/yes) mode="bench (collectives: blocking, PZ_COMM_BLOCKING=$PZ_COMM_BLOCKING)" ;;
+    *) mode="bench (collectives: non-blocking, the default; PZ_COMM_BLOCKING=1 for the blocking form)" ;;
+  esac
+fi
 if [ "${SERIALIZED:-}" = 1 ]; then
   export PZ_MPI_TEST_SERIALIZED=1
   mode="$mode (MPI_THREAD_SERIALIZED)"
