@@ -196,7 +196,10 @@ var errMasterStart = errors.New("the master failed to start")
 // as they are; named types (structs, type Celsius float64), and
 // composites of them, travel once every rank has registered them
 // (Registry.RegisterArgTypes): Submit refuses an argument of an
-// unregistered named type, naming it.
+// unregistered named type, naming it. Interface values inside an
+// argument (a field of type Shape or any, []any, map[string]any) arrive
+// with their dynamic types, which follow the same rule: Submit refuses
+// one of an unregistered type, naming the field and the type.
 //
 // When ctx ends, the master's tasks that have not started are not run
 // (they fail with ctx's error), the master stops waiting for the results
@@ -475,10 +478,8 @@ func (m *Master) Submit(ctx context.Context, cl *scheduler.Codelet, args ...sche
 	if err := m.afterRun("Submit"); err != nil {
 		return err
 	}
-	if t := argType(args); t != nil {
-		if d := m.argDesc(t); d.err != nil {
-			return fmt.Errorf("dist: submitting %q: %w: %w", cl.Name, comm.ErrInvalidArg, d.err)
-		}
+	if err := m.checkArg(argValue(args)); err != nil {
+		return fmt.Errorf("dist: submitting %q: %w: %w", cl.Name, comm.ErrInvalidArg, err)
 	}
 	return m.local.Submit(ctx, w, args...)
 }
@@ -596,15 +597,11 @@ func (m *Master) remote(c *scheduler.Call, name string) (time.Duration, error) {
 	sctx := context.WithoutCancel(m.ctx)
 	h := taskHeader{Codelet: name, Same: sameHandles(c.Task.Access)}
 	if c.Arg != nil {
-		d := m.argDesc(reflect.TypeOf(c.Arg))
-		if d.err != nil {
-			return 0, fmt.Errorf("sending the task to rank %d: %w", p.rank, d.err)
-		}
-		b, err := comm.Encode(c.Arg)
+		desc, b, err := m.encodeArg(c.Arg)
 		if err != nil {
-			return 0, fmt.Errorf("sending the task to rank %d: its argument: %w", p.rank, err)
+			return 0, fmt.Errorf("sending the task to rank %d: %w", p.rank, err)
 		}
-		h.ArgType, h.Arg = d.desc, b
+		h.ArgType, h.Arg = desc, b
 	}
 	bufs := make([]comm.Buf, c.Len())
 	unpacks := make([]func(), c.Len())

@@ -48,6 +48,11 @@ func argTypeName(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
 // rank with its Go type; one of a type no rank registered is refused at
 // Master.Submit, naming the type. Types built only of Go's predeclared
 // types ([]int, map[string][3]float32, *complex64) need no registration.
+// A value held in an interface inside an argument (a struct field of
+// type Shape or any, an element of []any) arrives with its dynamic type
+// too, under the same rule: register the concrete types (Circle{}), and
+// an interface type only where it is part of the argument's own type
+// outside a registered struct ([]Shape: reflect.TypeFor[Shape]()).
 // Every rank registers the same types, before RunMaster.
 func (r *Registry) RegisterArgTypes(types ...any) error {
 	for i, x := range types {
@@ -204,16 +209,16 @@ func (r *Registry) parseType(s string) (reflect.Type, string, error) {
 	return nil, "", fmt.Errorf("unknown type at %q", s)
 }
 
-// argType returns the type of the WithArg among args (the last one, as
-// the scheduler takes it), nil when there is none or its value is nil.
-func argType(args []scheduler.Arg) reflect.Type {
-	var t reflect.Type
+// argValue returns the value of the WithArg among args (the last one,
+// as the scheduler takes it), nil when there is none.
+func argValue(args []scheduler.Arg) any {
+	var v any
 	for _, a := range args {
-		if v, ok := a.ArgValue(); ok {
-			t = reflect.TypeOf(v)
+		if x, ok := a.ArgValue(); ok {
+			v = x
 		}
 	}
-	return t
+	return v
 }
 
 // argDesc is the description of a task argument's type, or why it
@@ -221,6 +226,9 @@ func argType(args []scheduler.Arg) reflect.Type {
 type argDesc struct {
 	desc string
 	err  error
+	// iface: values of the type may hold interface values, and travel
+	// as a tree that names their dynamic types (master_argiface.go).
+	iface bool
 }
 
 // argDesc returns the description of t, a task argument's type, cached.
@@ -234,22 +242,75 @@ func (m *Master) argDesc(t reflect.Type) argDesc {
 			err = fmt.Errorf("a task argument of type %v cannot cross ranks: ranks %v have not registered %s; call RegisterArgTypes with it on every rank's dist.Registry, not only on the master", t, ranks, n)
 		}
 	}
-	d := argDesc{desc, err}
+	d := argDesc{desc, err, err == nil && hasIface(t)}
 	m.argDescs.Store(t, d)
 	return d
 }
 
-// arg decodes h's task argument into the Go type it describes.
-func (r *slotRunner) arg(h taskHeader) (any, error) {
-	t := r.argTypes[h.ArgType]
+// checkArg returns why v, a task argument, cannot cross ranks, or nil.
+func (m *Master) checkArg(v any) error {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return nil
+	}
+	d := m.argDesc(t)
+	if d.err == nil && d.iface {
+		_, err := m.argTree(reflect.ValueOf(v), argPath(t), false, ifaceTypes{})
+		return err
+	}
+	return d.err
+}
+
+// encodeArg returns the description of v's type and v's encoding, as
+// the worker rank's arg reads them.
+func (m *Master) encodeArg(v any) (desc string, b []byte, err error) {
+	t := reflect.TypeOf(v)
+	d := m.argDesc(t)
+	if d.err != nil {
+		return "", nil, d.err
+	}
+	x := v
+	if d.iface {
+		if x, err = m.argTree(reflect.ValueOf(v), argPath(t), true, ifaceTypes{}); err != nil {
+			return "", nil, err
+		}
+	}
+	if b, err = comm.Encode(x); err != nil {
+		return "", nil, fmt.Errorf("its argument: %w", err)
+	}
+	return d.desc, b, nil
+}
+
+// argType returns the type desc describes, cached.
+func (r *slotRunner) argType(desc string) (reflect.Type, error) {
+	t := r.argTypes[desc]
 	if t == nil {
 		var err error
-		if t, err = r.reg.parseArgType(h.ArgType); err != nil {
+		if t, err = r.reg.parseArgType(desc); err != nil {
 			return nil, err
 		}
-		r.argTypes[h.ArgType] = t
+		r.argTypes[desc] = t
+	}
+	return t, nil
+}
+
+// arg decodes h's task argument into the Go type it describes.
+func (r *slotRunner) arg(h taskHeader) (any, error) {
+	t, err := r.argType(h.ArgType)
+	if err != nil {
+		return nil, err
 	}
 	p := reflect.New(t)
+	if memo := (ifaceTypes{}); memo.has(t) {
+		var g any
+		if err := comm.Decode(h.Arg, &g); err == nil {
+			err = r.fromTree(p.Elem(), g, argPath(t), memo)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("task %q: its argument: %w", h.Codelet, err)
+		}
+		return p.Elem().Interface(), nil
+	}
 	if err := comm.Decode(h.Arg, p.Interface()); err != nil {
 		return nil, fmt.Errorf("task %q: its argument: %w", h.Codelet, err)
 	}
