@@ -32,8 +32,70 @@ func TestDoneAfterBreak(t *testing.T) {
 		{"Irecv", func(c comm.Comm) (comm.Request, error) { return comm.Irecv(c, make([]float64, 1), 2, 0) }},
 		{"IsendLarge", func(c comm.Comm) (comm.Request, error) { return comm.Isend(c, large, 2, 0) }},
 	}
-	// Each way of waiting returns the request's error once it ended.
-	waits := []struct {
+	waits := doneWaits()
+	for _, p := range posts {
+		for _, w := range waits {
+			for _, dup := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/dup=%v", p.name, w.name, dup), func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+					defer cancel()
+					posted := make(chan struct{})
+					checked := make(chan struct{}) // rank 0 has its answer: rank 2 may return
+					boom := errors.New("rank 1 gives up")
+					err := local.Run(ctx, 3, func(rctx context.Context, c comm.Comm) error {
+						if dup {
+							d, err := c.Dup(rctx)
+							if err != nil {
+								return err
+							}
+							c = d
+						}
+						switch c.Rank() {
+						case 1:
+							<-posted
+							return boom
+						case 2:
+							// Alive while rank 0 waits (a rank that
+							// returns ends the requests with it itself),
+							// sending and receiving nothing.
+							select {
+							case <-checked:
+							case <-ctx.Done():
+							}
+							return nil
+						}
+						r, err := p.post(c)
+						if err != nil {
+							return err
+						}
+						close(posted)
+						defer close(checked)
+						// ctx, the test's deadline, not rctx, which the
+						// break cancels.
+						err = w.wait(ctx, r)
+						if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "rank 1 failed") {
+							return fmt.Errorf("after the break: %v, want comm.ErrBroken naming rank 1", err)
+						}
+						return fmt.Errorf("rank 0 saw it: %w", err)
+					})
+					errs := rankErrors(t, err)
+					require.ErrorIs(t, errs[1], boom)
+					require.ErrorIs(t, errs[0], comm.ErrBroken)
+					assert.Contains(t, errs[0].Error(), "rank 0 saw it", "rank 0: %v", errs[0])
+				})
+			}
+		}
+	}
+}
+
+// doneWaits are the ways of waiting for a request that a break ends:
+// each returns the request's error once it ended, or an error saying the
+// test's deadline (ctx) passed first.
+func doneWaits() []struct {
+	name string
+	wait func(ctx context.Context, r comm.Request) error
+} {
+	return []struct {
 		name string
 		wait func(ctx context.Context, r comm.Request) error
 	}{
@@ -98,58 +160,5 @@ func TestDoneAfterBreak(t *testing.T) {
 				}
 			}
 		}},
-	}
-	for _, p := range posts {
-		for _, w := range waits {
-			for _, dup := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/%s/dup=%v", p.name, w.name, dup), func(t *testing.T) {
-					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-					defer cancel()
-					posted := make(chan struct{})
-					checked := make(chan struct{}) // rank 0 has its answer: rank 2 may return
-					boom := errors.New("rank 1 gives up")
-					err := local.Run(ctx, 3, func(rctx context.Context, c comm.Comm) error {
-						if dup {
-							d, err := c.Dup(rctx)
-							if err != nil {
-								return err
-							}
-							c = d
-						}
-						switch c.Rank() {
-						case 1:
-							<-posted
-							return boom
-						case 2:
-							// Alive while rank 0 waits (a rank that
-							// returns ends the requests with it itself),
-							// sending and receiving nothing.
-							select {
-							case <-checked:
-							case <-ctx.Done():
-							}
-							return nil
-						}
-						r, err := p.post(c)
-						if err != nil {
-							return err
-						}
-						close(posted)
-						defer close(checked)
-						// ctx, the test's deadline, not rctx, which the
-						// break cancels.
-						err = w.wait(ctx, r)
-						if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "rank 1 failed") {
-							return fmt.Errorf("after the break: %v, want comm.ErrBroken naming rank 1", err)
-						}
-						return fmt.Errorf("rank 0 saw it: %w", err)
-					})
-					errs := rankErrors(t, err)
-					require.ErrorIs(t, errs[1], boom)
-					require.ErrorIs(t, errs[0], comm.ErrBroken)
-					assert.Contains(t, errs[0].Error(), "rank 0 saw it", "rank 0: %v", errs[0])
-				})
-			}
-		}
 	}
 }

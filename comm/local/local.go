@@ -210,10 +210,21 @@ func (w *world) breakWith(err error) {
 }
 
 // breakWith breaks g with err (unless it is broken already) and ends its
-// pending non-blocking point-to-point requests (see endBroken).
+// pending non-blocking point-to-point requests (see endBroken), and
+// breaks g's group of non-blocking collectives alike, if it was made: a
+// non-blocking collective on a broken communicator then ends (its Done
+// closes) with the same error as any other call on it, where it used to
+// wait on the intact duplicate for ranks that would never start it.
 func (g *group) breakWith(err error) {
 	g.brk.breakWith(err)
-	g.endBroken(g.brk.broken())
+	cause := g.brk.broken()
+	g.endBroken(cause)
+	g.w.mu.Lock()
+	kid := g.nbcKid
+	g.w.mu.Unlock()
+	if kid != nil {
+		kid.breakWith(cause) // its waits watch its breaker
+	}
 }
 
 // endBroken ends the non-blocking point-to-point requests pending on g
@@ -392,6 +403,15 @@ func newGroup(w *world, worldRanks []int, parent *group) *group {
 		parent.nbcKid = g
 	}
 	w.mu.Unlock()
+	if parent != nil {
+		// parent broke before it knew of g (its breakWith reads nbcKid
+		// under w.mu after breaking): g is born broken, so that the
+		// collectives started on parent before the break fail as they
+		// would have on a g made earlier.
+		if err := parent.brk.broken(); err != nil {
+			g.brk.breakWith(err)
+		}
+	}
 	return g
 }
 
