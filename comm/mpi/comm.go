@@ -77,6 +77,7 @@ type Comm struct {
 
 	nbc     *comm.NBC // runs the non-blocking collectives; made by the first one, guarded by coll
 	wslot   *collSlot // the watch's record of the collective in progress; made by the first, guarded by coll
+	creq    *request  // the request of the collectives in the non-blocking form, reused (collRequest); guarded by coll
 	nbcComm *Comm     // their communicator: a duplicate made with this one (nil for that duplicate itself)
 }
 
@@ -278,7 +279,12 @@ func (c *Comm) startAndPoll(ctx context.Context, call string, coll bool, nbytes 
 		}
 		return fmt.Errorf("mpi: %s: %w", call, err)
 	}
-	r := newRequest(c, call, coll, pins...)
+	var r *request
+	if coll {
+		r = c.collRequest(call, pins...)
+	} else {
+		r = newRequest(c, call, false, pins...)
+	}
 	c.st.lock()
 	rc := start(r.req)
 	c.st.unlock()
