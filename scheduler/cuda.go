@@ -656,8 +656,13 @@ func (d *cudaDriver) finish(w *worker, sl *cudaSlot) {
 // it took since t0 (its pop), and recycles it.
 func (d *cudaDriver) end(w *worker, t *Task, err error, t0 int64) {
 	s := w.s
+	// The monitor is loaded before the task completes, as execute1
+	// does: one that saw it popped sees it executed even when removed
+	// meanwhile (the hypervisor's Close waits for the hooks of tasks
+	// that completed before it).
+	mb := s.cx.mon.Load()
 	w.complete(t, err, false)
-	if mb := s.cx.mon.Load(); mb != nil {
+	if mb != nil {
 		mb.m.TaskExecuted(s.contextOf(t), t, w.info.ID, time.Duration(s.now()-t0))
 	}
 	w.release(t)

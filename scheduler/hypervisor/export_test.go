@@ -1,6 +1,10 @@
 package hypervisor
 
-import "time"
+import (
+	"time"
+
+	"github.com/pzgo/pz/scheduler"
+)
 
 // WithOnBusy is a test seam: f is called when a decision is left
 // pending because another one holds the decision lock, right after the
@@ -23,3 +27,14 @@ func (h *Hypervisor) Quiet() time.Duration { return time.Duration(h.quiet.Load()
 
 // MaxQuiet is the idle backoff's bound.
 const MaxQuiet = maxQuiet
+
+// WithOnClosing is a test seam: f is called by the first Close right
+// after it closed the hypervisor, before it waits for the hooks of the
+// tagged tasks that completed.
+func WithOnClosing(f func()) Option { return func(c *config) { c.onClosing = f } }
+
+// WithOnExecuted is a test seam: f is called on entry to TaskExecuted,
+// after the worker completed the task.
+func WithOnExecuted(f func(*scheduler.Task)) Option {
+	return func(c *config) { c.onExecuted = f }
+}

@@ -248,6 +248,11 @@ type Hypervisor struct {
 	// the backoff wakes them (unquiet).
 	parked atomic.Bool
 	closed atomic.Bool
+	// tagged follows the tagged tasks whose hooks Close waits for;
+	// grace is set, mu held, while the decision of one of those hooks
+	// runs after Close (decideNow): the only decision that may.
+	tagged taggedFlight
+	grace  bool
 	// failed is set, and panicErr stored, when the policy's code
 	// panicked (see ErrPolicyPanic): hooks and decisions stop.
 	failed   atomic.Bool
@@ -307,18 +312,28 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // later New replaced leaves the new one working. Idempotent. It returns
 // Err: nil, unless the policy panicked (ErrPolicyPanic).
 //
-// Close waits for a decision under way on another goroutine (a
-// policy's Resize, Feedback.Rejected, WithOnResize's function) to
-// return, so that once Close returns the hypervisor posts no more
-// moves and calls no more of the policy's code; a decision asked for
-// meanwhile (left pending) does not run. Its wait is therefore bounded
-// by the policy's code, which must return: Close takes no
+// A worker completes a task - its Wait and WaitAll may return, and the
+// program call Close - before it calls the TaskExecuted hook. Close does
+// not drop what such a hook asks for: the hooks of the tagged tasks
+// (scheduler.WithTag) that had completed when Close was called, and
+// of those whose TaskExecuted was under way, still run, with their
+// decisions (an AppDriven.OnTag request of such a task is applied, or
+// refused as it would be before Close), and Close waits for them. The
+// hooks of tasks that complete after Close are not called.
+//
+// Close waits for those hooks and for a decision under way on another
+// goroutine (a policy's Resize, Feedback.Rejected, WithOnResize's
+// function) to return, so that once Close returns the hypervisor posts
+// no more moves and calls no more of the policy's code; a decision
+// asked for meanwhile (left pending) does not run. Its wait is therefore
+// bounded by the policy's code, which must return, and by the workers'
+// steps from a task's completion to its hook: Close takes no
 // context.Context because it waits for nothing else. It must not be
-// called from the policy's Resize, from Feedback.Rejected or from
-// WithOnResize's function, which would wait for themselves (call it
-// from a hook, or from another goroutine). Moves posted before Close
-// returns are applied by their workers at their next safe point, as
-// always.
+// called from the policy's Resize, from Feedback.Rejected, from
+// WithOnResize's function, nor from a hook called for a tagged task's
+// TaskExecuted, which would wait for themselves (call it from another
+// hook, or from another goroutine). Moves posted before Close returns
+// are applied by their workers at their next safe point, as always.
 //
 // The workers stay where the policy's last moves put them: a context it
 // emptied (Limits.Min 0, no task pending at the time) keeps none, and
@@ -326,15 +341,32 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // scheduler.ErrNoWorkers at its deadline) until the program moves some
 // back (Scheduler.MoveWorkers). A Limits.Min of 1 keeps one there.
 func (h *Hypervisor) Close() error {
+	seen := false // onCloseWait was called
 	if h.closed.CompareAndSwap(false, true) {
-		h.s.RemoveMonitor(h)
+		// A worker that loaded the monitor before a task completed
+		// calls its TaskExecuted even once removed; one that did not
+		// see this hypervisor (a later New replaced it) never will: no
+		// wait then.
+		removed := h.s.RemoveMonitor(h)
+		if h.cfg.onClosing != nil {
+			h.cfg.onClosing()
+		}
+		if idle := h.tagged.close(); idle != nil && removed {
+			if h.mu.TryLock() {
+				h.mu.Unlock()
+			} else if h.onCloseWait != nil {
+				h.onCloseWait()
+				seen = true
+			}
+			<-idle
+		}
 		h.warnUnsubmitted()
 	}
 	// Wait for the decision in flight: it holds mu. Every decision
 	// checks closed with mu held (decideLocked), so none starts after
 	// this lock is taken.
 	if !h.mu.TryLock() {
-		if h.onCloseWait != nil {
+		if h.onCloseWait != nil && !seen {
 			h.onCloseWait()
 		}
 		h.mu.Lock()
@@ -764,6 +796,9 @@ func (h *Hypervisor) TaskPopped(c *scheduler.Context, t *scheduler.Task, worker 
 		return
 	}
 	h.counters(c).popped.Add(1)
+	if h.hooks != nil && t.Tag != 0 {
+		h.tagged.popped(t)
+	}
 	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookPopped(c, t, worker) {
 		h.decide(TriggerHook)
@@ -811,7 +846,17 @@ func (h *Hypervisor) IdleEnd(c *scheduler.Context, worker int, idle time.Duratio
 
 // TaskExecuted implements scheduler.Monitor.
 func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worker int, elapsed time.Duration) {
-	if h.closed.Load() {
+	if h.cfg.onExecuted != nil {
+		h.cfg.onExecuted(t)
+	}
+	if h.hooks != nil && t.Tag != 0 {
+		// A tagged task's hook may ask for a resize (AppDriven.OnTag):
+		// it runs if the task completed before Close (see Close).
+		if !h.tagged.executed(t) {
+			return
+		}
+		defer h.tagged.finished()
+	} else if h.closed.Load() {
 		return
 	}
 	var f float64
@@ -836,10 +881,28 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 	}
 	h.stir()
 	if h.hooks != nil && !h.failed.Load() && h.hookExecuted(c, t, worker, elapsed) {
+		if h.closed.Load() {
+			// Close waits for this hook (a tagged task's): decide now,
+			// not leaving the decision pending to a holder of mu that
+			// Close may have stopped.
+			h.decideNow()
+			return
+		}
 		h.decide(TriggerHook)
 		return
 	}
 	h.maybeWindow()
+}
+
+// decideNow runs the hook's decision and those pending, waiting for a
+// decision under way.
+func (h *Hypervisor) decideNow() {
+	h.mu.Lock()
+	h.lastDecision.Store(h.now())
+	h.grace = true
+	h.decideLocked(TriggerHook | Trigger(h.pending.Swap(0)))
+	h.grace = false
+	h.mu.Unlock()
 }
 
 // maybeWindow ends the sampling window when it is due and, with the
@@ -927,10 +990,11 @@ func (h *Hypervisor) drain() bool {
 // held. A panic in the policy's code or WithOnResize's function stops
 // the policy (see recovered); the moves posted before it stand.
 func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
-	if h.stopped() {
+	if h.failed.Load() || h.closed.Load() && !h.grace {
 		// Closed: Close may be waiting for this lock; a decision left
 		// pending, or a ResizeNow that passed its check before Close,
-		// must move nothing.
+		// must move nothing. Only the hook of a tagged task completed
+		// before Close decides (decideNow, see Close).
 		return nil
 	}
 	quiet := h.arm(why)
@@ -1314,6 +1378,8 @@ type config struct {
 	onResize    func(Resize)
 	onBusy      func(Trigger)                        // test seam (export_test.go)
 	onCloseWait func()                               // test seam (export_test.go)
+	onClosing   func()                               // test seam (export_test.go)
+	onExecuted  func(*scheduler.Task)                // test seam (export_test.go)
 	onNextIdle  func(worker int, next time.Duration) // test seam (export_test.go)
 	log         *zap.Logger
 	getenv      func(string) string

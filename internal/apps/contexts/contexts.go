@@ -423,7 +423,6 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		Precision: opts.Precision, Workers: nw, Policy: s.Policy()}
 	ns := [2]int{opts.Small, opts.Large}
 	var cs [2]*scheduler.Context
-	var moved chan struct{} // under app_driven, see below
 	if mode != modeGlobal {
 		for i, name := range []string{"small", "large"} {
 			co := []scheduler.ContextOption{scheduler.ContextSize(nw / 2)}
@@ -447,18 +446,7 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			var driven *hypervisor.AppDriven
 			if opts.Hypervisor == "app_driven" {
 				driven = hypervisor.NewAppDriven()
-				// moved is closed once every worker of the small
-				// context's request has moved: the run waits for it
-				// (see below). f runs one decision at a time.
-				moved = make(chan struct{})
-				left := len(cs[0].Workers())
-				hvOpts = append(hvOpts, hypervisor.WithPolicy(driven), hypervisor.WithOnResize(func(r hypervisor.Resize) {
-					if left > 0 && r.From == cs[0].Name() && r.To == cs[1].Name() {
-						if left--; left == 0 {
-							close(moved)
-						}
-					}
-				}))
+				hvOpts = append(hvOpts, hypervisor.WithPolicy(driven))
 			}
 			hv, err = hypervisor.New(s, hvOpts...)
 			if err != nil {
@@ -502,8 +490,15 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 			took[i] = d
 			if err == nil && i == 0 && mode == modeHypervisor && opts.Hypervisor == "app_driven" {
 				// The small factorization is done: its workers may go.
-				err = s.Submit(c, &scheduler.Codelet{Name: "small_done", CPU: func(*scheduler.Call) error { return nil }},
+				// The tagged task is waited for: the hypervisor's Close
+				// (deferred) applies the request of a tagged task that
+				// completed before it, even when its hook had not run
+				// yet (the large factorization ended first).
+				done := scheduler.NewTask(&scheduler.Codelet{Name: "small_done", CPU: func(*scheduler.Call) error { return nil }},
 					scheduler.WithTag(doneTag))
+				if err = s.SubmitTask(c, done); err == nil {
+					err = done.Wait(c)
+				}
 			}
 			return err
 		})
@@ -512,20 +507,6 @@ func runMode[T linalg.Float](ctx context.Context, opts Options, mode string, cl 
 		return mr, fmt.Errorf("contexts: %s run: %w", mode, err)
 	}
 	makespan := time.Since(t0)
-	if moved != nil {
-		// The small context's workers move when the tagged task's hook
-		// runs, on its worker, after the task completed; when the
-		// large factorization ended first, g.Wait returned before that
-		// and closing the hypervisor then (deferred) skipped the hook:
-		// the request was lost and the run reported no resize. Wait for
-		// the moves (the small context has no task left, and its
-		// Limits.Min is 0: they are not refused).
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return mr, fmt.Errorf("contexts: %s run: waiting for the app_driven resize: %w", mode, context.Cause(ctx))
-		}
-	}
 	mr.Makespan = makespan.Seconds()
 	mr.SmallSeconds, mr.LargeSeconds = took[0].Seconds(), took[1].Seconds()
 	mr.GFlops = tiled.GFlops(linalg.CholeskyFlops(ns[0])+linalg.CholeskyFlops(ns[1]), makespan)
