@@ -104,7 +104,13 @@ type graphCheck struct {
 	// waits for them before freeing the communicator, as freeing it
 	// would drop one still queued, leaving the other rank inside it
 	// (under MPI, for MPI_Finalize to refuse).
-	given    []comm.Request
+	given []comm.Request
+	// exchange, once this rank started the exchange of submissions
+	// after a comparison found the windows apart, is closed when it
+	// ends; Close waits for it before freeing the communicator
+	// (finishExchange), as the call that started it may have returned
+	// first (its context ended) while the others complete it.
+	exchange chan struct{}
 	compared int // comparisons started (windows flushed)
 	reached  int // steps started: one past the last this rank started
 
@@ -149,6 +155,9 @@ type graphCheck struct {
 	// registered on this rank (Register, RegisterTiles): ranks whose
 	// counts differ refer to one handle by different numbers.
 	registered func() int
+	// beforeExchange, if set, runs between a comparison that found the
+	// windows apart and the exchange of their submissions (tests).
+	beforeExchange func()
 }
 
 // checkExchange is what the ranks exchange when their windows differ:
@@ -375,6 +384,9 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)
 	}
+	if g.beforeExchange != nil {
+		g.beforeExchange()
+	}
 	// A rank that left before the exchange never joins it: the windows
 	// differ because the ranks stopped, which its departure explains.
 	if err := g.ruledOut(p.step + 1); err != nil {
@@ -385,15 +397,55 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 		mine.Failure, mine.FailureHere = g.failure()
 	}
 	g.reach(p.step + 2)
-	xctx, stop := g.untilLeft(ctx, p.step+1)
-	defer stop()
-	all, err := comm.AllGatherValues(xctx, c, mine)
-	if err != nil && parent.Err() == nil && context.Cause(xctx) != nil {
+	// Every rank that completed the comparison found the windows apart
+	// and makes the exchange: it goes ahead whatever this call's context
+	// (bounded by the stall timeout, and ended by the departure of a rank
+	// that never starts it), on a goroutine of its own. A rank that gave
+	// it up when its context ended left the others inside it (under MPI,
+	// for MPI_Finalize to refuse) and none could name the difference.
+	// When the context ends first, this call returns, and the exchange
+	// completes for the others; Close waits for it (finishExchange).
+	type exchanged struct {
+		all   []checkExchange
+		err   error
+		cause error
+	}
+	bound := g.timeout
+	if bound <= 0 {
+		bound = defaultStall
+	}
+	detached := context.WithoutCancel(parent)
+	tctx, cancel := context.WithTimeoutCause(detached, bound,
+		fmt.Errorf("%w: the exchange of the ranks' submissions after their graphs were found apart did not complete in %v", ErrStalled, bound))
+	xctx, stop := g.untilLeft(tctx, p.step+1)
+	res := make(chan exchanged, 1)
+	done := make(chan struct{})
+	g.exchange = done
+	go func() {
+		defer close(done)
+		defer cancel()
+		defer stop()
+		all, err := comm.AllGatherValues(xctx, c, mine)
+		res <- exchanged{all, err, context.Cause(xctx)}
+	}()
+	var x exchanged
+	select {
+	case x = <-res:
+	case <-parent.Done():
+		select {
+		case x = <-res:
+		default:
+			g.diverged = fmt.Errorf("%w: the windows of submissions #%d to #%d differ, and this rank's context ended before the ranks exchanged them to name the first difference: %w",
+				ErrGraphMismatch, p.end-len(p.window), p.end-1, context.Cause(parent))
+			return g.diverged
+		}
+	}
+	all, err := x.all, x.err
+	if err != nil && x.cause != nil {
 		// A rank left, or the stall timeout: the windows differ because
 		// the ranks stopped, which the cause explains.
-		cause := context.Cause(xctx)
-		err = endedBy(err, cause, parent)
-		if errors.Is(cause, ErrStalled) {
+		err = endedBy(err, x.cause, detached)
+		if errors.Is(x.cause, ErrStalled) {
 			err = g.stalled(err, p.step+1)
 		}
 		return fmt.Errorf("dist: comparing the ranks' graphs: %w", err)

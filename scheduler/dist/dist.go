@@ -110,6 +110,10 @@ type Scheduler struct {
 	// Scatter, Gather, ScatterMatrix and GatherMatrix between the
 	// comparison of the graphs and the exchange of their arguments.
 	beforeExchange atomic.Pointer[func()]
+	// beforeCheckExchange, nil but in tests (export_test.go), runs
+	// between a comparison of the graphs that found the windows apart
+	// and the exchange of their submissions.
+	beforeCheckExchange atomic.Pointer[func()]
 
 	local *scheduler.Scheduler
 	c     comm.Comm // private duplicate: transfers never mix with the application's messages
@@ -245,6 +249,11 @@ func New(ctx context.Context, c comm.Comm, local *scheduler.Scheduler, opts ...O
 	d.check.pos = &d.pos
 	d.check.ask = d.askPeers
 	d.check.registered = func() int { return d.registered } // the check runs with d.mu held
+	d.check.beforeExchange = func() {
+		if f := d.beforeCheckExchange.Load(); f != nil {
+			(*f)()
+		}
+	}
 	d.sendCl = &scheduler.Codelet{Name: "dist.send", Detached: d.startSend}
 	d.recvCl = &scheduler.Codelet{Name: "dist.recv", Detached: d.startRecv}
 	if err := d.postCtrl(); err != nil {
@@ -875,6 +884,13 @@ func (d *Scheduler) finishChecks() error {
 		return nil
 	}
 	d.prog.sync() // hear the departures already delivered
+	d.mu.Lock()
+	exchange := d.check.exchange
+	d.mu.Unlock()
+	if exchange != nil {
+		// Bounded by the stall timeout (settle).
+		<-exchange
+	}
 	d.failMu.Lock()
 	most := d.mostAt
 	d.failMu.Unlock()

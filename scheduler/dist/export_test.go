@@ -71,3 +71,8 @@ func PeersReached(d *Scheduler) map[int]int {
 	}
 	return out
 }
+
+// BeforeCheckExchange makes the graph check on d call f between a
+// comparison of the graphs that found the ranks' windows apart and the
+// exchange of their submissions.
+func BeforeCheckExchange(d *Scheduler, f func()) { d.beforeCheckExchange.Store(&f) }
