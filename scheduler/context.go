@@ -229,11 +229,15 @@ func (s *Scheduler) WorkerContext(id int) *Context {
 func (s *Scheduler) Resizes() []Resize {
 	s.cx.mu.Lock()
 	defer s.cx.mu.Unlock()
-	rs := s.cx.resizes
-	if !s.cfg.stats && len(rs) > resizeLog {
-		rs = rs[len(rs)-resizeLog:]
-	}
-	return slices.Clone(rs)
+	return s.cx.resizes.Latest()
+}
+
+// ResizeCount returns how many context changes of workers were made so
+// far, those Resizes no longer lists included.
+func (s *Scheduler) ResizeCount() int {
+	s.cx.mu.Lock()
+	defer s.cx.mu.Unlock()
+	return s.cx.resizes.Total()
 }
 
 // NewContext creates a context of the global context (see

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pzgo/pz/internal/latest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -45,10 +46,10 @@ type contexts struct {
 	reason []string // by worker id: why it was last moved
 	// resizes is the log Resizes returns. Unless the scheduler records
 	// (WithStats, WithTrace: it then keeps every task's event anyway),
-	// it holds at most 2*resizeLog entries: a long program that moves
+	// it keeps the latest resizeLog moves: a long program that moves
 	// workers for hours, or creates and deletes a context per phase,
 	// would otherwise grow by a Resize (about 100 bytes) per move.
-	resizes []Resize
+	resizes latest.Log[Resize]
 }
 
 // resizeLog is how many of the latest resizes a scheduler that does not
@@ -446,13 +447,7 @@ func (w *worker) applyContexts() {
 	// changes in the order of their times.
 	s.cx.mu.Lock()
 	r.At = time.Duration(s.now())
-	s.cx.resizes = append(s.cx.resizes, r)
-	if n := len(s.cx.resizes); !s.cfg.stats && n > 2*resizeLog {
-		// Amortized O(1): the oldest half goes once the log doubles.
-		kept := copy(s.cx.resizes, s.cx.resizes[n-resizeLog:])
-		clear(s.cx.resizes[kept:]) // their context names, for the collector
-		s.cx.resizes = s.cx.resizes[:kept]
-	}
+	s.cx.resizes.Append(r)
 	s.cx.mu.Unlock()
 	if l := s.cfg.logger; l != nil {
 		// A move the program made itself (AddWorkers, NewContext, ...)

@@ -55,6 +55,14 @@ func TestResizesLogBounded(t *testing.T) {
 				require.False(t, joined[name(0)], "the oldest moves are dropped")
 			}
 			require.True(t, joined[name(phases-1)], "the latest move is kept")
+			// Each phase moves a worker into its context: ResizeCount
+			// counts the moves Resizes no longer lists too (and the
+			// moves back to the global context that the last deletion
+			// may still be making).
+			require.GreaterOrEqual(t, s.ResizeCount(), phases, "every move counted")
+			if !record {
+				require.Greater(t, s.ResizeCount(), len(rs))
+			}
 			for i := 1; i < len(rs); i++ {
 				require.LessOrEqual(t, rs[i-1].At, rs[i].At, "in the order applied")
 			}

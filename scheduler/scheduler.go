@@ -10,6 +10,7 @@ import (
 
 	"github.com/pzgo/pz/hardware/accel"
 	"github.com/pzgo/pz/hardware/cuda"
+	"github.com/pzgo/pz/internal/latest"
 )
 
 // The engine, followed from SubmitTask to completion, is a pipeline
@@ -146,6 +147,10 @@ func New(ctx context.Context, opts ...Option) (*Scheduler, error) {
 		stop:      make(chan struct{}),
 	}
 	s.models = newModelStore(cfg.modelDir)
+	if !cfg.stats {
+		// A scheduler that records keeps every move for its trace.
+		s.cx.resizes = latest.New[Resize](resizeLog)
+	}
 	if s.policy = newPolicy(s.policyConfig()); s.policy == nil {
 		return nil, fmt.Errorf("%w: the WithPolicyFunc function returned a nil Policy", ErrBadOption)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pzgo/pz/internal/atomicf"
+	"github.com/pzgo/pz/internal/latest"
 	"github.com/pzgo/pz/scheduler"
 )
 
@@ -208,11 +209,9 @@ type Hypervisor struct {
 	regMu sync.Mutex
 	reg   map[*scheduler.Context]Limits
 	order []*scheduler.Context
-	// resizes holds the latest moves (at most 2*resizeLog: a hypervisor
-	// that moves workers for hours must not grow with each move), nmoves
-	// counts every move made.
-	resizes []Resize
-	nmoves  int
+	// resizes holds the latest resizeLog moves (a hypervisor that moves
+	// workers for hours must not grow with each move) and counts them all.
+	resizes latest.Log[Resize]
 
 	mu sync.Mutex // one decision at a time (TryLock)
 	// pending holds the triggers of decisions asked for while another
@@ -279,6 +278,7 @@ func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 	h := &Hypervisor{
 		s: s, cfg: cfg, pol: cfg.policy, epoch: time.Now(), onBusy: cfg.onBusy, onCloseWait: cfg.onCloseWait,
 		reg:       map[*scheduler.Context]Limits{},
+		resizes:   latest.New[Resize](resizeLog),
 		ctxSample: map[*scheduler.Context]*sample{},
 	}
 	h.hooks, _ = h.pol.(Hooks)
@@ -684,18 +684,14 @@ const resizeLog = 4096
 func (h *Hypervisor) Resizes() []Resize {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	rs := h.resizes
-	if len(rs) > resizeLog {
-		rs = rs[len(rs)-resizeLog:]
-	}
-	return slices.Clone(rs)
+	return h.resizes.Latest()
 }
 
 // ResizeCount returns how many moves were made so far.
 func (h *Hypervisor) ResizeCount() int {
 	h.regMu.Lock()
 	defer h.regMu.Unlock()
-	return h.nmoves
+	return h.resizes.Total()
 }
 
 func (h *Hypervisor) now() int64 { return int64(time.Since(h.epoch)) | 1 }
@@ -1344,14 +1340,7 @@ func (h *Hypervisor) apply(v *View, moves []Move) (done []Resize, rejected []Mov
 	if len(done) > 0 {
 		h.lastResize.Store(h.now())
 		h.regMu.Lock()
-		h.resizes = append(h.resizes, done...)
-		h.nmoves += len(done)
-		if n := len(h.resizes); n > 2*resizeLog {
-			// Amortized O(1): the oldest go once the log doubles.
-			kept := copy(h.resizes, h.resizes[n-resizeLog:])
-			clear(h.resizes[kept:])
-			h.resizes = h.resizes[:kept]
-		}
+		h.resizes.Append(done...)
 		h.regMu.Unlock()
 		if h.cfg.onResize != nil {
 			for _, r := range done {
