@@ -279,17 +279,43 @@ func (q *taskQueue) popFront(k WorkerKind) *Task {
 	return nil
 }
 
-// popBack removes the last task that a worker of kind k can run (steal).
+// popBack removes, for a thief of kind k, the newest of the tasks of
+// the highest priority that a worker of kind k can run, as StarPU's
+// prio deque does for a steal (it takes from the back of the highest
+// priority's list). The queue is in priority order, highest first
+// (push with prio): taking the last task it can run, as popBack did,
+// stole the lowest-priority task first, so that under ws and lws the
+// high-priority tasks of a busy worker's queue ran last.
 func (q *taskQueue) popBack(k WorkerKind) *Task {
 	if q.len() == 0 {
 		return nil
 	}
 	q.lock()
 	defer q.unlock()
-	for i := len(q.buf) - 1; i >= q.head; i-- {
-		if !q.buf[i].runsOn(k) {
-			continue
+	i := -1
+	if q.head < len(q.buf) && q.buf[q.head].prio == q.buf[len(q.buf)-1].prio {
+		// One priority (the usual case): the last task k can run, found
+		// from the back.
+		for j := len(q.buf) - 1; j >= q.head; j-- {
+			if q.buf[j].runsOn(k) {
+				i = j
+				break
+			}
 		}
+	} else {
+		// The first task k can run has the highest priority it may
+		// take; the last of that priority's run of tasks it can run.
+		for j := q.head; j < len(q.buf); j++ {
+			if !q.buf[j].runsOn(k) {
+				continue
+			}
+			if i >= 0 && q.buf[j].prio != q.buf[i].prio {
+				break
+			}
+			i = j
+		}
+	}
+	if i >= 0 {
 		t := q.buf[i].t
 		copy(q.buf[i:], q.buf[i+1:])
 		q.buf[len(q.buf)-1] = queued{}
