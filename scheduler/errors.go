@@ -52,7 +52,8 @@ var (
 	// writer through one path race with readers through the other.
 	ErrOverlap = errors.New("scheduler: memory already registered")
 	// ErrBadData is returned by Register for data of the wrong shape or
-	// type (not a slice, a slice too short for rows, cols and ld, ...).
+	// type (not a slice, a slice too short for rows, cols and ld, ...),
+	// and by Submit and the Handle methods for a nil handle.
 	ErrBadData = errors.New("scheduler: invalid data")
 	// ErrAlreadySubmitted is returned by SubmitTask for a Task value that
 	// was already submitted: a Task runs once.

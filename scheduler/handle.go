@@ -487,6 +487,9 @@ func (h *Handle) leavesLocked(out []*Handle) []*Handle {
 // since it writes the registered memory: nothing writes it after Fetch
 // returns, and its cost is one copy of h over the device's link.
 func (h *Handle) Fetch(ctx context.Context) (any, error) {
+	if h == nil {
+		return nil, nilHandleError("Fetch")
+	}
 	if h.status.Load() == handleUnregistered {
 		// As for Submit: an unregistered handle, or a tile of an
 		// unpartitioned one, is no access to anything any more.
@@ -519,6 +522,9 @@ func (h *Handle) Fetch(ctx context.Context) (any, error) {
 // when Partition makes them, so SetReduction on a partitioned handle
 // fails with ErrPartitioned.
 func (h *Handle) SetReduction(init, combine *Codelet) error {
+	if h == nil {
+		return nilHandleError("SetReduction")
+	}
 	if init == nil || combine == nil || init.CPU == nil || combine.CPU == nil {
 		return fmt.Errorf("%w: SetReduction on %v needs init and combine codelets with CPU implementations", ErrNoImplementation, h)
 	}
@@ -553,6 +559,9 @@ func Blocks(rows, cols int) Blocking { return Blocking{rows, cols} }
 // before on h; h itself cannot be accessed until Unpartition. Partition
 // does not block.
 func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
+	if h == nil {
+		return nil, nilHandleError("Partition")
+	}
 	if h.kind == kindValue {
 		return nil, fmt.Errorf("%w: cannot Partition %v (only vectors and matrices)", ErrBadData, h)
 	}
@@ -620,6 +629,9 @@ func (h *Handle) Partition(b Blocking) ([][]*Handle, error) {
 // unusable (ErrUnregistered). Tiles that are themselves partitioned must
 // be unpartitioned first. Unpartition does not block.
 func (h *Handle) Unpartition() error {
+	if h == nil {
+		return nilHandleError("Unpartition")
+	}
 	h.s.handleMu.Lock()
 	defer h.s.handleMu.Unlock()
 	if h.status.Load() == handleUnregistered {
@@ -686,6 +698,9 @@ func (h *Handle) Unpartition() error {
 // a copy back to RAM that it started is let end first (see Fetch), so
 // that nothing it started writes the data after it returns.
 func (h *Handle) Unregister(ctx context.Context) (any, error) {
+	if h == nil {
+		return nil, nilHandleError("Unregister")
+	}
 	if h.parent != nil {
 		if h.status.Load() == handleUnregistered {
 			return nil, fmt.Errorf("%w: Unregister of tile %v, whose parent was unpartitioned: the tile is gone already, nothing to unregister (unregister the parent)", ErrUnregistered, h)
@@ -754,6 +769,13 @@ func (h *Handle) Unregister(ctx context.Context) (any, error) {
 			return nil, err
 		}
 	}
+}
+
+// nilHandleError is the error of a method called on a nil *Handle, as
+// Submit's for a nil handle in an access: most often the handle of a
+// Register call whose error was dropped.
+func nilHandleError(what string) error {
+	return fmt.Errorf("%w: %s of a nil handle (did the Register call that should have made it fail?)", ErrBadData, what)
 }
 
 // usableLocked reports why h cannot be accessed, or nil.
