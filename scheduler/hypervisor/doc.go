@@ -90,7 +90,9 @@
 // Decisions run on the worker whose hook fired, one at a time: a worker
 // that finds a decision under way does not wait (TryLock) but leaves its
 // trigger pending, and the worker holding the decision runs the pending
-// ones before it lets go, so that no decision asked for is lost. Moves
+// ones before it lets go, so that no decision asked for is lost; once
+// Close was called the holder leaves them to Close, which runs them
+// before it returns (or reports in its error why it could not). Moves
 // the hypervisor refuses are reported to a policy implementing Feedback;
 // app_driven keeps such requests due and retries them when their
 // source, destination or limits change, or at the latest every 100 ms

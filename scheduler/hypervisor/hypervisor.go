@@ -53,6 +53,14 @@ var (
 	// calls the policy no more, so it resizes nothing more. The error
 	// names the policy, where it panicked and the panic's value and site.
 	ErrPolicyPanic = errors.New("hypervisor: the policy panicked")
+	// ErrDecisionDropped is returned by Close when a decision pending
+	// when it was called (asked for by a hook, or by a trigger, while
+	// another decision ran) could not run: the scheduler was closed
+	// before the hypervisor, or a later New replaced it. The error names
+	// the decision's triggers, how many requests the policy had due
+	// (AppDriven.Due) and why it did not run. A decision that ran and
+	// whose moves were refused (see Limits) is no such error.
+	ErrDecisionDropped = errors.New("hypervisor: a pending decision was dropped")
 )
 
 // Trigger says what makes the hypervisor consider resizing.
@@ -247,11 +255,16 @@ type Hypervisor struct {
 	// the backoff wakes them (unquiet).
 	parked atomic.Bool
 	closed atomic.Bool
-	// tagged follows the tagged tasks whose hooks Close waits for;
-	// grace is set, mu held, while the decision of one of those hooks
-	// runs after Close (decideNow): the only decision that may.
+	// tagged follows the tagged tasks whose hooks Close waits for.
 	tagged taggedFlight
-	grace  bool
+	// final is set, mu held, by Close once it ran the decisions pending
+	// when it was called: no decision runs after it (decideLocked).
+	// dropped, guarded by mu, is Close's ErrDecisionDropped, if any.
+	final   bool
+	dropped error
+	// closeDone is closed when the first Close returns; a later Close
+	// waits for it.
+	closeDone chan struct{}
 	// failed is set, and panicErr stored, when the policy's code
 	// panicked (see ErrPolicyPanic): hooks and decisions stop.
 	failed   atomic.Bool
@@ -280,6 +293,7 @@ func New(s *scheduler.Scheduler, opts ...Option) (*Hypervisor, error) {
 		reg:       map[*scheduler.Context]Limits{},
 		resizes:   latest.New[Resize](resizeLog),
 		ctxSample: map[*scheduler.Context]*sample{},
+		closeDone: make(chan struct{}),
 	}
 	h.hooks, _ = h.pol.(Hooks)
 	_, h.types.on = h.pol.(taskTyped)
@@ -323,12 +337,20 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 //
 // Close waits for those hooks and for a decision under way on another
 // goroutine (a policy's Resize, Feedback.Rejected, WithOnResize's
-// function) to return, so that once Close returns the hypervisor posts
-// no more moves and calls no more of the policy's code; a decision
-// asked for meanwhile (left pending) does not run. Its wait is therefore
-// bounded by the policy's code, which must return, and by the workers'
-// steps from a task's completion to its hook: Close takes no
-// context.Context because it waits for nothing else. It must not be
+// function) to return. Then it runs, once, the decision pending when it
+// was called - asked for by a hook (an AppDriven.OnTag request whose
+// task completed) or a trigger while another decision ran - so that no
+// decision asked for before Close is dropped: its moves are made, or
+// refused as they would be before Close. A pending decision that cannot
+// run is reported: Close returns ErrPolicyPanic when the policy panics
+// in it, and ErrDecisionDropped when the scheduler was closed first or
+// a later New replaced this hypervisor. Once Close returns, the
+// hypervisor posts no more moves and calls no more of the policy's
+// code. Its wait is therefore bounded by the policy's code, which must
+// return, and by the workers' steps from a task's completion to its
+// hook: Close takes no context.Context because it waits for nothing
+// else. A Close called while another runs waits for it and returns the
+// same error. It must not be
 // called from the policy's Resize, from Feedback.Rejected, from
 // WithOnResize's function, nor from a hook called for a tagged task's
 // TaskExecuted, which would wait for themselves (call it from another
@@ -341,38 +363,80 @@ func (h *Hypervisor) Trigger() Trigger { return h.cfg.trigger }
 // scheduler.ErrNoWorkers at its deadline) until the program moves some
 // back (Scheduler.MoveWorkers). A Limits.Min of 1 keeps one there.
 func (h *Hypervisor) Close() error {
-	seen := false // onCloseWait was called
-	if h.closed.CompareAndSwap(false, true) {
-		// A worker that loaded the monitor before a task completed
-		// calls its TaskExecuted even once removed; one that did not
-		// see this hypervisor (a later New replaced it) never will: no
-		// wait then.
-		removed := h.s.RemoveMonitor(h)
-		if h.cfg.onClosing != nil {
-			h.cfg.onClosing()
-		}
-		if idle := h.tagged.close(); idle != nil && removed {
-			if h.mu.TryLock() {
-				h.mu.Unlock()
-			} else if h.onCloseWait != nil {
-				h.onCloseWait()
-				seen = true
-			}
-			<-idle
-		}
-		h.warnUnsubmitted()
+	if !h.closed.CompareAndSwap(false, true) {
+		<-h.closeDone
+		return h.closeErr()
 	}
-	// Wait for the decision in flight: it holds mu. Every decision
-	// checks closed with mu held (decideLocked), so none starts after
-	// this lock is taken.
+	defer close(h.closeDone)
+	seen := false // onCloseWait was called
+	// A worker that loaded the monitor before a task completed calls
+	// its TaskExecuted even once removed; one that did not see this
+	// hypervisor (a later New replaced it) never will: no wait then.
+	removed := h.s.RemoveMonitor(h)
+	if h.cfg.onClosing != nil {
+		h.cfg.onClosing()
+	}
+	if idle := h.tagged.close(); idle != nil && removed {
+		if h.mu.TryLock() {
+			h.mu.Unlock()
+		} else if h.onCloseWait != nil {
+			h.onCloseWait()
+			seen = true
+		}
+		<-idle
+	}
+	h.warnUnsubmitted()
+	// Wait for the decision in flight: it holds mu. Once closed, the
+	// holder leaves the decisions pending to this (drain); they run
+	// here, and none after (final, checked by decideLocked).
 	if !h.mu.TryLock() {
 		if h.onCloseWait != nil && !seen {
 			h.onCloseWait()
 		}
 		h.mu.Lock()
 	}
+	h.runPendingLocked(removed)
+	h.final = true
 	h.mu.Unlock()
-	return h.Err()
+	return h.closeErr()
+}
+
+// closeErr is what Close returns: Err, and the decision it dropped.
+func (h *Hypervisor) closeErr() error {
+	h.mu.Lock()
+	dropped := h.dropped
+	h.mu.Unlock()
+	if dropped == nil {
+		return h.Err()
+	}
+	return errors.Join(h.Err(), dropped)
+}
+
+// runPendingLocked runs the decision pending at Close, if any, or
+// records in dropped why it cannot run; h.mu is held. removed reports
+// whether the scheduler's monitor was still this hypervisor.
+func (h *Hypervisor) runPendingLocked(removed bool) {
+	p := Trigger(h.pending.Swap(0))
+	if p == 0 || h.failed.Load() {
+		return // nothing pending, or the policy panicked (Err says so)
+	}
+	why := ""
+	switch {
+	case h.s.Closed():
+		why = "the scheduler was closed before the hypervisor (close the hypervisor first)"
+	case !removed:
+		why = "a later New replaced this hypervisor (close it before attaching another)"
+	default:
+		h.lastDecision.Store(h.now())
+		h.decideLocked(p)
+		return
+	}
+	due := ""
+	if d, ok := h.pol.(interface{ Due() int }); ok {
+		due = fmt.Sprintf(", %d request(s) of policy %q due", d.Due(), h.pol.Name())
+	}
+	h.dropped = fmt.Errorf("hypervisor: Close: %w (triggers %v%s): %s", ErrDecisionDropped, p, due, why)
+	h.cfg.log.Warn("hypervisor: Close dropped a pending decision", zap.Stringer("trigger", p), zap.String("why", why), zap.Error(h.dropped))
 }
 
 // warnUnsubmitted logs (Warn) each type of task announced with
@@ -895,15 +959,16 @@ func (h *Hypervisor) TaskExecuted(c *scheduler.Context, t *scheduler.Task, worke
 func (h *Hypervisor) decideNow() {
 	h.mu.Lock()
 	h.lastDecision.Store(h.now())
-	h.grace = true
 	h.decideLocked(TriggerHook | Trigger(h.pending.Swap(0)))
-	h.grace = false
 	h.mu.Unlock()
 }
 
 // maybeWindow ends the sampling window when it is due and, with the
 // speed trigger, considers a resize.
 func (h *Hypervisor) maybeWindow() {
+	if h.closed.Load() {
+		return // a tagged task's hook after Close: no new decision
+	}
 	last := h.lastWindow.Load()
 	if h.now()-last < max(int64(h.cfg.window), h.quiet.Load()) {
 		return
@@ -963,10 +1028,12 @@ func (h *Hypervisor) decide(why Trigger) {
 }
 
 // drain runs the pending decisions if no other decision is under way;
-// it reports whether it ran them (false: the holder of h.mu will).
+// it reports whether it ran them (false: the holder of h.mu will). Once
+// the hypervisor is closed it leaves them to Close, which runs them
+// (see Close) and reports true.
 func (h *Hypervisor) drain() bool {
 	for h.mu.TryLock() {
-		for {
+		for !h.closed.Load() {
 			p := Trigger(h.pending.Swap(0))
 			if p == 0 {
 				break
@@ -975,7 +1042,7 @@ func (h *Hypervisor) drain() bool {
 			h.decideLocked(p)
 		}
 		h.mu.Unlock()
-		if h.pending.Load() == 0 {
+		if h.closed.Load() || h.pending.Load() == 0 {
 			return true
 		}
 	}
@@ -986,11 +1053,10 @@ func (h *Hypervisor) drain() bool {
 // held. A panic in the policy's code or WithOnResize's function stops
 // the policy (see recovered); the moves posted before it stand.
 func (h *Hypervisor) decideLocked(why Trigger) (done []Resize) {
-	if h.failed.Load() || h.closed.Load() && !h.grace {
-		// Closed: Close may be waiting for this lock; a decision left
-		// pending, or a ResizeNow that passed its check before Close,
-		// must move nothing. Only the hook of a tagged task completed
-		// before Close decides (decideNow, see Close).
+	if h.failed.Load() || h.final {
+		// Close ran the decisions pending when it was called: none
+		// runs after it (a ResizeNow that passed its check before
+		// Close, a hook under way at Close).
 		return nil
 	}
 	quiet := h.arm(why)
