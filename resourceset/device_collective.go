@@ -39,7 +39,8 @@ import (
 // StagingChunk is the size in bytes of the chunks of the staging path.
 const StagingChunk = 1 << 20
 
-// mineCheck validates a rank's own slice before any communication.
+// mineCheck validates a rank's own slice before any communication; a
+// rank it refuses still takes part in the agreement step (refuse).
 func mineCheck[T comm.Number](root *Device, call string, s *DeviceSlice[T]) error {
 	if root == nil {
 		return fmt.Errorf("%w: %s with a nil root device", ErrInvalid, call)
@@ -56,6 +57,41 @@ func mineCheck[T comm.Number](root *Device, call string, s *DeviceSlice[T]) erro
 	return nil
 }
 
+// refuse is the part that a rank whose own arguments are invalid (bad,
+// from mineCheck) takes in the agreement step of a device collective on
+// c, so that the other ranks, which are in that step, return an error
+// naming it instead of waiting for its next collective (under MPI, for
+// ever if it has none). nd is what the valid call would have said (call,
+// element kind, op, root). It returns bad, joined with a disagreement
+// that the step found first. Without a communicator (a nil root device)
+// nothing can be told: bad alone.
+func refuse(ctx context.Context, c comm.Comm, nd need, bad error) error {
+	if c == nil {
+		return bad
+	}
+	nd.bad, nd.usable, nd.at, nd.n, nd.into = bad, false, nil, 0, 0
+	if _, err := routeOf(ctx, c, nil, nd); err != nil && err != bad {
+		return errors.Join(bad, fmt.Errorf("resourceset: %s: %w", nd.call, err))
+	}
+	return bad
+}
+
+// rootComm is root's communicator, nil for a nil root.
+func rootComm(root *Device) comm.Comm {
+	if root == nil {
+		return nil
+	}
+	return root.c
+}
+
+// rootRank is root's rank, -1 for a nil root.
+func rootRank(root *Device) int {
+	if root == nil {
+		return -1
+	}
+	return root.rank
+}
+
 func chunks[T comm.Number](n int) (size, count int) {
 	size = max(1, StagingChunk/elemSize[T]())
 	return size, (n + size - 1) / size
@@ -66,7 +102,7 @@ func chunks[T comm.Number](n int) (size, count int) {
 // the root's rank, the root device).
 func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSlice[T]) error {
 	if err := mineCheck(root, "BcastDevice", buf); err != nil {
-		return err
+		return refuse(ctx, rootComm(root), need{call: "BcastDevice", kind: kindOf[T](), root: rootRank(root)}, err)
 	}
 	c := root.c
 	rt, err := routeOf(ctx, c, buf.dev, need{call: "BcastDevice", kind: kindOf[T](), root: root.rank, n: buf.n, equal: true, usable: true, at: addrs(buf, nil)})
@@ -155,7 +191,7 @@ func BcastDevice[T comm.Number](ctx context.Context, root *Device, buf *DeviceSl
 // is ignored, and may be nil, on other ranks). It reports ok on the root.
 func ReduceDevice[T comm.Number](ctx context.Context, root *Device, mine, into *DeviceSlice[T], op comm.Op) (ok bool, err error) {
 	if err := mineCheck(root, "ReduceDevice", mine); err != nil {
-		return false, err
+		return false, refuse(ctx, rootComm(root), need{call: "ReduceDevice", kind: kindOf[T](), op: op, root: rootRank(root)}, err)
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank
@@ -280,7 +316,7 @@ func staged[T comm.Number](ctx context.Context, c comm.Comm, buf, into *DeviceSl
 // (runtimeview.AllReduceDevice calls it on the RuntimeView's ranks).
 func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *DeviceSlice[T], op comm.Op) error {
 	if buf == nil || buf.mem == nil || !buf.dev.IsMine() {
-		return fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid)
+		return refuse(ctx, c, need{call: "AllReduceDevice", kind: kindOf[T](), op: op, root: -1}, fmt.Errorf("%w: AllReduceDevice: the slice must be a live one on this rank's devices", ErrInvalid))
 	}
 	rt, err := routeOf(ctx, c, buf.dev, need{call: "AllReduceDevice", kind: kindOf[T](), op: op, root: -1, n: buf.n, equal: true, usable: true, at: addrs(buf, buf)})
 	if err != nil {
@@ -316,7 +352,7 @@ func AllReduceDevice[T comm.Number](ctx context.Context, c comm.Comm, buf *Devic
 // the data take.
 func AllGatherDevice[T comm.Number](ctx context.Context, c comm.Comm, mine, into *DeviceSlice[T]) error {
 	if mine == nil || mine.mem == nil || !mine.dev.IsMine() {
-		return fmt.Errorf("%w: AllGatherDevice: mine must be a live slice on this rank's devices", ErrInvalid)
+		return refuse(ctx, c, need{call: "AllGatherDevice", kind: kindOf[T](), root: -1}, fmt.Errorf("%w: AllGatherDevice: mine must be a live slice on this rank's devices", ErrInvalid))
 	}
 	// A bad into is this rank's own error, returned after it took part
 	// (staging, as for an into of another length), so that the others
@@ -406,7 +442,7 @@ func fillParts[T comm.Number](into *DeviceSlice[T], parts [][]T) error {
 // A root's into that is invalid or of another length fails every rank.
 func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *DeviceSlice[T]) (ok bool, err error) {
 	if err := mineCheck(root, "GatherDevice", mine); err != nil {
-		return false, err
+		return false, refuse(ctx, rootComm(root), need{call: "GatherDevice", kind: kindOf[T](), root: rootRank(root)}, err)
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank
@@ -483,7 +519,7 @@ func GatherDevice[T comm.Number](ctx context.Context, root *Device, mine, into *
 // root (ignored, and may be nil, elsewhere).
 func ScatterDevice[T comm.Number](ctx context.Context, root *Device, from, mine *DeviceSlice[T]) error {
 	if err := mineCheck(root, "ScatterDevice", mine); err != nil {
-		return err
+		return refuse(ctx, rootComm(root), need{call: "ScatterDevice", kind: kindOf[T](), root: rootRank(root)}, err)
 	}
 	c := root.c
 	isRoot := c.Rank() == root.rank

@@ -168,9 +168,12 @@ func routeOf(ctx context.Context, c comm.Comm, d *Device, nd need) (route, error
 // error, and the same comm.ErrMismatch on every other rank; so are
 // lengths that differ where they must be the same (need.equal).
 func agreed(nd need, all []routePart) error {
-	lo, hi, bad := nd.n, nd.n, false
-	for _, p := range all {
-		lo, hi, bad = min(lo, p.N), max(hi, p.N), bad || p.Bad
+	lo, hi, bad := nd.n, nd.n, -1 // bad: the first rank whose arguments are invalid
+	for r, p := range all {
+		lo, hi = min(lo, p.N), max(hi, p.N)
+		if p.Bad && bad < 0 {
+			bad = r
+		}
 	}
 	for r, p := range all {
 		switch {
@@ -187,8 +190,10 @@ func agreed(nd need, all []routePart) error {
 	switch {
 	case nd.bad != nil:
 		return nd.bad
-	case bad:
+	case bad >= 0 && bad == nd.root:
 		return fmt.Errorf("%w: %s: the root's arguments are invalid (see the root's error)", comm.ErrMismatch, nd.call)
+	case bad >= 0:
+		return fmt.Errorf("%w: %s: rank %d's arguments are invalid (see its error)", comm.ErrMismatch, nd.call, bad)
 	case nd.equal && lo != hi:
 		return fmt.Errorf("%w: %s: lengths differ across ranks (from %d to %d elements; this rank %d)", comm.ErrMismatch, nd.call, lo, hi, nd.n)
 	}

@@ -128,3 +128,80 @@ func simMachines(t *testing.T, ctx context.Context, c comm.Comm) (accel.Device, 
 	require.NoError(t, err)
 	return dev, machines
 }
+
+// TestDeviceCollectiveInvalidMineFailsEveryRank: a rank that passes a
+// nil or freed slice (or one on another rank's device) to a device
+// collective returned at once, before the agreement step the other ranks
+// were in, so they paired this call with its next one ("GatherDevice on
+// this rank, ReduceDevice on rank 1") or, with none, waited for it (under
+// MPI for ever). Now that rank takes part and every rank gets an error,
+// naming it on the others, and the ranks stay in step.
+func TestDeviceCollectiveInvalidMineFailsEveryRank(t *testing.T) {
+	ctx := context.Background()
+	const n, badRank = 3, 1
+	err := local.Run(ctx, n, func(ctx context.Context, c comm.Comm) error {
+		dev, machines := simMachines(t, ctx, c)
+		sets := make([]*resourceset.ResourceSet, n)
+		for r := range sets {
+			rs, err := resourceset.New(c, r, machines[r], nil)
+			require.NoError(t, err)
+			sets[r] = rs
+		}
+		me := sets[c.Rank()]
+		require.NoError(t, me.AttachDevices([]accel.Device{dev}))
+		mydev := me.Devices()[0]
+		good, err := resourceset.Alloc[float64](mydev, 2)
+		require.NoError(t, err)
+		defer good.Free()
+		into, err := resourceset.Alloc[float64](mydev, 2*n)
+		require.NoError(t, err)
+		defer into.Free()
+		freed, err := resourceset.Alloc[float64](mydev, 2)
+		require.NoError(t, err)
+		freed.Free()
+		root := sets[0].Devices()[0]
+		calls := []struct {
+			name string
+			do   func(s *resourceset.DeviceSlice[float64]) error
+		}{
+			{"BcastDevice", func(s *resourceset.DeviceSlice[float64]) error { return resourceset.BcastDevice(ctx, root, s) }},
+			{"ReduceDevice", func(s *resourceset.DeviceSlice[float64]) error {
+				_, err := resourceset.ReduceDevice(ctx, root, s, good, comm.Sum)
+				return err
+			}},
+			{"GatherDevice", func(s *resourceset.DeviceSlice[float64]) error {
+				_, err := resourceset.GatherDevice(ctx, root, s, into)
+				return err
+			}},
+			{"ScatterDevice", func(s *resourceset.DeviceSlice[float64]) error { return resourceset.ScatterDevice(ctx, root, into, s) }},
+			{"AllReduceDevice", func(s *resourceset.DeviceSlice[float64]) error {
+				return resourceset.AllReduceDevice(ctx, c, s, comm.Sum)
+			}},
+			{"AllGatherDevice", func(s *resourceset.DeviceSlice[float64]) error {
+				return resourceset.AllGatherDevice(ctx, c, s, into)
+			}},
+		}
+		for _, call := range calls {
+			for _, bad := range []string{"nil", "freed"} {
+				s := good
+				if c.Rank() == badRank {
+					s = nil
+					if bad == "freed" {
+						s = freed
+					}
+				}
+				err := call.do(s)
+				if c.Rank() == badRank {
+					require.ErrorIs(t, err, resourceset.ErrInvalid, "%s with a %s slice on rank %d", call.name, bad, badRank)
+				} else {
+					require.ErrorIs(t, err, comm.ErrMismatch, "%s with a %s slice on rank %d", call.name, bad, badRank)
+					require.ErrorContains(t, err, call.name+": rank 1's arguments are invalid")
+				}
+				// The ranks are in step: the next call works everywhere.
+				require.NoError(t, resourceset.AllReduceDevice(ctx, c, good, comm.Sum), "after %s with a %s slice", call.name, bad)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}

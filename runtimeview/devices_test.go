@@ -2,6 +2,7 @@ package runtimeview_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -177,6 +178,25 @@ func checkDevices(t *testing.T, ctx context.Context, rt *runtimeview.RuntimeView
 	} else {
 		assert.NoError(t, err)
 		assert.NoError(t, err2)
+	}
+
+	// A nil slice on the last rank: that rank's own error, and one that
+	// names it on every other rank (it used to return before the others'
+	// agreement step: they paired the call with its next one, or waited).
+	// The ranks stay in step: the next collective works everywhere.
+	if size > 1 {
+		var s *resourceset.DeviceSlice[float64]
+		if me != size-1 {
+			s = odd
+		}
+		err := resourceset.BcastDevice(ctx, rt.ResourceSet(0).Devices()[0], s)
+		if me == size-1 {
+			assert.ErrorIs(t, err, resourceset.ErrInvalid)
+		} else {
+			assert.ErrorIs(t, err, comm.ErrMismatch)
+			assert.ErrorContains(t, err, fmt.Sprintf("BcastDevice: rank %d's arguments are invalid", size-1))
+		}
+		require.NoError(t, runtimeview.AllReduceDevice(ctx, rt, buf, comm.Max))
 	}
 
 	// The rank's scheduler computes on the same devices.
