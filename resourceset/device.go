@@ -3,6 +3,7 @@ package resourceset
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -59,8 +60,11 @@ func (d *Device) String() string {
 }
 
 // Devices returns the rank's device components, in the order of its
-// hardware description's accelerators; empty when it has none.
-func (rs *ResourceSet) Devices() []*Device { return rs.devs }
+// hardware description's accelerators; empty when it has none (a rank
+// whose GPUs were not opened, with runtimeview.WithCUDA or PZ_NCUDA, has
+// none here even though GPUs lists them). The slice is a copy, as GPUs'
+// is: the resource set is immutable.
+func (rs *ResourceSet) Devices() []*Device { return slices.Clone(rs.devs) }
 
 // AttachDevices gives the calling rank's resource set the devices its
 // description lists, in the same order, so that they own buffers and

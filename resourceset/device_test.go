@@ -205,3 +205,20 @@ func TestDeviceCollectiveInvalidMineFailsEveryRank(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestDevicesIsACopy: Devices handed out the resource set's own slice, so
+// a caller that reordered or cleared the result (sorting devices by
+// memory, say) changed every later Devices of that immutable set.
+func TestDevicesIsACopy(t *testing.T) {
+	err := local.Run(context.Background(), 1, func(ctx context.Context, c comm.Comm) error {
+		_, machines := simMachines(t, ctx, c)
+		rs, err := resourceset.New(c, 0, machines[0], nil)
+		require.NoError(t, err)
+		devs := rs.Devices()
+		require.Len(t, devs, 1)
+		devs[0] = nil
+		require.NotNil(t, rs.Devices()[0], "Devices after its result was modified")
+		return nil
+	})
+	require.NoError(t, err)
+}
