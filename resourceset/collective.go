@@ -88,7 +88,8 @@ func Scatter[T comm.Number](ctx context.Context, root Root, parts [][]T) ([]T, e
 }
 
 // GatherValues collects every rank's v at the root, in rank order, through
-// comm's codec (any encodable value: structs, strings, maps).
+// comm's codec (any encodable value: structs, strings, maps; a struct's
+// unexported fields arrive as their zero value, see the package doc).
 func GatherValues[T any](ctx context.Context, root Root, v T) (vals []T, ok bool, err error) {
 	c, rank, err := rootOf(root, "GatherValues")
 	if err != nil {

@@ -39,7 +39,11 @@
 // rank, with a nil error. Numeric slices travel as raw memory (Gather,
 // Reduce, Bcast, Scatter, and BcastValue of a numeric slice or scalar);
 // the other Values forms, and BcastValue of other types, go through comm's
-// codec.
+// codec (comm.Encode). The codec carries a struct's exported fields only:
+// unexported ones arrive as their zero value on the receiving ranks
+// (BcastValue's root returns its own v, unexported fields and all), so a
+// struct whose unexported fields matter differs between the ranks. Funcs
+// and channels do not encode: an error on every rank.
 //
 // # Errors
 //

@@ -47,7 +47,9 @@ func AllReduceTo[T comm.Number](ctx context.Context, rt *RuntimeView, dst, mine 
 
 // AllGatherValues collects every rank's v, of any encodable type
 // (structs, strings, maps), on every rank, in rank order. Values go
-// through comm's codec.
+// through comm's codec, which carries a struct's exported fields only:
+// unexported ones arrive as their zero value (this rank's own entry
+// included, as every entry is decoded).
 func AllGatherValues[T any](ctx context.Context, rt *RuntimeView, v T) ([]T, error) {
 	vals, err := comm.AllGatherValues(ctx, rt.c, v)
 	if err != nil {
