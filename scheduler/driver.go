@@ -179,6 +179,9 @@ func (s *Scheduler) Driver(id int) (*Driver, error) {
 	}
 	d := &Driver{w: w}
 	d.limit.Store(int64(8 * len(s.workers)))
+	// The scratch task of direct is submitted for good: it is only seen
+	// while it runs (see direct).
+	d.task.state.Store(stateSubmitted)
 	return d, nil
 }
 
@@ -355,13 +358,14 @@ func (d *Driver) Run(ctx context.Context) error {
 //
 // Such a task with no data, no dependencies and no tag, while nothing
 // records tasks (performance models, statistics, trace, scheduling
-// contexts, a monitor), runs as a plain call (see direct), about 25 ns
-// where a queued task costs hundreds. A task's code may thus run on the
-// submitting goroutine, inside Submit: it must not wait for anything
-// that goroutine holds (a lock taken around the Submit call). It may
-// call Submit itself: the new task is then queued, never run inside the
-// running one. A Synchronous task is waited for while the worker runs
-// tasks, as it may be queued for this very worker.
+// contexts, a monitor, the watchdog), runs as a plain call (see
+// direct), about 25 ns where a queued task costs hundreds. A task's
+// code may thus run on the submitting goroutine, inside Submit: it must
+// not wait for anything that goroutine holds (a lock taken around the
+// Submit call). It may call Submit itself: the new task is then queued,
+// never run inside the running one. A Synchronous task is waited for
+// while the worker runs tasks, as it may be queued for this very
+// worker.
 //
 // Call it between Init and Deinit (ErrDriver otherwise), from the
 // goroutine that drives the worker, and wait with the Driver's WaitAll,
@@ -461,16 +465,16 @@ func (d *Driver) sample(dt time.Duration) {
 // call, when nothing can tell it from a task queued and run: Submit's
 // task is never seen by the caller, and with no data, no dependencies,
 // no tag and nothing that records it (performance model, statistics,
-// trace, contexts, monitor), it completes before Submit returns with
-// none of the bookkeeping another goroutine could observe - the
-// in-flight count, the task's states and successors, the pool. Like
+// trace, contexts, monitor, watchdog), it completes before Submit
+// returns with none of the bookkeeping another goroutine could observe -
+// the in-flight count, the task's states and successors, the pool. Like
 // libgomp's task run at creation, it is then a call, with the task a
 // scratch one of the driver. It reports false, having done nothing, for
 // any other task.
 func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
 	w := d.w
 	s := w.s
-	if cl == nil || cl.CPU == nil || cl.Detached != nil || cl.Model != nil || s.cfg.stats ||
+	if cl == nil || cl.CPU == nil || cl.Detached != nil || cl.Model != nil || s.cfg.stats || s.wd != nil ||
 		s.cx.n.Load() > 0 || s.cx.mon.Load() != nil || s.closed.Load() || s.stopping.Load() || w.cx.moveReq.Load() {
 		return false
 	}
@@ -486,23 +490,29 @@ func (d *Driver) direct(ctx context.Context, cl *Codelet, args []Arg) bool {
 		return false // Scheduler.Submit's path reports it
 	default:
 	}
+	// The scratch task stays in stateSubmitted (set once, by
+	// Scheduler.Driver): only the task's own code sees it, through its
+	// Call, which is valid during the call only, and the task is not
+	// done while it runs (Err is nil, Done not closed). Nothing reads
+	// it after the call: its completion has no waiter, successor, tag
+	// or pool to tell. So the task's states cost no store (on amd64 an
+	// atomic store is a locked XCHG).
 	t := &d.task
 	t.Codelet, t.Arg, t.s, t.Context = cl, arg, s, s.cx.global
-	t.state.Store(stateSubmitted)
 	c := &w.call
 	c.Task, c.Worker, c.Rank, c.Size, c.Arg, c.bufs = t, w.info.ID, 0, 1, arg, c.bufs[:0]
 	err := callCPU(t, c)
 	c.Task, c.Arg = nil, nil
+	// Stats read nTasks from any goroutine, and promise exact counts
+	// once WaitAll has returned: Scheduler.WaitAll too, which a task
+	// run here does not hold (it is not in flight), so the count is
+	// published at once, not in the workers' batches.
 	w.doneTasks++
 	w.nTasks.Store(w.doneTasks)
 	if err != nil {
-		t.state.Store(stateFailed)
 		s.recordTask(t, err)
-	} else {
-		t.state.Store(stateDone)
-		if cl.Flops != nil {
-			w.flops.Add(cl.Flops(t))
-		}
+	} else if cl.Flops != nil {
+		w.flops.Add(cl.Flops(t))
 	}
 	t.Codelet, t.Arg = nil, nil
 	return true
