@@ -72,6 +72,7 @@ type Comm struct {
 	displs2  []C.int
 
 	broken atomic.Pointer[error]
+	brk    chan struct{} // closed when broken is set: the non-blocking collectives' requests (nbcRequest) watch it
 	freed  atomic.Bool
 	seq    uint64 // collectives started, for the watch's reports; guarded by coll
 
@@ -94,7 +95,7 @@ func newComm(st *state, c C.MPI_Comm, world, check bool) (*Comm, error) {
 	n := int(size)
 	m := &Comm{st: st, h: &st.h, c: c, rank: int(rank), size: n, world: world, check: check, block: st.block,
 		cu: C.pz_comm_u(c), byteU: C.pz_type_u(st.h.byte),
-		agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
+		brk: make(chan struct{}), agree: new([2]C.pz_agree_t), i64: make([]int64, 3*n), cnts: make([]C.int, n), displs: make([]C.int, n),
 		cnts2: make([]C.int, n), displs2: make([]C.int, n)}
 	if !world {
 		st.addComm(m)
@@ -126,13 +127,22 @@ func (c *Comm) usable(call string) error {
 // but wraps it only when it is no context's error: a later call has a
 // context of its own, which a wrapped context.DeadlineExceeded would
 // seem to say had ended.
+//
+// The first break closes c.brk, which ends the requests of the
+// non-blocking collectives pending on c (nbcRequest) with c's error:
+// they used to wait for ever for ranks that would not start them. Their
+// engine still runs every collective this rank started, in order, on c's
+// duplicate (which stays intact), so that they keep matching the other
+// ranks' and leave MPI once those start theirs.
 func (c *Comm) breakWith(cause error) error {
 	e := fmt.Errorf("%w: %w", comm.ErrBroken, cause)
 	later := e
 	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
 		later = fmt.Errorf("%w: an earlier collective was abandoned: %v", comm.ErrBroken, cause)
 	}
-	c.broken.CompareAndSwap(nil, &later)
+	if c.broken.CompareAndSwap(nil, &later) && c.brk != nil {
+		close(c.brk)
+	}
 	return e
 }
 
@@ -444,6 +454,14 @@ func (c *Comm) SplitShared(ctx context.Context, key int) (comm.Comm, error) {
 // broken on every rank: the doc of comm says that an abandoned collective
 // breaks the communicator, and this one can be reported to every rank.
 func (c *Comm) syncBefore(ctx context.Context, k call, mpiCall string, lerr error) error {
+	if c.block && c.size > 1 && ctx.Err() != nil {
+		// The blocking form runs no polled step: the other ranks enter
+		// the blocking agreement step (or, with the check off, mpiCall)
+		// at once, and the polled step this rank's ended ctx used to
+		// take (an MPI_Iallreduce, an MPI_Ibarrier) did not match them.
+		// As any collective in this form, this one makes no MPI call.
+		return c.collErr(k, c.breakWith(ctxErr(ctx)))
+	}
 	if c.check && c.size > 1 {
 		d := desc{call: k, count: noCount, root: noRoot}
 		in := &c.agree[0]

@@ -86,14 +86,23 @@
 //
 // MPI does not match a blocking collective with a non-blocking one
 // (MPI_Allreduce on one rank and MPI_Iallreduce on another wait for good),
-// so a collective's MPI function is the communicator's choice, the same on
-// every rank whatever kind of ctx each passes (WithBlocking,
-// PZ_COMM_BLOCKING; inherited by Dup, Split, SplitShared and Import). By
-// default it is the non-blocking form: waited for in MPI_Wait when ctx
-// cannot end (context.Background), polled otherwise. With WithBlocking(true)
-// every collective calls the blocking function, ctx being looked at
-// before each MPI call only: a rank that never arrives keeps the others
-// inside MPI until WithTimeout ends the job. Before, the form was chosen
+// so the MPI function behind a collective (AllReduce, Barrier, Split, ...:
+// every one returns when it is done, as mpi4py's comm.Allreduce) is the
+// communicator's choice, the same on every rank whatever kind of ctx each
+// passes (WithBlocking, PZ_COMM_BLOCKING, which every rank must set
+// alike; inherited by Dup, Split, SplitShared and Import; Comm.Blocking
+// says which). By default it is the non-blocking form: MPI_Iallreduce
+// and the like, waited for in MPI_Wait when ctx cannot end
+// (context.Background), polled otherwise, so that a ctx that ends ends
+// the wait. With WithBlocking(true) every collective calls the blocking
+// function, ctx being looked at before each MPI call only: a ctx that
+// ends while the rank is inside MPI ends nothing, and a rank that never
+// arrives (or gives up before its call) keeps the others inside MPI
+// until WithTimeout ends the job. Split, SplitShared and Dup then run no
+// barrier and no vote before MPI_Comm_split (dup, split_type): a rank
+// whose ctx has ended makes no MPI call, and the others wait in theirs.
+// The non-blocking collectives (Ibarrier, Iallreduce, ...) are the same
+// in both forms (below). Before, the form was chosen
 // per call from ctx, and a rank passing context.Background and one passing
 // a ctx with a deadline hung in their first collective (already in the
 // agreement step; with the check off, Split's MPI_Comm_split on one rank
@@ -108,8 +117,8 @@
 // (a blocking send matches a non-blocking receive): blocking with a ctx
 // whose Done channel is nil, otherwise the non-blocking form and MPI_Test.
 //
-// Polling (a ctx that can end) tests MPI_Test until completion or ctx is
-// done: spinning for the first 20 ms
+// In the non-blocking form, polling (a ctx that can end) tests MPI_Test
+// until completion or ctx is done: spinning for the first 20 ms
 // (a Gosched every few tests, and a sched_yield now and then for other
 // processes on the core), as a blocking MPI_Wait would, then with sleeps
 // (a Go sleep lasts about a millisecond, whatever is asked). MPI cannot
@@ -117,6 +126,20 @@
 // error wrapping ctx.Err() and comm.ErrBroken, and the communicator stays
 // broken. A rank that never arrives therefore makes the others fail at their
 // deadline; MPI cannot tell which ranks are missing. Abort ends the job.
+//
+// The non-blocking collectives (Ibarrier, Iallreduce, ...) run, in the
+// order this rank started them, on a goroutine that calls MPI's blocking
+// functions on a private duplicate of the communicator, in either form.
+// A Wait whose ctx ends returns an error wrapping ctx's and leaves the
+// collective running. When the communicator breaks on this rank (a
+// collective on it abandoned), its pending requests end with an error
+// wrapping comm.ErrBroken (Wait, Test, Done, comm.WaitAny alike), and
+// starting another fails; the collectives already started stay with MPI,
+// their buffers too, until the other ranks take part in them (Finalize
+// reports one that never ends, ErrUnfinalized). The other ranks learn
+// nothing of the break: MPI cannot tell them, and their requests wait
+// for this rank's part like any collective, until their ctx ends (Wait)
+// or WithTimeout ends the job.
 //
 // # Consistency check
 //

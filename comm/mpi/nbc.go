@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/pzgo/pz/comm"
 )
@@ -106,7 +107,7 @@ func (c *Comm) Ibarrier() (comm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.Ibarrier(c.rank)
+	return c.pending("Ibarrier")(n.Ibarrier(c.rank))
 }
 
 // Ibcast starts a Bcast; see comm.Comm.
@@ -115,7 +116,7 @@ func (c *Comm) Ibcast(buf comm.Buf, root int) (comm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.Ibcast(c.rank, buf, root)
+	return c.pending("Ibcast")(n.Ibcast(c.rank, buf, root))
 }
 
 // Ireduce starts a Reduce; see comm.Comm.
@@ -124,7 +125,7 @@ func (c *Comm) Ireduce(send, recv comm.Buf, op comm.Op, root int) (comm.Request,
 	if err != nil {
 		return nil, err
 	}
-	return n.Ireduce(c.rank, send, recv, op, root)
+	return c.pending("Ireduce")(n.Ireduce(c.rank, send, recv, op, root))
 }
 
 // Iallreduce starts an AllReduce; see comm.Comm.
@@ -133,7 +134,7 @@ func (c *Comm) Iallreduce(send, recv comm.Buf, op comm.Op) (comm.Request, error)
 	if err != nil {
 		return nil, err
 	}
-	return n.Iallreduce(c.rank, send, recv, op)
+	return c.pending("Iallreduce")(n.Iallreduce(c.rank, send, recv, op))
 }
 
 // Igather starts a Gather; see comm.Comm.
@@ -142,7 +143,7 @@ func (c *Comm) Igather(send comm.Buf, root int, alloc comm.Alloc, counts []int) 
 	if err != nil {
 		return nil, err
 	}
-	return n.Igather(c.rank, send, root, alloc, counts)
+	return c.pending("Igather")(n.Igather(c.rank, send, root, alloc, counts))
 }
 
 // Iallgather starts an AllGather; see comm.Comm.
@@ -151,7 +152,7 @@ func (c *Comm) Iallgather(send comm.Buf, alloc comm.Alloc, counts []int) (comm.R
 	if err != nil {
 		return nil, err
 	}
-	return n.Iallgather(c.rank, send, alloc, counts)
+	return c.pending("Iallgather")(n.Iallgather(c.rank, send, alloc, counts))
 }
 
 // Iscatter starts a Scatter; see comm.Comm.
@@ -160,7 +161,7 @@ func (c *Comm) Iscatter(send comm.Buf, counts []int, root int, alloc comm.Alloc)
 	if err != nil {
 		return nil, err
 	}
-	return n.Iscatter(c.rank, send, counts, root, alloc)
+	return c.pending("Iscatter")(n.Iscatter(c.rank, send, counts, root, alloc))
 }
 
 // Ialltoall starts an Alltoall; see comm.Comm.
@@ -169,7 +170,101 @@ func (c *Comm) Ialltoall(send comm.Buf, sendCounts []int, alloc comm.Alloc, recv
 	if err != nil {
 		return nil, err
 	}
-	return n.Ialltoall(c.rank, send, sendCounts, alloc, recvCounts)
+	return c.pending("Ialltoall")(n.Ialltoall(c.rank, send, sendCounts, alloc, recvCounts))
+}
+
+// pending returns the function that gives the caller the request of
+// non-blocking collective call, which c's engine started (r, err): r
+// wrapped in an nbcRequest, which also ends when c breaks.
+func (c *Comm) pending(call string) func(r comm.Request, err error) (comm.Request, error) {
+	return func(r comm.Request, err error) (comm.Request, error) {
+		if err != nil {
+			return nil, err
+		}
+		return &nbcRequest{r: r, c: c, call: call}, nil
+	}
+}
+
+// nbcRequest is the request of a non-blocking collective: the engine's
+// (comm.NBC), which completes when the collective does on c's duplicate,
+// or earlier, with c's error (comm.ErrBroken), when c breaks on this rank
+// first (a blocking collective on c abandoned: its ctx ended). The
+// engine runs a collective in MPI's blocking function, which nothing
+// but the other ranks ends, so it still runs every collective this rank
+// started, in order, each holding its buffers until the other ranks take
+// part in it (if ever; a Finalize before reports it, ErrUnfinalized).
+// Before, Wait with context.Background, a select on Done and
+// comm.WaitAny waited for ever for ranks that would not start it.
+type nbcRequest struct {
+	r    comm.Request // the engine's; a comm.Notifier
+	c    *Comm
+	call string
+
+	once sync.Once
+	done chan struct{} // made by Done's first call
+}
+
+// ended reports whether the engine's request has completed.
+func (q *nbcRequest) ended() bool {
+	select {
+	case <-q.r.(comm.Notifier).Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// brokenErr is the error of a request that c's break ended.
+func (q *nbcRequest) brokenErr() error {
+	return fmt.Errorf("mpi: %s on rank %d: %w (the communicator broke while it was pending; MPI cannot cancel a collective: it stays with MPI, its buffers too, until the other ranks take part in it)", q.call, q.c.rank, *q.c.broken.Load())
+}
+
+// Wait implements comm.Request: it returns when the collective
+// completes, c breaks or ctx ends.
+func (q *nbcRequest) Wait(ctx context.Context) (comm.Status, error) {
+	if q.ended() {
+		return q.r.Wait(ctx)
+	}
+	select {
+	case <-q.r.(comm.Notifier).Done():
+		return q.r.Wait(ctx)
+	case <-q.c.brk:
+		if q.ended() { // both: the collective's own result
+			return q.r.Wait(ctx)
+		}
+		return comm.Status{}, q.brokenErr()
+	case <-ctx.Done():
+		return q.r.Wait(ctx) // ctx's error, or the result that came with it
+	}
+}
+
+// Test implements comm.Request.
+func (q *nbcRequest) Test() (bool, comm.Status, error) {
+	if q.ended() {
+		return q.r.Test()
+	}
+	select {
+	case <-q.c.brk:
+		return true, comm.Status{}, q.brokenErr()
+	default:
+		return false, comm.Status{}, nil
+	}
+}
+
+// Done implements comm.Notifier: closed when the collective completes or
+// c breaks. The first call starts a goroutine that waits for either.
+func (q *nbcRequest) Done() <-chan struct{} {
+	q.once.Do(func() {
+		q.done = make(chan struct{})
+		go func() {
+			select {
+			case <-q.r.(comm.Notifier).Done():
+			case <-q.c.brk:
+			}
+			close(q.done)
+		}()
+	})
+	return q.done
 }
 
 // addEngine remembers e for Finalize, first forgetting the engines of
