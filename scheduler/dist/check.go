@@ -432,6 +432,13 @@ func (g *graphCheck) settle(ctx context.Context, c comm.Comm) error {
 	select {
 	case x = <-res:
 	case <-parent.Done():
+		if brokeWorld(parent) {
+			// In process, a rank that returned broke the world, which
+			// ended every rank's context: the exchange, which may have
+			// completed with that rank, ends at once either way.
+			x = <-res
+			break
+		}
 		select {
 		case x = <-res:
 		default:
