@@ -80,6 +80,8 @@ type Comm struct {
 	wslot   *collSlot // the watch's record of the collective in progress; made by the first, guarded by coll
 	creq    *request  // the request of the collectives in the non-blocking form, reused (collRequest); guarded by coll
 	nbcComm *Comm     // their communicator: a duplicate made with this one (nil for that duplicate itself)
+	nbcMu   sync.Mutex
+	nbcLast <-chan struct{} // the Done of the engine's request last started (nbcRequest.prev); guarded by nbcMu
 }
 
 var _ comm.Comm = (*Comm)(nil)

@@ -133,10 +133,13 @@
 // A Wait whose ctx ends returns an error wrapping ctx's and leaves the
 // collective running. When the communicator breaks on this rank (a
 // collective on it abandoned), its pending requests end with an error
-// wrapping comm.ErrBroken (Wait, Test, Done, comm.WaitAny alike), and
-// starting another fails; the collectives already started stay with MPI,
-// their buffers too, until the other ranks take part in them (Finalize
-// reports one that never ends, ErrUnfinalized). The other ranks learn
+// wrapping comm.ErrBroken (Wait, Test, Done, comm.WaitAny alike; but a
+// Wait with context.Background that was already waiting for the next
+// collective to run, which it may run on its own goroutine, returns when
+// that collective does, as a blocking one), and starting another fails;
+// the collectives already started stay with MPI, their buffers too,
+// until the other ranks take part in them (Finalize reports one that
+// never ends, ErrUnfinalized). The other ranks learn
 // nothing of the break: MPI cannot tell them, and their requests wait
 // for this rank's part like any collective, until their ctx ends (Wait)
 // or WithTimeout ends the job.

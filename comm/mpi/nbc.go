@@ -181,7 +181,12 @@ func (c *Comm) pending(call string) func(r comm.Request, err error) (comm.Reques
 		if err != nil {
 			return nil, err
 		}
-		return &nbcRequest{r: r, c: c, call: call}, nil
+		q := &nbcRequest{r: r, c: c, call: call}
+		done := r.(comm.Notifier).Done()
+		c.nbcMu.Lock()
+		q.prev, c.nbcLast = c.nbcLast, done
+		c.nbcMu.Unlock()
+		return q, nil
 	}
 }
 
@@ -199,6 +204,7 @@ type nbcRequest struct {
 	r    comm.Request // the engine's; a comm.Notifier
 	c    *Comm
 	call string
+	prev <-chan struct{} // the Done of the one started before it on c; nil for the first
 
 	once sync.Once
 	done chan struct{} // made by Done's first call
@@ -214,15 +220,39 @@ func (q *nbcRequest) ended() bool {
 	}
 }
 
+// next reports whether every collective started on c before q has
+// completed (the engine runs them in order).
+func (q *nbcRequest) next() bool {
+	if q.prev == nil {
+		return true
+	}
+	select {
+	case <-q.prev:
+		return true
+	default:
+		return false
+	}
+}
+
 // brokenErr is the error of a request that c's break ended.
 func (q *nbcRequest) brokenErr() error {
 	return fmt.Errorf("mpi: %s on rank %d: %w (the communicator broke while it was pending; MPI cannot cancel a collective: it stays with MPI, its buffers too, until the other ranks take part in it)", q.call, q.c.rank, *q.c.broken.Load())
 }
 
 // Wait implements comm.Request: it returns when the collective
-// completes, c breaks or ctx ends.
+// completes, c breaks or ctx ends. With a ctx that cannot end, on an
+// unbroken c, when every collective started before it has completed,
+// it leaves the wait to the engine's request, which runs the collective
+// on the caller's goroutine if the engine has not started it (half a
+// microsecond less than waiting for the engine's goroutine): that wait,
+// inside MPI or for the engine's goroutine inside MPI, ends when the
+// collective does, as a blocking collective's, whatever breaks c
+// meanwhile.
 func (q *nbcRequest) Wait(ctx context.Context) (comm.Status, error) {
 	if q.ended() {
+		return q.r.Wait(ctx)
+	}
+	if ctx.Done() == nil && q.c.broken.Load() == nil && q.next() {
 		return q.r.Wait(ctx)
 	}
 	select {
