@@ -90,9 +90,10 @@ const brokenBit = 1 << 63
 
 // New returns a world of n in-process ranks: element i is rank i's
 // communicator. Each rank's Comm must be used by that rank's goroutines
-// only; collectives on one Comm must not run concurrently. Run starts the
-// goroutines for you and handles failures; use New to manage them
-// yourself.
+// only; collectives that several of them call at once run one after the
+// other (see comm.Comm). Run starts the goroutines for you, handles
+// failures, and makes a collective called on one rank's Comm with another
+// rank's context fail; use New to manage them yourself.
 func New(n int) ([]comm.Comm, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("local: world of %d ranks: %w", n, comm.ErrInvalidArg)
@@ -708,6 +709,9 @@ func (c *rankComm) usable() error {
 // It locks collMu; the caller unlocks it when the collective ends, unless
 // begin returns an error.
 func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args, err error) {
+	if err := c.foreignCaller(ctx, call); err != nil {
+		return 0, nil, err
+	}
 	c.collMu.Lock()
 	defer func() {
 		if err != nil {
@@ -745,6 +749,27 @@ func (c *rankComm) begin(ctx context.Context, call comm.Call) (k uint64, a *args
 		a.done.Store(0)
 	}
 	return k, a, nil
+}
+
+// foreignCaller returns an error if ctx is the context Run gave another
+// rank of c's world: a goroutine of that rank called a collective on this
+// rank's communicator (through a package-level variable, or a RuntimeView
+// or resource set handed across). Its collective would take this rank's
+// place, and the two ranks would wait for each other for ever (or until a
+// deadline, with an error that blames the wrong thing), so it fails at once,
+// before touching c. A context that Run did not make (New's ranks, the
+// engine of the non-blocking collectives) is not checked.
+func (c *rankComm) foreignCaller(ctx context.Context, call comm.Call) error {
+	m, _ := ctx.Value(rankKey{}).(*rankMark)
+	if m == nil || m.w != c.g.w {
+		return nil
+	}
+	if owner := c.g.worldRanks[c.rank]; m.rank != owner {
+		return fmt.Errorf("local: %v on rank %d: the communicator belongs to world rank %d, but the call came from world rank %d's goroutine (its context is that rank's): %w: "+
+			"a rank's Comm, and the RuntimeView or resource set it came from, must be used by that rank only; "+
+			"share values between in-process ranks, not a rank's Comm or RuntimeView", call, c.rank, owner, m.rank, comm.ErrInvalidArg)
+	}
+	return nil
 }
 
 // contribute publishes b as this rank's contribution to the collective:

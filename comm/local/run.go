@@ -38,6 +38,12 @@ import (
 // return first), or the first to fail if all do; a panic is returned as a
 // *comm.PanicError carrying the stack, in that rank's error only (the
 // others name the failed rank and the first line of its error).
+//
+// The context fn gets knows its rank: a collective called with it on
+// another rank's communicator (one reached through a package-level
+// variable, say) fails at once with an error wrapping comm.ErrInvalidArg
+// that names both ranks, instead of waiting for ever for the caller's own
+// rank to arrive.
 func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error) error {
 	comms, err := New(n)
 	if err != nil {
@@ -89,7 +95,7 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) e
 					fail(r, errGoexit)
 				}
 			}()
-			err := runRank(ctx, comms[r], fn)
+			err := runRank(context.WithValue(ctx, rankKey{}, &rankMark{w: w, rank: r}), comms[r], fn)
 			returned = true
 			if err != nil {
 				fail(r, err)
@@ -159,4 +165,15 @@ func runRank(ctx context.Context, c comm.Comm, fn func(ctx context.Context, c co
 		return p.AsError()
 	}
 	return err
+}
+
+// rankKey is the context key under which Run marks each rank's context
+// with a *rankMark, so that a collective called on one rank's
+// communicator from another rank's goroutine fails (see foreignCaller).
+type rankKey struct{}
+
+// rankMark names the rank a context of Run belongs to: rank of world w.
+type rankMark struct {
+	w    *world
+	rank int
 }
