@@ -19,14 +19,21 @@ import (
 // at once on ranks 1 and 2 gave every rank an error naming one of them
 // only: the second rank's own failure was taken for a consequence of the
 // first and left out of the agreement on the outcome.
+//
+// Rank 1's task fails only once rank 1 has submitted both tasks: a Submit
+// made after its failure returns that failure at once (as it should), and
+// rank 1 then returns before rank 2's task has failed, so its error could
+// not name rank 2 (1 run in about 60 under -race on a loaded machine).
 func TestWaitAllNamesEveryFailedRank(t *testing.T) {
 	started2 := make(chan struct{})
+	submitted1 := make(chan struct{})
 	errs := make([]error, 3)
 	err := runRanks(t, 3, func(ctx context.Context, d *dist.Scheduler) error {
 		boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error {
 			switch d.Rank() {
 			case 1:
-				<-started2 // rank 2's task is running: the failure does not cancel it
+				<-started2   // rank 2's task is running: the failure does not cancel it
+				<-submitted1 // and rank 1 submitted both tasks
 				return errors.New("first failure")
 			case 2:
 				close(started2)
@@ -51,6 +58,9 @@ func TestWaitAllNamesEveryFailedRank(t *testing.T) {
 				errs[d.Rank()] = err
 				return nil
 			}
+		}
+		if d.Rank() == 1 {
+			close(submitted1)
 		}
 		errs[d.Rank()] = d.WaitAll(ctx)
 		return nil
