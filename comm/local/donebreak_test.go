@@ -2,16 +2,10 @@ package local_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/pzgo/pz/comm"
-	"github.com/pzgo/pz/comm/local"
 )
 
 // TestDoneAfterBreak: a non-blocking request that only a live rank could
@@ -24,67 +18,30 @@ import (
 // and WaitSome waited until their context ended, and TestAll reported
 // false for ever.
 func TestDoneAfterBreak(t *testing.T) {
+	for _, p := range p2pPosts() {
+		for _, w := range doneWaits() {
+			for _, dup := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/dup=%v", p.name, w.name, dup), func(t *testing.T) {
+					testBreakWhileWaiting(t, "fails", p.post, w.wait, dup)
+				})
+			}
+		}
+	}
+}
+
+// p2pPosts post a point-to-point request on 3 ranks that only rank 2
+// could complete: an Irecv from rank 2 and a large Isend to rank 2.
+func p2pPosts() []struct {
+	name string
+	post func(c comm.Comm) (comm.Request, error)
+} {
 	large := make([]float64, 1024) // 8 KiB: by reference, completed only by its receiver
-	posts := []struct {
+	return []struct {
 		name string
 		post func(c comm.Comm) (comm.Request, error)
 	}{
 		{"Irecv", func(c comm.Comm) (comm.Request, error) { return comm.Irecv(c, make([]float64, 1), 2, 0) }},
 		{"IsendLarge", func(c comm.Comm) (comm.Request, error) { return comm.Isend(c, large, 2, 0) }},
-	}
-	waits := doneWaits()
-	for _, p := range posts {
-		for _, w := range waits {
-			for _, dup := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/%s/dup=%v", p.name, w.name, dup), func(t *testing.T) {
-					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-					defer cancel()
-					posted := make(chan struct{})
-					checked := make(chan struct{}) // rank 0 has its answer: rank 2 may return
-					boom := errors.New("rank 1 gives up")
-					err := local.Run(ctx, 3, func(rctx context.Context, c comm.Comm) error {
-						if dup {
-							d, err := c.Dup(rctx)
-							if err != nil {
-								return err
-							}
-							c = d
-						}
-						switch c.Rank() {
-						case 1:
-							<-posted
-							return boom
-						case 2:
-							// Alive while rank 0 waits (a rank that
-							// returns ends the requests with it itself),
-							// sending and receiving nothing.
-							select {
-							case <-checked:
-							case <-ctx.Done():
-							}
-							return nil
-						}
-						r, err := p.post(c)
-						if err != nil {
-							return err
-						}
-						close(posted)
-						defer close(checked)
-						// ctx, the test's deadline, not rctx, which the
-						// break cancels.
-						err = w.wait(ctx, r)
-						if !errors.Is(err, comm.ErrBroken) || !strings.Contains(err.Error(), "rank 1 failed") {
-							return fmt.Errorf("after the break: %v, want comm.ErrBroken naming rank 1", err)
-						}
-						return fmt.Errorf("rank 0 saw it: %w", err)
-					})
-					errs := rankErrors(t, err)
-					require.ErrorIs(t, errs[1], boom)
-					require.ErrorIs(t, errs[0], comm.ErrBroken)
-					assert.Contains(t, errs[0].Error(), "rank 0 saw it", "rank 0: %v", errs[0])
-				})
-			}
-		}
 	}
 }
 

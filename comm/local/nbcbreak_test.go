@@ -98,7 +98,7 @@ func TestNBCDoneAfterBreak(t *testing.T) {
 						continue
 					}
 					t.Run(fmt.Sprintf("rank1%s/%s/%s/dup=%v", how, p.name, w.name, dup), func(t *testing.T) {
-						testNBCBreak(t, how, p.post, w.wait, dup)
+						testBreakWhileWaiting(t, how, p.post, w.wait, dup)
 					})
 				}
 			}
@@ -106,7 +106,14 @@ func TestNBCDoneAfterBreak(t *testing.T) {
 	}
 }
 
-func testNBCBreak(t *testing.T, how string, post func(comm.Comm) (comm.Request, error), wait func(context.Context, comm.Request) error, dup bool) {
+// testBreakWhileWaiting runs 3 ranks, on the world or on a duplicate of
+// it (dup): rank 0 posts a request (post) that only rank 2 could
+// complete and waits for it (wait, given the test's deadline), rank 2
+// stays alive doing nothing until rank 0 has its answer, and rank 1,
+// once the request is posted, breaks the communicator: it fails (how ==
+// "fails") or abandons a blocking Barrier on it ("abandons"). The wait
+// must end with an error wrapping comm.ErrBroken that names rank 1.
+func testBreakWhileWaiting(t *testing.T, how string, post func(comm.Comm) (comm.Request, error), wait func(context.Context, comm.Request) error, dup bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	posted := make(chan struct{})
