@@ -141,11 +141,13 @@ type Handle struct {
 	// unused without devices.
 	reps []replica // one per memory node, nil until first used
 
-	// hostWrites counts the host's write accesses (Data) to h's memory:
-	// through h, a handle it is a tile of, or one of its tiles.
-	hostWrites atomic.Uint64
+	// hostWrites counts the host's write accesses (Data) to h or to one
+	// of its tiles, at any depth; hostOwn those to h itself. HostWrites
+	// adds its ancestors' hostOwn, so that Data stays free of locks and
+	// allocations (the tiles are not walked).
+	hostWrites, hostOwn atomic.Uint64
 
-	_ [24]byte // to the 384-byte size class: no line shared with another handle
+	_ [16]byte // to the 384-byte size class: no line shared with another handle
 }
 
 // A reduxCopy is a worker's private copy of a handle for Redux
@@ -340,11 +342,9 @@ func (h *Handle) Data() any {
 	// From a task's code the wait would be a task's (ErrInTask): Data
 	// then returns at once, as it did before it waited.
 	_ = h.awaitTasks(context.Background(), true, "Data")
-	for p := h.parent; p != nil; p = p.parent {
+	h.hostOwn.Add(1)
+	for p := h; p != nil; p = p.parent {
 		p.hostWrites.Add(1)
-	}
-	for _, x := range h.leaves() {
-		x.hostWrites.Add(1)
 	}
 	if d := h.s.data; d != nil {
 		// Without a context, a failed copy leaves RAM as it was (and the
@@ -356,11 +356,17 @@ func (h *Handle) Data() any {
 	return h.ram.data
 }
 
-// HostWrites counts the times the host took write access to h's data
-// (Data) on h, on a handle h is a tile of, or on one of h's tiles. A
-// layer that keeps copies of h's data elsewhere (scheduler/dist's
+// HostWrites grows each time the host takes write access to h's data
+// (Data) on h, on a handle h is a tile of, or on one of h's tiles, and
+// not for a sibling tile's. A layer that keeps copies of h's data elsewhere (scheduler/dist's
 // master/worker mode) drops them when it changes.
-func (h *Handle) HostWrites() uint64 { return h.hostWrites.Load() }
+func (h *Handle) HostWrites() uint64 {
+	n := h.hostWrites.Load()
+	for p := h.parent; p != nil; p = p.parent {
+		n += p.hostOwn.Load()
+	}
+	return n
+}
 
 // awaitTasks waits, as StarPU's starpu_data_acquire does, for the tasks
 // submitted on h (or its tiles) before the call whose accesses conflict
