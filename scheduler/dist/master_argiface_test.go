@@ -182,14 +182,7 @@ func runIfaceCases(ctx context.Context, c comm.Comm, ran []atomic.Int64) error {
 // interface's methods callable; one that holds a value of an
 // unregistered type is refused at Submit, naming the field and the type.
 func TestMasterArgInterfaces(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	ran := make([]atomic.Int64, 2)
-	require.NoError(t, local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-		return runIfaceCases(ctx, c, ran)
-	}))
-	assert.Equal(t, int64(0), ran[0].Load(), "tasks ran on the master's cores")
-	assert.Equal(t, int64(len(ifaceCases())), ran[1].Load(), "tasks run on rank 1")
+	runCasesOnTwoRanks(t, runIfaceCases, len(ifaceCases()))
 }
 
 // A type registered on the master only, inside an interface field, is

@@ -172,14 +172,34 @@ func runArgCases(ctx context.Context, c comm.Comm, ran []atomic.Int64) error {
 // named types, nil), each asserted with c.Arg.(T) in a codelet that runs
 // on rank 1; an argument of an unregistered struct is refused at Submit.
 func TestMasterArgTypes(t *testing.T) {
+	runCasesOnTwoRanks(t, runArgCases, len(argCases()))
+}
+
+// runCasesOnTwoRanks runs run (runArgCases or runIfaceCases) on two
+// in-process ranks and checks that its n tasks ran on rank 1 and none on
+// the master's cores.
+func runCasesOnTwoRanks(t *testing.T, run func(context.Context, comm.Comm, []atomic.Int64) error, n int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ran := make([]atomic.Int64, 2)
 	require.NoError(t, local.Run(ctx, 2, func(ctx context.Context, c comm.Comm) error {
-		return runArgCases(ctx, c, ran)
+		return run(ctx, c, ran)
 	}))
-	assert.Equal(t, int64(0), ran[0].Load(), "tasks ran on the master's cores")
-	assert.Equal(t, int64(len(argCases())), ran[1].Load(), "tasks run on rank 1")
+	for rank := range ran {
+		checkCasesRan(t, ran, rank, n)
+	}
+}
+
+// checkCasesRan checks what rank's cores ran of n cases' tasks: rank 1
+// all n, rank 0 (the master) none.
+func checkCasesRan(t *testing.T, ran []atomic.Int64, rank, n int) {
+	t.Helper()
+	if rank == 1 {
+		assert.Equal(t, int64(n), ran[1].Load(), "tasks run on rank 1")
+	} else {
+		assert.Equal(t, int64(0), ran[0].Load(), "tasks ran on the master's cores")
+	}
 }
 
 // A named type registered on the master only is refused at Submit,
