@@ -162,6 +162,7 @@ func funcText(set bool) any {
 // rawArg is an argument that call prints as is, unquoted.
 type rawArg string
 
+// String returns r as is.
 func (r rawArg) String() string { return string(r) }
 
 // sameIdentity reports whether x and y are the same value: interfaces
