@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/pzgo/pz/scheduler"
-	"github.com/pzgo/pz/scheduler/dist"
 )
 
 // TestMPICloseReportsUnreportedFailure is TestCloseReportsUnreportedFailure
@@ -20,10 +17,6 @@ func TestMPICloseReportsUnreportedFailure(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w)
 	require.NoError(t, closeAfterUnreportedFailure(ctx, d, w.Barrier))
 }

@@ -21,11 +21,7 @@ func TestMPICollectiveWhileOthersSubmit(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls) // no stall timeout: only ctx would end the wait
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w) // no stall timeout: only ctx would end the wait
 	defer d.Close()
 	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
 	require.NoError(t, err)

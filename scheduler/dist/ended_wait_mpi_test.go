@@ -24,11 +24,8 @@ func TestMPIEndedWaitAllAfterFailure(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w)
+	var err error
 	hs := make([]*dist.Handle, 2)
 	for r := range hs {
 		var mem []float64
@@ -76,11 +73,8 @@ func TestMPIEndedWaitAllMeetsStartedComparison(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w)
+	var err error
 	hs := make([]*dist.Handle, 2)
 	for r := range hs {
 		var mem []float64

@@ -42,11 +42,7 @@ func distUnderMPI(t *testing.T, name string, job, timeout time.Duration) (ctx co
 	w, err := mpi.Init(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, w.Finalize()) })
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ls.Close() })
-	d, err = dist.New(ctx, w, ls)
-	require.NoError(t, err)
+	d = oneWorkerDist(t, ctx, w)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return ctx, w, d, true
 }
@@ -318,17 +314,26 @@ func onTwoMPIRanks(t *testing.T, name string) (context.Context, *mpi.World) {
 	return ctx, w
 }
 
+// oneWorkerDist is a distributed scheduler over w and a local one of one
+// worker, which the test's end closes; the test closes d itself (or
+// checks its Close).
+func oneWorkerDist(t *testing.T, ctx context.Context, w comm.Comm, opts ...dist.Option) *dist.Scheduler {
+	t.Helper()
+	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ls.Close() })
+	d, err := dist.New(ctx, w, ls, opts...)
+	require.NoError(t, err)
+	return d
+}
+
 // stallingTiles is the graph of the MPI stall tests: a scheduler of one
 // worker, a dist scheduler over w with a 300 ms stall timeout (and no
 // stall reports), and a 1 x 2 grid of 2 x 2 tiles, one per rank; both
 // are closed at the test's end.
 func stallingTiles(t *testing.T, ctx context.Context, w *mpi.World) (*dist.Scheduler, [][]*dist.Handle) {
 	t.Helper()
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	t.Cleanup(func() { ls.Close() })
-	d, err := dist.New(ctx, w, ls, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w, dist.WithStallTimeout(300*time.Millisecond), dist.WithStallReport(0, nil))
 	t.Cleanup(func() { d.Close() })
 	tiles, err := dist.RegisterTiles[float64](d, 1, 2, 2, 2, dist.BlockCyclic2D(1, 2), nil)
 	require.NoError(t, err)
@@ -387,11 +392,7 @@ func TestMPIUnregister(t *testing.T) {
 	if w == nil {
 		return
 	}
-	ls, err := scheduler.New(ctx, scheduler.WithWorkers(1))
-	require.NoError(t, err)
-	defer ls.Close()
-	d, err := dist.New(ctx, w, ls)
-	require.NoError(t, err)
+	d := oneWorkerDist(t, ctx, w)
 	defer func() { require.NoError(t, d.Close()) }()
 	accs, err := onePerRank[float64](d, 8)
 	require.NoError(t, err)
