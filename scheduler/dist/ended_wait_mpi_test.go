@@ -25,16 +25,8 @@ func TestMPIEndedWaitAllAfterFailure(t *testing.T) {
 		return
 	}
 	d := oneWorkerDist(t, ctx, w)
-	var err error
-	hs := make([]*dist.Handle, 2)
-	for r := range hs {
-		var mem []float64
-		if r == w.Rank() {
-			mem = make([]float64, 1)
-		}
-		hs[r], err = dist.Register(d, r, mem, 1, 1)
-		require.NoError(t, err)
-	}
+	hs, err := onePerRank[float64](d, 1) // one float64 per rank, owned by it
+	require.NoError(t, err)
 	boom := &scheduler.Codelet{Name: "boom", CPU: func(*scheduler.Call) error { return errors.New("boom") }}
 	if err := d.Submit(ctx, boom, dist.RW(hs[0])); err != nil {
 		// Rank 1's Submit may hear of the failure already: it reports it.
@@ -74,16 +66,8 @@ func TestMPIEndedWaitAllMeetsStartedComparison(t *testing.T) {
 		return
 	}
 	d := oneWorkerDist(t, ctx, w)
-	var err error
-	hs := make([]*dist.Handle, 2)
-	for r := range hs {
-		var mem []float64
-		if r == w.Rank() {
-			mem = make([]float64, 1)
-		}
-		hs[r], err = dist.Register(d, r, mem, 1, 1)
-		require.NoError(t, err)
-	}
+	hs, err := onePerRank[float64](d, 1) // one float64 per rank, owned by it
+	require.NoError(t, err)
 	noop := &scheduler.Codelet{Name: "noop", CPU: func(*scheduler.Call) error { return nil }}
 	require.NoError(t, d.Submit(ctx, noop, dist.RW(hs[0])))
 	var waitErr error
