@@ -3,15 +3,10 @@
 package dist_test
 
 import (
-	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/pzgo/pz/comm/mpi"
-	"github.com/pzgo/pz/internal/launch"
 )
 
 // TestMPIMasterCache is TestMasterCacheReadOnce and TestMasterCacheLimit
@@ -37,24 +32,5 @@ func TestMPIMasterCache(t *testing.T) {
 //
 // Outside mpirun it is skipped.
 func BenchmarkMPIMasterCachedRead(b *testing.B) {
-	if !launch.Detect(os.Getenv).Launched() {
-		b.Skip("run under mpirun: see BenchmarkMPIMasterCachedRead's doc")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	w, err := mpi.Init(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := w.Finalize(); err != nil {
-			b.Error(err)
-		}
-	}()
-	if w.Size() < 2 {
-		b.Skip("BenchmarkMPIMasterCachedRead needs 2 ranks or more")
-	}
-	if err := benchCachedRanks(ctx, b, w); err != nil {
-		b.Fatal(err)
-	}
+	benchUnderMPI(b, "BenchmarkMPIMasterCachedRead", benchCachedRanks)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pzgo/pz/comm"
 	"github.com/pzgo/pz/comm/mpi"
 	"github.com/pzgo/pz/internal/launch"
 )
@@ -22,8 +23,17 @@ import (
 //
 // Outside mpirun it is skipped.
 func BenchmarkMPIMaster(b *testing.B) {
+	benchUnderMPI(b, "BenchmarkMPIMaster", benchMasterRanks)
+}
+
+// benchUnderMPI runs bench (the benchmark named name) on every rank of
+// an mpirun job of 2 ranks or more, MPI initialized for it and finalized
+// after it, under a 10-minute context; outside mpirun, or on 1 rank, it
+// skips b.
+func benchUnderMPI(b *testing.B, name string, bench func(context.Context, *testing.B, comm.Comm) error) {
+	b.Helper()
 	if !launch.Detect(os.Getenv).Launched() {
-		b.Skip("run under mpirun: see BenchmarkMPIMaster's doc")
+		b.Skip("run under mpirun: see " + name + "'s doc")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -37,9 +47,9 @@ func BenchmarkMPIMaster(b *testing.B) {
 		}
 	}()
 	if w.Size() < 2 {
-		b.Skip("BenchmarkMPIMaster needs 2 ranks or more")
+		b.Skip(name + " needs 2 ranks or more")
 	}
-	if err := benchMasterRanks(ctx, b, w); err != nil {
+	if err := bench(ctx, b, w); err != nil {
 		b.Fatal(err)
 	}
 }
