@@ -34,25 +34,12 @@ func TestMergedTraceFlowsFromTaskToTask(t *testing.T) {
 		copy(scheduler.VectorOf[int64](c, 1), scheduler.VectorOf[int64](c, 0))
 		return nil
 	}}
-	path := filepath.Join(t.TempDir(), "flows.json")
-	err := runRanksWith(t, 2, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, d *dist.Scheduler) error {
-		hs, err := onePerRank[int64](d, 4)
-		if err != nil {
-			return err
-		}
+	path := mergedTraceOf(t, "flows", func(ctx context.Context, d *dist.Scheduler, hs []*dist.Handle) error {
 		if err := d.Submit(ctx, produce, dist.W(hs[0])); err != nil {
 			return err
 		}
-		if err := d.Submit(ctx, consume, dist.R(hs[0]), dist.W(hs[1])); err != nil {
-			return err
-		}
-		if err := d.WaitAll(ctx); err != nil {
-			return err
-		}
-		return d.WriteTraceFiles(ctx, path, 0)
+		return d.Submit(ctx, consume, dist.R(hs[0]), dist.W(hs[1]))
 	})
-	require.NoError(t, err)
-
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var tr struct {
@@ -91,4 +78,29 @@ func TestMergedTraceFlowsFromTaskToTask(t *testing.T) {
 	for _, want := range []string{"produce -> send", "send -> recv", "recv -> consume"} {
 		require.True(t, arrows[want], "no flow arrow %s (each end inside its slice); the trace's arrows: %v", want, arrows)
 	}
+}
+
+// mergedTraceOf runs submit on 2 in-process ranks of one worker each,
+// with statistics on, given a vector of 4 int64 owned by each rank (hs[r]
+// on rank r); then it waits for the tasks and writes the merged trace
+// files, whose JSON path (name.json in the test's temporary directory,
+// name.svg beside it) it returns.
+func mergedTraceOf(t *testing.T, name string, submit func(ctx context.Context, d *dist.Scheduler, hs []*dist.Handle) error) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".json")
+	err := runRanksWith(t, 2, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, d *dist.Scheduler) error {
+		hs, err := onePerRank[int64](d, 4)
+		if err != nil {
+			return err
+		}
+		if err := submit(ctx, d, hs); err != nil {
+			return err
+		}
+		if err := d.WaitAll(ctx); err != nil {
+			return err
+		}
+		return d.WriteTraceFiles(ctx, path, 0)
+	})
+	require.NoError(t, err)
+	return path
 }

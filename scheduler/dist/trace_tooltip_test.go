@@ -23,12 +23,7 @@ import (
 // and copies.
 func TestMergedGanttTooltipsNameTaskAndRank(t *testing.T) {
 	work := &scheduler.Codelet{Name: "work", CPU: func(*scheduler.Call) error { return nil }}
-	path := filepath.Join(t.TempDir(), "tips.json")
-	err := runRanksWith(t, 2, []scheduler.Option{scheduler.WithWorkers(1), scheduler.WithStats(true)}, func(ctx context.Context, d *dist.Scheduler) error {
-		hs, err := onePerRank[int64](d, 4)
-		if err != nil {
-			return err
-		}
+	path := mergedTraceOf(t, "tips", func(ctx context.Context, d *dist.Scheduler, hs []*dist.Handle) error {
 		// Each rank writes its own vector, then rank 0 reads rank 1's:
 		// tasks on both ranks and one transfer.
 		for _, h := range hs {
@@ -36,16 +31,8 @@ func TestMergedGanttTooltipsNameTaskAndRank(t *testing.T) {
 				return err
 			}
 		}
-		if err := d.Submit(ctx, work, dist.RW(hs[0]), dist.R(hs[1])); err != nil {
-			return err
-		}
-		if err := d.WaitAll(ctx); err != nil {
-			return err
-		}
-		return d.WriteTraceFiles(ctx, path, 0)
+		return d.Submit(ctx, work, dist.RW(hs[0]), dist.R(hs[1]))
 	})
-	require.NoError(t, err)
-
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var trace struct {
