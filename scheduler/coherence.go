@@ -670,26 +670,7 @@ func (d *dataLayer) allocLocked(h *Handle, n MemoryNode, prefetch bool) (<-chan 
 	return nil, nil
 }
 
-// allocPrivate allocates device memory of like's shape on node n for a
-// worker's own buffer (a Scratch buffer, a Redux copy), from the node's
-// cache or the device, counted in the node's use and made room for as a
-// replica is: cached allocations dropped, least-recently-used replicas
-// evicted (written back first when modified). When all else on the
-// node is in use it first calls drain, if given (the worker's own tasks
-// in flight, whose data may be what fills the node, complete), then
-// waits for a change there (a task's or a copy's end) and tries again;
-// after outsideWaits waits that no change ended (after 1, 2, 4 ... ms:
-// the rest is memory that others hold, or that tasks waiting like this
-// one keep) it gives up with ErrDeviceMemory, naming the sizes and who
-// holds the device (the task then goes to a CPU worker if it may).
-// freePrivate gives the memory back.
-func (d *dataLayer) allocPrivate(n MemoryNode, like *buffer, what string, drain func() bool) (accel.Mem, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.allocPrivateLocked(n, like, what, drain)
-}
-
-// allocScratch is allocPrivate for a task's Scratch buffer, which goes
+// allocScratch is allocPrivateLocked for a task's Scratch buffer, which goes
 // back to the node's cache when the task ends (freeScratch); until then
 // it counts as memory a running task uses, which a task waiting for room
 // waits for (busyLocked).
@@ -703,8 +684,20 @@ func (d *dataLayer) allocScratch(n MemoryNode, like *buffer, what string, drain 
 	return m, err
 }
 
-// allocPrivateLocked is allocPrivate with d.mu held (it unlocks it while
-// it waits).
+// allocPrivateLocked allocates device memory of like's shape on node n
+// for a worker's own buffer (a Scratch buffer, a Redux copy), from the node's
+// cache or the device, counted in the node's use and made room for as a
+// replica is: cached allocations dropped, least-recently-used replicas
+// evicted (written back first when modified). When all else on the
+// node is in use it first calls drain, if given (the worker's own tasks
+// in flight, whose data may be what fills the node, complete), then
+// waits for a change there (a task's or a copy's end) and tries again;
+// after outsideWaits waits that no change ended (after 1, 2, 4 ... ms:
+// the rest is memory that others hold, or that tasks waiting like this
+// one keep) it gives up with ErrDeviceMemory, naming the sizes and who
+// holds the device (the task then goes to a CPU worker if it may).
+// d.mu is held (it is unlocked while it waits); freeScratch and the end
+// of the Redux copies give the memory back to the node's cache.
 func (d *dataLayer) allocPrivateLocked(n MemoryNode, like *buffer, what string, drain func() bool) (accel.Mem, error) {
 	nd := d.nodes[n]
 	size := bufBytes(like)
@@ -768,7 +761,7 @@ func (d *dataLayer) allocPrivateLocked(n MemoryNode, like *buffer, what string, 
 	}
 }
 
-// allocRedux is allocPrivate for a worker's Redux copy of h, which
+// allocRedux is allocPrivateLocked for a worker's Redux copy of h, which
 // stays on node n until the reduction task has combined it (freeRedux);
 // the node counts it meanwhile, for errors (othersHold).
 func (d *dataLayer) allocRedux(n MemoryNode, h *Handle, drain func() bool) (accel.Mem, error) {
@@ -797,14 +790,6 @@ func (d *dataLayer) freeRedux(n MemoryNode, m accel.Mem, h *Handle) {
 	nd.cacheLocked(m, &h.ram)
 }
 
-// freePrivate puts an allocation of allocPrivate into the node's cache,
-// for the next private buffer or replica of its size.
-func (d *dataLayer) freePrivate(n MemoryNode, m accel.Mem, like *buffer) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.nodes[n].cacheLocked(m, like)
-}
-
 // freeScratch puts a Scratch buffer of allocScratch into the node's
 // cache when its task has ended.
 func (d *dataLayer) freeScratch(n MemoryNode, m accel.Mem, like *buffer) {
@@ -824,12 +809,12 @@ func (nd *memNode) cacheLocked(m accel.Mem, like *buffer) {
 }
 
 // evictLocked drops one replica from node n to make room for h (nil: for
-// a private buffer, allocPrivate): it reports ok when it freed one;
+// a private buffer, allocPrivateLocked): it reports ok when it freed one;
 // otherwise it returns the channel to wait on - a write-back under way,
 // or the node's signal when no replica of this scheduler there can go
 // now (those running tasks and copies use end and signal; if there is
 // none, the rest of the device is others' memory, and the caller looks
-// again a few times before it gives up: acquireTask, allocPrivate) - or
+// again a few times before it gives up: acquireTask, allocPrivateLocked) - or
 // nothing for a prefetch, which gives up.
 func (d *dataLayer) evictLocked(h *Handle, n MemoryNode, prefetch bool) (wait <-chan struct{}, ok bool) {
 	nd := d.nodes[n]
@@ -1273,7 +1258,7 @@ func taskDataBytes(t *Task) (total int64) {
 
 // taskBytes is the device memory t needs on a device worker's node, each
 // handle once: its data's replicas, and the private buffers of its
-// Scratch and Redux accesses (allocPrivate); what lists them for an
+// Scratch and Redux accesses (allocPrivateLocked); what lists them for an
 // error.
 func taskBytes(t *Task) (total int64, what string) {
 	var parts []string

@@ -617,10 +617,6 @@ func (h *Handle) reduceInto(c *Call) error {
 // sealed marks a completed task's successor stack.
 var sealed = &edge{}
 
-// addDep makes t, a task whose own count holds it in t.pending, wait for
-// p, and cancels t if p fails.
-func (s *Scheduler) addDep(p, t *Task) { s.pushEdge(p, t, false, true) }
-
 // pushEdge makes t wait for p; unless weak, p's failure cancels t.
 // Lock-free: t's edge is pushed on p's successor stack unless p has
 // sealed it by completing; it reports whether it was.

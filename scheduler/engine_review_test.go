@@ -174,8 +174,7 @@ type chaosOp struct {
 	task   *scheduler.Task // nil for Submit's (pooled) tasks
 	idx    int
 	want   string // "done", "failed", "canceled"
-	runs   *[]int32
-	cancel bool // of the CancelOn lane: "canceled" or "done"
+	cancel bool   // of the CancelOn lane: "canceled" or "done"
 }
 
 // chaosLane is the model of one lane's handle.

@@ -157,7 +157,7 @@ type reduxCopy struct {
 	live bool
 	dev  *device    // the device the copy is on; nil: RAM
 	node MemoryNode // dev's node
-	mem  accel.Mem  // its allocation there (dataLayer.allocPrivate)
+	mem  accel.Mem  // its allocation there (dataLayer.allocPrivateLocked)
 }
 
 // HandleOption configures a handle at registration.
