@@ -19,7 +19,7 @@ import (
 // (no -test.count above 1):
 //
 //	go test -tags mpi -c -o /tmp/dist.test ./scheduler/dist
-//	mpirun -n 2 /tmp/dist.test -test.run '^$' -test.bench 'MPIMaster' -test.benchmem
+//	mpirun -n 2 /tmp/dist.test -test.run '^$' -test.bench '^BenchmarkMPIMaster$' -test.benchmem
 //
 // Outside mpirun it is skipped.
 func BenchmarkMPIMaster(b *testing.B) {
